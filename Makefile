@@ -1,0 +1,39 @@
+# Two commands do everything: `make run` and `make test`. Both bootstrap .venv from the lock.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint venv services browser bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found (set PYTHON=...)"; exit 2; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/goodput serve
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+services:
+	@bash scripts/ensure-services.sh
+
+browser:
+	@bash scripts/ensure-browser.sh
+
+test: $(STAMP) lint services browser
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/analyze.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,111 @@
+"""The library's facade: detect an export's kind, ingest it into DuckDB, analyze a run of reports.
+
+The CLI, the Celery tasks and the tests call these; nothing else in ``analysis`` needs to be known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.errors import TraceError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+Progress = Callable[[str, int, int], None]  # (stage or table, done, total)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for reading one untrusted export."""
+
+    max_bytes: int = 20 * 1024**3
+    timeout_s: float = 3600.0
+    memory_bytes: int = 2 * 1024**3      # address-space cap of the child process doing the bulk copy
+    threads: int = 2
+
+
+def detect_kind(path: Path) -> str:
+    """'nsys' for an SQLite file, 'ncu' for CSV text, else a TraceError naming what it is."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise TraceError("unknown_format", f"cannot read the file: {exc.strerror}") from None
+    if size == 0:
+        raise TraceError("empty_file", "the file is empty (0 bytes); export the report again")
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys"
+    if head.startswith(b"NVIDIA Nsight Compute") or path.suffix == ".ncu-rep":
+        raise TraceError(
+            "ncu_rep_needs_ncu",
+            "this is a binary .ncu-rep report; convert it with "
+            "`ncu --import FILE.ncu-rep --csv --page raw > FILE.csv` and upload the CSV",
+        )
+    if path.suffix in (".nsys-rep", ".qdrep"):
+        raise TraceError(
+            "nsys_rep_needs_nsys",
+            "this is a binary .nsys-rep report; convert it with "
+            "`nsys export --type sqlite --output FILE.sqlite FILE.nsys-rep` and upload the SQLite file",
+        )
+    from analysis.ncu.reader import looks_like_ncu_csv
+
+    if looks_like_ncu_csv(head):
+        return "ncu"
+    if b"\x00" in head[:512] or head[:4] == b"\x89PNG":
+        raise TraceError("not_sqlite", "the file is neither an SQLite database nor CSV text")
+    raise TraceError("unknown_format", "the file is neither an nsys SQLite export nor an ncu CSV export")
+
+
+@dataclass
+class IngestResult:
+    """What ingest wrote: the tool and the report's headline facts (see ``analysis.summary``)."""
+
+    tool: str
+    out: Path
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None) -> IngestResult:
+    """Validate an untrusted export and write its normalized DuckDB file to ``out`` atomically.
+
+    Raises ``TraceError``; on any error nothing is left at ``out``.
+    """
+    limits = limits or Limits()
+    src, out = Path(src), Path(out)
+    if src.stat().st_size > limits.max_bytes:
+        raise TraceError("too_large", f"the file is {src.stat().st_size} bytes; the limit is {limits.max_bytes}")
+    kind = detect_kind(src)
+    if kind == "nsys":
+        from analysis.nsys.ingest import ingest_nsys
+
+        ingest_nsys(src, out, limits=limits, progress=progress)
+    else:
+        from analysis.ncu.ingest import ingest_ncu
+
+        ingest_ncu(src, out, limits=limits, progress=progress)
+    from analysis.summary import report_info
+    from analysis.trace import Trace
+
+    trace = Trace(out, src.name)
+    try:
+        info = report_info(trace)
+    finally:
+        trace.close()
+    return IngestResult(kind, out, info)
+
+
+def analyze(
+    reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
+    thresholds: Mapping[str, float] | None = None, top: int | None = None,
+) -> dict[str, Any]:
+    """Analyze ingested reports (DuckDB files) as one run: report summaries, ranked findings, rule status.
+
+    Returns the JSON contract ``{"reports": [...], "findings": [...], "rules": [...]}``.
+    """
+    from analysis.runner import analyze_run
+
+    return analyze_run(reports, labels=labels, rules=rules, thresholds=thresholds, top=top)

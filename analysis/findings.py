@@ -1,0 +1,92 @@
+"""Findings as data: what a rule reports, with its cost, its evidence and the advice."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("critical", "warning", "info")
+# One policy for every rule and both tools, so severities compare: share of the run's time at stake.
+CRITICAL_PCT = 10.0
+WARNING_PCT = 2.0
+EVIDENCE_LIMIT = 20
+
+
+def severity_for(impact_pct: float | None) -> str:
+    """Severity from the share of time a finding costs (percent)."""
+    if impact_pct is None:
+        return "info"
+    if impact_pct >= CRITICAL_PCT:
+        return "critical"
+    if impact_pct >= WARNING_PCT:
+        return "warning"
+    return "info"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One place where a problem shows: a time range on a device/stream, a kernel, an API call."""
+
+    start_ns: int | None = None
+    end_ns: int | None = None
+    device: int | None = None
+    stream: int | None = None
+    pid: int | None = None
+    rank: int | None = None
+    name: str | None = None          # kernel, API call or metric involved
+    nvtx: str | None = None          # innermost enclosing NVTX range, when known
+    value_ns: int | None = None      # this item's share of the impact
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A problem with numbers: how much time it costs (``impact_ns``), where, and what to do."""
+
+    rule_id: str
+    title: str
+    message: str
+    impact_ns: int
+    impact_pct: float | None
+    advice: str
+    evidence: tuple[Evidence, ...] = ()
+    evidence_total: int = 0            # how many items matched in all (evidence is a bounded sample)
+    report: str | None = None          # the report (file) it belongs to; None for run-level findings
+    rank: int | None = None
+    severity: str = ""                 # derived from impact_pct when left empty
+    extra: dict[str, Any] = field(default_factory=dict)  # rule-specific numbers (e.g. speedup_pct)
+
+    def __post_init__(self) -> None:
+        if not self.severity:
+            object.__setattr__(self, "severity", severity_for(self.impact_pct))
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"bad severity {self.severity!r}")
+        if len(self.evidence) > EVIDENCE_LIMIT:
+            object.__setattr__(self, "evidence", tuple(self.evidence[:EVIDENCE_LIMIT]))
+        if self.evidence_total < len(self.evidence):
+            object.__setattr__(self, "evidence_total", len(self.evidence))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "rule_id": self.rule_id,
+            "severity": self.severity,
+            "title": self.title,
+            "message": self.message,
+            "impact_ns": int(self.impact_ns),
+            "impact_pct": None if self.impact_pct is None else round(float(self.impact_pct), 3),
+            "advice": self.advice,
+            "report": self.report,
+            "rank": self.rank,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "evidence_total": self.evidence_total,
+        }
+        out.update(self.extra)
+        return out
+
+
+def rank_findings(findings: list[Finding]) -> list[Finding]:
+    """Order findings by the time they cost, across all rules and reports (stable for ties)."""
+    return sorted(findings, key=lambda f: (-int(f.impact_ns), f.rule_id, f.report or ""))

@@ -1,0 +1,217 @@
+"""The normalized trace schema: one DuckDB file per report, whatever tool or version wrote the export.
+
+Conventions every reader must honour and every rule may rely on:
+
+* Times are integer nanoseconds relative to the session start (``*_ns`` columns), even when the
+  export stored absolute UTC nanoseconds. The session's UTC start is ``meta['session_start_utc_ns']``
+  (absent when the export does not record it), so ``session_start_utc_ns + start_ns`` is wall-clock
+  time and the ranks of one job can be aligned.
+* ``device`` is the CUDA ordinal as the profiled process saw it (``KERNEL.deviceId``), never the
+  nsys GPU id; ``devices`` maps it to the physical GPU.
+* ``pid``/``tid`` are OS ids (decoded from nsys' packed ``globalPid``/``globalTid``).
+* Strings are stored resolved (no string-id indirection) and exactly as the export had them.
+* A table the export did not have exists and is empty.
+
+Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they were written with.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+# Decoded vocabularies (the values the readers write into VARCHAR columns).
+KERNEL_CATEGORIES = ("compute", "nccl")
+COPY_KINDS = (
+    "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA",
+    "UVM_HtoD", "UVM_DtoH", "UVM_DtoD", "unknown",
+)
+MEMORY_KINDS = ("pageable", "pinned", "device", "array", "managed", "device_static", "managed_static", "unknown")
+SYNC_TYPES = ("event", "stream_wait_event", "stream", "context", "unknown")
+API_KINDS = ("runtime", "driver")
+NVTX_KINDS = ("push_pop", "start_end", "mark")
+
+NSYS_TABLES: dict[str, str] = {
+    "meta": """
+        key VARCHAR PRIMARY KEY,
+        value VARCHAR
+    """,
+    "devices": """
+        device INTEGER,            -- CUDA ordinal as seen by `pid` (NULL pid: same for every process)
+        pid INTEGER,
+        gpu_id INTEGER,            -- nsys' TARGET_INFO_GPU.id
+        name VARCHAR,
+        uuid VARCHAR,
+        bus_location VARCHAR,
+        sm_count INTEGER,
+        memory_bytes BIGINT,
+        memory_bandwidth_bps BIGINT,
+        l2_cache_bytes BIGINT,
+        clock_rate_hz BIGINT,
+        cc_major INTEGER,
+        cc_minor INTEGER,
+        max_warps_per_sm INTEGER,
+        max_blocks_per_sm INTEGER,
+        max_regs_per_sm INTEGER,
+        max_shmem_per_sm INTEGER
+    """,
+    "processes": """
+        pid INTEGER,
+        name VARCHAR
+    """,
+    "threads": """
+        pid INTEGER,
+        tid INTEGER,
+        name VARCHAR
+    """,
+    "kernels": """
+        device INTEGER,
+        context_id BIGINT,
+        stream BIGINT,
+        pid INTEGER,
+        tid INTEGER,               -- thread of the launching API call; NULL when it is not in the trace
+        start_ns BIGINT,
+        end_ns BIGINT,
+        correlation_id BIGINT,
+        name VARCHAR,              -- demangled name
+        short_name VARCHAR,
+        mangled_name VARCHAR,
+        grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
+        block_x INTEGER, block_y INTEGER, block_z INTEGER,
+        registers INTEGER,
+        static_smem INTEGER,
+        dynamic_smem INTEGER,
+        graph_id BIGINT,
+        category VARCHAR           -- 'compute' | 'nccl'
+    """,
+    "memcpy": """
+        device INTEGER,
+        context_id BIGINT,
+        stream BIGINT,
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        correlation_id BIGINT,
+        copy_kind VARCHAR,         -- see COPY_KINDS
+        bytes BIGINT,
+        src_kind VARCHAR,          -- see MEMORY_KINDS
+        dst_kind VARCHAR,
+        src_device INTEGER,
+        dst_device INTEGER
+    """,
+    "memset": """
+        device INTEGER,
+        context_id BIGINT,
+        stream BIGINT,
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        correlation_id BIGINT,
+        bytes BIGINT,
+        value INTEGER,
+        mem_kind VARCHAR
+    """,
+    "cuda_api": """
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        name VARCHAR,              -- without the _vNNNN suffix
+        kind VARCHAR,              -- 'runtime' | 'driver' (backtrace duplicates are dropped)
+        correlation_id BIGINT,
+        return_value BIGINT
+    """,
+    "sync": """
+        device INTEGER,
+        context_id BIGINT,
+        stream BIGINT,
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        correlation_id BIGINT,
+        sync_type VARCHAR,         -- see SYNC_TYPES
+        event_id BIGINT
+    """,
+    "nvtx": """
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        end_ns BIGINT,             -- NULL for marks
+        text VARCHAR,
+        domain VARCHAR,            -- NULL for the default domain
+        kind VARCHAR,              -- 'push_pop' | 'start_end' | 'mark'
+        nesting INTEGER
+    """,
+    "osrt": """
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        name VARCHAR
+    """,
+    "overhead": """
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        name VARCHAR               -- profiler overhead (e.g. CUPTI buffer flush); counts as GPU-busy
+    """,
+}
+
+NCU_TABLES: dict[str, str] = {
+    "meta": NSYS_TABLES["meta"],
+    "ncu_kernels": """
+        kernel_id INTEGER,         -- ncu's profiled launch ID
+        name VARCHAR,              -- demangled
+        short_name VARCHAR,
+        pid INTEGER,
+        process_name VARCHAR,
+        host VARCHAR,
+        device INTEGER,
+        cc VARCHAR,
+        context BIGINT,
+        stream BIGINT,
+        grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
+        block_x INTEGER, block_y INTEGER, block_z INTEGER,
+        registers INTEGER,
+        shared_mem_bytes BIGINT,
+        duration_ns DOUBLE
+    """,
+    "ncu_metrics": """
+        kernel_id INTEGER,
+        section VARCHAR,
+        metric VARCHAR,            -- ncu's metric name or display name, as exported
+        unit VARCHAR,              -- normalized base unit ('ns', 'B', 'B/s', '%', 'Hz', '' ...)
+        value DOUBLE,              -- in `unit`; NULL when the text is not a number ('n/a')
+        text VARCHAR,              -- the original cell text
+        orig_unit VARCHAR
+    """,
+    "ncu_rule_results": """
+        kernel_id INTEGER,
+        section VARCHAR,
+        rule VARCHAR,
+        type VARCHAR,
+        message VARCHAR,
+        speedup_type VARCHAR,
+        speedup_pct DOUBLE
+    """,
+}
+
+
+def ddl(tables: dict[str, str]) -> list[str]:
+    """CREATE TABLE statements for a tool's normalized tables."""
+    return [f"CREATE TABLE {name} ({cols.strip()})" for name, cols in tables.items()]
+
+
+def columns(tables: dict[str, str], name: str) -> list[str]:
+    """Column names of one normalized table, in order (parsed from its DDL)."""
+    out: list[str] = []
+    for raw in tables[name].splitlines():
+        line = raw.split("--", 1)[0].strip().rstrip(",")
+        for part in line.split(","):
+            words = part.split()
+            if words and words[0].upper() not in {"PRIMARY"}:
+                out.append(words[0])
+    return out

@@ -1,0 +1,91 @@
+"""Read-only handles on ingested reports (one DuckDB file each) and on a run (several reports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+
+@dataclass
+class Trace:
+    """One ingested report, opened read-only. ``label`` names it in findings (usually the file name)."""
+
+    path: Path
+    label: str
+    _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            self._con = duckdb.connect(str(self.path), read_only=True)
+        return self._con
+
+    def sql(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> list[tuple]:
+        """Run a query with bound parameters and return all rows."""
+        return self.con.execute(query, params or []).fetchall()
+
+    def scalar(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
+        row = self.con.execute(query, params or []).fetchone()
+        return None if row is None else row[0]
+
+    @cached_property
+    def meta(self) -> dict[str, str]:
+        return dict(self.sql("SELECT key, value FROM meta"))
+
+    @property
+    def tool(self) -> str:
+        return self.meta.get("tool", "nsys")
+
+    @cached_property
+    def tables(self) -> set[str]:
+        return {r[0] for r in self.sql("SELECT table_name FROM duckdb_tables()")}
+
+    def has_rows(self, table: str) -> bool:
+        """True when the table exists and holds at least one row."""
+        if table not in self.tables:
+            return False
+        return self.scalar(f'SELECT 1 FROM "{table}" LIMIT 1') is not None  # noqa: S608 - name checked above
+
+    @property
+    def rank(self) -> int | None:
+        value = self.meta.get("rank")
+        return None if value in (None, "") else int(value)
+
+    @property
+    def session_start_utc_ns(self) -> int | None:
+        value = self.meta.get("session_start_utc_ns")
+        return None if value in (None, "") else int(value)
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+
+@dataclass
+class Run:
+    """The reports of one profiled execution (one per rank, nsys and ncu mixed)."""
+
+    traces: list[Trace]
+
+    def of_tool(self, tool: str) -> list[Trace]:
+        return [t for t in self.traces if t.tool == tool]
+
+    def close(self) -> None:
+        for t in self.traces:
+            t.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @classmethod
+    def open(cls, paths: list[Path], labels: list[str] | None = None) -> Run:
+        labels = labels or [Path(p).name for p in paths]
+        return cls([Trace(Path(p), label) for p, label in zip(paths, labels, strict=True)])

@@ -1,0 +1,1 @@
+"""The `goodput` command: offline analysis, ingest, and the service's processes (serve, worker)."""

@@ -1,0 +1,50 @@
+"""Entry point of the `goodput` command: parses arguments and dispatches to one subcommand module.
+
+Bad input exits with status 2 and exactly one line on stderr: ``goodput: FILE: CODE: message``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from goodput_cli import offline
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(Exception):
+    """A command-line mistake; printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="goodput", description="Where does your GPU time go?")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    offline.add_commands(sub)
+    try:  # the service's commands (serve, worker, upload, token, user, migrate) — issue #5
+        from goodput_cli import service
+    except ImportError:  # pragma: no cover - only before the service exists
+        service = None
+    if service is not None:
+        service.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except offline.BadInput as exc:
+        print(f"goodput: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except UsageError as exc:
+        print(f"goodput: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
