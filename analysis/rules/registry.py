@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from analysis.rules.base import Registry, Rule
-
-# Each rule family appends its classes here, in id order (see issues #3 and #4).
-NSYS_RULES: list[type[Rule]] = []
-NCU_RULES: list[type[Rule]] = []
+from analysis.rules.base import Registry
+from analysis.rules.ncu import NCU_RULES
+from analysis.rules.nsys import NSYS_RULES
 
 
 def default_registry() -> Registry:
