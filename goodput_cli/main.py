@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from goodput_cli import offline
+from goodput_cli import admin, offline, service
 
 EXIT_BAD_INPUT = 2
 
@@ -21,13 +21,8 @@ class UsageError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goodput", description="Where does your GPU time go?")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    offline.add_commands(sub)
-    try:  # the service's commands (serve, worker, upload, token, user, migrate) — issue #5
-        from goodput_cli import service
-    except ImportError:  # pragma: no cover - only before the service exists
-        service = None
-    if service is not None:
-        service.add_commands(sub)
+    for module in (offline, admin, service):
+        module.add_commands(sub)
     return parser
 
 
