@@ -49,6 +49,8 @@ class Settings:
     lease_seconds: int = 900
     # Attempts before a report is failed with worker_crashed.
     max_attempts: int = 3
+    # Seconds between reconcile runs (Celery beat), which re-queue expired leases and stale queued jobs.
+    reconcile_interval_seconds: int = 60
     # Seconds one ingest may run before it fails with `timeout`.
     ingest_timeout_seconds: int = 3600
     # Address-space cap, in bytes, of the child process that copies an export.
