@@ -99,3 +99,10 @@ class Settings:
         if settings.max_attempts < 1:
             raise SettingsError("GOODPUT_MAX_ATTEMPTS must be at least 1")
         return settings
+
+
+def current_settings() -> Settings:
+    """The Settings of the running Flask app (set by ``create_app``)."""
+    from flask import current_app
+
+    return current_app.extensions["goodput.settings"]

@@ -1,0 +1,127 @@
+"""Engine and session factory of the metadata DB (SQLite with WAL and a busy timeout, or PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.settings import Settings
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+class NotMigrated(RuntimeError):
+    """The metadata DB is not at the migrations' head; the message gives the command to run."""
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    # WAL lets readers (web) and the writer (workers) proceed together; the busy timeout turns
+    # "database is locked" into a wait; foreign keys are off by default in SQLite.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def make_engine(url: str, **kwargs) -> sa.Engine:
+    """An engine for ``url``; SQLite gets WAL, busy timeout and foreign keys on every connection."""
+    if url.startswith("sqlite"):
+        path = sa.engine.make_url(url).database
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **kwargs)
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 20)
+    return sa.create_engine(url, **kwargs)
+
+
+def engine_for(settings: Settings) -> sa.Engine:
+    return make_engine(settings.resolved_database_url)
+
+
+def make_sessionmaker(engine: sa.Engine) -> sessionmaker[Session]:
+    # expire_on_commit=False: services return objects whose attributes views read after commit.
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A session that is closed (rolled back if not committed) at the end of the block."""
+    session = factory()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def alembic_config(url: str):
+    """An Alembic Config for ``url`` that finds ``migrations/`` wherever we run from."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Apply the migrations up to ``revision`` (what `goodput migrate` runs)."""
+    from alembic import command
+
+    if url.startswith("sqlite"):
+        make_engine(url).dispose()  # creates the parent directory
+    command.upgrade(alembic_config(url), revision)
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    heads = ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads()
+    if len(heads) != 1:
+        raise RuntimeError(f"migrations have {len(heads)} heads; expected exactly one")
+    return heads[0]
+
+
+def current_revision(engine: sa.Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def check_migrated(engine: sa.Engine) -> None:
+    """Raise NotMigrated naming the command to run when the DB is behind (or ahead of) the code."""
+    current, head = current_revision(engine), head_revision()
+    if current != head:
+        raise NotMigrated(
+            f"the metadata DB is at revision {current or 'none'}, the code needs {head}; "
+            "run `goodput migrate` (same GOODPUT_DATABASE_URL) first"
+        )
+
+
+def get_session() -> Session:
+    """The current Flask request's session (opened on first use, closed at teardown)."""
+    from flask import current_app, g
+
+    session = g.get("_db_session")
+    if session is None:
+        session = g._db_session = current_app.extensions["goodput.sessionmaker"]()
+    return session
+
+
+def close_request_session(_exc: BaseException | None = None) -> None:
+    from flask import g
+
+    session = g.pop("_db_session", None)
+    if session is not None:
+        session.close()

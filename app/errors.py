@@ -1,0 +1,124 @@
+"""Typed API errors, the one table mapping error codes to HTTP statuses, and the JSON error handlers."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from flask import Flask, g, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from analysis.errors import TraceError
+
+logger = logging.getLogger(__name__)
+
+# Every API error code and its HTTP status. Trace error codes (analysis.errors) appear upper-cased.
+ERROR_STATUS: dict[str, int] = {
+    "VALIDATION_ERROR": 400,
+    "BAD_REQUEST": 400,
+    "UNAUTHORIZED": 401,
+    "FORBIDDEN": 403,
+    "CSRF_FAILED": 403,
+    "NOT_FOUND": 404,
+    "RUN_NOT_FOUND": 404,
+    "REPORT_NOT_FOUND": 404,
+    "JOB_NOT_FOUND": 404,
+    "TOKEN_NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "CONFLICT": 409,
+    "RUN_DELETED": 409,
+    "TOO_LARGE": 413,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "EMPTY_FILE": 422,
+    "NOT_SQLITE": 422,
+    "UNKNOWN_FORMAT": 422,
+    "NOT_NSYS_EXPORT": 422,
+    "NOT_NCU_CSV": 422,
+    "NCU_REP_NEEDS_NCU": 422,
+    "NSYS_REP_NEEDS_NSYS": 422,
+    "CORRUPT": 422,
+    "UNSAFE_SCHEMA": 422,
+    "UNSUPPORTED_SCHEMA": 422,
+    "BAD_COMPRESSION": 422,
+    "NO_SPACE": 507,
+    "INTERNAL": 500,
+    "SERVICE_UNAVAILABLE": 503,
+}
+_HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
+               405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+
+
+class ApiError(Exception):
+    """An error a client can act on: a stable code (a key of ERROR_STATUS), a message and details."""
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        if code not in ERROR_STATUS:
+            raise ValueError(f"unknown API error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+    @property
+    def status(self) -> int:
+        return ERROR_STATUS[self.code]
+
+    @classmethod
+    def from_trace_error(cls, exc: TraceError) -> ApiError:
+        code = exc.code.upper()
+        return cls(code if code in ERROR_STATUS else "UNKNOWN_FORMAT", exc.message, exc.details)
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _json_error(exc: ApiError):
+    response = jsonify(error_body(exc.code, exc.message, exc.details))
+    response.status_code = exc.status
+    if exc.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="goodput"'
+    return response
+
+
+def _wants_json() -> bool:
+    return request.path.startswith("/api/")
+
+
+def request_id() -> str:
+    if "request_id" not in g:
+        g.request_id = request.headers.get("X-Request-Id", "")[:64] or uuid.uuid4().hex
+    return g.request_id
+
+
+def init_app(app: Flask) -> None:
+    """Register the handlers: typed errors always as JSON; HTTP and unexpected errors as JSON under /api/."""
+
+    @app.errorhandler(ApiError)
+    def _api_error(exc: ApiError):
+        return _json_error(exc)
+
+    @app.errorhandler(TraceError)
+    def _trace_error(exc: TraceError):
+        return _json_error(ApiError.from_trace_error(exc))
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):
+        if not _wants_json():
+            return exc
+        code = _HTTP_CODES.get(exc.code or 500, "BAD_REQUEST" if (exc.code or 500) < 500 else "INTERNAL")
+        response = jsonify(error_body(code, exc.description or exc.name))
+        response.status_code = exc.code or 500
+        return response
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        rid = request_id()
+        logger.exception("unexpected error", extra={"request_id": rid})
+        body = error_body("INTERNAL", f"An unexpected error occurred (request id {rid}).", {"request_id": rid})
+        if not _wants_json():
+            return f"Internal error (request id {rid}).", 500
+        response = jsonify(body)
+        response.status_code = 500
+        return response

@@ -1,0 +1,61 @@
+"""Jobs (a recurring workload such as ``llama-70b-pretrain``) and runs (one profiled execution of it)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.models.base import Base, JSONType, UTCDateTime, utcnow
+
+RUN_SOURCES = ("web", "api", "cli")
+# Derived from the reports and the analysis (see app.services.runs.derive_status).
+RUN_STATUSES = ("queued", "processing", "ready", "failed", "deleted")
+ANALYSIS_STATUSES = ("queued", "analyzing", "ready", "failed")
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    runs: Mapped[list[Run]] = relationship(back_populates="job", passive_deletes=True)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        sa.Index("ix_runs_job_id_created_at", "job_id", "created_at"),
+        sa.Index("ix_runs_created_at", "created_at"),
+        sa.Index("ix_runs_status", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
+    tags: Mapped[dict[str, str]] = mapped_column(JSONType, default=dict)
+    git_sha: Mapped[str | None] = mapped_column(sa.String(64))
+    cluster: Mapped[str | None] = mapped_column(sa.String(200))
+    submitter: Mapped[str | None] = mapped_column(sa.String(200), index=True)
+    source: Mapped[str] = mapped_column(sa.String(10), default="api")
+    status: Mapped[str] = mapped_column(sa.String(20), default="queued")
+    analysis_status: Mapped[str | None] = mapped_column(sa.String(20))
+    analyzed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Analysis attempts and lease, so a crashed analyze is re-queued like an ingest.
+    analysis_attempts: Mapped[int] = mapped_column(default=0)
+    analysis_lease_owner: Mapped[str | None] = mapped_column(sa.String(200))
+    analysis_lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The run's rule results (id, status, reason) from the last analysis.
+    rule_statuses: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    job: Mapped[Job] = relationship(back_populates="runs")
+    reports: Mapped[list[Report]] = relationship(  # noqa: F821
+        back_populates="run", order_by="Report.id", passive_deletes=True
+    )
