@@ -39,10 +39,15 @@ def detect_kind(path: Path) -> str:
         raise TraceError("empty_file", "the file is empty (0 bytes); export the report again")
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
-    if head.startswith(b"NVIDIA Nsight Compute") or path.suffix == ".ncu-rep":
+    if head.startswith(b"NVR\x00") or path.suffix == ".ncu-rep":
+        # Binary Nsight Compute report (magic "NVR\0"): readable only through an ncu binary.
+        import shutil
+
+        if shutil.which("ncu"):
+            return "ncu"
         raise TraceError(
             "ncu_rep_needs_ncu",
-            "this is a binary .ncu-rep report; convert it with "
+            "this is a binary .ncu-rep report and no `ncu` is installed here; convert it with "
             "`ncu --import FILE.ncu-rep --csv --page raw > FILE.csv` and upload the CSV",
         )
     if path.suffix in (".nsys-rep", ".qdrep"):

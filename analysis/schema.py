@@ -177,7 +177,10 @@ NCU_TABLES: dict[str, str] = {
         block_x INTEGER, block_y INTEGER, block_z INTEGER,
         registers INTEGER,
         shared_mem_bytes BIGINT,
-        duration_ns DOUBLE
+        duration_ns DOUBLE,
+        device_name VARCHAR,
+        block_size INTEGER,        -- threads per block; grid_size: blocks in the grid
+        grid_size BIGINT
     """,
     "ncu_metrics": """
         kernel_id INTEGER,
