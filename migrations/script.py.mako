@@ -11,7 +11,6 @@ import sqlalchemy as sa
 from alembic import op
 ${imports if imports else ""}
 
-
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}
 branch_labels = ${repr(branch_labels)}

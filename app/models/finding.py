@@ -41,7 +41,7 @@ class RunSummary(Base):
     """Per-report (``report_id`` set) or per-run (``report_id`` NULL) breakdown and headline numbers.
 
     ``data`` holds the analysis' report dict (report_info + breakdown) and, for compare, ``kernels``:
-    a list of ``{"name", "total_ns", "count"}``. The numeric columns are copies for history queries.
+    a list of ``{"name", "total_ns", "count"}``; the per-run row also holds ``reports`` (labels).
     """
 
     __tablename__ = "run_summaries"
@@ -51,12 +51,13 @@ class RunSummary(Base):
     run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     report_id: Mapped[int | None] = mapped_column(sa.ForeignKey("reports.id", ondelete="CASCADE"))
     data: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
-    duration_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
-    gpu_busy_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
-    kernel_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
-    memory_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
-    comm_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
+    # Copies of the analysis.breakdown totals (all ns), for history and trend queries.
+    span_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
+    compute_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
+    comm_exposed_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
+    memory_only_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
     idle_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
+    goodput_pct: Mapped[float | None] = mapped_column(sa.Float)
     finding_count: Mapped[int] = mapped_column(default=0)
     top_impact_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-12-02 11:41:36.374047+00:00
+Create Date: 2026-12-02 11:44:11.265829+00:00
 """
 
 from __future__ import annotations
@@ -141,12 +141,12 @@ def upgrade() -> None:
     sa.Column('run_id', sa.Integer(), nullable=False),
     sa.Column('report_id', sa.Integer(), nullable=True),
     sa.Column('data', JSON, nullable=False),
-    sa.Column('duration_ns', sa.BigInteger(), nullable=True),
-    sa.Column('gpu_busy_ns', sa.BigInteger(), nullable=True),
-    sa.Column('kernel_ns', sa.BigInteger(), nullable=True),
-    sa.Column('memory_ns', sa.BigInteger(), nullable=True),
-    sa.Column('comm_ns', sa.BigInteger(), nullable=True),
+    sa.Column('span_ns', sa.BigInteger(), nullable=True),
+    sa.Column('compute_ns', sa.BigInteger(), nullable=True),
+    sa.Column('comm_exposed_ns', sa.BigInteger(), nullable=True),
+    sa.Column('memory_only_ns', sa.BigInteger(), nullable=True),
     sa.Column('idle_ns', sa.BigInteger(), nullable=True),
+    sa.Column('goodput_pct', sa.Float(), nullable=True),
     sa.Column('finding_count', sa.Integer(), nullable=False),
     sa.Column('top_impact_ns', sa.BigInteger(), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
