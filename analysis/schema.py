@@ -205,7 +205,8 @@ NCU_TABLES: dict[str, str] = {
 
 def ddl(tables: dict[str, str]) -> list[str]:
     """CREATE TABLE statements for a tool's normalized tables."""
-    return [f"CREATE TABLE {name} ({cols.strip()})" for name, cols in tables.items()]
+    # The closing parenthesis goes on its own line: a column's trailing `-- comment` would swallow it.
+    return [f"CREATE TABLE {name} (\n{cols.strip()}\n)" for name, cols in tables.items()]
 
 
 def columns(tables: dict[str, str], name: str) -> list[str]:
