@@ -1,0 +1,159 @@
+"""Thin Celery tasks: claim the job in the metadata DB, call `analysis`, persist the outcome via the pipeline."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import time
+
+from celery import Celery, Task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from app.queue import ANALYZE_TASK, INGEST_TASK, PURGE_TASK, RECONCILE_TASK, enqueue_analyze, enqueue_ingest
+from app.services import pipeline
+from app.settings import Settings
+from workers.runtime import Heartbeat, session_scope
+
+logger = logging.getLogger(__name__)
+
+
+def worker_id(task: Task) -> str:
+    """Lease owner: host and pid say who, the task id lets a re-delivered message take its job back."""
+    return f"{socket.gethostname()}:{os.getpid()}/{task.request.id}"
+
+
+def _settings(task: Task) -> Settings:
+    return task.app.goodput_settings
+
+
+def run_ingest(task: Task, report_id: int) -> str:
+    """Body of ``ingest.report``: returns what happened (for logs and tests)."""
+    from analysis.api import Limits, ingest
+    from analysis.errors import TraceError
+
+    settings = _settings(task)
+    owner = worker_id(task)
+    with session_scope(settings) as session:
+        claim = pipeline.claim_report(session, report_id, owner, settings.lease_seconds,
+                                      max_attempts=settings.max_attempts)
+    if not claim:
+        if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
+            enqueue_analyze(settings, claim.analyze_run_id)
+        return "skipped"
+    src = pipeline.data_path(settings, claim.upload_path)
+    out = pipeline.trace_path_for(settings, report_id)
+    limits = Limits(max_bytes=settings.max_upload_bytes, timeout_s=float(settings.ingest_timeout_seconds),
+                    memory_bytes=settings.ingest_memory_bytes)
+    last = [0.0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < 1.0 and done < total:
+            return  # one row update a second is plenty for a progress bar
+        last[0] = now
+        with session_scope(settings) as s:
+            pipeline.set_progress(s, report_id, owner, stage, done, total)
+
+    failure: tuple[str, str] | None = None
+    result = None
+    with Heartbeat(settings, lambda s: pipeline.renew_report_lease(s, report_id, owner, settings.lease_seconds)):
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            result = ingest(src, out, limits=limits, progress=progress)
+        except TraceError as exc:
+            failure = (exc.code, exc.message)
+        except SoftTimeLimitExceeded:
+            failure = ("timeout", f"ingest took longer than {settings.ingest_timeout_seconds} s "
+                                  "(GOODPUT_INGEST_TIMEOUT_SECONDS)")
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            failure = ("no_space", "the data directory ran out of disk space during ingest")
+        except Exception:
+            logger.exception("ingest crashed", extra={"report_id": report_id})
+            failure = ("internal", "an unexpected error inside Goodput; the worker log has the details")
+    with session_scope(settings) as session:
+        if failure is not None:
+            run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
+        else:
+            run_id = pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info,
+                                            settings.data_dir)
+    if run_id is not None:
+        enqueue_analyze(settings, run_id)
+    return failure[0] if failure else "ready"
+
+
+def run_analyze(task: Task, run_id: int) -> str:
+    """Body of ``analyze.run``: analyze every ingested report of the run and replace its findings."""
+    from analysis.api import analyze
+    from analysis.errors import TraceError
+
+    settings = _settings(task)
+    owner = worker_id(task)
+    with session_scope(settings) as session:
+        inputs = pipeline.claim_run_analysis(session, run_id, owner, settings.lease_seconds,
+                                             max_attempts=settings.max_attempts)
+    if inputs is None:
+        return "skipped"
+    if not inputs.paths:
+        with session_scope(settings) as session:
+            pipeline.fail_run_analysis(session, run_id, owner, "no report of this run could be ingested")
+        return "failed"
+    try:
+        result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels)
+    except (TraceError, SoftTimeLimitExceeded, OSError) as exc:
+        logger.warning("analysis failed: %s", exc, extra={"run_id": run_id})
+        with session_scope(settings) as session:
+            pipeline.fail_run_analysis(session, run_id, owner, str(exc) or type(exc).__name__)
+        return "failed"
+    with session_scope(settings) as session:
+        pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
+    return "ready"
+
+
+def run_reconcile(task: Task) -> dict[str, list[int]]:
+    """Body of ``reconcile.leases``: re-queue expired leases and jobs a broker may have lost."""
+    settings = _settings(task)
+    with session_scope(settings) as session:
+        todo = pipeline.reconcile(session, lease_seconds=settings.lease_seconds,
+                                  max_attempts=settings.max_attempts)
+    for report_id in todo.reports:
+        enqueue_ingest(settings, report_id)
+    for run_id in todo.runs:
+        enqueue_analyze(settings, run_id)
+    if todo.reports or todo.runs:
+        logger.info("reconcile re-queued reports %s and runs %s", todo.reports, todo.runs)
+    return {"reports": todo.reports, "runs": todo.runs}
+
+
+def run_purge(task: Task, run_id: int) -> int:
+    """Body of ``purge.run``: delete a deleted run's rows and every file no report refers to any more."""
+    settings = _settings(task)
+    with session_scope(settings) as session:
+        pipeline.delete_run_rows(session, run_id)
+    with session_scope(settings) as session:
+        return pipeline.collect_garbage(session, settings)
+
+
+def register_tasks(app: Celery, *, ingest_limit: int, light_limit: int) -> None:
+    """Register the four tasks on ``app`` under their explicit names."""
+    common = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+
+    @app.task(name=INGEST_TASK, soft_time_limit=ingest_limit + 30, time_limit=ingest_limit + 90, **common)
+    def ingest_report(self: Task, report_id: int) -> str:
+        return run_ingest(self, report_id)
+
+    @app.task(name=ANALYZE_TASK, soft_time_limit=light_limit, time_limit=light_limit + 60, **common)
+    def analyze_run(self: Task, run_id: int) -> str:
+        return run_analyze(self, run_id)
+
+    @app.task(name=RECONCILE_TASK, soft_time_limit=120, time_limit=180, **common)
+    def reconcile_leases(self: Task) -> dict[str, list[int]]:
+        return run_reconcile(self)
+
+    @app.task(name=PURGE_TASK, soft_time_limit=light_limit, time_limit=light_limit + 60, **common)
+    def purge_run(self: Task, run_id: int) -> int:
+        return run_purge(self, run_id)
+
