@@ -1,4 +1,4 @@
-"""The ``api_v1`` blueprint: every route in one table (path, methods, view, scope, OpenAPI operation)."""
+"""The ``api_v1`` blueprint: every route in one table (``routes.ROUTES``), mounted at /api/v1."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ from flask import Blueprint, Flask
 
 from app.api import routes
 
-bp = Blueprint("api_v1", __name__, url_prefix="/api/v1")
-
 
 def init_app(app: Flask) -> None:
-    """Register the API routes (from ``routes.ROUTES``) under /api/v1."""
+    """Register the API routes under /api/v1 (a fresh blueprint per app: create_app may run many times)."""
+    bp = Blueprint("api_v1", __name__, url_prefix="/api/v1")
     for route in routes.ROUTES:
-        bp.add_url_rule(route.path, endpoint=route.endpoint, view_func=route.wrapped(),
-                        methods=list(route.methods))
+        bp.add_url_rule(route.path, endpoint=route.endpoint, view_func=route.wrapped(), methods=[route.method])
     app.register_blueprint(bp)

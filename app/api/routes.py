@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from app.api import views
 from app.auth import require_scope
 
+PAGE = ("page", "page_size")
+
 
 @dataclass(frozen=True)
 class Route:
     path: str                       # Flask rule under /api/v1
-    methods: tuple[str, ...]
+    method: str
     view: Callable[..., Any]
     scope: str | None               # None: public
     summary: str
     response: str                   # schema name of the success body
     status: int = 200
-    params: tuple[str, ...] = ()    # query parameter names (see schemas.PARAMS)
-    body: str | None = None         # request body kind: 'multipart' | 'binary'
+    params: tuple[str, ...] = ()    # query parameters (app.api.params.PARAMS)
+    body: str | None = None         # request body: 'multipart' | 'binary'
     errors: tuple[int, ...] = ()
-    tags: tuple[str, ...] = field(default=("runs",))
+    tag: str = "runs"
 
     @property
     def endpoint(self) -> str:
@@ -33,6 +35,32 @@ class Route:
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("/health", ("GET",), views.health, None, "Reachability of the metadata DB and the broker",
-          "Health", tags=("service",), errors=(503,)),
+    Route("/runs", "POST", views.create_run, "write", "Upload exports as a new run (multipart) or create an "
+          "empty run (JSON metadata)", "RunDetail", 202, body="multipart", errors=(400, 413, 415, 422)),
+    Route("/runs", "GET", views.list_runs, "read", "List runs", "RunList",
+          params=("job", "tag", "status", "submitter", "created_after", "created_before", "sort", *PAGE),
+          errors=(400,)),
+    Route("/runs/<int:run_id>", "GET", views.get_run, "read", "A run with its reports", "RunDetail",
+          errors=(404,)),
+    Route("/runs/<int:run_id>", "DELETE", views.delete_run, "write", "Delete a run (its files are purged)",
+          "Deleted", 202, errors=(404,)),
+    Route("/runs/<int:run_id>/reports/<name>", "PUT", views.put_report, "write",
+          "Stream one export into a run (202 new, 200 the same bytes already there)", "Report", 202,
+          body="binary", errors=(404, 413, 422)),
+    Route("/runs/<int:run_id>/findings", "GET", views.list_findings, "read",
+          "The run's findings, largest impact first", "FindingList", params=("severity", "rule", "rank", *PAGE),
+          errors=(400, 404)),
+    Route("/runs/<int:run_id>/summary", "GET", views.run_summary, "read",
+          "The run's time breakdown and headline numbers", "Summary", errors=(404,)),
+    Route("/jobs", "GET", views.list_jobs, "read", "List jobs", "JobList", params=PAGE, errors=(400,), tag="jobs"),
+    Route("/jobs/<path:name>/history", "GET", views.job_history, "read",
+          "A job's per-run headline numbers over time", "JobHistory", params=("limit",), errors=(400, 404),
+          tag="jobs"),
+    Route("/compare", "GET", views.compare, "read", "Compare two runs (head - base)", "Compare",
+          params=("base", "head", "noise_pct"), errors=(400, 404)),
+    Route("/rules", "GET", views.list_rules, "read", "The rule catalogue with docs and thresholds", "RuleList",
+          tag="rules"),
+    Route("/health", "GET", views.health, None, "Reachability of the metadata DB and the broker", "Health",
+          errors=(503,), tag="service"),
+    Route("/openapi.json", "GET", views.openapi, None, "This OpenAPI document", "OpenAPI", tag="service"),
 )

@@ -2,13 +2,130 @@
 
 from __future__ import annotations
 
-from flask import jsonify
+from typing import Any
 
+from flask import jsonify, request, url_for
+
+from app.api.params import parse_query, parse_tags
+from app.api.request import GoodputRequest
+from app.auth import current_principal
 from app.db import get_session
+from app.errors import ApiError
+from app.services import compare as compare_service
+from app.services import findings as findings_service
 from app.services import health as health_service
+from app.services import jobs as jobs_service
+from app.services import rules as rules_service
+from app.services import runs as runs_service
+from app.services import uploads
+from app.services.reports import report_to_dict
+from app.services.storage import CHUNK, Storage
 from app.settings import current_settings
+
+PAGE = ("page", "page_size")
 
 
 def health():
     body = health_service.check(get_session(), current_settings())
     return jsonify(body), (200 if body["status"] == "ok" else 503)
+
+
+def openapi():
+    from app.openapi import build_document
+
+    return jsonify(build_document())
+
+
+def _meta_from_request() -> uploads.RunMeta:
+    principal = current_principal()
+    default_source = "web" if principal is not None and principal.kind == "user" else "api"
+    if request.mimetype == "multipart/form-data":
+        form = request.form
+        return uploads.parse_meta(form.get("job"), form.getlist("tag"), form.get("git_sha"),
+                                  form.get("cluster"), form.get("source") or default_source)
+    if request.mimetype == "application/json":
+        body = request.get_json(silent=True)
+        if not isinstance(body, dict):
+            raise ApiError("VALIDATION_ERROR", "The JSON body must be an object.")
+        tags = body.get("tags") or []
+        if isinstance(tags, dict):
+            tags = [f"{k}={v}" for k, v in tags.items()]
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise ApiError("VALIDATION_ERROR", "tags must be a list of key=value strings.")
+        fields = {k: body.get(k) for k in ("job", "git_sha", "cluster", "source")}
+        if any(v is not None and not isinstance(v, str) for v in fields.values()):
+            raise ApiError("VALIDATION_ERROR", "job, git_sha, cluster and source must be strings.")
+        return uploads.parse_meta(fields["job"], tags, fields["git_sha"], fields["cluster"],
+                                  fields["source"] or default_source)
+    if request.content_length:
+        raise ApiError("UNSUPPORTED_MEDIA_TYPE", "Send multipart/form-data (files + fields) or JSON metadata.")
+    return uploads.parse_meta(None, [], None, None, default_source)
+
+
+def create_run():
+    meta = _meta_from_request()
+    req: GoodputRequest = request  # type: ignore[assignment]
+    files = [uploads.Incoming(fs.filename or name, fs.stream.finish())
+             for name, fs in req.files.items(multi=True)]
+    session = get_session()
+    run, _reports = uploads.create_run(session, current_settings(), meta, files, current_principal().name)
+    body = runs_service.run_detail(session, run.id)
+    return jsonify(body), 202, {"Location": url_for("api_v1.get_run", run_id=run.id)}
+
+
+def put_report(run_id: int, name: str):
+    settings = current_settings()
+    session = get_session()
+    runs_service.get_run(session, run_id)  # 404 before reading a large body
+    sink = Storage(settings.data_dir).open_sink(settings.max_upload_bytes, name)
+    try:
+        stream = request.stream
+        while chunk := stream.read(CHUNK):
+            sink.write(chunk)
+        staged = sink.finish()
+        report, created = uploads.add_report(session, settings, run_id, uploads.Incoming(name, staged))
+    finally:
+        sink.discard()  # a no-op once the file moved into uploads/
+    return jsonify(report_to_dict(report)), (202 if created else 200), {
+        "Location": url_for("api_v1.get_run", run_id=run_id)}
+
+
+def list_runs():
+    q = parse_query(("job", "tag", "status", "submitter", "created_after", "created_before", "sort", *PAGE))
+    q["tags"] = parse_tags(q.pop("tag"))
+    return jsonify(runs_service.list_runs(get_session(), **q))
+
+
+def get_run(run_id: int):
+    return jsonify(runs_service.run_detail(get_session(), run_id))
+
+
+def delete_run(run_id: int):
+    runs_service.delete_run(get_session(), current_settings(), run_id)
+    return jsonify({"id": run_id, "status": "deleted"}), 202
+
+
+def list_findings(run_id: int):
+    q = parse_query(("severity", "rule", "rank", *PAGE))
+    return jsonify(findings_service.list_findings(get_session(), run_id, **q))
+
+
+def run_summary(run_id: int):
+    return jsonify(runs_service.run_summary(get_session(), run_id))
+
+
+def list_jobs():
+    return jsonify(jobs_service.list_jobs(get_session(), **parse_query(PAGE)))
+
+
+def job_history(name: str):
+    return jsonify(jobs_service.job_history(get_session(), name, **parse_query(("limit",))))
+
+
+def compare():
+    q: dict[str, Any] = parse_query(("base", "head", "noise_pct"))
+    return jsonify(compare_service.compare_runs(get_session(), q["base"], q["head"], noise_pct=q["noise_pct"]))
+
+
+def list_rules():
+    return jsonify({"items": rules_service.catalogue()})

@@ -1,0 +1,98 @@
+"""JSON Schemas of /api/v1 bodies: the single source the OpenAPI document is generated from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.models import ANALYSIS_STATUSES, REPORT_KINDS, REPORT_STATUSES, RUN_SOURCES, RUN_STATUSES
+
+S = dict[str, Any]
+
+
+def obj(required: list[str] | None = None, **props: S) -> S:
+    return {"type": "object", "properties": props, "required": required or list(props)}
+
+
+def nullable(schema: S) -> S:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def ref(name: str) -> S:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def page_of(item: str) -> S:
+    return obj(items={"type": "array", "items": ref(item)}, page=INT, page_size=INT, total=INT)
+
+
+INT: S = {"type": "integer"}
+NUM: S = {"type": "number"}
+STR: S = {"type": "string"}
+TIME: S = {"type": "string", "format": "date-time"}
+ANY_OBJ: S = {"type": "object"}
+NS: S = nullable(INT)
+
+BREAKDOWN = {k: NS for k in ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")}
+HEADLINE = {**BREAKDOWN, "goodput_pct": nullable(NUM), "finding_count": NS, "top_impact_ns": NS}
+
+SCHEMAS: dict[str, S] = {
+    "Error": obj(error=obj(code=STR, message=STR, details=ANY_OBJ)),
+    "Health": obj(status={"type": "string", "enum": ["ok", "degraded"]}, database={"type": "boolean"},
+                  broker={"type": "boolean"}),
+    "Report": obj(
+        id=INT, run_id=INT, name=STR, kind={"type": "string", "enum": list(REPORT_KINDS)}, rank=NS,
+        host=nullable(STR), sha256=STR, size_bytes=INT,
+        status={"type": "string", "enum": list(REPORT_STATUSES)},
+        error=nullable(obj(code=STR, message=STR)), attempts=INT,
+        progress=ANY_OBJ, counts=ANY_OBJ, tool_version=nullable(STR), created_at=TIME, updated_at=TIME,
+    ),
+    "Run": obj(
+        id=INT, job=STR, tags={"type": "object", "additionalProperties": STR}, git_sha=nullable(STR),
+        cluster=nullable(STR), submitter=nullable(STR), source={"type": "string", "enum": list(RUN_SOURCES)},
+        status={"type": "string", "enum": list(RUN_STATUSES)},
+        analysis_status=nullable({"type": "string", "enum": list(ANALYSIS_STATUSES)}),
+        analyzed_at=nullable(TIME), error=nullable(STR), created_at=TIME,
+        goodput_pct=nullable(NUM), finding_count=NS, top_impact_ns=NS,
+    ),
+    "Finding": obj(
+        id=INT, run_id=INT, report_id=NS, position=INT, rule_id=STR,
+        severity={"type": "string", "enum": ["critical", "warning", "info"]}, title=STR, message=STR,
+        impact_ns=INT, impact_pct=nullable(NUM), advice=STR, evidence={"type": "array", "items": ANY_OBJ},
+        evidence_total=INT, report=nullable(STR), rank=NS, extra=ANY_OBJ,
+    ),
+    "Summary": obj(
+        run_id=INT, status=STR, analysis_status=nullable(STR), analyzed_at=nullable(TIME),
+        totals=nullable(obj(**HEADLINE)),
+        reports={"type": "array", "items": obj(report_id=INT, data=ANY_OBJ, **HEADLINE)},
+        severity_counts=obj(critical=INT, warning=INT, info=INT),
+        rules={"type": "array", "items": ANY_OBJ},
+    ),
+    "Job": obj(id=INT, name=STR, created_at=TIME, run_count=INT, last_run_at=nullable(TIME)),
+    "JobHistory": obj(job=STR, items={"type": "array", "items": obj(
+        run_id=INT, created_at=TIME, status=STR, git_sha=nullable(STR), tags=ANY_OBJ, **HEADLINE)}),
+    "Compare": obj(
+        base=INT, head=INT,
+        breakdown={"type": "object", "additionalProperties": obj(base=nullable(NUM), head=nullable(NUM),
+                                                                 delta=nullable(NUM), delta_pct=nullable(NUM))},
+        noise=obj(pct=NUM, abs_ns=INT, kernels_below_noise=INT),
+        kernels={"type": "array", "items": obj(name=STR, base_ns=INT, head_ns=INT, delta_ns=INT,
+                                               delta_pct=nullable(NUM), base_count=INT, head_count=INT)},
+        new_findings={"type": "array", "items": ref("Finding")},
+        resolved_findings={"type": "array", "items": ref("Finding")},
+    ),
+    "Rule": obj(["id", "name", "category", "tool", "doc", "thresholds"], id=STR, name=STR, category=STR,
+                tool=STR, summary=STR, doc=STR, requires={"type": "array", "items": STR},
+                thresholds={"type": "object", "additionalProperties": obj(default=NUM, unit=STR, help=STR)}),
+    "Deleted": obj(id=INT, status={"type": "string", "enum": ["deleted"]}),
+    "RunMetadata": obj(
+        [], job=STR, tags={"type": "array", "items": {"type": "string", "pattern": "^[^=]+=.*$"}},
+        git_sha=STR, cluster=STR, source={"type": "string", "enum": list(RUN_SOURCES)},
+    ),
+}
+SCHEMAS["RunDetail"] = {"allOf": [ref("Run"), obj(reports={"type": "array", "items": ref("Report")},
+                                                  rules={"type": "array", "items": ANY_OBJ})]}
+SCHEMAS["RunList"] = page_of("Run")
+SCHEMAS["FindingList"] = page_of("Finding")
+SCHEMAS["JobList"] = page_of("Job")
+SCHEMAS["RuleList"] = obj(items={"type": "array", "items": ref("Rule")})
+SCHEMAS["OpenAPI"] = ANY_OBJ

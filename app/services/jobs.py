@@ -1,0 +1,49 @@
+"""Jobs: the list with run counts, and one job's per-run headline numbers over time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from app.errors import ApiError
+from app.models import Job, Run, RunSummary
+from app.services.reports import iso
+from app.services.runs import summary_numbers
+
+
+def list_jobs(session: Session, *, page: int = 1, page_size: int = 50) -> dict[str, Any]:
+    """Jobs by name with how many live runs they have and when the last one was created."""
+    live = sa.and_(Run.job_id == Job.id, Run.deleted_at.is_(None))
+    query = (sa.select(Job, sa.func.count(Run.id), sa.func.max(Run.created_at))
+             .outerjoin(Run, live).group_by(Job.id).order_by(Job.name))
+    total = session.scalar(sa.select(sa.func.count(Job.id))) or 0
+    rows = session.execute(query.limit(page_size).offset((page - 1) * page_size)).all()
+    items = [{"id": j.id, "name": j.name, "created_at": iso(j.created_at), "run_count": int(n),
+              "last_run_at": iso(last)}
+             for j, n, last in rows]
+    return {"items": items, "page": page, "page_size": page_size, "total": int(total)}
+
+
+def job_history(session: Session, name: str, *, limit: int = 100) -> dict[str, Any]:
+    """The job's last ``limit`` live runs, oldest first, with their headline numbers."""
+    job = session.scalar(sa.select(Job).where(Job.name == name))
+    if job is None:
+        raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.", {"job": name})
+    headline = sa.orm.aliased(RunSummary)
+    rows = session.execute(
+        sa.select(Run, headline).outerjoin(headline, sa.and_(headline.run_id == Run.id,
+                                                             headline.report_id.is_(None)))
+        .where(Run.job_id == job.id, Run.deleted_at.is_(None))
+        .order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+    ).all()
+    points = []
+    for run, summary in reversed(rows):
+        point = {"run_id": run.id, "created_at": iso(run.created_at), "status": run.status,
+                 "git_sha": run.git_sha, "tags": run.tags or {}}
+        point.update(summary_numbers(summary) if summary is not None else
+                     dict.fromkeys(("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns",
+                                    "goodput_pct", "finding_count", "top_impact_ns")))
+        points.append(point)
+    return {"job": job.name, "items": points}

@@ -1,0 +1,161 @@
+"""Runs: their derived status, listing with filters, reading, deleting."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from app.errors import ApiError
+from app.models import Finding, Job, Report, Run, RunSummary, utcnow
+from app.services.paging import paginate
+from app.services.reports import iso, report_to_dict
+from app.settings import Settings
+
+ACTIVE_REPORT = ("queued", "ingesting", "analyzing")
+SORTS = {
+    "created_at": Run.created_at.asc(), "-created_at": Run.created_at.desc(),
+    "id": Run.id.asc(), "-id": Run.id.desc(),
+    "status": Run.status.asc(), "-status": Run.status.desc(),
+}
+
+
+def derive_status(run: Run, report_statuses: list[str]) -> str:
+    """queued (nothing started), processing, ready (analysis done), failed, or deleted."""
+    if run.deleted_at is not None:
+        return "deleted"
+    if run.analysis_status == "failed" or (report_statuses and all(s == "failed" for s in report_statuses)):
+        return "failed"
+    if not report_statuses or all(s == "queued" for s in report_statuses):
+        return "queued" if run.analysis_status is None else "processing"
+    if any(s in ACTIVE_REPORT for s in report_statuses) or run.analysis_status != "ready":
+        return "processing"
+    return "ready"
+
+
+def refresh_status(session: Session, run: Run) -> str:
+    """Recompute ``run.status`` from its reports and analysis (no commit: the caller's transaction)."""
+    session.flush()
+    statuses = list(session.scalars(sa.select(Report.status).where(Report.run_id == run.id)))
+    run.status = derive_status(run, statuses)
+    return run.status
+
+
+def get_run(session: Session, run_id: int, *, for_update: bool = False) -> Run:
+    """The run, or ApiError RUN_NOT_FOUND (deleted runs are gone for readers)."""
+    query = sa.select(Run).where(Run.id == run_id, Run.deleted_at.is_(None))
+    if for_update:
+        query = query.with_for_update()
+    run = session.scalar(query)
+    if run is None:
+        raise ApiError("RUN_NOT_FOUND", f"Run {run_id} does not exist.", {"run_id": run_id})
+    return run
+
+
+def run_to_dict(run: Run, job_name: str, *, headline: RunSummary | None = None,
+                reports: list[Report] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": run.id,
+        "job": job_name,
+        "tags": run.tags or {},
+        "git_sha": run.git_sha,
+        "cluster": run.cluster,
+        "submitter": run.submitter,
+        "source": run.source,
+        "status": run.status,
+        "analysis_status": run.analysis_status,
+        "analyzed_at": iso(run.analyzed_at),
+        "error": run.error,
+        "created_at": iso(run.created_at),
+        "goodput_pct": None if headline is None else headline.goodput_pct,
+        "finding_count": None if headline is None else headline.finding_count,
+        "top_impact_ns": None if headline is None else headline.top_impact_ns,
+    }
+    if reports is not None:
+        out["reports"] = [report_to_dict(r) for r in reports]
+    return out
+
+
+def list_runs(
+    session: Session, *, job: str | None = None, tags: dict[str, str] | None = None,
+    status: str | None = None, submitter: str | None = None, created_after: datetime | None = None,
+    created_before: datetime | None = None, sort: str = "-created_at", page: int = 1, page_size: int = 50,
+) -> dict[str, Any]:
+    """One page of runs matching every given filter, newest first by default."""
+    headline = sa.orm.aliased(RunSummary)
+    query = (
+        sa.select(Run, Job.name, headline)
+        .join(Job, Job.id == Run.job_id)
+        .outerjoin(headline, sa.and_(headline.run_id == Run.id, headline.report_id.is_(None)))
+        .where(Run.deleted_at.is_(None))
+    )
+    if job is not None:
+        query = query.where(Job.name == job)
+    for key, value in (tags or {}).items():
+        query = query.where(Run.tags[key].as_string() == value)
+    if status is not None:
+        query = query.where(Run.status == status)
+    if submitter is not None:
+        query = query.where(Run.submitter == submitter)
+    if created_after is not None:
+        query = query.where(Run.created_at >= created_after)
+    if created_before is not None:
+        query = query.where(Run.created_at < created_before)
+    query = query.order_by(SORTS[sort], Run.id.desc())
+    return paginate(session, query, page, page_size,
+                    lambda row: run_to_dict(row[0], row[1], headline=row[2]), scalars=False)
+
+
+def run_detail(session: Session, run_id: int) -> dict[str, Any]:
+    """A run with its reports (status, progress, errors) and headline numbers."""
+    run = get_run(session, run_id)
+    job_name = session.scalar(sa.select(Job.name).where(Job.id == run.job_id)) or ""
+    headline = session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run.id,
+                                                          RunSummary.report_id.is_(None)))
+    reports = list(session.scalars(sa.select(Report).where(Report.run_id == run.id).order_by(Report.id)))
+    out = run_to_dict(run, job_name, headline=headline, reports=reports)
+    out["rules"] = run.rule_statuses or []
+    return out
+
+
+def run_summary(session: Session, run_id: int) -> dict[str, Any]:
+    """The run's breakdown and headline numbers, per report and in total, with rule statuses."""
+    run = get_run(session, run_id)
+    rows = list(session.scalars(sa.select(RunSummary).where(RunSummary.run_id == run.id)
+                                .order_by(RunSummary.report_id.is_not(None), RunSummary.report_id)))
+    total = next((r for r in rows if r.report_id is None), None)
+    severities = dict(session.execute(
+        sa.select(Finding.severity, sa.func.count()).where(Finding.run_id == run.id).group_by(Finding.severity)
+    ).all())
+    return {
+        "run_id": run.id,
+        "status": run.status,
+        "analysis_status": run.analysis_status,
+        "analyzed_at": iso(run.analyzed_at),
+        "totals": None if total is None else summary_numbers(total),
+        "reports": [{"report_id": r.report_id, **summary_numbers(r), "data": r.data or {}}
+                    for r in rows if r.report_id is not None],
+        "severity_counts": {s: int(severities.get(s, 0)) for s in ("critical", "warning", "info")},
+        "rules": run.rule_statuses or [],
+    }
+
+
+def summary_numbers(row: RunSummary) -> dict[str, Any]:
+    return {
+        "span_ns": row.span_ns, "compute_ns": row.compute_ns, "comm_exposed_ns": row.comm_exposed_ns,
+        "memory_only_ns": row.memory_only_ns, "idle_ns": row.idle_ns, "goodput_pct": row.goodput_pct,
+        "finding_count": row.finding_count, "top_impact_ns": row.top_impact_ns,
+    }
+
+
+def delete_run(session: Session, settings: Settings, run_id: int) -> None:
+    """Mark the run deleted (readers stop seeing it), commit, then queue the purge of its files."""
+    from app import queue
+
+    run = get_run(session, run_id, for_update=True)
+    run.deleted_at = utcnow()
+    run.status = "deleted"
+    session.commit()
+    queue.enqueue_purge(settings, run.id)

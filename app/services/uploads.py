@@ -1,0 +1,176 @@
+"""Uploads: validate staged files by content, store them content-addressed, create queued Report rows,
+commit, then enqueue their ingest. Nothing is stored when any file or field is bad."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from analysis.api import detect_kind
+from analysis.errors import TraceError
+from app.errors import ApiError
+from app.models import RUN_SOURCES, Job, Report, Run
+from app.services.runs import get_run, refresh_status
+from app.services.storage import Staged, Storage
+from app.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+JOB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
+TAG_KEY_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,100}$")
+SHA_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")
+MAX_TAGS = 50
+DEFAULT_JOB = "default"
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """Validated run metadata from a form, query string or CLI."""
+
+    job: str = DEFAULT_JOB
+    tags: dict[str, str] | None = None
+    git_sha: str | None = None
+    cluster: str | None = None
+    source: str = "api"
+
+
+def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: str | None,
+               source: str = "api") -> RunMeta:
+    """Validate raw metadata; tags are ``key=value`` strings. Raises ApiError VALIDATION_ERROR."""
+    bad: dict[str, str] = {}
+    job = (job or DEFAULT_JOB).strip()
+    if not JOB_RE.match(job):
+        bad["job"] = "1-200 characters: letters, digits and . _ : / - (starting with a letter or digit)"
+    parsed: dict[str, str] = {}
+    for tag in tags:
+        key, sep, value = tag.partition("=")
+        if not sep or not TAG_KEY_RE.match(key.strip()) or len(value) > 500:
+            bad["tags"] = f"each tag must be key=value (key: letters, digits, _ . : / -); got {tag[:100]!r}"
+            break
+        parsed[key.strip()] = value.strip()
+    if len(parsed) > MAX_TAGS:
+        bad["tags"] = f"at most {MAX_TAGS} tags"
+    git_sha = (git_sha or "").strip() or None
+    if git_sha is not None and not SHA_RE.match(git_sha):
+        bad["git_sha"] = "a hexadecimal commit id (4-64 characters)"
+    cluster = (cluster or "").strip() or None
+    if cluster is not None and len(cluster) > 200:
+        bad["cluster"] = "at most 200 characters"
+    if source not in RUN_SOURCES:
+        bad["source"] = f"one of {', '.join(RUN_SOURCES)}"
+    if bad:
+        raise ApiError("VALIDATION_ERROR", "Invalid run metadata.", {"fields": bad})
+    return RunMeta(job, parsed, git_sha.lower() if git_sha else None, cluster, source)
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One received file: the client's name (display only) and the staged bytes."""
+
+    name: str
+    staged: Staged
+
+
+def _kind(incoming: Incoming) -> str:
+    try:
+        return detect_kind(incoming.staged.path)
+    except TraceError as exc:
+        raise ApiError.from_trace_error(
+            TraceError(exc.code, f"{incoming.name}: {exc.message}", {**exc.details, "file": incoming.name})
+        ) from None
+
+
+def _display_name(name: str) -> str:
+    # Only the last path component of what the client sent, and never empty.
+    base = re.split(r"[\\/]", name or "")[-1].strip()
+    return base[:500] or "upload"
+
+
+def _job(session: Session, name: str) -> Job:
+    job = session.scalar(sa.select(Job).where(Job.name == name))
+    if job is not None:
+        return job
+    try:
+        with session.begin_nested():  # two uploads may create the same job at once
+            job = Job(name=name)
+            session.add(job)
+    except IntegrityError:
+        job = session.scalar(sa.select(Job).where(Job.name == name))
+    return job
+
+
+def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming, kind: str,
+                ) -> tuple[Report, bool]:
+    existing = session.scalar(sa.select(Report).where(Report.run_id == run.id,
+                                                      Report.sha256 == incoming.staged.sha256))
+    if existing is not None:
+        incoming.staged.path.unlink(missing_ok=True)
+        return existing, False
+    report = Report(run_id=run.id, name=_display_name(incoming.name), kind=kind,
+                    sha256=incoming.staged.sha256, size_bytes=incoming.staged.size_bytes,
+                    status="queued", upload_path=storage.store(incoming.staged))
+    session.add(report)
+    session.flush()
+    return report, True
+
+
+def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[Incoming],
+               submitter: str | None) -> tuple[Run, list[Report]]:
+    """Create a run with its reports (deduplicated by content), commit, then enqueue each new ingest."""
+    from app import queue
+
+    kinds = [_kind(f) for f in files]  # every file is checked before anything is stored
+    storage = Storage(settings.data_dir)
+    job = _job(session, meta.job)
+    run = Run(job_id=job.id, tags=meta.tags or {}, git_sha=meta.git_sha, cluster=meta.cluster,
+              submitter=submitter, source=meta.source, status="queued")
+    session.add(run)
+    session.flush()
+    reports: list[Report] = []
+    new_ids: list[int] = []
+    for incoming, kind in zip(files, kinds, strict=True):
+        report, created = _add_report(session, storage, run, incoming, kind)
+        if report not in reports:
+            reports.append(report)
+        if created:
+            new_ids.append(report.id)
+    refresh_status(session, run)
+    session.commit()
+    for report_id in new_ids:
+        queue.enqueue_ingest(settings, report_id)
+    logger.info("run created with %d report(s)", len(reports), extra={"run_id": run.id})
+    return run, reports
+
+
+def add_report(session: Session, settings: Settings, run_id: int, incoming: Incoming,
+               ) -> tuple[Report, bool]:
+    """Add one file to an existing run; the same bytes return the existing report (created False)."""
+    from app import queue
+
+    run = get_run(session, run_id)
+    kind = _kind(incoming)
+    try:
+        report, created = _add_report(session, Storage(settings.data_dir), run, incoming, kind)
+        if created:
+            refresh_status(session, run)
+        session.commit()
+    except IntegrityError:  # the same bytes uploaded twice at the same moment: the other one won
+        session.rollback()
+        report = session.scalar(sa.select(Report).where(Report.run_id == run_id,
+                                                        Report.sha256 == incoming.staged.sha256))
+        if report is None:
+            raise
+        created = False
+    if created:
+        queue.enqueue_ingest(settings, report.id)
+    return report, created
+
+
+def upload_summary(run: Run, reports: list[Report]) -> dict[str, Any]:
+    return {"run_id": run.id, "status": run.status, "report_ids": [r.id for r in reports]}
