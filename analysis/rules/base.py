@@ -41,6 +41,9 @@ class Rule:
     requires: ClassVar[tuple[str, ...]] = ()  # normalized tables that must hold rows
     thresholds: ClassVar[dict[str, Threshold]] = {}
     summary: ClassVar[str] = ""             # one line for catalogues
+    # Every rule's resolved thresholds for this run, set by ``run_rules``: rules that share idle time
+    # (see analysis.rules.nsys.gaps) must agree on who owns what, whatever subset of rules is selected.
+    all_params: Mapping[str, Mapping[str, float]] | None = None
 
     def check(self, run: Run, params: Mapping[str, float]) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""
@@ -168,8 +171,10 @@ def run_rules(
     """Run rules over a run. A rule that cannot run is skipped; one that crashes is an error; the rest go on."""
     findings: list[Finding] = []
     results: list[RuleResult] = []
+    all_params = {r.id: registry.resolve_params(r, overrides) for r in registry}
     for rule_cls in selected if selected is not None else list(registry):
         rule = rule_cls()
+        rule.all_params = all_params
         params = registry.resolve_params(rule_cls, overrides)
         reason = rule.missing(run)
         if reason:

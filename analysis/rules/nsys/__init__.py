@@ -3,5 +3,21 @@
 from __future__ import annotations
 
 from analysis.rules.base import Rule
+from analysis.rules.nsys.comm import ExposedCommunication, Stragglers
+from analysis.rules.nsys.gpu import IdleGaps, LowUtilization
+from analysis.rules.nsys.launch import LaunchBound
+from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
+from analysis.rules.nsys.sync import BlockingSync
 
-NSYS_RULES: list[type[Rule]] = []
+NSYS_RULES: list[type[Rule]] = [
+    ExposedCommunication,
+    Stragglers,
+    IdleGaps,
+    LowUtilization,
+    LaunchBound,
+    PageableMemcpy,
+    BlockingMemcpy,
+    SyncMemset,
+    UnifiedMemoryMigration,
+    BlockingSync,
+]

@@ -1,0 +1,156 @@
+"""COMM001 exposed collective communication per device/rank, COMM002 stragglers across ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import duckdb
+
+from analysis.breakdown import breakdown
+from analysis.findings import Evidence, Finding
+from analysis.rules.base import Rule, Skip, Threshold
+from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
+from analysis.trace import Run, Trace
+
+
+def _has_nccl(trace: Trace) -> bool:
+    return trace.scalar("SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
+
+
+class ExposedCommunication(Rule):
+    """Exposed collective communication: NCCL kernel time with no compute kernel running beside it.
+
+    *Why it matters*: communication hidden under compute is free; communication the GPU waits for is
+    step time added directly. The share of the step that is exposed, in milliseconds, is what scaling
+    work has to bring down (an overlap ratio alone hides how much time is at stake).
+
+    *How it is detected*: per process and device (a rank), the union of NCCL kernel intervals minus
+    the union of compute kernel intervals (the breakdown's ``comm_exposed_ns``, a sweep over both
+    unions, so concurrent streams are never counted twice). Reported when it is at least
+    ``min_exposed_pct`` of the device's active span. Impact: the exposed time.
+
+    *Advice*: overlap communication with computation: bucketed gradient all-reduce during the
+    backward pass (DDP ``bucket_cap_mb``, FSDP prefetch), communication on a separate stream, fewer
+    and larger collectives; check the interconnect (NVLink/IB) if collectives are slower than expected.
+    """
+
+    id = "COMM001"
+    name = "comm.exposed-communication"
+    category = "communication"
+    requires = ("kernels",)
+    thresholds = {
+        "min_exposed_pct": Threshold(1.0, "%", "report a device whose exposed share of its span is at least this"),
+    }
+    summary = "NCCL time not overlapped by compute, per device and rank"
+
+    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+        if not _has_nccl(trace):
+            return []
+        bd = breakdown(trace)
+        units = [u for u in bd["devices"]
+                 if u["comm_exposed_ns"] > 0 and (pct(u["comm_exposed_ns"], u["span_ns"]) or 0) >= params["min_exposed_pct"]]
+        if not units:
+            return []
+        units.sort(key=lambda u: (-u["comm_exposed_ns"], u["pid"] or 0, u["device"] or 0))
+        exposed = sum(u["comm_exposed_ns"] for u in units)
+        comm = sum(u["comm_exposed_ns"] + u["comm_overlapped_ns"] for u in units)
+        evidence = tuple(
+            Evidence(start_ns=u["start_ns"], end_ns=u["end_ns"], device=u["device"], pid=u["pid"], rank=trace.rank,
+                     value_ns=u["comm_exposed_ns"],
+                     detail={"comm_ns": u["comm_exposed_ns"] + u["comm_overlapped_ns"],
+                             "comm_overlapped_ns": u["comm_overlapped_ns"], "span_ns": u["span_ns"],
+                             "exposed_pct": round(pct(u["comm_exposed_ns"], u["span_ns"]) or 0, 3)})
+            for u in units)
+        share = pct(exposed, bd["span_ns"])
+        overlap = pct(comm - exposed, comm) or 0.0
+        return [Finding(
+            rule_id=self.id,
+            title=f"Exposed communication {fmt_ms(exposed)} on {len(units)} device(s)",
+            message=(f"NCCL kernels ran {fmt_ms(comm)}; {fmt_ms(exposed)} of it with no compute beside it"
+                     + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
+                     + f", {overlap:.1f}% overlapped."),
+            impact_ns=exposed, impact_pct=share,
+            advice=("Overlap communication with compute: bucketed all-reduce during backward (DDP bucket_cap_mb, "
+                    "FSDP prefetch), collectives on a side stream, fewer and larger collectives."),
+            evidence=evidence, evidence_total=len(units), report=trace.label, rank=trace.rank,
+            extra={"comm_ns": comm, "comm_exposed_ns": exposed, "overlap_pct": round(overlap, 3)},
+        )]
+
+
+class Stragglers(Rule):
+    """Stragglers: one rank reaching the collectives late, so every other rank waits inside NCCL.
+
+    *Why it matters*: a collective completes only when the last rank arrives; the others spin in the
+    NCCL kernel meanwhile. One slow rank (a slower GPU, a busier host, uneven data) slows the job.
+
+    *How it is detected*: the participants are the processes with NCCL kernels in the run's nsys
+    reports; each is named by the rank in its report's metadata (never the order of files), or by the
+    report and pid when several ranks share one file. Collective instances are matched by kernel name
+    and order of occurrence (the communicator's issue order), on the absolute time base
+    (``session_start_utc_ns`` + time). Per instance the arrival skew is the last start minus the first;
+    instances with a skew of at least ``min_skew_us`` count. The straggler is the participant that
+    arrives last most often. Impact: the summed skew of the instances where it is last (the wall time
+    the job would save if it arrived with the others).
+
+    *Advice*: find what the straggler does before the collective (its timeline, NVTX ranges, data
+    loading, CPU contention, thermal throttling, uneven shards) and balance the work.
+    """
+
+    id = "COMM002"
+    name = "comm.stragglers"
+    category = "communication"
+    requires = ("kernels",)
+    thresholds = {"min_skew_us": Threshold(100.0, "us", "smallest arrival skew counted (above clock noise)")}
+    summary = "Ranks that arrive late to collectives and make the others wait"
+
+    def check(self, run: Run, params: Mapping[str, float]) -> list[Finding]:
+        traces = [t for t in self.applicable(run) if _has_nccl(t)]
+        if not traces:
+            return []
+        if len(traces) > 1 and any(t.session_start_utc_ns is None for t in traces):
+            raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
+        con = duckdb.connect()
+        try:
+            parts = []
+            for i, t in enumerate(traces):
+                path = str(t.path).replace("'", "''")
+                con.execute(f"ATTACH '{path}' AS r{i} (READ_ONLY)")
+                offset = (t.session_start_utc_ns or 0) if len(traces) > 1 else 0
+                parts.append(f"SELECT {i} AS part, pid, device, name, start_ns + {int(offset)} AS t "  # noqa: S608 - constants and server-made names
+                             f"FROM r{i}.kernels WHERE category = 'nccl'")
+            sql = load_sql("stragglers.sql").replace("{parts}", " UNION ALL ".join(parts))
+            who = con.execute(sql + " SELECT * FROM per_part ORDER BY times_last DESC, skew_when_last DESC",  # noqa: S608 - constants and server-made names
+                              {"min_skew_ns": int(params["min_skew_us"] * 1000)}).fetchall()
+            if len(who) < 2 or who[0][2] == 0:
+                return []
+            part, pid = who[0][0], who[0][1]
+            top = con.execute(sql + """ SELECT name, k, first_t, last_t, skew, device FROM inst_last
+                                        WHERE last_part = $p AND last_pid = $pid ORDER BY skew DESC LIMIT 20""",  # noqa: S608
+                              {"min_skew_ns": int(params["min_skew_us"] * 1000), "p": part, "pid": pid}).fetchall()
+            n_inst = con.execute(sql + " SELECT COUNT(*), COUNT(*) FILTER (WHERE skew >= $min_skew_ns) FROM inst_last",  # noqa: S608 - constants and server-made names
+                                 {"min_skew_ns": int(params["min_skew_us"] * 1000)}).fetchone()
+        finally:
+            con.close()
+        trace = traces[part]
+        label = f"rank {trace.rank}" if trace.rank is not None else f"{trace.label} pid {pid}"
+        impact = int(who[0][3])
+        offset = (trace.session_start_utc_ns or 0) if len(traces) > 1 else 0
+        evidence = tuple(
+            Evidence(start_ns=int(r[2]) - offset, end_ns=int(r[3]) - offset, device=r[5], pid=pid, rank=trace.rank,
+                     name=r[0], value_ns=int(r[4]), detail={"instance": int(r[1]) - 1, "straggler": label})
+            for r in top)
+        per = {(f"rank {traces[w[0]].rank}" if traces[w[0]].rank is not None else f"{traces[w[0]].label} pid {w[1]}"):
+               {"times_last": int(w[2]), "skew_when_last_ns": int(w[3]), "waited_ns": int(w[4])} for w in who}
+        return [Finding(
+            rule_id=self.id,
+            title=f"Straggler: {label} arrives last at {who[0][2]} of {n_inst[1]} skewed collectives",
+            message=(f"Across {len(who)} participants and {n_inst[0]} matched collectives, {label} arrived last "
+                     f"{who[0][2]} time(s) with a skew of at least {params['min_skew_us']:g} us, delaying them by "
+                     f"{fmt_ms(impact)} in all; the others waited {fmt_ms(int(who[0][5]))} (summed over ranks)."),
+            impact_ns=impact, impact_pct=pct(impact, report_span_ns(trace)),
+            advice=("Look at what the straggler does before each collective (NVTX, data loading, CPU contention, "
+                    "throttling, uneven shards) and balance the work across ranks."),
+            evidence=evidence, evidence_total=int(who[0][2]), report=None, rank=trace.rank,
+            extra={"participants": per, "matched_collectives": int(n_inst[0]),
+                   "wait_imposed_ns": int(who[0][5])},
+        )]

@@ -1,0 +1,64 @@
+"""Helpers every nsys rule shares: the report's span, the NVTX range around a moment, name patterns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis.intervals import GPU_OPS_SQL, temp_table
+from analysis.trace import Trace
+
+HERE = Path(__file__).resolve().parent
+
+# Host calls that block until GPU work completes (runtime and driver API; names without _vNNNN).
+SYNC_API_RE = r"^cu(da)?(Device|Stream|Thread|Event|Ctx)Synchronize(_v\d+)?$"
+# Synchronous copy calls: a Memcpy API without "Async" (cudaMemcpy, cudaMemcpy2D, cuMemcpyDtoH_v2 ...).
+SYNC_COPY_RE = r"^cu(da)?Memcpy(?!.*Async)"
+ASYNC_COPY_RE = r"^cu(da)?Memcpy.*Async"
+SYNC_MEMSET_RE = r"^cu(da)?Memset(?!.*Async)"
+
+
+def load_sql(name: str) -> str:
+    """The text of a ``.sql`` file beside the rules (named parameters only)."""
+    return (HERE / name).read_text()
+
+
+def unit_spans(trace: Trace) -> str:
+    """Temp table of (pid, device, start_ns, end_ns, span_ns) per GPU unit; returns its name."""
+    return temp_table(trace, "_gp_units", f"""
+        SELECT pid, device, MIN(start_ns) AS start_ns, MAX(end_ns) AS end_ns,
+               MAX(end_ns) - MIN(start_ns) AS span_ns
+        FROM ({GPU_OPS_SQL}) GROUP BY pid, device""")  # noqa: S608 - constants and server-made names
+
+
+def report_span_ns(trace: Trace) -> int:
+    """The report's GPU-active span: the sum of its devices' spans (the breakdown's ``span_ns``)."""
+    return int(trace.scalar(f"SELECT COALESCE(SUM(span_ns), 0) FROM {unit_spans(trace)}") or 0)  # noqa: S608 - constants and server-made names
+
+
+def pct(part: int | float, whole: int | float) -> float | None:
+    """Share in percent, or None when the whole is zero."""
+    return 100.0 * float(part) / float(whole) if whole else None
+
+
+def nvtx_at(trace: Trace, points: Sequence[tuple[int | None, int | None]]) -> list[str | None]:
+    """Innermost NVTX range (push/pop or start/end) of the process around each (pid, time), or None.
+
+    One query for the whole bounded sample; ranges of any thread of the process count, since the
+    launching thread of an idle moment is unknown.
+    """
+    if not points or not trace.has_rows("nvtx"):
+        return [None] * len(points)
+    values = ", ".join(f"({i}, {int(p) if p is not None else 'NULL'}, {int(t) if t is not None else 'NULL'})"
+                       for i, (p, t) in enumerate(points))
+    rows = trace.sql(f"""
+        WITH pts(i, pid, t) AS (VALUES {values})
+        SELECT i, arg_max(n.text, n.start_ns) FROM pts JOIN nvtx n
+          ON n.pid = pts.pid AND n.start_ns <= pts.t AND n.end_ns >= pts.t AND n.kind <> 'mark'
+        GROUP BY i""")  # noqa: S608 - integers only
+    found = dict(rows)
+    return [found.get(i) for i in range(len(points))]
+
+
+def fmt_ms(ns: int | float) -> str:
+    return f"{ns / 1e6:,.3f} ms"

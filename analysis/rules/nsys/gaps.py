@@ -1,0 +1,121 @@
+"""Idle gaps of every GPU, each owned by at most one rule, so that rule impacts add up.
+
+A gap is found with NVIDIA's ``gpu_gaps`` pairing (``analysis.intervals.GAPS_SQL``): per process and
+device, profiler overhead counted as busy, leading and trailing idle excluded, every gap of any length.
+
+Precedence (the first that applies owns the whole gap):
+
+1. ``SYNC001`` - a blocking synchronization call of the process (``cudaDeviceSynchronize``,
+   ``cuStreamSynchronize`` ...) was in progress when the device went idle: the host was waiting for
+   the GPU to drain instead of queueing the next work, so the idle until the next GPU work is the sync's.
+2. ``MEM002`` - a synchronous copy call (not excluded as NVIDIA does) was in progress when it went idle.
+3. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long.
+4. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
+5. ``GPU002`` - the gap starts inside a low-utilization window.
+
+Gaps matching none stay unowned (small idle nobody can attribute). The owner table is built once per
+open trace and parameter set, as a DuckDB temporary table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from analysis.intervals import GAPS_SQL, temp_table
+from analysis.rules.nsys.common import SYNC_API_RE, load_sql, unit_spans
+from analysis.trace import Trace
+
+# The thresholds that decide ownership, with their defaults (rule id, threshold name).
+OWNERSHIP_PARAMS: dict[tuple[str, str], float] = {
+    ("GPU001", "min_gap_us"): 1000.0,
+    ("KRN001", "short_kernel_us"): 10.0,
+    ("KRN001", "min_run_kernels"): 20.0,
+    ("GPU002", "window_min_us"): 1000.0,
+    ("GPU002", "max_windows"): 1000.0,
+    ("GPU002", "max_busy_pct"): 50.0,
+}
+
+# Synchronous copies that block the host, with NVIDIA's exclusions: copies within one device, and
+# host-to-device copies of at most 64 KiB (the driver stages those and returns at once).
+BLOCKING_COPIES_SQL = """
+    SELECT a.pid, a.tid, a.start_ns, a.end_ns, a.name, m.device, m.stream, m.copy_kind, m.bytes,
+           m.start_ns AS op_start, m.end_ns AS op_end, m.src_kind, m.dst_kind
+    FROM cuda_api a JOIN memcpy m ON m.pid = a.pid AND m.correlation_id = a.correlation_id
+    WHERE regexp_matches(a.name, '^cu(da)?Memcpy') AND NOT contains(a.name, 'Async')
+      AND NOT (m.copy_kind = 'DtoD' AND (m.src_device IS NULL OR m.src_device = m.dst_device))
+      AND NOT (m.copy_kind = 'HtoD' AND m.bytes <= 65536)
+"""
+
+
+def blocking_copies(trace: Trace) -> str:
+    """Temp table of the blocking copy calls (see ``BLOCKING_COPIES_SQL``); returns its name."""
+    if not (trace.has_rows("cuda_api") and trace.has_rows("memcpy")):
+        return temp_table(trace, "_gp_blocking_copies", BLOCKING_COPIES_SQL + " LIMIT 0")
+    return temp_table(trace, "_gp_blocking_copies", BLOCKING_COPIES_SQL)
+
+
+def gap_table(trace: Trace) -> str:
+    """Temp table ``_gp_gaps``: every gap with the blocking sync/copy call in progress when it opened."""
+    copies = blocking_copies(trace)
+    # The running maximum of call ends lets one ASOF join answer "was any call, started before the gap
+    # opened, still running then?" exactly, even with calls on several threads.
+    sql = f"""
+        WITH g AS ({GAPS_SQL}),
+        syncs AS (
+            SELECT pid, start_ns, name,
+                   MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
+            FROM cuda_api WHERE regexp_matches(name, '{SYNC_API_RE}')),
+        copies AS (
+            SELECT pid, start_ns, name,
+                   MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
+            FROM {copies}),
+        gs AS (
+            SELECT g.*, CASE WHEN s.reach >= g.gap_start THEN s.name END AS sync_name
+            FROM g ASOF LEFT JOIN syncs s ON g.pid = s.pid AND g.gap_start >= s.start_ns)
+        SELECT gs.*, CASE WHEN c.reach >= gs.gap_start THEN c.name END AS copy_name
+        FROM gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
+    """  # noqa: S608 - constants and server-made names only
+    unit_spans(trace)
+    return temp_table(trace, "_gp_gaps", sql)
+
+
+def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
+    """The ownership thresholds in ns/counts, from every rule's resolved thresholds (defaults if absent)."""
+    def get(rule: str, name: str) -> float:
+        return float((all_params or {}).get(rule, {}).get(name, OWNERSHIP_PARAMS[(rule, name)]))
+
+    return {
+        "min_gap_ns": int(get("GPU001", "min_gap_us") * 1000),
+        "short_ns": int(get("KRN001", "short_kernel_us") * 1000),
+        "min_run": int(get("KRN001", "min_run_kernels")),
+        "win_min_ns": max(1, int(get("GPU002", "window_min_us") * 1000)),
+        "max_windows": max(1, int(get("GPU002", "max_windows"))),
+        "max_busy_pct": get("GPU002", "max_busy_pct"),
+    }
+
+
+def _sig(values: Mapping[str, float]) -> str:
+    return hashlib.sha1(repr(sorted(values.items())).encode()).hexdigest()[:10]
+
+
+def krn_runs(trace: Trace, p: Mapping[str, float]) -> str:
+    """Temp table of the runs of short kernels for these parameters; returns its name."""
+    q = {"short_ns": p["short_ns"], "min_run": p["min_run"]}
+    return temp_table(trace, f"_gp_runs_{_sig(q)}", load_sql("krn_runs.sql"), q)
+
+
+def low_windows(trace: Trace, p: Mapping[str, float]) -> str:
+    """Temp table of the low-utilization windows for these parameters; returns its name."""
+    gap_table(trace)
+    q = {"win_min_ns": p["win_min_ns"], "max_windows": p["max_windows"], "max_busy_pct": p["max_busy_pct"]}
+    return temp_table(trace, f"_gp_low_{_sig(q)}", load_sql("low_windows.sql"), q)
+
+
+def owned_gaps(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> str:
+    """Temp table of every gap with its ``owner`` rule id (or NULL), ``run_id`` and ``window_k``."""
+    p = ownership_params(all_params)
+    gap_table(trace)
+    runs, low = krn_runs(trace, p), low_windows(trace, p)
+    sql = load_sql("owned_gaps.sql").format(runs=runs, low=low)
+    return temp_table(trace, f"_gp_owned_{_sig(p)}", sql, {"min_gap_ns": p["min_gap_ns"]})

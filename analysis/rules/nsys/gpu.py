@@ -1,0 +1,164 @@
+"""GPU001 idle gaps with a cause for each, and GPU002 low-utilization windows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from analysis.findings import Evidence, Finding
+from analysis.rules.base import Rule, Threshold
+from analysis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
+from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, low_windows, owned_gaps, ownership_params
+from analysis.trace import Run, Trace
+
+CAUSES = {
+    "os_runtime": "the launching thread sat in an OS runtime call",
+    "cuda_api": "the launching thread was busy in CUDA API calls",
+    "no_activity": "no recorded host activity (host busy elsewhere: data loading, Python, CPU work)",
+}
+ADVICE = {
+    "os_runtime": "The host thread that feeds the GPU was blocked in the OS (I/O, locks, sleeps). Move "
+                  "that work off the launching thread or overlap it with GPU work (prefetch, async I/O).",
+    "cuda_api": "The host spent the gap in CUDA API calls (allocation, launch setup). Allocate once "
+                "up front (caching allocator), avoid per-step cudaMalloc/cudaFree, batch launches.",
+    "no_activity": "Nothing on the launching thread explains the gap: the host was computing elsewhere "
+                   "(data loading, Python, preprocessing). Add NVTX ranges to the host code, prefetch data "
+                   "(more DataLoader workers, pinned memory), and queue GPU work ahead of the host.",
+}
+
+
+class IdleGaps(Rule):
+    """GPU idle gaps: stretches where a device ran nothing while its process was alive.
+
+    *Why it matters*: every idle millisecond of a GPU is paid for and produces nothing; gaps inside
+    the active span usually mean the host could not feed the device fast enough.
+
+    *How it is detected*: NVIDIA's ``gpu_gaps`` pairing per process and device (sorted operation ends
+    against sorted starts, so concurrent streams are handled; profiler overhead counts as busy; idle
+    before the first and after the last operation is excluded). Gaps of at least ``min_gap_us`` count,
+    except those whose idle belongs to SYNC001 (a blocking sync was in progress when the device went
+    idle) or MEM002 (a blocking copy was). Each gap gets a cause from the process's launching threads
+    during the gap: an OS runtime call or CUDA API work covering at least half of it, else no recorded
+    activity. Impact: the total gap time.
+
+    *Advice*: depends on the dominant cause: overlap host I/O with GPU work, allocate memory once, or
+    find the host work (data loading, Python) with NVTX ranges and move it off the critical path.
+    """
+
+    id = "GPU001"
+    name = "gpu.idle-gaps"
+    category = "gpu"
+    requires = ("kernels",)
+    thresholds = {
+        "min_gap_us": Threshold(OWNERSHIP_PARAMS[("GPU001", "min_gap_us")], "us",
+                                "smallest idle gap reported (nsys' expert system uses 500 ms)"),
+    }
+    summary = "GPU idle gaps inside the active span, each with a cause"
+
+    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+        all_params = {**(self.all_params or {}), self.id: params}
+        owned = owned_gaps(trace, all_params)
+        rows = trace.sql(load_sql("gap_causes.sql").format(owned=owned), {"owner": self.id})
+        if not rows:
+            return []
+        total = sum(int(r[4]) for r in rows)
+        by_cause: dict[str, list[int]] = {}
+        for r in rows:
+            acc = by_cause.setdefault(r[5], [0, 0])
+            acc[0] += 1
+            acc[1] += int(r[4])
+        top = sorted(rows, key=lambda r: (-int(r[4]), r[2]))[:20]
+        nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
+        evidence = tuple(
+            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank,
+                     name=r[6], nvtx=n, value_ns=int(r[4]), detail={"cause": r[5]})
+            for r, n in zip(top, nvtx, strict=True))
+        main = max(by_cause, key=lambda c: by_cause[c][1])
+        share = pct(total, report_span_ns(trace))
+        causes = "; ".join(f"{CAUSES[c].split(' (')[0]}: {v[0]} gap(s), {fmt_ms(v[1])}"
+                           for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1][1]))
+        return [Finding(
+            rule_id=self.id,
+            title=f"GPU idle in {len(rows)} gap(s) of at least {params['min_gap_us'] / 1000:g} ms",
+            message=(f"{len(rows)} idle gap(s) of at least {params['min_gap_us'] / 1000:g} ms add up to "
+                     f"{fmt_ms(total)}" + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
+                     + f"; longest {fmt_ms(int(top[0][4]))}. Causes: {causes}."),
+            impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
+            evidence_total=len(rows), report=trace.label, rank=trace.rank,
+            extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
+                   "main_cause": main},
+        )]
+
+
+class LowUtilization(Rule):
+    """Low GPU utilization windows: stretches where the device is busy less than a set share of time.
+
+    *Why it matters*: many small gaps, none long enough to be an idle gap, can still leave a device
+    half empty; summed over a run this is often the largest waste of all.
+
+    *How it is detected*: each device's active span is cut into windows sized to the trace
+    (span / ``max_windows``, never shorter than ``window_min_us``); a window's busy share is
+    one minus its idle share (idle from the same gap pairing as GPU001, profiler overhead busy).
+    Windows under ``max_busy_pct`` are reported, adjacent ones merged. Impact: the idle of gaps that
+    start in those windows and that no other rule owns (not sync-caused, not a blocking copy, shorter
+    than GPU001's minimum, not inside a launch-bound run), so impacts never overlap.
+
+    *Advice*: look at what the host does in these windows (NVTX ranges, CPU sampling): small
+    host-side stalls between kernels (Python overhead, frequent small copies, allocator calls).
+    Queue work further ahead, fuse small operations, or capture the loop in a CUDA graph.
+    """
+
+    id = "GPU002"
+    name = "gpu.low-utilization"
+    category = "gpu"
+    requires = ("kernels",)
+    thresholds = {
+        "max_busy_pct": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_busy_pct")], "%",
+                                  "a window busier than this is not reported"),
+        "window_min_us": Threshold(OWNERSHIP_PARAMS[("GPU002", "window_min_us")], "us",
+                                   "shortest window; longer when the span is long"),
+        "max_windows": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_windows")], "count",
+                                 "at most this many windows per device span"),
+    }
+    summary = "Windows where a GPU is busy less than half the time"
+
+    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+        all_params = {**(self.all_params or {}), self.id: params}
+        p = ownership_params(all_params)
+        low, owned = low_windows(trace, p), owned_gaps(trace, all_params)
+        # Merge adjacent low windows (consecutive k) into regions, with the idle they hold.
+        regions = trace.sql(f"""
+            WITH lw AS (SELECT *, k - ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY k) AS grp FROM {low}),
+            reg AS (SELECT pid, device, grp, MIN(win_start) AS rs, MAX(win_end) AS re, COUNT(*) AS n,
+                           SUM(idle_ns) AS idle_ns, MIN(k) AS k0, MAX(k) AS k1 FROM lw GROUP BY ALL),
+            own AS (SELECT pid, device, window_k, SUM(gap_ns) AS owned_ns FROM {owned}
+                    WHERE owner = 'GPU002' GROUP BY ALL)
+            SELECT reg.pid, reg.device, rs, re, n, idle_ns, COALESCE(SUM(own.owned_ns), 0) AS owned_ns
+            FROM reg LEFT JOIN own ON own.pid = reg.pid AND own.device = reg.device
+                 AND own.window_k BETWEEN reg.k0 AND reg.k1
+            GROUP BY reg.pid, reg.device, rs, re, n, idle_ns ORDER BY owned_ns DESC, rs""")  # noqa: S608
+        total = sum(int(r[6]) for r in regions)
+        if not regions or total <= 0:
+            return []
+        low_ns = sum(int(r[3]) - int(r[2]) for r in regions)
+        idle_ns = sum(int(r[5]) for r in regions)
+        top = regions[:20]
+        nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
+        evidence = tuple(
+            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, nvtx=n,
+                     value_ns=int(r[6]),
+                     detail={"busy_pct": round(100.0 * (1 - int(r[5]) / (int(r[3]) - int(r[2]))), 2),
+                             "windows": int(r[4])})
+            for r, n in zip(top, nvtx, strict=True))
+        share = pct(total, report_span_ns(trace))
+        return [Finding(
+            rule_id=self.id,
+            title=f"GPU busy under {params['max_busy_pct']:g}% for {fmt_ms(low_ns)} in {len(regions)} region(s)",
+            message=(f"{len(regions)} region(s) totalling {fmt_ms(low_ns)} ran the GPU under "
+                     f"{params['max_busy_pct']:g}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
+                     "in short gaps no other finding explains, is counted here."),
+            impact_ns=total, impact_pct=share,
+            advice=("Find what the host does between kernels here (NVTX, CPU sampling): reduce per-op Python "
+                    "and launch overhead, fuse small kernels, or capture the loop in a CUDA graph."),
+            evidence=evidence, evidence_total=len(regions), report=trace.label, rank=trace.rank,
+            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns},
+        )]

@@ -1,0 +1,76 @@
+"""KRN001: launch-bound work, long runs of short kernels with the GPU idle between them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from analysis.findings import Evidence, Finding
+from analysis.rules.base import Rule, Threshold
+from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
+from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, krn_runs, owned_gaps, ownership_params
+from analysis.trace import Run, Trace
+
+
+class LaunchBound(Rule):
+    """Launch-bound kernels: runs of very short kernels that the host cannot launch fast enough.
+
+    *Why it matters*: launching a kernel costs the host a few microseconds; when kernels run for less
+    than that, the GPU finishes each before the next arrives and idles between them.
+
+    *How it is detected*: per process and device, kernels in start order; a run is a maximal stretch of
+    kernels shorter than ``short_kernel_us`` with no longer kernel in between, counted when it has at
+    least ``min_run_kernels`` kernels. Impact: the idle gaps inside the runs (NVIDIA's pairing), except
+    gaps a blocking sync or copy explains (SYNC001, MEM002) and gaps long enough to be GPU001's.
+
+    *Advice*: capture the repeated sequence in a CUDA graph (``torch.cuda.graphs``,
+    ``cudaStreamBeginCapture``), fuse elementwise kernels (``torch.compile``, custom fused kernels), or
+    give each kernel more work (larger batches, fewer and bigger launches).
+    """
+
+    id = "KRN001"
+    name = "kernel.launch-bound"
+    category = "kernel"
+    requires = ("kernels",)
+    thresholds = {
+        "short_kernel_us": Threshold(OWNERSHIP_PARAMS[("KRN001", "short_kernel_us")], "us",
+                                     "a kernel shorter than this is short"),
+        "min_run_kernels": Threshold(OWNERSHIP_PARAMS[("KRN001", "min_run_kernels")], "count",
+                                     "fewest consecutive short kernels that make a run"),
+        "min_idle_us": Threshold(100.0, "us", "report when the idle inside runs adds up to at least this"),
+    }
+    summary = "Runs of short kernels with the GPU idle between launches"
+
+    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+        all_params = {**(self.all_params or {}), self.id: params}
+        p = ownership_params(all_params)
+        runs, owned = krn_runs(trace, p), owned_gaps(trace, all_params)
+        rows = trace.sql(f"""
+            WITH idle AS (SELECT pid, device, run_id, SUM(gap_ns) AS idle_ns FROM {owned}
+                          WHERE owner = 'KRN001' GROUP BY ALL)
+            SELECT r.pid, r.device, r.run_start, r.run_end, r.run_kernels, r.kernel_ns, r.common_name, i.idle_ns
+            FROM {runs} r JOIN idle i ON i.pid = r.pid AND i.device = r.device AND i.run_id = r.run_id
+            ORDER BY i.idle_ns DESC, r.run_start""")  # noqa: S608 - server-made names
+        total = sum(int(r[7]) for r in rows)
+        if not rows or total < params["min_idle_us"] * 1000:
+            return []
+        kernels = sum(int(r[4]) for r in rows)
+        busy = sum(int(r[5]) for r in rows)
+        top = rows[:20]
+        nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
+        evidence = tuple(
+            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, name=r[6],
+                     nvtx=v, value_ns=int(r[7]), detail={"kernels": int(r[4]), "kernel_ns": int(r[5])})
+            for r, v in zip(top, nvtx, strict=True))
+        share = pct(total, report_span_ns(trace))
+        return [Finding(
+            rule_id=self.id,
+            title=f"Launch-bound: {kernels} short kernels in {len(rows)} run(s), GPU idle {fmt_ms(total)}",
+            message=(f"{len(rows)} run(s) of kernels under {params['short_kernel_us']:g} us ({kernels} kernels, "
+                     f"{fmt_ms(busy)} of kernel time) left the GPU idle {fmt_ms(total)} between launches"
+                     + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")),
+            impact_ns=total, impact_pct=share,
+            advice=("Capture the repeated kernel sequence in a CUDA graph, fuse small kernels (torch.compile, "
+                    "custom fused kernels), or give each launch more work."),
+            evidence=evidence, evidence_total=len(rows), report=trace.label, rank=trace.rank,
+            extra={"runs": len(rows), "short_kernels": kernels, "short_kernel_ns": busy},
+        )]

@@ -1,0 +1,75 @@
+"""SYNC001: blocking host synchronization, costed by the GPU idle that follows it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from analysis.findings import Evidence, Finding
+from analysis.rules.base import Rule, Threshold
+from analysis.rules.nsys.common import SYNC_API_RE, fmt_ms, nvtx_at, pct, report_span_ns
+from analysis.rules.nsys.gaps import owned_gaps
+from analysis.trace import Run, Trace
+
+
+class BlockingSync(Rule):
+    """Blocking host synchronization: the host waits for the GPU to drain, then the GPU waits for the host.
+
+    *Why it matters*: ``cudaDeviceSynchronize``, ``cudaStreamSynchronize``, ``cudaEventSynchronize``,
+    ``cudaThreadSynchronize`` and the driver's ``cuCtxSynchronize``/``cuStreamSynchronize``/
+    ``cuEventSynchronize`` stop the host until queued work finishes. Nothing new is queued meanwhile,
+    so the GPU idles from the moment it drains until the host launches again.
+
+    *How it is detected*: for every idle gap (NVIDIA's pairing, see GPU001), a sync call of the same
+    process that had started before the device went idle and was still running then owns the gap.
+    Impact: the GPU idle from that moment until the next GPU work on that device (the part a
+    non-blocking design recovers), not the duration of the sync calls. Also reported: how many sync
+    calls there are and how many per kernel (one per kernel is the classic pattern).
+
+    *Advice*: remove syncs that only serve timing or debugging; replace them with events
+    (``cudaEventRecord`` + ``cudaStreamWaitEvent``) or stream ordering; read results back with async
+    copies into pinned memory and synchronize once per step, not per kernel.
+    """
+
+    id = "SYNC001"
+    name = "sync.blocking-host-sync"
+    category = "sync"
+    requires = ("kernels", "cuda_api")
+    thresholds = {
+        "min_idle_us": Threshold(100.0, "us", "report when the idle that follows syncs adds up to at least this"),
+    }
+    summary = "Blocking synchronize calls that leave the GPU idle"
+
+    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+        owned = owned_gaps(trace, self.all_params)
+        total, n = trace.sql(f"SELECT COALESCE(SUM(gap_ns), 0), COUNT(*) FROM {owned} WHERE owner = 'SYNC001'")[0]  # noqa: S608 - constants and server-made names
+        total = int(total)
+        if n == 0 or total < params["min_idle_us"] * 1000:
+            return []
+        calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
+                              WHERE regexp_matches(name, '{SYNC_API_RE}') GROUP BY name ORDER BY 2 DESC""")  # noqa: S608 - constants and server-made names
+        n_calls = sum(int(c[1]) for c in calls)
+        n_kernels = int(trace.scalar("SELECT COUNT(*) FROM kernels") or 0)
+        per_kernel = n_calls / n_kernels if n_kernels else None
+        top = trace.sql(f"""SELECT pid, device, gap_start, gap_end, gap_ns, sync_name FROM {owned}
+                            WHERE owner = 'SYNC001' ORDER BY gap_ns DESC, gap_start LIMIT 20""")  # noqa: S608 - constants and server-made names
+        nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
+        evidence = tuple(
+            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, name=r[5],
+                     nvtx=v, value_ns=int(r[4]))
+            for r, v in zip(top, nvtx, strict=True))
+        share = pct(total, report_span_ns(trace))
+        names = ", ".join(f"{c[0]} x{c[1]}" for c in calls[:4])
+        freq = f"; {per_kernel:.2f} sync call(s) per kernel" if per_kernel is not None else ""
+        return [Finding(
+            rule_id=self.id,
+            title=f"Blocking syncs leave the GPU idle {fmt_ms(total)} after {n} of them",
+            message=(f"{n} idle gap(s) followed a blocking synchronize, {fmt_ms(total)} in all"
+                     + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
+                     + f". {n_calls} sync call(s): {names}{freq}."),
+            impact_ns=total, impact_pct=share,
+            advice=("Drop syncs used for timing/debugging; order work with events and streams "
+                    "(cudaStreamWaitEvent) and synchronize once per step; use async copies to pinned memory."),
+            evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
+            extra={"sync_calls": n_calls, "sync_calls_per_kernel": per_kernel,
+                   "sync_call_names": {c[0]: int(c[1]) for c in calls}, "idle_gaps": int(n)},
+        )]
