@@ -60,9 +60,21 @@ def detect_kind(path: Path) -> str:
 
     if looks_like_ncu_csv(head):
         return "ncu"
-    if b"\x00" in head[:512] or head[:4] == b"\x89PNG":
-        raise TraceError("not_sqlite", "the file is neither an SQLite database nor CSV text")
+    if _is_binary(head):
+        raise TraceError("not_sqlite", "the file is binary but not an SQLite database (nor CSV text); "
+                         "upload the .sqlite file written by `nsys export --type sqlite`")
     raise TraceError("unknown_format", "the file is neither an nsys SQLite export nor an ncu CSV export")
+
+
+def _is_binary(head: bytes) -> bool:
+    """True for data that is not text: NUL or other control bytes, or bytes that are not UTF-8."""
+    if any(b < 0x20 and b not in b"\t\n\r\f" for b in head[:1024]):
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(head) - 4  # a multi-byte character cut by the 4 KiB read is still text
+    return False
 
 
 @dataclass

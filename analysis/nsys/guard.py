@@ -1,0 +1,218 @@
+"""Validation of an untrusted nsys export through a hardened, read-only SQLite connection (apsw).
+
+This runs before anything else touches the file. It checks size, header and integrity, classifies
+every object we will read by ``sqlite_schema.type`` (a view or trigger where a table is expected is
+refused), discovers columns with ``pragma_table_info`` and checks their declared types, and reads the
+small tables (export metadata, session start, allow-listed environment, enum tables) by explicit
+column lists. The bulk copy (``analysis.nsys.child``) may then read the verified table names only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apsw
+
+from analysis.errors import TraceError
+from analysis.nsys import enums
+from analysis.nsys.env import job_facts
+from analysis.nsys.source import BULK_TABLES, INT, NSYS_MARKERS, SOURCE_TABLES, affinity
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+# Any single event timestamp above this is absolute UTC ns (1e17 ns is three years: no session is that long).
+ABSOLUTE_NS = 10**17
+ESSENTIAL = frozenset(("StringIds", *BULK_TABLES))  # unreadable -> unsupported_schema, not silently empty
+_META_KEYS = (
+    "EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION", "EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_TIME_NORMALIZE",
+    "EXPORT_CONFIG_TIME_SHIFT", "DERIVED_FROM", "DERIVED_WINDOW_NS",
+)
+
+
+@dataclass
+class ExportInfo:
+    """What validation learned; everything the bulk copy needs besides the file itself."""
+
+    path: Path
+    size: int
+    tables: dict[str, list[str]] = field(default_factory=dict)   # verified table -> columns present
+    meta: dict[str, str] = field(default_factory=dict)           # selected export metadata
+    session_start_utc_ns: int | None = None
+    time_offset_ns: int = 0              # subtract from every event time to get session-relative ns
+    facts: dict[str, str | None] = field(default_factory=dict)   # rank, world_size, host ... (allow-listed)
+    decoders: dict[str, dict[int, str]] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        return self.meta.get("EXPORT_PRODUCT_VERSION") or "unrecorded (pre-2021.5)"
+
+
+def _uri(path: Path) -> str:
+    return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro&immutable=1"
+
+
+def open_hardened(path: Path, deadline: float) -> apsw.Connection:
+    """A read-only connection with defensive mode on, views/triggers off and a deadline on every step."""
+    con = apsw.Connection(_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    con.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
+    con.config(apsw.SQLITE_DBCONFIG_ENABLE_VIEW, 0)
+    con.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+    con.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
+    con.config(apsw.SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0)
+    con.execute("PRAGMA trusted_schema=OFF")
+    con.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
+    return con
+
+
+def _check_header(path: Path, size: int, max_bytes: int) -> None:
+    if size == 0:
+        raise TraceError("empty_file", "the file is empty (0 bytes); export the report again")
+    if size > max_bytes:
+        raise TraceError("too_large", f"the file is {size:,} bytes; the limit is {max_bytes:,} bytes. "
+                         "Export a shorter time range (nsys export --times) or raise the limit")
+    with path.open("rb") as fh:
+        head = fh.read(100)
+    if not head.startswith(SQLITE_MAGIC):
+        raise TraceError("not_sqlite", "the file is not an SQLite database; upload the .sqlite file written "
+                         "by `nsys export --type sqlite`")
+    if len(head) < 100:
+        raise TraceError("corrupt", "the file is shorter than an SQLite header; it was cut off in transfer")
+
+
+def validate(path: Path, *, max_bytes: int, timeout_s: float) -> ExportInfo:
+    """Validate an untrusted export and read its small tables. Raises ``TraceError``."""
+    path = Path(path)
+    size = os.stat(path).st_size
+    _check_header(path, size, max_bytes)
+    deadline = time.monotonic() + timeout_s
+    try:
+        con = open_hardened(path, deadline)
+        try:
+            return _validate(con, path, size)
+        finally:
+            con.close()
+    except TraceError:
+        raise
+    except apsw.InterruptError:
+        raise TraceError("timeout", f"validating the file took longer than {timeout_s:g} s; "
+                         "export a shorter time range or raise the limit") from None
+    except apsw.NotADBError:
+        raise TraceError("not_sqlite", "the file has an SQLite header but is not a readable database") from None
+    except (apsw.CorruptError, apsw.FormatError, apsw.RangeError, apsw.IOError) as exc:
+        raise TraceError("corrupt", f"SQLite cannot read the file ({type(exc).__name__}); it is damaged or "
+                         "was cut off in transfer: export or copy it again") from None
+    except apsw.Error as exc:
+        raise TraceError("corrupt", f"SQLite refused the file ({type(exc).__name__}: {exc}); export it again") \
+            from None
+
+
+def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
+    problems = [r[0] for r in con.execute("PRAGMA quick_check(5)")]
+    if problems != ["ok"]:
+        raise TraceError("corrupt", "SQLite's integrity check failed (" + "; ".join(map(str, problems))[:300]
+                         + "); the file is damaged: export or copy it again")
+    kinds: dict[str, str] = {}
+    for kind, name in con.execute("SELECT type, name FROM sqlite_schema"):
+        if isinstance(name, str):
+            kinds.setdefault(name, kind)
+    for name in SOURCE_TABLES:
+        if name in kinds and kinds[name] != "table":
+            raise TraceError("unsafe_schema", f"'{name}' is a {kinds[name]}, not a table; a real nsys export "
+                             "never has one. The file was altered after export: export it again from the report")
+    tables = {n for n, k in kinds.items() if k == "table"}
+    if "StringIds" not in tables or not tables.intersection(NSYS_MARKERS):
+        raise TraceError("not_nsys_export", "an SQLite database without the tables of an Nsight Systems export "
+                         "(StringIds, CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS ...); export the report with "
+                         "`nsys export --type sqlite`")
+    info = ExportInfo(path=path, size=size)
+    info.meta = _read_meta(con, tables)
+    for name, spec in SOURCE_TABLES.items():
+        if name not in tables:
+            continue
+        declared = {r[0]: r[1] for r in con.execute("SELECT name, type FROM pragma_table_info(?)", (name,))}
+        missing = [c for c in spec.required if c not in declared]
+        wrong = [c for c, t in spec.columns.items()
+                 if c in declared and affinity(declared[c]) not in (t, "NUMERIC" if t == INT else t)]
+        if (missing or wrong) and name not in ESSENTIAL:
+            continue  # an auxiliary table another tool rewrote: do without it
+        if missing or wrong:
+            what = (f"lacks column(s) {', '.join(missing)}" if missing
+                    else f"has unexpected type(s) for {', '.join(wrong)}")
+            raise TraceError("unsupported_schema", f"table {name} {what} (nsys {info.version}, export schema "
+                             f"{info.meta.get('EXPORT_SCHEMA_VERSION', 'unrecorded')}); this version of "
+                             "Goodput cannot read it", {"version": info.version})
+        info.tables[name] = [c for c in spec.columns if c in declared]
+    _read_small(con, info)
+    return info
+
+
+
+def _read_meta(con: apsw.Connection, tables: set[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if table in tables:
+            cols = {r[0] for r in con.execute("SELECT name FROM pragma_table_info(?)", (table,))}
+            if {"name", "value"} <= cols:
+                marks = ",".join("?" * len(_META_KEYS))
+                sql = f'SELECT name, value FROM "{table}" WHERE name IN ({marks})'  # noqa: S608 - fixed names
+                for name, value in con.execute(sql, _META_KEYS):
+                    if isinstance(name, str) and value is not None:
+                        out.setdefault(name, str(value)[:200])
+    return out
+
+
+def _read_small(con: apsw.Connection, info: ExportInfo) -> None:
+    t = info.tables
+    if "TARGET_INFO_SESSION_START_TIME" in t:
+        row = con.execute('SELECT "utcEpochNs" FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1').fetchone()
+        if row and isinstance(row[0], int) and row[0] > 0:
+            info.session_start_utc_ns = row[0]
+    env = host = None
+    if "TARGET_INFO_SYSTEM_ENV" in t:
+        for name, value in con.execute('SELECT "name", "value" FROM "TARGET_INFO_SYSTEM_ENV" '
+                                       "WHERE name IN ('DeviceEnvironment', 'Hostname') ORDER BY rowid"):
+            if name == "DeviceEnvironment" and env is None and isinstance(value, str):
+                env = value
+            elif name == "Hostname" and host is None and isinstance(value, str):
+                host = value
+    info.facts = job_facts(env, host)
+    enum_rows: dict[str, list[tuple[int, str]]] = {}
+    for table in enums.enum_tables().values():
+        if table in t:
+            enum_rows[table] = [(i, n) for i, n in con.execute(f'SELECT "id", "name" FROM "{table}"')  # noqa: S608
+                                if isinstance(i, int) and isinstance(n, str)]
+    info.decoders = enums.decoders(enum_rows)
+    info.time_offset_ns = _time_offset(con, info)
+
+
+def _first_start(con: apsw.Connection, info: ExportInfo) -> int | None:
+    """The first stored event start of the main activity tables (rowid order: no scan, no sort)."""
+    probes = (("CUPTI_ACTIVITY_KIND_KERNEL", ""), ("CUPTI_ACTIVITY_KIND_RUNTIME", ""),
+              ("CUPTI_ACTIVITY_KIND_MEMCPY", ""), ("NVTX_EVENTS", " WHERE eventType <> 75"))
+    for table, where in probes:
+        if table in info.tables:
+            row = con.execute(f'SELECT "start" FROM "{table}"{where} LIMIT 1').fetchone()  # noqa: S608
+            if row and isinstance(row[0], int):
+                return row[0]
+    return None
+
+
+def _time_offset(con: apsw.Connection, info: ExportInfo) -> int:
+    """What to subtract so that times are ns from session start (SCHEMA_NOTES §5)."""
+    flag = (info.meta.get("EXPORT_PARAM_TIME_NORMALIZE") or info.meta.get("EXPORT_TIME_NORMALIZE") or "").lower()
+    shift = info.meta.get("EXPORT_CONFIG_TIME_SHIFT", "")
+    start = info.session_start_utc_ns
+    if flag == "true":
+        if shift.isdigit() and int(shift) > 0:
+            return int(shift)
+        if start:
+            return start
+    first = _first_start(con, info)
+    if first is not None and first > ABSOLUTE_NS:
+        # Absolute clock without the flag (tools that edit exports drop metadata): anchor on the session
+        # start when it precedes the events, else on the first event.
+        return start if start and start <= first else first
+    return 0

@@ -1,0 +1,178 @@
+"""Ingest one nsys SQLite export: validate it, bulk-copy it in a limited child process, publish atomically.
+
+The DuckDB file is written under a temporary name beside ``out``, fsynced and renamed onto ``out``;
+on any failure nothing is left at ``out`` and the temporary files are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from analysis.errors import TraceError
+from analysis.nsys.guard import ExportInfo, validate
+from analysis.nsys.normalize import statements
+from analysis.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from analysis.api import Limits, Progress
+
+logger = logging.getLogger(__name__)
+
+# DuckDB keeps its buffer pool below this share of the child's address-space cap; the rest is code,
+# thread stacks and allocator slack.
+DUCKDB_SHARE_OF_CAP = 0.5
+
+
+def meta_rows(info: ExportInfo) -> dict[str, str]:
+    """The ``meta`` table: tool facts, time base and the allow-listed job facts (never the raw env)."""
+    rows: dict[str, str | int | None] = {
+        "tool": "nsys",
+        "tool_version": info.meta.get("EXPORT_PRODUCT_VERSION"),
+        "export_schema_version": info.meta.get("EXPORT_SCHEMA_VERSION"),
+        "schema_version": SCHEMA_VERSION,
+        "session_start_utc_ns": info.session_start_utc_ns,
+        "time_offset_ns": info.time_offset_ns,
+        "derived_from": info.meta.get("DERIVED_FROM"),
+        "derived_window_ns": info.meta.get("DERIVED_WINDOW_NS"),
+        **info.facts,
+    }
+    return {k: str(v) for k, v in rows.items() if v is not None}
+
+
+def _cleanup(*paths: Path) -> None:
+    for p in paths:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
+def _fsync(path: Path, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_space(src_size: int, out_dir: Path) -> None:
+    # The normalized file is smaller than the export (columnar, compressed); half of it plus slack is a
+    # floor that catches a nearly full disk before a long copy, not a guarantee.
+    need = src_size // 2 + 64 * 2**20
+    free = shutil.disk_usage(out_dir).free
+    if free < need:
+        raise TraceError("no_space", f"only {free:,} bytes free in {out_dir}; about {need:,} are needed. "
+                         "Free disk space and retry")
+
+
+def _child_error(msg: dict | None, returncode: int | None, stderr: str) -> TraceError:
+    text = (msg or {}).get("error") or stderr.strip().splitlines()[-1:] or [""]
+    text = text if isinstance(text, str) else text[0]
+    low = text.lower()
+    if "no space left" in low or "disk full" in low:
+        return TraceError("no_space", "the disk filled up while writing the normalized report; free space and retry")
+    if (msg or {}).get("kind") == "memory" or "out of memory" in low or "memory_limit" in low \
+            or "could not allocate" in low or "bad_alloc" in low or "cannot allocate" in low:
+        return TraceError("too_large", "reading the export needed more memory than the configured limit; "
+                          "export a shorter time range or raise the memory limit")
+    if msg is None and returncode is not None and returncode < 0:
+        return TraceError("corrupt", f"the reader process died on this file (signal {-returncode}); the file is "
+                          "probably damaged: export it again")
+    return TraceError("corrupt", f"the export could not be read ({text[:300]}); it is damaged or was edited "
+                      "by another tool: export it again")
+
+
+def _run_child(plan: dict, deadline: float, progress: Progress | None) -> dict:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "analysis.nsys.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=env, text=True)
+    last: dict | None = None
+    stderr = ""
+    try:
+        assert proc.stdin and proc.stdout and proc.stderr
+        proc.stdin.write(json.dumps(plan))
+        proc.stdin.close()
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TraceError("timeout", "normalizing the export took longer than the configured limit; "
+                                 "export a shorter time range or raise the limit")
+            if not sel.select(timeout=min(left, 1.0)):
+                continue
+            line = proc.stdout.readline()
+            if not line:
+                break
+            msg = json.loads(line)
+            if "ok" in msg:
+                last = msg
+            elif progress is not None:
+                progress(msg["stage"], msg["done"], msg["total"])
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        stderr = proc.stderr.read()
+    except subprocess.TimeoutExpired:
+        raise TraceError("timeout", "normalizing the export took longer than the configured limit") from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if last is None or not last.get("ok") or proc.returncode != 0:
+        if stderr:
+            logger.warning("nsys ingest child failed: %s", stderr[-2000:])
+        raise _child_error(last, proc.returncode, stderr)
+    return last
+
+
+def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None) -> dict[str, int]:
+    """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table."""
+    src, out = Path(src), Path(out)
+    deadline = time.monotonic() + limits.timeout_s
+    if progress:
+        progress("validate", 0, 1)
+    info = validate(src, max_bytes=limits.max_bytes, timeout_s=limits.timeout_s)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _check_space(info.size, out.parent)
+    tmp = out.parent / f".{out.name}.{uuid.uuid4().hex}.tmp"
+    spill = Path(str(tmp) + ".spill")
+    leftovers = (tmp, Path(str(tmp) + ".wal"), spill)
+    plan = {
+        "src": str(src.resolve()),
+        "tmp": str(tmp),
+        "temp_directory": str(spill),
+        "threads": limits.threads,
+        "address_space_bytes": limits.memory_bytes,
+        "duckdb_memory_bytes": int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP),
+        "meta": meta_rows(info),
+        "statements": statements(info),
+    }
+    try:
+        result = _run_child(plan, deadline, progress)
+        _fsync(tmp)
+        os.replace(tmp, out)
+        _fsync(out.parent, directory=True)
+    except OSError as exc:
+        _cleanup(*leftovers)
+        if exc.errno == 28:  # ENOSPC
+            raise TraceError("no_space", "the disk filled up while writing the normalized report") from None
+        raise
+    except BaseException:
+        _cleanup(*leftovers)
+        raise
+    _cleanup(*leftovers[1:])
+    if progress:
+        progress("done", 1, 1)
+    return result["counts"]

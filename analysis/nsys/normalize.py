@@ -1,0 +1,238 @@
+"""The SQL that turns a validated nsys export into the normalized tables of ``analysis.schema``.
+
+Pure string building from what ``guard.validate`` verified: only table and column names from the
+allow-list in ``analysis.nsys.source`` appear in the SQL, and only when the export has them (a missing
+optional column reads as NULL, a missing table leaves the normalized table empty). The export is
+attached in DuckDB as ``src``; the statements run in order in the child process (``analysis.nsys.child``).
+"""
+
+# ruff: noqa: S608 - every identifier below comes from the allow-list in analysis.nsys.source (asserted
+# in _src/_Cols) and every literal is an int or one of our own vocabulary words; no trace string is spliced.
+
+from __future__ import annotations
+
+from analysis.nsys.enums import case_sql
+from analysis.nsys.guard import ExportInfo
+from analysis.nsys.source import SOURCE_TABLES
+
+PID_MASK = 0xFFFFFF  # globalPid/globalTid pack the OS pid in bits 24..47 and the tid in bits 0..23
+
+
+class _Cols:
+    """Column expressions for one source table under an alias: present columns quoted, absent ones NULL."""
+
+    def __init__(self, info: ExportInfo, table: str, alias: str) -> None:
+        self.present = set(info.tables.get(table, ())) & set(SOURCE_TABLES[table].columns)
+        self.alias = alias
+
+    def __call__(self, col: str, cast: str | None = None) -> str:
+        if col not in self.present:
+            return f"NULL::{cast}" if cast else "NULL"
+        expr = f'{self.alias}."{col}"'
+        return f"{expr}::{cast}" if cast else expr
+
+
+def _src(table: str) -> str:
+    if table not in SOURCE_TABLES:
+        raise ValueError(f"{table} is not an allow-listed export table")
+    return f'src."{table}"'
+
+
+def _time(expr: str, offset: int) -> str:
+    return f"({expr} - {int(offset)})" if offset else expr
+
+
+def _pid(expr: str) -> str:
+    return f"(({expr} >> 24) & {PID_MASK})::INTEGER"
+
+
+def _tid(expr: str) -> str:
+    return f"({expr} & {PID_MASK})::INTEGER"
+
+
+def _name(alias: str, id_expr: str) -> str:
+    return f"LEFT JOIN _strings {alias} ON {alias}.id = {id_expr}"
+
+
+def statements(info: ExportInfo) -> list[tuple[str, str]]:
+    """(label, SQL) pairs, in execution order; labels name the normalized table for progress reports."""
+    t, off = info.tables, info.time_offset_ns
+    dec = info.decoders
+    out: list[tuple[str, str]] = [
+        ("strings", "CREATE TEMP TABLE _strings AS SELECT id::BIGINT AS id, value::VARCHAR AS value "
+                    f"FROM {_src('StringIds')}"),
+    ]
+
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
+        c = _Cols(info, "CUPTI_ACTIVITY_KIND_RUNTIME", "r")
+        ev = c("eventClass")
+        # eventClass 67 rows are CUDA-backtrace duplicates of a call (same correlationId): drop them.
+        where = f"WHERE {ev} IS DISTINCT FROM 67" if "eventClass" in c.present else ""
+        kind = (f"CASE {ev} WHEN 0 THEN 'runtime' WHEN 1 THEN 'driver' "
+                "ELSE (CASE WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END) END")
+        out.append(("cuda_api", f"""
+            INSERT INTO cuda_api
+            SELECT {_pid('r."globalTid"')}, {_tid('r."globalTid"')},
+                   {_time('r."start"', off)}, {_time('r."end"', off)},
+                   regexp_replace(n.value, '_v[0-9]+$', ''), {kind},
+                   r."correlationId", {c("returnValue")}
+            FROM {_src("CUPTI_ACTIVITY_KIND_RUNTIME")} r {_name("n", 'r."nameId"')}
+            {where}"""))
+    # The launching call of each GPU activity; correlation ids are unique per process only.
+    out.append(("launches", """
+        CREATE TEMP TABLE _launch AS
+        SELECT pid, correlation_id, min(tid) AS tid FROM cuda_api
+        WHERE correlation_id IS NOT NULL GROUP BY pid, correlation_id"""))
+
+    def activity(table: str, alias: str) -> tuple[_Cols, str, str]:
+        c = _Cols(info, table, alias)
+        pid = _pid(f'{alias}."globalPid"')
+        join = f'LEFT JOIN _launch l ON l.pid = {pid} AND l.correlation_id = {alias}."correlationId"'
+        start, end = _time(f'{alias}."start"', off), _time(f'{alias}."end"', off)
+        head = (f'{c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid, '
+                f'{start}, {end}, {alias}."correlationId"')
+        return c, join, head
+
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in t:
+        c, join, head = activity("CUPTI_ACTIVITY_KIND_KERNEL", "k")
+        mangled = "mn.value" if "mangledName" in c.present else "NULL"
+        mjoin = _name("mn", 'k."mangledName"') if "mangledName" in c.present else ""
+        out.append(("kernels", f"""
+            INSERT INTO kernels
+            SELECT {head}, dn.value, sn.value, {mangled},
+                   {c("gridX")}, {c("gridY")}, {c("gridZ")}, {c("blockX")}, {c("blockY")}, {c("blockZ")},
+                   {c("registersPerThread")}, {c("staticSharedMemory")}, {c("dynamicSharedMemory")},
+                   {c("graphId")},
+                   CASE WHEN starts_with(sn.value, 'nccl') OR starts_with(dn.value, 'nccl')
+                        THEN 'nccl' ELSE 'compute' END
+            FROM {_src("CUPTI_ACTIVITY_KIND_KERNEL")} k {join}
+            {_name("dn", 'k."demangledName"')} {_name("sn", 'k."shortName"')} {mjoin}"""))
+
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in t:
+        c, join, head = activity("CUPTI_ACTIVITY_KIND_MEMCPY", "m")
+        out.append(("memcpy", f"""
+            INSERT INTO memcpy
+            SELECT {head}, {case_sql('m."copyKind"', dec["copy_kind"])}, m."bytes",
+                   {case_sql(c("srcKind"), dec["memory_kind"])}, {case_sql(c("dstKind"), dec["memory_kind"])},
+                   {c("srcDeviceId")}, {c("dstDeviceId")}
+            FROM {_src("CUPTI_ACTIVITY_KIND_MEMCPY")} m {join}"""))
+
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in t:
+        c, join, head = activity("CUPTI_ACTIVITY_KIND_MEMSET", "s")
+        out.append(("memset", f"""
+            INSERT INTO memset
+            SELECT {head}, s."bytes", {c("value")}, {case_sql(c("memKind"), dec["memory_kind"])}
+            FROM {_src("CUPTI_ACTIVITY_KIND_MEMSET")} s {join}"""))
+
+    if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" in t:
+        c = _Cols(info, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "y")
+        pid = _pid('y."globalPid"')
+        corr = c("correlationId")
+        join = f"LEFT JOIN _launch l ON l.pid = {pid} AND l.correlation_id = {corr}"
+        out.append(("sync", f"""
+            INSERT INTO sync
+            SELECT {c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid,
+                   {_time('y."start"', off)}, {_time('y."end"', off)}, {corr},
+                   {case_sql('y."syncType"', dec["sync_type"])}, {c("eventId")}
+            FROM {_src("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")} y {join}"""))
+
+    if "NVTX_EVENTS" in t:
+        out.extend(_nvtx(info))
+
+    for table, target in (("OSRT_API", "osrt"), ("PROFILER_OVERHEAD", "overhead")):
+        if table in t:
+            out.append((target, f"""
+                INSERT INTO {target}
+                SELECT {_pid('o."globalTid"')}, {_tid('o."globalTid"')},
+                       {_time('o."start"', off)}, {_time('o."end"', off)}, n.value
+                FROM {_src(table)} o {_name("n", 'o."nameId"')}"""))
+
+    if "ThreadNames" in t:
+        out.append(("threads", f"""
+            INSERT INTO threads
+            SELECT {_pid('h."globalTid"')}, {_tid('h."globalTid"')}, n.value
+            FROM {_src("ThreadNames")} h {_name("n", 'h."nameId"')}"""))
+    if "PROCESSES" in t:
+        out.append(("processes", f'INSERT INTO processes SELECT p."pid", p."name" FROM {_src("PROCESSES")} p'))
+    out.extend(_devices(info))
+    return out
+
+
+def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
+    c = _Cols(info, "NVTX_EVENTS", "e")
+    off = info.time_offset_ns
+    pid = _pid('e."globalTid"')
+    text = c("text")
+    if "textId" in c.present:
+        text = f'COALESCE({text}, tx.value)'
+    tx_join = _name("tx", 'e."textId"') if "textId" in c.present else ""
+    out: list[tuple[str, str]] = []
+    domain = "NULL"
+    joins = ""
+    if "domainId" in c.present:
+        # Domain names come from the eventType 75 (NvtxDomainCreate) rows; domain ids are per process.
+        out.append(("nvtx domains", f"""
+            CREATE TEMP TABLE _domains AS
+            SELECT {pid} AS pid, e."domainId" AS domain_id, any_value({text}) AS name
+            FROM {_src("NVTX_EVENTS")} e {tx_join}
+            WHERE e."eventType" = 75 AND e."domainId" IS NOT NULL GROUP BY ALL"""))
+        legacy = ""
+        if "DomainStrings" in info.tables:  # 2020 exports name domains in their own table
+            legacy = f'UNION ALL SELECT "id", "domainName" FROM {_src("DomainStrings")}'
+        out.append(("nvtx domains", f"""
+            CREATE TEMP TABLE _domain_ids AS
+            SELECT domain_id, any_value(name) AS name FROM (
+                SELECT domain_id, name FROM _domains
+                {legacy}
+            ) WHERE domain_id IS NOT NULL GROUP BY domain_id"""))
+        domain = 'CASE WHEN e."domainId" = 0 THEN NULL ELSE COALESCE(dp.name, di.name) END'
+        joins = (f'LEFT JOIN _domains dp ON dp.pid = {pid} AND dp.domain_id = e."domainId" '
+                 'LEFT JOIN _domain_ids di ON di.domain_id = e."domainId"')
+    end = _time(c("end"), off) if "end" in c.present else "NULL"
+    out.append(("nvtx", f"""
+        INSERT INTO nvtx
+        SELECT {pid}, {_tid('e."globalTid"')}, {_time('e."start"', off)},
+               CASE WHEN e."eventType" = 34 THEN NULL ELSE {end} END,
+               {text}, {domain},
+               CASE e."eventType" WHEN 59 THEN 'push_pop' WHEN 60 THEN 'start_end' ELSE 'mark' END,
+               NULL
+        FROM {_src("NVTX_EVENTS")} e {tx_join} {joins}
+        WHERE e."eventType" IN (34, 59, 60)"""))
+    return out
+
+
+def _devices(info: ExportInfo) -> list[tuple[str, str]]:
+    t = info.tables
+    g = _Cols(info, "TARGET_INFO_GPU", "g")
+    details = (f'{g("name")}, {g("uuid")}, {g("busLocation")}, {g("smCount")}, {g("totalMemory")}, '
+               f'{g("memoryBandwidth")}, {g("l2CacheSize")}, {g("clockRate")}, {g("computeMajor")}, '
+               f'{g("computeMinor")}, {g("maxWarpsPerSm")}, {g("maxBlocksPerSm")}, {g("maxRegistersPerSm")}, '
+               f'{g("maxShmemPerSm")}')
+    gpu = _src("TARGET_INFO_GPU")
+    has_gpu = "TARGET_INFO_GPU" in t and "id" in g.present
+    if "TARGET_INFO_CUDA_DEVICE" in t and has_gpu:
+        d = _Cols(info, "TARGET_INFO_CUDA_DEVICE", "d")
+        # cudaId is the ordinal the process saw (KERNEL.deviceId); GPUs no traced process used get NULL.
+        return [("devices", f"""
+            INSERT INTO devices
+            SELECT d."cudaId", {d("pid")}, d."gpuId", {details}
+            FROM {_src("TARGET_INFO_CUDA_DEVICE")} d LEFT JOIN {gpu} g ON g."id" = d."gpuId"
+            UNION ALL
+            SELECT NULL, NULL, g."id", {details} FROM {gpu} g
+            WHERE g."id" NOT IN (SELECT "gpuId" FROM {_src("TARGET_INFO_CUDA_DEVICE")})""")]
+    if has_gpu and "cuDevice" in g.present:
+        return [("devices", f'INSERT INTO devices SELECT g."cuDevice", NULL, g."id", {details} FROM {gpu} g')]
+    if "TARGET_INFO_CUDA_GPU" in t:
+        # 2020 exports: per-process CUDA view. Its memory size/bandwidth columns use other units; left NULL.
+        c = _Cols(info, "TARGET_INFO_CUDA_GPU", "c")
+        return [("devices", f"""
+            INSERT INTO devices
+            SELECT c."deviceId", {c("pid")}, NULL, c."name", NULL, {c("pciBusId")}, {c("numMultiprocessors")},
+                   NULL, NULL, {c("l2CacheSize")}, NULL, {c("computeCapabilityMajor")},
+                   {c("computeCapabilityMinor")}, {c("maxWarpsPerMultiprocessor")},
+                   {c("maxBlocksPerMultiprocessor")}, {c("maxRegistersPerMultiprocessor")},
+                   {c("maxSharedMemoryPerMultiprocessor")}
+            FROM {_src("TARGET_INFO_CUDA_GPU")} c""")]
+    if has_gpu:
+        return [("devices", f'INSERT INTO devices SELECT NULL, NULL, g."id", {details} FROM {gpu} g')]
+    return []

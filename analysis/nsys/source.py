@@ -1,0 +1,93 @@
+"""The nsys export tables and columns Goodput reads, with the types it accepts: the allow-list of the reader.
+
+Nothing outside this list is ever read from an export. A table not listed here may exist (other tools
+add their own); a listed table may be absent (lazy exports). ``required`` columns must exist for the
+table to be read at all; the others are read when present and NULL otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INT, TEXT, REAL = "INTEGER", "TEXT", "REAL"
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    name: str
+    columns: dict[str, str]      # column -> expected SQLite type affinity
+    required: tuple[str, ...]
+
+
+def _t(name: str, required: str, optional: str = "", texts: str = "", reals: str = "") -> SourceTable:
+    text_cols, real_cols = set(texts.split()), set(reals.split())
+    cols: dict[str, str] = {}
+    for col in (required + " " + optional).split():
+        cols[col] = TEXT if col in text_cols else REAL if col in real_cols else INT
+    return SourceTable(name, cols, tuple(required.split()))
+
+
+_ACT = "start end deviceId streamId correlationId globalPid"
+
+SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
+    _t("StringIds", "id value", texts="value"),
+    _t("CUPTI_ACTIVITY_KIND_KERNEL", f"{_ACT} demangledName shortName",
+       "contextId mangledName registersPerThread gridX gridY gridZ blockX blockY blockZ "
+       "staticSharedMemory dynamicSharedMemory graphId"),
+    _t("CUPTI_ACTIVITY_KIND_MEMCPY", f"{_ACT} bytes copyKind",
+       "contextId srcKind dstKind srcDeviceId dstDeviceId"),
+    _t("CUPTI_ACTIVITY_KIND_MEMSET", f"{_ACT} bytes", "contextId value memKind"),
+    _t("CUPTI_ACTIVITY_KIND_RUNTIME", "start end globalTid correlationId nameId", "eventClass returnValue"),
+    _t("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "start end globalPid syncType",
+       "deviceId contextId streamId correlationId eventId"),
+    _t("NVTX_EVENTS", "start eventType globalTid", "end text textId domainId", texts="text"),
+    _t("OSRT_API", "start end globalTid nameId"),
+    _t("PROFILER_OVERHEAD", "start end globalTid nameId"),
+    _t("ThreadNames", "nameId globalTid"),
+    _t("PROCESSES", "pid name", "globalPid", texts="name"),
+    _t("TARGET_INFO_GPU", "name",
+       "id cuDevice deviceId uuid busLocation smCount totalMemory memoryBandwidth l2CacheSize clockRate "
+       "computeMajor computeMinor maxWarpsPerSm maxBlocksPerSm maxRegistersPerSm maxShmemPerSm",
+       texts="name uuid busLocation"),
+    _t("TARGET_INFO_CUDA_DEVICE", "gpuId cudaId", "pid"),
+    _t("TARGET_INFO_CUDA_GPU", "deviceId name",
+       "pid pciBusId numMultiprocessors globalMemorySize globalMemoryBandwidth l2CacheSize coreClockRate "
+       "computeCapabilityMajor computeCapabilityMinor maxWarpsPerMultiprocessor maxBlocksPerMultiprocessor "
+       "maxRegistersPerMultiprocessor maxSharedMemoryPerMultiprocessor",
+       texts="name pciBusId"),
+    _t("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"),
+    _t("TARGET_INFO_SYSTEM_ENV", "name value", texts="name value"),
+    _t("META_DATA_EXPORT", "name value", texts="name value"),
+    _t("EXPORT_META_DATA", "name value", texts="name value"),
+    _t("MemcpyOperationStrings", "id name", texts="name"),
+    _t("DomainStrings", "id domainName", texts="domainName"),
+    _t("ENUM_CUDA_MEMCPY_OPER", "id name", texts="name"),
+    _t("ENUM_CUDA_MEM_KIND", "id name", texts="name"),
+    _t("ENUM_CUPTI_SYNC_TYPE", "id name", texts="name"),
+)}
+
+# Tables whose presence (with StringIds) marks an SQLite file as an nsys export.
+NSYS_MARKERS = (
+    "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "ThreadNames",
+    "TARGET_INFO_GPU", "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT", "EXPORT_META_DATA",
+    "ProcessStreams",
+)
+
+# The bulk tables copied by the child process (the rest is small and read during validation).
+BULK_TABLES = (
+    "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS", "OSRT_API",
+    "PROFILER_OVERHEAD",
+)
+
+
+def affinity(declared: str | None) -> str:
+    """SQLite's type affinity of a declared column type (https://sqlite.org/datatype3.html §3.1)."""
+    t = (declared or "").upper()
+    if "INT" in t:
+        return INT
+    if "CHAR" in t or "CLOB" in t or "TEXT" in t:
+        return TEXT
+    if "REAL" in t or "FLOA" in t or "DOUB" in t:
+        return REAL
+    return "BLOB" if not t else "NUMERIC"
