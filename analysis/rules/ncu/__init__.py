@@ -3,5 +3,20 @@
 from __future__ import annotations
 
 from analysis.rules.base import Rule
+from analysis.rules.ncu.ncu001_uncoalesced import UncoalescedGlobalAccess
+from analysis.rules.ncu.ncu002_warp_stalls import WarpStalls
+from analysis.rules.ncu.ncu003_occupancy import Occupancy
+from analysis.rules.ncu.ncu004_bank_conflicts import SharedBankConflicts
+from analysis.rules.ncu.ncu005_throughput import ThroughputBottleneck
+from analysis.rules.ncu.ncu006_launch_config import LaunchConfiguration
+from analysis.rules.ncu.ncu007_pipes import PipeUtilization
 
-NCU_RULES: list[type[Rule]] = []
+NCU_RULES: list[type[Rule]] = [
+    UncoalescedGlobalAccess,
+    WarpStalls,
+    Occupancy,
+    SharedBankConflicts,
+    ThroughputBottleneck,
+    LaunchConfiguration,
+    PipeUtilization,
+]

@@ -1,0 +1,123 @@
+"""Time at stake for an ncu finding: ncu's speedup applied to the kernel's nsys GPU time when the run has it.
+
+A profiled kernel is matched to the run's nsys kernels by demangled name, else by short name; when
+ncu knows the launch's grid and block, the match narrows to launches with the same grid and block
+(name + grid + block) whenever any exist. ``impact_ns`` = matched nsys GPU time x speedup fraction,
+as a share of the nsys reports' GPU-active span. Without an nsys match the profiled durations are
+used: sum over launches of duration x speedup, as a share of all profiled time in the ncu report.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.rules.ncu.metrics import Launch
+
+logger = logging.getLogger(__name__)
+
+
+def nsys_span_ns(trace: Any) -> int | None:
+    """GPU-active span of an nsys report: the summary's ``span_ns`` when it provides one, else first to last op."""
+    try:
+        from analysis.summary import report_info
+
+        span = report_info(trace).get("span_ns")
+        if span:
+            return int(span)
+    except Exception:  # the summary is another module's; fall back to our own query below
+        logger.debug("report_info unavailable for span; computing it", exc_info=True)
+    tables = trace.tables
+    parts = [t for t in ("kernels", "memcpy", "memset") if t in tables]
+    if not parts:
+        return None
+    sql = " UNION ALL ".join(f"SELECT min(start_ns) AS s, max(end_ns) AS e FROM {t}" for t in parts)  # noqa: S608
+    lo, hi = trace.con.execute(f"SELECT min(s), max(e) FROM ({sql})").fetchone()  # noqa: S608
+    return None if lo is None or hi is None else int(hi - lo)
+
+
+@dataclass
+class NsysKernels:
+    """Per-configuration GPU time of one nsys report's kernels."""
+
+    label: str
+    span_ns: int | None
+    rows: list[tuple]  # (name, short_name, grid, block, count, total_ns)
+
+
+@dataclass(frozen=True)
+class Link:
+    """How a profiled kernel maps onto nsys time."""
+
+    total_ns: int
+    launches: int
+    span_ns: int
+    match: str          # 'name' | 'short_name', with '+grid+block' when narrowed
+    reports: tuple[str, ...]
+
+
+class Linker:
+    """Matches ncu kernels to the nsys kernels of the same run (loaded once per rule run)."""
+
+    def __init__(self, run: Any) -> None:
+        self.reports: list[NsysKernels] = []
+        for trace in run.of_tool("nsys"):
+            if "kernels" not in trace.tables:
+                continue
+            rows = [
+                (name, short, (gx, gy, gz), (bx, by, bz), n, total)
+                for name, short, gx, gy, gz, bx, by, bz, n, total in trace.sql(
+                    "SELECT name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, count(*), "
+                    "sum(end_ns - start_ns) FROM kernels GROUP BY ALL"
+                )
+            ]
+            if rows:
+                self.reports.append(NsysKernels(trace.label, nsys_span_ns(trace), rows))
+
+    def link(self, launch: Launch) -> Link | None:
+        total = count = span = 0
+        how, labels = "", []
+        for rep in self.reports:
+            hits = [r for r in rep.rows if r[0] == launch.name]
+            kind = "name"
+            if not hits and launch.short_name:
+                hits = [r for r in rep.rows if r[1] == launch.short_name]
+                kind = "short_name"
+            if hits and launch.grid and launch.block:
+                narrowed = [r for r in hits if r[2] == launch.grid and r[3] == launch.block]
+                if narrowed:
+                    hits, kind = narrowed, kind + "+grid+block"
+            if not hits:
+                continue
+            total += sum(int(r[5] or 0) for r in hits)
+            count += sum(int(r[4]) for r in hits)
+            span += rep.span_ns or 0
+            how = how or kind
+            labels.append(rep.label)
+        if not labels or span <= 0:
+            return None
+        return Link(total, count, span, how, tuple(labels))
+
+
+def weighted_speedup(pairs: list[tuple[Launch, float]]) -> float:
+    """Duration-weighted mean speedup fraction of a kernel's launches (plain mean when durations are unknown)."""
+    if not pairs:
+        return 0.0
+    if all(launch.duration_ns for launch, _ in pairs):
+        total = sum(launch.duration_ns for launch, _ in pairs)
+        return sum(launch.duration_ns * s for launch, s in pairs) / total
+    return sum(s for _, s in pairs) / len(pairs)
+
+
+def impact(link: Link | None, pairs: list[tuple[Launch, float]], profiled_total_ns: float | None,
+           speedup: float) -> tuple[int, float | None]:
+    """(impact_ns, impact_pct) for one finding; see the module docstring."""
+    if link is not None:
+        ns = link.total_ns * speedup
+        return int(round(ns)), 100.0 * ns / link.span_ns
+    if not all(launch.duration_ns for launch, _ in pairs):
+        return 0, None
+    ns = sum(launch.duration_ns * s for launch, s in pairs)
+    pct = 100.0 * ns / profiled_total_ns if profiled_total_ns else None
+    return int(round(ns)), pct
