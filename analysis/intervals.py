@@ -24,10 +24,15 @@ GPU_OPS_SQL = """
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
 """
 
-# NVIDIA's gpu_gaps semantics: profiler overhead of a process counts as busy on each of its devices.
+# NVIDIA's gpu_gaps semantics: profiler overhead of a process counts as busy on each of its devices,
+# clipped to the device's span (first GPU operation's start to last one's end), so overhead before or
+# after the GPU work never creates a gap of its own.
 OVERHEAD_OPS_SQL = """
-    SELECT o.pid, u.device, o.start_ns, o.end_ns, 'overhead' AS cat
-    FROM overhead o JOIN (SELECT DISTINCT pid, device FROM gpu_ops) u ON u.pid = o.pid
+    SELECT o.pid, u.device, GREATEST(o.start_ns, u.u0) AS start_ns, LEAST(o.end_ns, u.u1) AS end_ns,
+           'overhead' AS cat
+    FROM overhead o
+    JOIN (SELECT pid, device, MIN(start_ns) AS u0, MAX(end_ns) AS u1 FROM gpu_ops GROUP BY pid, device) u
+      ON u.pid = o.pid AND o.start_ns < u.u1 AND o.end_ns > u.u0
     WHERE o.start_ns IS NOT NULL AND o.end_ns >= o.start_ns
 """
 

@@ -6,11 +6,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from analysis import breakdown as bd
+from analysis import iterations as it
 from analysis.findings import rank_findings
+from analysis.nvtx_projection import nvtx_projection
 from analysis.rules.base import run_rules
 from analysis.rules.registry import default_registry
 from analysis.summary import report_info
-from analysis.trace import Run
+from analysis.trace import Run, Trace
+
+
+def _with_summaries(info: dict[str, Any], trace: Trace) -> dict[str, Any]:
+    """An nsys report's info plus its time breakdown (with per-device parts) and compact NVTX summaries."""
+    if trace.tool != "nsys":
+        return info
+    info["breakdown"] = bd.breakdown(trace)
+    info["iterations"] = it.compact(it.iterations(trace))
+    nvtx = nvtx_projection(trace, limit=10)
+    info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
+    return info
 
 
 def analyze_run(
@@ -22,7 +36,7 @@ def analyze_run(
     registry.validate_overrides(thresholds)
     selected = registry.select(rules)
     with Run.open([Path(p) for p in reports], labels) as run:
-        infos = [report_info(t) for t in run.traces]
+        infos = [_with_summaries(report_info(t), t) for t in run.traces]
         findings, results = run_rules(run, registry, selected, thresholds)
     ranked = rank_findings(findings)
     if top is not None:

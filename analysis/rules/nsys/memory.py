@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import (
-    SYNC_MEMSET_RE,
+    MEMSET_RE,
     fmt_ms,
     load_sql,
     nvtx_at,
@@ -161,7 +161,7 @@ class SyncMemset(Rule):
             SELECT m.pid, m.device, m.stream, m.start_ns, m.end_ns, m.end_ns - m.start_ns AS dur, a.name,
                    m.mem_kind, m.bytes
             FROM memset m JOIN cuda_api a ON a.pid = m.pid AND a.correlation_id = m.correlation_id
-            WHERE m.mem_kind IN ('pinned', 'managed') AND regexp_matches(a.name, '{SYNC_MEMSET_RE}')
+            WHERE m.mem_kind IN ('pinned', 'managed') AND regexp_matches(a.name, '{MEMSET_RE}')
               AND NOT contains(a.name, 'Async')"""  # noqa: S608 - constants and server-made names
         n, total = trace.sql(f"SELECT COUNT(*), COALESCE(SUM(dur), 0) FROM ({sql})")[0]  # noqa: S608
         if n == 0 or n < params["min_memsets"]:
