@@ -66,7 +66,8 @@ def _ingest_one(src: Path, out: Path, show_progress: bool):
     try:
         result = ingest(src, out, limits=Limits(), progress=_progress(show_progress, src.name))
     except TraceError as exc:
-        raise BadInput(f"{src}: {exc.code}: {exc.message}") from None
+        # Exactly one line on stderr, whatever the reader put in its message.
+        raise BadInput(f"{src}: {exc.code}: {' '.join(exc.message.split())}") from None
     finally:
         if show_progress:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)

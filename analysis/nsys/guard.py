@@ -105,23 +105,33 @@ def validate(path: Path, *, max_bytes: int, timeout_s: float) -> ExportInfo:
         raise TraceError("corrupt", f"SQLite cannot read the file ({type(exc).__name__}); it is damaged or "
                          "was cut off in transfer: export or copy it again") from None
     except apsw.Error as exc:
-        raise TraceError("corrupt", f"SQLite refused the file ({type(exc).__name__}: {exc}); export it again") \
+        detail = " ".join(str(exc).split())[:200]
+        raise TraceError("corrupt", f"SQLite refused the file ({type(exc).__name__}: {detail}); export it again") \
             from None
+
+
+def _unsafe(what: str) -> None:
+    raise TraceError("unsafe_schema", f"{what}; a real nsys export never has one. The file was altered after "
+                     "export: export it again from the .nsys-rep report")
 
 
 def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
     problems = [r[0] for r in con.execute("PRAGMA quick_check(5)")]
     if problems != ["ok"]:
-        raise TraceError("corrupt", "SQLite's integrity check failed (" + "; ".join(map(str, problems))[:300]
-                         + "); the file is damaged: export or copy it again")
+        found = " ".join("; ".join(map(str, problems)).split())[:300]  # one line: it ends up on stderr
+        raise TraceError("corrupt", f"SQLite's integrity check failed ({found}); the file is damaged: "
+                         "export or copy it again")
     kinds: dict[str, str] = {}
-    for kind, name in con.execute("SELECT type, name FROM sqlite_schema"):
-        if isinstance(name, str):
-            kinds.setdefault(name, kind)
-    for name in SOURCE_TABLES:
-        if name in kinds and kinds[name] != "table":
-            raise TraceError("unsafe_schema", f"'{name}' is a {kinds[name]}, not a table; a real nsys export "
-                             "never has one. The file was altered after export: export it again from the report")
+    for kind, name, on, sql in con.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema"):
+        if not isinstance(name, str):
+            continue
+        kinds.setdefault(name, kind)
+        if name in SOURCE_TABLES and kind != "table":
+            _unsafe(f"'{name}' is a {kind}, not a table")
+        if kind == "table" and name in SOURCE_TABLES and str(sql or "").upper().startswith("CREATE VIRTUAL"):
+            _unsafe(f"'{name}' is a virtual table")
+        if kind == "trigger" and on in SOURCE_TABLES:
+            _unsafe(f"table '{on}' carries a trigger")
     tables = {n for n, k in kinds.items() if k == "table"}
     if "StringIds" not in tables or not tables.intersection(NSYS_MARKERS):
         raise TraceError("not_nsys_export", "an SQLite database without the tables of an Nsight Systems export "
@@ -132,7 +142,11 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
     for name, spec in SOURCE_TABLES.items():
         if name not in tables:
             continue
-        declared = {r[0]: r[1] for r in con.execute("SELECT name, type FROM pragma_table_info(?)", (name,))}
+        xinfo = list(con.execute("SELECT name, type, hidden FROM pragma_table_xinfo(?)", (name,)))
+        if any(hidden in (2, 3) for _, _, hidden in xinfo):
+            # Generated columns run expressions from the file's own schema on every read.
+            _unsafe(f"table '{name}' has generated columns")
+        declared = {col: typ for col, typ, hidden in xinfo if hidden == 0}
         missing = [c for c in spec.required if c not in declared]
         wrong = [c for c, t in spec.columns.items()
                  if c in declared and affinity(declared[c]) not in (t, "NUMERIC" if t == INT else t)]

@@ -11,6 +11,7 @@ import logging
 import os
 import selectors
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -77,12 +78,16 @@ def _check_space(src_size: int, out_dir: Path) -> None:
 
 def _child_error(msg: dict | None, returncode: int | None, stderr: str) -> TraceError:
     text = (msg or {}).get("error") or stderr.strip().splitlines()[-1:] or [""]
-    text = text if isinstance(text, str) else text[0]
+    text = " ".join((text if isinstance(text, str) else text[0]).split())
     low = text.lower()
     if "no space left" in low or "disk full" in low:
         return TraceError("no_space", "the disk filled up while writing the normalized report; free space and retry")
-    if (msg or {}).get("kind") == "memory" or "out of memory" in low or "memory_limit" in low \
-            or "could not allocate" in low or "bad_alloc" in low or "cannot allocate" in low:
+    # Under RLIMIT_AS an exhausted child fails to map memory, throws bad_alloc or aborts (SIGABRT) when a
+    # thread or buffer cannot be allocated; the kernel's OOM killer sends SIGKILL.
+    starved = returncode in (-signal.SIGABRT, -signal.SIGKILL) and msg is None
+    if starved or (msg or {}).get("kind") == "memory" or any(word in low for word in (
+            "out of memory", "memory_limit", "could not allocate", "bad_alloc", "cannot allocate",
+            "failed to map segment")):
         return TraceError("too_large", "reading the export needed more memory than the configured limit; "
                           "export a shorter time range or raise the memory limit")
     if msg is None and returncode is not None and returncode < 0:
