@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -46,8 +47,9 @@ class UploadSink:
     ``seek(0)`` (what Werkzeug calls at the end of a part) or ``finish()`` completes it.
     """
 
-    def __init__(self, path: Path, max_bytes: int) -> None:
+    def __init__(self, path: Path, max_bytes: int, label: str = "upload") -> None:
         self.path = path
+        self.label = label  # the client's file name, only for messages
         self.max_bytes = max_bytes
         self._fh = open(path, "xb")  # closed by finish/close
         self._sha = hashlib.sha256()
@@ -115,18 +117,23 @@ class UploadSink:
             elif data:
                 self._zw.write(data)
         except (zlib.error, zstandard.ZstdError) as exc:
-            raise ApiError("BAD_COMPRESSION", f"The compressed upload is damaged: {exc}") from None
+            raise ApiError("BAD_COMPRESSION", f"{self.label}: the compressed upload is damaged: {exc}") from None
 
     def _feed_gzip(self, data: bytes) -> None:
         # max_length bounds memory: a small compressed chunk may expand a thousandfold.
-        while data or (self._gz.unconsumed_tail):
+        pending = False
+        while True:
             if self._gz.eof:  # concatenated gzip members
                 data = self._gz.unused_data + data
-                self._gz = zlib.decompressobj(wbits=31)
                 if not data.strip(b"\x00"):
                     return
-            self._out(self._gz.decompress(self._gz.unconsumed_tail + data, CHUNK))
+                self._gz = zlib.decompressobj(wbits=31)
+            if not (data or self._gz.unconsumed_tail or pending):
+                return
+            out = self._gz.decompress(self._gz.unconsumed_tail + data, CHUNK)
             data = b""
+            self._out(out)
+            pending = len(out) == CHUNK
 
     def _out(self, data: bytes) -> None:
         if not data:
@@ -143,7 +150,7 @@ class UploadSink:
             raise
 
     def _too_large(self) -> None:
-        raise TraceError("too_large", f"the upload exceeds the limit of {self.max_bytes} bytes"
+        raise TraceError("too_large", f"{self.label}: the upload exceeds the limit of {self.max_bytes} bytes"
                          + (" (after decompression)" if self._mode in ("gzip", "zstd") else ""))
 
     def finish(self) -> Staged:
@@ -158,11 +165,11 @@ class UploadSink:
             if self._mode == "gzip":
                 self._feed_gzip(b"")
                 if not self._gz.eof and self._raw > 0:
-                    raise ApiError("BAD_COMPRESSION", "The gzip upload is truncated.")
+                    raise ApiError("BAD_COMPRESSION", f"{self.label}: the gzip upload is truncated.")
             elif self._mode == "zstd":
                 self._zw.flush()
         except (zlib.error, zstandard.ZstdError) as exc:
-            raise ApiError("BAD_COMPRESSION", f"The compressed upload is damaged: {exc}") from None
+            raise ApiError("BAD_COMPRESSION", f"{self.label}: the compressed upload is damaged: {exc}") from None
         self._fh.flush()
         self._fh.close()
         self._staged = Staged(self.path, self._sha.hexdigest(), self._size)
@@ -198,7 +205,8 @@ class Storage:
 
     def open_sink(self, max_bytes: int, filename: str = "") -> UploadSink:
         self.staging.mkdir(parents=True, exist_ok=True)
-        return UploadSink(self.staging / f"{uuid.uuid4().hex}{safe_suffix(filename)}", max_bytes)
+        label = re.split(r"[\\/]", filename)[-1][:200] or "upload"
+        return UploadSink(self.staging / f"{uuid.uuid4().hex}{safe_suffix(filename)}", max_bytes, label)
 
     def store(self, staged: Staged) -> str:
         """Move a staged file to its content address; returns the path relative to data_dir."""
