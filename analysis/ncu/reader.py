@@ -178,7 +178,8 @@ class NcuCsv:
             i = index.get(name)
             return None if i is None or not row[i].strip() else row[i]
 
-        kernel = Kernel(kid, cell("Kernel Name") or "")
+        name_at = index.get("Kernel Name")
+        kernel = Kernel(kid, row[name_at] if name_at is not None else "")  # the name exactly as exported
         kernel.pid = _int(cell("Process ID") or "")
         kernel.process_name = cell("Process Name")
         kernel.host = cell("Host Name")
