@@ -11,6 +11,7 @@ import logging
 import threading
 
 from celery import Celery
+from kombu import Exchange, Queue
 
 from app.settings import Settings
 
@@ -25,6 +26,16 @@ INGEST_QUEUE = "ingest"
 LIGHT_QUEUE = "light"
 
 _clients: dict[str, Celery] = {}
+
+
+def task_queues() -> list[Queue]:
+    """The two queues, each on its own direct exchange; producer and worker declare them the same way."""
+    return [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in (INGEST_QUEUE, LIGHT_QUEUE)]
+
+
+def broker_options(url: str, **redis_options: object) -> dict[str, object]:
+    """Transport options for ``url``: the SQLAlchemy transport passes them to create_engine, so none there."""
+    return dict(redis_options) if url.startswith(("redis", "rediss")) else {}
 _lock = threading.Lock()
 
 
@@ -40,6 +51,7 @@ def celery_client(settings: Settings) -> Celery:
                 # A web request must not hang when the broker is down: fail fast, reconcile re-queues.
                 broker_connection_retry=False,
                 broker_transport_options={"max_retries": 2, "interval_start": 0, "interval_step": 0.2},
+                task_queues=task_queues(),
                 task_default_queue=LIGHT_QUEUE,
             )
             _clients[url] = client

@@ -1,9 +1,177 @@
-"""Subcommands that run or talk to the service: `serve`, `worker`, `beat`, `upload` (issue #5)."""
+"""Subcommands that run or talk to the service: `serve`, `worker`, `beat`, `upload` (issue #5).
+
+`serve` is what `make run` calls: migrate, then a supervisor over three child processes (gunicorn,
+one Celery worker on both queues, Celery beat), each in its own process group so Ctrl-C stops them
+in order. The embedded broker is kombu's SQLAlchemy transport on ``data/broker.sqlite``: it needs no
+server, and the reconcile task covers what it cannot (it forgets deliveries of a killed worker).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from goodput_cli import upload
+
+# How long children get to finish in-flight work after SIGTERM before they are killed.
+STOP_GRACE_S = 20.0
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register the service subcommands (filled in by issue #5)."""
+    """Register the service subcommands."""
+    p = sub.add_parser("serve", help="migrate, then run the web server, a worker and beat (what `make run` does)")
+    p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    p.add_argument("--concurrency", type=int, default=2, help="Celery worker processes (default 2)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("worker", help="run a Celery worker (ingest and analysis)")
+    p.add_argument("--queues", default="ingest,light", help="comma-separated queues (default ingest,light)")
+    p.add_argument("--concurrency", type=int, default=None, help="processes (default: CPU count)")
+    p.add_argument("--loglevel", default="INFO")
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("beat", help="run Celery beat (schedules reconcile)")
+    p.add_argument("--loglevel", default="INFO")
+    p.set_defaults(func=cmd_beat)
+
+    upload.add_command(sub)
+
+
+def _settings():
+    from app.settings import Settings, SettingsError
+    from goodput_cli.main import UsageError
+
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        raise UsageError(f"configuration: {exc}") from None
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from workers.celery_app import make_celery
+
+    settings = _settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    argv = ["worker", "-Q", args.queues, f"--loglevel={args.loglevel}", "-n", f"goodput-{os.getpid()}@%h",
+            # Leases in the DB track liveness; Celery's own chatter between workers adds nothing.
+            "--without-mingle", "--without-gossip", "--without-heartbeat"]
+    if args.concurrency:
+        argv += ["--concurrency", str(args.concurrency)]
+    make_celery(settings).worker_main(argv)
+    return 0
+
+
+def cmd_beat(args: argparse.Namespace) -> int:
+    from workers.celery_app import make_celery
+
+    settings = _settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    schedule = settings.data_dir / "celerybeat-schedule"
+    make_celery(settings).start(["beat", f"--loglevel={args.loglevel}", "-s", str(schedule)])
+    return 0
+
+
+def ensure_admin_token(settings) -> str | None:
+    """Create an admin token when the DB has none; returns its secret (shown once), else None."""
+    import sqlalchemy as sa
+
+    from app.db import engine_for, make_sessionmaker, session_scope
+    from app.models import ApiToken
+    from app.services.tokens import create_token
+
+    engine = engine_for(settings)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            if session.execute(sa.select(sa.func.count()).select_from(ApiToken)).scalar_one():
+                return None
+            return create_token(session, "admin (created by goodput serve)", "admin").token
+    finally:
+        engine.dispose()
+
+
+def _children(settings, args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    py = sys.executable
+    bind = f"{settings.host}:{settings.port}"
+    return [
+        ("web", [py, "-m", "gunicorn", "--bind", bind, "--workers", str(args.workers), "--timeout", "0",
+                 "--graceful-timeout", str(int(STOP_GRACE_S) // 2), "--no-control-socket",
+                 "--access-logfile", "-", "app:create_app()"]),
+        ("worker", [py, "-m", "goodput_cli.main", "worker", "--concurrency", str(args.concurrency)]),
+        ("beat", [py, "-m", "goodput_cli.main", "beat"]),
+    ]
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from app.db import upgrade
+
+    settings = _settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    print(f"goodput: migrating {settings.resolved_database_url.split('@')[-1]}", file=sys.stderr)
+    upgrade(settings.resolved_database_url)
+    token = ensure_admin_token(settings)
+    if token:
+        print(f"goodput: admin token (shown once, keep it): {token}", flush=True)
+    return supervise(_children(settings, args), url=f"http://{settings.host}:{settings.port}/")
+
+
+def supervise(children: list[tuple[str, list[str]]], *, url: str = "") -> int:
+    """Run the children until one exits or we get SIGINT/SIGTERM; then stop all of them."""
+    stopping = {"sig": 0}
+
+    def on_signal(signum, _frame) -> None:
+        stopping["sig"] = signum
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    procs: list[tuple[str, subprocess.Popen]] = []
+    try:
+        for name, argv in children:
+            # Own process group: the terminal's Ctrl-C reaches only us, and we stop children in order.
+            procs.append((name, subprocess.Popen(argv, start_new_session=True)))
+        if url:
+            print(f"goodput: serving on {url} (Ctrl-C stops)", file=sys.stderr, flush=True)
+        failed = ""
+        while not stopping["sig"] and not failed:
+            for name, proc in procs:
+                if proc.poll() is not None:
+                    failed = f"{name} exited with status {proc.returncode}"
+                    break
+            time.sleep(0.2)
+        if failed:
+            print(f"goodput: {failed}; stopping", file=sys.stderr)
+    finally:
+        _stop_all(procs)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return 1 if failed else 0
+
+
+def _stop_all(procs: list[tuple[str, subprocess.Popen]]) -> None:
+    # The web server first (no new work), then beat, then the worker (finishes its current task).
+    order = sorted(procs, key=lambda p: {"web": 0, "beat": 1}.get(p[0], 2))
+    for _name, proc in order:
+        # SIGTERM to the main process only: it stops its own children gracefully (Celery's warm
+        # shutdown lets the pool finish its tasks); the whole group gets SIGKILL if it overstays.
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for _name, proc in order:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"goodput: {_name} did not stop in {STOP_GRACE_S:.0f} s; killing it", file=sys.stderr)
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+        _signal_group(proc, signal.SIGKILL)  # leftovers of its group (e.g. an orphaned pool process)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from celery import Celery
-from kombu import Queue
 
 from app.queue import (
     ANALYZE_TASK,
@@ -12,6 +11,8 @@ from app.queue import (
     LIGHT_QUEUE,
     PURGE_TASK,
     RECONCILE_TASK,
+    broker_options,
+    task_queues,
 )
 from app.settings import Settings
 
@@ -30,7 +31,7 @@ def make_celery(settings: Settings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_queues=[Queue(INGEST_QUEUE), Queue(LIGHT_QUEUE)],
+        task_queues=task_queues(),
         task_default_queue=LIGHT_QUEUE,
         task_routes={
             INGEST_TASK: {"queue": INGEST_QUEUE},
@@ -42,7 +43,8 @@ def make_celery(settings: Settings) -> Celery:
         accept_content=["json"],
         # Redis re-delivers an unacknowledged message after the visibility timeout; it must exceed the
         # longest task, or a second worker would start on a job that is still running.
-        broker_transport_options={"visibility_timeout": ingest_limit + 2 * settings.lease_seconds + 60},
+        broker_transport_options=broker_options(
+            settings.resolved_broker_url, visibility_timeout=ingest_limit + 2 * settings.lease_seconds + 60),
         broker_connection_retry_on_startup=True,
         worker_send_task_events=False,
         worker_hijack_root_logger=False,
