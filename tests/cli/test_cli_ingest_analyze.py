@@ -1,0 +1,134 @@
+"""`goodput ingest` and `goodput analyze` as a user runs them: exit codes, stdout contract, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import ROOT, corpus_file
+
+
+def goodput(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "goodput_cli.main", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd or ROOT)
+
+
+def _direct(src: Path, sql: str):
+    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    try:
+        return con.execute(sql).fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_ingest_writes_the_normalized_file(tmp_path):
+    src = corpus_file("cloverleaf-devsync.sqlite")
+    out = tmp_path / "r.duckdb"
+    proc = goodput("ingest", str(src), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "kernels 1312" in proc.stdout
+    con = duckdb.connect(str(out), read_only=True)
+    assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 1312
+    con.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]
+
+
+def test_analyze_json_contract_on_two_ranks():
+    r0, r1 = corpus_file("nccl-ring-2node-r0-ault43.sqlite"), corpus_file("nccl-ring-2node-r1-ault44.sqlite")
+    proc = goodput("analyze", str(r0), str(r1), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert set(result) >= {"reports", "findings"}
+    reports = result["reports"]
+    assert [r["file"] for r in reports] == [str(r0), str(r1)]
+    for rep, src in zip(reports, (r0, r1), strict=True):
+        assert rep["tool"] == "nsys" and rep["tool_version"] == "2024.5.1.113"
+        assert rep["world_size"] == 2
+        assert rep["counts"]["kernels"] == _direct(src, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        assert rep["counts"]["memcpy"] == _direct(src, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+        assert rep["counts"]["memset"] == _direct(src, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET")
+        assert rep["gpu_time_ns"] == _direct(src, 'SELECT sum("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL')
+        assert rep["memcpy_bytes"] == _direct(src, "SELECT sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+        assert rep["devices"] == [{"id": 0, "name": "NVIDIA GeForce RTX 3090"}]
+        assert isinstance(rep["pids"], list) and rep["pids"]
+        assert rep["span_ns"] > 0
+    assert [r["rank"] for r in reports] == [0, 1]
+
+
+def test_analyze_json_nulls_when_the_export_does_not_say():
+    proc = goodput("analyze", str(corpus_file("cudf-groupby-2020.sqlite")), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)["reports"][0]
+    assert rep["tool_version"] is None and rep["rank"] is None and rep["world_size"] is None
+    assert rep["devices"] == [{"id": 0, "name": "Quadro RTX 8000"}]
+
+
+def test_analyze_text_summary():
+    proc = goodput("analyze", str(corpus_file("gaussian-threadsync.sqlite")))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "nsys 2022.4.2.1" in out and "NVIDIA GeForce RTX 3090" in out
+    assert "top kernels by total time" in out and "Fan2" in out and "x4,095" in out
+    assert "memcpy by kind" in out and "HtoD" in out and "DtoH" in out
+
+
+def _bad_files(tmp_path: Path) -> dict[str, Path]:
+    files = {}
+    files["empty_file"] = tmp_path / "empty.sqlite"
+    files["empty_file"].write_bytes(b"")
+    files["not_sqlite"] = tmp_path / "photo.sqlite"
+    files["not_sqlite"].write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8)
+    data = corpus_file("vecadd-2026.sqlite").read_bytes()
+    files["corrupt"] = tmp_path / "half.sqlite"
+    files["corrupt"].write_bytes(data[: len(data) // 2])
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (a)")
+    con.commit()
+    con.close()
+    files["not_nsys_export"] = other
+    view = tmp_path / "view.sqlite"
+    shutil.copyfile(corpus_file("vecadd-2026.sqlite"), view)
+    os.chmod(view, 0o644)
+    con = sqlite3.connect(view)
+    con.execute("ALTER TABLE StringIds RENAME TO s")
+    con.execute("CREATE VIEW StringIds AS SELECT * FROM s")
+    con.commit()
+    con.close()
+    files["unsafe_schema"] = view
+    return files
+
+
+@pytest.mark.parametrize("command", ["ingest", "analyze"])
+def test_bad_input_exits_2_with_one_line_and_no_output(tmp_path, command):
+    for code, src in _bad_files(tmp_path).items():
+        out = tmp_path / "out" / f"{code}.duckdb"
+        args = ("ingest", str(src), "--out", str(out)) if command == "ingest" else ("analyze", str(src))
+        proc = goodput(*args)
+        assert proc.returncode == 2, (code, proc.stderr)
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and proc.stderr.endswith("\n"), proc.stderr
+        assert lines[0].startswith(f"goodput: {src}: {code}: "), lines[0]
+        assert "Traceback" not in proc.stderr and proc.stdout == ""
+        assert not out.exists()
+        if out.parent.exists():
+            assert list(out.parent.iterdir()) == []
+
+
+def test_missing_file_and_existing_output(tmp_path):
+    proc = goodput("analyze", str(tmp_path / "nope.sqlite"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and ": not_found: " in proc.stderr
+    out = tmp_path / "taken.duckdb"
+    out.write_bytes(b"keep me")
+    proc = goodput("ingest", str(corpus_file("a30-mig.sqlite")), "--out", str(out))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert out.read_bytes() == b"keep me"
