@@ -124,7 +124,7 @@ def job_history(name: str):
 
 def compare():
     q: dict[str, Any] = parse_query(("base", "head", "noise_pct"))
-    return jsonify(compare_service.compare_runs(get_session(), q["base"], q["head"], noise_pct=q["noise_pct"]))
+    return jsonify(compare_service.compare_runs(get_session(), current_settings().data_dir, q["base"], q["head"], noise_pct=q["noise_pct"]))
 
 
 def list_rules():

@@ -9,11 +9,12 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from analysis.trace import Trace
-from app.models import Finding, RunSummary
-from app.services.findings import BREAKDOWN_KEYS, finding_to_dict
+from app.models import Finding, Report, RunSummary
+from app.services.findings import finding_to_dict
 from app.services.runs import get_run
 
-KERNEL_LIMIT = 500          # kernels kept per report summary (by total time)
+KERNEL_LIMIT = 500          # kernels read per report (by total time)
+BREAKDOWN_KEYS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "goodput_pct")
 MAX_KERNEL_ROWS = 100       # kernel diffs returned
 # A kernel's change is noise unless it exceeds both the relative floor (of its larger time) and an
 # absolute floor relative to the runs' kernel time: run-to-run jitter scales with both.
@@ -35,11 +36,17 @@ def kernel_totals(trace_path: Path, limit: int = KERNEL_LIMIT) -> list[dict[str,
     return [{"name": name, "total_ns": int(total), "count": int(n)} for name, total, n in rows]
 
 
-def _kernels(session: Session, run_id: int) -> dict[str, dict[str, int]]:
+def _kernels(session: Session, data_dir: Path, run_id: int) -> dict[str, dict[str, int]]:
+    """Kernel totals of the run's ready reports, from their DuckDB files (read-only); the summary's
+    top kernels when a file is gone."""
     out: dict[str, dict[str, int]] = {}
-    for data in session.scalars(sa.select(RunSummary.data).where(RunSummary.run_id == run_id,
-                                                                 RunSummary.report_id.is_not(None))):
-        for k in (data or {}).get("kernels", []):
+    rows = session.execute(sa.select(Report.trace_path, Report.info).where(
+        Report.run_id == run_id, Report.status == "ready").order_by(Report.id)).all()
+    for trace_path, info in rows:
+        path = Path(data_dir) / trace_path if trace_path else None
+        kernels = kernel_totals(path) if path is not None and path.is_file() else (info or {}).get(
+            "top_kernels", [])
+        for k in kernels:
             acc = out.setdefault(k["name"], {"total_ns": 0, "count": 0})
             acc["total_ns"] += int(k["total_ns"])
             acc["count"] += int(k["count"])
@@ -64,12 +71,12 @@ def fingerprint(f: Finding) -> tuple:
     return (f.rule_id, f.rank, first.get("name") if isinstance(first, dict) else None)
 
 
-def compare_runs(session: Session, base_id: int, head_id: int, *,
+def compare_runs(session: Session, data_dir: Path, base_id: int, head_id: int, *,
                  noise_pct: float = DEFAULT_NOISE_PCT) -> dict[str, Any]:
     """The difference head − base. Kernel rows whose change is under the noise floor are counted, not listed."""
     base, head = get_run(session, base_id), get_run(session, head_id)
     bt, ht = _totals(session, base.id), _totals(session, head.id)
-    bk, hk = _kernels(session, base.id), _kernels(session, head.id)
+    bk, hk = _kernels(session, data_dir, base.id), _kernels(session, data_dir, head.id)
     floor_abs = ABS_FLOOR_SHARE * max(sum(k["total_ns"] for k in bk.values()),
                                       sum(k["total_ns"] for k in hk.values()))
     kernels, hidden = [], 0

@@ -1,4 +1,4 @@
-"""Reports of a run as plain data, and the labels the analysis uses for them."""
+"""Reports of a run as plain data."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ def iso(value: datetime | None) -> str | None:
 
 
 def report_to_dict(report: Report) -> dict[str, Any]:
+    info = report.info or {}
     return {
         "id": report.id,
         "run_id": report.run_id,
         "name": report.name,
         "kind": report.kind,
-        "rank": report.rank,
-        "host": report.host,
+        # Rank and host come from the export itself once ingested.
+        "rank": report.rank if report.rank is not None else _int(info.get("rank")),
+        "host": report.host if report.host is not None else info.get("host"),
         "sha256": report.sha256,
         "size_bytes": report.size_bytes,
         "status": report.status,
@@ -35,9 +37,5 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     }
 
 
-def report_labels(reports: list[Report]) -> dict[int, str]:
-    """A unique label per report for ``analysis.api.analyze(labels=...)``: the file name, or name#id."""
-    seen: dict[str, int] = {}
-    for r in reports:
-        seen[r.name] = seen.get(r.name, 0) + 1
-    return {r.id: r.name if seen[r.name] == 1 else f"{r.name}#{r.id}" for r in reports}
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
