@@ -84,8 +84,8 @@ def load_launches(trace: Any) -> list[Launch]:
         launch = launches.get(kid)
         if launch is None:
             continue
-        if "__" in metric or section is None:
-            launch.raw.setdefault(metric, value)
+        # Raw names (memory_l2_theoretical_sectors_global has no "__") never collide with display names.
+        launch.raw.setdefault(metric, value)
         launch.display.setdefault((_sec(section), metric), value)
     for kid, section, rule, typ, message, stype, speedup in trace.sql(
         "SELECT kernel_id, section, rule, type, message, speedup_type, speedup_pct FROM ncu_rule_results"

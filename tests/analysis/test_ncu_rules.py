@@ -1,0 +1,294 @@
+"""NCU001-NCU007 on CSVs built from real ncu layouts: where each fires (with the exact speedup) and stays silent."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.ncu.ingest import ingest_ncu
+from analysis.rules.base import Registry, run_rules
+from analysis.rules.ncu import NCU_RULES
+from analysis.rules.ncu.ncu001_uncoalesced import UncoalescedGlobalAccess
+from analysis.rules.ncu.ncu002_warp_stalls import WarpStalls
+from analysis.rules.ncu.ncu003_occupancy import Occupancy
+from analysis.rules.ncu.ncu004_bank_conflicts import SharedBankConflicts
+from analysis.rules.ncu.ncu005_throughput import ThroughputBottleneck
+from analysis.rules.ncu.ncu006_launch_config import LaunchConfiguration
+from analysis.rules.ncu.ncu007_pipes import PipeUtilization
+from analysis.trace import Run
+from tests.analysis.ncu_builders import OLD_LAYOUT, long_csv, write
+from tests.conftest import corpus_file
+
+CMD = "Command line profiler metrics"
+SOL = "GPU Speed Of Light Throughput"
+DUR_10US = (SOL, "Duration", "usecond", "10")
+
+
+def run_rule(tmp_path, rule, data: bytes):
+    out = tmp_path / "ncu.duckdb"
+    ingest_ncu(write(tmp_path, data), out)
+    with Run.open([out], ["ncu.csv"]) as run:
+        findings, results = run_rules(run, Registry([rule]))
+    return [f.to_dict() for f in findings], results[0]
+
+
+def raw(*pairs):
+    """Rows of raw metrics in the 'Command line profiler metrics' section (`ncu --metrics`)."""
+    return [(CMD, name, unit, value) for name, unit, value in pairs]
+
+
+def test_registry_lists_all_ncu_rules_in_order():
+    assert [r.id for r in NCU_RULES] == [f"NCU00{i}" for i in range(1, 8)]
+    assert all(r.tool == "ncu" and r.doc() and "*How it is detected*" in r.doc() for r in NCU_RULES)
+    Registry(NCU_RULES)  # unique ids and names
+
+
+# NCU001 ---------------------------------------------------------------------------------------------------
+
+def test_ncu001_l2_excess_sectors_fire_with_ncu_speedup(tmp_path):
+    data = long_csv([DUR_10US, *raw(("memory_l2_theoretical_sectors_global", "sector", "1,000"),
+                                    ("memory_l2_theoretical_sectors_global_ideal", "sector", "250"),
+                                    ("lts__cycles_active.sum", "cycle", "600"),
+                                    ("lts__cycles_elapsed.sum", "cycle", "1,000"))])
+    findings, result = run_rule(tmp_path, UncoalescedGlobalAccess, data)
+    assert result.status == "ok" and len(findings) == 1
+    f = findings[0]
+    # ncu: (L2 active / elapsed) x excess / total = 0.6 x 750 / 1000
+    assert f["speedup_pct"] == pytest.approx(45.0)
+    assert f["impact_ns"] == 4500 and f["impact_pct"] == pytest.approx(45.0)
+    assert f["evidence"][0]["name"].startswith("copy_blocked[") and f["advice"]
+
+
+def test_ncu001_silent_when_sectors_are_ideal(tmp_path):
+    data = long_csv([DUR_10US, *raw(("memory_l2_theoretical_sectors_global", "sector", "250"),
+                                    ("memory_l2_theoretical_sectors_global_ideal", "sector", "250"))])
+    findings, result = run_rule(tmp_path, UncoalescedGlobalAccess, data)
+    assert result.status == "ok" and findings == []
+
+
+def test_ncu001_sectors_per_request_loads_and_stores_separately(tmp_path):
+    data = long_csv([DUR_10US, *raw(
+        ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "sector", "800"),
+        ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "request", "100"),
+        ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", "byte/sector", "8"),
+        ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "sector", "3,200"),
+        ("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "request", "100"))])
+    findings, _ = run_rule(tmp_path, UncoalescedGlobalAccess, data)
+    by_title = {f["title"].split(":")[0]: f for f in findings}
+    # loads: 8 sectors/request, 8 of 32 bytes used -> ideal 2 -> 75% excess
+    assert by_title["Uncoalesced global loads"]["speedup_pct"] == pytest.approx(75.0)
+    # stores: no width metric -> against the widest access (16 sectors): 32/request -> 50%, a lower bound
+    assert by_title["Uncoalesced global stores"]["speedup_pct"] == pytest.approx(50.0)
+
+
+def test_ncu001_skipped_with_collection_flags(tmp_path):
+    findings, result = run_rule(tmp_path, UncoalescedGlobalAccess, long_csv([DUR_10US]))
+    assert result.status == "skipped" and "--section SourceCounters" in result.reason
+    assert "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum" in result.reason
+
+
+def test_ncu001_uses_ncu_rule_result_when_metrics_are_absent(tmp_path):
+    findings, result = run_rule(tmp_path, UncoalescedGlobalAccess, corpus_file("numba-copy-blocked-full.csv").read_bytes())
+    assert result.status == "ok" and len(findings) == 1
+    # the export's own UncoalescedGlobalAccess result: 74.14% of the profiled 21,058,944 ns
+    assert findings[0]["speedup_pct"] == pytest.approx(74.14)
+    assert findings[0]["impact_ns"] == round(21_058_944 * 0.7414)
+
+
+# NCU002 ---------------------------------------------------------------------------------------------------
+
+STALLS = raw(("smsp__issue_active.avg.per_cycle_active", "", "0.2"),
+             ("smsp__average_warp_latency_per_inst_issued.ratio", "cycle", "20"),
+             ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "", "10"),
+             ("smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", "", "4"),
+             ("smsp__average_warps_issue_stalled_selected_per_issue_active.ratio", "", "19"))
+
+
+def test_ncu002_dominant_stall_fires_capped_by_issue_slot_bound(tmp_path):
+    data = long_csv([DUR_10US, *STALLS, *raw(("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%", "30"),
+                                             ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "%",
+                                              "70"))])
+    findings, result = run_rule(tmp_path, WarpStalls, data)
+    assert [f["title"].split(":")[0] for f in findings] == ["Warp stall 'long scoreboard'"]
+    # share 10/20 = 50%, capped by min(1 - 0.2, 1 - 0.70) = 30% (ncu's global speedup)
+    assert findings[0]["speedup_pct"] == pytest.approx(30.0) and findings[0]["speedup_type"] == "global"
+    assert "L1TEX" in findings[0]["message"]
+
+
+def test_ncu002_display_names_and_uncapped_share(tmp_path):
+    data = long_csv([DUR_10US, ("Scheduler Statistics", "One or More Eligible", "%", "20"),
+                     ("Warp State Statistics", "Warp Cycles Per Issued Instruction", "cycle", "20"),
+                     *raw(("smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio", "", "7"))])
+    findings, _ = run_rule(tmp_path, WarpStalls, data)
+    # no SOL metrics: bound = 1 - 0.2 = 80%; share 7/20 = 35%
+    assert len(findings) == 1 and findings[0]["speedup_pct"] == pytest.approx(35.0)
+
+
+def test_ncu002_silent_when_issue_is_busy(tmp_path):
+    busy = [(s, n, u, "0.85" if n.startswith("smsp__issue_active") else v) for s, n, u, v in STALLS]
+    findings, result = run_rule(tmp_path, WarpStalls, long_csv([DUR_10US, *busy]))
+    assert result.status == "ok" and findings == []
+
+
+def test_ncu002_skipped_without_stall_metrics(tmp_path):
+    _, result = run_rule(tmp_path, WarpStalls, long_csv([DUR_10US]))
+    assert result.status == "skipped" and "--section WarpStateStats" in result.reason
+
+
+# NCU003 ---------------------------------------------------------------------------------------------------
+
+def occupancy(theo, ach, regs="4", smem="8", warps="8", blocks="16"):
+    return [("Occupancy", "Block Limit SM", "block", blocks), ("Occupancy", "Block Limit Registers", "block", regs),
+            ("Occupancy", "Block Limit Shared Mem", "block", smem), ("Occupancy", "Block Limit Warps", "block", warps),
+            ("Occupancy", "Theoretical Occupancy", "%", theo), ("Occupancy", "Achieved Occupancy", "%", ach)]
+
+
+def test_ncu003_low_theoretical_occupancy_names_the_limiter(tmp_path):
+    findings, _ = run_rule(tmp_path, Occupancy, long_csv([DUR_10US, *occupancy("50", "45")]))
+    assert len(findings) == 1 and "registers" in findings[0]["message"]
+    assert findings[0]["speedup_pct"] == pytest.approx(50.0) and findings[0]["speedup_type"] == "local"
+
+
+def test_ncu003_capped_by_issue_slots_and_achieved_gap(tmp_path):
+    data = long_csv([DUR_10US, *occupancy("100", "60"), *raw(("smsp__issue_active.avg.per_cycle_active", "", "0.7"))])
+    findings, _ = run_rule(tmp_path, Occupancy, data)
+    assert [f["title"].split(":")[0] for f in findings] == ["Achieved occupancy gap"]
+    # (100 - 60) / 100 = 40%, capped by 1 - 0.7 = 30%
+    assert findings[0]["speedup_pct"] == pytest.approx(30.0)
+
+
+def test_ncu003_silent_when_occupancy_is_high(tmp_path):
+    findings, result = run_rule(tmp_path, Occupancy, long_csv([DUR_10US, *occupancy("100", "95")]))
+    assert result.status == "ok" and findings == []
+
+
+def test_ncu003_on_the_corpus_conv2d_export(tmp_path):
+    findings, _ = run_rule(tmp_path, Occupancy, corpus_file(OLD_LAYOUT).read_bytes())
+    got = {f["title"].split(":")[0]: f for f in findings}
+    assert got["Low theoretical occupancy"]["speedup_pct"] == pytest.approx(62.5)
+    assert "registers" in got["Low theoretical occupancy"]["message"]  # Block Limit Registers 12 < 32, 50, 32
+    assert got["Achieved occupancy gap"]["speedup_pct"] == pytest.approx((37.5 - 3.08) / 37.5 * 100, abs=1e-3)
+    # no gpu__time_duration: elapsed cycles / SM clock = 6,387.24 / 959,621,505.52 s
+    duration = 6387.24 / 959621505.52 * 1e9
+    assert got["Low theoretical occupancy"]["impact_ns"] == round(duration * 0.625)
+
+
+# NCU004 ---------------------------------------------------------------------------------------------------
+
+def test_ncu004_load_conflicts_fire_with_n_way(tmp_path):
+    data = long_csv([DUR_10US, *raw(("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "", "300"),
+                                    ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "", "1,000"),
+                                    ("smsp__sass_inst_executed_op_shared_ld.sum", "inst", "250"),
+                                    ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", "", "50"),
+                                    ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum", "", "1,000"),
+                                    ("smsp__sass_inst_executed_op_shared_st.sum", "inst", "1,000"),
+                                    ("l1tex__throughput.avg.pct_of_peak_sustained_active", "%", "50"))])
+    findings, _ = run_rule(tmp_path, SharedBankConflicts, data)
+    assert len(findings) == 1 and "loads" in findings[0]["title"]
+    assert "4.0-way" in findings[0]["message"]
+    assert findings[0]["speedup_pct"] == pytest.approx(15.0)  # 30% conflicts x 50% L1TEX throughput
+
+
+def test_ncu004_silent_on_corpus_export_without_conflicts(tmp_path):
+    findings, result = run_rule(tmp_path, SharedBankConflicts,
+                                corpus_file("conv2d-shared-memory.csv").read_bytes())
+    assert result.status == "ok" and findings == []
+
+
+# NCU005 ---------------------------------------------------------------------------------------------------
+
+def sol(sm, mem, *extra):
+    return [DUR_10US, (SOL, "Compute (SM) Throughput", "%", sm), (SOL, "Memory Throughput", "%", mem), *extra]
+
+
+@pytest.mark.parametrize(("rows", "title", "speedup"), [
+    (sol("20", "30", ("Launch Statistics", "Waves Per SM", "", "4")), "Latency-bound kernel", 70.0),
+    (sol("20", "30", ("Launch Statistics", "Waves Per SM", "", "0.5")), "Grid too small to fill the GPU", 70.0),
+    (sol("20", "70", (SOL, "DRAM Throughput", "%", "70"), (SOL, "L2 Cache Throughput", "%", "30"),
+         (SOL, "L1/TEX Cache Throughput", "%", "20")), "Memory-bound kernel (DRAM)", 30.0),
+    (sol("20", "70", (SOL, "DRAM Throughput", "%", "10"), (SOL, "L2 Cache Throughput", "%", "69")),
+     "Memory-bound kernel (L2)", 30.0),
+    (sol("75", "30"), "Compute-bound kernel", 25.0),
+])
+def test_ncu005_classification_fires(tmp_path, rows, title, speedup):
+    findings, _ = run_rule(tmp_path, ThroughputBottleneck, long_csv(rows))
+    assert len(findings) == 1 and findings[0]["title"].split(":")[0] == title
+    assert findings[0]["speedup_pct"] == pytest.approx(speedup)
+
+
+@pytest.mark.parametrize(("sm", "mem"), [("85", "30"), ("65", "70")])
+def test_ncu005_silent_at_roofline_or_balanced(tmp_path, sm, mem):
+    findings, result = run_rule(tmp_path, ThroughputBottleneck, long_csv(sol(sm, mem)))
+    assert result.status == "ok" and findings == []
+
+
+def test_ncu005_launches_of_one_kernel_weighted_by_duration(tmp_path):
+    rows = [(SOL, "Duration", "usecond", "{d}"), (SOL, "Compute (SM) Throughput", "%", "{sm}"),
+            (SOL, "Memory Throughput", "%", "30")]
+    parts = []
+    for kid, dur, sm in (("0", "10", "20"), ("1", "30", "90")):
+        parts.append(long_csv([(s, n, u, v.format(d=dur, sm=sm)) for s, n, u, v in rows], kernels=[{"ID": kid}]))
+    data = parts[0] + b"".join(p.split(b"\n", 1)[1] for p in parts[1:])  # one header, two launches
+    findings, _ = run_rule(tmp_path, ThroughputBottleneck, data)
+    assert len(findings) == 1
+    # launch 0: 10 us at 70% headroom; launch 1 (30 us) at the roofline counts 0 -> 7,000 / 40,000
+    assert findings[0]["speedup_pct"] == pytest.approx(17.5)
+    assert findings[0]["impact_ns"] == 7000 and findings[0]["impact_pct"] == pytest.approx(17.5)
+    assert findings[0]["evidence"][0]["detail"]["launches_with_problem"] == 1
+
+
+# NCU006 ---------------------------------------------------------------------------------------------------
+
+def launch(block="256", grid="1,024", sms="40", waves="6.40"):
+    return [DUR_10US, ("Launch Statistics", "Block Size", "", block), ("Launch Statistics", "Grid Size", "", grid),
+            ("Launch Statistics", "# SMs", "SM", sms), ("Launch Statistics", "Waves Per SM", "", waves)]
+
+
+def test_ncu006_block_size_not_multiple_of_32(tmp_path):
+    findings, _ = run_rule(tmp_path, LaunchConfiguration, long_csv(launch(block="100")))
+    assert len(findings) == 1 and findings[0]["speedup_pct"] == pytest.approx(100 / 4 * (1 - 4 / 32))
+
+
+def test_ncu006_grid_smaller_than_sm_count(tmp_path):
+    findings, _ = run_rule(tmp_path, LaunchConfiguration, long_csv(launch(grid="20", sms="80", waves="0.25")))
+    assert len(findings) == 1 and findings[0]["speedup_pct"] == pytest.approx(75.0)
+
+
+def test_ncu006_tail_effect(tmp_path):
+    data = long_csv(launch(waves="1.5") + occupancy("100", "50"))
+    findings, _ = run_rule(tmp_path, LaunchConfiguration, data)
+    assert [f["title"].split(":")[0] for f in findings] == ["Tail effect"]
+    assert findings[0]["speedup_pct"] == pytest.approx(50.0)
+
+
+def test_ncu006_silent_on_corpus_export(tmp_path):
+    findings, result = run_rule(tmp_path, LaunchConfiguration, corpus_file("numba-copy-blocked-full.csv").read_bytes())
+    assert result.status == "ok" and findings == []
+
+
+# NCU007 ---------------------------------------------------------------------------------------------------
+
+def test_ncu007_matrix_kernel_without_tensor_cores(tmp_path):
+    data = long_csv([DUR_10US, *raw(("sm__inst_executed_pipe_tensor.sum", "inst", "0"),
+                                    ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "1,000"),
+                                    ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "%", "40"))],
+                    kernels=[{"Kernel Name": "void my_sgemm_nn<float>(float const*, float*)"}])
+    findings, _ = run_rule(tmp_path, PipeUtilization, data)
+    assert len(findings) == 1 and findings[0]["speedup_pct"] == pytest.approx(20.0)
+
+
+def test_ncu007_silent_for_non_matrix_kernel_and_with_tensor_use(tmp_path):
+    fp = raw(("sm__inst_executed_pipe_tensor.sum", "inst", "0"),
+             ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "1,000"))
+    findings, result = run_rule(tmp_path, PipeUtilization, long_csv([DUR_10US, *fp],
+                                                                     kernels=[{"Kernel Name": "vector_add(float*)"}]))
+    assert result.status == "ok" and findings == []
+    findings, _ = run_rule(tmp_path, PipeUtilization, corpus_file(OLD_LAYOUT).read_bytes())  # 640 tensor inst
+    assert findings == []
+
+
+def test_ncu007_saturated_pipe(tmp_path):
+    data = long_csv([DUR_10US, *raw(("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", "%", "91"),
+                                    ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "%", "40"))])
+    findings, _ = run_rule(tmp_path, PipeUtilization, data)
+    assert [f["title"].split(":")[0] for f in findings] == ["Saturated alu pipe"]
+    assert findings[0]["speedup_pct"] == 0 and findings[0]["impact_ns"] == 0
