@@ -1,0 +1,91 @@
+"""An nsys + ncu pair of one run: ncu speedups applied to the kernel's nsys GPU time, ranked with nsys findings."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from analysis.api import analyze, ingest
+from analysis.rules.base import Registry, run_rules
+from analysis.rules.ncu.ncu005_throughput import ThroughputBottleneck
+from analysis.summary import report_info
+from analysis.trace import Run, Trace
+from tests.analysis.ncu_builders import long_csv, write
+from tests.conftest import corpus_file
+
+NSYS = "vecadd-2026.sqlite"
+SOL = "GPU Speed Of Light Throughput"
+LATENCY_70 = [(SOL, "Duration", "msecond", "1"), (SOL, "Compute (SM) Throughput", "%", "20"),
+              (SOL, "Memory Throughput", "%", "30")]
+
+
+def nsys_kernels() -> dict[str, tuple[int, int, int, int]]:
+    """Demangled name -> (total ns, launches, gridX, blockX), straight from the corpus SQLite file."""
+    con = sqlite3.connect(f"file:{corpus_file(NSYS)}?mode=ro", uri=True)
+    rows = con.execute("SELECT s.value, sum(k.end - k.start), count(*), min(k.gridX), min(k.blockX) "
+                       "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
+                       "GROUP BY s.value").fetchall()
+    con.close()
+    return {r[0]: r[1:] for r in rows}
+
+
+@pytest.fixture(scope="module")
+def nsys_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("nsys") / "nsys.duckdb"
+    ingest(corpus_file(NSYS), out)
+    trace = Trace(out, NSYS)
+    span = report_info(trace)["span_ns"]
+    trace.close()
+    return out, span
+
+
+def run_pair(tmp_path, nsys_report, kernel: dict):
+    ncu = tmp_path / "ncu.duckdb"
+    ingest(write(tmp_path, long_csv(LATENCY_70, kernels=[kernel])), ncu)
+    with Run.open([ncu, nsys_report[0]], ["ncu.csv", NSYS]) as run:
+        findings, _ = run_rules(run, Registry([ThroughputBottleneck]))
+    assert len(findings) == 1
+    return findings[0].to_dict()
+
+
+def test_linked_by_demangled_name_grid_and_block(tmp_path, nsys_report):
+    (name, (total, launches, grid, block)), = nsys_kernels().items()
+    f = run_pair(tmp_path, nsys_report, {"Kernel Name": name, "Block Size": f"({block}, 1, 1)",
+                                         "Grid Size": f"({grid}, 1, 1)"})
+    assert f["linked_to_nsys"] is True and f["speedup_pct"] == pytest.approx(70.0)
+    assert f["impact_ns"] == round(total * 0.7)
+    assert f["impact_pct"] == pytest.approx(100 * total * 0.7 / nsys_report[1], abs=1e-3)
+    detail = f["evidence"][0]["detail"]
+    assert (detail["nsys_total_ns"], detail["nsys_launches"], detail["nsys_match"]) == (total, launches,
+                                                                                       "name+grid+block")
+
+
+def test_linked_by_short_name_when_ncu_shows_the_base_name(tmp_path, nsys_report):
+    (name, (total, _, _, _)), = nsys_kernels().items()
+    f = run_pair(tmp_path, nsys_report, {"Kernel Name": name.split("(")[0], "Block Size": "(64, 1, 1)"})
+    assert f["linked_to_nsys"] is True and f["impact_ns"] == round(total * 0.7)
+    assert f["evidence"][0]["detail"]["nsys_match"] == "short_name"  # grid/block differ: the name match stands
+
+
+def test_unmatched_kernel_uses_profiled_duration(tmp_path, nsys_report):
+    f = run_pair(tmp_path, nsys_report, {"Kernel Name": "other_kernel(int)"})
+    assert f["linked_to_nsys"] is False
+    assert f["impact_ns"] == 700_000 and f["impact_pct"] == pytest.approx(70.0)  # 1 ms profiled x 70%
+
+
+def test_analyze_ranks_ncu_and_nsys_findings_together(tmp_path, nsys_report):
+    (name, (total, _, _, _)), = nsys_kernels().items()
+    ncu = tmp_path / "ncu.duckdb"
+    ingest(write(tmp_path, long_csv(LATENCY_70, kernels=[{"Kernel Name": name}])), ncu)
+    result = analyze([ncu, nsys_report[0]], labels=["ncu.csv", NSYS])
+    assert [r["tool"] for r in result["reports"]] == ["ncu", "nsys"]
+    assert result["reports"][0]["counts"] == {"kernels": 1, "metrics": 3, "rule_results": 0}
+    impacts = [f["impact_ns"] for f in result["findings"]]
+    assert impacts == sorted(impacts, reverse=True)
+    ncu_findings = [f for f in result["findings"] if f["rule_id"].startswith("NCU")]
+    assert [f["rule_id"] for f in ncu_findings] == ["NCU005"]
+    assert ncu_findings[0]["speedup_pct"] == pytest.approx(70.0) and ncu_findings[0]["impact_ns"] == round(total * 0.7)
+    assert any(not f["rule_id"].startswith("NCU") for f in result["findings"])
+    status = {r["id"]: r["status"] for r in result["rules"]}
+    assert status["NCU005"] == "ok" and status["NCU002"] == "skipped"
