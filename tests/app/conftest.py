@@ -140,3 +140,27 @@ def queued(broker, queue: str = "ingest") -> list[dict]:
         body = json.loads(base64.b64decode(msg["body"]))
         out.append({"task": msg["headers"]["task"], "args": body[0]})
     return out
+
+
+def process_run(settings, session, run_id: int) -> dict:
+    """Do in-process what the workers do for a run (the real pipeline and analysis functions, no Celery):
+    ingest each queued report, then analyze the run. Returns ``analysis.api.analyze``'s result."""
+    from analysis.api import analyze, ingest
+    from app.models import Report
+    from app.services import pipeline
+
+    owner = "tests-app"
+    ids = session.scalars(sa.select(Report.id).where(Report.run_id == run_id, Report.status == "queued")
+                          .order_by(Report.id)).all()
+    for report_id in ids:
+        claim = pipeline.claim_report(session, report_id, owner, 300)
+        out = pipeline.trace_path_for(settings, report_id)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        res = ingest(settings.data_dir / claim.upload_path, out)
+        pipeline.finish_ingest(session, report_id, owner, out, res.tool, res.info, settings.data_dir)
+    inputs = pipeline.claim_run_analysis(session, run_id, owner, 300)
+    assert inputs is not None
+    result = analyze([settings.data_dir / p for p in inputs.paths], labels=inputs.labels)
+    assert pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
+    session.expire_all()
+    return result
