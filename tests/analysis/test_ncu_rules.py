@@ -292,3 +292,11 @@ def test_ncu007_saturated_pipe(tmp_path):
     findings, _ = run_rule(tmp_path, PipeUtilization, data)
     assert [f["title"].split(":")[0] for f in findings] == ["Saturated alu pipe"]
     assert findings[0]["speedup_pct"] == 0 and findings[0]["impact_ns"] == 0
+
+
+def test_ncu006_falls_back_to_ncu_verdict_when_sm_count_is_missing(tmp_path):
+    # The 2022 export lacks '# SMs', so the grid check cannot run; ncu's own LaunchConfiguration warning stands in.
+    findings, result = run_rule(tmp_path, LaunchConfiguration, corpus_file(OLD_LAYOUT).read_bytes())
+    assert result.status == "ok" and len(findings) == 1
+    assert "108 multiprocessors" in findings[0]["message"] and findings[0]["speedup_pct"] == 0
+    assert findings[0]["evidence"][0]["detail"]["ncu_rule"] == "LaunchConfiguration"

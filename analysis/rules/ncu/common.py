@@ -1,8 +1,8 @@
 """The shared shape of ncu rules: evaluate each profiled launch, group launches per kernel, link to nsys time.
 
-A rule subclass implements ``evaluate(launch, params)``: ``None`` when the launch lacks the metrics
-(then ncu's own rule results of the same analysis are used when the export carries them), else the
-list of ``Hit``s (possibly empty). The base class turns hits into one finding per kernel and kind.
+A rule subclass implements ``evaluate(launch, params)``: ``None`` when the launch lacks the metrics,
+else the list of ``Hit``s (possibly empty). When that yields nothing, ncu's own rule results of the
+same analysis (optimization/warning messages) are used if the export carries them. The base class turns hits into one finding per kernel and kind.
 """
 
 from __future__ import annotations
@@ -67,8 +67,10 @@ class NcuRule(Rule):
             seen: dict[tuple, list[Launch]] = defaultdict(list)
             for launch in launches:
                 found = self.evaluate(launch, params)
-                if found is None:
-                    found = self.from_ncu_rules(launch)
+                if not found:
+                    # Metrics missing, or present only for some checks: ncu's own verdict (same thresholds,
+                    # computed from everything it collected) fills the gap when the export carries it.
+                    found = self.from_ncu_rules(launch) or found
                 if found is None:
                     continue
                 evaluated = True
