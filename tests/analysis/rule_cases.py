@@ -1,0 +1,227 @@
+"""Per-rule case table: for every nsys rule, a planted variant of a real export where it fires (with the
+impact computed here from the raw export) and a clean variant where it stays silent.
+
+Each ``plant`` takes a writable copy of the export (and, for run-level rules, its peer) and returns the
+expected impact in ns, or None when the rule must stay silent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.analysis.planting import (
+    clone_row,
+    new_string,
+    open_gap,
+    raw_api_names,
+    raw_gaps,
+    raw_gpu_ops,
+    sqlite_rw,
+)
+
+DELTA = 50_000_000  # the 50 ms every planted gap or delay adds
+
+
+def _syncs(con) -> list[tuple[int, int]]:
+    return [(s, e) for _, s, e, n, _, _ in raw_api_names(con) if "Synchronize" in n]
+
+
+def _unsynced_gaps(con) -> list[tuple[int, int, int, int]]:
+    """Gaps that opened while no sync call was in progress (they are not SYNC001's)."""
+    syncs = _syncs(con)
+    return [g for g in raw_gaps(con) if not any(s <= g[2] <= e for s, e in syncs)]
+
+
+def gpu001_fires(path: Path, peer: Path | None) -> int:
+    con = sqlite_rw(path)
+    gaps = _unsynced_gaps(con)
+    pid, dev, gs, ge = max(gaps, key=lambda g: (g[3] - g[2], g[2]))
+    # Other gaps already long enough (and not a sync's) stay GPU001's.
+    others = sum(g[3] - g[2] for g in gaps if g[3] - g[2] >= 1_000_000 and g[2] != gs)
+    con.close()
+    open_gap(path, (gs + ge) // 2, DELTA)
+    return ge - gs + DELTA + others
+
+
+def sync001_fires(path: Path, peer: Path | None) -> int:
+    con = sqlite_rw(path)
+    pid, dev, gs, ge = max(_unsynced_gaps(con), key=lambda g: (g[3] - g[2], g[2]))
+    syncs = _syncs(con)
+    before = sum(g[3] - g[2] for g in raw_gaps(con) if any(s <= g[2] <= e for s, e in syncs))
+    rowid = next(r[0] for r in raw_api_names(con) if r[4] == pid)
+    corr = con.execute("SELECT MAX(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    with con:
+        # A blocking sync that started before the device drained and returned just after.
+        clone_row(con, "CUPTI_ACTIVITY_KIND_RUNTIME", rowid, start=gs - 2_000, end=gs + 500,
+                  nameId=new_string(con, "cudaDeviceSynchronize_v3020"), correlationId=corr)
+    con.close()
+    open_gap(path, (gs + ge) // 2, DELTA)
+    return before + ge - gs + DELTA
+
+
+def drop_syncs(path: Path, peer: Path | None) -> None:
+    con = sqlite_rw(path)
+    with con:
+        con.execute("""DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN
+                       (SELECT id FROM StringIds WHERE value LIKE '%Synchronize%')""")
+    con.close()
+
+
+def _first_copy(con, kind: int) -> tuple[int, int, int, int, int]:
+    """(rowid, start, end, correlationId, pid) of the earliest copy of a copyKind."""
+    return con.execute("""SELECT rowid, start, "end", correlationId, (globalPid >> 24) & 16777215
+                          FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = ? ORDER BY start LIMIT 1""",
+                       [kind]).fetchone()
+
+
+def mem001_fires(path: Path, peer: Path | None) -> int:
+    con = sqlite_rw(path)
+    rowid, start, end, _, _ = _first_copy(con, 1)
+    with con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET srcKind = 0 WHERE rowid = ?", [rowid])
+    con.close()
+    return end - start
+
+
+def mem002_fires(path: Path, peer: Path | None) -> int:
+    drop_syncs(path, peer)  # a sync in progress would own the gap first (precedence)
+    con = sqlite_rw(path)
+    _, start, end, corr, pid = _first_copy(con, 2)
+    api = next(r for r in raw_api_names(con) if r[4] == pid and r[5] == corr)
+    gap = next(g for g in raw_gaps(con) if g[2] == end)
+    # Every gap that opens while the now-blocking call runs is MEM002's (also the one before the copy,
+    # while the call waited for the preceding kernel).
+    owned = sum(g[3] - g[2] for g in raw_gaps(con) if api[1] <= g[2] <= end + 1_000)
+    with con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = ?, \"end\" = ? WHERE rowid = ?",
+                    [new_string(con, "cudaMemcpy_v3020"), end + 1_000, api[0]])
+    con.close()
+    open_gap(path, (gap[2] + gap[3]) // 2, DELTA)
+    return owned + DELTA
+
+
+def mem003_fires(path: Path, peer: Path | None) -> int:
+    con = sqlite_rw(path)
+    rowid, start, end, corr, pid = con.execute(
+        """SELECT rowid, start, "end", correlationId, (globalPid >> 24) & 16777215
+           FROM CUPTI_ACTIVITY_KIND_MEMSET ORDER BY start LIMIT 1""").fetchone()
+    api = next(r for r in raw_api_names(con) if r[4] == pid and r[5] == corr)
+    with con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMSET SET memKind = 1 WHERE rowid = ?", [rowid])
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = ? WHERE rowid = ?",
+                    [new_string(con, "cudaMemset_v3020"), api[0]])
+    con.close()
+    return end - start
+
+
+def mem004_fires(path: Path, peer: Path | None) -> int:
+    con = sqlite_rw(path)
+    rowid, start, end, _, pid = _first_copy(con, 1)
+    kernels = [(s, e) for p, _, s, e, t, _ in raw_gpu_ops(con) if t.endswith("KERNEL") and p == pid]
+    with con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = 11 WHERE rowid = ?", [rowid])
+    con.close()
+    covered = sum(max(0, min(e, end) - max(s, start)) for s, e in kernels)  # kernels never overlap here
+    return end - start - covered
+
+
+NCCL_NAME = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096UL>)"
+
+
+def _add_nccl(con, start: int, end: int) -> None:
+    rowid = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1").fetchone()[0]
+    corr = con.execute("SELECT MAX(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    sid = new_string(con, NCCL_NAME)
+    short = new_string(con, "ncclDevKernel_AllReduce_Sum_f32_RING_LL")
+    with con:
+        clone_row(con, "CUPTI_ACTIVITY_KIND_KERNEL", rowid, start=start, end=end, correlationId=corr,
+                  demangledName=sid, shortName=short, mangledName=sid)
+
+
+def comm001_fires(path: Path, peer: Path | None) -> int:
+    con = sqlite_rw(path)
+    _, _, gs, ge = max(raw_gaps(con), key=lambda g: g[3] - g[2])
+    length = min(2_000_000, (ge - gs) // 2)
+    _add_nccl(con, gs + 1_000, gs + 1_000 + length)  # in an idle gap: all of it exposed
+    con.close()
+    return length
+
+
+def comm001_covered(path: Path, peer: Path | None) -> None:
+    con = sqlite_rw(path)
+    s, e = con.execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY "end" - start DESC').fetchone()
+    _add_nccl(con, s + 10, e - 10)  # under a compute kernel: nothing exposed
+    con.close()
+
+
+def _nccl_start(path: Path) -> tuple[int, int]:
+    con = sqlite_rw(path)
+    row = con.execute("""SELECT k.rowid, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                         ON s.id = k.shortName WHERE s.value LIKE 'nccl%' ORDER BY k.start LIMIT 1""").fetchone()
+    con.close()
+    return row
+
+
+def _move_nccl(path: Path, delta: int) -> None:
+    rowid, _ = _nccl_start(path)
+    con = sqlite_rw(path)
+    with con:
+        con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + ?, "end" = "end" + ? WHERE rowid = ?',
+                    [delta, delta, rowid])
+    con.close()
+
+
+def comm002_fires(path: Path, peer: Path | None) -> int:
+    # Both exports are time-normalized (absolute UTC ns), so raw starts compare directly.
+    _, t0 = _nccl_start(path)
+    _, t1 = _nccl_start(peer)
+    _move_nccl(peer, DELTA)
+    return t1 + DELTA - t0
+
+
+def comm002_aligned(path: Path, peer: Path | None) -> None:
+    _, t0 = _nccl_start(path)
+    _, t1 = _nccl_start(peer)
+    _move_nccl(peer, t0 - t1)
+
+
+def unchanged(path: Path, peer: Path | None) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    corpus: str
+    plant: Callable[[Path, Path | None], int | None]
+    peer: str | None = None
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.rule}-{self.plant.__name__}"
+
+
+NCCL_R0 = "nccl-ring-2node-r0-ault43.sqlite"
+NCCL_R1 = "nccl-ring-2node-r1-ault44.sqlite"
+
+CASES = [
+    Case("GPU001", "tensorrt-3090.sqlite", gpu001_fires),
+    Case("GPU001", "tensorrt-3090.sqlite", unchanged),
+    Case("SYNC001", "tensorrt-3090.sqlite", sync001_fires),
+    Case("SYNC001", "tensorrt-3090.sqlite", drop_syncs),
+    Case("MEM001", "vecadd-2026.sqlite", mem001_fires),
+    Case("MEM001", "vecadd-2026.sqlite", unchanged),
+    Case("MEM002", "vecadd-2026.sqlite", mem002_fires),
+    Case("MEM002", "vecadd-2026.sqlite", unchanged),
+    Case("MEM003", "devsync-heavy-report13.sqlite", mem003_fires),
+    Case("MEM003", "devsync-heavy-report13.sqlite", unchanged),
+    Case("MEM004", "vecadd-2026.sqlite", mem004_fires),
+    Case("MEM004", "vecadd-2026.sqlite", unchanged),
+    Case("COMM001", "vecadd-2026.sqlite", comm001_fires, thresholds={"COMM001.min_exposed_pct": 0.0}),
+    Case("COMM001", "vecadd-2026.sqlite", comm001_covered, thresholds={"COMM001.min_exposed_pct": 0.0}),
+    Case("COMM002", NCCL_R0, comm002_fires, peer=NCCL_R1),
+    Case("COMM002", NCCL_R0, comm002_aligned, peer=NCCL_R1),
+]

@@ -1,0 +1,56 @@
+"""Planted-defect variants of real exports: each rule fires with the impact computed from the raw export,
+and stays silent on the clean variant (see rule_cases.CASES)."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.api import analyze, ingest
+from tests.analysis.planting import copy_export
+from tests.analysis.rule_cases import CASES, Case
+from tests.conftest import corpus_file
+
+
+def _run(case: Case, tmp_path) -> tuple[int | None, dict]:
+    src = copy_export(corpus_file(case.corpus), tmp_path / "a.sqlite")
+    peer = copy_export(corpus_file(case.peer), tmp_path / "b.sqlite") if case.peer else None
+    expected = case.plant(src, peer)
+    outs = []
+    for i, path in enumerate([src, peer] if peer else [src]):
+        out = tmp_path / f"{i}.duckdb"
+        ingest(path, out)
+        outs.append(out)
+    return expected, analyze(outs, thresholds=case.thresholds)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_planted_case(case: Case, tmp_path) -> None:
+    expected, result = _run(case, tmp_path)
+    status = {r["id"]: r for r in result["rules"]}[case.rule]
+    assert status["status"] == "ok", status
+    found = [f for f in result["findings"] if f["rule_id"] == case.rule]
+    if expected is None:
+        assert found == []
+        return
+    assert len(found) == 1, found
+    assert found[0]["impact_ns"] == expected
+    assert found[0]["evidence"], "a finding always shows where"
+    # Impact share: of the GPU-active span of the report (for a run-level finding, the straggler's).
+    shares = [100 * expected / r["breakdown"]["span_ns"] for r in result["reports"]]
+    assert any(found[0]["impact_pct"] == pytest.approx(s, abs=1e-3) for s in shares)
+
+
+def test_sync_gap_is_not_also_an_idle_gap(tmp_path) -> None:
+    """Precedence: the planted 50 ms gap after a blocking sync is SYNC001's and not GPU001's."""
+    case = next(c for c in CASES if c.plant.__name__ == "sync001_fires")
+    _, result = _run(case, tmp_path)
+    gpu = [f for f in result["findings"] if f["rule_id"] == "GPU001"]
+    assert all(e["value_ns"] < 50_000_000 for f in gpu for e in f["evidence"])
+
+
+def test_straggler_is_named_by_rank(tmp_path) -> None:
+    case = next(c for c in CASES if c.plant.__name__ == "comm002_fires")
+    _, result = _run(case, tmp_path)
+    (f,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
+    assert f["rank"] == 1 and "rank 1" in f["title"]
+    assert f["participants"]["rank 0"]["times_last"] == 0
