@@ -1,0 +1,82 @@
+"""Fault tolerance with real processes: a killed worker, a poison file, a Redis that forgot its queues."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import pytest
+
+from tests.conftest import corpus_file
+from tests.e2e.services import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.services]
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _report(svc, run_id):
+    [report] = svc.get(f"/runs/{run_id}")["reports"]
+    return report
+
+
+def test_worker_killed_during_ingest_finishes_exactly_once(make_service):
+    svc = make_service()
+    svc.start_web()
+    path = corpus_file("vecadd-2026.sqlite")
+    doomed = svc.start_worker(GOODPUT_TEST_SLOW=f"{_sha(path)}=60")  # holds the ingest until we kill it
+    svc.start_beat()
+    run_id = svc.upload([path], job="killed")["id"]
+    wait_for(lambda: _report(svc, run_id)["status"] == "ingesting", 30, "the ingest to start")
+    svc.kill_worker(doomed)
+    assert _report(svc, run_id)["status"] == "ingesting"  # nobody knows yet: only the lease will tell
+    svc.start_worker()
+    run = svc.wait_run(run_id, timeout=90)
+    assert run["status"] == "ready", svc.log_tail()
+    [report] = run["reports"]
+    assert (report["status"], report["attempts"], report["error"]) == ("ready", 2, None)
+    findings = svc.get(f"/runs/{run_id}/findings?page_size=200")
+    keys = [(f["rule_id"], f["report"], f["impact_ns"], f["title"]) for f in findings["items"]]
+    assert len(keys) == len(set(keys)) == findings["total"]  # one result, not two
+    time.sleep(2 * svc.settings.lease_seconds)  # reconcile keeps running: it must leave a finished job alone
+    after = svc.get(f"/runs/{run_id}")
+    assert (after["reports"][0]["attempts"], after["reports"][0]["status"], after["status"]) == (2, "ready", "ready")
+    assert svc.get(f"/runs/{run_id}/findings?page_size=200")["total"] == findings["total"]
+    report_dir = svc.settings.data_dir / "reports" / str(report["id"])
+    assert [p.name for p in report_dir.iterdir()] == ["trace.duckdb"]
+
+
+def test_poison_file_fails_after_max_attempts_while_others_finish(make_service):
+    svc = make_service()
+    svc.start_web()
+    poison = corpus_file("cupy-a100.sqlite")
+    good = corpus_file("vecadd-2026.sqlite")
+    svc.start_worker(concurrency=1, GOODPUT_TEST_POISON=_sha(poison))
+    bad_run = svc.upload([poison], job="poison")["id"]
+    good_run = svc.upload([good], job="fine")["id"]
+    bad = svc.wait_run(bad_run, timeout=120)
+    report = bad["reports"][0]
+    assert (report["status"], report["attempts"]) == ("failed", 3), svc.log_tail()
+    assert report["error"]["code"] == "worker_crashed"
+    assert "3 times" in report["error"]["message"]
+    assert bad["status"] == "failed"
+    assert svc.wait_run(good_run)["status"] == "ready"
+    assert svc.workers[0].poll() is None  # the worker survived its pool processes' deaths
+
+
+def test_redis_restart_loses_no_job(make_service, redis_server):
+    svc = make_service()
+    svc.start_web()
+    files = [corpus_file("vecadd-2026.sqlite"), corpus_file("a30-mig.sqlite")]
+    run_ids = [svc.upload([f], job="lost-messages")["id"] for f in files]
+    assert redis_server.queued("ingest") == 2
+    redis_server.restart()  # no persistence: the queued messages are gone
+    assert redis_server.queued("ingest") == 0
+    svc.start_worker()
+    svc.start_beat()
+    for run_id in run_ids:
+        run = svc.wait_run(run_id, timeout=90)
+        assert run["status"] == "ready", svc.log_tail()
+        assert run["reports"][0]["attempts"] == 1
