@@ -70,7 +70,16 @@ CYCLES_PER_S = Metric(("sm__cycles_elapsed.avg.per_second",))
 
 
 def load_launches(trace: Any) -> list[Launch]:
-    """Every profiled launch of an ncu report with its metrics and rule results."""
+    """Every profiled launch of an ncu report with its metrics and rule results (read once per open trace)."""
+    cached = getattr(trace, "_ncu_launches", None)
+    if cached is None:
+        cached = _read_launches(trace)
+        # Seven rules read the same report; the trace is immutable while open, so keep the parse on it.
+        trace._ncu_launches = cached
+    return cached
+
+
+def _read_launches(trace: Any) -> list[Launch]:
     launches: dict[int, Launch] = {}
     for row in trace.sql(
         "SELECT kernel_id, name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, grid_size, "
