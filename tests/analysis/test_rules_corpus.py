@@ -1,0 +1,143 @@
+"""Every corpus export through every nsys rule: no rule errors, idle impacts partition NVIDIA's gaps, and the
+real multi-rank/NCCL exports give the communication findings that are true of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.api import analyze
+from analysis.trace import Trace
+from tests.analysis.planting import ingested, raw_gaps
+from tests.conftest import NSYS_FILES, corpus_file
+
+IDS = [p.name.split("__")[-1] for p in NSYS_FILES]
+
+# NVIDIA's pairing, written here independently of analysis.intervals, on the normalized tables.
+DIRECT_GAPS_SQL = """
+WITH g AS (
+    SELECT pid, device, start_ns, end_ns FROM kernels
+    UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy
+    UNION ALL SELECT pid, device, start_ns, end_ns FROM memset),
+span AS (SELECT pid, device, MIN(start_ns) lo, MAX(end_ns) hi FROM g GROUP BY ALL),
+ops AS (
+    SELECT * FROM g
+    UNION ALL SELECT o.pid, s.device, GREATEST(o.start_ns, s.lo), LEAST(o.end_ns, s.hi)
+    FROM overhead o JOIN span s ON s.pid = o.pid AND o.start_ns < s.hi AND o.end_ns > s.lo),
+st AS (SELECT pid, device, start_ns, ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY start_ns) n FROM ops),
+en AS (SELECT pid, device, end_ns, ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY end_ns) n FROM ops)
+SELECT COALESCE(SUM(st.start_ns - en.end_ns), 0), COUNT(*)
+FROM st JOIN en ON st.pid = en.pid AND st.device = en.device AND st.n = en.n + 1
+WHERE st.start_ns > en.end_ns
+"""
+
+# With GPU001 taking every gap, the idle-owning rules split all idle between them.
+ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_us": 0}
+
+
+@pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
+def test_corpus_file_analyzes_without_errors(src) -> None:
+    result = analyze([ingested(src)])
+    assert [r for r in result["rules"] if r["status"] == "error"] == []
+    for f in result["findings"]:
+        assert f["impact_ns"] >= 0 and f["severity"] in ("critical", "warning", "info")
+        assert len(f["evidence"]) <= 20 and f["evidence_total"] >= len(f["evidence"])
+    impacts = [f["impact_ns"] for f in result["findings"]]
+    assert impacts == sorted(impacts, reverse=True)
+
+
+@pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
+def test_idle_impacts_partition_nvidia_gaps(src) -> None:
+    path = ingested(src)
+    trace = Trace(path, src.name)
+    try:
+        direct, n = trace.sql(DIRECT_GAPS_SQL)[0]
+    finally:
+        trace.close()
+    result = analyze([path], thresholds=ALL_GAPS)
+    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002"))
+    assert owned == int(direct)
+
+
+@pytest.mark.parametrize("short", ["tensorrt-3090.sqlite", "gaussian-threadsync.sqlite", "vecadd-2026.sqlite",
+                                   "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"])
+def test_gap_total_matches_raw_export(short, tmp_path) -> None:
+    """The ingested gaps equal NVIDIA's pairing computed on the raw export (independent of ingest)."""
+    import shutil
+    import sqlite3
+
+    src = corpus_file(short)
+    shutil.copyfile(src, tmp_path / "raw.sqlite")
+    con = sqlite3.connect(tmp_path / "raw.sqlite")
+    raw = sum(e - s for _, _, s, e in raw_gaps(con))
+    con.close()
+    result = analyze([ingested(src)], thresholds=ALL_GAPS)
+    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002"))
+    assert owned == raw
+
+
+def _nccl_ring():
+    return ingested(corpus_file("nccl-ring-2node-r0-ault43.sqlite")), ingested(corpus_file("nccl-ring-2node-r1-ault44.sqlite"))
+
+
+def test_nccl_ring_two_nodes_as_one_run() -> None:
+    r0, r1 = _nccl_ring()
+    expected = {}
+    for path in (r0, r1):
+        t = Trace(path, path.name)
+        try:
+            dur, start = t.sql("SELECT end_ns - start_ns, start_ns FROM kernels WHERE category = 'nccl'")[0]
+            expected[t.rank] = (dur, start + t.session_start_utc_ns)
+            # The only kernel is the collective: all of it is exposed.
+            assert t.scalar("SELECT COUNT(*) FROM kernels WHERE category = 'compute'") == 0
+        finally:
+            t.close()
+    assert set(expected) == {0, 1}
+    for order in ([r0, r1], [r1, r0]):  # the rank comes from the report, not the file order
+        result = analyze(order, rules=["COMM"])
+        comm1 = {f["rank"]: f for f in result["findings"] if f["rule_id"] == "COMM001"}
+        assert {k: f["impact_ns"] for k, f in comm1.items()} == {k: v[0] for k, v in expected.items()}
+        (straggler,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
+        late = max(expected, key=lambda k: expected[k][1])
+        assert straggler["rank"] == late
+        assert straggler["impact_ns"] == abs(expected[1][1] - expected[0][1])
+
+
+def _union(ivs):
+    out = []
+    for s, e in sorted(ivs):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def _length(ivs):
+    return sum(e - s for s, e in ivs)
+
+
+def test_torchrun_two_ranks_in_one_file() -> None:
+    path = ingested(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"))
+    t = Trace(path, path.name)
+    try:
+        rows = t.sql("SELECT pid, device, start_ns, end_ns, category FROM kernels")
+    finally:
+        t.close()
+    exposed = {}
+    for pid in {r[0] for r in rows}:
+        comp = _union([(r[2], r[3]) for r in rows if r[0] == pid and r[4] == "compute"])
+        both = _union([(r[2], r[3]) for r in rows if r[0] == pid])
+        exposed[pid] = _length(both) - _length(comp)
+    assert len(exposed) == 2 and all(v > 0 for v in exposed.values())
+    result = analyze([path], rules=["COMM"], thresholds={"COMM001.min_exposed_pct": 0})
+    (c1,) = [f for f in result["findings"] if f["rule_id"] == "COMM001"]
+    assert {e["pid"]: e["value_ns"] for e in c1["evidence"]} == exposed
+    assert c1["impact_ns"] == sum(exposed.values())
+    (c2,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
+    assert len(c2["participants"]) == 2 and c2["impact_ns"] > 0
+
+
+def test_single_rank_without_nccl_has_no_comm_findings() -> None:
+    result = analyze([ingested(corpus_file("saxpy-mpi-rank0-perlmutter.sqlite"))], rules=["COMM"])
+    assert result["findings"] == []
+    assert {r["id"]: r["status"] for r in result["rules"]} == {"COMM001": "ok", "COMM002": "ok"}
