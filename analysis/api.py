@@ -60,6 +60,11 @@ def detect_kind(path: Path) -> str:
 
     if looks_like_ncu_csv(head):
         return "ncu"
+    if size > len(head) and b"\x00" not in head[:512]:
+        # ncu CSVs can start with pages of the profiled program's own output before ncu's first line.
+        with path.open("rb") as fh:
+            if looks_like_ncu_csv(fh.read(1 << 20)):
+                return "ncu"
     if _is_binary(head):
         raise TraceError("not_sqlite", "the file is binary but not an SQLite database (nor CSV text); "
                          "upload the .sqlite file written by `nsys export --type sqlite`")

@@ -76,7 +76,8 @@ def _write(src: Path, con: duckdb.DuckDBPyConnection, limits: Any, progress: Pro
     for stmt in ddl(NCU_TABLES):
         con.execute(stmt)
     total = src.stat().st_size
-    deadline = time.monotonic() + float(getattr(limits, "timeout_s", 3600.0))
+    timeout_s = float(getattr(limits, "timeout_s", 3600.0))
+    deadline = time.monotonic() + timeout_s
     batches: dict[str, list[tuple]] = {"metric": [], "rule": []}
     tables = {"metric": "ncu_metrics", "rule": "ncu_rule_results"}
     counts = {"metric": 0, "rule": 0}
@@ -90,12 +91,14 @@ def _write(src: Path, con: duckdb.DuckDBPyConnection, limits: Any, progress: Pro
                 counts[kind] += len(batch)
                 batch.clear()
                 if time.monotonic() > deadline:
-                    raise TraceError("timeout", f"reading the CSV took longer than {limits.timeout_s:.0f} s")
+                    raise TraceError("timeout", f"reading the CSV took longer than {timeout_s:g} s")
                 if progress:
                     progress("ncu_metrics", fh.tell(), total)
         for kind, batch in batches.items():
             _insert(con, tables[kind], batch)
             counts[kind] += len(batch)
+    if time.monotonic() > deadline:
+        raise TraceError("timeout", f"reading the CSV took longer than {timeout_s:g} s")
     kernels = [(k.kernel_id, k.name, k.short_name, k.pid, k.process_name, k.host, k.device, k.cc, k.context,
                 k.stream, *(k.grid or (None, None, None)), *(k.block or (None, None, None)), k.registers,
                 k.shared_mem_bytes, k.duration_ns, k.device_name, k.block_size, k.grid_size)

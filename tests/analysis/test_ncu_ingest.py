@@ -192,3 +192,29 @@ def test_preamble_of_program_output_is_skipped(tmp_path):
     con = duckdb.connect(str(tmp_path / "out.duckdb"), read_only=True)
     assert con.execute("SELECT duration_ns FROM ncu_kernels").fetchone()[0] == 1.25e6
     con.close()
+
+
+def test_long_program_output_before_ncu_lines_is_still_detected(tmp_path):
+    chatter = "".join(f"epoch {i}: loss=0.{i:04d}\n" for i in range(2000)).encode()  # ~50 kB, no ==PROF==
+    body = long_csv([("GPU Speed Of Light Throughput", "Duration", "nsecond", "1,000")], keep_preamble=False)
+    path = write(tmp_path, chatter + body)
+    assert detect_kind(path) == "ncu"
+    ingest_ncu(path, tmp_path / "out.duckdb")
+
+
+def test_timeout_is_typed_and_leaves_nothing(tmp_path):
+    from analysis.api import Limits
+
+    path = write(tmp_path, long_csv([("GPU Speed Of Light Throughput", "Duration", "nsecond", "1")]))
+    with pytest.raises(TraceError) as exc:
+        ingest_ncu(path, tmp_path / "out.duckdb", limits=Limits(timeout_s=-1))
+    assert exc.value.code == "timeout"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.csv"]
+
+
+def test_progress_reaches_the_file_size(tmp_path):
+    path = write(tmp_path, long_csv([("GPU Speed Of Light Throughput", "Duration", "nsecond", "1")]))
+    seen = []
+    ingest_ncu(path, tmp_path / "out.duckdb", progress=lambda stage, done, total: seen.append((stage, done, total)))
+    size = path.stat().st_size
+    assert seen and seen[-1] == ("ncu_metrics", size, size)

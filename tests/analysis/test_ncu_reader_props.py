@@ -132,3 +132,11 @@ def test_non_integer_id_is_a_typed_error():
     with pytest.raises(TraceError) as exc:
         parse(data)
     assert exc.value.details == {"line": 2, "column": 1}
+
+
+@SETTINGS
+@given(head=st.binary(max_size=600))
+def test_detection_never_crashes(head):
+    from analysis.ncu.reader import looks_like_ncu_csv
+
+    assert looks_like_ncu_csv(head) in (True, False)

@@ -300,3 +300,12 @@ def test_ncu006_falls_back_to_ncu_verdict_when_sm_count_is_missing(tmp_path):
     assert result.status == "ok" and len(findings) == 1
     assert "108 multiprocessors" in findings[0]["message"] and findings[0]["speedup_pct"] == 0
     assert findings[0]["evidence"][0]["detail"]["ncu_rule"] == "LaunchConfiguration"
+
+
+def test_thresholds_are_overridable(tmp_path):
+    out = tmp_path / "ncu.duckdb"
+    ingest_ncu(write(tmp_path, long_csv([DUR_10US, *occupancy("50", "45")])), out)
+    registry = Registry(NCU_RULES)
+    with Run.open([out]) as run:
+        findings, _ = run_rules(run, registry, [Occupancy], {"NCU003.min_theoretical_pct": 40})
+    assert findings == []
