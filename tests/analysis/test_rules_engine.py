@@ -1,0 +1,118 @@
+"""Engine-level rule tests on tiny normalized reports: exact impacts for KRN001 and GPU002, gap ownership
+precedence, skipped rules, and the rule catalogue's documentation contract."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from analysis.api import analyze
+from analysis.rules.nsys import NSYS_RULES
+from analysis.rules.registry import default_registry
+from tests.analysis.planting import api, kernel, normalized
+
+US = 1_000
+MS = 1_000_000
+
+
+def _findings(result, rule):
+    return [f for f in result["findings"] if f["rule_id"] == rule]
+
+
+def test_launch_bound_run_owns_the_small_gaps_between_short_kernels(tmp_path):
+    # 30 kernels of 5 us every 20 us: 29 gaps of 15 us inside one run of short kernels.
+    ks = [kernel(i * 20 * US, i * 20 * US + 5 * US) for i in range(30)]
+    # A long kernel, then a 2 ms gap (GPU001's, not the run's), then 30 more short ones.
+    ks.append(kernel(600 * US, 900 * US, name="long"))
+    ks += [kernel(2900 * US + i * 20 * US, 2900 * US + i * 20 * US + 5 * US) for i in range(30)]
+    path = normalized(tmp_path / "r.duckdb", kernels=ks)
+    result = analyze([path])
+    (krn,) = _findings(result, "KRN001")
+    assert krn["impact_ns"] == 2 * 29 * 15 * US
+    assert krn["runs"] == 2 and krn["short_kernels"] == 60
+    (gpu,) = _findings(result, "GPU001")
+    gap_before_long = 600 * US - (29 * 20 * US + 5 * US)
+    assert gpu["impact_ns"] == 2000 * US
+    assert [e["value_ns"] for e in gpu["evidence"]] == [2000 * US]
+    # The 15 us gap before the long kernel lies outside both runs.
+    assert gap_before_long == 15 * US
+    # Raising the bar for "short" below 5 us dissolves the runs.
+    quiet = analyze([path], thresholds={"KRN001.short_kernel_us": 4})
+    assert _findings(quiet, "KRN001") == []
+
+
+def test_low_utilization_windows_take_the_small_unowned_gaps(tmp_path):
+    # 0-50 ms: 900 us kernels every 1 ms (90% busy). 50-100 ms: 200 us kernels every 1 ms (20% busy).
+    ks = [kernel(i * MS, i * MS + 900 * US, name="busy") for i in range(50)]
+    ks += [kernel(50 * MS + i * MS, 50 * MS + i * MS + 200 * US, name="sparse") for i in range(50)]
+    path = normalized(tmp_path / "r.duckdb", kernels=ks)
+    result = analyze([path])
+    (low,) = _findings(result, "GPU002")
+    # Windows are 1 ms (span 99.2 ms / 1000 < 1 ms minimum); the gaps of 800 us that start in the sparse
+    # windows are GPU002's; the one 100 us gap between the parts starts in a 90%-busy window.
+    assert low["impact_ns"] == 49 * 800 * US
+    assert low["evidence"][0]["start_ns"] == 50 * MS
+    assert low["evidence"][0]["end_ns"] == 99 * MS and low["evidence"][0]["detail"]["busy_pct"] == 20.0
+    assert _findings(result, "GPU001") == [] and _findings(result, "KRN001") == []
+    strict = analyze([path], thresholds={"GPU002.max_busy_pct": 10})
+    assert _findings(strict, "GPU002") == []
+
+
+def test_blocking_sync_owns_the_gap_it_opens_and_gpu001_does_not(tmp_path):
+    ks = [kernel(0, 1 * MS), kernel(6 * MS, 7 * MS), kernel(20 * MS, 21 * MS)]
+    # The sync waits for the first kernel and returns 10 us after it; the host then idles 5 ms.
+    calls = [api(500 * US, 1 * MS + 10 * US, "cudaStreamSynchronize"),
+             api(8 * MS, 8 * MS + 5 * US, "cuCtxSynchronize")]  # started after the device drained
+    path = normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls)
+    result = analyze([path])
+    (sync,) = _findings(result, "SYNC001")
+    assert sync["impact_ns"] == 5 * MS
+    assert sync["sync_calls"] == 2 and sync["sync_calls_per_kernel"] == pytest.approx(2 / 3)
+    (gpu,) = _findings(result, "GPU001")
+    assert gpu["impact_ns"] == 13 * MS  # the second gap: the late sync did not cause it
+    assert gpu["causes"] == {"no_activity": {"count": 1, "total_ns": 13 * MS}}
+
+
+def test_gap_cause_from_the_launching_thread(tmp_path):
+    ks = [kernel(0, 1 * MS, tid=11), kernel(10 * MS, 11 * MS, tid=11), kernel(20 * MS, 21 * MS, tid=11)]
+    osrt = [{"pid": 1, "tid": 11, "start_ns": 1 * MS, "end_ns": 9 * MS, "name": "poll"},
+            # A thread that launches nothing sleeping through the second gap explains nothing.
+            {"pid": 1, "tid": 99, "start_ns": 11 * MS, "end_ns": 20 * MS, "name": "pthread_cond_wait"}]
+    path = normalized(tmp_path / "r.duckdb", kernels=ks, osrt=osrt)
+    (gpu,) = _findings(analyze([path]), "GPU001")
+    causes = {e["start_ns"]: (e["detail"]["cause"], e.get("name")) for e in gpu["evidence"]}
+    assert causes == {1 * MS: ("os_runtime", "poll"), 11 * MS: ("no_activity", None)}
+
+
+def test_rules_without_their_tables_are_skipped_with_a_reason(tmp_path):
+    path = normalized(tmp_path / "r.duckdb", cuda_api=[api(0, 10, "cudaDeviceSynchronize")])
+    result = analyze([path])
+    status = {r["id"]: r for r in result["rules"]}
+    assert status["GPU001"]["status"] == "skipped" and "kernels" in status["GPU001"]["reason"]
+    assert status["MEM001"]["status"] == "skipped" and "memcpy" in status["MEM001"]["reason"]
+    assert result["findings"] == []
+
+
+def test_unknown_thresholds_are_rejected(tmp_path):
+    path = normalized(tmp_path / "r.duckdb", kernels=[kernel(0, 10)])
+    with pytest.raises(KeyError):
+        analyze([path], thresholds={"GPU001.nope": 1})
+
+
+@pytest.mark.parametrize("rule", NSYS_RULES, ids=[r.id for r in NSYS_RULES])
+def test_rule_catalogue_contract(rule):
+    assert re.fullmatch(r"(GPU|SYNC|MEM|KRN|COMM)\d{3}", rule.id)
+    assert re.fullmatch(r"[a-z]+\.[a-z-]+", rule.name)
+    doc = rule.doc()
+    for section in ("*Why it matters*", "*How it is detected*", "*Advice*"):
+        assert section in doc
+    assert rule.summary and rule.requires
+    for t in rule.thresholds.values():
+        assert t.unit and t.help
+    assert rule in list(default_registry())
+
+
+def test_nsys_rules_are_listed_in_id_order():
+    ids = [r.id for r in NSYS_RULES]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
