@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from flask import Blueprint, Flask
 
-bp = Blueprint("web", __name__, template_folder="templates", static_folder="static", static_url_path="/static")
+bp = Blueprint("web", __name__, template_folder="templates", static_folder="static", static_url_path="/assets")
+
+
+def _tojson_attr(value: Any) -> str:
+    # A plain str (not Markup): autoescaping then escapes quotes, <, > and & for the attribute.
+    return json.dumps(value, separators=(",", ":"), default=str)
 
 
 def init_app(app: Flask) -> None:
-    """Register the web UI on the application."""
-    app.register_blueprint(bp)
+    """Register the web UI on the application: routes, security headers, template helpers."""
+    from app.web import filters, security, views_auth, views_data, views_pages  # noqa: F401 - routes
+
+    if "web" not in app.blueprints:
+        app.register_blueprint(bp)
+    app.after_request(security.security_headers)
+    app.jinja_env.autoescape = True
+    app.jinja_env.filters["tojson_attr"] = _tojson_attr
+    filters.register(app)
+    app.context_processor(lambda: {"csrf_token": security.csrf_token})

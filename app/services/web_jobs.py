@@ -1,0 +1,131 @@
+"""Read-side queries behind the job page: trends over a job's runs and regressions against the recent median."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from app.errors import ApiError
+from app.models import Finding, Job, Run, RunSummary
+from app.services.web_run import breakdown_of
+
+TREND_RUNS = 100        # most recent runs drawn
+MEDIAN_WINDOW = 5       # a run is judged against the median of the runs just before it
+# A regression is a drop of goodput by more than this many points, or a rise of GPU time per
+# iteration or exposed communication by more than this share, against that median.
+GOODPUT_DROP_PTS = 5.0
+RISE_PCT = 10.0
+
+
+@dataclass
+class JobPoint:
+    run_id: int
+    created_at: Any
+    git_sha: str | None
+    goodput_pct: float | None
+    gpu_time_ns: int | None
+    iterations: int | None
+    gpu_time_per_iter_ns: float | None
+    exposed_comm_ns: int | None
+    regressed: list[str] = field(default_factory=list)       # why, in words
+    regressed_on: list[str] = field(default_factory=list)    # which series: goodput | time | comm
+
+
+@dataclass
+class JobTrends:
+    job: Job
+    points: list[JobPoint]
+    top_rules: list[dict[str, Any]]
+    per_iteration: bool
+
+    def series(self, attr: str, key: str, label: str, unit: str, href: Any) -> dict[str, Any]:
+        """One trend chart's data: a point per run (``href(run_id)`` links it), regressions marked."""
+        return {"label": label, "unit": unit, "points": [
+            {"x_label": f"#{p.run_id} {p.created_at:%Y-%m-%d %H:%M}", "value": getattr(p, attr),
+             "href": href(p.run_id), "regressed": key in p.regressed_on} for p in self.points]}
+
+
+def _iterations(data: dict[str, Any]) -> int | None:
+    """Steps the analysis counted in a report (from its summary), when it recorded any."""
+    value = data.get("iterations")
+    if isinstance(value, dict) and not value.get("reason"):   # analysis.summary: {"count", "range", ...}
+        value = value.get("count")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def _regressions(p: JobPoint, prev: list[JobPoint]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+
+    def median(attr: str) -> float | None:
+        vals = [getattr(q, attr) for q in prev if getattr(q, attr) is not None]
+        return statistics.median(vals) if vals else None
+
+    m = median("goodput_pct")
+    if m is not None and p.goodput_pct is not None and p.goodput_pct < m - GOODPUT_DROP_PTS:
+        out.append(("goodput", f"goodput {p.goodput_pct:.1f} % vs median {m:.1f} %"))
+    for attr, series, label in (("gpu_time_per_iter_ns", "time", "GPU time per iteration"),
+                                ("exposed_comm_ns", "comm", "exposed comm")):
+        m = median(attr)
+        v = getattr(p, attr)
+        if m and v is not None and v > m * (1 + RISE_PCT / 100.0):
+            out.append((series, f"{label} +{100.0 * (v - m) / m:.0f} % vs median"))
+    return out
+
+
+def job_trends(session: Session, name: str) -> JobTrends:
+    """The job's most recent runs (oldest first) with headline numbers and regression marks."""
+    job = session.scalar(sa.select(Job).where(Job.name == name))
+    if job is None:
+        raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.")
+    runs = list(session.execute(
+        sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == job.id, Run.deleted_at.is_(None))
+        .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS)).all())[::-1]
+    ids = [r.id for r in runs]
+    per_run: dict[int, dict[str, Any]] = {i: {"span": 0, "compute": 0, "comm": 0, "iters": 0, "seen": False}
+                                          for i in ids}
+    if ids:
+        for s in session.scalars(sa.select(RunSummary).where(RunSummary.run_id.in_(ids),
+                                                            RunSummary.report_id.is_not(None))):
+            bd = breakdown_of(s.data)
+            if bd is None:
+                continue
+            acc = per_run[s.run_id]
+            acc["seen"] = True
+            acc["span"] += int(bd.get("span_ns") or 0)
+            acc["compute"] += int(bd.get("compute_ns") or 0)
+            acc["comm"] += int(bd.get("comm_exposed_ns") or 0)
+            acc["iters"] = max(acc["iters"], _iterations(s.data or {}) or 0)
+    points: list[JobPoint] = []
+    per_iteration = all(per_run[i]["iters"] for i in ids if per_run[i]["seen"]) and any(
+        per_run[i]["seen"] for i in ids)
+    for r in runs:
+        acc = per_run[r.id]
+        if not acc["seen"]:
+            points.append(JobPoint(r.id, r.created_at, r.git_sha, None, None, None, None, None))
+            continue
+        iters = acc["iters"] or None
+        divisor = iters if per_iteration else 1
+        p = JobPoint(r.id, r.created_at, r.git_sha,
+                     100.0 * acc["compute"] / acc["span"] if acc["span"] else None,
+                     acc["span"], iters, acc["span"] / divisor, acc["comm"])
+        found = _regressions(p, [q for q in points if q.goodput_pct is not None][-MEDIAN_WINDOW:])
+        p.regressed = [why for _, why in found]
+        p.regressed_on = [series for series, _ in found]
+        points.append(p)
+    top_rules = []
+    if ids:
+        top_rules = [
+            {"rule_id": rid, "impact_ns": int(total), "runs": int(n), "title": title}
+            for rid, total, n, title in session.execute(
+                sa.select(Finding.rule_id, sa.func.sum(Finding.impact_ns), sa.func.count(sa.distinct(Finding.run_id)),
+                          sa.func.max(Finding.title))
+                .where(Finding.run_id.in_(ids)).group_by(Finding.rule_id)
+                .order_by(sa.func.sum(Finding.impact_ns).desc()).limit(10))
+        ]
+    return JobTrends(job, points, top_rules, bool(per_iteration))

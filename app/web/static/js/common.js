@@ -1,0 +1,74 @@
+// Shared helpers for Goodput's pages. Trace strings only ever reach the DOM through textContent.
+"use strict";
+
+const GP = (window.GP = window.GP || {});
+
+GP.el = function (tag, attrs, text) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== undefined && v !== null) node.setAttribute(k, v);
+  }
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+};
+
+GP.svg = function (tag, attrs, text) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+};
+
+GP.fmtNs = function (ns) {
+  if (ns === null || ns === undefined || isNaN(ns)) return "–";
+  const a = Math.abs(ns);
+  if (a >= 1e9) return (ns / 1e9).toFixed(3) + " s";
+  if (a >= 1e6) return (ns / 1e6).toFixed(2) + " ms";
+  if (a >= 1e3) return (ns / 1e3).toFixed(1) + " µs";
+  return Math.round(ns) + " ns";
+};
+
+GP.fmtPct = function (x) {
+  return x === null || x === undefined || isNaN(x) ? "–" : Number(x).toFixed(1) + " %";
+};
+
+GP.csrf = function () {
+  const meta = document.querySelector('meta[name="csrf-token"]');
+  return meta ? meta.getAttribute("content") : "";
+};
+
+GP.json = function (node, name) {
+  const raw = node.getAttribute("data-" + name);
+  return raw ? JSON.parse(raw) : null;
+};
+
+GP.fetchJSON = async function (url, options) {
+  const opts = Object.assign({ credentials: "same-origin", headers: {} }, options || {});
+  opts.headers = Object.assign({ Accept: "application/json" }, opts.headers);
+  if (opts.method && opts.method !== "GET") opts.headers["X-CSRF-Token"] = GP.csrf();
+  const resp = await fetch(url, opts);
+  let body = null;
+  try {
+    body = await resp.json();
+  } catch (e) {
+    body = null;
+  }
+  if (!resp.ok) {
+    const err = (body && body.error) || { code: "HTTP_" + resp.status, message: resp.statusText };
+    const e = new Error(err.message || err.code);
+    e.code = err.code;
+    throw e;
+  }
+  return body;
+};
+
+// Forms that must confirm before submitting (e.g. revoke a token); no inline handlers under our CSP.
+document.addEventListener("submit", function (ev) {
+  const msg = ev.target.getAttribute("data-confirm");
+  if (msg && !window.confirm(msg)) ev.preventDefault();
+});
+
+GP.onReady = function (fn) {
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fn);
+  else fn();
+};

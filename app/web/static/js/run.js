@@ -1,0 +1,113 @@
+// Run page: findings drive the timeline highlight; the kernel and NVTX tables load from a JSON route.
+"use strict";
+
+(function () {
+  const GP = window.GP;
+
+  function timeline() {
+    const node = document.getElementById("timeline");
+    return node ? node.gpTimeline : null;
+  }
+
+  // Switch the timeline to report `reportId` when it is one of the run's nsys reports; true if shown.
+  function showReport(reportId) {
+    const tl = timeline();
+    const select = document.getElementById("timeline-report");
+    if (!tl || !select) return false;
+    const opt = Array.from(select.options).find((o) => o.value === String(reportId));
+    if (!opt) return false;
+    if (select.value !== opt.value) {
+      select.value = opt.value;
+      tl.setSource(opt.getAttribute("data-timeline-url"), opt.getAttribute("data-trace-url"), opt.value);
+    }
+    return true;
+  }
+
+  function highlight(ranges, reportId) {
+    if (reportId) showReport(reportId);
+    document.dispatchEvent(new CustomEvent("gp:highlight", { detail: { ranges: ranges } }));
+    const node = document.getElementById("timeline");
+    if (node) node.scrollIntoView({ behavior: "smooth", block: "center" });
+  }
+
+  function initFindings() {
+    document.querySelectorAll("details.finding").forEach(function (d) {
+      const ranges = GP.json(d, "ranges") || [];
+      const reportId = d.getAttribute("data-report-id");
+      const btn = d.querySelector(".show-on-timeline");
+      if (btn) btn.addEventListener("click", () => highlight(ranges, reportId));
+      d.addEventListener("toggle", function () {
+        if (d.open && ranges.length && (!reportId || showReport(reportId))) {
+          document.dispatchEvent(new CustomEvent("gp:highlight", { detail: { ranges: ranges } }));
+        }
+      });
+      const kbtn = d.querySelector(".show-kernel");
+      if (kbtn) kbtn.addEventListener("click", async function () {
+        const where = d.querySelector(".kernel-where");
+        const url = document.getElementById("findings").getAttribute("data-kernel-url");
+        try {
+          const res = await GP.fetchJSON(url + "?" + new URLSearchParams({ name: d.getAttribute("data-ncu-kernel") }));
+          if (!res.reports.length) { where.textContent = "this kernel is not in any nsys report of this run"; return; }
+          const hit = res.reports[0];
+          where.textContent = `${hit.count} launches, ${GP.fmtNs(hit.total_ns)} in all in the nsys report`;
+          highlight(hit.first, hit.report_id);
+        } catch (err) {
+          where.textContent = "lookup failed: " + err.message;
+        }
+      });
+    });
+  }
+
+  function cell(text, cls, sortKey) {
+    const td = GP.el("td", { class: cls || null, "data-sort": sortKey === undefined ? null : String(sortKey) }, text);
+    return td;
+  }
+
+  async function loadTables() {
+    const select = document.getElementById("tables-report");
+    if (!select) return;
+    const opt = select.options[select.selectedIndex];
+    const ktab = document.getElementById("kernel-table").tBodies[0];
+    const ntab = document.getElementById("nvtx-table").tBodies[0];
+    ktab.textContent = "";
+    ntab.textContent = "";
+    try {
+      const data = await GP.fetchJSON(opt.getAttribute("data-url"));
+      for (const k of data.kernels) {
+        const tr = GP.el("tr");
+        tr.append(cell(k.name, "name"), cell(k.category || ""), cell(k.count, "num", k.count),
+          cell(GP.fmtNs(k.total_ns), "num", k.total_ns ?? ""), cell(GP.fmtNs(k.mean_ns), "num", k.mean_ns ?? ""),
+          cell(GP.fmtNs(k.min_ns), "num", k.min_ns ?? ""), cell(GP.fmtNs(k.max_ns), "num", k.max_ns ?? ""),
+          cell(k.streams ?? "–", "num", k.streams ?? ""));
+        ktab.appendChild(tr);
+      }
+      for (const n of data.nvtx) {
+        const tr = GP.el("tr");
+        tr.append(cell(n.text, "name"), cell(n.domain || ""), cell(n.count, "num", n.count),
+          cell(GP.fmtNs(n.total_ns), "num", n.total_ns), cell(GP.fmtNs(n.mean_ns), "num", n.mean_ns),
+          cell(GP.fmtNs(n.min_ns), "num", n.min_ns), cell(GP.fmtNs(n.max_ns), "num", n.max_ns));
+        ntab.appendChild(tr);
+      }
+      document.getElementById("kernel-count").textContent =
+        `${data.kernels.length} kernel name${data.kernels.length === 1 ? "" : "s"}` +
+        (data.kernels.length >= data.limit ? ` (the ${data.limit} with the most time)` : "");
+      document.getElementById("nvtx-count").textContent = `${data.nvtx.length} range name${data.nvtx.length === 1 ? "" : "s"}`;
+      document.getElementById("kernel-table").setAttribute("data-loaded", "1");
+    } catch (err) {
+      ktab.appendChild(GP.el("tr")).appendChild(GP.el("td", { colspan: "8" }, "could not load: " + err.message));
+    }
+  }
+
+  GP.onReady(function () {
+    initFindings();
+    const tsel = document.getElementById("timeline-report");
+    if (tsel) tsel.addEventListener("change", function () {
+      const opt = tsel.options[tsel.selectedIndex];
+      const tl = timeline();
+      tl.setSource(opt.getAttribute("data-timeline-url"), opt.getAttribute("data-trace-url"), opt.value);
+      tl.load(null, null);
+    });
+    const sel = document.getElementById("tables-report");
+    if (sel) { sel.addEventListener("change", loadTables); loadTables(); }
+  });
+})();

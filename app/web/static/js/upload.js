@@ -1,0 +1,138 @@
+// Upload page: several files as one run through XHR (for the progress bar), then live report status.
+"use strict";
+
+(function () {
+  const GP = window.GP;
+  const POLL_MS = 1000;
+  let files = [];
+
+  function listFiles() {
+    const ul = document.getElementById("file-list");
+    ul.textContent = "";
+    for (const f of files) ul.appendChild(GP.el("li", {}, `${f.name} (${(f.size / 1e6).toFixed(2)} MB)`));
+  }
+
+  function addFiles(list) {
+    for (const f of list) if (!files.some((g) => g.name === f.name && g.size === f.size)) files.push(f);
+    listFiles();
+  }
+
+  function showError(message) {
+    const e = document.getElementById("upload-error");
+    e.textContent = message;
+    e.hidden = false;
+  }
+
+  function renderReports(run) {
+    const body = document.getElementById("report-status").tBodies[0];
+    body.textContent = "";
+    for (const r of run.reports || []) {
+      const tr = GP.el("tr", { "data-report-id": String(r.id), "data-status": r.status });
+      const p = r.progress || {};
+      const prog = p.total ? `${p.stage || ""} ${Math.round((100 * (p.done || 0)) / p.total)} %` : (p.stage || "");
+      const badge = GP.el("span", { class: "badge " + r.status }, r.status);
+      const st = GP.el("td");
+      st.appendChild(badge);
+      tr.append(GP.el("td", { class: "name" }, r.name), GP.el("td", {}, r.kind), st, GP.el("td", {}, prog),
+        GP.el("td", { class: "error-message" }, r.error ? `${r.error.code}: ${r.error.message}` : ""));
+      body.appendChild(tr);
+    }
+  }
+
+  async function poll(form, runId) {
+    const phase = document.getElementById("upload-phase");
+    try {
+      const run = await GP.fetchJSON(form.getAttribute("data-api") + "/" + runId);
+      renderReports(run);
+      phase.textContent = `Run #${run.id}: ${run.status}` + (run.analysis_status ? ` (analysis ${run.analysis_status})` : "");
+      document.getElementById("upload-status").setAttribute("data-run-status", run.status);
+      if (run.error) showError(run.error);
+      if (run.status === "ready" || run.status === "failed") return;
+    } catch (err) {
+      phase.textContent = "could not read the run's status: " + err.message;
+    }
+    setTimeout(() => poll(form, runId), POLL_MS);
+  }
+
+  function submit(form) {
+    if (!files.length) { showError("Choose or drop at least one export file."); return; }
+    const data = new FormData();
+    data.append("job", document.getElementById("job").value.trim());
+    for (const t of document.getElementById("tags").value.split(/\s+/)) if (t) data.append("tag", t);
+    for (const name of ["git_sha", "cluster"]) {
+      const v = document.getElementById(name).value.trim();
+      if (v) data.append(name, v);
+    }
+    data.append("source", "web");
+    files.forEach((f, i) => data.append("file" + i, f, f.name));
+    const status = document.getElementById("upload-status");
+    const bar = document.getElementById("upload-progress");
+    const phase = document.getElementById("upload-phase");
+    status.hidden = false;
+    document.getElementById("upload-error").hidden = true;
+    document.getElementById("upload-button").disabled = true;
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", form.getAttribute("data-api"));
+    xhr.setRequestHeader("X-CSRF-Token", GP.csrf());
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.upload.addEventListener("progress", function (ev) {
+      if (ev.lengthComputable) {
+        bar.value = Math.round((100 * ev.loaded) / ev.total);
+        phase.textContent = `Uploading… ${(ev.loaded / 1e6).toFixed(1)} of ${(ev.total / 1e6).toFixed(1)} MB`;
+      }
+    });
+    xhr.addEventListener("load", function () {
+      document.getElementById("upload-button").disabled = false;
+      let body = null;
+      try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
+      if (xhr.status >= 400 || !body) {
+        const err = (body && body.error) || { code: "HTTP_" + xhr.status, message: xhr.statusText };
+        phase.textContent = "Upload refused";
+        showError(`${err.code}: ${err.message}`);
+        return;
+      }
+      bar.value = 100;
+      files = [];
+      listFiles();
+      renderReports(body);
+      const link = document.getElementById("run-link");
+      link.textContent = "";
+      const a = GP.el("a", { href: form.getAttribute("data-run-url").replace(/0$/, String(body.id)), id: "open-run" },
+        `Open run #${body.id}`);
+      link.appendChild(a);
+      link.hidden = false;
+      poll(form, body.id);
+    });
+    xhr.addEventListener("error", function () {
+      document.getElementById("upload-button").disabled = false;
+      showError("The upload failed: the server could not be reached.");
+    });
+    xhr.send(data);
+  }
+
+  GP.onReady(function () {
+    const form = document.getElementById("upload-form");
+    if (!form) return;
+    const zone = document.getElementById("dropzone");
+    const input = document.getElementById("files");
+    input.addEventListener("change", () => { addFiles(input.files); input.value = ""; });
+    ["dragenter", "dragover"].forEach((t) => zone.addEventListener(t, (ev) => { ev.preventDefault(); zone.classList.add("over"); }));
+    ["dragleave", "drop"].forEach((t) => zone.addEventListener(t, (ev) => { ev.preventDefault(); zone.classList.remove("over"); }));
+    zone.addEventListener("drop", (ev) => addFiles(ev.dataTransfer.files));
+    form.addEventListener("submit", (ev) => { ev.preventDefault(); submit(form); });
+    // Completion of existing job names as one types (the datalist holds the most recent ones).
+    const job = document.getElementById("job");
+    let timer = null;
+    job.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(async function () {
+        try {
+          const res = await GP.fetchJSON(form.getAttribute("data-jobs-url") + "?" + new URLSearchParams({ q: job.value }));
+          const dl = document.getElementById("job-list");
+          dl.textContent = "";
+          for (const name of res.items) dl.appendChild(GP.el("option", { value: name }));
+        } catch (e) { /* completion is a convenience; typing still works */ }
+      }, 200);
+    });
+  });
+})();

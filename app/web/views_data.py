@@ -1,0 +1,124 @@
+"""JSON and file routes the pages fetch: timeline windows, kernel/NVTX tables, downloads, job completion."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from flask import Response, jsonify, request, stream_with_context
+
+from analysis import chrome_trace, timeline
+from analysis.trace import Trace
+from app.db import get_session
+from app.errors import ApiError
+from app.services import web_export, web_run, web_runs
+from app.settings import current_settings
+from app.web import bp
+from app.web.security import login_required
+
+
+def _int_arg(name: str, default: int | None = None) -> int | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(float(raw))
+    except ValueError:
+        raise ApiError("VALIDATION_ERROR", f"{name} must be an integer") from None
+
+
+def _open(run_id: int, report_id: int) -> tuple[object, Trace]:
+    report, path = web_run.ready_report(get_session(), current_settings(), run_id, report_id)
+    return report, Trace(path, report.name)
+
+
+def _download_name(stem: str, ext: str) -> str:
+    # Only server-made characters in the header; the client file name never reaches it unfiltered.
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", stem)[:80] + "." + ext
+
+
+@bp.route("/runs/<int:run_id>/reports/<int:report_id>/timeline.json")
+@login_required
+def timeline_json(run_id: int, report_id: int):
+    _, trace = _open(run_id, report_id)
+    try:
+        body = timeline.window(trace, _int_arg("start_ns"), _int_arg("end_ns"), _int_arg("buckets", 1000) or 1000)
+    finally:
+        trace.close()
+    return jsonify(body)
+
+
+@bp.route("/runs/<int:run_id>/reports/<int:report_id>/tables.json")
+@login_required
+def tables_json(run_id: int, report_id: int):
+    report, trace = _open(run_id, report_id)
+    try:
+        if report.kind == "ncu":
+            body = {"kernels": web_run.ncu_kernel_table(trace), "nvtx": []}
+        else:
+            body = {"kernels": web_run.kernel_table(trace), "nvtx": web_run.nvtx_table(trace)}
+    finally:
+        trace.close()
+    body["limit"] = web_run.TABLE_LIMIT
+    return jsonify(body)
+
+
+@bp.route("/runs/<int:run_id>/kernel.json")
+@login_required
+def kernel_json(run_id: int):
+    """Where a kernel named by an ncu finding ran in the run's nsys reports (first instances)."""
+    name = request.args.get("name", "")
+    view = web_run.run_view(get_session(), run_id)
+    out = []
+    for report in view.reports:
+        if report.kind != "nsys" or not report.trace_path:
+            continue
+        _, trace = _open(run_id, report.id)
+        try:
+            found = timeline.kernel_instances(trace, name)
+        finally:
+            trace.close()
+        if found["count"]:
+            out.append({"report_id": report.id, **found})
+    return jsonify({"name": name, "reports": out})
+
+
+@bp.route("/runs/<int:run_id>/reports/<int:report_id>/trace.json")
+@login_required
+def chrome_trace_download(run_id: int, report_id: int):
+    report, trace = _open(run_id, report_id)
+    start, end = _int_arg("start_ns"), _int_arg("end_ns")
+
+    def generate():
+        try:
+            yield from chrome_trace.stream_json(trace, start, end)
+        finally:
+            trace.close()
+
+    suffix = "" if start is None and end is None else f"-{start or 0}-{end or 'end'}"
+    name = _download_name(f"run{run_id}-report{report_id}{suffix}", "json")
+    return Response(stream_with_context(generate()), mimetype="application/json",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@bp.route("/runs/<int:run_id>/findings.<fmt>")
+@login_required
+def findings_download(run_id: int, fmt: str):
+    view = web_run.run_view(get_session(), run_id)
+    findings = [web_run.finding_dict(f) for f in view.findings]
+    if fmt == "json":
+        body = json.dumps({"run_id": run_id, "findings": findings, "rules": view.run.rule_statuses or []}, indent=1)
+        mimetype = "application/json"
+    elif fmt == "csv":
+        body = web_export.findings_csv(findings)
+        mimetype = "text/csv; charset=utf-8"
+    else:
+        raise ApiError("NOT_FOUND", "Findings are available as .csv or .json.")
+    name = _download_name(f"run{run_id}-findings", fmt)
+    return Response(body, mimetype=mimetype, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@bp.route("/jobs.json")
+@login_required
+def jobs_json():
+    return jsonify({"items": web_runs.job_names(get_session(), request.args.get("q", "").strip(), limit=20)})

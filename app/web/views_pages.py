@@ -1,0 +1,95 @@
+"""The UI's pages: runs list, run page, compare, job trends, upload and the rules catalogue."""
+
+from __future__ import annotations
+
+from flask import abort, redirect, render_template, request, url_for
+
+from analysis.rules.registry import default_registry
+from app.db import get_session
+from app.errors import ApiError
+from app.models import RUN_STATUSES
+from app.services import compare as compare_service
+from app.services import web_jobs, web_run, web_runs
+from app.services.web_run import finding_dict
+from app.settings import current_settings
+from app.web import bp
+from app.web.security import login_required
+
+
+def _page_or_404(fn, *args):
+    try:
+        return fn(*args)
+    except ApiError as exc:
+        if exc.status == 404:
+            abort(404, description=exc.message)
+        raise
+
+
+@bp.route("/")
+@login_required
+def runs():
+    filters = web_runs.RunFilters.parse(request.args)
+    db = get_session()
+    page = web_runs.list_runs(db, filters)
+    args = {k: v for k, v in request.args.items() if k != "page"}
+    return render_template(
+        "runs.html", page=page, filters=filters, args=args, statuses=RUN_STATUSES,
+        jobs=web_runs.job_names(db, limit=200), submitters=web_runs.submitters(db),
+    )
+
+
+@bp.route("/runs/<int:run_id>")
+@login_required
+def run(run_id: int):
+    view = _page_or_404(web_run.run_view, get_session(), run_id)
+    nsys = [r for r in view.reports if r.kind == "nsys" and r.trace_path]
+    findings = [finding_dict(f) for f in view.findings]
+    rule_docs = {}
+    registry = default_registry()
+    for f in view.findings:
+        if f.rule_id not in rule_docs:
+            try:
+                rule_docs[f.rule_id] = registry.get(f.rule_id).describe()
+            except KeyError:
+                rule_docs[f.rule_id] = None
+    top = view.findings[0].impact_ns if view.findings else 0
+    return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
+                           top_impact=top, report_kinds={r.id: r.kind for r in view.reports})
+
+
+@bp.route("/compare")
+@login_required
+def compare():
+    try:
+        a, b = int(request.args.get("a", "")), int(request.args.get("b", ""))
+    except ValueError:
+        return render_template("compare_pick.html", a=request.args.get("a", ""), b=request.args.get("b", ""))
+    db = get_session()
+    diff = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
+    return render_template("compare.html", c=diff, a=web_run.run_view(db, a), b=web_run.run_view(db, b))
+
+
+@bp.route("/jobs/<path:name>")
+@login_required
+def job(name: str):
+    trends = _page_or_404(web_jobs.job_trends, get_session(), name)
+    return render_template("job.html", t=trends, median_window=web_jobs.MEDIAN_WINDOW,
+                           href=lambda run_id: url_for("web.run", run_id=run_id))
+
+
+@bp.route("/upload")
+@login_required
+def upload():
+    return render_template("upload.html", jobs=web_runs.job_names(get_session(), limit=200))
+
+
+@bp.route("/rules")
+@login_required
+def rules():
+    described = [r.describe() for r in default_registry()]
+    return render_template("rules.html", rules=described)
+
+
+@bp.route("/runs")
+def runs_alias():
+    return redirect(url_for("web.runs", **request.args))
