@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 # DuckDB keeps its buffer pool below this share of the child's address-space cap; the rest is code,
 # thread stacks and allocator slack.
-DUCKDB_SHARE_OF_CAP = 0.5
+DUCKDB_SHARE_OF_CAP = 0.4
 
 
 def meta_rows(info: ExportInfo) -> dict[str, str]:
@@ -99,6 +99,9 @@ def _child_error(msg: dict | None, returncode: int | None, stderr: str) -> Trace
 
 def _run_child(plan: dict, deadline: float, progress: Progress | None) -> dict:
     env = dict(os.environ)
+    # glibc reserves a 64 MiB arena per thread by default; under RLIMIT_AS that reservation alone can
+    # starve DuckDB. Two arenas match our two DuckDB threads.
+    env["MALLOC_ARENA_MAX"] = "2"
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen(

@@ -69,14 +69,16 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
         # eventClass 67 rows are CUDA-backtrace duplicates of a call (same correlationId): drop them.
         where = f"WHERE {ev} IS DISTINCT FROM 67" if "eventClass" in c.present else ""
         kind = (f"CASE {ev} WHEN 0 THEN 'runtime' WHEN 1 THEN 'driver' "
-                "ELSE (CASE WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END) END")
+                "ELSE (CASE WHEN starts_with(n.name, 'cuda') THEN 'runtime' ELSE 'driver' END) END")
+        # The _vNNNN suffix is stripped once per distinct string, not once per call.
+        out.append(("cuda_api names", "CREATE TEMP TABLE _api_names AS "
+                    "SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS name FROM _strings"))
         out.append(("cuda_api", f"""
             INSERT INTO cuda_api
             SELECT {_pid('r."globalTid"')}, {_tid('r."globalTid"')},
                    {_time('r."start"', off)}, {_time('r."end"', off)},
-                   regexp_replace(n.value, '_v[0-9]+$', ''), {kind},
-                   r."correlationId", {c("returnValue")}
-            FROM {_src("CUPTI_ACTIVITY_KIND_RUNTIME")} r {_name("n", 'r."nameId"')}
+                   n.name, {kind}, r."correlationId", {c("returnValue")}
+            FROM {_src("CUPTI_ACTIVITY_KIND_RUNTIME")} r LEFT JOIN _api_names n ON n.id = r."nameId"
             {where}"""))
     # The launching call of each GPU activity; correlation ids are unique per process only.
     out.append(("launches", """
