@@ -17,7 +17,7 @@ from app.api.schemas import SCHEMAS, ref
 
 COMMITTED = Path(__file__).with_name("openapi.json")
 _CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
-_PATH_TYPES = {"int": {"type": "integer", "minimum": 0}, "path": {"type": "string", "minLength": 1},
+_PATH_TYPES = {"int": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}, "path": {"type": "string", "minLength": 1},
                None: {"type": "string", "pattern": "^[^/]+$", "minLength": 1, "maxLength": 500}}
 _ERROR_TEXT = {400: "Invalid input", 401: "Missing, invalid or revoked credentials",
                403: "The caller lacks the scope, or the CSRF check failed", 404: "Not found",

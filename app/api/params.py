@@ -56,8 +56,8 @@ PARAMS: dict[str, Param] = {
     "rule": Param("string", "Only findings of these rule ids.", repeat=True, max_length=20),
     "rank": Param("integer", "Only findings of this rank.", minimum=0, maximum=1_000_000),
     "limit": Param("integer", "How many of the latest runs.", 100, 1, 1000),
-    "base": Param("integer", "The run compared against.", minimum=1, maximum=2**62, required=True),
-    "head": Param("integer", "The run compared.", minimum=1, maximum=2**62, required=True),
+    "base": Param("integer", "The run compared against.", minimum=1, maximum=2**31 - 1, required=True),
+    "head": Param("integer", "The run compared.", minimum=1, maximum=2**31 - 1, required=True),
     "noise_pct": Param("number", "Kernel changes below this share of the kernel's time are noise.", 5.0, 0, 100),
 }
 

@@ -14,6 +14,7 @@ from app.services.paging import paginate
 from app.services.reports import iso, report_to_dict
 from app.settings import Settings
 
+MAX_ID = 2**31 - 1  # ids are INTEGER columns on both databases
 ACTIVE_REPORT = ("queued", "ingesting", "analyzing")
 SORTS = {
     "created_at": Run.created_at.asc(), "-created_at": Run.created_at.desc(),
@@ -45,6 +46,8 @@ def refresh_status(session: Session, run: Run) -> str:
 
 def get_run(session: Session, run_id: int, *, for_update: bool = False) -> Run:
     """The run, or ApiError RUN_NOT_FOUND (deleted runs are gone for readers)."""
+    if not 0 < run_id <= MAX_ID:  # beyond the id column's range no run exists (and drivers would overflow)
+        raise ApiError("RUN_NOT_FOUND", f"Run {run_id} does not exist.", {"run_id": run_id})
     query = sa.select(Run).where(Run.id == run_id, Run.deleted_at.is_(None))
     if for_update:
         query = query.with_for_update()

@@ -181,3 +181,10 @@ def test_unexpected_error_is_500_with_a_request_id_and_no_traceback(settings):
         assert "ZeroDivision" not in r.get_data(as_text=True)
     finally:
         app.extensions["goodput.engine"].dispose()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/runs/99999999999999999999", "/api/v1/runs/2147483648/findings",
+                                  "/api/v1/compare?base=1&head=99999999999"])
+def test_ids_beyond_the_column_range_are_not_found_or_invalid(client, auth, path):
+    r = client.get(path, headers=auth["read"])
+    assert r.status_code in (400, 404) and r.json["error"]["code"] in ("RUN_NOT_FOUND", "VALIDATION_ERROR")
