@@ -1,0 +1,118 @@
+"""Kernel summary, NVTX projection and iterations, checked against direct queries on real exports."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from analysis.api import analyze
+from analysis.iterations import iterations
+from analysis.kernel_summary import kernel_summary
+from analysis.nvtx_projection import nvtx_projection
+from analysis.trace import Trace
+from tests.analysis.planting import api, ingested, kernel, normalized
+from tests.conftest import corpus_file
+
+
+@pytest.fixture
+def trace_of():
+    opened = []
+
+    def open_(short):
+        t = Trace(ingested(corpus_file(short)), short)
+        opened.append(t)
+        return t
+
+    yield open_
+    for t in opened:
+        t.close()
+
+
+def test_kernel_summary_matches_direct_query(trace_of):
+    t = trace_of("gaussian-threadsync.sqlite")
+    rows = kernel_summary(t, limit=None)
+    direct = t.sql("""SELECT name, COUNT(*), SUM(end_ns - start_ns), MIN(end_ns - start_ns), MAX(end_ns - start_ns),
+                             MEDIAN(end_ns - start_ns) FROM kernels GROUP BY name""")
+    assert {r["name"]: (r["count"], r["total_ns"], r["min_ns"], r["max_ns"], r["median_ns"]) for r in rows} == {
+        d[0]: (d[1], d[2], d[3], d[4], d[5]) for d in direct}
+    assert sum(r["share_pct"] for r in rows) == pytest.approx(100.0, abs=0.01)
+    assert [r["total_ns"] for r in rows] == sorted((r["total_ns"] for r in rows), reverse=True)
+
+
+def test_kernel_summary_by_launch_shape(trace_of):
+    t = trace_of("cupy-power-iteration.sqlite")
+    shaped = kernel_summary(t, group_by="name_grid_block", limit=None)
+    assert sum(r["count"] for r in shaped) == t.scalar("SELECT COUNT(*) FROM kernels")
+    assert all(len(r["grid"]) == 3 and len(r["block"]) == 3 for r in shaped)
+    with pytest.raises(ValueError):
+        kernel_summary(t, group_by="color")
+
+
+def test_nvtx_projection_on_a_synthetic_thread(tmp_path):
+    ks = [kernel(100, 200, corr=1, tid=5), kernel(300, 450, corr=2, tid=5), kernel(900, 950, corr=3, tid=6)]
+    calls = [api(10, 20, "cudaLaunchKernel", corr=1, tid=5), api(30, 40, "cudaLaunchKernel", corr=2, tid=5),
+             api(50, 60, "cudaLaunchKernel", corr=3, tid=6)]  # inside the range's time, other thread
+    ranges = [{"pid": 1, "tid": 5, "start_ns": 0, "end_ns": 45, "text": "step", "kind": "push_pop", "nesting": 0}]
+    t = Trace(normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls, nvtx=ranges), "r")
+    try:
+        proj = nvtx_projection(t)
+    finally:
+        t.close()
+    assert proj["ranges"] == [{"domain": None, "text": "step", "count": 1, "cpu_total_ns": 45, "gpu_ops": 2,
+                               "gpu_projected_ns": 350, "gpu_op_ns": 250}]
+
+
+def test_nvtx_projection_on_real_export(trace_of):
+    t = trace_of("cupy-power-iteration.sqlite")
+    proj = nvtx_projection(t, limit=None)
+    assert proj["has_nvtx"]
+    loop = next(r for r in proj["ranges"] if r["text"] == "Loop")
+    direct = t.sql("""
+        SELECT MAX(g.end_ns) - MIN(g.start_ns), COUNT(*) FROM nvtx n
+        JOIN cuda_api a ON a.pid = n.pid AND a.tid = n.tid AND a.start_ns BETWEEN n.start_ns AND n.end_ns
+        JOIN (SELECT pid, correlation_id, start_ns, end_ns FROM kernels UNION ALL
+              SELECT pid, correlation_id, start_ns, end_ns FROM memcpy UNION ALL
+              SELECT pid, correlation_id, start_ns, end_ns FROM memset) g
+          ON g.pid = a.pid AND g.correlation_id = a.correlation_id
+        WHERE n.text = 'Loop'""")[0]
+    assert (loop["gpu_projected_ns"], loop["gpu_ops"]) == (direct[0], direct[1])
+
+
+def test_iterations_without_nvtx_say_so(trace_of):
+    it = iterations(trace_of("vecadd-2026.sqlite"))
+    assert it["has_nvtx"] is False and it["range"] is None and "NVTX" in it["reason"]
+
+
+def test_iterations_prefer_a_step_range(tmp_path):
+    ks, calls, ranges = [], [], []
+    for i in range(4):
+        base = i * 1000
+        ks.append(kernel(base + 100, base + 100 + 50 * (i + 1), corr=i + 1))
+        calls.append(api(base + 10, base + 20, "cudaLaunchKernel", corr=i + 1))
+        ranges.append({"pid": 1, "tid": 1, "start_ns": base, "end_ns": base + 900, "text": "train_step",
+                       "kind": "push_pop", "nesting": 0})
+        ranges.append({"pid": 1, "tid": 1, "start_ns": base + 5, "end_ns": base + 950, "text": "longer_other",
+                       "kind": "push_pop", "nesting": 1})
+    t = Trace(normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls, nvtx=ranges), "r")
+    try:
+        it = iterations(t)
+    finally:
+        t.close()
+    assert it["range"] == "train_step" and it["count"] == 4
+    gpu = [50, 100, 150, 200]
+    assert [x["gpu_ns"] for x in it["items"]] == gpu
+    assert it["mean_ns"] == statistics.fmean(gpu) and it["median_ns"] == statistics.median(gpu)
+    assert it["cv_pct"] == pytest.approx(100 * statistics.pstdev(gpu) / statistics.fmean(gpu), abs=1e-3)
+
+
+def test_cli_json_reports_carry_summaries():
+    result = analyze([ingested(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"))], top=3)
+    rep = result["reports"][0]
+    for key in ("compute_ns", "comm_overlapped_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "span_ns",
+                "goodput_pct"):
+        assert key in rep["breakdown"]
+    assert len(rep["breakdown"]["devices"]) == 2
+    assert rep["nvtx"]["has_nvtx"] and rep["iterations"]["count"] >= 3
+    assert "items" not in rep["iterations"]
+    assert len(result["findings"]) == 3
