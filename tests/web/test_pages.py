@@ -1,0 +1,225 @@
+"""The UI's pages through Flask's test client: auth and CSRF, headers, escaping, and numbers equal to queries."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+
+import duckdb
+import pytest
+import sqlalchemy as sa
+
+from app.models import Finding, Report, Run
+from app.services import pipeline
+from tests.conftest import corpus_file
+from tests.web import seed
+from tests.web.conftest import PASSWORD, csrf_of, page_csrf
+
+NCCL_R0, NCCL_R1 = "nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"
+PAGES = ("/", "/upload", "/rules", "/tokens", "/compare")
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_pages_need_a_session(app, path) -> None:
+    resp = app.test_client().get(path)
+    assert resp.status_code == 302 and resp.headers["Location"].startswith("/login?next=")
+
+
+def test_login_requires_the_form_csrf_token(app, user) -> None:
+    c = app.test_client()
+    c.get("/login")
+    resp = c.post("/login", data={"username": "alice", "password": PASSWORD})
+    assert resp.status_code == 400
+    resp = c.post("/login", data={"username": "alice", "password": PASSWORD, "csrf_token": "forged"})
+    assert resp.status_code == 400
+    token = csrf_of(c.get("/login").get_data(as_text=True))
+    resp = c.post("/login", data={"username": "alice", "password": "nope", "csrf_token": token})
+    assert resp.status_code == 401 and "wrong password" in resp.get_data(as_text=True)
+
+
+def test_login_redirects_only_to_local_paths(app, user) -> None:
+    c = app.test_client()
+    token = csrf_of(c.get("/login").get_data(as_text=True))
+    resp = c.post("/login?next=//evil.example/x", data={"username": "alice", "password": PASSWORD,
+                                                        "csrf_token": token})
+    assert resp.headers["Location"] == "/"
+
+
+def test_session_cookie_and_security_headers(app, user) -> None:
+    c = app.test_client()
+    resp = c.get("/login")
+    token = csrf_of(resp.get_data(as_text=True))
+    resp = c.post("/login", data={"username": "alice", "password": PASSWORD, "csrf_token": token})
+    cookie = resp.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    page = c.get("/")
+    csp = page.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+    html = page.get_data(as_text=True)
+    assert "<script>" not in html and " onclick=" not in html and " style=" not in html
+
+
+def test_logout_is_a_csrf_protected_post(client) -> None:
+    assert client.post("/logout", data={}).status_code == 400
+    assert client.post("/logout", data={"csrf_token": page_csrf(client)}).status_code == 302
+    assert client.get("/").status_code == 302
+
+
+def test_tokens_create_list_revoke(client) -> None:
+    token = page_csrf(client)
+    html = client.post("/tokens", data={"action": "create", "name": "ci", "scope": "read",
+                                        "csrf_token": token}).get_data(as_text=True)
+    assert 'id="new-token-value">gp_' in html
+    # a non-admin user cannot mint admin tokens
+    html = client.post("/tokens", data={"action": "create", "name": "x", "scope": "admin",
+                                        "csrf_token": token}).get_data(as_text=True)
+    assert "only administrators" in html
+    assert client.post("/tokens", data={"action": "revoke", "token_id": "1"}).status_code == 400  # no CSRF
+    resp = client.post("/tokens", data={"action": "revoke", "token_id": "1", "csrf_token": token},
+                       follow_redirects=True)
+    assert "revoked" in resp.get_data(as_text=True)
+
+
+@pytest.fixture
+def nccl_run(db, settings, ingested) -> int:
+    return seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="nccl",
+                          tags={"nodes": "2"}, git_sha="deadbeef")
+
+
+def test_runs_list_headline_numbers_equal_the_traces(client, db, settings, nccl_run) -> None:
+    html = client.get("/?job=nccl").get_data(as_text=True)
+    assert f'data-run-id="{nccl_run}"' in html
+    span = compute = comm = 0
+    for report in db.scalars(sa.select(Report).where(Report.run_id == nccl_run)):
+        con = duckdb.connect(str(pipeline.data_path(settings, report.trace_path)), read_only=True)
+        # direct per-device spans: first start to last end of GPU work, summed over devices
+        span += con.execute("""SELECT sum(e - s) FROM (SELECT pid, device, min(start_ns) s, max(end_ns) e FROM (
+            SELECT pid, device, start_ns, end_ns FROM kernels UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy
+            UNION ALL SELECT pid, device, start_ns, end_ns FROM memset) GROUP BY pid, device)""").fetchone()[0]
+        comm += con.execute("SELECT coalesce(sum(end_ns - start_ns), 0) FROM kernels WHERE category = 'nccl'").fetchone()[0]
+        compute += con.execute("SELECT coalesce(sum(end_ns - start_ns), 0) FROM kernels WHERE category = 'compute'"
+                               ).fetchone()[0]
+        con.close()
+    from app.web.filters import fmt_ns, fmt_pct
+
+    assert fmt_ns(span) in html
+    # no compute kernels in these NCCL-only exports: every NCCL ns is exposed, goodput is 0
+    assert compute == 0 and fmt_ns(comm) in html and fmt_pct(0.0) in html
+    critical = db.scalar(sa.select(sa.func.count()).select_from(Finding).where(
+        Finding.run_id == nccl_run, Finding.severity == "critical"))
+    assert f'<span class="badge critical">{critical}</span>' in html
+
+
+def test_runs_list_filters_sort_and_paginate(client, db) -> None:
+    from app.models import Job
+
+    job_a, job_b = Job(name="alpha"), Job(name="beta")
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(30):
+        db.add(Run(job=job_a if i % 2 else job_b, tags={"parity": "odd" if i % 2 else "even", "i": str(i)},
+                   submitter="bob" if i < 10 else "carol", created_at=base + timedelta(days=i),
+                   status="ready" if i % 3 else "failed"))
+    db.commit()
+
+    def ids(query: str) -> list[int]:
+        import re
+
+        return [int(x) for x in re.findall(r'data-run-id="(\d+)"', client.get(query).get_data(as_text=True))]
+
+    all_ids = [r.id for r in db.scalars(sa.select(Run).order_by(Run.created_at.desc()))]
+    assert ids("/?page_size=25") == all_ids[:25]
+    assert ids("/?page_size=25&page=2") == all_ids[25:]
+    assert ids("/?order=asc&page_size=100") == all_ids[::-1]
+    expected = {r.id for r in db.scalars(sa.select(Run).join(Job).where(Job.name == "alpha", Run.submitter == "carol"))}
+    assert set(ids("/?job=alpha&submitter=carol&page_size=100")) == expected
+    assert set(ids("/?tag=parity=even&page_size=100")) == {r.id for r in db.scalars(sa.select(Run)) if r.tags["parity"] == "even"}
+    assert set(ids("/?tag=i&page_size=100")) == set(all_ids)
+    assert set(ids("/?status=failed&page_size=100")) == {r.id for r in db.scalars(sa.select(Run).where(Run.status == "failed"))}
+    window = {r.id for r in db.scalars(sa.select(Run)) if base + timedelta(days=5) <= r.created_at < base + timedelta(days=8)}
+    assert set(ids("/?from=2026-01-06&to=2026-01-08&page_size=100")) == window
+    assert ids("/?sort=job&order=asc&page_size=100")[:15] == [
+        r.id for r in db.scalars(sa.select(Run).join(Job).where(Job.name == "alpha").order_by(Run.id))]
+
+
+def test_run_page_escapes_trace_strings(client, db, settings, ingested, tmp_path) -> None:
+    evil = seed.xss_export(corpus_file("cupy-power-iteration.sqlite"), tmp_path / "evil.sqlite")
+    run_id = seed.store_run(db, settings, ingested, [evil], job=f"j{seed.XSS_IMG}", tags={"t": seed.XSS_SCRIPT})
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert seed.XSS_SCRIPT not in html and seed.XSS_IMG not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    report = db.scalar(sa.select(Report).where(Report.run_id == run_id))
+    tables = client.get(f"/runs/{run_id}/reports/{report.id}/tables.json").get_json()
+    assert any(k["name"].startswith(seed.XSS_SCRIPT) for k in tables["kernels"])
+    # the runs list and the job page escape the tag and job name too
+    for path in ("/", f"/jobs/j{seed.XSS_IMG}"):
+        page = client.get(path)
+        assert page.status_code == 200
+        body = page.get_data(as_text=True)
+        assert seed.XSS_IMG not in body and seed.XSS_SCRIPT not in body
+
+
+def test_run_page_sections(client, db, nccl_run) -> None:
+    html = client.get(f"/runs/{nccl_run}").get_data(as_text=True)
+    findings = list(db.scalars(sa.select(Finding).where(Finding.run_id == nccl_run)))
+    impacts = [int(x) for x in __import__("re").findall(r'data-impact-ns="(\d+)"', html)]
+    assert impacts == sorted((f.impact_ns for f in findings), reverse=True)
+    assert 'id="breakdown" data-breakdown="[' in html and 'id="timeline"' in html
+    assert html.count('class="finding"') == len(findings)
+    assert client.get("/runs/999999").status_code == 404
+
+
+def test_timeline_and_tables_routes(client, db, settings, nccl_run) -> None:
+    report = db.scalar(sa.select(Report).where(Report.run_id == nccl_run).order_by(Report.id))
+    base = f"/runs/{nccl_run}/reports/{report.id}"
+    win = client.get(f"{base}/timeline.json?buckets=100").get_json()
+    con = duckdb.connect(str(pipeline.data_path(settings, report.trace_path)), read_only=True)
+    kernels = con.execute("SELECT count(*) FROM kernels").fetchone()[0]
+    memcpy = con.execute("SELECT count(*) FROM memcpy").fetchone()[0]
+    memset = con.execute("SELECT count(*) FROM memset").fetchone()[0]
+    con.close()
+    gpu = [b for lane in win["lanes"] if lane["kind"] == "gpu" for b in lane["boxes"]]
+    assert sum(b[2] for b in gpu) == kernels + memcpy + memset
+    assert all(len(lane["boxes"]) <= 100 * 4 for lane in win["lanes"])
+    assert client.get(f"{base}/timeline.json?start_ns=abc").status_code == 400
+    assert client.get(f"/runs/{nccl_run}/reports/999/timeline.json").status_code == 404
+    tables = client.get(f"{base}/tables.json").get_json()
+    assert sum(k["count"] for k in tables["kernels"]) == kernels
+    trace = client.get(f"{base}/trace.json")
+    assert "attachment" in trace.headers["Content-Disposition"]
+    doc = json.loads(trace.get_data(as_text=True))
+    assert len([e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] in ("nccl", "compute")]) == kernels
+
+
+def test_findings_downloads_are_injection_safe(client, db, nccl_run) -> None:
+    finding = db.scalar(sa.select(Finding).where(Finding.run_id == nccl_run).order_by(Finding.impact_ns.desc()))
+    finding.title = "=HYPERLINK(\"http://evil\")"
+    db.commit()
+    text = client.get(f"/runs/{nccl_run}/findings.csv").get_data(as_text=True)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows[0]["title"] == "'=HYPERLINK(\"http://evil\")"
+    assert all(not r[c].startswith(("=", "+", "@")) for r in rows for c in r)
+    assert [int(r["impact_ns"]) for r in rows] == sorted((int(r["impact_ns"]) for r in rows), reverse=True)
+    body = client.get(f"/runs/{nccl_run}/findings.json").get_json()
+    assert body["findings"][0]["title"] == finding.title and len(body["findings"]) == len(rows)
+
+
+def test_compare_and_job_pages(client, db, settings, ingested) -> None:
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    srcs = [NCCL_R0, NCCL_R0, NCCL_R0, "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"]
+    ids = [seed.store_run(db, settings, ingested, [corpus_file(s)], job="trend", created_at=start + timedelta(days=i))
+           for i, s in enumerate(srcs)]
+    html = client.get(f"/compare?a={ids[0]}&b={ids[3]}").get_data(as_text=True)
+    assert html.count("data-breakdown=") == 2 and 'id="kernel-diff"' in html
+    assert client.get(f"/compare?a={ids[0]}&b=999999").status_code == 404
+    from app.services.web_jobs import job_trends
+
+    trends = job_trends(db, "trend")
+    assert [p.run_id for p in trends.points] == ids
+    # the first three runs are identical: nothing regressed among them
+    assert [p.regressed for p in trends.points[:3]] == [[], [], []]
+    page = client.get("/jobs/trend").get_data(as_text=True)
+    assert page.count("data-trend=") == 3
+    assert client.get("/jobs/nope").status_code == 404
