@@ -17,6 +17,10 @@ import time
 
 from goodput_cli import upload
 
+# The CLI in a child process. Not `python -m goodput_cli.main`: that would load main.py twice (as
+# __main__ too), and its `except UsageError` would not catch the other copy's class.
+GOODPUT_CMD = [sys.executable, "-c", "import sys; from goodput_cli.main import main; sys.exit(main())"]
+
 # How long children get to finish in-flight work after SIGTERM before they are killed.
 STOP_GRACE_S = 20.0
 
@@ -100,8 +104,8 @@ def _children(settings, args: argparse.Namespace) -> list[tuple[str, list[str]]]
         ("web", [py, "-m", "gunicorn", "--bind", bind, "--workers", str(args.workers), "--timeout", "0",
                  "--graceful-timeout", str(int(STOP_GRACE_S) // 2), "--no-control-socket",
                  "--access-logfile", "-", "app:create_app()"]),
-        ("worker", [py, "-m", "goodput_cli.main", "worker", "--concurrency", str(args.concurrency)]),
-        ("beat", [py, "-m", "goodput_cli.main", "beat"]),
+        ("worker", [*GOODPUT_CMD, "worker", "--concurrency", str(args.concurrency)]),
+        ("beat", [*GOODPUT_CMD, "beat"]),
     ]
 
 

@@ -41,6 +41,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster", default=None)
     p.add_argument("--wait", action="store_true", help="wait for the analysis; exit 1 when a report failed")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits at most (default 3600)")
+    p.add_argument("--retries", type=int, default=len(BACKOFF_S),
+                   help=f"retries of a failed request, waiting 1, 2, 4... s (default {len(BACKOFF_S)})")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_upload)
 
@@ -54,7 +56,8 @@ def cmd_upload(args: argparse.Namespace) -> int:
         files = _check_input(args, token)
     except UploadError as exc:
         raise UsageError(str(exc)) from None
-    client = Client(args.server, token, quiet=args.quiet)
+    backoff = tuple(min(2**i, 60) for i in range(max(0, args.retries)))
+    client = Client(args.server, token, quiet=args.quiet, backoff=backoff)
     try:
         run = client.create_run(files, _fields(args))
         run_id = run["id"]
@@ -96,6 +99,8 @@ def _check_input(args: argparse.Namespace, token: str) -> list[Path]:
             raise UploadError(f"{name}: no such file", 2)
         if not os.access(path, os.R_OK):
             raise UploadError(f"{name}: not readable", 2)
+        if path.stat().st_size == 0:
+            raise UploadError(f"{name}: the file is empty (0 bytes); export the report again", 2)
         files.append(path)
     return files
 

@@ -17,6 +17,7 @@ from typing import Any
 import requests
 
 from app.settings import Settings
+from goodput_cli.service import GOODPUT_CMD
 
 ROOT = Path(__file__).resolve().parents[2]
 TERMINAL_RUN = ("ready", "failed")
@@ -125,7 +126,7 @@ class Service:
 
     def start_beat(self) -> None:
         log = open(self.workdir / "beat.log", "wb")
-        self.beat = subprocess.Popen([sys.executable, "-m", "goodput_cli.main", "beat", "--loglevel", "INFO"],
+        self.beat = subprocess.Popen([*GOODPUT_CMD, "beat", "--loglevel", "INFO"],
                                      env=self.env(), cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
