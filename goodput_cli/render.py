@@ -48,10 +48,24 @@ def text(result: dict[str, Any]) -> str:
                          f"copied {human_bytes(rep.get('memcpy_bytes'))}")
         bd = rep.get("breakdown")
         if bd and bd.get("span_ns"):
+            devs = bd.get("devices") or []
+            over = f" over {len(devs)} device spans" if len(devs) > 1 else ""
             lines.append(
-                f"   goodput {bd.get('goodput_pct', 0):.1f}% | compute {ms(bd['compute_ns'])}, "
-                f"exposed comm {ms(bd['comm_exposed_ns'])}, memory-only {ms(bd['memory_only_ns'])}, "
-                f"idle {ms(bd['idle_ns'])}")
+                f"   goodput {bd.get('goodput_pct', 0):.1f}%{over} ({ms(bd['span_ns'])}) | compute {ms(bd['compute_ns'])}"
+                f" (comm overlapped {ms(bd['comm_overlapped_ns'])}), exposed comm {ms(bd['comm_exposed_ns'])}, "
+                f"memory-only {ms(bd['memory_only_ns'])}, idle {ms(bd['idle_ns'])}")
+            if len(devs) > 1:
+                for d in devs:
+                    lines.append(
+                        f"     pid {d['pid']} device {d['device']}: goodput {d['goodput_pct']:.1f}% of "
+                        f"{ms(d['span_ns'])}, exposed comm {ms(d['comm_exposed_ns'])}, idle {ms(d['idle_ns'])}")
+        it = rep.get("iterations") or {}
+        if it.get("range"):
+            lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}', GPU median "
+                         f"{ms(it['median_ns'])} (min {ms(it['min_ns'])}, max {ms(it['max_ns'])}, "
+                         f"spread {it['cv_pct']:.1f}%)")
+        elif rep.get("tool") == "nsys" and it.get("reason"):
+            lines.append(f"   iterations: {it['reason']}")
         kernels = rep.get("top_kernels") or []
         if kernels:
             lines.append("   top kernels by total time:")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import duckdb
 
@@ -11,6 +12,13 @@ from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Skip, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.trace import Run, Trace
+
+
+def _who(trace: Trace, pid: int, n_reports: int) -> str:
+    """A participant's name: its rank from the report's metadata, else its pid (and file, if several)."""
+    if trace.rank is not None:
+        return f"rank {trace.rank}"
+    return f"pid {pid}" if n_reports == 1 else f"{Path(trace.label).name} pid {pid}"
 
 
 def _has_nccl(trace: Trace) -> bool:
@@ -132,15 +140,14 @@ class Stragglers(Rule):
         finally:
             con.close()
         trace = traces[part]
-        label = f"rank {trace.rank}" if trace.rank is not None else f"{trace.label} pid {pid}"
+        label = _who(trace, pid, len(traces))
         impact = int(who[0][3])
         offset = (trace.session_start_utc_ns or 0) if len(traces) > 1 else 0
         evidence = tuple(
             Evidence(start_ns=int(r[2]) - offset, end_ns=int(r[3]) - offset, device=r[5], pid=pid, rank=trace.rank,
                      name=r[0], value_ns=int(r[4]), detail={"instance": int(r[1]) - 1, "straggler": label})
             for r in top)
-        per = {(f"rank {traces[w[0]].rank}" if traces[w[0]].rank is not None else f"{traces[w[0]].label} pid {w[1]}"):
-               {"times_last": int(w[2]), "skew_when_last_ns": int(w[3]), "waited_ns": int(w[4])} for w in who}
+        per = {_who(traces[w[0]], w[1], len(traces)): {"times_last": int(w[2]), "skew_when_last_ns": int(w[3]), "waited_ns": int(w[4])} for w in who}
         return [Finding(
             rule_id=self.id,
             title=f"Straggler: {label} arrives last at {who[0][2]} of {n_inst[1]} skewed collectives",
