@@ -122,3 +122,39 @@ def test_chrome_trace_window_and_escaping(tmp_path: Path) -> None:
         assert len([e for e in capped["traceEvents"] if e["ph"] == "X"]) == 1
     finally:
         trace.close()
+
+
+@pytest.fixture(scope="module")
+def corpus_trace(tmp_path_factory):
+    from analysis.api import ingest
+    from tests.conftest import corpus_file
+
+    out = tmp_path_factory.mktemp("tl") / "torchrun.duckdb"
+    ingest(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"), out)
+    trace = Trace(out, out.name)
+    yield trace
+    trace.close()
+
+
+def test_corpus_report_window_accounts_for_every_row(corpus_trace: Trace) -> None:
+    win = timeline.window(corpus_trace, buckets=300)
+    per_device = {}
+    for lane in win["lanes"]:
+        assert len(lane["boxes"]) <= 300 * (4 if lane["kind"] == "gpu" else timeline.MAX_NVTX_DEPTH + 1)
+        if lane["kind"] == "gpu":
+            per_device[lane["device"]] = per_device.get(lane["device"], 0) + sum(b[2] for b in lane["boxes"])
+    direct = dict(corpus_trace.sql("""SELECT device, count(*) FROM (
+        SELECT device FROM kernels UNION ALL SELECT device FROM memcpy UNION ALL SELECT device FROM memset)
+        GROUP BY device"""))
+    assert per_device == direct and len(direct) == 2
+    nvtx = sum(b[2] for lane in win["lanes"] if lane["kind"] == "nvtx" for b in lane["boxes"])
+    assert nvtx == corpus_trace.scalar("SELECT count(*) FROM nvtx WHERE end_ns IS NOT NULL")
+    assert {b[4] for lane in win["lanes"] for b in lane["boxes"]} >= {"compute", "nccl", "nvtx"}
+
+
+def test_corpus_chrome_trace_has_every_kernel(corpus_trace: Trace) -> None:
+    doc = chrome_trace.to_dict(corpus_trace)
+    kernels = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] in ("compute", "nccl")]
+    assert len(kernels) == corpus_trace.scalar("SELECT count(*) FROM kernels")
+    first = corpus_trace.sql("SELECT start_ns, end_ns FROM kernels ORDER BY start_ns LIMIT 1")[0]
+    assert min(e["ts"] for e in kernels) == first[0] / 1000.0
