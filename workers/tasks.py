@@ -68,9 +68,12 @@ def run_ingest(task: Task, report_id: int) -> str:
             failure = ("timeout", f"ingest took longer than {settings.ingest_timeout_seconds} s "
                                   "(GOODPUT_INGEST_TIMEOUT_SECONDS)")
         except OSError as exc:
-            if exc.errno != errno.ENOSPC:
-                raise
-            failure = ("no_space", "the data directory ran out of disk space during ingest")
+            if exc.errno == errno.ENOSPC:
+                failure = ("no_space", "the data directory ran out of disk space during ingest")
+            else:
+                logger.exception("ingest failed on a file system error", extra={"report_id": report_id})
+                failure = ("internal", f"a file system error inside Goodput ({exc.strerror}); "
+                                       "the worker log has the details")
         except Exception:
             logger.exception("ingest crashed", extra={"report_id": report_id})
             failure = ("internal", "an unexpected error inside Goodput; the worker log has the details")
@@ -132,9 +135,12 @@ def run_purge(task: Task, run_id: int) -> int:
     """Body of ``purge.run``: delete a deleted run's rows and every file no report refers to any more."""
     settings = _settings(task)
     with session_scope(settings) as session:
-        pipeline.delete_run_rows(session, run_id)
+        gone = pipeline.delete_run_rows(session, run_id) or []
     with session_scope(settings) as session:
-        return pipeline.collect_garbage(session, settings)
+        removed = pipeline.remove_report_files(session, settings, gone)
+    with session_scope(settings) as session:
+        # Files orphaned by a crash between a row and its file (an hour old, so no upload in flight).
+        return removed + pipeline.collect_garbage(session, settings)
 
 
 def register_tasks(app: Celery, *, ingest_limit: int, light_limit: int) -> None:

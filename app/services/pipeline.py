@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.models import Finding, Report, Run, RunSummary, utcnow
 from app.services.runs import derive_status
+from app.services.storage import Storage
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def data_path(settings: Settings, relative: str | Path) -> Path:
 
 def trace_path_for(settings: Settings, report_id: int) -> Path:
     """Where a report's DuckDB file is published; built from the server-generated id only."""
-    return (settings.data_dir / "reports" / str(int(report_id)) / "trace.duckdb").resolve()
+    return Storage(settings.data_dir).trace_path(report_id).resolve()
 
 
 def _same_task(owner_column: sa.ColumnElement, owner: str) -> sa.ColumnElement[bool]:
@@ -155,10 +156,14 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
     info = dict(info or {})
     counts = info.get("counts") if isinstance(info.get("counts"), dict) else {}
     rel = str(Path(trace_file).resolve().relative_to(Path(data_dir).resolve()))
+    rank = info.get("rank") if isinstance(info.get("rank"), int) and not isinstance(info.get("rank"), bool) else None
+    host = str(info["host"])[:200] if info.get("host") else None
     n = session.execute(
         sa.update(Report)
         .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
-        .values(status="ready", kind=tool, trace_path=rel, info=_jsonable(info), counts=_jsonable(counts),
+        # Rank and host come from the export (its allow-listed environment) unless the upload gave them.
+        .values(rank=sa.func.coalesce(Report.rank, rank), host=sa.func.coalesce(Report.host, host),
+                status="ready", kind=tool, trace_path=rel, info=_jsonable(info), counts=_jsonable(counts),
                 tool_version=_str_or_none(info.get("tool_version")), lease_owner=None, lease_expires_at=None,
                 progress={"stage": "done", "done": 1, "total": 1}, updated_at=utcnow())
     ).rowcount
@@ -407,20 +412,44 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
     return out
 
 
-def delete_run_rows(session: Session, run_id: int) -> bool:
-    """Delete a run marked deleted (``deleted_at`` set) with its reports, findings and summaries."""
+def delete_run_rows(session: Session, run_id: int) -> list[tuple[int, str, str]] | None:
+    """Delete a run marked deleted (``deleted_at`` set) with its reports, findings and summaries.
+
+    Returns the deleted reports' (id, sha256, upload_path) so their files can go; None when the run is
+    live (never purged) or already gone.
+    """
     deleted = session.execute(sa.select(Run.deleted_at).where(Run.id == run_id)).scalar_one_or_none()
     if deleted is None:
         session.rollback()
-        return False
-    report_ids = sa.select(Report.id).where(Report.run_id == run_id)
-    session.execute(sa.delete(Finding).where(Finding.run_id == run_id))
+        return None
+    gone = [tuple(r) for r in session.execute(
+        sa.select(Report.id, Report.sha256, Report.upload_path).where(Report.run_id == run_id))]
+    report_ids = [g[0] for g in gone]
+    session.execute(sa.delete(Finding).where(sa.or_(Finding.run_id == run_id, Finding.report_id.in_(report_ids))))
     session.execute(sa.delete(RunSummary).where(RunSummary.run_id == run_id))
-    session.execute(sa.delete(Finding).where(Finding.report_id.in_(report_ids)))
     session.execute(sa.delete(Report).where(Report.run_id == run_id))
     session.execute(sa.delete(Run).where(Run.id == run_id))
     session.commit()
-    return True
+    return gone
+
+
+def remove_report_files(session: Session, settings: Settings, gone: list[tuple[int, str, str]]) -> int:
+    """Delete the DuckDB files of deleted reports, and their uploads unless another report shares the bytes."""
+    storage = Storage(settings.data_dir)
+    removed = 0
+    for report_id, sha, upload_path in gone:
+        report_dir = storage.report_dir(report_id)
+        if report_dir.exists():
+            shutil.rmtree(report_dir, ignore_errors=True)
+            removed += 1
+        still_used = session.execute(sa.select(sa.func.count()).select_from(Report)
+                                     .where(Report.sha256 == sha)).scalar_one()
+        upload = storage.path(upload_path)
+        if not still_used and upload.exists():
+            upload.unlink(missing_ok=True)
+            removed += 1
+    session.rollback()
+    return removed
 
 
 def collect_garbage(session: Session, settings: Settings, *, min_age_s: float = 3600.0) -> int:

@@ -28,8 +28,8 @@ def _publish(session, settings, rid, owner, content=b"duckdb"):
     out = pipeline.trace_path_for(settings, rid)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(content)
-    return pipeline.finish_ingest(session, rid, owner, out, "nsys", {"tool_version": "2024.5.1", "counts": {"kernels": 3}},
-                                  settings.data_dir)
+    info = {"tool_version": "2024.5.1", "counts": {"kernels": 3}, "rank": 7, "host": "node-7"}
+    return pipeline.finish_ingest(session, rid, owner, out, "nsys", info, settings.data_dir)
 
 
 def test_claim_is_exclusive_and_counts_attempts(session, settings):
@@ -72,6 +72,7 @@ def test_finish_publishes_once_and_completes_the_run_on_the_last_report(session,
     assert (r.status, r.trace_path, r.tool_version, r.counts) == (
         "ready", f"reports/{r1}/trace.duckdb", "2024.5.1", {"kernels": 3})
     assert r.lease_owner is None
+    assert (r.rank, r.host) == (0, "node-7")  # the upload's rank wins; the export fills in the host
     assert _publish(session, settings, r1, OWNER_A) is None   # a second publish changes nothing
     assert pipeline.fail_report(session, r2, "corrupt", "bad page", owner=OWNER_B) == run_id
     r = _report(session, r2)
@@ -173,18 +174,34 @@ def test_reconcile_requeues_a_lost_analysis(session, settings):
     assert _run(session, run_id).analysis_attempts == 2
 
 
+def test_garbage_collection_removes_orphans_only(session, settings):
+    _, [rid] = make_run(session, settings, [("k", b"kept")])
+    orphan_dir = settings.data_dir / "reports" / "999999"
+    orphan_dir.mkdir(parents=True)
+    (orphan_dir / "trace.duckdb").write_bytes(b"x")
+    orphan_upload = settings.data_dir / "uploads" / "ab" / ("ab" * 32)
+    orphan_upload.parent.mkdir(parents=True)
+    orphan_upload.write_bytes(b"y")
+    assert pipeline.collect_garbage(session, settings) == 0  # young files may belong to an upload in flight
+    assert pipeline.collect_garbage(session, settings, min_age_s=0) == 2
+    assert not orphan_dir.exists() and not orphan_upload.exists()
+    assert (settings.data_dir / _report(session, rid).upload_path).exists()
+
+
 def test_purge_deletes_a_deleted_run_and_its_files(session, settings):
     keep_run, [keep] = make_run(session, settings, [("k", b"shared")])
     run_id, [rid, other] = make_run(session, settings, [("x", b"shared"), ("y", b"only-here")])
     for r in (keep, rid):
         assert pipeline.claim_report(session, r, OWNER_A, 60)
         _publish(session, settings, r, OWNER_A)
-    assert not pipeline.delete_run_rows(session, run_id)  # not marked deleted: kept
+    assert pipeline.delete_run_rows(session, run_id) is None  # not marked deleted: kept
     session.execute(sa.update(Run).where(Run.id == run_id).values(deleted_at=utcnow(), status="deleted"))
     session.commit()
-    assert pipeline.delete_run_rows(session, run_id)
+    gone = pipeline.delete_run_rows(session, run_id)
+    assert sorted(g[0] for g in gone) == sorted([rid, other])
     assert _run(session, run_id) is None and _report(session, other) is None
-    assert pipeline.collect_garbage(session, settings, min_age_s=0) == 2  # reports/<rid> and the unshared upload
+    assert pipeline.remove_report_files(session, settings, gone) == 2  # reports/<rid> and the unshared upload
+    assert pipeline.collect_garbage(session, settings, min_age_s=0) == 0
     assert not pipeline.trace_path_for(settings, rid).parent.exists()
     assert pipeline.trace_path_for(settings, keep).exists()
     remaining = sorted(p.name for p in (settings.data_dir / "uploads").glob("*/*"))
