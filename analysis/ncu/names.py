@@ -11,7 +11,10 @@ _OPEN = {"<": ">", "(": ")", "[": "]"}
 def parse_dims(text: str) -> tuple[int, int, int] | None:
     """'(256, 1, 1)' -> (256, 1, 1); anything else -> None."""
     m = _DIMS.fullmatch(text.strip())
-    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+    if not m:
+        return None
+    dims = (int(m[1]), int(m[2]), int(m[3]))
+    return dims if max(dims) <= 2**31 - 1 else None  # INTEGER columns; larger is not a real launch
 
 
 def short_name(name: str) -> str:

@@ -67,7 +67,7 @@ class Kernel:
 
     @property
     def shared_mem_bytes(self) -> int | None:
-        return int(sum(self.smem.values())) if self.smem else None
+        return _whole(float(round(sum(self.smem.values()))), INT64) if self.smem else None
 
 
 def _fail(line: int, column: int | None, message: str) -> TraceError:
@@ -75,9 +75,19 @@ def _fail(line: int, column: int | None, message: str) -> TraceError:
     return TraceError("not_ncu_csv", f"{where}: {message}", {"line": line, "column": column})
 
 
-def _int(text: str) -> int | None:
-    value = parse_number(text)
-    return int(value) if value is not None and value == int(value) else None
+INT32 = 2**31 - 1
+INT64 = 2**63 - 1
+
+
+def _whole(value: float | None, limit: int = INT32) -> int | None:
+    """An integer that fits the schema's column (INTEGER unless told), else None: hostile sizes stay out."""
+    if value is None or value != int(value) or abs(value) > limit:
+        return None
+    return int(value)
+
+
+def _int(text: str, limit: int = INT32) -> int | None:
+    return _whole(parse_number(text), limit)
 
 
 class NcuCsv:
@@ -169,7 +179,7 @@ class NcuCsv:
         text = row[index["ID"]]
         kid = _int(text)
         if kid is None:
-            raise _fail(self.line, index["ID"] + 1, f"ID {text[:40]!r} is not an integer")
+            raise _fail(self.line, index["ID"] + 1, f"ID {text[:40]!r} is not an integer of at most 2^31-1")
         kernel = self.kernels.get(kid)
         if kernel is not None:
             return kernel
@@ -185,14 +195,14 @@ class NcuCsv:
         kernel.host = cell("Host Name")
         kernel.device = _int(cell("Device") or "")
         kernel.cc = cell("CC")
-        kernel.context = _int(cell("Context") or "")
-        kernel.stream = _int(cell("Stream") or "")
+        kernel.context = _int(cell("Context") or "", INT64)
+        kernel.stream = _int(cell("Stream") or "", INT64)
         kernel.block = parse_dims(cell("Block Size") or "")
         kernel.grid = parse_dims(cell("Grid Size") or "")
         if kernel.block:
-            kernel.block_size = kernel.block[0] * kernel.block[1] * kernel.block[2]
+            kernel.block_size = _whole(float(kernel.block[0] * kernel.block[1] * kernel.block[2]))
         if kernel.grid:
-            kernel.grid_size = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
+            kernel.grid_size = _whole(float(kernel.grid[0] * kernel.grid[1] * kernel.grid[2]), INT64)
         self.kernels[kid] = kernel
         return kernel
 
@@ -242,22 +252,25 @@ def apply_launch_metric(kernel: Kernel, section: str | None, metric: str, value:
         return
     if metric in ("gpu__time_duration.sum", "gpu__time_duration") or (
             metric == "Duration" and sec.startswith(("gpuspeedoflight", "speedoflight")) and unit == "ns"):
-        kernel.duration_ns = value
+        kernel.duration_ns = value if value >= 0 else None  # a negative duration is no duration
     elif metric in ("launch__registers_per_thread", "Registers Per Thread"):
-        kernel.registers = int(value)
+        kernel.registers = _whole(value)
     elif metric in ("launch__block_size",) or (metric == "Block Size" and "launch" in sec):
-        kernel.block_size = kernel.block_size or int(value)
+        kernel.block_size = kernel.block_size or _whole(value)
     elif metric in ("launch__grid_size",) or (metric == "Grid Size" and "launch" in sec):
-        kernel.grid_size = kernel.grid_size or int(value)
+        kernel.grid_size = kernel.grid_size or _whole(value, INT64)
     elif metric in _SMEM:
         kernel.smem[_SMEM[metric]] = value
     elif metric in ("device__attribute_compute_capability_major", "device__attribute_compute_capability_minor"):
-        kernel.cc_parts[metric.rsplit("_", 1)[1]] = int(value)
+        part = _whole(value)
+        if part is None:
+            return
+        kernel.cc_parts[metric.rsplit("_", 1)[1]] = part
         if "major" in kernel.cc_parts and "minor" in kernel.cc_parts and not kernel.cc:
             kernel.cc = f"{kernel.cc_parts['major']}.{kernel.cc_parts['minor']}"
     else:
         for prefix, what in _DIMS.items():
             if metric.startswith(prefix) and metric[-1:] in "xyz" and len(metric) == len(prefix) + 1:
                 dims = list(getattr(kernel, what) or (None, None, None))
-                dims["xyz".index(metric[-1])] = int(value)
+                dims["xyz".index(metric[-1])] = _whole(value)
                 setattr(kernel, what, tuple(dims))

@@ -100,4 +100,5 @@ def normalize(text: str, unit: str) -> tuple[float | None, str]:
     value = parse_number(text)
     if value is None:
         return None, base
-    return value * factor, base
+    scaled = value * factor
+    return (scaled if math.isfinite(scaled) else None), base

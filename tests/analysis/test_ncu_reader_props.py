@@ -140,3 +140,48 @@ def test_detection_never_crashes(head):
     from analysis.ncu.reader import looks_like_ncu_csv
 
     assert looks_like_ncu_csv(head) in (True, False)
+
+
+number_text = st.one_of(
+    st.integers(-(2**70), 2**70).map(str), st.integers(0, 2**40).map(lambda n: f"{n:,}"),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr), st.sampled_from(["n/a", "", "-", "1e308", "1e-320"]),
+)
+LAUNCH_METRICS = [("Launch Statistics", "Block Size", ""), ("Launch Statistics", "Grid Size", ""),
+                  ("Launch Statistics", "Registers Per Thread", "register/thread"),
+                  ("Launch Statistics", "# SMs", "SM"), ("Launch Statistics", "Waves Per SM", ""),
+                  ("Launch Statistics", "Static Shared Memory Per Block", "Kbyte/block"),
+                  ("GPU Speed Of Light Throughput", "Duration", "msecond"),
+                  ("GPU Speed Of Light Throughput", "Compute (SM) Throughput", "%"),
+                  ("GPU Speed Of Light Throughput", "Memory Throughput", "%"),
+                  ("Occupancy", "Theoretical Occupancy", "%"), ("Occupancy", "Achieved Occupancy", "%"),
+                  ("Command line profiler metrics", "launch__grid_dim_x", ""),
+                  ("Command line profiler metrics", "device__attribute_compute_capability_major", "")]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(ident=st.fixed_dictionaries({"ID": number_text, "Process ID": number_text, "Context": number_text,
+                                    "Stream": number_text, "Device": number_text,
+                                    "Block Size": st.one_of(number_text, st.tuples(*[st.integers(0, 2**40)] * 3)
+                                                            .map(lambda t: f"({t[0]}, {t[1]}, {t[2]})")),
+                                    "Grid Size": st.tuples(*[st.integers(0, 2**40)] * 3)
+                                    .map(lambda t: f"({t[0]}, {t[1]}, {t[2]})")}),
+       values=st.lists(number_text, min_size=len(LAUNCH_METRICS), max_size=len(LAUNCH_METRICS)))
+def test_hostile_numbers_ingest_or_raise_typed_error_and_rules_never_crash(tmp_path, ident, values):
+    from analysis.rules.base import Registry, run_rules
+    from analysis.rules.ncu import NCU_RULES
+    from analysis.trace import Run
+
+    rows = [{**ident, "Kernel Name": "gemm(int)", "Section Name": sec, "Metric Name": name, "Metric Unit": unit,
+             "Metric Value": value} for (sec, name, unit), value in zip(LAUNCH_METRICS, values, strict=True)]
+    out = tmp_path / f"{abs(hash((tuple(ident.items()), tuple(values))))}.duckdb"
+    try:
+        ingest_ncu(write(tmp_path, build(rows, bom=False, newline="\n")), out)
+    except TraceError as exc:
+        assert exc.code == "not_ncu_csv"
+        return
+    with Run.open([out]) as run:
+        findings, results = run_rules(run, Registry(NCU_RULES))
+    assert all(r.status != "error" for r in results), [r.to_dict() for r in results if r.status == "error"]
+    for f in findings:
+        assert 0 <= f.extra["speedup_pct"] <= 100 and f.impact_ns >= 0

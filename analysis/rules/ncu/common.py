@@ -87,6 +87,8 @@ class NcuRule(Rule):
     def _finding(self, trace: Trace, linker: Linker, group: list[Launch], items: list[tuple[Launch, Hit]],
                  profiled_ns: float | None) -> Finding:
         by_launch = {launch.kernel_id: hit for launch, hit in items}
+        for hit in by_launch.values():  # hostile or odd metric values never claim more than the whole kernel
+            hit.speedup_pct = min(max(hit.speedup_pct, 0.0), 100.0)
         # Launches of the kernel where the problem did not show count with speedup 0.
         pairs = [(launch, by_launch[launch.kernel_id].speedup_pct / 100.0 if launch.kernel_id in by_launch else 0.0)
                  for launch in group]

@@ -110,6 +110,8 @@ def _read_launches(trace: Any) -> list[Launch]:
             cycles, rate = launch.get(CYCLES), launch.get(CYCLES_PER_S)
             if cycles is not None and rate:
                 launch.duration_ns = cycles / rate * 1e9
+        if launch.duration_ns is not None and not launch.duration_ns >= 0:
+            launch.duration_ns = None  # negative: not a time we can weigh a speedup with
     return list(launches.values())
 
 
