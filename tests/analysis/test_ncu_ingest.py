@@ -218,3 +218,14 @@ def test_progress_reaches_the_file_size(tmp_path):
     ingest_ncu(path, tmp_path / "out.duckdb", progress=lambda stage, done, total: seen.append((stage, done, total)))
     size = path.stat().st_size
     assert seen and seen[-1] == ("ncu_metrics", size, size)
+
+
+def test_report_info_top_kernels_match_raw_durations(ingested):
+    path = next(p for p in NCU_FILES if p.name.endswith("pytorch-sgemm-small.csv"))
+    raw = read_corpus_csv(path)
+    trace = Trace(ingested[path], path.name)
+    top = report_info(trace)["top_kernels"]
+    trace.close()
+    expected = sorted(((r["Kernel Name"], int(_number(r["Metric Value"]))) for r in raw.rows
+                       if r["Metric Name"] == "gpu__time_duration.sum"), key=lambda kv: -kv[1])
+    assert [(t["name"], t["total_ns"], t["count"]) for t in top] == [(n, d, 1) for n, d in expected]
