@@ -223,3 +223,18 @@ def test_compare_and_job_pages(client, db, settings, ingested) -> None:
     page = client.get("/jobs/trend").get_data(as_text=True)
     assert page.count("data-trend=") == 3
     assert client.get("/jobs/nope").status_code == 404
+
+
+def test_kernel_lookup_and_job_completion(client, db, settings, nccl_run) -> None:
+    report = db.scalar(sa.select(Report).where(Report.run_id == nccl_run).order_by(Report.id))
+    con = duckdb.connect(str(pipeline.data_path(settings, report.trace_path)), read_only=True)
+    name, start = con.execute("SELECT name, min(start_ns) FROM kernels GROUP BY name LIMIT 1").fetchone()
+    con.close()
+    found = client.get(f"/runs/{nccl_run}/kernel.json?name={name}").get_json()
+    hit = next(r for r in found["reports"] if r["report_id"] == report.id)
+    assert hit["count"] >= 1 and hit["first"][0]["start_ns"] == start
+    assert client.get(f"/runs/{nccl_run}/kernel.json?name=nope").get_json()["reports"] == []
+    assert client.get("/jobs.json?q=nc").get_json()["items"] == ["nccl"]
+    assert client.get("/jobs.json?q=zz").get_json()["items"] == []
+    upload = client.get("/upload").get_data(as_text=True)
+    assert 'data-api="/api/v1/runs"' in upload and '<option value="nccl">' in upload

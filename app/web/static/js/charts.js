@@ -23,7 +23,7 @@
     const labelW = 190, barW = 620, rowH = 26, gap = 8, legendH = 28;
     const height = legendH + rows.length * (rowH + gap);
     const root = GP.svg("svg", {
-      class: "breakdown", width: labelW + barW + 90, height: height, role: "img",
+      class: "breakdown", role: "img", preserveAspectRatio: "xMinYMin meet",
       viewBox: `0 0 ${labelW + barW + 90} ${height}`, "aria-label": "GPU time breakdown",
     });
     let lx = labelW;
@@ -60,7 +60,7 @@
     container.textContent = "";
     const pts = (series.points || []).filter((p) => p.value !== null && p.value !== undefined);
     const W = 560, H = 200, L = 64, R = 12, T = 24, B = 28;
-    const root = GP.svg("svg", { class: "trend", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
+    const root = GP.svg("svg", { class: "trend", viewBox: `0 0 ${W} ${H}`, role: "img",
       "aria-label": series.label });
     root.appendChild(GP.svg("text", { x: L, y: 14, class: "title" }, series.label));
     if (!pts.length) {
