@@ -145,7 +145,8 @@ def run_purge(task: Task, run_id: int) -> int:
 
 def register_tasks(app: Celery, *, ingest_limit: int, light_limit: int) -> None:
     """Register the four tasks on ``app`` under their explicit names."""
-    common = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+    # shared=False: register on this app only (a shared task would join every app made later).
+    common = {"bind": True, "shared": False, "acks_late": True, "reject_on_worker_lost": True}
 
     @app.task(name=INGEST_TASK, soft_time_limit=ingest_limit + 30, time_limit=ingest_limit + 90, **common)
     def ingest_report(self: Task, report_id: int) -> str:
