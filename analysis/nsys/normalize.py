@@ -192,15 +192,37 @@ def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
                  'LEFT JOIN _domain_ids di ON di.domain_id = e."domainId"')
     end = _time(c("end"), off) if "end" in c.present else "NULL"
     out.append(("nvtx", f"""
-        INSERT INTO nvtx
-        SELECT {pid}, {_tid('e."globalTid"')}, {_time('e."start"', off)},
-               CASE WHEN e."eventType" = 34 THEN NULL ELSE {end} END,
-               {text}, {domain},
-               CASE e."eventType" WHEN 59 THEN 'push_pop' WHEN 60 THEN 'start_end' ELSE 'mark' END,
-               NULL
+        CREATE TEMP TABLE _nvtx AS
+        SELECT row_number() OVER () AS rid, {pid} AS pid, {_tid('e."globalTid"')} AS tid,
+               {_time('e."start"', off)} AS start_ns,
+               CASE WHEN e."eventType" = 34 THEN NULL ELSE {end} END AS end_ns,
+               {text} AS text, {domain} AS domain,
+               CASE e."eventType" WHEN 59 THEN 'push_pop' WHEN 60 THEN 'start_end' ELSE 'mark' END AS kind
         FROM {_src("NVTX_EVENTS")} e {tx_join} {joins}
         WHERE e."eventType" IN (34, 59, 60)"""))
+    out.append(("nvtx", NVTX_NESTING_SQL))
     return out
+
+
+# Push/pop ranges nest per thread: a range's depth is the number of ranges open on its thread when it
+# starts. Walk +1/-1 events in time order; at equal times an end precedes a start (siblings touch), a
+# longer range starts before a shorter one (parent first), and a zero-length range closes after it opens.
+NVTX_NESTING_SQL = """
+    INSERT INTO nvtx
+    WITH pp AS (SELECT rid, pid, tid, start_ns, end_ns FROM _nvtx
+                WHERE kind = 'push_pop' AND end_ns IS NOT NULL AND end_ns >= start_ns),
+    ev AS (
+        SELECT rid, pid, tid, start_ns AS t, 1 AS step, 1 AS k, start_ns - end_ns AS tie FROM pp
+        UNION ALL
+        SELECT rid, pid, tid, end_ns, -1, CASE WHEN end_ns = start_ns THEN 2 ELSE 0 END, 0 FROM pp
+    ),
+    depth AS (
+        SELECT rid, step, sum(step) OVER (PARTITION BY pid, tid ORDER BY t, k, tie, rid
+                                          ROWS UNBOUNDED PRECEDING) - 1 AS nesting
+        FROM ev
+    )
+    SELECT n.pid, n.tid, n.start_ns, n.end_ns, n.text, n.domain, n.kind, d.nesting::INTEGER
+    FROM _nvtx n LEFT JOIN (SELECT rid, nesting FROM depth WHERE step = 1) d ON d.rid = n.rid"""
 
 
 def _devices(info: ExportInfo) -> list[tuple[str, str]]:

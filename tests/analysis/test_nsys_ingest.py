@@ -207,3 +207,22 @@ def test_normalized_file_is_plain_duckdb_readable_read_only():
     assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 4
     assert {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()} == set(NSYS_TABLES)
     con.close()
+
+
+def test_push_pop_nesting_equals_open_ranges_on_the_thread():
+    src = corpus_file("pytorch-nvfuser-h200.sqlite")
+    rows = export_query(src, """SELECT globalTid, start, "end" FROM NVTX_EVENTS
+                                WHERE eventType = 59 AND "end" >= start ORDER BY globalTid, start, start - "end" """)
+    expected: dict[tuple[int, int], list[int]] = {}
+    open_ends: dict[int, list[int]] = {}
+    for gtid, start, end in rows:
+        ends = [e for e in open_ends.get(gtid, []) if e > start]
+        expected.setdefault((gtid & 0xFFFFFF, start), []).append(len(ends))
+        open_ends[gtid] = [*ends, end]
+    trace = open_trace(src)
+    got: dict[tuple[int, int], list[int]] = {}
+    for tid, start, nesting in trace.sql("SELECT tid, start_ns, nesting FROM nvtx WHERE kind = 'push_pop'"):
+        got.setdefault((tid, start), []).append(nesting)
+    assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in expected.items()}
+    assert max(n for v in got.values() for n in v) >= 2
+    trace.close()
