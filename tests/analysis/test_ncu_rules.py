@@ -309,3 +309,42 @@ def test_thresholds_are_overridable(tmp_path):
     with Run.open([out]) as run:
         findings, _ = run_rules(run, registry, [Occupancy], {"NCU003.min_theoretical_pct": 40})
     assert findings == []
+
+
+def test_all_rules_read_a_raw_page_export(tmp_path):
+    from tests.analysis.ncu_builders import raw_csv
+
+    units = {
+        "gpu__time_duration.sum": "usecond", "sm__throughput.avg.pct_of_peak_sustained_elapsed": "%",
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "%",
+        "launch__waves_per_multiprocessor": "", "launch__block_size": "", "launch__grid_size": "",
+        "device__attribute_multiprocessor_count": "", "sm__maximum_warps_per_active_cycle_pct": "%",
+        "sm__warps_active.avg.pct_of_peak_sustained_active": "%", "launch__occupancy_limit_registers": "block",
+        "launch__occupancy_limit_shared_mem": "block", "launch__occupancy_limit_warps": "block",
+        "launch__occupancy_limit_blocks": "block", "smsp__issue_active.avg.per_cycle_active": "",
+        "smsp__average_warp_latency_per_inst_issued.ratio": "cycle",
+        "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio": "",
+        "memory_l2_theoretical_sectors_global": "sector", "memory_l2_theoretical_sectors_global_ideal": "sector",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "",
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": "", "smsp__sass_inst_executed_op_shared_ld.sum": "inst",
+        "sm__inst_executed_pipe_tensor.sum": "inst", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum": "inst",
+    }
+    values = ["20", "40", "50", "8.5", "96", "2,048", "132", "50", "45", "5", "8", "21", "32", "0.4", "10", "6",
+              "1,200", "1,000", "200", "400", "100", "0", "5,000"]
+    data = raw_csv([{"ID": "0", "Kernel Name": "reduce_rows(float const*, float*)", **dict(zip(units, values,
+                                                                                              strict=True))}], units)
+    out = tmp_path / "ncu.duckdb"
+    ingest_ncu(write(tmp_path, data), out)
+    with Run.open([out]) as run:
+        findings, results = run_rules(run, Registry(NCU_RULES))
+    assert {r.rule_id: r.status for r in results} == {f"NCU00{i}": "ok" for i in range(1, 8)}
+    got = {(f.rule_id, f.title.split(":")[0]): f.extra["speedup_pct"] for f in findings}
+    assert got == {
+        ("NCU001", "Uncoalesced global accesses"): pytest.approx(100 * 200 / 1200, abs=1e-3),  # no L2 cycles: local
+        ("NCU002", "Warp stall 'barrier'"): pytest.approx(50.0),                    # 6/10 capped by 1 - 0.50
+        ("NCU003", "Low theoretical occupancy"): pytest.approx(50.0),               # 1 - 0.50 (limiter: registers)
+        ("NCU004", "Shared-memory bank conflicts on loads"): pytest.approx(50.0),   # 200/400, no L1 weight
+        ("NCU005", "Latency-bound kernel"): pytest.approx(50.0),                    # 1 - max(40, 50)%
+    }  # NCU006: 96 threads, 2,048 blocks, tail 1/9 < 20%; NCU007: not a matrix kernel -> silent
+    assert "registers" in next(f.message for f in findings if f.rule_id == "NCU003")
+    assert "4.0-way" in next(f.message for f in findings if f.rule_id == "NCU004")
