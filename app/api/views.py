@@ -79,8 +79,7 @@ def put_report(run_id: int, name: str):
     runs_service.get_run(session, run_id)  # 404 before reading a large body
     sink = Storage(settings.data_dir).open_sink(settings.max_upload_bytes, name)
     try:
-        stream = request.stream
-        while chunk := stream.read(CHUNK):
+        for chunk in _body_chunks():
             sink.write(chunk)
         staged = sink.finish()
         report, created = uploads.add_report(session, settings, run_id, uploads.Incoming(name, staged))
@@ -88,6 +87,23 @@ def put_report(run_id: int, name: str):
         sink.discard()  # a no-op once the file moved into uploads/
     return jsonify(report_to_dict(report)), (202 if created else 200), {
         "Location": url_for("api_v1.get_run", run_id=run_id)}
+
+
+def _body_chunks():
+    """The request body in CHUNK pieces. With a Content-Length we read the WSGI input directly: Werkzeug's
+    LimitedStream copies every chunk twice more, which costs a third of the upload throughput."""
+    length = request.content_length
+    if length is None:  # chunked transfer: Werkzeug knows when the body ends
+        while chunk := request.stream.read(CHUNK):
+            yield chunk
+        return
+    raw = request.environ["wsgi.input"]
+    while length > 0:
+        chunk = raw.read(min(CHUNK, length))
+        if not chunk:
+            raise ApiError("BAD_REQUEST", "The request body ended before its Content-Length.")
+        length -= len(chunk)
+        yield chunk
 
 
 def list_runs():

@@ -171,6 +171,7 @@ class UploadSink:
         except (zlib.error, zstandard.ZstdError) as exc:
             raise ApiError("BAD_COMPRESSION", f"{self.label}: the compressed upload is damaged: {exc}") from None
         self._fh.flush()
+        os.fsync(self._fh.fileno())  # durable before a committed Report row points at it
         self._fh.close()
         self._staged = Staged(self.path, self._sha.hexdigest(), self._size)
         return self._staged

@@ -1,0 +1,49 @@
+"""Start and stop a real gunicorn serving ``app:create_app()`` for the service benchmarks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def gunicorn(env: dict[str, str], *, workers: int = 2, threads: int = 8):
+    """Yield the base URL of a gunicorn (gthread) running the app with ``env``; stopped on exit."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
+           "--threads", str(threads), "--worker-class", "gthread", "--timeout", "600", "--log-level", "warning",
+           "app:create_app()"]
+    proc = subprocess.Popen(cmd, env={**os.environ, **env}, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{url}/api/v1/health", timeout=15).status_code in (200, 503):
+                    break
+            except (requests.ConnectionError, requests.Timeout):
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("gunicorn did not start")
+            time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -1,0 +1,149 @@
+"""Upload throughput: a 2 GB export streamed through `PUT /api/v1/runs/{id}/reports/{name}` (gunicorn,
+sha256 + staging + content-addressed store) against a plain file copy on the same disk, in one run.
+
+    .venv/bin/python benchmarks/upload.py [--size-gb 2] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._server import gunicorn  # noqa: E402
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BLOCK = 64 * 1024 * 1024
+
+
+def make_file(path: Path, size: int) -> None:
+    """An SQLite-headed file of incompressible bytes (the upload path sniffs only the header)."""
+    block = bytearray(os.urandom(BLOCK))
+    block[: len(SQLITE_MAGIC)] = SQLITE_MAGIC
+    with path.open("wb") as fh:
+        written = 0
+        while written < size:
+            n = min(BLOCK, size - written)
+            fh.write(block[:n])
+            written += n
+            block[len(SQLITE_MAGIC): len(SQLITE_MAGIC) + 8] = written.to_bytes(8, "little")  # no two blocks equal
+
+
+def drop_cache_hint(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def timed_copy(src: Path, dst: Path) -> float:
+    """cp's way (copy_file_range) plus fsync: the upload is fsynced before its row is committed too."""
+    t = time.perf_counter()
+    shutil.copyfile(src, dst)
+    fd = os.open(dst, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t
+
+
+def timed_upload(url: str, token: str, run_id: int, src: Path) -> tuple[float, dict]:
+    import json
+
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=600, blocksize=1024 * 1024)
+    size = src.stat().st_size
+    t = time.perf_counter()
+    with src.open("rb") as fh:
+        conn.request("PUT", f"/api/v1/runs/{run_id}/reports/big.sqlite", body=fh,
+                     headers={"Authorization": f"Bearer {token}", "Content-Length": str(size),
+                              "Content-Type": "application/octet-stream"})
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+    elapsed = time.perf_counter() - t
+    conn.close()
+    if resp.status != 202:
+        raise RuntimeError(f"upload failed: {resp.status} {body}")
+    return elapsed, body
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size-gb", type=float, default=2.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", type=Path, default=ROOT / "data" / "bench-upload")
+    args = ap.parse_args()
+    size = int(args.size_gb * 1024**3)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=args.dir))
+    try:
+        src = work / "export.sqlite"
+        make_file(src, size)
+        data_dir = work / "data"
+        env = {"GOODPUT_DATA_DIR": str(data_dir), "GOODPUT_SECRET_KEY": "bench",
+               "GOODPUT_BROKER_URL": "redis://127.0.0.1:6379/14", "GOODPUT_DATABASE_URL": ""}
+        os.environ.update(env)
+        from app.db import engine_for, make_sessionmaker, upgrade
+        from app.services.tokens import create_token
+        from app.settings import Settings
+
+        settings = Settings.from_env()
+        upgrade(settings.resolved_database_url)
+        engine = engine_for(settings)
+        with make_sessionmaker(engine)() as session:
+            token = create_token(session, "bench", "write").token
+        engine.dispose()
+
+        copies, uploads = [], []
+        with gunicorn(env, workers=1, threads=2) as url:
+            import requests
+
+            for i in range(args.repeat):
+                run_id = requests.post(f"{url}/api/v1/runs", json={"job": "bench"},
+                                       headers={"Authorization": f"Bearer {token}"}).json()["id"]
+                drop_cache_hint(src)
+                copies.append(timed_copy(src, work / f"copy{i}.bin"))
+                (work / f"copy{i}.bin").unlink()
+                drop_cache_hint(src)
+                elapsed, body = timed_upload(url, token, run_id, src)
+                uploads.append(elapsed)
+                stored = data_dir / "uploads" / body["sha256"][:2] / body["sha256"]
+                assert stored.stat().st_size == size == body["size_bytes"]
+                if i == 0:
+                    h = hashlib.sha256()
+                    with src.open("rb") as fh:
+                        while chunk := fh.read(BLOCK):
+                            h.update(chunk)
+                    assert h.hexdigest() == body["sha256"], "sha256 mismatch"
+                stored.unlink()
+        import redis
+
+        redis.Redis.from_url("redis://127.0.0.1:6379/14").delete("ingest", "light")
+        gib = size / 1024**3
+        copy_s, up_s = statistics.median(copies), statistics.median(uploads)
+        print(f"file: {gib:.2f} GiB on {args.dir}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"plain copy (copyfile + fsync): median {copy_s:.2f} s = {gib / copy_s:.2f} GiB/s  (runs: "
+              + ", ".join(f"{c:.2f}" for c in copies) + ")")
+        print(f"API upload (PUT, gunicorn):   median {up_s:.2f} s = {gib / up_s:.2f} GiB/s  (runs: "
+              + ", ".join(f"{u:.2f}" for u in uploads) + ")")
+        print(f"upload / copy throughput: {copy_s / up_s:.2f} (target >= 0.5)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
