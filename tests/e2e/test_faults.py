@@ -80,3 +80,16 @@ def test_redis_restart_loses_no_job(make_service, redis_server):
         run = svc.wait_run(run_id, timeout=90)
         assert run["status"] == "ready", svc.log_tail()
         assert run["reports"][0]["attempts"] == 1
+
+
+def test_ingest_longer_than_its_lease_keeps_it(make_service):
+    svc = make_service()
+    svc.start_web()
+    path = corpus_file("vecadd-2026.sqlite")
+    lease = svc.settings.lease_seconds
+    # Two pool processes and reconcile every second: a lease without heartbeat would be handed over.
+    svc.start_worker(concurrency=2, GOODPUT_TEST_SLOW=f"{_sha(path)}={3 * lease}")
+    svc.start_beat()
+    run = svc.wait_run(svc.upload([path], job="slow")["id"], timeout=90)
+    assert run["status"] == "ready", svc.log_tail()
+    assert run["reports"][0]["attempts"] == 1

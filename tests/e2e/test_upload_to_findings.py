@@ -8,6 +8,7 @@ import pytest
 
 from analysis.rules.registry import default_registry
 from tests.conftest import corpus_file
+from tests.e2e.services import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
@@ -80,3 +81,18 @@ def test_corrupt_file_fails_with_its_code(make_service, tmp_path):
     assert by_name["damaged.sqlite"]["error"]["message"]
     assert by_name[good.name]["status"] == "ready"
     assert run["status"] == "ready"  # the good report was still analyzed
+
+
+def test_deleting_a_run_purges_its_files(make_service):
+    svc = make_service()
+    svc.start_web()
+    svc.start_worker()
+    run = svc.wait_run(svc.upload([corpus_file("a30-mig.sqlite")], job="gone")["id"])
+    [report] = run["reports"]
+    report_dir = svc.settings.data_dir / "reports" / str(report["id"])
+    uploads = list((svc.settings.data_dir / "uploads").glob(f"*/{report['sha256']}"))
+    assert report_dir.is_dir() and len(uploads) == 1
+    resp = svc.http.delete(f"{svc.base}/api/v1/runs/{run['id']}")
+    assert resp.status_code in (202, 204), resp.text
+    assert svc.http.get(f"{svc.base}/api/v1/runs/{run['id']}").status_code == 404
+    wait_for(lambda: not report_dir.exists() and not uploads[0].exists(), 30, "the purge", interval=0.3)

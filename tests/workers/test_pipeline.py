@@ -207,3 +207,34 @@ def test_purge_deletes_a_deleted_run_and_its_files(session, settings):
     remaining = sorted(p.name for p in (settings.data_dir / "uploads").glob("*/*"))
     assert remaining == [_report(session, keep).sha256]
     assert _run(session, keep_run).status == "processing"
+
+
+def test_reports_finishing_together_queue_the_analysis_once(settings):
+    """Two workers publish the last two reports at the same moment: exactly one of them queues the analysis."""
+    import threading
+
+    from workers.runtime import session_scope
+
+    for _ in range(3):
+        with session_scope(settings) as s:
+            run_id, ids = make_run(s, settings, [(f"a{_}", f"a{_}".encode()), (f"b{_}", f"b{_}".encode())], job="race")
+            for rid in ids:
+                assert pipeline.claim_report(s, rid, OWNER_A, 60)
+                out = pipeline.trace_path_for(settings, rid)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(b"x")
+        barrier = threading.Barrier(2)
+        results: list[int | None] = []
+
+        def publish(rid: int, barrier=barrier, results=results) -> None:
+            with session_scope(settings) as s:
+                barrier.wait()
+                results.append(pipeline.finish_ingest(s, rid, OWNER_A, pipeline.trace_path_for(settings, rid),
+                                                      "nsys", {}, settings.data_dir))
+
+        threads = [threading.Thread(target=publish, args=(rid,)) for rid in ids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(results, key=str) == sorted([run_id, None], key=str)
