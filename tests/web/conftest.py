@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from app import create_app
-from app.db import make_engine, upgrade
-from app.models import Base
 from app.services.users import create_user
 from app.settings import Settings
 from tests.web import seed
@@ -21,10 +17,33 @@ PASSWORD = "correct-horse-battery"
 
 
 @pytest.fixture(scope="session")
-def web_db(tmp_path_factory) -> str:
-    url = f"sqlite:///{tmp_path_factory.mktemp('webdb') / 'meta.sqlite'}"
-    upgrade(url)
-    return url
+def migrated_dbs(tmp_path_factory):
+    """One migrated throwaway DB per backend (the service tests' MigratedDB), made on first use."""
+    from tests.app.conftest import MigratedDB
+
+    made: dict[str, MigratedDB] = {}
+
+    def get(backend: str) -> MigratedDB:
+        if backend not in made:
+            made[backend] = MigratedDB(backend, tmp_path_factory.mktemp(f"web-{backend}"))
+        return made[backend]
+
+    yield get
+    for database in made.values():
+        database.close()
+
+
+@pytest.fixture
+def backend(request) -> str:
+    """SQLite unless a test asks for both with ``@pytest.mark.parametrize("backend", ..., indirect=True)``."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def web_db(migrated_dbs, backend):
+    database = migrated_dbs(backend)
+    yield database.url
+    database.empty()
 
 
 @pytest.fixture(scope="session")
@@ -41,15 +60,11 @@ def settings(web_db, tmp_path) -> Settings:
 
 
 @pytest.fixture
-def app(settings, web_db):
+def app(settings):
     app = create_app(settings)
     app.config["TESTING"] = True
     yield app
-    engine = make_engine(web_db)
-    with engine.begin() as conn:
-        for table in reversed(Base.metadata.sorted_tables):
-            conn.execute(table.delete())
-    engine.dispose()
+    app.extensions["goodput.engine"].dispose()
 
 
 @pytest.fixture
@@ -84,4 +99,3 @@ def page_csrf(client) -> str:
     return csrf_of(client.get("/tokens").get_data(as_text=True))
 
 
-__all__ = ["PASSWORD", "csrf_of", "page_csrf", "sa", "Path"]

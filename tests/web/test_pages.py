@@ -89,6 +89,10 @@ def nccl_run(db, settings, ingested) -> int:
                           tags={"nodes": "2"}, git_sha="deadbeef")
 
 
+BOTH = pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
+
+
+@BOTH
 def test_runs_list_headline_numbers_equal_the_traces(client, db, settings, nccl_run) -> None:
     html = client.get("/?job=nccl").get_data(as_text=True)
     assert f'data-run-id="{nccl_run}"' in html
@@ -113,6 +117,7 @@ def test_runs_list_headline_numbers_equal_the_traces(client, db, settings, nccl_
     assert f'<span class="badge critical">{critical}</span>' in html
 
 
+@BOTH
 def test_runs_list_filters_sort_and_paginate(client, db) -> None:
     from app.models import Job
 
