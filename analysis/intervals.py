@@ -1,4 +1,4 @@
-"""Interval algebra over GPU activity as set-based DuckDB SQL (unions, sweeps, NVIDIA's gap pairing).
+"""Interval algebra over GPU activity as set-based DuckDB SQL: one sweep gives the breakdown and the gaps.
 
 Everything here returns SQL text over the normalized tables, so that rules and summaries compose it in
 one query and DuckDB runs it with window functions (never per-row Python over millions of rows).
@@ -36,74 +36,51 @@ OVERHEAD_OPS_SQL = """
     WHERE o.start_ns IS NOT NULL AND o.end_ns >= o.start_ns
 """
 
-# NVIDIA's pairing: per (pid, device), the i-th smallest end against the (i+1)-th smallest start.
-# Between them exactly i operations have started and i have ended, so the device is idle there;
-# this handles concurrent streams without building a union. Leading/trailing idle never appears.
-GAPS_SQL = f"""
-    WITH gpu_ops AS ({GPU_OPS_SQL}),
-    ops AS (SELECT * FROM gpu_ops UNION ALL {OVERHEAD_OPS_SQL}),
-    starts AS (
-        SELECT pid, device, start_ns,
-               ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY start_ns) AS rn
-        FROM ops),
-    ends AS (
-        SELECT pid, device, end_ns,
-               ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY end_ns) AS rn
-        FROM ops)
-    SELECT e.pid, e.device, e.end_ns AS gap_start, s.start_ns AS gap_end,
-           s.start_ns - e.end_ns AS gap_ns
-    FROM starts s JOIN ends e
-      ON s.rn - 1 = e.rn AND s.pid IS NOT DISTINCT FROM e.pid AND s.device IS NOT DISTINCT FROM e.device
-    WHERE s.start_ns > e.end_ns
-"""  # noqa: S608 - constants and server-made names
-
-# Sweep line over the categories: each elementary segment between two consecutive event times knows
-# how many compute, nccl and memory operations run in it. One sort of 2N events gives every partition.
+# Sweep line over every unit: each elementary segment between two consecutive event times knows how
+# many compute, nccl, memory and profiler-overhead operations run in it. One sort of the 2N events
+# gives the breakdown (any partition of the span) and the idle gaps at once.
+#
+# The gaps equal NVIDIA's gpu_gaps pairing (the i-th smallest end against the (i+1)-th smallest start
+# per process and device): both find the stretches where as many operations have ended as started,
+# i.e. where every counter is zero; a zero-length operation splits a gap in both. The corpus tests
+# check the equality against a direct implementation of the pairing.
 SEGMENTS_SQL = f"""
     WITH gpu_ops AS ({GPU_OPS_SQL}),
+    ops AS (SELECT * FROM gpu_ops UNION ALL {OVERHEAD_OPS_SQL}),
     ev AS (
-        SELECT pid, device, start_ns AS t,
-               (cat = 'compute')::INT AS dc, (cat = 'nccl')::INT AS dn, (cat = 'memory')::INT AS dm
-        FROM gpu_ops
+        SELECT pid, device, start_ns AS t, (cat = 'compute')::INT AS dc, (cat = 'nccl')::INT AS dn,
+               (cat = 'memory')::INT AS dm, (cat = 'overhead')::INT AS dox
+        FROM ops
         UNION ALL
-        SELECT pid, device, end_ns, -(cat = 'compute')::INT, -(cat = 'nccl')::INT, -(cat = 'memory')::INT
-        FROM gpu_ops),
-    agg AS (
-        SELECT pid, device, t, SUM(dc) AS dc, SUM(dn) AS dn, SUM(dm) AS dm
-        FROM ev GROUP BY pid, device, t),
+        SELECT pid, device, end_ns, -(cat = 'compute')::INT, -(cat = 'nccl')::INT, -(cat = 'memory')::INT,
+               -(cat = 'overhead')::INT
+        FROM ops),
     run AS (
-        SELECT pid, device, t AS seg_start,
-               LEAD(t) OVER w AS seg_end,
-               SUM(dc) OVER w_cum AS nc, SUM(dn) OVER w_cum AS nn, SUM(dm) OVER w_cum AS nm
-        FROM agg
-        WINDOW w AS (PARTITION BY pid, device ORDER BY t),
-               w_cum AS (PARTITION BY pid, device ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))
-    SELECT pid, device, seg_start, seg_end, seg_end - seg_start AS seg_ns, nc, nn, nm
-    FROM run WHERE seg_end IS NOT NULL AND seg_end > seg_start
-"""  # noqa: S608 - constants and server-made names
+        -- One global sort by unit and time (parallel, unlike a single PARTITION BY). Running sums need no
+        -- reset between units: each unit's +1/-1 events sum to zero. Among events at the same time only
+        -- the last carries the full state to the next time; the others make zero-length segments.
+        SELECT pid, device, t AS seg_start, LEAD(t) OVER w AS seg_end,
+               LEAD(pid) OVER w AS next_pid, LEAD(device) OVER w AS next_device,
+               SUM(dc) OVER w AS nc, SUM(dn) OVER w AS nn, SUM(dm) OVER w AS nm, SUM(dox) OVER w AS no
+        FROM ev
+        WINDOW w AS (ORDER BY pid, device, t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))
+    SELECT pid, device, seg_start, seg_end, seg_end - seg_start AS seg_ns,
+           nc::INT AS nc, nn::INT AS nn, nm::INT AS nm, no::INT AS no
+    FROM run WHERE seg_end > seg_start
+      AND next_pid IS NOT DISTINCT FROM pid AND next_device IS NOT DISTINCT FROM device
+"""  # noqa: S608 - constants only
 
 
-def union_sql(source_sql: str) -> str:
-    """SQL merging the intervals of ``source_sql`` (columns pid, device, start_ns, end_ns) per unit.
+def segments_table(trace: Trace) -> str:
+    """Temp table ``_gp_segments`` of the sweep (see ``SEGMENTS_SQL``), built once per open trace."""
+    return temp_table(trace, "_gp_segments", SEGMENTS_SQL)
 
-    Returns rows ``(pid, device, start_ns, end_ns)`` that do not overlap; touching intervals merge.
-    """
-    return f"""
-    WITH src AS ({source_sql}),
-    flagged AS (
-        SELECT pid, device, start_ns, end_ns,
-               CASE WHEN start_ns <= MAX(end_ns) OVER (
-                        PARTITION BY pid, device ORDER BY start_ns, end_ns
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                    THEN 0 ELSE 1 END AS is_new
-        FROM src),
-    grouped AS (
-        SELECT *, SUM(is_new) OVER (PARTITION BY pid, device ORDER BY start_ns, end_ns
-                                    ROWS UNBOUNDED PRECEDING) AS island
-        FROM flagged)
-    SELECT pid, device, MIN(start_ns) AS start_ns, MAX(end_ns) AS end_ns
-    FROM grouped GROUP BY pid, device, island
-    """  # noqa: S608 - constants and server-made names
+
+# Idle gaps (NVIDIA's semantics, see above) from the segments table.
+GAPS_SQL = """
+    SELECT pid, device, seg_start AS gap_start, seg_end AS gap_end, seg_ns AS gap_ns
+    FROM _gp_segments WHERE nc = 0 AND nn = 0 AND nm = 0 AND no = 0
+"""
 
 
 def temp_table(trace: Trace, name: str, sql: str, params: dict | None = None) -> str:
@@ -113,8 +90,3 @@ def temp_table(trace: Trace, name: str, sql: str, params: dict | None = None) ->
     if not exists:
         trace.con.execute(f'CREATE TEMP TABLE "{name}" AS {sql}', params or {})
     return name
-
-
-def gpu_units(trace: Trace) -> list[tuple[int | None, int | None]]:
-    """The (pid, device) pairs with any GPU operation, in order."""
-    return trace.sql(f"SELECT DISTINCT pid, device FROM ({GPU_OPS_SQL}) ORDER BY 1, 2")  # noqa: S608 - constants and server-made names

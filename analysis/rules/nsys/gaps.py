@@ -1,6 +1,6 @@
 """Idle gaps of every GPU, each owned by at most one rule, so that rule impacts add up.
 
-A gap is found with NVIDIA's ``gpu_gaps`` pairing (``analysis.intervals.GAPS_SQL``): per process and
+A gap is found with NVIDIA's ``gpu_gaps`` semantics (``analysis.intervals.GAPS_SQL``): per process and
 device, profiler overhead counted as busy, leading and trailing idle excluded, every gap of any length.
 
 Precedence (the first that applies owns the whole gap):
@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from analysis.intervals import GAPS_SQL, temp_table
+from analysis.intervals import GAPS_SQL, segments_table, temp_table
 from analysis.rules.nsys.common import SYNC_API_RE, load_sql, unit_spans
 from analysis.trace import Trace
 
@@ -77,6 +77,7 @@ def gap_table(trace: Trace) -> str:
         FROM gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
     """  # noqa: S608 - constants and server-made names only
     unit_spans(trace)
+    segments_table(trace)
     return temp_table(trace, "_gp_gaps", sql)
 
 

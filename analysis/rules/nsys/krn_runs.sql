@@ -4,11 +4,12 @@ WITH kern AS (
     FROM kernels WHERE start_ns IS NOT NULL
 ),
 numbered AS (
+    -- A global order (parallel sort); the count may run on across units, harmless as runs group per unit.
     SELECT *, SUM(CASE WHEN is_short THEN 0 ELSE 1 END)
-                  OVER (PARTITION BY pid, device ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS run_id
+                  OVER (ORDER BY pid, device, start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS run_id
     FROM kern
 )
 SELECT pid, device, run_id, MIN(start_ns) AS run_start, MAX(end_ns) AS run_end, COUNT(*) AS run_kernels,
-       SUM(end_ns - start_ns) AS kernel_ns, MODE(name) AS common_name
+       SUM(end_ns - start_ns) AS kernel_ns, arg_max(name, end_ns - start_ns) AS common_name
 FROM numbered WHERE is_short
 GROUP BY pid, device, run_id HAVING COUNT(*) >= $min_run

@@ -5,11 +5,11 @@ WITH ev AS (
     UNION ALL SELECT pid, device, start_ns, 0, 1 FROM kernels
     UNION ALL SELECT pid, device, end_ns, 0, -1 FROM kernels
 ),
-agg AS (SELECT pid, device, t, SUM(du) AS du, SUM(dk) AS dk FROM ev GROUP BY ALL),
 seg AS (
-    SELECT LEAD(t) OVER w - t AS len,
-           SUM(du) OVER (PARTITION BY pid, device ORDER BY t ROWS UNBOUNDED PRECEDING) AS nu,
-           SUM(dk) OVER (PARTITION BY pid, device ORDER BY t ROWS UNBOUNDED PRECEDING) AS nk
-    FROM agg WINDOW w AS (PARTITION BY pid, device ORDER BY t)
+    -- Same sweep as analysis.intervals.SEGMENTS_SQL: one global sort, zero-length tie segments dropped.
+    SELECT pid, device, LEAD(t) OVER w - t AS len, LEAD(pid) OVER w AS np, LEAD(device) OVER w AS nd,
+           SUM(du) OVER w AS nu, SUM(dk) OVER w AS nk
+    FROM ev WINDOW w AS (ORDER BY pid, device, t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 )
-SELECT COALESCE(SUM(len), 0) FROM seg WHERE nu > 0 AND nk = 0 AND len > 0
+SELECT COALESCE(SUM(len), 0) FROM seg
+WHERE nu > 0 AND nk = 0 AND len > 0 AND np IS NOT DISTINCT FROM pid AND nd IS NOT DISTINCT FROM device

@@ -1,0 +1,168 @@
+"""Analysis benchmark: every nsys rule and summary on the big export, against that export's ingest time.
+
+Builds the large export with ``make_big_export.py`` (a real corpus export replicated N times), then in
+one run, each step in its own process so that peak RSS is that step's alone:
+
+* ``ingest``: ``analysis.api.ingest`` of the export (the reference time);
+* ``analyze``: every nsys rule (one at a time, timed) and every summary (breakdown, kernel summary,
+  NVTX projection, iterations) on the ingested DuckDB file, as ``goodput analyze`` runs them.
+
+Target: analysis <= 1/4 of the ingest time, peak RSS < 2 GiB.
+
+    .venv/bin/python benchmarks/analyze.py                       # 10M kernels
+    .venv/bin/python benchmarks/analyze.py --kernels 1000000 --no-results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.make_big_export import DEFAULT_BASE, build  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "RESULTS-analyze.md"
+THREADS = 2
+MEMORY_BYTES = 2 * 1024**3
+
+
+def _peak_rss() -> int:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) * 1024  # Linux reports KiB
+
+
+def step_ingest(src: Path, out: Path) -> dict:
+    from analysis.api import Limits, ingest
+
+    out.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    result = ingest(src, out, limits=Limits(threads=THREADS, memory_bytes=MEMORY_BYTES, max_bytes=2**62))
+    return {"wall_s": time.monotonic() - t0, "peak_rss": _peak_rss(), "counts": result.info["counts"]}
+
+
+def step_analyze(src: Path, out: Path) -> dict:
+    from analysis.breakdown import breakdown
+    from analysis.iterations import iterations
+    from analysis.kernel_summary import kernel_summary
+    from analysis.nvtx_projection import nvtx_projection
+    from analysis.rules.base import run_rules
+    from analysis.rules.nsys import NSYS_RULES
+    from analysis.rules.registry import default_registry
+    from analysis.summary import report_info
+    from analysis.trace import Run
+
+    timings: dict[str, float] = {}
+    findings: dict[str, int] = {}
+    registry = default_registry()
+    t0 = time.monotonic()
+    with Run.open([out]) as run:
+        trace = run.traces[0]
+        trace.con.execute(f"SET threads = {THREADS}")
+        for name, fn in (("report_info", report_info), ("breakdown", breakdown), ("kernel_summary", kernel_summary),
+                         ("nvtx_projection", nvtx_projection), ("iterations", iterations)):
+            t = time.monotonic()
+            fn(trace)
+            timings[name] = time.monotonic() - t
+        for rule in NSYS_RULES:
+            t = time.monotonic()
+            found, results = run_rules(run, registry, [rule])
+            timings[rule.id] = time.monotonic() - t
+            if results[0].status == "error":
+                raise SystemExit(f"{rule.id} failed: {results[0].reason}")
+            findings[rule.id] = sum(f.impact_ns for f in found)
+    return {"wall_s": time.monotonic() - t0, "peak_rss": _peak_rss(), "timings": timings, "impact_ns": findings}
+
+
+STEPS = {"ingest": step_ingest, "analyze": step_analyze}
+
+
+def _run_step(name: str, src: Path, out: Path) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--step", name, "--src", str(src), "--out", str(out)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"step {name} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def report(counts: dict, src_bytes: int, ing: dict, ana: dict, command: str) -> str:
+    ratio = ana["wall_s"] / ing["wall_s"]
+    rows = sorted(ana["timings"].items(), key=lambda kv: -kv[1])
+    lines = [
+        f"Export: {src_bytes / 2**30:.2f} GiB, " + ", ".join(f"{k.removeprefix('CUPTI_ACTIVITY_KIND_')} {v:,}"
+                                                            for k, v in counts.items()),
+        f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, DuckDB threads={THREADS}.",
+        "",
+        "| step | wall s | share of ingest | peak RSS MiB |",
+        "|---|---|---|---|",
+        f"| ingest (reference) | {ing['wall_s']:.2f} | 1.00 | {ing['peak_rss'] / 2**20:,.0f} |",
+        f"| analysis: all nsys rules + summaries | {ana['wall_s']:.2f} | {ratio:.3f} | "
+        f"{ana['peak_rss'] / 2**20:,.0f} |",
+        "",
+        "| part | wall s |",
+        "|---|---|",
+        *[f"| {name} | {sec:.2f} |" for name, sec in rows],
+        "",
+        f"Targets: analysis <= 1/4 of ingest ({'met' if ratio <= 0.25 else 'MISSED'}: {ratio:.3f}); "
+        f"peak RSS < 2 GiB ({'met' if ana['peak_rss'] < 2 * 2**30 else 'MISSED'}: {ana['peak_rss'] / 2**20:,.0f} MiB).",
+        "",
+        "Impact found per rule (ns): " + ", ".join(f"{k} {v:,}" for k, v in ana["impact_ns"].items()),
+        "",
+        f"Command: `{command}`",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="nsys analysis benchmark")
+    parser.add_argument("--workdir", type=Path, default=Path("bench-out/analyze"))
+    parser.add_argument("--kernels", type=int, default=10_000_000)
+    parser.add_argument("--base", type=Path, default=DEFAULT_BASE)
+    parser.add_argument("--keep", action="store_true", help="keep the big export and its DuckDB file")
+    parser.add_argument("--reuse", action="store_true", help="reuse an existing export in --workdir")
+    parser.add_argument("--no-results", action="store_true", help=f"do not rewrite {RESULTS.name}")
+    parser.add_argument("--step", choices=sorted(STEPS), help=argparse.SUPPRESS)
+    parser.add_argument("--src", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.step:
+        print(json.dumps(STEPS[args.step](args.src, args.out)))
+        return
+    work = args.workdir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    src, out = work / f"big-{args.kernels}.sqlite", work / f"big-{args.kernels}.duckdb"
+    if shutil.disk_usage(work).free < args.kernels * 260 * 2:
+        raise SystemExit(f"need about {args.kernels * 260 * 2 / 2**30:.1f} GiB free in {work}")
+    t0 = time.monotonic()
+    if not (args.reuse and src.exists()):
+        build(args.base, src, args.kernels)
+    print(f"export ready in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    try:
+        ing = _run_step("ingest", src, out)
+        print(f"ingest: {ing}", file=sys.stderr)
+        ana = _run_step("analyze", src, out)
+        print(f"analyze: {ana}", file=sys.stderr)
+        command = "python benchmarks/analyze.py " + " ".join(
+            a for a in sys.argv[1:] if a not in ("--keep", "--reuse"))
+        text = report(ing["counts"], src.stat().st_size, ing, ana, command.strip())
+        print(text)
+        if not args.no_results:
+            RESULTS.write_text("# Analysis benchmark (nsys)\n\n" + text)
+    finally:
+        if not args.keep:
+            src.unlink(missing_ok=True)
+            out.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
