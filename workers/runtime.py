@@ -70,3 +70,24 @@ class Heartbeat:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+def prune_delivered_messages(settings: Settings) -> int:
+    """Delete messages kombu's SQLAlchemy transport has delivered; it keeps them forever otherwise.
+
+    Safe at any time: a delivered row is never read again (acknowledgement lives in the consumer,
+    and a rejected message is written back as a new row). A no-op on other brokers.
+    """
+    import sqlalchemy as sa
+
+    url = settings.resolved_broker_url
+    if not url.startswith("sqla+"):
+        return 0
+    engine = sa.create_engine(url.removeprefix("sqla+"), connect_args={"timeout": 30} if "sqlite" in url else {})
+    try:
+        with engine.begin() as conn:
+            if not sa.inspect(conn).has_table("kombu_message"):
+                return 0
+            return conn.execute(sa.text("DELETE FROM kombu_message WHERE visible = :no"), {"no": False}).rowcount
+    finally:
+        engine.dispose()

@@ -14,7 +14,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from app.queue import ANALYZE_TASK, INGEST_TASK, PURGE_TASK, RECONCILE_TASK, enqueue_analyze, enqueue_ingest
 from app.services import pipeline
 from app.settings import Settings
-from workers.runtime import Heartbeat, session_scope
+from workers.runtime import Heartbeat, prune_delivered_messages, session_scope
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,7 @@ def run_reconcile(task: Task) -> dict[str, list[int]]:
         enqueue_analyze(settings, run_id)
     if todo.reports or todo.runs:
         logger.info("reconcile re-queued reports %s and runs %s", todo.reports, todo.runs)
+    prune_delivered_messages(settings)
     return {"reports": todo.reports, "runs": todo.runs}
 
 

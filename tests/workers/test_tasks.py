@@ -90,7 +90,16 @@ def test_reconcile_task_sends_lost_jobs_again(session, settings):
     session.commit()
     assert tasks[RECONCILE_TASK]() == {"reports": [rid], "runs": []}
     assert _queued(settings, INGEST_QUEUE) == 1
+    with Connection(settings.resolved_broker_url) as conn:
+        conn.SimpleQueue(INGEST_QUEUE).get(timeout=5).ack()
+    broker = sa.create_engine(settings.resolved_broker_url.removeprefix("sqla+"))
+    count = sa.text("SELECT count(*) FROM kombu_message")
+    with broker.connect() as conn:
+        assert conn.execute(count).scalar_one() == 1  # delivered, kept by kombu
     assert tasks[RECONCILE_TASK]() == {"reports": [], "runs": []}
+    with broker.connect() as conn:
+        assert conn.execute(count).scalar_one() == 0  # pruned by reconcile
+    broker.dispose()
 
 
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
