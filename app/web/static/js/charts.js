@@ -71,7 +71,7 @@
     const vals = pts.map((p) => p.value);
     let lo = Math.min(...vals), hi = Math.max(...vals);
     if (series.unit === "pct") { lo = Math.min(lo, 0); hi = Math.max(hi, 100); }
-    if (hi === lo) { hi = lo + 1; lo = Math.max(0, lo - 1); }
+    if (hi === lo) { hi = lo === 0 ? (series.unit === "pct" ? 100 : 1000) : lo * 1.2; }
     lo = Math.min(lo, 0);
     const sx = (i) => L + (pts.length === 1 ? (W - L - R) / 2 : (i * (W - L - R)) / (pts.length - 1));
     const sy = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
