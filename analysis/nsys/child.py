@@ -47,6 +47,7 @@ def run(plan: dict) -> None:
         "disabled_compression_methods": "fsst",
     })
     try:
+        con.execute("SET enable_progress_bar = false")  # stdout carries our JSON protocol, nothing else
         con.execute("LOAD " + _quote(str(extension_path(duckdb.__version__))))
         con.execute(f"ATTACH {_quote(plan['src'])} AS src (TYPE sqlite, READ_ONLY)")
         # From here on the process may touch no other file (the output and its spill directory aside).

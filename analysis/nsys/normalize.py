@@ -50,6 +50,15 @@ def _tid(expr: str) -> str:
     return f"({expr} & {PID_MASK})::INTEGER"
 
 
+CORR_MAX = 2**40 - 1  # CUPTI correlation ids are 32-bit; anything outside 40 bits matches nothing
+
+
+def _launch_key(pid: str, corr: str) -> str:
+    """(pid, correlationId) as one UBIGINT; NULL (no match) for an id outside 0..CORR_MAX."""
+    return (f"(CASE WHEN {corr} BETWEEN 0 AND {CORR_MAX} "
+            f"THEN ({pid}::UBIGINT << 40) | {corr}::UBIGINT END)")
+
+
 def _name(alias: str, id_expr: str) -> str:
     return f"LEFT JOIN _strings {alias} ON {alias}.id = {id_expr}"
 
@@ -80,16 +89,19 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
                    n.name, {kind}, r."correlationId", {c("returnValue")}
             FROM {_src("CUPTI_ACTIVITY_KIND_RUNTIME")} r LEFT JOIN _api_names n ON n.id = r."nameId"
             {where}"""))
-    # The launching call of each GPU activity; correlation ids are unique per process only.
-    out.append(("launches", """
+    # The launching call of each GPU activity; correlation ids are unique per process only. (pid,
+    # correlationId) is packed into one UBIGINT (24 + 40 bits): a single-column key halves the cost of
+    # the hash joins below, which probe millions of GPU rows against every API call.
+    out.append(("launches", f"""
         CREATE TEMP TABLE _launch AS
-        SELECT pid, correlation_id, min(tid) AS tid FROM cuda_api
-        WHERE correlation_id IS NOT NULL GROUP BY pid, correlation_id"""))
+        SELECT {_launch_key("pid", "correlation_id")} AS k, min(tid) AS tid FROM cuda_api
+        WHERE correlation_id BETWEEN 0 AND {CORR_MAX} GROUP BY 1"""))
 
     def activity(table: str, alias: str) -> tuple[_Cols, str, str]:
         c = _Cols(info, table, alias)
         pid = _pid(f'{alias}."globalPid"')
-        join = f'LEFT JOIN _launch l ON l.pid = {pid} AND l.correlation_id = {alias}."correlationId"'
+        corr = f'{alias}."correlationId"'
+        join = f"LEFT JOIN _launch l ON l.k = {_launch_key(pid, corr)}"
         start, end = _time(f'{alias}."start"', off), _time(f'{alias}."end"', off)
         head = (f'{c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid, '
                 f'{start}, {end}, {alias}."correlationId"')
@@ -130,7 +142,7 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
         c = _Cols(info, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "y")
         pid = _pid('y."globalPid"')
         corr = c("correlationId")
-        join = f"LEFT JOIN _launch l ON l.pid = {pid} AND l.correlation_id = {corr}"
+        join = f"LEFT JOIN _launch l ON l.k = {_launch_key(pid, corr)}"
         out.append(("sync", f"""
             INSERT INTO sync
             SELECT {c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid,
