@@ -22,15 +22,21 @@ def human_bytes(n: int | None) -> str:
     return f"{n} B"
 
 
+def _printable(text: str) -> str:
+    """Trace strings are untrusted: control characters (terminal escapes) are shown escaped, not sent."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _clip(text: str, width: int = 90) -> str:
-    text = " ".join(str(text).split())
+    text = _printable(" ".join(str(text).split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def text(result: dict[str, Any]) -> str:
     lines: list[str] = []
     for rep in result["reports"]:
-        lines.append(f"== {rep.get('file')}  [{rep.get('tool')} {rep.get('tool_version') or 'version unknown'}]")
+        lines.append(_printable(
+            f"== {rep.get('file')}  [{rep.get('tool')} {rep.get('tool_version') or 'version unknown'}]"))
         who = []
         if rep.get("host"):
             who.append(f"host {rep['host']}")
@@ -40,7 +46,7 @@ def text(result: dict[str, Any]) -> str:
         if devices:
             who.append("GPUs: " + ", ".join(f"[{d['id']}] {d.get('name') or '?'}" for d in devices))
         if who:
-            lines.append("   " + "; ".join(who))
+            lines.append(_printable("   " + "; ".join(who)))
         counts = rep.get("counts", {})
         lines.append("   " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
         if rep.get("tool") == "nsys":
