@@ -103,6 +103,7 @@ def store(service, ingested):
     def _store(sources, **kw) -> int:
         return seed.store_run(session, service.settings, ingested, list(sources), **kw)
 
+    _store.finish_analysis = lambda run_id: seed.finish_analysis(session, service.settings, run_id)
     yield _store
     session.close()
     engine.dispose()

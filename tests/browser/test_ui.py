@@ -123,6 +123,18 @@ def test_run_page_findings_breakdown_timeline(signed_in, store) -> None:
     assert not signed_in.errors and not signed_in.dialogs
 
 
+def test_run_page_follows_the_analysis(signed_in, store) -> None:
+    run_id = store([corpus_file("cupy-a100.sqlite")], job="live", analyze_run=False)
+    page = signed_in.page
+    page.goto(f"/runs/{run_id}")
+    assert page.locator("#run-status").inner_text() == "processing"
+    assert page.locator("details.finding").count() == 0
+    store.finish_analysis(run_id)
+    page.wait_for_selector("#run-status[data-status=ready]", timeout=15_000)  # reloaded by the page itself
+    page.wait_for_selector("#breakdown svg")
+    assert not signed_in.errors
+
+
 def test_compare_two_runs(signed_in, store) -> None:
     a = store([corpus_file(TWO_GPU)], job="torchrun")
     b = store([corpus_file("cupy-power-iteration.sqlite")], job="torchrun")
@@ -180,17 +192,23 @@ def test_trace_strings_with_payloads_are_text(signed_in, store, tmp_path) -> Non
     assert any(seed.XSS_SCRIPT in n or seed.XSS_IMG in n for n in nvtx)
     assert seed.XSS_SCRIPT in page.locator("h1 + p").inner_text()     # the tag
     assert seed.XSS_IMG in page.locator("h1").inner_text()             # the job name
-    # hovering the timeline shows a kernel name in the tooltip (as text)
-    for lane_y in range(30, 200, 6):
-        page.mouse.move(page.locator("#timeline canvas").bounding_box()["x"] + 600,
-                        page.locator("#timeline canvas").bounding_box()["y"] + lane_y)
-        if page.locator(".tl-tip").is_visible():
+    # hovering the timeline's boxes shows their names in the tooltip, as text
+    box = page.locator("#timeline canvas").bounding_box()
+    seen = set()
+    for x in range(260, int(box["width"]) - 20, 40):
+        for y in range(26, min(int(box["height"]), 200), 8):
+            page.mouse.move(box["x"] + x, box["y"] + y)
+            if page.locator(".tl-tip").is_visible():
+                seen.add(page.locator(".tl-tip").text_content())
+        if any(seed.XSS_SCRIPT in t or seed.XSS_IMG in t for t in seen):
             break
+    assert any(seed.XSS_SCRIPT in t or seed.XSS_IMG in t for t in seen), seen
+    assert page.locator(".tl-tip *").count() == 0
+    signed_in.shot("xss-run")
     for path in ("/", f"/runs/{run_id}", f"/jobs/job{seed.XSS_IMG}"):
         page.goto(path)
         page.wait_for_load_state("networkidle")
         assert page.locator("img").count() == 0
         assert page.evaluate("() => Array.from(document.scripts).every(s => s.src.includes('/assets/js/'))")
-    signed_in.shot("xss")
     assert signed_in.dialogs == []
     assert signed_in.errors == []

@@ -95,8 +95,14 @@ def store_run(session: Session, settings: Settings, ingested: Ingested, sources:
         shutil.copyfile(cached, out)
         pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info, settings.data_dir)
     if analyze_run:
-        inputs = pipeline.claim_run_analysis(session, run.id, owner, 60)
-        assert inputs is not None
-        result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels)
-        assert pipeline.finish_run_analysis(session, run.id, owner, inputs, result)
+        finish_analysis(session, settings, run.id)
     return run.id
+
+
+def finish_analysis(session: Session, settings: Settings, run_id: int) -> None:
+    """Claim, analyze and persist a run whose reports are all ingested (what ``analyze.run`` does)."""
+    owner = "test-worker/2"
+    inputs = pipeline.claim_run_analysis(session, run_id, owner, 60)
+    assert inputs is not None
+    result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels)
+    assert pipeline.finish_run_analysis(session, run_id, owner, inputs, result)

@@ -98,8 +98,23 @@
     }
   }
 
+  // While the run is still being ingested or analyzed, reload the page once its status changes.
+  function watchStatus() {
+    const badge = document.getElementById("run-status");
+    const status = badge && badge.getAttribute("data-status");
+    if (!badge || status === "ready" || status === "failed" || status === "deleted") return;
+    setTimeout(async function () {
+      try {
+        const run = await GP.fetchJSON(badge.getAttribute("data-poll-url"));
+        if (run.status !== status) { window.location.reload(); return; }
+      } catch (e) { /* transient: try again */ }
+      watchStatus();
+    }, 2000);
+  }
+
   GP.onReady(function () {
     initFindings();
+    watchStatus();
     const tsel = document.getElementById("timeline-report");
     if (tsel) tsel.addEventListener("change", function () {
       const opt = tsel.options[tsel.selectedIndex];
