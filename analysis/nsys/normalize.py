@@ -150,8 +150,14 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
                    {case_sql('y."syncType"', dec["sync_type"])}, {c("eventId")}
             FROM {_src("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")} y {join}"""))
 
+    # Temp tables hold memory until dropped; the join tables are done with here.
+    out.append(("cleanup", "DROP TABLE _launch"))
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
+        out.append(("cleanup", "DROP TABLE _api_names"))
+
     if "NVTX_EVENTS" in t:
         out.extend(_nvtx(info))
+        out.append(("cleanup", "DROP TABLE _nvtx"))
 
     for table, target in (("OSRT_API", "osrt"), ("PROFILER_OVERHEAD", "overhead")):
         if table in t:
