@@ -10,26 +10,27 @@ from __future__ import annotations
 
 from analysis.trace import Trace
 
-# GPU operations of every kind, with the category the breakdown needs. Zero-length rows are kept:
+# GPU operations of every kind, with the category code the breakdown needs. Zero-length rows are kept:
 # they change no union but still mark "work arrived" for gap pairing, as in nsys.
 GPU_OPS_SQL = """
-    SELECT pid, device, start_ns, end_ns,
-           CASE WHEN category = 'nccl' THEN 'nccl' ELSE 'compute' END AS cat
+    SELECT pid, device, start_ns, end_ns, CASE WHEN category = 'nccl' THEN 1 ELSE 0 END::UTINYINT AS cat
     FROM kernels WHERE start_ns IS NOT NULL AND end_ns >= start_ns
     UNION ALL
-    SELECT pid, device, start_ns, end_ns, 'memory' FROM memcpy
+    SELECT pid, device, start_ns, end_ns, 2::UTINYINT FROM memcpy
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
     UNION ALL
-    SELECT pid, device, start_ns, end_ns, 'memory' FROM memset
+    SELECT pid, device, start_ns, end_ns, 2::UTINYINT FROM memset
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
 """
+# Category codes (small integers keep the sweep's sort and sums cheap).
+COMPUTE, NCCL, MEMORY, OVERHEAD = 0, 1, 2, 3
 
 # NVIDIA's gpu_gaps semantics: profiler overhead of a process counts as busy on each of its devices,
 # clipped to the device's span (first GPU operation's start to last one's end), so overhead before or
 # after the GPU work never creates a gap of its own.
 OVERHEAD_OPS_SQL = """
     SELECT o.pid, u.device, GREATEST(o.start_ns, u.u0) AS start_ns, LEAST(o.end_ns, u.u1) AS end_ns,
-           'overhead' AS cat
+           3::UTINYINT AS cat
     FROM overhead o
     JOIN (SELECT pid, device, MIN(start_ns) AS u0, MAX(end_ns) AS u1 FROM gpu_ops GROUP BY pid, device) u
       ON u.pid = o.pid AND o.start_ns < u.u1 AND o.end_ns > u.u0
@@ -48,12 +49,12 @@ SEGMENTS_SQL = f"""
     WITH gpu_ops AS ({GPU_OPS_SQL}),
     ops AS (SELECT * FROM gpu_ops UNION ALL {OVERHEAD_OPS_SQL}),
     ev AS (
-        SELECT pid, device, start_ns AS t, (cat = 'compute')::INT AS dc, (cat = 'nccl')::INT AS dn,
-               (cat = 'memory')::INT AS dm, (cat = 'overhead')::INT AS dox
+        SELECT pid, device, start_ns AS t, (cat = 0)::TINYINT AS dc, (cat = 1)::TINYINT AS dn,
+               (cat = 2)::TINYINT AS dm, (cat = 3)::TINYINT AS dox
         FROM ops
         UNION ALL
-        SELECT pid, device, end_ns, -(cat = 'compute')::INT, -(cat = 'nccl')::INT, -(cat = 'memory')::INT,
-               -(cat = 'overhead')::INT
+        SELECT pid, device, end_ns, -(cat = 0)::TINYINT, -(cat = 1)::TINYINT, -(cat = 2)::TINYINT,
+               -(cat = 3)::TINYINT
         FROM ops),
     run AS (
         -- One global sort by unit and time (parallel, unlike a single PARTITION BY). Running sums need no
@@ -88,5 +89,7 @@ def temp_table(trace: Trace, name: str, sql: str, params: dict | None = None) ->
     exists = trace.scalar(
         "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = $n", {"n": name})
     if not exists:
+        # Nothing here relies on row order (every reader sorts), so let DuckDB build in parallel freely.
+        trace.con.execute("SET preserve_insertion_order = false")
         trace.con.execute(f'CREATE TEMP TABLE "{name}" AS {sql}', params or {})
     return name
