@@ -172,3 +172,9 @@ def test_out_of_disk_space_is_reported_before_copying(tmp_path, monkeypatch):
     monkeypatch.setattr(nsys_ingest.shutil, "disk_usage",
                         lambda p: real(p)._replace(free=1024))
     _expect(_copy(tmp_path), tmp_path, "no_space")
+
+
+def test_copy_over_the_time_limit_kills_the_child(tmp_path):
+    # Validation of this small file takes milliseconds; starting the child alone takes longer than this.
+    err = _expect(_copy(tmp_path), tmp_path, "timeout", Limits(timeout_s=0.15))
+    assert "limit" in err.message
