@@ -132,6 +132,10 @@ class Watched:
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
+    def shot_of(self, selector: str, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.locator(selector).screenshot(path=str(SHOTS / f"{name}.png"))
+
 
 @pytest.fixture
 def watched(browser, service):

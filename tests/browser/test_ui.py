@@ -116,6 +116,7 @@ def test_run_page_findings_breakdown_timeline(signed_in, store) -> None:
     page.wait_for_selector("#kernel-table[data-loaded='1']")
     assert page.locator("#kernel-table tbody tr").count() >= 1
     signed_in.shot("run")
+    signed_in.shot_of("#timeline", "run-timeline")
     # zooming in fetches a narrower window
     before = page.locator("#timeline .tl-status").inner_text()
     page.click("#timeline .tl-in")
@@ -205,6 +206,7 @@ def test_trace_strings_with_payloads_are_text(signed_in, store, tmp_path) -> Non
     assert any(seed.XSS_SCRIPT in t or seed.XSS_IMG in t for t in seen), seen
     assert page.locator(".tl-tip *").count() == 0
     signed_in.shot("xss-run")
+    signed_in.shot_of("#timeline", "xss-timeline")
     for path in ("/", f"/runs/{run_id}", f"/jobs/job{seed.XSS_IMG}"):
         page.goto(path)
         page.wait_for_load_state("networkidle")

@@ -153,6 +153,16 @@
         const h = row.lane.kind === "nvtx" ? NVTX_H - 2 : row.h;
         ctx.fillRect(x0, y, Math.max(1, x1 - x0), h);
         ctx.globalAlpha = 1;
+        if (x1 - x0 > 48 && count === 1) {
+          // Label wide boxes; canvas text is drawn as pixels, never parsed as markup.
+          ctx.save();
+          ctx.beginPath();
+          ctx.rect(x0, y, x1 - x0, h);
+          ctx.clip();
+          ctx.fillStyle = "#ffffff";
+          ctx.fillText(b[5], x0 + 3, y + h - 3);
+          ctx.restore();
+        }
       }
     }
     for (const hl of this.highlights) {
