@@ -4,6 +4,7 @@ job trends, tokens, and trace strings carrying HTML/JS payloads shown as text.""
 from __future__ import annotations
 
 import base64
+import csv
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -133,6 +134,25 @@ def test_run_page_follows_the_analysis(signed_in, store) -> None:
     store.finish_analysis(run_id)
     page.wait_for_selector("#run-status[data-status=ready]", timeout=15_000)  # reloaded by the page itself
     page.wait_for_selector("#breakdown svg")
+    assert not signed_in.errors
+
+
+def test_ncu_finding_links_to_the_kernels_nsys_time(signed_in, store, tmp_path) -> None:
+    ncu = corpus_file("numba-copy-blocked-full.csv")
+    with ncu.open(newline="") as fh:
+        kernel = next(csv.DictReader(fh))["Kernel Name"]
+    nsys = seed.kernel_renamed_export(corpus_file("cupy-a100.sqlite"), tmp_path / "paired.sqlite", kernel)
+    run_id = store([nsys, ncu], job="paired")
+    page = signed_in.page
+    page.goto(f"/runs/{run_id}")
+    finding = page.locator("details.finding[data-ncu-kernel]").first
+    assert finding.get_attribute("data-ncu-kernel") == kernel
+    finding.locator(":scope > summary").click()
+    finding.locator(".show-kernel").click()
+    where = finding.locator(".kernel-where")
+    where.wait_for(state="visible")
+    page.wait_for_function("() => /launches/.test(document.querySelector('details[open] .kernel-where').textContent)")
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.highlighted) > 0")
     assert not signed_in.errors
 
 

@@ -106,3 +106,17 @@ def finish_analysis(session: Session, settings: Settings, run_id: int) -> None:
     assert inputs is not None
     result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels)
     assert pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
+
+
+def kernel_renamed_export(src: Path, out: Path, name: str) -> Path:
+    """A copy of an nsys export whose most launched kernel is called ``name`` (to pair it with an ncu CSV)."""
+    shutil.copyfile(src, out)
+    con = sqlite3.connect(out)
+    try:
+        sid = con.execute("SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY demangledName "
+                          "ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
+        con.execute("UPDATE StringIds SET value = ? WHERE id = ?", (name, sid))
+        con.commit()
+    finally:
+        con.close()
+    return out
