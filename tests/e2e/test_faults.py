@@ -22,8 +22,9 @@ def _report(svc, run_id):
     return report
 
 
-def test_worker_killed_during_ingest_finishes_exactly_once(make_service):
-    svc = make_service()
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_worker_killed_during_ingest_finishes_exactly_once(make_service, backend):
+    svc = make_service(backend)
     svc.start_web()
     path = corpus_file("vecadd-2026.sqlite")
     doomed = svc.start_worker(GOODPUT_TEST_SLOW=f"{_sha(path)}=60")  # holds the ingest until we kill it
@@ -93,3 +94,20 @@ def test_ingest_longer_than_its_lease_keeps_it(make_service):
     run = svc.wait_run(svc.upload([path], job="slow")["id"], timeout=90)
     assert run["status"] == "ready", svc.log_tail()
     assert run["reports"][0]["attempts"] == 1
+
+
+def test_redis_restart_under_a_busy_worker_loses_no_job(make_service, redis_server):
+    svc = make_service()
+    svc.start_web()
+    first = corpus_file("vecadd-2026.sqlite")
+    svc.start_worker(concurrency=1, GOODPUT_TEST_SLOW=f"{_sha(first)}=6")
+    svc.start_beat()
+    busy = svc.upload([first], job="busy")["id"]
+    wait_for(lambda: _report(svc, busy)["status"] == "ingesting", 30, "the first ingest to start")
+    waiting = [svc.upload([corpus_file(n)], job="busy")["id"] for n in ("a30-mig.sqlite", "cupy-a100.sqlite")]
+    assert redis_server.queued("ingest") == 2  # prefetch 1: the busy worker took nothing else
+    redis_server.restart()
+    for run_id in [busy, *waiting]:
+        run = svc.wait_run(run_id, timeout=120)
+        assert run["status"] == "ready", svc.log_tail()
+        assert run["reports"][0]["attempts"] == 1
