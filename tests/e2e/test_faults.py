@@ -67,22 +67,6 @@ def test_poison_file_fails_after_max_attempts_while_others_finish(make_service):
     assert svc.workers[0].poll() is None  # the worker survived its pool processes' deaths
 
 
-def test_redis_restart_loses_no_job(make_service, redis_server):
-    svc = make_service()
-    svc.start_web()
-    files = [corpus_file("vecadd-2026.sqlite"), corpus_file("a30-mig.sqlite")]
-    run_ids = [svc.upload([f], job="lost-messages")["id"] for f in files]
-    assert redis_server.queued("ingest") == 2
-    redis_server.restart()  # no persistence: the queued messages are gone
-    assert redis_server.queued("ingest") == 0
-    svc.start_worker()
-    svc.start_beat()
-    for run_id in run_ids:
-        run = svc.wait_run(run_id, timeout=90)
-        assert run["status"] == "ready", svc.log_tail()
-        assert run["reports"][0]["attempts"] == 1
-
-
 def test_ingest_longer_than_its_lease_keeps_it(make_service):
     svc = make_service()
     svc.start_web()
