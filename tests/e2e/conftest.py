@@ -7,8 +7,6 @@ import pytest
 from tests.e2e.services import RedisServer, Service, e2e_settings
 from tests.workers.conftest import db_factories  # noqa: F401 (shared session fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.services]
-
 
 @pytest.fixture
 def redis_server(tmp_path):
