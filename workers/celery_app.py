@@ -16,9 +16,6 @@ from app.queue import (
 )
 from app.settings import Settings
 
-# Time allowed to analyze or purge one run; both read the metadata DB and a few DuckDB files.
-LIGHT_TIME_LIMIT_S = 900
-
 
 def make_celery(settings: Settings) -> Celery:
     """A configured Celery app with Goodput's tasks registered; nothing connects until it is used."""
@@ -57,7 +54,7 @@ def make_celery(settings: Settings) -> Celery:
         },
     )
     app.goodput_settings = settings  # read by the tasks (ids in, settings from the app that runs them)
-    from workers.tasks import register_tasks
+    from workers.tasks import LIGHT_TIME_LIMIT_S, register_tasks
 
     register_tasks(app, ingest_limit=ingest_limit, light_limit=LIGHT_TIME_LIMIT_S)
     return app

@@ -53,8 +53,11 @@ def run_ingest(task: Task, report_id: int) -> str:
         if now - last[0] < 1.0 and done < total:
             return  # one row update a second is plenty for a progress bar
         last[0] = now
-        with session_scope(settings) as s:
-            pipeline.set_progress(s, report_id, owner, stage, done, total)
+        try:
+            with session_scope(settings) as s:
+                pipeline.set_progress(s, report_id, owner, stage, done, total)
+        except Exception:  # a progress bar is not worth failing an ingest for
+            logger.warning("progress update failed", exc_info=True, extra={"report_id": report_id})
 
     failure: tuple[str, str] | None = None
     result = None
@@ -108,8 +111,16 @@ def run_analyze(task: Task, run_id: int) -> str:
         result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels)
     except (TraceError, SoftTimeLimitExceeded, OSError) as exc:
         logger.warning("analysis failed: %s", exc, extra={"run_id": run_id})
+        message = (f"analysis took longer than {LIGHT_TIME_LIMIT_S} s" if isinstance(exc, SoftTimeLimitExceeded)
+                   else str(exc) or type(exc).__name__)
         with session_scope(settings) as session:
-            pipeline.fail_run_analysis(session, run_id, owner, str(exc) or type(exc).__name__)
+            pipeline.fail_run_analysis(session, run_id, owner, message)
+        return "failed"
+    except Exception:
+        logger.exception("analysis crashed", extra={"run_id": run_id})
+        with session_scope(settings) as session:
+            pipeline.fail_run_analysis(session, run_id, owner,
+                                       "an unexpected error inside Goodput; the worker log has the details")
         return "failed"
     with session_scope(settings) as session:
         pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
@@ -144,7 +155,11 @@ def run_purge(task: Task, run_id: int) -> int:
         return removed + pipeline.collect_garbage(session, settings)
 
 
-def register_tasks(app: Celery, *, ingest_limit: int, light_limit: int) -> None:
+# Time allowed to analyze or purge one run; both read the metadata DB and a few DuckDB files.
+LIGHT_TIME_LIMIT_S = 900
+
+
+def register_tasks(app: Celery, *, ingest_limit: int, light_limit: int = LIGHT_TIME_LIMIT_S) -> None:
     """Register the four tasks on ``app`` under their explicit names."""
     # shared=False: register on this app only (a shared task would join every app made later).
     common = {"bind": True, "shared": False, "acks_late": True, "reject_on_worker_lost": True}

@@ -118,3 +118,18 @@ def test_purge_task_removes_a_deleted_run(session, settings):
     assert session.get(Run, run_id) is None and session.get(Report, rid) is None
     assert not upload.exists() and not (settings.data_dir / "reports" / str(rid)).exists()
     shutil.rmtree(settings.data_dir / "uploads", ignore_errors=True)
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_an_analysis_that_cannot_read_its_trace_fails_the_run_once(session, settings):
+    tasks = make_celery(settings).tasks
+    path = corpus_file("a30-mig.sqlite")
+    run_id, [rid] = make_run(session, settings, [(path.name, path.read_bytes())])
+    assert tasks[INGEST_TASK](rid) == "ready"
+    (settings.data_dir / _report(session, rid).trace_path).write_bytes(b"not a duckdb file" * 100)
+    assert tasks[ANALYZE_TASK](run_id) == "failed"
+    run = session.get(Run, run_id)
+    session.refresh(run)
+    assert (run.analysis_status, run.status, run.analysis_lease_owner) == ("failed", "failed", None)
+    assert run.error
+    assert tasks[ANALYZE_TASK](run_id) == "skipped"  # a failed analysis is not retried by a stray message
