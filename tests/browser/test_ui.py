@@ -7,6 +7,7 @@ import base64
 import csv
 import re
 from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -160,7 +161,13 @@ def test_compare_two_runs(signed_in, store) -> None:
     a = store([corpus_file(TWO_GPU)], job="torchrun")
     b = store([corpus_file("cupy-power-iteration.sqlite")], job="torchrun")
     page = signed_in.page
-    page.goto(f"/compare?a={a}&b={b}")
+    page.goto("/?job=torchrun")
+    page.check(f"#runs-table input[name=a][value='{a}']")
+    page.check(f"#runs-table input[name=b][value='{b}']")
+    page.click("#compare-selected")
+    page.wait_for_load_state()
+    url = urlsplit(page.url)
+    assert url.path == "/compare" and parse_qs(url.query) == {"a": [str(a)], "b": [str(b)]}
     assert page.locator(".compare-side svg.breakdown").count() == 2
     rows = page.locator("#kernel-diff tbody tr").count()
     assert rows >= 1 and "No kernel changed" not in page.locator("#kernel-diff").inner_text()
