@@ -49,7 +49,11 @@ def tokens():
                     raise token_service.TokenError("only administrators can create admin tokens")
                 created = token_service.create_token(db, request.form.get("name", ""), scope)
             elif action == "revoke":
-                row = token_service.revoke_token(db, int(request.form.get("token_id", "0")))
+                token_id = int(request.form.get("token_id", "0"))
+                target = next((t for t in token_service.list_tokens(db) if t.id == token_id), None)
+                if target is not None and target.scope == "admin" and current_principal().scope != "admin":
+                    raise token_service.TokenError("only administrators can revoke admin tokens")
+                row = token_service.revoke_token(db, token_id)
                 flash(f"Token {row.name} ({row.prefix}…) revoked.")
                 return redirect(url_for("web.tokens"))
         except (token_service.TokenError, ValueError) as exc:

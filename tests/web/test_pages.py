@@ -68,7 +68,7 @@ def test_logout_is_a_csrf_protected_post(client) -> None:
     assert client.get("/").status_code == 302
 
 
-def test_tokens_create_list_revoke(client) -> None:
+def test_tokens_create_list_revoke(client, db) -> None:
     token = page_csrf(client)
     html = client.post("/tokens", data={"action": "create", "name": "ci", "scope": "read",
                                         "csrf_token": token}).get_data(as_text=True)
@@ -77,6 +77,12 @@ def test_tokens_create_list_revoke(client) -> None:
     html = client.post("/tokens", data={"action": "create", "name": "x", "scope": "admin",
                                         "csrf_token": token}).get_data(as_text=True)
     assert "only administrators" in html
+    from app.services.tokens import create_token
+
+    admin_token = create_token(db, "admin-made", "admin")
+    html = client.post("/tokens", data={"action": "revoke", "token_id": str(admin_token.id),
+                                        "csrf_token": token}).get_data(as_text=True)
+    assert "only administrators can revoke" in html
     assert client.post("/tokens", data={"action": "revoke", "token_id": "1"}).status_code == 400  # no CSRF
     resp = client.post("/tokens", data={"action": "revoke", "token_id": "1", "csrf_token": token},
                        follow_redirects=True)
