@@ -186,6 +186,9 @@ def test_job_trends_mark_a_regression(signed_in, store) -> None:
         assert page.locator(f"{chart} svg circle").count() == len(sources)
         assert page.locator(f"{chart} svg path.line").get_attribute("d").count("L") == len(sources) - 1
     assert page.locator("#top-rules tbody tr").count() >= 1
+    # the last run doubles the exposed communication of the four identical runs before it
+    assert page.locator("#trend-comm svg circle.regressed").count() == 1
+    assert page.locator("#job-runs tr.regressed").count() == 1
     signed_in.shot("job")
 
 

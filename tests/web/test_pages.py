@@ -231,6 +231,10 @@ def test_compare_and_job_pages(client, db, settings, ingested) -> None:
     assert [p.run_id for p in trends.points] == ids
     # the first three runs are identical: nothing regressed among them
     assert [p.regressed for p in trends.points[:3]] == [[], [], []]
+    # the last one has twice their exposed communication (and a higher goodput: not a regression there)
+    last, first = trends.points[3], trends.points[0]
+    assert last.exposed_comm_ns > 1.1 * first.exposed_comm_ns and last.goodput_pct > first.goodput_pct
+    assert last.regressed_on == ["comm"]
     page = client.get("/jobs/trend").get_data(as_text=True)
     assert page.count("data-trend=") == 3
     assert client.get("/jobs/nope").status_code == 404
