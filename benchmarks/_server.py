@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 import requests
 
@@ -19,9 +21,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Server:
+    url: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the gunicorn master and its workers so far."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        pids = [self.pid]
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            pids += [int(c) for c in (task / "children").read_text().split()]
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except FileNotFoundError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / ticks
+
+
 @contextmanager
 def gunicorn(env: dict[str, str], *, workers: int = 2, threads: int = 8):
-    """Yield the base URL of a gunicorn (gthread) running the app with ``env``; stopped on exit."""
+    """Yield the Server (URL, pid) of a gunicorn (gthread) running the app with ``env``; stopped on exit."""
     port = free_port()
     cmd = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
            "--threads", str(threads), "--worker-class", "gthread", "--timeout", "600", "--log-level", "warning",
@@ -39,7 +62,7 @@ def gunicorn(env: dict[str, str], *, workers: int = 2, threads: int = 8):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("gunicorn did not start")
             time.sleep(0.2)
-        yield url
+        yield Server(url, proc.pid)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

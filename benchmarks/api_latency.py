@@ -164,14 +164,16 @@ def main() -> int:
         engine.dispose()
         env = {"GOODPUT_DATABASE_URL": url, "GOODPUT_DATA_DIR": str(data_dir), "GOODPUT_SECRET_KEY": "bench",
                "GOODPUT_BROKER_URL": "redis://127.0.0.1:6379/14"}
-        with gunicorn(env, workers=args.workers, threads=args.threads) as base:
-            load(base, token, run_ids, args.clients, 200)  # warm-up: connections, caches
-            t = time.perf_counter()
-            lat = load(base, token, run_ids, args.clients, args.requests)
-            wall = time.perf_counter() - t
+        with gunicorn(env, workers=args.workers, threads=args.threads) as server:
+            load(server.url, token, run_ids, args.clients, 200)  # warm-up: connections, caches
+            cpu0, t = server.cpu_seconds(), time.perf_counter()
+            lat = load(server.url, token, run_ids, args.clients, args.requests)
+            wall, cpu = time.perf_counter() - t, server.cpu_seconds() - cpu0
         print(f"PostgreSQL: {counts[0]} runs, {counts[1]} findings; gunicorn gthread {args.workers}x{args.threads}; "
               f"{args.clients} concurrent clients; {args.requests} requests in {wall:.1f} s "
               f"({args.requests / wall:.0f} req/s); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"gunicorn CPU per request: {1000 * cpu / args.requests:.2f} ms "
+              f"(so one dedicated core serves ~{args.requests / cpu:.0f} req/s)")
         for kind, values in lat.items():
             print(f"GET {'/api/v1/runs' if kind == 'runs' else '/api/v1/runs/{id}/findings':32} n={len(values):5d}  "
                   f"p50 {statistics.median(values):6.1f} ms  p95 {percentile(values, 95):6.1f} ms  "
