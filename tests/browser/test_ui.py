@@ -117,6 +117,15 @@ def test_run_page_findings_breakdown_timeline(signed_in, store) -> None:
     # kernel table from the report's trace, sortable
     page.wait_for_selector("#kernel-table[data-loaded='1']")
     assert page.locator("#kernel-table tbody tr").count() >= 1
+    # the NVTX table sorts by a column and filters by text
+    counts = "() => Array.from(document.querySelectorAll('#nvtx-table tbody tr')).map(r => Number(r.cells[2].dataset.sort))"
+    page.click("#nvtx-table th:has-text('count')")
+    assert page.evaluate(counts) == sorted(page.evaluate(counts))
+    page.click("#nvtx-table th:has-text('count')")
+    assert page.evaluate(counts) == sorted(page.evaluate(counts), reverse=True)
+    page.fill("input[data-filter-table=nvtx-table]", "ncclCommInitRank")
+    visible = page.locator("#nvtx-table tbody tr:visible")
+    assert visible.count() >= 1 and all("ncclCommInitRank" in t for t in visible.all_inner_texts())
     signed_in.shot("run")
     signed_in.shot_of("#timeline", "run-timeline")
     # zooming in fetches a narrower window
