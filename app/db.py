@@ -11,7 +11,21 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
+
+def _migrations_dir() -> Path:
+    """migrations/ beside the package in a checkout, else the installed ``migrations`` package."""
+    beside = Path(__file__).resolve().parents[1] / "migrations"
+    if (beside / "env.py").is_file():
+        return beside
+    import importlib.util
+
+    spec = importlib.util.find_spec("migrations")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("Alembic migrations not found: reinstall Goodput")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+MIGRATIONS_DIR = _migrations_dir()
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 

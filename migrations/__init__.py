@@ -1,0 +1,1 @@
+"""Alembic migrations of the metadata DB (a package so that installed copies of Goodput carry them)."""
