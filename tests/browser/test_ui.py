@@ -91,6 +91,26 @@ def test_upload_error_is_shown_with_its_message(signed_in, tmp_path) -> None:
     assert error.inner_text().startswith("EMPTY_FILE:")
 
 
+def test_ingest_failure_is_shown_with_its_message(signed_in, tmp_path) -> None:
+    import sqlite3
+
+    other = tmp_path / "not-a-profile.sqlite"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+        con.execute("INSERT INTO t VALUES (1)")
+    page = signed_in.page
+    page.goto("/upload")
+    page.set_input_files("#files", str(other))
+    page.fill("#job", "upload-e2e")
+    page.click("#upload-button")
+    page.wait_for_selector("#upload-status[data-run-status=failed]", timeout=120_000)
+    row = page.locator("#report-status tbody tr")
+    assert row.get_attribute("data-status") == "failed"
+    code, _, message = row.locator(".error-message").inner_text().partition(": ")
+    assert code and len(message) > 20
+    assert not signed_in.dialogs
+
+
 def test_run_page_findings_breakdown_timeline(signed_in, store) -> None:
     run_id = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="nccl-ring", tags={"nodes": "2"})
     page = signed_in.page
