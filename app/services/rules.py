@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.rules.registry import default_registry
-
 
 def catalogue() -> list[dict[str, Any]]:
     """``describe()`` of every rule, in registry order."""
-    registry = default_registry()
-    return [rule.describe() for rule in registry]
+    # Imported on use: loading every rule is only needed here, not to start the web app.
+    from analysis.rules.registry import default_registry
+
+    return [rule.describe() for rule in default_registry()]
