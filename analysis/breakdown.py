@@ -4,22 +4,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.intervals import segments_table
+from analysis.intervals import temp_table, union_length_sql
 from analysis.trace import Trace
 
 PARTS = ("compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
 KEYS = ("compute_ns", "comm_overlapped_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "span_ns")
 
-BREAKDOWN_SQL = """
-    SELECT pid, device, MIN(seg_start) AS start_ns, MAX(seg_end) AS end_ns,
-           SUM(seg_ns) FILTER (WHERE nc > 0) AS compute_ns,
-           SUM(seg_ns) FILTER (WHERE nc > 0 AND nn > 0) AS comm_overlapped_ns,
-           SUM(seg_ns) FILTER (WHERE nc = 0 AND nn > 0) AS comm_exposed_ns,
-           SUM(seg_ns) FILTER (WHERE nc = 0 AND nn = 0 AND nm > 0) AS memory_only_ns,
-           SUM(seg_ns) FILTER (WHERE nc = 0 AND nn = 0 AND nm = 0) AS idle_ns,
-           SUM(seg_ns) AS span_ns
-    FROM _gp_segments GROUP BY pid, device ORDER BY pid, device
-"""  # profiler overhead alone counts as idle here (it is busy only for gap finding)
+
+def _units_sql(trace: Trace) -> str:
+    """Per unit: the union lengths of all operations (A), compute (C), NCCL (N) and both (CN).
+
+    compute = |C|; exposed comm = |C u N| - |C|; overlapped comm = |N| - exposed; memory only =
+    |A| - |C u N|; idle = span - |A|. Sets a trace does not have (no NCCL, no copies) cost nothing.
+    """
+    has_nccl = trace.scalar("SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
+    has_mem = trace.has_rows("memcpy") or trace.has_rows("memset")
+    c = union_length_sql((0,))
+    n = union_length_sql((1,)) if has_nccl else "SELECT NULL::INT AS pid, NULL::INT AS device, 0 AS union_ns LIMIT 0"
+    cn = union_length_sql((0, 1)) if has_nccl else c
+    a = union_length_sql((0, 1, 2)) if has_mem else cn
+    return f"""
+        WITH a AS ({a}), c AS ({c}), n AS ({n}), cn AS ({cn})
+        SELECT a.pid, a.device, a.s0 AS start_ns, a.s1 AS end_ns, a.union_ns AS a_ns,
+               COALESCE(c.union_ns, 0) AS c_ns, COALESCE(n.union_ns, 0) AS n_ns, COALESCE(cn.union_ns, 0) AS cn_ns
+        FROM a
+        LEFT JOIN c ON c.pid IS NOT DISTINCT FROM a.pid AND c.device IS NOT DISTINCT FROM a.device
+        LEFT JOIN n ON n.pid IS NOT DISTINCT FROM a.pid AND n.device IS NOT DISTINCT FROM a.device
+        LEFT JOIN cn ON cn.pid IS NOT DISTINCT FROM a.pid AND cn.device IS NOT DISTINCT FROM a.device
+    """  # noqa: S608 - composed from constants
 
 
 def _pct(part: int, whole: int) -> float:
@@ -43,12 +55,12 @@ def breakdown(trace: Trace) -> dict[str, Any]:
     rank = trace.rank
     units: list[dict[str, Any]] = []
     if trace.has_rows("kernels") or trace.has_rows("memcpy") or trace.has_rows("memset"):
-        cols = ("pid", "device", "start_ns", "end_ns", *KEYS)
-        segments_table(trace)
-        for row in trace.sql(BREAKDOWN_SQL):
-            unit = {k: (int(v) if v is not None else 0) if k not in ("pid", "device") else v
-                    for k, v in zip(cols, row, strict=True)}
-            unit["rank"] = rank
+        table = temp_table(trace, "_gp_breakdown", _units_sql(trace))
+        for pid, device, s0, s1, a, c, n, cn in trace.sql(f"SELECT * FROM {table} ORDER BY pid, device"):  # noqa: S608
+            span, a, c, n, cn = int(s1 - s0), int(a), int(c), int(n), int(cn)
+            unit = {"pid": pid, "device": device, "start_ns": int(s0), "end_ns": int(s1),
+                    "compute_ns": c, "comm_overlapped_ns": n - (cn - c), "comm_exposed_ns": cn - c,
+                    "memory_only_ns": a - cn, "idle_ns": span - a, "span_ns": span, "rank": rank}
             unit["goodput_pct"] = _pct(unit["compute_ns"], unit["span_ns"])
             units.append(unit)
     total = {k: sum(u[k] for u in units) for k in KEYS}

@@ -1,4 +1,4 @@
-"""Interval algebra over GPU activity as set-based DuckDB SQL: one sweep gives the breakdown and the gaps.
+"""Interval algebra over GPU activity as set-based DuckDB SQL: NVIDIA's gap pairing and union lengths.
 
 Everything here returns SQL text over the normalized tables, so that rules and summaries compose it in
 one query and DuckDB runs it with window functions (never per-row Python over millions of rows).
@@ -37,51 +37,54 @@ OVERHEAD_OPS_SQL = """
     WHERE o.start_ns IS NOT NULL AND o.end_ns >= o.start_ns
 """
 
-# Sweep line over every unit: each elementary segment between two consecutive event times knows how
-# many compute, nccl, memory and profiler-overhead operations run in it. One sort of the 2N events
-# gives the breakdown (any partition of the span) and the idle gaps at once.
-#
-# The gaps equal NVIDIA's gpu_gaps pairing (the i-th smallest end against the (i+1)-th smallest start
-# per process and device): both find the stretches where as many operations have ended as started,
-# i.e. where every counter is zero; a zero-length operation splits a gap in both. The corpus tests
-# check the equality against a direct implementation of the pairing.
-SEGMENTS_SQL = f"""
-    WITH gpu_ops AS ({GPU_OPS_SQL}),
-    ops AS (SELECT * FROM gpu_ops UNION ALL {OVERHEAD_OPS_SQL}),
-    ev AS (
-        SELECT pid, device, start_ns AS t, (cat = 0)::TINYINT AS dc, (cat = 1)::TINYINT AS dn,
-               (cat = 2)::TINYINT AS dm, (cat = 3)::TINYINT AS dox
-        FROM ops
-        UNION ALL
-        SELECT pid, device, end_ns, -(cat = 0)::TINYINT, -(cat = 1)::TINYINT, -(cat = 2)::TINYINT,
-               -(cat = 3)::TINYINT
-        FROM ops),
-    run AS (
-        -- One global sort by unit and time (parallel, unlike a single PARTITION BY). Running sums need no
-        -- reset between units: each unit's +1/-1 events sum to zero. Among events at the same time only
-        -- the last carries the full state to the next time; the others make zero-length segments.
-        SELECT pid, device, t AS seg_start, LEAD(t) OVER w AS seg_end,
-               LEAD(pid) OVER w AS next_pid, LEAD(device) OVER w AS next_device,
-               SUM(dc) OVER w AS nc, SUM(dn) OVER w AS nn, SUM(dm) OVER w AS nm, SUM(dox) OVER w AS no
-        FROM ev
-        WINDOW w AS (ORDER BY pid, device, t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))
-    SELECT pid, device, seg_start, seg_end, seg_end - seg_start AS seg_ns,
-           nc::INT AS nc, nn::INT AS nn, nm::INT AS nm, no::INT AS no
-    FROM run WHERE seg_end > seg_start
-      AND next_pid IS NOT DISTINCT FROM pid AND next_device IS NOT DISTINCT FROM device
-"""  # noqa: S608 - constants only
 
 
-def segments_table(trace: Trace) -> str:
-    """Temp table ``_gp_segments`` of the sweep (see ``SEGMENTS_SQL``), built once per open trace."""
-    return temp_table(trace, "_gp_segments", SEGMENTS_SQL)
+def pairing_gaps_sql(ops_sql: str) -> str:
+    """NVIDIA's gpu_gaps pairing over ``ops_sql`` (columns pid, device, start_ns, end_ns).
+
+    Per (pid, device), the i-th smallest end against the (i+1)-th smallest start: between them exactly i
+    operations have started and i have ended, so nothing runs. Handles concurrent streams without a
+    union; leading and trailing idle never appear. Returns ``(pid, device, gap_start, gap_end, gap_ns)``.
+    One global order (as NVIDIA writes it) instead of PARTITION BY: DuckDB sorts one partition on one
+    thread, and a trace usually has one unit; pairs that straddle two units fail the unit check.
+    """
+    return f"""
+    WITH ops AS ({ops_sql}),
+    starts AS (SELECT pid, device, start_ns, ROW_NUMBER() OVER (ORDER BY pid, device, start_ns) AS rn FROM ops),
+    ends AS (SELECT pid, device, end_ns, ROW_NUMBER() OVER (ORDER BY pid, device, end_ns) AS rn FROM ops)
+    SELECT e.pid, e.device, e.end_ns AS gap_start, s.start_ns AS gap_end, s.start_ns - e.end_ns AS gap_ns
+    FROM starts s JOIN ends e
+      ON s.rn - 1 = e.rn AND s.pid IS NOT DISTINCT FROM e.pid AND s.device IS NOT DISTINCT FROM e.device
+    WHERE s.start_ns > e.end_ns
+    """  # noqa: S608 - composed from constants
 
 
-# Idle gaps (NVIDIA's semantics, see above) from the segments table.
-GAPS_SQL = """
-    SELECT pid, device, seg_start AS gap_start, seg_end AS gap_end, seg_ns AS gap_ns
-    FROM _gp_segments WHERE nc = 0 AND nn = 0 AND nm = 0 AND no = 0
-"""
+# Idle gaps as NVIDIA's gpu_gaps rule finds them: GPU operations plus the clipped profiler overhead.
+GAPS_SQL = pairing_gaps_sql(f"""
+    WITH gpu_ops AS ({GPU_OPS_SQL})
+    SELECT pid, device, start_ns, end_ns FROM gpu_ops
+    UNION ALL SELECT pid, device, start_ns, end_ns FROM ({OVERHEAD_OPS_SQL})""")  # noqa: S608
+
+
+def union_length_sql(cats: tuple[int, ...]) -> str:
+    """Per unit, the length of the union of the GPU operations of these categories (see ``union_of_sql``)."""
+    return union_of_sql(
+        f"SELECT pid, device, start_ns, end_ns FROM ({GPU_OPS_SQL}) WHERE cat IN ({', '.join(map(str, cats))})"  # noqa: S608
+    )
+
+
+def union_of_sql(ops: str) -> str:
+    """Per unit, the length of the union of the intervals of ``ops`` (pid, device, start_ns, end_ns).
+
+    Union length = (last end - first start) - the idle gaps between them (the same pairing), so no
+    sweep over every event is needed. Returns ``(pid, device, s0, s1, union_ns)``.
+    """
+    return f"""
+    WITH sp AS (SELECT pid, device, MIN(start_ns) AS s0, MAX(end_ns) AS s1 FROM ({ops}) GROUP BY pid, device),
+    gp AS (SELECT pid, device, SUM(gap_ns) AS idle FROM ({pairing_gaps_sql(ops)}) GROUP BY pid, device)
+    SELECT sp.pid, sp.device, sp.s0, sp.s1, sp.s1 - sp.s0 - COALESCE(gp.idle, 0) AS union_ns
+    FROM sp LEFT JOIN gp ON gp.pid IS NOT DISTINCT FROM sp.pid AND gp.device IS NOT DISTINCT FROM sp.device
+    """  # noqa: S608 - composed from constants
 
 
 def temp_table(trace: Trace, name: str, sql: str, params: dict | None = None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.intervals import segments_table, temp_table
+from analysis.intervals import GPU_OPS_SQL, temp_table
 from analysis.trace import Trace
 
 HERE = Path(__file__).resolve().parent
@@ -23,11 +23,9 @@ def load_sql(name: str) -> str:
 
 def unit_spans(trace: Trace) -> str:
     """Temp table of (pid, device, start_ns, end_ns, span_ns) per GPU unit; returns its name."""
-    segments_table(trace)
-    return temp_table(trace, "_gp_units", """
-        SELECT pid, device, MIN(seg_start) AS start_ns, MAX(seg_end) AS end_ns,
-               MAX(seg_end) - MIN(seg_start) AS span_ns
-        FROM _gp_segments GROUP BY pid, device""")
+    return temp_table(trace, "_gp_units", f"""
+        SELECT pid, device, MIN(start_ns) AS start_ns, MAX(end_ns) AS end_ns, MAX(end_ns) - MIN(start_ns) AS span_ns
+        FROM ({GPU_OPS_SQL}) GROUP BY pid, device""")  # noqa: S608 - constants
 
 
 def report_span_ns(trace: Trace) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from analysis.intervals import GAPS_SQL, segments_table, temp_table
+from analysis.intervals import GAPS_SQL, temp_table
 from analysis.rules.nsys.common import SYNC_API_RE, load_sql, unit_spans
 from analysis.trace import Trace
 
@@ -42,7 +42,7 @@ BLOCKING_COPIES_SQL = """
     SELECT a.pid, a.tid, a.start_ns, a.end_ns, a.name, m.device, m.stream, m.copy_kind, m.bytes,
            m.start_ns AS op_start, m.end_ns AS op_end, m.src_kind, m.dst_kind
     FROM cuda_api a JOIN memcpy m ON m.pid = a.pid AND m.correlation_id = a.correlation_id
-    WHERE regexp_matches(a.name, '^cu(da)?Memcpy') AND NOT contains(a.name, 'Async')
+    WHERE contains(a.name, 'Memcpy') AND regexp_matches(a.name, '^cu(da)?Memcpy') AND NOT contains(a.name, 'Async')
       AND NOT (m.copy_kind = 'DtoD' AND (m.src_device IS NULL OR m.src_device = m.dst_device))
       AND NOT (m.copy_kind = 'HtoD' AND m.bytes <= 65536)
 """
@@ -65,7 +65,7 @@ def gap_table(trace: Trace) -> str:
         syncs AS (
             SELECT pid, start_ns, name,
                    MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
-            FROM cuda_api WHERE regexp_matches(name, '{SYNC_API_RE}')),
+            FROM cuda_api WHERE contains(name, 'Synchronize') AND regexp_matches(name, '{SYNC_API_RE}')),
         copies AS (
             SELECT pid, start_ns, name,
                    MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
@@ -77,7 +77,6 @@ def gap_table(trace: Trace) -> str:
         FROM gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
     """  # noqa: S608 - constants and server-made names only
     unit_spans(trace)
-    segments_table(trace)
     return temp_table(trace, "_gp_gaps", sql)
 
 

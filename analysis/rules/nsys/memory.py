@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from analysis.findings import Evidence, Finding
+from analysis.intervals import union_of_sql
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import (
     MEMSET_RE,
@@ -208,7 +209,14 @@ class UnifiedMemoryMigration(Rule):
             FROM memcpy WHERE copy_kind LIKE 'UVM%'""")[0]
         if n == 0 or n < params["min_migrations"]:
             return []
-        alone = int(trace.scalar(load_sql("uvm_alone.sql")) or 0)
+        # Migration-only time: |migrations u kernels| - |kernels|, per unit, from union lengths.
+        kern = "SELECT pid, device, start_ns, end_ns FROM kernels"
+        both = kern + " UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy WHERE copy_kind LIKE 'UVM%'"  # noqa: S608 - constants
+        sql = f"""
+            SELECT COALESCE(SUM(b.union_ns - COALESCE(k.union_ns, 0)), 0)
+            FROM ({union_of_sql(both)}) b LEFT JOIN ({union_of_sql(kern)}) k
+              ON k.pid IS NOT DISTINCT FROM b.pid AND k.device IS NOT DISTINCT FROM b.device"""  # noqa: S608
+        alone = int(trace.scalar(sql) or 0)
         top = trace.sql("""SELECT pid, device, stream, start_ns, end_ns, end_ns - start_ns AS dur, copy_kind, bytes
                            FROM memcpy WHERE copy_kind LIKE 'UVM%' ORDER BY dur DESC, start_ns LIMIT 20""")
         evidence = _evidence(trace, top, 5, ("bytes",), (7,), 6)

@@ -46,7 +46,7 @@ class BlockingSync(Rule):
         if n == 0 or total < params["min_idle_us"] * 1000:
             return []
         calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
-                              WHERE regexp_matches(name, '{SYNC_API_RE}') GROUP BY name ORDER BY 2 DESC""")  # noqa: S608 - constants and server-made names
+                              WHERE contains(name, 'Synchronize') AND regexp_matches(name, '{SYNC_API_RE}') GROUP BY name ORDER BY 2 DESC""")  # noqa: S608 - constants and server-made names
         n_calls = sum(int(c[1]) for c in calls)
         n_kernels = int(trace.scalar("SELECT COUNT(*) FROM kernels") or 0)
         per_kernel = n_calls / n_kernels if n_kernels else None
