@@ -25,6 +25,7 @@ from analysis.nsys.source import BULK_TABLES, INT, NSYS_MARKERS, SOURCE_TABLES, 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # Any single event timestamp above this is absolute UTC ns (1e17 ns is three years: no session is that long).
 ABSOLUTE_NS = 10**17
+_SOURCE_FOLDED = frozenset(n.casefold() for n in SOURCE_TABLES)
 ESSENTIAL = frozenset(("StringIds", *BULK_TABLES))  # unreadable -> unsupported_schema, not silently empty
 _META_KEYS = (
     "EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION", "EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_TIME_NORMALIZE",
@@ -126,11 +127,16 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
         if not isinstance(name, str):
             continue
         kinds.setdefault(name, kind)
+        # SQLite resolves names case-insensitively, so must we: a view 'stringids' would answer for StringIds.
+        if name.casefold() in _SOURCE_FOLDED and (kind != "table" or name not in SOURCE_TABLES):
+            if kind == "table":
+                continue  # same letters, other case: not a name we read (DuckDB is told the exact name)
+            _unsafe(f"'{name}' is a {kind}, not a table")
         if name in SOURCE_TABLES and kind != "table":
             _unsafe(f"'{name}' is a {kind}, not a table")
         if kind == "table" and name in SOURCE_TABLES and str(sql or "").upper().startswith("CREATE VIRTUAL"):
             _unsafe(f"'{name}' is a virtual table")
-        if kind == "trigger" and on in SOURCE_TABLES:
+        if kind == "trigger" and str(on).casefold() in _SOURCE_FOLDED:
             _unsafe(f"table '{on}' carries a trigger")
     tables = {n for n, k in kinds.items() if k == "table"}
     if "StringIds" not in tables or not tables.intersection(NSYS_MARKERS):
@@ -161,7 +167,6 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
         info.tables[name] = [c for c in spec.columns if c in declared]
     _read_small(con, info)
     return info
-
 
 
 def _read_meta(con: apsw.Connection, tables: set[str]) -> dict[str, str]:

@@ -111,6 +111,13 @@ def test_string_table_replaced_by_a_view(tmp_path):
     assert "StringIds" in err.message and "view" in err.message
 
 
+def test_view_spelled_in_another_case(tmp_path):
+    # SQLite names are case-insensitive: a view 'STRINGIDS' answers queries for StringIds.
+    src = _edit(_copy(tmp_path), ("ALTER TABLE StringIds RENAME TO s",),
+                ("CREATE VIEW STRINGIDS AS SELECT id, value FROM s",))
+    _expect(src, tmp_path, "unsafe_schema")
+
+
 def test_trigger_on_a_table_we_read(tmp_path):
     src = _edit(_copy(tmp_path), ("CREATE TRIGGER t AFTER INSERT ON StringIds BEGIN DELETE FROM StringIds; END",))
     _expect(src, tmp_path, "unsafe_schema")
