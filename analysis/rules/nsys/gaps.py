@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from analysis.intervals import GAPS_SQL, temp_table
+from analysis.intervals import gaps_table, temp_table
 from analysis.rules.nsys.common import SYNC_API_RE, load_sql, unit_spans
 from analysis.trace import Trace
 
@@ -58,10 +58,11 @@ def blocking_copies(trace: Trace) -> str:
 def gap_table(trace: Trace) -> str:
     """Temp table ``_gp_gaps``: every gap with the blocking sync/copy call in progress when it opened."""
     copies = blocking_copies(trace)
+    pairs = gaps_table(trace)
     # The running maximum of call ends lets one ASOF join answer "was any call, started before the gap
     # opened, still running then?" exactly, even with calls on several threads.
     sql = f"""
-        WITH g AS ({GAPS_SQL}),
+        WITH g AS (SELECT * FROM {pairs}),
         syncs AS (
             SELECT pid, start_ns, name,
                    MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
