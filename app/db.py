@@ -129,10 +129,11 @@ def get_session() -> Session:
 
     session = g.get("_db_session")
     if session is None:
-        from flask import request
+        from flask import has_request_context, request
 
         session = g._db_session = current_app.extensions["goodput.sessionmaker"]()
-        if request.method in ("GET", "HEAD") and session.get_bind().dialect.name == "postgresql":
+        if (has_request_context() and request.method in ("GET", "HEAD")
+                and session.get_bind().dialect.name == "postgresql"):
             # Reads need no transaction: autocommit saves the BEGIN and ROLLBACK round trips, a third
             # of the database work of a list request. (A commit in a GET, e.g. a token's last use, still works.)
             session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})

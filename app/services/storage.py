@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import re
+import threading
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -40,6 +42,59 @@ class Staged:
     size_bytes: int
 
 
+class _Writer:
+    """Writes chunks on a background thread: the request thread receives and hashes the next chunk while
+    this one is copied to the page cache (both release the GIL). At most ``depth`` chunks wait."""
+
+    def __init__(self, path: Path, depth: int = 8) -> None:
+        self._fh = open(path, "xb")  # closed by close()
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="upload-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (chunk := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self._fh.write(chunk)
+                except BaseException as exc:  # re-raised in the request thread
+                    self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            exc, self._error = self._error, None
+            if isinstance(exc, OSError) and exc.errno == 28:
+                raise ApiError("NO_SPACE", "The server is out of disk space for uploads.") from None
+            raise exc
+
+    def write(self, data: bytes) -> None:
+        self._raise()
+        self._queue.put(data)
+
+    def _stop(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    def finish(self) -> None:
+        """Wait for every chunk, fsync (durable before a committed row points at it), close."""
+        self._stop()
+        self._raise()
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+
+    def close(self) -> None:
+        self._stop()
+        if not self._fh.closed:
+            self._fh.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._fh.closed
+
+
 class UploadSink:
     """A write-only file that decompresses gzip/zstd (sniffed from content), hashes and caps on the way in.
 
@@ -51,7 +106,7 @@ class UploadSink:
         self.path = path
         self.label = label  # the client's file name, only for messages
         self.max_bytes = max_bytes
-        self._fh = open(path, "xb")  # closed by finish/close
+        self._fh = _Writer(path)
         self._sha = hashlib.sha256()
         self._size = 0
         self._raw = 0
@@ -142,12 +197,7 @@ class UploadSink:
         if self._size > self.max_bytes:
             self._too_large()
         self._sha.update(data)
-        try:
-            self._fh.write(data)
-        except OSError as exc:
-            if exc.errno == 28:
-                raise ApiError("NO_SPACE", "The server is out of disk space for uploads.") from None
-            raise
+        self._fh.write(data)
 
     def _too_large(self) -> None:
         raise TraceError("too_large", f"{self.label}: the upload exceeds the limit of {self.max_bytes} bytes"
@@ -170,9 +220,7 @@ class UploadSink:
                 self._zw.flush()
         except (zlib.error, zstandard.ZstdError) as exc:
             raise ApiError("BAD_COMPRESSION", f"{self.label}: the compressed upload is damaged: {exc}") from None
-        self._fh.flush()
-        os.fsync(self._fh.fileno())  # durable before a committed Report row points at it
-        self._fh.close()
+        self._fh.finish()
         self._staged = Staged(self.path, self._sha.hexdigest(), self._size)
         return self._staged
 
