@@ -188,3 +188,10 @@ def test_unexpected_error_is_500_with_a_request_id_and_no_traceback(settings):
 def test_ids_beyond_the_column_range_are_not_found_or_invalid(client, auth, path):
     r = client.get(path, headers=auth["read"])
     assert r.status_code in (400, 404) and r.json["error"]["code"] in ("RUN_NOT_FOUND", "VALIDATION_ERROR")
+
+
+def test_get_session_works_in_an_app_context_without_a_request(app):
+    from app.db import get_session
+
+    with app.app_context():
+        assert get_session().execute(sa.text("SELECT 1")).scalar() == 1
