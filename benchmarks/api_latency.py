@@ -1,7 +1,7 @@
 """API read latency: `GET /api/v1/runs` and `GET /api/v1/runs/{id}/findings` with 1,000 runs and 50,000
 findings in PostgreSQL, 20 concurrent clients, against gunicorn.
 
-    .venv/bin/python benchmarks/api_latency.py [--requests 2000] [--clients 20]
+    .venv/bin/python benchmarks/api_latency.py [--requests 3000] [--clients 20] [--workers 3] [--threads 4]
 """
 
 from __future__ import annotations
@@ -138,9 +138,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--findings", type=int, default=50_000)
     ap.add_argument("--clients", type=int, default=20)
-    ap.add_argument("--requests", type=int, default=2000)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=4)
     args = ap.parse_args()
     name = f"goodput_bench_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
