@@ -77,6 +77,10 @@ def put_report(run_id: int, name: str):
     settings = current_settings()
     session = get_session()
     runs_service.get_run(session, run_id)  # 404 before reading a large body
+    # A body far above the cap cannot decompress to less (gzip/zstd framing adds well under 1 %).
+    if (request.content_length or 0) > settings.max_upload_bytes * 1.01 + 65536:
+        raise ApiError("TOO_LARGE", f"{name}: {request.content_length} bytes exceeds the limit of "
+                       f"{settings.max_upload_bytes} bytes", {"limit_bytes": settings.max_upload_bytes})
     sink = Storage(settings.data_dir).open_sink(settings.max_upload_bytes, name)
     try:
         for chunk in _body_chunks():

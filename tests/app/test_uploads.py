@@ -135,6 +135,19 @@ def test_size_cap_applies_to_decompressed_bytes(settings, auth, session, broker)
         app.extensions["goodput.engine"].dispose()
 
 
+def test_put_refuses_a_declared_length_over_the_cap_before_reading(settings, auth):
+    app = create_app(replace(settings, max_upload_bytes=1000))
+    try:
+        client = app.test_client()
+        run = client.post("/api/v1/runs", headers=auth["write"], json={}).json["id"]
+        r = client.put(f"/api/v1/runs/{run}/reports/x.sqlite", headers=auth["write"], data=b"x" * 100_000)
+        assert (r.status_code, r.json["error"]["code"]) == (413, "TOO_LARGE")
+        assert r.json["error"]["details"] == {"limit_bytes": 1000}
+        assert not (settings.data_dir / "staging").exists() or list((settings.data_dir / "staging").iterdir()) == []
+    finally:
+        app.extensions["goodput.engine"].dispose()
+
+
 def test_multipart_parts_spool_to_data_dir_staging_not_system_temp(app, auth, settings, monkeypatch):
     import tempfile
 
