@@ -65,8 +65,12 @@ def _meta_from_request() -> uploads.RunMeta:
 def create_run():
     meta = _meta_from_request()
     req: GoodputRequest = request  # type: ignore[assignment]
-    files = [uploads.Incoming(fs.filename or name, fs.stream.finish())
-             for name, fs in req.files.items(multi=True)]
+    files = []
+    for name, fs in req.files.items(multi=True):
+        staged = fs.stream.finish()
+        if not fs.filename and staged.size_bytes == 0:
+            continue  # a browser's file input left empty, not an empty file
+        files.append(uploads.Incoming(fs.filename or name, staged))
     session = get_session()
     run, _reports = uploads.create_run(session, current_settings(), meta, files, current_principal().name)
     body = runs_service.run_detail(session, run.id)

@@ -161,6 +161,12 @@ def test_multipart_parts_spool_to_data_dir_staging_not_system_temp(app, auth, se
     assert r.status_code == 202
 
 
+def test_an_empty_file_input_without_a_name_is_ignored(client, auth):
+    r = client.post("/api/v1/runs", headers=auth["write"],
+                    data={"job": "j", "files": [(io.BytesIO(b""), ""), (io.BytesIO(NCU.read_bytes()), "a.csv")]})
+    assert r.status_code == 202 and [x["name"] for x in r.json["reports"]] == ["a.csv"]
+
+
 def test_put_to_unknown_or_deleted_run_is_404(client, auth):
     assert client.put("/api/v1/runs/999/reports/x.sqlite", headers=auth["write"],
                       data=b"x").json["error"]["code"] == "RUN_NOT_FOUND"
