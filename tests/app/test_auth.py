@@ -90,3 +90,11 @@ def test_user_validation(session):
     users.create_user(session, "dup", "long enough pw")
     with pytest.raises(users.UserError, match="exists"):
         users.create_user(session, "dup", "long enough pw")
+
+
+def test_a_read_records_the_tokens_last_use(client, session):
+    # GETs on PostgreSQL run in autocommit; the last-use write must still land.
+    new = tokens.create_token(session, "reader", "read")
+    assert client.get("/api/v1/runs", headers={"Authorization": f"Bearer {new.token}"}).status_code == 200
+    session.expire_all()
+    assert session.get(ApiToken, new.id).last_used_at is not None
