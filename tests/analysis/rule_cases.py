@@ -127,6 +127,51 @@ def mem004_fires(path: Path, peer: Path | None) -> int:
     return end - start - covered
 
 
+def _blocking_copy_calls(con) -> list[tuple[int, int]]:
+    """Synchronous memcpy calls with NVIDIA's exclusions (same-device, HtoD <= 64 KiB), from the raw export."""
+    copies = {(p, c): (k, b) for p, c, k, b in con.execute(
+        """SELECT (globalPid >> 24) & 16777215, correlationId, copyKind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY""")}
+    out = []
+    for _, s, e, name, pid, corr in raw_api_names(con):
+        if "Memcpy" in name and "Async" not in name and (pid, corr) in copies:
+            kind, nbytes = copies[(pid, corr)]
+            if kind == 8 or (kind == 1 and nbytes <= 65536):
+                continue
+            out.append((s, e))
+    return out
+
+
+def krn001_fires(path: Path, peer: Path | None) -> int:
+    """Without its per-kernel syncs, the Gaussian solver is a long run of short kernels: the small gaps
+    between them (not a blocking copy's, shorter than GPU001's 1 ms) are KRN001's."""
+    drop_syncs(path, peer)
+    con = sqlite_rw(path)
+    kernels: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for p, d, s, e, table, _ in raw_gpu_ops(con):
+        if table.endswith("KERNEL"):
+            kernels.setdefault((p, d), []).append((s, e))
+    runs = []
+    for unit, ks in kernels.items():
+        run: list[tuple[int, int]] = []
+        for s, e in sorted(ks) + [(0, 10**18)]:  # a sentinel long kernel closes the last run
+            if e - s < KRN_SHORT_NS:
+                run.append((s, e))
+                continue
+            if len(run) >= 20:
+                runs.append((unit, run[0][0], max(x[1] for x in run)))
+            run = []
+    copies = _blocking_copy_calls(con)
+    total = 0
+    for p, d, gs, ge in raw_gaps(con):
+        inside = any(u == (p, d) and r0 <= gs and ge <= r1 for u, r0, r1 in runs)
+        if inside and ge - gs < 1_000_000 and not any(s <= gs <= e for s, e in copies):
+            total += ge - gs
+    con.close()
+    return total
+
+
+KRN_SHORT_NS = 1_000_000  # every kernel of the Gaussian solver is shorter than 1 ms (the longest: 0.62 ms)
+
 NCCL_NAME = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096UL>)"
 
 
@@ -212,6 +257,8 @@ CASES = [
     Case("GPU001", "tensorrt-3090.sqlite", unchanged),
     Case("SYNC001", "tensorrt-3090.sqlite", sync001_fires),
     Case("SYNC001", "tensorrt-3090.sqlite", drop_syncs),
+    Case("KRN001", "gaussian-threadsync.sqlite", krn001_fires, thresholds={"KRN001.short_kernel_us": 1000}),
+    Case("KRN001", "gaussian-threadsync.sqlite", unchanged, thresholds={"KRN001.short_kernel_us": 1000}),
     Case("MEM001", "vecadd-2026.sqlite", mem001_fires),
     Case("MEM001", "vecadd-2026.sqlite", unchanged),
     Case("MEM002", "vecadd-2026.sqlite", mem002_fires),

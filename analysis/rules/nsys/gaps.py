@@ -56,7 +56,8 @@ def blocking_copies(trace: Trace) -> str:
 
 
 def gap_table(trace: Trace) -> str:
-    """Temp table ``_gp_gaps``: every gap with the blocking sync/copy call in progress when it opened."""
+    """Temp table ``_gp_gaps``: every gap, flagged when a blocking sync (``by_sync``) or copy (``by_copy``)
+    call was in progress as it opened. Narrow on purpose (no names): it has a row per gap."""
     copies = blocking_copies(trace)
     pairs = gaps_table(trace)
     # The running maximum of call ends lets one ASOF join answer "was any call, started before the gap
@@ -64,17 +65,17 @@ def gap_table(trace: Trace) -> str:
     sql = f"""
         WITH g AS (SELECT * FROM {pairs}),
         syncs AS (
-            SELECT pid, start_ns, name,
+            SELECT pid, start_ns,
                    MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
             FROM cuda_api WHERE contains(name, 'Synchronize') AND regexp_matches(name, '{SYNC_API_RE}')),
         copies AS (
-            SELECT pid, start_ns, name,
+            SELECT pid, start_ns,
                    MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
             FROM {copies}),
         gs AS (
-            SELECT g.*, CASE WHEN s.reach >= g.gap_start THEN s.name END AS sync_name
+            SELECT g.*, COALESCE(s.reach >= g.gap_start, FALSE) AS by_sync
             FROM g ASOF LEFT JOIN syncs s ON g.pid = s.pid AND g.gap_start >= s.start_ns)
-        SELECT gs.*, CASE WHEN c.reach >= gs.gap_start THEN c.name END AS copy_name
+        SELECT gs.*, COALESCE(c.reach >= gs.gap_start, FALSE) AS by_copy
         FROM gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
     """  # noqa: S608 - constants and server-made names only
     unit_spans(trace)
@@ -94,6 +95,20 @@ def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> di
         "max_windows": max(1, int(get("GPU002", "max_windows"))),
         "max_busy_pct": get("GPU002", "max_busy_pct"),
     }
+
+
+def sync_names(trace: Trace, gaps: list[tuple[int, int]]) -> list[str | None]:
+    """For a bounded sample of (pid, gap_start), the sync call in progress when the gap opened."""
+    if not gaps:
+        return []
+    values = ", ".join(f"({i}, {int(p)}, {int(g)})" for i, (p, g) in enumerate(gaps))
+    rows = dict(trace.sql(f"""
+        WITH pts(i, pid, g) AS (VALUES {values})
+        SELECT i, arg_max(a.name, a.start_ns) FROM pts JOIN cuda_api a
+          ON a.pid = pts.pid AND a.start_ns <= pts.g AND a.end_ns >= pts.g
+        WHERE contains(a.name, 'Synchronize') AND regexp_matches(a.name, '{SYNC_API_RE}')
+        GROUP BY i"""))  # noqa: S608 - integers and constants
+    return [rows.get(i) for i in range(len(gaps))]
 
 
 def _sig(values: Mapping[str, float]) -> str:

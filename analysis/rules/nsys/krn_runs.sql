@@ -1,6 +1,7 @@
 -- Runs of short kernels per GPU unit: maximal stretches (in device order) with no long kernel between.
 WITH kern AS (
-    SELECT pid, device, start_ns, end_ns, name, (end_ns - start_ns) < $short_ns AS is_short
+    -- Narrow rows (no names): the window below sorts every kernel.
+    SELECT pid, device, start_ns, end_ns, (end_ns - start_ns) < $short_ns AS is_short
     FROM kernels WHERE start_ns IS NOT NULL
 ),
 numbered AS (
@@ -10,6 +11,6 @@ numbered AS (
     FROM kern
 )
 SELECT pid, device, run_id, MIN(start_ns) AS run_start, MAX(end_ns) AS run_end, COUNT(*) AS run_kernels,
-       SUM(end_ns - start_ns) AS kernel_ns, arg_max(name, end_ns - start_ns) AS common_name
+       SUM(end_ns - start_ns) AS kernel_ns
 FROM numbered WHERE is_short
 GROUP BY pid, device, run_id HAVING COUNT(*) >= $min_run

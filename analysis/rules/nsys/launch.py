@@ -11,6 +11,19 @@ from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, krn_runs, owned_gaps, own
 from analysis.trace import Run, Trace
 
 
+def _first_names(trace: Trace, runs: list[tuple]) -> list[str | None]:
+    """The name of the kernel that opens each run of a bounded sample (one equality join)."""
+    if not runs:
+        return []
+    values = ", ".join(f"({i}, {int(r[0])}, {int(r[1])}, {int(r[2])})" for i, r in enumerate(runs))
+    found = dict(trace.sql(f"""
+        WITH pts(i, pid, device, t) AS (VALUES {values})
+        SELECT i, MIN(k.name) FROM pts JOIN kernels k ON k.pid = pts.pid AND k.device = pts.device
+                                                    AND k.start_ns = pts.t
+        GROUP BY i"""))  # noqa: S608 - integers only
+    return [found.get(i) for i in range(len(runs))]
+
+
 class LaunchBound(Rule):
     """Launch-bound kernels: runs of very short kernels that the host cannot launch fast enough.
 
@@ -47,7 +60,7 @@ class LaunchBound(Rule):
         rows = trace.sql(f"""
             WITH idle AS (SELECT pid, device, run_id, SUM(gap_ns) AS idle_ns FROM {owned}
                           WHERE owner = 'KRN001' GROUP BY ALL)
-            SELECT r.pid, r.device, r.run_start, r.run_end, r.run_kernels, r.kernel_ns, r.common_name, i.idle_ns
+            SELECT r.pid, r.device, r.run_start, r.run_end, r.run_kernels, r.kernel_ns, NULL AS first_name, i.idle_ns
             FROM {runs} r JOIN idle i ON i.pid = r.pid AND i.device = r.device AND i.run_id = r.run_id
             ORDER BY i.idle_ns DESC, r.run_start""")  # noqa: S608 - server-made names
         total = sum(int(r[7]) for r in rows)
@@ -55,7 +68,7 @@ class LaunchBound(Rule):
             return []
         kernels = sum(int(r[4]) for r in rows)
         busy = sum(int(r[5]) for r in rows)
-        top = rows[:20]
+        top = [(*r[:6], n, *r[7:]) for r, n in zip(rows[:20], _first_names(trace, rows[:20]), strict=True)]
         nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
         evidence = tuple(
             Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, name=r[6],

@@ -6,10 +6,10 @@ gk AS (
     SELECT g.*, (g.gap_start - uw.u0) // uw.w AS k
     FROM _gp_gaps g LEFT JOIN uw ON uw.pid = g.pid AND uw.device = g.device
 )
-SELECT g.pid, g.device, g.gap_start, g.gap_end, g.gap_ns, g.sync_name, g.copy_name,
+SELECT g.pid, g.device, g.gap_start, g.gap_end, g.gap_ns,
        CASE
-           WHEN g.sync_name IS NOT NULL THEN 'SYNC001'
-           WHEN g.copy_name IS NOT NULL THEN 'MEM002'
+           WHEN g.by_sync THEN 'SYNC001'
+           WHEN g.by_copy THEN 'MEM002'
            WHEN g.gap_ns >= $min_gap_ns THEN 'GPU001'
            WHEN r.run_end >= g.gap_end THEN 'KRN001'
            WHEN low.k IS NOT NULL THEN 'GPU002'

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import SYNC_API_RE, fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.rules.nsys.gaps import owned_gaps
+from analysis.rules.nsys.gaps import owned_gaps, sync_names
 from analysis.trace import Run, Trace
 
 
@@ -50,13 +50,14 @@ class BlockingSync(Rule):
         n_calls = sum(int(c[1]) for c in calls)
         n_kernels = int(trace.scalar("SELECT COUNT(*) FROM kernels") or 0)
         per_kernel = n_calls / n_kernels if n_kernels else None
-        top = trace.sql(f"""SELECT pid, device, gap_start, gap_end, gap_ns, sync_name FROM {owned}
+        top = trace.sql(f"""SELECT pid, device, gap_start, gap_end, gap_ns FROM {owned}
                             WHERE owner = 'SYNC001' ORDER BY gap_ns DESC, gap_start LIMIT 20""")  # noqa: S608 - constants and server-made names
         nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
+        names = sync_names(trace, [(r[0], r[2]) for r in top])
         evidence = tuple(
-            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, name=r[5],
+            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, name=name,
                      nvtx=v, value_ns=int(r[4]))
-            for r, v in zip(top, nvtx, strict=True))
+            for r, v, name in zip(top, nvtx, names, strict=True))
         share = pct(total, report_span_ns(trace))
         names = ", ".join(f"{c[0]} x{c[1]}" for c in calls[:4])
         freq = f"; {per_kernel:.2f} sync call(s) per kernel" if per_kernel is not None else ""
