@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.intervals import gaps_table, overhead_inside, temp_table, union_from_gaps_sql, union_length_sql
+from analysis.intervals import temp_table, union_length_sql
 from analysis.trace import Trace
 
 PARTS = ("compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
@@ -22,12 +22,7 @@ def _units_sql(trace: Trace) -> str:
     c = union_length_sql((0,))
     n = union_length_sql((1,)) if has_nccl else "SELECT NULL::INT AS pid, NULL::INT AS device, 0 AS union_ns LIMIT 0"
     cn = union_length_sql((0, 1)) if has_nccl else c
-    if not has_mem:
-        a = cn
-    elif overhead_inside(trace):
-        a = union_length_sql((0, 1, 2))
-    else:  # the gaps every rule uses are then exactly the gaps between all operations: reuse them
-        a = union_from_gaps_sql(gaps_table(trace))
+    a = union_length_sql((0, 1, 2)) if has_mem else cn
     return f"""
         WITH a AS ({a}), c AS ({c}), n AS ({n}), cn AS ({cn})
         SELECT a.pid, a.device, a.s0 AS start_ns, a.s1 AS end_ns, a.union_ns AS a_ns,

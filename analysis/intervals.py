@@ -69,28 +69,6 @@ GAPS_SQL = pairing_gaps_sql(f"""
     UNION ALL SELECT pid, device, start_ns, end_ns FROM ({OVERHEAD_OPS_SQL})""")  # noqa: S608
 
 
-def gaps_table(trace: Trace) -> str:
-    """Temp table ``_gp_pairs``: every idle gap (``GAPS_SQL``) of the trace, built once per open trace."""
-    return temp_table(trace, "_gp_pairs", GAPS_SQL)
-
-
-def overhead_inside(trace: Trace) -> bool:
-    """Whether any profiler-overhead interval falls inside a device's span (only then does it split gaps)."""
-    if not trace.has_rows("overhead"):
-        return False
-    return trace.scalar(f"WITH gpu_ops AS ({GPU_OPS_SQL}) SELECT 1 FROM ({OVERHEAD_OPS_SQL}) LIMIT 1") is not None  # noqa: S608
-
-
-def union_from_gaps_sql(gaps: str) -> str:
-    """Union length of all GPU operations per unit from an already built gap table (same shape as above)."""
-    return f"""
-    WITH sp AS (SELECT pid, device, MIN(start_ns) AS s0, MAX(end_ns) AS s1 FROM ({GPU_OPS_SQL}) GROUP BY pid, device),
-    gp AS (SELECT pid, device, SUM(gap_ns) AS idle FROM {gaps} GROUP BY pid, device)
-    SELECT sp.pid, sp.device, sp.s0, sp.s1, sp.s1 - sp.s0 - COALESCE(gp.idle, 0) AS union_ns
-    FROM sp LEFT JOIN gp ON gp.pid IS NOT DISTINCT FROM sp.pid AND gp.device IS NOT DISTINCT FROM sp.device
-    """  # noqa: S608 - constants and server-made names
-
-
 def union_length_sql(cats: tuple[int, ...]) -> str:
     """Per unit, the length of the union of the GPU operations of these categories (see ``union_of_sql``)."""
     return union_of_sql(

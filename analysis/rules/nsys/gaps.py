@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from analysis.intervals import gaps_table, temp_table
+from analysis.intervals import GAPS_SQL, temp_table
 from analysis.rules.nsys.common import SYNC_API_RE, load_sql, unit_spans
 from analysis.trace import Trace
 
@@ -53,33 +53,6 @@ def blocking_copies(trace: Trace) -> str:
     if not (trace.has_rows("cuda_api") and trace.has_rows("memcpy")):
         return temp_table(trace, "_gp_blocking_copies", BLOCKING_COPIES_SQL + " LIMIT 0")
     return temp_table(trace, "_gp_blocking_copies", BLOCKING_COPIES_SQL)
-
-
-def gap_table(trace: Trace) -> str:
-    """Temp table ``_gp_gaps``: every gap, flagged when a blocking sync (``by_sync``) or copy (``by_copy``)
-    call was in progress as it opened. Narrow on purpose (no names): it has a row per gap."""
-    copies = blocking_copies(trace)
-    pairs = gaps_table(trace)
-    # The running maximum of call ends lets one ASOF join answer "was any call, started before the gap
-    # opened, still running then?" exactly, even with calls on several threads.
-    sql = f"""
-        WITH g AS (SELECT * FROM {pairs}),
-        syncs AS (
-            SELECT pid, start_ns,
-                   MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
-            FROM cuda_api WHERE contains(name, 'Synchronize') AND regexp_matches(name, '{SYNC_API_RE}')),
-        copies AS (
-            SELECT pid, start_ns,
-                   MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
-            FROM {copies}),
-        gs AS (
-            SELECT g.*, COALESCE(s.reach >= g.gap_start, FALSE) AS by_sync
-            FROM g ASOF LEFT JOIN syncs s ON g.pid = s.pid AND g.gap_start >= s.start_ns)
-        SELECT gs.*, COALESCE(c.reach >= gs.gap_start, FALSE) AS by_copy
-        FROM gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
-    """  # noqa: S608 - constants and server-made names only
-    unit_spans(trace)
-    return temp_table(trace, "_gp_gaps", sql)
 
 
 def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
@@ -123,15 +96,14 @@ def krn_runs(trace: Trace, p: Mapping[str, float]) -> str:
 
 def low_windows(trace: Trace, p: Mapping[str, float]) -> str:
     """Temp table of the low-utilization windows for these parameters; returns its name."""
-    gap_table(trace)
+    unit_spans(trace)
     q = {"win_min_ns": p["win_min_ns"], "max_windows": p["max_windows"], "max_busy_pct": p["max_busy_pct"]}
-    return temp_table(trace, f"_gp_low_{_sig(q)}", load_sql("low_windows.sql"), q)
+    return temp_table(trace, f"_gp_low_{_sig(q)}", load_sql("low_windows.sql").format(gaps=GAPS_SQL), q)
 
 
 def owned_gaps(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> str:
     """Temp table of every gap with its ``owner`` rule id (or NULL), ``run_id`` and ``window_k``."""
     p = ownership_params(all_params)
-    gap_table(trace)
-    runs, low = krn_runs(trace, p), low_windows(trace, p)
-    sql = load_sql("owned_gaps.sql").format(runs=runs, low=low)
-    return temp_table(trace, f"_gp_owned_{_sig(p)}", sql, {"min_gap_ns": p["min_gap_ns"]})
+    runs, low, copies = krn_runs(trace, p), low_windows(trace, p), blocking_copies(trace)
+    sql = load_sql("owned_gaps.sql").format(gaps=GAPS_SQL, copies=copies, runs=runs, low=low)
+    return temp_table(trace, f"_gp_owned_{_sig(p)}", sql, {"min_gap_ns": p["min_gap_ns"], "sync_re": SYNC_API_RE})

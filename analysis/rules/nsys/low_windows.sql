@@ -1,5 +1,5 @@
 -- Windows of each GPU unit whose busy share is under $max_busy_pct. Window length is sized to the
--- unit's span: span / $max_windows, but never shorter than $win_min_ns. Idle comes from _gp_gaps.
+-- unit's span: span / $max_windows, but never shorter than $win_min_ns. Idle comes from the gap pairing.
 WITH win AS (
     SELECT pid, device, start_ns AS u0, end_ns AS u1,
            GREATEST($win_min_ns, CAST(CEIL(span_ns / $max_windows) AS BIGINT)) AS w
@@ -8,7 +8,7 @@ WITH win AS (
 gw AS (
     SELECT g.pid, g.device, g.gap_start, g.gap_end, win.u0, win.u1, win.w,
            UNNEST(range((g.gap_start - win.u0) // win.w, (g.gap_end - 1 - win.u0) // win.w + 1)) AS k
-    FROM _gp_gaps g JOIN win ON win.pid = g.pid AND win.device = g.device
+    FROM ({gaps}) g JOIN win ON win.pid = g.pid AND win.device = g.device
 ),
 per AS (
     SELECT pid, device, k, ANY_VALUE(u0) + k * ANY_VALUE(w) AS win_start,

@@ -15,7 +15,7 @@ from analysis.rules.nsys.common import (
     pct,
     report_span_ns,
 )
-from analysis.rules.nsys.gaps import blocking_copies, gap_table, owned_gaps
+from analysis.rules.nsys.gaps import blocking_copies, owned_gaps
 from analysis.trace import Run, Trace
 
 
@@ -117,7 +117,6 @@ class BlockingMemcpy(Rule):
                                           COALESCE(SUM(bytes), 0) FROM {copies}""")[0]  # noqa: S608 - constants and server-made names
         if n == 0 or n < params["min_copies"]:
             return []
-        gap_table(trace)
         owned = owned_gaps(trace, self.all_params)
         idle, gaps = trace.sql(f"SELECT COALESCE(SUM(gap_ns), 0), COUNT(*) FROM {owned} WHERE owner = 'MEM002'")[0]  # noqa: S608 - constants and server-made names
         top = trace.sql(f"""SELECT pid, device, stream, start_ns, end_ns, end_ns - start_ns, name, copy_kind, bytes

@@ -1,10 +1,32 @@
--- Every idle gap of every GPU unit with the one rule that owns it (precedence documented in gaps.py).
--- Reads the temp tables _gp_gaps (gaps with their blocking call), a runs table and a low-window table.
-WITH uw AS (SELECT DISTINCT pid, device, u0, w FROM {low}),
+-- Every idle gap of every GPU unit with the one rule that owns it (precedence documented in gaps.py),
+-- built in one statement so that the one large table (a row per gap) is written once.
+-- Placeholders: the gap pairing, the blocking copy calls, and the runs and low-window tables for these params.
+WITH g AS ({gaps}),
+syncs AS (
+    -- The running maximum of call ends lets one ASOF join answer "was any call, started before the
+    -- gap opened, still running then?" exactly, even with calls on several threads.
+    SELECT pid, start_ns,
+           MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
+    FROM cuda_api WHERE contains(name, 'Synchronize') AND regexp_matches(name, $sync_re)
+),
+copies AS (
+    SELECT pid, start_ns,
+           MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
+    FROM {copies}
+),
+gs AS (
+    SELECT g.*, COALESCE(s.reach >= g.gap_start, FALSE) AS by_sync
+    FROM g ASOF LEFT JOIN syncs s ON g.pid = s.pid AND g.gap_start >= s.start_ns
+),
+gc AS (
+    SELECT gs.*, COALESCE(c.reach >= gs.gap_start, FALSE) AS by_copy
+    FROM gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
+),
+uw AS (SELECT DISTINCT pid, device, u0, w FROM {low}),
 gk AS (
     -- The window each gap starts in, so the low windows join on equality (a hash join, not a scan).
-    SELECT g.*, (g.gap_start - uw.u0) // uw.w AS k
-    FROM _gp_gaps g LEFT JOIN uw ON uw.pid = g.pid AND uw.device = g.device
+    SELECT gc.*, (gc.gap_start - uw.u0) // uw.w AS k
+    FROM gc LEFT JOIN uw ON uw.pid = gc.pid AND uw.device = gc.device
 )
 SELECT g.pid, g.device, g.gap_start, g.gap_end, g.gap_ns,
        CASE

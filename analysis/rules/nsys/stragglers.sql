@@ -1,5 +1,5 @@
 -- Collective instances matched across participants by (kernel name, occurrence), on one time base.
--- {parts} is the union of each participant report's NCCL kernels (part, pid, device, name, t).
+-- The placeholder below is the union of each participant report's NCCL kernels (part, pid, device, name, t).
 WITH p AS ({parts}),
 inst AS (
     SELECT part, pid, device, name, t,
