@@ -11,7 +11,8 @@ Precedence (the first that applies owns the whole gap):
 2. ``MEM002`` - a synchronous copy call (not excluded as NVIDIA does) was in progress when it went idle.
 3. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long.
 4. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
-5. ``GPU002`` - the gap starts inside a low-utilization window.
+5. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
+   gaps left unowned in the owner table, so the large table does not depend on its thresholds).
 
 Gaps matching none stay unowned (small idle nobody can attribute). The owner table is built once per
 open trace and parameter set, as a DuckDB temporary table.
@@ -94,16 +95,20 @@ def krn_runs(trace: Trace, p: Mapping[str, float]) -> str:
     return temp_table(trace, f"_gp_runs_{_sig(q)}", load_sql("krn_runs.sql"), q)
 
 
-def low_windows(trace: Trace, p: Mapping[str, float]) -> str:
-    """Temp table of the low-utilization windows for these parameters; returns its name."""
-    unit_spans(trace)
+def low_windows(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> str:
+    """Temp table of the low-utilization windows (idle from the owner table's gaps); returns its name."""
+    p = ownership_params(all_params)
+    owned = owned_gaps(trace, all_params)
     q = {"win_min_ns": p["win_min_ns"], "max_windows": p["max_windows"], "max_busy_pct": p["max_busy_pct"]}
-    return temp_table(trace, f"_gp_low_{_sig(q)}", load_sql("low_windows.sql").format(gaps=GAPS_SQL), q)
+    sql = load_sql("low_windows.sql").format(gaps=f"SELECT pid, device, gap_start, gap_end FROM {owned}")  # noqa: S608 - server-made name
+    return temp_table(trace, f"_gp_low_{_sig({**q, 'owned': owned})}", sql, q)
 
 
 def owned_gaps(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> str:
-    """Temp table of every gap with its ``owner`` rule id (or NULL), ``run_id`` and ``window_k``."""
+    """Temp table of every gap with its ``owner`` rule id (NULL: unowned, maybe GPU002's) and ``run_id``."""
     p = ownership_params(all_params)
-    runs, low, copies = krn_runs(trace, p), low_windows(trace, p), blocking_copies(trace)
-    sql = load_sql("owned_gaps.sql").format(gaps=GAPS_SQL, copies=copies, runs=runs, low=low)
-    return temp_table(trace, f"_gp_owned_{_sig(p)}", sql, {"min_gap_ns": p["min_gap_ns"], "sync_re": SYNC_API_RE})
+    unit_spans(trace)
+    runs, copies = krn_runs(trace, p), blocking_copies(trace)
+    sql = load_sql("owned_gaps.sql").format(gaps=GAPS_SQL, copies=copies, runs=runs)
+    sig = _sig({k: p[k] for k in ("min_gap_ns", "short_ns", "min_run")})
+    return temp_table(trace, f"_gp_owned_{sig}", sql, {"min_gap_ns": p["min_gap_ns"], "sync_re": SYNC_API_RE})

@@ -1,6 +1,7 @@
 -- Every idle gap of every GPU unit with the one rule that owns it (precedence documented in gaps.py),
 -- built in one statement so that the one large table (a row per gap) is written once.
--- Placeholders: the gap pairing, the blocking copy calls, and the runs and low-window tables for these params.
+-- Placeholders: the gap pairing, the blocking copy calls, and the runs table for these params.
+-- Gaps left unowned here may still be GPU002's (it decides last, from this table).
 WITH g AS ({gaps}),
 syncs AS (
     -- The running maximum of call ends lets one ASOF join answer "was any call, started before the
@@ -21,12 +22,6 @@ gs AS (
 gc AS (
     SELECT gs.*, COALESCE(c.reach >= gs.gap_start, FALSE) AS by_copy
     FROM gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
-),
-uw AS (SELECT DISTINCT pid, device, u0, w FROM {low}),
-gk AS (
-    -- The window each gap starts in, so the low windows join on equality (a hash join, not a scan).
-    SELECT gc.*, (gc.gap_start - uw.u0) // uw.w AS k
-    FROM gc LEFT JOIN uw ON uw.pid = gc.pid AND uw.device = gc.device
 )
 SELECT g.pid, g.device, g.gap_start, g.gap_end, g.gap_ns,
        CASE
@@ -34,10 +29,7 @@ SELECT g.pid, g.device, g.gap_start, g.gap_end, g.gap_ns,
            WHEN g.by_copy THEN 'MEM002'
            WHEN g.gap_ns >= $min_gap_ns THEN 'GPU001'
            WHEN r.run_end >= g.gap_end THEN 'KRN001'
-           WHEN low.k IS NOT NULL THEN 'GPU002'
        END AS owner,
-       CASE WHEN r.run_end >= g.gap_end THEN r.run_id END AS run_id,
-       low.k AS window_k
-FROM gk g
+       CASE WHEN r.run_end >= g.gap_end THEN r.run_id END AS run_id
+FROM gc g
 ASOF LEFT JOIN {runs} r ON g.pid = r.pid AND g.device = r.device AND g.gap_start >= r.run_start
-LEFT JOIN {low} low ON low.pid = g.pid AND low.device = g.device AND low.k = g.k
