@@ -37,6 +37,15 @@ OWNERSHIP_PARAMS: dict[tuple[str, str], float] = {
     ("GPU002", "max_busy_pct"): 50.0,
 }
 
+# The owner column of the owner table holds these codes (NULL: unowned); ``owner_is`` writes the test.
+OWNER_CODES = {"SYNC001": 1, "MEM002": 2, "GPU001": 3, "KRN001": 4}
+
+
+def owner_is(rule_id: str) -> str:
+    """SQL predicate selecting the gaps a rule owns in the owner table."""
+    return f"owner = {OWNER_CODES[rule_id]}"
+
+
 # Synchronous copies that block the host, with NVIDIA's exclusions: copies within one device, and
 # host-to-device copies of at most 64 KiB (the driver stages those and returns at once).
 BLOCKING_COPIES_SQL = """

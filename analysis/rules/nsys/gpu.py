@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
-from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, low_windows, owned_gaps
+from analysis.rules.nsys.gaps import OWNER_CODES, OWNERSHIP_PARAMS, low_windows, owned_gaps
 from analysis.trace import Run, Trace
 
 CAUSES = {
@@ -57,7 +57,7 @@ class IdleGaps(Rule):
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
         all_params = {**(self.all_params or {}), self.id: params}
         owned = owned_gaps(trace, all_params)
-        rows = trace.sql(load_sql("gap_causes.sql").format(owned=owned), {"owner": self.id})
+        rows = trace.sql(load_sql("gap_causes.sql").format(owned=owned), {"owner": OWNER_CODES[self.id]})
         if not rows:
             return []
         total = sum(int(r[4]) for r in rows)

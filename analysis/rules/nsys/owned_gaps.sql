@@ -25,11 +25,11 @@ gc AS (
 )
 SELECT g.pid, g.device, g.gap_start, g.gap_end, g.gap_ns,
        CASE
-           WHEN g.by_sync THEN 'SYNC001'
-           WHEN g.by_copy THEN 'MEM002'
-           WHEN g.gap_ns >= $min_gap_ns THEN 'GPU001'
-           WHEN r.run_end >= g.gap_end THEN 'KRN001'
-       END AS owner,
+           WHEN g.by_sync THEN 1          -- SYNC001 (codes: gaps.OWNER_CODES; a small int per row, not text)
+           WHEN g.by_copy THEN 2          -- MEM002
+           WHEN g.gap_ns >= $min_gap_ns THEN 3  -- GPU001
+           WHEN r.run_end >= g.gap_end THEN 4   -- KRN001
+       END::UTINYINT AS owner,
        CASE WHEN r.run_end >= g.gap_end THEN r.run_id END AS run_id
 FROM gc g
 ASOF LEFT JOIN {runs} r ON g.pid = r.pid AND g.device = r.device AND g.gap_start >= r.run_start
