@@ -35,7 +35,7 @@ RESULTS = ROOT / "benchmarks" / "RESULTS-analyze.md"
 THREADS = 2
 MEMORY_BYTES = 2 * 1024**3
 # DuckDB's default memory limit is 80% of RAM; the worker bounds an analysis as the service would.
-MEMORY_LIMIT = "1200MB"
+MEMORY_LIMIT = "1300MB"
 
 
 def _peak_rss() -> int:
