@@ -113,6 +113,7 @@ def test_cli_json_reports_carry_summaries():
                 "goodput_pct"):
         assert key in rep["breakdown"]
     assert len(rep["breakdown"]["devices"]) == 2
-    assert rep["nvtx"]["has_nvtx"] and rep["iterations"]["count"] >= 3
+    # Its NVTX ranges are all PyTorch op ranges and NCCL calls: NVTX exists, but no step.
+    assert rep["nvtx"]["has_nvtx"] and rep["iterations"]["range"] is None and rep["iterations"]["reason"]
     assert "items" not in rep["iterations"]
     assert len(result["findings"]) == 3
