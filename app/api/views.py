@@ -7,7 +7,7 @@ from typing import Any
 from flask import jsonify, request, url_for
 
 from app.api.params import parse_query, parse_tags
-from app.api.request import GoodputRequest
+from app.api.request import GoodputRequest, socket_body
 from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
@@ -87,8 +87,12 @@ def put_report(run_id: int, name: str):
                        f"{settings.max_upload_bytes} bytes", {"limit_bytes": settings.max_upload_bytes})
     sink = Storage(settings.data_dir).open_sink(settings.max_upload_bytes, name)
     try:
-        for chunk in _body_chunks():
-            sink.write(chunk)
+        fast = socket_body(request.environ) if request.content_length is not None else None
+        if fast is not None:
+            sink.receive(fast.readinto, fast.length)
+        else:
+            for chunk in _body_chunks():
+                sink.write(chunk)
         staged = sink.finish()
         report, created = uploads.add_report(session, settings, run_id, uploads.Incoming(name, staged))
     finally:

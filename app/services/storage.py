@@ -10,6 +10,7 @@ import re
 import threading
 import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,11 @@ import zstandard
 from analysis.errors import TraceError
 from app.errors import ApiError
 
+# 1 MiB: measured faster than 4 MiB (server CPU 1.0-1.5 vs 1.9-2.7 s/GiB): a chunk still fits the
+# per-core L2 cache when it is hashed and written right after being received.
 CHUNK = 1024 * 1024
+# Writeback is started every this many bytes written (see _Writer._write_all).
+WRITEBACK_STEP = 32 * 1024 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # Only these suffixes survive from a client's file name: detect_kind reads them to name binary reports.
@@ -43,23 +48,51 @@ class Staged:
 
 
 class _Writer:
-    """Writes chunks on a background thread: the request thread receives and hashes the next chunk while
-    this one is copied to the page cache (both release the GIL). At most ``depth`` chunks wait."""
+    """Hashes and writes chunks on a background thread while the request thread receives the next one
+    (recv, SHA-256 and write(2) all release the GIL), so on two cores receiving overlaps hashing+writing.
 
-    def __init__(self, path: Path, depth: int = 8) -> None:
-        self._fh = open(path, "xb")  # closed by close()
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
+    The digest is taken over exactly the buffers handed to write(2). Reusable receive buffers come from
+    ``buffer()`` and go back to the pool once written, so a large upload allocates nothing per chunk;
+    memory stays bounded by ``depth`` queued chunks.
+    """
+
+    def __init__(self, path: Path, depth: int = 4) -> None:
+        # A raw descriptor: a buffered file object would copy every chunk once more.
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.sha = hashlib.sha256()
+        self._queue: queue.Queue[tuple[bytes | memoryview, bytearray | None] | None] = queue.Queue(depth)
+        self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
+        self._buffers = 0
+        self._depth = depth
         self._error: BaseException | None = None
+        self._written = 0
+        self._kicked = 0
         self._thread = threading.Thread(target=self._run, name="upload-writer", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while (chunk := self._queue.get()) is not None:
+        while (item := self._queue.get()) is not None:
+            data, buf = item
             if self._error is None:
                 try:
-                    self._fh.write(chunk)
+                    self.sha.update(data)
+                    self._write_all(memoryview(data))
                 except BaseException as exc:  # re-raised in the request thread
                     self._error = exc
+            if buf is not None:
+                self._free.put(buf)
+
+    def _write_all(self, view: memoryview) -> None:
+        n = len(view)
+        while view:
+            view = view[os.write(self._fd, view):]
+        self._written += n
+        if self._written - self._kicked >= WRITEBACK_STEP and hasattr(os, "posix_fadvise"):
+            # Start writing back what was just written (POSIX_FADV_DONTNEED starts asynchronous writeback
+            # of dirty pages and drops none of them): the disk then works while we receive, and the final
+            # fsync waits for the last few MiB instead of the whole file.
+            os.posix_fadvise(self._fd, self._kicked, self._written - self._kicked, os.POSIX_FADV_DONTNEED)
+            self._kicked = self._written
 
     def _raise(self) -> None:
         if self._error is not None:
@@ -68,33 +101,53 @@ class _Writer:
                 raise ApiError("NO_SPACE", "The server is out of disk space for uploads.") from None
             raise exc
 
-    def write(self, data: bytes) -> None:
+    def buffer(self) -> bytearray:
+        """A CHUNK-sized receive buffer: a new one until ``depth + 1`` exist, then a written one back."""
         self._raise()
-        self._queue.put(data)
+        try:
+            return self._free.get_nowait()
+        except queue.Empty:
+            if self._buffers <= self._depth:
+                self._buffers += 1
+                return bytearray(CHUNK)
+        while True:  # the writer is behind: wait for it (or for its error)
+            try:
+                return self._free.get(timeout=0.5)
+            except queue.Empty:
+                self._raise()
+                if not self._thread.is_alive():
+                    raise RuntimeError("the upload writer stopped") from None
+
+    def write(self, data: bytes | memoryview, buf: bytearray | None = None) -> None:
+        """Queue ``data`` (a view of ``buf`` when it came from ``buffer()``, which is then recycled)."""
+        self._raise()
+        self._queue.put((data, buf))
+
+    def recycle(self, buf: bytearray) -> None:
+        self._free.put(buf)
 
     def _stop(self) -> None:
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
 
-    def finish(self) -> None:
-        """Wait for every chunk, fsync (durable before a committed row points at it), close."""
+    def finish(self) -> str:
+        """Wait for every chunk, fsync (durable before a committed row points at it), close; the digest."""
         self._stop()
         self._raise()
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
+        os.fsync(self._fd)
+        self.close()
+        return self.sha.hexdigest()
 
     def close(self) -> None:
         self._stop()
-        if not self._fh.closed:
-            self._fh.close()
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
 
     @property
     def closed(self) -> bool:
-        return self._fh.closed
-
-
+        return self._fd < 0
 class UploadSink:
     """A write-only file that decompresses gzip/zstd (sniffed from content), hashes and caps on the way in.
 
@@ -107,7 +160,6 @@ class UploadSink:
         self.label = label  # the client's file name, only for messages
         self.max_bytes = max_bytes
         self._fh = _Writer(path)
-        self._sha = hashlib.sha256()
         self._size = 0
         self._raw = 0
         self._head = b""
@@ -118,6 +170,8 @@ class UploadSink:
 
     # -- the file protocol Werkzeug uses -------------------------------------------------------
     def write(self, data: bytes) -> int:
+        if not isinstance(data, bytes):  # queued for the writer thread: must not change under it
+            data = bytes(data)
         n = len(data)
         self._raw += n
         if self._raw > self.max_bytes and self._mode in (None, "plain"):
@@ -130,6 +184,29 @@ class UploadSink:
             self._start(data)
         self._feed(data)
         return n
+
+    def receive(self, readinto: Callable[[memoryview], int], length: int) -> None:
+        """Take exactly ``length`` body bytes from ``readinto`` (``socket.recv_into``-like) into pooled
+        buffers: an uncompressed body goes to the writer thread without any copy in Python."""
+        while length > 0:
+            buf = self._fh.buffer()
+            view = memoryview(buf)
+            want, got = min(CHUNK, length), 0
+            while got < want:
+                n = readinto(view[got:want])
+                if not n:
+                    raise ApiError("BAD_REQUEST", "The request body ended before its Content-Length.")
+                got += n
+            length -= got
+            if self._mode == "plain":
+                self._raw += got
+                if self._raw > self.max_bytes:
+                    self._too_large()
+                self._size += got
+                self._fh.write(view[:got], buf)
+            else:  # the sniffing head or a compressed body: the decoder copies anyway
+                self.write(bytes(view[:got]))
+                self._fh.recycle(buf)
 
     def seek(self, offset: int, whence: int = 0) -> int:
         if offset == 0 and whence == 0:
@@ -196,8 +273,7 @@ class UploadSink:
         self._size += len(data)
         if self._size > self.max_bytes:
             self._too_large()
-        self._sha.update(data)
-        self._fh.write(data)
+        self._fh.write(data)  # hashed there: the digest covers exactly the stored bytes
 
     def _too_large(self) -> None:
         raise TraceError("too_large", f"{self.label}: the upload exceeds the limit of {self.max_bytes} bytes"
@@ -220,8 +296,7 @@ class UploadSink:
                 self._zw.flush()
         except (zlib.error, zstandard.ZstdError) as exc:
             raise ApiError("BAD_COMPRESSION", f"{self.label}: the compressed upload is damaged: {exc}") from None
-        self._fh.finish()
-        self._staged = Staged(self.path, self._sha.hexdigest(), self._size)
+        self._staged = Staged(self.path, self._fh.finish(), self._size)
         return self._staged
 
     def discard(self) -> None:

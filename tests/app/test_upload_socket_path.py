@@ -1,0 +1,196 @@
+"""The streaming PUT's socket path under gunicorn: bytes gunicorn already buffered plus the rest read straight
+off the socket, hashed and stored exactly; keep-alive, pipelining, chunked and compressed bodies, the cap."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from gunicorn.http.body import Body, LengthReader
+from gunicorn.http.unreader import SocketUnreader
+
+from app.api.request import socket_body
+from app.services.storage import CHUNK, Storage
+
+ROOT = Path(__file__).resolve().parents[2]
+SQLITE_HEAD = b"SQLite format 3\x00"
+
+
+def _body(size: int, seed: int = 0) -> bytes:
+    """An SQLite-headed body whose bytes differ at every offset (a misplaced chunk changes the digest)."""
+    block = hashlib.sha256(str(seed).encode()).digest() * 4096 + bytes(range(251))
+    data = (block * (size // len(block) + 1))[: size - len(SQLITE_HEAD)]
+    return SQLITE_HEAD + data
+
+
+@pytest.mark.parametrize("read_first", [0, 5])
+def test_socket_body_takes_buffered_bytes_then_the_socket_and_leaves_the_next_request(tmp_path, read_first):
+    body = _body(3 * CHUNK + 12345)
+    pipelined = b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
+    server, client = socket.socketpair()
+    with server, client:
+        unreader = SocketUnreader(server)
+        unreader.unread(body[:70_000])  # what gunicorn's header read pulled in with the headers
+        reader = LengthReader(unreader, len(body))
+        wsgi_input = Body(reader)
+        head = wsgi_input.read(read_first)  # a partial read leaves bytes in the Body's own buffer
+        sender = threading.Thread(target=client.sendall, args=(body[70_000:] + pipelined,))
+        sender.start()  # more than a socket buffer holds: sent while we receive
+        fast = socket_body({"wsgi.input": wsgi_input, "gunicorn.socket": server})
+        assert fast is not None and fast.length == len(body) - read_first
+        sink = Storage(tmp_path).open_sink(10 * len(body), "x.sqlite")
+        sink.receive(fast.readinto, fast.length)
+        staged = sink.finish()
+        sender.join()
+        assert head + staged.path.read_bytes() == body
+        assert staged.sha256 == hashlib.sha256(body[read_first:]).hexdigest()
+        assert staged.size_bytes == len(body) - read_first
+        # gunicorn's view stays exact: nothing left of this body, the next request intact and unread.
+        assert reader.length == 0 and wsgi_input.read() == b""
+        assert unreader.read(len(pipelined)) == pipelined
+
+
+def test_socket_body_with_the_whole_body_and_the_next_request_already_buffered(tmp_path):
+    body, pipelined = _body(5000), b"GET / HTTP/1.1\r\n\r\n"
+    server, client = socket.socketpair()
+    with server, client:
+        unreader = SocketUnreader(server)
+        unreader.unread(body + pipelined)
+        reader = LengthReader(unreader, len(body))
+        fast = socket_body({"wsgi.input": Body(reader), "gunicorn.socket": server})
+        sink = Storage(tmp_path).open_sink(10_000, "x.sqlite")
+        sink.receive(fast.readinto, fast.length)
+        assert sink.finish().path.read_bytes() == body
+        assert unreader.read() == pipelined
+
+
+def test_socket_body_is_only_for_gunicorn_length_bodies():
+    assert socket_body({"wsgi.input": object(), "gunicorn.socket": None}) is None
+    server, client = socket.socketpair()
+    with server, client:
+        from gunicorn.http.body import ChunkedReader
+
+        chunked = Body(ChunkedReader(None, SocketUnreader(server)))
+        assert socket_body({"wsgi.input": chunked, "gunicorn.socket": server}) is None
+
+
+def test_receive_truncated_body_fails_and_discard_leaves_nothing(tmp_path):
+    data = [_body(1000)]
+    sink = Storage(tmp_path).open_sink(10_000, "x.sqlite")
+
+    def readinto(view):
+        chunk = data.pop() if data else b""
+        view[: len(chunk)] = chunk
+        return len(chunk)
+
+    with pytest.raises(Exception, match="ended before its Content-Length"):
+        sink.receive(readinto, 2000)
+    sink.discard()
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+@pytest.fixture
+def gunicorn_url(settings, tmp_path):
+    port = _free_port()
+    env = {**os.environ, "GOODPUT_DATA_DIR": str(settings.data_dir), "GOODPUT_DATABASE_URL": settings.database_url,
+           "GOODPUT_BROKER_URL": settings.broker_url, "GOODPUT_SECRET_KEY": "test-secret",
+           "GOODPUT_MAX_UPLOAD_BYTES": str(4 * CHUNK), "PYTHONPATH": str(ROOT)}
+    log = (tmp_path / "gunicorn.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+                             "--threads", "2", "--worker-class", "gthread", "app:create_app()"],
+                            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                requests.get(f"{url}/api/v1/health", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_put_under_gunicorn(gunicorn_url, auth, settings):
+    port = int(gunicorn_url.rsplit(":", 1)[1])
+    headers = {**auth["write"], "Content-Type": "application/octet-stream"}
+    run = requests.post(f"{gunicorn_url}/api/v1/runs", json={}, headers=auth["write"]).json()["id"]
+    path = f"/api/v1/runs/{run}/reports"
+
+    def stored(sha: str) -> bytes:
+        return (settings.data_dir / "uploads" / sha[:2] / sha).read_bytes()
+
+    # Content-Length bodies on one kept-alive connection: the socket path, then a normal request after it.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    for size in (3 * CHUNK + 777, 100):
+        body = _body(size, seed=size)
+        conn.request("PUT", f"{path}/a{size}.sqlite", body=body, headers=headers)
+        resp = conn.getresponse()
+        got = resp.read()
+        assert resp.status == 202, got
+        sha = hashlib.sha256(body).hexdigest()
+        assert stored(sha) == body
+    conn.request("GET", f"/api/v1/runs/{run}", headers=auth["write"])
+    resp = conn.getresponse()
+    assert resp.status == 200 and len(resp.read()) > 0
+    conn.close()
+
+    # Two requests sent at once: the body and the next request arrive in gunicorn's first read.
+    body = _body(3000, seed=1)
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(f"PUT {path}/p.sqlite HTTP/1.1\r\nHost: x\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode()
+                     + body + f"GET /api/v1/runs/{run} HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode())
+        replies = b""
+        while replies.count(b"HTTP/1.1 ") < 2 or not replies.endswith(b"}\n"):
+            data = sock.recv(65536)
+            assert data, replies
+            replies += data
+    assert replies.startswith(b"HTTP/1.1 202 ") and b"\nHTTP/1.1 200 " in replies, replies
+    assert stored(hashlib.sha256(body).hexdigest()) == body
+
+    # Chunked transfer (no Content-Length) takes the general path; gzip is decompressed on the socket path.
+    body = _body(2 * CHUNK + 5, seed=2)
+    r = requests.put(f"{gunicorn_url}{path}/c.sqlite", data=iter([body[:1000], body[1000:]]), headers=headers)
+    assert r.status_code == 202 and r.json()["sha256"] == hashlib.sha256(body).hexdigest()
+    body = _body(2 * CHUNK + 9, seed=3)
+    r = requests.put(f"{gunicorn_url}{path}/g.sqlite.gz", data=gzip.compress(body, 1), headers=headers)
+    assert r.status_code == 202 and stored(r.json()["sha256"]) == body
+
+    # Over the cap (within the Content-Length slack, so it is read): refused, nothing stored or staged.
+    before = sorted((settings.data_dir / "uploads").rglob("*"))
+    r = requests.put(f"{gunicorn_url}{path}/big.sqlite", data=_body(4 * CHUNK + 1000, seed=4), headers=headers)
+    assert (r.status_code, r.json()["error"]["code"]) == (413, "TOO_LARGE")
+    # A client that goes away mid-body: nothing is left behind either.
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(f"PUT {path}/cut.sqlite HTTP/1.1\r\nHost: x\r\n{head}Content-Length: {3 * CHUNK}\r\n\r\n".encode()
+                     + _body(CHUNK, seed=5))
+    r = requests.get(f"{gunicorn_url}/api/v1/runs/{run}", headers=auth["write"])
+    assert r.status_code == 200 and len(r.json()["reports"]) == 5
+    deadline = time.monotonic() + 10
+    while list((settings.data_dir / "staging").iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list((settings.data_dir / "staging").iterdir()) == []
+    assert sorted((settings.data_dir / "uploads").rglob("*")) == before
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
