@@ -1,7 +1,9 @@
 """Upload throughput: a 2 GB export streamed through `PUT /api/v1/runs/{id}/reports/{name}` (gunicorn,
-sha256 + staging + content-addressed store) against a plain file copy on the same disk, in one run.
+sha256 + staging + content-addressed store) against a plain file copy on the same disk, in one run: the
+steps interleaved in rotated order, the source's page cache dropped before each, medians of ``--repeat``
+rounds, wall time and CPU (for the upload: the sending client's plus gunicorn's) of each.
 
-    .venv/bin/python benchmarks/upload.py [--size-gb 2] [--dir DIR]
+    .venv/bin/python benchmarks/upload.py [--size-gb 2] [--repeat 3] [--client sendfile|curl] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def make_file(path: Path, size: int) -> None:
             fh.write(block[:n])
             written += n
             block[len(SQLITE_MAGIC): len(SQLITE_MAGIC) + 8] = written.to_bytes(8, "little")  # no two blocks equal
+
+
+def _cpu() -> float:
+    """User + system CPU of this process (the copies, the sending client) and its finished children."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def drop_cache_hint(path: Path) -> None:
@@ -133,23 +141,27 @@ def main() -> int:
             token = create_token(session, "bench", "write").token
         engine.dispose()
 
-        copies, user_copies, uploads = [], [], []
+        results: dict[str, list[tuple[float, float]]] = {"copy": [], "user": [], "upload": []}  # (s, CPU s)
+        loads: list[float] = []
+        server_cpus: list[float] = []
         with gunicorn(env, workers=1, threads=2) as server:
             url = server.url
             import requests
 
-            for i in range(args.repeat):
+            def copy(i: int, fn) -> tuple[float, float]:
+                dst = work / f"copy{i}.bin"
+                cpu = _cpu()
+                elapsed = fn(src, dst)
+                dst.unlink()
+                return elapsed, _cpu() - cpu
+
+            def upload(i: int) -> tuple[float, float]:
                 run_id = requests.post(f"{url}/api/v1/runs", json={"job": "bench"},
                                        headers={"Authorization": f"Bearer {token}"}).json()["id"]
-                drop_cache_hint(src)
-                copies.append(timed_copy(src, work / f"copy{i}.bin"))
-                (work / f"copy{i}.bin").unlink()
-                drop_cache_hint(src)
-                user_copies.append(timed_user_copy(src, work / f"ucopy{i}.bin"))
-                (work / f"ucopy{i}.bin").unlink()
-                drop_cache_hint(src)
+                cpu, server_cpu = _cpu(), server.cpu_seconds()
                 elapsed, body = timed_upload(url, token, run_id, src, args.client)
-                uploads.append(elapsed)
+                cpu, server_cpu = _cpu() - cpu, server.cpu_seconds() - server_cpu
+                server_cpus.append(server_cpu)
                 stored = data_dir / "uploads" / body["sha256"][:2] / body["sha256"]
                 assert stored.stat().st_size == size == body["size_bytes"]
                 if i == 0:
@@ -159,21 +171,33 @@ def main() -> int:
                             h.update(chunk)
                     assert h.hexdigest() == body["sha256"], "sha256 mismatch"
                 stored.unlink()
+                return elapsed, cpu + server_cpu  # the client's CPU counts: a copy's reading side does too
+
+            steps = {"copy": lambda i: copy(i, timed_copy), "user": lambda i: copy(i, timed_user_copy),
+                     "upload": upload}
+            order = list(steps)
+            for i in range(args.repeat):
+                for name in order[i % 3:] + order[: i % 3]:  # rotated: no step always runs first or last
+                    drop_cache_hint(src)  # every step reads the source from disk, none from page cache
+                    results[name].append(steps[name](i))
+                loads.append(os.getloadavg()[0])
         import redis
 
         redis.Redis.from_url("redis://127.0.0.1:6379/14").delete("ingest", "light")
         gib = size / 1024**3
-        copy_s, up_s = statistics.median(copies), statistics.median(uploads)
-        user_s = statistics.median(user_copies)
-        print(f"file: {gib:.2f} GiB on {args.dir}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print(f"plain copy (cp: copyfile + fsync): median {copy_s:.2f} s = {gib / copy_s:.2f} GiB/s  (runs: "
-              + ", ".join(f"{c:.2f}" for c in copies) + ")")
-        print(f"user-space copy (1 MiB read/write + fsync): median {user_s:.2f} s = {gib / user_s:.2f} GiB/s  (runs: "
-              + ", ".join(f"{c:.2f}" for c in user_copies) + ")")
-        print(f"API upload (PUT via {args.client}): median {up_s:.2f} s = {gib / up_s:.2f} GiB/s  (runs: "
-              + ", ".join(f"{u:.2f}" for u in uploads) + ")")
-        print(f"upload / copy throughput: {copy_s / up_s:.2f} (target >= 0.5); "
-              f"upload / user-space copy: {user_s / up_s:.2f}")
+        med = {k: statistics.median(t for t, _ in v) for k, v in results.items()}
+        cpu = {k: statistics.median(c for _, c in v) for k, v in results.items()}
+        print(f"file: {gib:.2f} GiB on {args.dir}; {args.repeat} interleaved rounds; 1-min load average after each "
+              f"round: {', '.join(f'{x:.1f}' for x in loads)} on {os.cpu_count()} CPUs")
+        labels = {"copy": "plain copy (cp: copyfile + fsync)", "user": "user-space copy (1 MiB read/write + fsync)",
+                  "upload": f"API upload (PUT via {args.client}; CPU = client + gunicorn)"}
+        for k, label in labels.items():
+            print(f"{label}: median {med[k]:.2f} s = {gib / med[k]:.2f} GiB/s, CPU {cpu[k]:.2f} s  (runs: "
+                  + ", ".join(f"{t:.2f}" for t, _ in results[k]) + ")")
+        print(f"  of which gunicorn (receive, SHA-256, write, fsync, DB row): median "
+              f"{statistics.median(server_cpus):.2f} s CPU = {statistics.median(server_cpus) / gib:.2f} s/GiB")
+        print(f"upload / copy throughput: {med['copy'] / med['upload']:.2f} (target >= 0.5); "
+              f"upload / user-space copy: {med['user'] / med['upload']:.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
