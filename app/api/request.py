@@ -78,10 +78,13 @@ def socket_body(environ: dict) -> SocketBody | None:
     except ImportError:
         return None
     body, sock = environ.get("wsgi.input"), environ.get("gunicorn.socket")
-    if type(sock) is not socket.socket or not isinstance(body, Body) or body.failed:
+    if type(sock) is not socket.socket or not isinstance(body, Body) or getattr(body, "failed", True):
         return None
     reader = body.reader
-    if not isinstance(reader, LengthReader) or not isinstance(reader.unreader, SocketUnreader):
+    # take_buffered and Body.failed exist in the gunicorn we pin (27); a version without them takes the
+    # general path.
+    if (not isinstance(reader, LengthReader) or not isinstance(reader.unreader, SocketUnreader)
+            or not hasattr(reader.unreader, "take_buffered") or not isinstance(body.buf, io.BytesIO)):
         return None
     held = body.buf.getvalue()  # bytes the body already took from its reader
     body.buf = io.BytesIO()
