@@ -16,6 +16,25 @@ SYNC_API_RE = r"^cu(da)?(Device|Stream|Thread|Event|Ctx)Synchronize(_v\d+)?$"
 MEMSET_RE = r"^cu(da)?Memset"
 
 
+def api_name_in(trace: Trace, pattern: str, column: str = "name") -> str:
+    """SQL predicate ``column IN (...)`` over the CUDA API names matching ``pattern`` (FALSE when none).
+
+    The regex runs once per distinct name (a handful), not once per call (tens of millions): the
+    IN-list of literals is then a cheap filter DuckDB evaluates on the scan.
+    """
+    if not trace.has_rows("cuda_api"):
+        return "FALSE"
+    # Two steps, so that the optimizer cannot push the regex below the DISTINCT onto every row.
+    distinct = [r[0] for r in trace.sql("SELECT DISTINCT name FROM cuda_api WHERE name IS NOT NULL")]
+    names = [r[0] for r in trace.sql(
+        "SELECT n FROM unnest($names::VARCHAR[]) t(n) WHERE regexp_matches(n, $re) ORDER BY n",
+        {"names": distinct, "re": pattern})]
+    if not names:
+        return "FALSE"
+    quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
+    return f"{column} IN ({quoted})"
+
+
 def load_sql(name: str) -> str:
     """The text of a ``.sql`` file beside the rules (named parameters only)."""
     return (HERE / name).read_text()

@@ -24,7 +24,7 @@ import hashlib
 from collections.abc import Mapping
 
 from analysis.intervals import GAPS_SQL, temp_table
-from analysis.rules.nsys.common import SYNC_API_RE, load_sql, unit_spans
+from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, load_sql, unit_spans
 from analysis.trace import Trace
 
 # The thresholds that decide ownership, with their defaults (rule id, threshold name).
@@ -48,21 +48,26 @@ def owner_is(rule_id: str) -> str:
 
 # Synchronous copies that block the host, with NVIDIA's exclusions: copies within one device, and
 # host-to-device copies of at most 64 KiB (the driver stages those and returns at once).
+# ``{copy_calls}`` is the IN-list of the synchronous memcpy call names (``COPY_CALL_RE``, no "Async").
 BLOCKING_COPIES_SQL = """
     SELECT a.pid, a.tid, a.start_ns, a.end_ns, a.name, m.device, m.stream, m.copy_kind, m.bytes,
            m.start_ns AS op_start, m.end_ns AS op_end, m.src_kind, m.dst_kind
     FROM cuda_api a JOIN memcpy m ON m.pid = a.pid AND m.correlation_id = a.correlation_id
-    WHERE contains(a.name, 'Memcpy') AND regexp_matches(a.name, '^cu(da)?Memcpy') AND NOT contains(a.name, 'Async')
+    WHERE {copy_calls}
       AND NOT (m.copy_kind = 'DtoD' AND (m.src_device IS NULL OR m.src_device = m.dst_device))
       AND NOT (m.copy_kind = 'HtoD' AND m.bytes <= 65536)
 """
+# Synchronous memcpy calls of the runtime and driver APIs (RE2 has no lookahead, hence the two tests).
+COPY_CALL_RE = r"^cu(da)?Memcpy"
 
 
 def blocking_copies(trace: Trace) -> str:
     """Temp table of the blocking copy calls (see ``BLOCKING_COPIES_SQL``); returns its name."""
     if not (trace.has_rows("cuda_api") and trace.has_rows("memcpy")):
-        return temp_table(trace, "_gp_blocking_copies", BLOCKING_COPIES_SQL + " LIMIT 0")
-    return temp_table(trace, "_gp_blocking_copies", BLOCKING_COPIES_SQL)
+        return temp_table(trace, "_gp_blocking_copies", BLOCKING_COPIES_SQL.format(copy_calls="FALSE") + " LIMIT 0")
+    calls = api_name_in(trace, COPY_CALL_RE, "a.name")
+    sql = BLOCKING_COPIES_SQL.format(copy_calls=f"{calls} AND NOT contains(a.name, 'Async')")
+    return temp_table(trace, "_gp_blocking_copies", sql)
 
 
 def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
@@ -89,8 +94,8 @@ def sync_names(trace: Trace, gaps: list[tuple[int, int]]) -> list[str | None]:
         WITH pts(i, pid, g) AS (VALUES {values})
         SELECT i, arg_max(a.name, a.start_ns) FROM pts JOIN cuda_api a
           ON a.pid = pts.pid AND a.start_ns <= pts.g AND a.end_ns >= pts.g
-        WHERE contains(a.name, 'Synchronize') AND regexp_matches(a.name, '{SYNC_API_RE}')
-        GROUP BY i"""))  # noqa: S608 - integers and constants
+        WHERE {api_name_in(trace, SYNC_API_RE, "a.name")}
+        GROUP BY i"""))  # noqa: S608 - integers and escaped names
     return [rows.get(i) for i in range(len(gaps))]
 
 
@@ -118,6 +123,7 @@ def owned_gaps(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | Non
     p = ownership_params(all_params)
     unit_spans(trace)
     runs, copies = krn_runs(trace, p), blocking_copies(trace)
-    sql = load_sql("owned_gaps.sql").format(gaps=GAPS_SQL, copies=copies, runs=runs)
+    sql = load_sql("owned_gaps.sql").format(gaps=GAPS_SQL, copies=copies, runs=runs,
+                                            sync_filter=api_name_in(trace, SYNC_API_RE))
     sig = _sig({k: p[k] for k in ("min_gap_ns", "short_ns", "min_run")})
-    return temp_table(trace, f"_gp_owned_{sig}", sql, {"min_gap_ns": p["min_gap_ns"], "sync_re": SYNC_API_RE})
+    return temp_table(trace, f"_gp_owned_{sig}", sql, {"min_gap_ns": p["min_gap_ns"]})

@@ -1,6 +1,7 @@
 -- Every idle gap of every GPU unit with the one rule that owns it (precedence documented in gaps.py),
 -- built in one statement so that the one large table (a row per gap) is written once.
--- Placeholders: the gap pairing, the blocking copy calls, and the runs table for these params.
+-- Placeholders: the gap pairing, the sync-call name filter (an IN-list), the blocking copy calls,
+-- and the runs table for these params.
 -- Gaps left unowned here may still be GPU002's (it decides last, from this table).
 WITH g AS ({gaps}),
 syncs AS (
@@ -8,7 +9,7 @@ syncs AS (
     -- gap opened, still running then?" exactly, even with calls on several threads.
     SELECT pid, start_ns,
            MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
-    FROM cuda_api WHERE contains(name, 'Synchronize') AND regexp_matches(name, $sync_re)
+    FROM cuda_api WHERE {sync_filter}
 ),
 copies AS (
     SELECT pid, start_ns,

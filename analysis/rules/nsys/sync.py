@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
-from analysis.rules.nsys.common import SYNC_API_RE, fmt_ms, nvtx_at, pct, report_span_ns
+from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import owned_gaps, owner_is, sync_names
 from analysis.trace import Run, Trace
 
@@ -46,7 +46,7 @@ class BlockingSync(Rule):
         if n == 0 or total < params["min_idle_us"] * 1000:
             return []
         calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
-                              WHERE contains(name, 'Synchronize') AND regexp_matches(name, '{SYNC_API_RE}') GROUP BY name ORDER BY 2 DESC""")  # noqa: S608 - constants and server-made names
+                              WHERE {api_name_in(trace, SYNC_API_RE)} GROUP BY name ORDER BY 2 DESC""")  # noqa: S608 - escaped names
         n_calls = sum(int(c[1]) for c in calls)
         n_kernels = int(trace.scalar("SELECT COUNT(*) FROM kernels") or 0)
         per_kernel = n_calls / n_kernels if n_kernels else None
