@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.intervals import temp_table, union_length_sql
+from analysis.intervals import temp_table, union_lengths_sql
 from analysis.trace import Trace
 
 PARTS = ("compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
@@ -15,22 +15,17 @@ def _units_sql(trace: Trace) -> str:
     """Per unit: the union lengths of all operations (A), compute (C), NCCL (N) and both (CN).
 
     compute = |C|; exposed comm = |C u N| - |C|; overlapped comm = |N| - exposed; memory only =
-    |A| - |C u N|; idle = span - |A|. Sets a trace does not have (no NCCL, no copies) cost nothing.
+    |A| - |C u N|; idle = span - |A|. All sets come from one sorted pass over the unit's operations;
+    a trace without NCCL kernels skips N and CN (then CN = C and N is empty).
     """
     has_nccl = trace.scalar("SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
-    has_mem = trace.has_rows("memcpy") or trace.has_rows("memset")
-    c = union_length_sql((0,))
-    n = union_length_sql((1,)) if has_nccl else "SELECT NULL::INT AS pid, NULL::INT AS device, 0 AS union_ns LIMIT 0"
-    cn = union_length_sql((0, 1)) if has_nccl else c
-    a = union_length_sql((0, 1, 2)) if has_mem else cn
+    sets = {"a": (0, 1, 2), "c": (0,), **({"n": (1,), "cn": (0, 1)} if has_nccl else {})}
+    cn = "COALESCE(cn_ns, 0)" if has_nccl else "COALESCE(c_ns, 0)"
+    n = "COALESCE(n_ns, 0)" if has_nccl else "0"
     return f"""
-        WITH a AS ({a}), c AS ({c}), n AS ({n}), cn AS ({cn})
-        SELECT a.pid, a.device, a.s0 AS start_ns, a.s1 AS end_ns, a.union_ns AS a_ns,
-               COALESCE(c.union_ns, 0) AS c_ns, COALESCE(n.union_ns, 0) AS n_ns, COALESCE(cn.union_ns, 0) AS cn_ns
-        FROM a
-        LEFT JOIN c ON c.pid IS NOT DISTINCT FROM a.pid AND c.device IS NOT DISTINCT FROM a.device
-        LEFT JOIN n ON n.pid IS NOT DISTINCT FROM a.pid AND n.device IS NOT DISTINCT FROM a.device
-        LEFT JOIN cn ON cn.pid IS NOT DISTINCT FROM a.pid AND cn.device IS NOT DISTINCT FROM a.device
+        SELECT pid, device, a_s0 AS start_ns, a_s1 AS end_ns, a_ns, COALESCE(c_ns, 0) AS c_ns, {n} AS n_ns,
+               {cn} AS cn_ns
+        FROM ({union_lengths_sql(sets)})
     """  # noqa: S608 - composed from constants
 
 

@@ -90,6 +90,31 @@ def union_of_sql(ops: str) -> str:
     """  # noqa: S608 - composed from constants
 
 
+def union_lengths_sql(sets: dict[str, tuple[int, ...]]) -> str:
+    """Per unit, the union length of several category sets of GPU operations in one sorted pass.
+
+    The same pairing as ``union_of_sql`` (union = span - gaps), with one running maximum of ends per
+    set over a single sort of the operations, instead of one sort per set. Returns ``(pid, device,
+    <name>_s0, <name>_s1, <name>_ns ...)`` per unit that has any operation; a set with no operation in
+    a unit gets NULL there.
+    """
+    def member(cats: tuple[int, ...]) -> str:
+        return f"cat IN ({', '.join(map(str, cats))})"
+
+    prev = ", ".join(f"MAX(CASE WHEN {member(c)} THEN end_ns END) OVER w AS prev_{n}" for n, c in sets.items())
+    aggs = ", ".join(
+        f"MIN(start_ns) FILTER (WHERE {member(c)}) AS {n}_s0, MAX(end_ns) FILTER (WHERE {member(c)}) AS {n}_s1, "
+        f"MAX(end_ns) FILTER (WHERE {member(c)}) - MIN(start_ns) FILTER (WHERE {member(c)}) "
+        f"- COALESCE(SUM(start_ns - prev_{n}) FILTER (WHERE {member(c)} AND start_ns > prev_{n}), 0) AS {n}_ns"
+        for n, c in sets.items())
+    return f"""
+    WITH o AS (
+        SELECT pid, device, start_ns, end_ns, cat, {prev} FROM ({GPU_OPS_SQL})
+        WINDOW w AS (PARTITION BY pid, device ORDER BY start_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
+    SELECT pid, device, {aggs} FROM o GROUP BY pid, device
+    """  # noqa: S608 - composed from constants
+
+
 def temp_table(trace: Trace, name: str, sql: str, params: dict | None = None) -> str:
     """Materialize ``sql`` once per open trace as a temporary table (read-only files allow them)."""
     exists = trace.scalar(
