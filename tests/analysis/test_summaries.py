@@ -117,3 +117,55 @@ def test_cli_json_reports_carry_summaries():
     assert rep["nvtx"]["has_nvtx"] and rep["iterations"]["range"] is None and rep["iterations"]["reason"]
     assert "items" not in rep["iterations"]
     assert len(result["findings"]) == 3
+
+
+# The projection by definition, as a plain interval join (quadratic, fine for a few hundred rows).
+NAIVE_PROJECTION = """
+    WITH ops AS (
+        SELECT g.pid, g.start_ns, g.end_ns, a.tid, a.start_ns AS api_ns
+        FROM (SELECT pid, correlation_id, start_ns, end_ns FROM kernels
+              UNION ALL SELECT pid, correlation_id, start_ns, end_ns FROM memcpy) g
+        JOIN cuda_api a ON a.pid = g.pid AND a.correlation_id = g.correlation_id)
+    SELECT n.pid, n.tid, n.start_ns, n.end_ns, n.text, MIN(ops.start_ns), MAX(ops.end_ns), COUNT(ops.pid),
+           COALESCE(SUM(ops.end_ns - ops.start_ns), 0)
+    FROM nvtx n LEFT JOIN ops ON ops.pid = n.pid AND ops.tid = n.tid AND ops.api_ns BETWEEN n.start_ns AND n.end_ns
+    WHERE n.kind <> 'mark' GROUP BY ALL ORDER BY ALL
+"""
+
+
+def test_projection_equals_the_interval_join_definition(tmp_path):
+    import random
+
+    from analysis.nvtx_projection import projected_table
+
+    rng = random.Random(7)
+    ks, calls, ranges = [], [], []
+    corr = 0
+    for pid, tid in ((1, 1), (1, 2), (2, 1)):
+        t = 0
+        for _ in range(150):
+            t += rng.choice((0, 5, 40))            # equal launch times happen (0)
+            corr += 1
+            calls.append(api(t, t + 3, "cudaLaunchKernel", pid=pid, tid=tid, corr=corr))
+            for _ in range(rng.choice((1, 1, 3))):  # a graph launch: several operations per call
+                s = t + rng.randint(1, 500)         # out of launch order on the GPU, overlapping
+                ks.append(kernel(s, s + rng.randint(0, 90), pid=pid, tid=tid, corr=corr))
+        for _ in range(120):
+            s = rng.randint(-20, t + 20)
+            e = s + rng.choice((0, 3, 50, 400, 3000))
+            if rng.random() < 0.3 and calls:        # boundaries exactly on a launch
+                c = rng.choice([c for c in calls if c["pid"] == pid and c["tid"] == tid])
+                s, e = (c["start_ns"], c["start_ns"] + 100) if rng.random() < 0.5 else (c["start_ns"] - 100, c["start_ns"])
+            ranges.append({"pid": pid, "tid": tid, "start_ns": s, "end_ns": e, "text": f"r{len(ranges) % 7}",
+                           "kind": "push_pop", "nesting": 0})
+    ranges.append({"pid": 1, "tid": 9, "start_ns": 0, "end_ns": 10**6, "text": "other thread", "kind": "start_end"})
+    t = Trace(normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls, nvtx=ranges), "r")
+    try:
+        table = projected_table(t)
+        got = t.sql(f"SELECT pid, tid, start_ns, end_ns, text, gpu_start, gpu_end, gpu_ops, gpu_op_ns FROM {table} "  # noqa: S608
+                    "ORDER BY ALL")
+        want = t.sql(NAIVE_PROJECTION)
+    finally:
+        t.close()
+    assert len(got) == len(ranges) and got == want
+    assert sum(1 for g in got if g[7] > 1) > 50 and sum(1 for g in got if g[7] == 0) > 10
