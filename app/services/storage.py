@@ -58,7 +58,7 @@ class _Writer:
 
     def __init__(self, path: Path, depth: int = 4) -> None:
         # A raw descriptor: a buffered file object would copy every chunk once more.
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         self.sha = hashlib.sha256()
         self._queue: queue.Queue[tuple[bytes | memoryview, bytearray | None] | None] = queue.Queue(depth)
         self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
@@ -89,8 +89,8 @@ class _Writer:
         self._written += n
         if self._written - self._kicked >= WRITEBACK_STEP and hasattr(os, "posix_fadvise"):
             # Start writing back what was just written (POSIX_FADV_DONTNEED starts asynchronous writeback
-            # of dirty pages and drops none of them): the disk then works while we receive, and the final
-            # fsync waits for the last few MiB instead of the whole file.
+            # of the dirty pages; it drops only pages already clean): the disk then works while we
+            # receive, and the final fsync waits for the last few MiB instead of the whole file.
             os.posix_fadvise(self._fd, self._kicked, self._written - self._kicked, os.POSIX_FADV_DONTNEED)
             self._kicked = self._written
 
@@ -151,7 +151,8 @@ class _Writer:
 class UploadSink:
     """A write-only file that decompresses gzip/zstd (sniffed from content), hashes and caps on the way in.
 
-    Werkzeug writes multipart file parts into it; the PUT endpoint copies ``request.stream`` into it.
+    Werkzeug writes multipart file parts into it; the PUT endpoint fills it with ``receive()`` from the
+    client socket (gunicorn, Content-Length) or writes ``request.stream`` chunks into it.
     ``seek(0)`` (what Werkzeug calls at the end of a part) or ``finish()`` completes it.
     """
 
