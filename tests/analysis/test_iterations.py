@@ -163,3 +163,51 @@ def test_planted_train_step_exact_gpu_time(tmp_path, trace_of):
     assert all(e[3] >= PER_STEP for e in expected)
     _check_stats(it, [e[1] for e in expected], [e[0] for e in expected])
     assert it["gpu_share_pct"] > 90
+
+
+def _synthetic(tmp_path, spec):
+    """A one-thread report from spec = (ranges [(text, start, end)], launches [(t, w)]): a launch at t runs
+    one kernel of 100 * w ns."""
+    from tests.analysis.planting import api, kernel, normalized
+
+    ranges, launches = spec
+    ks = [kernel(t + 5, t + 5 + 100 * w, corr=i + 1) for i, (t, w) in enumerate(launches)]
+    calls = [api(t, t + 2, "cudaLaunchKernel", corr=i + 1) for i, (t, _) in enumerate(launches)]
+    rows = [{"pid": 1, "tid": 1, "start_ns": s, "end_ns": e, "text": x, "kind": "push_pop", "nesting": 0}
+            for x, s, e in ranges]
+    return Trace(normalized(tmp_path / "s.duckdb", kernels=ks, cuda_api=calls, nvtx=rows), "s")
+
+
+def test_gpu_share_beats_a_step_like_name(tmp_path):
+    # 'fetch_batch' says batch and repeats more often, but 'model' holds 90% of the GPU work.
+    ranges, launches = [], []
+    for i in range(4):
+        b = i * 10_000
+        ranges += [("fetch_batch", b, b + 100), ("fetch_batch", b + 200, b + 300), ("model", b + 1000, b + 9000)]
+        launches += [(b + 50, 1), (b + 2000, 9)]
+    t = _synthetic(tmp_path, (ranges, launches))
+    try:
+        it = iterations(t)
+    finally:
+        t.close()
+    assert (it["range"], it["count"], it["gpu_share_pct"]) == ("model", 4, 90.0)
+    assert [x["gpu_ns"] for x in it["items"]] == [900] * 4 and it["spread_pct"] == 0.0
+
+
+def test_outermost_and_library_ranges(tmp_path):
+    # 'epoch' (2x) holds the 'iteration' ranges, so only epoch is outermost, and 2 is too few; the
+    # ncclAllReduce ranges hold GPU work but are a library's. No step: the reason says so.
+    ranges, launches = [], []
+    for e in range(2):
+        b = e * 100_000
+        ranges.append(("epoch", b, b + 90_000))
+        for i in range(5):
+            s = b + i * 10_000
+            ranges += [(f"iteration {e * 5 + i}", s, s + 9000), ("ncclAllReduce", s + 100, s + 200)]
+            launches += [(s + 150, 3), (s + 500, 1)]
+    t = _synthetic(tmp_path, (ranges, launches))
+    try:
+        it = iterations(t)
+    finally:
+        t.close()
+    assert it["range"] is None and "outermost" in it["reason"] and "'ncclAllReduce'" in it["reason"]
