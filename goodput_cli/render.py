@@ -67,9 +67,11 @@ def text(result: dict[str, Any]) -> str:
                         f"{ms(d['span_ns'])}, exposed comm {ms(d['comm_exposed_ns'])}, idle {ms(d['idle_ns'])}")
         it = rep.get("iterations") or {}
         if it.get("range"):
-            lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}', GPU median "
+            spread = it.get("spread_pct", it.get("cv_pct"))
+            share = f", {it['gpu_share_pct']:.0f}% of GPU work" if it.get("gpu_share_pct") is not None else ""
+            lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}'{share}, GPU median "
                          f"{ms(it['median_ns'])} (min {ms(it['min_ns'])}, max {ms(it['max_ns'])}, "
-                         f"spread {it['cv_pct']:.1f}%)")
+                         f"p90-p10 spread {spread:.1f}% of median)")
         elif rep.get("tool") == "nsys" and it.get("reason"):
             lines.append(f"   iterations: {it['reason']}")
         kernels = rep.get("top_kernels") or []
