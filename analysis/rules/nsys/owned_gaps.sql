@@ -16,28 +16,27 @@ copies AS (
            MAX(end_ns) OVER (PARTITION BY pid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS reach
     FROM {copies}
 ),
-gs AS (
+gs AS MATERIALIZED (
     SELECT g.*, COALESCE(s.reach >= g.gap_start, FALSE) AS by_sync
     FROM g ASOF LEFT JOIN syncs s ON g.pid = s.pid AND g.gap_start >= s.start_ns
 ),
+-- Each later test runs only on the gaps the earlier ones leave (an ASOF join sorts all its input, so
+-- testing every gap against the copies and the runs cost more than the rest of the statement).
 gc AS MATERIALIZED (
     SELECT gs.*, COALESCE(c.reach >= gs.gap_start, FALSE) AS by_copy
-    FROM gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
+    FROM (SELECT * FROM gs WHERE NOT by_sync) gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
 )
-SELECT pid, device, gap_start, gap_end, gap_ns,
-       CASE
-           WHEN by_sync THEN 1            -- SYNC001 (codes: gaps.OWNER_CODES; a small int per row, not text)
-           WHEN by_copy THEN 2            -- MEM002
-           ELSE 3                         -- GPU001
-       END::UTINYINT AS owner,
-       NULL::BIGINT AS run_id
-FROM gc WHERE by_sync OR by_copy OR gap_ns >= $min_gap_ns
+-- Owner codes: gaps.OWNER_CODES (a small int per row, not text); ``run_id`` is read for KRN001's gaps only.
+SELECT pid, device, gap_start, gap_end, gap_ns, 1::UTINYINT AS owner, NULL::BIGINT AS run_id  -- SYNC001
+FROM gs WHERE by_sync
 UNION ALL
--- Only the gaps the rules above leave (usually few) are looked up among the runs: the ASOF join sorts
--- its input, and sorting every gap for it cost more than the rest of the statement. (``run_id`` is read
--- for KRN001's gaps only.)
+SELECT pid, device, gap_start, gap_end, gap_ns,
+       CASE WHEN by_copy THEN 2 ELSE 3 END::UTINYINT,  -- MEM002, else GPU001
+       NULL::BIGINT
+FROM gc WHERE by_copy OR gap_ns >= $min_gap_ns
+UNION ALL
 SELECT g.pid, g.device, g.gap_start, g.gap_end, g.gap_ns,
-       CASE WHEN r.run_end >= g.gap_end THEN 4 END::UTINYINT AS owner,  -- KRN001
-       CASE WHEN r.run_end >= g.gap_end THEN r.run_id END AS run_id
-FROM (SELECT * FROM gc WHERE NOT (by_sync OR by_copy OR gap_ns >= $min_gap_ns)) g
+       CASE WHEN r.run_end >= g.gap_end THEN 4 END::UTINYINT,  -- KRN001, else unowned (maybe GPU002's)
+       CASE WHEN r.run_end >= g.gap_end THEN r.run_id END
+FROM (SELECT * FROM gc WHERE NOT (by_copy OR gap_ns >= $min_gap_ns)) g
 ASOF LEFT JOIN {runs} r ON g.pid = r.pid AND g.device = r.device AND g.gap_start >= r.run_start
