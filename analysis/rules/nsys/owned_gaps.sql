@@ -3,7 +3,8 @@
 -- Placeholders: the gap pairing, the sync-call name filter (an IN-list), the blocking copy calls,
 -- and the runs table for these params.
 -- Gaps left unowned here may still be GPU002's (it decides last, from this table).
-WITH g AS ({gaps}),
+-- Only integer columns travel through the joins (gap_ns is derived at the end).
+WITH g AS (SELECT pid, device, gap_start, gap_end FROM ({gaps})),
 syncs AS (
     -- The running maximum of call ends lets one ASOF join answer "was any call, started before the
     -- gap opened, still running then?" exactly, even with calls on several threads.
@@ -27,16 +28,16 @@ gc AS MATERIALIZED (
     FROM (SELECT * FROM gs WHERE NOT by_sync) gs ASOF LEFT JOIN copies c ON gs.pid = c.pid AND gs.gap_start >= c.start_ns
 )
 -- Owner codes: gaps.OWNER_CODES (a small int per row, not text); ``run_id`` is read for KRN001's gaps only.
-SELECT pid, device, gap_start, gap_end, gap_ns, 1::UTINYINT AS owner, NULL::BIGINT AS run_id  -- SYNC001
+SELECT pid, device, gap_start, gap_end, gap_end - gap_start AS gap_ns, 1::UTINYINT AS owner, NULL::BIGINT AS run_id  -- SYNC001
 FROM gs WHERE by_sync
 UNION ALL
-SELECT pid, device, gap_start, gap_end, gap_ns,
+SELECT pid, device, gap_start, gap_end, gap_end - gap_start,
        CASE WHEN by_copy THEN 2 ELSE 3 END::UTINYINT,  -- MEM002, else GPU001
        NULL::BIGINT
-FROM gc WHERE by_copy OR gap_ns >= $min_gap_ns
+FROM gc WHERE by_copy OR gap_end - gap_start >= $min_gap_ns
 UNION ALL
-SELECT g.pid, g.device, g.gap_start, g.gap_end, g.gap_ns,
+SELECT g.pid, g.device, g.gap_start, g.gap_end, g.gap_end - g.gap_start,
        CASE WHEN r.run_end >= g.gap_end THEN 4 END::UTINYINT,  -- KRN001, else unowned (maybe GPU002's)
        CASE WHEN r.run_end >= g.gap_end THEN r.run_id END
-FROM (SELECT * FROM gc WHERE NOT (by_copy OR gap_ns >= $min_gap_ns)) g
+FROM (SELECT * FROM gc WHERE NOT (by_copy OR gap_end - gap_start >= $min_gap_ns)) g
 ASOF LEFT JOIN {runs} r ON g.pid = r.pid AND g.device = r.device AND g.gap_start >= r.run_start
