@@ -119,6 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = ensure_admin_token(settings)
     if token:
         print(f"goodput: admin token (shown once, keep it): {token}", flush=True)
+        print("goodput: to sign in to the web UI, create a user: goodput user create NAME --admin", flush=True)
     return supervise(_children(settings, args), url=f"http://{settings.host}:{settings.port}/")
 
 
