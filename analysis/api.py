@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import TraceError
+from analysis.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 Progress = Callable[[str, int, int], None]  # (stage or table, done, total)
@@ -50,11 +51,14 @@ def detect_kind(path: Path) -> str:
             "this is a binary .ncu-rep report and no `ncu` is installed here; convert it with "
             "`ncu --import FILE.ncu-rep --csv --page raw > FILE.csv` and upload the CSV",
         )
-    if path.suffix in (".nsys-rep", ".qdrep"):
+    if path.suffix in REP_SUFFIXES:
+        # Binary Nsight Systems report: ingest converts it when an nsys binary is installed here.
+        if nsys_binary():
+            return "nsys"
         raise TraceError(
             "nsys_rep_needs_nsys",
-            "this is a binary .nsys-rep report; convert it with "
-            "`nsys export --type sqlite --output FILE.sqlite FILE.nsys-rep` and upload the SQLite file",
+            "this is a binary .nsys-rep report and no `nsys` is installed here; convert it with "
+            f"`{export_command(path.name)}` and upload the SQLite file",
         )
     from analysis.ncu.reader import looks_like_ncu_csv
 
@@ -69,6 +73,11 @@ def detect_kind(path: Path) -> str:
         raise TraceError("not_sqlite", "the file is binary but not an SQLite database (nor CSV text); "
                          "upload the .sqlite file written by `nsys export --type sqlite`")
     raise TraceError("unknown_format", "the file is neither an nsys SQLite export nor an ncu CSV export")
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(len(magic)) == magic
 
 
 def _is_binary(head: bytes) -> bool:
@@ -104,7 +113,18 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
     if kind == "nsys":
         from analysis.nsys.ingest import ingest_nsys
 
-        ingest_nsys(src, out, limits=limits, progress=progress)
+        if src.suffix in REP_SUFFIXES and not _starts_with(src, SQLITE_MAGIC):
+            converted = out.parent / f".{out.name}.export.sqlite"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                if progress:
+                    progress("nsys export", 0, 1)
+                export_sqlite(src, converted, timeout_s=limits.timeout_s)
+                ingest_nsys(converted, out, limits=limits, progress=progress)
+            finally:
+                converted.unlink(missing_ok=True)
+        else:
+            ingest_nsys(src, out, limits=limits, progress=progress)
     else:
         from analysis.ncu.ingest import ingest_ncu
 
