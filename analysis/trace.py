@@ -17,6 +17,8 @@ class Trace:
     path: Path
     label: str
     _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
+    # Derived data kept while the trace is open (e.g. analysis.activity's sorted arrays).
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -61,6 +63,7 @@ class Trace:
         return None if value in (None, "") else int(value)
 
     def close(self) -> None:
+        self.memo.clear()
         if self._con is not None:
             self._con.close()
             self._con = None

@@ -1,7 +1,8 @@
 """Idle gaps of every GPU, each owned by at most one rule, so that rule impacts add up.
 
-A gap is found with NVIDIA's ``gpu_gaps`` semantics (``analysis.intervals.GAPS_SQL``): per process and
-device, profiler overhead counted as busy, leading and trailing idle excluded, every gap of any length.
+A gap is found with NVIDIA's ``gpu_gaps`` semantics (``analysis.activity.unit_gaps``, the same gaps as
+``analysis.intervals.GAPS_SQL``): per process and device, profiler overhead counted as busy, leading
+and trailing idle excluded, every gap of any length.
 
 Precedence (the first that applies owns the whole gap):
 
@@ -23,7 +24,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from analysis.intervals import GAPS_SQL, temp_table
+import numpy as np
+
+from analysis.activity import Runs, short_kernel_runs, unit_gaps, unit_ops
+from analysis.intervals import array_table, table_exists, temp_table
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, load_sql, unit_spans
 from analysis.trace import Trace
 
@@ -103,10 +107,70 @@ def _sig(values: Mapping[str, float]) -> str:
     return hashlib.sha1(repr(sorted(values.items())).encode()).hexdigest()[:10]
 
 
+def _runs(trace: Trace, short_ns: int, min_run: int) -> list[Runs]:
+    """Each unit's runs of short kernels (``activity.short_kernel_runs``), cached on the trace."""
+    key = ("krn_runs", short_ns, min_run)
+    if key not in trace.memo:
+        trace.memo[key] = [short_kernel_runs(u, short_ns, min_run, id_base=i << 40)
+                           for i, u in enumerate(unit_ops(trace))]
+    return trace.memo[key]
+
+
 def krn_runs(trace: Trace, p: Mapping[str, float]) -> str:
-    """Temp table of the runs of short kernels for these parameters; returns its name."""
-    q = {"short_ns": p["short_ns"], "min_run": p["min_run"]}
-    return temp_table(trace, f"_gp_runs_{_sig(q)}", load_sql("krn_runs.sql"), q)
+    """Temp table of the runs of short kernels for these parameters; returns its name.
+
+    Columns: pid, device, run_id, run_start, run_end, run_kernels, kernel_ns (one row per run of at least
+    ``min_run`` consecutive kernels each shorter than ``short_ns``, in device order).
+    """
+    q = {"short_ns": int(p["short_ns"]), "min_run": int(p["min_run"])}
+    name = f"_gp_runs_{_sig(q)}"
+    if not table_exists(trace, name):
+        parts = [({"run_id": r.run_id, "run_start": r.run_start, "run_end": r.run_end,
+                   "run_kernels": r.run_kernels, "kernel_ns": r.kernel_ns}, u.pid, u.device)
+                 for u, r in zip(unit_ops(trace), _runs(trace, q["short_ns"], q["min_run"]), strict=True)]
+        array_table(trace, name, RUNS_COLUMNS, "run_id, run_start, run_end, run_kernels, kernel_ns", parts)
+    return name
+
+
+RUNS_COLUMNS = ("pid INTEGER, device INTEGER, run_id BIGINT, run_start BIGINT, run_end BIGINT, "
+                "run_kernels BIGINT, kernel_ns BIGINT")
+OWNED_COLUMNS = ("pid INTEGER, device INTEGER, gap_start BIGINT, gap_end BIGINT, gap_ns BIGINT, "
+                 "owner UTINYINT, run_id BIGINT")
+
+
+class _Calls:
+    """Host calls of one kind per process, sorted by start, with the running maximum of their ends: one
+    binary search then answers "was any call that started at or before t still running at t?"."""
+
+    def __init__(self, trace: Trace, sql: str | None) -> None:
+        self.by_pid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if sql is None:
+            return
+        d = {k: np.asarray(v) for k, v in trace.con.execute(sql).fetchnumpy().items()}
+        pids = np.unique(d["pid"])
+        for pid in pids:
+            m = slice(None) if len(pids) == 1 else d["pid"] == pid
+            start, end = d["start_ns"][m], d["end_ns"][m]
+            order = np.argsort(start, kind="stable")
+            self.by_pid[int(pid)] = (start[order], np.maximum.accumulate(end[order]))
+
+    def running_at(self, pid: int | None, t: np.ndarray) -> np.ndarray:
+        calls = self.by_pid.get(pid) if pid is not None else None
+        out = np.zeros(len(t), dtype=bool)
+        if calls is None or not len(t):
+            return out
+        start, reach = calls
+        idx = np.searchsorted(start, t, side="right") - 1
+        hit = idx >= 0
+        out[hit] = reach[idx[hit]] >= t[hit]
+        return out
+
+
+def _calls_sql(table: str, where: str) -> str | None:
+    if where == "FALSE":
+        return None
+    return (f"SELECT pid, start_ns, end_ns FROM {table} "  # noqa: S608 - server-made names
+            f"WHERE {where} AND pid IS NOT NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL")
 
 
 def low_windows(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> str:
@@ -119,11 +183,44 @@ def low_windows(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | No
 
 
 def owned_gaps(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> str:
-    """Temp table of every gap with its ``owner`` rule id (NULL: unowned, maybe GPU002's) and ``run_id``."""
+    """Temp table of every gap with its ``owner`` code (NULL: unowned, maybe GPU002's) and ``run_id``
+    (KRN001's gaps only). Columns: ``OWNED_COLUMNS``.
+
+    Built from ``activity``'s sorted arrays: each test runs only on the gaps the earlier ones leave, and
+    each is a binary search per gap (the calls' running maximum of ends makes the test exact even with
+    calls on several threads).
+    """
     p = ownership_params(all_params)
     unit_spans(trace)
-    runs, copies = krn_runs(trace, p), blocking_copies(trace)
-    sql = load_sql("owned_gaps.sql").format(gaps=GAPS_SQL, copies=copies, runs=runs,
-                                            sync_filter=api_name_in(trace, SYNC_API_RE))
     sig = _sig({k: p[k] for k in ("min_gap_ns", "short_ns", "min_run")})
-    return temp_table(trace, f"_gp_owned_{sig}", sql, {"min_gap_ns": p["min_gap_ns"]})
+    name = f"_gp_owned_{sig}"
+    if table_exists(trace, name):
+        return name
+    runs = _runs(trace, p["short_ns"], p["min_run"])
+    syncs = _Calls(trace, _calls_sql("cuda_api", api_name_in(trace, SYNC_API_RE)))
+    copies = _Calls(trace, _calls_sql(blocking_copies(trace), "TRUE"))
+    parts = []
+    for ug, r in zip(unit_gaps(trace), runs, strict=True):
+        gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
+        owner = np.zeros(len(gs), dtype=np.uint8)
+        run_id = np.zeros(len(gs), dtype=np.int64)
+        owner[syncs.running_at(pid, gs)] = OWNER_CODES["SYNC001"]
+        left = np.flatnonzero(owner == 0)
+        by_copy = copies.running_at(pid, gs[left])
+        owner[left[by_copy]] = OWNER_CODES["MEM002"]
+        left = left[~by_copy]
+        long_gap = (ge[left] - gs[left]) >= p["min_gap_ns"]
+        owner[left[long_gap]] = OWNER_CODES["GPU001"]
+        left = left[~long_gap]
+        if len(r.run_start) and len(left):
+            # The last run that started at or before the gap owns it when it lasts past the gap's end.
+            idx = np.searchsorted(r.run_start, gs[left], side="right") - 1
+            hit = idx >= 0
+            hit[hit] = r.run_end[idx[hit]] >= ge[left[hit]]
+            owner[left[hit]] = OWNER_CODES["KRN001"]
+            run_id[left[hit]] = r.run_id[idx[hit]]
+        parts.append(({"gap_start": gs, "gap_end": ge, "owner": owner, "run_id": run_id}, pid, ug.unit.device))
+    array_table(trace, name, OWNED_COLUMNS,
+                f"gap_start, gap_end, gap_end - gap_start, NULLIF(owner, 0), "
+                f"CASE WHEN owner = {OWNER_CODES['KRN001']} THEN run_id END", parts)
+    return name
