@@ -63,8 +63,8 @@ class LaunchConfiguration(NcuRule):
                             "Launch at least one block per SM (two or more when blocks synchronize): smaller blocks "
                             "or a finer split of the work.", {"grid_size": grid, "sm_count": sms}, "global"))
         theo, ach = launch.get(THEORETICAL), launch.get(ACHIEVED)
-        if waves is not None and theo and ach is not None:
-            partial, whole = math.modf(waves)
+        if waves is not None and waves > 0 and math.isfinite(waves) and theo and ach is not None:
+            partial, whole = math.modf(waves)  # negative or infinite waves (a hostile CSV) have no tail
             tail = 0.0 if partial == 0 else 1.0 / (whole + 1.0)
             if whole >= 1 and tail >= params["min_tail_share"] and ach < 0.8 * theo:
                 hits.append(Hit("tail", 100.0 * tail, "Tail effect",
