@@ -6,9 +6,9 @@ every operation again (a window over 12M rows is a single partition that DuckDB 
 thread); here the operations are fetched once, sorted once (``np.lexsort`` on data that is already
 nearly in order) and every pass after that is a linear, vectorized scan.
 
-A unit is ``(pid, device)`` as in ``analysis.intervals``. Semantics are those of the SQL in
-``analysis.intervals`` (which the corpus tests cross-check): zero-length operations are kept, profiler
-overhead is busy time for the gap pairing only, clipped to the unit's span.
+A unit is ``(pid, device)`` as in ``analysis.intervals``. Zero-length operations are kept (they split a
+gap as in nsys); profiler overhead is busy time for the gap pairing only. The corpus tests check the
+gaps against a direct SQL implementation of NVIDIA's pairing on every export.
 """
 
 from __future__ import annotations
@@ -117,7 +117,10 @@ def _overhead(trace: Trace) -> dict[int | None, tuple[np.ndarray, np.ndarray]]:
 
 
 def unit_gaps(trace: Trace) -> list[UnitGaps]:
-    """Every unit's idle gaps with NVIDIA's gpu_gaps semantics (``intervals.GAPS_SQL``)."""
+    """Every unit's idle gaps with NVIDIA's gpu_gaps semantics: the pairing over the unit's operations
+    plus its process's profiler overhead, which counts as busy on each of the process's devices, clipped
+    to the unit's span (first operation's start to last one's end) so that overhead before or after the
+    GPU work never creates a gap of its own. Leading and trailing idle never appear."""
     overhead = _overhead(trace)
     out = []
     for u in unit_ops(trace):

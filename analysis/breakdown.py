@@ -4,29 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.intervals import temp_table, union_lengths_sql
+from analysis.activity import UnitOps, union_ns, unit_ops
+from analysis.intervals import COMPUTE, NCCL
 from analysis.trace import Trace
 
 PARTS = ("compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
 KEYS = ("compute_ns", "comm_overlapped_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "span_ns")
 
 
-def _units_sql(trace: Trace) -> str:
-    """Per unit: the union lengths of all operations (A), compute (C), NCCL (N) and both (CN).
+def _unit_unions(u: UnitOps) -> tuple[int, int, int, int]:
+    """Union lengths of one unit's operations: all (A), compute (C), NCCL (N) and compute or NCCL (CN).
 
     compute = |C|; exposed comm = |C u N| - |C|; overlapped comm = |N| - exposed; memory only =
-    |A| - |C u N|; idle = span - |A|. All sets come from one sorted pass over the unit's operations;
-    a trace without NCCL kernels skips N and CN (then CN = C and N is empty).
+    |A| - |C u N|; idle = span - |A|. Each set is a filter of the unit's sorted arrays (no new sort).
     """
-    has_nccl = trace.scalar("SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
-    sets = {"a": (0, 1, 2), "c": (0,), **({"n": (1,), "cn": (0, 1)} if has_nccl else {})}
-    cn = "COALESCE(cn_ns, 0)" if has_nccl else "COALESCE(c_ns, 0)"
-    n = "COALESCE(n_ns, 0)" if has_nccl else "0"
-    return f"""
-        SELECT pid, device, a_s0 AS start_ns, a_s1 AS end_ns, a_ns, COALESCE(c_ns, 0) AS c_ns, {n} AS n_ns,
-               {cn} AS cn_ns
-        FROM ({union_lengths_sql(sets)})
-    """  # noqa: S608 - composed from constants
+    a = union_ns(u.start, u.end)
+    compute = u.cat == COMPUTE
+    c = union_ns(u.start[compute], u.end[compute])
+    nccl = u.cat == NCCL
+    if not nccl.any():
+        return a, c, 0, c
+    either = compute | nccl
+    return a, c, union_ns(u.start[nccl], u.end[nccl]), union_ns(u.start[either], u.end[either])
 
 
 def _pct(part: int, whole: int) -> float:
@@ -49,15 +48,17 @@ def breakdown(trace: Trace) -> dict[str, Any]:
     """
     rank = trace.rank
     units: list[dict[str, Any]] = []
-    if trace.has_rows("kernels") or trace.has_rows("memcpy") or trace.has_rows("memset"):
-        table = temp_table(trace, "_gp_breakdown", _units_sql(trace))
-        for pid, device, s0, s1, a, c, n, cn in trace.sql(f"SELECT * FROM {table} ORDER BY pid, device"):  # noqa: S608
-            span, a, c, n, cn = int(s1 - s0), int(a), int(c), int(n), int(cn)
-            unit = {"pid": pid, "device": device, "start_ns": int(s0), "end_ns": int(s1),
-                    "compute_ns": c, "comm_overlapped_ns": n - (cn - c), "comm_exposed_ns": cn - c,
-                    "memory_only_ns": a - cn, "idle_ns": span - a, "span_ns": span, "rank": rank}
-            unit["goodput_pct"] = _pct(unit["compute_ns"], unit["span_ns"])
-            units.append(unit)
+    for u in unit_ops(trace):
+        if not len(u):
+            continue
+        s0, s1 = int(u.start[0]), int(u.end.max())
+        span = s1 - s0
+        a, c, n, cn = _unit_unions(u)
+        unit = {"pid": u.pid, "device": u.device, "start_ns": s0, "end_ns": s1,
+                "compute_ns": c, "comm_overlapped_ns": n - (cn - c), "comm_exposed_ns": cn - c,
+                "memory_only_ns": a - cn, "idle_ns": span - a, "span_ns": span, "rank": rank}
+        unit["goodput_pct"] = _pct(unit["compute_ns"], unit["span_ns"])
+        units.append(unit)
     total = {k: sum(u[k] for u in units) for k in KEYS}
     total["goodput_pct"] = _pct(total["compute_ns"], total["span_ns"])
     total["rank"] = rank

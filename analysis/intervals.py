@@ -25,20 +25,6 @@ GPU_OPS_SQL = """
 # Category codes (small integers keep the sweep's sort and sums cheap).
 COMPUTE, NCCL, MEMORY, OVERHEAD = 0, 1, 2, 3
 
-# NVIDIA's gpu_gaps semantics: profiler overhead of a process counts as busy on each of its devices,
-# clipped to the device's span (first GPU operation's start to last one's end), so overhead before or
-# after the GPU work never creates a gap of its own.
-OVERHEAD_OPS_SQL = """
-    SELECT o.pid, u.device, GREATEST(o.start_ns, u.u0) AS start_ns, LEAST(o.end_ns, u.u1) AS end_ns,
-           3::UTINYINT AS cat
-    FROM overhead o
-    JOIN (SELECT pid, device, MIN(start_ns) AS u0, MAX(end_ns) AS u1 FROM gpu_ops GROUP BY pid, device) u
-      ON u.pid = o.pid AND o.start_ns < u.u1 AND o.end_ns > u.u0
-    WHERE o.start_ns IS NOT NULL AND o.end_ns >= o.start_ns
-"""
-
-
-
 def pairing_gaps_sql(ops_sql: str) -> str:
     """The idle gaps of NVIDIA's gpu_gaps pairing over ``ops_sql`` (columns pid, device, start_ns, end_ns).
 
@@ -62,20 +48,6 @@ def pairing_gaps_sql(ops_sql: str) -> str:
     """  # noqa: S608 - composed from constants
 
 
-# Idle gaps as NVIDIA's gpu_gaps rule finds them: GPU operations plus the clipped profiler overhead.
-GAPS_SQL = pairing_gaps_sql(f"""
-    WITH gpu_ops AS ({GPU_OPS_SQL})
-    SELECT pid, device, start_ns, end_ns FROM gpu_ops
-    UNION ALL SELECT pid, device, start_ns, end_ns FROM ({OVERHEAD_OPS_SQL})""")  # noqa: S608
-
-
-def union_length_sql(cats: tuple[int, ...]) -> str:
-    """Per unit, the length of the union of the GPU operations of these categories (see ``union_of_sql``)."""
-    return union_of_sql(
-        f"SELECT pid, device, start_ns, end_ns FROM ({GPU_OPS_SQL}) WHERE cat IN ({', '.join(map(str, cats))})"  # noqa: S608
-    )
-
-
 def union_of_sql(ops: str) -> str:
     """Per unit, the length of the union of the intervals of ``ops`` (pid, device, start_ns, end_ns).
 
@@ -87,31 +59,6 @@ def union_of_sql(ops: str) -> str:
     gp AS (SELECT pid, device, SUM(gap_ns) AS idle FROM ({pairing_gaps_sql(ops)}) GROUP BY pid, device)
     SELECT sp.pid, sp.device, sp.s0, sp.s1, sp.s1 - sp.s0 - COALESCE(gp.idle, 0) AS union_ns
     FROM sp LEFT JOIN gp ON gp.pid IS NOT DISTINCT FROM sp.pid AND gp.device IS NOT DISTINCT FROM sp.device
-    """  # noqa: S608 - composed from constants
-
-
-def union_lengths_sql(sets: dict[str, tuple[int, ...]]) -> str:
-    """Per unit, the union length of several category sets of GPU operations in one sorted pass.
-
-    The same pairing as ``union_of_sql`` (union = span - gaps), with one running maximum of ends per
-    set over a single sort of the operations, instead of one sort per set. Returns ``(pid, device,
-    <name>_s0, <name>_s1, <name>_ns ...)`` per unit that has any operation; a set with no operation in
-    a unit gets NULL there.
-    """
-    def member(cats: tuple[int, ...]) -> str:
-        return f"cat IN ({', '.join(map(str, cats))})"
-
-    prev = ", ".join(f"MAX(CASE WHEN {member(c)} THEN end_ns END) OVER w AS prev_{n}" for n, c in sets.items())
-    aggs = ", ".join(
-        f"MIN(start_ns) FILTER (WHERE {member(c)}) AS {n}_s0, MAX(end_ns) FILTER (WHERE {member(c)}) AS {n}_s1, "
-        f"MAX(end_ns) FILTER (WHERE {member(c)}) - MIN(start_ns) FILTER (WHERE {member(c)}) "
-        f"- COALESCE(SUM(start_ns - prev_{n}) FILTER (WHERE {member(c)} AND start_ns > prev_{n}), 0) AS {n}_ns"
-        for n, c in sets.items())
-    return f"""
-    WITH o AS (
-        SELECT pid, device, start_ns, end_ns, cat, {prev} FROM ({GPU_OPS_SQL})
-        WINDOW w AS (PARTITION BY pid, device ORDER BY start_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
-    SELECT pid, device, {aggs} FROM o GROUP BY pid, device
     """  # noqa: S608 - composed from constants
 
 

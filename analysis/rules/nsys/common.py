@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.intervals import GPU_OPS_SQL, temp_table
+from analysis.activity import unit_ops
 from analysis.trace import Trace
 
 HERE = Path(__file__).resolve().parent
@@ -40,16 +40,9 @@ def load_sql(name: str) -> str:
     return (HERE / name).read_text()
 
 
-def unit_spans(trace: Trace) -> str:
-    """Temp table of (pid, device, start_ns, end_ns, span_ns) per GPU unit; returns its name."""
-    return temp_table(trace, "_gp_units", f"""
-        SELECT pid, device, MIN(start_ns) AS start_ns, MAX(end_ns) AS end_ns, MAX(end_ns) - MIN(start_ns) AS span_ns
-        FROM ({GPU_OPS_SQL}) GROUP BY pid, device""")  # noqa: S608 - constants
-
-
 def report_span_ns(trace: Trace) -> int:
     """The report's GPU-active span: the sum of its devices' spans (the breakdown's ``span_ns``)."""
-    return int(trace.scalar(f"SELECT COALESCE(SUM(span_ns), 0) FROM {unit_spans(trace)}") or 0)  # noqa: S608 - constants and server-made names
+    return sum(int(u.end.max()) - int(u.start[0]) for u in unit_ops(trace) if len(u))
 
 
 def pct(part: int | float, whole: int | float) -> float | None:

@@ -1,6 +1,6 @@
--- A cause for each gap owned by $owner, from what the process's launching threads did during it:
+-- A cause for each gap of {owned} (one rule's gaps), from what the process's launching threads did during it:
 -- OS runtime calls or CUDA API work covering at least half the gap, else no recorded activity.
-WITH gg AS (SELECT * FROM {owned} WHERE owner = $owner),
+WITH gg AS (SELECT * FROM {owned}),
 launchers AS (
     SELECT DISTINCT pid, tid FROM kernels WHERE tid IS NOT NULL
     UNION SELECT DISTINCT pid, tid FROM memcpy WHERE tid IS NOT NULL

@@ -1,8 +1,7 @@
 """Idle gaps of every GPU, each owned by at most one rule, so that rule impacts add up.
 
-A gap is found with NVIDIA's ``gpu_gaps`` semantics (``analysis.activity.unit_gaps``, the same gaps as
-``analysis.intervals.GAPS_SQL``): per process and device, profiler overhead counted as busy, leading
-and trailing idle excluded, every gap of any length.
+A gap is found with NVIDIA's ``gpu_gaps`` semantics (``analysis.activity.unit_gaps``): per process and
+device, profiler overhead counted as busy, leading and trailing idle excluded, every gap of any length.
 
 Precedence (the first that applies owns the whole gap):
 
@@ -15,21 +14,26 @@ Precedence (the first that applies owns the whole gap):
 5. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
    gaps left unowned in the owner table, so the large table does not depend on its thresholds).
 
-Gaps matching none stay unowned (small idle nobody can attribute). The owner table is built once per
-open trace and parameter set, as a DuckDB temporary table.
+Gaps matching none stay unowned (small idle nobody can attribute). Ownership is computed once per open
+trace and set of ownership thresholds, on NumPy arrays (``owned``); only GPU001's few long gaps go to a
+DuckDB temporary table, to be joined with host activity in SQL.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.activity import Runs, short_kernel_runs, unit_gaps, unit_ops
+from analysis.activity import Runs, UnitOps, short_kernel_runs, unit_gaps, unit_ops
 from analysis.intervals import array_table, table_exists, temp_table
-from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, load_sql, unit_spans
+from analysis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.trace import Trace
+
+_EMPTY = np.empty(0, dtype=np.int64)
 
 # The thresholds that decide ownership, with their defaults (rule id, threshold name).
 OWNERSHIP_PARAMS: dict[tuple[str, str], float] = {
@@ -41,13 +45,8 @@ OWNERSHIP_PARAMS: dict[tuple[str, str], float] = {
     ("GPU002", "max_busy_pct"): 50.0,
 }
 
-# The owner column of the owner table holds these codes (NULL: unowned); ``owner_is`` writes the test.
+# Owner codes of ``OwnedUnit.owner`` (0: unowned).
 OWNER_CODES = {"SYNC001": 1, "MEM002": 2, "GPU001": 3, "KRN001": 4}
-
-
-def owner_is(rule_id: str) -> str:
-    """SQL predicate selecting the gaps a rule owns in the owner table."""
-    return f"owner = {OWNER_CODES[rule_id]}"
 
 
 # Synchronous copies that block the host, with NVIDIA's exclusions: copies within one device, and
@@ -116,28 +115,6 @@ def _runs(trace: Trace, short_ns: int, min_run: int) -> list[Runs]:
     return trace.memo[key]
 
 
-def krn_runs(trace: Trace, p: Mapping[str, float]) -> str:
-    """Temp table of the runs of short kernels for these parameters; returns its name.
-
-    Columns: pid, device, run_id, run_start, run_end, run_kernels, kernel_ns (one row per run of at least
-    ``min_run`` consecutive kernels each shorter than ``short_ns``, in device order).
-    """
-    q = {"short_ns": int(p["short_ns"]), "min_run": int(p["min_run"])}
-    name = f"_gp_runs_{_sig(q)}"
-    if not table_exists(trace, name):
-        parts = [({"run_id": r.run_id, "run_start": r.run_start, "run_end": r.run_end,
-                   "run_kernels": r.run_kernels, "kernel_ns": r.kernel_ns}, u.pid, u.device)
-                 for u, r in zip(unit_ops(trace), _runs(trace, q["short_ns"], q["min_run"]), strict=True)]
-        array_table(trace, name, RUNS_COLUMNS, "run_id, run_start, run_end, run_kernels, kernel_ns", parts)
-    return name
-
-
-RUNS_COLUMNS = ("pid INTEGER, device INTEGER, run_id BIGINT, run_start BIGINT, run_end BIGINT, "
-                "run_kernels BIGINT, kernel_ns BIGINT")
-OWNED_COLUMNS = ("pid INTEGER, device INTEGER, gap_start BIGINT, gap_end BIGINT, gap_ns BIGINT, "
-                 "owner UTINYINT, run_id BIGINT")
-
-
 class _Calls:
     """Host calls of one kind per process, sorted by start, with the running maximum of their ends: one
     binary search then answers "was any call that started at or before t still running at t?"."""
@@ -152,7 +129,10 @@ class _Calls:
             m = slice(None) if len(pids) == 1 else d["pid"] == pid
             start, end = d["start_ns"][m], d["end_ns"][m]
             order = np.argsort(start, kind="stable")
-            self.by_pid[int(pid)] = (start[order], np.maximum.accumulate(end[order]))
+            start, end = start[order], end[order]
+            del order
+            self.by_pid[int(pid)] = (start, np.maximum.accumulate(end, out=end))
+        del d
 
     def running_at(self, pid: int | None, t: np.ndarray) -> np.ndarray:
         calls = self.by_pid.get(pid) if pid is not None else None
@@ -173,37 +153,41 @@ def _calls_sql(table: str, where: str) -> str | None:
             f"WHERE {where} AND pid IS NOT NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL")
 
 
-def low_windows(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> str:
-    """Temp table of the low-utilization windows (idle from the owner table's gaps); returns its name."""
-    p = ownership_params(all_params)
-    owned = owned_gaps(trace, all_params)
-    q = {"win_min_ns": p["win_min_ns"], "max_windows": p["max_windows"], "max_busy_pct": p["max_busy_pct"]}
-    sql = load_sql("low_windows.sql").format(gaps=f"SELECT pid, device, gap_start, gap_end FROM {owned}")  # noqa: S608 - server-made name
-    return temp_table(trace, f"_gp_low_{_sig({**q, 'owned': owned})}", sql, q)
+@dataclass(frozen=True)
+class OwnedUnit:
+    """One unit's gaps in time order with their owner code (0: unowned, maybe GPU002's); ``krn_idx`` are
+    the positions of KRN001's gaps and ``krn_run`` the id of the run that owns each."""
+
+    unit: UnitOps
+    gap_start: np.ndarray
+    gap_end: np.ndarray
+    owner: np.ndarray
+    krn_idx: np.ndarray
+    krn_run: np.ndarray
+    runs: Runs
+
+    @property
+    def gap_ns(self) -> np.ndarray:
+        return self.gap_end - self.gap_start
 
 
-def owned_gaps(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> str:
-    """Temp table of every gap with its ``owner`` code (NULL: unowned, maybe GPU002's) and ``run_id``
-    (KRN001's gaps only). Columns: ``OWNED_COLUMNS``.
+def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> list[OwnedUnit]:
+    """Every unit's gaps, each with the one rule that owns it (precedence in the module docstring).
 
-    Built from ``activity``'s sorted arrays: each test runs only on the gaps the earlier ones leave, and
-    each is a binary search per gap (the calls' running maximum of ends makes the test exact even with
-    calls on several threads).
+    Each test runs only on the gaps the earlier ones leave, as a binary search per gap against the
+    sorted calls or runs; cached on the trace per set of ownership thresholds.
     """
     p = ownership_params(all_params)
-    unit_spans(trace)
-    sig = _sig({k: p[k] for k in ("min_gap_ns", "short_ns", "min_run")})
-    name = f"_gp_owned_{sig}"
-    if table_exists(trace, name):
-        return name
+    key = ("owned", p["min_gap_ns"], p["short_ns"], p["min_run"])
+    if key in trace.memo:
+        return trace.memo[key]
     runs = _runs(trace, p["short_ns"], p["min_run"])
     syncs = _Calls(trace, _calls_sql("cuda_api", api_name_in(trace, SYNC_API_RE)))
     copies = _Calls(trace, _calls_sql(blocking_copies(trace), "TRUE"))
-    parts = []
+    out = []
     for ug, r in zip(unit_gaps(trace), runs, strict=True):
         gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
         owner = np.zeros(len(gs), dtype=np.uint8)
-        run_id = np.zeros(len(gs), dtype=np.int64)
         owner[syncs.running_at(pid, gs)] = OWNER_CODES["SYNC001"]
         left = np.flatnonzero(owner == 0)
         by_copy = copies.running_at(pid, gs[left])
@@ -212,15 +196,129 @@ def owned_gaps(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | Non
         long_gap = (ge[left] - gs[left]) >= p["min_gap_ns"]
         owner[left[long_gap]] = OWNER_CODES["GPU001"]
         left = left[~long_gap]
+        krn_idx, krn_run = _EMPTY, _EMPTY
         if len(r.run_start) and len(left):
             # The last run that started at or before the gap owns it when it lasts past the gap's end.
             idx = np.searchsorted(r.run_start, gs[left], side="right") - 1
             hit = idx >= 0
             hit[hit] = r.run_end[idx[hit]] >= ge[left[hit]]
-            owner[left[hit]] = OWNER_CODES["KRN001"]
-            run_id[left[hit]] = r.run_id[idx[hit]]
-        parts.append(({"gap_start": gs, "gap_end": ge, "owner": owner, "run_id": run_id}, pid, ug.unit.device))
-    array_table(trace, name, OWNED_COLUMNS,
-                f"gap_start, gap_end, gap_end - gap_start, NULLIF(owner, 0), "
-                f"CASE WHEN owner = {OWNER_CODES['KRN001']} THEN run_id END", parts)
+            krn_idx, krn_run = left[hit], r.run_id[idx[hit]]
+            owner[krn_idx] = OWNER_CODES["KRN001"]
+        out.append(OwnedUnit(ug.unit, gs, ge, owner, krn_idx, krn_run, r))
+    del syncs, copies
+    trace.memo[key] = out
+    return out
+
+
+def owned_total(units: list[OwnedUnit], rule_id: str) -> tuple[int, int]:
+    """(total gap ns, gap count) of the gaps a rule owns."""
+    code, total, n = OWNER_CODES[rule_id], 0, 0
+    for u in units:
+        m = u.owner == code
+        total += int((u.gap_end[m] - u.gap_start[m]).sum())
+        n += int(m.sum())
+    return total, n
+
+
+def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[tuple[int | None, int | None, int, int, int]]:
+    """The ``n`` longest gaps a rule owns as (pid, device, gap_start, gap_end, gap_ns), longest first,
+    earliest first among equals."""
+    code, cands = OWNER_CODES[rule_id], []
+    for u in units:
+        idx = np.flatnonzero(u.owner == code)
+        if not len(idx):
+            continue
+        ns = u.gap_end[idx] - u.gap_start[idx]
+        if len(idx) > n:
+            cut = np.partition(ns, len(ns) - n)[len(ns) - n]  # the n-th longest
+            longer = ns > cut
+            # Gaps are in time order, so the first of the ties at the cut are the earliest.
+            ties = np.flatnonzero(ns == cut)[: n - int(longer.sum())]
+            keep = np.sort(np.concatenate((np.flatnonzero(longer), ties)))
+            idx, ns = idx[keep], ns[keep]
+        cands += [(u.unit.pid, u.unit.device, int(u.gap_start[i]), int(u.gap_end[i]), int(g))
+                  for i, g in zip(idx, ns, strict=True)]
+    return sorted(cands, key=lambda c: (-c[4], c[2]))[:n]
+
+
+def owned_table(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None, rule_id: str) -> str:
+    """Temp table (pid, device, gap_start, gap_end, gap_ns) of the gaps a rule owns, for SQL that joins
+    them with host activity; returns its name."""
+    code, p = OWNER_CODES[rule_id], ownership_params(all_params)
+    name = f"_gp_owned_{rule_id}_{_sig({k: p[k] for k in ('min_gap_ns', 'short_ns', 'min_run')})}"
+    if not table_exists(trace, name):
+        parts = []
+        for u in owned(trace, all_params):
+            m = u.owner == code
+            parts.append(({"gap_start": u.gap_start[m], "gap_end": u.gap_end[m]}, u.unit.pid, u.unit.device))
+        array_table(trace, name, "pid INTEGER, device INTEGER, gap_start BIGINT, gap_end BIGINT, gap_ns BIGINT",
+                    "gap_start, gap_end, gap_end - gap_start", parts)
     return name
+
+
+def krn_idle(units: list[OwnedUnit]) -> list[tuple]:
+    """KRN001's runs that own idle, as (pid, device, run_start, run_end, run_kernels, kernel_ns, idle_ns),
+    most idle first (earliest first among equals)."""
+    rows = []
+    for u in units:
+        if not len(u.krn_idx):
+            continue
+        at = np.searchsorted(u.runs.run_id, u.krn_run)  # run ids grow in time order, as the gaps do
+        first = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+        idle = np.add.reduceat(u.gap_end[u.krn_idx] - u.gap_start[u.krn_idx], first)
+        r = u.runs
+        for j, i in zip(at[first], idle, strict=True):
+            rows.append((u.unit.pid, u.unit.device, int(r.run_start[j]), int(r.run_end[j]), int(r.run_kernels[j]),
+                         int(r.kernel_ns[j]), int(i)))
+    return sorted(rows, key=lambda row: (-row[6], row[2]))
+
+
+def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[tuple]:
+    """GPU002's regions: merged runs of adjacent windows whose busy share is under ``max_busy_pct``.
+
+    Windows are sized to each unit's span (span / ``max_windows``, at least ``win_min_ns``); a window's
+    idle is its overlap with every gap (any owner). The gaps no other rule owns that start in a region
+    are its own. Returns (pid, device, region_start, region_end, windows, idle_ns, owned_ns), most owned
+    idle first (earliest first among equals).
+    """
+    rows = []
+    for u in units:
+        if not len(u.unit) or not len(u.gap_start):
+            continue
+        u0, u1 = int(u.unit.start[0]), int(u.unit.end.max())
+        span = u1 - u0
+        if span <= 0:
+            continue
+        w = max(int(p["win_min_ns"]), math.ceil(span / p["max_windows"]))
+        k = np.arange(-(-span // w), dtype=np.int64)
+        ws, we = u0 + k * w, np.minimum(u1, u0 + (k + 1) * w)
+        # Idle before t: the gaps that ended by t, plus the part of the one in progress at t.
+        cum = np.r_[0, np.cumsum(u.gap_end - u.gap_start)]
+
+        def idle_before(t: np.ndarray, u=u, cum=cum) -> np.ndarray:
+            j = np.searchsorted(u.gap_end, t, side="right")
+            part = np.where(j < len(u.gap_start), t - u.gap_start[np.minimum(j, len(u.gap_start) - 1)], 0)
+            return cum[j] + np.maximum(part, 0)
+
+        idle = idle_before(we) - idle_before(ws)
+        length = we - ws
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low = (idle > 0) & (length > 0) & (100.0 * (1 - idle / length) < p["max_busy_pct"])
+        lk = np.flatnonzero(low)
+        if not len(lk):
+            continue
+        starts = np.flatnonzero(np.r_[True, lk[1:] != lk[:-1] + 1])
+        region = np.full(len(k), -1, dtype=np.int64)
+        region[lk] = np.cumsum(np.r_[True, lk[1:] != lk[:-1] + 1]) - 1
+        free = u.owner == 0
+        kf = (u.gap_start[free] - u0) // w
+        rf = region[kf]
+        mine = rf >= 0
+        owned_ns = np.bincount(rf[mine], weights=(u.gap_end[free] - u.gap_start[free])[mine],
+                               minlength=len(starts)).astype(np.int64)
+        ends = np.r_[starts[1:], len(lk)]
+        for g, (a, b) in enumerate(zip(starts, ends, strict=True)):
+            ks = lk[a:b]
+            rows.append((u.unit.pid, u.unit.device, int(ws[ks[0]]), int(we[ks[-1]]), len(ks),
+                         int(idle[ks].sum()), int(owned_ns[g])))
+    return sorted(rows, key=lambda row: (-row[6], row[2]))

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
-from analysis.rules.nsys.gaps import OWNER_CODES, OWNERSHIP_PARAMS, low_windows, owned_gaps
+from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, low_regions, owned, owned_table, ownership_params
 from analysis.trace import Run, Trace
 
 CAUSES = {
@@ -56,8 +56,7 @@ class IdleGaps(Rule):
 
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
         all_params = {**(self.all_params or {}), self.id: params}
-        owned = owned_gaps(trace, all_params)
-        rows = trace.sql(load_sql("gap_causes.sql").format(owned=owned), {"owner": OWNER_CODES[self.id]})
+        rows = trace.sql(load_sql("gap_causes.sql").format(owned=owned_table(trace, all_params, self.id)))
         if not rows:
             return []
         total = sum(int(r[4]) for r in rows)
@@ -123,21 +122,8 @@ class LowUtilization(Rule):
 
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
         all_params = {**(self.all_params or {}), self.id: params}
-        owned, low = owned_gaps(trace, all_params), low_windows(trace, all_params)
-        # Merge adjacent low windows (consecutive k) into regions; the gaps no other rule owns that start
-        # in a low window are GPU002's.
-        regions = trace.sql(f"""
-            WITH lw AS (SELECT *, k - ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY k) AS grp FROM {low}),
-            reg AS (SELECT pid, device, grp, MIN(win_start) AS rs, MAX(win_end) AS re, COUNT(*) AS n,
-                           SUM(idle_ns) AS idle_ns, MIN(k) AS k0, MAX(k) AS k1 FROM lw GROUP BY ALL),
-            uw AS (SELECT DISTINCT pid, device, u0, w FROM {low}),
-            free AS (SELECT g.pid, g.device, (g.gap_start - uw.u0) // uw.w AS k, g.gap_ns FROM {owned} g
-                     JOIN uw ON uw.pid = g.pid AND uw.device = g.device WHERE g.owner IS NULL),
-            own AS (SELECT f.pid, f.device, f.k, SUM(f.gap_ns) AS owned_ns FROM free f
-                    SEMI JOIN {low} l ON l.pid = f.pid AND l.device = f.device AND l.k = f.k GROUP BY ALL)
-            SELECT reg.pid, reg.device, rs, re, n, idle_ns, COALESCE(SUM(own.owned_ns), 0) AS owned_ns
-            FROM reg LEFT JOIN own ON own.pid = reg.pid AND own.device = reg.device AND own.k BETWEEN reg.k0 AND reg.k1
-            GROUP BY reg.pid, reg.device, rs, re, n, idle_ns ORDER BY owned_ns DESC, rs""")  # noqa: S608
+        # Adjacent low windows merge into regions; the gaps no other rule owns that start in one are GPU002's.
+        regions = low_regions(owned(trace, all_params), ownership_params(all_params))
         total = sum(int(r[6]) for r in regions)
         if not regions or total <= 0:
             return []

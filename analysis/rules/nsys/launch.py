@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, krn_runs, owned_gaps, owner_is, ownership_params
+from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, krn_idle, owned
 from analysis.trace import Run, Trace
 
 
@@ -55,14 +55,8 @@ class LaunchBound(Rule):
 
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
         all_params = {**(self.all_params or {}), self.id: params}
-        p = ownership_params(all_params)
-        runs, owned = krn_runs(trace, p), owned_gaps(trace, all_params)
-        rows = trace.sql(f"""
-            WITH idle AS (SELECT pid, device, run_id, SUM(gap_ns) AS idle_ns FROM {owned}
-                          WHERE {owner_is('KRN001')} GROUP BY ALL)
-            SELECT r.pid, r.device, r.run_start, r.run_end, r.run_kernels, r.kernel_ns, NULL AS first_name, i.idle_ns
-            FROM {runs} r JOIN idle i ON i.pid = r.pid AND i.device = r.device AND i.run_id = r.run_id
-            ORDER BY i.idle_ns DESC, r.run_start""")  # noqa: S608 - server-made names
+        # (pid, device, run_start, run_end, run_kernels, kernel_ns, None: first kernel's name, idle_ns)
+        rows = [(*r[:6], None, r[6]) for r in krn_idle(owned(trace, all_params))]
         total = sum(int(r[7]) for r in rows)
         if not rows or total < params["min_idle_us"] * 1000:
             return []

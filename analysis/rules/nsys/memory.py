@@ -15,7 +15,7 @@ from analysis.rules.nsys.common import (
     pct,
     report_span_ns,
 )
-from analysis.rules.nsys.gaps import blocking_copies, owned_gaps, owner_is
+from analysis.rules.nsys.gaps import blocking_copies, owned, owned_total
 from analysis.trace import Run, Trace
 
 
@@ -117,8 +117,7 @@ class BlockingMemcpy(Rule):
                                           COALESCE(SUM(bytes), 0) FROM {copies}""")[0]  # noqa: S608 - constants and server-made names
         if n == 0 or n < params["min_copies"]:
             return []
-        owned = owned_gaps(trace, self.all_params)
-        idle, gaps = trace.sql(f"SELECT COALESCE(SUM(gap_ns), 0), COUNT(*) FROM {owned} WHERE {owner_is('MEM002')}")[0]  # noqa: S608 - constants and server-made names
+        idle, gaps = owned_total(owned(trace, self.all_params), self.id)
         top = trace.sql(f"""SELECT pid, device, stream, start_ns, end_ns, end_ns - start_ns, name, copy_kind, bytes
                             FROM {copies} ORDER BY end_ns - start_ns DESC, start_ns LIMIT 20""")  # noqa: S608 - constants and server-made names
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes"), (7, 8), 6)

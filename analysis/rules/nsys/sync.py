@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.rules.nsys.gaps import owned_gaps, owner_is, sync_names
+from analysis.rules.nsys.gaps import owned, owned_top, owned_total, sync_names
 from analysis.trace import Run, Trace
 
 
@@ -40,9 +40,8 @@ class BlockingSync(Rule):
     summary = "Blocking synchronize calls that leave the GPU idle"
 
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        owned = owned_gaps(trace, self.all_params)
-        total, n = trace.sql(f"SELECT COALESCE(SUM(gap_ns), 0), COUNT(*) FROM {owned} WHERE {owner_is('SYNC001')}")[0]  # noqa: S608 - constants and server-made names
-        total = int(total)
+        units = owned(trace, self.all_params)
+        total, n = owned_total(units, self.id)
         if n == 0 or total < params["min_idle_us"] * 1000:
             return []
         calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
@@ -50,8 +49,7 @@ class BlockingSync(Rule):
         n_calls = sum(int(c[1]) for c in calls)
         n_kernels = int(trace.scalar("SELECT COUNT(*) FROM kernels") or 0)
         per_kernel = n_calls / n_kernels if n_kernels else None
-        top = trace.sql(f"""SELECT pid, device, gap_start, gap_end, gap_ns FROM {owned}
-                            WHERE {owner_is('SYNC001')} ORDER BY gap_ns DESC, gap_start LIMIT 20""")  # noqa: S608 - constants and server-made names
+        top = owned_top(units, self.id)
         nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
         names = sync_names(trace, [(r[0], r[2]) for r in top])
         evidence = tuple(
