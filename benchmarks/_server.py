@@ -1,4 +1,5 @@
-"""Start and stop a real gunicorn serving ``app:create_app()`` for the service benchmarks."""
+"""Start and stop a real gunicorn serving ``app:create_app()`` for the service benchmarks: the command line
+`goodput serve` (`make run`) runs, so the figures are those of the production configuration."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
+
+from goodput_cli.service import WEB_WORKERS, web_command
 
 
 def free_port() -> int:
@@ -43,13 +45,12 @@ class Server:
 
 
 @contextmanager
-def gunicorn(env: dict[str, str], *, workers: int = 2, threads: int = 8):
-    """Yield the Server (URL, pid) of a gunicorn (gthread) running the app with ``env``; stopped on exit."""
+def gunicorn(env: dict[str, str], *, workers: int = WEB_WORKERS):
+    """Yield the Server (URL, pid) of the production gunicorn command running the app with ``env``; stopped on
+    exit. Its access log (one line per request, as in production) goes to /dev/null."""
     port = free_port()
-    cmd = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
-           "--threads", str(threads), "--worker-class", "gthread", "--timeout", "600", "--log-level", "warning",
-           "app:create_app()"]
-    proc = subprocess.Popen(cmd, env={**os.environ, **env}, start_new_session=True)
+    proc = subprocess.Popen(web_command(f"127.0.0.1:{port}", workers), env={**os.environ, **env},
+                            stdout=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -1,7 +1,10 @@
 """API read latency: `GET /api/v1/runs` and `GET /api/v1/runs/{id}/findings` with 1,000 runs and 50,000
 findings in PostgreSQL, 20 concurrent clients, against gunicorn.
 
-    .venv/bin/python benchmarks/api_latency.py [--requests 3000] [--clients 20] [--workers 3] [--threads 4]
+    .venv/bin/python benchmarks/api_latency.py [--requests 3000] [--clients 20] [--workers 2]
+
+The server is the command line `goodput serve` runs (benchmarks/_server.py): gunicorn sync workers, 2 by
+default as in `make run`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._server import gunicorn  # noqa: E402
+from goodput_cli.service import WEB_WORKERS  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("GOODPUT_BENCH_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 RULES = ["GPU001", "GPU002", "MEM001", "MEM002", "SYNC001", "COMM001", "COMM002", "NCU001", "NCU002", "KRN001"]
@@ -92,8 +96,9 @@ def load(url: str, token: str, run_ids: list[int], clients: int, total: int) -> 
     host, port = url.removeprefix("http://").split(":")
 
     def worker(seed: int) -> None:
-        # http.client on a kept-alive connection: the clients share the 2 CPUs with the server, and
-        # requests' own overhead would be measured as server latency.
+        # http.client (requests' own overhead would be measured as server latency: the clients share the
+        # 2 CPUs with the server). gunicorn's sync workers close the connection after each response;
+        # http.client then opens a new one for the next request, inside the timed part.
         rng = random.Random(seed)
         conn = http.client.HTTPConnection(host, int(port), timeout=60)
         headers = {"Authorization": f"Bearer {token}"}
@@ -139,8 +144,7 @@ def main() -> int:
     ap.add_argument("--findings", type=int, default=50_000)
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--requests", type=int, default=3000)
-    ap.add_argument("--workers", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=WEB_WORKERS, help="gunicorn workers (default: goodput serve's)")
     args = ap.parse_args()
     name = f"goodput_bench_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
@@ -164,12 +168,12 @@ def main() -> int:
         engine.dispose()
         env = {"GOODPUT_DATABASE_URL": url, "GOODPUT_DATA_DIR": str(data_dir), "GOODPUT_SECRET_KEY": "bench",
                "GOODPUT_BROKER_URL": "redis://127.0.0.1:6379/14"}
-        with gunicorn(env, workers=args.workers, threads=args.threads) as server:
+        with gunicorn(env, workers=args.workers) as server:
             load(server.url, token, run_ids, args.clients, 200)  # warm-up: connections, caches
             cpu0, t = server.cpu_seconds(), time.perf_counter()
             lat = load(server.url, token, run_ids, args.clients, args.requests)
             wall, cpu = time.perf_counter() - t, server.cpu_seconds() - cpu0
-        print(f"PostgreSQL: {counts[0]} runs, {counts[1]} findings; gunicorn gthread {args.workers}x{args.threads}; "
+        print(f"PostgreSQL: {counts[0]} runs, {counts[1]} findings; gunicorn {args.workers} sync workers; "
               f"{args.clients} concurrent clients; {args.requests} requests in {wall:.1f} s "
               f"({args.requests / wall:.0f} req/s); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         print(f"gunicorn CPU per request: {1000 * cpu / args.requests:.2f} ms "

@@ -144,7 +144,7 @@ def main() -> int:
         results: dict[str, list[tuple[float, float]]] = {"copy": [], "user": [], "upload": []}  # (s, CPU s)
         loads: list[float] = []
         server_cpus: list[float] = []
-        with gunicorn(env, workers=1, threads=2) as server:
+        with gunicorn(env) as server:  # as `goodput serve` runs it
             url = server.url
             import requests
 

@@ -23,12 +23,15 @@ GOODPUT_CMD = [sys.executable, "-c", "import sys; from goodput_cli.main import m
 
 # How long children get to finish in-flight work after SIGTERM before they are killed.
 STOP_GRACE_S = 20.0
+# gunicorn worker processes `goodput serve` starts (its --workers default).
+WEB_WORKERS = 2
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register the service subcommands."""
     p = sub.add_parser("serve", help="migrate, then run the web server, a worker and beat (what `make run` does)")
-    p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    p.add_argument("--workers", type=int, default=WEB_WORKERS,
+                   help=f"gunicorn worker processes (default {WEB_WORKERS})")
     p.add_argument("--concurrency", type=int, default=2, help="Celery worker processes (default 2)")
     p.set_defaults(func=cmd_serve)
 
@@ -97,13 +100,18 @@ def ensure_admin_token(settings) -> str | None:
         engine.dispose()
 
 
+def web_command(bind: str, workers: int = WEB_WORKERS) -> list[str]:
+    """The web server's command line (gunicorn's default sync workers), as `goodput serve` runs it; the
+    service benchmarks (benchmarks/_server.py) start exactly this too. docker-compose.yml's web service
+    runs the same options with its own worker count."""
+    return [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", str(workers), "--timeout", "0",
+            "--graceful-timeout", str(int(STOP_GRACE_S) // 2), "--no-control-socket",
+            "--access-logfile", "-", "app:create_app()"]
+
+
 def _children(settings, args: argparse.Namespace) -> list[tuple[str, list[str]]]:
-    py = sys.executable
-    bind = f"{settings.host}:{settings.port}"
     return [
-        ("web", [py, "-m", "gunicorn", "--bind", bind, "--workers", str(args.workers), "--timeout", "0",
-                 "--graceful-timeout", str(int(STOP_GRACE_S) // 2), "--no-control-socket",
-                 "--access-logfile", "-", "app:create_app()"]),
+        ("web", web_command(f"{settings.host}:{settings.port}", args.workers)),
         ("worker", [*GOODPUT_CMD, "worker", "--concurrency", str(args.concurrency)]),
         ("beat", [*GOODPUT_CMD, "beat"]),
     ]
