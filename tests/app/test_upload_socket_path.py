@@ -99,6 +99,132 @@ def test_receive_truncated_body_fails_and_discard_leaves_nothing(tmp_path):
     assert list((tmp_path / "staging").iterdir()) == []
 
 
+def _receive(tmp_path, body: bytes, pieces: int = 7):
+    """sink.receive() over a reader that returns at most ``pieces``-odd sizes, as a socket does."""
+    sink = Storage(tmp_path).open_sink(10 * len(body), "x.sqlite")
+    pos = 0
+
+    def readinto(view):
+        nonlocal pos
+        n = min(len(view), len(body) - pos, 12_345 * pieces)
+        view[:n] = body[pos: pos + n]
+        pos += n
+        return n
+
+    sink.receive(readinto, len(body))
+    return sink.finish()
+
+
+@pytest.mark.parametrize("size", [4 * CHUNK, 4 * CHUNK + 4096, 3 * CHUNK + 1, 2 * CHUNK - 7, 100])
+def test_receive_writes_full_chunks_direct_and_the_rest_buffered(tmp_path, monkeypatch, size):
+    """Full pooled chunks go out with O_DIRECT (where the filesystem takes it); the sniffed first chunk
+    and a short last one are written buffered. The stored bytes and digest are exact either way."""
+    import app.services.storage as storage
+
+    direct_writes = []
+    real_write = os.write
+
+    def write(fd, data):
+        import fcntl
+
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            direct_writes.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(storage.os, "write", write)
+    body = _body(size, seed=size)
+    staged = _receive(tmp_path, body)
+    assert staged.path.read_bytes() == body and staged.size_bytes == size
+    assert staged.sha256 == hashlib.sha256(body).hexdigest()
+    assert all(n % storage.DIRECT_ALIGN == 0 for n in direct_writes)
+    rest = max(0, size - CHUNK)  # the sniffed first chunk is never direct
+    direct = rest - rest % CHUNK + (rest % CHUNK if rest % storage.DIRECT_ALIGN == 0 else 0)
+    assert sum(direct_writes) == (direct if _takes_o_direct(tmp_path) else 0)
+
+
+def _takes_o_direct(directory: Path) -> bool:
+    import mmap
+
+    try:
+        fd = os.open(directory / "probe", os.O_WRONLY | os.O_CREAT | os.O_DIRECT)
+    except OSError:
+        return False
+    try:
+        return os.write(fd, mmap.mmap(-1, 4096)) == 4096
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        (directory / "probe").unlink()
+
+
+@pytest.mark.parametrize("refuse", ["fcntl", "write"])
+def test_receive_falls_back_to_buffered_writes_where_o_direct_is_refused(tmp_path, monkeypatch, refuse):
+    import errno
+    import fcntl
+
+    import app.services.storage as storage
+
+    calls = []
+    if refuse == "fcntl":  # a filesystem that refuses the flag
+        real_fcntl = fcntl.fcntl
+
+        def fake_fcntl(fd, cmd, arg=0):
+            if cmd == fcntl.F_SETFL and arg & os.O_DIRECT:
+                calls.append(cmd)
+                raise OSError(errno.EINVAL, "Invalid argument")
+            return real_fcntl(fd, cmd, arg)
+
+        monkeypatch.setattr(storage.fcntl, "fcntl", fake_fcntl)
+    else:  # one that takes the flag but not the write
+        real_write = os.write
+
+        def fake_write(fd, data):
+            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+                calls.append(len(data))
+                raise OSError(errno.EINVAL, "Invalid argument")
+            return real_write(fd, data)
+
+        monkeypatch.setattr(storage.os, "write", fake_write)
+    body = _body(5 * CHUNK + 999, seed=9)
+    staged = _receive(tmp_path, body)
+    assert staged.path.read_bytes() == body and staged.sha256 == hashlib.sha256(body).hexdigest()
+    assert len(calls) == 1  # tried once, then buffered for the rest of the upload
+
+
+def test_receive_write_error_is_raised_and_discard_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+
+    import app.services.storage as storage
+
+    real_write = os.write
+    written = []
+
+    def full_disk(fd, data):
+        if written:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(storage.os, "write", full_disk)
+    sink = Storage(tmp_path).open_sink(1 << 30, "x.sqlite")
+    body = _body(8 * CHUNK)
+    pos = 0
+
+    def readinto(view):
+        nonlocal pos
+        n = min(len(view), len(body) - pos)
+        view[:n] = body[pos: pos + n]
+        pos += n
+        return n
+
+    with pytest.raises(Exception, match="out of disk space"):
+        sink.receive(readinto, len(body))
+        sink.finish()
+    sink.discard()
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
 @pytest.fixture
 def gunicorn_url(settings, tmp_path):
     port = _free_port()
