@@ -16,16 +16,16 @@ def _unit_unions(u: UnitOps) -> tuple[int, int, int, int]:
     """Union lengths of one unit's operations: all (A), compute (C), NCCL (N) and compute or NCCL (CN).
 
     compute = |C|; exposed comm = |C u N| - |C|; overlapped comm = |N| - exposed; memory only =
-    |A| - |C u N|; idle = span - |A|. Each set is a filter of the unit's sorted arrays (no new sort).
+    |A| - |C u N|; idle = span - |A|. Each set is a mask over the unit's sorted arrays (no copy, no new sort).
     """
     a = union_ns(u.start, u.end)
     compute = u.cat == COMPUTE
-    c = union_ns(u.start[compute], u.end[compute])
+    c = union_ns(u.start, u.end, compute)
     nccl = u.cat == NCCL
     if not nccl.any():
         return a, c, 0, c
     either = compute | nccl
-    return a, c, union_ns(u.start[nccl], u.end[nccl]), union_ns(u.start[either], u.end[either])
+    return a, c, union_ns(u.start, u.end, nccl), union_ns(u.start, u.end, either)
 
 
 def _pct(part: int, whole: int) -> float:

@@ -25,7 +25,10 @@ def api_name_in(trace: Trace, pattern: str, column: str = "name") -> str:
     if not trace.has_rows("cuda_api"):
         return "FALSE"
     # Two steps, so that the optimizer cannot push the regex below the DISTINCT onto every row.
-    distinct = [r[0] for r in trace.sql("SELECT DISTINCT name FROM cuda_api WHERE name IS NOT NULL")]
+    distinct = trace.memo.get("api_names")
+    if distinct is None:
+        distinct = [r[0] for r in trace.sql("SELECT DISTINCT name FROM cuda_api WHERE name IS NOT NULL")]
+        trace.memo["api_names"] = distinct
     names = [r[0] for r in trace.sql(
         "SELECT n FROM unnest($names::VARCHAR[]) t(n) WHERE regexp_matches(n, $re) ORDER BY n",
         {"names": distinct, "re": pattern})]

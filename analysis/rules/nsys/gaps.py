@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.activity import Runs, UnitOps, short_kernel_runs, unit_gaps, unit_ops
-from analysis.intervals import array_table, table_exists, temp_table
+from analysis.activity import CHUNK, Runs, UnitOps, short_kernel_runs, top_order, unit_gaps, unit_ops
+from analysis.intervals import array_table, table_exists
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in
+from analysis.rules.nsys.copies import copy_calls
 from analysis.trace import Trace
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -47,30 +48,6 @@ OWNERSHIP_PARAMS: dict[tuple[str, str], float] = {
 
 # Owner codes of ``OwnedUnit.owner`` (0: unowned).
 OWNER_CODES = {"SYNC001": 1, "MEM002": 2, "GPU001": 3, "KRN001": 4}
-
-
-# Synchronous copies that block the host, with NVIDIA's exclusions: copies within one device, and
-# host-to-device copies of at most 64 KiB (the driver stages those and returns at once).
-# ``{copy_calls}`` is the IN-list of the synchronous memcpy call names (``COPY_CALL_RE``, no "Async").
-BLOCKING_COPIES_SQL = """
-    SELECT a.pid, a.tid, a.start_ns, a.end_ns, a.name, m.device, m.stream, m.copy_kind, m.bytes,
-           m.start_ns AS op_start, m.end_ns AS op_end, m.src_kind, m.dst_kind
-    FROM cuda_api a JOIN memcpy m ON m.pid = a.pid AND m.correlation_id = a.correlation_id
-    WHERE {copy_calls}
-      AND NOT (m.copy_kind = 'DtoD' AND (m.src_device IS NULL OR m.src_device = m.dst_device))
-      AND NOT (m.copy_kind = 'HtoD' AND m.bytes <= 65536)
-"""
-# Synchronous memcpy calls of the runtime and driver APIs (RE2 has no lookahead, hence the two tests).
-COPY_CALL_RE = r"^cu(da)?Memcpy"
-
-
-def blocking_copies(trace: Trace) -> str:
-    """Temp table of the blocking copy calls (see ``BLOCKING_COPIES_SQL``); returns its name."""
-    if not (trace.has_rows("cuda_api") and trace.has_rows("memcpy")):
-        return temp_table(trace, "_gp_blocking_copies", BLOCKING_COPIES_SQL.format(copy_calls="FALSE") + " LIMIT 0")
-    calls = api_name_in(trace, COPY_CALL_RE, "a.name")
-    sql = BLOCKING_COPIES_SQL.format(copy_calls=f"{calls} AND NOT contains(a.name, 'Async')")
-    return temp_table(trace, "_gp_blocking_copies", sql)
 
 
 def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
@@ -119,20 +96,28 @@ class _Calls:
     """Host calls of one kind per process, sorted by start, with the running maximum of their ends: one
     binary search then answers "was any call that started at or before t still running at t?"."""
 
-    def __init__(self, trace: Trace, sql: str | None) -> None:
+    def __init__(self) -> None:
         self.by_pid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        if sql is None:
+
+    def add(self, pid: int, start: np.ndarray, end: np.ndarray, own: bool = False) -> None:
+        """Add one process's calls; ``own``: the arrays are this object's to overwrite."""
+        if not len(start):
             return
-        d = {k: np.asarray(v) for k, v in trace.con.execute(sql).fetchnumpy().items()}
-        pids = np.unique(d["pid"])
-        for pid in pids:
-            m = slice(None) if len(pids) == 1 else d["pid"] == pid
-            start, end = d["start_ns"][m], d["end_ns"][m]
+        if not bool(np.all(start[1:] >= start[:-1])):  # API rows are often in order already
             order = np.argsort(start, kind="stable")
             start, end = start[order], end[order]
-            del order
-            self.by_pid[int(pid)] = (start, np.maximum.accumulate(end, out=end))
-        del d
+        elif not (own and end.flags.writeable):
+            end = end.copy()  # the running maximum is written in place
+        self.by_pid[int(pid)] = (start, np.maximum.accumulate(end, out=end))
+
+    @classmethod
+    def grouped(cls, pid: np.ndarray, start: np.ndarray, end: np.ndarray) -> _Calls:
+        calls = cls()
+        pids = np.unique(pid)
+        for p in pids:
+            m = slice(None) if len(pids) == 1 else pid == p
+            calls.add(int(p), start[m], end[m])
+        return calls
 
     def running_at(self, pid: int | None, t: np.ndarray) -> np.ndarray:
         calls = self.by_pid.get(pid) if pid is not None else None
@@ -146,11 +131,20 @@ class _Calls:
         return out
 
 
-def _calls_sql(table: str, where: str) -> str | None:
-    if where == "FALSE":
-        return None
-    return (f"SELECT pid, start_ns, end_ns FROM {table} "  # noqa: S608 - server-made names
-            f"WHERE {where} AND pid IS NOT NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL")
+def _sync_calls(trace: Trace, pids: set[int]) -> _Calls:
+    """The blocking synchronization calls of the processes ``pids``."""
+    where = api_name_in(trace, SYNC_API_RE)
+    if where == "FALSE" or not pids:
+        return _Calls()
+    cond = f"{where} AND start_ns IS NOT NULL AND end_ns IS NOT NULL"
+    if len(pids) == 1:  # the common case: two columns to fetch instead of three
+        pid = next(iter(pids))
+        d = trace.arrays(f"SELECT start_ns, end_ns FROM cuda_api WHERE pid = {int(pid)} AND {cond}")  # noqa: S608
+        calls = _Calls()
+        calls.add(pid, d["start_ns"], d["end_ns"], own=True)
+        return calls
+    d = trace.arrays(f"SELECT pid, start_ns, end_ns FROM cuda_api WHERE pid IS NOT NULL AND {cond}")  # noqa: S608
+    return _Calls.grouped(d["pid"], d["start_ns"], d["end_ns"])
 
 
 @dataclass(frozen=True)
@@ -171,6 +165,28 @@ class OwnedUnit:
         return self.gap_end - self.gap_start
 
 
+def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls,
+              min_gap_ns: int, r: Runs) -> tuple[np.ndarray, np.ndarray]:
+    """Write the owner code of each gap into ``owner`` (precedence in the module docstring); return the
+    positions of KRN001's gaps and the ids of their runs."""
+    owner[syncs.running_at(pid, gs)] = OWNER_CODES["SYNC001"]
+    left = np.flatnonzero(owner == 0)
+    by_copy = copies.running_at(pid, gs[left])
+    owner[left[by_copy]] = OWNER_CODES["MEM002"]
+    left = left[~by_copy]
+    long_gap = (ge[left] - gs[left]) >= min_gap_ns
+    owner[left[long_gap]] = OWNER_CODES["GPU001"]
+    left = left[~long_gap]
+    if not (len(r.run_start) and len(left)):
+        return _EMPTY, _EMPTY
+    # The last run that started at or before the gap owns it when it lasts past the gap's end.
+    idx = np.searchsorted(r.run_start, gs[left], side="right") - 1
+    hit = idx >= 0
+    hit[hit] = r.run_end[idx[hit]] >= ge[left[hit]]
+    owner[left[hit]] = OWNER_CODES["KRN001"]
+    return left[hit], r.run_id[idx[hit]]
+
+
 def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> list[OwnedUnit]:
     """Every unit's gaps, each with the one rule that owns it (precedence in the module docstring).
 
@@ -182,29 +198,20 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
     if key in trace.memo:
         return trace.memo[key]
     runs = _runs(trace, p["short_ns"], p["min_run"])
-    syncs = _Calls(trace, _calls_sql("cuda_api", api_name_in(trace, SYNC_API_RE)))
-    copies = _Calls(trace, _calls_sql(blocking_copies(trace), "TRUE"))
+    syncs = _sync_calls(trace, {u.pid for u in unit_ops(trace) if u.pid is not None})
+    cc = copy_calls(trace)
+    copies = _Calls.grouped(cc.blocking_pid, cc.blocking_start, cc.blocking_end)
     out = []
     for ug, r in zip(unit_gaps(trace), runs, strict=True):
         gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
         owner = np.zeros(len(gs), dtype=np.uint8)
-        owner[syncs.running_at(pid, gs)] = OWNER_CODES["SYNC001"]
-        left = np.flatnonzero(owner == 0)
-        by_copy = copies.running_at(pid, gs[left])
-        owner[left[by_copy]] = OWNER_CODES["MEM002"]
-        left = left[~by_copy]
-        long_gap = (ge[left] - gs[left]) >= p["min_gap_ns"]
-        owner[left[long_gap]] = OWNER_CODES["GPU001"]
-        left = left[~long_gap]
-        krn_idx, krn_run = _EMPTY, _EMPTY
-        if len(r.run_start) and len(left):
-            # The last run that started at or before the gap owns it when it lasts past the gap's end.
-            idx = np.searchsorted(r.run_start, gs[left], side="right") - 1
-            hit = idx >= 0
-            hit[hit] = r.run_end[idx[hit]] >= ge[left[hit]]
-            krn_idx, krn_run = left[hit], r.run_id[idx[hit]]
-            owner[krn_idx] = OWNER_CODES["KRN001"]
-        out.append(OwnedUnit(ug.unit, gs, ge, owner, krn_idx, krn_run, r))
+        krn_idx, krn_run = [_EMPTY], [_EMPTY]
+        for a in range(0, len(gs), CHUNK):  # chunks keep the temporaries small
+            ki, kr = _classify(gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK], pid, syncs, copies,
+                               p["min_gap_ns"], r)
+            krn_idx.append(ki + a)
+            krn_run.append(kr)
+        out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r))
     del syncs, copies
     trace.memo[key] = out
     return out
@@ -226,18 +233,9 @@ def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[tuple[i
     code, cands = OWNER_CODES[rule_id], []
     for u in units:
         idx = np.flatnonzero(u.owner == code)
-        if not len(idx):
-            continue
         ns = u.gap_end[idx] - u.gap_start[idx]
-        if len(idx) > n:
-            cut = np.partition(ns, len(ns) - n)[len(ns) - n]  # the n-th longest
-            longer = ns > cut
-            # Gaps are in time order, so the first of the ties at the cut are the earliest.
-            ties = np.flatnonzero(ns == cut)[: n - int(longer.sum())]
-            keep = np.sort(np.concatenate((np.flatnonzero(longer), ties)))
-            idx, ns = idx[keep], ns[keep]
-        cands += [(u.unit.pid, u.unit.device, int(u.gap_start[i]), int(u.gap_end[i]), int(g))
-                  for i, g in zip(idx, ns, strict=True)]
+        for i in top_order(ns, u.gap_start[idx], n):
+            cands.append((u.unit.pid, u.unit.device, int(u.gap_start[idx[i]]), int(u.gap_end[idx[i]]), int(ns[i])))
     return sorted(cands, key=lambda c: (-c[4], c[2]))[:n]
 
 

@@ -10,12 +10,12 @@ from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import (
     MEMSET_RE,
     fmt_ms,
-    load_sql,
     nvtx_at,
     pct,
     report_span_ns,
 )
-from analysis.rules.nsys.gaps import blocking_copies, owned, owned_total
+from analysis.rules.nsys.copies import copy_calls, top_copy_rows
+from analysis.rules.nsys.gaps import owned, owned_total
 from analysis.trace import Run, Trace
 
 
@@ -59,16 +59,13 @@ class PageableMemcpy(Rule):
     summary = "Copies through pageable host memory (and async copies that became synchronous)"
 
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        sql = load_sql("pageable.sql")
-        n, total, nbytes, n_async, async_ns = trace.sql(f"""
-            SELECT COUNT(*), COALESCE(SUM(end_ns - start_ns), 0), COALESCE(SUM(bytes), 0),
-                   COUNT(*) FILTER (WHERE is_async), COALESCE(SUM(end_ns - start_ns) FILTER (WHERE is_async), 0)
-            FROM ({sql})""")[0]  # noqa: S608 - file text
+        cs = copy_calls(trace).pageable
+        n, total, nbytes, n_async, async_ns = cs.count, cs.op_ns, cs.bytes, cs.async_count, cs.async_op_ns
         if n == 0 or n < params["min_copies"]:
             return []
-        top = trace.sql(f"""SELECT pid, device, stream, start_ns, end_ns, end_ns - start_ns AS dur, api_name,
-                                   copy_kind, bytes, src_kind, dst_kind, is_async
-                            FROM ({sql}) ORDER BY dur DESC, start_ns LIMIT 20""")  # noqa: S608
+        top = top_copy_rows(trace, cs.top_rows, """m.pid, m.device, m.stream, m.start_ns, m.end_ns,
+            m.end_ns - m.start_ns, a.name, m.copy_kind, m.bytes, m.src_kind, m.dst_kind,
+            COALESCE(contains(a.name, 'Async'), FALSE)""")
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes", "src_kind", "dst_kind", "async_call"),
                              (7, 8, 9, 10, 11), 6)
         share = pct(int(total), report_span_ns(trace))
@@ -112,14 +109,13 @@ class BlockingMemcpy(Rule):
     summary = "Synchronous memcpy calls that block the host"
 
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        copies = blocking_copies(trace)
-        n, host_ns, nbytes = trace.sql(f"""SELECT COUNT(*), COALESCE(SUM(end_ns - start_ns), 0),
-                                          COALESCE(SUM(bytes), 0) FROM {copies}""")[0]  # noqa: S608 - constants and server-made names
+        cs = copy_calls(trace).blocking
+        n, host_ns, nbytes = cs.count, cs.call_ns, cs.bytes
         if n == 0 or n < params["min_copies"]:
             return []
         idle, gaps = owned_total(owned(trace, self.all_params), self.id)
-        top = trace.sql(f"""SELECT pid, device, stream, start_ns, end_ns, end_ns - start_ns, name, copy_kind, bytes
-                            FROM {copies} ORDER BY end_ns - start_ns DESC, start_ns LIMIT 20""")  # noqa: S608 - constants and server-made names
+        top = top_copy_rows(trace, cs.top_rows, """a.pid, m.device, m.stream, a.start_ns, a.end_ns,
+            a.end_ns - a.start_ns, a.name, m.copy_kind, m.bytes""")
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes"), (7, 8), 6)
         share = pct(int(idle), report_span_ns(trace))
         return [Finding(
