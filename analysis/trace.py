@@ -10,6 +10,13 @@ from typing import Any
 import duckdb
 import numpy as np
 
+# DuckDB settings of every analysis connection: analysis runs beside other workers, so it gets bounded
+# threads and memory like the ingest (``analysis.api.Limits``); queries beyond the memory limit spill
+# to ``<file>.tmp`` beside the DuckDB file. The arrays the rules keep in NumPy come on top (see
+# benchmarks/analyze.py for the peak on a 10M-kernel export).
+DUCKDB_THREADS = 2
+DUCKDB_MEMORY_LIMIT = "1GB"
+
 
 @dataclass
 class Trace:
@@ -24,7 +31,8 @@ class Trace:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = duckdb.connect(str(self.path), read_only=True)
+            self._con = duckdb.connect(str(self.path), read_only=True, config={
+                "threads": DUCKDB_THREADS, "memory_limit": DUCKDB_MEMORY_LIMIT})
         return self._con
 
     def sql(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> list[tuple]:
@@ -38,7 +46,12 @@ class Trace:
         ``execute(...).fetchnumpy()`` here (DuckDB 1.5). Bound parameters on that path are much slower
         still, hence none. Columns with NULLs come back as masked arrays; callers COALESCE in SQL.
         """
-        return {k: np.asarray(v) for k, v in self.con.sql(query).fetchnumpy().items()}
+        out = {k: np.asarray(v) for k, v in self.con.sql(query).fetchnumpy().items()}
+        # DuckDB's allocator keeps the freed result buffers (hundreds of MB on big results) for reuse;
+        # setting the memory limit again hands them back to the OS without evicting cached table data,
+        # so that the NumPy work that follows does not stack on top of them.
+        self.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+        return out
 
     def scalar(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
         row = self.con.execute(query, params or []).fetchone()

@@ -29,13 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analysis.trace import DUCKDB_MEMORY_LIMIT, DUCKDB_THREADS  # noqa: E402
 from benchmarks.make_big_export import DEFAULT_BASE, build  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "RESULTS-analyze.md"
 THREADS = 2
 MEMORY_BYTES = 2 * 1024**3
-# DuckDB's default memory limit is 80% of RAM; the worker bounds an analysis as the service would.
-MEMORY_LIMIT = "1300MB"
 
 
 def _peak_rss() -> int:
@@ -77,8 +76,6 @@ def step_analyze(src: Path, out: Path) -> dict:
     t0 = time.monotonic()
     with Run.open([out]) as run:
         trace = run.traces[0]
-        trace.con.execute(f"SET threads = {THREADS}")
-        trace.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         for name, fn in (("report_info", report_info), ("breakdown", breakdown), ("kernel_summary", kernel_summary),
                          ("nvtx_projection", nvtx_projection), ("iterations", iterations)):
             t = time.monotonic()
@@ -113,7 +110,8 @@ def report(counts: dict, src_bytes: int, ing: dict, ana: dict, command: str) -> 
         f"Export: {src_bytes / 2**30:.2f} GiB, " + ", ".join(f"{k.removeprefix('CUPTI_ACTIVITY_KIND_')} {v:,}"
                                                             for k, v in counts.items()),
         f"Machine: {os.cpu_count()} CPUs (shared with other work; load average {os.getloadavg()[0]:.1f} at the end), "
-        f"Python {platform.python_version()}, DuckDB threads={THREADS}, analysis memory_limit {MEMORY_LIMIT}.",
+        f"Python {platform.python_version()}, DuckDB threads={THREADS} (ingest) / {DUCKDB_THREADS} (analysis), analysis "
+        f"memory_limit {DUCKDB_MEMORY_LIMIT} (the defaults of analysis.trace).",
         "",
         "| step | wall s | share of ingest (wall) | CPU s | share of ingest (CPU) | peak RSS MiB |",
         "|---|---|---|---|---|---|",
