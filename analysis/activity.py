@@ -133,21 +133,49 @@ def top_order(values: np.ndarray, tiebreak: np.ndarray, n: int) -> np.ndarray:
     return cand[order[:n]]
 
 
-def pairing(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """NVIDIA's gap pairing over intervals in start order (see ``intervals.pairing_gaps_sql``):
-    an operation that starts after every earlier one has ended opens a gap from the latest end.
-    Two chunked passes (count, then fill) so that only the gaps themselves take memory."""
-    n = len(start) - 1
-    if n < 1:
-        return _EMPTY, _EMPTY
-    counts = [int(np.count_nonzero(start[a + 1:b + 1] > reach)) for a, b, reach in _reach_chunks(end, n)]
-    gs = np.empty(sum(counts), dtype=np.int64)
-    ge = np.empty_like(gs)
+def pairing(start: np.ndarray, end: np.ndarray, busy_start: np.ndarray = _EMPTY,
+            busy_end: np.ndarray = _EMPTY) -> tuple[np.ndarray, np.ndarray]:
+    """NVIDIA's gap pairing over intervals in start order (see ``intervals.pairing_gaps_sql``): an
+    operation that starts after every earlier one has ended opens a gap from the latest end.
+
+    ``busy_start``/``busy_end`` (any order; few, such as profiler overhead) are paired as operations
+    too: each is merged into the chunk of operations it falls in, so only those chunks are sorted
+    again. Two chunked passes (count, then fill) so that only the gaps themselves take memory.
+    """
+    order = np.argsort(busy_start, kind="stable")
+    bs, be = busy_start[order], busy_end[order]
+    # A busy interval goes into the chunk holding the operation it follows (the first chunk if none).
+    home = np.maximum(np.searchsorted(start, bs, side="right") - 1, 0) // CHUNK
+    edges = np.searchsorted(home, np.arange(0, len(start) // CHUNK + 2))
+
+    def chunks():
+        for k, a in enumerate(range(0, len(start), CHUNK)):
+            s, e = start[a:a + CHUNK], end[a:a + CHUNK]
+            if edges[k + 1] > edges[k]:
+                s = np.concatenate((s, bs[edges[k]:edges[k + 1]]))
+                e = np.concatenate((e, be[edges[k]:edges[k + 1]]))
+                o = np.argsort(s, kind="stable")  # ties in any order give the same gaps
+                s, e = s[o], e[o]
+            yield s, e
+
+    def gaps():
+        carry = None  # latest end so far; None before the first operation (no leading gap)
+        for s, e in chunks():
+            prev = np.empty_like(e)
+            np.maximum.accumulate(e[:-1], out=prev[1:])
+            prev[0] = e[0] if carry is None else carry
+            if carry is not None:
+                np.maximum(prev, carry, out=prev)
+            carry = max(int(prev[-1]), int(e[-1]))
+            opens = s > prev
+            yield prev, s, opens
+
+    total = sum(int(np.count_nonzero(opens)) for _, _, opens in gaps())
+    gs, ge = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
     at = 0
-    for (a, b, reach), k in zip(_reach_chunks(end, n), counts, strict=True):
-        nxt = start[a + 1:b + 1]
-        opens = nxt > reach
-        gs[at:at + k], ge[at:at + k] = reach[opens], nxt[opens]
+    for prev, s, opens in gaps():
+        k = int(np.count_nonzero(opens))
+        gs[at:at + k], ge[at:at + k] = prev[opens], s[opens]
         at += k
     return gs, ge
 
@@ -172,100 +200,15 @@ def unit_gaps(trace: Trace) -> list[UnitGaps]:
     overhead = _overhead(trace)
     out = []
     for u in unit_ops(trace):
-        gs, ge = pairing(u.start, u.end)
-        if u.pid in overhead and len(gs):
-            gs, ge = subtract_busy(gs, ge, *overhead[u.pid])
+        bs, be = _EMPTY, _EMPTY
+        if u.pid in overhead and len(u):
+            u0, u1 = int(u.start[0]), int(u.end.max())
+            os_, oe = overhead[u.pid]
+            keep = (os_ < u1) & (oe > u0)
+            bs, be = np.maximum(os_[keep], u0), np.minimum(oe[keep], u1)
+        gs, ge = pairing(u.start, u.end, bs, be)
         out.append(UnitGaps(u, gs, ge))
     return out
-
-
-def merge_closed(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of closed intervals ``[start, end]`` (any order) as disjoint, non-touching closed intervals
-    in time order; a zero-length interval stays a point unless another one covers it."""
-    if not len(start):
-        return _EMPTY, _EMPTY
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], end[order]
-    reach = np.maximum.accumulate(end)
-    new = np.r_[True, start[1:] > reach[:-1]]  # touching intervals share a point: one piece
-    first = np.flatnonzero(new)
-    last = np.r_[first[1:], len(start)] - 1
-    return start[first], reach[last]
-
-
-def subtract_busy(gs: np.ndarray, ge: np.ndarray, bs: np.ndarray, be: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Gaps (open intervals ``(gs, ge)``, disjoint, in time order) minus busy closed intervals
-    ``[bs, be]``: the pieces of each gap that no busy interval covers, in time order. The same gaps as
-    NVIDIA's pairing over the operations and the busy intervals together (a busy point splits a gap in
-    two, as a zero-length operation does), without sorting the operations again."""
-    bs, be = merge_closed(bs, be)
-    if not len(bs) or not len(gs):
-        return gs, ge
-    # The gaps each busy piece cuts: from the first ending after its start to the first starting at or
-    # after its end (a search per busy piece; there are few).
-    lo = np.searchsorted(ge, bs, side="right")
-    hi = np.searchsorted(gs, be, side="left")
-    n_cut = int(np.maximum(hi - lo, 0).sum())
-    if not n_cut:
-        return gs, ge
-    if n_cut > len(gs) // 4:
-        cut = np.arange(len(gs))
-    else:
-        cut = np.unique(np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True) if b > a]))
-    # Busy pieces j0 <= j < j1 cut gap i: the first ending after its start up to the first starting at
-    # or after its end.
-    j0 = np.searchsorted(be, gs[cut], side="right")
-    c = np.searchsorted(bs, ge[cut], side="left") - j0
-    cut, c0, c = cut[c > 0], j0[c > 0], c[c > 0]
-    if len(cut) < len(gs) // 4:
-        # Few gaps cut: the untouched stretches are copied as they are, with each cut gap's pieces
-        # in its place.
-        ps, pe = _pieces(gs[cut], ge[cut], c0, c, bs, be)
-        owner = np.repeat(np.arange(len(cut)), c + 1)[pe > ps] if len(ps) else _EMPTY
-        ps, pe = ps[pe > ps], pe[pe > ps]
-        at = np.searchsorted(owner, np.arange(len(cut) + 1))
-        bounds = np.r_[-1, cut, len(gs)]
-        out_s, out_e = [], []
-        for i in range(len(cut) + 1):
-            out_s.append(gs[bounds[i] + 1:bounds[i + 1]])
-            out_e.append(ge[bounds[i] + 1:bounds[i + 1]])
-            if i < len(cut):
-                out_s.append(ps[at[i]:at[i + 1]])
-                out_e.append(pe[at[i]:at[i + 1]])
-        return np.concatenate(out_s), np.concatenate(out_e)
-    # Many gaps cut: every gap gets its output slots, one for a whole gap, c + 1 for a cut one.
-    pieces = np.ones(len(gs), dtype=np.int64)
-    pieces[cut] = c + 1
-    first = np.cumsum(pieces) - pieces  # each gap's first output slot
-    out_s = np.empty(int(pieces.sum()), dtype=np.int64)
-    out_e = np.empty_like(out_s)
-    whole = np.ones(len(gs), dtype=bool)
-    whole[cut] = False
-    out_s[first[whole]], out_e[first[whole]] = gs[whole], ge[whole]
-    slot = np.repeat(first[cut], c + 1) + _within(c)
-    out_s[slot], out_e[slot] = _pieces(gs[cut], ge[cut], c0, c, bs, be)
-    keep = out_e > out_s
-    return out_s[keep], out_e[keep]
-
-
-def _within(c: np.ndarray) -> np.ndarray:
-    """0, 1, ..., c[i] for each i, concatenated."""
-    return np.arange(int((c + 1).sum())) - np.repeat(np.cumsum(c + 1) - (c + 1), c + 1)
-
-
-def _pieces(gs: np.ndarray, ge: np.ndarray, j0: np.ndarray, c: np.ndarray, bs: np.ndarray,
-            be: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The c + 1 candidate pieces of each gap cut by busy pieces j0 .. j0 + c - 1: (gs, bs[j0]),
-    (be[j0], bs[j0 + 1]), ..., (be[j0 + c - 1], ge), in order; empty ones are left to the caller."""
-    k = _within(c)
-    j = np.repeat(j0, c + 1) + k  # busy piece that ends this piece (k < c); the one before starts it
-    is_first, is_last = k == 0, k == np.repeat(c, c + 1)
-    ps, pe = np.empty(len(k), dtype=np.int64), np.empty(len(k), dtype=np.int64)
-    ps[is_first] = gs
-    ps[~is_first] = be[j[~is_first] - 1]
-    pe[is_last] = ge
-    pe[~is_last] = bs[j[~is_last]]
-    return ps, pe
 
 
 @dataclass(frozen=True)
@@ -281,25 +224,26 @@ class Runs:
 
 def short_kernel_runs(u: UnitOps, short_ns: int, min_run: int, id_base: int = 0) -> Runs:
     """The unit's runs of at least ``min_run`` consecutive kernels (compute or NCCL) each shorter than
-    ``short_ns``; ids are ``id_base`` + the count of long kernels before the run (unique per unit)."""
+    ``short_ns`` (copies and memsets in between do not break a run); ids are ``id_base`` + the position
+    of the run's first kernel among the unit's kernels (unique per unit, growing in time order)."""
     k = u.cat <= NCCL
-    ks, ke = u.start[k], u.end[k]
+    ks, ke = (u.start, u.end) if k.all() else (u.start[k], u.end[k])
     dur = ke - ks
-    short = dur < short_ns
-    if not short.any():
-        return Runs(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY)
-    rid = np.cumsum(~short)[short]  # long kernels before each short one: equal within a run
-    ss, se, sd = ks[short], ke[short], dur[short]
-    first = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
-    counts = np.diff(np.r_[first, len(rid)])
-    keep = counts >= min_run
-    first, counts = first[keep], counts[keep]
+    short = np.zeros(len(dur) + 2, dtype=np.int8)  # padded with a long kernel at either end
+    np.less(dur, short_ns, out=short[1:-1].view(bool))
+    edge = np.diff(short)
+    first, stop = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)  # [first, stop): one run
+    del short, edge
+    keep = stop - first >= min_run
+    first, stop = first[keep], stop[keep]
     if not len(first):
         return Runs(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY)
-    # Segment reductions over [first, first + count): reduceat over interleaved (first, end) indices
-    # reduces each run at the even positions; a sentinel element keeps the last end index in range.
+    # Segment reductions over [first, stop): reduceat over interleaved (first, stop) indices reduces
+    # each run at the even positions; a last stop at the end is left out (reduceat runs to the end).
     idx = np.empty(2 * len(first), dtype=np.int64)
-    idx[0::2], idx[1::2] = first, first + counts
-    run_end = np.maximum.reduceat(np.r_[se, 0], idx)[0::2]
-    kernel_ns = np.add.reduceat(np.r_[sd, 0], idx)[0::2]
-    return Runs(rid[first] + id_base, ss[first], run_end, counts, kernel_ns)
+    idx[0::2], idx[1::2] = first, stop
+    if idx[-1] == len(dur):
+        idx = idx[:-1]
+    run_end = np.maximum.reduceat(ke, idx)[0::2]
+    kernel_ns = np.add.reduceat(dur, idx)[0::2]
+    return Runs(first + id_base, ks[first], run_end, stop - first, kernel_ns)

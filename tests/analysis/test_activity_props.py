@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import analysis.activity
-from analysis.activity import merge_closed, pairing, subtract_busy, top_order, union_ns
+from analysis.activity import (
+    UnitOps,
+    pairing,
+    short_kernel_runs,
+    top_order,
+    union_ns,
+)
 
 
 def _intervals(max_size: int = 40, hi: int = 200):
@@ -35,35 +41,24 @@ def _sorted(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 @settings(max_examples=400, deadline=None)
-@given(ops=_intervals(), busy=_intervals(max_size=12, hi=260))
-def test_subtracting_busy_equals_pairing_over_everything(ops, busy):
-    """What ``unit_gaps`` does (pair the operations, then cut busy intervals out of the gaps) equals
-    NVIDIA's pairing over the operations and the busy intervals (clipped to the operations' span) sorted
-    together, which is what the overhead rows mean in nsys."""
+@given(ops=_intervals(), busy=_intervals(max_size=12, hi=260), chunk=st.sampled_from([1, 2, 3, 7, 1 << 20]))
+def test_busy_intervals_merged_chunk_by_chunk_pair_like_one_sorted_stream(ops, busy, chunk):
+    """What ``unit_gaps`` does with profiler overhead (merge it into the chunks of operations it falls
+    in) equals NVIDIA's pairing over the operations and the overhead, clipped to the operations' span,
+    sorted together."""
     start, end = _sorted(*ops)
     if not len(start):
         return
     u0, u1 = int(start[0]), int(end.max())
     bs, be = busy
     keep = (bs < u1) & (be > u0)
-    all_s = np.concatenate((start, np.maximum(bs[keep], u0)))
-    all_e = np.concatenate((end, np.minimum(be[keep], u1)))
-    want = pairing(*_sorted(all_s, all_e))
-    with _chunk(3):
-        gs, ge = pairing(start, end)
-    got = subtract_busy(gs, ge, bs, be)
+    bs, be = np.maximum(bs[keep], u0), np.minimum(be[keep], u1)
+    with _chunk(1 << 20):
+        want = pairing(*_sorted(np.concatenate((start, bs)), np.concatenate((end, be))))
+    with _chunk(chunk):
+        got = pairing(start, end, bs, be)
     assert got[0].tolist() == want[0].tolist()
     assert got[1].tolist() == want[1].tolist()
-
-
-@settings(max_examples=300, deadline=None)
-@given(iv=_intervals())
-def test_merge_closed_covers_the_same_points(iv):
-    s, e = iv
-    ms, me = merge_closed(s, e)
-    assert np.all(ms[1:] > me[:-1])  # disjoint and not touching, in order
-    for t in range(0, 240):
-        assert bool(((s <= t) & (e >= t)).any()) == bool(((ms <= t) & (me >= t)).any())
 
 
 def _covered(start: np.ndarray, end: np.ndarray) -> int:
@@ -98,3 +93,25 @@ def test_top_order_is_a_stable_descending_sort(values, n):
     t = np.arange(len(v), dtype=np.int64)[::-1].copy()  # tiebreak: later positions first
     want = sorted(range(len(v)), key=lambda i: (-v[i], t[i]))[:n]
     assert top_order(v, t, n).tolist() == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(iv=_intervals(max_size=60, hi=100), cats=st.lists(st.integers(0, 2), min_size=60, max_size=60),
+       short_ns=st.integers(0, 31), min_run=st.integers(1, 5))
+def test_short_kernel_runs_are_the_maximal_stretches(iv, cats, short_ns, min_run):
+    """Against a plain loop: walk the kernels in order (copies skipped), cut at every long kernel."""
+    start, end = _sorted(*iv)
+    cat = np.array(cats[: len(start)], dtype=np.uint8)
+    runs = short_kernel_runs(UnitOps(1, 0, start, end, cat), short_ns, min_run, id_base=100)
+    want, cur = [], []
+    kernels = [(i, int(s), int(e)) for i, (s, e, c) in enumerate(zip(start, end, cat, strict=True)) if c <= 1]
+    for pos, (_, s, e) in enumerate(kernels + [(None, 0, short_ns)]):  # a long sentinel closes the last run
+        if e - s < short_ns:
+            cur.append((pos, s, e))
+            continue
+        if len(cur) >= min_run:
+            want.append((100 + cur[0][0], cur[0][1], max(x[2] for x in cur), len(cur), sum(x[2] - x[1] for x in cur)))
+        cur = []
+    got = list(zip(runs.run_id.tolist(), runs.run_start.tolist(), runs.run_end.tolist(), runs.run_kernels.tolist(),
+                   runs.kernel_ns.tolist(), strict=True))
+    assert got == want

@@ -159,10 +159,7 @@ class OwnedUnit:
     krn_idx: np.ndarray
     krn_run: np.ndarray
     runs: Runs
-
-    @property
-    def gap_ns(self) -> np.ndarray:
-        return self.gap_end - self.gap_start
+    totals: dict[int, tuple[int, int]]  # owner code -> (gap ns, gap count)
 
 
 def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls,
@@ -211,7 +208,13 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
                                p["min_gap_ns"], r)
             krn_idx.append(ki + a)
             krn_run.append(kr)
-        out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r))
+        totals = dict.fromkeys(OWNER_CODES.values(), (0, 0))
+        for a in range(0, len(gs), CHUNK):
+            ns, own = ge[a:a + CHUNK] - gs[a:a + CHUNK], owner[a:a + CHUNK]
+            for code, (t, c) in totals.items():
+                m = own == code
+                totals[code] = (t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))
+        out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r, totals))
     del syncs, copies
     trace.memo[key] = out
     return out
@@ -219,12 +222,8 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
 
 def owned_total(units: list[OwnedUnit], rule_id: str) -> tuple[int, int]:
     """(total gap ns, gap count) of the gaps a rule owns."""
-    code, total, n = OWNER_CODES[rule_id], 0, 0
-    for u in units:
-        m = u.owner == code
-        total += int((u.gap_end[m] - u.gap_start[m]).sum())
-        n += int(m.sum())
-    return total, n
+    code = OWNER_CODES[rule_id]
+    return sum(u.totals[code][0] for u in units), sum(u.totals[code][1] for u in units)
 
 
 def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[tuple[int | None, int | None, int, int, int]]:
@@ -232,10 +231,11 @@ def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[tuple[i
     earliest first among equals."""
     code, cands = OWNER_CODES[rule_id], []
     for u in units:
-        idx = np.flatnonzero(u.owner == code)
-        ns = u.gap_end[idx] - u.gap_start[idx]
-        for i in top_order(ns, u.gap_start[idx], n):
-            cands.append((u.unit.pid, u.unit.device, int(u.gap_start[idx[i]]), int(u.gap_end[idx[i]]), int(ns[i])))
+        for a in range(0, len(u.owner), CHUNK):  # the n longest of each chunk are candidates
+            idx = a + np.flatnonzero(u.owner[a:a + CHUNK] == code)
+            gs, ge = u.gap_start[idx], u.gap_end[idx]
+            for i in top_order(ge - gs, gs, n):
+                cands.append((u.unit.pid, u.unit.device, int(gs[i]), int(ge[i]), int(ge[i] - gs[i])))
     return sorted(cands, key=lambda c: (-c[4], c[2]))[:n]
 
 
