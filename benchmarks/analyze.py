@@ -7,6 +7,10 @@ one run, each step in its own process so that peak RSS is that step's alone:
 * ``analyze``: every nsys rule (one at a time, timed) and every summary (breakdown, kernel summary,
   NVTX projection, iterations) on the ingested DuckDB file, as ``goodput analyze`` runs them.
 
+The two steps alternate for ``--repeat`` rounds (default 2) and the fastest of each is compared, so
+that a slow round of either (other work on the machine, cold memory) does not decide the ratio; every
+round is listed.
+
 Target: analysis <= 1/4 of the ingest time, peak RSS < 2 GiB.
 
     .venv/bin/python benchmarks/analyze.py                       # 10M kernels
@@ -103,8 +107,10 @@ def _run_step(name: str, src: Path, out: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def report(counts: dict, src_bytes: int, ing: dict, ana: dict, command: str) -> str:
+def report(counts: dict, src_bytes: int, ings: list[dict], anas: list[dict], command: str) -> str:
+    ing, ana = min(ings, key=lambda r: r["wall_s"]), min(anas, key=lambda r: r["wall_s"])
     ratio = ana["wall_s"] / ing["wall_s"]
+    rss_ing, rss_ana = max(r["peak_rss"] for r in ings), max(r["peak_rss"] for r in anas)  # worst round
     rows = sorted(ana["timings"].items(), key=lambda kv: -kv[1])
     lines = [
         f"Export: {src_bytes / 2**30:.2f} GiB, " + ", ".join(f"{k.removeprefix('CUPTI_ACTIVITY_KIND_')} {v:,}"
@@ -113,32 +119,40 @@ def report(counts: dict, src_bytes: int, ing: dict, ana: dict, command: str) -> 
         f"Python {platform.python_version()}, DuckDB threads={THREADS} (ingest) / {DUCKDB_THREADS} (analysis), analysis "
         f"memory_limit {DUCKDB_MEMORY_LIMIT} (the defaults of analysis.trace).",
         "",
-        "| step | wall s | share of ingest (wall) | CPU s | share of ingest (CPU) | peak RSS MiB |",
+        "| step | wall s | share of ingest (wall) | CPU s | share of ingest (CPU) | peak RSS MiB (worst round) |",
         "|---|---|---|---|---|---|",
         f"| ingest (reference) | {ing['wall_s']:.2f} | 1.00 | {ing['cpu_s']:.2f} | 1.00 | "
-        f"{ing['peak_rss'] / 2**20:,.0f} |",
+        f"{rss_ing / 2**20:,.0f} |",
         f"| analysis: all nsys rules + summaries | {ana['wall_s']:.2f} | {ratio:.3f} | {ana['cpu_s']:.2f} | "
-        f"{ana['cpu_s'] / ing['cpu_s']:.3f} | {ana['peak_rss'] / 2**20:,.0f} |",
+        f"{ana['cpu_s'] / ing['cpu_s']:.3f} | {rss_ana / 2**20:,.0f} |",
+        "",
+        f"Fastest of {len(ings)} alternating rounds each; every round (wall s / CPU s / peak RSS MiB):",
+        "",
+        *[f"- round {i + 1}: ingest {a['wall_s']:.2f} / {a['cpu_s']:.2f} / {a['peak_rss'] / 2**20:,.0f}; "
+          f"analysis {b['wall_s']:.2f} / {b['cpu_s']:.2f} / {b['peak_rss'] / 2**20:,.0f}"
+          for i, (a, b) in enumerate(zip(ings, anas, strict=True))],
+        "",
+        "Parts of the fastest analysis round:",
         "",
         "| part | wall s |",
         "|---|---|",
         *[f"| {name} | {sec:.2f} |" for name, sec in rows],
         "",
         f"Targets: analysis <= 1/4 of ingest ({'met' if ratio <= 0.25 else 'MISSED'}: {ratio:.3f}); "
-        f"peak RSS < 2 GiB ({'met' if ana['peak_rss'] < 2 * 2**30 else 'MISSED'}: {ana['peak_rss'] / 2**20:,.0f} MiB).",
+        f"peak RSS < 2 GiB ({'met' if rss_ana < 2 * 2**30 else 'MISSED'}: {rss_ana / 2**20:,.0f} MiB).",
         "",
         "Impact found per rule (ns): " + ", ".join(f"{k} {v:,}" for k, v in ana["impact_ns"].items()),
         "",
         f"Command: `{command}`",
         "",
-        "Notes: each step runs in its own process, one after the other, on the same export; the ingest is",
-        "`analysis.api.ingest` (hardened validation + normalized copy), the analysis is what `goodput analyze`",
-        "runs per report: report_info, breakdown, kernel summary, NVTX projection, iterations, then every nsys",
-        "rule one at a time (the first rule that needs the gap owner table builds it; the others reuse it).",
-        "The machine is shared with other engineers' test runs, so wall times vary run to run by 2-3x; the CPU",
-        "columns are the steadier comparison. The export replicates the cloverleaf corpus export (one",
-        "cudaDeviceSynchronize per kernel), so it has 10M sync calls and 12M gaps, the worst case for the",
-        "gap owner table.",
+        "Notes: each step runs in its own process on the same export; the ingest is `analysis.api.ingest`",
+        "(hardened validation + normalized copy), the analysis is what `goodput analyze` runs per report:",
+        "report_info, breakdown, kernel summary, NVTX projection, iterations, then every nsys rule one at a",
+        "time. The first rule that needs gap ownership (GPU001) pays for loading the GPU operations, the",
+        "sync calls and the copy calls into NumPy and classifying every gap; the others reuse it. The export",
+        "replicates the cloverleaf corpus export (one cudaDeviceSynchronize per kernel), so it has 10M sync",
+        "calls and 12M gaps, the worst case for gap ownership. This VM's wall and CPU times vary run to run",
+        "(memory the guest touches for the first time is slow to fault in), hence the alternating rounds.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -151,6 +165,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the big export and its DuckDB file")
     parser.add_argument("--reuse", action="store_true", help="reuse an existing export in --workdir")
     parser.add_argument("--no-results", action="store_true", help=f"do not rewrite {RESULTS.name}")
+    parser.add_argument("--repeat", type=int, default=2, help="alternating ingest/analysis rounds (fastest kept)")
     parser.add_argument("--step", choices=sorted(STEPS), help=argparse.SUPPRESS)
     parser.add_argument("--src", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -168,13 +183,17 @@ def main() -> None:
         build(args.base, src, args.kernels)
     print(f"export ready in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     try:
-        ing = _run_step("ingest", src, out)
-        print(f"ingest: {ing}", file=sys.stderr)
-        ana = _run_step("analyze", src, out)
-        print(f"analyze: {ana}", file=sys.stderr)
+        ings, anas = [], []
+        for _ in range(args.repeat):
+            ings.append(_run_step("ingest", src, out))
+            print(f"ingest: {ings[-1]}", file=sys.stderr)
+            anas.append(_run_step("analyze", src, out))
+            print(f"analyze: {anas[-1]}", file=sys.stderr)
+            if anas[-1]["impact_ns"] != anas[0]["impact_ns"]:
+                raise SystemExit("the impacts differ between rounds")
         command = "python benchmarks/analyze.py " + " ".join(
             a for a in sys.argv[1:] if a not in ("--keep", "--reuse"))
-        text = report(ing["counts"], src.stat().st_size, ing, ana, command.strip())
+        text = report(ings[0]["counts"], src.stat().st_size, ings, anas, command.strip())
         print(text)
         if not args.no_results:
             RESULTS.write_text("# Analysis benchmark (nsys)\n\n" + text)
