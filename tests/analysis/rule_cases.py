@@ -170,6 +170,66 @@ def krn001_fires(path: Path, peer: Path | None) -> int:
     return total
 
 
+def _gpu002_expected(con, max_busy_pct: float = 50.0, window_min_ns: int = 1_000_000,
+                     max_windows: int = 1000) -> int | None:
+    """GPU002's impact on the raw export, from its published definition: each device span cut into
+    windows of max(window_min, ceil(span / max_windows)); a window is low when its busy share (one minus
+    its overlap with the gaps, over its length) is under max_busy_pct; GPU002 owns the gaps that start
+    in a low window and that no other rule owns (no sync or blocking copy call in progress when the gap
+    opened, shorter than GPU001's 1 ms; KRN001 is switched off by the case's thresholds)."""
+    syncs, copies = _syncs(con), _blocking_copy_calls(con)
+    spans: dict[tuple[int, int], tuple[int, int]] = {}
+    for p, d, s, e, _, _ in raw_gpu_ops(con):
+        lo, hi = spans.get((p, d), (s, e))
+        spans[(p, d)] = (min(lo, s), max(hi, e))
+    gaps = raw_gaps(con)
+    total = 0
+    for unit, (u0, u1) in spans.items():
+        w = max(window_min_ns, -(-(u1 - u0) // max_windows))
+        ugaps = [(gs, ge) for p, d, gs, ge in gaps if (p, d) == unit]
+        low = set()
+        for k in range(-(-(u1 - u0) // w)):
+            ws, we = u0 + k * w, min(u1, u0 + (k + 1) * w)
+            idle = sum(max(0, min(we, ge) - max(ws, gs)) for gs, ge in ugaps)
+            if idle > 0 and 100.0 * (1 - idle / (we - ws)) < max_busy_pct:
+                low.add(k)
+        for gs, ge in ugaps:
+            owned_elsewhere = (any(s <= gs <= e for s, e in syncs) or any(s <= gs <= e for s, e in copies)
+                               or ge - gs >= 1_000_000)
+            if not owned_elsewhere and (gs - u0) // w in low:
+                total += ge - gs
+    return total or None
+
+
+def gpu002_fires(path: Path, peer: Path | None) -> int:
+    """A dense export made sparse in the middle: without its one long sync (which would own every gap),
+    the ten gaps that follow the middle of the trace each grow by 0.4 ms, staying under GPU001's 1 ms,
+    so the GPU is busy less than half the time there in gaps no other rule explains."""
+    drop_syncs(path, peer)
+    con = sqlite_rw(path)
+    ops = raw_gpu_ops(con)
+    mid = (min(o[2] for o in ops) + max(o[3] for o in ops)) // 2
+    syncs, copies = _syncs(con), _blocking_copy_calls(con)
+    free = [g for g in raw_gaps(con) if g[2] >= mid and g[3] - g[2] < 500_000
+            and not any(s <= g[2] <= e for s, e in syncs + copies)][:10]
+    con.close()
+    for g in reversed(free):  # latest first, so that the earlier gaps stay where they are
+        open_gap(path, (g[2] + g[3]) // 2, 400_000)
+    con = sqlite_rw(path)
+    expected = _gpu002_expected(con)
+    con.close()
+    assert expected, "the plant must create a low-utilization region"
+    return expected
+
+
+def gpu002_clean(path: Path, peer: Path | None) -> None:
+    drop_syncs(path, peer)  # as above, but no gap grows
+    con = sqlite_rw(path)
+    expected = _gpu002_expected(con)
+    con.close()
+    assert expected is None, "the clean export is busy enough everywhere"
+
+
 KRN_SHORT_NS = 1_000_000  # every kernel of the Gaussian solver is shorter than 1 ms (the longest: 0.62 ms)
 
 NCCL_NAME = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096UL>)"
@@ -255,6 +315,8 @@ NCCL_R1 = "nccl-ring-2node-r1-ault44.sqlite"
 CASES = [
     Case("GPU001", "tensorrt-3090.sqlite", gpu001_fires),
     Case("GPU001", "tensorrt-3090.sqlite", unchanged),
+    Case("GPU002", "tensorrt-3090.sqlite", gpu002_fires, thresholds={"KRN001.min_run_kernels": 1e9}),
+    Case("GPU002", "tensorrt-3090.sqlite", gpu002_clean, thresholds={"KRN001.min_run_kernels": 1e9}),
     Case("SYNC001", "tensorrt-3090.sqlite", sync001_fires),
     Case("SYNC001", "tensorrt-3090.sqlite", drop_syncs),
     Case("KRN001", "gaussian-threadsync.sqlite", krn001_fires, thresholds={"KRN001.short_kernel_us": 1000}),
