@@ -44,7 +44,7 @@ class Trace:
 
         Goes through the relation API: on large results from joins and filters it is 2-3x faster than
         ``execute(...).fetchnumpy()`` here (DuckDB 1.5). Bound parameters on that path are much slower
-        still, hence none. Columns with NULLs come back as masked arrays; callers COALESCE in SQL.
+        still, hence none. NULLs must be COALESCEd in the SQL: the masks of NULL cells are dropped here.
         """
         out = {k: np.asarray(v) for k, v in self.con.sql(query).fetchnumpy().items()}
         # DuckDB's allocator keeps the freed result buffers (hundreds of MB on big results) for reuse;
