@@ -4,23 +4,18 @@ after each test, a real Redis broker (one DB number per xdist worker), tokens of
 from __future__ import annotations
 
 import os
-import uuid
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import redis
 import sqlalchemy as sa
 
 from app import create_app
-from app.db import make_engine, upgrade
-from app.models import Base
 from app.services import tokens
 from app.settings import Settings
+from tests.dbs import BACKENDS, MigratedDB, per_backend
 
-PG_ADMIN_URL = os.environ.get("GOODPUT_TEST_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("GOODPUT_TEST_REDIS_URL", "redis://127.0.0.1:6379")
-BACKENDS = ("sqlite", "postgresql")
 
 
 def _redis_db() -> int:
@@ -29,50 +24,9 @@ def _redis_db() -> int:
     return 8 + int(worker[2:] or 0) % 8
 
 
-class MigratedDB:
-    """A throwaway database of one backend, migrated once with Alembic, dropped at the end."""
-
-    def __init__(self, backend: str, workdir: Path) -> None:
-        self.backend = backend
-        if backend == "sqlite":
-            self.url = f"sqlite:///{workdir / 'meta.sqlite'}"
-        else:
-            self.name = f"goodput_app_{uuid.uuid4().hex[:10]}"
-            with sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT").connect() as conn:
-                conn.execute(sa.text(f'CREATE DATABASE "{self.name}"'))
-            self.url = sa.engine.make_url(PG_ADMIN_URL).set(database=self.name).render_as_string(False)
-        upgrade(self.url)
-        self.engine = make_engine(self.url)
-
-    def empty(self) -> None:
-        """Delete every row (children first), so each test starts from empty tables."""
-        with self.engine.begin() as conn:
-            if self.backend == "postgresql":
-                names = ", ".join(t.name for t in Base.metadata.sorted_tables)
-                conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-            else:
-                for table in reversed(Base.metadata.sorted_tables):
-                    conn.execute(table.delete())
-
-    def close(self) -> None:
-        self.engine.dispose()
-        if self.backend == "postgresql":
-            with sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT").connect() as conn:
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
-
-
 @pytest.fixture(scope="session")
 def migrated(tmp_path_factory):
-    made: dict[str, MigratedDB] = {}
-
-    def get(backend: str) -> MigratedDB:
-        if backend not in made:
-            made[backend] = MigratedDB(backend, tmp_path_factory.mktemp(f"app-{backend}"))
-        return made[backend]
-
-    yield get
-    for db in made.values():
-        db.close()
+    yield from per_backend(MigratedDB, tmp_path_factory, "app")
 
 
 @pytest.fixture(params=BACKENDS)

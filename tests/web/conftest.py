@@ -11,6 +11,7 @@ import pytest
 from app import create_app
 from app.services.users import create_user
 from app.settings import Settings
+from tests.dbs import MigratedDB, per_backend
 from tests.web import seed
 
 PASSWORD = "correct-horse-battery"
@@ -18,19 +19,8 @@ PASSWORD = "correct-horse-battery"
 
 @pytest.fixture(scope="session")
 def migrated_dbs(tmp_path_factory):
-    """One migrated throwaway DB per backend (the service tests' MigratedDB), made on first use."""
-    from tests.app.conftest import MigratedDB
-
-    made: dict[str, MigratedDB] = {}
-
-    def get(backend: str) -> MigratedDB:
-        if backend not in made:
-            made[backend] = MigratedDB(backend, tmp_path_factory.mktemp(f"web-{backend}"))
-        return made[backend]
-
-    yield get
-    for database in made.values():
-        database.close()
+    """One migrated throwaway DB per backend (``tests.dbs.MigratedDB``), made on first use."""
+    yield from per_backend(MigratedDB, tmp_path_factory, "web")
 
 
 @pytest.fixture

@@ -9,22 +9,13 @@ import pytest
 
 from app.models import Job, Report, Run
 from app.settings import Settings
-from tests.workers.dbs import DatabaseFactory
+from tests.dbs import DatabaseFactory, per_backend
 from workers.runtime import session_scope
 
 
 @pytest.fixture(scope="session")
 def db_factories(tmp_path_factory):
-    made: dict[str, DatabaseFactory] = {}
-
-    def get(backend: str) -> DatabaseFactory:
-        if backend not in made:
-            made[backend] = DatabaseFactory(backend, tmp_path_factory.mktemp(f"db-{backend}"))
-        return made[backend]
-
-    yield get
-    for f in made.values():
-        f.close()
+    yield from per_backend(DatabaseFactory, tmp_path_factory, "db")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -8,7 +8,7 @@ import threading
 import time
 
 from goodput_cli.service import ensure_admin_token, supervise
-from tests.workers.dbs import DatabaseFactory
+from tests.dbs import DatabaseFactory
 
 
 def test_admin_token_is_created_once(tmp_path):
