@@ -142,12 +142,16 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
 
 def analyze(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
-    thresholds: Mapping[str, float] | None = None, top: int | None = None,
+    thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Analyze ingested reports (DuckDB files) as one run: report summaries, ranked findings, rule status.
 
-    Returns the JSON contract ``{"reports": [...], "findings": [...], "rules": [...]}``.
+    ``memory_bytes``: DuckDB's memory limit per report (default ``analysis.trace.DUCKDB_MEMORY_BYTES``);
+    the NumPy arrays of the gap analysis come on top. Returns the JSON contract
+    ``{"reports": [...], "findings": [...], "rules": [...]}``.
     """
     from analysis.runner import analyze_run
+    from analysis.trace import DUCKDB_MEMORY_BYTES
 
-    return analyze_run(reports, labels=labels, rules=rules, thresholds=thresholds, top=top)
+    return analyze_run(reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
+                       memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)

@@ -13,7 +13,7 @@ from analysis.nvtx_projection import nvtx_projection
 from analysis.rules.base import run_rules
 from analysis.rules.registry import default_registry
 from analysis.summary import report_info
-from analysis.trace import Run, Trace
+from analysis.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 
 
 def _with_summaries(info: dict[str, Any], trace: Trace) -> dict[str, Any]:
@@ -29,13 +29,13 @@ def _with_summaries(info: dict[str, Any], trace: Trace) -> dict[str, Any]:
 
 def analyze_run(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
-    thresholds: Mapping[str, float] | None = None, top: int | None = None,
+    thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int = DUCKDB_MEMORY_BYTES,
 ) -> dict[str, Any]:
     """See ``analysis.api.analyze``."""
     registry = default_registry()
     registry.validate_overrides(thresholds)
     selected = registry.select(rules)
-    with Run.open([Path(p) for p in reports], labels) as run:
+    with Run.open([Path(p) for p in reports], labels, memory_bytes) as run:
         infos = [_with_summaries(report_info(t), t) for t in run.traces]
         findings, results = run_rules(run, registry, selected, thresholds)
     ranked = rank_findings(findings)

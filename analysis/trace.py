@@ -13,9 +13,10 @@ import numpy as np
 # DuckDB settings of every analysis connection: analysis runs beside other workers, so it gets bounded
 # threads and memory like the ingest (``analysis.api.Limits``); queries beyond the memory limit spill
 # to ``<file>.tmp`` beside the DuckDB file. The arrays the rules keep in NumPy come on top (see
-# benchmarks/analyze.py for the peak on a 10M-kernel export).
+# benchmarks/analyze.py for the peak on a 10M-kernel export). The service sets the memory limit from
+# GOODPUT_ANALYSIS_MEMORY_BYTES through ``analysis.api.analyze``.
 DUCKDB_THREADS = 2
-DUCKDB_MEMORY_LIMIT = "1GB"
+DUCKDB_MEMORY_BYTES = 1024**3
 
 
 @dataclass
@@ -24,15 +25,20 @@ class Trace:
 
     path: Path
     label: str
+    memory_bytes: int = DUCKDB_MEMORY_BYTES  # DuckDB's memory limit on this trace's connection
     _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
     # Derived data kept while the trace is open (e.g. analysis.activity's sorted arrays).
     memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
+    def _memory_limit(self) -> str:
+        return f"{max(1, int(self.memory_bytes) // 2**20)}MiB"
+
+    @property
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
             self._con = duckdb.connect(str(self.path), read_only=True, config={
-                "threads": DUCKDB_THREADS, "memory_limit": DUCKDB_MEMORY_LIMIT})
+                "threads": DUCKDB_THREADS, "memory_limit": self._memory_limit})
         return self._con
 
     def sql(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> list[tuple]:
@@ -50,7 +56,7 @@ class Trace:
         # DuckDB's allocator keeps the freed result buffers (hundreds of MB on big results) for reuse;
         # setting the memory limit again hands them back to the OS without evicting cached table data,
         # so that the NumPy work that follows does not stack on top of them.
-        self.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+        self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
         return out
 
     def scalar(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
@@ -112,6 +118,8 @@ class Run:
         self.close()
 
     @classmethod
-    def open(cls, paths: list[Path], labels: list[str] | None = None) -> Run:
+    def open(cls, paths: list[Path], labels: list[str] | None = None,
+             memory_bytes: int = DUCKDB_MEMORY_BYTES) -> Run:
+        """``memory_bytes``: DuckDB's memory limit on each report's connection."""
         labels = labels or [Path(p).name for p in paths]
-        return cls([Trace(Path(p), label) for p, label in zip(paths, labels, strict=True)])
+        return cls([Trace(Path(p), label, memory_bytes) for p, label in zip(paths, labels, strict=True)])

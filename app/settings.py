@@ -55,6 +55,8 @@ class Settings:
     ingest_timeout_seconds: int = 3600
     # Address-space cap, in bytes, of the child process that copies an export.
     ingest_memory_bytes: int = 2 * 1024**3
+    # DuckDB's memory limit, in bytes, per report during analysis (beyond it, queries spill to disk).
+    analysis_memory_bytes: int = 1024**3
     # Host and port `goodput serve` binds to.
     host: str = "127.0.0.1"
     port: int = 8000
@@ -98,6 +100,8 @@ class Settings:
             raise SettingsError(f"GOODPUT_PORT={settings.port} is not a TCP port")
         if settings.max_attempts < 1:
             raise SettingsError("GOODPUT_MAX_ATTEMPTS must be at least 1")
+        if settings.analysis_memory_bytes < 16 * 2**20:
+            raise SettingsError(f"GOODPUT_ANALYSIS_MEMORY_BYTES={settings.analysis_memory_bytes} is under 16 MiB")
         return settings
 
 

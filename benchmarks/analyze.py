@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.trace import DUCKDB_MEMORY_LIMIT, DUCKDB_THREADS  # noqa: E402
+from analysis.trace import DUCKDB_MEMORY_BYTES, DUCKDB_THREADS  # noqa: E402
 from benchmarks.make_big_export import DEFAULT_BASE, build  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "RESULTS-analyze.md"
@@ -117,7 +117,7 @@ def report(counts: dict, src_bytes: int, ings: list[dict], anas: list[dict], com
                                                             for k, v in counts.items()),
         f"Machine: {os.cpu_count()} CPUs (shared with other work; load average {os.getloadavg()[0]:.1f} at the end), "
         f"Python {platform.python_version()}, DuckDB threads={THREADS} (ingest) / {DUCKDB_THREADS} (analysis), analysis "
-        f"memory_limit {DUCKDB_MEMORY_LIMIT} (the defaults of analysis.trace).",
+        f"memory_limit {DUCKDB_MEMORY_BYTES // 2**20} MiB (the defaults of analysis.trace).",
         "",
         "| step | wall s | share of ingest (wall) | CPU s | share of ingest (CPU) | peak RSS MiB (worst round) |",
         "|---|---|---|---|---|---|",

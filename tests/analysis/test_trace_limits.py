@@ -1,0 +1,32 @@
+"""Analysis connections are bounded like the ingest: DuckDB threads and the memory limit
+(GOODPUT_ANALYSIS_MEMORY_BYTES in the service) reach every report's connection and stay set."""
+
+from __future__ import annotations
+
+from analysis.api import analyze
+from analysis.trace import DUCKDB_THREADS, Run
+from tests.analysis.planting import ingested
+from tests.conftest import corpus_file
+
+EXPORT = "cupy-power-iteration.sqlite"
+
+
+def _setting(con, name: str) -> str:
+    return con.execute(f"SELECT current_setting('{name}')").fetchone()[0]
+
+
+def test_memory_limit_and_threads_reach_the_connection():
+    with Run.open([ingested(corpus_file(EXPORT))], memory_bytes=300 * 2**20) as run:
+        con = run.traces[0].con
+        assert _setting(con, "memory_limit") == "300.0 MiB"
+        assert int(_setting(con, "threads")) == DUCKDB_THREADS
+        # Fetching arrays hands DuckDB's buffers back by setting the limit again: the same limit.
+        run.traces[0].arrays("SELECT start_ns FROM kernels")
+        assert _setting(con, "memory_limit") == "300.0 MiB"
+
+
+def test_a_small_memory_limit_gives_the_same_analysis():
+    path = ingested(corpus_file(EXPORT))
+    small, default = analyze([path], memory_bytes=64 * 2**20), analyze([path])
+    assert small["findings"] == default["findings"] and small["reports"] == default["reports"]
+    assert default["findings"], "the export has findings to compare"
