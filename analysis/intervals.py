@@ -68,32 +68,6 @@ def table_exists(trace: Trace, name: str) -> bool:
         "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = $n", {"n": name}))
 
 
-def array_table(trace: Trace, name: str, columns: str, select: str,
-                parts: list[tuple[dict, int | None, int | None]]) -> str:
-    """Create temporary table ``name`` (``columns``: its DDL, pid and device first) from NumPy arrays.
-
-    Each part is ``(arrays, pid, device)``: ``select`` reads the part's columns by name (a DuckDB scan
-    of the arrays in place, no Python rows) and pid/device are bound parameters. All parts land in one
-    transaction, so a failure leaves no table behind.
-    """
-    con = trace.con
-    con.execute("BEGIN")
-    try:
-        con.execute(f'CREATE TEMP TABLE "{name}" ({columns})')
-        for arrays, pid, device in parts:
-            con.register("_gp_arrays", arrays)
-            try:
-                con.execute(f'INSERT INTO "{name}" SELECT $pid, $device, {select} FROM _gp_arrays',  # noqa: S608
-                            {"pid": pid, "device": device})
-            finally:
-                con.unregister("_gp_arrays")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    return name
-
-
 def temp_table(trace: Trace, name: str, sql: str, params: dict | None = None) -> str:
     """Materialize ``sql`` once per open trace as a temporary table (read-only files allow them)."""
     if not table_exists(trace, name):

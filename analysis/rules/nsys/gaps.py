@@ -12,16 +12,15 @@ Precedence (the first that applies owns the whole gap):
 3. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long.
 4. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
 5. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
-   gaps left unowned in the owner table, so the large table does not depend on its thresholds).
+   gaps left unowned, so ownership does not depend on its thresholds).
 
 Gaps matching none stay unowned (small idle nobody can attribute). Ownership is computed once per open
-trace and set of ownership thresholds, on NumPy arrays (``owned``); only GPU001's few long gaps go to a
-DuckDB temporary table, to be joined with host activity in SQL.
+trace and set of ownership thresholds, on NumPy arrays (``owned``); GPU001's gaps get their causes from
+``analysis.rules.nsys.causes``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.activity import CHUNK, Runs, UnitOps, short_kernel_runs, top_order, unit_gaps, unit_ops
-from analysis.intervals import array_table, table_exists
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.rules.nsys.copies import copy_calls
 from analysis.trace import Trace
@@ -77,10 +75,6 @@ def sync_names(trace: Trace, gaps: list[tuple[int, int]]) -> list[str | None]:
         WHERE {api_name_in(trace, SYNC_API_RE, "a.name")}
         GROUP BY i"""))  # noqa: S608 - integers and escaped names
     return [rows.get(i) for i in range(len(gaps))]
-
-
-def _sig(values: Mapping[str, float]) -> str:
-    return hashlib.sha1(repr(sorted(values.items())).encode()).hexdigest()[:10]
 
 
 def _runs(trace: Trace, short_ns: int, min_run: int) -> list[Runs]:
@@ -237,21 +231,6 @@ def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[tuple[i
             for i in top_order(ge - gs, gs, n):
                 cands.append((u.unit.pid, u.unit.device, int(gs[i]), int(ge[i]), int(ge[i] - gs[i])))
     return sorted(cands, key=lambda c: (-c[4], c[2]))[:n]
-
-
-def owned_table(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None, rule_id: str) -> str:
-    """Temp table (pid, device, gap_start, gap_end, gap_ns) of the gaps a rule owns, for SQL that joins
-    them with host activity; returns its name."""
-    code, p = OWNER_CODES[rule_id], ownership_params(all_params)
-    name = f"_gp_owned_{rule_id}_{_sig({k: p[k] for k in ('min_gap_ns', 'short_ns', 'min_run')})}"
-    if not table_exists(trace, name):
-        parts = []
-        for u in owned(trace, all_params):
-            m = u.owner == code
-            parts.append(({"gap_start": u.gap_start[m], "gap_end": u.gap_end[m]}, u.unit.pid, u.unit.device))
-        array_table(trace, name, "pid INTEGER, device INTEGER, gap_start BIGINT, gap_end BIGINT, gap_ns BIGINT",
-                    "gap_start, gap_end, gap_end - gap_start", parts)
-    return name
 
 
 def krn_idle(units: list[OwnedUnit]) -> list[tuple]:

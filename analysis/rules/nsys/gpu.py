@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
+from analysis.activity import top_order
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
-from analysis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
-from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, low_regions, owned, owned_table, ownership_params
+from analysis.rules.nsys.causes import CAUSE_CODES, cause_names, gap_causes, launchers
+from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
+from analysis.rules.nsys.gaps import (
+    OWNER_CODES,
+    OWNERSHIP_PARAMS,
+    low_regions,
+    owned,
+    owned_top,
+    ownership_params,
+)
 from analysis.trace import Run, Trace
 
 CAUSES = {
@@ -56,33 +67,54 @@ class IdleGaps(Rule):
 
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
         all_params = {**(self.all_params or {}), self.id: params}
-        rows = trace.sql(load_sql("gap_causes.sql").format(owned=owned_table(trace, all_params, self.id)))
-        if not rows:
-            return []
-        total = sum(int(r[4]) for r in rows)
+        units = owned(trace, all_params)
+        tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
-        for r in rows:
-            acc = by_cause.setdefault(r[5], [0, 0])
-            acc[0] += 1
-            acc[1] += int(r[4])
-        top = sorted(rows, key=lambda r: (-int(r[4]), r[2]))[:20]
+        code = OWNER_CODES[self.id]
+        cause_of: dict[tuple[int | None, int | None, int], str] = {}
+        per_pid: dict[int | None, list[tuple[int | None, np.ndarray, np.ndarray]]] = {}
+        for u in units:
+            m = u.owner == code
+            if m.any():
+                per_pid.setdefault(u.unit.pid, []).append((u.unit.device, u.gap_start[m], u.gap_end[m]))
+        for pid, parts in per_pid.items():  # one pass over a process's calls for all its devices
+            gs, ge = np.concatenate([g[1] for g in parts]), np.concatenate([g[2] for g in parts])
+            causes = gap_causes(trace, pid, gs, ge, tids)
+            for c, name in enumerate(CAUSE_CODES):
+                sel = causes.code == c
+                if sel.any():
+                    acc = by_cause.setdefault(name, [0, 0])
+                    acc[0] += int(sel.sum())
+                    acc[1] += int((ge[sel] - gs[sel]).sum())
+            at = 0
+            for device, ugs, uge in parts:
+                for i in top_order(uge - ugs, ugs, 20):
+                    cause_of[(pid, device, int(ugs[i]))] = CAUSE_CODES[causes.code[at + i]]
+                at += len(ugs)
+        if not by_cause:
+            return []
+        total = sum(v[1] for v in by_cause.values())
+        n_gaps = sum(v[0] for v in by_cause.values())
+        top = owned_top(units, self.id)
+        causes_top = [cause_of[(r[0], r[1], r[2])] for r in top]
+        names = cause_names(trace, [(r[0], r[2], r[3], c) for r, c in zip(top, causes_top, strict=True)], tids)
         nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
         evidence = tuple(
             Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank,
-                     name=r[6], nvtx=n, value_ns=int(r[4]), detail={"cause": r[5]})
-            for r, n in zip(top, nvtx, strict=True))
+                     name=name, nvtx=n, value_ns=int(r[4]), detail={"cause": c})
+            for r, n, c, name in zip(top, nvtx, causes_top, names, strict=True))
         main = max(by_cause, key=lambda c: by_cause[c][1])
         share = pct(total, report_span_ns(trace))
         causes = "; ".join(f"{CAUSES[c].split(' (')[0]}: {v[0]} gap(s), {fmt_ms(v[1])}"
                            for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1][1]))
         return [Finding(
             rule_id=self.id,
-            title=f"GPU idle in {len(rows)} gap(s) of at least {params['min_gap_us'] / 1000:g} ms",
-            message=(f"{len(rows)} idle gap(s) of at least {params['min_gap_us'] / 1000:g} ms add up to "
+            title=f"GPU idle in {n_gaps} gap(s) of at least {params['min_gap_us'] / 1000:g} ms",
+            message=(f"{n_gaps} idle gap(s) of at least {params['min_gap_us'] / 1000:g} ms add up to "
                      f"{fmt_ms(total)}" + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
                      + f"; longest {fmt_ms(int(top[0][4]))}. Causes: {causes}."),
             impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
-            evidence_total=len(rows), report=trace.label, rank=trace.rank,
+            evidence_total=n_gaps, report=trace.label, rank=trace.rank,
             extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
                    "main_cause": main},
         )]
