@@ -16,7 +16,6 @@ each gap's coverage is two binary searches into the union's running total.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,15 +29,6 @@ _LAUNCHERS_SQL = """
     UNION SELECT DISTINCT pid, tid FROM memcpy WHERE pid IS NOT NULL AND tid IS NOT NULL
     UNION SELECT DISTINCT pid, tid FROM memset WHERE pid IS NOT NULL AND tid IS NOT NULL
 """
-
-
-@dataclass(frozen=True)
-class Causes:
-    """Per gap (in the order given): the cause code (index into ``CAUSE_CODES``) and the coverage."""
-
-    code: np.ndarray
-    os_ns: np.ndarray
-    api_ns: np.ndarray
 
 
 def launchers(trace: Trace) -> dict[int, list[int]]:
@@ -103,18 +93,18 @@ def coverage(trace: Trace, table: str, pid: int, tids: list[int], gs: np.ndarray
 
 
 def gap_causes(trace: Trace, pid: int | None, gs: np.ndarray, ge: np.ndarray,
-               tids: dict[int, list[int]]) -> Causes:
-    """The cause of each gap of process ``pid`` (see the module docstring)."""
-    zero = np.zeros(len(gs), dtype=np.int64)
+               tids: dict[int, list[int]]) -> np.ndarray:
+    """The cause of each gap of process ``pid`` as an index into ``CAUSE_CODES`` (see the module
+    docstring)."""
+    code = np.zeros(len(gs), dtype=np.int8)
     if pid is None or pid not in tids:
-        return Causes(np.zeros(len(gs), dtype=np.int8), zero, zero)
+        return code
     os_ns = coverage(trace, "osrt", pid, tids[pid], gs, ge)
     api_ns = coverage(trace, "cuda_api", pid, tids[pid], gs, ge)
     gap = ge - gs
-    code = np.zeros(len(gs), dtype=np.int8)
     code[2 * api_ns >= gap] = 2
     code[(os_ns >= api_ns) & (2 * os_ns >= gap)] = 1
-    return Causes(code, os_ns, api_ns)
+    return code
 
 
 def cause_names(trace: Trace, gaps: list[tuple[int, int, int, str]], tids: dict[int, list[int]]) -> list[str | None]:

@@ -197,14 +197,13 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
         gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
         owner = np.zeros(len(gs), dtype=np.uint8)
         krn_idx, krn_run = [_EMPTY], [_EMPTY]
+        totals = dict.fromkeys(OWNER_CODES.values(), (0, 0))
         for a in range(0, len(gs), CHUNK):  # chunks keep the temporaries small
-            ki, kr = _classify(gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK], pid, syncs, copies,
-                               p["min_gap_ns"], r)
+            cgs, cge, own = gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK]
+            ki, kr = _classify(cgs, cge, own, pid, syncs, copies, p["min_gap_ns"], r)
             krn_idx.append(ki + a)
             krn_run.append(kr)
-        totals = dict.fromkeys(OWNER_CODES.values(), (0, 0))
-        for a in range(0, len(gs), CHUNK):
-            ns, own = ge[a:a + CHUNK] - gs[a:a + CHUNK], owner[a:a + CHUNK]
+            ns = cge - cgs
             for code, (t, c) in totals.items():
                 m = own == code
                 totals[code] = (t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))

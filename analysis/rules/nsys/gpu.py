@@ -79,9 +79,9 @@ class IdleGaps(Rule):
                 per_pid.setdefault(u.unit.pid, []).append((u.unit.device, u.gap_start[m], u.gap_end[m]))
         for pid, parts in per_pid.items():  # one pass over a process's calls for all its devices
             gs, ge = np.concatenate([g[1] for g in parts]), np.concatenate([g[2] for g in parts])
-            causes = gap_causes(trace, pid, gs, ge, tids)
+            codes = gap_causes(trace, pid, gs, ge, tids)
             for c, name in enumerate(CAUSE_CODES):
-                sel = causes.code == c
+                sel = codes == c
                 if sel.any():
                     acc = by_cause.setdefault(name, [0, 0])
                     acc[0] += int(sel.sum())
@@ -89,7 +89,7 @@ class IdleGaps(Rule):
             at = 0
             for device, ugs, uge in parts:
                 for i in top_order(uge - ugs, ugs, 20):
-                    cause_of[(pid, device, int(ugs[i]))] = CAUSE_CODES[causes.code[at + i]]
+                    cause_of[(pid, device, int(ugs[i]))] = CAUSE_CODES[codes[at + i]]
                 at += len(ugs)
         if not by_cause:
             return []
