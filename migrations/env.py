@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import context
 
 from app.db import make_engine
@@ -27,14 +28,26 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
+def _foreign_keys_off(dbapi_conn, _record) -> None:
+    dbapi_conn.execute("PRAGMA foreign_keys=OFF")
+
+
 def run_migrations_online() -> None:
     engine = make_engine(_url())
+    if engine.dialect.name == "sqlite":
+        # Batch mode rebuilds a table (copy, drop, rename); with foreign keys on, dropping `runs` would
+        # cascade-delete every report. This listener runs after make_engine's, which turns them on.
+        sa.event.listen(engine, "connect", _foreign_keys_off)
     with engine.connect() as connection:
         # Batch mode: SQLite cannot ALTER most things in place.
         context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True,
                           compare_type=True)
         with context.begin_transaction():
             context.run_migrations()
+        if engine.dialect.name == "sqlite":
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise RuntimeError(f"foreign keys broken by a migration: {broken[:5]}")
     engine.dispose()
 
 

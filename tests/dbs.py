@@ -66,6 +66,8 @@ class MigratedDB:
             else:
                 for table in reversed(Base.metadata.sorted_tables):
                     conn.execute(table.delete())
+                # AUTOINCREMENT counters survive DELETE; reset them as RESTART IDENTITY does on PostgreSQL.
+                conn.execute(sa.text("DELETE FROM sqlite_sequence"))
 
     def close(self) -> None:
         self.engine.dispose()

@@ -32,6 +32,8 @@ class Run(Base):
         sa.Index("ix_runs_job_id_created_at", "job_id", "created_at"),
         sa.Index("ix_runs_created_at", "created_at"),
         sa.Index("ix_runs_status", "status"),
+        # Ids are never reused after a purge (a scheduler's saved URL must not point at another run).
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -40,6 +42,9 @@ class Run(Base):
     git_sha: Mapped[str | None] = mapped_column(sa.String(64))
     cluster: Mapped[str | None] = mapped_column(sa.String(200))
     submitter: Mapped[str | None] = mapped_column(sa.String(200), index=True)
+    # Who may delete the run besides admins: the owning person, else (a service token's upload) the token.
+    submitter_user_id: Mapped[int | None] = mapped_column(sa.ForeignKey("users.id", ondelete="SET NULL"))
+    submitter_token_id: Mapped[int | None] = mapped_column(sa.ForeignKey("api_tokens.id", ondelete="SET NULL"))
     source: Mapped[str] = mapped_column(sa.String(10), default="api")
     status: Mapped[str] = mapped_column(sa.String(20), default="queued")
     analysis_status: Mapped[str | None] = mapped_column(sa.String(20))

@@ -20,6 +20,8 @@ class Report(Base):
         # The same bytes in the same run are stored once.
         sa.UniqueConstraint("run_id", "sha256"),
         sa.Index("ix_reports_status_lease_expires_at", "status", "lease_expires_at"),
+        # Ids name report directories and URLs: never reused after a purge.
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
