@@ -32,7 +32,7 @@ def create_app(settings: Settings | None = None, *, check_db: bool = True) -> Fl
     With ``check_db`` the metadata DB must be at the migrations' head (``app.db.NotMigrated`` says
     which command to run otherwise).
     """
-    from app import db, errors
+    from app import db, errors, guards
     from app.api import init_app as init_api
     from app.api.request import GoodputRequest
     from app.web import init_app as init_web
@@ -48,14 +48,18 @@ def create_app(settings: Settings | None = None, *, check_db: bool = True) -> Fl
         MAX_CONTENT_LENGTH=None,  # uploads are capped on decompressed bytes while streaming
     )
     app.json.sort_keys = False  # keep the documented key order
-    engine = db.engine_for(settings)
+    engine = db.engine_for(settings, lock_timeout_ms=settings.db_lock_timeout_ms)
     if check_db:
         db.check_migrated(engine)
     app.extensions["goodput.settings"] = settings
     app.extensions["goodput.engine"] = engine
     app.extensions["goodput.sessionmaker"] = db.make_sessionmaker(engine)
+    from app.services.token_usage import LastUseRecorder
+
+    app.extensions["goodput.token_usage"] = LastUseRecorder(app.extensions["goodput.sessionmaker"])
     app.teardown_appcontext(db.close_request_session)
     errors.init_app(app)
+    guards.init_app(app)
     init_api(app)
     init_web(app)
     return app

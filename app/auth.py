@@ -1,4 +1,5 @@
-"""Who is calling: bearer tokens for machines, the Flask session for people (with CSRF on unsafe methods)."""
+"""Who is calling: bearer tokens for machines, server-side sessions for people (the signed cookie holds the
+session's secret; with CSRF on unsafe methods)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from flask import g, request, session
+from flask import current_app, g, request, session
 
 from app.db import get_session
 from app.errors import ApiError
-from app.models import SCOPES, User
-from app.services import tokens, users
+from app.models import SCOPES, User, utcnow
+from app.services import sessions, tokens
 
 F = TypeVar("F", bound=Callable[..., Any])
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -27,11 +28,23 @@ class Principal:
 
     kind: str
     id: int
-    name: str      # token name or username; recorded as a run's submitter
+    name: str      # the person (a token's owner), else the service token's name; recorded as submitter
     scope: str
+    user_id: int | None = None   # the person acted for; None for a service token
 
     def allows(self, scope: str) -> bool:
         return _LEVEL[self.scope] >= _LEVEL[scope]
+
+    @property
+    def is_admin(self) -> bool:
+        return self.scope == "admin"
+
+    @property
+    def token_id(self) -> int | None:
+        return self.id if self.kind == "token" else None
+
+    def actor(self) -> tokens.Actor:
+        return tokens.Actor(self.user_id, self.is_admin, self.token_id)
 
 
 def _bearer() -> str | None:
@@ -48,18 +61,20 @@ def _resolve() -> Principal | None:
     secret = _bearer()
     db = get_session()
     if secret is not None:
-        row = tokens.lookup_token(db, secret)
-        if row is None:
+        found = tokens.lookup_token(db, secret)
+        if found is None:
             raise ApiError("UNAUTHORIZED", "The token is invalid or has been revoked.")
-        return Principal("token", row.id, row.name, row.scope)
-    user_id = session.get("user_id")
-    if user_id is None:
+        row = found.token
+        current_app.extensions["goodput.token_usage"].note(row.id, row.last_used_at, utcnow())
+        return Principal("token", row.id, found.username or row.name, row.scope, row.user_id)
+    sid = session.get("sid")
+    if sid is None:
         return None
-    user = users.get_user(db, int(user_id))
-    if user is None:
+    user = sessions.user_for(db, str(sid))
+    if user is None:  # signed out elsewhere, expired, password changed or user disabled
         session.clear()
         return None
-    return Principal("user", user.id, user.username, "admin" if user.is_admin else "write")
+    return Principal("user", user.id, user.username, "admin" if user.is_admin else "write", user.id)
 
 
 def current_principal() -> Principal | None:
@@ -107,14 +122,21 @@ def require_scope(scope: str) -> Callable[[F], F]:
 
 
 def login_user(user: User) -> str:
-    """Start a session for ``user``; returns the new CSRF token (also in ``session['csrf_token']``)."""
+    """Start a server-side session for ``user``; returns the new CSRF token (also in ``session['csrf_token']``)."""
+    from app.settings import current_settings
+
+    sid = sessions.start(get_session(), user, current_settings().session_lifetime_seconds)
     session.clear()
-    session["user_id"] = user.id
+    session["sid"] = sid
     session["csrf_token"] = secrets.token_urlsafe(32)
     g.pop("_principal", None)
     return session["csrf_token"]
 
 
 def logout_user() -> None:
+    """End this browser's session on the server (a copied cookie stops working too) and clear the cookie."""
+    sid = session.get("sid")
+    if sid is not None:
+        sessions.end(get_session(), str(sid))
     session.clear()
     g.pop("_principal", None)

@@ -33,34 +33,44 @@ class NotMigrated(RuntimeError):
     """The metadata DB is not at the migrations' head; the message gives the command to run."""
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
-    # WAL lets readers (web) and the writer (workers) proceed together; the busy timeout turns
-    # "database is locked" into a wait; foreign keys are off by default in SQLite.
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.close()
+def _sqlite_pragmas(busy_timeout_ms: int):
+    def on_connect(dbapi_conn, _record) -> None:
+        # WAL lets readers (web) and the writer (workers) proceed together; the busy timeout turns
+        # "database is locked" into a wait; foreign keys are off by default in SQLite.
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    return on_connect
 
 
-def make_engine(url: str, **kwargs) -> sa.Engine:
-    """An engine for ``url``; SQLite gets WAL, busy timeout and foreign keys on every connection."""
+def make_engine(url: str, *, lock_timeout_ms: int | None = None, **kwargs) -> sa.Engine:
+    """An engine for ``url``; SQLite gets WAL, busy timeout and foreign keys on every connection.
+
+    ``lock_timeout_ms`` bounds how long a statement waits for a lock (SQLite's busy timeout, PostgreSQL's
+    lock_timeout); the web passes a short one so a held lock becomes a 503, not a tied-up worker.
+    """
     if url.startswith("sqlite"):
         path = sa.engine.make_url(url).database
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **kwargs)
-        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        busy = SQLITE_BUSY_TIMEOUT_MS if lock_timeout_ms is None else lock_timeout_ms
+        engine = sa.create_engine(url, connect_args={"timeout": busy / 1000}, **kwargs)
+        sa.event.listen(engine, "connect", _sqlite_pragmas(busy))
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
+    if lock_timeout_ms is not None:
+        kwargs.setdefault("connect_args", {})["options"] = f"-c lock_timeout={int(lock_timeout_ms)}"
     return sa.create_engine(url, **kwargs)
 
 
-def engine_for(settings: Settings) -> sa.Engine:
-    return make_engine(settings.resolved_database_url)
+def engine_for(settings: Settings, *, lock_timeout_ms: int | None = None) -> sa.Engine:
+    return make_engine(settings.resolved_database_url, lock_timeout_ms=lock_timeout_ms)
 
 
 def make_sessionmaker(engine: sa.Engine) -> sessionmaker[Session]:
@@ -135,7 +145,8 @@ def get_session() -> Session:
         if (has_request_context() and request.method in ("GET", "HEAD")
                 and session.get_bind().dialect.name == "postgresql"):
             # Reads need no transaction: autocommit saves the BEGIN and ROLLBACK round trips, a third
-            # of the database work of a list request. (A commit in a GET, e.g. a token's last use, still works.)
+            # of the database work of a list request. (Reads never write: a token's last use is recorded
+            # in the background, app.services.token_usage.)
             session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
     return session
 

@@ -6,6 +6,7 @@ import logging
 import uuid
 from typing import Any
 
+import sqlalchemy as sa
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
@@ -27,6 +28,7 @@ ERROR_STATUS: dict[str, int] = {
     "TOKEN_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
     "CONFLICT": 409,
+    "URI_TOO_LONG": 414,
     "RUN_DELETED": 409,
     "TOO_LARGE": 413,
     "UNSUPPORTED_MEDIA_TYPE": 415,
@@ -44,21 +46,29 @@ ERROR_STATUS: dict[str, int] = {
     "NO_SPACE": 507,
     "INTERNAL": 500,
     "SERVICE_UNAVAILABLE": 503,
+    "TOO_MANY_ATTEMPTS": 429,
 }
 _HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
-               405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+               405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE", 414: "URI_TOO_LONG", 415: "UNSUPPORTED_MEDIA_TYPE"}
+# Seconds a client is told to wait when the metadata DB is busy (a held lock, a lost connection).
+BUSY_RETRY_AFTER_S = 2
+# SQLSTATEs of PostgreSQL that mean "busy, try again": lock_timeout, statement cancelled, serialization
+# failure, deadlock, too many connections, shutting down.
+_PG_BUSY = {"55P03", "57014", "40001", "40P01", "53300", "57P01", "57P03"}
 
 
 class ApiError(Exception):
     """An error a client can act on: a stable code (a key of ERROR_STATUS), a message and details."""
 
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         if code not in ERROR_STATUS:
             raise ValueError(f"unknown API error code {code!r}")
         super().__init__(message)
         self.code = code
         self.message = message
         self.details = details or {}
+        self.headers = headers or {}
 
     @property
     def status(self) -> int:
@@ -77,9 +87,26 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
 def _json_error(exc: ApiError):
     response = jsonify(error_body(exc.code, exc.message, exc.details))
     response.status_code = exc.status
+    response.headers.update(exc.headers)
     if exc.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="goodput"'
     return response
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether a database error means "busy or unreachable for now" (503) rather than a bug (500)."""
+    if isinstance(exc, sa.exc.TimeoutError):  # no pooled connection free in time
+        return True
+    if not isinstance(exc, sa.exc.OperationalError):
+        return False
+    orig = exc.orig
+    state = getattr(orig, "sqlstate", None)
+    if state is not None:
+        return state in _PG_BUSY or state.startswith("08")  # 08xxx: connection exceptions
+    text = str(orig).lower()
+    if type(orig).__module__.startswith("sqlite3"):
+        return "locked" in text or "busy" in text
+    return exc.connection_invalidated or "connect" in text or "server closed" in text
 
 
 def _wants_json() -> bool:
@@ -110,10 +137,23 @@ def init_app(app: Flask) -> None:
         code = _HTTP_CODES.get(exc.code or 500, "BAD_REQUEST" if (exc.code or 500) < 500 else "INTERNAL")
         response = jsonify(error_body(code, exc.description or exc.name))
         response.status_code = exc.code or 500
+        # Headers the exception carries (Allow on a 405, Retry-After) survive the JSON body.
+        for name, value in exc.get_headers():
+            if name.lower() != "content-type":
+                response.headers[name] = value
         return response
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
+        if is_busy(exc):
+            logger.warning("metadata DB busy: %s", type(getattr(exc, "orig", exc)).__name__)
+            message = "The database is busy; retry shortly."
+            if not _wants_json():
+                return message, 503, {"Retry-After": str(BUSY_RETRY_AFTER_S), "Content-Type": "text/plain"}
+            response = jsonify(error_body("SERVICE_UNAVAILABLE", message, {"retry_after_s": BUSY_RETRY_AFTER_S}))
+            response.status_code = 503
+            response.headers["Retry-After"] = str(BUSY_RETRY_AFTER_S)
+            return response
         rid = request_id()
         logger.exception("unexpected error", extra={"request_id": rid})
         body = error_body("INTERNAL", f"An unexpected error occurred (request id {rid}).", {"request_id": rid})

@@ -14,15 +14,24 @@ from typing import Any
 from app.api.params import PARAMS
 from app.api.routes import ROUTES, Route
 from app.api.schemas import SCHEMAS, ref
+from app.errors import BUSY_RETRY_AFTER_S
+from app.text import NO_CONTROL
 
 COMMITTED = Path(__file__).with_name("openapi.json")
 _CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
-_PATH_TYPES = {"int": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}, "path": {"type": "string", "minLength": 1},
-               None: {"type": "string", "pattern": "^[^/]+$", "minLength": 1, "maxLength": 500}}
-_ERROR_TEXT = {400: "Invalid input", 401: "Missing, invalid or revoked credentials",
-               403: "The caller lacks the scope, or the CSRF check failed", 404: "Not found",
-               413: "Larger than the configured limit", 415: "Unsupported content type",
-               422: "The file is not a readable export", 503: "A dependency is unreachable"}
+_NAME_CHAR = NO_CONTROL[:-1]  # the class without its closing bracket, to add '/'
+_PATH_TYPES = {"int": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1},
+               "path": {"type": "string", "pattern": f"^{NO_CONTROL}+$", "minLength": 1},
+               None: {"type": "string", "pattern": f"^{_NAME_CHAR}/]+$", "minLength": 1, "maxLength": 500}}
+_ERROR_TEXT = {400: "Invalid input (also: a control character in the path or query, a malformed body)",
+               401: "Missing, invalid or revoked credentials",
+               403: "The caller lacks the scope, does not own the resource, or the CSRF check failed",
+               404: "Not found", 413: "Larger than the configured limit",
+               414: "The request URI is longer than 4000 bytes", 415: "Unsupported content type",
+               422: "The file is not a readable export (an empty body: EMPTY_FILE)",
+               503: "The metadata DB is busy or a dependency is unreachable; retry after Retry-After seconds"}
+# Every operation may answer these: the request guards (app.guards) and a busy database (app.errors).
+_ALWAYS = {400, 414, 503}
 
 
 def _path(route: Route) -> tuple[str, list[dict[str, Any]]]:
@@ -36,12 +45,13 @@ def _body(kind: str | None) -> dict[str, Any] | None:
     if kind == "multipart":
         files = {"type": "array", "items": {"type": "string", "contentMediaType": "application/octet-stream"}}
         form = {"type": "object", "properties": {**SCHEMAS["RunMetadata"]["properties"],
-                                                  "tag": {"type": "array", "items": {"type": "string"}},
+                                                  "tag": SCHEMAS["RunMetadata"]["properties"]["tags"],
                                                   "files": files}}
         return {"required": False, "content": {"multipart/form-data": {"schema": form},
                                                 "application/json": {"schema": ref("RunMetadata")}}}
     if kind == "binary":
-        return {"required": True, "content": {"application/octet-stream": {
+        return {"required": True, "description": "The export's bytes, optionally gzip or zstd compressed. An "
+                "empty body is answered 422 with code EMPTY_FILE.", "content": {"application/octet-stream": {
             "schema": {"type": "string", "contentMediaType": "application/octet-stream"}}}}
     return None
 
@@ -57,7 +67,7 @@ def _operation(route: Route) -> dict[str, Any]:
         "responses": {str(route.status): {"description": "Success",
                                           "content": {"application/json": {"schema": ref(route.response)}}}},
     }
-    codes = set(route.errors)
+    codes = set(route.errors) | _ALWAYS
     if route.scope is None:
         op["security"] = []
     else:
@@ -65,6 +75,10 @@ def _operation(route: Route) -> dict[str, Any]:
     for code in sorted(codes):
         op["responses"][str(code)] = {"description": _ERROR_TEXT.get(code, "Error"),
                                       "content": {"application/json": {"schema": ref("Error")}}}
+        if code == 503:
+            op["responses"]["503"]["headers"] = {"Retry-After": {
+                "description": f"Seconds to wait before retrying ({BUSY_RETRY_AFTER_S} when the DB is busy)",
+                "schema": {"type": "integer", "minimum": 0}}}
     if route.body == "binary":
         op["responses"]["200"] = {"description": "The same bytes were already in the run",
                                   "content": {"application/json": {"schema": ref(route.response)}}}

@@ -62,6 +62,14 @@ class Settings:
     port: int = 8000
     # Mark session cookies Secure (set true behind HTTPS).
     secure_cookies: bool = False
+    # Seconds a web sign-in lasts at most (sign-out, a password change or disabling the user end it sooner).
+    session_lifetime_seconds: int = 7 * 24 * 3600
+    # Failed sign-ins allowed per user name, and per client address, within the window before 429.
+    sign_in_max_failures: int = 10
+    sign_in_max_failures_per_address: int = 50
+    sign_in_window_seconds: int = 900
+    # Milliseconds a web request waits for a metadata DB lock before answering 503 (workers wait longer).
+    db_lock_timeout_ms: int = 5000
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -100,6 +108,10 @@ class Settings:
             raise SettingsError(f"GOODPUT_PORT={settings.port} is not a TCP port")
         if settings.max_attempts < 1:
             raise SettingsError("GOODPUT_MAX_ATTEMPTS must be at least 1")
+        for name in ("session_lifetime_seconds", "sign_in_max_failures", "sign_in_max_failures_per_address",
+                     "sign_in_window_seconds", "db_lock_timeout_ms"):
+            if getattr(settings, name) < 1:
+                raise SettingsError(f"GOODPUT_{name.upper()} must be at least 1")
         if settings.analysis_memory_bytes < 16 * 2**20:
             raise SettingsError(f"GOODPUT_ANALYSIS_MEMORY_BYTES={settings.analysis_memory_bytes} is under 16 MiB")
         return settings

@@ -1,4 +1,4 @@
-"""Administrative subcommands: `migrate`, `token create|list|revoke`, `user create` (issue #5)."""
+"""Administrative subcommands: `migrate`, `token create|list|revoke`, `user create|password|disable|enable`."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = token.add_parser("create", help="create a token and print it (shown once)")
     p.add_argument("--name", required=True)
     p.add_argument("--scope", choices=("read", "write", "admin"), default="read")
+    p.add_argument("--user", help="the person the token acts for (runs it uploads are theirs); "
+                   "without it, a service token only admins manage")
     p.set_defaults(func=cmd_token_create)
     p = token.add_parser("list", help="list tokens (never their secrets)")
     p.set_defaults(func=cmd_token_list)
@@ -36,6 +38,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--admin", action="store_true", help="may manage tokens and other users' runs")
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     p.set_defaults(func=cmd_user_create)
+    p = user.add_parser("password", help="set a user's password; ends all their web sessions")
+    p.add_argument("username")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    p.set_defaults(func=cmd_user_password)
+    for action, text in (("disable", "refuse sign-in and the user's tokens; ends all their web sessions"),
+                         ("enable", "allow a disabled user again")):
+        p = user.add_parser(action, help=text)
+        p.add_argument("username")
+        p.set_defaults(func=cmd_user_set_active, active=action == "enable")
 
 
 def _settings():
@@ -83,12 +94,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_token_create(args: argparse.Namespace) -> int:
     from app.services.tokens import TokenError, create_token
+    from app.services.users import UserError, find_user
     from goodput_cli.main import UsageError
 
     with _session() as session:
         try:
-            new = create_token(session, args.name, args.scope)
-        except TokenError as exc:
+            owner = find_user(session, args.user).id if args.user else None
+            new = create_token(session, args.name, args.scope, user_id=owner)
+        except (TokenError, UserError) as exc:
             raise UsageError(f"token: {exc}") from None
     print(f"token {new.id} ({new.scope}) created; it is shown only once:", file=sys.stderr)
     print(new.token)
@@ -122,16 +135,50 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_password(args: argparse.Namespace) -> str:
+    from goodput_cli.main import UsageError
+
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    password = getpass.getpass("Password: ")
+    if getpass.getpass("Repeat: ") != password:
+        raise UsageError("user: the passwords differ")
+    return password
+
+
+def cmd_user_password(args: argparse.Namespace) -> int:
+    from app.services.users import UserError, find_user, set_password
+    from goodput_cli.main import UsageError
+
+    password = _read_password(args)
+    with _session() as session:
+        try:
+            ended = set_password(session, find_user(session, args.username), password)
+        except UserError as exc:
+            raise UsageError(f"user: {exc}") from None
+    print(f"password of {args.username} changed; {ended} web session(s) ended")
+    return 0
+
+
+def cmd_user_set_active(args: argparse.Namespace) -> int:
+    from app.services.users import UserError, find_user, set_active
+    from goodput_cli.main import UsageError
+
+    with _session() as session:
+        try:
+            ended = set_active(session, find_user(session, args.username), args.active)
+        except UserError as exc:
+            raise UsageError(f"user: {exc}") from None
+    state = "enabled" if args.active else f"disabled; {ended} web session(s) ended, its tokens are refused"
+    print(f"user {args.username} {state}")
+    return 0
+
+
 def cmd_user_create(args: argparse.Namespace) -> int:
     from app.services.users import UserError, create_user
     from goodput_cli.main import UsageError
 
-    if args.password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-    else:
-        password = getpass.getpass("Password: ")
-        if getpass.getpass("Repeat: ") != password:
-            raise UsageError("user: the passwords differ")
+    password = _read_password(args)
     with _session() as session:
         try:
             user = create_user(session, args.username, password, is_admin=args.admin)

@@ -12,6 +12,8 @@ from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from app.services.runs import SORTS
+from app.services.uploads import TAG_PATTERN
+from app.text import NO_CONTROL
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -28,6 +30,7 @@ class Param:
     repeat: bool = False              # may be given several times
     required: bool = False
     max_length: int = 500
+    pattern: str | None = None        # for strings; default: no control characters
 
     def schema(self) -> dict[str, Any]:
         item: dict[str, Any] = {"type": self.type}
@@ -39,6 +42,7 @@ class Param:
             item["enum"] = list(self.enum)
         if self.type == "string" and not self.enum and not self.format:
             item["maxLength"] = self.max_length
+            item["pattern"] = self.pattern or f"^{NO_CONTROL}*$"
         return {"type": "array", "items": item} if self.repeat else item
 
 
@@ -46,7 +50,8 @@ PARAMS: dict[str, Param] = {
     "page": Param("integer", "Page number, from 1.", 1, 1, 1_000_000),
     "page_size": Param("integer", "Items per page.", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE),
     "job": Param("string", "Only runs of this job (exact name).", max_length=200),
-    "tag": Param("string", "Only runs with this tag, as key=value; repeat to require several.", repeat=True),
+    "tag": Param("string", "Only runs with this tag, as key=value; repeat to require several.", repeat=True,
+                 max_length=602, pattern=TAG_PATTERN),
     "status": Param("string", "Only runs in this status.", enum=RUN_STATUSES),
     "submitter": Param("string", "Only runs uploaded by this user or token name.", max_length=200),
     "created_after": Param("string", "Only runs created at or after this time (ISO-8601).", format="date-time"),

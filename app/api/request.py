@@ -1,19 +1,79 @@
-"""The request class: multipart file parts spool to ``data_dir/staging`` through the upload sink."""
+"""The request class: multipart file parts spool to ``data_dir/staging`` through the upload sink; malformed
+multipart bodies, file names with control characters and oversized or too deeply nested JSON are 400s."""
 
 from __future__ import annotations
 
 import io
+import json
+import re
 import socket
-from typing import IO
+from typing import IO, Any
 
 from flask import Request
+from werkzeug.formparser import FormDataParser
 
+from app.errors import ApiError
 from app.settings import current_settings
+from app.text import check_text
+
+# JSON bodies carry run metadata only: small and flat.
+MAX_JSON_BYTES = 64 * 1024
+MAX_JSON_DEPTH = 32
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_JSON_NESTING = re.compile(rb"[\[\]{}]")
+
+
+def json_depth(raw: bytes) -> int:
+    """The deepest nesting of arrays and objects in ``raw`` (strings skipped), without parsing it: the
+    parser itself recurses, so a body is measured before it is parsed."""
+    depth = deepest = 0
+    for match in _JSON_NESTING.finditer(_JSON_STRING.sub(b'""', raw)):
+        if match.group() in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
 
 
 class GoodputRequest(Request):
     # Form fields (not files) above this are refused: metadata is small.
     max_form_memory_size = 1024 * 1024
+
+    def make_form_data_parser(self) -> FormDataParser:
+        # Werkzeug's parser is silent by default: a malformed body becomes an empty form, and an upload
+        # of nothing. Ours raises, and _load_form_data turns that into a 400.
+        return self.form_data_parser_class(
+            stream_factory=self._get_file_stream, max_form_memory_size=self.max_form_memory_size,
+            max_content_length=self.max_content_length, max_form_parts=self.max_form_parts,
+            cls=self.parameter_storage_class, silent=False)
+
+    def _load_form_data(self) -> None:
+        try:
+            super()._load_form_data()
+        except ValueError as exc:
+            raise ApiError("BAD_REQUEST", f"Malformed multipart/form-data body: {exc}.") from None
+
+    def get_json(self, force: bool = False, silent: bool = False, cache: bool = True) -> Any:
+        """The JSON body, at most MAX_JSON_BYTES and MAX_JSON_DEPTH levels deep (ApiError 400 otherwise)."""
+        if not (force or self.is_json):
+            return super().get_json(force=force, silent=silent, cache=cache)
+        if (self.content_length or 0) > MAX_JSON_BYTES:
+            raise ApiError("BAD_REQUEST", f"The JSON body is larger than {MAX_JSON_BYTES} bytes.",
+                           {"limit_bytes": MAX_JSON_BYTES})
+        raw = self.stream.read(MAX_JSON_BYTES + 1)
+        if len(raw) > MAX_JSON_BYTES:
+            raise ApiError("BAD_REQUEST", f"The JSON body is larger than {MAX_JSON_BYTES} bytes.",
+                           {"limit_bytes": MAX_JSON_BYTES})
+        if json_depth(raw) > MAX_JSON_DEPTH:
+            raise ApiError("BAD_REQUEST", f"The JSON body is nested deeper than {MAX_JSON_DEPTH} levels.",
+                           {"limit_depth": MAX_JSON_DEPTH})
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            if silent:
+                return None
+            raise ApiError("BAD_REQUEST", "The body is not valid JSON.") from None
 
     def _get_file_stream(
         self, total_content_length: int | None, content_type: str | None,
@@ -22,6 +82,7 @@ class GoodputRequest(Request):
         # Werkzeug would spool to the system temp dir; ours hashes, decompresses and caps on the way in.
         from app.services.storage import Storage
 
+        check_text("file name", filename)  # before a byte of the part is stored
         settings = current_settings()
         sink = Storage(settings.data_dir).open_sink(settings.max_upload_bytes, filename or "")
         self.__dict__.setdefault("_upload_sinks", []).append(sink)

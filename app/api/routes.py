@@ -63,4 +63,8 @@ ROUTES: tuple[Route, ...] = (
     Route("/health", "GET", views.health, None, "Reachability of the metadata DB and the broker", "Health",
           errors=(503,), tag="service"),
     Route("/openapi.json", "GET", views.openapi, None, "This OpenAPI document", "OpenAPI", tag="service"),
+    Route("/tokens", "GET", views.list_tokens, "read", "API tokens the caller may manage (an admin: all; "
+          "a person: their own)", "TokenList", tag="tokens"),
+    Route("/tokens/<int:token_id>", "DELETE", views.revoke_token, "write",
+          "Revoke a token (its owner or an admin)", "Token", errors=(404,), tag="tokens"),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.models import ANALYSIS_STATUSES, REPORT_KINDS, REPORT_STATUSES, RUN_SOURCES, RUN_STATUSES
+from app.services.uploads import CLUSTER_PATTERN, JOB_PATTERN, SHA_PATTERN, TAG_PATTERN
 
 S = dict[str, Any]
 
@@ -84,10 +85,15 @@ SCHEMAS: dict[str, S] = {
                 tool=STR, summary=STR, doc=STR, requires={"type": "array", "items": STR},
                 thresholds={"type": "object", "additionalProperties": obj(default=NUM, unit=STR, help=STR)}),
     "Deleted": obj(id=INT, status={"type": "string", "enum": ["deleted"]}),
+    # The server's own validation patterns (app.services.uploads), so the two cannot disagree.
     "RunMetadata": obj(
-        [], job=STR, tags={"type": "array", "items": {"type": "string", "pattern": "^[^=]+=.*$"}},
-        git_sha=STR, cluster=STR, source={"type": "string", "enum": list(RUN_SOURCES)},
+        [], job={"type": "string", "pattern": JOB_PATTERN},
+        tags={"type": "array", "items": {"type": "string", "pattern": TAG_PATTERN}, "maxItems": 50},
+        git_sha={"type": "string", "pattern": SHA_PATTERN}, cluster={"type": "string", "pattern": CLUSTER_PATTERN},
+        source={"type": "string", "enum": list(RUN_SOURCES)},
     ),
+    "Token": obj(id=INT, name=STR, scope={"type": "string", "enum": ["read", "write", "admin"]}, prefix=STR,
+                 owner=nullable(STR), created_at=TIME, last_used_at=nullable(TIME), revoked_at=nullable(TIME)),
 }
 SCHEMAS["RunDetail"] = {"allOf": [ref("Run"), obj(reports={"type": "array", "items": ref("Report")},
                                                   rules={"type": "array", "items": ANY_OBJ})]}
@@ -95,4 +101,5 @@ SCHEMAS["RunList"] = page_of("Run")
 SCHEMAS["FindingList"] = page_of("Finding")
 SCHEMAS["JobList"] = page_of("Job")
 SCHEMAS["RuleList"] = obj(items={"type": "array", "items": ref("Rule")})
+SCHEMAS["TokenList"] = obj(items={"type": "array", "items": ref("Token")})
 SCHEMAS["OpenAPI"] = ANY_OBJ

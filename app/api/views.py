@@ -17,6 +17,7 @@ from app.services import health as health_service
 from app.services import jobs as jobs_service
 from app.services import rules as rules_service
 from app.services import runs as runs_service
+from app.services import tokens as tokens_service
 from app.services import uploads
 from app.services.reports import report_to_dict
 from app.services.storage import CHUNK, Storage
@@ -66,13 +67,15 @@ def create_run():
     meta = _meta_from_request()
     req: GoodputRequest = request  # type: ignore[assignment]
     files = []
+    principal = current_principal()
     for name, fs in req.files.items(multi=True):
         staged = fs.stream.finish()
         if not fs.filename and staged.size_bytes == 0:
             continue  # a browser's file input left empty, not an empty file
         files.append(uploads.Incoming(fs.filename or name, staged))
     session = get_session()
-    run, _reports = uploads.create_run(session, current_settings(), meta, files, current_principal().name)
+    submitter = uploads.Submitter(principal.name, principal.user_id, principal.token_id)
+    run, _reports = uploads.create_run(session, current_settings(), meta, files, submitter)
     body = runs_service.run_detail(session, run.id)
     return jsonify(body), 202, {"Location": url_for("api_v1.get_run", run_id=run.id)}
 
@@ -129,8 +132,29 @@ def get_run(run_id: int):
 
 
 def delete_run(run_id: int):
-    runs_service.delete_run(get_session(), current_settings(), run_id)
+    p = current_principal()
+    runs_service.delete_run(get_session(), current_settings(), run_id, user_id=p.user_id, token_id=p.token_id,
+                            is_admin=p.is_admin)
     return jsonify({"id": run_id, "status": "deleted"}), 202
+
+
+def list_tokens():
+    session = get_session()
+    rows = tokens_service.list_tokens(session, current_principal().actor())
+    owners = tokens_service.owner_names(session, rows)
+    return jsonify({"items": [tokens_service.token_to_dict(r, owners.get(r.user_id)) for r in rows]})
+
+
+def revoke_token(token_id: int):
+    session = get_session()
+    try:
+        row = tokens_service.revoke_token(session, token_id, current_principal().actor())
+    except tokens_service.TokenForbidden as exc:
+        raise ApiError("FORBIDDEN", str(exc).capitalize() + ".", {"token_id": token_id}) from None
+    except tokens_service.TokenError:
+        raise ApiError("TOKEN_NOT_FOUND", f"Token {token_id} does not exist.", {"token_id": token_id}) from None
+    owners = tokens_service.owner_names(session, [row])
+    return jsonify(tokens_service.token_to_dict(row, owners.get(row.user_id)))
 
 
 def list_findings(run_id: int):

@@ -172,11 +172,26 @@ def summary_numbers(row: RunSummary) -> dict[str, Any]:
     }
 
 
-def delete_run(session: Session, settings: Settings, run_id: int) -> None:
-    """Mark the run deleted (readers stop seeing it), commit, then queue the purge of its files."""
+def may_delete(run: Run, *, user_id: int | None, token_id: int | None, is_admin: bool) -> bool:
+    """An admin, the person who submitted the run, or (a service token's upload) that token."""
+    if is_admin:
+        return True
+    if run.submitter_user_id is not None:
+        return user_id == run.submitter_user_id
+    return token_id is not None and token_id == run.submitter_token_id
+
+
+def delete_run(session: Session, settings: Settings, run_id: int, *, user_id: int | None = None,
+               token_id: int | None = None, is_admin: bool = True) -> None:
+    """Mark the run deleted (readers stop seeing it), commit, then queue the purge of its files.
+    FORBIDDEN unless the caller may delete it (``may_delete``)."""
     from app import queue
 
     run = get_run(session, run_id, for_update=True)
+    if not may_delete(run, user_id=user_id, token_id=token_id, is_admin=is_admin):
+        session.rollback()
+        raise ApiError("FORBIDDEN", f"Run {run_id} was submitted by someone else; only they or an admin "
+                       "can delete it.", {"run_id": run_id})
     run.deleted_at = utcnow()
     run.status = "deleted"
     session.commit()

@@ -19,12 +19,18 @@ from app.models import RUN_SOURCES, Job, Report, Run
 from app.services.runs import get_run, refresh_status
 from app.services.storage import Staged, Storage
 from app.settings import Settings
+from app.text import NO_CONTROL, has_control
 
 logger = logging.getLogger(__name__)
 
-JOB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
+# The patterns the OpenAPI document publishes (app.api.schemas) are these same strings.
+JOB_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$"
+TAG_PATTERN = r"^[A-Za-z0-9_.:/-]{1,100}=" + NO_CONTROL + r"{0,500}$"
+SHA_PATTERN = r"^[0-9a-fA-F]{4,64}$"
+CLUSTER_PATTERN = "^" + NO_CONTROL + "{1,200}$"
+JOB_RE = re.compile(JOB_PATTERN)
 TAG_KEY_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,100}$")
-SHA_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")
+SHA_RE = re.compile(SHA_PATTERN)
 MAX_TAGS = 50
 DEFAULT_JOB = "default"
 
@@ -50,18 +56,19 @@ def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: s
     parsed: dict[str, str] = {}
     for tag in tags:
         key, sep, value = tag.partition("=")
-        if not sep or not TAG_KEY_RE.match(key.strip()) or len(value) > 500:
-            bad["tags"] = f"each tag must be key=value (key: letters, digits, _ . : / -); got {tag[:100]!r}"
+        if not sep or not TAG_KEY_RE.match(key) or len(value) > 500 or has_control(value):
+            bad["tags"] = (f"each tag must be key=value (key: letters, digits, _ . : / -; value: at most 500 "
+                           f"characters, no control characters); got {tag[:100]!r}")
             break
-        parsed[key.strip()] = value.strip()
+        parsed[key] = value.strip()
     if len(parsed) > MAX_TAGS:
         bad["tags"] = f"at most {MAX_TAGS} tags"
     git_sha = (git_sha or "").strip() or None
     if git_sha is not None and not SHA_RE.match(git_sha):
         bad["git_sha"] = "a hexadecimal commit id (4-64 characters)"
     cluster = (cluster or "").strip() or None
-    if cluster is not None and len(cluster) > 200:
-        bad["cluster"] = "at most 200 characters"
+    if cluster is not None and (len(cluster) > 200 or has_control(cluster)):
+        bad["cluster"] = "at most 200 characters, no control characters"
     if source not in RUN_SOURCES:
         bad["source"] = f"one of {', '.join(RUN_SOURCES)}"
     if bad:
@@ -120,16 +127,38 @@ def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming
     return report, True
 
 
+@dataclass(frozen=True)
+class Submitter:
+    """Who uploads: the name shown (the owning person, else a service token's name) and the ids that let
+    them delete the run later."""
+
+    name: str | None
+    user_id: int | None = None
+    token_id: int | None = None
+
+
+def _check_name(name: str) -> None:
+    if has_control(name or ""):
+        raise ApiError("VALIDATION_ERROR", "File names must not contain control characters.",
+                       {"fields": {"name": "no control characters"}, "file": (name or "")[:100].encode(
+                           "unicode_escape").decode("ascii")})
+
+
 def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[Incoming],
-               submitter: str | None) -> tuple[Run, list[Report]]:
+               submitter: str | Submitter | None) -> tuple[Run, list[Report]]:
     """Create a run with its reports (deduplicated by content), commit, then enqueue each new ingest."""
     from app import queue
 
+    if not isinstance(submitter, Submitter):
+        submitter = Submitter(submitter)
+    for incoming in files:
+        _check_name(incoming.name)
     kinds = [_kind(f) for f in files]  # every file is checked before anything is stored
     storage = Storage(settings.data_dir)
     job = _job(session, meta.job)
     run = Run(job_id=job.id, tags=meta.tags or {}, git_sha=meta.git_sha, cluster=meta.cluster,
-              submitter=submitter, source=meta.source, status="queued")
+              submitter=submitter.name, submitter_user_id=submitter.user_id,
+              submitter_token_id=submitter.token_id, source=meta.source, status="queued")
     session.add(run)
     session.flush()
     reports: list[Report] = []
@@ -153,6 +182,7 @@ def add_report(session: Session, settings: Settings, run_id: int, incoming: Inco
     """Add one file to an existing run; the same bytes return the existing report (created False)."""
     from app import queue
 
+    _check_name(incoming.name)
     run = get_run(session, run_id)
     kind = _kind(incoming)
     try:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import functools
 import hmac
+import posixpath
 import secrets
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from flask import abort, redirect, request, session, url_for
 from flask.wrappers import Response
 
 from app.auth import current_principal
+from app.text import has_control
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -54,9 +57,34 @@ def login_required(view: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _local_path(target: str) -> bool:
+    # Browsers drop tabs and newlines from URLs and read '\\' as '/': '/\t/evil' and '/\\evil' both become
+    # '//evil', another host. So the target must be printable (it goes into a header), and its path, as sent
+    # and decoded once or twice more, a plain one: one leading slash, no backslash or blank, no scheme or
+    # host, unchanged by normalization ('..').
+    if has_control(target) or any(c.isspace() for c in target):
+        return False
+    seen = target
+    for _ in range(3):
+        parts = urlsplit(seen)
+        path = parts.path
+        if (parts.scheme or parts.netloc or not seen.startswith("/") or seen.startswith("//") or "\\" in path
+                or has_control(path) or any(c.isspace() for c in path)):
+            return False
+        normal = posixpath.normpath(path)
+        if normal not in (path, path.rstrip("/")):
+            return False
+        decoded = unquote(seen)
+        if decoded == seen:
+            return True
+        seen = decoded
+    return False
+
+
 def safe_next(target: str | None) -> str:
-    """A local path to return to after login; anything else (other hosts, schemes) goes to the runs list."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+    """A local path to return to after login; anything else (other hosts, schemes, control characters,
+    odd encodings) goes to the runs list, '/'."""
+    if target and len(target) <= 2000 and _local_path(target):
         return target
     return url_for("web.runs")
 

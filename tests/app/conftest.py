@@ -61,6 +61,7 @@ def app(settings):
     application = create_app(settings)
     application.config["TESTING"] = True
     yield application
+    application.extensions["goodput.token_usage"].close()
     application.extensions["goodput.engine"].dispose()
 
 

@@ -54,6 +54,7 @@ def app(settings):
     app = create_app(settings)
     app.config["TESTING"] = True
     yield app
+    app.extensions["goodput.token_usage"].close()
     app.extensions["goodput.engine"].dispose()
 
 
