@@ -42,6 +42,11 @@ def _meta_from_request() -> uploads.RunMeta:
     default_source = "web" if principal is not None and principal.kind == "user" else "api"
     if request.mimetype == "multipart/form-data":
         form = request.form
+        if "files" in form:
+            # A file part that lost its filename: a CR or LF in the name broke the part's headers. Taking
+            # it as a text field would accept the upload and drop the file.
+            raise ApiError("VALIDATION_ERROR", "Each 'files' part must be a file with a file name (without "
+                           "control characters).", {"fields": {"files": "a file part with a file name"}})
         return uploads.parse_meta(form.get("job"), form.getlist("tag"), form.get("git_sha"),
                                   form.get("cluster"), form.get("source") or default_source)
     if request.mimetype == "application/json":

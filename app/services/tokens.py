@@ -53,11 +53,11 @@ def create_token(session: Session, name: str, scope: str, *, user_id: int | None
     """Create and commit a token owned by ``user_id``; returns the secret, which is never stored."""
     if scope not in SCOPES:
         raise TokenError(f"scope must be one of {', '.join(SCOPES)}")
+    if has_control(name or ""):
+        raise TokenError("name must not contain control characters")
     name = (name or "").strip()
     if not 1 <= len(name) <= 100:
         raise TokenError("name must be 1-100 characters")
-    if has_control(name):
-        raise TokenError("name must not contain control characters")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = ApiToken(name=name, scope=scope, token_hash=hash_token(secret), prefix=secret[:10], user_id=user_id)
     session.add(row)

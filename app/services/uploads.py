@@ -50,6 +50,14 @@ def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: s
                source: str = "api") -> RunMeta:
     """Validate raw metadata; tags are ``key=value`` strings. Raises ApiError VALIDATION_ERROR."""
     bad: dict[str, str] = {}
+    # Control characters are refused as sent, before the stripping of surrounding blanks below.
+    for name, value in (("job", job), ("git_sha", git_sha), ("cluster", cluster), ("source", source)):
+        if value is not None and has_control(value):
+            bad[name] = "no control characters"
+    if any(has_control(t) for t in tags):
+        bad["tags"] = "no control characters"
+    if bad:
+        raise ApiError("VALIDATION_ERROR", "Invalid run metadata.", {"fields": bad})
     job = (job or DEFAULT_JOB).strip()
     if not JOB_RE.match(job):
         bad["job"] = "1-200 characters: letters, digits and . _ : / - (starting with a letter or digit)"
