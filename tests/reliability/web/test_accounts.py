@@ -12,9 +12,7 @@ from app.models import ApiToken, Run, SignInFailure, UserSession
 from app.services import tokens, users
 from goodput_cli.main import main
 from tests.conftest import corpus_file
-from tests.reliability.web_fixtures import (  # noqa: F401 - fixtures
-    PASSWORD, app, backend, csrf_of, db, people, rdb, reliability_dbs, settings, sign_in,
-)
+from tests.reliability.web.helpers import csrf_of, sign_in
 
 NSYS = corpus_file("vecadd-2026.sqlite")
 

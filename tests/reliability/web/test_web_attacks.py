@@ -11,9 +11,7 @@ import sqlalchemy as sa
 from app.models import Report, Run
 from app.services import pipeline
 from tests.conftest import corpus_file
-from tests.reliability.web_fixtures import (  # noqa: F401 - fixtures
-    PASSWORD, app, backend, db, people, rdb, reliability_dbs, row_counts, settings, sign_in, stored_files,
-)
+from tests.reliability.web.helpers import csrf_of, row_counts, sign_in, stored_files
 
 NSYS = corpus_file("vecadd-2026.sqlite")
 
@@ -85,8 +83,6 @@ def test_control_characters_in_web_pages_and_forms_are_400(app, db, people, bad)
     # A user name with a NUL is an unknown user (401), never a database error.
     assert sign_in(app.test_client(), f"alice{bad}").status_code == 401
     html = client.get("/tokens").get_data(as_text=True)
-    from tests.reliability.web_fixtures import csrf_of
-
     resp = client.post("/tokens", data={"action": "create", "name": f"ci{bad}", "scope": "read",
                                         "csrf_token": csrf_of(html)})
     assert resp.status_code == 400 and "control characters" in resp.get_data(as_text=True)
