@@ -7,6 +7,7 @@ import atexit
 import logging
 import os
 import threading
+import weakref
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -33,7 +34,9 @@ class LastUseRecorder:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._closed = False
-        atexit.register(self.close)
+        # At exit, write what is pending; a weak reference, so apps built and dropped (tests) are not kept.
+        ref = weakref.ref(self)
+        atexit.register(lambda: (recorder := ref()) is not None and recorder.close())
 
     def note(self, token_id: int, last_used_at: datetime | None, now: datetime) -> None:
         """Remember a use (no I/O); written by the next flush when the stored time is older than a minute."""

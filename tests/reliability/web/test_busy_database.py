@@ -94,3 +94,17 @@ def test_sign_in_under_a_held_lock_is_a_503_page_not_a_500(app, rdb, people):
         resp, _ = _timed(lambda: sign_in(browser, "alice"))
     assert resp.status_code == 503 and int(resp.headers["Retry-After"]) >= 1
     assert sign_in(browser, "alice").status_code == 302
+
+
+def test_last_use_is_written_by_the_background_recorder(app, db, people):
+    from app.services.token_usage import FLUSH_INTERVAL_S
+
+    token_id = people["bob"]["token"].id
+    assert app.test_client().get("/api/v1/runs", headers=people["bob"]["h"]).status_code == 200
+    deadline = time.monotonic() + FLUSH_INTERVAL_S + 5
+    while time.monotonic() < deadline:
+        db.expire_all()
+        if db.get(ApiToken, token_id).last_used_at is not None:
+            break
+        time.sleep(0.2)
+    assert db.get(ApiToken, token_id).last_used_at is not None
