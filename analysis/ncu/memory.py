@@ -1,0 +1,284 @@
+"""The memory story of one profiled kernel: bytes per level, hit rates, sectors per request, bound, roofline.
+
+Every number is computed from the launch's own metrics (see ``analysis.ncu.memory_metrics`` for the names)
+and the peaks of ``analysis.ncu.hardware``; a quantity whose metrics the export lacks is ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from analysis.ncu import hardware as hwt
+from analysis.ncu import memory_metrics as mm
+from analysis.rules.ncu.metrics import ISSUE_ACTIVE, SM_PCT, Launch, Metric
+
+CYCLES_PER_ISSUE = Metric(("smsp__average_warp_latency_per_inst_issued.ratio",),
+                          (("warpstatestatistics", "Warp Cycles Per Issued Instruction", 1.0),))
+# Decision thresholds (ncu's SOLBottleneck: under 60% of peak = latency issue; CPIStall: a stall reason over
+# 30% of the cycles between issued instructions matters). The rules expose them as thresholds.
+DEFAULTS = {"bandwidth_pct": 60.0, "min_stall_share": 0.3}
+WARP_REQUEST_BYTES = 128.0  # a coalesced warp request of 4-byte accesses when sectors per request are unknown
+
+
+def _hardware(launch: Launch, cc: str | None, device_name: str | None) -> hwt.Hardware:
+    hw = hwt.Hardware()
+    major, minor = launch.get(mm.CC_MAJOR), launch.get(mm.CC_MINOR)
+    if not cc and major is not None and minor is not None:
+        cc = f"{int(major)}.{int(minor)}"
+    product = hwt.product_for(device_name)
+    hw.cc = cc or (product[1] if product else None)
+    hw.product = product[0] if product else None
+    hw.sm_count = launch.get(mm.SM_COUNT) or (float(product[2]) if product else None)
+    hw.sm_hz = launch.get(mm.SM_HZ)
+    l2 = launch.get(mm.L2_SIZE)
+    if l2:
+        hw.l2_bytes, hw.l2_bytes_source = l2, "device"
+    elif product:
+        hw.l2_bytes, hw.l2_bytes_source = float(product[4]), "table"
+    arch = hwt.arch_key(hw.cc)
+    hw.latency_cycles = dict(hwt.LATENCY_CYCLES.get(arch, {})) if arch else {}
+    _flop_peaks(launch, hw, arch)
+    # DRAM from device attributes, else the product table; report/implied peaks are filled per level.
+    khz, bits = launch.get(mm.MEM_KHZ), launch.get(mm.BUS_BITS)
+    if khz and bits:
+        hw.bandwidth["dram"] = hwt.Peak(2.0 * khz * 1e3 * bits / 8.0, "device")
+    elif product:
+        hw.bandwidth["dram"] = hwt.Peak(product[3], "table")
+    return hw
+
+
+def _flop_peaks(launch: Launch, hw: hwt.Hardware, arch: str | None) -> None:
+    for prec, (op, factor) in mm.VECTOR_PEAK.items():
+        per_cycle = launch.raw.get(mm.VECTOR_INST.format(op) + ".peak_sustained")
+        if per_cycle and hw.sm_hz:
+            hw.flops[prec] = hwt.Peak(factor * per_cycle * hw.sm_hz, "report")
+    for prec, names in mm.TENSOR_OPS.items():
+        per_cycle = sum(launch.raw.get(n + ".peak_sustained") or 0.0 for n in names[:1])
+        if per_cycle and hw.sm_hz:
+            hw.flops[prec] = hwt.Peak(per_cycle * hw.sm_hz, "report")
+    if arch and hw.sm_count and hw.sm_hz:
+        source = "device" if launch.get(mm.SM_COUNT) else "table"
+        for prec, per_sm in hwt.FLOPS_PER_SM_CYCLE[arch].items():
+            hw.flops.setdefault(prec, hwt.Peak(per_sm * hw.sm_count * hw.sm_hz, source))
+
+
+def _bytes(launch: Launch, spec: mm.LevelSpec, duration_s: float | None) -> tuple[float | None, float | None]:
+    """(bytes, bytes/s) of a level: byte counters, else sectors x 32, else the exported rate x duration."""
+    total = launch.get(spec.bytes)
+    if total is None:
+        sectors = launch.get(spec.sectors)
+        total = sectors * hwt.SECTOR_BYTES if sectors is not None else None
+    if total is None and spec.key in ("dram",):
+        parts = [launch.get(m) for _, m, _ in spec.parts]
+        if all(p is not None for p in parts) and parts:
+            total = sum(parts)
+    rate = total / duration_s if total is not None and duration_s else None
+    if rate is None:
+        rate = launch.get(spec.rate)
+        if rate is not None and total is None and duration_s:
+            total = rate * duration_s
+    return total, rate
+
+
+def levels(launch: Launch, hw: hwt.Hardware) -> list[dict[str, Any]]:
+    """One entry per level with any metric: bytes, throughput, share of peak, peak and its source, hit rate."""
+    duration_s = launch.duration_ns / 1e9 if launch.duration_ns else None
+    out = []
+    for spec in mm.LEVELS:
+        total, rate = _bytes(launch, spec, duration_s)
+        pct = launch.get(spec.pct)
+        hit = launch.get(spec.hit) if spec.hit else None
+        parts: dict[str, float] = {}
+        for name, metric, scale in spec.parts:
+            value = launch.get(metric)
+            if value is not None and name not in parts:
+                parts[name] = value * scale
+        if total is None and pct is None and hit is None and not parts:
+            continue
+        peak = _level_peak(launch, spec, hw, rate, pct)
+        if pct is None and rate is not None and peak is not None and peak.value > 0:
+            pct = 100.0 * rate / peak.value
+        if peak is not None:
+            hw.bandwidth[spec.key] = peak
+        out.append({"name": spec.key, "label": spec.label, "bytes": total, "throughput_bps": rate,
+                    "pct_of_peak": pct, "peak_bps": peak.value if peak else None,
+                    "peak_source": peak.source if peak else None, "hit_rate_pct": hit, "parts": parts})
+    return out
+
+
+def _level_peak(launch: Launch, spec: mm.LevelSpec, hw: hwt.Hardware, rate: float | None,
+                pct: float | None) -> hwt.Peak | None:
+    per_cycle, clock = launch.get(spec.peak), launch.get(spec.clock)
+    if per_cycle and clock:
+        return hwt.Peak(per_cycle * clock, "report")
+    if rate and pct and pct > 0:
+        return hwt.Peak(rate / (pct / 100.0), "implied")
+    return hw.bandwidth.get(spec.key)
+
+
+def sectors_per_request(launch: Launch) -> dict[str, Any]:
+    """Global loads and stores: L1TEX sectors per request, and the ideal for the access width.
+
+    Ideal = sectors per request x useful bytes per sector / 32: a warp whose 32 threads read 4-byte words
+    needs 4 sectors; one thread per sector (a 128-byte stride) uses 32, 8x the ideal.
+    """
+    out: dict[str, Any] = {}
+    for op in ("ld", "st"):
+        spr = launch.get(mm.SECTORS_PER_REQUEST[op])
+        sectors, requests = launch.get(mm.SECTORS[op]), launch.get(mm.REQUESTS[op])
+        if spr is None and sectors is not None and requests:
+            spr = sectors / requests
+        bps = launch.get(mm.BYTES_PER_SECTOR[op])
+        out[op] = spr
+        out[f"{op}_ideal"] = spr * bps / hwt.SECTOR_BYTES if spr is not None and bps is not None else None
+        out[f"{op}_bytes_per_sector"] = bps
+    return out
+
+
+def _stall_share(launch: Launch, reasons: tuple[str, ...], cpi: float | None) -> float | None:
+    values = [launch.raw.get(mm.STALL.format(r)) for r in reasons]
+    known = [v for v in values if v is not None]
+    if not known or not cpi:
+        return None
+    return sum(known) / cpi
+
+
+def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dict[str, Any],
+          params: Mapping[str, float] = DEFAULTS) -> dict[str, Any]:
+    """Latency, bandwidth, compute or unknown, with the numbers that decide it (see the module docstring)."""
+    mem = {lv["name"]: lv for lv in lvls if lv["pct_of_peak"] is not None}
+    busiest = max(mem.values(), key=lambda lv: lv["pct_of_peak"]) if mem else None
+    sm = launch.get(SM_PCT)
+    cpi = launch.get(CYCLES_PER_ISSUE)
+    latency_share = _stall_share(launch, mm.MEMORY_LATENCY_STALLS, cpi)
+    queue_share = _stall_share(launch, mm.MEMORY_QUEUE_STALLS, cpi)
+    numbers: dict[str, Any] = {
+        "busiest_level": busiest["name"] if busiest else None,
+        "busiest_level_pct": busiest["pct_of_peak"] if busiest else None,
+        "compute_pct": sm, "cycles_per_issue": cpi, "memory_latency_stall_share": latency_share,
+        "memory_queue_stall_share": queue_share, "issue_active": launch.get(ISSUE_ACTIVE),
+        "bandwidth_threshold_pct": params["bandwidth_pct"],
+    }
+    numbers.update(_littles_law(launch, hw, lvls, spr))
+    limit = params["bandwidth_pct"]
+    if busiest and busiest["pct_of_peak"] >= limit and (sm is None or busiest["pct_of_peak"] >= sm):
+        return {"kind": "bandwidth", "level": busiest["name"], "numbers": numbers,
+                "reason": f"{busiest['label']} at {busiest['pct_of_peak']:.1f}% of its peak (>= {limit:.0f}%)"}
+    if sm is not None and sm >= limit:
+        return {"kind": "compute", "level": None, "numbers": numbers,
+                "reason": f"SM throughput {sm:.1f}% of peak (>= {limit:.0f}%)"}
+    if busiest and latency_share is not None and latency_share >= params["min_stall_share"]:
+        need, have = numbers.get("bytes_in_flight_needed"), numbers.get("bytes_in_flight")
+        why = (f"warps wait on memory results {100 * latency_share:.0f}% of the cycles between instructions while "
+               f"{busiest['label']} runs at {busiest['pct_of_peak']:.1f}% of peak")
+        if need and have is not None:
+            why += f"; {have:,.0f} B in flight where Little's law needs {need:,.0f} B"
+        return {"kind": "latency", "level": numbers.get("serving_level"), "numbers": numbers, "reason": why}
+    if busiest is None and sm is None:
+        reason = f"no throughput metrics; collect `ncu {mm.COLLECT}`"
+    elif latency_share is None:
+        reason = "under the bandwidth threshold, but no warp-stall metrics to tell latency from other limits " \
+                 "(collect `ncu --section WarpStateStats`)"
+    else:
+        reason = "under the bandwidth threshold, and memory stalls do not dominate"
+    return {"kind": "unknown", "level": None, "numbers": numbers, "reason": reason}
+
+
+def _littles_law(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dict[str, Any]) -> dict[str, Any]:
+    """Bytes in flight needed (latency x peak bandwidth) vs sustained (latency x achieved bandwidth) and per warp."""
+    by = {lv["name"]: lv for lv in lvls}
+    l2 = by.get("l2") or {}
+    # Loads are served from DRAM unless most L2 lookups hit.
+    level = "l2" if (l2.get("hit_rate_pct") or 0) >= 50.0 or "dram" not in by else "dram"
+    lv = by.get(level)
+    latency_ns = hw.latency_ns(level)
+    out: dict[str, Any] = {"serving_level": level if lv else None, "latency_ns_typical": latency_ns,
+                           "latency_cycles_typical": hw.latency_cycles.get(level)}
+    if not lv or latency_ns is None or lv.get("peak_bps") is None or lv.get("throughput_bps") is None:
+        return out
+    needed = lv["peak_bps"] * latency_ns * 1e-9
+    have = lv["throughput_bps"] * latency_ns * 1e-9
+    out.update({"bytes_in_flight_needed": needed, "bytes_in_flight": have})
+    warps_per_sm = launch.get(mm.WARPS_PER_SM)
+    if warps_per_sm and hw.sm_count:
+        warps = warps_per_sm * hw.sm_count
+        request = (spr.get("ld") or WARP_REQUEST_BYTES / hwt.SECTOR_BYTES) * hwt.SECTOR_BYTES
+        out.update({"resident_warps": warps, "bytes_per_warp_request": request,
+                    "requests_in_flight_per_warp": have / warps / request,
+                    "requests_in_flight_per_warp_needed": needed / warps / request})
+    return out
+
+
+def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """FLOPs per precision, intensity per DRAM and L2 byte, achieved FLOP/s, the roof it sits under and the distance."""
+    flops: dict[str, float] = {}
+    for prec, ops in mm.VECTOR_FLOPS.items():
+        values = [(launch.raw.get(mm.VECTOR_INST.format(op)), k) for op, k in ops]
+        if any(v is not None for v, _ in values):
+            flops[prec] = sum((v or 0.0) * k for v, k in values)
+    for prec, names in mm.TENSOR_OPS.items():
+        values = [launch.raw.get(n) for n in names]
+        if any(v is not None for v in values):
+            flops[prec] = sum(v or 0.0 for v in values)
+    if not flops:
+        return None
+    total = sum(flops.values())
+    duration_s = launch.duration_ns / 1e9 if launch.duration_ns else None
+    by = {lv["name"]: lv for lv in lvls}
+    out: dict[str, Any] = {"flops": flops, "flops_total": total,
+                           "achieved_flops": total / duration_s if duration_s else None,
+                           "peaks": {p: pk.to_dict() for p, pk in hw.flops.items()}}
+    for key in ("dram", "l2"):
+        b = (by.get(key) or {}).get("bytes")
+        out[f"intensity_{key}"] = total / b if b else None
+    if total <= 0:
+        out.update({"precision": None, "roof": None, "attainable_flops": None, "pct_of_roof": None})
+        return out
+    precision = max(flops, key=flops.get)
+    out["precision"] = precision
+    roofs: list[tuple[float, str]] = []
+    if precision in hw.flops:
+        roofs.append((hw.flops[precision].value, "compute"))
+    for key in ("dram", "l2"):
+        peak = (by.get(key) or {}).get("peak_bps")
+        if out[f"intensity_{key}"] is not None and peak:
+            roofs.append((out[f"intensity_{key}"] * peak, key))
+    if not roofs:
+        out.update({"roof": None, "attainable_flops": None, "pct_of_roof": None})
+        return out
+    attainable, roof = min(roofs)
+    out.update({"roof": roof, "attainable_flops": attainable, "compute_peak_known": precision in hw.flops,
+                "pct_of_roof": 100.0 * out["achieved_flops"] / attainable if out["achieved_flops"] and attainable
+                else None})
+    return out
+
+
+def story(launch: Launch, params: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The whole memory story of one launch (the ``memory`` entry of the JSON contract).
+
+    Computed once per launch with the default thresholds and kept on it (rules and the report summary share
+    it); other thresholds recompute only the bound.
+    """
+    cached = launch.memo.get("memory")
+    if cached is None:
+        hw = _hardware(launch, launch.cc, launch.device_name)
+        lvls = levels(launch, hw)
+        spr = sectors_per_request(launch)
+        cached = {
+            "levels": lvls,
+            "sectors_per_request": spr,
+            "bound": bound(launch, hw, lvls, spr, DEFAULTS),
+            "roofline": roofline(launch, hw, lvls),
+            "hardware": {"cc": hw.cc, "product": hw.product, "sm_count": hw.sm_count, "sm_hz": hw.sm_hz,
+                         "l2_bytes": hw.l2_bytes, "l2_bytes_source": hw.l2_bytes_source,
+                         "latency_cycles_typical": hw.latency_cycles or None},
+        }
+        launch.memo["memory"] = cached
+        launch.memo["hardware"] = hw
+    if params is None or all(params.get(k, v) == v for k, v in DEFAULTS.items()):
+        return cached
+    out = dict(cached)
+    out["bound"] = bound(launch, launch.memo["hardware"], cached["levels"], cached["sectors_per_request"],
+                         {**DEFAULTS, **{k: params[k] for k in DEFAULTS if k in params}})
+    return out
