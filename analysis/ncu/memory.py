@@ -6,6 +6,7 @@ and the peaks of ``analysis.ncu.hardware``; a quantity whose metrics the export 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +25,7 @@ WARP_REQUEST_BYTES = 128.0  # a coalesced warp request of 4-byte accesses when s
 def _hardware(launch: Launch, cc: str | None, device_name: str | None) -> hwt.Hardware:
     hw = hwt.Hardware()
     major, minor = launch.get(mm.CC_MAJOR), launch.get(mm.CC_MINOR)
-    if not cc and major is not None and minor is not None:
+    if not cc and major is not None and minor is not None and 0 <= major < 100 and 0 <= minor < 100:
         cc = f"{int(major)}.{int(minor)}"
     product = hwt.product_for(device_name)
     hw.cc = cc or (product[1] if product else None)
@@ -254,6 +255,17 @@ def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]]) -> di
     return out
 
 
+def _finite(value: Any) -> Any:
+    """Non-finite numbers (overflow from hostile metric values) become None: the story is JSON without NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def story(launch: Launch, params: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The whole memory story of one launch (the ``memory`` entry of the JSON contract).
 
@@ -274,11 +286,12 @@ def story(launch: Launch, params: Mapping[str, float] | None = None) -> dict[str
                          "l2_bytes": hw.l2_bytes, "l2_bytes_source": hw.l2_bytes_source,
                          "latency_cycles_typical": hw.latency_cycles or None},
         }
+        cached = _finite(cached)
         launch.memo["memory"] = cached
         launch.memo["hardware"] = hw
     if params is None or all(params.get(k, v) == v for k, v in DEFAULTS.items()):
         return cached
     out = dict(cached)
-    out["bound"] = bound(launch, launch.memo["hardware"], cached["levels"], cached["sectors_per_request"],
-                         {**DEFAULTS, **{k: params[k] for k in DEFAULTS if k in params}})
+    out["bound"] = _finite(bound(launch, launch.memo["hardware"], cached["levels"], cached["sectors_per_request"],
+                                 {**DEFAULTS, **{k: params[k] for k in DEFAULTS if k in params}}))
     return out

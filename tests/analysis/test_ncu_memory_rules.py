@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from analysis.ncu.hardware import FLOPS_PER_SM_CYCLE, LATENCY_CYCLES
 from analysis.rules.ncu.ncu008_latency_bound import LatencyBoundMemory
@@ -166,3 +168,36 @@ def test_sectors_per_request_against_the_ideal_on_raw_page(tmp_path):
     # one 4-byte word per thread, one thread per sector: 32 sectors where 4 carry the data (8x)
     assert (spr["ld"], spr["ld_ideal"]) == (32.0, 4.0)
     assert (spr["st"], spr["st_ideal"]) == (4.0, 4.0)
+
+
+HOSTILE = st.one_of(st.integers(-(2**70), 2**70).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                    st.sampled_from(["n/a", "", "0", "-1", "1e308", "1e-320", "100"]))
+STORY_METRICS = ["gpu__time_duration.sum", "dram__bytes.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                 "lts__t_bytes.sum", "lts__t_sector_hit_rate.pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+                 "device__attribute_l2_cache_size", "device__attribute_compute_capability_major",
+                 "device__attribute_compute_capability_minor", "device__attribute_multiprocessor_count",
+                 "sm__cycles_elapsed.avg.per_second", "sm__warps_active.avg.per_cycle_active",
+                 "smsp__average_warp_latency_per_inst_issued.ratio",
+                 "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+                 "sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                 "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(values=st.lists(HOSTILE, min_size=len(STORY_METRICS), max_size=len(STORY_METRICS)))
+def test_hostile_numbers_never_crash_the_story_or_the_rules(tmp_path, values):
+    import json
+
+    from analysis.api import analyze
+    from analysis.ncu.ingest import ingest_ncu
+
+    row = {"ID": "0", "Kernel Name": "k(float*)", **dict(zip(STORY_METRICS, values, strict=True))}
+    src, out = tmp_path / "h.csv", tmp_path / f"h{abs(hash(tuple(values)))}.duckdb"
+    src.write_bytes(raw_csv([row], dict.fromkeys(STORY_METRICS, "")))
+    ingest_ncu(src, out)
+    result = analyze([out], rules=["NCU008", "NCU009", "NCU010"])
+    assert all(r["status"] != "error" for r in result["rules"]), result["rules"]
+    json.dumps(result, allow_nan=False)  # no NaN/Infinity in the JSON contract
+    for f in result["findings"]:
+        assert 0 <= f["speedup_pct"] <= 100 and f["impact_ns"] >= 0

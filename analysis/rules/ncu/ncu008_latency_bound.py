@@ -65,11 +65,11 @@ class LatencyBoundMemory(NcuRule):
         label = next(lv["label"] for lv in memory["levels"] if lv["name"] == n["busiest_level"])
         msg = (f"Warps spend {100 * stall:.0f}% of the cycles between instructions waiting on memory results while "
                f"the busiest level ({label}) runs at {share:.1f}% of its peak")
-        if n.get("bytes_in_flight_needed"):
+        if all(n.get(k) is not None for k in ("bytes_in_flight_needed", "bytes_in_flight", "latency_ns_typical")):
             msg += (f"; by Little's law {n['serving_level'].upper()} needs {n['bytes_in_flight_needed']:,.0f} B in "
                     f"flight ({n['latency_ns_typical']:.0f} ns typical latency x peak) and gets "
                     f"{n['bytes_in_flight']:,.0f} B")
-            if n.get("requests_in_flight_per_warp") is not None:
+            if None not in (n.get("requests_in_flight_per_warp"), n.get("requests_in_flight_per_warp_needed")):
                 msg += (f", {n['requests_in_flight_per_warp']:.2f} requests per resident warp where "
                         f"{n['requests_in_flight_per_warp_needed']:.2f} are needed")
         return [Hit("latency", 100.0 * speedup, "Latency-bound memory access", msg, ADVICE, dict(n),

@@ -55,7 +55,8 @@ class FarFromRoofline(NcuRule):
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         memory = story(launch)
         roof = memory["roofline"]
-        if not roof or roof.get("pct_of_roof") is None or not roof.get("flops_total"):
+        if not roof or None in (roof.get("pct_of_roof"), roof.get("achieved_flops"), roof.get("attainable_flops")) \
+                or not roof.get("flops_total"):
             return None
         b = memory["bound"]["numbers"]
         busiest = max([v for v in (b["busiest_level_pct"], b["compute_pct"]) if v is not None], default=None)
