@@ -1,0 +1,62 @@
+"""The run page's ncu memory charts and roofline: drawn from the stored numbers, one per kernel, names escaped."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import sqlalchemy as sa
+
+from app.models import RunSummary
+from tests.analysis.ncu_builders import long_csv, write
+from tests.conftest import corpus_file
+from tests.web import seed
+
+DROPOUT, COPY = "pytorch-dropout-dram.csv", "numba-copy-blocked-full.csv"
+
+
+def test_run_page_shows_memory_charts_and_roofline_for_an_ncu_run(client, db, settings, ingested) -> None:
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(DROPOUT), corpus_file(COPY)], job="ncu")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert 'id="ncu-memory"' in html and "ncu_memory.css" in html
+    # one chart per kernel configuration: 162 dropout launches of one configuration, one numba copy
+    assert html.count("data-kernel-chart") == 2
+    stored = {s.report_id: s.data for s in db.scalars(sa.select(RunSummary).where(RunSummary.run_id == run_id))
+              if s.report_id is not None}
+    copy = next(d for d in stored.values() if len(d["kernels"]) == 1)["kernels"][0]["memory"]
+    dram = next(lv for lv in copy["levels"] if lv["name"] == "dram")
+    assert f"{dram['pct_of_peak']:.1f}% of peak" == "61.8% of peak" and "61.8% of peak" in html
+    assert re.search(r'<g class="level" data-level="dram"><rect[^>]*fill="#[0-9a-f]{6}"', html)
+    # the roofline has a dot per kernel with FLOP counts (dropout only: the numba export has none)
+    assert html.count("data-roofline-dot") == 1
+    dropout = next(d for d in stored.values() if len(d["kernels"]) == 162)["kernels"]
+    total_ms = sum(k["duration_ns"] for k in dropout) / 1e6
+    assert f"· {total_ms:.3f} ms</title>" in html  # dot size and label: the kernel's profiled time
+
+
+def test_kernel_names_are_escaped_in_the_charts(client, db, settings, ingested, tmp_path) -> None:
+    data = long_csv([("GPU Speed Of Light Throughput", "Duration", "usecond", "10"),
+                     ("GPU Speed Of Light Throughput", "DRAM Throughput", "%", "20"),
+                     ("Command line profiler metrics", "dram__bytes.sum", "byte", "1,000"),
+                     ("Command line profiler metrics", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst",
+                      "5,000")],
+                    kernels=[{"Kernel Name": f"{seed.XSS_SCRIPT}k{seed.XSS_IMG}(int)"}])
+    src = write(tmp_path, data, "evil.csv")
+    run_id = seed.store_run(db, settings, ingested, [src], job="evil")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert html.count("data-kernel-chart") == 1 and html.count("data-roofline-dot") == 1
+    section = html[html.index('id="ncu-memory"'):]
+    assert seed.XSS_SCRIPT not in section and seed.XSS_IMG not in section
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;k" in section
+
+
+@pytest.mark.parametrize("pct", [None, 0.0, 50.0, 100.0, 250.0])
+def test_share_colour_is_a_hex_fill(pct) -> None:
+    from app.services.web_memory import share_color
+
+    assert re.fullmatch(r"#[0-9a-f]{6}", share_color(pct))
+
+
+def test_nsys_only_run_has_no_memory_section(client, db, settings, ingested) -> None:
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("vecadd-2026.sqlite")], job="plain")
+    assert 'id="ncu-memory"' not in client.get(f"/runs/{run_id}").get_data(as_text=True)
