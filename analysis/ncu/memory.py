@@ -19,20 +19,90 @@ CYCLES_PER_ISSUE = Metric(("smsp__average_warp_latency_per_inst_issued.ratio",),
 # Decision thresholds (ncu's SOLBottleneck: under 60% of peak = latency issue; CPIStall: a stall reason over
 # 30% of the cycles between issued instructions matters). The rules expose them as thresholds.
 DEFAULTS = {"bandwidth_pct": 60.0, "min_stall_share": 0.3}
-WARP_REQUEST_BYTES = 128.0  # a coalesced warp request of 4-byte accesses when sectors per request are unknown
+WARP_REQUEST_BYTES = 128.0
+# When every metric value of a report is 0 or within these magnitudes, no product or quotient the story forms
+# (at most a few factors, constants under 1e16) can leave the float range: the non-finite check is skipped.
+MODERATE = (1e-30, 1e30)  # a coalesced warp request of 4-byte accesses when sectors per request are unknown
+
+
+def _present(launch: Launch) -> dict[int, Metric | None]:
+    """Per report: each quantity reduced to the spellings the report exports (None when it has none).
+
+    Launches of a report export the same metrics, so most lookups of absent ones stop here.
+    """
+    report = launch.memo.get("report")
+    if report is None:  # a launch built outside load_launches
+        report = launch.memo["report"] = {"launches": [launch]}
+    plan = report.get("memory_plan")
+    if plan is None:
+        raw: set[str] = set()
+        display: set[str] = set()
+        moderate = True
+        for other in report["launches"]:
+            raw.update(other.raw)
+            display.update(name for _, name in other.display)
+            if moderate:
+                moderate = all(v is None or v == 0 or MODERATE[0] <= abs(v) <= MODERATE[1]
+                               for values in (other.raw.values(), other.display.values()) for v in values)
+        plan = report["memory_plan"] = {"raw": raw, "display": display, "moderate": moderate}
+    launch.memo["plan"] = plan
+    return plan
+
+
+def _get(launch: Launch, metric: Metric) -> float | None:
+    """``launch.get(metric)``, skipping spellings the report never exports and indexing display names once."""
+    plan = launch.memo.get("plan") or _present(launch)
+    entry = plan.get(id(metric))
+    if entry is None or entry[0] is not metric:
+        raw = tuple(n for n in metric.raw if n in plan["raw"])
+        display = tuple(d for d in metric.display if d[1] in plan["display"])
+        entry = plan[id(metric)] = (metric, Metric(raw, display) if raw or display else None)
+    compiled = entry[1]
+    if compiled is None:
+        return None
+    for name in compiled.raw:
+        value = launch.raw.get(name)
+        if value is not None:
+            return value
+    if not compiled.display:
+        return None
+    index = launch.memo.get("display_index")
+    if index is None:
+        index = {}
+        for (sec, disp), value in launch.display.items():
+            if value is not None:
+                index.setdefault(disp, []).append((sec, value))
+        launch.memo["display_index"] = index
+    for section, name, scale in compiled.display:
+        for sec, value in index.get(name, ()):
+            if sec.startswith(section):
+                return value * scale
+    return None
+
+
+def _has_level(launch: Launch, spec: mm.LevelSpec) -> bool:
+    """Whether the report exports any metric of a level (decided once per report)."""
+    plan = _present(launch)
+    key = ("level", spec.key)
+    if key not in plan:
+        metrics = [spec.bytes, spec.sectors, spec.pct, spec.rate, spec.peak, spec.clock,
+                   *(m for _, m, _ in spec.parts), *([spec.hit] if spec.hit else [])]
+        plan[key] = any(n in plan["raw"] for m in metrics for n in m.raw) or \
+            any(d[1] in plan["display"] for m in metrics for d in m.display)
+    return plan[key]
 
 
 def _hardware(launch: Launch, cc: str | None, device_name: str | None) -> hwt.Hardware:
     hw = hwt.Hardware()
-    major, minor = launch.get(mm.CC_MAJOR), launch.get(mm.CC_MINOR)
+    major, minor = _get(launch, mm.CC_MAJOR), _get(launch, mm.CC_MINOR)
     if not cc and major is not None and minor is not None and 0 <= major < 100 and 0 <= minor < 100:
         cc = f"{int(major)}.{int(minor)}"
     product = hwt.product_for(device_name)
     hw.cc = cc or (product[1] if product else None)
     hw.product = product[0] if product else None
-    hw.sm_count = launch.get(mm.SM_COUNT) or (float(product[2]) if product else None)
-    hw.sm_hz = launch.get(mm.SM_HZ)
-    l2 = launch.get(mm.L2_SIZE)
+    hw.sm_count = _get(launch, mm.SM_COUNT) or (float(product[2]) if product else None)
+    hw.sm_hz = _get(launch, mm.SM_HZ)
+    l2 = _get(launch, mm.L2_SIZE)
     if l2:
         hw.l2_bytes, hw.l2_bytes_source = l2, "device"
     elif product:
@@ -41,7 +111,7 @@ def _hardware(launch: Launch, cc: str | None, device_name: str | None) -> hwt.Ha
     hw.latency_cycles = dict(hwt.LATENCY_CYCLES.get(arch, {})) if arch else {}
     _flop_peaks(launch, hw, arch)
     # DRAM from device attributes, else the product table; report/implied peaks are filled per level.
-    khz, bits = launch.get(mm.MEM_KHZ), launch.get(mm.BUS_BITS)
+    khz, bits = _get(launch, mm.MEM_KHZ), _get(launch, mm.BUS_BITS)
     if khz and bits:
         hw.bandwidth["dram"] = hwt.Peak(2.0 * khz * 1e3 * bits / 8.0, "device")
     elif product:
@@ -50,33 +120,30 @@ def _hardware(launch: Launch, cc: str | None, device_name: str | None) -> hwt.Ha
 
 
 def _flop_peaks(launch: Launch, hw: hwt.Hardware, arch: str | None) -> None:
-    for prec, (op, factor) in mm.VECTOR_PEAK.items():
-        per_cycle = launch.raw.get(mm.VECTOR_INST.format(op) + ".peak_sustained")
-        if per_cycle and hw.sm_hz:
-            hw.flops[prec] = hwt.Peak(factor * per_cycle * hw.sm_hz, "report")
-    for prec, names in mm.TENSOR_OPS.items():
-        per_cycle = sum(launch.raw.get(n + ".peak_sustained") or 0.0 for n in names[:1])
-        if per_cycle and hw.sm_hz:
-            hw.flops[prec] = hwt.Peak(per_cycle * hw.sm_hz, "report")
+    if hw.sm_hz:
+        for prec, name, factor in mm.PEAK_METRICS:
+            per_cycle = launch.raw.get(name)
+            if per_cycle:
+                hw.flops[prec] = hwt.Peak(factor * per_cycle * hw.sm_hz, "report")
     if arch and hw.sm_count and hw.sm_hz:
-        source = "device" if launch.get(mm.SM_COUNT) else "table"
+        source = "device" if _get(launch, mm.SM_COUNT) else "table"
         for prec, per_sm in hwt.FLOPS_PER_SM_CYCLE[arch].items():
             hw.flops.setdefault(prec, hwt.Peak(per_sm * hw.sm_count * hw.sm_hz, source))
 
 
 def _bytes(launch: Launch, spec: mm.LevelSpec, duration_s: float | None) -> tuple[float | None, float | None]:
     """(bytes, bytes/s) of a level: byte counters, else sectors x 32, else the exported rate x duration."""
-    total = launch.get(spec.bytes)
+    total = _get(launch, spec.bytes)
     if total is None:
-        sectors = launch.get(spec.sectors)
+        sectors = _get(launch, spec.sectors)
         total = sectors * hwt.SECTOR_BYTES if sectors is not None else None
     if total is None and spec.key in ("dram",):
-        parts = [launch.get(m) for _, m, _ in spec.parts]
+        parts = [_get(launch, m) for _, m, _ in spec.parts]
         if all(p is not None for p in parts) and parts:
             total = sum(parts)
     rate = total / duration_s if total is not None and duration_s else None
     if rate is None:
-        rate = launch.get(spec.rate)
+        rate = _get(launch, spec.rate)
         if rate is not None and total is None and duration_s:
             total = rate * duration_s
     return total, rate
@@ -87,12 +154,14 @@ def levels(launch: Launch, hw: hwt.Hardware) -> list[dict[str, Any]]:
     duration_s = launch.duration_ns / 1e9 if launch.duration_ns else None
     out = []
     for spec in mm.LEVELS:
+        if not _has_level(launch, spec):
+            continue
         total, rate = _bytes(launch, spec, duration_s)
-        pct = launch.get(spec.pct)
-        hit = launch.get(spec.hit) if spec.hit else None
+        pct = _get(launch, spec.pct)
+        hit = _get(launch, spec.hit) if spec.hit else None
         parts: dict[str, float] = {}
         for name, metric, scale in spec.parts:
-            value = launch.get(metric)
+            value = _get(launch, metric)
             if value is not None and name not in parts:
                 parts[name] = value * scale
         if total is None and pct is None and hit is None and not parts:
@@ -110,7 +179,7 @@ def levels(launch: Launch, hw: hwt.Hardware) -> list[dict[str, Any]]:
 
 def _level_peak(launch: Launch, spec: mm.LevelSpec, hw: hwt.Hardware, rate: float | None,
                 pct: float | None) -> hwt.Peak | None:
-    per_cycle, clock = launch.get(spec.peak), launch.get(spec.clock)
+    per_cycle, clock = _get(launch, spec.peak), _get(launch, spec.clock)
     if per_cycle and clock:
         return hwt.Peak(per_cycle * clock, "report")
     if rate and pct and pct > 0:
@@ -126,11 +195,11 @@ def sectors_per_request(launch: Launch) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for op in ("ld", "st"):
-        spr = launch.get(mm.SECTORS_PER_REQUEST[op])
-        sectors, requests = launch.get(mm.SECTORS[op]), launch.get(mm.REQUESTS[op])
+        spr = _get(launch, mm.SECTORS_PER_REQUEST[op])
+        sectors, requests = _get(launch, mm.SECTORS[op]), _get(launch, mm.REQUESTS[op])
         if spr is None and sectors is not None and requests:
             spr = sectors / requests
-        bps = launch.get(mm.BYTES_PER_SECTOR[op])
+        bps = _get(launch, mm.BYTES_PER_SECTOR[op])
         out[op] = spr
         out[f"{op}_ideal"] = spr * bps / hwt.SECTOR_BYTES if spr is not None and bps is not None else None
         out[f"{op}_bytes_per_sector"] = bps
@@ -150,15 +219,15 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
     """Latency, bandwidth, compute or unknown, with the numbers that decide it (see the module docstring)."""
     mem = {lv["name"]: lv for lv in lvls if lv["pct_of_peak"] is not None}
     busiest = max(mem.values(), key=lambda lv: lv["pct_of_peak"]) if mem else None
-    sm = launch.get(SM_PCT)
-    cpi = launch.get(CYCLES_PER_ISSUE)
+    sm = _get(launch, SM_PCT)
+    cpi = _get(launch, CYCLES_PER_ISSUE)
     latency_share = _stall_share(launch, mm.MEMORY_LATENCY_STALLS, cpi)
     queue_share = _stall_share(launch, mm.MEMORY_QUEUE_STALLS, cpi)
     numbers: dict[str, Any] = {
         "busiest_level": busiest["name"] if busiest else None,
         "busiest_level_pct": busiest["pct_of_peak"] if busiest else None,
         "compute_pct": sm, "cycles_per_issue": cpi, "memory_latency_stall_share": latency_share,
-        "memory_queue_stall_share": queue_share, "issue_active": launch.get(ISSUE_ACTIVE),
+        "memory_queue_stall_share": queue_share, "issue_active": _get(launch, ISSUE_ACTIVE),
         "bandwidth_threshold_pct": params["bandwidth_pct"],
     }
     numbers.update(_littles_law(launch, hw, lvls, spr))
@@ -201,7 +270,7 @@ def _littles_law(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], s
     needed = lv["peak_bps"] * latency_ns * 1e-9
     have = lv["throughput_bps"] * latency_ns * 1e-9
     out.update({"bytes_in_flight_needed": needed, "bytes_in_flight": have})
-    warps_per_sm = launch.get(mm.WARPS_PER_SM)
+    warps_per_sm = _get(launch, mm.WARPS_PER_SM)
     if warps_per_sm and hw.sm_count:
         warps = warps_per_sm * hw.sm_count
         request = (spr.get("ld") or WARP_REQUEST_BYTES / hwt.SECTOR_BYTES) * hwt.SECTOR_BYTES
@@ -214,14 +283,16 @@ def _littles_law(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], s
 def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]]) -> dict[str, Any] | None:
     """FLOPs per precision, intensity per DRAM and L2 byte, achieved FLOP/s, the roof it sits under and the distance."""
     flops: dict[str, float] = {}
-    for prec, ops in mm.VECTOR_FLOPS.items():
-        values = [(launch.raw.get(mm.VECTOR_INST.format(op)), k) for op, k in ops]
-        if any(v is not None for v, _ in values):
-            flops[prec] = sum((v or 0.0) * k for v, k in values)
-    for prec, names in mm.TENSOR_OPS.items():
-        values = [launch.raw.get(n) for n in names]
-        if any(v is not None for v in values):
-            flops[prec] = sum(v or 0.0 for v in values)
+    raw = launch.raw
+    for prec, terms in mm.FLOP_TERMS:
+        total, seen = 0.0, False
+        for name, k in terms:
+            v = raw.get(name)
+            if v is not None:
+                total += v * k
+                seen = True
+        if seen:
+            flops[prec] = total
     if not flops:
         return None
     total = sum(flops.values())
@@ -286,7 +357,8 @@ def story(launch: Launch, params: Mapping[str, float] | None = None) -> dict[str
                          "l2_bytes": hw.l2_bytes, "l2_bytes_source": hw.l2_bytes_source,
                          "latency_cycles_typical": hw.latency_cycles or None},
         }
-        cached = _finite(cached)
+        if not (launch.memo.get("plan") or _present(launch))["moderate"]:
+            cached = _finite(cached)
         launch.memo["memory"] = cached
         launch.memo["hardware"] = hw
     if params is None or all(params.get(k, v) == v for k, v in DEFAULTS.items()):

@@ -122,6 +122,16 @@ TENSOR_OPS: dict[str, tuple[str, ...]] = {
                    "sm__ops_path_tensor_src_fp8_sparsity_on.sum"),
     "tensor_fp64": ("sm__ops_path_tensor_src_fp64.sum",),
 }
+# The same as flat (name, factor) lists, built once: the story reads them for every launch.
+FLOP_TERMS: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = (
+    *((prec, tuple((VECTOR_INST.format(op), float(k)) for op, k in ops)) for prec, ops in VECTOR_FLOPS.items()),
+    *((prec, tuple((n, 1.0) for n in names)) for prec, names in TENSOR_OPS.items()),
+)
+# Peak per cycle: 2 x FMA (4 x HFMA2) thread instructions, tensor ops as counted (ncu's roofline sections).
+PEAK_METRICS: tuple[tuple[str, str, float], ...] = (
+    *((prec, VECTOR_INST.format(op) + ".peak_sustained", factor) for prec, (op, factor) in VECTOR_PEAK.items()),
+    *((prec, names[0] + ".peak_sustained", 1.0) for prec, names in TENSOR_OPS.items()),
+)
 PRECISION_LABEL = {"fp64": "FP64", "fp32": "FP32", "fp16": "FP16", "tensor_fp16": "FP16/BF16 tensor",
                    "tensor_tf32": "TF32 tensor", "tensor_fp8": "FP8 tensor", "tensor_fp64": "FP64 tensor"}
 
