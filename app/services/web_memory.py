@@ -83,7 +83,8 @@ def _groups(view: Any) -> list[dict[str, Any]]:
             continue
         for k in (view.summaries.get(report.id) or {}).get("kernels") or []:
             key = (report.id, k.get("name"), tuple(k.get("grid") or ()), tuple(k.get("block") or ()))
-            g = out.setdefault(key, {"report": report.name, "report_id": report.id, "name": k.get("name") or "",
+            g = out.setdefault(key, {"report": report.name, "report_id": report.id, "config": key[1:],
+                                     "name": k.get("name") or "",
                                      "short_name": k.get("short_name") or "", "launches": 0, "profiled_ns": 0.0,
                                      "nsys_ns": k.get("nsys_total_ns"), "kernel": k})
             g["launches"] += 1
@@ -158,3 +159,28 @@ def memory_view(view: Any) -> dict[str, Any] | None:
         memory = g["kernel"]["memory"]
         charts.append({**g, "memory": memory, "chart": memory_chart(memory)})
     return {"charts": charts, "more": max(0, len(groups) - CHARTS), "roofline": roofline_plot(groups)}
+
+
+def memory_pairs(base: Any, head: Any, limit: int = 10) -> list[dict[str, Any]]:
+    """The same kernel (name, grid, block) in two runs: its chart before and after, costliest (after) first."""
+    before: dict[tuple, dict[str, Any]] = {}
+    for g in _groups(base):
+        before.setdefault(g["config"], g)  # groups are sorted by time: the first of a config is its costliest
+    pairs = []
+    seen: set[tuple] = set()
+    for g in _groups(head):
+        old = before.get(g["config"])
+        if old is None or g["config"] in seen:
+            continue
+        seen.add(g["config"])
+        sides = []
+        for side in (old, g):
+            memory = side["kernel"]["memory"]
+            roof = memory.get("roofline") or {}
+            sides.append({**side, "memory": memory, "chart": memory_chart(memory),
+                          "duration_ns": side["kernel"].get("duration_ns"), "achieved_flops": roof.get("achieved_flops")})
+        pairs.append({"name": g["name"], "short_name": g["short_name"] or g["name"], "before": sides[0],
+                      "after": sides[1]})
+        if len(pairs) >= limit:
+            break
+    return pairs

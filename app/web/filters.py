@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Flask
 
-from app.services.web_memory import memory_view
+from app.services.web_memory import memory_pairs, memory_view
 
 
 def fmt_ns(ns: Any) -> str:
@@ -46,3 +46,4 @@ def fmt_bytes(n: Any) -> str:
 def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes)
     app.jinja_env.globals["ncu_memory_view"] = memory_view  # the run page's ncu memory charts (issue #17)
+    app.jinja_env.globals["ncu_memory_pairs"] = memory_pairs  # the same kernel's chart on compare (issue #17)

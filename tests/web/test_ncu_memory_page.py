@@ -60,3 +60,18 @@ def test_share_colour_is_a_hex_fill(pct) -> None:
 def test_nsys_only_run_has_no_memory_section(client, db, settings, ingested) -> None:
     run_id = seed.store_run(db, settings, ingested, [corpus_file("vecadd-2026.sqlite")], job="plain")
     assert 'id="ncu-memory"' not in client.get(f"/runs/{run_id}").get_data(as_text=True)
+
+
+def test_compare_shows_the_same_kernel_before_and_after(client, db, settings, ingested, tmp_path) -> None:
+    base = seed.store_run(db, settings, ingested, [corpus_file(COPY)], job="copy")
+    # the same kernel (name, grid, block of the real export's identity cells) after a change: DRAM at 30%
+    after = long_csv([("GPU Speed Of Light Throughput", "Duration", "msecond", "10"),
+                      ("GPU Speed Of Light Throughput", "DRAM Throughput", "%", "30"),
+                      ("Memory Workload Analysis", "Memory Throughput", "Gbyte/second", "95")])
+    head = seed.store_run(db, settings, ingested, [write(tmp_path, after, "after.csv")], job="copy")
+    html = client.get(f"/compare?a={base}&b={head}").get_data(as_text=True)
+    section = html[html.index('id="ncu-memory-compare"'):]
+    assert section.count("data-kernel-pair") == 1 and section.count('class="memchart"') == 2
+    before_at, after_at = section.index("61.8% of peak"), section.index("30.0% of peak")
+    assert before_at < after_at  # baseline first
+    assert "21.06 ms → 10.00 ms per profiled launch" in section
