@@ -87,8 +87,9 @@ def _groups(view: Any) -> list[dict[str, Any]]:
                                      "name": k.get("name") or "",
                                      "short_name": k.get("short_name") or "", "launches": 0, "profiled_ns": 0.0,
                                      "nsys_ns": k.get("nsys_total_ns"), "kernel": k})
-            g["launches"] += 1
-            g["profiled_ns"] += k.get("duration_ns") or 0.0
+            # Stored summaries keep one launch per configuration with its count and time (ncu_summary).
+            g["launches"] += k.get("launches") or 1
+            g["profiled_ns"] += k.get("profiled_ns", k.get("duration_ns")) or 0.0
             if (k.get("duration_ns") or 0) > (g["kernel"].get("duration_ns") or 0):
                 g["kernel"] = k
     groups = list(out.values())

@@ -7,7 +7,9 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from app.models import RunSummary
+from analysis.api import analyze
+from app.models import Report, RunSummary
+from app.services import pipeline
 from tests.analysis.ncu_builders import long_csv, write
 from tests.conftest import corpus_file
 from tests.web import seed
@@ -23,15 +25,23 @@ def test_run_page_shows_memory_charts_and_roofline_for_an_ncu_run(client, db, se
     assert html.count("data-kernel-chart") == 2
     stored = {s.report_id: s.data for s in db.scalars(sa.select(RunSummary).where(RunSummary.run_id == run_id))
               if s.report_id is not None}
-    copy = next(d for d in stored.values() if len(d["kernels"]) == 1)["kernels"][0]["memory"]
+    copy = next(d for d in stored.values() if d["kernels_total"] == 1)["kernels"][0]["memory"]
     dram = next(lv for lv in copy["levels"] if lv["name"] == "dram")
     assert f"{dram['pct_of_peak']:.1f}% of peak" == "61.8% of peak" and "61.8% of peak" in html
     assert re.search(r'<g class="level" data-level="dram"><rect[^>]*fill="#[0-9a-f]{6}"', html)
     # the roofline has a dot per kernel with FLOP counts (dropout only: the numba export has none)
     assert html.count("data-roofline-dot") == 1
-    dropout = next(d for d in stored.values() if len(d["kernels"]) == 162)["kernels"]
-    total_ms = sum(k["duration_ns"] for k in dropout) / 1e6
+    # stored: one story per kernel configuration (the longest launch) with the count and time of all 162
+    dropout = next(d for d in stored.values() if d["kernels_total"] == 162)
+    assert dropout["kernel_configs_total"] == 1 and dropout["kernels"][0]["launches"] == 162
+    analyzed = analyze([pipeline.data_path(settings, r.trace_path) for r in
+                        db.scalars(sa.select(Report).where(Report.run_id == run_id, Report.kind == "ncu"))])
+    launches = next(r["kernels"] for r in analyzed["reports"] if len(r["kernels"]) == 162)
+    assert dropout["kernels"][0]["duration_ns"] == max(k["duration_ns"] for k in launches)
+    total_ms = sum(k["duration_ns"] for k in launches) / 1e6
+    assert dropout["kernels"][0]["profiled_ns"] == pytest.approx(total_ms * 1e6)
     assert f"· {total_ms:.3f} ms</title>" in html  # dot size and label: the kernel's profiled time
+    assert "162 profiled launches" in html
 
 
 def test_kernel_names_are_escaped_in_the_charts(client, db, settings, ingested, tmp_path) -> None:
