@@ -11,7 +11,7 @@ from analysis.rules.ncu.ncu008_latency_bound import LatencyBoundMemory
 from analysis.rules.ncu.ncu009_cache_reuse import PoorCacheReuse
 from analysis.rules.ncu.ncu010_roofline import FarFromRoofline
 from analysis.rules.registry import default_registry
-from tests.analysis.ncu_builders import long_csv, raw_csv
+from tests.analysis.ncu_builders import long_csv, raw_csv, write
 from tests.analysis.test_ncu_rules import DUR_10US, SOL, raw, run_rule
 from tests.conftest import corpus_file
 
@@ -25,7 +25,7 @@ def test_registered_after_the_other_ncu_rules():
         assert "*How it is detected*" in rule.doc() and rule.collect.startswith("--section")
 
 
-def latency_case(dram_pct: str, stall: str = "10"):
+def latency_case(dram_pct: str, stall: str = "10", kernel: dict | None = None):
     """A 2023+ long export (its identity cells say CC 7.5): 1 GHz SMs, 40 SMs, 32 warps each, DRAM 64 GB/s."""
     return long_csv([DUR_10US, (SOL, "SM Frequency", "Ghz", "1"), (SOL, "DRAM Throughput", "%", dram_pct),
                      (SOL, "Compute (SM) Throughput", "%", "10"), (SOL, "Memory Throughput", "%", dram_pct),
@@ -33,7 +33,8 @@ def latency_case(dram_pct: str, stall: str = "10"):
                      (OCC, "Achieved Active Warps Per SM", "warp", "32"),
                      *raw(("smsp__issue_active.avg.per_cycle_active", "", "0.2"),
                           ("smsp__average_warp_latency_per_inst_issued.ratio", "cycle", "20"),
-                          ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "", stall))])
+                          ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "", stall))],
+                    kernels=[kernel or {}])
 
 
 def test_ncu008_fires_with_littles_law_numbers(tmp_path):
@@ -201,3 +202,28 @@ def test_hostile_numbers_never_crash_the_story_or_the_rules(tmp_path, values):
     json.dumps(result, allow_nan=False)  # no NaN/Infinity in the JSON contract
     for f in result["findings"]:
         assert 0 <= f["speedup_pct"] <= 100 and f["impact_ns"] >= 0
+
+
+def test_linked_nsys_time_in_kernels_and_new_rule_impact(tmp_path):
+    """With an nsys report of the same run, each kernel's story carries its nsys time and NCU008 weighs it."""
+    import sqlite3
+
+    from analysis.api import analyze, ingest
+
+    nsys = corpus_file("vecadd-2026.sqlite")
+    con = sqlite3.connect(f"file:{nsys}?mode=ro", uri=True)
+    name, total, launches, grid, block = con.execute(
+        "SELECT s.value, sum(k.end - k.start), count(*), min(k.gridX), min(k.blockX) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "JOIN StringIds s ON s.id = k.demangledName GROUP BY s.value").fetchone()
+    con.close()
+    src = latency_case("20", kernel={"Kernel Name": name, "Block Size": f"({block}, 1, 1)",
+                                     "Grid Size": f"({grid}, 1, 1)"})
+    ncu_db, nsys_db = tmp_path / "ncu.duckdb", tmp_path / "nsys.duckdb"
+    ingest(write(tmp_path, src), ncu_db)
+    ingest(nsys, nsys_db)
+    result = analyze([ncu_db, nsys_db], labels=["ncu.csv", "nsys.sqlite"], rules=["NCU008"])
+    kernel = result["reports"][0]["kernels"][0]
+    assert (kernel["nsys_total_ns"], kernel["nsys_launches"]) == (total, launches)
+    f = result["findings"][0]
+    assert f["rule_id"] == "NCU008" and f["linked_to_nsys"] is True
+    assert f["impact_ns"] == round(total * 0.5)  # the 50% speedup of test_ncu008 applied to the nsys time
