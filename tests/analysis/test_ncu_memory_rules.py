@@ -63,6 +63,7 @@ def test_ncu008_silent_when_bandwidth_bound_or_stalls_elsewhere(tmp_path):
 def test_ncu008_skipped_with_flags_on_corpus_without_stalls(tmp_path):
     _, result = run_rule(tmp_path, LatencyBoundMemory, corpus_file("pytorch-dropout-dram.csv").read_bytes())
     assert result.status == "skipped" and "--section WarpStateStats" in result.reason
+    assert "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio" in result.reason
 
 
 UNITS = {"gpu__time_duration.sum": "usecond", "device__attribute_l2_cache_size": "byte",
@@ -147,6 +148,7 @@ def test_ncu010_silent_when_a_unit_is_busy(tmp_path):
 def test_ncu010_skipped_without_instruction_counts(tmp_path):
     _, result = run_rule(tmp_path, FarFromRoofline, corpus_file("numba-copy-blocked-full.csv").read_bytes())
     assert result.status == "skipped" and "--section SpeedOfLight_RooflineChart" in result.reason
+    assert "sm__sass_thread_inst_executed_op_ffma_pred_on.sum" in result.reason
 
 
 def test_sectors_per_request_against_the_ideal_on_raw_page(tmp_path):

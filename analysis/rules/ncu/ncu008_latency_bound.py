@@ -42,7 +42,10 @@ class LatencyBoundMemory(NcuRule):
     category = "memory"
     summary = "Warps wait on memory while no level is near its bandwidth: too few bytes in flight"
     label = "Latency-bound memory access"
-    collect = "--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy"
+    # The per-reason stall ratios are not rows of the WarpStateStats section in a CSV: request them by name.
+    collect = ("--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy "
+               "--metrics smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,"
+               "smsp__average_warp_latency_per_inst_issued.ratio,sm__warps_active.avg.per_cycle_active")
     thresholds = {
         "bandwidth_pct": Threshold(60.0, "%", "a level at or above this share of its peak is bandwidth-bound"),
         "min_stall_share": Threshold(0.3, "ratio", "memory-latency stalls must take this share of the cycles "

@@ -45,8 +45,12 @@ class FarFromRoofline(NcuRule):
     category = "compute"
     summary = "Achieved FLOP/s far below the roofline while no unit is busy"
     label = "Far from the roofline"
-    collect = ("--section SpeedOfLight --section SpeedOfLight_RooflineChart --section SpeedOfLight_HierarchicalDoubleRooflineChart "
-               "--section SpeedOfLight_HierarchicalSingleRooflineChart --section SpeedOfLight_HierarchicalTensorRooflineChart")
+    # The roofline sections draw charts; their instruction counts reach a CSV only when requested by name.
+    collect = ("--section SpeedOfLight --section SpeedOfLight_RooflineChart --metrics "
+               "sm__sass_thread_inst_executed_op_dadd_pred_on.sum,sm__sass_thread_inst_executed_op_dmul_pred_on.sum,"
+               "sm__sass_thread_inst_executed_op_dfma_pred_on.sum,sm__sass_thread_inst_executed_op_fadd_pred_on.sum,"
+               "sm__sass_thread_inst_executed_op_fmul_pred_on.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,"
+               "sm__sass_thread_inst_executed_op_hfma_pred_on.sum,dram__bytes.sum,lts__t_bytes.sum")
     thresholds = {
         "max_roof_share": Threshold(0.5, "ratio", "report achieved FLOP/s below this share of the attainable"),
         "busy_pct": Threshold(60.0, "%", "no unit may reach this share of its peak"),
