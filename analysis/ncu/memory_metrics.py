@@ -95,8 +95,8 @@ BYTES_PER_SECTOR = {op: raw(f"smsp__sass_average_data_bytes_per_sector_mem_globa
 SM_HZ = Metric(("sm__cycles_elapsed.avg.per_second",), ((SOL, "SM Frequency", 1.0),))
 SM_COUNT = Metric(("device__attribute_multiprocessor_count",), (("launchstatistics", "# SMs", 1.0),))
 L2_SIZE = raw("device__attribute_l2_cache_size")
-MEM_KHZ = raw("device__attribute_max_mem_frequency_khz")
-BUS_BITS = raw("device__attribute_global_memory_bus_width")
+MEM_KHZ = raw("device__attribute_max_mem_frequency_khz", "device__attribute_memory_clock_rate")  # both kHz
+BUS_BITS = raw("device__attribute_global_memory_bus_width", "device__attribute_fb_bus_width")
 CC_MAJOR, CC_MINOR = raw("device__attribute_compute_capability_major"), raw("device__attribute_compute_capability_minor")
 WARPS_PER_SM = Metric(("sm__warps_active.avg.per_cycle_active",), (("occupancy", "Achieved Active Warps Per SM", 1.0),))
 

@@ -229,3 +229,19 @@ def test_linked_nsys_time_in_kernels_and_new_rule_impact(tmp_path):
     f = result["findings"][0]
     assert f["rule_id"] == "NCU008" and f["linked_to_nsys"] is True
     assert f["impact_ns"] == round(total * 0.5)  # the 50% speedup of test_ncu008 applied to the nsys time
+
+
+def test_dram_peak_from_device_attributes_of_a_raw_page(tmp_path):
+    """2 x memory clock x bus width / 8: an RTX 3090 probed by ncu (9,751,000 kHz, 384 bits) has 936 GB/s."""
+    from analysis.api import analyze
+    from analysis.ncu.ingest import ingest_ncu
+
+    units = {"gpu__time_duration.sum": "usecond", "dram__bytes.sum": "byte",
+             "device__attribute_max_mem_frequency_khz": "", "device__attribute_global_memory_bus_width": ""}
+    row = {"ID": "0", "Kernel Name": "k()", "gpu__time_duration.sum": "100", "dram__bytes.sum": "46,812,000",
+           "device__attribute_max_mem_frequency_khz": "9,751,000", "device__attribute_global_memory_bus_width": "384"}
+    (tmp_path / "r.csv").write_bytes(raw_csv([row], units))
+    ingest_ncu(tmp_path / "r.csv", tmp_path / "r.duckdb")
+    dram = analyze([tmp_path / "r.duckdb"])["reports"][0]["kernels"][0]["memory"]["levels"][0]
+    assert dram["peak_source"] == "device" and dram["peak_bps"] == pytest.approx(2 * 9_751_000e3 * 384 / 8)
+    assert dram["pct_of_peak"] == pytest.approx(100 * 46_812_000 / 100e-6 / (2 * 9_751_000e3 * 384 / 8))
