@@ -244,6 +244,8 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
                f"{busiest['label']} runs at {busiest['pct_of_peak']:.1f}% of peak")
         if need and have is not None:
             why += f"; {have:,.0f} B in flight where Little's law needs {need:,.0f} B"
+        if numbers.get("load_wait_verdict"):
+            why += f"; each global load waits {numbers['load_wait_cycles']:,.0f} cycles, {numbers['load_wait_verdict']}"
         return {"kind": "latency", "level": numbers.get("serving_level"), "numbers": numbers, "reason": why}
     if busiest is None and sm is None:
         reason = f"no throughput metrics; collect `ncu {mm.COLLECT}`"
@@ -265,6 +267,7 @@ def _littles_law(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], s
     latency_ns = hw.latency_ns(level)
     out: dict[str, Any] = {"serving_level": level if lv else None, "latency_ns_typical": latency_ns,
                            "latency_cycles_typical": hw.latency_cycles.get(level)}
+    out.update(_load_wait(launch, hw.latency_cycles.get(level)))
     if not lv or latency_ns is None or lv.get("peak_bps") is None or lv.get("throughput_bps") is None:
         return out
     needed = lv["peak_bps"] * latency_ns * 1e-9
@@ -277,6 +280,30 @@ def _littles_law(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], s
         out.update({"resident_warps": warps, "bytes_per_warp_request": request,
                     "requests_in_flight_per_warp": have / warps / request,
                     "requests_in_flight_per_warp_needed": needed / warps / request})
+    return out
+
+
+def _load_wait(launch: Launch, typical: float | None) -> dict[str, Any]:
+    """Observed wait per global load: long-scoreboard warp-cycles / global load instructions, against the typical.
+
+    Long-scoreboard stall warp-cycles = the stall ratio per issue-active cycle x issued instructions (one per
+    issue-active cycle). Divided by the warp-level global loads, it is the time each load's consumer waited:
+    near the typical latency = each load pays the full latency; far above = queued behind other requests;
+    well below = partly hidden by independent work. Local and texture loads also stall on the long
+    scoreboard, so this is an upper bound for global loads.
+    """
+    ratio, issued, loads = (_get(launch, mm.LONG_SCOREBOARD), _get(launch, mm.INST_ISSUED),
+                            _get(launch, mm.GLOBAL_LOADS))
+    if ratio is None or not issued or not loads:
+        return {}
+    wait = ratio * issued / loads
+    out: dict[str, Any] = {"load_wait_cycles": wait}
+    if typical:
+        rel = wait / typical
+        out["load_wait_vs_typical"] = rel
+        out["load_wait_verdict"] = ("well above the typical latency: requests queue (bandwidth or throttling)"
+                                    if rel > 2 else "about the typical latency: each load pays it in full"
+                                    if rel >= 0.5 else "below the typical latency: partly hidden by independent work")
     return out
 
 

@@ -106,6 +106,10 @@ STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 MEMORY_LATENCY_STALLS = ("long_scoreboard", "memory_dependency")
 MEMORY_QUEUE_STALLS = ("lg_throttle", "mio_throttle", "memory_throttle")
 
+LONG_SCOREBOARD = raw(STALL.format("long_scoreboard"))
+INST_ISSUED = raw("smsp__inst_issued.sum")
+GLOBAL_LOADS = raw("smsp__inst_executed_op_global_ld.sum", "smsp__sass_inst_executed_op_global_ld.sum")
+
 # FLOPs: thread-level instruction counts x FLOPs per instruction (ncu's roofline: FMA = 2, half2 ops x2, HFMA2 x4).
 VECTOR_FLOPS: dict[str, tuple[tuple[str, float], ...]] = {
     "fp64": (("dadd", 1), ("dmul", 1), ("dfma", 2)),

@@ -25,7 +25,7 @@ def test_registered_after_the_other_ncu_rules():
         assert "*How it is detected*" in rule.doc() and rule.collect.startswith("--section")
 
 
-def latency_case(dram_pct: str, stall: str = "10", kernel: dict | None = None):
+def latency_case(dram_pct: str, stall: str = "10", kernel: dict | None = None, extra=()):
     """A 2023+ long export (its identity cells say CC 7.5): 1 GHz SMs, 40 SMs, 32 warps each, DRAM 64 GB/s."""
     return long_csv([DUR_10US, (SOL, "SM Frequency", "Ghz", "1"), (SOL, "DRAM Throughput", "%", dram_pct),
                      (SOL, "Compute (SM) Throughput", "%", "10"), (SOL, "Memory Throughput", "%", dram_pct),
@@ -33,7 +33,8 @@ def latency_case(dram_pct: str, stall: str = "10", kernel: dict | None = None):
                      (OCC, "Achieved Active Warps Per SM", "warp", "32"),
                      *raw(("smsp__issue_active.avg.per_cycle_active", "", "0.2"),
                           ("smsp__average_warp_latency_per_inst_issued.ratio", "cycle", "20"),
-                          ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "", stall))],
+                          ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "", stall),
+                          *extra)],
                     kernels=[kernel or {}])
 
 
@@ -51,6 +52,21 @@ def test_ncu008_fires_with_littles_law_numbers(tmp_path):
     assert d["resident_warps"] == 40 * 32
     assert d["requests_in_flight_per_warp"] == pytest.approx(64e9 * latency_s / 1280 / 128)
     assert "Little's law" in f["message"] and "cp.async" in f["advice"]
+
+
+@pytest.mark.parametrize(("loads", "verdict"), [("50,000", "about the typical latency"),
+                                               ("10,000", "well above the typical latency"),
+                                               ("200,000", "below the typical latency")])
+def test_observed_wait_per_load_against_the_typical_latency(tmp_path, loads, verdict):
+    data = latency_case("20", extra=[("smsp__inst_issued.sum", "inst", "1,000,000"),
+                                     ("smsp__inst_executed_op_global_ld.sum", "inst", loads)])
+    findings, _ = run_rule(tmp_path, LatencyBoundMemory, data)
+    d = findings[0]["evidence"][0]["detail"]
+    # 10 long-scoreboard warps per issue-active cycle x 1,000,000 issued / global loads; Turing DRAM: 300 cycles
+    wait = 10 * 1_000_000 / float(loads.replace(",", ""))
+    assert d["load_wait_cycles"] == pytest.approx(wait)
+    assert d["load_wait_vs_typical"] == pytest.approx(wait / LATENCY_CYCLES["7.5"]["dram"])
+    assert d["load_wait_verdict"].startswith(verdict) and verdict in findings[0]["message"]
 
 
 def test_ncu008_silent_when_bandwidth_bound_or_stalls_elsewhere(tmp_path):

@@ -29,7 +29,9 @@ class LatencyBoundMemory(NcuRule):
     ``memory_dependency`` on older GPUs) take at least 30% of the cycles between issued instructions
     (``smsp__average_warp_latency_per_inst_issued.ratio``; ncu's CPIStall threshold). The finding shows the
     Little's-law numbers: bytes in flight needed (typical latency of the serving level x its peak) and
-    sustained (latency x achieved bandwidth), per resident warp. Speedup: the time the busiest level would
+    sustained (latency x achieved bandwidth), per resident warp, and the observed wait per global load
+    (long-scoreboard warp-cycles = the stall ratio x ``smsp__inst_issued.sum``, over
+    ``smsp__inst_executed_op_global_ld.sum``) against the typical latency of ``analysis.ncu.hardware``. Speedup: the time the busiest level would
     save running at the threshold share instead of its current one, 1 - share / 60%, capped by the stall
     share (only waiting time can be hidden) and by ncu's issue-slot bound.
 
@@ -45,7 +47,8 @@ class LatencyBoundMemory(NcuRule):
     # The per-reason stall ratios are not rows of the WarpStateStats section in a CSV: request them by name.
     collect = ("--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy "
                "--metrics smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,"
-               "smsp__average_warp_latency_per_inst_issued.ratio,sm__warps_active.avg.per_cycle_active")
+               "smsp__average_warp_latency_per_inst_issued.ratio,sm__warps_active.avg.per_cycle_active,"
+               "smsp__inst_issued.sum,smsp__inst_executed_op_global_ld.sum")
     thresholds = {
         "bandwidth_pct": Threshold(60.0, "%", "a level at or above this share of its peak is bandwidth-bound"),
         "min_stall_share": Threshold(0.3, "ratio", "memory-latency stalls must take this share of the cycles "
@@ -75,5 +78,8 @@ class LatencyBoundMemory(NcuRule):
             if None not in (n.get("requests_in_flight_per_warp"), n.get("requests_in_flight_per_warp_needed")):
                 msg += (f", {n['requests_in_flight_per_warp']:.2f} requests per resident warp where "
                         f"{n['requests_in_flight_per_warp_needed']:.2f} are needed")
+        if n.get("load_wait_verdict"):
+            msg += (f"; each global load waits {n['load_wait_cycles']:,.0f} cycles, {n['load_wait_verdict']} "
+                    f"({n['latency_cycles_typical']:.0f} cycles)")
         return [Hit("latency", 100.0 * speedup, "Latency-bound memory access", msg, ADVICE, dict(n),
                     "global" if cap is not None else "local")]
