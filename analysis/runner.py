@@ -9,6 +9,7 @@ from typing import Any
 from analysis import breakdown as bd
 from analysis import iterations as it
 from analysis.findings import rank_findings
+from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.rules.base import run_rules
 from analysis.rules.registry import default_registry
@@ -37,6 +38,9 @@ def analyze_run(
     selected = registry.select(rules)
     with Run.open([Path(p) for p in reports], labels, memory_bytes) as run:
         infos = [_with_summaries(report_info(t), t) for t in run.traces]
+        for info, t in zip(infos, run.traces, strict=True):
+            if t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time (issue #17)
+                info["kernels"] = report_kernels(t, run)
         findings, results = run_rules(run, registry, selected, thresholds)
     ranked = rank_findings(findings)
     if top is not None:

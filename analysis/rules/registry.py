@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from analysis.rules.base import Registry
 from analysis.rules.ncu import NCU_RULES
+from analysis.rules.ncu.ncu008_latency_bound import LatencyBoundMemory
+from analysis.rules.ncu.ncu009_cache_reuse import PoorCacheReuse
+from analysis.rules.ncu.ncu010_roofline import FarFromRoofline
 from analysis.rules.nsys import NSYS_RULES
 
 
 def default_registry() -> Registry:
     """All rules, nsys first, then ncu. Raises on a duplicate id."""
-    return Registry([*NSYS_RULES, *NCU_RULES])
+    return Registry([*NSYS_RULES, *NCU_RULES,
+                     LatencyBoundMemory, PoorCacheReuse, FarFromRoofline])  # issue #17: the memory story's rules

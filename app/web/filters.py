@@ -7,6 +7,8 @@ from typing import Any
 
 from flask import Flask
 
+from app.services.web_memory import memory_pairs, memory_view
+
 
 def fmt_ns(ns: Any) -> str:
     if ns is None:
@@ -43,3 +45,5 @@ def fmt_bytes(n: Any) -> str:
 
 def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes)
+    app.jinja_env.globals["ncu_memory_view"] = memory_view  # the run page's ncu memory charts (issue #17)
+    app.jinja_env.globals["ncu_memory_pairs"] = memory_pairs  # the same kernel's chart on compare (issue #17)

@@ -41,6 +41,9 @@ class Launch:
     raw: dict[str, float | None] = field(default_factory=dict)
     display: dict[tuple[str, str], float | None] = field(default_factory=dict)
     rules: list[dict[str, Any]] = field(default_factory=list)
+    cc: str | None = None                # compute capability as exported ("8.0")
+    device_name: str | None = None
+    memo: dict[str, Any] = field(default_factory=dict)  # derived per-launch data (e.g. the memory story)
 
     def get(self, metric: Metric) -> float | None:
         for name in metric.raw:
@@ -81,14 +84,16 @@ def load_launches(trace: Any) -> list[Launch]:
 
 def _read_launches(trace: Any) -> list[Launch]:
     launches: dict[int, Launch] = {}
+    report: dict[str, Any] = {}  # shared by the report's launches (e.g. which metrics it exports at all)
     for row in trace.sql(
         "SELECT kernel_id, name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, grid_size, "
-        "block_size, duration_ns FROM ncu_kernels ORDER BY kernel_id"
+        "block_size, duration_ns, cc, device_name FROM ncu_kernels ORDER BY kernel_id"
     ):
-        kid, name, short, gx, gy, gz, bx, by, bz, gs, bs, dur = row
+        kid, name, short, gx, gy, gz, bx, by, bz, gs, bs, dur, cc, device_name = row
         grid = (gx, gy, gz) if None not in (gx, gy, gz) else None
         block = (bx, by, bz) if None not in (bx, by, bz) else None
-        launches[kid] = Launch(kid, name or "", short or "", grid, block, gs, bs, dur)
+        launches[kid] = Launch(kid, name or "", short or "", grid, block, gs, bs, dur, cc=cc, device_name=device_name,
+                               memo={"report": report})
     for kid, section, metric, value in trace.sql("SELECT kernel_id, section, metric, value FROM ncu_metrics"):
         launch = launches.get(kid)
         if launch is None:
@@ -112,7 +117,8 @@ def _read_launches(trace: Any) -> list[Launch]:
                 launch.duration_ns = cycles / rate * 1e9
         if launch.duration_ns is not None and not launch.duration_ns >= 0:
             launch.duration_ns = None  # negative: not a time we can weigh a speedup with
-    return list(launches.values())
+    report["launches"] = list(launches.values())
+    return report["launches"]
 
 
 # Speed-of-light and scheduler quantities several rules share.

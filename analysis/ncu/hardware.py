@@ -1,0 +1,130 @@
+"""Peak throughputs and typical memory latencies of NVIDIA GPUs: the report's own numbers first, a cited table after.
+
+Where a number comes from, in order of preference (each peak says which in ``source``):
+
+1. ``report``: ncu's own peak metrics, ``<counter>.peak_sustained`` (per cycle) x ``<unit>__cycles_elapsed.avg
+   .per_second``, e.g. ``dram__bytes.sum.peak_sustained`` x ``dram__cycles_elapsed.avg.per_second`` and
+   2 x ``sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained`` x ``sm__cycles_elapsed.avg.per_second``
+   (the formulas of ncu's SpeedOfLight_RooflineChart section and its SOLFPRoofline rule).
+2. ``implied``: achieved rate / ncu's own ``pct_of_peak_sustained_elapsed`` of the same unit (ncu defines the
+   percentage as achieved / peak sustained, so the quotient is ncu's peak).
+3. ``device``: device attributes of a ``--page raw`` export: DRAM = 2 x ``device__attribute_max_mem_frequency_khz``
+   x ``device__attribute_global_memory_bus_width`` / 8 (the double-data-rate formula of NVIDIA's "How to
+   Implement Performance Metrics in CUDA C/C++", developer.nvidia.com/blog); FLOP/s = per-SM rate below x
+   ``device__attribute_multiprocessor_count`` x the measured SM clock.
+4. ``table``: the per-architecture and per-product tables below, from NVIDIA's architecture whitepapers
+   (Volta GV100, Turing, Ampere GA100 and GA102, Ada AD102, Hopper H100, Blackwell) and product data sheets,
+   divided by SM count and boost clock to get per-SM, per-cycle rates (dense, no sparsity).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Dense FLOPs per SM per cycle by compute capability: vector FP64/FP32/FP16 (FMA = 2 FLOPs, half2 = 2 lanes)
+# and tensor cores per input precision. Source: NVIDIA whitepapers (peak TFLOPS / (SMs x boost clock)), e.g.
+# A100: 19.5 TFLOPS FP32 / (108 SMs x 1.41 GHz) = 128; H100 SXM: 989 TFLOPS FP16 tensor / (132 x 1.83 GHz) = 4096.
+# GeForce GA102/AD102 halve FP16 tensor math with FP32 accumulation; the professional parts' rate is listed.
+FLOPS_PER_SM_CYCLE: dict[str, dict[str, float]] = {
+    "7.0": {"fp64": 64, "fp32": 128, "fp16": 256, "tensor_fp16": 1024},                              # V100
+    "7.5": {"fp64": 4, "fp32": 128, "fp16": 256, "tensor_fp16": 1024},                               # T4, RTX 20
+    "8.0": {"fp64": 64, "fp32": 128, "fp16": 512, "tensor_fp16": 2048, "tensor_tf32": 1024,
+            "tensor_fp64": 128},                                                                        # A100, A30
+    "8.6": {"fp64": 4, "fp32": 256, "fp16": 256, "tensor_fp16": 1024, "tensor_tf32": 512},           # A10, A40, RTX 30
+    "8.9": {"fp64": 4, "fp32": 256, "fp16": 256, "tensor_fp16": 1024, "tensor_tf32": 512,
+            "tensor_fp8": 2048},                                                                        # L4, L40S, RTX 40
+    "9.0": {"fp64": 128, "fp32": 256, "fp16": 512, "tensor_fp16": 4096, "tensor_tf32": 2048,
+            "tensor_fp8": 8192, "tensor_fp64": 256},                                                    # H100, H200
+    "10.0": {"fp64": 128, "fp32": 256, "fp16": 512, "tensor_fp16": 8192, "tensor_tf32": 4096,
+             "tensor_fp8": 16384},                                                                      # B200 (approx.)
+}
+
+# Typical load-to-use latency in SM cycles (L1 hit, L2 hit, DRAM), measured with pointer-chase
+# microbenchmarks: Volta: Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking"
+# (arXiv:1804.06826); Turing: Jia et al., "Dissecting the NVidia Turing T4 GPU via Microbenchmarking"
+# (arXiv:1903.07486); Ampere: Abdelkhalik et al., "Demystifying the Nvidia Ampere Architecture through
+# Microbenchmarking and Instruction-level Analysis" (arXiv:2208.11174); Hopper: Luo et al., "Benchmarking
+# and Dissecting the Nvidia Hopper GPU Architecture" (arXiv:2402.13499). Ada/GA10x use the Ampere values
+# (same L1 design; their larger L2 is somewhat slower). Orders of magnitude for judging what is normal;
+# the exact figure varies with clocks, TLB hits and L2 partition distance.
+LATENCY_CYCLES: dict[str, dict[str, float]] = {
+    "7.0": {"l1": 28, "l2": 193, "dram": 400},
+    "7.5": {"l1": 32, "l2": 188, "dram": 300},
+    "8.0": {"l1": 33, "l2": 200, "dram": 290},
+    "8.6": {"l1": 33, "l2": 200, "dram": 290},
+    "8.9": {"l1": 33, "l2": 200, "dram": 290},
+    "9.0": {"l1": 33, "l2": 262, "dram": 479},
+    "10.0": {"l1": 33, "l2": 262, "dram": 479},
+}
+
+# Products: (name fragment, compute capability, SMs, DRAM bytes/s, L2 bytes), from NVIDIA data sheets.
+# Matched against device__attribute_display_name / the CSV's device name, most specific first.
+PRODUCTS: list[tuple[str, str, int, float, int]] = [
+    ("H200", "9.0", 132, 4.8e12, 50 * 2**20),
+    ("H100 PCIe", "9.0", 114, 2.0e12, 50 * 2**20),
+    ("H100", "9.0", 132, 3.35e12, 50 * 2**20),
+    ("A100-SXM4-80GB", "8.0", 108, 2.039e12, 40 * 2**20),
+    ("A100 80GB PCIe", "8.0", 108, 1.935e12, 40 * 2**20),
+    ("A100", "8.0", 108, 1.555e12, 40 * 2**20),
+    ("A30", "8.0", 56, 0.933e12, 24 * 2**20),
+    ("A40", "8.6", 84, 0.696e12, 6 * 2**20),
+    ("A10", "8.6", 72, 0.600e12, 6 * 2**20),
+    ("L40S", "8.9", 142, 0.864e12, 96 * 2**20),
+    ("L4", "8.9", 58, 0.300e12, 48 * 2**20),
+    ("RTX 4090", "8.9", 128, 1.008e12, 72 * 2**20),
+    ("RTX 3090", "8.6", 82, 0.936e12, 6 * 2**20),
+    ("V100", "7.0", 80, 0.900e12, 6 * 2**20),
+    ("T4", "7.5", 40, 0.320e12, 4 * 2**20),
+]
+
+SECTOR_BYTES = 32
+
+
+@dataclass
+class Peak:
+    """One peak rate (per second) and where it came from."""
+
+    value: float
+    source: str  # report | implied | device | table
+
+    def to_dict(self) -> dict[str, object]:
+        return {"value": self.value, "source": self.source}
+
+
+@dataclass
+class Hardware:
+    """What is known of the GPU a launch ran on."""
+
+    cc: str | None = None
+    product: str | None = None
+    sm_count: float | None = None
+    sm_hz: float | None = None
+    l2_bytes: float | None = None
+    l2_bytes_source: str | None = None
+    bandwidth: dict[str, Peak] = field(default_factory=dict)   # level -> bytes/s
+    flops: dict[str, Peak] = field(default_factory=dict)       # precision -> FLOP/s
+    latency_cycles: dict[str, float] = field(default_factory=dict)
+
+    def latency_ns(self, level: str) -> float | None:
+        cycles = self.latency_cycles.get(level)
+        return cycles / self.sm_hz * 1e9 if cycles is not None and self.sm_hz else None
+
+
+def product_for(name: str | None) -> tuple[str, str, int, float, int] | None:
+    """The product row whose name fragment the device name contains ('NVIDIA A100-SXM4-80GB' -> A100-SXM4-80GB)."""
+    if not name:
+        return None
+    for row in PRODUCTS:
+        if row[0].lower() in name.lower():
+            return row
+    return None
+
+
+def arch_key(cc: str | None) -> str | None:
+    """'8.0' for '8.0' or '8'; None when the compute capability is unknown or not in the tables."""
+    if not cc:
+        return None
+    text = cc.strip()
+    if "." not in text:
+        text += ".0"
+    return text if text in FLOPS_PER_SM_CYCLE else None

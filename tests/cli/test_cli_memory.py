@@ -1,0 +1,33 @@
+"""`goodput analyze` on ncu CSVs prints each profiled kernel's memory story, names escaped, and the JSON carries it."""
+
+from __future__ import annotations
+
+import json
+
+from tests.analysis.ncu_builders import long_csv, write
+from tests.cli.test_cli_ingest_analyze import goodput
+from tests.conftest import corpus_file
+
+
+def test_text_shows_levels_bound_and_roofline(tmp_path):
+    proc = goodput("analyze", str(corpus_file("numba-copy-blocked-full.csv")), str(corpus_file("pytorch-sgemm-small.csv")))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "memory story (1 profiled kernels)" in out and "memory story (2 profiled kernels)" in out
+    assert "DRAM 4.1 GB 196.5 GB/s 62% of peak" in out                      # numba copy: 196,456,177,859.63 B/s
+    assert "bound: bandwidth (dram): DRAM at 61.8% of its peak" in out
+    assert "roofline: 19.4 GFLOP/s fp32" in out and "of the L2 roof" in out  # sgemm: 145,408 FLOP in 7,488 ns
+
+
+def test_json_has_kernels_and_text_escapes_control_characters(tmp_path):
+    data = long_csv([("GPU Speed Of Light Throughput", "Duration", "usecond", "10"),
+                     ("GPU Speed Of Light Throughput", "DRAM Throughput", "%", "20")],
+                    kernels=[{"Kernel Name": "evil\x1b[31m<script>(int)"}])
+    src = write(tmp_path, data)
+    proc = goodput("analyze", str(src))
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "evil\\x1b[31m<script>" in proc.stdout
+    proc = goodput("analyze", "--format", "json", str(src))
+    kernels = json.loads(proc.stdout)["reports"][0]["kernels"]
+    assert kernels[0]["name"].startswith("evil\x1b[31m<script>")
+    assert kernels[0]["memory"]["levels"][0]["pct_of_peak"] == 20.0
