@@ -19,7 +19,7 @@ import apsw
 
 from analysis.errors import TraceError
 from analysis.nsys import enums
-from analysis.nsys.env import job_facts
+from analysis.nsys.env import ALLOWED_KEYS, job_facts, parse_capture
 from analysis.nsys.source import BULK_TABLES, INT, NSYS_MARKERS, SOURCE_TABLES, affinity
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -197,7 +197,7 @@ def _read_small(con: apsw.Connection, info: ExportInfo) -> None:
                 env = value
             elif name == "Hostname" and host is None and isinstance(value, str):
                 host = value
-    info.facts = job_facts(env, host)
+    info.facts = job_facts(env, host, _captured_processes(con, t), _env_blocks(con, t))
     enum_rows: dict[str, list[tuple[int, str]]] = {}
     for table in enums.enum_tables().values():
         if table in t:
@@ -205,6 +205,39 @@ def _read_small(con: apsw.Connection, info: ExportInfo) -> None:
                                 if isinstance(i, int) and isinstance(n, str)]
     info.decoders = enums.decoders(enum_rows)
     info.time_offset_ns = _time_offset(con, info)
+
+
+# Bounds on what is read of the two other places the environment lives (a real export has a few hundred
+# captured variables and a few dozen environment blocks).
+MAX_CAPTURE_ROWS = 100_000
+MAX_ENV_BLOCKS = 1_000
+MAX_ENV_BLOCK_BYTES = 1 << 20
+
+
+def _captured_processes(con: apsw.Connection, info_tables: dict[str, list[str]]) -> list[dict[str, str]]:
+    """The allow-listed variables of each process in ``META_DATA_CAPTURE`` (``PROCESS_<n>:ENVIRONMENT_VARIABLE``)."""
+    if "META_DATA_CAPTURE" not in info_tables:
+        return []
+    # LIKE prefilters on the allowed keys (case-insensitively); parse_capture keeps exact keys only.
+    keys = sorted(ALLOWED_KEYS)
+    likes = " OR ".join("value LIKE ?" for _ in keys)
+    per: dict[str, list[str]] = {}
+    sql = (f'SELECT "name", "value" FROM "META_DATA_CAPTURE" WHERE name LIKE \'PROCESS%:ENVIRONMENT_VARIABLE\' '  # noqa: S608 - fixed text
+           f"AND ({likes}) LIMIT {MAX_CAPTURE_ROWS}")
+    for name, value in con.execute(sql, [k + "=%" for k in keys]):
+        if isinstance(name, str) and isinstance(value, str):
+            per.setdefault(name, []).append(value)
+    return [parse_capture(v) for v in per.values()]
+
+
+def _env_blocks(con: apsw.Connection, info_tables: dict[str, list[str]]) -> list[str]:
+    """NUL-joined ``K=V`` environment blocks of the traced processes, from ``StringIds``."""
+    if "StringIds" not in info_tables:
+        return []
+    sql = ('SELECT "value" FROM "StringIds" WHERE instr(CAST("value" AS BLOB), x\'00\') > 0 '  # noqa: S608 - ints
+           f'AND length(CAST("value" AS BLOB)) <= {MAX_ENV_BLOCK_BYTES} LIMIT {MAX_ENV_BLOCKS}')
+    rows = con.execute(sql)
+    return [v for (v,) in rows if isinstance(v, str)]
 
 
 def _first_start(con: apsw.Connection, info: ExportInfo) -> int | None:

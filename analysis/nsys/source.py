@@ -58,6 +58,7 @@ SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
     _t("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"),
     _t("TARGET_INFO_SYSTEM_ENV", "name value", texts="name value"),
     _t("META_DATA_EXPORT", "name value", texts="name value"),
+    _t("META_DATA_CAPTURE", "name value", texts="name value"),
     _t("EXPORT_META_DATA", "name value", texts="name value"),
     _t("MemcpyOperationStrings", "id name", texts="name"),
     _t("DomainStrings", "id domainName", texts="domainName"),
