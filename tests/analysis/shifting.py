@@ -85,6 +85,8 @@ def everything(paths: list[Path], labels: list[str], rules: list[str] | None = N
     for path, label in zip(paths, labels, strict=True):
         t = Trace(path, label)
         try:
+            if t.tool != "nsys":
+                continue  # the per-report views below are nsys timelines
             doc = chrome_trace.to_dict(t)
             out[label] = {
                 "kernels": kernel_summary(t, "name_grid_block", limit=None),

@@ -10,7 +10,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from analysis.ncu.ingest import ingest_ncu
 from analysis.rules.registry import default_registry
+from tests.analysis.ncu_builders import long_csv, write
 from tests.analysis.shifting import (
     ABSOLUTE_CLOCK,
     NEAR_2_62,
@@ -21,6 +23,7 @@ from tests.analysis.shifting import (
     unshift,
     write_report,
 )
+from tests.analysis.test_ncu_rules import raw
 
 NSYS_RULES = {r.id for r in default_registry() if r.tool == "nsys"}
 SMALL_SESSION = 1_000_000_000
@@ -30,10 +33,11 @@ session_bases = st.sampled_from([ABSOLUTE_CLOCK, NEAR_2_62])
 
 
 def _run(layout: list[list[dict]], jitters: list[int], shift: int, session_base: int, root: Path,
-         rules: list[str] | None = None) -> dict:
-    """Write one report per entry of ``layout`` (its processes' rows), times moved by ``shift``, and analyze."""
+         rules: list[str] | None = None, extra: tuple[Path, ...] = ()) -> dict:
+    """Write one report per entry of ``layout`` (its processes' rows), times moved by ``shift``, and analyze
+    them with the ``extra`` reports (ncu: no times to move)."""
     root.mkdir()
-    paths, labels = [], []
+    paths, labels = list(extra), [p.name for p in extra]
     for i, (procs, jitter) in enumerate(zip(layout, jitters, strict=True)):
         meta = {"session_start_utc_ns": session_base + jitter}
         if len(procs) == 1:
@@ -43,10 +47,10 @@ def _run(layout: list[list[dict]], jitters: list[int], shift: int, session_base:
     return everything(paths, labels, rules)
 
 
-def _assert_invariant(layout, jitters, shift, session_base, rules=None) -> dict:
+def _assert_invariant(layout, jitters, shift, session_base, rules=None, extra=()) -> dict:
     with tempfile.TemporaryDirectory(prefix="goodput-shift-") as tmp:
-        small = _run(layout, jitters, 0, SMALL_SESSION, Path(tmp) / "small", rules)
-        big = _run(layout, jitters, shift, session_base, Path(tmp) / "big", rules)
+        small = _run(layout, jitters, 0, SMALL_SESSION, Path(tmp) / "small", rules, extra)
+        big = _run(layout, jitters, shift, session_base, Path(tmp) / "big", rules, extra)
     statuses = {r["id"]: r["status"] for r in big["analysis"]["rules"]}
     assert "error" not in statuses.values(), [r for r in big["analysis"]["rules"] if r["status"] == "error"]
     assert {r["id"]: r["status"] for r in small["analysis"]["rules"]} == statuses
@@ -76,12 +80,22 @@ def test_every_rule_and_summary_is_shift_invariant(run, shift, session_base):
     _assert_invariant(layout, jitters, shift, session_base)
 
 
-def test_a_fixed_run_reaches_every_rule_and_is_shift_invariant():
+def test_a_fixed_run_reaches_every_rule_and_is_shift_invariant(tmp_path):
     """Two ranks on which every nsys rule finds something (so the property above is not vacuous), moved near
-    2^62 with wall-clock session starts."""
+    2^62 with wall-clock session starts, with an ncu report of one of their kernels (its findings are costed
+    with the kernel's nsys time)."""
+    csv = long_csv([("GPU Speed Of Light Throughput", "Duration", "usecond", "10"),
+                    *raw(("memory_l2_theoretical_sectors_global", "sector", "1,000"),
+                         ("memory_l2_theoretical_sectors_global_ideal", "sector", "250"))],
+                   kernels=[{"Kernel Name": "gemm_f32"}])
+    ncu = tmp_path / "ncu.duckdb"
+    ingest_ncu(write(tmp_path, csv), ncu)
     layout = [[every_kind(100, 0)], [every_kind(200, 0, late_ns=700_000)]]
-    small = _assert_invariant(layout, [0, 3_000], NEAR_2_62 - 12345, ABSOLUTE_CLOCK)
-    assert {f["rule_id"] for f in small["analysis"]["findings"]} >= NSYS_RULES
+    small = _assert_invariant(layout, [0, 3_000], NEAR_2_62 - 12345, ABSOLUTE_CLOCK, extra=(ncu,))
+    fired = {f["rule_id"] for f in small["analysis"]["findings"]}
+    assert fired >= NSYS_RULES | {"NCU001"}
+    (ncu001,) = [f for f in small["analysis"]["findings"] if f["rule_id"] == "NCU001"]
+    assert ncu001["linked_to_nsys"]
 
 
 @st.composite
