@@ -121,3 +121,21 @@ def test_cli_text_and_json_say_the_report_is_degraded(tmp_path):
     js = subprocess.run([*goodput, "--format", "json", str(src)], capture_output=True, text=True, cwd=ROOT,
                         timeout=300)
     assert json.loads(js.stdout)["reports"][0]["degraded"][0]["columns"] == ["globalPid"]
+
+
+def test_gpu_work_without_processes_keeps_its_time_breakdown(tmp_path):
+    """A filtered export without globalPid in any GPU table: the time partition of the device is exact (it needs
+    no process), the process-dependent parts are reported as unknown."""
+    src = copy_export(corpus_file(BASE), tmp_path / "variant.sqlite")
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
+        rebuild_without(src, table, "globalPid")
+    (tmp_path / "v").mkdir()
+    (tmp_path / "full").mkdir()
+    degraded = analyze([_ingest(tmp_path / "v", src)])
+    intact = analyze([_ingest(tmp_path / "full", copy_export(corpus_file(BASE), tmp_path / "full.sqlite"))])
+    keys = ("compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "span_ns")
+    bd_d, bd_i = degraded["reports"][0]["breakdown"], intact["reports"][0]["breakdown"]
+    assert {k: bd_d[k] for k in keys} == {k: bd_i[k] for k in keys}
+    assert [d["pid"] for d in bd_d["devices"]] == [None]
+    assert {d["table"] for d in degraded["reports"][0]["degraded"]} == {"CUPTI_ACTIVITY_KIND_KERNEL",
+                                                                      "CUPTI_ACTIVITY_KIND_MEMCPY"}
