@@ -5,7 +5,11 @@ Conventions every reader must honour and every rule may rely on:
 * Times are integer nanoseconds relative to the session start (``*_ns`` columns), even when the
   export stored absolute UTC nanoseconds. The session's UTC start is ``meta['session_start_utc_ns']``
   (absent when the export does not record it), so ``session_start_utc_ns + start_ns`` is wall-clock
-  time and the ranks of one job can be aligned.
+  time and the ranks of one job can be aligned. Never compute that sum in 64-bit arithmetic (it is
+  ~1.7e18, and sums or products of such times overflow): align ranks with ``Run.offsets``, the
+  differences of their session starts, and keep every other computation on differences of times.
+* ``meta['degraded']``, when present, is JSON listing the parts of the export that could not be read
+  (``{table, columns, effect}``): those values are NULL in the tables.
 * ``device`` is the CUDA ordinal as the profiled process saw it (``KERNEL.deviceId``), never the
   nsys GPU id; ``devices`` maps it to the physical GPU.
 * ``pid``/``tid`` are OS ids (decoded from nsys' packed ``globalPid``/``globalTid``).

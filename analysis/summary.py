@@ -8,6 +8,7 @@ query on the export itself.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from analysis.trace import Trace
@@ -97,7 +98,17 @@ def nsys_report_info(trace: Trace) -> dict[str, Any]:
         "span_ns": _span(trace),
         "top_kernels": [{"name": n, "count": c, "total_ns": int(t), "median_ns": int(m)} for n, c, t, m in top],
         "memcpy_by_kind": [{"kind": k, "count": c, "bytes": int(b), "total_ns": int(t)} for k, c, b, t in copies],
+        "degraded": degraded(meta),
     }
+
+
+def degraded(meta: dict[str, str]) -> list[dict[str, Any]]:
+    """The parts of the export ingest could not read, each ``{table, columns, effect}`` (empty: none)."""
+    try:
+        items = json.loads(meta.get("degraded") or "[]")
+    except ValueError:
+        return [{"table": None, "columns": [], "effect": "unreadable degradation record"}]
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
 
 def report_info(trace: Trace) -> dict[str, Any]:

@@ -48,7 +48,9 @@ def extent(trace: Trace) -> tuple[int, int] | None:
 
 def _bucket_expr() -> str:
     # Slice index of a row's (clipped) start; the last slice also takes the row that starts exactly at w1.
-    return "least(CAST(floor((greatest(start_ns, $w0) - $w0) * $n / $span) AS BIGINT), $n - 1)"
+    # Exact integer floor division in HUGEINT: the offset times the bucket count cannot overflow whatever
+    # the window (a float quotient could also round across a slice edge).
+    return "least(((greatest(start_ns, $w0) - $w0)::HUGEINT * $n // $span)::BIGINT, $n - 1)"
 
 
 def _gpu_lanes(trace: Trace, params: dict[str, int]) -> list[dict[str, Any]]:

@@ -100,14 +100,63 @@ class Trace:
 
 @dataclass
 class Run:
-    """The reports of one profiled execution (one per rank, nsys and ncu mixed)."""
+    """The reports of one profiled execution (one per rank, nsys and ncu mixed).
+
+    Cross-rank work goes through ``con``: one DuckDB connection, with the same thread and memory limits
+    as every report's own connection, that has every report of the run attached read-only (``alias``),
+    and through ``offsets``, the one definition of how the ranks' clocks are aligned.
+    """
 
     traces: list[Trace]
+    memory_bytes: int = DUCKDB_MEMORY_BYTES  # DuckDB's memory limit on the run's connection
+    _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
 
     def of_tool(self, tool: str) -> list[Trace]:
         return [t for t in self.traces if t.tool == tool]
 
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory connection with every report attached read-only as ``r0``, ``r1`` ... (run order)."""
+        if self._con is None:
+            limit = f"{max(1, int(self.memory_bytes) // 2**20)}MiB"
+            con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": limit})
+            try:
+                for i, t in enumerate(self.traces):
+                    path = str(t.path).replace("'", "''")  # server-made paths; quoted all the same
+                    con.execute(f"ATTACH '{path}' AS r{i} (READ_ONLY)")
+            except BaseException:
+                con.close()
+                raise
+            self._con = con
+        return self._con
+
+    def alias(self, trace: Trace) -> str:
+        """The schema name under which ``trace`` is attached to ``con``."""
+        for i, t in enumerate(self.traces):
+            if t is trace:
+                return f"r{i}"
+        raise ValueError(f"{trace.label} is not a report of this run")
+
+    def offsets(self, traces: list[Trace]) -> list[int] | None:
+        """Per trace, the ns to add to its session-relative times to put ``traces`` on one time base.
+
+        The base is the earliest session start among them, so the offsets are the (small) differences of
+        the ranks' wall-clock session starts and aligned times stay as small as the traces' own: absolute
+        clocks (ns since 1970, ~1.7e18) never enter the arithmetic. One trace needs no alignment ([0]);
+        None when several traces must be aligned and one lacks its session start.
+        """
+        if len(traces) <= 1:
+            return [0] * len(traces)
+        starts = [t.session_start_utc_ns for t in traces]
+        if any(s is None for s in starts):
+            return None
+        base = min(s for s in starts if s is not None)
+        return [int(s) - base for s in starts if s is not None]
+
     def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
         for t in self.traces:
             t.close()
 
@@ -120,6 +169,7 @@ class Run:
     @classmethod
     def open(cls, paths: list[Path], labels: list[str] | None = None,
              memory_bytes: int = DUCKDB_MEMORY_BYTES) -> Run:
-        """``memory_bytes``: DuckDB's memory limit on each report's connection."""
+        """``memory_bytes``: DuckDB's memory limit on each report's connection and on the run's."""
         labels = labels or [Path(p).name for p in paths]
-        return cls([Trace(Path(p), label, memory_bytes) for p, label in zip(paths, labels, strict=True)])
+        return cls([Trace(Path(p), label, memory_bytes) for p, label in zip(paths, labels, strict=True)],
+                   memory_bytes)

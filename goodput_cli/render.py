@@ -49,6 +49,9 @@ def text(result: dict[str, Any]) -> str:
             who.append("GPUs: " + ", ".join(f"[{d['id']}] {d.get('name') or '?'}" for d in devices))
         if who:
             lines.append(_printable("   " + "; ".join(who)))
+        for part in rep.get("degraded") or []:
+            cols = ", ".join(map(str, part.get("columns") or []))
+            lines.append(_printable(f"   degraded: {part.get('table')} lacks {cols}: {part.get('effect')}"))
         counts = rep.get("counts", {})
         lines.append("   " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
         if rep.get("tool") == "nsys":

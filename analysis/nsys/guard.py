@@ -19,14 +19,27 @@ import apsw
 
 from analysis.errors import TraceError
 from analysis.nsys import enums
-from analysis.nsys.env import job_facts
-from analysis.nsys.source import BULK_TABLES, INT, NSYS_MARKERS, SOURCE_TABLES, affinity
+from analysis.nsys.env import ALLOWED_KEYS, job_facts, parse_capture
+from analysis.nsys.source import BULK_TABLES, INT, NSYS_MARKERS, REFINING_EFFECT, SOURCE_TABLES, affinity
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # Any single event timestamp above this is absolute UTC ns (1e17 ns is three years: no session is that long).
 ABSOLUTE_NS = 10**17
 _SOURCE_FOLDED = frozenset(n.casefold() for n in SOURCE_TABLES)
 ESSENTIAL = frozenset(("StringIds", *BULK_TABLES))  # unreadable -> unsupported_schema, not silently empty
+# What the report lacks when an auxiliary table cannot be read.
+AUX_EFFECT = {
+    "TARGET_INFO_SESSION_START_TIME": "wall-clock start unknown, so this rank cannot be aligned with others",
+    "TARGET_INFO_SYSTEM_ENV": "rank, world size, job id and host unknown",
+    "TARGET_INFO_GPU": "GPU names and properties unknown",
+    "TARGET_INFO_CUDA_GPU": "GPU names and properties unknown",
+    "TARGET_INFO_CUDA_DEVICE": "device ordinals not mapped to GPUs",
+    "ThreadNames": "thread names unknown",
+    "PROCESSES": "process names unknown",
+    "META_DATA_EXPORT": "nsys version and time base read from the data instead",
+    "EXPORT_META_DATA": "nsys version and time base read from the data instead",
+    "META_DATA_CAPTURE": "captured process environment not used for rank and world size",
+}
 _META_KEYS = (
     "EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION", "EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_TIME_NORMALIZE",
     "EXPORT_CONFIG_TIME_SHIFT", "DERIVED_FROM", "DERIVED_WINDOW_NS",
@@ -44,6 +57,8 @@ class ExportInfo:
     session_start_utc_ns: int | None = None
     time_offset_ns: int = 0              # subtract from every event time to get session-relative ns
     facts: dict[str, str | None] = field(default_factory=dict)   # rank, world_size, host ... (allow-listed)
+    # Parts of the export that could not be read and what the report lacks for it ({table, columns, effect}).
+    degraded: list[dict] = field(default_factory=list)
     decoders: dict[str, dict[int, str]] = field(default_factory=dict)
 
     @property
@@ -153,18 +168,29 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
             # Generated columns run expressions from the file's own schema on every read.
             _unsafe(f"table '{name}' has generated columns")
         declared = {col: typ for col, typ, hidden in xinfo if hidden == 0}
-        missing = [c for c in spec.required if c not in declared]
+        # A column of another type than nsys writes is never read (it would reach typed SQL): as if missing.
         wrong = [c for c, t in spec.columns.items()
                  if c in declared and affinity(declared[c]) not in (t, "NUMERIC" if t == INT else t)]
-        if (missing or wrong) and name not in ESSENTIAL:
-            continue  # an auxiliary table another tool rewrote: do without it
-        if missing or wrong:
-            what = (f"lacks column(s) {', '.join(missing)}" if missing
-                    else f"has unexpected type(s) for {', '.join(wrong)}")
+        missing = [c for c in spec.required if c not in declared]
+        core_missing = [c for c in spec.core if c not in declared]
+        core_wrong = [c for c in spec.core if c in wrong]
+        if core_missing or core_wrong:
+            what = (f"lacks column(s) {', '.join(core_missing)}" if core_missing
+                    else f"has unexpected type(s) for {', '.join(core_wrong)}")
+            if name not in ESSENTIAL:
+                # An auxiliary table another tool rewrote: do without it, and say so.
+                info.degraded.append({"table": name, "columns": core_missing or core_wrong,
+                                      "effect": f"not read ({what}): {AUX_EFFECT.get(name, 'its facts are unknown')}"})
+                continue
             raise TraceError("unsupported_schema", f"table {name} {what} (nsys {info.version}, export schema "
                              f"{info.meta.get('EXPORT_SCHEMA_VERSION', 'unrecorded')}); this version of "
-                             "Goodput cannot read it", {"version": info.version})
-        info.tables[name] = [c for c in spec.columns if c in declared]
+                             "Goodput cannot read it", {"version": info.version, "table": name,
+                                                        "columns": core_missing or core_wrong})
+        lost = [c for c in spec.columns if c in missing or c in wrong]
+        if lost:
+            info.degraded.append({"table": name, "columns": lost, "effect": "; ".join(
+                dict.fromkeys(REFINING_EFFECT.get(c, f"{c} unknown") for c in lost))})
+        info.tables[name] = [c for c in spec.columns if c in declared and c not in wrong]
     _read_small(con, info)
     return info
 
@@ -197,7 +223,7 @@ def _read_small(con: apsw.Connection, info: ExportInfo) -> None:
                 env = value
             elif name == "Hostname" and host is None and isinstance(value, str):
                 host = value
-    info.facts = job_facts(env, host)
+    info.facts = job_facts(env, host, _captured_processes(con, t), _env_blocks(con, t))
     enum_rows: dict[str, list[tuple[int, str]]] = {}
     for table in enums.enum_tables().values():
         if table in t:
@@ -205,6 +231,39 @@ def _read_small(con: apsw.Connection, info: ExportInfo) -> None:
                                 if isinstance(i, int) and isinstance(n, str)]
     info.decoders = enums.decoders(enum_rows)
     info.time_offset_ns = _time_offset(con, info)
+
+
+# Bounds on what is read of the two other places the environment lives (a real export has a few hundred
+# captured variables and a few dozen environment blocks).
+MAX_CAPTURE_ROWS = 100_000
+MAX_ENV_BLOCKS = 1_000
+MAX_ENV_BLOCK_BYTES = 1 << 20
+
+
+def _captured_processes(con: apsw.Connection, info_tables: dict[str, list[str]]) -> list[dict[str, str]]:
+    """The allow-listed variables of each process in ``META_DATA_CAPTURE`` (``PROCESS_<n>:ENVIRONMENT_VARIABLE``)."""
+    if "META_DATA_CAPTURE" not in info_tables:
+        return []
+    # LIKE prefilters on the allowed keys (case-insensitively); parse_capture keeps exact keys only.
+    keys = sorted(ALLOWED_KEYS)
+    likes = " OR ".join("value LIKE ?" for _ in keys)
+    per: dict[str, list[str]] = {}
+    sql = (f'SELECT "name", "value" FROM "META_DATA_CAPTURE" WHERE name LIKE \'PROCESS%:ENVIRONMENT_VARIABLE\' '  # noqa: S608 - fixed text
+           f"AND ({likes}) LIMIT {MAX_CAPTURE_ROWS}")
+    for name, value in con.execute(sql, [k + "=%" for k in keys]):
+        if isinstance(name, str) and isinstance(value, str):
+            per.setdefault(name, []).append(value)
+    return [parse_capture(v) for v in per.values()]
+
+
+def _env_blocks(con: apsw.Connection, info_tables: dict[str, list[str]]) -> list[str]:
+    """NUL-joined ``K=V`` environment blocks of the traced processes, from ``StringIds``."""
+    if "StringIds" not in info_tables:
+        return []
+    sql = ('SELECT "value" FROM "StringIds" WHERE instr(CAST("value" AS BLOB), x\'00\') > 0 '  # noqa: S608 - ints
+           f'AND length(CAST("value" AS BLOB)) <= {MAX_ENV_BLOCK_BYTES} LIMIT {MAX_ENV_BLOCKS}')
+    rows = con.execute(sql)
+    return [v for (v,) in rows if isinstance(v, str)]
 
 
 def _first_start(con: apsw.Connection, info: ExportInfo) -> int | None:

@@ -51,6 +51,8 @@ def meta_rows(info: ExportInfo) -> dict[str, str]:
         "time_offset_ns": info.time_offset_ns,
         "derived_from": info.meta.get("DERIVED_FROM"),
         "derived_window_ns": info.meta.get("DERIVED_WINDOW_NS"),
+        # Parts of the export left unread, as JSON (table and column names are from the allow-list).
+        "degraded": json.dumps(info.degraded) if info.degraded else None,
         **info.facts,
     }
     return {k: str(v) for k, v in rows.items() if v is not None}

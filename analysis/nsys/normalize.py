@@ -84,10 +84,10 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
                     "SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS name FROM _strings"))
         out.append(("cuda_api", f"""
             INSERT INTO cuda_api
-            SELECT {_pid('r."globalTid"')}, {_tid('r."globalTid"')},
+            SELECT {_pid(c("globalTid"))}, {_tid(c("globalTid"))},
                    {_time('r."start"', off)}, {_time('r."end"', off)},
-                   n.name, {kind}, r."correlationId", {c("returnValue")}
-            FROM {_src("CUPTI_ACTIVITY_KIND_RUNTIME")} r LEFT JOIN _api_names n ON n.id = r."nameId"
+                   n.name, {kind}, {c("correlationId")}, {c("returnValue")}
+            FROM {_src("CUPTI_ACTIVITY_KIND_RUNTIME")} r LEFT JOIN _api_names n ON n.id = {c("nameId")}
             {where}"""))
     # The launching call of each GPU activity; correlation ids are unique per process only. (pid,
     # correlationId) is packed into one UBIGINT (24 + 40 bits): a single-column key halves the cost of
@@ -99,12 +99,12 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
 
     def activity(table: str, alias: str) -> tuple[_Cols, str, str]:
         c = _Cols(info, table, alias)
-        pid = _pid(f'{alias}."globalPid"')
-        corr = f'{alias}."correlationId"'
+        pid = _pid(c("globalPid"))
+        corr = c("correlationId")
         join = f"LEFT JOIN _launch l ON l.k = {_launch_key(pid, corr)}"
         start, end = _time(f'{alias}."start"', off), _time(f'{alias}."end"', off)
         head = (f'{c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid, '
-                f'{start}, {end}, {alias}."correlationId"')
+                f'{start}, {end}, {corr}')
         return c, join, head
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in t:
@@ -113,20 +113,20 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
         mjoin = _name("mn", 'k."mangledName"') if "mangledName" in c.present else ""
         out.append(("kernels", f"""
             INSERT INTO kernels
-            SELECT {head}, dn.value, sn.value, {mangled},
+            SELECT {head}, {"dn.value" if "demangledName" in c.present else "sn.value"}, sn.value, {mangled},
                    {c("gridX")}, {c("gridY")}, {c("gridZ")}, {c("blockX")}, {c("blockY")}, {c("blockZ")},
                    {c("registersPerThread")}, {c("staticSharedMemory")}, {c("dynamicSharedMemory")},
                    {c("graphId")},
                    CASE WHEN starts_with(sn.value, 'nccl') OR starts_with(dn.value, 'nccl')
                         THEN 'nccl' ELSE 'compute' END
             FROM {_src("CUPTI_ACTIVITY_KIND_KERNEL")} k {join}
-            {_name("dn", 'k."demangledName"')} {_name("sn", 'k."shortName"')} {mjoin}"""))
+            {_name("dn", c("demangledName"))} {_name("sn", c("shortName"))} {mjoin}"""))
 
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in t:
         c, join, head = activity("CUPTI_ACTIVITY_KIND_MEMCPY", "m")
         out.append(("memcpy", f"""
             INSERT INTO memcpy
-            SELECT {head}, {case_sql('m."copyKind"', dec["copy_kind"])}, m."bytes",
+            SELECT {head}, {case_sql(c("copyKind"), dec["copy_kind"])}, {c("bytes")},
                    {case_sql(c("srcKind"), dec["memory_kind"])}, {case_sql(c("dstKind"), dec["memory_kind"])},
                    {c("srcDeviceId")}, {c("dstDeviceId")}
             FROM {_src("CUPTI_ACTIVITY_KIND_MEMCPY")} m {join}"""))
@@ -135,19 +135,19 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
         c, join, head = activity("CUPTI_ACTIVITY_KIND_MEMSET", "s")
         out.append(("memset", f"""
             INSERT INTO memset
-            SELECT {head}, s."bytes", {c("value")}, {case_sql(c("memKind"), dec["memory_kind"])}
+            SELECT {head}, {c("bytes")}, {c("value")}, {case_sql(c("memKind"), dec["memory_kind"])}
             FROM {_src("CUPTI_ACTIVITY_KIND_MEMSET")} s {join}"""))
 
     if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" in t:
         c = _Cols(info, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "y")
-        pid = _pid('y."globalPid"')
+        pid = _pid(c("globalPid"))
         corr = c("correlationId")
         join = f"LEFT JOIN _launch l ON l.k = {_launch_key(pid, corr)}"
         out.append(("sync", f"""
             INSERT INTO sync
             SELECT {c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid,
                    {_time('y."start"', off)}, {_time('y."end"', off)}, {corr},
-                   {case_sql('y."syncType"', dec["sync_type"])}, {c("eventId")}
+                   {case_sql(c("syncType"), dec["sync_type"])}, {c("eventId")}
             FROM {_src("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")} y {join}"""))
 
     # Temp tables hold memory until dropped; the join tables are done with here.
@@ -161,11 +161,12 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
 
     for table, target in (("OSRT_API", "osrt"), ("PROFILER_OVERHEAD", "overhead")):
         if table in t:
+            c = _Cols(info, table, "o")
             out.append((target, f"""
                 INSERT INTO {target}
-                SELECT {_pid('o."globalTid"')}, {_tid('o."globalTid"')},
+                SELECT {_pid(c("globalTid"))}, {_tid(c("globalTid"))},
                        {_time('o."start"', off)}, {_time('o."end"', off)}, n.value
-                FROM {_src(table)} o {_name("n", 'o."nameId"')}"""))
+                FROM {_src(table)} o {_name("n", c("nameId"))}"""))
 
     if "ThreadNames" in t:
         out.append(("threads", f"""
@@ -181,7 +182,7 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
 def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
     c = _Cols(info, "NVTX_EVENTS", "e")
     off = info.time_offset_ns
-    pid = _pid('e."globalTid"')
+    pid = _pid(c("globalTid"))
     text = c("text")
     if "textId" in c.present:
         text = f'COALESCE({text}, tx.value)'
@@ -211,7 +212,7 @@ def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
     end = _time(c("end"), off) if "end" in c.present else "NULL"
     out.append(("nvtx", f"""
         CREATE TEMP TABLE _nvtx AS
-        SELECT row_number() OVER () AS rid, {pid} AS pid, {_tid('e."globalTid"')} AS tid,
+        SELECT row_number() OVER () AS rid, {pid} AS pid, {_tid(c("globalTid"))} AS tid,
                {_time('e."start"', off)} AS start_ns,
                CASE WHEN e."eventType" = 34 THEN NULL ELSE {end} END AS end_ns,
                {text} AS text, {domain} AS domain,

@@ -17,14 +17,19 @@ class SourceTable:
     name: str
     columns: dict[str, str]      # column -> expected SQLite type affinity
     required: tuple[str, ...]
+    # Of ``required``, the columns without which the table means nothing (event times, string ids). The
+    # others every real export has, but a hand-built or filtered one may lack: without them the table is
+    # read with that part unknown and the report says so (``meta['degraded']``).
+    core: tuple[str, ...] = ()
 
 
-def _t(name: str, required: str, optional: str = "", texts: str = "", reals: str = "") -> SourceTable:
+def _t(name: str, required: str, optional: str = "", texts: str = "", reals: str = "",
+       core: str | None = None) -> SourceTable:
     text_cols, real_cols = set(texts.split()), set(reals.split())
     cols: dict[str, str] = {}
     for col in (required + " " + optional).split():
         cols[col] = TEXT if col in text_cols else REAL if col in real_cols else INT
-    return SourceTable(name, cols, tuple(required.split()))
+    return SourceTable(name, cols, tuple(required.split()), tuple((required if core is None else core).split()))
 
 
 _ACT = "start end deviceId streamId correlationId globalPid"
@@ -33,16 +38,17 @@ SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
     _t("StringIds", "id value", texts="value"),
     _t("CUPTI_ACTIVITY_KIND_KERNEL", f"{_ACT} demangledName shortName",
        "contextId mangledName registersPerThread gridX gridY gridZ blockX blockY blockZ "
-       "staticSharedMemory dynamicSharedMemory graphId"),
+       "staticSharedMemory dynamicSharedMemory graphId", core="start end"),
     _t("CUPTI_ACTIVITY_KIND_MEMCPY", f"{_ACT} bytes copyKind",
-       "contextId srcKind dstKind srcDeviceId dstDeviceId"),
-    _t("CUPTI_ACTIVITY_KIND_MEMSET", f"{_ACT} bytes", "contextId value memKind"),
-    _t("CUPTI_ACTIVITY_KIND_RUNTIME", "start end globalTid correlationId nameId", "eventClass returnValue"),
+       "contextId srcKind dstKind srcDeviceId dstDeviceId", core="start end"),
+    _t("CUPTI_ACTIVITY_KIND_MEMSET", f"{_ACT} bytes", "contextId value memKind", core="start end"),
+    _t("CUPTI_ACTIVITY_KIND_RUNTIME", "start end globalTid correlationId nameId", "eventClass returnValue",
+       core="start end"),
     _t("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "start end globalPid syncType",
-       "deviceId contextId streamId correlationId eventId"),
-    _t("NVTX_EVENTS", "start eventType globalTid", "end text textId domainId", texts="text"),
-    _t("OSRT_API", "start end globalTid nameId"),
-    _t("PROFILER_OVERHEAD", "start end globalTid nameId"),
+       "deviceId contextId streamId correlationId eventId", core="start end"),
+    _t("NVTX_EVENTS", "start eventType globalTid", "end text textId domainId", texts="text", core="start eventType"),
+    _t("OSRT_API", "start end globalTid nameId", core="start end"),
+    _t("PROFILER_OVERHEAD", "start end globalTid nameId", core="start end"),
     _t("ThreadNames", "nameId globalTid"),
     _t("PROCESSES", "pid name", "globalPid", texts="name"),
     _t("TARGET_INFO_GPU", "name",
@@ -58,6 +64,7 @@ SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
     _t("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"),
     _t("TARGET_INFO_SYSTEM_ENV", "name value", texts="name value"),
     _t("META_DATA_EXPORT", "name value", texts="name value"),
+    _t("META_DATA_CAPTURE", "name value", texts="name value"),
     _t("EXPORT_META_DATA", "name value", texts="name value"),
     _t("MemcpyOperationStrings", "id name", texts="name"),
     _t("DomainStrings", "id domainName", texts="domainName"),
@@ -91,3 +98,20 @@ def affinity(declared: str | None) -> str:
     if "REAL" in t or "FLOA" in t or "DOUB" in t:
         return REAL
     return "BLOB" if not t else "NUMERIC"
+
+
+# What a report loses without a refining column (``SourceTable.required`` minus ``core``), for
+# ``meta['degraded']``; by column name, the same meaning in every table that has it.
+REFINING_EFFECT = {
+    "globalPid": "process ids unknown: its rows are not linked to their API calls and all processes read as one",
+    "globalTid": "process and thread ids unknown: its calls are not linked to the GPU work they launched",
+    "correlationId": "GPU work and API calls are not linked (launching threads, copy and memset calls unknown)",
+    "deviceId": "device unknown: all GPUs of a process read as one",
+    "streamId": "streams unknown",
+    "demangledName": "full kernel names unknown (short names used)",
+    "shortName": "short kernel names unknown",
+    "bytes": "sizes unknown",
+    "copyKind": "copy directions unknown",
+    "nameId": "call names unknown: synchronization, copy and launch calls cannot be recognised",
+    "syncType": "synchronization kinds unknown",
+}

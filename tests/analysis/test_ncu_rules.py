@@ -66,7 +66,8 @@ def test_ncu001_silent_when_sectors_are_ideal(tmp_path):
 
 
 def test_ncu001_sectors_per_request_loads_and_stores_separately(tmp_path):
-    data = long_csv([DUR_10US, *raw(
+    # A kernel name without element types: nothing to infer the stores' access width from.
+    data = long_csv(kernels=[{"Kernel Name": "copy_blocked"}], metrics=[DUR_10US, *raw(
         ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "sector", "800"),
         ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "request", "100"),
         ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", "byte/sector", "8"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from analysis.rules.base import Threshold
+from analysis.rules.ncu.access_width import from_name, from_sass
 from analysis.rules.ncu.common import Hit, NcuRule
 from analysis.rules.ncu.metrics import Launch, Metric
 
@@ -33,8 +34,12 @@ class UncoalescedGlobalAccess(NcuRule):
     excess share of sectors weighted by L2 activity (``lts__cycles_active.sum / lts__cycles_elapsed.sum``).
     Without those metrics: L1TEX sectors per request for loads and for stores
     (``l1tex__t_sectors_pipe_lsu_mem_global_op_{ld,st}.sum`` / ``l1tex__t_requests_...``) against the
-    ideal for the access width (from ``smsp__sass_average_data_bytes_per_sector_mem_global_op_{ld,st}.ratio``;
-    without it, the 16 sectors of the widest access, a lower bound on the waste).
+    ideal for the access width: from ``smsp__sass_average_data_bytes_per_sector_mem_global_op_{ld,st}.ratio``,
+    else from the SASS data bytes per request (``smsp__sass_data_bytes_mem_global_op_{ld,st}.sum``), else
+    inferred from the element types in the kernel's demangled name (template arguments, pointer
+    parameters: ``float`` means 4-byte accesses, 4 sectors per full-warp request; the widest type named
+    is taken, and the finding states the assumption); with none of these, against the 16 sectors of the
+    widest access (a lower bound on the waste).
 
     *Advice*: coalesce: consecutive threads on consecutive addresses; structure-of-arrays; stage strided
     access through shared memory.
@@ -67,7 +72,15 @@ class UncoalescedGlobalAccess(NcuRule):
                 continue
             per_request = sectors / requests
             bps = launch.get(Metric((f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.ratio",)))
-            ideal_pr = per_request * bps / SECTOR_BYTES if bps is not None else float(MAX_IDEAL_SECTORS_PER_REQUEST)
+            source, assumption = "bytes_per_sector", ""
+            if bps is not None:
+                ideal_pr = per_request * bps / SECTOR_BYTES
+            elif (width := from_sass(launch, op) or from_name(launch)) is not None:
+                ideal_pr, source, assumption = width.ideal_sectors_per_request, width.source, width.assumption
+            else:
+                # Nothing tells the width: only what no access width can explain is excess (a lower bound).
+                ideal_pr, source = float(MAX_IDEAL_SECTORS_PER_REQUEST), "widest_access"
+                assumption = "against the widest (16-byte) accesses, so at least this much"
             if per_request <= ideal_pr:
                 continue
             excess_pct = 100.0 * (1.0 - ideal_pr / per_request)
@@ -76,9 +89,10 @@ class UncoalescedGlobalAccess(NcuRule):
             hits.append(Hit(
                 f"l1_{op}", excess_pct, f"Uncoalesced global {what}",
                 f"Global {what} use {per_request:.1f} sectors per request where {ideal_pr:.1f} would carry the data "
-                f"({excess_pct:.1f}% of the sectors are excess)",
+                f"({excess_pct:.1f}% of the sectors are excess" + (f"; {assumption})" if assumption else ")"),
                 ADVICE, {"sectors": sectors, "requests": requests, "sectors_per_request": per_request,
-                         "ideal_sectors_per_request": ideal_pr, "bytes_per_sector": bps}))
+                         "ideal_sectors_per_request": ideal_pr, "bytes_per_sector": bps, "width_source": source,
+                         "assumption": assumption or None}))
         return hits if evaluated else None
 
     def _l2(self, launch: Launch, total: float, ideal: float, params: Mapping[str, float]) -> list[Hit]:

@@ -75,10 +75,9 @@ def coverage(trace: Trace, table: str, pid: int, tids: list[int], gs: np.ndarray
     if not n:
         return cov
     k = max(1, math.ceil(n / SLICE_CALLS))
-    edges = np.linspace(lo, hi, k + 1).astype(np.int64)
-    edges[0], edges[-1] = lo, hi
+    # Slice edges in integer arithmetic (Python ints): floats near absolute clocks (~2^62) are 1 us coarse.
+    edges = [lo + (hi - lo) * i // k for i in range(k + 1)]
     for a, b in zip(edges[:-1], edges[1:], strict=True):
-        a, b = int(a), int(b)
         part = np.flatnonzero((gs < b) & (ge > a))
         if not len(part) or b <= a:
             continue

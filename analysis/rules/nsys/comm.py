@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import duckdb
-
 from analysis.breakdown import breakdown
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Skip, Threshold
@@ -94,8 +92,8 @@ class Stragglers(Rule):
     *How it is detected*: the participants are the processes with NCCL kernels in the run's nsys
     reports; each is named by the rank in its report's metadata (never the order of files), or by the
     report and pid when several ranks share one file. Collective instances are matched by kernel name
-    and order of occurrence (the communicator's issue order), on the absolute time base
-    (``session_start_utc_ns`` + time). Per instance the arrival skew is the last start minus the first;
+    and order of occurrence (the communicator's issue order), on the run's time base (each
+    report's times plus its session start's distance from the earliest one, ``Run.offsets``). Per instance the arrival skew is the last start minus the first;
     instances with a skew of at least ``min_skew_us`` count. The straggler is the participant that
     arrives last most often. Impact: the summed skew of the instances where it is last (the wall time
     the job would save if it arrived with the others).
@@ -115,34 +113,38 @@ class Stragglers(Rule):
         traces = [t for t in self.applicable(run) if _has_nccl(t)]
         if not traces:
             return []
-        if len(traces) > 1 and any(t.session_start_utc_ns is None for t in traces):
+        offsets = run.offsets(traces)
+        if offsets is None:
             raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
-        con = duckdb.connect()
+        # Times in HUGEINT: the aligned times of any clock (even ~2^62) and their differences cannot overflow.
+        parts = " UNION ALL ".join(
+            f"SELECT {i} AS part, pid, device, name, start_ns::HUGEINT + {int(off)} AS t "  # noqa: S608 - ints, r<i>
+            f"FROM {run.alias(t)}.kernels WHERE category = 'nccl' AND start_ns IS NOT NULL"
+            for i, (t, off) in enumerate(zip(traces, offsets, strict=True)))
+        min_skew = {"min_skew_ns": int(params["min_skew_us"] * 1000)}
+        con = run.con
         try:
-            parts = []
-            for i, t in enumerate(traces):
-                path = str(t.path).replace("'", "''")
-                con.execute(f"ATTACH '{path}' AS r{i} (READ_ONLY)")
-                offset = (t.session_start_utc_ns or 0) if len(traces) > 1 else 0
-                parts.append(f"SELECT {i} AS part, pid, device, name, start_ns + {int(offset)} AS t "  # noqa: S608 - constants and server-made names
-                             f"FROM r{i}.kernels WHERE category = 'nccl'")
-            sql = load_sql("stragglers.sql").replace("{parts}", " UNION ALL ".join(parts))
-            who = con.execute(sql + " SELECT * FROM per_part ORDER BY times_last DESC, skew_when_last DESC",  # noqa: S608 - constants and server-made names
-                              {"min_skew_ns": int(params["min_skew_us"] * 1000)}).fetchall()
+            # One pass over the kernels: the instances, per-instance and per-participant facts materialized
+            # once, then read by the three small queries below.
+            for stmt in load_sql("stragglers.sql").replace("{parts}", parts).split("-- next statement"):
+                con.execute(stmt, min_skew if "$min_skew_ns" in stmt else None)
+            who = con.execute("""SELECT part, pid, times_last, skew_when_last, waited, imposed FROM _gp_comm_part
+                                 ORDER BY times_last DESC, skew_when_last DESC, part, pid""").fetchall()
             if len(who) < 2 or who[0][2] == 0:
                 return []
             part, pid = who[0][0], who[0][1]
-            top = con.execute(sql + """ SELECT name, k, first_t, last_t, skew, device FROM inst_last
-                                        WHERE last_part = $p AND last_pid = $pid ORDER BY skew DESC LIMIT 20""",  # noqa: S608
-                              {"min_skew_ns": int(params["min_skew_us"] * 1000), "p": part, "pid": pid}).fetchall()
-            n_inst = con.execute(sql + " SELECT COUNT(*), COUNT(*) FILTER (WHERE skew >= $min_skew_ns) FROM inst_last",  # noqa: S608 - constants and server-made names
-                                 {"min_skew_ns": int(params["min_skew_us"] * 1000)}).fetchone()
+            top = con.execute("""SELECT name, k, first_t, last_t, skew, who.device FROM _gp_comm_last
+                                 WHERE who.part = $p AND who.pid = $pid ORDER BY skew DESC, first_t, name LIMIT 20""",
+                              {"p": part, "pid": pid}).fetchall()
+            n_inst = con.execute("SELECT COUNT(*), COUNT(*) FILTER (WHERE skew >= $min_skew_ns) FROM _gp_comm_last",
+                                 min_skew).fetchone()
         finally:
-            con.close()
+            con.execute("DROP TABLE IF EXISTS _gp_comm_part; DROP TABLE IF EXISTS _gp_comm_last; "
+                        "DROP TABLE IF EXISTS _gp_comm_inst")
         trace = traces[part]
         label = _who(trace, pid, len(traces))
         impact = int(who[0][3])
-        offset = (trace.session_start_utc_ns or 0) if len(traces) > 1 else 0
+        offset = offsets[part]
         evidence = tuple(
             Evidence(start_ns=int(r[2]) - offset, end_ns=int(r[3]) - offset, device=r[5], pid=pid, rank=trace.rank,
                      name=r[0], value_ns=int(r[4]), detail={"instance": int(r[1]) - 1, "straggler": label})

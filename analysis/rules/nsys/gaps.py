@@ -92,6 +92,7 @@ class _Calls:
 
     def __init__(self) -> None:
         self.by_pid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.owner_by_pid: dict[int, np.ndarray] = {}
 
     def add(self, pid: int, start: np.ndarray, end: np.ndarray, own: bool = False) -> None:
         """Add one process's calls; ``own``: the arrays are this object's to overwrite."""
@@ -102,7 +103,12 @@ class _Calls:
             start, end = start[order], end[order]
         elif not (own and end.flags.writeable):
             end = end.copy()  # the running maximum is written in place
-        self.by_pid[int(pid)] = (start, np.maximum.accumulate(end, out=end))
+        reach = np.maximum.accumulate(end)
+        # The call that reaches furthest so far (the one still running when any later moment is covered):
+        # the last call whose end is the running maximum.
+        self.owner_by_pid[int(pid)] = np.maximum.accumulate(np.where(end >= reach, np.arange(len(end)), 0))
+        end[:] = reach
+        self.by_pid[int(pid)] = (start, end)
 
     @classmethod
     def grouped(cls, pid: np.ndarray, start: np.ndarray, end: np.ndarray) -> _Calls:
@@ -114,14 +120,19 @@ class _Calls:
         return calls
 
     def running_at(self, pid: int | None, t: np.ndarray) -> np.ndarray:
+        return self.call_at(pid, t) >= 0
+
+    def call_at(self, pid: int | None, t: np.ndarray) -> np.ndarray:
+        """Per moment, the position (in start order) of a call of ``pid`` running then, else -1."""
         calls = self.by_pid.get(pid) if pid is not None else None
-        out = np.zeros(len(t), dtype=bool)
+        out = np.full(len(t), -1, dtype=np.int64)
         if calls is None or not len(t):
             return out
         start, reach = calls
         idx = np.searchsorted(start, t, side="right") - 1
-        hit = idx >= 0
-        out[hit] = reach[idx[hit]] >= t[hit]
+        hit = np.flatnonzero(idx >= 0)
+        hit = hit[reach[idx[hit]] >= t[hit]]
+        out[hit] = self.owner_by_pid[pid][idx[hit]]
         return out
 
 
@@ -154,6 +165,7 @@ class OwnedUnit:
     krn_run: np.ndarray
     runs: Runs
     totals: dict[int, tuple[int, int]]  # owner code -> (gap ns, gap count)
+    sync_calls: np.ndarray  # the sync calls (positions among the process's) that SYNC001's gaps follow
 
 
 def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls,
@@ -196,18 +208,20 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
     for ug, r in zip(unit_gaps(trace), runs, strict=True):
         gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
         owner = np.zeros(len(gs), dtype=np.uint8)
-        krn_idx, krn_run = [_EMPTY], [_EMPTY]
+        krn_idx, krn_run, sync_calls = [_EMPTY], [_EMPTY], [_EMPTY]
         totals = dict.fromkeys(OWNER_CODES.values(), (0, 0))
         for a in range(0, len(gs), CHUNK):  # chunks keep the temporaries small
             cgs, cge, own = gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK]
             ki, kr = _classify(cgs, cge, own, pid, syncs, copies, p["min_gap_ns"], r)
             krn_idx.append(ki + a)
             krn_run.append(kr)
+            sync_calls.append(np.unique(syncs.call_at(pid, cgs[own == OWNER_CODES["SYNC001"]])))
             ns = cge - cgs
             for code, (t, c) in totals.items():
                 m = own == code
                 totals[code] = (t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))
-        out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r, totals))
+        out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r, totals,
+                             np.unique(np.concatenate(sync_calls))))
     del syncs, copies
     trace.memo[key] = out
     return out
@@ -217,6 +231,11 @@ def owned_total(units: list[OwnedUnit], rule_id: str) -> tuple[int, int]:
     """(total gap ns, gap count) of the gaps a rule owns."""
     code = OWNER_CODES[rule_id]
     return sum(u.totals[code][0] for u in units), sum(u.totals[code][1] for u in units)
+
+
+def owned_sync_calls(units: list[OwnedUnit]) -> int:
+    """How many distinct sync calls SYNC001's gaps follow (one call can precede idle on several devices)."""
+    return len({(u.unit.pid, int(i)) for u in units for i in u.sync_calls})
 
 
 def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[tuple[int | None, int | None, int, int, int]]:

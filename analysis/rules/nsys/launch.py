@@ -15,10 +15,14 @@ def _first_names(trace: Trace, runs: list[tuple]) -> list[str | None]:
     """The name of the kernel that opens each run of a bounded sample (one equality join)."""
     if not runs:
         return []
-    values = ", ".join(f"({i}, {int(r[0])}, {int(r[1])}, {int(r[2])})" for i, r in enumerate(runs))
+    def lit(v: int | None) -> str:  # a unit's pid or device is NULL in exports that lack them
+        return "NULL::BIGINT" if v is None else str(int(v))
+
+    values = ", ".join(f"({i}, {lit(r[0])}, {lit(r[1])}, {int(r[2])})" for i, r in enumerate(runs))
     found = dict(trace.sql(f"""
         WITH pts(i, pid, device, t) AS (VALUES {values})
-        SELECT i, MIN(k.name) FROM pts JOIN kernels k ON k.pid = pts.pid AND k.device = pts.device
+        SELECT i, MIN(k.name) FROM pts JOIN kernels k ON k.pid IS NOT DISTINCT FROM pts.pid
+                                                    AND k.device IS NOT DISTINCT FROM pts.device
                                                     AND k.start_ns = pts.t
         GROUP BY i"""))  # noqa: S608 - integers only
     return [found.get(i) for i in range(len(runs))]

@@ -1,5 +1,9 @@
--- Collective instances matched across participants by (kernel name, occurrence), on one time base.
--- The placeholder below is the union of each participant report's NCCL kernels (part, pid, device, name, t).
+-- Collective instances matched across participants by (kernel name, occurrence), on the run's time base.
+-- Three statements, separated by the marker line below, run in order on the run's connection:
+-- the complete instances, then one row per instance, then one row per participant.
+-- {parts} is the union of each participant report's NCCL kernels (part, pid, device, name, t), t in HUGEINT
+-- (session-relative time + the report's offset); every sum below is of differences, never of times.
+CREATE OR REPLACE TEMP TABLE _gp_comm_inst AS
 WITH p AS ({parts}),
 inst AS (
     SELECT part, pid, device, name, t,
@@ -10,26 +14,24 @@ n AS (SELECT COUNT(*) AS n FROM (SELECT DISTINCT part, pid FROM p)),
 complete AS (
     -- Only instances every participant reached can be compared.
     SELECT name, k FROM inst GROUP BY name, k HAVING COUNT(*) = (SELECT n FROM n)
-),
-inst_last AS (
-    SELECT i.name, i.k, MIN(i.t) AS first_t, MAX(i.t) AS last_t, MAX(i.t) - MIN(i.t) AS skew,
-           arg_max(i.part, i.t) AS last_part, arg_max(i.pid, i.t) AS last_pid, arg_max(i.device, i.t) AS device,
-           SUM(i.t) AS sum_t, COUNT(*) AS cnt
-    FROM inst i SEMI JOIN complete c ON c.name = i.name AND c.k = i.k
-    GROUP BY i.name, i.k
-),
-per_part AS (
-    SELECT pp.part, pp.pid,
-           COUNT(*) FILTER (WHERE il.skew >= $min_skew_ns AND il.last_part = pp.part AND il.last_pid = pp.pid)
-               AS times_last,
-           COALESCE(SUM(il.skew) FILTER (WHERE il.skew >= $min_skew_ns AND il.last_part = pp.part
-                                        AND il.last_pid = pp.pid), 0) AS skew_when_last,
-           COALESCE(SUM(il.last_t - i.t) FILTER (WHERE il.skew >= $min_skew_ns), 0) AS waited,
-           -- What the others waited for this participant when it came last (summed over them).
-           COALESCE(SUM(il.last_t * il.cnt - il.sum_t) FILTER (WHERE il.skew >= $min_skew_ns
-                    AND il.last_part = pp.part AND il.last_pid = pp.pid), 0) AS imposed
-    FROM (SELECT DISTINCT part, pid FROM p) pp
-    JOIN inst i ON i.part = pp.part AND i.pid = pp.pid
-    JOIN inst_last il ON il.name = i.name AND il.k = i.k
-    GROUP BY pp.part, pp.pid
 )
+SELECT i.*, MAX(i.t) OVER (PARTITION BY i.name, i.k) AS last_t
+FROM inst i SEMI JOIN complete c ON c.name = i.name AND c.k = i.k;
+-- next statement
+CREATE OR REPLACE TEMP TABLE _gp_comm_last AS
+SELECT name, k, MIN(t) AS first_t, MAX(t) AS last_t, MAX(t) - MIN(t) AS skew,
+       arg_max({'part': part, 'pid': pid, 'device': device}, t) AS who,
+       -- What the others waited for the last one here (summed over them).
+       SUM(last_t - t) AS waits
+FROM _gp_comm_inst GROUP BY name, k;
+-- next statement
+CREATE OR REPLACE TEMP TABLE _gp_comm_part AS
+SELECT i.part, i.pid,
+       COUNT(*) FILTER (WHERE l.skew >= $min_skew_ns AND l.who.part = i.part AND l.who.pid = i.pid) AS times_last,
+       COALESCE(SUM(l.skew) FILTER (WHERE l.skew >= $min_skew_ns AND l.who.part = i.part
+                                    AND l.who.pid = i.pid), 0) AS skew_when_last,
+       COALESCE(SUM(l.last_t - i.t) FILTER (WHERE l.skew >= $min_skew_ns), 0) AS waited,
+       COALESCE(SUM(l.waits) FILTER (WHERE l.skew >= $min_skew_ns AND l.who.part = i.part
+                                     AND l.who.pid = i.pid), 0) AS imposed
+FROM _gp_comm_inst i JOIN _gp_comm_last l ON l.name = i.name AND l.k = i.k
+GROUP BY i.part, i.pid

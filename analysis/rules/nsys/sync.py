@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.rules.nsys.gaps import owned, owned_top, owned_total, sync_names
+from analysis.rules.nsys.gaps import owned, owned_sync_calls, owned_top, owned_total, sync_names
 from analysis.trace import Run, Trace
 
 
@@ -44,6 +44,7 @@ class BlockingSync(Rule):
         total, n = owned_total(units, self.id)
         if n == 0 or total < params["min_idle_us"] * 1000:
             return []
+        n_owning = owned_sync_calls(units)
         calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
                               WHERE {api_name_in(trace, SYNC_API_RE)} GROUP BY name ORDER BY 2 DESC""")  # noqa: S608 - escaped names
         n_calls = sum(int(c[1]) for c in calls)
@@ -61,8 +62,8 @@ class BlockingSync(Rule):
         freq = f"; {per_kernel:.2f} sync call(s) per kernel" if per_kernel is not None else ""
         return [Finding(
             rule_id=self.id,
-            title=f"Blocking syncs leave the GPU idle {fmt_ms(total)} after {n} of them",
-            message=(f"{n} idle gap(s) followed a blocking synchronize, {fmt_ms(total)} in all"
+            title=f"Blocking syncs leave the GPU idle {fmt_ms(total)} after {n_owning} of {n_calls} sync calls",
+            message=(f"{n} idle gap(s) followed {n_owning} blocking synchronize call(s), {fmt_ms(total)} in all"
                      + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
                      + f". {n_calls} sync call(s): {names}{freq}."),
             impact_ns=total, impact_pct=share,
@@ -70,5 +71,6 @@ class BlockingSync(Rule):
                     "(cudaStreamWaitEvent) and synchronize once per step; use async copies to pinned memory."),
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"sync_calls": n_calls, "sync_calls_per_kernel": per_kernel,
-                   "sync_call_names": {c[0]: int(c[1]) for c in calls}, "idle_gaps": int(n)},
+                   "sync_call_names": {c[0]: int(c[1]) for c in calls}, "idle_gaps": int(n),
+                   "syncs_followed_by_idle": n_owning},
         )]

@@ -1,0 +1,92 @@
+"""Compare `goodput analyze --format json` on the corpus with snapshots taken before a change, by kind of change.
+
+    .venv/bin/python scripts/findings_diff.py SNAPSHOT_DIR [EXPORT_NAME ...]
+
+SNAPSHOT_DIR holds ``<export file name>.json`` per corpus export (``goodput analyze --format json
+../shared/corpus/nsys/<name>``, run from the repository root). Each difference is put in the kind of change
+that explains it (the ``EXPECTED`` patterns below, one per intended change); anything else is printed as
+UNEXPECTED and makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path("../shared/corpus/nsys")  # relative, as the snapshots were taken: file names appear in the output
+
+# (kind, pattern on "path: change") of the intended changes.
+EXPECTED = [
+    ("report JSON gains 'degraded' (#13.17)", r"^\.reports\[\d+\]\.degraded: added \[\]$"),
+    ("SYNC001 counts calls (#13.19)", r"^\.findings\[\d+\]\.(title|message|syncs_followed_by_idle)(:| ).*@SYNC001$"),
+    ("job facts from every environment encoding (#13.16)",
+     r"^\.reports\[\d+\]\.(rank|local_rank|world_size|job_id|host|breakdown\.rank|breakdown\.devices\[\d+\]\.rank)"
+     r"(:| ).*"),
+    ("rank of findings and evidence from the new job facts (#13.16)",
+     r"^\.findings\[\d+\]\.(rank|evidence\[\d+\]\.rank|evidence\[\d+\]\.detail\.straggler)(:| ).*"),
+]
+
+
+def diff(a, b, path: str = "", out: list[str] | None = None) -> list[str]:
+    out = [] if out is None else out
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a:
+                out.append(f"{path}.{k}: added {json.dumps(b[k])[:120]}")
+            elif k not in b:
+                out.append(f"{path}.{k}: removed")
+            else:
+                diff(a[k], b[k], f"{path}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            diff(x, y, f"{path}[{i}]", out)
+    elif a != b:
+        out.append(f"{path}: {json.dumps(a)[:120]} -> {json.dumps(b)[:120]}")
+    return out
+
+
+def kind_of(line: str, before: dict) -> str | None:
+    m = re.match(r"^\.findings\[(\d+)\]", line)
+    tagged = line + (f" @{before['findings'][int(m.group(1))]['rule_id']}" if m else "")
+    for kind, pattern in EXPECTED:
+        if re.match(pattern, tagged, re.S):
+            return kind
+    return None
+
+
+def main(argv: list[str]) -> int:
+    snaps = Path(argv[0])
+    names = argv[1:] or sorted(p.name for p in (ROOT / CORPUS).glob("*.sqlite"))
+    kinds: Counter[str] = Counter()
+    unexpected = 0
+    for name in names:
+        r = subprocess.run([str(ROOT / ".venv/bin/goodput"), "analyze", "--quiet", "--format", "json",
+                            str(CORPUS / name)], capture_output=True, text=True, cwd=ROOT)
+        before = json.loads((snaps / f"{name}.json").read_text())
+        if r.returncode != 0:
+            print(f"{name}: UNEXPECTED exit {r.returncode}: {r.stderr.strip()[-200:]}")
+            unexpected += 1
+            continue
+        lines = diff(before, json.loads(r.stdout))
+        found = Counter()
+        for line in lines:
+            kind = kind_of(line, before)
+            if kind is None:
+                print(f"{name}: UNEXPECTED {line}")
+                unexpected += 1
+            else:
+                found[kind] += 1
+        kinds.update(found)
+        print(f"{name}: " + ("identical" if not lines else "; ".join(f"{k}: {n}" for k, n in found.items())))
+    print(f"\n{len(names)} exports; differences by kind: " + (", ".join(f"{k}: {n}" for k, n in kinds.items())
+                                                             or "none") + f"; unexpected: {unexpected}")
+    return 1 if unexpected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,78 @@
+"""Analysis at the edges of its input (issue #13, items 15-17): real exports moved onto absolute clocks near
+2^62 ns, 64 ranks on one wall clock, windows spanning 2^62 ns, and an export missing a refining column. Each
+ends with an answer (never a rule in ``error``), the same answer as the unmoved trace where times moved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis import chrome_trace, timeline
+from analysis.api import analyze, ingest
+from analysis.trace import Trace
+from tests.analysis.planting import copy_export, ingested, kernel, normalized
+from tests.analysis.shifting import ABSOLUTE_CLOCK, NEAR_2_62, everything, shifted_copy, unshift
+from tests.analysis.test_degraded_ingest import rebuild_without
+from tests.conftest import corpus_file
+
+RUNS = {
+    "nccl-ring-pair": ["nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"],
+    "torchrun-two-ranks-one-file": ["torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"],
+    "cloverleaf-device-syncs": ["cloverleaf-devsync.sqlite"],
+}
+
+
+@pytest.mark.parametrize("names", list(RUNS.values()), ids=list(RUNS))
+def test_real_exports_moved_near_2_62_give_the_same_answers(tmp_path: Path, names: list[str]) -> None:
+    paths = [ingested(corpus_file(n)) for n in names]
+    shift, session_shift = NEAR_2_62 - 987_654_321, NEAR_2_62 - ABSOLUTE_CLOCK
+    moved = [shifted_copy(p, tmp_path / f"{i}.duckdb", shift, session_shift) for i, p in enumerate(paths)]
+    before, after = everything(paths, names), everything(moved, names)
+    assert all(r["status"] != "error" for r in after["analysis"]["rules"])
+    assert after["analysis"]["findings"], "the exports have findings to compare"
+    assert unshift(after, shift, session_shift) == before
+
+
+def test_64_ranks_in_one_report_on_the_wall_clock(tmp_path: Path) -> None:
+    rows = []
+    for r in range(64):
+        for k in range(3):
+            t = ABSOLUTE_CLOCK + 1_000_000 * (k + 1) + (500_000 if r == 17 else 0)
+            rows.append(kernel(t, t + 30_000, pid=1000 + r, device=r % 8, name="ncclDevKernel_AllGather",
+                               category="nccl"))
+    path = normalized(tmp_path / "all.duckdb", {"session_start_utc_ns": ABSOLUTE_CLOCK}, kernels=rows)
+    result = analyze([path], rules=["COMM"])
+    assert {r["id"]: r["status"] for r in result["rules"]} == {"COMM001": "ok", "COMM002": "ok"}
+    (straggler,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
+    assert straggler["impact_ns"] == 3 * 500_000 and len(straggler["participants"]) == 64
+    assert straggler["wait_imposed_ns"] == 3 * 63 * 500_000
+
+
+def test_timeline_and_chrome_trace_over_a_window_spanning_2_62(tmp_path: Path) -> None:
+    start = NEAR_2_62 - 50_000
+    path = normalized(tmp_path / "wide.duckdb",
+                      kernels=[kernel(start, start + 10_000), kernel(start + 20_000, NEAR_2_62)], nvtx=[{"pid": 1, "tid": 1, "start_ns": -10**10, "end_ns": -10**10 + 5, "text": "early",
+                             "kind": "push_pop", "nesting": 0}])
+    t = Trace(path, "wide")
+    try:
+        win = timeline.window(t, buckets=4000)
+        assert win["extent"] == [-10**10, NEAR_2_62] and win["activities"] == 3
+        boxes = {lane["kind"]: lane["boxes"] for lane in win["lanes"]}
+        # 2^62 ns in 4,000 slices: both kernels start in the last slice and merge into one box.
+        assert boxes["gpu"] == [[start, NEAR_2_62, 2, 40_000, "compute", "k"]]
+        assert [b[:4] for b in boxes["nvtx"]] == [[-10**10, -10**10 + 5, 1, 5]]
+        assert len([e for e in chrome_trace.to_dict(t)["traceEvents"] if e["ph"] == "X"]) == 3
+    finally:
+        t.close()
+
+
+def test_export_without_a_refining_column_on_an_absolute_clock(tmp_path: Path) -> None:
+    """The time-normalized nccl-ring export (absolute UTC ns) without its kernels' globalPid: read, degraded."""
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "r0.sqlite")
+    rebuild_without(src, "CUPTI_ACTIVITY_KIND_KERNEL", "globalPid")
+    out = tmp_path / "r0.duckdb"
+    ingest(src, out)
+    result = analyze([out])
+    assert [d["columns"] for d in result["reports"][0]["degraded"]] == [["globalPid"]]
+    assert all(r["status"] != "error" for r in result["rules"])
