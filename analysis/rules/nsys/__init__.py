@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from analysis.rules.base import Rule
 from analysis.rules.nsys.comm import ExposedCommunication, Stragglers
+from analysis.rules.nsys.copybound import CopyBound
 from analysis.rules.nsys.gpu import IdleGaps, LowUtilization
 from analysis.rules.nsys.launch import LaunchBound
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
@@ -20,4 +21,5 @@ NSYS_RULES: list[type[Rule]] = [
     SyncMemset,
     UnifiedMemoryMigration,
     BlockingSync,
+    CopyBound,
 ]
