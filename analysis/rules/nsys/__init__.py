@@ -8,6 +8,7 @@ from analysis.rules.nsys.copybound import CopyBound
 from analysis.rules.nsys.gpu import IdleGaps, LowUtilization
 from analysis.rules.nsys.launch import LaunchBound
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
+from analysis.rules.nsys.outliers import KernelOutliers
 from analysis.rules.nsys.sync import BlockingSync
 
 NSYS_RULES: list[type[Rule]] = [
@@ -22,4 +23,5 @@ NSYS_RULES: list[type[Rule]] = [
     UnifiedMemoryMigration,
     BlockingSync,
     CopyBound,
+    KernelOutliers,
 ]

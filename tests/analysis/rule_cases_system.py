@@ -1,0 +1,174 @@
+"""Case table of the whole-system rules (issue #14), as in ``rule_cases``: a planted variant of a real export
+where each rule fires, with the impact computed here from the raw export, and a variant where it stays silent.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.analysis.planting import clone_row, has_table, sqlite_rw
+from tests.analysis.rule_cases import Case
+
+PID = "(globalPid >> 24) & 16777215"
+UVM_KINDS = (11, 12, 13)
+
+
+def _union_len(ivs: list[tuple[int, int]]) -> int:
+    total, reach = 0, None
+    for s, e in sorted(ivs):
+        if reach is None or s > reach:
+            total += e - s
+            reach = e
+        elif e > reach:
+            total += e - reach
+            reach = e
+    return total
+
+
+def raw_units(con: sqlite3.Connection) -> dict[tuple[int, int], dict[str, list]]:
+    """Per (pid, device) of the raw export: kernel intervals, and copies/memsets as
+    (start, end, bytes, copyKind or None for a memset, pageable)."""
+    units: dict[tuple[int, int], dict[str, list]] = {}
+    for p, d, s, e in con.execute(f'SELECT {PID}, deviceId, start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL'):  # noqa: S608
+        units.setdefault((p, d), {"k": [], "m": []})["k"].append((s, e))
+    if has_table(con, "CUPTI_ACTIVITY_KIND_MEMCPY"):
+        for p, d, s, e, b, kind, sk, dk in con.execute(
+                f'SELECT {PID}, deviceId, start, "end", bytes, copyKind, srcKind, dstKind '  # noqa: S608
+                "FROM CUPTI_ACTIVITY_KIND_MEMCPY"):
+            units.setdefault((p, d), {"k": [], "m": []})["m"].append((s, e, b, kind, sk == 0 or dk == 0))
+    if has_table(con, "CUPTI_ACTIVITY_KIND_MEMSET"):
+        for p, d, s, e, b in con.execute(
+                f'SELECT {PID}, deviceId, start, "end", bytes FROM CUPTI_ACTIVITY_KIND_MEMSET'):  # noqa: S608
+            units.setdefault((p, d), {"k": [], "m": []})["m"].append((s, e, b, None, False))
+    return units
+
+
+def mem005_expected(path: Path, min_share_pct: float = 10.0, min_us: float = 1000.0) -> int | None:
+    """MEM005's impact from its published definition, on the raw export: on each device whose memory-only
+    time (|all ops| - |kernels|) is at least min_share_pct of its span, the memory-only time during which no
+    pageable copy and no unified-memory migration runs (|all| - |kernels + pageable + UVM|)."""
+    con = sqlite_rw(path)
+    total = 0
+    for unit in raw_units(con).values():
+        ops = unit["k"] + [(s, e) for s, e, *_ in unit["m"]]
+        span = max(e for _, e in ops) - min(s for s, _ in ops)
+        whole = _union_len(ops)
+        if 100.0 * (whole - _union_len(unit["k"])) < min_share_pct * span:
+            continue
+        theirs = [(s, e) for s, e, _, kind, pageable in unit["m"] if pageable or kind in UVM_KINDS]
+        total += whole - _union_len(unit["k"] + theirs)
+    con.close()
+    return total if total >= min_us * 1000 else None
+
+
+PLANT_BYTES = 256 * 2**20
+PLANT_NS = 20_000_000  # 256 MiB in 20 ms: 13.4 GB/s
+
+
+def mem005_fires(path: Path, peer: Path | None) -> int | None:
+    """A compute-bound TensorRT export gets one pinned 256 MiB host-to-device copy after its last kernel."""
+    con = sqlite_rw(path)
+    rowid = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY start LIMIT 1").fetchone()[0]
+    last = con.execute('SELECT MAX("end") FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0]
+    corr = con.execute("SELECT MAX(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    with con:
+        clone_row(con, "CUPTI_ACTIVITY_KIND_MEMCPY", rowid, start=last + 10_000, end=last + 10_000 + PLANT_NS,
+                  copyKind=1, srcKind=1, dstKind=2, bytes=PLANT_BYTES, correlationId=corr)
+    con.close()
+    expected = mem005_expected(path)
+    assert expected and expected >= PLANT_NS
+    return expected
+
+
+def mem005_vecadd(path: Path, peer: Path | None) -> int | None:
+    """The real vector add is copy-bound as it stands (1.1 GB of pinned copies around 4 short kernels)."""
+    expected = mem005_expected(path)
+    assert expected
+    return expected
+
+
+def mem005_pageable_is_mem001s(path: Path, peer: Path | None) -> int | None:
+    """One of vecadd's host-to-device copies made pageable: its time is MEM001's, no longer MEM005's."""
+    con = sqlite_rw(path)
+    with con:
+        con.execute("""UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET srcKind = 0 WHERE rowid =
+                       (SELECT rowid FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 ORDER BY start LIMIT 1)""")
+    con.close()
+    return mem005_expected(path)
+
+
+def mem005_silent(path: Path, peer: Path | None) -> None:
+    assert mem005_expected(path) is None
+    return None
+
+
+SYSTEM_CASES = [
+    Case("MEM005", "tensorrt-3090.sqlite", mem005_fires),
+    Case("MEM005", "vecadd-2026.sqlite", mem005_vecadd),
+    Case("MEM005", "vecadd-2026.sqlite", mem005_pageable_is_mem001s),
+    Case("MEM005", "tensorrt-3090.sqlite", mem005_silent),
+]
+
+
+# ----------------------------------------------------------------------------- KRN003
+
+def _disc(sorted_vals: list[int], q: float) -> int:
+    """quantile_disc as KRN003 documents it: the value at rank floor(q * (n - 1))."""
+    return sorted_vals[int(q * (len(sorted_vals) - 1))]
+
+
+def krn003_expected(path: Path, min_n: int = 20, min_median_ns: int = 10_000, spread: float = 2.0,
+                    factor: float = 3.0, min_excess_ns: int = 1_000_000) -> int | None:
+    """KRN003's impact from its published definition, on the raw export (no NCCL kernels in these files)."""
+    con = sqlite_rw(path)
+    groups: dict[tuple, list[int]] = {}
+    for row in con.execute(f"""
+            SELECT {PID}, k.deviceId, s.value, gridX, gridY, gridZ, blockX, blockY, blockZ, k."end" - k.start
+            FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"""):  # noqa: S608
+        groups.setdefault(row[:9], []).append(row[9])
+    con.close()
+    total = 0
+    for durs in groups.values():
+        durs.sort()
+        if len(durs) < min_n:
+            continue
+        p10, p50, p90 = (_disc(durs, q) for q in (0.1, 0.5, 0.9))
+        if p50 < min_median_ns:
+            continue
+        unstable = p90 >= spread * max(p10, 1)
+        total += sum(d - p50 for d in durs if d >= factor * p50 or (unstable and d > p50))
+    return total if total >= min_excess_ns else None
+
+
+def krn003_fires(path: Path, peer: Path | None) -> int | None:
+    """Five of the OpenACC loop's 1000 identical kernels (every tenth from the 100th) run ten times longer."""
+    con = sqlite_rw(path)
+    rows = con.execute('SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start').fetchall()
+    with con:
+        for (rowid,) in rows[100:150:10]:
+            con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + 10 * ("end" - start) WHERE rowid = ?',
+                        [rowid])
+    con.close()
+    expected = krn003_expected(path)
+    assert expected
+    return expected
+
+
+def krn003_silent(path: Path, peer: Path | None) -> None:
+    assert krn003_expected(path) is None
+    return None
+
+
+def krn003_warmup(path: Path, peer: Path | None) -> int | None:
+    """The real CLUE run as it stands: the first histogram and cluster kernels (warm-up) are outliers."""
+    expected = krn003_expected(path)
+    assert expected
+    return expected
+
+
+SYSTEM_CASES += [
+    Case("KRN003", "openacc-v100.sqlite", krn003_fires),
+    Case("KRN003", "openacc-v100.sqlite", krn003_silent),
+    Case("KRN003", "clue-um-t4.sqlite", krn003_warmup),
+]

@@ -1,0 +1,107 @@
+"""The whole-system rules (issue #14) on planted variants of real exports, with numbers checked against
+direct SQL on the raw export."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from analysis.api import analyze
+from analysis.rules.nsys.links import device_peaks
+from tests.analysis import test_rules_planted as planted
+from tests.analysis.planting import copy_export, ingested
+from tests.analysis.rule_cases_system import PLANT_BYTES, PLANT_NS, SYSTEM_CASES
+from tests.conftest import corpus_file
+
+
+@pytest.mark.parametrize("case", SYSTEM_CASES, ids=[c.id for c in SYSTEM_CASES])
+def test_system_case(case, tmp_path) -> None:
+    planted.test_planted_case(case, tmp_path)
+
+
+def _raw(short: str, sql: str) -> list[tuple]:
+    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_mem005_directions_match_raw_sql() -> None:
+    """Bytes, counts, copy time and bandwidth per direction equal direct SQL on the raw export; the peak
+    is the typical PCIe Gen4 x16 of a compute capability 8.9 GPU, since the export has no link record."""
+    result = analyze([ingested(corpus_file("vecadd-2026.sqlite"))], rules=["MEM005"])
+    (f,) = result["findings"]
+    raw = {k: (n, b, t) for k, n, b, t in _raw("vecadd-2026.sqlite", """
+        SELECT copyKind, COUNT(*), SUM(bytes), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1""")}
+    assert set(f["directions"]) == {"HtoD", "DtoH"}
+    for name, kind in (("HtoD", 1), ("DtoH", 2)):
+        d = f["directions"][name]
+        n, b, t = raw[kind]
+        assert (d["count"], d["bytes"], d["time_ns"]) == (n, b, t)
+        assert d["gbps"] == pytest.approx(b / t, abs=1e-3)
+        assert d["peak_gbps"] == 31.5 and "PCIe Gen4" in d["peak_source"]
+        assert d["bound"] == "bandwidth" and d["small_copies"] == 0
+    cc = _raw("vecadd-2026.sqlite", "SELECT computeMajor, name FROM TARGET_INFO_GPU")[0]
+    assert cc == (8, "NVIDIA GeForce RTX 4060 Ti")
+    assert f["main_direction"] == "HtoD"
+    # Copies at 41% of the link's peak: the advice is about the link, not about moving fewer bytes.
+    assert "nvidia-smi" in f["advice"]
+
+
+def test_mem005_planted_copy_is_evidence(tmp_path) -> None:
+    from tests.analysis.rule_cases_system import mem005_fires
+
+    case = next(c for c in SYSTEM_CASES if c.plant is mem005_fires)
+    _, result = planted._run(case, tmp_path)
+    (f,) = [x for x in result["findings"] if x["rule_id"] == "MEM005"]
+    top = f["evidence"][0]
+    assert top["name"] == "HtoD" and top["value_ns"] == PLANT_NS and top["detail"]["bytes"] == PLANT_BYTES
+    assert f["directions"]["HtoD"]["bytes"] >= PLANT_BYTES
+    # The 3090's device memory bandwidth comes from the export: DtoD copies are held against half of it.
+    bw = _raw("tensorrt-3090.sqlite", "SELECT DISTINCT memoryBandwidth FROM TARGET_INFO_GPU")[0][0]
+    assert f["directions"]["DtoD"]["peak_gbps"] == pytest.approx(bw / 1e9 / 2)
+
+
+def test_mem005_skipped_without_copies(tmp_path) -> None:
+    src = copy_export(corpus_file("tensorrt-3090.sqlite"), tmp_path / "a.sqlite")
+    con = sqlite3.connect(src)
+    with con:
+        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    con.close()
+    from analysis.api import ingest
+
+    ingest(src, tmp_path / "a.duckdb")
+    (status,) = analyze([tmp_path / "a.duckdb"], rules=["MEM005"])["rules"]
+    assert status["status"] == "skipped" and "--trace=cuda" in status["reason"]
+
+
+@pytest.mark.parametrize(("name", "cc", "expected"), [
+    ("NVIDIA H200", 9, 63.0), ("NVIDIA A100-SXM4-40GB", 8, 31.5), ("Tesla T4", 7, 15.75),
+    ("NVIDIA GH200 480GB", 9, 450.0), ("Orin", 8, None), ("Quadro", None, None)])
+def test_link_peaks(name, cc, expected) -> None:
+    assert device_peaks(name, cc, 0, None).host_gbps == expected
+    assert device_peaks(name, cc, 0, 2_000_000_000_000, host_link_gbps=12.0).host_gbps == 12.0
+
+
+def test_krn003_names_the_planted_instances(tmp_path) -> None:
+    from tests.analysis.rule_cases_system import krn003_fires
+
+    case = next(c for c in SYSTEM_CASES if c.plant is krn003_fires)
+    _, result = planted._run(case, tmp_path)
+    (f,) = [x for x in result["findings"] if x["rule_id"] == "KRN003"]
+    (shape,) = f["shapes"]
+    # The loop alternates two kernels (500 each); every tenth launch is always the same one.
+    assert shape["outliers"] == 5 and shape["count"] == 500 and not shape["unstable"]
+    assert all(e["detail"]["outlier"] for e in f["evidence"]) and len(f["evidence"]) == 5
+    for e in f["evidence"]:  # each planted instance lasts ten times its original length, about the median
+        assert e["value_ns"] == e["detail"]["duration_ns"] - shape["median_ns"]
+    # Dominance from the planted file itself (the other kernel of the loop is the longer one).
+    con = sqlite3.connect(tmp_path / "a.sqlite")
+    per_name = dict(con.execute('SELECT s.value, SUM(k."end" - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k '
+                                "JOIN StringIds s ON s.id = k.demangledName GROUP BY 1").fetchall())
+    con.close()
+    name = max(per_name, key=per_name.get)
+    assert f["dominant_kernel"]["name"] == name
+    assert f["dominant_kernel"]["share_pct"] == round(100 * per_name[name] / sum(per_name.values()), 3)
