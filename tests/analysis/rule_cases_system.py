@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from tests.analysis.planting import clone_row, has_table, sqlite_rw
-from tests.analysis.rule_cases import Case
+from tests.analysis.rule_cases import Case, unchanged
 
 PID = "(globalPid >> 24) & 16777215"
 UVM_KINDS = (11, 12, 13)
@@ -171,4 +171,38 @@ SYSTEM_CASES += [
     Case("KRN003", "openacc-v100.sqlite", krn003_fires),
     Case("KRN003", "openacc-v100.sqlite", krn003_silent),
     Case("KRN003", "clue-um-t4.sqlite", krn003_warmup),
+]
+
+
+# ----------------------------------------------------------------------------- HOST001
+
+def _launch_thread(con: sqlite3.Connection) -> int:
+    """globalTid of the thread whose runtime call launched the first kernel."""
+    return con.execute("""SELECT r.globalTid FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+                          ON r.correlationId = k.correlationId ORDER BY k.start LIMIT 1""").fetchone()[0]
+
+
+def host001_fires(path: Path, peer: Path | None) -> int:
+    """The vector add's longest idle gap that no sync explains grows by 50 ms, and its launching thread sits in
+    a ``read`` call across all of it: the whole gap is HOST001's (and no longer GPU001's)."""
+    from tests.analysis.planting import new_string, open_gap, raw_gaps
+    from tests.analysis.rule_cases import DELTA, _unsynced_gaps
+
+    con = sqlite_rw(path)
+    _, _, gs, ge = max(_unsynced_gaps(con), key=lambda g: (g[3] - g[2], g[2]))
+    con.close()
+    open_gap(path, (gs + ge) // 2, DELTA)
+    con = sqlite_rw(path)
+    (gap,) = [g for g in raw_gaps(con) if g[2] == gs]
+    tid = _launch_thread(con)
+    rowid = con.execute("SELECT rowid FROM OSRT_API WHERE globalTid = ? LIMIT 1", [tid]).fetchone()[0]
+    with con:
+        clone_row(con, "OSRT_API", rowid, start=gap[2] - 1_000, end=gap[3] + 1_000, nameId=new_string(con, "read"))
+    con.close()
+    return gap[3] - gap[2]
+
+
+SYSTEM_CASES += [
+    Case("HOST001", "vecadd-2026.sqlite", host001_fires),
+    Case("HOST001", "vecadd-2026.sqlite", unchanged),
 ]

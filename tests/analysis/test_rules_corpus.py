@@ -31,7 +31,7 @@ WHERE st.start_ns > en.end_ns
 """
 
 # With GPU001 taking every gap, the idle-owning rules split all idle between them.
-ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_us": 0}
+ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_us": 0, "HOST001.min_idle_us": 0}
 
 
 @pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
@@ -54,7 +54,7 @@ def test_idle_impacts_partition_nvidia_gaps(src) -> None:
     finally:
         trace.close()
     result = analyze([path], thresholds=ALL_GAPS)
-    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002"))
+    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002", "HOST001"))
     assert owned == int(direct)
 
 
@@ -71,7 +71,7 @@ def test_gap_total_matches_raw_export(short, tmp_path) -> None:
     raw = sum(e - s for _, _, s, e in raw_gaps(con))
     con.close()
     result = analyze([ingested(src)], thresholds=ALL_GAPS)
-    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002"))
+    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002", "HOST001"))
     assert owned == raw
 
 

@@ -105,3 +105,36 @@ def test_krn003_names_the_planted_instances(tmp_path) -> None:
     name = max(per_name, key=per_name.get)
     assert f["dominant_kernel"]["name"] == name
     assert f["dominant_kernel"]["share_pct"] == round(100 * per_name[name] / sum(per_name.values()), 3)
+
+
+def test_host001_takes_the_gap_from_gpu001(tmp_path) -> None:
+    from tests.analysis.rule_cases_system import host001_fires
+
+    case = next(c for c in SYSTEM_CASES if c.plant is host001_fires)
+    expected, result = planted._run(case, tmp_path)
+    (f,) = [x for x in result["findings"] if x["rule_id"] == "HOST001"]
+    assert f["by_call"]["read"] == expected  # the read covers the gap, clipped to it
+    # Beside it, the export's own calls on that thread during the gap (a few short ones, an ioctl).
+    assert f["by_class"]["file_io"] >= expected and f["main_class"] == "file_io"
+    assert f["file_io_pct"] == pytest.approx(100 * f["by_class"]["file_io"] / f["os_call_ns"], abs=1e-3)
+    (e,) = f["evidence"]
+    assert e["name"] == "read" and e["value_ns"] == expected and e["detail"]["class"] == "file_io"
+    assert "read data ahead" in f["advice"]
+    # One owner per idle nanosecond: the gap is not also among GPU001's.
+    gpu = [x for x in result["findings"] if x["rule_id"] == "GPU001"]
+    assert all(ev["start_ns"] != e["start_ns"] for x in gpu for ev in x["evidence"])
+
+
+def test_host001_skipped_without_osrt() -> None:
+    (status,) = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST001"])["rules"]
+    assert status["status"] == "skipped" and "--trace=cuda,osrt" in status["reason"]
+
+
+def test_host001_real_writes_on_the_launching_thread() -> None:
+    """The stdpar mini-app writes its output with pwrite64 from the thread that launches its kernels."""
+    result = analyze([ingested(corpus_file("stdpar-um-gpu.sqlite"))], rules=["GPU", "HOST001"])
+    (f,) = [x for x in result["findings"] if x["rule_id"] == "HOST001"]
+    assert max(f["by_call"], key=f["by_call"].get) == "pwrite64" and f["main_class"] == "file_io"
+    assert "file writes" in f["advice"]
+    (g,) = [x for x in result["findings"] if x["rule_id"] == "GPU001"]
+    assert "os_runtime" not in g["causes"]

@@ -6,6 +6,7 @@ from analysis.rules.base import Rule
 from analysis.rules.nsys.comm import ExposedCommunication, Stragglers
 from analysis.rules.nsys.copybound import CopyBound
 from analysis.rules.nsys.gpu import IdleGaps, LowUtilization
+from analysis.rules.nsys.host import HostBlocked
 from analysis.rules.nsys.launch import LaunchBound
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
 from analysis.rules.nsys.outliers import KernelOutliers
@@ -24,4 +25,5 @@ NSYS_RULES: list[type[Rule]] = [
     BlockingSync,
     CopyBound,
     KernelOutliers,
+    HostBlocked,
 ]
