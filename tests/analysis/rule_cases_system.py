@@ -206,3 +206,46 @@ SYSTEM_CASES += [
     Case("HOST001", "vecadd-2026.sqlite", host001_fires),
     Case("HOST001", "vecadd-2026.sqlite", unchanged),
 ]
+
+
+# ----------------------------------------------------------------------------- KRN002
+
+# FP32 SIMT GEMM/convolution kernels as the libraries name them (written here as LIKE patterns on the raw
+# export, independently of the rule's regular expressions).
+SIMT_LIKE = ("%\\_sgemm\\_%", "%convolve\\_sgemm%", "%\\_scudnn\\_%", "%gemmSN\\_%\\_kernel<float%")
+
+
+def krn002_expected(path: Path) -> int:
+    con = sqlite_rw(path)
+    where = " OR ".join(f"s.value LIKE '{p}' ESCAPE '\\'" for p in SIMT_LIKE)
+    total = con.execute(f"""SELECT COALESCE(SUM(k."end" - k.start), 0) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+                            JOIN StringIds s ON s.id = k.demangledName WHERE {where}""").fetchone()[0]  # noqa: S608
+    con.close()
+    return int(total)
+
+
+def krn002_fires(path: Path, peer: Path | None) -> int:
+    """The TensorRT engine's costliest FP16 tensor-core convolution renamed to a cuBLAS FP32 SIMT GEMM."""
+    con = sqlite_rw(path)
+    sid = con.execute("""SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1
+                         ORDER BY SUM("end" - start) DESC LIMIT 1""").fetchone()[0]
+    with con:
+        con.execute("UPDATE StringIds SET value = 'ampere_sgemm_128x64_nn' WHERE id = ?", [sid])
+    con.close()
+    expected = krn002_expected(path)
+    assert expected > 1_000_000
+    return expected
+
+
+def krn002_cudnn_fp32(path: Path, peer: Path | None) -> int:
+    """The real PyTorch CNN on an RTX 2070 SUPER: cuDNN picked FP32 SIMT convolutions (FP16 tensor cores idle)."""
+    expected = krn002_expected(path)
+    assert expected
+    return expected
+
+
+SYSTEM_CASES += [
+    Case("KRN002", "tensorrt-3090.sqlite", krn002_fires),
+    Case("KRN002", "tensorrt-3090.sqlite", unchanged),
+    Case("KRN002", "pytorch-dlprof-relu.sqlite", krn002_cudnn_fp32, thresholds={"KRN002.min_time_us": 0}),
+]

@@ -138,3 +138,23 @@ def test_host001_real_writes_on_the_launching_thread() -> None:
     assert "file writes" in f["advice"]
     (g,) = [x for x in result["findings"] if x["rule_id"] == "GPU001"]
     assert "os_runtime" not in g["causes"]
+
+
+def test_krn002_advice_follows_the_gpu() -> None:
+    """Turing (7.5) has FP16 tensor cores but no TF32: the advice says so; Ampere gets TF32 first."""
+    result = analyze([ingested(corpus_file("pytorch-dlprof-relu.sqlite"))], rules=["KRN002"],
+                     thresholds={"KRN002.min_time_us": 0})
+    (f,) = result["findings"]
+    assert "no TF32" in f["advice"]
+    assert any("implicit_convolve_sgemm" in n for n in f["by_name"])
+    assert not any("fft" in n or "im2col" in n or "gcgemm" in n for n in f["by_name"])
+
+
+def test_krn002_kernels_are_not_krn003s(tmp_path) -> None:
+    """A kernel KRN002 flags is left out of KRN003's shapes (one owner per kernel)."""
+    from tests.analysis.rule_cases_system import krn002_fires
+
+    case = next(c for c in SYSTEM_CASES if c.plant is krn002_fires)
+    _, result = planted._run(case, tmp_path)
+    shapes = [s["name"] for f in result["findings"] if f["rule_id"] == "KRN003" for s in f["shapes"]]
+    assert "ampere_sgemm_128x64_nn" not in shapes

@@ -11,6 +11,7 @@ from analysis.rules.nsys.launch import LaunchBound
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
 from analysis.rules.nsys.outliers import KernelOutliers
 from analysis.rules.nsys.sync import BlockingSync
+from analysis.rules.nsys.tensorcores import TensorCoresIdle
 
 NSYS_RULES: list[type[Rule]] = [
     ExposedCommunication,
@@ -26,4 +27,5 @@ NSYS_RULES: list[type[Rule]] = [
     CopyBound,
     KernelOutliers,
     HostBlocked,
+    TensorCoresIdle,
 ]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
+from analysis.rules.nsys.tensorcores import name_list, simt_fp32_names
 from analysis.trace import Run, Trace
 
 
@@ -32,7 +33,8 @@ class KernelOutliers(Rule):
     the largest share of compute time is named (dominance), so a spread in it weighs accordingly.
 
     Ownership: this is kernel time, not idle time: it never competes with the idle-gap rules
-    (SYNC001, MEM002, GPU001, KRN001, GPU002) or with MEM005's memory-only time.
+    (SYNC001, MEM002, GPU001, KRN001, GPU002) or with MEM005's memory-only time. The FP32 SIMT
+    GEMMs/convolutions KRN002 reports are left out here (KRN002 > KRN003), so no kernel is counted twice.
 
     *Advice*: look at what runs beside the slow instances (the timeline around the evidence):
     overlapping communication or other streams (give NCCL fewer SMs: ``NCCL_MAX_NCHANNELS``, or
@@ -57,7 +59,8 @@ class KernelOutliers(Rule):
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
         bind = {"min_n": int(params["min_instances"]), "min_median_ns": params["min_median_us"] * 1000,
                 "spread": params["max_spread"], "factor": params["outlier_factor"]}
-        sql = load_sql("outliers.sql")
+        simt = simt_fp32_names(trace)
+        sql = load_sql("outliers.sql").replace("{exclude}", f"name NOT IN ({name_list(simt)})" if simt else "TRUE")
         groups = trace.sql(sql + """
             SELECT f.gid, f.name, f.pid, f.device, [f.grid_x, f.grid_y, f.grid_z], [f.block_x, f.block_y, f.block_z],
                    f.n, f.total, f.p10, f.p50, f.p90, f.mx, f.unstable,
