@@ -130,7 +130,7 @@ class CopyBound(Rule):
     id = "MEM005"
     name = "memory.copy-bound"
     category = "memory"
-    requires = ()  # copies or memsets: see ``applicable``
+    requires = ("memcpy",)
     thresholds = {
         "min_share_pct": Threshold(10.0, "%", "a device is copy-bound when memory-only time is at least this share "
                                               "of its active span"),
@@ -142,17 +142,11 @@ class CopyBound(Rule):
     }
     summary = "Memory-only time that dominates a device, per direction with bandwidth against the link"
 
-    def applicable(self, run: Run) -> list[Trace]:
-        # Copies alone make a report copy-bound: kernels or copies, either will do.
-        return [t for t in run.of_tool(self.tool) if t.has_rows("memcpy") or t.has_rows("memset")]
-
     def missing(self, run: Run) -> str | None:
-        if not run.of_tool(self.tool):
-            return "no nsys report in this run"
-        if not self.applicable(run):
-            return ("no report has copies or memsets (memcpy/memset tables empty): collect CUDA activity with "
-                    "nsys profile --trace=cuda")
-        return None
+        traces = run.of_tool(self.tool)
+        if traces and not self.applicable(run):
+            return "no report has copies (memcpy table empty): collect CUDA activity with nsys profile --trace=cuda"
+        return super().missing(run)
 
     def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
         units = [u for u in unit_ops(trace) if len(u)]
