@@ -249,3 +249,35 @@ SYSTEM_CASES += [
     Case("KRN002", "tensorrt-3090.sqlite", unchanged),
     Case("KRN002", "pytorch-dlprof-relu.sqlite", krn002_cudnn_fp32, thresholds={"KRN002.min_time_us": 0}),
 ]
+
+
+# ----------------------------------------------------------------------------- COMM004
+
+def _longest_gap_nccl(path: Path, same_stream: bool) -> int:
+    """An NCCL kernel inside the vector add's longest idle gap (so that no compute runs beside it), on the
+    stream of the first compute kernel (serialized with compute) or on a stream of its own."""
+    from tests.analysis.planting import raw_gaps
+    from tests.analysis.rule_cases import _add_nccl
+
+    con = sqlite_rw(path)
+    _, _, gs, ge = max(raw_gaps(con), key=lambda g: g[3] - g[2])
+    stream = con.execute("SELECT streamId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1").fetchone()[0]
+    length = min(2_000_000, (ge - gs) // 2)
+    _add_nccl(con, gs + 1_000, gs + 1_000 + length, stream=stream if same_stream else None)
+    con.close()
+    return length
+
+
+def comm004_fires(path: Path, peer: Path | None) -> int:
+    return _longest_gap_nccl(path, True)
+
+
+def comm004_own_stream(path: Path, peer: Path | None) -> None:
+    _longest_gap_nccl(path, False)  # COMM001's instead (its own planted case)
+    return None
+
+
+SYSTEM_CASES += [
+    Case("COMM004", "vecadd-2026.sqlite", comm004_fires),
+    Case("COMM004", "vecadd-2026.sqlite", comm004_own_stream),
+]

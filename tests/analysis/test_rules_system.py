@@ -158,3 +158,17 @@ def test_krn002_kernels_are_not_krn003s(tmp_path) -> None:
     _, result = planted._run(case, tmp_path)
     shapes = [s["name"] for f in result["findings"] if f["rule_id"] == "KRN003" for s in f["shapes"]]
     assert "ampere_sgemm_128x64_nn" not in shapes
+
+
+def test_comm004_owns_what_comm001_would_count(tmp_path) -> None:
+    """The serialized collective's exposed time is COMM004's alone; on its own stream it is COMM001's."""
+    from tests.analysis.rule_cases_system import comm004_fires, comm004_own_stream
+
+    for plant, owner in ((comm004_fires, "COMM004"), (comm004_own_stream, "COMM001")):
+        case = next(c for c in SYSTEM_CASES if c.plant is plant)
+        case = type(case)(case.rule, case.corpus, case.plant, thresholds={"COMM001.min_exposed_pct": 0})
+        (tmp_path / owner).mkdir()
+        _, result = planted._run(case, tmp_path / owner)
+        comm = {f["rule_id"]: f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("COMM001", "COMM004")}
+        assert list(comm) == [owner], comm
+        assert comm[owner] == result["reports"][0]["breakdown"]["comm_exposed_ns"]

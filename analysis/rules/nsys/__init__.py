@@ -10,12 +10,14 @@ from analysis.rules.nsys.host import HostBlocked
 from analysis.rules.nsys.launch import LaunchBound
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
 from analysis.rules.nsys.outliers import KernelOutliers
+from analysis.rules.nsys.serialized import SerializedCommunication
 from analysis.rules.nsys.sync import BlockingSync
 from analysis.rules.nsys.tensorcores import TensorCoresIdle
 
 NSYS_RULES: list[type[Rule]] = [
     ExposedCommunication,
     Stragglers,
+    SerializedCommunication,
     IdleGaps,
     LowUtilization,
     HostBlocked,
