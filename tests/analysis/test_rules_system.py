@@ -172,3 +172,22 @@ def test_comm004_owns_what_comm001_would_count(tmp_path) -> None:
         comm = {f["rule_id"]: f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("COMM001", "COMM004")}
         assert list(comm) == [owner], comm
         assert comm[owner] == result["reports"][0]["breakdown"]["comm_exposed_ns"]
+
+
+def test_system_rules_on_sparse_rows(tmp_path) -> None:
+    """NULL pids, devices, streams, bytes and grids (older exports leave them out): no rule errors, and the
+    copy-only device is copy-bound."""
+    from tests.analysis.planting import kernel, normalized
+
+    ms = 1_000_000
+    ks = [kernel(i * ms, i * ms + ms // 2, pid=None, device=None, name="k") for i in range(30)]
+    ks += [kernel(40 * ms, 41 * ms, stream=None, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL", category="nccl")]
+    copies = [{"pid": None, "device": None, "start_ns": 50 * ms, "end_ns": 60 * ms, "copy_kind": "HtoD",
+               "bytes": None, "src_kind": "pinned", "dst_kind": "device"}]
+    path = normalized(tmp_path / "r.duckdb", kernels=ks, memcpy=copies,
+                      osrt=[{"pid": 1, "tid": 1, "start_ns": 0, "end_ns": ms, "name": "read"}])
+    result = analyze([path], rules=["MEM005", "KRN002", "KRN003", "HOST001", "COMM004"])
+    assert [r for r in result["rules"] if r["status"] == "error"] == []
+    (f,) = [x for x in result["findings"] if x["rule_id"] == "MEM005"]
+    assert f["directions"]["HtoD"]["bytes"] == 0 and f["directions"]["HtoD"]["gbps"] == 0.0
+    assert f["devices"][0]["memory_only_ns"] == 10 * ms
