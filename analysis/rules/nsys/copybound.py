@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,7 +50,6 @@ class DirStats:
     elsewhere: int = 0
     peak_gbps: float | None = None
     peak_source: str = ""
-    devices: set = field(default_factory=set)
 
     def add(self, dur: np.ndarray, nbytes: np.ndarray, small: np.ndarray, elsewhere: np.ndarray) -> None:
         self.count += len(dur)
@@ -187,7 +186,6 @@ class CopyBound(Rule):
                 if m.any():
                     ds = dirs[name]
                     ds.add(dur[m], nbytes[m], small[m], elsewhere[m])
-                    ds.devices.add((u.pid, u.device))
                     if ds.peak_gbps is None and peak is not None:
                         ds.peak_gbps, ds.peak_source = _dir_peak(c, peak)
             devices.append({"pid": u.pid, "device": u.device, "span_ns": span, "memory_only_ns": memory_only,
