@@ -235,14 +235,17 @@ KRN_SHORT_NS = 1_000_000  # every kernel of the Gaussian solver is shorter than 
 NCCL_NAME = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096UL>)"
 
 
-def _add_nccl(con, start: int, end: int) -> None:
+def _add_nccl(con, start: int, end: int, stream: int | None = None) -> None:
+    """An NCCL kernel on ``stream``, by default a stream of its own (on a compute stream it is COMM004's)."""
     rowid = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1").fetchone()[0]
     corr = con.execute("SELECT MAX(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    if stream is None:
+        stream = con.execute("SELECT MAX(streamId) + 1 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     sid = new_string(con, NCCL_NAME)
     short = new_string(con, "ncclDevKernel_AllReduce_Sum_f32_RING_LL")
     with con:
         clone_row(con, "CUPTI_ACTIVITY_KIND_KERNEL", rowid, start=start, end=end, correlationId=corr,
-                  demangledName=sid, shortName=short, mangledName=sid)
+                  demangledName=sid, shortName=short, mangledName=sid, streamId=stream)
 
 
 def comm001_fires(path: Path, peer: Path | None) -> int:

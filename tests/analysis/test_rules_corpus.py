@@ -31,7 +31,7 @@ WHERE st.start_ns > en.end_ns
 """
 
 # With GPU001 taking every gap, the idle-owning rules split all idle between them.
-ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_us": 0}
+ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_us": 0, "HOST001.min_idle_us": 0}
 
 
 @pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
@@ -54,7 +54,7 @@ def test_idle_impacts_partition_nvidia_gaps(src) -> None:
     finally:
         trace.close()
     result = analyze([path], thresholds=ALL_GAPS)
-    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002"))
+    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002", "HOST001"))
     assert owned == int(direct)
 
 
@@ -71,7 +71,7 @@ def test_gap_total_matches_raw_export(short, tmp_path) -> None:
     raw = sum(e - s for _, _, s, e in raw_gaps(con))
     con.close()
     result = analyze([ingested(src)], thresholds=ALL_GAPS)
-    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002"))
+    owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002", "HOST001"))
     assert owned == raw
 
 
@@ -120,7 +120,7 @@ def test_torchrun_two_ranks_in_one_file() -> None:
     path = ingested(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"))
     t = Trace(path, path.name)
     try:
-        rows = t.sql("SELECT pid, device, start_ns, end_ns, category FROM kernels")
+        rows = t.sql("SELECT pid, device, start_ns, end_ns, category, stream FROM kernels")
     finally:
         t.close()
     exposed = {}
@@ -130,9 +130,12 @@ def test_torchrun_two_ranks_in_one_file() -> None:
         exposed[pid] = _length(both) - _length(comp)
     assert len(exposed) == 2 and all(v > 0 for v in exposed.values())
     result = analyze([path], rules=["COMM"], thresholds={"COMM001.min_exposed_pct": 0})
-    (c1,) = [f for f in result["findings"] if f["rule_id"] == "COMM001"]
-    assert {e["pid"]: e["value_ns"] for e in c1["evidence"]} == exposed
-    assert c1["impact_ns"] == sum(exposed.values())
+    # Each rank runs its NCCL kernels on its compute stream: all the exposed time is COMM004's, none COMM001's.
+    assert {(r[0], r[5]) for r in rows if r[4] == "nccl"} <= {(r[0], r[5]) for r in rows if r[4] == "compute"}
+    (c4,) = [f for f in result["findings"] if f["rule_id"] == "COMM004"]
+    assert {d["pid"]: d["exposed_ns"] for d in c4["devices"]} == exposed
+    assert c4["impact_ns"] == sum(exposed.values())
+    assert [f for f in result["findings"] if f["rule_id"] == "COMM001"] == []
     (c2,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
     assert len(c2["participants"]) == 2 and c2["impact_ns"] > 0
 
@@ -140,4 +143,4 @@ def test_torchrun_two_ranks_in_one_file() -> None:
 def test_single_rank_without_nccl_has_no_comm_findings() -> None:
     result = analyze([ingested(corpus_file("saxpy-mpi-rank0-perlmutter.sqlite"))], rules=["COMM"])
     assert result["findings"] == []
-    assert {r["id"]: r["status"] for r in result["rules"]} == {"COMM001": "ok", "COMM002": "ok"}
+    assert {r["id"]: r["status"] for r in result["rules"]} == {"COMM001": "ok", "COMM002": "ok", "COMM004": "ok"}

@@ -80,9 +80,14 @@ def test_gap_cause_from_the_launching_thread(tmp_path):
             # A thread that launches nothing sleeping through the second gap explains nothing.
             {"pid": 1, "tid": 99, "start_ns": 11 * MS, "end_ns": 20 * MS, "name": "pthread_cond_wait"}]
     path = normalized(tmp_path / "r.duckdb", kernels=ks, osrt=osrt)
-    (gpu,) = _findings(analyze([path]), "GPU001")
+    result = analyze([path])
+    (gpu,) = _findings(result, "GPU001")
     causes = {e["start_ns"]: (e["detail"]["cause"], e.get("name")) for e in gpu["evidence"]}
-    assert causes == {1 * MS: ("os_runtime", "poll"), 11 * MS: ("no_activity", None)}
+    assert causes == {11 * MS: ("no_activity", None)}
+    # The gap whose launching thread sat in an OS call is HOST001's (precedence in rules/nsys/gaps.py).
+    (host,) = _findings(result, "HOST001")
+    assert [(e["start_ns"], e["name"], e["detail"]["tid"]) for e in host["evidence"]] == [(1 * MS, "poll", 11)]
+    assert host["impact_ns"] == 9 * MS and host["by_call"] == {"poll": 8 * MS} and host["main_class"] == "poll"
 
 
 def test_rules_without_their_tables_are_skipped_with_a_reason(tmp_path):
@@ -102,7 +107,7 @@ def test_unknown_thresholds_are_rejected(tmp_path):
 
 @pytest.mark.parametrize("rule", NSYS_RULES, ids=[r.id for r in NSYS_RULES])
 def test_rule_catalogue_contract(rule):
-    assert re.fullmatch(r"(GPU|SYNC|MEM|KRN|COMM)\d{3}", rule.id)
+    assert re.fullmatch(r"(GPU|SYNC|MEM|KRN|COMM|HOST)\d{3}", rule.id)
     assert re.fullmatch(r"[a-z]+\.[a-z-]+", rule.name)
     doc = rule.doc()
     for section in ("*Why it matters*", "*How it is detected*", "*Advice*"):

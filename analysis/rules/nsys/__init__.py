@@ -4,20 +4,30 @@ from __future__ import annotations
 
 from analysis.rules.base import Rule
 from analysis.rules.nsys.comm import ExposedCommunication, Stragglers
+from analysis.rules.nsys.copybound import CopyBound
 from analysis.rules.nsys.gpu import IdleGaps, LowUtilization
+from analysis.rules.nsys.host import HostBlocked
 from analysis.rules.nsys.launch import LaunchBound
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
+from analysis.rules.nsys.outliers import KernelOutliers
+from analysis.rules.nsys.serialized import SerializedCommunication
 from analysis.rules.nsys.sync import BlockingSync
+from analysis.rules.nsys.tensorcores import TensorCoresIdle
 
 NSYS_RULES: list[type[Rule]] = [
     ExposedCommunication,
     Stragglers,
+    SerializedCommunication,
     IdleGaps,
     LowUtilization,
+    HostBlocked,
     LaunchBound,
+    TensorCoresIdle,
+    KernelOutliers,
     PageableMemcpy,
     BlockingMemcpy,
     SyncMemset,
     UnifiedMemoryMigration,
+    CopyBound,
     BlockingSync,
 ]

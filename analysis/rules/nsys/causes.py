@@ -125,3 +125,28 @@ def cause_names(trace: Trace, gaps: list[tuple[int, int, int, str]], tids: dict[
         for i, name in rows:
             out[i] = name
     return out
+
+
+def owned_gap_causes(trace: Trace, units: list, code: int) -> list[tuple[int | None, list, np.ndarray, np.ndarray,
+                                                                        np.ndarray]]:
+    """The gaps of owner ``code`` (GPU001's) with their causes, per process: ``(pid, [(device, gs, ge)],
+    gs, ge, cause codes)``, the arrays being the devices' gaps concatenated in that order.
+
+    One pass over a process's calls for all its devices; cached on the trace for the ``units`` given (the
+    owner table of one set of ownership thresholds), since GPU001 and HOST001 both read it.
+    """
+    key = ("owned_gap_causes", id(units), code)
+    if key in trace.memo:
+        return trace.memo[key]
+    tids = launchers(trace)
+    per_pid: dict[int | None, list[tuple[int | None, np.ndarray, np.ndarray]]] = {}
+    for u in units:
+        m = u.owner == code
+        if m.any():
+            per_pid.setdefault(u.unit.pid, []).append((u.unit.device, u.gap_start[m], u.gap_end[m]))
+    out = []
+    for pid, parts in per_pid.items():
+        gs, ge = np.concatenate([g[1] for g in parts]), np.concatenate([g[2] for g in parts])
+        out.append((pid, parts, gs, ge, gap_causes(trace, pid, gs, ge, tids)))
+    trace.memo[key] = out
+    return out

@@ -9,6 +9,7 @@ from analysis.breakdown import breakdown
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Skip, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
+from analysis.rules.nsys.serialized import serialized_exposed
 from analysis.trace import Run, Trace
 
 
@@ -32,8 +33,9 @@ class ExposedCommunication(Rule):
 
     *How it is detected*: per process and device (a rank), the union of NCCL kernel intervals minus
     the union of compute kernel intervals (the breakdown's ``comm_exposed_ns``, a sweep over both
-    unions, so concurrent streams are never counted twice). Reported when it is at least
-    ``min_exposed_pct`` of the device's active span. Impact: the exposed time.
+    unions, so concurrent streams are never counted twice), less the part COMM004 owns (NCCL kernels
+    on a stream that also runs compute). Reported when it is at least ``min_exposed_pct`` of the
+    device's active span. Impact: that exposed time.
 
     *Advice*: overlap communication with computation: bucketed gradient all-reduce during the
     backward pass (DDP ``bucket_cap_mb``, FSDP prefetch), communication on a separate stream, fewer
@@ -53,6 +55,10 @@ class ExposedCommunication(Rule):
         if not _has_nccl(trace):
             return []
         bd = breakdown(trace)
+        serial = serialized_exposed(trace)  # COMM004 > COMM001: NCCL on a compute stream is COMM004's
+        bd = {**bd, "devices": [{**u, "comm_exposed_ns": u["comm_exposed_ns"]
+                                 - serial.get((u["pid"], u["device"]), {}).get("exposed_ns", 0)}
+                                for u in bd["devices"]]}
         units = [u for u in bd["devices"]
                  if u["comm_exposed_ns"] > 0 and (pct(u["comm_exposed_ns"], u["span_ns"]) or 0) >= params["min_exposed_pct"]]
         if not units:

@@ -9,9 +9,12 @@ Precedence (the first that applies owns the whole gap):
    ``cuStreamSynchronize`` ...) was in progress when the device went idle: the host was waiting for
    the GPU to drain instead of queueing the next work, so the idle until the next GPU work is the sync's.
 2. ``MEM002`` - a synchronous copy call (not excluded as NVIDIA does) was in progress when it went idle.
-3. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long.
-4. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
-5. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
+3. ``HOST001`` - the gap is at least ``GPU001.min_gap_us`` long and its cause (``causes.py``) is
+   ``os_runtime``: the launching threads sat in OS runtime calls (decided in ``causes.owned_gap_causes``,
+   on the gaps this table gives GPU001, so the table itself is unchanged).
+4. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long (and is not HOST001's).
+5. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
+6. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
    gaps left unowned, so ownership does not depend on its thresholds).
 
 Gaps matching none stay unowned (small idle nobody can attribute). Ownership is computed once per open

@@ -9,17 +9,19 @@ import numpy as np
 from analysis.activity import top_order
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, Threshold
-from analysis.rules.nsys.causes import CAUSE_CODES, cause_names, gap_causes, launchers
+from analysis.rules.nsys.causes import CAUSE_CODES, cause_names, launchers, owned_gap_causes
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import (
     OWNER_CODES,
     OWNERSHIP_PARAMS,
     low_regions,
     owned,
-    owned_top,
     ownership_params,
 )
 from analysis.trace import Run, Trace
+
+# GPU001's gaps whose launching threads sat in OS runtime calls are HOST001's (analysis.rules.nsys.host).
+HOST001_CAUSE = CAUSE_CODES.index("os_runtime")
 
 CAUSES = {
     "os_runtime": "the launching thread sat in an OS runtime call",
@@ -47,7 +49,8 @@ class IdleGaps(Rule):
     against sorted starts, so concurrent streams are handled; profiler overhead counts as busy; idle
     before the first and after the last operation is excluded). Gaps of at least ``min_gap_us`` count,
     except those whose idle belongs to SYNC001 (a blocking sync was in progress when the device went
-    idle) or MEM002 (a blocking copy was). Each gap gets a cause from the process's launching threads
+    idle), MEM002 (a blocking copy was) or HOST001 (the gap's cause is an OS runtime call: HOST001
+    reports those by call, class and thread). Each gap gets a cause from the process's launching threads
     during the gap: an OS runtime call or CUDA API work covering at least half of it, else no recorded
     activity. Impact: the total gap time.
 
@@ -70,33 +73,27 @@ class IdleGaps(Rule):
         units = owned(trace, all_params)
         tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
-        code = OWNER_CODES[self.id]
-        cause_of: dict[tuple[int | None, int | None, int], str] = {}
-        per_pid: dict[int | None, list[tuple[int | None, np.ndarray, np.ndarray]]] = {}
-        for u in units:
-            m = u.owner == code
-            if m.any():
-                per_pid.setdefault(u.unit.pid, []).append((u.unit.device, u.gap_start[m], u.gap_end[m]))
-        for pid, parts in per_pid.items():  # one pass over a process's calls for all its devices
-            gs, ge = np.concatenate([g[1] for g in parts]), np.concatenate([g[2] for g in parts])
-            codes = gap_causes(trace, pid, gs, ge, tids)
+        cands: list[tuple[int | None, int | None, int, int, int, str]] = []
+        for pid, parts, gs, ge, codes in owned_gap_causes(trace, units, OWNER_CODES[self.id]):
             for c, name in enumerate(CAUSE_CODES):
                 sel = codes == c
-                if sel.any():
+                if sel.any() and c != HOST001_CAUSE:
                     acc = by_cause.setdefault(name, [0, 0])
                     acc[0] += int(sel.sum())
                     acc[1] += int((ge[sel] - gs[sel]).sum())
             at = 0
-            for device, ugs, uge in parts:
-                for i in top_order(uge - ugs, ugs, 20):
-                    cause_of[(pid, device, int(ugs[i]))] = CAUSE_CODES[codes[at + i]]
+            for device, ugs, uge in parts:  # the longest gaps of each device that stay GPU001's
+                mine = np.flatnonzero(codes[at:at + len(ugs)] != HOST001_CAUSE)
+                for i in mine[top_order(uge[mine] - ugs[mine], ugs[mine], 20)]:
+                    cands.append((pid, device, int(ugs[i]), int(uge[i]), int(uge[i] - ugs[i]),
+                                  CAUSE_CODES[codes[at + i]]))
                 at += len(ugs)
         if not by_cause:
             return []
         total = sum(v[1] for v in by_cause.values())
         n_gaps = sum(v[0] for v in by_cause.values())
-        top = owned_top(units, self.id)
-        causes_top = [cause_of[(r[0], r[1], r[2])] for r in top]
+        top = sorted(cands, key=lambda c: (-c[4], c[2]))[:20]
+        causes_top = [r[5] for r in top]
         names = cause_names(trace, [(r[0], r[2], r[3], c) for r, c in zip(top, causes_top, strict=True)], tids)
         nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
         evidence = tuple(

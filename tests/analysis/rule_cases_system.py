@@ -1,0 +1,283 @@
+"""Case table of the whole-system rules (issue #14), as in ``rule_cases``: a planted variant of a real export
+where each rule fires, with the impact computed here from the raw export, and a variant where it stays silent.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.analysis.planting import clone_row, has_table, sqlite_rw
+from tests.analysis.rule_cases import Case, unchanged
+
+PID = "(globalPid >> 24) & 16777215"
+UVM_KINDS = (11, 12, 13)
+
+
+def _union_len(ivs: list[tuple[int, int]]) -> int:
+    total, reach = 0, None
+    for s, e in sorted(ivs):
+        if reach is None or s > reach:
+            total += e - s
+            reach = e
+        elif e > reach:
+            total += e - reach
+            reach = e
+    return total
+
+
+def raw_units(con: sqlite3.Connection) -> dict[tuple[int, int], dict[str, list]]:
+    """Per (pid, device) of the raw export: kernel intervals, and copies/memsets as
+    (start, end, bytes, copyKind or None for a memset, pageable)."""
+    units: dict[tuple[int, int], dict[str, list]] = {}
+    for p, d, s, e in con.execute(f'SELECT {PID}, deviceId, start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL'):  # noqa: S608
+        units.setdefault((p, d), {"k": [], "m": []})["k"].append((s, e))
+    if has_table(con, "CUPTI_ACTIVITY_KIND_MEMCPY"):
+        for p, d, s, e, b, kind, sk, dk in con.execute(
+                f'SELECT {PID}, deviceId, start, "end", bytes, copyKind, srcKind, dstKind '  # noqa: S608
+                "FROM CUPTI_ACTIVITY_KIND_MEMCPY"):
+            units.setdefault((p, d), {"k": [], "m": []})["m"].append((s, e, b, kind, sk == 0 or dk == 0))
+    if has_table(con, "CUPTI_ACTIVITY_KIND_MEMSET"):
+        for p, d, s, e, b in con.execute(
+                f'SELECT {PID}, deviceId, start, "end", bytes FROM CUPTI_ACTIVITY_KIND_MEMSET'):  # noqa: S608
+            units.setdefault((p, d), {"k": [], "m": []})["m"].append((s, e, b, None, False))
+    return units
+
+
+def mem005_expected(path: Path, min_share_pct: float = 10.0, min_us: float = 1000.0) -> int | None:
+    """MEM005's impact from its published definition, on the raw export: on each device whose memory-only
+    time (|all ops| - |kernels|) is at least min_share_pct of its span, the memory-only time during which no
+    pageable copy and no unified-memory migration runs (|all| - |kernels + pageable + UVM|)."""
+    con = sqlite_rw(path)
+    total = 0
+    for unit in raw_units(con).values():
+        ops = unit["k"] + [(s, e) for s, e, *_ in unit["m"]]
+        span = max(e for _, e in ops) - min(s for s, _ in ops)
+        whole = _union_len(ops)
+        if 100.0 * (whole - _union_len(unit["k"])) < min_share_pct * span:
+            continue
+        theirs = [(s, e) for s, e, _, kind, pageable in unit["m"] if pageable or kind in UVM_KINDS]
+        total += whole - _union_len(unit["k"] + theirs)
+    con.close()
+    return total if total >= min_us * 1000 else None
+
+
+PLANT_BYTES = 256 * 2**20
+PLANT_NS = 20_000_000  # 256 MiB in 20 ms: 13.4 GB/s
+
+
+def mem005_fires(path: Path, peer: Path | None) -> int | None:
+    """A compute-bound TensorRT export gets one pinned 256 MiB host-to-device copy after its last kernel."""
+    con = sqlite_rw(path)
+    rowid = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY start LIMIT 1").fetchone()[0]
+    last = con.execute('SELECT MAX("end") FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0]
+    corr = con.execute("SELECT MAX(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    with con:
+        clone_row(con, "CUPTI_ACTIVITY_KIND_MEMCPY", rowid, start=last + 10_000, end=last + 10_000 + PLANT_NS,
+                  copyKind=1, srcKind=1, dstKind=2, bytes=PLANT_BYTES, correlationId=corr)
+    con.close()
+    expected = mem005_expected(path)
+    assert expected and expected >= PLANT_NS
+    return expected
+
+
+def mem005_vecadd(path: Path, peer: Path | None) -> int | None:
+    """The real vector add is copy-bound as it stands (1.1 GB of pinned copies around 4 short kernels)."""
+    expected = mem005_expected(path)
+    assert expected
+    return expected
+
+
+def mem005_pageable_is_mem001s(path: Path, peer: Path | None) -> int | None:
+    """One of vecadd's host-to-device copies made pageable: its time is MEM001's, no longer MEM005's."""
+    con = sqlite_rw(path)
+    with con:
+        con.execute("""UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET srcKind = 0 WHERE rowid =
+                       (SELECT rowid FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 ORDER BY start LIMIT 1)""")
+    con.close()
+    return mem005_expected(path)
+
+
+def mem005_silent(path: Path, peer: Path | None) -> None:
+    assert mem005_expected(path) is None
+    return None
+
+
+SYSTEM_CASES = [
+    Case("MEM005", "tensorrt-3090.sqlite", mem005_fires),
+    Case("MEM005", "vecadd-2026.sqlite", mem005_vecadd),
+    Case("MEM005", "vecadd-2026.sqlite", mem005_pageable_is_mem001s),
+    Case("MEM005", "tensorrt-3090.sqlite", mem005_silent),
+]
+
+
+# ----------------------------------------------------------------------------- KRN003
+
+def _disc(sorted_vals: list[int], q: float) -> int:
+    """quantile_disc as KRN003 documents it: the value at rank floor(q * (n - 1))."""
+    return sorted_vals[int(q * (len(sorted_vals) - 1))]
+
+
+def krn003_expected(path: Path, min_n: int = 20, min_median_ns: int = 10_000, spread: float = 2.0,
+                    factor: float = 3.0, min_excess_ns: int = 1_000_000) -> int | None:
+    """KRN003's impact from its published definition, on the raw export (no NCCL kernels in these files)."""
+    con = sqlite_rw(path)
+    groups: dict[tuple, list[int]] = {}
+    for row in con.execute(f"""
+            SELECT {PID}, k.deviceId, s.value, gridX, gridY, gridZ, blockX, blockY, blockZ, k."end" - k.start
+            FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"""):  # noqa: S608
+        groups.setdefault(row[:9], []).append(row[9])
+    con.close()
+    total = 0
+    for durs in groups.values():
+        durs.sort()
+        if len(durs) < min_n:
+            continue
+        p10, p50, p90 = (_disc(durs, q) for q in (0.1, 0.5, 0.9))
+        if p50 < min_median_ns:
+            continue
+        unstable = p90 >= spread * max(p10, 1)
+        total += sum(d - p50 for d in durs if d >= factor * p50 or (unstable and d > p50))
+    return total if total >= min_excess_ns else None
+
+
+def krn003_fires(path: Path, peer: Path | None) -> int | None:
+    """Five of the OpenACC loop's 1000 identical kernels (every tenth from the 100th) run ten times longer."""
+    con = sqlite_rw(path)
+    rows = con.execute('SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start').fetchall()
+    with con:
+        for (rowid,) in rows[100:150:10]:
+            con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + 10 * ("end" - start) WHERE rowid = ?',
+                        [rowid])
+    con.close()
+    expected = krn003_expected(path)
+    assert expected
+    return expected
+
+
+def krn003_silent(path: Path, peer: Path | None) -> None:
+    assert krn003_expected(path) is None
+    return None
+
+
+def krn003_warmup(path: Path, peer: Path | None) -> int | None:
+    """The real CLUE run as it stands: the first histogram and cluster kernels (warm-up) are outliers."""
+    expected = krn003_expected(path)
+    assert expected
+    return expected
+
+
+SYSTEM_CASES += [
+    Case("KRN003", "openacc-v100.sqlite", krn003_fires),
+    Case("KRN003", "openacc-v100.sqlite", krn003_silent),
+    Case("KRN003", "clue-um-t4.sqlite", krn003_warmup),
+]
+
+
+# ----------------------------------------------------------------------------- HOST001
+
+def _launch_thread(con: sqlite3.Connection) -> int:
+    """globalTid of the thread whose runtime call launched the first kernel."""
+    return con.execute("""SELECT r.globalTid FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+                          ON r.correlationId = k.correlationId ORDER BY k.start LIMIT 1""").fetchone()[0]
+
+
+def host001_fires(path: Path, peer: Path | None) -> int:
+    """The vector add's longest idle gap that no sync explains grows by 50 ms, and its launching thread sits in
+    a ``read`` call across all of it: the whole gap is HOST001's (and no longer GPU001's)."""
+    from tests.analysis.planting import new_string, open_gap, raw_gaps
+    from tests.analysis.rule_cases import DELTA, _unsynced_gaps
+
+    con = sqlite_rw(path)
+    _, _, gs, ge = max(_unsynced_gaps(con), key=lambda g: (g[3] - g[2], g[2]))
+    con.close()
+    open_gap(path, (gs + ge) // 2, DELTA)
+    con = sqlite_rw(path)
+    (gap,) = [g for g in raw_gaps(con) if g[2] == gs]
+    tid = _launch_thread(con)
+    rowid = con.execute("SELECT rowid FROM OSRT_API WHERE globalTid = ? LIMIT 1", [tid]).fetchone()[0]
+    with con:
+        clone_row(con, "OSRT_API", rowid, start=gap[2] - 1_000, end=gap[3] + 1_000, nameId=new_string(con, "read"))
+    con.close()
+    return gap[3] - gap[2]
+
+
+SYSTEM_CASES += [
+    Case("HOST001", "vecadd-2026.sqlite", host001_fires),
+    Case("HOST001", "vecadd-2026.sqlite", unchanged),
+]
+
+
+# ----------------------------------------------------------------------------- KRN002
+
+# FP32 SIMT GEMM/convolution kernels as the libraries name them (written here as LIKE patterns on the raw
+# export, independently of the rule's regular expressions).
+SIMT_LIKE = ("%\\_sgemm\\_%", "%convolve\\_sgemm%", "%\\_scudnn\\_%", "%gemmSN\\_%\\_kernel<float%")
+
+
+def krn002_expected(path: Path) -> int:
+    con = sqlite_rw(path)
+    where = " OR ".join(f"s.value LIKE '{p}' ESCAPE '\\'" for p in SIMT_LIKE)
+    total = con.execute(f"""SELECT COALESCE(SUM(k."end" - k.start), 0) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+                            JOIN StringIds s ON s.id = k.demangledName WHERE {where}""").fetchone()[0]  # noqa: S608
+    con.close()
+    return int(total)
+
+
+def krn002_fires(path: Path, peer: Path | None) -> int:
+    """The TensorRT engine's costliest FP16 tensor-core convolution renamed to a cuBLAS FP32 SIMT GEMM."""
+    con = sqlite_rw(path)
+    sid = con.execute("""SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1
+                         ORDER BY SUM("end" - start) DESC LIMIT 1""").fetchone()[0]
+    with con:
+        con.execute("UPDATE StringIds SET value = 'ampere_sgemm_128x64_nn' WHERE id = ?", [sid])
+    con.close()
+    expected = krn002_expected(path)
+    assert expected > 1_000_000
+    return expected
+
+
+def krn002_cudnn_fp32(path: Path, peer: Path | None) -> int:
+    """The real PyTorch CNN on an RTX 2070 SUPER: cuDNN picked FP32 SIMT convolutions (FP16 tensor cores idle)."""
+    expected = krn002_expected(path)
+    assert expected
+    return expected
+
+
+SYSTEM_CASES += [
+    Case("KRN002", "tensorrt-3090.sqlite", krn002_fires),
+    Case("KRN002", "tensorrt-3090.sqlite", unchanged),
+    Case("KRN002", "pytorch-dlprof-relu.sqlite", krn002_cudnn_fp32, thresholds={"KRN002.min_time_us": 0}),
+]
+
+
+# ----------------------------------------------------------------------------- COMM004
+
+def _longest_gap_nccl(path: Path, same_stream: bool) -> int:
+    """An NCCL kernel inside the vector add's longest idle gap (so that no compute runs beside it), on the
+    stream of the first compute kernel (serialized with compute) or on a stream of its own."""
+    from tests.analysis.planting import raw_gaps
+    from tests.analysis.rule_cases import _add_nccl
+
+    con = sqlite_rw(path)
+    _, _, gs, ge = max(raw_gaps(con), key=lambda g: g[3] - g[2])
+    stream = con.execute("SELECT streamId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1").fetchone()[0]
+    length = min(2_000_000, (ge - gs) // 2)
+    _add_nccl(con, gs + 1_000, gs + 1_000 + length, stream=stream if same_stream else None)
+    con.close()
+    return length
+
+
+def comm004_fires(path: Path, peer: Path | None) -> int:
+    return _longest_gap_nccl(path, True)
+
+
+def comm004_own_stream(path: Path, peer: Path | None) -> None:
+    _longest_gap_nccl(path, False)  # COMM001's instead (its own planted case)
+    return None
+
+
+SYSTEM_CASES += [
+    Case("COMM004", "vecadd-2026.sqlite", comm004_fires),
+    Case("COMM004", "vecadd-2026.sqlite", comm004_own_stream),
+]
