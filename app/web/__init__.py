@@ -17,7 +17,14 @@ def _tojson_attr(value: Any) -> str:
 
 def init_app(app: Flask) -> None:
     """Register the web UI on the application: routes, security headers, template helpers."""
-    from app.web import filters, security, views_auth, views_data, views_pages  # noqa: F401 - routes
+    from app.web import (  # noqa: F401 - routes
+        filters,
+        security,
+        views_auth,
+        views_data,
+        views_pages,
+        views_run_timeline,
+    )
 
     if "web" not in app.blueprints:
         app.register_blueprint(bp)

@@ -9,7 +9,7 @@ from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import web_jobs, web_run, web_runs
+from app.services import web_findings, web_jobs, web_run, web_runs
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
@@ -53,8 +53,12 @@ def run(run_id: int):
             except KeyError:
                 rule_docs[f.rule_id] = None
     top = view.findings[0].impact_ns if view.findings else 0
+    rows = web_findings.rule_rows(findings, view.reports)
+    rule_errors = [r for r in view.run.rule_statuses or [] if r.get("status") == "error"]
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
-                           top_impact=top, report_kinds={r.id: r.kind for r in view.reports})
+                           top_impact=top, report_kinds={r.id: r.kind for r in view.reports},
+                           rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
+                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors)
 
 
 @bp.route("/compare")

@@ -1,0 +1,57 @@
+"""The run page's multi-rank timeline: the run's ingested nsys reports opened as ``analysis.run_timeline`` parts.
+
+A report's lane catalogue and extent depend only on its DuckDB file, which is immutable once published,
+so they are kept per file path (bounded) and every zoom step only runs the window queries.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from analysis.run_timeline import Part, catalogue
+from analysis.timeline import extent
+from analysis.trace import Trace
+from app.models import Report
+from app.services.pipeline import data_path
+from app.services.web_run import get_run
+from app.settings import Settings
+
+_CACHE_SIZE = 256
+_cache: OrderedDict[str, tuple[list[dict[str, Any]], tuple[int, int] | None]] = OrderedDict()
+
+
+def _described(part: Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    hit = _cache.get(key)
+    if hit is None:
+        hit = (catalogue(part), extent(part.trace))
+        _cache[key] = hit
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    else:
+        _cache.move_to_end(key)
+    return hit
+
+
+@contextmanager
+def run_parts(session: Session, settings: Settings, run_id: int):
+    """Yield (parts, catalogues, extents) for the run's ingested nsys reports; the traces close afterwards."""
+    get_run(session, run_id)
+    reports = list(session.scalars(
+        sa.select(Report).where(Report.run_id == run_id, Report.kind == "nsys", Report.trace_path.is_not(None))
+        .order_by(Report.rank, Report.id)))
+    parts = []
+    for r in reports:
+        path = data_path(settings, r.trace_path)
+        if path.is_file():
+            parts.append((Part(Trace(path, r.name), r.id, r.rank, r.host or (r.info or {}).get("host")), str(path)))
+    try:
+        described = [_described(p, key) for p, key in parts]
+        yield [p for p, _ in parts], [d[0] for d in described], [d[1] for d in described]
+    finally:
+        for p, _ in parts:
+            p.trace.close()
