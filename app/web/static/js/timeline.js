@@ -361,7 +361,9 @@
           if (row && this.outline(ctx, row, inst.start_ns, inst.end_ns, "rgba(214, 158, 46, 1)")) {
             instances++;
             ctx.fillStyle = "#744210";
-            ctx.fillText("+" + GP.fmtNs(inst.arrival_ns), Math.max(LABEL_W, this.x(inst.start_ns)) + 2, row.y + row.h + 10);
+            const label = "+" + GP.fmtNs(inst.arrival_ns);
+            const lx = Math.min(Math.max(LABEL_W, this.x(inst.start_ns)) + 2, LABEL_W + this.plotWidth() - ctx.measureText(label).width - 2);
+            ctx.fillText(label, lx, row.y + row.h + 10);
           }
         }
       }
