@@ -33,6 +33,7 @@ class JobPoint:
     exposed_comm_ns: int | None
     regressed: list[str] = field(default_factory=list)       # why, in words
     regressed_on: list[str] = field(default_factory=list)    # which series: goodput | time | comm
+    rule_errors: list[str] = field(default_factory=list)     # rules that crashed: "ready with errors" (#12)
 
 
 @dataclass
@@ -78,13 +79,17 @@ def _regressions(p: JobPoint, prev: list[JobPoint]) -> list[tuple[str, str]]:
     return out
 
 
+def _rule_errors(statuses: Any) -> list[str]:
+    return [f"{r.get('id')}: {r.get('reason') or 'error'}" for r in statuses or [] if r.get("status") == "error"]
+
+
 def job_trends(session: Session, name: str) -> JobTrends:
     """The job's most recent runs (oldest first) with headline numbers and regression marks."""
     job = session.scalar(sa.select(Job).where(Job.name == name))
     if job is None:
         raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.")
     runs = list(session.execute(
-        sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == job.id, Run.deleted_at.is_(None))
+        sa.select(Run.id, Run.created_at, Run.git_sha, Run.rule_statuses).where(Run.job_id == job.id, Run.deleted_at.is_(None))
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS)).all())[::-1]
     ids = [r.id for r in runs]
     per_run: dict[int, dict[str, Any]] = {i: {"span": 0, "compute": 0, "comm": 0, "iters": 0, "seen": False}
@@ -108,6 +113,7 @@ def job_trends(session: Session, name: str) -> JobTrends:
         acc = per_run[r.id]
         if not acc["seen"]:
             points.append(JobPoint(r.id, r.created_at, r.git_sha, None, None, None, None, None))
+            points[-1].rule_errors = _rule_errors(r.rule_statuses)
             continue
         iters = acc["iters"] or None
         divisor = iters if per_iteration else 1
@@ -117,6 +123,7 @@ def job_trends(session: Session, name: str) -> JobTrends:
         found = _regressions(p, [q for q in points if q.goodput_pct is not None][-MEDIAN_WINDOW:])
         p.regressed = [why for _, why in found]
         p.regressed_on = [series for series, _ in found]
+        p.rule_errors = _rule_errors(r.rule_statuses)
         points.append(p)
     top_rules = []
     if ids:

@@ -157,3 +157,5 @@ def test_a_rule_error_marks_the_run_ready_with_errors(client, db, settings, inge
     assert "Ready with errors" in banner and "GPU001" in banner and "&lt;b&gt;division&lt;/b&gt;" in banner
     detail = client.get(f"/api/v1/runs/{run_id}").get_json()
     assert detail["rule_errors"] == [{"id": "GPU001", "reason": "ZeroDivisionError: <b>division</b> by zero"}]
+    job = client.get("/jobs/nccl").get_data(as_text=True)
+    assert "ready with errors (1 rule)" in job and "GPU001: ZeroDivisionError: &lt;b&gt;" in job
