@@ -7,7 +7,7 @@ from flask import Response, jsonify, stream_with_context
 from analysis import run_select, run_timeline, run_trace
 from app.db import get_session
 from app.errors import ApiError
-from app.services import web_timeline
+from app.services import web_run, web_timeline
 from app.settings import current_settings
 from app.web import bp
 from app.web.security import login_required
@@ -52,3 +52,14 @@ def run_chrome_trace(run_id: int):
     name = _download_name(f"run{run_id}-all-ranks{suffix}", "json")
     return Response(stream_with_context(generate()), mimetype="application/json",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@bp.route("/runs/<int:run_id>/kernels.json")
+@login_required
+def run_kernel_matrix(run_id: int):
+    """Kernel x rank total time over the run's nsys reports (a straggler kernel is one rank's outlying cell)."""
+    with web_timeline.run_parts(get_session(), current_settings(), run_id) as (parts, _cats, _exts):
+        labels = [run_timeline.group_label(p.rank, p.host, None, [], False) for p in parts]
+        labels = [lab if lab != "report" else f"report {p.report_id}" for lab, p in zip(labels, parts, strict=True)]
+        body = web_run.kernel_rank_matrix([(lab, p.trace) for lab, p in zip(labels, parts, strict=True)])
+    return jsonify(body)

@@ -111,6 +111,12 @@ def test_rank_matrix_equals_the_findings_json(signed_in, store) -> None:
     visible = page.eval_on_selector_all("#findings details.finding", "ds => ds.filter(d => !d.hidden).map(d => d.dataset.rank)")
     assert visible and set(visible) == {"rank 1 · ault44 · GPU 0"}
     signed_in.shot_of("#impact-matrix", "ranks-matrix")
+    # the kernel x rank matrix: one column per rank, the cells the kernel table's totals of each rank
+    page.wait_for_selector("#kernel-rank-matrix[data-loaded='1']")
+    assert page.locator("#kernel-rank-matrix thead th").count() == 3
+    page.wait_for_selector("#kernel-table[data-loaded='1']")
+    total = page.eval_on_selector("#kernel-table tbody tr td:nth-child(4)", "td => Number(td.dataset.sort)")
+    assert page.eval_on_selector("#kernel-rank-matrix tbody tr td:nth-child(2)", "td => Number(td.dataset.ns)") == total
     # the merged Chrome trace: valid JSON, one process per rank
     doc = page.request.get(f"/runs/{run_id}/trace.json").json()
     names = sorted(e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name")

@@ -159,3 +159,24 @@ def test_a_rule_error_marks_the_run_ready_with_errors(client, db, settings, inge
     assert detail["rule_errors"] == [{"id": "GPU001", "reason": "ZeroDivisionError: <b>division</b> by zero"}]
     job = client.get("/jobs/nccl").get_data(as_text=True)
     assert "ready with errors (1 rule)" in job and "GPU001: ZeroDivisionError: &lt;b&gt;" in job
+
+
+def test_kernel_tables_share_short_names_folded_nvtx_and_the_rank_matrix(client, db, settings, ingested) -> None:
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(TORCHRUN), corpus_file(NCCL_R1)], job="mixed")
+    reports = _reports(db, run_id)
+    con = _con(settings, reports[0])
+    total = con.execute("SELECT sum(end_ns - start_ns) FROM kernels").fetchone()[0]
+    top = con.execute("SELECT name, sum(end_ns - start_ns) FROM kernels GROUP BY 1 ORDER BY 2 DESC LIMIT 1").fetchone()
+    raw_nvtx = con.execute("SELECT count(DISTINCT text) FROM nvtx WHERE text LIKE '%op_id = %'").fetchone()[0]
+    con.close()
+    tables = client.get(f"/runs/{run_id}/reports/{reports[0].id}/tables.json").get_json()
+    k = tables["kernels"][0]
+    assert k["name"] == top[0] and k["short"] == "flash::flash_fwd_kernel<…>"
+    assert abs(k["pct"] - 100.0 * top[1] / total) < 1e-9
+    assert [x["total_ns"] for x in tables["kernels"]] == sorted((x["total_ns"] for x in tables["kernels"]), reverse=True)
+    folded = [n["text"] for n in tables["nvtx"] if "op_id" in n["text"]]
+    assert folded and all("op_id = N" in t for t in folded) and len(folded) < raw_nvtx
+    matrix = client.get(f"/runs/{run_id}/kernels.json").get_json()
+    assert len(matrix["ranks"]) == 2
+    first = matrix["kernels"][0]
+    assert first["name"] == top[0] and first["total_ns"] == [top[1], None]

@@ -88,12 +88,19 @@
     ntab.textContent = "";
     try {
       const data = await GP.fetchJSON(opt.getAttribute("data-url"));
+      const ncu = data.kernels.some((k) => k.category === "ncu");
+      document.getElementById("kernel-last-col").textContent = ncu ? "est. speedup" : "streams";
       for (const k of data.kernels) {
         const tr = GP.el("tr");
-        tr.append(cell(k.name, "name"), cell(k.category || ""), cell(k.count, "num", k.count),
-          cell(GP.fmtNs(k.total_ns), "num", k.total_ns ?? ""), cell(GP.fmtNs(k.mean_ns), "num", k.mean_ns ?? ""),
+        const name = cell(k.short || k.name, "name", k.name);
+        name.setAttribute("title", k.name);      // the full demangled name on hover
+        tr.append(name, cell(k.category || ""), cell(k.count, "num", k.count),
+          cell(GP.fmtNs(k.total_ns), "num", k.total_ns ?? ""),
+          cell(k.pct === null || k.pct === undefined ? "–" : GP.fmtPct(k.pct), "num", k.pct ?? ""),
+          cell(GP.fmtNs(k.mean_ns), "num", k.mean_ns ?? ""),
           cell(GP.fmtNs(k.min_ns), "num", k.min_ns ?? ""), cell(GP.fmtNs(k.max_ns), "num", k.max_ns ?? ""),
-          cell(k.streams ?? "–", "num", k.streams ?? ""));
+          ncu ? cell(k.speedup_pct === null || k.speedup_pct === undefined ? "–" : GP.fmtPct(k.speedup_pct), "num", k.speedup_pct ?? "")
+            : cell(k.streams ?? "–", "num", k.streams ?? ""));
         ktab.appendChild(tr);
       }
       for (const n of data.nvtx) {
@@ -104,12 +111,36 @@
         ntab.appendChild(tr);
       }
       document.getElementById("kernel-count").textContent =
-        `${data.kernels.length} kernel name${data.kernels.length === 1 ? "" : "s"}` +
-        (data.kernels.length >= data.limit ? ` (the ${data.limit} with the most time)` : "");
+        `${data.kernels.length} kernel name${data.kernels.length === 1 ? "" : "s"}, most time first` +
+        (data.kernels.length >= data.limit ? ` (only the ${data.limit} with the most time are listed)` : "");
       document.getElementById("nvtx-count").textContent = `${data.nvtx.length} range name${data.nvtx.length === 1 ? "" : "s"}`;
       document.getElementById("kernel-table").setAttribute("data-loaded", "1");
     } catch (err) {
       ktab.appendChild(GP.el("tr")).appendChild(GP.el("td", { colspan: "8" }, "could not load: " + err.message));
+    }
+  }
+
+  // Kernel x rank matrix: each cell shaded against the largest cell of its row.
+  async function loadKernelMatrix() {
+    const table = document.getElementById("kernel-rank-matrix");
+    if (!table) return;
+    try {
+      const data = await GP.fetchJSON(table.getAttribute("data-url"));
+      const head = table.tHead.appendChild(GP.el("tr"));
+      head.appendChild(GP.el("th", null, "kernel"));
+      for (const r of data.ranks) head.appendChild(GP.el("th", { class: "num" }, r));
+      for (const k of data.kernels) {
+        const tr = table.tBodies[0].appendChild(GP.el("tr"));
+        tr.appendChild(GP.el("td", { class: "name", title: k.name }, k.short || k.name));
+        const top = Math.max(...k.total_ns.map((v) => v || 0));
+        k.total_ns.forEach(function (v) {
+          const td = tr.appendChild(GP.el("td", { class: "num", "data-ns": v === null ? "" : String(v) }, GP.fmtNs(v)));
+          if (v && top) td.style.background = `rgba(43, 108, 176, ${(0.06 + 0.5 * v / top).toFixed(2)})`;
+        });
+      }
+      table.setAttribute("data-loaded", "1");
+    } catch (err) {
+      table.tBodies[0].appendChild(GP.el("tr")).appendChild(GP.el("td", null, "could not load: " + err.message));
     }
   }
 
@@ -139,5 +170,6 @@
     });
     const sel = document.getElementById("tables-report");
     if (sel) { sel.addEventListener("change", loadTables); loadTables(); }
+    loadKernelMatrix();
   });
 })();
