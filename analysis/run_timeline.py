@@ -11,13 +11,16 @@ whatever window is drawn; the boxes inside a window are merged per pixel column 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.timeline import MAX_BUCKETS, MAX_NVTX_DEPTH, MIN_BUCKETS, NAME_CHARS, _bucket_expr, extent
+from analysis.timeline import MAX_BUCKETS, MAX_NVTX_DEPTH, MIN_BUCKETS, _bucket_expr, extent
 from analysis.trace import Trace
 
 _GPU_TABLES = ("kernels", "memcpy", "memset")
+NAME_CHARS = 160   # a box's name is for the tooltip; the kernel table has the full text
+MAX_THREADS = 8    # reports queried side by side (DuckDB releases the GIL); each connection has its own threads
 
 _GPU_ACTIVITY = """
     SELECT pid, device, stream, start_ns, end_ns, category AS cat, name FROM kernels
@@ -112,8 +115,8 @@ def catalogue(part: Part) -> list[dict[str, Any]]:
     return groups
 
 
-def _boxes(part: Part, params: dict[str, int]) -> dict[str, list[list]]:
-    """Boxes of the window per lane id (report-local times)."""
+def _boxes(part: Part, params: dict[str, int], launchers: list[tuple]) -> dict[str, list[list]]:
+    """Boxes of the window per lane id (report-local times); ``launchers``: the (pid, tid) API lanes."""
     t, rid, out = part.trace, part.report_id, {}
     b = _bucket_expr()
     if any(t.has_rows(x) for x in _GPU_TABLES):
@@ -123,13 +126,14 @@ def _boxes(part: Part, params: dict[str, int]) -> dict[str, list[list]]:
                       FROM ({_GPU_ACTIVITY}) GROUP BY ALL ORDER BY b""", params):  # noqa: S608 - fixed SQL
             out.setdefault(f"{rid}:{pid}:gpu:{dev}:{st}", []).append(
                 [int(s), int(e), int(n), int(busy), cat, (name or "")[:NAME_CHARS]])
-    if t.has_rows("cuda_api") and t.has_rows("kernels"):
+    if launchers:
+        # The launching threads come from the catalogue (integers read from the file), not a subquery per window.
+        pairs = ", ".join(f"({'NULL' if p is None else int(p)}, {int(tid)})" for p, tid in launchers)
         for pid, tid, _b, s, e, n, busy, name in t.sql(
                 f"""SELECT pid, tid, {b} AS b, min(start_ns), max(end_ns), count(*), sum(end_ns - start_ns),
                            arg_max(name, end_ns - start_ns)
-                      FROM cuda_api WHERE end_ns >= $w0 AND start_ns <= $w1
-                       AND (pid, tid) IN (SELECT DISTINCT pid, tid FROM kernels WHERE tid IS NOT NULL)
-                     GROUP BY ALL ORDER BY b""", params):  # noqa: S608 - fixed SQL
+                      FROM cuda_api WHERE end_ns >= $w0 AND start_ns <= $w1 AND (pid, tid) IN ({pairs})
+                     GROUP BY ALL ORDER BY b""", params):  # noqa: S608 - fixed SQL and integers
             out.setdefault(f"{rid}:{pid}:api:{tid}", []).append(
                 [int(s), int(e), int(n), int(busy), "cuda_api", (name or "")[:NAME_CHARS]])
     if t.has_rows("nvtx"):
@@ -167,16 +171,26 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
     w0 = ext[0] if start_ns is None else max(int(start_ns), ext[0])
     w1 = ext[1] if end_ns is None else min(int(end_ns), ext[1])
     w1 = max(w1, w0 + 1)
-    by_lane: dict[str, list] = {}
-    for part, off, e in zip(parts, offs, extents, strict=True):
+    jobs = []
+    for part, off, e, cat in zip(parts, offs, extents, catalogues, strict=True):
         if e is None or e[1] + off < w0 or e[0] + off > w1:
             continue
         local = {"w0": w0 - off, "w1": w1 - off, "n": buckets, "span": w1 - w0}
-        for lane_id, boxes in _boxes(part, local).items():
-            for box in boxes:
-                box[0] += off
-                box[1] += off
-            by_lane[lane_id] = boxes
+        launchers = [(g["pid"], lane["tid"]) for g in cat for lane in g["lanes"] if lane["kind"] == "api"]
+        jobs.append((part, off, local, launchers))
+
+    def run(job: tuple) -> tuple[int, dict[str, list]]:
+        part, off, local, launchers = job
+        return off, _boxes(part, local, launchers)
+
+    by_lane: dict[str, list] = {}
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(jobs)))) as pool:
+        for off, found in pool.map(run, jobs):
+            for lane_id, boxes in found.items():
+                for box in boxes:
+                    box[0] += off
+                    box[1] += off
+                by_lane[lane_id] = boxes
     count = activities = 0
     for g in groups:
         for lane in g["lanes"]:

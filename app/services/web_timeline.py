@@ -1,13 +1,17 @@
 """The run page's multi-rank timeline: the run's ingested nsys reports opened as ``analysis.run_timeline`` parts.
 
 A report's lane catalogue and extent depend only on its DuckDB file, which is immutable once published,
-so they are kept per file path (bounded) and every zoom step only runs the window queries.
+so they are kept per file path (bounded) and every zoom step only runs the window queries. The read-only
+connections stay open between requests too (per serving thread, a bounded LRU, a smaller DuckDB memory
+limit): opening six files and reading their catalogues again took longer than a zoom step's queries.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,6 +27,26 @@ from app.settings import Settings
 
 _CACHE_SIZE = 256
 _cache: OrderedDict[str, tuple[list[dict[str, Any]], tuple[int, int] | None]] = OrderedDict()
+_OPEN_SIZE = 16                       # open connections kept per process
+_OPEN_MEMORY_BYTES = 256 * 2**20      # DuckDB memory limit of each kept connection
+_open: OrderedDict[tuple[int, str], Trace] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _trace(path: str, label: str) -> Trace:
+    """A kept read-only Trace of ``path`` for this thread (never shared between threads)."""
+    key = (threading.get_ident(), path)
+    with _lock:
+        trace = _open.pop(key, None)
+        if trace is None:
+            trace = Trace(Path(path), label, _OPEN_MEMORY_BYTES)
+        _open[key] = trace
+        evicted = []
+        while len(_open) > _OPEN_SIZE:
+            evicted.append(_open.popitem(last=False)[1])
+    for old in evicted:
+        old.close()
+    return trace
 
 
 def _described(part: Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
@@ -39,7 +63,7 @@ def _described(part: Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, i
 
 @contextmanager
 def run_parts(session: Session, settings: Settings, run_id: int):
-    """Yield (parts, catalogues, extents) for the run's ingested nsys reports; the traces close afterwards."""
+    """Yield (parts, catalogues, extents) for the run's ingested nsys reports (kept open, see above)."""
     get_run(session, run_id)
     reports = list(session.scalars(
         sa.select(Report).where(Report.run_id == run_id, Report.kind == "nsys", Report.trace_path.is_not(None))
@@ -48,10 +72,7 @@ def run_parts(session: Session, settings: Settings, run_id: int):
     for r in reports:
         path = data_path(settings, r.trace_path)
         if path.is_file():
-            parts.append((Part(Trace(path, r.name), r.id, r.rank, r.host or (r.info or {}).get("host")), str(path)))
-    try:
-        described = [_described(p, key) for p, key in parts]
-        yield [p for p, _ in parts], [d[0] for d in described], [d[1] for d in described]
-    finally:
-        for p, _ in parts:
-            p.trace.close()
+            parts.append((Part(_trace(str(path), r.name), r.id, r.rank, r.host or (r.info or {}).get("host")),
+                          str(path)))
+    described = [_described(p, key) for p, key in parts]
+    yield [p for p, _ in parts], [d[0] for d in described], [d[1] for d in described]
