@@ -7,6 +7,8 @@ from typing import Any
 
 from flask import Flask
 
+from analysis.kernel_names import short_kernel_name
+
 
 def _sig3(x: float) -> str:
     # Three significant digits: "26.8", "1.23", "312".
@@ -89,4 +91,4 @@ def fmt_bytes(n: Any) -> str:
 
 def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes,
-                                 fmt_number=fmt_number, fmt_detail=fmt_detail)
+                                 fmt_number=fmt_number, fmt_detail=fmt_detail, short_kernel=short_kernel_name)

@@ -9,7 +9,7 @@ from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import web_findings, web_jobs, web_run, web_runs
+from app.services import web_compare, web_findings, web_jobs, web_run, web_runs
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
@@ -64,13 +64,25 @@ def run(run_id: int):
 @bp.route("/compare")
 @login_required
 def compare():
+    db = get_session()
     try:
-        a, b = int(request.args.get("a", "")), int(request.args.get("b", ""))
+        b = int(request.args.get("b", ""))
     except ValueError:
         return render_template("compare_pick.html", a=request.args.get("a", ""), b=request.args.get("b", ""))
-    db = get_session()
+    head = _page_or_404(web_run.get_run, db, b)
+    try:
+        a = int(request.args.get("a", ""))
+    except ValueError:
+        # No baseline chosen: the previous run of the same job (issue #12).
+        a = web_compare.previous_run(db, head)
+        if a is None:
+            return render_template("compare_pick.html", a="", b=b,
+                                   note="This is the first run of its job: choose a baseline run.")
     diff = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
-    return render_template("compare.html", c=diff, a=web_run.run_view(db, a), b=web_run.run_view(db, b))
+    va, vb = web_run.run_view(db, a), web_run.run_view(db, b)
+    return render_template("compare.html", c=diff, a=va, b=vb, kpis=web_compare.kpi_deltas(va, vb),
+                           ranks=web_compare.rank_deltas(va, vb), warnings=web_compare.warnings(va, vb),
+                           choices=web_compare.baseline_choices(db, head))
 
 
 @bp.route("/jobs/<path:name>")

@@ -180,3 +180,26 @@ def test_kernel_tables_share_short_names_folded_nvtx_and_the_rank_matrix(client,
     assert len(matrix["ranks"]) == 2
     first = matrix["kernels"][0]
     assert first["name"] == top[0] and first["total_ns"] == [top[1], None]
+
+
+def test_compare_defaults_to_the_previous_run_and_shows_deltas(client, db, settings, ingested) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    older = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="cmp",
+                           created_at=t0)
+    base = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="cmp",
+                          created_at=t0 + timedelta(days=1))
+    head = seed.store_run(db, settings, ingested, [corpus_file(TORCHRUN)], job="cmp", created_at=t0 + timedelta(days=2))
+    html = client.get(f"/compare?b={head}").get_data(as_text=True)
+    assert f"against baseline <a href=\"/runs/{base}\">#{base}</a>" in html      # the previous run of the job
+    assert f'<option value="{base}" selected>' in html and f'<option value="{older}">' in html
+    totals = {r: client.get(f"/api/v1/runs/{r}/summary").get_json()["totals"] for r in (base, head)}
+    rows = dict(re.findall(r'<tr data-key="(\w+)" data-base="[^"]*" data-head="[^"]*" data-delta="([^"]*)">', html))
+    assert int(rows["span_ns"]) == totals[head]["span_ns"] - totals[base]["span_ns"]
+    assert int(rows["comm_exposed_ns"]) == totals[head]["comm_exposed_ns"] - totals[base]["comm_exposed_ns"]
+    assert abs(float(rows["goodput_pct"]) - (totals[head]["goodput_pct"] - totals[base]["goodput_pct"])) < 5e-4   # the API rounds to 3 decimals
+    assert "points" in html
+    assert "different numbers of nsys reports (2 and 1)" in html
+    first = client.get(f"/compare?b={older}").get_data(as_text=True)
+    assert "first run of its job" in first

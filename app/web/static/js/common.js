@@ -70,6 +70,11 @@ document.addEventListener("submit", function (ev) {
   if (msg && !window.confirm(msg)) ev.preventDefault();
 });
 
+// Selects that submit their form when changed (the compare page's baseline); no inline handlers under our CSP.
+document.addEventListener("change", function (ev) {
+  if (ev.target.matches && ev.target.matches("select[data-autosubmit]")) ev.target.form.submit();
+});
+
 GP.onReady = function (fn) {
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fn);
   else fn();
