@@ -9,7 +9,7 @@ from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import web_compare, web_findings, web_jobs, web_run, web_runs
+from app.services import web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
@@ -88,9 +88,11 @@ def compare():
 @bp.route("/jobs/<path:name>")
 @login_required
 def job(name: str):
-    trends = _page_or_404(web_jobs.job_trends, get_session(), name)
-    return render_template("job.html", t=trends, median_window=web_jobs.MEDIAN_WINDOW,
-                           href=lambda run_id: url_for("web.run", run_id=run_id))
+    tag = request.args.get("tag", "").strip() or None
+    trends = _page_or_404(web_jobs.job_trends, get_session(), name, tag)
+    href = lambda run_id: url_for("web.run", run_id=run_id)  # noqa: E731
+    return render_template("job.html", t=trends, median_window=web_jobs.MEDIAN_WINDOW, href=href, tag=tag,
+                           metrics=web_trends.metrics(get_session(), trends, href))
 
 
 @bp.route("/upload")

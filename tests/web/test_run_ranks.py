@@ -203,3 +203,29 @@ def test_compare_defaults_to_the_previous_run_and_shows_deltas(client, db, setti
     assert "different numbers of nsys reports (2 and 1)" in html
     first = client.get(f"/compare?b={older}").get_data(as_text=True)
     assert "first run of its job" in first
+
+
+def test_job_trends_tag_filter_and_metric_picker(client, db, settings, ingested) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from app.services.web_jobs import job_trends
+
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    ids = [seed.store_run(db, settings, ingested, [corpus_file(src)], job="trendy", git_sha=f"abcdef{i}123",
+                          tags={"branch": "main" if i != 1 else "dev"}, created_at=t0 + timedelta(days=i))
+           for i, src in enumerate([NCCL_R0, NCCL_R1, TORCHRUN])]
+    assert [p.run_id for p in job_trends(db, "trendy", "branch=main").points] == [ids[0], ids[2]]
+    assert [p.run_id for p in job_trends(db, "trendy", "branch").points] == ids
+    html = client.get("/jobs/trendy?tag=branch%3Dmain").get_data(as_text=True)
+    metrics = json.loads(unescape(re.search(r'id="trend-picked" data-metrics="([^"]+)"', html).group(1)))
+    impacts = {}
+    for f in db.scalars(sa.select(Finding).where(Finding.run_id.in_([ids[0], ids[2]]))):
+        impacts.setdefault(f.rule_id, {}).setdefault(f.run_id, 0)
+        impacts[f.rule_id][f.run_id] += f.impact_ns
+    for rule, per_run in impacts.items():
+        series = metrics[f"rule:{rule}"]
+        # one point per run: that run's impact of the rule (0 where it did not fire), never a sum over runs
+        assert [p["value"] for p in series["points"]] == [per_run.get(ids[0], 0), per_run.get(ids[2], 0)]
+        assert [p["sha"] for p in series["points"]] == ["abcdef0", "abcdef2"]
+    assert any(k.startswith("kernel:") for k in metrics)
+    assert "median impact per run" in html
