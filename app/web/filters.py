@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
 from flask import Flask
+from markupsafe import Markup, escape
 
 from analysis.kernel_names import short_kernel_name
 
@@ -89,6 +91,18 @@ def fmt_bytes(n: Any) -> str:
     return f"{n:.1f} TB"
 
 
+def rule_doc(text: Any) -> Markup:
+    """A rule's docstring as HTML: paragraphs, ``*emphasis*`` and ```code```; everything else escaped first."""
+    out = []
+    for para in re.split(r"\n\s*\n", str(text or "").strip()):
+        html = str(escape(" ".join(line.strip() for line in para.splitlines())))
+        html = re.sub(r"``?([^`]+?)``?", r"<code>\1</code>", html)
+        html = re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"<em>\1</em>", html)
+        out.append(f"<p>{html}</p>")
+    return Markup("\n".join(out))
+
+
 def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes,
-                                 fmt_number=fmt_number, fmt_detail=fmt_detail, short_kernel=short_kernel_name)
+                                 fmt_number=fmt_number, fmt_detail=fmt_detail, short_kernel=short_kernel_name,
+                                 rule_doc=rule_doc)

@@ -229,3 +229,16 @@ def test_job_trends_tag_filter_and_metric_picker(client, db, settings, ingested)
         assert [p["sha"] for p in series["points"]] == ["abcdef0", "abcdef2"]
     assert any(k.startswith("kernel:") for k in metrics)
     assert "median impact per run" in html
+
+
+def test_rule_docs_rendered_with_anchors_and_404_keeps_the_navigation(client) -> None:
+    html = client.get("/rules").get_data(as_text=True)
+    assert 'id="rule-COMM002"' in html
+    assert "<em>Why it matters</em>" in html and "*Why it matters*" not in html
+    assert "<code>session_start_utc_ns</code>" in html
+    missing = client.get("/runs/987654")
+    assert missing.status_code == 404
+    body = missing.get_data(as_text=True)
+    assert 'id="not-found"' in body and 'href="/rules"' in body and "Run 987654 does not exist." in body
+    assert client.get("/api/v1/runs/987654").get_json()["error"]["code"] == "RUN_NOT_FOUND"
+    assert client.get("/api/v1/nope").get_json()["error"]["code"] == "NOT_FOUND"
