@@ -2,8 +2,7 @@
 
 A report's lane catalogue and extent depend only on its DuckDB file, which is immutable once published,
 so they are kept per file path (bounded) and every zoom step only runs the window queries. The read-only
-connections stay open between requests too (per serving thread, a bounded LRU, a smaller DuckDB memory
-limit): opening six files and reading their catalogues again took longer than a zoom step's queries.
+connections stay open between requests too (per serving thread, a bounded LRU): opening six files and reading their catalogues again took longer than a zoom step's queries.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from app.settings import Settings
 _CACHE_SIZE = 256
 _cache: OrderedDict[str, tuple[list[dict[str, Any]], tuple[int, int] | None]] = OrderedDict()
 _OPEN_SIZE = 16                       # open connections kept per process
-_OPEN_MEMORY_BYTES = 256 * 2**20      # DuckDB memory limit of each kept connection
 _open: OrderedDict[tuple[int, str], Trace] = OrderedDict()
 _lock = threading.Lock()
 
@@ -39,7 +37,10 @@ def _trace(path: str, label: str) -> Trace:
     with _lock:
         trace = _open.pop(key, None)
         if trace is None:
-            trace = Trace(Path(path), label, _OPEN_MEMORY_BYTES)
+            # The default configuration on purpose: DuckDB shares one database instance per file within a
+            # process and refuses a second connection with another configuration (the tables/compare routes
+            # open the same files with the default); the instance's buffer pool is shared, not per connection.
+            trace = Trace(Path(path), label)
         _open[key] = trace
         evicted = []
         while len(_open) > _OPEN_SIZE:

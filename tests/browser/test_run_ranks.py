@@ -149,3 +149,48 @@ def test_torchrun_processes_share_one_axis_and_evidence_rows_zoom(signed_in, sto
     signed_in.shot("torchrun-run")
     signed_in.shot_of("#timeline", "torchrun-timeline")
     assert not signed_in.errors
+
+
+def test_compare_trends_rules_read_well(signed_in, store) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2026, 10, 1, tzinfo=UTC)
+    base = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="readable", git_sha="1111111aaaa",
+                 created_at=t0, tags={"branch": "main"})
+    head = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="readable", git_sha="2222222bbbb",
+                 created_at=t0 + timedelta(days=1), tags={"branch": "main"})
+    store([corpus_file(TORCHRUN)], job="readable", git_sha="3333333cccc", created_at=t0 + timedelta(days=2),
+          tags={"branch": "dev"})
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"/runs/{head}")
+    page.click("#compare-link")
+    page.wait_for_selector("#kpi-deltas")
+    assert page.eval_on_selector("#baseline-select", "s => s.value") == str(base)   # the previous run
+    totals = {r: page.request.get(f"/api/v1/runs/{r}/summary").json()["totals"] for r in (base, head)}
+    span = page.eval_on_selector("#kpi-deltas tr[data-key=span_ns]", "tr => Number(tr.dataset.delta)")
+    assert span == totals[head]["span_ns"] - totals[base]["span_ns"]
+    assert page.locator("#rank-deltas tbody tr").count() == 2
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    signed_in.shot("compare-ranks")
+    # trends: labelled x axis, tag filter, metric picker
+    page.goto("/jobs/readable?tag=branch%3Dmain")
+    assert page.locator("#trend-goodput svg circle").count() == 2
+    assert page.eval_on_selector_all("#trend-goodput svg text.xsha", "ts => ts.map(t => t.textContent)") == [
+        "1111111", "2222222"]
+    options = page.eval_on_selector_all("#trend-metric option", "os => os.map(o => o.value)")
+    rule = next(o for o in options if o.startswith("rule:"))
+    page.select_option("#trend-metric", rule)
+    page.wait_for_function("r => document.getElementById('trend-picked').dataset.metric === r", arg=rule)
+    assert page.locator("#trend-picked svg circle").count() == 2
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    signed_in.shot("job-trends")
+    # /rules#rule-COMM002 opens that entry, its doc rendered (no raw *markup*)
+    page.goto("/rules#rule-COMM002")
+    entry = page.locator("#rule-COMM002")
+    assert entry.evaluate("d => d.open")
+    assert entry.locator("em", has_text="Why it matters").count() == 1
+    assert "*Why" not in entry.inner_text()
+    assert not signed_in.errors
+    page.goto("/runs/987654")                 # a 404 page keeps the navigation
+    assert page.locator("header.top a", has_text="Runs").count() == 1

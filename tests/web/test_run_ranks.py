@@ -57,6 +57,10 @@ def test_run_timeline_aligns_the_ranks_on_the_session_clock(client, db, settings
     assert [[lane["id"] for lane in g["lanes"]] for g in zoom["groups"]] == \
         [[lane["id"] for lane in g["lanes"]] for g in win["groups"]]
     assert zoom["activities"] < win["activities"]
+    # the connections the timeline keeps open do not lock out the other routes reading the same files
+    assert client.get(f"/runs/{run_id}/reports/{reports[0].id}/tables.json").status_code == 200
+    assert client.get(f"/runs/{run_id}/reports/{reports[0].id}/timeline.json").status_code == 200
+    assert client.get(f"/compare?a={run_id}&b={run_id}").status_code == 200
     assert client.get(f"/runs/{run_id}/timeline.json?end_ns=x").status_code == 400
     assert client.get("/runs/999999/timeline.json").status_code == 404
 

@@ -79,3 +79,14 @@ GP.onReady = function (fn) {
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fn);
   else fn();
 };
+
+// /rules#rule-COMM002 (and any #id naming a <details>): open that entry and bring it into view.
+GP.onReady(function () {
+  const open = function () {
+    const id = decodeURIComponent(window.location.hash.slice(1));
+    const node = id && document.getElementById(id);
+    if (node && node.tagName === "DETAILS") { node.open = true; node.scrollIntoView({ block: "start" }); }
+  };
+  open();
+  window.addEventListener("hashchange", open);
+});
