@@ -55,10 +55,18 @@ def run(run_id: int):
     top = view.findings[0].impact_ns if view.findings else 0
     rows = web_findings.rule_rows(findings, view.reports)
     rule_errors = [r for r in view.run.rule_statuses or [] if r.get("status") == "error"]
+    ncu_kpis = None
+    if not any(r.kind == "nsys" for r in view.reports) and any(r.kind == "ncu" for r in view.reports):
+        # ncu-only runs: no timeline breakdown, so the headline is what Nsight Compute measured (issue #12).
+        counts = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})} for r in view.reports]
+        ncu_kpis = {"kernels": sum(int(c.get("kernels") or c.get("ncu_kernels") or 0) for c in counts),
+                    "gpu_time_ns": sum(int((view.summaries.get(r.id) or {}).get("gpu_time_ns") or 0)
+                                       for r in view.reports),
+                    "speedup_ns": sum(f.impact_ns for f in view.findings)}
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
                            top_impact=top, report_kinds={r.id: r.kind for r in view.reports},
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
-                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors)
+                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis)
 
 
 @bp.route("/compare")

@@ -246,3 +246,24 @@ def test_rule_docs_rendered_with_anchors_and_404_keeps_the_navigation(client) ->
     assert 'id="not-found"' in body and 'href="/rules"' in body and "Run 987654 does not exist." in body
     assert client.get("/api/v1/runs/987654").get_json()["error"]["code"] == "RUN_NOT_FOUND"
     assert client.get("/api/v1/nope").get_json()["error"]["code"] == "NOT_FOUND"
+
+
+def test_ncu_only_run_headline_is_what_ncu_measured(client, db, settings, ingested) -> None:
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("numba-copy-blocked-full.csv")], job="ncu-only")
+    report = _reports(db, run_id)[0]
+    assert report.kind == "ncu"
+    con = _con(settings, report)
+    kernels, total = con.execute("SELECT count(*), sum(duration_ns) FROM ncu_kernels").fetchone()
+    con.close()
+    findings = list(db.scalars(sa.select(Finding).where(Finding.run_id == run_id)))
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    from app.web.filters import fmt_ns, fmt_number
+
+    kpis = html[html.index('id="ncu-kpis"'):html.index("</div>\n", html.index('id="ncu-kpis"') + 600)]
+    assert f'<div class="v">{fmt_number(kernels)}</div><div class="k">kernels profiled' in kpis
+    assert f'<div class="v">{fmt_ns(total)}</div><div class="k">profiled kernel time' in kpis
+    assert f'<div class="v">{fmt_ns(sum(f.impact_ns for f in findings))}</div><div class="k">estimated speedup' in kpis
+    assert "goodput (compute share)" not in html
+    assert "show-kernel" not in html                  # no nsys report to show the kernel in
+    tables = client.get(f"/runs/{run_id}/reports/{report.id}/tables.json").get_json()
+    assert tables["kernels"][0]["total_ns"] == int(total) and tables["kernels"][0]["speedup_pct"] is not None

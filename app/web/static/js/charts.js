@@ -84,9 +84,11 @@
     const every = Math.max(1, Math.ceil(pts.length / 8));
     pts.forEach(function (p, i) {
       if (i % every && i !== pts.length - 1) return;
-      const x = sx(i), y = H - B + 14;
-      root.appendChild(GP.svg("text", { x: x, y: y, "text-anchor": "middle", class: "axis xdate" }, p.date || ""));
-      if (p.sha) root.appendChild(GP.svg("text", { x: x, y: y + 13, "text-anchor": "middle", class: "axis xsha" }, p.sha));
+      // The first and last labels align inward so they are neither cut nor on the y axis' labels.
+      const x = sx(i), y = H - B + 18;
+      const anchor = pts.length > 1 && i === 0 ? "start" : pts.length > 1 && i === pts.length - 1 ? "end" : "middle";
+      root.appendChild(GP.svg("text", { x: x, y: y, "text-anchor": anchor, class: "axis xdate" }, p.date || ""));
+      if (p.sha) root.appendChild(GP.svg("text", { x: x, y: y + 13, "text-anchor": anchor, class: "axis xsha" }, p.sha));
     });
     const d = pts.map((p, i) => (i ? "L" : "M") + sx(i).toFixed(1) + " " + sy(p.value).toFixed(1)).join(" ");
     root.appendChild(GP.svg("path", { d: d, class: "line" }));
