@@ -111,6 +111,13 @@ def test_rank_matrix_equals_the_findings_json(signed_in, store) -> None:
     visible = page.eval_on_selector_all("#findings details.finding", "ds => ds.filter(d => !d.hidden).map(d => d.dataset.rank)")
     assert visible and set(visible) == {"rank 1 · ault44 · GPU 0"}
     signed_in.shot_of("#impact-matrix", "ranks-matrix")
+    page.select_option("#finding-filters select[name=rank]", "")
+    group = page.locator("details.rule-group").first
+    group.locator(":scope > summary").click()
+    per_rank = group.locator("table.per-rank td[data-ns]").evaluate_all("tds => tds.map(td => Number(td.dataset.ns))")
+    rule = group.get_attribute("data-rule")
+    assert sorted(per_rank) == sorted(v for (_r, rid), v in expected.items() if rid == rule)
+    signed_in.shot_of("#findings", "ranks-findings")
     # the kernel x rank matrix: one column per rank, the cells the kernel table's totals of each rank
     page.wait_for_selector("#kernel-rank-matrix[data-loaded='1']")
     assert page.locator("#kernel-rank-matrix thead th").count() == 3
