@@ -26,39 +26,39 @@ from app.settings import Settings
 
 _CACHE_SIZE = 256
 _cache: OrderedDict[str, tuple[list[dict[str, Any]], tuple[int, int] | None]] = OrderedDict()
-_OPEN_SIZE = 16                       # open connections kept per process
-_open: OrderedDict[tuple[int, str], Trace] = OrderedDict()
-_lock = threading.Lock()
+_cache_lock = threading.Lock()
+_OPEN_SIZE = 8    # open connections kept per serving thread (a six-rank run fits)
+_local = threading.local()   # per thread, so no thread ever closes or uses another thread's connection
 
 
 def _trace(path: str, label: str) -> Trace:
-    """A kept read-only Trace of ``path`` for this thread (never shared between threads)."""
-    key = (threading.get_ident(), path)
-    with _lock:
-        trace = _open.pop(key, None)
-        if trace is None:
-            # The default configuration on purpose: DuckDB shares one database instance per file within a
-            # process and refuses a second connection with another configuration (the tables/compare routes
-            # open the same files with the default); the instance's buffer pool is shared, not per connection.
-            trace = Trace(Path(path), label)
-        _open[key] = trace
-        evicted = []
-        while len(_open) > _OPEN_SIZE:
-            evicted.append(_open.popitem(last=False)[1])
-    for old in evicted:
-        old.close()
+    """A kept read-only Trace of ``path`` for this thread (dropped with the thread)."""
+    kept: OrderedDict[str, Trace] | None = getattr(_local, "traces", None)
+    if kept is None:
+        kept = _local.traces = OrderedDict()
+    trace = kept.pop(path, None)
+    if trace is None:
+        # The default configuration on purpose: DuckDB shares one database instance per file within a
+        # process and refuses a second connection with another configuration (the tables/compare routes
+        # open the same files with the default); the instance's buffer pool is shared, not per connection.
+        trace = Trace(Path(path), label)
+    kept[path] = trace
+    while len(kept) > _OPEN_SIZE:
+        kept.popitem(last=False)[1].close()
     return trace
 
 
 def _described(part: Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
-    hit = _cache.get(key)
-    if hit is None:
-        hit = (catalogue(part), extent(part.trace))
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    hit = (catalogue(part), extent(part.trace))   # outside the lock: it reads the file
+    with _cache_lock:
         _cache[key] = hit
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
-    else:
-        _cache.move_to_end(key)
     return hit
 
 
