@@ -96,7 +96,8 @@ SCHEMAS: dict[str, S] = {
                  owner=nullable(STR), created_at=TIME, last_used_at=nullable(TIME), revoked_at=nullable(TIME)),
 }
 SCHEMAS["RunDetail"] = {"allOf": [ref("Run"), obj(reports={"type": "array", "items": ref("Report")},
-                                                  rules={"type": "array", "items": ANY_OBJ})]}
+                                                  rules={"type": "array", "items": ANY_OBJ},
+                                                  rule_errors={"type": "array", "items": obj(id=STR, reason=STR)})]}
 SCHEMAS["RunList"] = page_of("Run")
 SCHEMAS["FindingList"] = page_of("Finding")
 SCHEMAS["JobList"] = page_of("Job")

@@ -33,6 +33,7 @@ class JobPoint:
     exposed_comm_ns: int | None
     regressed: list[str] = field(default_factory=list)       # why, in words
     regressed_on: list[str] = field(default_factory=list)    # which series: goodput | time | comm
+    rule_errors: list[str] = field(default_factory=list)     # rules that crashed: "ready with errors" (#12)
 
 
 @dataclass
@@ -46,6 +47,7 @@ class JobTrends:
         """One trend chart's data: a point per run (``href(run_id)`` links it), regressions marked."""
         return {"label": label, "unit": unit, "points": [
             {"x_label": f"#{p.run_id} {p.created_at:%Y-%m-%d %H:%M}", "value": getattr(p, attr),
+             "date": f"{p.created_at:%m-%d}", "sha": (p.git_sha or "")[:7],
              "href": href(p.run_id), "regressed": key in p.regressed_on} for p in self.points]}
 
 
@@ -78,14 +80,29 @@ def _regressions(p: JobPoint, prev: list[JobPoint]) -> list[tuple[str, str]]:
     return out
 
 
-def job_trends(session: Session, name: str) -> JobTrends:
-    """The job's most recent runs (oldest first) with headline numbers and regression marks."""
+def _rule_errors(statuses: Any) -> list[str]:
+    return [f"{r.get('id')}: {r.get('reason') or 'error'}" for r in statuses or [] if r.get("status") == "error"]
+
+
+def _has_tag(tags: Any, tag: str | None) -> bool:
+    """``key=value`` (or a bare key) among a run's tags; no filter when ``tag`` is empty."""
+    if not tag:
+        return True
+    key, sep, value = tag.partition("=")
+    return key in (tags or {}) and (not sep or str(tags[key]) == value)
+
+
+def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends:
+    """The job's most recent runs (oldest first, those with ``tag`` when given) with headline numbers and
+    regression marks."""
     job = session.scalar(sa.select(Job).where(Job.name == name))
     if job is None:
         raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.")
-    runs = list(session.execute(
-        sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == job.id, Run.deleted_at.is_(None))
-        .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS)).all())[::-1]
+    runs = [r for r in session.execute(
+        sa.select(Run.id, Run.created_at, Run.git_sha, Run.rule_statuses, Run.tags)
+        .where(Run.job_id == job.id, Run.deleted_at.is_(None))
+        .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS * (5 if tag else 1))).all()
+        if _has_tag(r.tags, tag)][:TREND_RUNS][::-1]
     ids = [r.id for r in runs]
     per_run: dict[int, dict[str, Any]] = {i: {"span": 0, "compute": 0, "comm": 0, "iters": 0, "seen": False}
                                           for i in ids}
@@ -108,6 +125,7 @@ def job_trends(session: Session, name: str) -> JobTrends:
         acc = per_run[r.id]
         if not acc["seen"]:
             points.append(JobPoint(r.id, r.created_at, r.git_sha, None, None, None, None, None))
+            points[-1].rule_errors = _rule_errors(r.rule_statuses)
             continue
         iters = acc["iters"] or None
         divisor = iters if per_iteration else 1
@@ -117,15 +135,20 @@ def job_trends(session: Session, name: str) -> JobTrends:
         found = _regressions(p, [q for q in points if q.goodput_pct is not None][-MEDIAN_WINDOW:])
         p.regressed = [why for _, why in found]
         p.regressed_on = [series for series, _ in found]
+        p.rule_errors = _rule_errors(r.rule_statuses)
         points.append(p)
     top_rules = []
     if ids:
-        top_rules = [
-            {"rule_id": rid, "impact_ns": int(total), "runs": int(n), "title": title}
-            for rid, total, n, title in session.execute(
-                sa.select(Finding.rule_id, sa.func.sum(Finding.impact_ns), sa.func.count(sa.distinct(Finding.run_id)),
-                          sa.func.max(Finding.title))
-                .where(Finding.run_id.in_(ids)).group_by(Finding.rule_id)
-                .order_by(sa.func.sum(Finding.impact_ns).desc()).limit(10))
-        ]
+        # Impact per run (a rule's findings summed within a run, never across runs): median and latest.
+        per: dict[str, list[tuple[int, int]]] = {}
+        titles: dict[str, str] = {}
+        for run_id, rid, total, title in session.execute(
+                sa.select(Finding.run_id, Finding.rule_id, sa.func.sum(Finding.impact_ns), sa.func.max(Finding.title))
+                .where(Finding.run_id.in_(ids)).group_by(Finding.run_id, Finding.rule_id)):
+            per.setdefault(rid, []).append((ids.index(run_id), int(total)))
+            titles[rid] = title
+        top_rules = sorted(({"rule_id": rid, "title": titles[rid], "runs": len(v),
+                             "median_ns": int(statistics.median(t for _, t in v)),
+                             "latest_ns": max(v)[1], "latest_run": ids[max(v)[0]]} for rid, v in per.items()),
+                           key=lambda r: -r["median_ns"])[:10]
     return JobTrends(job, points, top_rules, bool(per_iteration))

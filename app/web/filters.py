@@ -2,26 +2,75 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
 from flask import Flask
+from markupsafe import Markup, escape
 
+from analysis.kernel_names import short_kernel_name
 from app.services.web_memory import memory_pairs, memory_view
 
 
+def _sig3(x: float) -> str:
+    # Three significant digits: "26.8", "1.23", "312".
+    a = abs(x)
+    return f"{x:.2f}" if a < 10 else f"{x:.1f}" if a < 100 else f"{x:.0f}"
+
+
 def fmt_ns(ns: Any) -> str:
+    """A duration in s / ms / µs / ns with three significant digits ("26.8 s", not "26,813.634 ms")."""
     if ns is None:
         return "–"
     ns = float(ns)
     a = abs(ns)
-    if a >= 1e9:
-        return f"{ns / 1e9:.3f} s"
-    if a >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:.1f} µs"
+    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if a >= div * 0.9995:
+            return f"{_sig3(ns / div)} {unit}"
     return f"{ns:.0f} ns"
+
+
+def fmt_number(x: Any) -> str:
+    """A plain number for people: integers with thousands separators, others with three significant digits."""
+    if isinstance(x, bool) or x is None:
+        return "–" if x is None else ("yes" if x else "no")
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}"
+    if isinstance(x, float):
+        return _sig3(x) if 0.01 <= abs(x) < 1000 else f"{x:.3g}"
+    return str(x)
+
+
+def fmt_value(key: str, value: Any) -> str:
+    """An evidence value by its key's unit suffix: ``*_ns`` durations, ``*_pct`` shares, ``*bytes`` sizes."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k.replace('_', ' ')} {fmt_value(str(k), v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(fmt_value(key, v) for v in value[:20]) + (" …" if len(value) > 20 else "")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if key.endswith("_ns"):
+            return fmt_ns(value)
+        if key.endswith("_pct"):
+            return fmt_pct(value)
+        if key.endswith("bytes"):
+            return fmt_bytes(value)
+        return fmt_number(value)
+    return "–" if value is None else str(value)
+
+
+def fmt_detail(detail: Any) -> list[tuple[str, str]]:
+    """An evidence ``detail`` dict as (label, formatted value) pairs; units dropped from the labels."""
+    if not isinstance(detail, dict):
+        return [] if detail in (None, "") else [("", fmt_value("", detail))]
+    out = []
+    for k, v in detail.items():
+        label = str(k)
+        for suffix in ("_ns", "_pct", "_bytes"):
+            if label.endswith(suffix):
+                label = label[: -len(suffix)]
+        out.append((label.replace("_", " "), fmt_value(str(k), v)))
+    return out
 
 
 def fmt_pct(x: Any) -> str:
@@ -43,7 +92,20 @@ def fmt_bytes(n: Any) -> str:
     return f"{n:.1f} TB"
 
 
+def rule_doc(text: Any) -> Markup:
+    """A rule's docstring as HTML: paragraphs, ``*emphasis*`` and ```code```; everything else escaped first."""
+    out = []
+    for para in re.split(r"\n\s*\n", str(text or "").strip()):
+        html = str(escape(" ".join(line.strip() for line in para.splitlines())))
+        html = re.sub(r"``?([^`]+?)``?", r"<code>\1</code>", html)
+        html = re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"<em>\1</em>", html)
+        out.append(f"<p>{html}</p>")
+    return Markup("\n".join(out))
+
+
 def register(app: Flask) -> None:
-    app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes)
+    app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes,
+                                 fmt_number=fmt_number, fmt_detail=fmt_detail, short_kernel=short_kernel_name,
+                                 rule_doc=rule_doc)
     app.jinja_env.globals["ncu_memory_view"] = memory_view  # the run page's ncu memory charts (issue #17)
     app.jinja_env.globals["ncu_memory_pairs"] = memory_pairs  # the same kernel's chart on compare (issue #17)

@@ -9,7 +9,7 @@ from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import web_jobs, web_run, web_runs
+from app.services import web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
@@ -53,28 +53,54 @@ def run(run_id: int):
             except KeyError:
                 rule_docs[f.rule_id] = None
     top = view.findings[0].impact_ns if view.findings else 0
+    rows = web_findings.rule_rows(findings, view.reports)
+    rule_errors = [r for r in view.run.rule_statuses or [] if r.get("status") == "error"]
+    ncu_kpis = None
+    if not any(r.kind == "nsys" for r in view.reports) and any(r.kind == "ncu" for r in view.reports):
+        # ncu-only runs: no timeline breakdown, so the headline is what Nsight Compute measured (issue #12).
+        counts = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})} for r in view.reports]
+        ncu_kpis = {"kernels": sum(int(c.get("kernels") or c.get("ncu_kernels") or 0) for c in counts),
+                    "gpu_time_ns": sum(int((view.summaries.get(r.id) or {}).get("gpu_time_ns") or 0)
+                                       for r in view.reports),
+                    "speedup_ns": sum(f.impact_ns for f in view.findings)}
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
-                           top_impact=top, report_kinds={r.id: r.kind for r in view.reports})
+                           top_impact=top, report_kinds={r.id: r.kind for r in view.reports},
+                           rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
+                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis)
 
 
 @bp.route("/compare")
 @login_required
 def compare():
+    db = get_session()
     try:
-        a, b = int(request.args.get("a", "")), int(request.args.get("b", ""))
+        b = int(request.args.get("b", ""))
     except ValueError:
         return render_template("compare_pick.html", a=request.args.get("a", ""), b=request.args.get("b", ""))
-    db = get_session()
+    head = _page_or_404(web_run.get_run, db, b)
+    try:
+        a = int(request.args.get("a", ""))
+    except ValueError:
+        # No baseline chosen: the previous run of the same job (issue #12).
+        a = web_compare.previous_run(db, head)
+        if a is None:
+            return render_template("compare_pick.html", a="", b=b,
+                                   note="This is the first run of its job: choose a baseline run.")
     diff = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
-    return render_template("compare.html", c=diff, a=web_run.run_view(db, a), b=web_run.run_view(db, b))
+    va, vb = web_run.run_view(db, a), web_run.run_view(db, b)
+    return render_template("compare.html", c=diff, a=va, b=vb, kpis=web_compare.kpi_deltas(va, vb),
+                           ranks=web_compare.rank_deltas(va, vb), warnings=web_compare.warnings(va, vb),
+                           choices=web_compare.baseline_choices(db, head))
 
 
 @bp.route("/jobs/<path:name>")
 @login_required
 def job(name: str):
-    trends = _page_or_404(web_jobs.job_trends, get_session(), name)
-    return render_template("job.html", t=trends, median_window=web_jobs.MEDIAN_WINDOW,
-                           href=lambda run_id: url_for("web.run", run_id=run_id))
+    tag = request.args.get("tag", "").strip() or None
+    trends = _page_or_404(web_jobs.job_trends, get_session(), name, tag)
+    href = lambda run_id: url_for("web.run", run_id=run_id)  # noqa: E731
+    return render_template("job.html", t=trends, median_window=web_jobs.MEDIAN_WINDOW, href=href, tag=tag,
+                           metrics=web_trends.metrics(get_session(), trends, href))
 
 
 @bp.route("/upload")

@@ -175,8 +175,10 @@ def test_run_page_escapes_trace_strings(client, db, settings, ingested, tmp_path
 def test_run_page_sections(client, db, nccl_run) -> None:
     html = client.get(f"/runs/{nccl_run}").get_data(as_text=True)
     findings = list(db.scalars(sa.select(Finding).where(Finding.run_id == nccl_run)))
-    impacts = [int(x) for x in __import__("re").findall(r'data-impact-ns="(\d+)"', html)]
-    assert impacts == sorted((f.impact_ns for f in findings), reverse=True)
+    # one row per rule (issue #12), the rows ranked by their largest per-rank impact
+    rows = [int(x) for x in __import__("re").findall(r'class="rule-row[^"]*" data-rule="[^"]+" data-ranks="[^"]*" '
+                                                       r'data-severity="\w+" data-impact-ns="(\d+)"', html)]
+    assert len(rows) == len({f.rule_id for f in findings}) and rows == sorted(rows, reverse=True)
     assert 'id="breakdown" data-breakdown="[' in html and 'id="timeline"' in html
     assert html.count('class="finding"') == len(findings)
     assert client.get("/runs/999999").status_code == 404

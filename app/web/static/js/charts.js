@@ -59,15 +59,15 @@
   GP.trendChart = function (container, series) {
     container.textContent = "";
     const pts = (series.points || []).filter((p) => p.value !== null && p.value !== undefined);
-    const W = 560, H = 200, L = 64, R = 12, T = 24, B = 28;
+    const W = 560, H = 220, L = 64, R = 12, T = 24, B = 44;
     const root = GP.svg("svg", { class: "trend", viewBox: `0 0 ${W} ${H}`, role: "img",
       "aria-label": series.label });
     root.appendChild(GP.svg("text", { x: L, y: 14, class: "title" }, series.label));
     if (!pts.length) {
-      root.appendChild(GP.svg("text", { x: L, y: H / 2, class: "muted" }, "no data yet"));
-      container.appendChild(root);
+      container.hidden = true;         // an empty chart says nothing: hidden (issue #12)
       return;
     }
+    container.hidden = false;
     const vals = pts.map((p) => p.value);
     let lo = Math.min(...vals), hi = Math.max(...vals);
     if (series.unit === "pct") { lo = Math.min(lo, 0); hi = Math.max(hi, 100); }
@@ -80,6 +80,16 @@
       root.appendChild(GP.svg("line", { x1: L, x2: W - R, y1: sy(v), y2: sy(v), class: "grid" }));
       root.appendChild(GP.svg("text", { x: L - 4, y: sy(v) + 4, "text-anchor": "end", class: "axis" }, fmt(v)));
     }
+    // x axis: date and short git sha under up to 8 evenly spread runs.
+    const every = Math.max(1, Math.ceil(pts.length / 8));
+    pts.forEach(function (p, i) {
+      if (i % every && i !== pts.length - 1) return;
+      // The first and last labels align inward so they are neither cut nor on the y axis' labels.
+      const x = sx(i), y = H - B + 18;
+      const anchor = pts.length > 1 && i === 0 ? "start" : pts.length > 1 && i === pts.length - 1 ? "end" : "middle";
+      root.appendChild(GP.svg("text", { x: x, y: y, "text-anchor": anchor, class: "axis xdate" }, p.date || ""));
+      if (p.sha) root.appendChild(GP.svg("text", { x: x, y: y + 13, "text-anchor": anchor, class: "axis xsha" }, p.sha));
+    });
     const d = pts.map((p, i) => (i ? "L" : "M") + sx(i).toFixed(1) + " " + sy(p.value).toFixed(1)).join(" ");
     root.appendChild(GP.svg("path", { d: d, class: "line" }));
     pts.forEach(function (p, i) {
@@ -100,5 +110,13 @@
   GP.onReady(function () {
     document.querySelectorAll("[data-breakdown]").forEach((n) => GP.breakdownChart(n, GP.json(n, "breakdown")));
     document.querySelectorAll("[data-trend]").forEach((n) => GP.trendChart(n, GP.json(n, "trend")));
+    // The job page's metric picker: one chart redrawn from the series embedded in the page.
+    const picked = document.getElementById("trend-picked"), pick = document.getElementById("trend-metric");
+    if (picked && pick) {
+      const all = GP.json(picked, "metrics") || {};
+      const draw = () => { GP.trendChart(picked, all[pick.value] || { label: "", points: [] }); picked.dataset.metric = pick.value; };
+      pick.addEventListener("change", draw);
+      draw();
+    }
   });
 })();

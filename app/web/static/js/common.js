@@ -19,12 +19,14 @@ GP.svg = function (tag, attrs, text) {
   return node;
 };
 
+// Durations with three significant digits ("26.8 s", "1.23 ms"), like the server's fmt_ns filter.
 GP.fmtNs = function (ns) {
   if (ns === null || ns === undefined || isNaN(ns)) return "–";
   const a = Math.abs(ns);
-  if (a >= 1e9) return (ns / 1e9).toFixed(3) + " s";
-  if (a >= 1e6) return (ns / 1e6).toFixed(2) + " ms";
-  if (a >= 1e3) return (ns / 1e3).toFixed(1) + " µs";
+  const sig3 = (x) => { const b = Math.abs(x); return x.toFixed(b < 10 ? 2 : b < 100 ? 1 : 0); };
+  for (const [div, unit] of [[1e9, "s"], [1e6, "ms"], [1e3, "µs"]]) {
+    if (a >= div * 0.9995) return sig3(ns / div) + " " + unit;
+  }
   return Math.round(ns) + " ns";
 };
 
@@ -68,7 +70,23 @@ document.addEventListener("submit", function (ev) {
   if (msg && !window.confirm(msg)) ev.preventDefault();
 });
 
+// Selects that submit their form when changed (the compare page's baseline); no inline handlers under our CSP.
+document.addEventListener("change", function (ev) {
+  if (ev.target.matches && ev.target.matches("select[data-autosubmit]")) ev.target.form.submit();
+});
+
 GP.onReady = function (fn) {
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fn);
   else fn();
 };
+
+// /rules#rule-COMM002 (and any #id naming a <details>): open that entry and bring it into view.
+GP.onReady(function () {
+  const open = function () {
+    const id = decodeURIComponent(window.location.hash.slice(1));
+    const node = id && document.getElementById(id);
+    if (node && node.tagName === "DETAILS") { node.open = true; node.scrollIntoView({ block: "start" }); }
+  };
+  open();
+  window.addEventListener("hashchange", open);
+});

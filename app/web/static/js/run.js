@@ -4,30 +4,11 @@
 (function () {
   const GP = window.GP;
 
-  function timeline() {
+  // Ranges of a finding (times of its report) onto the run timeline, which maps them to the run clock.
+  function highlight(ranges, reportId, scroll) {
+    document.dispatchEvent(new CustomEvent("gp:highlight", { detail: { ranges: ranges, reportId: reportId } }));
     const node = document.getElementById("timeline");
-    return node ? node.gpTimeline : null;
-  }
-
-  // Switch the timeline to report `reportId` when it is one of the run's nsys reports; true if shown.
-  function showReport(reportId) {
-    const tl = timeline();
-    const select = document.getElementById("timeline-report");
-    if (!tl || !select) return false;
-    const opt = Array.from(select.options).find((o) => o.value === String(reportId));
-    if (!opt) return false;
-    if (select.value !== opt.value) {
-      select.value = opt.value;
-      tl.setSource(opt.getAttribute("data-timeline-url"), opt.getAttribute("data-trace-url"), opt.value);
-    }
-    return true;
-  }
-
-  function highlight(ranges, reportId) {
-    if (reportId) showReport(reportId);
-    document.dispatchEvent(new CustomEvent("gp:highlight", { detail: { ranges: ranges } }));
-    const node = document.getElementById("timeline");
-    if (node) node.scrollIntoView({ behavior: "smooth", block: "center" });
+    if (node && scroll) node.scrollIntoView({ behavior: "smooth", block: "center" });
   }
 
   function initFindings() {
@@ -35,11 +16,13 @@
       const ranges = GP.json(d, "ranges") || [];
       const reportId = d.getAttribute("data-report-id");
       const btn = d.querySelector(".show-on-timeline");
-      if (btn) btn.addEventListener("click", () => highlight(ranges, reportId));
+      if (btn) btn.addEventListener("click", () => highlight(ranges, reportId, true));
       d.addEventListener("toggle", function () {
-        if (d.open && ranges.length && (!reportId || showReport(reportId))) {
-          document.dispatchEvent(new CustomEvent("gp:highlight", { detail: { ranges: ranges } }));
-        }
+        if (d.open && ranges.length) highlight(ranges, reportId, false);
+      });
+      // One evidence row: zoom the timeline to it.
+      d.querySelectorAll("tr.zoomable").forEach(function (tr) {
+        tr.addEventListener("click", () => highlight([GP.json(tr, "range")], reportId, true));
       });
       const kbtn = d.querySelector(".show-kernel");
       if (kbtn) kbtn.addEventListener("click", async function () {
@@ -50,12 +33,44 @@
           if (!res.reports.length) { where.textContent = "this kernel is not in any nsys report of this run"; return; }
           const hit = res.reports[0];
           where.textContent = `${hit.count} launches, ${GP.fmtNs(hit.total_ns)} in all in the nsys report`;
-          highlight(hit.first, hit.report_id);
+          highlight(hit.first, hit.report_id, true);
         } catch (err) {
           where.textContent = "lookup failed: " + err.message;
         }
       });
     });
+  }
+
+  // Severity / rule / rank / phase filters over the rule rows and the findings inside them.
+  function initFilters() {
+    const form = document.getElementById("finding-filters");
+    if (!form) return;
+    const apply = function () {
+      const want = Object.fromEntries(new FormData(form).entries());
+      let shown = 0;
+      document.querySelectorAll("#findings .rule-row").forEach(function (row) {
+        let any = false;
+        row.querySelectorAll("details.finding").forEach(function (f) {
+          const ok = (!want.severity || f.dataset.severity === want.severity) &&
+            (!want.rule || f.dataset.rule === want.rule) && (!want.rank || f.dataset.rank === want.rank) &&
+            (!want.phase || f.dataset.phase === want.phase);
+          f.hidden = !ok;
+          if (ok) { any = true; shown++; }
+        });
+        row.hidden = !any;
+      });
+      document.getElementById("finding-count").textContent = `${shown} finding${shown === 1 ? "" : "s"} shown`;
+    };
+    form.addEventListener("change", apply);
+    document.querySelectorAll("#impact-matrix a.filter-rule").forEach(function (a) {
+      a.addEventListener("click", function (ev) {
+        ev.preventDefault();
+        form.elements.rule.value = a.getAttribute("data-rule");
+        apply();
+        form.scrollIntoView({ block: "start" });
+      });
+    });
+    apply();
   }
 
   function cell(text, cls, sortKey) {
@@ -73,12 +88,19 @@
     ntab.textContent = "";
     try {
       const data = await GP.fetchJSON(opt.getAttribute("data-url"));
+      const ncu = data.kernels.some((k) => k.category === "ncu");
+      document.getElementById("kernel-last-col").textContent = ncu ? "est. speedup" : "streams";
       for (const k of data.kernels) {
         const tr = GP.el("tr");
-        tr.append(cell(k.name, "name"), cell(k.category || ""), cell(k.count, "num", k.count),
-          cell(GP.fmtNs(k.total_ns), "num", k.total_ns ?? ""), cell(GP.fmtNs(k.mean_ns), "num", k.mean_ns ?? ""),
+        const name = cell(k.short || k.name, "name", k.name);
+        name.setAttribute("title", k.name);      // the full demangled name on hover
+        tr.append(name, cell(k.category || ""), cell(k.count, "num", k.count),
+          cell(GP.fmtNs(k.total_ns), "num", k.total_ns ?? ""),
+          cell(k.pct === null || k.pct === undefined ? "–" : GP.fmtPct(k.pct), "num", k.pct ?? ""),
+          cell(GP.fmtNs(k.mean_ns), "num", k.mean_ns ?? ""),
           cell(GP.fmtNs(k.min_ns), "num", k.min_ns ?? ""), cell(GP.fmtNs(k.max_ns), "num", k.max_ns ?? ""),
-          cell(k.streams ?? "–", "num", k.streams ?? ""));
+          ncu ? cell(k.speedup_pct === null || k.speedup_pct === undefined ? "–" : GP.fmtPct(k.speedup_pct), "num", k.speedup_pct ?? "")
+            : cell(k.streams ?? "–", "num", k.streams ?? ""));
         ktab.appendChild(tr);
       }
       for (const n of data.nvtx) {
@@ -89,12 +111,36 @@
         ntab.appendChild(tr);
       }
       document.getElementById("kernel-count").textContent =
-        `${data.kernels.length} kernel name${data.kernels.length === 1 ? "" : "s"}` +
-        (data.kernels.length >= data.limit ? ` (the ${data.limit} with the most time)` : "");
+        `${data.kernels.length} kernel name${data.kernels.length === 1 ? "" : "s"}, most time first` +
+        (data.kernels.length >= data.limit ? ` (only the ${data.limit} with the most time are listed)` : "");
       document.getElementById("nvtx-count").textContent = `${data.nvtx.length} range name${data.nvtx.length === 1 ? "" : "s"}`;
       document.getElementById("kernel-table").setAttribute("data-loaded", "1");
     } catch (err) {
       ktab.appendChild(GP.el("tr")).appendChild(GP.el("td", { colspan: "8" }, "could not load: " + err.message));
+    }
+  }
+
+  // Kernel x rank matrix: each cell shaded against the largest cell of its row.
+  async function loadKernelMatrix() {
+    const table = document.getElementById("kernel-rank-matrix");
+    if (!table) return;
+    try {
+      const data = await GP.fetchJSON(table.getAttribute("data-url"));
+      const head = table.tHead.appendChild(GP.el("tr"));
+      head.appendChild(GP.el("th", null, "kernel"));
+      for (const r of data.ranks) head.appendChild(GP.el("th", { class: "num" }, r));
+      for (const k of data.kernels) {
+        const tr = table.tBodies[0].appendChild(GP.el("tr"));
+        tr.appendChild(GP.el("td", { class: "name", title: k.name }, k.short || k.name));
+        const top = Math.max(...k.total_ns.map((v) => v || 0));
+        k.total_ns.forEach(function (v) {
+          const td = tr.appendChild(GP.el("td", { class: "num", "data-ns": v === null ? "" : String(v) }, GP.fmtNs(v)));
+          if (v && top) td.style.background = `rgba(43, 108, 176, ${(0.06 + 0.5 * v / top).toFixed(2)})`;
+        });
+      }
+      table.setAttribute("data-loaded", "1");
+    } catch (err) {
+      table.tBodies[0].appendChild(GP.el("tr")).appendChild(GP.el("td", null, "could not load: " + err.message));
     }
   }
 
@@ -115,14 +161,15 @@
   GP.onReady(function () {
     initFindings();
     watchStatus();
-    const tsel = document.getElementById("timeline-report");
-    if (tsel) tsel.addEventListener("change", function () {
-      const opt = tsel.options[tsel.selectedIndex];
-      const tl = timeline();
-      tl.setSource(opt.getAttribute("data-timeline-url"), opt.getAttribute("data-trace-url"), opt.value);
-      tl.load(null, null);
+    initFilters();
+    // Heat-map shading through the CSSOM (inline style attributes are blocked by our CSP).
+    document.querySelectorAll("#impact-matrix td[data-heat]").forEach(function (td) {
+      const h = Number(td.getAttribute("data-heat"));
+      if (h > 0) td.style.background = `rgba(197, 48, 48, ${(0.08 + 0.7 * h).toFixed(2)})`;
+      if (h > 0.6) td.style.color = "#fff";
     });
     const sel = document.getElementById("tables-report");
     if (sel) { sel.addEventListener("change", loadTables); loadTables(); }
+    loadKernelMatrix();
   });
 })();

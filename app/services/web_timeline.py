@@ -1,0 +1,79 @@
+"""The run page's multi-rank timeline: the run's ingested nsys reports opened as ``analysis.run_timeline`` parts.
+
+A report's lane catalogue and extent depend only on its DuckDB file, which is immutable once published,
+so they are kept per file path (bounded) and every zoom step only runs the window queries. The read-only
+connections stay open between requests too (per serving thread, a bounded LRU): opening six files and reading their catalogues again took longer than a zoom step's queries.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from analysis.run_timeline import Part, catalogue
+from analysis.timeline import extent
+from analysis.trace import Trace
+from app.models import Report
+from app.services.pipeline import data_path
+from app.services.web_run import get_run
+from app.settings import Settings
+
+_CACHE_SIZE = 256
+_cache: OrderedDict[str, tuple[list[dict[str, Any]], tuple[int, int] | None]] = OrderedDict()
+_cache_lock = threading.Lock()
+_OPEN_SIZE = 8    # open connections kept per serving thread (a six-rank run fits)
+_local = threading.local()   # per thread, so no thread ever closes or uses another thread's connection
+
+
+def _trace(path: str, label: str) -> Trace:
+    """A kept read-only Trace of ``path`` for this thread (dropped with the thread)."""
+    kept: OrderedDict[str, Trace] | None = getattr(_local, "traces", None)
+    if kept is None:
+        kept = _local.traces = OrderedDict()
+    trace = kept.pop(path, None)
+    if trace is None:
+        # The default configuration on purpose: DuckDB shares one database instance per file within a
+        # process and refuses a second connection with another configuration (the tables/compare routes
+        # open the same files with the default); the instance's buffer pool is shared, not per connection.
+        trace = Trace(Path(path), label)
+    kept[path] = trace
+    while len(kept) > _OPEN_SIZE:
+        kept.popitem(last=False)[1].close()
+    return trace
+
+
+def _described(part: Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    hit = (catalogue(part), extent(part.trace))   # outside the lock: it reads the file
+    with _cache_lock:
+        _cache[key] = hit
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return hit
+
+
+@contextmanager
+def run_parts(session: Session, settings: Settings, run_id: int):
+    """Yield (parts, catalogues, extents) for the run's ingested nsys reports (kept open, see above)."""
+    get_run(session, run_id)
+    reports = list(session.scalars(
+        sa.select(Report).where(Report.run_id == run_id, Report.kind == "nsys", Report.trace_path.is_not(None))
+        .order_by(Report.rank, Report.id)))
+    parts = []
+    for r in reports:
+        path = data_path(settings, r.trace_path)
+        if path.is_file():
+            parts.append((Part(_trace(str(path), r.name), r.id, r.rank, r.host or (r.info or {}).get("host")),
+                          str(path)))
+    described = [_described(p, key) for p, key in parts]
+    yield [p for p, _ in parts], [d[0] for d in described], [d[1] for d in described]

@@ -1,0 +1,167 @@
+"""Run timeline latency (issue #12): the all-ranks timeline of a six-rank run with ``--kernels`` kernels in total.
+
+Builds ``--ranks`` reports by replicating a real corpus export's GPU activity and CUDA API rows inside DuckDB
+(as ``benchmarks/ui_latency.py`` does) to ``kernels / ranks`` kernels each, gives each report its own
+session start (ranks a few ms apart, as on a real cluster), stores them as one run, then times through
+Flask's test client (server time, no network):
+
+* the first window of the whole run with a cold lane catalogue (what the first paint waits for),
+* the same window warm, and zoom steps (W: the span times 0.7 around the middle) down to 0.1 % of the run,
+* a kernel click (launch + collective lookup) and a merged Chrome trace export of a 1 % window.
+
+    .venv/bin/python benchmarks/run_timeline_latency.py                          # 6 ranks, 10M kernels
+    .venv/bin/python benchmarks/run_timeline_latency.py --kernels 600000 --no-results   # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import sys
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from ui_latency import BASE, replicate  # noqa: E402
+
+from analysis.api import ingest  # noqa: E402
+from app import create_app  # noqa: E402
+from app.db import upgrade  # noqa: E402
+from app.models import Job, Report, Run  # noqa: E402
+from app.services import pipeline, web_timeline  # noqa: E402
+from app.services.users import create_user  # noqa: E402
+from app.settings import Settings  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "RESULTS-run-timeline.md"
+PX = 1400
+
+
+def _get(client, path: str) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    resp = client.get(path)
+    body = resp.get_data()
+    elapsed = time.perf_counter() - t0
+    assert resp.status_code == 200, (path, resp.status_code, body[:300])
+    return elapsed, len(body)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, default=ROOT / "bench-out" / "run-timeline")
+    parser.add_argument("--kernels", type=int, default=10_000_000, help="kernels in total, over all ranks")
+    parser.add_argument("--ranks", type=int, default=6)
+    parser.add_argument("--no-results", action="store_true")
+    args = parser.parse_args()
+
+    work = args.workdir
+    shutil.rmtree(work, ignore_errors=True)
+    data = work / "data"
+    data.mkdir(parents=True)
+    settings = replace(Settings(), data_dir=data, secret_key="bench")
+    upgrade(settings.resolved_database_url)
+    app = create_app(settings)
+    session = app.extensions["goodput.sessionmaker"]()
+    create_user(session, "bench", "bench-password")
+
+    base = work / "base.duckdb"
+    ingest(BASE, base)
+    t0 = time.perf_counter()
+    first = work / "rank0.duckdb"
+    counts = replicate(base, first, math.ceil(args.kernels / args.ranks))
+    build_s = time.perf_counter() - t0
+    job = Job(name="six-ranks")
+    run = Run(job=job, tags={}, submitter="bench", source="api", status="ready", analysis_status="ready")
+    session.add(run)
+    session.flush()
+    for rank in range(args.ranks):
+        report = Report(run_id=run.id, name=f"rank{rank}.sqlite", kind="nsys", rank=rank, host=f"node{rank // 2:02d}",
+                        sha256=f"{rank:064x}", size_bytes=1, upload_path="x")
+        session.add(report)
+        session.commit()
+        assert pipeline.claim_report(session, report.id, "bench/1", 3600)
+        path = pipeline.trace_path_for(settings, report.id)
+        path.parent.mkdir(parents=True)
+        shutil.copyfile(first, path)
+        con = duckdb.connect(str(path))
+        start = con.execute("SELECT value FROM meta WHERE key = 'session_start_utc_ns'").fetchone()
+        base_start = int(start[0]) if start and start[0] else 1_700_000_000_000_000_000
+        con.execute("DELETE FROM meta WHERE key IN ('session_start_utc_ns', 'rank')")
+        con.execute("INSERT INTO meta VALUES ('session_start_utc_ns', ?), ('rank', ?)",
+                    [str(base_start + rank * 3_000_000), str(rank)])   # ranks start 3 ms apart
+        con.close()
+        pipeline.finish_ingest(session, report.id, "bench/1", path, "nsys", {"counts": counts}, data)
+    session.close()
+
+    client = app.test_client()
+    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").get_data(as_text=True)).group(1)
+    assert client.post("/login", data={"username": "bench", "password": "bench-password",
+                                       "csrf_token": token}).status_code == 302
+    rid = run.id
+    web_timeline._cache.clear()
+    cold, size = _get(client, f"/runs/{rid}/timeline.json?buckets={PX}")
+    win = client.get(f"/runs/{rid}/timeline.json?buckets={PX}").get_json()
+    warm = sorted(_get(client, f"/runs/{rid}/timeline.json?buckets={PX}")[0] for _ in range(5))
+    lo, hi = win["extent"]
+    steps, span, mid = [], hi - lo, (lo + hi) // 2
+    while span > (hi - lo) / 1000:
+        span = int(span * 0.7)
+        steps.append(_get(client, f"/runs/{rid}/timeline.json?buckets={PX}&start_ns={mid - span // 2}"
+                                  f"&end_ns={mid + span // 2}"))
+    step_ms = sorted(1000 * s for s, _ in steps)
+    lane = next(lane for g in win["groups"] for lane in g["lanes"] if lane["kind"] == "gpu" and lane["boxes"])
+    g = next(g for g in win["groups"] if lane in g["lanes"])
+    b = lane["boxes"][len(lane["boxes"]) // 2]
+    sel_s, _ = _get(client, f"/runs/{rid}/timeline/select.json?report_id={g['report_id']}&pid={g['pid']}"
+                            f"&device={lane['device']}&stream={lane['stream']}&t_ns={b[0]}")
+    w = (hi - lo) // 100
+    trace_s, trace_bytes = _get(client, f"/runs/{rid}/trace.json?start_ns={mid}&end_ns={mid + w}")
+    boxes = win["boxes"]
+    lanes = sum(len(g["lanes"]) for g in win["groups"])
+
+    lines = [
+        "# Run timeline latency (issue #12)",
+        "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()}, Python {platform.python_version()}, "
+        "server time through Flask's test client (no network), DuckDB 2 threads per report, "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.",
+        "",
+        f"    .venv/bin/python benchmarks/run_timeline_latency.py --kernels {args.kernels} --ranks {args.ranks}",
+        "",
+        f"Run: {args.ranks} ranks x {counts['kernels']:,} kernels = {args.ranks * counts['kernels']:,} kernels, "
+        f"{args.ranks * counts['cuda_api']:,} CUDA API calls (cloverleaf-devsync replicated in {build_s:.0f} s); "
+        f"{len(win['groups'])} rank groups, {lanes} lanes, {boxes:,} boxes in the whole-run window ({size:,} bytes).",
+        "",
+        "| request | ms |",
+        "|---|---:|",
+        f"| first window, cold lane catalogue ({PX} px) | {1000 * cold:.0f} |",
+        f"| whole-run window, warm (median of 5) | {1000 * statistics.median(warm):.0f} |",
+        f"| zoom step (x0.7 down to 0.1 %), median of {len(step_ms)} | {statistics.median(step_ms):.0f} |",
+        f"| zoom step, worst | {step_ms[-1]:.0f} |",
+        f"| kernel click (launch + collective) | {1000 * sel_s:.0f} |",
+        f"| merged Chrome trace, 1 % window ({trace_bytes:,} bytes) | {1000 * trace_s:.0f} |",
+        "",
+        f"Targets: first paint under 1 s → first window {1000 * cold:.0f} ms "
+        f"({'met' if cold < 1 else 'NOT met'}, before the browser draws); zoom step under 300 ms → worst "
+        f"{step_ms[-1]:.0f} ms ({'met' if step_ms[-1] < 300 else 'NOT met'}). The browser redraws the boxes it "
+        "has at the new scale at once and replaces them when the refined window arrives.",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.no_results:
+        RESULTS.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""The run page of multi-rank runs in a real Chromium (issue #12): every rank drawn on one axis, a collective
+highlighted on every rank, the rank x rule matrix equal to the findings JSON, keyboard zoom, the merged
+Chrome trace, and no horizontal scrolling at 1280 px. Screenshots go to artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import corpus_file
+
+pytestmark = pytest.mark.browser
+
+NCCL_R0, NCCL_R1 = "nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"
+TORCHRUN = "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"
+
+# Non-white pixels of the timeline canvas inside each rank group's rows, right of the label column.
+INK_PER_GROUP = """root => {
+    const c = root.querySelector('canvas'), dpr = window.devicePixelRatio || 1;
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    return JSON.parse(root.dataset.layout).map(g => {
+        let n = 0;
+        for (let y = Math.round((g.y0 + 21) * dpr); y < Math.round(g.y1 * dpr); y++)
+            for (let x = Math.round(232 * dpr); x < c.width; x++) {
+                const i = 4 * (y * c.width + x);
+                if (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200) n++;
+            }
+        return n;
+    });
+}"""
+
+# Page coordinates of the middle of the first NCCL box drawn (from the timeline's own layout).
+NCCL_BOX = """root => {
+    const tl = root.gpTimeline, r = root.querySelector('canvas').getBoundingClientRect();
+    for (const row of tl.lay.rows) {
+        if (!row.lane || row.lane.kind !== 'gpu') continue;
+        const b = (tl.boxes.get(row.lane.id) || []).find(b => b[4] === 'nccl');
+        if (b) return {x: r.left + (tl.x(b[0]) + tl.x(b[1])) / 2, y: r.top + row.y + row.h / 2};
+    }
+    return null;
+}"""
+
+
+def _open_run(page, run_id: int) -> None:
+    page.goto(f"/runs/{run_id}")
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
+
+
+def test_all_ranks_on_one_axis_and_a_collective_on_every_rank(signed_in, store) -> None:
+    run_id = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="ranks", tags={"nodes": "2"})
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _open_run(page, run_id)
+    tl = page.locator("#timeline")
+    assert tl.get_attribute("data-groups") == "2"
+    layout = json.loads(tl.get_attribute("data-layout"))
+    assert [g["label"] for g in layout] == ["rank 0 · ault43 · GPU 0", "rank 1 · ault44 · GPU 0"]
+    ink = tl.evaluate(INK_PER_GROUP)
+    assert len(ink) == 2 and all(n > 200 for n in ink), ink
+    ticks = json.loads(tl.get_attribute("data-ticks"))
+    assert len(ticks) >= 3 and len(set(ticks)) == len(ticks)
+    # click the NCCL kernel: its launch and the same collective on both ranks, with the arrival skew
+    page.eval_on_selector("#timeline canvas", "c => c.scrollIntoView({block: 'start'})")
+    box = tl.evaluate(NCCL_BOX)
+    assert box is not None
+    page.mouse.click(box["x"], box["y"])
+    page.wait_for_function("() => document.getElementById('timeline').dataset.selectedInstances === '2'")
+    info = page.locator("#timeline .tl-info")
+    assert "arrival skew" in info.inner_text()
+    assert info.locator("tbody tr").count() == 2
+    assert tl.get_attribute("data-flow") == "1"
+    signed_in.shot_of("#timeline", "ranks-timeline-collective")
+    # W zooms in around the pointer: a narrower window is fetched, lanes and their heights unchanged
+    height = page.eval_on_selector("#timeline canvas", "c => c.clientHeight")
+    loads = int(tl.get_attribute("data-loads"))
+    page.keyboard.press("w")
+    page.wait_for_function("n => Number(document.getElementById('timeline').dataset.loads) > n", arg=loads)
+    assert page.eval_on_selector("#timeline canvas", "c => c.clientHeight") == height
+    assert json.loads(tl.get_attribute("data-layout")) == layout
+    # folding a rank keeps its GPU activity on its header row
+    page.eval_on_selector("#timeline canvas", "c => c.scrollIntoView({block: 'start'})")
+    canvas = page.locator("#timeline canvas").bounding_box()
+    page.mouse.click(canvas["x"] + 20, canvas["y"] + layout[1]["y0"] + 10)
+    page.wait_for_function("() => JSON.parse(document.getElementById('timeline').dataset.layout)[1].y1 - "
+                           "JSON.parse(document.getElementById('timeline').dataset.layout)[1].y0 < 30")
+    # no horizontal scrolling at 1280 px
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    signed_in.shot("ranks-run")
+    assert not signed_in.errors and not signed_in.dialogs
+
+
+def test_rank_matrix_equals_the_findings_json(signed_in, store) -> None:
+    run_id = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="ranks")
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _open_run(page, run_id)
+    findings = page.request.get(f"/runs/{run_id}/findings.json").json()["findings"]
+    expected: dict[tuple[int, str], int] = {}
+    for f in findings:
+        expected[(f["rank"], f["rule_id"])] = expected.get((f["rank"], f["rule_id"]), 0) + f["impact_ns"]
+    cells = page.eval_on_selector_all("#impact-matrix tbody td[data-ns]:not([data-ns=''])", """tds => tds.map(td => [
+        Number(td.closest('tr').dataset.rank.match(/^rank (\\d+)/)[1]), td.dataset.rule, Number(td.dataset.ns)])""")
+    assert {(r, rule): ns for r, rule, ns in cells} == expected
+    # shaded by impact (through the CSSOM: the CSP forbids inline styles)
+    top = max(expected.values())
+    shade = page.eval_on_selector(f"#impact-matrix td[data-ns='{top}']", "td => getComputedStyle(td).backgroundColor")
+    assert shade.startswith("rgba(197, 48, 48")
+    # filtering by rank hides the findings of the other rank
+    page.select_option("#finding-filters select[name=rank]", "rank 1 · ault44 · GPU 0")
+    visible = page.eval_on_selector_all("#findings details.finding", "ds => ds.filter(d => !d.hidden).map(d => d.dataset.rank)")
+    assert visible and set(visible) == {"rank 1 · ault44 · GPU 0"}
+    signed_in.shot_of("#impact-matrix", "ranks-matrix")
+    page.select_option("#finding-filters select[name=rank]", "")
+    group = page.locator("details.rule-group").first
+    group.locator(":scope > summary").click()
+    per_rank = group.locator("table.per-rank td[data-ns]").evaluate_all("tds => tds.map(td => Number(td.dataset.ns))")
+    rule = group.get_attribute("data-rule")
+    assert sorted(per_rank) == sorted(v for (_r, rid), v in expected.items() if rid == rule)
+    signed_in.shot_of("#findings", "ranks-findings")
+    # the kernel x rank matrix: one column per rank, the cells the kernel table's totals of each rank
+    page.wait_for_selector("#kernel-rank-matrix[data-loaded='1']")
+    assert page.locator("#kernel-rank-matrix thead th").count() == 3
+    page.wait_for_selector("#kernel-table[data-loaded='1']")
+    total = page.eval_on_selector("#kernel-table tbody tr td:nth-child(4)", "td => Number(td.dataset.sort)")
+    assert page.eval_on_selector("#kernel-rank-matrix tbody tr td:nth-child(2)", "td => Number(td.dataset.ns)") == total
+    # the merged Chrome trace: valid JSON, one process per rank
+    doc = page.request.get(f"/runs/{run_id}/trace.json").json()
+    names = sorted(e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name")
+    assert names == ["rank 0 (ault43)", "rank 1 (ault44)"]
+    assert not signed_in.errors
+
+
+def test_torchrun_processes_share_one_axis_and_evidence_rows_zoom(signed_in, store) -> None:
+    run_id = store([corpus_file(TORCHRUN)], job="torchrun-ranks")
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _open_run(page, run_id)
+    tl = page.locator("#timeline")
+    assert tl.get_attribute("data-groups") == "2"
+    ink = tl.evaluate(INK_PER_GROUP)
+    assert all(n > 500 for n in ink), ink
+    # clicking an evidence row zooms the timeline to that range and outlines it
+    page.evaluate("() => document.querySelectorAll('details.rule-group, #minor-findings').forEach(d => d.open = true)")
+    row = page.locator("details.finding tr.zoomable").first
+    row.locator("xpath=ancestor::details[contains(@class,'finding')][1]").evaluate("d => d.open = true")
+    rng = json.loads(row.get_attribute("data-range"))
+    loads = int(tl.get_attribute("data-loads"))
+    row.click()
+    page.wait_for_function("n => Number(document.getElementById('timeline').dataset.loads) > n", arg=loads)
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.highlighted) > 0")
+    view = page.evaluate("() => document.getElementById('timeline').gpTimeline.view")
+    assert view[0] <= rng["start_ns"] and rng["end_ns"] <= view[1]
+    assert view[1] - view[0] < 3 * max(1000, rng["end_ns"] - rng["start_ns"]) + 2000
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    signed_in.shot("torchrun-run")
+    signed_in.shot_of("#timeline", "torchrun-timeline")
+    assert not signed_in.errors
+
+
+def test_compare_trends_rules_read_well(signed_in, store) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2026, 10, 1, tzinfo=UTC)
+    base = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="readable", git_sha="1111111aaaa",
+                 created_at=t0, tags={"branch": "main"})
+    head = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="readable", git_sha="2222222bbbb",
+                 created_at=t0 + timedelta(days=1), tags={"branch": "main"})
+    store([corpus_file(TORCHRUN)], job="readable", git_sha="3333333cccc", created_at=t0 + timedelta(days=2),
+          tags={"branch": "dev"})
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"/runs/{head}")
+    page.click("#compare-link")
+    page.wait_for_selector("#kpi-deltas")
+    assert page.eval_on_selector("#baseline-select", "s => s.value") == str(base)   # the previous run
+    totals = {r: page.request.get(f"/api/v1/runs/{r}/summary").json()["totals"] for r in (base, head)}
+    span = page.eval_on_selector("#kpi-deltas tr[data-key=span_ns]", "tr => Number(tr.dataset.delta)")
+    assert span == totals[head]["span_ns"] - totals[base]["span_ns"]
+    assert page.locator("#rank-deltas tbody tr").count() == 2
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    signed_in.shot("compare-ranks")
+    # trends: labelled x axis, tag filter, metric picker
+    page.goto("/jobs/readable?tag=branch%3Dmain")
+    assert page.locator("#trend-goodput svg circle").count() == 2
+    assert page.eval_on_selector_all("#trend-goodput svg text.xsha", "ts => ts.map(t => t.textContent)") == [
+        "1111111", "2222222"]
+    options = page.eval_on_selector_all("#trend-metric option", "os => os.map(o => o.value)")
+    rule = next(o for o in options if o.startswith("rule:"))
+    page.select_option("#trend-metric", rule)
+    page.wait_for_function("r => document.getElementById('trend-picked').dataset.metric === r", arg=rule)
+    assert page.locator("#trend-picked svg circle").count() == 2
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    signed_in.shot("job-trends")
+    # /rules#rule-COMM002 opens that entry, its doc rendered (no raw *markup*)
+    page.goto("/rules#rule-COMM002")
+    entry = page.locator("#rule-COMM002")
+    assert entry.evaluate("d => d.open")
+    assert entry.locator("em", has_text="Why it matters").count() == 1
+    assert "*Why" not in entry.inner_text()
+    assert not signed_in.errors
+    page.goto("/runs/987654")                 # a 404 page keeps the navigation
+    assert page.locator("header.top a", has_text="Runs").count() == 1
