@@ -45,6 +45,7 @@ class ExportInfo:
     time_offset_ns: int = 0              # subtract from every event time to get session-relative ns
     facts: dict[str, str | None] = field(default_factory=dict)   # rank, world_size, host ... (allow-listed)
     decoders: dict[str, dict[int, str]] = field(default_factory=dict)
+    table_bytes: int = 0                 # bytes the verified tables occupy in the file (their b-tree pages)
 
     @property
     def version(self) -> str:
@@ -166,7 +167,18 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
                              "Goodput cannot read it", {"version": info.version})
         info.tables[name] = [c for c in spec.columns if c in declared]
     _read_small(con, info)
+    info.table_bytes = _table_bytes(con, list(info.tables))
     return info
+
+
+def _table_bytes(con: apsw.Connection, names: list[str]) -> int:
+    """The pages the tables we read occupy (SQLite's dbstat, one row per b-tree): what ingest copies."""
+    if not names:
+        return 0
+    marks = ",".join("?" * len(names))
+    sql = f"SELECT sum(pgsize) FROM dbstat WHERE aggregate = 1 AND name IN ({marks})"  # noqa: S608 - marks only
+    row = con.execute(sql, names).fetchone()
+    return int(row[0] or 0) if row else 0
 
 
 def _read_meta(con: apsw.Connection, tables: set[str]) -> dict[str, str]:

@@ -72,14 +72,28 @@ def _fsync(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
-def _check_space(src_size: int, out_dir: Path) -> None:
-    # The normalized file is smaller than the export (columnar, compressed); half of it plus slack is a
-    # floor that catches a nearly full disk before a long copy, not a guarantee.
-    need = src_size // 2 + 64 * 2**20
-    free = shutil.disk_usage(out_dir).free
+# The normalized DuckDB file against the bytes of the tables it is copied from: 0.25 measured on a 1M-kernel
+# export (columnar and compressed); twice that leaves room for exports that compress worse. DuckDB writes
+# 256 KiB blocks per table and column group, so even a tiny export takes a few MiB (3.7 MiB at most in the
+# corpus).
+DUCKDB_SHARE_OF_TABLES = 0.5
+DUCKDB_FLOOR_BYTES = 8 * 2**20
+
+
+def space_needed(info: ExportInfo, keep: bool) -> int:
+    """Bytes the ingest writes: the DuckDB file (estimated from the tables read) and the kept export."""
+    need = DUCKDB_FLOOR_BYTES + int(info.table_bytes * DUCKDB_SHARE_OF_TABLES)
+    return need + (2 * info.size if keep else 0)  # the edited copy and the rebuilt one, for a moment
+
+
+def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
+    # A floor that catches a nearly full disk before a long copy, not a guarantee: ENOSPC later is typed too.
+    need = space_needed(info, keep)
+    st = os.statvfs(out_dir)
+    free = st.f_bavail * st.f_frsize
     if free < need:
-        raise TraceError("no_space", f"only {free:,} bytes free in {out_dir}; about {need:,} are needed. "
-                         "Free disk space and retry")
+        raise TraceError("no_space", f"only {free:,} bytes free in the data directory; about {need:,} are needed "
+                         "for this export. Free disk space and retry the report", {"free": free, "needed": need})
 
 
 def _child_error(msg: dict | None, returncode: int | None, stderr: str) -> TraceError:
@@ -160,15 +174,20 @@ def _run_child(plan: dict, deadline: float, progress: Progress | None) -> dict:
     return last
 
 
-def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None) -> dict[str, int]:
-    """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table."""
+def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
+                keep: Path | None = None) -> dict[str, int]:
+    """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table.
+
+    With ``keep``, a copy of the export without the captured environment (``analysis.nsys.scrub``) is
+    written there too, before ``out`` is published.
+    """
     src, out = Path(src), Path(out)
     deadline = time.monotonic() + limits.timeout_s
     if progress:
         progress("validate", 0, 1)
     info = validate(src, max_bytes=limits.max_bytes, timeout_s=limits.timeout_s)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _check_space(info.size, out.parent)
+    _check_space(info, out.parent, keep is not None)
     tmp = out.parent / f".{out.name}.{uuid.uuid4().hex}.tmp"
     spill = Path(str(tmp) + ".spill")
     leftovers = (tmp, Path(str(tmp) + ".wal"), spill)
@@ -184,6 +203,12 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     }
     try:
         result = _run_child(plan, deadline, progress)
+        if keep is not None:
+            from analysis.nsys.scrub import scrub
+
+            if progress:
+                progress("scrub", 0, 1)
+            scrub(src, keep, expected=info, timeout_s=max(1.0, deadline - time.monotonic()))
         _fsync(tmp)
         os.replace(tmp, out)
         _fsync(out.parent, directory=True)

@@ -15,9 +15,9 @@ from app.services import compare as compare_service
 from app.services import findings as findings_service
 from app.services import health as health_service
 from app.services import jobs as jobs_service
+from app.services import operations, uploads
 from app.services import rules as rules_service
 from app.services import runs as runs_service
-from app.services import uploads
 from app.services.reports import report_to_dict
 from app.services.storage import CHUNK, Storage
 from app.settings import current_settings
@@ -131,6 +131,13 @@ def get_run(run_id: int):
 def delete_run(run_id: int):
     runs_service.delete_run(get_session(), current_settings(), run_id)
     return jsonify({"id": run_id, "status": "deleted"}), 202
+
+
+def retry_run(run_id: int):
+    session = get_session()
+    operations.retry_run(session, current_settings(), run_id)
+    return jsonify(runs_service.run_detail(session, run_id)), 202, {
+        "Location": url_for("api_v1.get_run", run_id=run_id)}
 
 
 def list_findings(run_id: int):

@@ -139,6 +139,10 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
     reports = list(session.scalars(sa.select(Report).where(Report.run_id == run.id).order_by(Report.id)))
     out = run_to_dict(run, job_name, headline=headline, reports=reports)
     out["rules"] = run.rule_statuses or []
+    # The analysis job's state, as each report shows its ingest's: attempts and the lease held now.
+    out["analysis_attempts"] = run.analysis_attempts
+    out["analysis_lease_owner"] = run.analysis_lease_owner
+    out["analysis_lease_expires_at"] = iso(run.analysis_lease_expires_at)
     return out
 
 

@@ -109,6 +109,15 @@ def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming
                 ) -> tuple[Report, bool]:
     existing = session.scalar(sa.select(Report).where(Report.run_id == run.id,
                                                       Report.sha256 == incoming.staged.sha256))
+    if existing is not None and existing.status == "failed":
+        # The same bytes sent again after a failure: a new attempt with the stored file renewed, not the
+        # old failure returned (the file may have been removed, and Goodput may be newer).
+        existing.upload_path = storage.store(incoming.staged)
+        existing.kind, existing.status, existing.attempts = kind, "queued", 0
+        existing.error_code = existing.error_message = existing.lease_owner = existing.lease_expires_at = None
+        existing.progress = {}
+        session.flush()
+        return existing, True
     if existing is not None:
         incoming.staged.path.unlink(missing_ok=True)
         return existing, False
