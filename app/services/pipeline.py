@@ -485,7 +485,8 @@ def collect_garbage(session: Session, settings: Settings, *, min_age_s: float = 
             removed += 1
     uploads = settings.data_dir / "uploads"
     for f in uploads.glob("*/*") if uploads.is_dir() else ():
-        if f.is_file() and f.name not in known_sha and f.stat().st_mtime < cutoff:
+        # Stored names are the SHA-256 plus the upload's suffix (or the kept copy's).
+        if f.is_file() and f.name.split(".")[0] not in known_sha and f.stat().st_mtime < cutoff:
             f.unlink(missing_ok=True)
             removed += 1
     staging = settings.data_dir / "staging"
