@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.errors import ApiError
 from app.models import Report, Run, utcnow
 from app.services.runs import get_run, refresh_status
-from app.services.storage import KEPT_SUFFIX, Storage
+from app.services.storage import KEPT_SUFFIX, STAGING_IDLE_S, Storage
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -149,7 +149,8 @@ def sweep_leftovers(session: Session, settings: Settings) -> int:
                sa.and_(Report.status == "ingesting", Report.lease_expires_at < now)))))
     session.rollback()
     removed = sum(storage.remove_attempt_leftovers(rid) for rid in suspects)
-    removed += storage.remove_abandoned_staging()
+    # The lock says whether a receiver is alive; the idle time only covers the instant before it is taken.
+    removed += storage.remove_abandoned_staging(min(STAGING_IDLE_S, float(settings.lease_seconds)))
     removed += _remove_unneeded_uploads(session, settings)
     return removed
 
