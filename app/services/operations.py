@@ -69,6 +69,13 @@ class Requeued:
     missing: list[int] = field(default_factory=list)
 
 
+def reopen_run(run: Run) -> None:
+    """A run that gets a report to ingest again forgets a failed analysis (it is analyzed again once its
+    reports are done); otherwise it would still read failed while its reports are queued."""
+    if run.analysis_status == "failed":
+        run.analysis_status, run.error, run.analysis_attempts = None, None, 0
+
+
 def _requeue(session: Session, settings: Settings, rows: list[Report], out: Requeued) -> None:
     now = utcnow()
     for report in rows:
@@ -95,6 +102,8 @@ def retry_run(session: Session, settings: Settings, run_id: int) -> Requeued:
         Report.run_id == run.id, Report.status == "failed", Report.error_code.in_(TRANSIENT)).order_by(Report.id)))
     out = Requeued()
     _requeue(session, settings, rows, out)
+    if out.reports:
+        reopen_run(run)
     if not rows and run.analysis_status == "failed" and session.scalar(
             sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run.id, Report.status == "ready")):
         run.analysis_status, run.analysis_attempts, run.error = "queued", 0, None
@@ -131,6 +140,7 @@ def reingest_all(session: Session, settings: Settings, run_ids: list[int] | None
     for run_id in {r.run_id for r in rows if r.id in out.reports}:
         run = session.get(Run, run_id)
         if run is not None:
+            reopen_run(run)
             refresh_status(session, run)
     session.commit()
     for report_id in out.reports:
