@@ -81,9 +81,6 @@ class _Writer:
     def __init__(self, path: Path, depth: int = DEPTH) -> None:
         # A raw descriptor: a buffered file object would copy every chunk once more.
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        # Held while the upload streams: reconcile removes a staged file only when nobody holds it
-        # (the process receiving it was killed), see Storage.remove_abandoned_staging.
-        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.sha = hashlib.sha256()
         self._queue: queue.Queue[tuple[bytes | memoryview, mmap.mmap | None] | None] = queue.Queue(depth)
         self._written_q: queue.SimpleQueue[tuple[bytes | memoryview, mmap.mmap | None] | None] = queue.SimpleQueue()
@@ -232,6 +229,11 @@ class UploadSink:
         self.label = label  # the client's file name, only for messages
         self.max_bytes = max_bytes
         self._fh = _Writer(path)
+        # Held from creation until the request is done with the file (moved into uploads/ or discarded):
+        # reconcile removes a staged file only when nobody holds it, i.e. its receiving process was killed
+        # (Storage.remove_abandoned_staging). A multipart request finishes its first file long before the last.
+        self._lock_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._size = 0
         self._raw = 0
         self._head = b""
@@ -372,8 +374,12 @@ class UploadSink:
         return self._staged
 
     def discard(self) -> None:
+        """Remove the staged file unless a service moved it into uploads/, and release its lock."""
         self.close()
         self.path.unlink(missing_ok=True)
+        if self._lock_fd >= 0:
+            fd, self._lock_fd = self._lock_fd, -1
+            os.close(fd)
 
 
 class _Out:

@@ -4,9 +4,13 @@ re-ingest (the services, the task bodies and the `goodput retry|reingest` comman
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -18,7 +22,7 @@ from app.queue import INGEST_QUEUE, INGEST_TASK, LIGHT_QUEUE, RECONCILE_TASK
 from app.services import operations, pipeline
 from app.services.storage import Storage
 from goodput_cli.main import main
-from tests.conftest import corpus_file
+from tests.conftest import ROOT, corpus_file
 from tests.workers.conftest import make_run
 from workers.celery_app import make_celery
 
@@ -40,6 +44,20 @@ def _set(session, rid, **values) -> None:
     session.commit()
 
 
+def _killed_upload(storage: Storage) -> Path:
+    """A staged file left by a web process SIGKILLed while receiving it (a real process, really killed)."""
+    code = ("import os, signal, sys; from app.services.storage import Storage; "
+            f"sink = Storage({str(storage.root)!r}).open_sink(10**6, 'x.sqlite'); "
+            "sink.write(b'SQLite format 3' + bytes(1) + b'partial'); print(sink.path, flush=True); "
+            "os.kill(os.getpid(), signal.SIGKILL)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    path = Path(done.stdout.strip())
+    assert path.is_file()
+    return path
+
+
 def _old(path, seconds=7200) -> None:
     past = time.time() - seconds
     os.utime(path, (past, past))
@@ -58,27 +76,30 @@ def test_sweep_removes_leftovers_of_dead_attempts_and_uploads_but_not_live_ones(
         folder.mkdir(parents=True)
         (folder / ".trace.duckdb.0a1b.tmp").write_bytes(b"partial")
         (folder / ".trace.duckdb.0a1b.tmp.spill").mkdir()
-    # Staging: one upload whose receiver died (nobody holds its lock), one still streaming.
-    abandoned = storage.open_sink(10**6, "x.sqlite")
-    abandoned.write(b"SQLite format 3\x00partial")
-    abandoned.close()
+    # Staging: one upload whose receiving process was killed, one still streaming, one received in full and
+    # waiting for the rest of its multipart request (its file is finished, not yet stored).
+    abandoned = _killed_upload(storage)
     streaming = storage.open_sink(10**6, "y.sqlite")
     streaming.write(b"SQLite format 3\x00still coming")
-    for sink in (abandoned, streaming):
-        _old(sink.path, 60)
+    waiting = storage.open_sink(10**6, "z.sqlite")
+    waiting.write(b"SQLite format 3\x00complete")
+    waiting.finish()
+    for staged in (abandoned, streaming.path, waiting.path):
+        _old(staged, 60)
     raw_failed = settings.data_dir / _report(session, failed).upload_path  # refused for good: not needed
     try:
         assert operations.sweep_leftovers(session, settings) == 2 + 1 + 0  # raw_failed is recent: kept a while
         assert [p.name for p in storage.report_dir(dead).iterdir()] == []
         assert sorted(p.name for p in storage.report_dir(live).iterdir()) == [
             ".trace.duckdb.0a1b.tmp", ".trace.duckdb.0a1b.tmp.spill"]
-        assert not abandoned.path.exists() and streaming.path.exists()
+        assert not abandoned.exists() and streaming.path.exists() and waiting.path.exists()
         _old(raw_failed, 600)
         assert operations.sweep_leftovers(session, settings) == 1
         assert not raw_failed.exists()
         assert (settings.data_dir / _report(session, dead).upload_path).exists()  # still needed
     finally:
         streaming.discard()
+        waiting.discard()
 
 
 def test_an_upload_is_released_once_no_report_needs_it(session, settings):
@@ -181,9 +202,7 @@ def test_reconcile_task_sweeps_a_killed_attempt_and_an_abandoned_upload(session,
     folder = storage.report_dir(rid)
     folder.mkdir(parents=True)
     (folder / ".trace.duckdb.feed.tmp").write_bytes(b"partial")
-    sink = storage.open_sink(10**6, "z.sqlite")
-    sink.write(b"SQLite format 3\x00partial")
-    sink.close()  # the receiving process is gone: the lock with it
-    _old(sink.path, 5)
+    staged = _killed_upload(storage)
+    _old(staged, 5)
     assert tasks[RECONCILE_TASK]() == {"reports": [rid], "runs": []}
-    assert list(folder.iterdir()) == [] and not sink.path.exists()
+    assert list(folder.iterdir()) == [] and not staged.exists()
