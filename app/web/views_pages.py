@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from flask import abort, redirect, render_template, request, url_for
+from flask import abort, flash, redirect, render_template, request, url_for
 
 from analysis.rules.registry import default_registry
 from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
+from app.services import operations
 from app.services import web_jobs, web_run, web_runs
 from app.services.web_run import finding_dict
 from app.settings import current_settings
@@ -53,8 +54,25 @@ def run(run_id: int):
             except KeyError:
                 rule_docs[f.rule_id] = None
     top = view.findings[0].impact_ns if view.findings else 0
+    retryable = any(r.status == "failed" and r.error_code in operations.TRANSIENT for r in view.reports) or (
+        view.run.analysis_status == "failed" and any(r.status == "ready" for r in view.reports))
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
-                           top_impact=top, report_kinds={r.id: r.kind for r in view.reports})
+                           top_impact=top, report_kinds={r.id: r.kind for r in view.reports}, retryable=retryable)
+
+
+@bp.route("/runs/<int:run_id>/retry", methods=["POST"])
+@login_required
+def retry_run(run_id: int):
+    """The run page's Retry button: the same service as POST /api/v1/runs/<id>/retry."""
+    try:
+        out = operations.retry_run(get_session(), current_settings(), run_id)
+    except ApiError as exc:
+        if exc.status == 404:
+            abort(404, description=exc.message)
+        flash(exc.message, "error")
+    else:
+        flash(f"Retrying {len(out.reports)} report(s)" + (" and the analysis." if out.analyze_run else "."))
+    return redirect(url_for("web.run", run_id=run_id))
 
 
 @bp.route("/compare")
