@@ -9,8 +9,7 @@ from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import operations
-from app.services import web_jobs, web_run, web_runs
+from app.services import operations, web_jobs, web_run, web_runs
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
