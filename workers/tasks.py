@@ -163,8 +163,10 @@ def run_reconcile(task: Task) -> dict[str, list[int]]:
         logger.info("reconcile re-queued reports %s and runs %s", todo.reports, todo.runs)
     try:
         with session_scope(settings) as session:
-            swept = operations.sweep_leftovers(session, settings)
-            swept += operations.expire_uploads(session, settings)
+            due = operations.upload_sweep_due(settings)
+            swept = operations.sweep_leftovers(session, settings, uploads=due)
+            if due:
+                swept += operations.expire_uploads(session, settings)
         if swept:
             logger.info("reconcile removed %d leftover or expired files", swept)
     except Exception:  # file cleanup must never stop the re-queueing above from running next time

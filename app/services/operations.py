@@ -148,21 +148,38 @@ def reingest_all(session: Session, settings: Settings, run_ids: list[int] | None
     return out
 
 
-def sweep_leftovers(session: Session, settings: Settings) -> int:
+def sweep_leftovers(session: Session, settings: Settings, *, uploads: bool = True) -> int:
     """Remove what killed work left behind: temporary files in the folders of reports no live attempt holds,
-    staged uploads whose receiver died, and stored uploads no report needs. Returns how many went."""
+    staged uploads whose receiver died, and (``uploads``) stored uploads no report needs. Returns how many."""
     storage = Storage(settings.data_dir)
     now = utcnow()
-    # A report that ever had a killed attempt is queued again, failed, or ready after a later attempt.
+    # A report that had a killed attempt is queued again, failed, or ready after a later attempt, and was
+    # touched then; reconcile runs every minute, so a day back is plenty and keeps the scan small.
     suspects = list(session.scalars(sa.select(Report.id).where(
+        Report.updated_at >= now - timedelta(days=1),
         sa.or_(Report.status.in_(("queued", "failed")), Report.attempts > 1,
                sa.and_(Report.status == "ingesting", Report.lease_expires_at < now)))))
     session.rollback()
     removed = sum(storage.remove_attempt_leftovers(rid) for rid in suspects)
     # The lock says whether a receiver is alive; the idle time only covers the instant before it is taken.
     removed += storage.remove_abandoned_staging(min(STAGING_IDLE_S, float(settings.lease_seconds)))
-    removed += _remove_unneeded_uploads(session, settings)
+    if uploads:
+        removed += _remove_unneeded_uploads(session, settings)
     return removed
+
+
+_last_upload_sweep: dict[str, float] = {}
+
+
+def upload_sweep_due(settings: Settings, every_s: float = 3600.0) -> bool:
+    """True at most once per ``every_s`` in this process: listing every stored upload is not for each minute
+    (uploads are released as their ingest ends; this sweep only catches what a crash left)."""
+    key = str(settings.data_dir)
+    now = time.monotonic()
+    if now - _last_upload_sweep.get(key, -every_s) < every_s:
+        return False
+    _last_upload_sweep[key] = now
+    return True
 
 
 def _remove_unneeded_uploads(session: Session, settings: Settings) -> int:
