@@ -89,8 +89,7 @@ def space_needed(info: ExportInfo, keep: bool) -> int:
 def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
     # A floor that catches a nearly full disk before a long copy, not a guarantee: ENOSPC later is typed too.
     need = space_needed(info, keep)
-    st = os.statvfs(out_dir)
-    free = st.f_bavail * st.f_frsize
+    free = shutil.disk_usage(out_dir).free
     if free < need:
         raise TraceError("no_space", f"only {free:,} bytes free in the data directory; about {need:,} are needed "
                          "for this export. Free disk space and retry the report", {"free": free, "needed": need})
