@@ -57,7 +57,8 @@ def run_ingest(task: Task, report_id: int) -> str:
         return "upload_missing"
     rel_src = src.relative_to(settings.data_dir).as_posix()
     # The export is kept scrubbed of the job's environment; a kept copy is ingested as it is.
-    keep_rel = None if operations.is_kept_copy(rel_src) else storage.kept_path(claim.sha256)
+    from_kept = operations.is_kept_copy(rel_src)
+    keep_rel = None if from_kept else storage.kept_path(claim.sha256)
     out = pipeline.trace_path_for(settings, report_id)
     limits = Limits(max_bytes=settings.max_upload_bytes, timeout_s=float(settings.ingest_timeout_seconds),
                     memory_bytes=settings.ingest_memory_bytes)
@@ -100,11 +101,11 @@ def run_ingest(task: Task, report_id: int) -> str:
         if failure is not None:
             run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
         else:
-            kept = keep_rel if result.kept is not None else None
+            kept = rel_src if from_kept else keep_rel if result.kept is not None else None
             run_id = pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info,
                                             settings.data_dir, upload_path=kept)
         # The original upload goes once no report needs it: replaced by the scrubbed copy, or refused for good.
-        operations.release_upload(session, settings, rel_src)
+        operations.release_upload(session, settings, claim.upload_path)
     if run_id is not None:
         enqueue_analyze(settings, run_id)
     return failure[0] if failure else "ready"

@@ -37,10 +37,11 @@ def _needs(rel: str) -> sa.ColumnElement[bool]:
 
 
 def source_of(settings: Settings, upload_path: str, sha256: str) -> Path | None:
-    """The stored export to ingest: the report's own file, else the kept copy of the same bytes (another
-    report of them was ingested meanwhile and removed the original); None when neither exists."""
+    """The stored export to ingest: the kept copy of these bytes when one exists (validated and scrubbed
+    already, by this report's earlier ingest or another report's of the same bytes), else the report's own
+    file; None when neither exists."""
     storage = Storage(settings.data_dir)
-    for rel in (upload_path, storage.kept_path(sha256) if sha256 else None):
+    for rel in (storage.kept_path(sha256) if sha256 else None, upload_path):
         if rel and storage.path(rel).is_file():
             return storage.path(rel)
     return None

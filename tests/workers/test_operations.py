@@ -206,3 +206,19 @@ def test_reconcile_task_sweeps_a_killed_attempt_and_an_abandoned_upload(session,
     _old(staged, 5)
     assert tasks[RECONCILE_TASK]() == {"reports": [rid], "runs": []}
     assert list(folder.iterdir()) == [] and not staged.exists()
+
+
+def test_the_same_bytes_in_a_later_run_are_ingested_from_the_kept_copy(session, settings):
+    tasks = make_celery(settings).tasks
+    path = corpus_file("a30-mig.sqlite")
+    _, [first] = make_run(session, settings, [(path.name, path.read_bytes())])
+    assert tasks[INGEST_TASK](first) == "ready"
+    kept = settings.data_dir / _report(session, first).upload_path
+    stamp = kept.stat().st_mtime_ns
+    _, [second] = make_run(session, settings, [(path.name, path.read_bytes())])  # the original stored again
+    raw = settings.data_dir / _report(session, second).upload_path
+    assert raw.exists() and raw != kept
+    assert tasks[INGEST_TASK](second) == "ready"
+    r = _report(session, second)
+    assert settings.data_dir / r.upload_path == kept and kept.stat().st_mtime_ns == stamp  # not copied again
+    assert not raw.exists() and r.counts == _report(session, first).counts
