@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -173,12 +174,41 @@ def _run_child(plan: dict, deadline: float, progress: Progress | None) -> dict:
     return last
 
 
+class _Scrub:
+    """``analysis.nsys.scrub`` on a thread of this process while the child copies: both read the validated
+    export, and SQLite and the file copy release the GIL, so the kept copy costs no extra wall time where a
+    core is free."""
+
+    def __init__(self, src: Path, keep: Path, info: ExportInfo, deadline: float) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(src, keep, info, deadline), name="scrub",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, src: Path, keep: Path, info: ExportInfo, deadline: float) -> None:
+        from analysis.nsys.scrub import scrub
+
+        try:
+            scrub(src, keep, expected=info, timeout_s=max(1.0, deadline - time.monotonic()))
+        except BaseException as exc:  # re-raised by wait() in the ingesting thread
+            self._error = exc
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def wait(self) -> None:
+        """Wait for the kept copy; raises what the scrub raised."""
+        self.join()
+        if self._error is not None:
+            raise self._error
+
+
 def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
                 keep: Path | None = None) -> dict[str, int]:
     """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table.
 
     With ``keep``, a copy of the export without the captured environment (``analysis.nsys.scrub``) is
-    written there too, before ``out`` is published.
+    written there too, alongside the copy and before ``out`` is published.
     """
     src, out = Path(src), Path(out)
     deadline = time.monotonic() + limits.timeout_s
@@ -200,14 +230,11 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
         "meta": meta_rows(info),
         "statements": statements(info),
     }
+    scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
     try:
         result = _run_child(plan, deadline, progress)
-        if keep is not None:
-            from analysis.nsys.scrub import scrub
-
-            if progress:
-                progress("scrub", 0, 1)
-            scrub(src, keep, expected=info, timeout_s=max(1.0, deadline - time.monotonic()))
+        if scrubbing is not None:
+            scrubbing.wait()
         _fsync(tmp)
         os.replace(tmp, out)
         _fsync(out.parent, directory=True)
@@ -217,6 +244,8 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
             raise TraceError("no_space", "the disk filled up while writing the normalized report") from None
         raise
     except BaseException:
+        if scrubbing is not None:
+            scrubbing.join()  # its own temporary files are gone once it returns
         _cleanup(*leftovers)
         raise
     _cleanup(*leftovers[1:])
