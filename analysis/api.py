@@ -98,11 +98,15 @@ class IngestResult:
     tool: str
     out: Path
     info: dict[str, Any] = field(default_factory=dict)
+    kept: Path | None = None  # the export without its captured environment, when ``keep`` was asked for
 
 
-def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None) -> IngestResult:
+def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None,
+           keep: Path | None = None) -> IngestResult:
     """Validate an untrusted export and write its normalized DuckDB file to ``out`` atomically.
 
+    ``keep``: where to write an nsys export (a converted .nsys-rep too) as SQLite without the profiled
+    job's captured environment, for re-ingest later; ncu reports carry none and are not copied.
     Raises ``TraceError``; on any error nothing is left at ``out``.
     """
     limits = limits or Limits()
@@ -120,11 +124,11 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
                 if progress:
                     progress("nsys export", 0, 1)
                 export_sqlite(src, converted, timeout_s=limits.timeout_s)
-                ingest_nsys(converted, out, limits=limits, progress=progress)
+                ingest_nsys(converted, out, limits=limits, progress=progress, keep=keep)
             finally:
                 converted.unlink(missing_ok=True)
         else:
-            ingest_nsys(src, out, limits=limits, progress=progress)
+            ingest_nsys(src, out, limits=limits, progress=progress, keep=keep)
     else:
         from analysis.ncu.ingest import ingest_ncu
 
@@ -137,7 +141,7 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
         info = report_info(trace)
     finally:
         trace.close()
-    return IngestResult(kind, out, info)
+    return IngestResult(kind, out, info, keep if kind == "nsys" and keep is not None else None)
 
 
 def analyze(

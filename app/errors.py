@@ -30,6 +30,7 @@ ERROR_STATUS: dict[str, int] = {
     "CONFLICT": 409,
     "URI_TOO_LONG": 414,
     "RUN_DELETED": 409,
+    "NOTHING_TO_RETRY": 409,
     "TOO_LARGE": 413,
     "UNSUPPORTED_MEDIA_TYPE": 415,
     "EMPTY_FILE": 422,

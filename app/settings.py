@@ -57,6 +57,9 @@ class Settings:
     ingest_memory_bytes: int = 2 * 1024**3
     # DuckDB's memory limit, in bytes, per report during analysis (beyond it, queries spill to disk).
     analysis_memory_bytes: int = 1024**3
+    # Days the stored exports (scrubbed nsys copies, ncu CSVs) are kept for retry and `goodput reingest`;
+    # 0 keeps them until their run is deleted. Traces and findings are kept either way.
+    keep_uploads_days: int = 0
     # Host and port `goodput serve` binds to.
     host: str = "127.0.0.1"
     port: int = 8000

@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from goodput_cli import admin, offline, service
+from goodput_cli import admin, offline, operations, service
 
 EXIT_BAD_INPUT = 2
 
@@ -21,7 +21,7 @@ class UsageError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goodput", description="Where does your GPU time go?")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (offline, admin, service):
+    for module in (offline, admin, service, operations):
         module.add_commands(sub)
     return parser
 

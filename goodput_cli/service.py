@@ -2,7 +2,7 @@
 
 `serve` is what `make run` calls: migrate, then a supervisor over three child processes (gunicorn,
 one Celery worker on both queues, Celery beat), each in its own process group so Ctrl-C stops them
-in order. The embedded broker is kombu's SQLAlchemy transport on ``data/broker.sqlite``: it needs no
+in order; a child that dies is restarted with backoff. The embedded broker is kombu's SQLAlchemy transport on ``data/broker.sqlite``: it needs no
 server, and the reconcile task covers what it cannot (it forgets deliveries of a killed worker).
 """
 
@@ -131,35 +131,66 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return supervise(_children(settings, args), url=f"http://{settings.host}:{settings.port}/")
 
 
-def supervise(children: list[tuple[str, list[str]]], *, url: str = "") -> int:
-    """Run the children until one exits or we get SIGINT/SIGTERM; then stop all of them."""
+# A child that exits is started again after this delay, doubled on each quick exit up to the maximum; one
+# that ran this long before exiting starts over at the first delay.
+BACKOFF_START_S = 1.0
+BACKOFF_MAX_S = 30.0
+STABLE_S = 60.0
+
+
+def _say(message: str) -> None:
+    print(f"goodput: {message}", file=sys.stderr, flush=True)
+
+
+def supervise(children: list[tuple[str, list[str]]], *, url: str = "", backoff_start_s: float = BACKOFF_START_S,
+              backoff_max_s: float = BACKOFF_MAX_S, stable_s: float = STABLE_S) -> int:
+    """Run the children until SIGINT/SIGTERM, then stop all of them; returns 0.
+
+    A child that exits or is killed (a worker hit by the OOM killer, beat killed by hand) is logged and
+    started again with exponential backoff; the others keep running. Job state lives in the metadata DB,
+    so whatever a killed worker held is re-queued by reconcile when its lease expires.
+    """
     stopping = {"sig": 0}
 
     def on_signal(signum, _frame) -> None:
         stopping["sig"] = signum
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    procs: list[tuple[str, subprocess.Popen]] = []
+    procs: dict[str, subprocess.Popen | None] = {}
+    started: dict[str, float] = {}
+    delay = {name: backoff_start_s for name, _ in children}
+    due = {name: 0.0 for name, _ in children}
     try:
         for name, argv in children:
             # Own process group: the terminal's Ctrl-C reaches only us, and we stop children in order.
-            procs.append((name, subprocess.Popen(argv, start_new_session=True)))
+            procs[name] = subprocess.Popen(argv, start_new_session=True)
+            started[name] = time.monotonic()
         if url:
-            print(f"goodput: serving on {url} (Ctrl-C stops)", file=sys.stderr, flush=True)
-        failed = ""
-        while not stopping["sig"] and not failed:
-            for name, proc in procs:
-                if proc.poll() is not None:
-                    failed = f"{name} exited with status {proc.returncode}"
-                    break
+            _say(f"serving on {url} (Ctrl-C stops)")
+        while not stopping["sig"]:
+            now = time.monotonic()
+            for name, argv in children:
+                proc = procs[name]
+                if proc is not None and proc.poll() is not None:
+                    ran = now - started[name]
+                    if ran >= stable_s:
+                        delay[name] = backoff_start_s
+                    _signal_group(proc, signal.SIGKILL)  # its orphans (a killed worker's pool processes)
+                    code = proc.returncode
+                    how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+                    _say(f"{name} (pid {proc.pid}) {how} after {ran:.0f} s; restarting it in {delay[name]:g} s")
+                    procs[name], due[name] = None, now + delay[name]
+                    delay[name] = min(backoff_max_s, delay[name] * 2)
+                if procs[name] is None and now >= due[name]:
+                    procs[name] = subprocess.Popen(argv, start_new_session=True)
+                    started[name] = now
+                    _say(f"{name} restarted (pid {procs[name].pid})")
             time.sleep(0.2)
-        if failed:
-            print(f"goodput: {failed}; stopping", file=sys.stderr)
     finally:
-        _stop_all(procs)
+        _stop_all([(name, proc) for name, proc in procs.items() if proc is not None])
         for s, handler in old.items():
             signal.signal(s, handler)
-    return 1 if failed else 0
+    return 0
 
 
 def _stop_all(procs: list[tuple[str, subprocess.Popen]]) -> None:

@@ -12,7 +12,8 @@ from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from app.queue import ANALYZE_TASK, INGEST_TASK, PURGE_TASK, RECONCILE_TASK, enqueue_analyze, enqueue_ingest
-from app.services import pipeline
+from app.services import operations, pipeline
+from app.services.storage import Storage
 from app.settings import Settings
 from workers.runtime import Heartbeat, prune_delivered_messages, session_scope
 
@@ -42,7 +43,22 @@ def run_ingest(task: Task, report_id: int) -> str:
         if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
             enqueue_analyze(settings, claim.analyze_run_id)
         return "skipped"
-    src = pipeline.data_path(settings, claim.upload_path)
+    storage = Storage(settings.data_dir)
+    # We hold the lease: whatever a killed earlier attempt left in the report's folder can go.
+    storage.remove_attempt_leftovers(report_id)
+    src = operations.source_of(settings, claim.upload_path, claim.sha256)
+    if src is None:
+        with session_scope(settings) as session:
+            run_id = pipeline.fail_report(session, report_id, "upload_missing",
+                                          "the stored export is gone (deleted, or older than "
+                                          "GOODPUT_KEEP_UPLOADS_DAYS); upload the file again", owner=owner)
+        if run_id is not None:
+            enqueue_analyze(settings, run_id)
+        return "upload_missing"
+    rel_src = src.relative_to(settings.data_dir).as_posix()
+    # The export is kept scrubbed of the job's environment; a kept copy is ingested as it is.
+    from_kept = operations.is_kept_copy(rel_src)
+    keep_rel = None if from_kept else storage.kept_path(claim.sha256)
     out = pipeline.trace_path_for(settings, report_id)
     limits = Limits(max_bytes=settings.max_upload_bytes, timeout_s=float(settings.ingest_timeout_seconds),
                     memory_bytes=settings.ingest_memory_bytes)
@@ -64,7 +80,8 @@ def run_ingest(task: Task, report_id: int) -> str:
     with Heartbeat(settings, lambda s: pipeline.renew_report_lease(s, report_id, owner, settings.lease_seconds)):
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
-            result = ingest(src, out, limits=limits, progress=progress)
+            result = ingest(src, out, limits=limits, progress=progress,
+                            keep=storage.path(keep_rel) if keep_rel else None)
         except TraceError as exc:
             failure = (exc.code, exc.message)
         except SoftTimeLimitExceeded:
@@ -84,8 +101,11 @@ def run_ingest(task: Task, report_id: int) -> str:
         if failure is not None:
             run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
         else:
+            kept = rel_src if from_kept else keep_rel if result.kept is not None else None
             run_id = pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info,
-                                            settings.data_dir)
+                                            settings.data_dir, upload_path=kept)
+        # The original upload goes once no report needs it: replaced by the scrubbed copy, or refused for good.
+        operations.release_upload(session, settings, claim.upload_path)
     if run_id is not None:
         enqueue_analyze(settings, run_id)
     return failure[0] if failure else "ready"
@@ -108,8 +128,10 @@ def run_analyze(task: Task, run_id: int) -> str:
             pipeline.fail_run_analysis(session, run_id, owner, "no report of this run could be ingested")
         return "failed"
     try:
-        result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels,
-                         memory_bytes=settings.analysis_memory_bytes)
+        # Under a heartbeat like ingest: a long analysis keeps its lease, only a dead worker loses it.
+        with Heartbeat(settings, lambda s: pipeline.renew_run_lease(s, run_id, owner, settings.lease_seconds)):
+            result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels,
+                             memory_bytes=settings.analysis_memory_bytes)
     except (TraceError, SoftTimeLimitExceeded, OSError) as exc:
         logger.warning("analysis failed: %s", exc, extra={"run_id": run_id})
         message = (f"analysis took longer than {LIGHT_TIME_LIMIT_S} s" if isinstance(exc, SoftTimeLimitExceeded)
@@ -140,6 +162,16 @@ def run_reconcile(task: Task) -> dict[str, list[int]]:
         enqueue_analyze(settings, run_id)
     if todo.reports or todo.runs:
         logger.info("reconcile re-queued reports %s and runs %s", todo.reports, todo.runs)
+    try:
+        with session_scope(settings) as session:
+            due = operations.upload_sweep_due(settings)
+            swept = operations.sweep_leftovers(session, settings, uploads=due)
+            if due:
+                swept += operations.expire_uploads(session, settings)
+        if swept:
+            logger.info("reconcile removed %d leftover or expired files", swept)
+    except Exception:  # file cleanup must never stop the re-queueing above from running next time
+        logger.warning("sweeping leftovers failed", exc_info=True)
     prune_delivered_messages(settings)
     return {"reports": todo.reports, "runs": todo.runs}
 

@@ -60,6 +60,7 @@ class ExportInfo:
     # Parts of the export that could not be read and what the report lacks for it ({table, columns, effect}).
     degraded: list[dict] = field(default_factory=list)
     decoders: dict[str, dict[int, str]] = field(default_factory=dict)
+    table_bytes: int = 0                 # bytes the verified tables occupy in the file (their b-tree pages)
 
     @property
     def version(self) -> str:
@@ -192,7 +193,18 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
                 dict.fromkeys(REFINING_EFFECT.get(c, f"{c} unknown") for c in lost))})
         info.tables[name] = [c for c in spec.columns if c in declared and c not in wrong]
     _read_small(con, info)
+    info.table_bytes = _table_bytes(con, list(info.tables))
     return info
+
+
+def _table_bytes(con: apsw.Connection, names: list[str]) -> int:
+    """The pages the tables we read occupy (SQLite's dbstat, one row per b-tree): what ingest copies."""
+    if not names:
+        return 0
+    marks = ",".join("?" * len(names))
+    sql = f"SELECT sum(pgsize) FROM dbstat WHERE aggregate = 1 AND name IN ({marks})"  # noqa: S608 - marks only
+    row = con.execute(sql, names).fetchone()
+    return int(row[0] or 0) if row else 0
 
 
 def _read_meta(con: apsw.Connection, tables: set[str]) -> dict[str, str]:

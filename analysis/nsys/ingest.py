@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -74,14 +75,27 @@ def _fsync(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
-def _check_space(src_size: int, out_dir: Path) -> None:
-    # The normalized file is smaller than the export (columnar, compressed); half of it plus slack is a
-    # floor that catches a nearly full disk before a long copy, not a guarantee.
-    need = src_size // 2 + 64 * 2**20
+# The normalized DuckDB file against the bytes of the tables it is copied from: 0.25 measured on a 1M-kernel
+# export (columnar and compressed); twice that leaves room for exports that compress worse. DuckDB writes
+# 256 KiB blocks per table and column group, so even a tiny export takes a few MiB (3.7 MiB at most in the
+# corpus).
+DUCKDB_SHARE_OF_TABLES = 0.5
+DUCKDB_FLOOR_BYTES = 8 * 2**20
+
+
+def space_needed(info: ExportInfo, keep: bool) -> int:
+    """Bytes the ingest writes: the DuckDB file (estimated from the tables read) and the kept export."""
+    need = DUCKDB_FLOOR_BYTES + int(info.table_bytes * DUCKDB_SHARE_OF_TABLES)
+    return need + (2 * info.size if keep else 0)  # the edited copy and the rebuilt one, for a moment
+
+
+def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
+    # A floor that catches a nearly full disk before a long copy, not a guarantee: ENOSPC later is typed too.
+    need = space_needed(info, keep)
     free = shutil.disk_usage(out_dir).free
     if free < need:
-        raise TraceError("no_space", f"only {free:,} bytes free in {out_dir}; about {need:,} are needed. "
-                         "Free disk space and retry")
+        raise TraceError("no_space", f"only {free:,} bytes free in the data directory; about {need:,} are needed "
+                         "for this export. Free disk space and retry the report", {"free": free, "needed": need})
 
 
 def _child_error(msg: dict | None, returncode: int | None, stderr: str) -> TraceError:
@@ -162,15 +176,49 @@ def _run_child(plan: dict, deadline: float, progress: Progress | None) -> dict:
     return last
 
 
-def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None) -> dict[str, int]:
-    """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table."""
+class _Scrub:
+    """``analysis.nsys.scrub`` on a thread of this process while the child copies: both read the validated
+    export, and SQLite and the file copy release the GIL, so the kept copy costs no extra wall time where a
+    core is free."""
+
+    def __init__(self, src: Path, keep: Path, info: ExportInfo, deadline: float) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(src, keep, info, deadline), name="scrub",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, src: Path, keep: Path, info: ExportInfo, deadline: float) -> None:
+        from analysis.nsys.scrub import scrub
+
+        try:
+            scrub(src, keep, expected=info, timeout_s=max(1.0, deadline - time.monotonic()))
+        except BaseException as exc:  # re-raised by wait() in the ingesting thread
+            self._error = exc
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def wait(self) -> None:
+        """Wait for the kept copy; raises what the scrub raised."""
+        self.join()
+        if self._error is not None:
+            raise self._error
+
+
+def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
+                keep: Path | None = None) -> dict[str, int]:
+    """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table.
+
+    With ``keep``, a copy of the export without the captured environment (``analysis.nsys.scrub``) is
+    written there too, alongside the copy and before ``out`` is published.
+    """
     src, out = Path(src), Path(out)
     deadline = time.monotonic() + limits.timeout_s
     if progress:
         progress("validate", 0, 1)
     info = validate(src, max_bytes=limits.max_bytes, timeout_s=limits.timeout_s)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _check_space(info.size, out.parent)
+    _check_space(info, out.parent, keep is not None)
     tmp = out.parent / f".{out.name}.{uuid.uuid4().hex}.tmp"
     spill = Path(str(tmp) + ".spill")
     leftovers = (tmp, Path(str(tmp) + ".wal"), spill)
@@ -184,8 +232,11 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
         "meta": meta_rows(info),
         "statements": statements(info),
     }
+    scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
     try:
         result = _run_child(plan, deadline, progress)
+        if scrubbing is not None:
+            scrubbing.wait()
         _fsync(tmp)
         os.replace(tmp, out)
         _fsync(out.parent, directory=True)
@@ -195,6 +246,8 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
             raise TraceError("no_space", "the disk filled up while writing the normalized report") from None
         raise
     except BaseException:
+        if scrubbing is not None:
+            scrubbing.join()  # its own temporary files are gone once it returns
         _cleanup(*leftovers)
         raise
     _cleanup(*leftovers[1:])

@@ -45,8 +45,12 @@ ROUTES: tuple[Route, ...] = (
     Route("/runs/<int:run_id>", "DELETE", views.delete_run, "write", "Delete a run (its files are purged)",
           "Deleted", 202, errors=(404,)),
     Route("/runs/<int:run_id>/reports/<name>", "PUT", views.put_report, "write",
-          "Stream one export into a run (202 new, 200 the same bytes already there)", "Report", 202,
+          "Stream one export into a run (202 new or a failed report tried again, 200 the same bytes already "
+          "there)", "Report", 202,
           body="binary", errors=(404, 413, 422)),
+    Route("/runs/<int:run_id>/retry", "POST", views.retry_run, "write",
+          "Retry the reports that failed for a transient reason (no_space, timeout, worker_crashed), or the "
+          "failed analysis", "RunDetail", 202, errors=(404, 409)),
     Route("/runs/<int:run_id>/findings", "GET", views.list_findings, "read",
           "The run's findings, largest impact first", "FindingList", params=("severity", "rule", "rank", *PAGE),
           errors=(400, 404)),

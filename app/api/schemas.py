@@ -44,7 +44,8 @@ SCHEMAS: dict[str, S] = {
         id=INT, run_id=INT, name=STR, kind={"type": "string", "enum": list(REPORT_KINDS)}, rank=NS,
         host=nullable(STR), sha256=STR, size_bytes=INT,
         status={"type": "string", "enum": list(REPORT_STATUSES)},
-        error=nullable(obj(code=STR, message=STR)), attempts=INT,
+        error=nullable(obj(code=STR, message=STR)), attempts=INT, lease_owner=nullable(STR),
+        lease_expires_at=nullable(TIME),
         progress=ANY_OBJ, counts=ANY_OBJ, tool_version=nullable(STR), created_at=TIME, updated_at=TIME,
     ),
     "Run": obj(
@@ -97,7 +98,9 @@ SCHEMAS: dict[str, S] = {
 }
 SCHEMAS["RunDetail"] = {"allOf": [ref("Run"), obj(reports={"type": "array", "items": ref("Report")},
                                                   rules={"type": "array", "items": ANY_OBJ},
-                                                  rule_errors={"type": "array", "items": obj(id=STR, reason=STR)})]}
+                                                  rule_errors={"type": "array", "items": obj(id=STR, reason=STR)},
+                                                  analysis_attempts=INT, analysis_lease_owner=nullable(STR),
+                                                  analysis_lease_expires_at=nullable(TIME))]}
 SCHEMAS["RunList"] = page_of("Run")
 SCHEMAS["FindingList"] = page_of("Finding")
 SCHEMAS["JobList"] = page_of("Job")

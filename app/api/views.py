@@ -15,10 +15,10 @@ from app.services import compare as compare_service
 from app.services import findings as findings_service
 from app.services import health as health_service
 from app.services import jobs as jobs_service
+from app.services import operations, uploads
 from app.services import rules as rules_service
 from app.services import runs as runs_service
 from app.services import tokens as tokens_service
-from app.services import uploads
 from app.services.reports import report_to_dict
 from app.services.storage import CHUNK, Storage
 from app.settings import current_settings
@@ -160,6 +160,11 @@ def revoke_token(token_id: int):
         raise ApiError("TOKEN_NOT_FOUND", f"Token {token_id} does not exist.", {"token_id": token_id}) from None
     owners = tokens_service.owner_names(session, [row])
     return jsonify(tokens_service.token_to_dict(row, owners.get(row.user_id)))
+def retry_run(run_id: int):
+    session = get_session()
+    operations.retry_run(session, current_settings(), run_id)
+    return jsonify(runs_service.run_detail(session, run_id)), 202, {
+        "Location": url_for("api_v1.get_run", run_id=run_id)}
 
 
 def list_findings(run_id: int):

@@ -38,6 +38,7 @@ class Claim:
     report_id: int
     upload_path: str | None = None
     attempts: int = 0
+    sha256: str = ""
     # Set when the claim failed the report (attempts used up) and that completed its run.
     analyze_run_id: int | None = None
 
@@ -116,9 +117,9 @@ def claim_report(session: Session, report_id: int, owner: str, lease_seconds: in
                 error_message=None, progress={"stage": "starting", "done": 0, "total": 0}, updated_at=now)
     ).rowcount
     if won:
-        row = session.execute(sa.select(Report.upload_path, Report.attempts, Report.run_id)
+        row = session.execute(sa.select(Report.upload_path, Report.attempts, Report.run_id, Report.sha256)
                               .where(Report.id == report_id)).one()
-        claim.upload_path, claim.attempts = row.upload_path, row.attempts
+        claim.upload_path, claim.attempts, claim.sha256 = row.upload_path, row.attempts, row.sha256
         _refresh_run_status(session, row.run_id)
     session.commit()
     return claim
@@ -141,6 +142,17 @@ def renew_report_lease(session: Session, report_id: int, owner: str, lease_secon
     return bool(n)
 
 
+def renew_run_lease(session: Session, run_id: int, owner: str, lease_seconds: int) -> bool:
+    """Extend a held analysis lease (the heartbeat of a long analysis); False when the lease was lost."""
+    n = session.execute(
+        sa.update(Run)
+        .where(Run.id == run_id, Run.analysis_lease_owner == owner, Run.analysis_status == "analyzing")
+        .values(analysis_lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
+    ).rowcount
+    session.commit()
+    return bool(n)
+
+
 def set_progress(session: Session, report_id: int, owner: str, stage: str, done: int, total: int) -> None:
     """Record ingest progress (stage or table, done, total) on the report while the lease is held."""
     session.execute(
@@ -152,8 +164,11 @@ def set_progress(session: Session, report_id: int, owner: str, stage: str, done:
 
 
 def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path, tool: str,
-                  info: dict[str, Any], data_dir: Path) -> int | None:
-    """Publish an ingest: the report becomes ``ready``; returns the run id when the run is now complete."""
+                  info: dict[str, Any], data_dir: Path, upload_path: str | None = None) -> int | None:
+    """Publish an ingest: the report becomes ``ready``; returns the run id when the run is now complete.
+
+    ``upload_path``: the stored export the report keeps from now on (the scrubbed copy), when it changed.
+    """
     info = dict(info or {})
     counts = info.get("counts") if isinstance(info.get("counts"), dict) else {}
     rel = str(Path(trace_file).resolve().relative_to(Path(data_dir).resolve()))
@@ -166,7 +181,8 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
         .values(rank=sa.func.coalesce(Report.rank, rank), host=sa.func.coalesce(Report.host, host),
                 status="ready", kind=tool, trace_path=rel, info=_jsonable(info), counts=_jsonable(counts),
                 tool_version=_str_or_none(info.get("tool_version")), lease_owner=None, lease_expires_at=None,
-                progress={"stage": "done", "done": 1, "total": 1}, updated_at=utcnow())
+                progress={"stage": "done", "done": 1, "total": 1}, updated_at=utcnow(),
+                **({"upload_path": upload_path} if upload_path else {}))
     ).rowcount
     if not n:
         session.rollback()
@@ -470,7 +486,8 @@ def collect_garbage(session: Session, settings: Settings, *, min_age_s: float = 
             removed += 1
     uploads = settings.data_dir / "uploads"
     for f in uploads.glob("*/*") if uploads.is_dir() else ():
-        if f.is_file() and f.name not in known_sha and f.stat().st_mtime < cutoff:
+        # Stored names are the SHA-256 plus the upload's suffix (or the kept copy's).
+        if f.is_file() and f.name.split(".")[0] not in known_sha and f.stat().st_mtime < cutoff:
             f.unlink(missing_ok=True)
             removed += 1
     staging = settings.data_dir / "staging"

@@ -29,6 +29,8 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "error": None if report.error_code is None else {"code": report.error_code,
                                                          "message": report.error_message or ""},
         "attempts": report.attempts,
+        "lease_owner": report.lease_owner,
+        "lease_expires_at": iso(report.lease_expires_at),
         "progress": report.progress or {},
         "counts": report.counts or {},
         "tool_version": report.tool_version,

@@ -142,6 +142,10 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
     # Rules that crashed: the run is "ready with errors" (issue #12); the UI shows a banner from the same list.
     out["rule_errors"] = [{"id": str(r.get("id")), "reason": str(r.get("reason") or "")}
                           for r in out["rules"] if r.get("status") == "error"]
+    # The analysis job's state, as each report shows its ingest's: attempts and the lease held now.
+    out["analysis_attempts"] = run.analysis_attempts
+    out["analysis_lease_owner"] = run.analysis_lease_owner
+    out["analysis_lease_expires_at"] = iso(run.analysis_lease_expires_at)
     return out
 
 

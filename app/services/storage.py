@@ -10,7 +10,9 @@ import mmap
 import os
 import queue
 import re
+import shutil
 import threading
+import time
 import uuid
 import zlib
 from collections.abc import Callable
@@ -35,6 +37,11 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # Only these suffixes survive from a client's file name: detect_kind reads them to name binary reports.
 KNOWN_SUFFIXES = (".sqlite", ".csv", ".nsys-rep", ".qdrep", ".ncu-rep")
+# The kept export: uploads/<sha[:2]>/<sha of the upload> + this, an SQLite export without the captured env.
+KEPT_SUFFIX = ".kept.sqlite"
+TRACE_NAME = "trace.duckdb"
+# A staged file untouched this long, and locked by nobody, belongs to an upload whose receiver died.
+STAGING_IDLE_S = 60.0
 
 
 def safe_suffix(filename: str) -> str:
@@ -52,6 +59,7 @@ class Staged:
     path: Path
     sha256: str
     size_bytes: int
+    suffix: str = ""  # the client name's known suffix (.sqlite, .nsys-rep ...): ingest reads the format from it
 
 
 class _Writer:
@@ -215,11 +223,17 @@ class UploadSink:
     ``seek(0)`` (what Werkzeug calls at the end of a part) or ``finish()`` completes it.
     """
 
-    def __init__(self, path: Path, max_bytes: int, label: str = "upload") -> None:
+    def __init__(self, path: Path, max_bytes: int, label: str = "upload", suffix: str = "") -> None:
         self.path = path
+        self.suffix = suffix
         self.label = label  # the client's file name, only for messages
         self.max_bytes = max_bytes
         self._fh = _Writer(path)
+        # Held from creation until the request is done with the file (moved into uploads/ or discarded):
+        # reconcile removes a staged file only when nobody holds it, i.e. its receiving process was killed
+        # (Storage.remove_abandoned_staging). A multipart request finishes its first file long before the last.
+        self._lock_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._size = 0
         self._raw = 0
         self._head = b""
@@ -356,12 +370,16 @@ class UploadSink:
                 self._zw.flush()
         except (zlib.error, zstandard.ZstdError) as exc:
             raise ApiError("BAD_COMPRESSION", f"{self.label}: the compressed upload is damaged: {exc}") from None
-        self._staged = Staged(self.path, self._fh.finish(), self._size)
+        self._staged = Staged(self.path, self._fh.finish(), self._size, self.suffix)
         return self._staged
 
     def discard(self) -> None:
+        """Remove the staged file unless a service moved it into uploads/, and release its lock."""
         self.close()
         self.path.unlink(missing_ok=True)
+        if self._lock_fd >= 0:
+            fd, self._lock_fd = self._lock_fd, -1
+            os.close(fd)
 
 
 class _Out:
@@ -390,14 +408,19 @@ class Storage:
     def open_sink(self, max_bytes: int, filename: str = "") -> UploadSink:
         self.staging.mkdir(parents=True, exist_ok=True)
         label = re.split(r"[\\/]", filename)[-1][:200] or "upload"
-        return UploadSink(self.staging / f"{uuid.uuid4().hex}{safe_suffix(filename)}", max_bytes, label)
+        suffix = safe_suffix(filename)
+        return UploadSink(self.staging / f"{uuid.uuid4().hex}{suffix}", max_bytes, label, suffix)
 
     def store(self, staged: Staged) -> str:
-        """Move a staged file to its content address; returns the path relative to data_dir."""
-        rel = Path("uploads") / staged.sha256[:2] / staged.sha256
+        """Move a staged file to its content address; returns the path relative to data_dir.
+
+        The name keeps the upload's known suffix: the worker tells a binary .nsys-rep by it.
+        """
+        rel = Path("uploads") / staged.sha256[:2] / (staged.sha256 + staged.suffix)
         dest = self.root / rel
         if dest.exists():
             staged.path.unlink(missing_ok=True)  # same bytes already stored
+            os.utime(dest)  # in use again: the sweep of unneeded uploads leaves recent files alone
         else:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staged.path, dest)
@@ -406,8 +429,48 @@ class Storage:
     def path(self, rel: str) -> Path:
         return self.root / rel
 
+    def kept_path(self, sha256: str) -> str:
+        """Where the export of these bytes is kept without its captured environment (data_dir-relative)."""
+        return (Path("uploads") / sha256[:2] / f"{sha256}{KEPT_SUFFIX}").as_posix()
+
+    def remove_abandoned_staging(self, min_idle_s: float = STAGING_IDLE_S) -> int:
+        """Delete staged files no process is writing (their receiver died); returns how many."""
+        removed = 0
+        for f in self.staging.iterdir() if self.staging.is_dir() else ():
+            try:
+                if not f.is_file() or time.time() - f.stat().st_mtime < min_idle_s:
+                    continue
+                fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # still being received
+            else:
+                f.unlink(missing_ok=True)
+                removed += 1
+            finally:
+                os.close(fd)
+        return removed
+
+    def remove_attempt_leftovers(self, report_id: int) -> int:
+        """Delete what an ingest attempt left in the report's folder (temporary files of a killed worker):
+        everything but the published trace. Call only while no attempt of this report runs."""
+        removed = 0
+        folder = self.report_dir(report_id)
+        for f in folder.iterdir() if folder.is_dir() else ():
+            if f.name == TRACE_NAME:
+                continue
+            if f.is_dir() and not f.is_symlink():
+                shutil.rmtree(f, ignore_errors=True)
+            else:
+                f.unlink(missing_ok=True)
+            removed += 1
+        return removed
+
     def report_dir(self, report_id: int) -> Path:
         return self.reports / str(int(report_id))
 
     def trace_path(self, report_id: int) -> Path:
-        return self.report_dir(report_id) / "trace.duckdb"
+        return self.report_dir(report_id) / TRACE_NAME

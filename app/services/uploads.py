@@ -16,6 +16,7 @@ from analysis.api import detect_kind
 from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import RUN_SOURCES, Job, Report, Run
+from app.services.operations import reopen_run
 from app.services.runs import get_run, refresh_status
 from app.services.storage import Staged, Storage
 from app.settings import Settings
@@ -124,6 +125,16 @@ def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming
                 ) -> tuple[Report, bool]:
     existing = session.scalar(sa.select(Report).where(Report.run_id == run.id,
                                                       Report.sha256 == incoming.staged.sha256))
+    if existing is not None and existing.status == "failed":
+        # The same bytes sent again after a failure: a new attempt with the stored file renewed, not the
+        # old failure returned (the file may have been removed, and Goodput may be newer).
+        existing.upload_path = storage.store(incoming.staged)
+        existing.kind, existing.status, existing.attempts = kind, "queued", 0
+        existing.error_code = existing.error_message = existing.lease_owner = existing.lease_expires_at = None
+        existing.progress = {}
+        reopen_run(run)
+        session.flush()
+        return existing, True
     if existing is not None:
         incoming.staged.path.unlink(missing_ok=True)
         return existing, False

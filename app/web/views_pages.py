@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from flask import abort, redirect, render_template, request, url_for
+from flask import abort, flash, redirect, render_template, request, url_for
 
 from analysis.rules.registry import default_registry
 from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
+from app.services import operations, web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
@@ -66,7 +66,28 @@ def run(run_id: int):
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
                            top_impact=top, report_kinds={r.id: r.kind for r in view.reports},
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
-                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis)
+                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis,
+                           retryable=_retryable(view))
+
+
+def _retryable(view) -> bool:
+    return any(r.status == "failed" and r.error_code in operations.TRANSIENT for r in view.reports) or (
+        view.run.analysis_status == "failed" and any(r.status == "ready" for r in view.reports))
+
+
+@bp.route("/runs/<int:run_id>/retry", methods=["POST"])
+@login_required
+def retry_run(run_id: int):
+    """The run page's Retry button: the same service as POST /api/v1/runs/<id>/retry."""
+    try:
+        out = operations.retry_run(get_session(), current_settings(), run_id)
+    except ApiError as exc:
+        if exc.status == 404:
+            abort(404, description=exc.message)
+        flash(exc.message, "error")
+    else:
+        flash(f"Retrying {len(out.reports)} report(s)" + (" and the analysis." if out.analyze_run else "."))
+    return redirect(url_for("web.run", run_id=run_id))
 
 
 @bp.route("/compare")

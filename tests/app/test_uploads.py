@@ -44,10 +44,10 @@ def test_multipart_upload_creates_queued_reports_stores_by_content_and_enqueues(
     reports = session.scalars(sa.select(Report).where(Report.run_id == run_id).order_by(Report.id)).all()
     assert [(x.kind, x.status, x.name) for x in reports] == [("nsys", "queued", NSYS.name),
                                                                ("ncu", "queued", NCU.name)]
-    for rep, content in zip(reports, (nsys, ncu), strict=True):
+    for rep, content, suffix in zip(reports, (nsys, ncu), (".sqlite", ".csv"), strict=True):
         sha = hashlib.sha256(content).hexdigest()
         assert (rep.sha256, rep.size_bytes) == (sha, len(content))
-        assert rep.upload_path == f"uploads/{sha[:2]}/{sha}"
+        assert rep.upload_path == f"uploads/{sha[:2]}/{sha}{suffix}"  # the suffix tells the worker the format
         assert (settings.data_dir / rep.upload_path).read_bytes() == content
     assert list((settings.data_dir / "staging").iterdir()) == []
     assert queued(broker) == [{"task": "ingest.report", "args": [reports[0].id]},
@@ -69,7 +69,7 @@ def test_same_bytes_in_one_run_are_stored_once(client, auth, session, settings, 
     other = _post(client, auth["write"], [("a.sqlite", nsys)])
     assert other.json["reports"][0]["id"] != report_id
     sha = hashlib.sha256(nsys).hexdigest()
-    assert _files(settings.data_dir) == [f"uploads/{sha[:2]}/{sha}"]
+    assert _files(settings.data_dir) == [f"uploads/{sha[:2]}/{sha}.sqlite"]
 
 
 @pytest.mark.parametrize("compress", [gzip.compress, lambda b: zstandard.ZstdCompressor().compress(b),

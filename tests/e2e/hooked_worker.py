@@ -2,7 +2,8 @@
 
 The hooks wrap ``analysis.api.ingest`` in this process (and the pool processes it forks), keyed by the
 upload's SHA-256 (its stored file name): ``GOODPUT_TEST_POISON`` lists hashes whose ingest kills the
-process running it (SIGKILL), ``GOODPUT_TEST_SLOW`` lists ``sha=seconds`` to sleep before ingesting.
+process running it (SIGKILL), ``GOODPUT_TEST_SLOW`` lists ``sha=seconds`` to sleep before ingesting;
+``GOODPUT_TEST_HOLD_AFTER_COPY`` and ``GOODPUT_TEST_FREE_BYTES`` are described at their functions.
 Production code has no hook; only this entry point, which tests start, installs them.
 """
 
@@ -23,7 +24,7 @@ def install_hooks() -> None:
     real = api.ingest
 
     def ingest(src, out, **kwargs):
-        name = Path(src).name
+        name = Path(src).name.split(".")[0]  # the SHA-256; stored names keep the upload's suffix
         if name in poison:
             os.kill(os.getpid(), signal.SIGKILL)
         if name in slow:
@@ -31,6 +32,47 @@ def install_hooks() -> None:
         return real(src, out, **kwargs)
 
     api.ingest = ingest
+    _install_copy_hold()
+    _install_fake_free_space()
+
+
+def _install_copy_hold() -> None:
+    """``GOODPUT_TEST_HOLD_AFTER_COPY=sha=seconds``: sleep after the bulk copy wrote its temporary DuckDB file
+    and before it is published, so a test can kill the worker while the attempt's temporary files exist."""
+    import analysis.nsys.ingest as nsys_ingest
+
+    hold = dict(item.split("=", 1) for item in
+                filter(None, os.environ.get("GOODPUT_TEST_HOLD_AFTER_COPY", "").split(",")))
+    real = nsys_ingest._run_child
+
+    def run_child(plan, deadline, progress):
+        result = real(plan, deadline, progress)
+        name = Path(plan["src"]).name.split(".")[0]
+        if name in hold:
+            time.sleep(float(hold[name]))
+        return result
+
+    nsys_ingest._run_child = run_child
+
+
+def _install_fake_free_space() -> None:
+    """``GOODPUT_TEST_FREE_BYTES=n``: the data directory's file system reports n bytes free (a fake
+    ``statvfs`` for paths under GOODPUT_DATA_DIR), like a small, nearly full volume."""
+    free = os.environ.get("GOODPUT_TEST_FREE_BYTES")
+    if not free:
+        return
+    data_dir = str(Path(os.environ["GOODPUT_DATA_DIR"]).resolve())
+    real = os.statvfs
+
+    def statvfs(path):
+        st = real(path)
+        if not str(Path(path).resolve()).startswith(data_dir):
+            return st
+        blocks = int(free) // st.f_frsize
+        return os.statvfs_result((st.f_bsize, st.f_frsize, st.f_blocks, blocks, blocks, st.f_files, st.f_ffree,
+                                  st.f_favail, st.f_flag, st.f_namemax))
+
+    os.statvfs = statvfs
 
 
 if __name__ == "__main__":

@@ -90,8 +90,8 @@ def test_deleting_a_run_purges_its_files(make_service):
     run = svc.wait_run(svc.upload([corpus_file("a30-mig.sqlite")], job="gone")["id"])
     [report] = run["reports"]
     report_dir = svc.settings.data_dir / "reports" / str(report["id"])
-    uploads = list((svc.settings.data_dir / "uploads").glob(f"*/{report['sha256']}"))
-    assert report_dir.is_dir() and len(uploads) == 1
+    uploads = list((svc.settings.data_dir / "uploads").glob(f"*/{report['sha256']}*"))
+    assert report_dir.is_dir() and [p.name for p in uploads] == [f"{report['sha256']}.kept.sqlite"]
     resp = svc.http.delete(f"{svc.base}/api/v1/runs/{run['id']}")
     assert resp.status_code in (202, 204), resp.text
     assert svc.http.get(f"{svc.base}/api/v1/runs/{run['id']}").status_code == 404

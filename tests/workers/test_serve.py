@@ -36,11 +36,25 @@ def _sleeper(seconds: float) -> list[str]:
     return [sys.executable, "-c", f"import time; time.sleep({seconds})"]
 
 
-def test_supervisor_stops_everyone_when_a_child_dies():
+def test_supervisor_restarts_a_dying_child_with_backoff_and_leaves_the_others(tmp_path, capfd):
+    starts = tmp_path / "starts"
+    sibling = tmp_path / "sibling"
+    # The "worker" records each start and dies at once; the "web" records its pid once and sleeps.
+    dying = [sys.executable, "-c", f"open({str(starts)!r}, 'a').write('x'); raise SystemExit(3)"]
+    steady = [sys.executable, "-c", f"import os, time; open({str(sibling)!r}, 'a').write(str(os.getpid()) + ' '); "
+              "time.sleep(60)"]
+    timer = threading.Timer(3.2, lambda: signal.raise_signal(signal.SIGTERM))
+    timer.start()
     started = time.monotonic()
-    rc = supervise([("web", _sleeper(60)), ("worker", [sys.executable, "-c", "raise SystemExit(3)"])])
-    assert rc == 1
-    assert time.monotonic() - started < 30  # the sleeping sibling was stopped, not waited for
+    rc = supervise([("web", steady), ("worker", dying)], backoff_start_s=0.2, backoff_max_s=0.8)
+    timer.join()
+    assert rc == 0 and time.monotonic() - started < 30  # only the signal stopped it
+    # Delays 0.2, 0.4, 0.8, 0.8 ... s: about five starts in 3.2 s, not one (no restart) nor ~16 (no backoff).
+    assert 3 <= len(starts.read_text()) <= 7, starts.read_text()
+    assert len(sibling.read_text().split()) == 1  # the web server was never restarted
+    err = capfd.readouterr().err
+    assert "worker (pid" in err and "exited with status 3" in err and "restarting it in 0.4 s" in err
+    assert "worker restarted (pid" in err
 
 
 def test_supervisor_stops_cleanly_on_sigterm():

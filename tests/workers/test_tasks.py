@@ -74,12 +74,13 @@ def test_ingest_records_the_typed_error(session, settings):
 
 
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
-def test_a_lost_upload_is_an_internal_error_not_a_retry_loop(session, settings):
+def test_a_lost_upload_is_a_typed_error_not_a_retry_loop(session, settings):
     tasks = make_celery(settings).tasks
     _, [rid] = make_run(session, settings, [("a.sqlite", b"whatever")])
     (settings.data_dir / _report(session, rid).upload_path).unlink()
-    assert tasks[INGEST_TASK](rid) == "internal"
-    assert (_report(session, rid).status, _report(session, rid).error_code) == ("failed", "internal")
+    assert tasks[INGEST_TASK](rid) == "upload_missing"
+    assert (_report(session, rid).status, _report(session, rid).error_code) == ("failed", "upload_missing")
+    assert "upload the file again" in _report(session, rid).error_message
 
 
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)

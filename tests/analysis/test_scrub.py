@@ -1,0 +1,118 @@
+"""Kept exports: the captured environment removed from all three places it lives, everything Goodput reads kept."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from analysis.api import Limits, analyze, ingest
+from analysis.errors import TraceError
+from analysis.nsys import ingest as nsys_ingest
+from analysis.nsys.env import ALLOWED_KEYS
+from analysis.nsys.guard import validate
+from tests.analysis.planting import copy_export
+from tests.analysis.secrets import SECRET, plant_secrets
+from tests.conftest import corpus_file
+
+
+def _findings(trace) -> str:
+    return json.dumps(analyze([trace], labels=["x"]), sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("name", ["cloverleaf-devsync.sqlite", "nccl-ring-2node-r1-ault44.sqlite",
+                                  "unified-memory-a100.sqlite", "vecadd-2026.sqlite"])
+def test_the_kept_copy_has_no_secret_and_ingests_to_the_same_findings(tmp_path, name):
+    src = plant_secrets(corpus_file(name), tmp_path / "planted.sqlite")
+    kept = tmp_path / "store" / "kept.sqlite"
+    kept.parent.mkdir()
+    first = ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
+    assert first.kept == kept
+    data = kept.read_bytes()
+    # Proven on the bytes: no planted value, and none of the real exports' own captured secrets either.
+    for needle in (SECRET, "PMI_SHARED_SECRET", "USER=", "HOME=", "LOGNAME="):
+        assert needle.encode() not in data, needle
+    assert sorted(p.name for p in kept.parent.iterdir()) == ["kept.sqlite"]  # no temporary copy left
+    again = ingest(kept, tmp_path / "b" / "trace.duckdb")
+    assert {k: v for k, v in again.info.items() if k != "file"} == {k: v for k, v in first.info.items() if k != "file"}
+    assert _findings(first.out) == _findings(again.out)
+    before = validate(src, max_bytes=2**40, timeout_s=60)
+    after = validate(kept, max_bytes=2**40, timeout_s=60)
+    assert after.facts == before.facts and after.tables == before.tables and after.meta == before.meta
+
+
+def test_allow_listed_job_facts_survive_with_the_separator_the_export_used(tmp_path):
+    src = plant_secrets(corpus_file("cloverleaf-devsync.sqlite"), tmp_path / "planted.sqlite")
+    kept = tmp_path / "kept.sqlite"
+    ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
+    with sqlite3.connect(kept) as con:
+        [env] = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'").fetchone()
+        names = {r[0] for r in con.execute("SELECT name FROM TARGET_INFO_SYSTEM_ENV")}
+        capture = con.execute("SELECT count(*) FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%'").fetchone()[0]
+        [user] = con.execute("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_USER'").fetchone()
+    assert {item.split("=")[0] for item in env.split(";")} <= ALLOWED_KEYS
+    assert "PMI_RANK=0" in env.split(";") and SECRET not in env
+    assert names <= {"DeviceEnvironment", "Hostname", "CpuCores", "CpuArchitecture", "CpuDescription",
+                     "OsDescription", "HardwarePlatform", "SoftwarePlatform", "NvDriverVersion",
+                     "CudaDriverVersion", "GpuInfo"} and "ProcessEnvironment" not in names
+    # Only allow-listed PROCESS_n environment variables remain (PMI_SIZE, PMI_LOCAL_RANK ...), no arguments.
+    assert capture > 0 and user == ""
+    with sqlite3.connect(kept) as con:
+        rows = con.execute("SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%'").fetchall()
+    assert all(n.endswith("ENVIRONMENT_VARIABLE") and v.split("=")[0] in ALLOWED_KEYS for n, v in rows), rows
+
+
+def test_a_trigger_in_the_export_cannot_put_the_secret_back(tmp_path):
+    src = plant_secrets(corpus_file("cloverleaf-devsync.sqlite"), tmp_path / "planted.sqlite")
+    with sqlite3.connect(src) as con:  # a hostile export: deleting a capture row would re-insert the secret
+        con.execute("CREATE TABLE stash (v TEXT)")
+        con.execute("INSERT INTO stash VALUES (?)", (SECRET[::-1],))
+        con.execute("CREATE TRIGGER back AFTER DELETE ON META_DATA_CAPTURE BEGIN "
+                    "INSERT INTO META_DATA_CAPTURE (name, value) SELECT 'X', reverse(v) FROM stash; END")
+    kept = tmp_path / "kept.sqlite"
+    ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
+    assert SECRET.encode() not in kept.read_bytes()
+
+
+def test_a_view_where_a_scrubbed_table_belongs_is_refused(tmp_path):
+    src = copy_export(corpus_file("cloverleaf-devsync.sqlite"), tmp_path / "v.sqlite")
+    with sqlite3.connect(src) as con:
+        con.execute("ALTER TABLE META_DATA_CAPTURE RENAME TO capture_real")
+        con.execute("CREATE VIEW META_DATA_CAPTURE AS SELECT * FROM capture_real")
+    out = tmp_path / "a" / "trace.duckdb"
+    with pytest.raises(TraceError) as err:
+        ingest(src, out, keep=tmp_path / "kept.sqlite")
+    assert err.value.code == "unsafe_schema"
+    assert not out.exists() and not (tmp_path / "kept.sqlite").exists()
+    assert [p.name for p in out.parent.iterdir()] == []
+
+
+def _fake_free(monkeypatch, free: int) -> None:
+    real = nsys_ingest.os.statvfs
+
+    def statvfs(path):
+        st = real(path)
+        blocks = free // st.f_frsize
+        return nsys_ingest.os.statvfs_result((st.f_bsize, st.f_frsize, st.f_blocks, blocks, blocks, st.f_files,
+                                              st.f_ffree, st.f_favail, st.f_flag, st.f_namemax))
+
+    monkeypatch.setattr(nsys_ingest.os, "statvfs", statvfs)
+
+
+def test_space_is_estimated_from_the_tables_read_so_a_small_volume_takes_small_exports(tmp_path, monkeypatch):
+    src = corpus_file("vecadd-2026.sqlite")  # 0.6 MB: the old rule (size/2 + 64 MiB) wanted 64.3 MiB
+    info = validate(src, max_bytes=2**40, timeout_s=60)
+    need = nsys_ingest.space_needed(info, keep=True)
+    assert info.table_bytes > 0 and need < 16 * 2**20
+    # Independent of the estimate: what the tables read occupy, from SQLite's page accounting.
+    with sqlite3.connect(f"file:{src}?mode=ro&immutable=1", uri=True) as con:
+        pages = con.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'").fetchone()[0]
+    assert pages and info.table_bytes >= pages
+    _fake_free(monkeypatch, 20 * 2**20)  # a nearly full small volume: 20 MiB free
+    ingest(src, tmp_path / "a" / "trace.duckdb", keep=tmp_path / "kept.sqlite", limits=Limits())
+    _fake_free(monkeypatch, need - 4096)
+    with pytest.raises(TraceError) as err:
+        ingest(src, tmp_path / "b" / "trace.duckdb", keep=tmp_path / "kept2.sqlite")
+    assert err.value.code == "no_space" and f"{need:,}" in err.value.message
+    assert not (tmp_path / "b" / "trace.duckdb").exists() and not (tmp_path / "kept2.sqlite").exists()

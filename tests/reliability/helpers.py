@@ -1,0 +1,29 @@
+"""Checks the reliability tests share: what is left under data_dir, and whether a secret is stored anywhere."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def stored_files(data_dir: Path) -> list[str]:
+    """Every file under data_dir but the service's own state (broker, beat schedule, secret key)."""
+    skip = ("broker.sqlite", "celerybeat-schedule", "secret_key", "goodput.sqlite")
+    return sorted(p.relative_to(data_dir).as_posix() for p in data_dir.rglob("*")
+                  if p.is_file() and not p.name.startswith(skip))
+
+
+def files_holding(data_dir: Path, needle: str) -> list[str]:
+    """Files under data_dir whose bytes contain ``needle``."""
+    raw = needle.encode()
+    return [p.relative_to(data_dir).as_posix() for p in data_dir.rglob("*") if p.is_file() and raw in p.read_bytes()]
+
+
+def report_files(data_dir: Path, report: dict, kept: bool = True) -> list[str]:
+    """What one finished report should leave: its trace, and its export kept without the environment."""
+    sha = report["sha256"]
+    return sorted([f"reports/{report['id']}/trace.duckdb"] + ([f"uploads/{sha[:2]}/{sha}.kept.sqlite"] if kept else []))
