@@ -1,48 +1,136 @@
-"""Analyze a run: per-report summaries, all selected rules, findings ranked by impact."""
+"""Analyze a run: per-report phases and summaries, all selected rules on the analysis window, findings
+ranked by impact."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from analysis import breakdown as bd
 from analysis import iterations as it
-from analysis.findings import rank_findings
+from analysis import window as win
+from analysis.anatomy import anatomy
+from analysis.findings import Finding, rank_findings
 from analysis.nvtx_projection import nvtx_projection
+from analysis.phases import PhaseInfo, phase_info
 from analysis.rules.base import run_rules
 from analysis.rules.registry import default_registry
 from analysis.summary import report_info
 from analysis.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 
+ITEMS = 50  # per-iteration records in the JSON: the first ones (all of them feed the statistics)
+# Idle a host-paced loop shows between iterations is its pacing, not a defect of the GPU.
+PACING_RULES = ("GPU001", "GPU002")
 
-def _with_summaries(info: dict[str, Any], trace: Trace) -> dict[str, Any]:
-    """An nsys report's info plus its time breakdown (with per-device parts) and compact NVTX summaries."""
-    if trace.tool != "nsys":
-        return info
-    info["breakdown"] = bd.breakdown(trace)
-    info["iterations"] = it.compact(it.iterations(trace))
-    nvtx = nvtx_projection(trace, limit=10)
-    info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
-    return info
+
+def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> dict[str, Any]:
+    """The report's ``iterations`` object: NVTX's step summary when the step is an NVTX range (its
+    keys as before), plus the loop's source, counts, iteration-time percentiles and step anatomy."""
+    loop = info.loop
+    out: dict[str, Any] = it.compact(it.iterations(trace)) if loop.source in ("nvtx", None) else {
+        "has_nvtx": trace.has_rows("nvtx"), "range": None, "domain": None}
+    d = loop.durations
+    out.update({"source": loop.source, "count": len(loop), "signature": loop.signature,
+                "detail": loop.detail, "reason": out.get("reason") if loop.source else loop.reason})
+    if len(d):
+        q = {f"p{p}": float(np.percentile(d, p)) for p in (10, 50, 90, 99)}
+        stats = {"median_ns": q["p50"], "p10_ns": q["p10"], "p90_ns": q["p90"], "p99_ns": q["p99"],
+                 "min_ns": int(d.min()), "max_ns": int(d.max()), "mean_ns": float(d.mean())}
+        out["iteration_time"] = stats
+        if loop.source == "kernel_pattern":
+            out.update(stats)  # NVTX keeps its projected GPU time as the headline, as before
+        elif "p99_ns" not in out and out.get("items") is None:
+            out["p99_ns"] = None
+        out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
+                         "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
+    if ana is not None:
+        records = ana.pop("records")
+        out["anatomy"] = {**ana, "records": records[:ITEMS], "records_total": len(records)}
+    return out
+
+
+def _align(run: Run, bounds: list[tuple[int, int] | None]) -> list[tuple[int, int] | None]:
+    """Several nsys reports with absolute clocks: one steady window for all, the intersection of theirs
+    on the absolute time base (when they overlap), so that ranks are judged over the same stretch."""
+    starts = [t.session_start_utc_ns for t in run.traces]
+    if len(run.traces) < 2 or any(b is None for b in bounds) or any(s is None for s in starts):
+        return bounds
+    lo = max(b[0] + s for b, s in zip(bounds, starts, strict=True))  # type: ignore[index, operator]
+    hi = min(b[1] + s for b, s in zip(bounds, starts, strict=True))  # type: ignore[index, operator]
+    if lo >= hi:
+        return bounds
+    return [(lo - s, hi - s) for s in starts]  # type: ignore[operator]
 
 
 def analyze_run(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int = DUCKDB_MEMORY_BYTES,
+    window: str | None = None,
 ) -> dict[str, Any]:
     """See ``analysis.api.analyze``."""
+    spec = win.parse(window)
     registry = default_registry()
     registry.validate_overrides(thresholds)
     selected = registry.select(rules)
+    all_params = {r.id: registry.resolve_params(r, thresholds) for r in registry}
     with Run.open([Path(p) for p in reports], labels, memory_bytes) as run:
-        infos = [_with_summaries(report_info(t), t) for t in run.traces]
-        findings, results = run_rules(run, registry, selected, thresholds)
+        infos_p = [phase_info(t) if t.tool == "nsys" else None for t in run.traces]
+        resolved = [win.resolve(spec, t, i) if i is not None else ("all", None, "not an nsys report")
+                    for t, i in zip(run.traces, infos_p, strict=True)]
+        bounds = [r[1] for r in resolved]
+        if spec.kind == "steady" and all(t.tool == "nsys" for t in run.traces):
+            bounds = _align(run, bounds)
+        views = [t.windowed(*b) if b is not None else t for t, b in zip(run.traces, bounds, strict=True)]
+        for v, i in zip(views, infos_p, strict=True):
+            if i is not None:
+                v.memo["phase_info"] = i
+        wrun = Run(views)
+        try:
+            infos = []
+            for t, v, i, (phase, b, reason) in zip(run.traces, views, infos_p, resolved, strict=True):
+                info = report_info(t)
+                if i is not None:
+                    info["breakdown"] = bd.breakdown(v)
+                    ana = anatomy(v, i.loop, all_params) if len(i.loop) and v.has_rows("kernels") else None
+                    info["iterations"] = _loop_summary(t, i, ana)
+                    nvtx = nvtx_projection(v, limit=10)
+                    info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
+                    info["phases"] = [p.to_dict() for p in i.phases]
+                b = bounds[len(infos)]
+                info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
+                                  "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
+                infos.append(info)
+            findings, results = run_rules(wrun, registry, selected, thresholds)
+        finally:
+            for v, t in zip(views, run.traces, strict=True):
+                if v is not t:
+                    v.close()
+    phase_by_label = {info["file"]: info["window"]["phase"] for info in infos}
+    paced = {info["file"] for info in infos
+             if ((info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"}
+    findings = [_placed(f, phase_by_label, paced, spec.text) for f in findings]
     ranked = rank_findings(findings)
     if top is not None:
         ranked = ranked[:top]
     return {
+        "window": spec.text,
         "reports": infos,
         "findings": [f.to_dict() for f in ranked],
         "rules": [r.to_dict() for r in results],
     }
+
+
+def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: str) -> Finding:
+    """A finding with its phase (the report's window, or the run's for run-level findings); on a
+    host-paced loop the idle rules are information, not defects."""
+    if f.phase is None:
+        f = dataclasses.replace(f, phase=phase_by_label.get(f.report or "", spec if f.report is None else None))
+    if f.report in paced and f.rule_id in PACING_RULES:
+        f = dataclasses.replace(f, severity="info", message=f.message + " The loop is host-paced (the GPU waits "
+                                "for each frame or request by design): this idle is its pacing, not a GPU defect.",
+                                extra={**f.extra, "host_paced": True})
+    return f

@@ -1,0 +1,168 @@
+"""The repeating unit of a GPU's work without NVTX: the period of its sequence of kernel and copy names.
+
+A training or inference loop launches the same sequence of operations every iteration. Each operation
+of a (pid, device) unit gets a code (a hash of its kernel name, or ``memcpy <kind>`` / ``memset``), in
+start order. A code that occurs once per iteration recurs at a nearly constant distance (in operations):
+the iteration's length, give or take the odd extra operation (a logging kernel, a copy every N steps).
+So, on a sample of the sequence:
+
+* every code that occurs at least ``MIN_ITERATIONS`` times gets the median distance between its
+  consecutive occurrences and its *regularity*: the share of those distances within ``TOLERANCE`` of
+  the median (at least one operation either way);
+* a code is a candidate when its occurrences cover at least half of the sample (count x median);
+* the period is the candidate period of the highest regularity, the shortest among those within
+  ``TIE`` of it (a code that occurs once every 10 iterations is as regular, but 10 times longer; a
+  code that occurs once per layer is less regular, since the layers of a step are followed by the
+  optimizer and the next step's input). Its code, the *anchor*, opens every iteration.
+
+Cost: one pass to hash and fetch a bounded sample (``SAMPLE`` operations from the middle of the
+unit's span, where the steady loop is), a sort of the sample, then one filtered scan for the anchor's
+occurrences over the whole trace and one as-of join that counts operations per iteration. Linear in
+the number of operations plus n log n on the sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.trace import Trace
+
+MIN_ITERATIONS = 3
+TOLERANCE = 0.1
+TIE = 0.02
+MIN_REGULARITY = 0.8
+MIN_COVERAGE = 0.5
+SAMPLE = 1 << 18
+
+# One code per operation: kernels by name, copies by kind, memsets alike.
+OPS_CODES_SQL = """
+    SELECT pid, device, start_ns, end_ns, hash(COALESCE(name, short_name, '?')) AS code FROM kernels
+    WHERE start_ns IS NOT NULL AND end_ns >= start_ns
+    UNION ALL SELECT pid, device, start_ns, end_ns, hash('memcpy ' || COALESCE(copy_kind, '?')) FROM memcpy
+    WHERE start_ns IS NOT NULL AND end_ns >= start_ns
+    UNION ALL SELECT pid, device, start_ns, end_ns, hash('memset') FROM memset
+    WHERE start_ns IS NOT NULL AND end_ns >= start_ns
+"""
+
+
+@dataclass(frozen=True)
+class Period:
+    """A unit's repeating unit: ``length`` operations, opened by the operation with code ``anchor``."""
+
+    pid: int | None
+    device: int | None
+    length: int
+    ops: int               # the unit's operations in the whole trace
+    anchor: int            # the code (hash) of the operation that opens each iteration
+    regularity: float      # share of the anchor's distances within the tolerance
+    match: float           # share of positions i with code[i] == code[i + length] in the sample
+
+
+def find_period(codes: np.ndarray) -> tuple[int, int, float, float] | None:
+    """(length, anchor code, regularity, match) of a code sequence, or None (see the module docstring)."""
+    m = len(codes)
+    if m < MIN_ITERATIONS:
+        return None
+    uniq, inv = np.unique(codes, return_inverse=True)
+    order = np.argsort(inv, kind="stable")          # positions grouped by code, in time order
+    sym = inv[order]
+    first = np.flatnonzero(np.r_[True, sym[1:] != sym[:-1]])
+    counts = np.diff(np.r_[first, m])
+    dist = np.diff(order)
+    same = sym[1:] == sym[:-1]
+    cands: list[tuple[float, int, int]] = []
+    for k in np.flatnonzero(counts >= MIN_ITERATIONS):
+        a = first[k]
+        d = dist[a:a + counts[k] - 1]
+        if not same[a:a + counts[k] - 1].all():
+            continue
+        med = int(np.median(d))
+        if med < 1 or counts[k] * med < MIN_COVERAGE * m:
+            continue
+        tol = max(1, int(TOLERANCE * med))
+        reg = float(np.mean(np.abs(d - med) <= tol))
+        if reg >= MIN_REGULARITY:
+            cands.append((reg, med, int(k)))
+    if not cands:
+        return None
+    top = max(c[0] for c in cands)
+    near = [c for c in cands if c[0] >= top - TIE]
+    # The shortest period; among codes of that period, the one whose first occurrence comes first.
+    reg, length, k = min(near, key=lambda c: (c[1], int(order[first[c[2]]])))
+    match = float(np.mean(codes[:-length] == codes[length:])) if length < m else 0.0
+    return length, int(uniq[k]), reg, match
+
+
+def _units(trace: Trace) -> list[tuple[int | None, int | None, int, int, int]]:
+    """(pid, device, ops, first start, last start) of each unit, most operations first."""
+    return trace.sql(f"""SELECT pid, device, COUNT(*), MIN(start_ns), MAX(start_ns) FROM ({OPS_CODES_SQL})
+                         GROUP BY ALL ORDER BY 3 DESC, 1, 2""")  # noqa: S608 - constants
+
+
+def _cond(pid: int | None, device: int | None) -> str:
+    p = "pid IS NULL" if pid is None else f"pid = {int(pid)}"
+    d = "device IS NULL" if device is None else f"device = {int(device)}"
+    return f"{p} AND {d}"
+
+
+def _sample(trace: Trace, pid: int | None, device: int | None, n: int, t0: int, t1: int) -> np.ndarray:
+    """Codes of the unit in start order: all of them, or about ``SAMPLE`` from the middle of its span."""
+    where = _cond(pid, device)
+    if n > 2 * SAMPLE and t1 > t0:
+        half = max(1, int((t1 - t0) * SAMPLE / n / 2))
+        mid = (t0 + t1) // 2
+        where += f" AND start_ns >= {mid - half} AND start_ns < {mid + half}"
+    d = trace.arrays(f"SELECT code FROM ({OPS_CODES_SQL}) WHERE {where} ORDER BY start_ns, end_ns")  # noqa: S608
+    return d["code"]
+
+
+def unit_period(trace: Trace) -> Period | None:
+    """The period of the unit with the most operations that has one (several units: each is tried in
+    order of size, the first with a period wins)."""
+    for pid, device, n, t0, t1 in _units(trace)[:8]:
+        if n < MIN_ITERATIONS:
+            break
+        found = find_period(_sample(trace, pid, device, int(n), int(t0), int(t1)))
+        if found is not None:
+            return Period(pid, device, found[0], int(n), found[1], found[2], found[3])
+    return None
+
+
+def pattern_iterations(trace: Trace, period: Period) -> list[tuple[int, int, int]]:
+    """The iterations of a period over the whole trace: (start_ns, end_ns, operations) per iteration.
+
+    Iterations open at the anchor's occurrences; an iteration ends at the last end of the operations
+    before the next one. The loop is the longest stretch of consecutive iterations whose operation
+    counts lie within the tolerance of the period (start-up and teardown work falls outside it).
+    """
+    where = _cond(period.pid, period.device)
+    rows = trace.sql(f"""
+        WITH ops AS (SELECT start_ns, end_ns, code FROM ({OPS_CODES_SQL}) WHERE {where}),
+        anchors AS (SELECT start_ns AS a FROM ops WHERE code = {int(period.anchor)}),
+        tagged AS (SELECT o.start_ns, o.end_ns, x.a FROM ops o ASOF JOIN anchors x ON o.start_ns >= x.a)
+        SELECT a, MAX(end_ns), COUNT(*) FROM tagged GROUP BY a ORDER BY a""")  # noqa: S608 - integers
+    if len(rows) < MIN_ITERATIONS:
+        return []
+    counts = np.array([r[2] for r in rows])
+    tol = max(1, int(TOLERANCE * period.length))
+    ok = np.abs(counts - period.length) <= tol
+    # A warm-up iteration has the loop's operations too (their times differ, not their count), so the
+    # longest run of well-formed iterations is the loop.
+    best, run_start, i0, i1 = 0, None, 0, 0
+    for i, good in enumerate(np.r_[ok, False]):
+        if good and run_start is None:
+            run_start = i
+        elif not good and run_start is not None:
+            if i - run_start > best:
+                best, i0, i1 = i - run_start, run_start, i
+            run_start = None
+    # The loop must be most of the unit's work: a short repeating burst is not its loop.
+    if best < MIN_ITERATIONS or int(counts[i0:i1].sum()) < MIN_COVERAGE * period.ops:
+        return []
+    out = []
+    for i in range(i0, i1):
+        start, end = int(rows[i][0]), int(rows[i][1])
+        out.append((start, end, int(rows[i][2])))
+    return out
