@@ -9,11 +9,14 @@ So, on a sample of the sequence:
 * every code that occurs at least ``MIN_ITERATIONS`` times gets the median distance between its
   consecutive occurrences and its *regularity*: the share of those distances within ``TOLERANCE`` of
   the median (at least one operation either way);
-* a code is a candidate when its occurrences cover at least half of the sample (count x median);
-* the period is the candidate period of the highest regularity, the shortest among those within
-  ``TIE`` of it (a code that occurs once every 10 iterations is as regular, but 10 times longer; a
-  code that occurs once per layer is less regular, since the layers of a step are followed by the
-  optimizer and the next step's input). Its code, the *anchor*, opens every iteration.
+* a code is a candidate when it is regular (``MIN_REGULARITY``) and its occurrences cover at least
+  half of the sample (count x median);
+* each candidate period ``p`` gets its *match*: the share of positions ``i`` of the sample with
+  ``code[i] == code[i + p]``; the period is the shortest within ``TIE`` of the best match (a code
+  that occurs once every 10 iterations matches as well, but is 10 times longer; a code that occurs
+  once per layer matches worse, since the layers of a step are followed by the optimizer and the
+  next step's input), and needs a match of at least ``MIN_MATCH``. Its code, the *anchor*, opens
+  every iteration.
 
 Cost: one pass to hash and fetch a bounded sample (``SAMPLE`` operations from the middle of the
 unit's span, where the steady loop is), a sort of the sample, then one filtered scan for the anchor's
@@ -34,14 +37,16 @@ TOLERANCE = 0.1
 TIE = 0.02
 MIN_REGULARITY = 0.8
 MIN_COVERAGE = 0.5
+MIN_MATCH = 0.5
 SAMPLE = 1 << 18
 
-# One code per operation: kernels by name, copies by kind, memsets alike.
+# One code per operation: kernels by name, copies by kind, memsets alike. Unified-memory migrations are
+# left out: the driver moves pages on faults, the program does not launch them, so they keep no cadence.
 OPS_CODES_SQL = """
     SELECT pid, device, start_ns, end_ns, hash(COALESCE(name, short_name, '?')) AS code FROM kernels
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
     UNION ALL SELECT pid, device, start_ns, end_ns, hash('memcpy ' || COALESCE(copy_kind, '?')) FROM memcpy
-    WHERE start_ns IS NOT NULL AND end_ns >= start_ns
+    WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND COALESCE(copy_kind, '') NOT LIKE 'UVM%'
     UNION ALL SELECT pid, device, start_ns, end_ns, hash('memset') FROM memset
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
 """
@@ -71,28 +76,30 @@ def find_period(codes: np.ndarray) -> tuple[int, int, float, float] | None:
     first = np.flatnonzero(np.r_[True, sym[1:] != sym[:-1]])
     counts = np.diff(np.r_[first, m])
     dist = np.diff(order)
-    same = sym[1:] == sym[:-1]
-    cands: list[tuple[float, int, int]] = []
+    cands: list[tuple[float, int, int]] = []  # (regularity, period, code index)
     for k in np.flatnonzero(counts >= MIN_ITERATIONS):
-        a = first[k]
-        d = dist[a:a + counts[k] - 1]
-        if not same[a:a + counts[k] - 1].all():
-            continue
+        d = dist[first[k]:first[k] + counts[k] - 1]
         med = int(np.median(d))
         if med < 1 or counts[k] * med < MIN_COVERAGE * m:
             continue
-        tol = max(1, int(TOLERANCE * med))
-        reg = float(np.mean(np.abs(d - med) <= tol))
+        # Insertions lengthen a distance, they never shorten it.
+        reg = float(np.mean((d >= med) & (d <= med + max(1, int(TOLERANCE * med)))))
         if reg >= MIN_REGULARITY:
             cands.append((reg, med, int(k)))
     if not cands:
         return None
-    top = max(c[0] for c in cands)
-    near = [c for c in cands if c[0] >= top - TIE]
-    # The shortest period; among codes of that period, the one whose first occurrence comes first.
-    reg, length, k = min(near, key=lambda c: (c[1], int(order[first[c[2]]])))
-    match = float(np.mean(codes[:-length] == codes[length:])) if length < m else 0.0
-    return length, int(uniq[k]), reg, match
+    # Each candidate period is checked on the whole sample: the share of positions whose code comes back
+    # one period later. Insertions cost the true period little; a shorter, wrong one (a layer of the step,
+    # a code that happens to recur) fails at every place where the step differs from it.
+    match = {p: float(np.mean(codes[:-p] == codes[p:])) for p in {c[1] for c in cands} if p < m}
+    if not match:
+        return None
+    top = max(match.values())
+    length = min(p for p, v in match.items() if v >= top - TIE)
+    if match[length] < MIN_MATCH:
+        return None
+    reg, _, k = max((c for c in cands if c[1] == length), key=lambda c: (c[0], -int(order[first[c[2]]])))
+    return length, int(uniq[k]), reg, match[length]
 
 
 def _units(trace: Trace) -> list[tuple[int | None, int | None, int, int, int]]:

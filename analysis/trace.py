@@ -64,13 +64,16 @@ class Trace:
         for table in WINDOWED_TABLES:
             if table not in present:
                 continue
+            # Rows inside the window pass unchanged, so filters on their times still reach the file's
+            # zone maps; only the few rows crossing an edge are clipped.
             con.execute(f"""
                 CREATE TEMP VIEW "{table}" AS
-                SELECT * REPLACE (GREATEST(start_ns, {lo}) AS start_ns,
-                                  CASE WHEN end_ns IS NULL THEN NULL ELSE LEAST(end_ns, {hi}) END AS end_ns),
-                       rowid  -- rules join on rowid (the file's row ids, so the same rows as unwindowed)
+                SELECT *, rowid FROM "{db}".main."{table}"
+                WHERE start_ns >= {lo} AND start_ns < {hi} AND (end_ns <= {hi} OR end_ns IS NULL)
+                UNION ALL
+                SELECT * REPLACE (GREATEST(start_ns, {lo}) AS start_ns, LEAST(end_ns, {hi}) AS end_ns), rowid
                 FROM "{db}".main."{table}"
-                WHERE start_ns < {hi} AND (end_ns > {lo} OR start_ns >= {lo})""")  # noqa: S608 - integers, constants
+                WHERE start_ns < {hi} AND end_ns > {lo} AND (start_ns < {lo} OR end_ns > {hi})""")  # noqa: S608
 
     def windowed(self, start_ns: int, end_ns: int) -> Trace:
         """The same report seen through the window ``[start_ns, end_ns)`` (its own connection and memo)."""
