@@ -80,8 +80,9 @@ def find_loop(trace: Trace) -> Loop:
     nv = nvtx_iterations.iterations(trace, max_items=10**9)
     if nv.get("range"):
         items = nv["items"]
-        starts = np.array([min(i["start_ns"], i["gpu_start_ns"] if i["gpu_start_ns"] is not None else i["start_ns"])
-                           for i in items], dtype=np.int64)
+        # On the GPU's timeline (the host runs ahead of it): a step starts with its first GPU operation.
+        starts = np.array([i["gpu_start_ns"] if i["gpu_start_ns"] is not None else i["start_ns"] for i in items],
+                          dtype=np.int64)
         ends = np.array([max(i["end_ns"], i["gpu_end_ns"] or 0) for i in items], dtype=np.int64)
         order = np.argsort(starts, kind="stable")
         return Loop("nvtx", starts[order], ends[order], signature=[nv["range"]],
@@ -103,7 +104,7 @@ def find_loop(trace: Trace) -> Loop:
 
 def activity_bounds(trace: Trace) -> tuple[int, int] | None:
     """First start and last end of any recorded activity of the report (host or GPU)."""
-    parts = [f'SELECT MIN(start_ns) s, MAX(COALESCE(end_ns, start_ns)) e FROM "{t}"' for t in TIMED
+    parts = [f'SELECT MIN(start_ns) s, MAX(COALESCE(end_ns, start_ns)) e FROM "{t}"' for t in TIMED  # noqa: S608 - constants
              if t in trace.tables]
     if not parts:
         return None

@@ -6,8 +6,8 @@ from analysis.rules.base import Rule
 from analysis.rules.nsys.comm import ExposedCommunication, Stragglers
 from analysis.rules.nsys.gpu import IdleGaps, LowUtilization
 from analysis.rules.nsys.launch import LaunchBound
-from analysis.rules.nsys.phase import StartupCost, WarmupCost
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
+from analysis.rules.nsys.phase import StartupCost, WarmupCost
 from analysis.rules.nsys.sync import BlockingSync
 
 NSYS_RULES: list[type[Rule]] = [

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from analysis.findings import Evidence, Finding
-from analysis.phases import top_calls, activity_bounds, phase_info, phase_of, warmup_count
+from analysis.phases import activity_bounds, phase_info, phase_of, top_calls, warmup_count
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import fmt_ms, pct
 from analysis.trace import Run, Trace
