@@ -99,7 +99,8 @@ def find_loop(trace: Trace) -> Loop:
     unit = (period.pid, period.device)
     return Loop("kernel_pattern", starts, ends, signature=_signature(trace, unit, int(starts[0])), unit=unit,
                 detail={"period_ops": period.length, "regularity": round(period.regularity, 3),
-                        "match": round(period.match, 3), "pid": period.pid, "device": period.device})
+                        "match": round(period.match, 3), "pid": period.pid, "device": period.device,
+                        "nvtx_reason": nv.get("reason")})
 
 
 def activity_bounds(trace: Trace) -> tuple[int, int] | None:

@@ -20,7 +20,7 @@ NSYS_RULES: list[type[Rule]] = [
     BlockingMemcpy,
     SyncMemset,
     UnifiedMemoryMigration,
-    BlockingSync,
     StartupCost,
     WarmupCost,
+    BlockingSync,
 ]
