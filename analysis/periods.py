@@ -20,7 +20,7 @@ So, on a sample of the sequence:
 
 Cost: one pass to hash and fetch a bounded sample (``SAMPLE`` operations from the middle of the
 unit's span, where the steady loop is), a sort of the sample, then one filtered scan for the anchor's
-occurrences over the whole trace and one as-of join that counts operations per iteration. Linear in
+occurrences over the whole trace and one binary search per operation to count them per iteration. Linear in
 the number of operations plus n log n on the sample.
 """
 
@@ -49,6 +49,14 @@ OPS_CODES_SQL = """
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND COALESCE(copy_kind, '') NOT LIKE 'UVM%'
     UNION ALL SELECT pid, device, start_ns, end_ns, hash('memset') FROM memset
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
+"""
+
+# The same operations without the codes (counting and timing need no hash).
+OPS_SQL = """
+    SELECT pid, device, start_ns, end_ns FROM kernels WHERE start_ns IS NOT NULL AND end_ns >= start_ns
+    UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy
+    WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND COALESCE(copy_kind, '') NOT LIKE 'UVM%'
+    UNION ALL SELECT pid, device, start_ns, end_ns FROM memset WHERE start_ns IS NOT NULL AND end_ns >= start_ns
 """
 
 
@@ -104,7 +112,7 @@ def find_period(codes: np.ndarray) -> tuple[int, int, float, float] | None:
 
 def _units(trace: Trace) -> list[tuple[int | None, int | None, int, int, int]]:
     """(pid, device, ops, first start, last start) of each unit, most operations first."""
-    return trace.sql(f"""SELECT pid, device, COUNT(*), MIN(start_ns), MAX(start_ns) FROM ({OPS_CODES_SQL})
+    return trace.sql(f"""SELECT pid, device, COUNT(*), MIN(start_ns), MAX(start_ns) FROM ({OPS_SQL})
                          GROUP BY ALL ORDER BY 3 DESC, 1, 2""")  # noqa: S608 - constants
 
 
@@ -145,11 +153,19 @@ def pattern_iterations(trace: Trace, period: Period) -> list[tuple[int, int, int
     counts lie within the tolerance of the period (start-up and teardown work falls outside it).
     """
     where = _cond(period.pid, period.device)
-    rows = trace.sql(f"""
-        WITH ops AS (SELECT start_ns, end_ns, code FROM ({OPS_CODES_SQL}) WHERE {where}),
-        anchors AS (SELECT start_ns AS a FROM ops WHERE code = {int(period.anchor)}),
-        tagged AS (SELECT o.start_ns, o.end_ns, x.a FROM ops o ASOF JOIN anchors x ON o.start_ns >= x.a)
-        SELECT a, MAX(end_ns), COUNT(*) FROM tagged GROUP BY a ORDER BY a""")  # noqa: S608 - integers
+    anchors = np.sort(trace.arrays(f"SELECT start_ns FROM ({OPS_CODES_SQL}) WHERE {where} "  # noqa: S608 - integers
+                                   f"AND code = {int(period.anchor)}")["start_ns"])
+    if len(anchors) < MIN_ITERATIONS:
+        return []
+    # Each operation belongs to the iteration of the last anchor at or before its start (NumPy: one
+    # binary search per operation instead of a join).
+    ops = trace.arrays(f"SELECT start_ns, end_ns FROM ({OPS_SQL}) WHERE {where}")  # noqa: S608 - integers
+    i = np.searchsorted(anchors, ops["start_ns"], side="right") - 1
+    ok = i >= 0
+    n_ops = np.bincount(i[ok], minlength=len(anchors))
+    last = np.full(len(anchors), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last, i[ok], ops["end_ns"][ok])
+    rows = [(int(a), int(e), int(c)) for a, e, c in zip(anchors, last, n_ops, strict=True)]
     if len(rows) < MIN_ITERATIONS:
         return []
     counts = np.array([r[2] for r in rows])
