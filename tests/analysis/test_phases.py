@@ -196,3 +196,23 @@ def test_period_survives_random_insertions(body, n, data):
         seq.insert(at, data.draw(st.sampled_from([0, 1, 2, 3, 4, 5, 200])))
     found = find_period(np.array(seq, dtype=np.uint64))
     assert found is not None and found[0] == len(body)
+
+
+def test_idle_inside_nccl_setup_is_setup_not_data_loading():
+    src = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
+    result = analyze([ingested(src)], rules=["GPU001"], window="all")
+    (gpu,) = result["findings"]
+    assert gpu["main_cause"] == "setup" and "data loading" not in gpu["advice"].lower()
+    # Independently: each gap shown lies at least half inside NCCL set-up ranges or CUDA set-up calls.
+    trace = Trace(ingested(src), src.name)
+    try:
+        for e in gpu["evidence"]:
+            covered = trace.scalar("""
+                SELECT COALESCE(MAX(LEAST(end_ns, $e) - GREATEST(start_ns, $s)), 0) FROM (
+                    SELECT start_ns, end_ns FROM nvtx WHERE text LIKE 'ncclComm%' OR text LIKE 'ncclGetUniqueId%'
+                    UNION ALL SELECT start_ns, end_ns FROM cuda_api
+                    WHERE regexp_matches(name, '^cu(da)?(Malloc|HostAlloc|MallocHost|MemAlloc|Module|Init|SetDevice)'))
+                WHERE start_ns < $e AND end_ns > $s""", {"s": e["start_ns"], "e": e["end_ns"]})
+            assert 2 * covered >= e["end_ns"] - e["start_ns"]
+    finally:
+        trace.close()
