@@ -97,7 +97,7 @@ def find_loop(trace: Trace) -> Loop:
     starts = np.array([i[0] for i in its], dtype=np.int64)
     ends = np.array([i[1] for i in its], dtype=np.int64)
     unit = (period.pid, period.device)
-    return Loop("kernel_pattern", starts, ends, signature=_signature(trace, unit, int(starts[0])), unit=unit,
+    return Loop("kernel_pattern", starts, ends, signature=_signature(trace, unit, int(starts[0]), min(5, period.length)), unit=unit,
                 detail={"period_ops": period.length, "regularity": round(period.regularity, 3),
                         "match": round(period.match, 3), "pid": period.pid, "device": period.device,
                         "nvtx_reason": nv.get("reason")})

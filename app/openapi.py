@@ -40,6 +40,8 @@ def _body(kind: str | None) -> dict[str, Any] | None:
                                                   "files": files}}
         return {"required": False, "content": {"multipart/form-data": {"schema": form},
                                                 "application/json": {"schema": ref("RunMetadata")}}}
+    if kind == "json":
+        return {"required": True, "content": {"application/json": {"schema": ref("Reanalysis")}}}
     if kind == "binary":
         return {"required": True, "content": {"application/octet-stream": {
             "schema": {"type": "string", "contentMediaType": "application/octet-stream"}}}}

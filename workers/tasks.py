@@ -109,7 +109,7 @@ def run_analyze(task: Task, run_id: int) -> str:
         return "failed"
     try:
         result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels,
-                         memory_bytes=settings.analysis_memory_bytes)
+                         memory_bytes=settings.analysis_memory_bytes, window=inputs.window)
     except (TraceError, SoftTimeLimitExceeded, OSError) as exc:
         logger.warning("analysis failed: %s", exc, extra={"run_id": run_id})
         message = (f"analysis took longer than {LIGHT_TIME_LIMIT_S} s" if isinstance(exc, SoftTimeLimitExceeded)

@@ -22,7 +22,7 @@ class Route:
     response: str                   # schema name of the success body
     status: int = 200
     params: tuple[str, ...] = ()    # query parameters (app.api.params.PARAMS)
-    body: str | None = None         # request body: 'multipart' | 'binary'
+    body: str | None = None         # request body: 'multipart' | 'binary' | 'json'
     errors: tuple[int, ...] = ()
     tag: str = "runs"
 
@@ -47,6 +47,9 @@ ROUTES: tuple[Route, ...] = (
     Route("/runs/<int:run_id>/reports/<name>", "PUT", views.put_report, "write",
           "Stream one export into a run (202 new, 200 the same bytes already there)", "Report", 202,
           body="binary", errors=(404, 413, 422)),
+    Route("/runs/<int:run_id>/analysis", "POST", views.reanalyze_run, "write",
+          "Analyze the run again with another analysis window (JSON {window}: steady, all, startup, nvtx:NAME, "
+          "iterations:A-B, time:T0-T1)", "RunDetail", 202, body="json", errors=(400, 404, 409, 422)),
     Route("/runs/<int:run_id>/findings", "GET", views.list_findings, "read",
           "The run's findings, largest impact first", "FindingList", params=("severity", "rule", "rank", *PAGE),
           errors=(400, 404)),

@@ -51,7 +51,7 @@ SCHEMAS: dict[str, S] = {
         cluster=nullable(STR), submitter=nullable(STR), source={"type": "string", "enum": list(RUN_SOURCES)},
         status={"type": "string", "enum": list(RUN_STATUSES)},
         analysis_status=nullable({"type": "string", "enum": list(ANALYSIS_STATUSES)}),
-        analyzed_at=nullable(TIME), error=nullable(STR), created_at=TIME,
+        analysis_window=STR, analyzed_at=nullable(TIME), error=nullable(STR), created_at=TIME,
         goodput_pct=nullable(NUM), finding_count=NS, top_impact_ns=NS,
     ),
     "Finding": obj(
@@ -87,7 +87,11 @@ SCHEMAS: dict[str, S] = {
     "RunMetadata": obj(
         [], job=STR, tags={"type": "array", "items": {"type": "string", "pattern": "^[^=]+=.*$"}},
         git_sha=STR, cluster=STR, source={"type": "string", "enum": list(RUN_SOURCES)},
+        window={"type": "string", "description": "analysis window: steady (default), all, startup, nvtx:NAME, "
+                                                 "iterations:A-B, time:T0-T1"},
     ),
+    "Reanalysis": obj(["window"], window={"type": "string", "description": "steady, all, startup, nvtx:NAME, "
+                                                                           "iterations:A-B, time:T0-T1"}),
 }
 SCHEMAS["RunDetail"] = {"allOf": [ref("Run"), obj(reports={"type": "array", "items": ref("Report")},
                                                   rules={"type": "array", "items": ANY_OBJ})]}

@@ -42,7 +42,7 @@ def _meta_from_request() -> uploads.RunMeta:
     if request.mimetype == "multipart/form-data":
         form = request.form
         return uploads.parse_meta(form.get("job"), form.getlist("tag"), form.get("git_sha"),
-                                  form.get("cluster"), form.get("source") or default_source)
+                                  form.get("cluster"), form.get("source") or default_source, form.get("window"))
     if request.mimetype == "application/json":
         body = request.get_json(silent=True)
         if not isinstance(body, dict):
@@ -52,11 +52,11 @@ def _meta_from_request() -> uploads.RunMeta:
             tags = [f"{k}={v}" for k, v in tags.items()]
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise ApiError("VALIDATION_ERROR", "tags must be a list of key=value strings.")
-        fields = {k: body.get(k) for k in ("job", "git_sha", "cluster", "source")}
+        fields = {k: body.get(k) for k in ("job", "git_sha", "cluster", "source", "window")}
         if any(v is not None and not isinstance(v, str) for v in fields.values()):
-            raise ApiError("VALIDATION_ERROR", "job, git_sha, cluster and source must be strings.")
+            raise ApiError("VALIDATION_ERROR", "job, git_sha, cluster, source and window must be strings.")
         return uploads.parse_meta(fields["job"], tags, fields["git_sha"], fields["cluster"],
-                                  fields["source"] or default_source)
+                                  fields["source"] or default_source, fields["window"])
     if request.content_length:
         raise ApiError("UNSUPPORTED_MEDIA_TYPE", "Send multipart/form-data (files + fields) or JSON metadata.")
     return uploads.parse_meta(None, [], None, None, default_source)
@@ -131,6 +131,16 @@ def get_run(run_id: int):
 def delete_run(run_id: int):
     runs_service.delete_run(get_session(), current_settings(), run_id)
     return jsonify({"id": run_id, "status": "deleted"}), 202
+
+
+def reanalyze_run(run_id: int):
+    body = request.get_json(silent=True) if request.mimetype == "application/json" else None
+    if not isinstance(body, dict) or not isinstance(body.get("window"), str):
+        raise ApiError("VALIDATION_ERROR", 'The JSON body must be {"window": "<spec>"}, e.g. {"window": "steady"}.')
+    session = get_session()
+    runs_service.reanalyze(session, current_settings(), run_id, body["window"])
+    return jsonify(runs_service.run_detail(session, run_id)), 202, {
+        "Location": url_for("api_v1.get_run", run_id=run_id)}
 
 
 def list_findings(run_id: int):
