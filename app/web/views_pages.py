@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import abort, redirect, render_template, request, url_for
+from flask import abort, flash, redirect, render_template, request, url_for
 
 from analysis.rules.registry import default_registry
 from app.db import get_session
@@ -55,6 +55,23 @@ def run(run_id: int):
     top = view.findings[0].impact_ns if view.findings else 0
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
                            top_impact=top, report_kinds={r.id: r.kind for r in view.reports})
+
+
+@bp.route("/runs/<int:run_id>/analysis", methods=["POST"])
+@login_required
+def reanalyze(run_id: int):
+    """The run page's window form: analyze the run again with the window asked for."""
+    from app.services import runs as runs_service
+
+    try:
+        runs_service.reanalyze(get_session(), current_settings(), run_id, request.form.get("window"))
+        flash(f"Analysis queued with window {request.form.get('window') or 'steady'}.")
+    except ApiError as exc:
+        if exc.status == 404:
+            abort(404, description=exc.message)
+        fields = (exc.details or {}).get("fields") or {}
+        flash(fields.get("window") or exc.message, "error")
+    return redirect(url_for("web.run", run_id=run_id))
 
 
 @bp.route("/compare")
