@@ -189,3 +189,46 @@ def pattern_iterations(trace: Trace, period: Period) -> list[tuple[int, int, int
         start, end = int(rows[i][0]), int(rows[i][1])
         out.append((start, end, int(rows[i][2])))
     return out
+
+
+# A host-paced loop without a repeating kernel sequence: the blocking syncs of the process that launches
+# the most GPU work cut its GPU work into iterations (one sync per frame, request or step).
+SYNC_REGULARITY = 0.5  # the iterations' times: median absolute deviation at most this share of the median
+
+
+def sync_iterations(trace: Trace, sync_names_sql: str) -> list[tuple[int, int, int]]:
+    """Iterations of a host-paced loop: (start_ns, end_ns, operations) of the GPU work between consecutive
+    blocking syncs (``sync_names_sql``: a predicate on ``cuda_api.name``) of the busiest process.
+
+    An iteration starts with the first GPU operation after a sync returns and ends with the last one
+    before the next sync returns; stretches without GPU work are not iterations. Accepted when at least
+    ``MIN_ITERATIONS`` iterations hold at least ``MIN_COVERAGE`` of the process's operations and their
+    times are regular (``SYNC_REGULARITY``).
+    """
+    if sync_names_sql == "FALSE":
+        return []
+    top = trace.sql(f"SELECT pid, COUNT(*) FROM ({OPS_SQL}) WHERE pid IS NOT NULL GROUP BY pid ORDER BY 2 DESC LIMIT 1")  # noqa: S608
+    if not top:
+        return []
+    pid, n = int(top[0][0]), int(top[0][1])
+    ends = np.sort(trace.arrays(f"SELECT end_ns FROM cuda_api WHERE pid = {pid} AND {sync_names_sql} "  # noqa: S608
+                                "AND end_ns IS NOT NULL")["end_ns"])
+    if len(ends) < MIN_ITERATIONS:
+        return []
+    ops = trace.arrays(f"SELECT start_ns, end_ns FROM ({OPS_SQL}) WHERE pid = {pid}")  # noqa: S608 - integers
+    i = np.searchsorted(ends, ops["start_ns"], side="right")   # ops after the i-th sync return, before the next
+    counts = np.bincount(i, minlength=len(ends) + 1)
+    first = np.full(len(ends) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(len(ends) + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, i, ops["start_ns"])
+    np.maximum.at(last, i, ops["end_ns"])
+    # The work before the first sync is start-up, after the last one teardown: only between syncs.
+    keep = np.flatnonzero(counts[1:-1] > 0) + 1
+    if len(keep) < MIN_ITERATIONS or counts[keep].sum() < MIN_COVERAGE * n:
+        return []
+    starts = first[keep]
+    d = np.diff(starts)
+    med = float(np.median(d)) if len(d) else 0.0
+    if med <= 0 or float(np.median(np.abs(d - med))) > SYNC_REGULARITY * med:
+        return []
+    return [(int(first[k]), int(last[k]), int(counts[k])) for k in keep]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from analysis import iterations as nvtx_iterations
-from analysis.periods import pattern_iterations, unit_period
+from analysis.periods import pattern_iterations, sync_iterations, unit_period
 from analysis.trace import Trace
 
 WARMUP_MADS = 3.0
@@ -44,7 +44,7 @@ class Phase:
 class Loop:
     """A report's iterations in time order: ``starts``/``ends`` (ns) and where they came from."""
 
-    source: str | None                     # 'nvtx' | 'kernel_pattern' | None
+    source: str | None                     # 'nvtx' | 'kernel_pattern' | 'host_sync' | None
     starts: np.ndarray
     ends: np.ndarray
     signature: list[str] = field(default_factory=list)
@@ -73,7 +73,8 @@ def _signature(trace: Trace, unit: tuple[int | None, int | None], start: int, n:
 
 
 def find_loop(trace: Trace) -> Loop:
-    """The report's iterations: NVTX steps when the report has them, else the kernel pattern."""
+    """The report's iterations: NVTX steps when the report has them, else the kernel pattern, else the
+    cadence of blocking syncs (``analysis.periods``)."""
     empty = np.empty(0, dtype=np.int64)
     if trace.tool != "nsys":
         return Loop(None, empty, empty, reason="not an nsys report")
@@ -92,8 +93,17 @@ def find_loop(trace: Trace) -> Loop:
     period = unit_period(trace)
     its = pattern_iterations(trace, period) if period else []
     if not its:
+        # Imported here: the rules package imports this module (PHASE001/PHASE002).
+        from analysis.rules.nsys.common import SYNC_API_RE, api_name_in
+
+        synced = sync_iterations(trace, api_name_in(trace, SYNC_API_RE)) if trace.has_rows("cuda_api") else []
+        if synced:
+            return Loop("host_sync", np.array([s[0] for s in synced], dtype=np.int64),
+                        np.array([s[1] for s in synced], dtype=np.int64),
+                        detail={"nvtx_reason": nv.get("reason"), "ops_median": int(np.median([s[2] for s in synced]))})
         return Loop(None, empty, empty, reason=f"{nv.get('reason')}; and no repeating sequence of GPU "
-                                               "operations covers most of the GPU work")
+                                               "operations, nor a regular cadence of blocking syncs, covers "
+                                               "most of the GPU work")
     starts = np.array([i[0] for i in its], dtype=np.int64)
     ends = np.array([i[1] for i in its], dtype=np.int64)
     unit = (period.pid, period.device)

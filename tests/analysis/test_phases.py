@@ -7,6 +7,7 @@ rows are removed. Every expected number comes from the planting parameters, not 
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +39,12 @@ MS = 1_000_000
 HOST_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "OSRT_API", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
 
 
-def _plant_loop(path: Path, periods: list[int], startup_gap: int = 200 * MS) -> dict:
+def _plant_loop(path: Path, periods: list[int], startup_gap: int = 200 * MS, shuffle: int | None = None,
+                sync: bool = False) -> dict:
     """Replace the export's GPU work by ``len(periods)`` iterations of K distinct kernels; iteration i
-    starts ``periods[i-1]`` after iteration i-1. Returns the planting facts."""
+    starts ``periods[i-1]`` after iteration i-1. ``shuffle``: a seed to launch each iteration's kernels in
+    a different order (no repeating sequence); ``sync``: a cudaDeviceSynchronize after each iteration.
+    Returns the planting facts."""
     con = sqlite_rw(path)
     rows = con.execute('SELECT rowid, demangledName, "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL '
                        "ORDER BY start").fetchall()
@@ -63,13 +67,21 @@ def _plant_loop(path: Path, periods: list[int], startup_gap: int = 200 * MS) -> 
             if has_table(con, table):
                 con.execute(f"DELETE FROM {table} WHERE rowid NOT IN ({', '.join(str(r) for r, _ in templates)})"  # noqa: S608
                             if table == "CUPTI_ACTIVITY_KIND_KERNEL" else f"DELETE FROM {table}")  # noqa: S608
+        rng = random.Random(shuffle)
+        sync_row = con.execute("""SELECT r.rowid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                                  WHERE s.value LIKE 'cudaDeviceSynchronize%' LIMIT 1""").fetchone()[0]
         starts, t = [], t0
         for i in range(len(periods)):
             starts.append(t)
             at = t
-            for rowid, dur in templates:
+            order = list(templates)
+            if shuffle is not None:
+                rng.shuffle(order)
+            for rowid, dur in order:
                 clone_row(con, "CUPTI_ACTIVITY_KIND_KERNEL", rowid, start=at, end=at + dur)
                 at += dur + SPACING
+            if sync:
+                clone_row(con, "CUPTI_ACTIVITY_KIND_RUNTIME", sync_row, start=at, end=at + SPACING)
             t += periods[i]
         con.execute(f"DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN ({', '.join(str(r) for r, _ in templates)})")  # noqa: S608
     con.close()
@@ -77,9 +89,9 @@ def _plant_loop(path: Path, periods: list[int], startup_gap: int = 200 * MS) -> 
     return {"t0": t0, "first": first_all, "starts": starts, "body_ns": span, "last_end": starts[-1] + span}
 
 
-def _analyzed(tmp_path: Path, periods: list[int], **kw) -> tuple[dict, dict]:
+def _analyzed(tmp_path: Path, periods: list[int], plant: dict | None = None, **kw) -> tuple[dict, dict]:
     src = copy_export(corpus_file(BASE), tmp_path / "planted.sqlite")
-    facts = _plant_loop(src, periods)
+    facts = _plant_loop(src, periods, **(plant or {}))
     out = tmp_path / "planted.duckdb"
     ingest(src, out)
     return facts, analyze([out], labels=["planted"], **kw)
@@ -216,3 +228,40 @@ def test_idle_inside_nccl_setup_is_setup_not_data_loading():
             assert 2 * covered >= e["end_ns"] - e["start_ns"]
     finally:
         trace.close()
+
+
+def test_ranks_share_one_steady_window_on_the_absolute_clock(tmp_path):
+    p = 5 * MS
+    outs, facts = [], []
+    for i, gap in enumerate((200 * MS, 260 * MS)):   # the second rank's loop starts 60 ms later
+        src = copy_export(corpus_file(BASE), tmp_path / f"r{i}.sqlite")
+        facts.append(_plant_loop(src, [p] * 30, startup_gap=gap))
+        outs.append(tmp_path / f"r{i}.duckdb")
+        ingest(src, outs[-1])
+    result = analyze(outs, labels=["r0", "r1"])
+    t = Trace(outs[0], "r0")
+    assert t.session_start_utc_ns is not None  # both copies share the export's session start
+    t.close()
+    lo = max(f["starts"][0] for f in facts)
+    hi = min(f["last_end"] for f in facts)
+    for rep in result["reports"]:
+        assert (rep["window"]["start_ns"], rep["window"]["end_ns"]) == (lo, hi)
+        steady = next(ph for ph in rep["phases"] if ph["name"] == "steady")
+        assert steady["start_ns"] <= lo and steady["end_ns"] >= hi  # each report keeps its own phases
+
+
+def test_host_sync_cadence_gives_the_iterations_without_a_kernel_pattern(tmp_path):
+    period = 40 * MS
+    facts, result = _analyzed(tmp_path, [period] * 20, plant={"shuffle": 7, "sync": True})
+    rep = result["reports"][0]
+    it = rep["iterations"]
+    assert it["source"] == "host_sync" and it["count"] == 20
+    assert it["iteration_time"]["median_ns"] == period
+    steady = next(ph for ph in rep["phases"] if ph["name"] == "steady")
+    assert steady["start_ns"] == facts["starts"][0] and steady["end_ns"] == facts["last_end"]
+    assert it["anatomy"]["kind"] == "host_paced" and it["anatomy"]["per_second"] == 25.0
+    # The same loop without the syncs has no cadence to find: one phase, the whole report.
+    (tmp_path / "plain").mkdir()
+    _, plain = _analyzed(tmp_path / "plain", [period] * 20, plant={"shuffle": 7})
+    assert plain["reports"][0]["iterations"]["source"] is None
+    assert [ph["name"] for ph in plain["reports"][0]["phases"]] == ["whole"]
