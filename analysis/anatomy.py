@@ -6,7 +6,10 @@ the idle gaps (NVIDIA's pairing, as GPU001) that start in it, each owned by one 
 ``analysis.rules.nsys.gaps``; its GPU busy time is its length minus that idle. ``compute_ns``,
 ``nccl_ns`` and ``memory_ns`` are the summed operation times that start in it (concurrent streams
 count twice). A loop is *host-paced* when the median iteration keeps the GPU busy less than
-``HOST_PACED_BUSY`` of its time: the GPU waits for the host's next frame or request by design.
+``HOST_PACED_BUSY`` of its time and the host *waits* through most of the iteration's longest idle
+gap (the median over iterations of the share of that gap its launching threads spend in OS runtime
+calls or blocking syncs is at least ``HOST_WAIT``): the GPU waits for the next frame or request by
+design. A loop as idle whose host is busy elsewhere (data loading, Python) is starved, not paced.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from analysis.rules.nsys.gaps import OWNER_CODES, owned
 from analysis.trace import Trace
 
 HOST_PACED_BUSY = 0.5
+HOST_WAIT = 0.5
 SLOWEST = 5
 LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch)"
 
@@ -89,13 +93,38 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         "steady_count": n, "iteration_median_ns": med,
         "jitter_pct": round(100.0 * float(np.percentile(length, 90) - np.percentile(length, 10)) / med, 3) if med else None,
         "gpu_duty_cycle_pct": round(100.0 * duty, 3),
-        "kind": "host_paced" if duty < HOST_PACED_BUSY else "throughput",
+        "kind": "host_paced" if duty < HOST_PACED_BUSY and _host_waits(trace, u, starts) >= HOST_WAIT
+        else "throughput",
         "slowest_steps": slow, "records": records,
+        "per_second": round(1e9 / med, 3) if med else None,   # iterations (steps, frames, requests) per second
     }
     if out["kind"] == "host_paced":
-        out["per_second"] = round(1e9 / med, 3) if med else None
         out["latency"] = _latency(trace, u.unit.pid, starts, busy, parts["memory_ns"])
     return out
+
+
+def _host_waits(trace: Trace, u, starts: np.ndarray) -> float:
+    """Median over iterations of the share of the iteration's longest idle gap that the process's
+    launching threads spend waiting: in OS runtime calls, or in blocking sync calls."""
+    from analysis.rules.nsys.causes import coverage, launchers
+
+    pid = u.unit.pid
+    tids = launchers(trace).get(int(pid)) if pid is not None else None
+    gs, ge = u.gap_start, u.gap_end
+    if not tids or not len(gs):
+        return 0.0
+    it = np.searchsorted(starts, gs, side="right") - 1
+    ok = it >= 0
+    idx = np.flatnonzero(ok)
+    # The longest gap of each iteration: sort by (iteration, length) and keep each iteration's last.
+    order = idx[np.lexsort((ge[idx] - gs[idx], it[idx]))]
+    last = order[np.r_[it[order][1:] != it[order][:-1], True]]
+    lg, le = gs[last], ge[last]
+    wait = coverage(trace, "osrt", int(pid), tids, lg, le)
+    sync = api_name_in(trace, SYNC_API_RE)
+    if sync != "FALSE":
+        wait = np.maximum(wait, coverage(trace, "cuda_api", int(pid), tids, lg, le, sync))
+    return float(np.median(wait / np.maximum(le - lg, 1)))
 
 
 def _latency(trace: Trace, pid: int | None, starts: np.ndarray, busy: np.ndarray, copies: np.ndarray) -> dict[str, Any]:

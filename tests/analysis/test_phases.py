@@ -40,7 +40,7 @@ HOST_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "OSRT_API", "NVTX_EVENTS", "CUPTI_
 
 
 def _plant_loop(path: Path, periods: list[int], startup_gap: int = 200 * MS, shuffle: int | None = None,
-                sync: bool = False) -> dict:
+                sync: bool = False, wait: bool = False) -> dict:
     """Replace the export's GPU work by ``len(periods)`` iterations of K distinct kernels; iteration i
     starts ``periods[i-1]`` after iteration i-1. ``shuffle``: a seed to launch each iteration's kernels in
     a different order (no repeating sequence); ``sync``: a cudaDeviceSynchronize after each iteration.
@@ -70,6 +70,10 @@ def _plant_loop(path: Path, periods: list[int], startup_gap: int = 200 * MS, shu
         rng = random.Random(shuffle)
         sync_row = con.execute("""SELECT r.rowid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
                                   WHERE s.value LIKE 'cudaDeviceSynchronize%' LIMIT 1""").fetchone()[0]
+        # The thread that launched the copied kernels, and an OS call to clone onto it.
+        launcher = con.execute("""SELECT r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k
+                                  ON k.correlationId = r.correlationId WHERE k.rowid = ?""", [templates[0][0]]).fetchone()[0]
+        osrt_row = con.execute("SELECT rowid FROM OSRT_API LIMIT 1").fetchone()[0]
         starts, t = [], t0
         for i in range(len(periods)):
             starts.append(t)
@@ -82,6 +86,8 @@ def _plant_loop(path: Path, periods: list[int], startup_gap: int = 200 * MS, shu
                 at += dur + SPACING
             if sync:
                 clone_row(con, "CUPTI_ACTIVITY_KIND_RUNTIME", sync_row, start=at, end=at + SPACING)
+            if wait:
+                clone_row(con, "OSRT_API", osrt_row, start=at, end=t + periods[i], globalTid=launcher)
             t += periods[i]
         con.execute(f"DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN ({', '.join(str(r) for r, _ in templates)})")  # noqa: S608
     con.close()
@@ -134,8 +140,8 @@ def test_slow_iteration_is_named_with_its_cause(tmp_path):
 
 
 def test_host_paced_loop_idle_is_not_critical(tmp_path):
-    period = 40 * MS   # 25 frames per second, a short batch of kernels per frame
-    facts, result = _analyzed(tmp_path, [period] * 25)
+    period = 40 * MS   # 25 frames per second, a short batch of kernels per frame; the host waits for each
+    facts, result = _analyzed(tmp_path, [period] * 25, plant={"wait": True})
     ana = result["reports"][0]["iterations"]["anatomy"]
     assert ana["kind"] == "host_paced" and ana["per_second"] == 25.0
     busy = facts["body_ns"] - (K - 1) * SPACING   # the kernels run; the spacing between them is idle
@@ -145,6 +151,11 @@ def test_host_paced_loop_idle_is_not_critical(tmp_path):
     assert idle and all(f["severity"] == "info" and f.get("host_paced") for f in idle)
     # Without the host-paced judgement the same idle would be critical: it is most of the window.
     assert max(f["impact_pct"] for f in idle) >= 10.0
+    # The same loop whose host does not wait (busy elsewhere: starved, not paced) keeps its critical idle.
+    (tmp_path / "starved").mkdir()
+    _, starved = _analyzed(tmp_path / "starved", [period] * 25)
+    assert starved["reports"][0]["iterations"]["anatomy"]["kind"] == "throughput"
+    assert any(f["rule_id"] == "GPU001" and f["severity"] == "critical" for f in starved["findings"])
 
 
 def test_kernel_pattern_finds_the_nvtx_steps(tmp_path):
@@ -259,7 +270,7 @@ def test_host_sync_cadence_gives_the_iterations_without_a_kernel_pattern(tmp_pat
     assert it["iteration_time"]["median_ns"] == period
     steady = next(ph for ph in rep["phases"] if ph["name"] == "steady")
     assert steady["start_ns"] == facts["starts"][0] and steady["end_ns"] == facts["last_end"]
-    assert it["anatomy"]["kind"] == "host_paced" and it["anatomy"]["per_second"] == 25.0
+    assert it["anatomy"]["per_second"] == 25.0
     # The same loop without the syncs has no cadence to find: one phase, the whole report.
     (tmp_path / "plain").mkdir()
     _, plain = _analyzed(tmp_path / "plain", [period] * 20, plant={"shuffle": 7})
