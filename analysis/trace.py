@@ -65,15 +65,18 @@ class Trace:
             if table not in present:
                 continue
             # Rows inside the window pass unchanged, so filters on their times still reach the file's
-            # zone maps; only the few rows crossing an edge are clipped.
+            # zone maps; only the few rows crossing an edge are clipped. A row crossing the end starts at
+            # most the table's longest duration before it, which keeps that branch to a narrow time range.
+            longest = int(con.execute(f'SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM "{db}".main."{table}"')  # noqa: S608
+                          .fetchone()[0])
+            clipped = f"""SELECT * REPLACE (GREATEST(start_ns, {lo}) AS start_ns, LEAST(end_ns, {hi}) AS end_ns), rowid
+                           FROM "{db}".main."{table}" WHERE"""
             con.execute(f"""
                 CREATE TEMP VIEW "{table}" AS
                 SELECT *, rowid FROM "{db}".main."{table}"
                 WHERE start_ns >= {lo} AND start_ns < {hi} AND (end_ns <= {hi} OR end_ns IS NULL)
-                UNION ALL
-                SELECT * REPLACE (GREATEST(start_ns, {lo}) AS start_ns, LEAST(end_ns, {hi}) AS end_ns), rowid
-                FROM "{db}".main."{table}"
-                WHERE start_ns < {hi} AND end_ns > {lo} AND (start_ns < {lo} OR end_ns > {hi})""")  # noqa: S608
+                UNION ALL {clipped} start_ns < {lo} AND end_ns > {lo}
+                UNION ALL {clipped} start_ns >= {max(lo, hi - longest)} AND start_ns < {hi} AND end_ns > {hi}""")  # noqa: S608
 
     def windowed(self, start_ns: int, end_ns: int) -> Trace:
         """The same report seen through the window ``[start_ns, end_ns)`` (its own connection and memo)."""
