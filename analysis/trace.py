@@ -69,8 +69,8 @@ class Trace:
             # most the table's longest duration before it, which keeps that branch to a narrow time range.
             longest = int(con.execute(f'SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM "{db}".main."{table}"')  # noqa: S608
                           .fetchone()[0])
-            clipped = f"""SELECT * REPLACE (GREATEST(start_ns, {lo}) AS start_ns, LEAST(end_ns, {hi}) AS end_ns), rowid
-                           FROM "{db}".main."{table}" WHERE"""
+            clip = f"GREATEST(start_ns, {lo}) AS start_ns, LEAST(end_ns, {hi}) AS end_ns"
+            clipped = f'SELECT * REPLACE ({clip}), rowid FROM "{db}".main."{table}" WHERE'  # noqa: S608 - integers, constants
             con.execute(f"""
                 CREATE TEMP VIEW "{table}" AS
                 SELECT *, rowid FROM "{db}".main."{table}"
