@@ -5,7 +5,10 @@ one run, each step in its own process so that peak RSS is that step's alone:
 
 * ``ingest``: ``analysis.api.ingest`` of the export (the reference time);
 * ``analyze``: every nsys rule (one at a time, timed) and every summary (breakdown, kernel summary,
-  NVTX projection, iterations) on the ingested DuckDB file, as ``goodput analyze`` runs them.
+  NVTX projection, iterations) on the ingested DuckDB file, as ``goodput analyze`` ran them before
+  phases (issue #11);
+* ``analyze_steady``: what ``goodput analyze`` runs since: the loop and phases of the whole file, then
+  every summary and rule on the steady window (the same round, so the two compare on one machine).
 
 The two steps alternate for ``--repeat`` rounds (default 2) and the fastest of each is compared, so
 that a slow round of either (other work on the machine, cold memory) does not decide the ratio; every
