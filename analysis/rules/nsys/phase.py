@@ -36,6 +36,14 @@ IDLE_ADVICE = ("Nothing recorded on the GPU or in CUDA calls fills most of it: h
 ONE_OFF = " It is paid once per job: it matters in proportion to how short the job is."
 
 
+class _PhaseRule(Rule):
+    """A rule about the phases around the analysis window: it needs GPU work in the whole report, not
+    in the window (a start-up window may hold no kernel at all)."""
+
+    def applicable(self, run: Run) -> list[Trace]:
+        return [t for t in run.of_tool(self.tool) if phase_info(t).base.has_rows("kernels")]
+
+
 def _cap(severity_pct: float | None) -> str:
     """A one-off cost is at most a warning: the profile cannot know how long the job runs."""
     if severity_pct is not None and severity_pct >= 2.0:
@@ -43,7 +51,7 @@ def _cap(severity_pct: float | None) -> str:
     return "info"
 
 
-class StartupCost(Rule):
+class StartupCost(_PhaseRule):
     """Start-up cost: the time from the first recorded activity to the first iteration of the loop.
 
     *Why it matters*: context creation, module loading, allocations, NCCL communicator set-up and
@@ -97,7 +105,7 @@ class StartupCost(Rule):
         )]
 
 
-class WarmupCost(Rule):
+class WarmupCost(_PhaseRule):
     """Warm-up cost: the extra time of the first iterations over the steady iteration time.
 
     *Why it matters*: JIT compilation, autotuning, allocator growth and lazy initialization make the
