@@ -51,6 +51,7 @@ class Loop:
     unit: tuple[int | None, int | None] | None = None
     detail: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
+    nvtx: dict[str, Any] = field(default_factory=dict, repr=False)  # analysis.iterations' result, all items
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -87,9 +88,9 @@ def find_loop(trace: Trace) -> Loop:
         ends = np.array([max(i["end_ns"], i["gpu_end_ns"] or 0) for i in items], dtype=np.int64)
         order = np.argsort(starts, kind="stable")
         return Loop("nvtx", starts[order], ends[order], signature=[nv["range"]],
-                    detail={"range": nv["range"], "domain": nv.get("domain")})
+                    detail={"range": nv["range"], "domain": nv.get("domain")}, nvtx=nv)
     if not trace.has_rows("kernels"):
-        return Loop(None, empty, empty, reason=nv.get("reason") or "no GPU kernels")
+        return Loop(None, empty, empty, reason=nv.get("reason") or "no GPU kernels", nvtx=nv)
     period = unit_period(trace)
     its = pattern_iterations(trace, period) if period else []
     if not its:
@@ -103,7 +104,7 @@ def find_loop(trace: Trace) -> Loop:
                         detail={"nvtx_reason": nv.get("reason"), "ops_median": int(np.median([s[2] for s in synced]))})
         return Loop(None, empty, empty, reason=f"{nv.get('reason')}; and no repeating sequence of GPU "
                                                "operations, nor a regular cadence of blocking syncs, covers "
-                                               "most of the GPU work")
+                                               "most of the GPU work", nvtx=nv)
     starts = np.array([i[0] for i in its], dtype=np.int64)
     ends = np.array([i[1] for i in its], dtype=np.int64)
     unit = (period.pid, period.device)

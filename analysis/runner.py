@@ -31,8 +31,13 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
     """The report's ``iterations`` object: NVTX's step summary when the step is an NVTX range (its
     keys as before), plus the loop's source, counts, iteration-time percentiles and step anatomy."""
     loop = info.loop
-    out: dict[str, Any] = it.compact(it.iterations(trace)) if loop.source in ("nvtx", None) else {
+    nv = loop.nvtx or (it.iterations(trace) if loop.source is None else {})
+    out: dict[str, Any] = it.compact(nv) if loop.source in ("nvtx", None) else {
         "has_nvtx": trace.has_rows("nvtx"), "range": None, "domain": None}
+    if loop.source == "nvtx":
+        # NVTX steps keep their projected GPU time as the headline, as before; p99 of it beside.
+        gpu = [i["gpu_ns"] for i in nv["items"]]
+        out["p99_ns"] = float(np.percentile(gpu, 99)) if gpu else None
     d = loop.durations
     out.update({"source": loop.source, "count": len(loop), "signature": loop.signature,
                 "detail": loop.detail, "reason": out.get("reason") if loop.source else loop.reason})
@@ -41,10 +46,8 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
         stats = {"median_ns": q["p50"], "p10_ns": q["p10"], "p90_ns": q["p90"], "p99_ns": q["p99"],
                  "min_ns": int(d.min()), "max_ns": int(d.max()), "mean_ns": float(d.mean())}
         out["iteration_time"] = stats
-        if loop.source == "kernel_pattern":
-            out.update(stats)  # NVTX keeps its projected GPU time as the headline, as before
-        elif "p99_ns" not in out and out.get("items") is None:
-            out["p99_ns"] = None
+        if loop.source != "nvtx":
+            out.update(stats)
         out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
                          "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
     if ana is not None:
