@@ -56,6 +56,25 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
     return out
 
 
+def _last_per_step(run: Run, infos_p: list[PhaseInfo | None]) -> dict[str, Any] | None:
+    """Multi-rank runs: per iteration, which report (rank) finished it last on the absolute clock, and
+    by how much after the first. Iterations pair by index when every rank's loop has the same count."""
+    loops = [(t, i.loop) for t, i in zip(run.traces, infos_p, strict=True) if i is not None and len(i.loop)]
+    if len(loops) < 2 or len({len(lp) for _, lp in loops}) != 1 or any(t.session_start_utc_ns is None for t, _ in loops):
+        return None
+    ends = np.stack([lp.ends + int(t.session_start_utc_ns or 0) for t, lp in loops])
+    last = np.argmax(ends, axis=0)
+    spread = ends.max(axis=0) - ends.min(axis=0)
+    names = [f"rank {t.rank}" if t.rank is not None else t.label for t, _ in loops]
+    if len(set(names)) < len(names):  # ranks missing or repeated in the metadata: the reports' labels
+        names = [t.label for t, _ in loops]
+    counts = np.bincount(last, minlength=len(loops))
+    return {"count": int(ends.shape[1]), "last": {names[k]: int(c) for k, c in enumerate(counts)},
+            "spread_median_ns": float(np.median(spread)),
+            "items": [{"index": j, "last": names[int(last[j])], "spread_ns": int(spread[j])}
+                      for j in range(min(ends.shape[1], ITEMS))]}
+
+
 def _align(run: Run, bounds: list[tuple[int, int] | None]) -> list[tuple[int, int] | None]:
     """Several nsys reports with absolute clocks: one steady window for all, the intersection of theirs
     on the absolute time base (when they overlap), so that ranks are judged over the same stretch."""
@@ -108,6 +127,7 @@ def analyze_run(
                                   "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
                 infos.append(info)
             findings, results = run_rules(wrun, registry, selected, thresholds)
+            steps = _last_per_step(run, infos_p)
         finally:
             for v, t in zip(views, run.traces, strict=True):
                 if v is not t:
@@ -119,12 +139,15 @@ def analyze_run(
     ranked = rank_findings(findings)
     if top is not None:
         ranked = ranked[:top]
-    return {
+    out = {
         "window": spec.text,
         "reports": infos,
         "findings": [f.to_dict() for f in ranked],
         "rules": [r.to_dict() for r in results],
     }
+    if steps is not None:
+        out["steps"] = steps  # multi-rank: which rank finished each iteration last
+    return out
 
 
 def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: str) -> Finding:

@@ -259,6 +259,10 @@ def test_ranks_share_one_steady_window_on_the_absolute_clock(tmp_path):
         assert (rep["window"]["start_ns"], rep["window"]["end_ns"]) == (lo, hi)
         steady = next(ph for ph in rep["phases"] if ph["name"] == "steady")
         assert steady["start_ns"] <= lo and steady["end_ns"] >= hi  # each report keeps its own phases
+    # Same session start, the second rank 60 ms behind: it finishes every step last, 60 ms after.
+    steps = result["steps"]
+    assert steps["count"] == 30 and steps["last"] == {"r0": 0, "r1": 30}
+    assert steps["spread_median_ns"] == 60 * MS and steps["items"][0] == {"index": 0, "last": "r1", "spread_ns": 60 * MS}
 
 
 def test_host_sync_cadence_gives_the_iterations_without_a_kernel_pattern(tmp_path):
