@@ -117,6 +117,12 @@ def text(result: dict[str, Any]) -> str:
             for c in copies:
                 lines.append(f"     {c['kind']:<9} x{c['count']:<7,} {human_bytes(c['bytes']):>12}  {ms(c['total_ns'])}")
         lines.append("")
+    steps = result.get("steps")
+    if steps:
+        last = ", ".join(f"{_printable(str(k))} {v}" for k, v in steps["last"].items())
+        lines.append(f"== ranks per step: {steps['count']} steps; finished last: {last}; median spread "
+                     f"{ms(steps['spread_median_ns'])} per step")
+        lines.append("")
     findings = result.get("findings", [])
     if findings:
         lines.append(f"== findings, costliest first ({len(findings)})")
