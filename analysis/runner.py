@@ -62,7 +62,9 @@ def _last_per_step(run: Run, infos_p: list[PhaseInfo | None]) -> dict[str, Any] 
     loops = [(t, i.loop) for t, i in zip(run.traces, infos_p, strict=True) if i is not None and len(i.loop)]
     if len(loops) < 2 or len({len(lp) for _, lp in loops}) != 1 or any(t.session_start_utc_ns is None for t, _ in loops):
         return None
-    ends = np.stack([lp.ends + int(t.session_start_utc_ns or 0) for t, lp in loops])
+    # On the clock of the earliest session: start differences, never sums of absolute clocks (int64).
+    base = min(int(t.session_start_utc_ns or 0) for t, _ in loops)
+    ends = np.stack([lp.ends + (int(t.session_start_utc_ns or 0) - base) for t, lp in loops])
     last = np.argmax(ends, axis=0)
     spread = ends.max(axis=0) - ends.min(axis=0)
     names = [f"rank {t.rank}" if t.rank is not None else t.label for t, _ in loops]
@@ -81,11 +83,14 @@ def _align(run: Run, bounds: list[tuple[int, int] | None]) -> list[tuple[int, in
     starts = [t.session_start_utc_ns for t in run.traces]
     if len(run.traces) < 2 or any(b is None for b in bounds) or any(s is None for s in starts):
         return bounds
-    lo = max(b[0] + s for b, s in zip(bounds, starts, strict=True))  # type: ignore[index, operator]
-    hi = min(b[1] + s for b, s in zip(bounds, starts, strict=True))  # type: ignore[index, operator]
+    # Offsets from the earliest session start (Python integers: exact whatever the clocks).
+    base = min(starts)  # type: ignore[type-var]
+    off = [s - base for s in starts]  # type: ignore[operator]
+    lo = max(b[0] + o for b, o in zip(bounds, off, strict=True))  # type: ignore[index]
+    hi = min(b[1] + o for b, o in zip(bounds, off, strict=True))  # type: ignore[index]
     if lo >= hi:
         return bounds
-    return [(lo - s, hi - s) for s in starts]  # type: ignore[operator]
+    return [(lo - o, hi - o) for o in off]
 
 
 def analyze_run(
