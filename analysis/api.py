@@ -144,18 +144,28 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
     return IngestResult(kind, out, info, keep if kind == "nsys" and keep is not None else None)
 
 
+def window_parse(spec: str | None) -> Any:
+    """Check a window spec (``analysis.window``) before any work: raises ``TraceError('bad_window')``."""
+    from analysis.window import parse
+
+    return parse(spec)
+
+
 def analyze(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int | None = None,
+    window: str | None = None,
 ) -> dict[str, Any]:
     """Analyze ingested reports (DuckDB files) as one run: report summaries, ranked findings, rule status.
 
     ``memory_bytes``: DuckDB's memory limit per report (default ``analysis.trace.DUCKDB_MEMORY_BYTES``);
-    the NumPy arrays of the gap analysis come on top. Returns the JSON contract
-    ``{"reports": [...], "findings": [...], "rules": [...]}``.
+    the NumPy arrays of the gap analysis come on top. ``window``: the part of each report the rules and
+    headline numbers look at (``analysis.window``; default ``steady``; a bad spec raises
+    ``TraceError('bad_window')``). Returns the JSON contract ``{"window", "reports": [...] (each with its
+    ``phases`` and ``window``), "findings": [...] (each with its ``phase``), "rules": [...]}``.
     """
     from analysis.runner import analyze_run
     from analysis.trace import DUCKDB_MEMORY_BYTES
 
     return analyze_run(reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
-                       memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
+                       memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window)

@@ -18,6 +18,7 @@ ERROR_CODES: dict[str, str] = {
     "timeout": "reading the file took longer than the configured limit",
     "no_space": "not enough disk space to ingest the file",
     "worker_crashed": "the worker died while processing the file",
+    "bad_window": "an analysis window the report cannot give (a bad spec, or a phase, range or iterations it lacks)",
     "internal": "an unexpected error inside Goodput",
 }
 

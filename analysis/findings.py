@@ -58,6 +58,8 @@ class Finding:
     rank: int | None = None
     severity: str = ""                 # derived from impact_pct when left empty
     extra: dict[str, Any] = field(default_factory=dict)  # rule-specific numbers (e.g. speedup_pct)
+    # Where it happens: the phase or window the rule looked at ('steady', 'startup', 'all', 'time' ...).
+    phase: str | None = None
 
     def __post_init__(self) -> None:
         if not self.severity:
@@ -82,6 +84,7 @@ class Finding:
             "rank": self.rank,
             "evidence": [e.to_dict() for e in self.evidence],
             "evidence_total": self.evidence_total,
+            "phase": self.phase,
         }
         out.update(self.extra)
         return out

@@ -18,6 +18,10 @@ import numpy as np
 DUCKDB_THREADS = 2
 DUCKDB_MEMORY_BYTES = 1024**3
 
+# Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
+# facts about the whole report and stay as they are.
+WINDOWED_TABLES = ("kernels", "memcpy", "memset", "cuda_api", "sync", "nvtx", "osrt", "overhead")
+
 
 @dataclass
 class Trace:
@@ -29,6 +33,10 @@ class Trace:
     _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
     # Derived data kept while the trace is open (e.g. analysis.activity's sorted arrays).
     memo: dict[str, Any] = field(default_factory=dict, repr=False)
+    # (start_ns, end_ns): the trace shows only what happens in this window. Each timed table becomes a
+    # temporary view of the rows overlapping it, their start and end clipped to it, so every rule and
+    # summary runs on the window unchanged and durations inside it stay exact.
+    window: tuple[int, int] | None = None
 
     @property
     def _memory_limit(self) -> str:
@@ -39,7 +47,42 @@ class Trace:
         if self._con is None:
             self._con = duckdb.connect(str(self.path), read_only=True, config={
                 "threads": DUCKDB_THREADS, "memory_limit": self._memory_limit})
+            if self.window is not None:
+                self._install_window(self._con)
         return self._con
+
+    def _install_window(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Shadow each timed table with a temporary view restricted and clipped to the window.
+
+        A row belongs to the window when it overlaps it, or (zero-length operations, NVTX marks) when it
+        starts inside it; the view's name resolves before the file's table (temporary objects come first).
+        """
+        lo, hi = (int(v) for v in self.window)  # type: ignore[union-attr]
+        db = con.execute("SELECT current_database()").fetchone()[0].replace('"', '""')
+        present = {r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE NOT temporary AND schema_name = 'main'").fetchall()}
+        for table in WINDOWED_TABLES:
+            if table not in present:
+                continue
+            # Rows inside the window pass unchanged, so filters on their times still reach the file's
+            # zone maps; only the few rows crossing an edge are clipped. A row crossing the end starts at
+            # most the table's longest duration before it, which keeps that branch to a narrow time range.
+            longest = int(con.execute(f'SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM "{db}".main."{table}"')  # noqa: S608
+                          .fetchone()[0])
+            clip = f"GREATEST(start_ns, {lo}) AS start_ns, LEAST(end_ns, {hi}) AS end_ns"
+            clipped = f'SELECT * REPLACE ({clip}), rowid FROM "{db}".main."{table}" WHERE'  # noqa: S608 - integers, constants
+            con.execute(f"""
+                CREATE TEMP VIEW "{table}" AS
+                SELECT *, rowid FROM "{db}".main."{table}"
+                WHERE start_ns >= {lo} AND start_ns < {hi} AND (end_ns <= {hi} OR end_ns IS NULL)
+                UNION ALL {clipped} start_ns < {lo} AND end_ns > {lo}
+                UNION ALL {clipped} start_ns >= {max(lo, hi - longest)} AND start_ns < {hi} AND end_ns > {hi}""")  # noqa: S608
+
+    def windowed(self, start_ns: int, end_ns: int) -> Trace:
+        """The same report seen through the window ``[start_ns, end_ns)`` (its own connection and memo)."""
+        if end_ns < start_ns:
+            raise ValueError(f"window ends before it starts: {start_ns} > {end_ns}")
+        return Trace(self.path, self.label, self.memory_bytes, window=(int(start_ns), int(end_ns)))
 
     def sql(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> list[tuple]:
         """Run a query with bound parameters and return all rows."""

@@ -49,6 +49,8 @@ def _body(kind: str | None) -> dict[str, Any] | None:
                                                   "files": files}}
         return {"required": False, "content": {"multipart/form-data": {"schema": form},
                                                 "application/json": {"schema": ref("RunMetadata")}}}
+    if kind == "json":
+        return {"required": True, "content": {"application/json": {"schema": ref("Reanalysis")}}}
     if kind == "binary":
         return {"required": True, "description": "The export's bytes, optionally gzip or zstd compressed. An "
                 "empty body is answered 422 with code EMPTY_FILE.", "content": {"application/octet-stream": {

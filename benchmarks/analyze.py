@@ -5,7 +5,10 @@ one run, each step in its own process so that peak RSS is that step's alone:
 
 * ``ingest``: ``analysis.api.ingest`` of the export (the reference time);
 * ``analyze``: every nsys rule (one at a time, timed) and every summary (breakdown, kernel summary,
-  NVTX projection, iterations) on the ingested DuckDB file, as ``goodput analyze`` runs them.
+  NVTX projection, iterations) on the ingested DuckDB file, as ``goodput analyze`` ran them before
+  phases (issue #11);
+* ``analyze_steady``: what ``goodput analyze`` runs since: the loop and phases of the whole file, then
+  every summary and rule on the steady window (the same round, so the two compare on one machine).
 
 The two steps alternate for ``--repeat`` rounds (default 2) and the fastest of each is compared, so
 that a slow round of either (other work on the machine, cold memory) does not decide the ratio; every
@@ -86,7 +89,7 @@ def step_analyze(src: Path, out: Path) -> dict:
             t = time.monotonic()
             fn(trace)
             timings[name] = time.monotonic() - t
-        for rule in NSYS_RULES:
+        for rule in [r for r in NSYS_RULES if not r.id.startswith("PHASE")]:  # the rules as before issue #11
             t = time.monotonic()
             found, results = run_rules(run, registry, [rule])
             timings[rule.id] = time.monotonic() - t
@@ -97,7 +100,53 @@ def step_analyze(src: Path, out: Path) -> dict:
             "impact_ns": findings}
 
 
-STEPS = {"ingest": step_ingest, "analyze": step_analyze}
+def step_analyze_steady(src: Path, out: Path) -> dict:
+    """What ``goodput analyze`` runs since phases (issue #11): the report's loop and phases on the whole
+    file, then every summary and rule on the steady window (a windowed trace: views clipped to it)."""
+    from analysis.breakdown import breakdown
+    from analysis.nvtx_projection import nvtx_projection
+    from analysis.phases import phase_info, phase_of
+    from analysis.rules.base import run_rules
+    from analysis.rules.nsys import NSYS_RULES
+    from analysis.rules.registry import default_registry
+    from analysis.summary import report_info
+    from analysis.trace import Run
+
+    timings: dict[str, float] = {}
+    findings: dict[str, int] = {}
+    registry = default_registry()
+    t0 = time.monotonic()
+    with Run.open([out]) as run:
+        whole = run.traces[0]
+        t = time.monotonic()
+        info = phase_info(whole)
+        steady = phase_of(info.phases, "steady")
+        timings["phases"] = time.monotonic() - t
+        trace = whole.windowed(steady.start_ns, steady.end_ns) if steady else whole
+        trace.memo["phase_info"] = info
+        wrun = Run([trace])
+        t = time.monotonic()
+        report_info(whole)
+        timings["report_info"] = time.monotonic() - t
+        for name, fn in (("breakdown", breakdown), ("nvtx_projection", nvtx_projection)):
+            t = time.monotonic()
+            fn(trace)
+            timings[name] = time.monotonic() - t
+        for rule in NSYS_RULES:
+            t = time.monotonic()
+            found, results = run_rules(wrun, registry, [rule])
+            timings[rule.id] = time.monotonic() - t
+            if results[0].status == "error":
+                raise SystemExit(f"{rule.id} failed: {results[0].reason}")
+            findings[rule.id] = sum(f.impact_ns for f in found)
+        if trace is not whole:
+            trace.close()
+    return {"wall_s": time.monotonic() - t0, "cpu_s": _cpu_s(), "peak_rss": _peak_rss(), "timings": timings,
+            "impact_ns": findings, "iterations": len(info.loop), "source": info.loop.source,
+            "phases": [p.to_dict() for p in info.phases]}
+
+
+STEPS = {"ingest": step_ingest, "analyze": step_analyze, "analyze_steady": step_analyze_steady}
 
 
 def _run_step(name: str, src: Path, out: Path) -> dict:
@@ -187,7 +236,7 @@ def main() -> None:
         build(args.base, src, args.kernels)
     print(f"export ready in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     try:
-        ings, anas = [], []
+        ings, anas, steadies = [], [], []
         for _ in range(args.repeat):
             ings.append(_run_step("ingest", src, out))
             print(f"ingest: {ings[-1]}", file=sys.stderr)
@@ -195,6 +244,8 @@ def main() -> None:
             print(f"analyze: {anas[-1]}", file=sys.stderr)
             if anas[-1]["impact_ns"] != anas[0]["impact_ns"]:
                 raise SystemExit("the impacts differ between rounds")
+            steadies.append(_run_step("analyze_steady", src, out))
+            print(f"analyze_steady: {steadies[-1]}", file=sys.stderr)
         spread = None
         if args.devices > 1:
             spread = _spread(out, args.devices)
@@ -205,6 +256,7 @@ def main() -> None:
         text = report(ings[0]["counts"], src.stat().st_size, ings, anas, command.strip())
         if spread is not None:
             text += _multi_text(args.devices, multi, min(r["wall_s"] for r in ings))
+        text += _steady_text(anas, steadies)
         print(text)
         if not args.no_results:
             RESULTS.write_text("# Analysis benchmark (nsys)\n\n" + text)
@@ -231,6 +283,20 @@ def _spread(out: Path, devices: int) -> Path:
     finally:
         con.close()
     return spread
+
+
+def _steady_text(anas: list[dict], steadies: list[dict]) -> str:
+    """Phases + steady-window analysis against the whole-file analysis of the same rounds (issue #11)."""
+    a, s = min(anas, key=lambda r: r["wall_s"]), min(steadies, key=lambda r: r["wall_s"])
+    return "\n".join([
+        "",
+        f"With phases (issue #11): loop from {s['source']}, {s['iterations']:,} iterations, phases "
+        + ", ".join(f"{p['name']} {(p['end_ns'] - p['start_ns']) / 1e9:.3f} s" for p in s["phases"]) + ".",
+        f"analysis with phases + steady window {s['wall_s']:.2f} s wall / {s['cpu_s']:.2f} s CPU against "
+        f"{a['wall_s']:.2f} s / {a['cpu_s']:.2f} s on the whole file as before ({s['wall_s'] / a['wall_s'] - 1:+.1%} "
+        f"wall); phases and iteration detection {s['timings']['phases']:.2f} s.",
+        "",
+    ])
 
 
 def _multi_text(devices: int, multi: dict, ingest_s: float) -> str:

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from analysis.api import Limits, analyze, ingest
+from analysis.api import Limits, analyze, ingest, window_parse
 from analysis.errors import TraceError
 from goodput_cli import render
 
@@ -26,6 +26,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threshold", action="append", default=[], metavar="RULE.name=VALUE",
                    help="override a rule threshold, e.g. GPU001.min_gap_us=200 (repeatable)")
     p.add_argument("--top", type=int, default=None, help="show only the N costliest findings")
+    p.add_argument("--window", default="steady", metavar="SPEC",
+                   help="what the rules judge: steady (default: the steady phase, or the whole report without a "
+                        "loop), all, startup, nvtx:NAME, iterations:A-B, time:T0-T1 (ns|us|ms|s, default ms)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_analyze)
 
@@ -87,6 +90,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_analyze(args: argparse.Namespace) -> int:
     thresholds = parse_thresholds(args.threshold)
     rules = [r for r in (args.rules or "").split(",") if r.strip()] or None
+    try:
+        window_parse(args.window)
+    except TraceError as exc:
+        raise BadInput(f"--window {args.window}: {exc.code}: {exc.message}") from None
     show = not args.quiet and sys.stderr.isatty()
     with tempfile.TemporaryDirectory(prefix="goodput-") as tmp:
         outs = []
@@ -96,9 +103,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             outs.append(out)
         try:
             result = analyze(outs, labels=[str(f) for f in args.files], rules=rules,
-                             thresholds=thresholds, top=args.top)
+                             thresholds=thresholds, top=args.top, window=args.window)
         except KeyError as exc:
             raise BadInput(f"{args.rules or args.threshold}: bad_option: {exc.args[0]}") from None
+        except TraceError as exc:
+            raise BadInput(f"--window {args.window}: {exc.code}: {' '.join(exc.message.split())}") from None
     for report, src in zip(result["reports"], args.files, strict=True):
         report["file"] = str(src)
     if args.format == "json":

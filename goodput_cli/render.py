@@ -34,6 +34,45 @@ def _clip(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _loop_lines(rep: dict[str, Any]) -> list[str]:
+    """Window, phases, iterations and the per-step anatomy of one nsys report."""
+    lines: list[str] = []
+    win = rep.get("window") or {}
+    if win:
+        where = "" if win.get("start_ns") is None else f" {ms(win['start_ns'])} to {ms(win['end_ns'])}"
+        lines.append(_printable(f"   window {win.get('spec')}: {win.get('phase')}{where} ({_clip(win.get('reason') or '', 70)})"))
+    phases = rep.get("phases") or []
+    if phases:
+        lines.append("   phases: " + ", ".join(f"{p['name']} {ms(p['end_ns'] - p['start_ns'])}" for p in phases))
+    it = rep.get("iterations") or {}
+    if it.get("source") == "nvtx":
+        spread = it.get("spread_pct", it.get("cv_pct"))
+        share = f", {it['gpu_share_pct']:.0f}% of GPU work" if it.get("gpu_share_pct") is not None else ""
+        lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}'{share}, GPU median "
+                     f"{ms(it['median_ns'])} (min {ms(it['min_ns'])}, max {ms(it['max_ns'])}, "
+                     f"p90-p10 spread {spread:.1f}% of median)")
+    elif it.get("source"):
+        sig = ", ".join(_clip(k, 30) for k in (it.get("signature") or [])[:3])
+        lines.append(f"   iterations: {it['count']} from the repeating GPU work ({it['detail'].get('period_ops')} "
+                     f"operations each: {sig}...), median {ms(it['median_ns'])} per step "
+                     f"(p10 {ms(it['p10_ns'])}, p90 {ms(it['p90_ns'])}, p99 {ms(it['p99_ns'])})")
+    elif rep.get("tool") == "nsys" and it.get("reason"):
+        lines.append(f"   iterations: {_clip(it['reason'], 200)}")
+    ana = it.get("anatomy") or {}
+    if ana.get("kind") == "host_paced":
+        lat = ana.get("latency") or {}
+        lines.append(f"   host-paced loop: {ana.get('per_second')} iterations/s, GPU duty cycle "
+                     f"{ana['gpu_duty_cycle_pct']:.1f}%; per iteration: launch {ms(lat.get('launch_ns'))}, queue "
+                     f"delay {ms(lat.get('queue_delay_ns'))}, GPU {ms(lat.get('gpu_exec_ns'))}, copies "
+                     f"{ms(lat.get('copies_ns'))}, sync {ms(lat.get('sync_ns'))}")
+    elif ana:
+        lines.append(f"   steady steps: {ana['steady_count']}, median {ms(ana['iteration_median_ns'])} per step, "
+                     f"jitter (p90-p10) {ana.get('jitter_pct') or 0:.1f}%, GPU busy {ana['gpu_duty_cycle_pct']:.1f}%")
+    for step in (ana.get("slowest_steps") or [])[:3]:
+        lines.append(f"     slow step {step['index']}: {ms(step['ns'])} (+{ms(step['extra_ns'])}): {step['cause']}")
+    return lines
+
+
 def text(result: dict[str, Any]) -> str:
     lines: list[str] = []
     for rep in result["reports"]:
@@ -70,15 +109,7 @@ def text(result: dict[str, Any]) -> str:
                     lines.append(
                         f"     pid {d['pid']} device {d['device']}: goodput {d['goodput_pct']:.1f}% of "
                         f"{ms(d['span_ns'])}, exposed comm {ms(d['comm_exposed_ns'])}, idle {ms(d['idle_ns'])}")
-        it = rep.get("iterations") or {}
-        if it.get("range"):
-            spread = it.get("spread_pct", it.get("cv_pct"))
-            share = f", {it['gpu_share_pct']:.0f}% of GPU work" if it.get("gpu_share_pct") is not None else ""
-            lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}'{share}, GPU median "
-                         f"{ms(it['median_ns'])} (min {ms(it['min_ns'])}, max {ms(it['max_ns'])}, "
-                         f"p90-p10 spread {spread:.1f}% of median)")
-        elif rep.get("tool") == "nsys" and it.get("reason"):
-            lines.append(f"   iterations: {it['reason']}")
+        lines.extend(_loop_lines(rep))
         kernels = rep.get("top_kernels") or []
         if kernels:
             lines.append("   top kernels by total time:")
@@ -92,12 +123,19 @@ def text(result: dict[str, Any]) -> str:
             for c in copies:
                 lines.append(f"     {c['kind']:<9} x{c['count']:<7,} {human_bytes(c['bytes']):>12}  {ms(c['total_ns'])}")
         lines.append("")
+    steps = result.get("steps")
+    if steps:
+        last = ", ".join(f"{_printable(str(k))} {v}" for k, v in steps["last"].items())
+        lines.append(f"== ranks per step: {steps['count']} steps; finished last: {last}; median spread "
+                     f"{ms(steps['spread_median_ns'])} per step")
+        lines.append("")
     findings = result.get("findings", [])
     if findings:
         lines.append(f"== findings, costliest first ({len(findings)})")
         for i, f in enumerate(findings, 1):
             pct = f" ({f['impact_pct']:.1f}%)" if f.get("impact_pct") is not None else ""
-            lines.append(f"{i:>3}. [{f['severity']}] {f['rule_id']} {ms(f['impact_ns'])}{pct}  {_clip(f['title'], 80)}")
+            phase = f" [{f['phase']}]" if f.get("phase") else ""
+            lines.append(f"{i:>3}. [{f['severity']}] {f['rule_id']} {ms(f['impact_ns'])}{pct}{phase}  {_clip(f['title'], 80)}")
             lines.append(f"     {_clip(f['message'], 110)}")
             if f.get("evidence"):
                 e = f["evidence"][0]

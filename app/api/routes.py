@@ -22,7 +22,7 @@ class Route:
     response: str                   # schema name of the success body
     status: int = 200
     params: tuple[str, ...] = ()    # query parameters (app.api.params.PARAMS)
-    body: str | None = None         # request body: 'multipart' | 'binary'
+    body: str | None = None         # request body: 'multipart' | 'binary' | 'json'
     errors: tuple[int, ...] = ()
     tag: str = "runs"
 
@@ -51,6 +51,9 @@ ROUTES: tuple[Route, ...] = (
     Route("/runs/<int:run_id>/retry", "POST", views.retry_run, "write",
           "Retry the reports that failed for a transient reason (no_space, timeout, worker_crashed), or the "
           "failed analysis", "RunDetail", 202, errors=(404, 409)),
+    Route("/runs/<int:run_id>/analysis", "POST", views.reanalyze_run, "write",
+          "Analyze the run again with another analysis window (JSON {window}: steady, all, startup, nvtx:NAME, "
+          "iterations:A-B, time:T0-T1)", "RunDetail", 202, body="json", errors=(400, 404, 409, 422)),
     Route("/runs/<int:run_id>/findings", "GET", views.list_findings, "read",
           "The run's findings, largest impact first", "FindingList", params=("severity", "rule", "rank", *PAGE),
           errors=(400, 404)),

@@ -53,7 +53,7 @@ SCHEMAS: dict[str, S] = {
         cluster=nullable(STR), submitter=nullable(STR), source={"type": "string", "enum": list(RUN_SOURCES)},
         status={"type": "string", "enum": list(RUN_STATUSES)},
         analysis_status=nullable({"type": "string", "enum": list(ANALYSIS_STATUSES)}),
-        analyzed_at=nullable(TIME), error=nullable(STR), created_at=TIME,
+        analysis_window=STR, analyzed_at=nullable(TIME), error=nullable(STR), created_at=TIME,
         goodput_pct=nullable(NUM), finding_count=NS, top_impact_ns=NS,
     ),
     "Finding": obj(
@@ -92,9 +92,13 @@ SCHEMAS: dict[str, S] = {
         tags={"type": "array", "items": {"type": "string", "pattern": TAG_PATTERN}, "maxItems": 50},
         git_sha={"type": "string", "pattern": SHA_PATTERN}, cluster={"type": "string", "pattern": CLUSTER_PATTERN},
         source={"type": "string", "enum": list(RUN_SOURCES)},
+        window={"type": "string", "description": "analysis window: steady (default), all, startup, nvtx:NAME, "
+                                                 "iterations:A-B, time:T0-T1"},
     ),
     "Token": obj(id=INT, name=STR, scope={"type": "string", "enum": ["read", "write", "admin"]}, prefix=STR,
                  owner=nullable(STR), created_at=TIME, last_used_at=nullable(TIME), revoked_at=nullable(TIME)),
+    "Reanalysis": obj(["window"], window={"type": "string", "description": "steady, all, startup, nvtx:NAME, "
+                                                                           "iterations:A-B, time:T0-T1"}),
 }
 SCHEMAS["RunDetail"] = {"allOf": [ref("Run"), obj(reports={"type": "array", "items": ref("Report")},
                                                   rules={"type": "array", "items": ANY_OBJ},

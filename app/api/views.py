@@ -48,7 +48,7 @@ def _meta_from_request() -> uploads.RunMeta:
             raise ApiError("VALIDATION_ERROR", "Each 'files' part must be a file with a file name (without "
                            "control characters).", {"fields": {"files": "a file part with a file name"}})
         return uploads.parse_meta(form.get("job"), form.getlist("tag"), form.get("git_sha"),
-                                  form.get("cluster"), form.get("source") or default_source)
+                                  form.get("cluster"), form.get("source") or default_source, form.get("window"))
     if request.mimetype == "application/json":
         body = request.get_json(silent=True)
         if not isinstance(body, dict):
@@ -58,11 +58,11 @@ def _meta_from_request() -> uploads.RunMeta:
             tags = [f"{k}={v}" for k, v in tags.items()]
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise ApiError("VALIDATION_ERROR", "tags must be a list of key=value strings.")
-        fields = {k: body.get(k) for k in ("job", "git_sha", "cluster", "source")}
+        fields = {k: body.get(k) for k in ("job", "git_sha", "cluster", "source", "window")}
         if any(v is not None and not isinstance(v, str) for v in fields.values()):
-            raise ApiError("VALIDATION_ERROR", "job, git_sha, cluster and source must be strings.")
+            raise ApiError("VALIDATION_ERROR", "job, git_sha, cluster, source and window must be strings.")
         return uploads.parse_meta(fields["job"], tags, fields["git_sha"], fields["cluster"],
-                                  fields["source"] or default_source)
+                                  fields["source"] or default_source, fields["window"])
     if request.content_length:
         raise ApiError("UNSUPPORTED_MEDIA_TYPE", "Send multipart/form-data (files + fields) or JSON metadata.")
     return uploads.parse_meta(None, [], None, None, default_source)
@@ -160,9 +160,21 @@ def revoke_token(token_id: int):
         raise ApiError("TOKEN_NOT_FOUND", f"Token {token_id} does not exist.", {"token_id": token_id}) from None
     owners = tokens_service.owner_names(session, [row])
     return jsonify(tokens_service.token_to_dict(row, owners.get(row.user_id)))
+
+
 def retry_run(run_id: int):
     session = get_session()
     operations.retry_run(session, current_settings(), run_id)
+    return jsonify(runs_service.run_detail(session, run_id)), 202, {
+        "Location": url_for("api_v1.get_run", run_id=run_id)}
+
+
+def reanalyze_run(run_id: int):
+    body = request.get_json(silent=True) if request.mimetype == "application/json" else None
+    if not isinstance(body, dict) or not isinstance(body.get("window"), str):
+        raise ApiError("VALIDATION_ERROR", 'The JSON body must be {"window": "<spec>"}, e.g. {"window": "steady"}.')
+    session = get_session()
+    runs_service.reanalyze(session, current_settings(), run_id, body["window"])
     return jsonify(runs_service.run_detail(session, run_id)), 202, {
         "Location": url_for("api_v1.get_run", run_id=run_id)}
 

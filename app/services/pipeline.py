@@ -54,6 +54,7 @@ class AnalysisInputs:
     report_ids: list[int] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
+    window: str | None = None  # the run's analysis window (None: the default)
 
 
 @dataclass
@@ -270,9 +271,10 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
         .where(Report.run_id == run_id, Report.status == "ready", Report.trace_path.is_not(None))
         .order_by(Report.rank.is_(None), Report.rank, Report.id)
     ).all()
+    window = session.scalar(sa.select(Run.analysis_window).where(Run.id == run_id))
     _refresh_run_status(session, run_id)
     session.commit()
-    inputs = AnalysisInputs(run_id)
+    inputs = AnalysisInputs(run_id, window=window)
     names = [r.name for r in rows]
     for r in rows:
         # Labels name the report in findings; a file name seen twice in a run gets its id appended.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,8 @@ from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary, utcnow
 from app.services.reports import iso, report_to_dict
 from app.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 MAX_ID = 2**31 - 1  # ids are INTEGER columns on both databases
 ACTIVE_REPORT = ("queued", "ingesting", "analyzing")
@@ -68,6 +71,7 @@ def run_to_dict(run: Run, job_name: str, *, headline: RunSummary | None = None,
         "source": run.source,
         "status": run.status,
         "analysis_status": run.analysis_status,
+        "analysis_window": run.analysis_window or "steady",
         "analyzed_at": iso(run.analyzed_at),
         "error": run.error,
         "created_at": iso(run.created_at),
@@ -82,14 +86,15 @@ def run_to_dict(run: Run, job_name: str, *, headline: RunSummary | None = None,
 
 # The columns a run list shows: plain column rows are several times cheaper to load than ORM entities.
 _LIST_COLUMNS = (Run.id, Run.tags, Run.git_sha, Run.cluster, Run.submitter, Run.source, Run.status,
-                 Run.analysis_status, Run.analyzed_at, Run.error, Run.created_at)
+                 Run.analysis_status, Run.analyzed_at, Run.error, Run.created_at, Run.analysis_window)
 
 
 def _list_row(row: Any) -> dict[str, Any]:
     return {
         "id": row.id, "job": row.job, "tags": row.tags or {}, "git_sha": row.git_sha, "cluster": row.cluster,
         "submitter": row.submitter, "source": row.source, "status": row.status,
-        "analysis_status": row.analysis_status, "analyzed_at": iso(row.analyzed_at), "error": row.error,
+        "analysis_status": row.analysis_status, "analysis_window": row.analysis_window or "steady",
+        "analyzed_at": iso(row.analyzed_at), "error": row.error,
         "created_at": iso(row.created_at), "goodput_pct": row.goodput_pct, "finding_count": row.finding_count,
         "top_impact_ns": row.top_impact_ns,
     }
@@ -203,3 +208,29 @@ def delete_run(session: Session, settings: Settings, run_id: int, *, user_id: in
     run.status = "deleted"
     session.commit()
     queue.enqueue_purge(settings, run.id)
+
+
+def reanalyze(session: Session, settings: Settings, run_id: int, window: str | None) -> Run:
+    """Record a new analysis window on the run and analyze it again (commit, then enqueue).
+
+    A run still ingesting keeps the window for the analysis that follows its ingest; a run being
+    analyzed right now is a CONFLICT (its result would overwrite the new one's).
+    """
+    from app import queue
+    from app.services.uploads import parse_window
+
+    text = parse_window(window) or "steady"
+    run = get_run(session, run_id, for_update=True)
+    if run.analysis_status == "analyzing":
+        raise ApiError("CONFLICT", f"Run {run_id} is being analyzed; ask again when it is done.", {"run_id": run_id})
+    run.analysis_window = text
+    enqueue = run.analysis_status in ("ready", "failed")
+    if enqueue:
+        run.analysis_status, run.analysis_attempts, run.error = "queued", 0, None
+        run.analysis_lease_owner, run.analysis_lease_expires_at = None, None
+    refresh_status(session, run)
+    session.commit()
+    if enqueue:
+        queue.enqueue_analyze(settings, run.id)
+    logger.info("re-analysis asked with window %s", text, extra={"run_id": run.id})
+    return run

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from analysis.api import detect_kind
+from analysis.api import detect_kind, window_parse
 from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import RUN_SOURCES, Job, Report, Run
@@ -45,10 +45,21 @@ class RunMeta:
     git_sha: str | None = None
     cluster: str | None = None
     source: str = "api"
+    window: str | None = None   # the analysis window (analysis.window spec, canonical); None: the default
+
+
+def parse_window(window: str | None) -> str | None:
+    """A window option checked and made canonical; raises ApiError VALIDATION_ERROR when bad."""
+    if window is None or not str(window).strip():
+        return None
+    try:
+        return window_parse(str(window)).text
+    except TraceError as exc:
+        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.", {"fields": {"window": exc.message}}) from None
 
 
 def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: str | None,
-               source: str = "api") -> RunMeta:
+               source: str = "api", window: str | None = None) -> RunMeta:
     """Validate raw metadata; tags are ``key=value`` strings. Raises ApiError VALIDATION_ERROR."""
     bad: dict[str, str] = {}
     # Control characters are refused as sent, before the stripping of surrounding blanks below.
@@ -82,7 +93,7 @@ def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: s
         bad["source"] = f"one of {', '.join(RUN_SOURCES)}"
     if bad:
         raise ApiError("VALIDATION_ERROR", "Invalid run metadata.", {"fields": bad})
-    return RunMeta(job, parsed, git_sha.lower() if git_sha else None, cluster, source)
+    return RunMeta(job, parsed, git_sha.lower() if git_sha else None, cluster, source, parse_window(window))
 
 
 @dataclass(frozen=True)
@@ -177,7 +188,8 @@ def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[
     job = _job(session, meta.job)
     run = Run(job_id=job.id, tags=meta.tags or {}, git_sha=meta.git_sha, cluster=meta.cluster,
               submitter=submitter.name, submitter_user_id=submitter.user_id,
-              submitter_token_id=submitter.token_id, source=meta.source, status="queued")
+              submitter_token_id=submitter.token_id, source=meta.source, status="queued",
+              analysis_window=meta.window)
     session.add(run)
     session.flush()
     reports: list[Report] = []

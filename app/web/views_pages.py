@@ -90,6 +90,23 @@ def retry_run(run_id: int):
     return redirect(url_for("web.run", run_id=run_id))
 
 
+@bp.route("/runs/<int:run_id>/analysis", methods=["POST"])
+@login_required
+def reanalyze(run_id: int):
+    """The run page's window form: analyze the run again with the window asked for."""
+    from app.services import runs as runs_service
+
+    try:
+        runs_service.reanalyze(get_session(), current_settings(), run_id, request.form.get("window"))
+        flash(f"Analysis queued with window {request.form.get('window') or 'steady'}.")
+    except ApiError as exc:
+        if exc.status == 404:
+            abort(404, description=exc.message)
+        fields = (exc.details or {}).get("fields") or {}
+        flash(fields.get("window") or exc.message, "error")
+    return redirect(url_for("web.run", run_id=run_id))
+
+
 @bp.route("/compare")
 @login_required
 def compare():

@@ -107,7 +107,7 @@ def test_unknown_thresholds_are_rejected(tmp_path):
 
 @pytest.mark.parametrize("rule", NSYS_RULES, ids=[r.id for r in NSYS_RULES])
 def test_rule_catalogue_contract(rule):
-    assert re.fullmatch(r"(GPU|SYNC|MEM|KRN|COMM|HOST)\d{3}", rule.id)
+    assert re.fullmatch(r"(GPU|SYNC|MEM|KRN|COMM|HOST|PHASE)\d{3}", rule.id)
     assert re.fullmatch(r"[a-z]+\.[a-z-]+", rule.name)
     doc = rule.doc()
     for section in ("*Why it matters*", "*How it is detected*", "*Advice*"):

@@ -132,3 +132,18 @@ def test_missing_file_and_existing_output(tmp_path):
     proc = goodput("ingest", str(corpus_file("a30-mig.sqlite")), "--out", str(out))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert out.read_bytes() == b"keep me"
+
+
+def test_analyze_window_option():
+    vecadd = corpus_file("vecadd-2026.sqlite")
+    out = goodput("analyze", "--window", "startup", "--format", "json", "--quiet", str(vecadd))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["window"] == "startup" and result["reports"][0]["window"]["phase"] == "startup"
+    assert [f["rule_id"] for f in result["findings"]] == ["PHASE001"]  # the start-up is judged as such
+    text = goodput("analyze", "--quiet", str(vecadd))
+    assert "phases: startup" in text.stdout and "per step" in text.stdout
+    for bad, why in (("sometimes", "is not one of"), ("nvtx:missing", "no NVTX range named")):
+        res = goodput("analyze", "--window", bad, "--quiet", str(vecadd))
+        assert res.returncode == 2 and res.stdout == "" and len(res.stderr.strip().splitlines()) == 1
+        assert "bad_window" in res.stderr and why in res.stderr

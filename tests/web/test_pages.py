@@ -11,7 +11,7 @@ import duckdb
 import pytest
 import sqlalchemy as sa
 
-from app.models import Finding, Report, Run
+from app.models import Finding, Report, Run, RunSummary
 from app.services import pipeline
 from tests.conftest import corpus_file
 from tests.web import seed
@@ -255,3 +255,23 @@ def test_kernel_lookup_and_job_completion(client, db, settings, nccl_run) -> Non
     assert client.get("/jobs.json?q=zz").get_json()["items"] == []
     upload = client.get("/upload").get_data(as_text=True)
     assert 'data-api="/api/v1/runs"' in upload and '<option value="nccl">' in upload
+
+
+def test_run_page_window_form_reanalyzes(client, db, settings, ingested) -> None:
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("cupy-power-iteration.sqlite")])
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert 'id="window-form"' in html and 'name="window" value="steady"' in html
+    token = csrf_of(html)
+    bad = client.post(f"/runs/{run_id}/analysis", data={"window": "time:5-1", "csrf_token": token})
+    assert bad.status_code == 302
+    assert "not one of steady" in client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert client.post(f"/runs/{run_id}/analysis", data={"window": "all"}).status_code == 400  # no CSRF token
+    resp = client.post(f"/runs/{run_id}/analysis", data={"window": "all", "csrf_token": token})
+    assert resp.status_code == 302 and resp.headers["Location"].endswith(f"/runs/{run_id}")
+    db.expire_all()
+    run = db.get(Run, run_id)
+    assert (run.analysis_window, run.analysis_status) == ("all", "queued")
+    seed.finish_analysis(db, settings, run_id)
+    summary = db.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.report_id.is_not(None)))
+    assert summary.data["window"]["phase"] == "all"
+    assert 'name="window" value="all"' in client.get(f"/runs/{run_id}").get_data(as_text=True)

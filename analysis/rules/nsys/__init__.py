@@ -10,6 +10,7 @@ from analysis.rules.nsys.host import HostBlocked
 from analysis.rules.nsys.launch import LaunchBound
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
 from analysis.rules.nsys.outliers import KernelOutliers
+from analysis.rules.nsys.phase import StartupCost, WarmupCost
 from analysis.rules.nsys.serialized import SerializedCommunication
 from analysis.rules.nsys.sync import BlockingSync
 from analysis.rules.nsys.tensorcores import TensorCoresIdle
@@ -29,5 +30,7 @@ NSYS_RULES: list[type[Rule]] = [
     SyncMemset,
     UnifiedMemoryMigration,
     CopyBound,
+    StartupCost,
+    WarmupCost,
     BlockingSync,
 ]

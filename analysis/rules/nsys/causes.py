@@ -21,7 +21,12 @@ import numpy as np
 
 from analysis.trace import Trace
 
-CAUSE_CODES = ("no_activity", "os_runtime", "cuda_api")
+CAUSE_CODES = ("no_activity", "os_runtime", "cuda_api", "setup")
+# Set-up work of any thread of the process: CUDA context, module and memory set-up calls, and NCCL
+# communicator set-up (an NCCL call, seen as an NVTX range of NCCL's domain). Idle inside it is set-up.
+SETUP_API_RE = (r"^cu(da)?(Malloc|HostAlloc|MallocHost|HostRegister|MemAlloc|MemHostAlloc|Module|Library|Init|"
+                r"CtxCreate|DevicePrimaryCtx|SetDevice|DeviceSetLimit|GetDeviceCount)")
+SETUP_NVTX_RE = r"^nccl(CommInit|CommSplit|GetUniqueId|CommInitRank|CommInitAll)"
 SLICE_CALLS = 1 << 22  # calls fetched per slice of time at most (about; slices have equal lengths)
 
 _LAUNCHERS_SQL = """
@@ -62,14 +67,19 @@ def _covered_before(ps: np.ndarray, pe: np.ndarray, before: np.ndarray, t: np.nd
     return out
 
 
-def coverage(trace: Trace, table: str, pid: int, tids: list[int], gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
-    """Per gap ``[gs, ge)`` of process ``pid``: the time covered by calls in ``table`` of threads ``tids``."""
+def coverage(trace: Trace, table: str, pid: int, tids: list[int] | None, gs: np.ndarray, ge: np.ndarray,
+             extra: str = "") -> np.ndarray:
+    """Per gap ``[gs, ge)`` of process ``pid``: the time covered by calls in ``table`` of threads ``tids``
+    (None: any thread) that also match the SQL predicate ``extra`` (server-made)."""
     cov = np.zeros(len(gs), dtype=np.int64)
-    if not len(gs) or not tids or not trace.has_rows(table):
+    if not len(gs) or tids == [] or not trace.has_rows(table):
         return cov
     lo, hi = int(gs.min()), int(ge.max())
-    where = (f"pid = {int(pid)} AND tid IN ({', '.join(str(int(t)) for t in tids)}) "
-             "AND start_ns IS NOT NULL AND end_ns > start_ns")
+    where = f"pid = {int(pid)} AND start_ns IS NOT NULL AND end_ns > start_ns"
+    if tids is not None:
+        where += f" AND tid IN ({', '.join(str(int(t)) for t in tids)})"
+    if extra:
+        where += f" AND ({extra})"
     n = int(trace.scalar(f"SELECT count(*) FROM {table} WHERE {where} "  # noqa: S608 - names and integers
                          f"AND start_ns < {hi} AND end_ns > {lo}"))
     if not n:
@@ -103,14 +113,31 @@ def gap_causes(trace: Trace, pid: int | None, gs: np.ndarray, ge: np.ndarray,
     gap = ge - gs
     code[2 * api_ns >= gap] = 2
     code[(os_ns >= api_ns) & (2 * os_ns >= gap)] = 1
+    setup = _setup_coverage(trace, pid, gs, ge)
+    code[2 * setup >= gap] = 3  # the most specific: idle while the process sets itself up
     return code
+
+
+def _setup_coverage(trace: Trace, pid: int, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+    """Per gap, the time covered by set-up work of any thread of the process (the larger of the CUDA
+    set-up calls' and the NCCL set-up ranges' coverage)."""
+    from analysis.rules.nsys.common import api_name_in
+
+    out = np.zeros(len(gs), dtype=np.int64)
+    api = api_name_in(trace, SETUP_API_RE)
+    if api != "FALSE":
+        out = coverage(trace, "cuda_api", pid, None, gs, ge, api)
+    if trace.has_rows("nvtx"):
+        pred = f"kind <> 'mark' AND regexp_matches(text, '{SETUP_NVTX_RE}')"
+        out = np.maximum(out, coverage(trace, "nvtx", pid, None, gs, ge, pred))
+    return out
 
 
 def cause_names(trace: Trace, gaps: list[tuple[int, int, int, str]], tids: dict[int, list[int]]) -> list[str | None]:
     """For a bounded list of (pid, gap_start, gap_end, cause), the call of the launching threads that
     covers most of the gap in the cause's table (None for ``no_activity``)."""
     out: list[str | None] = [None] * len(gaps)
-    for cause, table in (("os_runtime", "osrt"), ("cuda_api", "cuda_api")):
+    for cause, table in (("os_runtime", "osrt"), ("cuda_api", "cuda_api"), ("setup", "cuda_api")):
         pick = [(i, p, s, e) for i, (p, s, e, c) in enumerate(gaps) if c == cause and p in tids]
         if not pick:
             continue

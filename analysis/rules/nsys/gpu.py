@@ -27,6 +27,7 @@ CAUSES = {
     "os_runtime": "the launching thread sat in an OS runtime call",
     "cuda_api": "the launching thread was busy in CUDA API calls",
     "no_activity": "no recorded host activity (host busy elsewhere: data loading, Python, CPU work)",
+    "setup": "the process was setting up (CUDA context, modules, allocations, NCCL communicators)",
 }
 ADVICE = {
     "os_runtime": "The host thread that feeds the GPU was blocked in the OS (I/O, locks, sleeps). Move "
@@ -36,6 +37,10 @@ ADVICE = {
     "no_activity": "Nothing on the launching thread explains the gap: the host was computing elsewhere "
                    "(data loading, Python, preprocessing). Add NVTX ranges to the host code, prefetch data "
                    "(more DataLoader workers, pinned memory), and queue GPU work ahead of the host.",
+    "setup": "The GPU waited while the process set itself up (NCCL communicator creation, CUDA context and "
+             "module loading, host and device allocations): a one-off cost, not the loop's. Create communicators "
+             "once, load modules lazily (CUDA_MODULE_LOADING=LAZY), allocate once up front; analyze the steady "
+             "window (the default) to judge the loop itself.",
 }
 
 
@@ -52,7 +57,9 @@ class IdleGaps(Rule):
     idle), MEM002 (a blocking copy was) or HOST001 (the gap's cause is an OS runtime call: HOST001
     reports those by call, class and thread). Each gap gets a cause from the process's launching threads
     during the gap: an OS runtime call or CUDA API work covering at least half of it, else no recorded
-    activity. Impact: the total gap time.
+    activity; but when set-up work of any thread of the process (CUDA context, module and memory set-up
+    calls, NCCL communicator set-up ranges) covers at least half of it, the cause is ``setup`` (never
+    data loading). Impact: the total gap time.
 
     *Advice*: depends on the dominant cause: overlap host I/O with GPU work, allocate memory once, or
     find the host work (data loading, Python) with NVTX ranges and move it off the critical path.

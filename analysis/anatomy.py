@@ -1,0 +1,157 @@
+"""Per-step anatomy of a report's loop in the analysis window: per-iteration records, the slowest steps
+with the rule that owns their extra time, and for host-paced loops the latency of each iteration.
+
+An iteration runs from its start to the next one's start (the last one to its own end). Its idle is
+the idle gaps (NVIDIA's pairing, as GPU001) that start in it, each owned by one rule as in
+``analysis.rules.nsys.gaps``; its GPU busy time is its length minus that idle. ``compute_ns``,
+``nccl_ns`` and ``memory_ns`` are the summed operation times that start in it (concurrent streams
+count twice). A loop is *host-paced* when the median iteration keeps the GPU busy less than
+``HOST_PACED_BUSY`` of its time and the host *waits* through most of the iteration's longest idle
+gap (the median over iterations of the share of that gap its launching threads spend in OS runtime
+calls or blocking syncs is at least ``HOST_WAIT``): the GPU waits for the next frame or request by
+design. A loop as idle whose host is busy elsewhere (data loading, Python) is starved, not paced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from analysis.intervals import COMPUTE, MEMORY, NCCL
+from analysis.phases import Loop
+from analysis.rules.nsys.common import SYNC_API_RE, api_name_in
+from analysis.rules.nsys.gaps import OWNER_CODES, owned
+from analysis.trace import Trace
+
+HOST_PACED_BUSY = 0.5
+HOST_WAIT = 0.5
+SLOWEST = 5
+LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch)"
+
+
+def _pick(units: list, unit: tuple[int | None, int | None] | None):
+    """The loop's unit, else the one with the most operations."""
+    if unit is not None:
+        for u in units:
+            if (u.unit.pid, u.unit.device) == unit:
+                return u
+    return max(units, key=lambda u: len(u.unit), default=None)
+
+
+def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:
+    """Per-iteration records and the step anatomy of the iterations inside the (windowed) trace."""
+    units = [u for u in owned(trace, all_params) if len(u.unit)]
+    u = _pick(units, loop.unit)
+    if u is None or not len(loop):
+        return None
+    lo = int(u.unit.start[0])
+    hi = int(u.unit.end.max())
+    keep = (loop.starts >= lo - 1) & (loop.starts < hi)
+    idx = np.flatnonzero(keep)
+    if len(idx) < 1:
+        return None
+    starts = loop.starts[idx]
+    ends = np.r_[starts[1:], max(int(loop.ends[idx[-1]]), hi)]
+    length = ends - starts
+    n = len(starts)
+
+    def per_iter(t: np.ndarray, w: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(starts, t, side="right") - 1
+        ok = i >= 0
+        return np.bincount(i[ok], weights=w[ok], minlength=n)[:n].astype(np.int64)
+
+    gs, ge = u.gap_start, u.gap_end
+    idle = per_iter(gs, ge - gs)
+    by_owner = {rid: per_iter(gs[u.owner == code], (ge - gs)[u.owner == code])
+                for rid, code in OWNER_CODES.items()}
+    dur = u.unit.end - u.unit.start
+    cat = u.unit.cat
+    parts = {name: per_iter(u.unit.start[cat == c], dur[cat == c])
+             for name, c in (("compute_ns", COMPUTE), ("nccl_ns", NCCL), ("memory_ns", MEMORY))}
+    busy = length - idle
+    med = float(np.median(length))
+    records = [{"index": int(idx[i]), "start_ns": int(starts[i]), "end_ns": int(ends[i]), "ns": int(length[i]),
+                "gpu_busy_ns": int(busy[i]), "idle_ns": int(idle[i]),
+                **{k: int(v[i]) for k, v in parts.items()}} for i in range(n)]
+    slow = []
+    for i in np.argsort(-length, kind="stable")[:SLOWEST]:
+        extra = int(length[i] - med)
+        if extra <= 0:
+            break
+        excess = {rid: int(v[i] - np.median(v)) for rid, v in by_owner.items()}
+        rid = max(excess, key=lambda r: excess[r])
+        busy_excess = int(busy[i] - np.median(busy))
+        owner = rid if excess[rid] >= max(busy_excess, 0) and excess[rid] > 0 else None
+        cause = (f"idle owned by {rid} (+{excess[rid] / 1e6:.3f} ms over its median per step)" if owner
+                 else f"longer GPU work (busy +{busy_excess / 1e6:.3f} ms over the median)")
+        slow.append({**records[i], "extra_ns": extra, "owner": owner, "cause": cause})
+    share = busy / np.maximum(length, 1)
+    duty = float(np.median(share))
+    out: dict[str, Any] = {
+        "steady_count": n, "iteration_median_ns": med,
+        "jitter_pct": round(100.0 * float(np.percentile(length, 90) - np.percentile(length, 10)) / med, 3) if med else None,
+        "gpu_duty_cycle_pct": round(100.0 * duty, 3),
+        "kind": "host_paced" if duty < HOST_PACED_BUSY and _host_waits(trace, u, starts) >= HOST_WAIT
+        else "throughput",
+        "slowest_steps": slow, "records": records,
+        "per_second": round(1e9 / med, 3) if med else None,   # iterations (steps, frames, requests) per second
+    }
+    if out["kind"] == "host_paced":
+        out["latency"] = _latency(trace, u.unit.pid, starts, busy, parts["memory_ns"])
+    return out
+
+
+def _host_waits(trace: Trace, u, starts: np.ndarray) -> float:
+    """Median over iterations of the share of the iteration's longest idle gap that the process's
+    launching threads spend waiting: in OS runtime calls, or in blocking sync calls."""
+    from analysis.rules.nsys.causes import coverage, launchers
+
+    pid = u.unit.pid
+    tids = launchers(trace).get(int(pid)) if pid is not None else None
+    gs, ge = u.gap_start, u.gap_end
+    if not tids or not len(gs):
+        return 0.0
+    it = np.searchsorted(starts, gs, side="right") - 1
+    ok = it >= 0
+    idx = np.flatnonzero(ok)
+    # The longest gap of each iteration: sort by (iteration, length) and keep each iteration's last.
+    order = idx[np.lexsort((ge[idx] - gs[idx], it[idx]))]
+    last = order[np.r_[it[order][1:] != it[order][:-1], True]]
+    lg, le = gs[last], ge[last]
+    wait = coverage(trace, "osrt", int(pid), tids, lg, le)
+    sync = api_name_in(trace, SYNC_API_RE)
+    if sync != "FALSE":
+        wait = np.maximum(wait, coverage(trace, "cuda_api", int(pid), tids, lg, le, sync))
+    return float(np.median(wait / np.maximum(le - lg, 1)))
+
+
+def _latency(trace: Trace, pid: int | None, starts: np.ndarray, busy: np.ndarray, copies: np.ndarray) -> dict[str, Any]:
+    """Median per iteration of host launch time, queue delay (launch call end to the iteration's first
+    GPU operation), GPU execution, copies and sync/readback (blocking sync calls)."""
+    out = {"gpu_exec_ns": int(np.median(busy)), "copies_ns": int(np.median(copies)),
+           "launch_ns": None, "queue_delay_ns": None, "sync_ns": None}
+    if pid is None or not trace.has_rows("cuda_api"):
+        return out
+    trace.con.execute("CREATE OR REPLACE TEMP TABLE _gp_iter_starts AS "
+                      "SELECT unnest($s::BIGINT[]) AS s, generate_subscripts($s::BIGINT[], 1) - 1 AS i",
+                      {"s": [int(x) for x in starts]})
+    launch, sync = api_name_in(trace, LAUNCH_RE), api_name_in(trace, SYNC_API_RE)
+    rows = trace.sql(f"""
+        WITH a AS (SELECT c.start_ns, c.end_ns, c.name, x.i FROM cuda_api c
+                   ASOF JOIN _gp_iter_starts x ON c.start_ns >= x.s WHERE c.pid = {int(pid)})
+        SELECT i, COALESCE(SUM(end_ns - start_ns) FILTER (WHERE {launch}), 0),
+                  COALESCE(SUM(end_ns - start_ns) FILTER (WHERE {sync}), 0)
+        FROM a GROUP BY i""")  # noqa: S608 - integers and server-made predicates
+    q = trace.sql(f"""
+        WITH k AS (SELECT k.start_ns, a.end_ns AS call_end, x.i FROM kernels k
+                   JOIN cuda_api a ON a.pid = k.pid AND a.correlation_id = k.correlation_id
+                   ASOF JOIN _gp_iter_starts x ON k.start_ns >= x.s WHERE k.pid = {int(pid)})
+        SELECT i, arg_min(start_ns - call_end, start_ns) FROM k GROUP BY i""")  # noqa: S608 - integers
+    if rows:
+        out["launch_ns"] = int(np.median([r[1] for r in rows]))
+        out["sync_ns"] = int(np.median([r[2] for r in rows]))
+    if q:
+        out["queue_delay_ns"] = int(np.median([max(int(r[1]), 0) for r in q]))
+    return out

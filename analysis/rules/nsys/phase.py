@@ -1,0 +1,157 @@
+"""PHASE001 start-up cost and PHASE002 warm-up cost: the time before the loop runs at its steady pace."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from analysis.findings import Evidence, Finding
+from analysis.phases import activity_bounds, phase_info, phase_of, top_calls, warmup_count
+from analysis.rules.base import Rule, Threshold
+from analysis.rules.nsys.common import fmt_ms, pct
+from analysis.trace import Run, Trace
+
+# What fills a start-up, by call or range name; the first match decides the advice.
+FILLERS = (
+    ("nccl", re.compile(r"^nccl", re.IGNORECASE),
+     "NCCL communicator set-up dominates: create communicators once and keep them (persistent process "
+     "groups), split them instead of creating new ones (ncclCommSplit), and let NCCL connect lazily "
+     "(NCCL_RUNTIME_CONNECT=1, the default in recent NCCL)."),
+    ("autotune", re.compile(r"^(cudnn|cublas)", re.IGNORECASE),
+     "Library autotuning dominates: cache its results (cuDNN/cuBLASLt heuristics caches, torch.compile and "
+     "TensorRT timing caches) so later runs skip the search."),
+    ("module", re.compile(r"^cu(da)?(Module|Library|Link|Func)|^cudaFree$|^cu(Init|CtxCreate|DevicePrimaryCtx)",
+                          re.IGNORECASE),
+     "Context creation and module loading dominate: load modules lazily (CUDA_MODULE_LOADING=LAZY, the "
+     "default since CUDA 12.2) and keep one process per GPU alive across jobs where possible."),
+    ("alloc", re.compile(r"^cu(da)?(Host|Mem)?(Alloc|Malloc|HostRegister|MemAlloc)|Malloc|Alloc", re.IGNORECASE),
+     "Allocations dominate: allocate once up front (a caching allocator, one pinned host pool) rather than "
+     "growing memory during set-up."),
+)
+IDLE_ADVICE = ("Nothing recorded on the GPU or in CUDA calls fills most of it: host-side initialization "
+               "(imports, model construction, opening the data set, compilation). Start profiling after it "
+               "(nsys --capture-range=cudaProfilerApi or an NVTX capture range) to measure the loop alone.")
+ONE_OFF = " It is paid once per job: it matters in proportion to how short the job is."
+
+
+class _PhaseRule(Rule):
+    """A rule about the phases around the analysis window: it needs GPU work in the whole report, not
+    in the window (a start-up window may hold no kernel at all)."""
+
+    def applicable(self, run: Run) -> list[Trace]:
+        return [t for t in run.of_tool(self.tool) if phase_info(t).base.has_rows("kernels")]
+
+
+def _cap(severity_pct: float | None) -> str:
+    """A one-off cost is at most a warning: the profile cannot know how long the job runs."""
+    if severity_pct is not None and severity_pct >= 2.0:
+        return "warning"
+    return "info"
+
+
+class StartupCost(_PhaseRule):
+    """Start-up cost: the time from the first recorded activity to the first iteration of the loop.
+
+    *Why it matters*: context creation, module loading, allocations, NCCL communicator set-up and
+    library autotuning delay the first useful step; for short jobs (and every restart) they are a
+    large share of the time paid for.
+
+    *How it is detected*: the report's loop (NVTX steps, else the repeating sequence of GPU operations,
+    see ``analysis.periods``) is found first; start-up runs from the first recorded activity (any
+    table) to the first iteration. Reported when at least ``min_ms`` long. What fills it: the CUDA API
+    calls and NCCL/CUDA NVTX ranges that cover most of it, and the GPU's idle share. Impact: its
+    length (severity at most *warning*: a one-off cost).
+
+    *Advice*: fitting the largest filler: persistent NCCL communicators and lazy connection, cached
+    autotune results, lazy module loading, allocate once; or, when nothing recorded fills it, host
+    initialization to move out of the profiled range.
+    """
+
+    id = "PHASE001"
+    name = "phase.startup-cost"
+    category = "phase"
+    requires = ("kernels",)
+    thresholds = {"min_ms": Threshold(1.0, "ms", "report a start-up at least this long")}
+    summary = "Time before the first iteration, with what fills it"
+
+    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+        info = phase_info(trace)
+        start = phase_of(info.phases, "startup")
+        if start is None or start.end_ns - start.start_ns < params["min_ms"] * 1e6:
+            return []
+        base, lo, hi = info.base, start.start_ns, start.end_ns
+        length = hi - lo
+        calls = top_calls(base, lo, hi, 5)
+        busy = int(base.scalar(f"""SELECT COALESCE(SUM(LEAST(end_ns, {hi}) - GREATEST(start_ns, {lo})), 0)
+                                   FROM kernels WHERE start_ns < {hi} AND end_ns > {lo}""") or 0)  # noqa: S608
+        advice = IDLE_ADVICE
+        if calls and calls[0][1] >= 0.25 * length:
+            advice = next((a for _, rx, a in FILLERS if rx.search(calls[0][0])), IDLE_ADVICE)
+        bounds = activity_bounds(base)
+        share = pct(length, (bounds[1] - bounds[0]) if bounds else 0)
+        fill = ", ".join(f"{n} {fmt_ms(t)}" for n, t in calls) or "no CUDA calls"
+        return [Finding(
+            rule_id=self.id, title=f"Start-up takes {fmt_ms(length)} before the first iteration",
+            message=(f"From the first recorded activity to the first iteration: {fmt_ms(length)}"
+                     + (f" ({share:.1f}% of the profiled time)" if share is not None else "")
+                     + f"; largest calls: {fill}; GPU kernels ran {fmt_ms(busy)} of it."),
+            impact_ns=length, impact_pct=share, severity=_cap(share), advice=advice + ONE_OFF,
+            evidence=tuple(Evidence(start_ns=lo, end_ns=hi, rank=trace.rank, name=n, value_ns=t) for n, t in calls)
+            or (Evidence(start_ns=lo, end_ns=hi, rank=trace.rank, value_ns=length),),
+            report=trace.label, rank=trace.rank, phase="startup",
+            extra={"startup_ns": length, "gpu_busy_ns": busy, "fillers": [{"name": n, "ns": t} for n, t in calls]},
+        )]
+
+
+class WarmupCost(_PhaseRule):
+    """Warm-up cost: the extra time of the first iterations over the steady iteration time.
+
+    *Why it matters*: JIT compilation, autotuning, allocator growth and lazy initialization make the
+    first iterations slow; with frequent restarts (preemptible jobs, short benchmarks) they add up.
+
+    *How it is detected*: iteration times (start to next start) of the loop; an iteration is slow when
+    it exceeds the median by more than 3 median absolute deviations (and by at least 10%); warm-up ends
+    at the first 3 consecutive iterations that are not slow (see ``analysis.phases``). Reported when the
+    warm-up's extra time over the steady median is at least ``min_ms``. Impact: that extra time
+    (severity at most *warning*: a one-off cost).
+
+    *Advice*: capture the step once in a CUDA graph, cache compilation and autotuning results
+    (torch.compile cache, cuDNN/TensorRT timing caches), pre-size the allocator.
+    """
+
+    id = "PHASE002"
+    name = "phase.warmup-cost"
+    category = "phase"
+    requires = ("kernels",)
+    thresholds = {"min_ms": Threshold(1.0, "ms", "report a warm-up whose extra time is at least this")}
+    summary = "Extra time of the first, slow iterations"
+
+    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+        loop = phase_info(trace).loop
+        d = loop.durations
+        w = warmup_count(d)
+        if not w:
+            return []
+        med = float(np.median(d[w:]))
+        extra_each = np.maximum(d[:w] - med, 0)
+        extra = int(extra_each.sum())
+        if extra < params["min_ms"] * 1e6:
+            return []
+        steady = int(max(loop.ends.max(), loop.starts[-1]) - loop.starts[w])
+        share = pct(extra, steady + int(d[:w].sum()))
+        evidence = tuple(Evidence(start_ns=int(loop.starts[i]), end_ns=int(loop.starts[i] + d[i]), rank=trace.rank,
+                                  value_ns=int(extra_each[i]), detail={"iteration": i, "iteration_ns": int(d[i])})
+                         for i in range(min(w, 20)))
+        return [Finding(
+            rule_id=self.id, title=f"Warm-up: {w} slow iteration(s) cost {fmt_ms(extra)} over the steady pace",
+            message=(f"The first {w} iteration(s) took {fmt_ms(int(d[:w].sum()))} against a steady median of "
+                     f"{fmt_ms(med)} per step: {fmt_ms(extra)} extra."),
+            impact_ns=extra, impact_pct=share, severity=_cap(share),
+            advice=("Warm-up comes from JIT compilation, autotuning and allocator growth: capture the step once "
+                    "in a CUDA graph, keep compilation and autotune caches between runs (torch.compile cache, "
+                    "cuDNN/TensorRT timing caches), pre-size the caching allocator." + ONE_OFF),
+            evidence=evidence, evidence_total=w, report=trace.label, rank=trace.rank, phase="warmup",
+            extra={"warmup_iterations": w, "steady_median_ns": int(med)},
+        )]

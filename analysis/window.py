@@ -1,0 +1,97 @@
+"""The analysis window: which part of each report's timeline the rules and headline numbers look at.
+
+Specs (CLI ``--window``, API ``window``): ``steady`` (the default: the steady phase, or the whole report
+when it has no loop), ``all``, ``startup``, ``nvtx:NAME`` (first start to last end of the NVTX ranges
+named NAME, digits read as ``#`` as for steps), ``iterations:A-B`` (iterations A to B of the loop,
+0-based, inclusive) and ``time:T0-T1`` (from session start; units ns, us, ms or s, default ms).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from analysis.errors import TraceError
+from analysis.phases import PhaseInfo, phase_of
+from analysis.trace import Trace
+
+DEFAULT = "steady"
+_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)?\s*$")
+_ITERS = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A parsed window option; ``text`` is the canonical spec recorded with the results."""
+
+    kind: str                  # steady | all | startup | nvtx | iterations | time
+    text: str
+    name: str | None = None
+    a: int | None = None
+    b: int | None = None
+
+
+def _time(value: str) -> int:
+    m = _TIME.match(value)
+    if not m:
+        raise ValueError(value)
+    return int(round(float(m.group(1)) * _UNITS[m.group(2) or "ms"]))
+
+
+def parse(spec: str | None) -> WindowSpec:
+    """Parse a window spec; a bad one raises ``TraceError('bad_window', ...)`` saying what is accepted."""
+    text = (spec or DEFAULT).strip()
+    kind, _, arg = text.partition(":")
+    kind = kind.strip().lower()
+    try:
+        if kind in ("steady", "all", "startup") and not arg:
+            return WindowSpec(kind, kind)
+        if kind == "nvtx" and arg.strip():
+            return WindowSpec("nvtx", f"nvtx:{arg.strip()}", name=arg.strip())
+        if kind == "iterations":
+            m = _ITERS.match(arg)
+            if m and int(m.group(1)) <= int(m.group(2)):
+                return WindowSpec("iterations", f"iterations:{m.group(1)}-{m.group(2)}",
+                                  a=int(m.group(1)), b=int(m.group(2)))
+        if kind == "time":
+            left, sep, right = arg.partition("-")
+            if sep:
+                a, b = _time(left), _time(right)
+                if a < b:
+                    return WindowSpec("time", f"time:{a}ns-{b}ns", a=a, b=b)
+    except ValueError:
+        pass
+    raise TraceError("bad_window", f"window {text[:80]!r} is not one of steady, all, startup, nvtx:NAME, "
+                     "iterations:A-B (0-based, A <= B) or time:T0-T1 (units ns, us, ms, s; default ms; T0 < T1)")
+
+
+def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple[int, int] | None, str]:
+    """(phase name for the findings, window bounds or None for the whole report, reason) of one report."""
+    if spec.kind == "all":
+        return "all", None, "the whole report, as asked"
+    if spec.kind == "steady":
+        steady = phase_of(info.phases, "steady")
+        if steady is None:
+            return "whole", None, "no loop found, so the whole report"
+        return "steady", (steady.start_ns, steady.end_ns), steady.reason
+    if spec.kind == "startup":
+        start = phase_of(info.phases, "startup")
+        if start is None:
+            raise TraceError("bad_window", f"{trace.label}: no start-up phase (no loop, or it starts at once)")
+        return "startup", (start.start_ns, start.end_ns), start.reason
+    if spec.kind == "time":
+        return "time", (int(spec.a), int(spec.b)), f"{spec.text}, as asked"  # type: ignore[arg-type]
+    if spec.kind == "iterations":
+        loop = info.loop
+        if spec.b is None or spec.b >= len(loop):
+            raise TraceError("bad_window", f"{trace.label}: {spec.text} asks for iterations the report does not "
+                             f"have ({len(loop)} found)")
+        end = int(loop.starts[spec.b + 1]) if spec.b + 1 < len(loop) else int(loop.ends[spec.b])
+        return "iterations", (int(loop.starts[spec.a]), end), f"{spec.text} of {len(loop)} ({loop.source})"
+    row = trace.sql("""SELECT MIN(start_ns), MAX(end_ns) FROM nvtx WHERE kind <> 'mark'
+                       AND (text = $n OR regexp_replace(text, '[0-9]+', '#', 'g') = $n)""",
+                    {"n": spec.name}) if trace.has_rows("nvtx") else [(None, None)]
+    if row[0][0] is None:
+        raise TraceError("bad_window", f"{trace.label}: no NVTX range named {spec.name[:80]!r}")  # type: ignore[index]
+    return "nvtx", (int(row[0][0]), int(row[0][1])), f"{spec.text}, as asked"

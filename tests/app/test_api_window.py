@@ -1,0 +1,60 @@
+"""The analysis window through /api/v1 (issue #11): on upload, recorded on the run, and re-analysis of a
+run with another window, processed by the real pipeline and analysis (in-process, no Celery)."""
+
+from __future__ import annotations
+
+import io
+
+from tests.app.conftest import process_run, queued
+from tests.conftest import corpus_file
+
+CUPY = corpus_file("cupy-power-iteration.sqlite")   # an NVTX step loop with a start-up and a teardown
+
+
+def upload(client, headers, path, **fields):
+    r = client.post("/api/v1/runs", headers=headers, data={**fields, "files": [(io.BytesIO(path.read_bytes()), path.name)]})
+    assert r.status_code == 202, r.json
+    return r.json["id"]
+
+
+def test_window_on_upload_is_recorded_and_used(client, auth, session, settings):
+    run_id = upload(client, auth["write"], CUPY, job="w", window="all")
+    result = process_run(settings, session, run_id)
+    run = client.get(f"/api/v1/runs/{run_id}", headers=auth["read"]).json
+    assert run["analysis_window"] == "all" and result["window"] == "all"
+    assert result["reports"][0]["window"]["phase"] == "all"
+    findings = client.get(f"/api/v1/runs/{run_id}/findings?page_size=200", headers=auth["read"]).json["items"]
+    assert findings and all(f["extra"]["phase"] in ("all", "startup", "warmup") for f in findings)
+
+
+def test_reanalysis_with_another_window(client, auth, session, settings, broker):
+    run_id = upload(client, auth["write"], CUPY, job="w")
+    first = process_run(settings, session, run_id)
+    assert client.get(f"/api/v1/runs/{run_id}", headers=auth["read"]).json["analysis_window"] == "steady"
+    assert first["reports"][0]["window"]["phase"] == "steady"
+    broker.delete("light", "ingest")
+
+    r = client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={"window": "iterations:3-5"})
+    assert r.status_code == 202 and r.json["analysis_window"] == "iterations:3-5"
+    assert r.json["analysis_status"] == "queued" and r.headers["Location"].endswith(f"/api/v1/runs/{run_id}")
+    assert queued(broker, "light") == [{"task": "analyze.run", "args": [run_id]}]
+
+    second = process_run(settings, session, run_id)
+    rep = second["reports"][0]
+    assert rep["window"]["phase"] == "iterations"
+    items = first["reports"][0]["iterations"]["items"]
+    assert (rep["window"]["start_ns"], rep["window"]["end_ns"]) == (items[3]["start_ns"], items[6]["start_ns"])
+    summary = client.get(f"/api/v1/runs/{run_id}/summary", headers=auth["read"]).json
+    assert summary["totals"]["span_ns"] == rep["breakdown"]["span_ns"] < first["reports"][0]["breakdown"]["span_ns"]
+
+
+def test_bad_windows_are_rejected(client, auth, session, settings):
+    bad = client.post("/api/v1/runs", headers=auth["write"],
+                      data={"window": "time:9-1", "files": [(io.BytesIO(CUPY.read_bytes()), CUPY.name)]})
+    assert bad.status_code == 400 and "window" in bad.json["error"]["details"]["fields"]
+    run_id = client.post("/api/v1/runs", headers=auth["write"], json={"job": "j"}).json["id"]
+    r = client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={"window": "bogus"})
+    assert r.status_code == 400 and r.json["error"]["code"] == "VALIDATION_ERROR"
+    assert client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={}).status_code == 400
+    assert client.post("/api/v1/runs/999999/analysis", headers=auth["write"], json={"window": "all"}).status_code == 404
+    assert client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["read"], json={"window": "all"}).status_code == 403

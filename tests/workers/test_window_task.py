@@ -1,0 +1,44 @@
+"""The analyze task reads the run's analysis window (issue #11) and stores what the library computes
+for that window; a window the report cannot give fails the analysis with its message."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from analysis.api import analyze
+from app.models import Finding, Run, RunSummary
+from app.queue import ANALYZE_TASK, INGEST_TASK
+from tests.conftest import corpus_file
+from tests.workers.conftest import make_run
+from workers.celery_app import make_celery
+
+
+def test_analyze_task_uses_the_runs_window(session, settings):
+    tasks = make_celery(settings).tasks
+    path = corpus_file("cupy-power-iteration.sqlite")
+    run_id, [rid] = make_run(session, settings, [(path.name, path.read_bytes())])
+    session.execute(sa.update(Run).where(Run.id == run_id).values(analysis_window="iterations:2-4"))
+    session.commit()
+    assert tasks[INGEST_TASK](rid) == "ready"
+    assert tasks[ANALYZE_TASK](run_id) == "ready"
+    trace = settings.data_dir / f"reports/{rid}/trace.duckdb"
+    expected = analyze([trace], labels=[path.name], window="iterations:2-4")
+    rows = session.scalars(sa.select(Finding).where(Finding.run_id == run_id).order_by(Finding.position)).all()
+    assert [(f.rule_id, f.impact_ns, f.extra.get("phase")) for f in rows] == [
+        (f["rule_id"], f["impact_ns"], f["phase"]) for f in expected["findings"]]
+    summary = session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.report_id == rid))
+    assert summary.data["window"]["phase"] == "iterations"
+    assert summary.span_ns == expected["reports"][0]["breakdown"]["span_ns"]
+
+
+def test_a_window_the_report_lacks_fails_the_analysis(session, settings):
+    tasks = make_celery(settings).tasks
+    path = corpus_file("vecadd-2026.sqlite")
+    run_id, [rid] = make_run(session, settings, [(path.name, path.read_bytes())])
+    session.execute(sa.update(Run).where(Run.id == run_id).values(analysis_window="nvtx:no such range"))
+    session.commit()
+    assert tasks[INGEST_TASK](rid) == "ready"
+    assert tasks[ANALYZE_TASK](run_id) == "failed"
+    session.expire_all()
+    run = session.get(Run, run_id)
+    assert run.analysis_status == "failed" and "no NVTX range named" in run.error
