@@ -18,10 +18,10 @@ depends_on = None
 
 def upgrade() -> None:
     # NULL: the default window (steady), as for every run analyzed before the column existed.
-    with op.batch_alter_table('runs') as batch:
-        batch.add_column(sa.Column('analysis_window', sa.String(length=200), nullable=True))
+    # A plain ADD COLUMN: a batch rebuild on SQLite would drop the table's AUTOINCREMENT (revision 0002).
+    op.add_column('runs', sa.Column('analysis_window', sa.String(length=200), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('runs') as batch:
+    with op.batch_alter_table('runs', table_kwargs={'sqlite_autoincrement': True}) as batch:
         batch.drop_column('analysis_window')
