@@ -20,6 +20,7 @@ from app.services import runs as runs_service
 from app.services import tokens as tokens_service
 from app.services import uploads
 from app.services.reports import report_to_dict
+from app.services.run_query import RunFilter
 from app.services.storage import CHUNK, Storage
 from app.settings import current_settings
 
@@ -128,8 +129,10 @@ def _body_chunks():
 
 def list_runs():
     q = parse_query(("job", "tag", "status", "submitter", "created_after", "created_before", "sort", *PAGE))
-    q["tags"] = parse_tags(q.pop("tag"))
-    return jsonify(runs_service.list_runs(get_session(), **q))
+    filters = RunFilter(job=q.pop("job"), tags=parse_tags(q.pop("tag")), status=q.pop("status"),
+                        submitter=q.pop("submitter"), created_after=q.pop("created_after"),
+                        created_before=q.pop("created_before"))
+    return jsonify(runs_service.list_runs(get_session(), filters, **q))
 
 
 def get_run(run_id: int):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,9 +10,9 @@ from sqlalchemy.orm import Session
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary, utcnow
 from app.services.reports import iso, report_to_dict
+from app.services.run_query import RunFilter, fetch_live
 from app.settings import Settings
 
-MAX_ID = 2**31 - 1  # ids are INTEGER columns on both databases
 ACTIVE_REPORT = ("queued", "ingesting", "analyzing")
 SORTS = {
     "created_at": Run.created_at.asc(), "-created_at": Run.created_at.desc(),
@@ -45,12 +44,7 @@ def refresh_status(session: Session, run: Run) -> str:
 
 def get_run(session: Session, run_id: int, *, for_update: bool = False) -> Run:
     """The run, or ApiError RUN_NOT_FOUND (deleted runs are gone for readers)."""
-    if not 0 < run_id <= MAX_ID:  # beyond the id column's range no run exists (and drivers would overflow)
-        raise ApiError("RUN_NOT_FOUND", f"Run {run_id} does not exist.", {"run_id": run_id})
-    query = sa.select(Run).where(Run.id == run_id, Run.deleted_at.is_(None))
-    if for_update:
-        query = query.with_for_update()
-    run = session.scalar(query)
+    run = fetch_live(session, run_id, for_update=for_update)
     if run is None:
         raise ApiError("RUN_NOT_FOUND", f"Run {run_id} does not exist.", {"run_id": run_id})
     return run
@@ -95,25 +89,10 @@ def _list_row(row: Any) -> dict[str, Any]:
     }
 
 
-def list_runs(
-    session: Session, *, job: str | None = None, tags: dict[str, str] | None = None,
-    status: str | None = None, submitter: str | None = None, created_after: datetime | None = None,
-    created_before: datetime | None = None, sort: str = "-created_at", page: int = 1, page_size: int = 50,
-) -> dict[str, Any]:
-    """One page of runs matching every given filter, newest first by default."""
-    conditions: list[Any] = [Run.deleted_at.is_(None)]
-    if job is not None:
-        conditions.append(Run.job_id == sa.select(Job.id).where(Job.name == job).scalar_subquery())
-    for key, value in (tags or {}).items():
-        conditions.append(Run.tags[key].as_string() == value)
-    if status is not None:
-        conditions.append(Run.status == status)
-    if submitter is not None:
-        conditions.append(Run.submitter == submitter)
-    if created_after is not None:
-        conditions.append(Run.created_at >= created_after)
-    if created_before is not None:
-        conditions.append(Run.created_at < created_before)
+def list_runs(session: Session, filters: RunFilter | None = None, *, sort: str = "-created_at", page: int = 1,
+              page_size: int = 50) -> dict[str, Any]:
+    """One page of runs matching every condition of ``filters``, newest first by default."""
+    conditions = (filters or RunFilter()).conditions()
     query = (
         sa.select(*_LIST_COLUMNS, Job.name.label("job"), RunSummary.goodput_pct, RunSummary.finding_count,
                   RunSummary.top_impact_ns, sa.func.count().over().label("total"))

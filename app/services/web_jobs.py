@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError
 from app.models import Finding, Job, Run, RunSummary
+from app.services.run_query import live
 from app.services.web_run import breakdown_of
 
 TREND_RUNS = 100        # most recent runs drawn
@@ -84,7 +85,7 @@ def job_trends(session: Session, name: str) -> JobTrends:
     if job is None:
         raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.")
     runs = list(session.execute(
-        sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == job.id, Run.deleted_at.is_(None))
+        sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == job.id, live())
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS)).all())[::-1]
     ids = [r.id for r in runs]
     per_run: dict[int, dict[str, Any]] = {i: {"span": 0, "compute": 0, "comm": 0, "iters": 0, "seen": False}
