@@ -10,6 +10,7 @@ from app.api.request import GoodputRequest, socket_body
 from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
+from app.models import RunStatus
 from app.services import compare as compare_service
 from app.services import findings as findings_service
 from app.services import health as health_service
@@ -132,7 +133,7 @@ def delete_run(run_id: int):
     p = current_principal()
     runs_service.delete_run(get_session(), current_settings(), run_id, user_id=p.user_id, token_id=p.token_id,
                             is_admin=p.is_admin)
-    return jsonify({"id": run_id, "status": "deleted"}), 202
+    return jsonify({"id": run_id, "status": RunStatus.DELETED}), 202
 
 
 def list_tokens():

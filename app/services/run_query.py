@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from app.models import Job, Run
+from app.models import RUN_STATUSES, Job, Run
 
 MAX_ID = 2**31 - 1  # ids are INTEGER columns on both databases
 # The keys an upload accepts (app.services.uploads.TAG_KEY_RE); a filter on any other key matches no run.
@@ -67,7 +67,8 @@ class RunFilter:
             out.append(Run.job_id == sa.select(Job.id).where(Job.name == self.job).scalar_subquery())
         out.extend(tag_condition(key, value) for key, value in self.tags.items())
         if self.status is not None:
-            out.append(Run.status == self.status)
+            # A status no run can have matches nothing (the column refuses to bind an unknown one).
+            out.append(Run.status == self.status if self.status in RUN_STATUSES else sa.false())
         if self.submitter is not None:
             out.append(Run.submitter == self.submitter)
         if self.created_after is not None:

@@ -8,12 +8,12 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.errors import ApiError
-from app.models import Finding, Job, Report, Run, RunSummary, utcnow
+from app.models import AnalysisStatus, Finding, Job, Report, ReportStatus, Run, RunStatus, RunSummary, utcnow
 from app.services.reports import iso, report_to_dict
 from app.services.run_query import RunFilter, fetch_live
 from app.settings import Settings
 
-ACTIVE_REPORT = ("queued", "ingesting", "analyzing")
+ACTIVE_REPORT = (ReportStatus.QUEUED, ReportStatus.INGESTING, ReportStatus.ANALYZING)
 SORTS = {
     "created_at": Run.created_at.asc(), "-created_at": Run.created_at.desc(),
     "id": Run.id.asc(), "-id": Run.id.desc(),
@@ -21,20 +21,22 @@ SORTS = {
 }
 
 
-def derive_status(run: Run, report_statuses: list[str]) -> str:
-    """queued (nothing started), processing, ready (analysis done), failed, or deleted."""
+def derive_status(run: Any, report_statuses: list[str]) -> RunStatus:
+    """queued (nothing started), processing, ready (analysis done), failed, or deleted. ``run``: a Run or
+    a row with its ``deleted_at`` and ``analysis_status``."""
     if run.deleted_at is not None:
-        return "deleted"
-    if run.analysis_status == "failed" or (report_statuses and all(s == "failed" for s in report_statuses)):
-        return "failed"
-    if not report_statuses or all(s == "queued" for s in report_statuses):
-        return "queued" if run.analysis_status is None else "processing"
-    if any(s in ACTIVE_REPORT for s in report_statuses) or run.analysis_status != "ready":
-        return "processing"
-    return "ready"
+        return RunStatus.DELETED
+    if run.analysis_status == AnalysisStatus.FAILED or (
+            report_statuses and all(s == ReportStatus.FAILED for s in report_statuses)):
+        return RunStatus.FAILED
+    if not report_statuses or all(s == ReportStatus.QUEUED for s in report_statuses):
+        return RunStatus.QUEUED if run.analysis_status is None else RunStatus.PROCESSING
+    if any(s in ACTIVE_REPORT for s in report_statuses) or run.analysis_status != AnalysisStatus.READY:
+        return RunStatus.PROCESSING
+    return RunStatus.READY
 
 
-def refresh_status(session: Session, run: Run) -> str:
+def refresh_status(session: Session, run: Run) -> RunStatus:
     """Recompute ``run.status`` from its reports and analysis (no commit: the caller's transaction)."""
     session.flush()
     statuses = list(session.scalars(sa.select(Report.status).where(Report.run_id == run.id)))
@@ -172,6 +174,6 @@ def delete_run(session: Session, settings: Settings, run_id: int, *, user_id: in
         raise ApiError("FORBIDDEN", f"Run {run_id} was submitted by someone else; only they or an admin "
                        "can delete it.", {"run_id": run_id})
     run.deleted_at = utcnow()
-    run.status = "deleted"
+    run.status = RunStatus.DELETED
     session.commit()
     queue.enqueue_purge(settings, run.id)
