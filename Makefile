@@ -28,8 +28,12 @@ services:
 browser:
 	@bash scripts/ensure-browser.sh
 
+# Two pytest-xdist workers (PYTEST_WORKERS=0 runs in one process); the browser tests share one service, so
+# they form one group on one worker (--dist loadgroup).
+PYTEST_WORKERS ?= 2
+
 test: $(STAMP) lint services browser
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py

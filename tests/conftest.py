@@ -33,3 +33,22 @@ def corpus() -> Path:
     path = corpus_dir()
     assert (path / "nsys").is_dir(), f"corpus not found at {path}; set GOODPUT_CORPUS"
     return path
+
+
+def redis_db() -> int:
+    """The Redis database number of this test process: one per xdist worker (8-15), so the queue lengths a
+    test reads are its own while another worker enqueues."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:] or 0)
+    if index >= 8:
+        raise RuntimeError(f"{worker}: at most 8 xdist workers share the test Redis (databases 8-15)")
+    return 8 + index
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    # The browser tests share one `goodput serve` (a session fixture) and run in file order: under xdist
+    # (make test: --dist loadgroup) they stay together on one worker instead of starting a service per worker.
+    browser = ROOT / "tests" / "browser"
+    for item in items:
+        if browser in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("browser"))

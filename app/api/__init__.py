@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask
 
-from app.api import routes
+from app.api import docs, routes
 
 
 def init_app(app: Flask) -> None:
@@ -13,3 +13,4 @@ def init_app(app: Flask) -> None:
     for route in routes.ROUTES:
         bp.add_url_rule(route.path, endpoint=route.endpoint, view_func=route.wrapped(), methods=[route.method])
     app.register_blueprint(bp)
+    app.extensions[docs.ROUTES_KEY] = routes.ROUTES

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.api import views
+from app.api import docs, views
+from app.api.params import parse_query
 from app.auth import require_scope
 
 PAGE = ("page", "page_size")
@@ -31,7 +33,16 @@ class Route:
         return self.view.__name__
 
     def wrapped(self) -> Callable[..., Any]:
-        return require_scope(self.scope)(self.view) if self.scope else self.view
+        """The view as mounted: its query parameters (``params``, the same list the document shows) parsed
+        and passed as keyword arguments after the scope check, so a 401/403 comes before a 400."""
+        inner, names = self.view, self.params
+        view = inner
+        if names:
+            @functools.wraps(inner)
+            def view(**path: Any) -> Any:
+                return inner(**path, **parse_query(names))
+
+        return require_scope(self.scope)(view) if self.scope else view
 
 
 ROUTES: tuple[Route, ...] = (
@@ -69,7 +80,7 @@ ROUTES: tuple[Route, ...] = (
           tag="rules"),
     Route("/health", "GET", views.health, None, "Reachability of the metadata DB and the broker", "Health",
           errors=(503,), tag="service"),
-    Route("/openapi.json", "GET", views.openapi, None, "This OpenAPI document", "OpenAPI", tag="service"),
+    Route("/openapi.json", "GET", docs.openapi, None, "This OpenAPI document", "OpenAPI", tag="service"),
     Route("/tokens", "GET", views.list_tokens, "read", "API tokens the caller may manage (an admin: all; "
           "a person: their own)", "TokenList", tag="tokens"),
     Route("/tokens/<int:token_id>", "DELETE", views.revoke_token, "write",

@@ -1,16 +1,16 @@
-"""Thin views of /api/v1: parse the request, call a service, return JSON."""
+"""Thin views of /api/v1: parse the request, call a service, return JSON. Query parameters arrive parsed, as
+keyword arguments, from the route table (``app.api.routes.Route.params``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import jsonify, request, url_for
 
-from app.api.params import parse_query, parse_tags
+from app.api.params import parse_tags
 from app.api.request import GoodputRequest, socket_body
 from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
+from app.models import RunStatus
 from app.services import compare as compare_service
 from app.services import findings as findings_service
 from app.services import health as health_service
@@ -20,21 +20,14 @@ from app.services import rules as rules_service
 from app.services import runs as runs_service
 from app.services import tokens as tokens_service
 from app.services.reports import report_to_dict
+from app.services.run_query import RunFilter
 from app.services.storage import CHUNK, Storage
 from app.settings import current_settings
-
-PAGE = ("page", "page_size")
 
 
 def health():
     body = health_service.check(get_session(), current_settings())
     return jsonify(body), (200 if body["status"] == "ok" else 503)
-
-
-def openapi():
-    from app.openapi import build_document
-
-    return jsonify(build_document())
 
 
 def _meta_from_request() -> uploads.RunMeta:
@@ -126,10 +119,10 @@ def _body_chunks():
         yield chunk
 
 
-def list_runs():
-    q = parse_query(("job", "tag", "status", "submitter", "created_after", "created_before", "sort", *PAGE))
-    q["tags"] = parse_tags(q.pop("tag"))
-    return jsonify(runs_service.list_runs(get_session(), **q))
+def list_runs(job, tag, status, submitter, created_after, created_before, sort, page, page_size):
+    filters = RunFilter(job=job, tags=parse_tags(tag), status=status, submitter=submitter,
+                        created_after=created_after, created_before=created_before)
+    return jsonify(runs_service.list_runs(get_session(), filters, sort=sort, page=page, page_size=page_size))
 
 
 def get_run(run_id: int):
@@ -140,7 +133,7 @@ def delete_run(run_id: int):
     p = current_principal()
     runs_service.delete_run(get_session(), current_settings(), run_id, user_id=p.user_id, token_id=p.token_id,
                             is_admin=p.is_admin)
-    return jsonify({"id": run_id, "status": "deleted"}), 202
+    return jsonify({"id": run_id, "status": RunStatus.DELETED}), 202
 
 
 def list_tokens():
@@ -179,26 +172,25 @@ def reanalyze_run(run_id: int):
         "Location": url_for("api_v1.get_run", run_id=run_id)}
 
 
-def list_findings(run_id: int):
-    q = parse_query(("severity", "rule", "rank", *PAGE))
-    return jsonify(findings_service.list_findings(get_session(), run_id, **q))
+def list_findings(run_id: int, **query):
+    return jsonify(findings_service.list_findings(get_session(), run_id, **query))
 
 
 def run_summary(run_id: int):
     return jsonify(runs_service.run_summary(get_session(), run_id))
 
 
-def list_jobs():
-    return jsonify(jobs_service.list_jobs(get_session(), **parse_query(PAGE)))
+def list_jobs(**query):
+    return jsonify(jobs_service.list_jobs(get_session(), **query))
 
 
-def job_history(name: str):
-    return jsonify(jobs_service.job_history(get_session(), name, **parse_query(("limit",))))
+def job_history(name: str, **query):
+    return jsonify(jobs_service.job_history(get_session(), name, **query))
 
 
-def compare():
-    q: dict[str, Any] = parse_query(("base", "head", "noise_pct"))
-    return jsonify(compare_service.compare_runs(get_session(), current_settings().data_dir, q["base"], q["head"], noise_pct=q["noise_pct"]))
+def compare(base: int, head: int, noise_pct: float):
+    return jsonify(compare_service.compare_runs(get_session(), current_settings().data_dir, base, head,
+                                                noise_pct=noise_pct))
 
 
 def list_rules():

@@ -9,11 +9,11 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.models.base import Base, JSONType, UTCDateTime, utcnow
+from app.models.status import AnalysisStatus, RunStatus, StatusText
 
 RUN_SOURCES = ("web", "api", "cli")
-# Derived from the reports and the analysis (see app.services.runs.derive_status).
-RUN_STATUSES = ("queued", "processing", "ready", "failed", "deleted")
-ANALYSIS_STATUSES = ("queued", "analyzing", "ready", "failed")
+RUN_STATUSES = tuple(s.value for s in RunStatus)
+ANALYSIS_STATUSES = tuple(s.value for s in AnalysisStatus)
 
 
 class Job(Base):
@@ -46,8 +46,8 @@ class Run(Base):
     submitter_user_id: Mapped[int | None] = mapped_column(sa.ForeignKey("users.id", ondelete="SET NULL"))
     submitter_token_id: Mapped[int | None] = mapped_column(sa.ForeignKey("api_tokens.id", ondelete="SET NULL"))
     source: Mapped[str] = mapped_column(sa.String(10), default="api")
-    status: Mapped[str] = mapped_column(sa.String(20), default="queued")
-    analysis_status: Mapped[str | None] = mapped_column(sa.String(20))
+    status: Mapped[RunStatus] = mapped_column(StatusText(RunStatus), default=RunStatus.QUEUED)
+    analysis_status: Mapped[AnalysisStatus | None] = mapped_column(StatusText(AnalysisStatus))
     analyzed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Analysis attempts and lease, so a crashed analyze is re-queued like an ingest.
     analysis_attempts: Mapped[int] = mapped_column(default=0)

@@ -9,9 +9,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.models.base import Base, JSONType, UTCDateTime, utcnow
+from app.models.status import ReportStatus, StatusText
 
 REPORT_KINDS = ("nsys", "ncu")
-REPORT_STATUSES = ("queued", "ingesting", "analyzing", "ready", "failed")
+REPORT_STATUSES = tuple(s.value for s in ReportStatus)
 
 
 class Report(Base):
@@ -32,7 +33,7 @@ class Report(Base):
     host: Mapped[str | None] = mapped_column(sa.String(200))
     sha256: Mapped[str] = mapped_column(sa.String(64), index=True)
     size_bytes: Mapped[int] = mapped_column(sa.BigInteger)
-    status: Mapped[str] = mapped_column(sa.String(20), default="queued")
+    status: Mapped[ReportStatus] = mapped_column(StatusText(ReportStatus), default=ReportStatus.QUEUED)
     error_code: Mapped[str | None] = mapped_column(sa.String(50))
     error_message: Mapped[str | None] = mapped_column(sa.Text)
     attempts: Mapped[int] = mapped_column(default=0)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from analysis.trace import Trace
-from app.models import Finding, Report, RunSummary
+from app.models import Finding, Report, ReportStatus, RunSummary
 from app.services.findings import finding_to_dict
 from app.services.runs import get_run
 
@@ -41,7 +41,7 @@ def _kernels(session: Session, data_dir: Path, run_id: int) -> dict[str, dict[st
     top kernels when a file is gone."""
     out: dict[str, dict[str, int]] = {}
     rows = session.execute(sa.select(Report.trace_path, Report.info).where(
-        Report.run_id == run_id, Report.status == "ready").order_by(Report.id)).all()
+        Report.run_id == run_id, Report.status == ReportStatus.READY).order_by(Report.id)).all()
     for trace_path, info in rows:
         path = Path(data_dir) / trace_path if trace_path else None
         kernels = kernel_totals(path) if path is not None and path.is_file() else (info or {}).get(

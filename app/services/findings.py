@@ -8,7 +8,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.models import Finding, Run
-from app.services.runs import MAX_ID, get_run
+from app.services.run_query import MAX_ID, live
+from app.services.runs import get_run
 
 BREAKDOWN_KEYS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "goodput_pct")
 
@@ -41,7 +42,7 @@ def list_findings(session: Session, run_id: int, *, severity: list[str] | None =
     # window over the same filter, the run's liveness as a join. Only an empty page needs more.
     rows = session.execute(
         sa.select(*Finding.__table__.c, sa.func.count().over().label("total"))
-        .join(Run, sa.and_(Run.id == Finding.run_id, Run.deleted_at.is_(None)))
+        .join(Run, sa.and_(Run.id == Finding.run_id, live()))
         .where(*conditions)
         .order_by(Finding.impact_ns.desc(), Finding.position, Finding.id)
         .limit(page_size).offset((page - 1) * page_size)

@@ -10,14 +10,14 @@ from sqlalchemy.orm import Session
 from app.errors import ApiError
 from app.models import Job, Run, RunSummary
 from app.services.reports import iso
+from app.services.run_query import live
 from app.services.runs import summary_numbers
 
 
 def list_jobs(session: Session, *, page: int = 1, page_size: int = 50) -> dict[str, Any]:
     """Jobs by name with how many live runs they have and when the last one was created."""
-    live = sa.and_(Run.job_id == Job.id, Run.deleted_at.is_(None))
     query = (sa.select(Job, sa.func.count(Run.id), sa.func.max(Run.created_at))
-             .outerjoin(Run, live).group_by(Job.id).order_by(Job.name))
+             .outerjoin(Run, sa.and_(Run.job_id == Job.id, live())).group_by(Job.id).order_by(Job.name))
     total = session.scalar(sa.select(sa.func.count(Job.id))) or 0
     rows = session.execute(query.limit(page_size).offset((page - 1) * page_size)).all()
     items = [{"id": j.id, "name": j.name, "created_at": iso(j.created_at), "run_count": int(n),
@@ -35,7 +35,7 @@ def job_history(session: Session, name: str, *, limit: int = 100) -> dict[str, A
     rows = session.execute(
         sa.select(Run, headline).outerjoin(headline, sa.and_(headline.run_id == Run.id,
                                                              headline.report_id.is_(None)))
-        .where(Run.job_id == job.id, Run.deleted_at.is_(None))
+        .where(Run.job_id == job.id, live())
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
     ).all()
     points = []

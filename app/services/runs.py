@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.errors import ApiError
-from app.models import Finding, Job, Report, Run, RunSummary, utcnow
+from app.models import AnalysisStatus, Finding, Job, Report, ReportStatus, Run, RunStatus, RunSummary, utcnow
 from app.services.reports import iso, report_to_dict
+from app.services.run_query import RunFilter, fetch_live
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-MAX_ID = 2**31 - 1  # ids are INTEGER columns on both databases
-ACTIVE_REPORT = ("queued", "ingesting", "analyzing")
+ACTIVE_REPORT = (ReportStatus.QUEUED, ReportStatus.INGESTING, ReportStatus.ANALYZING)
 SORTS = {
     "created_at": Run.created_at.asc(), "-created_at": Run.created_at.desc(),
     "id": Run.id.asc(), "-id": Run.id.desc(),
@@ -25,20 +24,22 @@ SORTS = {
 }
 
 
-def derive_status(run: Run, report_statuses: list[str]) -> str:
-    """queued (nothing started), processing, ready (analysis done), failed, or deleted."""
+def derive_status(run: Any, report_statuses: list[str]) -> RunStatus:
+    """queued (nothing started), processing, ready (analysis done), failed, or deleted. ``run``: a Run or
+    a row with its ``deleted_at`` and ``analysis_status``."""
     if run.deleted_at is not None:
-        return "deleted"
-    if run.analysis_status == "failed" or (report_statuses and all(s == "failed" for s in report_statuses)):
-        return "failed"
-    if not report_statuses or all(s == "queued" for s in report_statuses):
-        return "queued" if run.analysis_status is None else "processing"
-    if any(s in ACTIVE_REPORT for s in report_statuses) or run.analysis_status != "ready":
-        return "processing"
-    return "ready"
+        return RunStatus.DELETED
+    if run.analysis_status == AnalysisStatus.FAILED or (
+            report_statuses and all(s == ReportStatus.FAILED for s in report_statuses)):
+        return RunStatus.FAILED
+    if not report_statuses or all(s == ReportStatus.QUEUED for s in report_statuses):
+        return RunStatus.QUEUED if run.analysis_status is None else RunStatus.PROCESSING
+    if any(s in ACTIVE_REPORT for s in report_statuses) or run.analysis_status != AnalysisStatus.READY:
+        return RunStatus.PROCESSING
+    return RunStatus.READY
 
 
-def refresh_status(session: Session, run: Run) -> str:
+def refresh_status(session: Session, run: Run) -> RunStatus:
     """Recompute ``run.status`` from its reports and analysis (no commit: the caller's transaction)."""
     session.flush()
     statuses = list(session.scalars(sa.select(Report.status).where(Report.run_id == run.id)))
@@ -48,12 +49,7 @@ def refresh_status(session: Session, run: Run) -> str:
 
 def get_run(session: Session, run_id: int, *, for_update: bool = False) -> Run:
     """The run, or ApiError RUN_NOT_FOUND (deleted runs are gone for readers)."""
-    if not 0 < run_id <= MAX_ID:  # beyond the id column's range no run exists (and drivers would overflow)
-        raise ApiError("RUN_NOT_FOUND", f"Run {run_id} does not exist.", {"run_id": run_id})
-    query = sa.select(Run).where(Run.id == run_id, Run.deleted_at.is_(None))
-    if for_update:
-        query = query.with_for_update()
-    run = session.scalar(query)
+    run = fetch_live(session, run_id, for_update=for_update)
     if run is None:
         raise ApiError("RUN_NOT_FOUND", f"Run {run_id} does not exist.", {"run_id": run_id})
     return run
@@ -100,25 +96,10 @@ def _list_row(row: Any) -> dict[str, Any]:
     }
 
 
-def list_runs(
-    session: Session, *, job: str | None = None, tags: dict[str, str] | None = None,
-    status: str | None = None, submitter: str | None = None, created_after: datetime | None = None,
-    created_before: datetime | None = None, sort: str = "-created_at", page: int = 1, page_size: int = 50,
-) -> dict[str, Any]:
-    """One page of runs matching every given filter, newest first by default."""
-    conditions: list[Any] = [Run.deleted_at.is_(None)]
-    if job is not None:
-        conditions.append(Run.job_id == sa.select(Job.id).where(Job.name == job).scalar_subquery())
-    for key, value in (tags or {}).items():
-        conditions.append(Run.tags[key].as_string() == value)
-    if status is not None:
-        conditions.append(Run.status == status)
-    if submitter is not None:
-        conditions.append(Run.submitter == submitter)
-    if created_after is not None:
-        conditions.append(Run.created_at >= created_after)
-    if created_before is not None:
-        conditions.append(Run.created_at < created_before)
+def list_runs(session: Session, filters: RunFilter | None = None, *, sort: str = "-created_at", page: int = 1,
+              page_size: int = 50) -> dict[str, Any]:
+    """One page of runs matching every condition of ``filters``, newest first by default."""
+    conditions = (filters or RunFilter()).conditions()
     query = (
         sa.select(*_LIST_COLUMNS, Job.name.label("job"), RunSummary.goodput_pct, RunSummary.finding_count,
                   RunSummary.top_impact_ns, sa.func.count().over().label("total"))
@@ -205,7 +186,7 @@ def delete_run(session: Session, settings: Settings, run_id: int, *, user_id: in
         raise ApiError("FORBIDDEN", f"Run {run_id} was submitted by someone else; only they or an admin "
                        "can delete it.", {"run_id": run_id})
     run.deleted_at = utcnow()
-    run.status = "deleted"
+    run.status = RunStatus.DELETED
     session.commit()
     queue.enqueue_purge(settings, run.id)
 

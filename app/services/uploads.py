@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from analysis.api import detect_kind, window_parse
 from analysis.errors import TraceError
 from app.errors import ApiError
-from app.models import RUN_SOURCES, Job, Report, Run
+from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus
 from app.services.operations import reopen_run
 from app.services.runs import get_run, refresh_status
 from app.services.storage import Staged, Storage
@@ -151,7 +151,7 @@ def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming
         return existing, False
     report = Report(run_id=run.id, name=_display_name(incoming.name), kind=kind,
                     sha256=incoming.staged.sha256, size_bytes=incoming.staged.size_bytes,
-                    status="queued", upload_path=storage.store(incoming.staged))
+                    status=ReportStatus.QUEUED, upload_path=storage.store(incoming.staged))
     session.add(report)
     session.flush()
     return report, True
@@ -188,7 +188,7 @@ def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[
     job = _job(session, meta.job)
     run = Run(job_id=job.id, tags=meta.tags or {}, git_sha=meta.git_sha, cluster=meta.cluster,
               submitter=submitter.name, submitter_user_id=submitter.user_id,
-              submitter_token_id=submitter.token_id, source=meta.source, status="queued",
+              submitter_token_id=submitter.token_id, source=meta.source, status=RunStatus.QUEUED,
               analysis_window=meta.window)
     session.add(run)
     session.flush()

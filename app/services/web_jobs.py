@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError
 from app.models import Finding, Job, Run, RunSummary
+from app.services.run_query import live
 from app.services.web_run import breakdown_of
 
 TREND_RUNS = 100        # most recent runs drawn
@@ -100,7 +101,7 @@ def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends
         raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.")
     runs = [r for r in session.execute(
         sa.select(Run.id, Run.created_at, Run.git_sha, Run.rule_statuses, Run.tags)
-        .where(Run.job_id == job.id, Run.deleted_at.is_(None))
+        .where(Run.job_id == job.id, live())
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS * (5 if tag else 1))).all()
         if _has_tag(r.tags, tag)][:TREND_RUNS][::-1]
     ids = [r.id for r in runs]

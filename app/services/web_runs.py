@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.models import Finding, Job, Report, Run, RunSummary
+from app.services.run_query import RunFilter
 
 PAGE_SIZES = (25, 50, 100)
 SORTS = {
@@ -59,6 +60,19 @@ class RunFilters:
             sort=sort if sort in SORTS or sort in HEADLINE_SORTS else "created",
             desc=args.get("order", "desc") != "asc", page=max(1, num("page", 1)),
             page_size=size if size in PAGE_SIZES else 50,
+        )
+
+
+    def run_filter(self) -> RunFilter:
+        """The shared filter (app.services.run_query) this form's fields mean: an empty field is no
+        condition, the dates are whole UTC days (``to`` included), a bare tag key asks for the key."""
+        key, eq, value = self.tag.partition("=")
+        return RunFilter(
+            job=self.job or None, tags={key: value if eq else None} if self.tag else {},
+            status=self.status or None, submitter=self.submitter or None,
+            created_after=None if self.date_from is None else datetime.combine(self.date_from, time.min, UTC),
+            created_before=None if self.date_to is None else datetime.combine(
+                self.date_to + timedelta(days=1), time.min, UTC),
         )
 
 
@@ -114,21 +128,9 @@ def _critical_subquery() -> sa.Subquery:
     )
 
 
-def _tag_filter(session: Session, tag: str) -> sa.ColumnElement[bool]:
-    key, eq, value = tag.partition("=")
-    key, value = key.strip(), value.strip()
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        col = sa.cast(Run.tags, sa.dialects.postgresql.JSONB)
-        return col.contains({key: value}) if eq else col.has_key(key)  # noqa: W601 - JSONB operator
-    # SQLite: json_extract on the key; '$."key"' quotes keys with dots or spaces.
-    path = '$."' + key.replace('"', '') + '"'
-    extracted = sa.func.json_extract(Run.tags, path)
-    return extracted == value if eq else extracted.is_not(None)
-
-
 def list_runs(session: Session, filters: RunFilters) -> RunPage:
-    """One page of runs (deleted ones excluded) with their headline numbers, filtered and sorted."""
+    """One page of runs (deleted ones excluded) with their headline numbers, filtered as the API filters
+    (``RunFilter``) and sorted."""
     headline = _headline_subquery()
     critical = _critical_subquery()
     goodput = sa.case(
@@ -139,20 +141,8 @@ def list_runs(session: Session, filters: RunFilters) -> RunPage:
         .join(Job, Job.id == Run.job_id)
         .outerjoin(headline, headline.c.run_id == Run.id)
         .outerjoin(critical, critical.c.run_id == Run.id)
-        .where(Run.deleted_at.is_(None))
+        .where(*filters.run_filter().conditions())
     )
-    if filters.job:
-        base = base.where(Job.name == filters.job)
-    if filters.submitter:
-        base = base.where(Run.submitter == filters.submitter)
-    if filters.status:
-        base = base.where(Run.status == filters.status)
-    if filters.tag:
-        base = base.where(_tag_filter(session, filters.tag))
-    if filters.date_from:
-        base = base.where(Run.created_at >= datetime.combine(filters.date_from, time.min, UTC))
-    if filters.date_to:
-        base = base.where(Run.created_at < datetime.combine(filters.date_to + timedelta(days=1), time.min, UTC))
     total = session.scalar(sa.select(sa.func.count()).select_from(base.subquery())) or 0
 
     key = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_type_hints
 
 from tests.analysis.planting import (
     clone_row,
@@ -310,6 +311,13 @@ class Case:
     @property
     def id(self) -> str:
         return f"{self.rule}-{self.plant.__name__}"
+
+    @property
+    def outcome(self) -> str:
+        """'fires' or 'silent', read from the plant's declared return (an impact, or None); test_planted_case
+        checks the plant returns what it declares. A plant that may return either is neither."""
+        returns = get_type_hints(self.plant).get("return")
+        return {int: "fires", type(None): "silent"}.get(returns, "undeclared")
 
 
 NCCL_R0 = "nccl-ring-2node-r0-ault43.sqlite"

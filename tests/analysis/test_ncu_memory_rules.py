@@ -11,6 +11,7 @@ from analysis.rules.ncu.ncu008_latency_bound import LatencyBoundMemory
 from analysis.rules.ncu.ncu009_cache_reuse import PoorCacheReuse
 from analysis.rules.ncu.ncu010_roofline import FarFromRoofline
 from analysis.rules.registry import default_registry
+from tests.analysis.declared_cases import rule_case
 from tests.analysis.ncu_builders import long_csv, raw_csv, write
 from tests.analysis.test_ncu_rules import DUR_10US, SOL, raw, run_rule
 from tests.conftest import corpus_file
@@ -38,6 +39,7 @@ def latency_case(dram_pct: str, stall: str = "10", kernel: dict | None = None, e
                     kernels=[kernel or {}])
 
 
+@rule_case("NCU008", "fires")
 def test_ncu008_fires_with_littles_law_numbers(tmp_path):
     findings, result = run_rule(tmp_path, LatencyBoundMemory, latency_case("20"))
     assert result.status == "ok" and len(findings) == 1
@@ -69,6 +71,7 @@ def test_observed_wait_per_load_against_the_typical_latency(tmp_path, loads, ver
     assert d["load_wait_verdict"].startswith(verdict) and verdict in findings[0]["message"]
 
 
+@rule_case("NCU008", "silent")
 def test_ncu008_silent_when_bandwidth_bound_or_stalls_elsewhere(tmp_path):
     findings, result = run_rule(tmp_path, LatencyBoundMemory, latency_case("70"))
     assert result.status == "ok" and findings == []
@@ -93,6 +96,7 @@ def reuse_case(hit: str, dram_bytes: str, l2: str = "4,194,304"):
                      "dram__bytes.sum": dram_bytes, "dram__throughput.avg.pct_of_peak_sustained_elapsed": "40"}], UNITS)
 
 
+@rule_case("NCU009", "fires")
 def test_ncu009_fires_on_raw_page_when_data_fits_l2(tmp_path):
     findings, result = run_rule(tmp_path, PoorCacheReuse, reuse_case("20", "1,048,576"))
     assert result.status == "ok" and len(findings) == 1
@@ -102,6 +106,7 @@ def test_ncu009_fires_on_raw_page_when_data_fits_l2(tmp_path):
 
 
 @pytest.mark.parametrize(("hit", "dram"), [("60", "1,048,576"), ("20", "8,388,608")])
+@rule_case("NCU009", "silent")
 def test_ncu009_silent_on_good_hit_rate_or_data_larger_than_l2(tmp_path, hit, dram):
     findings, result = run_rule(tmp_path, PoorCacheReuse, reuse_case(hit, dram))
     assert result.status == "ok" and findings == []
@@ -145,6 +150,7 @@ def compute_case(sm_pct: str):
     return raw_csv([row], units)
 
 
+@rule_case("NCU010", "fires")
 def test_ncu010_under_the_fp32_compute_roof_from_the_architecture_table(tmp_path):
     findings, result = run_rule(tmp_path, FarFromRoofline, compute_case("10"))
     assert result.status == "ok" and len(findings) == 1
@@ -156,6 +162,7 @@ def test_ncu010_under_the_fp32_compute_roof_from_the_architecture_table(tmp_path
     assert findings[0]["speedup_pct"] == pytest.approx(100 * (1 - achieved / peak), abs=1e-3)  # rounded to 3 places
 
 
+@rule_case("NCU010", "silent")
 def test_ncu010_silent_when_a_unit_is_busy(tmp_path):
     findings, result = run_rule(tmp_path, FarFromRoofline, compute_case("75"))
     assert result.status == "ok" and findings == []

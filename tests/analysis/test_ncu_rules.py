@@ -15,6 +15,7 @@ from analysis.rules.ncu.ncu005_throughput import ThroughputBottleneck
 from analysis.rules.ncu.ncu006_launch_config import LaunchConfiguration
 from analysis.rules.ncu.ncu007_pipes import PipeUtilization
 from analysis.trace import Run
+from tests.analysis.declared_cases import observe, rule_case
 from tests.analysis.ncu_builders import OLD_LAYOUT, long_csv, write
 from tests.conftest import corpus_file
 
@@ -28,6 +29,7 @@ def run_rule(tmp_path, rule, data: bytes):
     ingest_ncu(write(tmp_path, data), out)
     with Run.open([out], ["ncu.csv"]) as run:
         findings, results = run_rules(run, Registry([rule]))
+    observe(results[0].rule_id, results[0].status, len(findings))
     return [f.to_dict() for f in findings], results[0]
 
 
@@ -44,6 +46,7 @@ def test_registry_lists_all_ncu_rules_in_order():
 
 # NCU001 ---------------------------------------------------------------------------------------------------
 
+@rule_case("NCU001", "fires")
 def test_ncu001_l2_excess_sectors_fire_with_ncu_speedup(tmp_path):
     data = long_csv([DUR_10US, *raw(("memory_l2_theoretical_sectors_global", "sector", "1,000"),
                                     ("memory_l2_theoretical_sectors_global_ideal", "sector", "250"),
@@ -58,6 +61,7 @@ def test_ncu001_l2_excess_sectors_fire_with_ncu_speedup(tmp_path):
     assert f["evidence"][0]["name"].startswith("copy_blocked[") and f["advice"]
 
 
+@rule_case("NCU001", "silent")
 def test_ncu001_silent_when_sectors_are_ideal(tmp_path):
     data = long_csv([DUR_10US, *raw(("memory_l2_theoretical_sectors_global", "sector", "250"),
                                     ("memory_l2_theoretical_sectors_global_ideal", "sector", "250"))])
@@ -104,6 +108,7 @@ STALLS = raw(("smsp__issue_active.avg.per_cycle_active", "", "0.2"),
              ("smsp__average_warps_issue_stalled_selected_per_issue_active.ratio", "", "19"))
 
 
+@rule_case("NCU002", "fires")
 def test_ncu002_dominant_stall_fires_capped_by_issue_slot_bound(tmp_path):
     data = long_csv([DUR_10US, *STALLS, *raw(("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%", "30"),
                                              ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "%",
@@ -124,6 +129,7 @@ def test_ncu002_display_names_and_uncapped_share(tmp_path):
     assert len(findings) == 1 and findings[0]["speedup_pct"] == pytest.approx(35.0)
 
 
+@rule_case("NCU002", "silent")
 def test_ncu002_silent_when_issue_is_busy(tmp_path):
     busy = [(s, n, u, "0.85" if n.startswith("smsp__issue_active") else v) for s, n, u, v in STALLS]
     findings, result = run_rule(tmp_path, WarpStalls, long_csv([DUR_10US, *busy]))
@@ -143,6 +149,7 @@ def occupancy(theo, ach, regs="4", smem="8", warps="8", blocks="16"):
             ("Occupancy", "Theoretical Occupancy", "%", theo), ("Occupancy", "Achieved Occupancy", "%", ach)]
 
 
+@rule_case("NCU003", "fires")
 def test_ncu003_low_theoretical_occupancy_names_the_limiter(tmp_path):
     findings, _ = run_rule(tmp_path, Occupancy, long_csv([DUR_10US, *occupancy("50", "45")]))
     assert len(findings) == 1 and "registers" in findings[0]["message"]
@@ -157,6 +164,7 @@ def test_ncu003_capped_by_issue_slots_and_achieved_gap(tmp_path):
     assert findings[0]["speedup_pct"] == pytest.approx(30.0)
 
 
+@rule_case("NCU003", "silent")
 def test_ncu003_silent_when_occupancy_is_high(tmp_path):
     findings, result = run_rule(tmp_path, Occupancy, long_csv([DUR_10US, *occupancy("100", "95")]))
     assert result.status == "ok" and findings == []
@@ -175,6 +183,7 @@ def test_ncu003_on_the_corpus_conv2d_export(tmp_path):
 
 # NCU004 ---------------------------------------------------------------------------------------------------
 
+@rule_case("NCU004", "fires")
 def test_ncu004_load_conflicts_fire_with_n_way(tmp_path):
     data = long_csv([DUR_10US, *raw(("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "", "300"),
                                     ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "", "1,000"),
@@ -189,6 +198,7 @@ def test_ncu004_load_conflicts_fire_with_n_way(tmp_path):
     assert findings[0]["speedup_pct"] == pytest.approx(15.0)  # 30% conflicts x 50% L1TEX throughput
 
 
+@rule_case("NCU004", "silent")
 def test_ncu004_silent_on_corpus_export_without_conflicts(tmp_path):
     findings, result = run_rule(tmp_path, SharedBankConflicts,
                                 corpus_file("conv2d-shared-memory.csv").read_bytes())
@@ -210,6 +220,7 @@ def sol(sm, mem, *extra):
      "Memory-bound kernel (L2)", 30.0),
     (sol("75", "30"), "Compute-bound kernel", 25.0),
 ])
+@rule_case("NCU005", "fires")
 def test_ncu005_classification_fires(tmp_path, rows, title, speedup):
     findings, _ = run_rule(tmp_path, ThroughputBottleneck, long_csv(rows))
     assert len(findings) == 1 and findings[0]["title"].split(":")[0] == title
@@ -217,6 +228,7 @@ def test_ncu005_classification_fires(tmp_path, rows, title, speedup):
 
 
 @pytest.mark.parametrize(("sm", "mem"), [("85", "30"), ("65", "70")])
+@rule_case("NCU005", "silent")
 def test_ncu005_silent_at_roofline_or_balanced(tmp_path, sm, mem):
     findings, result = run_rule(tmp_path, ThroughputBottleneck, long_csv(sol(sm, mem)))
     assert result.status == "ok" and findings == []
@@ -244,6 +256,7 @@ def launch(block="256", grid="1,024", sms="40", waves="6.40"):
             ("Launch Statistics", "# SMs", "SM", sms), ("Launch Statistics", "Waves Per SM", "", waves)]
 
 
+@rule_case("NCU006", "fires")
 def test_ncu006_block_size_not_multiple_of_32(tmp_path):
     findings, _ = run_rule(tmp_path, LaunchConfiguration, long_csv(launch(block="100")))
     assert len(findings) == 1 and findings[0]["speedup_pct"] == pytest.approx(100 / 4 * (1 - 4 / 32))
@@ -261,6 +274,7 @@ def test_ncu006_tail_effect(tmp_path):
     assert findings[0]["speedup_pct"] == pytest.approx(50.0)
 
 
+@rule_case("NCU006", "silent")
 def test_ncu006_silent_on_corpus_export(tmp_path):
     findings, result = run_rule(tmp_path, LaunchConfiguration, corpus_file("numba-copy-blocked-full.csv").read_bytes())
     assert result.status == "ok" and findings == []
@@ -268,6 +282,7 @@ def test_ncu006_silent_on_corpus_export(tmp_path):
 
 # NCU007 ---------------------------------------------------------------------------------------------------
 
+@rule_case("NCU007", "fires")
 def test_ncu007_matrix_kernel_without_tensor_cores(tmp_path):
     data = long_csv([DUR_10US, *raw(("sm__inst_executed_pipe_tensor.sum", "inst", "0"),
                                     ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "1,000"),
@@ -277,6 +292,7 @@ def test_ncu007_matrix_kernel_without_tensor_cores(tmp_path):
     assert len(findings) == 1 and findings[0]["speedup_pct"] == pytest.approx(20.0)
 
 
+@rule_case("NCU007", "silent")
 def test_ncu007_silent_for_non_matrix_kernel_and_with_tensor_use(tmp_path):
     fp = raw(("sm__inst_executed_pipe_tensor.sum", "inst", "0"),
              ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "1,000"))

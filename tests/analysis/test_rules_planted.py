@@ -27,6 +27,7 @@ def _run(case: Case, tmp_path) -> tuple[int | None, dict]:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_planted_case(case: Case, tmp_path) -> None:
     expected, result = _run(case, tmp_path)
+    assert case.outcome == ("silent" if expected is None else "fires"), "the plant returned what it does not declare"
     status = {r["id"]: r for r in result["rules"]}[case.rule]
     assert status["status"] == "ok", status
     found = [f for f in result["findings"] if f["rule_id"] == case.rule]

@@ -13,15 +13,10 @@ import sqlalchemy as sa
 from app import create_app
 from app.services import tokens
 from app.settings import Settings
+from tests.conftest import redis_db
 from tests.dbs import BACKENDS, MigratedDB, per_backend
 
 REDIS_URL = os.environ.get("GOODPUT_TEST_REDIS_URL", "redis://127.0.0.1:6379")
-
-
-def _redis_db() -> int:
-    # Separate Redis databases per xdist worker so queue lengths seen by one test are its own.
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return 8 + int(worker[2:] or 0) % 8
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +38,7 @@ def db(migrated, backend) -> MigratedDB:
 
 @pytest.fixture
 def broker():
-    client = redis.Redis.from_url(f"{REDIS_URL}/{_redis_db()}")
+    client = redis.Redis.from_url(f"{REDIS_URL}/{redis_db()}")
     client.delete("ingest", "light")
     yield client
     client.delete("ingest", "light")
@@ -53,7 +48,7 @@ def broker():
 @pytest.fixture
 def settings(db, broker, tmp_path) -> Settings:
     return replace(Settings(), data_dir=tmp_path / "data", database_url=db.url,
-                   broker_url=f"{REDIS_URL}/{_redis_db()}", secret_key="test-secret")
+                   broker_url=f"{REDIS_URL}/{redis_db()}", secret_key="test-secret")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 from app import create_app
 from app.services import tokens, users
 from app.settings import Settings
+from tests.conftest import redis_db
 from tests.dbs import BACKENDS, MigratedDB, per_backend
 from tests.reliability.web.helpers import PASSWORD
 
@@ -36,10 +37,9 @@ def rdb(reliability_dbs, backend) -> MigratedDB:
 
 @pytest.fixture
 def settings(rdb, tmp_path) -> Settings:
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     # Small sign-in limits and a short lock wait keep the attacks quick; the logic is the same.
     return replace(Settings(), data_dir=tmp_path / "data", database_url=rdb.url, secret_key="test-secret",
-                   broker_url=f"{REDIS_URL}/{8 + int(worker[2:] or 0) % 8}", sign_in_max_failures=5,
+                   broker_url=f"{REDIS_URL}/{redis_db()}", sign_in_max_failures=5,
                    sign_in_max_failures_per_address=8, sign_in_window_seconds=600, db_lock_timeout_ms=500)
 
 
