@@ -246,7 +246,7 @@ def test_linked_nsys_time_in_kernels_and_new_rule_impact(tmp_path):
     ncu_db, nsys_db = tmp_path / "ncu.duckdb", tmp_path / "nsys.duckdb"
     ingest(write(tmp_path, src), ncu_db)
     ingest(nsys, nsys_db)
-    result = analyze([ncu_db, nsys_db], labels=["ncu.csv", "nsys.sqlite"], rules=["NCU008"])
+    result = analyze([ncu_db, nsys_db], labels=["ncu.csv", "nsys.sqlite"], rules=["NCU008"], window="all")
     kernel = result["reports"][0]["kernels"][0]
     assert (kernel["nsys_total_ns"], kernel["nsys_launches"]) == (total, launches)
     f = result["findings"][0]
