@@ -181,14 +181,15 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
             continue
         local = {"w0": w0 - off, "w1": w1 - off, "n": buckets, "span": w1 - w0}
         launchers = [(g["pid"], lane["tid"]) for g in cat for lane in g["lanes"] if lane["kind"] == "api"]
-        ov = part.overview if part.overview is not None and run_overview.usable(
-            e, local["w0"], local["w1"], buckets) else None
+        level = run_overview.level_for(e, local["w0"], local["w1"], buckets)
+        ov = (part.overview, level) if part.overview is not None and level is not None else None
         jobs.append((part, off, local, launchers, ov))
 
     def run(job: tuple) -> tuple[int, dict[str, list]]:
         part, off, local, launchers, ov = job
         if ov is not None:
-            return off, run_overview.boxes(part.trace, ov, {**local, "report_id": part.report_id}, launchers)
+            return off, run_overview.boxes(part.trace, ov[0], ov[1], {**local, "report_id": part.report_id},
+                                           launchers)
         return off, _boxes(part, local, launchers)
 
     by_lane: dict[str, list] = {}
