@@ -5,12 +5,10 @@ from __future__ import annotations
 from flask import abort, redirect, render_template, request, url_for
 
 from analysis.rules.registry import default_registry
-from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import runs as runs_service
 from app.services import web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services.web_run import finding_dict
 from app.settings import current_settings
@@ -68,14 +66,7 @@ def run(run_id: int):
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
                            top_impact=top, report_kinds={r.id: r.kind for r in view.reports},
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
-                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis,
-                           can_delete=_may_delete(view.run))
-
-
-def _may_delete(run) -> bool:
-    p = current_principal()
-    return p is not None and runs_service.may_delete(run, user_id=p.user_id, token_id=p.token_id,
-                                                     is_admin=p.is_admin)
+                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis)
 
 
 @bp.route("/compare")

@@ -14,6 +14,14 @@ from app.web import bp
 from app.web.security import login_required
 
 
+@bp.app_template_global("may_delete_run")
+def may_delete_run(run) -> bool:
+    """Whether the signed-in person may delete ``run`` (the run page shows its Delete button only then)."""
+    p = current_principal()
+    return p is not None and runs_service.may_delete(run, user_id=p.user_id, token_id=p.token_id,
+                                                     is_admin=p.is_admin)
+
+
 @bp.route("/runs/<int:run_id>/delete", methods=["POST"])
 @login_required
 def delete_run(run_id: int):
