@@ -133,6 +133,8 @@ def main() -> None:
             span = int(span * 0.7)
             steps.append(_get(client, f"/runs/{rid}/timeline.json?buckets={PX}&start_ns={mid - span // 2}"
                                       f"&end_ns={mid + span // 2}"))
+        print(("with" if overview else "without") + " overview, zoom steps in order (ms):",
+              " ".join(f"{1000 * s:.0f}" for s, _ in steps), file=sys.stderr)
         return {"built": built, "cold": cold, "size": size, "win": win, "warm": warm,
                 "steps": sorted(1000 * s for s, _ in steps), "lo": lo, "hi": hi, "mid": mid}
 
