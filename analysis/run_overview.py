@@ -16,10 +16,10 @@ from pathlib import Path
 from analysis.timeline import MAX_NVTX_DEPTH, extent
 from analysis.trace import Trace
 
-LEVELS = (8192, 131072)   # fine bins over the report's extent, per level (coarse first)
+LEVELS = (8192, 32768, 131072)   # fine bins over the report's extent, per level (coarse first)
 OV_BINS = LEVELS[-1]
 MIN_BINS_PER_PX = 4    # a pixel column must cover this many fine bins of a level for that level to be used
-VERSION = 2            # in the file name: a changed layout is rebuilt, never misread
+VERSION = 3            # in the file name: a changed layout is rebuilt, never misread
 NAME_CHARS = 160
 COLUMNS = ("level", "kind", "pid", "device", "stream", "tid", "depth", "cat", "bin", "s", "e", "n", "busy", "top", "name")
 

@@ -41,8 +41,8 @@ def _lanes(win) -> dict[str, list]:
     return {lane["id"]: lane["boxes"] for g in win["groups"] for lane in g["lanes"]}
 
 
-# (fraction of the run, columns): the whole run on the coarse level, a 1/20 zoom on the fine level
-@pytest.mark.parametrize(("fraction", "buckets", "level"), [(1, 300, 0), (1, 1400, 0), (20, 1400, 1), (20, 300, 1)])
+# (fraction of the run, columns, level): the whole run on the coarsest level, a 1/20 zoom on finer ones
+@pytest.mark.parametrize(("fraction", "buckets", "level"), [(1, 300, 0), (1, 1400, 0), (20, 1400, 2), (20, 300, 1)])
 def test_overview_windows_keep_every_activity_and_its_place(parts, fraction, buckets, level) -> None:
     fast = _with_overviews(parts)
     whole = run_timeline.window(parts, buckets=buckets)
