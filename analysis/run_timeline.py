@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from analysis import run_overview
 from analysis.timeline import MAX_BUCKETS, MAX_NVTX_DEPTH, MIN_BUCKETS, _bucket_expr, extent
 from analysis.trace import Trace
 
@@ -42,6 +44,7 @@ class Part:
     report_id: int
     rank: int | None = None
     host: str | None = None
+    overview: Path | None = None   # the report's analysis.run_overview file, if built
 
 
 def short_host(host: str | None) -> str | None:
@@ -155,6 +158,7 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
 
     Box times are on the run clock: ``[start_ns, end_ns, count, busy_ns, category, name(, depth)]``.
     ``catalogues`` and ``extents`` (per part) may be passed in from a cache; they only depend on the file.
+    A part's ``overview`` file (``analysis.run_overview``), when set, answers the coarse windows.
     """
     offs, aligned = offsets(parts)
     catalogues = catalogues if catalogues is not None else [catalogue(p) for p in parts]
@@ -177,10 +181,15 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
             continue
         local = {"w0": w0 - off, "w1": w1 - off, "n": buckets, "span": w1 - w0}
         launchers = [(g["pid"], lane["tid"]) for g in cat for lane in g["lanes"] if lane["kind"] == "api"]
-        jobs.append((part, off, local, launchers))
+        level = run_overview.level_for(e, local["w0"], local["w1"], buckets)
+        ov = (part.overview, level) if part.overview is not None and level is not None else None
+        jobs.append((part, off, local, launchers, ov))
 
     def run(job: tuple) -> tuple[int, dict[str, list]]:
-        part, off, local, launchers = job
+        part, off, local, launchers, ov = job
+        if ov is not None:
+            return off, run_overview.boxes(part.trace, ov[0], ov[1], {**local, "report_id": part.report_id},
+                                           launchers)
         return off, _boxes(part, local, launchers)
 
     by_lane: dict[str, list] = {}

@@ -109,17 +109,38 @@ def main() -> None:
     assert client.post("/login", data={"username": "bench", "password": "bench-password",
                                        "csrf_token": token}).status_code == 302
     rid = run.id
-    web_timeline._cache.clear()
-    cold, size = _get(client, f"/runs/{rid}/timeline.json?buckets={PX}")
-    win = client.get(f"/runs/{rid}/timeline.json?buckets={PX}").get_json()
-    warm = sorted(_get(client, f"/runs/{rid}/timeline.json?buckets={PX}")[0] for _ in range(5))
-    lo, hi = win["extent"]
-    steps, span, mid = [], hi - lo, (lo + hi) // 2
-    while span > (hi - lo) / 1000:
-        span = int(span * 0.7)
-        steps.append(_get(client, f"/runs/{rid}/timeline.json?buckets={PX}&start_ns={mid - span // 2}"
-                                  f"&end_ns={mid + span // 2}"))
-    step_ms = sorted(1000 * s for s, _ in steps)
+
+    def fresh() -> None:
+        web_timeline._cache.clear()
+        for trace in getattr(web_timeline._local, "traces", {}).values():
+            trace.close()
+        web_timeline._local.__dict__.clear()      # fresh connections: nothing of another pass kept warm
+
+    def measure(overview: bool) -> dict:
+        """The same requests with and without the per-report overview (the exact path first: 'before')."""
+        web_timeline.USE_OVERVIEW = overview
+        for old in (data / "reports").glob("*/*.parquet"):
+            old.unlink()
+        fresh()
+        built, size = _get(client, f"/runs/{rid}/timeline.json?buckets={PX}")   # builds the overviews if on
+        fresh()
+        cold = _get(client, f"/runs/{rid}/timeline.json?buckets={PX}")[0]       # catalogue cold, overview on disk
+        win = client.get(f"/runs/{rid}/timeline.json?buckets={PX}").get_json()
+        warm = sorted(_get(client, f"/runs/{rid}/timeline.json?buckets={PX}")[0] for _ in range(5))
+        lo, hi = win["extent"]
+        steps, span, mid = [], hi - lo, (lo + hi) // 2
+        while span > (hi - lo) / 1000:
+            span = int(span * 0.7)
+            steps.append(_get(client, f"/runs/{rid}/timeline.json?buckets={PX}&start_ns={mid - span // 2}"
+                                      f"&end_ns={mid + span // 2}"))
+        print(("with" if overview else "without") + " overview, zoom steps in order (ms):",
+              " ".join(f"{1000 * s:.0f}" for s, _ in steps), file=sys.stderr)
+        return {"built": built, "cold": cold, "size": size, "win": win, "warm": warm,
+                "steps": sorted(1000 * s for s, _ in steps), "lo": lo, "hi": hi, "mid": mid}
+
+    before, after = measure(False), measure(True)
+    win, cold, size, lo, hi, mid = after["win"], after["cold"], after["size"], after["lo"], after["hi"], after["mid"]
+    step_ms = after["steps"]
     lane = next(lane for g in win["groups"] for lane in g["lanes"] if lane["kind"] == "gpu" and lane["boxes"])
     g = next(g for g in win["groups"] if lane in g["lanes"])
     b = lane["boxes"][len(lane["boxes"]) // 2]
@@ -129,6 +150,10 @@ def main() -> None:
     trace_s, trace_bytes = _get(client, f"/runs/{rid}/trace.json?start_ns={mid}&end_ns={mid + w}")
     boxes = win["boxes"]
     lanes = sum(len(g["lanes"]) for g in win["groups"])
+    ov_bytes = sum(f.stat().st_size for f in (data / "reports").glob("*/*.parquet"))
+
+    def row(label: str, key) -> str:
+        return f"| {label} | {key(before):.0f} | {key(after):.0f} |"
 
     lines = [
         "# Run timeline latency (issue #12)",
@@ -143,12 +168,18 @@ def main() -> None:
         f"{args.ranks * counts['cuda_api']:,} CUDA API calls (cloverleaf-devsync replicated in {build_s:.0f} s); "
         f"{len(win['groups'])} rank groups, {lanes} lanes, {boxes:,} boxes in the whole-run window ({size:,} bytes).",
         "",
-        "| request | ms |",
+        "| request | ms, no overview (before) | ms, with overview (after) |",
+        "|---|---:|---:|",
+        row(f"first view ever: whole run, cold catalogue, overview built ({PX} px)", lambda m: 1000 * m["built"]),
+        row("first window, cold catalogue and connections, overview on disk", lambda m: 1000 * m["cold"]),
+        row("whole-run window, warm (median of 5)", lambda m: 1000 * statistics.median(m["warm"])),
+        row(f"zoom step (x0.7 down to 0.1 %), median of {len(step_ms)}", lambda m: statistics.median(m["steps"])),
+        row("zoom step, worst", lambda m: m["steps"][-1]),
+        "",
+        f"Overview files: {ov_bytes:,} bytes for {args.ranks} reports.",
+        "",
+        "| request (with overview) | ms |",
         "|---|---:|",
-        f"| first window, cold lane catalogue ({PX} px) | {1000 * cold:.0f} |",
-        f"| whole-run window, warm (median of 5) | {1000 * statistics.median(warm):.0f} |",
-        f"| zoom step (x0.7 down to 0.1 %), median of {len(step_ms)} | {statistics.median(step_ms):.0f} |",
-        f"| zoom step, worst | {step_ms[-1]:.0f} |",
         f"| kernel click (launch + collective) | {1000 * sel_s:.0f} |",
         f"| merged Chrome trace, 1 % window ({trace_bytes:,} bytes) | {1000 * trace_s:.0f} |",
         "",

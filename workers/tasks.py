@@ -108,7 +108,20 @@ def run_ingest(task: Task, report_id: int) -> str:
         operations.release_upload(session, settings, claim.upload_path)
     if run_id is not None:
         enqueue_analyze(settings, run_id)
+    if failure is None and result is not None and result.tool == "nsys":
+        _prepare_overview(out, report_id)
     return failure[0] if failure else "ready"
+
+
+def _prepare_overview(path, report_id: int) -> None:
+    """The run timeline's overview of the new report (issue #12), built here so no page view waits for it;
+    best effort: the web process builds a missing one on first use."""
+    from analysis.run_overview import prepare
+
+    try:
+        prepare(path)
+    except Exception:
+        logger.warning("timeline overview not built", exc_info=True, extra={"report_id": report_id})
 
 
 def run_analyze(task: Task, run_id: int) -> str:

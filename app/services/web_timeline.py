@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis import run_overview
 from analysis.run_timeline import Part, catalogue
 from analysis.timeline import extent
 from analysis.trace import Trace
@@ -62,6 +63,29 @@ def _described(part: Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, i
     return hit
 
 
+_build_lock = threading.Lock()
+USE_OVERVIEW = True   # benchmarks/run_timeline_latency.py turns it off to time the same run without overviews
+
+
+def _overview(part: Part, path: Path, ext: tuple[int, int] | None) -> Path | None:
+    """The report's overview file, built on first use (once per report: the DuckDB file never changes).
+
+    Published by rename, so a concurrent reader in another process sees the whole file or none; here one
+    thread builds while the others wait, rather than several scanning the same report."""
+    if ext is None or not USE_OVERVIEW:
+        return None
+    out = run_overview.overview_path(path)
+    if out.is_file():
+        return out
+    with _build_lock:
+        if not out.is_file():
+            try:
+                run_overview.build(part.trace, ext, out)
+            except OSError:   # a read-only data dir: windows are still answered from the report itself
+                return None
+    return out
+
+
 @contextmanager
 def run_parts(session: Session, settings: Settings, run_id: int):
     """Yield (parts, catalogues, extents) for the run's ingested nsys reports (kept open, see above)."""
@@ -76,4 +100,6 @@ def run_parts(session: Session, settings: Settings, run_id: int):
             parts.append((Part(_trace(str(path), r.name), r.id, r.rank, r.host or (r.info or {}).get("host")),
                           str(path)))
     described = [_described(p, key) for p, key in parts]
+    for (p, key), (_cat, ext) in zip(parts, described, strict=True):
+        p.overview = _overview(p, Path(key), ext)
     yield [p for p, _ in parts], [d[0] for d in described], [d[1] for d in described]

@@ -23,6 +23,7 @@ def init_app(app: Flask) -> None:
         views_auth,
         views_data,
         views_pages,
+        views_run_delete,
         views_run_timeline,
     )
 

@@ -60,7 +60,7 @@ def test_upload_through_the_page_reaches_ready(signed_in) -> None:
         document.getElementById('dropzone').dispatchEvent(new DragEvent('drop', {dataTransfer: dt, bubbles: true}));
     }""", [dropped.name, payload])
     page.set_input_files("#files", str(corpus_file("cupy-a100.sqlite")))
-    assert page.locator("#file-list li").count() == 2
+    assert page.locator("#file-list tbody tr").count() == 2
     page.fill("#job", "upload-e2e")
     page.fill("#tags", "branch=main nodes=1")
     page.fill("#git_sha", "abc1234")

@@ -90,3 +90,36 @@ GP.onReady(function () {
   open();
   window.addEventListener("hashchange", open);
 });
+
+// One unit per table column (issue #12): every duration marked data-ns in a column is written in the unit of
+// the column's largest value, with three significant digits ("26.8 s" above "0.00123 s", never "1.23 ms"
+// under "26.8 s"); data-signed adds "+" to positive deltas. Cells keep their raw ns for sorting and tests.
+GP.NS_UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
+const sig3Format = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 3 });
+GP.unifyUnits = function (root) {
+  root = root || document;
+  const tables = root.tagName === "TABLE" ? [root] : Array.from(root.querySelectorAll("table"));
+  tables.forEach(function (table) {
+    const columns = new Map();
+    table.querySelectorAll("td [data-ns], td[data-ns]").forEach(function (el) {
+      const td = el.closest("td");
+      if (td.closest("table") !== table || el.getAttribute("data-ns") === "" || el.children.length) return;
+      const v = Number(el.getAttribute("data-ns"));
+      if (!isFinite(v)) return;
+      if (!columns.has(td.cellIndex)) columns.set(td.cellIndex, []);
+      columns.get(td.cellIndex).push([el, v]);
+    });
+    columns.forEach(function (cells, col) {
+      const top = Math.max(...cells.map(([, v]) => Math.abs(v)));
+      const [div, unit] = GP.NS_UNITS.find(([d]) => top >= d * 0.9995) || [1, "ns"];
+      for (const [el, v] of cells) {
+        const text = sig3Format.format(v / div) + " " + unit;
+        el.textContent = (el.hasAttribute("data-signed") && v > 0 ? "+" : "") + text;
+        el.setAttribute("data-unit", unit);
+      }
+      const th = table.tHead && table.tHead.rows[0] && table.tHead.rows[0].cells[col];
+      if (th) th.setAttribute("data-unit", unit);
+    });
+  });
+};
+GP.onReady(function () { GP.unifyUnits(document); });

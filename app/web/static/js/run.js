@@ -78,6 +78,13 @@
     return td;
   }
 
+  // A duration cell: raw ns kept for sorting and for GP.unifyUnits (one unit per column).
+  function nsCell(v) {
+    const td = cell(GP.fmtNs(v), "num", v ?? "");
+    td.setAttribute("data-ns", v === null || v === undefined ? "" : String(v));
+    return td;
+  }
+
   async function loadTables() {
     const select = document.getElementById("tables-report");
     if (!select) return;
@@ -95,10 +102,10 @@
         const name = cell(k.short || k.name, "name", k.name);
         name.setAttribute("title", k.name);      // the full demangled name on hover
         tr.append(name, cell(k.category || ""), cell(k.count, "num", k.count),
-          cell(GP.fmtNs(k.total_ns), "num", k.total_ns ?? ""),
+          nsCell(k.total_ns),
           cell(k.pct === null || k.pct === undefined ? "–" : GP.fmtPct(k.pct), "num", k.pct ?? ""),
-          cell(GP.fmtNs(k.mean_ns), "num", k.mean_ns ?? ""),
-          cell(GP.fmtNs(k.min_ns), "num", k.min_ns ?? ""), cell(GP.fmtNs(k.max_ns), "num", k.max_ns ?? ""),
+          nsCell(k.mean_ns),
+          nsCell(k.min_ns), nsCell(k.max_ns),
           ncu ? cell(k.speedup_pct === null || k.speedup_pct === undefined ? "–" : GP.fmtPct(k.speedup_pct), "num", k.speedup_pct ?? "")
             : cell(k.streams ?? "–", "num", k.streams ?? ""));
         ktab.appendChild(tr);
@@ -106,14 +113,16 @@
       for (const n of data.nvtx) {
         const tr = GP.el("tr");
         tr.append(cell(n.text, "name"), cell(n.domain || ""), cell(n.count, "num", n.count),
-          cell(GP.fmtNs(n.total_ns), "num", n.total_ns), cell(GP.fmtNs(n.mean_ns), "num", n.mean_ns),
-          cell(GP.fmtNs(n.min_ns), "num", n.min_ns), cell(GP.fmtNs(n.max_ns), "num", n.max_ns));
+          nsCell(n.total_ns), nsCell(n.mean_ns),
+          nsCell(n.min_ns), nsCell(n.max_ns));
         ntab.appendChild(tr);
       }
       document.getElementById("kernel-count").textContent =
         `${data.kernels.length} kernel name${data.kernels.length === 1 ? "" : "s"}, most time first` +
         (data.kernels.length >= data.limit ? ` (only the ${data.limit} with the most time are listed)` : "");
       document.getElementById("nvtx-count").textContent = `${data.nvtx.length} range name${data.nvtx.length === 1 ? "" : "s"}`;
+      GP.unifyUnits(document.getElementById("kernel-table"));
+      GP.unifyUnits(document.getElementById("nvtx-table"));
       document.getElementById("kernel-table").setAttribute("data-loaded", "1");
     } catch (err) {
       ktab.appendChild(GP.el("tr")).appendChild(GP.el("td", { colspan: "8" }, "could not load: " + err.message));
@@ -138,6 +147,7 @@
           if (v && top) td.style.background = `rgba(43, 108, 176, ${(0.06 + 0.5 * v / top).toFixed(2)})`;
         });
       }
+      GP.unifyUnits(table);
       table.setAttribute("data-loaded", "1");
     } catch (err) {
       table.tBodies[0].appendChild(GP.el("tr")).appendChild(GP.el("td", null, "could not load: " + err.message));

@@ -6,10 +6,53 @@
   const POLL_MS = 1000;
   let files = [];
 
+  // Sizes in B/kB/MB/GB with three significant digits, like the server's fmt_bytes filter.
+  function fmtBytes(n) {
+    const units = ["B", "kB", "MB", "GB", "TB"];
+    let i = 0;
+    while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+    return (i === 0 ? String(Math.round(n)) : n.toPrecision(3)) + " " + units[i];
+  }
+
+  function fmtSeconds(s) {
+    if (!isFinite(s)) return "–";
+    if (s < 60) return `${Math.max(1, Math.round(s))} s`;
+    const m = Math.floor(s / 60);
+    return m < 60 ? `${m} min ${Math.round(s - 60 * m)} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
+  }
+
+  function kindOf(name) {
+    const n = name.toLowerCase().replace(/\.(gz|zst|zstd)$/, "");
+    return n.endsWith(".csv") ? "Nsight Compute CSV" : n.endsWith(".sqlite") ? "Nsight Systems export" : "unknown type";
+  }
+
+  // The chosen files as a table (name, type, size, remove) with their total, so a wrong file is seen and
+  // taken out before the upload starts.
   function listFiles() {
-    const ul = document.getElementById("file-list");
-    ul.textContent = "";
-    for (const f of files) ul.appendChild(GP.el("li", {}, `${f.name} (${(f.size / 1e6).toFixed(2)} MB)`));
+    const box = document.getElementById("file-list");
+    box.textContent = "";
+    document.getElementById("clear-files").hidden = !files.length;
+    if (!files.length) return;
+    const table = GP.el("table", { id: "chosen-files" });
+    const body = GP.el("tbody");
+    files.forEach(function (f, i) {
+      const rm = GP.el("button", { type: "button", class: "secondary remove-file", "data-index": String(i),
+        "aria-label": `remove ${f.name}` }, "remove");
+      const td = GP.el("td");
+      td.appendChild(rm);
+      const tr = GP.el("tr");
+      tr.append(GP.el("td", { class: "name", title: f.name }, f.name), GP.el("td", {}, kindOf(f.name)),
+        GP.el("td", { class: "num" }, fmtBytes(f.size)), td);
+      body.appendChild(tr);
+    });
+    const total = files.reduce((a, f) => a + f.size, 0);
+    const foot = GP.el("tfoot");
+    const tr = GP.el("tr");
+    tr.append(GP.el("td", {}, `${files.length} file${files.length === 1 ? "" : "s"}`), GP.el("td"),
+      GP.el("td", { class: "num", id: "files-total" }, fmtBytes(total)), GP.el("td"));
+    foot.appendChild(tr);
+    table.append(body, foot);
+    box.appendChild(table);
   }
 
   function addFiles(list) {
@@ -75,14 +118,33 @@
     xhr.open("POST", form.getAttribute("data-api"));
     xhr.setRequestHeader("X-CSRF-Token", GP.csrf());
     xhr.setRequestHeader("Accept", "application/json");
+    const cancel = document.getElementById("cancel-upload");
+    const started = performance.now();
+    cancel.hidden = false;
+    cancel.onclick = () => xhr.abort();
+    // Bytes sent, speed and time left; the speed is the average since the start (steadier than per event).
     xhr.upload.addEventListener("progress", function (ev) {
-      if (ev.lengthComputable) {
-        bar.value = Math.round((100 * ev.loaded) / ev.total);
-        phase.textContent = `Uploading… ${(ev.loaded / 1e6).toFixed(1)} of ${(ev.total / 1e6).toFixed(1)} MB`;
-      }
+      if (!ev.lengthComputable) return;
+      bar.value = Math.round((100 * ev.loaded) / ev.total);
+      const secs = (performance.now() - started) / 1000;
+      const speed = secs > 0 ? ev.loaded / secs : 0;
+      const eta = speed > 0 ? (ev.total - ev.loaded) / speed : Infinity;
+      phase.textContent = `Uploading… ${fmtBytes(ev.loaded)} of ${fmtBytes(ev.total)}`;
+      const rate = document.getElementById("upload-rate");
+      rate.textContent = ev.loaded >= ev.total ? `${fmtBytes(speed)}/s · sent, waiting for the server`
+        : `${fmtBytes(speed)}/s · about ${fmtSeconds(eta)} left`;
+      rate.setAttribute("data-loaded", String(ev.loaded));
+    });
+    xhr.addEventListener("abort", function () {
+      document.getElementById("upload-button").disabled = false;
+      cancel.hidden = true;
+      bar.value = 0;
+      phase.textContent = "Upload cancelled; nothing was stored. The files are still chosen.";
+      document.getElementById("upload-rate").textContent = "";
     });
     xhr.addEventListener("load", function () {
       document.getElementById("upload-button").disabled = false;
+      cancel.hidden = true;
       let body = null;
       try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
       if (xhr.status >= 400 || !body) {
@@ -105,6 +167,7 @@
     });
     xhr.addEventListener("error", function () {
       document.getElementById("upload-button").disabled = false;
+      cancel.hidden = true;
       showError("The upload failed: the server could not be reached.");
     });
     xhr.send(data);
@@ -119,6 +182,13 @@
     ["dragenter", "dragover"].forEach((t) => zone.addEventListener(t, (ev) => { ev.preventDefault(); zone.classList.add("over"); }));
     ["dragleave", "drop"].forEach((t) => zone.addEventListener(t, (ev) => { ev.preventDefault(); zone.classList.remove("over"); }));
     zone.addEventListener("drop", (ev) => addFiles(ev.dataTransfer.files));
+    document.getElementById("file-list").addEventListener("click", function (ev) {
+      const b = ev.target.closest && ev.target.closest("button.remove-file");
+      if (!b) return;
+      files.splice(Number(b.getAttribute("data-index")), 1);
+      listFiles();
+    });
+    document.getElementById("clear-files").addEventListener("click", () => { files = []; listFiles(); });
     form.addEventListener("submit", (ev) => { ev.preventDefault(); submit(form); });
     // Completion of existing job names as one types (the datalist holds the most recent ones).
     const job = document.getElementById("job");

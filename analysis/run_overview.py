@@ -1,0 +1,140 @@
+"""A report's timeline overview: its GPU, CUDA API and NVTX activity pre-merged per lane into a fixed number of
+fine time bins, written once to a Parquet file beside the report's DuckDB file.
+
+Whole-run and zoomed-out windows of ``analysis.run_timeline`` then merge a few hundred thousand overview
+rows into pixel columns instead of scanning every kernel (a six-rank run holds millions). A window uses the
+overview only when one pixel column covers at least ``MIN_BINS_PER_PX`` fine bins: a fine bin is placed
+whole in the column of its first start, so an activity can move by at most one fine bin (a quarter of a
+pixel); counts, busy time, first starts and last ends stay exact. Closer zooms read the report as before.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from analysis.timeline import MAX_NVTX_DEPTH, extent
+from analysis.trace import Trace
+
+LEVELS = (8192, 32768, 131072)   # fine bins over the report's extent, per level (coarse first)
+OV_BINS = LEVELS[-1]
+MIN_BINS_PER_PX = 4    # a pixel column must cover this many fine bins of a level for that level to be used
+VERSION = 3            # in the file name: a changed layout is rebuilt, never misread
+NAME_CHARS = 160
+COLUMNS = ("level", "kind", "pid", "device", "stream", "tid", "depth", "cat", "bin", "s", "e", "n", "busy", "top", "name")
+
+_GPU = """
+    SELECT pid, device, stream, start_ns, end_ns, category AS cat, name FROM kernels
+    UNION ALL SELECT pid, device, stream, start_ns, end_ns, 'memcpy', 'Memcpy ' || coalesce(copy_kind, 'unknown')
+      FROM memcpy
+    UNION ALL SELECT pid, device, stream, start_ns, end_ns, 'memset', 'Memset' FROM memset
+"""
+
+
+def overview_path(trace_path: Path) -> Path:
+    """Where the overview of the report at ``trace_path`` lives (same directory, so a purge removes both)."""
+    return trace_path.with_name(f"{trace_path.stem}.overview-v{VERSION}.parquet")
+
+
+def _bin(e0: int, span: int, bins: int) -> str:
+    return f"least(((start_ns - {int(e0)})::HUGEINT * {bins} // {max(1, int(span))})::BIGINT, {bins - 1})"
+
+
+def build(trace: Trace, extent: tuple[int, int], out: Path) -> Path:
+    """Write the overview of ``trace`` (report-local ``extent``) to ``out`` (temporary name, then rename)."""
+    e0, span = extent[0], extent[1] - extent[0]
+    selects = []
+    for level, bins in enumerate(LEVELS):
+        selects += _level_selects(trace, level, _bin(e0, span, bins))
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    if not selects:   # nothing to draw: an empty file with the same columns
+        selects.append("SELECT 0 AS level, NULL::VARCHAR AS kind, NULL::BIGINT AS pid, NULL::BIGINT AS device, "
+                       "NULL::BIGINT AS stream, NULL::BIGINT AS tid, 0 AS depth, NULL::VARCHAR AS cat, 0::BIGINT AS bin, "
+                       "0::BIGINT AS s, 0::BIGINT AS e, 0::BIGINT AS n, 0::BIGINT AS busy, 0::BIGINT AS top, "
+                       "NULL::VARCHAR AS name WHERE false")
+    query = " UNION ALL ".join(selects)
+    # Sorted by level and bin: Parquet row-group statistics then skip most of the file for one window.
+    named = f"SELECT * FROM ({query}) AS t({', '.join(COLUMNS)}) ORDER BY level, bin"  # noqa: S608 - server-made
+    trace.con.execute(f"COPY ({named}) TO '{_quoted(tmp)}' (FORMAT parquet)")
+    os.replace(tmp, out)
+    return out
+
+
+def _level_selects(trace: Trace, level: int, b: str) -> list[str]:
+    selects = []
+    if all(t in trace.tables for t in ("kernels", "memcpy", "memset")):
+        selects.append(f"""SELECT {level} AS level, 'gpu' AS kind, pid, device, stream, NULL::BIGINT AS tid, 0 AS depth, cat, {b} AS bin,
+                                  min(start_ns) AS s, max(end_ns) AS e, count(*) AS n, sum(end_ns - start_ns) AS busy,
+                                  max(end_ns - start_ns) AS top, arg_max(name, end_ns - start_ns)[:{NAME_CHARS}] AS name
+                             FROM ({_GPU}) GROUP BY ALL""")  # noqa: S608 - integers and fixed names
+    if "cuda_api" in trace.tables:
+        selects.append(f"""SELECT {level}, 'api', pid, NULL::BIGINT, NULL::BIGINT, tid, 0, 'cuda_api', {b}, min(start_ns),
+                                  max(end_ns), count(*), sum(end_ns - start_ns), max(end_ns - start_ns),
+                                  arg_max(name, end_ns - start_ns)[:{NAME_CHARS}]
+                             FROM cuda_api GROUP BY ALL""")  # noqa: S608 - integers and fixed names
+    if "nvtx" in trace.tables:
+        selects.append(f"""SELECT {level}, 'nvtx', pid, NULL::BIGINT, NULL::BIGINT, tid,
+                                  least(coalesce(nesting, 0), {MAX_NVTX_DEPTH}), 'nvtx', {b}, min(start_ns),
+                                  max(end_ns), count(*), sum(end_ns - start_ns), max(end_ns - start_ns),
+                                  arg_max(text, end_ns - start_ns)[:{NAME_CHARS}]
+                             FROM nvtx WHERE end_ns IS NOT NULL GROUP BY ALL""")  # noqa: S608 - integers
+    return selects
+
+
+def prepare(trace_path: Path) -> Path | None:
+    """Build the overview of the published report at ``trace_path`` unless it exists (the ingest worker calls
+    this right after publishing, so even the first view of a run reads it); None for a report with no activity."""
+    out = overview_path(trace_path)
+    if out.is_file():
+        return out
+    trace = Trace(trace_path, trace_path.name)
+    try:
+        ext = extent(trace)
+        return build(trace, ext, out) if ext is not None else None
+    finally:
+        trace.close()
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def level_for(extent: tuple[int, int], w0: int, w1: int, buckets: int) -> int | None:
+    """The coarsest level (fewest rows to merge) whose bins are fine enough for ``buckets`` columns over
+    [w0, w1] (report-local), or None when the window is too fine for every level."""
+    px = (w1 - w0) / max(1, buckets)
+    for level, bins in enumerate(LEVELS):
+        if px >= MIN_BINS_PER_PX * max(1, extent[1] - extent[0]) / bins:
+            return level
+    return None
+
+
+def usable(extent: tuple[int, int], w0: int, w1: int, buckets: int) -> bool:
+    """Whether some level of the overview can answer the window."""
+    return level_for(extent, w0, w1, buckets) is not None
+
+
+def boxes(trace: Trace, path: Path, level: int, params: dict[str, int],
+          launchers: list[tuple]) -> dict[str, list[list]]:
+    """The window's boxes per lane id from one level of the overview, shaped exactly like ``run_timeline._boxes``."""
+    rid = params["report_id"]
+    b = "least(((greatest(s, $w0) - $w0)::HUGEINT * $n // $span)::BIGINT, $n - 1)"
+    pairs = {(p, t) for p, t in launchers}
+    out: dict[str, list[list]] = {}
+    rows = trace.sql(
+        f"""SELECT kind, pid, device, stream, tid, depth, cat, {b} AS b, min(s), max(e), sum(n), sum(busy),
+                   arg_max(name, top)
+              FROM read_parquet('{_quoted(path)}')
+             WHERE level = $level AND e >= $w0 AND s <= $w1
+             GROUP BY ALL ORDER BY kind, depth, b""",  # noqa: S608 - a server-made path
+        {**{k: params[k] for k in ("w0", "w1", "n", "span")}, "level": level})
+    for kind, pid, dev, st, tid, depth, cat, _b, s, e, n, busy, name in rows:
+        box = [int(s), int(e), int(n), int(busy), cat, name or ""]
+        if kind == "gpu":
+            out.setdefault(f"{rid}:{pid}:gpu:{dev}:{st}", []).append(box)
+        elif kind == "api":
+            if (pid, tid) in pairs:
+                out.setdefault(f"{rid}:{pid}:api:{tid}", []).append(box)
+        else:
+            out.setdefault(f"{rid}:{pid}:nvtx:{tid}", []).append(box + [int(depth)])
+    return out
