@@ -41,3 +41,12 @@ def rule_case(rule: str, outcome: Outcome) -> Callable[[Callable[..., Any]], Cal
         return checked
 
     return decorate
+
+
+def observe_result(result: dict[str, Any]) -> None:
+    """Report every rule of an ``analysis.api.analyze`` result (its status and findings) to the declared case."""
+    counts: dict[str, int] = {}
+    for f in result["findings"]:
+        counts[f["rule_id"]] = counts.get(f["rule_id"], 0) + 1
+    for r in result["rules"]:
+        observe(r["id"], r["status"], counts.get(r["id"], 0))

@@ -66,7 +66,7 @@ PLANT_BYTES = 256 * 2**20
 PLANT_NS = 20_000_000  # 256 MiB in 20 ms: 13.4 GB/s
 
 
-def mem005_fires(path: Path, peer: Path | None) -> int | None:
+def mem005_fires(path: Path, peer: Path | None) -> int:
     """A compute-bound TensorRT export gets one pinned 256 MiB host-to-device copy after its last kernel."""
     con = sqlite_rw(path)
     rowid = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY start LIMIT 1").fetchone()[0]
@@ -81,14 +81,14 @@ def mem005_fires(path: Path, peer: Path | None) -> int | None:
     return expected
 
 
-def mem005_vecadd(path: Path, peer: Path | None) -> int | None:
+def mem005_vecadd(path: Path, peer: Path | None) -> int:
     """The real vector add is copy-bound as it stands (1.1 GB of pinned copies around 4 short kernels)."""
     expected = mem005_expected(path)
     assert expected
     return expected
 
 
-def mem005_pageable_is_mem001s(path: Path, peer: Path | None) -> int | None:
+def mem005_pageable_is_mem001s(path: Path, peer: Path | None) -> int:
     """One of vecadd's host-to-device copies made pageable: its time is MEM001's, no longer MEM005's."""
     con = sqlite_rw(path)
     with con:
@@ -141,7 +141,7 @@ def krn003_expected(path: Path, min_n: int = 20, min_median_ns: int = 10_000, sp
     return total if total >= min_excess_ns else None
 
 
-def krn003_fires(path: Path, peer: Path | None) -> int | None:
+def krn003_fires(path: Path, peer: Path | None) -> int:
     """Five of the OpenACC loop's 1000 identical kernels (every tenth from the 100th) run ten times longer."""
     con = sqlite_rw(path)
     rows = con.execute('SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start').fetchall()
@@ -160,7 +160,7 @@ def krn003_silent(path: Path, peer: Path | None) -> None:
     return None
 
 
-def krn003_warmup(path: Path, peer: Path | None) -> int | None:
+def krn003_warmup(path: Path, peer: Path | None) -> int:
     """The real CLUE run as it stands: the first histogram and cluster kernels (warm-up) are outliers."""
     expected = krn003_expected(path)
     assert expected

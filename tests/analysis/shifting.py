@@ -144,7 +144,8 @@ def build(pid: int, device: int, start: int, steps: list[dict[str, Any]]) -> dic
     def gpu_op(table: str, s: int, dur: int, c: int | None, **cols: Any) -> int:
         nonlocal gpu
         s = max(gpu, s)
-        rows[table].append({"pid": pid, "tid": tid if c is not None else None, "device": device, "stream": 7,
+        stream = cols.pop("stream", 7)
+        rows[table].append({"pid": pid, "tid": tid if c is not None else None, "device": device, "stream": stream,
                             "start_ns": s, "end_ns": s + dur, "correlation_id": c, **cols})
         gpu = s + dur
         return gpu
@@ -160,7 +161,8 @@ def build(pid: int, device: int, start: int, steps: list[dict[str, Any]]) -> dic
             dur, delay = step["nccl"]
             c = api(t, t + 3_000, "cudaLaunchKernel")
             gpu_op("kernels", t + 1_500, dur, c, name="ncclDevKernel_AllReduce_Sum_f32",
-                   short_name="ncclDevKernel_AllReduce_Sum_f32", category="nccl")
+                   short_name="ncclDevKernel_AllReduce_Sum_f32", category="nccl",
+                   stream=8)  # NCCL on a stream of its own, as NCCL runs it (on the compute stream it is COMM004's)
             t += 3_000 + delay
         kind, size = step.get("kind", "none"), step.get("size", 0)
         if kind == "sync":

@@ -1,5 +1,5 @@
 """Every registered rule has a case where it fires and one where it stays silent: nsys rules as planted
-variants of real exports (rule_cases.CASES), ncu rules as tests declared with ``@rule_case`` (declared_cases).
+variants of real exports (rule_cases.CASES, rule_cases_system.SYSTEM_CASES), ncu rules as tests declared with ``@rule_case`` (declared_cases).
 A rule registered without both fails here by name, unless it is listed, visibly, in MISSING below."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from analysis.rules.registry import default_registry
 from tests.analysis.rule_cases import CASES
+from tests.analysis.rule_cases_system import SYSTEM_CASES
 
 OUTCOMES = {"fires", "silent"}
 # Rules registered without a firing or a silent case yet: rule id -> the outcomes it lacks, each with a
@@ -22,7 +23,7 @@ def declared_cases() -> dict[str, set[str]]:
     """Rule id -> the outcomes some case covers: the planted nsys table plus every ``@rule_case`` test of
     this package (each test module imported and scanned, so a new test file is picked up as it lands)."""
     found: dict[str, set[str]] = defaultdict(set)
-    for case in CASES:
+    for case in [*CASES, *SYSTEM_CASES]:
         found[case.rule].add(case.outcome)
     for path in sorted(Path(__file__).parent.glob("test_*.py")):
         module = importlib.import_module(f"{__package__}.{path.stem}")

@@ -71,8 +71,12 @@ def test_a_trigger_in_the_export_cannot_put_the_secret_back(tmp_path):
         con.execute("CREATE TRIGGER back AFTER DELETE ON META_DATA_CAPTURE BEGIN "
                     "INSERT INTO META_DATA_CAPTURE (name, value) SELECT 'X', reverse(v) FROM stash; END")
     kept = tmp_path / "kept.sqlite"
-    ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
-    assert SECRET.encode() not in kept.read_bytes()
+    # Validation reads META_DATA_CAPTURE (for the job facts), so a trigger on it is refused before any
+    # copy is written; the scrub's own connection disables triggers as a second line.
+    with pytest.raises(TraceError) as err:
+        ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
+    assert err.value.code == "unsafe_schema"
+    assert not kept.exists()
 
 
 def test_a_view_where_a_scrubbed_table_belongs_is_refused(tmp_path):
@@ -85,7 +89,7 @@ def test_a_view_where_a_scrubbed_table_belongs_is_refused(tmp_path):
         ingest(src, out, keep=tmp_path / "kept.sqlite")
     assert err.value.code == "unsafe_schema"
     assert not out.exists() and not (tmp_path / "kept.sqlite").exists()
-    assert [p.name for p in out.parent.iterdir()] == []
+    assert not out.parent.exists() or [p.name for p in out.parent.iterdir()] == []
 
 
 def _fake_free(monkeypatch, free: int) -> None:
