@@ -9,6 +9,7 @@ from typing import Any
 from analysis import breakdown as bd
 from analysis import iterations as it
 from analysis.findings import rank_findings
+from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.rules.base import run_rules
@@ -25,6 +26,7 @@ def _with_summaries(info: dict[str, Any], trace: Trace) -> dict[str, Any]:
     info["iterations"] = it.compact(it.iterations(trace))
     nvtx = nvtx_projection(trace, limit=10)
     info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
+    info["launches"] = launch_summary(trace)  # stream vs CUDA graph launches (issue #14)
     return info
 
 
