@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from analysis.api import analyze, ingest
+from analysis.errors import TraceError
 from analysis.rules.nsys.hostcpu import kind_of
 from analysis.trace import Trace
 from tests.analysis.planting import copy_export, ingested
@@ -60,3 +63,34 @@ def test_kinds() -> None:
     assert kind_of("__memset_avx2_unaligned_erms") == "allocator"
     assert kind_of("futex_wait") == "wait"
     assert kind_of("init_add_ctx(int, unsigned long)") is None
+
+
+def _edited(tmp_path, *sql: str):
+    path = copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "e.sqlite")
+    con = sqlite3.connect(path)
+    for stmt in sql:
+        con.execute(stmt)
+    con.commit()
+    con.close()
+    return path
+
+
+def test_callchains_replaced_by_a_view_are_refused(tmp_path) -> None:
+    path = _edited(tmp_path, "ALTER TABLE SAMPLING_CALLCHAINS RENAME TO cc",
+                   "CREATE VIEW SAMPLING_CALLCHAINS AS SELECT * FROM cc")
+    with pytest.raises(TraceError) as err:
+        ingest(path, tmp_path / "e.duckdb")
+    assert err.value.code == "unsafe_schema"
+
+
+def test_samples_without_thread_ids_degrade_and_host002_skips(tmp_path) -> None:
+    """A COMPOSITE_EVENTS another tool rewrote (globalTid as text) is not read: the report says so."""
+    path = _edited(tmp_path, "ALTER TABLE COMPOSITE_EVENTS RENAME TO ce",
+                   "CREATE TABLE COMPOSITE_EVENTS (id INTEGER, start INTEGER, cpu INTEGER, globalTid TEXT)",
+                   "INSERT INTO COMPOSITE_EVENTS SELECT id, start, cpu, CAST(globalTid AS TEXT) FROM ce")
+    out = tmp_path / "e.duckdb"
+    ingest(path, out)
+    result = analyze([out], rules=["HOST002"])
+    assert any(d["table"] == "COMPOSITE_EVENTS" for d in result["reports"][0]["degraded"])
+    (status,) = [r for r in result["rules"] if r["id"] == "HOST002"]
+    assert status["status"] == "skipped"
