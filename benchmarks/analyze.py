@@ -5,7 +5,7 @@ one run, each step in its own process so that peak RSS is that step's alone:
 
 * ``ingest``: ``analysis.api.ingest`` of the export (the reference time);
 * ``analyze``: every nsys rule (one at a time, timed) and every summary (breakdown, kernel summary,
-  NVTX projection, iterations) on the ingested DuckDB file, as ``goodput analyze`` runs them.
+  NVTX projection, iterations, launches) on the ingested DuckDB file, as ``goodput analyze`` runs them.
 
 The two steps alternate for ``--repeat`` rounds (default 2) and the fastest of each is compared, so
 that a slow round of either (other work on the machine, cold memory) does not decide the ratio; every
@@ -68,6 +68,7 @@ def step_analyze(src: Path, out: Path) -> dict:
     from analysis.breakdown import breakdown
     from analysis.iterations import iterations
     from analysis.kernel_summary import kernel_summary
+    from analysis.launches import launch_summary
     from analysis.nvtx_projection import nvtx_projection
     from analysis.rules.base import run_rules
     from analysis.rules.nsys import NSYS_RULES
@@ -82,7 +83,8 @@ def step_analyze(src: Path, out: Path) -> dict:
     with Run.open([out]) as run:
         trace = run.traces[0]
         for name, fn in (("report_info", report_info), ("breakdown", breakdown), ("kernel_summary", kernel_summary),
-                         ("nvtx_projection", nvtx_projection), ("iterations", iterations)):
+                         ("nvtx_projection", nvtx_projection), ("iterations", iterations),
+                         ("launches", launch_summary)):
             t = time.monotonic()
             fn(trace)
             timings[name] = time.monotonic() - t
