@@ -1,7 +1,7 @@
 """Kernel launches by kind (stream or CUDA graph): the host call's cost and the latency to each kernel's start.
 
-Each kernel is joined to the CUDA API call that launched it by (pid, correlation id): correlation ids are
-unique per process only. A launch is a graph launch when the call is ``cudaGraphLaunch``/``cuGraphLaunch``
+Each kernel is joined to the CUDA API call that launched it (a call whose name matches ``LAUNCH_RE``) by
+(pid, correlation id): correlation ids are unique per process only. A launch is a graph launch when the call is ``cudaGraphLaunch``/``cuGraphLaunch``
 or the kernel carries a non-zero ``graph_id`` (nsys 2025.5+ exports); otherwise a stream launch. The
 figures follow nsys' ``cuda_kern_exec`` report: per launch call its duration (``call``, the host's cost
 of one launch), and per kernel the latency from the call's start to the kernel's start (``latency``)
@@ -9,6 +9,8 @@ and its queue time, from the call's end to the kernel's start, zero when the ker
 (``queue``). Percentiles are ``quantile_disc``: the nearest rank, the value at
 0-based rank max(1, ceil(q * n)) - 1 of the sorted values.
 """
+
+# ruff: noqa: S608 - the only text spliced into the SQL is api_name_in's IN-list of quoted literals.
 
 from __future__ import annotations
 
@@ -19,29 +21,31 @@ from analysis.trace import Trace
 GRAPH_LAUNCH_CALLS = ("cudaGraphLaunch", "cuGraphLaunch")
 SKIPPED = "no CUDA API trace in the report: collect it with nsys profile --trace=cuda"
 
-_SQL = """
+# Launch calls: every CUDA API whose name says it launches (cudaLaunchKernel, cuLaunchKernel(Ex),
+# cudaLaunchKernelExC, cudaLaunchCooperativeKernel, cudaGraphLaunch, cuGraphLaunch ...). Filtering on the
+# handful of such names first keeps the join to the kernels small (the other calls never launch a kernel).
+LAUNCH_RE = r"^cu(da)?[A-Za-z]*Launch"
+
+_JOINED = """
     WITH calls AS (
-        SELECT pid, correlation_id, MIN(start_ns) AS cs, MAX(end_ns) AS ce,
-               BOOL_OR(name IN ('cudaGraphLaunch', 'cuGraphLaunch')) AS is_graph_call
-        FROM cuda_api WHERE pid IS NOT NULL AND correlation_id IS NOT NULL
-        GROUP BY pid, correlation_id),
-    k AS (
+        SELECT pid, correlation_id, start_ns AS cs, end_ns AS ce,
+               name IN ('cudaGraphLaunch', 'cuGraphLaunch') AS is_graph_call
+        FROM cuda_api WHERE {launch} AND pid IS NOT NULL AND correlation_id IS NOT NULL),
+    j AS (
         SELECT c.pid, c.correlation_id, c.cs, c.ce, k.start_ns AS ks,
                CASE WHEN c.is_graph_call OR COALESCE(k.graph_id, 0) <> 0 THEN 'graph' ELSE 'stream' END AS kind
-        FROM kernels k JOIN calls c ON c.pid = k.pid AND c.correlation_id = k.correlation_id),
-    per_call AS (
-        SELECT kind, pid, correlation_id, ANY_VALUE(ce - cs) AS call_ns, COUNT(*) AS n
-        FROM k GROUP BY ALL),
-    lat AS (
-        SELECT kind, COUNT(*) AS kernels,
-               quantile_disc(ks - cs, 0.5) AS lat50, quantile_disc(ks - cs, 0.9) AS lat90,
-               quantile_disc(GREATEST(ks - ce, 0), 0.5) AS q50, quantile_disc(GREATEST(ks - ce, 0), 0.9) AS q90
-        FROM k GROUP BY kind),
-    cost AS (
-        SELECT kind, COUNT(*) AS launches, quantile_disc(call_ns, 0.5) AS c50, quantile_disc(call_ns, 0.9) AS c90
-        FROM per_call GROUP BY kind)
-    SELECT lat.kind, cost.launches, lat.kernels, cost.c50, cost.c90, lat.lat50, lat.lat90, lat.q50, lat.q90
-    FROM lat JOIN cost USING (kind) ORDER BY lat.kind"""
+        FROM kernels k JOIN calls c ON c.pid = k.pid AND c.correlation_id = k.correlation_id)"""
+
+# Per kind, one pass: a stream launch call launches one kernel, so its kernels are its calls.
+_BY_KIND = _JOINED + """
+    SELECT kind, COUNT(*), quantile_disc(ce - cs, [0.5, 0.9]), quantile_disc(ks - cs, [0.5, 0.9]),
+           quantile_disc(GREATEST(ks - ce, 0), [0.5, 0.9])
+    FROM j GROUP BY kind ORDER BY kind"""
+
+# A graph launch call launches many kernels: its call figures are per call.
+_GRAPH_CALLS = _JOINED + """
+    SELECT COUNT(*), quantile_disc(call_ns, [0.5, 0.9]) FROM (
+        SELECT pid, correlation_id, ANY_VALUE(ce - cs) AS call_ns FROM j WHERE kind = 'graph' GROUP BY ALL)"""
 
 
 def launch_summary(trace: Trace) -> dict[str, Any]:
@@ -57,11 +61,18 @@ def launch_summary(trace: Trace) -> dict[str, Any]:
     elif not trace.has_rows("kernels"):
         out["reason"] = "no kernels in the report"
     else:
+        # Imported here: KRN001, in that package, imports this module.
+        from analysis.rules.nsys.common import api_name_in
+
         out["available"] = True
-        for kind, launches, kernels, c50, c90, l50, l90, q50, q90 in trace.sql(_SQL):
+        launch = api_name_in(trace, LAUNCH_RE)
+        for kind, kernels, call, lat, queue in trace.sql(_BY_KIND.format(launch=launch)):
+            launches = kernels
+            if kind == "graph":
+                launches, call = trace.sql(_GRAPH_CALLS.format(launch=launch))[0]
             out[kind] = {"launches": int(launches), "kernels": int(kernels),
-                         "call_median_ns": int(c50), "call_p90_ns": int(c90),
-                         "latency_median_ns": int(l50), "latency_p90_ns": int(l90),
-                         "queue_median_ns": int(q50), "queue_p90_ns": int(q90)}
+                         "call_median_ns": int(call[0]), "call_p90_ns": int(call[1]),
+                         "latency_median_ns": int(lat[0]), "latency_p90_ns": int(lat[1]),
+                         "queue_median_ns": int(queue[0]), "queue_p90_ns": int(queue[1])}
     trace.memo["launch_summary"] = out
     return out

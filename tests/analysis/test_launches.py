@@ -30,16 +30,17 @@ def _cols(con: sqlite3.Connection, table: str) -> set[str]:
 
 
 def raw_launches(path: Path) -> dict[str, dict[str, int] | None]:
-    """nsys' cuda_kern_exec figures per launch kind, written independently on the raw export."""
+    """nsys' cuda_kern_exec figures per launch kind, written independently on the raw export: kernels joined to
+    their launch call (a cu*/cuda* call with Launch in its name) by pid and correlation id."""
     con = sqlite_rw(path)
     dup = "WHERE r.eventClass IS NOT 67" if "eventClass" in _cols(con, "CUPTI_ACTIVITY_KIND_RUNTIME") else ""
     calls: dict[tuple[int, int], list] = {}
     for s, e, name, pid, corr in con.execute(f"""
             SELECT r.start, r."end", s.value, (r.globalTid >> 24) & {MASK}, r.correlationId
             FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId {dup}"""):  # noqa: S608
-        c = calls.setdefault((pid, corr), [s, e, False])
-        c[0], c[1] = min(c[0], s), max(c[1], e)
-        c[2] = c[2] or re.sub(r"_v\d+$", "", name) in ("cudaGraphLaunch", "cuGraphLaunch")
+        name = re.sub(r"_v\d+$", "", name)
+        if "Launch" in name and name.startswith("cu"):  # the launch calls
+            calls[(pid, corr)] = [s, e, name in ("cudaGraphLaunch", "cuGraphLaunch")]
     gid = "graphId" if "graphId" in _cols(con, "CUPTI_ACTIVITY_KIND_KERNEL") else "NULL"
     kernels = con.execute(f"""SELECT (globalPid >> 24) & {MASK}, correlationId, start, {gid}
                               FROM CUPTI_ACTIVITY_KIND_KERNEL""").fetchall()  # noqa: S608
