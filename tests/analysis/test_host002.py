@@ -13,6 +13,7 @@ from analysis.rules.nsys.hostcpu import kind_of
 from analysis.trace import Trace
 from tests.analysis.planting import copy_export, ingested
 from tests.analysis.rule_cases_system import HOST002_FUNCTION, HOST002_SAMPLES, host002_fires
+from tests.analysis.test_launches import WHOLE
 from tests.conftest import corpus_file
 
 
@@ -21,7 +22,7 @@ def test_host002_names_the_planted_function(tmp_path) -> None:
     expected = host002_fires(path, None)
     out = tmp_path / "a.duckdb"
     ingest(path, out)
-    result = analyze([out])
+    result = analyze([out], **WHOLE)
     (f,) = [f for f in result["findings"] if f["rule_id"] == "HOST002"]
     assert f["functions"][0]["function"] == HOST002_FUNCTION and f["functions"][0]["samples"] >= HOST002_SAMPLES
     assert f["main_kind"] == "python" and "CUDA graph" in f["advice"]
@@ -35,7 +36,7 @@ def test_host002_names_the_planted_function(tmp_path) -> None:
 
 
 def test_host002_skipped_without_samples() -> None:
-    result = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST002"])
+    result = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST002"], **WHOLE)
     (status,) = [r for r in result["rules"] if r["id"] == "HOST002"]
     assert status["status"] == "skipped" and "nsys profile --sample=cpu" in status["reason"]
 
@@ -90,7 +91,7 @@ def test_samples_without_thread_ids_degrade_and_host002_skips(tmp_path) -> None:
                    "INSERT INTO COMPOSITE_EVENTS SELECT id, start, cpu, CAST(globalTid AS TEXT) FROM ce")
     out = tmp_path / "e.duckdb"
     ingest(path, out)
-    result = analyze([out], rules=["HOST002"])
+    result = analyze([out], rules=["HOST002"], **WHOLE)
     assert any(d["table"] == "COMPOSITE_EVENTS" for d in result["reports"][0]["degraded"])
     (status,) = [r for r in result["rules"] if r["id"] == "HOST002"]
     assert status["status"] == "skipped"
