@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from itertools import groupby
 
 import numpy as np
 
@@ -117,10 +118,12 @@ class HostCpuSamples(Rule):
             if not inside.any():
                 continue
             gi, names = at[inside], fn[inside]
-            counts = np.bincount(gi, minlength=len(gs))
-            for g in np.flatnonzero(counts):
-                length, k = int(ge[g] - gs[g]), int(counts[g])
-                in_gap = names[gi == g]
+            # Samples and gaps are both in time order, so each gap's samples are one slice.
+            cuts = np.flatnonzero(np.r_[True, gi[1:] != gi[:-1]])
+            for a, b in zip(cuts, np.r_[cuts[1:], len(gi)], strict=True):
+                g = int(gi[a])
+                length, k = int(ge[g] - gs[g]), int(b - a)
+                in_gap = names[a:b]
                 for name in in_gap:
                     acc = by_fn.setdefault(name, [0, 0.0])
                     acc[0] += 1
@@ -173,7 +176,7 @@ def _samples(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         SEMI JOIN th ON th.pid = s.pid AND th.tid = s.tid
         WHERE s.start_ns IS NOT NULL ORDER BY s.pid, s.start_ns, 3""")  # noqa: S608 - integers only
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for pid in {int(r[0]) for r in rows}:
-        mine = [r for r in rows if r[0] == pid]
+    for pid, group in groupby(rows, key=lambda r: int(r[0])):  # rows come ordered by pid
+        mine = list(group)
         out[pid] = (np.array([r[1] for r in mine], dtype=np.int64), np.array([r[2] for r in mine], dtype=object))
     return out
