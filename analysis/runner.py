@@ -15,6 +15,7 @@ from analysis import iterations as it
 from analysis import window as win
 from analysis.anatomy import anatomy
 from analysis.findings import Finding, rank_findings
+from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
@@ -128,6 +129,7 @@ def analyze_run(
                     info["iterations"] = _loop_summary(t, i, ana)
                     nvtx = nvtx_projection(v, limit=10)
                     info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
+                    info["launches"] = launch_summary(v)
                     info["phases"] = [p.to_dict() for p in i.phases]
                 elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time (issue #17)
                     info["kernels"] = report_kernels(t, wrun)

@@ -21,7 +21,7 @@ Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they we
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: cpu_samples
 
 # Decoded vocabularies (the values the readers write into VARCHAR columns).
 KERNEL_CATEGORIES = ("compute", "nccl")
@@ -154,6 +154,14 @@ NSYS_TABLES: dict[str, str] = {
         start_ns BIGINT,
         end_ns BIGINT,
         name VARCHAR
+    """,
+    "cpu_samples": """
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        cpu INTEGER,               -- the CPU the thread ran on
+        function VARCHAR,          -- the leaf (innermost, stack depth 0) function of the call chain; NULL if none
+        module VARCHAR             -- its module (shared object or executable)
     """,
     "overhead": """
         pid INTEGER,

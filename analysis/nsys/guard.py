@@ -35,6 +35,8 @@ AUX_EFFECT = {
     "TARGET_INFO_CUDA_GPU": "GPU names and properties unknown",
     "TARGET_INFO_CUDA_DEVICE": "device ordinals not mapped to GPUs",
     "ThreadNames": "thread names unknown",
+    "COMPOSITE_EVENTS": "CPU samples not read (HOST002 cannot say where the host was)",
+    "SAMPLING_CALLCHAINS": "functions of the CPU samples unknown",
     "PROCESSES": "process names unknown",
     "META_DATA_EXPORT": "nsys version and time base read from the data instead",
     "EXPORT_META_DATA": "nsys version and time base read from the data instead",

@@ -168,6 +168,9 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
                        {_time('o."start"', off)}, {_time('o."end"', off)}, n.value
                 FROM {_src(table)} o {_name("n", c("nameId"))}"""))
 
+    if "COMPOSITE_EVENTS" in t:
+        out.append(("cpu_samples", _cpu_samples(info)))
+
     if "ThreadNames" in t:
         out.append(("threads", f"""
             INSERT INTO threads
@@ -177,6 +180,26 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
         out.append(("processes", f'INSERT INTO processes SELECT p."pid", p."name" FROM {_src("PROCESSES")} p'))
     out.extend(_devices(info))
     return out
+
+
+def _cpu_samples(info: ExportInfo) -> str:
+    """CPU samples with their leaf function: the call-chain frame at stack depth 0 (the innermost)."""
+    e = _Cols(info, "COMPOSITE_EVENTS", "e")
+    off = info.time_offset_ns
+    if "SAMPLING_CALLCHAINS" in info.tables:
+        c = _Cols(info, "SAMPLING_CALLCHAINS", "c")
+        module = "md.value" if "module" in c.present else "NULL"
+        chain = (f'LEFT JOIN {_src("SAMPLING_CALLCHAINS")} c ON c."id" = e."id" AND c."stackDepth" = 0 '
+                 + _name("fn", 'c."symbol"') + " "
+                 + (_name("md", c("module")) if "module" in c.present else ""))
+        function = "fn.value"
+    else:
+        chain, function, module = "", "NULL", "NULL"
+    return f"""
+        INSERT INTO cpu_samples
+        SELECT {_pid('e."globalTid"')}, {_tid('e."globalTid"')}, {_time('e."start"', off)}, {e("cpu")},
+               {function}, {module}
+        FROM {_src("COMPOSITE_EVENTS")} e {chain}"""
 
 
 def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:

@@ -48,6 +48,9 @@ SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
        "deviceId contextId streamId correlationId eventId", core="start end"),
     _t("NVTX_EVENTS", "start eventType globalTid", "end text textId domainId", texts="text", core="start eventType"),
     _t("OSRT_API", "start end globalTid nameId", core="start end"),
+    # CPU sampling (nsys profile --sample=cpu): one row per sample, its call chain one row per frame.
+    _t("COMPOSITE_EVENTS", "id start globalTid", "cpu"),
+    _t("SAMPLING_CALLCHAINS", "id symbol stackDepth", "module"),
     _t("PROFILER_OVERHEAD", "start end globalTid nameId", core="start end"),
     _t("ThreadNames", "nameId globalTid"),
     _t("PROCESSES", "pid name", "globalPid", texts="name"),

@@ -281,3 +281,97 @@ SYSTEM_CASES += [
     Case("COMM004", "vecadd-2026.sqlite", comm004_fires),
     Case("COMM004", "vecadd-2026.sqlite", comm004_own_stream),
 ]
+
+
+# ----------------------------------------------------------------------------- HOST002
+
+HOST002_FUNCTION = "_PyEval_EvalFrameDefault"
+HOST002_SAMPLES = 20
+
+
+def raw_launch_threads(con: sqlite3.Connection) -> set[tuple[int, int]]:
+    """(pid, tid) of the threads whose runtime calls launched GPU work, joined by pid and correlation id."""
+    from tests.analysis.planting import GPU_TABLES
+
+    out: set[tuple[int, int]] = set()
+    for table in GPU_TABLES:
+        if has_table(con, table):
+            out |= set(con.execute(f"""
+                SELECT DISTINCT (r.globalTid >> 24) & 16777215, r.globalTid & 16777215
+                FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN {table} g ON g.correlationId = r.correlationId
+                 AND (g.globalPid >> 24) & 16777215 = (r.globalTid >> 24) & 16777215""").fetchall())  # noqa: S608
+    return out
+
+
+def host002_expected(path: Path, min_gap_ns: int = 1_000_000, min_samples: int = 10,
+                     min_idle_ns: int = 1_000_000) -> int | None:
+    """HOST002's impact from its published definition on the raw export: the length of every idle gap (NVIDIA's
+    pairing, at least 1 ms) that holds a CPU sample of a launching thread of its process."""
+    from tests.analysis.planting import raw_gaps
+
+    con = sqlite_rw(path)
+    threads = raw_launch_threads(con)
+    samples = [(p, t) for p, tid, t in con.execute(
+        "SELECT (globalTid >> 24) & 16777215, globalTid & 16777215, start FROM COMPOSITE_EVENTS")
+        if (p, tid) in threads]
+    gaps = [g for g in raw_gaps(con) if g[3] - g[2] >= min_gap_ns]
+    con.close()
+    total = n = 0
+    for p, _, gs, ge in gaps:
+        k = sum(1 for sp, t in samples if sp == p and gs <= t < ge)
+        if k:
+            total += ge - gs
+            n += k
+    return total if n >= min_samples and total >= min_idle_ns else None
+
+
+def host002_fires(path: Path, peer: Path | None) -> int:
+    """The vector add's longest unsynced idle gap grows by 50 ms, and 20 CPU samples of its launching thread
+    inside it run the Python interpreter (leaf frame; ``main`` below it): HOST002 names it, and its impact
+    is every sampled gap's length."""
+    from tests.analysis.planting import new_string, open_gap
+    from tests.analysis.rule_cases import DELTA, _unsynced_gaps
+
+    con = sqlite_rw(path)
+    _, _, gs, ge = max(_unsynced_gaps(con), key=lambda g: (g[3] - g[2], g[2]))
+    con.close()
+    at = (gs + ge) // 2
+    open_gap(path, at, DELTA)
+    con = sqlite_rw(path)
+    tid = _launch_thread(con)
+    with con:
+        con.execute("UPDATE COMPOSITE_EVENTS SET start = start + ? WHERE start >= ?", [DELTA, at])  # samples too
+        fn, main, mod = new_string(con, HOST002_FUNCTION), new_string(con, "main"), new_string(con, "python3.12")
+        first = con.execute("SELECT MAX(id) + 1 FROM COMPOSITE_EVENTS").fetchone()[0]
+        for i in range(HOST002_SAMPLES):
+            sid = first + i
+            con.execute("INSERT INTO COMPOSITE_EVENTS (id, start, cpu, globalTid, cpuCycles) VALUES (?, ?, 3, ?, 1)",
+                        [sid, at + 1_000 + i * (DELTA // HOST002_SAMPLES), tid])
+            con.execute("INSERT INTO SAMPLING_CALLCHAINS (id, symbol, module, stackDepth) VALUES (?, ?, ?, 0)",
+                        [sid, fn, mod])
+            con.execute("INSERT INTO SAMPLING_CALLCHAINS (id, symbol, module, stackDepth) VALUES (?, ?, ?, 1)",
+                        [sid, main, mod])
+    con.close()
+    expected = host002_expected(path)
+    assert expected is not None and expected >= DELTA
+    return expected
+
+
+def host002_silent(path: Path, peer: Path | None) -> None:
+    """The real vector add: its few samples in idle gaps stay under the thresholds (checked on the raw export)."""
+    assert host002_expected(path) is None
+    return None
+
+
+def host002_real(path: Path, peer: Path | None) -> int:
+    """The real CuPy power iteration (CPU sampling on): its launching thread was sampled in its idle gaps."""
+    expected = host002_expected(path)
+    assert expected is not None
+    return expected
+
+
+SYSTEM_CASES += [
+    Case("HOST002", "vecadd-2026.sqlite", host002_fires),
+    Case("HOST002", "cupy-power-iteration.sqlite", host002_real),
+    Case("HOST002", "vecadd-2026.sqlite", host002_silent),
+]

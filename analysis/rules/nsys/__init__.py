@@ -7,6 +7,7 @@ from analysis.rules.nsys.comm import ExposedCommunication, Stragglers
 from analysis.rules.nsys.copybound import CopyBound
 from analysis.rules.nsys.gpu import IdleGaps, LowUtilization
 from analysis.rules.nsys.host import HostBlocked
+from analysis.rules.nsys.hostcpu import HostCpuSamples
 from analysis.rules.nsys.launch import LaunchBound
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
 from analysis.rules.nsys.outliers import KernelOutliers
@@ -22,6 +23,7 @@ NSYS_RULES: list[type[Rule]] = [
     IdleGaps,
     LowUtilization,
     HostBlocked,
+    HostCpuSamples,
     LaunchBound,
     TensorCoresIdle,
     KernelOutliers,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from analysis.findings import Evidence, Finding
+from analysis.launches import launch_summary
 from analysis.rules.base import Rule, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, krn_idle, owned
@@ -38,6 +39,14 @@ class LaunchBound(Rule):
     kernels shorter than ``short_kernel_us`` with no longer kernel in between, counted when it has at
     least ``min_run_kernels`` kernels. Impact: the idle gaps inside the runs (NVIDIA's pairing), except
     gaps a blocking sync or copy explains (SYNC001, MEM002) and gaps long enough to be GPU001's.
+
+    What a CUDA graph would save (``graph_saving_ns``, an estimate beside the impact, not a second
+    impact): one graph launch replaces a run's N stream launches, so the N - 1 launches it removes each
+    stop costing the host the measured per-launch overhead, the median duration of the report's stream
+    launch calls (``analysis.launches``: ``cudaLaunchKernel``/``cuLaunchKernel`` calls joined to their
+    kernels by pid and correlation id); the GPU cannot gain more than the run's idle. Per run:
+    ``min(idle_ns, (N - 1) * per_launch_overhead_ns)``, summed over the runs. Absent (None) when the
+    report has no CUDA API trace to measure launches with (``nsys profile --trace=cuda``).
 
     *Advice*: capture the repeated sequence in a CUDA graph (``torch.cuda.graphs``,
     ``cudaStreamBeginCapture``), fuse elementwise kernels (``torch.compile``, custom fused kernels), or
@@ -73,6 +82,12 @@ class LaunchBound(Rule):
                      nvtx=v, value_ns=int(r[7]), detail={"kernels": int(r[4]), "kernel_ns": int(r[5])})
             for r, v in zip(top, nvtx, strict=True))
         share = pct(total, report_span_ns(trace))
+        overhead, saving = graph_saving(trace, rows)
+        advice = ("Capture the repeated kernel sequence in a CUDA graph, fuse small kernels (torch.compile, "
+                  "custom fused kernels), or give each launch more work.")
+        if saving is not None:
+            advice += (f" Measured launch overhead: {overhead / 1000:,.1f} us per stream launch; capturing these "
+                       f"runs as CUDA graphs would save up to {fmt_ms(saving)} of the idle.")
         return [Finding(
             rule_id=self.id,
             title=f"Launch-bound: {kernels} short kernels in {len(rows)} run(s), GPU idle {fmt_ms(total)}",
@@ -80,8 +95,17 @@ class LaunchBound(Rule):
                      f"{fmt_ms(busy)} of kernel time) left the GPU idle {fmt_ms(total)} between launches"
                      + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,
-            advice=("Capture the repeated kernel sequence in a CUDA graph, fuse small kernels (torch.compile, "
-                    "custom fused kernels), or give each launch more work."),
-            evidence=evidence, evidence_total=len(rows), report=trace.label, rank=trace.rank,
-            extra={"runs": len(rows), "short_kernels": kernels, "short_kernel_ns": busy},
+            advice=advice, evidence=evidence, evidence_total=len(rows), report=trace.label, rank=trace.rank,
+            extra={"runs": len(rows), "short_kernels": kernels, "short_kernel_ns": busy,
+                   "per_launch_overhead_ns": overhead, "graph_saving_ns": saving},
         )]
+
+
+def graph_saving(trace: Trace, rows: list[tuple]) -> tuple[int | None, int | None]:
+    """(per-launch overhead, what graphs would save) for KRN001's runs ``rows`` (kernels at 4, idle at 7);
+    (None, None) when no stream launch was measured."""
+    stream = launch_summary(trace)["stream"]
+    if not stream:
+        return None, None
+    overhead = int(stream["call_median_ns"])
+    return overhead, sum(min(int(r[7]), (int(r[4]) - 1) * overhead) for r in rows)

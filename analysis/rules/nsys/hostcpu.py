@@ -1,0 +1,182 @@
+"""HOST002: where the host CPU was while the GPU idled, from CPU samples on the launching threads."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from itertools import groupby
+
+import numpy as np
+
+from analysis.findings import Evidence, Finding
+from analysis.rules.base import Rule, Threshold
+from analysis.rules.nsys.causes import launchers
+from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
+from analysis.rules.nsys.gaps import OWNER_CODES, owned
+from analysis.trace import Run, Trace
+
+SKIP = ("no CPU samples in the report: collect them with nsys profile --sample=cpu "
+        "(and --python-sampling=true for Python frames)")
+_OWNER_NAMES = {0: "none", **{code: rule for rule, code in OWNER_CODES.items()}}
+
+# What the most-sampled leaf function says about the host, checked in order (the first match advises).
+KINDS: tuple[tuple[str, str, str], ...] = (
+    ("python", r"^_?Py|^python|_PyEval|PyEval_|^pymain",
+     "The launching thread was running the Python interpreter while the GPU waited: the step is host-bound. "
+     "Capture the step in a CUDA graph or compile it (torch.compile, CUDA graphs), move per-step Python work "
+     "(logging, metrics, data munging) off the training loop, and profile it with nsys --python-sampling=true."),
+    ("gc", r"gc_collect|collect_generation|_PyGC|garbage",
+     "The launching thread was collecting garbage while the GPU waited: freeze long-lived objects (gc.freeze) "
+     "or collect between steps (gc.disable, then gc.collect at a chosen point)."),
+    ("allocator", r"malloc|^free$|calloc|realloc|^_?_?mem(set|cpy|move)|mmap|munmap|page_fault|clear_page",
+     "The launching thread was allocating, clearing or copying host memory while the GPU waited: allocate "
+     "once and reuse (pinned staging buffers, caching allocators), and keep host-side copies off the step."),
+    ("wait", r"futex|pthread_(mutex|cond|join)|sem_wait|poll|epoll|select|nanosleep|sched_yield|MPI|ncclProxy",
+     "The launching thread was waiting (locks, queues, polling, MPI) while the GPU idled: see HOST001 with the "
+     "OS runtime trace (--trace=osrt) for the calls and let the producer run ahead."),
+)
+GENERIC = ("The launching thread was busy in these functions while the GPU had no work: move that work off "
+           "the thread that feeds the GPU (worker threads or processes), overlap it with GPU work, or "
+           "make it cheaper.")
+
+
+def kind_of(function: str | None) -> str | None:
+    """The kind of host work a leaf function name suggests (see ``KINDS``), None when none fits."""
+    for kind, pattern, _ in KINDS:
+        if function and re.search(pattern, function):
+            return kind
+    return None
+
+
+class HostCpuSamples(Rule):
+    """Where the host CPU was: the functions the launching threads were running while the GPU idled.
+
+    *Why it matters*: the GPU gets work only from the threads that launch it. When it idles while such a
+    thread is running on the CPU (not blocked), the host itself is the bottleneck: the interpreter, the
+    data pipeline, the allocator or the garbage collector. CPU sampling says which.
+
+    *How it is detected*: the CPU samples (``nsys profile --sample=cpu``; the leaf, innermost, function
+    of each call chain) of the process's launching threads (those that launched any of its GPU work) are
+    placed in the idle gaps of their process's devices (NVIDIA's pairing, profiler overhead busy) of at
+    least ``min_gap_us``, whichever rule owns the gap. A gap that holds k samples gives each 1/k of its
+    length; a function's idle time is the sum over its samples. Impact: the idle time so attributed,
+    which is the length of every such gap that holds at least one sample.
+
+    Ownership: HOST002 is evidence and owns no idle nanoseconds: its impact is the same idle time the
+    gap rules (SYNC001 > MEM002 > HOST001 > GPU001 > KRN001 > GPU002) already own, seen from the host.
+    Its severity is always ``info`` and the idle is split by owner in ``by_owner``; do not add its impact
+    to theirs. Reported when at least ``min_samples`` samples fall in the gaps and the idle they attribute
+    reaches ``min_idle_us``. Skipped when the report has no CPU samples.
+
+    Functions are ranked by samples (then attributed idle); the top one names the finding and its kind
+    picks the advice.
+
+    *Advice*: by the kind of the most sampled function: Python interpreter (capture the step in CUDA
+    graphs or compile it, move per-step Python work off the loop), garbage collection (gc.freeze, collect
+    between steps), memory allocation and copies (allocate once, reuse pinned buffers), waits (HOST001
+    with ``--trace=osrt``); otherwise move the work off the launching thread.
+    """
+
+    id = "HOST002"
+    name = "host.cpu-during-gpu-idle"
+    category = "host"
+    requires = ("kernels", "cpu_samples")
+    thresholds = {
+        "min_gap_us": Threshold(1000.0, "us", "idle gaps at least this long are sampled (one period of nsys' "
+                                              "default 1 kHz CPU sampling)"),
+        "min_samples": Threshold(10.0, "count", "report when at least this many samples fall in the idle gaps"),
+        "min_idle_us": Threshold(1000.0, "us", "report when the idle with samples adds up to at least this"),
+    }
+    summary = "Functions the launching threads ran on the CPU while the GPU idled (CPU sampling)"
+
+    def missing(self, run: Run) -> str | None:
+        traces = run.of_tool(self.tool)
+        if traces and not any(t.has_rows("cpu_samples") for t in traces):
+            return SKIP
+        return super().missing(run)
+
+    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+        samples = _samples(trace)
+        if not samples:
+            return []
+        min_gap = int(params["min_gap_us"] * 1000)
+        by_fn: dict[str, list[float]] = {}       # function -> [samples, idle ns]
+        by_owner: dict[str, int] = {}
+        gaps: list[tuple[int, int, int, int | None, int, str]] = []  # (len, start, pid, device, k, top fn)
+        total = n_in = 0
+        for u in owned(trace, self.all_params):
+            pid = u.unit.pid
+            if pid is None or pid not in samples:
+                continue
+            t, fn = samples[pid]
+            long_ = np.flatnonzero(u.gap_end - u.gap_start >= min_gap)
+            if not len(long_):
+                continue
+            gs, ge = u.gap_start[long_], u.gap_end[long_]
+            at = np.searchsorted(gs, t, side="right") - 1
+            inside = (at >= 0) & (t < ge[np.maximum(at, 0)])
+            if not inside.any():
+                continue
+            gi, names = at[inside], fn[inside]
+            # Samples and gaps are both in time order, so each gap's samples are one slice.
+            cuts = np.flatnonzero(np.r_[True, gi[1:] != gi[:-1]])
+            for a, b in zip(cuts, np.r_[cuts[1:], len(gi)], strict=True):
+                g = int(gi[a])
+                length, k = int(ge[g] - gs[g]), int(b - a)
+                in_gap = names[a:b]
+                for name in in_gap:
+                    acc = by_fn.setdefault(name, [0, 0.0])
+                    acc[0] += 1
+                    acc[1] += length / k
+                owner = _OWNER_NAMES.get(int(u.owner[long_[g]]), "none")
+                by_owner[owner] = by_owner.get(owner, 0) + length
+                vals, cnt = np.unique(in_gap, return_counts=True)
+                top = str(vals[np.argmax(cnt)])
+                gaps.append((length, int(gs[g]), pid, u.unit.device, k, top))
+                total += length
+                n_in += k
+        if n_in < params["min_samples"] or total < params["min_idle_us"] * 1000:
+            return []
+        funcs = sorted(by_fn.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+        main, (main_n, _) = funcs[0]
+        kind = kind_of(main)
+        top = sorted(gaps, key=lambda g: (-g[0], g[1]))[:20]
+        nvtx = nvtx_at(trace, [(g[2], g[1]) for g in top])
+        evidence = tuple(
+            Evidence(start_ns=s, end_ns=s + n, device=d, pid=p, rank=trace.rank, name=f, nvtx=v, value_ns=n,
+                     detail={"samples": k})
+            for (n, s, p, d, k, f), v in zip(top, nvtx, strict=True))
+        share = pct(total, report_span_ns(trace))
+        names = ", ".join(f"{n} {100 * v[0] / n_in:.0f}%" for n, v in funcs[:5])
+        return [Finding(
+            rule_id=self.id,
+            title=(f"Host CPU during GPU idle: the launching thread's top function is {main} "
+                   f"({100 * main_n / n_in:.0f}% of {n_in} CPU samples)"),
+            message=(f"{n_in} CPU sample(s) of the launching threads fell in {len(gaps)} idle gap(s) "
+                     f"({fmt_ms(total)}" + (f", {share:.1f}% of the GPU-active span" if share is not None else "")
+                     + f"): {names}. This idle belongs to the gap rules; HOST002 says where the host was."),
+            impact_ns=total, impact_pct=share, severity="info",
+            advice=next((a for k, _, a in KINDS if k == kind), GENERIC), evidence=evidence,
+            evidence_total=len(gaps), report=trace.label, rank=trace.rank,
+            extra={"owns_idle": False, "samples_in_idle": n_in, "by_owner": by_owner, "main_kind": kind,
+                   "functions": [{"function": n, "samples": int(v[0]), "idle_ns": round(v[1])}
+                                 for n, v in funcs[:20]]},
+        )]
+
+
+def _samples(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """pid -> (sample times sorted, leaf function names) of the samples on each process's launching threads."""
+    tids = launchers(trace)
+    if not tids:
+        return {}
+    values = ", ".join(f"({int(p)}, {int(t)})" for p, ts in tids.items() for t in ts)
+    rows = trace.sql(f"""
+        WITH th(pid, tid) AS (VALUES {values})
+        SELECT s.pid, s.start_ns, COALESCE(s.function, '(unknown)') FROM cpu_samples s
+        SEMI JOIN th ON th.pid = s.pid AND th.tid = s.tid
+        WHERE s.start_ns IS NOT NULL ORDER BY s.pid, s.start_ns, 3""")  # noqa: S608 - integers only
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for pid, group in groupby(rows, key=lambda r: int(r[0])):  # rows come ordered by pid
+        mine = list(group)
+        out[pid] = (np.array([r[1] for r in mine], dtype=np.int64), np.array([r[2] for r in mine], dtype=object))
+    return out
