@@ -137,9 +137,13 @@ def diff_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> tup
             [f for f in by_impact(base) if fingerprint(f) not in hkeys])
 
 
-def _rank_key(report: Mapping[str, Any], index: int) -> tuple[str, Any]:
-    rank = report.get("rank")
-    return ("rank", rank) if rank is not None else ("report", index)
+def _keys(reports: list[dict[str, Any]], by_rank: bool) -> list[tuple[str, Any]]:
+    return [("rank", r.get("rank")) if by_rank else ("report", i) for i, r in enumerate(reports)]
+
+
+def _has_ranks(reports: list[dict[str, Any]]) -> bool:
+    ranks = [r.get("rank") for r in reports]
+    return all(isinstance(x, int) for x in ranks) and len(set(ranks)) == len(ranks)
 
 
 def _steps(report: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -148,11 +152,13 @@ def _steps(report: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def diff_ranks(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per rank (reports without a rank: by position): breakdown deltas, and step deltas when both have steps."""
-    bmap = {_rank_key(r, i): r for i, r in enumerate(base)}
-    hmap = {_rank_key(r, i): r for i, r in enumerate(head)}
+    """Per rank: breakdown deltas, and step deltas when both have steps. Reports pair by rank when every
+    report of both runs has its own rank, else by position (one report each: those two)."""
+    by_rank = _has_ranks(base) and _has_ranks(head)
+    bmap = dict(zip(_keys(base, by_rank), base, strict=True))
+    hmap = dict(zip(_keys(head, by_rank), head, strict=True))
     out = []
-    for key in sorted(set(bmap) | set(hmap), key=lambda k: (k[0], k[1] if isinstance(k[1], int) else -1)):
+    for key in sorted(set(bmap) | set(hmap), key=lambda k: k[1]):
         b, h = bmap.get(key), hmap.get(key)
         bb = report_breakdown(b) if b else dict.fromkeys(BREAKDOWN_KEYS)
         hb = report_breakdown(h) if h else dict.fromkeys(BREAKDOWN_KEYS)

@@ -19,7 +19,8 @@ from typing import TextIO
 BAR = 24
 TICK_S = 0.5
 PLAIN_AFTER_S = 2.0   # plain lines only for work that lasts longer than this
-PLAIN_EVERY_S = 5.0   # then at most one line per this many seconds, besides the last
+PLAIN_EVERY_S = 5.0   # then a line per this many seconds within a long stage,
+PLAIN_GAP_S = 1.0     # and one when a stage starts, unless the last line is younger than this
 
 
 def _count(n: float) -> str:
@@ -54,7 +55,6 @@ class Progress:
         self.unit = "rows"
         self.done = 0
         self.total = 0
-        self.stage_t0 = self.t0
         self.count_t0: tuple[float, int] | None = None   # (time, done) when counting began: the ETA's base
         self.last_plain = -1e9
         self.lock = threading.Lock()
@@ -72,12 +72,11 @@ class Progress:
             return
         with self.lock:
             now = time.monotonic()
-            if label != self.label:
-                self.stage_t0 = now
+            changed = _clean(str(label)) != self.label
             self.label, self.done, self.total = _clean(str(label)), int(done), int(total)
             if total > 1 and self.count_t0 is None:
                 self.count_t0 = (now, int(done))
-            self._show(now, force=False)
+            self._show(now, force=changed)
         self._start_ticker()
 
     def step(self, label: str) -> None:
@@ -132,7 +131,7 @@ class Progress:
             self.shown = True
             self.stream.write("\r" + self.line(now)[:200] + "\x1b[K")
             self.stream.flush()
-        elif now - self.t0 >= self.after_s and (force or now - self.last_plain >= PLAIN_EVERY_S):
+        elif now - self.t0 >= self.after_s and now - self.last_plain >= (PLAIN_GAP_S if force else PLAIN_EVERY_S):
             self.shown = True
             self.last_plain = now
             self.stream.write(self.line(now) + "\n")

@@ -252,6 +252,11 @@ class Client:
 
         return self._request("POST", "/api/v1/runs", kwargs)
 
+    def compare(self, base: int, head: int, *, noise_pct: float) -> dict[str, Any]:
+        """The server's comparison of two runs (``GET /api/v1/compare``)."""
+        return self._request("GET", f"/api/v1/compare?base={int(base)}&head={int(head)}&noise_pct={noise_pct:g}",
+                             dict)
+
     def get_run(self, run_id: Any) -> dict[str, Any]:
         return self._request("GET", f"/api/v1/runs/{run_id}", dict)
 
