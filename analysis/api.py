@@ -135,7 +135,7 @@ def check_normalized_report(path: Path) -> str:
         finally:
             con.close()
     except duckdb.Error:
-        raise TraceError("not_a_report", "a DuckDB file, but not one written by `goodput ingest`") from None
+        raise TraceError("unknown_format", "a DuckDB file, but not one written by `goodput ingest`") from None
     if meta.get("schema_version") != str(SCHEMA_VERSION):
         raise TraceError("unsupported_schema", f"written with schema version {meta.get('schema_version')}, "
                          f"this Goodput reads {SCHEMA_VERSION}: ingest the export again")

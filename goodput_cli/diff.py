@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from goodput_cli import gate
-from goodput_cli.inputs import BadInput
+from goodput_cli.inputs import BadInput, prepare
 from goodput_cli.offline import add_progress_options, new_progress, run_analysis
 
 DEFAULT_NOISE_PCT = 5.0  # analysis.compare.DEFAULT_NOISE_PCT, repeated so that --help imports no analysis
@@ -82,12 +82,16 @@ def _offline(args: argparse.Namespace, base: list[str], head: list[str]) -> dict
     progress = new_progress(args)
     try:
         with tempfile.TemporaryDirectory(prefix="goodput-diff-") as tmp:
+            # Both runs' files are read (and rejected, if bad) before either is analyzed.
+            paths = [Path(f) for f in base + head]
+            prepared = prepare(paths, Path(tmp), progress)
             facts = []
-            for name, files in (("base", base), ("head", head)):
-                result, outs = run_analysis([Path(f) for f in files], Path(tmp) / name, progress)
+            for name, files, outs in (("base", paths[:len(base)], prepared[:len(base)]),
+                                      ("head", paths[len(base):], prepared[len(base):])):
+                result, _ = run_analysis(files, Path(tmp), progress, outs=outs)
                 progress.step(f"kernel totals of {name}")
                 facts.append(RunFacts(
-                    id=files[0] if len(files) == 1 else files, reports=result["reports"],
+                    id=str(files[0]) if len(files) == 1 else [str(f) for f in files], reports=result["reports"],
                     kernels=merge_kernels(kernel_totals(o) for o in outs), findings=result["findings"]))
     except BaseException:
         progress.finish()

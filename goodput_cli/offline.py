@@ -83,14 +83,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def run_analysis(files: list[Path], tmp: Path, progress: Progress, *, rules: list[str] | None = None,
-                 thresholds: dict[str, float] | None = None, top: int | None = None) -> tuple[dict, list[Path]]:
+                 thresholds: dict[str, float] | None = None, top: int | None = None,
+                 outs: list[Path] | None = None) -> tuple[dict, list[Path]]:
     """Ingest (or reuse) FILEs and analyze them as one run; the result and the DuckDB files.
 
-    A KeyError (an unknown rule or threshold) goes to the caller, which knows the option's text.
+    ``outs``: the FILEs' DuckDB files when the caller prepared them already. A KeyError (an unknown
+    rule or threshold) goes to the caller, which knows the option's text.
     """
     from analysis.api import analyze
 
-    outs = prepare(files, tmp, progress)
+    outs = outs if outs is not None else prepare(files, tmp, progress)
     progress.file("")
     progress.step(f"analyzing {len(files)} report{'s' if len(files) > 1 else ''}")
     result = analyze(outs, labels=[str(f) for f in files], rules=rules, thresholds=thresholds, top=top)
