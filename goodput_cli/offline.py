@@ -76,6 +76,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     except TraceError as exc:
         progress.finish()
         raise one_line(args.file, exc) from None
+    except OSError as exc:  # the output's folder cannot be made or written
+        progress.finish()
+        raise BadInput(f"{args.out}: not_writable: {exc.strerror or exc}") from None
     progress.finish(f"ingested {args.file.name}")
     counts = result.info.get("counts", {})
     print(f"{args.out}: {result.tool} report, " + ", ".join(f"{k} {v}" for k, v in counts.items()))
