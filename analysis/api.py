@@ -217,4 +217,3 @@ def compare_facts(base: Any, head: Any, *, noise_pct: float | None = None) -> di
     from analysis.compare import compare
 
     return compare(base, head, noise_pct=DEFAULT_NOISE_PCT if noise_pct is None else noise_pct)
-

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,23 +49,34 @@ def command(code: Path, *args: str) -> tuple[list[str], dict[str, str], Path]:
     return [sys.executable, "-c", CLI, *args], env, code
 
 
-def timed(code: Path, *args: str, ok: tuple[int, ...] = (0,)) -> float:
+def _cpu() -> float:
+    # Finished descendants (the CLI and the ingest child it waited for) accumulate here.
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def timed(code: Path, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the whole process tree) of one run."""
     cmd, env, cwd = command(code, *args)
-    t0 = time.perf_counter()
+    c0, t0 = _cpu(), time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _cpu() - c0
     if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}) with {code}: {proc.stderr[-2000:]}")
-    return wall
+    return wall, cpu
 
 
 def interleaved(trees: dict[str, Path], args: tuple[str, ...], repeat: int, ok=(0,)) -> dict[str, float]:
-    """Median wall seconds per tree, the trees' runs alternating so that load changes hit both alike."""
-    times: dict[str, list[float]] = {name: [] for name in trees}
+    """Median wall seconds per tree (and ``<tree> cpu``: median CPU seconds), the trees' runs alternating
+    so that load changes hit both alike. CPU time hardly depends on the load: on a shared machine it is
+    the steadier measure of the cost."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     for _ in range(repeat):
         for name, code in trees.items():
             times[name].append(timed(code, *args, ok=ok))
-    return {name: statistics.median(v) for name, v in times.items()}
+    out = {name: statistics.median(w for w, _ in v) for name, v in times.items()}
+    out.update({f"{name} cpu": statistics.median(c for _, c in v) for name, v in times.items()})
+    return out
 
 
 def first_lines(code: Path, src: Path, *extra: str) -> dict[str, float]:
@@ -103,8 +115,8 @@ def main() -> int:
         for label, argv, ok in (("goodput --help", ("--help",), (0,)),
                                 ("argument error (analyze, no FILE)", ("analyze",), (2,)),
                                 ("bad --fail-on (diff)", ("diff", "a", "b", "--fail-on", "goodput:2"), (2,))):
-            if label.startswith("bad --fail-on"):
-                times = {"this": interleaved({"this": ROOT}, argv, args.repeat, ok)["this"], "baseline": None}
+            if label.startswith("bad --fail-on"):  # no `diff` in the baseline
+                times = {"baseline": None, **interleaved({"this": ROOT}, argv, args.repeat, ok)}
             else:
                 times = interleaved(trees, argv, args.repeat, ok)
             rows.append((label, times))
@@ -115,30 +127,34 @@ def main() -> int:
         for src in files:
             t = interleaved(trees, ("analyze", str(src), "--quiet"), args.repeat)
             per_file.append((src, t))
-            print(f"  analyze {src.name} ({src.stat().st_size / 2**20:.1f} MiB): this {t['this']:.2f} s, "
-                  f"baseline {t['baseline']:.2f} s", flush=True)
+            print(f"  analyze {src.name} ({src.stat().st_size / 2**20:.1f} MiB): this {t['this']:.2f} s "
+                  f"(CPU {t['this cpu']:.2f} s), baseline {t['baseline']:.2f} s (CPU {t['baseline cpu']:.2f} s)",
+                  flush=True)
         report = Path(tmp) / "r.duckdb"
         src = files[len(files) // 2] if files else None
         if src is not None:
             subprocess.run([sys.executable, "-c", CLI, "ingest", str(src), "--out", str(report), "--quiet"],
                            cwd=ROOT, check=True)
-            t_db = interleaved({"this": ROOT}, ("analyze", str(report), "--quiet"), args.repeat)["this"]
-            t_src = next(t["this"] for f, t in per_file if f == src)
-            rows.append((f"analyze report.duckdb ({src.name})", {"this": t_db, "baseline": None}))
-            rows.append(("  the same export, ingested first", {"this": t_src, "baseline": None}))
+            t_db = interleaved({"this": ROOT}, ("analyze", str(report), "--quiet"), args.repeat)
+            t_src = next(t for f, t in per_file if f == src)
+            rows.append((f"analyze report.duckdb ({src.name})", {"baseline": None, **t_db}))
+            rows.append(("  the same export, ingested first", t_src))
 
         print()
-        print("| command | this tree (median s) | baseline (median s) |")
-        print("|---|---|---|")
+        print("| command | this tree: wall s | CPU s | baseline: wall s | CPU s |")
+        print("|---|---|---|---|---|")
+
+        def cells(t: dict) -> str:
+            base = "- | -" if t.get("baseline") is None else f"{t['baseline']:.3f} | {t['baseline cpu']:.3f}"
+            return f"{t['this']:.3f} | {t['this cpu']:.3f} | {base}"
+
         for label, t in rows:
-            base = "-" if t["baseline"] is None else f"{t['baseline']:.3f}"
-            print(f"| {label} | {t['this']:.3f} | {base} |")
+            print(f"| {label} | {cells(t)} |")
         if per_file:
-            this = [t["this"] for _, t in per_file]
-            base = [t["baseline"] for _, t in per_file]
-            print(f"| analyze, {len(per_file)} corpus exports < 5 MB: median of medians | {statistics.median(this):.3f} "
-                  f"| {statistics.median(base):.3f} |")
-            print(f"| analyze, slowest export's median | {max(this):.3f} | {max(base):.3f} |")
+            med = {k: statistics.median(t[k] for _, t in per_file) for k in per_file[0][1]}
+            worst = {k: max(t[k] for _, t in per_file) for k in per_file[0][1]}
+            print(f"| analyze, {len(per_file)} corpus exports < 5 MB: median of the medians | {cells(med)} |")
+            print(f"| analyze, the slowest export's median | {cells(worst)} |")
             over = [f.name for f, t in per_file if t["this"] > 1.0]
             print(f"exports over 1.0 s (this tree): {len(over)} of {len(per_file)} {over if over else ''}")
 

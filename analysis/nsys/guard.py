@@ -166,11 +166,18 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
                              f"{info.meta.get('EXPORT_SCHEMA_VERSION', 'unrecorded')}); this version of "
                              "Goodput cannot read it", {"version": info.version})
         info.tables[name] = [c for c in spec.columns if c in declared]
-        # max(rowid) walks one b-tree edge, not the table: a row estimate for the progress bar.
-        row = con.execute(f'SELECT max(rowid) FROM "{name}"').fetchone()  # noqa: S608 - verified name
-        info.rows[name] = int(row[0]) if row and isinstance(row[0], int) else 0
+        info.rows[name] = _row_estimate(con, name)
     _read_small(con, info)
     return info
+
+
+def _row_estimate(con: apsw.Connection, name: str) -> int:
+    """max(rowid) walks one b-tree edge, not the table: the progress bar's row estimate (0 if unknown)."""
+    try:
+        row = con.execute(f'SELECT max(rowid) FROM "{name}"').fetchone()  # noqa: S608 - verified name
+    except apsw.SQLError:  # a WITHOUT ROWID table: no estimate, and no reason to refuse the file here
+        return 0
+    return int(row[0]) if row and isinstance(row[0], int) else 0
 
 
 def _read_meta(con: apsw.Connection, tables: set[str]) -> dict[str, str]:
