@@ -65,6 +65,9 @@ def prepare(files: list[Path], tmp: Path, progress: Progress, limits: Limits | N
         if i in todo and _is_sqlite(files[i]) and i not in children:
             children[i] = start_ingest_child(outs[i], limits)
 
+    for i, src in enumerate(files):
+        if i not in todo:
+            check_report(src)  # before any ingest: a bad FILE fails fast
     try:
         if todo:
             start(todo[0])
@@ -79,9 +82,6 @@ def prepare(files: list[Path], tmp: Path, progress: Progress, limits: Limits | N
                        summarize=False)
             except TraceError as exc:
                 raise one_line(files[i], exc) from None
-        for i, src in enumerate(files):
-            if i not in todo:
-                check_report(src)
     finally:
         for child in children.values():
             child.discard()

@@ -20,7 +20,8 @@ BAR = 24
 TICK_S = 0.5
 PLAIN_AFTER_S = 2.0   # plain lines only for work that lasts longer than this
 PLAIN_EVERY_S = 5.0   # then a line per this many seconds within a long stage,
-PLAIN_GAP_S = 1.0     # and one when a stage starts, unless the last line is younger than this
+PLAIN_GAP_S = 1.0     # and one when a stage starts, unless the last line is younger than this (or than
+                      # after_s: with --progress-after 0 every stage gets its line)
 
 
 def _count(n: float) -> str:
@@ -131,7 +132,8 @@ class Progress:
             self.shown = True
             self.stream.write("\r" + self.line(now)[:200] + "\x1b[K")
             self.stream.flush()
-        elif now - self.t0 >= self.after_s and now - self.last_plain >= (PLAIN_GAP_S if force else PLAIN_EVERY_S):
+        elif now - self.t0 >= self.after_s and now - self.last_plain >= (
+                min(PLAIN_GAP_S, self.after_s) if force else PLAIN_EVERY_S):
             self.shown = True
             self.last_plain = now
             self.stream.write(self.line(now) + "\n")
