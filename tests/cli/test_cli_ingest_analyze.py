@@ -132,3 +132,11 @@ def test_missing_file_and_existing_output(tmp_path):
     proc = goodput("ingest", str(corpus_file("a30-mig.sqlite")), "--out", str(out))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert out.read_bytes() == b"keep me"
+
+
+def test_analyze_text_on_steps_without_gpu_time():
+    # NVTX steps in a host-only report: no GPU spread to print (this crashed the text renderer).
+    proc = goodput("analyze", str(corpus_file("poolformer-nvtx-only.sqlite")), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "iterations: 188 x NVTX '3D_backbone'" in proc.stdout and "no GPU time" in proc.stdout
+    assert "wall median 16.001 ms" in proc.stdout
