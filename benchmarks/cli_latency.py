@@ -28,6 +28,15 @@ CORPUS = ROOT.parent / "shared" / "corpus" / "nsys"
 BASELINE = "a7cf72b"   # the last commit before issue #15's changes
 SMALL = 5 * 2**20
 CLI = "import sys; from goodput_cli.main import main; sys.exit(main())"
+RESULTS = ROOT / "benchmarks" / "RESULTS-cli.md"
+LOG: list[str] = []
+
+
+def say(*parts: object, flush: bool = False) -> None:
+    """Print, and keep the line for RESULTS-cli.md."""
+    text = " ".join(str(p) for p in parts)
+    print(text, flush=flush)
+    LOG.append(text)
 
 
 def checkout(rev: str, into: Path) -> Path:
@@ -106,9 +115,12 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=0, help="only the N smallest exports under 5 MB (0: all)")
     parser.add_argument("--kernels", type=int, default=10_000_000, help="kernels in the large export (0: skip)")
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench-out" / "cli")
+    parser.add_argument("--no-results", action="store_true", help=f"do not rewrite {RESULTS.name}")
     args = parser.parse_args()
+    say("Command: `" + " ".join(["python benchmarks/cli_latency.py", *sys.argv[1:]]) + "`")
+    say()
 
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    say(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="goodput-cli-bench-") as tmp:
         trees = {"this": ROOT, "baseline": checkout(args.baseline, Path(tmp) / "baseline")}
         rows = []
@@ -128,7 +140,7 @@ def main() -> int:
             # JSON: the same analysis in both trees without the text renderer (the baseline's failed on one export).
             t = interleaved(trees, ("analyze", str(src), "--quiet", "--format", "json"), args.repeat)
             per_file.append((src, t))
-            print(f"  analyze {src.name} ({src.stat().st_size / 2**20:.1f} MiB): this {t['this']:.2f} s "
+            say(f"- analyze {src.name} ({src.stat().st_size / 2**20:.1f} MiB): this {t['this']:.2f} s "
                   f"(CPU {t['this cpu']:.2f} s), baseline {t['baseline']:.2f} s (CPU {t['baseline cpu']:.2f} s)",
                   flush=True)
         report = Path(tmp) / "r.duckdb"
@@ -141,23 +153,23 @@ def main() -> int:
             rows.append((f"analyze report.duckdb ({src.name})", {"baseline": None, **t_db}))
             rows.append(("  the same export, ingested first", t_src))
 
-        print()
-        print("| command | this tree: wall s | CPU s | baseline: wall s | CPU s |")
-        print("|---|---|---|---|---|")
+        say()
+        say("| command | this tree: wall s | CPU s | baseline: wall s | CPU s |")
+        say("|---|---|---|---|---|")
 
         def cells(t: dict) -> str:
             base = "- | -" if t.get("baseline") is None else f"{t['baseline']:.3f} | {t['baseline cpu']:.3f}"
             return f"{t['this']:.3f} | {t['this cpu']:.3f} | {base}"
 
         for label, t in rows:
-            print(f"| {label} | {cells(t)} |")
+            say(f"| {label} | {cells(t)} |")
         if per_file:
             med = {k: statistics.median(t[k] for _, t in per_file) for k in per_file[0][1]}
             worst = {k: max(t[k] for _, t in per_file) for k in per_file[0][1]}
-            print(f"| analyze, {len(per_file)} corpus exports < 5 MB: median of the medians | {cells(med)} |")
-            print(f"| analyze, the slowest export's median | {cells(worst)} |")
+            say(f"| analyze, {len(per_file)} corpus exports < 5 MB: median of the medians | {cells(med)} |")
+            say(f"| analyze, the slowest export's median | {cells(worst)} |")
             over = [f.name for f, t in per_file if t["this"] > 1.0]
-            print(f"exports over 1.0 s (this tree): {len(over)} of {len(per_file)} {over if over else ''}")
+            say(f"exports over 1.0 s (this tree): {len(over)} of {len(per_file)} {over if over else ''}")
 
         if args.kernels:
             sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -165,14 +177,16 @@ def main() -> int:
 
             big = args.workdir / f"big-{args.kernels}.sqlite"
             if not big.exists():
-                print(f"building a {args.kernels:,}-kernel export at {big} ...", flush=True)
+                say(f"building a {args.kernels:,}-kernel export at {big} ...", flush=True)
                 build(DEFAULT_BASE, big, args.kernels)
             for name, code in trees.items():
                 r = first_lines(code, big, *(("--progress-after", "0") if name == "this" else ()))
-                print(f"large export ({args.kernels:,} kernels, {big.stat().st_size / 2**20:,.0f} MiB), {name}: "
+                say(f"large export ({args.kernels:,} kernels, {big.stat().st_size / 2**20:,.0f} MiB), {name}: "
                       f"first progress line {r['first_progress_s']:.2f} s, first result line "
                       f"{r['first_result_s']:.2f} s, done {r['total_s']:.2f} s", flush=True)
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    say(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if not args.no_results:
+        RESULTS.write_text("# CLI latency (benchmarks/cli_latency.py)\n\n" + "\n".join(LOG) + "\n")
     return 0
 
 
