@@ -10,8 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The comparison's plain-data helpers (stdlib only until a DuckDB file is read).
+from analysis.compare import DEFAULT_NOISE_PCT, RunFacts, kernel_totals, merge_kernels, run_totals
 from analysis.errors import TraceError
 from analysis.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
+
+__all__ = ["DEFAULT_NOISE_PCT", "Limits", "RunFacts", "TraceError", "analyze", "compare_facts", "detect_kind",
+           "ingest", "kernel_totals", "merge_kernels", "run_totals", "start_ingest_child"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 Progress = Callable[[str, int, int], None]  # (stage or table, done, total)
@@ -101,19 +106,67 @@ class IngestResult:
     kept: Path | None = None  # the export without its captured environment, when ``keep`` was asked for
 
 
+def start_ingest_child(out: Path, limits: Limits | None = None) -> Any:
+    """Start the isolated bulk-copy process for ``out`` ahead of ``ingest(..., child=)``, so its start-up
+    overlaps the caller's own work; it sees no export before that export passed validation."""
+    from analysis.nsys.ingest import start_child
+
+    return start_child(Path(out), limits or Limits())
+
+
+def is_normalized_report(path: Path) -> bool:
+    """True for a DuckDB file (what ``ingest`` writes): ``analyze`` reads it without ingesting again."""
+    try:
+        with Path(path).open("rb") as fh:
+            return fh.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
+
+
+def check_normalized_report(path: Path) -> str:
+    """The tool ('nsys'/'ncu') of a DuckDB file written by this version's ``ingest``; else a TraceError."""
+    import duckdb
+
+    from analysis.schema import SCHEMA_VERSION
+
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        finally:
+            con.close()
+    except duckdb.Error:
+        raise TraceError("unknown_format", "a DuckDB file, but not one written by `goodput ingest`") from None
+    if meta.get("schema_version") != str(SCHEMA_VERSION):
+        raise TraceError("unsupported_schema", f"written with schema version {meta.get('schema_version')}, "
+                         f"this Goodput reads {SCHEMA_VERSION}: ingest the export again")
+    return str(meta.get("tool") or "nsys")
+
+
 def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None,
-           keep: Path | None = None) -> IngestResult:
+           child: Any = None, summarize: bool = True, keep: Path | None = None) -> IngestResult:
     """Validate an untrusted export and write its normalized DuckDB file to ``out`` atomically.
 
     ``keep``: where to write an nsys export (a converted .nsys-rep too) as SQLite without the profiled
     job's captured environment, for re-ingest later; ncu reports carry none and are not copied.
+
+    ``child``: from ``start_ingest_child(out, limits)``; ``summarize=False`` skips reading the headline
+    facts back (``info`` is then empty), for callers that analyze the file next anyway.
     Raises ``TraceError``; on any error nothing is left at ``out``.
     """
     limits = limits or Limits()
     src, out = Path(src), Path(out)
-    if src.stat().st_size > limits.max_bytes:
-        raise TraceError("too_large", f"the file is {src.stat().st_size} bytes; the limit is {limits.max_bytes}")
-    kind = detect_kind(src)
+    try:
+        if src.stat().st_size > limits.max_bytes:
+            raise TraceError("too_large", f"the file is {src.stat().st_size} bytes; the limit is {limits.max_bytes}")
+        kind = detect_kind(src)
+    except BaseException:
+        if child is not None:
+            child.discard()
+        raise
+    if child is not None and (kind != "nsys" or not _starts_with(src, SQLITE_MAGIC)):
+        child.discard()  # only an SQLite nsys export is copied by the child
+        child = None
     if kind == "nsys":
         from analysis.nsys.ingest import ingest_nsys
 
@@ -128,11 +181,14 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
             finally:
                 converted.unlink(missing_ok=True)
         else:
-            ingest_nsys(src, out, limits=limits, progress=progress, keep=keep)
+            ingest_nsys(src, out, limits=limits, progress=progress, child=child, keep=keep)
     else:
         from analysis.ncu.ingest import ingest_ncu
 
         ingest_ncu(src, out, limits=limits, progress=progress)
+    kept = keep if kind == "nsys" and keep is not None else None
+    if not summarize:
+        return IngestResult(kind, out, {}, kept)
     from analysis.summary import report_info
     from analysis.trace import Trace
 
@@ -141,7 +197,7 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
         info = report_info(trace)
     finally:
         trace.close()
-    return IngestResult(kind, out, info, keep if kind == "nsys" and keep is not None else None)
+    return IngestResult(kind, out, info, kept)
 
 
 def window_parse(spec: str | None) -> Any:
@@ -169,3 +225,10 @@ def analyze(
 
     return analyze_run(reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
                        memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window)
+
+
+def compare_facts(base: Any, head: Any, *, noise_pct: float | None = None) -> dict[str, Any]:
+    """Two runs' difference head − base from their ``RunFacts`` (see ``analysis.compare``)."""
+    from analysis.compare import compare
+
+    return compare(base, head, noise_pct=DEFAULT_NOISE_PCT if noise_pct is None else noise_pct)

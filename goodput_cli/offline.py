@@ -9,18 +9,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from analysis.api import Limits, analyze, ingest, window_parse
-from analysis.errors import TraceError
 from goodput_cli import render
+from goodput_cli.inputs import BadInput, one_line, prepare
+from goodput_cli.progress import PLAIN_AFTER_S, Progress
 
-
-class BadInput(Exception):
-    """One line for stderr: ``FILE: CODE: message``."""
+__all__ = ["BadInput", "add_commands"]
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="analyze exports offline (several files = the ranks of one run)")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                   help="nsys .sqlite / ncu .csv exports, or DuckDB files from `goodput ingest` (not ingested again)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--rules", help="comma-separated rule ids or prefixes to run (default: all)")
     p.add_argument("--threshold", action="append", default=[], metavar="RULE.name=VALUE",
@@ -29,14 +28,25 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", default="steady", metavar="SPEC",
                    help="what the rules judge: steady (default: the steady phase, or the whole report without a "
                         "loop), all, startup, nvtx:NAME, iterations:A-B, time:T0-T1 (ns|us|ms|s, default ms)")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_progress_options(p)
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("ingest", help="validate one export and write its normalized DuckDB file")
     p.add_argument("file", type=Path, metavar="FILE")
     p.add_argument("--out", type=Path, required=True, metavar="PATH.duckdb")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_progress_options(p)
     p.set_defaults(func=cmd_ingest)
+
+
+def add_progress_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--progress-after", type=float, default=PLAIN_AFTER_S, metavar="S",
+                   help=f"when stderr is not a terminal, print progress lines once the work has lasted S "
+                        f"seconds (default {PLAIN_AFTER_S:g})")
+
+
+def new_progress(args: argparse.Namespace) -> Progress:
+    return Progress(quiet=args.quiet, after_s=args.progress_after)
 
 
 def parse_thresholds(items: list[str]) -> dict[str, float]:
@@ -52,64 +62,79 @@ def parse_thresholds(items: list[str]) -> dict[str, float]:
     return out
 
 
-def _progress(enabled: bool, label: str):
-    if not enabled:
-        return None
-
-    def report(stage: str, done: int, total: int) -> None:
-        pct = f" {100 * done // total}%" if total else ""
-        print(f"\r{label}: {stage}{pct}\x1b[K", end="", file=sys.stderr, flush=True)
-
-    return report
-
-
-def _ingest_one(src: Path, out: Path, show_progress: bool):
-    if not src.is_file():
-        raise BadInput(f"{src}: not_found: no such file")
-    try:
-        result = ingest(src, out, limits=Limits(), progress=_progress(show_progress, src.name))
-    except TraceError as exc:
-        # Exactly one line on stderr, whatever the reader put in its message.
-        raise BadInput(f"{src}: {exc.code}: {' '.join(exc.message.split())}") from None
-    finally:
-        if show_progress:
-            print("\r\x1b[K", end="", file=sys.stderr, flush=True)
-    return result
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from analysis.api import Limits, ingest, start_ingest_child
+    from analysis.errors import TraceError
+
     if args.out.exists():
         raise BadInput(f"{args.out}: exists: refusing to overwrite; remove it first")
-    show = not args.quiet and sys.stderr.isatty()
-    result = _ingest_one(args.file, args.out, show)
+    if not args.file.is_file():
+        raise BadInput(f"{args.file}: not_found: no such file")
+    progress = new_progress(args)
+    progress.file(args.file.name)
+    limits = Limits()
+    try:
+        child = start_ingest_child(args.out, limits)
+        result = ingest(args.file, args.out, limits=limits, progress=progress.stage, child=child)
+    except TraceError as exc:
+        progress.finish()
+        raise one_line(args.file, exc) from None
+    except OSError as exc:  # the output's folder cannot be made or written
+        progress.finish()
+        raise BadInput(f"{args.out}: not_writable: {exc.strerror or exc}") from None
+    progress.finish(f"ingested {args.file.name}")
     counts = result.info.get("counts", {})
     print(f"{args.out}: {result.tool} report, " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 
 
+def run_analysis(files: list[Path], tmp: Path, progress: Progress, *, rules: list[str] | None = None,
+                 thresholds: dict[str, float] | None = None, top: int | None = None,
+                 outs: list[Path] | None = None, window: str | None = None) -> tuple[dict, list[Path]]:
+    """Ingest (or reuse) FILEs and analyze them as one run; the result and the DuckDB files.
+
+    ``outs``: the FILEs' DuckDB files when the caller prepared them already. A KeyError (an unknown
+    rule or threshold) goes to the caller, which knows the option's text.
+    """
+    from analysis.api import analyze
+
+    outs = outs if outs is not None else prepare(files, tmp, progress)
+    progress.file("")
+    progress.step(f"analyzing {len(files)} report{'s' if len(files) > 1 else ''}")
+    result = analyze(outs, labels=[str(f) for f in files], rules=rules, thresholds=thresholds, top=top,
+                     window=window)
+    for report, src in zip(result["reports"], files, strict=True):
+        report["file"] = str(src)
+    return result, outs
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     thresholds = parse_thresholds(args.threshold)
     rules = [r for r in (args.rules or "").split(",") if r.strip()] or None
+    from analysis.api import window_parse
+    from analysis.errors import TraceError
+
     try:
-        window_parse(args.window)
+        window_parse(args.window)  # a bad spec is one line before any ingest
     except TraceError as exc:
         raise BadInput(f"--window {args.window}: {exc.code}: {exc.message}") from None
-    show = not args.quiet and sys.stderr.isatty()
-    with tempfile.TemporaryDirectory(prefix="goodput-") as tmp:
-        outs = []
-        for i, src in enumerate(args.files):
-            out = Path(tmp) / f"{i}.duckdb"
-            _ingest_one(src, out, show)
-            outs.append(out)
-        try:
-            result = analyze(outs, labels=[str(f) for f in args.files], rules=rules,
-                             thresholds=thresholds, top=args.top, window=args.window)
-        except KeyError as exc:
-            raise BadInput(f"{args.rules or args.threshold}: bad_option: {exc.args[0]}") from None
-        except TraceError as exc:
-            raise BadInput(f"--window {args.window}: {exc.code}: {' '.join(exc.message.split())}") from None
-    for report, src in zip(result["reports"], args.files, strict=True):
-        report["file"] = str(src)
+    progress = new_progress(args)
+    try:
+        with tempfile.TemporaryDirectory(prefix="goodput-") as tmp:
+            result, _ = run_analysis(args.files, Path(tmp), progress, rules=rules, thresholds=thresholds,
+                                     top=args.top, window=args.window)
+    except KeyError as exc:
+        progress.finish()
+        raise BadInput(f"{args.rules or args.threshold}: bad_option: {exc.args[0]}") from None
+    except TraceError as exc:
+        progress.finish()
+        if exc.code != "bad_window":
+            raise
+        raise BadInput(f"--window {args.window}: {exc.code}: {' '.join(exc.message.split())}") from None
+    except BaseException:
+        progress.finish()
+        raise
+    progress.finish(f"analyzed {len(args.files)} report{'s' if len(args.files) > 1 else ''}")
     if args.format == "json":
         json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write(os.linesep)

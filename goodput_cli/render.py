@@ -48,9 +48,13 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
     if it.get("source") == "nvtx":
         spread = it.get("spread_pct", it.get("cv_pct"))
         share = f", {it['gpu_share_pct']:.0f}% of GPU work" if it.get("gpu_share_pct") is not None else ""
+        # No spread when the steps have no GPU time (a host-only report): the wall times say more.
+        spread_text = f"p90-p10 spread {spread:.1f}% of median" if spread is not None else "no GPU time"
         lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}'{share}, GPU median "
-                     f"{ms(it['median_ns'])} (min {ms(it['min_ns'])}, max {ms(it['max_ns'])}, "
-                     f"p90-p10 spread {spread:.1f}% of median)")
+                     f"{ms(it['median_ns'])} (min {ms(it['min_ns'])}, max {ms(it['max_ns'])}, {spread_text})")
+        if spread is None and it.get("wall_median_ns") is not None:
+            lines.append(f"     wall median {ms(it['wall_median_ns'])} (min {ms(it.get('wall_min_ns'))}, "
+                         f"max {ms(it.get('wall_max_ns'))})")
     elif it.get("source"):
         sig = ", ".join(_clip(k, 30) for k in (it.get("signature") or [])[:3])
         lines.append(f"   iterations: {it['count']} from the repeating GPU work ({it['detail'].get('period_ops')} "

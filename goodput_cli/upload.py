@@ -119,7 +119,7 @@ class MultipartBody:
     """A multipart/form-data body read in chunks from the files, with a known length (no chunked encoding)."""
 
     def __init__(self, fields: list[tuple[str, str]], files: list[Path],
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: UploadProgress | None = None) -> None:
         self.boundary = uuid.uuid4().hex
         self.parts: list[bytes | Path] = []
         for name, value in fields:
@@ -149,14 +149,18 @@ class MultipartBody:
 
     def __iter__(self):
         # requests streams an iterable with a length as a plain (not chunked) body, chunk by chunk.
-        sent = 0
         for part in self.parts:
-            chunks = [part] if isinstance(part, bytes) else _file_chunks(part)
-            for chunk in chunks:
-                sent += len(chunk)
+            if isinstance(part, bytes):
+                yield part
+                continue
+            if self.progress:
+                self.progress.start_file(part.name, part.stat().st_size)
+            for chunk in _file_chunks(part):
                 if self.progress:
-                    self.progress(sent, self.total)
+                    self.progress.sent(len(chunk))
                 yield chunk
+            if self.progress:
+                self.progress.end_file()
 
 
 def _file_chunks(path: Path):
@@ -165,29 +169,78 @@ def _file_chunks(path: Path):
             yield chunk
 
 
-class Progress:
-    """Upload progress on stderr: a rewritten line on a terminal, a line per 10 % otherwise."""
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
 
-    def __init__(self, quiet: bool) -> None:
+
+class UploadProgress:
+    """Per file on stderr: bytes sent of its size and the speed, redrawn on a terminal; a line per file
+    (and per 10 % of a large one) otherwise. Then, with --wait, the server's ingest and analysis progress."""
+
+    def __init__(self, quiet: bool, stream=None) -> None:
         self.quiet = quiet
-        self.tty = sys.stderr.isatty()
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.name, self.size, self.done, self.t0 = "", 0, 0, 0.0
         self.last = 0.0
         self.last_decile = -1
+        self.last_status = ""
 
-    def __call__(self, done: int, total: int) -> None:
-        if self.quiet or not total:
-            return
-        pct = 100.0 * done / total
+    def _write(self, text: str, *, final: bool) -> None:
         if self.tty:
-            now = time.monotonic()
-            if now - self.last >= 0.2 or done == total:
-                self.last = now
-                end = "\n" if done == total else ""
-                print(f"\rgoodput: uploaded {done / 1e6:.1f} / {total / 1e6:.1f} MB ({pct:.0f}%)",
-                      end=end, file=sys.stderr, flush=True)
-        elif int(pct // 10) > self.last_decile:
-            self.last_decile = int(pct // 10)
-            print(f"goodput: uploaded {done / 1e6:.1f} / {total / 1e6:.1f} MB ({pct:.0f}%)", file=sys.stderr)
+            self.stream.write("\r" + text[:200] + "\x1b[K" + ("\n" if final else ""))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _line(self) -> str:
+        elapsed = max(1e-6, time.monotonic() - self.t0)
+        pct = 100.0 * self.done / self.size if self.size else 100.0
+        name = "".join(c if c.isprintable() else "?" for c in self.name)
+        return (f"goodput: {name}: sent {_mb(self.done)} of {_mb(self.size)} ({pct:.0f}%) "
+                f"at {self.done / elapsed / 1e6:,.1f} MB/s")
+
+    def start_file(self, name: str, size: int) -> None:
+        self.name, self.size, self.done, self.t0 = name, size, 0, time.monotonic()
+        self.last, self.last_decile = 0.0, 0
+
+    def sent(self, n: int) -> None:
+        self.done += n
+        if self.quiet or self.done >= self.size:
+            return
+        now = time.monotonic()
+        if self.tty and now - self.last >= 0.2:
+            self.last = now
+            self._write(self._line(), final=False)
+        elif not self.tty and self.size >= 100 * CHUNK and int(10 * self.done / self.size) > self.last_decile:
+            self.last_decile = int(10 * self.done / self.size)
+            self._write(self._line(), final=False)
+
+    def end_file(self) -> None:
+        if not self.quiet:
+            self._write(self._line() + f" in {time.monotonic() - self.t0:.1f} s", final=True)
+
+    def server(self, run: dict[str, Any]) -> None:
+        """The run as the server reports it: each report's status and ingest progress, the analysis."""
+        if self.quiet:
+            return
+        parts = []
+        for r in run.get("reports") or []:
+            name = "".join(c if c.isprintable() else "?" for c in str(r.get("name") or r.get("id")))
+            status = str(r.get("status"))
+            prog = r.get("progress") if isinstance(r.get("progress"), dict) else {}
+            total, done = prog.get("total") or 0, prog.get("done") or 0
+            if status == "ingesting" and isinstance(total, int) and total > 1:
+                status += f" {prog.get('stage')} {min(100, 100 * done // total)}%"
+            parts.append(f"{name} {status}")
+        parts.append(f"analysis {run.get('analysis_status') or 'waiting'}")
+        text = f"goodput: run {run.get('id')}: " + ", ".join(parts)
+        if self.tty:
+            final = run.get("status") in ("ready", "failed")
+            self._write(text, final=final)
+        elif text != self.last_status:
+            self._write(text, final=True)
+        self.last_status = text
 
 
 class Client:
@@ -247,10 +300,15 @@ class Client:
 
     def create_run(self, files: list[Path], fields: list[tuple[str, str]]) -> dict[str, Any]:
         def kwargs() -> dict:
-            body = MultipartBody(fields, files, Progress(self.quiet))  # fresh stream for every try
+            body = MultipartBody(fields, files, UploadProgress(self.quiet))  # fresh stream for every try
             return {"data": body, "headers": {"Content-Type": body.content_type, "Content-Length": str(len(body))}}
 
         return self._request("POST", "/api/v1/runs", kwargs)
+
+    def compare(self, base: int, head: int, *, noise_pct: float) -> dict[str, Any]:
+        """The server's comparison of two runs (``GET /api/v1/compare``)."""
+        return self._request("GET", f"/api/v1/compare?base={int(base)}&head={int(head)}&noise_pct={noise_pct:g}",
+                             dict)
 
     def get_run(self, run_id: Any) -> dict[str, Any]:
         return self._request("GET", f"/api/v1/runs/{run_id}", dict)
@@ -258,8 +316,10 @@ class Client:
     def wait(self, run_id: Any, *, timeout_s: float, poll_s: float = 2.0) -> dict[str, Any]:
         """Poll until the run is ready or failed; UploadError after ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
+        shown = UploadProgress(self.quiet)
         while True:
             run = self.get_run(run_id)
+            shown.server(run)
             if run.get("status") in ("ready", "failed"):
                 return run
             if time.monotonic() > deadline:

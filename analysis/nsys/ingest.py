@@ -7,28 +7,22 @@ on any failure nothing is left at ``out`` and the temporary files are removed.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import selectors
+import re
 import shutil
-import signal
-import subprocess
-import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis.errors import TraceError
 from analysis.nsys.guard import ExportInfo, validate
 from analysis.nsys.normalize import statements
+from analysis.nsys.spawn import IngestChild
 from analysis.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from analysis.api import Limits, Progress
-
-logger = logging.getLogger(__name__)
 
 # ``Limits.memory_bytes`` is the child's memory budget. DuckDB's buffer pool gets this share of it; the
 # rest covers allocator slack, strings in flight, code and stacks (10M-kernel benchmark: 1.6 GiB
@@ -39,6 +33,7 @@ DUCKDB_SHARE_OF_CAP = 0.6
 # run peaked at 2.7 GiB virtual for 1.4 GiB resident. The cap is budget + this slack, a backstop
 # against a runaway child rather than the budget itself.
 ADDRESS_SLACK_BYTES = 2 * 1024**3
+_SRC_TABLE = re.compile(r'src\."(\w+)"')
 
 
 def meta_rows(info: ExportInfo) -> dict[str, str]:
@@ -98,82 +93,20 @@ def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
                          "for this export. Free disk space and retry the report", {"free": free, "needed": need})
 
 
-def _child_error(msg: dict | None, returncode: int | None, stderr: str) -> TraceError:
-    text = (msg or {}).get("error") or stderr.strip().splitlines()[-1:] or [""]
-    text = " ".join((text if isinstance(text, str) else text[0]).split())
-    low = text.lower()
-    if "no space left" in low or "disk full" in low:
-        return TraceError("no_space", "the disk filled up while writing the normalized report; free space and retry")
-    # Under RLIMIT_AS an exhausted child fails to map memory, throws bad_alloc or aborts (SIGABRT) when a
-    # thread or buffer cannot be allocated; the kernel's OOM killer sends SIGKILL.
-    starved = returncode in (-signal.SIGABRT, -signal.SIGKILL) and msg is None
-    if starved or (msg or {}).get("kind") == "memory" or any(word in low for word in (
-            "out of memory", "memory_limit", "could not allocate", "bad_alloc", "cannot allocate",
-            "failed to map segment")):
-        return TraceError("too_large", "reading the export needed more memory than the configured limit; "
-                          "export a shorter time range or raise the memory limit")
-    if (msg or {}).get("kind") in ("ParserException", "BinderException", "CatalogException"):
-        # Our SQL is wrong for this export: Goodput's fault, not the file's.
-        return TraceError("internal", f"Goodput's nsys reader failed on this export ({text[:300]}); "
-                          "please report it with the nsys version")
-    if msg is None and returncode is not None and returncode < 0:
-        return TraceError("corrupt", f"the reader process died on this file (signal {-returncode}); the file is "
-                          "probably damaged: export it again")
-    return TraceError("corrupt", f"the export could not be read ({text[:300]}); it is damaged or was edited "
-                      "by another tool: export it again")
+def start_child(out: Path, limits: Limits) -> IngestChild:
+    """Start the bulk-copy child for ``out`` now, before validation; pass it to ``ingest_nsys(child=)``."""
+    return IngestChild(Path(out), threads=limits.threads,
+                       address_space_bytes=limits.memory_bytes + ADDRESS_SLACK_BYTES,
+                       duckdb_memory_bytes=int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP))
 
 
-def _run_child(plan: dict, deadline: float, progress: Progress | None) -> dict:
-    env = dict(os.environ)
-    # glibc reserves a 64 MiB arena per thread by default; under RLIMIT_AS that reservation alone can
-    # starve DuckDB. Two arenas match our two DuckDB threads.
-    env["MALLOC_ARENA_MAX"] = "2"
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "analysis.nsys.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env=env, text=True)
-    last: dict | None = None
-    stderr = ""
-    try:
-        assert proc.stdin and proc.stdout and proc.stderr
-        proc.stdin.write(json.dumps(plan))
-        proc.stdin.close()
-        sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TraceError("timeout", "normalizing the export took longer than the configured limit; "
-                                 "export a shorter time range or raise the limit")
-            if not sel.select(timeout=min(left, 1.0)):
-                continue
-            line = proc.stdout.readline()
-            if not line:
-                break
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue  # not ours (a library writing to stdout); the protocol lines are JSON objects
-            if not isinstance(msg, dict):
-                continue
-            if "ok" in msg:
-                last = msg
-            elif progress is not None:
-                progress(msg["stage"], msg["done"], msg["total"])
-        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        stderr = proc.stderr.read()
-    except subprocess.TimeoutExpired:
-        raise TraceError("timeout", "normalizing the export took longer than the configured limit") from None
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    if last is None or not last.get("ok") or proc.returncode != 0:
-        if stderr:
-            logger.warning("nsys ingest child failed: %s", stderr[-2000:])
-        raise _child_error(last, proc.returncode, stderr)
-    return last
+def _weights(info: ExportInfo, steps: list[tuple[str, str]]) -> list[int]:
+    """Each step's share of the progress: the rows of the first export table its SQL reads (1 if none)."""
+    out = []
+    for _, sql in steps:
+        hit = _SRC_TABLE.search(sql)
+        out.append(max(1, info.rows.get(hit.group(1), 0)) if hit else 1)
+    return out
 
 
 class _Scrub:
@@ -206,35 +139,38 @@ class _Scrub:
 
 
 def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
-                keep: Path | None = None) -> dict[str, int]:
+                child: IngestChild | None = None, keep: Path | None = None) -> dict[str, int]:
     """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table.
 
     With ``keep``, a copy of the export without the captured environment (``analysis.nsys.scrub``) is
     written there too, alongside the copy and before ``out`` is published.
+
+    ``child``: one from ``start_child(out, limits)`` started earlier (its start-up then overlaps the
+    caller's work); by default one is started here. Either way it sees the export only after validation.
     """
     src, out = Path(src), Path(out)
     deadline = time.monotonic() + limits.timeout_s
+    if child is not None and child.out != out:
+        raise ValueError(f"the child was started for {child.out}, not {out}")
     if progress:
         progress("validate", 0, 1)
-    info = validate(src, max_bytes=limits.max_bytes, timeout_s=limits.timeout_s)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _check_space(info, out.parent, keep is not None)
-    tmp = out.parent / f".{out.name}.{uuid.uuid4().hex}.tmp"
-    spill = Path(str(tmp) + ".spill")
-    leftovers = (tmp, Path(str(tmp) + ".wal"), spill)
-    plan = {
-        "src": str(src.resolve()),
-        "tmp": str(tmp),
-        "temp_directory": str(spill),
-        "threads": limits.threads,
-        "address_space_bytes": limits.memory_bytes + ADDRESS_SLACK_BYTES,
-        "duckdb_memory_bytes": int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP),
-        "meta": meta_rows(info),
-        "statements": statements(info),
-    }
+    try:
+        info = validate(src, max_bytes=limits.max_bytes, timeout_s=limits.timeout_s)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _check_space(info, out.parent, keep is not None)
+        steps = statements(info)
+    except BaseException:
+        if child is not None:
+            child.discard()
+        raise
+    child = child or start_child(out, limits)
+    tmp = child.tmp
+    leftovers = child.leftovers()
+    plan = {"src": str(src.resolve()), "meta": meta_rows(info), "statements": steps,
+            "weights": _weights(info, steps)}
     scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
     try:
-        result = _run_child(plan, deadline, progress)
+        result = child.run(plan, deadline, progress)
         if scrubbing is not None:
             scrubbing.wait()
         _fsync(tmp)

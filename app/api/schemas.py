@@ -34,6 +34,7 @@ ANY_OBJ: S = {"type": "object"}
 NS: S = nullable(INT)
 
 BREAKDOWN = {k: NS for k in ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")}
+DELTA = obj(base=nullable(NUM), head=nullable(NUM), delta=nullable(NUM), delta_pct=nullable(NUM))
 HEADLINE = {**BREAKDOWN, "goodput_pct": nullable(NUM), "finding_count": NS, "top_impact_ns": NS}
 
 SCHEMAS: dict[str, S] = {
@@ -81,6 +82,11 @@ SCHEMAS: dict[str, S] = {
                                                delta_pct=nullable(NUM), base_count=INT, head_count=INT)},
         new_findings={"type": "array", "items": ref("Finding")},
         resolved_findings={"type": "array", "items": ref("Finding")},
+        step_time_ns=DELTA,
+        ranks={"type": "array", "items": obj(
+            rank=NS, report=NS, base_file=nullable(STR), head_file=nullable(STR),
+            breakdown={"type": "object", "additionalProperties": DELTA},
+            steps=nullable({"type": "object", "additionalProperties": DELTA}))},
     ),
     "Rule": obj(["id", "name", "category", "tool", "doc", "thresholds"], id=STR, name=STR, category=STR,
                 tool=STR, summary=STR, doc=STR, requires={"type": "array", "items": STR},

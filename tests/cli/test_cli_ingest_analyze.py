@@ -32,9 +32,9 @@ def _direct(src: Path, sql: str):
 def test_ingest_writes_the_normalized_file(tmp_path):
     src = corpus_file("cloverleaf-devsync.sqlite")
     out = tmp_path / "r.duckdb"
-    proc = goodput("ingest", str(src), "--out", str(out))
+    proc = goodput("ingest", str(src), "--out", str(out), "--quiet")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""
+    assert proc.stderr == ""  # --quiet: no progress lines either
     assert "kernels 1312" in proc.stdout
     con = duckdb.connect(str(out), read_only=True)
     assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 1312
@@ -147,3 +147,11 @@ def test_analyze_window_option():
         res = goodput("analyze", "--window", bad, "--quiet", str(vecadd))
         assert res.returncode == 2 and res.stdout == "" and len(res.stderr.strip().splitlines()) == 1
         assert "bad_window" in res.stderr and why in res.stderr
+
+
+def test_analyze_text_on_steps_without_gpu_time():
+    # NVTX steps in a host-only report: no GPU spread to print (this crashed the text renderer).
+    proc = goodput("analyze", str(corpus_file("poolformer-nvtx-only.sqlite")), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "iterations: 188 x NVTX '3D_backbone'" in proc.stdout and "no GPU time" in proc.stdout
+    assert "wall median 16.001 ms" in proc.stdout

@@ -1,0 +1,154 @@
+"""Progress on stderr: a redrawn bar on a terminal, throttled plain lines otherwise, nothing when quiet.
+
+Plain lines (logs of batch jobs and CI) start only once the work has lasted ``after_s`` seconds: a
+short command stays silent, and a bad file still gets its one-line error and nothing else.
+
+One ``Progress`` per command. ``stage(label, done, total)`` is the ``analysis.api.Progress`` callback
+(``done``/``total`` in rows when ``unit`` is "rows"); ``step(label)`` starts a stage without counts (the
+analysis); ``finish(text)`` ends the line. On a terminal a ticker thread redraws the elapsed time every
+half second, so a long single statement still shows the clock moving.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TextIO
+
+BAR = 24
+TICK_S = 0.5
+PLAIN_AFTER_S = 2.0   # plain lines only for work that lasts longer than this
+PLAIN_EVERY_S = 5.0   # then a line per this many seconds within a long stage,
+PLAIN_GAP_S = 1.0     # and one when a stage starts, unless the last line is younger than this (or than
+                      # after_s: with --progress-after 0 every stage gets its line)
+
+
+def _count(n: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{int(n)}"
+
+
+def _secs(s: float) -> str:
+    return f"{s:.1f}s" if s < 60 else f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+def _clean(text: str) -> str:
+    """File names and stage labels may come from the user or a trace: no control characters."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+class Progress:
+    """Stages of one command's long work; see the module docstring."""
+
+    def __init__(self, *, quiet: bool = False, stream: TextIO | None = None, tty: bool | None = None,
+                 after_s: float = PLAIN_AFTER_S) -> None:
+        self.stream = stream or sys.stderr
+        self.after_s = after_s
+        self.shown = False
+        self.quiet = quiet
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.t0 = time.monotonic()
+        self.prefix = ""
+        self.label = ""
+        self.unit = "rows"
+        self.done = 0
+        self.total = 0
+        self.count_t0: tuple[float, int] | None = None   # (time, done) when counting began: the ETA's base
+        self.last_plain = -1e9
+        self.lock = threading.Lock()
+        self.ticker: threading.Thread | None = None
+        self.stopped = threading.Event()
+
+    # -- the callbacks -------------------------------------------------------------------------------
+
+    def file(self, name: str) -> None:
+        """Name the file the next stages belong to."""
+        self.prefix = _clean(name)
+
+    def stage(self, label: str, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        with self.lock:
+            now = time.monotonic()
+            changed = _clean(str(label)) != self.label
+            self.label, self.done, self.total = _clean(str(label)), int(done), int(total)
+            if total > 1 and self.count_t0 is None:
+                self.count_t0 = (now, int(done))
+            self._show(now, force=changed)
+        self._start_ticker()
+
+    def step(self, label: str) -> None:
+        """A stage without counts (e.g. the analysis): shows its elapsed time only."""
+        self.count_t0 = None
+        self.stage(label, 0, 0)
+
+    def reset(self) -> None:
+        """The next file starts: counts and ETA start over."""
+        with self.lock:
+            self.count_t0 = None
+            self.done = self.total = 0
+
+    def finish(self, text: str | None = None) -> None:
+        """Stop; clear the bar (terminal), or end the plain lines with ``text`` when any were printed."""
+        self.stopped.set()
+        if self.ticker is not None:
+            self.ticker.join()
+            self.ticker = None
+        if self.quiet:
+            return
+        with self.lock:
+            if self.tty and self.shown:
+                self.stream.write("\r\x1b[K")
+            elif self.shown and text:
+                self.stream.write(f"goodput: {_clean(text)} in {_secs(time.monotonic() - self.t0)}\n")
+            self.stream.flush()
+
+    # -- drawing -------------------------------------------------------------------------------------
+
+    def line(self, now: float) -> str:
+        """The status text: file, stage, bar and counts when known, elapsed, ETA."""
+        parts = [p for p in (self.prefix, self.label) if p]
+        elapsed = now - self.t0
+        if self.total > 1:
+            frac = min(1.0, max(0.0, self.done / self.total))
+            if self.tty:
+                fill = int(round(frac * BAR))
+                parts.append("[" + "#" * fill + "-" * (BAR - fill) + "]")
+            parts.append(f"{frac * 100:3.0f}% {_count(min(self.done, self.total))}/{_count(self.total)} {self.unit}")
+            parts.append(f"elapsed {_secs(elapsed)}")
+            if self.count_t0 is not None and self.done > self.count_t0[1] and frac < 1.0:
+                t, d = self.count_t0
+                rate = (self.done - d) / max(1e-6, now - t)
+                parts.append(f"ETA {_secs((self.total - self.done) / rate)}")
+        else:
+            parts.append(f"elapsed {_secs(elapsed)}")
+        return "goodput: " + "  ".join(parts)
+
+    def _show(self, now: float, *, force: bool) -> None:
+        if self.tty:
+            self.shown = True
+            self.stream.write("\r" + self.line(now)[:200] + "\x1b[K")
+            self.stream.flush()
+        elif now - self.t0 >= self.after_s and now - self.last_plain >= (
+                min(PLAIN_GAP_S, self.after_s) if force else PLAIN_EVERY_S):
+            self.shown = True
+            self.last_plain = now
+            self.stream.write(self.line(now) + "\n")
+            self.stream.flush()
+
+    def _start_ticker(self) -> None:
+        # Redraws while a stage runs: the bar's clock on a terminal, the periodic plain line otherwise.
+        if self.ticker is not None or self.stopped.is_set():
+            return
+        period = TICK_S if self.tty else min(PLAIN_EVERY_S, max(0.05, self.after_s))
+
+        def tick() -> None:
+            while not self.stopped.wait(period):
+                with self.lock:
+                    self._show(time.monotonic(), force=False)
+
+        self.ticker = threading.Thread(target=tick, name="goodput-progress", daemon=True)
+        self.ticker.start()
