@@ -38,6 +38,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help=f"kernel changes below this share of the kernel's time are noise (default {DEFAULT_NOISE_PCT:g})")
     p.add_argument("--fail-on", default=None, metavar="CHECKS",
                    help="exit 1 when B regressed this far, e.g. goodput:-2pt,step_time:+5%%,new_findings:+1")
+    p.add_argument("--window", default="steady", metavar="SPEC",
+                   help="offline: the part of each report both runs are judged on, as in `goodput analyze` "
+                        "(default steady, what the service records unless a run asked for another)")
     add_progress_options(p)
     p.set_defaults(func=cmd_diff)
 
@@ -88,7 +91,7 @@ def _offline(args: argparse.Namespace, base: list[str], head: list[str]) -> dict
             facts = []
             for name, files, outs in (("base", paths[:len(base)], prepared[:len(base)]),
                                       ("head", paths[len(base):], prepared[len(base):])):
-                result, _ = run_analysis(files, Path(tmp), progress, outs=outs)
+                result, _ = run_analysis(files, Path(tmp), progress, outs=outs, window=args.window)
                 progress.step(f"kernel totals of {name}")
                 facts.append(RunFacts(
                     id=str(files[0]) if len(files) == 1 else [str(f) for f in files], reports=result["reports"],
