@@ -135,6 +135,18 @@ def allowed_environment(value: object) -> str:
     return sep.join(kept)
 
 
+def allowed_block(text: str) -> str:
+    """A NUL-joined environment block (``StringIds``) reduced to its allow-listed ``K=V`` entries, still
+    NUL-joined and NUL-terminated, so the reader still takes it for a block and reads the same job facts."""
+    kept: list[str] = []
+    for item in text.split("\x00"):
+        key, eq, val = item.partition("=")
+        if eq and key in ALLOWED_KEYS and _SAFE_VALUE.match(val.strip()) and not any(
+                k.startswith(key + "=") for k in kept):
+            kept.append(f"{key}={val.strip()}")
+    return "\x00".join(kept) + "\x00" if kept else ""
+
+
 def _text(value: object) -> str:
     """A stored value as text, whatever its storage class or encoding (the file is untrusted)."""
     if isinstance(value, bytes):
@@ -185,12 +197,13 @@ def _scrub_in_place(path: Path, deadline: float) -> None:
 
 
 def _scrub_strings(con: apsw.Connection) -> None:
-    candidates, rowids = [], {}
+    candidates, rowids, texts = [], {}, {}
     for rowid, sid, value in con.execute('SELECT rowid, id, CAST(value AS BLOB) FROM "StringIds"'):
         text = _text(value)
         if "\x00" in text or ENV_STRING.match(text):
             candidates.append(sid)
             rowids[sid] = rowid
+            texts[sid] = text
     if not candidates:
         return
     used: set[object] = set()
@@ -208,4 +221,7 @@ def _scrub_strings(con: apsw.Connection) -> None:
                 used.update(r[0] for r in con.execute(sql, chunk))
     for sid in candidates:
         if sid not in used:
-            con.execute('UPDATE "StringIds" SET value = \'\' WHERE rowid = ?', (rowids[sid],))
+            # An environment block keeps its allow-listed facts (rank, world size...), as the reader takes
+            # them from blocks too; a lone K=V string is blanked.
+            kept = allowed_block(texts[sid]) if "\x00" in texts[sid] else ""
+            con.execute('UPDATE "StringIds" SET value = ? WHERE rowid = ?', (kept, rowids[sid]))

@@ -120,3 +120,18 @@ def test_space_is_estimated_from_the_tables_read_so_a_small_volume_takes_small_e
         ingest(src, tmp_path / "b" / "trace.duckdb", keep=tmp_path / "kept2.sqlite")
     assert err.value.code == "no_space" and f"{need:,}" in err.value.message
     assert not (tmp_path / "b" / "trace.duckdb").exists() and not (tmp_path / "kept2.sqlite").exists()
+
+
+@pytest.mark.parametrize("name", ["devsync-heavy-report13.sqlite", "runtime-only-no-kernel-table.sqlite",
+                                  "openacc-report12-nometa.sqlite"])
+def test_facts_read_from_environment_blocks_survive_the_scrub(tmp_path, name):
+    # These exports state rank and world size only in NUL-joined environment blocks in StringIds: the kept
+    # copy keeps the blocks' allow-listed entries (and nothing else of them), so it reads to the same facts.
+    src = corpus_file(name)
+    kept = tmp_path / "kept.sqlite"
+    ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
+    before, after = validate(src, max_bytes=2**34, timeout_s=60), validate(kept, max_bytes=2**34, timeout_s=60)
+    assert before.facts.get("rank") is not None and after.facts == before.facts
+    with sqlite3.connect(kept) as con:
+        blocks = [v for (v,) in con.execute("SELECT value FROM StringIds WHERE instr(value, char(0)) > 0")]
+    assert blocks and all(e.split("=")[0] in ALLOWED_KEYS for b in blocks for e in b.split("\x00") if e)

@@ -39,20 +39,20 @@ def install_hooks() -> None:
 def _install_copy_hold() -> None:
     """``GOODPUT_TEST_HOLD_AFTER_COPY=sha=seconds``: sleep after the bulk copy wrote its temporary DuckDB file
     and before it is published, so a test can kill the worker while the attempt's temporary files exist."""
-    import analysis.nsys.ingest as nsys_ingest
+    from analysis.nsys.spawn import IngestChild
 
     hold = dict(item.split("=", 1) for item in
                 filter(None, os.environ.get("GOODPUT_TEST_HOLD_AFTER_COPY", "").split(",")))
-    real = nsys_ingest._run_child
+    real = IngestChild.run
 
-    def run_child(plan, deadline, progress):
-        result = real(plan, deadline, progress)
+    def run(self, plan, deadline, progress):
+        result = real(self, plan, deadline, progress)
         name = Path(plan["src"]).name.split(".")[0]
         if name in hold:
             time.sleep(float(hold[name]))
         return result
 
-    nsys_ingest._run_child = run_child
+    IngestChild.run = run
 
 
 def _install_fake_free_space() -> None:
