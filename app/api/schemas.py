@@ -37,6 +37,12 @@ BREAKDOWN = {k: NS for k in ("span_ns", "compute_ns", "comm_exposed_ns", "memory
 DELTA = obj(base=nullable(NUM), head=nullable(NUM), delta=nullable(NUM), delta_pct=nullable(NUM))
 HEADLINE = {**BREAKDOWN, "goodput_pct": nullable(NUM), "finding_count": NS, "top_impact_ns": NS}
 
+# The pattern covers the specs any value of which the server accepts; iterations:A-B (A <= B) and
+# time:T0-T1 (T0 < T1, units ns|us|ms|s) are accepted too, with their order checked by the server (400).
+WINDOW_SCHEMA = {"type": "string", "pattern": "^(steady|all|startup|nvtx:[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]{0,194})$",
+                 "description": "analysis window: steady (default), all, startup, nvtx:NAME, iterations:A-B, "
+                                "time:T0-T1"}
+
 SCHEMAS: dict[str, S] = {
     "Error": obj(error=obj(code=STR, message=STR, details=ANY_OBJ)),
     "Health": obj(status={"type": "string", "enum": ["ok", "degraded"]}, database={"type": "boolean"},
@@ -98,13 +104,11 @@ SCHEMAS: dict[str, S] = {
         tags={"type": "array", "items": {"type": "string", "pattern": TAG_PATTERN}, "maxItems": 50},
         git_sha={"type": "string", "pattern": SHA_PATTERN}, cluster={"type": "string", "pattern": CLUSTER_PATTERN},
         source={"type": "string", "enum": list(RUN_SOURCES)},
-        window={"type": "string", "description": "analysis window: steady (default), all, startup, nvtx:NAME, "
-                                                 "iterations:A-B, time:T0-T1"},
+        window=WINDOW_SCHEMA,
     ),
     "Token": obj(id=INT, name=STR, scope={"type": "string", "enum": ["read", "write", "admin"]}, prefix=STR,
                  owner=nullable(STR), created_at=TIME, last_used_at=nullable(TIME), revoked_at=nullable(TIME)),
-    "Reanalysis": obj(["window"], window={"type": "string", "description": "steady, all, startup, nvtx:NAME, "
-                                                                           "iterations:A-B, time:T0-T1"}),
+    "Reanalysis": obj(["window"], window=WINDOW_SCHEMA),
 }
 SCHEMAS["RunDetail"] = {"allOf": [ref("Run"), obj(reports={"type": "array", "items": ref("Report")},
                                                   rules={"type": "array", "items": ANY_OBJ},

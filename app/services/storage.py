@@ -40,6 +40,8 @@ KNOWN_SUFFIXES = (".sqlite", ".csv", ".nsys-rep", ".qdrep", ".ncu-rep")
 # The kept export: uploads/<sha[:2]>/<sha of the upload> + this, an SQLite export without the captured env.
 KEPT_SUFFIX = ".kept.sqlite"
 TRACE_NAME = "trace.duckdb"
+# The run timeline's overview beside a trace (analysis.run_overview), published by rename like the trace.
+PUBLISHED_OVERVIEW = re.compile(r"trace\.overview-v\d+\.parquet")
 # A staged file untouched this long, and locked by nobody, belongs to an upload whose receiver died.
 STAGING_IDLE_S = 60.0
 
@@ -456,11 +458,12 @@ class Storage:
 
     def remove_attempt_leftovers(self, report_id: int) -> int:
         """Delete what an ingest attempt left in the report's folder (temporary files of a killed worker):
-        everything but the published trace. Call only while no attempt of this report runs."""
+        everything but the published trace and its published timeline overview. Call only while no attempt
+        of this report runs."""
         removed = 0
         folder = self.report_dir(report_id)
         for f in folder.iterdir() if folder.is_dir() else ():
-            if f.name == TRACE_NAME:
+            if f.name == TRACE_NAME or PUBLISHED_OVERVIEW.fullmatch(f.name):
                 continue
             if f.is_dir() and not f.is_symlink():
                 shutil.rmtree(f, ignore_errors=True)

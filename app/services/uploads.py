@@ -48,14 +48,21 @@ class RunMeta:
     window: str | None = None   # the analysis window (analysis.window spec, canonical); None: the default
 
 
+MAX_WINDOW_CHARS = 200
+
+
 def parse_window(window: str | None) -> str | None:
     """A window option checked and made canonical; raises ApiError VALIDATION_ERROR when bad."""
     if window is None or not str(window).strip():
         return None
     try:
-        return window_parse(str(window)).text
+        text = window_parse(str(window)).text
     except TraceError as exc:
         raise ApiError("VALIDATION_ERROR", "Invalid analysis window.", {"fields": {"window": exc.message}}) from None
+    if len(text) > MAX_WINDOW_CHARS:  # the runs.analysis_window column
+        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.",
+                       {"fields": {"window": f"longer than {MAX_WINDOW_CHARS} characters"}})
+    return text
 
 
 def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: str | None,

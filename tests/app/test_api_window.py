@@ -58,3 +58,16 @@ def test_bad_windows_are_rejected(client, auth, session, settings):
     assert client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={}).status_code == 400
     assert client.post("/api/v1/runs/999999/analysis", headers=auth["write"], json={"window": "all"}).status_code == 404
     assert client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["read"], json={"window": "all"}).status_code == 403
+
+
+def test_a_window_longer_than_its_column_is_refused_before_anything_is_stored():
+    from app.errors import ApiError
+    from app.services.uploads import MAX_WINDOW_CHARS, parse_window
+
+    assert parse_window("nvtx:" + "x" * (MAX_WINDOW_CHARS - 5)) is not None
+    try:
+        parse_window("nvtx:" + "x" * (MAX_WINDOW_CHARS - 4))
+    except ApiError as exc:
+        assert exc.code == "VALIDATION_ERROR" and "window" in exc.details["fields"]
+    else:
+        raise AssertionError("a 201-character window was accepted")

@@ -260,7 +260,9 @@ def test_put_under_gunicorn(gunicorn_url, auth, settings):
     path = f"/api/v1/runs/{run}/reports"
 
     def stored(sha: str) -> bytes:
-        return (settings.data_dir / "uploads" / sha[:2] / sha).read_bytes()
+        # Stored names keep the upload's suffix after the SHA-256 (``<sha>.sqlite``, ``<sha>.nsys-rep``).
+        (path,) = (settings.data_dir / "uploads" / sha[:2]).glob(f"{sha}*")
+        return path.read_bytes()
 
     # Content-Length bodies on one kept-alive connection: the socket path, then a normal request after it.
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from analysis.run_overview import VERSION as OVERVIEW_VERSION
+
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -24,6 +26,10 @@ def files_holding(data_dir: Path, needle: str) -> list[str]:
 
 
 def report_files(data_dir: Path, report: dict, kept: bool = True) -> list[str]:
-    """What one finished report should leave: its trace, and its export kept without the environment."""
+    """What one finished report should leave: its trace (with the timeline overview of an nsys report), and
+    its export kept without the environment."""
     sha = report["sha256"]
-    return sorted([f"reports/{report['id']}/trace.duckdb"] + ([f"uploads/{sha[:2]}/{sha}.kept.sqlite"] if kept else []))
+    trace = [f"reports/{report['id']}/trace.duckdb"]
+    if report.get("kind", "nsys") == "nsys":
+        trace.append(f"reports/{report['id']}/trace.overview-v{OVERVIEW_VERSION}.parquet")
+    return sorted(trace + ([f"uploads/{sha[:2]}/{sha}.kept.sqlite"] if kept else []))

@@ -239,7 +239,7 @@ def test_rule_docs_rendered_with_anchors_and_404_keeps_the_navigation(client) ->
     html = client.get("/rules").get_data(as_text=True)
     assert 'id="rule-COMM002"' in html
     assert "<em>Why it matters</em>" in html and "*Why it matters*" not in html
-    assert "<code>session_start_utc_ns</code>" in html
+    assert "<code>Run.offsets</code>" in html  # a code span of COMM002's doc
     missing = client.get("/runs/987654")
     assert missing.status_code == 404
     body = missing.get_data(as_text=True)
