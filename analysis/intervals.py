@@ -8,7 +8,7 @@ processes of one file that both say device 0 may be different GPUs and are never
 
 from __future__ import annotations
 
-from analysis.trace import Trace
+from analysis.trace import Trace, inline_params
 
 # GPU operations of every kind, with the category code the breakdown needs. Zero-length rows are kept:
 # they change no union but still mark "work arrived" for gap pairing, as in nsys.
@@ -73,5 +73,6 @@ def temp_table(trace: Trace, name: str, sql: str, params: dict | None = None) ->
     if not table_exists(trace, name):
         # Nothing here relies on row order (every reader sorts), so let DuckDB build in parallel freely.
         trace.con.execute("SET preserve_insertion_order = false")
-        trace.con.execute(f'CREATE TEMP TABLE "{name}" AS {sql}', params or {})
+        query, bound = inline_params(f'CREATE TEMP TABLE "{name}" AS {sql}', params)
+        trace.con.execute(query, bound)
     return name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +23,44 @@ DUCKDB_MEMORY_BYTES = 1024**3
 # facts about the whole report and stay as they are.
 WINDOWED_TABLES = ("kernels", "memcpy", "memset", "cuda_api", "sync", "nvtx", "osrt", "overhead")
 
+
+
+# A quoted string (left as it is: "$x" inside one is text) or a named parameter.
+_PARAM = re.compile(r"'(?:[^']|'')*'|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _literal(value: Any) -> str | None:
+    """A typed SQL literal for a scalar parameter, the type DuckDB binds it as; None: bind it instead."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        for bits, name in ((32, "INTEGER"), (64, "BIGINT"), (128, "HUGEINT")):
+            if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+                return f"({value}::{name})"
+        return None
+    if isinstance(value, float):
+        return f"('{value!r}'::DOUBLE)"
+    if isinstance(value, str) and "\x00" not in value:
+        return "('" + value.replace("'", "''") + "'::VARCHAR)"
+    if isinstance(value, list | tuple) and all(isinstance(v, str) and "\x00" not in v for v in value):
+        return "([" + ", ".join("'" + v.replace("'", "''") + "'" for v in value) + "]::VARCHAR[])"
+    return None
+
+
+def inline_params(query: str, params: dict[str, Any] | list[Any] | None) -> tuple[str, Any]:
+    """Named scalar parameters written into the query as typed literals (strings quoted, so a value
+    cannot change the statement), the rest left bound. Binding any parameter makes DuckDB's Python
+    client import pandas when it is installed (0.5 s, more than a small report's whole analysis)."""
+    if not params:
+        return query, []
+    if not isinstance(params, dict):
+        return query, params
+    literals = {k: _literal(v) for k, v in params.items()}
+    if any(v is None for v in literals.values()):
+        return query, params
+    return _PARAM.sub(lambda m: literals.get(m.group(1), m.group(0)) if m.group(1) else m.group(0), query), []
 
 @dataclass
 class Trace:
@@ -85,8 +124,9 @@ class Trace:
         return Trace(self.path, self.label, self.memory_bytes, window=(int(start_ns), int(end_ns)))
 
     def sql(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> list[tuple]:
-        """Run a query with bound parameters and return all rows."""
-        return self.con.execute(query, params or []).fetchall()
+        """Run a query with named ``$name`` parameters and return all rows."""
+        query, params = inline_params(query, params)
+        return self.con.execute(query, params).fetchall()
 
     def arrays(self, query: str) -> dict[str, np.ndarray]:
         """Run a SELECT (no parameters: server-made text only) and return its columns as NumPy arrays.
@@ -103,7 +143,8 @@ class Trace:
         return out
 
     def scalar(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
-        row = self.con.execute(query, params or []).fetchone()
+        query, params = inline_params(query, params)
+        row = self.con.execute(query, params).fetchone()
         return None if row is None else row[0]
 
     @cached_property

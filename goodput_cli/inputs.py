@@ -34,9 +34,9 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
-# What the analysis will import anyway. pandas: DuckDB's Python module imports it the first time a query
-# binds parameters (0.5-0.7 s on this machine), which the rules do.
-PRELOAD = ("analysis.runner", "pandas")
+# What the analysis will import anyway. (Not pandas: DuckDB's Python module imports it when a query binds
+# parameters, so analysis.trace writes scalar parameters into the SQL as typed literals instead.)
+PRELOAD = ("analysis.runner",)
 
 
 def _preload() -> None:

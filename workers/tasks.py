@@ -97,9 +97,9 @@ def run_ingest(task: Task, report_id: int) -> str:
         except Exception:
             logger.exception("ingest crashed", extra={"report_id": report_id})
             failure = ("internal", "an unexpected error inside Goodput; the worker log has the details")
-    if failure is None and result is not None and result.tool == "nsys":
-        # Before the report is ready: a ready report has all its files, whoever lists them.
-        _prepare_overview(out, report_id)
+        if failure is None and result is not None and result.tool == "nsys":
+            # Under the lease and before the report is ready: a ready report has all its files.
+            _prepare_overview(out, report_id)
     with session_scope(settings) as session:
         if failure is not None:
             run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
