@@ -91,5 +91,9 @@ class Finding:
 
 
 def rank_findings(findings: list[Finding]) -> list[Finding]:
-    """Order findings by the time they cost, across all rules and reports (stable for ties)."""
-    return sorted(findings, key=lambda f: (-int(f.impact_ns), f.rule_id, f.report or ""))
+    """Order findings by the time they cost, across all rules and reports (stable for ties).
+
+    Evidence-only findings (``extra['owns_idle'] is False``, e.g. HOST002: where the host was during idle
+    that another rule owns) come after those that own time, so the same idle is never ranked twice."""
+    return sorted(findings, key=lambda f: (f.extra.get("owns_idle") is False, -int(f.impact_ns), f.rule_id,
+                                           f.report or ""))

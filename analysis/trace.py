@@ -23,8 +23,6 @@ DUCKDB_MEMORY_BYTES = 1024**3
 # facts about the whole report and stay as they are.
 WINDOWED_TABLES = ("kernels", "memcpy", "memset", "cuda_api", "sync", "nvtx", "osrt", "overhead")
 
-
-
 # A quoted string (left as it is: "$x" inside one is text) or a named parameter.
 _PARAM = re.compile(r"'(?:[^']|'')*'|\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -61,6 +59,7 @@ def inline_params(query: str, params: dict[str, Any] | list[Any] | None) -> tupl
     if any(v is None for v in literals.values()):
         return query, params
     return _PARAM.sub(lambda m: literals.get(m.group(1), m.group(0)) if m.group(1) else m.group(0), query), []
+
 
 @dataclass
 class Trace:

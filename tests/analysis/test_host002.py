@@ -95,3 +95,15 @@ def test_samples_without_thread_ids_degrade_and_host002_skips(tmp_path) -> None:
     assert any(d["table"] == "COMPOSITE_EVENTS" for d in result["reports"][0]["degraded"])
     (status,) = [r for r in result["rules"] if r["id"] == "HOST002"]
     assert status["status"] == "skipped"
+
+
+def test_evidence_only_findings_rank_after_the_findings_that_own_the_time():
+    from analysis.findings import Finding, rank_findings
+
+    def finding(rule, ns, **extra):
+        return Finding(rule_id=rule, title=rule, message="", impact_ns=ns, impact_pct=1.0, evidence=[],
+                       advice="", extra=extra)
+
+    ranked = rank_findings([finding("HOST002", 900, owns_idle=False), finding("GPU001", 500),
+                            finding("SYNC001", 400)])
+    assert [f.rule_id for f in ranked] == ["GPU001", "SYNC001", "HOST002"]
