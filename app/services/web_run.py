@@ -115,7 +115,7 @@ def run_view(session: Session, run_id: int) -> RunView:
         sa.select(RunSummary).where(RunSummary.run_id == run_id))}
     findings = list(session.scalars(
         sa.select(Finding).where(Finding.run_id == run_id)
-        .order_by(Finding.impact_ns.desc(), Finding.position, Finding.id)))
+        .order_by(Finding.position, Finding.id)))  # the analysis' ranking
     return RunView(run, job, reports, summaries, findings, breakdown_rows(reports, summaries),
                    run_totals(reports, summaries))
 
