@@ -64,7 +64,8 @@ def merge_kernels(per_report: Iterable[Iterable[Mapping[str, Any]]]) -> dict[str
     return out
 
 
-def _pick(data: Mapping[str, Any], key: str) -> int | float | None:
+def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:
+    """A breakdown number of a report (or run) dict: from its ``breakdown``, else its top level."""
     bd = data.get("breakdown") if isinstance(data.get("breakdown"), dict) else {}
     for source in (bd, data):
         value = source.get(key)
@@ -75,7 +76,7 @@ def _pick(data: Mapping[str, Any], key: str) -> int | float | None:
 
 def report_breakdown(report: Mapping[str, Any]) -> dict[str, Any]:
     """One report's breakdown KPIs (``None`` where the analysis had none)."""
-    return {k: _pick(report, k) for k in BREAKDOWN_KEYS}
+    return {k: breakdown_value(report, k) for k in BREAKDOWN_KEYS}
 
 
 def run_totals(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def run_totals(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for key in SUM_KEYS:
-        values = [int(v) for v in (_pick(r, key) for r in reports) if v is not None]
+        values = [int(v) for v in (breakdown_value(r, key) for r in reports) if v is not None]
         out[key] = sum(values) if values else None
     out["goodput_pct"] = (round(100.0 * out["compute_ns"] / out["span_ns"], 3)
                           if out["span_ns"] and out["compute_ns"] is not None else None)

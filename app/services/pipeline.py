@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis.compare import breakdown_value
 from app.models import Finding, Report, Run, RunSummary, utcnow
 from app.services.ncu_summary import compact_report
 from app.services.runs import derive_status
@@ -351,23 +352,14 @@ def _finding_row(run_id: int, report_id: int | None, position: int, f: dict[str,
 SUMMARY_NS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
 
 
-def _pick(data: dict[str, Any], key: str) -> int | float | None:
-    bd = data.get("breakdown") if isinstance(data.get("breakdown"), dict) else {}
-    for source in (bd, data):
-        value = source.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return value
-    return None
-
-
 def _summary_row(run_id: int, report_id: int | None, data: dict[str, Any], count: int,
                  top: int | None) -> RunSummary:
     row = RunSummary(run_id=run_id, report_id=report_id, data=_jsonable(data), finding_count=count,
                      top_impact_ns=top)
     for col in SUMMARY_NS:
-        value = _pick(data, col)
+        value = breakdown_value(data, col)
         setattr(row, col, None if value is None else int(value))
-    pct = _pick(data, "goodput_pct")
+    pct = breakdown_value(data, "goodput_pct")
     row.goodput_pct = None if pct is None else float(pct)
     return row
 
@@ -377,7 +369,7 @@ def _run_summary_row(run_id: int, reports: list[dict[str, Any]], count: int, top
     row = RunSummary(run_id=run_id, report_id=None, data=_jsonable({"reports": reports}), finding_count=count,
                      top_impact_ns=top)
     for col in SUMMARY_NS:
-        values = [int(v) for v in (_pick(r, col) for r in reports) if v is not None]
+        values = [int(v) for v in (breakdown_value(r, col) for r in reports) if v is not None]
         setattr(row, col, sum(values) if values else None)
     if row.span_ns and row.compute_ns is not None:
         row.goodput_pct = round(100.0 * row.compute_ns / row.span_ns, 3)
