@@ -34,8 +34,9 @@ def _literal(value: Any) -> str | None:
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
-        for bits, name in ((32, "INTEGER"), (64, "BIGINT"), (128, "HUGEINT")):
-            if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        for low, high, name in ((-(2**31), 2**31, "INTEGER"), (-(2**63), 2**63, "BIGINT"), (0, 2**64, "UBIGINT"),
+                                (-(2**127), 2**127, "HUGEINT")):
+            if low <= value < high:  # the type DuckDB's Python client binds the value as
                 return f"({value}::{name})"
         return None
     if isinstance(value, float):

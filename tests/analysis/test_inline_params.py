@@ -44,3 +44,11 @@ def test_the_analysis_of_a_report_does_not_import_pandas(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+def test_integer_literals_take_the_type_duckdb_binds_at_every_boundary():
+    # INTEGER, BIGINT, UBIGINT (2^63..2^64-1, found by the property test in a clean-clone run), HUGEINT.
+    con = duckdb.connect()
+    for v in (2**31 - 1, 2**31, -(2**31) - 1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63) - 1, 2**120):
+        query, bound = inline_params("SELECT $a, typeof($a)", {"a": v})
+        assert bound == [] and con.execute(query).fetchall() == con.execute("SELECT $a, typeof($a)", {"a": v}).fetchall()
