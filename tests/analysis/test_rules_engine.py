@@ -3,13 +3,18 @@ precedence, skipped rules, and the rule catalogue's documentation contract."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 
+from analysis import window as win
 from analysis.api import analyze
+from analysis.rules.base import Registry, Rule, RuleContext, Threshold, run_rules
 from analysis.rules.nsys import NSYS_RULES
+from analysis.rules.nsys.gpu import IdleGaps
 from analysis.rules.registry import default_registry
+from analysis.trace import Run
 from tests.analysis.planting import api, kernel, normalized
 
 US = 1_000
@@ -97,6 +102,46 @@ def test_rules_without_their_tables_are_skipped_with_a_reason(tmp_path):
     assert status["GPU001"]["status"] == "skipped" and "kernels" in status["GPU001"]["reason"]
     assert status["MEM001"]["status"] == "skipped" and "memcpy" in status["MEM001"]["reason"]
     assert result["findings"] == []
+
+
+class _Probe(Rule):
+    """Records the context each of its calls gets."""
+
+    id = "PROBE001"
+    name = "probe.context"
+    category = "test"
+    requires = ("kernels",)
+    thresholds = {"limit_us": Threshold(5.0, "us", "a threshold to override")}
+    seen: list[tuple[str, RuleContext]] = []
+
+    def check(self, ctx: RuleContext) -> list:
+        self.seen.append(("run", ctx))
+        return super().check(ctx)
+
+    def check_report(self, trace, ctx: RuleContext) -> list:
+        self.seen.append((trace.label, ctx))
+        return []
+
+
+def test_rules_get_an_explicit_context_not_instance_attributes(tmp_path):
+    path = normalized(tmp_path / "r.duckdb", kernels=[kernel(0, 10)])
+    spec = win.parse("all")
+    _Probe.seen = []
+    with Run.open([path]) as run:
+        _, results = run_rules(run, Registry([IdleGaps, _Probe]), [_Probe],
+                               {"PROBE001.limit_us": 7, "GPU001.min_gap_us": 3}, window=spec)
+        assert [r.status for r in results] == ["ok"]
+        (_, top), (label, per_report) = _Probe.seen
+        assert label == run.traces[0].label
+        assert top.scope == "run" and per_report.scope == "report"
+        for ctx in (top, per_report):
+            assert ctx.run is run and ctx.window is spec
+            assert ctx.params == {"limit_us": 7.0}
+            # every rule's thresholds, the unselected ones too, for the rules that share idle time
+            assert ctx.all_params == {"GPU001": {"min_gap_us": 3.0}, "PROBE001": {"limit_us": 7.0}}
+    assert not hasattr(_Probe(), "all_params") and not hasattr(Rule, "all_params")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        top.scope = "report"  # type: ignore[misc]
 
 
 def test_unknown_thresholds_are_rejected(tmp_path):

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from analysis.activity import top_order
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import CAUSE_CODES, cause_names, launchers, owned_gap_causes
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import (
@@ -18,7 +16,7 @@ from analysis.rules.nsys.gaps import (
     owned,
     ownership_params,
 )
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 # GPU001's gaps whose launching threads sat in OS runtime calls are HOST001's (analysis.rules.nsys.host).
 HOST001_CAUSE = CAUSE_CODES.index("os_runtime")
@@ -75,9 +73,8 @@ class IdleGaps(Rule):
     }
     summary = "GPU idle gaps inside the active span, each with a cause"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        all_params = {**(self.all_params or {}), self.id: params}
-        units = owned(trace, all_params)
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        units = owned(trace, ctx.all_params)
         tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
         cands: list[tuple[int | None, int | None, int, int, int, str]] = []
@@ -113,8 +110,8 @@ class IdleGaps(Rule):
                            for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1][1]))
         return [Finding(
             rule_id=self.id,
-            title=f"GPU idle in {n_gaps} gap(s) of at least {params['min_gap_us'] / 1000:g} ms",
-            message=(f"{n_gaps} idle gap(s) of at least {params['min_gap_us'] / 1000:g} ms add up to "
+            title=f"GPU idle in {n_gaps} gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms",
+            message=(f"{n_gaps} idle gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms add up to "
                      f"{fmt_ms(total)}" + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
                      + f"; longest {fmt_ms(int(top[0][4]))}. Causes: {causes}."),
             impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
@@ -156,10 +153,9 @@ class LowUtilization(Rule):
     }
     summary = "Windows where a GPU is busy less than half the time"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        all_params = {**(self.all_params or {}), self.id: params}
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         # Adjacent low windows merge into regions; the gaps no other rule owns that start in one are GPU002's.
-        regions = low_regions(owned(trace, all_params), ownership_params(all_params))
+        regions = low_regions(owned(trace, ctx.all_params), ownership_params(ctx.all_params))
         total = sum(int(r[6]) for r in regions)
         if not regions or total <= 0:
             return []
@@ -176,9 +172,9 @@ class LowUtilization(Rule):
         share = pct(total, report_span_ns(trace))
         return [Finding(
             rule_id=self.id,
-            title=f"GPU busy under {params['max_busy_pct']:g}% for {fmt_ms(low_ns)} in {len(regions)} region(s)",
+            title=f"GPU busy under {ctx.params['max_busy_pct']:g}% for {fmt_ms(low_ns)} in {len(regions)} region(s)",
             message=(f"{len(regions)} region(s) totalling {fmt_ms(low_ns)} ran the GPU under "
-                     f"{params['max_busy_pct']:g}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
+                     f"{ctx.params['max_busy_pct']:g}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
                      "in short gaps no other finding explains, is counted here."),
             impact_ns=total, impact_pct=share,
             advice=("Find what the host does between kernels here (NVTX, CPU sampling): reduce per-op Python "

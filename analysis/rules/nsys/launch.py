@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from analysis.findings import Evidence, Finding
 from analysis.launches import launch_summary
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, krn_idle, owned
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 
 def _first_names(trace: Trace, runs: list[tuple]) -> list[str | None]:
@@ -66,12 +64,11 @@ class LaunchBound(Rule):
     }
     summary = "Runs of short kernels with the GPU idle between launches"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        all_params = {**(self.all_params or {}), self.id: params}
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         # (pid, device, run_start, run_end, run_kernels, kernel_ns, None: first kernel's name, idle_ns)
-        rows = [(*r[:6], None, r[6]) for r in krn_idle(owned(trace, all_params))]
+        rows = [(*r[:6], None, r[6]) for r in krn_idle(owned(trace, ctx.all_params))]
         total = sum(int(r[7]) for r in rows)
-        if not rows or total < params["min_idle_us"] * 1000:
+        if not rows or total < ctx.params["min_idle_us"] * 1000:
             return []
         kernels = sum(int(r[4]) for r in rows)
         busy = sum(int(r[5]) for r in rows)
@@ -91,7 +88,7 @@ class LaunchBound(Rule):
         return [Finding(
             rule_id=self.id,
             title=f"Launch-bound: {kernels} short kernels in {len(rows)} run(s), GPU idle {fmt_ms(total)}",
-            message=(f"{len(rows)} run(s) of kernels under {params['short_kernel_us']:g} us ({kernels} kernels, "
+            message=(f"{len(rows)} run(s) of kernels under {ctx.params['short_kernel_us']:g} us ({kernels} kernels, "
                      f"{fmt_ms(busy)} of kernel time) left the GPU idle {fmt_ms(total)} between launches"
                      + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,

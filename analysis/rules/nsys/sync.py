@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import owned, owned_sync_calls, owned_top, owned_total, sync_names
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 
 class BlockingSync(Rule):
@@ -39,10 +37,10 @@ class BlockingSync(Rule):
     }
     summary = "Blocking synchronize calls that leave the GPU idle"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        units = owned(trace, self.all_params)
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        units = owned(trace, ctx.all_params)
         total, n = owned_total(units, self.id)
-        if n == 0 or total < params["min_idle_us"] * 1000:
+        if n == 0 or total < ctx.params["min_idle_us"] * 1000:
             return []
         n_owning = owned_sync_calls(units)
         calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
