@@ -6,12 +6,24 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
 import pytest
 
 from analysis import window as win
 from analysis.api import analyze
 from analysis.rules.base import Registry, Rule, RuleContext, Threshold, run_rules
 from analysis.rules.nsys import NSYS_RULES
+from analysis.rules.nsys.gaps import (
+    Gap,
+    KernelRun,
+    LowRegion,
+    krn_idle,
+    low_regions,
+    owned,
+    owned_top,
+    owned_total,
+    ownership_params,
+)
 from analysis.rules.nsys.gpu import IdleGaps
 from analysis.rules.registry import default_registry
 from analysis.trace import Run
@@ -45,6 +57,28 @@ def test_launch_bound_run_owns_the_small_gaps_between_short_kernels(tmp_path):
     # Raising the bar for "short" below 5 us dissolves the runs.
     quiet = analyze([path], thresholds={"KRN001.short_kernel_us": 4})
     assert _findings(quiet, "KRN001") == []
+
+
+def test_gap_helpers_return_named_records(tmp_path):
+    """The same planted report as above, through the gap helpers: records with named fields (the gaps
+    themselves stay arrays on ``OwnedUnit``)."""
+    ks = [kernel(i * 20 * US, i * 20 * US + 5 * US) for i in range(30)]
+    ks.append(kernel(600 * US, 900 * US, name="long"))
+    ks += [kernel(2900 * US + i * 20 * US, 2900 * US + i * 20 * US + 5 * US) for i in range(30)]
+    path = normalized(tmp_path / "r.duckdb", kernels=ks)
+    with Run.open([path]) as run:
+        units = owned(run.traces[0], {})
+        (pid, device), = {(u.unit.pid, u.unit.device) for u in units}
+        assert isinstance(units[0].gap_start, np.ndarray) and len(units[0].gap_start) == 2 * 29 + 2
+        assert owned_total(units, "GPU001") == (2000 * US, 1) and owned_total(units, "KRN001").count == 58
+        assert owned_top(units, "GPU001") == [Gap(pid, device, 900 * US, 2900 * US, 2000 * US)]
+        runs = krn_idle(units)
+        assert runs == [KernelRun(pid, device, 0, 29 * 20 * US + 5 * US, 30, 30 * 5 * US, 29 * 15 * US),
+                        KernelRun(pid, device, 2900 * US, 2900 * US + 29 * 20 * US + 5 * US, 30, 30 * 5 * US,
+                                  29 * 15 * US)]
+        assert runs[0].idle_ns == runs[0][6]  # still a tuple for code that unpacks it
+        regions = low_regions(units, ownership_params({}))
+        assert all(isinstance(r, LowRegion) and r.owned_ns <= r.idle_ns for r in regions)
 
 
 def test_low_utilization_windows_take_the_small_unowned_gaps(tmp_path):

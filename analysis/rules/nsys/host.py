@@ -119,11 +119,12 @@ class HostBlocked(Rule):
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = owned(trace, ctx.all_params)
         gaps, devs = [], []
-        for pid, parts, gs, ge, c in owned_gap_causes(trace, units, OWNER_CODES["GPU001"]):
-            m = c == OS_CAUSE
+        for pg in owned_gap_causes(trace, units, OWNER_CODES["GPU001"]):
+            m = pg.cause == OS_CAUSE
             if m.any():
-                dev = np.concatenate([np.full(len(p[1]), -1 if p[0] is None else p[0], dtype=np.int64) for p in parts])
-                gaps.append((pid, gs[m], ge[m]))
+                dev = np.concatenate([np.full(len(p.gap_start), -1 if p.device is None else p.device, dtype=np.int64)
+                                      for p in pg.parts])
+                gaps.append((pg.pid, pg.gap_start[m], pg.gap_end[m]))
                 devs.append(dev[m])
         total = sum(int((ge - gs).sum()) for _, gs, ge in gaps)
         if not gaps or total < ctx.params["min_idle_us"] * 1000:

@@ -49,12 +49,12 @@ class BlockingSync(Rule):
         n_kernels = int(trace.scalar("SELECT COUNT(*) FROM kernels") or 0)
         per_kernel = n_calls / n_kernels if n_kernels else None
         top = owned_top(units, self.id)
-        nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
-        names = sync_names(trace, [(r[0], r[2]) for r in top])
+        nvtx = nvtx_at(trace, [(g.pid, g.start_ns) for g in top])
+        names = sync_names(trace, [(g.pid, g.start_ns) for g in top])
         evidence = tuple(
-            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, name=name,
-                     nvtx=v, value_ns=int(r[4]))
-            for r, v, name in zip(top, nvtx, names, strict=True))
+            Evidence(start_ns=g.start_ns, end_ns=g.end_ns, device=g.device, pid=g.pid, rank=trace.rank, name=name,
+                     nvtx=v, value_ns=g.ns)
+            for g, v, name in zip(top, nvtx, names, strict=True))
         share = pct(total, report_span_ns(trace))
         names = ", ".join(f"{c[0]} x{c[1]}" for c in calls[:4])
         freq = f"; {per_kernel:.2f} sync call(s) per kernel" if per_kernel is not None else ""
