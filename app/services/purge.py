@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-import time
-
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.models import Finding, Report, Run, RunSummary
-from app.services.storage import Storage
+from app.services.storage import storage_for
 from app.settings import Settings
 
 
@@ -36,18 +33,14 @@ def delete_run_rows(session: Session, run_id: int) -> list[tuple[int, str, str]]
 
 def remove_report_files(session: Session, settings: Settings, gone: list[tuple[int, str, str]]) -> int:
     """Delete the DuckDB files of deleted reports, and their uploads unless another report shares the bytes."""
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     removed = 0
     for report_id, sha, upload_path in gone:
-        report_dir = storage.report_dir(report_id)
-        if report_dir.exists():
-            shutil.rmtree(report_dir, ignore_errors=True)
+        if storage.remove_report(report_id):
             removed += 1
         still_used = session.execute(sa.select(sa.func.count()).select_from(Report)
                                      .where(Report.sha256 == sha)).scalar_one()
-        upload = storage.path(upload_path)
-        if not still_used and upload.exists():
-            upload.unlink(missing_ok=True)
+        if not still_used and storage.remove(upload_path):
             removed += 1
     session.rollback()
     return removed
@@ -58,27 +51,7 @@ def collect_garbage(session: Session, settings: Settings, *, min_age_s: float = 
 
     Files younger than ``min_age_s`` are kept: an upload is written before its row commits.
     """
-    removed = 0
-    cutoff = time.time() - min_age_s
-    known_ids = {str(i) for i in session.execute(sa.select(Report.id)).scalars()}
+    known_ids = set(session.execute(sa.select(Report.id)).scalars())
     known_sha = set(session.execute(sa.select(Report.sha256).distinct()).scalars())
     session.rollback()
-    reports_dir = settings.data_dir / "reports"
-    for d in reports_dir.iterdir() if reports_dir.is_dir() else ():
-        if d.is_dir() and d.name not in known_ids and d.stat().st_mtime < cutoff:
-            shutil.rmtree(d, ignore_errors=True)
-            removed += 1
-    uploads = settings.data_dir / "uploads"
-    for f in uploads.glob("*/*") if uploads.is_dir() else ():
-        # Stored names are the SHA-256 plus the upload's suffix (or the kept copy's).
-        if f.is_file() and f.name.split(".")[0] not in known_sha and f.stat().st_mtime < cutoff:
-            f.unlink(missing_ok=True)
-            removed += 1
-    staging = settings.data_dir / "staging"
-    for f in staging.iterdir() if staging.is_dir() else ():
-        # An upload still streaming touches its file; one untouched for a day was abandoned.
-        if f.is_file() and f.stat().st_mtime < min(cutoff, time.time() - 86400):
-            f.unlink(missing_ok=True)
-            removed += 1
-    return removed
-
+    return storage_for(settings).sweep_orphans(known_ids, known_sha, min_age_s=min_age_s)
