@@ -185,8 +185,8 @@ def _scrub_in_place(path: Path, deadline: float) -> None:
         if _plain_table(con, "META_DATA_CAPTURE", ("name", "value")):
             # Capture options stay; the launched process's arguments, user, working directory and
             # environment (PROCESS_n:... rows, one variable per row) go, but allow-listed variables.
-            rows = con.execute('SELECT rowid, CAST(name AS BLOB), CAST(value AS BLOB) FROM "META_DATA_CAPTURE"')
-            drop = [rowid for rowid, name, value in rows if not _capture_row_kept(_text(name), _text(value))]
+            capture = con.execute('SELECT rowid, CAST(name AS BLOB), CAST(value AS BLOB) FROM "META_DATA_CAPTURE"')
+            drop = [rowid for rowid, name, value in capture if not _capture_row_kept(_text(name), _text(value))]
             for rowid in drop:
                 con.execute('DELETE FROM "META_DATA_CAPTURE" WHERE rowid = ?', (rowid,))
         if _plain_table(con, "StringIds", ("id", "value")):
