@@ -133,7 +133,7 @@ def analyze_run(
                     info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
                     info["launches"] = launch_summary(v)
                     info["phases"] = [p.to_dict() for p in i.phases]
-                elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time (issue #17)
+                elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
                     info["kernels"] = report_kernels(t, wrun)
                 b = bounds[len(infos)]
                 info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,

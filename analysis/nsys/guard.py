@@ -304,7 +304,8 @@ def _first_start(con: apsw.Connection, info: ExportInfo) -> int | None:
 
 
 def _time_offset(con: apsw.Connection, info: ExportInfo) -> int:
-    """What to subtract so that times are ns from session start (SCHEMA_NOTES §5)."""
+    """What to subtract so that times are ns from session start: exports made with time normalisation
+    (``EXPORT_PARAM_TIME_NORMALIZE=true``) store absolute UTC ns, shifted by ``EXPORT_CONFIG_TIME_SHIFT``."""
     flag = (info.meta.get("EXPORT_PARAM_TIME_NORMALIZE") or info.meta.get("EXPORT_TIME_NORMALIZE") or "").lower()
     shift = info.meta.get("EXPORT_CONFIG_TIME_SHIFT", "")
     start = info.session_start_utc_ns

@@ -1,4 +1,4 @@
-"""JSON and file routes of the run-wide timeline (issue #12): all ranks' windows, a click's selection, merged trace."""
+"""JSON and file routes of the run-wide timeline: all ranks' windows, a click's selection, merged trace."""
 
 from __future__ import annotations
 
