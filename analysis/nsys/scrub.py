@@ -21,7 +21,7 @@ import apsw
 
 from analysis.errors import TraceError
 from analysis.nsys.env import ALLOWED_KEYS
-from analysis.nsys.guard import ExportInfo, validate
+from analysis.nsys.guard import ExportInfo, harden, validate
 
 # TARGET_INFO_SYSTEM_ENV rows kept as they are (descriptions of the machine, never of the job); every other
 # row goes, except DeviceEnvironment, which is rewritten to its allow-listed variables.
@@ -91,17 +91,10 @@ def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float) -> No
 
 
 def _open_writable(path: Path, deadline: float) -> apsw.Connection:
-    con = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
-    con.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
-    con.config(apsw.SQLITE_DBCONFIG_ENABLE_VIEW, 0)
-    con.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
-    con.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
-    con.config(apsw.SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0)
-    con.execute("PRAGMA trusted_schema=OFF")
+    con = harden(apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE), deadline)
     # Overwrite what is deleted or replaced with zeros; the rollback journal stays in memory, not on disk.
     con.execute("PRAGMA secure_delete=ON")
     con.execute("PRAGMA journal_mode=MEMORY")
-    con.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
     return con
 
 
