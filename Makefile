@@ -21,6 +21,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 services:
 	@bash scripts/ensure-services.sh
@@ -40,4 +41,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/analyze.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info

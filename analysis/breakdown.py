@@ -54,7 +54,7 @@ def breakdown(trace: Trace) -> dict[str, Any]:
         s0, s1 = int(u.start[0]), int(u.end.max())
         span = s1 - s0
         a, c, n, cn = _unit_unions(u)
-        unit = {"pid": u.pid, "device": u.device, "start_ns": s0, "end_ns": s1,
+        unit: dict[str, Any] = {"pid": u.pid, "device": u.device, "start_ns": s0, "end_ns": s1,
                 "compute_ns": c, "comm_overlapped_ns": n - (cn - c), "comm_exposed_ns": cn - c,
                 "memory_only_ns": a - cn, "idle_ns": span - a, "span_ns": span, "rank": rank}
         unit["goodput_pct"] = _pct(unit["compute_ns"], unit["span_ns"])

@@ -8,7 +8,7 @@ the findings as dicts in ranking order. Nothing here reads a database other than
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,8 @@ def merge_kernels(per_report: Iterable[Iterable[Mapping[str, Any]]]) -> dict[str
 
 def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:
     """A breakdown number of a report (or run) dict: from its ``breakdown``, else its top level."""
-    bd = data.get("breakdown") if isinstance(data.get("breakdown"), dict) else {}
+    raw = data.get("breakdown")
+    bd: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     for source in (bd, data):
         value = source.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -79,7 +80,7 @@ def report_breakdown(report: Mapping[str, Any]) -> dict[str, Any]:
     return {k: breakdown_value(report, k) for k in BREAKDOWN_KEYS}
 
 
-def run_totals(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
+def run_totals(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The run's KPIs: the ranks' times summed (span too: GPU time across ranks), goodput from the sums.
 
     The same arithmetic as the service's per-run summary row (``app.services.pipeline``).
@@ -111,7 +112,8 @@ def diff_kernels(bk: Mapping[str, Mapping[str, int]], hk: Mapping[str, Mapping[s
     """Kernel rows whose change passes the noise floor, largest change first; and the floor itself."""
     floor_abs = ABS_FLOOR_SHARE * max(sum(k["total_ns"] for k in bk.values()),
                                       sum(k["total_ns"] for k in hk.values()))
-    rows, hidden = [], 0
+    rows: list[dict[str, Any]] = []
+    hidden = 0
     zero = {"total_ns": 0, "count": 0}
     for name in sorted(set(bk) | set(hk)):
         b, h = bk.get(name, zero), hk.get(name, zero)
@@ -148,7 +150,8 @@ def _has_ranks(reports: list[dict[str, Any]]) -> bool:
 
 
 def _steps(report: Mapping[str, Any]) -> dict[str, Any] | None:
-    it = report.get("iterations") if isinstance(report.get("iterations"), dict) else {}
+    raw = report.get("iterations")
+    it: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     return {k: it.get(k) for k in STEP_KEYS} if it.get("count") else None
 
 
@@ -174,7 +177,7 @@ def diff_ranks(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[d
     return out
 
 
-def step_time(reports: list[Mapping[str, Any]]) -> float | None:
+def step_time(reports: Sequence[Mapping[str, Any]]) -> float | None:
     """The run's step time: the largest per-rank median GPU time per step (the slowest rank sets the pace)."""
     values = [s["median_ns"] for s in (_steps(r) for r in reports) if s and s.get("median_ns") is not None]
     return max(values) if values else None

@@ -23,7 +23,7 @@ GPU_OPS_SQL = """
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
 """
 # Category codes (small integers keep the sweep's sort and sums cheap).
-COMPUTE, NCCL, MEMORY, OVERHEAD = 0, 1, 2, 3
+COMPUTE, NCCL, MEMORY = 0, 1, 2
 
 def pairing_gaps_sql(ops_sql: str) -> str:
     """The idle gaps of NVIDIA's gpu_gaps pairing over ``ops_sql`` (columns pid, device, start_ns, end_ns).

@@ -18,7 +18,6 @@ from typing import Any
 
 from analysis.trace import Trace
 
-GRAPH_LAUNCH_CALLS = ("cudaGraphLaunch", "cuGraphLaunch")
 SKIPPED = "no CUDA API trace in the report: collect it with nsys profile --trace=cuda"
 
 # Launch calls: every CUDA API whose name says it launches (cudaLaunchKernel, cuLaunchKernel(Ex),

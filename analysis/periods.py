@@ -106,8 +106,8 @@ def find_period(codes: np.ndarray) -> tuple[int, int, float, float] | None:
     length = min(p for p, v in match.items() if v >= top - TIE)
     if match[length] < MIN_MATCH:
         return None
-    reg, _, k = max((c for c in cands if c[1] == length), key=lambda c: (c[0], -int(order[first[c[2]]])))
-    return length, int(uniq[k]), reg, match[length]
+    reg, _, code_index = max((c for c in cands if c[1] == length), key=lambda c: (c[0], -int(order[first[c[2]]])))
+    return length, int(uniq[code_index]), reg, match[length]
 
 
 def _units(trace: Trace) -> list[tuple[int | None, int | None, int, int, int]]:
@@ -160,11 +160,11 @@ def pattern_iterations(trace: Trace, period: Period) -> list[tuple[int, int, int
     # Each operation belongs to the iteration of the last anchor at or before its start (NumPy: one
     # binary search per operation instead of a join).
     ops = trace.arrays(f"SELECT start_ns, end_ns FROM ({OPS_SQL}) WHERE {where}")  # noqa: S608 - integers
-    i = np.searchsorted(anchors, ops["start_ns"], side="right") - 1
-    ok = i >= 0
-    n_ops = np.bincount(i[ok], minlength=len(anchors))
+    at = np.searchsorted(anchors, ops["start_ns"], side="right") - 1
+    ok = at >= 0
+    n_ops = np.bincount(at[ok], minlength=len(anchors))
     last = np.full(len(anchors), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last, i[ok], ops["end_ns"][ok])
+    np.maximum.at(last, at[ok], ops["end_ns"][ok])
     rows = [(int(a), int(e), int(c)) for a, e, c in zip(anchors, last, n_ops, strict=True)]
     if len(rows) < MIN_ITERATIONS:
         return []

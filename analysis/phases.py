@@ -93,7 +93,7 @@ def find_loop(trace: Trace) -> Loop:
         return Loop(None, empty, empty, reason=nv.get("reason") or "no GPU kernels", nvtx=nv)
     period = unit_period(trace)
     its = pattern_iterations(trace, period) if period else []
-    if not its:
+    if period is None or not its:
         # Imported here: the rules package imports this module (PHASE001/PHASE002).
         from analysis.rules.nsys.common import SYNC_API_RE, api_name_in
 

@@ -17,7 +17,6 @@ from analysis.timeline import MAX_NVTX_DEPTH, extent
 from analysis.trace import Trace
 
 LEVELS = (8192, 32768, 131072)   # fine bins over the report's extent, per level (coarse first)
-OV_BINS = LEVELS[-1]
 MIN_BINS_PER_PX = 4    # a pixel column must cover this many fine bins of a level for that level to be used
 VERSION = 3            # in the file name: a changed layout is rebuilt, never misread
 NAME_CHARS = 160
@@ -107,11 +106,6 @@ def level_for(extent: tuple[int, int], w0: int, w1: int, buckets: int) -> int | 
         if px >= MIN_BINS_PER_PX * max(1, extent[1] - extent[0]) / bins:
             return level
     return None
-
-
-def usable(extent: tuple[int, int], w0: int, w1: int, buckets: int) -> bool:
-    """Whether some level of the overview can answer the window."""
-    return level_for(extent, w0, w1, buckets) is not None
 
 
 def boxes(trace: Trace, path: Path, level: int, params: dict[str, int],

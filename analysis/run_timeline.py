@@ -65,10 +65,11 @@ def short_host(host: str | None) -> str | None:
 def offsets(parts: list[Part]) -> tuple[list[int], bool]:
     """Per part, the ns to add to its times to reach the run clock; and whether all parts are aligned."""
     starts = [p.trace.session_start_utc_ns for p in parts]
-    if len(parts) < 2 or any(s is None for s in starts):
+    clocks = [s for s in starts if s is not None]
+    if len(parts) < 2 or len(clocks) < len(starts):
         return [0] * len(parts), len(parts) < 2
-    origin = min(starts)  # type: ignore[type-var]
-    return [int(s) - origin for s in starts], True  # type: ignore[operator]
+    origin = min(clocks)
+    return [int(s) - origin for s in clocks], True
 
 
 def group_label(rank: int | None, host: str | None, pid: int | None, devices: list[int], many_pids: bool) -> str:
@@ -131,7 +132,8 @@ def catalogue(part: Part) -> list[dict[str, Any]]:
 def _boxes(part: Part, params: dict[str, int], launchers: list[tuple]) -> dict[str, list[list]]:
     """Box rows of the window per lane id (report-local times, values in the order of
     ``analysis.timeline.BOX_FIELDS``); ``launchers``: the (pid, tid) API lanes."""
-    t, rid, out = part.trace, part.report_id, {}
+    t, rid = part.trace, part.report_id
+    out: dict[str, list[list]] = {}
     b = _bucket_expr()
     if any(t.has_rows(x) for x in _GPU_TABLES):
         for pid, dev, st, cat, _b, s, e, n, busy, name in t.sql(

@@ -84,13 +84,15 @@ def _align(run: Run, bounds: list[tuple[int, int] | None]) -> list[tuple[int, in
     """Several nsys reports with absolute clocks: one steady window for all, the intersection of theirs
     on the absolute time base (when they overlap), so that ranks are judged over the same stretch."""
     starts = [t.session_start_utc_ns for t in run.traces]
-    if len(run.traces) < 2 or any(b is None for b in bounds) or any(s is None for s in starts):
+    known = [b for b in bounds if b is not None]
+    clocks = [s for s in starts if s is not None]
+    if len(run.traces) < 2 or len(known) < len(bounds) or len(clocks) < len(starts):
         return bounds
     # Offsets from the earliest session start (Python integers: exact whatever the clocks).
-    base = min(starts)  # type: ignore[type-var]
-    off = [s - base for s in starts]  # type: ignore[operator]
-    lo = max(b[0] + o for b, o in zip(bounds, off, strict=True))  # type: ignore[index]
-    hi = min(b[1] + o for b, o in zip(bounds, off, strict=True))  # type: ignore[index]
+    base = min(clocks)
+    off = [s - base for s in clocks]
+    lo = max(b[0] + o for b, o in zip(known, off, strict=True))
+    hi = min(b[1] + o for b, o in zip(known, off, strict=True))
     if lo >= hi:
         return bounds
     return [(lo - o, hi - o) for o in off]
@@ -120,7 +122,7 @@ def analyze_run(
                 v.memo["phase_info"] = i
         wrun = Run(views)
         try:
-            infos = []
+            infos: list[dict[str, Any]] = []
             for t, v, i, (phase, b, reason) in zip(run.traces, views, infos_p, resolved, strict=True):
                 info = report_info(t)
                 if i is not None:
@@ -131,7 +133,7 @@ def analyze_run(
                     info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
                     info["launches"] = launch_summary(v)
                     info["phases"] = [p.to_dict() for p in i.phases]
-                elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time (issue #17)
+                elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
                     info["kernels"] = report_kernels(t, wrun)
                 b = bounds[len(infos)]
                 info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
@@ -150,7 +152,7 @@ def analyze_run(
     ranked = rank_findings(findings)
     if top is not None:
         ranked = ranked[:top]
-    out = {
+    out: dict[str, Any] = {
         "window": spec.text,
         "reports": infos,
         "findings": [f.to_dict() for f in ranked],

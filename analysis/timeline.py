@@ -21,7 +21,7 @@ MIN_BUCKETS, MAX_BUCKETS = 16, 4000
 # as fast to build and draw as plain arrays). NVTX lanes add each box's nesting depth.
 BOX_FIELDS = ("start_ns", "end_ns", "count", "busy_ns", "category", "name")
 NVTX_BOX_FIELDS = (*BOX_FIELDS, "depth")
-START, END, COUNT, BUSY = (BOX_FIELDS.index(f) for f in ("start_ns", "end_ns", "count", "busy_ns"))
+START, END, COUNT = (BOX_FIELDS.index(f) for f in ("start_ns", "end_ns", "count"))
 NAME_CHARS = 400   # enough for any readable kernel name; the kernel table has the full text
 MAX_NVTX_DEPTH = 8
 

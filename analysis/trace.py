@@ -56,9 +56,12 @@ def inline_params(query: str, params: dict[str, Any] | list[Any] | None) -> tupl
         return query, []
     if not isinstance(params, dict):
         return query, params
-    literals = {k: _literal(v) for k, v in params.items()}
-    if any(v is None for v in literals.values()):
-        return query, params
+    literals: dict[str, str] = {}
+    for k, v in params.items():
+        lit = _literal(v)
+        if lit is None:  # a value only binding can carry: bind them all
+            return query, params
+        literals[k] = lit
     return _PARAM.sub(lambda m: literals.get(m.group(1), m.group(0)) if m.group(1) else m.group(0), query), []
 
 
@@ -70,8 +73,9 @@ class Trace:
     label: str
     memory_bytes: int = DUCKDB_MEMORY_BYTES  # DuckDB's memory limit on this trace's connection
     _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
-    # Derived data kept while the trace is open (e.g. analysis.activity's sorted arrays).
-    memo: dict[str, Any] = field(default_factory=dict, repr=False)
+    # Derived data kept while the trace is open (e.g. analysis.activity's sorted arrays), keyed by a name
+    # or by a tuple of a name and the parameters it was computed with.
+    memo: dict[str | tuple, Any] = field(default_factory=dict, repr=False)
     # (start_ns, end_ns): the trace shows only what happens in this window. Each timed table becomes a
     # temporary view of the rows overlapping it, their start and end clipped to it, so every rule and
     # summary runs on the window unchanged and durations inside it stay exact.
@@ -96,8 +100,9 @@ class Trace:
         A row belongs to the window when it overlaps it, or (zero-length operations, NVTX marks) when it
         starts inside it; the view's name resolves before the file's table (temporary objects come first).
         """
-        lo, hi = (int(v) for v in self.window)  # type: ignore[union-attr]
-        db = con.execute("SELECT current_database()").fetchone()[0].replace('"', '""')
+        assert self.window is not None  # called only for a windowed trace
+        lo, hi = (int(v) for v in self.window)
+        db = con.execute("SELECT current_database()").fetchall()[0][0].replace('"', '""')
         present = {r[0] for r in con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE NOT temporary AND schema_name = 'main'").fetchall()}
         for table in WINDOWED_TABLES:
@@ -107,7 +112,7 @@ class Trace:
             # zone maps; only the few rows crossing an edge are clipped. A row crossing the end starts at
             # most the table's longest duration before it, which keeps that branch to a narrow time range.
             longest = int(con.execute(f'SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM "{db}".main."{table}"')  # noqa: S608
-                          .fetchone()[0])
+                          .fetchall()[0][0])
             clip = f"GREATEST(start_ns, {lo}) AS start_ns, LEAST(end_ns, {hi}) AS end_ns"
             clipped = f'SELECT * REPLACE ({clip}), rowid FROM "{db}".main."{table}" WHERE'  # noqa: S608 - integers, constants
             con.execute(f"""

@@ -80,8 +80,8 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
         if start is None:
             raise TraceError("bad_window", f"{trace.label}: no start-up phase (no loop, or it starts at once)")
         return "startup", (start.start_ns, start.end_ns), start.reason
-    if spec.kind == "time":
-        return "time", (int(spec.a), int(spec.b)), f"{spec.text}, as asked"  # type: ignore[arg-type]
+    if spec.kind == "time" and spec.a is not None and spec.b is not None:  # parse sets both for a time window
+        return "time", (int(spec.a), int(spec.b)), f"{spec.text}, as asked"
     if spec.kind == "iterations":
         loop = info.loop
         if spec.b is None or spec.b >= len(loop):
@@ -93,5 +93,5 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
                        AND (text = $n OR regexp_replace(text, '[0-9]+', '#', 'g') = $n)""",
                     {"n": spec.name}) if trace.has_rows("nvtx") else [(None, None)]
     if row[0][0] is None:
-        raise TraceError("bad_window", f"{trace.label}: no NVTX range named {spec.name[:80]!r}")  # type: ignore[index]
+        raise TraceError("bad_window", f"{trace.label}: no NVTX range named {(spec.name or '')[:80]!r}")
     return "nvtx", (int(row[0][0]), int(row[0][1])), f"{spec.text}, as asked"

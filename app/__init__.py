@@ -1,4 +1,4 @@
-"""Goodput's web service: the Flask application factory, the REST API and the web UI (issues #5, #6)."""
+"""Goodput's web service: the Flask application factory, the REST API and the web UI."""
 
 from __future__ import annotations
 

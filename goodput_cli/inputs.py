@@ -1,8 +1,9 @@
 """Turning the offline commands' FILE arguments into ingested reports: exports are ingested, DuckDB files reused.
 
-Latency matters here (issue #15): the isolated ingest child of the first export is started before
-anything else, and the analysis code is imported on a thread while the child copies, so that Python's
-start-up, DuckDB's and the imports overlap instead of adding up. Nothing is cached between commands.
+Latency matters here (a person waits for every command): the isolated ingest child of the first export
+is started before anything else, and the analysis code is imported on a thread while the child copies,
+so that Python's start-up, DuckDB's and the imports overlap instead of adding up. Nothing is cached
+between commands.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def text(result: dict[str, Any]) -> str:
             for k in kernels:
                 lines.append(f"     {ms(k['total_ns']):>14}  x{k['count']:<7,} median {ms(k['median_ns'])}  "
                              f"{_clip(k['name'], 70)}")
-        lines.extend(memory_lines(rep, _clip))  # ncu: per-kernel memory story (issue #17)
+        lines.extend(memory_lines(rep, _clip))  # ncu: per-kernel memory story
         copies = rep.get("memcpy_by_kind") or []
         if copies:
             lines.append("   memcpy by kind:")

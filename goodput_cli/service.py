@@ -1,4 +1,4 @@
-"""Subcommands that run or talk to the service: `serve`, `worker`, `beat`, `upload` (issue #5).
+"""Subcommands that run or talk to the service: `serve`, `worker`, `beat`, `upload`.
 
 `serve` is what `make run` calls: migrate, then a supervisor over three child processes (gunicorn,
 one Celery worker on both queues, Celery beat), each in its own process group so Ctrl-C stops them

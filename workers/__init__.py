@@ -1,1 +1,1 @@
-"""Goodput's Celery workers: thin tasks that claim a job, call `analysis`, and persist the result (issue #5)."""
+"""Goodput's Celery workers: thin tasks that claim a job, call `analysis`, and persist the result."""

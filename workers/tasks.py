@@ -115,7 +115,7 @@ def run_ingest(task: Task, report_id: int) -> str:
 
 
 def _prepare_overview(path, report_id: int) -> None:
-    """The run timeline's overview of the new report (issue #12), built here so no page view waits for it;
+    """The run timeline's overview of the new report, built here so no page view waits for it;
     best effort: the web process builds a missing one on first use."""
     from analysis.run_overview import prepare
 

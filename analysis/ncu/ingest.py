@@ -62,7 +62,7 @@ def _frame(table: str, rows: list[tuple]) -> pd.DataFrame:
         words = raw.split("--", 1)[0].replace(",", " ").split()
         for name, typ in zip(words[0::2], words[1::2], strict=False):
             types[name] = _DTYPES.get(typ.upper(), "object")
-    data = list(zip(*rows, strict=True)) if rows else [[] for _ in cols]
+    data = list(zip(*rows, strict=True)) if rows else [() for _ in cols]
     return pd.DataFrame({c: pd.array(list(d), dtype=types.get(c, "object")) for c, d in zip(cols, data, strict=True)})
 
 

@@ -25,8 +25,11 @@ WARP_REQUEST_BYTES = 128.0
 MODERATE = (1e-30, 1e30)  # a coalesced warp request of 4-byte accesses when sectors per request are unknown
 
 
-def _present(launch: Launch) -> dict[int, Metric | None]:
+def _present(launch: Launch) -> dict[Any, Any]:
     """Per report: each quantity reduced to the spellings the report exports (None when it has none).
+
+    The plan is keyed by ``id(metric)`` (its reduced Metric), ``("level", key)`` (whether a level is exported)
+    and the names ``raw``, ``display``, ``moderate``.
 
     Launches of a report export the same metrics, so most lookups of absent ones stop here.
     """
@@ -140,7 +143,7 @@ def _bytes(launch: Launch, spec: mm.LevelSpec, duration_s: float | None) -> tupl
     if total is None and spec.key in ("dram",):
         parts = [_get(launch, m) for _, m, _ in spec.parts]
         if all(p is not None for p in parts) and parts:
-            total = sum(parts)
+            total = sum(p for p in parts if p is not None)
     rate = total / duration_s if total is not None and duration_s else None
     if rate is None:
         rate = _get(launch, spec.rate)
@@ -334,7 +337,7 @@ def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]]) -> di
     if total <= 0:
         out.update({"precision": None, "roof": None, "attainable_flops": None, "pct_of_roof": None})
         return out
-    precision = max(flops, key=flops.get)
+    precision = max(flops, key=flops.__getitem__)
     out["precision"] = precision
     roofs: list[tuple[float, str]] = []
     if precision in hw.flops:

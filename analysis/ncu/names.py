@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 _DIMS = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
-_OPEN = {"<": ">", "(": ")", "[": "]"}
 
 
 def parse_dims(text: str) -> tuple[int, int, int] | None:

@@ -1,7 +1,7 @@
 """Built-in decoding of the nsys enum columns we normalize, with the export's ENUM_* tables preferred.
 
-ENUM tables are absent before 2022.4 and only partly written from 2025.3 (SCHEMA_NOTES §2), so every
-value we decode needs a fallback here. The values are CUPTI's and have not changed across versions.
+ENUM tables are absent before 2022.4 and only partly written from 2025.3, so every value we decode
+needs a fallback here. The values are CUPTI's and have not changed across versions.
 """
 
 from __future__ import annotations

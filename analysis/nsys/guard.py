@@ -74,9 +74,9 @@ def _uri(path: Path) -> str:
     return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro&immutable=1"
 
 
-def open_hardened(path: Path, deadline: float) -> apsw.Connection:
-    """A read-only connection with defensive mode on, views/triggers off and a deadline on every step."""
-    con = apsw.Connection(_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+def harden(con: apsw.Connection, deadline: float) -> apsw.Connection:
+    """``con`` with defensive mode on, views, triggers, untrusted schema functions and extension loading
+    off, and a deadline checked every 10,000 steps (every connection to an uploaded export gets these)."""
     con.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
     con.config(apsw.SQLITE_DBCONFIG_ENABLE_VIEW, 0)
     con.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
@@ -85,6 +85,11 @@ def open_hardened(path: Path, deadline: float) -> apsw.Connection:
     con.execute("PRAGMA trusted_schema=OFF")
     con.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
     return con
+
+
+def open_hardened(path: Path, deadline: float) -> apsw.Connection:
+    """A read-only connection with defensive mode on, views/triggers off and a deadline on every step."""
+    return harden(apsw.Connection(_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI), deadline)
 
 
 def _check_header(path: Path, size: int, max_bytes: int) -> None:
@@ -304,7 +309,8 @@ def _first_start(con: apsw.Connection, info: ExportInfo) -> int | None:
 
 
 def _time_offset(con: apsw.Connection, info: ExportInfo) -> int:
-    """What to subtract so that times are ns from session start (SCHEMA_NOTES §5)."""
+    """What to subtract so that times are ns from session start: exports made with time normalisation
+    (``EXPORT_PARAM_TIME_NORMALIZE=true``) store absolute UTC ns, shifted by ``EXPORT_CONFIG_TIME_SHIFT``."""
     flag = (info.meta.get("EXPORT_PARAM_TIME_NORMALIZE") or info.meta.get("EXPORT_TIME_NORMALIZE") or "").lower()
     shift = info.meta.get("EXPORT_CONFIG_TIME_SHIFT", "")
     start = info.session_start_utc_ns

@@ -21,7 +21,7 @@ import apsw
 
 from analysis.errors import TraceError
 from analysis.nsys.env import ALLOWED_KEYS
-from analysis.nsys.guard import ExportInfo, validate
+from analysis.nsys.guard import ExportInfo, harden, validate
 
 # TARGET_INFO_SYSTEM_ENV rows kept as they are (descriptions of the machine, never of the job); every other
 # row goes, except DeviceEnvironment, which is rewritten to its allow-listed variables.
@@ -91,17 +91,10 @@ def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float) -> No
 
 
 def _open_writable(path: Path, deadline: float) -> apsw.Connection:
-    con = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
-    con.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
-    con.config(apsw.SQLITE_DBCONFIG_ENABLE_VIEW, 0)
-    con.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
-    con.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
-    con.config(apsw.SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0)
-    con.execute("PRAGMA trusted_schema=OFF")
+    con = harden(apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE), deadline)
     # Overwrite what is deleted or replaced with zeros; the rollback journal stays in memory, not on disk.
     con.execute("PRAGMA secure_delete=ON")
     con.execute("PRAGMA journal_mode=MEMORY")
-    con.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
     return con
 
 
@@ -185,8 +178,8 @@ def _scrub_in_place(path: Path, deadline: float) -> None:
         if _plain_table(con, "META_DATA_CAPTURE", ("name", "value")):
             # Capture options stay; the launched process's arguments, user, working directory and
             # environment (PROCESS_n:... rows, one variable per row) go, but allow-listed variables.
-            rows = con.execute('SELECT rowid, CAST(name AS BLOB), CAST(value AS BLOB) FROM "META_DATA_CAPTURE"')
-            drop = [rowid for rowid, name, value in rows if not _capture_row_kept(_text(name), _text(value))]
+            capture = con.execute('SELECT rowid, CAST(name AS BLOB), CAST(value AS BLOB) FROM "META_DATA_CAPTURE"')
+            drop = [rowid for rowid, name, value in capture if not _capture_row_kept(_text(name), _text(value))]
             for rowid in drop:
                 con.execute('DELETE FROM "META_DATA_CAPTURE" WHERE rowid = ?', (rowid,))
         if _plain_table(con, "StringIds", ("id", "value")):

@@ -13,4 +13,4 @@ from analysis.rules.nsys import NSYS_RULES
 def default_registry() -> Registry:
     """All rules, nsys first, then ncu. Raises on a duplicate id."""
     return Registry([*NSYS_RULES, *NCU_RULES,
-                     LatencyBoundMemory, PoorCacheReuse, FarFromRoofline])  # issue #17: the memory story's rules
+                     LatencyBoundMemory, PoorCacheReuse, FarFromRoofline])  # the rules over the ncu memory story

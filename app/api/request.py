@@ -88,10 +88,6 @@ class GoodputRequest(Request):
         self.__dict__.setdefault("_upload_sinks", []).append(sink)
         return sink
 
-    def upload_sinks(self) -> list:
-        """The file parts received so far (parse the form first)."""
-        return list(self.__dict__.get("_upload_sinks", []))
-
     def close(self) -> None:
         # Staged parts a service did not move into uploads/ are removed: nothing stored on error.
         try:

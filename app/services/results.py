@@ -37,7 +37,7 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
         report_id = by_label.get(f.get("report"))
         impact_by_report.setdefault(report_id, []).append(int(f.get("impact_ns") or 0))
         session.add(_finding_row(run_id, report_id, position, f))
-    reports = [compact_report(r) for r in result.get("reports", [])]  # ncu: one story per kernel config (#17)
+    reports = [compact_report(r) for r in result.get("reports", [])]  # ncu: one memory story per kernel config
     for report_id, data in zip(inputs.report_ids, reports, strict=False):
         own = impact_by_report.get(report_id, [])
         session.add(_summary_row(run_id, report_id, data, len(own), max(own, default=None)))

@@ -125,7 +125,7 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
     reports = list(session.scalars(sa.select(Report).where(Report.run_id == run.id).order_by(Report.id)))
     out = run_to_dict(run, job_name, headline=headline, reports=reports)
     out["rules"] = run.rule_statuses or []
-    # Rules that crashed: the run is "ready with errors" (issue #12); the UI shows a banner from the same list.
+    # Rules that crashed: the run is "ready with errors"; the UI shows a banner from the same list.
     out["rule_errors"] = [{"id": str(r.get("id")), "reason": str(r.get("reason") or "")}
                           for r in out["rules"] if r.get("status") == "error"]
     # The analysis job's state, as each report shows its ingest's: attempts and the lease held now.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -238,7 +237,3 @@ def add_report(session: Session, settings: Settings, run_id: int, incoming: Inco
     if created:
         queue.enqueue_ingest(settings, report.id)
     return report, created
-
-
-def upload_summary(run: Run, reports: list[Report]) -> dict[str, Any]:
-    return {"run_id": run.id, "status": run.status, "report_ids": [r.id for r in reports]}

@@ -72,7 +72,3 @@ def set_active(session: Session, user: User, active: bool) -> int:
     ended = 0 if active else sessions.end_all(session, user.id)
     session.commit()
     return ended
-
-
-def get_user(session: Session, user_id: int) -> User | None:
-    return session.get(User, user_id)

@@ -1,4 +1,4 @@
-"""The compare page's reading aids (issue #12): KPI deltas (goodput in points), per-rank deltas, the default
+"""The compare page's reading aids: KPI deltas (goodput in points), per-rank deltas, the default
 baseline (the previous run of the same job) with its choices, and warnings when the runs are not alike."""
 
 from __future__ import annotations

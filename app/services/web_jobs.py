@@ -34,7 +34,7 @@ class JobPoint:
     exposed_comm_ns: int | None
     regressed: list[str] = field(default_factory=list)       # why, in words
     regressed_on: list[str] = field(default_factory=list)    # which series: goodput | time | comm
-    rule_errors: list[str] = field(default_factory=list)     # rules that crashed: "ready with errors" (#12)
+    rule_errors: list[str] = field(default_factory=list)     # rules that crashed: "ready with errors"
 
 
 @dataclass

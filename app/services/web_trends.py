@@ -1,4 +1,4 @@
-"""The job page's metric picker (issue #12): per-rule impact and per-kernel time of each run, per step when
+"""The job page's metric picker: per-rule impact and per-kernel time of each run, per step when
 every run counted steps; series in the shape ``JobTrends.series`` returns, with date and git sha per point."""
 
 from __future__ import annotations

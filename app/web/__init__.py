@@ -1,4 +1,4 @@
-"""The web UI blueprint (issue #6). ``init_app`` is what ``create_app`` calls to mount it."""
+"""The web UI blueprint. ``init_app`` is what ``create_app`` calls to mount it."""
 
 from __future__ import annotations
 

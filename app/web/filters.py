@@ -107,5 +107,5 @@ def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes,
                                  fmt_number=fmt_number, fmt_detail=fmt_detail, short_kernel=short_kernel_name,
                                  rule_doc=rule_doc)
-    app.jinja_env.globals["ncu_memory_view"] = memory_view  # the run page's ncu memory charts (issue #17)
-    app.jinja_env.globals["ncu_memory_pairs"] = memory_pairs  # the same kernel's chart on compare (issue #17)
+    app.jinja_env.globals["ncu_memory_view"] = memory_view  # the run page's ncu memory charts
+    app.jinja_env.globals["ncu_memory_pairs"] = memory_pairs  # the same kernel's chart on compare

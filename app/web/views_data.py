@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 from flask import Response, jsonify, request, stream_with_context
 
@@ -35,6 +36,14 @@ def _open(run_id: int, report_id: int) -> tuple[object, Trace]:
 def _download_name(stem: str, ext: str) -> str:
     # Only server-made characters in the header; the client file name never reaches it unfiltered.
     return re.sub(r"[^A-Za-z0-9._-]+", "_", stem)[:80] + "." + ext
+
+
+def _trace_download(stem: str, start: int | None, end: int | None, chunks: Iterator[str]) -> Response:
+    """A Chrome trace streamed as a JSON attachment, its file name from ``stem`` and the window asked for."""
+    suffix = "" if start is None and end is None else f"-{start or 0}-{end or 'end'}"
+    name = _download_name(f"{stem}{suffix}", "json")
+    return Response(stream_with_context(chunks), mimetype="application/json",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @bp.route("/runs/<int:run_id>/reports/<int:report_id>/timeline.json")
@@ -95,10 +104,7 @@ def chrome_trace_download(run_id: int, report_id: int):
         finally:
             trace.close()
 
-    suffix = "" if start is None and end is None else f"-{start or 0}-{end or 'end'}"
-    name = _download_name(f"run{run_id}-report{report_id}{suffix}", "json")
-    return Response(stream_with_context(generate()), mimetype="application/json",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return _trace_download(f"run{run_id}-report{report_id}", start, end, generate())
 
 
 @bp.route("/runs/<int:run_id>/findings.<fmt>")

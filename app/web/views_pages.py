@@ -57,7 +57,7 @@ def run(run_id: int):
     rule_errors = [r for r in view.run.rule_statuses or [] if r.get("status") == "error"]
     ncu_kpis = None
     if not any(r.kind == "nsys" for r in view.reports) and any(r.kind == "ncu" for r in view.reports):
-        # ncu-only runs: no timeline breakdown, so the headline is what Nsight Compute measured (issue #12).
+        # ncu-only runs: no timeline breakdown, so the headline is what Nsight Compute measured.
         counts = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})} for r in view.reports]
         ncu_kpis = {"kernels": sum(int(c.get("kernels") or c.get("ncu_kernels") or 0) for c in counts),
                     "gpu_time_ns": sum(int((view.summaries.get(r.id) or {}).get("gpu_time_ns") or 0)
@@ -119,7 +119,7 @@ def compare():
     try:
         a = int(request.args.get("a", ""))
     except ValueError:
-        # No baseline chosen: the previous run of the same job (issue #12).
+        # No baseline chosen: the previous run of the same job.
         a = web_compare.previous_run(db, head)
         if a is None:
             return render_template("compare_pick.html", a="", b=b,

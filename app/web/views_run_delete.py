@@ -1,4 +1,4 @@
-"""Deleting a run from the UI (issue #12): a confirmed, CSRF-checked form that calls the runs service, which
+"""Deleting a run from the UI: a confirmed, CSRF-checked form that calls the runs service, which
 allows only the submitter or an admin; anyone else gets a 403 page inside the site's layout."""
 
 from __future__ import annotations

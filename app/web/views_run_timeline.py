@@ -1,8 +1,8 @@
-"""JSON and file routes of the run-wide timeline (issue #12): all ranks' windows, a click's selection, merged trace."""
+"""JSON and file routes of the run-wide timeline: all ranks' windows, a click's selection, merged trace."""
 
 from __future__ import annotations
 
-from flask import Response, jsonify, stream_with_context
+from flask import jsonify
 
 from analysis import run_select, run_timeline, run_trace
 from app.db import get_session
@@ -11,7 +11,7 @@ from app.services import web_run, web_timeline
 from app.settings import current_settings
 from app.web import bp
 from app.web.security import login_required
-from app.web.views_data import _download_name, _int_arg
+from app.web.views_data import _int_arg, _trace_download
 
 
 @bp.route("/runs/<int:run_id>/timeline.json")
@@ -48,10 +48,7 @@ def run_chrome_trace(run_id: int):
         finally:
             ctx.__exit__(None, None, None)
 
-    suffix = "" if start is None and end is None else f"-{start or 0}-{end or 'end'}"
-    name = _download_name(f"run{run_id}-all-ranks{suffix}", "json")
-    return Response(stream_with_context(generate()), mimetype="application/json",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return _trace_download(f"run{run_id}-all-ranks", start, end, generate())
 
 
 @bp.route("/runs/<int:run_id>/kernels.json")

@@ -1,4 +1,4 @@
-"""Rules over Nsight Compute reports (issue #4). NCU_RULES lists them explicitly, in id order."""
+"""Rules over Nsight Compute reports. NCU_RULES lists them explicitly, in id order."""
 
 from __future__ import annotations
 

@@ -105,8 +105,8 @@ def weighted_speedup(pairs: list[tuple[Launch, float]]) -> float:
     if not pairs:
         return 0.0
     if all(launch.duration_ns for launch, _ in pairs):
-        total = sum(launch.duration_ns for launch, _ in pairs)
-        return sum(launch.duration_ns * s for launch, s in pairs) / total
+        total = sum(launch.duration_ns or 0.0 for launch, _ in pairs)  # `or`: for the type checker (all set)
+        return sum((launch.duration_ns or 0.0) * s for launch, s in pairs) / total
     return sum(s for _, s in pairs) / len(pairs)
 
 
@@ -118,6 +118,6 @@ def impact(link: Link | None, pairs: list[tuple[Launch, float]], profiled_total_
         return int(round(ns)), 100.0 * ns / link.span_ns
     if not all(launch.duration_ns for launch, _ in pairs):
         return 0, None
-    ns = sum(launch.duration_ns * s for launch, s in pairs)
+    ns = sum((launch.duration_ns or 0.0) * s for launch, s in pairs)  # every duration set (checked above)
     pct = 100.0 * ns / profiled_total_ns if profiled_total_ns else None
     return int(round(ns)), pct

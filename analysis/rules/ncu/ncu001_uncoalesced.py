@@ -105,12 +105,12 @@ class UncoalescedGlobalAccess(NcuRule):
         if 100.0 * share <= params["min_excess_pct"]:
             return []
         active, elapsed = launch.get(L2_ACTIVE), launch.get(L2_ELAPSED)
-        weighted = active is not None and elapsed
-        speedup = 100.0 * share * (active / elapsed if weighted else 1.0)
+        active_share = active / elapsed if active is not None and elapsed else None
+        speedup = 100.0 * share * (active_share if active_share is not None else 1.0)
         return [Hit(
             "l2", speedup, "Uncoalesced global accesses",
             f"Uncoalesced global accesses cause {excess:,.0f} excess L2 sectors ({100 * share:.1f}% of "
             f"{total:,.0f}; ideal {ideal:,.0f})",
             ADVICE, {"l2_sectors": total, "l2_sectors_ideal": ideal, "excess_sectors": excess,
-                     "l2_active_share": (active / elapsed) if weighted else None},
-            "global" if weighted else "local")]
+                     "l2_active_share": active_share},
+            "global" if active_share is not None else "local")]

@@ -59,7 +59,7 @@ class ThroughputBottleneck(NcuRule):
         if top >= params["roofline_pct"]:
             return []
         speedup = 100.0 - top
-        detail = {"compute_pct": sm, "memory_pct": mem}
+        detail: dict[str, float | None] = {"compute_pct": sm, "memory_pct": mem}
         if sm < params["latency_pct"] and mem < params["latency_pct"]:
             waves = launch.get(WAVES)
             detail["waves_per_sm"] = waves
@@ -79,7 +79,7 @@ class ThroughputBottleneck(NcuRule):
         if mem > sm:
             units = {name: launch.get(m) for name, m in UNITS.items()}
             known = {k: v for k, v in units.items() if v is not None}
-            unit = max(known, key=known.get) if known else None
+            unit = max(known, key=known.__getitem__) if known else None
             detail.update({f"{k.lower()}_pct": v for k, v in known.items()})
             where = f"; the busiest unit is {unit} ({known[unit]:.1f}%)" if unit else ""
             return [Hit("sol", speedup, f"Memory-bound kernel ({unit or 'memory'})",

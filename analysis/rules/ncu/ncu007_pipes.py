@@ -49,8 +49,8 @@ class PipeUtilization(NcuRule):
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         tensor = launch.get(TENSOR_INST)
-        fp = {op: launch.get(Metric((f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum",))) for op in FP_OPS}
-        fp = {k: v for k, v in fp.items() if v is not None}
+        got = {op: launch.get(Metric((f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum",))) for op in FP_OPS}
+        fp = {k: v for k, v in got.items() if v is not None}
         pipes = launch.matching(PIPE_PREFIX, PIPE_SUFFIX)
         if (tensor is None or not fp) and not pipes:
             return None

@@ -1,4 +1,4 @@
-"""Rules over Nsight Systems reports (issue #3). NSYS_RULES lists them explicitly, in id order."""
+"""Rules over Nsight Systems reports. NSYS_RULES lists them explicitly, in id order."""
 
 from __future__ import annotations
 

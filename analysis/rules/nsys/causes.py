@@ -16,6 +16,7 @@ each gap's coverage is two binary searches into the union's running total.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -153,12 +154,13 @@ def _setup_coverage(trace: Trace, pid: int, gs: np.ndarray, ge: np.ndarray) -> n
     return out
 
 
-def cause_names(trace: Trace, gaps: list[tuple[int, int, int, str]], tids: dict[int, list[int]]) -> list[str | None]:
+def cause_names(trace: Trace, gaps: Sequence[tuple[int | None, int, int, str]],
+                tids: dict[int, list[int]]) -> list[str | None]:
     """For a bounded list of (pid, gap_start, gap_end, cause), the call of the launching threads that
     covers most of the gap in the cause's table (None for ``no_activity``)."""
     out: list[str | None] = [None] * len(gaps)
     for cause, table in (("os_runtime", "osrt"), ("cuda_api", "cuda_api"), ("setup", "cuda_api")):
-        pick = [(i, p, s, e) for i, (p, s, e, c) in enumerate(gaps) if c == cause and p in tids]
+        pick = [(i, p, s, e) for i, (p, s, e, c) in enumerate(gaps) if c == cause and p is not None and p in tids]
         if not pick:
             continue
         values = ", ".join(f"({i}, {int(p)}, {int(s)}, {int(e)})" for i, p, s, e in pick)

@@ -142,7 +142,7 @@ class Stragglers(Rule):
                                  WHERE who.part = $p AND who.pid = $pid ORDER BY skew DESC, first_t, name LIMIT 20""",
                               {"p": part, "pid": pid}).fetchall()
             n_inst = con.execute("SELECT COUNT(*), COUNT(*) FILTER (WHERE skew >= $min_skew_ns) FROM _gp_comm_last",
-                                 min_skew).fetchone()
+                                 min_skew).fetchall()[0]
         finally:
             con.execute("DROP TABLE IF EXISTS _gp_comm_part; DROP TABLE IF EXISTS _gp_comm_last; "
                         "DROP TABLE IF EXISTS _gp_comm_inst")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +156,8 @@ class CopyBound(Rule):
         peaks = _peaks(trace, ctx.params["host_link_gbps"])
         small_bytes = ctx.params["small_copy_kib"] * 1024
         dirs = {name: DirStats() for name in DIRECTIONS}
-        devices, top_rows = [], []
+        devices: list[dict[str, Any]] = []
+        top_rows = []
         for i, u in enumerate(units):
             a, b = bounds[i], bounds[i + 1]
             if a == b:

@@ -25,7 +25,7 @@ trace and set of ownership thresholds, on NumPy arrays (``owned``); GPU001's gap
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -91,10 +91,10 @@ class LowRegion(NamedTuple):
 
 
 class OwnedTotal(NamedTuple):
-    """The gaps of one owner: their summed length and their count."""
+    """The gaps of one owner: their summed length and their number."""
 
     ns: int
-    count: int
+    gaps: int
 
 
 def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
@@ -112,11 +112,12 @@ def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> di
     }
 
 
-def sync_names(trace: Trace, gaps: list[tuple[int, int]]) -> list[str | None]:
-    """For a bounded sample of (pid, gap_start), the sync call in progress when the gap opened."""
+def sync_names(trace: Trace, gaps: Sequence[tuple[int | None, int]]) -> list[str | None]:
+    """For a bounded sample of (pid, gap_start), the sync call in progress when the gap opened (None
+    where the process is unknown)."""
     if not gaps:
         return []
-    values = ", ".join(f"({i}, {int(p)}, {int(g)})" for i, (p, g) in enumerate(gaps))
+    values = ", ".join(f"({i}, {'NULL' if p is None else int(p)}, {int(g)})" for i, (p, g) in enumerate(gaps))
     rows = dict(trace.sql(f"""
         WITH pts(i, pid, g) AS (VALUES {values})
         SELECT i, arg_max(a.name, a.start_ns) FROM pts JOIN cuda_api a
@@ -175,7 +176,7 @@ class _Calls:
         """Per moment, the position (in start order) of a call of ``pid`` running then, else -1."""
         calls = self.by_pid.get(pid) if pid is not None else None
         out = np.full(len(t), -1, dtype=np.int64)
-        if calls is None or not len(t):
+        if calls is None or pid is None or not len(t):
             return out
         start, reach = calls
         idx = np.searchsorted(start, t, side="right") - 1
@@ -257,7 +258,7 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
     key = ("owned", p["min_gap_ns"], p["short_ns"], p["min_run"])
     if key in trace.memo:
         return trace.memo[key]
-    runs = _runs(trace, p["short_ns"], p["min_run"])
+    runs = _runs(trace, int(p["short_ns"]), int(p["min_run"]))
     syncs = _sync_calls(trace, {u.pid for u in unit_ops(trace) if u.pid is not None})
     cc = copy_calls(trace)
     copies = _Calls.grouped(cc.blocking_pid, cc.blocking_start, cc.blocking_end)
@@ -269,7 +270,7 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
         totals = dict.fromkeys(OWNER_CODES.values(), OwnedTotal(0, 0))
         for a in range(0, len(gs), CHUNK):  # chunks keep the temporaries small
             cgs, cge, own = gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK]
-            ki, kr = _classify(cgs, cge, own, pid, syncs, copies, p["min_gap_ns"], r)
+            ki, kr = _classify(cgs, cge, own, pid, syncs, copies, int(p["min_gap_ns"]), r)
             krn_idx.append(ki + a)
             krn_run.append(kr)
             sync_calls.append(_distinct(syncs.call_at(pid, cgs[own == OWNER_CODES["SYNC001"]])))
@@ -287,7 +288,7 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
 def owned_total(units: list[OwnedUnit], rule_id: str) -> OwnedTotal:
     """Total length and count of the gaps a rule owns."""
     code = OWNER_CODES[rule_id]
-    return OwnedTotal(sum(u.totals[code].ns for u in units), sum(u.totals[code].count for u in units))
+    return OwnedTotal(sum(u.totals[code].ns for u in units), sum(u.totals[code].gaps for u in units))
 
 
 def owned_sync_calls(units: list[OwnedUnit]) -> int:

@@ -121,7 +121,7 @@ class HostBlocked(Rule):
         gaps, devs = [], []
         for pg in owned_gap_causes(trace, units, OWNER_CODES["GPU001"]):
             m = pg.cause == OS_CAUSE
-            if m.any():
+            if pg.pid is not None and m.any():  # gaps of no known process have no cause (gap_causes)
                 dev = np.concatenate([np.full(len(p.gap_start), -1 if p.device is None else p.device, dtype=np.int64)
                                       for p in pg.parts])
                 gaps.append((pg.pid, pg.gap_start[m], pg.gap_end[m]))

@@ -130,8 +130,8 @@ class HostCpuSamples(Rule):
                 owner = _OWNER_NAMES.get(int(u.owner[long_[g]]), "none")
                 by_owner[owner] = by_owner.get(owner, 0) + length
                 vals, cnt = np.unique(in_gap, return_counts=True)
-                top = str(vals[np.argmax(cnt)])
-                gaps.append((length, int(gs[g]), pid, u.unit.device, k, top))
+                top_fn = str(vals[np.argmax(cnt)])
+                gaps.append((length, int(gs[g]), pid, u.unit.device, k, top_fn))
                 total += length
                 n_in += k
         if n_in < ctx.params["min_samples"] or total < ctx.params["min_idle_us"] * 1000:
@@ -146,14 +146,14 @@ class HostCpuSamples(Rule):
                      detail={"samples": k})
             for (n, s, p, d, k, f), v in zip(top, nvtx, strict=True))
         share = pct(total, report_span_ns(trace))
-        names = ", ".join(f"{n} {100 * v[0] / n_in:.0f}%" for n, v in funcs[:5])
+        listed = ", ".join(f"{n} {100 * v[0] / n_in:.0f}%" for n, v in funcs[:5])
         return [Finding(
             rule_id=self.id,
             title=(f"Host CPU during GPU idle: the launching thread's top function is {main} "
                    f"({100 * main_n / n_in:.0f}% of {n_in} CPU samples)"),
             message=(f"{n_in} CPU sample(s) of the launching threads fell in {len(gaps)} idle gap(s) "
                      f"({fmt_ms(total)}" + (f", {share:.1f}% of the GPU-active span" if share is not None else "")
-                     + f"): {names}. This idle belongs to the gap rules; HOST002 says where the host was."),
+                     + f"): {listed}. This idle belongs to the gap rules; HOST002 says where the host was."),
             impact_ns=total, impact_pct=share, severity="info",
             advice=next((a for k, _, a in KINDS if k == kind), GENERIC), evidence=evidence,
             evidence_total=len(gaps), report=trace.label, rank=trace.rank,

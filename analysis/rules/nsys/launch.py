@@ -82,7 +82,7 @@ class LaunchBound(Rule):
         overhead, saving = graph_saving(trace, rows)
         advice = ("Capture the repeated kernel sequence in a CUDA graph, fuse small kernels (torch.compile, "
                   "custom fused kernels), or give each launch more work.")
-        if saving is not None:
+        if overhead is not None and saving is not None:
             advice += (f" Measured launch overhead: {overhead / 1000:,.1f} us per stream launch; capturing these "
                        f"runs as CUDA graphs would save up to {fmt_ms(saving)} of the idle.")
         return [Finding(

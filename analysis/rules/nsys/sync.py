@@ -56,14 +56,14 @@ class BlockingSync(Rule):
                      nvtx=v, value_ns=g.ns)
             for g, v, name in zip(top, nvtx, names, strict=True))
         share = pct(total, report_span_ns(trace))
-        names = ", ".join(f"{c[0]} x{c[1]}" for c in calls[:4])
+        listed = ", ".join(f"{c[0]} x{c[1]}" for c in calls[:4])
         freq = f"; {per_kernel:.2f} sync call(s) per kernel" if per_kernel is not None else ""
         return [Finding(
             rule_id=self.id,
             title=f"Blocking syncs leave the GPU idle {fmt_ms(total)} after {n_owning} of {n_calls} sync calls",
             message=(f"{n} idle gap(s) followed {n_owning} blocking synchronize call(s), {fmt_ms(total)} in all"
                      + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
-                     + f". {n_calls} sync call(s): {names}{freq}."),
+                     + f". {n_calls} sync call(s): {listed}{freq}."),
             impact_ns=total, impact_pct=share,
             advice=("Drop syncs used for timing/debugging; order work with events and streams "
                     "(cudaStreamWaitEvent) and synchronize once per step; use async copies to pinned memory."),

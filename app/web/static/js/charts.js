@@ -64,7 +64,7 @@
       "aria-label": series.label });
     root.appendChild(GP.svg("text", { x: L, y: 14, class: "title" }, series.label));
     if (!pts.length) {
-      container.hidden = true;         // an empty chart says nothing: hidden (issue #12)
+      container.hidden = true;         // an empty chart says nothing: hidden
       return;
     }
     container.hidden = false;

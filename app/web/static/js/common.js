@@ -91,7 +91,7 @@ GP.onReady(function () {
   window.addEventListener("hashchange", open);
 });
 
-// One unit per table column (issue #12): every duration marked data-ns in a column is written in the unit of
+// One unit per table column: every duration marked data-ns in a column is written in the unit of
 // the column's largest value, with three significant digits ("26.8 s" above "0.00123 s", never "1.23 ms"
 // under "26.8 s"); data-signed adds "+" to positive deltas. Cells keep their raw ns for sorting and tests.
 GP.NS_UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
