@@ -113,6 +113,7 @@ def main() -> int:
     parser.add_argument("--baseline", default=BASELINE, help=f"the previous release's commit (default {BASELINE})")
     parser.add_argument("--repeat", type=int, default=5, help="runs per command and tree (median; default 5)")
     parser.add_argument("--files", type=int, default=0, help="only the N smallest exports under 5 MB (0: all)")
+    parser.add_argument("--match", default="", help="only the exports whose name contains this text")
     parser.add_argument("--kernels", type=int, default=10_000_000, help="kernels in the large export (0: skip)")
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench-out" / "cli")
     parser.add_argument("--no-results", action="store_true", help=f"do not rewrite {RESULTS.name}")
@@ -133,6 +134,7 @@ def main() -> int:
                 times = interleaved(trees, argv, args.repeat, ok)
             rows.append((label, times))
         files = sorted((p for p in CORPUS.glob("*.sqlite") if p.stat().st_size < SMALL), key=lambda p: p.stat().st_size)
+        files = [p for p in files if args.match in p.name]
         if args.files:
             files = files[: args.files]
         per_file = []
