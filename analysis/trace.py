@@ -163,7 +163,12 @@ class Trace:
         """True when the table exists and holds at least one row."""
         if table not in self.tables:
             return False
-        return self.scalar(f'SELECT 1 FROM "{table}" LIMIT 1') is not None  # noqa: S608 - name checked above
+        # Remembered while the trace is open: the report is read-only, and the rules ask about the same
+        # few tables dozens of times (a query each, through the window's views on a windowed trace).
+        key = ("has_rows", table)
+        if key not in self.memo:
+            self.memo[key] = self.scalar(f'SELECT 1 FROM "{table}" LIMIT 1') is not None  # noqa: S608 - name checked above
+        return bool(self.memo[key])
 
     @property
     def rank(self) -> int | None:
