@@ -19,6 +19,11 @@ import numpy as np
 DUCKDB_THREADS = 2
 DUCKDB_MEMORY_BYTES = 1024**3
 
+# Every analysis connection: DuckDB draws its progress bar on stdout for any query past 2 s (also when
+# stdout is a pipe), which mixed "100% ▕███▏" into `goodput analyze --format json` on a 10M-kernel export.
+# A connection-level setting (DuckDB refuses it in ``connect``'s config).
+QUIET = "SET enable_progress_bar = false"
+
 # Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
 # facts about the whole report and stay as they are.
 WINDOWED_TABLES = ("kernels", "memcpy", "memset", "cuda_api", "sync", "nvtx", "osrt", "overhead")
@@ -86,6 +91,7 @@ class Trace:
         if self._con is None:
             self._con = duckdb.connect(str(self.path), read_only=True, config={
                 "threads": DUCKDB_THREADS, "memory_limit": self._memory_limit})
+            self._con.execute(QUIET)
             if self.window is not None:
                 self._install_window(self._con)
         return self._con
@@ -210,6 +216,7 @@ class Run:
             limit = f"{max(1, int(self.memory_bytes) // 2**20)}MiB"
             con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": limit})
             try:
+                con.execute(QUIET)
                 for i, t in enumerate(self.traces):
                     path = str(t.path).replace("'", "''")  # server-made paths; quoted all the same
                     con.execute(f"ATTACH '{path}' AS r{i} (READ_ONLY)")
