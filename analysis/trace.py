@@ -19,6 +19,11 @@ import numpy as np
 DUCKDB_THREADS = 2
 DUCKDB_MEMORY_BYTES = 1024**3
 
+# Every analysis connection: DuckDB draws its progress bar on stdout for any query past 2 s (also when
+# stdout is a pipe), which mixed "100% ▕███▏" into `goodput analyze --format json` on a 10M-kernel export.
+# A connection-level setting (DuckDB refuses it in ``connect``'s config).
+QUIET = "SET enable_progress_bar = false"
+
 # Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
 # facts about the whole report and stay as they are.
 WINDOWED_TABLES = ("kernels", "memcpy", "memset", "cuda_api", "sync", "nvtx", "osrt", "overhead")
@@ -90,6 +95,7 @@ class Trace:
         if self._con is None:
             self._con = duckdb.connect(str(self.path), read_only=True, config={
                 "threads": DUCKDB_THREADS, "memory_limit": self._memory_limit})
+            self._con.execute(QUIET)
             if self.window is not None:
                 self._install_window(self._con)
         return self._con
@@ -168,7 +174,12 @@ class Trace:
         """True when the table exists and holds at least one row."""
         if table not in self.tables:
             return False
-        return self.scalar(f'SELECT 1 FROM "{table}" LIMIT 1') is not None  # noqa: S608 - name checked above
+        # Remembered while the trace is open: the report is read-only, and the rules ask about the same
+        # few tables dozens of times (a query each, through the window's views on a windowed trace).
+        key = ("has_rows", table)
+        if key not in self.memo:
+            self.memo[key] = self.scalar(f'SELECT 1 FROM "{table}" LIMIT 1') is not None  # noqa: S608 - name checked above
+        return bool(self.memo[key])
 
     @property
     def rank(self) -> int | None:
@@ -210,6 +221,7 @@ class Run:
             limit = f"{max(1, int(self.memory_bytes) // 2**20)}MiB"
             con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": limit})
             try:
+                con.execute(QUIET)
                 for i, t in enumerate(self.traces):
                     path = str(t.path).replace("'", "''")  # server-made paths; quoted all the same
                     con.execute(f"ATTACH '{path}' AS r{i} (READ_ONLY)")

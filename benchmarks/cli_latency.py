@@ -6,6 +6,7 @@ large export built by ``benchmarks/make_big_export.py``.
 
     .venv/bin/python benchmarks/cli_latency.py                      # full: all exports, 10M-kernel export
     .venv/bin/python benchmarks/cli_latency.py --files 6 --repeat 3 --kernels 200000   # a quick look
+    .venv/bin/python benchmarks/cli_latency.py --large-only --no-results   # the 10M-kernel first lines alone
 
 The machine's load average is printed before and after: on a shared machine read the medians with it.
 """
@@ -113,6 +114,9 @@ def main() -> int:
     parser.add_argument("--baseline", default=BASELINE, help=f"the previous release's commit (default {BASELINE})")
     parser.add_argument("--repeat", type=int, default=5, help="runs per command and tree (median; default 5)")
     parser.add_argument("--files", type=int, default=0, help="only the N smallest exports under 5 MB (0: all)")
+    parser.add_argument("--match", default="", help="only the exports whose name contains this text")
+    parser.add_argument("--large-only", action="store_true",
+                        help="only the large export's first lines, on this tree (no baseline, no small exports)")
     parser.add_argument("--kernels", type=int, default=10_000_000, help="kernels in the large export (0: skip)")
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench-out" / "cli")
     parser.add_argument("--no-results", action="store_true", help=f"do not rewrite {RESULTS.name}")
@@ -124,15 +128,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="goodput-cli-bench-") as tmp:
         trees = {"this": ROOT, "baseline": checkout(args.baseline, Path(tmp) / "baseline")}
         rows = []
-        for label, argv, ok in (("goodput --help", ("--help",), (0,)),
-                                ("argument error (analyze, no FILE)", ("analyze",), (2,)),
-                                ("bad --fail-on (diff)", ("diff", "a", "b", "--fail-on", "goodput:2"), (2,))):
+        small = (("goodput --help", ("--help",), (0,)),
+                 ("argument error (analyze, no FILE)", ("analyze",), (2,)),
+                 ("bad --fail-on (diff)", ("diff", "a", "b", "--fail-on", "goodput:2"), (2,)))
+        if args.large_only:
+            trees, small = {"this": ROOT}, ()
+        for label, argv, ok in small:
             if label.startswith("bad --fail-on"):  # no `diff` in the baseline
                 times = {"baseline": None, **interleaved({"this": ROOT}, argv, args.repeat, ok)}
             else:
                 times = interleaved(trees, argv, args.repeat, ok)
             rows.append((label, times))
         files = sorted((p for p in CORPUS.glob("*.sqlite") if p.stat().st_size < SMALL), key=lambda p: p.stat().st_size)
+        files = [p for p in files if args.match in p.name and not args.large_only]
         if args.files:
             files = files[: args.files]
         per_file = []
@@ -153,9 +161,10 @@ def main() -> int:
             rows.append((f"analyze report.duckdb ({src.name})", {"baseline": None, **t_db}))
             rows.append(("  the same export, ingested first", t_src))
 
-        say()
-        say("| command | this tree: wall s | CPU s | baseline: wall s | CPU s |")
-        say("|---|---|---|---|---|")
+        if rows:
+            say()
+            say("| command | this tree: wall s | CPU s | baseline: wall s | CPU s |")
+            say("|---|---|---|---|---|")
 
         def cells(t: dict) -> str:
             base = "- | -" if t.get("baseline") is None else f"{t['baseline']:.3f} | {t['baseline cpu']:.3f}"

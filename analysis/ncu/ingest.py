@@ -138,6 +138,7 @@ def ingest_ncu(src: Path, out: Path, *, limits: Any = None, progress: Progress |
             try:
                 threads = int(getattr(limits, "threads", 2))
                 con.execute(f"SET threads = {max(1, threads)}")
+                con.execute("SET enable_progress_bar = false")  # DuckDB's bar goes to stdout (CLI output)
                 stats = _write(csv_path, con, limits, progress)
                 con.execute("CHECKPOINT")
             finally:

@@ -7,6 +7,7 @@ export and modify it with plain ``sqlite3`` (the nsys layout), so the real inges
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sqlite3
 import tempfile
@@ -176,16 +177,60 @@ def raw_api_names(con: sqlite3.Connection) -> list[tuple[int, int, int, str, int
                           FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId""").fetchall()
 
 
-_INGESTED: dict[Path, Path] = {}
+# One ingest per distinct export content and test session (issue #18): the planted variants that leave an
+# export as it was (``unchanged``, silent plants, the untouched peer of a run), identical plants and the
+# corpus exports tests read as they are share it. Keyed by the bytes' SHA-256, never by the path alone (a
+# plant rewrites a copy in place). Under pytest the files live in the session's tmp dir (see
+# tests/analysis/conftest.py: one per xdist worker, so workers never share a file); else in a temporary dir.
+_INGESTED: dict[str, Path] = {}                     # content digest -> ingested DuckDB file (read-only use)
+_DIGESTS: dict[tuple, str] = {}                     # (path, size, mtime, ctime, inode) -> content digest
+_CACHE_DIR: list[Path] = []
 _TMP: list[tempfile.TemporaryDirectory] = []
 
 
+def use_cache_dir(path: Path) -> None:
+    """Keep this session's ingested files under ``path`` (pytest's tmp dir)."""
+    _CACHE_DIR.append(path)
+
+
+def _cache_dir() -> Path:
+    if not _CACHE_DIR:
+        _TMP.append(tempfile.TemporaryDirectory(prefix="goodput-corpus-"))
+        _CACHE_DIR.append(Path(_TMP[0].name))
+    return _CACHE_DIR[-1]
+
+
+def content_digest(path: Path) -> str:
+    """SHA-256 of the file's bytes (remembered while the file's size, times and inode stay the same)."""
+    st = path.stat()
+    sig = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    if sig not in _DIGESTS:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        _DIGESTS[sig] = h.hexdigest()
+    return _DIGESTS[sig]
+
+
 def ingested(src: Path) -> Path:
-    """The normalized DuckDB file of a corpus export, ingested once per test process."""
-    if src not in _INGESTED:
-        if not _TMP:
-            _TMP.append(tempfile.TemporaryDirectory(prefix="goodput-corpus-"))
-        out = Path(_TMP[0].name) / f"{len(_INGESTED)}-{src.stem}.duckdb"
+    """The normalized DuckDB file of an export, ingested once per test session for its content.
+
+    Shared by every test that asks for the same bytes: read it, never write it (``ingest_copy`` gives a
+    test a file of its own)."""
+    key = content_digest(src)
+    out = _INGESTED.get(key)
+    if out is None or not out.exists():
+        out = _cache_dir() / f"{len(_INGESTED)}-{src.stem}.duckdb"
         ingest(src, out)
-        _INGESTED[src] = out
-    return _INGESTED[src]
+        _INGESTED[key] = out
+    return out
+
+
+def ingest_copy(src: Path, out: Path) -> Path:
+    """``ingest(src, out)``, copied from the session's ingest of the same bytes when there is one."""
+    if any(src.with_name(src.name + side).exists() for side in ("-wal", "-journal")):
+        ingest(src, out)  # uncommitted SQLite changes beside the file: its bytes are not its content
+        return out
+    shutil.copyfile(ingested(src), out)
+    return out

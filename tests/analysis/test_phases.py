@@ -26,6 +26,7 @@ from tests.analysis.planting import (
     clone_row,
     copy_export,
     has_table,
+    ingest_copy,
     ingested,
     sqlite_rw,
     time_tables,
@@ -98,8 +99,8 @@ def _plant_loop(path: Path, periods: list[int], startup_gap: int = 200 * MS, shu
 def _analyzed(tmp_path: Path, periods: list[int], plant: dict | None = None, **kw) -> tuple[dict, dict]:
     src = copy_export(corpus_file(BASE), tmp_path / "planted.sqlite")
     facts = _plant_loop(src, periods, **(plant or {}))
-    out = tmp_path / "planted.duckdb"
-    ingest(src, out)
+    # Identical plants (the same periods) share one ingest per session.
+    out = ingest_copy(src, tmp_path / "planted.duckdb")
     return facts, analyze([out], labels=["planted"], **kw)
 
 

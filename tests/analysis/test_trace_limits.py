@@ -30,3 +30,15 @@ def test_a_small_memory_limit_gives_the_same_analysis():
     small, default = analyze([path], memory_bytes=64 * 2**20), analyze([path])
     assert small["findings"] == default["findings"] and small["reports"] == default["reports"]
     assert default["findings"], "the export has findings to compare"
+
+
+
+def test_duckdb_draws_no_progress_bar_on_stdout():
+    # DuckDB draws its bar on stdout for any query past progress_bar_time (2 s), also on a pipe:
+    # `goodput analyze --format json` on a 10M-kernel export got "100% ▕███▏" in its JSON. Every analysis
+    # connection (a report's, a windowed report's, the run's) turns it off.
+    with Run.open([ingested(corpus_file(EXPORT))]) as run:
+        window = run.traces[0].windowed(0, 2**62)
+        for con in (run.traces[0].con, window.con, run.con):
+            assert _setting(con, "enable_progress_bar") is False
+        window.close()

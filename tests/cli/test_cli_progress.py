@@ -76,3 +76,20 @@ def test_short_work_stays_silent_in_logs_and_quiet_means_nothing():
     for args in (("--progress-after", "600"), ("--quiet", "--progress-after", "0")):
         proc = goodput("analyze", str(SRC), *args)
         assert proc.returncode == 0 and proc.stderr == "", (args, proc.stderr)
+
+
+def test_eta_waits_for_a_share_of_the_rows():
+    # The 10M-kernel export's stages: 1.3k strings, then 23M API calls in one long statement. An ETA
+    # extrapolated from the strings alone promised thousands of minutes; none is shown until 5% is counted.
+    import io
+
+    from goodput_cli.progress import Progress
+
+    p = Progress(stream=io.StringIO(), tty=False, after_s=0)
+    p.stage("strings", 0, 45_400_000)
+    p.stage("cuda_api names", 1_300, 45_400_000)
+    t0 = p.count_t0[0]
+    assert "ETA" not in p.line(t0 + 50)
+    p.stage("kernels", 23_200_000, 45_400_000)
+    assert re.search(r"51% 23\.2M/45\.4M rows +elapsed [\dms.]+ +ETA \d", p.line(t0 + 60)), p.line(t0 + 60)
+    p.finish()

@@ -9,7 +9,7 @@ from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, RuleContext, Skip, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.rules.nsys.serialized import serialized_exposed
-from analysis.trace import Trace
+from analysis.trace import Trace, inline_params
 
 
 def _who(trace: Trace, pid: int, n_reports: int) -> str:
@@ -132,17 +132,18 @@ class Stragglers(Rule):
             # One pass over the kernels: the instances, per-instance and per-participant facts materialized
             # once, then read by the three small queries below.
             for stmt in load_sql("stragglers.sql").replace("{parts}", parts).split("-- next statement"):
-                con.execute(stmt, min_skew if "$min_skew_ns" in stmt else None)
+                # Parameters written in as literals: binding them makes DuckDB import pandas (0.25 s).
+                con.execute(*inline_params(stmt, min_skew if "$min_skew_ns" in stmt else None))
             who = con.execute("""SELECT part, pid, times_last, skew_when_last, waited, imposed FROM _gp_comm_part
                                  ORDER BY times_last DESC, skew_when_last DESC, part, pid""").fetchall()
             if len(who) < 2 or who[0][2] == 0:
                 return []
             part, pid = who[0][0], who[0][1]
-            top = con.execute("""SELECT name, k, first_t, last_t, skew, who.device FROM _gp_comm_last
+            top = con.execute(*inline_params("""SELECT name, k, first_t, last_t, skew, who.device FROM _gp_comm_last
                                  WHERE who.part = $p AND who.pid = $pid ORDER BY skew DESC, first_t, name LIMIT 20""",
-                              {"p": part, "pid": pid}).fetchall()
-            n_inst = con.execute("SELECT COUNT(*), COUNT(*) FILTER (WHERE skew >= $min_skew_ns) FROM _gp_comm_last",
-                                 min_skew).fetchall()[0]
+                              {"p": part, "pid": pid})).fetchall()
+            n_inst = con.execute(*inline_params(
+                "SELECT COUNT(*), COUNT(*) FILTER (WHERE skew >= $min_skew_ns) FROM _gp_comm_last", min_skew)).fetchall()[0]
         finally:
             con.execute("DROP TABLE IF EXISTS _gp_comm_part; DROP TABLE IF EXISTS _gp_comm_last; "
                         "DROP TABLE IF EXISTS _gp_comm_inst")
