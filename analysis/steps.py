@@ -25,26 +25,12 @@ import numpy as np
 from analysis.activity import UnitOps
 from analysis.intervals import COMPUTE, GPU_OPS_SQL, NCCL
 from analysis.phases import Loop, find_loop, warmup_count
+from analysis.schema import DERIVED_TABLES, ddl
 from analysis.trace import Trace
 
 TABLE = "iterations"
 PARTS = ("gpu_busy_ns", "compute_ns", "comm_exposed_ns", "comm_overlapped_ns", "memory_only_ns", "idle_ns")
 COLUMNS = ("idx", "phase", "pid", "device", "start_ns", "end_ns", "ns", *PARTS)
-DDL = f"""CREATE TABLE {TABLE} (
-    idx INTEGER,               -- 0-based, in time order (the loop's iteration number)
-    phase VARCHAR,             -- 'warmup' | 'steady'
-    pid INTEGER,               -- the GPU unit the parts are measured on
-    device INTEGER,
-    start_ns BIGINT,
-    end_ns BIGINT,             -- the next iteration's start; the last one's own end
-    ns BIGINT,                 -- end_ns - start_ns
-    gpu_busy_ns BIGINT,        -- union of the unit's GPU operations inside the iteration
-    compute_ns BIGINT,
-    comm_exposed_ns BIGINT,
-    comm_overlapped_ns BIGINT,
-    memory_only_ns BIGINT,
-    idle_ns BIGINT             -- compute + comm_exposed + memory_only + idle == ns
-)"""
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
@@ -186,7 +172,7 @@ def write_iterations(path: Path, memory_bytes: int, deadline: float | None = Non
     data["phase"] = data["phase"].astype(object)
     con = duckdb.connect(str(path), config={"threads": 2, "memory_limit": f"{max(1, memory_bytes // 2**20)}MiB"})
     try:
-        con.execute(DDL)
+        con.execute(ddl({TABLE: DERIVED_TABLES[TABLE]})[0])
         con.execute(f"""INSERT INTO {TABLE} SELECT idx::INTEGER, phase, NULLIF(pid, -1)::INTEGER,
                         NULLIF(device, -1)::INTEGER, start_ns, end_ns, ns, {', '.join(PARTS)} FROM data""")  # noqa: S608
         con.execute("CHECKPOINT")

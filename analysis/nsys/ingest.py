@@ -138,6 +138,17 @@ class _Scrub:
             raise self._error
 
 
+def _iterations(tmp: Path, limits: Limits, deadline: float, progress: Progress | None) -> None:
+    """Derived at ingest, before the file is published: the report's loop and every iteration's exact
+    record (``analysis.steps``), in its ``iterations`` table. Runs in this process on the normalized
+    file the child wrote (the export itself is not read again)."""
+    from analysis.steps import write_iterations
+
+    if progress:
+        progress("iterations", 0, 1)
+    write_iterations(tmp, int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP), deadline)
+
+
 def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
                 child: IngestChild | None = None, keep: Path | None = None) -> dict[str, int]:
     """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table.
@@ -171,6 +182,7 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
     try:
         result = child.run(plan, deadline, progress)
+        _iterations(tmp, limits, deadline, progress)
         if scrubbing is not None:
             scrubbing.wait()
         _fsync(tmp)
