@@ -30,6 +30,8 @@ ITEMS = 50  # per-iteration records in the JSON: the first ones (all of them fee
 # Idle a host-paced loop shows between iterations is its pacing, not a defect of the GPU: also when the
 # host is seen waiting in OS calls (HOST001), which is how a paced loop waits for its next frame or request.
 PACING_RULES = ("GPU001", "GPU002", "HOST001")
+# Windows that are a stretch of the loop: there a finding's cost per step is the natural unit.
+LOOP_WINDOWS = ("steady", "iterations")
 
 
 def _anatomy(t: Trace, v: Trace, info: PhaseInfo, all_params: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:
@@ -208,7 +210,7 @@ def analyze_run(
     phase_by_label = {info["file"]: info["window"]["phase"] for info in infos}
     paced = {info["file"] for info in infos
              if ((info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"}
-    findings = [_placed(f, phase_by_label, paced, spec.text) for f in findings]
+    findings = [_per_step(_placed(f, phase_by_label, paced, spec.text), infos) for f in findings]
     ranked = rank_findings(findings)
     if top is not None:
         ranked = ranked[:top]
@@ -234,3 +236,28 @@ def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: s
                                 "for each frame or request by design): this idle is its pacing, not a GPU defect.",
                                 extra={**f.extra, "host_paced": True})
     return f
+
+
+def _per_step(f: Finding, infos: list[dict[str, Any]]) -> Finding:
+    """A finding judged on a window that is a stretch of the loop (the steady state, or iterations A to B)
+    gains its impact per step: the impact
+    over the number of iterations wholly inside the window (``impact_per_step_ns``, ``steps_in_window``).
+    Report-level findings use their report's iterations; run-level ones, when every nsys report's window
+    holds iterations, the fewest of them (the steps all ranks went through). Findings about another phase
+    (start-up, warm-up) stay totals."""
+    counts = {}
+    for info in infos:
+        ana = (info.get("iterations") or {}).get("anatomy")
+        if ana and ana.get("steady_count") and info["window"]["phase"] in LOOP_WINDOWS:
+            counts[info["file"]] = (int(ana["steady_count"]), info["window"]["phase"])
+    if f.report is not None:
+        hit = counts.get(f.report)
+    else:
+        nsys = [info["file"] for info in infos if info.get("tool") == "nsys"]
+        hit = min((counts[n] for n in nsys), default=None) if nsys and all(n in counts for n in nsys) else None
+        hit = (hit[0], f.phase) if hit else None
+    if hit is None or hit[1] != f.phase or not f.impact_ns:
+        return f
+    n = hit[0]
+    return dataclasses.replace(f, extra={**f.extra, "impact_per_step_ns": int(round(f.impact_ns / n)),
+                                         "steps_in_window": n})
