@@ -84,12 +84,16 @@ def _pairing(ends: list[np.ndarray]) -> list[int]:
 
     Loops of equal length pair by index. A shorter loop (a rank whose capture began or ended an iteration
     or more apart) is placed inside the longest where its iterations' ends, on the absolute clock, lie
-    closest to the longest loop's (the smallest median distance; the smallest shift on ties)."""
+    closest to the longest loop's (the smallest median distance; the smallest shift on ties), among the
+    shifts that put its first iteration at the longest loop's nearest ones on the clock, or either end."""
     ref = ends[int(np.argmax([len(e) for e in ends]))]
     out = []
     for e in ends:
-        cost = [float(np.median(np.abs(e - ref[d:d + len(e)]))) for d in range(len(ref) - len(e) + 1)]
-        out.append(int(np.argmin(cost)))
+        room = len(ref) - len(e)
+        near = int(np.searchsorted(ref, e[0]))
+        cands = sorted({d for d in (0, room, near - 1, near, near + 1) if 0 <= d <= room})
+        cost = [float(np.median(np.abs(e - ref[d:d + len(e)]))) for d in cands]
+        out.append(cands[int(np.argmin(cost))])
     return out
 
 
