@@ -59,8 +59,7 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
         "has_nvtx": trace.has_rows("nvtx"), "range": None, "domain": None}
     if loop.source == "nvtx":
         # NVTX steps keep their projected GPU time as the headline, as before; p99 of it beside.
-        gpu = [i["gpu_ns"] for i in nv["items"]]
-        out["p99_ns"] = float(np.percentile(gpu, 99)) if gpu else None
+        out["p99_ns"] = nv.get("p99_ns")
     d = loop.durations
     out.update({"source": loop.source, "count": len(loop), "signature": loop.signature,
                 "detail": loop.detail, "reason": out.get("reason") if loop.source else loop.reason})

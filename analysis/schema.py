@@ -177,7 +177,8 @@ NSYS_TABLES: dict[str, str] = {
 # Tables derived at ingest from the normalized ones (not read from the export), written before the file is
 # published; a file of an older schema version lacks them and the analysis computes them instead.
 DERIVED_TABLES: dict[str, str] = {
-    # Every iteration of the report's loop with its exact GPU time partition (see analysis.steps).
+    # Every iteration of the report's loop with its exact GPU time partition (see analysis.steps); the
+    # loop's other facts (source, signature, unit, NVTX step summary) are meta['loop'], JSON.
     "iterations": """
     idx INTEGER,               -- 0-based, in time order (the loop's iteration number)
     phase VARCHAR,             -- 'warmup' | 'steady'
@@ -185,6 +186,7 @@ DERIVED_TABLES: dict[str, str] = {
     device INTEGER,
     start_ns BIGINT,
     end_ns BIGINT,             -- the next iteration's start; the last one's own end
+    own_end_ns BIGINT,         -- the iteration's own end (its last operation, or its NVTX range's end)
     ns BIGINT,                 -- end_ns - start_ns
     gpu_busy_ns BIGINT,        -- union of the unit's GPU operations inside the iteration
     compute_ns BIGINT,

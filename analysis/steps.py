@@ -16,6 +16,7 @@ computes them when the file predates the table (schema version 2).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from analysis.trace import Trace
 
 TABLE = "iterations"
 PARTS = ("gpu_busy_ns", "compute_ns", "comm_exposed_ns", "comm_overlapped_ns", "memory_only_ns", "idle_ns")
-COLUMNS = ("idx", "phase", "pid", "device", "start_ns", "end_ns", "ns", *PARTS)
+COLUMNS = ("idx", "phase", "pid", "device", "start_ns", "end_ns", "own_end_ns", "ns", *PARTS)
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
@@ -118,7 +119,7 @@ def compute(units: list[UnitOps], loop: Loop, unit: tuple[int | None, int | None
         "idx": np.arange(n, dtype=np.int32), "phase": np.where(np.arange(n) < w, "warmup", "steady"),
         "pid": np.full(n, -1 if u.pid is None else u.pid, dtype=np.int64),
         "device": np.full(n, -1 if u.device is None else u.device, dtype=np.int64),
-        "start_ns": lo, "end_ns": hi, "ns": hi - lo, **parts(u, lo, hi)}
+        "start_ns": lo, "end_ns": hi, "own_end_ns": loop.ends.astype(np.int64), "ns": hi - lo, **parts(u, lo, hi)}
     return cols
 
 
@@ -146,6 +147,35 @@ def records(cols: dict[str, np.ndarray], keep: np.ndarray | None = None) -> list
     return out
 
 
+def _plain(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"{type(o).__name__} is not JSON")
+
+
+def loop_json(loop: Loop) -> str:
+    """The loop's facts besides its iterations' times, for ``meta['loop']``: source, signature, unit,
+    detail, reason and the NVTX step summary (without its per-step list)."""
+    from analysis.iterations import compact
+
+    return json.dumps({"source": loop.source, "signature": loop.signature,
+                       "unit": None if loop.unit is None else list(loop.unit), "detail": loop.detail,
+                       "reason": loop.reason, "nvtx": compact(loop.nvtx) if loop.nvtx else {}}, default=_plain)
+
+
+def stored_loop(trace: Trace) -> Loop | None:
+    """The loop the ingest found, from the file (``iterations`` and ``meta['loop']``); None when the file
+    predates them or the trace is a window (its memo carries the whole report's loop)."""
+    if trace.window is not None or TABLE not in trace.tables or "loop" not in trace.meta:
+        return None
+    facts = json.loads(trace.meta["loop"])
+    d = trace.arrays(f"SELECT start_ns, own_end_ns FROM {TABLE} ORDER BY idx")  # noqa: S608 - constants
+    unit = facts.get("unit")
+    return Loop(facts["source"], d["start_ns"].astype(np.int64), d["own_end_ns"].astype(np.int64),
+                signature=list(facts.get("signature") or []), unit=None if unit is None else tuple(unit),
+                detail=facts.get("detail") or {}, reason=facts.get("reason"), nvtx=facts.get("nvtx") or {})
+
+
 def write_iterations(path: Path, memory_bytes: int, deadline: float | None = None) -> int:
     """Find the loop of the normalized report at ``path`` (not yet published) and write every
     iteration's record into its ``iterations`` table; returns the number of iterations. The table is
@@ -153,6 +183,7 @@ def write_iterations(path: Path, memory_bytes: int, deadline: float | None = Non
     import duckdb
 
     from analysis.activity import unit_ops
+    from analysis.nsys.child import insert_meta
 
     trace = Trace(Path(path), Path(path).name, memory_bytes)
     try:
@@ -174,7 +205,8 @@ def write_iterations(path: Path, memory_bytes: int, deadline: float | None = Non
     try:
         con.execute(ddl({TABLE: DERIVED_TABLES[TABLE]})[0])
         con.execute(f"""INSERT INTO {TABLE} SELECT idx::INTEGER, phase, NULLIF(pid, -1)::INTEGER,
-                        NULLIF(device, -1)::INTEGER, start_ns, end_ns, ns, {', '.join(PARTS)} FROM data""")  # noqa: S608
+                        NULLIF(device, -1)::INTEGER, start_ns, end_ns, own_end_ns, ns, {', '.join(PARTS)} FROM data""")  # noqa: S608
+        insert_meta(con, {"loop": loop_json(loop)})  # literals: a bound parameter would import pandas
         con.execute("CHECKPOINT")
     finally:
         con.close()

@@ -13,6 +13,8 @@ import pytest
 
 from analysis.api import analyze, check_normalized_report, ingest
 from analysis.errors import TraceError
+from analysis.phases import find_loop
+from analysis.steps import stored_loop
 from analysis.trace import Trace
 from tests.analysis.planting import GPU_TABLES, add_kernel_like, copy_export, has_table, sqlite_rw
 from tests.analysis.test_phases import MS, _plant_loop
@@ -148,15 +150,16 @@ def test_json_records_are_the_files_and_version_2_files_compute_the_same(tmp_pat
     shutil.copy(out, old)
     con = duckdb.connect(str(old))
     con.execute("DROP TABLE iterations")
+    con.execute("DELETE FROM meta WHERE key = 'loop'")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
     assert check_normalized_report(old) == "nsys"
     t = Trace(old, "v2")
-    assert "iterations" not in t.tables
+    assert "iterations" not in t.tables and stored_loop(t) is None
     t.close()
     again = analyze([old], labels=["r"])
     assert again["reports"][0]["iterations"]["anatomy"] == ana
-    assert again["findings"] == result["findings"]
+    assert again == result  # the loop, phases, records and findings: the same whether stored or computed
     con = duckdb.connect(str(old))
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.close()
@@ -195,3 +198,21 @@ def test_ranks_with_different_iteration_counts_pair_on_the_absolute_clock(tmp_pa
     assert steps["last"] == {"r0": 0, "r1": 20} and steps["spread_median_ns"] == MS
     r1 = result["reports"][1]["iterations"]["anatomy"]["records"]
     assert "last" not in r1[0] and all(r["last"] == "r1" and r["spread_ns"] == MS for r in r1[1:])
+
+
+@pytest.mark.parametrize("name", ["cupy-power-iteration.sqlite", "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite",
+                                  "cupy-a100.sqlite", "poolformer-nvtx-only.sqlite"])
+def test_the_loop_stored_at_ingest_is_the_one_found_now(name, tmp_path):
+    """NVTX steps, a kernel pattern, no loop, NVTX steps without GPU work: the file's loop is find_loop's."""
+    out = tmp_path / "r.duckdb"
+    ingest(corpus_file(name), out)
+    t = Trace(out, "r")
+    try:
+        stored, found = stored_loop(t), find_loop(t)
+    finally:
+        t.close()
+    assert stored is not None
+    assert stored.starts.tolist() == found.starts.tolist() and stored.ends.tolist() == found.ends.tolist()
+    for key in ("source", "signature", "unit", "detail", "reason"):
+        assert getattr(stored, key) == getattr(found, key), key
+    assert stored.nvtx == {k: v for k, v in found.nvtx.items() if k != "items"}
