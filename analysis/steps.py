@@ -9,9 +9,11 @@ idle_ns == ns`` for every iteration, ``gpu_busy_ns`` is the union of all operati
 ``comm_overlapped_ns`` the NCCL time under compute (a part of ``compute_ns``).
 
 The unit is the loop's own (a kernel pattern is found on one (pid, device)), else the report's unit
-with the most GPU operations. Every record of every iteration is written at ingest into the
-normalized file's ``iterations`` table (``write_iterations``); the analysis reads them from there and
-computes them when the file predates the table (schema version 2).
+with the most GPU operations. At ingest, before the file is published, the loop is found once and
+every record of every iteration is written into the normalized file's ``iterations`` table, the loop's
+other facts into ``meta['loop']`` (``write_iterations``); the analysis reads both from there
+(``stored_loop``, ``stored``) and finds the loop and computes the records itself when the file
+predates them (schema version 2).
 """
 
 from __future__ import annotations
@@ -203,6 +205,7 @@ def write_iterations(path: Path, memory_bytes: int, deadline: float | None = Non
     data["phase"] = data["phase"].astype(object)
     con = duckdb.connect(str(path), config={"threads": 2, "memory_limit": f"{max(1, memory_bytes // 2**20)}MiB"})
     try:
+        con.execute(f"DROP TABLE IF EXISTS {TABLE}; DELETE FROM meta WHERE key = 'loop'")  # written again
         con.execute(ddl({TABLE: DERIVED_TABLES[TABLE]})[0])
         con.execute(f"""INSERT INTO {TABLE} SELECT idx::INTEGER, phase, NULLIF(pid, -1)::INTEGER,
                         NULLIF(device, -1)::INTEGER, start_ns, end_ns, own_end_ns, ns, {', '.join(PARTS)} FROM data""")  # noqa: S608
