@@ -199,15 +199,15 @@ def write_iterations(path: Path, memory_bytes: int, deadline: float | None = Non
         from analysis.errors import TraceError
 
         raise TraceError("timeout", "the ingest ran past its time limit while finding the iterations")
-    data = {k: cols[k] for k in COLUMNS}
-    if not len(loop):
-        data["phase"] = np.empty(0, dtype=object)
-    data["phase"] = data["phase"].astype(object)
+    # Integer columns only (a NumPy array of strings makes DuckDB import pandas): the phase is written in SQL.
+    data = {k: cols[k] for k in COLUMNS if k != "phase"}  # noqa: F841 - read by DuckDB's scan of `data`
+    warmup = int(np.count_nonzero(cols["phase"] == "warmup")) if len(loop) else 0
     con = duckdb.connect(str(path), config={"threads": 2, "memory_limit": f"{max(1, memory_bytes // 2**20)}MiB"})
     try:
         con.execute(f"DROP TABLE IF EXISTS {TABLE}; DELETE FROM meta WHERE key = 'loop'")  # written again
         con.execute(ddl({TABLE: DERIVED_TABLES[TABLE]})[0])
-        con.execute(f"""INSERT INTO {TABLE} SELECT idx::INTEGER, phase, NULLIF(pid, -1)::INTEGER,
+        con.execute(f"""INSERT INTO {TABLE} SELECT idx::INTEGER, CASE WHEN idx < {warmup} THEN 'warmup' ELSE 'steady' END,
+                        NULLIF(pid, -1)::INTEGER,
                         NULLIF(device, -1)::INTEGER, start_ns, end_ns, own_end_ns, ns, {', '.join(PARTS)} FROM data""")  # noqa: S608
         insert_meta(con, {"loop": loop_json(loop)})  # literals: a bound parameter would import pandas
         con.execute("CHECKPOINT")
