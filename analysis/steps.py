@@ -204,7 +204,7 @@ def write_iterations(path: Path, memory_bytes: int, deadline: float | None = Non
     warmup = int(np.count_nonzero(cols["phase"] == "warmup")) if len(loop) else 0
     con = duckdb.connect(str(path), config={"threads": 2, "memory_limit": f"{max(1, memory_bytes // 2**20)}MiB"})
     try:
-        con.execute(f"DROP TABLE IF EXISTS {TABLE}; DELETE FROM meta WHERE key = 'loop'")  # written again
+        con.execute(f"DROP TABLE IF EXISTS {TABLE}; DELETE FROM meta WHERE key = 'loop'")  # noqa: S608 - written again
         con.execute(ddl({TABLE: DERIVED_TABLES[TABLE]})[0])
         con.execute(f"""INSERT INTO {TABLE} SELECT idx::INTEGER, CASE WHEN idx < {warmup} THEN 'warmup' ELSE 'steady' END,
                         NULLIF(pid, -1)::INTEGER,
