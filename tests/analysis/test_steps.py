@@ -216,3 +216,18 @@ def test_the_loop_stored_at_ingest_is_the_one_found_now(name, tmp_path):
     for key in ("source", "signature", "unit", "detail", "reason"):
         assert getattr(stored, key) == getattr(found, key), key
     assert stored.nvtx == {k: v for k, v in found.nvtx.items() if k != "items"}
+
+
+def test_impact_per_step_on_an_iterations_window(tmp_path):
+    """iterations:A-B is a stretch of the loop: each finding's impact per step is over its B - A + 1 steps;
+    the records shown are those iterations, as in the file."""
+    out = tmp_path / "r.duckdb"
+    ingest(corpus_file("cupy-power-iteration.sqlite"), out)
+    result = analyze([out], labels=["r"], window="iterations:10-19")
+    ana = result["reports"][0]["iterations"]["anatomy"]
+    assert [r["index"] for r in ana["records"]] == list(range(10, 20)) and ana["steady_count"] == 10
+    rows = {r["idx"]: r for r in _table(out)}
+    assert all(rec[k] == rows[rec["index"]][k] for rec in ana["records"] for k in FIELDS)
+    timed = [f for f in result["findings"] if f["impact_ns"]]
+    assert timed and all(f["steps_in_window"] == 10 and f["impact_per_step_ns"] == round(f["impact_ns"] / 10)
+                         for f in timed)
