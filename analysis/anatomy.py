@@ -1,11 +1,12 @@
 """Per-step anatomy of a report's loop in the analysis window: per-iteration records, the slowest steps
 with the rule that owns their extra time, and for host-paced loops the latency of each iteration.
 
-An iteration runs from its start to the next one's start (the last one to its own end). Its idle is
-the idle gaps (NVIDIA's pairing, as GPU001) that start in it, each owned by one rule as in
-``analysis.rules.nsys.gaps``; its GPU busy time is its length minus that idle. ``compute_ns``,
-``nccl_ns`` and ``memory_ns`` are the summed operation times that start in it (concurrent streams
-count twice). A loop is *host-paced* when the median iteration keeps the GPU busy less than
+An iteration runs from its start to the next one's start (the last one to its own end). Its record
+(``analysis.steps``) is exact: GPU busy is the union of the operations inside it and compute /
+exposed comm / memory-only / idle are the breakdown's partition of it. The rule that owns a slow
+iteration's extra time is found from the idle gaps (NVIDIA's pairing, as GPU001) that start in it,
+each owned by one rule as in ``analysis.rules.nsys.gaps``. The iterations shown are those lying
+wholly inside the analysis window. A loop is *host-paced* when the median iteration keeps the GPU busy less than
 ``HOST_PACED_BUSY`` of its time and the host *waits* through most of the iteration's longest idle
 gap (the median over iterations of the share of that gap its launching threads spend in OS runtime
 calls or blocking syncs is at least ``HOST_WAIT``): the GPU waits for the next frame or request by
@@ -19,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from analysis.intervals import COMPUTE, MEMORY, NCCL
+from analysis.intervals import MEMORY
 from analysis.phases import Loop
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.rules.nsys.gaps import OWNER_CODES, owned
+from analysis.steps import records
 from analysis.trace import Trace
 
 HOST_PACED_BUSY = 0.5
@@ -31,50 +33,36 @@ SLOWEST = 5
 LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch)"
 
 
-def _pick(units: list, unit: tuple[int | None, int | None] | None):
-    """The loop's unit, else the one with the most operations."""
-    if unit is not None:
-        for u in units:
-            if (u.unit.pid, u.unit.device) == unit:
-                return u
-    return max(units, key=lambda u: len(u.unit), default=None)
-
-
-def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:
-    """Per-iteration records and the step anatomy of the iterations inside the (windowed) trace."""
+def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]], cols: dict[str, np.ndarray],
+            unit: tuple[int | None, int | None] | None) -> dict[str, Any] | None:
+    """Per-iteration records and the step anatomy of the iterations that lie inside the (windowed)
+    trace. ``cols``: every iteration's exact record (``analysis.steps``), measured on ``unit``."""
     units = [u for u in owned(trace, all_params) if len(u.unit)]
-    u = _pick(units, loop.unit)
+    u = next((x for x in units if (x.unit.pid, x.unit.device) == unit), None)
     if u is None or not len(loop):
         return None
-    lo = int(u.unit.start[0])
-    hi = int(u.unit.end.max())
-    keep = (loop.starts >= lo - 1) & (loop.starts < hi)
-    idx = np.flatnonzero(keep)
-    if len(idx) < 1:
+    lo, hi = trace.window if trace.window is not None else (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
+    keep = np.flatnonzero((cols["start_ns"] >= lo) & (cols["end_ns"] <= hi))
+    if len(keep) < 1:
         return None
-    starts = loop.starts[idx]
-    ends = np.r_[starts[1:], max(int(loop.ends[idx[-1]]), hi)]
+    starts, ends = cols["start_ns"][keep], cols["end_ns"][keep]
     length = ends - starts
+    busy = cols["gpu_busy_ns"][keep]
     n = len(starts)
 
     def per_iter(t: np.ndarray, w: np.ndarray) -> np.ndarray:
         i = np.searchsorted(starts, t, side="right") - 1
-        ok = i >= 0
+        ok = (i >= 0) & (t < ends[np.maximum(i, 0)])
         return np.bincount(i[ok], weights=w[ok], minlength=n)[:n].astype(np.int64)
 
     gs, ge = u.gap_start, u.gap_end
-    idle = per_iter(gs, ge - gs)
+    # Which rule owns an iteration's idle: the owned gaps (GPU001's pairing) that start in it.
     by_owner = {rid: per_iter(gs[u.owner == code], (ge - gs)[u.owner == code])
                 for rid, code in OWNER_CODES.items()}
-    dur = u.unit.end - u.unit.start
-    cat = u.unit.cat
-    parts = {name: per_iter(u.unit.start[cat == c], dur[cat == c])
-             for name, c in (("compute_ns", COMPUTE), ("nccl_ns", NCCL), ("memory_ns", MEMORY))}
-    busy = length - idle
+    copies = u.unit.cat == MEMORY
+    copy_ns = per_iter(u.unit.start[copies], (u.unit.end - u.unit.start)[copies])
     med = float(np.median(length))
-    records = [{"index": int(idx[i]), "start_ns": int(starts[i]), "end_ns": int(ends[i]), "ns": int(length[i]),
-                "gpu_busy_ns": int(busy[i]), "idle_ns": int(idle[i]),
-                **{k: int(v[i]) for k, v in parts.items()}} for i in range(n)]
+    recs = records(cols, keep)
     slow = []
     for i in np.argsort(-length, kind="stable")[:SLOWEST]:
         extra = int(length[i] - med)
@@ -86,7 +74,7 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         owner = rid if excess[rid] >= max(busy_excess, 0) and excess[rid] > 0 else None
         cause = (f"idle owned by {rid} (+{excess[rid] / 1e6:.3f} ms over its median per step)" if owner
                  else f"longer GPU work (busy +{busy_excess / 1e6:.3f} ms over the median)")
-        slow.append({**records[i], "extra_ns": extra, "owner": owner, "cause": cause})
+        slow.append({**recs[i], "extra_ns": extra, "owner": owner, "cause": cause})
     share = busy / np.maximum(length, 1)
     duty = float(np.median(share))
     out: dict[str, Any] = {
@@ -95,11 +83,11 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         "gpu_duty_cycle_pct": round(100.0 * duty, 3),
         "kind": "host_paced" if duty < HOST_PACED_BUSY and _host_waits(trace, u, starts) >= HOST_WAIT
         else "throughput",
-        "slowest_steps": slow, "records": records,
+        "slowest_steps": slow, "records": recs,
         "per_second": round(1e9 / med, 3) if med else None,   # iterations (steps, frames, requests) per second
     }
     if out["kind"] == "host_paced":
-        out["latency"] = _latency(trace, u.unit.pid, starts, busy, parts["memory_ns"])
+        out["latency"] = _latency(trace, u.unit.pid, starts, busy, copy_ns)
     return out
 
 

@@ -127,7 +127,7 @@ def check_normalized_report(path: Path) -> str:
     """The tool ('nsys'/'ncu') of a DuckDB file written by this version's ``ingest``; else a TraceError."""
     import duckdb
 
-    from analysis.schema import SCHEMA_VERSION
+    from analysis.schema import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 
     try:
         con = duckdb.connect(str(path), read_only=True)
@@ -137,7 +137,7 @@ def check_normalized_report(path: Path) -> str:
             con.close()
     except duckdb.Error:
         raise TraceError("unknown_format", "a DuckDB file, but not one written by `goodput ingest`") from None
-    if meta.get("schema_version") != str(SCHEMA_VERSION):
+    if meta.get("schema_version") not in {str(v) for v in READABLE_SCHEMA_VERSIONS}:
         raise TraceError("unsupported_schema", f"written with schema version {meta.get('schema_version')}, "
                          f"this Goodput reads {SCHEMA_VERSION}: ingest the export again")
     return str(meta.get("tool") or "nsys")

@@ -87,6 +87,8 @@ def find_loop(trace: Trace) -> Loop:
                           dtype=np.int64)
         ends = np.array([max(i["end_ns"], i["gpu_end_ns"] or 0) for i in items], dtype=np.int64)
         order = np.argsort(starts, kind="stable")
+        gpu = [i["gpu_ns"] for i in items]
+        nv["p99_ns"] = float(np.percentile(gpu, 99)) if gpu else None  # of the steps' projected GPU time
         return Loop("nvtx", starts[order], ends[order], signature=[nv["range"]],
                     detail={"range": nv["range"], "domain": nv.get("domain")}, nvtx=nv)
     if not trace.has_rows("kernels"):
@@ -206,7 +208,10 @@ def phase_info(trace: Trace) -> PhaseInfo:
     are computed here on the trace as it is (cached)."""
     info = trace.memo.get("phase_info")
     if info is None:
-        loop = find_loop(trace)
+        # The loop the ingest found and wrote into the file (analysis.steps), else found now.
+        from analysis.steps import stored_loop
+
+        loop = stored_loop(trace) or find_loop(trace)
         info = PhaseInfo(loop, phases(trace, loop), trace)
         trace.memo["phase_info"] = info
     return info

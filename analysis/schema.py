@@ -21,7 +21,9 @@ Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they we
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2  # 2: cpu_samples
+SCHEMA_VERSION = 3  # 2: cpu_samples; 3: iterations (derived at ingest, see analysis.steps)
+# Versions this code reads: a version-2 file lacks the ``iterations`` table, which the analysis then computes.
+READABLE_SCHEMA_VERSIONS = (2, 3)
 
 # Decoded vocabularies (the values the readers write into VARCHAR columns).
 KERNEL_CATEGORIES = ("compute", "nccl")
@@ -169,6 +171,29 @@ NSYS_TABLES: dict[str, str] = {
         start_ns BIGINT,
         end_ns BIGINT,
         name VARCHAR               -- profiler overhead (e.g. CUPTI buffer flush); counts as GPU-busy
+    """,
+}
+
+# Tables derived at ingest from the normalized ones (not read from the export), written before the file is
+# published; a file of an older schema version lacks them and the analysis computes them instead.
+DERIVED_TABLES: dict[str, str] = {
+    # Every iteration of the report's loop with its exact GPU time partition (see analysis.steps); the
+    # loop's other facts (source, signature, unit, NVTX step summary) are meta['loop'], JSON.
+    "iterations": """
+    idx INTEGER,               -- 0-based, in time order (the loop's iteration number)
+    phase VARCHAR,             -- 'warmup' | 'steady'
+    pid INTEGER,               -- the GPU unit the parts are measured on
+    device INTEGER,
+    start_ns BIGINT,
+    end_ns BIGINT,             -- the next iteration's start; the last one's own end
+    own_end_ns BIGINT,         -- the iteration's own end (its last operation, or its NVTX range's end)
+    ns BIGINT,                 -- end_ns - start_ns
+    gpu_busy_ns BIGINT,        -- union of the unit's GPU operations inside the iteration
+    compute_ns BIGINT,
+    comm_exposed_ns BIGINT,
+    comm_overlapped_ns BIGINT,
+    memory_only_ns BIGINT,
+    idle_ns BIGINT             -- compute + comm_exposed + memory_only + idle == ns
     """,
 }
 

@@ -72,8 +72,15 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
     elif ana:
         lines.append(f"   steady steps: {ana['steady_count']}, median {ms(ana['iteration_median_ns'])} per step, "
                      f"jitter (p90-p10) {ana.get('jitter_pct') or 0:.1f}%, GPU busy {ana['gpu_duty_cycle_pct']:.1f}%")
+    dist = it.get("iteration_time") or {}
+    if ana and dist:
+        lines.append(f"   step time: p10 {ms(dist.get('p10_ns'))}, median {ms(dist.get('median_ns'))}, p90 "
+                     f"{ms(dist.get('p90_ns'))}, p99 {ms(dist.get('p99_ns'))}, max {ms(dist.get('max_ns'))} "
+                     f"({it.get('count')} iterations)")
     for step in (ana.get("slowest_steps") or [])[:3]:
-        lines.append(f"     slow step {step['index']}: {ms(step['ns'])} (+{ms(step['extra_ns'])}): {step['cause']}")
+        last = f"; rank finishing it last: {_printable(str(step['last']))}" if step.get("last") else ""
+        lines.append(f"     slow step {step['index']}: {ms(step['ns'])} (+{ms(step['extra_ns'])} over the median)"
+                     f": {step['cause']}{last}")
     return lines
 
 
@@ -139,7 +146,12 @@ def text(result: dict[str, Any]) -> str:
         for i, f in enumerate(findings, 1):
             pct = f" ({f['impact_pct']:.1f}%)" if f.get("impact_pct") is not None else ""
             phase = f" [{f['phase']}]" if f.get("phase") else ""
-            lines.append(f"{i:>3}. [{f['severity']}] {f['rule_id']} {ms(f['impact_ns'])}{pct}{phase}  {_clip(f['title'], 80)}")
+            impact = ms(f["impact_ns"])
+            if f.get("impact_per_step_ns") is not None and f.get("steps_in_window"):
+                # The window is a stretch of the loop: the cost of each step is the natural unit.
+                impact = f"{ms(f['impact_per_step_ns'])} per step"
+                phase = f" [{f.get('phase') or 'window'}, {f['steps_in_window']} steps: {ms(f['impact_ns'])}]"
+            lines.append(f"{i:>3}. [{f['severity']}] {f['rule_id']} {impact}{pct}{phase}  {_clip(f['title'], 80)}")
             lines.append(f"     {_clip(f['message'], 110)}")
             if f.get("evidence"):
                 e = f["evidence"][0]

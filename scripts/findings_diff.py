@@ -29,6 +29,13 @@ EXPECTED = [
      r"(:| ).*"),
     ("rank of findings and evidence from the new job facts (#13.16)",
      r"^\.findings\[\d+\]\.(rank|evidence\[\d+\]\.rank|evidence\[\d+\]\.detail\.straggler)(:| ).*"),
+    ("exact per-iteration records: the breakdown's partition per iteration, phase; summed nccl_ns/memory_ns go (#11)",
+     r"^\.reports\[\d+\]\.iterations\.anatomy\.(records|slowest_steps)\[\d+\]\.(phase|comm_exposed_ns|comm_overlapped_ns"
+     r"|memory_only_ns|nccl_ns|memory_ns|compute_ns|gpu_busy_ns|idle_ns|cause)(:| ).*"),
+    ("findings on a loop window gain their impact per step (#11)",
+     r"^\.findings\[\d+\]\.(impact_per_step_ns|steps_in_window): added \d+ @\w+$"),
+    ("GPU duty cycle from the exact per-iteration busy time (#11)",
+     r"^\.reports\[\d+\]\.iterations\.anatomy\.gpu_duty_cycle_pct: .*"),
 ]
 
 

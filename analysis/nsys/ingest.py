@@ -7,6 +7,7 @@ on any failure nothing is left at ``out`` and the temporary files are removed.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ DUCKDB_SHARE_OF_CAP = 0.6
 # run peaked at 2.7 GiB virtual for 1.4 GiB resident. The cap is budget + this slack, a backstop
 # against a runaway child rather than the budget itself.
 ADDRESS_SLACK_BYTES = 2 * 1024**3
+logger = logging.getLogger(__name__)
 _SRC_TABLE = re.compile(r'src\."(\w+)"')
 
 
@@ -138,6 +140,23 @@ class _Scrub:
             raise self._error
 
 
+def _iterations(tmp: Path, limits: Limits, deadline: float, progress: Progress | None) -> None:
+    """Derived at ingest, before the file is published: the report's loop and every iteration's exact
+    record (``analysis.steps``), in its ``iterations`` table. Runs in this process on the normalized
+    file the child wrote (the export itself is not read again). A failure here leaves the file without
+    the table (as a schema version 2 file), never fails the ingest: the analysis then computes them."""
+    from analysis.steps import write_iterations
+
+    if progress:
+        progress("iterations", 0, 1)
+    try:
+        write_iterations(tmp, int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP), deadline)
+    except TraceError:
+        raise
+    except Exception:  # derived data only: without the table the analysis computes the records itself
+        logger.exception("finding the iterations at ingest failed; the analysis will compute them")
+
+
 def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
                 child: IngestChild | None = None, keep: Path | None = None) -> dict[str, int]:
     """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table.
@@ -171,6 +190,7 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
     try:
         result = child.run(plan, deadline, progress)
+        _iterations(tmp, limits, deadline, progress)
         if scrubbing is not None:
             scrubbing.wait()
         _fsync(tmp)

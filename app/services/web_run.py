@@ -106,6 +106,29 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
+def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per nsys report whose analysis found a loop with a step anatomy: the step-time distribution and the
+    slowest steps with the rule that owns their extra time (from the stored summaries only)."""
+    out = []
+    for report in reports:
+        it = (summaries.get(report.id) or {}).get("iterations") or {}
+        ana = it.get("anatomy") or {}
+        if not ana:
+            continue
+        dist = it.get("iteration_time") or {}
+        out.append({
+            "report_id": report.id, "name": report.name, "rank": report.rank, "source": it.get("source"),
+            "count": it.get("count"), "range": it.get("range"),
+            "dist": [(label, dist.get(key)) for label, key in (("min", "min_ns"), ("p10", "p10_ns"),
+                                                              ("median", "median_ns"), ("p90", "p90_ns"),
+                                                              ("p99", "p99_ns"), ("max", "max_ns"))],
+            "steps": ana.get("steady_count"), "median_ns": ana.get("iteration_median_ns"),
+            "jitter_pct": ana.get("jitter_pct"), "duty_pct": ana.get("gpu_duty_cycle_pct"), "kind": ana.get("kind"),
+            "per_second": ana.get("per_second"), "slowest": ana.get("slowest_steps") or [],
+        })
+    return out
+
+
 def run_view(session: Session, run_id: int) -> RunView:
     """Everything the run page shows that lives in the metadata DB (no trace file is opened)."""
     run = get_run(session, run_id)

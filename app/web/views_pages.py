@@ -67,7 +67,8 @@ def run(run_id: int):
                            top_impact=top, report_kinds={r.id: r.kind for r in view.reports},
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
                            minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis,
-                           retryable=_retryable(view))
+                           retryable=_retryable(view),
+                           iterations=web_run.iteration_sections(view.reports, view.summaries))
 
 
 def _retryable(view) -> bool:

@@ -22,7 +22,8 @@ from analysis.iterations import iterations
 from analysis.kernel_summary import kernel_summary
 from analysis.nvtx_projection import nvtx_projection
 from analysis.schema import NSYS_TABLES, columns, ddl
-from analysis.trace import Trace
+from analysis.steps import write_iterations
+from analysis.trace import DUCKDB_MEMORY_BYTES, Trace
 
 TIMED = [t for t in NSYS_TABLES if "start_ns" in columns(NSYS_TABLES, t)]
 TIME_KEYS = ("start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns")
@@ -75,7 +76,19 @@ def shifted_copy(src: Path, dst: Path, shift: int, session_shift: int) -> Path:
                     "WHERE key = 'session_start_utc_ns'", {"d": session_shift})
     finally:
         con.close()
+    if "iterations" in tables_of(dst):
+        # Derived at ingest from the times: derived again from the moved ones, as the ingest of the moved
+        # export would.
+        write_iterations(dst, DUCKDB_MEMORY_BYTES)
     return dst
+
+
+def tables_of(path: Path) -> set[str]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    finally:
+        con.close()
 
 
 def everything(paths: list[Path], labels: list[str], rules: list[str] | None = None) -> dict[str, Any]:

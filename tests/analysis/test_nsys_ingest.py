@@ -7,7 +7,7 @@ import re
 import duckdb
 import pytest
 
-from analysis.schema import NSYS_TABLES, SCHEMA_VERSION
+from analysis.schema import DERIVED_TABLES, NSYS_TABLES, SCHEMA_VERSION
 from analysis.summary import report_info
 from tests.analysis.nsys_helpers import export_query, export_tables, ingest_cache, ingested, open_trace  # noqa: F401
 from tests.conftest import NSYS_FILES, corpus_file
@@ -205,7 +205,8 @@ def test_normalized_file_is_plain_duckdb_readable_read_only():
     path = ingested(corpus_file("vecadd-2026.sqlite"))
     con = duckdb.connect(str(path), read_only=True)
     assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 4
-    assert {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()} == set(NSYS_TABLES)
+    assert {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()} == \
+        set(NSYS_TABLES) | set(DERIVED_TABLES)
     con.close()
 
 

@@ -115,7 +115,7 @@ def _check(result: dict, expected: dict) -> None:
 def test_comm002_on_corpus_multi_rank_exports_matches_the_oracle(names):
     paths = [ingested(corpus_file(n)) for n in names]
     expected = oracle([_nccl_rows(p) for p in paths], 100_000)
-    _check(analyze(paths, rules=["COMM002"]), expected)
+    _check(analyze(paths, rules=["COMM002"], window="all"), expected)  # the whole reports, as the oracle
 
 
 def test_six_ranks_on_absolute_clocks_do_not_overflow(tmp_path):
@@ -130,8 +130,69 @@ def test_six_ranks_on_absolute_clocks_do_not_overflow(tmp_path):
                                 kernels=[kernel(t, t + 50_000, pid=p, device=d, name=n, category="nccl")
                                          for p, d, n, t in rows]))
         parts.append((session, rows))
-    result = analyze(paths, rules=["COMM002"])
+    result = analyze(paths, rules=["COMM002"], window="all")  # the whole reports, as the oracle
     assert {r["id"]: r["status"] for r in result["rules"]} == {"COMM002": "ok"}
     _check(result, oracle(parts, 100_000))
     (f,) = result["findings"]
     assert f["rank"] == 4 and f["evidence"][0]["start_ns"] < 10**9  # evidence stays on the report's own clock
+
+
+# ----------------------------------------------------------------------------- COMM002 in the analysis window
+
+def _windowed_rows(path: Path, lo: int, hi: int) -> tuple[int, list[tuple[int, int, str, int]]]:
+    """The NCCL kernels of the collective instances (numbered over the whole report, per pid and name) that
+    lie in [lo, hi), by plain Python on the rows; each instance keeps its number through a name suffix, so
+    that the oracle matches the same kernels whatever the window."""
+    start, rows = _nccl_rows(path)
+    t = Trace(path, path.name)
+    try:
+        ends = dict(((r[0], r[3]), r[4]) for r in t.sql(
+            "SELECT pid, device, name, start_ns, end_ns FROM kernels WHERE category = 'nccl'"))
+    finally:
+        t.close()
+    seen: dict[tuple[int, str], int] = defaultdict(int)
+    out = []
+    for pid, dev, name, s in rows:
+        k = seen[(pid, name)]
+        seen[(pid, name)] += 1
+        inside = s < hi and (s >= lo or ends[(pid, s)] > lo)
+        out.append((pid, dev, f"{name}#{k}", s, inside))
+    return start, out
+
+
+def test_comm002_counts_only_the_collectives_in_the_window(tmp_path):
+    """A straggler planted outside the window (pid 145 delayed 2 ms at the first half's collectives) is
+    seen over the whole report and not in a window on the second half, where the result is the oracle's
+    over the instances every participant has inside the window."""
+    from tests.analysis.planting import copy_export, sqlite_rw
+
+    src = copy_export(corpus_file(TORCHRUN), tmp_path / "t.sqlite")
+    con = sqlite_rw(src)
+    nccl = con.execute("""SELECT k.rowid, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+                          WHERE s.value LIKE 'ncclDevKernel%' AND (k.globalPid >> 24) & 16777215 = 145
+                          ORDER BY k.start""").fetchall()
+    cut = nccl[len(nccl) // 2][1]   # the window starts at pid 145's 17th collective
+    with con:
+        for rowid, _ in nccl[:len(nccl) // 2]:
+            con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 2000000, "end" = "end" + 2000000 '
+                        "WHERE rowid = ?", [rowid])
+    con.close()
+    path = ingested(src)
+    hi = 10**12
+    whole = analyze([path], rules=["COMM002"], window="all")
+    (f_all,) = whole["findings"]
+    assert "pid 145" in f_all["title"] and f_all["matched_collectives"] == 33
+    windowed = analyze([path], rules=["COMM002"], window=f"time:{cut}ns-{hi}ns")
+    start, rows = _windowed_rows(path, cut, hi)
+    keep = {(r[2]) for r in rows if r[4]}
+    both = {n for n in keep if sum(1 for r in rows if r[2] == n and r[4]) == 2}
+    assert 0 < len(both) < 33
+    expected = oracle([(start, [r[:4] for r in rows if r[2] in both])], 100_000)
+    if not any(p["times_last"] for p in expected["per"].values()):
+        assert windowed["findings"] == []  # no skew left in the window: no straggler to name
+    else:
+        _check(windowed, expected)
+        assert windowed["findings"][0]["impact_ns"] < f_all["impact_ns"]
+    # The planted skews all lie before the window: only the unplanted instances are shown.
+    assert all(e["detail"]["instance"] >= len(nccl) // 2 for f in windowed["findings"] for e in f["evidence"])
+    assert any(e["detail"]["instance"] < len(nccl) // 2 for e in f_all["evidence"])  # the whole report: planted ones too

@@ -158,3 +158,24 @@ def test_analyze_text_on_steps_without_gpu_time():
     assert proc.returncode == 0, proc.stderr
     assert "iterations: 188 x NVTX '3D_backbone'" in proc.stdout and "no GPU time" in proc.stdout
     assert "wall median 16.001 ms" in proc.stdout
+
+
+def test_analyze_text_says_per_step_on_a_loop_window():
+    """On the steady window of a loop, a finding's impact reads per step (its total over the window's
+    steps beside it), the step-time distribution is shown and the slowest steps name their cause."""
+    src = corpus_file("cupy-power-iteration.sqlite")
+    result = json.loads(goodput("analyze", "--format", "json", "--quiet", str(src)).stdout)
+    text = goodput("analyze", "--quiet", str(src)).stdout
+    gpu = next(f for f in result["findings"] if f["rule_id"] == "GPU001")
+    n = gpu["steps_in_window"]
+    assert n == result["reports"][0]["iterations"]["anatomy"]["steady_count"] > 1
+    assert gpu["impact_per_step_ns"] == round(gpu["impact_ns"] / n)
+    per_step = f"{gpu['impact_per_step_ns'] / 1e6:,.3f} ms per step ({gpu['impact_pct']:.1f}%)"
+    assert f"GPU001 {per_step} [steady, {n} steps: {gpu['impact_ns'] / 1e6:,.3f} ms]" in text
+    dist = result["reports"][0]["iterations"]["iteration_time"]
+    assert f"step time: p10 {dist['p10_ns'] / 1e6:,.3f} ms, median {dist['median_ns'] / 1e6:,.3f} ms" in text
+    slow = result["reports"][0]["iterations"]["anatomy"]["slowest_steps"][0]
+    assert f"slow step {slow['index']}: " in text and slow["cause"] in text
+    # The whole report is no loop stretch: totals, no "per step" on the findings.
+    whole = goodput("analyze", "--window", "all", "--quiet", str(src)).stdout
+    assert "ms per step (" not in whole and "GPU001 " in whole

@@ -278,3 +278,32 @@ def test_run_page_window_form_reanalyzes(client, db, settings, ingested) -> None
     summary = db.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.report_id.is_not(None)))
     assert summary.data["window"]["phase"] == "all"
     assert 'name="window" value="all"' in client.get(f"/runs/{run_id}").get_data(as_text=True)
+
+
+def test_run_page_iterations_and_per_step_impacts(client, db, settings, ingested) -> None:
+    """Issue #11: the run page's iteration section (step-time distribution, the slowest steps with the rule
+    owning their extra time) and the findings' impact per step on the steady window."""
+    import re
+
+    from app.web.filters import fmt_ns
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("cupy-power-iteration.sqlite")], job="loop")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    report = db.scalar(sa.select(Report).where(Report.run_id == run_id))
+    data = db.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.report_id == report.id)).data
+    it, ana = data["iterations"], data["iterations"]["anatomy"]
+    section = html[html.index('<div id="iterations">'):html.index("Findings, ranked by impact")]
+    for q, key in (("p10", "p10_ns"), ("median", "median_ns"), ("p90", "p90_ns"), ("p99", "p99_ns")):
+        assert f'data-q="{q}" data-ns="{it["iteration_time"][key]}">{fmt_ns(it["iteration_time"][key])}<' in section
+    slow = ana["slowest_steps"]
+    assert slow and section.count('<tr data-index="') == len(slow)
+    top = slow[0]
+    assert f'<tr data-index="{top["index"]}"><td class="num">{top["index"]}</td><td class="num">{fmt_ns(top["ns"])}</td>' in section
+    assert top["owner"] == "GPU001" and '#rule-GPU001"><code>GPU001</code></a>' in section
+    assert f"{ana['steady_count']} in the analysis window" in section
+    findings = list(db.scalars(sa.select(Finding).where(Finding.run_id == run_id)))
+    gpu = next(f for f in findings if f.rule_id == "GPU001")
+    per_step, n = gpu.extra["impact_per_step_ns"], gpu.extra["steps_in_window"]
+    assert n == ana["steady_count"] and per_step == round(gpu.impact_ns / n)
+    assert re.search(rf'title="{re.escape(fmt_ns(gpu.impact_ns))} over the {n} steps of the window">'
+                     rf"{re.escape(fmt_ns(per_step))} per step</span>", html)

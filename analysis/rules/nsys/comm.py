@@ -19,6 +19,15 @@ def _who(trace: Trace, pid: int, n_reports: int) -> str:
     return f"pid {pid}" if n_reports == 1 else f"{Path(trace.label).name} pid {pid}"
 
 
+def _in_window(trace: Trace) -> str:
+    """SQL predicate over a kernels row: it is in ``trace``'s analysis window (overlaps it, or a zero-length
+    row starts in it; ``Trace.windowed``'s rule). TRUE without a window."""
+    if trace.window is None:
+        return "TRUE"
+    lo, hi = (int(v) for v in trace.window)
+    return f"(start_ns < {hi} AND (start_ns >= {lo} OR end_ns > {lo}))"
+
+
 def _has_nccl(trace: Trace) -> bool:
     return trace.scalar("SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
 
@@ -98,7 +107,10 @@ class Stragglers(Rule):
     reports; each is named by the rank in its report's metadata (never the order of files), or by the
     report and pid when several ranks share one file. Collective instances are matched by kernel name
     and order of occurrence (the communicator's issue order), on the run's time base (each
-    report's times plus its session start's distance from the earliest one, ``Run.offsets``). Per instance the arrival skew is the last start minus the first;
+    report's times plus its session start's distance from the earliest one, ``Run.offsets``). Only
+    instances inside the analysis window count: every participant's kernel of the instance lies in its
+    report's window (occurrences are numbered over the whole reports, so the matching does not depend
+    on the window). Per instance the arrival skew is the last start minus the first;
     instances with a skew of at least ``min_skew_us`` count. The straggler is the participant that
     arrives last most often. Impact: the summed skew of the instances where it is last (the wall time
     the job would save if it arrived with the others).
@@ -122,8 +134,11 @@ class Stragglers(Rule):
         if offsets is None:
             raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
         # Times in HUGEINT: the aligned times of any clock (even ~2^62) and their differences cannot overflow.
+        # The run's connection reads the files themselves: each report's analysis window is applied here
+        # (``inw``: the kernel lies in the window as ``Trace.windowed`` defines it). Occurrences are numbered
+        # over the whole reports, so that the matching is the same whatever the window.
         parts = " UNION ALL ".join(
-            f"SELECT {i} AS part, pid, device, name, start_ns::HUGEINT + {int(off)} AS t "  # noqa: S608 - ints, r<i>
+            f"SELECT {i} AS part, pid, device, name, start_ns::HUGEINT + {int(off)} AS t, {_in_window(t)} AS inw "  # noqa: S608 - ints, r<i>
             f"FROM {ctx.run.alias(t)}.kernels WHERE category = 'nccl' AND start_ns IS NOT NULL"
             for i, (t, off) in enumerate(zip(traces, offsets, strict=True)))
         min_skew = {"min_skew_ns": int(ctx.params["min_skew_us"] * 1000)}

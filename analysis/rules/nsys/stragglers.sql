@@ -1,19 +1,21 @@
 -- Collective instances matched across participants by (kernel name, occurrence), on the run's time base.
 -- Three statements, separated by the marker line below, run in order on the run's connection:
 -- the complete instances, then one row per instance, then one row per participant.
--- {parts} is the union of each participant report's NCCL kernels (part, pid, device, name, t), t in HUGEINT
+-- {parts} is the union of each participant report's NCCL kernels (part, pid, device, name, t, inw), t in HUGEINT
 -- (session-relative time + the report's offset); every sum below is of differences, never of times.
 CREATE OR REPLACE TEMP TABLE _gp_comm_inst AS
 WITH p AS ({parts}),
 inst AS (
-    SELECT part, pid, device, name, t,
+    SELECT part, pid, device, name, t, inw,
            ROW_NUMBER() OVER (PARTITION BY part, pid, name ORDER BY t) AS k
     FROM p
 ),
 n AS (SELECT COUNT(*) AS n FROM (SELECT DISTINCT part, pid FROM p)),
 complete AS (
-    -- Only instances every participant reached can be compared.
-    SELECT name, k FROM inst GROUP BY name, k HAVING COUNT(*) = (SELECT n FROM n)
+    -- Only instances every participant reached can be compared, and only those inside the analysis window
+    -- (every participant's kernel of the instance in its report's window; occurrences are numbered over
+    -- the whole reports, so the window never changes which kernels are matched).
+    SELECT name, k FROM inst GROUP BY name, k HAVING COUNT(*) = (SELECT n FROM n) AND BOOL_AND(inw)
 )
 SELECT i.*, MAX(i.t) OVER (PARTITION BY i.name, i.k) AS last_t
 FROM inst i SEMI JOIN complete c ON c.name = i.name AND c.k = i.k;
