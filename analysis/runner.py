@@ -42,12 +42,14 @@ def _anatomy(t: Trace, v: Trace, info: PhaseInfo, all_params: Mapping[str, Mappi
     if not len(loop) or not v.has_rows("kernels"):
         return None
     cols = records_of.stored(t, loop)
+    unit: tuple[int | None, int | None] | None
     if cols is not None:
-        unit = tuple(None if int(c[0]) == -1 else int(c[0]) for c in (cols["pid"], cols["device"]))
+        pid, device = (None if int(c[0]) == -1 else int(c[0]) for c in (cols["pid"], cols["device"]))
+        unit = (pid, device)
     else:
         unit = records_of.record_unit(t, loop)
         cols = records_of.compute(unit_ops(v), loop, unit)
-    return anatomy(v, loop, all_params, cols, unit)  # type: ignore[arg-type]
+    return anatomy(v, loop, all_params, cols, unit)
 
 
 def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> dict[str, Any]:
