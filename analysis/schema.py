@@ -21,7 +21,7 @@ Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they we
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2  # 2: cpu_samples
+SCHEMA_VERSION = 3  # 2: cpu_samples; 3: nccl_calls
 
 # Decoded vocabularies (the values the readers write into VARCHAR columns).
 KERNEL_CATEGORIES = ("compute", "nccl")
@@ -162,6 +162,15 @@ NSYS_TABLES: dict[str, str] = {
         cpu INTEGER,               -- the CPU the thread ran on
         function VARCHAR,          -- the leaf (innermost, stack depth 0) function of the call chain; NULL if none
         module VARCHAR             -- its module (shared object or executable)
+    """,
+    "nccl_calls": """
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        name VARCHAR,              -- the NCCL API call's NVTX range, e.g. 'ncclAllReduce', 'ncclSend'
+        bytes BIGINT,              -- its payload's 'Message size [bytes]'; NULL when the export has none
+        nranks INTEGER             -- a communicator-init call's 'No. of ranks'; NULL otherwise
     """,
     "overhead": """
         pid INTEGER,

@@ -46,7 +46,11 @@ SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
        core="start end"),
     _t("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "start end globalPid syncType",
        "deviceId contextId streamId correlationId eventId", core="start end"),
-    _t("NVTX_EVENTS", "start eventType globalTid", "end text textId domainId", texts="text", core="start eventType"),
+    _t("NVTX_EVENTS", "start eventType globalTid", "end text textId domainId jsonText binaryData",
+       texts="text jsonText binaryData", core="start eventType"),
+    # NVTX extended payloads (nsys >= 2024.5 writes the schemas; NCCL >= 2.17 registers them): where in an
+    # event's binary payload each named field lies. Read only for NCCL's message sizes and rank counts.
+    _t("NVTX_PAYLOAD_SCHEMA_ENTRIES", "domainId schemaId idx name", "offset", texts="name"),
     _t("OSRT_API", "start end globalTid nameId", core="start end"),
     # CPU sampling (nsys profile --sample=cpu): one row per sample, its call chain one row per frame.
     _t("COMPOSITE_EVENTS", "id start globalTid", "cpu"),
