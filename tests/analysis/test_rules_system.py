@@ -191,3 +191,90 @@ def test_system_rules_on_sparse_rows(tmp_path) -> None:
     (f,) = [x for x in result["findings"] if x["rule_id"] == "MEM005"]
     assert f["directions"]["HtoD"]["bytes"] == 0 and f["directions"]["HtoD"]["gbps"] == 0.0
     assert f["devices"][0]["memory_only_ns"] == 10 * ms
+
+
+# ----------------------------------------------------------------------------- COMM003
+
+def _comm003(paths, **thresholds) -> dict:
+    return analyze(paths, rules=["COMM003"], window="all",
+                   thresholds={f"COMM003.{k}": v for k, v in thresholds.items()})
+
+
+def test_comm003_skipped_without_sizes_names_what_to_collect() -> None:
+    """The NCCL exports of the corpus have payload schemas but no payload values: skipped, saying how to get them."""
+    for short in ("nccl-ring-2node-r0-ault43.sqlite", "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"):
+        (status,) = _comm003([ingested(corpus_file(short))])["rules"]
+        assert status["status"] == "skipped"
+        assert "--trace=cuda,nvtx" in status["reason"] and "--include-blobs" in status["reason"]
+    # No NCCL at all: nothing to check, not a skip.
+    (status,) = _comm003([ingested(corpus_file("vecadd-2026.sqlite"))])["rules"]
+    assert status["status"] == "ok" and status["findings"] == 0
+
+
+def test_comm003_sizes_and_bandwidth_match_raw_sql(tmp_path) -> None:
+    """Bytes, time and bus bandwidth of the planted AllReduce equal direct SQL on the raw export; n comes from
+    the planted ncclCommInitRank payload (its 'No. of ranks' entry at offset 4)."""
+    from tests.analysis.rule_cases_system import COMM003_RING, plant_nccl_sizes
+
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    plant_nccl_sizes(src, COMM003_RING, nranks=2)
+    from analysis.api import ingest
+
+    ingest(src, tmp_path / "a.duckdb")
+    (f,) = _comm003([tmp_path / "a.duckdb"], link_peak_gbps=25.0)["findings"]
+    ((dur, name),) = _raw("nccl-ring-2node-r0-ault43.sqlite", """
+        SELECT k."end" - k.start, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName""")
+    (g,) = f["groups"]
+    assert (g["op"], g["algorithm"], g["protocol"]) == ("AllReduce", "RING", "LL") and "RING_LL" in name
+    assert (g["count"], g["bytes"], g["time_ns"]) == (1, 2 * 2**20, dur)
+    # n = 2: busBw = algBw x 2(n-1)/n = algBw.
+    assert g["alg_gbps"] == pytest.approx(2 * 2**20 / dur, abs=1e-6)
+    assert g["bus_gbps"] == pytest.approx(2 * 2**20 / dur, abs=1e-6)
+    assert f["ranks_n"] == 2 and "communicator-init" in f["ranks_source"]
+    assert g["peak_gbps"] == 25.0 and g["efficiency_pct"] == pytest.approx(100 * 2 * 2**20 / dur / 25.0, abs=1e-3)
+    assert f["evidence"][0]["detail"]["bytes"] == 2 * 2**20
+    # Without a given peak: the 3090 (compute capability 8.6, no NVLink record) is held against PCIe Gen4.
+    (f,) = _comm003([tmp_path / "a.duckdb"])["findings"]
+    assert f["groups"][0]["peak_gbps"] == 31.5
+
+
+def test_comm003_reads_json_payloads(tmp_path) -> None:
+    """Fixture built from the documented schema, since no corpus export was exported with JSON payloads:
+    jsonText holds the payload as an object keyed by the schema entries' names (NVTX_PAYLOAD_SCHEMA_ENTRIES.name),
+    here 'Message size [bytes]' of NCCL's AllReduce schema and 'No. of ranks' of its comm-init schema."""
+    import json
+
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    con = sqlite3.connect(src)
+    with con:
+        for name, payload in (("ncclAllReduce", {"Message size [bytes]": 3 * 2**20, "Reduction operation": 0}),
+                              ("ncclCommInitRank", {"Rank": 0, "No. of ranks": 4, "CUDA device": 0})):
+            con.execute("""UPDATE NVTX_EVENTS SET jsonText = ? WHERE textId IN
+                           (SELECT id FROM StringIds WHERE value = ?)""", [json.dumps(payload), name])
+    con.close()
+    from analysis.api import ingest
+    import duckdb
+
+    ingest(src, tmp_path / "a.duckdb")
+    rows = duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True).execute(
+        "SELECT name, bytes, nranks FROM nccl_calls ORDER BY start_ns").fetchall()
+    assert rows == [("ncclCommInitRank", None, 4), ("ncclAllReduce", 3 * 2**20, None)]
+    (f,) = _comm003([tmp_path / "a.duckdb"], link_peak_gbps=25.0)["findings"]
+    ((dur,),) = _raw("nccl-ring-2node-r0-ault43.sqlite", 'SELECT "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    # n = 4: busBw = algBw x 2 x 3 / 4.
+    assert f["groups"][0]["bus_gbps"] == pytest.approx(3 * 2**20 / dur * 1.5, abs=1e-6)
+
+
+def test_comm003_garbage_payload_is_no_size(tmp_path) -> None:
+    """A payload too short for the field, or JSON without it, gives no size: skipped, and the ingest is fine."""
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    con = sqlite3.connect(src)
+    with con:
+        con.execute("""UPDATE NVTX_EVENTS SET binaryData = ?, jsonText = '{"x": 1}' WHERE textId IN
+                       (SELECT id FROM StringIds WHERE value = 'ncclAllReduce')""", [b"\xff\x00\x01"])
+    con.close()
+    from analysis.api import ingest
+
+    ingest(src, tmp_path / "a.duckdb")
+    (status,) = _comm003([tmp_path / "a.duckdb"])["rules"]
+    assert status["status"] == "skipped"

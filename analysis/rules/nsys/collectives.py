@@ -110,7 +110,8 @@ class CollectiveBandwidth(Rule):
         across: dict[tuple, list[dict]] = {}
         for label, (groups, _) in per.items():
             for g in groups:
-                across.setdefault(g["key"], []).append({"report": label, "bus_gbps": g["bus_gbps"]})
+                across.setdefault(g["key"], []).append({"report": label, "device": g["device"],
+                                                        "bus_gbps": g["bus_gbps"]})
         out = []
         for t in sized:
             f = self._finding(t, *per[t.label], across, params)
