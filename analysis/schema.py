@@ -21,7 +21,7 @@ Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they we
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3  # 2: cpu_samples; 3: nccl_calls
+SCHEMA_VERSION = 3  # 2: cpu_samples; 3: nccl_calls, gpu_metrics, nic_metrics
 
 # Decoded vocabularies (the values the readers write into VARCHAR columns).
 KERNEL_CATEGORIES = ("compute", "nccl")
@@ -171,6 +171,21 @@ NSYS_TABLES: dict[str, str] = {
         name VARCHAR,              -- the NCCL API call's NVTX range, e.g. 'ncclAllReduce', 'ncclSend'
         bytes BIGINT,              -- its payload's 'Message size [bytes]'; NULL when the export has none
         nranks INTEGER             -- a communicator-init call's 'No. of ranks'; NULL otherwise
+    """,
+    "gpu_metrics": """
+        source VARCHAR,            -- what was sampled, as the export names it (TARGET_INFO_GPU_METRICS.typeName)
+        metric VARCHAR,            -- e.g. 'PCIe RX Throughput [Throughput %]', 'SMs Active [Throughput %]'
+        start_ns BIGINT,           -- the sample's time
+        value DOUBLE
+    """,
+    "nic_metrics": """
+        nic VARCHAR,               -- the NIC's name (TARGET_INFO_NIC_INFO), else its id
+        port INTEGER,
+        metric VARCHAR,            -- TARGET_INFO_NETWORK_METRICS.name, e.g. 'Bytes received'
+        unit VARCHAR,
+        start_ns BIGINT,           -- the counter's interval
+        end_ns BIGINT,
+        value DOUBLE
     """,
     "overhead": """
         pid INTEGER,

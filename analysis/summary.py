@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from analysis.system_metrics import system_metrics
 from analysis.trace import Trace
 
 COUNTED = ("kernels", "memcpy", "memset", "cuda_api", "nvtx")
@@ -80,7 +81,7 @@ def nsys_report_info(trace: Trace) -> dict[str, Any]:
     copies = trace.sql("""
         SELECT copy_kind, count(*), COALESCE(sum(bytes), 0), sum(end_ns - start_ns)
         FROM memcpy GROUP BY 1 ORDER BY 3 DESC, 1""") if has_m else []
-    return {
+    info = {
         "file": trace.label,
         "tool": "nsys",
         "tool_version": meta.get("tool_version"),
@@ -100,6 +101,10 @@ def nsys_report_info(trace: Trace) -> dict[str, Any]:
         "memcpy_by_kind": [{"kind": k, "count": c, "bytes": int(b), "total_ns": int(t)} for k, c, b, t in copies],
         "degraded": degraded(meta),
     }
+    metrics = system_metrics(trace)
+    if metrics is not None:  # only exports with GPU or NIC metrics (none in the corpus) carry the key
+        info["system_metrics"] = metrics
+    return info
 
 
 def degraded(meta: dict[str, str]) -> list[dict[str, Any]]:

@@ -171,6 +171,7 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
 
     if "COMPOSITE_EVENTS" in t:
         out.append(("cpu_samples", _cpu_samples(info)))
+    out.extend(_system_metrics(info))
 
     if "ThreadNames" in t:
         out.append(("threads", f"""
@@ -180,6 +181,53 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
     if "PROCESSES" in t:
         out.append(("processes", f'INSERT INTO processes SELECT p."pid", p."name" FROM {_src("PROCESSES")} p'))
     out.extend(_devices(info))
+    return out
+
+
+def _system_metrics(info: ExportInfo) -> list[tuple[str, str]]:
+    """GPU metrics samples and NIC counters, with their names resolved (empty when not collected)."""
+    t, off = info.tables, info.time_offset_ns
+    out: list[tuple[str, str]] = []
+    if "GPU_METRICS" in t:
+        g = _Cols(info, "GPU_METRICS", "g")
+        if "TARGET_INFO_GPU_METRICS" in t:
+            n = _Cols(info, "TARGET_INFO_GPU_METRICS", "n")
+            # One name per (typeId, metricId): the table lists each pair once, but never trust that.
+            names = (f"""LEFT JOIN (SELECT "typeId" AS type_id, "metricId" AS metric_id,
+                                           any_value({n("typeName")}) AS source, any_value("metricName") AS metric
+                                    FROM {_src("TARGET_INFO_GPU_METRICS")} n GROUP BY ALL) n
+                         ON n.type_id = g."typeId" AND n.metric_id = g."metricId" """)
+            source, metric = "COALESCE(n.source, 'type ' || g.\"typeId\")", "COALESCE(n.metric, 'metric ' || g.\"metricId\")"
+        else:
+            names = ""
+            source, metric = "'type ' || g.\"typeId\"", "'metric ' || g.\"metricId\""
+        out.append(("gpu_metrics", f"""
+            INSERT INTO gpu_metrics
+            SELECT {source}, {metric}, {_time('g."timestamp"', off)}, {g("value", "DOUBLE")}
+            FROM {_src("GPU_METRICS")} g {names}"""))
+    if "NET_NIC_METRIC" in t:
+        m = _Cols(info, "NET_NIC_METRIC", "m")
+        joins, nic = "", "'nic ' || m.\"globalId\""
+        if "NIC_ID_MAP" in t:
+            joins += (f'LEFT JOIN (SELECT "globalId" AS gid, any_value("nicId") AS nic_id FROM {_src("NIC_ID_MAP")} '
+                      'GROUP BY ALL) i ON i.gid = m."globalId" ')
+            nic = "'nic ' || COALESCE(i.nic_id, m.\"globalId\")"
+            if "TARGET_INFO_NIC_INFO" in t:
+                joins += (f'LEFT JOIN (SELECT "nicId" AS nic_id, any_value("name") AS name '
+                          f'FROM {_src("TARGET_INFO_NIC_INFO")} GROUP BY ALL) ni ON ni.nic_id = i.nic_id ')
+                nic = f"COALESCE(ni.name, {nic})"
+        metric, unit = "'metric ' || m.\"metricsIdx\"", "NULL"
+        if "TARGET_INFO_NETWORK_METRICS" in t:
+            w = _Cols(info, "TARGET_INFO_NETWORK_METRICS", "w")
+            joins += (f'LEFT JOIN (SELECT "metricsListId" AS list_id, "metricsIdx" AS idx, any_value("name") AS name, '
+                      f'any_value({w("unit")}) AS unit FROM {_src("TARGET_INFO_NETWORK_METRICS")} w GROUP BY ALL) w '
+                      'ON w.list_id = m."metricsListId" AND w.idx = m."metricsIdx" ')
+            metric, unit = f"COALESCE(w.name, {metric})", "w.unit"
+        out.append(("nic_metrics", f"""
+            INSERT INTO nic_metrics
+            SELECT {nic}, {m("portId")}, {metric}, {unit}, {_time('m."start"', off)}, {_time('m."end"', off)},
+                   {m("value", "DOUBLE")}
+            FROM {_src("NET_NIC_METRIC")} m {joins}"""))
     return out
 
 

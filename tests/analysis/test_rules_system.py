@@ -252,8 +252,9 @@ def test_comm003_reads_json_payloads(tmp_path) -> None:
             con.execute("""UPDATE NVTX_EVENTS SET jsonText = ? WHERE textId IN
                            (SELECT id FROM StringIds WHERE value = ?)""", [json.dumps(payload), name])
     con.close()
-    from analysis.api import ingest
     import duckdb
+
+    from analysis.api import ingest
 
     ingest(src, tmp_path / "a.duckdb")
     rows = duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True).execute(
