@@ -33,6 +33,8 @@ EXPECTED = [
     ("COMM003 collective bandwidth joins the rules (#14)",
      r'^\.rules\[id=COMM003\]: added \{"id": "COMM003", "status": "(ok", "reason": null, "findings": 0|skipped", '
      r'"reason": "no (NCCL message sizes|report has rows)).*'),
+    ("gap rules show where the host CPU was in their gaps (HOST002's samples; #14)",
+     r"^\.findings\[\d+\]\.host_functions: added .*@(GPU001|SYNC001|HOST001)$"),
 ]
 
 

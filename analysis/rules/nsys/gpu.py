@@ -18,6 +18,7 @@ from analysis.rules.nsys.gaps import (
     owned,
     ownership_params,
 )
+from analysis.rules.nsys.hostcpu import functions_in
 from analysis.trace import Run, Trace
 
 # GPU001's gaps whose launching threads sat in OS runtime calls are HOST001's (analysis.rules.nsys.host).
@@ -61,6 +62,10 @@ class IdleGaps(Rule):
     calls, NCCL communicator set-up ranges) covers at least half of it, the cause is ``setup`` (never
     data loading). Impact: the total gap time.
 
+    Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
+    lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
+    samples, most sampled first), so the finding says where the host was.
+
     *Advice*: depends on the dominant cause: overlap host I/O with GPU work, allocate memory once, or
     find the host work (data loading, Python) with NVTX ranges and move it off the critical path.
     """
@@ -81,7 +86,10 @@ class IdleGaps(Rule):
         tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
         cands: list[tuple[int | None, int | None, int, int, int, str]] = []
+        mine_gaps: list[tuple[int | None, np.ndarray, np.ndarray]] = []
         for pid, parts, gs, ge, codes in owned_gap_causes(trace, units, OWNER_CODES[self.id]):
+            keep = codes != HOST001_CAUSE
+            mine_gaps.append((pid, gs[keep], ge[keep]))
             for c, name in enumerate(CAUSE_CODES):
                 sel = codes == c
                 if sel.any() and c != HOST001_CAUSE:
@@ -120,8 +128,14 @@ class IdleGaps(Rule):
             impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
             extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
-                   "main_cause": main},
+                   "main_cause": main, **_host(trace, mine_gaps)},
         )]
+
+
+def _host(trace: Trace, gaps: list) -> dict:
+    """``host_functions``: where the launching threads' CPU was in these gaps (HOST002's samples), if sampled."""
+    found = functions_in(trace, gaps)
+    return {"host_functions": found} if found else {}
 
 
 class LowUtilization(Rule):
