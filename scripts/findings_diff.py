@@ -35,6 +35,8 @@ EXPECTED = [
      r'"reason": "no (NCCL message sizes|report has rows)).*'),
     ("gap rules show where the host CPU was in their gaps (HOST002's samples; #14)",
      r"^\.findings\[\d+\]\.host_functions: added .*@(GPU001|SYNC001|HOST001)$"),
+    ("kernel dominance in the report summary (#14)",
+     r"^\.reports\[\d+\]\.(dominant_kernel: added .*|top_kernels\[\d+\]\.share_pct: added .*)$"),
 ]
 
 
