@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Skip, Threshold
+from analysis.rules.base import Rule, RuleContext, Skip, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.rules.nsys.links import collective_peak
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 # NCCL's bus-bandwidth factors (nccl-tests, doc/PERFORMANCE.md): busBw = algBw * factor(n).
 BUS_FACTOR_SQL = """CASE op WHEN 'AllReduce' THEN 2.0 * (n - 1) / n
@@ -34,7 +34,7 @@ def _size_class(log2: int) -> str:
     return f"{fmt(2**log2)}-{fmt(2**(log2 + 1))}"
 
 
-def _ranks(trace: Trace, run: Run, nccl_traces: list[Trace]) -> tuple[int, str]:
+def _ranks(trace: Trace, nccl_traces: list[Trace]) -> tuple[int, str]:
     """The communicator size: NCCL's own payload, else the job's world size, else the participants seen."""
     n = trace.scalar("SELECT max(nranks) FROM nccl_calls WHERE nranks > 0")
     if n:
@@ -93,7 +93,8 @@ class CollectiveBandwidth(Rule):
     }
     summary = "Collective algorithm and bus bandwidth per kind and size, against the link peak"
 
-    def check(self, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
+        run, params = ctx.run, ctx.params
         traces = [t for t in self.applicable(run)
                   if t.scalar("SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None]
         if not traces:
@@ -105,7 +106,7 @@ class CollectiveBandwidth(Rule):
         inter_node = len(hosts) > 1
         per = {}
         for t in sized:
-            per[t.label] = self._groups(t, run, traces, inter_node, params)
+            per[t.label] = self._groups(t, traces, inter_node, params)
         # Cross-rank comparison: the same (op, algorithm, protocol, size class) on every report.
         across: dict[tuple, list[dict]] = {}
         for label, (groups, _) in per.items():
@@ -119,9 +120,9 @@ class CollectiveBandwidth(Rule):
                 out.append(f)
         return out
 
-    def _groups(self, trace: Trace, run: Run, traces: list[Trace], inter_node: bool,
+    def _groups(self, trace: Trace, traces: list[Trace], inter_node: bool,
                 params: Mapping[str, float]) -> tuple[list[dict], dict]:
-        n, n_source = _ranks(trace, run, traces)
+        n, n_source = _ranks(trace, traces)
         given = params["link_peak_gbps"]
         try:
             for stmt in load_sql("collectives.sql").split(";\n"):

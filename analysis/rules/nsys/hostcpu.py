@@ -9,7 +9,7 @@ from itertools import groupby
 import numpy as np
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import launchers
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNER_CODES, owned
@@ -95,13 +95,13 @@ class HostCpuSamples(Rule):
             return SKIP
         return super().missing(run)
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        att = attribute(trace, self.all_params, params["min_gap_us"])
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        att = attribute(trace, ctx.all_params, ctx.params["min_gap_us"])
         if att is None:
             return []
         by_fn, by_owner, gaps, total, n_in = (att["by_fn"], att["by_owner"], att["gaps"], att["total"],
                                               att["samples"])
-        if n_in < params["min_samples"] or total < params["min_idle_us"] * 1000:
+        if n_in < ctx.params["min_samples"] or total < ctx.params["min_idle_us"] * 1000:
             return []
         funcs = sorted(by_fn.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
         main, (main_n, _) = funcs[0]

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.trace import Run, Trace
 
@@ -126,13 +125,13 @@ class TensorCoresIdle(Rule):
     }
     summary = "GEMMs and convolutions on FP32 CUDA cores while tensor cores idle"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         by_naming = simt_fp32_names(trace)
         names, measured = list(by_naming), {}
-        if run.of_tool("ncu"):
+        if ctx.run.of_tool("ncu"):
             verdicts = self.__dict__.get("_verdicts")
             if verdicts is None:  # once per rule run, not once per nsys report
-                verdicts = self.__dict__["_verdicts"] = ncu_pipe_verdicts(run)
+                verdicts = self.__dict__["_verdicts"] = ncu_pipe_verdicts(ctx.run)
             distinct = [r[0] for r in trace.sql("SELECT DISTINCT name FROM kernels WHERE category = 'compute' "
                                                 "AND name IS NOT NULL")]
             short = dict(trace.sql("SELECT name, any_value(short_name) FROM kernels WHERE category = 'compute' "
@@ -159,7 +158,7 @@ class TensorCoresIdle(Rule):
         compute = int(trace.scalar("SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM kernels "
                                    "WHERE category = 'compute' AND end_ns >= start_ns") or 0)
         share = pct(total, compute)
-        if not rows or share is None or share < params["min_share_pct"] or total < params["min_time_us"] * 1000:
+        if not rows or share is None or share < ctx.params["min_share_pct"] or total < ctx.params["min_time_us"] * 1000:
             return []
         cc = trace.sql("SELECT MIN(cc_major) FROM devices WHERE cc_major IS NOT NULL")[0][0]
         top = trace.sql(f"""
