@@ -22,7 +22,8 @@ SIZE_SCALE_SQL = "CASE WHEN op IN ('AllGather', 'ReduceScatter') THEN n ELSE 1 E
 
 HOW_TO_COLLECT = ("no NCCL message sizes in this export: profile NCCL >= 2.17 with nsys --trace=cuda,nvtx "
                   "(NCCL's NVTX ranges carry the size in an extended payload) and export with the payloads "
-                  "(nsys export --include-blobs=true or --include-json=true)")
+                  "(nsys export --include-blobs=true or --include-json=true; an export made without them says "
+                  "EXPORT_PARAM_INCLUDE_BLOBS=false in META_DATA_EXPORT)")
 
 
 def _size_class(log2: int) -> str:
@@ -62,7 +63,8 @@ class CollectiveBandwidth(Rule):
     nccl-tests): algBw = size / kernel time, where size is the whole buffer (the payload times n for
     AllGather and ReduceScatter), and busBw = algBw x 2(n-1)/n for AllReduce, x (n-1)/n for AllGather,
     ReduceScatter and AllToAll, x 1 for Broadcast, Reduce and Send/Recv; n is the communicator size
-    (NCCL's ``ncclCommInitRank`` payload, else the job's world size, else the ranks seen in the run).
+    (the largest ``No. of ranks`` of NCCL's communicator-init payloads, else the job's world size, else
+    the ranks seen in the run; a job with communicators of several sizes is held to the largest).
     Kernels are grouped by collective, algorithm and protocol (from the kernel name, e.g. ``RING_LL``)
     and size class (powers of two). A group of messages of at least ``min_bytes`` whose bus bandwidth
     (bus bytes over summed time) is below ``min_efficiency_pct`` of the link peak is reported; smaller
@@ -131,16 +133,16 @@ class CollectiveBandwidth(Rule):
             rows = trace.sql(f"""
                 WITH g AS (SELECT *, {int(n)} AS n FROM _gp_coll WHERE bytes > 0)
                 SELECT op, algo, proto, floor(log2(bytes))::INTEGER AS cls, device,
-                       COUNT(*), SUM(bytes * {SIZE_SCALE_SQL})::BIGINT AS size_b,
-                       SUM(bytes * {SIZE_SCALE_SQL} * {BUS_FACTOR_SQL}) AS bus_b,
+                       COUNT(*), SUM(bytes::HUGEINT * {SIZE_SCALE_SQL}) AS size_b,
+                       SUM(bytes::DOUBLE * {SIZE_SCALE_SQL} * {BUS_FACTOR_SQL}) AS bus_b,
                        SUM(end_ns - start_ns)::BIGINT AS time_ns, MIN(bytes) AS min_b
                 FROM g GROUP BY ALL ORDER BY time_ns DESC, op, cls""")  # noqa: S608 - integers and constants
             unsized = trace.scalar("SELECT COUNT(*) FROM _gp_coll WHERE bytes IS NULL OR bytes = 0")
             slow = trace.sql(f"""
                 WITH g AS (SELECT *, {int(n)} AS n FROM _gp_coll WHERE bytes >= $min_b)
                 SELECT pid, device, stream, start_ns, end_ns, name, op, algo, proto, bytes,
-                       bytes * {SIZE_SCALE_SQL} * {BUS_FACTOR_SQL} / (end_ns - start_ns) AS bus_gbps,
-                       bytes * {SIZE_SCALE_SQL} / (end_ns - start_ns) AS alg_gbps
+                       bytes::DOUBLE * {SIZE_SCALE_SQL} * {BUS_FACTOR_SQL} / (end_ns - start_ns) AS bus_gbps,
+                       bytes::DOUBLE * {SIZE_SCALE_SQL} / (end_ns - start_ns) AS alg_gbps
                 FROM g ORDER BY bus_gbps, start_ns LIMIT 20""",  # noqa: S608 - integers and constants
                               {"min_b": int(params["min_bytes"])})
         finally:

@@ -12,8 +12,8 @@ WITH launch AS (
 k AS (
     SELECT k.rowid AS kid, k.pid, k.tid, k.device, k.stream, k.start_ns, k.end_ns, k.name,
            COALESCE(regexp_extract(COALESCE(k.short_name, k.name), '^nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), '') AS op,
-           COALESCE(regexp_extract(COALESCE(k.short_name, k.name), '_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_', 1), '') AS algo,
-           COALESCE(regexp_extract(COALESCE(k.short_name, k.name), '_(LL128|LL|SIMPLE)_', 1), '') AS proto,
+           COALESCE(regexp_extract(COALESCE(k.short_name, k.name), '_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)(?:_|\(|$)', 1), '') AS algo,
+           COALESCE(regexp_extract(COALESCE(k.short_name, k.name), '_(LL128|LL|SIMPLE)(?:_|\(|$)', 1), '') AS proto,
            l.launch_ns
     FROM kernels k LEFT JOIN launch l ON l.pid = k.pid AND l.correlation_id = k.correlation_id
     WHERE k.category = 'nccl' AND k.start_ns IS NOT NULL AND k.end_ns > k.start_ns
