@@ -279,3 +279,31 @@ def test_comm003_garbage_payload_is_no_size(tmp_path) -> None:
     ingest(src, tmp_path / "a.duckdb")
     (status,) = _comm003([tmp_path / "a.duckdb"])["rules"]
     assert status["status"] == "skipped"
+
+
+def test_comm003_in_a_window_keeps_the_communicator_size(tmp_path) -> None:
+    """Seen through a window around the AllReduce kernel (the steady state of a real run excludes start-up),
+    the call is still matched and n still comes from the ncclCommInitRank payload outside the window."""
+    from analysis.rules.base import run_rules
+    from analysis.rules.nsys.collectives import CollectiveBandwidth
+    from analysis.rules.registry import default_registry
+    from analysis.trace import Run, Trace
+    from tests.analysis.rule_cases_system import COMM003_RING, plant_nccl_sizes
+
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    plant_nccl_sizes(src, COMM003_RING, nranks=2)
+    from analysis.api import ingest
+
+    ingest(src, tmp_path / "a.duckdb")
+    whole = Trace(tmp_path / "a.duckdb", "a")
+    (ks, ke), = whole.sql("SELECT start_ns, end_ns FROM kernels WHERE category = 'nccl'")
+    whole.close()
+    seen = Trace(tmp_path / "a.duckdb", "a").windowed(ks - 1_000, ke + 1_000)
+    assert seen.scalar("SELECT COUNT(*) FROM nccl_calls") == 1  # the AllReduce call, not the comm init
+    with Run([seen]) as run:
+        reg = default_registry()
+        findings, results = run_rules(run, reg, [CollectiveBandwidth],
+                                      overrides={"COMM003.link_peak_gbps": 25.0})
+    assert [r.status for r in results] == ["ok"]
+    (f,) = findings
+    assert f.extra["ranks_n"] == 2 and f.extra["groups"][0]["bytes"] == 2 * 2**20

@@ -37,7 +37,9 @@ def _size_class(log2: int) -> str:
 
 def _ranks(trace: Trace, nccl_traces: list[Trace]) -> tuple[int, str]:
     """The communicator size: NCCL's own payload, else the job's world size, else the participants seen."""
-    n = trace.scalar("SELECT max(nranks) FROM nccl_calls WHERE nranks > 0")
+    # From the whole report, not the analysis window: communicators are created at start-up.
+    db = str(trace.scalar("SELECT current_database()")).replace('"', '""')
+    n = trace.scalar(f'SELECT max(nranks) FROM "{db}".main.nccl_calls WHERE nranks > 0')  # noqa: S608 - own name
     if n:
         return int(n), "NCCL's communicator-init payload"
     world = trace.meta.get("world_size")
@@ -171,7 +173,8 @@ class CollectiveBandwidth(Rule):
     def _finding(self, trace: Trace, groups: list[dict], info: dict, across: dict,
                  params: Mapping[str, float]) -> Finding | None:
         eff = params["min_efficiency_pct"] / 100.0
-        bad = [g for g in groups if g["bound"] == "bandwidth" and g["peak_gbps"]
+        # A communicator of one rank moves no bus bytes (factor 0): nothing to compare with a link.
+        bad = [g for g in groups if g["bound"] == "bandwidth" and g["peak_gbps"] and g["bus_bytes"] > 0
                and g["bus_gbps"] < eff * g["peak_gbps"]]
         impact = 0
         for g in bad:
