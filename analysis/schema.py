@@ -21,7 +21,7 @@ Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they we
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3  # 2: cpu_samples; 3: nccl_calls, gpu_metrics, nic_metrics
+SCHEMA_VERSION = 3  # 2: cpu_samples; 3: nccl_calls, gpu_metrics, nic_metrics, nics
 
 # Decoded vocabularies (the values the readers write into VARCHAR columns).
 KERNEL_CATEGORIES = ("compute", "nccl")
@@ -31,6 +31,7 @@ COPY_KINDS = (
 )
 MEMORY_KINDS = ("pageable", "pinned", "device", "array", "managed", "device_static", "managed_static", "unknown")
 SYNC_TYPES = ("event", "stream_wait_event", "stream", "context", "unknown")
+LINK_LAYERS = ("ethernet", "infiniband", "unknown")
 API_KINDS = ("runtime", "driver")
 NVTX_KINDS = ("push_pop", "start_end", "mark")
 
@@ -177,6 +178,13 @@ NSYS_TABLES: dict[str, str] = {
         metric VARCHAR,            -- e.g. 'PCIe RX Throughput [Throughput %]', 'SMs Active [Throughput %]'
         start_ns BIGINT,           -- the sample's time
         value DOUBLE
+    """,
+    "nics": """
+        nic_id INTEGER,            -- the host's network interfaces nsys listed (TARGET_INFO_NIC_INFO)
+        name VARCHAR,              -- e.g. 'mlx5_0'
+        state VARCHAR,
+        link_layer VARCHAR,        -- see LINK_LAYERS
+        model VARCHAR              -- the PCIe device's label (ENUM_NET_DEVICE_ID), e.g. 'ConnectX-6'
     """,
     "nic_metrics": """
         nic VARCHAR,               -- the NIC's name (TARGET_INFO_NIC_INFO), else its id

@@ -42,12 +42,21 @@ def nic_summary(trace: Trace) -> list[dict[str, Any]]:
              "per_second": round(float(r[5]) * 1e9 / int(r[6]), 6)} for r in rows]
 
 
+def nic_inventory(trace: Trace) -> list[dict[str, Any]]:
+    """The host's network interfaces as nsys listed them (name, link layer, model, state), by NIC id."""
+    if not trace.has_rows("nics"):
+        return []
+    rows = trace.sql("SELECT nic_id, name, link_layer, model, state FROM nics ORDER BY nic_id, name")
+    return [{"nic_id": r[0], "name": r[1], "link_layer": r[2], "model": r[3], "state": r[4]} for r in rows]
+
+
 def system_metrics(trace: Trace) -> dict[str, Any] | None:
-    """The report summary's ``system_metrics`` object, or None when the export has neither table."""
-    gpu, nic = gpu_metrics_summary(trace), nic_summary(trace)
-    if not gpu and not nic:
+    """The report summary's ``system_metrics`` object (GPU metrics, NIC counters, the NIC inventory), or None
+    when the export has none of them."""
+    gpu, nic, nics = gpu_metrics_summary(trace), nic_summary(trace), nic_inventory(trace)
+    if not gpu and not nic and not nics:
         return None
-    return {"gpu": gpu, "nic": nic}
+    return {"gpu": gpu, "nic": nic, "nics": nics}
 
 
 def link_during_copies(trace: Trace, copy_kinds: list[str]) -> list[dict[str, Any]]:

@@ -37,6 +37,9 @@ EXPECTED = [
      r"^\.findings\[\d+\]\.host_functions: added .*@(GPU001|SYNC001|HOST001)$"),
     ("kernel dominance in the report summary (#14)",
      r"^\.reports\[\d+\]\.(dominant_kernel: added .*|top_kernels\[\d+\]\.share_pct: added .*)$"),
+    # Six corpus exports list their host's NICs (TARGET_INFO_NIC_INFO); none has GPU or NIC metrics.
+    ("the host's NIC inventory in the report summary (#14)",
+     r'^\.reports\[\d+\]\.system_metrics: added \{"gpu": \[\], "nic": \[\], "nics": \[\{"nic_id": .*$'),
 ]
 
 

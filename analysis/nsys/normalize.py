@@ -205,6 +205,19 @@ def _system_metrics(info: ExportInfo) -> list[tuple[str, str]]:
             INSERT INTO gpu_metrics
             SELECT {source}, {metric}, {_time('g."timestamp"', off)}, {g("value", "DOUBLE")}
             FROM {_src("GPU_METRICS")} g {names}"""))
+    if "TARGET_INFO_NIC_INFO" in t:
+        ni = _Cols(info, "TARGET_INFO_NIC_INFO", "ni")
+        model, mjoin = "NULL", ""
+        if "ENUM_NET_DEVICE_ID" in t and "deviceId" in ni.present:
+            d = _Cols(info, "ENUM_NET_DEVICE_ID", "d")
+            model = "d.label"
+            mjoin = (f'LEFT JOIN (SELECT "id", any_value({d("label")}) AS label FROM {_src("ENUM_NET_DEVICE_ID")} d '
+                     'GROUP BY ALL) d ON d."id" = ni."deviceId"')
+        out.append(("nics", f"""
+            INSERT INTO nics
+            SELECT ni."nicId", ni."name", {ni("stateName")}, {case_sql(ni("linkLayer"), info.decoders["link_layer"])},
+                   {model}
+            FROM {_src("TARGET_INFO_NIC_INFO")} ni {mjoin}"""))
     if "NET_NIC_METRIC" in t:
         m = _Cols(info, "NET_NIC_METRIC", "m")
         joins, nic = "", "'nic ' || m.\"globalId\""

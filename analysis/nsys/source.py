@@ -62,7 +62,9 @@ SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
        core="start end metricsListId metricsIdx"),
     _t("TARGET_INFO_NETWORK_METRICS", "metricsListId metricsIdx name", "unit", texts="name unit"),
     _t("NIC_ID_MAP", "nicId globalId"),
-    _t("TARGET_INFO_NIC_INFO", "nicId name", texts="name"),
+    _t("TARGET_INFO_NIC_INFO", "nicId name", "stateName deviceId linkLayer", texts="name stateName"),
+    _t("ENUM_NET_DEVICE_ID", "id", "label", texts="label"),
+    _t("ENUM_NET_LINK_TYPE", "id name", texts="name"),
     # CPU sampling (nsys profile --sample=cpu): one row per sample, its call chain one row per frame.
     _t("COMPOSITE_EVENTS", "id start globalTid", "cpu"),
     _t("SAMPLING_CALLCHAINS", "id symbol stackDepth", "module"),

@@ -130,3 +130,31 @@ def test_nic_counters_summarised_per_port(tmp_path) -> None:
     assert rx["total"] == total and rx["covered_ns"] == covered
     assert rx["per_second"] == pytest.approx(total * 1e9 / covered) and tx["total"] == 2 * total
     assert report["system_metrics"]["gpu"] == []
+
+
+NIC_EXPORTS = ("nccl-ring-2node-r0-ault43.sqlite", "a30-mig.sqlite", "pytorch-nvfuser-h200.sqlite",
+               "devsync-heavy-report13.sqlite", "cupy-a100.sqlite")
+
+
+@pytest.mark.parametrize("short", NIC_EXPORTS)
+def test_nic_inventory_matches_the_export(short) -> None:
+    """The real NIC inventories of the corpus (TARGET_INFO_NIC_INFO, no NIC counters): name, link layer and
+    model in the report summary equal a direct join on the export; no GPU or NIC metrics."""
+    from tests.analysis.planting import ingested
+
+    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if {"ENUM_NET_LINK_TYPE", "ENUM_NET_DEVICE_ID"} <= tables:
+        raw = con.execute("""SELECT n.nicId, n.name, lower(l.name), d.label, n.stateName FROM TARGET_INFO_NIC_INFO n
+                             LEFT JOIN ENUM_NET_LINK_TYPE l ON l.id = n.linkLayer
+                             LEFT JOIN ENUM_NET_DEVICE_ID d ON d.id = n.deviceId ORDER BY 1, 2""").fetchall()
+    else:  # 2025.5 writes only the enums it references elsewhere: the built-in link-layer map, no model
+        assert short == "devsync-heavy-report13.sqlite"
+        layers = {0: "unknown", 1: "ethernet", 2: "infiniband"}
+        raw = [(i, n, layers[ll], None, st) for i, n, ll, st in con.execute(
+            "SELECT nicId, name, linkLayer, stateName FROM TARGET_INFO_NIC_INFO ORDER BY 1, 2")]
+    con.close()
+    (report,) = analyze([ingested(corpus_file(short))], rules=["COMM001"], window="all")["reports"]
+    got = [(n["nic_id"], n["name"], n["link_layer"], n["model"], n["state"]) for n in report["system_metrics"]["nics"]]
+    assert got == raw and raw
+    assert report["system_metrics"]["gpu"] == [] and report["system_metrics"]["nic"] == []
