@@ -307,3 +307,28 @@ def test_comm003_in_a_window_keeps_the_communicator_size(tmp_path) -> None:
     assert [r.status for r in results] == ["ok"]
     (f,) = findings
     assert f.extra["ranks_n"] == 2 and f.extra["groups"][0]["bytes"] == 2 * 2**20
+
+
+def test_comm003_two_nodes_compared_across_ranks(tmp_path) -> None:
+    """Both ranks of the real 2-node AllReduce given their payloads: the ranks sit on two hosts, so the link is
+    the typical InfiniBand of the 3090's generation (25 GB/s); each rank's group lists both ranks' bus
+    bandwidth, each from its own kernel time (direct SQL)."""
+    from analysis.api import ingest
+    from tests.analysis.rule_cases_system import COMM003_RING, plant_nccl_sizes
+
+    outs, durs = [], {}
+    for i, short in enumerate(("nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite")):
+        src = copy_export(corpus_file(short), tmp_path / f"{i}.sqlite")
+        plant_nccl_sizes(src, COMM003_RING, nranks=2)
+        ingest(src, tmp_path / f"{i}.duckdb")
+        outs.append(tmp_path / f"{i}.duckdb")
+        ((durs[f"{i}.duckdb"],),) = _raw(short, 'SELECT "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    result = _comm003(outs)
+    assert {r["host"] for r in result["reports"]} == {"ault43.cscs.ch", "ault44.cscs.ch"}
+    assert len(result["findings"]) == 2
+    for f in result["findings"]:
+        assert f["inter_node"] is True
+        (g,) = f["groups"]
+        assert g["peak_gbps"] == 25.0 and "InfiniBand" in g["peak_source"]
+        assert {r["report"]: r["bus_gbps"] for r in g["ranks"]} == {
+            k: pytest.approx(2 * 2**20 / v, abs=1e-6) for k, v in durs.items()}

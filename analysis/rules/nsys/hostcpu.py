@@ -69,7 +69,8 @@ class HostCpuSamples(Rule):
     reaches ``min_idle_us``. Skipped when the report has no CPU samples.
 
     Functions are ranked by samples (then attributed idle); the top one names the finding and its kind
-    picks the advice.
+    picks the advice. The gap rules (GPU001, SYNC001, HOST001) show the same samples inside their own
+    gaps as ``host_functions`` in their findings.
 
     *Advice*: by the kind of the most sampled function: Python interpreter (capture the step in CUDA
     graphs or compile it, move per-step Python work off the loop), garbage collection (gc.freeze, collect
