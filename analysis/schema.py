@@ -171,7 +171,8 @@ NSYS_TABLES: dict[str, str] = {
         end_ns BIGINT,
         name VARCHAR,              -- the NCCL API call's NVTX range, e.g. 'ncclAllReduce', 'ncclSend'
         bytes BIGINT,              -- its payload's 'Message size [bytes]'; NULL when the export has none
-        nranks INTEGER             -- a communicator-init call's 'No. of ranks'; NULL otherwise
+        nranks INTEGER,            -- a communicator-init call's 'No. of ranks'; NULL otherwise
+        comm_id VARCHAR            -- the payload's 'NCCL communicator ID' (decimal), when it carries one
     """,
     "gpu_metrics": """
         source VARCHAR,            -- what was sampled, as the export names it (TARGET_INFO_GPU_METRICS.typeName)

@@ -312,6 +312,7 @@ def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
 # the number of ranks (NCCL >= 2.17 registers these schemas; nsys >= 2024.5 exports them).
 NCCL_SIZE_FIELD = "Message size [bytes]"
 NCCL_RANKS_FIELD = "No. of ranks"
+NCCL_COMM_FIELD = "NCCL communicator ID"  # NCCL >= 2.2x puts it first in every payload
 MAX_PAYLOAD_FIELD = 2**62  # a decoded size above this is not a size (garbage or a misread layout): NULL
 
 
@@ -363,7 +364,7 @@ def _payload_reads(info: ExportInfo) -> list[str]:
         f"""CREATE TEMP TABLE _payload_offsets AS
             SELECT TRY_CAST(p."domainId" AS BIGINT) AS domain_id, p."name"::VARCHAR AS field, min({poff}) AS off
             FROM {_src("NVTX_PAYLOAD_SCHEMA_ENTRIES")} p
-            WHERE p."name" IN ('{NCCL_SIZE_FIELD}', '{NCCL_RANKS_FIELD}')
+            WHERE p."name" IN ('{NCCL_SIZE_FIELD}', '{NCCL_RANKS_FIELD}', '{NCCL_COMM_FIELD}')
             GROUP BY ALL HAVING min({poff}) = max({poff})""",
         f"""CREATE TEMP TABLE _nccl_ev AS
             SELECT * FROM (
@@ -391,15 +392,22 @@ def _nccl_calls(info: ExportInfo) -> list[tuple[str, str]]:
         value = f"COALESCE({from_json}, {from_bin})"
         return f"CASE WHEN {value} BETWEEN 0 AND {MAX_PAYLOAD_FIELD} THEN ({value})::{target} END"
 
+    # The communicator id is a 64-bit hash: any value, kept as its decimal text.
+    comm = (f"""COALESCE(TRY_CAST(json_extract_string(TRY_CAST(ev.js AS JSON), '$."{NCCL_COMM_FIELD}"') AS UBIGINT),
+                        CASE WHEN ev.hx IS NOT NULL AND length(ev.hx) >= 2 * (oc.off + 8)
+                             THEN ({_le_uint('ev.hx', 'oc.off', 8)})::UBIGINT END)::VARCHAR""")
+
     return [
         ("nccl_calls", f"""
             INSERT INTO nccl_calls
             SELECT ev.pid, ev.tid, ev.start_ns, ev.end_ns, ev.name,
                    CASE WHEN NOT starts_with(ev.name, 'ncclComm') THEN {field(NCCL_SIZE_FIELD, "os", 8, "BIGINT")} END,
-                   CASE WHEN starts_with(ev.name, 'ncclComm') THEN {field(NCCL_RANKS_FIELD, "orr", 4, "INTEGER")} END
+                   CASE WHEN starts_with(ev.name, 'ncclComm') THEN {field(NCCL_RANKS_FIELD, "orr", 4, "INTEGER")} END,
+                   {comm}
             FROM _nccl_ev ev
             LEFT JOIN _payload_offsets os ON os.domain_id = ev.dom AND os.field = '{NCCL_SIZE_FIELD}'
-            LEFT JOIN _payload_offsets orr ON orr.domain_id = ev.dom AND orr.field = '{NCCL_RANKS_FIELD}'"""),
+            LEFT JOIN _payload_offsets orr ON orr.domain_id = ev.dom AND orr.field = '{NCCL_RANKS_FIELD}'
+            LEFT JOIN _payload_offsets oc ON oc.domain_id = ev.dom AND oc.field = '{NCCL_COMM_FIELD}'"""),
         ("cleanup", "DROP TABLE _nccl_ev; DROP TABLE _payload_offsets"),
     ]
 

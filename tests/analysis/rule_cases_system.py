@@ -406,15 +406,19 @@ def _payload(offset: int, value: int, width: int, size: int) -> bytes:
     return bytes(buf)
 
 
-def plant_nccl_sizes(path: Path, sizes: dict[str, int], nranks: int | None = None) -> None:
-    """Write NCCL payloads into a real export: each named call's message size, each comm init's rank count."""
+def plant_nccl_sizes(path: Path, sizes: dict[str, int], nranks: int | None = None, comm_id: int | None = None) -> None:
+    """Write NCCL payloads into a real export: each named call's message size (and communicator id, where the
+    export's schemas have that entry), each comm init's rank count."""
     con = sqlite_rw(path)
     size_off = _entry_offset(con, "Message size [bytes]")
     with con:
         for name, size in sizes.items():
             for rowid, *_ in _nvtx_rows(con, name):
-                con.execute("UPDATE NVTX_EVENTS SET binaryData = ? WHERE rowid = ?",
-                            [_payload(size_off, size, 8, size_off + 16), rowid])
+                payload = bytearray(_payload(size_off, size, 8, size_off + 16))
+                if comm_id is not None:
+                    off = _entry_offset(con, "NCCL communicator ID")
+                    payload[off:off + 8] = comm_id.to_bytes(8, "little")
+                con.execute("UPDATE NVTX_EVENTS SET binaryData = ? WHERE rowid = ?", [bytes(payload), rowid])
         if nranks is not None:
             off = _entry_offset(con, "No. of ranks")
             for rowid, *_ in _nvtx_rows(con, "ncclCommInitRank"):

@@ -332,3 +332,51 @@ def test_comm003_two_nodes_compared_across_ranks(tmp_path) -> None:
         assert g["peak_gbps"] == 25.0 and "InfiniBand" in g["peak_source"]
         assert {r["report"]: r["bus_gbps"] for r in g["ranks"]} == {
             k: pytest.approx(2 * 2**20 / v, abs=1e-6) for k, v in durs.items()}
+
+
+def test_comm003_n_of_the_kernels_own_communicator(tmp_path) -> None:
+    """Fixture from the documented payload fields (JSON keyed by the schema entries' names, as no corpus export
+    has payload values): the AllReduce names communicator 7, initialised with 4 ranks; another communicator (9)
+    has 8. n is 4, the kernel's own communicator's, not the largest."""
+    import json
+
+    from analysis.api import ingest
+    from tests.analysis.planting import clone_row
+
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    con = sqlite3.connect(src)
+    with con:
+        ids = dict(con.execute("SELECT value, id FROM StringIds WHERE value IN ('ncclAllReduce', 'ncclCommInitRank')"))
+        con.execute("UPDATE NVTX_EVENTS SET jsonText = ? WHERE textId = ?",
+                    [json.dumps({"NCCL communicator ID": 7, "Message size [bytes]": 3 * 2**20}), ids["ncclAllReduce"]])
+        (init,) = con.execute("SELECT rowid FROM NVTX_EVENTS WHERE textId = ?", [ids["ncclCommInitRank"]]).fetchone()
+        con.execute("UPDATE NVTX_EVENTS SET jsonText = ? WHERE rowid = ?",
+                    [json.dumps({"NCCL communicator ID": 7, "No. of ranks": 4}), init])
+        clone_row(con, "NVTX_EVENTS", init, jsonText=json.dumps({"NCCL communicator ID": 9, "No. of ranks": 8}))
+    con.close()
+    ingest(src, tmp_path / "a.duckdb")
+    (f,) = _comm003([tmp_path / "a.duckdb"], link_peak_gbps=25.0)["findings"]
+    ((dur,),) = _raw("nccl-ring-2node-r0-ault43.sqlite", 'SELECT "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    (g,) = f["groups"]
+    assert (g["ranks_n"], g["ranks_n_source"]) == (4, "the communicator's init payload")
+    assert g["bus_gbps"] == pytest.approx(3 * 2**20 / dur * 2 * 3 / 4, abs=1e-6)
+    assert f["ranks_n"] == 8  # the report-wide default: the largest communicator
+
+
+def test_comm003_binary_communicator_id(tmp_path) -> None:
+    """torchrun's NCCL schemas put the 64-bit communicator id at offset 0 and the size at 8: both decode from the
+    planted bytes (an id above 2^63 included), one row per ncclSend/ncclRecv range of the export."""
+    import duckdb
+
+    from analysis.api import ingest
+    from tests.analysis.rule_cases_system import COMM003_SENDRECV, plant_nccl_sizes
+
+    src = copy_export(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"), tmp_path / "a.sqlite")
+    comm = 0xF123456789ABCDEF
+    plant_nccl_sizes(src, COMM003_SENDRECV, comm_id=comm)
+    ingest(src, tmp_path / "a.duckdb")
+    rows = duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True).execute(
+        "SELECT name, bytes, comm_id, COUNT(*) FROM nccl_calls GROUP BY ALL ORDER BY 1").fetchall()
+    (n_send,), = _raw("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite", """
+        SELECT COUNT(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = 'ncclSend'""")
+    assert rows == [("ncclRecv", 16 * 2**20, str(comm), n_send), ("ncclSend", 16 * 2**20, str(comm), n_send)]

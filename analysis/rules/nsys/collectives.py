@@ -65,8 +65,10 @@ class CollectiveBandwidth(Rule):
     nccl-tests): algBw = size / kernel time, where size is the whole buffer (the payload times n for
     AllGather and ReduceScatter), and busBw = algBw x 2(n-1)/n for AllReduce, x (n-1)/n for AllGather,
     ReduceScatter and AllToAll, x 1 for Broadcast, Reduce and Send/Recv; n is the communicator size
-    (the largest ``No. of ranks`` of NCCL's communicator-init payloads, else the job's world size, else
-    the ranks seen in the run; a job with communicators of several sizes is held to the largest).
+    (the ``No. of ranks`` of the kernel's own communicator when the payloads carry the ``NCCL communicator
+    ID``, NCCL >= 2.2x; else the largest of NCCL's communicator-init payloads, else the job's world size,
+    else the ranks seen in the run). Groups are kept apart by n, so tensor- and data-parallel
+    communicators of different sizes are never mixed.
     Kernels are grouped by collective, algorithm and protocol (from the kernel name, e.g. ``RING_LL``)
     and size class (powers of two). A group of messages of at least ``min_bytes`` whose bus bandwidth
     (bus bytes over summed time) is below ``min_efficiency_pct`` of the link peak is reported; smaller
@@ -132,23 +134,31 @@ class CollectiveBandwidth(Rule):
             for stmt in load_sql("collectives.sql").split(";\n"):
                 if stmt.strip():
                     trace.con.execute(stmt)
+            # Each kernel's n: its communicator's size when the payloads name the communicator, else the default.
+            db = str(trace.scalar("SELECT current_database()")).replace('"', '""')
+            trace.con.execute(f"""
+                CREATE OR REPLACE TEMP TABLE _gp_coll_n AS
+                SELECT c.*, COALESCE(cm.n, {int(n)}) AS n, cm.n IS NOT NULL AS n_from_comm FROM _gp_coll c
+                LEFT JOIN (SELECT comm_id, max(nranks) AS n FROM "{db}".main.nccl_calls
+                           WHERE nranks > 0 AND comm_id IS NOT NULL GROUP BY comm_id) cm
+                  ON cm.comm_id = c.comm_id""")  # noqa: S608 - integers and own names
             rows = trace.sql(f"""
-                WITH g AS (SELECT *, {int(n)} AS n FROM _gp_coll WHERE bytes > 0)
-                SELECT op, algo, proto, floor(log2(bytes))::INTEGER AS cls, device,
+                WITH g AS (SELECT * FROM _gp_coll_n WHERE bytes > 0)
+                SELECT op, algo, proto, floor(log2(bytes))::INTEGER AS cls, device, n, bool_and(n_from_comm),
                        COUNT(*), SUM(bytes::HUGEINT * {SIZE_SCALE_SQL}) AS size_b,
                        SUM(bytes::DOUBLE * {SIZE_SCALE_SQL} * {BUS_FACTOR_SQL}) AS bus_b,
                        SUM(end_ns - start_ns)::BIGINT AS time_ns, MIN(bytes) AS min_b
                 FROM g GROUP BY ALL ORDER BY time_ns DESC, op, cls""")  # noqa: S608 - integers and constants
             unsized = trace.scalar("SELECT COUNT(*) FROM _gp_coll WHERE bytes IS NULL OR bytes = 0")
             slow = trace.sql(f"""
-                WITH g AS (SELECT *, {int(n)} AS n FROM _gp_coll WHERE bytes >= $min_b)
+                WITH g AS (SELECT * FROM _gp_coll_n WHERE bytes >= $min_b)
                 SELECT pid, device, stream, start_ns, end_ns, name, op, algo, proto, bytes,
                        bytes::DOUBLE * {SIZE_SCALE_SQL} * {BUS_FACTOR_SQL} / (end_ns - start_ns) AS bus_gbps,
                        bytes::DOUBLE * {SIZE_SCALE_SQL} / (end_ns - start_ns) AS alg_gbps
                 FROM g ORDER BY bus_gbps, start_ns LIMIT 20""",  # noqa: S608 - integers and constants
                               {"min_b": int(params["min_bytes"])})
         finally:
-            trace.con.execute("DROP TABLE IF EXISTS _gp_coll")
+            trace.con.execute("DROP TABLE IF EXISTS _gp_coll; DROP TABLE IF EXISTS _gp_coll_n")
         devices = {}
         for dev in {r[4] for r in rows}:
             d = trace.sql("""SELECT name, cc_major, cc_minor FROM devices WHERE device IS NOT DISTINCT FROM $d
@@ -157,12 +167,14 @@ class CollectiveBandwidth(Rule):
             devices[dev] = (float(given), "given (link_peak_gbps)") if given > 0 else \
                 collective_peak(name, major, minor, inter_node)
         groups = []
-        for op, algo, proto, cls, dev, count, size_b, bus_b, time_ns, min_b in rows:
+        for op, algo, proto, cls, dev, n_ranks, from_comm, count, size_b, bus_b, time_ns, min_b in rows:
             peak, source = devices[dev]
             bus = float(bus_b) / time_ns
             groups.append({
-                "key": (op, algo, proto, int(cls)), "op": op, "algorithm": algo or None, "protocol": proto or None,
-                "size_class": _size_class(int(cls)), "device": dev, "count": int(count), "bytes": int(size_b),
+                "key": (op, algo, proto, int(cls), int(n_ranks)), "op": op, "algorithm": algo or None,
+                "protocol": proto or None, "size_class": _size_class(int(cls)), "device": dev,
+                "ranks_n": int(n_ranks), "ranks_n_source": "the communicator's init payload" if from_comm else n_source,
+                "count": int(count), "bytes": int(size_b),
                 "time_ns": int(time_ns), "alg_gbps": round(float(size_b) / time_ns, 6), "bus_gbps": round(bus, 6),
                 "bus_bytes": float(bus_b), "peak_gbps": peak, "peak_source": source,
                 "efficiency_pct": None if not peak else round(100.0 * bus / peak, 3),

@@ -19,11 +19,11 @@ k AS (
     WHERE k.category = 'nccl' AND k.start_ns IS NOT NULL AND k.end_ns > k.start_ns
 ),
 c AS (
-    SELECT pid, tid, start_ns, regexp_extract(name, '^nccl([A-Za-z]+)', 1) AS call, bytes
+    SELECT pid, tid, start_ns, regexp_extract(name, '^nccl([A-Za-z]+)', 1) AS call, bytes, comm_id
     FROM nccl_calls WHERE bytes IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL
 ),
 m AS (
-    SELECT k.kid, c.call, c.bytes
+    SELECT k.kid, c.call, c.bytes, c.comm_id
     FROM c ASOF JOIN (SELECT * FROM k WHERE launch_ns IS NOT NULL) k
       ON k.pid = c.pid AND k.tid = c.tid AND k.launch_ns >= c.start_ns
 ),
@@ -32,11 +32,12 @@ per AS (
            sum(bytes) FILTER (WHERE call = 'Send') AS send_b,
            sum(bytes) FILTER (WHERE call = 'Recv') AS recv_b,
            sum(bytes) FILTER (WHERE call NOT IN ('Send', 'Recv')) AS coll_b,
-           count(*) AS calls
+           count(*) AS calls,
+           any_value(comm_id) AS comm_id   -- a kernel serves one communicator
     FROM m GROUP BY kid
 )
 SELECT k.kid, k.pid, k.device, k.stream, k.start_ns, k.end_ns, k.name, k.op, k.algo, k.proto,
        CASE WHEN k.op IN ('SendRecv', 'Send', 'Recv') THEN greatest(COALESCE(p.send_b, 0), COALESCE(p.recv_b, 0))
             ELSE p.coll_b END::BIGINT AS bytes,
-       COALESCE(p.calls, 0) AS calls
+       COALESCE(p.calls, 0) AS calls, p.comm_id
 FROM k LEFT JOIN per p ON p.kid = k.kid
