@@ -14,6 +14,8 @@ from analysis.trace import Trace
 # The GPU metrics that measure a link (nsys names them e.g. 'PCIe RX Throughput [Throughput %]',
 # 'NVLink TX Responses User Data [Throughput %]').
 LINK_METRIC_RE = r"(?i)(pcie|nvlink|c2c)"
+# The GPU metrics that measure how busy the SMs are ('SMs Active', 'SM Issue', 'Tensor Active', 'GR Active').
+SM_METRIC_RE = r"(?i)(sms? active|sm issue|tensor active|gr active|warps in flight)"
 HOW_TO_COLLECT = {"gpu": "nsys profile --gpu-metrics-devices=all", "nic": "nsys profile --nic-metrics=true"}
 
 
@@ -79,3 +81,24 @@ def link_during_copies(trace: Trace, copy_kinds: list[str]) -> list[dict[str, An
         ORDER BY d.source, d.metric""", {"re": LINK_METRIC_RE, "kinds": list(copy_kinds)})
     return [{"source": r[0], "metric": r[1], "samples": int(r[2]), "mean_during_copies": round(float(r[3]), 6),
              "max_during_copies": float(r[4]), "mean_whole_capture": round(float(r[5]), 6)} for r in rows]
+
+
+def sampled_during(trace: Trace, metric_re: str, intervals: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """GPU metrics whose name matches ``metric_re`` sampled inside any of ``intervals`` ``[start, end]``, per
+    source and metric: samples, mean and max, next to the mean over the whole capture. Empty without such
+    samples (the intervals are a bounded evidence set, one SQL join)."""
+    if not intervals or not trace.has_rows("gpu_metrics"):
+        return []
+    values = ", ".join(f"({int(a)}, {int(b)})" for a, b in intervals)
+    rows = trace.sql(f"""
+        WITH iv(s, e) AS (VALUES {values}),
+             m AS (SELECT source, metric, start_ns, value FROM gpu_metrics
+                   WHERE value IS NOT NULL AND regexp_matches(metric, $re)),
+             during AS (SELECT source, metric, start_ns, value FROM m
+                        WHERE EXISTS (SELECT 1 FROM iv WHERE m.start_ns >= iv.s AND m.start_ns <= iv.e)),
+             d AS (SELECT source, metric, COUNT(*) AS n, avg(value) AS mean, max(value) AS top FROM during GROUP BY ALL),
+             a AS (SELECT source, metric, avg(value) AS mean FROM m GROUP BY ALL)
+        SELECT d.source, d.metric, d.n, d.mean, d.top, a.mean FROM d JOIN a USING (source, metric)
+        ORDER BY d.source, d.metric""", {"re": metric_re})  # noqa: S608 - integers only
+    return [{"source": r[0], "metric": r[1], "samples": int(r[2]), "mean_during": round(float(r[3]), 6),
+             "max_during": float(r[4]), "mean_whole_capture": round(float(r[5]), 6)} for r in rows]

@@ -158,3 +158,26 @@ def test_nic_inventory_matches_the_export(short) -> None:
     got = [(n["nic_id"], n["name"], n["link_layer"], n["model"], n["state"]) for n in report["system_metrics"]["nics"]]
     assert got == raw and raw
     assert report["system_metrics"]["gpu"] == [] and report["system_metrics"]["nic"] == []
+
+
+def test_gpu002_carries_the_measured_sm_activity(tmp_path) -> None:
+    """GPU002's planted low-utilization export (rule_cases.gpu002_fires) with GPU metrics from the documented
+    schema: SMs Active 40 % while a kernel runs, 0 otherwise. The finding's measured_sm averages the samples
+    inside its evidence regions, recomputed here from the rows written."""
+    from tests.analysis.rule_cases import gpu002_fires
+
+    src = copy_export(corpus_file("tensorrt-3090.sqlite"), tmp_path / "a.sqlite")
+    gpu002_fires(src, None)
+    rows = plant_gpu_metrics(src)
+    result = analyze([_ingest(src, tmp_path)], rules=["GPU002"], window="all",
+                     thresholds={"KRN001.min_run_kernels": 1e9})
+    (f,) = result["findings"]
+    regions = [(e["start_ns"], e["end_ns"]) for e in f["evidence"]]
+    (m,) = [x for x in f["measured_sm"] if x["metric"] == SM_ACTIVE]
+    inside = [v for t, name, v in rows if name == SM_ACTIVE and any(s <= t <= e for s, e in regions)]
+    whole = [v for _, name, v in rows if name == SM_ACTIVE]
+    assert m["samples"] == len(inside) > 0
+    assert m["mean_during"] == pytest.approx(sum(inside) / len(inside), abs=1e-6)
+    assert m["mean_whole_capture"] == pytest.approx(sum(whole) / len(whole), abs=1e-6)
+    assert m["mean_during"] < m["mean_whole_capture"]  # the low regions are where the SMs idle
+    assert [x["metric"] for x in f["measured_sm"]] == [SM_ACTIVE]  # PCIe RX is not an SM metric

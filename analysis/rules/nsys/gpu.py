@@ -18,6 +18,7 @@ from analysis.rules.nsys.gaps import (
     ownership_params,
 )
 from analysis.rules.nsys.hostcpu import functions_in
+from analysis.system_metrics import SM_METRIC_RE, sampled_during
 from analysis.trace import Trace
 
 # GPU001's gaps whose launching threads sat in OS runtime calls are HOST001's (analysis.rules.nsys.host).
@@ -152,6 +153,9 @@ class LowUtilization(Rule):
     start in those windows and that no other rule owns (not sync-caused, not a blocking copy, shorter
     than GPU001's minimum, not inside a launch-bound run), so impacts never overlap.
 
+    When the export has GPU metrics samples (``--gpu-metrics-devices=all``), ``measured_sm`` gives the SM
+    activity metrics sampled in the regions shown as evidence (mean and max there, mean over the capture).
+
     *Advice*: look at what the host does in these windows (NVTX ranges, CPU sampling): small
     host-side stalls between kernels (Python overhead, frequent small copies, allocator calls).
     Queue work further ahead, fuse small operations, or capture the loop in a CUDA graph.
@@ -198,5 +202,8 @@ class LowUtilization(Rule):
             advice=("Find what the host does between kernels here (NVTX, CPU sampling): reduce per-op Python "
                     "and launch overhead, fuse small kernels, or capture the loop in a CUDA graph."),
             evidence=evidence, evidence_total=len(regions), report=trace.label, rank=trace.rank,
-            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns},
+            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns,
+                   # SM activity the GPU metrics sampled in the low regions shown, when they were collected.
+                   **({"measured_sm": sm} if (sm := sampled_during(trace, SM_METRIC_RE,
+                                                                   [(r.start_ns, r.end_ns) for r in top])) else {})},
         )]
