@@ -21,8 +21,10 @@ Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they we
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3  # 2: cpu_samples; 3: iterations (derived at ingest, see analysis.steps)
-# Versions this code reads: a version-2 file lacks the ``iterations`` table, which the analysis then computes.
+SCHEMA_VERSION = 3  # 2: cpu_samples; 3: iterations (derived at ingest, see analysis.steps), nccl_calls,
+# gpu_metrics, nic_metrics, nics
+# Versions this code reads: a version-2 file lacks the version-3 tables; the analysis computes the iterations
+# itself and the rules and summaries that read the others find no rows (skipped, empty summaries).
 READABLE_SCHEMA_VERSIONS = (2, 3)
 
 # Decoded vocabularies (the values the readers write into VARCHAR columns).
@@ -33,6 +35,7 @@ COPY_KINDS = (
 )
 MEMORY_KINDS = ("pageable", "pinned", "device", "array", "managed", "device_static", "managed_static", "unknown")
 SYNC_TYPES = ("event", "stream_wait_event", "stream", "context", "unknown")
+LINK_LAYERS = ("ethernet", "infiniband", "unknown")
 API_KINDS = ("runtime", "driver")
 NVTX_KINDS = ("push_pop", "start_end", "mark")
 
@@ -164,6 +167,38 @@ NSYS_TABLES: dict[str, str] = {
         cpu INTEGER,               -- the CPU the thread ran on
         function VARCHAR,          -- the leaf (innermost, stack depth 0) function of the call chain; NULL if none
         module VARCHAR             -- its module (shared object or executable)
+    """,
+    "nccl_calls": """
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        name VARCHAR,              -- the NCCL API call's NVTX range, e.g. 'ncclAllReduce', 'ncclSend'
+        bytes BIGINT,              -- its payload's 'Message size [bytes]'; NULL when the export has none
+        nranks INTEGER,            -- a communicator-init call's 'No. of ranks'; NULL otherwise
+        comm_id VARCHAR            -- the payload's 'NCCL communicator ID' (decimal), when it carries one
+    """,
+    "gpu_metrics": """
+        source VARCHAR,            -- what was sampled, as the export names it (TARGET_INFO_GPU_METRICS.typeName)
+        metric VARCHAR,            -- e.g. 'PCIe RX Throughput [Throughput %]', 'SMs Active [Throughput %]'
+        start_ns BIGINT,           -- the sample's time
+        value DOUBLE
+    """,
+    "nics": """
+        nic_id INTEGER,            -- the host's network interfaces nsys listed (TARGET_INFO_NIC_INFO)
+        name VARCHAR,              -- e.g. 'mlx5_0'
+        state VARCHAR,
+        link_layer VARCHAR,        -- see LINK_LAYERS
+        model VARCHAR              -- the PCIe device's label (ENUM_NET_DEVICE_ID), e.g. 'ConnectX-6'
+    """,
+    "nic_metrics": """
+        nic VARCHAR,               -- the NIC's name (TARGET_INFO_NIC_INFO), else its id
+        port INTEGER,
+        metric VARCHAR,            -- TARGET_INFO_NETWORK_METRICS.name, e.g. 'Bytes received'
+        unit VARCHAR,
+        start_ns BIGINT,           -- the counter's interval
+        end_ns BIGINT,
+        value DOUBLE
     """,
     "overhead": """
         pid INTEGER,

@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from analysis.system_metrics import system_metrics
 from analysis.trace import Trace
 
 COUNTED = ("kernels", "memcpy", "memset", "cuda_api", "nvtx")
 GPU_ACTIVITY = ("kernels", "memcpy", "memset")
 TOP_KERNELS = 10
+# A kernel (by name) that takes at least this share of the report's kernel time dominates it: the one place
+# where kernel-level work (ncu, a better library call, fusion) pays off most.
+DOMINANT_PCT = 50.0
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -80,7 +84,7 @@ def nsys_report_info(trace: Trace) -> dict[str, Any]:
     copies = trace.sql("""
         SELECT copy_kind, count(*), COALESCE(sum(bytes), 0), sum(end_ns - start_ns)
         FROM memcpy GROUP BY 1 ORDER BY 3 DESC, 1""") if has_m else []
-    return {
+    info = {
         "file": trace.label,
         "tool": "nsys",
         "tool_version": meta.get("tool_version"),
@@ -96,10 +100,28 @@ def nsys_report_info(trace: Trace) -> dict[str, Any]:
         "gpu_time_ns": int(gpu_time),
         "memcpy_bytes": int(mem_bytes),
         "span_ns": _span(trace),
-        "top_kernels": [{"name": n, "count": c, "total_ns": int(t), "median_ns": int(m)} for n, c, t, m in top],
+        "top_kernels": [{"name": n, "count": c, "total_ns": int(t), "median_ns": int(m),
+                         "share_pct": round(100.0 * int(t) / gpu_time, 3) if gpu_time else None}
+                        for n, c, t, m in top],
+        "dominant_kernel": _dominant(top, int(gpu_time)),
         "memcpy_by_kind": [{"kind": k, "count": c, "bytes": int(b), "total_ns": int(t)} for k, c, b, t in copies],
         "degraded": degraded(meta),
     }
+    metrics = system_metrics(trace)
+    if metrics is not None:  # only exports with GPU or NIC metrics (none in the corpus) carry the key
+        info["system_metrics"] = metrics
+    return info
+
+
+def _dominant(top: list[tuple], kernel_ns: int) -> dict[str, Any] | None:
+    """The top kernel when it takes at least ``DOMINANT_PCT`` of the kernel time, else None."""
+    if not top or not kernel_ns:
+        return None
+    name, count, total, _ = top[0]
+    share = 100.0 * int(total) / kernel_ns
+    if share < DOMINANT_PCT:
+        return None
+    return {"name": name, "count": int(count), "total_ns": int(total), "share_pct": round(share, 3)}
 
 
 def degraded(meta: dict[str, str]) -> list[dict[str, Any]]:

@@ -26,7 +26,8 @@ QUIET = "SET enable_progress_bar = false"
 
 # Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
 # facts about the whole report and stay as they are.
-WINDOWED_TABLES = ("kernels", "memcpy", "memset", "cuda_api", "sync", "nvtx", "osrt", "overhead")
+WINDOWED_TABLES = ("kernels", "memcpy", "memset", "cuda_api", "sync", "nvtx", "osrt", "overhead", "nccl_calls",
+                   "nic_metrics")
 
 # A quoted string (left as it is: "$x" inside one is text) or a named parameter.
 _PARAM = re.compile(r"'(?:[^']|'')*'|\$([A-Za-z_][A-Za-z0-9_]*)")

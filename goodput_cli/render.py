@@ -122,6 +122,10 @@ def text(result: dict[str, Any]) -> str:
                         f"{ms(d['span_ns'])}, exposed comm {ms(d['comm_exposed_ns'])}, idle {ms(d['idle_ns'])}")
         lines.extend(_loop_lines(rep))
         kernels = rep.get("top_kernels") or []
+        dominant = rep.get("dominant_kernel")
+        if dominant:
+            lines.append(f"   one kernel dominates: {dominant['share_pct']:.1f}% of kernel time in "
+                         f"{_clip(dominant['name'], 70)} (x{dominant['count']:,})")
         if kernels:
             lines.append("   top kernels by total time:")
             for k in kernels:

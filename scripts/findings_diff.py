@@ -36,6 +36,17 @@ EXPECTED = [
      r"^\.findings\[\d+\]\.(impact_per_step_ns|steps_in_window): added \d+ @\w+$"),
     ("GPU duty cycle from the exact per-iteration busy time (#11)",
      r"^\.reports\[\d+\]\.iterations\.anatomy\.gpu_duty_cycle_pct: .*"),
+    # No corpus export carries NCCL message sizes: COMM003 is ok with no finding, or skipped saying what to collect.
+    ("COMM003 collective bandwidth joins the rules (#14)",
+     r'^\.rules\[id=COMM003\]: added \{"id": "COMM003", "status": "(ok", "reason": null, "findings": 0|skipped", '
+     r'"reason": "no (NCCL message sizes|report has rows)).*'),
+    ("gap rules show where the host CPU was in their gaps (HOST002's samples; #14)",
+     r"^\.findings\[\d+\]\.host_functions: added .*@(GPU001|SYNC001|HOST001)$"),
+    ("kernel dominance in the report summary (#14)",
+     r"^\.reports\[\d+\]\.(dominant_kernel: added .*|top_kernels\[\d+\]\.share_pct: added .*)$"),
+    # Six corpus exports list their host's NICs (TARGET_INFO_NIC_INFO); none has GPU or NIC metrics.
+    ("the host's NIC inventory in the report summary (#14)",
+     r'^\.reports\[\d+\]\.system_metrics: added \{"gpu": \[\], "nic": \[\], "nics": \[\{"nic_id": .*$'),
 ]
 
 
@@ -49,12 +60,30 @@ def diff(a, b, path: str = "", out: list[str] | None = None) -> list[str]:
                 out.append(f"{path}.{k}: removed")
             else:
                 diff(a[k], b[k], f"{path}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list) and _by_id(a) is not None and _by_id(b) is not None:
+        # Lists of things with ids (the rule statuses): matched by id, so one new rule is one difference.
+        ka, kb = _by_id(a), _by_id(b)
+        for k in list(ka) + [k for k in kb if k not in ka]:
+            if k not in kb:
+                out.append(f"{path}[id={k}]: removed")
+            elif k not in ka:
+                out.append(f"{path}[id={k}]: added {json.dumps(kb[k])[:120]}")
+            else:
+                diff(ka[k], kb[k], f"{path}[id={k}]", out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diff(x, y, f"{path}[{i}]", out)
     elif a != b:
         out.append(f"{path}: {json.dumps(a)[:120]} -> {json.dumps(b)[:120]}")
     return out
+
+
+def _by_id(items: list) -> dict | None:
+    """The items keyed by their 'id', when every item is a dict with a distinct one; else None."""
+    if not items or not all(isinstance(x, dict) and "id" in x for x in items):
+        return None
+    keyed = {str(x["id"]): x for x in items}
+    return keyed if len(keyed) == len(items) else None
 
 
 def kind_of(line: str, before: dict) -> str | None:

@@ -91,8 +91,20 @@ def run(con, plan: dict) -> None:
     con.execute("BEGIN")
     insert_meta(con, plan["meta"])
     con.execute(f"ATTACH {_quote(plan['src'])} AS src (TYPE sqlite, READ_ONLY)")
+    varchar = plan.get("varchar_statements") or []
+    if varchar:
+        # A second, separate view of the same export for the reads that need every column as text: an
+        # attached SQLite database keeps the column types it first bound for the whole transaction.
+        con.execute(f"ATTACH {_quote(plan['src'])} AS srcv (TYPE sqlite, READ_ONLY)")
     # From here on the process may touch no other file (the output and its spill directory aside).
     con.execute("SET enable_external_access = false")
+    # The few reads that need every column as text (BLOBs in TEXT columns: NVTX binary payloads), before
+    # the configuration is locked; the setting is restored before any other statement runs.
+    if varchar:
+        con.execute("SET sqlite_all_varchar = true")
+        for sql in varchar:
+            con.execute(sql)
+        con.execute("SET sqlite_all_varchar = false")
     con.execute("SET lock_configuration = true")
     steps = plan["statements"]
     # Progress in source rows: each step's weight is the row count of the table it reads (from the
@@ -105,6 +117,8 @@ def run(con, plan: dict) -> None:
         done += weight
     con.execute("COMMIT")
     con.execute("DETACH src")
+    if varchar:
+        con.execute("DETACH srcv")
     counts = {name: con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]  # noqa: S608 - schema names
               for name in NSYS_TABLES}
     _say(stage="write", done=total, total=total)

@@ -21,6 +21,9 @@ MEMORY_KIND: dict[int, str] = {
 # ENUM_CUPTI_SYNC_TYPE -> analysis.schema.SYNC_TYPES
 SYNC_TYPE: dict[int, str] = {0: "unknown", 1: "event", 2: "stream_wait_event", 3: "stream", 4: "context"}
 
+# ENUM_NET_LINK_TYPE (TARGET_INFO_NIC_INFO.linkLayer) -> analysis.schema.LINK_LAYERS
+LINK_LAYER: dict[int, str] = {0: "unknown", 1: "ethernet", 2: "infiniband"}
+
 # The symbolic names of the ENUM tables, mapped onto our vocabulary (suffix after the common prefix).
 _ENUM_TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "copy_kind": ("ENUM_CUDA_MEMCPY_OPER", {
@@ -36,8 +39,9 @@ _ENUM_TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE": "stream",
         "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE": "context",
     }),
+    "link_layer": ("ENUM_NET_LINK_TYPE", {"Unknown": "unknown", "Ethernet": "ethernet", "InfiniBand": "infiniband"}),
 }
-_BUILTIN = {"copy_kind": COPY_KIND, "memory_kind": MEMORY_KIND, "sync_type": SYNC_TYPE}
+_BUILTIN = {"copy_kind": COPY_KIND, "memory_kind": MEMORY_KIND, "sync_type": SYNC_TYPE, "link_layer": LINK_LAYER}
 
 
 def enum_tables() -> dict[str, str]:

@@ -20,11 +20,22 @@ import apsw
 from analysis.errors import TraceError
 from analysis.nsys import enums
 from analysis.nsys.env import ALLOWED_KEYS, job_facts, parse_capture
-from analysis.nsys.source import BULK_TABLES, INT, NSYS_MARKERS, REFINING_EFFECT, SOURCE_TABLES, affinity
+from analysis.nsys.source import (
+    BULK_TABLES,
+    INT,
+    NSYS_MARKERS,
+    NUMBER,
+    REAL,
+    REFINING_EFFECT,
+    SOURCE_TABLES,
+    affinity,
+)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # Any single event timestamp above this is absolute UTC ns (1e17 ns is three years: no session is that long).
 ABSOLUTE_NS = 10**17
+# The declared affinities read for each expected type (SQLite's NUMERIC holds integers as well).
+_ACCEPTED = {INT: (INT, "NUMERIC"), NUMBER: (INT, REAL, "NUMERIC")}
 _SOURCE_FOLDED = frozenset(n.casefold() for n in SOURCE_TABLES)
 ESSENTIAL = frozenset(("StringIds", *BULK_TABLES))  # unreadable -> unsupported_schema, not silently empty
 # What the report lacks when an auxiliary table cannot be read.
@@ -38,6 +49,13 @@ AUX_EFFECT = {
     "COMPOSITE_EVENTS": "CPU samples not read (HOST002 cannot say where the host was)",
     "SAMPLING_CALLCHAINS": "functions of the CPU samples unknown",
     "PROCESSES": "process names unknown",
+    "GPU_METRICS": "GPU metrics samples not read",
+    "TARGET_INFO_GPU_METRICS": "GPU metrics names unknown",
+    "NET_NIC_METRIC": "NIC metrics not read",
+    "TARGET_INFO_NETWORK_METRICS": "NIC metric names unknown",
+    "NIC_ID_MAP": "NIC names unknown",
+    "TARGET_INFO_NIC_INFO": "NIC names unknown",
+    "NVTX_PAYLOAD_SCHEMA_ENTRIES": "NCCL message sizes not read (COMM003 cannot compute collective bandwidth)",
     "META_DATA_EXPORT": "nsys version and time base read from the data instead",
     "EXPORT_META_DATA": "nsys version and time base read from the data instead",
     "META_DATA_CAPTURE": "captured process environment not used for rank and world size",
@@ -179,7 +197,7 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
         declared = {col: typ for col, typ, hidden in xinfo if hidden == 0}
         # A column of another type than nsys writes is never read (it would reach typed SQL): as if missing.
         wrong = [c for c, t in spec.columns.items()
-                 if c in declared and affinity(declared[c]) not in (t, "NUMERIC" if t == INT else t)]
+                 if c in declared and affinity(declared[c]) not in _ACCEPTED.get(t, (t,))]
         missing = [c for c in spec.required if c not in declared]
         core_missing = [c for c in spec.core if c not in declared]
         core_wrong = [c for c in spec.core if c in wrong]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from analysis.errors import TraceError
 from analysis.nsys.guard import ExportInfo, validate
-from analysis.nsys.normalize import statements
+from analysis.nsys.normalize import statements, varchar_statements
 from analysis.nsys.spawn import IngestChild
 from analysis.schema import SCHEMA_VERSION
 
@@ -186,6 +186,7 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     tmp = child.tmp
     leftovers = child.leftovers()
     plan = {"src": str(src.resolve()), "meta": meta_rows(info), "statements": steps,
+            "varchar_statements": varchar_statements(info),
             "weights": _weights(info, steps)}
     scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
     try:

@@ -158,6 +158,7 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
     if "NVTX_EVENTS" in t:
         out.extend(_nvtx(info))
         out.append(("cleanup", "DROP TABLE _nvtx"))
+        out.extend(_nccl_calls(info))
 
     for table, target in (("OSRT_API", "osrt"), ("PROFILER_OVERHEAD", "overhead")):
         if table in t:
@@ -170,6 +171,7 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
 
     if "COMPOSITE_EVENTS" in t:
         out.append(("cpu_samples", _cpu_samples(info)))
+    out.extend(_system_metrics(info))
 
     if "ThreadNames" in t:
         out.append(("threads", f"""
@@ -179,6 +181,66 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
     if "PROCESSES" in t:
         out.append(("processes", f'INSERT INTO processes SELECT p."pid", p."name" FROM {_src("PROCESSES")} p'))
     out.extend(_devices(info))
+    return out
+
+
+def _system_metrics(info: ExportInfo) -> list[tuple[str, str]]:
+    """GPU metrics samples and NIC counters, with their names resolved (empty when not collected)."""
+    t, off = info.tables, info.time_offset_ns
+    out: list[tuple[str, str]] = []
+    if "GPU_METRICS" in t:
+        g = _Cols(info, "GPU_METRICS", "g")
+        if "TARGET_INFO_GPU_METRICS" in t:
+            n = _Cols(info, "TARGET_INFO_GPU_METRICS", "n")
+            # One name per (typeId, metricId): the table lists each pair once, but never trust that.
+            names = (f"""LEFT JOIN (SELECT "typeId" AS type_id, "metricId" AS metric_id,
+                                           any_value({n("typeName")}) AS source, any_value("metricName") AS metric
+                                    FROM {_src("TARGET_INFO_GPU_METRICS")} n GROUP BY ALL) n
+                         ON n.type_id = g."typeId" AND n.metric_id = g."metricId" """)
+            source, metric = "COALESCE(n.source, 'type ' || g.\"typeId\")", "COALESCE(n.metric, 'metric ' || g.\"metricId\")"
+        else:
+            names = ""
+            source, metric = "'type ' || g.\"typeId\"", "'metric ' || g.\"metricId\""
+        out.append(("gpu_metrics", f"""
+            INSERT INTO gpu_metrics
+            SELECT {source}, {metric}, {_time('g."timestamp"', off)}, {g("value", "DOUBLE")}
+            FROM {_src("GPU_METRICS")} g {names}"""))
+    if "TARGET_INFO_NIC_INFO" in t:
+        ni = _Cols(info, "TARGET_INFO_NIC_INFO", "ni")
+        model, mjoin = "NULL", ""
+        if "ENUM_NET_DEVICE_ID" in t and "deviceId" in ni.present:
+            d = _Cols(info, "ENUM_NET_DEVICE_ID", "d")
+            model = "d.label"
+            mjoin = (f'LEFT JOIN (SELECT "id", any_value({d("label")}) AS label FROM {_src("ENUM_NET_DEVICE_ID")} d '
+                     'GROUP BY ALL) d ON d."id" = ni."deviceId"')
+        out.append(("nics", f"""
+            INSERT INTO nics
+            SELECT ni."nicId", ni."name", {ni("stateName")}, {case_sql(ni("linkLayer"), info.decoders["link_layer"])},
+                   {model}
+            FROM {_src("TARGET_INFO_NIC_INFO")} ni {mjoin}"""))
+    if "NET_NIC_METRIC" in t:
+        m = _Cols(info, "NET_NIC_METRIC", "m")
+        joins, nic = "", "'nic ' || m.\"globalId\""
+        if "NIC_ID_MAP" in t:
+            joins += (f'LEFT JOIN (SELECT "globalId" AS gid, any_value("nicId") AS nic_id FROM {_src("NIC_ID_MAP")} '
+                      'GROUP BY ALL) i ON i.gid = m."globalId" ')
+            nic = "'nic ' || COALESCE(i.nic_id, m.\"globalId\")"
+            if "TARGET_INFO_NIC_INFO" in t:
+                joins += (f'LEFT JOIN (SELECT "nicId" AS nic_id, any_value("name") AS name '
+                          f'FROM {_src("TARGET_INFO_NIC_INFO")} GROUP BY ALL) ni ON ni.nic_id = i.nic_id ')
+                nic = f"COALESCE(ni.name, {nic})"
+        metric, unit = "'metric ' || m.\"metricsIdx\"", "NULL"
+        if "TARGET_INFO_NETWORK_METRICS" in t:
+            w = _Cols(info, "TARGET_INFO_NETWORK_METRICS", "w")
+            joins += (f'LEFT JOIN (SELECT "metricsListId" AS list_id, "metricsIdx" AS idx, any_value("name") AS name, '
+                      f'any_value({w("unit")}) AS unit FROM {_src("TARGET_INFO_NETWORK_METRICS")} w GROUP BY ALL) w '
+                      'ON w.list_id = m."metricsListId" AND w.idx = m."metricsIdx" ')
+            metric, unit = f"COALESCE(w.name, {metric})", "w.unit"
+        out.append(("nic_metrics", f"""
+            INSERT INTO nic_metrics
+            SELECT {nic}, {m("portId")}, {metric}, {unit}, {_time('m."start"', off)}, {_time('m."end"', off)},
+                   {m("value", "DOUBLE")}
+            FROM {_src("NET_NIC_METRIC")} m {joins}"""))
     return out
 
 
@@ -244,6 +306,110 @@ def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
         WHERE e."eventType" IN (34, 59, 60)"""))
     out.append(("nvtx", NVTX_NESTING_SQL))
     return out
+
+
+# NCCL's API calls whose NVTX payload carries a message size, and the communicator-init calls that carry
+# the number of ranks (NCCL >= 2.17 registers these schemas; nsys >= 2024.5 exports them).
+NCCL_SIZE_FIELD = "Message size [bytes]"
+NCCL_RANKS_FIELD = "No. of ranks"
+NCCL_COMM_FIELD = "NCCL communicator ID"  # NCCL >= 2.2x puts it first in every payload
+MAX_PAYLOAD_FIELD = 2**62  # a decoded size above this is not a size (garbage or a misread layout): NULL
+
+
+def _le_uint(hexed: str, offset: str, width: int) -> str:
+    """SQL: the little-endian unsigned integer of ``width`` bytes at byte ``offset`` of a hex string."""
+    return (f"list_sum(list_transform(range({width}), i -> (('0x' || substr({hexed}, 2 * ({offset}) + 2 * i::BIGINT + 1, 2))"
+            f"::UBIGINT) << (8 * i)::INTEGER))")
+
+
+def _has_payloads(info: ExportInfo) -> bool:
+    c = _Cols(info, "NVTX_EVENTS", "e")
+    # Without payload schemas there is no NCCL payload to decode (and no second pass over NVTX_EVENTS).
+    return ("NVTX_EVENTS" in info.tables and bool({"jsonText", "binaryData"} & c.present)
+            and "domainId" in c.present and "NVTX_PAYLOAD_SCHEMA_ENTRIES" in info.tables)
+
+
+def varchar_statements(info: ExportInfo) -> list[str]:
+    """The reads of NCCL's NVTX payloads, run with ``sqlite_all_varchar`` (every column read as text).
+
+    Exports carry a payload either as ``jsonText`` (a JSON object keyed by the schema entries' names,
+    when exported with JSON) or as ``binaryData`` (the payload's bytes laid out as its schema says,
+    little-endian, when exported with blobs). DuckDB's SQLite scanner refuses a BLOB in a column declared
+    TEXT, so these statements read the export with every column as text and cast back here; the child runs
+    them on its own attachment of the export (``srcv``) before it locks its configuration, and restores
+    the setting right after. They copy only what the
+    ``nccl_calls`` statement needs into temporary tables: ranges whose text starts with ``nccl`` and carry a
+    payload, and the byte offsets of the two fields read (``NVTX_PAYLOAD_SCHEMA_ENTRIES``).
+    """
+    if not _has_payloads(info):
+        return []
+    return [stmt.replace('src."', 'srcv."') for stmt in _payload_reads(info)]
+
+
+def _payload_reads(info: ExportInfo) -> list[str]:
+    c = _Cols(info, "NVTX_EVENTS", "e")
+    p = _Cols(info, "NVTX_PAYLOAD_SCHEMA_ENTRIES", "p")
+    off = info.time_offset_ns
+    js = c("jsonText") if "jsonText" in c.present else "NULL::VARCHAR"
+    bin_hex = f'hex(encode({c("binaryData")}))' if "binaryData" in c.present else "NULL::VARCHAR"
+    text = c("text")
+    tx_join = ""
+    if "textId" in c.present:
+        text = f"COALESCE({text}, tx.\"value\")"
+        tx_join = f'LEFT JOIN {_src("StringIds")} tx ON TRY_CAST(tx."id" AS BIGINT) = TRY_CAST(e."textId" AS BIGINT)'
+    gtid = 'TRY_CAST(e."globalTid" AS BIGINT)'
+    end = f'TRY_CAST({c("end")} AS BIGINT)' if "end" in c.present else "NULL::BIGINT"
+    poff = f'COALESCE(TRY_CAST({p("offset")} AS BIGINT), 0)'
+    return [
+        f"""CREATE TEMP TABLE _payload_offsets AS
+            SELECT TRY_CAST(p."domainId" AS BIGINT) AS domain_id, p."name"::VARCHAR AS field, min({poff}) AS off
+            FROM {_src("NVTX_PAYLOAD_SCHEMA_ENTRIES")} p
+            WHERE p."name" IN ('{NCCL_SIZE_FIELD}', '{NCCL_RANKS_FIELD}', '{NCCL_COMM_FIELD}')
+            GROUP BY ALL HAVING min({poff}) = max({poff})""",
+        f"""CREATE TEMP TABLE _nccl_ev AS
+            SELECT * FROM (
+                SELECT {_pid(gtid)} AS pid, {_tid(gtid)} AS tid,
+                       {_time('TRY_CAST(e."start" AS BIGINT)', off)} AS start_ns, {_time(end, off)} AS end_ns,
+                       {text}::VARCHAR AS name, TRY_CAST(e."domainId" AS BIGINT) AS dom,
+                       {js}::VARCHAR AS js, {bin_hex} AS hx
+                FROM {_src("NVTX_EVENTS")} e {tx_join}
+                WHERE e."eventType" IN ('59', '60') AND ({js} IS NOT NULL OR {c("binaryData")} IS NOT NULL))
+            WHERE starts_with(name, 'nccl')""",
+    ]
+
+
+def _nccl_calls(info: ExportInfo) -> list[tuple[str, str]]:
+    """The ``nccl_calls`` rows from what ``varchar_statements`` copied: the message size of each NCCL
+    call and the rank count of each communicator init, from JSON or from the bytes at the field's offset
+    (per domain, used only when every schema of the domain agrees on it)."""
+    if not _has_payloads(info):
+        return []
+
+    def field(name: str, alias: str, width: int, target: str) -> str:
+        from_json = f"""TRY_CAST(json_extract_string(TRY_CAST(ev.js AS JSON), '$."{name}"') AS HUGEINT)"""
+        from_bin = (f"CASE WHEN ev.hx IS NOT NULL AND length(ev.hx) >= 2 * ({alias}.off + {width}) "
+                    f"THEN {_le_uint('ev.hx', f'{alias}.off', width)} END")
+        value = f"COALESCE({from_json}, {from_bin})"
+        return f"CASE WHEN {value} BETWEEN 0 AND {MAX_PAYLOAD_FIELD} THEN ({value})::{target} END"
+
+    # The communicator id is a 64-bit hash: any value, kept as its decimal text.
+    comm = (f"""COALESCE(TRY_CAST(json_extract_string(TRY_CAST(ev.js AS JSON), '$."{NCCL_COMM_FIELD}"') AS UBIGINT),
+                        CASE WHEN ev.hx IS NOT NULL AND length(ev.hx) >= 2 * (oc.off + 8)
+                             THEN ({_le_uint('ev.hx', 'oc.off', 8)})::UBIGINT END)::VARCHAR""")
+
+    return [
+        ("nccl_calls", f"""
+            INSERT INTO nccl_calls
+            SELECT ev.pid, ev.tid, ev.start_ns, ev.end_ns, ev.name,
+                   CASE WHEN NOT starts_with(ev.name, 'ncclComm') THEN {field(NCCL_SIZE_FIELD, "os", 8, "BIGINT")} END,
+                   CASE WHEN starts_with(ev.name, 'ncclComm') THEN {field(NCCL_RANKS_FIELD, "orr", 4, "INTEGER")} END,
+                   {comm}
+            FROM _nccl_ev ev
+            LEFT JOIN _payload_offsets os ON os.domain_id = ev.dom AND os.field = '{NCCL_SIZE_FIELD}'
+            LEFT JOIN _payload_offsets orr ON orr.domain_id = ev.dom AND orr.field = '{NCCL_RANKS_FIELD}'
+            LEFT JOIN _payload_offsets oc ON oc.domain_id = ev.dom AND oc.field = '{NCCL_COMM_FIELD}'"""),
+        ("cleanup", "DROP TABLE _nccl_ev; DROP TABLE _payload_offsets"),
+    ]
 
 
 # Push/pop ranges nest per thread: a range's depth is the number of ranges open on its thread when it

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 INT, TEXT, REAL = "INTEGER", "TEXT", "REAL"
+NUMBER = "NUMBER"  # a measured value nsys declares INTEGER in one version and REAL in another: either is read
 
 
 @dataclass(frozen=True)
@@ -24,11 +25,11 @@ class SourceTable:
 
 
 def _t(name: str, required: str, optional: str = "", texts: str = "", reals: str = "",
-       core: str | None = None) -> SourceTable:
-    text_cols, real_cols = set(texts.split()), set(reals.split())
+       core: str | None = None, numbers: str = "") -> SourceTable:
+    text_cols, real_cols, num_cols = set(texts.split()), set(reals.split()), set(numbers.split())
     cols: dict[str, str] = {}
     for col in (required + " " + optional).split():
-        cols[col] = TEXT if col in text_cols else REAL if col in real_cols else INT
+        cols[col] = TEXT if col in text_cols else REAL if col in real_cols else NUMBER if col in num_cols else INT
     return SourceTable(name, cols, tuple(required.split()), tuple((required if core is None else core).split()))
 
 
@@ -46,8 +47,24 @@ SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
        core="start end"),
     _t("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "start end globalPid syncType",
        "deviceId contextId streamId correlationId eventId", core="start end"),
-    _t("NVTX_EVENTS", "start eventType globalTid", "end text textId domainId", texts="text", core="start eventType"),
+    _t("NVTX_EVENTS", "start eventType globalTid", "end text textId domainId jsonText binaryData",
+       texts="text jsonText binaryData", core="start eventType"),
+    # NVTX extended payloads (nsys >= 2024.5 writes the schemas; NCCL >= 2.17 registers them): where in an
+    # event's binary payload each named field lies. Read only for NCCL's message sizes and rank counts.
+    _t("NVTX_PAYLOAD_SCHEMA_ENTRIES", "domainId schemaId idx name", "offset", texts="name"),
     _t("OSRT_API", "start end globalTid nameId", core="start end"),
+    # GPU metrics sampling (nsys profile --gpu-metrics-devices=all, nsys >= 2023.x): one row per sample and
+    # metric; TARGET_INFO_GPU_METRICS names the metrics and their source (typeName: the GPU sampled).
+    _t("GPU_METRICS", "timestamp typeId metricId value", numbers="value", core="timestamp typeId metricId"),
+    _t("TARGET_INFO_GPU_METRICS", "typeId metricId metricName", "typeName", texts="metricName typeName"),
+    # NIC metrics (nsys profile --nic-metrics=true): per NIC port, counters over [start, end).
+    _t("NET_NIC_METRIC", "start end globalId portId metricsListId metricsIdx value", numbers="value",
+       core="start end metricsListId metricsIdx"),
+    _t("TARGET_INFO_NETWORK_METRICS", "metricsListId metricsIdx name", "unit", texts="name unit"),
+    _t("NIC_ID_MAP", "nicId globalId"),
+    _t("TARGET_INFO_NIC_INFO", "nicId name", "stateName deviceId linkLayer", texts="name stateName"),
+    _t("ENUM_NET_DEVICE_ID", "id", "label", texts="label"),
+    _t("ENUM_NET_LINK_TYPE", "id name", texts="name"),
     # CPU sampling (nsys profile --sample=cpu): one row per sample, its call chain one row per frame.
     _t("COMPOSITE_EVENTS", "id start globalTid", "cpu"),
     _t("SAMPLING_CALLCHAINS", "id symbol stackDepth", "module"),

@@ -375,3 +375,142 @@ SYSTEM_CASES += [
     Case("HOST002", "cupy-power-iteration.sqlite", host002_real),
     Case("HOST002", "vecadd-2026.sqlite", host002_silent),
 ]
+
+
+# ----------------------------------------------------------------------------- COMM003
+# No corpus export carries NCCL payload values: the NCCL exports have the payload schemas
+# (NVTX_PAYLOAD_SCHEMAS / _SCHEMA_ENTRIES) but were exported without blobs or JSON (torchrun's
+# META_DATA_EXPORT says EXPORT_PARAM_INCLUDE_BLOBS=false), so binaryData and jsonText are NULL. The plants
+# below write the payloads into the real exports as the export's own schema entries lay them out
+# (little-endian fields at each entry's offset), and COMM003's impact is recomputed here from the raw rows.
+
+NCCL_PID = "(e.globalTid >> 24) & 16777215"
+
+
+def _nvtx_rows(con: sqlite3.Connection, name: str) -> list[tuple[int, int, int, int]]:
+    """(rowid, pid, tid, start) of the NVTX ranges with this text (inline or registered)."""
+    return con.execute(f"""SELECT e.rowid, {NCCL_PID}, e.globalTid & 16777215, e.start FROM NVTX_EVENTS e
+                           LEFT JOIN StringIds s ON s.id = e.textId
+                           WHERE COALESCE(e.text, s.value) = ? ORDER BY e.start""", [name]).fetchall()  # noqa: S608
+
+
+def _entry_offset(con: sqlite3.Connection, field: str) -> int:
+    (off,) = {o or 0 for (o,) in con.execute('SELECT "offset" FROM NVTX_PAYLOAD_SCHEMA_ENTRIES WHERE name = ?',
+                                             [field])}
+    return off
+
+
+def _payload(offset: int, value: int, width: int, size: int) -> bytes:
+    buf = bytearray(size)
+    buf[offset:offset + width] = value.to_bytes(width, "little")
+    return bytes(buf)
+
+
+def plant_nccl_sizes(path: Path, sizes: dict[str, int], nranks: int | None = None, comm_id: int | None = None) -> None:
+    """Write NCCL payloads into a real export: each named call's message size (and communicator id, where the
+    export's schemas have that entry), each comm init's rank count."""
+    con = sqlite_rw(path)
+    size_off = _entry_offset(con, "Message size [bytes]")
+    with con:
+        for name, size in sizes.items():
+            for rowid, *_ in _nvtx_rows(con, name):
+                payload = bytearray(_payload(size_off, size, 8, size_off + 16))
+                if comm_id is not None:
+                    off = _entry_offset(con, "NCCL communicator ID")
+                    payload[off:off + 8] = comm_id.to_bytes(8, "little")
+                con.execute("UPDATE NVTX_EVENTS SET binaryData = ? WHERE rowid = ?", [bytes(payload), rowid])
+        if nranks is not None:
+            off = _entry_offset(con, "No. of ranks")
+            for rowid, *_ in _nvtx_rows(con, "ncclCommInitRank"):
+                con.execute("UPDATE NVTX_EVENTS SET binaryData = ? WHERE rowid = ?",
+                            [_payload(off, nranks, 4, off + 8), rowid])
+    con.close()
+
+
+def comm003_expected(path: Path, sizes: dict[str, int], n: int, peak_gbps: float, min_eff_pct: float = 50.0,
+                     min_bytes: int = 2**20) -> int | None:
+    """COMM003's impact from its definition on the raw export: each call belongs to the first NCCL kernel its
+    thread launched at or after the call began; a kernel's bytes are its calls' sizes (Send/Recv: the larger
+    direction); busBw factor 2(n-1)/n for AllReduce, 1 for Send/Recv; groups by op, algorithm, protocol,
+    power-of-two size class and device; a bandwidth-bound group below min_eff_pct of the peak costs
+    time - bus bytes / (peak * min_eff_pct)."""
+    import bisect
+    import re
+
+    con = sqlite_rw(path)
+    kernels = con.execute("""
+        SELECT k.start, k."end", k.deviceId, s.value, r.globalTid & 16777215, (k.globalPid >> 24) & 16777215, r.start
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND (r.globalTid >> 24) & 16777215 = (k.globalPid >> 24) & 16777215
+        WHERE s.value LIKE 'nccl%'""").fetchall()
+    launches: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for i, (_, _, _, _, tid, pid, launch) in enumerate(kernels):
+        launches.setdefault((pid, tid), []).append((launch, i))
+    for v in launches.values():
+        v.sort()
+    got: dict[int, dict[str, int]] = {}
+    for name, size in sizes.items():
+        for _, pid, tid, start in _nvtx_rows(con, name):
+            seq = launches.get((pid, tid), [])
+            j = bisect.bisect_left(seq, (start, -1))
+            if j < len(seq):
+                k = got.setdefault(seq[j][1], {})
+                k[name] = k.get(name, 0) + size
+    con.close()
+    groups: dict[tuple, list[float]] = {}
+    for i, parts in got.items():
+        start, end, device, short, *_ = kernels[i]
+        op = re.match(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)", short).group(1)
+        nbytes = max(parts.get("ncclSend", 0), parts.get("ncclRecv", 0)) if op == "SendRecv" else \
+            sum(v for c, v in parts.items() if c not in ("ncclSend", "ncclRecv"))
+        factor = 2.0 * (n - 1) / n if op == "AllReduce" else 1.0
+        algo = re.search(r"_(RING|TREE)_", short)
+        proto = re.search(r"_(LL128|LL|SIMPLE)_", short)
+        key = (op, algo and algo.group(1), proto and proto.group(1), nbytes.bit_length() - 1, device)
+        g = groups.setdefault(key, [0, 0.0, float("inf")])
+        g[0] += end - start
+        g[1] += nbytes * factor
+        g[2] = min(g[2], nbytes)
+    target = peak_gbps * min_eff_pct / 100.0
+    total = sum(int(t - bus / target) for t, bus, least in groups.values() if least >= min_bytes and bus / t < target)
+    return total or None
+
+
+COMM003_RING = {"ncclAllReduce": 2 * 2**20}  # the repo's directory says 2 MB (results_Ring_Simple_2MB_...)
+COMM003_PEAK = {"COMM003.link_peak_gbps": 25.0}
+
+
+def comm003_allreduce(path: Path, peer: Path | None) -> int:
+    """A real 2-node AllReduce (rank 0) given its payloads: 2 MiB in an 11.6 ms kernel, far below a 25 GB/s link."""
+    plant_nccl_sizes(path, COMM003_RING, nranks=2)
+    expected = comm003_expected(path, COMM003_RING, 2, 25.0)
+    assert expected
+    return expected
+
+
+def comm003_fast_allreduce(path: Path, peer: Path | None) -> None:
+    """The same kernel carrying 256 MiB: 23 GB/s of bus bandwidth, above half of 25 GB/s."""
+    sizes = {"ncclAllReduce": 256 * 2**20}
+    plant_nccl_sizes(path, sizes, nranks=2)
+    assert comm003_expected(path, sizes, 2, 25.0) is None
+    return None
+
+
+COMM003_SENDRECV = {"ncclSend": 16 * 2**20, "ncclRecv": 16 * 2**20}
+COMM003_NVLINK = {"COMM003.link_peak_gbps": 450.0}
+
+
+def comm003_sendrecv(path: Path, peer: Path | None) -> int:
+    """torchrun's two ranks in one file (H100, NVLink): 16 MiB per ncclSend/ncclRecv, grouped into SendRecv kernels."""
+    plant_nccl_sizes(path, COMM003_SENDRECV)
+    expected = comm003_expected(path, COMM003_SENDRECV, 2, 450.0)
+    assert expected
+    return expected
+
+
+SYSTEM_CASES += [
+    Case("COMM003", "nccl-ring-2node-r0-ault43.sqlite", comm003_allreduce, thresholds=COMM003_PEAK),
+    Case("COMM003", "nccl-ring-2node-r0-ault43.sqlite", comm003_fast_allreduce, thresholds=COMM003_PEAK),
+    Case("COMM003", "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite", comm003_sendrecv, thresholds=COMM003_NVLINK),
+]

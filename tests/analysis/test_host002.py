@@ -33,6 +33,26 @@ def test_host002_names_the_planted_function(tmp_path) -> None:
     gpu = [g for g in result["findings"] if g["rule_id"] == "GPU001"]
     assert gpu and gpu[0]["impact_ns"] >= f["by_owner"]["GPU001"]
     assert f["evidence"][0]["name"] == HOST002_FUNCTION
+    # The planted gap is GPU001's: its finding shows the same function as where the host was, counting the
+    # samples inside its own gaps.
+    top = gpu[0]["host_functions"][0]
+    assert top["function"] == HOST002_FUNCTION and top["samples"] >= HOST002_SAMPLES and top["kind"] == "python"
+    assert sum(h["samples"] for h in gpu[0]["host_functions"]) <= f["samples_in_idle"]
+
+
+def test_gap_rules_show_host_functions_from_their_own_gaps() -> None:
+    """The real CuPy power iteration (CPU sampling on): every sampled idle gap there is GPU001's, so GPU001's
+    host_functions count the same samples as HOST002 (HOST002 breaks ties by attributed idle, they by name)."""
+    result = analyze([ingested(corpus_file("cupy-power-iteration.sqlite"))], **WHOLE)
+    by = {f["rule_id"]: f for f in result["findings"]}
+    host002, gpu = by["HOST002"], by["GPU001"]
+    assert set(host002["by_owner"]) == {"GPU001"}
+    shown = gpu["host_functions"]
+    counts = {x["function"]: x["samples"] for x in host002["functions"]}
+    assert all(counts[h["function"]] == h["samples"] for h in shown)  # ties may rank differently
+    assert [h["samples"] for h in shown] == [x["samples"] for x in host002["functions"][:5]]
+    assert round(100 * shown[0]["samples"] / shown[0]["share_pct"]) == host002["samples_in_idle"]
+    assert "host_functions" not in by.get("SYNC001", {})
 
 
 def test_host002_skipped_without_samples() -> None:

@@ -191,3 +191,192 @@ def test_system_rules_on_sparse_rows(tmp_path) -> None:
     (f,) = [x for x in result["findings"] if x["rule_id"] == "MEM005"]
     assert f["directions"]["HtoD"]["bytes"] == 0 and f["directions"]["HtoD"]["gbps"] == 0.0
     assert f["devices"][0]["memory_only_ns"] == 10 * ms
+
+
+# ----------------------------------------------------------------------------- COMM003
+
+def _comm003(paths, **thresholds) -> dict:
+    return analyze(paths, rules=["COMM003"], window="all",
+                   thresholds={f"COMM003.{k}": v for k, v in thresholds.items()})
+
+
+def test_comm003_skipped_without_sizes_names_what_to_collect() -> None:
+    """The NCCL exports of the corpus have payload schemas but no payload values: skipped, saying how to get them."""
+    for short in ("nccl-ring-2node-r0-ault43.sqlite", "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"):
+        (status,) = _comm003([ingested(corpus_file(short))])["rules"]
+        assert status["status"] == "skipped"
+        assert "--trace=cuda,nvtx" in status["reason"] and "--include-blobs" in status["reason"]
+    # No NCCL at all: nothing to check, not a skip.
+    (status,) = _comm003([ingested(corpus_file("vecadd-2026.sqlite"))])["rules"]
+    assert status["status"] == "ok" and status["findings"] == 0
+
+
+def test_comm003_sizes_and_bandwidth_match_raw_sql(tmp_path) -> None:
+    """Bytes, time and bus bandwidth of the planted AllReduce equal direct SQL on the raw export; n comes from
+    the planted ncclCommInitRank payload (its 'No. of ranks' entry at offset 4)."""
+    from tests.analysis.rule_cases_system import COMM003_RING, plant_nccl_sizes
+
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    plant_nccl_sizes(src, COMM003_RING, nranks=2)
+    from analysis.api import ingest
+
+    ingest(src, tmp_path / "a.duckdb")
+    (f,) = _comm003([tmp_path / "a.duckdb"], link_peak_gbps=25.0)["findings"]
+    ((dur, name),) = _raw("nccl-ring-2node-r0-ault43.sqlite", """
+        SELECT k."end" - k.start, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName""")
+    (g,) = f["groups"]
+    assert (g["op"], g["algorithm"], g["protocol"]) == ("AllReduce", "RING", "LL") and "RING_LL" in name
+    assert (g["count"], g["bytes"], g["time_ns"]) == (1, 2 * 2**20, dur)
+    # n = 2: busBw = algBw x 2(n-1)/n = algBw.
+    assert g["alg_gbps"] == pytest.approx(2 * 2**20 / dur, abs=1e-6)
+    assert g["bus_gbps"] == pytest.approx(2 * 2**20 / dur, abs=1e-6)
+    assert f["ranks_n"] == 2 and "communicator-init" in f["ranks_source"]
+    assert g["peak_gbps"] == 25.0 and g["efficiency_pct"] == pytest.approx(100 * 2 * 2**20 / dur / 25.0, abs=1e-3)
+    assert f["evidence"][0]["detail"]["bytes"] == 2 * 2**20
+    # Without a given peak: the 3090 (compute capability 8.6, no NVLink record) is held against PCIe Gen4.
+    (f,) = _comm003([tmp_path / "a.duckdb"])["findings"]
+    assert f["groups"][0]["peak_gbps"] == 31.5
+
+
+def test_comm003_reads_json_payloads(tmp_path) -> None:
+    """Fixture built from the documented schema, since no corpus export was exported with JSON payloads:
+    jsonText holds the payload as an object keyed by the schema entries' names (NVTX_PAYLOAD_SCHEMA_ENTRIES.name),
+    here 'Message size [bytes]' of NCCL's AllReduce schema and 'No. of ranks' of its comm-init schema."""
+    import json
+
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    con = sqlite3.connect(src)
+    with con:
+        for name, payload in (("ncclAllReduce", {"Message size [bytes]": 3 * 2**20, "Reduction operation": 0}),
+                              ("ncclCommInitRank", {"Rank": 0, "No. of ranks": 4, "CUDA device": 0})):
+            con.execute("""UPDATE NVTX_EVENTS SET jsonText = ? WHERE textId IN
+                           (SELECT id FROM StringIds WHERE value = ?)""", [json.dumps(payload), name])
+    con.close()
+    import duckdb
+
+    from analysis.api import ingest
+
+    ingest(src, tmp_path / "a.duckdb")
+    rows = duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True).execute(
+        "SELECT name, bytes, nranks FROM nccl_calls ORDER BY start_ns").fetchall()
+    assert rows == [("ncclCommInitRank", None, 4), ("ncclAllReduce", 3 * 2**20, None)]
+    (f,) = _comm003([tmp_path / "a.duckdb"], link_peak_gbps=25.0)["findings"]
+    ((dur,),) = _raw("nccl-ring-2node-r0-ault43.sqlite", 'SELECT "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    # n = 4: busBw = algBw x 2 x 3 / 4.
+    assert f["groups"][0]["bus_gbps"] == pytest.approx(3 * 2**20 / dur * 1.5, abs=1e-6)
+
+
+def test_comm003_garbage_payload_is_no_size(tmp_path) -> None:
+    """A payload too short for the field, or JSON without it, gives no size: skipped, and the ingest is fine."""
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    con = sqlite3.connect(src)
+    with con:
+        con.execute("""UPDATE NVTX_EVENTS SET binaryData = ?, jsonText = '{"x": 1}' WHERE textId IN
+                       (SELECT id FROM StringIds WHERE value = 'ncclAllReduce')""", [b"\xff\x00\x01"])
+    con.close()
+    from analysis.api import ingest
+
+    ingest(src, tmp_path / "a.duckdb")
+    (status,) = _comm003([tmp_path / "a.duckdb"])["rules"]
+    assert status["status"] == "skipped"
+
+
+def test_comm003_in_a_window_keeps_the_communicator_size(tmp_path) -> None:
+    """Seen through a window around the AllReduce kernel (the steady state of a real run excludes start-up),
+    the call is still matched and n still comes from the ncclCommInitRank payload outside the window."""
+    from analysis.rules.base import run_rules
+    from analysis.rules.nsys.collectives import CollectiveBandwidth
+    from analysis.rules.registry import default_registry
+    from analysis.trace import Run, Trace
+    from tests.analysis.rule_cases_system import COMM003_RING, plant_nccl_sizes
+
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    plant_nccl_sizes(src, COMM003_RING, nranks=2)
+    from analysis.api import ingest
+
+    ingest(src, tmp_path / "a.duckdb")
+    whole = Trace(tmp_path / "a.duckdb", "a")
+    (ks, ke), = whole.sql("SELECT start_ns, end_ns FROM kernels WHERE category = 'nccl'")
+    whole.close()
+    seen = Trace(tmp_path / "a.duckdb", "a").windowed(ks - 1_000, ke + 1_000)
+    assert seen.scalar("SELECT COUNT(*) FROM nccl_calls") == 1  # the AllReduce call, not the comm init
+    with Run([seen]) as run:
+        reg = default_registry()
+        findings, results = run_rules(run, reg, [CollectiveBandwidth],
+                                      overrides={"COMM003.link_peak_gbps": 25.0})
+    assert [r.status for r in results] == ["ok"]
+    (f,) = findings
+    assert f.extra["ranks_n"] == 2 and f.extra["groups"][0]["bytes"] == 2 * 2**20
+
+
+def test_comm003_two_nodes_compared_across_ranks(tmp_path) -> None:
+    """Both ranks of the real 2-node AllReduce given their payloads: the ranks sit on two hosts, so the link is
+    the typical InfiniBand of the 3090's generation (25 GB/s); each rank's group lists both ranks' bus
+    bandwidth, each from its own kernel time (direct SQL)."""
+    from analysis.api import ingest
+    from tests.analysis.rule_cases_system import COMM003_RING, plant_nccl_sizes
+
+    outs, durs = [], {}
+    for i, short in enumerate(("nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite")):
+        src = copy_export(corpus_file(short), tmp_path / f"{i}.sqlite")
+        plant_nccl_sizes(src, COMM003_RING, nranks=2)
+        ingest(src, tmp_path / f"{i}.duckdb")
+        outs.append(tmp_path / f"{i}.duckdb")
+        ((durs[f"{i}.duckdb"],),) = _raw(short, 'SELECT "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    result = _comm003(outs)
+    assert {r["host"] for r in result["reports"]} == {"ault43.cscs.ch", "ault44.cscs.ch"}
+    assert len(result["findings"]) == 2
+    for f in result["findings"]:
+        assert f["inter_node"] is True
+        (g,) = f["groups"]
+        assert g["peak_gbps"] == 25.0 and "InfiniBand" in g["peak_source"]
+        assert {r["report"]: r["bus_gbps"] for r in g["ranks"]} == {
+            k: pytest.approx(2 * 2**20 / v, abs=1e-6) for k, v in durs.items()}
+
+
+def test_comm003_n_of_the_kernels_own_communicator(tmp_path) -> None:
+    """Fixture from the documented payload fields (JSON keyed by the schema entries' names, as no corpus export
+    has payload values): the AllReduce names communicator 7, initialised with 4 ranks; another communicator (9)
+    has 8. n is 4, the kernel's own communicator's, not the largest."""
+    import json
+
+    from analysis.api import ingest
+    from tests.analysis.planting import clone_row
+
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
+    con = sqlite3.connect(src)
+    with con:
+        ids = dict(con.execute("SELECT value, id FROM StringIds WHERE value IN ('ncclAllReduce', 'ncclCommInitRank')"))
+        con.execute("UPDATE NVTX_EVENTS SET jsonText = ? WHERE textId = ?",
+                    [json.dumps({"NCCL communicator ID": 7, "Message size [bytes]": 3 * 2**20}), ids["ncclAllReduce"]])
+        (init,) = con.execute("SELECT rowid FROM NVTX_EVENTS WHERE textId = ?", [ids["ncclCommInitRank"]]).fetchone()
+        con.execute("UPDATE NVTX_EVENTS SET jsonText = ? WHERE rowid = ?",
+                    [json.dumps({"NCCL communicator ID": 7, "No. of ranks": 4}), init])
+        clone_row(con, "NVTX_EVENTS", init, jsonText=json.dumps({"NCCL communicator ID": 9, "No. of ranks": 8}))
+    con.close()
+    ingest(src, tmp_path / "a.duckdb")
+    (f,) = _comm003([tmp_path / "a.duckdb"], link_peak_gbps=25.0)["findings"]
+    ((dur,),) = _raw("nccl-ring-2node-r0-ault43.sqlite", 'SELECT "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    (g,) = f["groups"]
+    assert (g["ranks_n"], g["ranks_n_source"]) == (4, "the communicator's init payload")
+    assert g["bus_gbps"] == pytest.approx(3 * 2**20 / dur * 2 * 3 / 4, abs=1e-6)
+    assert f["ranks_n"] == 8  # the report-wide default: the largest communicator
+
+
+def test_comm003_binary_communicator_id(tmp_path) -> None:
+    """torchrun's NCCL schemas put the 64-bit communicator id at offset 0 and the size at 8: both decode from the
+    planted bytes (an id above 2^63 included), one row per ncclSend/ncclRecv range of the export."""
+    import duckdb
+
+    from analysis.api import ingest
+    from tests.analysis.rule_cases_system import COMM003_SENDRECV, plant_nccl_sizes
+
+    src = copy_export(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"), tmp_path / "a.sqlite")
+    comm = 0xF123456789ABCDEF
+    plant_nccl_sizes(src, COMM003_SENDRECV, comm_id=comm)
+    ingest(src, tmp_path / "a.duckdb")
+    rows = duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True).execute(
+        "SELECT name, bytes, comm_id, COUNT(*) FROM nccl_calls GROUP BY ALL ORDER BY 1").fetchall()
+    (n_send,), = _raw("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite", """
+        SELECT COUNT(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = 'ncclSend'""")
+    assert rows == [("ncclRecv", 16 * 2**20, str(comm), n_send), ("ncclSend", 16 * 2**20, str(comm), n_send)]

@@ -149,7 +149,8 @@ def test_json_records_are_the_files_and_version_2_files_compute_the_same(tmp_pat
     old = tmp_path / "v2.duckdb"
     shutil.copy(out, old)
     con = duckdb.connect(str(old))
-    con.execute("DROP TABLE iterations")
+    for table in ("iterations", "nccl_calls", "gpu_metrics", "nic_metrics", "nics"):  # every version-3 table
+        con.execute(f"DROP TABLE IF EXISTS {table}")
     con.execute("DELETE FROM meta WHERE key = 'loop'")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()

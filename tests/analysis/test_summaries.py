@@ -171,3 +171,39 @@ def test_projection_equals_the_interval_join_definition(tmp_path):
         t.close()
     assert len(got) == len(ranges) and got == want
     assert sum(1 for g in got if g[7] > 1) > 50 and sum(1 for g in got if g[7] == 0) > 10
+
+
+def _raw_kernel_shares(short: str) -> list[tuple[str, int, int]]:
+    """(demangled name, count, total ns) per kernel name of the raw export, costliest first."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
+    try:
+        return con.execute("""SELECT s.value, COUNT(*), SUM(k."end" - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+                              JOIN StringIds s ON s.id = k.demangledName GROUP BY 1 ORDER BY 3 DESC""").fetchall()
+    finally:
+        con.close()
+
+
+def test_dominant_kernel_in_the_report_summary():
+    """A30 MIG: its single kernel is all the kernel time; OpenACC V100: main_41_gpu x1000 is too. TensorRT 3090:
+    no kernel reaches half (checked on the raw export), so no dominant kernel."""
+    from analysis.summary import DOMINANT_PCT, report_info
+
+    for short in ("a30-mig.sqlite", "openacc-v100.sqlite", "tensorrt-3090.sqlite"):
+        raw = _raw_kernel_shares(short)
+        total = sum(r[2] for r in raw)
+        t = Trace(ingested(corpus_file(short)), short)
+        try:
+            info = report_info(t)
+        finally:
+            t.close()
+        top = info["top_kernels"][0]
+        assert (top["name"], top["count"], top["total_ns"]) == raw[0]
+        assert top["share_pct"] == pytest.approx(100.0 * raw[0][2] / total, abs=1e-3)
+        dom = info["dominant_kernel"]
+        if 100.0 * raw[0][2] / total >= DOMINANT_PCT:
+            assert dom == {"name": raw[0][0], "count": raw[0][1], "total_ns": raw[0][2],
+                           "share_pct": pytest.approx(100.0 * raw[0][2] / total, abs=1e-3)}
+        else:
+            assert dom is None and short == "tensorrt-3090.sqlite"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from analysis.rules.base import Rule
+from analysis.rules.nsys.collectives import CollectiveBandwidth
 from analysis.rules.nsys.comm import ExposedCommunication, Stragglers
 from analysis.rules.nsys.copybound import CopyBound
 from analysis.rules.nsys.gpu import IdleGaps, LowUtilization
@@ -19,6 +20,7 @@ from analysis.rules.nsys.tensorcores import TensorCoresIdle
 NSYS_RULES: list[type[Rule]] = [
     ExposedCommunication,
     Stragglers,
+    CollectiveBandwidth,
     SerializedCommunication,
     IdleGaps,
     LowUtilization,

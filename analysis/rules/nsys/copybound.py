@@ -13,10 +13,13 @@ from analysis.intervals import MEMORY
 from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.links import Peaks, device_peaks
+from analysis.system_metrics import link_during_copies
 from analysis.trace import Run, Trace
 
 # Direction codes of copybound.sql.
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "peer", "memset", "other", "UVM")
+# The copy kinds of a direction whose link the GPU metrics measure (PCIe/C2C to the host, NVLink to peers).
+MEASURED_KINDS = {"HtoD": ["HtoD"], "DtoH": ["DtoH"], "peer": ["PtoP", "DtoD"]}
 HOST = (0, 1)
 
 ADVICE = {
@@ -111,7 +114,10 @@ class CopyBound(Rule):
     host link's typical peak by GPU generation (the export does not record PCIe generation or width;
     see ``analysis.rules.nsys.links``) or ``host_link_gbps`` when given; peer links are unknown to the
     export. A direction is *latency-bound* when at least half its time is in copies under
-    ``small_copy_kib``, else *bandwidth-bound*.
+    ``small_copy_kib``, else *bandwidth-bound*. When the export has GPU metrics samples (``nsys profile
+    --gpu-metrics-devices=all``), the finding also carries the link throughput measured while the main
+    direction's copies ran (``measured_link``: PCIe/NVLink/C2C metrics, mean and max during the copies
+    next to the mean over the capture).
 
     Ownership: memory-only time is not idle time, so MEM005 never competes with the idle-gap rules
     (SYNC001, MEM002, GPU001, KRN001, GPU002). It does compete with MEM001 (pageable copies) and
@@ -207,6 +213,12 @@ class CopyBound(Rule):
         share = pct(impact, report_span_ns(trace))
         parts = "; ".join(_describe(k, v) for k, v in sorted(used.items(), key=lambda kv: -kv[1].time_ns))
         owned_elsewhere = memory_only - impact
+        extra = {"memory_only_ns": int(memory_only), "main_direction": main,
+                 "directions": {k: v.to_dict() for k, v in used.items()}, "devices": devices}
+        # Measured link throughput while the main direction's copies ran, when GPU metrics were sampled.
+        measured = link_during_copies(trace, MEASURED_KINDS.get(main, []))
+        if measured:
+            extra["measured_link"] = measured
         note = (f" {fmt_ms(owned_elsewhere)} of it ran while a pageable copy or a unified-memory migration did "
                 "(counted under MEM001/MEM004)." if owned_elsewhere else "")
         return [Finding(
@@ -218,8 +230,7 @@ class CopyBound(Rule):
             impact_ns=int(impact), impact_pct=share, advice=_advice(main, used[main]),
             evidence=evidence, evidence_total=sum(v.count - v.elsewhere for v in used.values()),
             report=trace.label, rank=trace.rank,
-            extra={"memory_only_ns": int(memory_only), "main_direction": main,
-                   "directions": {k: v.to_dict() for k, v in used.items()}, "devices": devices},
+            extra=extra,
         )]
 
 

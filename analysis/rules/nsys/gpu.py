@@ -17,6 +17,8 @@ from analysis.rules.nsys.gaps import (
     owned,
     ownership_params,
 )
+from analysis.rules.nsys.hostcpu import functions_in
+from analysis.system_metrics import SM_METRIC_RE, sampled_during
 from analysis.trace import Trace
 
 # GPU001's gaps whose launching threads sat in OS runtime calls are HOST001's (analysis.rules.nsys.host).
@@ -60,6 +62,10 @@ class IdleGaps(Rule):
     calls, NCCL communicator set-up ranges) covers at least half of it, the cause is ``setup`` (never
     data loading). Impact: the total gap time.
 
+    Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
+    lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
+    samples, most sampled first), so the finding says where the host was.
+
     *Advice*: depends on the dominant cause: overlap host I/O with GPU work, allocate memory once, or
     find the host work (data loading, Python) with NVTX ranges and move it off the critical path.
     """
@@ -79,8 +85,11 @@ class IdleGaps(Rule):
         tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
         cands: list[tuple[Gap, str]] = []  # the longest gaps of each device, with their causes
+        mine_gaps: list[tuple[int | None, np.ndarray, np.ndarray]] = []  # GPU001's own gaps, for host_functions
         for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id]):
             gs, ge, codes = pg.gap_start, pg.gap_end, pg.cause
+            keep = codes != HOST001_CAUSE
+            mine_gaps.append((pg.pid, gs[keep], ge[keep]))
             for c, name in enumerate(CAUSE_CODES):
                 sel = codes == c
                 if sel.any() and c != HOST001_CAUSE:
@@ -121,8 +130,14 @@ class IdleGaps(Rule):
             impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
             extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
-                   "main_cause": main},
+                   "main_cause": main, **_host(trace, mine_gaps)},
         )]
+
+
+def _host(trace: Trace, gaps: list) -> dict:
+    """``host_functions``: where the launching threads' CPU was in these gaps (HOST002's samples), if sampled."""
+    found = functions_in(trace, gaps)
+    return {"host_functions": found} if found else {}
 
 
 class LowUtilization(Rule):
@@ -137,6 +152,9 @@ class LowUtilization(Rule):
     Windows under ``max_busy_pct`` are reported, adjacent ones merged. Impact: the idle of gaps that
     start in those windows and that no other rule owns (not sync-caused, not a blocking copy, shorter
     than GPU001's minimum, not inside a launch-bound run), so impacts never overlap.
+
+    When the export has GPU metrics samples (``--gpu-metrics-devices=all``), ``measured_sm`` gives the SM
+    activity metrics sampled in the regions shown as evidence (mean and max there, mean over the capture).
 
     *Advice*: look at what the host does in these windows (NVTX ranges, CPU sampling): small
     host-side stalls between kernels (Python overhead, frequent small copies, allocator calls).
@@ -184,5 +202,8 @@ class LowUtilization(Rule):
             advice=("Find what the host does between kernels here (NVTX, CPU sampling): reduce per-op Python "
                     "and launch overhead, fuse small kernels, or capture the loop in a CUDA graph."),
             evidence=evidence, evidence_total=len(regions), report=trace.label, rank=trace.rank,
-            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns},
+            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns,
+                   # SM activity the GPU metrics sampled in the low regions shown, when they were collected.
+                   **({"measured_sm": sm} if (sm := sampled_during(trace, SM_METRIC_RE,
+                                                                   [(r.start_ns, r.end_ns) for r in top])) else {})},
         )]

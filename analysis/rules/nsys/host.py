@@ -10,6 +10,7 @@ from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import CAUSE_CODES, launchers, owned_gap_causes
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNER_CODES, owned
+from analysis.rules.nsys.hostcpu import functions_in
 from analysis.trace import Run, Trace
 
 OS_CAUSE = CAUSE_CODES.index("os_runtime")
@@ -95,6 +96,10 @@ class HostBlocked(Rule):
     SYNC001 > MEM002 > HOST001 > GPU001 > KRN001 > GPU002. GPU001 keeps its gaps with the other causes.
     Needs the OS runtime trace (``nsys profile --trace=cuda,osrt``); skipped without it.
 
+    Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
+    lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
+    samples, most sampled first), so the finding says where the host was.
+
     *Advice*: by the class that takes most of the time: file reads (read ahead on worker processes,
     cache the data, GPUDirect Storage), file writes (background or async writers), locks and queues (let the producer run ahead), poll (prefetch
     further), sleeps (remove them), ioctl and mmap (allocate once).
@@ -168,7 +173,9 @@ class HostBlocked(Rule):
             extra={"by_call": {n: v for n, v in calls[:20]}, "by_class": by_class,
                    "by_thread": [{"pid": p, "tid": t, "os_ns": v} for (p, t), v in threads[:20]],
                    "os_call_ns": os_total, "file_io_pct": None if file_share is None else round(file_share, 3),
-                   "main_class": main, "idle_gaps": n_gaps},
+                   "main_class": main, "idle_gaps": n_gaps,
+                   # Where the CPU was when it was not blocked: HOST002's samples in these same gaps.
+                   **({"host_functions": fns} if (fns := functions_in(trace, gaps)) else {})},
         )]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from itertools import groupby
 
 import numpy as np
@@ -68,7 +69,8 @@ class HostCpuSamples(Rule):
     reaches ``min_idle_us``. Skipped when the report has no CPU samples.
 
     Functions are ranked by samples (then attributed idle); the top one names the finding and its kind
-    picks the advice.
+    picks the advice. The gap rules (GPU001, SYNC001, HOST001) show the same samples inside their own
+    gaps as ``host_functions`` in their findings.
 
     *Advice*: by the kind of the most sampled function: Python interpreter (capture the step in CUDA
     graphs or compile it, move per-step Python work off the loop), garbage collection (gc.freeze, collect
@@ -95,45 +97,11 @@ class HostCpuSamples(Rule):
         return super().missing(run)
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        samples = _samples(trace)
-        if not samples:
+        att = attribute(trace, ctx.all_params, ctx.params["min_gap_us"])
+        if att is None:
             return []
-        min_gap = int(ctx.params["min_gap_us"] * 1000)
-        by_fn: dict[str, list[float]] = {}       # function -> [samples, idle ns]
-        by_owner: dict[str, int] = {}
-        gaps: list[tuple[int, int, int, int | None, int, str]] = []  # (len, start, pid, device, k, top fn)
-        total = n_in = 0
-        for u in owned(trace, ctx.all_params):
-            pid = u.unit.pid
-            if pid is None or pid not in samples:
-                continue
-            t, fn = samples[pid]
-            long_ = np.flatnonzero(u.gap_end - u.gap_start >= min_gap)
-            if not len(long_):
-                continue
-            gs, ge = u.gap_start[long_], u.gap_end[long_]
-            at = np.searchsorted(gs, t, side="right") - 1
-            inside = (at >= 0) & (t < ge[np.maximum(at, 0)])
-            if not inside.any():
-                continue
-            gi, names = at[inside], fn[inside]
-            # Samples and gaps are both in time order, so each gap's samples are one slice.
-            cuts = np.flatnonzero(np.r_[True, gi[1:] != gi[:-1]])
-            for a, b in zip(cuts, np.r_[cuts[1:], len(gi)], strict=True):
-                g = int(gi[a])
-                length, k = int(ge[g] - gs[g]), int(b - a)
-                in_gap = names[a:b]
-                for name in in_gap:
-                    acc = by_fn.setdefault(name, [0, 0.0])
-                    acc[0] += 1
-                    acc[1] += length / k
-                owner = _OWNER_NAMES.get(int(u.owner[long_[g]]), "none")
-                by_owner[owner] = by_owner.get(owner, 0) + length
-                vals, cnt = np.unique(in_gap, return_counts=True)
-                top_fn = str(vals[np.argmax(cnt)])
-                gaps.append((length, int(gs[g]), pid, u.unit.device, k, top_fn))
-                total += length
-                n_in += k
+        by_fn, by_owner, gaps, total, n_in = (att["by_fn"], att["by_owner"], att["gaps"], att["total"],
+                                              att["samples"])
         if n_in < ctx.params["min_samples"] or total < ctx.params["min_idle_us"] * 1000:
             return []
         funcs = sorted(by_fn.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
@@ -163,8 +131,102 @@ class HostCpuSamples(Rule):
         )]
 
 
+def attribute(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None,
+              min_gap_us: float) -> dict | None:
+    """The CPU samples of the launching threads placed in the idle gaps (see HOST002's docstring): per function
+    ``[samples, idle ns]`` (``by_fn``), the idle per owning gap rule, the gaps with samples ``(len, start, pid,
+    device, samples, top function)``, and totals. None without samples. Cached on the trace per thresholds."""
+    key = ("host002", float(min_gap_us), repr(sorted((k, sorted(v.items())) for k, v in (all_params or {}).items())))
+    if key in trace.memo:
+        return trace.memo[key]
+    samples = _samples(trace)
+    out = None
+    if samples:
+        out = _attribute(trace, all_params, samples, int(min_gap_us * 1000))
+    trace.memo[key] = out
+    return out
+
+
+def _attribute(trace: Trace, all_params, samples: dict, min_gap: int) -> dict:
+    by_fn: dict[str, list[float]] = {}       # function -> [samples, idle ns]
+    by_owner: dict[str, int] = {}
+    gaps: list[tuple[int, int, int, int | None, int, str]] = []  # (len, start, pid, device, k, top fn)
+    total = n_in = 0
+    for u in owned(trace, all_params):
+        pid = u.unit.pid
+        if pid is None or pid not in samples:
+            continue
+        t, fn = samples[pid]
+        long_ = np.flatnonzero(u.gap_end - u.gap_start >= min_gap)
+        if not len(long_):
+            continue
+        gs, ge = u.gap_start[long_], u.gap_end[long_]
+        at = np.searchsorted(gs, t, side="right") - 1
+        inside = (at >= 0) & (t < ge[np.maximum(at, 0)])
+        if not inside.any():
+            continue
+        gi, names = at[inside], fn[inside]
+        # Samples and gaps are both in time order, so each gap's samples are one slice.
+        cuts = np.flatnonzero(np.r_[True, gi[1:] != gi[:-1]])
+        for a, b in zip(cuts, np.r_[cuts[1:], len(gi)], strict=True):
+            g = int(gi[a])
+            length, k = int(ge[g] - gs[g]), int(b - a)
+            in_gap = names[a:b]
+            owner = _OWNER_NAMES.get(int(u.owner[long_[g]]), "none")
+            for name in in_gap:
+                acc = by_fn.setdefault(name, [0, 0.0])
+                acc[0] += 1
+                acc[1] += length / k
+            by_owner[owner] = by_owner.get(owner, 0) + length
+            vals, cnt = np.unique(in_gap, return_counts=True)
+            top = str(vals[np.argmax(cnt)])
+            gaps.append((length, int(gs[g]), pid, u.unit.device, k, top))
+            total += length
+            n_in += k
+    return {"by_fn": by_fn, "by_owner": by_owner, "gaps": gaps, "total": total, "samples": n_in}
+
+
+def functions_in(trace: Trace, gaps: Sequence[tuple[int | None, np.ndarray, np.ndarray]],
+                 top: int = 5) -> list[dict] | None:
+    """Evidence for a gap rule's finding: the leaf functions of the launching threads' CPU samples taken
+    inside the rule's own idle gaps ``(pid, starts, ends)``, most sampled first (a sample inside gaps of two
+    devices of its process counts once); None when the report has no CPU samples or none fell there."""
+    if not trace.has_rows("cpu_samples"):
+        return None
+    samples = _samples(trace)
+    counts: dict[str, int] = {}
+    by_pid: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for pid, gs, ge in gaps:
+        if pid is not None and pid in samples and len(gs):
+            by_pid.setdefault(int(pid), []).append((np.asarray(gs), np.asarray(ge)))
+    for pid, parts in by_pid.items():
+        gs = np.concatenate([p[0] for p in parts])
+        ge = np.concatenate([p[1] for p in parts])
+        order = np.argsort(gs, kind="stable")
+        gs, ge = gs[order], np.maximum.accumulate(ge[order])  # reach of the gaps so far: a union test
+        t, fn = samples[pid]
+        at = np.searchsorted(gs, t, side="right") - 1
+        inside = (at >= 0) & (t < ge[np.maximum(at, 0)])
+        for name, n in zip(*np.unique(fn[inside], return_counts=True), strict=True):
+            counts[str(name)] = counts.get(str(name), 0) + int(n)
+    total = sum(counts.values())
+    if not total:
+        return None
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return [{"function": f, "samples": n, "share_pct": round(100.0 * n / total, 3), "kind": kind_of(f)}
+            for f, n in ranked]
+
+
 def _samples(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """pid -> (sample times sorted, leaf function names) of the samples on each process's launching threads."""
+    """pid -> (sample times sorted, leaf function names) of the samples on each process's launching threads
+    (cached on the trace: HOST002 and the gap rules' evidence read the same samples)."""
+    cached = trace.memo.get("launcher_samples")
+    if cached is None:
+        cached = trace.memo["launcher_samples"] = _read_samples(trace)
+    return cached
+
+
+def _read_samples(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     tids = launchers(trace)
     if not tids:
         return {}

@@ -59,3 +59,29 @@ def device_peaks(name: str | None, cc_major: int | None, cc_minor: int | None, m
         return Peaks(None, "unknown: the export does not give the compute capability", memory)
     return Peaks(PCIE_X16_GBPS[gen], f"typical PCIe Gen{gen} x16 for compute capability {cc_major}.x, "
                  "per direction (the export does not record the link)", memory)
+
+
+# Collectives (COMM003): the typical per-GPU peak of the link a collective crosses, per direction, when
+# the caller gives none. Inside one node: NVLink of SXM boards by generation (V100 NVLink2 6 x 25 GB/s,
+# A100 NVLink3 12 x 25 GB/s, H100/H200 NVLink4 18 x 25 GB/s), the PCIe peak above for other boards.
+# Across nodes: one InfiniBand NIC per GPU of the generation's era (EDR 100, HDR 200, NDR 400 Gb/s).
+NVLINK_GBPS = {(7, 0): 150.0, (8, 0): 300.0, (9, 0): 450.0, (10, 0): 900.0}
+IB_PER_GPU_GBPS = {7: 12.5, 8: 25.0, 9: 50.0, 10: 100.0}
+
+
+def collective_peak(name: str | None, cc_major: int | None, cc_minor: int | None,
+                    inter_node: bool) -> tuple[float | None, str]:
+    """The typical link peak (GB/s per direction) a collective of this device is held against, and why."""
+    if cc_major is None:
+        return None, "unknown: the export does not describe the GPU"
+    if inter_node:
+        gbps = IB_PER_GPU_GBPS.get(min(max(cc_major, 7), 10))
+        if gbps is None:
+            return None, f"unknown: no typical InfiniBand figure for compute capability {cc_major}.x"
+        return gbps, (f"typical InfiniBand per GPU for compute capability {cc_major}.x "
+                      f"({gbps * 8:g} Gb/s), since the ranks are on several nodes")
+    nvlink = NVLINK_GBPS.get((cc_major, cc_minor or 0))
+    if nvlink and "pcie" not in (name or "").lower():
+        return nvlink, f"typical NVLink of an SXM GPU of compute capability {cc_major}.{cc_minor or 0}, per direction"
+    peaks = device_peaks(name, cc_major, cc_minor, None)
+    return peaks.host_gbps, peaks.host_source

@@ -5,7 +5,8 @@ from __future__ import annotations
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.rules.nsys.gaps import owned, owned_sync_calls, owned_top, owned_total, sync_names
+from analysis.rules.nsys.gaps import OWNER_CODES, owned, owned_sync_calls, owned_top, owned_total, sync_names
+from analysis.rules.nsys.hostcpu import functions_in
 from analysis.trace import Trace
 
 
@@ -22,6 +23,10 @@ class BlockingSync(Rule):
     Impact: the GPU idle from that moment until the next GPU work on that device (the part a
     non-blocking design recovers), not the duration of the sync calls. Also reported: how many sync
     calls there are and how many per kernel (one per kernel is the classic pattern).
+
+    Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
+    lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
+    samples, most sampled first), so the finding says where the host was.
 
     *Advice*: remove syncs that only serve timing or debugging; replace them with events
     (``cudaEventRecord`` + ``cudaStreamWaitEvent``) or stream ordering; read results back with async
@@ -70,5 +75,13 @@ class BlockingSync(Rule):
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"sync_calls": n_calls, "sync_calls_per_kernel": per_kernel,
                    "sync_call_names": {c[0]: int(c[1]) for c in calls}, "idle_gaps": int(n),
-                   "syncs_followed_by_idle": n_owning},
+                   "syncs_followed_by_idle": n_owning, **_host(trace, units)},
         )]
+
+
+def _host(trace: Trace, units: list) -> dict:
+    """``host_functions``: where the launching threads' CPU was in SYNC001's gaps (HOST002's samples), if sampled."""
+    code = OWNER_CODES["SYNC001"]
+    found = functions_in(trace, [(u.unit.pid, u.gap_start[u.owner == code], u.gap_end[u.owner == code])
+                                 for u in units])
+    return {"host_functions": found} if found else {}

@@ -7,7 +7,7 @@ import re
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.trace import Trace
+from analysis.trace import Run, Trace
 
 # FP32 GEMM/convolution kernels of NVIDIA's libraries that run on the SIMT (CUDA core) pipes:
 # cuBLAS ``<arch>_sgemm_*`` and ``gemmSN_*_kernel<float>``/``gemmk1_kernel<float>``, cuDNN
@@ -32,6 +32,46 @@ def simt_fp32_names(trace: Trace) -> list[str]:
     return names
 
 
+# A name that says matrix work, for kernels an ncu report shows on the FP32 pipes (generated kernels such as
+# Triton's ``triton_tem_fused_mm_0`` or ``triton_bmm`` included).
+MATRIX_RE = re.compile(r"gemm|gemv|conv|matmul|mma|xmma|cutlass|fmha|attention|dot|(^|_)b?mm(_|$)", re.IGNORECASE)
+TENSOR_INST = ("sm__inst_executed_pipe_tensor.sum", "sm__pipe_tensor_cycles_active.sum",
+               "sm__inst_executed_pipe_tensor_op_hmma.sum", "sm__pipe_tensor_op_hmma_cycles_active.sum")
+FP32_INST = ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
+             "sm__sass_thread_inst_executed_op_fadd_pred_on.sum")
+FMA_PIPE_PCT = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
+
+
+def ncu_pipe_verdicts(run: Run) -> dict[str, dict]:
+    """What the run's ncu reports measured of each kernel's math pipes, by kernel name (demangled and short).
+
+    ``verdict`` is ``tensor`` when any profiled launch executed tensor-pipe instructions, ``fp32`` when the
+    launches executed FP32 FMA/MUL/ADD instructions and no tensor-pipe ones; kernels without the tensor-pipe
+    metric get no verdict. Values are sums over the kernel's profiled launches.
+    """
+    from analysis.rules.ncu.metrics import load_launches  # only when an ncu report is in the run
+
+    out: dict[str, dict] = {}
+    for trace in run.of_tool("ncu"):
+        for launch in load_launches(trace):
+            tensor = [launch.raw.get(m) for m in TENSOR_INST if launch.raw.get(m) is not None]
+            if not tensor:
+                continue
+            fp32 = sum(launch.raw.get(m) or 0.0 for m in FP32_INST)
+            for key in {launch.name, launch.short_name} - {""}:
+                v = out.setdefault(key, {"tensor_inst": 0.0, "fp32_inst": 0.0, "launches": 0, "report": trace.label,
+                                         "fma_pipe_pct": None})
+                v["tensor_inst"] += tensor[0]
+                v["fp32_inst"] += fp32
+                v["launches"] += 1
+                fma = launch.raw.get(FMA_PIPE_PCT)
+                if fma is not None:
+                    v["fma_pipe_pct"] = max(fma, v["fma_pipe_pct"] or 0.0)
+    for v in out.values():
+        v["verdict"] = "tensor" if v["tensor_inst"] > 0 else "fp32" if v["fp32_inst"] > 0 else None
+    return out
+
+
 def name_list(names: list[str]) -> str:
     """A SQL IN-list of names (quotes doubled), or NULL when empty (``x IN (NULL)`` matches nothing)."""
     return ", ".join("'" + n.replace("'", "''") + "'" for n in names) or "NULL"
@@ -53,8 +93,14 @@ class TensorCoresIdle(Rule):
     ``wgmma``, MMA shapes like ``s1688``/``s16816``/``h884``, ``f16``/``bf16``) is never flagged.
     Only devices with tensor cores count (compute capability 7.0 or later, or unknown). Not
     detected: FP64 GEMMs (cuBLAS uses FP64 tensor cores by itself where they exist, 8.0 and 9.0),
-    Triton and other generated kernels (their names do not carry the data type; an ncu report's pipe
-    utilization would), and FFT-based convolutions. Impact: the GPU time of the flagged kernels (the
+    and FFT-based convolutions. When the run has an ncu report of the same kernels (matched by demangled
+    or short name), the measured pipes decide: a kernel whose profiled launches executed tensor-pipe
+    instructions (``sm__inst_executed_pipe_tensor.sum``, ``sm__pipe_tensor_cycles_active.sum``) is
+    never flagged, whatever its name; one that executed FP32 FMA/MUL/ADD instructions
+    (``sm__sass_thread_inst_executed_op_{ffma,fmul,fadd}_pred_on.sum``) and no tensor-pipe ones is
+    flagged when its name says matrix work (``gemm``, ``conv``, ``matmul``, ``mm``, ``bmm``, ``dot`` ...:
+    Triton and other generated kernels, whose names do not carry the data type). NCU007 reports the
+    same ncu measurement per profiled kernel with ncu's speedup; KRN002 states the nsys time at stake. Impact: the GPU time of the flagged kernels (the
     time at stake), reported when it is at least ``min_share_pct`` of compute kernel time and at least
     ``min_time_us``.
 
@@ -80,7 +126,25 @@ class TensorCoresIdle(Rule):
     summary = "GEMMs and convolutions on FP32 CUDA cores while tensor cores idle"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        names = simt_fp32_names(trace)
+        by_naming = simt_fp32_names(trace)
+        names, measured = list(by_naming), {}
+        if ctx.run.of_tool("ncu"):
+            verdicts = self.__dict__.get("_verdicts")
+            if verdicts is None:  # once per rule run, not once per nsys report
+                verdicts = self.__dict__["_verdicts"] = ncu_pipe_verdicts(ctx.run)
+            distinct = [r[0] for r in trace.sql("SELECT DISTINCT name FROM kernels WHERE category = 'compute' "
+                                                "AND name IS NOT NULL")]
+            short = dict(trace.sql("SELECT name, any_value(short_name) FROM kernels WHERE category = 'compute' "
+                                   "AND name IS NOT NULL GROUP BY name"))
+            for n in distinct:
+                v = verdicts.get(n) or verdicts.get(short.get(n) or "")
+                if v is None or v["verdict"] is None:
+                    continue
+                measured[n] = v
+            # Measured pipes beat names: a kernel ncu saw on the tensor pipe is never flagged, one it saw on
+            # the FP32 pipes only is flagged when its name says matrix work (Triton and other generated names).
+            names = sorted({n for n in names if measured.get(n, {}).get("verdict") != "tensor"}
+                           | {n for n, v in measured.items() if v["verdict"] == "fp32" and MATRIX_RE.search(n)})
         if not names:
             return []
         # Devices without tensor cores (compute capability under 7.0) are left out; unknown ones count.
@@ -127,6 +191,11 @@ class TensorCoresIdle(Rule):
             impact_ns=total, impact_pct=pct(total, report_span_ns(trace)), advice=advice,
             evidence=evidence, evidence_total=n_kernels, report=trace.label, rank=trace.rank,
             extra={"kernels": n_kernels, "compute_share_pct": round(share, 3),
+                   **({"ncu": {n: {"verdict": v["verdict"], "tensor_inst": v["tensor_inst"],
+                                   "fp32_inst": v["fp32_inst"], "fma_pipe_pct": v["fma_pipe_pct"],
+                                   "launches": v["launches"], "report": v["report"],
+                                   "named_fp32": n in by_naming} for n, v in sorted(measured.items())}}
+                      if measured else {}),
                    "by_name": {n: {"count": v[0], "total_ns": v[1]}
                                for n, v in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:20]}},
         )]

@@ -1,0 +1,225 @@
+"""COMM003: collective bandwidth, per collective kind and message size, against the link's peak."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from analysis.findings import Evidence, Finding
+from analysis.rules.base import Rule, RuleContext, Skip, Threshold
+from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
+from analysis.rules.nsys.links import collective_peak
+from analysis.trace import Trace
+
+# NCCL's bus-bandwidth factors (nccl-tests, doc/PERFORMANCE.md): busBw = algBw * factor(n).
+BUS_FACTOR_SQL = """CASE op WHEN 'AllReduce' THEN 2.0 * (n - 1) / n
+                            WHEN 'AllGather' THEN (n - 1)::DOUBLE / n
+                            WHEN 'ReduceScatter' THEN (n - 1)::DOUBLE / n
+                            WHEN 'AllToAll' THEN (n - 1)::DOUBLE / n
+                            ELSE 1.0 END"""
+# NCCL's payload records one rank's share for AllGather (send bytes) and ReduceScatter (receive bytes);
+# nccl-tests' size, from which algBw is computed, is the whole buffer: n times that.
+SIZE_SCALE_SQL = "CASE WHEN op IN ('AllGather', 'ReduceScatter') THEN n ELSE 1 END"
+
+HOW_TO_COLLECT = ("no NCCL message sizes in this export: profile NCCL >= 2.17 with nsys --trace=cuda,nvtx "
+                  "(NCCL's NVTX ranges carry the size in an extended payload) and export with the payloads "
+                  "(nsys export --include-blobs=true or --include-json=true; an export made without them says "
+                  "EXPORT_PARAM_INCLUDE_BLOBS=false in META_DATA_EXPORT)")
+
+
+def _size_class(log2: int) -> str:
+    def fmt(b: int) -> str:
+        for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+            if b >= scale:
+                return f"{b // scale} {unit}"
+        return f"{b} B"
+    return f"{fmt(2**log2)}-{fmt(2**(log2 + 1))}"
+
+
+def _ranks(trace: Trace, nccl_traces: list[Trace]) -> tuple[int, str]:
+    """The communicator size: NCCL's own payload, else the job's world size, else the participants seen."""
+    # From the whole report, not the analysis window: communicators are created at start-up.
+    db = str(trace.scalar("SELECT current_database()")).replace('"', '""')
+    n = trace.scalar(f'SELECT max(nranks) FROM "{db}".main.nccl_calls WHERE nranks > 0')  # noqa: S608 - own name
+    if n:
+        return int(n), "NCCL's communicator-init payload"
+    world = trace.meta.get("world_size")
+    if world and world.isdigit() and int(world) > 0:
+        return int(world), "the job's world size"
+    seen = sum(int(t.scalar("SELECT COUNT(DISTINCT pid) FROM kernels WHERE category = 'nccl'") or 0)
+               for t in nccl_traces)
+    return max(seen, 1), "the processes with NCCL kernels in this run"
+
+
+class CollectiveBandwidth(Rule):
+    """Slow collectives: NCCL operations whose bus bandwidth is far below the link they cross.
+
+    *Why it matters*: a collective's time is its bytes over the bandwidth NCCL reaches. Well-sized
+    collectives on a healthy fabric reach a large part of the link's peak; far less means a
+    misconfigured or degraded link (NCCL fell back to sockets or PCIe, a NIC is missing, GPUDirect RDMA
+    is off), the wrong algorithm or protocol for the size, or contention.
+
+    *How it is detected*: message sizes come from NCCL's NVTX ranges (``ncclAllReduce``, ``ncclSend``
+    ...) and their extended payload's ``Message size [bytes]`` (ingested into ``nccl_calls``); each call
+    belongs to the first NCCL kernel its thread launched at or after the call began (a group launches
+    one kernel at ``ncclGroupEnd`` for all its calls). Per kernel, with NCCL's own definitions (as in
+    nccl-tests): algBw = size / kernel time, where size is the whole buffer (the payload times n for
+    AllGather and ReduceScatter), and busBw = algBw x 2(n-1)/n for AllReduce, x (n-1)/n for AllGather,
+    ReduceScatter and AllToAll, x 1 for Broadcast, Reduce and Send/Recv; n is the communicator size
+    (the ``No. of ranks`` of the kernel's own communicator when the payloads carry the ``NCCL communicator
+    ID``, NCCL >= 2.2x; else the largest of NCCL's communicator-init payloads, else the job's world size,
+    else the ranks seen in the run). Groups are kept apart by n, so tensor- and data-parallel
+    communicators of different sizes are never mixed.
+    Kernels are grouped by collective, algorithm and protocol (from the kernel name, e.g. ``RING_LL``)
+    and size class (powers of two). A group of messages of at least ``min_bytes`` whose bus bandwidth
+    (bus bytes over summed time) is below ``min_efficiency_pct`` of the link peak is reported; smaller
+    messages are latency-bound and are only listed. The peak is ``link_peak_gbps`` when given, else a
+    stated typical figure (NVLink of the GPU's generation inside a node, one InfiniBand NIC per GPU
+    across nodes, PCIe for boards without NVLink; see ``analysis.rules.nsys.links``). Impact: the
+    time the reported groups would save at ``min_efficiency_pct`` of the peak (their time minus bus
+    bytes / (peak x min_efficiency_pct)). This is NCCL kernel time, part of which COMM001 and COMM004
+    may count as exposed; COMM003 says why it is long, they say whether it is hidden.
+
+    *Advice*: check NCCL's choice and the fabric: run with ``NCCL_DEBUG=INFO`` (transport, NET/IB vs
+    socket, GPUDirect RDMA), compare with ``nccl-tests`` at the same sizes, make sure every GPU has
+    its NIC and NVLink is up (``nvidia-smi nvlink -s``, ``ibstat``); fuse small collectives into
+    larger buckets; do not force ``NCCL_ALGO``/``NCCL_PROTO`` without measuring.
+    """
+
+    id = "COMM003"
+    name = "comm.collective-bandwidth"
+    category = "communication"
+    requires = ("kernels",)
+    thresholds = {
+        "min_efficiency_pct": Threshold(50.0, "%", "report a size class whose bus bandwidth is below this "
+                                                   "share of the link's peak"),
+        "min_bytes": Threshold(float(2**20), "B", "smallest message counted as bandwidth-bound; smaller "
+                                                  "ones are latency-bound and only listed"),
+        "link_peak_gbps": Threshold(0.0, "GB/s", "the link's peak per direction; 0 = the typical peak of "
+                                                 "the GPU's generation (NVLink / InfiniBand / PCIe)"),
+    }
+    summary = "Collective algorithm and bus bandwidth per kind and size, against the link peak"
+
+    def check(self, ctx: RuleContext) -> list[Finding]:
+        run, params = ctx.run, ctx.params
+        traces = [t for t in self.applicable(run)
+                  if t.scalar("SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None]
+        if not traces:
+            return []
+        sized = [t for t in traces if t.has_rows("nccl_calls")  # a version-2 file has no such table
+                 and t.scalar("SELECT 1 FROM nccl_calls WHERE bytes IS NOT NULL LIMIT 1")]
+        if not sized:
+            raise Skip(HOW_TO_COLLECT)
+        hosts = {t.meta.get("host") for t in traces if t.meta.get("host")}
+        inter_node = len(hosts) > 1
+        per = {}
+        for t in sized:
+            per[t.label] = self._groups(t, traces, inter_node, params)
+        # Cross-rank comparison: the same (op, algorithm, protocol, size class) on every report.
+        across: dict[tuple, list[dict]] = {}
+        for label, (groups, _) in per.items():
+            for g in groups:
+                across.setdefault(g["key"], []).append({"report": label, "device": g["device"],
+                                                        "bus_gbps": g["bus_gbps"]})
+        out = []
+        for t in sized:
+            f = self._finding(t, *per[t.label], across, params)
+            if f is not None:
+                out.append(f)
+        return out
+
+    def _groups(self, trace: Trace, traces: list[Trace], inter_node: bool,
+                params: Mapping[str, float]) -> tuple[list[dict], dict]:
+        n, n_source = _ranks(trace, traces)
+        given = params["link_peak_gbps"]
+        try:
+            for stmt in load_sql("collectives.sql").split(";\n"):
+                if stmt.strip():
+                    trace.con.execute(stmt)
+            # Each kernel's n: its communicator's size when the payloads name the communicator, else the default.
+            db = str(trace.scalar("SELECT current_database()")).replace('"', '""')
+            trace.con.execute(f"""
+                CREATE OR REPLACE TEMP TABLE _gp_coll_n AS
+                SELECT c.*, COALESCE(cm.n, {int(n)}) AS n, cm.n IS NOT NULL AS n_from_comm FROM _gp_coll c
+                LEFT JOIN (SELECT comm_id, max(nranks) AS n FROM "{db}".main.nccl_calls
+                           WHERE nranks > 0 AND comm_id IS NOT NULL GROUP BY comm_id) cm
+                  ON cm.comm_id = c.comm_id""")  # noqa: S608 - integers and own names
+            rows = trace.sql(f"""
+                WITH g AS (SELECT * FROM _gp_coll_n WHERE bytes > 0)
+                SELECT op, algo, proto, floor(log2(bytes))::INTEGER AS cls, device, n, bool_and(n_from_comm),
+                       COUNT(*), SUM(bytes::HUGEINT * {SIZE_SCALE_SQL}) AS size_b,
+                       SUM(bytes::DOUBLE * {SIZE_SCALE_SQL} * {BUS_FACTOR_SQL}) AS bus_b,
+                       SUM(end_ns - start_ns)::BIGINT AS time_ns, MIN(bytes) AS min_b
+                FROM g GROUP BY ALL ORDER BY time_ns DESC, op, cls""")  # noqa: S608 - integers and constants
+            unsized = trace.scalar("SELECT COUNT(*) FROM _gp_coll WHERE bytes IS NULL OR bytes = 0")
+            slow = trace.sql(f"""
+                WITH g AS (SELECT * FROM _gp_coll_n WHERE bytes >= $min_b)
+                SELECT pid, device, stream, start_ns, end_ns, name, op, algo, proto, bytes,
+                       bytes::DOUBLE * {SIZE_SCALE_SQL} * {BUS_FACTOR_SQL} / (end_ns - start_ns) AS bus_gbps,
+                       bytes::DOUBLE * {SIZE_SCALE_SQL} / (end_ns - start_ns) AS alg_gbps
+                FROM g ORDER BY bus_gbps, start_ns LIMIT 20""",  # noqa: S608 - integers and constants
+                              {"min_b": int(params["min_bytes"])})
+        finally:
+            trace.con.execute("DROP TABLE IF EXISTS _gp_coll; DROP TABLE IF EXISTS _gp_coll_n")
+        devices = {}
+        for dev in {r[4] for r in rows}:
+            d = trace.sql("""SELECT name, cc_major, cc_minor FROM devices WHERE device IS NOT DISTINCT FROM $d
+                             ORDER BY pid NULLS LAST LIMIT 1""", {"d": dev})
+            name, major, minor = d[0] if d else (None, None, None)
+            devices[dev] = (float(given), "given (link_peak_gbps)") if given > 0 else \
+                collective_peak(name, major, minor, inter_node)
+        groups = []
+        for op, algo, proto, cls, dev, n_ranks, from_comm, count, size_b, bus_b, time_ns, min_b in rows:
+            peak, source = devices[dev]
+            bus = float(bus_b) / time_ns
+            groups.append({
+                "key": (op, algo, proto, int(cls), int(n_ranks)), "op": op, "algorithm": algo or None,
+                "protocol": proto or None, "size_class": _size_class(int(cls)), "device": dev,
+                "ranks_n": int(n_ranks), "ranks_n_source": "the communicator's init payload" if from_comm else n_source,
+                "count": int(count), "bytes": int(size_b),
+                "time_ns": int(time_ns), "alg_gbps": round(float(size_b) / time_ns, 6), "bus_gbps": round(bus, 6),
+                "bus_bytes": float(bus_b), "peak_gbps": peak, "peak_source": source,
+                "efficiency_pct": None if not peak else round(100.0 * bus / peak, 3),
+                "bound": "bandwidth" if int(min_b) >= params["min_bytes"] else "latency"})
+        return groups, {"n": n, "n_source": n_source, "slow": slow, "unsized": int(unsized or 0),
+                        "inter_node": inter_node}
+
+    def _finding(self, trace: Trace, groups: list[dict], info: dict, across: dict,
+                 params: Mapping[str, float]) -> Finding | None:
+        eff = params["min_efficiency_pct"] / 100.0
+        # A communicator of one rank moves no bus bytes (factor 0): nothing to compare with a link.
+        bad = [g for g in groups if g["bound"] == "bandwidth" and g["peak_gbps"] and g["bus_bytes"] > 0
+               and g["bus_gbps"] < eff * g["peak_gbps"]]
+        impact = 0
+        for g in bad:
+            g["excess_ns"] = int(g["time_ns"] - g["bus_bytes"] / (g["peak_gbps"] * eff))
+            impact += g["excess_ns"]
+        if not bad or impact <= 0:
+            return None
+        evidence = tuple(
+            Evidence(start_ns=int(r[3]), end_ns=int(r[4]), device=r[1], stream=r[2], pid=r[0], rank=trace.rank,
+                     name=r[5], value_ns=int(r[4]) - int(r[3]),
+                     detail={"op": r[6], "algorithm": r[7] or None, "protocol": r[8] or None, "bytes": int(r[9]),
+                             "alg_gbps": round(float(r[11]), 6), "bus_gbps": round(float(r[10]), 6)})
+            for r in info["slow"])
+        worst = min(bad, key=lambda g: g["bus_gbps"] / g["peak_gbps"])
+        share = pct(impact, report_span_ns(trace))
+        label = " ".join(x for x in (worst["op"], worst["algorithm"], worst["protocol"]) if x)
+        public = [{k: v for k, v in g.items() if k not in ("key", "bus_bytes")}
+                  | {"ranks": across.get(g["key"], [])} for g in groups]
+        return Finding(
+            rule_id=self.id,
+            title=(f"Slow collectives: {label} {worst['size_class']} at {worst['bus_gbps']:.2f} GB/s bus bandwidth "
+                   f"({worst['efficiency_pct']:.1f}% of {worst['peak_gbps']:g} GB/s)"),
+            message=(f"{sum(g['count'] for g in bad)} collective(s) of at least {params['min_bytes'] / 2**20:g} MiB in "
+                     f"{len(bad)} size class(es) ran below {params['min_efficiency_pct']:g}% of the link's peak "
+                     f"(n = {info['n']} ranks, from {info['n_source']}); at that share they would take "
+                     f"{fmt_ms(impact)} less" + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")
+                     + f" Peak: {worst['peak_source']}."),
+            impact_ns=impact, impact_pct=share,
+            advice=("Check the transport NCCL chose (NCCL_DEBUG=INFO: NET/IB vs socket, GPUDirect RDMA, NVLink/P2P), "
+                    "compare with nccl-tests at the same sizes, check links (nvidia-smi nvlink -s, ibstat), and fuse "
+                    "small collectives into larger buckets."),
+            evidence=evidence, evidence_total=sum(g["count"] for g in bad), report=trace.label, rank=trace.rank,
+            extra={"groups": public, "ranks_n": info["n"], "ranks_source": info["n_source"],
+                   "inter_node": info["inter_node"], "kernels_without_size": info["unsized"]},
+        )

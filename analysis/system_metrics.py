@@ -1,0 +1,104 @@
+"""Summaries of the system metrics an export may carry: GPU metrics samples (PCIe/NVLink throughput, SM
+activity) and NIC counters, per sampled device, and the link throughput measured while copies ran.
+
+Each is one SQL aggregate over the normalized ``gpu_metrics`` / ``nic_metrics`` tables (empty when the
+profile did not collect them: ``nsys profile --gpu-metrics-devices=all``, ``--nic-metrics=true``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.trace import Trace
+
+# The GPU metrics that measure a link (nsys names them e.g. 'PCIe RX Throughput [Throughput %]',
+# 'NVLink TX Responses User Data [Throughput %]').
+LINK_METRIC_RE = r"(?i)(pcie|nvlink|c2c)"
+# The GPU metrics that measure how busy the SMs are ('SMs Active', 'SM Issue', 'Tensor Active', 'GR Active').
+SM_METRIC_RE = r"(?i)(sms? active|sm issue|tensor active|gr active|warps in flight)"
+HOW_TO_COLLECT = {"gpu": "nsys profile --gpu-metrics-devices=all", "nic": "nsys profile --nic-metrics=true"}
+
+
+def gpu_metrics_summary(trace: Trace) -> list[dict[str, Any]]:
+    """Per sampled source (a GPU, as the export names it) and metric: samples, mean, min, max and the time
+    covered (first to last sample)."""
+    if not trace.has_rows("gpu_metrics"):
+        return []
+    rows = trace.sql("""
+        SELECT source, metric, COUNT(*), avg(value), min(value), max(value), min(start_ns), max(start_ns)
+        FROM gpu_metrics WHERE value IS NOT NULL GROUP BY ALL ORDER BY source, metric""")
+    return [{"source": r[0], "metric": r[1], "samples": int(r[2]), "mean": round(float(r[3]), 6),
+             "min": float(r[4]), "max": float(r[5]), "first_ns": int(r[6]), "last_ns": int(r[7])} for r in rows]
+
+
+def nic_summary(trace: Trace) -> list[dict[str, Any]]:
+    """Per NIC, port and counter: intervals, the summed value over them, the time they cover, and the rate
+    (sum per second of covered time; bytes per second for a byte counter)."""
+    if not trace.has_rows("nic_metrics"):
+        return []
+    rows = trace.sql("""
+        SELECT nic, port, metric, unit, COUNT(*), sum(value), sum(end_ns - start_ns)
+        FROM nic_metrics WHERE value IS NOT NULL AND end_ns > start_ns GROUP BY ALL ORDER BY nic, port, metric""")
+    return [{"nic": r[0], "port": r[1], "metric": r[2], "unit": r[3], "intervals": int(r[4]),
+             "total": float(r[5]), "covered_ns": int(r[6]),
+             "per_second": round(float(r[5]) * 1e9 / int(r[6]), 6)} for r in rows]
+
+
+def nic_inventory(trace: Trace) -> list[dict[str, Any]]:
+    """The host's network interfaces as nsys listed them (name, link layer, model, state), by NIC id."""
+    if not trace.has_rows("nics"):
+        return []
+    rows = trace.sql("SELECT nic_id, name, link_layer, model, state FROM nics ORDER BY nic_id, name")
+    return [{"nic_id": r[0], "name": r[1], "link_layer": r[2], "model": r[3], "state": r[4]} for r in rows]
+
+
+def system_metrics(trace: Trace) -> dict[str, Any] | None:
+    """The report summary's ``system_metrics`` object (GPU metrics, NIC counters, the NIC inventory), or None
+    when the export has none of them."""
+    gpu, nic, nics = gpu_metrics_summary(trace), nic_summary(trace), nic_inventory(trace)
+    if not gpu and not nic and not nics:
+        return None
+    return {"gpu": gpu, "nic": nic, "nics": nics}
+
+
+def link_during_copies(trace: Trace, copy_kinds: list[str]) -> list[dict[str, Any]]:
+    """Link metrics (PCIe, NVLink, C2C) sampled while a copy of one of ``copy_kinds`` ran, per source and
+    metric: samples, mean and max, next to the mean over the whole capture. Empty without such samples.
+
+    Every source counts: the export names a sampled GPU only by text, not by the CUDA ordinal copies carry.
+    """
+    if not trace.has_rows("gpu_metrics") or not copy_kinds:
+        return []
+    rows = trace.sql("""
+        WITH link AS (SELECT source, metric, start_ns, value FROM gpu_metrics
+                      WHERE value IS NOT NULL AND regexp_matches(metric, $re)),
+             during AS (SELECT DISTINCT l.source, l.metric, l.start_ns, l.value FROM link l
+                        JOIN memcpy m ON l.start_ns >= m.start_ns AND l.start_ns <= m.end_ns
+                        WHERE list_contains($kinds, m.copy_kind)),
+             d AS (SELECT source, metric, COUNT(*) AS n, avg(value) AS mean, max(value) AS top FROM during GROUP BY ALL),
+             a AS (SELECT source, metric, avg(value) AS mean FROM link GROUP BY ALL)
+        SELECT d.source, d.metric, d.n, d.mean, d.top, a.mean FROM d JOIN a USING (source, metric)
+        ORDER BY d.source, d.metric""", {"re": LINK_METRIC_RE, "kinds": list(copy_kinds)})
+    return [{"source": r[0], "metric": r[1], "samples": int(r[2]), "mean_during_copies": round(float(r[3]), 6),
+             "max_during_copies": float(r[4]), "mean_whole_capture": round(float(r[5]), 6)} for r in rows]
+
+
+def sampled_during(trace: Trace, metric_re: str, intervals: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """GPU metrics whose name matches ``metric_re`` sampled inside any of ``intervals`` ``[start, end]``, per
+    source and metric: samples, mean and max, next to the mean over the whole capture. Empty without such
+    samples (the intervals are a bounded evidence set, one SQL join)."""
+    if not intervals or not trace.has_rows("gpu_metrics"):
+        return []
+    values = ", ".join(f"({int(a)}, {int(b)})" for a, b in intervals)
+    rows = trace.sql(f"""
+        WITH iv(s, e) AS (VALUES {values}),
+             m AS (SELECT source, metric, start_ns, value FROM gpu_metrics
+                   WHERE value IS NOT NULL AND regexp_matches(metric, $re)),
+             during AS (SELECT source, metric, start_ns, value FROM m
+                        WHERE EXISTS (SELECT 1 FROM iv WHERE m.start_ns >= iv.s AND m.start_ns <= iv.e)),
+             d AS (SELECT source, metric, COUNT(*) AS n, avg(value) AS mean, max(value) AS top FROM during GROUP BY ALL),
+             a AS (SELECT source, metric, avg(value) AS mean FROM m GROUP BY ALL)
+        SELECT d.source, d.metric, d.n, d.mean, d.top, a.mean FROM d JOIN a USING (source, metric)
+        ORDER BY d.source, d.metric""", {"re": metric_re})  # noqa: S608 - integers only
+    return [{"source": r[0], "metric": r[1], "samples": int(r[2]), "mean_during": round(float(r[3]), 6),
+             "max_during": float(r[4]), "mean_whole_capture": round(float(r[5]), 6)} for r in rows]
