@@ -1,0 +1,121 @@
+"""Compact per-report facts for the cross-rank step of an analysis (issue #16), and that step's pieces.
+
+Each nsys report's step 1 (``analysis.runner.analyze_report``) leaves:
+
+- ``collectives.parquet`` (in the report's facts folder): every NCCL kernel instance of the report,
+  one row each: ``pid, device, name, category ('nccl'), kind`` (AllReduce, AllGather, ... parsed from
+  the kernel name; NULL when the name says none), ``order`` (1-based occurrence of that kernel name in
+  its process, the communicator's issue order), ``start_ns, end_ns`` (session-relative, as in the
+  report) and ``size_bytes`` (NULL: the normalized kernels table carries no message size). Written by
+  DuckDB straight from the report, so step 1 never holds it in Python.
+- in ``analysis.json`` (``ReportResult.facts``): rank, session start, the loop's iterations
+  (``start_ns``, ``end_ns`` of every iteration; ``busy_ns``, the GPU busy time of those inside the
+  analysis window, else None), whether the window has NCCL kernels, the report's GPU-active span in
+  its window, and its kernel groups for ncu linking.
+
+Step 2 reads only these: COMM002 over the collectives tables (DuckDB, bounded memory, spilling to disk),
+the per-step slowest rank over the iterations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from analysis.phases import Loop
+from analysis.rules.nsys.common import report_span_ns
+from analysis.trace import Trace, clock_offsets
+
+if TYPE_CHECKING:
+    from analysis.rules.nsys.comm import Participant
+    from analysis.runner import ReportResult
+
+COLLECTIVES_FILE = "collectives.parquet"
+KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
+
+
+def iteration_facts(loop: Loop | None, records: list[dict[str, Any]]) -> dict[str, list[int | None]]:
+    """Every iteration's start and end (the whole loop), and GPU busy time where the window has it."""
+    if loop is None or not len(loop):
+        return {"start_ns": [], "end_ns": [], "busy_ns": []}
+    busy: list[int | None] = [None] * len(loop)
+    for r in records:
+        busy[int(r["index"])] = int(r["gpu_busy_ns"])
+    return {"start_ns": [int(x) for x in loop.starts], "end_ns": [int(x) for x in loop.ends], "busy_ns": busy}
+
+
+def span_ns(trace: Trace) -> int:
+    """The report's GPU-active span (COMM002's denominator for the straggler's share)."""
+    return report_span_ns(trace)
+
+
+def write_collectives(trace: Trace, folder: Path) -> str | None:
+    """Write the report's NCCL kernel instances to ``folder/collectives.parquet``; returns the file name
+    (relative to ``folder``), or None when the report has no kernels table."""
+    if "kernels" not in trace.tables:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / COLLECTIVES_FILE
+    tmp = folder / (COLLECTIVES_FILE + ".tmp")
+    quoted = str(tmp).replace("'", "''")  # server-made paths; quoted all the same
+    trace.con.execute(f"""
+        COPY (SELECT pid, device, name, category,
+                     NULLIF(regexp_extract(name, '{KIND_RE}', 1), '') AS kind,
+                     ROW_NUMBER() OVER (PARTITION BY pid, name ORDER BY start_ns, end_ns) AS "order",
+                     start_ns, end_ns, NULL::BIGINT AS size_bytes
+              FROM kernels WHERE category = 'nccl' AND start_ns IS NOT NULL
+              ORDER BY start_ns, pid, name)
+        TO '{quoted}' (FORMAT parquet)""")  # noqa: S608 - constants and a server-made path
+    tmp.replace(path)
+    return COLLECTIVES_FILE
+
+
+def comm_participants(results: list[ReportResult]) -> list[tuple[ReportResult, str]]:
+    """The reports COMM002 compares, in run order, with a DuckDB relation of each one's collectives:
+    nsys reports to which the rule applies whose window has NCCL kernels."""
+    out = []
+    for r in results:
+        f = r.facts
+        if r.tool != "nsys" or (r.rules.get("COMM002") or {}).get("status") != "run_level":
+            continue
+        if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
+            continue
+        path = str((Path(r.facts_dir) / f["collectives"]).resolve()).replace("'", "''")
+        out.append((r, f"read_parquet('{path}')"))
+    return out
+
+
+def participant(r: ReportResult) -> Participant:
+    from analysis.rules.nsys.comm import Participant
+
+    return Participant(r.label, r.facts.get("rank"), lambda: int(r.facts.get("span_ns") or 0))
+
+
+def offsets(starts: list[int | None]) -> list[int] | None:
+    return clock_offsets(starts)
+
+
+def last_per_step(results: list[ReportResult], items: int) -> dict[str, Any] | None:
+    """Multi-rank runs: per iteration, which report (rank) finished it last on the absolute clock, and
+    by how much after the first. Iterations pair by index when every rank's loop has the same count."""
+    loops = [(r, np.asarray(r.facts["iterations"]["end_ns"], dtype=np.int64)) for r in results
+             if r.tool == "nsys" and len((r.facts.get("iterations") or {}).get("end_ns") or [])]
+    if len(loops) < 2 or len({len(e) for _, e in loops}) != 1 or any(
+            r.facts.get("session_start_utc_ns") is None for r, _ in loops):
+        return None
+    # On the clock of the earliest session: start differences, never sums of absolute clocks (int64).
+    base = min(int(r.facts["session_start_utc_ns"]) for r, _ in loops)
+    ends = np.stack([e + (int(r.facts["session_start_utc_ns"]) - base) for r, e in loops])
+    last = np.argmax(ends, axis=0)
+    spread = ends.max(axis=0) - ends.min(axis=0)
+    ranks = [r.facts.get("rank") for r, _ in loops]
+    names = [f"rank {k}" if k is not None else r.label for (r, _), k in zip(loops, ranks, strict=True)]
+    if len(set(names)) < len(names):  # ranks missing or repeated in the metadata: the reports' labels
+        names = [r.label for r, _ in loops]
+    counts = np.bincount(last, minlength=len(loops))
+    return {"count": int(ends.shape[1]), "last": {names[k]: int(c) for k, c in enumerate(counts)},
+            "spread_median_ns": float(np.median(spread)),
+            "items": [{"index": j, "last": names[int(last[j])], "spread_ns": int(spread[j])}
+                      for j in range(min(ends.shape[1], items))]}
