@@ -119,3 +119,26 @@ def last_per_step(results: list[ReportResult], items: int) -> dict[str, Any] | N
             "spread_median_ns": float(np.median(spread)),
             "items": [{"index": j, "last": names[int(last[j])], "spread_ns": int(spread[j])}
                       for j in range(min(ends.shape[1], items))]}
+
+
+def aligned_windows(results: list[ReportResult], spec_kind: str) -> list[dict[str, Any]] | None:
+    """Several nsys reports analyzed on their steady windows: the stretch all of them are steady in, the
+    intersection of their windows on the absolute clock, in each report's own times (None when the
+    reports do not all have a steady window and a session start, or the windows do not overlap).
+
+    Each report's rules look at its own steady window (step 1 runs before the other ranks exist); this
+    is where the ranks overlap, for comparing them over the same stretch."""
+    if spec_kind != "steady" or len(results) < 2 or any(r.tool != "nsys" for r in results):
+        return None
+    bounds = [(r.info.get("window") or {}) for r in results]
+    if any(b.get("start_ns") is None or b.get("end_ns") is None for b in bounds):
+        return None
+    off = clock_offsets([r.facts.get("session_start_utc_ns") for r in results])
+    if off is None:
+        return None
+    lo = max(int(b["start_ns"]) + o for b, o in zip(bounds, off, strict=True))
+    hi = min(int(b["end_ns"]) + o for b, o in zip(bounds, off, strict=True))
+    if lo >= hi:
+        return None
+    return [{"report": r.label, "rank": r.facts.get("rank"), "start_ns": lo - o, "end_ns": hi - o}
+            for r, o in zip(results, off, strict=True)]

@@ -305,6 +305,9 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     steps = run_facts.last_per_step(results, ITEMS)
     if steps is not None:
         out["steps"] = steps  # multi-rank: which rank finished each iteration last
+    aligned = run_facts.aligned_windows(results, spec.kind)
+    if aligned is not None:
+        out["aligned_window"] = aligned  # multi-rank: where every rank is in its steady phase
     return out
 
 
