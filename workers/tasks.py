@@ -246,6 +246,7 @@ def run_analyze(task: Task, run_id: int) -> str:
             result = _run_level(settings, inputs)
             if missing:
                 result["missing"] = missing
+                result["missing_ranks"] = ra.missing_ranks(result["reports"])
     except (TraceError, SoftTimeLimitExceeded, OSError) as exc:
         logger.warning("analysis failed: %s", exc, extra={"run_id": run_id})
         message = (f"analysis took longer than {LIGHT_TIME_LIMIT_S} s" if isinstance(exc, SoftTimeLimitExceeded)

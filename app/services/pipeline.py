@@ -347,7 +347,8 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     all_impacts = [int(f.get("impact_ns") or 0) for f in findings]
     row = _run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None))
     if result.get("missing"):  # issue #16: analyzed without these (failed) reports
-        row.data = {**row.data, "missing": _jsonable(result["missing"])}
+        row.data = {**row.data, "missing": _jsonable(result["missing"]),
+                    "missing_ranks": _jsonable(result.get("missing_ranks") or [])}
     session.add(row)
     _refresh_run_status(session, run_id)
     session.commit()

@@ -95,7 +95,9 @@ def test_failed_rank_gives_a_partial_run_naming_it_then_the_retry_completes_it(m
     states = {r["name"]: (r["status"], (r["error"] or {}).get("code")) for r in run["reports"]}
     assert states[files[1].name] == ("failed", "worker_crashed")
     summary = svc.get(f"/runs/{run['id']}/summary")
-    assert [(m["report"], m["rank"]) for m in summary["missing_reports"]] == [(files[1].name, 1)]
+    # Its ingest failed, so the report never told its rank: the ranks present and their world size do.
+    assert [(m["report"], m["error_code"]) for m in summary["missing_reports"]] == [(files[1].name, "worker_crashed")]
+    assert summary["missing_ranks"] == [1]
     without = _service_findings(svc, run["id"])
     assert without == _offline([files[0], files[2], files[3]])["findings"]
     # The rank's report is retried on a healthy worker: the run is analyzed again with all four.
@@ -106,7 +108,7 @@ def test_failed_rank_gives_a_partial_run_naming_it_then_the_retry_completes_it(m
     wait_for(lambda: (r := svc.get(f"/runs/{run['id']}"))["status"] == "ready"
              and all(x["status"] == "ready" for x in r["reports"]), 120, "the retried run", interval=0.3)
     summary = svc.get(f"/runs/{run['id']}/summary")
-    assert summary["missing_reports"] == []
+    assert summary["missing_reports"] == [] and summary["missing_ranks"] == []
     assert _service_findings(svc, run["id"]) == _offline(files)["findings"]
 
 
