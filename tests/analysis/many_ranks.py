@@ -45,8 +45,11 @@ def _set_rank(con: sqlite3.Connection, rank: int, size: int) -> None:
     con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name = 'DeviceEnvironment'", [";".join(entries)])
 
 
-def build_rank(dst: Path, rank: int, size: int, *, delayed: bool = False, collectives: int = COLLECTIVES) -> Path:
-    path = copy_export(corpus_file(R0 if rank % 2 == 0 else R1), dst)
+def build_rank(dst: Path, rank: int, size: int, *, delayed: bool = False, collectives: int = COLLECTIVES,
+               base: Path | None = None) -> Path:
+    """Rank ``rank`` of ``size`` (see the module docstring); ``base``: the export to copy instead of r0/r1."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    path = copy_export(base or corpus_file(R0 if rank % 2 == 0 else R1), dst)
     open_gap(path, 0, rank * JITTER_NS)  # every event k us later
     con = sqlite_rw(path)
     with con:
