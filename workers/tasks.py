@@ -174,6 +174,7 @@ def run_analyze_report(task: Task, report_id: int) -> str:
         failure = ("analysis_failed", "an unexpected error inside Goodput; the worker log has the details")
     with session_scope(settings) as session:
         if failure is not None:
+            ra.note_window(session, report_id, owner, _window_text(claim.window))
             run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
         else:
             run_id = ra.finish_report_analysis(session, report_id, owner,
@@ -227,19 +228,18 @@ def run_analyze(task: Task, run_id: int) -> str:
                                              max_attempts=settings.max_attempts)
     if inputs is None:
         return "skipped"
-    if not inputs.paths:
-        with session_scope(settings) as session:
-            pipeline.fail_run_analysis(session, run_id, owner, "no report of this run could be ingested")
-        return "failed"
     with session_scope(settings) as session:
         stale = ra.stale_reports(session, run_id, _window_text(inputs.window))
-        if stale:
-            sent = ra.send_back(session, run_id, owner, stale)
+        sent = ra.send_back(session, run_id, owner, stale) if stale else []
         missing = ra.missing_reports(session, run_id)
     if stale:
         for report_id in sent:
             enqueue_analyze_report(settings, report_id)
         return "sent_back"
+    if not inputs.paths:
+        with session_scope(settings) as session:
+            pipeline.fail_run_analysis(session, run_id, owner, "no report of this run could be ingested")
+        return "failed"
     try:
         # Under a heartbeat like ingest: a long analysis keeps its lease, only a dead worker loses it.
         with Heartbeat(settings, lambda s: pipeline.renew_run_lease(s, run_id, owner, settings.lease_seconds)):

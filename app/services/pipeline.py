@@ -243,7 +243,7 @@ def _after_terminal(session: Session, report_id: int) -> int | None:
         sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run_id, Report.status == "ready")
     ).scalar_one()
     state = {"analysis_status": "queued", "error": None} if ready else {
-        "analysis_status": "failed", "error": "no report of this run could be ingested; see each report's error"}
+        "analysis_status": "failed", "error": "no report of this run could be ingested and analyzed; see each report's error"}
     session.execute(
         sa.update(Run).where(Run.id == run_id, Run.deleted_at.is_(None))
         .values(**state, analysis_attempts=0, analysis_lease_owner=None,

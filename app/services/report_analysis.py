@@ -150,14 +150,24 @@ def finish_report_analysis(session: Session, report_id: int, owner: str, analysi
     return run_id
 
 
+def note_window(session: Session, report_id: int, owner: str, window: str) -> None:
+    """Record the window a held analysis was for (before failing it: a re-analysis for another window
+    tries the report again). No commit: the caller's next call commits."""
+    session.execute(sa.update(Report).where(Report.id == report_id, Report.lease_owner == owner)
+                    .values(analysis_window=window))
+
+
 def stale_reports(session: Session, run_id: int, window: str) -> list[int]:
-    """Ready nsys reports of the run without their own analysis for ``window``."""
+    """nsys reports of the run without their own analysis for ``window``: ready ones analyzed for another
+    window (or before issue #16), and those whose analysis failed (for another window, perhaps: a window
+    one rank lacks)."""
+    other = sa.or_(Report.analysis_path.is_(None), Report.analysis_window.is_(None), Report.analysis_window != window)
+    failed = sa.and_(Report.status == "failed", Report.error_code == "analysis_failed",
+                     sa.or_(Report.analysis_window.is_(None), Report.analysis_window != window))
     return list(session.scalars(
         sa.select(Report.id).where(
-            Report.run_id == run_id, Report.status == "ready", Report.kind == "nsys",
-            Report.trace_path.is_not(None),
-            sa.or_(Report.analysis_path.is_(None), Report.analysis_window.is_(None),
-                   Report.analysis_window != window))
+            Report.run_id == run_id, Report.kind == "nsys", Report.trace_path.is_not(None),
+            sa.or_(sa.and_(Report.status == "ready", other), failed))
         .order_by(Report.id)))
 
 
@@ -179,9 +189,9 @@ def send_back(session: Session, run_id: int, owner: str, report_ids: list[int]) 
     sent = []
     for rid in report_ids:
         n = session.execute(
-            sa.update(Report).where(Report.id == rid, Report.status == "ready")
+            sa.update(Report).where(Report.id == rid, Report.status.in_(("ready", "failed")))
             .values(status="analyzing", analysis_attempts=0, lease_owner=None, lease_expires_at=None,
-                    updated_at=now)
+                    error_code=None, error_message=None, updated_at=now)
         ).rowcount
         if n:
             sent.append(rid)
