@@ -42,7 +42,7 @@ from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
-from analysis.rules.base import Registry, Rule, Skip
+from analysis.rules.base import Registry, Rule, RuleContext, Skip
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.rules.registry import default_registry
 from analysis.summary import report_info
@@ -154,9 +154,9 @@ def _report_rules(run: Run, ctx: AnalysisContext) -> tuple[list[Finding], dict[s
     """Every selected per-report rule on a one-report run (the cross-rank ones only say whether they apply)."""
     findings: list[Finding] = []
     outcomes: dict[str, dict[str, Any]] = {}
+    base = RuleContext(run, all_params=ctx.all_params, window=ctx.spec)
     for rule_cls in ctx.selected:
         rule = rule_cls()
-        rule.all_params = ctx.all_params
         reason = rule.missing(run)
         if reason:
             outcomes[rule_cls.id] = {"status": "missing", "reason": reason, "findings": 0}
@@ -165,7 +165,7 @@ def _report_rules(run: Run, ctx: AnalysisContext) -> tuple[list[Finding], dict[s
             outcomes[rule_cls.id] = {"status": "run_level", "reason": None, "findings": 0}
             continue
         try:
-            found = rule.check(run, ctx.all_params[rule_cls.id])
+            found = rule.check(base.for_rule(rule_cls.id, ctx.all_params[rule_cls.id]))
         except Skip as exc:
             outcomes[rule_cls.id] = {"status": "skipped", "reason": str(exc), "findings": 0}
             continue

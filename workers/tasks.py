@@ -22,7 +22,7 @@ from app.queue import (
     enqueue_ingest,
 )
 from app.services import operations, pipeline
-from app.services.storage import Storage
+from app.services.storage import storage_for
 from app.settings import Settings
 from workers.runtime import Heartbeat, prune_delivered_messages, session_scope
 
@@ -52,7 +52,7 @@ def run_ingest(task: Task, report_id: int) -> str:
         if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
             enqueue_analyze(settings, claim.analyze_run_id)
         return "skipped"
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     # We hold the lease: whatever a killed earlier attempt left in the report's folder can go.
     storage.remove_attempt_leftovers(report_id)
     src = operations.source_of(settings, claim.upload_path, claim.sha256)
@@ -155,7 +155,7 @@ def run_analyze_report(task: Task, report_id: int) -> str:
         if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
             enqueue_analyze(settings, claim.analyze_run_id)
         return "skipped"
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     # Each attempt writes its own folder; the metadata DB names the published one.
     folder = storage.report_dir(report_id) / f"{ra.ANALYSIS_DIR}-{task.request.id or os.getpid()}"
     failure: tuple[str, str] | None = None

@@ -86,7 +86,7 @@ def claim_report_analysis(session: Session, report_id: int, owner: str, lease_se
                           max_attempts: int = 3) -> ReportAnalysisClaim:
     """Take a report's analysis (lease + attempt); falsy when it is not waiting for it, held, or gone.
     A report whose analysis attempts are used up by crashed workers is failed instead. Commits."""
-    from app.services.pipeline import _after_terminal, _refresh_run_status
+    from app.services.jobstate import _after_terminal, refresh_run_status
 
     now = utcnow()
     claim = ReportAnalysisClaim(report_id)
@@ -112,7 +112,7 @@ def claim_report_analysis(session: Session, report_id: int, owner: str, lease_se
         claim.run_id, claim.trace_path = row.run_id, row.trace_path
         claim.label = report_label(session, report_id)
         claim.window = session.scalar(sa.select(Run.analysis_window).where(Run.id == row.run_id))
-        _refresh_run_status(session, row.run_id)
+        refresh_run_status(session, row.run_id)
     session.commit()
     if won and claim.trace_path is None:  # cannot happen: an analyzing report was published with its trace
         raise RuntimeError(f"report {report_id} is analyzing without a trace")
@@ -131,7 +131,7 @@ def renew_lease(session: Session, report_id: int, owner: str, lease_seconds: int
 def finish_report_analysis(session: Session, report_id: int, owner: str, analysis_path: str,
                            window: str) -> int | None:
     """Publish a report's analysis: the report is ``ready``; returns the run id when that completed the run."""
-    from app.services.pipeline import _after_terminal
+    from app.services.jobstate import _after_terminal
 
     now = utcnow()
     n = session.execute(
@@ -175,7 +175,7 @@ def send_back(session: Session, run_id: int, owner: str, report_ids: list[int]) 
     """The run-level step found reports to analyze first (a new window, or reports from before issue #16):
     they go back to ``analyzing`` and the run's claim is released (queued: the last of them re-queues it).
     Returns the reports to enqueue. Commits."""
-    from app.services.pipeline import _refresh_run_status
+    from app.services.jobstate import refresh_run_status
 
     now = utcnow()
     held = session.execute(
@@ -195,7 +195,7 @@ def send_back(session: Session, run_id: int, owner: str, report_ids: list[int]) 
         ).rowcount
         if n:
             sent.append(rid)
-    _refresh_run_status(session, run_id)
+    refresh_run_status(session, run_id)
     session.commit()
     return sent
 
@@ -204,7 +204,7 @@ def reconcile_analyses(session: Session, *, now: datetime, lease_seconds: int, m
     """Per-report analyses to send again: an expired lease (its worker died) or none taken for a lease
     period (a lost message). Those whose attempts are used up are failed. Returns (report ids to
     enqueue, run ids completed by a failure). No commit: ``pipeline.reconcile``'s transaction."""
-    from app.services.pipeline import _after_terminal
+    from app.services.jobstate import _after_terminal
 
     stale = now - timedelta(seconds=lease_seconds)
     expired = sa.and_(Report.status == "analyzing", Report.lease_expires_at < now)

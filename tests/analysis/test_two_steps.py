@@ -17,6 +17,7 @@ import duckdb
 import pytest
 
 from analysis.api import ingest
+from analysis.rules.base import RuleContext
 from analysis.rules.nsys.comm import Stragglers
 from analysis.rules.registry import default_registry
 from analysis.run_facts import COLLECTIVES_FILE, KIND_RE
@@ -75,8 +76,7 @@ def test_comm002_from_facts_equals_comm002_on_the_attached_traces(ranks) -> None
     facts_path = [f for f in analyze_run(ranks, labels=_labels(ranks), rules=["COMM002"])["findings"]]
     params = default_registry().resolve_params(Stragglers, None)
     with Run.open(ranks, _labels(ranks)) as run:
-        rule = Stragglers()
-        attached = [f.to_dict() for f in rule.check(run, params)]
+        attached = [f.to_dict() for f in Stragglers().check(RuleContext(run, params=params))]
     for f in facts_path:
         f.pop("phase")
     for f in attached:
@@ -92,7 +92,7 @@ def test_the_nccl_pair_gives_the_same_comm_findings_both_ways() -> None:
     assert [f["rule_id"] for f in comm] == ["COMM001", "COMM001", "COMM002"]
     (c2,) = [f for f in comm if f["rule_id"] == "COMM002"]
     with Run.open(paths, labels) as run:
-        (old,) = Stragglers().check(run, default_registry().resolve_params(Stragglers, None))
+        (old,) = Stragglers().check(RuleContext(run, params=default_registry().resolve_params(Stragglers, None)))
     assert (c2["impact_ns"], c2["rank"], c2["title"]) == (old.impact_ns, old.rank, old.title)
     assert c2["rank"] == 1 and c2["matched_collectives"] == 1
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from analysis.breakdown import breakdown
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Skip, Threshold
+from analysis.rules.base import Rule, RuleContext, Skip, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.rules.nsys.serialized import serialized_exposed
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class ExposedCommunication(Rule):
     }
     summary = "NCCL time not overlapped by compute, per device and rank"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         if not _has_nccl(trace):
             return []
         bd = breakdown(trace)
@@ -72,7 +72,7 @@ class ExposedCommunication(Rule):
                                  - serial.get((u["pid"], u["device"]), {}).get("exposed_ns", 0)}
                                 for u in bd["devices"]]}
         units = [u for u in bd["devices"]
-                 if u["comm_exposed_ns"] > 0 and (pct(u["comm_exposed_ns"], u["span_ns"]) or 0) >= params["min_exposed_pct"]]
+                 if u["comm_exposed_ns"] > 0 and (pct(u["comm_exposed_ns"], u["span_ns"]) or 0) >= ctx.params["min_exposed_pct"]]
         if not units:
             return []
         units.sort(key=lambda u: (-u["comm_exposed_ns"], u["pid"] or 0, u["device"] or 0))
@@ -127,7 +127,8 @@ class Stragglers(Rule):
     thresholds = {"min_skew_us": Threshold(100.0, "us", "smallest arrival skew counted (above clock noise)")}
     summary = "Ranks that arrive late to collectives and make the others wait"
 
-    def check(self, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
+        run = ctx.run
         traces = [t for t in self.applicable(run) if _has_nccl(t)]
         if not traces:
             return []
@@ -138,7 +139,7 @@ class Stragglers(Rule):
         # analysis.run_facts hold: every NCCL kernel of the report).
         sources = [f"{run.alias(t)}.kernels" for t in traces]
         who = [Participant(t.label, t.rank, lambda t=t: report_span_ns(t)) for t in traces]
-        return stragglers(run.con, sources, who, offsets, params, self.id)
+        return stragglers(run.con, sources, who, offsets, ctx.params, self.id)
 
 
 def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: list[int],
