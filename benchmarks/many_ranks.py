@@ -196,7 +196,10 @@ def main() -> int:
            "seconds": {k: round(v["seconds"], 2) for k, v in results.items()}}
     if last is not None:
         folders, traces, labels = _published(last["data"])
+        # The interpreter with the analysis library imported: what any step costs before it reads anything.
+        out["imports_only"] = _measure(ROOT, "import analysis.runner\nimport duckdb\nOUT = {}", {})
         out["run_level"] = _measure(ROOT, RUN_LEVEL, {"folders": folders})
+        out["facts_bytes"] = sum(f.stat().st_size for d in folders for f in Path(d).iterdir())
         out["single_task_analysis"] = _measure(previous, SINGLE, {"traces": traces, "labels": labels})
     if "fan1" in results and "fan2" in results:
         out["ratio_2_to_1_workers"] = round(results["fan2"]["seconds"] / results["fan1"]["seconds"], 3)
