@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from app.models import Report, Run, utcnow
@@ -142,3 +143,34 @@ def test_stale_report_analyses_are_sent_back_before_the_run_level_step(session, 
     assert (run.analysis_status, run.analysis_attempts, run.status) == ("queued", 0, "processing")
     assert [session.get(Report, r).status for r in (a, b)] == ["analyzing", "analyzing"]
     assert pipeline.claim_run_analysis(session, run_id, OWNERS[4], 60) is None  # waits for its reports
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_an_ncu_report_is_linked_to_the_runs_nsys_kernels_in_the_run_level_step(session, settings, tmp_path):
+    """Task bodies called directly: an nsys report analyzed on its own, an ncu report of the same run in the
+    run-level step (its kernels' nsys time from the nsys report's facts): what the offline analysis gives."""
+    from analysis.api import analyze
+    from app.models import Finding
+    from app.queue import ANALYZE_REPORT_TASK, ANALYZE_TASK, INGEST_TASK
+    from tests.analysis.ncu_builders import long_csv, write
+    from tests.analysis.test_ncu_link import LATENCY_70, NSYS, nsys_kernels
+    from tests.conftest import corpus_file
+    from workers.celery_app import make_celery
+
+    tasks = make_celery(settings).tasks
+    (name, _), = nsys_kernels().items()
+    csv = write(tmp_path, long_csv(LATENCY_70, kernels=[{"Kernel Name": name}]))
+    run_id, [ncu, nsys] = make_run(session, settings, [("kernels.csv", csv.read_bytes()),
+                                                        (NSYS, corpus_file(NSYS).read_bytes())])
+    assert tasks[INGEST_TASK](ncu) == "ready" and tasks[INGEST_TASK](nsys) == "ready"
+    session.expire_all()
+    assert (session.get(Report, ncu).status, session.get(Report, nsys).status) == ("ready", "analyzing")
+    assert tasks[ANALYZE_REPORT_TASK](nsys) == "ready"
+    assert tasks[ANALYZE_TASK](run_id) == "ready"
+    traces = [settings.data_dir / session.get(Report, r).trace_path for r in (ncu, nsys)]
+    expected = analyze(traces, labels=["kernels.csv", NSYS])
+    rows = session.scalars(sa.select(Finding).where(Finding.run_id == run_id).order_by(Finding.position)).all()
+    assert [(f.rule_id, f.report, f.impact_ns, f.title) for f in rows] == [
+        (f["rule_id"], f["report"], f["impact_ns"], f["title"]) for f in expected["findings"]]
+    (ncu005,) = [f for f in rows if f.rule_id == "NCU005"]
+    assert ncu005.extra["linked_to_nsys"] is True
