@@ -126,9 +126,10 @@ def _up(http: requests.Session, url: str) -> bool:
 
 def _measure(code: Path, snippet: str, arg: dict) -> dict:
     """Run ``snippet`` (it reads ``ARG`` and sets ``OUT``) in a fresh process on ``code``: wall time and peak RSS."""
-    prog = ("import json, resource, sys, time\nARG = json.loads(sys.argv[1])\nt0 = time.monotonic()\n" + snippet
-            + "\nprint(json.dumps({'seconds': time.monotonic() - t0, 'peak_rss': resource.getrusage("
-              "resource.RUSAGE_SELF).ru_maxrss * 1024, 'out': OUT}))")
+    # Peak RSS from VmHWM: ru_maxrss would carry this (parent) process's peak over fork and exec.
+    prog = ("import json, re, sys, time\nARG = json.loads(sys.argv[1])\nt0 = time.monotonic()\n" + snippet
+            + "\nhwm = int(re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)) * 1024"
+              "\nprint(json.dumps({'seconds': time.monotonic() - t0, 'peak_rss': hwm, 'out': OUT}))")
     out = subprocess.run([sys.executable, "-c", prog, json.dumps(arg)], env={**os.environ, "PYTHONPATH": str(code)},
                          cwd=code, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -143,8 +144,9 @@ OUT = {'findings': len(res['findings'])}
 """
 SINGLE = """
 from analysis.runner import analyze_run
-res = analyze_run(ARG['traces'], labels=ARG['labels'])
-OUT = {'findings': len(res['findings'])}
+res = analyze_run(ARG['traces'], labels=ARG['labels'], window=ARG.get('window'))
+OUT = {'findings': len(res['findings']), 'keys': [[f['rule_id'], f['report'], f['impact_ns'], f['title']]
+                                                  for f in res['findings']]}
 """
 
 
@@ -200,7 +202,13 @@ def main() -> int:
         out["imports_only"] = _measure(ROOT, "import analysis.runner\nimport duckdb\nOUT = {}", {})
         out["run_level"] = _measure(ROOT, RUN_LEVEL, {"folders": folders})
         out["facts_bytes"] = sum(f.stat().st_size for d in folders for f in Path(d).iterdir())
-        out["single_task_analysis"] = _measure(previous, SINGLE, {"traces": traces, "labels": labels})
+        single = _measure(previous, SINGLE, {"traces": traces, "labels": labels})
+        out["single_task_analysis"] = {**single, "out": {"findings": single["out"]["findings"]}}
+        # The fan-out judges each rank on its own steady window, the previous path on the ranks' common one;
+        # on the whole reports (window "all") the two must agree finding for finding.
+        both = [_measure(code, SINGLE, {"traces": traces, "labels": labels, "window": "all"})["out"]["keys"]
+                for code in (ROOT, previous)]
+        out["same_findings_as_previous_window_all"] = both[0] == both[1]
     if "fan1" in results and "fan2" in results:
         out["ratio_2_to_1_workers"] = round(results["fan2"]["seconds"] / results["fan1"]["seconds"], 3)
     if last is not None and "single" in results:
