@@ -90,10 +90,18 @@ class Finding:
         return out
 
 
+def _rank_key(owns_idle: Any, impact_ns: int, rule_id: str, report: str | None) -> tuple:
+    return (owns_idle is False, -int(impact_ns), rule_id, report or "")
+
+
+def rank_finding_dicts(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rank_findings`` on findings already made dicts (``Finding.to_dict``: extra keys at the top)."""
+    return sorted(findings, key=lambda f: _rank_key(f.get("owns_idle"), f["impact_ns"], f["rule_id"], f.get("report")))
+
+
 def rank_findings(findings: list[Finding]) -> list[Finding]:
     """Order findings by the time they cost, across all rules and reports (stable for ties).
 
     Evidence-only findings (``extra['owns_idle'] is False``, e.g. HOST002: where the host was during idle
     that another rule owns) come after those that own time, so the same idle is never ranked twice."""
-    return sorted(findings, key=lambda f: (f.extra.get("owns_idle") is False, -int(f.impact_ns), f.rule_id,
-                                           f.report or ""))
+    return sorted(findings, key=lambda f: _rank_key(f.extra.get("owns_idle"), f.impact_ns, f.rule_id, f.report))

@@ -1,37 +1,128 @@
-"""Analyze a run: per-report phases and summaries, all selected rules on the analysis window, findings
-ranked by impact."""
+"""Analyze a run in two steps, shared by the offline CLI and the service's workers .
+
+1. ``analyze_report``: one report on its own. Its phases and analysis window (the report's own: a
+   rank's steady window is its own steady phase), its summaries, every per-report rule, and the
+   compact facts the cross-rank step needs (``analysis.run_facts``: every NCCL kernel instance and
+   the loop's iterations), written to a folder beside the report. One worker, one report's memory.
+2. ``analyze_run_facts``: the run. Only the cross-rank rules (COMM002 stragglers, the per-step
+   slowest rank) over the reports' facts, the merge of every rule's status, and the ranking of all
+   findings. It never opens a report's trace (ncu reports aside, see below): its memory grows with
+   the collectives and iterations of the run, not with the size of its traces.
+
+``analyze_run`` is the two steps in one process (``goodput analyze``); the service runs step 1 in one
+Celery task per report right after its ingest and step 2 once when the run's last report is done, so
+the two paths give the same results by construction.
+
+ncu reports link their kernels to the run's nsys kernel time : their step 1 takes the nsys
+reports' kernel groups (``ReportResult.facts['nsys_kernels']``), so they are analyzed after the run's
+nsys reports (in the service: inside the run-level step; ncu reports are small).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
+import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from analysis import breakdown as bd
 from analysis import iterations as it
+from analysis import run_facts
 from analysis import steps as records_of
 from analysis import window as win
 from analysis.activity import unit_ops
 from analysis.anatomy import anatomy
-from analysis.findings import Finding, rank_findings
+from analysis.findings import Finding, rank_finding_dicts
 from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
-from analysis.rules.base import run_rules
+from analysis.rules.base import Registry, Rule, RuleContext, Skip
+from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.rules.registry import default_registry
 from analysis.summary import report_info
-from analysis.trace import DUCKDB_MEMORY_BYTES, Run, Trace
+from analysis.trace import DUCKDB_MEMORY_BYTES, DUCKDB_THREADS, Run, Trace
+
+logger = logging.getLogger(__name__)
 
 ITEMS = 50  # per-iteration records in the JSON: the first ones (all of them feed the statistics)
 # Idle a host-paced loop shows between iterations is its pacing, not a defect of the GPU: also when the
 # host is seen waiting in OS calls (HOST001), which is how a paced loop waits for its next frame or request.
 PACING_RULES = ("GPU001", "GPU002", "HOST001")
+# Rules that compare reports: run by ``analyze_run_facts`` over the facts, never per report.
+RUN_LEVEL_RULES = ("COMM002",)
+RESULT_FILE = "analysis.json"
 # Windows that are a stretch of the loop: there a finding's cost per step is the natural unit.
 LOOP_WINDOWS = ("steady", "iterations")
+
+
+@dataclass
+class AnalysisContext:
+    """What every step of one analysis shares: the window, the selected rules and their thresholds."""
+
+    spec: win.WindowSpec
+    registry: Registry
+    selected: list[type[Rule]]
+    thresholds: Mapping[str, float] | None
+    all_params: dict[str, dict[str, float]]
+    memory_bytes: int = DUCKDB_MEMORY_BYTES
+
+
+def make_context(*, rules: list[str] | None = None, thresholds: Mapping[str, float] | None = None,
+                 window: str | None = None, memory_bytes: int = DUCKDB_MEMORY_BYTES) -> AnalysisContext:
+    """Parse and check the options once (a bad window, rule or threshold raises here)."""
+    spec = win.parse(window)
+    registry = default_registry()
+    registry.validate_overrides(thresholds)
+    selected = registry.select(rules)
+    all_params = {r.id: registry.resolve_params(r, thresholds) for r in registry}
+    return AnalysisContext(spec, registry, selected, thresholds, all_params, memory_bytes)
+
+
+@dataclass
+class ReportResult:
+    """Step 1's outcome for one report: its ``reports[]`` object, its placed findings (dicts, in rule
+    order), each selected rule's outcome on it, and the facts for step 2 (``facts_dir`` holds the
+    collectives table)."""
+
+    label: str
+    tool: str
+    info: dict[str, Any]
+    findings: list[dict[str, Any]]
+    # rule id -> {"status": ok | skipped | error | missing | run_level, "reason": ..., "findings": n}
+    rules: dict[str, dict[str, Any]]
+    facts: dict[str, Any]
+    facts_dir: Path | None = None
+    window: str = win.DEFAULT
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "tool": self.tool, "window": self.window, "info": self.info,
+                "findings": self.findings, "rules": self.rules, "facts": self.facts}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], facts_dir: Path | None) -> ReportResult:
+        return cls(data["label"], data["tool"], data["info"], data["findings"], data["rules"], data["facts"],
+                   facts_dir, data.get("window", win.DEFAULT))
+
+    def save(self, folder: Path) -> Path:
+        """Write ``analysis.json`` into ``folder`` (beside the collectives table); returns its path."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / RESULT_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), separators=(",", ":")))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, folder: Path) -> ReportResult:
+        return cls.from_json(json.loads((folder / RESULT_FILE).read_text()), folder)
 
 
 def _anatomy(t: Trace, v: Trace, info: PhaseInfo, all_params: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:
@@ -80,157 +171,235 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
     return out
 
 
-def _pairing(ends: list[np.ndarray]) -> list[int]:
-    """Per loop, the index shift ``d`` that pairs its iteration ``j`` with the longest loop's ``j + d``.
-
-    Loops of equal length pair by index. A shorter loop (a rank whose capture began or ended an iteration
-    or more apart) is placed inside the longest where its iterations' ends, on the absolute clock, lie
-    closest to the longest loop's (the smallest median distance; the smallest shift on ties), among the
-    shifts that put its first iteration at the longest loop's nearest ones on the clock, or either end."""
-    ref = ends[int(np.argmax([len(e) for e in ends]))]
-    out = []
-    for e in ends:
-        room = len(ref) - len(e)
-        near = int(np.searchsorted(ref, e[0]))
-        cands = sorted({d for d in (0, room, near - 1, near, near + 1) if 0 <= d <= room})
-        cost = [float(np.median(np.abs(e - ref[d:d + len(e)]))) for d in cands]
-        out.append(cands[int(np.argmin(cost))])
-    return out
-
-
-def _last_per_step(run: Run, infos_p: list[PhaseInfo | None]) -> dict[str, Any] | None:
-    """Multi-rank runs: per iteration, which report (rank) finished it last on the absolute clock, and
-    by how much after the first. Iterations pair by index when every rank's loop has the same count,
-    else as ``_pairing`` aligns them; a step exists where every rank has an iteration."""
-    loops = [(t, i.loop) for t, i in zip(run.traces, infos_p, strict=True) if i is not None and len(i.loop)]
-    if len(loops) < 2 or any(t.session_start_utc_ns is None for t, _ in loops):
-        return None
-    # On the clock of the earliest session: start differences, never sums of absolute clocks (int64).
-    base = min(int(t.session_start_utc_ns or 0) for t, _ in loops)
-    aligned = [lp.ends + (int(t.session_start_utc_ns or 0) - base) for t, lp in loops]
-    shift = _pairing(aligned)
-    first = max(shift)
-    stop = min(d + len(e) for d, e in zip(shift, aligned, strict=True))
-    if stop <= first:
-        return None
-    ends = np.stack([e[first - d:stop - d] for d, e in zip(shift, aligned, strict=True)])
-    last = np.argmax(ends, axis=0)
-    spread = ends.max(axis=0) - ends.min(axis=0)
-    names = [f"rank {t.rank}" if t.rank is not None else t.label for t, _ in loops]
-    if len(set(names)) < len(names):  # ranks missing or repeated in the metadata: the reports' labels
-        names = [t.label for t, _ in loops]
-    counts = np.bincount(last, minlength=len(loops))
-    out: dict[str, Any] = {
-        "count": int(ends.shape[1]), "last": {names[k]: int(c) for k, c in enumerate(counts)},
-        "spread_median_ns": float(np.median(spread)),
-        "items": [{"index": j, "last": names[int(last[j])], "spread_ns": int(spread[j])}
-                  for j in range(min(ends.shape[1], ITEMS))]}
-    if any(d != first for d in shift):  # not paired by index: each report's first iteration of step 0
-        out["first_iteration"] = {names[k]: first - d for k, d in enumerate(shift)}
-    # Per report: its iteration index -> (rank that finished that step last, spread), for its records.
-    out["_by_report"] = {t.label: (first - d, [names[int(k)] for k in last], spread)
-                         for (t, _), d in zip(loops, shift, strict=True)}
-    return out
-
-
-def _mark_last(infos: list[dict[str, Any]], steps: dict[str, Any]) -> None:
-    """Each report's per-iteration records gain ``last`` (the rank that finished that step last on the
-    absolute clock) and ``spread_ns`` (how long after the first it did), where the step exists."""
-    by_report = steps.pop("_by_report")
-    for info in infos:
-        hit = by_report.get(info["file"])
-        ana = (info.get("iterations") or {}).get("anatomy")
-        if hit is None or ana is None:
+def _report_rules(run: Run, ctx: AnalysisContext) -> tuple[list[Finding], dict[str, dict[str, Any]]]:
+    """Every selected per-report rule on a one-report run (the cross-rank ones only say whether they apply)."""
+    findings: list[Finding] = []
+    outcomes: dict[str, dict[str, Any]] = {}
+    base = RuleContext(run, all_params=ctx.all_params, window=ctx.spec)
+    for rule_cls in ctx.selected:
+        rule = rule_cls()
+        reason = rule.missing(run)
+        if reason:
+            outcomes[rule_cls.id] = {"status": "missing", "reason": reason, "findings": 0}
             continue
-        at, last, spread = hit
-        for rec in (*ana["records"], *ana["slowest_steps"]):
-            j = rec["index"] - at
-            if 0 <= j < len(last):
-                rec["last"], rec["spread_ns"] = last[j], int(spread[j])
+        if rule_cls.id in RUN_LEVEL_RULES:
+            outcomes[rule_cls.id] = {"status": "run_level", "reason": None, "findings": 0}
+            continue
+        try:
+            found = rule.check(base.for_rule(rule_cls.id, ctx.all_params[rule_cls.id]))
+        except Skip as exc:
+            outcomes[rule_cls.id] = {"status": "skipped", "reason": str(exc), "findings": 0}
+            continue
+        except Exception as exc:  # a broken rule must not take the others down
+            logger.exception("rule failed", extra={"rule_id": rule_cls.id})
+            outcomes[rule_cls.id] = {"status": "error", "reason": f"{type(exc).__name__}: {exc}", "findings": 0}
+            continue
+        findings.extend(found)
+        outcomes[rule_cls.id] = {"status": "ok", "reason": None, "findings": len(found)}
+    return findings, outcomes
 
 
-def _align(run: Run, bounds: list[tuple[int, int] | None]) -> list[tuple[int, int] | None]:
-    """Several nsys reports with absolute clocks: one steady window for all, the intersection of theirs
-    on the absolute time base (when they overlap), so that ranks are judged over the same stretch."""
-    starts = [t.session_start_utc_ns for t in run.traces]
-    known = [b for b in bounds if b is not None]
-    clocks = [s for s in starts if s is not None]
-    if len(run.traces) < 2 or len(known) < len(bounds) or len(clocks) < len(starts):
-        return bounds
-    # Offsets from the earliest session start (Python integers: exact whatever the clocks).
-    base = min(clocks)
-    off = [s - base for s in clocks]
-    lo = max(b[0] + o for b, o in zip(known, off, strict=True))
-    hi = min(b[1] + o for b, o in zip(known, off, strict=True))
-    if lo >= hi:
-        return bounds
-    return [(lo - o, hi - o) for o in off]
+def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path | None = None, *,
+                   nsys_links: list[dict[str, Any]] | None = None) -> ReportResult:
+    """Step 1 on one report. ``facts_dir``: where the facts table goes (None: no table is written, and
+    the cross-rank rules will not see this report's collectives). ``nsys_links``: for an ncu report,
+    the run's nsys reports' ``facts['nsys_kernels']`` (its kernels' nsys time comes from them)."""
+    spec = ctx.spec
+    linked = None if nsys_links is None else [kernels_from_json(k) for k in nsys_links]
+    with Run.open([Path(path)], [label], ctx.memory_bytes) as run:
+        t = run.traces[0]
+        info_p = phase_info(t) if t.tool == "nsys" else None
+        phase, b, reason = win.resolve(spec, t, info_p) if info_p is not None else ("all", None, "not an nsys report")
+        v = t.windowed(*b) if b is not None else t
+        if info_p is not None:
+            v.memo["phase_info"] = info_p
+        wrun = Run([v], ctx.memory_bytes, nsys_kernels=linked)
+        try:
+            info = report_info(t)
+            records: list[dict[str, Any]] = []
+            if info_p is not None:
+                info["breakdown"] = bd.breakdown(v)
+                ana = _anatomy(t, v, info_p, ctx.all_params)
+                records = list(ana["records"]) if ana is not None else []
+                info["iterations"] = _loop_summary(t, info_p, ana)
+                nvtx = nvtx_projection(v, limit=10)
+                info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
+                info["launches"] = launch_summary(v)
+                info["phases"] = [p.to_dict() for p in info_p.phases]
+            elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
+                info["kernels"] = report_kernels(t, wrun)
+            info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
+                              "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
+            found, outcomes = _report_rules(wrun, ctx)
+            facts = _facts(t, v, info_p, records, facts_dir)
+        finally:
+            if v is not t:
+                v.close()
+    paced = ((info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"
+    placed = [_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
+              for f in found]
+    return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
+
+
+def _facts(t: Trace, v: Trace, info_p: PhaseInfo | None, records: list[dict[str, Any]],
+           facts_dir: Path | None) -> dict[str, Any]:
+    """The report's compact facts (``analysis.run_facts``): JSON scalars and iterations, and the
+    collectives table written into ``facts_dir``."""
+    facts: dict[str, Any] = {"rank": t.rank, "session_start_utc_ns": t.session_start_utc_ns}
+    if t.tool != "nsys":
+        return facts
+    loop = info_p.loop if info_p is not None else None
+    facts["iterations"] = run_facts.iteration_facts(loop, records)
+    kernels = nsys_kernels(v)
+    facts["nsys_kernels"] = kernels_to_json(kernels) if kernels is not None else None
+    # COMM002 takes part when the report's window has NCCL kernels; it reads all of them (as it always has).
+    facts["nccl_in_window"] = v.has_rows("kernels") and v.scalar(
+        "SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
+    facts["span_ns"] = run_facts.span_ns(v) if facts["nccl_in_window"] else None
+    facts["collectives"] = run_facts.write_collectives(t, facts_dir) if facts_dir is not None else None
+    return facts
+
+
+def _merge_outcomes(rule_cls: type[Rule], results: list[ReportResult]) -> tuple[str, str | None]:
+    """One rule's status on the run from its outcome on each report (status, reason)."""
+    outs = [(r, o) for r in results if (o := r.rules.get(rule_cls.id)) is not None]
+    for status in ("error",):
+        hit = next((o for _, o in outs if o["status"] == status), None)
+        if hit is not None:
+            return status, hit["reason"]
+    if any(o["status"] == "ok" for _, o in outs):
+        return "ok", None
+    skipped = next((o for _, o in outs if o["status"] == "skipped"), None)
+    if skipped is not None:
+        return "skipped", skipped["reason"]
+    # Missing on every report: the reason of a report of the rule's tool (one that says what it lacks).
+    own = [o for r, o in outs if rule_cls.tool in ("any", r.tool)]
+    chosen = (own or [o for _, o in outs])
+    if chosen:
+        return "skipped", chosen[0]["reason"]
+    return "skipped", f"no {rule_cls.tool} report in this run"
+
+
+def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top: int | None = None,
+                      memory_bytes: int | None = None) -> dict[str, Any]:
+    """Step 2: the cross-rank rules over the reports' facts, every rule's status, all findings ranked.
+
+    ``results`` in run order (the order of ``reports[]``)."""
+    spec = ctx.spec
+    run_found: dict[str, list[dict[str, Any]]] = {}
+    run_status: dict[str, tuple[str, str | None]] = {}
+    for rule_cls in ctx.selected:
+        if rule_cls.id not in RUN_LEVEL_RULES:
+            continue
+        status, reason = _merge_outcomes(rule_cls, results)
+        if not any((r.rules.get(rule_cls.id) or {}).get("status") == "run_level" for r in results):
+            run_status[rule_cls.id] = (status, reason)
+            continue
+        try:
+            found = _run_level_rule(rule_cls, results, ctx, memory_bytes or ctx.memory_bytes)
+        except Skip as exc:
+            run_status[rule_cls.id] = ("skipped", str(exc))
+            continue
+        except Exception as exc:
+            logger.exception("rule failed", extra={"rule_id": rule_cls.id})
+            run_status[rule_cls.id] = ("error", f"{type(exc).__name__}: {exc}")
+            continue
+        infos = [r.info for r in results]
+        run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), spec.text), infos).to_dict() for f in found]
+        run_status[rule_cls.id] = ("ok", None)
+    findings: list[dict[str, Any]] = []
+    rules: list[dict[str, Any]] = []
+    for rule_cls in ctx.selected:
+        rid = rule_cls.id
+        if rid in RUN_LEVEL_RULES:
+            own = run_found.get(rid, [])
+            status, reason = run_status[rid]
+        else:
+            # Findings in the order a whole-run pass made them: rule by rule, report by report.
+            own = [f for r in results for f in r.findings if f["rule_id"] == rid]
+            status, reason = _merge_outcomes(rule_cls, results)
+        findings.extend(own)
+        rules.append({"id": rid, "status": status, "reason": reason, "findings": len(own) if status == "ok" else 0})
+    ranked = rank_finding_dicts(findings)
+    if top is not None:
+        ranked = ranked[:top]
+    out: dict[str, Any] = {"window": spec.text, "reports": [r.info for r in results], "findings": ranked,
+                           "rules": rules}
+    steps = run_facts.last_per_step(results, ITEMS)
+    if steps is not None:
+        run_facts.mark_last([r.info for r in results], steps)
+        out["steps"] = steps  # multi-rank: which rank finished each iteration last
+    aligned = run_facts.aligned_windows(results, spec.kind)
+    if aligned is not None:
+        out["aligned_window"] = aligned  # multi-rank: where every rank is in its steady phase
+    return out
+
+
+def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,
+                    memory_bytes: int) -> list[Finding]:
+    if rule_cls.id != "COMM002":  # pragma: no cover - RUN_LEVEL_RULES lists only COMM002
+        raise RuntimeError(f"no run-level step for {rule_cls.id}")
+    from analysis.rules.nsys.comm import stragglers
+
+    parts = run_facts.comm_participants(results)
+    if not parts:
+        return []
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts])
+    if offsets is None:
+        raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
+    limit = f"{max(1, int(memory_bytes) // 2**20)}MiB"
+    con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": limit})
+    try:
+        return stragglers(con, [src for _, src in parts], [run_facts.participant(r) for r, _ in parts], offsets,
+                          ctx.all_params[rule_cls.id], rule_cls.id,
+                          windows=[run_facts.window_bounds(r) for r, _ in parts])
+    finally:
+        con.close()
 
 
 def analyze_run(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int = DUCKDB_MEMORY_BYTES,
-    window: str | None = None,
+    window: str | None = None, facts_root: Path | None = None,
 ) -> dict[str, Any]:
-    """See ``analysis.api.analyze``."""
-    spec = win.parse(window)
-    registry = default_registry()
-    registry.validate_overrides(thresholds)
-    selected = registry.select(rules)
-    all_params = {r.id: registry.resolve_params(r, thresholds) for r in registry}
-    with Run.open([Path(p) for p in reports], labels, memory_bytes) as run:
-        infos_p = [phase_info(t) if t.tool == "nsys" else None for t in run.traces]
-        resolved = [win.resolve(spec, t, i) if i is not None else ("all", None, "not an nsys report")
-                    for t, i in zip(run.traces, infos_p, strict=True)]
-        bounds = [r[1] for r in resolved]
-        if spec.kind == "steady" and all(t.tool == "nsys" for t in run.traces):
-            bounds = _align(run, bounds)
-        views = [t.windowed(*b) if b is not None else t for t, b in zip(run.traces, bounds, strict=True)]
-        for v, i in zip(views, infos_p, strict=True):
-            if i is not None:
-                v.memo["phase_info"] = i
-        wrun = Run(views)
-        try:
-            infos: list[dict[str, Any]] = []
-            for t, v, i, (phase, b, reason) in zip(run.traces, views, infos_p, resolved, strict=True):
-                info = report_info(t)
-                if i is not None:
-                    info["breakdown"] = bd.breakdown(v)
-                    ana = _anatomy(t, v, i, all_params)
-                    info["iterations"] = _loop_summary(t, i, ana)
-                    nvtx = nvtx_projection(v, limit=10)
-                    info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
-                    info["launches"] = launch_summary(v)
-                    info["phases"] = [p.to_dict() for p in i.phases]
-                elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
-                    info["kernels"] = report_kernels(t, wrun)
-                b = bounds[len(infos)]
-                info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
-                                  "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
-                infos.append(info)
-            findings, results = run_rules(wrun, registry, selected, thresholds, window=spec)
-            steps = _last_per_step(run, infos_p)
-        finally:
-            for v, t in zip(views, run.traces, strict=True):
-                if v is not t:
-                    v.close()
-    phase_by_label = {info["file"]: info["window"]["phase"] for info in infos}
-    paced = {info["file"] for info in infos
-             if ((info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"}
-    findings = [_per_step(_placed(f, phase_by_label, paced, spec.text), infos) for f in findings]
-    ranked = rank_findings(findings)
-    if top is not None:
-        ranked = ranked[:top]
-    out: dict[str, Any] = {
-        "window": spec.text,
-        "reports": infos,
-        "findings": [f.to_dict() for f in ranked],
-        "rules": [r.to_dict() for r in results],
-    }
-    if steps is not None:
-        _mark_last(infos, steps)
-        out["steps"] = steps  # multi-rank: which rank finished each iteration last
-    return out
+    """See ``analysis.api.analyze``: ``analyze_report`` on each report (nsys first, then ncu linked to
+    them), then ``analyze_run_facts``. ``facts_root``: where each report's facts go (``<root>/<i>``;
+    default a temporary folder removed on return)."""
+    ctx = make_context(rules=rules, thresholds=thresholds, window=window, memory_bytes=memory_bytes)
+    paths = [Path(p) for p in reports]
+    labels = labels or [p.name for p in paths]
+    with tempfile.TemporaryDirectory(prefix="goodput-facts-") as tmp:
+        root = Path(facts_root) if facts_root is not None else Path(tmp)
+        return analyze_paths(paths, labels, ctx, root, top=top)
+
+
+def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, root: Path, *,
+                  top: int | None = None) -> dict[str, Any]:
+    """Both steps in this process, the facts of report ``i`` in ``root/<i>``."""
+    tools = [report_tool(p) for p in paths]
+    results: list[ReportResult | None] = [None] * len(paths)
+    for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
+        if tools[i] != "ncu":
+            results[i] = analyze_report(p, label, ctx, root / str(i))
+    links = nsys_links([r for r in results if r is not None])
+    for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
+        if tools[i] == "ncu":
+            results[i] = analyze_report(p, label, ctx, root / str(i), nsys_links=links)
+    return analyze_run_facts([r for r in results if r is not None], ctx, top=top)
+
+
+def report_tool(path: Path) -> str:
+    """'nsys' or 'ncu': the tool a normalized report came from (its meta table)."""
+    t = Trace(Path(path), Path(path).name)
+    try:
+        return t.tool
+    finally:
+        t.close()
+
+
+def nsys_links(results: list[ReportResult]) -> list[dict[str, Any]]:
+    """The nsys reports' kernel groups, in run order: what an ncu report of the same run links to."""
+    return [r.facts["nsys_kernels"] for r in results if r.tool == "nsys" and r.facts.get("nsys_kernels")]
 
 
 def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: str) -> Finding:
@@ -247,24 +416,28 @@ def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: s
 
 def _per_step(f: Finding, infos: list[dict[str, Any]]) -> Finding:
     """A finding judged on a window that is a stretch of the loop (the steady state, or iterations A to B)
-    gains its impact per step: the impact
-    over the number of iterations wholly inside the window (``impact_per_step_ns``, ``steps_in_window``).
-    Report-level findings use their report's iterations; run-level ones, when every nsys report's window
-    holds iterations, the fewest of them (the steps all ranks went through). Findings about another phase
-    (start-up, warm-up) stay totals."""
+    gains its impact per step: the impact over the number of iterations wholly inside the window
+    (``impact_per_step_ns``, ``steps_in_window``). Report-level findings use their report's iterations;
+    run-level ones, when every nsys report's window holds iterations, the fewest of them (the steps all
+    ranks went through). Findings about another phase (start-up, warm-up) stay totals."""
     counts = {}
     for info in infos:
         ana = (info.get("iterations") or {}).get("anatomy")
         if ana and ana.get("steady_count") and info["window"]["phase"] in LOOP_WINDOWS:
             counts[info["file"]] = (int(ana["steady_count"]), info["window"]["phase"])
+    hit: tuple[int, str | None] | None
     if f.report is not None:
         hit = counts.get(f.report)
     else:
         nsys = [info["file"] for info in infos if info.get("tool") == "nsys"]
-        hit = min((counts[n] for n in nsys), default=None) if nsys and all(n in counts for n in nsys) else None
-        hit = (hit[0], f.phase) if hit else None
+        least = min((counts[n] for n in nsys), default=None) if nsys and all(n in counts for n in nsys) else None
+        hit = (least[0], f.phase) if least else None
     if hit is None or hit[1] != f.phase or not f.impact_ns:
         return f
     n = hit[0]
     return dataclasses.replace(f, extra={**f.extra, "impact_per_step_ns": int(round(f.impact_ns / n)),
                                          "steps_in_window": n})
+
+
+__all__ = ["AnalysisContext", "ReportResult", "analyze_report", "analyze_run", "analyze_run_facts",
+           "make_context"]

@@ -199,6 +199,16 @@ class Trace:
             self._con = None
 
 
+def clock_offsets(starts: list[int | None]) -> list[int] | None:
+    """``Run.offsets`` from the reports' session starts (ns since 1970; None when unknown)."""
+    if len(starts) <= 1:
+        return [0] * len(starts)
+    if any(s is None for s in starts):
+        return None
+    base = min(s for s in starts if s is not None)
+    return [int(s) - base for s in starts if s is not None]
+
+
 @dataclass
 class Run:
     """The reports of one profiled execution (one per rank, nsys and ncu mixed).
@@ -211,6 +221,9 @@ class Run:
     traces: list[Trace]
     memory_bytes: int = DUCKDB_MEMORY_BYTES  # DuckDB's memory limit on the run's connection
     _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
+    # The nsys reports' kernel groups (analysis.rules.ncu.impact.NsysKernels) when the run holds only some
+    # of its reports (analysis.runner analyzes report by report): what ncu links to instead of ``traces``.
+    nsys_kernels: list[Any] | None = None
 
     def of_tool(self, tool: str) -> list[Trace]:
         return [t for t in self.traces if t.tool == tool]
@@ -247,13 +260,7 @@ class Run:
         clocks (ns since 1970, ~1.7e18) never enter the arithmetic. One trace needs no alignment ([0]);
         None when several traces must be aligned and one lacks its session start.
         """
-        if len(traces) <= 1:
-            return [0] * len(traces)
-        starts = [t.session_start_utc_ns for t in traces]
-        if any(s is None for s in starts):
-            return None
-        base = min(s for s in starts if s is not None)
-        return [int(s) - base for s in starts if s is not None]
+        return clock_offsets([t.session_start_utc_ns for t in traces])
 
     def close(self) -> None:
         if self._con is not None:

@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 # Task names and queues: the contract with `workers/` (which registers the same names).
 INGEST_TASK = "ingest.report"
 ANALYZE_TASK = "analyze.run"
+ANALYZE_REPORT_TASK = "analyze.report"
 PURGE_TASK = "purge.run"
 RECONCILE_TASK = "reconcile.leases"
 INGEST_QUEUE = "ingest"
@@ -71,6 +72,11 @@ def _send(settings: Settings, name: str, arg: int | str, queue: str) -> bool:
 def enqueue_ingest(settings: Settings, report_id: int | str) -> bool:
     """Queue the ingest of one report on the heavy ``ingest`` queue."""
     return _send(settings, INGEST_TASK, report_id, INGEST_QUEUE)
+
+
+def enqueue_analyze_report(settings: Settings, report_id: int | str) -> bool:
+    """Queue one report's own analysis (issue #16) on the heavy ``ingest`` queue: it reads the whole trace."""
+    return _send(settings, ANALYZE_REPORT_TASK, report_id, INGEST_QUEUE)
 
 
 def enqueue_analyze(settings: Settings, run_id: int | str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import Celery
 
 from app.queue import (
+    ANALYZE_REPORT_TASK,
     ANALYZE_TASK,
     INGEST_QUEUE,
     INGEST_TASK,
@@ -33,6 +34,7 @@ def make_celery(settings: Settings) -> Celery:
         task_routes={
             INGEST_TASK: {"queue": INGEST_QUEUE},
             ANALYZE_TASK: {"queue": LIGHT_QUEUE},
+            ANALYZE_REPORT_TASK: {"queue": INGEST_QUEUE},
             PURGE_TASK: {"queue": LIGHT_QUEUE},
             RECONCILE_TASK: {"queue": LIGHT_QUEUE},
         },

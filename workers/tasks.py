@@ -11,7 +11,16 @@ import time
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from app.queue import ANALYZE_TASK, INGEST_TASK, PURGE_TASK, RECONCILE_TASK, enqueue_analyze, enqueue_ingest
+from app.queue import (
+    ANALYZE_REPORT_TASK,
+    ANALYZE_TASK,
+    INGEST_TASK,
+    PURGE_TASK,
+    RECONCILE_TASK,
+    enqueue_analyze,
+    enqueue_analyze_report,
+    enqueue_ingest,
+)
 from app.services import operations, pipeline
 from app.services.storage import storage_for
 from app.settings import Settings
@@ -105,12 +114,17 @@ def run_ingest(task: Task, report_id: int) -> str:
             run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
         else:
             kept = rel_src if from_kept else keep_rel if result.kept is not None else None
+            # nsys reports are analyzed on their own next (issue #16); ncu ones in the run-level step.
             run_id = pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info,
-                                            settings.data_dir, upload_path=kept)
+                                            settings.data_dir, upload_path=kept,
+                                            then="analyzing" if result.tool == "nsys" else "ready")
         # The original upload goes once no report needs it: replaced by the scrubbed copy, or refused for good.
         operations.release_upload(session, settings, claim.upload_path)
     if run_id is not None:
         enqueue_analyze(settings, run_id)
+    if failure is None and result.tool == "nsys":
+        # If the publish above lost its lease, the claim of this message finds nothing to do.
+        enqueue_analyze_report(settings, report_id)
     return failure[0] if failure else "ready"
 
 
@@ -125,10 +139,87 @@ def _prepare_overview(path, report_id: int) -> None:
         logger.warning("timeline overview not built", exc_info=True, extra={"report_id": report_id})
 
 
-def run_analyze(task: Task, run_id: int) -> str:
-    """Body of ``analyze.run``: analyze every ingested report of the run and replace its findings."""
-    from analysis.api import analyze
+def run_analyze_report(task: Task, report_id: int) -> str:
+    """Body of ``analyze.report`` (issue #16): one report's own analysis and cross-rank facts, written
+    beside its trace; the report becomes ready, and the run's last one queues the run-level step."""
     from analysis.errors import TraceError
+    from analysis.runner import analyze_report, make_context
+    from app.services import report_analysis as ra
+
+    settings = _settings(task)
+    owner = worker_id(task)
+    with session_scope(settings) as session:
+        claim = ra.claim_report_analysis(session, report_id, owner, settings.lease_seconds,
+                                         max_attempts=settings.max_attempts)
+    if not claim:
+        if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
+            enqueue_analyze(settings, claim.analyze_run_id)
+        return "skipped"
+    storage = storage_for(settings)
+    # Each attempt writes its own folder; the metadata DB names the published one.
+    folder = storage.report_dir(report_id) / f"{ra.ANALYSIS_DIR}-{task.request.id or os.getpid()}"
+    failure: tuple[str, str] | None = None
+    try:
+        with Heartbeat(settings, lambda s: ra.renew_lease(s, report_id, owner, settings.lease_seconds)):
+            ctx = make_context(window=claim.window, memory_bytes=settings.analysis_memory_bytes)
+            result = analyze_report(pipeline.data_path(settings, claim.trace_path), claim.label, ctx, folder)
+            result.save(folder)
+    except (TraceError, OSError) as exc:
+        logger.warning("report analysis failed: %s", exc, extra={"report_id": report_id})
+        failure = ("analysis_failed", str(exc) or type(exc).__name__)
+    except SoftTimeLimitExceeded:
+        failure = ("timeout", f"the report's analysis took longer than {LIGHT_TIME_LIMIT_S} s")
+    except Exception:
+        logger.exception("report analysis crashed", extra={"report_id": report_id})
+        failure = ("analysis_failed", "an unexpected error inside Goodput; the worker log has the details")
+    with session_scope(settings) as session:
+        if failure is not None:
+            ra.note_window(session, report_id, owner, _window_text(claim.window))
+            run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
+        else:
+            run_id = ra.finish_report_analysis(session, report_id, owner,
+                                               folder.relative_to(settings.data_dir).as_posix(), ctx.spec.text)
+    if failure is None:
+        _drop_old_analyses(storage.report_dir(report_id), keep=folder.name)
+    if run_id is not None:
+        enqueue_analyze(settings, run_id)
+    return failure[0] if failure else "ready"
+
+
+def _drop_old_analyses(report_dir, keep: str) -> None:
+    """Folders of earlier (or killed) analysis attempts of the report, once another is published."""
+    import shutil
+
+    from app.services.report_analysis import ANALYSIS_DIR
+
+    for d in report_dir.glob(f"{ANALYSIS_DIR}-*"):
+        if d.name != keep and d.is_dir():
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs) -> dict:
+    """The run-level step (issue #16) over the reports' published analyses; ncu reports are analyzed
+    here, linked to the nsys reports' kernel facts."""
+    from analysis.runner import ReportResult, analyze_report, analyze_run_facts, make_context, nsys_links
+
+    ctx = make_context(window=inputs.window, memory_bytes=settings.analysis_memory_bytes)
+    results: list = [None] * len(inputs.paths)
+    for i, (kind, rel) in enumerate(zip(inputs.kinds, inputs.analysis_paths, strict=True)):
+        if kind != "ncu":
+            results[i] = ReportResult.load(pipeline.data_path(settings, rel))
+    links = nsys_links([r for r in results if r is not None])
+    for i, kind in enumerate(inputs.kinds):
+        if kind == "ncu":
+            results[i] = analyze_report(pipeline.data_path(settings, inputs.paths[i]), inputs.labels[i], ctx,
+                                        None, nsys_links=links)
+    return analyze_run_facts(results, ctx)
+
+
+def run_analyze(task: Task, run_id: int) -> str:
+    """Body of ``analyze.run``: the run-level step over the reports' own analyses (issue #16), which
+    replaces the run's findings; reports not yet analyzed for the run's window are sent to it first."""
+    from analysis.errors import TraceError
+    from app.services import report_analysis as ra
 
     settings = _settings(task)
     owner = worker_id(task)
@@ -137,6 +228,14 @@ def run_analyze(task: Task, run_id: int) -> str:
                                              max_attempts=settings.max_attempts)
     if inputs is None:
         return "skipped"
+    with session_scope(settings) as session:
+        stale = ra.stale_reports(session, run_id, _window_text(inputs.window))
+        sent = ra.send_back(session, run_id, owner, stale) if stale else []
+        missing = ra.missing_reports(session, run_id)
+    if stale:
+        for report_id in sent:
+            enqueue_analyze_report(settings, report_id)
+        return "sent_back"
     if not inputs.paths:
         with session_scope(settings) as session:
             pipeline.fail_run_analysis(session, run_id, owner, "no report of this run could be ingested")
@@ -144,8 +243,10 @@ def run_analyze(task: Task, run_id: int) -> str:
     try:
         # Under a heartbeat like ingest: a long analysis keeps its lease, only a dead worker loses it.
         with Heartbeat(settings, lambda s: pipeline.renew_run_lease(s, run_id, owner, settings.lease_seconds)):
-            result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels,
-                             memory_bytes=settings.analysis_memory_bytes, window=inputs.window)
+            result = _run_level(settings, inputs)
+            if missing:
+                result["missing"] = missing
+                result["missing_ranks"] = ra.missing_ranks(result["reports"])
     except (TraceError, SoftTimeLimitExceeded, OSError) as exc:
         logger.warning("analysis failed: %s", exc, extra={"run_id": run_id})
         message = (f"analysis took longer than {LIGHT_TIME_LIMIT_S} s" if isinstance(exc, SoftTimeLimitExceeded)
@@ -164,6 +265,12 @@ def run_analyze(task: Task, run_id: int) -> str:
     return "ready"
 
 
+def _window_text(window: str | None) -> str:
+    from analysis.window import parse
+
+    return parse(window).text
+
+
 def run_reconcile(task: Task) -> dict[str, list[int]]:
     """Body of ``reconcile.leases``: re-queue expired leases and jobs a broker may have lost."""
     settings = _settings(task)
@@ -172,10 +279,13 @@ def run_reconcile(task: Task) -> dict[str, list[int]]:
                                   max_attempts=settings.max_attempts)
     for report_id in todo.reports:
         enqueue_ingest(settings, report_id)
+    for report_id in todo.analyses:
+        enqueue_analyze_report(settings, report_id)
     for run_id in todo.runs:
         enqueue_analyze(settings, run_id)
-    if todo.reports or todo.runs:
-        logger.info("reconcile re-queued reports %s and runs %s", todo.reports, todo.runs)
+    if todo.reports or todo.runs or todo.analyses:
+        logger.info("reconcile re-queued reports %s, report analyses %s and runs %s", todo.reports,
+                    todo.analyses, todo.runs)
     try:
         with session_scope(settings) as session:
             due = operations.upload_sweep_due(settings)
@@ -187,7 +297,7 @@ def run_reconcile(task: Task) -> dict[str, list[int]]:
     except Exception:  # file cleanup must never stop the re-queueing above from running next time
         logger.warning("sweeping leftovers failed", exc_info=True)
     prune_delivered_messages(settings)
-    return {"reports": todo.reports, "runs": todo.runs}
+    return {"reports": todo.reports, "runs": todo.runs, "analyses": todo.analyses}
 
 
 def run_purge(task: Task, run_id: int) -> int:
@@ -207,7 +317,7 @@ LIGHT_TIME_LIMIT_S = 900
 
 
 def register_tasks(app: Celery, *, ingest_limit: int, light_limit: int = LIGHT_TIME_LIMIT_S) -> None:
-    """Register the four tasks on ``app`` under their explicit names."""
+    """Register the five tasks on ``app`` under their explicit names."""
     # shared=False: register on this app only (a shared task would join every app made later).
     common = {"bind": True, "shared": False, "acks_late": True, "reject_on_worker_lost": True}
 
@@ -218,6 +328,10 @@ def register_tasks(app: Celery, *, ingest_limit: int, light_limit: int = LIGHT_T
     @app.task(name=ANALYZE_TASK, soft_time_limit=light_limit, time_limit=light_limit + 60, **common)
     def analyze_run(self: Task, run_id: int) -> str:
         return run_analyze(self, run_id)
+
+    @app.task(name=ANALYZE_REPORT_TASK, soft_time_limit=light_limit, time_limit=light_limit + 60, **common)
+    def analyze_report(self: Task, report_id: int) -> str:
+        return run_analyze_report(self, report_id)
 
     @app.task(name=RECONCILE_TASK, soft_time_limit=120, time_limit=180, **common)
     def reconcile_leases(self: Task) -> dict[str, list[int]]:

@@ -75,6 +75,10 @@ SCHEMAS: dict[str, S] = {
         reports={"type": "array", "items": obj(report_id=INT, data=ANY_OBJ, **HEADLINE)},
         severity_counts=obj(critical=INT, warning=INT, info=INT),
         rules={"type": "array", "items": ANY_OBJ},
+        # Issue #16: a run analyzed without some reports (they failed) names them, and the ranks missing.
+        missing_reports={"type": "array", "items": obj(report_id=INT, report=STR, rank=NS,
+                                                        error_code=nullable(STR), error_message=nullable(STR))},
+        missing_ranks={"type": "array", "items": INT},
     ),
     "Job": obj(id=INT, name=STR, created_at=TIME, run_count=INT, last_run_at=nullable(TIME)),
     "JobHistory": obj(job=STR, items={"type": "array", "items": obj(

@@ -46,6 +46,12 @@ class Report(Base):
     info: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)      # analysis.summary.report_info
     upload_path: Mapped[str] = mapped_column(sa.String(1000))  # relative to data_dir
     trace_path: Mapped[str | None] = mapped_column(sa.String(1000))  # relative to data_dir
+    # The report's own analysis (issue #16): its folder (analysis.json and the cross-rank facts, relative to
+    # data_dir), the window it was made for, the attempts of its task, when it was published.
+    analysis_path: Mapped[str | None] = mapped_column(sa.String(1000))
+    analysis_window: Mapped[str | None] = mapped_column(sa.String(200))
+    analysis_attempts: Mapped[int] = mapped_column(default=0, server_default="0")
+    analyzed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 

@@ -52,6 +52,10 @@ class AnalysisInputs:
     paths: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     window: str | None = None  # the run's analysis window (None: the default)
+    # Per report (issue #16): its tool, and its own analysis' folder (data_dir-relative) and window.
+    kinds: list[str] = field(default_factory=list)
+    analysis_paths: list[str | None] = field(default_factory=list)
+    analysis_windows: list[str | None] = field(default_factory=list)
 
 
 @dataclass
@@ -60,6 +64,7 @@ class Requeue:
 
     reports: list[int] = field(default_factory=list)
     runs: list[int] = field(default_factory=list)
+    analyses: list[int] = field(default_factory=list)  # reports whose own analysis is sent again
 
 
 def _same_task(owner_column: sa.ColumnElement, owner: str) -> sa.ColumnElement[bool]:
@@ -152,10 +157,13 @@ def set_progress(session: Session, report_id: int, owner: str, stage: str, done:
 
 
 def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path, tool: str,
-                  info: dict[str, Any], data_dir: Path, upload_path: str | None = None) -> int | None:
-    """Publish an ingest: the report becomes ``ready``; returns the run id when the run is now complete.
+                  info: dict[str, Any], data_dir: Path, upload_path: str | None = None,
+                  then: str = "ready") -> int | None:
+    """Publish an ingest: the report becomes ``then``; returns the run id when the run is now complete.
 
-    ``upload_path``: the stored export the report keeps from now on (the scrubbed copy), when it changed.
+    ``then``: ``ready``, or ``analyzing`` when the report's own analysis follows (issue #16: the worker
+    queues it; ``app.services.report_analysis``). ``upload_path``: the stored export the report keeps
+    from now on (the scrubbed copy), when it changed.
     """
     info = dict(info or {})
     counts = info.get("counts") if isinstance(info.get("counts"), dict) else {}
@@ -167,14 +175,21 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
         .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
         # Rank and host come from the export (its allow-listed environment) unless the upload gave them.
         .values(rank=sa.func.coalesce(Report.rank, rank), host=sa.func.coalesce(Report.host, host),
-                status="ready", kind=tool, trace_path=rel, info=jsonable(info), counts=jsonable(counts),
+                status=then, kind=tool, trace_path=rel, info=jsonable(info), counts=jsonable(counts),
                 tool_version=_str_or_none(info.get("tool_version")), lease_owner=None, lease_expires_at=None,
                 progress={"stage": "done", "done": 1, "total": 1}, updated_at=utcnow(),
-                **({"upload_path": upload_path} if upload_path else {}))
+                **({"upload_path": upload_path} if upload_path else {}),
+                # A new trace: its own analysis (if any) is of the old one.
+                **({"analysis_path": None, "analysis_window": None, "analysis_attempts": 0}
+                   if then == "analyzing" else {}))
     ).rowcount
     if not n:
         session.rollback()
         logger.warning("lease lost before publish; result dropped", extra={"report_id": report_id})
+        return None
+    if then == "analyzing":  # not terminal: the report's analysis task completes the run, if anyone
+        refresh_run_status(session, session.scalar(sa.select(Report.run_id).where(Report.id == report_id)))
+        session.commit()
         return None
     run_id = _after_terminal(session, report_id)
     session.commit()
@@ -214,7 +229,7 @@ def _after_terminal(session: Session, report_id: int) -> int | None:
         sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run_id, Report.status == "ready")
     ).scalar_one()
     state = {"analysis_status": "queued", "error": None} if ready else {
-        "analysis_status": "failed", "error": "no report of this run could be ingested; see each report's error"}
+        "analysis_status": "failed", "error": "no report of this run could be ingested and analyzed; see each report's error"}
     session.execute(
         sa.update(Run).where(Run.id == run_id, Run.deleted_at.is_(None))
         .values(**state, analysis_attempts=0, analysis_lease_owner=None,
@@ -254,7 +269,8 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
         session.commit()
         return None
     rows = session.execute(
-        sa.select(Report.id, Report.name, Report.trace_path)
+        sa.select(Report.id, Report.name, Report.trace_path, Report.kind, Report.analysis_path,
+                  Report.analysis_window)
         .where(Report.run_id == run_id, Report.status == "ready", Report.trace_path.is_not(None))
         .order_by(Report.rank.is_(None), Report.rank, Report.id)
     ).all()
@@ -269,6 +285,9 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
         inputs.report_ids.append(r.id)
         inputs.paths.append(r.trace_path)
         inputs.labels.append(label)
+        inputs.kinds.append(r.kind)
+        inputs.analysis_paths.append(r.analysis_path)
+        inputs.analysis_windows.append(r.analysis_window)
     return inputs
 
 
@@ -314,6 +333,11 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
             .values(status="queued", lease_owner=None, lease_expires_at=None, updated_at=now)
         )
         out.reports.extend(ids)
+    from app.services.report_analysis import reconcile_analyses
+
+    out.analyses, completed = reconcile_analyses(session, now=now, lease_seconds=lease_seconds,
+                                                 max_attempts=max_attempts)
+    out.runs.extend(r for r in completed if r not in out.runs)
     complete = ~sa.exists().where(Report.run_id == Run.id, Report.status.not_in(TERMINAL))
     has_reports = sa.exists().where(Report.run_id == Run.id)
     run_expired = sa.and_(Run.analysis_status == "analyzing", Run.analysis_lease_expires_at < now)

@@ -42,7 +42,11 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
         own = impact_by_report.get(report_id, [])
         session.add(_summary_row(run_id, report_id, data, len(own), max(own, default=None)))
     all_impacts = [int(f.get("impact_ns") or 0) for f in findings]
-    session.add(_run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None)))
+    row = _run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None))
+    if result.get("missing"):  # issue #16: analyzed without these (failed) reports
+        row.data = {**row.data, "missing": jsonable(result["missing"]),
+                    "missing_ranks": jsonable(result.get("missing_ranks") or [])}
+    session.add(row)
     refresh_run_status(session, run_id)
     session.commit()
     return True

@@ -154,6 +154,9 @@ def run_summary(session: Session, run_id: int) -> dict[str, Any]:
                     for r in rows if r.report_id is not None],
         "severity_counts": {s: int(severities.get(s, 0)) for s in ("critical", "warning", "info")},
         "rules": run.rule_statuses or [],
+        # Issue #16: reports the analysis went without (failed ingest or analysis), by rank.
+        "missing_reports": [] if total is None else list((total.data or {}).get("missing") or []),
+        "missing_ranks": [] if total is None else list((total.data or {}).get("missing_ranks") or []),
     }
 
 

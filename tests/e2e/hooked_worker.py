@@ -3,7 +3,8 @@
 The hooks wrap ``analysis.api.ingest`` in this process (and the pool processes it forks), keyed by the
 upload's SHA-256 (its stored file name): ``GOODPUT_TEST_POISON`` lists hashes whose ingest kills the
 process running it (SIGKILL), ``GOODPUT_TEST_SLOW`` lists ``sha=seconds`` to sleep before ingesting;
-``GOODPUT_TEST_HOLD_AFTER_COPY`` and ``GOODPUT_TEST_FREE_BYTES`` are described at their functions.
+``GOODPUT_TEST_HOLD_AFTER_COPY``, ``GOODPUT_TEST_FREE_BYTES`` and ``GOODPUT_TEST_KILL_ANALYSIS`` are
+described at their functions.
 Production code has no hook; only this entry point, which tests start, installs them.
 """
 
@@ -32,8 +33,31 @@ def install_hooks() -> None:
         return real(src, out, **kwargs)
 
     api.ingest = ingest
+    _install_analysis_kill()
     _install_copy_hold()
     _install_fake_free_space()
+
+
+def _install_analysis_kill() -> None:
+    """``GOODPUT_TEST_KILL_ANALYSIS=label,...``: the per-report analysis of a report with that label kills the
+    process running it (SIGKILL) once its facts are half written, the first time only (a marker file in
+    GOODPUT_DATA_DIR remembers it), like a worker lost in the middle of the task."""
+    labels = set(filter(None, os.environ.get("GOODPUT_TEST_KILL_ANALYSIS", "").split(",")))
+    if not labels:
+        return
+    import analysis.runner as runner
+
+    real = runner.analyze_report
+
+    def analyze_report(path, label, ctx, facts_dir=None, **kwargs):
+        marker = Path(os.environ["GOODPUT_DATA_DIR"]) / f"killed-analysis-{label}"
+        if label in labels and not marker.exists():
+            real(path, label, ctx, facts_dir, **kwargs)  # its facts are on disk, its result is not
+            marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(path, label, ctx, facts_dir, **kwargs)
+
+    runner.analyze_report = analyze_report
 
 
 def _install_copy_hold() -> None:

@@ -45,7 +45,12 @@ def test_an_nsys_rep_upload_gets_findings(make_service, tmp_path, monkeypatch):
     # Kept: the converted export, as SQLite and without the captured environment; the .nsys-rep is gone.
     sha = report["sha256"]
     kept = f"uploads/{sha[:2]}/{sha}.kept.sqlite"
-    assert stored_files(svc.settings.data_dir) == sorted([f"reports/{report['id']}/trace.duckdb", kept,
-                                                          f"reports/{report['id']}/trace.overview-v3.parquet"])
+    # Beside the trace: its own analysis (issue #16), one folder with the result and the cross-rank facts.
+    stored = stored_files(svc.settings.data_dir)
+    analysis = [f for f in stored if f.startswith(f"reports/{report['id']}/analysis-")]
+    assert sorted(f.rsplit("/", 1)[1] for f in analysis) == ["analysis.json", "collectives.parquet"]
+    assert len({f.rsplit("/", 1)[0] for f in analysis}) == 1
+    assert [f for f in stored if f not in analysis] == sorted([
+        f"reports/{report['id']}/trace.duckdb", kept, f"reports/{report['id']}/trace.overview-v3.parquet"])
     assert (svc.settings.data_dir / kept).read_bytes().startswith(b"SQLite format 3\x00")
     assert files_holding(svc.settings.data_dir, SECRET) == []

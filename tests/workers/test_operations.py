@@ -18,7 +18,7 @@ from kombu import Connection
 
 from app.errors import ApiError
 from app.models import Report, Run, utcnow
-from app.queue import INGEST_QUEUE, INGEST_TASK, LIGHT_QUEUE, RECONCILE_TASK
+from app.queue import ANALYZE_REPORT_TASK, INGEST_QUEUE, INGEST_TASK, LIGHT_QUEUE, RECONCILE_TASK
 from app.services import operations, pipeline
 from app.services.storage import LocalStorage as Storage
 from goodput_cli.main import main
@@ -174,6 +174,7 @@ def test_reingest_rebuilds_every_report_from_its_kept_export(session, settings, 
     run_id, [rid] = make_run(session, settings, [(path.name, path.read_bytes())])
     raw = settings.data_dir / _report(session, rid).upload_path
     assert tasks[INGEST_TASK](rid) == "ready"
+    assert tasks[ANALYZE_REPORT_TASK](rid) == "ready"
     r = _report(session, rid)
     assert r.upload_path == Storage(settings.data_dir).kept_path(r.sha256) and not raw.exists()
     counts = r.counts
@@ -187,6 +188,9 @@ def test_reingest_rebuilds_every_report_from_its_kept_export(session, settings, 
     assert "1 report(s) queued" in captured.out and "skipped" in captured.err and str(gone) in captured.err
     assert _report(session, rid).status == "queued"
     assert tasks[INGEST_TASK](rid) == "ready"
+    r = _report(session, rid)
+    assert (r.status, r.attempts, r.counts, r.analysis_path) == ("analyzing", 1, counts, None)  # a new trace
+    assert tasks[ANALYZE_REPORT_TASK](rid) == "ready"
     r = _report(session, rid)
     assert (r.status, r.attempts, r.counts) == ("ready", 1, counts)
     assert (settings.data_dir / r.upload_path).is_file()  # a kept copy is ingested as it is, not copied again
@@ -204,7 +208,7 @@ def test_reconcile_task_sweeps_a_killed_attempt_and_an_abandoned_upload(session,
     (folder / ".trace.duckdb.feed.tmp").write_bytes(b"partial")
     staged = _killed_upload(storage)
     _old(staged, 5)
-    assert tasks[RECONCILE_TASK]() == {"reports": [rid], "runs": []}
+    assert tasks[RECONCILE_TASK]() == {"reports": [rid], "runs": [], "analyses": []}
     assert list(folder.iterdir()) == [] and not staged.exists()
 
 

@@ -12,7 +12,15 @@ from kombu import Connection
 
 from analysis.api import analyze
 from app.models import Finding, Report, Run, RunSummary, utcnow
-from app.queue import ANALYZE_TASK, INGEST_QUEUE, INGEST_TASK, LIGHT_QUEUE, PURGE_TASK, RECONCILE_TASK
+from app.queue import (
+    ANALYZE_REPORT_TASK,
+    ANALYZE_TASK,
+    INGEST_QUEUE,
+    INGEST_TASK,
+    LIGHT_QUEUE,
+    PURGE_TASK,
+    RECONCILE_TASK,
+)
 from tests.conftest import corpus_file
 from tests.workers.conftest import make_run
 from workers.celery_app import make_celery
@@ -34,13 +42,20 @@ def test_ingest_then_analyze_store_what_the_library_computes(session, settings):
     run_id, [rid] = make_run(session, settings, [(path.name, path.read_bytes())])
     assert tasks[INGEST_TASK](rid) == "ready"
     r = _report(session, rid)
-    assert (r.status, r.attempts, r.lease_owner, r.error_code) == ("ready", 1, None, None)
+    # Ingested; its own analysis (issue #16) is queued next, on the heavy queue.
+    assert (r.status, r.attempts, r.lease_owner, r.error_code) == ("analyzing", 1, None, None)
     assert r.progress["stage"] == "done" and r.counts and r.tool_version == r.info["tool_version"]
     trace = settings.data_dir / r.trace_path
     assert trace.is_file() and r.trace_path == f"reports/{rid}/trace.duckdb"
-    assert _queued(settings, LIGHT_QUEUE) == 1  # the run is complete: its analysis was queued
+    assert (_queued(settings, INGEST_QUEUE), _queued(settings, LIGHT_QUEUE)) == (1, 0)
     assert tasks[INGEST_TASK](rid) == "skipped"  # a duplicate message changes nothing
     assert _report(session, rid).attempts == 1
+    assert tasks[ANALYZE_REPORT_TASK](rid) == "ready"
+    r = _report(session, rid)
+    assert (r.status, r.analysis_attempts, r.lease_owner, r.analysis_window) == ("ready", 1, None, "steady")
+    assert (settings.data_dir / r.analysis_path / "analysis.json").is_file()
+    assert _queued(settings, LIGHT_QUEUE) == 1  # the run is complete: its run-level step was queued
+    assert tasks[ANALYZE_REPORT_TASK](rid) == "skipped"
 
     assert tasks[ANALYZE_TASK](run_id) == "ready"
     expected = analyze([trace], labels=[path.name])
@@ -89,7 +104,7 @@ def test_reconcile_task_sends_lost_jobs_again(session, settings):
     _, [rid] = make_run(session, settings, [("a.sqlite", b"whatever")])
     session.execute(sa.update(Report).where(Report.id == rid).values(updated_at=utcnow() - timedelta(hours=1)))
     session.commit()
-    assert tasks[RECONCILE_TASK]() == {"reports": [rid], "runs": []}
+    assert tasks[RECONCILE_TASK]() == {"reports": [rid], "runs": [], "analyses": []}
     assert _queued(settings, INGEST_QUEUE) == 1
     with Connection(settings.resolved_broker_url) as conn:
         conn.SimpleQueue(INGEST_QUEUE).get(timeout=5).ack()
@@ -97,7 +112,7 @@ def test_reconcile_task_sends_lost_jobs_again(session, settings):
     count = sa.text("SELECT count(*) FROM kombu_message")
     with broker.connect() as conn:
         assert conn.execute(count).scalar_one() == 1  # delivered, kept by kombu
-    assert tasks[RECONCILE_TASK]() == {"reports": [], "runs": []}
+    assert tasks[RECONCILE_TASK]() == {"reports": [], "runs": [], "analyses": []}
     with broker.connect() as conn:
         assert conn.execute(count).scalar_one() == 0  # pruned by reconcile
     broker.dispose()
@@ -128,9 +143,13 @@ def test_an_analysis_that_cannot_read_its_trace_fails_the_run_once(session, sett
     run_id, [rid] = make_run(session, settings, [(path.name, path.read_bytes())])
     assert tasks[INGEST_TASK](rid) == "ready"
     (settings.data_dir / _report(session, rid).trace_path).write_bytes(b"not a duckdb file" * 100)
-    assert tasks[ANALYZE_TASK](run_id) == "failed"
+    # The report's own analysis fails it; with no other report, the run fails with it.
+    assert tasks[ANALYZE_REPORT_TASK](rid) == "analysis_failed"
+    r = _report(session, rid)
+    assert (r.status, r.error_code, r.lease_owner) == ("failed", "analysis_failed", None)
     run = session.get(Run, run_id)
     session.refresh(run)
     assert (run.analysis_status, run.status, run.analysis_lease_owner) == ("failed", "failed", None)
     assert run.error
+    assert tasks[ANALYZE_REPORT_TASK](rid) == "skipped"
     assert tasks[ANALYZE_TASK](run_id) == "skipped"  # a failed analysis is not retried by a stray message

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from analysis.api import analyze
-from app.models import Finding, Run, RunSummary
-from app.queue import ANALYZE_TASK, INGEST_TASK
+from app.models import Finding, Report, Run, RunSummary
+from app.queue import ANALYZE_REPORT_TASK, ANALYZE_TASK, INGEST_TASK
 from tests.conftest import corpus_file
 from tests.workers.conftest import make_run
 from workers.celery_app import make_celery
@@ -20,6 +20,7 @@ def test_analyze_task_uses_the_runs_window(session, settings):
     session.execute(sa.update(Run).where(Run.id == run_id).values(analysis_window="iterations:2-4"))
     session.commit()
     assert tasks[INGEST_TASK](rid) == "ready"
+    assert tasks[ANALYZE_REPORT_TASK](rid) == "ready"
     assert tasks[ANALYZE_TASK](run_id) == "ready"
     trace = settings.data_dir / f"reports/{rid}/trace.duckdb"
     expected = analyze([trace], labels=[path.name], window="iterations:2-4")
@@ -38,7 +39,11 @@ def test_a_window_the_report_lacks_fails_the_analysis(session, settings):
     session.execute(sa.update(Run).where(Run.id == run_id).values(analysis_window="nvtx:no such range"))
     session.commit()
     assert tasks[INGEST_TASK](rid) == "ready"
-    assert tasks[ANALYZE_TASK](run_id) == "failed"
+    # The report's own analysis is where the window is resolved (issue #16): it fails the report with the
+    # message, and the run, which has no other report, with it.
+    assert tasks[ANALYZE_REPORT_TASK](rid) == "analysis_failed"
     session.expire_all()
+    report = session.get(Report, rid)
+    assert report.status == "failed" and "no NVTX range named" in report.error_message
     run = session.get(Run, run_id)
-    assert run.analysis_status == "failed" and "no NVTX range named" in run.error
+    assert run.analysis_status == "failed"

@@ -46,6 +46,30 @@ class NsysKernels:
     rows: list[tuple]  # (name, short_name, grid, block, count, total_ns)
 
 
+def nsys_kernels(trace: Any) -> NsysKernels | None:
+    """Per-configuration GPU time of an nsys report's kernels (None without kernels)."""
+    if "kernels" not in trace.tables:
+        return None
+    rows = [
+        (name, short, (gx, gy, gz), (bx, by, bz), n, total)
+        for name, short, gx, gy, gz, bx, by, bz, n, total in trace.sql(
+            "SELECT name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, count(*), "
+            "sum(end_ns - start_ns) FROM kernels GROUP BY ALL"
+        )
+    ]
+    return NsysKernels(trace.label, nsys_span_ns(trace), rows) if rows else None
+
+
+def kernels_to_json(k: NsysKernels) -> dict[str, Any]:
+    return {"label": k.label, "span_ns": k.span_ns, "rows": [[a, b, list(g), list(bl), int(n), None if t is None
+                                                              else int(t)] for a, b, g, bl, n, t in k.rows]}
+
+
+def kernels_from_json(d: dict[str, Any]) -> NsysKernels:
+    """The inverse of ``kernels_to_json`` (grid and block back to tuples, as ``Launch`` has them)."""
+    return NsysKernels(d["label"], d["span_ns"], [(a, b, tuple(g), tuple(bl), n, t) for a, b, g, bl, n, t in d["rows"]])
+
+
 @dataclass(frozen=True)
 class Link:
     """How a profiled kernel maps onto nsys time."""
@@ -61,19 +85,17 @@ class Linker:
     """Matches ncu kernels to the nsys kernels of the same run (loaded once per rule run)."""
 
     def __init__(self, run: Any) -> None:
-        self.reports: list[NsysKernels] = []
+        # A run analyzed report by report (analysis.runner) carries the nsys reports' kernel groups as
+        # facts instead of the reports themselves.
+        given = getattr(run, "nsys_kernels", None)
+        if given is not None:
+            self.reports = list(given)
+            return
+        self.reports = []
         for trace in run.of_tool("nsys"):
-            if "kernels" not in trace.tables:
-                continue
-            rows = [
-                (name, short, (gx, gy, gz), (bx, by, bz), n, total)
-                for name, short, gx, gy, gz, bx, by, bz, n, total in trace.sql(
-                    "SELECT name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, count(*), "
-                    "sum(end_ns - start_ns) FROM kernels GROUP BY ALL"
-                )
-            ]
-            if rows:
-                self.reports.append(NsysKernels(trace.label, nsys_span_ns(trace), rows))
+            kernels = nsys_kernels(trace)
+            if kernels is not None:
+                self.reports.append(kernels)
 
     def link(self, launch: Launch) -> Link | None:
         total = count = span = 0

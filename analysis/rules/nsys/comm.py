@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from analysis.breakdown import breakdown
 from analysis.findings import Evidence, Finding
@@ -12,19 +16,29 @@ from analysis.rules.nsys.serialized import serialized_exposed
 from analysis.trace import Trace, inline_params
 
 
-def _who(trace: Trace, pid: int, n_reports: int) -> str:
+@dataclass(frozen=True)
+class Participant:
+    """A report taking part in COMM002: its label and rank, and its GPU-active span (lazily: only the
+    straggler's is needed, for the impact's share)."""
+
+    label: str
+    rank: int | None
+    span_ns: Callable[[], int]
+
+
+def _who(p: Participant, pid: int, n_reports: int) -> str:
     """A participant's name: its rank from the report's metadata, else its pid (and file, if several)."""
-    if trace.rank is not None:
-        return f"rank {trace.rank}"
-    return f"pid {pid}" if n_reports == 1 else f"{Path(trace.label).name} pid {pid}"
+    if p.rank is not None:
+        return f"rank {p.rank}"
+    return f"pid {pid}" if n_reports == 1 else f"{Path(p.label).name} pid {pid}"
 
 
-def _in_window(trace: Trace) -> str:
-    """SQL predicate over a kernels row: it is in ``trace``'s analysis window (overlaps it, or a zero-length
-    row starts in it; ``Trace.windowed``'s rule). TRUE without a window."""
-    if trace.window is None:
+def _in_window(bounds: tuple[int, int] | None) -> str:
+    """SQL predicate over a kernels row: it is in the analysis window ``bounds`` (overlaps it, or a
+    zero-length row starts in it; ``Trace.windowed``'s rule). TRUE without a window."""
+    if bounds is None:
         return "TRUE"
-    lo, hi = (int(v) for v in trace.window)
+    lo, hi = (int(v) for v in bounds)
     return f"(start_ns < {hi} AND (start_ns >= {lo} OR end_ns > {lo}))"
 
 
@@ -127,60 +141,76 @@ class Stragglers(Rule):
     summary = "Ranks that arrive late to collectives and make the others wait"
 
     def check(self, ctx: RuleContext) -> list[Finding]:
-        traces = [t for t in self.applicable(ctx.run) if _has_nccl(t)]
+        run = ctx.run
+        traces = [t for t in self.applicable(run) if _has_nccl(t)]
         if not traces:
             return []
-        offsets = ctx.run.offsets(traces)
+        offsets = run.offsets(traces)
         if offsets is None:
             raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
-        # Times in HUGEINT: the aligned times of any clock (even ~2^62) and their differences cannot overflow.
-        # The run's connection reads the files themselves: each report's analysis window is applied here
-        # (``inw``: the kernel lies in the window as ``Trace.windowed`` defines it). Occurrences are numbered
-        # over the whole reports, so that the matching is the same whatever the window.
-        parts = " UNION ALL ".join(
-            f"SELECT {i} AS part, pid, device, name, start_ns::HUGEINT + {int(off)} AS t, {_in_window(t)} AS inw "  # noqa: S608 - ints, r<i>
-            f"FROM {ctx.run.alias(t)}.kernels WHERE category = 'nccl' AND start_ns IS NOT NULL"
-            for i, (t, off) in enumerate(zip(traces, offsets, strict=True)))
-        min_skew = {"min_skew_ns": int(ctx.params["min_skew_us"] * 1000)}
-        con = ctx.run.con
-        try:
-            # One pass over the kernels: the instances, per-instance and per-participant facts materialized
-            # once, then read by the three small queries below.
-            for stmt in load_sql("stragglers.sql").replace("{parts}", parts).split("-- next statement"):
-                # Parameters written in as literals: binding them makes DuckDB import pandas (0.25 s).
-                con.execute(*inline_params(stmt, min_skew if "$min_skew_ns" in stmt else None))
-            who = con.execute("""SELECT part, pid, times_last, skew_when_last, waited, imposed FROM _gp_comm_part
-                                 ORDER BY times_last DESC, skew_when_last DESC, part, pid""").fetchall()
-            if len(who) < 2 or who[0][2] == 0:
-                return []
-            part, pid = who[0][0], who[0][1]
-            top = con.execute(*inline_params("""SELECT name, k, first_t, last_t, skew, who.device FROM _gp_comm_last
-                                 WHERE who.part = $p AND who.pid = $pid ORDER BY skew DESC, first_t, name LIMIT 20""",
-                              {"p": part, "pid": pid})).fetchall()
-            n_inst = con.execute(*inline_params(
-                "SELECT COUNT(*), COUNT(*) FILTER (WHERE skew >= $min_skew_ns) FROM _gp_comm_last", min_skew)).fetchall()[0]
-        finally:
-            con.execute("DROP TABLE IF EXISTS _gp_comm_part; DROP TABLE IF EXISTS _gp_comm_last; "
-                        "DROP TABLE IF EXISTS _gp_comm_inst")
-        trace = traces[part]
-        label = _who(trace, pid, len(traces))
-        impact = int(who[0][3])
-        offset = offsets[part]
-        evidence = tuple(
-            Evidence(start_ns=int(r[2]) - offset, end_ns=int(r[3]) - offset, device=r[5], pid=pid, rank=trace.rank,
-                     name=r[0], value_ns=int(r[4]), detail={"instance": int(r[1]) - 1, "straggler": label})
-            for r in top)
-        per = {_who(traces[w[0]], w[1], len(traces)): {"times_last": int(w[2]), "skew_when_last_ns": int(w[3]), "waited_ns": int(w[4])} for w in who}
-        return [Finding(
-            rule_id=self.id,
-            title=f"Straggler: {label} arrives last at {who[0][2]} of {n_inst[1]} skewed collectives",
-            message=(f"Across {len(who)} participants and {n_inst[0]} matched collectives, {label} arrived last "
-                     f"{who[0][2]} time(s) with a skew of at least {ctx.params['min_skew_us']:g} us, delaying them by "
-                     f"{fmt_ms(impact)} in all; the others waited {fmt_ms(int(who[0][5]))} (summed over ranks)."),
-            impact_ns=impact, impact_pct=pct(impact, report_span_ns(trace)),
-            advice=("Look at what the straggler does before each collective (NVTX, data loading, CPU contention, "
-                    "throttling, uneven shards) and balance the work across ranks."),
-            evidence=evidence, evidence_total=int(who[0][2]), report=None, rank=trace.rank,
-            extra={"participants": per, "matched_collectives": int(n_inst[0]),
-                   "wait_imposed_ns": int(who[0][5])},
-        )]
+        # The reports' own kernels tables, as attached to the run's connection (what the facts of
+        # analysis.run_facts hold: every NCCL kernel of the report).
+        sources = [f"{run.alias(t)}.kernels" for t in traces]
+        who = [Participant(t.label, t.rank, functools.partial(report_span_ns, t)) for t in traces]
+        windows = [None if t.window is None else (int(t.window[0]), int(t.window[1])) for t in traces]
+        return stragglers(run.con, sources, who, offsets, ctx.params, self.id, windows=windows)
+
+
+def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: list[int],
+               params: Mapping[str, float], rule_id: str = "COMM002", *,
+               windows: list[tuple[int, int] | None] | None = None) -> list[Finding]:
+    """COMM002 on a DuckDB connection where ``sources[i]`` is a relation of participant ``i``'s NCCL
+    kernels (``pid, device, name, start_ns, end_ns``, at least; other kernels are filtered out when a
+    ``category`` column says so), ``offsets[i]`` its time-base offset (``Run.offsets``) and
+    ``windows[i]`` its analysis window in its own times (None: all of it). A collective counts when every
+    participant's kernel of it lies in that participant's window; occurrences are numbered over the whole
+    reports, so that the matching is the same whatever the window."""
+    windows = windows or [None] * len(sources)
+    # Times in HUGEINT: the aligned times of any clock (even ~2^62) and their differences cannot overflow.
+    parts = " UNION ALL ".join(
+        f"SELECT {i} AS part, pid, device, name, start_ns::HUGEINT + {int(off)} AS t, {_in_window(w)} AS inw "  # noqa: S608 - ints, server-made sources
+        f"FROM {src} WHERE category = 'nccl' AND start_ns IS NOT NULL"
+        for i, (src, off, w) in enumerate(zip(sources, offsets, windows, strict=True)))
+    min_skew = {"min_skew_ns": int(params["min_skew_us"] * 1000)}
+    try:
+        # One pass over the kernels: the instances, per-instance and per-participant facts materialized
+        # once, then read by the three small queries below.
+        for stmt in load_sql("stragglers.sql").replace("{parts}", parts).split("-- next statement"):
+            # Parameters written in as literals: binding them makes DuckDB import pandas (0.25 s).
+            con.execute(*inline_params(stmt, min_skew if "$min_skew_ns" in stmt else None))
+        rows = con.execute("""SELECT part, pid, times_last, skew_when_last, waited, imposed FROM _gp_comm_part
+                              ORDER BY times_last DESC, skew_when_last DESC, part, pid""").fetchall()
+        if len(rows) < 2 or rows[0][2] == 0:
+            return []
+        part, pid = rows[0][0], rows[0][1]
+        top = con.execute(*inline_params("""SELECT name, k, first_t, last_t, skew, who.device FROM _gp_comm_last
+                             WHERE who.part = $p AND who.pid = $pid ORDER BY skew DESC, first_t, name LIMIT 20""",
+                          {"p": part, "pid": pid})).fetchall()
+        n_inst = con.execute(*inline_params(
+            "SELECT COUNT(*), COUNT(*) FILTER (WHERE skew >= $min_skew_ns) FROM _gp_comm_last", min_skew)).fetchall()[0]
+    finally:
+        con.execute("DROP TABLE IF EXISTS _gp_comm_part; DROP TABLE IF EXISTS _gp_comm_last; "
+                    "DROP TABLE IF EXISTS _gp_comm_inst")
+    p = who[part]
+    label = _who(p, pid, len(who))
+    impact = int(rows[0][3])
+    offset = offsets[part]
+    evidence = tuple(
+        Evidence(start_ns=int(r[2]) - offset, end_ns=int(r[3]) - offset, device=r[5], pid=pid, rank=p.rank,
+                 name=r[0], value_ns=int(r[4]), detail={"instance": int(r[1]) - 1, "straggler": label})
+        for r in top)
+    per = {_who(who[w[0]], w[1], len(who)): {"times_last": int(w[2]), "skew_when_last_ns": int(w[3]),
+                                             "waited_ns": int(w[4])} for w in rows}
+    return [Finding(
+        rule_id=rule_id,
+        title=f"Straggler: {label} arrives last at {rows[0][2]} of {n_inst[1]} skewed collectives",
+        message=(f"Across {len(rows)} participants and {n_inst[0]} matched collectives, {label} arrived last "
+                 f"{rows[0][2]} time(s) with a skew of at least {params['min_skew_us']:g} us, delaying them by "
+                 f"{fmt_ms(impact)} in all; the others waited {fmt_ms(int(rows[0][5]))} (summed over ranks)."),
+        impact_ns=impact, impact_pct=pct(impact, p.span_ns()),
+        advice=("Look at what the straggler does before each collective (NVTX, data loading, CPU contention, "
+                "throttling, uneven shards) and balance the work across ranks."),
+        evidence=evidence, evidence_total=int(rows[0][2]), report=None, rank=p.rank,
+        extra={"participants": per, "matched_collectives": int(n_inst[0]),
+               "wait_imposed_ns": int(rows[0][5])},
+    )]

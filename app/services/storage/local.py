@@ -20,6 +20,9 @@ KEPT_SUFFIX = ".kept.sqlite"
 TRACE_NAME = "trace.duckdb"
 # The run timeline's overview beside a trace (analysis.run_overview), published by rename like the trace.
 PUBLISHED_OVERVIEW = re.compile(r"trace\.overview-v\d+\.parquet")
+# A report's own analysis (issue #16), one folder per attempt: the analysis task removes those of other
+# attempts once it publishes its own (the metadata DB names the published one), so sweeps keep them all.
+ANALYSIS_FOLDER = re.compile(r"analysis-[A-Za-z0-9-]+")
 # A staged file untouched this long, and locked by nobody, belongs to an upload whose receiver died.
 STAGING_IDLE_S = 60.0
 
@@ -102,12 +105,12 @@ class LocalStorage(Storage):
 
     def remove_attempt_leftovers(self, report_id: int) -> int:
         """Delete what an ingest attempt left in the report's folder (temporary files of a killed worker):
-        everything but the published trace and its published timeline overview. Call only while no attempt
-        of this report runs."""
+        everything but the published trace, its published timeline overview and the report's analyses. Call
+        only while no attempt of this report runs."""
         removed = 0
         folder = self.report_dir(report_id)
         for f in folder.iterdir() if folder.is_dir() else ():
-            if f.name == TRACE_NAME or PUBLISHED_OVERVIEW.fullmatch(f.name):
+            if f.name == TRACE_NAME or PUBLISHED_OVERVIEW.fullmatch(f.name) or ANALYSIS_FOLDER.fullmatch(f.name):
                 continue
             if f.is_dir() and not f.is_symlink():
                 shutil.rmtree(f, ignore_errors=True)

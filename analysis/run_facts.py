@@ -1,0 +1,199 @@
+"""Compact per-report facts for the cross-rank step of an analysis, and that step's pieces.
+
+Each nsys report's step 1 (``analysis.runner.analyze_report``) leaves:
+
+- ``collectives.parquet`` (in the report's facts folder): every NCCL kernel instance of the report,
+  one row each: ``pid, device, name, category ('nccl'), kind`` (AllReduce, AllGather, ... parsed from
+  the kernel name; NULL when the name says none), ``order`` (1-based occurrence of that kernel name in
+  its process, the communicator's issue order), ``start_ns, end_ns`` (session-relative, as in the
+  report) and ``size_bytes`` (NULL: the normalized kernels table carries no message size). Written by
+  DuckDB straight from the report, so step 1 never holds it in Python.
+- in ``analysis.json`` (``ReportResult.facts``): rank, session start, the loop's iterations
+  (``start_ns``, ``end_ns`` of every iteration; ``busy_ns``, the GPU busy time of those inside the
+  analysis window, else None), whether the window has NCCL kernels, the report's GPU-active span in
+  its window, and its kernel groups for ncu linking.
+
+Step 2 reads only these: COMM002 over the collectives tables (DuckDB, bounded memory, spilling to disk),
+the per-step slowest rank over the iterations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from analysis.phases import Loop
+from analysis.rules.nsys.common import report_span_ns
+from analysis.trace import Trace, clock_offsets
+
+if TYPE_CHECKING:
+    from analysis.rules.nsys.comm import Participant
+    from analysis.runner import ReportResult
+
+COLLECTIVES_FILE = "collectives.parquet"
+KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
+
+
+def iteration_facts(loop: Loop | None, records: list[dict[str, Any]]) -> dict[str, list[int | None]]:
+    """Every iteration's start and end (the whole loop), and GPU busy time where the window has it."""
+    if loop is None or not len(loop):
+        return {"start_ns": [], "end_ns": [], "busy_ns": []}
+    busy: list[int | None] = [None] * len(loop)
+    for r in records:
+        busy[int(r["index"])] = int(r["gpu_busy_ns"])
+    return {"start_ns": [int(x) for x in loop.starts], "end_ns": [int(x) for x in loop.ends], "busy_ns": busy}
+
+
+def span_ns(trace: Trace) -> int:
+    """The report's GPU-active span (COMM002's denominator for the straggler's share)."""
+    return report_span_ns(trace)
+
+
+def write_collectives(trace: Trace, folder: Path) -> str | None:
+    """Write the report's NCCL kernel instances to ``folder/collectives.parquet``; returns the file name
+    (relative to ``folder``), or None when the report has no kernels table."""
+    if "kernels" not in trace.tables:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / COLLECTIVES_FILE
+    tmp = folder / (COLLECTIVES_FILE + ".tmp")
+    quoted = str(tmp).replace("'", "''")  # server-made paths; quoted all the same
+    trace.con.execute(f"""
+        COPY (SELECT pid, device, name, category,
+                     NULLIF(regexp_extract(name, '{KIND_RE}', 1), '') AS kind,
+                     ROW_NUMBER() OVER (PARTITION BY pid, name ORDER BY start_ns, end_ns) AS "order",
+                     start_ns, end_ns, NULL::BIGINT AS size_bytes
+              FROM kernels WHERE category = 'nccl' AND start_ns IS NOT NULL
+              ORDER BY start_ns, pid, name)
+        TO '{quoted}' (FORMAT parquet)""")  # noqa: S608 - constants and a server-made path
+    tmp.replace(path)
+    return COLLECTIVES_FILE
+
+
+def comm_participants(results: list[ReportResult]) -> list[tuple[ReportResult, str]]:
+    """The reports COMM002 compares, in run order, with a DuckDB relation of each one's collectives:
+    nsys reports to which the rule applies whose window has NCCL kernels."""
+    out = []
+    for r in results:
+        f = r.facts
+        if r.tool != "nsys" or (r.rules.get("COMM002") or {}).get("status") != "run_level":
+            continue
+        if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
+            continue
+        path = str((Path(r.facts_dir) / f["collectives"]).resolve()).replace("'", "''")
+        out.append((r, f"read_parquet('{path}')"))
+    return out
+
+
+def participant(r: ReportResult) -> Participant:
+    from analysis.rules.nsys.comm import Participant
+
+    return Participant(r.label, r.facts.get("rank"), lambda: int(r.facts.get("span_ns") or 0))
+
+
+def offsets(starts: list[int | None]) -> list[int] | None:
+    return clock_offsets(starts)
+
+
+def _pairing(ends: list[np.ndarray]) -> list[int]:
+    """Per loop, the index shift ``d`` that pairs its iteration ``j`` with the longest loop's ``j + d``.
+
+    Loops of equal length pair by index. A shorter loop (a rank whose capture began or ended an iteration
+    or more apart) is placed inside the longest where its iterations' ends, on the absolute clock, lie
+    closest to the longest loop's (the smallest median distance; the smallest shift on ties), among the
+    shifts that put its first iteration at the longest loop's nearest ones on the clock, or either end."""
+    ref = ends[int(np.argmax([len(e) for e in ends]))]
+    out = []
+    for e in ends:
+        room = len(ref) - len(e)
+        near = int(np.searchsorted(ref, e[0]))
+        cands = sorted({d for d in (0, room, near - 1, near, near + 1) if 0 <= d <= room})
+        cost = [float(np.median(np.abs(e - ref[d:d + len(e)]))) for d in cands]
+        out.append(cands[int(np.argmin(cost))])
+    return out
+
+
+def last_per_step(results: list[ReportResult], items: int) -> dict[str, Any] | None:
+    """Multi-rank runs: per iteration, which report (rank) finished it last on the absolute clock, and
+    by how much after the first. Iterations pair by index when every rank's loop has the same count,
+    else as ``_pairing`` aligns them; a step exists where every rank has an iteration."""
+    loops = [(r, np.asarray(r.facts["iterations"]["end_ns"], dtype=np.int64)) for r in results
+             if r.tool == "nsys" and len((r.facts.get("iterations") or {}).get("end_ns") or [])]
+    if len(loops) < 2 or any(r.facts.get("session_start_utc_ns") is None for r, _ in loops):
+        return None
+    # On the clock of the earliest session: start differences, never sums of absolute clocks (int64).
+    base = min(int(r.facts["session_start_utc_ns"]) for r, _ in loops)
+    aligned = [e + (int(r.facts["session_start_utc_ns"]) - base) for r, e in loops]
+    shift = _pairing(aligned)
+    first = max(shift)
+    stop = min(d + len(e) for d, e in zip(shift, aligned, strict=True))
+    if stop <= first:
+        return None
+    ends = np.stack([e[first - d:stop - d] for d, e in zip(shift, aligned, strict=True)])
+    last = np.argmax(ends, axis=0)
+    spread = ends.max(axis=0) - ends.min(axis=0)
+    ranks = [r.facts.get("rank") for r, _ in loops]
+    names = [f"rank {k}" if k is not None else r.label for (r, _), k in zip(loops, ranks, strict=True)]
+    if len(set(names)) < len(names):  # ranks missing or repeated in the metadata: the reports' labels
+        names = [r.label for r, _ in loops]
+    counts = np.bincount(last, minlength=len(loops))
+    out: dict[str, Any] = {
+        "count": int(ends.shape[1]), "last": {names[k]: int(c) for k, c in enumerate(counts)},
+        "spread_median_ns": float(np.median(spread)),
+        "items": [{"index": j, "last": names[int(last[j])], "spread_ns": int(spread[j])}
+                  for j in range(min(ends.shape[1], items))]}
+    if any(d != first for d in shift):  # not paired by index: each report's first iteration of step 0
+        out["first_iteration"] = {names[k]: first - d for k, d in enumerate(shift)}
+    # Per report: its iteration index -> (rank that finished that step last, spread), for its records.
+    out["_by_report"] = {r.label: (first - d, [names[int(k)] for k in last], spread)
+                         for (r, _), d in zip(loops, shift, strict=True)}
+    return out
+
+
+def mark_last(infos: list[dict[str, Any]], steps: dict[str, Any]) -> None:
+    """Each report's per-iteration records gain ``last`` (the rank that finished that step last on the
+    absolute clock) and ``spread_ns`` (how long after the first it did), where the step exists."""
+    by_report = steps.pop("_by_report")
+    for info in infos:
+        hit = by_report.get(info["file"])
+        ana = (info.get("iterations") or {}).get("anatomy")
+        if hit is None or ana is None:
+            continue
+        at, last, spread = hit
+        for rec in (*ana["records"], *ana["slowest_steps"]):
+            j = rec["index"] - at
+            if 0 <= j < len(last):
+                rec["last"], rec["spread_ns"] = last[j], int(spread[j])
+
+
+def window_bounds(r: ReportResult) -> tuple[int, int] | None:
+    """The report's analysis window in its own times (None: the whole report)."""
+    w = r.info.get("window") or {}
+    if w.get("start_ns") is None or w.get("end_ns") is None:
+        return None
+    return int(w["start_ns"]), int(w["end_ns"])
+
+
+def aligned_windows(results: list[ReportResult], spec_kind: str) -> list[dict[str, Any]] | None:
+    """Several nsys reports analyzed on their steady windows: the stretch all of them are steady in, the
+    intersection of their windows on the absolute clock, in each report's own times (None when the
+    reports do not all have a steady window and a session start, or the windows do not overlap).
+
+    Each report's rules look at its own steady window (step 1 runs before the other ranks exist); this
+    is where the ranks overlap, for comparing them over the same stretch."""
+    if spec_kind != "steady" or len(results) < 2 or any(r.tool != "nsys" for r in results):
+        return None
+    bounds = [(r.info.get("window") or {}) for r in results]
+    if any(b.get("start_ns") is None or b.get("end_ns") is None for b in bounds):
+        return None
+    off = clock_offsets([r.facts.get("session_start_utc_ns") for r in results])
+    if off is None:
+        return None
+    lo = max(int(b["start_ns"]) + o for b, o in zip(bounds, off, strict=True))
+    hi = min(int(b["end_ns"]) + o for b, o in zip(bounds, off, strict=True))
+    if lo >= hi:
+        return None
+    return [{"report": r.label, "rank": r.facts.get("rank"), "start_ns": lo - o, "end_ns": hi - o}
+            for r, o in zip(results, off, strict=True)]

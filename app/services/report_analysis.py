@@ -1,0 +1,247 @@
+"""Job state of the per-report analysis step (issue #16) in the metadata DB.
+
+A report's life: ``queued`` -> ``ingesting`` -> ``analyzing`` -> ``ready`` (or ``failed``). ``analyzing``
+is the per-report analysis (``analysis.runner.analyze_report``), one Celery task per report, queued by
+the ingest that published the report and claimed like an ingest: a conditional UPDATE that takes a
+lease (``lease_owner``/``lease_expires_at``, free again once the step is done) and counts an attempt
+(``analysis_attempts``). Publishing it makes the report ``ready``, which may complete the run: the run-level
+step is then queued by ``pipeline._after_terminal`` under the run's row lock, and claimed once by
+``pipeline.claim_run_analysis`` (conditional UPDATE), however many reports finish together.
+
+ncu reports skip this step (their nsys time comes from the run's nsys reports, so the run-level step
+analyzes them); a report whose analysis fails is ``failed`` (``analysis_failed``) and the run is analyzed
+with the reports it has, naming the missing ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from app.models import Report, Run, utcnow
+
+logger = logging.getLogger(__name__)
+
+ANALYSIS_DIR = "analysis"  # beside trace.duckdb in the report's folder
+
+
+@dataclass
+class ReportAnalysisClaim:
+    """What a claimed per-report analysis reads: the trace, its label in findings, the run's window."""
+
+    report_id: int
+    run_id: int = 0
+    trace_path: str | None = None
+    label: str = ""
+    window: str | None = None
+    # Set when the claim failed the report (attempts used up) and that completed its run.
+    analyze_run_id: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.trace_path is not None
+
+
+@dataclass
+class Stale:
+    """Ready reports of a claimed run whose own analysis is missing or for another window."""
+
+    report_ids: list[int] = field(default_factory=list)
+
+
+def analysis_dir_for(report_dir: Path) -> Path:
+    return report_dir / ANALYSIS_DIR
+
+
+def _same_task(owner_column: sa.ColumnElement, owner: str) -> sa.ColumnElement[bool]:
+    task_id = owner.rsplit("/", 1)[-1]
+    return owner_column.like("%/" + task_id.replace("%", "").replace("_", "\\_"), escape="\\")
+
+
+def _claimable(owner: str, now: datetime) -> sa.ColumnElement[bool]:
+    return sa.and_(Report.status == "analyzing",
+                   sa.or_(Report.lease_expires_at.is_(None), Report.lease_expires_at < now,
+                          _same_task(Report.lease_owner, owner)))
+
+
+def crash_message(max_attempts: int) -> str:
+    return (f"the worker died {max_attempts} times while analyzing this report (killed, out of memory, or over "
+            "its time limit); raise GOODPUT_ANALYSIS_MEMORY_BYTES or retry the run")
+
+
+def report_label(session: Session, report_id: int) -> str:
+    """The report's name in findings: its file name, with ``#id`` when the run has that name twice (as
+    ``pipeline.claim_run_analysis`` labels them)."""
+    row = session.execute(sa.select(Report.name, Report.run_id).where(Report.id == report_id)).one()
+    same = session.scalar(sa.select(sa.func.count()).select_from(Report)
+                          .where(Report.run_id == row.run_id, Report.name == row.name))
+    return row.name if same == 1 else f"{row.name}#{report_id}"
+
+
+def claim_report_analysis(session: Session, report_id: int, owner: str, lease_seconds: int, *,
+                          max_attempts: int = 3) -> ReportAnalysisClaim:
+    """Take a report's analysis (lease + attempt); falsy when it is not waiting for it, held, or gone.
+    A report whose analysis attempts are used up by crashed workers is failed instead. Commits."""
+    from app.services.jobstate import _after_terminal, refresh_run_status
+
+    now = utcnow()
+    claim = ReportAnalysisClaim(report_id)
+    crashed = session.execute(
+        sa.update(Report).where(Report.id == report_id, _claimable(owner, now),
+                                Report.analysis_attempts >= max_attempts)
+        .values(status="failed", error_code="worker_crashed", error_message=crash_message(max_attempts),
+                lease_owner=None, lease_expires_at=None, updated_at=now)
+    ).rowcount
+    if crashed:
+        claim.analyze_run_id = _after_terminal(session, report_id)
+        session.commit()
+        return claim
+    won = session.execute(
+        sa.update(Report).where(Report.id == report_id, _claimable(owner, now),
+                                Report.analysis_attempts < max_attempts)
+        .values(analysis_attempts=Report.analysis_attempts + 1, lease_owner=owner,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+                progress={"stage": "analyzing", "done": 0, "total": 1}, updated_at=now)
+    ).rowcount
+    if won:
+        row = session.execute(sa.select(Report.run_id, Report.trace_path).where(Report.id == report_id)).one()
+        claim.run_id, claim.trace_path = row.run_id, row.trace_path
+        claim.label = report_label(session, report_id)
+        claim.window = session.scalar(sa.select(Run.analysis_window).where(Run.id == row.run_id))
+        refresh_run_status(session, row.run_id)
+    session.commit()
+    if won and claim.trace_path is None:  # cannot happen: an analyzing report was published with its trace
+        raise RuntimeError(f"report {report_id} is analyzing without a trace")
+    return claim
+
+
+def renew_lease(session: Session, report_id: int, owner: str, lease_seconds: int) -> bool:
+    n = session.execute(
+        sa.update(Report).where(Report.id == report_id, Report.lease_owner == owner, Report.status == "analyzing")
+        .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
+    ).rowcount
+    session.commit()
+    return bool(n)
+
+
+def finish_report_analysis(session: Session, report_id: int, owner: str, analysis_path: str,
+                           window: str) -> int | None:
+    """Publish a report's analysis: the report is ``ready``; returns the run id when that completed the run."""
+    from app.services.jobstate import _after_terminal
+
+    now = utcnow()
+    n = session.execute(
+        sa.update(Report).where(Report.id == report_id, Report.lease_owner == owner, Report.status == "analyzing")
+        .values(status="ready", analysis_path=analysis_path, analysis_window=window, analyzed_at=now,
+                lease_owner=None, lease_expires_at=None, progress={"stage": "done", "done": 1, "total": 1},
+                updated_at=now)
+    ).rowcount
+    if not n:
+        session.rollback()
+        logger.warning("lease lost before the report's analysis was published; result dropped",
+                       extra={"report_id": report_id})
+        return None
+    run_id = _after_terminal(session, report_id)
+    session.commit()
+    return run_id
+
+
+def note_window(session: Session, report_id: int, owner: str, window: str) -> None:
+    """Record the window a held analysis was for (before failing it: a re-analysis for another window
+    tries the report again). No commit: the caller's next call commits."""
+    session.execute(sa.update(Report).where(Report.id == report_id, Report.lease_owner == owner)
+                    .values(analysis_window=window))
+
+
+def stale_reports(session: Session, run_id: int, window: str) -> list[int]:
+    """nsys reports of the run without their own analysis for ``window``: ready ones analyzed for another
+    window (or before issue #16), and those whose analysis failed (for another window, perhaps: a window
+    one rank lacks)."""
+    other = sa.or_(Report.analysis_path.is_(None), Report.analysis_window.is_(None), Report.analysis_window != window)
+    failed = sa.and_(Report.status == "failed", Report.error_code == "analysis_failed",
+                     sa.or_(Report.analysis_window.is_(None), Report.analysis_window != window))
+    return list(session.scalars(
+        sa.select(Report.id).where(
+            Report.run_id == run_id, Report.kind == "nsys", Report.trace_path.is_not(None),
+            sa.or_(sa.and_(Report.status == "ready", other), failed))
+        .order_by(Report.id)))
+
+
+def send_back(session: Session, run_id: int, owner: str, report_ids: list[int]) -> list[int]:
+    """The run-level step found reports to analyze first (a new window, or reports from before issue #16):
+    they go back to ``analyzing`` and the run's claim is released (queued: the last of them re-queues it).
+    Returns the reports to enqueue. Commits."""
+    from app.services.jobstate import refresh_run_status
+
+    now = utcnow()
+    held = session.execute(
+        sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner, Run.analysis_status == "analyzing")
+        .values(analysis_status="queued", analysis_lease_owner=None, analysis_lease_expires_at=None,
+                analysis_attempts=Run.analysis_attempts - 1, updated_at=now)
+    ).rowcount
+    if not held:
+        session.rollback()
+        return []
+    sent = []
+    for rid in report_ids:
+        n = session.execute(
+            sa.update(Report).where(Report.id == rid, Report.status.in_(("ready", "failed")))
+            .values(status="analyzing", analysis_attempts=0, lease_owner=None, lease_expires_at=None,
+                    error_code=None, error_message=None, updated_at=now)
+        ).rowcount
+        if n:
+            sent.append(rid)
+    refresh_run_status(session, run_id)
+    session.commit()
+    return sent
+
+
+def reconcile_analyses(session: Session, *, now: datetime, lease_seconds: int, max_attempts: int) -> tuple[list[int], list[int]]:
+    """Per-report analyses to send again: an expired lease (its worker died) or none taken for a lease
+    period (a lost message). Those whose attempts are used up are failed. Returns (report ids to
+    enqueue, run ids completed by a failure). No commit: ``pipeline.reconcile``'s transaction."""
+    from app.services.jobstate import _after_terminal
+
+    stale = now - timedelta(seconds=lease_seconds)
+    expired = sa.and_(Report.status == "analyzing", Report.lease_expires_at < now)
+    runs: list[int] = []
+    for rid in session.execute(sa.select(Report.id).where(expired, Report.analysis_attempts >= max_attempts)).scalars():
+        n = session.execute(
+            sa.update(Report).where(Report.id == rid, expired)
+            .values(status="failed", error_code="worker_crashed", error_message=crash_message(max_attempts),
+                    lease_owner=None, lease_expires_at=None, updated_at=now)
+        ).rowcount
+        if n and (run_id := _after_terminal(session, rid)) is not None:
+            runs.append(run_id)
+    again = sa.or_(sa.and_(expired, Report.analysis_attempts < max_attempts),
+                   sa.and_(Report.status == "analyzing", Report.lease_owner.is_(None), Report.updated_at < stale))
+    ids = list(session.execute(sa.select(Report.id).where(again).order_by(Report.id)).scalars())
+    if ids:
+        session.execute(sa.update(Report).where(Report.id.in_(ids), again)
+                        .values(lease_owner=None, lease_expires_at=None, updated_at=now))
+    return ids, runs
+
+
+def missing_reports(session: Session, run_id: int) -> list[dict[str, object]]:
+    """The run's reports that failed (ingest or analysis): what a run analyzed without them lacks."""
+    rows = session.execute(
+        sa.select(Report.id, Report.name, Report.rank, Report.error_code, Report.error_message)
+        .where(Report.run_id == run_id, Report.status == "failed").order_by(Report.rank.is_(None), Report.rank,
+                                                                           Report.id)).all()
+    return [{"report_id": r.id, "report": r.name, "rank": r.rank, "error_code": r.error_code,
+             "error_message": r.error_message} for r in rows]
+
+
+def missing_ranks(reports: list[dict[str, object]]) -> list[int]:
+    """Ranks of the job no analyzed report has: ``range(world_size)`` (when the analyzed reports agree on
+    it) less their ranks. A report that failed at ingest never told its rank; this names it anyway."""
+    sizes = {r.get("world_size") for r in reports if isinstance(r.get("world_size"), int)}
+    if len(sizes) != 1:
+        return []
+    (size,) = sizes
+    present = {r.get("rank") for r in reports}
+    return [k for k in range(int(size)) if k not in present] if int(size) <= 100_000 else []
