@@ -58,6 +58,14 @@ ITEMS = 50  # per-iteration records in the JSON: the first ones (all of them fee
 PACING_RULES = ("GPU001", "GPU002", "HOST001")
 # Rules that compare reports: run by ``analyze_run_facts`` over the facts, never per report.
 RUN_LEVEL_RULES = ("COMM002",)
+# nsys rules that read the run's ncu reports when it has some (KRN002: measured math pipes beat kernel
+# names). Step 1 of an nsys report runs before the run's ncu reports are known, so ``rerun_linked_rules`` runs
+# these again on each nsys report, with the ncu reports beside it, in runs that have ncu reports.
+NCU_LINKED_RULES = ("KRN002",)
+# nsys rules that compare the run's nsys reports with each other (COMM003: which hosts the ranks are on,
+# each size class's bus bandwidth on every rank). ``rerun_linked_rules`` runs them again over all the run's nsys
+# reports when it has several; they read only the NCCL tables (calls with sizes and NCCL kernels).
+CROSS_REPORT_RULES = ("COMM003",)
 RESULT_FILE = "analysis.json"
 # Windows that are a stretch of the loop: there a finding's cost per step is the natural unit.
 LOOP_WINDOWS = ("steady", "iterations")
@@ -171,12 +179,16 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
     return out
 
 
-def _report_rules(run: Run, ctx: AnalysisContext) -> tuple[list[Finding], dict[str, dict[str, Any]]]:
-    """Every selected per-report rule on a one-report run (the cross-rank ones only say whether they apply)."""
+def _report_rules(run: Run, ctx: AnalysisContext, only: tuple[str, ...] | None = None,
+                  ) -> tuple[list[Finding], dict[str, dict[str, Any]]]:
+    """Every selected per-report rule on a one-report run (the cross-rank ones only say whether they apply);
+    ``only``: just these rule ids."""
     findings: list[Finding] = []
     outcomes: dict[str, dict[str, Any]] = {}
     base = RuleContext(run, all_params=ctx.all_params, window=ctx.spec)
     for rule_cls in ctx.selected:
+        if only is not None and rule_cls.id not in only:
+            continue
         rule = rule_cls()
         reason = rule.missing(run)
         if reason:
@@ -239,6 +251,63 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
     placed = [_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
               for f in found]
     return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
+
+
+def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: list[str], ctx: AnalysisContext) -> None:
+    """In a run with ncu reports: ``NCU_LINKED_RULES`` again on each nsys report (in its window), with
+    the run's ncu reports attached, replacing those rules' step-1 findings and outcomes. Opens the nsys
+    reports again, so only runs that have ncu reports pay for it (typically one or a few ranks)."""
+    _cross_report(results, paths, ctx)
+    ncu = [(Path(p), lab) for r, p, lab in zip(results, paths, labels, strict=True) if r.tool == "ncu"]
+    only = tuple(r.id for r in ctx.selected if r.id in NCU_LINKED_RULES)
+    if not ncu or not only:
+        return
+    for r, p in zip(results, paths, strict=True):
+        if r.tool != "nsys":
+            continue
+        with Run.open([Path(p), *(q for q, _ in ncu)], [r.label, *(lab for _, lab in ncu)], ctx.memory_bytes) as run:
+            t = run.traces[0]
+            b = run_facts.window_bounds(r)
+            v = t.windowed(*b) if b is not None else t
+            try:
+                found, outcomes = _report_rules(Run([v, *run.traces[1:]], ctx.memory_bytes), ctx, only)
+            finally:
+                if v is not t:
+                    v.close()
+        phase = (r.info.get("window") or {}).get("phase")
+        paced = ((r.info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"
+        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, {r.label} if paced else set(),
+                                    ctx.spec.text), [r.info]).to_dict() for f in found]
+        r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
+        r.rules.update(outcomes)
+
+
+def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisContext) -> None:
+    """``CROSS_REPORT_RULES`` over every nsys report of the run at once (each in its own window), when
+    the run has several; their findings go back to the reports they name, their outcome to each."""
+    only = tuple(r.id for r in ctx.selected if r.id in CROSS_REPORT_RULES)
+    nsys = [(r, Path(p)) for r, p in zip(results, paths, strict=True) if r.tool == "nsys"]
+    if len(nsys) < 2 or not only:
+        return
+    with Run.open([p for _, p in nsys], [r.label for r, _ in nsys], ctx.memory_bytes) as run:
+        views = []
+        try:
+            for (r, _), t in zip(nsys, run.traces, strict=True):
+                b = run_facts.window_bounds(r)
+                views.append(t.windowed(*b) if b is not None else t)
+            found, outcomes = _report_rules(Run(views, ctx.memory_bytes), ctx, only)
+        finally:
+            for v, t in zip(views, run.traces, strict=False):
+                if v is not t:
+                    v.close()
+    for r, _ in nsys:
+        phase = (r.info.get("window") or {}).get("phase")
+        own = [f for f in found if f.report == r.label]
+        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text), [r.info]).to_dict()
+                  for f in own]
+        r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
+        r.rules.update({rid: {**o, "findings": sum(1 for f in own if f.rule_id == rid) if o["status"] == "ok" else 0}
+                        for rid, o in outcomes.items()})
 
 
 def _facts(t: Trace, v: Trace, info_p: PhaseInfo | None, records: list[dict[str, Any]],
@@ -385,7 +454,9 @@ def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, ro
     for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
         if tools[i] == "ncu":
             results[i] = analyze_report(p, label, ctx, root / str(i), nsys_links=links)
-    return analyze_run_facts([r for r in results if r is not None], ctx, top=top)
+    done = [r for r in results if r is not None]
+    rerun_linked_rules(done, paths, labels, ctx)
+    return analyze_run_facts(done, ctx, top=top)
 
 
 def report_tool(path: Path) -> str:

@@ -200,7 +200,14 @@ def _drop_old_analyses(report_dir, keep: str) -> None:
 def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs) -> dict:
     """The run-level step (issue #16) over the reports' published analyses; ncu reports are analyzed
     here, linked to the nsys reports' kernel facts."""
-    from analysis.runner import ReportResult, analyze_report, analyze_run_facts, make_context, nsys_links
+    from analysis.runner import (
+        ReportResult,
+        analyze_report,
+        analyze_run_facts,
+        make_context,
+        nsys_links,
+        rerun_linked_rules,
+    )
 
     ctx = make_context(window=inputs.window, memory_bytes=settings.analysis_memory_bytes)
     results: list = [None] * len(inputs.paths)
@@ -212,6 +219,7 @@ def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs) -> dict:
         if kind == "ncu":
             results[i] = analyze_report(pipeline.data_path(settings, inputs.paths[i]), inputs.labels[i], ctx,
                                         None, nsys_links=links)
+    rerun_linked_rules(results, [pipeline.data_path(settings, p) for p in inputs.paths], inputs.labels, ctx)
     return analyze_run_facts(results, ctx)
 
 

@@ -50,6 +50,13 @@ def _ranks(trace: Trace, nccl_traces: list[Trace]) -> tuple[int, str]:
     return max(seen, 1), "the processes with NCCL kernels in this run"
 
 
+def _gpus(trace: Trace) -> int:
+    """How many GPUs the report's host shows (at least 1)."""
+    n = (trace.scalar("SELECT COUNT(DISTINCT COALESCE(uuid, gpu_id::VARCHAR, device::VARCHAR)) FROM devices")
+         if "devices" in trace.tables else None)
+    return max(int(n or 0), 1)
+
+
 class CollectiveBandwidth(Rule):
     """Slow collectives: NCCL operations whose bus bandwidth is far below the link they cross.
 
@@ -110,7 +117,9 @@ class CollectiveBandwidth(Rule):
         if not sized:
             raise Skip(HOW_TO_COLLECT)
         hosts = {t.meta.get("host") for t in traces if t.meta.get("host")}
-        inter_node = len(hosts) > 1
+        # Several hosts in the run, or (a report analyzed on its own) a communicator larger than the GPUs
+        # its host shows: the collectives cross nodes.
+        inter_node = len(hosts) > 1 or any(_ranks(t, traces)[0] > _gpus(t) for t in sized)
         per = {}
         for t in sized:
             per[t.label] = self._groups(t, traces, inter_node, params)
