@@ -5,7 +5,7 @@ The CLI, the Celery tasks and the tests call these; nothing else in ``analysis``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,23 +13,14 @@ from typing import Any
 # The comparison's plain-data helpers (stdlib only until a DuckDB file is read).
 from analysis.compare import DEFAULT_NOISE_PCT, RunFacts, kernel_totals, merge_kernels, run_totals
 from analysis.errors import TraceError
+from analysis.limits import Limits, Progress
 from analysis.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
+from analysis.nsys.ingest import ingest_nsys, start_child
 
 __all__ = ["DEFAULT_NOISE_PCT", "Limits", "RunFacts", "TraceError", "analyze", "compare_facts", "detect_kind",
            "ingest", "kernel_totals", "merge_kernels", "run_totals", "start_ingest_child"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-Progress = Callable[[str, int, int], None]  # (stage or table, done, total)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits for reading one untrusted export."""
-
-    max_bytes: int = 20 * 1024**3
-    timeout_s: float = 3600.0
-    memory_bytes: int = 2 * 1024**3      # address-space cap of the child process doing the bulk copy
-    threads: int = 2
 
 
 def detect_kind(path: Path) -> str:
@@ -109,8 +100,6 @@ class IngestResult:
 def start_ingest_child(out: Path, limits: Limits | None = None) -> Any:
     """Start the isolated bulk-copy process for ``out`` ahead of ``ingest(..., child=)``, so its start-up
     overlaps the caller's own work; it sees no export before that export passed validation."""
-    from analysis.nsys.ingest import start_child
-
     return start_child(Path(out), limits or Limits())
 
 
@@ -168,8 +157,6 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
         child.discard()  # only an SQLite nsys export is copied by the child
         child = None
     if kind == "nsys":
-        from analysis.nsys.ingest import ingest_nsys
-
         if src.suffix in REP_SUFFIXES and not _starts_with(src, SQLITE_MAGIC):
             converted = out.parent / f".{out.name}.export.sqlite"
             out.parent.mkdir(parents=True, exist_ok=True)
