@@ -117,10 +117,10 @@ def run_ingest(task: Task, report_id: int) -> str:
 def _prepare_overview(path, report_id: int) -> None:
     """The run timeline's overview of the new report (issue #12), built here so no page view waits for it;
     best effort: the web process builds a missing one on first use."""
-    from analysis.run_overview import prepare
+    from analysis.api import prepare_overview
 
     try:
-        prepare(path)
+        prepare_overview(path)
     except Exception:
         logger.warning("timeline overview not built", exc_info=True, extra={"report_id": report_id})
 

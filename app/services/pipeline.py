@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.compare import breakdown_value
+from analysis.api import breakdown_value
 from app.models import Finding, Report, Run, RunSummary, utcnow
 from app.services.ncu_summary import compact_report
 from app.services.runs import derive_status
