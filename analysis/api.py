@@ -23,6 +23,16 @@ from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
 from analysis.nsys.ingest import ingest_nsys, start_child
+from analysis.results import (
+    AnalysisResult,
+    Breakdown,
+    DeviceBreakdown,
+    Evidence,
+    FindingResult,
+    ReportSummary,
+    ReportWindow,
+    RuleStatus,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -30,7 +40,8 @@ if TYPE_CHECKING:
     from analysis.run_timeline import Part
     from analysis.trace import Trace
 
-__all__ = ["DEFAULT_NOISE_PCT", "Limits", "Progress", "RunFacts", "TraceError", "analyze", "breakdown_value",
+__all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence", "FindingResult", "Limits",
+           "ReportSummary", "ReportWindow", "RuleStatus", "Progress", "RunFacts", "TraceError", "analyze", "breakdown_value",
            "build_overview", "chrome_trace_json", "compare_facts", "describe_rule", "detect_kind",
            "group_label", "ingest", "kernel_instances", "kernel_rank_matrix", "kernel_totals",
            "lane_catalogue", "merge_kernels", "open_report", "overview_path", "prepare_overview",
@@ -216,20 +227,22 @@ def analyze(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int | None = None,
     window: str | None = None,
-) -> dict[str, Any]:
+) -> AnalysisResult:
     """Analyze ingested reports (DuckDB files) as one run: report summaries, ranked findings, rule status.
 
     ``memory_bytes``: DuckDB's memory limit per report (default ``analysis.trace.DUCKDB_MEMORY_BYTES``);
     the NumPy arrays of the gap analysis come on top. ``window``: the part of each report the rules and
     headline numbers look at (``analysis.window``; default ``steady``; a bad spec raises
-    ``TraceError('bad_window')``). Returns the JSON contract ``{"window", "reports": [...] (each with its
-    ``phases`` and ``window``), "findings": [...] (each with its ``phase``), "rules": [...]}``.
+    ``TraceError('bad_window')``). Returns an ``analysis.results.AnalysisResult``; its ``to_json()`` is
+    the JSON contract ``{"window", "reports": [...] (each with its ``phases`` and ``window``),
+    "findings": [...] (each with its ``phase``), "rules": [...]}``.
     """
     from analysis.runner import analyze_run
     from analysis.trace import DUCKDB_MEMORY_BYTES
 
-    return analyze_run(reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
-                       memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window)
+    return AnalysisResult.from_json(analyze_run(
+        reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
+        memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window))
 
 
 def compare_facts(base: Any, head: Any, *, noise_pct: float | None = None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import breakdown_value
+from analysis.api import AnalysisResult, FindingResult, breakdown_value
 from app.models import Finding, Report, Run, RunSummary, utcnow
 from app.services.ncu_summary import compact_report
 from app.services.runs import derive_status
@@ -300,14 +300,14 @@ def fail_run_analysis(session: Session, run_id: int, owner: str, message: str) -
 
 
 def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: AnalysisInputs,
-                        result: dict[str, Any]) -> bool:
+                        result: AnalysisResult) -> bool:
     """Replace the run's findings and summaries with ``result`` in one transaction; False if the lease was lost."""
     now = utcnow()
     n = session.execute(
         sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner,
                              Run.analysis_status == "analyzing")
         .values(analysis_status="ready", analyzed_at=now, error=None, analysis_lease_owner=None,
-                analysis_lease_expires_at=None, rule_statuses=_jsonable(result.get("rules", [])), updated_at=now)
+                analysis_lease_expires_at=None, rule_statuses=_jsonable([r.to_json() for r in result.rules]), updated_at=now)
     ).rowcount
     if not n:
         session.rollback()
@@ -315,36 +315,33 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     session.execute(sa.delete(Finding).where(Finding.run_id == run_id))
     session.execute(sa.delete(RunSummary).where(RunSummary.run_id == run_id))
     by_label = dict(zip(inputs.labels, inputs.report_ids, strict=True))
-    findings = list(result.get("findings", []))
+    findings = result.findings
     impact_by_report: dict[int | None, list[int]] = {}
     for position, f in enumerate(findings):
-        report_id = by_label.get(f.get("report"))
-        impact_by_report.setdefault(report_id, []).append(int(f.get("impact_ns") or 0))
+        report_id = by_label.get(f.report)
+        impact_by_report.setdefault(report_id, []).append(int(f.impact_ns or 0))
         session.add(_finding_row(run_id, report_id, position, f))
-    reports = [compact_report(r) for r in result.get("reports", [])]  # ncu: one story per kernel config (#17)
+    reports = [compact_report(r.to_json()) for r in result.reports]  # ncu: one story per kernel config (#17)
     for report_id, data in zip(inputs.report_ids, reports, strict=False):
         own = impact_by_report.get(report_id, [])
         session.add(_summary_row(run_id, report_id, data, len(own), max(own, default=None)))
-    all_impacts = [int(f.get("impact_ns") or 0) for f in findings]
+    all_impacts = [int(f.impact_ns or 0) for f in findings]
     session.add(_run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None)))
     _refresh_run_status(session, run_id)
     session.commit()
     return True
 
 
-FINDING_KEYS = ("rule_id", "severity", "title", "message", "impact_ns", "impact_pct", "advice", "evidence",
-                "evidence_total", "report", "rank")
-
-
-def _finding_row(run_id: int, report_id: int | None, position: int, f: dict[str, Any]) -> Finding:
-    extra = {k: v for k, v in f.items() if k not in FINDING_KEYS}
+def _finding_row(run_id: int, report_id: int | None, position: int, f: FindingResult) -> Finding:
+    # The columns, and in ``extra`` the rest of the finding's JSON: its phase, then the rule's own numbers.
+    extra = {"phase": f.phase, **f.extra}
     return Finding(
-        run_id=run_id, report_id=report_id, position=position, rule_id=str(f["rule_id"]),
-        severity=str(f.get("severity") or "info"), title=str(f.get("title") or ""),
-        message=str(f.get("message") or ""), impact_ns=int(f.get("impact_ns") or 0),
-        impact_pct=f.get("impact_pct"), advice=str(f.get("advice") or ""),
-        evidence=_jsonable(f.get("evidence") or []), evidence_total=int(f.get("evidence_total") or 0),
-        report=f.get("report"), rank=f.get("rank"), extra=_jsonable(extra),
+        run_id=run_id, report_id=report_id, position=position, rule_id=str(f.rule_id),
+        severity=str(f.severity or "info"), title=str(f.title or ""),
+        message=str(f.message or ""), impact_ns=int(f.impact_ns or 0),
+        impact_pct=f.impact_pct, advice=str(f.advice or ""),
+        evidence=_jsonable([e.to_json() for e in f.evidence]), evidence_total=int(f.evidence_total or 0),
+        report=f.report, rank=f.rank, extra=_jsonable(extra),
     )
 
 

@@ -22,7 +22,7 @@ def test_host002_names_the_planted_function(tmp_path) -> None:
     expected = host002_fires(path, None)
     out = tmp_path / "a.duckdb"
     ingest(path, out)
-    result = analyze([out], **WHOLE)
+    result = analyze([out], **WHOLE).to_json()
     (f,) = [f for f in result["findings"] if f["rule_id"] == "HOST002"]
     assert f["functions"][0]["function"] == HOST002_FUNCTION and f["functions"][0]["samples"] >= HOST002_SAMPLES
     assert f["main_kind"] == "python" and "CUDA graph" in f["advice"]
@@ -36,7 +36,7 @@ def test_host002_names_the_planted_function(tmp_path) -> None:
 
 
 def test_host002_skipped_without_samples() -> None:
-    result = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST002"], **WHOLE)
+    result = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST002"], **WHOLE).to_json()
     (status,) = [r for r in result["rules"] if r["id"] == "HOST002"]
     assert status["status"] == "skipped" and "nsys profile --sample=cpu" in status["reason"]
 
@@ -91,7 +91,7 @@ def test_samples_without_thread_ids_degrade_and_host002_skips(tmp_path) -> None:
                    "INSERT INTO COMPOSITE_EVENTS SELECT id, start, cpu, CAST(globalTid AS TEXT) FROM ce")
     out = tmp_path / "e.duckdb"
     ingest(path, out)
-    result = analyze([out], rules=["HOST002"], **WHOLE)
+    result = analyze([out], rules=["HOST002"], **WHOLE).to_json()
     assert any(d["table"] == "COMPOSITE_EVENTS" for d in result["reports"][0]["degraded"])
     (status,) = [r for r in result["rules"] if r["id"] == "HOST002"]
     assert status["status"] == "skipped"

@@ -21,7 +21,7 @@ def _run(case: Case, tmp_path) -> tuple[int | None, dict]:
         ingest(path, out)
         outs.append(out)
     # The rules' own semantics over the whole export (the steady-state default has its own tests).
-    return expected, analyze(outs, thresholds=case.thresholds, window="all")
+    return expected, analyze(outs, thresholds=case.thresholds, window="all").to_json()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

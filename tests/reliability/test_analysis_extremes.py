@@ -42,7 +42,7 @@ def test_64_ranks_in_one_report_on_the_wall_clock(tmp_path: Path) -> None:
             rows.append(kernel(t, t + 30_000, pid=1000 + r, device=r % 8, name="ncclDevKernel_AllGather",
                                category="nccl"))
     path = normalized(tmp_path / "all.duckdb", {"session_start_utc_ns": ABSOLUTE_CLOCK}, kernels=rows)
-    result = analyze([path], rules=["COMM"])
+    result = analyze([path], rules=["COMM"]).to_json()
     assert {r["id"]: r["status"] for r in result["rules"]} == {"COMM001": "ok", "COMM002": "ok", "COMM004": "ok"}
     (straggler,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
     assert straggler["impact_ns"] == 3 * 500_000 and len(straggler["participants"]) == 64
@@ -73,6 +73,6 @@ def test_export_without_a_refining_column_on_an_absolute_clock(tmp_path: Path) -
     rebuild_without(src, "CUPTI_ACTIVITY_KIND_KERNEL", "globalPid")
     out = tmp_path / "r0.duckdb"
     ingest(src, out)
-    result = analyze([out])
+    result = analyze([out]).to_json()
     assert [d["columns"] for d in result["reports"][0]["degraded"]] == [["globalPid"]]
     assert all(r["status"] != "error" for r in result["rules"])
