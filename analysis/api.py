@@ -40,14 +40,15 @@ if TYPE_CHECKING:
     from analysis.run_timeline import Part
     from analysis.trace import Trace
 
-__all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence", "FindingResult", "Limits",
-           "ReportSummary", "ReportWindow", "RuleStatus", "Progress", "RunFacts", "TraceError", "analyze", "breakdown_value",
-           "build_overview", "chrome_trace_json", "compare_facts", "describe_rule", "detect_kind",
-           "group_label", "ingest", "kernel_instances", "kernel_rank_matrix", "kernel_totals",
-           "lane_catalogue", "merge_kernels", "open_report", "overview_path", "prepare_overview",
-           "report_extent", "report_tables", "rule_catalogue", "run_chrome_trace_json", "run_part",
-           "run_timeline_select", "run_timeline_window", "run_totals", "short_host", "short_kernel_name",
-           "start_ingest_child", "table_limit", "timeline_window", "window_parse"]
+__all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence",
+           "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
+           "TraceError", "analyze", "breakdown_value", "build_overview", "chrome_trace_json",
+           "compare_facts", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances",
+           "kernel_rank_matrix", "kernel_totals", "lane_catalogue", "merge_kernels", "open_report",
+           "overview_path", "prepare_overview", "report_extent", "report_tables", "rule_catalogue",
+           "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window", "run_totals",
+           "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "timeline_window",
+           "window_parse"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
