@@ -141,11 +141,12 @@ def main() -> None:
     before, after = measure(False), measure(True)
     win, cold, size, lo, hi, mid = after["win"], after["cold"], after["size"], after["lo"], after["hi"], after["mid"]
     step_ms = after["steps"]
-    lane = next(lane for g in win["groups"] for lane in g["lanes"] if lane["kind"] == "gpu" and lane["boxes"])
+    lane = next(lane for g in win["groups"] for lane in g["lanes"] if lane["kind"] == "gpu" and lane["boxes"]["rows"])
     g = next(g for g in win["groups"] if lane in g["lanes"])
-    b = lane["boxes"][len(lane["boxes"]) // 2]
+    rows = lane["boxes"]["rows"]
+    t_ns = rows[len(rows) // 2][lane["boxes"]["fields"].index("start_ns")]
     sel_s, _ = _get(client, f"/runs/{rid}/timeline/select.json?report_id={g['report_id']}&pid={g['pid']}"
-                            f"&device={lane['device']}&stream={lane['stream']}&t_ns={b[0]}")
+                            f"&device={lane['device']}&stream={lane['stream']}&t_ns={t_ns}")
     w = (hi - lo) // 100
     trace_s, trace_bytes = _get(client, f"/runs/{rid}/trace.json?start_ns={mid}&end_ns={mid + w}")
     boxes = win["boxes"]
