@@ -18,7 +18,7 @@ from app.errors import ApiError
 from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus
 from app.services.operations import reopen_run
 from app.services.runs import get_run, refresh_status
-from app.services.storage import Staged, Storage
+from app.services.storage import Staged, Storage, storage_for
 from app.settings import Settings
 from app.text import NO_CONTROL, has_control
 
@@ -191,7 +191,7 @@ def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[
     for incoming in files:
         _check_name(incoming.name)
     kinds = [_kind(f) for f in files]  # every file is checked before anything is stored
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     job = _job(session, meta.job)
     run = Run(job_id=job.id, tags=meta.tags or {}, git_sha=meta.git_sha, cluster=meta.cluster,
               submitter=submitter.name, submitter_user_id=submitter.user_id,
@@ -224,7 +224,7 @@ def add_report(session: Session, settings: Settings, run_id: int, incoming: Inco
     run = get_run(session, run_id)
     kind = _kind(incoming)
     try:
-        report, created = _add_report(session, Storage(settings.data_dir), run, incoming, kind)
+        report, created = _add_report(session, storage_for(settings), run, incoming, kind)
         if created:
             refresh_status(session, run)
         session.commit()

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
-from app.services.pipeline import data_path
+from app.services.storage import data_path
 from app.settings import Settings
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from analysis import api
 from app.models import Report
-from app.services.pipeline import data_path
+from app.services.storage import data_path
 from app.services.web_run import get_run
 from app.settings import Settings
 
