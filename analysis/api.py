@@ -1,35 +1,56 @@
-"""The library's facade: detect an export's kind, ingest it into DuckDB, analyze a run of reports.
+"""The library's facade: detect an export's kind, ingest it into DuckDB, analyze a run of reports, and
+read an ingested report back (timeline windows, tables, Chrome trace, the run timeline, rule catalogue).
 
-The CLI, the Celery tasks and the tests call these; nothing else in ``analysis`` needs to be known.
+The only door into the library for ``app`` and ``workers`` (an import-linter contract in pyproject.toml;
+``analysis.errors`` is the other module they may import); the CLI uses it too. Analyses are returned
+as the dataclasses of ``analysis.results``.
+
+Imports of the heavy parts (DuckDB, NumPy, the rules, the ncu reader) stay inside the functions that need
+them: the CLI imports this module before it starts the ingest child (issue #15), and ``goodput --help``
+imports no DuckDB.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # The comparison's plain-data helpers (stdlib only until a DuckDB file is read).
 from analysis.compare import DEFAULT_NOISE_PCT, RunFacts, kernel_totals, merge_kernels, run_totals
 from analysis.errors import TraceError
+from analysis.limits import Limits, Progress
 from analysis.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
+from analysis.nsys.ingest import ingest_nsys, start_child
+from analysis.results import (
+    AnalysisResult,
+    Breakdown,
+    DeviceBreakdown,
+    Evidence,
+    FindingResult,
+    ReportSummary,
+    ReportWindow,
+    RuleStatus,
+)
 
-__all__ = ["DEFAULT_NOISE_PCT", "Limits", "RunFacts", "TraceError", "analyze", "compare_facts", "detect_kind",
-           "ingest", "kernel_totals", "merge_kernels", "run_totals", "start_ingest_child"]
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from analysis.run_timeline import Part
+    from analysis.trace import Trace
+
+__all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence",
+           "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
+           "TraceError", "analyze", "breakdown_value", "build_overview", "chrome_trace_json",
+           "compare_facts", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances",
+           "kernel_rank_matrix", "kernel_totals", "lane_catalogue", "merge_kernels", "open_report",
+           "overview_path", "prepare_overview", "report_extent", "report_tables", "rule_catalogue",
+           "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window", "run_totals",
+           "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "timeline_window",
+           "window_parse"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-Progress = Callable[[str, int, int], None]  # (stage or table, done, total)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits for reading one untrusted export."""
-
-    max_bytes: int = 20 * 1024**3
-    timeout_s: float = 3600.0
-    memory_bytes: int = 2 * 1024**3      # address-space cap of the child process doing the bulk copy
-    threads: int = 2
 
 
 def detect_kind(path: Path) -> str:
@@ -109,8 +130,6 @@ class IngestResult:
 def start_ingest_child(out: Path, limits: Limits | None = None) -> Any:
     """Start the isolated bulk-copy process for ``out`` ahead of ``ingest(..., child=)``, so its start-up
     overlaps the caller's own work; it sees no export before that export passed validation."""
-    from analysis.nsys.ingest import start_child
-
     return start_child(Path(out), limits or Limits())
 
 
@@ -168,8 +187,6 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
         child.discard()  # only an SQLite nsys export is copied by the child
         child = None
     if kind == "nsys":
-        from analysis.nsys.ingest import ingest_nsys
-
         if src.suffix in REP_SUFFIXES and not _starts_with(src, SQLITE_MAGIC):
             converted = out.parent / f".{out.name}.export.sqlite"
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -211,20 +228,97 @@ def analyze(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int | None = None,
     window: str | None = None,
-) -> dict[str, Any]:
+) -> AnalysisResult:
     """Analyze ingested reports (DuckDB files) as one run: report summaries, ranked findings, rule status.
 
     ``memory_bytes``: DuckDB's memory limit per report (default ``analysis.trace.DUCKDB_MEMORY_BYTES``);
     the NumPy arrays of the gap analysis come on top. ``window``: the part of each report the rules and
     headline numbers look at (``analysis.window``; default ``steady``; a bad spec raises
-    ``TraceError('bad_window')``). Returns the JSON contract ``{"window", "reports": [...] (each with its
-    ``phases`` and ``window``), "findings": [...] (each with its ``phase``), "rules": [...]}``.
+    ``TraceError('bad_window')``). Returns an ``analysis.results.AnalysisResult``; its ``to_json()`` is
+    the JSON contract ``{"window", "reports": [...] (each with its ``phases`` and ``window``),
+    "findings": [...] (each with its ``phase``), "rules": [...]}``.
     """
     from analysis.runner import analyze_run
     from analysis.trace import DUCKDB_MEMORY_BYTES
 
-    return analyze_run(reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
-                       memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window)
+    return AnalysisResult.from_json(analyze_run(
+        reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
+        memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window))
+
+
+def window_text(spec: str | None) -> str:
+    """The canonical text of a window spec (``steady`` for None)."""
+    return window_parse(spec).text
+
+
+def analyze_report_into(trace: Path, label: str, folder: Path, *, window: str | None = None,
+                        memory_bytes: int | None = None) -> str:
+    """Step 1 of a run's analysis on one ingested report (``analysis.runner.analyze_report``): its
+    summaries, per-report findings and the compact facts the run-level step needs, saved into ``folder``.
+    Returns the window spec used (its canonical text)."""
+    from analysis.runner import analyze_report, make_context
+    from analysis.trace import DUCKDB_MEMORY_BYTES
+
+    ctx = make_context(window=window, memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
+    analyze_report(Path(trace), label, ctx, Path(folder)).save(Path(folder))
+    return ctx.spec.text
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """One report of a run for the run-level step: its tool, ingested trace, label, and (nsys) the folder
+    its step 1 saved its analysis into."""
+
+    tool: str
+    trace: Path
+    label: str
+    analysis: Path | None = None
+
+
+def analyze_run_step(reports: list[RunReport], *, window: str | None = None, memory_bytes: int | None = None,
+                     missing: list[Any] | None = None) -> AnalysisResult:
+    """Step 2 of a run's analysis (``analysis.runner.analyze_run_facts``) over the nsys reports' saved
+    step-1 analyses; ncu reports are analyzed here, linked to the nsys reports' kernel facts, and the
+    rules that need the whole run (``rerun_linked_rules``) run again. ``missing``: reports of the run that
+    failed (named in the result with the ranks no analyzed report holds)."""
+    from analysis.runner import (
+        ReportResult,
+        analyze_report,
+        analyze_run_facts,
+        make_context,
+        nsys_links,
+        rerun_linked_rules,
+    )
+    from analysis.trace import DUCKDB_MEMORY_BYTES
+
+    ctx = make_context(window=window, memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
+    results: list[Any] = [None] * len(reports)
+    for i, r in enumerate(reports):
+        if r.tool != "ncu":
+            if r.analysis is None:
+                raise ValueError(f"report {r.label!r} has no saved analysis")
+            results[i] = ReportResult.load(Path(r.analysis))
+    links = nsys_links([r for r in results if r is not None])
+    for i, r in enumerate(reports):
+        if r.tool == "ncu":
+            results[i] = analyze_report(Path(r.trace), r.label, ctx, None, nsys_links=links)
+    rerun_linked_rules(results, [Path(r.trace) for r in reports], [r.label for r in reports], ctx)
+    out = analyze_run_facts(results, ctx)
+    if missing:
+        out["missing"] = list(missing)
+        out["missing_ranks"] = missing_ranks(out["reports"])
+    return AnalysisResult.from_json(out)
+
+
+def missing_ranks(reports: list[dict[str, Any]]) -> list[int]:
+    """Ranks of the job no analyzed report has: ``range(world_size)`` (when the analyzed reports agree on
+    it) less their ranks. A report that failed at ingest never told its rank; this names it anyway."""
+    sizes = {int(r["world_size"]) for r in reports if isinstance(r.get("world_size"), int)}
+    if len(sizes) != 1:
+        return []
+    (size,) = sizes
+    present = {r.get("rank") for r in reports}
+    return [k for k in range(int(size)) if k not in present] if int(size) <= 100_000 else []
 
 
 def compare_facts(base: Any, head: Any, *, noise_pct: float | None = None) -> dict[str, Any]:
@@ -232,3 +326,180 @@ def compare_facts(base: Any, head: Any, *, noise_pct: float | None = None) -> di
     from analysis.compare import compare
 
     return compare(base, head, noise_pct=DEFAULT_NOISE_PCT if noise_pct is None else noise_pct)
+
+
+def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:
+    """A breakdown number of a stored report (or run) summary: from its ``breakdown``, else its top level."""
+    from analysis.compare import breakdown_value as value
+
+    return value(data, key)
+
+
+# -- Rule catalogue -------------------------------------------------------------------------------------
+
+
+def rule_catalogue() -> list[dict[str, Any]]:
+    """Every registered rule's published description (id, docs, thresholds), in registry order."""
+    from analysis.rules.registry import default_registry
+
+    return [rule.describe() for rule in default_registry()]
+
+
+def describe_rule(rule_id: str) -> dict[str, Any] | None:
+    """One rule's published description, or None for an id no rule has (e.g. a rule since removed)."""
+    from analysis.rules.registry import default_registry
+
+    try:
+        return default_registry().get(rule_id).describe()
+    except KeyError:
+        return None
+
+
+# -- Names ----------------------------------------------------------------------------------------------
+
+
+def short_kernel_name(name: str, limit: int = 90) -> str:
+    """A kernel's name without template arguments and parameter lists, for tables and labels."""
+    from analysis.kernel_names import short_kernel_name as short
+
+    return short(name, limit)
+
+
+def short_host(host: str | None) -> str | None:
+    """A host name without its domain."""
+    from analysis.run_timeline import short_host as short
+
+    return short(host)
+
+
+# -- One ingested report: open it, then read windows, tables and the Chrome trace from it ----------------
+
+
+def open_report(path: Path, label: str) -> Trace:
+    """A read-only connection to the ingested report (DuckDB file) at ``path``; close it when done."""
+    from analysis.trace import Trace
+
+    return Trace(Path(path), label)
+
+
+def report_extent(trace: Trace) -> tuple[int, int] | None:
+    """First start and last end over GPU activity and NVTX ranges, or None for an empty report."""
+    from analysis.timeline import extent
+
+    return extent(trace)
+
+
+def timeline_window(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
+                    buckets: int = 1000) -> dict[str, Any]:
+    """The report's lanes between ``start_ns`` and ``end_ns``, downsampled to ``buckets`` columns."""
+    from analysis.timeline import window
+
+    return window(trace, start_ns, end_ns, buckets)
+
+
+def kernel_instances(trace: Trace, name: str, limit: int = 5) -> dict[str, Any]:
+    """Where the kernel ``name`` ran in the report: its count and first instances."""
+    from analysis.timeline import kernel_instances as instances
+
+    return instances(trace, name, limit)
+
+
+def chrome_trace_json(trace: Trace, start_ns: int | None = None, end_ns: int | None = None) -> Iterator[str]:
+    """The report's Chrome trace document (optionally a window of it) as text chunks."""
+    from analysis.chrome_trace import stream_json
+
+    return stream_json(trace, start_ns, end_ns)
+
+
+def table_limit() -> int:
+    """Rows of the kernel / NVTX tables (largest total time first)."""
+    from analysis.tables import TABLE_LIMIT
+
+    return TABLE_LIMIT
+
+
+def report_tables(trace: Trace, kind: str) -> dict[str, list[dict[str, Any]]]:
+    """The report's kernel table and (nsys) NVTX table: ``{"kernels": [...], "nvtx": [...]}``."""
+    from analysis import tables
+
+    if kind == "ncu":
+        return {"kernels": tables.ncu_kernel_table(trace), "nvtx": []}
+    return {"kernels": tables.kernel_table(trace), "nvtx": tables.nvtx_table(trace)}
+
+
+def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> dict[str, Any]:
+    """Kernel x rank total time for the ``top`` kernels of (rank label, nsys report) pairs."""
+    from analysis.tables import kernel_rank_matrix as matrix
+
+    return matrix(traces, top)
+
+
+# -- A run's nsys reports on one clock: the multi-rank timeline ----------------------------------------
+
+
+def run_part(trace: Trace, report_id: int, rank: int | None = None, host: str | None = None) -> Part:
+    """One opened nsys report of a run, as the run timeline names it."""
+    from analysis.run_timeline import Part
+
+    return Part(trace, report_id, rank, host)
+
+
+def lane_catalogue(part: Part) -> list[dict[str, Any]]:
+    """The report's groups and lanes (from the whole report, so they stay put whatever window is drawn)."""
+    from analysis.run_timeline import catalogue
+
+    return catalogue(part)
+
+
+def overview_path(trace_path: Path) -> Path:
+    """Where the overview (pre-binned boxes for zoomed-out windows) of the report at ``trace_path`` lives."""
+    from analysis.run_overview import overview_path as where
+
+    return where(Path(trace_path))
+
+
+def build_overview(trace: Trace, extent: tuple[int, int], out: Path) -> Path:
+    """Write the report's overview to ``out`` (published by rename)."""
+    from analysis.run_overview import build
+
+    return build(trace, extent, out)
+
+
+def prepare_overview(trace_path: Path) -> Path | None:
+    """Build the overview of the published report at ``trace_path`` unless it exists; None for no activity."""
+    from analysis.run_overview import prepare
+
+    return prepare(Path(trace_path))
+
+
+def run_timeline_window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = None,
+                        buckets: int = 1000, *, catalogues: list[list[dict[str, Any]]] | None = None,
+                        extents: list[tuple[int, int] | None] | None = None) -> dict[str, Any]:
+    """The run's groups and lanes between ``start_ns`` and ``end_ns`` of the run clock, downsampled."""
+    from analysis.run_timeline import window
+
+    return window(parts, start_ns, end_ns, buckets, catalogues=catalogues, extents=extents)
+
+
+def run_timeline_select(parts: list[Part], report_id: int, pid: int | None, device: int | None,
+                        stream: int | None, t_ns: int, tol_ns: int = 0) -> dict[str, Any]:
+    """The kernel at run-clock time ``t_ns`` in a GPU lane, with its launch and (NCCL) its collective."""
+    from analysis.run_select import select
+
+    return select(parts, report_id, pid, device, stream, t_ns, tol_ns)
+
+
+def run_chrome_trace_json(parts: list[Part], start_ns: int | None = None,
+                          end_ns: int | None = None) -> Iterator[str]:
+    """The run's Chrome trace document (all ranks, on the run clock) as text chunks."""
+    from analysis.run_trace import stream_run_json
+
+    return stream_run_json(parts, start_ns, end_ns)
+
+
+def group_label(rank: int | None, host: str | None, pid: int | None = None, devices: list[int] | None = None,
+                many_pids: bool = False) -> str:
+    """The run timeline's name for a group (a rank, its host, its process)."""
+    from analysis.run_timeline import group_label as label
+
+    return label(rank, host, pid, devices or [], many_pids)

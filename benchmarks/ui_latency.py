@@ -30,6 +30,7 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -91,12 +92,12 @@ def timed(client, path: str, n: int) -> dict[str, float]:
             "bytes": len(resp.get_data())}
 
 
-def seed_runs(session, small_result: dict, small_trace_rel: str, count: int) -> None:
+def seed_runs(session, small_result: Any, small_trace_rel: str, count: int) -> None:
     """``count`` runs over 20 jobs, each with the summaries and findings of a real analysis."""
     jobs = [Job(name=f"job-{j:02d}") for j in range(20)]
     session.add_all(jobs)
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    report_data = small_result["reports"][0]
+    report_data = small_result.reports[0].to_json()
     bd = report_data["breakdown"]
     for i in range(count):
         run = Run(job=jobs[i % 20], tags={"branch": "main" if i % 3 else "dev", "nodes": str(1 + i % 8)},
@@ -113,10 +114,10 @@ def seed_runs(session, small_result: dict, small_trace_rel: str, count: int) -> 
                                span_ns=int(bd["span_ns"] * scale), compute_ns=bd["compute_ns"],
                                comm_exposed_ns=bd["comm_exposed_ns"], memory_only_ns=bd["memory_only_ns"],
                                idle_ns=bd["idle_ns"], goodput_pct=bd["goodput_pct"],
-                               finding_count=len(small_result["findings"])))
+                               finding_count=len(small_result.findings)))
         session.add(RunSummary(run_id=run.id, report_id=None, data={"reports": [report_data]},
-                               finding_count=len(small_result["findings"])))
-        for pos, f in enumerate(small_result["findings"]):
+                               finding_count=len(small_result.findings)))
+        for pos, f in enumerate(small_result.findings):
             session.add(results._finding_row(run.id, report.id, pos, f))
         if i % 100 == 99:
             session.commit()
@@ -205,7 +206,7 @@ def main() -> None:
         "",
         f"Report: {counts['kernels']:,} kernels, {counts['memcpy']:,} memcpy, {counts['cuda_api']:,} CUDA API calls "
         f"(cloverleaf-devsync replicated in DuckDB in {build_s:.0f} s; analysis {analyze_s:.0f} s, "
-        f"{len(result['findings'])} findings). Runs: {args.runs:,} over 20 jobs (seeded in {seeded_s:.0f} s).",
+        f"{len(result.findings)} findings). Runs: {args.runs:,} over 20 jobs (seeded in {seeded_s:.0f} s).",
         "",
         "| request | n | p50 ms | p95 ms | max ms | response bytes |",
         "|---|---:|---:|---:|---:|---:|",

@@ -102,7 +102,7 @@ def run_analysis(files: list[Path], tmp: Path, progress: Progress, *, rules: lis
     progress.file("")
     progress.step(f"analyzing {len(files)} report{'s' if len(files) > 1 else ''}")
     result = analyze(outs, labels=[str(f) for f in files], rules=rules, thresholds=thresholds, top=top,
-                     window=window)
+                     window=window).to_json()
     for report, src in zip(result["reports"], files, strict=True):
         report["file"] = str(src)
     return result, outs

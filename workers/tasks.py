@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import time
+from typing import Any
 
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
@@ -131,10 +132,10 @@ def run_ingest(task: Task, report_id: int) -> str:
 def _prepare_overview(path, report_id: int) -> None:
     """The run timeline's overview of the new report, built here so no page view waits for it;
     best effort: the web process builds a missing one on first use."""
-    from analysis.run_overview import prepare
+    from analysis.api import prepare_overview
 
     try:
-        prepare(path)
+        prepare_overview(path)
     except Exception:
         logger.warning("timeline overview not built", exc_info=True, extra={"report_id": report_id})
 
@@ -142,8 +143,8 @@ def _prepare_overview(path, report_id: int) -> None:
 def run_analyze_report(task: Task, report_id: int) -> str:
     """Body of ``analyze.report`` (issue #16): one report's own analysis and cross-rank facts, written
     beside its trace; the report becomes ready, and the run's last one queues the run-level step."""
+    from analysis.api import analyze_report_into
     from analysis.errors import TraceError
-    from analysis.runner import analyze_report, make_context
     from app.services import report_analysis as ra
 
     settings = _settings(task)
@@ -161,9 +162,8 @@ def run_analyze_report(task: Task, report_id: int) -> str:
     failure: tuple[str, str] | None = None
     try:
         with Heartbeat(settings, lambda s: ra.renew_lease(s, report_id, owner, settings.lease_seconds)):
-            ctx = make_context(window=claim.window, memory_bytes=settings.analysis_memory_bytes)
-            result = analyze_report(pipeline.data_path(settings, claim.trace_path), claim.label, ctx, folder)
-            result.save(folder)
+            spec_text = analyze_report_into(pipeline.data_path(settings, claim.trace_path), claim.label, folder,
+                                            window=claim.window, memory_bytes=settings.analysis_memory_bytes)
     except (TraceError, OSError) as exc:
         logger.warning("report analysis failed: %s", exc, extra={"report_id": report_id})
         failure = ("analysis_failed", str(exc) or type(exc).__name__)
@@ -178,7 +178,7 @@ def run_analyze_report(task: Task, report_id: int) -> str:
             run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
         else:
             run_id = ra.finish_report_analysis(session, report_id, owner,
-                                               folder.relative_to(settings.data_dir).as_posix(), ctx.spec.text)
+                                               folder.relative_to(settings.data_dir).as_posix(), spec_text)
     if failure is None:
         _drop_old_analyses(storage.report_dir(report_id), keep=folder.name)
     if run_id is not None:
@@ -197,30 +197,17 @@ def _drop_old_analyses(report_dir, keep: str) -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs) -> dict:
-    """The run-level step (issue #16) over the reports' published analyses; ncu reports are analyzed
-    here, linked to the nsys reports' kernel facts."""
-    from analysis.runner import (
-        ReportResult,
-        analyze_report,
-        analyze_run_facts,
-        make_context,
-        nsys_links,
-        rerun_linked_rules,
-    )
+def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs, missing: list | None) -> Any:
+    """The run-level step over the reports' published analyses; ncu reports are analyzed here, linked to
+    the nsys reports' kernel facts."""
+    from analysis.api import RunReport, analyze_run_step
 
-    ctx = make_context(window=inputs.window, memory_bytes=settings.analysis_memory_bytes)
-    results: list = [None] * len(inputs.paths)
-    for i, (kind, rel) in enumerate(zip(inputs.kinds, inputs.analysis_paths, strict=True)):
-        if kind != "ncu":
-            results[i] = ReportResult.load(pipeline.data_path(settings, rel))
-    links = nsys_links([r for r in results if r is not None])
-    for i, kind in enumerate(inputs.kinds):
-        if kind == "ncu":
-            results[i] = analyze_report(pipeline.data_path(settings, inputs.paths[i]), inputs.labels[i], ctx,
-                                        None, nsys_links=links)
-    rerun_linked_rules(results, [pipeline.data_path(settings, p) for p in inputs.paths], inputs.labels, ctx)
-    return analyze_run_facts(results, ctx)
+    reports = [RunReport(kind, pipeline.data_path(settings, path), label,
+                         None if kind == "ncu" or rel is None else pipeline.data_path(settings, rel))
+               for kind, path, label, rel in zip(inputs.kinds, inputs.paths, inputs.labels, inputs.analysis_paths,
+                                                 strict=True)]
+    return analyze_run_step(reports, window=inputs.window, memory_bytes=settings.analysis_memory_bytes,
+                            missing=missing)
 
 
 def run_analyze(task: Task, run_id: int) -> str:
@@ -251,10 +238,7 @@ def run_analyze(task: Task, run_id: int) -> str:
     try:
         # Under a heartbeat like ingest: a long analysis keeps its lease, only a dead worker loses it.
         with Heartbeat(settings, lambda s: pipeline.renew_run_lease(s, run_id, owner, settings.lease_seconds)):
-            result = _run_level(settings, inputs)
-            if missing:
-                result["missing"] = missing
-                result["missing_ranks"] = ra.missing_ranks(result["reports"])
+            result = _run_level(settings, inputs, missing)
     except (TraceError, SoftTimeLimitExceeded, OSError) as exc:
         logger.warning("analysis failed: %s", exc, extra={"run_id": run_id})
         message = (f"analysis took longer than {LIGHT_TIME_LIMIT_S} s" if isinstance(exc, SoftTimeLimitExceeded)
@@ -274,9 +258,9 @@ def run_analyze(task: Task, run_id: int) -> str:
 
 
 def _window_text(window: str | None) -> str:
-    from analysis.window import parse
+    from analysis.api import window_text
 
-    return parse(window).text
+    return window_text(window)
 
 
 def run_reconcile(task: Task) -> dict[str, list[int]]:

@@ -10,7 +10,6 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import duckdb
 import pandas as pd
 
 from analysis.errors import TraceError
+from analysis.limits import Limits, Progress
 from analysis.ncu.reader import NcuCsv
 from analysis.schema import NCU_TABLES, SCHEMA_VERSION, columns, ddl
 
@@ -26,8 +26,6 @@ logger = logging.getLogger(__name__)
 NCU_REP_MAGIC = b"NVR\x00"  # first bytes of a binary Nsight Compute report
 BATCH_ROWS = 50_000
 _DTYPES = {"INTEGER": "Int64", "BIGINT": "Int64", "DOUBLE": "Float64"}
-
-Progress = Callable[[str, int, int], None]
 
 
 def ncu_rep_command(path: Path | str) -> str:
@@ -72,7 +70,7 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> No
         con.execute(f"INSERT INTO {table} SELECT * FROM frame")  # noqa: S608 - fixed table names
 
 
-def _write(src: Path, con: duckdb.DuckDBPyConnection, limits: Any, progress: Progress | None) -> dict[str, Any]:
+def _write(src: Path, con: duckdb.DuckDBPyConnection, limits: Limits | None, progress: Progress | None) -> dict[str, Any]:
     for stmt in ddl(NCU_TABLES):
         con.execute(stmt)
     total = src.stat().st_size
@@ -124,7 +122,7 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def ingest_ncu(src: Path, out: Path, *, limits: Any = None, progress: Progress | None = None) -> dict[str, Any]:
+def ingest_ncu(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Normalize an ncu CSV (or .ncu-rep) into ``out`` (DuckDB), published atomically; nothing left on error."""
     src, out = Path(src), Path(out)
     tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")

@@ -14,16 +14,13 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from analysis.errors import TraceError
+from analysis.limits import Limits, Progress
 from analysis.nsys.guard import ExportInfo, validate
 from analysis.nsys.normalize import statements, varchar_statements
 from analysis.nsys.spawn import IngestChild
 from analysis.schema import SCHEMA_VERSION
-
-if TYPE_CHECKING:
-    from analysis.api import Limits, Progress
 
 # ``Limits.memory_bytes`` is the child's memory budget. DuckDB's buffer pool gets this share of it; the
 # rest covers allocator slack, strings in flight, code and stacks (10M-kernel benchmark: 1.6 GiB

@@ -19,12 +19,9 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from analysis.errors import TraceError
-
-if TYPE_CHECKING:
-    from analysis.api import Progress
+from analysis.limits import Progress
 
 logger = logging.getLogger(__name__)
 

@@ -235,13 +235,3 @@ def missing_reports(session: Session, run_id: int) -> list[dict[str, object]]:
     return [{"report_id": r.id, "report": r.name, "rank": r.rank, "error_code": r.error_code,
              "error_message": r.error_message} for r in rows]
 
-
-def missing_ranks(reports: list[dict[str, object]]) -> list[int]:
-    """Ranks of the job no analyzed report has: ``range(world_size)`` (when the analyzed reports agree on
-    it) less their ranks. A report that failed at ingest never told its rank; this names it anyway."""
-    sizes = {r.get("world_size") for r in reports if isinstance(r.get("world_size"), int)}
-    if len(sizes) != 1:
-        return []
-    (size,) = sizes
-    present = {r.get("rank") for r in reports}
-    return [k for k in range(int(size)) if k not in present] if int(size) <= 100_000 else []

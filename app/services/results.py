@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.compare import breakdown_value
+from analysis.api import AnalysisResult, FindingResult, breakdown_value
 from app.models import Finding, Run, RunSummary, utcnow
 from app.services.jobstate import AnalysisInputs, refresh_run_status
 from app.services.jsoncols import jsonable
@@ -16,14 +16,14 @@ from app.services.ncu_summary import compact_report
 
 
 def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: AnalysisInputs,
-                        result: dict[str, Any]) -> bool:
+                        result: AnalysisResult) -> bool:
     """Replace the run's findings and summaries with ``result`` in one transaction; False if the lease was lost."""
     now = utcnow()
     n = session.execute(
         sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner,
                              Run.analysis_status == "analyzing")
         .values(analysis_status="ready", analyzed_at=now, error=None, analysis_lease_owner=None,
-                analysis_lease_expires_at=None, rule_statuses=jsonable(result.get("rules", [])), updated_at=now)
+                analysis_lease_expires_at=None, rule_statuses=jsonable([r.to_json() for r in result.rules]), updated_at=now)
     ).rowcount
     if not n:
         session.rollback()
@@ -31,40 +31,40 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     session.execute(sa.delete(Finding).where(Finding.run_id == run_id))
     session.execute(sa.delete(RunSummary).where(RunSummary.run_id == run_id))
     by_label = dict(zip(inputs.labels, inputs.report_ids, strict=True))
-    findings = list(result.get("findings", []))
+    findings = result.findings
     impact_by_report: dict[int | None, list[int]] = {}
     for position, f in enumerate(findings):
-        report_id = by_label.get(f.get("report"))
-        impact_by_report.setdefault(report_id, []).append(int(f.get("impact_ns") or 0))
+        report_id = by_label.get(f.report)
+        impact_by_report.setdefault(report_id, []).append(int(f.impact_ns or 0))
         session.add(_finding_row(run_id, report_id, position, f))
-    reports = [compact_report(r) for r in result.get("reports", [])]  # ncu: one memory story per kernel config
+    reports = [compact_report(r.to_json()) for r in result.reports]  # ncu: one memory story per kernel config
     for report_id, data in zip(inputs.report_ids, reports, strict=False):
         own = impact_by_report.get(report_id, [])
         session.add(_summary_row(run_id, report_id, data, len(own), max(own, default=None)))
-    all_impacts = [int(f.get("impact_ns") or 0) for f in findings]
+    all_impacts = [int(f.impact_ns or 0) for f in findings]
     row = _run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None))
-    if result.get("missing"):  # issue #16: analyzed without these (failed) reports
-        row.data = {**row.data, "missing": jsonable(result["missing"]),
-                    "missing_ranks": jsonable(result.get("missing_ranks") or [])}
+    if result.missing:  # analyzed without these (failed) reports
+        row.data = {**row.data, "missing": jsonable(result.missing), "missing_ranks": jsonable(result.missing_ranks or [])}
     session.add(row)
     refresh_run_status(session, run_id)
     session.commit()
     return True
 
 
+# The finding's JSON keys that have their own column; ``extra`` keeps the rest (its phase, the rule's numbers).
 FINDING_KEYS = ("rule_id", "severity", "title", "message", "impact_ns", "impact_pct", "advice", "evidence",
                 "evidence_total", "report", "rank")
 
 
-def _finding_row(run_id: int, report_id: int | None, position: int, f: dict[str, Any]) -> Finding:
-    extra = {k: v for k, v in f.items() if k not in FINDING_KEYS}
+def _finding_row(run_id: int, report_id: int | None, position: int, f: FindingResult) -> Finding:
+    extra = {k: v for k, v in f.to_json().items() if k not in FINDING_KEYS}
     return Finding(
-        run_id=run_id, report_id=report_id, position=position, rule_id=str(f["rule_id"]),
-        severity=str(f.get("severity") or "info"), title=str(f.get("title") or ""),
-        message=str(f.get("message") or ""), impact_ns=int(f.get("impact_ns") or 0),
-        impact_pct=f.get("impact_pct"), advice=str(f.get("advice") or ""),
-        evidence=jsonable(f.get("evidence") or []), evidence_total=int(f.get("evidence_total") or 0),
-        report=f.get("report"), rank=f.get("rank"), extra=jsonable(extra),
+        run_id=run_id, report_id=report_id, position=position, rule_id=str(f.rule_id),
+        severity=str(f.severity or "info"), title=str(f.title or ""),
+        message=str(f.message or ""), impact_ns=int(f.impact_ns or 0),
+        impact_pct=f.impact_pct, advice=str(f.advice or ""),
+        evidence=jsonable([e.to_json() for e in f.evidence]), evidence_total=int(f.evidence_total or 0),
+        report=f.report, rank=f.rank, extra=jsonable(extra),
     )
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.api import rule_catalogue
+
 
 def catalogue() -> list[dict[str, Any]]:
     """``describe()`` of every rule, in registry order."""
-    # Imported on use: loading every rule is only needed here, not to start the web app.
-    from analysis.rules.registry import default_registry
-
-    return [rule.describe() for rule in default_registry()]
+    # The rules are loaded on use (inside analysis.api): only needed here, not to start the web app.
+    return rule_catalogue()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.run_timeline import short_host
+from analysis.api import short_host
 from app.models import Report
 
 MINOR_NS = 5_000              # findings below this impact are listed under "minor"

@@ -16,10 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis import run_overview
-from analysis.run_timeline import Part, catalogue
-from analysis.timeline import extent
-from analysis.trace import Trace
+from analysis import api
 from app.models import Report
 from app.services.storage import data_path
 from app.services.web_run import get_run
@@ -32,9 +29,9 @@ _OPEN_SIZE = 8    # open connections kept per serving thread (a six-rank run fit
 _local = threading.local()   # per thread, so no thread ever closes or uses another thread's connection
 
 
-def _trace(path: str, label: str) -> Trace:
+def _trace(path: str, label: str) -> api.Trace:
     """A kept read-only Trace of ``path`` for this thread (dropped with the thread)."""
-    kept: OrderedDict[str, Trace] | None = getattr(_local, "traces", None)
+    kept: OrderedDict[str, api.Trace] | None = getattr(_local, "traces", None)
     if kept is None:
         kept = _local.traces = OrderedDict()
     trace = kept.pop(path, None)
@@ -42,20 +39,20 @@ def _trace(path: str, label: str) -> Trace:
         # The default configuration on purpose: DuckDB shares one database instance per file within a
         # process and refuses a second connection with another configuration (the tables/compare routes
         # open the same files with the default); the instance's buffer pool is shared, not per connection.
-        trace = Trace(Path(path), label)
+        trace = api.open_report(Path(path), label)
     kept[path] = trace
     while len(kept) > _OPEN_SIZE:
         kept.popitem(last=False)[1].close()
     return trace
 
 
-def _described(part: Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+def _described(part: api.Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    hit = (catalogue(part), extent(part.trace))   # outside the lock: it reads the file
+    hit = (api.lane_catalogue(part), api.report_extent(part.trace))   # outside the lock: it reads the file
     with _cache_lock:
         _cache[key] = hit
         while len(_cache) > _CACHE_SIZE:
@@ -67,20 +64,20 @@ _build_lock = threading.Lock()
 USE_OVERVIEW = True   # benchmarks/run_timeline_latency.py turns it off to time the same run without overviews
 
 
-def _overview(part: Part, path: Path, ext: tuple[int, int] | None) -> Path | None:
+def _overview(part: api.Part, path: Path, ext: tuple[int, int] | None) -> Path | None:
     """The report's overview file, built on first use (once per report: the DuckDB file never changes).
 
     Published by rename, so a concurrent reader in another process sees the whole file or none; here one
     thread builds while the others wait, rather than several scanning the same report."""
     if ext is None or not USE_OVERVIEW:
         return None
-    out = run_overview.overview_path(path)
+    out = api.overview_path(path)
     if out.is_file():
         return out
     with _build_lock:
         if not out.is_file():
             try:
-                run_overview.build(part.trace, ext, out)
+                api.build_overview(part.trace, ext, out)
             except OSError:   # a read-only data dir: windows are still answered from the report itself
                 return None
     return out
@@ -97,7 +94,7 @@ def run_parts(session: Session, settings: Settings, run_id: int):
     for r in reports:
         path = data_path(settings, r.trace_path)
         if path.is_file():
-            parts.append((Part(_trace(str(path), r.name), r.id, r.rank, r.host or (r.info or {}).get("host")),
+            parts.append((api.run_part(_trace(str(path), r.name), r.id, r.rank, r.host or (r.info or {}).get("host")),
                           str(path)))
     described = [_described(p, key) for p, key in parts]
     for (p, key), (_cat, ext) in zip(parts, described, strict=True):

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.kernel_names import short_kernel_name
+from analysis.api import short_kernel_name
 from app.models import Finding, RunSummary
 from app.services.web_jobs import JobTrends
 

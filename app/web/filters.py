@@ -9,7 +9,7 @@ from typing import Any
 from flask import Flask
 from markupsafe import Markup, escape
 
-from analysis.kernel_names import short_kernel_name
+from analysis.api import short_kernel_name
 from app.services.web_memory import memory_pairs, memory_view
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from flask import Response, jsonify, request, stream_with_context
 
-from analysis import chrome_trace, timeline
-from analysis.trace import Trace
+from analysis import api
 from app.db import get_session
 from app.errors import ApiError
 from app.services import web_export, web_run, web_runs
@@ -28,9 +28,9 @@ def _int_arg(name: str, default: int | None = None) -> int | None:
         raise ApiError("VALIDATION_ERROR", f"{name} must be an integer") from None
 
 
-def _open(run_id: int, report_id: int) -> tuple[object, Trace]:
+def _open(run_id: int, report_id: int) -> tuple[object, api.Trace]:
     report, path = web_run.ready_report(get_session(), current_settings(), run_id, report_id)
-    return report, Trace(path, report.name)
+    return report, api.open_report(path, report.name)
 
 
 def _download_name(stem: str, ext: str) -> str:
@@ -51,7 +51,7 @@ def _trace_download(stem: str, start: int | None, end: int | None, chunks: Itera
 def timeline_json(run_id: int, report_id: int):
     _, trace = _open(run_id, report_id)
     try:
-        body = timeline.window(trace, _int_arg("start_ns"), _int_arg("end_ns"), _int_arg("buckets", 1000) or 1000)
+        body = api.timeline_window(trace, _int_arg("start_ns"), _int_arg("end_ns"), _int_arg("buckets", 1000) or 1000)
     finally:
         trace.close()
     return jsonify(body)
@@ -62,13 +62,10 @@ def timeline_json(run_id: int, report_id: int):
 def tables_json(run_id: int, report_id: int):
     report, trace = _open(run_id, report_id)
     try:
-        if report.kind == "ncu":
-            body = {"kernels": web_run.ncu_kernel_table(trace), "nvtx": []}
-        else:
-            body = {"kernels": web_run.kernel_table(trace), "nvtx": web_run.nvtx_table(trace)}
+        body: dict[str, Any] = dict(api.report_tables(trace, report.kind))
     finally:
         trace.close()
-    body["limit"] = web_run.TABLE_LIMIT
+    body["limit"] = api.table_limit()
     return jsonify(body)
 
 
@@ -84,7 +81,7 @@ def kernel_json(run_id: int):
             continue
         _, trace = _open(run_id, report.id)
         try:
-            found = timeline.kernel_instances(trace, name)
+            found = api.kernel_instances(trace, name)
         finally:
             trace.close()
         if found["count"]:
@@ -100,7 +97,7 @@ def chrome_trace_download(run_id: int, report_id: int):
 
     def generate():
         try:
-            yield from chrome_trace.stream_json(trace, start, end)
+            yield from api.chrome_trace_json(trace, start, end)
         finally:
             trace.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from analysis.rules.registry import default_registry
+from analysis.api import describe_rule, rule_catalogue
 from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
@@ -45,13 +45,9 @@ def run(run_id: int):
     nsys = [r for r in view.reports if r.kind == "nsys" and r.trace_path]
     findings = [finding_dict(f) for f in view.findings]
     rule_docs = {}
-    registry = default_registry()
     for f in view.findings:
         if f.rule_id not in rule_docs:
-            try:
-                rule_docs[f.rule_id] = registry.get(f.rule_id).describe()
-            except KeyError:
-                rule_docs[f.rule_id] = None
+            rule_docs[f.rule_id] = describe_rule(f.rule_id)
     top = view.findings[0].impact_ns if view.findings else 0
     rows = web_findings.rule_rows(findings, view.reports)
     rule_errors = [r for r in view.run.rule_statuses or [] if r.get("status") == "error"]
@@ -151,7 +147,7 @@ def upload():
 @bp.route("/rules")
 @login_required
 def rules():
-    described = [r.describe() for r in default_registry()]
+    described = rule_catalogue()
     return render_template("rules.html", rules=described)
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from flask import jsonify
 
-from analysis import run_select, run_timeline, run_trace
+from analysis import api
 from app.db import get_session
 from app.errors import ApiError
-from app.services import web_run, web_timeline
+from app.services import web_timeline
 from app.settings import current_settings
 from app.web import bp
 from app.web.security import login_required
@@ -18,8 +18,8 @@ from app.web.views_data import _int_arg, _trace_download
 @login_required
 def run_timeline_json(run_id: int):
     with web_timeline.run_parts(get_session(), current_settings(), run_id) as (parts, cats, exts):
-        body = run_timeline.window(parts, _int_arg("start_ns"), _int_arg("end_ns"), _int_arg("buckets", 1000) or 1000,
-                                   catalogues=cats, extents=exts)
+        body = api.run_timeline_window(parts, _int_arg("start_ns"), _int_arg("end_ns"),
+                                       _int_arg("buckets", 1000) or 1000, catalogues=cats, extents=exts)
     return jsonify(body)
 
 
@@ -30,8 +30,8 @@ def run_timeline_select(run_id: int):
     if report_id is None or t is None:
         raise ApiError("VALIDATION_ERROR", "report_id and t_ns are required")
     with web_timeline.run_parts(get_session(), current_settings(), run_id) as (parts, _cats, _exts):
-        body = run_select.select(parts, report_id, _int_arg("pid"), _int_arg("device"), _int_arg("stream"), t,
-                                 _int_arg("tol_ns", 0) or 0)
+        body = api.run_timeline_select(parts, report_id, _int_arg("pid"), _int_arg("device"), _int_arg("stream"), t,
+                                       _int_arg("tol_ns", 0) or 0)
     return jsonify(body)
 
 
@@ -44,7 +44,7 @@ def run_chrome_trace(run_id: int):
 
     def generate():
         try:
-            yield from run_trace.stream_run_json(parts, start, end)
+            yield from api.run_chrome_trace_json(parts, start, end)
         finally:
             ctx.__exit__(None, None, None)
 
@@ -56,7 +56,7 @@ def run_chrome_trace(run_id: int):
 def run_kernel_matrix(run_id: int):
     """Kernel x rank total time over the run's nsys reports (a straggler kernel is one rank's outlying cell)."""
     with web_timeline.run_parts(get_session(), current_settings(), run_id) as (parts, _cats, _exts):
-        labels = [run_timeline.group_label(p.rank, p.host, None, [], False) for p in parts]
+        labels = [api.group_label(p.rank, p.host) for p in parts]
         labels = [lab if lab != "report" else f"report {p.report_id}" for lab, p in zip(labels, parts, strict=True)]
-        body = web_run.kernel_rank_matrix([(lab, p.trace) for lab, p in zip(labels, parts, strict=True)])
+        body = api.kernel_rank_matrix([(lab, p.trace) for lab, p in zip(labels, parts, strict=True)])
     return jsonify(body)

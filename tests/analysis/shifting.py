@@ -93,7 +93,7 @@ def tables_of(path: Path) -> set[str]:
 
 def everything(paths: list[Path], labels: list[str], rules: list[str] | None = None) -> dict[str, Any]:
     """The analysis (every rule, report summaries) and every per-report summary the library offers."""
-    out: dict[str, Any] = {"analysis": analyze(paths, labels=labels, rules=rules)}
+    out: dict[str, Any] = {"analysis": analyze(paths, labels=labels, rules=rules).to_json()}
     if rules is not None:
         return out
     for path, label in zip(paths, labels, strict=True):

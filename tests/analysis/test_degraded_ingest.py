@@ -56,7 +56,7 @@ def test_kernels_without_global_pid_are_read_with_the_process_unknown(tmp_path):
         assert t.meta["tool_version"].startswith("2024.5.1")  # a real version is claimed
     finally:
         t.close()
-    result = analyze([out], labels=["variant.sqlite"])
+    result = analyze([out], labels=["variant.sqlite"]).to_json()
     (part,) = result["reports"][0]["degraded"]
     assert part["table"] == "CUPTI_ACTIVITY_KIND_KERNEL" and part["columns"] == ["globalPid"]
     assert "process ids unknown" in part["effect"]
@@ -66,12 +66,12 @@ def test_kernels_without_global_pid_are_read_with_the_process_unknown(tmp_path):
 
 def test_api_calls_without_names_degrade_and_sync_rules_see_no_calls(tmp_path):
     out = _ingest(tmp_path, _variant(tmp_path, "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"))
-    result = analyze([out])
+    result = analyze([out]).to_json()
     (part,) = result["reports"][0]["degraded"]
     assert part["columns"] == ["nameId"] and "call names unknown" in part["effect"]
     assert not [f for f in result["findings"] if f["rule_id"] == "SYNC001"]
     (tmp_path / "full").mkdir()
-    full = analyze([_ingest(tmp_path / "full", copy_export(corpus_file(BASE), tmp_path / "full.sqlite"))])
+    full = analyze([_ingest(tmp_path / "full", copy_export(corpus_file(BASE), tmp_path / "full.sqlite"))]).to_json()
     assert [f for f in full["findings"] if f["rule_id"] == "SYNC001"], "the intact export has SYNC001"
     assert full["reports"][0]["degraded"] == []
 
@@ -90,7 +90,7 @@ def test_column_of_the_wrong_type_is_not_read_and_is_reported(tmp_path):
 
 def test_auxiliary_table_without_its_core_column_is_left_unread(tmp_path):
     out = _ingest(tmp_path, _variant(tmp_path, "TARGET_INFO_SESSION_START_TIME", "utcEpochNs"))
-    result = analyze([out])
+    result = analyze([out]).to_json()
     (part,) = result["reports"][0]["degraded"]
     assert part["table"] == "TARGET_INFO_SESSION_START_TIME" and "cannot be aligned" in part["effect"]
     assert result["reports"][0]["session_start_utc_ns"] is None
@@ -131,8 +131,8 @@ def test_gpu_work_without_processes_keeps_its_time_breakdown(tmp_path):
         rebuild_without(src, table, "globalPid")
     (tmp_path / "v").mkdir()
     (tmp_path / "full").mkdir()
-    degraded = analyze([_ingest(tmp_path / "v", src)])
-    intact = analyze([_ingest(tmp_path / "full", copy_export(corpus_file(BASE), tmp_path / "full.sqlite"))])
+    degraded = analyze([_ingest(tmp_path / "v", src)]).to_json()
+    intact = analyze([_ingest(tmp_path / "full", copy_export(corpus_file(BASE), tmp_path / "full.sqlite"))]).to_json()
     keys = ("compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "span_ns")
     bd_d, bd_i = degraded["reports"][0]["breakdown"], intact["reports"][0]["breakdown"]
     assert {k: bd_d[k] for k in keys} == {k: bd_i[k] for k in keys}

@@ -22,7 +22,7 @@ def test_host002_names_the_planted_function(tmp_path) -> None:
     expected = host002_fires(path, None)
     out = tmp_path / "a.duckdb"
     ingest(path, out)
-    result = analyze([out], **WHOLE)
+    result = analyze([out], **WHOLE).to_json()
     (f,) = [f for f in result["findings"] if f["rule_id"] == "HOST002"]
     assert f["functions"][0]["function"] == HOST002_FUNCTION and f["functions"][0]["samples"] >= HOST002_SAMPLES
     assert f["main_kind"] == "python" and "CUDA graph" in f["advice"]
@@ -43,7 +43,7 @@ def test_host002_names_the_planted_function(tmp_path) -> None:
 def test_gap_rules_show_host_functions_from_their_own_gaps() -> None:
     """The real CuPy power iteration (CPU sampling on): every sampled idle gap there is GPU001's, so GPU001's
     host_functions count the same samples as HOST002 (HOST002 breaks ties by attributed idle, they by name)."""
-    result = analyze([ingested(corpus_file("cupy-power-iteration.sqlite"))], **WHOLE)
+    result = analyze([ingested(corpus_file("cupy-power-iteration.sqlite"))], **WHOLE).to_json()
     by = {f["rule_id"]: f for f in result["findings"]}
     host002, gpu = by["HOST002"], by["GPU001"]
     assert set(host002["by_owner"]) == {"GPU001"}
@@ -56,7 +56,7 @@ def test_gap_rules_show_host_functions_from_their_own_gaps() -> None:
 
 
 def test_host002_skipped_without_samples() -> None:
-    result = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST002"], **WHOLE)
+    result = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST002"], **WHOLE).to_json()
     (status,) = [r for r in result["rules"] if r["id"] == "HOST002"]
     assert status["status"] == "skipped" and "nsys profile --sample=cpu" in status["reason"]
 
@@ -111,7 +111,7 @@ def test_samples_without_thread_ids_degrade_and_host002_skips(tmp_path) -> None:
                    "INSERT INTO COMPOSITE_EVENTS SELECT id, start, cpu, CAST(globalTid AS TEXT) FROM ce")
     out = tmp_path / "e.duckdb"
     ingest(path, out)
-    result = analyze([out], rules=["HOST002"], **WHOLE)
+    result = analyze([out], rules=["HOST002"], **WHOLE).to_json()
     assert any(d["table"] == "COMPOSITE_EVENTS" for d in result["reports"][0]["degraded"])
     (status,) = [r for r in result["rules"] if r["id"] == "HOST002"]
     assert status["status"] == "skipped"

@@ -48,7 +48,7 @@ def run_pair(tmp_path, nsys_name: str, ncu_src) -> dict:
     ingest(src, tmp_path / "nsys.duckdb")
     ingest(ncu_src, tmp_path / "ncu.duckdb")
     result = analyze([tmp_path / "nsys.duckdb", tmp_path / "ncu.duckdb"], rules=["KRN002"], thresholds=ALL_TIME,
-                     window="all")
+                     window="all").to_json()
     observe_result(result)
     return {"total": total, "result": result}
 
@@ -90,5 +90,5 @@ def test_without_ncu_the_named_sgemm_is_flagged(tmp_path) -> None:
     src = copy_export(corpus_file(NSYS), tmp_path / "a.sqlite")
     total = rename_longest_kernel(src, SGEMM)
     ingest(src, tmp_path / "nsys.duckdb")
-    (f,) = analyze([tmp_path / "nsys.duckdb"], rules=["KRN002"], thresholds=ALL_TIME, window="all")["findings"]
+    (f,) = analyze([tmp_path / "nsys.duckdb"], rules=["KRN002"], thresholds=ALL_TIME, window="all").to_json()["findings"]
     assert f["impact_ns"] == total and "ncu" not in f

@@ -101,7 +101,7 @@ def plant_graph_launch(path: Path, *, rename_call: bool, graph_id: bool, n: int 
 def _summary(path: Path, tmp_path: Path) -> dict:
     out = tmp_path / "r.duckdb"
     ingest(path, out)
-    return analyze([out], rules=["KRN001"], **WHOLE)["reports"][0]["launches"]
+    return analyze([out], rules=["KRN001"], **WHOLE).to_json()["reports"][0]["launches"]
 
 
 @pytest.mark.parametrize(("corpus", "rename_call", "graph_id"), [
@@ -140,7 +140,7 @@ def test_stream_launches_match_raw(corpus) -> None:
 def test_no_cuda_trace_says_how_to_collect(tmp_path) -> None:
     out = tmp_path / "r.duckdb"
     ingest(corpus_file("poolformer-nvtx-only.sqlite"), out)
-    got = analyze([out], rules=["KRN001"], **WHOLE)["reports"][0]["launches"]
+    got = analyze([out], rules=["KRN001"], **WHOLE).to_json()["reports"][0]["launches"]
     assert not got["available"] and "--trace=cuda" in got["reason"]
 
 
@@ -185,7 +185,7 @@ def test_krn001_graph_saving(tmp_path) -> None:
     expected = sum(min(idle, (n - 1) * overhead) for n, idle in runs)
     out = tmp_path / "r.duckdb"
     ingest(path, out)
-    (f,) = [f for f in analyze([out], thresholds={"KRN001.short_kernel_us": 1000}, **WHOLE)["findings"]
+    (f,) = [f for f in analyze([out], thresholds={"KRN001.short_kernel_us": 1000}, **WHOLE).to_json()["findings"]
             if f["rule_id"] == "KRN001"]
     assert f["impact_ns"] == impact
     assert f["per_launch_overhead_ns"] == overhead and f["graph_saving_ns"] == expected

@@ -79,7 +79,7 @@ def test_analyze_ranks_ncu_and_nsys_findings_together(tmp_path, nsys_report):
     ncu = tmp_path / "ncu.duckdb"
     ingest(write(tmp_path, long_csv(LATENCY_70, kernels=[{"Kernel Name": name}])), ncu)
     # The whole nsys report, as nsys_kernels() reads it (the steady window would count less kernel time).
-    result = analyze([ncu, nsys_report[0]], labels=["ncu.csv", NSYS], window="all")
+    result = analyze([ncu, nsys_report[0]], labels=["ncu.csv", NSYS], window="all").to_json()
     assert [r["tool"] for r in result["reports"]] == ["ncu", "nsys"]
     assert result["reports"][0]["counts"] == {"kernels": 1, "metrics": 3, "rule_results": 0}
     impacts = [f["impact_ns"] for f in result["findings"]]

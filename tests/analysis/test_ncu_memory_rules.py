@@ -190,7 +190,7 @@ def test_sectors_per_request_against_the_ideal_on_raw_page(tmp_path):
            "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio": "32"}
     (tmp_path / "r.csv").write_bytes(raw_csv([row], units))
     ingest_ncu(tmp_path / "r.csv", tmp_path / "r.duckdb")
-    spr = analyze([tmp_path / "r.duckdb"])["reports"][0]["kernels"][0]["memory"]["sectors_per_request"]
+    spr = analyze([tmp_path / "r.duckdb"]).to_json()["reports"][0]["kernels"][0]["memory"]["sectors_per_request"]
     # one 4-byte word per thread, one thread per sector: 32 sectors where 4 carry the data (8x)
     assert (spr["ld"], spr["ld_ideal"]) == (32.0, 4.0)
     assert (spr["st"], spr["st_ideal"]) == (4.0, 4.0)
@@ -222,7 +222,7 @@ def test_hostile_numbers_never_crash_the_story_or_the_rules(tmp_path, values):
     src, out = tmp_path / "h.csv", tmp_path / f"h{abs(hash(tuple(values)))}.duckdb"
     src.write_bytes(raw_csv([row], dict.fromkeys(STORY_METRICS, "")))
     ingest_ncu(src, out)
-    result = analyze([out], rules=["NCU008", "NCU009", "NCU010"])
+    result = analyze([out], rules=["NCU008", "NCU009", "NCU010"]).to_json()
     assert all(r["status"] != "error" for r in result["rules"]), result["rules"]
     json.dumps(result, allow_nan=False)  # no NaN/Infinity in the JSON contract
     for f in result["findings"]:
@@ -246,7 +246,7 @@ def test_linked_nsys_time_in_kernels_and_new_rule_impact(tmp_path):
     ncu_db, nsys_db = tmp_path / "ncu.duckdb", tmp_path / "nsys.duckdb"
     ingest(write(tmp_path, src), ncu_db)
     ingest(nsys, nsys_db)
-    result = analyze([ncu_db, nsys_db], labels=["ncu.csv", "nsys.sqlite"], rules=["NCU008"], window="all")
+    result = analyze([ncu_db, nsys_db], labels=["ncu.csv", "nsys.sqlite"], rules=["NCU008"], window="all").to_json()
     kernel = result["reports"][0]["kernels"][0]
     assert (kernel["nsys_total_ns"], kernel["nsys_launches"]) == (total, launches)
     f = result["findings"][0]
@@ -265,6 +265,6 @@ def test_dram_peak_from_device_attributes_of_a_raw_page(tmp_path):
            "device__attribute_max_mem_frequency_khz": "9,751,000", "device__attribute_global_memory_bus_width": "384"}
     (tmp_path / "r.csv").write_bytes(raw_csv([row], units))
     ingest_ncu(tmp_path / "r.csv", tmp_path / "r.duckdb")
-    dram = analyze([tmp_path / "r.duckdb"])["reports"][0]["kernels"][0]["memory"]["levels"][0]
+    dram = analyze([tmp_path / "r.duckdb"]).to_json()["reports"][0]["kernels"][0]["memory"]["levels"][0]
     assert dram["peak_source"] == "device" and dram["peak_bps"] == pytest.approx(2 * 9_751_000e3 * 384 / 8)
     assert dram["pct_of_peak"] == pytest.approx(100 * 46_812_000 / 100e-6 / (2 * 9_751_000e3 * 384 / 8))

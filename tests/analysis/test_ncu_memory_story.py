@@ -36,7 +36,7 @@ def stories(tmp_path_factory):
     for short in CORPUS:
         db = tmp_path_factory.mktemp("ncu") / "r.duckdb"
         ingest_ncu(corpus_file(short), db)
-        result = analyze([db], labels=[short])
+        result = analyze([db], labels=[short]).to_json()
         out[short] = {str(k["kernel_id"]): k for k in result["reports"][0]["kernels"]}
     return out
 

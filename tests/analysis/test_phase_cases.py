@@ -21,7 +21,7 @@ def test_startup_before_a_planted_loop_is_costed(tmp_path):
 @rule_case("PHASE001", "silent")
 def test_no_loop_means_no_startup_phase():
     # The TensorRT export is one inference pass: no repeating unit, one phase `whole`, so no start-up cost.
-    result = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["PHASE001"])
+    result = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["PHASE001"]).to_json()
     observe_result(result)
     assert [p["name"] for p in result["reports"][0]["phases"]] == ["whole"]
 

@@ -101,7 +101,7 @@ def _analyzed(tmp_path: Path, periods: list[int], plant: dict | None = None, **k
     facts = _plant_loop(src, periods, **(plant or {}))
     # Identical plants (the same periods) share one ingest per session.
     out = ingest_copy(src, tmp_path / "planted.duckdb")
-    return facts, analyze([out], labels=["planted"], **kw)
+    return facts, analyze([out], labels=["planted"], **kw).to_json()
 
 
 def test_replicated_loop_gives_count_period_and_phases_exactly(tmp_path):
@@ -200,11 +200,11 @@ def test_windows_parse_and_fail_cleanly():
 
 def test_window_all_keeps_the_whole_report():
     out = ingested(corpus_file("cupy-power-iteration.sqlite"))
-    whole = analyze([out], labels=["r"], window="all")
-    steady = analyze([out], labels=["r"])
+    whole = analyze([out], labels=["r"], window="all").to_json()
+    steady = analyze([out], labels=["r"]).to_json()
     assert whole["reports"][0]["window"]["phase"] == "all"
     assert steady["reports"][0]["breakdown"]["span_ns"] < whole["reports"][0]["breakdown"]["span_ns"]
-    it = analyze([out], labels=["r"], window="iterations:3-5")["reports"][0]
+    it = analyze([out], labels=["r"], window="iterations:3-5").to_json()["reports"][0]
     starts = [i["start_ns"] for i in it["iterations"]["items"]]
     assert it["window"]["start_ns"] == starts[3] and it["window"]["end_ns"] == starts[6]
 
@@ -224,7 +224,7 @@ def test_period_survives_random_insertions(body, n, data):
 
 def test_idle_inside_nccl_setup_is_setup_not_data_loading():
     src = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
-    result = analyze([ingested(src)], rules=["GPU001"], window="all")
+    result = analyze([ingested(src)], rules=["GPU001"], window="all").to_json()
     (gpu,) = result["findings"]
     assert gpu["main_cause"] == "setup" and "data loading" not in gpu["advice"].lower()
     # Independently: each gap shown lies at least half inside NCCL set-up ranges or CUDA set-up calls.
@@ -252,7 +252,7 @@ def test_ranks_keep_their_own_steady_window_and_the_run_gives_the_common_one(tmp
         facts.append(_plant_loop(src, [p] * 30, startup_gap=gap))
         outs.append(tmp_path / f"r{i}.duckdb")
         ingest(src, outs[-1])
-    result = analyze(outs, labels=["r0", "r1"])
+    result = analyze(outs, labels=["r0", "r1"]).to_json()
     t = Trace(outs[0], "r0")
     assert t.session_start_utc_ns is not None  # both copies share the export's session start
     t.close()

@@ -37,7 +37,7 @@ ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_u
 @pytest.mark.parametrize("window", ["steady", "all"])
 @pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
 def test_corpus_file_analyzes_without_errors(src, window) -> None:
-    result = analyze([ingested(src)], window=window)
+    result = analyze([ingested(src)], window=window).to_json()
     assert [r for r in result["rules"] if r["status"] == "error"] == []
     for f in result["findings"]:
         assert f["impact_ns"] >= 0 and f["severity"] in ("critical", "warning", "info")
@@ -55,7 +55,7 @@ def test_idle_impacts_partition_nvidia_gaps(src) -> None:
         direct, n = trace.sql(DIRECT_GAPS_SQL)[0]
     finally:
         trace.close()
-    result = analyze([path], thresholds=ALL_GAPS, window="all")
+    result = analyze([path], thresholds=ALL_GAPS, window="all").to_json()
     owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002", "HOST001"))
     assert owned == int(direct)
 
@@ -72,7 +72,7 @@ def test_gap_total_matches_raw_export(short, tmp_path) -> None:
     con = sqlite3.connect(tmp_path / "raw.sqlite")
     raw = sum(e - s for _, _, s, e in raw_gaps(con))
     con.close()
-    result = analyze([ingested(src)], thresholds=ALL_GAPS, window="all")
+    result = analyze([ingested(src)], thresholds=ALL_GAPS, window="all").to_json()
     owned = sum(f["impact_ns"] for f in result["findings"] if f["rule_id"] in ("GPU001", "SYNC001", "MEM002", "HOST001"))
     assert owned == raw
 
@@ -95,7 +95,7 @@ def test_nccl_ring_two_nodes_as_one_run() -> None:
             t.close()
     assert set(expected) == {0, 1}
     for order in ([r0, r1], [r1, r0]):  # the rank comes from the report, not the file order
-        result = analyze(order, rules=["COMM"], window="all")
+        result = analyze(order, rules=["COMM"], window="all").to_json()
         comm1 = {f["rank"]: f for f in result["findings"] if f["rule_id"] == "COMM001"}
         assert {k: f["impact_ns"] for k, f in comm1.items()} == {k: v[0] for k, v in expected.items()}
         (straggler,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
@@ -131,7 +131,7 @@ def test_torchrun_two_ranks_in_one_file() -> None:
         both = _union([(r[2], r[3]) for r in rows if r[0] == pid])
         exposed[pid] = _length(both) - _length(comp)
     assert len(exposed) == 2 and all(v > 0 for v in exposed.values())
-    result = analyze([path], rules=["COMM"], thresholds={"COMM001.min_exposed_pct": 0}, window="all")
+    result = analyze([path], rules=["COMM"], thresholds={"COMM001.min_exposed_pct": 0}, window="all").to_json()
     # Each rank runs its NCCL kernels on its compute stream: all the exposed time is COMM004's, none COMM001's.
     assert {(r[0], r[5]) for r in rows if r[4] == "nccl"} <= {(r[0], r[5]) for r in rows if r[4] == "compute"}
     (c4,) = [f for f in result["findings"] if f["rule_id"] == "COMM004"]
@@ -143,7 +143,7 @@ def test_torchrun_two_ranks_in_one_file() -> None:
 
 
 def test_single_rank_without_nccl_has_no_comm_findings() -> None:
-    result = analyze([ingested(corpus_file("saxpy-mpi-rank0-perlmutter.sqlite"))], rules=["COMM"])
+    result = analyze([ingested(corpus_file("saxpy-mpi-rank0-perlmutter.sqlite"))], rules=["COMM"]).to_json()
     assert result["findings"] == []
     assert {r["id"]: r["status"] for r in result["rules"]} == {"COMM001": "ok", "COMM002": "ok", "COMM003": "ok",
                                                                "COMM004": "ok"}

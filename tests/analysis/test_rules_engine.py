@@ -44,7 +44,7 @@ def test_launch_bound_run_owns_the_small_gaps_between_short_kernels(tmp_path):
     ks.append(kernel(600 * US, 900 * US, name="long"))
     ks += [kernel(2900 * US + i * 20 * US, 2900 * US + i * 20 * US + 5 * US) for i in range(30)]
     path = normalized(tmp_path / "r.duckdb", kernels=ks)
-    result = analyze([path])
+    result = analyze([path]).to_json()
     (krn,) = _findings(result, "KRN001")
     assert krn["impact_ns"] == 2 * 29 * 15 * US
     assert krn["runs"] == 2 and krn["short_kernels"] == 60
@@ -55,7 +55,7 @@ def test_launch_bound_run_owns_the_small_gaps_between_short_kernels(tmp_path):
     # The 15 us gap before the long kernel lies outside both runs.
     assert gap_before_long == 15 * US
     # Raising the bar for "short" below 5 us dissolves the runs.
-    quiet = analyze([path], thresholds={"KRN001.short_kernel_us": 4})
+    quiet = analyze([path], thresholds={"KRN001.short_kernel_us": 4}).to_json()
     assert _findings(quiet, "KRN001") == []
 
 
@@ -86,7 +86,7 @@ def test_low_utilization_windows_take_the_small_unowned_gaps(tmp_path):
     ks = [kernel(i * MS, i * MS + 900 * US, name="busy") for i in range(50)]
     ks += [kernel(50 * MS + i * MS, 50 * MS + i * MS + 200 * US, name="sparse") for i in range(50)]
     path = normalized(tmp_path / "r.duckdb", kernels=ks)
-    result = analyze([path])
+    result = analyze([path]).to_json()
     (low,) = _findings(result, "GPU002")
     # Windows are 1 ms (span 99.2 ms / 1000 < 1 ms minimum); the gaps of 800 us that start in the sparse
     # windows are GPU002's; the one 100 us gap between the parts starts in a 90%-busy window.
@@ -94,7 +94,7 @@ def test_low_utilization_windows_take_the_small_unowned_gaps(tmp_path):
     assert low["evidence"][0]["start_ns"] == 50 * MS
     assert low["evidence"][0]["end_ns"] == 99 * MS and low["evidence"][0]["detail"]["busy_pct"] == 20.0
     assert _findings(result, "GPU001") == [] and _findings(result, "KRN001") == []
-    strict = analyze([path], thresholds={"GPU002.max_busy_pct": 10})
+    strict = analyze([path], thresholds={"GPU002.max_busy_pct": 10}).to_json()
     assert _findings(strict, "GPU002") == []
 
 
@@ -104,7 +104,7 @@ def test_blocking_sync_owns_the_gap_it_opens_and_gpu001_does_not(tmp_path):
     calls = [api(500 * US, 1 * MS + 10 * US, "cudaStreamSynchronize"),
              api(8 * MS, 8 * MS + 5 * US, "cuCtxSynchronize")]  # started after the device drained
     path = normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls)
-    result = analyze([path])
+    result = analyze([path]).to_json()
     (sync,) = _findings(result, "SYNC001")
     assert sync["impact_ns"] == 5 * MS
     assert sync["sync_calls"] == 2 and sync["sync_calls_per_kernel"] == pytest.approx(2 / 3)
@@ -119,7 +119,7 @@ def test_gap_cause_from_the_launching_thread(tmp_path):
             # A thread that launches nothing sleeping through the second gap explains nothing.
             {"pid": 1, "tid": 99, "start_ns": 11 * MS, "end_ns": 20 * MS, "name": "pthread_cond_wait"}]
     path = normalized(tmp_path / "r.duckdb", kernels=ks, osrt=osrt)
-    result = analyze([path])
+    result = analyze([path]).to_json()
     (gpu,) = _findings(result, "GPU001")
     causes = {e["start_ns"]: (e["detail"]["cause"], e.get("name")) for e in gpu["evidence"]}
     assert causes == {11 * MS: ("no_activity", None)}
@@ -131,7 +131,7 @@ def test_gap_cause_from_the_launching_thread(tmp_path):
 
 def test_rules_without_their_tables_are_skipped_with_a_reason(tmp_path):
     path = normalized(tmp_path / "r.duckdb", cuda_api=[api(0, 10, "cudaDeviceSynchronize")])
-    result = analyze([path])
+    result = analyze([path]).to_json()
     status = {r["id"]: r for r in result["rules"]}
     assert status["GPU001"]["status"] == "skipped" and "kernels" in status["GPU001"]["reason"]
     assert status["MEM001"]["status"] == "skipped" and "memcpy" in status["MEM001"]["reason"]
@@ -181,7 +181,7 @@ def test_rules_get_an_explicit_context_not_instance_attributes(tmp_path):
 def test_unknown_thresholds_are_rejected(tmp_path):
     path = normalized(tmp_path / "r.duckdb", kernels=[kernel(0, 10)])
     with pytest.raises(KeyError):
-        analyze([path], thresholds={"GPU001.nope": 1})
+        analyze([path], thresholds={"GPU001.nope": 1}).to_json()
 
 
 @pytest.mark.parametrize("rule", NSYS_RULES, ids=[r.id for r in NSYS_RULES])

@@ -20,7 +20,7 @@ def _run(case: Case, tmp_path) -> tuple[int | None, dict]:
         # Unplanted exports (a silent case, a run's untouched peer) reuse the session's ingest of those bytes.
         outs.append(ingest_copy(path, tmp_path / f"{i}.duckdb"))
     # The rules' own semantics over the whole export (the steady-state default has its own tests).
-    return expected, analyze(outs, thresholds=case.thresholds, window="all")
+    return expected, analyze(outs, thresholds=case.thresholds, window="all").to_json()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -31,7 +31,7 @@ def _raw(short: str, sql: str) -> list[tuple]:
 def test_mem005_directions_match_raw_sql() -> None:
     """Bytes, counts, copy time and bandwidth per direction equal direct SQL on the raw export; the peak
     is the typical PCIe Gen4 x16 of a compute capability 8.9 GPU, since the export has no link record."""
-    result = analyze([ingested(corpus_file("vecadd-2026.sqlite"))], rules=["MEM005"], window="all")
+    result = analyze([ingested(corpus_file("vecadd-2026.sqlite"))], rules=["MEM005"], window="all").to_json()
     (f,) = result["findings"]
     raw = {k: (n, b, t) for k, n, b, t in _raw("vecadd-2026.sqlite", """
         SELECT copyKind, COUNT(*), SUM(bytes), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1""")}
@@ -73,7 +73,7 @@ def test_mem005_skipped_without_copies(tmp_path) -> None:
     from analysis.api import ingest
 
     ingest(src, tmp_path / "a.duckdb")
-    (status,) = analyze([tmp_path / "a.duckdb"], rules=["MEM005"], window="all")["rules"]
+    (status,) = analyze([tmp_path / "a.duckdb"], rules=["MEM005"], window="all").to_json()["rules"]
     assert status["status"] == "skipped" and "--trace=cuda" in status["reason"]
 
 
@@ -126,13 +126,13 @@ def test_host001_takes_the_gap_from_gpu001(tmp_path) -> None:
 
 
 def test_host001_skipped_without_osrt() -> None:
-    (status,) = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST001"], window="all")["rules"]
+    (status,) = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST001"], window="all").to_json()["rules"]
     assert status["status"] == "skipped" and "--trace=cuda,osrt" in status["reason"]
 
 
 def test_host001_real_writes_on_the_launching_thread() -> None:
     """The stdpar mini-app writes its output with pwrite64 from the thread that launches its kernels."""
-    result = analyze([ingested(corpus_file("stdpar-um-gpu.sqlite"))], rules=["GPU", "HOST001"], window="all")
+    result = analyze([ingested(corpus_file("stdpar-um-gpu.sqlite"))], rules=["GPU", "HOST001"], window="all").to_json()
     (f,) = [x for x in result["findings"] if x["rule_id"] == "HOST001"]
     assert max(f["by_call"], key=f["by_call"].get) == "pwrite64" and f["main_class"] == "file_io"
     assert "file writes" in f["advice"]
@@ -143,7 +143,7 @@ def test_host001_real_writes_on_the_launching_thread() -> None:
 def test_krn002_advice_follows_the_gpu() -> None:
     """Turing (7.5) has FP16 tensor cores but no TF32: the advice says so; Ampere gets TF32 first."""
     result = analyze([ingested(corpus_file("pytorch-dlprof-relu.sqlite"))], rules=["KRN002"],
-                     thresholds={"KRN002.min_time_us": 0})
+                     thresholds={"KRN002.min_time_us": 0}).to_json()
     (f,) = result["findings"]
     assert "no TF32" in f["advice"]
     assert any("implicit_convolve_sgemm" in n for n in f["by_name"])
@@ -186,7 +186,7 @@ def test_system_rules_on_sparse_rows(tmp_path) -> None:
                "bytes": None, "src_kind": "pinned", "dst_kind": "device"}]
     path = normalized(tmp_path / "r.duckdb", kernels=ks, memcpy=copies,
                       osrt=[{"pid": 1, "tid": 1, "start_ns": 0, "end_ns": ms, "name": "read"}])
-    result = analyze([path], rules=["MEM005", "KRN002", "KRN003", "HOST001", "COMM004"], window="all")
+    result = analyze([path], rules=["MEM005", "KRN002", "KRN003", "HOST001", "COMM004"], window="all").to_json()
     assert [r for r in result["rules"] if r["status"] == "error"] == []
     (f,) = [x for x in result["findings"] if x["rule_id"] == "MEM005"]
     assert f["directions"]["HtoD"]["bytes"] == 0 and f["directions"]["HtoD"]["gbps"] == 0.0
@@ -197,7 +197,7 @@ def test_system_rules_on_sparse_rows(tmp_path) -> None:
 
 def _comm003(paths, **thresholds) -> dict:
     return analyze(paths, rules=["COMM003"], window="all",
-                   thresholds={f"COMM003.{k}": v for k, v in thresholds.items()})
+                   thresholds={f"COMM003.{k}": v for k, v in thresholds.items()}).to_json()
 
 
 def test_comm003_skipped_without_sizes_names_what_to_collect() -> None:

@@ -115,7 +115,7 @@ def _check(result: dict, expected: dict) -> None:
 def test_comm002_on_corpus_multi_rank_exports_matches_the_oracle(names):
     paths = [ingested(corpus_file(n)) for n in names]
     expected = oracle([_nccl_rows(p) for p in paths], 100_000)
-    _check(analyze(paths, rules=["COMM002"], window="all"), expected)  # the whole reports, as the oracle
+    _check(analyze(paths, rules=["COMM002"], window="all").to_json(), expected)  # the whole reports, as the oracle
 
 
 def test_six_ranks_on_absolute_clocks_do_not_overflow(tmp_path):
@@ -130,7 +130,7 @@ def test_six_ranks_on_absolute_clocks_do_not_overflow(tmp_path):
                                 kernels=[kernel(t, t + 50_000, pid=p, device=d, name=n, category="nccl")
                                          for p, d, n, t in rows]))
         parts.append((session, rows))
-    result = analyze(paths, rules=["COMM002"], window="all")  # the whole reports, as the oracle
+    result = analyze(paths, rules=["COMM002"], window="all").to_json()  # the whole reports, as the oracle
     assert {r["id"]: r["status"] for r in result["rules"]} == {"COMM002": "ok"}
     _check(result, oracle(parts, 100_000))
     (f,) = result["findings"]
@@ -179,10 +179,10 @@ def test_comm002_counts_only_the_collectives_in_the_window(tmp_path):
     con.close()
     path = ingested(src)
     hi = 10**12
-    whole = analyze([path], rules=["COMM002"], window="all")
+    whole = analyze([path], rules=["COMM002"], window="all").to_json()
     (f_all,) = whole["findings"]
     assert "pid 145" in f_all["title"] and f_all["matched_collectives"] == 33
-    windowed = analyze([path], rules=["COMM002"], window=f"time:{cut}ns-{hi}ns")
+    windowed = analyze([path], rules=["COMM002"], window=f"time:{cut}ns-{hi}ns").to_json()
     start, rows = _windowed_rows(path, cut, hi)
     keep = {(r[2]) for r in rows if r[4]}
     both = {n for n in keep if sum(1 for r in rows if r[2] == n and r[4]) == 2}

@@ -18,7 +18,7 @@ from tests.conftest import corpus_file
 
 
 def _findings(trace) -> str:
-    return json.dumps(analyze([trace], labels=["x"]), sort_keys=True, default=str)
+    return json.dumps(analyze([trace], labels=["x"]).to_json(), sort_keys=True, default=str)
 
 
 @pytest.mark.parametrize("name", ["cloverleaf-devsync.sqlite", "nccl-ring-2node-r1-ault44.sqlite",

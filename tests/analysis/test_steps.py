@@ -101,7 +101,7 @@ def test_records_in_the_file_are_exact_on_corpus_exports(name, tmp_path):
     ingest(src, out)
     rows = _check_exact(src, out)
     # The loop's iterations: the same starts and times the analysis reports.
-    it = analyze([out], labels=["r"], window="all")["reports"][0]["iterations"]
+    it = analyze([out], labels=["r"], window="all").to_json()["reports"][0]["iterations"]
     assert [i["start_ns"] for i in it["items"]] == [r["start_ns"] for r in rows][:len(it["items"])]
     assert [i["ns"] for i in it["items"]] == [r["ns"] for r in rows][:len(it["items"])]
 
@@ -136,7 +136,7 @@ def test_json_records_are_the_files_and_version_2_files_compute_the_same(tmp_pat
     out = tmp_path / "r.duckdb"
     ingest(src, out)
     rows = {r["idx"]: r for r in _table(out)}
-    result = analyze([out], labels=["r"])
+    result = analyze([out], labels=["r"]).to_json()
     ana = result["reports"][0]["iterations"]["anatomy"]
     assert ana["records"] and ana["records_total"] == len(ana["records"]) <= len(rows)
     for rec in ana["records"]:
@@ -158,7 +158,7 @@ def test_json_records_are_the_files_and_version_2_files_compute_the_same(tmp_pat
     t = Trace(old, "v2")
     assert "iterations" not in t.tables and stored_loop(t) is None
     t.close()
-    again = analyze([old], labels=["r"])
+    again = analyze([old], labels=["r"]).to_json()
     assert again["reports"][0]["iterations"]["anatomy"] == ana
     assert again == result  # the loop, phases, records and findings: the same whether stored or computed
     con = duckdb.connect(str(old))
@@ -176,7 +176,7 @@ def _ranks(tmp_path: Path, plans: list[tuple[list[int], int]]) -> tuple[list[dic
         facts.append(_plant_loop(src, periods, startup_gap=gap))
         outs.append(tmp_path / f"r{i}.duckdb")
         ingest(src, outs[-1])
-    return facts, analyze(outs, labels=[f"r{i}" for i in range(len(plans))], window="all")
+    return facts, analyze(outs, labels=[f"r{i}" for i in range(len(plans))], window="all").to_json()
 
 
 def test_records_name_the_rank_that_finished_each_step_last(tmp_path):
@@ -224,7 +224,7 @@ def test_impact_per_step_on_an_iterations_window(tmp_path):
     the records shown are those iterations, as in the file."""
     out = tmp_path / "r.duckdb"
     ingest(corpus_file("cupy-power-iteration.sqlite"), out)
-    result = analyze([out], labels=["r"], window="iterations:10-19")
+    result = analyze([out], labels=["r"], window="iterations:10-19").to_json()
     ana = result["reports"][0]["iterations"]["anatomy"]
     assert [r["index"] for r in ana["records"]] == list(range(10, 20)) and ana["steady_count"] == 10
     rows = {r["idx"]: r for r in _table(out)}

@@ -107,7 +107,7 @@ def test_iterations_prefer_a_step_range(tmp_path):
 
 
 def test_cli_json_reports_carry_summaries():
-    result = analyze([ingested(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"))], top=3)
+    result = analyze([ingested(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"))], top=3).to_json()
     rep = result["reports"][0]
     for key in ("compute_ns", "comm_overlapped_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "span_ns",
                 "goodput_pct"):

@@ -26,7 +26,7 @@ def test_sync001_title_counts_calls_not_gaps():
     followed = {c for pid, _dev, g0, _g1 in gaps for c in calls if c[0] == pid and c[1] <= g0 <= c[2]}
     owned = [g for g in gaps if any(c[0] == g[0] and c[1] <= g[2] <= c[2] for c in calls)]
     assert len(owned) > 10 * len(followed) > 0, "the export shows gaps outnumbering calls"
-    (f,) = [f for f in analyze([ingested(src)], rules=["SYNC001"])["findings"]]
+    (f,) = [f for f in analyze([ingested(src)], rules=["SYNC001"]).to_json()["findings"]]
     assert f["idle_gaps"] == len(owned) and f["sync_calls"] == len(calls)
     assert f["syncs_followed_by_idle"] == len(followed)
     assert f"after {len(followed)} of {len(calls)} sync calls" in f["title"]

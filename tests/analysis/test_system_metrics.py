@@ -64,7 +64,7 @@ def test_mem005_carries_the_measured_pcie_throughput(tmp_path) -> None:
     con = sqlite3.connect(src)
     copies = con.execute("SELECT start, \"end\" FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1").fetchall()
     con.close()
-    result = analyze([_ingest(src, tmp_path)], rules=["MEM005"], window="all")
+    result = analyze([_ingest(src, tmp_path)], rules=["MEM005"], window="all").to_json()
     observe_result(result)
     (f,) = result["findings"]
     assert f["main_direction"] == "HtoD"
@@ -80,7 +80,7 @@ def test_mem005_carries_the_measured_pcie_throughput(tmp_path) -> None:
 def test_gpu_metrics_summarised_per_device(tmp_path) -> None:
     src = copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "a.sqlite")
     rows = plant_gpu_metrics(src)
-    (report,) = analyze([_ingest(src, tmp_path)], rules=["MEM005"], window="all")["reports"]
+    (report,) = analyze([_ingest(src, tmp_path)], rules=["MEM005"], window="all").to_json()["reports"]
     got = {(g["source"], g["metric"]): g for g in report["system_metrics"]["gpu"]}
     assert set(got) == {(SOURCE, PCIE_RX), (SOURCE, SM_ACTIVE)}
     for name in (PCIE_RX, SM_ACTIVE):
@@ -95,7 +95,7 @@ def test_no_metrics_no_key_and_no_measured_link() -> None:
     """The corpus has no metrics: the report summary has no system_metrics key, MEM005 no measured_link."""
     from tests.analysis.planting import ingested
 
-    result = analyze([ingested(corpus_file("vecadd-2026.sqlite"))], rules=["MEM005"], window="all")
+    result = analyze([ingested(corpus_file("vecadd-2026.sqlite"))], rules=["MEM005"], window="all").to_json()
     assert "system_metrics" not in result["reports"][0]
     assert "measured_link" not in result["findings"][0]
 
@@ -121,7 +121,7 @@ def test_nic_counters_summarised_per_port(tmp_path) -> None:
             con.execute("INSERT INTO NET_NIC_METRIC VALUES (?, ?, 99, 1, 7, 0, ?)", [s, e, v])
             con.execute("INSERT INTO NET_NIC_METRIC VALUES (?, ?, 99, 1, 7, 1, ?)", [s, e, 2 * v])
     con.close()
-    (report,) = analyze([_ingest(src, tmp_path)], rules=["COMM001"], window="all")["reports"]
+    (report,) = analyze([_ingest(src, tmp_path)], rules=["COMM001"], window="all").to_json()["reports"]
     nic = {n["metric"]: n for n in report["system_metrics"]["nic"]}
     total = sum(v for *_, v in intervals)
     covered = sum(e - s for s, e, _ in intervals)
@@ -154,7 +154,7 @@ def test_nic_inventory_matches_the_export(short) -> None:
         raw = [(i, n, layers[ll], None, st) for i, n, ll, st in con.execute(
             "SELECT nicId, name, linkLayer, stateName FROM TARGET_INFO_NIC_INFO ORDER BY 1, 2")]
     con.close()
-    (report,) = analyze([ingested(corpus_file(short))], rules=["COMM001"], window="all")["reports"]
+    (report,) = analyze([ingested(corpus_file(short))], rules=["COMM001"], window="all").to_json()["reports"]
     got = [(n["nic_id"], n["name"], n["link_layer"], n["model"], n["state"]) for n in report["system_metrics"]["nics"]]
     assert got == raw and raw
     assert report["system_metrics"]["gpu"] == [] and report["system_metrics"]["nic"] == []
@@ -170,7 +170,7 @@ def test_gpu002_carries_the_measured_sm_activity(tmp_path) -> None:
     gpu002_fires(src, None)
     rows = plant_gpu_metrics(src)
     result = analyze([_ingest(src, tmp_path)], rules=["GPU002"], window="all",
-                     thresholds={"KRN001.min_run_kernels": 1e9})
+                     thresholds={"KRN001.min_run_kernels": 1e9}).to_json()
     (f,) = result["findings"]
     regions = [(e["start_ns"], e["end_ns"]) for e in f["evidence"]]
     (m,) = [x for x in f["measured_sm"] if x["metric"] == SM_ACTIVE]

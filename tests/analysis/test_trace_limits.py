@@ -27,7 +27,7 @@ def test_memory_limit_and_threads_reach_the_connection():
 
 def test_a_small_memory_limit_gives_the_same_analysis():
     path = ingested(corpus_file(EXPORT))
-    small, default = analyze([path], memory_bytes=64 * 2**20), analyze([path])
+    small, default = analyze([path], memory_bytes=64 * 2**20).to_json(), analyze([path]).to_json()
     assert small["findings"] == default["findings"] and small["reports"] == default["reports"]
     assert default["findings"], "the export has findings to compare"
 

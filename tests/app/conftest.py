@@ -94,7 +94,7 @@ def queued(broker, queue: str = "ingest") -> list[dict]:
 
 def process_run(settings, session, run_id: int) -> dict:
     """Do in-process what the workers do for a run (the real pipeline and analysis functions, no Celery):
-    ingest each queued report, then analyze the run. Returns ``analysis.api.analyze``'s result."""
+    ingest each queued report, then analyze the run. Returns ``analysis.api.analyze``'s result as JSON."""
     from analysis.api import analyze, ingest
     from app.models import Report
     from app.services import pipeline
@@ -113,4 +113,4 @@ def process_run(settings, session, run_id: int) -> dict:
     result = analyze([settings.data_dir / p for p in inputs.paths], labels=inputs.labels, window=inputs.window)
     assert pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
     session.expire_all()
-    return result
+    return result.to_json()

@@ -38,7 +38,7 @@ def test_an_nsys_rep_upload_gets_findings(make_service, tmp_path, monkeypatch):
     [report] = run["reports"]
     assert (report["name"], report["kind"], report["status"], report["error"]) == (
         "profile.nsys-rep", "nsys", "ready", None)
-    expected = analyze([ingest(export, tmp_path / "direct" / "trace.duckdb").out], labels=[report["name"]])
+    expected = analyze([ingest(export, tmp_path / "direct" / "trace.duckdb").out], labels=[report["name"]]).to_json()
     findings = svc.get(f"/runs/{run['id']}/findings?page_size=200")["items"]
     assert findings and [(f["rule_id"], f["impact_ns"]) for f in findings] == [
         (f["rule_id"], f["impact_ns"]) for f in expected["findings"]]

@@ -43,7 +43,7 @@ def test_64_ranks_in_one_report_on_the_wall_clock(tmp_path: Path) -> None:
                                category="nccl"))
     path = normalized(tmp_path / "all.duckdb", {"session_start_utc_ns": ABSOLUTE_CLOCK}, kernels=rows)
     # The whole report: the steady window of one unit's loop would leave the late rank's last collective out.
-    result = analyze([path], rules=["COMM"], window="all")
+    result = analyze([path], rules=["COMM"], window="all").to_json()
     statuses = {r["id"]: r["status"] for r in result["rules"]}
     # No NCCL message sizes in these rows: COMM003 says what to collect.
     assert statuses == {"COMM001": "ok", "COMM002": "ok", "COMM003": "skipped", "COMM004": "ok"}
@@ -78,6 +78,6 @@ def test_export_without_a_refining_column_on_an_absolute_clock(tmp_path: Path) -
     rebuild_without(src, "CUPTI_ACTIVITY_KIND_KERNEL", "globalPid")
     out = tmp_path / "r0.duckdb"
     ingest(src, out)
-    result = analyze([out])
+    result = analyze([out]).to_json()
     assert [d["columns"] for d in result["reports"][0]["degraded"]] == [["globalPid"]]
     assert all(r["status"] != "error" for r in result["rules"])

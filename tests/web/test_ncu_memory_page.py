@@ -35,7 +35,7 @@ def test_run_page_shows_memory_charts_and_roofline_for_an_ncu_run(client, db, se
     dropout = next(d for d in stored.values() if d["kernels_total"] == 162)
     assert dropout["kernel_configs_total"] == 1 and dropout["kernels"][0]["launches"] == 162
     analyzed = analyze([pipeline.data_path(settings, r.trace_path) for r in
-                        db.scalars(sa.select(Report).where(Report.run_id == run_id, Report.kind == "ncu"))])
+                        db.scalars(sa.select(Report).where(Report.run_id == run_id, Report.kind == "ncu"))]).to_json()
     launches = next(r["kernels"] for r in analyzed["reports"] if len(r["kernels"]) == 162)
     assert dropout["kernels"][0]["duration_ns"] == max(k["duration_ns"] for k in launches)
     total_ms = sum(k["duration_ns"] for k in launches) / 1e6

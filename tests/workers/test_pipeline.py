@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from analysis.api import AnalysisResult, Breakdown, Evidence, FindingResult, ReportSummary, RuleStatus
 from app.models import Finding, Report, Run, RunSummary, utcnow
 from app.services import pipeline
 from tests.workers.conftest import make_run
@@ -81,19 +82,24 @@ def test_finish_publishes_once_and_completes_the_run_on_the_last_report(session,
 
 
 def _analysis_result(labels):
-    return {
-        "reports": [{"name": lab, "breakdown": {"span_ns": 100 + i, "compute_ns": 60, "idle_ns": 40,
-                                                 "goodput_pct": 60.0}}
-                    for i, lab in enumerate(labels)],
-        "findings": [
-            {"rule_id": "GPU001", "severity": "warning", "title": "Idle", "message": "<b>gaps</b>", "impact_ns": 40,
-             "impact_pct": 40.0, "advice": "overlap", "report": labels[0], "rank": 0, "evidence": [{"start_ns": 1}],
-             "evidence_total": 7, "speedup_pct": 12.5},
-            {"rule_id": "COMM001", "severity": "info", "title": "Exposed comm", "message": "m", "impact_ns": 5,
-             "impact_pct": 1.0, "advice": "a", "report": None, "rank": None, "evidence": [], "evidence_total": 0},
-        ],
-        "rules": [{"id": "GPU001", "status": "ok"}],
-    }
+    def breakdown(i):
+        return Breakdown(compute_ns=60, comm_overlapped_ns=0, comm_exposed_ns=0, memory_only_ns=i, idle_ns=40,
+                         span_ns=100 + i, goodput_pct=60.0, rank=None, devices=())
+
+    return AnalysisResult(
+        window="steady",
+        reports=tuple(ReportSummary(file=lab, tool="nsys", breakdown=breakdown(i)) for i, lab in enumerate(labels)),
+        findings=(
+            FindingResult(rule_id="GPU001", severity="warning", title="Idle", message="<b>gaps</b>", impact_ns=40,
+                          impact_pct=40.0, advice="overlap", report=labels[0], rank=0,
+                          evidence=(Evidence(start_ns=1),), evidence_total=7, phase="steady",
+                          extra={"speedup_pct": 12.5}),
+            FindingResult(rule_id="COMM001", severity="info", title="Exposed comm", message="m", impact_ns=5,
+                          impact_pct=1.0, advice="a", report=None, rank=None, evidence=(), evidence_total=0,
+                          phase="steady"),
+        ),
+        rules=(RuleStatus("GPU001", "ok"),),
+    )
 
 
 def test_analysis_replaces_findings_and_summaries(session, settings):
@@ -113,18 +119,18 @@ def test_analysis_replaces_findings_and_summaries(session, settings):
             session.commit()
     rows = session.execute(sa.select(Finding).where(Finding.run_id == run_id).order_by(Finding.position)).scalars().all()
     assert [(f.rule_id, f.report_id, f.position) for f in rows] == [("GPU001", r1, 0), ("COMM001", None, 1)]
-    assert rows[0].extra == {"speedup_pct": 12.5} and rows[0].message == "<b>gaps</b>" and rows[0].evidence_total == 7
+    assert rows[0].extra == {"phase": "steady", "speedup_pct": 12.5} and rows[0].message == "<b>gaps</b>" and rows[0].evidence_total == 7
     sums = session.execute(sa.select(RunSummary).where(RunSummary.run_id == run_id)).scalars().all()
     by_report = {s.report_id: s for s in sums}
     assert set(by_report) == {r1, r2, None}
     assert (by_report[r1].span_ns, by_report[r1].compute_ns, by_report[r1].idle_ns) == (100, 60, 40)
-    assert (by_report[r1].goodput_pct, by_report[r1].comm_exposed_ns) == (60.0, None)
+    assert (by_report[r1].goodput_pct, by_report[r1].comm_exposed_ns) == (60.0, 0)
     assert (by_report[r1].finding_count, by_report[r1].top_impact_ns) == (1, 40)
     assert (by_report[None].span_ns, by_report[None].idle_ns, by_report[None].finding_count) == (201, 80, 2)
     assert by_report[None].goodput_pct == round(100 * 120 / 201, 3)
     run = _run(session, run_id)
     assert (run.analysis_status, run.status, run.analysis_attempts) == ("ready", "ready", 2)
-    assert run.rule_statuses == [{"id": "GPU001", "status": "ok"}] and run.analyzed_at is not None
+    assert run.rule_statuses == [{"id": "GPU001", "status": "ok", "reason": None, "findings": 0}] and run.analyzed_at is not None
 
 
 def test_analysis_waits_for_every_report(session, settings):

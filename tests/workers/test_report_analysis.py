@@ -100,8 +100,10 @@ def test_a_failed_rank_does_not_block_the_run_and_is_named(session, settings):
     assert ra.finish_report_analysis(session, a, OWNERS[1], "reports/x/analysis-a", "steady") == run_id
     assert [(m["report"], m["error_code"]) for m in ra.missing_reports(session, run_id)] == [
         ("rank1.sqlite", "analysis_failed")]
-    assert ra.missing_ranks([{"rank": 0, "world_size": 2}]) == [1]
-    assert ra.missing_ranks([{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 4}]) == []  # disagree
+    from analysis.api import missing_ranks
+
+    assert missing_ranks([{"rank": 0, "world_size": 2}]) == [1]
+    assert missing_ranks([{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 4}]) == []  # disagree
 
 
 def test_reconcile_resends_dead_and_lost_report_analyses_and_fails_exhausted_ones(session, settings):
@@ -168,7 +170,7 @@ def test_an_ncu_report_is_linked_to_the_runs_nsys_kernels_in_the_run_level_step(
     assert tasks[ANALYZE_REPORT_TASK](nsys) == "ready"
     assert tasks[ANALYZE_TASK](run_id) == "ready"
     traces = [settings.data_dir / session.get(Report, r).trace_path for r in (ncu, nsys)]
-    expected = analyze(traces, labels=["kernels.csv", NSYS])
+    expected = analyze(traces, labels=["kernels.csv", NSYS]).to_json()
     rows = session.scalars(sa.select(Finding).where(Finding.run_id == run_id).order_by(Finding.position)).all()
     assert [(f.rule_id, f.report, f.impact_ns, f.title) for f in rows] == [
         (f["rule_id"], f["report"], f["impact_ns"], f["title"]) for f in expected["findings"]]

@@ -58,7 +58,7 @@ def test_ingest_then_analyze_store_what_the_library_computes(session, settings):
     assert tasks[ANALYZE_REPORT_TASK](rid) == "skipped"
 
     assert tasks[ANALYZE_TASK](run_id) == "ready"
-    expected = analyze([trace], labels=[path.name])
+    expected = analyze([trace], labels=[path.name]).to_json()
     rows = session.execute(sa.select(Finding).where(Finding.run_id == run_id).order_by(Finding.position)).scalars().all()
     assert [(f.rule_id, f.impact_ns, f.title) for f in rows] == [
         (f["rule_id"], f["impact_ns"], f["title"]) for f in expected["findings"]]

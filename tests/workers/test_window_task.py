@@ -23,7 +23,7 @@ def test_analyze_task_uses_the_runs_window(session, settings):
     assert tasks[ANALYZE_REPORT_TASK](rid) == "ready"
     assert tasks[ANALYZE_TASK](run_id) == "ready"
     trace = settings.data_dir / f"reports/{rid}/trace.duckdb"
-    expected = analyze([trace], labels=[path.name], window="iterations:2-4")
+    expected = analyze([trace], labels=[path.name], window="iterations:2-4").to_json()
     rows = session.scalars(sa.select(Finding).where(Finding.run_id == run_id).order_by(Finding.position)).all()
     assert [(f.rule_id, f.impact_ns, f.extra.get("phase")) for f in rows] == [
         (f["rule_id"], f["impact_ns"], f["phase"]) for f in expected["findings"]]

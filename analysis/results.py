@@ -1,0 +1,268 @@
+"""What an analysis returns through ``analysis.api``: typed, immutable results with their JSON form.
+
+``AnalysisResult.to_json()`` is the JSON contract of ``goodput analyze --format json`` (and of what the
+service stores): the same keys in the same order as before these types existed, so the JSON text is
+byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
+analysis writes). Rule-specific numbers of a finding and the parts of a report summary that only some
+reports carry (loop, NVTX, launches, ncu kernels ...) stay JSON-shaped in ``extra`` / ``details``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One place where a finding shows (see ``analysis.findings.Evidence``); absent keys are None."""
+
+    start_ns: int | None = None
+    end_ns: int | None = None
+    device: int | None = None
+    stream: int | None = None
+    pid: int | None = None
+    rank: int | None = None
+    name: str | None = None
+    nvtx: str | None = None
+    value_ns: int | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> JSON:
+        out = {"start_ns": self.start_ns, "end_ns": self.end_ns, "device": self.device, "stream": self.stream,
+               "pid": self.pid, "rank": self.rank, "name": self.name, "nvtx": self.nvtx,
+               "value_ns": self.value_ns, "detail": self.detail}
+        return {k: v for k, v in out.items() if v is not None and v != {}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+        return cls(**data)
+
+
+_FINDING_KEYS = ("rule_id", "severity", "title", "message", "impact_ns", "impact_pct", "advice", "report", "rank",
+                 "evidence", "evidence_total", "phase")
+
+
+@dataclass(frozen=True, slots=True)
+class FindingResult:
+    """One ranked finding as it leaves the analysis (``impact_pct`` rounded to 3 places, as in the JSON).
+
+    ``extra``: the rule-specific numbers (e.g. ``causes``, ``speedup_pct``, ``host_paced``), after the
+    fixed keys in the JSON."""
+
+    rule_id: str
+    severity: str
+    title: str
+    message: str
+    impact_ns: int
+    impact_pct: float | None
+    advice: str
+    report: str | None
+    rank: int | None
+    evidence: tuple[Evidence, ...]
+    evidence_total: int
+    phase: str | None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> JSON:
+        out: JSON = {
+            "rule_id": self.rule_id, "severity": self.severity, "title": self.title, "message": self.message,
+            "impact_ns": self.impact_ns, "impact_pct": self.impact_pct, "advice": self.advice,
+            "report": self.report, "rank": self.rank, "evidence": [e.to_json() for e in self.evidence],
+            "evidence_total": self.evidence_total, "phase": self.phase,
+        }
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FindingResult:
+        return cls(
+            rule_id=data["rule_id"], severity=data["severity"], title=data["title"], message=data["message"],
+            impact_ns=data["impact_ns"], impact_pct=data["impact_pct"], advice=data["advice"],
+            report=data["report"], rank=data["rank"],
+            evidence=tuple(Evidence.from_json(e) for e in data["evidence"]),
+            evidence_total=data["evidence_total"], phase=data["phase"],
+            extra={k: v for k, v in data.items() if k not in _FINDING_KEYS},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RuleStatus:
+    """How one rule went on the run: ``ok``, ``skipped`` (with the reason) or ``error``."""
+
+    rule_id: str
+    status: str
+    reason: str | None = None
+    findings: int = 0
+
+    def to_json(self) -> JSON:
+        return {"id": self.rule_id, "status": self.status, "reason": self.reason, "findings": self.findings}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RuleStatus:
+        return cls(rule_id=data["id"], status=data["status"], reason=data["reason"], findings=data["findings"])
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceBreakdown:
+    """The partition of one (process, device)'s GPU-active span (see ``analysis.breakdown``)."""
+
+    pid: int | None
+    device: int | None
+    start_ns: int
+    end_ns: int
+    compute_ns: int
+    comm_overlapped_ns: int
+    comm_exposed_ns: int
+    memory_only_ns: int
+    idle_ns: int
+    span_ns: int
+    rank: int | None
+    goodput_pct: float
+
+    def to_json(self) -> JSON:
+        return {"pid": self.pid, "device": self.device, "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "compute_ns": self.compute_ns, "comm_overlapped_ns": self.comm_overlapped_ns,
+                "comm_exposed_ns": self.comm_exposed_ns, "memory_only_ns": self.memory_only_ns,
+                "idle_ns": self.idle_ns, "span_ns": self.span_ns, "rank": self.rank,
+                "goodput_pct": self.goodput_pct}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeviceBreakdown:
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Where a report's GPU time goes: the device partitions and their sums (``analysis.breakdown``).
+
+    ``compute_ns + comm_exposed_ns + memory_only_ns + idle_ns == span_ns``."""
+
+    compute_ns: int
+    comm_overlapped_ns: int
+    comm_exposed_ns: int
+    memory_only_ns: int
+    idle_ns: int
+    span_ns: int
+    goodput_pct: float
+    rank: int | None
+    devices: tuple[DeviceBreakdown, ...]
+
+    def to_json(self) -> JSON:
+        return {"compute_ns": self.compute_ns, "comm_overlapped_ns": self.comm_overlapped_ns,
+                "comm_exposed_ns": self.comm_exposed_ns, "memory_only_ns": self.memory_only_ns,
+                "idle_ns": self.idle_ns, "span_ns": self.span_ns, "goodput_pct": self.goodput_pct,
+                "rank": self.rank, "devices": [d.to_json() for d in self.devices]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Breakdown:
+        return cls(**{**data, "devices": tuple(DeviceBreakdown.from_json(d) for d in data["devices"])})
+
+
+@dataclass(frozen=True, slots=True)
+class ReportWindow:
+    """The part of a report the rules and headline numbers looked at (``analysis.window``)."""
+
+    spec: str
+    phase: str
+    reason: str | None
+    start_ns: int | None
+    end_ns: int | None
+
+    def to_json(self) -> JSON:
+        return {"spec": self.spec, "phase": self.phase, "reason": self.reason, "start_ns": self.start_ns,
+                "end_ns": self.end_ns}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReportWindow:
+        return cls(**data)
+
+
+# The typed keys of a report summary; every other key is kept, in its place, in ``details``.
+_TYPED = ("breakdown", "window")
+_PLAIN = ("file", "tool", "host", "rank")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSummary:
+    """One report of the run: its headline facts (``analysis.summary``), breakdown, loop and window.
+
+    ``details`` holds the keys that depend on the tool and the report (``iterations``, ``nvtx``,
+    ``launches``, ``phases``, ncu's ``kernels`` ...) as JSON; ``keys`` is the JSON's key order (read
+    from JSON; a summary made in code leaves it empty and gets the headline keys first)."""
+
+    file: str
+    tool: str
+    host: str | None = None
+    rank: int | None = None
+    breakdown: Breakdown | None = None
+    window: ReportWindow | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    keys: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    def to_json(self) -> JSON:
+        out: JSON = {}
+        for k in self.keys or self._default_keys():
+            if k in _TYPED:
+                value = getattr(self, k)
+                out[k] = None if value is None else value.to_json()
+            elif k in _PLAIN:
+                out[k] = getattr(self, k)
+            else:
+                out[k] = self.details[k]
+        return out
+
+    def _default_keys(self) -> tuple[str, ...]:
+        """The key order of a summary made in code (not read from JSON): the headline first."""
+        return ("file", "tool", *(k for k in ("host", "rank") if getattr(self, k) is not None), *self.details,
+                *(k for k in _TYPED if getattr(self, k) is not None))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReportSummary:
+        details = {k: v for k, v in data.items() if k not in _TYPED and k not in _PLAIN}
+        return cls(file=data["file"], tool=data["tool"], host=data.get("host"), rank=data.get("rank"),
+                   breakdown=None if data.get("breakdown") is None else Breakdown.from_json(data["breakdown"]),
+                   window=None if data.get("window") is None else ReportWindow.from_json(data["window"]),
+                   details=details, keys=tuple(data))
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisResult:
+    """A run's analysis: the window spec, one summary per report (in input order), the findings ranked
+    by impact, each selected rule's status, and (multi-rank runs) which rank finished each step last."""
+
+    window: str
+    reports: tuple[ReportSummary, ...]
+    findings: tuple[FindingResult, ...]
+    rules: tuple[RuleStatus, ...]
+    steps: Mapping[str, Any] | None = None
+    # Multi-rank runs on their steady windows: the stretch where every rank is steady, in each one's times.
+    aligned_window: tuple[Mapping[str, Any], ...] | None = None
+    # A run analyzed without some of its reports (they failed): their names and the ranks they held.
+    missing: tuple[Any, ...] | None = None
+    missing_ranks: tuple[Any, ...] | None = None
+
+    def to_json(self) -> JSON:
+        out: JSON = {"window": self.window, "reports": [r.to_json() for r in self.reports],
+                     "findings": [f.to_json() for f in self.findings], "rules": [r.to_json() for r in self.rules]}
+        if self.steps is not None:
+            out["steps"] = self.steps
+        if self.aligned_window is not None:
+            out["aligned_window"] = list(self.aligned_window)
+        if self.missing is not None:
+            out["missing"] = list(self.missing)
+            out["missing_ranks"] = list(self.missing_ranks or ())
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AnalysisResult:
+        def opt(key: str) -> tuple[Any, ...] | None:
+            return None if data.get(key) is None else tuple(data[key])
+
+        return cls(window=data["window"], reports=tuple(ReportSummary.from_json(r) for r in data["reports"]),
+                   findings=tuple(FindingResult.from_json(f) for f in data["findings"]),
+                   rules=tuple(RuleStatus.from_json(r) for r in data["rules"]), steps=data.get("steps"),
+                   aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"))

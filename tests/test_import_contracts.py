@@ -1,0 +1,47 @@
+"""The import-linter contracts hold, and the facade contract really catches an import past ``analysis.api``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = Path(sys.executable).parent / "lint-imports"
+PACKAGES = ("analysis", "app", "workers", "goodput_cli")
+CONTRACT = "app and workers import only analysis.api and analysis.errors"
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([str(LINT), str(root / "pyproject.toml"), "--no-cache"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _copy(tmp: Path) -> Path:
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp / "pyproject.toml")
+    return tmp
+
+
+def test_the_contracts_hold() -> None:
+    out = _lint(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{CONTRACT} (the library's one door) KEPT" in " ".join(out.stdout.split())
+
+
+def test_an_import_past_the_facade_breaks_the_contract(tmp_path) -> None:
+    root = _copy(tmp_path)
+    assert _lint(root).returncode == 0  # the copy as it is
+    with (root / "app/services/web_run.py").open("a") as fh:
+        fh.write("\nfrom analysis.trace import Trace  # noqa\n")
+    with (root / "workers/tasks.py").open("a") as fh:
+        fh.write("\n\ndef _probe():\n    from analysis import timeline  # noqa\n")
+    out = _lint(root)
+    text = " ".join(out.stdout.split())
+    assert out.returncode == 1, text
+    assert f"{CONTRACT} (the library's one door) BROKEN" in text
+    assert "app.services.web_run -> analysis.trace" in text and "workers.tasks -> analysis.timeline" in text
