@@ -64,7 +64,8 @@ RUN_LEVEL_RULES = ("COMM002",)
 NCU_LINKED_RULES = ("KRN002",)
 # nsys rules that compare the run's nsys reports with each other (COMM003: which hosts the ranks are on,
 # each size class's bus bandwidth on every rank). ``rerun_linked_rules`` runs them again over all the run's nsys
-# reports when it has several; they read only the NCCL tables (calls with sizes and NCCL kernels).
+# reports when it has several and some carry NCCL message sizes; they read only the NCCL tables (calls
+# with sizes and NCCL kernels).
 CROSS_REPORT_RULES = ("COMM003",)
 RESULT_FILE = "analysis.json"
 # Windows that are a stretch of the loop: there a finding's cost per step is the natural unit.
@@ -287,8 +288,8 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
     the run has several; their findings go back to the reports they name, their outcome to each."""
     only = tuple(r.id for r in ctx.selected if r.id in CROSS_REPORT_RULES)
     nsys = [(r, Path(p)) for r, p in zip(results, paths, strict=True) if r.tool == "nsys"]
-    if len(nsys) < 2 or not only:
-        return
+    if len(nsys) < 2 or not only or not any(r.facts.get("nccl_sized") for r, _ in nsys):
+        return  # without message sizes every report's step 1 already said what to collect
     with Run.open([p for _, p in nsys], [r.label for r, _ in nsys], ctx.memory_bytes) as run:
         views = []
         try:
@@ -325,6 +326,9 @@ def _facts(t: Trace, v: Trace, info_p: PhaseInfo | None, records: list[dict[str,
     facts["nccl_in_window"] = v.has_rows("kernels") and v.scalar(
         "SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
     facts["span_ns"] = run_facts.span_ns(v) if facts["nccl_in_window"] else None
+    # COMM003 compares ranks only where NCCL's payloads gave message sizes (``CROSS_REPORT_RULES``).
+    facts["nccl_sized"] = t.has_rows("nccl_calls") and t.scalar(
+        "SELECT 1 FROM nccl_calls WHERE bytes IS NOT NULL LIMIT 1") is not None
     facts["collectives"] = run_facts.write_collectives(t, facts_dir) if facts_dir is not None else None
     return facts
 

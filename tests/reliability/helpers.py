@@ -26,10 +26,15 @@ def files_holding(data_dir: Path, needle: str) -> list[str]:
 
 
 def report_files(data_dir: Path, report: dict, kept: bool = True) -> list[str]:
-    """What one finished report should leave: its trace (with the timeline overview of an nsys report), and
-    its export kept without the environment."""
+    """What one finished report should leave: its trace (with the timeline overview and the published
+    analysis of an nsys report), and its export kept without the environment."""
     sha = report["sha256"]
     trace = [f"reports/{report['id']}/trace.duckdb"]
     if report.get("kind", "nsys") == "nsys":
         trace.append(f"reports/{report['id']}/trace.overview-v{OVERVIEW_VERSION}.parquet")
+        # Its own analysis (the per-report step): one published folder, none left by earlier attempts.
+        folders = sorted((data_dir / "reports" / str(report["id"])).glob("analysis-*"))
+        assert len(folders) == 1, folders
+        trace += [f"reports/{report['id']}/{folders[0].name}/{name}" for name in ("analysis.json", "collectives.parquet")
+                  if (folders[0] / name).exists()]
     return sorted(trace + ([f"uploads/{sha[:2]}/{sha}.kept.sqlite"] if kept else []))
