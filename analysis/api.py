@@ -15,7 +15,7 @@ from analysis.compare import DEFAULT_NOISE_PCT, RunFacts, kernel_totals, merge_k
 from analysis.errors import TraceError
 from analysis.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
 
-__all__ = ["DEFAULT_NOISE_PCT", "Limits", "RunFacts", "TraceError", "analyze", "compare_facts", "detect_kind",
+__all__ = ["DEFAULT_NOISE_PCT", "Limits", "RunFacts", "TraceError", "analyze", "check_thresholds", "compare_facts", "detect_kind",
            "ingest", "kernel_totals", "merge_kernels", "run_totals", "start_ingest_child"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -205,6 +205,14 @@ def window_parse(spec: str | None) -> Any:
     from analysis.window import parse
 
     return parse(spec)
+
+
+def check_thresholds(thresholds: Mapping[str, float] | None) -> None:
+    """Check threshold overrides (``RULE.name`` -> value) against the rule catalogue before any work, as
+    ``analyze`` does: raises ``KeyError`` naming the unknown rule or threshold."""
+    from analysis.rules.registry import default_registry
+
+    default_registry().validate_overrides(thresholds)
 
 
 def analyze(

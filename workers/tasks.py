@@ -145,7 +145,8 @@ def run_analyze(task: Task, run_id: int) -> str:
         # Under a heartbeat like ingest: a long analysis keeps its lease, only a dead worker loses it.
         with Heartbeat(settings, lambda s: pipeline.renew_run_lease(s, run_id, owner, settings.lease_seconds)):
             result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels,
-                             memory_bytes=settings.analysis_memory_bytes, window=inputs.window)
+                             memory_bytes=settings.analysis_memory_bytes, window=inputs.window,
+                             thresholds=inputs.thresholds or None)
     except (TraceError, SoftTimeLimitExceeded, OSError) as exc:
         logger.warning("analysis failed: %s", exc, extra={"run_id": run_id})
         message = (f"analysis took longer than {LIGHT_TIME_LIMIT_S} s" if isinstance(exc, SoftTimeLimitExceeded)

@@ -25,6 +25,7 @@ from app.models import Finding, Report, Run, RunSummary, utcnow
 from app.services.ncu_summary import compact_report
 from app.services.runs import derive_status
 from app.services.storage import Storage
+from app.services.uploads import run_thresholds
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class AnalysisInputs:
     paths: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     window: str | None = None  # the run's analysis window (None: the default)
+    thresholds: dict[str, float] = field(default_factory=dict)  # the run's threshold overrides
 
 
 @dataclass
@@ -272,10 +274,10 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
         .where(Report.run_id == run_id, Report.status == "ready", Report.trace_path.is_not(None))
         .order_by(Report.rank.is_(None), Report.rank, Report.id)
     ).all()
-    window = session.scalar(sa.select(Run.analysis_window).where(Run.id == run_id))
+    window, tags = session.execute(sa.select(Run.analysis_window, Run.tags).where(Run.id == run_id)).one()
     _refresh_run_status(session, run_id)
     session.commit()
-    inputs = AnalysisInputs(run_id, window=window)
+    inputs = AnalysisInputs(run_id, window=window, thresholds=run_thresholds(tags))
     names = [r.name for r in rows]
     for r in rows:
         # Labels name the report in findings; a file name seen twice in a run gets its id appended.
