@@ -10,8 +10,11 @@ pixel); counts, busy time, first starts and last ends stay exact. Closer zooms r
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 from analysis.timeline import MAX_NVTX_DEPTH, extent
 from analysis.trace import Trace
@@ -34,6 +37,36 @@ _GPU = """
 def overview_path(trace_path: Path) -> Path:
     """Where the overview of the report at ``trace_path`` lives (same directory, so a purge removes both)."""
     return trace_path.with_name(f"{trace_path.stem}.overview-v{VERSION}.parquet")
+
+
+LANES_VERSION = 1
+
+
+def lanes_path(trace_path: Path) -> Path:
+    """Where the report's lane catalogue facts and extent are kept (``analysis.run_timeline.lane_facts``)."""
+    return trace_path.with_name(f"{trace_path.stem}.lanes-v{LANES_VERSION}.json")
+
+
+def write_lanes(trace: Trace, out: Path) -> dict[str, Any]:
+    """Read the report's lane facts and extent once and publish them at ``out`` (temporary name, rename)."""
+    from analysis.run_timeline import lane_facts  # run_timeline imports this module
+
+    ext = extent(trace)
+    described = {"facts": lane_facts(trace), "extent": None if ext is None else [int(ext[0]), int(ext[1])]}
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(described))
+    os.replace(tmp, out)
+    return described
+
+
+def read_lanes(trace_path: Path) -> tuple[dict[str, list[list]], tuple[int, int] | None] | None:
+    """The kept lane facts and extent of the report at ``trace_path``, or None when none were written."""
+    try:
+        described = json.loads(lanes_path(trace_path).read_text())
+        ext = described["extent"]
+        return described["facts"], (None if ext is None else (int(ext[0]), int(ext[1])))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _bin(e0: int, span: int, bins: int) -> str:
@@ -82,14 +115,19 @@ def _level_selects(trace: Trace, level: int, b: str) -> list[str]:
 
 
 def prepare(trace_path: Path) -> Path | None:
-    """Build the overview of the published report at ``trace_path`` unless it exists (the ingest worker calls
-    this right after publishing, so even the first view of a run reads it); None for a report with no activity."""
-    out = overview_path(trace_path)
-    if out.is_file():
+    """Build the overview and the lane catalogue (``lanes_path``) of the published report at ``trace_path``
+    unless they exist (the ingest worker calls this right after publishing, so even the first view of a run
+    reads them); None for a report with no activity."""
+    out, lanes = overview_path(trace_path), lanes_path(trace_path)
+    if out.is_file() and lanes.is_file():
         return out
     trace = Trace(trace_path, trace_path.name)
     try:
         ext = extent(trace)
+        if not lanes.is_file():   # the lane catalogue too: a run page's first view reads neither from the report
+            write_lanes(trace, lanes)
+        if out.is_file():
+            return out
         return build(trace, ext, out) if ext is not None else None
     finally:
         trace.close()

@@ -75,9 +75,10 @@ def group_label(rank: int | None, host: str | None, pid: int | None, devices: li
     return " · ".join(p for p in parts if p) or "report"
 
 
-def catalogue(part: Part) -> list[dict[str, Any]]:
-    """The report's groups and lanes over the whole report (independent of any window)."""
-    t = part.trace
+def lane_facts(t: Trace) -> dict[str, list[list]]:
+    """What the lane catalogue reads from a report (it depends only on the file, so it is kept beside it, see
+    ``analysis.run_overview.prepare``): GPU (pid, device, stream), launching API threads (pid, tid), NVTX
+    threads (pid, tid, depth) and thread names (pid, tid, name)."""
     gpu: list[tuple] = []
     for table in _GPU_TABLES:
         if t.has_rows(table):
@@ -91,9 +92,22 @@ def catalogue(part: Part) -> list[dict[str, Any]]:
     if t.has_rows("nvtx"):
         nvtx = t.sql(f"""SELECT pid, tid, least(max(coalesce(nesting, 0)), {MAX_NVTX_DEPTH}) + 1 FROM nvtx
                           WHERE end_ns IS NOT NULL GROUP BY pid, tid""")  # noqa: S608 - a constant
-    thread_names: dict[tuple, str] = {}
+    threads: list[tuple] = []
     if api or nvtx:
-        thread_names = {(p, tid): n for p, tid, n in t.sql("SELECT pid, tid, name FROM threads") if n}
+        wanted = {(r[0], r[1]) for r in api + nvtx}
+        threads = [r for r in t.sql("SELECT pid, tid, name FROM threads") if r[2] and (r[0], r[1]) in wanted]
+    return {"gpu": [list(r) for r in gpu], "api": [list(r) for r in api], "nvtx": [list(r) for r in nvtx],
+            "threads": [list(r) for r in threads]}
+
+
+def catalogue(part: Part, facts: dict[str, list[list]] | None = None) -> list[dict[str, Any]]:
+    """The report's groups and lanes over the whole report (independent of any window); ``facts``: its
+    ``lane_facts`` when kept (else read from the report)."""
+    facts = facts if facts is not None else lane_facts(part.trace)
+    gpu = [tuple(r) for r in facts["gpu"]]
+    api = [tuple(r) for r in facts["api"]]
+    nvtx = [tuple(r) for r in facts["nvtx"]]
+    thread_names = {(p, tid): n for p, tid, n in facts["threads"] if n}
     pids = sorted({r[0] for r in gpu + api + nvtx}, key=lambda p: (p is None, p or 0))
     groups = []
     for pid in pids:

@@ -40,8 +40,9 @@ KNOWN_SUFFIXES = (".sqlite", ".csv", ".nsys-rep", ".qdrep", ".ncu-rep")
 # The kept export: uploads/<sha[:2]>/<sha of the upload> + this, an SQLite export without the captured env.
 KEPT_SUFFIX = ".kept.sqlite"
 TRACE_NAME = "trace.duckdb"
-# The run timeline's overview beside a trace (analysis.run_overview), published by rename like the trace.
-PUBLISHED_OVERVIEW = re.compile(r"trace\.overview-v\d+\.parquet")
+# The run timeline's overview and lane catalogue beside a trace (analysis.run_overview), published by rename
+# like the trace.
+PUBLISHED_OVERVIEW = re.compile(r"trace\.(overview-v\d+\.parquet|lanes-v\d+\.json)")
 # A staged file untouched this long, and locked by nobody, belongs to an upload whose receiver died.
 STAGING_IDLE_S = 60.0
 

@@ -1,7 +1,8 @@
 """The run page's multi-rank timeline: the run's ingested nsys reports opened as ``analysis.run_timeline`` parts.
 
-A report's lane catalogue and extent depend only on its DuckDB file, which is immutable once published,
-so they are kept per file path (bounded) and every zoom step only runs the window queries. The read-only
+A report's lane catalogue and extent depend only on its DuckDB file, which is immutable once published:
+the ingest writes them beside it (``analysis.run_overview.lanes_path``), and they are kept here per file
+path and mtime (bounded), so every zoom step only runs the window queries. The read-only
 connections stay open between requests too (per serving thread, a bounded LRU): opening six files and reading their catalogues again took longer than a zoom step's queries.
 """
 
@@ -49,13 +50,27 @@ def _trace(path: str, label: str) -> Trace:
     return trace
 
 
-def _described(part: Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+def _described(part: Part, path: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    """The report's lane catalogue and extent: from this process's cache (keyed by path and mtime), else from
+    the lanes file the ingest wrote beside the report, else read from the report once and that file written
+    (a report ingested before the file existed)."""
+    try:
+        key = f"{path}@{Path(path).stat().st_mtime_ns}"
+    except OSError:
+        key = path
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    hit = (catalogue(part), extent(part.trace))   # outside the lock: it reads the file
+    kept = run_overview.read_lanes(Path(path))   # outside the lock: it reads files
+    if kept is None:
+        try:
+            described = run_overview.write_lanes(part.trace, run_overview.lanes_path(Path(path)))
+            kept = described["facts"], (tuple(described["extent"]) if described["extent"] else None)
+        except OSError:   # a read-only data dir: read the report on each first view of this process
+            kept = None
+    hit = (catalogue(part, kept[0]), kept[1]) if kept is not None else (catalogue(part), extent(part.trace))
     with _cache_lock:
         _cache[key] = hit
         while len(_cache) > _CACHE_SIZE:
