@@ -139,7 +139,8 @@ def job(name: str):
     trends = _page_or_404(web_jobs.job_trends, get_session(), name, tag)
     href = lambda run_id: url_for("web.run", run_id=run_id)  # noqa: E731
     return render_template("job.html", t=trends, median_window=web_jobs.MEDIAN_WINDOW, href=href, tag=tag,
-                           metrics=web_trends.metrics(get_session(), trends, href))
+                           metrics=web_trends.metrics(get_session(), trends, href),
+                           ncu=web_trends.ncu_trends(get_session(), current_settings(), trends, href))
 
 
 @bp.route("/upload")

@@ -253,3 +253,29 @@ def test_phases_are_drawn_per_rank_with_the_analysis_window(signed_in, store) ->
     assert tip.evaluate("t => t.children.length") == 0
     signed_in.shot_of("#timeline", "timeline-phases")
     assert not signed_in.errors
+
+
+def test_job_page_ncu_kernel_trends(signed_in, store) -> None:
+    """ncu KPIs per kernel on the job page: four charts for the chosen kernel, redrawn on another choice."""
+    for _ in range(2):
+        store([corpus_file("numba-copy-blocked-full.csv")], job="ncu-browser")
+    store([corpus_file("pytorch-sgemm-small.csv")], job="ncu-browser")
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto("/jobs/ncu-browser")
+    box = page.locator("#ncu-trends")
+    kernels = json.loads(box.get_attribute("data-ncu"))["kernels"]
+    assert len(kernels) == 3
+    first = kernels[0]
+    assert box.get_attribute("data-kernel") == first["name"]
+    drawn = page.locator("#ncu-trends .card svg.trend")
+    assert drawn.count() == len(first["series"])
+    for kpi, series in first["series"].items():
+        circles = page.locator(f"#ncu-trend-{kpi} svg circle")
+        assert circles.count() == sum(p["value"] is not None for p in series["points"])
+    page.select_option("#ncu-kernel", "2")
+    assert box.get_attribute("data-kernel") == kernels[2]["name"]
+    assert page.locator("#ncu-trends .card svg.trend").count() == len(kernels[2]["series"])
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    signed_in.shot("job-ncu-trends")
+    assert not signed_in.errors
