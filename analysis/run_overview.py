@@ -22,6 +22,7 @@ from analysis.trace import Trace
 LEVELS = (8192, 32768, 131072)   # fine bins over the report's extent, per level (coarse first)
 OV_BINS = LEVELS[-1]
 MIN_BINS_PER_PX = 4    # a pixel column must cover this many fine bins of a level for that level to be used
+ROW_GROUP_ROWS = 32768
 VERSION = 3            # in the file name: a changed layout is rebuilt, never misread
 NAME_CHARS = 160
 COLUMNS = ("level", "kind", "pid", "device", "stream", "tid", "depth", "cat", "bin", "s", "e", "n", "busy", "top", "name")
@@ -69,7 +70,18 @@ def read_lanes(trace_path: Path) -> tuple[dict[str, list[list]], tuple[int, int]
         return None
 
 
+def bucket(column: str, w0: str, n: str, span: str, span_value: int, n_value: int) -> str:
+    """The pixel column (or fine bin) of a row: ``(max(column, w0) - w0) * n // span``, exact integer floor
+    division. In BIGINT when the largest product (``span * n``: the filters keep offsets within the span)
+    cannot overflow, which is three times cheaper than HUGEINT; in HUGEINT otherwise (a span of weeks)."""
+    offset = f"(greatest({column}, {w0}) - {w0})"
+    if int(span_value) * int(n_value) < 2**62:
+        return f"least({offset} * {n} // {span}, {n} - 1)"
+    return f"least(({offset}::HUGEINT * {n} // {span})::BIGINT, {n} - 1)"
+
+
 def _bin(e0: int, span: int, bins: int) -> str:
+    # Not clipped at e0 and in HUGEINT: CUDA API calls may start before the extent (negative bins of their own).
     return f"least(((start_ns - {int(e0)})::HUGEINT * {bins} // {max(1, int(span))})::BIGINT, {bins - 1})"
 
 
@@ -88,7 +100,8 @@ def build(trace: Trace, extent: tuple[int, int], out: Path) -> Path:
     query = " UNION ALL ".join(selects)
     # Sorted by level and bin: Parquet row-group statistics then skip most of the file for one window.
     named = f"SELECT * FROM ({query}) AS t({', '.join(COLUMNS)}) ORDER BY level, bin"  # noqa: S608 - server-made
-    trace.con.execute(f"COPY ({named}) TO '{_quoted(tmp)}' (FORMAT parquet)")
+    # Small row groups: a zoomed window's level and time filters skip most of them (half the CPU of the default).
+    trace.con.execute(f"COPY ({named}) TO '{_quoted(tmp)}' (FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
     os.replace(tmp, out)
     return out
 
@@ -156,7 +169,7 @@ def boxes(trace: Trace, path: Path, level: int, params: dict[str, int],
           launchers: list[tuple]) -> dict[str, list[list]]:
     """The window's boxes per lane id from one level of the overview, shaped exactly like ``run_timeline._boxes``."""
     rid = params["report_id"]
-    b = "least(((greatest(s, $w0) - $w0)::HUGEINT * $n // $span)::BIGINT, $n - 1)"
+    b = bucket("s", "$w0", "$n", "$span", params["span"], params["n"])
     pairs = {(p, t) for p, t in launchers}
     out: dict[str, list[list]] = {}
     rows = trace.sql(

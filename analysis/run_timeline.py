@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import run_overview
-from analysis.timeline import MAX_BUCKETS, MAX_NVTX_DEPTH, MIN_BUCKETS, _bucket_expr, extent
+from analysis.timeline import MAX_BUCKETS, MAX_NVTX_DEPTH, MIN_BUCKETS, extent
 from analysis.trace import Trace
 
 _GPU_TABLES = ("kernels", "memcpy", "memset")
@@ -135,7 +135,7 @@ def catalogue(part: Part, facts: dict[str, list[list]] | None = None) -> list[di
 def _boxes(part: Part, params: dict[str, int], launchers: list[tuple]) -> dict[str, list[list]]:
     """Boxes of the window per lane id (report-local times); ``launchers``: the (pid, tid) API lanes."""
     t, rid, out = part.trace, part.report_id, {}
-    b = _bucket_expr()
+    b = run_overview.bucket("start_ns", "$w0", "$n", "$span", params["span"], params["n"])
     if any(t.has_rows(x) for x in _GPU_TABLES):
         for pid, dev, st, cat, _b, s, e, n, busy, name in t.sql(
                 f"""SELECT pid, device, stream, cat, {b} AS b, min(start_ns), max(end_ns), count(*),
