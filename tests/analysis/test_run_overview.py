@@ -42,7 +42,8 @@ def _lanes(win) -> dict[str, list]:
 
 
 # (fraction of the run, columns, level): the whole run on the coarsest level, a 1/20 zoom on finer ones
-@pytest.mark.parametrize(("fraction", "buckets", "level"), [(1, 300, 0), (1, 1400, 0), (20, 1400, 2), (20, 300, 1)])
+@pytest.mark.parametrize(("fraction", "buckets", "level"), [(1, 300, 0), (1, 1400, 0), (20, 1400, 2), (20, 300, 1),
+                                                                       (80, 1400, 3)])
 def test_overview_windows_keep_every_activity_and_its_place(parts, fraction, buckets, level) -> None:
     fast = _with_overviews(parts)
     whole = run_timeline.window(parts, buckets=buckets)

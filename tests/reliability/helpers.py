@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from analysis.run_overview import LANES_VERSION
 from analysis.run_overview import VERSION as OVERVIEW_VERSION
 
 
@@ -26,10 +27,12 @@ def files_holding(data_dir: Path, needle: str) -> list[str]:
 
 
 def report_files(data_dir: Path, report: dict, kept: bool = True) -> list[str]:
-    """What one finished report should leave: its trace (with the timeline overview of an nsys report), and
+    """What one finished report should leave: its trace (with the timeline overview and lane catalogue of an
+    nsys report), and
     its export kept without the environment."""
     sha = report["sha256"]
     trace = [f"reports/{report['id']}/trace.duckdb"]
     if report.get("kind", "nsys") == "nsys":
         trace.append(f"reports/{report['id']}/trace.overview-v{OVERVIEW_VERSION}.parquet")
+        trace.append(f"reports/{report['id']}/trace.lanes-v{LANES_VERSION}.json")
     return sorted(trace + ([f"uploads/{sha[:2]}/{sha}.kept.sqlite"] if kept else []))
