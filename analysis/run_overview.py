@@ -72,12 +72,17 @@ def read_lanes(trace_path: Path) -> tuple[dict[str, list[list]], tuple[int, int]
         return None
 
 
+# Switches for benchmarks/run_timeline_latency.py, which times windows with and without them interleaved.
+BIGINT_BUCKETS = True
+USED_LEVELS = len(LEVELS)
+
+
 def bucket(column: str, w0: str, n: str, span: str, span_value: int, n_value: int) -> str:
     """The pixel column (or fine bin) of a row: ``(max(column, w0) - w0) * n // span``, exact integer floor
     division. In BIGINT when the largest product (``span * n``: the filters keep offsets within the span)
     cannot overflow, which is three times cheaper than HUGEINT; in HUGEINT otherwise (a span of weeks)."""
     offset = f"(greatest({column}, {w0}) - {w0})"
-    if int(span_value) * int(n_value) < 2**62:
+    if BIGINT_BUCKETS and int(span_value) * int(n_value) < 2**62:
         return f"least({offset} * {n} // {span}, {n} - 1)"
     return f"least(({offset}::HUGEINT * {n} // {span})::BIGINT, {n} - 1)"
 
@@ -156,7 +161,7 @@ def level_for(extent: tuple[int, int], w0: int, w1: int, buckets: int) -> int | 
     """The coarsest level (fewest rows to merge) whose bins are fine enough for ``buckets`` columns over
     [w0, w1] (report-local), or None when the window is too fine for every level."""
     px = (w1 - w0) / max(1, buckets)
-    for level, bins in enumerate(LEVELS):
+    for level, bins in enumerate(LEVELS[:USED_LEVELS]):
         if px >= MIN_BINS_PER_PX * max(1, extent[1] - extent[0]) / bins:
             return level
     return None

@@ -11,6 +11,7 @@ whatever window is drawn; the boxes inside a window are merged per pixel column 
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,20 @@ _GPU_ACTIVITY = """
     SELECT pid, device, stream, start_ns, end_ns, 'memset', 'Memset' FROM memset
      WHERE end_ns >= $w0 AND start_ns <= $w1
 """
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One pool for the process: starting threads per window cost more than a small window's queries on a
+    loaded machine. Each job uses only its own report's connection, so concurrent windows never share one."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="run-timeline")
+        return _POOL
 
 
 @dataclass
@@ -207,13 +222,13 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
         return off, _boxes(part, local, launchers)
 
     by_lane: dict[str, list] = {}
-    with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(jobs)))) as pool:
-        for off, found in pool.map(run, jobs):
-            for lane_id, boxes in found.items():
-                for box in boxes:
-                    box[0] += off
-                    box[1] += off
-                by_lane[lane_id] = boxes
+    results = _pool().map(run, jobs) if len(jobs) > 1 else map(run, jobs)
+    for off, found in results:
+        for lane_id, boxes in found.items():
+            for box in boxes:
+                box[0] += off
+                box[1] += off
+            by_lane[lane_id] = boxes
     count = activities = 0
     for g in groups:
         for lane in g["lanes"]:
