@@ -110,6 +110,9 @@ def build(trace: Trace, extent: tuple[int, int], out: Path) -> Path:
     # Small row groups: a zoomed window's level and time filters skip most of them (half the CPU of the default).
     trace.con.execute(f"COPY ({named}) TO '{_quoted(tmp)}' (FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
     os.replace(tmp, out)
+    for stale in out.parent.glob(f"{out.name.split('.overview-v')[0]}.overview-v*.parquet"):
+        if stale.name != out.name:   # an older layout's file, never read again
+            stale.unlink(missing_ok=True)
     return out
 
 

@@ -83,3 +83,18 @@ def test_fine_windows_read_the_report_itself(parts) -> None:
     assert run_timeline.window(parts, mid, mid + span, 300) == run_timeline.window(fast, mid, mid + span, 300)
     e = extent(parts[0].trace)
     assert run_overview.level_for(e, e[0], e[0] + (e[1] - e[0]) // 1000, 300) is None
+
+
+def test_a_new_layout_replaces_the_older_file(parts, tmp_path) -> None:
+    import shutil
+
+    trace = parts[0].trace
+    folder = tmp_path / "r"
+    folder.mkdir()
+    path = folder / "trace.duckdb"
+    old = folder / f"trace.overview-v{run_overview.VERSION - 1}.parquet"
+    old.write_bytes(b"older layout")
+    other = folder / "other.overview-v1.parquet"   # another report's file is left alone
+    shutil.copyfile(old, other)
+    out = run_overview.build(trace, extent(trace), run_overview.overview_path(path))
+    assert out.is_file() and not old.exists() and other.exists()
