@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from analysis import run_overview
-from analysis.timeline import MAX_BUCKETS, MAX_NVTX_DEPTH, MIN_BUCKETS, extent
+from analysis.timeline import (
+    COUNT,
+    END,
+    MAX_BUCKETS,
+    MAX_NVTX_DEPTH,
+    MIN_BUCKETS,
+    START,
+    box_table,
+    extent,
+)
 from analysis.trace import Trace
 
 _GPU_TABLES = ("kernels", "memcpy", "memset")
@@ -148,7 +157,8 @@ def catalogue(part: Part, facts: dict[str, list[list]] | None = None) -> list[di
 
 
 def _boxes(part: Part, params: dict[str, int], launchers: list[tuple]) -> dict[str, list[list]]:
-    """Boxes of the window per lane id (report-local times); ``launchers``: the (pid, tid) API lanes."""
+    """Box rows of the window per lane id (report-local times, values in the order of
+    ``analysis.timeline.BOX_FIELDS``); ``launchers``: the (pid, tid) API lanes."""
     t, rid, out = part.trace, part.report_id, {}
     b = run_overview.bucket("start_ns", "$w0", "$n", "$span", params["span"], params["n"])
     if any(t.has_rows(x) for x in _GPU_TABLES):
@@ -185,7 +195,8 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
            extents: list[tuple[int, int] | None] | None = None) -> dict[str, Any]:
     """The run's groups and lanes between ``start_ns`` and ``end_ns`` of the run clock, downsampled.
 
-    Box times are on the run clock: ``[start_ns, end_ns, count, busy_ns, category, name(, depth)]``.
+    Each lane's ``boxes`` are ``{"fields": [...], "rows": [...]}`` as in ``analysis.timeline.window``
+    (``start_ns, end_ns, count, busy_ns, category, name``, NVTX lanes add ``depth``), times on the run clock.
     ``catalogues`` and ``extents`` (per part) may be passed in from a cache; they only depend on the file.
     A part's ``overview`` file (``analysis.run_overview``), when set, answers the coarse windows.
     """
@@ -194,7 +205,7 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
     extents = extents if extents is not None else [extent(p.trace) for p in parts]
     spans = [(e[0] + o, e[1] + o) for e, o in zip(extents, offs, strict=True) if e is not None]
     buckets = max(MIN_BUCKETS, min(MAX_BUCKETS, int(buckets)))
-    groups = [dict(g, offset_ns=o, lanes=[dict(lane, boxes=[]) for lane in g["lanes"]])
+    groups = [dict(g, offset_ns=o, lanes=[dict(lane, boxes=box_table([], lane["kind"])) for lane in g["lanes"]])
               for cat, o in zip(catalogues, offs, strict=True) for g in cat]
     groups.sort(key=lambda g: (g["rank"] is None, g["rank"] or 0, g["host"] or "", g["report_id"], g["pid"] or 0))
     if not spans:
@@ -226,14 +237,14 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
     for off, found in results:
         for lane_id, boxes in found.items():
             for box in boxes:
-                box[0] += off
-                box[1] += off
+                box[START] += off
+                box[END] += off
             by_lane[lane_id] = boxes
     count = activities = 0
     for g in groups:
         for lane in g["lanes"]:
-            lane["boxes"] = by_lane.get(lane["id"], [])
-            count += len(lane["boxes"])
-            activities += sum(b[2] for b in lane["boxes"])
+            rows = lane["boxes"]["rows"] = by_lane.get(lane["id"], [])
+            count += len(rows)
+            activities += sum(b[COUNT] for b in rows)
     return {"extent": list(ext), "start_ns": w0, "end_ns": w1, "buckets": buckets, "aligned": aligned,
             "groups": groups, "boxes": count, "activities": activities}

@@ -137,7 +137,7 @@ def analyze_run(
                 info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
                                   "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
                 infos.append(info)
-            findings, results = run_rules(wrun, registry, selected, thresholds)
+            findings, results = run_rules(wrun, registry, selected, thresholds, window=spec)
             steps = _last_per_step(run, infos_p)
         finally:
             for v, t in zip(views, run.traces, strict=True):

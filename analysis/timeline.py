@@ -15,6 +15,13 @@ from typing import Any
 from analysis.trace import Trace
 
 MIN_BUCKETS, MAX_BUCKETS = 16, 4000
+
+# A lane's boxes travel as ``{"fields": [...], "rows": [[...], ...]}``: one row per box holding its values in
+# the order of ``fields`` (the names once per lane rather than once per box: the payload stays as small and
+# as fast to build and draw as plain arrays). NVTX lanes add each box's nesting depth.
+BOX_FIELDS = ("start_ns", "end_ns", "count", "busy_ns", "category", "name")
+NVTX_BOX_FIELDS = (*BOX_FIELDS, "depth")
+START, END, COUNT, BUSY = (BOX_FIELDS.index(f) for f in ("start_ns", "end_ns", "count", "busy_ns"))
 NAME_CHARS = 400   # enough for any readable kernel name; the kernel table has the full text
 MAX_NVTX_DEPTH = 8
 
@@ -29,6 +36,16 @@ _GPU_ACTIVITY = """
     SELECT device, stream, start_ns, end_ns, 'memset', 'Memset' FROM memset
      WHERE end_ns >= $w0 AND start_ns <= $w1
 """
+
+
+def box_table(rows: list[list], kind: str) -> dict[str, Any]:
+    """A lane's boxes in the wire layout (see ``BOX_FIELDS``); ``kind`` is the lane's."""
+    return {"fields": list(NVTX_BOX_FIELDS if kind == "nvtx" else BOX_FIELDS), "rows": rows}
+
+
+def box_records(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """A lane's boxes as one dict per box, keyed by field name (for readers in Python and tests)."""
+    return [dict(zip(table["fields"], row, strict=True)) for row in table["rows"]]
 
 
 def extent(trace: Trace) -> tuple[int, int] | None:
@@ -121,9 +138,10 @@ def window(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
            buckets: int = 1000) -> dict[str, Any]:
     """The report's lanes between ``start_ns`` and ``end_ns`` (default: the whole report), downsampled.
 
-    Each box is ``[start_ns, end_ns, count, busy_ns, category, name]`` (NVTX boxes add their depth);
-    ``count > 1`` means the box merges that many activities of the lane that start in one slice, and
-    ``name`` is then the longest one's.
+    Each lane's ``boxes`` are ``{"fields": [...], "rows": [...]}`` (``box_table``) with the fields
+    ``start_ns, end_ns, count, busy_ns, category, name`` (NVTX boxes add their ``depth``); ``count > 1``
+    means the box merges that many activities of the lane that start in one slice, and ``name`` is then
+    the longest one's.
     """
     ext = extent(trace)
     buckets = max(MIN_BUCKETS, min(MAX_BUCKETS, int(buckets)))
@@ -135,14 +153,17 @@ def window(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
         w1 = w0 + 1
     params = {"w0": w0, "w1": w1, "n": buckets, "span": w1 - w0}
     lanes = _gpu_lanes(trace, params) + _nvtx_lanes(trace, params)
+    activities = sum(box[COUNT] for lane in lanes for box in lane["boxes"])
+    for lane in lanes:
+        lane["boxes"] = box_table(lane["boxes"], lane["kind"])
     return {
         "extent": [ext[0], ext[1]],
         "start_ns": w0,
         "end_ns": w1,
         "buckets": buckets,
         "lanes": lanes,
-        "boxes": sum(len(lane["boxes"]) for lane in lanes),
-        "activities": sum(box[2] for lane in lanes for box in lane["boxes"]),
+        "boxes": sum(len(lane["boxes"]["rows"]) for lane in lanes),
+        "activities": activities,
     }
 
 

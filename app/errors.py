@@ -11,6 +11,7 @@ from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from analysis.errors import TraceError
+from app.services.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,10 @@ class ApiError(Exception):
         return ERROR_STATUS[self.code]
 
     @classmethod
+    def from_storage_error(cls, exc: StorageError) -> ApiError:
+        return cls(exc.code if exc.code in ERROR_STATUS else "INTERNAL", exc.message, exc.details)
+
+    @classmethod
     def from_trace_error(cls, exc: TraceError) -> ApiError:
         code = exc.code.upper()
         return cls(code if code in ERROR_STATUS else "UNKNOWN_FORMAT", exc.message, exc.details)
@@ -129,6 +134,10 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(TraceError)
     def _trace_error(exc: TraceError):
         return _json_error(ApiError.from_trace_error(exc))
+
+    @app.errorhandler(StorageError)
+    def _storage_error(exc: StorageError):
+        return _json_error(ApiError.from_storage_error(exc))
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):

@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+# GOODPUT_STORAGE values: the storage backends app.services.storage.BACKENDS implements.
+STORAGE_BACKENDS = ("local",)
+
 
 class SettingsError(ValueError):
     """A bad configuration value; the message names the variable."""
@@ -37,6 +40,8 @@ class Settings:
 
     # Where uploads, staged files and per-report DuckDB files live (shared by all web and worker hosts).
     data_dir: Path = Path("data")
+    # Storage backend of uploads and traces (app.services.storage.BACKENDS); "local": files under data_dir.
+    storage: str = "local"
     # SQLAlchemy URL of the metadata DB; empty means an SQLite file inside data_dir.
     database_url: str = ""
     # Celery broker; empty means the embedded SQLAlchemy transport on an SQLite file in data_dir.
@@ -109,6 +114,8 @@ class Settings:
         settings = replace(cls(), **values, **overrides)  # type: ignore[arg-type]
         if not 1 <= settings.port <= 65535:
             raise SettingsError(f"GOODPUT_PORT={settings.port} is not a TCP port")
+        if settings.storage not in STORAGE_BACKENDS:
+            raise SettingsError(f"GOODPUT_STORAGE={settings.storage!r} is not one of {', '.join(STORAGE_BACKENDS)}")
         if settings.max_attempts < 1:
             raise SettingsError("GOODPUT_MAX_ATTEMPTS must be at least 1")
         for name in ("session_lifetime_seconds", "sign_in_max_failures", "sign_in_max_failures_per_address",

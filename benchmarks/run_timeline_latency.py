@@ -171,11 +171,12 @@ def main() -> None:
     cmed = {n: {w: statistics.median(v) for w, v in per.items()} for n, per in cpu.items()}
     czoom = {n: [m for w, m in cmed[n].items() if w != "whole"] for n in configs}
     step_ms = sorted(zoom["after"])
-    lane = next(lane for g in win["groups"] for lane in g["lanes"] if lane["kind"] == "gpu" and lane["boxes"])
+    lane = next(lane for g in win["groups"] for lane in g["lanes"] if lane["kind"] == "gpu" and lane["boxes"]["rows"])
     g = next(g for g in win["groups"] if lane in g["lanes"])
-    b = lane["boxes"][len(lane["boxes"]) // 2]
+    rows = lane["boxes"]["rows"]
+    t_ns = rows[len(rows) // 2][lane["boxes"]["fields"].index("start_ns")]
     sel_s, _ = _get(client, f"/runs/{rid}/timeline/select.json?report_id={g['report_id']}&pid={g['pid']}"
-                            f"&device={lane['device']}&stream={lane['stream']}&t_ns={b[0]}")
+                            f"&device={lane['device']}&stream={lane['stream']}&t_ns={t_ns}")
     w = (hi - lo) // 100
     trace_s, trace_bytes = _get(client, f"/runs/{rid}/trace.json?start_ns={mid}&end_ns={mid + w}")
     boxes = win["boxes"]

@@ -40,7 +40,7 @@ from analysis.api import analyze, ingest  # noqa: E402
 from app import create_app  # noqa: E402
 from app.db import upgrade  # noqa: E402
 from app.models import Job, Report, Run, RunSummary  # noqa: E402
-from app.services import pipeline  # noqa: E402
+from app.services import pipeline, results  # noqa: E402
 from app.services.users import create_user  # noqa: E402
 from app.settings import Settings  # noqa: E402
 
@@ -117,7 +117,7 @@ def seed_runs(session, small_result: dict, small_trace_rel: str, count: int) -> 
         session.add(RunSummary(run_id=run.id, report_id=None, data={"reports": [report_data]},
                                finding_count=len(small_result["findings"])))
         for pos, f in enumerate(small_result["findings"]):
-            session.add(pipeline._finding_row(run.id, report.id, pos, f))
+            session.add(results._finding_row(run.id, report.id, pos, f))
         if i % 100 == 99:
             session.commit()
     session.commit()

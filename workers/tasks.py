@@ -13,7 +13,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from app.queue import ANALYZE_TASK, INGEST_TASK, PURGE_TASK, RECONCILE_TASK, enqueue_analyze, enqueue_ingest
 from app.services import operations, pipeline
-from app.services.storage import Storage
+from app.services.storage import storage_for
 from app.settings import Settings
 from workers.runtime import Heartbeat, prune_delivered_messages, session_scope
 
@@ -43,7 +43,7 @@ def run_ingest(task: Task, report_id: int) -> str:
         if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
             enqueue_analyze(settings, claim.analyze_run_id)
         return "skipped"
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     # We hold the lease: whatever a killed earlier attempt left in the report's folder can go.
     storage.remove_attempt_leftovers(report_id)
     src = operations.source_of(settings, claim.upload_path, claim.sha256)

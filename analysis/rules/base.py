@@ -5,11 +5,12 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal
 
 from analysis.findings import Finding
 from analysis.trace import Run, Trace
+from analysis.window import WindowSpec
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +28,31 @@ class Skip(Exception):
     """Raised by a rule that cannot run on this input; the message says why and how to collect it."""
 
 
+@dataclass(frozen=True)
+class RuleContext:
+    """Everything a rule is given besides the report it looks at, built by ``run_rules`` for each rule.
+
+    ``params`` are this rule's resolved thresholds; ``all_params`` every rule's (this one's included):
+    rules that share idle time (see analysis.rules.nsys.gaps) must agree on who owns what, whatever
+    subset of rules is selected. ``run`` holds the connection with every report attached (already seen
+    through the analysis window); ``window`` is the window spec that was applied (None: the reports as
+    given). ``scope`` is ``run`` in ``Rule.check`` and ``report`` in ``Rule.check_report``.
+    """
+
+    run: Run
+    params: Mapping[str, float] = field(default_factory=dict)
+    all_params: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    window: WindowSpec | None = None
+    scope: Literal["report", "run"] = "run"
+
+    def for_rule(self, rule_id: str, params: Mapping[str, float]) -> RuleContext:
+        """The context of one rule: its thresholds, and every rule's with its own in place."""
+        return replace(self, params=params, all_params={**self.all_params, rule_id: params}, scope="run")
+
+    def for_report(self) -> RuleContext:
+        return replace(self, scope="report")
+
+
 class Rule:
     """Base class. Subclasses set the class attributes and implement ``check``.
 
@@ -41,18 +67,16 @@ class Rule:
     requires: ClassVar[tuple[str, ...]] = ()  # normalized tables that must hold rows
     thresholds: ClassVar[dict[str, Threshold]] = {}
     summary: ClassVar[str] = ""             # one line for catalogues
-    # Every rule's resolved thresholds for this run, set by ``run_rules``: rules that share idle time
-    # (see analysis.rules.nsys.gaps) must agree on who owns what, whatever subset of rules is selected.
-    all_params: Mapping[str, Mapping[str, float]] | None = None
 
-    def check(self, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""
         out: list[Finding] = []
-        for trace in self.applicable(run):
-            out.extend(self.check_report(trace, run, params))
+        report_ctx = ctx.for_report()
+        for trace in self.applicable(ctx.run):
+            out.extend(self.check_report(trace, report_ctx))
         return out
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         raise NotImplementedError
 
     def applicable(self, run: Run) -> list[Trace]:
@@ -166,22 +190,24 @@ class RuleResult:
 
 def run_rules(
     run: Run, registry: Registry, selected: list[type[Rule]] | None = None,
-    overrides: Mapping[str, float] | None = None,
+    overrides: Mapping[str, float] | None = None, window: WindowSpec | None = None,
 ) -> tuple[list[Finding], list[RuleResult]]:
-    """Run rules over a run. A rule that cannot run is skipped; one that crashes is an error; the rest go on."""
+    """Run rules over a run. A rule that cannot run is skipped; one that crashes is an error; the rest go on.
+
+    ``window``: the spec the run's reports are already seen through, passed on to the rules."""
     findings: list[Finding] = []
     results: list[RuleResult] = []
-    all_params = {r.id: registry.resolve_params(r, overrides) for r in registry}
+    base = RuleContext(run, all_params={r.id: registry.resolve_params(r, overrides) for r in registry},
+                       window=window)
     for rule_cls in selected if selected is not None else list(registry):
         rule = rule_cls()
-        rule.all_params = all_params
-        params = registry.resolve_params(rule_cls, overrides)
+        ctx = base.for_rule(rule_cls.id, registry.resolve_params(rule_cls, overrides))
         reason = rule.missing(run)
         if reason:
             results.append(RuleResult(rule_cls.id, "skipped", reason))
             continue
         try:
-            found = rule.check(run, params)
+            found = rule.check(ctx)
         except Skip as exc:
             results.append(RuleResult(rule_cls.id, "skipped", str(exc)))
             continue

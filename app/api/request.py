@@ -80,11 +80,11 @@ class GoodputRequest(Request):
         filename: str | None = None, content_length: int | None = None,
     ) -> IO[bytes]:
         # Werkzeug would spool to the system temp dir; ours hashes, decompresses and caps on the way in.
-        from app.services.storage import Storage
+        from app.services.storage import storage_for
 
         check_text("file name", filename)  # before a byte of the part is stored
         settings = current_settings()
-        sink = Storage(settings.data_dir).open_sink(settings.max_upload_bytes, filename or "")
+        sink = storage_for(settings).open_sink(settings.max_upload_bytes, filename or "")
         self.__dict__.setdefault("_upload_sinks", []).append(sink)
         return sink
 

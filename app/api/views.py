@@ -21,7 +21,7 @@ from app.services import runs as runs_service
 from app.services import tokens as tokens_service
 from app.services.reports import report_to_dict
 from app.services.run_query import RunFilter
-from app.services.storage import CHUNK, Storage
+from app.services.storage import CHUNK, storage_for
 from app.settings import current_settings
 
 
@@ -93,7 +93,7 @@ def put_report(run_id: int, name: str):
     if (request.content_length or 0) > settings.max_upload_bytes * 1.01 + 65536:
         raise ApiError("TOO_LARGE", f"{name}: {request.content_length} bytes exceeds the limit of "
                        f"{settings.max_upload_bytes} bytes", {"limit_bytes": settings.max_upload_bytes})
-    sink = Storage(settings.data_dir).open_sink(settings.max_upload_bytes, name)
+    sink = storage_for(settings).open_sink(settings.max_upload_bytes, name)
     try:
         fast = socket_body(request.environ) if request.content_length is not None else None
         if fast is not None:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.errors import ApiError
 from app.models import Report, Run, utcnow
 from app.services.runs import get_run, refresh_status
-from app.services.storage import KEPT_SUFFIX, STAGING_IDLE_S, Storage
+from app.services.storage import KEPT_SUFFIX, STAGING_IDLE_S, storage_for
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -40,9 +40,9 @@ def source_of(settings: Settings, upload_path: str, sha256: str) -> Path | None:
     """The stored export to ingest: the kept copy of these bytes when one exists (validated and scrubbed
     already, by this report's earlier ingest or another report's of the same bytes), else the report's own
     file; None when neither exists."""
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     for rel in (storage.kept_path(sha256) if sha256 else None, upload_path):
-        if rel and storage.path(rel).is_file():
+        if rel and storage.exists(rel):
             return storage.path(rel)
     return None
 
@@ -53,10 +53,8 @@ def release_upload(session: Session, settings: Settings, rel: str | None) -> boo
         return False
     needed = session.execute(sa.select(sa.func.count()).select_from(Report).where(_needs(rel))).scalar_one()
     session.rollback()
-    path = Storage(settings.data_dir).path(rel)
-    if needed or not path.is_file():
+    if needed or not storage_for(settings).remove(rel):
         return False
-    path.unlink(missing_ok=True)
     logger.info("removed stored upload %s: no report needs it", rel)
     return True
 
@@ -152,7 +150,7 @@ def reingest_all(session: Session, settings: Settings, run_ids: list[int] | None
 def sweep_leftovers(session: Session, settings: Settings, *, uploads: bool = True) -> int:
     """Remove what killed work left behind: temporary files in the folders of reports no live attempt holds,
     staged uploads whose receiver died, and (``uploads``) stored uploads no report needs. Returns how many."""
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     now = utcnow()
     # A report that had a killed attempt is queued again, failed, or ready after a later attempt, and was
     # touched then; reconcile runs every minute, so a day back is plenty and keeps the scan small.
@@ -184,7 +182,7 @@ def upload_sweep_due(settings: Settings, every_s: float = 3600.0) -> bool:
 
 
 def _remove_unneeded_uploads(session: Session, settings: Settings) -> int:
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     needed = set(session.scalars(sa.select(Report.upload_path).where(
         sa.or_(Report.status.in_(("queued", "ingesting", "analyzing", "ready")),
                sa.and_(Report.status == "failed", Report.error_code.in_(TRANSIENT))))))
@@ -192,14 +190,12 @@ def _remove_unneeded_uploads(session: Session, settings: Settings) -> int:
     session.rollback()
     cutoff = time.time() - ORPHAN_AGE_S
     removed = 0
-    for f in storage.uploads.glob("*/*") if storage.uploads.is_dir() else ():
-        rel = f.relative_to(storage.root).as_posix()
-        if rel in needed or not f.is_file():
+    for rel, mtime in storage.list_uploads():
+        if rel in needed:
             continue
         # A file a row points to but no report needs goes at once; an unknown one only once it is old
         # (its upload may not have committed its row yet).
-        if f.stat().st_mtime < (time.time() - RECENT_S if rel in known else cutoff):
-            f.unlink(missing_ok=True)
+        if mtime < (time.time() - RECENT_S if rel in known else cutoff) and storage.remove(rel):
             removed += 1
     return removed
 
@@ -215,12 +211,10 @@ def expire_uploads(session: Session, settings: Settings, now: datetime | None = 
     paths = set(session.scalars(sa.select(Report.upload_path).where(
         Report.created_at < cutoff, Report.status.in_(("ready", "failed")), Report.upload_path.not_in(young))))
     session.rollback()
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     removed = 0
     for rel in sorted(paths):
-        path = storage.path(rel)
-        if path.is_file():
-            path.unlink(missing_ok=True)
+        if storage.remove(rel):
             removed += 1
     if removed:
         logger.info("removed %d stored exports older than %d days (GOODPUT_KEEP_UPLOADS_DAYS)", removed, days)

@@ -18,8 +18,8 @@ from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus
 from app.services.operations import reopen_run
-from app.services.runs import get_run, refresh_status
-from app.services.storage import Staged, Storage
+from app.services.runs import THRESHOLDS_TAG, get_run, refresh_status
+from app.services.storage import Staged, Storage, storage_for
 from app.settings import Settings
 from app.text import NO_CONTROL, has_control
 
@@ -50,9 +50,6 @@ class RunMeta:
 
 
 MAX_WINDOW_CHARS = 200
-# Threshold overrides of a run live in this tag (``GPU001.min_gap_us=200 GPU003.min_ratio=0.5``, canonical):
-# kept with the run without a schema change, shown with its tags, and read by every analysis of the run.
-THRESHOLDS_TAG = "goodput.thresholds"
 MAX_THRESHOLDS = 20
 MAX_THRESHOLDS_CHARS = 2000   # the tag's value (20 overrides fit)
 THRESHOLD_HELP = "RULE.name=NUMBER, e.g. GPU001.min_gap_us=200 (the thresholds are listed on the rules page)"
@@ -93,12 +90,6 @@ def parse_thresholds(items: list[str] | dict[str, Any] | None) -> dict[str, floa
 def thresholds_text(thresholds: dict[str, float]) -> str:
     """The canonical tag value: sorted ``RULE.name=VALUE`` pairs, space separated (``200``, not ``200.0``)."""
     return " ".join(f"{k}={v:g}" if v == float(f"{v:g}") else f"{k}={v!r}" for k, v in sorted(thresholds.items()))
-
-
-def run_thresholds(tags: dict[str, str] | None) -> dict[str, float]:
-    """The threshold overrides recorded on a run (its ``THRESHOLDS_TAG``), for the analysis."""
-    text = (tags or {}).get(THRESHOLDS_TAG) or ""
-    return {k: float(v) for k, _, v in (item.partition("=") for item in text.split()) if k}
 
 
 def parse_window(window: str | None) -> str | None:
@@ -251,7 +242,7 @@ def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[
     for incoming in files:
         _check_name(incoming.name)
     kinds = [_kind(f) for f in files]  # every file is checked before anything is stored
-    storage = Storage(settings.data_dir)
+    storage = storage_for(settings)
     job = _job(session, meta.job)
     run = Run(job_id=job.id, tags=meta.tags or {}, git_sha=meta.git_sha, cluster=meta.cluster,
               submitter=submitter.name, submitter_user_id=submitter.user_id,
@@ -284,7 +275,7 @@ def add_report(session: Session, settings: Settings, run_id: int, incoming: Inco
     run = get_run(session, run_id)
     kind = _kind(incoming)
     try:
-        report, created = _add_report(session, Storage(settings.data_dir), run, incoming, kind)
+        report, created = _add_report(session, storage_for(settings), run, incoming, kind)
         if created:
             refresh_status(session, run)
         session.commit()

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from analysis.kernel_names import VOLATILE_NVTX_SQL, short_kernel_name
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
-from app.services.pipeline import data_path
+from app.services.storage import data_path
 from app.settings import Settings
 
 TABLE_LIMIT = 500   # rows of the kernel / NVTX tables sent to the browser (largest total time first)

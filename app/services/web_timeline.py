@@ -22,7 +22,7 @@ from analysis.run_timeline import Part, catalogue
 from analysis.timeline import extent
 from analysis.trace import Trace
 from app.models import Report, RunSummary
-from app.services.pipeline import data_path
+from app.services.storage import data_path
 from app.services.web_run import get_run
 from app.settings import Settings
 

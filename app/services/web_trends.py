@@ -17,7 +17,7 @@ from analysis.rules.ncu.metrics import MEM_PCT, SM_PCT, load_launches
 from analysis.rules.ncu.ncu003_occupancy import ACHIEVED
 from analysis.trace import Trace
 from app.models import Finding, Report, RunSummary
-from app.services.pipeline import data_path
+from app.services.storage import data_path
 from app.services.web_jobs import JobTrends
 from app.settings import Settings
 

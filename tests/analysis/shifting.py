@@ -106,12 +106,17 @@ def unshift(value: Any, shift: int, session_shift: int, key: str | None = None) 
     """``value`` with the absolute times (``TIME_KEYS``, timeline extents and boxes, session starts) moved
     back by the shifts; everything else as it was."""
     if isinstance(value, dict):
+        if key == "boxes" and "rows" in value:  # a timeline lane's boxes: {"fields": [...], "rows": [...]}
+            s, e = value["fields"].index("start_ns"), value["fields"].index("end_ns")
+            rows = [list(b) for b in value["rows"]]
+            for b in rows:
+                b[s] -= shift
+                b[e] -= shift
+            return {**value, "rows": rows}
         return {k: unshift(v, shift, session_shift, k) for k, v in value.items()}
     if isinstance(value, list):
         if key == "extent" and len(value) == 2:
             return [value[0] - shift, value[1] - shift]
-        if key == "boxes":
-            return [[b[0] - shift, b[1] - shift, *b[2:]] for b in value]
         return [unshift(v, shift, session_shift, key) for v in value]
     if isinstance(value, int) and not isinstance(value, bool):
         if key in TIME_KEYS:

@@ -3,13 +3,30 @@ precedence, skipped rules, and the rule catalogue's documentation contract."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+import numpy as np
 import pytest
 
+from analysis import window as win
 from analysis.api import analyze
+from analysis.rules.base import Registry, Rule, RuleContext, Threshold, run_rules
 from analysis.rules.nsys import NSYS_RULES
+from analysis.rules.nsys.gaps import (
+    Gap,
+    KernelRun,
+    LowRegion,
+    krn_idle,
+    low_regions,
+    owned,
+    owned_top,
+    owned_total,
+    ownership_params,
+)
+from analysis.rules.nsys.gpu import IdleGaps
 from analysis.rules.registry import default_registry
+from analysis.trace import Run
 from tests.analysis.planting import api, kernel, normalized
 
 US = 1_000
@@ -40,6 +57,28 @@ def test_launch_bound_run_owns_the_small_gaps_between_short_kernels(tmp_path):
     # Raising the bar for "short" below 5 us dissolves the runs.
     quiet = analyze([path], thresholds={"KRN001.short_kernel_us": 4})
     assert _findings(quiet, "KRN001") == []
+
+
+def test_gap_helpers_return_named_records(tmp_path):
+    """The same planted report as above, through the gap helpers: records with named fields (the gaps
+    themselves stay arrays on ``OwnedUnit``)."""
+    ks = [kernel(i * 20 * US, i * 20 * US + 5 * US) for i in range(30)]
+    ks.append(kernel(600 * US, 900 * US, name="long"))
+    ks += [kernel(2900 * US + i * 20 * US, 2900 * US + i * 20 * US + 5 * US) for i in range(30)]
+    path = normalized(tmp_path / "r.duckdb", kernels=ks)
+    with Run.open([path]) as run:
+        units = owned(run.traces[0], {})
+        (pid, device), = {(u.unit.pid, u.unit.device) for u in units}
+        assert isinstance(units[0].gap_start, np.ndarray) and len(units[0].gap_start) == 2 * 29 + 2
+        assert owned_total(units, "GPU001") == (2000 * US, 1) and owned_total(units, "KRN001").count == 58
+        assert owned_top(units, "GPU001") == [Gap(pid, device, 900 * US, 2900 * US, 2000 * US)]
+        runs = krn_idle(units)
+        assert runs == [KernelRun(pid, device, 0, 29 * 20 * US + 5 * US, 30, 30 * 5 * US, 29 * 15 * US),
+                        KernelRun(pid, device, 2900 * US, 2900 * US + 29 * 20 * US + 5 * US, 30, 30 * 5 * US,
+                                  29 * 15 * US)]
+        assert runs[0].idle_ns == runs[0][6]  # still a tuple for code that unpacks it
+        regions = low_regions(units, ownership_params({}))
+        assert all(isinstance(r, LowRegion) and r.owned_ns <= r.idle_ns for r in regions)
 
 
 def test_low_utilization_windows_take_the_small_unowned_gaps(tmp_path):
@@ -97,6 +136,46 @@ def test_rules_without_their_tables_are_skipped_with_a_reason(tmp_path):
     assert status["GPU001"]["status"] == "skipped" and "kernels" in status["GPU001"]["reason"]
     assert status["MEM001"]["status"] == "skipped" and "memcpy" in status["MEM001"]["reason"]
     assert result["findings"] == []
+
+
+class _Probe(Rule):
+    """Records the context each of its calls gets."""
+
+    id = "PROBE001"
+    name = "probe.context"
+    category = "test"
+    requires = ("kernels",)
+    thresholds = {"limit_us": Threshold(5.0, "us", "a threshold to override")}
+    seen: list[tuple[str, RuleContext]] = []
+
+    def check(self, ctx: RuleContext) -> list:
+        self.seen.append(("run", ctx))
+        return super().check(ctx)
+
+    def check_report(self, trace, ctx: RuleContext) -> list:
+        self.seen.append((trace.label, ctx))
+        return []
+
+
+def test_rules_get_an_explicit_context_not_instance_attributes(tmp_path):
+    path = normalized(tmp_path / "r.duckdb", kernels=[kernel(0, 10)])
+    spec = win.parse("all")
+    _Probe.seen = []
+    with Run.open([path]) as run:
+        _, results = run_rules(run, Registry([IdleGaps, _Probe]), [_Probe],
+                               {"PROBE001.limit_us": 7, "GPU001.min_gap_us": 3}, window=spec)
+        assert [r.status for r in results] == ["ok"]
+        (_, top), (label, per_report) = _Probe.seen
+        assert label == run.traces[0].label
+        assert top.scope == "run" and per_report.scope == "report"
+        for ctx in (top, per_report):
+            assert ctx.run is run and ctx.window is spec
+            assert ctx.params == {"limit_us": 7.0}
+            # every rule's thresholds, the unselected ones too, for the rules that share idle time
+            assert ctx.all_params == {"GPU001": {"min_gap_us": 3.0}, "PROBE001": {"limit_us": 7.0}}
+    assert not hasattr(_Probe(), "all_params") and not hasattr(Rule, "all_params")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        top.scope = "report"  # type: ignore[misc]
 
 
 def test_unknown_thresholds_are_rejected(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from analysis import run_overview, run_timeline
 from analysis.api import ingest
 from analysis.run_timeline import Part
-from analysis.timeline import extent
+from analysis.timeline import box_records, extent
 from analysis.trace import Trace
 from tests.conftest import corpus_file
 
@@ -38,7 +38,7 @@ def _with_overviews(parts: list[Part]) -> list[Part]:
 
 
 def _lanes(win) -> dict[str, list]:
-    return {lane["id"]: lane["boxes"] for g in win["groups"] for lane in g["lanes"]}
+    return {lane["id"]: box_records(lane["boxes"]) for g in win["groups"] for lane in g["lanes"]}
 
 
 # (fraction of the run, columns, level): the whole run on the coarsest level, a 1/20 zoom on finer ones
@@ -48,8 +48,8 @@ def test_overview_windows_keep_every_activity_and_its_place(parts, fraction, buc
     fast = _with_overviews(parts)
     whole = run_timeline.window(parts, buckets=buckets)
     lo, hi = whole["extent"]
-    busiest = max((b for g in whole["groups"] for lane in g["lanes"] for b in lane["boxes"]), key=lambda b: b[2])
-    w0 = max(lo, busiest[0] - (hi - lo) // (2 * fraction)) if fraction > 1 else lo
+    busiest = max((b for boxes in _lanes(whole).values() for b in boxes), key=lambda b: b["count"])
+    w0 = max(lo, busiest["start_ns"] - (hi - lo) // (2 * fraction)) if fraction > 1 else lo
     w1 = w0 + (hi - lo) // fraction
     assert run_overview.level_for(extent(parts[0].trace), w0, w1, buckets) == level
     exact, over = run_timeline.window(parts, w0, w1, buckets), run_timeline.window(fast, w0, w1, buckets)
@@ -59,20 +59,20 @@ def test_overview_windows_keep_every_activity_and_its_place(parts, fraction, buc
     bin_ns = max(e[1] - e[0] for e in map(extent, (p.trace for p in parts))) / run_overview.LEVELS[level]
     for lane_id, boxes in ex.items():
         got = ov[lane_id]
-        for cat in {b[4] for b in boxes} | {b[4] for b in got}:
-            a, b = [x for x in boxes if x[4] == cat], [x for x in got if x[4] == cat]
+        for cat in {b["category"] for b in boxes} | {b["category"] for b in got}:
+            a, b = [x for x in boxes if x["category"] == cat], [x for x in got if x["category"] == cat]
             if fraction == 1:   # the whole run: every activity counted once, same busy time, first start, last end
-                assert sum(x[2] for x in a) == sum(x[2] for x in b), (lane_id, cat)
-                assert sum(x[3] for x in a) == sum(x[3] for x in b), (lane_id, cat)
-                assert min(x[0] for x in a) == min(x[0] for x in b) and max(x[1] for x in a) == max(x[1] for x in b)
+                assert sum(x["count"] for x in a) == sum(x["count"] for x in b), (lane_id, cat)
+                assert sum(x["busy_ns"] for x in a) == sum(x["busy_ns"] for x in b), (lane_id, cat)
+                assert min(x["start_ns"] for x in a) == min(x["start_ns"] for x in b) and max(x["end_ns"] for x in a) == max(x["end_ns"] for x in b)
             else:               # a window: only the activities in the fine bins at its two edges may differ
-                assert abs(sum(x[2] for x in a) - sum(x[2] for x in b)) <= 0.05 * sum(x[2] for x in a) + 2
+                assert abs(sum(x["count"] for x in a) - sum(x["count"] for x in b)) <= 0.05 * sum(x["count"] for x in a) + 2
             # every overview box starts within one bin (plus a column) of an exact box's start
-            starts = sorted(x[0] for x in a)
+            starts = sorted(x["start_ns"] for x in a)
             for box in b:
-                assert not starts or min(abs(box[0] - s) for s in starts) <= bin_ns + (w1 - w0) / buckets, box
+                assert not starts or min(abs(box["start_ns"] - s) for s in starts) <= bin_ns + (w1 - w0) / buckets, box
         if lane_id.split(":")[2] == "nvtx" and fraction == 1:
-            assert {x[6] for x in boxes} == {x[6] for x in got}                            # depths
+            assert {x["depth"] for x in boxes} == {x["depth"] for x in got}  # depths
 
 
 def test_fine_windows_read_the_report_itself(parts) -> None:

@@ -12,6 +12,7 @@ from analysis import run_select, run_timeline, run_trace
 from analysis.kernel_names import short_kernel_name
 from analysis.run_timeline import Part
 from analysis.schema import NSYS_TABLES
+from analysis.timeline import box_records
 from analysis.trace import Trace
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm *, unsigned long, ncclWork *)"
@@ -50,7 +51,8 @@ def test_window_aligns_reports_on_the_session_clock_with_stable_lanes(tmp_path) 
     assert win["aligned"] and [g["label"] for g in win["groups"]] == ["rank 0 · node0 · GPU 0", "rank 1 · node1 · GPU 0"]
     assert [g["offset_ns"] for g in win["groups"]] == [0, 1_000_000]
     gpu1 = next(lane for lane in win["groups"][1]["lanes"] if lane["kind"] == "gpu")
-    assert min(b[0] for b in gpu1["boxes"]) == 1_004_000          # 4 µs after its own start, 1 ms later
+    assert gpu1["boxes"]["fields"] == ["start_ns", "end_ns", "count", "busy_ns", "category", "name"]
+    assert min(b["start_ns"] for b in box_records(gpu1["boxes"])) == 1_004_000  # 4 µs after its own start, 1 ms later
     assert [lane["kind"] for lane in win["groups"][0]["lanes"]] == ["gpu", "api"]
     narrow = run_timeline.window(parts, 1_000, 2_000, buckets=100)
     assert [[lane["id"] for lane in g["lanes"]] for g in narrow["groups"]] == \

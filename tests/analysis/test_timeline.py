@@ -56,27 +56,30 @@ def dense(tmp_path: Path) -> Trace:
 def test_window_is_bounded_and_counts_every_activity(dense: Trace) -> None:
     win = timeline.window(dense, buckets=200)
     lanes = {lane["id"]: lane for lane in win["lanes"]}
+    boxes = {lane_id: timeline.box_records(lane["boxes"]) for lane_id, lane in lanes.items()}
     assert set(lanes) == {"gpu:0:7", "gpu:0:8", "gpu:1:3", "nvtx:100:101"}
     # at most one box per slice and category in a lane
-    assert len(lanes["gpu:0:7"]["boxes"]) <= 200
+    assert len(boxes["gpu:0:7"]) <= 200
     # merged boxes still account for every kernel and its exact busy time
     direct = dense.sql("SELECT count(*), sum(end_ns - start_ns) FROM kernels WHERE device = 0")[0]
-    assert sum(b[2] for b in lanes["gpu:0:7"]["boxes"]) == direct[0]
-    assert sum(b[3] for b in lanes["gpu:0:7"]["boxes"]) == direct[1]
+    assert sum(b["count"] for b in boxes["gpu:0:7"]) == direct[0]
+    assert sum(b["busy_ns"] for b in boxes["gpu:0:7"]) == direct[1]
     assert win["extent"] == [0, 3_000_000]
-    assert lanes["gpu:1:3"]["boxes"] == [[1_000_000, 2_000_000, 1, 1_000_000, "nccl", "ncclKernel_AllReduce"]]
-    assert lanes["gpu:0:8"]["boxes"][0][4:] == ["memcpy", "Memcpy HtoD"]
+    assert boxes["gpu:1:3"] == [{"start_ns": 1_000_000, "end_ns": 2_000_000, "count": 1, "busy_ns": 1_000_000,
+                                 "category": "nccl", "name": "ncclKernel_AllReduce"}]
+    assert (boxes["gpu:0:8"][0]["category"], boxes["gpu:0:8"][0]["name"]) == ("memcpy", "Memcpy HtoD")
     assert lanes["nvtx:100:101"]["depth"] == 2
+    assert {b["depth"] for b in boxes["nvtx:100:101"]} == {0, 1}
     assert "main" in lanes["nvtx:100:101"]["label"]
 
 
 def test_zooming_in_returns_individual_activities(dense: Trace) -> None:
     win = timeline.window(dense, 0, 1499, buckets=1000)
-    boxes = next(lane for lane in win["lanes"] if lane["id"] == "gpu:0:7")["boxes"]
+    boxes = timeline.box_records(next(lane for lane in win["lanes"] if lane["id"] == "gpu:0:7")["boxes"])
     # 10 kernels start in [0, 1499]; at 1.5 ns per slice none is merged
-    assert [b[2] for b in boxes] == [1] * 10
-    assert boxes[0][:2] == [0, 100]
-    assert boxes[1][5] == "k1<float>"
+    assert [b["count"] for b in boxes] == [1] * 10
+    assert (boxes[0]["start_ns"], boxes[0]["end_ns"]) == (0, 100)
+    assert boxes[1]["name"] == "k1<float>"
     # the long nccl kernel is outside this window
     assert not any(lane["id"] == "gpu:1:3" for lane in win["lanes"])
 
@@ -139,17 +142,20 @@ def corpus_trace(tmp_path_factory):
 def test_corpus_report_window_accounts_for_every_row(corpus_trace: Trace) -> None:
     win = timeline.window(corpus_trace, buckets=300)
     per_device = {}
+    boxes = {lane["id"]: timeline.box_records(lane["boxes"]) for lane in win["lanes"]}
     for lane in win["lanes"]:
-        assert len(lane["boxes"]) <= 300 * (4 if lane["kind"] == "gpu" else timeline.MAX_NVTX_DEPTH + 1)
+        assert len(boxes[lane["id"]]) <= 300 * (4 if lane["kind"] == "gpu" else timeline.MAX_NVTX_DEPTH + 1)
         if lane["kind"] == "gpu":
-            per_device[lane["device"]] = per_device.get(lane["device"], 0) + sum(b[2] for b in lane["boxes"])
+            per_device[lane["device"]] = per_device.get(lane["device"], 0) + sum(b["count"] for b in boxes[lane["id"]])
     direct = dict(corpus_trace.sql("""SELECT device, count(*) FROM (
         SELECT device FROM kernels UNION ALL SELECT device FROM memcpy UNION ALL SELECT device FROM memset)
         GROUP BY device"""))
     assert per_device == direct and len(direct) == 2
-    nvtx = sum(b[2] for lane in win["lanes"] if lane["kind"] == "nvtx" for b in lane["boxes"])
+    nvtx = sum(b["count"] for lane in win["lanes"] if lane["kind"] == "nvtx" for b in boxes[lane["id"]])
     assert nvtx == corpus_trace.scalar("SELECT count(*) FROM nvtx WHERE end_ns IS NOT NULL")
-    assert {b[4] for lane in win["lanes"] for b in lane["boxes"]} >= {"compute", "nccl", "nvtx"}
+    assert {b["category"] for bs in boxes.values() for b in bs} >= {"compute", "nccl", "nvtx"}
+    assert win["boxes"] == sum(len(bs) for bs in boxes.values())
+    assert win["activities"] == sum(b["count"] for bs in boxes.values() for b in bs)
 
 
 def test_corpus_chrome_trace_has_every_kernel(corpus_trace: Trace) -> None:

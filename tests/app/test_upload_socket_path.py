@@ -20,7 +20,8 @@ from gunicorn.http.body import Body, LengthReader
 from gunicorn.http.unreader import SocketUnreader
 
 from app.api.request import socket_body
-from app.services.storage import CHUNK, Storage
+from app.services.storage import CHUNK
+from app.services.storage import LocalStorage as Storage
 
 ROOT = Path(__file__).resolve().parents[2]
 SQLITE_HEAD = b"SQLite format 3\x00"
@@ -119,7 +120,7 @@ def _receive(tmp_path, body: bytes, pieces: int = 7):
 def test_receive_writes_full_chunks_direct_and_the_rest_buffered(tmp_path, monkeypatch, size):
     """Full pooled chunks go out with O_DIRECT (where the filesystem takes it); the sniffed first chunk
     and a short last one are written buffered. The stored bytes and digest are exact either way."""
-    import app.services.storage as storage
+    import app.services.storage.sink as storage
 
     direct_writes = []
     real_write = os.write
@@ -163,7 +164,7 @@ def test_receive_falls_back_to_buffered_writes_where_o_direct_is_refused(tmp_pat
     import errno
     import fcntl
 
-    import app.services.storage as storage
+    import app.services.storage.sink as storage
 
     calls = []
     if refuse == "fcntl":  # a filesystem that refuses the flag
@@ -195,7 +196,7 @@ def test_receive_falls_back_to_buffered_writes_where_o_direct_is_refused(tmp_pat
 def test_receive_write_error_is_raised_and_discard_leaves_nothing(tmp_path, monkeypatch):
     import errno
 
-    import app.services.storage as storage
+    import app.services.storage.sink as storage
 
     real_write = os.write
     written = []

@@ -35,8 +35,9 @@ NCCL_BOX = """root => {
     const tl = root.gpTimeline, r = root.querySelector('canvas').getBoundingClientRect();
     for (const row of tl.lay.rows) {
         if (!row.lane || row.lane.kind !== 'gpu') continue;
-        const b = (tl.boxes.get(row.lane.id) || []).find(b => b[4] === 'nccl');
-        if (b) return {x: r.left + (tl.x(b[0]) + tl.x(b[1])) / 2, y: r.top + row.y + row.h / 2};
+        const boxes = tl.boxes.get(row.lane.id), at = boxes ? boxes.at : {};
+        const b = boxes && boxes.rows.find(b => b[at.category] === 'nccl');
+        if (b) return {x: r.left + (tl.x(b[at.start_ns]) + tl.x(b[at.end_ns])) / 2, y: r.top + row.y + row.h / 2};
     }
     return null;
 }"""

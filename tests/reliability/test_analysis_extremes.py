@@ -58,10 +58,12 @@ def test_timeline_and_chrome_trace_over_a_window_spanning_2_62(tmp_path: Path) -
     try:
         win = timeline.window(t, buckets=4000)
         assert win["extent"] == [-10**10, NEAR_2_62] and win["activities"] == 3
-        boxes = {lane["kind"]: lane["boxes"] for lane in win["lanes"]}
+        boxes = {lane["kind"]: timeline.box_records(lane["boxes"]) for lane in win["lanes"]}
         # 2^62 ns in 4,000 slices: both kernels start in the last slice and merge into one box.
-        assert boxes["gpu"] == [[start, NEAR_2_62, 2, 40_000, "compute", "k"]]
-        assert [b[:4] for b in boxes["nvtx"]] == [[-10**10, -10**10 + 5, 1, 5]]
+        assert boxes["gpu"] == [{"start_ns": start, "end_ns": NEAR_2_62, "count": 2, "busy_ns": 40_000,
+                                 "category": "compute", "name": "k"}]
+        assert [(b["start_ns"], b["end_ns"], b["count"], b["busy_ns"]) for b in boxes["nvtx"]] == \
+            [(-10**10, -10**10 + 5, 1, 5)]
         assert len([e for e in chrome_trace.to_dict(t)["traceEvents"] if e["ph"] == "X"]) == 3
     finally:
         t.close()

@@ -11,6 +11,7 @@ import duckdb
 import pytest
 import sqlalchemy as sa
 
+from analysis.timeline import box_records
 from app.models import Finding, Report, Run, RunSummary
 from app.services import pipeline
 from tests.conftest import corpus_file
@@ -193,9 +194,9 @@ def test_timeline_and_tables_routes(client, db, settings, nccl_run) -> None:
     memcpy = con.execute("SELECT count(*) FROM memcpy").fetchone()[0]
     memset = con.execute("SELECT count(*) FROM memset").fetchone()[0]
     con.close()
-    gpu = [b for lane in win["lanes"] if lane["kind"] == "gpu" for b in lane["boxes"]]
-    assert sum(b[2] for b in gpu) == kernels + memcpy + memset
-    assert all(len(lane["boxes"]) <= 100 * 4 for lane in win["lanes"])
+    gpu = [b for lane in win["lanes"] if lane["kind"] == "gpu" for b in box_records(lane["boxes"])]
+    assert sum(b["count"] for b in gpu) == kernels + memcpy + memset
+    assert all(len(lane["boxes"]["rows"]) <= 100 * 4 for lane in win["lanes"])
     assert client.get(f"{base}/timeline.json?start_ns=abc").status_code == 400
     assert client.get(f"/runs/{nccl_run}/reports/999/timeline.json").status_code == 404
     tables = client.get(f"{base}/tables.json").get_json()

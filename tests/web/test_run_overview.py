@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from analysis import run_overview
+from analysis.timeline import box_records
 from app.models import Report
 from app.services import pipeline, web_timeline
 from tests.conftest import corpus_file
@@ -32,8 +33,9 @@ def test_overview_is_built_once_beside_the_report_and_keeps_every_activity(clien
     for ge, gf in zip(exact["groups"], fast["groups"], strict=True):
         for le, lf in zip(ge["lanes"], gf["lanes"], strict=True):
             assert le["id"] == lf["id"]
-            assert sum(b[2] for b in le["boxes"]) == sum(b[2] for b in lf["boxes"])
-            assert sum(b[3] for b in le["boxes"]) == sum(b[3] for b in lf["boxes"])
+            be, bf = box_records(le["boxes"]), box_records(lf["boxes"])
+            assert sum(b["count"] for b in be) == sum(b["count"] for b in bf)
+            assert sum(b["busy_ns"] for b in be) == sum(b["busy_ns"] for b in bf)
     again = client.get(f"/runs/{run_id}/timeline.json?buckets=400").get_json()
     assert again == fast and [f.stat().st_mtime_ns for f in files] == stamps   # built once, not rebuilt
 

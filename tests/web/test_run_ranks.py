@@ -11,6 +11,7 @@ from html import unescape
 import duckdb
 import sqlalchemy as sa
 
+from analysis.timeline import box_records
 from app.models import Finding, Report, Run
 from app.services import pipeline
 from tests.conftest import corpus_file
@@ -47,10 +48,10 @@ def test_run_timeline_aligns_the_ranks_on_the_session_clock(client, db, settings
     for g, n, first, start in zip(win["groups"], counts, firsts, starts, strict=True):
         kinds = {lane["kind"] for lane in g["lanes"]}
         assert kinds == {"gpu", "api", "nvtx"}
-        gpu = [b for lane in g["lanes"] if lane["kind"] == "gpu" for b in lane["boxes"]]
-        assert sum(b[2] for b in gpu) == n                  # every GPU activity, once
-        kernel_boxes = [b for b in gpu if b[4] in ("compute", "nccl")]
-        assert min(b[0] for b in kernel_boxes) == first + start - origin   # on the run clock
+        gpu = [b for lane in g["lanes"] if lane["kind"] == "gpu" for b in box_records(lane["boxes"])]
+        assert sum(b["count"] for b in gpu) == n                  # every GPU activity, once
+        kernel_boxes = [b for b in gpu if b["category"] in ("compute", "nccl")]
+        assert min(b["start_ns"] for b in kernel_boxes) == first + start - origin   # on the run clock
     # a zoomed window keeps the same lanes (stable catalogue), with fewer activities
     mid = (win["extent"][0] + win["extent"][1]) // 2
     zoom = client.get(f"/runs/{run_id}/timeline.json?buckets=300&start_ns={mid}&end_ns={mid + 1000}").get_json()

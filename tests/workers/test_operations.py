@@ -20,7 +20,7 @@ from app.errors import ApiError
 from app.models import Report, Run, utcnow
 from app.queue import INGEST_QUEUE, INGEST_TASK, LIGHT_QUEUE, RECONCILE_TASK
 from app.services import operations, pipeline
-from app.services.storage import Storage
+from app.services.storage import LocalStorage as Storage
 from goodput_cli.main import main
 from tests.conftest import ROOT, corpus_file
 from tests.workers.conftest import make_run
@@ -46,7 +46,7 @@ def _set(session, rid, **values) -> None:
 
 def _killed_upload(storage: Storage) -> Path:
     """A staged file left by a web process SIGKILLed while receiving it (a real process, really killed)."""
-    code = ("import os, signal, sys; from app.services.storage import Storage; "
+    code = ("import os, signal, sys; from app.services.storage import LocalStorage as Storage; "
             f"sink = Storage({str(storage.root)!r}).open_sink(10**6, 'x.sqlite'); "
             "sink.write(b'SQLite format 3' + bytes(1) + b'partial'); print(sink.path, flush=True); "
             "os.kill(os.getpid(), signal.SIGKILL)")
@@ -228,7 +228,8 @@ def test_attempt_leftovers_go_but_the_published_trace_and_its_overview_stay(tmp_
     # Reconcile sweeps every report no lease holds: it must not delete the timeline overview the ingest
     # published beside the trace (the run page would rebuild it on every view).
     from analysis.run_overview import lanes_path, overview_path
-    from app.services.storage import TRACE_NAME, Storage
+    from app.services.storage import TRACE_NAME
+    from app.services.storage import LocalStorage as Storage
 
     storage = Storage(tmp_path)
     folder = storage.report_dir(7)

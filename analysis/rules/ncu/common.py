@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Skip
+from analysis.rules.base import Rule, RuleContext, Skip
 from analysis.rules.ncu.impact import Linker, impact, weighted_speedup
 from analysis.rules.ncu.metrics import Launch, load_launches
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 
 @dataclass
@@ -57,16 +57,16 @@ class NcuRule(Rule):
             for i, r in enumerate(rows)
         ]
 
-    def check(self, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        linker = Linker(run)
+    def check(self, ctx: RuleContext) -> list[Finding]:
+        linker = Linker(ctx.run)
         findings: list[Finding] = []
         evaluated = False
-        for trace in self.applicable(run):
+        for trace in self.applicable(ctx.run):
             launches = load_launches(trace)
             hits: dict[tuple, list[tuple[Launch, Hit]]] = defaultdict(list)
             seen: dict[tuple, list[Launch]] = defaultdict(list)
             for launch in launches:
-                found = self.evaluate(launch, params)
+                found = self.evaluate(launch, ctx.params)
                 if not found:
                     # Metrics missing, or present only for some checks: ncu's own verdict (same thresholds,
                     # computed from everything it collected) fills the gap when the export carries it.

@@ -16,6 +16,7 @@ each gap's coverage is two binary searches into the union's running total.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,6 +35,25 @@ _LAUNCHERS_SQL = """
     UNION SELECT DISTINCT pid, tid FROM memcpy WHERE pid IS NOT NULL AND tid IS NOT NULL
     UNION SELECT DISTINCT pid, tid FROM memset WHERE pid IS NOT NULL AND tid IS NOT NULL
 """
+
+
+class DeviceGaps(NamedTuple):
+    """The gaps of one device of a process, as arrays in time order."""
+
+    device: int | None
+    gap_start: np.ndarray
+    gap_end: np.ndarray
+
+
+class CausedGaps(NamedTuple):
+    """One process's gaps of an owner: ``parts`` per device, and all of them (the parts' arrays concatenated in
+    that order) with the cause of each as an index into ``CAUSE_CODES``."""
+
+    pid: int | None
+    parts: list[DeviceGaps]
+    gap_start: np.ndarray
+    gap_end: np.ndarray
+    cause: np.ndarray
 
 
 def launchers(trace: Trace) -> dict[int, list[int]]:
@@ -154,10 +174,8 @@ def cause_names(trace: Trace, gaps: list[tuple[int, int, int, str]], tids: dict[
     return out
 
 
-def owned_gap_causes(trace: Trace, units: list, code: int) -> list[tuple[int | None, list, np.ndarray, np.ndarray,
-                                                                        np.ndarray]]:
-    """The gaps of owner ``code`` (GPU001's) with their causes, per process: ``(pid, [(device, gs, ge)],
-    gs, ge, cause codes)``, the arrays being the devices' gaps concatenated in that order.
+def owned_gap_causes(trace: Trace, units: list, code: int) -> list[CausedGaps]:
+    """The gaps of owner ``code`` (GPU001's) with their causes, per process.
 
     One pass over a process's calls for all its devices; cached on the trace for the ``units`` given (the
     owner table of one set of ownership thresholds), since GPU001 and HOST001 both read it.
@@ -166,14 +184,15 @@ def owned_gap_causes(trace: Trace, units: list, code: int) -> list[tuple[int | N
     if key in trace.memo:
         return trace.memo[key]
     tids = launchers(trace)
-    per_pid: dict[int | None, list[tuple[int | None, np.ndarray, np.ndarray]]] = {}
+    per_pid: dict[int | None, list[DeviceGaps]] = {}
     for u in units:
         m = u.owner == code
         if m.any():
-            per_pid.setdefault(u.unit.pid, []).append((u.unit.device, u.gap_start[m], u.gap_end[m]))
+            per_pid.setdefault(u.unit.pid, []).append(DeviceGaps(u.unit.device, u.gap_start[m], u.gap_end[m]))
     out = []
     for pid, parts in per_pid.items():
-        gs, ge = np.concatenate([g[1] for g in parts]), np.concatenate([g[2] for g in parts])
-        out.append((pid, parts, gs, ge, gap_causes(trace, pid, gs, ge, tids)))
+        gs = np.concatenate([g.gap_start for g in parts])
+        ge = np.concatenate([g.gap_end for g in parts])
+        out.append(CausedGaps(pid, parts, gs, ge, gap_causes(trace, pid, gs, ge, tids)))
     trace.memo[key] = out
     return out

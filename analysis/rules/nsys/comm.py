@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 from analysis.breakdown import breakdown
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Skip, Threshold
+from analysis.rules.base import Rule, RuleContext, Skip, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.rules.nsys.serialized import serialized_exposed
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 
 def _who(trace: Trace, pid: int, n_reports: int) -> str:
@@ -51,7 +50,7 @@ class ExposedCommunication(Rule):
     }
     summary = "NCCL time not overlapped by compute, per device and rank"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         if not _has_nccl(trace):
             return []
         bd = breakdown(trace)
@@ -60,7 +59,7 @@ class ExposedCommunication(Rule):
                                  - serial.get((u["pid"], u["device"]), {}).get("exposed_ns", 0)}
                                 for u in bd["devices"]]}
         units = [u for u in bd["devices"]
-                 if u["comm_exposed_ns"] > 0 and (pct(u["comm_exposed_ns"], u["span_ns"]) or 0) >= params["min_exposed_pct"]]
+                 if u["comm_exposed_ns"] > 0 and (pct(u["comm_exposed_ns"], u["span_ns"]) or 0) >= ctx.params["min_exposed_pct"]]
         if not units:
             return []
         units.sort(key=lambda u: (-u["comm_exposed_ns"], u["pid"] or 0, u["device"] or 0))
@@ -115,20 +114,20 @@ class Stragglers(Rule):
     thresholds = {"min_skew_us": Threshold(100.0, "us", "smallest arrival skew counted (above clock noise)")}
     summary = "Ranks that arrive late to collectives and make the others wait"
 
-    def check(self, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        traces = [t for t in self.applicable(run) if _has_nccl(t)]
+    def check(self, ctx: RuleContext) -> list[Finding]:
+        traces = [t for t in self.applicable(ctx.run) if _has_nccl(t)]
         if not traces:
             return []
-        offsets = run.offsets(traces)
+        offsets = ctx.run.offsets(traces)
         if offsets is None:
             raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
         # Times in HUGEINT: the aligned times of any clock (even ~2^62) and their differences cannot overflow.
         parts = " UNION ALL ".join(
             f"SELECT {i} AS part, pid, device, name, start_ns::HUGEINT + {int(off)} AS t "  # noqa: S608 - ints, r<i>
-            f"FROM {run.alias(t)}.kernels WHERE category = 'nccl' AND start_ns IS NOT NULL"
+            f"FROM {ctx.run.alias(t)}.kernels WHERE category = 'nccl' AND start_ns IS NOT NULL"
             for i, (t, off) in enumerate(zip(traces, offsets, strict=True)))
-        min_skew = {"min_skew_ns": int(params["min_skew_us"] * 1000)}
-        con = run.con
+        min_skew = {"min_skew_ns": int(ctx.params["min_skew_us"] * 1000)}
+        con = ctx.run.con
         try:
             # One pass over the kernels: the instances, per-instance and per-participant facts materialized
             # once, then read by the three small queries below.
@@ -160,7 +159,7 @@ class Stragglers(Rule):
             rule_id=self.id,
             title=f"Straggler: {label} arrives last at {who[0][2]} of {n_inst[1]} skewed collectives",
             message=(f"Across {len(who)} participants and {n_inst[0]} matched collectives, {label} arrived last "
-                     f"{who[0][2]} time(s) with a skew of at least {params['min_skew_us']:g} us, delaying them by "
+                     f"{who[0][2]} time(s) with a skew of at least {ctx.params['min_skew_us']:g} us, delaying them by "
                      f"{fmt_ms(impact)} in all; the others waited {fmt_ms(int(who[0][5]))} (summed over ranks)."),
             impact_ns=impact, impact_pct=pct(impact, report_span_ns(trace)),
             advice=("Look at what the straggler does before each collective (NVTX, data loading, CPU contention, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,7 +9,7 @@ import numpy as np
 from analysis.activity import UnitOps, top_order, union_ns, unit_ops
 from analysis.findings import Evidence, Finding
 from analysis.intervals import MEMORY
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.links import Peaks, device_peaks
 from analysis.trace import Run, Trace
@@ -147,14 +146,14 @@ class CopyBound(Rule):
             return "no report has copies (memcpy table empty): collect CUDA activity with nsys profile --trace=cuda"
         return super().missing(run)
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = [u for u in unit_ops(trace) if len(u)]
         if not units:
             return []
         d = _memory_ops(trace, units)
         bounds = np.searchsorted(d["unit"], np.arange(len(units) + 1))
-        peaks = _peaks(trace, params["host_link_gbps"])
-        small_bytes = params["small_copy_kib"] * 1024
+        peaks = _peaks(trace, ctx.params["host_link_gbps"])
+        small_bytes = ctx.params["small_copy_kib"] * 1024
         dirs = {name: DirStats() for name in DIRECTIONS}
         devices, top_rows = [], []
         for i, u in enumerate(units):
@@ -168,7 +167,7 @@ class CopyBound(Rule):
             kernel = u.cat != MEMORY
             whole, busy_k = union_ns(u.start, u.end), union_ns(u.start, u.end, kernel)
             memory_only = whole - busy_k
-            if span <= 0 or 100.0 * memory_only < params["min_share_pct"] * span:
+            if span <= 0 or 100.0 * memory_only < ctx.params["min_share_pct"] * span:
                 continue
             elsewhere = d["elsewhere"][a:b]
             if elsewhere.any():
@@ -195,7 +194,7 @@ class CopyBound(Rule):
                 top_rows.append((int(dur[j]), int(d["start_ns"][a + j]), int(d["tbl"][a + j]),
                                  int(d["row_id"][a + j]), DIRECTIONS[int(dcode[j])]))
         impact = sum(x["mem005_ns"] for x in devices)
-        if not devices or impact < params["min_memory_only_us"] * 1000:
+        if not devices or impact < ctx.params["min_memory_only_us"] * 1000:
             return []
         used = {k: v for k, v in dirs.items() if v.count}
         main = max(used, key=lambda k: (used[k].time_ns, k))

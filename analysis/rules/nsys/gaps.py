@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,6 +50,51 @@ OWNERSHIP_PARAMS: dict[tuple[str, str], float] = {
 
 # Owner codes of ``OwnedUnit.owner`` (0: unowned).
 OWNER_CODES = {"SYNC001": 1, "MEM002": 2, "GPU001": 3, "KRN001": 4}
+
+
+# Records of the few rows a rule reports (the longest gaps, the runs and regions with the most idle). The
+# gaps themselves stay NumPy arrays, named in ``OwnedUnit``, however many millions there are.
+class Gap(NamedTuple):
+    """One idle gap of a process's device: ``[start_ns, end_ns)``, ``ns`` long."""
+
+    pid: int | None
+    device: int | None
+    start_ns: int
+    end_ns: int
+    ns: int
+
+
+class KernelRun(NamedTuple):
+    """A run of short kernels (KRN001's) that owns idle: ``kernels`` kernels busy ``kernel_ns``, idle ``idle_ns``
+    in the gaps between them."""
+
+    pid: int | None
+    device: int | None
+    start_ns: int
+    end_ns: int
+    kernels: int
+    kernel_ns: int
+    idle_ns: int
+
+
+class LowRegion(NamedTuple):
+    """GPU002's region: ``windows`` adjacent low-utilization windows merged; ``idle_ns`` all its idle,
+    ``owned_ns`` the idle of the gaps no other rule owns that start in it."""
+
+    pid: int | None
+    device: int | None
+    start_ns: int
+    end_ns: int
+    windows: int
+    idle_ns: int
+    owned_ns: int
+
+
+class OwnedTotal(NamedTuple):
+    """The gaps of one owner: their summed length and their count."""
+
+    ns: int
+    count: int
 
 
 def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
@@ -167,7 +213,7 @@ class OwnedUnit:
     krn_idx: np.ndarray
     krn_run: np.ndarray
     runs: Runs
-    totals: dict[int, tuple[int, int]]  # owner code -> (gap ns, gap count)
+    totals: dict[int, OwnedTotal]  # owner code -> its gaps' total and count
     sync_calls: np.ndarray  # the sync calls (positions among the process's) that SYNC001's gaps follow
 
 
@@ -220,7 +266,7 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
         gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
         owner = np.zeros(len(gs), dtype=np.uint8)
         krn_idx, krn_run, sync_calls = [_EMPTY], [_EMPTY], [_EMPTY]
-        totals = dict.fromkeys(OWNER_CODES.values(), (0, 0))
+        totals = dict.fromkeys(OWNER_CODES.values(), OwnedTotal(0, 0))
         for a in range(0, len(gs), CHUNK):  # chunks keep the temporaries small
             cgs, cge, own = gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK]
             ki, kr = _classify(cgs, cge, own, pid, syncs, copies, p["min_gap_ns"], r)
@@ -230,7 +276,7 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
             ns = cge - cgs
             for code, (t, c) in totals.items():
                 m = own == code
-                totals[code] = (t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))
+                totals[code] = OwnedTotal(t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))
         out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r, totals,
                              _distinct(np.concatenate(sync_calls))))
     del syncs, copies
@@ -238,10 +284,10 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
     return out
 
 
-def owned_total(units: list[OwnedUnit], rule_id: str) -> tuple[int, int]:
-    """(total gap ns, gap count) of the gaps a rule owns."""
+def owned_total(units: list[OwnedUnit], rule_id: str) -> OwnedTotal:
+    """Total length and count of the gaps a rule owns."""
     code = OWNER_CODES[rule_id]
-    return sum(u.totals[code][0] for u in units), sum(u.totals[code][1] for u in units)
+    return OwnedTotal(sum(u.totals[code].ns for u in units), sum(u.totals[code].count for u in units))
 
 
 def owned_sync_calls(units: list[OwnedUnit]) -> int:
@@ -252,22 +298,20 @@ def owned_sync_calls(units: list[OwnedUnit]) -> int:
     return sum(len(_distinct(np.concatenate(parts))) for parts in by_pid.values())
 
 
-def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[tuple[int | None, int | None, int, int, int]]:
-    """The ``n`` longest gaps a rule owns as (pid, device, gap_start, gap_end, gap_ns), longest first,
-    earliest first among equals."""
+def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[Gap]:
+    """The ``n`` longest gaps a rule owns, longest first, earliest first among equals."""
     code, cands = OWNER_CODES[rule_id], []
     for u in units:
         for a in range(0, len(u.owner), CHUNK):  # the n longest of each chunk are candidates
             idx = a + np.flatnonzero(u.owner[a:a + CHUNK] == code)
             gs, ge = u.gap_start[idx], u.gap_end[idx]
             for i in top_order(ge - gs, gs, n):
-                cands.append((u.unit.pid, u.unit.device, int(gs[i]), int(ge[i]), int(ge[i] - gs[i])))
-    return sorted(cands, key=lambda c: (-c[4], c[2]))[:n]
+                cands.append(Gap(u.unit.pid, u.unit.device, int(gs[i]), int(ge[i]), int(ge[i] - gs[i])))
+    return sorted(cands, key=lambda c: (-c.ns, c.start_ns))[:n]
 
 
-def krn_idle(units: list[OwnedUnit]) -> list[tuple]:
-    """KRN001's runs that own idle, as (pid, device, run_start, run_end, run_kernels, kernel_ns, idle_ns),
-    most idle first (earliest first among equals)."""
+def krn_idle(units: list[OwnedUnit]) -> list[KernelRun]:
+    """KRN001's runs that own idle, most idle first (earliest first among equals)."""
     rows = []
     for u in units:
         if not len(u.krn_idx):
@@ -277,18 +321,17 @@ def krn_idle(units: list[OwnedUnit]) -> list[tuple]:
         idle = np.add.reduceat(u.gap_end[u.krn_idx] - u.gap_start[u.krn_idx], first)
         r = u.runs
         for j, i in zip(at[first], idle, strict=True):
-            rows.append((u.unit.pid, u.unit.device, int(r.run_start[j]), int(r.run_end[j]), int(r.run_kernels[j]),
-                         int(r.kernel_ns[j]), int(i)))
-    return sorted(rows, key=lambda row: (-row[6], row[2]))
+            rows.append(KernelRun(u.unit.pid, u.unit.device, int(r.run_start[j]), int(r.run_end[j]),
+                                  int(r.run_kernels[j]), int(r.kernel_ns[j]), int(i)))
+    return sorted(rows, key=lambda row: (-row.idle_ns, row.start_ns))
 
 
-def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[tuple]:
+def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[LowRegion]:
     """GPU002's regions: merged runs of adjacent windows whose busy share is under ``max_busy_pct``.
 
     Windows are sized to each unit's span (span / ``max_windows``, at least ``win_min_ns``); a window's
     idle is its overlap with every gap (any owner). The gaps no other rule owns that start in a region
-    are its own. Returns (pid, device, region_start, region_end, windows, idle_ns, owned_ns), most owned
-    idle first (earliest first among equals).
+    are its own. Returns the regions, most owned idle first (earliest first among equals).
     """
     rows = []
     for u in units:
@@ -328,6 +371,6 @@ def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[tuple]:
         ends = np.r_[starts[1:], len(lk)]
         for g, (a, b) in enumerate(zip(starts, ends, strict=True)):
             ks = lk[a:b]
-            rows.append((u.unit.pid, u.unit.device, int(ws[ks[0]]), int(we[ks[-1]]), len(ks),
-                         int(idle[ks].sum()), int(owned_ns[g])))
-    return sorted(rows, key=lambda row: (-row[6], row[2]))
+            rows.append(LowRegion(u.unit.pid, u.unit.device, int(ws[ks[0]]), int(we[ks[-1]]), len(ks),
+                                  int(idle[ks].sum()), int(owned_ns[g])))
+    return sorted(rows, key=lambda row: (-row.owned_ns, row.start_ns))

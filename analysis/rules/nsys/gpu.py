@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from analysis.activity import top_order
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import CAUSE_CODES, cause_names, launchers, owned_gap_causes
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import (
     OWNER_CODES,
     OWNERSHIP_PARAMS,
+    Gap,
     low_regions,
     owned,
     ownership_params,
 )
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 # GPU001's gaps whose launching threads sat in OS runtime calls are HOST001's (analysis.rules.nsys.host).
 HOST001_CAUSE = CAUSE_CODES.index("os_runtime")
@@ -75,13 +74,13 @@ class IdleGaps(Rule):
     }
     summary = "GPU idle gaps inside the active span, each with a cause"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        all_params = {**(self.all_params or {}), self.id: params}
-        units = owned(trace, all_params)
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        units = owned(trace, ctx.all_params)
         tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
-        cands: list[tuple[int | None, int | None, int, int, int, str]] = []
-        for pid, parts, gs, ge, codes in owned_gap_causes(trace, units, OWNER_CODES[self.id]):
+        cands: list[tuple[Gap, str]] = []  # the longest gaps of each device, with their causes
+        for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id]):
+            gs, ge, codes = pg.gap_start, pg.gap_end, pg.cause
             for c, name in enumerate(CAUSE_CODES):
                 sel = codes == c
                 if sel.any() and c != HOST001_CAUSE:
@@ -89,34 +88,36 @@ class IdleGaps(Rule):
                     acc[0] += int(sel.sum())
                     acc[1] += int((ge[sel] - gs[sel]).sum())
             at = 0
-            for device, ugs, uge in parts:  # the longest gaps of each device that stay GPU001's
+            for part in pg.parts:  # the longest gaps of each device that stay GPU001's
+                ugs, uge = part.gap_start, part.gap_end
                 mine = np.flatnonzero(codes[at:at + len(ugs)] != HOST001_CAUSE)
                 for i in mine[top_order(uge[mine] - ugs[mine], ugs[mine], 20)]:
-                    cands.append((pid, device, int(ugs[i]), int(uge[i]), int(uge[i] - ugs[i]),
+                    cands.append((Gap(pg.pid, part.device, int(ugs[i]), int(uge[i]), int(uge[i] - ugs[i])),
                                   CAUSE_CODES[codes[at + i]]))
                 at += len(ugs)
         if not by_cause:
             return []
         total = sum(v[1] for v in by_cause.values())
         n_gaps = sum(v[0] for v in by_cause.values())
-        top = sorted(cands, key=lambda c: (-c[4], c[2]))[:20]
-        causes_top = [r[5] for r in top]
-        names = cause_names(trace, [(r[0], r[2], r[3], c) for r, c in zip(top, causes_top, strict=True)], tids)
-        nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
+        top_caused = sorted(cands, key=lambda gc: (-gc[0].ns, gc[0].start_ns))[:20]
+        top = [g for g, _ in top_caused]
+        causes_top = [c for _, c in top_caused]
+        names = cause_names(trace, [(g.pid, g.start_ns, g.end_ns, c) for g, c in top_caused], tids)
+        nvtx = nvtx_at(trace, [(g.pid, g.start_ns) for g in top])
         evidence = tuple(
-            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank,
-                     name=name, nvtx=n, value_ns=int(r[4]), detail={"cause": c})
-            for r, n, c, name in zip(top, nvtx, causes_top, names, strict=True))
+            Evidence(start_ns=g.start_ns, end_ns=g.end_ns, device=g.device, pid=g.pid, rank=trace.rank,
+                     name=name, nvtx=n, value_ns=g.ns, detail={"cause": c})
+            for g, n, c, name in zip(top, nvtx, causes_top, names, strict=True))
         main = max(by_cause, key=lambda c: by_cause[c][1])
         share = pct(total, report_span_ns(trace))
         causes = "; ".join(f"{CAUSES[c].split(' (')[0]}: {v[0]} gap(s), {fmt_ms(v[1])}"
                            for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1][1]))
         return [Finding(
             rule_id=self.id,
-            title=f"GPU idle in {n_gaps} gap(s) of at least {params['min_gap_us'] / 1000:g} ms",
-            message=(f"{n_gaps} idle gap(s) of at least {params['min_gap_us'] / 1000:g} ms add up to "
+            title=f"GPU idle in {n_gaps} gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms",
+            message=(f"{n_gaps} idle gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms add up to "
                      f"{fmt_ms(total)}" + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
-                     + f"; longest {fmt_ms(int(top[0][4]))}. Causes: {causes}."),
+                     + f"; longest {fmt_ms(top[0].ns)}. Causes: {causes}."),
             impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
             extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
@@ -156,29 +157,28 @@ class LowUtilization(Rule):
     }
     summary = "Windows where a GPU is busy less than half the time"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        all_params = {**(self.all_params or {}), self.id: params}
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         # Adjacent low windows merge into regions; the gaps no other rule owns that start in one are GPU002's.
-        regions = low_regions(owned(trace, all_params), ownership_params(all_params))
-        total = sum(int(r[6]) for r in regions)
+        regions = low_regions(owned(trace, ctx.all_params), ownership_params(ctx.all_params))
+        total = sum(r.owned_ns for r in regions)
         if not regions or total <= 0:
             return []
-        low_ns = sum(int(r[3]) - int(r[2]) for r in regions)
-        idle_ns = sum(int(r[5]) for r in regions)
+        low_ns = sum(r.end_ns - r.start_ns for r in regions)
+        idle_ns = sum(r.idle_ns for r in regions)
         top = regions[:20]
-        nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
+        nvtx = nvtx_at(trace, [(r.pid, r.start_ns) for r in top])
         evidence = tuple(
-            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, nvtx=n,
-                     value_ns=int(r[6]),
-                     detail={"busy_pct": round(100.0 * (1 - int(r[5]) / (int(r[3]) - int(r[2]))), 2),
-                             "windows": int(r[4])})
+            Evidence(start_ns=r.start_ns, end_ns=r.end_ns, device=r.device, pid=r.pid, rank=trace.rank, nvtx=n,
+                     value_ns=r.owned_ns,
+                     detail={"busy_pct": round(100.0 * (1 - r.idle_ns / (r.end_ns - r.start_ns)), 2),
+                             "windows": r.windows})
             for r, n in zip(top, nvtx, strict=True))
         share = pct(total, report_span_ns(trace))
         return [Finding(
             rule_id=self.id,
-            title=f"GPU busy under {params['max_busy_pct']:g}% for {fmt_ms(low_ns)} in {len(regions)} region(s)",
+            title=f"GPU busy under {ctx.params['max_busy_pct']:g}% for {fmt_ms(low_ns)} in {len(regions)} region(s)",
             message=(f"{len(regions)} region(s) totalling {fmt_ms(low_ns)} ran the GPU under "
-                     f"{params['max_busy_pct']:g}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
+                     f"{ctx.params['max_busy_pct']:g}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
                      "in short gaps no other finding explains, is counted here."),
             impact_ns=total, impact_pct=share,
             advice=("Find what the host does between kernels here (NVTX, CPU sampling): reduce per-op Python "

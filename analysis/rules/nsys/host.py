@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from analysis.activity import top_order
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import CAUSE_CODES, launchers, owned_gap_causes
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNER_CODES, owned
@@ -118,17 +116,18 @@ class HostBlocked(Rule):
             return "no OS runtime trace in the report: collect it with nsys profile --trace=cuda,osrt"
         return super().missing(run)
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        units = owned(trace, self.all_params)
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        units = owned(trace, ctx.all_params)
         gaps, devs = [], []
-        for pid, parts, gs, ge, c in owned_gap_causes(trace, units, OWNER_CODES["GPU001"]):
-            m = c == OS_CAUSE
+        for pg in owned_gap_causes(trace, units, OWNER_CODES["GPU001"]):
+            m = pg.cause == OS_CAUSE
             if m.any():
-                dev = np.concatenate([np.full(len(p[1]), -1 if p[0] is None else p[0], dtype=np.int64) for p in parts])
-                gaps.append((pid, gs[m], ge[m]))
+                dev = np.concatenate([np.full(len(p.gap_start), -1 if p.device is None else p.device, dtype=np.int64)
+                                      for p in pg.parts])
+                gaps.append((pg.pid, pg.gap_start[m], pg.gap_end[m]))
                 devs.append(dev[m])
         total = sum(int((ge - gs).sum()) for _, gs, ge in gaps)
-        if not gaps or total < params["min_idle_us"] * 1000:
+        if not gaps or total < ctx.params["min_idle_us"] * 1000:
             return []
         tids = launchers(trace)
         by_call: dict[str, int] = {}

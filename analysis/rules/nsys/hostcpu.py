@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from itertools import groupby
 
 import numpy as np
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import launchers
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNER_CODES, owned
@@ -95,16 +94,16 @@ class HostCpuSamples(Rule):
             return SKIP
         return super().missing(run)
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         samples = _samples(trace)
         if not samples:
             return []
-        min_gap = int(params["min_gap_us"] * 1000)
+        min_gap = int(ctx.params["min_gap_us"] * 1000)
         by_fn: dict[str, list[float]] = {}       # function -> [samples, idle ns]
         by_owner: dict[str, int] = {}
         gaps: list[tuple[int, int, int, int | None, int, str]] = []  # (len, start, pid, device, k, top fn)
         total = n_in = 0
-        for u in owned(trace, self.all_params):
+        for u in owned(trace, ctx.all_params):
             pid = u.unit.pid
             if pid is None or pid not in samples:
                 continue
@@ -135,7 +134,7 @@ class HostCpuSamples(Rule):
                 gaps.append((length, int(gs[g]), pid, u.unit.device, k, top))
                 total += length
                 n_in += k
-        if n_in < params["min_samples"] or total < params["min_idle_us"] * 1000:
+        if n_in < ctx.params["min_samples"] or total < ctx.params["min_idle_us"] * 1000:
             return []
         funcs = sorted(by_fn.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
         main, (main_n, _) = funcs[0]

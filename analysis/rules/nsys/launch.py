@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from analysis.findings import Evidence, Finding
 from analysis.launches import launch_summary
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, krn_idle, owned
-from analysis.trace import Run, Trace
+from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, KernelRun, krn_idle, owned
+from analysis.trace import Trace
 
 
-def _first_names(trace: Trace, runs: list[tuple]) -> list[str | None]:
+def _first_names(trace: Trace, runs: list[KernelRun]) -> list[str | None]:
     """The name of the kernel that opens each run of a bounded sample (one equality join)."""
     if not runs:
         return []
     def lit(v: int | None) -> str:  # a unit's pid or device is NULL in exports that lack them
         return "NULL::BIGINT" if v is None else str(int(v))
 
-    values = ", ".join(f"({i}, {lit(r[0])}, {lit(r[1])}, {int(r[2])})" for i, r in enumerate(runs))
+    values = ", ".join(f"({i}, {lit(r.pid)}, {lit(r.device)}, {int(r.start_ns)})" for i, r in enumerate(runs))
     found = dict(trace.sql(f"""
         WITH pts(i, pid, device, t) AS (VALUES {values})
         SELECT i, MIN(k.name) FROM pts JOIN kernels k ON k.pid IS NOT DISTINCT FROM pts.pid
@@ -66,21 +64,20 @@ class LaunchBound(Rule):
     }
     summary = "Runs of short kernels with the GPU idle between launches"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        all_params = {**(self.all_params or {}), self.id: params}
-        # (pid, device, run_start, run_end, run_kernels, kernel_ns, None: first kernel's name, idle_ns)
-        rows = [(*r[:6], None, r[6]) for r in krn_idle(owned(trace, all_params))]
-        total = sum(int(r[7]) for r in rows)
-        if not rows or total < params["min_idle_us"] * 1000:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        rows = krn_idle(owned(trace, ctx.all_params))
+        total = sum(r.idle_ns for r in rows)
+        if not rows or total < ctx.params["min_idle_us"] * 1000:
             return []
-        kernels = sum(int(r[4]) for r in rows)
-        busy = sum(int(r[5]) for r in rows)
-        top = [(*r[:6], n, *r[7:]) for r, n in zip(rows[:20], _first_names(trace, rows[:20]), strict=True)]
-        nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
+        kernels = sum(r.kernels for r in rows)
+        busy = sum(r.kernel_ns for r in rows)
+        top = rows[:20]
+        first = _first_names(trace, top)  # the name of the kernel that opens each run
+        nvtx = nvtx_at(trace, [(r.pid, r.start_ns) for r in top])
         evidence = tuple(
-            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, name=r[6],
-                     nvtx=v, value_ns=int(r[7]), detail={"kernels": int(r[4]), "kernel_ns": int(r[5])})
-            for r, v in zip(top, nvtx, strict=True))
+            Evidence(start_ns=r.start_ns, end_ns=r.end_ns, device=r.device, pid=r.pid, rank=trace.rank, name=name,
+                     nvtx=v, value_ns=r.idle_ns, detail={"kernels": r.kernels, "kernel_ns": r.kernel_ns})
+            for r, name, v in zip(top, first, nvtx, strict=True))
         share = pct(total, report_span_ns(trace))
         overhead, saving = graph_saving(trace, rows)
         advice = ("Capture the repeated kernel sequence in a CUDA graph, fuse small kernels (torch.compile, "
@@ -91,7 +88,7 @@ class LaunchBound(Rule):
         return [Finding(
             rule_id=self.id,
             title=f"Launch-bound: {kernels} short kernels in {len(rows)} run(s), GPU idle {fmt_ms(total)}",
-            message=(f"{len(rows)} run(s) of kernels under {params['short_kernel_us']:g} us ({kernels} kernels, "
+            message=(f"{len(rows)} run(s) of kernels under {ctx.params['short_kernel_us']:g} us ({kernels} kernels, "
                      f"{fmt_ms(busy)} of kernel time) left the GPU idle {fmt_ms(total)} between launches"
                      + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,
@@ -101,11 +98,11 @@ class LaunchBound(Rule):
         )]
 
 
-def graph_saving(trace: Trace, rows: list[tuple]) -> tuple[int | None, int | None]:
-    """(per-launch overhead, what graphs would save) for KRN001's runs ``rows`` (kernels at 4, idle at 7);
-    (None, None) when no stream launch was measured."""
+def graph_saving(trace: Trace, rows: list[KernelRun]) -> tuple[int | None, int | None]:
+    """(per-launch overhead, what graphs would save) for KRN001's runs ``rows``; (None, None) when no stream
+    launch was measured."""
     stream = launch_summary(trace)["stream"]
     if not stream:
         return None, None
     overhead = int(stream["call_median_ns"])
-    return overhead, sum(min(int(r[7]), (int(r[4]) - 1) * overhead) for r in rows)
+    return overhead, sum(min(r.idle_ns, (r.kernels - 1) * overhead) for r in rows)

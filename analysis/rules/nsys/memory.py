@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from analysis.findings import Evidence, Finding
 from analysis.intervals import union_of_sql
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import (
     MEMSET_RE,
     fmt_ms,
@@ -16,7 +14,7 @@ from analysis.rules.nsys.common import (
 )
 from analysis.rules.nsys.copies import copy_calls, top_copy_rows
 from analysis.rules.nsys.gaps import owned, owned_total
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 
 def _mib(n: int) -> str:
@@ -58,10 +56,10 @@ class PageableMemcpy(Rule):
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies are pageable")}
     summary = "Copies through pageable host memory (and async copies that became synchronous)"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         cs = copy_calls(trace).pageable
         n, total, nbytes, n_async, async_ns = cs.count, cs.op_ns, cs.bytes, cs.async_count, cs.async_op_ns
-        if n == 0 or n < params["min_copies"]:
+        if n == 0 or n < ctx.params["min_copies"]:
             return []
         top = top_copy_rows(trace, cs.top_rows, """m.pid, m.device, m.stream, m.start_ns, m.end_ns,
             m.end_ns - m.start_ns, a.name, m.copy_kind, m.bytes, m.src_kind, m.dst_kind,
@@ -108,12 +106,12 @@ class BlockingMemcpy(Rule):
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies block")}
     summary = "Synchronous memcpy calls that block the host"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         cs = copy_calls(trace).blocking
         n, host_ns, nbytes = cs.count, cs.call_ns, cs.bytes
-        if n == 0 or n < params["min_copies"]:
+        if n == 0 or n < ctx.params["min_copies"]:
             return []
-        idle, gaps = owned_total(owned(trace, self.all_params), self.id)
+        idle, gaps = owned_total(owned(trace, ctx.all_params), self.id)
         top = top_copy_rows(trace, cs.top_rows, """a.pid, m.device, m.stream, a.start_ns, a.end_ns,
             a.end_ns - a.start_ns, a.name, m.copy_kind, m.bytes""")
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes"), (7, 8), 6)
@@ -151,7 +149,7 @@ class SyncMemset(Rule):
     thresholds = {"min_memsets": Threshold(1.0, "count", "report when at least this many memsets are synchronous")}
     summary = "Synchronous memset on pinned or managed memory"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         sql = f"""
             SELECT m.pid, m.device, m.stream, m.start_ns, m.end_ns, m.end_ns - m.start_ns AS dur, a.name,
                    m.mem_kind, m.bytes
@@ -159,7 +157,7 @@ class SyncMemset(Rule):
             WHERE m.mem_kind IN ('pinned', 'managed') AND regexp_matches(a.name, '{MEMSET_RE}')
               AND NOT contains(a.name, 'Async')"""  # noqa: S608 - constants and server-made names
         n, total = trace.sql(f"SELECT COUNT(*), COALESCE(SUM(dur), 0) FROM ({sql})")[0]  # noqa: S608
-        if n == 0 or n < params["min_memsets"]:
+        if n == 0 or n < ctx.params["min_memsets"]:
             return []
         top = trace.sql(f"SELECT * FROM ({sql}) ORDER BY dur DESC, start_ns LIMIT 20")  # noqa: S608
         evidence = _evidence(trace, top, 5, ("mem_kind", "bytes"), (7, 8), 6)
@@ -196,12 +194,12 @@ class UnifiedMemoryMigration(Rule):
     thresholds = {"min_migrations": Threshold(1.0, "count", "report when at least this many migrations happen")}
     summary = "Unified-memory page migration traffic"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         n, nbytes, total, htod, dtoh = trace.sql("""
             SELECT COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(end_ns - start_ns), 0),
                    COUNT(*) FILTER (WHERE copy_kind = 'UVM_HtoD'), COUNT(*) FILTER (WHERE copy_kind = 'UVM_DtoH')
             FROM memcpy WHERE copy_kind LIKE 'UVM%'""")[0]
-        if n == 0 or n < params["min_migrations"]:
+        if n == 0 or n < ctx.params["min_migrations"]:
             return []
         # Migration-only time: |migrations u kernels| - |kernels|, per unit, from union lengths.
         kern = "SELECT pid, device, start_ns, end_ns FROM kernels"

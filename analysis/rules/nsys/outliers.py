@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.tensorcores import name_list, simt_fp32_names
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 
 class KernelOutliers(Rule):
@@ -56,9 +54,9 @@ class KernelOutliers(Rule):
     }
     summary = "Same kernel, same launch shape, widely spread durations"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        bind = {"min_n": int(params["min_instances"]), "min_median_ns": params["min_median_us"] * 1000,
-                "spread": params["max_spread"], "factor": params["outlier_factor"]}
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        bind = {"min_n": int(ctx.params["min_instances"]), "min_median_ns": ctx.params["min_median_us"] * 1000,
+                "spread": ctx.params["max_spread"], "factor": ctx.params["outlier_factor"]}
         simt = simt_fp32_names(trace)
         sql = load_sql("outliers.sql").replace("{exclude}", f"name NOT IN ({name_list(simt)})" if simt else "TRUE")
         groups = trace.sql(sql + """
@@ -67,7 +65,7 @@ class KernelOutliers(Rule):
                    COALESCE(SUM(x.excess), 0), COUNT(x.row_id), COUNT(x.row_id) FILTER (WHERE x.outlier)
             FROM f LEFT JOIN flagged x ON x.gid = f.gid GROUP BY ALL ORDER BY 14 DESC, f.gid""", bind)  # noqa: S608 - constant text
         total = sum(int(g[13]) for g in groups)
-        if not groups or total < params["min_excess_us"] * 1000:
+        if not groups or total < ctx.params["min_excess_us"] * 1000:
             return []
         top = trace.sql(sql + """
             SELECT x.gid, k.pid, k.device, k.stream, k.start_ns, k.end_ns, k.name, x.excess, x.outlier
@@ -93,9 +91,9 @@ class KernelOutliers(Rule):
         return [Finding(
             rule_id=self.id,
             title=f"Kernel durations spread: {fmt_ms(total)} above the median in {len(groups)} kernel launch shape(s)",
-            message=(f"{len(groups)} kernel launch shape(s) ({unstable} with p90 at least {params['max_spread']:g}x "
+            message=(f"{len(groups)} kernel launch shape(s) ({unstable} with p90 at least {ctx.params['max_spread']:g}x "
                      f"p10) ran {flagged} instance(s) above their median, {outliers} of them at least "
-                     f"{params['outlier_factor']:g}x it, {fmt_ms(total)} in all. Worst: {worst[1]} "
+                     f"{ctx.params['outlier_factor']:g}x it, {fmt_ms(total)} in all. Worst: {worst[1]} "
                      f"(n={worst[6]}, p10 {fmt_ms(worst[8])}, median {fmt_ms(worst[9])}, p90 {fmt_ms(worst[10])}, "
                      f"max {fmt_ms(worst[11])}).{dom}"),
             impact_ns=total, impact_pct=share,

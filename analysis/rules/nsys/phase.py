@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 import numpy as np
 
 from analysis.findings import Evidence, Finding
 from analysis.phases import activity_bounds, phase_info, phase_of, top_calls, warmup_count
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, pct
 from analysis.trace import Run, Trace
 
@@ -76,10 +75,10 @@ class StartupCost(_PhaseRule):
     thresholds = {"min_ms": Threshold(1.0, "ms", "report a start-up at least this long")}
     summary = "Time before the first iteration, with what fills it"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         info = phase_info(trace)
         start = phase_of(info.phases, "startup")
-        if start is None or start.end_ns - start.start_ns < params["min_ms"] * 1e6:
+        if start is None or start.end_ns - start.start_ns < ctx.params["min_ms"] * 1e6:
             return []
         base, lo, hi = info.base, start.start_ns, start.end_ns
         length = hi - lo
@@ -128,7 +127,7 @@ class WarmupCost(_PhaseRule):
     thresholds = {"min_ms": Threshold(1.0, "ms", "report a warm-up whose extra time is at least this")}
     summary = "Extra time of the first, slow iterations"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         loop = phase_info(trace).loop
         d = loop.durations
         w = warmup_count(d)
@@ -137,7 +136,7 @@ class WarmupCost(_PhaseRule):
         med = float(np.median(d[w:]))
         extra_each = np.maximum(d[:w] - med, 0)
         extra = int(extra_each.sum())
-        if extra < params["min_ms"] * 1e6:
+        if extra < ctx.params["min_ms"] * 1e6:
             return []
         steady = int(max(loop.ends.max(), loop.starts[-1]) - loop.starts[w])
         share = pct(extra, steady + int(d[:w].sum()))

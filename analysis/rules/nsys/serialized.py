@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from analysis.activity import union_ns, unit_ops
 from analysis.findings import Evidence, Finding
 from analysis.intervals import COMPUTE, NCCL
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 # Every NCCL kernel with its unit and whether a compute kernel of the same process and device ran on its
 # stream; the same rows as the breakdown's NCCL operations, in the units' (start, end) order.
@@ -94,10 +92,10 @@ class SerializedCommunication(Rule):
                                                             "beside it adds up to at least this")}
     summary = "NCCL kernels on the compute stream, unable to overlap compute"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = serialized_exposed(trace)
         total = sum(v["exposed_ns"] for v in units.values())
-        if not units or total < params["min_exposed_us"] * 1000:
+        if not units or total < ctx.params["min_exposed_us"] * 1000:
             return []
         rows = [r for v in units.values() for r in v["rows"]]
         top = trace.sql(f"""SELECT pid, device, stream, start_ns, end_ns, name FROM kernels

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import owned, owned_sync_calls, owned_top, owned_total, sync_names
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 
 class BlockingSync(Rule):
@@ -39,10 +37,10 @@ class BlockingSync(Rule):
     }
     summary = "Blocking synchronize calls that leave the GPU idle"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
-        units = owned(trace, self.all_params)
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        units = owned(trace, ctx.all_params)
         total, n = owned_total(units, self.id)
-        if n == 0 or total < params["min_idle_us"] * 1000:
+        if n == 0 or total < ctx.params["min_idle_us"] * 1000:
             return []
         n_owning = owned_sync_calls(units)
         calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
@@ -51,12 +49,12 @@ class BlockingSync(Rule):
         n_kernels = int(trace.scalar("SELECT COUNT(*) FROM kernels") or 0)
         per_kernel = n_calls / n_kernels if n_kernels else None
         top = owned_top(units, self.id)
-        nvtx = nvtx_at(trace, [(r[0], r[2]) for r in top])
-        names = sync_names(trace, [(r[0], r[2]) for r in top])
+        nvtx = nvtx_at(trace, [(g.pid, g.start_ns) for g in top])
+        names = sync_names(trace, [(g.pid, g.start_ns) for g in top])
         evidence = tuple(
-            Evidence(start_ns=int(r[2]), end_ns=int(r[3]), device=r[1], pid=r[0], rank=trace.rank, name=name,
-                     nvtx=v, value_ns=int(r[4]))
-            for r, v, name in zip(top, nvtx, names, strict=True))
+            Evidence(start_ns=g.start_ns, end_ns=g.end_ns, device=g.device, pid=g.pid, rank=trace.rank, name=name,
+                     nvtx=v, value_ns=g.ns)
+            for g, v, name in zip(top, nvtx, names, strict=True))
         share = pct(total, report_span_ns(trace))
         names = ", ".join(f"{c[0]} x{c[1]}" for c in calls[:4])
         freq = f"; {per_kernel:.2f} sync call(s) per kernel" if per_kernel is not None else ""

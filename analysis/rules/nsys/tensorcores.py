@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.trace import Run, Trace
+from analysis.trace import Trace
 
 # FP32 GEMM/convolution kernels of NVIDIA's libraries that run on the SIMT (CUDA core) pipes:
 # cuBLAS ``<arch>_sgemm_*`` and ``gemmSN_*_kernel<float>``/``gemmk1_kernel<float>``, cuDNN
@@ -80,7 +79,7 @@ class TensorCoresIdle(Rule):
     }
     summary = "GEMMs and convolutions on FP32 CUDA cores while tensor cores idle"
 
-    def check_report(self, trace: Trace, run: Run, params: Mapping[str, float]) -> list[Finding]:
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         names = simt_fp32_names(trace)
         if not names:
             return []
@@ -95,7 +94,7 @@ class TensorCoresIdle(Rule):
         compute = int(trace.scalar("SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM kernels "
                                    "WHERE category = 'compute' AND end_ns >= start_ns") or 0)
         share = pct(total, compute)
-        if not rows or share is None or share < params["min_share_pct"] or total < params["min_time_us"] * 1000:
+        if not rows or share is None or share < ctx.params["min_share_pct"] or total < ctx.params["min_time_us"] * 1000:
             return []
         cc = trace.sql("SELECT MIN(cc_major) FROM devices WHERE cc_major IS NOT NULL")[0][0]
         top = trace.sql(f"""

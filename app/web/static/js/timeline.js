@@ -1,6 +1,8 @@
 // Run timeline: every nsys report of the run on one aligned clock, lanes grouped by rank, drawn on a canvas.
 // The server sends a downsampled window (at most one box per lane, category and pixel column); the lane
 // catalogue comes with every window and never changes, so lanes stay put while zooming.
+// A lane's boxes arrive as {fields: ["start_ns", "end_ns", "count", "busy_ns", "category", "name"(, "depth")],
+// rows: [[...], ...]} (analysis.timeline.box_table); each lane's field positions are looked up by name once.
 "use strict";
 
 (function () {
@@ -15,6 +17,14 @@
   const WINDOW_COLOR = "#2f855a";
   const LABEL_W = 230, GROUP_H = 20, GPU_H = 16, API_H = 14, NVTX_H = 12, GAP = 2, AXIS_H = 24;
   const UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
+
+  // A lane's boxes: its rows and the position of each named field in them.
+  function boxTable(boxes) {
+    const at = {};
+    (boxes.fields || []).forEach((name, i) => { at[name] = i; });
+    return { rows: boxes.rows || [], at: at };
+  }
+  const NO_BOXES = { rows: [], at: {} };
 
   // A tick step of 1, 2 or 5 times a power of ten giving about `n` ticks over `span`.
   function niceStep(span, n) {
@@ -43,7 +53,7 @@
     this.tip = root.querySelector(".tl-tip");
     this.info = root.querySelector(".tl-info");
     this.data = null;          // the last window from the server
-    this.boxes = new Map();    // lane id -> boxes of the last window
+    this.boxes = new Map();    // lane id -> boxes of the last window ({rows, at}: see boxTable)
     this.groups = null;        // the catalogue (from the first window; stable)
     this.collapsed = new Set();
     this.view = null;          // [start_ns, end_ns] on the run clock
@@ -195,7 +205,7 @@
       }
       this.phases = new Map((data.phases || []).map((p) => [p.report_id, p]));
       this.boxes = new Map();
-      for (const g of data.groups) for (const lane of g.lanes) this.boxes.set(lane.id, lane.boxes);
+      for (const g of data.groups) for (const lane of g.lanes) this.boxes.set(lane.id, boxTable(lane.boxes));
       this.view = [data.start_ns, data.end_ns];
       if (this.origin === null && data.extent) this.origin = data.extent[0];
       const nLanes = data.groups.reduce((n, g) => n + g.lanes.length, 0);
@@ -253,16 +263,16 @@
   };
 
   Timeline.prototype.drawBoxes = function (ctx, row, boxes, alpha) {
-    const [vs, ve] = this.view, pw = this.plotWidth();
-    for (const b of boxes) {
-      const [s, e, count, busy, cat] = b;
+    const [vs, ve] = this.view, pw = this.plotWidth(), at = boxes.at;
+    for (const b of boxes.rows) {
+      const s = b[at.start_ns], e = b[at.end_ns], count = b[at.count], busy = b[at.busy_ns], cat = b[at.category];
       if (e < vs || s > ve) continue;
       const x0 = Math.max(LABEL_W, this.x(s)), x1 = Math.min(LABEL_W + pw, this.x(e));
       const density = count > 1 ? Math.max(0.35, Math.min(1, busy / Math.max(1, e - s))) : 1;
       ctx.globalAlpha = density * alpha;
       ctx.fillStyle = COLORS[cat] || "#718096";
       const nvtx = row.lane && row.lane.kind === "nvtx";
-      const y = nvtx ? row.y + (b[6] || 0) * NVTX_H : row.y + (row.head ? 4 : 0);
+      const y = nvtx ? row.y + (b[at.depth] || 0) * NVTX_H : row.y + (row.head ? 4 : 0);
       const h = nvtx ? NVTX_H - 1 : row.head ? row.h - 8 : row.h;
       ctx.fillRect(x0, y, Math.max(1, x1 - x0), h);
       ctx.globalAlpha = 1;
@@ -273,7 +283,7 @@
         ctx.rect(x0, y, x1 - x0, h);
         ctx.clip();
         ctx.fillStyle = "#ffffff";
-        ctx.fillText(b[5], x0 + 3, y + h - 3);
+        ctx.fillText(b[at.name], x0 + 3, y + h - 3);
         ctx.restore();
       }
     }
@@ -337,11 +347,11 @@
     for (const row of L.rows) {
       if (row.head) {
         if (this.collapsed.has(row.group.id)) {
-          for (const lane of row.group.lanes) if (lane.kind === "gpu") this.drawBoxes(ctx, row, this.boxes.get(lane.id) || [], 1);
+          for (const lane of row.group.lanes) if (lane.kind === "gpu") this.drawBoxes(ctx, row, this.boxes.get(lane.id) || NO_BOXES, 1);
         }
         continue;
       }
-      this.drawBoxes(ctx, row, this.boxes.get(row.lane.id) || [], 1);
+      this.drawBoxes(ctx, row, this.boxes.get(row.lane.id) || NO_BOXES, 1);
     }
     this.drawMarks(ctx, L, H);
     if (this.drag) {
@@ -503,9 +513,15 @@
     const tol = (3 * (ve - vs)) / this.plotWidth();
     const lanes = row.head ? row.group.lanes.filter((l) => l.kind === "gpu" && this.collapsed.has(row.group.id)) : [row.lane];
     for (const lane of lanes) {
-      for (const b of this.boxes.get(lane.id) || []) {
-        const depthOk = lane.kind !== "nvtx" || Math.floor((py - row.y) / NVTX_H) === (b[6] || 0);
-        if (depthOk && b[0] - tol <= t && t <= b[1] + tol) return { px: px, py: py, row: row, lane: lane, box: b, t: t, tol: tol };
+      const { rows, at } = this.boxes.get(lane.id) || NO_BOXES;
+      for (const b of rows) {
+        const depthOk = lane.kind !== "nvtx" || Math.floor((py - row.y) / NVTX_H) === (b[at.depth] || 0);
+        if (depthOk && b[at.start_ns] - tol <= t && t <= b[at.end_ns] + tol) {
+          // The box as a record with named fields.
+          const box = {};
+          for (const name in at) box[name] = b[at[name]];
+          return { px: px, py: py, row: row, lane: lane, box: box, t: t, tol: tol };
+        }
       }
     }
     return { px: px, py: py, row: row, t: t, tol: tol };
@@ -517,7 +533,7 @@
     let text = null;
     if (hit && hit.label) text = hit.row.head ? `${hit.row.group.label} · report ${hit.row.group.report_id} · click to ${this.collapsed.has(hit.row.group.id) ? "expand" : "collapse"}` : `${hit.row.group.label} · ${hit.row.lane.label}`;
     else if (hit && hit.box) {
-      const [s, e, count, busy, cat, name] = hit.box;
+      const { start_ns: s, end_ns: e, count, busy_ns: busy, category: cat, name } = hit.box;
       text = count > 1
         ? `${count} ${cat} activities (longest: ${name}) · busy ${GP.fmtNs(busy)} in ${GP.fmtNs(e - s)}`
         : `${name} · ${cat} · ${GP.fmtNs(e - s)} at +${GP.fmtNs(s - (this.origin ?? 0))}`;

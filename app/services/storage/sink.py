@@ -1,5 +1,5 @@
-"""Files under data_dir: streaming uploads into staging (hash, decompress, cap), content-addressed uploads,
-per-report DuckDB paths. Every path is built from server-generated ids or hashes, never client names."""
+"""Receiving an upload into a staged file: streamed, decompressed (gzip/zstd sniffed from content), hashed and
+capped on the way in."""
 
 from __future__ import annotations
 
@@ -9,11 +9,7 @@ import hashlib
 import mmap
 import os
 import queue
-import re
-import shutil
 import threading
-import time
-import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,8 +17,7 @@ from pathlib import Path
 
 import zstandard
 
-from analysis.errors import TraceError
-from app.errors import ApiError
+from app.services.storage.errors import BadUpload, StorageFull, UploadTooLarge
 
 # 1 MiB: measured faster than 4 MiB (server CPU 1.0-1.5 vs 1.9-2.7 s/GiB): a chunk still fits the
 # per-core L2 cache when it is hashed and written right after being received.
@@ -37,14 +32,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # Only these suffixes survive from a client's file name: detect_kind reads them to name binary reports.
 KNOWN_SUFFIXES = (".sqlite", ".csv", ".nsys-rep", ".qdrep", ".ncu-rep")
-# The kept export: uploads/<sha[:2]>/<sha of the upload> + this, an SQLite export without the captured env.
-KEPT_SUFFIX = ".kept.sqlite"
-TRACE_NAME = "trace.duckdb"
-# The run timeline's overview and lane catalogue beside a trace (analysis.run_overview), published by rename
-# like the trace.
-PUBLISHED_OVERVIEW = re.compile(r"trace\.(overview-v\d+\.parquet|lanes-v\d+\.json)")
-# A staged file untouched this long, and locked by nobody, belongs to an upload whose receiver died.
-STAGING_IDLE_S = 60.0
 
 
 def safe_suffix(filename: str) -> str:
@@ -165,7 +152,7 @@ class _Writer:
         if self._error is not None:
             exc, self._error = self._error, None
             if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-                raise ApiError("NO_SPACE", "The server is out of disk space for uploads.") from None
+                raise StorageFull("The server is out of disk space for uploads.") from None
             raise exc
 
     def buffer(self) -> mmap.mmap:
@@ -272,7 +259,7 @@ class UploadSink:
             while got < want:
                 n = readinto(view[got:want])
                 if not n:
-                    raise ApiError("BAD_REQUEST", "The request body ended before its Content-Length.")
+                    raise BadUpload("The request body ended before its Content-Length.", code="BAD_REQUEST")
                 got += n
             length -= got
             if self._mode == "plain":
@@ -326,7 +313,7 @@ class UploadSink:
             elif data:
                 self._zw.write(data)
         except (zlib.error, zstandard.ZstdError) as exc:
-            raise ApiError("BAD_COMPRESSION", f"{self.label}: the compressed upload is damaged: {exc}") from None
+            raise BadUpload(f"{self.label}: the compressed upload is damaged: {exc}") from None
 
     def _feed_gzip(self, data: bytes) -> None:
         # max_length bounds memory: a small compressed chunk may expand a thousandfold.
@@ -353,7 +340,7 @@ class UploadSink:
         self._fh.write(data)  # hashed there: the digest covers exactly the stored bytes
 
     def _too_large(self) -> None:
-        raise TraceError("too_large", f"{self.label}: the upload exceeds the limit of {self.max_bytes} bytes"
+        raise UploadTooLarge(f"{self.label}: the upload exceeds the limit of {self.max_bytes} bytes"
                          + (" (after decompression)" if self._mode in ("gzip", "zstd") else ""))
 
     def finish(self) -> Staged:
@@ -368,11 +355,11 @@ class UploadSink:
             if self._mode == "gzip":
                 self._feed_gzip(b"")
                 if not self._gz.eof and self._raw > 0:
-                    raise ApiError("BAD_COMPRESSION", f"{self.label}: the gzip upload is truncated.")
+                    raise BadUpload(f"{self.label}: the gzip upload is truncated.")
             elif self._mode == "zstd":
                 self._zw.flush()
         except (zlib.error, zstandard.ZstdError) as exc:
-            raise ApiError("BAD_COMPRESSION", f"{self.label}: the compressed upload is damaged: {exc}") from None
+            raise BadUpload(f"{self.label}: the compressed upload is damaged: {exc}") from None
         self._staged = Staged(self.path, self._fh.finish(), self._size, self.suffix)
         return self._staged
 
@@ -397,84 +384,3 @@ class _Out:
 
     def flush(self) -> None:
         pass
-
-
-class Storage:
-    """The layout under data_dir: staging/, uploads/<sha[:2]>/<sha>, reports/<id>/trace.duckdb."""
-
-    def __init__(self, data_dir: Path | str) -> None:
-        self.root = Path(data_dir)
-        self.staging = self.root / "staging"
-        self.uploads = self.root / "uploads"
-        self.reports = self.root / "reports"
-
-    def open_sink(self, max_bytes: int, filename: str = "") -> UploadSink:
-        self.staging.mkdir(parents=True, exist_ok=True)
-        label = re.split(r"[\\/]", filename)[-1][:200] or "upload"
-        suffix = safe_suffix(filename)
-        return UploadSink(self.staging / f"{uuid.uuid4().hex}{suffix}", max_bytes, label, suffix)
-
-    def store(self, staged: Staged) -> str:
-        """Move a staged file to its content address; returns the path relative to data_dir.
-
-        The name keeps the upload's known suffix: the worker tells a binary .nsys-rep by it.
-        """
-        rel = Path("uploads") / staged.sha256[:2] / (staged.sha256 + staged.suffix)
-        dest = self.root / rel
-        if dest.exists():
-            staged.path.unlink(missing_ok=True)  # same bytes already stored
-            os.utime(dest)  # in use again: the sweep of unneeded uploads leaves recent files alone
-        else:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged.path, dest)
-        return rel.as_posix()
-
-    def path(self, rel: str) -> Path:
-        return self.root / rel
-
-    def kept_path(self, sha256: str) -> str:
-        """Where the export of these bytes is kept without its captured environment (data_dir-relative)."""
-        return (Path("uploads") / sha256[:2] / f"{sha256}{KEPT_SUFFIX}").as_posix()
-
-    def remove_abandoned_staging(self, min_idle_s: float = STAGING_IDLE_S) -> int:
-        """Delete staged files no process is writing (their receiver died); returns how many."""
-        removed = 0
-        for f in self.staging.iterdir() if self.staging.is_dir() else ():
-            try:
-                if not f.is_file() or time.time() - f.stat().st_mtime < min_idle_s:
-                    continue
-                fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # still being received
-            else:
-                f.unlink(missing_ok=True)
-                removed += 1
-            finally:
-                os.close(fd)
-        return removed
-
-    def remove_attempt_leftovers(self, report_id: int) -> int:
-        """Delete what an ingest attempt left in the report's folder (temporary files of a killed worker):
-        everything but the published trace and its published timeline overview. Call only while no attempt
-        of this report runs."""
-        removed = 0
-        folder = self.report_dir(report_id)
-        for f in folder.iterdir() if folder.is_dir() else ():
-            if f.name == TRACE_NAME or PUBLISHED_OVERVIEW.fullmatch(f.name):
-                continue
-            if f.is_dir() and not f.is_symlink():
-                shutil.rmtree(f, ignore_errors=True)
-            else:
-                f.unlink(missing_ok=True)
-            removed += 1
-        return removed
-
-    def report_dir(self, report_id: int) -> Path:
-        return self.reports / str(int(report_id))
-
-    def trace_path(self, report_id: int) -> Path:
-        return self.report_dir(report_id) / TRACE_NAME

@@ -1,0 +1,347 @@
+"""Job state of ingests and analyses in the metadata DB: claims with leases, heartbeats, progress, failures,
+and reconcile of expired leases and lost messages.
+
+Celery only carries ids; the rows here are the truth. Every state change is one conditional
+``UPDATE ... WHERE <the state we expect>`` whose row count says whether we won, which is atomic on
+PostgreSQL (the row lock is taken and the WHERE re-checked) and on SQLite (the write lock is taken
+before anything is read, so no stale snapshot can be written over). A message delivered twice, a
+worker that died, or a broker that lost its queue therefore never yields two results.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from app.models import Report, Run, utcnow
+from app.services.jsoncols import jsonable
+from app.services.runs import derive_status, run_thresholds
+
+logger = logging.getLogger(__name__)
+
+TERMINAL = ("ready", "failed")
+
+
+@dataclass
+class Claim:
+    """The outcome of ``claim_report``: truthy when this worker now holds the report."""
+
+    report_id: int
+    upload_path: str | None = None
+    attempts: int = 0
+    sha256: str = ""
+    # Set when the claim failed the report (attempts used up) and that completed its run.
+    analyze_run_id: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.upload_path is not None
+
+
+@dataclass
+class AnalysisInputs:
+    """The ingested reports a claimed analysis reads: ids, DuckDB paths (data_dir-relative), labels."""
+
+    run_id: int
+    report_ids: list[int] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    window: str | None = None  # the run's analysis window (None: the default)
+    thresholds: dict[str, float] = field(default_factory=dict)  # the run's threshold overrides
+
+
+@dataclass
+class Requeue:
+    """What ``reconcile`` decided to send again."""
+
+    reports: list[int] = field(default_factory=list)
+    runs: list[int] = field(default_factory=list)
+
+
+def _same_task(owner_column: sa.ColumnElement, owner: str) -> sa.ColumnElement[bool]:
+    # The owner ends with "/<celery task id>": the same message delivered again means its first
+    # delivery died (acks_late + reject_on_worker_lost), so it may take its job back at once.
+    task_id = owner.rsplit("/", 1)[-1]
+    return owner_column.like("%/" + task_id.replace("%", "").replace("_", "\\_"), escape="\\")
+
+
+def _claimable(owner: str, now: datetime) -> sa.ColumnElement[bool]:
+    return sa.or_(
+        Report.status == "queued",
+        sa.and_(Report.status == "ingesting",
+                sa.or_(Report.lease_expires_at.is_(None), Report.lease_expires_at < now,
+                       _same_task(Report.lease_owner, owner))),
+    )
+
+
+def claim_report(session: Session, report_id: int, owner: str, lease_seconds: int, *,
+                 max_attempts: int = 3) -> Claim:
+    """Take the report for ingest (lease + attempt counter, one transaction); commits.
+
+    Falsy when the report is finished, held by a live lease, or gone. A report whose attempts are
+    used up by crashed workers is failed with ``worker_crashed`` instead.
+    """
+    now = utcnow()
+    claim = Claim(report_id)
+    crashed = session.execute(
+        sa.update(Report)
+        .where(Report.id == report_id, _claimable(owner, now), Report.attempts >= max_attempts)
+        .values(status="failed", error_code="worker_crashed", lease_owner=None, lease_expires_at=None,
+                error_message=_crash_message(max_attempts), updated_at=now)
+    ).rowcount
+    if crashed:
+        claim.analyze_run_id = _after_terminal(session, report_id)
+        session.commit()
+        return claim
+    won = session.execute(
+        sa.update(Report)
+        .where(Report.id == report_id, _claimable(owner, now), Report.attempts < max_attempts)
+        .values(status="ingesting", attempts=Report.attempts + 1, lease_owner=owner,
+                lease_expires_at=now + timedelta(seconds=lease_seconds), error_code=None,
+                error_message=None, progress={"stage": "starting", "done": 0, "total": 0}, updated_at=now)
+    ).rowcount
+    if won:
+        row = session.execute(sa.select(Report.upload_path, Report.attempts, Report.run_id, Report.sha256)
+                              .where(Report.id == report_id)).one()
+        claim.upload_path, claim.attempts, claim.sha256 = row.upload_path, row.attempts, row.sha256
+        refresh_run_status(session, row.run_id)
+    session.commit()
+    return claim
+
+
+def _crash_message(max_attempts: int) -> str:
+    return (f"the worker died {max_attempts} times while ingesting this file (killed, out of memory, or "
+            "over its time limit); try a smaller export or raise GOODPUT_INGEST_MEMORY_BYTES")
+
+
+def renew_report_lease(session: Session, report_id: int, owner: str, lease_seconds: int) -> bool:
+    """Extend a held lease (the heartbeat of a long ingest); False when the lease was lost."""
+    now = utcnow()
+    n = session.execute(
+        sa.update(Report)
+        .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
+        .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
+    ).rowcount
+    session.commit()
+    return bool(n)
+
+
+def renew_run_lease(session: Session, run_id: int, owner: str, lease_seconds: int) -> bool:
+    """Extend a held analysis lease (the heartbeat of a long analysis); False when the lease was lost."""
+    n = session.execute(
+        sa.update(Run)
+        .where(Run.id == run_id, Run.analysis_lease_owner == owner, Run.analysis_status == "analyzing")
+        .values(analysis_lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
+    ).rowcount
+    session.commit()
+    return bool(n)
+
+
+def set_progress(session: Session, report_id: int, owner: str, stage: str, done: int, total: int) -> None:
+    """Record ingest progress (stage or table, done, total) on the report while the lease is held."""
+    session.execute(
+        sa.update(Report)
+        .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
+        .values(progress={"stage": str(stage), "done": int(done), "total": int(total)}, updated_at=utcnow())
+    )
+    session.commit()
+
+
+def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path, tool: str,
+                  info: dict[str, Any], data_dir: Path, upload_path: str | None = None) -> int | None:
+    """Publish an ingest: the report becomes ``ready``; returns the run id when the run is now complete.
+
+    ``upload_path``: the stored export the report keeps from now on (the scrubbed copy), when it changed.
+    """
+    info = dict(info or {})
+    counts = info.get("counts") if isinstance(info.get("counts"), dict) else {}
+    rel = str(Path(trace_file).resolve().relative_to(Path(data_dir).resolve()))
+    rank = info.get("rank") if isinstance(info.get("rank"), int) and not isinstance(info.get("rank"), bool) else None
+    host = str(info["host"])[:200] if info.get("host") else None
+    n = session.execute(
+        sa.update(Report)
+        .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
+        # Rank and host come from the export (its allow-listed environment) unless the upload gave them.
+        .values(rank=sa.func.coalesce(Report.rank, rank), host=sa.func.coalesce(Report.host, host),
+                status="ready", kind=tool, trace_path=rel, info=jsonable(info), counts=jsonable(counts),
+                tool_version=_str_or_none(info.get("tool_version")), lease_owner=None, lease_expires_at=None,
+                progress={"stage": "done", "done": 1, "total": 1}, updated_at=utcnow(),
+                **({"upload_path": upload_path} if upload_path else {}))
+    ).rowcount
+    if not n:
+        session.rollback()
+        logger.warning("lease lost before publish; result dropped", extra={"report_id": report_id})
+        return None
+    run_id = _after_terminal(session, report_id)
+    session.commit()
+    return run_id
+
+
+def fail_report(session: Session, report_id: int, code: str, message: str, *, owner: str | None = None) -> int | None:
+    """Fail a report with a typed error; returns the run id when that completed the run."""
+    cond = [Report.id == report_id, Report.status.not_in(TERMINAL)]
+    if owner is not None:
+        cond.append(Report.lease_owner == owner)
+    n = session.execute(
+        sa.update(Report).where(*cond)
+        .values(status="failed", error_code=code, error_message=message, lease_owner=None,
+                lease_expires_at=None, updated_at=utcnow())
+    ).rowcount
+    run_id = _after_terminal(session, report_id) if n else None
+    session.commit()
+    return run_id
+
+
+def _after_terminal(session: Session, report_id: int) -> int | None:
+    """When every report of the run is terminal, queue a (re-)analysis; returns the run id if so."""
+    run_id = session.execute(sa.select(Report.run_id).where(Report.id == report_id)).scalar_one_or_none()
+    if run_id is None:
+        return None
+    # Lock the run row (PostgreSQL) so two reports finishing together cannot both miss each other.
+    session.execute(sa.select(Run.id).where(Run.id == run_id).with_for_update())
+    pending = session.execute(
+        sa.select(sa.func.count()).select_from(Report)
+        .where(Report.run_id == run_id, Report.status.not_in(TERMINAL))
+    ).scalar_one()
+    if pending:
+        refresh_run_status(session, run_id)
+        return None
+    ready = session.execute(
+        sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run_id, Report.status == "ready")
+    ).scalar_one()
+    state = {"analysis_status": "queued", "error": None} if ready else {
+        "analysis_status": "failed", "error": "no report of this run could be ingested; see each report's error"}
+    session.execute(
+        sa.update(Run).where(Run.id == run_id, Run.deleted_at.is_(None))
+        .values(**state, analysis_attempts=0, analysis_lease_owner=None,
+                analysis_lease_expires_at=None, updated_at=utcnow())
+    )
+    refresh_run_status(session, run_id)
+    return run_id if ready else None
+
+
+def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds: int, *,
+                       max_attempts: int = 3) -> AnalysisInputs | None:
+    """Take a complete run for analysis; None when it is not queued (or is held, or gone). Commits."""
+    now = utcnow()
+    claimable = sa.and_(
+        Run.id == run_id, Run.deleted_at.is_(None),
+        sa.or_(Run.analysis_status == "queued",
+               sa.and_(Run.analysis_status == "analyzing",
+                       sa.or_(Run.analysis_lease_expires_at < now, _same_task(Run.analysis_lease_owner, owner)))),
+        ~sa.exists().where(Report.run_id == Run.id, Report.status.not_in(TERMINAL)),
+    )
+    crashed = session.execute(
+        sa.update(Run).where(claimable, Run.analysis_attempts >= max_attempts)
+        .values(analysis_status="failed", analysis_lease_owner=None, analysis_lease_expires_at=None,
+                error=f"the analysis crashed its worker {max_attempts} times", updated_at=now)
+    ).rowcount
+    if crashed:
+        refresh_run_status(session, run_id)
+        session.commit()
+        return None
+    won = session.execute(
+        sa.update(Run).where(claimable, Run.analysis_attempts < max_attempts)
+        .values(analysis_status="analyzing", analysis_attempts=Run.analysis_attempts + 1,
+                analysis_lease_owner=owner, analysis_lease_expires_at=now + timedelta(seconds=lease_seconds),
+                updated_at=now)
+    ).rowcount
+    if not won:
+        session.commit()
+        return None
+    rows = session.execute(
+        sa.select(Report.id, Report.name, Report.trace_path)
+        .where(Report.run_id == run_id, Report.status == "ready", Report.trace_path.is_not(None))
+        .order_by(Report.rank.is_(None), Report.rank, Report.id)
+    ).all()
+    window, tags = session.execute(sa.select(Run.analysis_window, Run.tags).where(Run.id == run_id)).one()
+    refresh_run_status(session, run_id)
+    session.commit()
+    inputs = AnalysisInputs(run_id, window=window, thresholds=run_thresholds(tags))
+    names = [r.name for r in rows]
+    for r in rows:
+        # Labels name the report in findings; a file name seen twice in a run gets its id appended.
+        label = r.name if names.count(r.name) == 1 else f"{r.name}#{r.id}"
+        inputs.report_ids.append(r.id)
+        inputs.paths.append(r.trace_path)
+        inputs.labels.append(label)
+    return inputs
+
+
+def fail_run_analysis(session: Session, run_id: int, owner: str, message: str) -> bool:
+    """Mark a held analysis failed with a message a person can act on."""
+    n = session.execute(
+        sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner)
+        .values(analysis_status="failed", error=message, analysis_lease_owner=None,
+                analysis_lease_expires_at=None, updated_at=utcnow())
+    ).rowcount
+    if n:
+        refresh_run_status(session, run_id)
+    session.commit()
+    return bool(n)
+
+
+def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
+              now: datetime | None = None) -> Requeue:
+    """Find work to send again: expired leases, and jobs left queued with no claim (a lost message).
+
+    A report whose lease expired goes back to ``queued`` (or ``failed``/``worker_crashed`` when its
+    attempts are used up); its ``updated_at`` is bumped so each stale job is re-sent once per lease
+    period, not on every tick. Commits; the caller enqueues the returned ids.
+    """
+    now = now or utcnow()
+    stale = now - timedelta(seconds=lease_seconds)
+    out = Requeue()
+    expired = sa.and_(Report.status == "ingesting", Report.lease_expires_at < now)
+    for rid in session.execute(sa.select(Report.id).where(expired, Report.attempts >= max_attempts)).scalars():
+        n = session.execute(
+            sa.update(Report).where(Report.id == rid, expired)
+            .values(status="failed", error_code="worker_crashed", error_message=_crash_message(max_attempts),
+                    lease_owner=None, lease_expires_at=None, updated_at=now)
+        ).rowcount
+        if n and (run_id := _after_terminal(session, rid)) is not None:
+            out.runs.append(run_id)
+    requeue_reports = sa.or_(sa.and_(expired, Report.attempts < max_attempts),
+                             sa.and_(Report.status == "queued", Report.updated_at < stale))
+    ids = list(session.execute(sa.select(Report.id).where(requeue_reports).order_by(Report.id)).scalars())
+    if ids:
+        session.execute(
+            sa.update(Report).where(Report.id.in_(ids), requeue_reports)
+            .values(status="queued", lease_owner=None, lease_expires_at=None, updated_at=now)
+        )
+        out.reports.extend(ids)
+    complete = ~sa.exists().where(Report.run_id == Run.id, Report.status.not_in(TERMINAL))
+    has_reports = sa.exists().where(Report.run_id == Run.id)
+    run_expired = sa.and_(Run.analysis_status == "analyzing", Run.analysis_lease_expires_at < now)
+    run_stale = sa.and_(Run.deleted_at.is_(None), complete, has_reports, sa.or_(
+        run_expired,
+        sa.and_(sa.or_(Run.analysis_status == "queued", Run.analysis_status.is_(None)), Run.updated_at < stale),
+    ))
+    run_ids = list(session.execute(sa.select(Run.id).where(run_stale).order_by(Run.id)).scalars())
+    if run_ids:
+        # An expired analysis keeps its attempt count; the claim fails it once the count is used up.
+        session.execute(sa.update(Run).where(Run.id.in_(run_ids), run_stale)
+                        .values(analysis_status="queued", analysis_lease_owner=None,
+                                analysis_lease_expires_at=None, updated_at=now))
+        out.runs.extend(r for r in run_ids if r not in out.runs)
+    session.commit()
+    return out
+
+
+def refresh_run_status(session: Session, run_id: int) -> None:
+    """Store the run's derived status (what lists filter on) in the caller's transaction."""
+    run = session.execute(sa.select(Run.deleted_at, Run.analysis_status).where(Run.id == run_id)).one_or_none()
+    if run is None:
+        return
+    statuses = list(session.execute(sa.select(Report.status).where(Report.run_id == run_id)).scalars())
+    session.execute(sa.update(Run).where(Run.id == run_id).values(status=derive_status(run, statuses)))
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)[:100]
+

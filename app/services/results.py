@@ -1,0 +1,93 @@
+"""Result persistence of an analysis: a held run's findings and per-report and per-run summaries, replaced in
+one transaction that also releases the analysis lease."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from analysis.compare import breakdown_value
+from app.models import Finding, Run, RunSummary, utcnow
+from app.services.jobstate import AnalysisInputs, refresh_run_status
+from app.services.jsoncols import jsonable
+from app.services.ncu_summary import compact_report
+
+
+def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: AnalysisInputs,
+                        result: dict[str, Any]) -> bool:
+    """Replace the run's findings and summaries with ``result`` in one transaction; False if the lease was lost."""
+    now = utcnow()
+    n = session.execute(
+        sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner,
+                             Run.analysis_status == "analyzing")
+        .values(analysis_status="ready", analyzed_at=now, error=None, analysis_lease_owner=None,
+                analysis_lease_expires_at=None, rule_statuses=jsonable(result.get("rules", [])), updated_at=now)
+    ).rowcount
+    if not n:
+        session.rollback()
+        return False
+    session.execute(sa.delete(Finding).where(Finding.run_id == run_id))
+    session.execute(sa.delete(RunSummary).where(RunSummary.run_id == run_id))
+    by_label = dict(zip(inputs.labels, inputs.report_ids, strict=True))
+    findings = list(result.get("findings", []))
+    impact_by_report: dict[int | None, list[int]] = {}
+    for position, f in enumerate(findings):
+        report_id = by_label.get(f.get("report"))
+        impact_by_report.setdefault(report_id, []).append(int(f.get("impact_ns") or 0))
+        session.add(_finding_row(run_id, report_id, position, f))
+    reports = [compact_report(r) for r in result.get("reports", [])]  # ncu: one story per kernel config (#17)
+    for report_id, data in zip(inputs.report_ids, reports, strict=False):
+        own = impact_by_report.get(report_id, [])
+        session.add(_summary_row(run_id, report_id, data, len(own), max(own, default=None)))
+    all_impacts = [int(f.get("impact_ns") or 0) for f in findings]
+    session.add(_run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None)))
+    refresh_run_status(session, run_id)
+    session.commit()
+    return True
+
+
+FINDING_KEYS = ("rule_id", "severity", "title", "message", "impact_ns", "impact_pct", "advice", "evidence",
+                "evidence_total", "report", "rank")
+
+
+def _finding_row(run_id: int, report_id: int | None, position: int, f: dict[str, Any]) -> Finding:
+    extra = {k: v for k, v in f.items() if k not in FINDING_KEYS}
+    return Finding(
+        run_id=run_id, report_id=report_id, position=position, rule_id=str(f["rule_id"]),
+        severity=str(f.get("severity") or "info"), title=str(f.get("title") or ""),
+        message=str(f.get("message") or ""), impact_ns=int(f.get("impact_ns") or 0),
+        impact_pct=f.get("impact_pct"), advice=str(f.get("advice") or ""),
+        evidence=jsonable(f.get("evidence") or []), evidence_total=int(f.get("evidence_total") or 0),
+        report=f.get("report"), rank=f.get("rank"), extra=jsonable(extra),
+    )
+
+
+# Summary columns: copies of the analysis.breakdown totals (report dict's "breakdown", or top level).
+SUMMARY_NS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
+
+
+def _summary_row(run_id: int, report_id: int | None, data: dict[str, Any], count: int,
+                 top: int | None) -> RunSummary:
+    row = RunSummary(run_id=run_id, report_id=report_id, data=jsonable(data), finding_count=count,
+                     top_impact_ns=top)
+    for col in SUMMARY_NS:
+        value = breakdown_value(data, col)
+        setattr(row, col, None if value is None else int(value))
+    pct = breakdown_value(data, "goodput_pct")
+    row.goodput_pct = None if pct is None else float(pct)
+    return row
+
+
+def _run_summary_row(run_id: int, reports: list[dict[str, Any]], count: int, top: int | None) -> RunSummary:
+    """The per-run row: the ranks' times summed (span too: GPU-time across ranks), goodput from the sums."""
+    row = RunSummary(run_id=run_id, report_id=None, data=jsonable({"reports": reports}), finding_count=count,
+                     top_impact_ns=top)
+    for col in SUMMARY_NS:
+        values = [int(v) for v in (breakdown_value(r, col) for r in reports) if v is not None]
+        setattr(row, col, sum(values) if values else None)
+    if row.span_ns and row.compute_ns is not None:
+        row.goodput_pct = round(100.0 * row.compute_ns / row.span_ns, 3)
+    return row
+

@@ -1,0 +1,73 @@
+"""The storage interface: the settings choose the backend, the local backend keeps today's layout, and the
+storage layer raises its own typed errors (never HTTP ones), which the API maps to its error codes."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+
+import pytest
+
+from app.errors import ERROR_STATUS, ApiError
+from app.services.storage import (
+    BACKENDS,
+    BadUpload,
+    LocalStorage,
+    Storage,
+    StorageError,
+    StorageFull,
+    UploadTooLarge,
+    storage_for,
+)
+from app.settings import STORAGE_BACKENDS, Settings, SettingsError
+
+
+def test_settings_choose_the_backend_and_refuse_an_unknown_one(tmp_path):
+    settings = Settings.from_env({"GOODPUT_DATA_DIR": str(tmp_path)})
+    assert settings.storage == "local" and set(BACKENDS) == set(STORAGE_BACKENDS)
+    storage = storage_for(settings)
+    assert isinstance(storage, Storage) and isinstance(storage, LocalStorage) and storage.root == tmp_path
+    with pytest.raises(SettingsError, match="GOODPUT_STORAGE"):
+        Settings.from_env({"GOODPUT_STORAGE": "s3"})
+
+
+def test_local_storage_stores_by_content_and_removes_what_it_stored(tmp_path):
+    storage = LocalStorage(tmp_path)
+    body = b"SQLite format 3\x00" + bytes(100)
+    sink = storage.open_sink(10_000, "dir/a.nsys-rep.gz")
+    sink.write(gzip.compress(body))
+    staged = sink.finish()
+    key = storage.store(staged)
+    sha = hashlib.sha256(body).hexdigest()
+    assert key == f"uploads/{sha[:2]}/{sha}.nsys-rep" and storage.exists(key)
+    with storage.open(key) as f:
+        assert f.read() == body
+    assert [k for k, _ in storage.list_uploads()] == [key]
+    storage.trace_path(7).parent.mkdir(parents=True)
+    storage.trace_path(7).write_bytes(b"x")
+    assert storage.remove_report(7) and not storage.remove_report(7)
+    assert storage.remove(key) and not storage.remove(key) and not storage.exists(key)
+    assert storage.free_bytes() > 0
+
+
+@pytest.mark.parametrize(("body", "error", "code"), [
+    (bytes(2000), UploadTooLarge, "TOO_LARGE"),
+    (gzip.compress(bytes(100))[:20], BadUpload, "BAD_COMPRESSION"),
+])
+def test_the_sink_raises_typed_storage_errors_with_the_api_codes(tmp_path, body, error, code):
+    sink = LocalStorage(tmp_path).open_sink(1000, "a.sqlite")
+    try:
+        with pytest.raises(error) as raised:
+            sink.write(body)
+            sink.finish()
+    finally:
+        sink.discard()
+    exc = raised.value
+    assert isinstance(exc, StorageError) and not isinstance(exc, ApiError) and exc.code == code
+    assert ApiError.from_storage_error(exc).status == ERROR_STATUS[code]
+
+
+def test_every_storage_error_code_is_an_api_error_code():
+    assert {StorageFull.code, UploadTooLarge.code, BadUpload.code, "BAD_REQUEST"} <= set(ERROR_STATUS)
+    assert (ApiError.from_storage_error(StorageFull("full")).status, ApiError.from_storage_error(
+        BadUpload("short", code="BAD_REQUEST")).status) == (507, 400)
