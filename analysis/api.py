@@ -42,12 +42,12 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence",
            "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
-           "TraceError", "analyze", "breakdown_value", "build_overview", "chrome_trace_json",
+           "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
            "compare_facts", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances",
-           "kernel_rank_matrix", "kernel_totals", "lane_catalogue", "merge_kernels", "open_report",
+           "NCU_TREND_KPIS", "kernel_rank_matrix", "kernel_totals", "lane_catalogue", "lanes_described", "ncu_kernel_kpis", "merge_kernels", "open_report",
            "overview_path", "prepare_overview", "report_extent", "report_tables", "rule_catalogue",
            "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window", "run_totals",
-           "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "timeline_window",
+           "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "timeline_window",
            "window_parse"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -224,6 +224,21 @@ def window_parse(spec: str | None) -> Any:
     return parse(spec)
 
 
+def threshold_keys() -> list[str]:
+    """Every rule threshold's override key, ``RULE.name``, in catalogue order."""
+    from analysis.rules.registry import default_registry
+
+    return [f"{r.id}.{name}" for r in default_registry() for name in r.thresholds]
+
+
+def check_thresholds(thresholds: Mapping[str, float] | None) -> None:
+    """Check threshold overrides (``RULE.name`` -> value) against the rule catalogue before any work, as
+    ``analyze`` does: raises ``KeyError`` naming the unknown rule or threshold."""
+    from analysis.rules.registry import default_registry
+
+    default_registry().validate_overrides(thresholds)
+
+
 def analyze(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int | None = None,
@@ -252,14 +267,14 @@ def window_text(spec: str | None) -> str:
 
 
 def analyze_report_into(trace: Path, label: str, folder: Path, *, window: str | None = None,
-                        memory_bytes: int | None = None) -> str:
+                        thresholds: Mapping[str, float] | None = None, memory_bytes: int | None = None) -> str:
     """Step 1 of a run's analysis on one ingested report (``analysis.runner.analyze_report``): its
     summaries, per-report findings and the compact facts the run-level step needs, saved into ``folder``.
     Returns the window spec used (its canonical text)."""
     from analysis.runner import analyze_report, make_context
     from analysis.trace import DUCKDB_MEMORY_BYTES
 
-    ctx = make_context(window=window, memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
+    ctx = make_context(window=window, thresholds=thresholds or None, memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
     analyze_report(Path(trace), label, ctx, Path(folder)).save(Path(folder))
     return ctx.spec.text
 
@@ -275,7 +290,8 @@ class RunReport:
     analysis: Path | None = None
 
 
-def analyze_run_step(reports: list[RunReport], *, window: str | None = None, memory_bytes: int | None = None,
+def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
+                     thresholds: Mapping[str, float] | None = None, memory_bytes: int | None = None,
                      missing: list[Any] | None = None) -> AnalysisResult:
     """Step 2 of a run's analysis (``analysis.runner.analyze_run_facts``) over the nsys reports' saved
     step-1 analyses; ncu reports are analyzed here, linked to the nsys reports' kernel facts, and the
@@ -291,7 +307,7 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None, mem
     )
     from analysis.trace import DUCKDB_MEMORY_BYTES
 
-    ctx = make_context(window=window, memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
+    ctx = make_context(window=window, thresholds=thresholds or None, memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
     results: list[Any] = [None] * len(reports)
     for i, r in enumerate(reports):
         if r.tool != "ncu":
@@ -449,6 +465,55 @@ def lane_catalogue(part: Part) -> list[dict[str, Any]]:
     from analysis.run_timeline import catalogue
 
     return catalogue(part)
+
+
+def lanes_described(part: Part, trace_path: Path) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    """The report's lane catalogue and extent: from the lanes file the ingest wrote beside the report, else
+    read from the report once and that file written (a report ingested before the file existed; a
+    read-only data directory reads the report each time)."""
+    from analysis.run_overview import lanes_path, read_lanes, write_lanes
+    from analysis.run_timeline import catalogue
+    from analysis.timeline import extent
+
+    kept = read_lanes(Path(trace_path))
+    if kept is None:
+        try:
+            described = write_lanes(part.trace, lanes_path(Path(trace_path)))
+            kept = described["facts"], (tuple(described["extent"]) if described["extent"] else None)
+        except OSError:
+            kept = None
+    return (catalogue(part, kept[0]), kept[1]) if kept is not None else (catalogue(part), extent(part.trace))
+
+
+# The ncu KPIs the job page draws per kernel over the job's runs: key, label, unit.
+NCU_TREND_KPIS = (("duration", "duration", "ns"), ("sm_pct", "SM throughput", "pct"),
+                  ("mem_pct", "memory throughput", "pct"), ("occupancy_pct", "achieved occupancy", "pct"))
+
+
+def ncu_kernel_kpis(trace_path: Path) -> dict[str, dict[str, list[float]]]:
+    """kernel name -> KPI (``NCU_TREND_KPIS``) -> [sum, count] over the ncu report's profiled launches that
+    have it (the metrics the ncu rules read)."""
+    from analysis.rules.ncu.metrics import MEM_PCT, SM_PCT, load_launches
+    from analysis.rules.ncu.ncu003_occupancy import ACHIEVED
+    from analysis.trace import Trace
+
+    getters = {"duration": lambda launch: launch.duration_ns, "sm_pct": lambda launch: launch.get(SM_PCT),
+               "mem_pct": lambda launch: launch.get(MEM_PCT), "occupancy_pct": lambda launch: launch.get(ACHIEVED)}
+    out: dict[str, dict[str, list[float]]] = {}
+    trace = Trace(Path(trace_path), Path(trace_path).name)
+    try:
+        if trace.has_rows("ncu_kernels"):
+            for launch in load_launches(trace):
+                acc = out.setdefault(launch.name or "", {})
+                for kpi, get in getters.items():
+                    value = get(launch)
+                    if value is not None:
+                        cell = acc.setdefault(kpi, [0.0, 0])
+                        cell[0] += float(value)
+                        cell[1] += 1
+    finally:
+        trace.close()
+    return out
 
 
 def overview_path(trace_path: Path) -> Path:

@@ -10,15 +10,21 @@ pixel); counts, busy time, first starts and last ends stay exact. Closer zooms r
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 from analysis.timeline import MAX_NVTX_DEPTH, extent
 from analysis.trace import Trace
 
-LEVELS = (8192, 32768, 131072)   # fine bins over the report's extent, per level (coarse first)
+# Fine bins over the report's extent, per level (coarse first). The finest level answers windows down to about
+# 1 % of the report (at 1,400 columns); below that a window reads few enough rows of the report itself.
+LEVELS = (8192, 32768, 131072, 524288)
 MIN_BINS_PER_PX = 4    # a pixel column must cover this many fine bins of a level for that level to be used
-VERSION = 3            # in the file name: a changed layout is rebuilt, never misread
+ROW_GROUP_ROWS = 32768
+VERSION = 4            # in the file name: a changed layout is rebuilt, never misread
 NAME_CHARS = 160
 COLUMNS = ("level", "kind", "pid", "device", "stream", "tid", "depth", "cat", "bin", "s", "e", "n", "busy", "top", "name")
 
@@ -35,7 +41,53 @@ def overview_path(trace_path: Path) -> Path:
     return trace_path.with_name(f"{trace_path.stem}.overview-v{VERSION}.parquet")
 
 
+LANES_VERSION = 1
+
+
+def lanes_path(trace_path: Path) -> Path:
+    """Where the report's lane catalogue facts and extent are kept (``analysis.run_timeline.lane_facts``)."""
+    return trace_path.with_name(f"{trace_path.stem}.lanes-v{LANES_VERSION}.json")
+
+
+def write_lanes(trace: Trace, out: Path) -> dict[str, Any]:
+    """Read the report's lane facts and extent once and publish them at ``out`` (temporary name, rename)."""
+    from analysis.run_timeline import lane_facts  # run_timeline imports this module
+
+    ext = extent(trace)
+    described = {"facts": lane_facts(trace), "extent": None if ext is None else [int(ext[0]), int(ext[1])]}
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(described))
+    os.replace(tmp, out)
+    return described
+
+
+def read_lanes(trace_path: Path) -> tuple[dict[str, list[list]], tuple[int, int] | None] | None:
+    """The kept lane facts and extent of the report at ``trace_path``, or None when none were written."""
+    try:
+        described = json.loads(lanes_path(trace_path).read_text())
+        ext = described["extent"]
+        return described["facts"], (None if ext is None else (int(ext[0]), int(ext[1])))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+# Switches for benchmarks/run_timeline_latency.py, which times windows with and without them interleaved.
+BIGINT_BUCKETS = True
+USED_LEVELS = len(LEVELS)
+
+
+def bucket(column: str, w0: str, n: str, span: str, span_value: int, n_value: int) -> str:
+    """The pixel column (or fine bin) of a row: ``(max(column, w0) - w0) * n // span``, exact integer floor
+    division. In BIGINT when the largest product (``span * n``: the filters keep offsets within the span)
+    cannot overflow, which is three times cheaper than HUGEINT; in HUGEINT otherwise (a span of weeks)."""
+    offset = f"(greatest({column}, {w0}) - {w0})"
+    if BIGINT_BUCKETS and int(span_value) * int(n_value) < 2**62:
+        return f"least({offset} * {n} // {span}, {n} - 1)"
+    return f"least(({offset}::HUGEINT * {n} // {span})::BIGINT, {n} - 1)"
+
+
 def _bin(e0: int, span: int, bins: int) -> str:
+    # Not clipped at e0 and in HUGEINT: CUDA API calls may start before the extent (negative bins of their own).
     return f"least(((start_ns - {int(e0)})::HUGEINT * {bins} // {max(1, int(span))})::BIGINT, {bins - 1})"
 
 
@@ -54,8 +106,12 @@ def build(trace: Trace, extent: tuple[int, int], out: Path) -> Path:
     query = " UNION ALL ".join(selects)
     # Sorted by level and bin: Parquet row-group statistics then skip most of the file for one window.
     named = f"SELECT * FROM ({query}) AS t({', '.join(COLUMNS)}) ORDER BY level, bin"  # noqa: S608 - server-made
-    trace.con.execute(f"COPY ({named}) TO '{_quoted(tmp)}' (FORMAT parquet)")
+    # Small row groups: a zoomed window's level and time filters skip most of them (half the CPU of the default).
+    trace.con.execute(f"COPY ({named}) TO '{_quoted(tmp)}' (FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
     os.replace(tmp, out)
+    for stale in out.parent.glob(f"{out.name.split('.overview-v')[0]}.overview-v*.parquet"):
+        if stale.name != out.name:   # an older layout's file, never read again
+            stale.unlink(missing_ok=True)
     return out
 
 
@@ -81,14 +137,19 @@ def _level_selects(trace: Trace, level: int, b: str) -> list[str]:
 
 
 def prepare(trace_path: Path) -> Path | None:
-    """Build the overview of the published report at ``trace_path`` unless it exists (the ingest worker calls
-    this right after publishing, so even the first view of a run reads it); None for a report with no activity."""
-    out = overview_path(trace_path)
-    if out.is_file():
+    """Build the overview and the lane catalogue (``lanes_path``) of the published report at ``trace_path``
+    unless they exist (the ingest worker calls this right after publishing, so even the first view of a run
+    reads them); None for a report with no activity."""
+    out, lanes = overview_path(trace_path), lanes_path(trace_path)
+    if out.is_file() and lanes.is_file():
         return out
     trace = Trace(trace_path, trace_path.name)
     try:
         ext = extent(trace)
+        if not lanes.is_file():   # the lane catalogue too: a run page's first view reads neither from the report
+            write_lanes(trace, lanes)
+        if out.is_file():
+            return out
         return build(trace, ext, out) if ext is not None else None
     finally:
         trace.close()
@@ -102,7 +163,7 @@ def level_for(extent: tuple[int, int], w0: int, w1: int, buckets: int) -> int | 
     """The coarsest level (fewest rows to merge) whose bins are fine enough for ``buckets`` columns over
     [w0, w1] (report-local), or None when the window is too fine for every level."""
     px = (w1 - w0) / max(1, buckets)
-    for level, bins in enumerate(LEVELS):
+    for level, bins in enumerate(LEVELS[:USED_LEVELS]):
         if px >= MIN_BINS_PER_PX * max(1, extent[1] - extent[0]) / bins:
             return level
     return None
@@ -112,7 +173,7 @@ def boxes(trace: Trace, path: Path, level: int, params: dict[str, int],
           launchers: list[tuple]) -> dict[str, list[list]]:
     """The window's boxes per lane id from one level of the overview, shaped exactly like ``run_timeline._boxes``."""
     rid = params["report_id"]
-    b = "least(((greatest(s, $w0) - $w0)::HUGEINT * $n // $span)::BIGINT, $n - 1)"
+    b = bucket("s", "$w0", "$n", "$span", params["span"], params["n"])
     pairs = {(p, t) for p, t in launchers}
     out: dict[str, list[list]] = {}
     rows = trace.sql(

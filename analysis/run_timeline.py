@@ -11,6 +11,7 @@ whatever window is drawn; the boxes inside a window are merged per pixel column 
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,6 @@ from analysis.timeline import (
     MAX_NVTX_DEPTH,
     MIN_BUCKETS,
     START,
-    _bucket_expr,
     box_table,
     extent,
 )
@@ -44,6 +44,20 @@ _GPU_ACTIVITY = """
     SELECT pid, device, stream, start_ns, end_ns, 'memset', 'Memset' FROM memset
      WHERE end_ns >= $w0 AND start_ns <= $w1
 """
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One pool for the process: starting threads per window cost more than a small window's queries on a
+    loaded machine. Each job uses only its own report's connection, so concurrent windows never share one."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="run-timeline")
+        return _POOL
 
 
 @dataclass
@@ -86,9 +100,10 @@ def group_label(rank: int | None, host: str | None, pid: int | None, devices: li
     return " · ".join(p for p in parts if p) or "report"
 
 
-def catalogue(part: Part) -> list[dict[str, Any]]:
-    """The report's groups and lanes over the whole report (independent of any window)."""
-    t = part.trace
+def lane_facts(t: Trace) -> dict[str, list[list]]:
+    """What the lane catalogue reads from a report (it depends only on the file, so it is kept beside it, see
+    ``analysis.run_overview.prepare``): GPU (pid, device, stream), launching API threads (pid, tid), NVTX
+    threads (pid, tid, depth) and thread names (pid, tid, name)."""
     gpu: list[tuple] = []
     for table in _GPU_TABLES:
         if t.has_rows(table):
@@ -102,9 +117,22 @@ def catalogue(part: Part) -> list[dict[str, Any]]:
     if t.has_rows("nvtx"):
         nvtx = t.sql(f"""SELECT pid, tid, least(max(coalesce(nesting, 0)), {MAX_NVTX_DEPTH}) + 1 FROM nvtx
                           WHERE end_ns IS NOT NULL GROUP BY pid, tid""")  # noqa: S608 - a constant
-    thread_names: dict[tuple, str] = {}
+    threads: list[tuple] = []
     if api or nvtx:
-        thread_names = {(p, tid): n for p, tid, n in t.sql("SELECT pid, tid, name FROM threads") if n}
+        wanted = {(r[0], r[1]) for r in api + nvtx}
+        threads = [r for r in t.sql("SELECT pid, tid, name FROM threads") if r[2] and (r[0], r[1]) in wanted]
+    return {"gpu": [list(r) for r in gpu], "api": [list(r) for r in api], "nvtx": [list(r) for r in nvtx],
+            "threads": [list(r) for r in threads]}
+
+
+def catalogue(part: Part, facts: dict[str, list[list]] | None = None) -> list[dict[str, Any]]:
+    """The report's groups and lanes over the whole report (independent of any window); ``facts``: its
+    ``lane_facts`` when kept (else read from the report)."""
+    facts = facts if facts is not None else lane_facts(part.trace)
+    gpu = [tuple(r) for r in facts["gpu"]]
+    api = [tuple(r) for r in facts["api"]]
+    nvtx = [tuple(r) for r in facts["nvtx"]]
+    thread_names = {(p, tid): n for p, tid, n in facts["threads"] if n}
     pids = sorted({r[0] for r in gpu + api + nvtx}, key=lambda p: (p is None, p or 0))
     groups = []
     for pid in pids:
@@ -134,7 +162,7 @@ def _boxes(part: Part, params: dict[str, int], launchers: list[tuple]) -> dict[s
     ``analysis.timeline.BOX_FIELDS``); ``launchers``: the (pid, tid) API lanes."""
     t, rid = part.trace, part.report_id
     out: dict[str, list[list]] = {}
-    b = _bucket_expr()
+    b = run_overview.bucket("start_ns", "$w0", "$n", "$span", params["span"], params["n"])
     if any(t.has_rows(x) for x in _GPU_TABLES):
         for pid, dev, st, cat, _b, s, e, n, busy, name in t.sql(
                 f"""SELECT pid, device, stream, cat, {b} AS b, min(start_ns), max(end_ns), count(*),
@@ -207,13 +235,13 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
         return off, _boxes(part, local, launchers)
 
     by_lane: dict[str, list] = {}
-    with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(jobs)))) as pool:
-        for off, found in pool.map(run, jobs):
-            for lane_id, boxes in found.items():
-                for box in boxes:
-                    box[START] += off
-                    box[END] += off
-                by_lane[lane_id] = boxes
+    results = _pool().map(run, jobs) if len(jobs) > 1 else map(run, jobs)
+    for off, found in results:
+        for lane_id, boxes in found.items():
+            for box in boxes:
+                box[START] += off
+                box[END] += off
+            by_lane[lane_id] = boxes
     count = activities = 0
     for g in groups:
         for lane in g["lanes"]:

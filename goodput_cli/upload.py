@@ -39,6 +39,10 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="repeatable")
     p.add_argument("--git-sha", default=None)
     p.add_argument("--cluster", default=None)
+    p.add_argument("--window", default=None, metavar="SPEC",
+                   help="analysis window: steady (default), all, startup, nvtx:NAME, iterations:A-B, time:T0-T1")
+    p.add_argument("--threshold", action="append", default=[], metavar="RULE.name=VALUE",
+                   help="override a rule threshold for this run's analyses, e.g. GPU001.min_gap_us=200 (repeatable)")
     p.add_argument("--wait", action="store_true", help="wait for the analysis; exit 1 when a report failed")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits at most (default 3600)")
     p.add_argument("--retries", type=int, default=len(BACKOFF_S),
@@ -112,6 +116,9 @@ def _fields(args: argparse.Namespace) -> list[tuple[str, str]]:
         fields.append(("git_sha", args.git_sha))
     if args.cluster:
         fields.append(("cluster", args.cluster))
+    if args.window:
+        fields.append(("window", args.window))
+    fields += [("threshold", t) for t in args.threshold]
     return fields
 
 
@@ -294,6 +301,9 @@ class Client:
         err = body.get("error", {}) if isinstance(body, dict) else {}
         code = err.get("code") or f"HTTP_{resp.status_code}"
         message = err.get("message") or resp.reason or "unexpected response"
+        fields = (err.get("details") or {}).get("fields") if isinstance(err.get("details"), dict) else None
+        if isinstance(fields, dict) and fields:   # which field and why ("thresholds: unknown rule GPU999")
+            message += " " + "; ".join(f"{k}: {' '.join(str(v).split())}" for k, v in fields.items())  # one line
         # A client mistake (bad token, bad file, bad field) will not change on retry: exit 2.
         status = 2 if 400 <= resp.status_code < 500 else 1
         raise UploadError(f"{method} {path}: {code}: {message}", status)

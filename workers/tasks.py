@@ -163,7 +163,8 @@ def run_analyze_report(task: Task, report_id: int) -> str:
     try:
         with Heartbeat(settings, lambda s: ra.renew_lease(s, report_id, owner, settings.lease_seconds)):
             spec_text = analyze_report_into(pipeline.data_path(settings, claim.trace_path), claim.label, folder,
-                                            window=claim.window, memory_bytes=settings.analysis_memory_bytes)
+                                            window=claim.window, thresholds=claim.thresholds,
+                                            memory_bytes=settings.analysis_memory_bytes)
     except (TraceError, OSError) as exc:
         logger.warning("report analysis failed: %s", exc, extra={"report_id": report_id})
         failure = ("analysis_failed", str(exc) or type(exc).__name__)
@@ -206,8 +207,8 @@ def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs, missing: lis
                          None if kind == "ncu" or rel is None else pipeline.data_path(settings, rel))
                for kind, path, label, rel in zip(inputs.kinds, inputs.paths, inputs.labels, inputs.analysis_paths,
                                                  strict=True)]
-    return analyze_run_step(reports, window=inputs.window, memory_bytes=settings.analysis_memory_bytes,
-                            missing=missing)
+    return analyze_run_step(reports, window=inputs.window, thresholds=inputs.thresholds,
+                            memory_bytes=settings.analysis_memory_bytes, missing=missing)
 
 
 def run_analyze(task: Task, run_id: int) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from app.api.params import PARAMS
-from app.api.schemas import SCHEMAS, ref
+from app.api.schemas import SCHEMAS, THRESHOLDS_LIST, ref
 from app.errors import BUSY_RETRY_AFTER_S
 from app.text import NO_CONTROL
 
@@ -43,6 +43,7 @@ def _body(kind: str | None) -> dict[str, Any] | None:
         files = {"type": "array", "items": {"type": "string", "contentMediaType": "application/octet-stream"}}
         form = {"type": "object", "properties": {**SCHEMAS["RunMetadata"]["properties"],
                                                   "tag": SCHEMAS["RunMetadata"]["properties"]["tags"],
+                                                  "threshold": THRESHOLDS_LIST,
                                                   "files": files}}
         return {"required": False, "content": {"multipart/form-data": {"schema": form},
                                                 "application/json": {"schema": ref("RunMetadata")}}}

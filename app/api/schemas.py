@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from analysis.api import threshold_keys
 from app.models import ANALYSIS_STATUSES, REPORT_KINDS, REPORT_STATUSES, RUN_SOURCES, RUN_STATUSES
-from app.services.uploads import CLUSTER_PATTERN, JOB_PATTERN, SHA_PATTERN, TAG_PATTERN
+from app.services.uploads import CLUSTER_PATTERN, JOB_PATTERN, MAX_THRESHOLDS, SHA_PATTERN, TAG_PATTERN
 
 S = dict[str, Any]
 
@@ -42,6 +44,13 @@ HEADLINE = {**BREAKDOWN, "goodput_pct": nullable(NUM), "finding_count": NS, "top
 WINDOW_SCHEMA = {"type": "string", "pattern": "^(steady|all|startup|nvtx:[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]{0,194})$",
                  "description": "analysis window: steady (default), all, startup, nvtx:NAME, iterations:A-B, "
                                 "time:T0-T1"}
+
+# Threshold overrides: the rule catalogue's RULE.name keys (the server checks them against the same catalogue).
+THRESHOLD_KEYS = threshold_keys()
+THRESHOLD_ITEM = {"type": "string", "pattern": "^(" + "|".join(re.escape(k) for k in THRESHOLD_KEYS)
+                  + r")=-?[0-9]{1,12}(\.[0-9]{1,6})?$",
+                  "description": "RULE.name=NUMBER, e.g. GPU001.min_gap_us=200 (GET /rules lists each rule's thresholds)"}
+THRESHOLDS_LIST = {"type": "array", "items": THRESHOLD_ITEM, "maxItems": MAX_THRESHOLDS}
 
 SCHEMAS: dict[str, S] = {
     "Error": obj(error=obj(code=STR, message=STR, details=ANY_OBJ)),
@@ -109,6 +118,11 @@ SCHEMAS: dict[str, S] = {
         git_sha={"type": "string", "pattern": SHA_PATTERN}, cluster={"type": "string", "pattern": CLUSTER_PATTERN},
         source={"type": "string", "enum": list(RUN_SOURCES)},
         window=WINDOW_SCHEMA,
+        thresholds={"anyOf": [THRESHOLDS_LIST, {"type": "object", "maxProperties": MAX_THRESHOLDS,
+                                                "properties": {k: NUM for k in THRESHOLD_KEYS},
+                                                "additionalProperties": False}],
+                    "description": "threshold overrides for every analysis of the run, recorded as its tag "
+                                   "goodput.thresholds"},
     ),
     "Token": obj(id=INT, name=STR, scope={"type": "string", "enum": ["read", "write", "admin"]}, prefix=STR,
                  owner=nullable(STR), created_at=TIME, last_used_at=nullable(TIME), revoked_at=nullable(TIME)),

@@ -41,7 +41,8 @@ def _meta_from_request() -> uploads.RunMeta:
             raise ApiError("VALIDATION_ERROR", "Each 'files' part must be a file with a file name (without "
                            "control characters).", {"fields": {"files": "a file part with a file name"}})
         return uploads.parse_meta(form.get("job"), form.getlist("tag"), form.get("git_sha"),
-                                  form.get("cluster"), form.get("source") or default_source, form.get("window"))
+                                  form.get("cluster"), form.get("source") or default_source, form.get("window"),
+                                  form.getlist("threshold"))
     if request.mimetype == "application/json":
         body = request.get_json(silent=True)
         if not isinstance(body, dict):
@@ -51,11 +52,17 @@ def _meta_from_request() -> uploads.RunMeta:
             tags = [f"{k}={v}" for k, v in tags.items()]
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise ApiError("VALIDATION_ERROR", "tags must be a list of key=value strings.")
+        thresholds = body.get("thresholds")
+        if thresholds is not None and not (
+                isinstance(thresholds, dict)
+                or (isinstance(thresholds, list) and all(isinstance(t, str) for t in thresholds))):
+            raise ApiError("VALIDATION_ERROR", "thresholds must be a list of RULE.name=NUMBER strings or an object.",
+                           {"fields": {"thresholds": uploads.THRESHOLD_HELP}})
         fields = {k: body.get(k) for k in ("job", "git_sha", "cluster", "source", "window")}
         if any(v is not None and not isinstance(v, str) for v in fields.values()):
             raise ApiError("VALIDATION_ERROR", "job, git_sha, cluster, source and window must be strings.")
         return uploads.parse_meta(fields["job"], tags, fields["git_sha"], fields["cluster"],
-                                  fields["source"] or default_source, fields["window"])
+                                  fields["source"] or default_source, fields["window"], thresholds)
     if request.content_length:
         raise ApiError("UNSUPPORTED_MEDIA_TYPE", "Send multipart/form-data (files + fields) or JSON metadata.")
     return uploads.parse_meta(None, [], None, None, default_source)

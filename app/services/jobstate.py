@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.models import Report, Run, utcnow
 from app.services.jsoncols import jsonable
-from app.services.runs import derive_status
+from app.services.runs import derive_status, run_thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ class AnalysisInputs:
     kinds: list[str] = field(default_factory=list)
     analysis_paths: list[str | None] = field(default_factory=list)
     analysis_windows: list[str | None] = field(default_factory=list)
+    thresholds: dict[str, float] = field(default_factory=dict)  # the run's threshold overrides
 
 
 @dataclass
@@ -274,10 +275,10 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
         .where(Report.run_id == run_id, Report.status == "ready", Report.trace_path.is_not(None))
         .order_by(Report.rank.is_(None), Report.rank, Report.id)
     ).all()
-    window = session.scalar(sa.select(Run.analysis_window).where(Run.id == run_id))
+    window, tags = session.execute(sa.select(Run.analysis_window, Run.tags).where(Run.id == run_id)).one()
     refresh_run_status(session, run_id)
     session.commit()
-    inputs = AnalysisInputs(run_id, window=window)
+    inputs = AnalysisInputs(run_id, window=window, thresholds=run_thresholds(tags))
     names = [r.name for r in rows]
     for r in rows:
         # Labels name the report in findings; a file name seen twice in a run gets its id appended.

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.models import Report, Run, utcnow
+from app.services.runs import run_thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class ReportAnalysisClaim:
     trace_path: str | None = None
     label: str = ""
     window: str | None = None
+    thresholds: dict[str, float] = field(default_factory=dict)  # the run's threshold overrides
     # Set when the claim failed the report (attempts used up) and that completed its run.
     analyze_run_id: int | None = None
 
@@ -111,7 +113,9 @@ def claim_report_analysis(session: Session, report_id: int, owner: str, lease_se
         row = session.execute(sa.select(Report.run_id, Report.trace_path).where(Report.id == report_id)).one()
         claim.run_id, claim.trace_path = row.run_id, row.trace_path
         claim.label = report_label(session, report_id)
-        claim.window = session.scalar(sa.select(Run.analysis_window).where(Run.id == row.run_id))
+        claim.window, tags = session.execute(
+            sa.select(Run.analysis_window, Run.tags).where(Run.id == row.run_id)).one()
+        claim.thresholds = run_thresholds(tags)
         refresh_run_status(session, row.run_id)
     session.commit()
     if won and claim.trace_path is None:  # cannot happen: an analyzing report was published with its trace

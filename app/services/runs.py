@@ -218,3 +218,15 @@ def reanalyze(session: Session, settings: Settings, run_id: int, window: str | N
         queue.enqueue_analyze(settings, run.id)
     logger.info("re-analysis asked with window %s", text, extra={"run_id": run.id})
     return run
+
+
+# Threshold overrides of a run live in this tag (``GPU001.min_gap_us=200 GPU003.min_ratio=0.5``, canonical, set
+# by ``app.services.uploads``): kept with the run without a schema change, shown with its tags, and read by
+# every analysis of the run.
+THRESHOLDS_TAG = "goodput.thresholds"
+
+
+def run_thresholds(tags: dict[str, str] | None) -> dict[str, float]:
+    """The threshold overrides recorded on a run (its ``THRESHOLDS_TAG``), for the analysis."""
+    text = (tags or {}).get(THRESHOLDS_TAG) or ""
+    return {k: float(v) for k, _, v in (item.partition("=") for item in text.split()) if k}

@@ -4,19 +4,21 @@ commit, then enqueue their ingest. Nothing is stored when any file or field is b
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from analysis.api import detect_kind, window_parse
+from analysis.api import check_thresholds, detect_kind, window_parse
 from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus
 from app.services.operations import reopen_run
-from app.services.runs import get_run, refresh_status
+from app.services.runs import THRESHOLDS_TAG, get_run, refresh_status
 from app.services.storage import Staged, Storage, storage_for
 from app.settings import Settings
 from app.text import NO_CONTROL, has_control
@@ -48,6 +50,46 @@ class RunMeta:
 
 
 MAX_WINDOW_CHARS = 200
+MAX_THRESHOLDS = 20
+MAX_THRESHOLDS_CHARS = 2000   # the tag's value (20 overrides fit)
+THRESHOLD_HELP = "RULE.name=NUMBER, e.g. GPU001.min_gap_us=200 (the thresholds are listed on the rules page)"
+
+
+def parse_thresholds(items: list[str] | dict[str, Any] | None) -> dict[str, float]:
+    """Threshold overrides (``RULE.name=NUMBER`` strings, or a mapping) checked against the rule catalogue
+    exactly as the CLI's ``--threshold`` is; raises ApiError VALIDATION_ERROR naming the bad one."""
+    if items is None:
+        return {}
+    pairs = list(items.items()) if isinstance(items, dict) else [str(t).partition("=")[::2] for t in items
+                                                                  if str(t).strip()]
+    out: dict[str, float] = {}
+    for key, value in pairs:
+        key = str(key).strip()
+        try:
+            if isinstance(value, bool) or not key:
+                raise ValueError
+            number = float(value)
+            if not math.isfinite(number):
+                raise ValueError
+        except (TypeError, ValueError):
+            shown = f"{key}={value}"[:100]
+            raise ApiError("VALIDATION_ERROR", "Invalid threshold override.",
+                           {"fields": {"thresholds": f"{shown!r}: expected {THRESHOLD_HELP}"}}) from None
+        out[key] = number
+    if len(out) > MAX_THRESHOLDS:
+        raise ApiError("VALIDATION_ERROR", "Invalid threshold override.",
+                       {"fields": {"thresholds": f"at most {MAX_THRESHOLDS} overrides"}})
+    try:
+        check_thresholds(out)
+    except KeyError as exc:
+        raise ApiError("VALIDATION_ERROR", "Invalid threshold override.",
+                       {"fields": {"thresholds": str(exc.args[0])[:300]}}) from None
+    return out
+
+
+def thresholds_text(thresholds: dict[str, float]) -> str:
+    """The canonical tag value: sorted ``RULE.name=VALUE`` pairs, space separated (``200``, not ``200.0``)."""
+    return " ".join(f"{k}={v:g}" if v == float(f"{v:g}") else f"{k}={v!r}" for k, v in sorted(thresholds.items()))
 
 
 def parse_window(window: str | None) -> str | None:
@@ -65,8 +107,10 @@ def parse_window(window: str | None) -> str | None:
 
 
 def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: str | None,
-               source: str = "api", window: str | None = None) -> RunMeta:
-    """Validate raw metadata; tags are ``key=value`` strings. Raises ApiError VALIDATION_ERROR."""
+               source: str = "api", window: str | None = None,
+               thresholds: list[str] | dict[str, Any] | None = None) -> RunMeta:
+    """Validate raw metadata; tags are ``key=value`` strings, ``thresholds`` ``RULE.name=NUMBER`` strings (or
+    a mapping). Raises ApiError VALIDATION_ERROR."""
     bad: dict[str, str] = {}
     # Control characters are refused as sent, before the stripping of surrounding blanks below.
     for name, value in (("job", job), ("git_sha", git_sha), ("cluster", cluster), ("source", source)):
@@ -99,6 +143,14 @@ def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: s
         bad["source"] = f"one of {', '.join(RUN_SOURCES)}"
     if bad:
         raise ApiError("VALIDATION_ERROR", "Invalid run metadata.", {"fields": bad})
+    # Overrides sent as the reserved tag are checked like the thresholds field (and merged with it).
+    overrides = parse_thresholds(parsed.pop(THRESHOLDS_TAG).split()) if THRESHOLDS_TAG in parsed else {}
+    overrides.update(parse_thresholds(thresholds))
+    if overrides:
+        parsed[THRESHOLDS_TAG] = thresholds_text(overrides)
+        if len(parsed[THRESHOLDS_TAG]) > MAX_THRESHOLDS_CHARS:
+            raise ApiError("VALIDATION_ERROR", "Invalid threshold override.",
+                           {"fields": {"thresholds": f"at most {MAX_THRESHOLDS_CHARS} characters in all"}})
     return RunMeta(job, parsed, git_sha.lower() if git_sha else None, cluster, source, parse_window(window))
 
 

@@ -1,7 +1,8 @@
 """The run page's multi-rank timeline: the run's ingested nsys reports opened as ``analysis.run_timeline`` parts.
 
-A report's lane catalogue and extent depend only on its DuckDB file, which is immutable once published,
-so they are kept per file path (bounded) and every zoom step only runs the window queries. The read-only
+A report's lane catalogue and extent depend only on its DuckDB file, which is immutable once published:
+the ingest writes them beside it (``analysis.run_overview.lanes_path``), and they are kept here per file
+path and mtime (bounded), so every zoom step only runs the window queries. The read-only
 connections stay open between requests too (per serving thread, a bounded LRU): opening six files and reading their catalogues again took longer than a zoom step's queries.
 """
 
@@ -17,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from analysis import api
-from app.models import Report
+from app.models import Report, RunSummary
 from app.services.storage import data_path
 from app.services.web_run import get_run
 from app.settings import Settings
@@ -46,13 +47,20 @@ def _trace(path: str, label: str) -> api.Trace:
     return trace
 
 
-def _described(part: api.Part, key: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+def _described(part: api.Part, path: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    """The report's lane catalogue and extent: from this process's cache (keyed by path and mtime), else from
+    the lanes file the ingest wrote beside the report, else read from the report once and that file written
+    (a report ingested before the file existed)."""
+    try:
+        key = f"{path}@{Path(path).stat().st_mtime_ns}"
+    except OSError:
+        key = path
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    hit = (api.lane_catalogue(part), api.report_extent(part.trace))   # outside the lock: it reads the file
+    hit = api.lanes_described(part, Path(path))   # outside the lock: it reads files
     with _cache_lock:
         _cache[key] = hit
         while len(_cache) > _CACHE_SIZE:
@@ -100,3 +108,33 @@ def run_parts(session: Session, settings: Settings, run_id: int):
     for (p, key), (_cat, ext) in zip(parts, described, strict=True):
         p.overview = _overview(p, Path(key), ext)
     yield [p for p, _ in parts], [d[0] for d in described], [d[1] for d in described]
+
+
+def _on_clock(item: dict[str, Any], off: int) -> dict[str, Any] | None:
+    s, e = item.get("start_ns"), item.get("end_ns")
+    if not isinstance(s, int) or not isinstance(e, int):
+        return None
+    return {**item, "start_ns": s + off, "end_ns": e + off}
+
+
+def run_phases(session: Session, run_id: int, groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per nsys report of the run, its analysis phases (startup, warmup, steady, teardown or whole) and the
+    analysis window its rules used, from the last analysis, moved onto the timeline's run clock with the
+    report's offset. Empty before the first analysis."""
+    offs = {g["report_id"]: int(g.get("offset_ns") or 0) for g in groups}
+    rows = session.execute(sa.select(RunSummary.report_id, RunSummary.data).where(
+        RunSummary.run_id == run_id, RunSummary.report_id.is_not(None))).all()
+    out = []
+    for report_id, data in sorted(rows, key=lambda r: r[0]):
+        if report_id not in offs or not isinstance(data, dict):
+            continue
+        off = offs[report_id]
+        phases = [p for p in (_on_clock(x, off) for x in data.get("phases") or [] if isinstance(x, dict)) if p]
+        window = data.get("window") if isinstance(data.get("window"), dict) else None
+        if window is not None:   # no bounds: the whole report (what the rules then read)
+            window = _on_clock(window, off) or {**window, "start_ns": None, "end_ns": None}
+        out.append({"report_id": report_id,
+                    "phases": [{k: p.get(k) for k in ("name", "start_ns", "end_ns", "reason")} for p in phases],
+                    "window": None if window is None else {k: window.get(k) for k in
+                                                           ("spec", "phase", "start_ns", "end_ns", "reason")}})
+    return out

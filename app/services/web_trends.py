@@ -1,16 +1,23 @@
-"""The job page's metric picker: per-rule impact and per-kernel time of each run, per step when
-every run counted steps; series in the shape ``JobTrends.series`` returns, with date and git sha per point."""
+"""The job page's metric picker : per-rule impact and per-kernel time of each run, per step when
+every run counted steps; and per ncu-profiled kernel its main ncu KPIs over the job's runs. Series in the shape
+``JobTrends.series`` returns, with date and git sha per point."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis import api
 from analysis.api import short_kernel_name
-from app.models import Finding, RunSummary
+from app.models import Finding, Report, RunSummary
+from app.services.storage import data_path
 from app.services.web_jobs import JobTrends
+from app.settings import Settings
 
 TOP_KERNELS = 10
 
@@ -52,3 +59,75 @@ def metrics(session: Session, trends: JobTrends, href: Any) -> dict[str, dict[st
     out = {f"rule:{r}": series(f"{r} impact", rules[r]) for r in sorted(rules)}
     out.update({f"kernel:{n}": series(f"kernel {short_kernel_name(n, 60)}", kernels[n]) for n in top})
     return out
+
+
+# The ncu KPIs drawn per kernel: key, label, unit, and how a launch gives it (the metrics the ncu rules read).
+NCU_KPIS = api.NCU_TREND_KPIS
+TOP_NCU_KERNELS = 10
+_ncu_cache: OrderedDict[str, dict[str, dict[str, list[float]]]] = OrderedDict()
+_ncu_lock = threading.Lock()
+_NCU_CACHE_SIZE = 512
+
+
+def _ncu_kernels(path: Path) -> dict[str, dict[str, list[float]]]:
+    """kernel name -> KPI -> [sum, count] over the report's profiled launches that have it (kept per file path
+    and mtime: an ingested report never changes)."""
+    try:
+        key = f"{path}@{path.stat().st_mtime_ns}"
+    except OSError:
+        return {}
+    with _ncu_lock:
+        hit = _ncu_cache.get(key)
+        if hit is not None:
+            _ncu_cache.move_to_end(key)
+            return hit
+    out = api.ncu_kernel_kpis(path)   # outside the lock: it reads the file
+    with _ncu_lock:
+        _ncu_cache[key] = out
+        while len(_ncu_cache) > _NCU_CACHE_SIZE:
+            _ncu_cache.popitem(last=False)
+    return out
+
+
+def ncu_trends(session: Session, settings: Settings, trends: JobTrends, href: Any) -> dict[str, Any]:
+    """Per ncu-profiled kernel (the ``TOP_NCU_KERNELS`` with the most profiled time over the job's runs), a
+    series per KPI: the mean over that run's profiled launches of the kernel (all its ncu reports), None in
+    runs that did not profile it. ``{"kernels": [{"name", "label", "series": {kpi: series}}]}``."""
+    ids = [p.run_id for p in trends.points]
+    if not ids:
+        return {"kernels": []}
+    per_run: dict[int, dict[str, dict[str, list[float]]]] = {}
+    for run_id, rel in session.execute(
+            sa.select(Report.run_id, Report.trace_path).where(
+                Report.run_id.in_(ids), Report.kind == "ncu", Report.status == "ready",
+                Report.trace_path.is_not(None)).order_by(Report.id)):
+        path = data_path(settings, rel)
+        if not path.is_file():
+            continue
+        run = per_run.setdefault(run_id, {})
+        for name, kpis in _ncu_kernels(path).items():
+            acc = run.setdefault(name, {})
+            for kpi, (total, count) in kpis.items():
+                cell = acc.setdefault(kpi, [0.0, 0])
+                cell[0] += total
+                cell[1] += count
+    profiled: dict[str, float] = {}
+    for run in per_run.values():
+        for name, kpis in run.items():
+            total, _count = kpis.get("duration", [0.0, 0])
+            profiled[name] = profiled.get(name, 0.0) + total
+    top = sorted(profiled, key=lambda n: (-profiled[n], n))[:TOP_NCU_KERNELS]
+    kernels = []
+    for name in top:
+        series = {}
+        for kpi, label, unit in NCU_KPIS:
+            points = []
+            for p in trends.points:
+                cell = per_run.get(p.run_id, {}).get(name, {}).get(kpi)
+                points.append({"x_label": f"#{p.run_id} {p.created_at:%Y-%m-%d %H:%M}", **point_axis(p),
+                               "value": cell[0] / cell[1] if cell and cell[1] else None,
+                               "launches": cell[1] if cell else 0, "href": href(p.run_id), "regressed": False})
+            if any(pt["value"] is not None for pt in points):
+                series[kpi] = {"label": f"{label} (mean per profiled launch)", "unit": unit, "points": points}
+        kernels.append({"name": name, "label": short_kernel_name(name, 80), "series": series})
+    return {"kernels": kernels}

@@ -10,6 +10,7 @@ from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
 from app.services import operations, web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
+from app.services import rules as rules_service
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
@@ -135,13 +136,16 @@ def job(name: str):
     trends = _page_or_404(web_jobs.job_trends, get_session(), name, tag)
     href = lambda run_id: url_for("web.run", run_id=run_id)  # noqa: E731
     return render_template("job.html", t=trends, median_window=web_jobs.MEDIAN_WINDOW, href=href, tag=tag,
-                           metrics=web_trends.metrics(get_session(), trends, href))
+                           metrics=web_trends.metrics(get_session(), trends, href),
+                           ncu=web_trends.ncu_trends(get_session(), current_settings(), trends, href))
 
 
 @bp.route("/upload")
 @login_required
 def upload():
-    return render_template("upload.html", jobs=web_runs.job_names(get_session(), limit=200))
+    thresholds = [(f"{r['id']}.{name}", t) for r in rules_service.catalogue() for name, t in r["thresholds"].items()]
+    return render_template("upload.html", jobs=web_runs.job_names(get_session(), limit=200), thresholds=thresholds,
+                           windows=("steady", "all", "startup"))
 
 
 @bp.route("/rules")

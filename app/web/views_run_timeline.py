@@ -17,9 +17,11 @@ from app.web.views_data import _int_arg, _trace_download
 @bp.route("/runs/<int:run_id>/timeline.json")
 @login_required
 def run_timeline_json(run_id: int):
-    with web_timeline.run_parts(get_session(), current_settings(), run_id) as (parts, cats, exts):
+    session = get_session()
+    with web_timeline.run_parts(session, current_settings(), run_id) as (parts, cats, exts):
         body = api.run_timeline_window(parts, _int_arg("start_ns"), _int_arg("end_ns"),
                                        _int_arg("buckets", 1000) or 1000, catalogues=cats, extents=exts)
+    body["phases"] = web_timeline.run_phases(session, run_id, body["groups"])
     return jsonify(body)
 
 

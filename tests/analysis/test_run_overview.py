@@ -42,7 +42,8 @@ def _lanes(win) -> dict[str, list]:
 
 
 # (fraction of the run, columns, level): the whole run on the coarsest level, a 1/20 zoom on finer ones
-@pytest.mark.parametrize(("fraction", "buckets", "level"), [(1, 300, 0), (1, 1400, 0), (20, 1400, 2), (20, 300, 1)])
+@pytest.mark.parametrize(("fraction", "buckets", "level"), [(1, 300, 0), (1, 1400, 0), (20, 1400, 2), (20, 300, 1),
+                                                                       (80, 1400, 3)])
 def test_overview_windows_keep_every_activity_and_its_place(parts, fraction, buckets, level) -> None:
     fast = _with_overviews(parts)
     whole = run_timeline.window(parts, buckets=buckets)
@@ -82,3 +83,18 @@ def test_fine_windows_read_the_report_itself(parts) -> None:
     assert run_timeline.window(parts, mid, mid + span, 300) == run_timeline.window(fast, mid, mid + span, 300)
     e = extent(parts[0].trace)
     assert run_overview.level_for(e, e[0], e[0] + (e[1] - e[0]) // 1000, 300) is None
+
+
+def test_a_new_layout_replaces_the_older_file(parts, tmp_path) -> None:
+    import shutil
+
+    trace = parts[0].trace
+    folder = tmp_path / "r"
+    folder.mkdir()
+    path = folder / "trace.duckdb"
+    old = folder / f"trace.overview-v{run_overview.VERSION - 1}.parquet"
+    old.write_bytes(b"older layout")
+    other = folder / "other.overview-v1.parquet"   # another report's file is left alone
+    shutil.copyfile(old, other)
+    out = run_overview.build(trace, extent(trace), run_overview.overview_path(path))
+    assert out.is_file() and not old.exists() and other.exists()

@@ -110,7 +110,8 @@ def process_run(settings, session, run_id: int) -> dict:
         pipeline.finish_ingest(session, report_id, owner, out, res.tool, res.info, settings.data_dir)
     inputs = pipeline.claim_run_analysis(session, run_id, owner, 300)
     assert inputs is not None
-    result = analyze([settings.data_dir / p for p in inputs.paths], labels=inputs.labels, window=inputs.window)
+    result = analyze([settings.data_dir / p for p in inputs.paths], labels=inputs.labels, window=inputs.window,
+                     thresholds=inputs.thresholds or None)
     assert pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
     session.expire_all()
     return result.to_json()

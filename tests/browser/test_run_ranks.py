@@ -202,3 +202,81 @@ def test_compare_trends_rules_read_well(signed_in, store) -> None:
     assert not signed_in.errors
     page.goto("/runs/987654")                 # a 404 page keeps the navigation
     assert page.locator("header.top a", has_text="Runs").count() == 1
+
+
+# The middle of the widest phase band drawn for a group, in page coordinates (the header row, free of boxes).
+BAND_POINT = """([root, name]) => {
+    const tl = root.gpTimeline, r = root.querySelector('canvas').getBoundingClientRect();
+    const band = JSON.parse(root.dataset.phases).filter(b => b.name === name).sort((a, b) => (b.x1 - b.x0) - (a.x1 - a.x0))[0];
+    const head = tl.lay.rows.find(row => row.head && row.group.label === band.group);
+    return {x: r.left + (band.x0 + band.x1) / 2, y: r.top + head.y + 8, label: band.group};
+}"""
+
+
+def test_phases_are_drawn_per_rank_with_the_analysis_window(signed_in, store) -> None:
+    """A report with a step loop: its start-up, warm-up, steady and teardown phases as bands on the run clock,
+    the analysis window marked, and the phase's reason on hover (as text)."""
+    run_id = store([corpus_file("cupy-power-iteration.sqlite")], job="phases")
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _open_run(page, run_id)
+    tl = page.locator("#timeline")
+    body = page.evaluate("async (id) => (await fetch(`/runs/${id}/timeline.json?buckets=300`)).json()", run_id)
+    [item] = body["phases"]
+    assert [p["name"] for p in item["phases"]] == ["startup", "steady", "teardown"]
+    view = page.evaluate("() => document.getElementById('timeline').gpTimeline.view")
+    shown = [p for p in item["phases"] if p["end_ns"] >= view[0] and p["start_ns"] <= view[1]]
+    assert [p["name"] for p in shown] == ["startup", "steady", "teardown"]   # start-up: 0.55 ms, still drawn
+    drawn = json.loads(tl.get_attribute("data-phases"))
+    groups = [g["label"] for g in json.loads(tl.get_attribute("data-layout"))]
+    # every group of the report carries every phase, at the x of its run-clock bounds
+    x = lambda t: page.evaluate("t => document.getElementById('timeline').gpTimeline.x(t)", t)  # noqa: E731
+    right = page.evaluate("() => 230 + document.getElementById('timeline').gpTimeline.plotWidth()")
+    for label in groups:
+        mine = [b for b in drawn if b["group"] == label]
+        assert [b["name"] for b in mine] == [p["name"] for p in shown]
+        for b, p in zip(mine, shown, strict=True):
+            assert abs(b["x0"] - max(230, x(p["start_ns"]))) <= 1 and abs(b["x1"] - min(x(p["end_ns"]), right)) <= 1
+    windows = json.loads(tl.get_attribute("data-windows"))
+    assert [w["group"] for w in windows] == groups and {w["spec"] for w in windows} == {"steady"}
+    steady = next(p for p in item["phases"] if p["name"] == "steady")
+    w = item["window"]
+    assert w["phase"] == "steady" and steady["start_ns"] <= w["start_ns"] < w["end_ns"] <= steady["end_ns"]
+    assert abs(windows[0]["x0"] - x(w["start_ns"])) <= 1 and abs(windows[0]["x1"] - x(w["end_ns"])) <= 1
+    # the band's reason on hover, as text only
+    page.eval_on_selector("#timeline canvas", "c => c.scrollIntoView({block: 'start'})")
+    pt = page.evaluate(BAND_POINT, [tl.element_handle(), "steady"])
+    page.mouse.move(pt["x"], pt["y"])
+    tip = page.locator("#timeline .tl-tip")
+    page.wait_for_function("() => !document.querySelector('#timeline .tl-tip').hidden")
+    text = tip.inner_text()
+    assert text.startswith("steady phase · ") and steady["reason"] in text and "inside the analysis window" in text, text
+    assert tip.evaluate("t => t.children.length") == 0
+    signed_in.shot_of("#timeline", "timeline-phases")
+    assert not signed_in.errors
+
+
+def test_job_page_ncu_kernel_trends(signed_in, store) -> None:
+    """ncu KPIs per kernel on the job page: four charts for the chosen kernel, redrawn on another choice."""
+    for _ in range(2):
+        store([corpus_file("numba-copy-blocked-full.csv")], job="ncu-browser")
+    store([corpus_file("pytorch-sgemm-small.csv")], job="ncu-browser")
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto("/jobs/ncu-browser")
+    box = page.locator("#ncu-trends")
+    kernels = json.loads(box.get_attribute("data-ncu"))["kernels"]
+    assert len(kernels) == 3
+    first = kernels[0]
+    assert box.get_attribute("data-kernel") == first["name"]
+    drawn = page.locator("#ncu-trends .card svg.trend")
+    assert drawn.count() == len(first["series"])
+    for kpi, series in first["series"].items():
+        circles = page.locator(f"#ncu-trend-{kpi} svg circle")
+        assert circles.count() == sum(p["value"] is not None for p in series["points"])
+    page.select_option("#ncu-kernel", "2")
+    assert box.get_attribute("data-kernel") == kernels[2]["name"]
+    assert page.locator("#ncu-trends .card svg.trend").count() == len(kernels[2]["series"])
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    signed_in.shot("job-ncu-trends")
+    assert not signed_in.errors

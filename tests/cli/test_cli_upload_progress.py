@@ -63,3 +63,22 @@ def test_upload_progress_then_server_progress_and_diff_by_run_id(make_service):
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "RUN_NOT_FOUND" in missing.stderr
     down = goodput("diff", "1", "2", "--server", f"http://127.0.0.1:{free_port()}", "--quiet", token="t")
     assert down.returncode == 1 and down.stderr.count("\n") == 1 and "gave up" in down.stderr
+
+
+def test_upload_window_and_thresholds_are_recorded_and_a_bad_one_is_refused(make_service):
+    svc = make_service()
+    svc.start_web()
+    bad = goodput("upload", str(A), "--server", svc.base, "--job", "cli-opts", "--threshold", "GPU001.nope=1",
+                  token=svc.token)
+    assert bad.returncode == 2, bad.stderr
+    assert "VALIDATION_ERROR: Invalid threshold override. thresholds: rule GPU001 has no threshold 'nope'" in bad.stderr
+    headers = {"Authorization": f"Bearer {svc.token}"}
+    runs = requests.get(f"{svc.base}/api/v1/runs?job=cli-opts", headers=headers, timeout=30).json()
+    assert runs["total"] == 0                      # nothing created
+    ok = goodput("upload", str(A), "--server", svc.base, "--job", "cli-opts", "--window", "all", "--quiet",
+                 "--threshold", "GPU001.min_gap_us=200", "--threshold", "COMM002.min_skew_us=5", token=svc.token)
+    assert ok.returncode == 0, ok.stderr
+    run_id = int(ok.stdout.strip().rsplit("/", 1)[1])
+    run = requests.get(f"{svc.base}/api/v1/runs/{run_id}", headers=headers, timeout=30).json()
+    assert run["analysis_window"] == "all"
+    assert run["tags"] == {"goodput.thresholds": "COMM002.min_skew_us=5 GPU001.min_gap_us=200"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from analysis.run_overview import LANES_VERSION
 from analysis.run_overview import VERSION as OVERVIEW_VERSION
 
 
@@ -26,8 +27,8 @@ def files_holding(data_dir: Path, needle: str) -> list[str]:
 
 
 def report_files(data_dir: Path, report: dict, kept: bool = True) -> list[str]:
-    """What one finished report should leave: its trace (with the timeline overview and the published
-    analysis of an nsys report), and its export kept without the environment."""
+    """What one finished report should leave: its trace (with the timeline overview, lane catalogue and
+    published analysis of an nsys report), and its export kept without the environment."""
     sha = report["sha256"]
     trace = [f"reports/{report['id']}/trace.duckdb"]
     if report.get("kind", "nsys") == "nsys":
@@ -37,4 +38,5 @@ def report_files(data_dir: Path, report: dict, kept: bool = True) -> list[str]:
         assert len(folders) == 1, folders
         trace += [f"reports/{report['id']}/{folders[0].name}/{name}" for name in ("analysis.json", "collectives.parquet")
                   if (folders[0] / name).exists()]
+        trace.append(f"reports/{report['id']}/trace.lanes-v{LANES_VERSION}.json")
     return sorted(trace + ([f"uploads/{sha[:2]}/{sha}.kept.sqlite"] if kept else []))

@@ -268,3 +268,25 @@ def test_ncu_only_run_headline_is_what_ncu_measured(client, db, settings, ingest
     assert "show-kernel" not in html                  # no nsys report to show the kernel in
     tables = client.get(f"/runs/{run_id}/reports/{report.id}/tables.json").get_json()
     assert tables["kernels"][0]["total_ns"] == int(total) and tables["kernels"][0]["speedup_pct"] is not None
+
+
+def test_run_timeline_carries_each_ranks_phases_and_window_on_the_run_clock(client, db, settings, ingested) -> None:
+    from app.models import RunSummary
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="nccl")
+    win = client.get(f"/runs/{run_id}/timeline.json?buckets=300").get_json()
+    offset = {g["report_id"]: g["offset_ns"] for g in win["groups"]}
+    stored = dict(db.execute(sa.select(RunSummary.report_id, RunSummary.data).where(
+        RunSummary.run_id == run_id, RunSummary.report_id.is_not(None))).all())
+    assert [p["report_id"] for p in win["phases"]] == sorted(stored)
+    for item in win["phases"]:
+        data, off = stored[item["report_id"]], offset[item["report_id"]]
+        assert data["phases"], "the analysis stored this report's phases"
+        assert item["phases"] == [{"name": p["name"], "start_ns": p["start_ns"] + off, "end_ns": p["end_ns"] + off,
+                                   "reason": p["reason"]} for p in data["phases"]]
+        w = data["window"]
+        assert item["window"]["phase"] == w["phase"] and item["window"]["spec"] == "steady"
+        if w["start_ns"] is None:
+            assert item["window"]["start_ns"] is item["window"]["end_ns"] is None
+        else:
+            assert (item["window"]["start_ns"], item["window"]["end_ns"]) == (w["start_ns"] + off, w["end_ns"] + off)

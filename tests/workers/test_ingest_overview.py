@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import duckdb
 
-from analysis.run_overview import LEVELS, overview_path
+from analysis.run_overview import LEVELS, lanes_path, overview_path, read_lanes
+from analysis.run_timeline import lane_facts
+from analysis.timeline import extent
+from analysis.trace import Trace
 from app.models import Report
 from app.queue import INGEST_TASK
 from tests.conftest import corpus_file
@@ -29,5 +32,12 @@ def test_ingest_builds_the_timeline_overview(session, settings):
     per_level = con.execute("SELECT level, sum(n) FROM read_parquet(?) WHERE kind = 'gpu' GROUP BY level "
                             "ORDER BY level", [str(ov)]).fetchall()
     assert per_level == [(level, expected) for level in range(len(LEVELS))] and expected > 0
+    # the lane catalogue's facts and the extent beside it, equal to reading the report
+    assert lanes_path(trace).is_file() and lanes_path(trace).parent == trace.parent
+    t = Trace(trace, "r")
+    try:
+        assert read_lanes(trace) == (lane_facts(t), extent(t))
+    finally:
+        t.close()
     stamp = ov.stat().st_mtime_ns
     assert tasks[INGEST_TASK](rid) == "skipped" and ov.stat().st_mtime_ns == stamp

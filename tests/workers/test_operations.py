@@ -231,7 +231,7 @@ def test_the_same_bytes_in_a_later_run_are_ingested_from_the_kept_copy(session, 
 def test_attempt_leftovers_go_but_the_published_trace_and_its_overview_stay(tmp_path):
     # Reconcile sweeps every report no lease holds: it must not delete the timeline overview the ingest
     # published beside the trace (the run page would rebuild it on every view).
-    from analysis.run_overview import overview_path
+    from analysis.run_overview import lanes_path, overview_path
     from app.services.storage import TRACE_NAME
     from app.services.storage import LocalStorage as Storage
 
@@ -239,9 +239,10 @@ def test_attempt_leftovers_go_but_the_published_trace_and_its_overview_stay(tmp_
     folder = storage.report_dir(7)
     folder.mkdir(parents=True)
     trace = folder / TRACE_NAME
-    for name in (TRACE_NAME, overview_path(trace).name, f".{TRACE_NAME}.abc.tmp", f".{TRACE_NAME}.abc.tmp.wal",
-                 f".{overview_path(trace).name}.123.tmp"):
+    for name in (TRACE_NAME, overview_path(trace).name, lanes_path(trace).name, f".{TRACE_NAME}.abc.tmp",
+                 f".{TRACE_NAME}.abc.tmp.wal", f".{overview_path(trace).name}.123.tmp"):
         (folder / name).write_bytes(b"x")
     (folder / f".{TRACE_NAME}.abc.tmp.spill").mkdir()
     assert storage.remove_attempt_leftovers(7) == 4
-    assert sorted(p.name for p in folder.iterdir()) == sorted([TRACE_NAME, overview_path(trace).name])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([TRACE_NAME, overview_path(trace).name,
+                                                               lanes_path(trace).name])

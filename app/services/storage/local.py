@@ -18,10 +18,10 @@ from app.services.storage.sink import Staged, UploadSink, safe_suffix
 # The kept export: uploads/<sha[:2]>/<sha of the upload> + this, an SQLite export without the captured env.
 KEPT_SUFFIX = ".kept.sqlite"
 TRACE_NAME = "trace.duckdb"
-# The run timeline's overview beside a trace (analysis.run_overview), published by rename like the trace.
-PUBLISHED_OVERVIEW = re.compile(r"trace\.overview-v\d+\.parquet")
-# A report's own analysis (issue #16), one folder per attempt: the analysis task removes those of other
-# attempts once it publishes its own (the metadata DB names the published one), so sweeps keep them all.
+# The run timeline's overview and lane catalogue beside a trace (analysis.run_overview), published by rename.
+PUBLISHED_OVERVIEW = re.compile(r"trace\.(overview-v\d+\.parquet|lanes-v\d+\.json)")
+# A report's own analysis, one folder per attempt: the analysis task removes those of other attempts once it
+# publishes its own (the metadata DB names the published one), so sweeps keep them all.
 ANALYSIS_FOLDER = re.compile(r"analysis-[A-Za-z0-9-]+")
 # A staged file untouched this long, and locked by nobody, belongs to an upload whose receiver died.
 STAGING_IDLE_S = 60.0

@@ -118,5 +118,20 @@
       pick.addEventListener("change", draw);
       draw();
     }
+    // The job page's ncu kernels: the chosen kernel's KPIs over the runs that profiled it.
+    const ncu = document.getElementById("ncu-trends"), kernel = document.getElementById("ncu-kernel");
+    if (ncu && kernel) {
+      const kernels = (GP.json(ncu, "ncu") || {}).kernels || [];
+      const drawNcu = function () {
+        const k = kernels[Number(kernel.value)] || { series: {} };
+        for (const kpi of ["duration", "sm_pct", "mem_pct", "occupancy_pct"]) {
+          const box = document.getElementById("ncu-trend-" + kpi);
+          if (box) GP.trendChart(box, k.series[kpi] || { label: "", points: [] });
+        }
+        ncu.dataset.kernel = k.name || "";
+      };
+      kernel.addEventListener("change", drawNcu);
+      drawNcu();
+    }
   });
 })();

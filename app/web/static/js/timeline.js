@@ -11,6 +11,10 @@
     cuda_api: "#718096", nvtx: "#805ad5" };
   const LEGEND = [["compute", "compute kernel"], ["nccl", "NCCL kernel"], ["memcpy", "memcpy"],
     ["memset", "memset"], ["cuda_api", "CUDA API call"], ["nvtx", "NVTX range"]];
+  // Analysis phases (report JSON `phases`) as bands behind each rank's lanes.
+  const PHASE_COLORS = { startup: "rgba(160, 174, 192, 0.22)", warmup: "rgba(236, 201, 75, 0.22)",
+    steady: "rgba(72, 187, 120, 0.16)", teardown: "rgba(160, 174, 192, 0.22)", whole: "rgba(203, 213, 224, 0.18)" };
+  const WINDOW_COLOR = "#2f855a";
   const LABEL_W = 230, GROUP_H = 20, GPU_H = 16, API_H = 14, NVTX_H = 12, GAP = 2, AXIS_H = 24;
   const UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
 
@@ -73,6 +77,16 @@
       item.appendChild(document.createTextNode(label));
       box.appendChild(item);
     }
+    for (const [name, label] of [["warmup", "warm-up phase"], ["steady", "steady phase"], ["startup", "start-up / teardown"]]) {
+      const item = GP.el("span", { class: "tl-key", "data-phase": name });
+      item.appendChild(GP.el("i", { style: null })).style.background = PHASE_COLORS[name].replace(/[\d.]+\)$/, "0.6)");
+      item.appendChild(document.createTextNode(label));
+      box.appendChild(item);
+    }
+    const win = GP.el("span", { class: "tl-key", "data-phase": "window" });
+    win.appendChild(GP.el("i", { style: null })).style.background = WINDOW_COLOR;
+    win.appendChild(document.createTextNode("analysis window"));
+    box.appendChild(win);
   };
 
   Timeline.prototype.bind = function () {
@@ -189,6 +203,7 @@
         // Many ranks: start with each rank collapsed to its GPU activity beyond the first four.
         if (this.groups.length > 4) this.groups.slice(4).forEach((g) => this.collapsed.add(g.id));
       }
+      this.phases = new Map((data.phases || []).map((p) => [p.report_id, p]));
       this.boxes = new Map();
       for (const g of data.groups) for (const lane of g.lanes) this.boxes.set(lane.id, boxTable(lane.boxes));
       this.view = [data.start_ns, data.end_ns];
@@ -311,6 +326,7 @@
       ctx.fillText(tickLabel(t - origin, step), Math.min(x + 2, W - 70), 14);
     }
     this.root.setAttribute("data-ticks", JSON.stringify(ticks.map((t) => tickLabel(t - origin, step))));
+    // Row backgrounds and labels, then each rank's phase bands, then the activity on top.
     for (const row of L.rows) {
       if (row.head) {
         ctx.fillStyle = "#edf2f7";
@@ -320,15 +336,21 @@
         const mark = this.collapsed.has(row.group.id) ? "▸ " : "▾ ";
         ctx.fillText(this.fitText(ctx, mark + row.group.label, LABEL_W - 8), 4, row.y + 14);
         ctx.font = "11px system-ui, sans-serif";
-        if (this.collapsed.has(row.group.id)) {
-          for (const lane of row.group.lanes) if (lane.kind === "gpu") this.drawBoxes(ctx, row, this.boxes.get(lane.id) || NO_BOXES, 1);
-        }
         continue;
       }
       ctx.fillStyle = "#f7fafc";
       ctx.fillRect(LABEL_W, row.y, pw, row.h);
       ctx.fillStyle = "#2d3748";
       ctx.fillText(this.fitText(ctx, row.lane.label, LABEL_W - 18), 14, row.y + Math.min(row.h, 14) - 3);
+    }
+    this.drawPhases(ctx, L);
+    for (const row of L.rows) {
+      if (row.head) {
+        if (this.collapsed.has(row.group.id)) {
+          for (const lane of row.group.lanes) if (lane.kind === "gpu") this.drawBoxes(ctx, row, this.boxes.get(lane.id) || NO_BOXES, 1);
+        }
+        continue;
+      }
       this.drawBoxes(ctx, row, this.boxes.get(row.lane.id) || NO_BOXES, 1);
     }
     this.drawMarks(ctx, L, H);
@@ -338,6 +360,83 @@
       ctx.fillRect(LABEL_W + a * pw, AXIS_H, (b - a) * pw, H - AXIS_H);
     }
     this.root.setAttribute("data-layout", JSON.stringify(L.groups));
+  };
+
+  // The phases of a group's report on the run clock, and the analysis window its rules used (the whole
+  // report when the window has no bounds).
+  Timeline.prototype.phasesOf = function (group) {
+    const item = this.phases && this.phases.get(group.report_id);
+    if (!item) return null;
+    const phases = (item.phases || []).filter((p) => p.end_ns > p.start_ns);
+    let win = null;
+    if (item.window) {
+      const w = item.window;
+      const bounded = w.start_ns !== null && w.end_ns !== null;
+      const s = bounded ? w.start_ns : Math.min(...phases.map((p) => p.start_ns));
+      const e = bounded ? w.end_ns : Math.max(...phases.map((p) => p.end_ns));
+      if (isFinite(s) && isFinite(e) && e > s) win = { start_ns: s, end_ns: e, spec: w.spec, phase: w.phase, reason: w.reason };
+    }
+    return { phases: phases, window: win };
+  };
+
+  // Shaded bands per phase over each rank's rows (labels in the rank's header row), and the analysis
+  // window as a bar under the header with dashed edges through the rank's lanes.
+  Timeline.prototype.drawPhases = function (ctx, L) {
+    const pw = this.plotWidth(), drawn = [], windows = [];
+    for (const lg of L.groups) {
+      const g = (this.groups || []).find((x) => x.id === lg.id);
+      const ph = g && this.phasesOf(g);
+      if (!ph) continue;
+      const y0 = lg.y0, y1 = lg.y1 - GAP;
+      for (const p of ph.phases) {
+        const x0 = Math.max(LABEL_W, this.x(p.start_ns)), x1 = Math.min(LABEL_W + pw, this.x(p.end_ns));
+        if (p.end_ns < this.view[0] || p.start_ns > this.view[1]) continue;
+        ctx.fillStyle = PHASE_COLORS[p.name] || PHASE_COLORS.whole;
+        ctx.fillRect(x0, y0, Math.max(1, x1 - x0), y1 - y0);
+        ctx.strokeStyle = "rgba(113, 128, 150, 0.5)";
+        ctx.lineWidth = 1;
+        ctx.beginPath(); ctx.moveTo(Math.round(x0) + 0.5, y0); ctx.lineTo(Math.round(x0) + 0.5, y1); ctx.stroke();
+        if (x1 - x0 > 30) {
+          ctx.save();
+          ctx.beginPath(); ctx.rect(x0, y0, x1 - x0, GROUP_H); ctx.clip();
+          ctx.fillStyle = "#4a5568";
+          ctx.font = "italic 10px system-ui, sans-serif";
+          ctx.fillText(this.fitText(ctx, p.name, x1 - x0 - 6), x0 + 3, y0 + GROUP_H - 5);
+          ctx.restore();
+        }
+        drawn.push({ group: lg.label, name: p.name, x0: Math.round(x0), x1: Math.round(x1) });
+      }
+      const w = ph.window;
+      if (w) {
+        const x0 = Math.max(LABEL_W, this.x(w.start_ns)), x1 = Math.min(LABEL_W + pw, this.x(w.end_ns));
+        if (x1 > LABEL_W && x0 < LABEL_W + pw) {
+          ctx.fillStyle = WINDOW_COLOR;
+          ctx.fillRect(x0, y0 + GROUP_H - 3, Math.max(2, x1 - x0), 3);
+          ctx.strokeStyle = WINDOW_COLOR;
+          ctx.setLineDash([4, 3]);
+          for (const [t, x] of [[w.start_ns, x0], [w.end_ns, x1]]) {
+            if (t < this.view[0] || t > this.view[1]) continue;
+            ctx.beginPath(); ctx.moveTo(Math.round(x) + 0.5, y0); ctx.lineTo(Math.round(x) + 0.5, y1); ctx.stroke();
+          }
+          ctx.setLineDash([]);
+          windows.push({ group: lg.label, spec: w.spec, phase: w.phase, x0: Math.round(x0), x1: Math.round(x1) });
+        }
+      }
+    }
+    this.root.setAttribute("data-phases", JSON.stringify(drawn));
+    this.root.setAttribute("data-windows", JSON.stringify(windows));
+  };
+
+  // The phase (and whether it is in the analysis window) at run-clock time t for a group.
+  Timeline.prototype.phaseAt = function (group, t) {
+    const ph = this.phasesOf(group);
+    if (!ph) return null;
+    const p = ph.phases.find((x) => x.start_ns <= t && t <= x.end_ns);
+    if (!p) return null;
+    const w = ph.window;
+    const inWin = w && w.start_ns <= t && t <= w.end_ns;
+    return `${p.name} phase · ${GP.fmtNs(p.end_ns - p.start_ns)} · ${p.reason}` +
+      (w ? (inWin ? ` · inside the analysis window (${w.spec}: ${w.phase})` : ` · outside the analysis window (${w.spec})`) : "");
   };
 
   Timeline.prototype.outline = function (ctx, row, s, e, color) {
@@ -439,6 +538,9 @@
         ? `${count} ${cat} activities (longest: ${name}) · busy ${GP.fmtNs(busy)} in ${GP.fmtNs(e - s)}`
         : `${name} · ${cat} · ${GP.fmtNs(e - s)} at +${GP.fmtNs(s - (this.origin ?? 0))}`;
       text += ` · ${hit.row.group.label}`;
+    } else if (hit && hit.row && hit.t !== undefined) {
+      const p = this.phaseAt(hit.row.group, hit.t);   // trace text (an NVTX name in a reason): textContent below
+      if (p) text = `${p} · ${hit.row.group.label}`;
     }
     if (!text) { this.tip.hidden = true; return; }
     this.tip.textContent = text;

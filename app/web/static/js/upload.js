@@ -102,7 +102,8 @@
     const data = new FormData();
     data.append("job", document.getElementById("job").value.trim());
     for (const t of document.getElementById("tags").value.split(/\s+/)) if (t) data.append("tag", t);
-    for (const name of ["git_sha", "cluster"]) {
+    for (const t of document.getElementById("thresholds").value.split(/[\s,]+/)) if (t) data.append("threshold", t);
+    for (const name of ["git_sha", "cluster", "window"]) {
       const v = document.getElementById(name).value.trim();
       if (v) data.append(name, v);
     }
@@ -149,8 +150,11 @@
       try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
       if (xhr.status >= 400 || !body) {
         const err = (body && body.error) || { code: "HTTP_" + xhr.status, message: xhr.statusText };
-        phase.textContent = "Upload refused";
-        showError(`${err.code}: ${err.message}`);
+        phase.textContent = "Upload refused; nothing was stored.";
+        // The field's own reason too ("window": "bad_window: …"), as text.
+        const fields = (err.details && err.details.fields) || {};
+        const why = Object.keys(fields).map((k) => `${k}: ${fields[k]}`).join("; ");
+        showError(`${err.code}: ${err.message}` + (why ? ` ${why}` : ""));
         return;
       }
       bar.value = 100;
