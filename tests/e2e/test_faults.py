@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import corpus_file
 from tests.e2e.services import wait_for
+from tests.reliability.helpers import LANES_VERSION, OVERVIEW_VERSION
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
@@ -46,9 +47,10 @@ def test_worker_killed_during_ingest_finishes_exactly_once(make_service, backend
     assert (after["reports"][0]["attempts"], after["reports"][0]["status"], after["status"]) == (2, "ready", "ready")
     assert svc.get(f"/runs/{run_id}/findings?page_size=200")["total"] == findings["total"]
     report_dir = svc.settings.data_dir / "reports" / str(report["id"])
-    # The trace, its timeline overview and its own analysis (issue #16); nothing of the killed attempt.
+    # The trace, its timeline overview and its own analysis ; nothing of the killed attempt.
     names = sorted(p.name for p in report_dir.iterdir())
-    assert names[1:] == ["trace.duckdb", "trace.overview-v3.parquet"] and names[0].startswith("analysis-")
+    assert names[1:] == ["trace.duckdb", f"trace.lanes-v{LANES_VERSION}.json",
+                         f"trace.overview-v{OVERVIEW_VERSION}.parquet"] and names[0].startswith("analysis-")
 
 
 def test_poison_file_fails_after_max_attempts_while_others_finish(make_service):

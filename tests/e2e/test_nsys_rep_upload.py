@@ -13,7 +13,7 @@ from analysis.api import analyze, ingest
 from tests.analysis.secrets import SECRET, plant_secrets
 from tests.analysis.test_nsys_rep import FAKE_NSYS
 from tests.conftest import corpus_file
-from tests.reliability.helpers import files_holding, stored_files
+from tests.reliability.helpers import LANES_VERSION, OVERVIEW_VERSION, files_holding, stored_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
@@ -51,6 +51,7 @@ def test_an_nsys_rep_upload_gets_findings(make_service, tmp_path, monkeypatch):
     assert sorted(f.rsplit("/", 1)[1] for f in analysis) == ["analysis.json", "collectives.parquet"]
     assert len({f.rsplit("/", 1)[0] for f in analysis}) == 1
     assert [f for f in stored if f not in analysis] == sorted([
-        f"reports/{report['id']}/trace.duckdb", kept, f"reports/{report['id']}/trace.overview-v3.parquet"])
+        f"reports/{report['id']}/trace.duckdb", kept, f"reports/{report['id']}/trace.lanes-v{LANES_VERSION}.json",
+        f"reports/{report['id']}/trace.overview-v{OVERVIEW_VERSION}.parquet"])
     assert (svc.settings.data_dir / kept).read_bytes().startswith(b"SQLite format 3\x00")
     assert files_holding(svc.settings.data_dir, SECRET) == []
