@@ -6,7 +6,7 @@ The only door into the library for ``app`` and ``workers`` (an import-linter con
 as the dataclasses of ``analysis.results``.
 
 Imports of the heavy parts (DuckDB, NumPy, the rules, the ncu reader) stay inside the functions that need
-them: the CLI imports this module before it starts the ingest child (issue #15), and ``goodput --help``
+them: the CLI imports this module before it starts the ingest child, and ``goodput --help``
 imports no DuckDB.
 """
 

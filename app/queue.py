@@ -75,7 +75,7 @@ def enqueue_ingest(settings: Settings, report_id: int | str) -> bool:
 
 
 def enqueue_analyze_report(settings: Settings, report_id: int | str) -> bool:
-    """Queue one report's own analysis (issue #16) on the heavy ``ingest`` queue: it reads the whole trace."""
+    """Queue one report's own analysis on the heavy ``ingest`` queue: it reads the whole trace."""
     return _send(settings, ANALYZE_REPORT_TASK, report_id, INGEST_QUEUE)
 
 

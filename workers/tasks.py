@@ -115,7 +115,7 @@ def run_ingest(task: Task, report_id: int) -> str:
             run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
         else:
             kept = rel_src if from_kept else keep_rel if result.kept is not None else None
-            # nsys reports are analyzed on their own next (issue #16); ncu ones in the run-level step.
+            # nsys reports are analyzed on their own next; ncu ones in the run-level step.
             run_id = pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info,
                                             settings.data_dir, upload_path=kept,
                                             then="analyzing" if result.tool == "nsys" else "ready")
@@ -141,7 +141,7 @@ def _prepare_overview(path, report_id: int) -> None:
 
 
 def run_analyze_report(task: Task, report_id: int) -> str:
-    """Body of ``analyze.report`` (issue #16): one report's own analysis and cross-rank facts, written
+    """Body of ``analyze.report``: one report's own analysis and cross-rank facts, written
     beside its trace; the report becomes ready, and the run's last one queues the run-level step."""
     from analysis.api import analyze_report_into
     from analysis.errors import TraceError
@@ -212,7 +212,7 @@ def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs, missing: lis
 
 
 def run_analyze(task: Task, run_id: int) -> str:
-    """Body of ``analyze.run``: the run-level step over the reports' own analyses (issue #16), which
+    """Body of ``analyze.run``: the run-level step over the reports' own analyses, which
     replaces the run's findings; reports not yet analyzed for the run's window are sent to it first."""
     from analysis.errors import TraceError
     from app.services import report_analysis as ra

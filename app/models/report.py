@@ -46,7 +46,7 @@ class Report(Base):
     info: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)      # analysis.summary.report_info
     upload_path: Mapped[str] = mapped_column(sa.String(1000))  # relative to data_dir
     trace_path: Mapped[str | None] = mapped_column(sa.String(1000))  # relative to data_dir
-    # The report's own analysis (issue #16): its folder (analysis.json and the cross-rank facts, relative to
+    # The report's own analysis: its folder (analysis.json and the cross-rank facts, relative to
     # data_dir), the window it was made for, the attempts of its task, when it was published.
     analysis_path: Mapped[str | None] = mapped_column(sa.String(1000))
     analysis_window: Mapped[str | None] = mapped_column(sa.String(200))

@@ -52,7 +52,7 @@ class AnalysisInputs:
     paths: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     window: str | None = None  # the run's analysis window (None: the default)
-    # Per report (issue #16): its tool, and its own analysis' folder (data_dir-relative) and window.
+    # Per report: its tool, and its own analysis' folder (data_dir-relative) and window.
     kinds: list[str] = field(default_factory=list)
     analysis_paths: list[str | None] = field(default_factory=list)
     analysis_windows: list[str | None] = field(default_factory=list)
@@ -162,7 +162,7 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
                   then: str = "ready") -> int | None:
     """Publish an ingest: the report becomes ``then``; returns the run id when the run is now complete.
 
-    ``then``: ``ready``, or ``analyzing`` when the report's own analysis follows (issue #16: the worker
+    ``then``: ``ready``, or ``analyzing`` when the report's own analysis follows (the worker
     queues it; ``app.services.report_analysis``). ``upload_path``: the stored export the report keeps
     from now on (the scrubbed copy), when it changed.
     """

@@ -1,4 +1,4 @@
-"""Job state of the per-report analysis step (issue #16) in the metadata DB.
+"""Job state of the per-report analysis step in the metadata DB.
 
 A report's life: ``queued`` -> ``ingesting`` -> ``analyzing`` -> ``ready`` (or ``failed``). ``analyzing``
 is the per-report analysis (``analysis.runner.analyze_report``), one Celery task per report, queued by
@@ -163,7 +163,7 @@ def note_window(session: Session, report_id: int, owner: str, window: str) -> No
 
 def stale_reports(session: Session, run_id: int, window: str) -> list[int]:
     """nsys reports of the run without their own analysis for ``window``: ready ones analyzed for another
-    window (or before issue #16), and those whose analysis failed (for another window, perhaps: a window
+    window (or before the per-report step), and those whose analysis failed (for another window, perhaps: a window
     one rank lacks)."""
     other = sa.or_(Report.analysis_path.is_(None), Report.analysis_window.is_(None), Report.analysis_window != window)
     failed = sa.and_(Report.status == "failed", Report.error_code == "analysis_failed",
@@ -176,7 +176,7 @@ def stale_reports(session: Session, run_id: int, window: str) -> list[int]:
 
 
 def send_back(session: Session, run_id: int, owner: str, report_ids: list[int]) -> list[int]:
-    """The run-level step found reports to analyze first (a new window, or reports from before issue #16):
+    """The run-level step found reports to analyze first (a new window, or reports from before the per-report step):
     they go back to ``analyzing`` and the run's claim is released (queued: the last of them re-queues it).
     Returns the reports to enqueue. Commits."""
     from app.services.jobstate import refresh_run_status
