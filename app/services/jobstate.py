@@ -212,6 +212,22 @@ def fail_report(session: Session, report_id: int, code: str, message: str, *, ow
     return run_id
 
 
+def fail_used_up(session: Session, expired: sa.ColumnElement[bool], used_up: sa.ColumnElement[bool], message: str,
+                 now: datetime) -> list[int]:
+    """Fail (``worker_crashed``) the reports whose lease expired and whose attempts are used up, each by a
+    conditional UPDATE; returns the runs that completed. No commit."""
+    runs: list[int] = []
+    for rid in session.execute(sa.select(Report.id).where(expired, used_up)).scalars():
+        n = session.execute(
+            sa.update(Report).where(Report.id == rid, expired)
+            .values(status="failed", error_code="worker_crashed", error_message=message,
+                    lease_owner=None, lease_expires_at=None, updated_at=now)
+        ).rowcount
+        if n and (run_id := _after_terminal(session, rid)) is not None:
+            runs.append(run_id)
+    return runs
+
+
 def _after_terminal(session: Session, report_id: int) -> int | None:
     """When every report of the run is terminal, queue a (re-)analysis; returns the run id if so."""
     run_id = session.execute(sa.select(Report.run_id).where(Report.id == report_id)).scalar_one_or_none()
@@ -317,14 +333,7 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
     stale = now - timedelta(seconds=lease_seconds)
     out = Requeue()
     expired = sa.and_(Report.status == "ingesting", Report.lease_expires_at < now)
-    for rid in session.execute(sa.select(Report.id).where(expired, Report.attempts >= max_attempts)).scalars():
-        n = session.execute(
-            sa.update(Report).where(Report.id == rid, expired)
-            .values(status="failed", error_code="worker_crashed", error_message=_crash_message(max_attempts),
-                    lease_owner=None, lease_expires_at=None, updated_at=now)
-        ).rowcount
-        if n and (run_id := _after_terminal(session, rid)) is not None:
-            out.runs.append(run_id)
+    out.runs += fail_used_up(session, expired, Report.attempts >= max_attempts, _crash_message(max_attempts), now)
     requeue_reports = sa.or_(sa.and_(expired, Report.attempts < max_attempts),
                              sa.and_(Report.status == "queued", Report.updated_at < stale))
     ids = list(session.execute(sa.select(Report.id).where(requeue_reports).order_by(Report.id)).scalars())

@@ -208,19 +208,11 @@ def reconcile_analyses(session: Session, *, now: datetime, lease_seconds: int, m
     """Per-report analyses to send again: an expired lease (its worker died) or none taken for a lease
     period (a lost message). Those whose attempts are used up are failed. Returns (report ids to
     enqueue, run ids completed by a failure). No commit: ``pipeline.reconcile``'s transaction."""
-    from app.services.jobstate import _after_terminal
+    from app.services.jobstate import fail_used_up
 
     stale = now - timedelta(seconds=lease_seconds)
     expired = sa.and_(Report.status == "analyzing", Report.lease_expires_at < now)
-    runs: list[int] = []
-    for rid in session.execute(sa.select(Report.id).where(expired, Report.analysis_attempts >= max_attempts)).scalars():
-        n = session.execute(
-            sa.update(Report).where(Report.id == rid, expired)
-            .values(status="failed", error_code="worker_crashed", error_message=crash_message(max_attempts),
-                    lease_owner=None, lease_expires_at=None, updated_at=now)
-        ).rowcount
-        if n and (run_id := _after_terminal(session, rid)) is not None:
-            runs.append(run_id)
+    runs = fail_used_up(session, expired, Report.analysis_attempts >= max_attempts, crash_message(max_attempts), now)
     again = sa.or_(sa.and_(expired, Report.analysis_attempts < max_attempts),
                    sa.and_(Report.status == "analyzing", Report.lease_owner.is_(None), Report.updated_at < stale))
     ids = list(session.execute(sa.select(Report.id).where(again).order_by(Report.id)).scalars())
