@@ -6,8 +6,9 @@ Each nsys report's step 1 (``analysis.runner.analyze_report``) leaves:
   one row each: ``pid, device, name, category ('nccl'), kind`` (AllReduce, AllGather, ... parsed from
   the kernel name; NULL when the name says none), ``order`` (1-based occurrence of that kernel name in
   its process, the communicator's issue order), ``start_ns, end_ns`` (session-relative, as in the
-  report) and ``size_bytes`` (NULL: the normalized kernels table carries no message size). Written by
-  DuckDB straight from the report, so step 1 never holds it in Python.
+  report), ``size_bytes`` (NULL: the normalized kernels table carries no message size), and the
+  ``stream``, ``op``, ``algo`` and ``proto`` COMM003 groups by. Written by DuckDB straight from the report,
+  so step 1 never holds it in Python.
 - in ``analysis.json`` (``ReportResult.facts``): rank, session start, the loop's iterations
   (``start_ns``, ``end_ns`` of every iteration; ``busy_ns``, the GPU busy time of those inside the
   analysis window, else None), whether the window has NCCL kernels, the report's GPU-active span in
@@ -22,9 +23,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import numpy as np
 
 from analysis.phases import Loop
+from analysis.rules.nsys.collectives import ALGO_SQL, GROUP_STATS_SQL, OP_SQL, PROTO_SQL, group_stats
 from analysis.rules.nsys.common import report_span_ns
 from analysis.trace import Trace, clock_offsets
 
@@ -64,12 +67,43 @@ def write_collectives(trace: Trace, folder: Path) -> str | None:
         COPY (SELECT pid, device, name, category,
                      NULLIF(regexp_extract(name, '{KIND_RE}', 1), '') AS kind,
                      ROW_NUMBER() OVER (PARTITION BY pid, name ORDER BY start_ns, end_ns) AS "order",
-                     start_ns, end_ns, NULL::BIGINT AS size_bytes
+                     start_ns, end_ns, NULL::BIGINT AS size_bytes, stream,
+                     {OP_SQL} AS op, {ALGO_SQL} AS algo, {PROTO_SQL} AS proto
               FROM kernels WHERE category = 'nccl' AND start_ns IS NOT NULL
               ORDER BY start_ns, pid, name)
         TO '{quoted}' (FORMAT parquet)""")  # noqa: S608 - constants and a server-made path
     tmp.replace(path)
     return COLLECTIVES_FILE
+
+
+def comm003_across(results: list[ReportResult], con: duckdb.DuckDBPyConnection) -> None:
+    """Multi-rank runs without NCCL message sizes: every rank's share of each collective group of COMM003's
+    by-kernel findings, from the reports' collectives facts (each in its window, kernels clipped to it as
+    the rule's own view clips them). Fills each group's ``ranks`` in place."""
+    found = [f for r in results for f in r.findings if f["rule_id"] == "COMM003" and f.get("sizes") == "by kernel"]
+    sources = [(r, Path(r.facts_dir) / r.facts["collectives"]) for r in results
+               if r.tool == "nsys" and r.facts_dir is not None and r.facts.get("collectives")
+               and r.facts.get("nccl_in_window")]
+    if not found or len(sources) < 2:
+        return  # one report: the rule already listed its own processes and devices
+    entries: dict[tuple, list[dict[str, Any]]] = {}
+    for r, path in sources:
+        if "op" not in {row[0] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()}:
+            return  # facts written before these columns: leave each report's own
+        lo, hi = window_bounds(r) or (-(2**63), 2**63 - 1)
+        rows = con.execute(f"""
+            WITH k AS (SELECT pid, device, op, algo, proto, LEAST(end_ns, $hi) - GREATEST(start_ns, $lo) AS d
+                       FROM read_parquet($path) WHERE category = 'nccl' AND start_ns IS NOT NULL
+                         AND end_ns > start_ns AND end_ns > $lo AND start_ns < $hi)
+            {GROUP_STATS_SQL}""", {"path": str(path), "lo": lo, "hi": hi}).fetchall()  # noqa: S608 - constants
+        for op, algo, proto, whole, pid, dev, *numbers in rows:
+            if not whole:
+                entries.setdefault((op or None, algo or None, proto or None), []).append(
+                    {"report": r.label, "rank": r.facts.get("rank"), "pid": pid, "device": dev, **group_stats(numbers)})
+    for f in found:
+        for g in f["groups"]:
+            g["ranks"] = sorted(entries.get((g["op"], g["algorithm"], g["protocol"]), g["ranks"]),
+                                key=lambda e: -e["time_ns"])
 
 
 def comm_participants(results: list[ReportResult]) -> list[tuple[ReportResult, str]]:

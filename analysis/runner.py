@@ -359,6 +359,13 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
 
     ``results`` in run order (the order of ``reports[]``)."""
     spec = ctx.spec
+    if any(r.id == "COMM003" for r in ctx.selected):
+        con = duckdb.connect(config={"threads": DUCKDB_THREADS,
+                                     "memory_limit": f"{max(1, int(memory_bytes or ctx.memory_bytes) // 2**20)}MiB"})
+        try:
+            run_facts.comm003_across(results, con)
+        finally:
+            con.close()
     run_found: dict[str, list[dict[str, Any]]] = {}
     run_status: dict[str, tuple[str, str | None]] = {}
     for rule_cls in ctx.selected:

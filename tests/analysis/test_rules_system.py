@@ -200,15 +200,47 @@ def _comm003(paths, **thresholds) -> dict:
                    thresholds={f"COMM003.{k}": v for k, v in thresholds.items()}).to_json()
 
 
-def test_comm003_skipped_without_sizes_names_what_to_collect() -> None:
-    """The NCCL exports of the corpus have payload schemas but no payload values: skipped, saying how to get them."""
-    for short in ("nccl-ring-2node-r0-ault43.sqlite", "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"):
-        (status,) = _comm003([ingested(corpus_file(short))])["rules"]
-        assert status["status"] == "skipped"
-        assert "--trace=cuda,nvtx" in status["reason"] and "--include-blobs" in status["reason"]
-    # No NCCL at all: nothing to check, not a skip.
+RAW_NCCL = """SELECT k.globalPid / 16777216 % 16777216, k.deviceId, COUNT(*), SUM(k."end" - k.start),
+                     MAX(k."end" - k.start)
+              FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName
+              WHERE s.value LIKE 'nccl%' GROUP BY 1, 2"""
+
+
+def test_comm003_by_kernel_without_sizes_matches_raw_sql() -> None:
+    """The NCCL exports of the corpus have payload schemas but no payload values: COMM003 lists the collectives
+    by kernel (count, time, longest per process and GPU, equal to direct SQL), costs nothing and says how to
+    get the sizes."""
+    result = _comm003([ingested(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"))])
+    (status,) = result["rules"]
+    assert status["status"] == "ok" and status["findings"] == 1
+    (f,) = result["findings"]
+    assert (f["impact_ns"], f["severity"], f["sizes"]) == (0, "info", "by kernel")
+    assert "--trace=cuda,nvtx" in f["advice"] and "--include-blobs" in f["advice"]
+    raw = _raw("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite", RAW_NCCL)
+    (g,) = f["groups"]
+    assert g["op"] == "SendRecv" and (g["algorithm"], g["protocol"]) == (None, None)
+    assert (g["count"], g["time_ns"]) == (sum(r[2] for r in raw), sum(r[3] for r in raw))
+    assert sorted((e["pid"], e["device"], e["count"], e["time_ns"], e["max_ns"]) for e in g["ranks"]) == sorted(raw)
+    assert f["evidence"][0]["value_ns"] == max(r[4] for r in raw) == g["max_ns"]
+    # No NCCL at all: nothing to list, not a skip.
     (status,) = _comm003([ingested(corpus_file("vecadd-2026.sqlite"))])["rules"]
     assert status["status"] == "ok" and status["findings"] == 0
+
+
+def test_comm003_by_kernel_compares_the_ranks_of_a_run() -> None:
+    """Both ranks of the two-node NCCL job: each rank's finding lists the AllReduce RING LL of every rank of
+    the run, each equal to direct SQL on that rank's export (the run step reads the reports' facts)."""
+    shorts = ("nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite")
+    result = _comm003([ingested(corpus_file(s)) for s in shorts])
+    found = result["findings"]
+    assert len(found) == 2 and {f["rank"] for f in found} == {0, 1}
+    expected = sorted((rank, *row[:4]) for rank, s in enumerate(shorts) for row in _raw(s, RAW_NCCL))
+    for f in found:
+        (g,) = f["groups"]
+        assert (g["op"], g["algorithm"], g["protocol"]) == ("AllReduce", "RING", "LL")
+        assert sorted((e["rank"], e["pid"], e["device"], e["count"], e["time_ns"]) for e in g["ranks"]) == expected
+        own = [e for e in g["ranks"] if e["rank"] == f["rank"]]
+        assert (g["count"], g["time_ns"]) == (sum(e["count"] for e in own), sum(e["time_ns"] for e in own))
 
 
 def test_comm003_sizes_and_bandwidth_match_raw_sql(tmp_path) -> None:
@@ -267,7 +299,8 @@ def test_comm003_reads_json_payloads(tmp_path) -> None:
 
 
 def test_comm003_garbage_payload_is_no_size(tmp_path) -> None:
-    """A payload too short for the field, or JSON without it, gives no size: skipped, and the ingest is fine."""
+    """A payload too short for the field, or JSON without it, gives no size (the collectives are listed by kernel,
+    no bandwidth), and the ingest is fine."""
     src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
     con = sqlite3.connect(src)
     with con:
@@ -277,8 +310,9 @@ def test_comm003_garbage_payload_is_no_size(tmp_path) -> None:
     from analysis.api import ingest
 
     ingest(src, tmp_path / "a.duckdb")
-    (status,) = _comm003([tmp_path / "a.duckdb"])["rules"]
-    assert status["status"] == "skipped"
+    result = _comm003([tmp_path / "a.duckdb"])
+    assert [r["status"] for r in result["rules"]] == ["ok"]
+    assert [f["sizes"] for f in result["findings"]] == ["by kernel"]
 
 
 def test_comm003_in_a_window_keeps_the_communicator_size(tmp_path) -> None:

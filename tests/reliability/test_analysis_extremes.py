@@ -45,8 +45,14 @@ def test_64_ranks_in_one_report_on_the_wall_clock(tmp_path: Path) -> None:
     # The whole report: the steady window of one unit's loop would leave the late rank's last collective out.
     result = analyze([path], rules=["COMM"], window="all").to_json()
     statuses = {r["id"]: r["status"] for r in result["rules"]}
-    # No NCCL message sizes in these rows: COMM003 says what to collect.
-    assert statuses == {"COMM001": "ok", "COMM002": "ok", "COMM003": "skipped", "COMM004": "ok"}
+    assert statuses == {"COMM001": "ok", "COMM002": "ok", "COMM003": "ok", "COMM004": "ok"}
+    # No NCCL message sizes in these rows: COMM003 lists the collectives by kernel, every process's share.
+    (by_kernel,) = [f for f in result["findings"] if f["rule_id"] == "COMM003"]
+    assert by_kernel["impact_ns"] == 0 and by_kernel["severity"] == "info" and by_kernel["sizes"] == "by kernel"
+    (group,) = by_kernel["groups"]
+    assert (group["op"], group["count"], group["time_ns"]) == ("AllGather", 64 * 3, 64 * 3 * 30_000)
+    assert sorted((e["pid"], e["device"], e["count"], e["time_ns"]) for e in group["ranks"]) == [
+        (1000 + r, r % 8, 3, 90_000) for r in range(64)]
     (straggler,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
     assert straggler["impact_ns"] == 3 * 500_000 and len(straggler["participants"]) == 64
     assert straggler["wait_imposed_ns"] == 3 * 63 * 500_000

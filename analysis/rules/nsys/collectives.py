@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, RuleContext, Skip, Threshold
+from analysis.rules.base import Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.rules.nsys.links import collective_peak
 from analysis.trace import Trace
@@ -20,10 +20,33 @@ BUS_FACTOR_SQL = """CASE op WHEN 'AllReduce' THEN 2.0 * (n - 1) / n
 # nccl-tests' size, from which algBw is computed, is the whole buffer: n times that.
 SIZE_SCALE_SQL = "CASE WHEN op IN ('AllGather', 'ReduceScatter') THEN n ELSE 1 END"
 
-HOW_TO_COLLECT = ("no NCCL message sizes in this export: profile NCCL >= 2.17 with nsys --trace=cuda,nvtx "
+HOW_TO_COLLECT = ("profile NCCL >= 2.17 with nsys --trace=cuda,nvtx "
                   "(NCCL's NVTX ranges carry the size in an extended payload) and export with the payloads "
                   "(nsys export --include-blobs=true or --include-json=true; an export made without them says "
                   "EXPORT_PARAM_INCLUDE_BLOBS=false in META_DATA_EXPORT)")
+# The collective, algorithm and protocol an NCCL kernel's name carries (ncclKernel_AllReduce_RING_LL_Sum_float,
+# ncclDevKernel_AllGather_RING_LL(...)); the same expressions as collectives.sql's.
+OP_SQL = r"COALESCE(regexp_extract(COALESCE(short_name, name), '^nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), '')"
+ALGO_SQL = (r"COALESCE(regexp_extract(COALESCE(short_name, name), "
+            r"'_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)(?:_|\(|$)', 1), '')")
+PROTO_SQL = r"COALESCE(regexp_extract(COALESCE(short_name, name), '_(LL128|LL|SIMPLE)(?:_|\(|$)', 1), '')"
+NCCL_KERNELS_SQL = f"""
+    SELECT pid, device, stream, start_ns, end_ns, name, end_ns - start_ns AS d,
+           {OP_SQL} AS op, {ALGO_SQL} AS algo, {PROTO_SQL} AS proto
+    FROM kernels WHERE category = 'nccl' AND start_ns IS NOT NULL AND end_ns > start_ns"""  # noqa: S608 - constants
+# Per collective, algorithm and protocol (whole = true) and per (process, device) of each: count, time,
+# median, p90 and longest kernel of ``k`` (columns op, algo, proto, pid, device, d).
+GROUP_STATS_SQL = """
+    SELECT op, algo, proto, GROUPING(pid, device) > 0 AS whole, pid, device, COUNT(*), SUM(d)::BIGINT AS t,
+           quantile_disc(d, 0.5), quantile_disc(d, 0.9), max(d)
+    FROM k GROUP BY GROUPING SETS ((op, algo, proto), (op, algo, proto, pid, device))
+    ORDER BY op, algo, proto, whole DESC, t DESC, pid, device"""
+
+
+def group_stats(numbers: list) -> dict[str, int]:
+    count, time_ns, med, p90, top = numbers
+    return {"count": int(count), "time_ns": int(time_ns), "median_ns": int(med), "p90_ns": int(p90),
+            "max_ns": int(top)}
 
 
 def _size_class(log2: int) -> str:
@@ -86,6 +109,12 @@ class CollectiveBandwidth(Rule):
     bytes / (peak x min_efficiency_pct)). This is NCCL kernel time, part of which COMM001 and COMM004
     may count as exposed; COMM003 says why it is long, they say whether it is hidden.
 
+    Without message sizes (no NCCL payloads in the export) no bandwidth can be computed. The rule then
+    lists the collectives by kernel instead: NCCL kernel time, count, median, p90 and longest duration per
+    collective, algorithm, protocol and device, each group's time on every rank of the run, and the
+    slowest instances as evidence. That finding is informational (impact 0): kernel time alone cannot
+    tell a slow link from a small message or from waiting for a late rank (COMM002).
+
     *Advice*: check NCCL's choice and the fabric: run with ``NCCL_DEBUG=INFO`` (transport, NET/IB vs
     socket, GPUDirect RDMA), compare with ``nccl-tests`` at the same sizes, make sure every GPU has
     its NIC and NVLink is up (``nvidia-smi nvlink -s``, ``ibstat``); fuse small collectives into
@@ -115,7 +144,9 @@ class CollectiveBandwidth(Rule):
         sized = [t for t in traces if t.has_rows("nccl_calls")  # a version-2 file has no such table
                  and t.scalar("SELECT 1 FROM nccl_calls WHERE bytes IS NOT NULL LIMIT 1")]
         if not sized:
-            raise Skip(HOW_TO_COLLECT)
+            # No sizes anywhere: no bandwidth, but the collectives by kernel, each rank's own (compared across
+            # ranks in the run step, ``by_kernel_across``).
+            return [f for t in traces if (f := self._by_kernel(t)) is not None]
         hosts = {t.meta.get("host") for t in traces if t.meta.get("host")}
         # Several hosts in the run, or (a report analyzed on its own) a communicator larger than the GPUs
         # its host shows: the collectives cross nodes.
@@ -231,4 +262,51 @@ class CollectiveBandwidth(Rule):
             evidence=evidence, evidence_total=sum(g["count"] for g in bad), report=trace.label, rank=trace.rank,
             extra={"groups": public, "ranks_n": info["n"], "ranks_source": info["n_source"],
                    "inter_node": info["inter_node"], "kernels_without_size": info["unsized"]},
+        )
+
+    def _by_kernel(self, trace: Trace) -> Finding | None:
+        """Without message sizes: NCCL kernel time per collective, algorithm and protocol, with each
+        (process, device)'s share and the slowest instances. No bandwidth can be computed, so the finding
+        costs nothing (impact 0, info)."""
+        rows = trace.sql(f"WITH k AS ({NCCL_KERNELS_SQL}) {GROUP_STATS_SQL}")
+        if not rows:
+            return None
+        slow = trace.sql(f"""WITH k AS ({NCCL_KERNELS_SQL})
+                             SELECT pid, device, stream, start_ns, end_ns, name, op, algo, proto, d
+                             FROM k ORDER BY d DESC, start_ns LIMIT 20""")  # noqa: S608 - constants
+        groups: list[dict] = []
+        for op, algo, proto, whole, pid, dev, *numbers in rows:
+            stats = group_stats(numbers)
+            if whole:
+                groups.append({"op": op or None, "algorithm": algo or None, "protocol": proto or None, **stats,
+                               "ranks": []})
+            else:  # one (process, device) of the group; in a multi-rank run every rank's (``by_kernel_across``)
+                groups[-1]["ranks"].append({"report": trace.label, "rank": trace.rank, "pid": pid, "device": dev,
+                                            **stats})
+        total = sum(g["time_ns"] for g in groups)
+        for g in groups:
+            g["share_pct"] = round(100.0 * g["time_ns"] / total, 3)
+        groups.sort(key=lambda g: (-g["time_ns"], g["op"] or "", g["algorithm"] or "", g["protocol"] or ""))
+        top = groups[0]
+        label = " ".join(x for x in (top["op"], top["algorithm"], top["protocol"]) if x) or "unnamed NCCL kernels"
+        evidence = tuple(
+            Evidence(start_ns=int(r[3]), end_ns=int(r[4]), device=r[1], stream=r[2], pid=r[0], rank=trace.rank,
+                     name=r[5], value_ns=int(r[9]),
+                     detail={"op": r[6] or None, "algorithm": r[7] or None, "protocol": r[8] or None})
+            for r in slow)
+        count = sum(g["count"] for g in groups)
+        return Finding(
+            rule_id=self.id,
+            title=(f"Collectives by kernel (no message sizes, so no bandwidth): {label}, {top['count']} kernel(s), "
+                   f"{fmt_ms(top['time_ns'])}"
+                   + (f" ({top['share_pct']:.1f}% of {fmt_ms(total)} of NCCL kernel time)" if len(groups) > 1 else "")),
+            message=(f"{count} NCCL kernel(s) in {len(groups)} group(s) of collective, algorithm and protocol, each "
+                     f"with its time on every rank and GPU; the slowest instances are the evidence. NCCL kernel "
+                     f"time includes waiting for the other ranks (COMM002) and may be hidden behind compute "
+                     f"(COMM001). Without message sizes the bandwidth cannot be compared with the link, so this "
+                     f"costs nothing in the ranking."),
+            impact_ns=0, impact_pct=None, severity="info",
+            advice="To measure bus bandwidth against the link peak, " + HOW_TO_COLLECT + ".",
+            evidence=evidence, evidence_total=count, report=trace.label, rank=trace.rank,
+            extra={"sizes": "by kernel", "groups": groups, "nccl_time_ns": total},
         )
