@@ -1,12 +1,15 @@
 """Summaries of the system metrics an export may carry: GPU metrics samples (PCIe/NVLink throughput, SM
-activity) and NIC counters, per sampled device, and the link throughput measured while copies ran.
+activity) and NIC counters, per sampled device, the link throughput measured while copies ran, and the
+storage I/O the OS runtime trace saw.
 
-Each is one SQL aggregate over the normalized ``gpu_metrics`` / ``nic_metrics`` tables (empty when the
-profile did not collect them: ``nsys profile --gpu-metrics-devices=all``, ``--nic-metrics=true``).
+Each is one SQL aggregate over the normalized ``gpu_metrics`` / ``nic_metrics`` / ``osrt`` tables (empty
+when the profile did not collect them: ``nsys profile --gpu-metrics-devices=all``, ``--nic-metrics=true``,
+``--trace=osrt``).
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from analysis.trace import Trace
@@ -16,7 +19,26 @@ from analysis.trace import Trace
 LINK_METRIC_RE = r"(?i)(pcie|nvlink|c2c)"
 # The GPU metrics that measure how busy the SMs are ('SMs Active', 'SM Issue', 'Tensor Active', 'GR Active').
 SM_METRIC_RE = r"(?i)(sms? active|sm issue|tensor active|gr active|warps in flight)"
-HOW_TO_COLLECT = {"gpu": "nsys profile --gpu-metrics-devices=all", "nic": "nsys profile --nic-metrics=true"}
+HOW_TO_COLLECT = {"gpu": "nsys profile --gpu-metrics-devices=all", "nic": "nsys profile --nic-metrics=true",
+                  "storage": "nsys profile --trace=cuda,osrt"}
+# The OS runtime's file calls (HOST001's file I/O class) by what they do to storage; the rest of that class
+# (open, close, stat, lseek, rename ...) is metadata.
+STORAGE_KINDS: dict[str, tuple[str, ...]] = {
+    "read": ("read", "pread", "readv", "preadv", "preadv2", "fread", "fgets", "getc", "fgetc", "fscanf"),
+    "write": ("write", "pwrite", "writev", "pwritev", "pwritev2", "fwrite", "fputs", "putc", "fputc", "fprintf"),
+    "sync": ("fsync", "fdatasync", "fflush", "sync_file_range"),
+    "async": ("io_submit", "io_getevents", "io_uring_enter"),
+    "copy": ("sendfile", "copy_file_range", "splice"),
+}
+
+
+@cache
+def storage_kind_of() -> dict[str, str]:
+    """Every file call name of HOST001's file I/O class with its storage kind."""
+    from analysis.rules.nsys.host import CLASSES  # the rules import this module
+
+    kinds = {name: kind for kind, names in STORAGE_KINDS.items() for name in names}
+    return {name: kinds.get(name, "metadata") for name in CLASSES["file_io"]}
 
 
 def gpu_metrics_summary(trace: Trace) -> list[dict[str, Any]]:
@@ -52,13 +74,34 @@ def nic_inventory(trace: Trace) -> list[dict[str, Any]]:
     return [{"nic_id": r[0], "name": r[1], "link_layer": r[2], "model": r[3], "state": r[4]} for r in rows]
 
 
+def storage_summary(trace: Trace) -> list[dict[str, Any]]:
+    """Storage I/O as the OS runtime trace saw it, per process and kind (read, write, sync, async, copy,
+    metadata): calls, threads, time in the calls and the longest call. The trace records calls, not bytes
+    or file names; read/write on pipes and sockets count too (the OS call cannot tell them apart)."""
+    if not trace.has_rows("osrt"):
+        return []
+    names = list(storage_kind_of().items())
+    rows = trace.sql("""
+        WITH kinds AS (SELECT unnest($names) AS name, unnest($kinds) AS kind),
+             calls AS (SELECT pid, tid, end_ns - start_ns AS d,
+                              regexp_replace(ltrim(name, '_'), '64$', '') AS base
+                       FROM osrt WHERE end_ns >= start_ns)
+        SELECT c.pid, k.kind, COUNT(*), COUNT(DISTINCT c.tid), SUM(c.d)::BIGINT, MAX(c.d)
+        FROM calls c JOIN kinds k ON k.name = c.base
+        GROUP BY ALL ORDER BY c.pid, SUM(c.d) DESC, k.kind""",
+                     {"names": [n for n, _ in names], "kinds": [k for _, k in names]})
+    return [{"pid": r[0], "kind": r[1], "calls": int(r[2]), "threads": int(r[3]), "total_ns": int(r[4]),
+             "max_ns": int(r[5])} for r in rows]
+
+
 def system_metrics(trace: Trace) -> dict[str, Any] | None:
-    """The report summary's ``system_metrics`` object (GPU metrics, NIC counters, the NIC inventory), or None
-    when the export has none of them."""
+    """The report summary's ``system_metrics`` object (GPU metrics, NIC counters, the NIC inventory, storage
+    I/O from the OS runtime trace), or None when the export has none of them."""
     gpu, nic, nics = gpu_metrics_summary(trace), nic_summary(trace), nic_inventory(trace)
-    if not gpu and not nic and not nics:
+    storage = storage_summary(trace)
+    if not gpu and not nic and not nics and not storage:
         return None
-    return {"gpu": gpu, "nic": nic, "nics": nics}
+    return {"gpu": gpu, "nic": nic, "nics": nics, "storage": storage}
 
 
 def link_during_copies(trace: Trace, copy_kinds: list[str]) -> list[dict[str, Any]]:

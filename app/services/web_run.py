@@ -126,6 +126,22 @@ def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[s
     return out
 
 
+def system_sections(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per report whose export carries system metrics: its storage I/O (OS runtime file calls), NIC counters
+    and GPU metrics samples, as the analysis summarised them (``analysis.system_metrics``)."""
+    from app.services.web_findings import report_label
+
+    out = []
+    for report in reports:
+        metrics = (summaries.get(report.id) or {}).get("system_metrics") or {}
+        if not any(metrics.get(k) for k in ("storage", "nic", "gpu")):
+            continue
+        out.append({"report_id": report.id, "label": report_label(report), "name": report.name,
+                    "storage": metrics.get("storage") or [], "nic": metrics.get("nic") or [],
+                    "gpu": metrics.get("gpu") or []})
+    return out
+
+
 def run_view(session: Session, run_id: int) -> RunView:
     """Everything the run page shows that lives in the metadata DB (no trace file is opened)."""
     run = get_run(session, run_id)

@@ -65,7 +65,8 @@ def run(run_id: int):
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
                            minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis,
                            retryable=_retryable(view),
-                           iterations=web_run.iteration_sections(view.reports, view.summaries))
+                           iterations=web_run.iteration_sections(view.reports, view.summaries),
+                           system=web_run.system_sections(view.reports, view.summaries))
 
 
 def _retryable(view) -> bool:

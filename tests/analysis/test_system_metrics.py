@@ -92,11 +92,13 @@ def test_gpu_metrics_summarised_per_device(tmp_path) -> None:
 
 
 def test_no_metrics_no_key_and_no_measured_link() -> None:
-    """The corpus has no metrics: the report summary has no system_metrics key, MEM005 no measured_link."""
+    """The corpus has no GPU or NIC metrics: the report summary's system_metrics has only the storage I/O of the
+    OS runtime trace, MEM005 no measured_link."""
     from tests.analysis.planting import ingested
 
     result = analyze([ingested(corpus_file("vecadd-2026.sqlite"))], rules=["MEM005"], window="all").to_json()
-    assert "system_metrics" not in result["reports"][0]
+    metrics = result["reports"][0]["system_metrics"]
+    assert (metrics["gpu"], metrics["nic"], metrics["nics"]) == ([], [], []) and metrics["storage"]
     assert "measured_link" not in result["findings"][0]
 
 
@@ -181,3 +183,47 @@ def test_gpu002_carries_the_measured_sm_activity(tmp_path) -> None:
     assert m["mean_whole_capture"] == pytest.approx(sum(whole) / len(whole), abs=1e-6)
     assert m["mean_during"] < m["mean_whole_capture"]  # the low regions are where the SMs idle
     assert [x["metric"] for x in f["measured_sm"]] == [SM_ACTIVE]  # PCIe RX is not an SM metric
+
+
+# ----------------------------------------------------------------------------- storage I/O (OS runtime trace)
+
+def _raw_file_calls(short: str) -> list[tuple[int, str, int, int]]:
+    """(pid, call name without leading underscores and the 64 suffix, tid, duration) of every OS runtime call."""
+    import re
+
+    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
+    try:
+        rows = con.execute("""SELECT o.globalTid / 16777216 % 16777216, s.value, o.globalTid % 16777216,
+                                     o."end" - o.start
+                              FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId""").fetchall()
+    finally:
+        con.close()
+    return [(pid, re.sub(r"64$", "", name.lstrip("_")), tid, d) for pid, name, tid, d in rows]
+
+
+@pytest.mark.parametrize("short", ["vecadd-2026.sqlite", "cloverleaf-devsync.sqlite", "stdpar-um-gpu.sqlite"])
+def test_storage_io_per_process_and_kind_matches_raw_sql(short) -> None:
+    """The report summary's storage I/O (calls, threads, time and longest call per process and kind) equals the
+    raw OSRT_API rows classified in Python; exports without an OS runtime trace have none."""
+    from analysis.system_metrics import storage_kind_of
+    from tests.analysis.planting import ingested
+
+    result = analyze([ingested(corpus_file(short))], rules=["GPU001"], window="all").to_json()
+    storage = result["reports"][0]["system_metrics"]["storage"]
+    kinds = storage_kind_of()
+    expected: dict[tuple[int, str], list] = {}
+    for pid, name, tid, d in _raw_file_calls(short):
+        if name in kinds:
+            e = expected.setdefault((pid, kinds[name]), [0, set(), 0, 0])
+            e[0] += 1
+            e[1].add(tid)
+            e[2] += d
+            e[3] = max(e[3], d)
+    assert expected, "the export has file calls in its OS runtime trace"
+    assert {(r["pid"], r["kind"]): (r["calls"], r["threads"], r["total_ns"], r["max_ns"]) for r in storage} == {
+        k: (n, len(tids), t, m) for k, (n, tids, t, m) in expected.items()}
+    assert [r["total_ns"] for r in storage if r["pid"] == storage[0]["pid"]] == sorted(
+        (r["total_ns"] for r in storage if r["pid"] == storage[0]["pid"]), reverse=True)
+    # No OS runtime trace: no storage section (and no system metrics at all in this export).
+    plain = analyze([ingested(corpus_file("saxpy-mpi-rank0-perlmutter.sqlite"))], rules=["GPU001"]).to_json()
+    assert "system_metrics" not in plain["reports"][0]
