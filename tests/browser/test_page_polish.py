@@ -60,7 +60,7 @@ def test_delete_a_run_from_its_page_after_confirming(signed_in, service) -> None
     signed_in.errors.clear()
 
 
-def test_upload_lists_files_with_remove_and_cancels_a_throttled_upload(signed_in, service) -> None:
+def test_upload_lists_files_with_remove_and_cancels_a_throttled_upload(signed_in, service, tmp_path) -> None:
     page = signed_in.page
     page.goto("/upload")
     big, small = corpus_file(NCCL_R1), corpus_file("pytorch-sgemm-small.csv")
@@ -76,8 +76,12 @@ def test_upload_lists_files_with_remove_and_cancels_a_throttled_upload(signed_in
     page.set_input_files("#files", str(small))
     page.click("#clear-files")
     assert page.locator("#file-list tbody tr").count() == 0 and page.locator("#clear-files").is_hidden()
-    # ~1 MB at 100 kB/s: progress with bytes, speed and time left, then cancel
-    page.set_input_files("#files", str(big))
+    # 17 MB at 100 kB/s: progress with bytes, speed and time left, then cancel. With the 1 MB export alone the
+    # server sometimes had the whole body (and stored the run) before the cancel, although the page still showed
+    # seconds left: Chromium's emulated upload speed does not hold back all the socket takes.
+    padded = tmp_path / "padded.sqlite"
+    padded.write_bytes(big.read_bytes() + bytes(16 * 2**20))
+    page.set_input_files("#files", str(padded))
     page.fill("#job", "cancelled-upload")
     cdp = page.context.new_cdp_session(page)
     cdp.send("Network.enable")
