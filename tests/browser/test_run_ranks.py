@@ -280,3 +280,31 @@ def test_job_page_ncu_kernel_trends(signed_in, store) -> None:
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
     signed_in.shot("job-ncu-trends")
     assert not signed_in.errors
+
+
+def test_storage_section_and_by_kernel_collectives_in_the_browser(signed_in, store) -> None:
+    """A run with an OS runtime trace shows each rank's storage I/O (the table's rows equal the stored summary);
+    COMM003's by-kernel finding of an NCCL run sits under "minor" with its evidence formatted, and neither page
+    scrolls sideways at 1280 px."""
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    run_id = store([corpus_file("cloverleaf-devsync.sqlite")], job="storage-io")
+    page.goto(f"/runs/{run_id}")
+    section = page.locator("#system-metrics details.system-report")
+    assert section.count() == 1 and section.evaluate("d => d.open")
+    (report,) = page.request.get(f"/api/v1/runs/{run_id}/summary").json()["reports"]
+    storage = report["data"]["system_metrics"]["storage"]
+    kinds = section.locator("table.storage-io tbody tr").evaluate_all("rs => rs.map(r => r.dataset.kind)")
+    assert kinds == [r["kind"] for r in storage] and "write" in kinds
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    signed_in.shot_of("#system-metrics", "run-storage-io")
+    run_id = store([corpus_file(TORCHRUN)], job="by-kernel")
+    page.goto(f"/runs/{run_id}")
+    minor = page.locator("#minor-findings")
+    minor.locator(":scope > summary").click()
+    finding = minor.locator("details.finding[data-rule=COMM003]")
+    assert finding.count() == 1 and finding.get_attribute("data-severity") == "info"
+    finding.locator(":scope > summary").click()
+    assert "no message sizes" in finding.locator(".title").inner_text()
+    assert finding.locator("table.evidence tbody tr").count() >= 1
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
