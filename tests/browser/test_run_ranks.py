@@ -307,4 +307,15 @@ def test_storage_section_and_by_kernel_collectives_in_the_browser(signed_in, sto
     finding.locator(":scope > summary").click()
     assert "no message sizes" in finding.locator(".title").inner_text()
     assert finding.locator("table.evidence tbody tr").count() >= 1
+    # the group table: SendRecv with each process's (GPU's) share, as in the API's finding
+    (api,) = [f for f in page.request.get(f"/api/v1/runs/{run_id}/findings").json()["items"]
+              if f["rule_id"] == "COMM003"]
+    group = finding.locator("table.collective-groups tbody tr.collective-group")
+    groups = api["extra"]["groups"]
+    assert group.count() == len(groups) == 1
+    assert group.locator("td").first.inner_text() == "SendRecv"
+    shares = group.locator("td.per-rank span.kv").all_inner_texts()
+    assert [s.split()[:4] for s in shares] == [["pid", str(e["pid"]), "GPU", str(e["device"])]
+                                               for e in groups[0]["ranks"]]
+    signed_in.shot_of("details.finding[data-rule=COMM003]", "comm003-by-kernel")
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280

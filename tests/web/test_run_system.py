@@ -47,3 +47,27 @@ def test_no_system_section_without_data(client, db, settings, ingested) -> None:
     run_id = seed.store_run(db, settings, ingested, [corpus_file("saxpy-mpi-rank0-perlmutter.sqlite")], job="plain")
     html = client.get(f"/runs/{run_id}").get_data(as_text=True)
     assert 'id="system-metrics"' not in html
+
+
+def test_comm003_groups_table_with_message_sizes(client, db, settings, ingested, tmp_path) -> None:
+    """With NCCL message sizes planted in the real two-node export, COMM003's finding on the run page has its
+    size-class table: collective, size class, communicator size and bus bandwidth equal to the stored finding."""
+    from app.models import Finding
+    from app.web.filters import fmt_number
+    from tests.analysis.planting import copy_export
+    from tests.analysis.rule_cases_system import COMM003_RING, plant_nccl_sizes
+
+    src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "sized.sqlite")
+    plant_nccl_sizes(src, COMM003_RING, nranks=2)
+    run_id = seed.store_run(db, settings, ingested, [src], job="sized")
+    (stored,) = db.scalars(sa.select(Finding).where(Finding.run_id == run_id, Finding.rule_id == "COMM003"))
+    (group,) = stored.extra["groups"]
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    row = re.search(r'<tr class="collective-group">(.*?)</tr>', html, re.S).group(1)
+    cells = [unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+    assert cells[:4] == ["AllReduce RING LL", group["size_class"], "2", "1"]
+    assert cells[5] == f"{fmt_number(group['bus_gbps'])} GB/s"
+    # one report (rank 0 from its captured environment): its rank, GPU and bus bandwidth
+    ((entry),) = group["ranks"]
+    assert " ".join(cells[7].split()) == (f"rank {entry['rank']} GPU {entry['device']} "
+                                          f"{fmt_number(entry['bus_gbps'])} GB/s") and entry["rank"] == 0

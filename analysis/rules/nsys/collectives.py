@@ -156,9 +156,9 @@ class CollectiveBandwidth(Rule):
             per[t.label] = self._groups(t, traces, inter_node, params)
         # Cross-rank comparison: the same (op, algorithm, protocol, size class) on every report.
         across: dict[tuple, list[dict]] = {}
-        for label, (groups, _) in per.items():
-            for g in groups:
-                across.setdefault(g["key"], []).append({"report": label, "device": g["device"],
+        for t in sized:
+            for g in per[t.label][0]:
+                across.setdefault(g["key"], []).append({"report": t.label, "rank": t.rank, "device": g["device"],
                                                         "bus_gbps": g["bus_gbps"]})
         out = []
         for t in sized:
@@ -292,7 +292,7 @@ class CollectiveBandwidth(Rule):
         evidence = tuple(
             Evidence(start_ns=int(r[3]), end_ns=int(r[4]), device=r[1], stream=r[2], pid=r[0], rank=trace.rank,
                      name=r[5], value_ns=int(r[9]),
-                     detail={"op": r[6] or None, "algorithm": r[7] or None, "protocol": r[8] or None})
+                     detail={k: v for k, v in (("op", r[6]), ("algorithm", r[7]), ("protocol", r[8])) if v})
             for r in slow)
         count = sum(g["count"] for g in groups)
         return Finding(
