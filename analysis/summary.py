@@ -108,7 +108,7 @@ def nsys_report_info(trace: Trace) -> dict[str, Any]:
         "degraded": degraded(meta),
     }
     metrics = system_metrics(trace)
-    if metrics is not None:  # only exports with GPU or NIC metrics (none in the corpus) carry the key
+    if metrics is not None:  # only exports with GPU or NIC metrics or an OS runtime trace carry the key
         info["system_metrics"] = metrics
     return info
 

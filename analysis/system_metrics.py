@@ -19,8 +19,6 @@ from analysis.trace import Trace
 LINK_METRIC_RE = r"(?i)(pcie|nvlink|c2c)"
 # The GPU metrics that measure how busy the SMs are ('SMs Active', 'SM Issue', 'Tensor Active', 'GR Active').
 SM_METRIC_RE = r"(?i)(sms? active|sm issue|tensor active|gr active|warps in flight)"
-HOW_TO_COLLECT = {"gpu": "nsys profile --gpu-metrics-devices=all", "nic": "nsys profile --nic-metrics=true",
-                  "storage": "nsys profile --trace=cuda,osrt"}
 # The OS runtime's file calls (HOST001's file I/O class) by what they do to storage; the rest of that class
 # (open, close, stat, lseek, rename ...) is metadata.
 STORAGE_KINDS: dict[str, tuple[str, ...]] = {

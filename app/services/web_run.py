@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
 from app.services.storage import data_path
+from app.services.web_findings import report_label
 from app.settings import Settings
 
 
@@ -129,8 +130,6 @@ def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[s
 def system_sections(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> list[dict[str, Any]]:
     """Per report whose export carries system metrics: its storage I/O (OS runtime file calls), NIC counters
     and GPU metrics samples, as the analysis summarised them (``analysis.system_metrics``)."""
-    from app.services.web_findings import report_label
-
     out = []
     for report in reports:
         metrics = (summaries.get(report.id) or {}).get("system_metrics") or {}

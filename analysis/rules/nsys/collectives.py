@@ -145,7 +145,7 @@ class CollectiveBandwidth(Rule):
                  and t.scalar("SELECT 1 FROM nccl_calls WHERE bytes IS NOT NULL LIMIT 1")]
         if not sized:
             # No sizes anywhere: no bandwidth, but the collectives by kernel, each rank's own (compared across
-            # ranks in the run step, ``by_kernel_across``).
+            # ranks in the run step, ``run_facts.comm003_across``).
             return [f for t in traces if (f := self._by_kernel(t)) is not None]
         hosts = {t.meta.get("host") for t in traces if t.meta.get("host")}
         # Several hosts in the run, or (a report analyzed on its own) a communicator larger than the GPUs
@@ -280,7 +280,7 @@ class CollectiveBandwidth(Rule):
             if whole:
                 groups.append({"op": op or None, "algorithm": algo or None, "protocol": proto or None, **stats,
                                "ranks": []})
-            else:  # one (process, device) of the group; in a multi-rank run every rank's (``by_kernel_across``)
+            else:  # one (process, device) of the group; in a multi-rank run every rank's (``comm003_across``)
                 groups[-1]["ranks"].append({"report": trace.label, "rank": trace.rank, "pid": pid, "device": dev,
                                             **stats})
         total = sum(g["time_ns"] for g in groups)
