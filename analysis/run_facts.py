@@ -27,7 +27,14 @@ import duckdb
 import numpy as np
 
 from analysis.phases import Loop
-from analysis.rules.nsys.collectives import ALGO_SQL, GROUP_STATS_SQL, OP_SQL, PROTO_SQL, group_stats
+from analysis.rules.nsys.collectives import (
+    ALGO_SQL,
+    GROUP_STATS_SQL,
+    OP_SQL,
+    PROTO_SQL,
+    bounded_ranks,
+    group_stats,
+)
 from analysis.rules.nsys.common import report_span_ns
 from analysis.trace import Trace, clock_offsets
 
@@ -102,8 +109,9 @@ def comm003_across(results: list[ReportResult], con: duckdb.DuckDBPyConnection) 
                     {"report": r.label, "rank": r.facts.get("rank"), "pid": pid, "device": dev, **group_stats(numbers)})
     for f in found:
         for g in f["groups"]:
-            g["ranks"] = sorted(entries.get((g["op"], g["algorithm"], g["protocol"]), g["ranks"]),
-                                key=lambda e: -e["time_ns"])
+            key = (g["op"], g["algorithm"], g["protocol"])
+            if key in entries:
+                g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
 
 
 def comm_participants(results: list[ReportResult]) -> list[tuple[ReportResult, str]]:

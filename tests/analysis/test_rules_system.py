@@ -414,3 +414,19 @@ def test_comm003_binary_communicator_id(tmp_path) -> None:
     (n_send,), = _raw("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite", """
         SELECT COUNT(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = 'ncclSend'""")
     assert rows == [("ncclRecv", 16 * 2**20, str(comm), n_send), ("ncclSend", 16 * 2**20, str(comm), n_send)]
+
+
+def test_comm003_lists_a_bounded_set_of_ranks() -> None:
+    """Per group at most RANKS_LISTED entries: the finding's own report's, then the highest and lowest of the
+    others by the compared figure, sorted by it; ranks_total counts them all."""
+    from analysis.rules.nsys.collectives import RANKS_LISTED, bounded_ranks
+
+    entries = [{"report": f"r{i}", "time_ns": 1000 + i} for i in range(100)]
+    few = bounded_ranks(entries[:RANKS_LISTED], "r3", "time_ns")
+    assert few["ranks_total"] == RANKS_LISTED and [e["report"] for e in few["ranks"]] == [
+        f"r{i}" for i in reversed(range(RANKS_LISTED))]
+    many = bounded_ranks(entries, "r50", "time_ns")
+    kept = [e["report"] for e in many["ranks"]]
+    assert many["ranks_total"] == 100 and len(kept) == RANKS_LISTED and "r50" in kept
+    assert kept[:8] == [f"r{i}" for i in range(99, 91, -1)] and kept[-7:] == [f"r{i}" for i in range(6, -1, -1)]
+    assert [e["time_ns"] for e in many["ranks"]] == sorted((e["time_ns"] for e in many["ranks"]), reverse=True)

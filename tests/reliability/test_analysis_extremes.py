@@ -51,8 +51,10 @@ def test_64_ranks_in_one_report_on_the_wall_clock(tmp_path: Path) -> None:
     assert by_kernel["impact_ns"] == 0 and by_kernel["severity"] == "info" and by_kernel["sizes"] == "by kernel"
     (group,) = by_kernel["groups"]
     assert (group["op"], group["count"], group["time_ns"]) == ("AllGather", 64 * 3, 64 * 3 * 30_000)
-    assert sorted((e["pid"], e["device"], e["count"], e["time_ns"]) for e in group["ranks"]) == [
-        (1000 + r, r % 8, 3, 90_000) for r in range(64)]
+    # 64 processes, 16 listed (a finding per rank each listing every rank would grow as ranks squared)
+    assert group["ranks_total"] == 64 and len(group["ranks"]) == 16
+    assert {(e["pid"], e["device"], e["count"], e["time_ns"]) for e in group["ranks"]} <= {
+        (1000 + r, r % 8, 3, 90_000) for r in range(64)}
     (straggler,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
     assert straggler["impact_ns"] == 3 * 500_000 and len(straggler["participants"]) == 64
     assert straggler["wait_imposed_ns"] == 3 * 63 * 500_000

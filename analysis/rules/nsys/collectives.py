@@ -43,6 +43,26 @@ GROUP_STATS_SQL = """
     ORDER BY op, algo, proto, whole DESC, t DESC, pid, device"""
 
 
+# Each group lists at most this many per-rank entries (a finding per rank, each listing every rank, grows as
+# ranks squared): the report's own, then the extremes of the others by the compared figure.
+RANKS_LISTED = 16
+
+
+def bounded_ranks(entries: list[dict], own: str, key: str) -> dict:
+    """``{"ranks": [...], "ranks_total": n}``: ``entries`` (dicts with ``report`` and ``key``) sorted by ``key``
+    descending, all of them when few, else the report ``own``'s and the highest and lowest of the rest up to
+    ``RANKS_LISTED``; ``ranks_total`` counts every entry."""
+    ordered = sorted(entries, key=lambda e: -e[key])
+    if len(ordered) <= RANKS_LISTED:
+        return {"ranks": ordered, "ranks_total": len(ordered)}
+    mine = [e for e in ordered if e["report"] == own][:RANKS_LISTED]
+    rest = [e for e in ordered if e["report"] != own]
+    room = RANKS_LISTED - len(mine)
+    high, low = (room + 1) // 2, room // 2
+    kept = mine + rest[:high] + (rest[len(rest) - low:] if low else [])
+    return {"ranks": sorted(kept, key=lambda e: -e[key]), "ranks_total": len(ordered)}
+
+
 def group_stats(numbers: list) -> dict[str, int]:
     count, time_ns, med, p90, top = numbers
     return {"count": int(count), "time_ns": int(time_ns), "median_ns": int(med), "p90_ns": int(p90),
@@ -112,7 +132,8 @@ class CollectiveBandwidth(Rule):
     Without message sizes (no NCCL payloads in the export) no bandwidth can be computed. The rule then
     lists the collectives by kernel instead: NCCL kernel time, count, median, p90 and longest duration per
     collective, algorithm, protocol and device, each group's time on every rank of the run, and the
-    slowest instances as evidence. That finding is informational (impact 0): kernel time alone cannot
+    slowest instances as evidence. Per group at most 16 ranks are listed (the report's own and the highest
+    and lowest of the others; ``ranks_total`` counts them all), in both cases. That finding is informational (impact 0): kernel time alone cannot
     tell a slow link from a small message or from waiting for a late rank (COMM002).
 
     *Advice*: check NCCL's choice and the fabric: run with ``NCCL_DEBUG=INFO`` (transport, NET/IB vs
@@ -245,7 +266,7 @@ class CollectiveBandwidth(Rule):
         share = pct(impact, report_span_ns(trace))
         label = " ".join(x for x in (worst["op"], worst["algorithm"], worst["protocol"]) if x)
         public = [{k: v for k, v in g.items() if k not in ("key", "bus_bytes")}
-                  | {"ranks": across.get(g["key"], [])} for g in groups]
+                  | bounded_ranks(across.get(g["key"], []), trace.label, "bus_gbps") for g in groups]
         return Finding(
             rule_id=self.id,
             title=(f"Slow collectives: {label} {worst['size_class']} at {worst['bus_gbps']:.2f} GB/s bus bandwidth "
@@ -283,6 +304,8 @@ class CollectiveBandwidth(Rule):
             else:  # one (process, device) of the group; in a multi-rank run every rank's (``comm003_across``)
                 groups[-1]["ranks"].append({"report": trace.label, "rank": trace.rank, "pid": pid, "device": dev,
                                             **stats})
+        for g in groups:
+            g.update(bounded_ranks(g["ranks"], trace.label, "time_ns"))
         total = sum(g["time_ns"] for g in groups)
         for g in groups:
             g["share_pct"] = round(100.0 * g["time_ns"] / total, 3)
