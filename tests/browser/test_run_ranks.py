@@ -145,6 +145,9 @@ def test_torchrun_processes_share_one_axis_and_evidence_rows_zoom(signed_in, sto
     page.evaluate("() => document.querySelectorAll('details.rule-group, #minor-findings').forEach(d => d.open = true)")
     row = page.locator("details.finding tr.zoomable").first
     row.locator("xpath=ancestor::details[contains(@class,'finding')][1]").evaluate("d => d.open = true")
+    # opening the finding highlights all its evidence (a toggle event, dispatched later): let that settle first
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.highlighted) > 0")
+    page.wait_for_load_state("networkidle")
     rng = json.loads(row.get_attribute("data-range"))
     loads = int(tl.get_attribute("data-loads"))
     row.click()
