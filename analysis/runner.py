@@ -21,6 +21,7 @@ nsys reports (in the service: inside the run-level step; ncu reports are small).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import tempfile
@@ -44,7 +45,7 @@ from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
-from analysis.rules.base import Registry, Rule, RuleContext, Skip
+from analysis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.rules.registry import default_registry
 from analysis.summary import report_info
@@ -53,20 +54,6 @@ from analysis.trace import DUCKDB_MEMORY_BYTES, DUCKDB_THREADS, Run, Trace
 logger = logging.getLogger(__name__)
 
 ITEMS = 50  # per-iteration records in the JSON: the first ones (all of them feed the statistics)
-# Idle a host-paced loop shows between iterations is its pacing, not a defect of the GPU: also when the
-# host is seen waiting in OS calls (HOST001), which is how a paced loop waits for its next frame or request.
-PACING_RULES = ("GPU001", "GPU002", "HOST001")
-# Rules that compare reports: run by ``analyze_run_facts`` over the facts, never per report.
-RUN_LEVEL_RULES = ("COMM002",)
-# nsys rules that read the run's ncu reports when it has some (KRN002: measured math pipes beat kernel
-# names). Step 1 of an nsys report runs before the run's ncu reports are known, so ``rerun_linked_rules`` runs
-# these again on each nsys report, with the ncu reports beside it, in runs that have ncu reports.
-NCU_LINKED_RULES = ("KRN002",)
-# nsys rules that compare the run's nsys reports with each other (COMM003: which hosts the ranks are on,
-# each size class's bus bandwidth on every rank). ``rerun_linked_rules`` runs them again over all the run's nsys
-# reports when it has several and some carry NCCL message sizes; they read only the NCCL tables (calls
-# with sizes and NCCL kernels).
-CROSS_REPORT_RULES = ("COMM003",)
 RESULT_FILE = "analysis.json"
 # Windows that are a stretch of the loop: there a finding's cost per step is the natural unit.
 LOOP_WINDOWS = ("steady", "iterations")
@@ -182,34 +169,12 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
 
 def _report_rules(run: Run, ctx: AnalysisContext, only: tuple[str, ...] | None = None,
                   ) -> tuple[list[Finding], dict[str, dict[str, Any]]]:
-    """Every selected per-report rule on a one-report run (the cross-rank ones only say whether they apply);
+    """Every selected rule on a one-report run (rules of scope ``run`` only say whether they apply);
     ``only``: just these rule ids."""
-    findings: list[Finding] = []
-    outcomes: dict[str, dict[str, Any]] = {}
+    chosen = [r for r in ctx.selected if only is None or r.id in only]
     base = RuleContext(run, all_params=ctx.all_params, window=ctx.spec)
-    for rule_cls in ctx.selected:
-        if only is not None and rule_cls.id not in only:
-            continue
-        rule = rule_cls()
-        reason = rule.missing(run)
-        if reason:
-            outcomes[rule_cls.id] = {"status": "missing", "reason": reason, "findings": 0}
-            continue
-        if rule_cls.id in RUN_LEVEL_RULES:
-            outcomes[rule_cls.id] = {"status": "run_level", "reason": None, "findings": 0}
-            continue
-        try:
-            found = rule.check(base.for_rule(rule_cls.id, ctx.all_params[rule_cls.id]))
-        except Skip as exc:
-            outcomes[rule_cls.id] = {"status": "skipped", "reason": str(exc), "findings": 0}
-            continue
-        except Exception as exc:  # a broken rule must not take the others down
-            logger.exception("rule failed", extra={"rule_id": rule_cls.id})
-            outcomes[rule_cls.id] = {"status": "error", "reason": f"{type(exc).__name__}: {exc}", "findings": 0}
-            continue
-        findings.extend(found)
-        outcomes[rule_cls.id] = {"status": "ok", "reason": None, "findings": len(found)}
-    return findings, outcomes
+    findings, results = evaluate(run, chosen, base, ctx.all_params, defer_run_scope=True)
+    return findings, {r.rule_id: {"status": r.status, "reason": r.reason, "findings": r.findings} for r in results}
 
 
 def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path | None = None, *,
@@ -255,12 +220,12 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
 
 
 def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: list[str], ctx: AnalysisContext) -> None:
-    """In a run with ncu reports: ``NCU_LINKED_RULES`` again on each nsys report (in its window), with
+    """In a run with ncu reports: the rules that read ncu reports again on each nsys report (in its window), with
     the run's ncu reports attached, replacing those rules' step-1 findings and outcomes. Opens the nsys
     reports again, so only runs that have ncu reports pay for it (typically one or a few ranks)."""
     _cross_report(results, paths, ctx)
     ncu = [(Path(p), lab) for r, p, lab in zip(results, paths, labels, strict=True) if r.tool == "ncu"]
-    only = tuple(r.id for r in ctx.selected if r.id in NCU_LINKED_RULES)
+    only = tuple(r.id for r in ctx.selected if "ncu" in r.reads_tools)
     if not ncu or not only:
         return
     for r, p in zip(results, paths, strict=True):
@@ -284,9 +249,9 @@ def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: l
 
 
 def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisContext) -> None:
-    """``CROSS_REPORT_RULES`` over every nsys report of the run at once (each in its own window), when
+    """The rules of scope ``cross_report`` over every nsys report of the run at once (each in its own window), when
     the run has several; their findings go back to the reports they name, their outcome to each."""
-    only = tuple(r.id for r in ctx.selected if r.id in CROSS_REPORT_RULES)
+    only = tuple(r.id for r in ctx.selected if r.scope == "cross_report")
     nsys = [(r, Path(p)) for r, p in zip(results, paths, strict=True) if r.tool == "nsys"]
     if len(nsys) < 2 or not only or not any(r.facts.get("nccl_sized") for r, _ in nsys):
         return  # without message sizes every report's step 1 already said what to collect
@@ -326,7 +291,7 @@ def _facts(t: Trace, v: Trace, info_p: PhaseInfo | None, records: list[dict[str,
     facts["nccl_in_window"] = v.has_rows("kernels") and v.scalar(
         "SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
     facts["span_ns"] = run_facts.span_ns(v) if facts["nccl_in_window"] else None
-    # COMM003 compares ranks only where NCCL's payloads gave message sizes (``CROSS_REPORT_RULES``).
+    # COMM003 compares ranks only where NCCL's payloads gave message sizes (``_cross_report``).
     facts["nccl_sized"] = t.has_rows("nccl_calls") and t.scalar(
         "SELECT 1 FROM nccl_calls WHERE bytes IS NOT NULL LIMIT 1") is not None
     facts["collectives"] = run_facts.write_collectives(t, facts_dir) if facts_dir is not None else None
@@ -369,7 +334,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     run_found: dict[str, list[dict[str, Any]]] = {}
     run_status: dict[str, tuple[str, str | None]] = {}
     for rule_cls in ctx.selected:
-        if rule_cls.id not in RUN_LEVEL_RULES:
+        if rule_cls.scope != "run":
             continue
         status, reason = _merge_outcomes(rule_cls, results)
         if not any((r.rules.get(rule_cls.id) or {}).get("status") == "run_level" for r in results):
@@ -391,7 +356,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     rules: list[dict[str, Any]] = []
     for rule_cls in ctx.selected:
         rid = rule_cls.id
-        if rid in RUN_LEVEL_RULES:
+        if rule_cls.scope == "run":
             own = run_found.get(rid, [])
             status, reason = run_status[rid]
         else:
@@ -417,7 +382,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
 
 def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,
                     memory_bytes: int) -> list[Finding]:
-    if rule_cls.id != "COMM002":  # pragma: no cover - RUN_LEVEL_RULES lists only COMM002
+    if rule_cls.id != "COMM002":  # pragma: no cover - COMM002 is the only rule of scope ``run``
         raise RuntimeError(f"no run-level step for {rule_cls.id}")
     from analysis.rules.nsys.comm import stragglers
 
@@ -484,12 +449,18 @@ def nsys_links(results: list[ReportResult]) -> list[dict[str, Any]]:
     return [r.facts["nsys_kernels"] for r in results if r.tool == "nsys" and r.facts.get("nsys_kernels")]
 
 
+@functools.cache
+def _pacing_rule_ids() -> frozenset[str]:
+    """The rules that judge the idle a host-paced loop shows between iterations: its pacing, not a defect."""
+    return frozenset(r.id for r in default_registry() if r.judges_pacing_idle)
+
+
 def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: str) -> Finding:
     """A finding with its phase (the report's window, or the run's for run-level findings); on a
     host-paced loop the idle rules are information, not defects."""
     if f.phase is None:
         f = dataclasses.replace(f, phase=phase_by_label.get(f.report or "", spec if f.report is None else None))
-    if f.report in paced and f.rule_id in PACING_RULES:
+    if f.report in paced and f.rule_id in _pacing_rule_ids():
         f = dataclasses.replace(f, severity="info", message=f.message + " The loop is host-paced (the GPU waits "
                                 "for each frame or request by design): this idle is its pacing, not a GPU defect.",
                                 extra={**f.extra, "host_paced": True})

@@ -67,6 +67,16 @@ class Rule:
     requires: ClassVar[tuple[str, ...]] = ()  # normalized tables that must hold rows
     thresholds: ClassVar[dict[str, Threshold]] = {}
     summary: ClassVar[str] = ""             # one line for catalogues
+    # Where the engine runs it (analysis.runner): ``report``, on each report in step 1; ``cross_report``,
+    # also over all the run's nsys reports together after step 1 (they compare reports' own tables);
+    # ``run``, only in the run-level step, over the reports' compact facts.
+    scope: ClassVar[Literal["report", "cross_report", "run"]] = "report"
+    # The rule judges idle that a host-paced loop shows between iterations by design: there its findings
+    # are information, not defects.
+    judges_pacing_idle: ClassVar[bool] = False
+    # Other tools' reports the rule reads when the run has them (``ncu``: step 1 of an nsys report runs
+    # before the run's ncu reports are known, so the rule runs again with them attached).
+    reads_tools: ClassVar[tuple[str, ...]] = ()
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""
@@ -188,26 +198,27 @@ class RuleResult:
         return {"id": self.rule_id, "status": self.status, "reason": self.reason, "findings": self.findings}
 
 
-def run_rules(
-    run: Run, registry: Registry, selected: list[type[Rule]] | None = None,
-    overrides: Mapping[str, float] | None = None, window: WindowSpec | None = None,
-) -> tuple[list[Finding], list[RuleResult]]:
-    """Run rules over a run. A rule that cannot run is skipped; one that crashes is an error; the rest go on.
+def evaluate(run: Run, rules: Iterable[type[Rule]], base: RuleContext,
+             all_params: Mapping[str, Mapping[str, float]], *, defer_run_scope: bool = False,
+             ) -> tuple[list[Finding], list[RuleResult]]:
+    """The engine loop, the one production and tests use: each rule in turn on ``run``.
 
-    ``window``: the spec the run's reports are already seen through, passed on to the rules."""
+    A rule whose input is absent is ``missing`` (with the reason); one that raises ``Skip`` is
+    ``skipped``; one that crashes is ``error`` and the others still run. ``defer_run_scope``: rules of
+    scope ``run`` only say they apply (``run_level``): the run-level step runs them over the facts."""
     findings: list[Finding] = []
     results: list[RuleResult] = []
-    base = RuleContext(run, all_params={r.id: registry.resolve_params(r, overrides) for r in registry},
-                       window=window)
-    for rule_cls in selected if selected is not None else list(registry):
+    for rule_cls in rules:
         rule = rule_cls()
-        ctx = base.for_rule(rule_cls.id, registry.resolve_params(rule_cls, overrides))
         reason = rule.missing(run)
         if reason:
-            results.append(RuleResult(rule_cls.id, "skipped", reason))
+            results.append(RuleResult(rule_cls.id, "missing", reason))
+            continue
+        if defer_run_scope and rule_cls.scope == "run":
+            results.append(RuleResult(rule_cls.id, "run_level"))
             continue
         try:
-            found = rule.check(ctx)
+            found = rule.check(base.for_rule(rule_cls.id, all_params[rule_cls.id]))
         except Skip as exc:
             results.append(RuleResult(rule_cls.id, "skipped", str(exc)))
             continue
@@ -218,3 +229,19 @@ def run_rules(
         findings.extend(found)
         results.append(RuleResult(rule_cls.id, "ok", None, len(found)))
     return findings, results
+
+
+def run_rules(
+    run: Run, registry: Registry, selected: list[type[Rule]] | None = None,
+    overrides: Mapping[str, float] | None = None, window: WindowSpec | None = None,
+) -> tuple[list[Finding], list[RuleResult]]:
+    """``evaluate`` with thresholds resolved from ``overrides``; a rule whose input is absent is reported
+    ``skipped`` (on a whole run there is no other report that could supply it).
+
+    ``window``: the spec the run's reports are already seen through, passed on to the rules."""
+    all_params = {r.id: registry.resolve_params(r, overrides) for r in registry}
+    chosen = selected if selected is not None else list(registry)
+    for r in chosen:
+        all_params.setdefault(r.id, registry.resolve_params(r, overrides))
+    findings, results = evaluate(run, chosen, RuleContext(run, all_params=all_params, window=window), all_params)
+    return findings, [replace(r, status="skipped") if r.status == "missing" else r for r in results]

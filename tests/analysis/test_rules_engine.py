@@ -200,3 +200,40 @@ def test_rule_catalogue_contract(rule):
 def test_nsys_rules_are_listed_in_id_order():
     ids = [r.id for r in NSYS_RULES]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_scheduling_traits_live_on_the_rules():
+    """The engine decides where a rule runs from the rule's own traits, not from lists kept elsewhere."""
+    rules = {r.id: r for r in default_registry()}
+    assert {rid for rid, r in rules.items() if r.scope == "run"} == {"COMM002"}
+    assert {rid for rid, r in rules.items() if r.scope == "cross_report"} == {"COMM003"}
+    assert {rid for rid, r in rules.items() if "ncu" in r.reads_tools} == {"KRN002"}
+    assert all(r.scope in ("report", "cross_report", "run") for r in rules.values())
+    assert all(r.tool == "nsys" for r in rules.values() if r.scope != "report")
+
+
+class _RunScoped(_Probe):
+    id = "PROBE002"
+    name = "probe.run-scoped"
+    scope = "run"
+
+
+def test_one_engine_loop_defers_run_scoped_rules_and_reports_missing_input(tmp_path):
+    from analysis.rules.base import evaluate
+
+    path = normalized(tmp_path / "r.duckdb", kernels=[kernel(0, 10)])
+    registry = Registry([IdleGaps, _Probe, _RunScoped])
+    params = {r.id: registry.resolve_params(r, None) for r in registry}
+    with Run.open([path]) as run:
+        base = RuleContext(run, all_params=params)
+        _Probe.seen = []
+        _, deferred = evaluate(run, list(registry), base, params, defer_run_scope=True)
+        assert {r.rule_id: r.status for r in deferred} == {"GPU001": "ok", "PROBE001": "ok", "PROBE002": "run_level"}
+        _, direct = evaluate(run, [_RunScoped], base, params)
+        assert [r.status for r in direct] == ["ok"]
+        # a rule whose input is absent is 'missing' to the engine, 'skipped' to a whole-run caller
+        ncu_rule = next(r for r in default_registry() if r.tool == "ncu")
+        _, missing = evaluate(run, [ncu_rule], base, {ncu_rule.id: {}})
+        assert missing[0].status == "missing" and "ncu" in (missing[0].reason or "")
+        _, via_run_rules = run_rules(run, Registry([ncu_rule]))
+        assert via_run_rules[0].status == "skipped" and via_run_rules[0].reason == missing[0].reason

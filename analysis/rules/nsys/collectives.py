@@ -144,6 +144,7 @@ class CollectiveBandwidth(Rule):
 
     id = "COMM003"
     name = "comm.collective-bandwidth"
+    scope = "cross_report"
     category = "communication"
     requires = ("kernels",)
     thresholds = {

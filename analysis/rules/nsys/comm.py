@@ -135,6 +135,7 @@ class Stragglers(Rule):
 
     id = "COMM002"
     name = "comm.stragglers"
+    scope = "run"
     category = "communication"
     requires = ("kernels",)
     thresholds = {"min_skew_us": Threshold(100.0, "us", "smallest arrival skew counted (above clock noise)")}

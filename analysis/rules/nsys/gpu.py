@@ -72,6 +72,7 @@ class IdleGaps(Rule):
 
     id = "GPU001"
     name = "gpu.idle-gaps"
+    judges_pacing_idle = True
     category = "gpu"
     requires = ("kernels",)
     thresholds = {
@@ -163,6 +164,7 @@ class LowUtilization(Rule):
 
     id = "GPU002"
     name = "gpu.low-utilization"
+    judges_pacing_idle = True
     category = "gpu"
     requires = ("kernels",)
     thresholds = {

@@ -107,6 +107,7 @@ class HostBlocked(Rule):
 
     id = "HOST001"
     name = "host.blocked-while-gpu-idle"
+    judges_pacing_idle = True
     category = "host"
     requires = ("kernels", "osrt")
     thresholds = {

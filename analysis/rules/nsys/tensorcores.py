@@ -116,6 +116,7 @@ class TensorCoresIdle(Rule):
 
     id = "KRN002"
     name = "kernel.tensor-cores-idle"
+    reads_tools = ("ncu",)
     category = "kernel"
     requires = ("kernels",)
     thresholds = {
