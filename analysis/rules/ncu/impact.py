@@ -10,6 +10,7 @@ used: sum over launches of duration x speedup, as a share of all profiled time i
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,4 +143,5 @@ def impact(link: Link | None, pairs: list[tuple[Launch, float]], profiled_total_
         return 0, None
     ns = sum((launch.duration_ns or 0.0) * s for launch, s in pairs)  # every duration set (checked above)
     pct = 100.0 * ns / profiled_total_ns if profiled_total_ns else None
-    return int(round(ns)), pct
+    # A hostile export can give durations far below a nanosecond (5e-324): their ratio is no share of anything.
+    return int(round(ns)), pct if pct is not None and math.isfinite(pct) else None
