@@ -42,17 +42,41 @@ def overview_path(trace_path: Path) -> Path:
 
 
 LANES_VERSION = 1
+GPU_TABLES = ("kernels", "memcpy", "memset")
 
 
 def lanes_path(trace_path: Path) -> Path:
-    """Where the report's lane catalogue facts and extent are kept (``analysis.run_timeline.lane_facts``)."""
+    """Where the report's lane catalogue facts and extent are kept (``lane_facts``)."""
     return trace_path.with_name(f"{trace_path.stem}.lanes-v{LANES_VERSION}.json")
+
+
+def lane_facts(t: Trace) -> dict[str, list[list]]:
+    """What the lane catalogue reads from a report (it depends only on the file, so it is kept beside it, see
+    ``analysis.run_overview.prepare``): GPU (pid, device, stream), launching API threads (pid, tid), NVTX
+    threads (pid, tid, depth) and thread names (pid, tid, name)."""
+    gpu: list[tuple] = []
+    for table in GPU_TABLES:
+        if t.has_rows(table):
+            gpu += t.sql(f"SELECT DISTINCT pid, device, stream FROM {table}")  # noqa: S608 - fixed names
+    api: list[tuple] = []
+    if t.has_rows("cuda_api") and t.has_rows("kernels"):
+        # Only threads that launched GPU work: the rest of a process's CUDA calls are set-up noise.
+        api = t.sql("""SELECT DISTINCT a.pid, a.tid FROM cuda_api a
+                        WHERE (a.pid, a.tid) IN (SELECT DISTINCT pid, tid FROM kernels WHERE tid IS NOT NULL)""")
+    nvtx: list[tuple] = []
+    if t.has_rows("nvtx"):
+        nvtx = t.sql(f"""SELECT pid, tid, least(max(coalesce(nesting, 0)), {MAX_NVTX_DEPTH}) + 1 FROM nvtx
+                          WHERE end_ns IS NOT NULL GROUP BY pid, tid""")  # noqa: S608 - a constant
+    threads: list[tuple] = []
+    if api or nvtx:
+        wanted = {(r[0], r[1]) for r in api + nvtx}
+        threads = [r for r in t.sql("SELECT pid, tid, name FROM threads") if r[2] and (r[0], r[1]) in wanted]
+    return {"gpu": [list(r) for r in gpu], "api": [list(r) for r in api], "nvtx": [list(r) for r in nvtx],
+            "threads": [list(r) for r in threads]}
 
 
 def write_lanes(trace: Trace, out: Path) -> dict[str, Any]:
     """Read the report's lane facts and extent once and publish them at ``out`` (temporary name, rename)."""
-    from analysis.run_timeline import lane_facts  # run_timeline imports this module
-
     ext = extent(trace)
     described = {"facts": lane_facts(trace), "extent": None if ext is None else [int(ext[0]), int(ext[1])]}
     tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")

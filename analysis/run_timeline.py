@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import run_overview
+from analysis.run_overview import GPU_TABLES, lane_facts
 from analysis.timeline import (
     COUNT,
     END,
@@ -30,7 +31,6 @@ from analysis.timeline import (
 )
 from analysis.trace import Trace
 
-_GPU_TABLES = ("kernels", "memcpy", "memset")
 NAME_CHARS = 160   # a box's name is for the tooltip; the kernel table has the full text
 MAX_THREADS = 8    # reports queried side by side (DuckDB releases the GIL); each connection has its own threads
 
@@ -100,31 +100,6 @@ def group_label(rank: int | None, host: str | None, pid: int | None, devices: li
     return " · ".join(p for p in parts if p) or "report"
 
 
-def lane_facts(t: Trace) -> dict[str, list[list]]:
-    """What the lane catalogue reads from a report (it depends only on the file, so it is kept beside it, see
-    ``analysis.run_overview.prepare``): GPU (pid, device, stream), launching API threads (pid, tid), NVTX
-    threads (pid, tid, depth) and thread names (pid, tid, name)."""
-    gpu: list[tuple] = []
-    for table in _GPU_TABLES:
-        if t.has_rows(table):
-            gpu += t.sql(f"SELECT DISTINCT pid, device, stream FROM {table}")  # noqa: S608 - fixed names
-    api: list[tuple] = []
-    if t.has_rows("cuda_api") and t.has_rows("kernels"):
-        # Only threads that launched GPU work: the rest of a process's CUDA calls are set-up noise.
-        api = t.sql("""SELECT DISTINCT a.pid, a.tid FROM cuda_api a
-                        WHERE (a.pid, a.tid) IN (SELECT DISTINCT pid, tid FROM kernels WHERE tid IS NOT NULL)""")
-    nvtx: list[tuple] = []
-    if t.has_rows("nvtx"):
-        nvtx = t.sql(f"""SELECT pid, tid, least(max(coalesce(nesting, 0)), {MAX_NVTX_DEPTH}) + 1 FROM nvtx
-                          WHERE end_ns IS NOT NULL GROUP BY pid, tid""")  # noqa: S608 - a constant
-    threads: list[tuple] = []
-    if api or nvtx:
-        wanted = {(r[0], r[1]) for r in api + nvtx}
-        threads = [r for r in t.sql("SELECT pid, tid, name FROM threads") if r[2] and (r[0], r[1]) in wanted]
-    return {"gpu": [list(r) for r in gpu], "api": [list(r) for r in api], "nvtx": [list(r) for r in nvtx],
-            "threads": [list(r) for r in threads]}
-
-
 def catalogue(part: Part, facts: dict[str, list[list]] | None = None) -> list[dict[str, Any]]:
     """The report's groups and lanes over the whole report (independent of any window); ``facts``: its
     ``lane_facts`` when kept (else read from the report)."""
@@ -163,7 +138,7 @@ def _boxes(part: Part, params: dict[str, int], launchers: list[tuple]) -> dict[s
     t, rid = part.trace, part.report_id
     out: dict[str, list[list]] = {}
     b = run_overview.bucket("start_ns", "$w0", "$n", "$span", params["span"], params["n"])
-    if any(t.has_rows(x) for x in _GPU_TABLES):
+    if any(t.has_rows(x) for x in GPU_TABLES):
         for pid, dev, st, cat, _b, s, e, n, busy, name in t.sql(
                 f"""SELECT pid, device, stream, cat, {b} AS b, min(start_ns), max(end_ns), count(*),
                            sum(end_ns - start_ns), arg_max(name, end_ns - start_ns)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import duckdb
 
-from analysis.run_overview import LEVELS, lanes_path, overview_path, read_lanes
-from analysis.run_timeline import lane_facts
+from analysis.run_overview import LEVELS, lane_facts, lanes_path, overview_path, read_lanes
 from analysis.timeline import extent
 from analysis.trace import Trace
 from app.models import Report
