@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 # The comparison's plain-data helpers (stdlib only until a DuckDB file is read).
+from analysis import fmt
 from analysis.compare import DEFAULT_NOISE_PCT, RunFacts, kernel_totals, merge_kernels, run_totals
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
@@ -48,7 +49,7 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
            "overview_path", "prepare_overview", "report_extent", "report_tables", "rule_catalogue",
            "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window", "run_totals",
            "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "timeline_window",
-           "window_parse"]
+           "window_parse", "fmt"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

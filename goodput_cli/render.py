@@ -4,24 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis import fmt
 from goodput_cli.render_memory import memory_lines
 
 
 def ms(ns: int | float | None) -> str:
-    if ns is None:
-        return "-"
-    return f"{ns / 1e6:,.3f} ms"
+    """A duration for the terminal (the name stays from when every duration was written in ms)."""
+    return "-" if ns is None else fmt.duration(ns)
 
 
 def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:,.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1024
-    return f"{n} B"
+    return "-" if n is None else fmt.size(n)
 
 
 def _printable(text: str) -> str:

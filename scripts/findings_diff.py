@@ -47,7 +47,24 @@ EXPECTED = [
     # Six corpus exports list their host's NICs (TARGET_INFO_NIC_INFO); none has GPU or NIC metrics.
     ("the host's NIC inventory in the report summary (#14)",
      r'^\.reports\[\d+\]\.system_metrics: added \{"gpu": \[\], "nic": \[\], "nics": \[\{"nic_id": .*$'),
+    ("one formatting module: durations in text with three significant digits, the unit chosen per value",
+     r"^.*: durations reformatted( @\w+)?$"),
 ]
+
+_DURATION = re.compile(r"(-?[\d,]*\.?\d+) (s|ms|µs|ns)\b")
+_NS = {"s": 1e9, "ms": 1e6, "µs": 1e3, "ns": 1.0}
+
+
+def _reformatted(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with its durations written another way (same values within both roundings:
+    the old ``%.3f ms`` and three significant digits)."""
+    def parts(text: str) -> tuple[str, list[float]]:
+        values = [float(m.group(1).replace(",", "")) * _NS[m.group(2)] for m in _DURATION.finditer(text)]
+        return _DURATION.sub("<D>", text), values
+
+    (ska, va), (skb, vb) = parts(a), parts(b)
+    return a != b and ska == skb and len(va) == len(vb) and all(
+        abs(x - y) <= max(500.0, 0.006 * abs(y)) for x, y in zip(va, vb, strict=True))
 
 
 def diff(a, b, path: str = "", out: list[str] | None = None) -> list[str]:
@@ -73,6 +90,8 @@ def diff(a, b, path: str = "", out: list[str] | None = None) -> list[str]:
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diff(x, y, f"{path}[{i}]", out)
+    elif isinstance(a, str) and isinstance(b, str) and _reformatted(a, b):
+        out.append(f"{path}: durations reformatted")
     elif a != b:
         out.append(f"{path}: {json.dumps(a)[:120]} -> {json.dumps(b)[:120]}")
     return out

@@ -9,26 +9,13 @@ from typing import Any
 from flask import Flask
 from markupsafe import Markup, escape
 
-from analysis.api import short_kernel_name
+from analysis.api import fmt, short_kernel_name
 from app.services.web_memory import memory_pairs, memory_view
-
-
-def _sig3(x: float) -> str:
-    # Three significant digits: "26.8", "1.23", "312".
-    a = abs(x)
-    return f"{x:.2f}" if a < 10 else f"{x:.1f}" if a < 100 else f"{x:.0f}"
 
 
 def fmt_ns(ns: Any) -> str:
     """A duration in s / ms / µs / ns with three significant digits ("26.8 s", not "26,813.634 ms")."""
-    if ns is None:
-        return "–"
-    ns = float(ns)
-    a = abs(ns)
-    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if a >= div * 0.9995:
-            return f"{_sig3(ns / div)} {unit}"
-    return f"{ns:.0f} ns"
+    return fmt.duration(ns)
 
 
 def fmt_number(x: Any) -> str:
@@ -38,7 +25,7 @@ def fmt_number(x: Any) -> str:
     if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
         return f"{int(x):,}"
     if isinstance(x, float):
-        return _sig3(x) if 0.01 <= abs(x) < 1000 else f"{x:.3g}"
+        return fmt.sig3(x) if 0.01 <= abs(x) < 1000 else f"{x:.3g}"
     return str(x)
 
 
@@ -74,7 +61,7 @@ def fmt_detail(detail: Any) -> list[tuple[str, str]]:
 
 
 def fmt_pct(x: Any) -> str:
-    return "–" if x is None else f"{float(x):.1f} %"
+    return fmt.pct(x)
 
 
 def fmt_time(t: datetime | None) -> str:
@@ -82,14 +69,7 @@ def fmt_time(t: datetime | None) -> str:
 
 
 def fmt_bytes(n: Any) -> str:
-    if n is None:
-        return "–"
-    n = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+    return fmt.size(n)
 
 
 def rule_doc(text: Any) -> Markup:

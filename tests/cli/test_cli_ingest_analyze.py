@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from analysis import fmt
 from tests.conftest import ROOT, corpus_file
 
 
@@ -157,7 +158,7 @@ def test_analyze_text_on_steps_without_gpu_time():
     proc = goodput("analyze", str(corpus_file("poolformer-nvtx-only.sqlite")), "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert "iterations: 188 x NVTX '3D_backbone'" in proc.stdout and "no GPU time" in proc.stdout
-    assert "wall median 16.001 ms" in proc.stdout
+    assert "wall median 16.0 ms" in proc.stdout
 
 
 def test_analyze_text_says_per_step_on_a_loop_window():
@@ -170,10 +171,10 @@ def test_analyze_text_says_per_step_on_a_loop_window():
     n = gpu["steps_in_window"]
     assert n == result["reports"][0]["iterations"]["anatomy"]["steady_count"] > 1
     assert gpu["impact_per_step_ns"] == round(gpu["impact_ns"] / n)
-    per_step = f"{gpu['impact_per_step_ns'] / 1e6:,.3f} ms per step ({gpu['impact_pct']:.1f}%)"
-    assert f"GPU001 {per_step} [steady, {n} steps: {gpu['impact_ns'] / 1e6:,.3f} ms]" in text
+    per_step = f"{fmt.duration(gpu['impact_per_step_ns'])} per step ({gpu['impact_pct']:.1f}%)"
+    assert f"GPU001 {per_step} [steady, {n} steps: {fmt.duration(gpu['impact_ns'])}]" in text
     dist = result["reports"][0]["iterations"]["iteration_time"]
-    assert f"step time: p10 {dist['p10_ns'] / 1e6:,.3f} ms, median {dist['median_ns'] / 1e6:,.3f} ms" in text
+    assert f"step time: p10 {fmt.duration(dist['p10_ns'])}, median {fmt.duration(dist['median_ns'])}" in text
     slow = result["reports"][0]["iterations"]["anatomy"]["slowest_steps"][0]
     assert f"slow step {slow['index']}: " in text and slow["cause"] in text
     # The whole report is no loop stretch: totals, no "per step" on the findings.

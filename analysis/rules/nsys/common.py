@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from analysis import fmt
 from analysis.activity import unit_ops
 from analysis.trace import Trace
 
@@ -73,4 +74,5 @@ def nvtx_at(trace: Trace, points: Sequence[tuple[int | None, int | None]]) -> li
 
 
 def fmt_ms(ns: int | float) -> str:
-    return f"{ns / 1e6:,.3f} ms"
+    """A duration in a finding's text (three significant digits, the unit chosen for the value)."""
+    return fmt.duration(ns)
