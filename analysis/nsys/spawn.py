@@ -20,6 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
+import analysis
 from analysis.errors import TraceError
 from analysis.limits import Progress
 
@@ -72,7 +73,7 @@ class IngestChild:
         # glibc reserves a 64 MiB arena per thread by default; under RLIMIT_AS that reservation alone can
         # starve DuckDB. Two arenas match our two DuckDB threads.
         env["MALLOC_ARENA_MAX"] = "2"
-        root = str(Path(__file__).resolve().parents[2])
+        root = str(Path(analysis.__file__).resolve().parents[1])  # the checkout (or site-packages) holding it
         # -P: the current directory is not put on sys.path, so the child runs this checkout's code, never
         # an ``analysis`` package that happens to sit in the caller's working directory.
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
