@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 # The comparison's plain-data helpers (stdlib only until a DuckDB file is read).
 from analysis import fmt
 from analysis.compare import DEFAULT_NOISE_PCT, RunFacts, kernel_totals, merge_kernels, run_totals
+from analysis.contract import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
+from analysis.contract import json_schema as result_schema
+from analysis.contract import schema_text as result_schema_text
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
@@ -49,7 +52,7 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
            "overview_path", "prepare_overview", "report_extent", "report_tables", "rule_catalogue",
            "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window", "run_totals",
            "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "timeline_window",
-           "window_parse", "fmt"]
+           "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema", "result_schema_text"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

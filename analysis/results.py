@@ -14,22 +14,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JSON = dict[str, Any]
+# The version of this JSON contract (``analysis.contract``): bumped when a reader must know of a change.
+SCHEMA_VERSION = 1
+
+
+def _json(*, key: str | None = None, optional: bool = False, flat: bool = False, omit: bool = False) -> Any:
+    """How a field is written in the JSON (read by ``analysis.contract`` to generate the schema): under
+    another ``key``; left out when empty (``optional``); its mapping's keys beside the fixed ones
+    (``flat``); or not at all (``omit``)."""
+    meta = {k: v for k, v in (("key", key), ("optional", optional), ("flat", flat), ("omit", omit)) if v}
+    return {"json": meta}
 
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """One place where a finding shows (see ``analysis.findings.Evidence``); absent keys are None."""
 
-    start_ns: int | None = None
-    end_ns: int | None = None
-    device: int | None = None
-    stream: int | None = None
-    pid: int | None = None
-    rank: int | None = None
-    name: str | None = None
-    nvtx: str | None = None
-    value_ns: int | None = None
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    start_ns: int | None = field(default=None, metadata=_json(optional=True))
+    end_ns: int | None = field(default=None, metadata=_json(optional=True))
+    device: int | None = field(default=None, metadata=_json(optional=True))
+    stream: int | None = field(default=None, metadata=_json(optional=True))
+    pid: int | None = field(default=None, metadata=_json(optional=True))
+    rank: int | None = field(default=None, metadata=_json(optional=True))
+    name: str | None = field(default=None, metadata=_json(optional=True))
+    nvtx: str | None = field(default=None, metadata=_json(optional=True))
+    value_ns: int | None = field(default=None, metadata=_json(optional=True))
+    detail: Mapping[str, Any] = field(default_factory=dict, metadata=_json(optional=True))
 
     def to_json(self) -> JSON:
         out = {"start_ns": self.start_ns, "end_ns": self.end_ns, "device": self.device, "stream": self.stream,
@@ -65,7 +75,7 @@ class FindingResult:
     evidence: tuple[Evidence, ...]
     evidence_total: int
     phase: str | None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict, metadata=_json(flat=True))
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -93,7 +103,7 @@ class FindingResult:
 class RuleStatus:
     """How one rule went on the run: ``ok``, ``skipped`` (with the reason) or ``error``."""
 
-    rule_id: str
+    rule_id: str = field(metadata=_json(key="id"))
     status: str
     reason: str | None = None
     findings: int = 0
@@ -196,12 +206,12 @@ class ReportSummary:
 
     file: str
     tool: str
-    host: str | None = None
-    rank: int | None = None
-    breakdown: Breakdown | None = None
-    window: ReportWindow | None = None
-    details: Mapping[str, Any] = field(default_factory=dict)
-    keys: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    host: str | None = field(default=None, metadata=_json(optional=True))
+    rank: int | None = field(default=None, metadata=_json(optional=True))
+    breakdown: Breakdown | None = field(default=None, metadata=_json(optional=True))
+    window: ReportWindow | None = field(default=None, metadata=_json(optional=True))
+    details: Mapping[str, Any] = field(default_factory=dict, metadata=_json(flat=True))
+    keys: tuple[str, ...] = field(default=(), repr=False, compare=False, metadata=_json(omit=True))
 
     def to_json(self) -> JSON:
         out: JSON = {}
@@ -238,15 +248,18 @@ class AnalysisResult:
     reports: tuple[ReportSummary, ...]
     findings: tuple[FindingResult, ...]
     rules: tuple[RuleStatus, ...]
-    steps: Mapping[str, Any] | None = None
+    steps: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
     # Multi-rank runs on their steady windows: the stretch where every rank is steady, in each one's times.
-    aligned_window: tuple[Mapping[str, Any], ...] | None = None
+    aligned_window: tuple[Mapping[str, Any], ...] | None = field(default=None, metadata=_json(optional=True))
     # A run analyzed without some of its reports (they failed): their names and the ranks they held.
-    missing: tuple[Any, ...] | None = None
-    missing_ranks: tuple[Any, ...] | None = None
+    missing: tuple[Any, ...] | None = field(default=None, metadata=_json(optional=True))
+    missing_ranks: tuple[Any, ...] | None = field(default=None, metadata=_json(optional=True))
+    # The contract's version; None only for an analysis stored before results carried one.
+    schema_version: int | None = field(default=SCHEMA_VERSION, metadata=_json(optional=True))
 
     def to_json(self) -> JSON:
-        out: JSON = {"window": self.window, "reports": [r.to_json() for r in self.reports],
+        out: JSON = {} if self.schema_version is None else {"schema_version": self.schema_version}
+        out |= {"window": self.window, "reports": [r.to_json() for r in self.reports],
                      "findings": [f.to_json() for f in self.findings], "rules": [r.to_json() for r in self.rules]}
         if self.steps is not None:
             out["steps"] = self.steps
@@ -265,4 +278,5 @@ class AnalysisResult:
         return cls(window=data["window"], reports=tuple(ReportSummary.from_json(r) for r in data["reports"]),
                    findings=tuple(FindingResult.from_json(f) for f in data["findings"]),
                    rules=tuple(RuleStatus.from_json(r) for r in data["rules"]), steps=data.get("steps"),
-                   aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"))
+                   aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"),
+                   schema_version=data.get("schema_version"))

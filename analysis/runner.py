@@ -45,6 +45,7 @@ from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
+from analysis.results import SCHEMA_VERSION
 from analysis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.rules.registry import default_registry
@@ -368,8 +369,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     ranked = rank_finding_dicts(findings)
     if top is not None:
         ranked = ranked[:top]
-    out: dict[str, Any] = {"window": spec.text, "reports": [r.info for r in results], "findings": ranked,
-                           "rules": rules}
+    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "window": spec.text,
+                           "reports": [r.info for r in results], "findings": ranked, "rules": rules}
     steps = run_facts.last_per_step(results, ITEMS)
     if steps is not None:
         run_facts.mark_last([r.info for r in results], steps)

@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from goodput_cli import admin, diff, offline, operations, service, upload
+from goodput_cli import admin, diff, offline, operations, schema, service, upload
 
 EXIT_BAD_INPUT = 2
 
@@ -21,7 +21,7 @@ class UsageError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goodput", description="Where does your GPU time go?")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (offline, diff, admin, service, operations):
+    for module in (offline, diff, admin, service, operations, schema):
         module.add_commands(sub)
     return parser
 

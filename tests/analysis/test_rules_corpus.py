@@ -3,14 +3,17 @@ real multi-rank/NCCL exports give the communication findings that are true of th
 
 from __future__ import annotations
 
+import jsonschema_rs
 import pytest
 
+from analysis import contract
 from analysis.api import analyze
 from analysis.trace import Trace
 from tests.analysis.planting import ingested, raw_gaps
 from tests.conftest import NSYS_FILES, corpus_file
 
 IDS = [p.name.split("__")[-1] for p in NSYS_FILES]
+RESULT_SCHEMA = jsonschema_rs.Draft202012Validator(contract.json_schema())
 
 # NVIDIA's pairing, written here independently of analysis.intervals, on the normalized tables.
 DIRECT_GAPS_SQL = """
@@ -38,6 +41,7 @@ ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_u
 @pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
 def test_corpus_file_analyzes_without_errors(src, window) -> None:
     result = analyze([ingested(src)], window=window).to_json()
+    assert RESULT_SCHEMA.is_valid(result), next(iter(RESULT_SCHEMA.iter_errors(result)), None)
     assert [r for r in result["rules"] if r["status"] == "error"] == []
     for f in result["findings"]:
         assert f["impact_ns"] >= 0 and f["severity"] in ("critical", "warning", "info")

@@ -1,0 +1,92 @@
+"""The JSON contract of an analysis, generated from the result types in ``analysis.results``.
+
+``json_schema()`` walks the dataclasses' type hints (and the ``json`` metadata of their fields: the
+key a field is written under, whether it is left out when empty, whether its mapping is written
+flat beside the fixed keys) and returns a JSON Schema (draft 2020-12) of ``AnalysisResult.to_json()``.
+``goodput schema`` prints it; the committed copy (``analysis/result.schema.json``) is kept equal to
+it by a test, and every analysis the tests make is validated against it. ``SCHEMA_VERSION`` is written
+into every result and bumps whenever the schema changes in a way a reader must know about.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from analysis import results
+
+SCHEMA_VERSION = results.SCHEMA_VERSION
+SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
+_ROOT = results.AnalysisResult
+_SCALARS = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
+            bool: {"type": "boolean"}, type(None): {"type": "null"}}
+
+
+def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return {}
+    if tp in _SCALARS:
+        return dict(_SCALARS[tp])
+    if origin in (typing.Union, types.UnionType):
+        options = [_schema_of(a, defs) for a in typing.get_args(tp)]
+        return options[0] if len(options) == 1 else {"anyOf": options}
+    if origin is tuple or origin is list:
+        args = typing.get_args(tp)
+        item = args[0] if args else Any
+        return {"type": "array", "items": _schema_of(item, defs)}
+    if origin in (dict, Mapping, typing.Mapping) or tp in (dict, Mapping):
+        args = typing.get_args(tp)
+        value = args[1] if len(args) == 2 else Any
+        return {"type": "object", "additionalProperties": _schema_of(value, defs)}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        name = tp.__name__
+        if name not in defs:
+            defs[name] = {}  # placeholder: a type may refer to itself
+            defs[name] = _object_schema(tp, defs)
+        return {"$ref": f"#/$defs/{name}"}
+    raise TypeError(f"no JSON Schema for {tp!r}")
+
+
+def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls, vars(results))
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    open_object = False
+    for f in dataclasses.fields(cls):
+        meta = f.metadata.get("json", {})
+        if meta.get("omit"):
+            continue
+        if meta.get("flat"):
+            open_object = True  # its keys sit beside the fixed ones
+            continue
+        key = meta.get("key", f.name)
+        schema = _schema_of(hints[f.name], defs)
+        if f.metadata.get("doc"):
+            schema = {**schema, "description": f.metadata["doc"]}
+        props[key] = schema
+        if not meta.get("optional"):
+            required.append(key)
+    out: dict[str, Any] = {"type": "object", "description": (cls.__doc__ or "").strip().split("\n\n")[0],
+                           "properties": props, "required": required}
+    out["additionalProperties"] = open_object
+    return out
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``AnalysisResult.to_json()``."""
+    defs: dict[str, Any] = {}
+    root = _object_schema(_ROOT, defs)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": f"https://goodput.dev/schemas/analysis-result-v{SCHEMA_VERSION}.json",
+            "title": "Goodput analysis result", **root, "$defs": dict(sorted(defs.items()))}
+
+
+def schema_text() -> str:
+    """The schema as committed: sorted keys, two-space indent, a final newline."""
+    return json.dumps(json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

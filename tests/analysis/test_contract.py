@@ -1,0 +1,79 @@
+"""The analysis JSON contract: the schema is generated from the result types, the committed copy equals it,
+`goodput schema` prints it, real analyses validate and broken ones do not."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import jsonschema_rs
+import pytest
+
+from analysis import contract
+from analysis.api import analyze
+from tests.analysis.planting import ingested
+from tests.conftest import NCU_FILES, ROOT, corpus_file
+
+VALIDATOR = jsonschema_rs.Draft202012Validator(contract.json_schema())
+
+
+def valid(doc) -> bool:
+    return VALIDATOR.is_valid(json.loads(json.dumps(doc)))
+
+
+def test_committed_schema_equals_the_generated_one():
+    assert contract.SCHEMA_FILE.read_text() == contract.schema_text(), (
+        "regenerate it: .venv/bin/goodput schema > analysis/result.schema.json")
+
+
+def test_goodput_schema_prints_it():
+    out = subprocess.run([sys.executable, "-m", "goodput_cli.main", "schema"], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert json.loads(out) == contract.json_schema()
+    assert out == contract.schema_text()
+
+
+def test_the_schema_follows_the_types():
+    schema = contract.json_schema()
+    rule = schema["$defs"]["RuleStatus"]
+    assert set(rule["properties"]) == {"id", "status", "reason", "findings"}  # rule_id is written as "id"
+    assert rule["additionalProperties"] is False
+    finding = schema["$defs"]["FindingResult"]
+    assert finding["additionalProperties"] is False or finding["additionalProperties"] is True
+    assert finding["properties"]["impact_ns"] == {"type": "integer"}
+    assert "rule_id" in finding["required"] and "extra" not in finding["properties"]
+    assert schema["properties"]["schema_version"] == {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+
+
+@pytest.fixture(scope="module")
+def two_rank_result():
+    pair = [ingested(corpus_file(f"nccl-ring-2node-r{i}-ault4{3 + i}.sqlite")) for i in (0, 1)]
+    return analyze(pair).to_json()
+
+
+def test_real_analyses_validate(two_rank_result):
+    assert two_rank_result["schema_version"] == contract.SCHEMA_VERSION
+    assert valid(two_rank_result)
+    for src in NCU_FILES:
+        assert valid(analyze([ingested(src)]).to_json()), src.name
+
+
+MUTATIONS = [
+    ("a finding's impact as text", lambda d: d["findings"][0].__setitem__("impact_ns", "12")),
+    ("a finding without its rule", lambda d: d["findings"][0].pop("rule_id")),
+    ("an evidence time that is not an integer", lambda d: d["findings"][0]["evidence"][0].__setitem__("start_ns", 1.5)),
+    ("a rule status that is a number", lambda d: d["rules"][0].__setitem__("status", 5)),
+    ("an unknown top-level key", lambda d: d.__setitem__("surprise", 1)),
+    ("a device breakdown without its idle", lambda d: d["reports"][0]["breakdown"]["devices"][0].pop("idle_ns")),
+    ("reports that are not a list", lambda d: d.__setitem__("reports", {})),
+]
+
+
+@pytest.mark.parametrize(("what", "mutate"), MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_mutated_analyses_fail(two_rank_result, what, mutate):
+    doc = copy.deepcopy(two_rank_result)
+    assert doc["findings"] and doc["findings"][0]["evidence"]
+    mutate(doc)
+    assert not valid(doc), what
