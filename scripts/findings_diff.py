@@ -47,6 +47,7 @@ EXPECTED = [
     # Six corpus exports list their host's NICs (TARGET_INFO_NIC_INFO); none has GPU or NIC metrics.
     ("the host's NIC inventory in the report summary (#14)",
      r'^\.reports\[\d+\]\.system_metrics: added \{"gpu": \[\], "nic": \[\], "nics": \[\{"nic_id": .*$'),
+    ("results carry the version of their JSON contract", r"^\.schema_version: added \d+$"),
     ("one formatting module: durations in text with three significant digits, the unit chosen per value",
      r"^.*: durations reformatted( @\w+)?$"),
 ]
