@@ -177,6 +177,8 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
     facts back (``info`` is then empty), for callers that analyze the file next anyway.
     Raises ``TraceError``; on any error nothing is left at ``out``.
     """
+    from analysis.steps import write_iterations
+
     limits = limits or Limits()
     src, out = Path(src), Path(out)
     try:
@@ -198,11 +200,11 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
                 if progress:
                     progress("nsys export", 0, 1)
                 export_sqlite(src, converted, timeout_s=limits.timeout_s)
-                ingest_nsys(converted, out, limits=limits, progress=progress, keep=keep)
+                ingest_nsys(converted, out, limits=limits, progress=progress, keep=keep, derive=write_iterations)
             finally:
                 converted.unlink(missing_ok=True)
         else:
-            ingest_nsys(src, out, limits=limits, progress=progress, child=child, keep=keep)
+            ingest_nsys(src, out, limits=limits, progress=progress, child=child, keep=keep, derive=write_iterations)
     else:
         from analysis.ncu.ingest import ingest_ncu
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.cuda_api import api_name_in
 from analysis.trace import Trace
 
 SKIPPED = "no CUDA API trace in the report: collect it with nsys profile --trace=cuda"
@@ -60,9 +61,6 @@ def launch_summary(trace: Trace) -> dict[str, Any]:
     elif not trace.has_rows("kernels"):
         out["reason"] = "no kernels in the report"
     else:
-        # Imported here: KRN001, in that package, imports this module.
-        from analysis.rules.nsys.common import api_name_in
-
         out["available"] = True
         launch = api_name_in(trace, LAUNCH_RE)
         for kind, kernels, call, lat, queue in trace.sql(_BY_KIND.format(launch=launch)):

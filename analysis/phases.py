@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from analysis import iterations as nvtx_iterations
+from analysis.cuda_api import SYNC_API_RE, api_name_in
 from analysis.periods import pattern_iterations, sync_iterations, unit_period
 from analysis.trace import Trace
 
@@ -96,9 +97,6 @@ def find_loop(trace: Trace) -> Loop:
     period = unit_period(trace)
     its = pattern_iterations(trace, period) if period else []
     if period is None or not its:
-        # Imported here: the rules package imports this module (PHASE001/PHASE002).
-        from analysis.rules.nsys.common import SYNC_API_RE, api_name_in
-
         synced = sync_iterations(trace, api_name_in(trace, SYNC_API_RE)) if trace.has_rows("cuda_api") else []
         if synced:
             return Loop("host_sync", np.array([s[0] for s in synced], dtype=np.int64),

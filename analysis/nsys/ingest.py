@@ -13,6 +13,7 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from analysis.errors import TraceError
@@ -137,17 +138,19 @@ class _Scrub:
             raise self._error
 
 
-def _iterations(tmp: Path, limits: Limits, deadline: float, progress: Progress | None) -> None:
-    """Derived at ingest, before the file is published: the report's loop and every iteration's exact
-    record (``analysis.steps``), in its ``iterations`` table. Runs in this process on the normalized
-    file the child wrote (the export itself is not read again). A failure here leaves the file without
-    the table (as a schema version 2 file), never fails the ingest: the analysis then computes them."""
-    from analysis.steps import write_iterations
+# Writes derived tables into the normalized file before it is published: (path, DuckDB memory bytes, deadline).
+Derive = Callable[[Path, int, float], object]
 
+
+def _derive(derive: Derive, tmp: Path, limits: Limits, deadline: float, progress: Progress | None) -> None:
+    """Derived at ingest, before the file is published (the report's loop and every iteration's exact record,
+    ``analysis.steps.write_iterations``). Runs in this process on the normalized file the child wrote (the
+    export itself is not read again). A failure here leaves the file without the derived table (as a schema
+    version 2 file), never fails the ingest: the analysis then computes them."""
     if progress:
         progress("iterations", 0, 1)
     try:
-        write_iterations(tmp, int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP), deadline)
+        derive(tmp, int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP), deadline)
     except TraceError:
         raise
     except Exception:  # derived data only: without the table the analysis computes the records itself
@@ -155,8 +158,12 @@ def _iterations(tmp: Path, limits: Limits, deadline: float, progress: Progress |
 
 
 def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
-                child: IngestChild | None = None, keep: Path | None = None) -> dict[str, int]:
+                child: IngestChild | None = None, keep: Path | None = None,
+                derive: Derive | None = None) -> dict[str, int]:
     """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table.
+
+    ``derive``: writes derived tables into the file before it is published (the library's door passes
+    the loop finder's ``write_iterations``: the readers know nothing of loops).
 
     With ``keep``, a copy of the export without the captured environment (``analysis.nsys.scrub``) is
     written there too, alongside the copy and before ``out`` is published.
@@ -188,7 +195,8 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
     try:
         result = child.run(plan, deadline, progress)
-        _iterations(tmp, limits, deadline, progress)
+        if derive is not None:
+            _derive(derive, tmp, limits, deadline, progress)
         if scrubbing is not None:
             scrubbing.wait()
         _fsync(tmp)
