@@ -35,6 +35,7 @@ def create_app(settings: Settings | None = None, *, check_db: bool = True) -> Fl
     from app import db, errors, guards
     from app.api import init_app as init_api
     from app.api.request import GoodputRequest
+    from app.ids import IdConverter
     from app.web import init_app as init_web
 
     settings = settings or Settings.from_env()
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None, *, check_db: bool = True) -> Fl
         MAX_CONTENT_LENGTH=None,  # uploads are capped on decompressed bytes while streaming
     )
     app.json.sort_keys = False  # keep the documented key order
+    app.url_map.converters["id"] = IdConverter  # before any route is added: every id goes through it
     engine = db.engine_for(settings, lock_timeout_ms=settings.db_lock_timeout_ms)
     if check_db:
         db.check_migrated(engine)

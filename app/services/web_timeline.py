@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 
 from analysis import api
 from app.models import Report, RunSummary
+from app.services.runs import get_run
 from app.services.storage import data_path
-from app.services.web_run import get_run
 from app.settings import Settings
 
 _CACHE_SIZE = 256

@@ -46,7 +46,7 @@ def _trace_download(stem: str, start: int | None, end: int | None, chunks: Itera
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
-@bp.route("/runs/<int:run_id>/reports/<int:report_id>/timeline.json")
+@bp.route("/runs/<id:run_id>/reports/<id:report_id>/timeline.json")
 @login_required
 def timeline_json(run_id: int, report_id: int):
     _, trace = _open(run_id, report_id)
@@ -57,7 +57,7 @@ def timeline_json(run_id: int, report_id: int):
     return jsonify(body)
 
 
-@bp.route("/runs/<int:run_id>/reports/<int:report_id>/tables.json")
+@bp.route("/runs/<id:run_id>/reports/<id:report_id>/tables.json")
 @login_required
 def tables_json(run_id: int, report_id: int):
     report, trace = _open(run_id, report_id)
@@ -69,7 +69,7 @@ def tables_json(run_id: int, report_id: int):
     return jsonify(body)
 
 
-@bp.route("/runs/<int:run_id>/kernel.json")
+@bp.route("/runs/<id:run_id>/kernel.json")
 @login_required
 def kernel_json(run_id: int):
     """Where a kernel named by an ncu finding ran in the run's nsys reports (first instances)."""
@@ -89,7 +89,7 @@ def kernel_json(run_id: int):
     return jsonify({"name": name, "reports": out})
 
 
-@bp.route("/runs/<int:run_id>/reports/<int:report_id>/trace.json")
+@bp.route("/runs/<id:run_id>/reports/<id:report_id>/trace.json")
 @login_required
 def chrome_trace_download(run_id: int, report_id: int):
     report, trace = _open(run_id, report_id)
@@ -104,7 +104,7 @@ def chrome_trace_download(run_id: int, report_id: int):
     return _trace_download(f"run{run_id}-report{report_id}", start, end, generate())
 
 
-@bp.route("/runs/<int:run_id>/findings.<fmt>")
+@bp.route("/runs/<id:run_id>/findings.<fmt>")
 @login_required
 def findings_download(run_id: int, fmt: str):
     view = web_run.run_view(get_session(), run_id)

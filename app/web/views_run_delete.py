@@ -22,7 +22,7 @@ def may_delete_run(run) -> bool:
                                                      is_admin=p.is_admin)
 
 
-@bp.route("/runs/<int:run_id>/delete", methods=["POST"])
+@bp.route("/runs/<id:run_id>/delete", methods=["POST"])
 @login_required
 def delete_run(run_id: int):
     p = current_principal()
