@@ -45,8 +45,11 @@ ERROR_STATUS: dict[str, int] = {
     "UNSAFE_SCHEMA": 422,
     "UNSUPPORTED_SCHEMA": 422,
     "BAD_COMPRESSION": 422,
+    "BAD_WINDOW": 422,
     "NO_SPACE": 507,
     "INTERNAL": 500,
+    "WORKER_CRASHED": 500,
+    "TIMEOUT": 504,
     "SERVICE_UNAVAILABLE": 503,
 }
 _HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
@@ -81,8 +84,8 @@ class ApiError(Exception):
 
     @classmethod
     def from_trace_error(cls, exc: TraceError) -> ApiError:
-        code = exc.code.upper()
-        return cls(code if code in ERROR_STATUS else "UNKNOWN_FORMAT", exc.message, exc.details)
+        """Every trace error code has its own API code (the table holds each, upper-cased)."""
+        return cls(exc.code.upper(), exc.message, exc.details)
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
