@@ -53,8 +53,11 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def detect_kind(path: Path) -> str:
-    """'nsys' for an SQLite file, 'ncu' for CSV text, else a TraceError naming what it is."""
+def detect_kind(path: Path, *, converted_elsewhere: bool = False) -> str:
+    """'nsys' for an SQLite file, 'ncu' for CSV text, else a TraceError naming what it is.
+
+    ``converted_elsewhere``: a binary .nsys-rep is 'nsys' even without an nsys binary here (the web process
+    accepts it; the worker that ingests it converts it, or fails it with ``nsys_rep_needs_nsys``)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -79,7 +82,7 @@ def detect_kind(path: Path) -> str:
         )
     if path.suffix in REP_SUFFIXES:
         # Binary Nsight Systems report: ingest converts it when an nsys binary is installed here.
-        if nsys_binary():
+        if converted_elsewhere or nsys_binary():
             return "nsys"
         raise TraceError(
             "nsys_rep_needs_nsys",

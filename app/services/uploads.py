@@ -164,7 +164,7 @@ class Incoming:
 
 def _kind(incoming: Incoming) -> str:
     try:
-        return detect_kind(incoming.staged.path)
+        return detect_kind(incoming.staged.path, converted_elsewhere=True)
     except TraceError as exc:
         raise ApiError.from_trace_error(
             TraceError(exc.code, f"{incoming.name}: {exc.message}", {**exc.details, "file": incoming.name})
