@@ -11,7 +11,6 @@ from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from analysis.errors import TraceError
-from app.services.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +60,21 @@ BUSY_RETRY_AFTER_S = 2
 _PG_BUSY = {"55P03", "57014", "40001", "40P01", "53300", "57P01", "57P03"}
 
 
+class CodedError(Exception):
+    """An error raised below the web layer (storage) that carries an API error code (a key of ERROR_STATUS)
+    and a message; the handlers here answer it as that code. Those layers import this module, never the
+    reverse."""
+
+    code = "INTERNAL"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.message = message
+        self.details = details or {}
+
+
 class ApiError(Exception):
     """An error a client can act on: a stable code (a key of ERROR_STATUS), a message and details."""
 
@@ -79,7 +93,7 @@ class ApiError(Exception):
         return ERROR_STATUS[self.code]
 
     @classmethod
-    def from_storage_error(cls, exc: StorageError) -> ApiError:
+    def from_storage_error(cls, exc: CodedError) -> ApiError:
         return cls(exc.code if exc.code in ERROR_STATUS else "INTERNAL", exc.message, exc.details)
 
     @classmethod
@@ -138,8 +152,8 @@ def init_app(app: Flask) -> None:
     def _trace_error(exc: TraceError):
         return _json_error(ApiError.from_trace_error(exc))
 
-    @app.errorhandler(StorageError)
-    def _storage_error(exc: StorageError):
+    @app.errorhandler(CodedError)
+    def _storage_error(exc: CodedError):
         return _json_error(ApiError.from_storage_error(exc))
 
     @app.errorhandler(HTTPException)

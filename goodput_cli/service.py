@@ -16,6 +16,7 @@ import sys
 import time
 
 from goodput_cli import upload
+from goodput_cli.errors import UsageError
 
 # The CLI in a child process. Not `python -m goodput_cli.main`: that would load main.py twice (as
 # __main__ too), and its `except UsageError` would not catch the other copy's class.
@@ -50,7 +51,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def _settings():
     from app.settings import Settings, SettingsError
-    from goodput_cli.main import UsageError
 
     try:
         return Settings.from_env()

@@ -10,8 +10,9 @@ from sqlalchemy.orm import Session
 
 from analysis.api import AnalysisResult, FindingResult, breakdown_value
 from app.models import Finding, Run, RunSummary, utcnow
-from app.services.jobstate import AnalysisInputs, refresh_run_status
+from app.services.jobstate import AnalysisInputs
 from app.services.jsoncols import jsonable
+from app.services.leases import refresh_run_status
 from app.services.ncu_summary import compact_report
 
 

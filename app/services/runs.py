@@ -8,6 +8,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis.api import window_parse
+from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import AnalysisStatus, Finding, Job, Report, ReportStatus, Run, RunStatus, RunSummary, utcnow
 from app.services.reports import iso, report_to_dict
@@ -194,6 +196,24 @@ def delete_run(session: Session, settings: Settings, run_id: int, *, user_id: in
     queue.enqueue_purge(settings, run.id)
 
 
+MAX_WINDOW_CHARS = 200  # the runs.analysis_window column
+
+
+def parse_window(window: str | None) -> str | None:
+    """A window option checked and made canonical; raises ApiError VALIDATION_ERROR when bad."""
+    if window is None or not str(window).strip():
+        return None
+    try:
+        text = window_parse(str(window)).text
+    except TraceError as exc:
+        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.", {"fields": {"window": exc.message}}) from None
+    if len(text) > MAX_WINDOW_CHARS:  # the runs.analysis_window column
+        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.",
+                       {"fields": {"window": f"longer than {MAX_WINDOW_CHARS} characters"}})
+    return text
+
+
+
 def reanalyze(session: Session, settings: Settings, run_id: int, window: str | None) -> Run:
     """Record a new analysis window on the run and analyze it again (commit, then enqueue).
 
@@ -201,7 +221,6 @@ def reanalyze(session: Session, settings: Settings, run_id: int, window: str | N
     analyzed right now is a CONFLICT (its result would overwrite the new one's).
     """
     from app import queue
-    from app.services.uploads import parse_window
 
     text = parse_window(window) or "steady"
     run = get_run(session, run_id, for_update=True)
