@@ -149,10 +149,11 @@ def check_normalized_report(path: Path) -> str:
     """The tool ('nsys'/'ncu') of a DuckDB file written by this version's ``ingest``; else a TraceError."""
     import duckdb
 
+    from analysis.duck import connect
     from analysis.schema import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 
     try:
-        con = duckdb.connect(str(path), read_only=True)
+        con = connect(path, read_only=True)
         try:
             meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
         finally:

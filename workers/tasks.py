@@ -66,7 +66,7 @@ def run_ingest(task: Task, report_id: int) -> str:
         if run_id is not None:
             enqueue_analyze(settings, run_id)
         return "upload_missing"
-    rel_src = src.relative_to(settings.data_dir).as_posix()
+    rel_src = storage.key_of(src)
     # The export is kept scrubbed of the job's environment; a kept copy is ingested as it is.
     from_kept = operations.is_kept_copy(rel_src)
     keep_rel = None if from_kept else storage.kept_path(claim.sha256)
@@ -163,7 +163,7 @@ def run_analyze_report(task: Task, report_id: int) -> str:
             run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
         else:
             run_id = ra.finish_report_analysis(session, report_id, owner,
-                                               folder.relative_to(settings.data_dir).as_posix(), spec_text)
+                                               storage.key_of(folder), spec_text)
     if failure is None:
         _drop_old_analyses(storage.report_dir(report_id), keep=folder.name)
     if run_id is not None:
