@@ -6,8 +6,9 @@
    the loop's iterations), written to a folder beside the report. One worker, one report's memory.
 2. ``analyze_run_facts``: the run. Only the cross-rank rules (COMM002 stragglers, the per-step
    slowest rank) over the reports' facts, the merge of every rule's status, and the ranking of all
-   findings. It never opens a report's trace (ncu reports aside, see below): its memory grows with
-   the collectives and iterations of the run, not with the size of its traces.
+   findings. Its memory grows with the collectives and iterations of the run, not with the size of its
+   traces, except where it opens them: ncu reports (see below), and, in runs of several nsys reports with
+   NCCL message sizes, every nsys report's NCCL tables for ``CROSS_REPORT_RULES``.
 
 ``analyze_run`` is the two steps in one process (``goodput analyze``); the service runs step 1 in one
 Celery task per report right after its ingest and step 2 once when the run's last report is done, so

@@ -1,4 +1,4 @@
-"""The analysis window through /api/v1 (issue #11): on upload, recorded on the run, and re-analysis of a
+"""The analysis window through /api/v1: on upload, recorded on the run, and re-analysis of a
 run with another window, processed by the real pipeline and analysis (in-process, no Celery)."""
 
 from __future__ import annotations
