@@ -26,7 +26,7 @@ from app.queue import (
 from app.services import operations, pipeline
 from app.services.storage import storage_for
 from app.settings import Settings
-from workers.failures import Step, analysis_failure, classify
+from workers.failures import UNEXPECTED, Step, analysis_failure, classify
 from workers.runtime import Heartbeat, prune_delivered_messages, session_scope
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def run_ingest(task: Task, report_id: int) -> str:
     with session_scope(settings) as session:
         claim = pipeline.claim_report(session, report_id, owner, settings.lease_seconds,
                                       max_attempts=settings.max_attempts)
-    if not claim:
+    if not claim or claim.upload_path is None:
         if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
             enqueue_analyze(settings, claim.analyze_run_id)
         return "skipped"
@@ -101,8 +101,9 @@ def run_ingest(task: Task, report_id: int) -> str:
             # Under the lease and before the report is ready: a ready report has all its files.
             _prepare_overview(out, report_id)
     with session_scope(settings) as session:
-        if failure is not None:
-            run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
+        if failure is not None or result is None:
+            code, message = failure or ("internal", UNEXPECTED)
+            run_id = pipeline.fail_report(session, report_id, code, message, owner=owner)
         else:
             kept = rel_src if from_kept else keep_rel if result.kept is not None else None
             # nsys reports are analyzed on their own next; ncu ones in the run-level step.
@@ -113,7 +114,7 @@ def run_ingest(task: Task, report_id: int) -> str:
         operations.release_upload(session, settings, claim.upload_path)
     if run_id is not None:
         enqueue_analyze(settings, run_id)
-    if failure is None and result.tool == "nsys":
+    if failure is None and result is not None and result.tool == "nsys":
         # If the publish above lost its lease, the claim of this message finds nothing to do.
         enqueue_analyze_report(settings, report_id)
     return failure[0] if failure else "ready"
@@ -141,7 +142,7 @@ def run_analyze_report(task: Task, report_id: int) -> str:
     with session_scope(settings) as session:
         claim = ra.claim_report_analysis(session, report_id, owner, settings.lease_seconds,
                                          max_attempts=settings.max_attempts)
-    if not claim:
+    if not claim or claim.trace_path is None:
         if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
             enqueue_analyze(settings, claim.analyze_run_id)
         return "skipped"

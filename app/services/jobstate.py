@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.db import changed
 from app.models import Report, Run, utcnow
 from app.services.jsoncols import jsonable
 from app.services.leases import (
@@ -32,6 +33,7 @@ from app.services.leases import (
     refresh_run_status,
 )
 from app.services.report_analysis import reconcile_analyses
+from app.services.run_query import live
 from app.services.runs import run_thresholds
 
 logger = logging.getLogger(__name__)
@@ -144,7 +146,7 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
     rel = str(Path(trace_file).resolve().relative_to(Path(data_dir).resolve()))
     rank = info.get("rank") if isinstance(info.get("rank"), int) and not isinstance(info.get("rank"), bool) else None
     host = str(info["host"])[:200] if info.get("host") else None
-    n = session.execute(
+    n = changed(session,
         sa.update(Report)
         .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
         # Rank and host come from the export (its allow-listed environment) unless the upload gave them.
@@ -156,13 +158,13 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
                 # A new trace: its own analysis (if any) is of the old one.
                 **({"analysis_path": None, "analysis_window": None, "analysis_attempts": 0}
                    if then == "analyzing" else {}))
-    ).rowcount
+    )
     if not n:
         session.rollback()
         logger.warning("lease lost before publish; result dropped", extra={"report_id": report_id})
         return None
     if then == "analyzing":  # not terminal: the report's analysis task completes the run, if anyone
-        refresh_run_status(session, session.scalar(sa.select(Report.run_id).where(Report.id == report_id)))
+        refresh_run_status(session, session.execute(sa.select(Report.run_id).where(Report.id == report_id)).scalar_one())
         session.commit()
         return None
     run_id = after_terminal(session, report_id)
@@ -175,11 +177,11 @@ def fail_report(session: Session, report_id: int, code: str, message: str, *, ow
     cond = [Report.id == report_id, Report.status.not_in(TERMINAL)]
     if owner is not None:
         cond.append(Report.lease_owner == owner)
-    n = session.execute(
+    n = changed(session,
         sa.update(Report).where(*cond)
         .values(status="failed", error_code=code, error_message=message, lease_owner=None,
                 lease_expires_at=None, updated_at=utcnow())
-    ).rowcount
+    )
     run_id = after_terminal(session, report_id) if n else None
     session.commit()
     return run_id
@@ -189,7 +191,7 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
                        max_attempts: int = 3) -> AnalysisInputs | None:
     """Take a complete run for analysis; None when it is not queued (or is held, or gone). Commits."""
     now = utcnow()
-    complete = sa.and_(Run.id == run_id, Run.deleted_at.is_(None),
+    complete = sa.and_(Run.id == run_id, live(),
                        ~sa.exists().where(Report.run_id == Run.id, Report.status.not_in(TERMINAL)))
     outcome = RUN_ANALYSIS.claim(
         session, complete, owner, lease_seconds, max_attempts, now=now,
@@ -228,11 +230,11 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
 
 def fail_run_analysis(session: Session, run_id: int, owner: str, message: str) -> bool:
     """Mark a held analysis failed with a message a person can act on."""
-    n = session.execute(
+    n = changed(session,
         sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner)
         .values(analysis_status="failed", error=message, analysis_lease_owner=None,
                 analysis_lease_expires_at=None, updated_at=utcnow())
-    ).rowcount
+    )
     if n:
         refresh_run_status(session, run_id)
     session.commit()
@@ -265,7 +267,7 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
     out.runs.extend(r for r in completed if r not in out.runs)
     complete = ~sa.exists().where(Report.run_id == Run.id, Report.status.not_in(TERMINAL))
     has_reports = sa.exists().where(Report.run_id == Run.id)
-    run_stale = sa.and_(Run.deleted_at.is_(None), complete, has_reports, sa.or_(
+    run_stale = sa.and_(live(), complete, has_reports, sa.or_(
         RUN_ANALYSIS.expired(now),
         sa.and_(sa.or_(Run.analysis_status == "queued", Run.analysis_status.is_(None)), Run.updated_at < stale),
     ))

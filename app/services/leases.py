@@ -18,7 +18,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from app.db import changed
 from app.models import Report, Run, utcnow
+from app.services.run_query import live
 from app.services.runs import derive_status
 
 TERMINAL = ("ready", "failed")
@@ -71,22 +73,22 @@ class Lease:
         """Take the job ``row`` names (lease, one more attempt, then ``take``), or fail it with ``crash``
         when its attempts are used up. No commit: the caller reads what it needs in the same transaction."""
         claimable = sa.and_(row, self.claimable(owner, now))
-        crashed = session.execute(
+        crashed = changed(session,
             sa.update(self.table).where(claimable, self.attempts >= max_attempts)
-            .values({**self.released(), **crash})).rowcount
+            .values({**self.released(), **crash}))
         if crashed:
             return Outcome.CRASHED
-        won = session.execute(
+        won = changed(session,
             sa.update(self.table).where(claimable, self.attempts < max_attempts)
             .values({self.attempts: self.attempts + 1, self.owner: owner,
-                     self.expires: now + timedelta(seconds=lease_seconds), **take})).rowcount
+                     self.expires: now + timedelta(seconds=lease_seconds), **take}))
         return Outcome.WON if won else Outcome.NONE
 
     def renew(self, session: Session, row: sa.ColumnElement[bool], owner: str, lease_seconds: int) -> bool:
         """Extend a held lease (the heartbeat of a long job); False when it was lost. Commits."""
-        n = session.execute(
+        n = changed(session,
             sa.update(self.table).where(row, self.owner == owner, self.held)
-            .values({self.expires: utcnow() + timedelta(seconds=lease_seconds)})).rowcount
+            .values({self.expires: utcnow() + timedelta(seconds=lease_seconds)}))
         session.commit()
         return bool(n)
 
@@ -106,11 +108,11 @@ def fail_used_up(session: Session, lease: Lease, max_attempts: int, message: str
     expired = lease.expired(now)
     runs: list[int] = []
     for rid in session.execute(sa.select(Report.id).where(expired, lease.attempts >= max_attempts)).scalars():
-        n = session.execute(
+        n = changed(session,
             sa.update(Report).where(Report.id == rid, expired)
             .values({Report.status: "failed", Report.error_code: "worker_crashed", Report.error_message: message,
                      Report.updated_at: now, **lease.released()})
-        ).rowcount
+        )
         if n and (run_id := after_terminal(session, rid)) is not None:
             runs.append(run_id)
     return runs
@@ -136,7 +138,7 @@ def after_terminal(session: Session, report_id: int) -> int | None:
     state = {"analysis_status": "queued", "error": None} if ready else {
         "analysis_status": "failed", "error": "no report of this run could be ingested and analyzed; see each report's error"}
     session.execute(
-        sa.update(Run).where(Run.id == run_id, Run.deleted_at.is_(None))
+        sa.update(Run).where(Run.id == run_id, live())
         .values(**state, analysis_attempts=0, analysis_lease_owner=None,
                 analysis_lease_expires_at=None, updated_at=utcnow())
     )

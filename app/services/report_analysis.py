@@ -23,6 +23,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.db import changed
 from app.models import Report, Run, utcnow
 from app.services.leases import REPORT_ANALYSIS, Outcome, after_terminal, fail_used_up, refresh_run_status
 from app.services.runs import run_thresholds
@@ -113,12 +114,12 @@ def finish_report_analysis(session: Session, report_id: int, owner: str, analysi
                            window: str) -> int | None:
     """Publish a report's analysis: the report is ``ready``; returns the run id when that completed the run."""
     now = utcnow()
-    n = session.execute(
+    n = changed(session,
         sa.update(Report).where(Report.id == report_id, Report.lease_owner == owner, Report.status == "analyzing")
         .values(status="ready", analysis_path=analysis_path, analysis_window=window, analyzed_at=now,
                 lease_owner=None, lease_expires_at=None, progress={"stage": "done", "done": 1, "total": 1},
                 updated_at=now)
-    ).rowcount
+    )
     if not n:
         session.rollback()
         logger.warning("lease lost before the report's analysis was published; result dropped",
@@ -155,21 +156,21 @@ def send_back(session: Session, run_id: int, owner: str, report_ids: list[int]) 
     they go back to ``analyzing`` and the run's claim is released (queued: the last of them re-queues it).
     Returns the reports to enqueue. Commits."""
     now = utcnow()
-    held = session.execute(
+    held = changed(session,
         sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner, Run.analysis_status == "analyzing")
         .values(analysis_status="queued", analysis_lease_owner=None, analysis_lease_expires_at=None,
                 analysis_attempts=Run.analysis_attempts - 1, updated_at=now)
-    ).rowcount
+    )
     if not held:
         session.rollback()
         return []
     sent = []
     for rid in report_ids:
-        n = session.execute(
+        n = changed(session,
             sa.update(Report).where(Report.id == rid, Report.status.in_(("ready", "failed")))
             .values(status="analyzing", analysis_attempts=0, lease_owner=None, lease_expires_at=None,
                     error_code=None, error_message=None, updated_at=now)
-        ).rowcount
+        )
         if n:
             sent.append(rid)
     refresh_run_status(session, run_id)

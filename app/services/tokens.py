@@ -125,7 +125,7 @@ def token_to_dict(row: ApiToken, owner: str | None = None) -> dict:
             "revoked_at": iso(row.revoked_at)}
 
 
-def owner_names(session: Session, rows: list[ApiToken]) -> dict[int, str]:
+def owner_names(session: Session, rows: list[ApiToken]) -> dict[int | None, str]:
     ids = {r.user_id for r in rows if r.user_id is not None}
     if not ids:
         return {}

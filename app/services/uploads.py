@@ -170,8 +170,8 @@ def _job(session: Session, name: str) -> Job:
         with session.begin_nested():  # two uploads may create the same job at once
             job = Job(name=name)
             session.add(job)
-    except IntegrityError:
-        job = session.scalar(sa.select(Job).where(Job.name == name))
+    except IntegrityError:  # the other one won: its row is there now
+        job = session.execute(sa.select(Job).where(Job.name == name)).scalar_one()
     return job
 
 
@@ -183,7 +183,7 @@ def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming
         # The same bytes sent again after a failure: a new attempt with the stored file renewed, not the
         # old failure returned (the file may have been removed, and Goodput may be newer).
         existing.upload_path = storage.store(incoming.staged)
-        existing.kind, existing.status, existing.attempts = kind, "queued", 0
+        existing.kind, existing.status, existing.attempts = kind, ReportStatus.QUEUED, 0
         existing.error_code = existing.error_message = existing.lease_owner = existing.lease_expires_at = None
         existing.progress = {}
         reopen_run(run)
@@ -266,10 +266,11 @@ def add_report(session: Session, settings: Settings, run_id: int, incoming: Inco
         session.commit()
     except IntegrityError:  # the same bytes uploaded twice at the same moment: the other one won
         session.rollback()
-        report = session.scalar(sa.select(Report).where(Report.run_id == run_id,
-                                                        Report.sha256 == incoming.staged.sha256))
-        if report is None:
+        other = session.scalar(sa.select(Report).where(Report.run_id == run_id,
+                                                       Report.sha256 == incoming.staged.sha256))
+        if other is None:
             raise
+        report = other
         created = False
     if created:
         queue.enqueue_ingest(settings, report.id)

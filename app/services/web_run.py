@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
+from app.services.run_repo import goodput_pct
 from app.services.runs import get_run
 from app.services.storage import data_path
 from app.services.web_findings import report_label
@@ -94,7 +95,7 @@ def run_totals(reports: list[Report], summaries: dict[int | None, dict[str, Any]
             out[k] += int(bd.get(k) or 0)
     if not seen:
         return {}
-    out["goodput_pct"] = 100.0 * out["compute_ns"] / out["span_ns"] if out["span_ns"] else None
+    out["goodput_pct"] = goodput_pct(out["compute_ns"], out["span_ns"])
     return out
 
 

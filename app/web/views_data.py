@@ -12,6 +12,7 @@ from flask import Response, jsonify, request, stream_with_context
 from analysis import api
 from app.db import get_session
 from app.errors import ApiError
+from app.models import Report
 from app.services import web_export, web_run, web_runs
 from app.settings import current_settings
 from app.web import bp
@@ -28,7 +29,7 @@ def _int_arg(name: str, default: int | None = None) -> int | None:
         raise ApiError("VALIDATION_ERROR", f"{name} must be an integer") from None
 
 
-def _open(run_id: int, report_id: int) -> tuple[object, api.Trace]:
+def _open(run_id: int, report_id: int) -> tuple[Report, api.Trace]:
     report, path = web_run.ready_report(get_session(), current_settings(), run_id, report_id)
     return report, api.open_report(path, report.name)
 

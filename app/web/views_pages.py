@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import abort, flash, redirect, render_template, request, url_for
 
 from analysis.api import describe_rule, rule_catalogue
@@ -120,10 +122,11 @@ def compare():
         a = int(request.args.get("a", ""))
     except ValueError:
         # No baseline chosen: the previous run of the same job.
-        a = web_compare.previous_run(db, head)
-        if a is None:
+        previous = web_compare.previous_run(db, head)
+        if previous is None:
             return render_template("compare_pick.html", a="", b=b,
                                    note="This is the first run of its job: choose a baseline run.")
+        a = previous
     diff = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
     va, vb = web_run.run_view(db, a), web_run.run_view(db, b)
     return render_template("compare.html", c=diff, a=va, b=vb, kpis=web_compare.kpi_deltas(va, vb),
@@ -159,4 +162,5 @@ def rules():
 
 @bp.route("/runs")
 def runs_alias():
-    return redirect(url_for("web.runs", **request.args))
+    args: dict[str, Any] = request.args.to_dict()
+    return redirect(url_for("web.runs", **args))
