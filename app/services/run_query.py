@@ -48,6 +48,15 @@ def tag_condition(key: str, value: str | None) -> sa.ColumnElement[bool]:
     return text.is_not(None) if value is None else text == value.strip()
 
 
+def tag_filter(text: str) -> dict[str, str | None]:
+    """The pages' one-field tag filter as ``RunFilter.tags``: "key=value", a bare "key" (the run carries
+    the key), or nothing."""
+    if not text:
+        return {}
+    key, eq, value = text.partition("=")
+    return {key: value if eq else None}
+
+
 @dataclass(frozen=True)
 class RunFilter:
     """What a runs list is filtered by; every field optional (None: no condition)."""

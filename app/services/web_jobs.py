@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError
 from app.models import Finding, Job, Run, RunSummary
-from app.services.run_query import RunFilter
+from app.services.run_query import RunFilter, tag_filter
 from app.services.run_repo import goodput_pct
 from app.services.web_run import breakdown_of
 
@@ -93,11 +93,9 @@ def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends
     if job is None:
         raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.")
     # ``key=value`` or a bare key, matched as every runs list matches tags (``RunFilter``).
-    key, eq, value = (tag or "").partition("=")
-    tags = {key: value if eq else None} if tag else {}
     runs = session.execute(
         sa.select(Run.id, Run.created_at, Run.git_sha, Run.rule_statuses, Run.tags)
-        .where(Run.job_id == job.id, *RunFilter(tags=tags).conditions())
+        .where(Run.job_id == job.id, *RunFilter(tags=tag_filter(tag or "")).conditions())
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS)).all()[::-1]
     ids = [r.id for r in runs]
     per_run: dict[int, dict[str, Any]] = {i: {"span": 0, "compute": 0, "comm": 0, "iters": 0, "seen": False}

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.models import Job, Run
 from app.services import run_repo
-from app.services.run_query import RunFilter
+from app.services.run_query import RunFilter, tag_filter
 from app.services.run_repo import RunPage
 
 PAGE_SIZES = (25, 50, 100)
@@ -65,9 +65,8 @@ class RunFilters:
     def run_filter(self) -> RunFilter:
         """The shared filter (app.services.run_query) this form's fields mean: an empty field is no
         condition, the dates are whole UTC days (``to`` included), a bare tag key asks for the key."""
-        key, eq, value = self.tag.partition("=")
         return RunFilter(
-            job=self.job or None, tags={key: value if eq else None} if self.tag else {},
+            job=self.job or None, tags=tag_filter(self.tag),
             status=self.status or None, submitter=self.submitter or None,
             created_after=None if self.date_from is None else datetime.combine(self.date_from, time.min, UTC),
             created_before=None if self.date_to is None else datetime.combine(
