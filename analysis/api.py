@@ -57,8 +57,11 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def detect_kind(path: Path) -> str:
-    """'nsys' for an SQLite file, 'ncu' for CSV text, else a TraceError naming what it is."""
+def detect_kind(path: Path, *, converted_elsewhere: bool = False) -> str:
+    """'nsys' for an SQLite file, 'ncu' for CSV text, else a TraceError naming what it is.
+
+    ``converted_elsewhere``: a binary .nsys-rep is 'nsys' even without an nsys binary here (the web process
+    accepts it; the worker that ingests it converts it, or fails it with ``nsys_rep_needs_nsys``)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -83,7 +86,7 @@ def detect_kind(path: Path) -> str:
         )
     if path.suffix in REP_SUFFIXES:
         # Binary Nsight Systems report: ingest converts it when an nsys binary is installed here.
-        if nsys_binary():
+        if converted_elsewhere or nsys_binary():
             return "nsys"
         raise TraceError(
             "nsys_rep_needs_nsys",
@@ -150,10 +153,11 @@ def check_normalized_report(path: Path) -> str:
     """The tool ('nsys'/'ncu') of a DuckDB file written by this version's ``ingest``; else a TraceError."""
     import duckdb
 
+    from analysis.duck import connect
     from analysis.schema import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 
     try:
-        con = duckdb.connect(str(path), read_only=True)
+        con = connect(path, read_only=True)
         try:
             meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
         finally:

@@ -6,8 +6,9 @@
    the loop's iterations), written to a folder beside the report. One worker, one report's memory.
 2. ``analyze_run_facts``: the run. Only the cross-rank rules (COMM002 stragglers, the per-step
    slowest rank) over the reports' facts, the merge of every rule's status, and the ranking of all
-   findings. It never opens a report's trace (ncu reports aside, see below): its memory grows with
-   the collectives and iterations of the run, not with the size of its traces.
+   findings. Its memory grows with the collectives and iterations of the run, not with the size of its
+   traces, except where it opens them: ncu reports (see below), and, in runs of several nsys reports with
+   NCCL message sizes, every nsys report's NCCL tables for ``CROSS_REPORT_RULES``.
 
 ``analyze_run`` is the two steps in one process (``goodput analyze``); the service runs step 1 in one
 Celery task per report right after its ingest and step 2 once when the run's last report is done, so
@@ -30,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 
 from analysis import breakdown as bd
@@ -40,6 +40,7 @@ from analysis import steps as records_of
 from analysis import window as win
 from analysis.activity import unit_ops
 from analysis.anatomy import anatomy
+from analysis.duck import connect
 from analysis.findings import Finding, rank_finding_dicts
 from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
@@ -50,7 +51,7 @@ from analysis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.rules.registry import default_registry
 from analysis.summary import report_info
-from analysis.trace import DUCKDB_MEMORY_BYTES, DUCKDB_THREADS, Run, Trace
+from analysis.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 
 logger = logging.getLogger(__name__)
 
@@ -326,8 +327,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     ``results`` in run order (the order of ``reports[]``)."""
     spec = ctx.spec
     if any(r.id == "COMM003" for r in ctx.selected):
-        con = duckdb.connect(config={"threads": DUCKDB_THREADS,
-                                     "memory_limit": f"{max(1, int(memory_bytes or ctx.memory_bytes) // 2**20)}MiB"})
+        con = connect(memory_bytes=memory_bytes or ctx.memory_bytes)
         try:
             run_facts.comm003_across(results, con)
         finally:
@@ -393,8 +393,7 @@ def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: Anal
     offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts])
     if offsets is None:
         raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
-    limit = f"{max(1, int(memory_bytes) // 2**20)}MiB"
-    con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": limit})
+    con = connect(memory_bytes=memory_bytes)
     try:
         return stragglers(con, [src for _, src in parts], [run_facts.participant(r) for r, _ in parts], offsets,
                           ctx.all_params[rule_cls.id], rule_cls.id,

@@ -182,9 +182,8 @@ def write_iterations(path: Path, memory_bytes: int, deadline: float | None = Non
     """Find the loop of the normalized report at ``path`` (not yet published) and write every
     iteration's record into its ``iterations`` table; returns the number of iterations. The table is
     written even when empty (a file with it is one whose records are known)."""
-    import duckdb
-
     from analysis.activity import unit_ops
+    from analysis.duck import connect
     from analysis.nsys.child import insert_meta
 
     trace = Trace(Path(path), Path(path).name, memory_bytes)
@@ -202,7 +201,7 @@ def write_iterations(path: Path, memory_bytes: int, deadline: float | None = Non
     # Integer columns only (a NumPy array of strings makes DuckDB import pandas): the phase is written in SQL.
     data = {k: cols[k] for k in COLUMNS if k != "phase"}  # noqa: F841 - read by DuckDB's scan of `data`
     warmup = int(np.count_nonzero(cols["phase"] == "warmup")) if len(loop) else 0
-    con = duckdb.connect(str(path), config={"threads": 2, "memory_limit": f"{max(1, memory_bytes // 2**20)}MiB"})
+    con = connect(path, memory_bytes=memory_bytes)
     try:
         con.execute(f"DROP TABLE IF EXISTS {TABLE}; DELETE FROM meta WHERE key = 'loop'")  # noqa: S608 - written again
         con.execute(ddl({TABLE: DERIVED_TABLES[TABLE]})[0])

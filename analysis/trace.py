@@ -11,18 +11,15 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from analysis.duck import DUCKDB_THREADS as DUCKDB_THREADS  # where callers and tests read it
+from analysis.duck import connect, memory_limit
+
 # DuckDB settings of every analysis connection: analysis runs beside other workers, so it gets bounded
 # threads and memory like the ingest (``analysis.api.Limits``); queries beyond the memory limit spill
 # to ``<file>.tmp`` beside the DuckDB file. The arrays the rules keep in NumPy come on top (see
 # benchmarks/analyze.py for the peak on a 10M-kernel export). The service sets the memory limit from
 # GOODPUT_ANALYSIS_MEMORY_BYTES through ``analysis.api.analyze``.
-DUCKDB_THREADS = 2
 DUCKDB_MEMORY_BYTES = 1024**3
-
-# Every analysis connection: DuckDB draws its progress bar on stdout for any query past 2 s (also when
-# stdout is a pipe), which mixed "100% ▕███▏" into `goodput analyze --format json` on a 10M-kernel export.
-# A connection-level setting (DuckDB refuses it in ``connect``'s config).
-QUIET = "SET enable_progress_bar = false"
 
 # Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
 # facts about the whole report and stay as they are.
@@ -89,14 +86,12 @@ class Trace:
 
     @property
     def _memory_limit(self) -> str:
-        return f"{max(1, int(self.memory_bytes) // 2**20)}MiB"
+        return memory_limit(self.memory_bytes)
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = duckdb.connect(str(self.path), read_only=True, config={
-                "threads": DUCKDB_THREADS, "memory_limit": self._memory_limit})
-            self._con.execute(QUIET)
+            self._con = connect(self.path, read_only=True, memory_bytes=self.memory_bytes)
             if self.window is not None:
                 self._install_window(self._con)
         return self._con
@@ -232,10 +227,8 @@ class Run:
     def con(self) -> duckdb.DuckDBPyConnection:
         """An in-memory connection with every report attached read-only as ``r0``, ``r1`` ... (run order)."""
         if self._con is None:
-            limit = f"{max(1, int(self.memory_bytes) // 2**20)}MiB"
-            con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": limit})
+            con = connect(memory_bytes=self.memory_bytes)
             try:
-                con.execute(QUIET)
                 for i, t in enumerate(self.traces):
                     path = str(t.path).replace("'", "''")  # server-made paths; quoted all the same
                     con.execute(f"ATTACH '{path}' AS r{i} (READ_ONLY)")

@@ -7,6 +7,7 @@ import secrets
 from pathlib import Path
 
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
 from app.settings import Settings
 
@@ -35,6 +36,7 @@ def create_app(settings: Settings | None = None, *, check_db: bool = True) -> Fl
     from app import db, errors, guards
     from app.api import init_app as init_api
     from app.api.request import GoodputRequest
+    from app.ids import IdConverter
     from app.web import init_app as init_web
 
     settings = settings or Settings.from_env()
@@ -47,7 +49,9 @@ def create_app(settings: Settings | None = None, *, check_db: bool = True) -> Fl
         SESSION_COOKIE_SECURE=settings.secure_cookies,
         MAX_CONTENT_LENGTH=None,  # uploads are capped on decompressed bytes while streaming
     )
-    app.json.sort_keys = False  # keep the documented key order
+    if isinstance(app.json, DefaultJSONProvider):
+        app.json.sort_keys = False  # keep the documented key order
+    app.url_map.converters["id"] = IdConverter  # before any route is added: every id goes through it
     engine = db.engine_for(settings, lock_timeout_ms=settings.db_lock_timeout_ms)
     if check_db:
         db.check_migrated(engine)

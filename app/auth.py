@@ -84,6 +84,14 @@ def current_principal() -> Principal | None:
     return g._principal
 
 
+def require_principal() -> Principal:
+    """The caller of a request a scope check or sign-in already admitted (an anonymous one is a 401)."""
+    principal = current_principal()
+    if principal is None:
+        raise ApiError("UNAUTHORIZED", "Sign in or send a bearer token.")
+    return principal
+
+
 def check_csrf() -> None:
     """A session-authenticated unsafe request must echo the session's CSRF token in X-CSRF-Token."""
     expected = session.get("csrf_token")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
@@ -131,6 +132,11 @@ def check_migrated(engine: sa.Engine) -> None:
             f"the metadata DB is at revision {current or 'none'}, the code needs {head}; "
             "run `goodput migrate` (same GOODPUT_DATABASE_URL) first"
         )
+
+
+def changed(session: Session, statement: sa.Executable) -> int:
+    """How many rows an UPDATE or DELETE changed: the row count a conditional update is won or lost by."""
+    return cast("sa.CursorResult[Any]", session.execute(statement)).rowcount
 
 
 def get_session() -> Session:

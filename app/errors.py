@@ -11,7 +11,6 @@ from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from analysis.errors import TraceError
-from app.services.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +44,11 @@ ERROR_STATUS: dict[str, int] = {
     "UNSAFE_SCHEMA": 422,
     "UNSUPPORTED_SCHEMA": 422,
     "BAD_COMPRESSION": 422,
+    "BAD_WINDOW": 422,
     "NO_SPACE": 507,
     "INTERNAL": 500,
+    "WORKER_CRASHED": 500,
+    "TIMEOUT": 504,
     "SERVICE_UNAVAILABLE": 503,
 }
 _HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
@@ -56,6 +58,21 @@ BUSY_RETRY_AFTER_S = 2
 # SQLSTATEs of PostgreSQL that mean "busy, try again": lock_timeout, statement cancelled, serialization
 # failure, deadlock, too many connections, shutting down.
 _PG_BUSY = {"55P03", "57014", "40001", "40P01", "53300", "57P01", "57P03"}
+
+
+class CodedError(Exception):
+    """An error raised below the web layer (storage) that carries an API error code (a key of ERROR_STATUS)
+    and a message; the handlers here answer it as that code. Those layers import this module, never the
+    reverse."""
+
+    code = "INTERNAL"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.message = message
+        self.details = details or {}
 
 
 class ApiError(Exception):
@@ -76,13 +93,13 @@ class ApiError(Exception):
         return ERROR_STATUS[self.code]
 
     @classmethod
-    def from_storage_error(cls, exc: StorageError) -> ApiError:
+    def from_storage_error(cls, exc: CodedError) -> ApiError:
         return cls(exc.code if exc.code in ERROR_STATUS else "INTERNAL", exc.message, exc.details)
 
     @classmethod
     def from_trace_error(cls, exc: TraceError) -> ApiError:
-        code = exc.code.upper()
-        return cls(code if code in ERROR_STATUS else "UNKNOWN_FORMAT", exc.message, exc.details)
+        """Every trace error code has its own API code (the table holds each, upper-cased)."""
+        return cls(exc.code.upper(), exc.message, exc.details)
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -135,8 +152,8 @@ def init_app(app: Flask) -> None:
     def _trace_error(exc: TraceError):
         return _json_error(ApiError.from_trace_error(exc))
 
-    @app.errorhandler(StorageError)
-    def _storage_error(exc: StorageError):
+    @app.errorhandler(CodedError)
+    def _storage_error(exc: CodedError):
         return _json_error(ApiError.from_storage_error(exc))
 
     @app.errorhandler(HTTPException)

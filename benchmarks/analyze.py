@@ -6,7 +6,7 @@ one run, each step in its own process so that peak RSS is that step's alone:
 * ``ingest``: ``analysis.api.ingest`` of the export (the reference time);
 * ``analyze``: every nsys rule (one at a time, timed) and every summary (breakdown, kernel summary,
   NVTX projection, iterations) on the ingested DuckDB file, as ``goodput analyze`` ran them before
-  phases (issue #11);
+  phases;
 * ``analyze_steady``: what ``goodput analyze`` runs since: the loop and phases of the whole file, then
   every summary and rule on the steady window (the same round, so the two compare on one machine).
 
@@ -89,7 +89,7 @@ def step_analyze(src: Path, out: Path) -> dict:
             t = time.monotonic()
             fn(trace)
             timings[name] = time.monotonic() - t
-        for rule in [r for r in NSYS_RULES if not r.id.startswith("PHASE")]:  # the rules as before issue #11
+        for rule in [r for r in NSYS_RULES if not r.id.startswith("PHASE")]:  # the rules without the phase rules
             t = time.monotonic()
             found, results = run_rules(run, registry, [rule])
             timings[rule.id] = time.monotonic() - t
@@ -101,7 +101,7 @@ def step_analyze(src: Path, out: Path) -> dict:
 
 
 def step_analyze_steady(src: Path, out: Path) -> dict:
-    """What ``goodput analyze`` runs since phases (issue #11): the report's loop and phases on the whole
+    """What ``goodput analyze`` runs since phases: the report's loop and phases on the whole
     file, then every summary and rule on the steady window (a windowed trace: views clipped to it)."""
     from analysis.breakdown import breakdown
     from analysis.launches import launch_summary
@@ -287,11 +287,11 @@ def _spread(out: Path, devices: int) -> Path:
 
 
 def _steady_text(anas: list[dict], steadies: list[dict]) -> str:
-    """Phases + steady-window analysis against the whole-file analysis of the same rounds (issue #11)."""
+    """Phases + steady-window analysis against the whole-file analysis of the same rounds."""
     a, s = min(anas, key=lambda r: r["wall_s"]), min(steadies, key=lambda r: r["wall_s"])
     return "\n".join([
         "",
-        f"With phases (issue #11): loop from {s['source']}, {s['iterations']:,} iterations, phases "
+        f"With phases: loop from {s['source']}, {s['iterations']:,} iterations, phases "
         + ", ".join(f"{p['name']} {(p['end_ns'] - p['start_ns']) / 1e9:.3f} s" for p in s["phases"]) + ".",
         f"analysis with phases + steady window {s['wall_s']:.2f} s wall / {s['cpu_s']:.2f} s CPU against "
         f"{a['wall_s']:.2f} s / {a['cpu_s']:.2f} s on the whole file as before ({s['wall_s'] / a['wall_s'] - 1:+.1%} "

@@ -1,4 +1,4 @@
-"""CLI latency benchmark (issue #15): `goodput analyze` on the corpus exports under 5 MB, `--help`, an argument
+"""CLI latency benchmark: `goodput analyze` on the corpus exports under 5 MB, `--help`, an argument
 error and `analyze report.duckdb`, each timed against the same command on a previous release of the code
 (a `git archive` of --baseline into a temporary folder, run with the same interpreter), interleaved run by
 run and summarized as medians; plus the time to the first progress line and to the first result line on a
@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "nsys"
-BASELINE = "a7cf72b"   # the last commit before issue #15's changes
+BASELINE = "a7cf72b"   # the code the CLI latency work is measured against
 SMALL = 5 * 2**20
 CLI = "import sys; from goodput_cli.main import main; sys.exit(main())"
 RESULTS = ROOT / "benchmarks" / "RESULTS-cli.md"

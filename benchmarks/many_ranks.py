@@ -1,4 +1,4 @@
-"""Many-rank benchmark (issue #16): a run of R ranks, from the last upload to the run being ready.
+"""Many-rank benchmark: a run of R ranks, from the last upload to the run being ready.
 
 Each rank is a replicated real export: ``nccl-ring-2node-r0`` (even ranks) or ``-r1`` (odd) grown by
 ``make_big_export.py`` to ``--copies`` copies of its activity (one NCCL all-reduce per copy), then given

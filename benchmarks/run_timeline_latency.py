@@ -1,4 +1,4 @@
-"""Run timeline latency (issue #12): the all-ranks timeline of a six-rank run with ``--kernels`` kernels in total.
+"""Run timeline latency: the all-ranks timeline of a six-rank run with ``--kernels`` kernels in total.
 
 Builds ``--ranks`` reports by replicating a real corpus export's GPU activity and CUDA API rows inside DuckDB
 (as ``benchmarks/ui_latency.py`` does) to ``kernels / ranks`` kernels each, gives each report its own
@@ -186,7 +186,7 @@ def main() -> None:
         return f"| {label} | {key('before'):.0f} | {key('after'):.0f} |"
 
     lines = [
-        "# Run timeline latency (issue #12)",
+        "# Run timeline latency",
         "",
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()}, Python {platform.python_version()}, "
         "server time through Flask's test client (no network), DuckDB 2 threads per report, "

@@ -197,7 +197,7 @@ def main() -> None:
     ]
     measured = [(label, path, timed(client, path, k)) for label, path, k in rows]
     lines = [
-        "# UI latency (issue #6)",
+        "# UI latency",
         "",
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()}, Python {platform.python_version()}, "
         "metadata DB SQLite (default settings), server time through Flask's test client (no network).",

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from goodput_cli.errors import UsageError
+
 if TYPE_CHECKING:  # SQLAlchemy costs ~0.3 s to import; only the admin commands that run need it
     from sqlalchemy.orm import Session
 
@@ -53,7 +55,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def _settings():
     from app.settings import Settings, SettingsError
-    from goodput_cli.main import UsageError
 
     try:
         return Settings.from_env()
@@ -64,7 +65,6 @@ def _settings():
 @contextmanager
 def _session() -> Iterator[Session]:
     from app.db import NotMigrated, check_migrated, engine_for, make_sessionmaker, session_scope
-    from goodput_cli.main import UsageError
 
     engine = engine_for(_settings())
     try:
@@ -97,7 +97,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_token_create(args: argparse.Namespace) -> int:
     from app.services.tokens import TokenError, create_token
     from app.services.users import UserError, find_user
-    from goodput_cli.main import UsageError
 
     with _session() as session:
         try:
@@ -126,7 +125,6 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 
 def cmd_token_revoke(args: argparse.Namespace) -> int:
     from app.services.tokens import TokenError, revoke_token
-    from goodput_cli.main import UsageError
 
     with _session() as session:
         try:
@@ -138,8 +136,6 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
 
 
 def _read_password(args: argparse.Namespace) -> str:
-    from goodput_cli.main import UsageError
-
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\r\n")
     password = getpass.getpass("Password: ")
@@ -150,7 +146,6 @@ def _read_password(args: argparse.Namespace) -> str:
 
 def cmd_user_password(args: argparse.Namespace) -> int:
     from app.services.users import UserError, find_user, set_password
-    from goodput_cli.main import UsageError
 
     password = _read_password(args)
     with _session() as session:
@@ -164,7 +159,6 @@ def cmd_user_password(args: argparse.Namespace) -> int:
 
 def cmd_user_set_active(args: argparse.Namespace) -> int:
     from app.services.users import UserError, find_user, set_active
-    from goodput_cli.main import UsageError
 
     with _session() as session:
         try:
@@ -178,7 +172,6 @@ def cmd_user_set_active(args: argparse.Namespace) -> int:
 
 def cmd_user_create(args: argparse.Namespace) -> int:
     from app.services.users import UserError, create_user
-    from goodput_cli.main import UsageError
 
     password = _read_password(args)
     with _session() as session:

@@ -10,12 +10,9 @@ import sys
 from collections.abc import Sequence
 
 from goodput_cli import admin, diff, offline, operations, schema, service, upload
+from goodput_cli.errors import UsageError
 
 EXIT_BAD_INPUT = 2
-
-
-class UsageError(Exception):
-    """A command-line mistake; printed as one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from goodput_cli.admin import _session
+from goodput_cli.errors import UsageError
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +32,6 @@ def _settings():
 def cmd_retry(args: argparse.Namespace) -> int:
     from app.errors import ApiError
     from app.services.operations import retry_run
-    from goodput_cli.main import UsageError
 
     settings = _settings()
     with _session() as session:

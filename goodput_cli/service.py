@@ -16,6 +16,7 @@ import sys
 import time
 
 from goodput_cli import upload
+from goodput_cli.errors import UsageError
 
 # The CLI in a child process. Not `python -m goodput_cli.main`: that would load main.py twice (as
 # __main__ too), and its `except UsageError` would not catch the other copy's class.
@@ -50,7 +51,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def _settings():
     from app.settings import Settings, SettingsError
-    from goodput_cli.main import UsageError
 
     try:
         return Settings.from_env()
@@ -182,9 +182,9 @@ def supervise(children: list[tuple[str, list[str]]], *, url: str = "", backoff_s
                     procs[name], due[name] = None, now + delay[name]
                     delay[name] = min(backoff_max_s, delay[name] * 2)
                 if procs[name] is None and now >= due[name]:
-                    procs[name] = subprocess.Popen(argv, start_new_session=True)
+                    proc = procs[name] = subprocess.Popen(argv, start_new_session=True)
                     started[name] = now
-                    _say(f"{name} restarted (pid {procs[name].pid})")
+                    _say(f"{name} restarted (pid {proc.pid})")
             time.sleep(0.2)
     finally:
         _stop_all([(name, proc) for name, proc in procs.items() if proc is not None])

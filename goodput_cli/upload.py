@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from goodput_cli.errors import UsageError
+
 RETRY_STATUSES = (502, 503, 504)
 BACKOFF_S = (1, 2, 4, 8, 16)
 CHUNK = 1 << 20
@@ -52,8 +54,6 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
-    from goodput_cli.main import UsageError
-
     # Scheduler scripts pass the token in the environment so it stays out of `ps` listings.
     token = args.token or os.environ.get("GOODPUT_TOKEN", "")
     try:

@@ -45,3 +45,15 @@ def test_an_import_past_the_facade_breaks_the_contract(tmp_path) -> None:
     assert out.returncode == 1, text
     assert f"{CONTRACT} (the library's one door) BROKEN" in text
     assert "app.services.web_run -> analysis.trace" in text and "workers.tasks -> analysis.timeline" in text
+
+
+def test_an_import_circle_breaks_the_acyclic_contract(tmp_path) -> None:
+    root = _copy(tmp_path)
+    # A lazy import counts as much as a top-level one: the circle is in the graph either way.
+    with (root / "app/services/leases.py").open("a") as fh:
+        fh.write("\n\ndef _probe():\n    from app.services import jobstate  # noqa\n")
+    with (root / "goodput_cli/upload.py").open("a") as fh:
+        fh.write("\n\ndef _probe():\n    from goodput_cli import main  # noqa\n")
+    text = " ".join(_lint(root).stdout.split())
+    assert "no import circles in app, workers or the CLI BROKEN" in text
+    assert "No cycles are allowed in app.services" in text and "No cycles are allowed in goodput_cli" in text

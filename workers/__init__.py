@@ -1,1 +1,2 @@
-"""Goodput's Celery workers: thin tasks that claim a job, call `analysis`, and persist the result."""
+"""Goodput's Celery workers: tasks that claim a job under a lease, call `analysis` under a heartbeat, and persist
+the result or the classified failure."""

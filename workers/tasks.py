@@ -1,8 +1,8 @@
-"""Thin Celery tasks: claim the job in the metadata DB, call `analysis`, persist the outcome via the pipeline."""
+"""The Celery tasks: claim the job in the metadata DB, call `analysis` under a heartbeat, persist the outcome via
+the pipeline, and on failure record the (code, message) ``workers.failures.classify`` gives."""
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import socket
@@ -12,6 +12,7 @@ from typing import Any
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
+from analysis.errors import TraceError
 from app.queue import (
     ANALYZE_REPORT_TASK,
     ANALYZE_TASK,
@@ -25,6 +26,7 @@ from app.queue import (
 from app.services import operations, pipeline
 from app.services.storage import storage_for
 from app.settings import Settings
+from workers.failures import UNEXPECTED, Step, analysis_failure, classify
 from workers.runtime import Heartbeat, prune_delivered_messages, session_scope
 
 logger = logging.getLogger(__name__)
@@ -42,14 +44,13 @@ def _settings(task: Task) -> Settings:
 def run_ingest(task: Task, report_id: int) -> str:
     """Body of ``ingest.report``: returns what happened (for logs and tests)."""
     from analysis.api import Limits, ingest
-    from analysis.errors import TraceError
 
     settings = _settings(task)
     owner = worker_id(task)
     with session_scope(settings) as session:
         claim = pipeline.claim_report(session, report_id, owner, settings.lease_seconds,
                                       max_attempts=settings.max_attempts)
-    if not claim:
+    if not claim or claim.upload_path is None:
         if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
             enqueue_analyze(settings, claim.analyze_run_id)
         return "skipped"
@@ -65,7 +66,7 @@ def run_ingest(task: Task, report_id: int) -> str:
         if run_id is not None:
             enqueue_analyze(settings, run_id)
         return "upload_missing"
-    rel_src = src.relative_to(settings.data_dir).as_posix()
+    rel_src = storage.key_of(src)
     # The export is kept scrubbed of the job's environment; a kept copy is ingested as it is.
     from_kept = operations.is_kept_copy(rel_src)
     keep_rel = None if from_kept else storage.kept_path(claim.sha256)
@@ -92,27 +93,17 @@ def run_ingest(task: Task, report_id: int) -> str:
             out.parent.mkdir(parents=True, exist_ok=True)
             result = ingest(src, out, limits=limits, progress=progress,
                             keep=storage.path(keep_rel) if keep_rel else None)
-        except TraceError as exc:
-            failure = (exc.code, exc.message)
-        except SoftTimeLimitExceeded:
-            failure = ("timeout", f"ingest took longer than {settings.ingest_timeout_seconds} s "
-                                  "(GOODPUT_INGEST_TIMEOUT_SECONDS)")
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                failure = ("no_space", "the data directory ran out of disk space during ingest")
-            else:
-                logger.exception("ingest failed on a file system error", extra={"report_id": report_id})
-                failure = ("internal", f"a file system error inside Goodput ({exc.strerror}); "
-                                       "the worker log has the details")
-        except Exception:
-            logger.exception("ingest crashed", extra={"report_id": report_id})
-            failure = ("internal", "an unexpected error inside Goodput; the worker log has the details")
+        except Exception as exc:
+            failure = classify(exc, Step("ingest", settings.ingest_timeout_seconds, "GOODPUT_INGEST_TIMEOUT_SECONDS"))
+            if failure[0] == "internal":
+                logger.exception("ingest crashed", extra={"report_id": report_id})
         if failure is None and result is not None and result.tool == "nsys":
             # Under the lease and before the report is ready: a ready report has all its files.
             _prepare_overview(out, report_id)
     with session_scope(settings) as session:
-        if failure is not None:
-            run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
+        if failure is not None or result is None:
+            code, message = failure or ("internal", UNEXPECTED)
+            run_id = pipeline.fail_report(session, report_id, code, message, owner=owner)
         else:
             kept = rel_src if from_kept else keep_rel if result.kept is not None else None
             # nsys reports are analyzed on their own next; ncu ones in the run-level step.
@@ -123,7 +114,7 @@ def run_ingest(task: Task, report_id: int) -> str:
         operations.release_upload(session, settings, claim.upload_path)
     if run_id is not None:
         enqueue_analyze(settings, run_id)
-    if failure is None and result.tool == "nsys":
+    if failure is None and result is not None and result.tool == "nsys":
         # If the publish above lost its lease, the claim of this message finds nothing to do.
         enqueue_analyze_report(settings, report_id)
     return failure[0] if failure else "ready"
@@ -144,7 +135,6 @@ def run_analyze_report(task: Task, report_id: int) -> str:
     """Body of ``analyze.report``: one report's own analysis and cross-rank facts, written
     beside its trace; the report becomes ready, and the run's last one queues the run-level step."""
     from analysis.api import analyze_report_into
-    from analysis.errors import TraceError
     from app.services import report_analysis as ra
 
     settings = _settings(task)
@@ -152,7 +142,7 @@ def run_analyze_report(task: Task, report_id: int) -> str:
     with session_scope(settings) as session:
         claim = ra.claim_report_analysis(session, report_id, owner, settings.lease_seconds,
                                          max_attempts=settings.max_attempts)
-    if not claim:
+    if not claim or claim.trace_path is None:
         if claim.analyze_run_id is not None:  # attempts used up just now, which completed the run
             enqueue_analyze(settings, claim.analyze_run_id)
         return "skipped"
@@ -165,21 +155,16 @@ def run_analyze_report(task: Task, report_id: int) -> str:
             spec_text = analyze_report_into(pipeline.data_path(settings, claim.trace_path), claim.label, folder,
                                             window=claim.window, thresholds=claim.thresholds,
                                             memory_bytes=settings.analysis_memory_bytes)
-    except (TraceError, OSError) as exc:
-        logger.warning("report analysis failed: %s", exc, extra={"report_id": report_id})
-        failure = ("analysis_failed", str(exc) or type(exc).__name__)
-    except SoftTimeLimitExceeded:
-        failure = ("timeout", f"the report's analysis took longer than {LIGHT_TIME_LIMIT_S} s")
-    except Exception:
-        logger.exception("report analysis crashed", extra={"report_id": report_id})
-        failure = ("analysis_failed", "an unexpected error inside Goodput; the worker log has the details")
+    except Exception as exc:
+        failure = analysis_failure(exc, Step("the report's analysis", LIGHT_TIME_LIMIT_S))
+        _log_failure(exc, "report analysis", {"report_id": report_id})
     with session_scope(settings) as session:
         if failure is not None:
             ra.note_window(session, report_id, owner, _window_text(claim.window))
             run_id = pipeline.fail_report(session, report_id, failure[0], failure[1], owner=owner)
         else:
             run_id = ra.finish_report_analysis(session, report_id, owner,
-                                               folder.relative_to(settings.data_dir).as_posix(), spec_text)
+                                               storage.key_of(folder), spec_text)
     if failure is None:
         _drop_old_analyses(storage.report_dir(report_id), keep=folder.name)
     if run_id is not None:
@@ -214,7 +199,6 @@ def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs, missing: lis
 def run_analyze(task: Task, run_id: int) -> str:
     """Body of ``analyze.run``: the run-level step over the reports' own analyses, which
     replaces the run's findings; reports not yet analyzed for the run's window are sent to it first."""
-    from analysis.errors import TraceError
     from app.services import report_analysis as ra
 
     settings = _settings(task)
@@ -240,22 +224,23 @@ def run_analyze(task: Task, run_id: int) -> str:
         # Under a heartbeat like ingest: a long analysis keeps its lease, only a dead worker loses it.
         with Heartbeat(settings, lambda s: pipeline.renew_run_lease(s, run_id, owner, settings.lease_seconds)):
             result = _run_level(settings, inputs, missing)
-    except (TraceError, SoftTimeLimitExceeded, OSError) as exc:
-        logger.warning("analysis failed: %s", exc, extra={"run_id": run_id})
-        message = (f"analysis took longer than {LIGHT_TIME_LIMIT_S} s" if isinstance(exc, SoftTimeLimitExceeded)
-                   else str(exc) or type(exc).__name__)
+    except Exception as exc:
+        _log_failure(exc, "analysis", {"run_id": run_id})
+        _code, message = analysis_failure(exc, Step("analysis", LIGHT_TIME_LIMIT_S))
         with session_scope(settings) as session:
             pipeline.fail_run_analysis(session, run_id, owner, message)
-        return "failed"
-    except Exception:
-        logger.exception("analysis crashed", extra={"run_id": run_id})
-        with session_scope(settings) as session:
-            pipeline.fail_run_analysis(session, run_id, owner,
-                                       "an unexpected error inside Goodput; the worker log has the details")
         return "failed"
     with session_scope(settings) as session:
         pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
     return "ready"
+
+
+def _log_failure(exc: BaseException, what: str, extra: dict[str, int]) -> None:
+    """A trace problem or a time limit is the input's; anything else is ours and gets its traceback."""
+    if isinstance(exc, (TraceError, SoftTimeLimitExceeded, OSError)):
+        logger.warning("%s failed: %s", what, exc, extra=extra)
+    else:
+        logger.exception("%s crashed", what, extra=extra)
 
 
 def _window_text(window: str | None) -> str:

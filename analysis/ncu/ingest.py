@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from analysis.duck import connect
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.ncu.reader import NcuCsv
@@ -132,11 +133,8 @@ def ingest_ncu(src: Path, out: Path, *, limits: Limits | None = None, progress: 
             with src.open("rb") as fh:
                 magic = fh.read(len(NCU_REP_MAGIC))
             csv_path = _convert_rep(src, Path(work), timeout_s) if magic == NCU_REP_MAGIC else src
-            con = duckdb.connect(str(tmp))
+            con = connect(tmp, threads=int(getattr(limits, "threads", 2)))
             try:
-                threads = int(getattr(limits, "threads", 2))
-                con.execute(f"SET threads = {max(1, threads)}")
-                con.execute("SET enable_progress_bar = false")  # DuckDB's bar goes to stdout (CLI output)
                 stats = _write(csv_path, con, limits, progress)
                 con.execute("CHECKPOINT")
             finally:

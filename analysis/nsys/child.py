@@ -45,8 +45,9 @@ def open_output(setup: dict):
     """The temporary DuckDB file with our limits and the scanner loaded; the export is not touched yet."""
     import duckdb
 
-    con = duckdb.connect(setup["tmp"], config={
-        "threads": int(setup["threads"]),
+    from analysis.duck import connect
+
+    con = connect(setup["tmp"], threads=int(setup["threads"]), **{
         "memory_limit": f"{int(setup['duckdb_memory_bytes']) // 2**20}MB",
         "preserve_insertion_order": False,
         "autoinstall_known_extensions": False,
@@ -58,8 +59,7 @@ def open_output(setup: dict):
         # Hand freed memory back to the OS between statements, so peak RSS tracks the live working set.
         "allocator_flush_threshold": "64MB",
         "allocator_bulk_deallocation_flush_threshold": "128MB",
-    })
-    con.execute("SET enable_progress_bar = false")  # stdout carries our JSON protocol, nothing else
+    })  # analysis.duck turns the progress bar off: stdout carries our JSON protocol, nothing else
     con.execute("LOAD " + _quote(str(extension_path(duckdb.__version__))))
     from analysis.schema import NSYS_TABLES, ddl
 

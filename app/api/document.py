@@ -10,6 +10,7 @@ from typing import Any
 from app.api.params import PARAMS
 from app.api.schemas import SCHEMAS, THRESHOLDS_LIST, ref
 from app.errors import BUSY_RETRY_AFTER_S
+from app.ids import MAX_ID
 from app.text import NO_CONTROL
 
 # Rows of app.api.routes.ROUTES, not imported: the route table imports the view that serves this document.
@@ -17,7 +18,7 @@ Route = Any
 
 _CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 _NAME_CHAR = NO_CONTROL[:-1]  # the class without its closing bracket, to add '/'
-_PATH_TYPES = {"int": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1},
+_PATH_TYPES = {"id": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
                "path": {"type": "string", "pattern": f"^{NO_CONTROL}+$", "minLength": 1},
                None: {"type": "string", "pattern": f"^{_NAME_CHAR}/]+$", "minLength": 1, "maxLength": 500}}
 _ERROR_TEXT = {400: "Invalid input (also: a control character in the path or query, a malformed body)",

@@ -9,6 +9,7 @@ from typing import Any
 from flask import request
 
 from app.errors import ApiError
+from app.ids import MAX_ID
 from app.models import RUN_STATUSES
 from app.services.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from app.services.runs import SORTS
@@ -61,8 +62,8 @@ PARAMS: dict[str, Param] = {
     "rule": Param("string", "Only findings of these rule ids.", repeat=True, max_length=20),
     "rank": Param("integer", "Only findings of this rank.", minimum=0, maximum=1_000_000),
     "limit": Param("integer", "How many of the latest runs.", 100, 1, 1000),
-    "base": Param("integer", "The run compared against.", minimum=1, maximum=2**31 - 1, required=True),
-    "head": Param("integer", "The run compared.", minimum=1, maximum=2**31 - 1, required=True),
+    "base": Param("integer", "The run compared against.", minimum=1, maximum=MAX_ID, required=True),
+    "head": Param("integer", "The run compared.", minimum=1, maximum=MAX_ID, required=True),
     "noise_pct": Param("number", "Kernel changes below this share of the kernel's time are noise.", 5.0, 0, 100),
 }
 

@@ -7,7 +7,7 @@ import io
 import json
 import re
 import socket
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from flask import Request
 from werkzeug.formparser import FormDataParser
@@ -86,7 +86,8 @@ class GoodputRequest(Request):
         settings = current_settings()
         sink = storage_for(settings).open_sink(settings.max_upload_bytes, filename or "")
         self.__dict__.setdefault("_upload_sinks", []).append(sink)
-        return sink
+        # Werkzeug only writes, seeks to the start and closes: UploadSink is that file for it.
+        return cast("IO[bytes]", sink)
 
     def close(self) -> None:
         # Staged parts a service did not move into uploads/ are removed: nothing stored on error.

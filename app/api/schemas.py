@@ -12,7 +12,7 @@ from app.services.uploads import CLUSTER_PATTERN, JOB_PATTERN, MAX_THRESHOLDS, S
 S = dict[str, Any]
 
 
-def obj(required: list[str] | None = None, **props: S) -> S:
+def obj(required: list[str] | None = None, /, **props: S) -> S:
     return {"type": "object", "properties": props, "required": required or list(props)}
 
 

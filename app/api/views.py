@@ -7,7 +7,7 @@ from flask import jsonify, request, url_for
 
 from app.api.params import parse_tags
 from app.api.request import GoodputRequest, socket_body
-from app.auth import current_principal
+from app.auth import current_principal, require_principal
 from app.db import get_session
 from app.errors import ApiError
 from app.models import RunStatus
@@ -21,7 +21,7 @@ from app.services import runs as runs_service
 from app.services import tokens as tokens_service
 from app.services.reports import report_to_dict
 from app.services.run_query import RunFilter
-from app.services.storage import CHUNK, storage_for
+from app.services.storage import CHUNK, UploadSink, storage_for
 from app.settings import current_settings
 
 
@@ -72,9 +72,12 @@ def create_run():
     meta = _meta_from_request()
     req: GoodputRequest = request  # type: ignore[assignment]
     files = []
-    principal = current_principal()
+    principal = require_principal()
     for name, fs in req.files.items(multi=True):
-        staged = fs.stream.finish()
+        stream = fs.stream
+        if not isinstance(stream, UploadSink):  # GoodputRequest streams every part into a sink
+            raise TypeError(f"a multipart part arrived as {type(stream).__name__}, not through the upload sink")
+        staged = stream.finish()
         if not fs.filename and staged.size_bytes == 0:
             continue  # a browser's file input left empty, not an empty file
         files.append(uploads.Incoming(fs.filename or name, staged))
@@ -137,7 +140,7 @@ def get_run(run_id: int):
 
 
 def delete_run(run_id: int):
-    p = current_principal()
+    p = require_principal()
     runs_service.delete_run(get_session(), current_settings(), run_id, user_id=p.user_id, token_id=p.token_id,
                             is_admin=p.is_admin)
     return jsonify({"id": run_id, "status": RunStatus.DELETED}), 202
@@ -145,7 +148,7 @@ def delete_run(run_id: int):
 
 def list_tokens():
     session = get_session()
-    rows = tokens_service.list_tokens(session, current_principal().actor())
+    rows = tokens_service.list_tokens(session, require_principal().actor())
     owners = tokens_service.owner_names(session, rows)
     return jsonify({"items": [tokens_service.token_to_dict(r, owners.get(r.user_id)) for r in rows]})
 
@@ -153,7 +156,7 @@ def list_tokens():
 def revoke_token(token_id: int):
     session = get_session()
     try:
-        row = tokens_service.revoke_token(session, token_id, current_principal().actor())
+        row = tokens_service.revoke_token(session, token_id, require_principal().actor())
     except tokens_service.TokenForbidden as exc:
         raise ApiError("FORBIDDEN", str(exc).capitalize() + ".", {"token_id": token_id}) from None
     except tokens_service.TokenError:

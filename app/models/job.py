@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.models.base import Base, JSONType, UTCDateTime, utcnow
 from app.models.status import AnalysisStatus, RunStatus, StatusText
+
+if TYPE_CHECKING:  # the two modules name each other in their relationships
+    from app.models.report import Report
 
 RUN_SOURCES = ("web", "api", "cli")
 RUN_STATUSES = tuple(s.value for s in RunStatus)
@@ -63,6 +66,6 @@ class Run(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     job: Mapped[Job] = relationship(back_populates="runs")
-    reports: Mapped[list[Report]] = relationship(  # noqa: F821
+    reports: Mapped[list[Report]] = relationship(
         back_populates="run", order_by="Report.id", passive_deletes=True
     )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.models.base import Base, JSONType, UTCDateTime, utcnow
 from app.models.status import ReportStatus, StatusText
+
+if TYPE_CHECKING:  # the two modules name each other in their relationships
+    from app.models.job import Run
 
 REPORT_KINDS = ("nsys", "ncu")
 REPORT_STATUSES = tuple(s.value for s in ReportStatus)
@@ -55,4 +58,4 @@ class Report(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
-    run: Mapped[Run] = relationship(back_populates="reports")  # noqa: F821
+    run: Mapped[Run] = relationship(back_populates="reports")

@@ -7,8 +7,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.ids import valid_id
 from app.models import Finding, Run
-from app.services.run_query import MAX_ID, live
+from app.services.run_query import live
 from app.services.runs import get_run
 
 BREAKDOWN_KEYS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "goodput_pct")
@@ -29,7 +30,7 @@ def list_findings(session: Session, run_id: int, *, severity: list[str] | None =
                   rule: list[str] | None = None, rank: int | None = None, page: int = 1,
                   page_size: int = 50) -> dict[str, Any]:
     """One page of the run's findings, largest impact first."""
-    if not 0 < run_id <= MAX_ID:
+    if not valid_id(run_id):
         get_run(session, run_id)  # raises RUN_NOT_FOUND before the driver sees an out-of-range id
     conditions: list[Any] = [Finding.run_id == run_id]
     if severity:

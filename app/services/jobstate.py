@@ -1,5 +1,6 @@
 """Job state of ingests and analyses in the metadata DB: claims with leases, heartbeats, progress, failures,
-and reconcile of expired leases and lost messages.
+and reconcile of expired leases and lost messages. The lease itself (claim, renew, fail when used up) is
+``app.services.leases``, shared by the three kinds of job.
 
 Celery only carries ids; the rows here are the truth. Every state change is one conditional
 ``UPDATE ... WHERE <the state we expect>`` whose row count says whether we won, which is atomic on
@@ -19,13 +20,23 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.db import changed
 from app.models import Report, Run, utcnow
 from app.services.jsoncols import jsonable
-from app.services.runs import derive_status, run_thresholds
+from app.services.leases import (
+    INGEST,
+    RUN_ANALYSIS,
+    TERMINAL,
+    Outcome,
+    after_terminal,
+    fail_used_up,
+    refresh_run_status,
+)
+from app.services.report_analysis import reconcile_analyses
+from app.services.run_query import live
+from app.services.runs import run_thresholds
 
 logger = logging.getLogger(__name__)
-
-TERMINAL = ("ready", "failed")
 
 
 @dataclass
@@ -68,22 +79,6 @@ class Requeue:
     analyses: list[int] = field(default_factory=list)  # reports whose own analysis is sent again
 
 
-def _same_task(owner_column: sa.ColumnElement, owner: str) -> sa.ColumnElement[bool]:
-    # The owner ends with "/<celery task id>": the same message delivered again means its first
-    # delivery died (acks_late + reject_on_worker_lost), so it may take its job back at once.
-    task_id = owner.rsplit("/", 1)[-1]
-    return owner_column.like("%/" + task_id.replace("%", "").replace("_", "\\_"), escape="\\")
-
-
-def _claimable(owner: str, now: datetime) -> sa.ColumnElement[bool]:
-    return sa.or_(
-        Report.status == "queued",
-        sa.and_(Report.status == "ingesting",
-                sa.or_(Report.lease_expires_at.is_(None), Report.lease_expires_at < now,
-                       _same_task(Report.lease_owner, owner))),
-    )
-
-
 def claim_report(session: Session, report_id: int, owner: str, lease_seconds: int, *,
                  max_attempts: int = 3) -> Claim:
     """Take the report for ingest (lease + attempt counter, one transaction); commits.
@@ -93,24 +88,17 @@ def claim_report(session: Session, report_id: int, owner: str, lease_seconds: in
     """
     now = utcnow()
     claim = Claim(report_id)
-    crashed = session.execute(
-        sa.update(Report)
-        .where(Report.id == report_id, _claimable(owner, now), Report.attempts >= max_attempts)
-        .values(status="failed", error_code="worker_crashed", lease_owner=None, lease_expires_at=None,
-                error_message=_crash_message(max_attempts), updated_at=now)
-    ).rowcount
-    if crashed:
-        claim.analyze_run_id = _after_terminal(session, report_id)
+    outcome = INGEST.claim(
+        session, Report.id == report_id, owner, lease_seconds, max_attempts, now=now,
+        crash={Report.status: "failed", Report.error_code: "worker_crashed",
+               Report.error_message: _crash_message(max_attempts), Report.updated_at: now},
+        take={Report.status: "ingesting", Report.error_code: None, Report.error_message: None,
+              Report.progress: {"stage": "starting", "done": 0, "total": 0}, Report.updated_at: now})
+    if outcome is Outcome.CRASHED:
+        claim.analyze_run_id = after_terminal(session, report_id)
         session.commit()
         return claim
-    won = session.execute(
-        sa.update(Report)
-        .where(Report.id == report_id, _claimable(owner, now), Report.attempts < max_attempts)
-        .values(status="ingesting", attempts=Report.attempts + 1, lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease_seconds), error_code=None,
-                error_message=None, progress={"stage": "starting", "done": 0, "total": 0}, updated_at=now)
-    ).rowcount
-    if won:
+    if outcome is Outcome.WON:
         row = session.execute(sa.select(Report.upload_path, Report.attempts, Report.run_id, Report.sha256)
                               .where(Report.id == report_id)).one()
         claim.upload_path, claim.attempts, claim.sha256 = row.upload_path, row.attempts, row.sha256
@@ -126,25 +114,12 @@ def _crash_message(max_attempts: int) -> str:
 
 def renew_report_lease(session: Session, report_id: int, owner: str, lease_seconds: int) -> bool:
     """Extend a held lease (the heartbeat of a long ingest); False when the lease was lost."""
-    now = utcnow()
-    n = session.execute(
-        sa.update(Report)
-        .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
-        .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
-    ).rowcount
-    session.commit()
-    return bool(n)
+    return INGEST.renew(session, Report.id == report_id, owner, lease_seconds)
 
 
 def renew_run_lease(session: Session, run_id: int, owner: str, lease_seconds: int) -> bool:
     """Extend a held analysis lease (the heartbeat of a long analysis); False when the lease was lost."""
-    n = session.execute(
-        sa.update(Run)
-        .where(Run.id == run_id, Run.analysis_lease_owner == owner, Run.analysis_status == "analyzing")
-        .values(analysis_lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
-    ).rowcount
-    session.commit()
-    return bool(n)
+    return RUN_ANALYSIS.renew(session, Run.id == run_id, owner, lease_seconds)
 
 
 def set_progress(session: Session, report_id: int, owner: str, stage: str, done: int, total: int) -> None:
@@ -171,7 +146,7 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
     rel = str(Path(trace_file).resolve().relative_to(Path(data_dir).resolve()))
     rank = info.get("rank") if isinstance(info.get("rank"), int) and not isinstance(info.get("rank"), bool) else None
     host = str(info["host"])[:200] if info.get("host") else None
-    n = session.execute(
+    n = changed(session,
         sa.update(Report)
         .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
         # Rank and host come from the export (its allow-listed environment) unless the upload gave them.
@@ -183,16 +158,16 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
                 # A new trace: its own analysis (if any) is of the old one.
                 **({"analysis_path": None, "analysis_window": None, "analysis_attempts": 0}
                    if then == "analyzing" else {}))
-    ).rowcount
+    )
     if not n:
         session.rollback()
         logger.warning("lease lost before publish; result dropped", extra={"report_id": report_id})
         return None
     if then == "analyzing":  # not terminal: the report's analysis task completes the run, if anyone
-        refresh_run_status(session, session.scalar(sa.select(Report.run_id).where(Report.id == report_id)))
+        refresh_run_status(session, session.execute(sa.select(Report.run_id).where(Report.id == report_id)).scalar_one())
         session.commit()
         return None
-    run_id = _after_terminal(session, report_id)
+    run_id = after_terminal(session, report_id)
     session.commit()
     return run_id
 
@@ -202,87 +177,32 @@ def fail_report(session: Session, report_id: int, code: str, message: str, *, ow
     cond = [Report.id == report_id, Report.status.not_in(TERMINAL)]
     if owner is not None:
         cond.append(Report.lease_owner == owner)
-    n = session.execute(
+    n = changed(session,
         sa.update(Report).where(*cond)
         .values(status="failed", error_code=code, error_message=message, lease_owner=None,
                 lease_expires_at=None, updated_at=utcnow())
-    ).rowcount
-    run_id = _after_terminal(session, report_id) if n else None
+    )
+    run_id = after_terminal(session, report_id) if n else None
     session.commit()
     return run_id
-
-
-def fail_used_up(session: Session, expired: sa.ColumnElement[bool], used_up: sa.ColumnElement[bool], message: str,
-                 now: datetime) -> list[int]:
-    """Fail (``worker_crashed``) the reports whose lease expired and whose attempts are used up, each by a
-    conditional UPDATE; returns the runs that completed. No commit."""
-    runs: list[int] = []
-    for rid in session.execute(sa.select(Report.id).where(expired, used_up)).scalars():
-        n = session.execute(
-            sa.update(Report).where(Report.id == rid, expired)
-            .values(status="failed", error_code="worker_crashed", error_message=message,
-                    lease_owner=None, lease_expires_at=None, updated_at=now)
-        ).rowcount
-        if n and (run_id := _after_terminal(session, rid)) is not None:
-            runs.append(run_id)
-    return runs
-
-
-def _after_terminal(session: Session, report_id: int) -> int | None:
-    """When every report of the run is terminal, queue a (re-)analysis; returns the run id if so."""
-    run_id = session.execute(sa.select(Report.run_id).where(Report.id == report_id)).scalar_one_or_none()
-    if run_id is None:
-        return None
-    # Lock the run row (PostgreSQL) so two reports finishing together cannot both miss each other.
-    session.execute(sa.select(Run.id).where(Run.id == run_id).with_for_update())
-    pending = session.execute(
-        sa.select(sa.func.count()).select_from(Report)
-        .where(Report.run_id == run_id, Report.status.not_in(TERMINAL))
-    ).scalar_one()
-    if pending:
-        refresh_run_status(session, run_id)
-        return None
-    ready = session.execute(
-        sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run_id, Report.status == "ready")
-    ).scalar_one()
-    state = {"analysis_status": "queued", "error": None} if ready else {
-        "analysis_status": "failed", "error": "no report of this run could be ingested and analyzed; see each report's error"}
-    session.execute(
-        sa.update(Run).where(Run.id == run_id, Run.deleted_at.is_(None))
-        .values(**state, analysis_attempts=0, analysis_lease_owner=None,
-                analysis_lease_expires_at=None, updated_at=utcnow())
-    )
-    refresh_run_status(session, run_id)
-    return run_id if ready else None
 
 
 def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds: int, *,
                        max_attempts: int = 3) -> AnalysisInputs | None:
     """Take a complete run for analysis; None when it is not queued (or is held, or gone). Commits."""
     now = utcnow()
-    claimable = sa.and_(
-        Run.id == run_id, Run.deleted_at.is_(None),
-        sa.or_(Run.analysis_status == "queued",
-               sa.and_(Run.analysis_status == "analyzing",
-                       sa.or_(Run.analysis_lease_expires_at < now, _same_task(Run.analysis_lease_owner, owner)))),
-        ~sa.exists().where(Report.run_id == Run.id, Report.status.not_in(TERMINAL)),
-    )
-    crashed = session.execute(
-        sa.update(Run).where(claimable, Run.analysis_attempts >= max_attempts)
-        .values(analysis_status="failed", analysis_lease_owner=None, analysis_lease_expires_at=None,
-                error=f"the analysis crashed its worker {max_attempts} times", updated_at=now)
-    ).rowcount
-    if crashed:
+    complete = sa.and_(Run.id == run_id, live(),
+                       ~sa.exists().where(Report.run_id == Run.id, Report.status.not_in(TERMINAL)))
+    outcome = RUN_ANALYSIS.claim(
+        session, complete, owner, lease_seconds, max_attempts, now=now,
+        crash={Run.analysis_status: "failed", Run.error: f"the analysis crashed its worker {max_attempts} times",
+               Run.updated_at: now},
+        take={Run.analysis_status: "analyzing", Run.updated_at: now})
+    if outcome is Outcome.CRASHED:
         refresh_run_status(session, run_id)
         session.commit()
         return None
-    won = session.execute(
-        sa.update(Run).where(claimable, Run.analysis_attempts < max_attempts)
-        .values(analysis_status="analyzing", analysis_attempts=Run.analysis_attempts + 1,
-                analysis_lease_owner=owner, analysis_lease_expires_at=now + timedelta(seconds=lease_seconds),
-                updated_at=now)
-    ).rowcount
-    if not won:
+    if outcome is Outcome.NONE:
         session.commit()
         return None
     rows = session.execute(
@@ -310,11 +230,11 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
 
 def fail_run_analysis(session: Session, run_id: int, owner: str, message: str) -> bool:
     """Mark a held analysis failed with a message a person can act on."""
-    n = session.execute(
+    n = changed(session,
         sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner)
         .values(analysis_status="failed", error=message, analysis_lease_owner=None,
                 analysis_lease_expires_at=None, updated_at=utcnow())
-    ).rowcount
+    )
     if n:
         refresh_run_status(session, run_id)
     session.commit()
@@ -332,9 +252,8 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
     now = now or utcnow()
     stale = now - timedelta(seconds=lease_seconds)
     out = Requeue()
-    expired = sa.and_(Report.status == "ingesting", Report.lease_expires_at < now)
-    out.runs += fail_used_up(session, expired, Report.attempts >= max_attempts, _crash_message(max_attempts), now)
-    requeue_reports = sa.or_(sa.and_(expired, Report.attempts < max_attempts),
+    out.runs += fail_used_up(session, INGEST, max_attempts, _crash_message(max_attempts), now)
+    requeue_reports = sa.or_(sa.and_(INGEST.expired(now), Report.attempts < max_attempts),
                              sa.and_(Report.status == "queued", Report.updated_at < stale))
     ids = list(session.execute(sa.select(Report.id).where(requeue_reports).order_by(Report.id)).scalars())
     if ids:
@@ -343,16 +262,13 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
             .values(status="queued", lease_owner=None, lease_expires_at=None, updated_at=now)
         )
         out.reports.extend(ids)
-    from app.services.report_analysis import reconcile_analyses
-
     out.analyses, completed = reconcile_analyses(session, now=now, lease_seconds=lease_seconds,
                                                  max_attempts=max_attempts)
     out.runs.extend(r for r in completed if r not in out.runs)
     complete = ~sa.exists().where(Report.run_id == Run.id, Report.status.not_in(TERMINAL))
     has_reports = sa.exists().where(Report.run_id == Run.id)
-    run_expired = sa.and_(Run.analysis_status == "analyzing", Run.analysis_lease_expires_at < now)
-    run_stale = sa.and_(Run.deleted_at.is_(None), complete, has_reports, sa.or_(
-        run_expired,
+    run_stale = sa.and_(live(), complete, has_reports, sa.or_(
+        RUN_ANALYSIS.expired(now),
         sa.and_(sa.or_(Run.analysis_status == "queued", Run.analysis_status.is_(None)), Run.updated_at < stale),
     ))
     run_ids = list(session.execute(sa.select(Run.id).where(run_stale).order_by(Run.id)).scalars())
@@ -364,15 +280,6 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
         out.runs.extend(r for r in run_ids if r not in out.runs)
     session.commit()
     return out
-
-
-def refresh_run_status(session: Session, run_id: int) -> None:
-    """Store the run's derived status (what lists filter on) in the caller's transaction."""
-    run = session.execute(sa.select(Run.deleted_at, Run.analysis_status).where(Run.id == run_id)).one_or_none()
-    if run is None:
-        return
-    statuses = list(session.execute(sa.select(Report.status).where(Report.run_id == run_id)).scalars())
-    session.execute(sa.update(Run).where(Run.id == run_id).values(status=derive_status(run, statuses)))
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -12,8 +12,10 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.db import changed
 from app.errors import ApiError
-from app.models import Report, Run, utcnow
+from app.models import AnalysisStatus, Report, Run, utcnow
+from app.services.run_query import live
 from app.services.runs import get_run, refresh_status
 from app.services.storage import KEPT_SUFFIX, STAGING_IDLE_S, storage_for
 from app.settings import Settings
@@ -81,11 +83,11 @@ def _requeue(session: Session, settings: Settings, rows: list[Report], out: Requ
         if source_of(settings, report.upload_path, report.sha256) is None:
             out.missing.append(report.id)
             continue
-        n = session.execute(
+        n = changed(session,
             sa.update(Report).where(Report.id == report.id, Report.status.in_(("ready", "failed")))
             .values(status="queued", attempts=0, error_code=None, error_message=None, lease_owner=None,
                     lease_expires_at=None, progress={}, updated_at=now)
-        ).rowcount
+        )
         if n:
             out.reports.append(report.id)
 
@@ -105,7 +107,7 @@ def retry_run(session: Session, settings: Settings, run_id: int) -> Requeued:
         reopen_run(run)
     if not rows and run.analysis_status == "failed" and session.scalar(
             sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run.id, Report.status == "ready")):
-        run.analysis_status, run.analysis_attempts, run.error = "queued", 0, None
+        run.analysis_status, run.analysis_attempts, run.error = AnalysisStatus.QUEUED, 0, None
         run.analysis_lease_owner = run.analysis_lease_expires_at = None
         out.analyze_run = run.id
     if not out.reports and out.analyze_run is None:
@@ -130,7 +132,7 @@ def reingest_all(session: Session, settings: Settings, run_ids: list[int] | None
     from app import queue
 
     query = (sa.select(Report).join(Run, Run.id == Report.run_id)
-             .where(Run.deleted_at.is_(None), Report.status.in_(("ready", "failed"))).order_by(Report.id))
+             .where(live(), Report.status.in_(("ready", "failed"))).order_by(Report.id))
     if run_ids:
         query = query.where(Run.id.in_(run_ids))
     out = Requeued()

@@ -20,7 +20,7 @@ def delete_run_rows(session: Session, run_id: int) -> list[tuple[int, str, str]]
     if deleted is None:
         session.rollback()
         return None
-    gone = [tuple(r) for r in session.execute(
+    gone = [(r.id, r.sha256, r.upload_path) for r in session.execute(
         sa.select(Report.id, Report.sha256, Report.upload_path).where(Report.run_id == run_id))]
     report_ids = [g[0] for g in gone]
     session.execute(sa.delete(Finding).where(sa.or_(Finding.run_id == run_id, Finding.report_id.in_(report_ids))))

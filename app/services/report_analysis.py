@@ -5,7 +5,7 @@ is the per-report analysis (``analysis.runner.analyze_report``), one Celery task
 the ingest that published the report and claimed like an ingest: a conditional UPDATE that takes a
 lease (``lease_owner``/``lease_expires_at``, free again once the step is done) and counts an attempt
 (``analysis_attempts``). Publishing it makes the report ``ready``, which may complete the run: the run-level
-step is then queued by ``pipeline._after_terminal`` under the run's row lock, and claimed once by
+step is then queued by ``leases.after_terminal`` under the run's row lock, and claimed once by
 ``pipeline.claim_run_analysis`` (conditional UPDATE), however many reports finish together.
 
 ncu reports skip this step (their nsys time comes from the run's nsys reports, so the run-level step
@@ -23,7 +23,9 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.db import changed
 from app.models import Report, Run, utcnow
+from app.services.leases import REPORT_ANALYSIS, Outcome, after_terminal, fail_used_up, refresh_run_status
 from app.services.runs import run_thresholds
 
 logger = logging.getLogger(__name__)
@@ -59,17 +61,6 @@ def analysis_dir_for(report_dir: Path) -> Path:
     return report_dir / ANALYSIS_DIR
 
 
-def _same_task(owner_column: sa.ColumnElement, owner: str) -> sa.ColumnElement[bool]:
-    task_id = owner.rsplit("/", 1)[-1]
-    return owner_column.like("%/" + task_id.replace("%", "").replace("_", "\\_"), escape="\\")
-
-
-def _claimable(owner: str, now: datetime) -> sa.ColumnElement[bool]:
-    return sa.and_(Report.status == "analyzing",
-                   sa.or_(Report.lease_expires_at.is_(None), Report.lease_expires_at < now,
-                          _same_task(Report.lease_owner, owner)))
-
-
 def crash_message(max_attempts: int) -> str:
     return (f"the worker died {max_attempts} times while analyzing this report (killed, out of memory, or over "
             "its time limit); raise GOODPUT_ANALYSIS_MEMORY_BYTES or retry the run")
@@ -88,27 +79,18 @@ def claim_report_analysis(session: Session, report_id: int, owner: str, lease_se
                           max_attempts: int = 3) -> ReportAnalysisClaim:
     """Take a report's analysis (lease + attempt); falsy when it is not waiting for it, held, or gone.
     A report whose analysis attempts are used up by crashed workers is failed instead. Commits."""
-    from app.services.jobstate import _after_terminal, refresh_run_status
-
     now = utcnow()
     claim = ReportAnalysisClaim(report_id)
-    crashed = session.execute(
-        sa.update(Report).where(Report.id == report_id, _claimable(owner, now),
-                                Report.analysis_attempts >= max_attempts)
-        .values(status="failed", error_code="worker_crashed", error_message=crash_message(max_attempts),
-                lease_owner=None, lease_expires_at=None, updated_at=now)
-    ).rowcount
-    if crashed:
-        claim.analyze_run_id = _after_terminal(session, report_id)
+    outcome = REPORT_ANALYSIS.claim(
+        session, Report.id == report_id, owner, lease_seconds, max_attempts, now=now,
+        crash={Report.status: "failed", Report.error_code: "worker_crashed",
+               Report.error_message: crash_message(max_attempts), Report.updated_at: now},
+        take={Report.progress: {"stage": "analyzing", "done": 0, "total": 1}, Report.updated_at: now})
+    if outcome is Outcome.CRASHED:
+        claim.analyze_run_id = after_terminal(session, report_id)
         session.commit()
         return claim
-    won = session.execute(
-        sa.update(Report).where(Report.id == report_id, _claimable(owner, now),
-                                Report.analysis_attempts < max_attempts)
-        .values(analysis_attempts=Report.analysis_attempts + 1, lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease_seconds),
-                progress={"stage": "analyzing", "done": 0, "total": 1}, updated_at=now)
-    ).rowcount
+    won = outcome is Outcome.WON
     if won:
         row = session.execute(sa.select(Report.run_id, Report.trace_path).where(Report.id == report_id)).one()
         claim.run_id, claim.trace_path = row.run_id, row.trace_path
@@ -124,32 +106,26 @@ def claim_report_analysis(session: Session, report_id: int, owner: str, lease_se
 
 
 def renew_lease(session: Session, report_id: int, owner: str, lease_seconds: int) -> bool:
-    n = session.execute(
-        sa.update(Report).where(Report.id == report_id, Report.lease_owner == owner, Report.status == "analyzing")
-        .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
-    ).rowcount
-    session.commit()
-    return bool(n)
+    """Extend a held lease (the heartbeat of a long analysis); False when the lease was lost."""
+    return REPORT_ANALYSIS.renew(session, Report.id == report_id, owner, lease_seconds)
 
 
 def finish_report_analysis(session: Session, report_id: int, owner: str, analysis_path: str,
                            window: str) -> int | None:
     """Publish a report's analysis: the report is ``ready``; returns the run id when that completed the run."""
-    from app.services.jobstate import _after_terminal
-
     now = utcnow()
-    n = session.execute(
+    n = changed(session,
         sa.update(Report).where(Report.id == report_id, Report.lease_owner == owner, Report.status == "analyzing")
         .values(status="ready", analysis_path=analysis_path, analysis_window=window, analyzed_at=now,
                 lease_owner=None, lease_expires_at=None, progress={"stage": "done", "done": 1, "total": 1},
                 updated_at=now)
-    ).rowcount
+    )
     if not n:
         session.rollback()
         logger.warning("lease lost before the report's analysis was published; result dropped",
                        extra={"report_id": report_id})
         return None
-    run_id = _after_terminal(session, report_id)
+    run_id = after_terminal(session, report_id)
     session.commit()
     return run_id
 
@@ -179,24 +155,22 @@ def send_back(session: Session, run_id: int, owner: str, report_ids: list[int]) 
     """The run-level step found reports to analyze first (a new window, or reports from before the per-report step):
     they go back to ``analyzing`` and the run's claim is released (queued: the last of them re-queues it).
     Returns the reports to enqueue. Commits."""
-    from app.services.jobstate import refresh_run_status
-
     now = utcnow()
-    held = session.execute(
+    held = changed(session,
         sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner, Run.analysis_status == "analyzing")
         .values(analysis_status="queued", analysis_lease_owner=None, analysis_lease_expires_at=None,
                 analysis_attempts=Run.analysis_attempts - 1, updated_at=now)
-    ).rowcount
+    )
     if not held:
         session.rollback()
         return []
     sent = []
     for rid in report_ids:
-        n = session.execute(
+        n = changed(session,
             sa.update(Report).where(Report.id == rid, Report.status.in_(("ready", "failed")))
             .values(status="analyzing", analysis_attempts=0, lease_owner=None, lease_expires_at=None,
                     error_code=None, error_message=None, updated_at=now)
-        ).rowcount
+        )
         if n:
             sent.append(rid)
     refresh_run_status(session, run_id)
@@ -208,12 +182,9 @@ def reconcile_analyses(session: Session, *, now: datetime, lease_seconds: int, m
     """Per-report analyses to send again: an expired lease (its worker died) or none taken for a lease
     period (a lost message). Those whose attempts are used up are failed. Returns (report ids to
     enqueue, run ids completed by a failure). No commit: ``pipeline.reconcile``'s transaction."""
-    from app.services.jobstate import fail_used_up
-
     stale = now - timedelta(seconds=lease_seconds)
-    expired = sa.and_(Report.status == "analyzing", Report.lease_expires_at < now)
-    runs = fail_used_up(session, expired, Report.analysis_attempts >= max_attempts, crash_message(max_attempts), now)
-    again = sa.or_(sa.and_(expired, Report.analysis_attempts < max_attempts),
+    runs = fail_used_up(session, REPORT_ANALYSIS, max_attempts, crash_message(max_attempts), now)
+    again = sa.or_(sa.and_(REPORT_ANALYSIS.expired(now), Report.analysis_attempts < max_attempts),
                    sa.and_(Report.status == "analyzing", Report.lease_owner.is_(None), Report.updated_at < stale))
     ids = list(session.execute(sa.select(Report.id).where(again).order_by(Report.id)).scalars())
     if ids:

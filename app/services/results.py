@@ -9,28 +9,31 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from analysis.api import AnalysisResult, FindingResult, breakdown_value
+from app.db import changed
 from app.models import Finding, Run, RunSummary, utcnow
-from app.services.jobstate import AnalysisInputs, refresh_run_status
+from app.services.jobstate import AnalysisInputs
 from app.services.jsoncols import jsonable
+from app.services.leases import refresh_run_status
 from app.services.ncu_summary import compact_report
+from app.services.run_repo import goodput_pct
 
 
 def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: AnalysisInputs,
                         result: AnalysisResult) -> bool:
     """Replace the run's findings and summaries with ``result`` in one transaction; False if the lease was lost."""
     now = utcnow()
-    n = session.execute(
+    n = changed(session,
         sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner,
                              Run.analysis_status == "analyzing")
         .values(analysis_status="ready", analyzed_at=now, error=None, analysis_lease_owner=None,
                 analysis_lease_expires_at=None, rule_statuses=jsonable([r.to_json() for r in result.rules]), updated_at=now)
-    ).rowcount
+    )
     if not n:
         session.rollback()
         return False
     session.execute(sa.delete(Finding).where(Finding.run_id == run_id))
     session.execute(sa.delete(RunSummary).where(RunSummary.run_id == run_id))
-    by_label = dict(zip(inputs.labels, inputs.report_ids, strict=True))
+    by_label: dict[str | None, int] = dict(zip(inputs.labels, inputs.report_ids, strict=True))
     findings = result.findings
     impact_by_report: dict[int | None, list[int]] = {}
     for position, f in enumerate(findings):
@@ -91,7 +94,6 @@ def _run_summary_row(run_id: int, reports: list[dict[str, Any]], count: int, top
     for col in SUMMARY_NS:
         values = [int(v) for v in (breakdown_value(r, col) for r in reports) if v is not None]
         setattr(row, col, sum(values) if values else None)
-    if row.span_ns and row.compute_ns is not None:
-        row.goodput_pct = round(100.0 * row.compute_ns / row.span_ns, 3)
+    row.goodput_pct = goodput_pct(row.compute_ns, row.span_ns)
     return row
 

@@ -12,9 +12,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.ids import valid_id
 from app.models import RUN_STATUSES, Job, Run
 
-MAX_ID = 2**31 - 1  # ids are INTEGER columns on both databases
 # The keys an upload accepts (app.services.uploads.TAG_KEY_RE); a filter on any other key matches no run.
 _TAG_KEY = re.compile(r"^[A-Za-z0-9_.:/-]{1,100}$")
 
@@ -27,7 +27,7 @@ def live() -> sa.ColumnElement[bool]:
 def fetch_live(session: Session, run_id: int, *, for_update: bool = False) -> Run | None:
     """The run if it exists and is not deleted, else None (ids beyond the column's range included:
     drivers would overflow on them)."""
-    if not 0 < run_id <= MAX_ID:
+    if not valid_id(run_id):
         return None
     query = sa.select(Run).where(Run.id == run_id, live())
     if for_update:
@@ -46,6 +46,15 @@ def tag_condition(key: str, value: str | None) -> sa.ColumnElement[bool]:
         return sa.false()
     text = Run.tags[key].as_string()
     return text.is_not(None) if value is None else text == value.strip()
+
+
+def tag_filter(text: str) -> dict[str, str | None]:
+    """The pages' one-field tag filter as ``RunFilter.tags``: "key=value", a bare "key" (the run carries
+    the key), or nothing."""
+    if not text:
+        return {}
+    key, eq, value = text.partition("=")
+    return {key: value if eq else None}
 
 
 @dataclass(frozen=True)

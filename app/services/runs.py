@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis.api import window_parse
+from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import AnalysisStatus, Finding, Job, Report, ReportStatus, Run, RunStatus, RunSummary, utcnow
+from app.services import run_repo
 from app.services.reports import iso, report_to_dict
 from app.services.run_query import RunFilter, fetch_live
 from app.settings import Settings
@@ -17,14 +21,11 @@ from app.settings import Settings
 logger = logging.getLogger(__name__)
 
 ACTIVE_REPORT = (ReportStatus.QUEUED, ReportStatus.INGESTING, ReportStatus.ANALYZING)
-SORTS = {
-    "created_at": Run.created_at.asc(), "-created_at": Run.created_at.desc(),
-    "id": Run.id.asc(), "-id": Run.id.desc(),
-    "status": Run.status.asc(), "-status": Run.status.desc(),
-}
+# The API's sort keys (app.services.run_repo orders by them); a leading '-' sorts descending.
+SORTS = ("created_at", "-created_at", "id", "-id", "status", "-status")
 
 
-def derive_status(run: Any, report_statuses: list[str]) -> RunStatus:
+def derive_status(run: Any, report_statuses: Sequence[str]) -> RunStatus:
     """queued (nothing started), processing, ready (analysis done), failed, or deleted. ``run``: a Run or
     a row with its ``deleted_at`` and ``analysis_status``."""
     if run.deleted_at is not None:
@@ -80,40 +81,13 @@ def run_to_dict(run: Run, job_name: str, *, headline: RunSummary | None = None,
     return out
 
 
-# The columns a run list shows: plain column rows are several times cheaper to load than ORM entities.
-_LIST_COLUMNS = (Run.id, Run.tags, Run.git_sha, Run.cluster, Run.submitter, Run.source, Run.status,
-                 Run.analysis_status, Run.analyzed_at, Run.error, Run.created_at, Run.analysis_window)
-
-
-def _list_row(row: Any) -> dict[str, Any]:
-    return {
-        "id": row.id, "job": row.job, "tags": row.tags or {}, "git_sha": row.git_sha, "cluster": row.cluster,
-        "submitter": row.submitter, "source": row.source, "status": row.status,
-        "analysis_status": row.analysis_status, "analysis_window": row.analysis_window or "steady",
-        "analyzed_at": iso(row.analyzed_at), "error": row.error,
-        "created_at": iso(row.created_at), "goodput_pct": row.goodput_pct, "finding_count": row.finding_count,
-        "top_impact_ns": row.top_impact_ns,
-    }
-
-
 def list_runs(session: Session, filters: RunFilter | None = None, *, sort: str = "-created_at", page: int = 1,
               page_size: int = 50) -> dict[str, Any]:
-    """One page of runs matching every condition of ``filters``, newest first by default."""
-    conditions = (filters or RunFilter()).conditions()
-    query = (
-        sa.select(*_LIST_COLUMNS, Job.name.label("job"), RunSummary.goodput_pct, RunSummary.finding_count,
-                  RunSummary.top_impact_ns, sa.func.count().over().label("total"))
-        .join(Job, Job.id == Run.job_id)
-        .outerjoin(RunSummary, sa.and_(RunSummary.run_id == Run.id, RunSummary.report_id.is_(None)))
-        .where(*conditions)
-        .order_by(SORTS[sort], Run.id.desc())
-        .limit(page_size).offset((page - 1) * page_size)
-    )
-    rows = session.execute(query).all()
-    # The total rides along as a window over the same filter; only a page past the end needs a count.
-    total = rows[0].total if rows else session.scalar(sa.select(sa.func.count(Run.id)).where(*conditions)) or 0
-    items = [_list_row(row) for row in rows]
-    return {"items": items, "page": page, "page_size": page_size, "total": int(total)}
+    """One page of runs matching every condition of ``filters``, newest first by default (the API's shape)."""
+    found = run_repo.list_runs(session, filters or RunFilter(), sort=sort.lstrip("-"), desc=sort.startswith("-"),
+                               tie_desc=True, page=page, page_size=page_size)
+    return {"items": [row.to_api() for row in found.items], "page": found.page, "page_size": found.page_size,
+            "total": found.total}
 
 
 def run_detail(session: Session, run_id: int) -> dict[str, Any]:
@@ -194,6 +168,24 @@ def delete_run(session: Session, settings: Settings, run_id: int, *, user_id: in
     queue.enqueue_purge(settings, run.id)
 
 
+MAX_WINDOW_CHARS = 200  # the runs.analysis_window column
+
+
+def parse_window(window: str | None) -> str | None:
+    """A window option checked and made canonical; raises ApiError VALIDATION_ERROR when bad."""
+    if window is None or not str(window).strip():
+        return None
+    try:
+        text = window_parse(str(window)).text
+    except TraceError as exc:
+        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.", {"fields": {"window": exc.message}}) from None
+    if len(text) > MAX_WINDOW_CHARS:  # the runs.analysis_window column
+        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.",
+                       {"fields": {"window": f"longer than {MAX_WINDOW_CHARS} characters"}})
+    return text
+
+
+
 def reanalyze(session: Session, settings: Settings, run_id: int, window: str | None) -> Run:
     """Record a new analysis window on the run and analyze it again (commit, then enqueue).
 
@@ -201,7 +193,6 @@ def reanalyze(session: Session, settings: Settings, run_id: int, window: str | N
     analyzed right now is a CONFLICT (its result would overwrite the new one's).
     """
     from app import queue
-    from app.services.uploads import parse_window
 
     text = parse_window(window) or "steady"
     run = get_run(session, run_id, for_update=True)
@@ -210,7 +201,7 @@ def reanalyze(session: Session, settings: Settings, run_id: int, window: str | N
     run.analysis_window = text
     enqueue = run.analysis_status in ("ready", "failed")
     if enqueue:
-        run.analysis_status, run.analysis_attempts, run.error = "queued", 0, None
+        run.analysis_status, run.analysis_attempts, run.error = AnalysisStatus.QUEUED, 0, None
         run.analysis_lease_owner, run.analysis_lease_expires_at = None, None
     refresh_status(session, run)
     session.commit()

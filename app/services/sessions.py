@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.db import changed
 from app.models import User, UserSession, utcnow
 
 
@@ -49,4 +50,4 @@ def end(session: Session, secret: str | None) -> None:
 
 def end_all(session: Session, user_id: int) -> int:
     """Delete every session of the user (no commit: part of the caller's change); returns how many."""
-    return session.execute(sa.delete(UserSession).where(UserSession.user_id == user_id)).rowcount or 0
+    return changed(session, sa.delete(UserSession).where(UserSession.user_id == user_id)) or 0

@@ -36,7 +36,13 @@ class LastUseRecorder:
         self._closed = False
         # At exit, write what is pending; a weak reference, so apps built and dropped (tests) are not kept.
         ref = weakref.ref(self)
-        atexit.register(lambda: (recorder := ref()) is not None and recorder.close())
+
+        def close_at_exit() -> None:
+            recorder = ref()
+            if recorder is not None:
+                recorder.close()
+
+        atexit.register(close_at_exit)
 
     def note(self, token_id: int, last_used_at: datetime | None, now: datetime) -> None:
         """Remember a use (no I/O); written by the next flush when the stored time is older than a minute."""

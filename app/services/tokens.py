@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.ids import valid_id
 from app.models import SCOPES, ApiToken, User, utcnow
 from app.text import has_control
 
@@ -85,7 +86,7 @@ def may_manage(actor: Actor, row: ApiToken) -> bool:
 
 def revoke_token(session: Session, token_id: int, actor: Actor | None = None) -> ApiToken:
     """Revoke (idempotent, commits). TokenError when unknown; TokenForbidden when ``actor`` may not."""
-    row = session.get(ApiToken, token_id) if 0 < token_id <= 2**31 - 1 else None
+    row = session.get(ApiToken, token_id) if valid_id(token_id) else None
     if row is None:
         raise TokenError(f"token {token_id} does not exist")
     if actor is not None and not may_manage(actor, row):
@@ -124,7 +125,7 @@ def token_to_dict(row: ApiToken, owner: str | None = None) -> dict:
             "revoked_at": iso(row.revoked_at)}
 
 
-def owner_names(session: Session, rows: list[ApiToken]) -> dict[int, str]:
+def owner_names(session: Session, rows: list[ApiToken]) -> dict[int | None, str]:
     ids = {r.user_id for r in rows if r.user_id is not None}
     if not ids:
         return {}

@@ -13,12 +13,12 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from analysis.api import check_thresholds, detect_kind, window_parse
+from analysis.api import check_thresholds, detect_kind
 from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus
 from app.services.operations import reopen_run
-from app.services.runs import THRESHOLDS_TAG, get_run, refresh_status
+from app.services.runs import THRESHOLDS_TAG, get_run, parse_window, refresh_status
 from app.services.storage import Staged, Storage, storage_for
 from app.settings import Settings
 from app.text import NO_CONTROL, has_control
@@ -49,7 +49,6 @@ class RunMeta:
     window: str | None = None   # the analysis window (analysis.window spec, canonical); None: the default
 
 
-MAX_WINDOW_CHARS = 200
 MAX_THRESHOLDS = 20
 MAX_THRESHOLDS_CHARS = 2000   # the tag's value (20 overrides fit)
 THRESHOLD_HELP = "RULE.name=NUMBER, e.g. GPU001.min_gap_us=200 (the thresholds are listed on the rules page)"
@@ -90,20 +89,6 @@ def parse_thresholds(items: list[str] | dict[str, Any] | None) -> dict[str, floa
 def thresholds_text(thresholds: dict[str, float]) -> str:
     """The canonical tag value: sorted ``RULE.name=VALUE`` pairs, space separated (``200``, not ``200.0``)."""
     return " ".join(f"{k}={v:g}" if v == float(f"{v:g}") else f"{k}={v!r}" for k, v in sorted(thresholds.items()))
-
-
-def parse_window(window: str | None) -> str | None:
-    """A window option checked and made canonical; raises ApiError VALIDATION_ERROR when bad."""
-    if window is None or not str(window).strip():
-        return None
-    try:
-        text = window_parse(str(window)).text
-    except TraceError as exc:
-        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.", {"fields": {"window": exc.message}}) from None
-    if len(text) > MAX_WINDOW_CHARS:  # the runs.analysis_window column
-        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.",
-                       {"fields": {"window": f"longer than {MAX_WINDOW_CHARS} characters"}})
-    return text
 
 
 def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: str | None,
@@ -164,7 +149,7 @@ class Incoming:
 
 def _kind(incoming: Incoming) -> str:
     try:
-        return detect_kind(incoming.staged.path)
+        return detect_kind(incoming.staged.path, converted_elsewhere=True)
     except TraceError as exc:
         raise ApiError.from_trace_error(
             TraceError(exc.code, f"{incoming.name}: {exc.message}", {**exc.details, "file": incoming.name})
@@ -185,8 +170,8 @@ def _job(session: Session, name: str) -> Job:
         with session.begin_nested():  # two uploads may create the same job at once
             job = Job(name=name)
             session.add(job)
-    except IntegrityError:
-        job = session.scalar(sa.select(Job).where(Job.name == name))
+    except IntegrityError:  # the other one won: its row is there now
+        job = session.execute(sa.select(Job).where(Job.name == name)).scalar_one()
     return job
 
 
@@ -198,7 +183,7 @@ def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming
         # The same bytes sent again after a failure: a new attempt with the stored file renewed, not the
         # old failure returned (the file may have been removed, and Goodput may be newer).
         existing.upload_path = storage.store(incoming.staged)
-        existing.kind, existing.status, existing.attempts = kind, "queued", 0
+        existing.kind, existing.status, existing.attempts = kind, ReportStatus.QUEUED, 0
         existing.error_code = existing.error_message = existing.lease_owner = existing.lease_expires_at = None
         existing.progress = {}
         reopen_run(run)
@@ -281,10 +266,11 @@ def add_report(session: Session, settings: Settings, run_id: int, incoming: Inco
         session.commit()
     except IntegrityError:  # the same bytes uploaded twice at the same moment: the other one won
         session.rollback()
-        report = session.scalar(sa.select(Report).where(Report.run_id == run_id,
-                                                        Report.sha256 == incoming.staged.sha256))
-        if report is None:
+        other = session.scalar(sa.select(Report).where(Report.run_id == run_id,
+                                                       Report.sha256 == incoming.staged.sha256))
+        if other is None:
             raise
+        report = other
         created = False
     if created:
         queue.enqueue_ingest(settings, report.id)

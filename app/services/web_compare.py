@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.models import Run
+from app.services.run_query import live
 from app.services.web_findings import report_label
 from app.services.web_run import RunView, breakdown_of
 
@@ -76,7 +77,7 @@ def warnings(a: RunView, b: RunView) -> list[str]:
 def previous_run(session: Session, run: Run) -> int | None:
     """The run of the same job created just before ``run`` (the default baseline)."""
     return session.scalar(
-        sa.select(Run.id).where(Run.job_id == run.job_id, Run.deleted_at.is_(None), Run.id != run.id,
+        sa.select(Run.id).where(Run.job_id == run.job_id, live(), Run.id != run.id,
                                 sa.or_(Run.created_at < run.created_at,
                                        sa.and_(Run.created_at == run.created_at, Run.id < run.id)))
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(1))
@@ -85,7 +86,7 @@ def previous_run(session: Session, run: Run) -> int | None:
 def baseline_choices(session: Session, run: Run) -> list[dict[str, Any]]:
     """Other runs of the same job, newest first, for the baseline drop-down."""
     rows = session.execute(
-        sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == run.job_id, Run.deleted_at.is_(None),
+        sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == run.job_id, live(),
                                                              Run.id != run.id)
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(BASELINE_CHOICES)).all()
     return [{"id": r.id, "label": f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M}" + (f" · {r.git_sha[:10]}" if r.git_sha else "")}

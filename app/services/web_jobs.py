@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError
 from app.models import Finding, Job, Run, RunSummary
-from app.services.run_query import live
+from app.services.run_query import RunFilter, tag_filter
+from app.services.run_repo import goodput_pct
 from app.services.web_run import breakdown_of
 
 TREND_RUNS = 100        # most recent runs drawn
@@ -85,25 +86,17 @@ def _rule_errors(statuses: Any) -> list[str]:
     return [f"{r.get('id')}: {r.get('reason') or 'error'}" for r in statuses or [] if r.get("status") == "error"]
 
 
-def _has_tag(tags: Any, tag: str | None) -> bool:
-    """``key=value`` (or a bare key) among a run's tags; no filter when ``tag`` is empty."""
-    if not tag:
-        return True
-    key, sep, value = tag.partition("=")
-    return key in (tags or {}) and (not sep or str(tags[key]) == value)
-
-
 def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends:
     """The job's most recent runs (oldest first, those with ``tag`` when given) with headline numbers and
     regression marks."""
     job = session.scalar(sa.select(Job).where(Job.name == name))
     if job is None:
         raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.")
-    runs = [r for r in session.execute(
+    # ``key=value`` or a bare key, matched as every runs list matches tags (``RunFilter``).
+    runs = session.execute(
         sa.select(Run.id, Run.created_at, Run.git_sha, Run.rule_statuses, Run.tags)
-        .where(Run.job_id == job.id, live())
-        .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS * (5 if tag else 1))).all()
-        if _has_tag(r.tags, tag)][:TREND_RUNS][::-1]
+        .where(Run.job_id == job.id, *RunFilter(tags=tag_filter(tag or "")).conditions())
+        .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS)).all()[::-1]
     ids = [r.id for r in runs]
     per_run: dict[int, dict[str, Any]] = {i: {"span": 0, "compute": 0, "comm": 0, "iters": 0, "seen": False}
                                           for i in ids}
@@ -131,7 +124,7 @@ def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends
         iters = acc["iters"] or None
         divisor = iters if per_iteration else 1
         p = JobPoint(r.id, r.created_at, r.git_sha,
-                     100.0 * acc["compute"] / acc["span"] if acc["span"] else None,
+                     goodput_pct(acc["compute"], acc["span"]),
                      acc["span"], iters, acc["span"] / divisor, acc["comm"])
         found = _regressions(p, [q for q in points if q.goodput_pct is not None][-MEDIAN_WINDOW:])
         p.regressed = [why for _, why in found]

@@ -62,6 +62,8 @@ def memory_chart(memory: dict[str, Any]) -> dict[str, Any]:
         if a in present and b in present:
             lv = by[b]
             (ax, ay), (bx, by_) = LAYOUT[a], LAYOUT[b]
+            x1: float
+            x2: float
             x1, y1 = ax + BOX_W, ay + BOX_H / 2
             x2, y2 = (bx, by_ + BOX_H / 2) if by_ == ay else (bx + BOX_W / 2, by_)
             if by_ != ay:
@@ -100,7 +102,8 @@ def _groups(view: Any) -> list[dict[str, Any]]:
 
 def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Log-log roofline of the run's kernels: x = FLOP per DRAM byte, y = FLOP/s, dot area ~ time."""
-    points, peaks, bandwidths = [], {}, []
+    points, bandwidths = [], []
+    peaks: dict[str, float] = {}  # per precision: the highest compute peak of any kernel's device
     for g in groups:
         r = g["kernel"]["memory"].get("roofline") or {}
         ai, fl = r.get("intensity_dram"), r.get("achieved_flops")

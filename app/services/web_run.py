@@ -11,6 +11,8 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
+from app.services.run_repo import goodput_pct
+from app.services.runs import get_run
 from app.services.storage import data_path
 from app.services.web_findings import report_label
 from app.settings import Settings
@@ -93,15 +95,8 @@ def run_totals(reports: list[Report], summaries: dict[int | None, dict[str, Any]
             out[k] += int(bd.get(k) or 0)
     if not seen:
         return {}
-    out["goodput_pct"] = 100.0 * out["compute_ns"] / out["span_ns"] if out["span_ns"] else None
+    out["goodput_pct"] = goodput_pct(out["compute_ns"], out["span_ns"])
     return out
-
-
-def get_run(session: Session, run_id: int) -> Run:
-    run = session.get(Run, run_id)
-    if run is None or run.deleted_at is not None:
-        raise ApiError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
-    return run
 
 
 def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 
 from analysis import api
 from app.models import Report, RunSummary
+from app.services.runs import get_run
 from app.services.storage import data_path
-from app.services.web_run import get_run
 from app.settings import Settings
 
 _CACHE_SIZE = 256
@@ -100,8 +100,8 @@ def run_parts(session: Session, settings: Settings, run_id: int):
         .order_by(Report.rank, Report.id)))
     parts = []
     for r in reports:
-        path = data_path(settings, r.trace_path)
-        if path.is_file():
+        path = data_path(settings, r.trace_path or "")
+        if r.trace_path and path.is_file():
             parts.append((api.run_part(_trace(str(path), r.name), r.id, r.rank, r.host or (r.info or {}).get("host")),
                           str(path)))
     described = [_described(p, key) for p, key in parts]

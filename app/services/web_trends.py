@@ -101,8 +101,8 @@ def ncu_trends(session: Session, settings: Settings, trends: JobTrends, href: An
             sa.select(Report.run_id, Report.trace_path).where(
                 Report.run_id.in_(ids), Report.kind == "ncu", Report.status == "ready",
                 Report.trace_path.is_not(None)).order_by(Report.id)):
-        path = data_path(settings, rel)
-        if not path.is_file():
+        path = data_path(settings, rel or "")
+        if not rel or not path.is_file():
             continue
         run = per_run.setdefault(run_id, {})
         for name, kpis in _ncu_kernels(path).items():
@@ -123,9 +123,9 @@ def ncu_trends(session: Session, settings: Settings, trends: JobTrends, href: An
         for kpi, label, unit in NCU_KPIS:
             points = []
             for p in trends.points:
-                cell = per_run.get(p.run_id, {}).get(name, {}).get(kpi)
+                sums = per_run.get(p.run_id, {}).get(name, {}).get(kpi)
                 points.append({"x_label": f"#{p.run_id} {p.created_at:%Y-%m-%d %H:%M}", **point_axis(p),
-                               "value": cell[0] / cell[1] if cell and cell[1] else None,
+                               "value": sums[0] / sums[1] if sums and sums[1] else None,
                                "launches": cell[1] if cell else 0, "href": href(p.run_id), "regressed": False})
             if any(pt["value"] is not None for pt in points):
                 series[kpi] = {"label": f"{label} (mean per profiled launch)", "unit": unit, "points": points}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from app.auth import current_principal, login_user, logout_user
+from app.auth import current_principal, login_user, logout_user, require_principal
 from app.db import get_session
 from app.models import SCOPES
 from app.services import sign_in
@@ -60,7 +60,7 @@ def logout():
 @login_required
 def tokens():
     db = get_session()
-    principal = current_principal()
+    principal = require_principal()
     actor = principal.actor()
     created = None
     status = 200

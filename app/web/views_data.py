@@ -12,6 +12,7 @@ from flask import Response, jsonify, request, stream_with_context
 from analysis import api
 from app.db import get_session
 from app.errors import ApiError
+from app.models import Report
 from app.services import web_export, web_run, web_runs
 from app.settings import current_settings
 from app.web import bp
@@ -28,7 +29,7 @@ def _int_arg(name: str, default: int | None = None) -> int | None:
         raise ApiError("VALIDATION_ERROR", f"{name} must be an integer") from None
 
 
-def _open(run_id: int, report_id: int) -> tuple[object, api.Trace]:
+def _open(run_id: int, report_id: int) -> tuple[Report, api.Trace]:
     report, path = web_run.ready_report(get_session(), current_settings(), run_id, report_id)
     return report, api.open_report(path, report.name)
 
@@ -46,7 +47,7 @@ def _trace_download(stem: str, start: int | None, end: int | None, chunks: Itera
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
-@bp.route("/runs/<int:run_id>/reports/<int:report_id>/timeline.json")
+@bp.route("/runs/<id:run_id>/reports/<id:report_id>/timeline.json")
 @login_required
 def timeline_json(run_id: int, report_id: int):
     _, trace = _open(run_id, report_id)
@@ -57,7 +58,7 @@ def timeline_json(run_id: int, report_id: int):
     return jsonify(body)
 
 
-@bp.route("/runs/<int:run_id>/reports/<int:report_id>/tables.json")
+@bp.route("/runs/<id:run_id>/reports/<id:report_id>/tables.json")
 @login_required
 def tables_json(run_id: int, report_id: int):
     report, trace = _open(run_id, report_id)
@@ -69,7 +70,7 @@ def tables_json(run_id: int, report_id: int):
     return jsonify(body)
 
 
-@bp.route("/runs/<int:run_id>/kernel.json")
+@bp.route("/runs/<id:run_id>/kernel.json")
 @login_required
 def kernel_json(run_id: int):
     """Where a kernel named by an ncu finding ran in the run's nsys reports (first instances)."""
@@ -89,7 +90,7 @@ def kernel_json(run_id: int):
     return jsonify({"name": name, "reports": out})
 
 
-@bp.route("/runs/<int:run_id>/reports/<int:report_id>/trace.json")
+@bp.route("/runs/<id:run_id>/reports/<id:report_id>/trace.json")
 @login_required
 def chrome_trace_download(run_id: int, report_id: int):
     report, trace = _open(run_id, report_id)
@@ -104,7 +105,7 @@ def chrome_trace_download(run_id: int, report_id: int):
     return _trace_download(f"run{run_id}-report{report_id}", start, end, generate())
 
 
-@bp.route("/runs/<int:run_id>/findings.<fmt>")
+@bp.route("/runs/<id:run_id>/findings.<fmt>")
 @login_required
 def findings_download(run_id: int, fmt: str):
     view = web_run.run_view(get_session(), run_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import abort, flash, redirect, render_template, request, url_for
 
 from analysis.api import describe_rule, rule_catalogue
@@ -11,6 +13,7 @@ from app.models import RUN_STATUSES
 from app.services import compare as compare_service
 from app.services import operations, web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services import rules as rules_service
+from app.services import runs as runs_service
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
@@ -39,7 +42,7 @@ def runs():
     )
 
 
-@bp.route("/runs/<int:run_id>")
+@bp.route("/runs/<id:run_id>")
 @login_required
 def run(run_id: int):
     view = _page_or_404(web_run.run_view, get_session(), run_id)
@@ -74,7 +77,7 @@ def _retryable(view) -> bool:
         view.run.analysis_status == "failed" and any(r.status == "ready" for r in view.reports))
 
 
-@bp.route("/runs/<int:run_id>/retry", methods=["POST"])
+@bp.route("/runs/<id:run_id>/retry", methods=["POST"])
 @login_required
 def retry_run(run_id: int):
     """The run page's Retry button: the same service as POST /api/v1/runs/<id>/retry."""
@@ -89,7 +92,7 @@ def retry_run(run_id: int):
     return redirect(url_for("web.run", run_id=run_id))
 
 
-@bp.route("/runs/<int:run_id>/analysis", methods=["POST"])
+@bp.route("/runs/<id:run_id>/analysis", methods=["POST"])
 @login_required
 def reanalyze(run_id: int):
     """The run page's window form: analyze the run again with the window asked for."""
@@ -114,15 +117,16 @@ def compare():
         b = int(request.args.get("b", ""))
     except ValueError:
         return render_template("compare_pick.html", a=request.args.get("a", ""), b=request.args.get("b", ""))
-    head = _page_or_404(web_run.get_run, db, b)
+    head = _page_or_404(runs_service.get_run, db, b)
     try:
         a = int(request.args.get("a", ""))
     except ValueError:
         # No baseline chosen: the previous run of the same job.
-        a = web_compare.previous_run(db, head)
-        if a is None:
+        previous = web_compare.previous_run(db, head)
+        if previous is None:
             return render_template("compare_pick.html", a="", b=b,
                                    note="This is the first run of its job: choose a baseline run.")
+        a = previous
     diff = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
     va, vb = web_run.run_view(db, a), web_run.run_view(db, b)
     return render_template("compare.html", c=diff, a=va, b=vb, kpis=web_compare.kpi_deltas(va, vb),
@@ -158,4 +162,5 @@ def rules():
 
 @bp.route("/runs")
 def runs_alias():
-    return redirect(url_for("web.runs", **request.args))
+    args: dict[str, Any] = request.args.to_dict()
+    return redirect(url_for("web.runs", **args))

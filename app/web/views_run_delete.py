@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import flash, redirect, render_template, url_for
 
-from app.auth import current_principal
+from app.auth import current_principal, require_principal
 from app.db import get_session
 from app.errors import ApiError
 from app.services import runs as runs_service
@@ -22,10 +22,10 @@ def may_delete_run(run) -> bool:
                                                      is_admin=p.is_admin)
 
 
-@bp.route("/runs/<int:run_id>/delete", methods=["POST"])
+@bp.route("/runs/<id:run_id>/delete", methods=["POST"])
 @login_required
 def delete_run(run_id: int):
-    p = current_principal()
+    p = require_principal()
     try:
         runs_service.delete_run(get_session(), current_settings(), run_id, user_id=p.user_id,
                                 token_id=p.token_id, is_admin=p.is_admin)

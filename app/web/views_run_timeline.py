@@ -14,7 +14,7 @@ from app.web.security import login_required
 from app.web.views_data import _int_arg, _trace_download
 
 
-@bp.route("/runs/<int:run_id>/timeline.json")
+@bp.route("/runs/<id:run_id>/timeline.json")
 @login_required
 def run_timeline_json(run_id: int):
     session = get_session()
@@ -25,7 +25,7 @@ def run_timeline_json(run_id: int):
     return jsonify(body)
 
 
-@bp.route("/runs/<int:run_id>/timeline/select.json")
+@bp.route("/runs/<id:run_id>/timeline/select.json")
 @login_required
 def run_timeline_select(run_id: int):
     report_id, t = _int_arg("report_id"), _int_arg("t_ns")
@@ -37,7 +37,7 @@ def run_timeline_select(run_id: int):
     return jsonify(body)
 
 
-@bp.route("/runs/<int:run_id>/trace.json")
+@bp.route("/runs/<id:run_id>/trace.json")
 @login_required
 def run_chrome_trace(run_id: int):
     start, end = _int_arg("start_ns"), _int_arg("end_ns")
@@ -53,7 +53,7 @@ def run_chrome_trace(run_id: int):
     return _trace_download(f"run{run_id}-all-ranks", start, end, generate())
 
 
-@bp.route("/runs/<int:run_id>/kernels.json")
+@bp.route("/runs/<id:run_id>/kernels.json")
 @login_required
 def run_kernel_matrix(run_id: int):
     """Kernel x rank total time over the run's nsys reports (a straggler kernel is one rank's outlying cell)."""

@@ -1,4 +1,4 @@
-"""A many-rank run built at test time from the corpus' two-rank NCCL exports (issue #16).
+"""A many-rank run built at test time from the corpus' two-rank NCCL exports.
 
 Rank ``k`` is a copy of ``nccl-ring-2node-r0`` (even k) or ``-r1`` (odd k) with:
 

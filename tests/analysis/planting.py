@@ -177,7 +177,7 @@ def raw_api_names(con: sqlite3.Connection) -> list[tuple[int, int, int, str, int
                           FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId""").fetchall()
 
 
-# One ingest per distinct export content and test session (issue #18): the planted variants that leave an
+# One ingest per distinct export content and test session: the planted variants that leave an
 # export as it was (``unchanged``, silent plants, the untouched peer of a run), identical plants and the
 # corpus exports tests read as they are share it. Keyed by the bytes' SHA-256, never by the path alone (a
 # plant rewrites a copy in place). Under pytest the files live in the session's tmp dir (see

@@ -1,4 +1,4 @@
-"""Case table of the whole-system rules (issue #14), as in ``rule_cases``: a planted variant of a real export
+"""Case table of the whole-system rules, as in ``rule_cases``: a planted variant of a real export
 where each rule fires, with the impact computed here from the raw export, and a variant where it stays silent.
 """
 

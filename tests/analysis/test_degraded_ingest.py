@@ -1,4 +1,4 @@
-"""Exports lacking columns (issue #13.17): a column that only refines the answer is read as unknown and the report
+"""Exports lacking columns: a column that only refines the answer is read as unknown and the report
 says so (``degraded``); a core one is refused as ``unsupported_schema`` naming it. The columns are dropped from
 copies of real exports at test time, one per kind, and the real ingest runs on them."""
 

@@ -1,4 +1,4 @@
-"""Rank and world size from every encoding of the captured environment seen in real exports (issue #13.16).
+"""Rank and world size from every encoding of the captured environment seen in real exports.
 
 Each case plants an MPI rank's environment into a copy of a real export, in one of the three places nsys
 keeps it and with the separator real exports use there, and ingests the copy with the real reader."""

@@ -1,4 +1,4 @@
-"""Stream and CUDA graph launches (issue #14): graph launches planted into copies of real exports, every
+"""Stream and CUDA graph launches: graph launches planted into copies of real exports, every
 figure of the report's launch summary and KRN001's graph estimate recomputed from the raw export."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from tests.analysis.rule_cases import KRN_SHORT_NS, _blocking_copy_calls, krn001
 from tests.conftest import corpus_file
 
 MASK = 0xFFFFFF
-# The rules' and summaries' own semantics over the whole export: once the analysis window of issue #11 is
-# there (steady state by default), these tests ask for all of it.
+# The rules' and summaries' own semantics over the whole export: the analysis reads the steady state by
+# default, so these tests ask for all of it.
 WHOLE = {"window": "all"} if "window" in inspect.signature(analyze).parameters else {}
 
 

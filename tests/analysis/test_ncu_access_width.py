@@ -1,4 +1,4 @@
-"""NCU001 without ncu's bytes-per-sector metric (issue #13.18): the access width from the SASS data bytes, else
+"""NCU001 without ncu's bytes-per-sector metric: the access width from the SASS data bytes, else
 from the element type in the kernel's name (the assumption stated), else only the 16-byte lower bound."""
 
 from __future__ import annotations

@@ -243,7 +243,7 @@ def test_idle_inside_nccl_setup_is_setup_not_data_loading():
 
 
 def test_ranks_keep_their_own_steady_window_and_the_run_gives_the_common_one(tmp_path):
-    # Each report is analyzed on its own (issue #16: one task per report right after its ingest), so its
+    # Each report is analyzed on its own (one task per report right after its ingest), so its
     # rules look at its own steady phase; the run gives the stretch where all ranks are steady.
     p = 5 * MS
     outs, facts = [], []

@@ -1,4 +1,4 @@
-"""The whole-system rules (issue #14) on planted variants of real exports, with numbers checked against
+"""The whole-system rules on planted variants of real exports, with numbers checked against
 direct SQL on the raw export."""
 
 from __future__ import annotations

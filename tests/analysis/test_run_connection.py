@@ -1,4 +1,4 @@
-"""The run's one DuckDB connection for cross-rank work (issue #18, bug 3): every report attached, the analysis
+"""The run's one DuckDB connection for cross-rank work: every report attached, the analysis
 limits applied, the ranks' clocks aligned once; COMM002 on it gives what an independent oracle computes."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def test_comm002_on_corpus_multi_rank_exports_matches_the_oracle(names):
 
 
 def test_six_ranks_on_absolute_clocks_do_not_overflow(tmp_path):
-    """The report of issue #13: six ranks with session starts ~1.7e18 overflowed INT64 in COMM002."""
+    """Six ranks with session starts ~1.7e18 (absolute clocks) must not overflow INT64 in COMM002."""
     start = 1728501278164576908
     parts, paths = [], []
     for rank in range(6):

@@ -1,4 +1,4 @@
-"""The timeline overview (issue #12) against the exact window on real corpus exports: the same lanes, every
+"""The timeline overview against the exact window on real corpus exports: the same lanes, every
 activity counted once with the same busy time, first start and last end; boxes at most one fine bin away
 from where the exact window puts them; fine windows never use it."""
 

@@ -1,4 +1,4 @@
-"""Absolute clocks (issue #13.15): every rule and every summary gives the same answer on a trace at small times
+"""Absolute clocks: every rule and every summary gives the same answer on a trace at small times
 and on the same trace moved near 2^62 ns (with session starts near 2^62 or on the wall clock), for 1 to 64
 ranks, and no rule ends in ``error``. Times in the answers are compared after taking the shift back out."""
 

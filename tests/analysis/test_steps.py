@@ -1,4 +1,4 @@
-"""Exact per-iteration records (issue #11): every iteration's GPU busy time and compute / exposed comm /
+"""Exact per-iteration records: every iteration's GPU busy time and compute / exposed comm /
 memory-only / idle, written into the normalized file at ingest, checked against an independent
 computation on the raw export; the JSON's records are the file's; files of schema version 2 (no table)
 get the same records computed; multi-rank records name the rank that finished each step last."""

@@ -117,7 +117,7 @@ def test_cli_json_reports_carry_summaries():
     assert rep["nvtx"]["has_nvtx"] and rep["iterations"]["range"] is None
     # ... so the loop comes from the repeating GPU work, and the NVTX verdict is kept beside it.
     assert rep["iterations"]["source"] == "kernel_pattern" and rep["iterations"]["detail"]["nvtx_reason"]
-    assert len(rep["iterations"]["items"]) <= 50  # per-iteration records, bounded in the JSON (issue #11)
+    assert len(rep["iterations"]["items"]) <= 50  # per-iteration records, bounded in the JSON
     assert len(result["findings"]) == 3
 
 

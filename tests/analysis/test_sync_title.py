@@ -1,4 +1,4 @@
-"""SYNC001 counts sync calls, not gaps, in its title (issue #13.19): on a real export where 10 sync calls are
+"""SYNC001 counts sync calls, not gaps, in its title: on a real export where 10 sync calls are
 followed by 171 idle gaps, the title names the calls that idle followed, computed here from the raw export."""
 
 from __future__ import annotations

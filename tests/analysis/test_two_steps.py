@@ -1,4 +1,4 @@
-"""The analysis in two steps (issue #16): each report on its own, then the run over the reports' facts.
+"""The analysis in two steps: each report on its own, then the run over the reports' facts.
 
 ``analyze_run`` (the offline CLI) is the two steps in one process; the service runs step 1 in one task
 per report (any order, any worker, results through JSON and parquet files) and step 2 once. These tests

@@ -1,4 +1,4 @@
-"""Threshold overrides on upload (issue #12): checked against the rule catalogue like the CLI's --threshold,
+"""Threshold overrides on upload: checked against the rule catalogue like the CLI's --threshold,
 recorded on the run (its goodput.thresholds tag), used by its analysis and by a re-analysis; a bad one is a
 400 naming it, and nothing is created."""
 

@@ -1,4 +1,4 @@
-"""The analysis window through /api/v1 (issue #11): on upload, recorded on the run, and re-analysis of a
+"""The analysis window through /api/v1: on upload, recorded on the run, and re-analysis of a
 run with another window, processed by the real pipeline and analysis (in-process, no Celery)."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_bad_windows_are_rejected(client, auth, session, settings):
 
 def test_a_window_longer_than_its_column_is_refused_before_anything_is_stored():
     from app.errors import ApiError
-    from app.services.uploads import MAX_WINDOW_CHARS, parse_window
+    from app.services.runs import MAX_WINDOW_CHARS, parse_window
 
     assert parse_window("nvtx:" + "x" * (MAX_WINDOW_CHARS - 5)) is not None
     try:

@@ -64,7 +64,7 @@ def test_no_server_errors_and_responses_match_the_schema(app, auth):
         check()
 
 
-# The places where the document and the server disagreed (issue #13, item 10), checked both ways.
+# The places where the document and the server disagreed, checked both ways.
 
 def _documented(path: str, method: str) -> dict:
     return build_document()["paths"][path][method]

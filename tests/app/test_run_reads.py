@@ -67,3 +67,31 @@ def test_the_api_and_the_ui_list_the_same_runs_for_the_same_filter(client, auth,
     assert {x["id"] for x in api.json["items"]} == expected
     assert {x.id for x in ui.items} == expected
     assert api.json["total"] == ui.total == len(expected)
+
+
+def test_the_api_and_the_ui_read_the_same_headline_numbers_from_one_row(client, auth, session):
+    """Both lists read a run's headline from its per-run summary (the sums over its reports), and goodput is
+    the one formula: compute over span, in percent to three decimals."""
+    from app.models import RunSummary
+    from app.services.run_repo import goodput_pct
+
+    spans = {"a": (3_000_000_007, 2_000_000_003, 55_000), "b": (1_000, 999, 0), "c": None}
+    ids = {}
+    for name, numbers in spans.items():
+        ids[name] = client.post("/api/v1/runs", headers=auth["write"], json={"job": "head"}).json["id"]
+        if numbers is not None:
+            span, compute, comm = numbers
+            session.add(RunSummary(run_id=ids[name], report_id=None, span_ns=span, compute_ns=compute,
+                                   comm_exposed_ns=comm, goodput_pct=goodput_pct(compute, span), data={}))
+    session.commit()
+    assert goodput_pct(2_000_000_003, 3_000_000_007) == round(100.0 * 2_000_000_003 / 3_000_000_007, 3) == 66.667
+    assert goodput_pct(5, 0) is None and goodput_pct(None, 10) is None
+
+    api = {x["id"]: x for x in client.get("/api/v1/runs?job=head", headers=auth["read"]).json["items"]}
+    ui = web_runs.list_runs(session, web_runs.RunFilters.parse(MultiDict({"job": "head", "sort": "goodput"})))
+    assert [r.id for r in ui.items] == [ids["b"], ids["a"], ids["c"]]  # highest first, no number last
+    for row in ui.items:
+        assert row.goodput_pct == api[row.id]["goodput_pct"]
+    by_id = {r.id: r for r in ui.items}
+    assert (by_id[ids["a"]].gpu_time_ns, by_id[ids["a"]].exposed_comm_ns) == (3_000_000_007, 55_000)
+    assert by_id[ids["c"]].goodput_pct is None and api[ids["c"]]["goodput_pct"] is None

@@ -71,3 +71,15 @@ def test_every_storage_error_code_is_an_api_error_code():
     assert {StorageFull.code, UploadTooLarge.code, BadUpload.code, "BAD_REQUEST"} <= set(ERROR_STATUS)
     assert (ApiError.from_storage_error(StorageFull("full")).status, ApiError.from_storage_error(
         BadUpload("short", code="BAD_REQUEST")).status) == (507, 400)
+
+
+def test_resolve_and_key_of_are_the_one_way_between_keys_and_paths(tmp_path):
+    from app.services.storage import LocalStorage
+
+    storage = LocalStorage(tmp_path / "data")
+    path = storage.trace_path(7)
+    assert storage.resolve("reports/7/trace.duckdb") == path.resolve() and path.resolve().is_absolute()
+    assert storage.key_of(path) == "reports/7/trace.duckdb"
+    assert storage.key_of(storage.resolve("uploads/ab/abc.sqlite")) == "uploads/ab/abc.sqlite"
+    with pytest.raises(ValueError):
+        storage.key_of(tmp_path / "elsewhere" / "x")

@@ -1,4 +1,4 @@
-"""Page polish of issue #12 in a real Chromium: deleting a run from its page after a confirmation, the upload
+"""Page details in a real Chromium: deleting a run from its page after a confirmation, the upload
 page's chosen-file list (remove, remove all), bytes/speed/ETA and cancel on a throttled upload, one unit per
 table column, and no horizontal scrolling at 1280 px on every page."""
 

@@ -1,4 +1,4 @@
-"""The run page of multi-rank runs in a real Chromium (issue #12): every rank drawn on one axis, a collective
+"""The run page of multi-rank runs in a real Chromium: every rank drawn on one axis, a collective
 highlighted on every rank, the rank x rule matrix equal to the findings JSON, keyboard zoom, the merged
 Chrome trace, and no horizontal scrolling at 1280 px. Screenshots go to artifacts/screenshots/."""
 

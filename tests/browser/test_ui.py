@@ -115,7 +115,7 @@ def test_run_page_findings_breakdown_timeline(signed_in, store) -> None:
     run_id = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="nccl-ring", tags={"nodes": "2"})
     page = signed_in.page
     page.goto(f"/runs/{run_id}")
-    # findings are grouped by rule (issue #12), the rules ranked by their largest per-rank impact
+    # findings are grouped by rule, the rules ranked by their largest per-rank impact
     impacts = page.locator("#findings > .rule-row").evaluate_all("ds => ds.map(d => Number(d.dataset.impactNs))")
     assert impacts and impacts == sorted(impacts, reverse=True)
     # the breakdown chart has one bar per GPU, with segments of non-zero width
@@ -246,7 +246,7 @@ def test_trace_strings_with_payloads_are_text(signed_in, store, tmp_path) -> Non
     page.goto(f"/runs/{run_id}")
     page.wait_for_selector("#kernel-table[data-loaded='1']")
     page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
-    # names are shortened in the cell (templates folded, issue #12); the full name is the cell's title
+    # names are shortened in the cell (templates folded); the full name is the cell's title
     kernel_names = page.locator("#kernel-table td.name").evaluate_all("tds => tds.map(td => td.title)")
     assert any(n.startswith(seed.XSS_SCRIPT) for n in kernel_names)
     assert any(n.startswith(seed.XSS_IMG) for n in kernel_names)

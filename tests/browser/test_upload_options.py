@@ -1,4 +1,4 @@
-"""The upload form's analysis window and threshold overrides (issue #12) in a real Chromium against the real
+"""The upload form's analysis window and threshold overrides in a real Chromium against the real
 service and workers: a bad value is a readable error in the page and creates nothing; good ones are recorded
 on the run and used by its analysis."""
 

@@ -1,4 +1,4 @@
-"""Many-rank runs analyzed in parallel by the workers that exist (issue #16), end to end with real worker
+"""Many-rank runs analyzed in parallel by the workers that exist, end to end with real worker
 processes and Redis: one task per report right after its ingest, the run-level step once over the reports'
 facts, the same findings as the offline CLI on the same files; a failed rank leaves the run analyzed with
 the others and named; a worker killed in a report's analysis loses nothing."""

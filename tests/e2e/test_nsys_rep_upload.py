@@ -1,4 +1,4 @@
-"""A binary .nsys-rep uploaded through the API ingests with the worker's `nsys` (issue #18, bug 2): the stored
+"""A binary .nsys-rep uploaded through the API ingests with the worker's `nsys`: the stored
 upload keeps its suffix, so the worker converts it instead of refusing the same bytes as not SQLite."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_an_nsys_rep_upload_gets_findings(make_service, tmp_path, monkeypatch):
     # Kept: the converted export, as SQLite and without the captured environment; the .nsys-rep is gone.
     sha = report["sha256"]
     kept = f"uploads/{sha[:2]}/{sha}.kept.sqlite"
-    # Beside the trace: its own analysis (issue #16), one folder with the result and the cross-rank facts.
+    # Beside the trace: its own analysis, one folder with the result and the cross-rank facts.
     stored = stored_files(svc.settings.data_dir)
     analysis = [f for f in stored if f.startswith(f"reports/{report['id']}/analysis-")]
     assert sorted(f.rsplit("/", 1)[1] for f in analysis) == ["analysis.json", "collectives.parquet"]

@@ -1,4 +1,4 @@
-"""Issue #11 end to end: a run uploaded with a window, then analyzed again with another one through the
+"""The analysis window end to end: a run uploaded with a window, then analyzed again with another one through the
 API, by a real Celery worker process."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Analysis at the edges of its input (issue #13, items 15-17): real exports moved onto absolute clocks near
+"""Analysis at the edges of its input: real exports moved onto absolute clocks near
 2^62 ns, 64 ranks on one wall clock, windows spanning 2^62 ns, and an export missing a refining column. Each
 ends with an answer (never a rule in ``error``), the same answer as the unmoved trace where times moved."""
 

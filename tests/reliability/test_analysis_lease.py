@@ -1,4 +1,4 @@
-"""An analysis longer than GOODPUT_LEASE_SECONDS keeps its lease (issue #18, bug 1): a real worker, a 1 s lease
+"""An analysis longer than GOODPUT_LEASE_SECONDS keeps its lease: a real worker, a 1 s lease
 and reconcile every second, a run whose analysis takes several leases (exports built at test time)."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_an_analysis_longer_than_its_lease_is_not_requeued(make_service, tmp_pat
         run = svc.get(f"/runs/{run_id}")
         if run["analysis_status"] == "analyzing" and run["analysis_lease_expires_at"]:
             leases.append(run["analysis_lease_expires_at"])
-        for r in run["reports"]:  # issue #16: each report's own analysis holds the report's lease
+        for r in run["reports"]:  # each report's own analysis holds the report's lease
             if r["status"] == "analyzing" and r["lease_owner"] and r["lease_expires_at"]:
                 report_leases.setdefault(r["id"], set()).add(r["lease_expires_at"])
         if run["status"] in ("ready", "failed"):

@@ -1,4 +1,4 @@
-"""The job page's ncu kernel trends (issue #12): per profiled kernel, its duration, SM and memory throughput
+"""The job page's ncu kernel trends: per profiled kernel, its duration, SM and memory throughput
 and achieved occupancy over the job's runs, each point the mean over that run's profiled launches, checked
 against direct queries on the ingested ncu reports; runs without ncu have no point."""
 

@@ -1,4 +1,4 @@
-"""The run page names the reports a partial run was analyzed without (issue #16), escaped."""
+"""The run page names the reports a partial run was analyzed without, escaped."""
 
 from __future__ import annotations
 

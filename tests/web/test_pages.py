@@ -176,7 +176,7 @@ def test_run_page_escapes_trace_strings(client, db, settings, ingested, tmp_path
 def test_run_page_sections(client, db, nccl_run) -> None:
     html = client.get(f"/runs/{nccl_run}").get_data(as_text=True)
     findings = list(db.scalars(sa.select(Finding).where(Finding.run_id == nccl_run)))
-    # one row per rule (issue #12), the rows ranked by their largest per-rank impact
+    # one row per rule, the rows ranked by their largest per-rank impact
     rows = [int(x) for x in __import__("re").findall(r'class="rule-row[^"]*" data-rule="[^"]+" data-ranks="[^"]*" '
                                                        r'data-severity="\w+" data-impact-ns="(\d+)"', html)]
     assert len(rows) == len({f.rule_id for f in findings}) and rows == sorted(rows, reverse=True)
@@ -281,7 +281,7 @@ def test_run_page_window_form_reanalyzes(client, db, settings, ingested) -> None
 
 
 def test_run_page_iterations_and_per_step_impacts(client, db, settings, ingested) -> None:
-    """Issue #11: the run page's iteration section (step-time distribution, the slowest steps with the rule
+    """The run page's iteration section (step-time distribution, the slowest steps with the rule
     owning their extra time) and the findings' impact per step on the steady window."""
     import re
 

@@ -1,4 +1,4 @@
-"""Deleting a run from the run page (issue #12): the button only for the submitter or an admin, behind a
+"""Deleting a run from the run page: the button only for the submitter or an admin, behind a
 confirmation and the form's CSRF token; anyone else gets a 403 page and the run stays."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The run timeline's overview files (issue #12) through the web routes: built on first use beside each report's
+"""The run timeline's overview files through the web routes: built on first use beside each report's
 DuckDB file, then used for the whole-run window with the same activities as the exact window."""
 
 from __future__ import annotations

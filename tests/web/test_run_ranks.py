@@ -1,4 +1,4 @@
-"""The run page by rank (issue #12), through Flask's test client on real corpus exports: the run-wide timeline
+"""The run page by rank, through Flask's test client on real corpus exports: the run-wide timeline
 on the COMM002 clock, a click's launch and collective, the merged Chrome trace, findings grouped by rule
 with the rank x rule matrix, formatted evidence and the "ready with errors" banner."""
 

@@ -1,4 +1,4 @@
-"""The ingest task leaves the run timeline's overview beside the published report (issue #12), so no page view
+"""The ingest task leaves the run timeline's overview beside the published report, so no page view
 waits for it; the file holds the report's activity, and a re-delivered message does not rebuild it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-report analysis job state (issue #16) on SQLite and PostgreSQL: the run-level step is queued and
+"""Per-report analysis job state on SQLite and PostgreSQL: the run-level step is queued and
 claimed exactly once however many reports finish together; leases, crashes and stale analyses."""
 
 from __future__ import annotations

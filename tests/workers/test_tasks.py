@@ -42,7 +42,7 @@ def test_ingest_then_analyze_store_what_the_library_computes(session, settings):
     run_id, [rid] = make_run(session, settings, [(path.name, path.read_bytes())])
     assert tasks[INGEST_TASK](rid) == "ready"
     r = _report(session, rid)
-    # Ingested; its own analysis (issue #16) is queued next, on the heavy queue.
+    # Ingested; its own analysis is queued next, on the heavy queue.
     assert (r.status, r.attempts, r.lease_owner, r.error_code) == ("analyzing", 1, None, None)
     assert r.progress["stage"] == "done" and r.counts and r.tool_version == r.info["tool_version"]
     trace = settings.data_dir / r.trace_path

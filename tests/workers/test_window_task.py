@@ -1,4 +1,4 @@
-"""The analyze task reads the run's analysis window (issue #11) and stores what the library computes
+"""The analyze task reads the run's analysis window and stores what the library computes
 for that window; a window the report cannot give fails the analysis with its message."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_a_window_the_report_lacks_fails_the_analysis(session, settings):
     session.execute(sa.update(Run).where(Run.id == run_id).values(analysis_window="nvtx:no such range"))
     session.commit()
     assert tasks[INGEST_TASK](rid) == "ready"
-    # The report's own analysis is where the window is resolved (issue #16): it fails the report with the
+    # The report's own analysis is where the window is resolved: it fails the report with the
     # message, and the run, which has no other report, with it.
     assert tasks[ANALYZE_REPORT_TASK](rid) == "analysis_failed"
     session.expire_all()

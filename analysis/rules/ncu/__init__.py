@@ -1,4 +1,5 @@
-"""Rules over Nsight Compute reports. NCU_RULES lists them explicitly, in id order."""
+"""Rules over Nsight Compute reports. NCU_RULES lists the per-kernel rules NCU001-NCU007, in id order; the
+rules over the ncu memory story (NCU008-NCU010) are added beside them in ``analysis.rules.registry``."""
 
 from __future__ import annotations
 

@@ -35,8 +35,8 @@ def storage_for(settings: Settings) -> Storage:
 
 
 def data_path(settings: Settings, relative: str | Path) -> Path:
-    """An absolute path under data_dir for a stored (data_dir-relative) path."""
-    return (settings.data_dir / relative).resolve()
+    """An absolute path under data_dir for a stored (data_dir-relative) path (``Storage.resolve``)."""
+    return storage_for(settings).resolve(relative)
 
 
 def trace_path_for(settings: Settings, report_id: int) -> Path:

@@ -40,6 +40,16 @@ class Storage(ABC):
     def exists(self, key: str) -> bool:
         """Whether the stored file ``key`` exists."""
 
+    def resolve(self, key: str | Path) -> Path:
+        """The absolute local path of the stored file or folder ``key`` (what the metadata DB keeps:
+        ``reports.upload_path``, ``trace_path``, ``analysis_path``); the one place a key becomes a path."""
+        return self.path(str(key)).resolve()
+
+    @abstractmethod
+    def key_of(self, path: Path) -> str:
+        """The key of a local path this storage handed out (the reverse of ``resolve``); ValueError when
+        the path is not inside the storage."""
+
     def open(self, key: str) -> BinaryIO:
         """The stored file ``key`` opened for reading."""
         return self.path(key).open("rb")

@@ -3,20 +3,11 @@ them to HTTP responses, so storage never raises HTTP errors itself."""
 
 from __future__ import annotations
 
-from typing import Any
+from app.errors import CodedError
 
 
-class StorageError(Exception):
+class StorageError(CodedError):
     """A storage problem a client can act on: a stable code (one of app.errors.ERROR_STATUS), a message."""
-
-    code = "INTERNAL"
-
-    def __init__(self, message: str, details: dict[str, Any] | None = None, *, code: str | None = None) -> None:
-        super().__init__(message)
-        if code is not None:
-            self.code = code
-        self.message = message
-        self.details = details or {}
 
 
 class StorageFull(StorageError):

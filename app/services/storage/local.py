@@ -60,6 +60,9 @@ class LocalStorage(Storage):
     def path(self, rel: str) -> Path:
         return self.root / rel
 
+    def key_of(self, path: Path) -> str:
+        return Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+
     def exists(self, rel: str) -> bool:
         return self.path(rel).is_file()
 

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, cast
 
 import zstandard
 
@@ -229,7 +230,7 @@ class UploadSink:
         self._head = b""
         self._mode: str | None = None
         self._gz: zlib._Decompress | None = None
-        self._zw = None
+        self._zw: zstandard.ZstdDecompressionWriter | None = None
         self._staged: Staged | None = None
 
     # -- the file protocol Werkzeug uses -------------------------------------------------------
@@ -300,7 +301,9 @@ class UploadSink:
             self._mode, self._gz = "gzip", zlib.decompressobj(wbits=31)
         elif head.startswith(ZSTD_MAGIC):
             self._mode = "zstd"
-            self._zw = zstandard.ZstdDecompressor().stream_writer(_Out(self), write_size=CHUNK, closefd=False)
+            # The writer only calls write() and flush(), which _Out has.
+            self._zw = zstandard.ZstdDecompressor().stream_writer(cast("IO[bytes]", _Out(self)), write_size=CHUNK,
+                                                                 closefd=False)
         else:
             self._mode = "plain"
 
@@ -311,25 +314,36 @@ class UploadSink:
             elif self._mode == "gzip":
                 self._feed_gzip(data)
             elif data:
-                self._zw.write(data)
+                self._zstd().write(data)
         except (zlib.error, zstandard.ZstdError) as exc:
             raise BadUpload(f"{self.label}: the compressed upload is damaged: {exc}") from None
 
     def _feed_gzip(self, data: bytes) -> None:
         # max_length bounds memory: a small compressed chunk may expand a thousandfold.
         pending = False
+        gz = self._gzip()
         while True:
-            if self._gz.eof:  # concatenated gzip members
-                data = self._gz.unused_data + data
+            if gz.eof:  # concatenated gzip members
+                data = gz.unused_data + data
                 if not data.strip(b"\x00"):
                     return
-                self._gz = zlib.decompressobj(wbits=31)
-            if not (data or self._gz.unconsumed_tail or pending):
+                gz = self._gz = zlib.decompressobj(wbits=31)
+            if not (data or gz.unconsumed_tail or pending):
                 return
-            out = self._gz.decompress(self._gz.unconsumed_tail + data, CHUNK)
+            out = gz.decompress(gz.unconsumed_tail + data, CHUNK)
             data = b""
             self._out(out)
             pending = len(out) == CHUNK
+
+    def _gzip(self) -> zlib._Decompress:
+        if self._gz is None:
+            raise RuntimeError("gzip decoding has not started")
+        return self._gz
+
+    def _zstd(self) -> zstandard.ZstdDecompressionWriter:
+        if self._zw is None:
+            raise RuntimeError("zstd decoding has not started")
+        return self._zw
 
     def _out(self, data: bytes) -> None:
         if not data:
@@ -354,10 +368,10 @@ class UploadSink:
         try:
             if self._mode == "gzip":
                 self._feed_gzip(b"")
-                if not self._gz.eof and self._raw > 0:
+                if not self._gzip().eof and self._raw > 0:
                     raise BadUpload(f"{self.label}: the gzip upload is truncated.")
             elif self._mode == "zstd":
-                self._zw.flush()
+                self._zstd().flush()
         except (zlib.error, zstandard.ZstdError) as exc:
             raise BadUpload(f"{self.label}: the compressed upload is damaged: {exc}") from None
         self._staged = Staged(self.path, self._fh.finish(), self._size, self.suffix)

@@ -1,4 +1,4 @@
-"""Accounts under attack (issue #13, items 2-4), on SQLite and PostgreSQL: sign-out and password changes end
+"""Accounts under attack, on SQLite and PostgreSQL: sign-out and password changes end
 sessions on the server, sign-in is throttled, and tokens and runs belong to people."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A held lock on the metadata DB (issue #13, item 8), on SQLite and PostgreSQL: reads never write and answer
+"""A held lock on the metadata DB, on SQLite and PostgreSQL: reads never write and answer
 at once; a write that cannot get its lock is a 503 with Retry-After within the lock timeout, never a 500 or a
 tied-up web worker; a token's last use is recorded once the lock is gone."""
 

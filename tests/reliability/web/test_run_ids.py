@@ -1,4 +1,4 @@
-"""Migration 0002 on a database that already holds runs (issue #13, item 9), on SQLite and PostgreSQL: every
+"""Migration 0002 on a database that already holds runs, on SQLite and PostgreSQL: every
 row survives (SQLite rebuilds `runs` and `reports`; with foreign keys on that would cascade-delete), the
 downgrade works, and afterwards a purged id is never handed out again."""
 

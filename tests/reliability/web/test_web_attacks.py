@@ -1,4 +1,4 @@
-"""Hostile requests to the web and the API (issue #13, items 1, 5, 6, 7, 9), each on SQLite and PostgreSQL:
+"""Hostile requests to the web and the API, each on SQLite and PostgreSQL:
 the typed answer, and nothing created, stored or left behind."""
 
 from __future__ import annotations

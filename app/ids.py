@@ -1,0 +1,33 @@
+"""The one id guard: which integers can name a row, and the URL converter every id path parameter uses.
+
+Ids are INTEGER columns (int4 on PostgreSQL), so a larger number names no row; handed to a driver it
+overflows instead (SQLite past 2**63 - 1, psycopg past 2**31 - 1 against an int4 column). Routes take ids
+through ``<id:name>``, which refuses such numbers while routing, so the view never runs and the answer is
+the same 404 on both databases.
+"""
+
+from __future__ import annotations
+
+from werkzeug.exceptions import NotFound
+from werkzeug.routing import IntegerConverter
+
+MAX_ID = 2**31 - 1
+
+
+def valid_id(value: int) -> bool:
+    """True when ``value`` could be a row id (1 to ``MAX_ID``)."""
+    return 0 < value <= MAX_ID
+
+
+class IdConverter(IntegerConverter):
+    """``<id:run_id>``: decimal digits naming a possible row id; other digits are a 404 at once.
+
+    NotFound rather than werkzeug's ValidationError: with the latter the matcher goes on to the rules of
+    the same path with other methods and answers 405 (``DELETE /runs/<too big>`` beside ``GET``).
+    """
+
+    def to_python(self, value: str) -> int:
+        number = int(value)
+        if not valid_id(number):
+            raise NotFound(f"No row has the id {value[:30]}.")
+        return number

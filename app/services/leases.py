@@ -1,0 +1,155 @@
+"""The one lease machinery of the three kinds of job (ingest, a report's analysis, a run's analysis): claim,
+renew, fail when the attempts are used up, and what reconcile finds expired.
+
+A job is a row (a report or a run) with an owner, an expiry and an attempt counter. Every state change is
+one conditional ``UPDATE ... WHERE <the state we expect>`` whose row count says whether we won (see
+``app.services.jobstate`` for why that is atomic on both databases). What differs per kind is only which
+columns hold the lease and which row state means "held" or "waiting": one ``Lease`` each below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from app.db import changed
+from app.models import Report, Run, utcnow
+from app.services.run_query import live
+from app.services.runs import derive_status
+
+TERMINAL = ("ready", "failed")
+
+
+class Outcome(Enum):
+    """What a claim did: took the job, failed it (attempts used up by crashed workers), or nothing."""
+
+    WON = "won"
+    CRASHED = "crashed"
+    NONE = "none"
+
+
+def same_task(owner_column: Any, owner: str) -> sa.ColumnElement[bool]:
+    """The lease is held by this very task: the owner ends with "/<celery task id>", and the same message
+    delivered again means its first delivery died (acks_late + reject_on_worker_lost), so it may take its
+    job back at once."""
+    task_id = owner.rsplit("/", 1)[-1]
+    return owner_column.like("%/" + task_id.replace("%", "").replace("_", "\\_"), escape="\\")
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Where one kind of job keeps its lease. ``held``: the row state of a job a worker holds; ``waiting``:
+    the state of one no worker has taken yet (claimable without a lease to break)."""
+
+    table: type[Report] | type[Run]
+    held: sa.ColumnElement[bool]
+    waiting: sa.ColumnElement[bool]
+    owner: InstrumentedAttribute[str | None]
+    expires: InstrumentedAttribute[datetime | None]
+    attempts: InstrumentedAttribute[int]
+
+    def claimable(self, owner: str, now: datetime) -> sa.ColumnElement[bool]:
+        """Waiting, or held under a lease that expired (or never got an expiry), or held by this task."""
+        return sa.or_(self.waiting, sa.and_(self.held, sa.or_(
+            self.expires.is_(None), self.expires < now, same_task(self.owner, owner))))
+
+    def expired(self, now: datetime) -> sa.ColumnElement[bool]:
+        """Held under a lease that ran out: its worker died (or lost its heartbeat)."""
+        return sa.and_(self.held, self.expires < now)
+
+    def released(self) -> dict[Any, Any]:
+        """The values that free the lease."""
+        return {self.owner: None, self.expires: None}
+
+    def claim(self, session: Session, row: sa.ColumnElement[bool], owner: str, lease_seconds: int,
+              max_attempts: int, *, take: Mapping[Any, Any], crash: Mapping[Any, Any],
+              now: datetime) -> Outcome:
+        """Take the job ``row`` names (lease, one more attempt, then ``take``), or fail it with ``crash``
+        when its attempts are used up. No commit: the caller reads what it needs in the same transaction."""
+        claimable = sa.and_(row, self.claimable(owner, now))
+        crashed = changed(session,
+            sa.update(self.table).where(claimable, self.attempts >= max_attempts)
+            .values({**self.released(), **crash}))
+        if crashed:
+            return Outcome.CRASHED
+        won = changed(session,
+            sa.update(self.table).where(claimable, self.attempts < max_attempts)
+            .values({self.attempts: self.attempts + 1, self.owner: owner,
+                     self.expires: now + timedelta(seconds=lease_seconds), **take}))
+        return Outcome.WON if won else Outcome.NONE
+
+    def renew(self, session: Session, row: sa.ColumnElement[bool], owner: str, lease_seconds: int) -> bool:
+        """Extend a held lease (the heartbeat of a long job); False when it was lost. Commits."""
+        n = changed(session,
+            sa.update(self.table).where(row, self.owner == owner, self.held)
+            .values({self.expires: utcnow() + timedelta(seconds=lease_seconds)}))
+        session.commit()
+        return bool(n)
+
+
+INGEST = Lease(Report, Report.status == "ingesting", Report.status == "queued", Report.lease_owner,
+               Report.lease_expires_at, Report.attempts)
+# A report's analysis is queued by the ingest that publishes it: ``analyzing`` with no lease yet.
+REPORT_ANALYSIS = Lease(Report, Report.status == "analyzing", sa.false(), Report.lease_owner,
+                        Report.lease_expires_at, Report.analysis_attempts)
+RUN_ANALYSIS = Lease(Run, Run.analysis_status == "analyzing", Run.analysis_status == "queued",
+                     Run.analysis_lease_owner, Run.analysis_lease_expires_at, Run.analysis_attempts)
+
+
+def fail_used_up(session: Session, lease: Lease, max_attempts: int, message: str, now: datetime) -> list[int]:
+    """Fail (``worker_crashed``) the reports whose ``lease`` expired with their attempts used up, each by a
+    conditional UPDATE; returns the runs that completed. No commit."""
+    expired = lease.expired(now)
+    runs: list[int] = []
+    for rid in session.execute(sa.select(Report.id).where(expired, lease.attempts >= max_attempts)).scalars():
+        n = changed(session,
+            sa.update(Report).where(Report.id == rid, expired)
+            .values({Report.status: "failed", Report.error_code: "worker_crashed", Report.error_message: message,
+                     Report.updated_at: now, **lease.released()})
+        )
+        if n and (run_id := after_terminal(session, rid)) is not None:
+            runs.append(run_id)
+    return runs
+
+
+def after_terminal(session: Session, report_id: int) -> int | None:
+    """When every report of the run is terminal, queue a (re-)analysis; returns the run id if so."""
+    run_id = session.execute(sa.select(Report.run_id).where(Report.id == report_id)).scalar_one_or_none()
+    if run_id is None:
+        return None
+    # Lock the run row (PostgreSQL) so two reports finishing together cannot both miss each other.
+    session.execute(sa.select(Run.id).where(Run.id == run_id).with_for_update())
+    pending = session.execute(
+        sa.select(sa.func.count()).select_from(Report)
+        .where(Report.run_id == run_id, Report.status.not_in(TERMINAL))
+    ).scalar_one()
+    if pending:
+        refresh_run_status(session, run_id)
+        return None
+    ready = session.execute(
+        sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run_id, Report.status == "ready")
+    ).scalar_one()
+    state = {"analysis_status": "queued", "error": None} if ready else {
+        "analysis_status": "failed", "error": "no report of this run could be ingested and analyzed; see each report's error"}
+    session.execute(
+        sa.update(Run).where(Run.id == run_id, live())
+        .values(**state, analysis_attempts=0, analysis_lease_owner=None,
+                analysis_lease_expires_at=None, updated_at=utcnow())
+    )
+    refresh_run_status(session, run_id)
+    return run_id if ready else None
+
+
+def refresh_run_status(session: Session, run_id: int) -> None:
+    """Store the run's derived status (what lists filter on) in the caller's transaction."""
+    run = session.execute(sa.select(Run.deleted_at, Run.analysis_status).where(Run.id == run_id)).one_or_none()
+    if run is None:
+        return
+    statuses = list(session.execute(sa.select(Report.status).where(Report.run_id == run_id)).scalars())
+    session.execute(sa.update(Run).where(Run.id == run_id).values(status=derive_status(run, statuses)))

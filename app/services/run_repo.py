@@ -1,0 +1,135 @@
+"""The run repository: the one query behind every runs list (the API's and the UI's), the typed row it
+returns, and the one goodput formula.
+
+A runs list row carries the run's headline numbers from its per-run summary (``RunSummary`` with no report:
+the sums of its reports' breakdowns, written once by ``app.services.results``), so the API and the pages
+read the same numbers from the same row. ``app.services.runs`` serializes pages for the API;
+``app.services.web_runs`` parses the page's form and renders them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from app.models import Finding, Job, Report, Run, RunSummary
+from app.services.reports import iso
+from app.services.run_query import RunFilter
+
+
+def goodput_pct(compute_ns: int | None, span_ns: int | None) -> float | None:
+    """Goodput: the share of the GPU span spent computing (communication it overlaps included), in percent
+    to three decimals; None without a span. Every goodput the service stores or shows is this."""
+    if not span_ns or compute_ns is None:
+        return None
+    return round(100.0 * compute_ns / span_ns, 3)
+
+
+@dataclass
+class RunRow:
+    """One run of a runs list with its headline numbers (None: the run has no analysis yet)."""
+
+    id: int
+    job: str
+    tags: dict[str, str]
+    git_sha: str | None
+    cluster: str | None
+    submitter: str | None
+    source: str | None
+    status: str
+    analysis_status: str | None
+    analysis_window: str
+    analyzed_at: datetime | None
+    error: str | None
+    created_at: datetime
+    goodput_pct: float | None = None
+    finding_count: int | None = None
+    top_impact_ns: int | None = None
+    gpu_time_ns: int | None = None       # the GPU span summed over the run's reports
+    exposed_comm_ns: int | None = None
+    critical: int = 0                    # critical findings (counted when the list asks for counts)
+    reports: int = 0                     # reports (counted when the list asks for counts)
+
+    def to_api(self) -> dict[str, Any]:
+        """The API's ``RunSummary`` item (app/openapi.json)."""
+        return {
+            "id": self.id, "job": self.job, "tags": self.tags, "git_sha": self.git_sha, "cluster": self.cluster,
+            "submitter": self.submitter, "source": self.source, "status": self.status,
+            "analysis_status": self.analysis_status, "analysis_window": self.analysis_window,
+            "analyzed_at": iso(self.analyzed_at), "error": self.error, "created_at": iso(self.created_at),
+            "goodput_pct": self.goodput_pct, "finding_count": self.finding_count,
+            "top_impact_ns": self.top_impact_ns,
+        }
+
+
+@dataclass
+class RunPage:
+    items: list[RunRow] = field(default_factory=list)
+    total: int = 0
+    page: int = 1
+    page_size: int = 50
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.page_size))
+
+
+# The columns a run list shows: plain column rows are several times cheaper to load than ORM entities.
+_COLUMNS = (Run.id, Run.tags, Run.git_sha, Run.cluster, Run.submitter, Run.source, Run.status,
+            Run.analysis_status, Run.analyzed_at, Run.error, Run.created_at, Run.analysis_window)
+
+
+def _critical() -> sa.Subquery:
+    return (sa.select(Finding.run_id.label("run_id"), sa.func.count().label("critical"))
+            .where(Finding.severity == "critical").group_by(Finding.run_id).subquery("critical"))
+
+
+def list_runs(session: Session, filters: RunFilter, *, sort: str = "created_at", desc: bool = True,
+              tie_desc: bool | None = None, page: int = 1, page_size: int = 50, counts: bool = False) -> RunPage:
+    """One page of the live runs matching every condition of ``filters``, ordered by ``sort`` (a key of
+    ``SORT_KEYS``; empty values last) then by id (descending with ``tie_desc``, else as ``desc``).
+    ``counts``: also count each run's reports and critical findings (and allow sorting by the latter)."""
+    critical = _critical() if counts else None
+    critical_n = sa.func.coalesce(critical.c.critical, 0) if critical is not None else sa.literal(0)
+    keys: dict[str, Any] = {
+        "created_at": Run.created_at, "id": Run.id, "status": Run.status, "job": Job.name,
+        "submitter": Run.submitter, "gpu_time": RunSummary.span_ns, "goodput": RunSummary.goodput_pct,
+        "exposed_comm": RunSummary.comm_exposed_ns, "critical": critical_n,
+    }
+    key = keys[sort]
+    tie = desc if tie_desc is None else tie_desc
+    conditions = filters.conditions()
+    query = (
+        sa.select(*_COLUMNS, Job.name.label("job"), RunSummary.goodput_pct, RunSummary.finding_count,
+                  RunSummary.top_impact_ns, RunSummary.span_ns, RunSummary.comm_exposed_ns,
+                  critical_n.label("critical"), sa.func.count().over().label("total"))
+        .join(Job, Job.id == Run.job_id)
+        .outerjoin(RunSummary, sa.and_(RunSummary.run_id == Run.id, RunSummary.report_id.is_(None)))
+    )
+    if critical is not None:
+        query = query.outerjoin(critical, critical.c.run_id == Run.id)
+    query = (query.where(*conditions)
+             .order_by(key.desc().nulls_last() if desc else key.asc().nulls_last(),
+                       Run.id.desc() if tie else Run.id.asc())
+             .limit(page_size).offset((page - 1) * page_size))
+    rows = session.execute(query).all()
+    # The total rides along as a window over the same filter; only a page past the end needs a count.
+    total = rows[0].total if rows else session.scalar(sa.select(sa.func.count(Run.id)).where(*conditions)) or 0
+    items = [RunRow(
+        id=r.id, job=r.job, tags=r.tags or {}, git_sha=r.git_sha, cluster=r.cluster, submitter=r.submitter,
+        source=r.source, status=r.status, analysis_status=r.analysis_status,
+        analysis_window=r.analysis_window or "steady", analyzed_at=r.analyzed_at, error=r.error,
+        created_at=r.created_at, goodput_pct=r.goodput_pct, finding_count=r.finding_count,
+        top_impact_ns=r.top_impact_ns, gpu_time_ns=r.span_ns, exposed_comm_ns=r.comm_exposed_ns,
+        critical=int(r.critical)) for r in rows]
+    if counts and items:
+        per_run = dict(session.execute(
+            sa.select(Report.run_id, sa.func.count()).where(Report.run_id.in_([i.id for i in items]))
+            .group_by(Report.run_id)).all())
+        for item in items:
+            item.reports = int(per_run.get(item.id, 0))
+    return RunPage(items, int(total), page, page_size)
