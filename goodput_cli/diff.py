@@ -80,7 +80,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _offline(args: argparse.Namespace, base: list[str], head: list[str]) -> dict[str, Any]:
-    from analysis.api import RunFacts, compare_facts, kernel_totals, merge_kernels
+    from analysis.api import compare_facts, run_facts
 
     progress = new_progress(args)
     try:
@@ -92,15 +92,17 @@ def _offline(args: argparse.Namespace, base: list[str], head: list[str]) -> dict
             for name, files, outs in (("base", paths[:len(base)], prepared[:len(base)]),
                                       ("head", paths[len(base):], prepared[len(base):])):
                 result, _ = run_analysis(files, Path(tmp), progress, outs=outs, window=args.window)
-                progress.step(f"kernel totals of {name}")
-                facts.append(RunFacts(
-                    id=str(files[0]) if len(files) == 1 else [str(f) for f in files], reports=result["reports"],
-                    kernels=merge_kernels(kernel_totals(o) for o in outs), findings=result["findings"]))
+                progress.step(f"kernel launches and steps of {name}")
+                facts.append(run_facts(str(files[0]) if len(files) == 1 else [str(f) for f in files],
+                                       result["reports"], result["findings"], outs))
+            progress.step("comparing")
+            # Inside the temporary directory: the comparison may measure a step again from a file.
+            diff = compare_facts(facts[0], facts[1], noise_pct=args.noise_pct)
     except BaseException:
         progress.finish()
         raise
     progress.finish("compared")
-    return compare_facts(facts[0], facts[1], noise_pct=args.noise_pct)
+    return diff
 
 
 def _remote(args: argparse.Namespace, base: list[str], head: list[str]) -> dict[str, Any]:
