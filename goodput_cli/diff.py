@@ -25,8 +25,9 @@ DEFAULT_NOISE_PCT = 5.0  # analysis.compare.DEFAULT_NOISE_PCT, repeated so that 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "diff", help="compare run B against run A (exports, DuckDB files, or run ids with --server)",
-        description="Compare run B (head) against run A (base): KPI deltas, kernels that changed beyond the "
-                    "noise floor, new and resolved findings, per rank and per step. A run of several ranks: "
+        description="Compare run B (head) against run A (base): per step when both have loops (step time and "
+                    "its parts), kernels per launch, each tested for significance (Mann-Whitney U) above a noise "
+                    "floor; totals beside; findings matched by rule and scope. A run of several ranks: "
                     "--base FILE... --head FILE... instead of A B.")
     p.add_argument("runs", nargs="*", metavar="A B", help="two exports / DuckDB files, or two run ids with --server")
     p.add_argument("--base", nargs="+", default=None, metavar="FILE", help="the files of run A (its ranks)")
@@ -35,9 +36,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default=None, help="API token with read scope (default: $GOODPUT_TOKEN)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--noise-pct", type=float, default=DEFAULT_NOISE_PCT, metavar="PCT",
-                   help=f"kernel changes below this share of the kernel's time are noise (default {DEFAULT_NOISE_PCT:g})")
+                   help="the floor on the effect size: a significant change of a median (per step, per launch) "
+                        f"smaller than this percentage is not a change (default {DEFAULT_NOISE_PCT:g})")
     p.add_argument("--fail-on", default=None, metavar="CHECKS",
-                   help="exit 1 when B regressed this far, e.g. goodput:-2pt,step_time:+5%%,new_findings:+1")
+                   help="exit 1 when B regressed this far, e.g. goodput:-2pt,step_time:+5%%,new_findings:+1,"
+                        "kernel:ncclDevKernel_SendRecv:+10%% (step_time and kernel: only significant changes fail)")
     p.add_argument("--window", default="steady", metavar="SPEC",
                    help="offline: the part of each report both runs are judged on, as in `goodput analyze` "
                         "(default steady, what the service records unless a run asked for another)")

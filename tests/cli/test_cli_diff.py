@@ -97,7 +97,8 @@ def test_fail_on_gate_exit_status(gapped):
     assert proc.returncode == 1 and "FAILED        goodput:-2pt" in proc.stdout
 
 
-@pytest.mark.parametrize("spec", ["goodput:2pt", "goodput:-2", "speed:+5%", "step_time:+5pt", "", "goodput:-x%"])
+@pytest.mark.parametrize("spec", ["goodput:2pt", "goodput:-2", "speed:+5%", "step_time:+5pt", "", "goodput:-x%",
+                                  "kernel:+10%", "goodput:k:-2pt", "kernel:k:+2pt"])
 def test_fail_on_parse_errors_exit_2_with_one_line(spec):
     proc = goodput("diff", str(CLOVER), str(CLOVER), "--fail-on", spec)
     assert proc.returncode == 2 and proc.stdout == ""

@@ -125,3 +125,26 @@ def test_planted_sync_is_one_matched_finding_with_its_delta(tmp_path, base_analy
     resolved = {f["rule_id"] for f in diff["resolved_findings"]}
     assert not new & resolved
     assert "SYNC001" not in new | resolved
+
+
+def _gate(*args: str) -> tuple[int, list[dict]]:
+    proc = goodput("diff", *args, "--format", "json", "--quiet")
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)["gate"]
+
+
+def test_fail_on_kernel_and_step_time_fail_only_on_significant_changes(tmp_path_factory, cropped):
+    big, small = _scaled(tmp_path_factory, 1.4), _scaled(tmp_path_factory, 1.02)
+    status, (check,) = _gate(str(TORCH), str(big), "--fail-on", "kernel:ncclDevKernel_SendRecv:+10%")
+    assert status == 1 and check["status"] == "failed" and check["observed"] == pytest.approx(40.0, abs=0.01)
+    # The full name and the label name the same kernel; a kernel nobody launched is not evaluated.
+    status, checks = _gate(str(TORCH), str(big), "--fail-on", "kernel:ncclDevKernel_SendRecv:+50%,kernel:nope:+1%")
+    assert status == 0 and [c["status"] for c in checks] == ["passed", "not_evaluated"]
+    # +2 % per launch is more than the check's 1 %, but within the noise floor: it passes and says why.
+    status, (check,) = _gate(str(TORCH), str(small), "--fail-on", "kernel:ncclDevKernel_SendRecv:+1%")
+    assert status == 0 and check["status"] == "passed" and check["note"]
+    assert check["observed"] == pytest.approx(2.0, abs=0.01)
+    # The crop's median step is 0.5 % shorter: more than a 0.1 % check, and not significant.
+    status, (check,) = _gate(str(TORCH), str(cropped), "--fail-on", "step_time:-0.1%")
+    assert status == 0 and check["status"] == "passed" and check["note"].startswith("not significant")
+    assert check["observed"] < -0.1
