@@ -12,7 +12,7 @@ imports no DuckDB.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence",
            "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
            "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
-           "compare_facts", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances",
+           "compare_facts", "run_facts", "run_step_time", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances",
            "NCU_TREND_KPIS", "kernel_rank_matrix", "kernel_totals", "lane_catalogue", "lanes_described", "ncu_kernel_kpis", "merge_kernels", "open_report",
            "overview_path", "prepare_overview", "report_extent", "report_tables", "rule_catalogue",
            "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window", "run_totals",
@@ -345,6 +345,23 @@ def missing_ranks(reports: list[dict[str, Any]]) -> list[int]:
     (size,) = sizes
     present = {r.get("rank") for r in reports}
     return [k for k in range(int(size)) if k not in present] if int(size) <= 100_000 else []
+
+
+def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, Any]], paths: Sequence[Path | None],
+              totals: dict[str, Any] | None = None) -> RunFacts:
+    """One side of a comparison: a run's report dicts and findings, each report's launch and step samples
+    read from its DuckDB file (``paths`` aligned with ``reports``; see ``analysis.compare.run_facts``)."""
+    from analysis.compare import run_facts as facts
+
+    return facts(id, reports, findings, paths, totals)
+
+
+def run_step_time(reports: Sequence[Mapping[str, Any]]) -> float | None:
+    """A run's step time from its report dicts, as the run page and the comparison define it: each report's
+    median iteration length in its window, the slowest report's (None: no report found steps)."""
+    from analysis.compare import step_time
+
+    return step_time(reports)
 
 
 def compare_facts(base: Any, head: Any, *, noise_pct: float | None = None) -> dict[str, Any]:

@@ -25,8 +25,9 @@ DEFAULT_NOISE_PCT = 5.0  # analysis.compare.DEFAULT_NOISE_PCT, repeated so that 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "diff", help="compare run B against run A (exports, DuckDB files, or run ids with --server)",
-        description="Compare run B (head) against run A (base): KPI deltas, kernels that changed beyond the "
-                    "noise floor, new and resolved findings, per rank and per step. A run of several ranks: "
+        description="Compare run B (head) against run A (base): per step when both have loops (step time and "
+                    "its parts), kernels per launch, each tested for significance (Mann-Whitney U) above a noise "
+                    "floor; totals beside; findings matched by rule and scope. A run of several ranks: "
                     "--base FILE... --head FILE... instead of A B.")
     p.add_argument("runs", nargs="*", metavar="A B", help="two exports / DuckDB files, or two run ids with --server")
     p.add_argument("--base", nargs="+", default=None, metavar="FILE", help="the files of run A (its ranks)")
@@ -35,9 +36,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default=None, help="API token with read scope (default: $GOODPUT_TOKEN)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--noise-pct", type=float, default=DEFAULT_NOISE_PCT, metavar="PCT",
-                   help=f"kernel changes below this share of the kernel's time are noise (default {DEFAULT_NOISE_PCT:g})")
+                   help="the floor on the effect size: a significant change of a median (per step, per launch) "
+                        f"smaller than this percentage is not a change (default {DEFAULT_NOISE_PCT:g})")
     p.add_argument("--fail-on", default=None, metavar="CHECKS",
-                   help="exit 1 when B regressed this far, e.g. goodput:-2pt,step_time:+5%%,new_findings:+1")
+                   help="exit 1 when B regressed this far, e.g. goodput:-2pt,step_time:+5%%,new_findings:+1,"
+                        "kernel:ncclDevKernel_SendRecv:+10%% (step_time and kernel: only significant changes fail)")
     p.add_argument("--window", default="steady", metavar="SPEC",
                    help="offline: the part of each report both runs are judged on, as in `goodput analyze` "
                         "(default steady, what the service records unless a run asked for another)")
@@ -80,7 +83,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _offline(args: argparse.Namespace, base: list[str], head: list[str]) -> dict[str, Any]:
-    from analysis.api import RunFacts, compare_facts, kernel_totals, merge_kernels
+    from analysis.api import compare_facts, run_facts
 
     progress = new_progress(args)
     try:
@@ -92,15 +95,17 @@ def _offline(args: argparse.Namespace, base: list[str], head: list[str]) -> dict
             for name, files, outs in (("base", paths[:len(base)], prepared[:len(base)]),
                                       ("head", paths[len(base):], prepared[len(base):])):
                 result, _ = run_analysis(files, Path(tmp), progress, outs=outs, window=args.window)
-                progress.step(f"kernel totals of {name}")
-                facts.append(RunFacts(
-                    id=str(files[0]) if len(files) == 1 else [str(f) for f in files], reports=result["reports"],
-                    kernels=merge_kernels(kernel_totals(o) for o in outs), findings=result["findings"]))
+                progress.step(f"kernel launches and steps of {name}")
+                facts.append(run_facts(str(files[0]) if len(files) == 1 else [str(f) for f in files],
+                                       result["reports"], result["findings"], outs))
+            progress.step("comparing")
+            # Inside the temporary directory: the comparison may measure a step again from a file.
+            diff = compare_facts(facts[0], facts[1], noise_pct=args.noise_pct)
     except BaseException:
         progress.finish()
         raise
     progress.finish("compared")
-    return compare_facts(facts[0], facts[1], noise_pct=args.noise_pct)
+    return diff
 
 
 def _remote(args: argparse.Namespace, base: list[str], head: list[str]) -> dict[str, Any]:

@@ -4,6 +4,11 @@ Each check is ``METRIC:SIGN NUMBER UNIT``. The sign says which way is worse: ``-
 metric fell by 2 points or more, ``+5%`` when it rose by 5 % or more. Units: ``pt`` (percentage
 points, goodput only), ``%`` (relative to base), ``ns``/``us``/``ms``/``s`` (absolute, time metrics),
 none (counts). A metric that one of the runs lacks (no steps found, say) is reported, not failed.
+
+``step_time`` (the median step) and ``kernel:NAME`` (the median launch of the kernels whose name,
+function name or label is NAME, e.g. ``kernel:ncclDevKernel_SendRecv:+10%``) fail only on a change the
+comparison calls significant (its test and noise floor); a larger but insignificant change passes and
+says so.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "memory_only": ("breakdown.memory_only_ns", ("%", *TIME_UNITS)),
     "idle": ("breakdown.idle_ns", ("%", *TIME_UNITS)),
     "new_findings": ("new_findings", ("",)),
+    "kernel": ("kernel_table", ("%", *TIME_UNITS)),
 }
-_CHECK = re.compile(r"^\s*([a-z_]+)\s*:\s*([+-])\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z%]*)\s*$")
+_CHECK = re.compile(r"^\s*([a-z_]+)\s*:\s*(?:(.+?)\s*:\s*)?([+-])\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z%]*)\s*$")
+_DECL = re.compile(r"^(void|static|__global__)\s+")
 
 
 class GateError(ValueError):
@@ -37,10 +44,12 @@ class Check:
     sign: int          # +1: a rise is worse; -1: a fall is worse
     amount: float
     unit: str
+    kernel: str | None = None
 
     @property
     def text(self) -> str:
-        return f"{self.metric}:{'+' if self.sign > 0 else '-'}{self.amount:g}{self.unit}"
+        who = f"{self.metric}:{self.kernel}" if self.kernel else self.metric
+        return f"{who}:{'+' if self.sign > 0 else '-'}{self.amount:g}{self.unit}"
 
 
 def parse(spec: str) -> list[Check]:
@@ -51,7 +60,10 @@ def parse(spec: str) -> list[Check]:
         if not m:
             raise GateError(f"--fail-on {item.strip()!r}: expected METRIC:+N UNIT or METRIC:-N UNIT, "
                             "e.g. goodput:-2pt,step_time:+5%")
-        metric, sign, amount, unit = m.groups()
+        metric, kernel, sign, amount, unit = m.groups()
+        if (metric == "kernel") != (kernel is not None):
+            raise GateError(f"--fail-on {item.strip()!r}: a kernel check names its kernel "
+                            "(kernel:NAME:+10%) and only a kernel check does")
         if metric not in METRICS:
             raise GateError(f"--fail-on {item.strip()!r}: unknown metric {metric!r}; one of "
                             f"{', '.join(METRICS)}")
@@ -60,10 +72,20 @@ def parse(spec: str) -> list[Check]:
             shown = ", ".join(u or "(none)" for u in allowed)
             raise GateError(f"--fail-on {item.strip()!r}: unit {unit or '(none)'!r} does not fit {metric}; "
                             f"use {shown}")
-        checks.append(Check(metric, 1 if sign == "+" else -1, float(amount), unit))
+        checks.append(Check(metric, 1 if sign == "+" else -1, float(amount), unit, kernel))
     if not checks:
         raise GateError("--fail-on: no checks given, e.g. goodput:-2pt,step_time:+5%")
     return checks
+
+
+def _in_unit(check: Check, node: dict[str, Any]) -> float | None:
+    if node.get("delta") is None:
+        return None
+    if check.unit == "%":
+        return node.get("delta_pct")
+    if check.unit == "pt":
+        return float(node["delta"])
+    return float(node["delta"]) / TIME_UNITS[check.unit]
 
 
 def _observed(check: Check, diff: dict[str, Any]) -> float | None:
@@ -74,24 +96,61 @@ def _observed(check: Check, diff: dict[str, Any]) -> float | None:
     node: Any = diff
     for part in where.split("."):
         node = (node or {}).get(part) if isinstance(node, dict) else None
-    if not isinstance(node, dict) or node.get("delta") is None:
+    if not isinstance(node, dict):
         return None
-    if check.unit == "%":
-        return node.get("delta_pct")
-    if check.unit == "pt":
-        return float(node["delta"])
-    return float(node["delta"]) / TIME_UNITS[check.unit]
+    return _in_unit(check, node)
+
+
+def kernel_names(name: str, label: str | None) -> set[str]:
+    """What a user may call a kernel: its full name, label, short name and function name (qualified or not)."""
+    base = _DECL.sub("", name.strip()).split("(")[0].split("<")[0].strip()
+    names = {name, base, base.split("::")[-1]}
+    if label:
+        names |= {label, label.split(" · ")[0]}
+    return {n for n in names if n}
+
+
+def _tested(check: Check, stat: dict[str, Any] | None) -> tuple[float | None, str, str | None]:
+    """(observed, status, note) of a check on a tested metric: failed only on a significant change."""
+    if not stat or stat.get("delta") is None:
+        return None, "not_evaluated", "a run lacks this metric"
+    seen = _in_unit(check, stat)
+    if seen is None:
+        return None, "not_evaluated", "no base value to compare with"
+    if check.sign * seen < check.amount:
+        return seen, "passed", None
+    if stat.get("changed"):
+        return seen, "failed", None
+    if stat.get("note"):
+        return seen, "passed", f"not a change: {stat['note']}"
+    if stat.get("significant"):
+        return seen, "passed", "significant, but within the noise floor (--noise-pct)"
+    return seen, "passed", f"not significant (p={stat.get('p_value')})"
+
+
+def _kernel_check(check: Check, diff: dict[str, Any]) -> tuple[float | None, str, str | None]:
+    rows = {r["name"]: r for r in (*(diff.get("kernel_table") or []), *(diff.get("kernels") or []))}
+    hits = [r for r in rows.values() if check.kernel in kernel_names(r["name"], r.get("label"))]
+    if not hits:
+        return None, "not_evaluated", f"no kernel named {check.kernel} among those compared"
+    results = [_tested(check, r.get("per_launch_ns")) for r in hits]
+    failed = [x for x in results if x[1] == "failed"]
+    pick = failed or [x for x in results if x[0] is not None] or results
+    return max(pick, key=lambda x: check.sign * (x[0] if x[0] is not None else float("-inf")))
 
 
 def evaluate(checks: list[Check], diff: dict[str, Any]) -> list[dict[str, Any]]:
     """Each check with its observed change and status: 'failed', 'passed' or 'not_evaluated'."""
     out = []
     for check in checks:
-        seen = _observed(check, diff)
-        if seen is None:
-            status = "not_evaluated"
+        note = None
+        if check.metric == "kernel":
+            seen, status, note = _kernel_check(check, diff)
+        elif check.metric == "step_time" and diff.get("steps"):
+            seen, status, note = _tested(check, diff["steps"].get("step_time_ns"))
         else:
-            status = "failed" if check.sign * seen >= check.amount else "passed"
-        out.append({"check": check.text, "metric": check.metric, "observed": seen, "unit": check.unit,
-                    "status": status})
+            seen = _observed(check, diff)
+            status = "not_evaluated" if seen is None else ("failed" if check.sign * seen >= check.amount else "passed")
+        out.append({"check": check.text, "metric": check.metric, "kernel": check.kernel, "observed": seen,
+                    "unit": check.unit, "status": status, "note": note})
     return out

@@ -6,9 +6,16 @@ from typing import Any
 
 from goodput_cli.render import _clip, _printable, ms
 
-KPI_ROWS = (("goodput", "goodput_pct"), ("span", "span_ns"), ("compute", "compute_ns"),
-            ("exposed comm", "comm_exposed_ns"), ("memory-only", "memory_only_ns"), ("idle", "idle_ns"))
-STEP_ROWS = (("steps", "count"), ("median", "median_ns"), ("p10", "p10_ns"), ("p90", "p90_ns"))
+# The headline numbers (``kpis``), in the order every view shows them.
+KPI_ROWS = (("kernel time", "kernel_time_ns"), ("  per step", "kernel_time_per_step_ns"), ("steps", "steps"),
+            ("step time", "step_time_median_ns"), ("  p90", "step_time_p90_ns"), ("goodput", "goodput_pct"),
+            ("exposed comm", "comm_exposed_ns"), ("  per step", "comm_exposed_per_step_ns"), ("idle", "idle_ns"),
+            ("  per step", "idle_per_step_ns"), ("memory-only", "memory_only_ns"),
+            ("  per step", "memory_only_per_step_ns"))
+RANK_ROWS = (("goodput", "goodput_pct"), ("compute", "compute_ns"), ("exposed comm", "comm_exposed_ns"),
+             ("memory-only", "memory_only_ns"), ("idle", "idle_ns"))
+STEP_ROWS = (("step time", "step_time_ns"), ("compute", "compute_ns"), ("exposed comm", "comm_exposed_ns"),
+             ("memory-only", "memory_only_ns"), ("idle", "idle_ns"))
 KERNELS_SHOWN = 20
 FINDINGS_SHOWN = 10
 
@@ -18,7 +25,7 @@ def _value(key: str, v: Any) -> str:
         return "-"
     if key == "goodput_pct":
         return f"{v:.2f}%"
-    if key == "count":
+    if key in ("count", "steps"):
         return f"{int(v):,}"
     return ms(v)
 
@@ -29,7 +36,7 @@ def _change(key: str, d: dict[str, Any]) -> str:
     if key == "goodput_pct":
         return f"{d['delta']:+.2f} pt"
     pct = f" ({d['delta_pct']:+.1f}%)" if d.get("delta_pct") is not None else ""
-    if key == "count":
+    if key in ("count", "steps"):
         return f"{int(d['delta']):+,}{pct}"
     return f"{'+' if d['delta'] >= 0 else '-'}{ms(abs(d['delta']))}{pct}"
 
@@ -38,8 +45,37 @@ def _table(rows: tuple[tuple[str, str], ...], deltas: dict[str, Any], indent: st
     out = []
     for title, key in rows:
         d = deltas.get(key) or {}
+        if d.get("base") is None and d.get("head") is None:
+            continue
         out.append(f"{indent}{title:<14}{_value(key, d.get('base')):>16}  ->{_value(key, d.get('head')):>16}"
                    f"   {_change(key, d)}")
+    return out
+
+
+def _verdict(stat: dict[str, Any]) -> str:
+    """What the test said: CHANGED, or why not."""
+    if stat.get("changed"):
+        return "CHANGED"
+    if stat.get("test") == "floor_only":
+        return "within floor (one sample: no test)"
+    if stat.get("significant"):
+        return "significant, within the floor"
+    return "unchanged"
+
+
+def _p(stat: dict[str, Any]) -> str:
+    return f"p={stat['p_value']:.3g}" if stat.get("p_value") is not None else "no test"
+
+
+def _tested(rows: tuple[tuple[str, str], ...], stats: dict[str, Any], indent: str) -> list[str]:
+    out = []
+    for title, key in rows:
+        s = stats.get(key)
+        if not s:
+            continue
+        pct = f"{s['delta_pct']:+.1f}%" if s.get("delta_pct") is not None else "-"
+        out.append(f"{indent}{title:<14}{ms(s['base']['median']):>16}  ->{ms(s['head']['median']):>16}   {pct:>8}  "
+                   f"{_p(s):<12} {_verdict(s)}")
     return out
 
 
@@ -49,46 +85,79 @@ def _where(name: Any) -> str:
     return str(name)
 
 
-def text(diff: dict[str, Any]) -> str:
-    lines = [_printable(f"== diff: B {_where(diff.get('head'))}  vs  A {_where(diff.get('base'))}"), "   KPIs (B - A):"]
-    lines += _table(KPI_ROWS, diff.get("breakdown") or {}, "     ")
-    st = diff.get("step_time_ns") or {}
-    if st.get("base") is not None or st.get("head") is not None:
-        lines += _table((("step time", "median_ns"),), {"median_ns": st}, "     ")
-    ranks = diff.get("ranks") or []
-    if len(ranks) > 1 or any(r.get("steps") for r in ranks):
-        for r in ranks:
-            who = f"rank {r['rank']}" if r.get("rank") is not None else f"report {r.get('report')}"
-            lines.append(f"   {who}:")
-            lines += _table(KPI_ROWS[:1] + KPI_ROWS[2:], r.get("breakdown") or {}, "     ")
-            if r.get("steps"):
-                lines.append("     per step (GPU time):")
-                lines += _table(STEP_ROWS, r["steps"], "       ")
-    noise = diff.get("noise") or {}
-    kernels = diff.get("kernels") or []
-    lines.append("")
-    lines.append(f"== kernels that changed beyond the noise floor ({len(kernels)}; "
-                 f"{noise.get('kernels_below_noise', 0)} within {noise.get('pct', 0):g}% or {ms(noise.get('abs_ns'))})")
-    for k in kernels[:KERNELS_SHOWN]:
-        pct = f"{k['delta_pct']:+.1f}%" if k.get("delta_pct") is not None else "new"
-        lines.append(f"   {'+' if k['delta_ns'] >= 0 else '-'}{ms(abs(k['delta_ns'])):>13} {pct:>8}  "
-                     f"x{k['base_count']:,} -> x{k['head_count']:,}  {_clip(k['name'], 70)}")
-    if len(kernels) > KERNELS_SHOWN:
-        lines.append(f"   ... {len(kernels) - KERNELS_SHOWN} more (--format json lists them)")
-    for title, key in (("new findings in B", "new_findings"), ("findings resolved in B", "resolved_findings")):
+def _kernel_line(k: dict[str, Any]) -> str:
+    s = k["per_launch_ns"]
+    if k["status"] in ("new", "gone"):
+        head = f"{k['status']:>8}  {ms(k['head_total_ns'] if k['status'] == 'new' else k['base_total_ns']):>13} total"
+    else:
+        head = (f"{s['delta_pct']:+7.1f}%  {ms(s['base']['median']):>13} -> {ms(s['head']['median']):>13} per launch  "
+                f"{_p(s)}")
+    lps = k.get("launches_per_step")
+    launches = (f"x{lps['base']:g} -> x{lps['head']:g}/step" if lps else f"x{k['base_count']:,} -> x{k['head_count']:,}")
+    return f"   {head}  {launches}  {_clip(k.get('label') or k['name'], 70)}"
+
+
+def _findings(diff: dict[str, Any]) -> list[str]:
+    lines = []
+    matched = diff.get("matched_findings") or []
+    moved = [m for m in matched if m["impact_ns"].get("delta") or m["severity"]["changed"]]
+    lines += ["", f"== findings in both runs, matched by rule and scope ({len(matched)}; "
+                  f"{len(matched) - len(moved)} with the same impact and severity)"]
+    for m in moved[:FINDINGS_SHOWN]:
+        rank = f" rank {m['rank']}" if m.get("rank") is not None else ""
+        sev = m["severity"]
+        sev_text = f"{sev['base']} -> {sev['head']}" if sev["changed"] else str(sev["head"])
+        per_step = m.get("impact_per_step_ns") or {}
+        step = f", per step {_change('ns', per_step)}" if per_step.get("delta") is not None else ""
+        lines.append(f"   [{sev_text}] {m.get('rule_id')}{rank} {_value('ns', m['impact_ns']['base'])} -> "
+                     f"{_value('ns', m['impact_ns']['head'])} ({_change('ns', m['impact_ns'])}{step})  "
+                     f"{_clip(m.get('title') or '', 70)}")
+    if len(moved) > FINDINGS_SHOWN:
+        lines.append(f"   ... {len(moved) - FINDINGS_SHOWN} more (--format json lists them)")
+    for title, key in (("new findings in B (nothing in A matches)", "new_findings"),
+                       ("findings resolved in B (nothing in B matches)", "resolved_findings")):
         found = diff.get(key) or []
-        lines.append("")
-        lines.append(f"== {title} ({len(found)})")
+        lines += ["", f"== {title} ({len(found)})"]
         for f in found[:FINDINGS_SHOWN]:
             rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
             lines.append(f"   [{f.get('severity')}] {f.get('rule_id')}{rank} {ms(f.get('impact_ns'))}  "
                          f"{_clip(f.get('title') or '', 80)}")
         if len(found) > FINDINGS_SHOWN:
             lines.append(f"   ... {len(found) - FINDINGS_SHOWN} more (--format json lists them)")
+    return lines
+
+
+def text(diff: dict[str, Any]) -> str:
+    lines = [_printable(f"== diff: B {_where(diff.get('head'))}  vs  A {_where(diff.get('base'))}")]
+    lines += [f"   note: {n}" for n in diff.get("notes") or []]
+    lines.append("   KPIs (B - A):")
+    lines += _table(KPI_ROWS, diff.get("kpis") or {}, "     ")
+    if diff.get("steps"):
+        lines.append("   per step (median of the steps; Mann-Whitney U; changed: significant and beyond the floor):")
+        lines += _tested(STEP_ROWS, diff["steps"], "     ")
+    ranks = diff.get("ranks") or []
+    if len(ranks) > 1:
+        for r in ranks:
+            who = f"rank {r['rank']}" if r.get("rank") is not None else f"report {r.get('report')}"
+            lines.append(f"   {who}:")
+            lines += _table(RANK_ROWS, r.get("breakdown") or {}, "     ")
+            if r.get("per_step"):
+                lines += _tested(STEP_ROWS[:1], r["per_step"], "     ")
+    noise = diff.get("noise") or {}
+    kernels = diff.get("kernels") or []
+    lines.append("")
+    lines.append(f"== kernels that changed per launch ({len(kernels)}; {noise.get('kernels_below_noise', 0)} of "
+                 f"{noise.get('kernels_compared', 0)} not: not significant, within {noise.get('pct', 0):g}%, or under "
+                 f"{ms(noise.get('abs_ns'))} per {noise.get('per', 'run')})")
+    lines += [_kernel_line(k) for k in kernels[:KERNELS_SHOWN]]
+    if len(kernels) > KERNELS_SHOWN:
+        lines.append(f"   ... {len(kernels) - KERNELS_SHOWN} more (--format json lists them)")
+    lines += _findings(diff)
     if diff.get("gate"):
         lines.append("")
         lines.append("== --fail-on")
         for g in diff["gate"]:
             seen = "n/a" if g["observed"] is None else f"{g['observed']:+.3f}{g['unit']}"
-            lines.append(f"   {g['status'].upper():<13} {g['check']:<24} observed {seen}")
+            why = f"  ({g['note']})" if g.get("note") else ""
+            lines.append(f"   {g['status'].upper():<13} {g['check']:<24} observed {seen}{why}")
     return "\n".join(lines) + "\n"

@@ -64,7 +64,8 @@ PARAMS: dict[str, Param] = {
     "limit": Param("integer", "How many of the latest runs.", 100, 1, 1000),
     "base": Param("integer", "The run compared against.", minimum=1, maximum=MAX_ID, required=True),
     "head": Param("integer", "The run compared.", minimum=1, maximum=MAX_ID, required=True),
-    "noise_pct": Param("number", "Kernel changes below this share of the kernel's time are noise.", 5.0, 0, 100),
+    "noise_pct": Param("number", "The floor on the effect size: a significant change of a median (per step, per "
+                       "launch) smaller than this percentage is not a change.", 5.0, 0, 100),
 }
 
 

@@ -37,6 +37,15 @@ NS: S = nullable(INT)
 
 BREAKDOWN = {k: NS for k in ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")}
 DELTA = obj(base=nullable(NUM), head=nullable(NUM), delta=nullable(NUM), delta_pct=nullable(NUM))
+SAMPLE = obj(n=INT, median=nullable(NUM), p10=nullable(NUM), p90=nullable(NUM))
+# A metric's two samples and the test (analysis.significance.compare_samples).
+TESTED = obj(base=SAMPLE, head=SAMPLE, delta=nullable(NUM), delta_pct=nullable(NUM), p_value=nullable(NUM),
+             test={"anyOf": [{"type": "string", "enum": ["mann_whitney", "floor_only"]}, {"type": "null"}]},
+             significant=nullable({"type": "boolean"}), changed={"type": "boolean"}, note=nullable(STR))
+KERNEL_DIFF = obj(name=STR, label=STR, status={"type": "string", "enum": ["changed", "new", "gone", "unchanged"]},
+                  base_count=INT, head_count=INT, base_total_ns=INT, head_total_ns=INT,
+                  launches_per_step=nullable(obj(base=NUM, head=NUM)), per_launch_ns=TESTED, moved_ns=NUM)
+WINDOWS = {"type": "array", "items": nullable({"type": "array", "items": INT, "minItems": 2, "maxItems": 2})}
 HEADLINE = {**BREAKDOWN, "goodput_pct": nullable(NUM), "finding_count": NS, "top_impact_ns": NS}
 
 # The pattern covers the specs any value of which the server accepts; iterations:A-B (A <= B) and
@@ -94,18 +103,29 @@ SCHEMAS: dict[str, S] = {
         run_id=INT, created_at=TIME, status=STR, git_sha=nullable(STR), tags=ANY_OBJ, **HEADLINE)}),
     "Compare": obj(
         base=INT, head=INT,
-        breakdown={"type": "object", "additionalProperties": obj(base=nullable(NUM), head=nullable(NUM),
-                                                                 delta=nullable(NUM), delta_pct=nullable(NUM))},
-        noise=obj(pct=NUM, abs_ns=INT, kernels_below_noise=INT),
-        kernels={"type": "array", "items": obj(name=STR, base_ns=INT, head_ns=INT, delta_ns=INT,
-                                               delta_pct=nullable(NUM), base_count=INT, head_count=INT)},
+        basis={"type": "string", "enum": ["per_step", "per_launch_and_totals"]},
+        notes={"type": "array", "items": STR},
+        windows=obj(base=WINDOWS, head=WINDOWS),
+        kpis={"type": "object", "additionalProperties": DELTA},
+        breakdown={"type": "object", "additionalProperties": DELTA},
+        step_time_ns=DELTA,
+        steps=nullable({"type": "object", "description": "per-step metric -> TESTED (count: DELTA; source: "
+                                                          "where the records came from)"}),
+        noise=obj(pct=NUM, abs_ns=NUM, per={"type": "string", "enum": ["step", "run"]}, kernels_below_noise=INT,
+                  kernels_compared=INT),
+        kernels={"type": "array", "items": KERNEL_DIFF},
+        kernel_table={"type": "array", "items": KERNEL_DIFF},
+        matched_findings={"type": "array", "items": obj(
+            rule_id=STR, rank=NS, device=NS, phase=nullable(STR), kernel=nullable(STR), title=STR,
+            base_title=STR, severity=obj(base=STR, head=STR, changed={"type": "boolean"}),
+            impact_ns=DELTA, impact_per_step_ns=DELTA, matched_on=STR)},
         new_findings={"type": "array", "items": ref("Finding")},
         resolved_findings={"type": "array", "items": ref("Finding")},
-        step_time_ns=DELTA,
         ranks={"type": "array", "items": obj(
             rank=NS, report=NS, base_file=nullable(STR), head_file=nullable(STR),
             breakdown={"type": "object", "additionalProperties": DELTA},
-            steps=nullable({"type": "object", "additionalProperties": DELTA}))},
+            steps=nullable({"type": "object", "additionalProperties": DELTA}),
+            per_step=nullable(ANY_OBJ))},
     ),
     "Rule": obj(["id", "name", "category", "tool", "doc", "thresholds"], id=STR, name=STR, category=STR,
                 tool=STR, summary=STR, doc=STR, requires={"type": "array", "items": STR},

@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis.api import run_step_time
 from app.errors import ApiError
 from app.models import Finding, Job, Run, RunSummary
 from app.services.run_query import RunFilter, tag_filter
@@ -17,8 +18,8 @@ from app.services.web_run import breakdown_of
 
 TREND_RUNS = 100        # most recent runs drawn
 MEDIAN_WINDOW = 5       # a run is judged against the median of the runs just before it
-# A regression is a drop of goodput by more than this many points, or a rise of GPU time per
-# iteration or exposed communication by more than this share, against that median.
+# A regression is a drop of goodput by more than this many points, or a rise of the step time (GPU
+# time per run when a run counted no steps) or exposed communication by more than this share, against that median.
 GOODPUT_DROP_PTS = 5.0
 RISE_PCT = 10.0
 
@@ -31,7 +32,7 @@ class JobPoint:
     goodput_pct: float | None
     gpu_time_ns: int | None
     iterations: int | None
-    gpu_time_per_iter_ns: float | None
+    gpu_time_per_iter_ns: float | None   # the run page's step time (every run has steps), else GPU time per run
     exposed_comm_ns: int | None
     regressed: list[str] = field(default_factory=list)       # why, in words
     regressed_on: list[str] = field(default_factory=list)    # which series: goodput | time | comm
@@ -73,7 +74,7 @@ def _regressions(p: JobPoint, prev: list[JobPoint]) -> list[tuple[str, str]]:
     m = median("goodput_pct")
     if m is not None and p.goodput_pct is not None and p.goodput_pct < m - GOODPUT_DROP_PTS:
         out.append(("goodput", f"goodput {p.goodput_pct:.1f} % vs median {m:.1f} %"))
-    for attr, series, label in (("gpu_time_per_iter_ns", "time", "GPU time per iteration"),
+    for attr, series, label in (("gpu_time_per_iter_ns", "time", "step time"),
                                 ("exposed_comm_ns", "comm", "exposed comm")):
         m = median(attr)
         v = getattr(p, attr)
@@ -98,8 +99,8 @@ def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends
         .where(Run.job_id == job.id, *RunFilter(tags=tag_filter(tag or "")).conditions())
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS)).all()[::-1]
     ids = [r.id for r in runs]
-    per_run: dict[int, dict[str, Any]] = {i: {"span": 0, "compute": 0, "comm": 0, "iters": 0, "seen": False}
-                                          for i in ids}
+    per_run: dict[int, dict[str, Any]] = {i: {"span": 0, "compute": 0, "comm": 0, "iters": 0, "seen": False,
+                                              "reports": []} for i in ids}
     if ids:
         for s in session.scalars(sa.select(RunSummary).where(RunSummary.run_id.in_(ids),
                                                             RunSummary.report_id.is_not(None))):
@@ -112,8 +113,12 @@ def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends
             acc["compute"] += int(bd.get("compute_ns") or 0)
             acc["comm"] += int(bd.get("comm_exposed_ns") or 0)
             acc["iters"] = max(acc["iters"], _iterations(s.data or {}) or 0)
+            acc["reports"].append(s.data or {})
     points: list[JobPoint] = []
-    per_iteration = all(per_run[i]["iters"] for i in ids if per_run[i]["seen"]) and any(
+    # The run page's time per step (each report's median step in its window, the slowest report's), when
+    # every analyzed run has one; else GPU time per run.
+    steps = {i: run_step_time(per_run[i]["reports"]) for i in ids}
+    per_iteration = all(per_run[i]["iters"] and steps[i] for i in ids if per_run[i]["seen"]) and any(
         per_run[i]["seen"] for i in ids)
     for r in runs:
         acc = per_run[r.id]
@@ -122,10 +127,9 @@ def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends
             points[-1].rule_errors = _rule_errors(r.rule_statuses)
             continue
         iters = acc["iters"] or None
-        divisor = iters if per_iteration else 1
         p = JobPoint(r.id, r.created_at, r.git_sha,
                      goodput_pct(acc["compute"], acc["span"]),
-                     acc["span"], iters, acc["span"] / divisor, acc["comm"])
+                     acc["span"], iters, steps[r.id] if per_iteration else acc["span"], acc["comm"])
         found = _regressions(p, [q for q in points if q.goodput_pct is not None][-MEDIAN_WINDOW:])
         p.regressed = [why for _, why in found]
         p.regressed_on = [series for series, _ in found]

@@ -113,13 +113,16 @@ def reanalyze(run_id: int):
 @login_required
 def compare():
     db = get_session()
+    # ``a``/``b`` (the page's form) or ``base``/``head`` (the API's names for the same runs).
+    a_text = request.args.get("a") or request.args.get("base", "")
+    b_text = request.args.get("b") or request.args.get("head", "")
     try:
-        b = int(request.args.get("b", ""))
+        b = int(b_text)
     except ValueError:
-        return render_template("compare_pick.html", a=request.args.get("a", ""), b=request.args.get("b", ""))
+        return render_template("compare_pick.html", a=a_text, b=b_text)
     head = _page_or_404(runs_service.get_run, db, b)
     try:
-        a = int(request.args.get("a", ""))
+        a = int(a_text)
     except ValueError:
         # No baseline chosen: the previous run of the same job.
         previous = web_compare.previous_run(db, head)

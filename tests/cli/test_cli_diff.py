@@ -10,7 +10,7 @@ import pytest
 
 from app.services.compare import compare_runs
 from tests.app.conftest import process_run
-from tests.cli.variants import add_gap, goodput, kernel_totals_raw, slow_kernel
+from tests.cli.variants import add_gap, goodput, kernel_totals_raw, launch_durations_raw, slow_kernel
 from tests.conftest import corpus_file
 
 STEPS = corpus_file("cupy-power-iteration.sqlite")      # one GPU, 44 NVTX steps
@@ -45,16 +45,24 @@ def test_slowed_kernel_is_the_only_kernel_row_with_the_raw_numbers(slowed):
     dst, name, added = slowed
     status, diff = diff_json(str(STEPS), str(dst))
     assert status == 0  # no --fail-on: never 1
-    base_ns, launches = kernel_totals_raw(STEPS)[name]
-    assert diff["kernels"] == [{"name": name, "base_ns": base_ns, "head_ns": base_ns + added, "delta_ns": added,
-                                "delta_pct": round(100.0 * added / base_ns, 3), "base_count": launches,
-                                "head_count": launches}]
-    assert diff["noise"]["kernels_below_noise"] == len(kernel_totals_raw(STEPS)) - 1
-    # More GPU work per step: the step time (median GPU time per step) grows, per rank and for the run.
-    assert diff["step_time_ns"]["delta"] > 0
+    # Launches that start in the judged window (the steady state), straight from each export.
+    (w,) = diff["windows"]["base"]
+    raw_b, raw_h = launch_durations_raw(STEPS, name, *w), launch_durations_raw(dst, name, *w)
+    (row,) = diff["kernels"]
+    assert (row["name"], row["status"], row["base_count"], row["head_count"]) == (name, "changed", len(raw_b), len(raw_h))
+    assert (row["base_total_ns"], row["head_total_ns"]) == (sum(raw_b), sum(raw_h))
+    assert row["per_launch_ns"]["delta_pct"] == pytest.approx(50.0, abs=0.01) and row["per_launch_ns"]["significant"]
+    in_window = [n for n in kernel_totals_raw(STEPS) if launch_durations_raw(STEPS, n, *w)]
+    assert diff["noise"]["kernels_compared"] == len(in_window)
+    assert diff["noise"]["kernels_below_noise"] == len(in_window) - 1
+    # The steps are NVTX ranges that did not move: the step time (the run page's: median step length) stays;
+    # each step holds more compute, significantly; the NVTX steps' projected GPU time grows.
+    assert diff["step_time_ns"]["delta"] == 0 and diff["steps"]["step_time_ns"]["changed"] is False
+    assert diff["kpis"]["step_time_median_ns"]["delta"] == 0
+    assert diff["steps"]["compute_ns"]["delta"] > 0 and diff["steps"]["compute_ns"]["significant"] is True
     (rank,) = diff["ranks"]
     assert rank["steps"]["count"]["delta"] == 0
-    assert rank["steps"]["median_ns"] == diff["step_time_ns"]
+    assert rank["steps"]["median_ns"]["delta"] > 0
     assert diff["breakdown"]["compute_ns"]["delta"] > 0
 
 
@@ -89,7 +97,8 @@ def test_fail_on_gate_exit_status(gapped):
     assert proc.returncode == 1 and "FAILED        goodput:-2pt" in proc.stdout
 
 
-@pytest.mark.parametrize("spec", ["goodput:2pt", "goodput:-2", "speed:+5%", "step_time:+5pt", "", "goodput:-x%"])
+@pytest.mark.parametrize("spec", ["goodput:2pt", "goodput:-2", "speed:+5%", "step_time:+5pt", "", "goodput:-x%",
+                                  "kernel:+10%", "goodput:k:-2pt", "kernel:k:+2pt"])
 def test_fail_on_parse_errors_exit_2_with_one_line(spec):
     proc = goodput("diff", str(CLOVER), str(CLOVER), "--fail-on", spec)
     assert proc.returncode == 2 and proc.stdout == ""
@@ -118,7 +127,9 @@ def test_ranks_pair_by_rank_and_duckdb_inputs_skip_ingest(tmp_path):
     assert ranks[1]["breakdown"]["span_ns"]["delta"] == added
     assert ranks[1]["breakdown"]["compute_ns"]["delta"] == 0
     (row,) = diff["kernels"]
-    assert (row["name"], row["delta_ns"]) == (name, added)
+    assert (row["name"], row["head_total_ns"] - row["base_total_ns"]) == (name, added)
+    # One launch per rank and run: too few for the test, the noise floor decides and the row says so.
+    assert row["per_launch_ns"]["test"] == "floor_only" and "too few" in row["per_launch_ns"]["note"]
     # A DuckDB file written by `goodput ingest` is read as it is: same analysis as its export.
     from_db = json.loads(goodput("analyze", str(r0_db), "--format", "json", "--quiet").stdout)
     from_export = json.loads(goodput("analyze", str(R0), "--format", "json", "--quiet").stdout)
@@ -146,12 +157,23 @@ def _upload(client, headers, path, job):
 
 
 def _fingerprints(findings):
-    return [(f["rule_id"], f["rank"], (f["evidence"] or [{}])[0].get("name"), f["impact_ns"], f["severity"])
-            for f in findings]
+    return [(f["rule_id"], f["rank"], f["impact_ns"], f["severity"]) for f in findings]
+
+
+def _signed_in(app, session):
+    from app.services.users import create_user
+    from tests.web.conftest import PASSWORD, csrf_of
+
+    create_user(session, "cmp-reader", PASSWORD)
+    c = app.test_client()
+    token = csrf_of(c.get("/login").get_data(as_text=True))
+    assert c.post("/login", data={"username": "cmp-reader", "password": PASSWORD, "csrf_token": token}).status_code == 302
+    return c
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
-def test_numbers_equal_the_services_compare(client, auth, session, settings, slowed, gapped):
+def test_numbers_equal_the_services_compare(app, client, auth, session, settings, slowed, gapped):
+    person = _signed_in(app, session)
     for base_file, head_file in ((STEPS, slowed[0]), (CLOVER, gapped)):
         base = _upload(client, auth["write"], base_file, "cmp")
         head = _upload(client, auth["write"], head_file, "cmp")
@@ -159,12 +181,22 @@ def test_numbers_equal_the_services_compare(client, auth, session, settings, slo
         process_run(settings, session, head)
         service = compare_runs(session, settings.data_dir, base, head)
         _, cli = diff_json(str(base_file), str(head_file))
-        for key in ("breakdown", "step_time_ns", "noise", "kernels"):
+        for key in ("breakdown", "step_time_ns", "noise", "kernels", "kernel_table", "kpis", "steps", "basis",
+                    "windows", "notes"):
             assert cli[key] == service[key], key
         assert len(cli["ranks"]) == len(service["ranks"]) == 1
         assert cli["ranks"][0]["breakdown"] == service["ranks"][0]["breakdown"]
         assert cli["ranks"][0]["steps"] == service["ranks"][0]["steps"]
+        assert cli["ranks"][0]["per_step"] == service["ranks"][0]["per_step"]
         for key in ("new_findings", "resolved_findings"):
             assert _fingerprints(cli[key]) == _fingerprints(service[key]), key
+        assert cli["matched_findings"] == service["matched_findings"]
         api = client.get(f"/api/v1/compare?base={base}&head={head}", headers=auth["read"]).json
-        assert api["breakdown"] == service["breakdown"] and api["kernels"] == service["kernels"]
+        for key in ("breakdown", "kernels", "kernel_table", "kpis", "steps", "matched_findings"):
+            assert api[key] == service[key], key
+        # The compare page shows the same numbers: its KPI rows and kernel rows carry them as data.
+        page = person.get(f"/compare?base={base}&head={head}").get_data(as_text=True)
+        for row in service["kernel_table"]:
+            assert f'data-median-head="{row["per_launch_ns"]["head"]["median"]}"' in page
+        st = service["kpis"]["step_time_median_ns"]
+        assert f'data-key="step_time_median_ns" data-base="{st["base"]}" data-head="{st["head"]}"' in page

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.analysis.planting import copy_export, open_gap, raw_gaps
+from tests.analysis.planting import copy_export, open_gap, raw_gaps, time_tables
 from tests.conftest import ROOT
 
 
@@ -67,3 +67,40 @@ def add_gap(src: Path, dst: Path, delta_ns: int) -> tuple[int, int]:
     copy_export(src, dst)
     open_gap(dst, (start + end) // 2, delta_ns)
     return pid, dev
+
+
+def crop_after(src: Path, dst: Path, at: int) -> int:
+    """Copy ``src`` with every timed row (GPU and host) that starts at or after ``at`` deleted: a capture of
+    the same job that stopped earlier. Returns the rows deleted."""
+    copy_export(src, dst)
+    con = sqlite3.connect(dst)
+    deleted = 0
+    with con:
+        for table in time_tables(con):
+            deleted += con.execute(f'DELETE FROM "{table}" WHERE start >= ?', [at]).rowcount  # noqa: S608
+    con.close()
+    return deleted
+
+
+def scale_kernel(src: Path, dst: Path, name: str, factor: float) -> int:
+    """Copy ``src`` with every launch of the kernel ``name`` (demangled) ``factor`` times as long (its end
+    moves; nothing else does). Returns the launches scaled."""
+    copy_export(src, dst)
+    con = sqlite3.connect(dst)
+    with con:
+        n = con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + CAST(ROUND(("end" - start) * ?) AS INTEGER) '
+                        "WHERE demangledName IN (SELECT id FROM StringIds WHERE value = ?)", [factor, name]).rowcount
+    con.close()
+    return n
+
+
+def launch_durations_raw(path: Path, name: str, lo: int, hi: int) -> list[int]:
+    """Durations of the kernel ``name``'s launches that start in [lo, hi), straight from the export."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = con.execute('SELECT k."end" - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s '
+                           "ON s.id = k.demangledName WHERE s.value = ? AND k.start >= ? AND k.start < ?",
+                           [name, lo, hi]).fetchall()
+    finally:
+        con.close()
+    return [int(d) for (d,) in rows]

@@ -1,0 +1,116 @@
+"""Findings of two runs matched by rule and scope: the same rule on the same rank, device, phase and kernel
+is the same problem, whatever its title says (titles carry the numbers that changed).
+
+Matching goes from the narrowest scope to the widest: (rule, rank, device, phase, kernel), then (rule,
+rank, device, phase), then (rule, rank). Within one key the findings pair in impact order. A finding is
+new (or resolved) only when no finding of the other run is left to pair with at any of these levels, so
+one problem is never reported new and resolved at once.
+
+A finding is a dict as the analysis (``FindingResult.to_json``) or the service (``extra`` holding the
+rule's own fields) gives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def field_of(f: Mapping[str, Any], key: str) -> Any:
+    """A finding's field, top level (the analysis' dicts) or under ``extra`` (the service's)."""
+    if key in f:
+        return f[key]
+    extra = f.get("extra")
+    return extra.get(key) if isinstance(extra, dict) else None
+
+
+def device_of(f: Mapping[str, Any]) -> int | None:
+    """The one device a finding is about, when it names exactly one (its ``device`` or ``devices``)."""
+    dev = field_of(f, "device")
+    if isinstance(dev, int) and not isinstance(dev, bool):
+        return dev
+    devices = field_of(f, "devices")
+    if isinstance(devices, list):
+        found = {d.get("device") for d in devices if isinstance(d, dict)}
+        if len(found) == 1:
+            (only,) = found
+            return only if isinstance(only, int) else None
+    return None
+
+
+def kernel_of(f: Mapping[str, Any]) -> str | None:
+    """The kernel a finding is about, when the rule is about one kernel (``kernel`` or ``dominant_kernel``)."""
+    for key in ("kernel", "dominant_kernel"):
+        k = field_of(f, key)
+        if isinstance(k, dict):
+            k = k.get("name")
+        if isinstance(k, str) and k:
+            return k
+    return None
+
+
+def scope(f: Mapping[str, Any]) -> dict[str, Any]:
+    """What a finding is about: rule, rank, device, phase and kernel (None where it does not say)."""
+    return {"rule_id": f.get("rule_id"), "rank": f.get("rank"), "device": device_of(f),
+            "phase": field_of(f, "phase"), "kernel": kernel_of(f)}
+
+
+def _key(level: int, f: Mapping[str, Any]) -> tuple:
+    s = scope(f)
+    parts = (("rule_id", "rank", "device", "phase", "kernel"), ("rule_id", "rank", "device", "phase"),
+             ("rule_id", "rank"))[level]
+    return tuple(s[p] for p in parts)
+
+
+MATCHED_ON = ("rule, rank, device, phase and kernel", "rule, rank, device and phase", "rule and rank")
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _delta(b: Any, h: Any) -> dict[str, Any]:
+    d = None if b is None or h is None else h - b
+    return {"base": b, "head": h, "delta": d,
+            "delta_pct": None if d is None or not b else round(100.0 * d / b, 3)}
+
+
+def _by_impact(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(items, key=lambda f: -int(f.get("impact_ns") or 0))  # stable: ranking order on ties
+
+
+def match_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """``{"matched": [...], "new": [...], "resolved": [...]}``: matched pairs with their impact deltas (total
+    and per step where both have it) and severity change, largest change first; the unmatched findings
+    of each side, largest impact first."""
+    left_b = list(enumerate(_by_impact(base)))
+    left_h = list(enumerate(_by_impact(head)))
+    pairs: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+    for level in range(len(MATCHED_ON)):
+        taken_b: set[int] = set()
+        taken_h: set[int] = set()
+        pool: dict[tuple, list[tuple[int, dict[str, Any]]]] = {}
+        for i, f in left_b:
+            pool.setdefault(_key(level, f), []).append((i, f))
+        for j, g in left_h:
+            cands = pool.get(_key(level, g))
+            if cands:
+                i, f = cands.pop(0)
+                taken_b.add(i)
+                taken_h.add(j)
+                pairs.append((level, f, g))
+        left_b = [(i, f) for i, f in left_b if i not in taken_b]
+        left_h = [(j, g) for j, g in left_h if j not in taken_h]
+    matched = []
+    for level, f, g in pairs:
+        sb, sh = f.get("severity"), g.get("severity")
+        matched.append({
+            **scope(g), "title": g.get("title"), "base_title": f.get("title"),
+            "severity": {"base": sb, "head": sh, "changed": sb != sh},
+            "impact_ns": _delta(_int(f.get("impact_ns")), _int(g.get("impact_ns"))),
+            "impact_per_step_ns": _delta(_int(field_of(f, "impact_per_step_ns")),
+                                         _int(field_of(g, "impact_per_step_ns"))),
+            "matched_on": MATCHED_ON[level],
+        })
+    matched.sort(key=lambda m: (-abs(m["impact_ns"]["delta"] or 0), str(m["rule_id"])))
+    return {"matched": matched, "new": [g for _, g in left_h], "resolved": [f for _, f in left_b]}
