@@ -51,8 +51,8 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
            "NCU_TREND_KPIS", "kernel_rank_matrix", "kernel_totals", "lane_catalogue", "lanes_described", "ncu_kernel_kpis", "merge_kernels", "open_report",
            "overview_path", "prepare_overview", "report_extent", "report_tables", "rule_catalogue",
            "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window", "run_totals",
-           "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "timeline_window",
-           "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema", "result_schema_text"]
+           "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "threshold_ranges",
+           "timeline_window", "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema", "result_schema_text"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -241,12 +241,21 @@ def threshold_keys() -> list[str]:
     return [f"{r.id}.{name}" for r in default_registry() for name in r.thresholds]
 
 
-def check_thresholds(thresholds: Mapping[str, float] | None) -> None:
-    """Check threshold overrides (``RULE.name`` -> value) against the rule catalogue before any work, as
-    ``analyze`` does: raises ``KeyError`` naming the unknown rule or threshold."""
+def threshold_ranges() -> dict[str, dict[str, Any]]:
+    """Every threshold's override key with its declaration: default, unit, help, type (``integer`` or
+    ``number``), minimum, maximum and special values (outside the range, with a meaning of their own)."""
     from analysis.rules.registry import default_registry
 
-    default_registry().validate_overrides(thresholds)
+    return {f"{r.id}.{name}": t.describe() for r in default_registry() for name, t in r.thresholds.items()}
+
+
+def check_thresholds(thresholds: Mapping[str, Any] | None) -> dict[str, float]:
+    """Check threshold overrides (``RULE.name`` -> a number or its text) against the rule catalogue before any
+    work, as ``analyze`` does, and return them as numbers: raises ``analysis.rules.base.ThresholdError`` (a
+    KeyError) naming the unknown rule or threshold, or the one out of its type and range."""
+    from analysis.rules.registry import default_registry
+
+    return default_registry().validate_overrides(thresholds)
 
 
 def analyze(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -10,6 +11,31 @@ SEVERITIES = ("critical", "warning", "info")
 CRITICAL_PCT = 10.0
 WARNING_PCT = 2.0
 EVIDENCE_LIMIT = 20
+
+
+# Integers a finding may hold: what a BIGINT column and every JSON reader take.
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def unrepresentable(value: Any, where: str = "") -> str | None:
+    """Where in a finding's JSON (``evidence[3].gap_ns``) a number sits that JSON or the metadata DB cannot
+    hold (NaN, an infinity, an integer beyond int64); None when every number is fine."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, bool) or item is None or isinstance(item, str):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return at or "value"
+        elif isinstance(item, int):
+            if not INT64[0] <= item <= INT64[1]:
+                return at or "value"
+        elif isinstance(item, dict):
+            stack.extend((v, f"{at}.{k}" if at else str(k)) for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+    return None
 
 
 def severity_for(impact_pct: float | None) -> str:

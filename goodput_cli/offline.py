@@ -16,8 +16,23 @@ from goodput_cli.progress import PLAIN_AFTER_S, Progress
 __all__ = ["BadInput", "add_commands"]
 
 
+class ThresholdsHelp(argparse.HelpFormatter):
+    """Help that ends with every threshold, its default and its range, read from the rules when the help is
+    shown (not when the parser is built: every other command would pay for importing the rules)."""
+
+    def format_help(self) -> str:
+        from analysis.rules.registry import default_registry
+
+        lines = ["", "thresholds (--threshold RULE.name=VALUE; default, then what it must be):"]
+        for rule in default_registry():
+            for name, t in rule.thresholds.items():
+                lines.append(f"  {rule.id}.{name:<22} {t.default:g} {t.unit:<5} {t.range_text()}")
+        return super().format_help() + "\n".join(lines) + "\n"
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("analyze", help="analyze exports offline (several files = the ranks of one run)")
+    p = sub.add_parser("analyze", help="analyze exports offline (several files = the ranks of one run)",
+                       formatter_class=ThresholdsHelp)
     p.add_argument("files", nargs="+", type=Path, metavar="FILE",
                    help="nsys .sqlite / ncu .csv exports, or DuckDB files from `goodput ingest` (not ingested again)")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -50,16 +65,20 @@ def new_progress(args: argparse.Namespace) -> Progress:
 
 
 def parse_thresholds(items: list[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
+    """``--threshold`` options checked against the rules' declared type and range, before any ingest."""
+    from analysis.api import check_thresholds
+
+    raw: dict[str, str] = {}
     for item in items:
         key, eq, value = item.partition("=")
-        try:
-            if not eq:
-                raise ValueError
-            out[key.strip()] = float(value)
-        except ValueError:
-            raise BadInput(f"--threshold {item}: expected RULE.name=NUMBER, e.g. GPU001.min_gap_us=200") from None
-    return out
+        if not eq or not key.strip():
+            raise BadInput(f"--threshold {item[:100]}: expected RULE.name=NUMBER, e.g. GPU001.min_gap_us=200")
+        raw[key.strip()] = value
+    try:
+        return check_thresholds(raw)
+    except KeyError as exc:
+        shown = " ".join(items)[:100]
+        raise BadInput(f"--threshold {shown}: bad_option: {' '.join(str(exc.args[0]).split())}") from None
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -136,7 +155,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         raise
     progress.finish(f"analyzed {len(args.files)} report{'s' if len(args.files) > 1 else ''}")
     if args.format == "json":
-        json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
+        json.dump(result, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)  # never Infinity: not JSON
         sys.stdout.write(os.linesep)
     else:
         sys.stdout.write(render.text(result))

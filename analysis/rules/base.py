@@ -4,24 +4,85 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
-from analysis.findings import Finding
+from analysis.findings import Finding, unrepresentable
 from analysis.trace import Run, Trace
 from analysis.window import WindowSpec
 
 logger = logging.getLogger(__name__)
 
 
+# The longest time a threshold may name: about 28 hours, longer than any profile, and in ns (1e14) far from
+# int64's end, so no rule's arithmetic on it can overflow.
+MAX_US = 1e11
+
+
+class ThresholdError(KeyError, ValueError):
+    """An override a rule cannot take: unknown, or not a number of the threshold's type and range. A
+    KeyError for the callers that report unknown rules and thresholds the same way."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 @dataclass(frozen=True)
 class Threshold:
-    """A tunable number with its default, unit and meaning (overridable per run or job)."""
+    """A tunable number with its default, unit, meaning and the range it may take (overridable per run or job).
+
+    ``minimum``/``maximum`` are mandatory in practice (a test over the registry fails on a threshold without
+    them): a value outside them would be refused only by the rule's arithmetic, as an overflow, a
+    division by zero or an infinity in the findings. ``integer``: whole numbers only (default: counts).
+    ``special``: values outside the range with a meaning of their own (``0`` = the typical peak).
+    """
 
     default: float
     unit: str
     help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    integer: bool | None = None
+    special: tuple[float, ...] = ()
+
+    @property
+    def is_integer(self) -> bool:
+        return self.unit == "count" if self.integer is None else self.integer
+
+    @property
+    def kind(self) -> str:
+        return "integer" if self.is_integer else "number"
+
+    def range_text(self) -> str:
+        """``a whole number from 1 to 1e+06``, with the special values when there are any."""
+        lo = "-inf" if self.minimum is None else f"{self.minimum:g}"
+        hi = "inf" if self.maximum is None else f"{self.maximum:g}"
+        unit = "" if self.unit in ("count", "ratio") else f" {self.unit}"
+        text = f"{'a whole number' if self.is_integer else 'a number'} from {lo} to {hi}{unit}"
+        return text + "".join(f" (or {v:g})" for v in self.special)
+
+    def coerce(self, value: Any) -> float:
+        """``value`` (a number or its text) as this threshold takes it; ValueError saying what it must be."""
+        if isinstance(value, bool):
+            raise ValueError(f"must be {self.range_text()}")
+        try:
+            number = float(value.strip() if isinstance(value, str) else value)
+        except (TypeError, ValueError, OverflowError):  # text that is no number, an int past float's range
+            raise ValueError(f"must be {self.range_text()}") from None
+        if number in self.special:
+            return number
+        if (not math.isfinite(number) or (self.is_integer and not number.is_integer())
+                or (self.minimum is not None and number < self.minimum)
+                or (self.maximum is not None and number > self.maximum)):
+            raise ValueError(f"must be {self.range_text()}")
+        return number
+
+    def describe(self) -> dict[str, Any]:
+        return {"default": self.default, "unit": self.unit, "help": self.help, "type": self.kind,
+                "minimum": self.minimum, "maximum": self.maximum, "special": list(self.special),
+                "range": self.range_text()}
 
 
 class Skip(Exception):
@@ -118,7 +179,7 @@ class Rule:
             "doc": cls.doc(),
             "requires": list(cls.requires),
             "thresholds": {
-                k: {"default": t.default, "unit": t.unit, "help": t.help} for k, t in cls.thresholds.items()
+                k: t.describe() for k, t in cls.thresholds.items()
             },
         }
 
@@ -164,25 +225,47 @@ class Registry:
         return chosen
 
     def resolve_params(self, rule: type[Rule], overrides: Mapping[str, float] | None) -> dict[str, float]:
-        """Defaults merged with overrides given as ``{'GPU001.min_gap_us': 200}``."""
+        """Defaults merged with overrides given as ``{'GPU001.min_gap_us': 200}`` (checked: ThresholdError)."""
         params = {k: float(t.default) for k, t in rule.thresholds.items()}
         for key, value in (overrides or {}).items():
             rid, _, name = key.partition(".")
             if rid != rule.id:
                 continue
-            if name not in rule.thresholds:
-                raise KeyError(f"rule {rule.id} has no threshold {name!r} (it has: {', '.join(rule.thresholds)})")
-            params[name] = float(value)
+            params[name] = self._checked(rule, name, value)
         return params
 
-    def validate_overrides(self, overrides: Mapping[str, float] | None) -> None:
-        for key in overrides or {}:
+    def validate_overrides(self, overrides: Mapping[str, Any] | None) -> dict[str, float]:
+        """Every override checked against its rule's threshold (name, type, range), before any work; the
+        values as numbers. Raises ThresholdError naming the first bad one."""
+        out: dict[str, float] = {}
+        for key, value in (overrides or {}).items():
             rid, dot, name = key.partition(".")
             if not dot:
-                raise KeyError(f"threshold {key!r} must look like RULE.name, e.g. GPU001.min_gap_us")
-            rule = self.get(rid)
-            if name not in rule.thresholds:
-                raise KeyError(f"rule {rid} has no threshold {name!r} (it has: {', '.join(rule.thresholds)})")
+                raise ThresholdError(f"threshold {key!r} must look like RULE.name, e.g. GPU001.min_gap_us")
+            try:
+                rule = self.get(rid)
+            except KeyError as exc:
+                raise ThresholdError(exc.args[0]) from None
+            out[key] = self._checked(rule, name, value)
+        return out
+
+    @staticmethod
+    def _checked(rule: type[Rule], name: str, value: Any) -> float:
+        threshold = rule.thresholds.get(name)
+        if threshold is None:
+            raise ThresholdError(f"rule {rule.id} has no threshold {name!r} (it has: {', '.join(rule.thresholds)})")
+        try:
+            return threshold.coerce(value)
+        except ValueError as exc:
+            raise ThresholdError(f"{rule.id}.{name} {exc}; got {_shown(value)}") from None
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = str(value)
+    except ValueError:  # an int longer than Python converts to text
+        return "a number too long to show"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -225,6 +308,13 @@ def evaluate(run: Run, rules: Iterable[type[Rule]], base: RuleContext,
         except Exception as exc:  # a broken rule must not take the others down
             logger.exception("rule failed", extra={"rule_id": rule_cls.id})
             results.append(RuleResult(rule_cls.id, "error", f"{type(exc).__name__}: {exc}"))
+            continue
+        # A number JSON cannot hold (an infinity from a division, a sum past int64) would make the whole
+        # result unreadable or unstorable: the rule is in error instead, and the others still count.
+        bad = next((w for f in found if (w := unrepresentable(f.to_dict(), "findings"))), None)
+        if bad is not None:
+            logger.error("rule produced an unrepresentable number at %s", bad, extra={"rule_id": rule_cls.id})
+            results.append(RuleResult(rule_cls.id, "error", f"a number JSON cannot hold at {bad}"))
             continue
         findings.extend(found)
         results.append(RuleResult(rule_cls.id, "ok", None, len(found)))

@@ -14,24 +14,42 @@ from werkzeug.formparser import FormDataParser
 
 from app.errors import ApiError
 from app.settings import current_settings
-from app.text import check_text
+from app.text import check_text, unencodable_path
 
 # JSON bodies carry run metadata only: small and flat.
 MAX_JSON_BYTES = 64 * 1024
 MAX_JSON_DEPTH = 32
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_JSON_NESTING = re.compile(rb"[\[\]{}]")
+# The bytes the depth scan stops at: quotes and backslashes (strings), brackets and braces (nesting).
+_JSON_SPECIAL = re.compile(rb'["\\\[\]{}]')
 
 
-def json_depth(raw: bytes) -> int:
+def json_depth(raw: bytes, limit: int | None = None) -> int:
     """The deepest nesting of arrays and objects in ``raw`` (strings skipped), without parsing it: the
-    parser itself recurses, so a body is measured before it is parsed."""
+    parser itself recurses, so a body is measured before it is parsed. One pass, linear in ``len(raw)``
+    whatever the body holds (a regex over strings backtracks on an unterminated one, once per quote);
+    stops as soon as ``limit`` is passed."""
     depth = deepest = 0
-    for match in _JSON_NESTING.finditer(_JSON_STRING.sub(b'""', raw)):
-        if match.group() in (b"[", b"{"):
+    in_string = False
+    skip = -1  # the byte after a backslash inside a string: escaped, whatever it is
+    for match in _JSON_SPECIAL.finditer(raw):
+        at = match.start()
+        if at == skip:
+            continue
+        char = raw[at]
+        if in_string:
+            if char == 0x5C:  # backslash
+                skip = at + 1
+            elif char == 0x22:  # quote
+                in_string = False
+        elif char == 0x22:
+            in_string = True
+        elif char in b"[{":
             depth += 1
-            deepest = max(deepest, depth)
-        else:
+            if depth > deepest:
+                deepest = depth
+                if limit is not None and deepest > limit:
+                    break
+        elif char in b"]}":
             depth -= 1
     return deepest
 
@@ -65,15 +83,22 @@ class GoodputRequest(Request):
         if len(raw) > MAX_JSON_BYTES:
             raise ApiError("BAD_REQUEST", f"The JSON body is larger than {MAX_JSON_BYTES} bytes.",
                            {"limit_bytes": MAX_JSON_BYTES})
-        if json_depth(raw) > MAX_JSON_DEPTH:
+        if json_depth(raw, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
             raise ApiError("BAD_REQUEST", f"The JSON body is nested deeper than {MAX_JSON_DEPTH} levels.",
                            {"limit_depth": MAX_JSON_DEPTH})
         try:
-            return json.loads(raw)
+            body = json.loads(raw)
         except (ValueError, RecursionError):
             if silent:
                 return None
             raise ApiError("BAD_REQUEST", "The body is not valid JSON.") from None
+        where = unencodable_path(body)
+        if where is not None:
+            # Refused whatever the field: stored, such text breaks every page that shows it.
+            raise ApiError("VALIDATION_ERROR", f"{where} holds an unpaired surrogate (\\ud800-\\udfff).",
+                           {"field": where.split(".")[0].split("[")[0],
+                            "fields": {where.split(".")[0].split("[")[0]: "valid Unicode text"}})
+        return body
 
     def _get_file_stream(
         self, total_content_length: int | None, content_type: str | None,

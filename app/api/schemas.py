@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from analysis.api import threshold_keys
+from analysis.api import threshold_keys, threshold_ranges
 from app.models import ANALYSIS_STATUSES, REPORT_KINDS, REPORT_STATUSES, RUN_SOURCES, RUN_STATUSES
 from app.services.uploads import CLUSTER_PATTERN, JOB_PATTERN, MAX_THRESHOLDS, SHA_PATTERN, TAG_PATTERN
 
@@ -56,9 +56,37 @@ WINDOW_SCHEMA = {"type": "string", "pattern": "^(steady|all|startup|nvtx:[^\\s\\
 
 # Threshold overrides: the rule catalogue's RULE.name keys (the server checks them against the same catalogue).
 THRESHOLD_KEYS = threshold_keys()
-THRESHOLD_ITEM = {"type": "string", "pattern": "^(" + "|".join(re.escape(k) for k in THRESHOLD_KEYS)
-                  + r")=-?[0-9]{1,12}(\.[0-9]{1,6})?$",
-                  "description": "RULE.name=NUMBER, e.g. GPU001.min_gap_us=200 (GET /rules lists each rule's thresholds)"}
+
+
+def _threshold_value(declared: dict[str, Any]) -> S:
+    """A threshold's value as the server takes it: its type and range, or one of its special values."""
+    ranged = {"type": declared["type"], "minimum": declared["minimum"], "maximum": declared["maximum"]}
+    return {"anyOf": [ranged, {"enum": declared["special"]}]} if declared["special"] else ranged
+
+
+THRESHOLD_VALUES = {k: _threshold_value(d) for k, d in threshold_ranges().items()}
+
+
+def _number_pattern(declared: dict[str, Any]) -> str:
+    """Decimal text the server takes for a threshold: a subset of its range a pattern can say (below the
+    largest power of ten within the maximum, the maximum itself when it is one; at least 1 when the minimum
+    is above 0), whole numbers for integer thresholds, and its special values."""
+    lo, hi = declared["minimum"], declared["maximum"]
+    digits = len(str(int(hi))) - 1  # 10**digits <= hi
+    if lo <= 0:
+        whole = "0" if digits == 0 else f"[0-9]{{1,{digits}}}"
+    else:
+        whole = f"[1-9][0-9]{{0,{max(digits - 1, 0)}}}"
+    text = whole if declared["type"] == "integer" else whole + r"(\.[0-9]{1,6})?"
+    exact = [f"{v:.0f}" for v in (hi, *declared["special"]) if float(v).is_integer() and f"{v:.0f}".isdigit()]
+    return "(" + "|".join([text, *exact]) + ")"
+
+
+THRESHOLD_ITEM = {"type": "string",
+                  "pattern": "^(" + "|".join(re.escape(k) + "=" + _number_pattern(d)
+                                             for k, d in threshold_ranges().items()) + ")$",
+                  "description": "RULE.name=NUMBER, e.g. GPU001.min_gap_us=200, within the threshold's range "
+                                 "(GET /rules lists each rule's thresholds with their ranges)"}
 THRESHOLDS_LIST = {"type": "array", "items": THRESHOLD_ITEM, "maxItems": MAX_THRESHOLDS}
 
 SCHEMAS: dict[str, S] = {
@@ -129,7 +157,9 @@ SCHEMAS: dict[str, S] = {
     ),
     "Rule": obj(["id", "name", "category", "tool", "doc", "thresholds"], id=STR, name=STR, category=STR,
                 tool=STR, summary=STR, doc=STR, requires={"type": "array", "items": STR},
-                thresholds={"type": "object", "additionalProperties": obj(default=NUM, unit=STR, help=STR)}),
+                thresholds={"type": "object", "additionalProperties": obj(
+                    default=NUM, unit=STR, help=STR, type={"type": "string", "enum": ["integer", "number"]},
+                    minimum=NUM, maximum=NUM, special={"type": "array", "items": NUM}, range=STR)}),
     "Deleted": obj(id=INT, status={"type": "string", "enum": ["deleted"]}),
     # The server's own validation patterns (app.services.uploads), so the two cannot disagree.
     "RunMetadata": obj(
@@ -139,7 +169,7 @@ SCHEMAS: dict[str, S] = {
         source={"type": "string", "enum": list(RUN_SOURCES)},
         window=WINDOW_SCHEMA,
         thresholds={"anyOf": [THRESHOLDS_LIST, {"type": "object", "maxProperties": MAX_THRESHOLDS,
-                                                "properties": {k: NUM for k in THRESHOLD_KEYS},
+                                                "properties": THRESHOLD_VALUES,
                                                 "additionalProperties": False}],
                     "description": "threshold overrides for every analysis of the run, recorded as its tag "
                                    "goodput.thresholds"},

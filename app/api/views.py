@@ -15,7 +15,7 @@ from app.services import compare as compare_service
 from app.services import findings as findings_service
 from app.services import health as health_service
 from app.services import jobs as jobs_service
-from app.services import operations, uploads
+from app.services import operations, run_access, uploads
 from app.services import rules as rules_service
 from app.services import runs as runs_service
 from app.services import tokens as tokens_service
@@ -91,7 +91,8 @@ def create_run():
 def put_report(run_id: int, name: str):
     settings = current_settings()
     session = get_session()
-    runs_service.get_run(session, run_id)  # 404 before reading a large body
+    # 404 or 403 before reading a large body
+    run_access.require_change(session, run_id, current_principal(), "add reports to")
     # A body far above the cap cannot decompress to less (gzip/zstd framing adds well under 1 %).
     if (request.content_length or 0) > settings.max_upload_bytes * 1.01 + 65536:
         raise ApiError("TOO_LARGE", f"{name}: {request.content_length} bytes exceeds the limit of "
@@ -167,6 +168,7 @@ def revoke_token(token_id: int):
 
 def retry_run(run_id: int):
     session = get_session()
+    run_access.require_change(session, run_id, current_principal(), "retry")
     operations.retry_run(session, current_settings(), run_id)
     return jsonify(runs_service.run_detail(session, run_id)), 202, {
         "Location": url_for("api_v1.get_run", run_id=run_id)}
@@ -177,6 +179,7 @@ def reanalyze_run(run_id: int):
     if not isinstance(body, dict) or not isinstance(body.get("window"), str):
         raise ApiError("VALIDATION_ERROR", 'The JSON body must be {"window": "<spec>"}, e.g. {"window": "steady"}.')
     session = get_session()
+    run_access.require_change(session, run_id, current_principal(), "re-analyse")
     runs_service.reanalyze(session, current_settings(), run_id, body["window"])
     return jsonify(runs_service.run_detail(session, run_id)), 202, {
         "Location": url_for("api_v1.get_run", run_id=run_id)}

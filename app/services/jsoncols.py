@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -11,6 +12,8 @@ def jsonable(value: Any) -> Any:
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # NaN and infinities are not JSON: SQLite would store invalid text, PostgreSQL refuses it
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)

@@ -7,6 +7,7 @@ from typing import Any
 from flask import abort, flash, redirect, render_template, request, url_for
 
 from analysis.api import describe_rule, rule_catalogue
+from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
@@ -14,6 +15,8 @@ from app.services import compare as compare_service
 from app.services import operations, web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services import rules as rules_service
 from app.services import runs as runs_service
+from app.services.run_access import require_change
+from app.services.runs import may_delete
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
@@ -73,6 +76,10 @@ def run(run_id: int):
 
 
 def _retryable(view) -> bool:
+    p = current_principal()
+    if p is None or not may_delete(view.run, user_id=p.user_id, token_id=p.token_id,
+                                    is_admin=p.is_admin):
+        return False  # changing a run is for its submitter and admins
     return any(r.status == "failed" and r.error_code in operations.TRANSIENT for r in view.reports) or (
         view.run.analysis_status == "failed" and any(r.status == "ready" for r in view.reports))
 
@@ -82,6 +89,7 @@ def _retryable(view) -> bool:
 def retry_run(run_id: int):
     """The run page's Retry button: the same service as POST /api/v1/runs/<id>/retry."""
     try:
+        require_change(get_session(), run_id, current_principal(), "retry")
         out = operations.retry_run(get_session(), current_settings(), run_id)
     except ApiError as exc:
         if exc.status == 404:
@@ -96,9 +104,8 @@ def retry_run(run_id: int):
 @login_required
 def reanalyze(run_id: int):
     """The run page's window form: analyze the run again with the window asked for."""
-    from app.services import runs as runs_service
-
     try:
+        require_change(get_session(), run_id, current_principal(), "re-analyse")
         runs_service.reanalyze(get_session(), current_settings(), run_id, request.form.get("window"))
         flash(f"Analysis queued with window {request.form.get('window') or 'steady'}.")
     except ApiError as exc:

@@ -116,3 +116,22 @@ def test_an_empty_put_is_the_documented_422_empty_file(client, auth):
         r = client.put(f"/api/v1/runs/{run}/reports/r.sqlite", headers={**auth["write"], **headers}, data=b"")
         assert (r.status_code, r.json["error"]["code"]) == (422, "EMPTY_FILE"), headers
     assert client.get(f"/api/v1/runs/{run}", headers=auth["read"]).json["reports"] == []
+
+
+def test_threshold_ranges_are_documented_as_the_server_enforces_them(client, auth):
+    """Each threshold's documented type and range is the rule's declaration; its edges are accepted, a value
+    just past them is a 400 naming the threshold and its range."""
+    from analysis.api import threshold_ranges
+
+    props = build_document()["components"]["schemas"]["RunMetadata"]["properties"]["thresholds"]["anyOf"][1]
+    declared = threshold_ranges()
+    assert set(props["properties"]) == set(declared)
+    for key, d in declared.items():
+        schema = props["properties"][key]
+        ranged = schema["anyOf"][0] if "anyOf" in schema else schema
+        assert (ranged["type"], ranged["minimum"], ranged["maximum"]) == (d["type"], d["minimum"], d["maximum"])
+        for value, status in ((d["maximum"], 202), (d["minimum"], 202), (d["maximum"] * 2 + 1, 400)):
+            r = client.post("/api/v1/runs", headers=auth["write"], json={"job": "t", "thresholds": {key: value}})
+            assert r.status_code == status, (key, value, r.json)
+            if status == 400:
+                assert r.json["error"]["details"]["fields"]["thresholds"].startswith(f"{key} must be ")

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from analysis.api import IngestResult, analyze, ingest
-from app.models import Job, Report, Run
+from app.models import Job, Report, Run, User
 from app.services import pipeline
 from app.settings import Settings
 
@@ -68,7 +68,10 @@ def store_run(session: Session, settings: Settings, ingested: Ingested, sources:
               submitter: str = "alice", created_at: datetime | None = None, analyze_run: bool = True) -> int:
     """A run of ``sources`` (nsys/ncu exports), ingested and analyzed; returns the run id."""
     job_row = session.scalar(sa.select(Job).where(Job.name == job)) or Job(name=job)
-    run = Run(job=job_row, tags=tags or {}, git_sha=git_sha, submitter=submitter, source="web")
+    # Submitted in the browser by that user when they exist (they may then change and delete it).
+    user_id = session.scalar(sa.select(User.id).where(User.username == submitter))
+    run = Run(job=job_row, tags=tags or {}, git_sha=git_sha, submitter=submitter, submitter_user_id=user_id,
+              source="web")
     if created_at is not None:
         run.created_at = created_at
     session.add(run)

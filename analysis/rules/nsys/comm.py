@@ -10,7 +10,7 @@ from typing import Any
 
 from analysis.breakdown import breakdown
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, RuleContext, Skip, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Skip, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.rules.nsys.serialized import serialized_exposed
 from analysis.trace import Trace, inline_params
@@ -69,7 +69,7 @@ class ExposedCommunication(Rule):
     category = "communication"
     requires = ("kernels",)
     thresholds = {
-        "min_exposed_pct": Threshold(1.0, "%", "report a device whose exposed share of its span is at least this"),
+        "min_exposed_pct": Threshold(1.0, "%", "report a device whose exposed share of its span is at least this", minimum=0.0, maximum=100.0),
     }
     summary = "NCCL time not overlapped by compute, per device and rank"
 
@@ -138,7 +138,7 @@ class Stragglers(Rule):
     scope = "run"
     category = "communication"
     requires = ("kernels",)
-    thresholds = {"min_skew_us": Threshold(100.0, "us", "smallest arrival skew counted (above clock noise)")}
+    thresholds = {"min_skew_us": Threshold(100.0, "us", "smallest arrival skew counted (above clock noise)", minimum=0.0, maximum=MAX_US)}
     summary = "Ranks that arrive late to collectives and make the others wait"
 
     def check(self, ctx: RuleContext) -> list[Finding]:

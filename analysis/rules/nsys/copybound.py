@@ -10,7 +10,7 @@ import numpy as np
 from analysis.activity import UnitOps, top_order, union_ns, unit_ops
 from analysis.findings import Evidence, Finding
 from analysis.intervals import MEMORY
-from analysis.rules.base import Rule, RuleContext, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.links import Peaks, device_peaks
 from analysis.system_metrics import link_during_copies
@@ -138,12 +138,12 @@ class CopyBound(Rule):
     requires = ("memcpy",)
     thresholds = {
         "min_share_pct": Threshold(10.0, "%", "a device is copy-bound when memory-only time is at least this share "
-                                              "of its active span"),
+                                              "of its active span", minimum=0.0, maximum=100.0),
         "min_memory_only_us": Threshold(1000.0, "us", "report when MEM005's own memory-only time adds up to at "
-                                                      "least this"),
-        "small_copy_kib": Threshold(256.0, "KiB", "a copy smaller than this is small (its fixed cost dominates)"),
+                                                      "least this", minimum=0.0, maximum=MAX_US),
+        "small_copy_kib": Threshold(256.0, "KiB", "a copy smaller than this is small (its fixed cost dominates)", minimum=0.0, maximum=1e12),
         "host_link_gbps": Threshold(0.0, "GB/s", "peak of the host link per direction; 0: typical for the GPU "
-                                                 "generation"),
+                                                 "generation", minimum=0.001, maximum=1e5, special=(0.0,)),
     }
     summary = "Memory-only time that dominates a device, per direction with bandwidth against the link"
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from analysis.activity import top_order
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, RuleContext, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import CAUSE_CODES, cause_names, launchers, owned_gap_causes
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import (
@@ -77,7 +77,7 @@ class IdleGaps(Rule):
     requires = ("kernels",)
     thresholds = {
         "min_gap_us": Threshold(OWNERSHIP_PARAMS[("GPU001", "min_gap_us")], "us",
-                                "smallest idle gap reported (nsys' expert system uses 500 ms)"),
+                                "smallest idle gap reported (nsys' expert system uses 500 ms)", minimum=0.0, maximum=MAX_US),
     }
     summary = "GPU idle gaps inside the active span, each with a cause"
 
@@ -169,11 +169,11 @@ class LowUtilization(Rule):
     requires = ("kernels",)
     thresholds = {
         "max_busy_pct": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_busy_pct")], "%",
-                                  "a window busier than this is not reported"),
+                                  "a window busier than this is not reported", minimum=0.0, maximum=100.0),
         "window_min_us": Threshold(OWNERSHIP_PARAMS[("GPU002", "window_min_us")], "us",
-                                   "shortest window; longer when the span is long"),
+                                   "shortest window; longer when the span is long", minimum=1.0, maximum=MAX_US),
         "max_windows": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_windows")], "count",
-                                 "at most this many windows per device span"),
+                                 "at most this many windows per device span", minimum=1.0, maximum=1e6),
     }
     summary = "Windows where a GPU is busy less than half the time"
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from analysis.activity import top_order
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, RuleContext, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import CAUSE_CODES, launchers, owned_gap_causes
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNER_CODES, owned
@@ -112,7 +112,7 @@ class HostBlocked(Rule):
     requires = ("kernels", "osrt")
     thresholds = {
         "min_idle_us": Threshold(1000.0, "us", "report when the idle gaps with the host blocked add up to at least "
-                                               "this (each gap is at least GPU001.min_gap_us)"),
+                                               "this (each gap is at least GPU001.min_gap_us)", minimum=0.0, maximum=MAX_US),
     }
     summary = "GPU idle while its launching threads sat in OS runtime calls (file I/O, locks, poll, sleep)"
 

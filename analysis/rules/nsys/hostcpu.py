@@ -9,7 +9,7 @@ from itertools import groupby
 import numpy as np
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, RuleContext, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import launchers
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNER_CODES, owned
@@ -84,9 +84,9 @@ class HostCpuSamples(Rule):
     requires = ("kernels", "cpu_samples")
     thresholds = {
         "min_gap_us": Threshold(1000.0, "us", "idle gaps at least this long are sampled (one period of nsys' "
-                                              "default 1 kHz CPU sampling)"),
-        "min_samples": Threshold(10.0, "count", "report when at least this many samples fall in the idle gaps"),
-        "min_idle_us": Threshold(1000.0, "us", "report when the idle with samples adds up to at least this"),
+                                              "default 1 kHz CPU sampling)", minimum=0.0, maximum=MAX_US),
+        "min_samples": Threshold(10.0, "count", "report when at least this many samples fall in the idle gaps", minimum=1.0, maximum=1e9),
+        "min_idle_us": Threshold(1000.0, "us", "report when the idle with samples adds up to at least this", minimum=0.0, maximum=MAX_US),
     }
     summary = "Functions the launching threads ran on the CPU while the GPU idled (CPU sampling)"
 

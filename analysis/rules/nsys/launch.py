@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis.findings import Evidence, Finding
 from analysis.launches import launch_summary
-from analysis.rules.base import Rule, RuleContext, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNERSHIP_PARAMS, KernelRun, krn_idle, owned
 from analysis.trace import Trace
@@ -57,10 +57,10 @@ class LaunchBound(Rule):
     requires = ("kernels",)
     thresholds = {
         "short_kernel_us": Threshold(OWNERSHIP_PARAMS[("KRN001", "short_kernel_us")], "us",
-                                     "a kernel shorter than this is short"),
+                                     "a kernel shorter than this is short", minimum=0.0, maximum=MAX_US),
         "min_run_kernels": Threshold(OWNERSHIP_PARAMS[("KRN001", "min_run_kernels")], "count",
-                                     "fewest consecutive short kernels that make a run"),
-        "min_idle_us": Threshold(100.0, "us", "report when the idle inside runs adds up to at least this"),
+                                     "fewest consecutive short kernels that make a run", minimum=1.0, maximum=1e9),
+        "min_idle_us": Threshold(100.0, "us", "report when the idle inside runs adds up to at least this", minimum=0.0, maximum=MAX_US),
     }
     summary = "Runs of short kernels with the GPU idle between launches"
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from analysis.findings import Evidence, Finding
 from analysis.phases import activity_bounds, phase_info, phase_of, top_calls, warmup_count
-from analysis.rules.base import Rule, RuleContext, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, pct
 from analysis.trace import Run, Trace
 
@@ -72,7 +72,7 @@ class StartupCost(_PhaseRule):
     name = "phase.startup-cost"
     category = "phase"
     requires = ("kernels",)
-    thresholds = {"min_ms": Threshold(1.0, "ms", "report a start-up at least this long")}
+    thresholds = {"min_ms": Threshold(1.0, "ms", "report a start-up at least this long", minimum=0.0, maximum=MAX_US / 1000)}
     summary = "Time before the first iteration, with what fills it"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -124,7 +124,7 @@ class WarmupCost(_PhaseRule):
     name = "phase.warmup-cost"
     category = "phase"
     requires = ("kernels",)
-    thresholds = {"min_ms": Threshold(1.0, "ms", "report a warm-up whose extra time is at least this")}
+    thresholds = {"min_ms": Threshold(1.0, "ms", "report a warm-up whose extra time is at least this", minimum=0.0, maximum=MAX_US / 1000)}
     summary = "Extra time of the first, slow iterations"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:

@@ -7,7 +7,7 @@ import numpy as np
 from analysis.activity import union_ns, unit_ops
 from analysis.findings import Evidence, Finding
 from analysis.intervals import COMPUTE, NCCL
-from analysis.rules.base import Rule, RuleContext, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.trace import Trace
 
@@ -89,7 +89,7 @@ class SerializedCommunication(Rule):
     category = "communication"
     requires = ("kernels",)
     thresholds = {"min_exposed_us": Threshold(100.0, "us", "report when the serialized NCCL time with no compute "
-                                                            "beside it adds up to at least this")}
+                                                            "beside it adds up to at least this", minimum=0.0, maximum=MAX_US)}
     summary = "NCCL kernels on the compute stream, unable to overlap compute"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, RuleContext, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import SYNC_API_RE, api_name_in, fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.rules.nsys.gaps import OWNER_CODES, owned, owned_sync_calls, owned_top, owned_total, sync_names
 from analysis.rules.nsys.hostcpu import functions_in
@@ -38,7 +38,7 @@ class BlockingSync(Rule):
     category = "sync"
     requires = ("kernels", "cuda_api")
     thresholds = {
-        "min_idle_us": Threshold(100.0, "us", "report when the idle that follows syncs adds up to at least this"),
+        "min_idle_us": Threshold(100.0, "us", "report when the idle that follows syncs adds up to at least this", minimum=0.0, maximum=MAX_US),
     }
     summary = "Blocking synchronize calls that leave the GPU idle"
 

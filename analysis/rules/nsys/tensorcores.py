@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from analysis.findings import Evidence, Finding
-from analysis.rules.base import Rule, RuleContext, Threshold
+from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.trace import Run, Trace
 
@@ -121,8 +121,8 @@ class TensorCoresIdle(Rule):
     requires = ("kernels",)
     thresholds = {
         "min_share_pct": Threshold(1.0, "%", "report when FP32 SIMT GEMMs/convolutions are at least this share of "
-                                             "compute kernel time"),
-        "min_time_us": Threshold(1000.0, "us", "report when their time adds up to at least this"),
+                                             "compute kernel time", minimum=0.0, maximum=100.0),
+        "min_time_us": Threshold(1000.0, "us", "report when their time adds up to at least this", minimum=0.0, maximum=MAX_US),
     }
     summary = "GEMMs and convolutions on FP32 CUDA cores while tensor cores idle"
 
