@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from app.ids import valid_id
 from app.models import Finding, Run
 from app.services.run_query import live
-from app.services.runs import get_run
+from app.services.run_repo import get_run
 
 BREAKDOWN_KEYS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "goodput_pct")
 

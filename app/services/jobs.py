@@ -7,11 +7,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from app.errors import ApiError
 from app.models import Job, Run, RunSummary
 from app.services.reports import iso
 from app.services.run_query import live
-from app.services.runs import summary_numbers
+from app.services.run_repo import Headline, get_job
 
 
 def list_jobs(session: Session, *, page: int = 1, page_size: int = 50) -> dict[str, Any]:
@@ -28,9 +27,7 @@ def list_jobs(session: Session, *, page: int = 1, page_size: int = 50) -> dict[s
 
 def job_history(session: Session, name: str, *, limit: int = 100) -> dict[str, Any]:
     """The job's last ``limit`` live runs, oldest first, with their headline numbers."""
-    job = session.scalar(sa.select(Job).where(Job.name == name))
-    if job is None:
-        raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.", {"job": name})
+    job = get_job(session, name)
     headline = sa.orm.aliased(RunSummary)
     rows = session.execute(
         sa.select(Run, headline).outerjoin(headline, sa.and_(headline.run_id == Run.id,
@@ -42,8 +39,6 @@ def job_history(session: Session, name: str, *, limit: int = 100) -> dict[str, A
     for run, summary in reversed(rows):
         point = {"run_id": run.id, "created_at": iso(run.created_at), "status": run.status,
                  "git_sha": run.git_sha, "tags": run.tags or {}}
-        point.update(summary_numbers(summary) if summary is not None else
-                     dict.fromkeys(("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns",
-                                    "goodput_pct", "finding_count", "top_impact_ns")))
+        point.update(Headline.of(summary).to_api())
         points.append(point)
     return {"job": job.name, "items": points}

@@ -16,7 +16,8 @@ from app.db import changed
 from app.errors import ApiError
 from app.models import AnalysisStatus, Report, Run, utcnow
 from app.services.run_query import live
-from app.services.runs import get_run, refresh_status
+from app.services.run_repo import get_run
+from app.services.runs import refresh_status
 from app.services.storage import KEPT_SUFFIX, STAGING_IDLE_S, storage_for
 from app.settings import Settings
 

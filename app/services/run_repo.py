@@ -9,6 +9,7 @@ read the same numbers from the same row. ``app.services.runs`` serializes pages 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,9 +17,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
 from app.services.reports import iso
-from app.services.run_query import RunFilter
+from app.services.run_query import RunFilter, fetch_live
 
 
 def goodput_pct(compute_ns: int | None, span_ns: int | None) -> float | None:
@@ -27,6 +29,54 @@ def goodput_pct(compute_ns: int | None, span_ns: int | None) -> float | None:
     if not span_ns or compute_ns is None:
         return None
     return round(100.0 * compute_ns / span_ns, 3)
+
+
+def get_run(session: Session, run_id: int, *, for_update: bool = False) -> Run:
+    """The live run, or ApiError RUN_NOT_FOUND (deleted runs are gone for readers; an id no row can have is
+    refused by the id guard before the database sees it)."""
+    run = fetch_live(session, run_id, for_update=for_update)
+    if run is None:
+        raise ApiError("RUN_NOT_FOUND", f"Run {run_id} does not exist.", {"run_id": run_id})
+    return run
+
+
+def get_job(session: Session, name: str) -> Job:
+    """The job named ``name``, or ApiError JOB_NOT_FOUND."""
+    job = session.scalar(sa.select(Job).where(Job.name == name))
+    if job is None:
+        raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.", {"job": name})
+    return job
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A run's (or a report's) headline numbers from its summary row; every field None before an analysis."""
+
+    span_ns: int | None = None
+    compute_ns: int | None = None
+    comm_exposed_ns: int | None = None
+    memory_only_ns: int | None = None
+    idle_ns: int | None = None
+    goodput_pct: float | None = None
+    finding_count: int | None = None
+    top_impact_ns: int | None = None
+
+    @classmethod
+    def of(cls, row: RunSummary | None) -> Headline:
+        if row is None:
+            return cls()
+        return cls(row.span_ns, row.compute_ns, row.comm_exposed_ns, row.memory_only_ns, row.idle_ns,
+                   row.goodput_pct, row.finding_count, row.top_impact_ns)
+
+    def to_api(self) -> dict[str, Any]:
+        """The API's headline fields (``HEADLINE`` in app/api/schemas.py), in its order."""
+        return dataclasses.asdict(self)
+
+
+def headline(session: Session, run_id: int) -> Headline:
+    """The run's headline numbers: its per-run summary row (the sums over its reports)."""
+    return Headline.of(session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id,
+                                                                  RunSummary.report_id.is_(None))))
 
 
 @dataclass

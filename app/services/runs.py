@@ -15,7 +15,8 @@ from app.errors import ApiError
 from app.models import AnalysisStatus, Finding, Job, Report, ReportStatus, Run, RunStatus, RunSummary, utcnow
 from app.services import run_repo
 from app.services.reports import iso, report_to_dict
-from app.services.run_query import RunFilter, fetch_live
+from app.services.run_query import RunFilter
+from app.services.run_repo import get_run
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -48,15 +49,7 @@ def refresh_status(session: Session, run: Run) -> RunStatus:
     return run.status
 
 
-def get_run(session: Session, run_id: int, *, for_update: bool = False) -> Run:
-    """The run, or ApiError RUN_NOT_FOUND (deleted runs are gone for readers)."""
-    run = fetch_live(session, run_id, for_update=for_update)
-    if run is None:
-        raise ApiError("RUN_NOT_FOUND", f"Run {run_id} does not exist.", {"run_id": run_id})
-    return run
-
-
-def run_to_dict(run: Run, job_name: str, *, headline: RunSummary | None = None,
+def run_to_dict(run: Run, job_name: str, *, headline: run_repo.Headline | None = None,
                 reports: list[Report] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": run.id,
@@ -94,8 +87,7 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
     """A run with its reports (status, progress, errors) and headline numbers."""
     run = get_run(session, run_id)
     job_name = session.scalar(sa.select(Job.name).where(Job.id == run.job_id)) or ""
-    headline = session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run.id,
-                                                          RunSummary.report_id.is_(None)))
+    headline = run_repo.headline(session, run.id)
     reports = list(session.scalars(sa.select(Report).where(Report.run_id == run.id).order_by(Report.id)))
     out = run_to_dict(run, job_name, headline=headline, reports=reports)
     out["rules"] = run.rule_statuses or []
@@ -135,11 +127,7 @@ def run_summary(session: Session, run_id: int) -> dict[str, Any]:
 
 
 def summary_numbers(row: RunSummary) -> dict[str, Any]:
-    return {
-        "span_ns": row.span_ns, "compute_ns": row.compute_ns, "comm_exposed_ns": row.comm_exposed_ns,
-        "memory_only_ns": row.memory_only_ns, "idle_ns": row.idle_ns, "goodput_pct": row.goodput_pct,
-        "finding_count": row.finding_count, "top_impact_ns": row.top_impact_ns,
-    }
+    return run_repo.Headline.of(row).to_api()
 
 
 def may_delete(run: Run, *, user_id: int | None, token_id: int | None, is_admin: bool) -> bool:

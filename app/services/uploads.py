@@ -17,7 +17,8 @@ from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus
 from app.services.operations import reopen_run
-from app.services.runs import THRESHOLDS_TAG, get_run, parse_window, refresh_status
+from app.services.run_repo import get_run
+from app.services.runs import THRESHOLDS_TAG, parse_window, refresh_status
 from app.services.storage import Staged, Storage, storage_for
 from app.settings import Settings
 from app.text import NO_CONTROL, has_control

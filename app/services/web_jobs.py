@@ -10,10 +10,9 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from analysis.api import run_step_time
-from app.errors import ApiError
 from app.models import Finding, Job, Run, RunSummary
 from app.services.run_query import RunFilter, tag_filter
-from app.services.run_repo import goodput_pct
+from app.services.run_repo import get_job, goodput_pct
 from app.services.web_run import breakdown_of
 
 TREND_RUNS = 100        # most recent runs drawn
@@ -90,9 +89,7 @@ def _rule_errors(statuses: Any) -> list[str]:
 def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends:
     """The job's most recent runs (oldest first, those with ``tag`` when given) with headline numbers and
     regression marks."""
-    job = session.scalar(sa.select(Job).where(Job.name == name))
-    if job is None:
-        raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.")
+    job = get_job(session, name)
     # ``key=value`` or a bare key, matched as every runs list matches tags (``RunFilter``).
     runs = session.execute(
         sa.select(Run.id, Run.created_at, Run.git_sha, Run.rule_statuses, Run.tags)

@@ -11,8 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
-from app.services.run_repo import goodput_pct
-from app.services.runs import get_run
+from app.services.run_repo import get_run, goodput_pct
 from app.services.storage import data_path
 from app.services.web_findings import report_label
 from app.settings import Settings

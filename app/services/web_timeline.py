@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from analysis import api
 from app.models import Report, RunSummary
-from app.services.runs import get_run
+from app.services.run_repo import get_run
 from app.services.storage import data_path
 from app.settings import Settings
 

@@ -95,3 +95,16 @@ def test_the_api_and_the_ui_read_the_same_headline_numbers_from_one_row(client, 
     by_id = {r.id: r for r in ui.items}
     assert (by_id[ids["a"]].gpu_time_ns, by_id[ids["a"]].exposed_comm_ns) == (3_000_000_007, 55_000)
     assert by_id[ids["c"]].goodput_pct is None and api[ids["c"]]["goodput_pct"] is None
+
+
+def test_the_live_run_condition_and_the_goodput_formula_are_written_once():
+    """Which runs readers see and what goodput is are each defined in one place of the service."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "app"
+    sources = {p.relative_to(root.parent).as_posix(): p.read_text() for p in root.rglob("*.py")}
+    live = [p for p, text in sources.items() if re.search(r"deleted_at\s*\.\s*is_\(\s*None\s*\)", text)]
+    assert live == ["app/services/run_query.py"]
+    formula = [p for p, text in sources.items() if re.search(r"100(\.0)?\s*\*\s*[\w.\[\]\"']*compute", text)]
+    assert formula == ["app/services/run_repo.py"]
