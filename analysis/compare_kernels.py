@@ -77,7 +77,7 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
     time_b = sum(int(v.sum()) for v in base.values()) / div_b
     time_h = sum(int(v.sum()) for v in head.values()) / div_h
     floor_abs = ABS_FLOOR_SHARE * max(time_b, time_h)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names:
         b, h = base.get(name, empty), head.get(name, empty)
         stats = compare_samples(b, h, noise_pct)
@@ -96,10 +96,16 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
                                   if per_step else None),
             "per_launch_ns": stats, "moved_ns": round(moved, 1),
         })
-    changed = sorted((r for r in rows if r["status"] != "unchanged"), key=lambda r: (-abs(r["moved_ns"]), r["name"]))
-    table = sorted(rows, key=lambda r: (-max(r["base_total_ns"] / div_b, r["head_total_ns"] / div_h), r["name"]))
+    def moved_of(r: dict[str, Any]) -> float:
+        return abs(float(r["moved_ns"]))
+
+    def time_of(r: dict[str, Any]) -> float:
+        return max(int(r["base_total_ns"]) / div_b, int(r["head_total_ns"]) / div_h)
+
+    changed = sorted((r for r in rows if r["status"] != "unchanged"), key=lambda r: (-moved_of(r), r["name"]))
+    table = sorted(rows, key=lambda r: (-time_of(r), r["name"]))
     shown = {r["name"] for r in changed[:MAX_ROWS]}
-    table = [r for r in table[:TABLE_ROWS]] + [r for r in table[TABLE_ROWS:] if r["name"] in shown]
+    table = table[:TABLE_ROWS] + [r for r in table[TABLE_ROWS:] if r["name"] in shown]
     noise = {"pct": noise_pct, "abs_ns": round(floor_abs, 1), "per": "step" if per_step else "run",
              "kernels_below_noise": len(rows) - len(changed), "kernels_compared": len(rows)}
     return changed[:MAX_ROWS], table, noise
