@@ -1,7 +1,7 @@
 """Kernels of two runs compared per launch: each kernel's launch durations tested (``analysis.significance``),
 its launches per step when both runs have steps, its totals beside; and labels that keep kernels apart.
 
-A kernel is listed as changed when its per-launch median moved significantly and by at least the noise
+A kernel is listed as changed when its per-launch durations changed significantly and by at least the noise
 floor, and the time that moves per step (per run without steps) is above an absolute floor: a share of
 the kernel time per step, so that a 10 % change of a 2 us kernel launched once does not crowd the list.
 A kernel on one side only is listed (``status`` new or gone) when its time is above that floor.
@@ -82,9 +82,11 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
         b, h = base.get(name, empty), head.get(name, empty)
         stats = compare_samples(b, h, noise_pct)
         tb, th = int(b.sum()), int(h.sum())
-        # What the change costs per step (per run): the per-launch change times the head's launches.
+        # What the change costs per step (per run): the share of the head's time that the change added
+        # (or saved), from the estimated ratio.
         if len(b) and len(h):
-            moved = (stats["delta"] or 0.0) * len(h) / div_h
+            ratio = 1.0 + (stats["delta_pct"] or 0.0) / 100.0
+            moved = th / div_h * (1.0 - 1.0 / ratio) if ratio > 0 else 0.0
             status = "changed" if stats["changed"] and abs(moved) > floor_abs else "unchanged"
         else:
             moved = th / div_h - tb / div_b
