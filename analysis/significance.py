@@ -24,9 +24,9 @@ import numpy as np
 
 ALPHA = 0.01          # strict: a comparison tests every kernel, so false alarms add up over many tests
 MIN_SAMPLES = 2
-# Above this many values a side enters the pairwise estimate by as many evenly spaced quantiles (a million
+# Above this many values a side enters the pairwise estimate by as many evenly spaced quantiles (90,000
 # pairs at most): the estimate moves by far less than the noise floor.
-PAIR_QUANTILES = 1000
+PAIR_QUANTILES = 300
 
 
 def ratio_estimate(base: np.ndarray, head: np.ndarray) -> float:
