@@ -1,7 +1,7 @@
 """Kernels of two runs compared per launch: each kernel's launch durations tested (``analysis.significance``),
 its launches per step when both runs have steps, its totals beside; and labels that keep kernels apart.
 
-A kernel is listed as changed when its per-launch median moved significantly and by at least the noise
+A kernel is listed as changed when its per-launch durations changed significantly and by at least the noise
 floor, and the time that moves per step (per run without steps) is above an absolute floor: a share of
 the kernel time per step, so that a 10 % change of a 2 us kernel launched once does not crowd the list.
 A kernel on one side only is listed (``status`` new or gone) when its time is above that floor.
@@ -82,9 +82,11 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
         b, h = base.get(name, empty), head.get(name, empty)
         stats = compare_samples(b, h, noise_pct)
         tb, th = int(b.sum()), int(h.sum())
-        # What the change costs per step (per run): the per-launch change times the head's launches.
+        # What the change costs per step (per run): the share of the head's time that the change added
+        # (or saved), from the estimated ratio.
         if len(b) and len(h):
-            moved = (stats["delta"] or 0.0) * len(h) / div_h
+            ratio = 1.0 + (stats["delta_pct"] or 0.0) / 100.0
+            moved = th / div_h * (1.0 - 1.0 / ratio) if ratio > 0 else 0.0
             status = "changed" if stats["changed"] and abs(moved) > floor_abs else "unchanged"
         else:
             moved = th / div_h - tb / div_b
@@ -96,10 +98,16 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
                                   if per_step else None),
             "per_launch_ns": stats, "moved_ns": round(moved, 1),
         })
-    changed = sorted((r for r in rows if r["status"] != "unchanged"), key=lambda r: (-abs(r["moved_ns"]), r["name"]))
-    table = sorted(rows, key=lambda r: (-max(r["base_total_ns"] / div_b, r["head_total_ns"] / div_h), r["name"]))
+    def moved_of(r: dict[str, Any]) -> float:
+        return abs(float(r["moved_ns"]))
+
+    def time_of(r: dict[str, Any]) -> float:
+        return max(int(r["base_total_ns"]) / div_b, int(r["head_total_ns"]) / div_h)
+
+    changed = sorted((r for r in rows if r["status"] != "unchanged"), key=lambda r: (-moved_of(r), r["name"]))
+    table = sorted(rows, key=lambda r: (-time_of(r), r["name"]))
     shown = {r["name"] for r in changed[:MAX_ROWS]}
-    table = [r for r in table[:TABLE_ROWS]] + [r for r in table[TABLE_ROWS:] if r["name"] in shown]
+    table = table[:TABLE_ROWS] + [r for r in table[TABLE_ROWS:] if r["name"] in shown]
     noise = {"pct": noise_pct, "abs_ns": round(floor_abs, 1), "per": "step" if per_step else "run",
              "kernels_below_noise": len(rows) - len(changed), "kernels_compared": len(rows)}
     return changed[:MAX_ROWS], table, noise

@@ -90,7 +90,7 @@ def _kernel_line(k: dict[str, Any]) -> str:
     if k["status"] in ("new", "gone"):
         head = f"{k['status']:>8}  {ms(k['head_total_ns'] if k['status'] == 'new' else k['base_total_ns']):>13} total"
     else:
-        head = (f"{s['delta_pct']:+7.1f}%  {ms(s['base']['median']):>13} -> {ms(s['head']['median']):>13} per launch  "
+        head = (f"{s['delta_pct']:+7.1f}% per launch (median {ms(s['base']['median'])} -> {ms(s['head']['median'])})  "
                 f"{_p(s)}")
     lps = k.get("launches_per_step")
     launches = (f"x{lps['base']:g} -> x{lps['head']:g}/step" if lps else f"x{k['base_count']:,} -> x{k['head_count']:,}")
@@ -156,8 +156,9 @@ def text(diff: dict[str, Any]) -> str:
     if diff.get("gate"):
         lines.append("")
         lines.append("== --fail-on")
+        width = max(24, *(len(g["check"]) for g in diff["gate"]))
         for g in diff["gate"]:
             seen = "n/a" if g["observed"] is None else f"{g['observed']:+.3f}{g['unit']}"
             why = f"  ({g['note']})" if g.get("note") else ""
-            lines.append(f"   {g['status'].upper():<13} {g['check']:<24} observed {seen}{why}")
+            lines.append(f"   {g['status'].upper():<13} {g['check']:<{width}} observed {seen}{why}")
     return "\n".join(lines) + "\n"

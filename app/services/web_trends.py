@@ -28,7 +28,8 @@ def point_axis(p: Any) -> dict[str, Any]:
 
 
 def metrics(session: Session, trends: JobTrends, href: Any) -> dict[str, dict[str, Any]]:
-    """metric id -> series: ``rule:ID`` (that rule's impact in each run) and ``kernel:NAME`` (its time per run)."""
+    """metric id -> series: ``kpi:KEY`` (the comparison's idle and memory-only totals), ``rule:ID`` (that rule's
+    impact in each run) and ``kernel:NAME`` (its time per run)."""
     ids = [p.run_id for p in trends.points]
     if not ids:
         return {}
@@ -56,7 +57,22 @@ def metrics(session: Session, trends: JobTrends, href: Any) -> dict[str, dict[st
              "value": (values.get(p.run_id, 0) / divisor[p.run_id]) if p.run_id in analyzed or p.run_id in values
              else None, "href": href(p.run_id), "regressed": False} for p in trends.points]}
 
-    out = {f"rule:{r}": series(f"{r} impact", rules[r]) for r in sorted(rules)}
+    # The comparison's totals (analysis.compare's kpis): the ranks' breakdowns summed, per run.
+    totals: dict[str, dict[int, int]] = {"idle_ns": {}, "memory_only_ns": {}}
+    for s in session.scalars(sa.select(RunSummary).where(RunSummary.run_id.in_(ids), RunSummary.report_id.is_(None))):
+        for key, acc in totals.items():
+            value = getattr(s, key)
+            if value is not None:
+                acc[s.run_id] = int(value)
+
+    def total_series(label: str, values: dict[int, int]) -> dict[str, Any]:
+        return {"label": label, "unit": "ns", "points": [
+            {"x_label": f"#{p.run_id} {p.created_at:%Y-%m-%d %H:%M}", **point_axis(p), "value": values.get(p.run_id),
+             "href": href(p.run_id), "regressed": False} for p in trends.points]}
+
+    out = {"kpi:idle_ns": total_series("GPU idle per run (all GPUs)", totals["idle_ns"]),
+           "kpi:memory_only_ns": total_series("memory-only time per run (all GPUs)", totals["memory_only_ns"])}
+    out.update({f"rule:{r}": series(f"{r} impact", rules[r]) for r in sorted(rules)})
     out.update({f"kernel:{n}": series(f"kernel {short_kernel_name(n, 60)}", kernels[n]) for n in top})
     return out
 

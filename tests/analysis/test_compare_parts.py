@@ -110,3 +110,14 @@ def test_a_rule_on_both_sides_is_never_new_and_resolved_at_once():
     assert out["new"] == [] and out["resolved"] == []
     (m,) = out["matched"]
     assert m["matched_on"] == "rule and rank" and m["impact_ns"]["delta"] == 1
+
+
+def test_effect_is_the_planted_factor_when_the_mix_of_modes_changes():
+    # A kernel that is short (100) or long (3000, it waited): 70/30 in A, 50/50 in B, and 1.4x slower in B.
+    rng = np.random.default_rng(7)
+    base = np.concatenate([rng.normal(100, 2, 700), rng.normal(3000, 40, 300)])
+    head = 1.4 * np.concatenate([rng.normal(100, 2, 500), rng.normal(3000, 40, 500)])
+    out = compare_samples(base, head, floor_pct=5.0)
+    assert np.median(head) / np.median(base) > 10          # the ratio of the medians is meaningless here
+    # Within the launches' own spread (2 % each, ~2.8 % on a ratio): the mix shifts which pairs sit mid-way.
+    assert out["delta_pct"] == pytest.approx(40.0, abs=2.8) and out["changed"]

@@ -148,3 +148,22 @@ def test_fail_on_kernel_and_step_time_fail_only_on_significant_changes(tmp_path_
     status, (check,) = _gate(str(TORCH), str(cropped), "--fail-on", "step_time:-0.1%")
     assert status == 0 and check["status"] == "passed" and check["note"].startswith("not significant")
     assert check["observed"] < -0.1
+
+
+def test_fewer_steps_and_a_slower_kernel_report_that_kernel_alone_at_its_planted_factor(tmp_path_factory, cropped):
+    """The issue's case: a later capture with fewer steps whose SendRecv got 41 % slower per launch."""
+    dst = tmp_path_factory.mktemp("crop-slow") / "crop-slow.sqlite"
+    assert scale_kernel(cropped, dst, SENDRECV, 1.41) > 0
+    diff = diff_json(str(TORCH), str(dst))
+    assert (diff["steps"]["count"]["base"], diff["steps"]["count"]["head"]) == (17, CROP_STEPS)
+    assert diff["steps"]["step_time_ns"]["changed"] is False
+    (row,) = diff["kernels"]
+    assert row["name"] == SENDRECV and row["per_launch_ns"]["significant"] is True
+    # SendRecv waits for its peer in some launches and not in others: the crop keeps another mix of the two,
+    # so the ratio of the medians is far off, while the pairwise estimate finds the planted factor.
+    (wb,), (wh,) = diff["windows"]["base"], diff["windows"]["head"]
+    raw_b, raw_h = launch_durations_raw(TORCH, SENDRECV, *wb), launch_durations_raw(dst, SENDRECV, *wh)
+    assert abs(np.median(raw_h) / np.median(raw_b) - 1.41) > 0.2
+    assert row["per_launch_ns"]["delta_pct"] == pytest.approx(41.0, abs=1.0)
+    flash = next(r for r in diff["kernel_table"] if r["label"].startswith("flash::flash_fwd_kernel"))
+    assert flash["status"] == "unchanged" and flash["head_count"] < flash["base_count"]

@@ -13,7 +13,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from app.models import Report
-from app.services import pipeline
+from app.services import pipeline, web_trends
 from app.services.compare import compare_runs
 from app.services.web_jobs import job_trends
 from tests.conftest import corpus_file
@@ -51,6 +51,9 @@ def test_compare_page_and_trends_show_the_comparisons_numbers(client, db, settin
     trends = job_trends(db, "kpis")
     assert trends.per_iteration
     assert [p.gpu_time_per_iter_ns for p in trends.points] == [st["base"], st["head"]]
+    metrics = web_trends.metrics(db, trends, lambda run_id: f"/runs/{run_id}")
+    for key in ("idle_ns", "memory_only_ns"):
+        assert [pt["value"] for pt in metrics[f"kpi:{key}"]["points"]] == [diff["kpis"][key]["base"], diff["kpis"][key]["head"]]
     # Kernel rows: one per kernel, labels distinct, the full (escaped) name on hover.
     rows = re.findall(r'<tr data-status="[a-z]+" data-median-base="[^"]*" data-median-head="[^"]*">'
                       r'<td class="name" title="([^"]*)">([^<]*)</td>', text.split('id="kernel-table"')[1])
