@@ -244,9 +244,12 @@ class AnalysisResult:
     # A run analyzed without some of its reports (they failed): their names and the ranks they held.
     missing: tuple[Any, ...] | None = None
     missing_ranks: tuple[Any, ...] | None = None
+    # What bounds the run and what to do first (analysis.verdict); None when the run has no nsys report.
+    verdict: Mapping[str, Any] | None = None
 
     def to_json(self) -> JSON:
-        out: JSON = {"window": self.window, "reports": [r.to_json() for r in self.reports],
+        out: JSON = {} if self.verdict is None else {"verdict": dict(self.verdict)}
+        out |= {"window": self.window, "reports": [r.to_json() for r in self.reports],
                      "findings": [f.to_json() for f in self.findings], "rules": [r.to_json() for r in self.rules]}
         if self.steps is not None:
             out["steps"] = self.steps
@@ -265,4 +268,5 @@ class AnalysisResult:
         return cls(window=data["window"], reports=tuple(ReportSummary.from_json(r) for r in data["reports"]),
                    findings=tuple(FindingResult.from_json(f) for f in data["findings"]),
                    rules=tuple(RuleStatus.from_json(r) for r in data["rules"]), steps=data.get("steps"),
-                   aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"))
+                   aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"),
+                   verdict=data.get("verdict"))
