@@ -168,7 +168,9 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         return _no_gpu(info, facts)
     one_off = _one_off(info, facts)
     if one_off is not None:
-        return one_off
+        # PHASE001 (start-up before the first iteration), when it ran, is the finding this verdict speaks for.
+        phase001 = next((f for f in findings if f["rule_id"] == "PHASE001"), None)
+        return {**one_off, "rule_id": phase001["rule_id"]} if one_off["kind"] == "startup" and phase001 else one_off
     bd = info.get("breakdown") or {}
     span, idle = int(bd.get("span_ns") or 0), int(bd.get("idle_ns") or 0)
     busy = span - idle
