@@ -143,3 +143,17 @@ def test_ncu_command_escapes_names_that_are_not_identifiers() -> None:
     assert "--kernel-name 'regex:^void\\ at::native::<lambda>\\(int\\)$'" in cmd
     assert cmd.endswith("<app> [args]") and "--launch-skip 3" in cmd
     assert ncu_command("Fan2", 0, "my app; rm -rf /").endswith("'my app; rm -rf /' [args]")
+
+
+def test_krn004_skips_an_older_export_without_launch_shapes(tmp_path) -> None:
+    """Exports from before the kernel table carried grid and block sizes ingest with those columns NULL."""
+    src = copy_export(corpus_file("a30-mig.sqlite"), tmp_path / "old.sqlite")
+    con = sqlite_rw(src)
+    for col in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"):
+        con.execute(f"ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN {col}")
+    con.commit()
+    con.close()
+    result = _run(ingest_copy(src, tmp_path / "old.duckdb"))
+    status = {r["id"]: r for r in result["rules"]}
+    assert status["KRN004"]["status"] == "skipped" and "grid or block sizes" in status["KRN004"]["reason"]
+    assert status["KRN005"]["status"] == "ok" and _one(result, "KRN005") is not None  # needs no shapes
