@@ -1,4 +1,5 @@
-"""The run page opens with the run's verdict (stored with the run's summary), its trace strings escaped."""
+"""The run page opens with the run's verdict (stored with the run's summary, also in the API's run summary), its
+trace strings escaped."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ def test_run_page_opens_with_the_verdict_escaped(client, db, settings, ingested)
     row = db.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.report_id.is_(None)))
     verdict = row.data["verdict"]
     assert verdict["kind"] == "gpu_bound_kernel" and verdict["rule_id"] == "KRN005"
+    assert client.get(f"/api/v1/runs/{run_id}/summary").get_json()["verdict"] == verdict  # the API has it too
     html = client.get(f"/runs/{run_id}").get_data(as_text=True)
     assert 'id="verdict"' in html and 'data-kind="gpu_bound_kernel"' in html
     assert html.index('id="verdict"') < html.index("Findings, ranked by impact")
