@@ -197,8 +197,14 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     kind = finding_kind(top) or "host_bound"
     step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
     text = (f"{LABELS.get(kind, kind)}: {top['title']} (costs {_ms(int(top['impact_ns']))}; the GPU is idle "
-            f"{_ms(idle)}, busy {busy_pct:.1f}% of the window).")
-    return _verdict(kind, text, int(top["impact_ns"]), step, top)
+            f"{_ms(idle)}, busy {busy_pct:.1f}% of the window)")
+    sampled = top.get("host_functions") or []
+    if sampled:  # CPU samples say where the host was during that idle (HOST002's)
+        text += "; the host was sampled in " + ", ".join(
+            f"{h.get('function')} {float(h.get('share_pct') or 0):.0f}%" for h in sampled[:3])
+    elif top["rule_id"] == "GPU001" and top.get("main_cause") == "no_activity":
+        step += "; nothing recorded shows the host's work: collect --sample=cpu --trace=osrt"
+    return _verdict(kind, text + ".", int(top["impact_ns"]), step, top)
 
 
 def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mapping[str, Mapping[str, Any]],

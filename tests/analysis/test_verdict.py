@@ -103,6 +103,15 @@ def test_an_idle_gpu_takes_kind_and_next_step_from_the_table(rule_id) -> None:
     assert kind in KINDS
 
 
+def test_host_bound_names_the_sampled_functions_or_the_capture_flags() -> None:
+    sampled = [{"function": "__printf_fp_l", "share_pct": 30.4}, {"function": "_IO_vfprintf", "share_pct": 13.7}]
+    v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity",
+                                                               host_functions=sampled)], FACTS)
+    assert v["kind"] == "host_bound" and v["text"].endswith("sampled in __printf_fp_l 30%, _IO_vfprintf 14%.")
+    v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity")], FACTS)
+    assert v["next_step"].endswith("collect --sample=cpu --trace=osrt")
+
+
 def test_the_table_lists_the_rules_other_engineers_add() -> None:
     assert {k for k, _ in (RULE_KINDS[r] for r in ("MEM006", "HOST003", "HOST004"))} == {"allocation", "communication",
                                                                                         "jit"}
