@@ -13,24 +13,30 @@ from analysis.trace import Trace
 
 WARP = 32  # threads per warp on every CUDA GPU so far
 
-# The SM count of each kernel's GPU: ``devices`` rows of its process, else the rows that hold for every
-# process (pid NULL). Exports without TARGET_INFO_GPU (or older ones without smCount) leave it NULL.
-_SHAPES_SQL = """
-WITH d AS (SELECT device, pid, MAX(sm_count) AS sm FROM devices WHERE sm_count > 0 GROUP BY device, pid),
-k AS (
-    SELECT k.pid, k.device, COALESCE(k.short_name, k.name) AS kname, k.start_ns, k.end_ns,
-           k.grid_x::BIGINT * k.grid_y * k.grid_z AS blocks, k.block_x::BIGINT * k.block_y * k.block_z AS threads,
-           COALESCE(dp.sm, dn.sm) AS sm
-    FROM kernels k
-    LEFT JOIN d dp ON dp.device = k.device AND dp.pid = k.pid
-    LEFT JOIN d dn ON dn.device = k.device AND dn.pid IS NULL
-    WHERE k.category = 'compute' AND k.end_ns > k.start_ns)
-SELECT pid, device, kname, blocks, threads, sm, COUNT(*) AS launches, SUM(end_ns - start_ns) AS ns,
-       MIN(start_ns) AS first_ns, MAX(end_ns) AS last_ns
-FROM k
-WHERE blocks > 0 AND threads > 0 AND sm IS NOT NULL AND (blocks < sm OR threads < $warp)
-GROUP BY pid, device, kname, blocks, threads, sm
-"""
+
+
+def kernel_groups(trace: Trace) -> list[tuple]:
+    """The window's kernels grouped by process, device, base name, category and launch shape: (pid, device,
+    kname, category, blocks, threads, launches, ns, first_start, last_end, last_start). One scan of the
+    kernel table for both rules (kept in the trace's memo); a few rows per kernel name."""
+    got = trace.memo.get("kernel_shape_groups")
+    if got is None:
+        got = trace.sql("""
+            SELECT pid, device, COALESCE(short_name, name) AS kname, category,
+                   grid_x::BIGINT * grid_y * grid_z AS blocks, block_x::BIGINT * block_y * block_z AS threads,
+                   COUNT(*), SUM(end_ns - start_ns), MIN(start_ns), MAX(end_ns), MAX(start_ns)
+            FROM kernels WHERE end_ns > start_ns
+            GROUP BY pid, device, kname, category, blocks, threads""")
+        trace.memo["kernel_shape_groups"] = got
+    return got
+
+
+def sm_counts(trace: Trace) -> dict[tuple[Any, Any], int]:
+    """(device, pid) -> SM count from TARGET_INFO_GPU; pid None: the rows that hold for every process."""
+    if not trace.has_rows("devices"):
+        return {}
+    return {(d, p): int(sm) for d, p, sm in trace.sql(
+        "SELECT device, pid, MAX(sm_count) FROM devices WHERE sm_count > 0 GROUP BY device, pid")}
 
 
 def used_share(blocks: int, threads: int, sm: int) -> float:
@@ -72,19 +78,30 @@ class SmallGrid(Rule):
     summary = "Kernels launched with fewer blocks than SMs or blocks under a warp"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        if trace.scalar("SELECT 1 FROM kernels WHERE grid_x IS NOT NULL AND block_x IS NOT NULL LIMIT 1") is None:
+        groups = kernel_groups(trace)
+        if not any(g[4] is not None and g[5] is not None for g in groups):
             raise Skip("the kernel table has no grid or block sizes (an older export): nothing to judge shapes by")
-        if not trace.has_rows("devices") or trace.scalar("SELECT 1 FROM devices WHERE sm_count > 0 LIMIT 1") is None:
+        sms = sm_counts(trace)
+        if not sms:
             raise Skip("the export has no SM count of its GPUs (TARGET_INFO_GPU): nothing to compare grids with")
-        rows = trace.sql(_SHAPES_SQL, {"warp": WARP})
-        kernel_ns = int(trace.scalar(
-            "SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM kernels WHERE category = 'compute'") or 0)
+        compute = [g for g in groups if g[3] == "compute"]
+        kernel_ns = sum(int(g[7]) for g in compute)
+        merged: dict[tuple, list[int]] = {}  # a shape's launches, time, first start and last end
+        for pid, device, kname, _, blocks, threads, launches, ns, first, last, _ in compute:
+            sm = sms.get((device, pid), sms.get((device, None)))
+            if blocks is None or threads is None or blocks <= 0 or threads <= 0 or sm is None:
+                continue
+            if blocks < sm or threads < WARP:
+                acc = merged.setdefault((pid, device, kname, int(blocks), int(threads), sm), [0, 0, int(first), 0])
+                acc[0] += int(launches)
+                acc[1] += int(ns)
+                acc[2] = min(acc[2], int(first))
+                acc[3] = max(acc[3], int(last))
         shapes = []
-        for pid, device, kname, blocks, threads, sm, launches, ns, first, last in rows:
-            used = used_share(int(blocks), int(threads), int(sm))
-            cost = int(round(int(ns) * (1.0 - used)))
-            shapes.append((cost, pid, device, kname, int(blocks), int(threads), int(sm), int(launches), int(ns),
-                           int(first), int(last), used))
+        for (pid, device, kname, blocks, threads, sm), (launches, ns, first, last) in merged.items():
+            used = used_share(blocks, threads, sm)
+            shapes.append((int(round(ns * (1.0 - used))), pid, device, kname, blocks, threads, sm, launches, ns,
+                           first, last, used))
         total = sum(s[0] for s in shapes)
         if not shapes or total <= 0 or total < ctx.params["min_cost_pct"] / 100.0 * kernel_ns:
             return []
@@ -145,25 +162,31 @@ class DominantKernel(Rule):
     summary = "One kernel takes most of the GPU time: profile it with ncu"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        rows = trace.sql("""
-            WITH k AS (SELECT pid, device, COALESCE(short_name, name) AS kname, end_ns - start_ns AS d, start_ns,
-                              category FROM kernels WHERE end_ns > start_ns),
-            per AS (SELECT device, kname, SUM(d) AS ns, COUNT(*) AS n, MIN(start_ns) AS first_ns,
-                           MAX(start_ns) AS last_ns, MIN(pid) AS pid FROM k WHERE category = 'compute'
-                    GROUP BY device, kname),
-            dev AS (SELECT device, SUM(d) AS ns FROM k GROUP BY device)
-            SELECT per.device, per.kname, per.ns, dev.ns, per.n, per.first_ns, per.last_ns, per.pid
-            FROM per JOIN dev ON dev.device IS NOT DISTINCT FROM per.device
-            WHERE per.ns >= $share * dev.ns
-            ORDER BY per.ns DESC, per.kname""", {"share": ctx.params["min_share_pct"] / 100.0})
+        device_ns: dict[Any, int] = {}
+        per: dict[tuple, list] = {}  # (device, kname) of compute kernels -> [ns, launches, first, last start, pid]
+        for pid, device, kname, category, _, _, launches, ns, first, _, last_start in kernel_groups(trace):
+            device_ns[device] = device_ns.get(device, 0) + int(ns)
+            if category != "compute":
+                continue
+            acc = per.setdefault((device, kname), [0, 0, int(first), int(last_start), pid])
+            acc[0] += int(ns)
+            acc[1] += int(launches)
+            acc[2] = min(acc[2], int(first))
+            acc[3] = max(acc[3], int(last_start))
+            if pid is not None and (acc[4] is None or pid < acc[4]):
+                acc[4] = pid
+        share_min = ctx.params["min_share_pct"] / 100.0
+        rows = sorted(((device, kname, v[0], device_ns[device], v[1], v[2], v[3], v[4])
+                       for (device, kname), v in per.items() if v[0] >= share_min * device_ns[device] > 0),
+                      key=lambda r: (-r[2], r[1]))
         if not rows:
             return []
         kname = rows[0][1]
         mine = [r for r in rows if r[1] == kname]
         ns = sum(int(r[2]) for r in mine)
-        device_ns = sum(int(r[3]) for r in mine)
+        total_ns = sum(int(r[3]) for r in mine)
         launches = sum(int(r[4]) for r in mine)
-        share = 100.0 * ns / device_ns
+        share = 100.0 * ns / total_ns
         pid = mine[0][7]
         before = launches_before_window(trace, kname, pid)
         skip = before or (1 if launches > 1 else 0)
