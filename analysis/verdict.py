@@ -236,7 +236,7 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
     tops = info.get("top_kernels") or []
     names = ", ".join(f"{k['name']} {float(k.get('share_pct') or 0):.1f}%" for k in tops[:3])
     return _verdict("gpu_bound_kernel", f"GPU-bound: busy {busy_pct:.1f}% of the window; the kernels are the "
-                    f"lever (largest: {names}).", compute,
+                    f"lever (largest over the report: {names}).", compute,
                     "profile the largest kernels with ncu (--set full), starting with the first", None)
 
 
