@@ -269,8 +269,9 @@ def analyze(
     the NumPy arrays of the gap analysis come on top. ``window``: the part of each report the rules and
     headline numbers look at (``analysis.window``; default ``steady``; a bad spec raises
     ``TraceError('bad_window')``). Returns an ``analysis.results.AnalysisResult``; its ``to_json()`` is
-    the JSON contract ``{"window", "reports": [...] (each with its ``phases`` and ``window``),
-    "findings": [...] (each with its ``phase``), "rules": [...]}``.
+    the JSON contract ``{"verdict" (analysis.verdict; absent without nsys reports), "window", "reports": [...]
+    (each with its ``phases``, ``window`` and, nsys, ``verdict``), "findings": [...] (each with its ``phase``),
+    "rules": [...]}``.
     """
     from analysis.runner import analyze_run
     from analysis.trace import DUCKDB_MEMORY_BYTES

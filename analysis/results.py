@@ -191,6 +191,27 @@ class ReportWindow:
         return cls(**data)
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What bounds a run (or one report) and what to do first: one sentence with a cost and a next step
+    (``analysis.verdict``). ``kind`` is one of ``analysis.verdict.KINDS``; ``rule_id`` the finding the
+    verdict speaks for (None: it is about the report as a whole)."""
+
+    kind: str
+    text: str
+    impact_ns: int | None
+    next_step: str
+    rule_id: str | None
+
+    def to_json(self) -> JSON:
+        return {"kind": self.kind, "text": self.text, "impact_ns": self.impact_ns, "next_step": self.next_step,
+                "rule_id": self.rule_id}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+        return cls(**data)
+
+
 # The typed keys of a report summary; every other key is kept, in its place, in ``details``.
 _TYPED = ("breakdown", "window")
 _PLAIN = ("file", "tool", "host", "rank")
@@ -256,9 +277,13 @@ class AnalysisResult:
     missing_ranks: tuple[Any, ...] | None = field(default=None, metadata=_json(optional=True))
     # The contract's version; None only for an analysis stored before results carried one.
     schema_version: int | None = field(default=SCHEMA_VERSION, metadata=_json(optional=True))
+    # What bounds the run and what to do first (analysis.verdict); None when the run has no nsys report.
+    verdict: Verdict | None = field(default=None, metadata=_json(optional=True))
 
     def to_json(self) -> JSON:
         out: JSON = {} if self.schema_version is None else {"schema_version": self.schema_version}
+        if self.verdict is not None:
+            out["verdict"] = self.verdict.to_json()
         out |= {"window": self.window, "reports": [r.to_json() for r in self.reports],
                      "findings": [f.to_json() for f in self.findings], "rules": [r.to_json() for r in self.rules]}
         if self.steps is not None:
@@ -279,4 +304,5 @@ class AnalysisResult:
                    findings=tuple(FindingResult.from_json(f) for f in data["findings"]),
                    rules=tuple(RuleStatus.from_json(r) for r in data["rules"]), steps=data.get("steps"),
                    aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"),
-                   schema_version=data.get("schema_version"))
+                   schema_version=data.get("schema_version"),
+                   verdict=None if data.get("verdict") is None else Verdict.from_json(data["verdict"]))

@@ -52,6 +52,7 @@ from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_k
 from analysis.rules.registry import default_registry
 from analysis.summary import report_info
 from analysis.trace import DUCKDB_MEMORY_BYTES, Run, Trace
+from analysis.verdict import report_verdict, run_verdict, verdict_facts
 
 logger = logging.getLogger(__name__)
 
@@ -286,6 +287,7 @@ def _facts(t: Trace, v: Trace, info_p: PhaseInfo | None, records: list[dict[str,
     if t.tool != "nsys":
         return facts
     loop = info_p.loop if info_p is not None else None
+    facts["verdict"] = verdict_facts(t)  # the whole report's extent, for the verdict once every rule ran
     facts["iterations"] = run_facts.iteration_facts(loop, records)
     kernels = nsys_kernels(v)
     facts["nsys_kernels"] = kernels_to_json(kernels) if kernels is not None else None
@@ -367,10 +369,13 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         findings.extend(own)
         rules.append({"id": rid, "status": status, "reason": reason, "findings": len(own) if status == "ok" else 0})
     ranked = rank_finding_dicts(findings)
+    verdicts = _verdicts(results)
     if top is not None:
         ranked = ranked[:top]
-    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "window": spec.text,
-                           "reports": [r.info for r in results], "findings": ranked, "rules": rules}
+    names = [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}" for r in results if r.tool == "nsys"]
+    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "verdict": run_verdict(verdicts, names),
+                           "window": spec.text, "reports": [r.info for r in results], "findings": ranked,
+                           "rules": rules}
     steps = run_facts.last_per_step(results, ITEMS)
     if steps is not None:
         run_facts.mark_last([r.info for r in results], steps)
@@ -378,6 +383,16 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     aligned = run_facts.aligned_windows(results, spec.kind)
     if aligned is not None:
         out["aligned_window"] = aligned  # multi-rank: where every rank is in its steady phase
+    return out
+
+
+def _verdicts(results: list[ReportResult]) -> list[dict[str, Any]]:
+    """Each nsys report's verdict (``analysis.verdict``) over its final findings, kept in its ``info``."""
+    out = []
+    for r in results:
+        if r.tool == "nsys":
+            r.info["verdict"] = report_verdict(r.info, r.findings, r.facts.get("verdict") or {})
+            out.append(r.info["verdict"])
     return out
 
 

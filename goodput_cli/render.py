@@ -79,6 +79,9 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
 
 def text(result: dict[str, Any]) -> str:
     lines: list[str] = []
+    verdict = result.get("verdict")
+    if verdict:  # what bounds the run and what to do first, before everything else
+        lines.append(_printable(f"Verdict: {verdict['text']} Next: {verdict['next_step']}."))
     for rep in result["reports"]:
         lines.append(_printable(
             f"== {rep.get('file')}  [{rep.get('tool')} {rep.get('tool_version') or 'version unknown'}]"))

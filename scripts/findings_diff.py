@@ -50,6 +50,12 @@ EXPECTED = [
     ("results carry the version of their JSON contract", r"^\.schema_version: added \d+$"),
     ("one formatting module: durations in text with three significant digits, the unit chosen per value",
      r"^.*: durations reformatted( @\w+)?$"),
+    ("the verdict leads the result, the run's and each nsys report's",
+     r'^\.(verdict|reports\[\d+\]\.verdict): added \{"kind": "\w+", "text": .*'),
+    ("KRN004 launch shape and KRN005 dominant kernel join the rules",
+     r'^\.rules\[id=KRN00[45]\]: added \{"id": "KRN00[45]", "status": "(ok|skipped)".*'),
+    ("KRN004 launch-shape findings (blocks < SMs, blocks under a warp)", r"^\.findings\[rule=KRN004/.*: added .*"),
+    ("KRN005 dominant-kernel findings with their ncu command", r"^\.findings\[rule=KRN005/.*: added .*"),
 ]
 
 _DURATION = re.compile(r"(-?[\d,]*\.?\d+) (s|ms|µs|ns)\b")
@@ -88,6 +94,18 @@ def diff(a, b, path: str = "", out: list[str] | None = None) -> list[str]:
                 out.append(f"{path}[id={k}]: added {json.dumps(kb[k])[:120]}")
             else:
                 diff(ka[k], kb[k], f"{path}[id={k}]", out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) != len(b) and _by_rule(a) is not None \
+            and _by_rule(b) is not None:
+        # Findings lists that gained or lost findings: matched by rule, report and phase, so one new finding is
+        # one difference instead of every later position changing.
+        ka, kb = _by_rule(a), _by_rule(b)
+        for k in list(ka) + [k for k in kb if k not in ka]:
+            if k not in kb:
+                out.append(f"{path}[rule={k}]: removed")
+            elif k not in ka:
+                out.append(f"{path}[rule={k}]: added {json.dumps(kb[k])[:120]}")
+            else:
+                diff(ka[k], kb[k], f"{path}[rule={k}]", out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diff(x, y, f"{path}[{i}]", out)
@@ -106,9 +124,19 @@ def _by_id(items: list) -> dict | None:
     return keyed if len(keyed) == len(items) else None
 
 
+def _by_rule(items: list) -> dict | None:
+    """Findings keyed by 'RULE/report/phase', when every item is a finding and the keys are distinct; else None."""
+    if not items or not all(isinstance(x, dict) and "rule_id" in x for x in items):
+        return None
+    keyed = {f"{x['rule_id']}/{x.get('report')}/{x.get('phase')}": x for x in items}
+    return keyed if len(keyed) == len(items) else None
+
+
 def kind_of(line: str, before: dict) -> str | None:
     m = re.match(r"^\.findings\[(\d+)\]", line)
-    tagged = line + (f" @{before['findings'][int(m.group(1))]['rule_id']}" if m else "")
+    keyed = re.match(r"^\.findings\[rule=(\w+)/", line)
+    tagged = line + (f" @{before['findings'][int(m.group(1))]['rule_id']}" if m else
+                     f" @{keyed.group(1)}" if keyed else "")
     for kind, pattern in EXPECTED:
         if re.match(pattern, tagged, re.S):
             return kind

@@ -125,6 +125,8 @@ SCHEMAS: dict[str, S] = {
         missing_reports={"type": "array", "items": obj(report_id=INT, report=STR, rank=NS,
                                                         error_code=nullable(STR), error_message=nullable(STR))},
         missing_ranks={"type": "array", "items": INT},
+        # What bounds the run and what to do first (analysis.verdict); null before analysis or without nsys reports.
+        verdict=nullable(obj(kind=STR, text=STR, impact_ns=NS, next_step=STR, rule_id=nullable(STR))),
     ),
     "Job": obj(id=INT, name=STR, created_at=TIME, run_count=INT, last_run_at=nullable(TIME)),
     "JobHistory": obj(job=STR, items={"type": "array", "items": obj(

@@ -48,6 +48,8 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     row = _run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None))
     if result.missing:  # analyzed without these (failed) reports
         row.data = {**row.data, "missing": jsonable(result.missing), "missing_ranks": jsonable(result.missing_ranks or [])}
+    if result.verdict is not None:  # what bounds the run and what to do first (analysis.verdict)
+        row.data = {**row.data, "verdict": jsonable(result.verdict)}
     session.add(row)
     refresh_run_status(session, run_id)
     session.commit()

@@ -123,6 +123,7 @@ def run_summary(session: Session, run_id: int) -> dict[str, Any]:
         # Issue #16: reports the analysis went without (failed ingest or analysis), by rank.
         "missing_reports": [] if total is None else list((total.data or {}).get("missing") or []),
         "missing_ranks": [] if total is None else list((total.data or {}).get("missing_ranks") or []),
+        "verdict": None if total is None else (total.data or {}).get("verdict"),
     }
 
 

@@ -14,6 +14,7 @@ from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemse
 from analysis.rules.nsys.outliers import KernelOutliers
 from analysis.rules.nsys.phase import StartupCost, WarmupCost
 from analysis.rules.nsys.serialized import SerializedCommunication
+from analysis.rules.nsys.shape import DominantKernel, SmallGrid
 from analysis.rules.nsys.sync import BlockingSync
 from analysis.rules.nsys.tensorcores import TensorCoresIdle
 
@@ -29,6 +30,8 @@ NSYS_RULES: list[type[Rule]] = [
     LaunchBound,
     TensorCoresIdle,
     KernelOutliers,
+    SmallGrid,
+    DominantKernel,
     PageableMemcpy,
     BlockingMemcpy,
     SyncMemset,
