@@ -281,9 +281,10 @@ class AnalysisResult:
     verdict: Verdict | None = field(default=None, metadata=_json(optional=True))
 
     def to_json(self) -> JSON:
-        out: JSON = {} if self.schema_version is None else {"schema_version": self.schema_version}
-        if self.verdict is not None:
-            out["verdict"] = self.verdict.to_json()
+        # The verdict first: the line an engineer acts on.
+        out: JSON = {} if self.verdict is None else {"verdict": self.verdict.to_json()}
+        if self.schema_version is not None:
+            out["schema_version"] = self.schema_version
         out |= {"window": self.window, "reports": [r.to_json() for r in self.reports],
                      "findings": [f.to_json() for f in self.findings], "rules": [r.to_json() for r in self.rules]}
         if self.steps is not None:
