@@ -373,7 +373,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     if top is not None:
         ranked = ranked[:top]
     names = [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}" for r in results if r.tool == "nsys"]
-    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "verdict": run_verdict(verdicts, names),
+    out: dict[str, Any] = {"verdict": run_verdict(verdicts, names), "schema_version": SCHEMA_VERSION,
                            "window": spec.text, "reports": [r.info for r in results], "findings": ranked,
                            "rules": rules}
     steps = run_facts.last_per_step(results, ITEMS)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from analysis import fmt
 from analysis.phases import activity_bounds, top_calls
 from analysis.trace import Trace
 
@@ -104,7 +105,7 @@ def verdict_facts(trace: Trace) -> dict[str, int | None]:
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e9:.2f} s" if ns >= 1e9 else f"{ns / 1e6:.1f} ms"
+    return fmt.duration(ns)
 
 
 def _verdict(kind: str, text: str, impact_ns: int | None, next_step: str, finding: Mapping[str, Any] | None,
