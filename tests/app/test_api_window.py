@@ -71,3 +71,18 @@ def test_a_window_longer_than_its_column_is_refused_before_anything_is_stored():
         assert exc.code == "VALIDATION_ERROR" and "window" in exc.details["fields"]
     else:
         raise AssertionError("a 201-character window was accepted")
+
+
+EXTREME_WINDOWS = ["time:0-" + "9" * 400, "time:0-1e400", "time:0-9223372036854775808ns", "nvtx:a\x00b",
+                   "nvtx:\x7f", "nvtx:x\u0085", "iterations:0-" + "9" * 30, "time:0-" + "9" * 10_000, "nvtx:" + "n" * 300]
+
+
+def test_extreme_windows_are_400_on_create_and_reanalysis_and_change_nothing(client, auth, session):
+    run_id = client.post("/api/v1/runs", headers=auth["write"], json={"job": "j", "window": "all"}).json["id"]
+    for window in EXTREME_WINDOWS:
+        r = client.post("/api/v1/runs", headers=auth["write"], json={"job": "j", "window": window})
+        assert r.status_code == 400 and "window" in r.json["error"]["details"]["fields"], (window[:40], r.json)
+        r = client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={"window": window})
+        assert r.status_code == 400 and "window" in r.json["error"]["details"]["fields"], (window[:40], r.json)
+    assert client.get("/api/v1/runs", headers=auth["read"]).json["total"] == 1
+    assert client.get(f"/api/v1/runs/{run_id}", headers=auth["read"]).json["analysis_window"] == "all"
