@@ -20,7 +20,7 @@ from pathlib import Path
 import apsw
 
 from analysis.errors import TraceError
-from analysis.nsys.env import ALLOWED_KEYS
+from analysis.nsys.env import ALLOWED_KEYS, allowed_value
 from analysis.nsys.guard import ExportInfo, harden, validate
 
 # TARGET_INFO_SYSTEM_ENV rows kept as they are (descriptions of the machine, never of the job); every other
@@ -30,7 +30,8 @@ KEPT_SYSTEM_ENV = frozenset(("CpuCores", "CpuArchitecture", "CpuDescription", "O
 # Export metadata kept; every other value (user, host, input and output paths, options) is blanked.
 KEPT_META = re.compile(r"EXPORT_(PRODUCT_VERSION|SCHEMA_VERSION\w*|TIME_UTC|PARAM_TIME_NORMALIZE|TIME_NORMALIZE"
                        r"|CONFIG_TIME_SHIFT)|DERIVED_\w+\Z")
-# A string that is an environment assignment: NAME=... (bash functions export as BASH_FUNC_x%%=...).
+# A string that holds an environment assignment anywhere: NAME=... (bash functions export as
+# BASH_FUNC_x%%=...), also after leading blanks or other text (" AWS_SECRET_ACCESS_KEY=...").
 ENV_STRING = re.compile(r"[A-Za-z_][A-Za-z0-9_%]*=")
 # StringIds the reader resolves: these stay whatever they look like (an NVTX text may read "LR=0.1").
 READ_REFERENCES = (("CUPTI_ACTIVITY_KIND_KERNEL", ("shortName", "demangledName", "mangledName")),
@@ -122,8 +123,8 @@ def allowed_environment(value: object) -> str:
     kept: list[str] = []
     for item in _SEPARATORS.split(value):
         key, eq, val = item.partition("=")
-        if eq and key in ALLOWED_KEYS and _SAFE_VALUE.match(val.strip()) and not any(
-                k.startswith(key + "=") for k in kept):
+        if eq and key in ALLOWED_KEYS and _SAFE_VALUE.match(val.strip()) and allowed_value(key, val.strip()) \
+                and not any(k.startswith(key + "=") for k in kept):
             kept.append(f"{key}={val.strip()}")
     return sep.join(kept)
 
@@ -134,8 +135,8 @@ def allowed_block(text: str) -> str:
     kept: list[str] = []
     for item in text.split("\x00"):
         key, eq, val = item.partition("=")
-        if eq and key in ALLOWED_KEYS and _SAFE_VALUE.match(val.strip()) and not any(
-                k.startswith(key + "=") for k in kept):
+        if eq and key in ALLOWED_KEYS and _SAFE_VALUE.match(val.strip()) and allowed_value(key, val.strip()) \
+                and not any(k.startswith(key + "=") for k in kept):
             kept.append(f"{key}={val.strip()}")
     return "\x00".join(kept) + "\x00" if kept else ""
 
@@ -193,7 +194,7 @@ def _scrub_strings(con: apsw.Connection) -> None:
     candidates, rowids, texts = [], {}, {}
     for rowid, sid, value in con.execute('SELECT rowid, id, CAST(value AS BLOB) FROM "StringIds"'):
         text = _text(value)
-        if "\x00" in text or ENV_STRING.match(text):
+        if "\x00" in text or ENV_STRING.search(text):
             candidates.append(sid)
             rowids[sid] = rowid
             texts[sid] = text
