@@ -131,7 +131,7 @@ def findings_download(run_id: int, fmt: str):
         mimetype = "application/json"
     elif fmt == "csv":
         body = web_export.findings_csv(findings)
-        mimetype = "text/csv; charset=utf-8"
+        mimetype = "text/csv"  # Werkzeug adds "; charset=utf-8" to text types (once)
     else:
         raise ApiError("NOT_FOUND", "Findings are available as .csv or .json.")
     name = _download_name(f"run{run_id}-findings", fmt)
