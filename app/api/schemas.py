@@ -13,7 +13,7 @@ S = dict[str, Any]
 
 
 def obj(required: list[str] | None = None, **props: S) -> S:
-    return {"type": "object", "properties": props, "required": required or list(props)}
+    return {"type": "object", "properties": props, "required": list(props) if required is None else required}
 
 
 def nullable(schema: S) -> S:
