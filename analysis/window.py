@@ -79,6 +79,20 @@ def parse(spec: str | None) -> WindowSpec:
                      "iterations:A-B (0-based, A <= B) or time:T0-T1 (units ns, us, ms, s; default ms; T0 < T1)")
 
 
+def _nvtx_bounds(trace: Trace, name: str | None) -> tuple[int | None, int | None]:
+    row = trace.sql("""SELECT MIN(start_ns), MAX(end_ns) FROM nvtx WHERE kind <> 'mark'
+                       AND (text = $n OR regexp_replace(text, '[0-9]+', '#', 'g') = $n)""",
+                    {"n": name}) if trace.has_rows("nvtx") else [(None, None)]
+    return row[0][0], row[0][1]
+
+
+def check_fits(spec: WindowSpec, trace: Trace) -> None:
+    """What can be known of a window before analysing ``trace``: an NVTX name the report does not hold is
+    ``TraceError('bad_window')`` up front, as ``resolve`` would say later (the other kinds need phases)."""
+    if spec.kind == "nvtx" and _nvtx_bounds(trace, spec.name)[0] is None:
+        raise TraceError("bad_window", f"{trace.label}: no NVTX range named {(spec.name or '')[:80]!r}")
+
+
 def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple[int, int] | None, str]:
     """(phase name for the findings, window bounds or None for the whole report, reason) of one report."""
     if spec.kind == "all":
@@ -102,9 +116,7 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
                              f"have ({len(loop)} found)")
         end = int(loop.starts[spec.b + 1]) if spec.b + 1 < len(loop) else int(loop.ends[spec.b])
         return "iterations", (int(loop.starts[spec.a]), end), f"{spec.text} of {len(loop)} ({loop.source})"
-    row = trace.sql("""SELECT MIN(start_ns), MAX(end_ns) FROM nvtx WHERE kind <> 'mark'
-                       AND (text = $n OR regexp_replace(text, '[0-9]+', '#', 'g') = $n)""",
-                    {"n": spec.name}) if trace.has_rows("nvtx") else [(None, None)]
-    if row[0][0] is None:
+    start, end = _nvtx_bounds(trace, spec.name)
+    if start is None or end is None:
         raise TraceError("bad_window", f"{trace.label}: no NVTX range named {(spec.name or '')[:80]!r}")
-    return "nvtx", (int(row[0][0]), int(row[0][1])), f"{spec.text}, as asked"
+    return "nvtx", (int(start), int(end)), f"{spec.text}, as asked"
