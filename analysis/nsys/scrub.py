@@ -38,6 +38,18 @@ READ_REFERENCES = (("CUPTI_ACTIVITY_KIND_KERNEL", ("shortName", "demangledName",
                    ("NVTX_EVENTS", ("textId",)), ("CUPTI_ACTIVITY_KIND_RUNTIME", ("nameId",)),
                    ("OSRT_API", ("nameId",)), ("PROFILER_OVERHEAD", ("nameId",)), ("ThreadNames", ("nameId",)))
 _SEPARATORS = re.compile(r"[;\x00\n]")
+# Free-text descriptions of the machine Goodput keeps but never reads, and process names: text appended to
+# them (after a control character or ';', or from the first word holding '=') is not kept. The same
+# pattern (RE2 syntax) cuts process names when they are normalized, so the trace and the kept copy agree.
+APPENDED = r"(?s)([\x00-\x1f;]|(^|\s)\S*=).*$"
+_APPENDED = re.compile(APPENDED)
+DESCRIPTIONS = frozenset(("CpuDescription", "OsDescription", "HardwarePlatform", "SoftwarePlatform", "GpuInfo",
+                          "CpuArchitecture", "NvDriverVersion", "CudaDriverVersion"))
+
+
+def described(text: str) -> str:
+    """A description or process name without text appended to it (see ``APPENDED``), at most 256 characters."""
+    return _APPENDED.sub("", text).rstrip()[:256]
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9._\-\[\]]{1,253}\Z")
 
 
@@ -170,6 +182,13 @@ def _scrub_in_place(path: Path, deadline: float) -> None:
                                 (allowed_environment(value), rowid))
                 elif name not in KEPT_SYSTEM_ENV:
                     con.execute('DELETE FROM "TARGET_INFO_SYSTEM_ENV" WHERE rowid = ?', (rowid,))
+                elif name in DESCRIPTIONS and described(value) != value:
+                    con.execute('UPDATE "TARGET_INFO_SYSTEM_ENV" SET value = ? WHERE rowid = ?',
+                                (described(value), rowid))
+        if _plain_table(con, "PROCESSES", ("name",)):
+            for rowid, name in list(con.execute('SELECT rowid, CAST(name AS BLOB) FROM "PROCESSES"')):
+                if name is not None and described(_text(name)) != _text(name):
+                    con.execute('UPDATE "PROCESSES" SET name = ? WHERE rowid = ?', (described(_text(name)), rowid))
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if _plain_table(con, table, ("name", "value")):
                 blank = [rowid for rowid, name in con.execute(f'SELECT rowid, CAST(name AS BLOB) FROM "{table}"')  # noqa: S608

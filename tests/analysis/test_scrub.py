@@ -164,3 +164,32 @@ def test_env_strings_behind_blanks_and_allow_listed_keys_with_odd_values_are_not
     with sqlite3.connect(kept) as con:
         [env] = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'").fetchone()
     assert "PMI_RANK=0" in env.replace("\x00", ";").split(";")
+
+
+def test_text_appended_to_host_descriptions_and_process_names_is_not_stored(tmp_path):
+    """Text appended to OsDescription, CpuDescription and PROCESSES.name (after a newline, a ';' or as a
+    K=V word) is in neither the kept export nor the normalized trace; the descriptions themselves stay."""
+    planted = {"OsDescription": "gposdescsecret1", "CpuDescription": "gpcpudescsecret2", "name": "gpprocsecret3"}
+    src = copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "planted.sqlite")
+    with sqlite3.connect(src) as con:
+        os_before = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'OsDescription'").fetchone()
+        con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ? WHERE name = 'OsDescription'",
+                    (f"\nAPI_KEY={planted['OsDescription']}",))
+        con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ? WHERE name = 'CpuDescription'",
+                    (f" TOKEN={planted['CpuDescription']}",))
+        assert con.execute("SELECT count(*) FROM PROCESSES").fetchone()[0] > 0
+        con.execute("UPDATE PROCESSES SET name = name || ?", (f"; --key={planted['name']}",))
+    kept = tmp_path / "kept.sqlite"
+    first = ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
+    for where in (kept, first.out):
+        data = where.read_bytes()
+        for place, needle in planted.items():
+            assert needle.encode() not in data, (where.name, place)
+    with sqlite3.connect(kept) as con:
+        os_after = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'OsDescription'").fetchone()
+        names = [r[0] for r in con.execute("SELECT name FROM PROCESSES")]
+    assert os_before is None or os_after[0] == os_before[0].rstrip()
+    assert all(n and "=" not in n and ";" not in n for n in names)
+    # The kept copy ingests to the same trace facts and findings as the original.
+    again = ingest(kept, tmp_path / "b" / "trace.duckdb")
+    assert _findings(first.out) == _findings(again.out)
