@@ -136,5 +136,6 @@ class HeadFirstWorker(ThreadWorker):
     def murder_pending(self) -> None:
         super().murder_pending()
         now = time.monotonic()
-        for conn in [c for c, (_, deadline) in self._heads.items() if deadline <= now]:
+        # A stopping worker does not wait for heads still arriving: they have no request to finish yet.
+        for conn in [c for c, (_, deadline) in self._heads.items() if deadline <= now or not self.alive]:
             self._drop(conn)
