@@ -116,7 +116,7 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
                              f"have ({len(loop)} found)")
         end = int(loop.starts[spec.b + 1]) if spec.b + 1 < len(loop) else int(loop.ends[spec.b])
         return "iterations", (int(loop.starts[spec.a]), end), f"{spec.text} of {len(loop)} ({loop.source})"
-    start, end = _nvtx_bounds(trace, spec.name)
-    if start is None or end is None:
+    first, last = _nvtx_bounds(trace, spec.name)
+    if first is None or last is None:
         raise TraceError("bad_window", f"{trace.label}: no NVTX range named {(spec.name or '')[:80]!r}")
-    return "nvtx", (int(start), int(end)), f"{spec.text}, as asked"
+    return "nvtx", (int(first), int(last)), f"{spec.text}, as asked"
