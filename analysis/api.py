@@ -52,7 +52,8 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
            "overview_path", "prepare_overview", "report_extent", "report_tables", "rule_catalogue",
            "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window", "run_totals",
            "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "threshold_ranges",
-           "timeline_window", "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema", "result_schema_text"]
+           "timeline_window", "window_check", "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema",
+           "result_schema_text"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -232,6 +233,21 @@ def window_parse(spec: str | None) -> Any:
     from analysis.window import parse
 
     return parse(spec)
+
+
+def window_check(spec: str | None, reports: list[tuple[Path, str]]) -> None:
+    """Check a window spec against ingested nsys reports (DuckDB file, label) before queuing their analysis:
+    raises ``TraceError('bad_window')`` for a bad spec or an NVTX name a report does not hold."""
+    from analysis.trace import Trace
+    from analysis.window import check_fits, parse
+
+    parsed = parse(spec)
+    for path, label in reports:
+        trace = Trace(Path(path), label)
+        try:
+            check_fits(parsed, trace)
+        finally:
+            trace.close()
 
 
 def threshold_keys() -> list[str]:

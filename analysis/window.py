@@ -18,7 +18,14 @@ from analysis.trace import Trace
 DEFAULT = "steady"
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)?\s*$")
-_ITERS = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+_ITERS = re.compile(r"^\s*(\d{1,12})\s*-\s*(\d{1,12})\s*$")
+# Times end within int64 ns (a report's clock); digits beyond these never name a real time or iteration.
+MAX_NS = 2**63 - 1
+_MAX_DIGITS = 24
+# Control characters (NUL cannot be stored in PostgreSQL) and surrogates (cannot be encoded) are never in an
+# NVTX name a report holds, nor in any other spec.
+_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+MAX_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -34,14 +41,20 @@ class WindowSpec:
 
 def _time(value: str) -> int:
     m = _TIME.match(value)
-    if not m:
+    if not m or len(m.group(1)) > _MAX_DIGITS:
         raise ValueError(value)
-    return int(round(float(m.group(1)) * _UNITS[m.group(2) or "ms"]))
+    ns = float(m.group(1)) * _UNITS[m.group(2) or "ms"]
+    if not ns <= MAX_NS:  # past int64 (or an infinity): no report's clock gets there
+        raise ValueError(value)
+    return int(round(ns))
 
 
 def parse(spec: str | None) -> WindowSpec:
     """Parse a window spec; a bad one raises ``TraceError('bad_window', ...)`` saying what is accepted."""
     text = (spec or DEFAULT).strip()
+    if _BAD_CHARS.search(spec or "") or len(text) > MAX_CHARS:  # as sent: strip() drops some controls
+        raise TraceError("bad_window", f"window {text[:80].encode('unicode_escape').decode()!r}: at most "
+                         f"{MAX_CHARS} characters, no control characters or unpaired surrogates")
     kind, _, arg = text.partition(":")
     kind = kind.strip().lower()
     try:
@@ -58,12 +71,26 @@ def parse(spec: str | None) -> WindowSpec:
             left, sep, right = arg.partition("-")
             if sep:
                 a, b = _time(left), _time(right)
-                if a < b:
+                if a < b <= MAX_NS:
                     return WindowSpec("time", f"time:{a}ns-{b}ns", a=a, b=b)
     except ValueError:
         pass
     raise TraceError("bad_window", f"window {text[:80]!r} is not one of steady, all, startup, nvtx:NAME, "
                      "iterations:A-B (0-based, A <= B) or time:T0-T1 (units ns, us, ms, s; default ms; T0 < T1)")
+
+
+def _nvtx_bounds(trace: Trace, name: str | None) -> tuple[int | None, int | None]:
+    row = trace.sql("""SELECT MIN(start_ns), MAX(end_ns) FROM nvtx WHERE kind <> 'mark'
+                       AND (text = $n OR regexp_replace(text, '[0-9]+', '#', 'g') = $n)""",
+                    {"n": name}) if trace.has_rows("nvtx") else [(None, None)]
+    return row[0][0], row[0][1]
+
+
+def check_fits(spec: WindowSpec, trace: Trace) -> None:
+    """What can be known of a window before analysing ``trace``: an NVTX name the report does not hold is
+    ``TraceError('bad_window')`` up front, as ``resolve`` would say later (the other kinds need phases)."""
+    if spec.kind == "nvtx" and _nvtx_bounds(trace, spec.name)[0] is None:
+        raise TraceError("bad_window", f"{trace.label}: no NVTX range named {(spec.name or '')[:80]!r}")
 
 
 def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple[int, int] | None, str]:
@@ -89,9 +116,7 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
                              f"have ({len(loop)} found)")
         end = int(loop.starts[spec.b + 1]) if spec.b + 1 < len(loop) else int(loop.ends[spec.b])
         return "iterations", (int(loop.starts[spec.a]), end), f"{spec.text} of {len(loop)} ({loop.source})"
-    row = trace.sql("""SELECT MIN(start_ns), MAX(end_ns) FROM nvtx WHERE kind <> 'mark'
-                       AND (text = $n OR regexp_replace(text, '[0-9]+', '#', 'g') = $n)""",
-                    {"n": spec.name}) if trace.has_rows("nvtx") else [(None, None)]
-    if row[0][0] is None:
+    first, last = _nvtx_bounds(trace, spec.name)
+    if first is None or last is None:
         raise TraceError("bad_window", f"{trace.label}: no NVTX range named {(spec.name or '')[:80]!r}")
-    return "nvtx", (int(row[0][0]), int(row[0][1])), f"{spec.text}, as asked"
+    return "nvtx", (int(first), int(last)), f"{spec.text}, as asked"

@@ -131,6 +131,18 @@ def is_busy(exc: BaseException) -> bool:
     return exc.connection_invalidated or "connect" in text or "server closed" in text
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether a database error means the metadata DB's disk is full (507, as a full upload disk is)."""
+    if not isinstance(exc, sa.exc.OperationalError | sa.exc.InternalError):
+        return False
+    orig = exc.orig
+    state = getattr(orig, "sqlstate", None)
+    if state is not None:
+        return state == "53100"  # PostgreSQL disk_full
+    # SQLite's SQLITE_FULL: "database or disk is full" (also when max_page_count is reached).
+    return type(orig).__module__.startswith("sqlite3") and "disk is full" in str(orig).lower()
+
+
 def _wants_json() -> bool:
     return request.path.startswith("/api/")
 
@@ -171,6 +183,12 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
+        if is_disk_full(exc):
+            logger.error("metadata DB disk full: %s", type(getattr(exc, "orig", exc)).__name__)
+            message = "The server's disk is full; nothing was stored. Retry once space is freed."
+            if not _wants_json():
+                return message, 507, {"Content-Type": "text/plain"}
+            return _json_error(ApiError("NO_SPACE", message))
         if is_busy(exc):
             logger.warning("metadata DB busy: %s", type(getattr(exc, "orig", exc)).__name__)
             message = "The database is busy; retry shortly."

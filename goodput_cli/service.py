@@ -100,11 +100,23 @@ def ensure_admin_token(settings) -> str | None:
         engine.dispose()
 
 
+# Threads per web worker process: each request (an upload, a page) holds one while it runs; a client still
+# sending its headers holds none (goodput_cli.web_worker).
+WEB_THREADS = 16
+WEB_WORKER_CLASS = "goodput_cli.web_worker.HeadFirstWorker"
+MAX_REQUEST_LINE = 8190  # goodput_cli.web_worker.MAX_REQUEST_LINE, without importing gunicorn here
+
+
 def web_command(bind: str, workers: int = WEB_WORKERS) -> list[str]:
-    """The web server's command line (gunicorn's default sync workers), as `goodput serve` runs it; the
-    service benchmarks (benchmarks/_server.py) start exactly this too. docker-compose.yml's web service
-    runs the same options with its own worker count."""
-    return [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", str(workers), "--timeout", "0",
+    """The web server's command line, as `goodput serve` runs it; the service benchmarks
+    (benchmarks/_server.py) start exactly this too. docker-compose.yml's web service runs the same options
+    with its own worker count. The worker class is gunicorn's threaded one reading request heads without a
+    thread (slow clients hold nothing); its main loop never blocks, so a worker silent for --timeout is hung."""
+    return [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", str(workers),
+            "--worker-class", WEB_WORKER_CLASS, "--threads", str(WEB_THREADS), "--timeout", "30",
+            # Request lines up to the worker's own limit reach the app, which answers URIs over 4,000 bytes
+            # with its JSON 414; longer ones get the same answer from the worker.
+            "--limit-request-line", str(MAX_REQUEST_LINE),
             "--graceful-timeout", str(int(STOP_GRACE_S) // 2), "--no-control-socket",
             "--access-logfile", "-", "app:create_app()"]
 

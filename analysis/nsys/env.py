@@ -30,6 +30,16 @@ _JOB = re.compile(r"[A-Za-z0-9._\-\[\]]{1,64}\Z")
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-_]{0,252}\Z")
 
 
+def allowed_value(key: str, value: str) -> bool:
+    """Whether ``value`` has the shape an allow-listed ``key`` takes (digits for ranks and sizes, a job id, a
+    host name): a key on the list with any other value (``RANK=<secret>``) is not kept."""
+    if key in RANK_KEYS or key in LOCAL_RANK_KEYS or key in WORLD_SIZE_KEYS:
+        return _INT.match(value) is not None
+    if key in JOB_ID_KEYS:
+        return _JOB.match(value) is not None
+    return key in HOST_KEYS and _HOST.match(value) is not None
+
+
 _ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 # Entry separators seen in real exports: NUL can never occur inside a value (C strings), so a string that
 # holds one is NUL-separated; otherwise ';' or newline, whichever reads the string as more K=V entries

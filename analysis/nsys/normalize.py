@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from analysis.nsys.enums import case_sql
 from analysis.nsys.guard import ExportInfo
+from analysis.nsys.scrub import APPENDED
 from analysis.nsys.source import SOURCE_TABLES
 
 PID_MASK = 0xFFFFFF  # globalPid/globalTid pack the OS pid in bits 24..47 and the tid in bits 0..23
@@ -179,7 +180,9 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
             SELECT {_pid('h."globalTid"')}, {_tid('h."globalTid"')}, n.value
             FROM {_src("ThreadNames")} h {_name("n", 'h."nameId"')}"""))
     if "PROCESSES" in t:
-        out.append(("processes", f'INSERT INTO processes SELECT p."pid", p."name" FROM {_src("PROCESSES")} p'))
+        # Text appended to a process name is cut as in the kept export (analysis.nsys.scrub.APPENDED).
+        out.append(("processes", f'INSERT INTO processes SELECT p."pid", left(rtrim(regexp_replace(p."name", '
+                                 f"'{APPENDED}', '')), 256) FROM {_src('PROCESSES')} p"))
     out.extend(_devices(info))
     return out
 

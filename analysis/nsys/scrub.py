@@ -20,7 +20,7 @@ from pathlib import Path
 import apsw
 
 from analysis.errors import TraceError
-from analysis.nsys.env import ALLOWED_KEYS
+from analysis.nsys.env import ALLOWED_KEYS, allowed_value
 from analysis.nsys.guard import ExportInfo, harden, validate
 
 # TARGET_INFO_SYSTEM_ENV rows kept as they are (descriptions of the machine, never of the job); every other
@@ -30,13 +30,26 @@ KEPT_SYSTEM_ENV = frozenset(("CpuCores", "CpuArchitecture", "CpuDescription", "O
 # Export metadata kept; every other value (user, host, input and output paths, options) is blanked.
 KEPT_META = re.compile(r"EXPORT_(PRODUCT_VERSION|SCHEMA_VERSION\w*|TIME_UTC|PARAM_TIME_NORMALIZE|TIME_NORMALIZE"
                        r"|CONFIG_TIME_SHIFT)|DERIVED_\w+\Z")
-# A string that is an environment assignment: NAME=... (bash functions export as BASH_FUNC_x%%=...).
+# A string that holds an environment assignment anywhere: NAME=... (bash functions export as
+# BASH_FUNC_x%%=...), also after leading blanks or other text (" AWS_SECRET_ACCESS_KEY=...").
 ENV_STRING = re.compile(r"[A-Za-z_][A-Za-z0-9_%]*=")
 # StringIds the reader resolves: these stay whatever they look like (an NVTX text may read "LR=0.1").
 READ_REFERENCES = (("CUPTI_ACTIVITY_KIND_KERNEL", ("shortName", "demangledName", "mangledName")),
                    ("NVTX_EVENTS", ("textId",)), ("CUPTI_ACTIVITY_KIND_RUNTIME", ("nameId",)),
                    ("OSRT_API", ("nameId",)), ("PROFILER_OVERHEAD", ("nameId",)), ("ThreadNames", ("nameId",)))
 _SEPARATORS = re.compile(r"[;\x00\n]")
+# Free-text descriptions of the machine Goodput keeps but never reads, and process names: text appended to
+# them (after a control character or ';', or from the first word holding '=') is not kept. The same
+# pattern (RE2 syntax) cuts process names when they are normalized, so the trace and the kept copy agree.
+APPENDED = r"(?s)([\x00-\x1f;]|(^|\s)\S*=).*$"
+_APPENDED = re.compile(APPENDED)
+DESCRIPTIONS = frozenset(("CpuDescription", "OsDescription", "HardwarePlatform", "SoftwarePlatform", "GpuInfo",
+                          "CpuArchitecture", "NvDriverVersion", "CudaDriverVersion"))
+
+
+def described(text: str) -> str:
+    """A description or process name without text appended to it (see ``APPENDED``), at most 256 characters."""
+    return _APPENDED.sub("", text).rstrip()[:256]
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9._\-\[\]]{1,253}\Z")
 
 
@@ -122,8 +135,8 @@ def allowed_environment(value: object) -> str:
     kept: list[str] = []
     for item in _SEPARATORS.split(value):
         key, eq, val = item.partition("=")
-        if eq and key in ALLOWED_KEYS and _SAFE_VALUE.match(val.strip()) and not any(
-                k.startswith(key + "=") for k in kept):
+        if eq and key in ALLOWED_KEYS and _SAFE_VALUE.match(val.strip()) and allowed_value(key, val.strip()) \
+                and not any(k.startswith(key + "=") for k in kept):
             kept.append(f"{key}={val.strip()}")
     return sep.join(kept)
 
@@ -134,8 +147,8 @@ def allowed_block(text: str) -> str:
     kept: list[str] = []
     for item in text.split("\x00"):
         key, eq, val = item.partition("=")
-        if eq and key in ALLOWED_KEYS and _SAFE_VALUE.match(val.strip()) and not any(
-                k.startswith(key + "=") for k in kept):
+        if eq and key in ALLOWED_KEYS and _SAFE_VALUE.match(val.strip()) and allowed_value(key, val.strip()) \
+                and not any(k.startswith(key + "=") for k in kept):
             kept.append(f"{key}={val.strip()}")
     return "\x00".join(kept) + "\x00" if kept else ""
 
@@ -169,6 +182,13 @@ def _scrub_in_place(path: Path, deadline: float) -> None:
                                 (allowed_environment(value), rowid))
                 elif name not in KEPT_SYSTEM_ENV:
                     con.execute('DELETE FROM "TARGET_INFO_SYSTEM_ENV" WHERE rowid = ?', (rowid,))
+                elif name in DESCRIPTIONS and described(value) != value:
+                    con.execute('UPDATE "TARGET_INFO_SYSTEM_ENV" SET value = ? WHERE rowid = ?',
+                                (described(value), rowid))
+        if _plain_table(con, "PROCESSES", ("name",)):
+            for rowid, name in list(con.execute('SELECT rowid, CAST(name AS BLOB) FROM "PROCESSES"')):
+                if name is not None and described(_text(name)) != _text(name):
+                    con.execute('UPDATE "PROCESSES" SET name = ? WHERE rowid = ?', (described(_text(name)), rowid))
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if _plain_table(con, table, ("name", "value")):
                 blank = [rowid for rowid, name in con.execute(f'SELECT rowid, CAST(name AS BLOB) FROM "{table}"')  # noqa: S608
@@ -193,7 +213,7 @@ def _scrub_strings(con: apsw.Connection) -> None:
     candidates, rowids, texts = [], {}, {}
     for rowid, sid, value in con.execute('SELECT rowid, id, CAST(value AS BLOB) FROM "StringIds"'):
         text = _text(value)
-        if "\x00" in text or ENV_STRING.match(text):
+        if "\x00" in text or ENV_STRING.search(text):
             candidates.append(sid)
             rowids[sid] = rowid
             texts[sid] = text

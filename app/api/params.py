@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -79,7 +80,7 @@ def _one(name: str, p: Param, raw: str) -> Any:
             value: Any = int(raw) if p.type == "integer" else float(raw)
         except ValueError:
             raise _bad(name, f"not {'an integer' if p.type == 'integer' else 'a number'}") from None
-        if value != value or (p.minimum is not None and value < p.minimum) or (
+        if not math.isfinite(value) or (p.minimum is not None and value < p.minimum) or (
                 p.maximum is not None and value > p.maximum):
             raise _bad(name, f"must be between {p.minimum} and {p.maximum}")
         return value
@@ -90,7 +91,10 @@ def _one(name: str, p: Param, raw: str) -> Any:
             value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
         except ValueError:
             raise _bad(name, "not an ISO-8601 date-time") from None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        try:
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        except OverflowError:  # 0001-01-01T00:00+00:01 is in year 0 in UTC
+            raise _bad(name, "outside 0001-01-01 to 9999-12-31 in UTC") from None
     if len(raw) > p.max_length or "\x00" in raw:
         raise _bad(name, f"at most {p.max_length} characters")
     return raw

@@ -7,6 +7,7 @@ import io
 import json
 import re
 import socket
+import ssl
 from typing import IO, Any, cast
 
 from flask import Request
@@ -161,7 +162,9 @@ def socket_body(environ: dict) -> SocketBody | None:
     except ImportError:
         return None
     body, sock = environ.get("wsgi.input"), environ.get("gunicorn.socket")
-    if type(sock) is not socket.socket or not isinstance(body, Body) or getattr(body, "failed", True):
+    # A plain socket (goodput's worker uses a subclass with an idle timeout); never TLS, whose bytes differ.
+    if (not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket) or not isinstance(body, Body)
+            or getattr(body, "failed", True)):
         return None
     reader = body.reader
     # take_buffered and Body.failed exist in the gunicorn we pin (27); a version without them takes the

@@ -13,7 +13,7 @@ S = dict[str, Any]
 
 
 def obj(required: list[str] | None = None, /, **props: S) -> S:
-    return {"type": "object", "properties": props, "required": required or list(props)}
+    return {"type": "object", "properties": props, "required": list(props) if required is None else required}
 
 
 def nullable(schema: S) -> S:
@@ -48,9 +48,12 @@ KERNEL_DIFF = obj(name=STR, label=STR, status={"type": "string", "enum": ["chang
 WINDOWS = {"type": "array", "items": nullable({"type": "array", "items": INT, "minItems": 2, "maxItems": 2})}
 HEADLINE = {**BREAKDOWN, "goodput_pct": nullable(NUM), "finding_count": NS, "top_impact_ns": NS}
 
-# The pattern covers the specs any value of which the server accepts; iterations:A-B (A <= B) and
-# time:T0-T1 (T0 < T1, units ns|us|ms|s) are accepted too, with their order checked by the server (400).
-WINDOW_SCHEMA = {"type": "string", "pattern": "^(steady|all|startup|nvtx:[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]{0,194})$",
+# The pattern covers specs the server accepts whatever their values; other iterations:A-B (A <= B) and
+# time:T0-T1 (T0 < T1 <= 2^63-1 ns, units ns|us|ms|s) are accepted too, their order checked by the server.
+_UNIT = "(ns|us|ms|s)?"
+WINDOW_SCHEMA = {"type": "string", "pattern": "^(steady|all|startup|nvtx:[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]{0,194}"
+                 # The subset of iterations:A-B and time:T0-T1 whose order and int64 bound a pattern can say.
+                 f"|iterations:0-[0-9]{{1,12}}|time:0{_UNIT}-[1-9][0-9]{{0,8}}{_UNIT})$",
                  "description": "analysis window: steady (default), all, startup, nvtx:NAME, iterations:A-B, "
                                 "time:T0-T1"}
 

@@ -22,6 +22,7 @@ from app.services import tokens as tokens_service
 from app.services.reports import report_to_dict
 from app.services.run_query import RunFilter
 from app.services.storage import CHUNK, UploadSink, storage_for
+from app.services.window_fit import check_window_fits
 from app.settings import current_settings
 
 
@@ -180,6 +181,7 @@ def reanalyze_run(run_id: int):
         raise ApiError("VALIDATION_ERROR", 'The JSON body must be {"window": "<spec>"}, e.g. {"window": "steady"}.')
     session = get_session()
     run_access.require_change(session, run_id, current_principal(), "re-analyse")
+    check_window_fits(session, current_settings(), run_id, body["window"])
     runs_service.reanalyze(session, current_settings(), run_id, body["window"])
     return jsonify(runs_service.run_detail(session, run_id)), 202, {
         "Location": url_for("api_v1.get_run", run_id=run_id)}

@@ -207,6 +207,18 @@ THRESHOLDS_TAG = "goodput.thresholds"
 
 
 def run_thresholds(tags: dict[str, str] | None) -> dict[str, float]:
-    """The threshold overrides recorded on a run (its ``THRESHOLDS_TAG``), for the analysis."""
+    """The threshold overrides recorded on a run (its ``THRESHOLDS_TAG``), for the analysis. One recorded
+    before its threshold declared a range, and now out of it, is left out (logged): the run is analysed with
+    that threshold's default rather than failing on every analysis."""
+    from analysis.api import check_thresholds
+
     text = (tags or {}).get(THRESHOLDS_TAG) or ""
-    return {k: float(v) for k, _, v in (item.partition("=") for item in text.split()) if k}
+    out: dict[str, float] = {}
+    for key, _, value in (item.partition("=") for item in text.split()):
+        if not key:
+            continue
+        try:
+            out.update(check_thresholds({key: value}))
+        except KeyError as exc:
+            logger.warning("recorded threshold override ignored: %s", exc.args[0])
+    return out

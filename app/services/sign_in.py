@@ -54,6 +54,29 @@ def throttled(session: Session, limits: Limits, username: str, address: str,
     return None if worst is None else Throttled(worst[1], worst[0])
 
 
+def reserve(session: Session, limits: Limits, username: str, address: str,
+            *, now: datetime | None = None) -> Throttled | None:
+    """Count this attempt as a failure before its password is checked, unless the limit is reached (then the
+    Throttled answer, nothing recorded); commits. Check and count are one step, serialized across requests:
+    checked apart, 30 parallel attempts could all pass the check at 9 failures. A correct password then
+    forgets the name's failures (``clear_user``), this one with them."""
+    now = now or utcnow()
+    # Take the write lock first: SQLite's DELETE does; PostgreSQL's transaction-scoped advisory lock does.
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+    session.execute(sa.delete(SignInFailure).where(
+        SignInFailure.created_at <= now - timedelta(seconds=limits.window_s)))
+    refused = throttled(session, limits, username, address, now=now)
+    if refused is None:
+        session.add(SignInFailure(username=_key(username), address=address[:64], created_at=now))
+    session.commit()
+    return refused
+
+
+# The advisory lock that serializes sign-in attempts on PostgreSQL (any constant; one lock for all names).
+_LOCK_KEY = 0x676F6F64  # 'good'
+
+
 def record_failure(session: Session, limits: Limits, username: str, address: str,
                    *, now: datetime | None = None) -> None:
     """Count one failed attempt (and drop those that left the window); commits."""

@@ -29,7 +29,7 @@ def login():
         db = get_session()
         username, address = request.form.get("username", ""), request.remote_addr or "unknown"
         limits = _limits()
-        throttled = sign_in.throttled(db, limits, username, address)
+        throttled = sign_in.reserve(db, limits, username, address)  # counted as a failure unless correct
         if throttled is not None:
             minutes = -(-throttled.retry_after_s // 60)
             who = "this account" if throttled.reason == "user" else "your address"
@@ -42,7 +42,6 @@ def login():
             sign_in.clear_user(db, username)
             login_user(user)
             return redirect(safe_next(request.args.get("next")))
-        sign_in.record_failure(db, limits, username, address)
         error = "Unknown user or wrong password."
     elif (p := current_principal()) is not None and p.kind == "user":
         return redirect(safe_next(request.args.get("next")))

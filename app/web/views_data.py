@@ -18,15 +18,32 @@ from app.settings import current_settings
 from app.web import bp
 from app.web.security import login_required
 
+# Bounds of the integer query parameters of the timeline and trace routes: times are int64 ns; a window is
+# drawn in at most this many buckets.
+INT64 = (-(2**63), 2**63 - 1)
+ARG_BOUNDS = {"buckets": (1, 20_000), "tol_ns": (0, INT64[1])}
+
 
 def _int_arg(name: str, default: int | None = None) -> int | None:
+    """An integer query parameter (integral decimal or float text, as the page's script sends times), within
+    its bounds (``ARG_BOUNDS``, else int64); ApiError VALIDATION_ERROR (400) naming it otherwise."""
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
+    lo, hi = ARG_BOUNDS.get(name, INT64)
     try:
-        return int(float(raw))
+        if len(raw) > 32:
+            raise ValueError(raw)
+        number = float(raw)
+        if not lo <= number <= hi:  # NaN, infinities and 1e308 too
+            raise ValueError(raw)
+        value = int(raw) if raw.lstrip("+-").isdigit() else int(number)
+        if not lo <= value <= hi:
+            raise ValueError(raw)
+        return value
     except ValueError:
-        raise ApiError("VALIDATION_ERROR", f"{name} must be an integer") from None
+        raise ApiError("VALIDATION_ERROR", f"{name} must be an integer from {lo} to {hi}",
+                       {"parameter": name, "fields": {name: f"an integer from {lo} to {hi}"}}) from None
 
 
 def _open(run_id: int, report_id: int) -> tuple[Report, api.Trace]:
@@ -115,7 +132,7 @@ def findings_download(run_id: int, fmt: str):
         mimetype = "application/json"
     elif fmt == "csv":
         body = web_export.findings_csv(findings)
-        mimetype = "text/csv; charset=utf-8"
+        mimetype = "text/csv"  # Werkzeug adds "; charset=utf-8" to text types (once)
     else:
         raise ApiError("NOT_FOUND", "Findings are available as .csv or .json.")
     name = _download_name(f"run{run_id}-findings", fmt)

@@ -18,6 +18,7 @@ from app.services import runs as runs_service
 from app.services.run_access import require_change
 from app.services.runs import may_delete
 from app.services.web_run import finding_dict
+from app.services.window_fit import check_window_fits
 from app.settings import current_settings
 from app.web import bp
 from app.web.security import login_required
@@ -106,6 +107,7 @@ def reanalyze(run_id: int):
     """The run page's window form: analyze the run again with the window asked for."""
     try:
         require_change(get_session(), run_id, current_principal(), "re-analyse")
+        check_window_fits(get_session(), current_settings(), run_id, request.form.get("window"))
         runs_service.reanalyze(get_session(), current_settings(), run_id, request.form.get("window"))
         flash(f"Analysis queued with window {request.form.get('window') or 'steady'}.")
     except ApiError as exc:

@@ -135,3 +135,61 @@ def test_facts_read_from_environment_blocks_survive_the_scrub(tmp_path, name):
     with sqlite3.connect(kept) as con:
         blocks = [v for (v,) in con.execute("SELECT value FROM StringIds WHERE instr(value, char(0)) > 0")]
     assert blocks and all(e.split("=")[0] in ALLOWED_KEYS for b in blocks for e in b.split("\x00") if e)
+
+
+def test_env_strings_behind_blanks_and_allow_listed_keys_with_odd_values_are_not_kept(tmp_path):
+    """A StringIds value with the assignment after a blank, and allow-listed keys whose values do not have
+    their shape (RANK=<not digits>), in every place the environment lives: none of the planted values is in
+    the stored bytes; the real rank still is."""
+    secret = "gpsecretleadingblank7"
+    odd = "gpoddrankvalue9"
+    src = copy_export(corpus_file("cloverleaf-devsync.sqlite"), tmp_path / "planted.sqlite")
+    with sqlite3.connect(src) as con:
+        env = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'").fetchone()[0]
+        sep = "\x00" if "\x00" in env else ";"
+        con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ? WHERE name = 'DeviceEnvironment'",
+                    (f"{sep}RANK={odd}{sep}SLURM_JOB_ID={odd}-{odd}!",))
+        top = con.execute("SELECT max(id) FROM StringIds").fetchone()[0]
+        con.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", [
+            (top + 1, f" AWS_SECRET_ACCESS_KEY={secret}"), (top + 2, f"\tTOKEN={secret}"),
+            (top + 3, f"export X=1 SECRET={secret}"), (top + 4, f"PMI_SIZE={odd}\x00WORLD_SIZE=2\x00")])
+        con.execute("CREATE TABLE IF NOT EXISTS META_DATA_CAPTURE (name TEXT, value TEXT)")
+        con.execute("INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)",
+                    ("PROCESS_0:ENVIRONMENT_VARIABLE", f'LOCAL_RANK="{odd}"'))
+    kept = tmp_path / "kept.sqlite"
+    ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
+    data = kept.read_bytes()
+    for needle in (secret, odd):
+        assert needle.encode() not in data, needle
+    with sqlite3.connect(kept) as con:
+        [env] = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'").fetchone()
+    assert "PMI_RANK=0" in env.replace("\x00", ";").split(";")
+
+
+def test_text_appended_to_host_descriptions_and_process_names_is_not_stored(tmp_path):
+    """Text appended to OsDescription, CpuDescription and PROCESSES.name (after a newline, a ';' or as a
+    K=V word) is in neither the kept export nor the normalized trace; the descriptions themselves stay."""
+    planted = {"OsDescription": "gposdescsecret1", "CpuDescription": "gpcpudescsecret2", "name": "gpprocsecret3"}
+    src = copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "planted.sqlite")
+    with sqlite3.connect(src) as con:
+        os_before = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'OsDescription'").fetchone()
+        con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ? WHERE name = 'OsDescription'",
+                    (f"\nAPI_KEY={planted['OsDescription']}",))
+        con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ? WHERE name = 'CpuDescription'",
+                    (f" TOKEN={planted['CpuDescription']}",))
+        assert con.execute("SELECT count(*) FROM PROCESSES").fetchone()[0] > 0
+        con.execute("UPDATE PROCESSES SET name = name || ?", (f"; --key={planted['name']}",))
+    kept = tmp_path / "kept.sqlite"
+    first = ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
+    for where in (kept, first.out):
+        data = where.read_bytes()
+        for place, needle in planted.items():
+            assert needle.encode() not in data, (where.name, place)
+    with sqlite3.connect(kept) as con:
+        os_after = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'OsDescription'").fetchone()
+        names = [r[0] for r in con.execute("SELECT name FROM PROCESSES")]
+    assert os_before is None or os_after[0] == os_before[0].rstrip()
+    assert all(n and "=" not in n and ";" not in n for n in names)
+    # The kept copy ingests to the same trace facts and findings as the original.
+    again = ingest(kept, tmp_path / "b" / "trace.duckdb")
+    assert _findings(first.out) == _findings(again.out)

@@ -204,3 +204,17 @@ def test_get_session_works_in_an_app_context_without_a_request(app):
 
 def _evidence_only(f: dict) -> bool:
     return (f["owns_idle"] if "owns_idle" in f else (f.get("extra") or {}).get("owns_idle")) is False
+
+
+@pytest.mark.parametrize("value", ["0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01", "0001-01-01T00:00:00",
+                                   "9999-12-31T23:59:59.999999+00:00", "0001-01-01T00:00:00-14:00",
+                                   "9999-12-31T23:59:59+14:00"])
+def test_date_filters_take_the_full_range_or_answer_400(client, auth, value):
+    client.post("/api/v1/runs", headers=auth["write"], json={"job": "j"})
+    for name in ("created_after", "created_before"):
+        r = client.get("/api/v1/runs", headers=auth["read"], query_string={name: value})
+        assert r.status_code in (200, 400), (name, value, r.status_code)
+        if r.status_code == 400:
+            assert "outside 0001-01-01 to 9999-12-31" in r.json["error"]["message"]
+        else:
+            assert r.json["total"] == (1 if (name == "created_after") == value.startswith("0001") else 0)

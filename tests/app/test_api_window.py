@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import io
 
+import duckdb
+import sqlalchemy as sa
+
+from app.models import Report
 from tests.app.conftest import process_run, queued
 from tests.conftest import corpus_file
 
@@ -71,3 +75,36 @@ def test_a_window_longer_than_its_column_is_refused_before_anything_is_stored():
         assert exc.code == "VALIDATION_ERROR" and "window" in exc.details["fields"]
     else:
         raise AssertionError("a 201-character window was accepted")
+
+
+EXTREME_WINDOWS = ["time:0-" + "9" * 400, "time:0-1e400", "time:0-9223372036854775808ns", "nvtx:a\x00b",
+                   "nvtx:\x7f", "nvtx:x\u0085", "iterations:0-" + "9" * 30, "time:0-" + "9" * 10_000, "nvtx:" + "n" * 300]
+
+
+def test_extreme_windows_are_400_on_create_and_reanalysis_and_change_nothing(client, auth, session):
+    run_id = client.post("/api/v1/runs", headers=auth["write"], json={"job": "j", "window": "all"}).json["id"]
+    for window in EXTREME_WINDOWS:
+        r = client.post("/api/v1/runs", headers=auth["write"], json={"job": "j", "window": window})
+        assert r.status_code == 400 and "window" in r.json["error"]["details"]["fields"], (window[:40], r.json)
+        r = client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={"window": window})
+        assert r.status_code == 400 and "window" in r.json["error"]["details"]["fields"], (window[:40], r.json)
+    assert client.get("/api/v1/runs", headers=auth["read"]).json["total"] == 1
+    assert client.get(f"/api/v1/runs/{run_id}", headers=auth["read"]).json["analysis_window"] == "all"
+
+
+def test_reanalysis_with_an_nvtx_name_no_report_holds_is_refused_up_front(client, auth, session, settings, broker):
+    run_id = upload(client, auth["write"], CUPY, job="w")
+    process_run(settings, session, run_id)
+    broker.delete("light", "ingest")
+    before = client.get(f"/api/v1/runs/{run_id}", headers=auth["read"]).json
+    r = client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={"window": "nvtx:no such range"})
+    assert r.status_code == 400 and "no NVTX range named 'no such range'" in r.json["error"]["details"]["fields"]["window"]
+    after = client.get(f"/api/v1/runs/{run_id}", headers=auth["read"]).json
+    assert (after["analysis_window"], after["analysis_status"]) == (before["analysis_window"], "ready")
+    assert queued(broker, "light") == []
+    # A name the report holds (digits read as '#', as for steps) is taken.
+    con = duckdb.connect(str(settings.data_dir / session.scalar(sa.select(Report.trace_path))), read_only=True)
+    name = con.execute("SELECT text FROM nvtx WHERE kind <> 'mark' LIMIT 1").fetchone()[0]
+    con.close()
+    r = client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={"window": f"nvtx:{name}"})
+    assert r.status_code == 202, r.json

@@ -9,7 +9,6 @@ import http.client
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -233,8 +232,9 @@ def gunicorn_url(settings, tmp_path):
            "GOODPUT_BROKER_URL": settings.broker_url, "GOODPUT_SECRET_KEY": "test-secret",
            "GOODPUT_MAX_UPLOAD_BYTES": str(4 * CHUNK), "PYTHONPATH": str(ROOT)}
     log = (tmp_path / "gunicorn.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-                             "--threads", "2", "--worker-class", "gthread", "app:create_app()"],
+    from goodput_cli.service import web_command
+
+    proc = subprocess.Popen(web_command(f"127.0.0.1:{port}", 1),
                             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -54,7 +54,8 @@ class UncoalescedGlobalAccess(NcuRule):
                "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,"
                "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum")
     ncu_rules = ("UncoalescedGlobalAccess",)
-    thresholds = {"min_excess_pct": Threshold(0.0, "%", "report when excess sectors exceed this share of all sectors", minimum=0.0, maximum=100.0)}
+    thresholds = {"min_excess_pct": Threshold(0.0, "%", "report when excess sectors exceed this share of all sectors",
+                                              minimum=0.0, maximum=100.0)}
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         total, ideal = launch.get(L2_SECTORS), launch.get(L2_IDEAL)

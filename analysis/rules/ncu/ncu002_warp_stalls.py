@@ -66,8 +66,10 @@ class WarpStalls(NcuRule):
     collect = "--section WarpStateStats --section SchedulerStats --section SpeedOfLight"
     ncu_rules = ("CPIStall",)
     thresholds = {
-        "max_issue_active": Threshold(0.8, "ratio", "only when issue activity per cycle is below this", minimum=0.0, maximum=1.0),
-        "min_stall_share": Threshold(0.3, "ratio", "report reasons above this share of cycles per issued instruction", minimum=0.0, maximum=1.0),
+        "max_issue_active": Threshold(0.8, "ratio", "only when issue activity per cycle is below this",
+                                      minimum=0.0, maximum=1.0),
+        "min_stall_share": Threshold(0.3, "ratio", "report reasons above this share of cycles per issued instruction",
+                                     minimum=0.0, maximum=1.0),
     }
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:

@@ -46,8 +46,10 @@ class Occupancy(NcuRule):
     collect = "--section Occupancy --section LaunchStats --section SchedulerStats"
     ncu_rules = ("TheoreticalOccupancy", "AchievedOccupancy", "Occupancy")
     thresholds = {
-        "min_theoretical_pct": Threshold(80.0, "%", "report theoretical occupancy below this", minimum=0.0, maximum=100.0),
-        "max_achieved_gap_pct": Threshold(10.0, "points", "report achieved occupancy this far below theoretical", minimum=0.0, maximum=100.0),
+        "min_theoretical_pct": Threshold(80.0, "%", "report theoretical occupancy below this",
+                                         minimum=0.0, maximum=100.0),
+        "max_achieved_gap_pct": Threshold(10.0, "points", "report achieved occupancy this far below theoretical",
+                                          minimum=0.0, maximum=100.0),
     }
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:

@@ -45,7 +45,8 @@ class SharedBankConflicts(NcuRule):
                "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,"
                "smsp__sass_inst_executed_op_shared_ld.sum,smsp__sass_inst_executed_op_shared_st.sum")
     ncu_rules = ("SharedMemoryConflicts",)
-    thresholds = {"min_conflict_pct": Threshold(10.0, "%", "report when conflicts reach this share of wavefronts", minimum=0.0, maximum=100.0)}
+    thresholds = {"min_conflict_pct": Threshold(10.0, "%", "report when conflicts reach this share of wavefronts",
+                                                minimum=0.0, maximum=100.0)}
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         hits: list[Hit] = []

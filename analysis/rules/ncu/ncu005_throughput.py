@@ -44,9 +44,12 @@ class ThroughputBottleneck(NcuRule):
     collect = "--section SpeedOfLight --section LaunchStats"
     ncu_rules = ("SOLBottleneck",)
     thresholds = {
-        "roofline_pct": Threshold(80.0, "%", "at or above this share of peak a unit counts as saturated", minimum=0.0, maximum=100.0),
-        "latency_pct": Threshold(60.0, "%", "both units below this share of peak = latency-bound", minimum=0.0, maximum=100.0),
-        "balanced_points": Threshold(10.0, "points", "compute and memory closer than this are balanced", minimum=0.0, maximum=100.0),
+        "roofline_pct": Threshold(80.0, "%", "at or above this share of peak a unit counts as saturated",
+                                  minimum=0.0, maximum=100.0),
+        "latency_pct": Threshold(60.0, "%", "both units below this share of peak = latency-bound",
+                                 minimum=0.0, maximum=100.0),
+        "balanced_points": Threshold(10.0, "points", "compute and memory closer than this are balanced",
+                                     minimum=0.0, maximum=100.0),
     }
 
     # One classification per kernel: launches of a kernel that fall in different classes form one finding

@@ -41,7 +41,8 @@ class LaunchConfiguration(NcuRule):
     label = "Launch configuration"
     collect = "--section LaunchStats --section Occupancy"
     ncu_rules = ("LaunchConfiguration",)
-    thresholds = {"min_tail_share": Threshold(0.2, "ratio", "report a partial wave that may take this share of time", minimum=0.0, maximum=1.0)}
+    thresholds = {"min_tail_share": Threshold(0.2, "ratio", "report a partial wave that may take this share of time",
+                                              minimum=0.0, maximum=1.0)}
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         block = launch.get(BLOCK) or launch.block_size

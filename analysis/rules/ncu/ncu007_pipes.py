@@ -45,7 +45,8 @@ class PipeUtilization(NcuRule):
     collect = ("--section ComputeWorkloadAnalysis --section InstructionStats --metrics sm__inst_executed_pipe_tensor.sum,"
                "sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_hfma_pred_on.sum")
     ncu_rules = ("HighPipeUtilization",)
-    thresholds = {"saturated_pct": Threshold(80.0, "%", "a pipe at or above this share of peak is saturated", minimum=0.0, maximum=100.0)}
+    thresholds = {"saturated_pct": Threshold(80.0, "%", "a pipe at or above this share of peak is saturated",
+                                             minimum=0.0, maximum=100.0)}
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         tensor = launch.get(TENSOR_INST)

@@ -50,7 +50,8 @@ class LatencyBoundMemory(NcuRule):
                "smsp__average_warp_latency_per_inst_issued.ratio,sm__warps_active.avg.per_cycle_active,"
                "smsp__inst_issued.sum,smsp__inst_executed_op_global_ld.sum")
     thresholds = {
-        "bandwidth_pct": Threshold(60.0, "%", "a level at or above this share of its peak is bandwidth-bound", minimum=0.0, maximum=100.0),
+        "bandwidth_pct": Threshold(60.0, "%", "a level at or above this share of its peak is bandwidth-bound",
+                                   minimum=0.0, maximum=100.0),
         "min_stall_share": Threshold(0.3, "ratio", "memory-latency stalls must take this share of the cycles "
                                                    "between issued instructions", minimum=0.0, maximum=1.0),
     }

@@ -41,7 +41,8 @@ class PoorCacheReuse(NcuRule):
     label = "Poor cache reuse"
     collect = ("--section MemoryWorkloadAnalysis --section SpeedOfLight --metrics lts__t_sector_hit_rate.pct,"
                "dram__bytes.sum,device__attribute_l2_cache_size")
-    thresholds = {"min_hit_pct": Threshold(50.0, "%", "report an L2 hit rate below this (also the target rate)", minimum=0.0, maximum=100.0)}
+    thresholds = {"min_hit_pct": Threshold(50.0, "%", "report an L2 hit rate below this (also the target rate)",
+                                           minimum=0.0, maximum=100.0)}
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         memory = story(launch)

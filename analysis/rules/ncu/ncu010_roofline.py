@@ -52,8 +52,10 @@ class FarFromRoofline(NcuRule):
                "sm__sass_thread_inst_executed_op_fmul_pred_on.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,"
                "sm__sass_thread_inst_executed_op_hfma_pred_on.sum,dram__bytes.sum,lts__t_bytes.sum")
     thresholds = {
-        "max_roof_share": Threshold(0.5, "ratio", "report achieved FLOP/s below this share of the attainable", minimum=0.0, maximum=1.0),
-        "busy_pct": Threshold(60.0, "%", "no unit may reach this share of its peak", minimum=0.0, maximum=100.0),
+        "max_roof_share": Threshold(0.5, "ratio", "report achieved FLOP/s below this share of the attainable",
+                                    minimum=0.0, maximum=1.0),
+        "busy_pct": Threshold(60.0, "%", "no unit may reach this share of its peak",
+                              minimum=0.0, maximum=100.0),
     }
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:

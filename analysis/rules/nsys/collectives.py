@@ -151,9 +151,11 @@ class CollectiveBandwidth(Rule):
         "min_efficiency_pct": Threshold(50.0, "%", "report a size class whose bus bandwidth is below this "
                                                    "share of the link's peak", minimum=0.0, maximum=100.0),
         "min_bytes": Threshold(float(2**20), "B", "smallest message counted as bandwidth-bound; smaller "
-                                                  "ones are latency-bound and only listed", minimum=0.0, maximum=1e15),
+                                                  "ones are latency-bound and only listed",
+                               minimum=0.0, maximum=1e15),
         "link_peak_gbps": Threshold(0.0, "GB/s", "the link's peak per direction; 0 = the typical peak of "
-                                                 "the GPU's generation (NVLink / InfiniBand / PCIe)", minimum=0.001, maximum=1e5, special=(0.0,)),
+                                                 "the GPU's generation (NVLink / InfiniBand / PCIe)",
+                                    minimum=0.001, maximum=1e5, special=(0.0,)),
     }
     summary = "Collective algorithm and bus bandwidth per kind and size, against the link peak"
 

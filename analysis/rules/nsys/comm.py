@@ -69,7 +69,8 @@ class ExposedCommunication(Rule):
     category = "communication"
     requires = ("kernels",)
     thresholds = {
-        "min_exposed_pct": Threshold(1.0, "%", "report a device whose exposed share of its span is at least this", minimum=0.0, maximum=100.0),
+        "min_exposed_pct": Threshold(1.0, "%", "report a device whose exposed share of its span is at least this",
+                                     minimum=0.0, maximum=100.0),
     }
     summary = "NCCL time not overlapped by compute, per device and rank"
 
@@ -138,7 +139,8 @@ class Stragglers(Rule):
     scope = "run"
     category = "communication"
     requires = ("kernels",)
-    thresholds = {"min_skew_us": Threshold(100.0, "us", "smallest arrival skew counted (above clock noise)", minimum=0.0, maximum=MAX_US)}
+    thresholds = {"min_skew_us": Threshold(100.0, "us", "smallest arrival skew counted (above clock noise)",
+                                           minimum=0.0, maximum=MAX_US)}
     summary = "Ranks that arrive late to collectives and make the others wait"
 
     def check(self, ctx: RuleContext) -> list[Finding]:

@@ -141,7 +141,8 @@ class CopyBound(Rule):
                                               "of its active span", minimum=0.0, maximum=100.0),
         "min_memory_only_us": Threshold(1000.0, "us", "report when MEM005's own memory-only time adds up to at "
                                                       "least this", minimum=0.0, maximum=MAX_US),
-        "small_copy_kib": Threshold(256.0, "KiB", "a copy smaller than this is small (its fixed cost dominates)", minimum=0.0, maximum=1e12),
+        "small_copy_kib": Threshold(256.0, "KiB", "a copy smaller than this is small (its fixed cost dominates)",
+                                    minimum=0.0, maximum=1e12),
         "host_link_gbps": Threshold(0.0, "GB/s", "peak of the host link per direction; 0: typical for the GPU "
                                                  "generation", minimum=0.001, maximum=1e5, special=(0.0,)),
     }

@@ -77,7 +77,8 @@ class IdleGaps(Rule):
     requires = ("kernels",)
     thresholds = {
         "min_gap_us": Threshold(OWNERSHIP_PARAMS[("GPU001", "min_gap_us")], "us",
-                                "smallest idle gap reported (nsys' expert system uses 500 ms)", minimum=0.0, maximum=MAX_US),
+                                "smallest idle gap reported (nsys' expert system uses 500 ms)",
+                                minimum=0.0, maximum=MAX_US),
     }
     summary = "GPU idle gaps inside the active span, each with a cause"
 
@@ -171,7 +172,8 @@ class LowUtilization(Rule):
         "max_busy_pct": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_busy_pct")], "%",
                                   "a window busier than this is not reported", minimum=0.0, maximum=100.0),
         "window_min_us": Threshold(OWNERSHIP_PARAMS[("GPU002", "window_min_us")], "us",
-                                   "shortest window; longer when the span is long", minimum=1.0, maximum=MAX_US),
+                                   "shortest window; longer when the span is long",
+                                   minimum=1.0, maximum=MAX_US),
         "max_windows": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_windows")], "count",
                                  "at most this many windows per device span", minimum=1.0, maximum=1e6),
     }

@@ -112,7 +112,8 @@ class HostBlocked(Rule):
     requires = ("kernels", "osrt")
     thresholds = {
         "min_idle_us": Threshold(1000.0, "us", "report when the idle gaps with the host blocked add up to at least "
-                                               "this (each gap is at least GPU001.min_gap_us)", minimum=0.0, maximum=MAX_US),
+                                               "this (each gap is at least GPU001.min_gap_us)",
+                                 minimum=0.0, maximum=MAX_US),
     }
     summary = "GPU idle while its launching threads sat in OS runtime calls (file I/O, locks, poll, sleep)"
 

@@ -85,8 +85,10 @@ class HostCpuSamples(Rule):
     thresholds = {
         "min_gap_us": Threshold(1000.0, "us", "idle gaps at least this long are sampled (one period of nsys' "
                                               "default 1 kHz CPU sampling)", minimum=0.0, maximum=MAX_US),
-        "min_samples": Threshold(10.0, "count", "report when at least this many samples fall in the idle gaps", minimum=1.0, maximum=1e9),
-        "min_idle_us": Threshold(1000.0, "us", "report when the idle with samples adds up to at least this", minimum=0.0, maximum=MAX_US),
+        "min_samples": Threshold(10.0, "count", "report when at least this many samples fall in the idle gaps",
+                                 minimum=1.0, maximum=1e9),
+        "min_idle_us": Threshold(1000.0, "us", "report when the idle with samples adds up to at least this",
+                                 minimum=0.0, maximum=MAX_US),
     }
     summary = "Functions the launching threads ran on the CPU while the GPU idled (CPU sampling)"
 

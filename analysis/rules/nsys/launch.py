@@ -59,8 +59,10 @@ class LaunchBound(Rule):
         "short_kernel_us": Threshold(OWNERSHIP_PARAMS[("KRN001", "short_kernel_us")], "us",
                                      "a kernel shorter than this is short", minimum=0.0, maximum=MAX_US),
         "min_run_kernels": Threshold(OWNERSHIP_PARAMS[("KRN001", "min_run_kernels")], "count",
-                                     "fewest consecutive short kernels that make a run", minimum=1.0, maximum=1e9),
-        "min_idle_us": Threshold(100.0, "us", "report when the idle inside runs adds up to at least this", minimum=0.0, maximum=MAX_US),
+                                     "fewest consecutive short kernels that make a run",
+                                     minimum=1.0, maximum=1e9),
+        "min_idle_us": Threshold(100.0, "us", "report when the idle inside runs adds up to at least this",
+                                 minimum=0.0, maximum=MAX_US),
     }
     summary = "Runs of short kernels with the GPU idle between launches"
 

@@ -53,7 +53,8 @@ class PageableMemcpy(Rule):
     name = "memory.pageable-memcpy"
     category = "memory"
     requires = ("memcpy",)
-    thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies are pageable", minimum=1.0, maximum=1e9)}
+    thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies are pageable",
+                                          minimum=1.0, maximum=1e9)}
     summary = "Copies through pageable host memory (and async copies that became synchronous)"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -103,7 +104,8 @@ class BlockingMemcpy(Rule):
     name = "memory.blocking-memcpy"
     category = "memory"
     requires = ("memcpy", "cuda_api")
-    thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies block", minimum=1.0, maximum=1e9)}
+    thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies block",
+                                          minimum=1.0, maximum=1e9)}
     summary = "Synchronous memcpy calls that block the host"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -146,7 +148,8 @@ class SyncMemset(Rule):
     name = "memory.sync-memset"
     category = "memory"
     requires = ("memset", "cuda_api")
-    thresholds = {"min_memsets": Threshold(1.0, "count", "report when at least this many memsets are synchronous", minimum=1.0, maximum=1e9)}
+    thresholds = {"min_memsets": Threshold(1.0, "count", "report when at least this many memsets are synchronous",
+                                           minimum=1.0, maximum=1e9)}
     summary = "Synchronous memset on pinned or managed memory"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -191,7 +194,8 @@ class UnifiedMemoryMigration(Rule):
     name = "memory.unified-memory-migration"
     category = "memory"
     requires = ("memcpy",)
-    thresholds = {"min_migrations": Threshold(1.0, "count", "report when at least this many migrations happen", minimum=1.0, maximum=1e9)}
+    thresholds = {"min_migrations": Threshold(1.0, "count", "report when at least this many migrations happen",
+                                              minimum=1.0, maximum=1e9)}
     summary = "Unified-memory page migration traffic"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:

@@ -46,11 +46,16 @@ class KernelOutliers(Rule):
     category = "kernel"
     requires = ("kernels",)
     thresholds = {
-        "min_instances": Threshold(20.0, "count", "fewest instances of a kernel launch shape to judge its spread", minimum=1.0, maximum=1e9),
-        "min_median_us": Threshold(10.0, "us", "a launch shape whose median is shorter is not judged", minimum=0.0, maximum=MAX_US),
-        "max_spread": Threshold(2.0, "ratio", "a shape is unstable when its p90 is at least this times its p10", minimum=1.0, maximum=1e6),
-        "outlier_factor": Threshold(3.0, "ratio", "an instance is an outlier at this many times its median", minimum=1.0, maximum=1e6),
-        "min_excess_us": Threshold(1000.0, "us", "report when the time above the medians adds up to at least this", minimum=0.0, maximum=MAX_US),
+        "min_instances": Threshold(20.0, "count", "fewest instances of a kernel launch shape to judge its spread",
+                                   minimum=1.0, maximum=1e9),
+        "min_median_us": Threshold(10.0, "us", "a launch shape whose median is shorter is not judged",
+                                   minimum=0.0, maximum=MAX_US),
+        "max_spread": Threshold(2.0, "ratio", "a shape is unstable when its p90 is at least this times its p10",
+                                minimum=1.0, maximum=1e6),
+        "outlier_factor": Threshold(3.0, "ratio", "an instance is an outlier at this many times its median",
+                                    minimum=1.0, maximum=1e6),
+        "min_excess_us": Threshold(1000.0, "us", "report when the time above the medians adds up to at least this",
+                                   minimum=0.0, maximum=MAX_US),
     }
     summary = "Same kernel, same launch shape, widely spread durations"
 

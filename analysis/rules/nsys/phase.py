@@ -72,7 +72,8 @@ class StartupCost(_PhaseRule):
     name = "phase.startup-cost"
     category = "phase"
     requires = ("kernels",)
-    thresholds = {"min_ms": Threshold(1.0, "ms", "report a start-up at least this long", minimum=0.0, maximum=MAX_US / 1000)}
+    thresholds = {"min_ms": Threshold(1.0, "ms", "report a start-up at least this long",
+                                      minimum=0.0, maximum=MAX_US / 1000)}
     summary = "Time before the first iteration, with what fills it"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -124,7 +125,8 @@ class WarmupCost(_PhaseRule):
     name = "phase.warmup-cost"
     category = "phase"
     requires = ("kernels",)
-    thresholds = {"min_ms": Threshold(1.0, "ms", "report a warm-up whose extra time is at least this", minimum=0.0, maximum=MAX_US / 1000)}
+    thresholds = {"min_ms": Threshold(1.0, "ms", "report a warm-up whose extra time is at least this",
+                                      minimum=0.0, maximum=MAX_US / 1000)}
     summary = "Extra time of the first, slow iterations"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:

@@ -89,7 +89,8 @@ class SerializedCommunication(Rule):
     category = "communication"
     requires = ("kernels",)
     thresholds = {"min_exposed_us": Threshold(100.0, "us", "report when the serialized NCCL time with no compute "
-                                                            "beside it adds up to at least this", minimum=0.0, maximum=MAX_US)}
+                                                            "beside it adds up to at least this",
+                                              minimum=0.0, maximum=MAX_US)}
     summary = "NCCL kernels on the compute stream, unable to overlap compute"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:

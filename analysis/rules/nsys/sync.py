@@ -38,7 +38,8 @@ class BlockingSync(Rule):
     category = "sync"
     requires = ("kernels", "cuda_api")
     thresholds = {
-        "min_idle_us": Threshold(100.0, "us", "report when the idle that follows syncs adds up to at least this", minimum=0.0, maximum=MAX_US),
+        "min_idle_us": Threshold(100.0, "us", "report when the idle that follows syncs adds up to at least this",
+                                 minimum=0.0, maximum=MAX_US),
     }
     summary = "Blocking synchronize calls that leave the GPU idle"
 

@@ -122,7 +122,8 @@ class TensorCoresIdle(Rule):
     thresholds = {
         "min_share_pct": Threshold(1.0, "%", "report when FP32 SIMT GEMMs/convolutions are at least this share of "
                                              "compute kernel time", minimum=0.0, maximum=100.0),
-        "min_time_us": Threshold(1000.0, "us", "report when their time adds up to at least this", minimum=0.0, maximum=MAX_US),
+        "min_time_us": Threshold(1000.0, "us", "report when their time adds up to at least this",
+                                 minimum=0.0, maximum=MAX_US),
     }
     summary = "GEMMs and convolutions on FP32 CUDA cores while tensor cores idle"
 

@@ -205,3 +205,38 @@ def test_runs_are_deleted_by_their_submitter_or_an_admin(app, db, people):
                       ).status_code == 202
     db.expire_all()
     assert db.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.deleted_at.is_(None))) == 0
+
+
+def test_parallel_wrong_passwords_count_exactly_the_limit(app, db, settings, people):
+    """30 wrong passwords at once: exactly the limit of them are checked (401), every other one is refused
+    (429) and the count is the limit, not one more: the check and the count are one step."""
+    import threading
+
+    from tests.reliability.web.helpers import csrf_of
+
+    limit = settings.sign_in_max_failures
+    clients = []
+    for i in range(30):
+        c = app.test_client()
+        token = csrf_of(c.get("/login", environ_base={"REMOTE_ADDR": f"10.2.{i}.1"}).get_data(as_text=True))
+        clients.append((c, token, f"10.2.{i}.1"))
+    barrier, statuses = threading.Barrier(len(clients)), []
+
+    def attempt(c, token, address):
+        barrier.wait()
+        resp = c.post("/login", data={"username": "alice", "password": "wrong", "csrf_token": token},
+                      environ_base={"REMOTE_ADDR": address})
+        statuses.append(resp.status_code)
+
+    threads = [threading.Thread(target=attempt, args=args) for args in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    # A 503 is the documented answer of an attempt that waited past the short lock timeout of these tests;
+    # it checks and counts nothing.
+    checked = statuses.count(401)
+    assert len(statuses) == len(clients) and set(statuses) <= {401, 429, 503}, statuses
+    assert checked == limit or (checked < limit and 503 in statuses), statuses
+    db.rollback()
+    assert db.scalar(sa.select(sa.func.count()).select_from(SignInFailure)) == checked

@@ -1,0 +1,26 @@
+"""A re-analysis window checked against the run's ingested reports before it is recorded and queued: an NVTX
+name none of them holds is a 400 now, not a failed analysis later."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from analysis.api import TraceError, window_check
+from app.errors import ApiError
+from app.models import Report
+from app.services.storage import data_path
+from app.settings import Settings
+
+
+def check_window_fits(session: Session, settings: Settings, run_id: int, window: str | None) -> None:
+    """Raise ApiError VALIDATION_ERROR (fields.window) when ``window`` cannot apply to the run's ready nsys
+    reports (reports still ingesting are checked by their analysis)."""
+    rows = session.execute(sa.select(Report.trace_path, Report.name).where(
+        Report.run_id == run_id, Report.kind == "nsys", Report.status == "ready",
+        Report.trace_path.is_not(None))).all()
+    try:
+        window_check(window, [(data_path(settings, path), name) for path, name in rows
+                              if path is not None and data_path(settings, path).is_file()])
+    except TraceError as exc:
+        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.", {"fields": {"window": exc.message}}) from None

@@ -1,0 +1,125 @@
+"""A real `goodput serve` on 127.0.0.1, on SQLite and PostgreSQL, while 200 connections trickle their request
+headers a byte at a time: /api/v1/health still answers in under a second (two trickling clients used to
+freeze every request of the sync workers), the tricklers are cut off once their head is overdue, and a
+request line past the server's limit is the API's JSON 414, not an HTML page."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import uuid
+
+import pytest
+import requests
+import sqlalchemy as sa
+
+from goodput_cli.service import GOODPUT_CMD
+from goodput_cli.web_worker import HEAD_TIMEOUT_S
+from tests.dbs import PG_ADMIN_URL, pg_url
+from tests.e2e.services import ROOT, free_port, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.services, pytest.mark.timeout(180)]
+
+TRICKLERS = 200
+
+
+def _healthy(server: str) -> bool:
+    try:
+        return requests.get(f"{server}/api/v1/health", timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def served(request, tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOODPUT_")}
+    env.update(PYTHONPATH=str(ROOT), GOODPUT_PORT=str(port), GOODPUT_HOST="127.0.0.1")
+    database = None
+    if request.param == "postgresql":
+        database = f"goodput_slow_{uuid.uuid4().hex[:10]}"
+        with sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT").connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{database}"'))
+        env["GOODPUT_DATABASE_URL"] = pg_url(database)
+    log_path = tmp_path / "serve.log"
+    proc = subprocess.Popen([*GOODPUT_CMD, "serve", "--concurrency", "1"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=log_path.open("wb"), start_new_session=True)
+    server = f"http://127.0.0.1:{port}"
+    try:
+        token = re.search(r"admin token \(shown once, keep it\): (\S+)", proc.stdout.readline().decode())
+        assert token, log_path.read_text(errors="replace")
+        wait_for(lambda: _healthy(server), 60, "the web server")
+        yield server, port
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if database:
+            with sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT").connect() as conn:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the server closed the connection (reads end, or reset)."""
+    sock.settimeout(0.01)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def test_health_answers_while_200_connections_trickle_headers(served):
+    server, port = served
+    socks = []
+    try:
+        for _ in range(TRICKLERS):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            socks.append(s)
+        started = time.monotonic()
+        timings = []
+        while time.monotonic() - started < HEAD_TIMEOUT_S - 2:
+            for s in socks:
+                try:
+                    s.sendall(b"X")  # one more byte of a header that never ends
+                except OSError:
+                    pass
+            t0 = time.monotonic()
+            resp = requests.get(f"{server}/api/v1/health", timeout=10)
+            timings.append(time.monotonic() - t0)
+            assert resp.status_code == 200
+            time.sleep(0.5)
+        assert len(timings) >= 5 and max(timings) < 1.0, timings
+        # Overdue heads are cut off: every trickler's connection is closed by the server.
+        wait_for(lambda: all(_closed(s) for s in socks), HEAD_TIMEOUT_S + 10, "the tricklers to be cut off")
+        assert _healthy(server)
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_an_over_long_request_line_is_the_apis_json_414(served):
+    server, _port = served
+    for length in (4_100, 9_000, 70_000):
+        resp = requests.get(f"{server}/api/v1/runs", params={"job": "j" * length}, timeout=10)
+        assert resp.status_code == 414, (length, resp.text[:200])
+        assert resp.headers["Content-Type"].startswith("application/json")
+        assert resp.json()["error"]["code"] == "URI_TOO_LONG"
+    assert _healthy(server)
+
+
+def test_the_command_line_limit_is_the_workers():
+    from goodput_cli import web_worker
+    from goodput_cli.service import MAX_REQUEST_LINE, web_command
+
+    assert MAX_REQUEST_LINE == web_worker.MAX_REQUEST_LINE
+    assert web_command("127.0.0.1:1")[web_command("127.0.0.1:1").index("--limit-request-line") + 1] == "8190"
