@@ -41,6 +41,7 @@ from analysis.activity import unit_ops
 from analysis.anatomy import anatomy
 from analysis.findings import Finding, rank_finding_dicts
 from analysis.launches import launch_summary
+from analysis.loop_report import loop_list, mark_loops
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
@@ -174,6 +175,7 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
             out.update(stats)
         out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
                          "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
+    out["loops"] = loop_list(loop)
     if ana is not None:
         records = ana.pop("records")
         out["anatomy"] = {**ana, "records": records[:ITEMS], "records_total": len(records)}
@@ -251,6 +253,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
     paced = ((info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"
     placed = [_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
               for f in found]
+    mark_loops(placed, info)
     return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
 
 

@@ -1,7 +1,7 @@
 """The analysis window: which part of each report's timeline the rules and headline numbers look at.
 
-Specs (CLI ``--window``, API ``window``): ``steady`` (the default: the steady phase, or the whole report
-when it has no loop), ``all``, ``startup``, ``nvtx:NAME`` (first start to last end of the NVTX ranges
+Specs (CLI ``--window``, API ``window``): ``steady`` (the default: the steady phase, which covers every
+loop of the report; a one-shot program's work phase; the whole report when it has no GPU work), ``all``, ``startup``, ``nvtx:NAME`` (first start to last end of the NVTX ranges
 named NAME, digits read as ``#`` as for steps), ``iterations:A-B`` (iterations A to B of the loop,
 0-based, inclusive) and ``time:T0-T1`` (from session start; units ns, us, ms or s, default ms).
 """
@@ -73,6 +73,10 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
     if spec.kind == "steady":
         steady = phase_of(info.phases, "steady")
         if steady is None:
+            # A one-shot program: its work after set-up, before teardown.
+            work = phase_of(info.phases, "work")
+            if work is not None:
+                return "work", (work.start_ns, work.end_ns), work.reason
             return "whole", None, "no loop found, so the whole report"
         return "steady", (steady.start_ns, steady.end_ns), steady.reason
     if spec.kind == "startup":

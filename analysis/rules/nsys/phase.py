@@ -128,7 +128,8 @@ class WarmupCost(_PhaseRule):
     summary = "Extra time of the first, slow iterations"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        loop = phase_info(trace).loop
+        # The first loop's warm-up (the warm-up phase); another loop later in the run starts warm.
+        loop = phase_info(trace).loop.all[0] if len(phase_info(trace).loop) else phase_info(trace).loop
         d = loop.durations
         w = warmup_count(d)
         if not w:

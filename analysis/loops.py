@@ -1,0 +1,100 @@
+"""What makes a stretch of iterations a loop: repeats of one signature, and where one loop gives way to the next.
+
+An iteration's *signature* is the multiset of its operations' codes (kernel names, copy kinds; see
+``analysis.periods``), hashed order-free so that the same work launched in another order (streams,
+host threads) keeps its signature. A loop needs repeats of one signature: at least ``MIN_REPEATS``
+iterations with the same signature, or ``MIN_REPEATS_SINGLE`` when an iteration is a single operation
+(one kernel launched five times in a row is a loop; three distinct launches, or a pipeline of four
+chunks, is not).
+
+A program that runs several loops one after the other (a benchmark of several methods, the two phases
+of a solver) gives iterations whose signature changes at each new loop. ``segments`` cuts a stretch
+of iterations where a signature that *persists* (``MIN_REPEATS`` consecutive iterations) differs from
+the ones of the current loop; an isolated odd iteration (a logging kernel, an extra copy every N steps)
+stays in its loop, and loops whose iterations alternate between two signatures stay one loop. Work
+that shrinks or grows step by step (Gaussian elimination) keeps its signature, so it is one loop whose
+iteration time has a trend, never several loops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MIN_REPEATS = 3
+MIN_REPEATS_SINGLE = 5
+# Most iterations must be repeats (of a signature seen ``min_repeats`` times; a loop may alternate between a
+# few): a one-shot program whose distinct steps include a few identical ones (copies of the weights, one
+# after the other) has no loop.
+MIN_MODE_SHARE = 0.5
+_LOW = np.uint64(0xFFFFFFFF)
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def min_repeats(ops_per_iteration: float) -> int:
+    """Repeats of one signature a loop needs: more when an iteration is a single operation."""
+    return MIN_REPEATS_SINGLE if ops_per_iteration < 1.5 else MIN_REPEATS
+
+
+def signatures(at: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
+    """Order-free signature of each of ``n`` iterations: ``at[j]`` is operation j's iteration (< 0 or >= n:
+    none), ``codes[j]`` its code. Sums of the codes' two 32-bit halves per iteration (exact in float64 up to
+    two million operations per iteration), mixed into one 64-bit value; an iteration without operations
+    has signature 0."""
+    ok = (at >= 0) & (at < n)
+    a, c = at[ok], codes[ok].astype(np.uint64)
+    lo = np.bincount(a, weights=(c & _LOW).astype(np.float64), minlength=n)[:n]
+    hi = np.bincount(a, weights=(c >> np.uint64(32)).astype(np.float64), minlength=n)[:n]
+    cnt = np.bincount(a, minlength=n)[:n].astype(np.uint64)
+    with np.errstate(over="ignore"):
+        return (lo.astype(np.uint64) * _MIX) ^ hi.astype(np.uint64) ^ (cnt * np.uint64(0xBF58476D1CE4E5B9))
+
+
+def mode_count(sigs: np.ndarray) -> int:
+    """How often the most common signature occurs."""
+    if not len(sigs):
+        return 0
+    _, counts = np.unique(sigs, return_counts=True)
+    return int(counts.max())
+
+
+def repeated_share(sigs: np.ndarray, need: int) -> float:
+    """Share of the iterations whose signature occurs at least ``need`` times among them."""
+    if not len(sigs):
+        return 0.0
+    _, inv, counts = np.unique(sigs, return_inverse=True, return_counts=True)
+    return float(np.mean(counts[inv] >= need))
+
+
+def repeats_one(sigs: np.ndarray, ops_per_iteration: float) -> bool:
+    """Whether iterations with these signatures are a loop: one signature repeats ``min_repeats`` times,
+    and repeated signatures (single-operation iterations: that one signature) are at least
+    ``MIN_MODE_SHARE`` of the iterations."""
+    need = min_repeats(ops_per_iteration)
+    mode = mode_count(sigs)
+    if ops_per_iteration < 1.5:
+        # Single operations between syncs: the loop is one operation again and again, not a program's
+        # distinct kernels (each reused a few times) each followed by a sync.
+        return mode >= need and mode >= MIN_MODE_SHARE * len(sigs)
+    return mode >= need and repeated_share(sigs, need) >= MIN_MODE_SHARE
+
+
+def segments(sigs: np.ndarray, need: int = MIN_REPEATS) -> list[tuple[int, int]]:
+    """The loops in a stretch of consecutive iterations, as ``[i0, i1)`` index ranges, in order (see the
+    module docstring). A range is returned only when one signature repeats ``need`` times in it."""
+    n = len(sigs)
+    if n == 0:
+        return []
+    change = np.flatnonzero(np.r_[True, sigs[1:] != sigs[:-1]])
+    lengths = np.diff(np.r_[change, n])
+    cuts, current = [0], set()
+    for start, length in zip(change, lengths, strict=True):
+        if length < need:
+            continue
+        sig = int(sigs[start])
+        if current and sig not in current:
+            cuts.append(int(start))
+            current = set()
+        current.add(sig)
+    cuts.append(n)
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+            if mode_count(sigs[a:b]) >= need and repeated_share(sigs[a:b], need) >= MIN_MODE_SHARE]
