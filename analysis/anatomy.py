@@ -9,12 +9,15 @@ each owned by one rule as in ``analysis.rules.nsys.gaps``. The iterations shown 
 wholly inside the analysis window. A loop is *host-paced* when the median iteration keeps the GPU busy less than
 ``HOST_PACED_BUSY`` of its time and the host *waits* through most of the iteration's longest idle
 gap (the median over iterations of the share of that gap its launching threads spend in OS runtime
-calls or blocking syncs is at least ``HOST_WAIT``): the GPU waits for the next frame or request by
-design. A loop as idle whose host is busy elsewhere (data loading, Python) is starved, not paced.
+calls or blocking syncs is at least ``HOST_WAIT``; without OS runtime tracing or CPU samples, the gap with
+nothing recorded counts as waiting), with a regular period: the GPU waits for the next frame or request by
+design. A host-paced loop also reports its headroom and, on an integrated GPU, the copies zero-copy
+saves. A loop as idle whose host is busy elsewhere (data loading, Python) is starved, not paced.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +32,8 @@ from analysis.trace import Trace
 
 HOST_PACED_BUSY = 0.5
 HOST_WAIT = 0.5
+HOST_PACED_JITTER = 0.25
+INTEGRATED_RE = r"orin|tegra|xavier|jetson|thor|gb10|integrated"
 SLOWEST = 5
 LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch)"
 
@@ -81,19 +86,69 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         "steady_count": n, "iteration_median_ns": med,
         "jitter_pct": round(100.0 * float(np.percentile(length, 90) - np.percentile(length, 10)) / med, 3) if med else None,
         "gpu_duty_cycle_pct": round(100.0 * duty, 3),
-        "kind": "host_paced" if duty < HOST_PACED_BUSY and _host_waits(trace, u, starts) >= HOST_WAIT
+        "kind": "host_paced" if duty < HOST_PACED_BUSY and _regular(length) and host_waits(trace, u, starts) >= HOST_WAIT
         else "throughput",
         "slowest_steps": slow, "records": recs,
         "per_second": round(1e9 / med, 3) if med else None,   # iterations (steps, frames, requests) per second
     }
     if out["kind"] == "host_paced":
         out["latency"] = _latency(trace, u.unit.pid, starts, busy, copy_ns)
+        out.update(paced_facts(trace, u.unit.pid, u.unit.device, starts, ends, med, float(np.median(busy))))
     return out
 
 
-def _host_waits(trace: Trace, u, starts: np.ndarray) -> float:
+def _regular(length: np.ndarray) -> bool:
+    """A paced loop keeps its period: iteration times within ``HOST_PACED_JITTER`` (p90 - p10 over the median)."""
+    med = float(np.median(length))
+    return med > 0 and float(np.percentile(length, 90) - np.percentile(length, 10)) <= HOST_PACED_JITTER * med
+
+
+def paced_facts(trace: Trace, pid: int | None, device: int | None, starts: np.ndarray, ends: np.ndarray,
+                period: float, gpu: float) -> dict[str, Any]:
+    """What a host-paced loop could do: ``headroom_per_second`` (items per second the GPU work alone would
+    allow), ``headroom_x`` (that over the achieved rate) and, on an integrated GPU (Jetson/Tegra class, whose
+    memory the CPU shares), ``integrated_gpu`` and the median pinned host-to-device copy time per item that
+    zero-copy (mapped) memory would save."""
+    out: dict[str, Any] = {"headroom_per_second": round(1e9 / gpu, 3) if gpu > 0 else None,
+                           "headroom_x": round(period / gpu, 3) if gpu > 0 else None,
+                           "integrated_gpu": integrated(trace, device)}
+    if out["integrated_gpu"]:
+        copies = _pinned_h2d(trace, pid, device, starts, ends)
+        out["zero_copy_ns"] = copies
+        out["advice"] = ("The GPU shares the CPU's memory: the pinned host-to-device copies of each item "
+                         f"({copies / 1e6:.3f} ms median) can go, by reading the host buffer in place "
+                         "(cudaHostAlloc with cudaHostAllocMapped, or managed memory).")
+    return out
+
+
+def _pinned_h2d(trace: Trace, pid: int | None, device: int | None, starts: np.ndarray, ends: np.ndarray) -> int:
+    """Median per iteration of the unit's pinned host-to-device copy time."""
+    if not trace.has_rows("memcpy") or not len(starts):
+        return 0
+    cond = ("pid IS NULL" if pid is None else f"pid = {int(pid)}") + " AND " + (
+        "device IS NULL" if device is None else f"device = {int(device)}")
+    d = trace.arrays(f"SELECT start_ns, end_ns FROM memcpy WHERE {cond} AND copy_kind = 'HtoD' "  # noqa: S608 - integers
+                     "AND src_kind = 'pinned' AND end_ns >= start_ns")
+    i = np.searchsorted(starts, d["start_ns"], side="right") - 1
+    ok = (i >= 0) & (d["start_ns"] < ends[np.maximum(i, 0)])
+    per = np.bincount(i[ok], weights=(d["end_ns"] - d["start_ns"])[ok], minlength=len(starts))[:len(starts)]
+    return int(np.median(per))
+
+
+def integrated(trace: Trace, device: int | None) -> bool:
+    """Whether the device is an integrated GPU (by its name: the export's devices do not say discrete or not)."""
+    if not trace.has_rows("devices"):
+        return False
+    cond = "" if device is None else f" WHERE device = {int(device)} OR device IS NULL"
+    names = [str(r[0]) for r in trace.sql(f"SELECT DISTINCT name FROM devices{cond}") if r[0]]  # noqa: S608 - integers
+    return any(re.search(INTEGRATED_RE, n, re.IGNORECASE) for n in names)
+
+
+def host_waits(trace: Trace, u, starts: np.ndarray) -> float:
     """Median over iterations of the share of the iteration's longest idle gap that the process's
-    launching threads spend waiting: in OS runtime calls, or in blocking sync calls."""
+    launching threads spend waiting: in OS runtime calls, or in blocking sync calls; and, when the report
+    recorded no OS runtime calls for the process (nothing could show a wait), in nothing recorded at all
+    (no CUDA call but syncs). The one place the pacing reads what the host did in an idle gap."""
     from analysis.rules.nsys.causes import coverage, launchers
 
     pid = u.unit.pid
@@ -112,6 +167,12 @@ def _host_waits(trace: Trace, u, starts: np.ndarray) -> float:
     sync = api_name_in(trace, SYNC_API_RE)
     if sync != "FALSE":
         wait = np.maximum(wait, coverage(trace, "cuda_api", int(pid), tids, lg, le, sync))
+    has_osrt = trace.has_rows("osrt") and trace.scalar(f"SELECT 1 FROM osrt WHERE pid = {int(pid)} LIMIT 1") is not None  # noqa: S608
+    sampled = trace.has_rows("cpu_samples") and trace.scalar(
+        f"SELECT 1 FROM cpu_samples WHERE pid = {int(pid)} LIMIT 1") is not None  # noqa: S608 - integers
+    if not has_osrt and not sampled:
+        busy = coverage(trace, "cuda_api", int(pid), tids, lg, le, f"NOT ({sync})" if sync != "FALSE" else "")
+        wait = np.maximum(wait, (le - lg) - busy)
     return float(np.median(wait / np.maximum(le - lg, 1)))
 
 

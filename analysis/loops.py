@@ -11,9 +11,15 @@ A program that runs several loops one after the other (a benchmark of several me
 of a solver) gives iterations whose signature changes at each new loop. ``segments`` cuts a stretch
 of iterations where a signature that *persists* (``MIN_REPEATS`` consecutive iterations) differs from
 the ones of the current loop; an isolated odd iteration (a logging kernel, an extra copy every N steps)
-stays in its loop, and loops whose iterations alternate between two signatures stay one loop. Work
-that shrinks or grows step by step (Gaussian elimination) keeps its signature, so it is one loop whose
-iteration time has a trend, never several loops.
+stays in its loop, and loops whose iterations alternate between two signatures stay one loop.
+
+The same work run at two paces one after the other (a benchmark of one kernel at two sizes, a loop
+timed before and after a change of settings) keeps its signature: ``level_cuts`` cuts it where the
+iteration time steps from one level to another. A step, not a trend: the two sides' medians differ by
+``LEVEL_RATIO`` or more, the sides barely overlap (the faster side's 90th percentile is below the slower
+side's 10th), and the change happens at the cut (the ``MIN_REPEATS`` iterations either side of it differ
+by at least half the whole change). Work that shrinks or grows step by step (Gaussian elimination)
+changes a little at every iteration, so it is one loop whose iteration time has a trend.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ MIN_REPEATS_SINGLE = 5
 # few): a one-shot program whose distinct steps include a few identical ones (copies of the weights, one
 # after the other) has no loop.
 MIN_MODE_SHARE = 0.5
+LEVEL_RATIO = 1.2
 _LOW = np.uint64(0xFFFFFFFF)
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -98,3 +105,28 @@ def segments(sigs: np.ndarray, need: int = MIN_REPEATS) -> list[tuple[int, int]]
     cuts.append(n)
     return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
             if mode_count(sigs[a:b]) >= need and repeated_share(sigs[a:b], need) >= MIN_MODE_SHARE]
+
+
+def level_cuts(d: np.ndarray, need: int = MIN_REPEATS, depth: int = 4) -> list[int]:
+    """Where a loop's iteration times ``d`` step from one level to another (see the module docstring),
+    as indexes into ``d`` (each side at least ``need`` iterations); found by binary segmentation on the
+    log of the times."""
+    n = len(d)
+    if depth == 0 or n < 2 * need:
+        return []
+    x = np.log(np.maximum(d.astype(np.float64), 1.0))
+    c = np.cumsum(x)
+    i = np.arange(need, n - need + 1)
+    score = np.abs(c[i - 1] / i - (c[-1] - c[i - 1]) / (n - i)) * np.sqrt(i * (n - i) / n)
+    k = int(i[int(np.argmax(score))])
+    left, right = d[:k], d[k:]
+    ml, mr = float(np.median(left)), float(np.median(right))
+    if min(ml, mr) <= 0 or max(ml, mr) < LEVEL_RATIO * min(ml, mr):
+        return []
+    fast, slow = (left, right) if ml < mr else (right, left)
+    if np.percentile(fast, 90) > np.percentile(slow, 10):
+        return []
+    jl, jr = float(np.median(d[k - need:k])), float(np.median(d[k:k + need]))
+    if min(jl, jr) <= 0 or abs(np.log(jl / jr)) < 0.5 * abs(np.log(ml / mr)):
+        return []
+    return [*level_cuts(left, need, depth - 1), k, *(k + j for j in level_cuts(right, need, depth - 1))]

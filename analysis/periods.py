@@ -179,7 +179,7 @@ def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
     is kept (a loop broken by an odd iteration is the same loop). The loops together must hold
     ``MIN_COVERAGE`` of the operations: a short repeating burst is not the program's loop.
     """
-    from analysis.loops import min_repeats, segments, signatures
+    from analysis.loops import level_cuts, min_repeats, segments, signatures
 
     where = _cond(period.pid, period.device) + _span(lo, hi)
     anchors = np.sort(trace.arrays(f"SELECT start_ns FROM ({OPS_CODES_SQL}) WHERE {where} "  # noqa: S608 - integers
@@ -212,7 +212,12 @@ def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
                 i1 -= 1
             if key not in best or i1 - i0 > best[key][1] - best[key][0]:
                 best[key] = (i0, i1)
-    kept = sorted(best.values())
+    # The same work at another pace, one after the other: a loop of its own (``analysis.loops.level_cuts``).
+    kept = []
+    for i0, i1 in sorted(best.values()):
+        d = np.r_[np.diff(anchors[i0:i1]), last[i1 - 1] - anchors[i1 - 1]]
+        cuts = [i0, *(i0 + c for c in level_cuts(d, need)), i1]
+        kept += list(zip(cuts[:-1], cuts[1:], strict=True))
     if not kept or sum(int(n_ops[i0:i1].sum()) for i0, i1 in kept) < MIN_COVERAGE * len(at):
         return []
     out = []
