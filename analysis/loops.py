@@ -17,8 +17,8 @@ The same work run at two paces one after the other (a benchmark of one kernel at
 timed before and after a change of settings) keeps its signature: ``level_cuts`` cuts it where the
 iteration time steps from one level to another. A step, not a trend: the two sides' medians differ by
 ``LEVEL_RATIO`` or more, the sides barely overlap (the faster side's 90th percentile is below the slower
-side's 10th), and the change happens at the cut (the ``MIN_REPEATS`` iterations either side of it differ
-by at least half the whole change). Work that shrinks or grows step by step (Gaussian elimination)
+side's 10th), and the change happens at the cut (the two iterations either side of it, and the
+``MIN_REPEATS`` iterations either side of it, differ by at least half the whole change). Work that shrinks or grows step by step (Gaussian elimination)
 changes a little at every iteration, so it is one loop whose iteration time has a trend.
 """
 
@@ -93,15 +93,18 @@ def segments(sigs: np.ndarray, need: int = MIN_REPEATS) -> list[tuple[int, int]]
         return []
     change = np.flatnonzero(np.r_[True, sigs[1:] != sigs[:-1]])
     lengths = np.diff(np.r_[change, n])
-    cuts, current = [0], set()
+    cuts, current, last_own = [0], set(), 0
     for start, length in zip(change, lengths, strict=True):
-        if length < need:
-            continue
         sig = int(sigs[start])
-        if current and sig not in current:
-            cuts.append(int(start))
-            current = set()
-        current.add(sig)
+        if length >= need:
+            if current and sig not in current:
+                # The new loop starts after the old one's last iteration of its own (odd iterations
+                # between them go with the new loop: they are most often its own first ones).
+                cuts.append(last_own)
+                current = set()
+            current.add(sig)
+        if sig in current:
+            last_own = int(start + length)
     cuts.append(n)
     return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
             if mode_count(sigs[a:b]) >= need and repeated_share(sigs[a:b], need) >= MIN_MODE_SHARE]
@@ -126,7 +129,8 @@ def level_cuts(d: np.ndarray, need: int = MIN_REPEATS, depth: int = 4) -> list[i
     fast, slow = (left, right) if ml < mr else (right, left)
     if np.percentile(fast, 90) > np.percentile(slow, 10):
         return []
+    whole = abs(np.log(ml / mr))
     jl, jr = float(np.median(d[k - need:k])), float(np.median(d[k:k + need]))
-    if min(jl, jr) <= 0 or abs(np.log(jl / jr)) < 0.5 * abs(np.log(ml / mr)):
+    if min(jl, jr) <= 0 or abs(np.log(jl / jr)) < 0.5 * whole or abs(x[k] - x[k - 1]) < 0.5 * whole:
         return []
     return [*level_cuts(left, need, depth - 1), k, *(k + j for j in level_cuts(right, need, depth - 1))]

@@ -206,10 +206,12 @@ def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
             i0, i1 = int(a + i0), int(a + i1)
             vals, counts = np.unique(sigs[i0:i1], return_counts=True)
             key = int(vals[np.argmax(counts)])
-            # A loop ends with an iteration of its own: the last anchor before the next loop opens an
-            # "iteration" holding that loop's first operations.
+            # A loop starts and ends with iterations of its own: the last anchor before the next loop opens
+            # an "iteration" holding that loop's first operations (a warm-up iteration has the loop's own).
             while i1 - i0 > need and int(sigs[i1 - 1]) != key:
                 i1 -= 1
+            while i1 - i0 > need and int(sigs[i0]) != key:
+                i0 += 1
             if key not in best or i1 - i0 > best[key][1] - best[key][0]:
                 best[key] = (i0, i1)
     # The same work at another pace, one after the other: a loop of its own (``analysis.loops.level_cuts``).
