@@ -40,3 +40,10 @@ def mark_loops(findings: list[dict[str, Any]], info: dict[str, Any]) -> None:
         spans = [(e["start_ns"], e["end_ns"]) for e in f.get("evidence") or []
                  if e.get("start_ns") is not None and e.get("end_ns") is not None]
         f["loops"] = sorted({lp["index"] for lp in loops for a, b in spans if a < lp["end_ns"] and b > lp["start_ns"]})
+
+
+def run_phase(results: list[Any], spec: str) -> str:
+    """The phase a run-level finding judges: the one every nsys report's window is (``work`` when no rank
+    has a loop, so a cross-rank finding never names a ``steady`` phase no rank has), else the window spec."""
+    names = {(r.info.get("window") or {}).get("phase") for r in results if r.tool == "nsys"}
+    return names.pop() if len(names) == 1 and None not in names else spec

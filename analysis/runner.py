@@ -41,7 +41,7 @@ from analysis.activity import unit_ops
 from analysis.anatomy import anatomy
 from analysis.findings import Finding, rank_finding_dicts
 from analysis.launches import launch_summary
-from analysis.loop_report import loop_list, mark_loops
+from analysis.loop_report import loop_list, mark_loops, run_phase
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
@@ -388,7 +388,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             run_status[rule_cls.id] = ("error", f"{type(exc).__name__}: {exc}")
             continue
         infos = [r.info for r in results]
-        run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), spec.text), infos).to_dict() for f in found]
+        phase = run_phase(results, spec.text)
+        run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found]
         run_status[rule_cls.id] = ("ok", None)
     findings: list[dict[str, Any]] = []
     rules: list[dict[str, Any]] = []

@@ -157,3 +157,35 @@ def test_the_loop_finder_sees_two_planted_loops_on_the_trace(tmp_path):
         assert [int(x.starts[0]) for x in loop.all] == [facts["starts"][0], facts["starts"][12]]
     finally:
         t.close()
+
+
+def test_one_shot_ranks_show_startup_as_startup_and_every_phase_exists():
+    # Two ranks of one NCCL AllReduce: most of each rank is ncclCommInitRank. No loop, so each rank has
+    # start-up (until the communicator is set up), work (the collective) and teardown; the findings judge
+    # the work, and every finding's phase is a phase its report (or, run-level, every report) has.
+    from analysis.api import analyze
+    from tests.analysis.planting import ingested
+
+    names = ("nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite")
+    outs = [ingested(corpus_file(n)) for n in names]
+    result = analyze(outs, labels=["r0", "r1"]).to_json()
+    phases = {rep["file"]: {ph["name"]: ph for ph in rep["phases"]} for rep in result["reports"]}
+    for rep, out in zip(result["reports"], outs, strict=True):
+        ph = phases[rep["file"]]
+        assert list(ph) == ["startup", "work", "teardown"]
+        assert rep["window"]["phase"] == "work"
+        t = Trace(out, "r")
+        try:
+            # Start-up holds the whole communicator set-up; the work starts with the AllReduce kernel.
+            init_end = t.scalar("SELECT MAX(end_ns) FROM nvtx WHERE text = 'ncclCommInitRank'")
+            first_ar = t.scalar("SELECT MIN(start_ns) FROM kernels WHERE name LIKE 'ncclKernel_AllReduce%'")
+        finally:
+            t.close()
+        assert ph["startup"]["end_ns"] >= init_end and ph["work"]["start_ns"] == first_ar
+    for f in result["findings"]:
+        owners = [f["report"]] if f.get("report") else list(phases)
+        assert all(f["phase"] in phases[o] for o in owners), f
+        if f["phase"] == "work" and f["severity"] == "critical":
+            for e in f.get("evidence") or []:
+                if e.get("start_ns") is not None and f.get("report"):
+                    assert e["start_ns"] >= phases[f["report"]]["work"]["start_ns"]
