@@ -307,3 +307,23 @@ def test_run_page_iterations_and_per_step_impacts(client, db, settings, ingested
     assert n == ana["steady_count"] and per_step == round(gpu.impact_ns / n)
     assert re.search(rf'title="{re.escape(fmt_ns(gpu.impact_ns))} over the {n} steps of the window">'
                      rf"{re.escape(fmt_ns(per_step))} per step</span>", html)
+
+
+def test_run_page_has_a_step_time_table_per_loop(client, db, settings, ingested) -> None:
+    """A report with two loops one after the other (the clue export: non-tiled then tiled kernels) shows
+    each loop's step times, in time order, the main one marked."""
+    from app.web.filters import fmt_ns
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("clue-um-t4.sqlite")], job="loops")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    report = db.scalar(sa.select(Report).where(Report.run_id == run_id))
+    data = db.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.report_id == report.id)).data
+    loops = data["iterations"]["loops"]
+    assert len(loops) == 2
+    table = html[html.index('<table class="loops">'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr data-loop=") == 2
+    for lp in loops:
+        assert f'<td class="num">{lp["count"]}</td>' in table and fmt_ns(lp["median_ns"]) in table
+    main = next(lp for lp in loops if lp["main"])
+    assert f'<tr data-loop="{main["index"]}" class="main-loop">' in table
