@@ -77,8 +77,13 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         rid = max(excess, key=lambda r: excess[r])
         busy_excess = int(busy[i] - np.median(busy))
         owner = rid if excess[rid] >= max(busy_excess, 0) and excess[rid] > 0 else None
+        # Longer GPU work made of copies (a large device-to-host read-back) is named as copies, not kernels.
+        mem = cols["memory_only_ns"][keep]
+        copies_excess = int(mem[i] - np.median(mem))
+        what = "longer copies" if copies_excess > busy_excess / 2 and copies_excess > 0 else "longer GPU work"
         cause = (f"idle owned by {rid} (+{excess[rid] / 1e6:.3f} ms over its median per step)" if owner
-                 else f"longer GPU work (busy +{busy_excess / 1e6:.3f} ms over the median)")
+                 else f"{what} (busy +{busy_excess / 1e6:.3f} ms over the median"
+                 + (f", copies alone +{copies_excess / 1e6:.3f} ms)" if what == "longer copies" else ")"))
         slow.append({**recs[i], "extra_ns": extra, "owner": owner, "cause": cause})
     share = busy / np.maximum(length, 1)
     duty = float(np.median(share))

@@ -189,3 +189,27 @@ def test_one_shot_ranks_show_startup_as_startup_and_every_phase_exists():
             for e in f.get("evidence") or []:
                 if e.get("start_ns") is not None and f.get("report"):
                     assert e["start_ns"] >= phases[f["report"]]["work"]["start_ns"]
+
+
+def test_a_step_slowed_by_a_copy_is_named_as_copies(tmp_path):
+    # Ten iterations of four kernels, 1 ms apart; iteration 5 also reads 5 ms of results back (DtoH) before
+    # the next one starts. Its extra time is copies, not longer kernels.
+    from analysis.api import analyze
+    from tests.analysis.planting import kernel, normalized
+
+    kernels, copies, t = [], [], 1_000_000
+    for i in range(10):
+        start = t
+        for j in range(4):
+            kernels.append(kernel(t, t + 100_000, name=f"k{j}"))
+            t += 110_000
+        if i == 5:
+            copies.append({"pid": 1, "tid": 1, "device": 0, "stream": 7, "start_ns": t, "end_ns": t + 5 * MS,
+                           "copy_kind": "DtoH", "bytes": 1 << 30, "src_kind": "device", "dst_kind": "pageable"})
+            t += 5 * MS
+        t = max(t, start + MS)
+    out = normalized(tmp_path / "copy.duckdb", kernels=kernels, memcpy=copies)
+    rep = analyze([out], labels=["c"], window="all").to_json()["reports"][0]
+    slow = rep["iterations"]["anatomy"]["slowest_steps"][0]
+    assert slow["index"] == 5 and slow["cause"].startswith("longer copies")
+    assert "copies alone +5.000 ms" in slow["cause"]
