@@ -10,7 +10,8 @@ wholly inside the analysis window. A loop is *host-paced* when the median iterat
 ``HOST_PACED_BUSY`` of its time and the host *waits* through most of the iteration's longest idle
 gap (the median over iterations of the share of that gap its launching threads spend in OS runtime
 calls or blocking syncs is at least ``HOST_WAIT``; without OS runtime tracing or CPU samples, the gap with
-nothing recorded counts as waiting), with a regular period: the GPU waits for the next frame or request by
+nothing recorded counts as waiting when the host spends at most ``HOST_CALLS_MAX`` of the loop in CUDA
+calls), with a regular period: the GPU waits for the next frame or request by
 design. A host-paced loop also reports its headroom and, on an integrated GPU, the copies zero-copy
 saves. A loop as idle whose host is busy elsewhere (data loading, Python) is starved, not paced.
 """
@@ -33,6 +34,7 @@ from analysis.trace import Trace
 HOST_PACED_BUSY = 0.5
 HOST_WAIT = 0.5
 HOST_PACED_JITTER = 0.25
+HOST_CALLS_MAX = 0.1  # without OS runtime tracing: at most this share of the loop in (non-sync) CUDA calls
 INTEGRATED_RE = r"orin|tegra|xavier|jetson|thor|gb10|integrated"
 SLOWEST = 5
 LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch)"
@@ -175,10 +177,23 @@ def host_waits(trace: Trace, u, starts: np.ndarray) -> float:
     has_osrt = trace.has_rows("osrt") and trace.scalar(f"SELECT 1 FROM osrt WHERE pid = {int(pid)} LIMIT 1") is not None  # noqa: S608
     sampled = trace.has_rows("cpu_samples") and trace.scalar(
         f"SELECT 1 FROM cpu_samples WHERE pid = {int(pid)} LIMIT 1") is not None  # noqa: S608 - integers
-    if not has_osrt and not sampled:
-        busy = coverage(trace, "cuda_api", int(pid), tids, lg, le, f"NOT ({sync})" if sync != "FALSE" else "")
+    not_sync = f"NOT ({sync})" if sync != "FALSE" else ""
+    if not has_osrt and not sampled and _host_calls_share(trace, int(pid), tids, starts, not_sync) <= HOST_CALLS_MAX:
+        busy = coverage(trace, "cuda_api", int(pid), tids, lg, le, not_sync)
         wait = np.maximum(wait, (le - lg) - busy)
     return float(np.median(wait / np.maximum(le - lg, 1)))
+
+
+def _host_calls_share(trace: Trace, pid: int, tids: list[int], starts: np.ndarray, extra: str) -> float:
+    """Share of the loop's span its launching threads spend in CUDA calls other than syncs: a loop whose
+    host launches for much of each iteration (a launch-bound loop of tiny kernels) is not waiting for
+    input, whatever its unrecorded time."""
+    from analysis.rules.nsys.causes import coverage
+
+    lo, hi = np.array([int(starts[0])]), np.array([int(starts[-1]) + 1])
+    if hi[0] <= lo[0]:
+        return 0.0
+    return float(coverage(trace, "cuda_api", pid, tids, lo, hi, extra)[0]) / float(hi[0] - lo[0])
 
 
 def _latency(trace: Trace, pid: int | None, starts: np.ndarray, busy: np.ndarray, copies: np.ndarray) -> dict[str, Any]:
