@@ -33,7 +33,6 @@ MIN_REPEATS_SINGLE = 5
 # after the other) has no loop.
 MIN_MODE_SHARE = 0.5
 LEVEL_RATIO = 1.2
-_LOW = np.uint64(0xFFFFFFFF)
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -44,16 +43,15 @@ def min_repeats(ops_per_iteration: float) -> int:
 
 def signatures(at: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
     """Order-free signature of each of ``n`` iterations: ``at[j]`` is operation j's iteration (< 0 or >= n:
-    none), ``codes[j]`` its code. Sums of the codes' two 32-bit halves per iteration (exact in float64 up to
-    two million operations per iteration), mixed into one 64-bit value; an iteration without operations
-    has signature 0."""
+    none), ``codes[j]`` its 32-bit code. The sum of the codes per iteration (exact in float64 up to two
+    million operations per iteration) mixed with their count; an iteration without operations has
+    signature 0."""
     ok = (at >= 0) & (at < n)
-    a, c = at[ok], codes[ok].astype(np.uint64)
-    lo = np.bincount(a, weights=(c & _LOW).astype(np.float64), minlength=n)[:n]
-    hi = np.bincount(a, weights=(c >> np.uint64(32)).astype(np.float64), minlength=n)[:n]
+    a = at[ok]
+    total = np.bincount(a, weights=codes[ok].astype(np.float64), minlength=n)[:n]
     cnt = np.bincount(a, minlength=n)[:n].astype(np.uint64)
     with np.errstate(over="ignore"):
-        return (lo.astype(np.uint64) * _MIX) ^ hi.astype(np.uint64) ^ (cnt * np.uint64(0xBF58476D1CE4E5B9))
+        return (total.astype(np.uint64) * _MIX) ^ (cnt * np.uint64(0xBF58476D1CE4E5B9))
 
 
 def mode_count(sigs: np.ndarray) -> int:

@@ -52,7 +52,7 @@ OPS_CODES_SQL = """
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
 """
 # An operation's code on its stream, for signatures.
-SIG = "hash(code, COALESCE(stream, -1)) AS code"
+SIG = "(hash(code, COALESCE(stream, -1)) & 4294967295)::UINTEGER AS code"
 
 # The same operations without the codes (counting and timing need no hash).
 OPS_SQL = """
@@ -167,9 +167,9 @@ def period_in(trace: Trace, pid: int | None, device: int | None, lo: int, hi: in
 
 
 def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
-                  hi: int | None = None) -> list[list[tuple[int, int, int]]]:
+                  hi: int | None = None) -> list[list[tuple[int, int, int, int]]]:
     """The loops of a period over the whole trace (or its operations starting in ``[lo, hi)``): per loop,
-    (start_ns, end_ns, operations) of each iteration, loops in time order.
+    (start_ns, end_ns, operations, operation time) of each iteration, loops in time order.
 
     Iterations open at the anchor's occurrences; an iteration ends at the last end of the operations
     before the next one. A stretch of consecutive iterations whose operation counts lie within the
@@ -196,6 +196,7 @@ def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
     last = np.full(len(anchors), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last, at[ok], ops["end_ns"][ok])
     sigs = signatures(at, ops["code"], len(anchors))
+    op_ns = np.bincount(at[ok], weights=(ops["end_ns"] - ops["start_ns"])[ok].astype(np.float64), minlength=len(anchors))
     tol = max(1, int(TOLERANCE * period.length))
     good = np.abs(n_ops - period.length) <= tol
     # A warm-up iteration has the loop's operations too (their times differ, not their count).
@@ -224,21 +225,16 @@ def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
         return []
     out = []
     for i0, i1 in kept:
-        its = [(int(anchors[i]), int(last[i]), int(n_ops[i])) for i in range(i0, i1)]
+        its = [(int(anchors[i]), int(last[i]), int(n_ops[i]), int(op_ns[i])) for i in range(i0, i1)]
         # The last iteration runs until the next anchor, which may be far (another loop, the end): it ends
         # with its first ``length`` operations, not with whatever work comes before that anchor.
         mine = np.flatnonzero(at == i1 - 1)
         if len(mine) > period.length:
             first = mine[np.argsort(ops["start_ns"][mine], kind="stable")[:period.length]]
-            its[-1] = (its[-1][0], int(ops["end_ns"][first].max()), int(period.length))
+            its[-1] = (its[-1][0], int(ops["end_ns"][first].max()), int(period.length),
+                       int((ops["end_ns"][first] - ops["start_ns"][first]).sum()))
         out.append(its)
     return out
-
-
-def pattern_iterations(trace: Trace, period: Period) -> list[tuple[int, int, int]]:
-    """The iterations of the period's loop with the most operations (see ``pattern_loops``)."""
-    loops = pattern_loops(trace, period)
-    return max(loops, key=lambda its: sum(i[2] for i in its)) if loops else []
 
 
 # A host-paced loop without a repeating kernel sequence: the blocking syncs of the process that launches

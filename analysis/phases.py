@@ -110,18 +110,7 @@ def _signature(trace: Trace, unit: tuple[int | None, int | None], start: int, n:
                                         AND start_ns >= {int(start)} ORDER BY start_ns LIMIT {int(n)}""")]  # noqa: S608
 
 
-def _gpu_ns(trace: Trace, unit: tuple[int | None, int | None] | None, lo: int, hi: int) -> int:
-    """GPU operation time (sum of durations) of a unit (None: every unit) starting in ``[lo, hi]``."""
-    cond = "TRUE"
-    if unit is not None:
-        pid, device = unit
-        cond = ("pid IS NULL" if pid is None else f"pid = {int(pid)}") + " AND " + (
-            "device IS NULL" if device is None else f"device = {int(device)}")
-    return int(trace.scalar(f"SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM ({OPS_SQL}) WHERE {cond} "  # noqa: S608
-                            f"AND start_ns >= {int(lo)} AND start_ns <= {int(hi)}") or 0)
-
-
-def _pattern_loop(trace: Trace, period: Period, its: list[tuple[int, int, int]], nv_reason: str | None) -> Loop:
+def _pattern_loop(trace: Trace, period: Period, its: list[tuple[int, int, int, int]], nv_reason: str | None) -> Loop:
     starts = np.array([i[0] for i in its], dtype=np.int64)
     ends = np.array([i[1] for i in its], dtype=np.int64)
     unit = (period.pid, period.device)
@@ -129,7 +118,7 @@ def _pattern_loop(trace: Trace, period: Period, its: list[tuple[int, int, int]],
                 unit=unit, detail={"period_ops": period.length, "regularity": round(period.regularity, 3),
                                    "match": round(period.match, 3), "pid": period.pid, "device": period.device,
                                    "nvtx_reason": nv_reason})
-    loop.gpu_ns = _gpu_ns(trace, unit, *loop.span)
+    loop.gpu_ns = sum(i[3] for i in its)
     return loop
 
 
@@ -166,7 +155,8 @@ def _nvtx_repeats(trace: Trace, starts: np.ndarray) -> bool:
     top = trace.sql(f"SELECT pid FROM ({OPS_SQL}) WHERE pid IS NOT NULL GROUP BY pid ORDER BY COUNT(*) DESC LIMIT 1")  # noqa: S608
     if not top or len(starts) == 0:
         return True
-    ops = trace.arrays(f"SELECT start_ns, code FROM ({OPS_CODES_SQL}) WHERE pid = {int(top[0][0])}")  # noqa: S608
+    ops = trace.arrays(f"SELECT start_ns, (code & 4294967295)::UINTEGER AS code FROM ({OPS_CODES_SQL}) "  # noqa: S608
+                       f"WHERE pid = {int(top[0][0])}")
     at = np.searchsorted(starts, ops["start_ns"], side="right") - 1
     sigs = signatures(at, ops["code"], len(starts))
     counts = np.bincount(at[at >= 0], minlength=len(starts))[:len(starts)]
