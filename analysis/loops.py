@@ -91,7 +91,9 @@ def segments(sigs: np.ndarray, need: int = MIN_REPEATS) -> list[tuple[int, int]]
         return []
     change = np.flatnonzero(np.r_[True, sigs[1:] != sigs[:-1]])
     lengths = np.diff(np.r_[change, n])
-    cuts, current, last_own = [0], set(), 0
+    cuts: list[int] = [0]
+    current: set[int] = set()
+    last_own = 0
     for start, length in zip(change, lengths, strict=True):
         sig = int(sigs[start])
         if length >= need:
