@@ -8,9 +8,11 @@ period finder's pure parts (signatures, segments, level cuts) get property tests
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analysis.errors import TraceError
 from analysis.loops import level_cuts, repeats_one, segments
 from analysis.phases import find_loop
 from analysis.trace import Trace
@@ -213,3 +215,16 @@ def test_a_step_slowed_by_a_copy_is_named_as_copies(tmp_path):
     slow = rep["iterations"]["anatomy"]["slowest_steps"][0]
     assert slow["index"] == 5 and slow["cause"].startswith("longer copies")
     assert "copies alone +5.000 ms" in slow["cause"]
+
+
+def test_each_loop_is_its_own_window(tmp_path):
+    a, b = 5 * MS, 8 * MS
+    facts, result = _analyzed(tmp_path, [a] * 15 + [b] * 20, window="loop:0")
+    rep = result["reports"][0]
+    s = facts["starts"]
+    assert (rep["window"]["start_ns"], rep["window"]["end_ns"]) == (s[0], s[14] + facts["body_ns"])
+    # The rules judged that loop alone: the GPU span is its first kernel to its last.
+    assert rep["breakdown"]["span_ns"] == s[14] + facts["body_ns"] - s[0]
+    (tmp_path / "third").mkdir()
+    with pytest.raises(TraceError, match="2 found"):
+        _analyzed(tmp_path / "third", [a] * 15 + [b] * 20, window="loop:2")
