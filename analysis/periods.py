@@ -18,6 +18,10 @@ So, on a sample of the sequence:
   next step's input), and needs a match of at least ``MIN_MATCH``. Its code, the *anchor*, opens
   every iteration.
 
+The anchor's iterations are then cut into loops (``pattern_loops``, ``analysis.loops``): a second loop
+of other kernels, or of the same kernels at another pace, after the first; the work before, between and
+after them is searched for loops of other periods too (``period_in``, from ``analysis.phases``).
+
 Cost: one pass to hash and fetch a bounded sample (``SAMPLE`` operations from the middle of the
 unit's span, where the steady loop is), a sort of the sample, then one filtered scan for the anchor's
 occurrences over the whole trace and one binary search per operation to count them per iteration. Linear in
