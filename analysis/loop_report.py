@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.phases import Loop
+from analysis.phases import Loop, Phase
 
 
 def loop_list(loop: Loop) -> list[dict[str, Any]]:
@@ -47,3 +47,12 @@ def run_phase(results: list[Any], spec: str) -> str:
     has a loop, so a cross-rank finding never names a ``steady`` phase no rank has), else the window spec."""
     names = {str((r.info.get("window") or {}).get("phase")) for r in results if r.tool == "nsys"}
     return names.pop() if len(names) == 1 and "None" not in names else spec
+
+
+def program_shape(loop: Loop, phases: list[Phase]) -> str:
+    """What the program is, for the verdict: ``loop`` (one loop), ``loops`` (several one after the other),
+    ``one_shot`` (GPU work without a loop: start-up / work / teardown) or ``no_gpu`` (no GPU work recorded);
+    whether a loop is host-paced is ``iterations.anatomy.kind``."""
+    if len(loop):
+        return "loops" if len(loop.all) > 1 else "loop"
+    return "one_shot" if any(p.name == "work" for p in phases) else "no_gpu"

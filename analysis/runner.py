@@ -41,7 +41,7 @@ from analysis.activity import unit_ops
 from analysis.anatomy import anatomy
 from analysis.findings import Finding, rank_finding_dicts
 from analysis.launches import launch_summary
-from analysis.loop_report import loop_list, mark_loops, run_phase
+from analysis.loop_report import loop_list, mark_loops, program_shape, run_phase
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
@@ -176,6 +176,7 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
         out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
                          "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
     out["loops"] = loop_list(loop)
+    out["program"] = program_shape(loop, info.phases)
     if ana is not None:
         records = ana.pop("records")
         out["anatomy"] = {**ana, "records": records[:ITEMS], "records_total": len(records)}

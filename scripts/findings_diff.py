@@ -47,8 +47,8 @@ EXPECTED = [
     # Six corpus exports list their host's NICs (TARGET_INFO_NIC_INFO); none has GPU or NIC metrics.
     ("the host's NIC inventory in the report summary (#14)",
      r'^\.reports\[\d+\]\.system_metrics: added \{"gpu": \[\], "nic": \[\], "nics": \[\{"nic_id": .*$'),
-    ("every loop of a report in iterations.loops (several loops)",
-     r"^\.reports\[\d+\]\.iterations\.loops: added .*"),
+    ("every loop of a report in iterations.loops (several loops), and the program's shape",
+     r"^\.reports\[\d+\]\.iterations\.(loops|program): added .*"),
     ("phases that match the program: one-shot start-up / work / teardown, epilogue, teardown after the last GPU work",
      r"^\.reports\[\d+\]\.phases(\[\d+\]\.(name|start_ns|end_ns|reason))?(:| ).*"),
     ("a one-shot program's default window is its work phase",

@@ -27,7 +27,7 @@ def test_one_loop_at_two_periods_is_two_loops_each_its_own(tmp_path):
     rep = result["reports"][0]
     it = rep["iterations"]
     loops = it["loops"]
-    assert [lp["count"] for lp in loops] == [15, 20]
+    assert [lp["count"] for lp in loops] == [15, 20] and it["program"] == "loops"
     assert [lp["median_ns"] for lp in loops] == [a, b]
     s = facts["starts"]
     assert (loops[0]["start_ns"], loops[0]["end_ns"]) == (s[0], s[14] + facts["body_ns"])
@@ -49,6 +49,7 @@ def test_one_loop_at_two_periods_is_two_loops_each_its_own(tmp_path):
 def test_same_pace_throughout_stays_one_loop(tmp_path):
     _, result = _analyzed(tmp_path, [5 * MS] * 30)
     assert len(result["reports"][0]["iterations"]["loops"]) == 1
+    assert result["reports"][0]["iterations"]["program"] == "loop"
 
 
 def test_host_paced_loop_without_os_runtime_tracing(tmp_path):
@@ -175,7 +176,7 @@ def test_one_shot_ranks_show_startup_as_startup_and_every_phase_exists():
     for rep, out in zip(result["reports"], outs, strict=True):
         ph = phases[rep["file"]]
         assert list(ph) == ["startup", "work", "teardown"]
-        assert rep["window"]["phase"] == "work"
+        assert rep["window"]["phase"] == "work" and rep["iterations"]["program"] == "one_shot"
         t = Trace(out, "r")
         try:
             # Start-up holds the whole communicator set-up; the work starts with the AllReduce kernel.
