@@ -1,7 +1,7 @@
 """The analysis window: which part of each report's timeline the rules and headline numbers look at.
 
 Specs (CLI ``--window``, API ``window``): ``steady`` (the default: the steady phase, which covers every
-loop of the report; a one-shot program's work phase; the whole report when it has no GPU work), ``all``, ``startup``, ``nvtx:NAME`` (first start to last end of the NVTX ranges
+loop of the report, and the epilogue after it; a one-shot program's work phase; the whole report when it has no GPU work), ``all``, ``startup``, ``nvtx:NAME`` (first start to last end of the NVTX ranges
 named NAME, digits read as ``#`` as for steps), ``iterations:A-B`` (iterations A to B of the loop,
 0-based, inclusive), ``loop:N`` (loop N of a report with several, 0-based in time order: each loop is its
 own steady window) and ``time:T0-T1`` (from session start; units ns, us, ms or s, default ms).
@@ -81,6 +81,10 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
             if work is not None:
                 return "work", (work.start_ns, work.end_ns), work.reason
             return "whole", None, "no loop found, so the whole report"
+        # GPU work after the last iteration (results copied back) is analysed like the loop.
+        epilogue = phase_of(info.phases, "epilogue")
+        if epilogue is not None:
+            return "steady", (steady.start_ns, epilogue.end_ns), steady.reason + "; with the epilogue after it"
         return "steady", (steady.start_ns, steady.end_ns), steady.reason
     if spec.kind == "startup":
         start = phase_of(info.phases, "startup")
