@@ -195,6 +195,11 @@ def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
     # binary search per operation instead of a join).
     ops = trace.arrays(f"SELECT start_ns, end_ns, {SIG} FROM ({OPS_CODES_SQL}) WHERE {where}")  # noqa: S608 - integers
     at = np.searchsorted(anchors, ops["start_ns"], side="right") - 1
+    # The last anchor's iteration holds its first ``length`` operations; the work after them (results
+    # copied back, teardown) is no iteration's.
+    tail = np.flatnonzero(at == len(anchors) - 1)
+    if len(tail) > period.length:
+        at[tail[np.argsort(ops["start_ns"][tail], kind="stable")[period.length:]]] = -1
     ok = at >= 0
     n_ops = np.bincount(at[ok], minlength=len(anchors))
     last = np.full(len(anchors), np.iinfo(np.int64).min, dtype=np.int64)

@@ -229,3 +229,30 @@ def test_each_loop_is_its_own_window(tmp_path):
     (tmp_path / "third").mkdir()
     with pytest.raises(TraceError, match="2 found"):
         _analyzed(tmp_path / "third", [a] * 15 + [b] * 20, window="loop:2")
+
+
+def test_copies_after_the_loop_are_an_epilogue_analysed_with_it(tmp_path):
+    # Ten iterations of four kernels 1 ms apart, then the results read back (5 ms DtoH), then a free.
+    from analysis.api import analyze
+    from tests.analysis.planting import api, kernel, normalized
+
+    kernels, t = [], 1_000_000
+    for _ in range(10):
+        start = t
+        for j in range(4):
+            kernels.append(kernel(t, t + 100_000, name=f"k{j}"))
+            t += 110_000
+        t = start + MS
+    loop_end = t - MS + 4 * 110_000 - 10_000
+    copy = {"pid": 1, "tid": 1, "device": 0, "stream": 7, "start_ns": t + MS, "end_ns": t + 6 * MS,
+            "copy_kind": "DtoH", "bytes": 1 << 30, "src_kind": "device", "dst_kind": "pageable"}
+    out = normalized(tmp_path / "epi.duckdb", kernels=kernels, memcpy=[copy],
+                     cuda_api=[api(t + 7 * MS, t + 9 * MS, "cudaFree")])
+    rep = analyze([out], labels=["e"]).to_json()["reports"][0]
+    phases = {p["name"]: p for p in rep["phases"]}
+    assert list(phases) == ["steady", "epilogue", "teardown"]
+    assert phases["steady"]["end_ns"] == loop_end == phases["epilogue"]["start_ns"]
+    assert phases["epilogue"]["end_ns"] == copy["end_ns"] and phases["teardown"]["end_ns"] == t + 9 * MS
+    # The default window holds the loop and its epilogue: the copy is judged (memory-only time).
+    assert (rep["window"]["start_ns"], rep["window"]["end_ns"]) == (1_000_000, copy["end_ns"])
+    assert rep["breakdown"]["memory_only_ns"] == 5 * MS
