@@ -60,7 +60,7 @@ EXPECTED = [
 # Exports whose analysis window moved (a one-shot program's work window, a loop split or no longer false):
 # every figure judged on the window follows from it (kind "judged on the new window").
 WINDOW_MOVED = r"^\.reports\[\d+\]\.(window\.(start_ns|end_ns|phase)|iterations\.(count|source))(:| ).*"
-FOLLOWS_WINDOW = (r"^\.(findings|rules\[id=\w+\]\.findings|steps|aligned_window|reports\[\d+\]\.(breakdown|launches|nvtx|"
+FOLLOWS_WINDOW = (r"^\.(findings|rules\[id=\w+\]\.(findings|status|reason)|steps|aligned_window|reports\[\d+\]\.(breakdown|launches|nvtx|"
                   r"iterations|top_kernels|dominant_kernel|kernels))")
 
 
