@@ -256,3 +256,28 @@ def test_copies_after_the_loop_are_an_epilogue_analysed_with_it(tmp_path):
     # The default window holds the loop and its epilogue: the copy is judged (memory-only time).
     assert (rep["window"]["start_ns"], rep["window"]["end_ns"]) == (1_000_000, copy["end_ns"])
     assert rep["breakdown"]["memory_only_ns"] == 5 * MS
+
+
+def test_host_paced_on_an_integrated_gpu_says_zero_copy(tmp_path):
+    # A camera pipeline on a Jetson-class GPU: 25 frames per second, each frame a pinned host-to-device copy
+    # (0.2 ms) and four kernels, nothing recorded on the host between frames.
+    from analysis.api import analyze
+    from tests.analysis.planting import kernel, normalized
+
+    kernels, copies = [], []
+    for i in range(30):
+        t = 1_000_000 + i * 40 * MS
+        copies.append({"pid": 1, "tid": 1, "device": 0, "stream": 7, "start_ns": t, "end_ns": t + 200_000,
+                       "copy_kind": "HtoD", "bytes": 6 << 20, "src_kind": "pinned", "dst_kind": "device"})
+        t += 210_000
+        for j in range(4):
+            kernels.append(kernel(t, t + 500_000, name=f"k{j}"))
+            t += 510_000
+    out = normalized(tmp_path / "orin.duckdb", kernels=kernels, memcpy=copies,
+                     devices=[{"device": 0, "pid": 1, "name": "Orin (nvgpu)"}])
+    ana = analyze([out], labels=["o"]).to_json()["reports"][0]["iterations"]["anatomy"]
+    assert ana["kind"] == "host_paced" and ana["per_second"] == 25.0
+    assert ana["integrated_gpu"] is True and ana["zero_copy_ns"] == 200_000
+    assert "cudaHostAllocMapped" in ana["advice"]
+    busy = ana["latency"]["gpu_exec_ns"]
+    assert busy == 200_000 + 4 * 500_000 and ana["headroom_per_second"] == round(1e9 / busy, 3)
