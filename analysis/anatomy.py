@@ -9,12 +9,16 @@ each owned by one rule as in ``analysis.rules.nsys.gaps``. The iterations shown 
 wholly inside the analysis window. A loop is *host-paced* when the median iteration keeps the GPU busy less than
 ``HOST_PACED_BUSY`` of its time and the host *waits* through most of the iteration's longest idle
 gap (the median over iterations of the share of that gap its launching threads spend in OS runtime
-calls or blocking syncs is at least ``HOST_WAIT``): the GPU waits for the next frame or request by
-design. A loop as idle whose host is busy elsewhere (data loading, Python) is starved, not paced.
+calls or blocking syncs is at least ``HOST_WAIT``; without OS runtime tracing or CPU samples, the gap with
+nothing recorded counts as waiting when the host spends at most ``HOST_CALLS_MAX`` of the loop in CUDA
+calls), with a regular period: the GPU waits for the next frame or request by
+design. A host-paced loop also reports its headroom and, on an integrated GPU, the copies zero-copy
+saves. A loop as idle whose host is busy elsewhere (data loading, Python) is starved, not paced.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +33,9 @@ from analysis.trace import Trace
 
 HOST_PACED_BUSY = 0.5
 HOST_WAIT = 0.5
+HOST_PACED_JITTER = 0.25
+HOST_CALLS_MAX = 0.1  # without OS runtime tracing: at most this share of the loop in (non-sync) CUDA calls
+INTEGRATED_RE = r"orin|tegra|xavier|jetson|thor|gb10|integrated"
 SLOWEST = 5
 LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch)"
 
@@ -72,8 +79,13 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         rid = max(excess, key=lambda r: excess[r])
         busy_excess = int(busy[i] - np.median(busy))
         owner = rid if excess[rid] >= max(busy_excess, 0) and excess[rid] > 0 else None
+        # Longer GPU work made of copies (a large device-to-host read-back) is named as copies, not kernels.
+        mem = cols["memory_only_ns"][keep]
+        copies_excess = int(mem[i] - np.median(mem))
+        what = "longer copies" if copies_excess > busy_excess / 2 and copies_excess > 0 else "longer GPU work"
         cause = (f"idle owned by {rid} (+{excess[rid] / 1e6:.3f} ms over its median per step)" if owner
-                 else f"longer GPU work (busy +{busy_excess / 1e6:.3f} ms over the median)")
+                 else f"{what} (busy +{busy_excess / 1e6:.3f} ms over the median"
+                 + (f", copies alone +{copies_excess / 1e6:.3f} ms)" if what == "longer copies" else ")"))
         slow.append({**recs[i], "extra_ns": extra, "owner": owner, "cause": cause})
     share = busy / np.maximum(length, 1)
     duty = float(np.median(share))
@@ -81,19 +93,69 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         "steady_count": n, "iteration_median_ns": med,
         "jitter_pct": round(100.0 * float(np.percentile(length, 90) - np.percentile(length, 10)) / med, 3) if med else None,
         "gpu_duty_cycle_pct": round(100.0 * duty, 3),
-        "kind": "host_paced" if duty < HOST_PACED_BUSY and _host_waits(trace, u, starts) >= HOST_WAIT
+        "kind": "host_paced" if duty < HOST_PACED_BUSY and _regular(length) and host_waits(trace, u, starts) >= HOST_WAIT
         else "throughput",
         "slowest_steps": slow, "records": recs,
         "per_second": round(1e9 / med, 3) if med else None,   # iterations (steps, frames, requests) per second
     }
     if out["kind"] == "host_paced":
         out["latency"] = _latency(trace, u.unit.pid, starts, busy, copy_ns)
+        out.update(paced_facts(trace, u.unit.pid, u.unit.device, starts, ends, med, float(np.median(busy))))
     return out
 
 
-def _host_waits(trace: Trace, u, starts: np.ndarray) -> float:
+def _regular(length: np.ndarray) -> bool:
+    """A paced loop keeps its period: iteration times within ``HOST_PACED_JITTER`` (p90 - p10 over the median)."""
+    med = float(np.median(length))
+    return med > 0 and float(np.percentile(length, 90) - np.percentile(length, 10)) <= HOST_PACED_JITTER * med
+
+
+def paced_facts(trace: Trace, pid: int | None, device: int | None, starts: np.ndarray, ends: np.ndarray,
+                period: float, gpu: float) -> dict[str, Any]:
+    """What a host-paced loop could do: ``headroom_per_second`` (items per second the GPU work alone would
+    allow), ``headroom_x`` (that over the achieved rate) and, on an integrated GPU (Jetson/Tegra class, whose
+    memory the CPU shares), ``integrated_gpu`` and the median pinned host-to-device copy time per item that
+    zero-copy (mapped) memory would save."""
+    out: dict[str, Any] = {"headroom_per_second": round(1e9 / gpu, 3) if gpu > 0 else None,
+                           "headroom_x": round(period / gpu, 3) if gpu > 0 else None,
+                           "integrated_gpu": integrated(trace, device)}
+    if out["integrated_gpu"]:
+        copies = _pinned_h2d(trace, pid, device, starts, ends)
+        out["zero_copy_ns"] = copies
+        out["advice"] = ("The GPU shares the CPU's memory: the pinned host-to-device copies of each item "
+                         f"({copies / 1e6:.3f} ms median) can go, by reading the host buffer in place "
+                         "(cudaHostAlloc with cudaHostAllocMapped, or managed memory).")
+    return out
+
+
+def _pinned_h2d(trace: Trace, pid: int | None, device: int | None, starts: np.ndarray, ends: np.ndarray) -> int:
+    """Median per iteration of the unit's pinned host-to-device copy time."""
+    if not trace.has_rows("memcpy") or not len(starts):
+        return 0
+    cond = ("pid IS NULL" if pid is None else f"pid = {int(pid)}") + " AND " + (
+        "device IS NULL" if device is None else f"device = {int(device)}")
+    d = trace.arrays(f"SELECT start_ns, end_ns FROM memcpy WHERE {cond} AND copy_kind = 'HtoD' "  # noqa: S608 - integers
+                     "AND src_kind = 'pinned' AND end_ns >= start_ns")
+    i = np.searchsorted(starts, d["start_ns"], side="right") - 1
+    ok = (i >= 0) & (d["start_ns"] < ends[np.maximum(i, 0)])
+    per = np.bincount(i[ok], weights=(d["end_ns"] - d["start_ns"])[ok], minlength=len(starts))[:len(starts)]
+    return int(np.median(per))
+
+
+def integrated(trace: Trace, device: int | None) -> bool:
+    """Whether the device is an integrated GPU (by its name: the export's devices do not say discrete or not)."""
+    if not trace.has_rows("devices"):
+        return False
+    cond = "" if device is None else f" WHERE device = {int(device)} OR device IS NULL"
+    names = [str(r[0]) for r in trace.sql(f"SELECT DISTINCT name FROM devices{cond}") if r[0]]  # noqa: S608 - integers
+    return any(re.search(INTEGRATED_RE, n, re.IGNORECASE) for n in names)
+
+
+def host_waits(trace: Trace, u, starts: np.ndarray) -> float:
     """Median over iterations of the share of the iteration's longest idle gap that the process's
-    launching threads spend waiting: in OS runtime calls, or in blocking sync calls."""
+    launching threads spend waiting: in OS runtime calls, or in blocking sync calls; and, when the report
+    recorded no OS runtime calls for the process (nothing could show a wait), in nothing recorded at all
+    (no CUDA call but syncs). The one place the pacing reads what the host did in an idle gap."""
     from analysis.rules.nsys.causes import coverage, launchers
 
     pid = u.unit.pid
@@ -112,7 +174,26 @@ def _host_waits(trace: Trace, u, starts: np.ndarray) -> float:
     sync = api_name_in(trace, SYNC_API_RE)
     if sync != "FALSE":
         wait = np.maximum(wait, coverage(trace, "cuda_api", int(pid), tids, lg, le, sync))
+    has_osrt = trace.has_rows("osrt") and trace.scalar(f"SELECT 1 FROM osrt WHERE pid = {int(pid)} LIMIT 1") is not None  # noqa: S608
+    sampled = trace.has_rows("cpu_samples") and trace.scalar(
+        f"SELECT 1 FROM cpu_samples WHERE pid = {int(pid)} LIMIT 1") is not None  # noqa: S608 - integers
+    not_sync = f"NOT ({sync})" if sync != "FALSE" else ""
+    if not has_osrt and not sampled and _host_calls_share(trace, int(pid), tids, starts, not_sync) <= HOST_CALLS_MAX:
+        busy = coverage(trace, "cuda_api", int(pid), tids, lg, le, not_sync)
+        wait = np.maximum(wait, (le - lg) - busy)
     return float(np.median(wait / np.maximum(le - lg, 1)))
+
+
+def _host_calls_share(trace: Trace, pid: int, tids: list[int], starts: np.ndarray, extra: str) -> float:
+    """Share of the loop's span its launching threads spend in CUDA calls other than syncs: a loop whose
+    host launches for much of each iteration (a launch-bound loop of tiny kernels) is not waiting for
+    input, whatever its unrecorded time."""
+    from analysis.rules.nsys.causes import coverage
+
+    lo, hi = np.array([int(starts[0])]), np.array([int(starts[-1]) + 1])
+    if hi[0] <= lo[0]:
+        return 0.0
+    return float(coverage(trace, "cuda_api", pid, tids, lo, hi, extra)[0]) / float(hi[0] - lo[0])
 
 
 def _latency(trace: Trace, pid: int | None, starts: np.ndarray, busy: np.ndarray, copies: np.ndarray) -> dict[str, Any]:

@@ -18,6 +18,10 @@ So, on a sample of the sequence:
   next step's input), and needs a match of at least ``MIN_MATCH``. Its code, the *anchor*, opens
   every iteration.
 
+The anchor's iterations are then cut into loops (``pattern_loops``, ``analysis.loops``): a second loop
+of other kernels, or of the same kernels at another pace, after the first; the work before, between and
+after them is searched for loops of other periods too (``period_in``, from ``analysis.phases``).
+
 Cost: one pass to hash and fetch a bounded sample (``SAMPLE`` operations from the middle of the
 unit's span, where the steady loop is), a sort of the sample, then one filtered scan for the anchor's
 occurrences over the whole trace and one binary search per operation to count them per iteration. Linear in
@@ -42,14 +46,17 @@ SAMPLE = 1 << 18
 
 # One code per operation: kernels by name, copies by kind, memsets alike. Unified-memory migrations are
 # left out: the driver moves pages on faults, the program does not launch them, so they keep no cadence.
+# The stream is kept for signatures (``analysis.loops``): work dealt over distinct streams is a pipeline.
 OPS_CODES_SQL = """
-    SELECT pid, device, start_ns, end_ns, hash(COALESCE(name, short_name, '?')) AS code FROM kernels
+    SELECT pid, device, start_ns, end_ns, hash(COALESCE(name, short_name, '?')) AS code, stream FROM kernels
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
-    UNION ALL SELECT pid, device, start_ns, end_ns, hash('memcpy ' || COALESCE(copy_kind, '?')) FROM memcpy
+    UNION ALL SELECT pid, device, start_ns, end_ns, hash('memcpy ' || COALESCE(copy_kind, '?')), stream FROM memcpy
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND COALESCE(copy_kind, '') NOT LIKE 'UVM%'
-    UNION ALL SELECT pid, device, start_ns, end_ns, hash('memset') FROM memset
+    UNION ALL SELECT pid, device, start_ns, end_ns, hash('memset'), stream FROM memset
     WHERE start_ns IS NOT NULL AND end_ns >= start_ns
 """
+# An operation's code on its stream, for signatures.
+SIG = "(hash(code, COALESCE(stream, -1)) & 4294967295)::UINTEGER AS code"
 
 # The same operations without the codes (counting and timing need no hash).
 OPS_SQL = """
@@ -122,15 +129,21 @@ def _cond(pid: int | None, device: int | None) -> str:
     return f"{p} AND {d}"
 
 
-def _sample(trace: Trace, pid: int | None, device: int | None, n: int, t0: int, t1: int) -> np.ndarray:
-    """Codes of the unit in start order: all of them, or about ``SAMPLE`` from the middle of its span."""
-    where = _cond(pid, device)
+def _sample(trace: Trace, pid: int | None, device: int | None, n: int, t0: int, t1: int,
+            extra: str = "") -> np.ndarray:
+    """Codes of the unit in start order: all of them, or about ``SAMPLE`` from the middle of its span
+    (``extra``: a further predicate, a time range)."""
+    where = _cond(pid, device) + extra
     if n > 2 * SAMPLE and t1 > t0:
         half = max(1, int((t1 - t0) * SAMPLE / n / 2))
         mid = (t0 + t1) // 2
         where += f" AND start_ns >= {mid - half} AND start_ns < {mid + half}"
     d = trace.arrays(f"SELECT code FROM ({OPS_CODES_SQL}) WHERE {where} ORDER BY start_ns, end_ns")  # noqa: S608
     return d["code"]
+
+
+def _span(lo: int | None, hi: int | None) -> str:
+    return (f" AND start_ns >= {int(lo)}" if lo is not None else "") + (f" AND start_ns < {int(hi)}" if hi is not None else "")
 
 
 def unit_period(trace: Trace) -> Period | None:
@@ -145,49 +158,91 @@ def unit_period(trace: Trace) -> Period | None:
     return None
 
 
-def pattern_iterations(trace: Trace, period: Period) -> list[tuple[int, int, int]]:
-    """The iterations of a period over the whole trace: (start_ns, end_ns, operations) per iteration.
+def period_in(trace: Trace, pid: int | None, device: int | None, lo: int, hi: int) -> Period | None:
+    """The period of one unit's operations that start in ``[lo, hi)`` (another loop before or after the
+    main one), or None."""
+    row = trace.sql(f"SELECT COUNT(*), MIN(start_ns), MAX(start_ns) FROM ({OPS_SQL}) "  # noqa: S608 - integers
+                    f"WHERE {_cond(pid, device)}{_span(lo, hi)}")[0]
+    n = int(row[0])
+    if n < 2 * MIN_ITERATIONS:
+        return None
+    found = find_period(_sample(trace, pid, device, n, int(row[1]), int(row[2]), _span(lo, hi)))
+    return None if found is None else Period(pid, device, found[0], n, found[1], found[2], found[3])
+
+
+def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
+                  hi: int | None = None) -> list[list[tuple[int, int, int, int]]]:
+    """The loops of a period over the whole trace (or its operations starting in ``[lo, hi)``): per loop,
+    (start_ns, end_ns, operations, operation time) of each iteration, loops in time order.
 
     Iterations open at the anchor's occurrences; an iteration ends at the last end of the operations
-    before the next one. The loop is the longest stretch of consecutive iterations whose operation
-    counts lie within the tolerance of the period (start-up and teardown work falls outside it).
+    before the next one. A stretch of consecutive iterations whose operation counts lie within the
+    tolerance of the period holds loops (start-up and teardown work falls outside it), cut where the
+    iterations' signature changes for good (``analysis.loops.segments``: a second loop with the same
+    number of operations but other kernels). Of the stretches that repeat one signature, the longest
+    is kept (a loop broken by an odd iteration is the same loop). The loops together must hold
+    ``MIN_COVERAGE`` of the operations: a short repeating burst is not the program's loop.
     """
-    where = _cond(period.pid, period.device)
+    from analysis.loops import level_cuts, min_repeats, segments, signatures
+
+    where = _cond(period.pid, period.device) + _span(lo, hi)
     anchors = np.sort(trace.arrays(f"SELECT start_ns FROM ({OPS_CODES_SQL}) WHERE {where} "  # noqa: S608 - integers
                                    f"AND code = {int(period.anchor)}")["start_ns"])
-    if len(anchors) < MIN_ITERATIONS:
+    need = min_repeats(period.length)
+    if len(anchors) < need:
         return []
     # Each operation belongs to the iteration of the last anchor at or before its start (NumPy: one
     # binary search per operation instead of a join).
-    ops = trace.arrays(f"SELECT start_ns, end_ns FROM ({OPS_SQL}) WHERE {where}")  # noqa: S608 - integers
+    ops = trace.arrays(f"SELECT start_ns, end_ns, {SIG} FROM ({OPS_CODES_SQL}) WHERE {where}")  # noqa: S608 - integers
     at = np.searchsorted(anchors, ops["start_ns"], side="right") - 1
+    # The last anchor's iteration holds its first ``length`` operations; the work after them (results
+    # copied back, teardown) is no iteration's.
+    tail = np.flatnonzero(at == len(anchors) - 1)
+    if len(tail) > period.length:
+        at[tail[np.argsort(ops["start_ns"][tail], kind="stable")[period.length:]]] = -1
     ok = at >= 0
     n_ops = np.bincount(at[ok], minlength=len(anchors))
     last = np.full(len(anchors), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last, at[ok], ops["end_ns"][ok])
-    rows = [(int(a), int(e), int(c)) for a, e, c in zip(anchors, last, n_ops, strict=True)]
-    if len(rows) < MIN_ITERATIONS:
-        return []
-    counts = np.array([r[2] for r in rows])
+    sigs = signatures(at, ops["code"], len(anchors))
+    op_ns = np.bincount(at[ok], weights=(ops["end_ns"] - ops["start_ns"])[ok].astype(np.float64), minlength=len(anchors))
     tol = max(1, int(TOLERANCE * period.length))
-    ok = np.abs(counts - period.length) <= tol
-    # A warm-up iteration has the loop's operations too (their times differ, not their count), so the
-    # longest run of well-formed iterations is the loop.
-    best, run_start, i0, i1 = 0, None, 0, 0
-    for i, good in enumerate(np.r_[ok, False]):
-        if good and run_start is None:
-            run_start = i
-        elif not good and run_start is not None:
-            if i - run_start > best:
-                best, i0, i1 = i - run_start, run_start, i
-            run_start = None
-    # The loop must be most of the unit's work: a short repeating burst is not its loop.
-    if best < MIN_ITERATIONS or int(counts[i0:i1].sum()) < MIN_COVERAGE * period.ops:
+    good = np.abs(n_ops - period.length) <= tol
+    # A warm-up iteration has the loop's operations too (their times differ, not their count).
+    edges = np.flatnonzero(np.diff(np.r_[False, good, False].astype(np.int8)))
+    best: dict[int, tuple[int, int]] = {}
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        for i0, i1 in segments(sigs[a:b], need):
+            i0, i1 = int(a + i0), int(a + i1)
+            vals, counts = np.unique(sigs[i0:i1], return_counts=True)
+            key = int(vals[np.argmax(counts)])
+            # A loop starts and ends with iterations of its own: the last anchor before the next loop opens
+            # an "iteration" holding that loop's first operations (a warm-up iteration has the loop's own).
+            while i1 - i0 > need and int(sigs[i1 - 1]) != key:
+                i1 -= 1
+            while i1 - i0 > need and int(sigs[i0]) != key:
+                i0 += 1
+            if key not in best or i1 - i0 > best[key][1] - best[key][0]:
+                best[key] = (i0, i1)
+    # The same work at another pace, one after the other: a loop of its own (``analysis.loops.level_cuts``).
+    kept = []
+    for i0, i1 in sorted(best.values()):
+        d = np.r_[np.diff(anchors[i0:i1]), last[i1 - 1] - anchors[i1 - 1]]
+        cuts = [i0, *(i0 + c for c in level_cuts(d, need)), i1]
+        kept += list(zip(cuts[:-1], cuts[1:], strict=True))
+    if not kept or sum(int(n_ops[i0:i1].sum()) for i0, i1 in kept) < MIN_COVERAGE * len(at):
         return []
     out = []
-    for i in range(i0, i1):
-        start, end = int(rows[i][0]), int(rows[i][1])
-        out.append((start, end, int(rows[i][2])))
+    for i0, i1 in kept:
+        its = [(int(anchors[i]), int(last[i]), int(n_ops[i]), int(op_ns[i])) for i in range(i0, i1)]
+        # The last iteration runs until the next anchor, which may be far (another loop, the end): it ends
+        # with its first ``length`` operations, not with whatever work comes before that anchor.
+        mine = np.flatnonzero(at == i1 - 1)
+        if len(mine) > period.length:
+            first = mine[np.argsort(ops["start_ns"][mine], kind="stable")[:period.length]]
+            its[-1] = (its[-1][0], int(ops["end_ns"][first].max()), int(period.length),
+                       int((ops["end_ns"][first] - ops["start_ns"][first]).sum()))
+        out.append(its)
     return out
 
 
@@ -215,7 +270,7 @@ def sync_iterations(trace: Trace, sync_names_sql: str) -> list[tuple[int, int, i
                                 "AND end_ns IS NOT NULL")["end_ns"])
     if len(ends) < MIN_ITERATIONS:
         return []
-    ops = trace.arrays(f"SELECT start_ns, end_ns FROM ({OPS_SQL}) WHERE pid = {pid}")  # noqa: S608 - integers
+    ops = trace.arrays(f"SELECT start_ns, end_ns, {SIG} FROM ({OPS_CODES_SQL}) WHERE pid = {pid}")  # noqa: S608 - integers
     i = np.searchsorted(ends, ops["start_ns"], side="right")   # ops after the i-th sync return, before the next
     counts = np.bincount(i, minlength=len(ends) + 1)
     first = np.full(len(ends) + 1, np.iinfo(np.int64).max, dtype=np.int64)
@@ -225,6 +280,12 @@ def sync_iterations(trace: Trace, sync_names_sql: str) -> list[tuple[int, int, i
     # The work before the first sync is start-up, after the last one teardown: only between syncs.
     keep = np.flatnonzero(counts[1:-1] > 0) + 1
     if len(keep) < MIN_ITERATIONS or counts[keep].sum() < MIN_COVERAGE * n:
+        return []
+    # The same work between syncs, again and again: a one-shot program that syncs after each of its
+    # distinct steps (a forward pass's layers, a few library calls) has no loop.
+    from analysis.loops import repeats_one, signatures
+
+    if not repeats_one(signatures(i, ops["code"], len(ends) + 1)[keep], float(np.median(counts[keep]))):
         return []
     starts = first[keep]
     d = np.diff(starts)

@@ -1,8 +1,15 @@
-"""A report's loop (its iterations, from NVTX or from the repeating GPU work) and the phases around it.
+"""A report's loops (their iterations, from NVTX or from the repeating GPU work) and the phases around them.
 
-Phases: ``startup`` (from the first recorded activity to the first iteration), ``warmup`` (leading
-iterations well above the steady median), ``steady`` (the rest of the loop) and ``teardown`` (after
-the last iteration); a report without a loop has one phase, ``whole``.
+Phases with loops: ``startup`` (from the first recorded activity to the first iteration), ``warmup``
+(leading iterations of the first loop well above its steady median), ``steady`` (the rest of the loops:
+a program that runs several loops one after the other has them all in its steady phase, each with its
+own iterations), ``epilogue`` (GPU work after the last iteration: the copies of the results back, a last
+evaluation; analysed like the loop) and ``teardown`` (after the last GPU work: frees, destroys, exit).
+
+A one-shot program (no loop) has ``startup`` (until its set-up ends: context creation, module loading,
+NCCL communicators, MPI_Init, and the first allocations, all before its first GPU operation after them),
+``work`` (from there to the end of its last GPU operation: the default analysis window) and
+``teardown``. A report without GPU work has one phase, ``whole``.
 
 Warm-up is a robust outlier test on the iteration times (start to next start): with ``M`` the median
 and ``MAD`` the median absolute deviation, an iteration is slow when it takes more than
@@ -19,7 +26,15 @@ import numpy as np
 
 from analysis import iterations as nvtx_iterations
 from analysis.cuda_api import SYNC_API_RE, api_name_in
-from analysis.periods import pattern_iterations, sync_iterations, unit_period
+from analysis.periods import (
+    OPS_CODES_SQL,
+    OPS_SQL,
+    Period,
+    pattern_loops,
+    period_in,
+    sync_iterations,
+    unit_period,
+)
 from analysis.trace import Trace
 
 WARMUP_MADS = 3.0
@@ -28,6 +43,14 @@ SETTLE = 3
 RECORDS = 200  # per-iteration records in the JSON (the slowest and the first ones); all are in memory
 
 TIMED = ("kernels", "memcpy", "memset", "cuda_api", "nvtx", "osrt", "sync")
+# Another loop before or after the main one must hold at least this share of its GPU time: set-up
+# work that happens to repeat (a few identical copies or memsets) is not a loop of the program.
+SECONDARY_SHARE = 0.1
+STRONG_SETUP_RE = r"^(nccl(Comm(Init|Split)\w*)|P?MPI_Init\w*)"
+# Set-up, by CUDA call or NVTX range name: the work window of a one-shot program starts after them.
+SETUP_RE = (r"^(nccl(Comm(Init|Split)\w*|GetUniqueId)|MPI_Init\w*|PMPI_Init\w*|cu(Init|CtxCreate\w*|DevicePrimaryCtx\w*"
+            r"|Module(Load\w*)|Library(Load\w*)|Link\w*)|cuda(SetDevice|Malloc\w*|HostAlloc|MallocHost|HostRegister|Free)$"
+            r"|cuMem(Alloc\w*|HostAlloc|Create|Map|AddressReserve))")
 
 
 @dataclass(frozen=True)
@@ -53,6 +76,10 @@ class Loop:
     detail: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
     nvtx: dict[str, Any] = field(default_factory=dict, repr=False)  # analysis.iterations' result, all items
+    # On the main loop (the one with the most GPU time): every loop of the report in time order, itself
+    # included, when the report has several.
+    loops: list[Loop] = field(default_factory=list, repr=False)
+    gpu_ns: int = 0                        # the loop's GPU operation time (sum of durations), to rank loops
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -64,6 +91,16 @@ class Loop:
             return np.empty(0, dtype=np.int64)
         return np.r_[np.diff(self.starts), self.ends[-1] - self.starts[-1]]
 
+    @property
+    def all(self) -> list[Loop]:
+        """Every loop of the report in time order (this one alone when it is the only one; none when empty)."""
+        return self.loops or ([self] if len(self) else [])
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """First start and last end of the loop's iterations."""
+        return int(self.starts[0]), int(max(self.ends.max(), self.starts[-1]))
+
 
 def _signature(trace: Trace, unit: tuple[int | None, int | None], start: int, n: int = 5) -> list[str]:
     """The first kernels of an iteration (names as exported; shown escaped by every front end)."""
@@ -74,9 +111,63 @@ def _signature(trace: Trace, unit: tuple[int | None, int | None], start: int, n:
                                         AND start_ns >= {int(start)} ORDER BY start_ns LIMIT {int(n)}""")]  # noqa: S608
 
 
+def _pattern_loop(trace: Trace, period: Period, its: list[tuple[int, int, int, int]], nv_reason: str | None) -> Loop:
+    starts = np.array([i[0] for i in its], dtype=np.int64)
+    ends = np.array([i[1] for i in its], dtype=np.int64)
+    unit = (period.pid, period.device)
+    loop = Loop("kernel_pattern", starts, ends, signature=_signature(trace, unit, int(starts[0]), min(5, period.length)),
+                unit=unit, detail={"period_ops": period.length, "regularity": round(period.regularity, 3),
+                                   "match": round(period.match, 3), "pid": period.pid, "device": period.device,
+                                   "nvtx_reason": nv_reason})
+    loop.gpu_ns = sum(i[3] for i in its)
+    return loop
+
+
+def _pattern_loops(trace: Trace, period: Period, nv_reason: str | None) -> list[Loop]:
+    """The period's loops, then other loops in the unit's work before, between and after them (another
+    method of a benchmark, the next phase of a solver), each with its own period; in time order."""
+    found = [_pattern_loop(trace, period, its, nv_reason) for its in pattern_loops(trace, period)]
+    if not found:
+        return []
+    top = max(x.gpu_ns for x in found)
+    bounds = trace.sql(f"SELECT MIN(start_ns), MAX(start_ns) FROM ({OPS_SQL}) WHERE "  # noqa: S608 - integers
+                       + ("pid IS NULL" if period.pid is None else f"pid = {int(period.pid)}") + " AND "
+                       + ("device IS NULL" if period.device is None else f"device = {int(period.device)}"))[0]
+    edges = [int(bounds[0])] + [t for x in found for t in (x.span[0], x.span[1] + 1)] + [int(bounds[1]) + 1]
+    more: list[Loop] = []
+    for lo, hi in zip(edges[::2], edges[1::2], strict=True):
+        if hi <= lo:
+            continue
+        other = period_in(trace, period.pid, period.device, lo, hi)
+        if other is None:
+            continue
+        for its in pattern_loops(trace, other, lo, hi):
+            x = _pattern_loop(trace, other, its, nv_reason)
+            if x.gpu_ns >= SECONDARY_SHARE * top:
+                more.append(x)
+    return sorted(found + more, key=lambda x: x.span[0])
+
+
+def _nvtx_repeats(trace: Trace, starts: np.ndarray) -> bool:
+    """Whether NVTX steps repeat one piece of GPU work (``analysis.loops``): a few calls of one range
+    around different work (two blocks of differently shaped queries) are not a loop."""
+    from analysis.loops import repeats_one, signatures
+
+    top = trace.sql(f"SELECT pid FROM ({OPS_SQL}) WHERE pid IS NOT NULL GROUP BY pid ORDER BY COUNT(*) DESC LIMIT 1")  # noqa: S608
+    if not top or len(starts) == 0:
+        return True
+    ops = trace.arrays(f"SELECT start_ns, (code & 4294967295)::UINTEGER AS code FROM ({OPS_CODES_SQL}) "  # noqa: S608
+                       f"WHERE pid = {int(top[0][0])}")
+    at = np.searchsorted(starts, ops["start_ns"], side="right") - 1
+    sigs = signatures(at, ops["code"], len(starts))
+    counts = np.bincount(at[at >= 0], minlength=len(starts))[:len(starts)]
+    return not counts.any() or repeats_one(sigs, float(np.median(counts)))
+
+
 def find_loop(trace: Trace) -> Loop:
-    """The report's iterations: NVTX steps when the report has them, else the kernel pattern, else the
-    cadence of blocking syncs (``analysis.periods``)."""
+    """The report's main loop: NVTX steps when the report has them, else the kernel pattern (several loops
+    one after the other: the one with the most GPU time, with every loop in ``loops``), else the cadence
+    of blocking syncs (``analysis.periods``)."""
     empty = np.empty(0, dtype=np.int64)
     if trace.tool != "nsys":
         return Loop(None, empty, empty, reason="not an nsys report")
@@ -88,30 +179,31 @@ def find_loop(trace: Trace) -> Loop:
                           dtype=np.int64)
         ends = np.array([max(i["end_ns"], i["gpu_end_ns"] or 0) for i in items], dtype=np.int64)
         order = np.argsort(starts, kind="stable")
-        gpu = [i["gpu_ns"] for i in items]
-        nv["p99_ns"] = float(np.percentile(gpu, 99)) if gpu else None  # of the steps' projected GPU time
-        return Loop("nvtx", starts[order], ends[order], signature=[nv["range"]],
-                    detail={"range": nv["range"], "domain": nv.get("domain")}, nvtx=nv)
+        if _nvtx_repeats(trace, starts[order]):
+            gpu = [i["gpu_ns"] for i in items]
+            nv["p99_ns"] = float(np.percentile(gpu, 99)) if gpu else None  # of the steps' projected GPU time
+            return Loop("nvtx", starts[order], ends[order], signature=[nv["range"]],
+                        detail={"range": nv["range"], "domain": nv.get("domain")}, nvtx=nv)
+        nv = {"has_nvtx": True, "range": None, "domain": None, "count": 0, "items": [], "slowest": [],
+              "reason": f"the NVTX range {nv['range']!r} repeats, but around different GPU work each time "
+                        "(no repeated signature): not a loop"}
     if not trace.has_rows("kernels"):
         return Loop(None, empty, empty, reason=nv.get("reason") or "no GPU kernels", nvtx=nv)
     period = unit_period(trace)
-    its = pattern_iterations(trace, period) if period else []
-    if period is None or not its:
-        synced = sync_iterations(trace, api_name_in(trace, SYNC_API_RE)) if trace.has_rows("cuda_api") else []
-        if synced:
-            return Loop("host_sync", np.array([s[0] for s in synced], dtype=np.int64),
-                        np.array([s[1] for s in synced], dtype=np.int64),
-                        detail={"nvtx_reason": nv.get("reason"), "ops_median": int(np.median([s[2] for s in synced]))})
-        return Loop(None, empty, empty, reason=f"{nv.get('reason')}; and no repeating sequence of GPU "
-                                               "operations, nor a regular cadence of blocking syncs, covers "
-                                               "most of the GPU work", nvtx=nv)
-    starts = np.array([i[0] for i in its], dtype=np.int64)
-    ends = np.array([i[1] for i in its], dtype=np.int64)
-    unit = (period.pid, period.device)
-    return Loop("kernel_pattern", starts, ends, signature=_signature(trace, unit, int(starts[0]), min(5, period.length)), unit=unit,
-                detail={"period_ops": period.length, "regularity": round(period.regularity, 3),
-                        "match": round(period.match, 3), "pid": period.pid, "device": period.device,
-                        "nvtx_reason": nv.get("reason")})
+    loops = _pattern_loops(trace, period, nv.get("reason")) if period else []
+    if loops:
+        main = max(loops, key=lambda x: (x.gpu_ns, len(x)))
+        if len(loops) > 1:
+            main.loops = loops
+        return main
+    synced = sync_iterations(trace, api_name_in(trace, SYNC_API_RE)) if trace.has_rows("cuda_api") else []
+    if synced:
+        return Loop("host_sync", np.array([s[0] for s in synced], dtype=np.int64),
+                    np.array([s[1] for s in synced], dtype=np.int64),
+                    detail={"nvtx_reason": nv.get("reason"), "ops_median": int(np.median([s[2] for s in synced]))})
+    return Loop(None, empty, empty, reason=f"{nv.get('reason')}; and no repeating sequence of GPU "
+                                           "operations, nor a regular cadence of blocking syncs, covers "
+                                           "most of the GPU work", nvtx=nv)
 
 
 def activity_bounds(trace: Trace) -> tuple[int, int] | None:
@@ -158,33 +250,109 @@ def _fmt(ns: int) -> str:
     return f"{ns / 1e9:.2f} s" if ns >= 1e8 else f"{ns / 1e6:.2f} ms"
 
 
+def gpu_bounds(trace: Trace) -> tuple[int, int] | None:
+    """First start and last end of the report's GPU operations (unified-memory migrations included: the
+    GPU works while pages move)."""
+    row = trace.sql(f"""SELECT MIN(s), MAX(e) FROM (SELECT MIN(start_ns) s, MAX(end_ns) e FROM ({OPS_SQL})
+                        UNION ALL SELECT MIN(start_ns), MAX(end_ns) FROM memcpy)""")[0]  # noqa: S608 - constants
+    return None if row[0] is None else (int(row[0]), int(row[1]))
+
+
+def _ranges(trace: Trace, rx: str, before: int | None = None) -> list[tuple[int, int]]:
+    """(start, end) of the CUDA calls and NVTX ranges whose name matches ``rx`` (starting before ``before``)."""
+    cut = "" if before is None else f" AND start_ns < {int(before)}"
+    parts = []
+    if trace.has_rows("cuda_api"):
+        parts.append(f"SELECT start_ns, end_ns FROM cuda_api WHERE regexp_matches(name, $rx){cut}")  # noqa: S608 - integers
+    if trace.has_rows("nvtx"):
+        parts.append(f"SELECT start_ns, end_ns FROM nvtx WHERE kind <> 'mark' AND regexp_matches(text, $rx){cut}")  # noqa: S608
+    if not parts:
+        return []
+    rows = trace.sql(" UNION ALL ".join(parts), {"rx": rx})
+    return [(int(a), int(e)) for a, e in rows if a is not None and e is not None]
+
+
+def _next_op(trace: Trace, at: int) -> int | None:
+    nxt = trace.scalar(f"SELECT MIN(start_ns) FROM ({OPS_SQL}) WHERE start_ns >= {int(at)}")  # noqa: S608 - integers
+    return None if nxt is None else int(nxt)
+
+
+def setup_end(trace: Trace, first_gpu: int) -> int:
+    """Where a one-shot program's set-up ends: its first GPU operation after the NCCL communicator and
+    MPI_Init set-up that began before its first kernel (the buffers cleared or filled before a
+    collective are its set-up too) and outside every set-up call or range (``SETUP_RE``: GPU work
+    launched inside context creation or module loading is set-up); the first GPU operation when none."""
+    s = first_gpu
+    first_kernel = trace.scalar("SELECT MIN(start_ns) FROM kernels")
+    if first_kernel is not None:
+        strong = [e for _, e in _ranges(trace, STRONG_SETUP_RE, int(first_kernel)) if e > s]
+        if strong:
+            s = _next_op(trace, max(strong)) or s
+    calls = _ranges(trace, SETUP_RE)
+    for _ in range(16):
+        inside = [e for a, e in calls if a <= s < e]
+        nxt = _next_op(trace, max(inside)) if inside else None
+        if nxt is None:
+            return s
+        s = nxt
+    return s
+
+
+def _fill(trace: Trace, lo: int, hi: int) -> str:
+    calls = top_calls(trace, lo, hi)
+    return "; ".join(f"{name} {_fmt(ns)}" for name, ns in calls)
+
+
 def phases(trace: Trace, loop: Loop) -> list[Phase]:
-    """The report's phases in time order (one ``whole`` phase without a loop)."""
+    """The report's phases in time order (see the module docstring)."""
     bounds = activity_bounds(trace)
     if bounds is None:
         return []
     t0, t1 = bounds
+    gpu = gpu_bounds(trace)
     if not len(loop):
-        return [Phase("whole", t0, t1, f"no iterations found ({loop.reason})" if loop.reason else "no iterations found")]
-    w = warmup_count(loop.durations)
-    first, last_end = int(loop.starts[0]), int(max(loop.ends.max(), loop.starts[-1]))
+        if gpu is None:
+            return [Phase("whole", t0, t1, f"no iterations found ({loop.reason})" if loop.reason else "no iterations found")]
+        start = setup_end(trace, gpu[0])
+        end = max(gpu[1], start)
+        out = []
+        if start > t0:
+            fill = _fill(trace, t0, start)
+            out.append(Phase("startup", t0, start, "set-up until the work starts" + (f"; {fill}" if fill else "")))
+        out.append(Phase("work", start, end, "no loop: a one-shot program's work, from its first GPU operation "
+                         f"after set-up to its last ({loop.reason})" if loop.reason else "no loop: one-shot work"))
+        if t1 > end:
+            out.append(Phase("teardown", end, t1, "after the last GPU work"))
+        return out
+    loops = loop.all
+    first_loop = loops[0]
+    w = warmup_count(first_loop.durations)
+    first = int(first_loop.starts[0])
+    last_end = max(x.span[1] for x in loops)
     t0, t1 = min(t0, first), max(t1, last_end)
-    out: list[Phase] = []
+    out = []
     if first > t0:
-        calls = top_calls(trace, t0, first)
-        fill = "; ".join(f"{name} {_fmt(ns)}" for name, ns in calls)
+        fill = _fill(trace, t0, first)
         out.append(Phase("startup", t0, first, "until the first iteration" + (f"; {fill}" if fill else "")))
-    steady_start = int(loop.starts[w])
+    steady_start = int(first_loop.starts[w])
     if w:
-        med = float(np.median(loop.durations[w:]))
+        med = float(np.median(first_loop.durations[w:]))
         out.append(Phase("warmup", first, steady_start,
                          f"{w} leading iteration(s) above the steady median {_fmt(int(med))} "
                          f"(median + {WARMUP_MADS:g} MAD, at least +{WARMUP_FLOOR:.0%})"))
-    out.append(Phase("steady", steady_start, last_end,
-                     f"{len(loop) - w} iteration(s) from {loop.source}" + (
-                         f" ({loop.detail.get('range')!r})" if loop.source == "nvtx" else "")))
-    if t1 > last_end:
-        out.append(Phase("teardown", last_end, t1, "after the last iteration"))
+    what = f"{sum(len(x) for x in loops) - w} iteration(s) from {loop.source}" + (
+        f" ({loop.detail.get('range')!r})" if loop.source == "nvtx" else "")
+    if len(loops) > 1:
+        what += f" in {len(loops)} loops one after the other"
+    out.append(Phase("steady", steady_start, last_end, what))
+    end = last_end
+    if gpu is not None and gpu[1] > last_end and trace.scalar(
+            f"SELECT 1 FROM ({OPS_SQL}) WHERE start_ns >= {last_end} LIMIT 1") is not None:  # noqa: S608 - integers
+        out.append(Phase("epilogue", last_end, gpu[1], "GPU work after the last iteration (results copied back, "
+                         "a last evaluation): analysed like the loop"))
+        end = gpu[1]
+    if t1 > end:
+        out.append(Phase("teardown", end, t1, "after the last GPU work"))
     return out
 
 

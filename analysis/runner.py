@@ -43,6 +43,7 @@ from analysis.anatomy import anatomy
 from analysis.duck import connect
 from analysis.findings import Finding, rank_finding_dicts
 from analysis.launches import launch_summary
+from analysis.loop_report import loop_list, mark_loops, program_shape, run_phase
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
@@ -164,6 +165,8 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
             out.update(stats)
         out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
                          "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
+    out["loops"] = loop_list(loop)
+    out["program"] = program_shape(loop, info.phases)
     if ana is not None:
         records = ana.pop("records")
         out["anatomy"] = {**ana, "records": records[:ITEMS], "records_total": len(records)}
@@ -219,6 +222,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
     paced = ((info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"
     placed = [_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
               for f in found]
+    mark_loops(placed, info)
     return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
 
 
@@ -353,7 +357,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             run_status[rule_cls.id] = ("error", f"{type(exc).__name__}: {exc}")
             continue
         infos = [r.info for r in results]
-        run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), spec.text), infos).to_dict() for f in found]
+        phase = run_phase(results, spec.text)
+        run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found]
         run_status[rule_cls.id] = ("ok", None)
     findings: list[dict[str, Any]] = []
     rules: list[dict[str, Any]] = []

@@ -160,9 +160,14 @@ def loop_json(loop: Loop) -> str:
     detail, reason and the NVTX step summary (without its per-step list)."""
     from analysis.iterations import compact
 
+    # Several loops: each one's iterations (a few thousand integers at most per loop), the main one's by index.
+    others = [{"source": x.source, "starts": x.starts.tolist(), "ends": x.ends.tolist(), "signature": x.signature,
+               "unit": None if x.unit is None else list(x.unit), "detail": x.detail, "gpu_ns": x.gpu_ns,
+               "main": x is loop} for x in loop.loops]
     return json.dumps({"source": loop.source, "signature": loop.signature,
                        "unit": None if loop.unit is None else list(loop.unit), "detail": loop.detail,
-                       "reason": loop.reason, "nvtx": compact(loop.nvtx) if loop.nvtx else {}}, default=_plain)
+                       "reason": loop.reason, "nvtx": compact(loop.nvtx) if loop.nvtx else {},
+                       "gpu_ns": loop.gpu_ns, "loops": others}, default=_plain)
 
 
 def stored_loop(trace: Trace) -> Loop | None:
@@ -173,9 +178,15 @@ def stored_loop(trace: Trace) -> Loop | None:
     facts = json.loads(trace.meta["loop"])
     d = trace.arrays(f"SELECT start_ns, own_end_ns FROM {TABLE} ORDER BY idx")  # noqa: S608 - constants
     unit = facts.get("unit")
-    return Loop(facts["source"], d["start_ns"].astype(np.int64), d["own_end_ns"].astype(np.int64),
+    main = Loop(facts["source"], d["start_ns"].astype(np.int64), d["own_end_ns"].astype(np.int64),
                 signature=list(facts.get("signature") or []), unit=None if unit is None else tuple(unit),
-                detail=facts.get("detail") or {}, reason=facts.get("reason"), nvtx=facts.get("nvtx") or {})
+                detail=facts.get("detail") or {}, reason=facts.get("reason"), nvtx=facts.get("nvtx") or {},
+                gpu_ns=int(facts.get("gpu_ns") or 0))
+    main.loops = [main if x.get("main") else Loop(
+        x["source"], np.array(x["starts"], dtype=np.int64), np.array(x["ends"], dtype=np.int64),
+        signature=list(x.get("signature") or []), unit=None if x.get("unit") is None else tuple(x["unit"]),
+        detail=x.get("detail") or {}, gpu_ns=int(x.get("gpu_ns") or 0)) for x in facts.get("loops") or []]
+    return main
 
 
 def write_iterations(path: Path, memory_bytes: int, deadline: float | None = None) -> int:

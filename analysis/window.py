@@ -1,9 +1,10 @@
 """The analysis window: which part of each report's timeline the rules and headline numbers look at.
 
-Specs (CLI ``--window``, API ``window``): ``steady`` (the default: the steady phase, or the whole report
-when it has no loop), ``all``, ``startup``, ``nvtx:NAME`` (first start to last end of the NVTX ranges
+Specs (CLI ``--window``, API ``window``): ``steady`` (the default: the steady phase, which covers every
+loop of the report, and the epilogue after it; a one-shot program's work phase; the whole report when it has no GPU work), ``all``, ``startup``, ``nvtx:NAME`` (first start to last end of the NVTX ranges
 named NAME, digits read as ``#`` as for steps), ``iterations:A-B`` (iterations A to B of the loop,
-0-based, inclusive) and ``time:T0-T1`` (from session start; units ns, us, ms or s, default ms).
+0-based, inclusive), ``loop:N`` (loop N of a report with several, 0-based in time order: each loop is its
+own steady window) and ``time:T0-T1`` (from session start; units ns, us, ms or s, default ms).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ MAX_CHARS = 200
 class WindowSpec:
     """A parsed window option; ``text`` is the canonical spec recorded with the results."""
 
-    kind: str                  # steady | all | startup | nvtx | iterations | time
+    kind: str                  # steady | all | startup | nvtx | iterations | loop | time
     text: str
     name: str | None = None
     a: int | None = None
@@ -67,6 +68,8 @@ def parse(spec: str | None) -> WindowSpec:
             if m and int(m.group(1)) <= int(m.group(2)):
                 return WindowSpec("iterations", f"iterations:{m.group(1)}-{m.group(2)}",
                                   a=int(m.group(1)), b=int(m.group(2)))
+        if kind == "loop" and arg.strip().isdigit():
+            return WindowSpec("loop", f"loop:{int(arg)}", a=int(arg))
         if kind == "time":
             left, sep, right = arg.partition("-")
             if sep:
@@ -76,7 +79,7 @@ def parse(spec: str | None) -> WindowSpec:
     except ValueError:
         pass
     raise TraceError("bad_window", f"window {text[:80]!r} is not one of steady, all, startup, nvtx:NAME, "
-                     "iterations:A-B (0-based, A <= B) or time:T0-T1 (units ns, us, ms, s; default ms; T0 < T1)")
+                     "iterations:A-B (0-based, A <= B), loop:N (0-based) or time:T0-T1 (units ns, us, ms, s; default ms; T0 < T1)")
 
 
 def _nvtx_bounds(trace: Trace, name: str | None) -> tuple[int | None, int | None]:
@@ -100,7 +103,15 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
     if spec.kind == "steady":
         steady = phase_of(info.phases, "steady")
         if steady is None:
+            # A one-shot program: its work after set-up, before teardown.
+            work = phase_of(info.phases, "work")
+            if work is not None:
+                return "work", (work.start_ns, work.end_ns), work.reason
             return "whole", None, "no loop found, so the whole report"
+        # GPU work after the last iteration (results copied back) is analysed like the loop.
+        epilogue = phase_of(info.phases, "epilogue")
+        if epilogue is not None:
+            return "steady", (steady.start_ns, epilogue.end_ns), steady.reason + "; with the epilogue after it"
         return "steady", (steady.start_ns, steady.end_ns), steady.reason
     if spec.kind == "startup":
         start = phase_of(info.phases, "startup")
@@ -109,6 +120,13 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
         return "startup", (start.start_ns, start.end_ns), start.reason
     if spec.kind == "time" and spec.a is not None and spec.b is not None:  # parse sets both for a time window
         return "time", (int(spec.a), int(spec.b)), f"{spec.text}, as asked"
+    if spec.kind == "loop":
+        loops = info.loop.all
+        if spec.a is None or spec.a >= len(loops):
+            raise TraceError("bad_window", f"{trace.label}: {spec.text} asks for a loop the report does not have "
+                             f"({len(loops)} found)")
+        lo, hi = loops[spec.a].span
+        return "steady", (lo, hi), f"loop {spec.a} of {len(loops)}: {len(loops[spec.a])} iteration(s), as asked"
     if spec.kind == "iterations":
         loop = info.loop
         if spec.b is None or spec.b >= len(loop):

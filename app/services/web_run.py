@@ -117,6 +117,8 @@ def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[s
             "steps": ana.get("steady_count"), "median_ns": ana.get("iteration_median_ns"),
             "jitter_pct": ana.get("jitter_pct"), "duty_pct": ana.get("gpu_duty_cycle_pct"), "kind": ana.get("kind"),
             "per_second": ana.get("per_second"), "slowest": ana.get("slowest_steps") or [],
+            # Several loops one after the other: each one's step times (one loop: the table above says it all).
+            "loops": it.get("loops") if len(it.get("loops") or []) > 1 else [],
         })
     return out
 

@@ -280,8 +280,13 @@ def test_host_sync_cadence_gives_the_iterations_without_a_kernel_pattern(tmp_pat
     steady = next(ph for ph in rep["phases"] if ph["name"] == "steady")
     assert steady["start_ns"] == facts["starts"][0] and steady["end_ns"] == facts["last_end"]
     assert it["anatomy"]["per_second"] == 25.0
-    # The same loop without the syncs has no cadence to find: one phase, the whole report.
+    # The same loop without the syncs has no cadence to find: a one-shot program, whose work (first to
+    # last GPU operation) is the analysis window.
     (tmp_path / "plain").mkdir()
-    _, plain = _analyzed(tmp_path / "plain", [period] * 20, plant={"shuffle": 7})
-    assert plain["reports"][0]["iterations"]["source"] is None
-    assert [ph["name"] for ph in plain["reports"][0]["phases"]] == ["whole"]
+    plain_facts, plain = _analyzed(tmp_path / "plain", [period] * 20, plant={"shuffle": 7})
+    rep = plain["reports"][0]
+    assert rep["iterations"]["source"] is None
+    assert [ph["name"] for ph in rep["phases"]] == ["startup", "work"]
+    work = rep["phases"][1]
+    assert (work["start_ns"], work["end_ns"]) == (plain_facts["starts"][0], plain_facts["last_end"])
+    assert (rep["window"]["phase"], rep["window"]["start_ns"]) == ("work", plain_facts["starts"][0])

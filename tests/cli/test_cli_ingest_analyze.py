@@ -146,7 +146,8 @@ def test_analyze_window_option():
     ids = [f["rule_id"] for f in result["findings"]]
     assert ids[0] == "PHASE001" and "GPU001" not in ids
     text = goodput("analyze", "--quiet", str(vecadd))
-    assert "phases: startup" in text.stdout and "per step" in text.stdout
+    # vecadd is one-shot (four chunks on four streams, no loop): start-up, work (the default window), teardown.
+    assert "phases: startup" in text.stdout and ", work " in text.stdout and "window steady: work" in text.stdout
     for bad, why in (("sometimes", "is not one of"), ("nvtx:missing", "no NVTX range named")):
         res = goodput("analyze", "--window", bad, "--quiet", str(vecadd))
         assert res.returncode == 2 and res.stdout == "" and len(res.stderr.strip().splitlines()) == 1

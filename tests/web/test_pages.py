@@ -106,11 +106,18 @@ def test_runs_list_headline_numbers_equal_the_traces(client, db, settings, nccl_
     span = compute = comm = 0
     for report in db.scalars(sa.select(Report).where(Report.run_id == nccl_run)):
         con = duckdb.connect(str(pipeline.data_path(settings, report.trace_path)), read_only=True)
-        # direct per-device spans: first start to last end of GPU work, summed over devices
-        span += con.execute("""SELECT sum(e - s) FROM (SELECT pid, device, min(start_ns) s, max(end_ns) e FROM (
+        # The headline numbers are the analysis window's: these one-shot ranks' work phase (their AllReduce,
+        # after communicator set-up).
+        w = db.scalar(sa.select(RunSummary.data).where(RunSummary.report_id == report.id))["window"]
+        lo, hi = w["start_ns"], w["end_ns"]
+        # direct per-device spans: first start to last end of GPU work in the window, summed over devices
+        span += con.execute("""SELECT sum(e - s) FROM (SELECT pid, device, min(greatest(start_ns, $lo)) s,
+            max(least(end_ns, $hi)) e FROM (
             SELECT pid, device, start_ns, end_ns FROM kernels UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy
-            UNION ALL SELECT pid, device, start_ns, end_ns FROM memset) GROUP BY pid, device)""").fetchone()[0]
-        comm += con.execute("SELECT coalesce(sum(end_ns - start_ns), 0) FROM kernels WHERE category = 'nccl'").fetchone()[0]
+            UNION ALL SELECT pid, device, start_ns, end_ns FROM memset) WHERE start_ns < $hi AND end_ns > $lo
+            GROUP BY pid, device)""", {"lo": lo, "hi": hi}).fetchone()[0]
+        comm += con.execute("SELECT coalesce(sum(least(end_ns, $hi) - greatest(start_ns, $lo)), 0) FROM kernels "
+                            "WHERE category = 'nccl' AND start_ns < $hi AND end_ns > $lo", {"lo": lo, "hi": hi}).fetchone()[0]
         compute += con.execute("SELECT coalesce(sum(end_ns - start_ns), 0) FROM kernels WHERE category = 'compute'"
                                ).fetchone()[0]
         con.close()
@@ -239,7 +246,9 @@ def test_compare_and_job_pages(client, db, settings, ingested) -> None:
     # the last one has twice their exposed communication (and a higher goodput: not a regression there)
     last, first = trends.points[3], trends.points[0]
     assert last.exposed_comm_ns > 1.1 * first.exposed_comm_ns and last.goodput_pct > first.goodput_pct
-    assert last.regressed_on == ["comm"]
+    # The NCCL runs are one-shot: their window is the work (the AllReduce), far shorter than torchrun's steady
+    # loop, so the time regressed too.
+    assert last.regressed_on == ["time", "comm"]
     page = client.get("/jobs/trend").get_data(as_text=True)
     assert page.count("data-trend=") == 3
     assert client.get("/jobs/nope").status_code == 404
@@ -307,3 +316,23 @@ def test_run_page_iterations_and_per_step_impacts(client, db, settings, ingested
     assert n == ana["steady_count"] and per_step == round(gpu.impact_ns / n)
     assert re.search(rf'title="{re.escape(fmt_ns(gpu.impact_ns))} over the {n} steps of the window">'
                      rf"{re.escape(fmt_ns(per_step))} per step</span>", html)
+
+
+def test_run_page_has_a_step_time_table_per_loop(client, db, settings, ingested) -> None:
+    """A report with two loops one after the other (the clue export: non-tiled then tiled kernels) shows
+    each loop's step times, in time order, the main one marked."""
+    from app.web.filters import fmt_ns
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("clue-um-t4.sqlite")], job="loops")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    report = db.scalar(sa.select(Report).where(Report.run_id == run_id))
+    data = db.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.report_id == report.id)).data
+    loops = data["iterations"]["loops"]
+    assert len(loops) == 2
+    table = html[html.index('<table class="loops">'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr data-loop=") == 2
+    for lp in loops:
+        assert f'<td class="num">{lp["count"]}</td>' in table and fmt_ns(lp["median_ns"]) in table
+    main = next(lp for lp in loops if lp["main"])
+    assert f'<tr data-loop="{main["index"]}" class="main-loop">' in table

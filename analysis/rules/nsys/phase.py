@@ -59,7 +59,8 @@ class StartupCost(_PhaseRule):
 
     *How it is detected*: the report's loop (NVTX steps, else the repeating sequence of GPU operations,
     see ``analysis.periods``) is found first; start-up runs from the first recorded activity (any
-    table) to the first iteration. Reported when at least ``min_ms`` long. What fills it: the CUDA API
+    table) to the first iteration, or, in a one-shot program (no loop), to the first GPU operation after
+    set-up (context creation, module loading, NCCL communicators, MPI_Init; see ``analysis.phases``). Reported when at least ``min_ms`` long. What fills it: the CUDA API
     calls and NCCL/CUDA NVTX ranges that cover most of it, and the GPU's idle share. Impact: its
     length (severity at most *warning*: a one-off cost).
 
@@ -92,9 +93,11 @@ class StartupCost(_PhaseRule):
         bounds = activity_bounds(base)
         share = pct(length, (bounds[1] - bounds[0]) if bounds else 0)
         fill = ", ".join(f"{n} {fmt_ms(t)}" for n, t in calls) or "no CUDA calls"
+        # A one-shot program (no loop) has no first iteration: its start-up ends where its work starts.
+        until = "the first iteration" if len(info.loop) else "the work starts (after set-up)"
         return [Finding(
-            rule_id=self.id, title=f"Start-up takes {fmt_ms(length)} before the first iteration",
-            message=(f"From the first recorded activity to the first iteration: {fmt_ms(length)}"
+            rule_id=self.id, title=f"Start-up takes {fmt_ms(length)} before {until}",
+            message=(f"From the first recorded activity until {until}: {fmt_ms(length)}"
                      + (f" ({share:.1f}% of the profiled time)" if share is not None else "")
                      + f"; largest calls: {fill}; GPU kernels ran {fmt_ms(busy)} of it."),
             impact_ns=length, impact_pct=share, severity=_cap(share), advice=advice + ONE_OFF,
@@ -130,7 +133,8 @@ class WarmupCost(_PhaseRule):
     summary = "Extra time of the first, slow iterations"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        loop = phase_info(trace).loop
+        # The first loop's warm-up (the warm-up phase); another loop later in the run starts warm.
+        loop = phase_info(trace).loop.all[0] if len(phase_info(trace).loop) else phase_info(trace).loop
         d = loop.durations
         w = warmup_count(d)
         if not w:

@@ -13,7 +13,8 @@
     ["memset", "memset"], ["cuda_api", "CUDA API call"], ["nvtx", "NVTX range"]];
   // Analysis phases (report JSON `phases`) as bands behind each rank's lanes.
   const PHASE_COLORS = { startup: "rgba(160, 174, 192, 0.22)", warmup: "rgba(236, 201, 75, 0.22)",
-    steady: "rgba(72, 187, 120, 0.16)", teardown: "rgba(160, 174, 192, 0.22)", whole: "rgba(203, 213, 224, 0.18)" };
+    steady: "rgba(72, 187, 120, 0.16)", work: "rgba(72, 187, 120, 0.16)", epilogue: "rgba(129, 230, 217, 0.2)",
+    teardown: "rgba(160, 174, 192, 0.22)", whole: "rgba(203, 213, 224, 0.18)" };
   const WINDOW_COLOR = "#2f855a";
   const LABEL_W = 230, GROUP_H = 20, GPU_H = 16, API_H = 14, NVTX_H = 12, GAP = 2, AXIS_H = 24;
   const UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
@@ -77,7 +78,7 @@
       item.appendChild(document.createTextNode(label));
       box.appendChild(item);
     }
-    for (const [name, label] of [["warmup", "warm-up phase"], ["steady", "steady phase"], ["startup", "start-up / teardown"]]) {
+    for (const [name, label] of [["warmup", "warm-up phase"], ["steady", "steady / work phase"], ["epilogue", "epilogue"], ["startup", "start-up / teardown"]]) {
       const item = GP.el("span", { class: "tl-key", "data-phase": name });
       item.appendChild(GP.el("i", { style: null })).style.background = PHASE_COLORS[name].replace(/[\d.]+\)$/, "0.6)");
       item.appendChild(document.createTextNode(label));
