@@ -1,0 +1,104 @@
+"""One kernel's ncu findings share its time: causes first, each later finding gains only from what remains.
+
+Every NCU rule estimates its speedup as if it were the only problem of the kernel; several of them on one
+kernel are views of one cost (scattered accesses waste DRAM bandwidth, which leaves the pipes idle, which
+puts the kernel far under its roofline). Their raw gains summed can exceed the kernel's time. Here the
+findings of one kernel (same report, demangled name, grid and block) are ordered, causes before symptoms,
+then by their own estimate, and applied one after the other: finding i gains its fraction of the time the
+earlier ones leave, ``remaining x f_i`` with ``f_i`` = raw gain / kernel time. The gains then add up to
+``T x (1 - prod(1 - f_i)) <= T`` for a kernel of time ``T`` (its linked nsys time or its profiled time),
+and a report's sum is at most its profiled (or linked) time. Only one finding per kernel can be critical
+(the first in that order that reaches the threshold); the rest are at most warnings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Any
+
+from analysis.findings import Finding, severity_for
+
+# Rules that name a reason the kernel moves or waits more than it must, in the order one explains the
+# next: wasted sectors (NCU001) and bank conflicts (NCU004) are fixed in the code that accesses memory;
+# cache reuse (NCU009), occupancy (NCU003), launch shape (NCU006) and too few bytes in flight (NCU008)
+# follow. The rest describe the result: stall reasons (NCU002), idle or saturated pipes (NCU007), the
+# distance to the roofline (NCU010) and the speed-of-light class (NCU005).
+CAUSES = ("NCU001", "NCU004", "NCU009", "NCU003", "NCU006", "NCU008")
+SYMPTOMS = ("NCU002", "NCU007", "NCU010", "NCU005")
+ORDER = {rid: i for i, rid in enumerate(CAUSES + SYMPTOMS)}
+
+
+def _kernel_key(f: Finding) -> tuple | None:
+    kernel = f.extra.get("kernel")
+    if not f.rule_id.startswith("NCU") or kernel is None or not f.extra.get("kernel_time_ns"):
+        return None
+    return (f.report, kernel, str(f.extra.get("kernel_grid")), str(f.extra.get("kernel_block")))
+
+
+def share_gains(findings: list[Finding]) -> list[Finding]:
+    """The findings with each kernel's ncu gains shared (others unchanged, order kept)."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, f in enumerate(findings):
+        key = _kernel_key(f)
+        if key is not None:
+            groups[key].append(i)
+    out = list(findings)
+    for members in groups.values():
+        for i, f in _shared([findings[i] for i in members], members):
+            out[i] = f
+    return out
+
+
+def _order(f: Finding) -> tuple:
+    return (f.rule_id not in CAUSES, -f.impact_ns, ORDER.get(f.rule_id, len(ORDER)), f.rule_id, f.title)
+
+
+def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]:
+    ranked = sorted(zip(index, group, strict=True), key=lambda item: _order(item[1]))
+    total = int(ranked[0][1].extra["kernel_time_ns"])
+    remaining = float(total)
+    causes = [f.rule_id for _, f in ranked if f.rule_id in CAUSES and f.impact_ns > 0]
+    gains: list[tuple[int, Finding, float]] = []
+    for i, f in ranked:
+        fraction = min(max(f.impact_ns / total, 0.0), 1.0)
+        gain = remaining * fraction
+        remaining -= gain
+        gains.append((i, f, gain))
+    saving = sum(g for _, _, g in gains)
+    out: list[tuple[int, Finding]] = []
+    critical_seen = False
+    for position, (i, f, gain) in enumerate(gains, start=1):
+        base = f.extra.get("time_base_ns")
+        pct = 100.0 * gain / base if base and f.impact_pct is not None else f.impact_pct
+        severity = severity_for(pct)
+        if severity == "critical":
+            severity = "warning" if critical_seen else severity
+            critical_seen = True
+        extra: dict[str, Any] = {
+            **f.extra, "raw_impact_ns": int(f.impact_ns), "kernel_saving_ns": int(round(saving)),
+            "cause_order": position, "causes_on_kernel": len(gains),
+            "role": "cause" if f.rule_id in CAUSES else "symptom",
+        }
+        message = f.message
+        earlier = [c for c in causes if c != f.rule_id] if f.rule_id not in CAUSES else []
+        if earlier and gain < f.impact_ns:
+            extra["explained_by"] = earlier
+            message += (f". A symptom of the causes found on this kernel ({', '.join(earlier)}): its gain counts only "
+                        "the time they leave")
+        out.append((i, dataclasses.replace(f, impact_ns=int(round(gain)), impact_pct=pct, severity=severity,
+                                           message=message, extra=extra)))
+    return out
+
+
+def report_saving(findings: list[Finding], report: str | None) -> dict[str, Any]:
+    """The headline estimated saving of an ncu report after ``share_gains``: the bounded sum of its gains in ns,
+    its share of the time it is drawn from (the profiled time, or the linked nsys reports' span; None when
+    kernels of both kinds mix) and which time that is."""
+    mine = [f for f in findings if f.report == report and _kernel_key(f) is not None]
+    linked = {bool(f.extra.get("linked_to_nsys")) for f in mine}
+    pcts = [f.impact_pct for f in mine]
+    uniform = len(linked) <= 1 and all(p is not None for p in pcts)
+    return {"ns": sum(int(f.impact_ns) for f in mine),
+            "pct": sum(p for p in pcts if p is not None) if uniform and mine else (0.0 if not mine else None),
+            "drawn_from": "mixed" if len(linked) > 1 else "nsys" if linked == {True} else "profiled"}
