@@ -12,7 +12,7 @@ from typing import Any
 
 from analysis.ncu import hardware as hwt
 from analysis.ncu import memory_metrics as mm
-from analysis.rules.ncu.metrics import ISSUE_ACTIVE, SM_PCT, Launch, Metric
+from analysis.rules.ncu.metrics import ISSUE_ACTIVE, MEM_PCT, SM_PCT, Launch, Metric
 
 CYCLES_PER_ISSUE = Metric(("smsp__average_warp_latency_per_inst_issued.ratio",),
                           (("warpstatestatistics", "Warp Cycles Per Issued Instruction", 1.0),))
@@ -222,6 +222,10 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
     """Latency, bandwidth, compute or unknown, with the numbers that decide it (see the module docstring)."""
     mem = {lv["name"]: lv for lv in lvls if lv["pct_of_peak"] is not None}
     busiest = max(mem.values(), key=lambda lv: lv["pct_of_peak"]) if mem else None
+    overall = _get(launch, MEM_PCT)
+    if busiest is None and overall is not None:
+        # Only ncu's speed-of-light "Memory Throughput" (the busiest memory unit, unnamed): it still decides.
+        busiest = {"name": "memory", "label": "Memory (ncu's busiest unit)", "pct_of_peak": overall}
     sm = _get(launch, SM_PCT)
     cpi = _get(launch, CYCLES_PER_ISSUE)
     latency_share = _stall_share(launch, mm.MEMORY_LATENCY_STALLS, cpi)
@@ -231,7 +235,7 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
         "busiest_level_pct": busiest["pct_of_peak"] if busiest else None,
         "compute_pct": sm, "cycles_per_issue": cpi, "memory_latency_stall_share": latency_share,
         "memory_queue_stall_share": queue_share, "issue_active": _get(launch, ISSUE_ACTIVE),
-        "bandwidth_threshold_pct": params["bandwidth_pct"],
+        "memory_pct": overall, "bandwidth_threshold_pct": params["bandwidth_pct"],
     }
     numbers.update(_littles_law(launch, hw, lvls, spr))
     limit = params["bandwidth_pct"]
