@@ -20,13 +20,20 @@ from typing import Any
 from analysis.findings import Finding, severity_for
 
 # Rules that name a reason the kernel moves or waits more than it must, in the order one explains the
-# next: wasted sectors (NCU001) and bank conflicts (NCU004) are fixed in the code that accesses memory;
-# cache reuse (NCU009), occupancy (NCU003), launch shape (NCU006) and too few bytes in flight (NCU008)
-# follow. The rest describe the result: stall reasons (NCU002), idle or saturated pipes (NCU007), the
-# distance to the roofline (NCU010) and the speed-of-light class (NCU005).
-CAUSES = ("NCU001", "NCU004", "NCU009", "NCU003", "NCU006", "NCU008")
+# next: wasted sectors (NCU001) and bank conflicts (NCU004) are fixed in the code that accesses memory; a
+# launch too small for the GPU (NCU005's small grid, NCU006) explains low achieved occupancy; then cache
+# reuse (NCU009), occupancy (NCU003) and too few bytes in flight (NCU008). The rest describe the result:
+# stall reasons (NCU002), idle or saturated pipes (NCU007), the distance to the roofline (NCU010) and the
+# speed-of-light class (NCU005).
+CAUSES = ("NCU001", "NCU004", "small_grid", "NCU006", "NCU009", "NCU003", "NCU008")
 SYMPTOMS = ("NCU002", "NCU007", "NCU010", "NCU005")
 ORDER = {rid: i for i, rid in enumerate(CAUSES + SYMPTOMS)}
+
+
+def role_key(f: Finding) -> str:
+    """The finding's place in ``CAUSES``/``SYMPTOMS``: its rule, or ``small_grid`` for NCU005's launch shape."""
+    kind = f.evidence[0].detail.get("bound_kind") if f.evidence else None
+    return "small_grid" if f.rule_id == "NCU005" and kind == "small_grid" else f.rule_id
 
 
 def _kernel_key(f: Finding) -> tuple | None:
@@ -51,14 +58,14 @@ def share_gains(findings: list[Finding]) -> list[Finding]:
 
 
 def _order(f: Finding) -> tuple:
-    return (f.rule_id not in CAUSES, -f.impact_ns, ORDER.get(f.rule_id, len(ORDER)), f.rule_id, f.title)
+    return (role_key(f) not in CAUSES, ORDER.get(role_key(f), len(ORDER)), -f.impact_ns, f.rule_id, f.title)
 
 
 def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]:
     ranked = sorted(zip(index, group, strict=True), key=lambda item: _order(item[1]))
     total = int(ranked[0][1].extra["kernel_time_ns"])
     remaining = float(total)
-    causes = [f.rule_id for _, f in ranked if f.rule_id in CAUSES and f.impact_ns > 0]
+    causes = list(dict.fromkeys(f.rule_id for _, f in ranked if role_key(f) in CAUSES and f.impact_ns > 0))
     gains: list[tuple[int, Finding, float]] = []
     for i, f in ranked:
         fraction = min(max(f.impact_ns / total, 0.0), 1.0)
@@ -78,10 +85,10 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
         extra: dict[str, Any] = {
             **f.extra, "raw_impact_ns": int(f.impact_ns), "kernel_saving_ns": int(round(saving)),
             "cause_order": position, "causes_on_kernel": len(gains),
-            "role": "cause" if f.rule_id in CAUSES else "symptom",
+            "role": "cause" if role_key(f) in CAUSES else "symptom",
         }
         message = f.message
-        earlier = [c for c in causes if c != f.rule_id] if f.rule_id not in CAUSES else []
+        earlier = [c for c in causes if c != f.rule_id] if role_key(f) not in CAUSES else []
         if earlier and gain < f.impact_ns:
             extra["explained_by"] = earlier
             message += (f". A symptom of the causes found on this kernel ({', '.join(earlier)}): its gain counts only "

@@ -12,6 +12,7 @@ from typing import Any
 
 from analysis.ncu import hardware as hwt
 from analysis.ncu import memory_metrics as mm
+from analysis.rules.ncu.access_width import ideal_per_request
 from analysis.rules.ncu.metrics import ISSUE_ACTIVE, MEM_PCT, SM_PCT, Launch, Metric
 
 CYCLES_PER_ISSUE = Metric(("smsp__average_warp_latency_per_inst_issued.ratio",),
@@ -194,7 +195,8 @@ def sectors_per_request(launch: Launch) -> dict[str, Any]:
     """Global loads and stores: L1TEX sectors per request, and the ideal for the access width.
 
     Ideal = sectors per request x useful bytes per sector / 32: a warp whose 32 threads read 4-byte words
-    needs 4 sectors; one thread per sector (a 128-byte stride) uses 32, 8x the ideal.
+    needs 4 sectors; one thread per sector (a 128-byte stride) uses 32, 8x the ideal. Without ncu's bytes
+    per sector the ideal comes from ``access_width.ideal_per_request``, as NCU001's does (``*_ideal_source``).
     """
     out: dict[str, Any] = {}
     for op in ("ld", "st"):
@@ -204,7 +206,11 @@ def sectors_per_request(launch: Launch) -> dict[str, Any]:
             spr = sectors / requests
         bps = _get(launch, mm.BYTES_PER_SECTOR[op])
         out[op] = spr
-        out[f"{op}_ideal"] = spr * bps / hwt.SECTOR_BYTES if spr is not None and bps is not None else None
+        # The same width inference as NCU001, so the page's ideal is the rule's.
+        width = ideal_per_request(launch, op, spr, bps) if spr is not None else None
+        out[f"{op}_ideal"] = width.ideal_sectors_per_request if width else None
+        out[f"{op}_ideal_source"] = width.source if width else None
+        out[f"{op}_ideal_assumption"] = (width.assumption or None) if width else None
         out[f"{op}_bytes_per_sector"] = bps
     return out
 
