@@ -103,8 +103,14 @@ def _hardware(launch: Launch, cc: str | None, device_name: str | None) -> hwt.Ha
         cc = f"{int(major)}.{int(minor)}"
     product = hwt.product_for(device_name)
     hw.cc = cc or (product[1] if product else None)
+    hw.cc_source = "device" if cc else "product" if product else None
     hw.product = product[0] if product else None
     hw.sm_count = _get(launch, mm.SM_COUNT) or (float(product[2]) if product else None)
+    if hw.cc is None:  # no device attributes: what the kernel names and the SM count support, said as such
+        report = launch.memo.get("report") or {}
+        names = sorted({other.short_name for other in report.get("launches", [launch]) if other.short_name})
+        hw.cc, hw.cc_basis = hwt.infer_cc(names, hw.sm_count)
+        hw.cc_source = "inferred" if hw.cc else None
     hw.sm_hz = _get(launch, mm.SM_HZ)
     l2 = _get(launch, mm.L2_SIZE)
     if l2:
@@ -360,6 +366,10 @@ def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]]) -> di
         out.update({"roof": None, "attainable_flops": None, "pct_of_roof": None})
         return out
     attainable, roof = min(roofs)
+    if precision not in hw.flops:  # judged against the memory roofs alone: say why there is no compute roof
+        out["compute_roof_unknown"] = (hw.cc_basis or "") if hw.cc is None else \
+            "the SM count is unknown" if not hw.sm_count else "the SM clock is unknown" if not hw.sm_hz else \
+            f"no {precision} rate for compute capability {hw.cc} in the table"
     out.update({"roof": roof, "attainable_flops": attainable, "compute_peak_known": precision in hw.flops,
                 "pct_of_roof": 100.0 * out["achieved_flops"] / attainable if out["achieved_flops"] and attainable
                 else None})
@@ -393,7 +403,7 @@ def story(launch: Launch, params: Mapping[str, float] | None = None) -> dict[str
             "sectors_per_request": spr,
             "bound": bound(launch, hw, lvls, spr, DEFAULTS),
             "roofline": roofline(launch, hw, lvls),
-            "hardware": {"cc": hw.cc, "product": hw.product, "sm_count": hw.sm_count, "sm_hz": hw.sm_hz,
+            "hardware": {"cc": hw.cc, "cc_source": hw.cc_source, "cc_basis": hw.cc_basis, "product": hw.product, "sm_count": hw.sm_count, "sm_hz": hw.sm_hz,
                          "l2_bytes": hw.l2_bytes, "l2_bytes_source": hw.l2_bytes_source,
                          "latency_cycles_typical": hw.latency_cycles or None},
         }
