@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from analysis.ncu.memory import story
 from analysis.rules.base import Threshold
 from analysis.rules.ncu.common import Hit, NcuRule
 from analysis.rules.ncu.metrics import Launch, Metric
@@ -58,6 +57,9 @@ class ThroughputBottleneck(NcuRule):
     # story's ``bound`` (analysis.ncu.memory.bound) with this rule's latency threshold: the page, the JSON and
     # this finding never disagree.
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
+        # Imported here: analysis.ncu.memory imports this package (its metric helpers) while it initializes.
+        from analysis.ncu.memory import story
+
         b = story(launch, {"bandwidth_pct": params["latency_pct"]})["bound"]
         n = b["numbers"]
         sm, mem = n["compute_pct"], n["busiest_level_pct"]
