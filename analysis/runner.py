@@ -41,7 +41,7 @@ from analysis.activity import unit_ops
 from analysis.anatomy import anatomy
 from analysis.findings import Finding, rank_finding_dicts
 from analysis.launches import launch_summary
-from analysis.ncu.gains import report_saving, share_gains
+from analysis.ncu.gains import annotate_kernels, report_saving, share_gains
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
@@ -248,6 +248,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             if t.tool == "ncu":  # one kernel's findings share its time; the report's sum is bounded
                 found = share_gains(found)
                 info["estimated_saving"] = report_saving(found, label)
+                annotate_kernels(info.get("kernels") or [], found, label)
             facts = _facts(t, v, info_p, records, facts_dir)
         finally:
             if v is not t:

@@ -107,5 +107,25 @@ def report_saving(findings: list[Finding], report: str | None) -> dict[str, Any]
     pcts = [f.impact_pct for f in mine]
     uniform = len(linked) <= 1 and all(p is not None for p in pcts)
     return {"ns": sum(int(f.impact_ns) for f in mine),
-            "pct": sum(p for p in pcts if p is not None) if uniform and mine else (0.0 if not mine else None),
+            "pct": sum(p for p in pcts if p is not None) if uniform and mine else None,
             "drawn_from": "mixed" if len(linked) > 1 else "nsys" if linked == {True} else "profiled"}
+
+
+def annotate_kernels(kernels: list[dict[str, Any]], findings: list[Finding], report: str | None) -> None:
+    """Each ``reports[].kernels`` entry gets its ``estimated_saving_ns`` (None without findings) and its
+    ``causes``: the findings on that kernel in the order they share its time (what the page and CLI list)."""
+    groups: dict[tuple, list[Finding]] = defaultdict(list)
+    for f in findings:
+        key = _kernel_key(f)
+        if key is not None and f.report == report:
+            groups[key[1:]].append(f)
+    for k in kernels:
+        grid = k["grid"] if k.get("grid") else None
+        block = k["block"] if k.get("block") else None
+        mine = groups.get((k["name"], str(grid), str(block)), [])
+        if not mine:  # launches exported without grid/block dims are keyed by their sizes
+            mine = next((g for key, g in groups.items() if key[0] == k["name"] and grid is None), [])
+        mine = sorted(mine, key=lambda f: f.extra.get("cause_order") or 0)
+        k["estimated_saving_ns"] = mine[0].extra.get("kernel_saving_ns") if mine else None
+        k["causes"] = [{"rule_id": f.rule_id, "title": f.title, "impact_ns": int(f.impact_ns),
+                        "role": f.extra.get("role"), "severity": f.severity} for f in mine]
