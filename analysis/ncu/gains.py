@@ -14,6 +14,7 @@ and a report's sum is at most its profiled (or linked) time. Only one finding pe
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -71,7 +72,7 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
         fraction = min(max(f.impact_ns / total, 0.0), 1.0)
         gain = remaining * fraction
         remaining -= gain
-        gains.append((i, f, gain))
+        gains.append((i, f, float(math.floor(gain))))  # down: the whole nanoseconds never add up past T
     saving = sum(g for _, _, g in gains)
     out: list[tuple[int, Finding]] = []
     critical_seen = False
