@@ -80,12 +80,12 @@ class SharedBankConflicts(NcuRule):
                 continue
             ways = wavefronts / ideal if ideal else None
             speedup = pct * l1 / 100.0 if l1 is not None else pct
-            if ways is not None and width is not None:
+            if ways is not None and width is not None and requests:
                 way_text = (f"an average {ways:.1f}-way bank conflict ({wavefronts / requests:.1f} wavefronts per "
                             f"instruction where {ideal_wavefronts(width[0]):.0f} carries {width[0]:.0f}-byte "
                             f"accesses{'; ' + width[1] if width[1] else ''}); ")
             else:
-                way_text = "an access width ncu did not export, so no N-way figure; "
+                way_text = "no N-way figure (the access width or the instruction count is unknown); "
             hits.append(Hit(
                 op, speedup, f"Shared-memory bank conflicts on {what}",
                 f"Shared {what} cause {way_text}{excess:,.0f} excess wavefronts are {pct:.1f}% of {wavefronts:,.0f}",
