@@ -68,6 +68,7 @@ def test_base_name_links_only_with_the_exact_grid_and_block(tmp_path, nsys_repor
                                          "Grid Size": f"({grid}, 1, 1)"})
     assert f["linked_to_nsys"] is True and f["impact_ns"] == round(total * 0.7)
     assert f["nsys_match"] == f["evidence"][0]["detail"]["nsys_match"] == "short_name+grid+block"
+    assert "linked by base name, grid and block" in f["message"]
 
 
 def test_short_name_alone_never_links(tmp_path, nsys_report):

@@ -32,6 +32,11 @@ class Hit:
     speedup_type: str = "local"
 
 
+# How a finding says it was linked to nsys time (analysis.rules.ncu.impact.match_rows).
+LINKED_BY = {"name+grid+block": "demangled name, grid and block", "name": "demangled name (ncu exported no grid "
+             "or block)", "short_name+grid+block": "base name, grid and block (one nsys kernel has them)"}
+
+
 class NcuRule(Rule):
     """Base of NCU0xx rules (not registered itself)."""
 
@@ -106,7 +111,8 @@ class NcuRule(Rule):
         scope = f"{len(by_launch)} of {len(group)} profiled launches" if len(group) > 1 else "the profiled launch"
         message = f"{lead.message} ({scope} of {lead_launch.short_name or lead_launch.name}; " \
                   f"estimated speedup {speedup * 100:.1f}%" + \
-                  (f", applied to {link.total_ns / 1e6:.3f} ms of this kernel in the nsys timeline)" if link else ")")
+                  (f", applied to {link.total_ns / 1e6:.3f} ms of this kernel in the nsys timeline, linked by "
+                   f"{LINKED_BY.get(link.match, link.match)})" if link else ")")
         if link is not None:
             kernel_ns: float | None = link.total_ns
         else:
