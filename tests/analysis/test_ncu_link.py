@@ -122,3 +122,16 @@ def test_analyze_ranks_ncu_and_nsys_findings_together(tmp_path, nsys_report):
     assert any(not f["rule_id"].startswith("NCU") for f in result["findings"])
     status = {r["id"]: r["status"] for r in result["rules"]}
     assert status["NCU005"] == "ok" and status["NCU002"] == "skipped"
+
+
+def test_another_gpu_does_not_link(tmp_path, nsys_report):
+    """Both reports name the GPU: a launch ncu profiled on GPU 5 is not the nsys kernel that ran on GPU 0."""
+    (name, (total, _, grid, block)), = nsys_kernels().items()
+    con = sqlite3.connect(f"file:{corpus_file(NSYS)}?mode=ro", uri=True)
+    devices = {r[0] for r in con.execute("SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL")}
+    con.close()
+    assert devices == {0}
+    shape = {"Kernel Name": name, "Block Size": f"({block}, 1, 1)", "Grid Size": f"({grid}, 1, 1)"}
+    assert run_pair(tmp_path, nsys_report, {**shape, "Device": "0"})["impact_ns"] == round(total * 0.7)
+    f = run_pair(tmp_path, nsys_report, {**shape, "Device": "5"})
+    assert f["linked_to_nsys"] is False and f["impact_ns"] == 700_000

@@ -2,7 +2,8 @@
 
 A profiled kernel links to the run's nsys kernels only when they are the same kernel: the same demangled
 name and, when ncu knows the launch's grid and block, the same grid and block (``name+grid+block``). A
-short name is never enough on its own: two instantiations of one template share it. Only when ncu exported
+short name is never enough on its own: two instantiations of one template share it. Where both reports
+name the GPU, only that GPU's launches count. Only when ncu exported
 base names (its kernel name is the short name, no signature) does the short name plus the exact grid and
 block link, and only when a single nsys kernel has them (``short_name+grid+block``). Anything else is no
 link: the finding keeps the profiled time. ``impact_ns`` = linked nsys GPU time x speedup fraction, as a
@@ -46,7 +47,7 @@ class NsysKernels:
 
     label: str
     span_ns: int | None
-    rows: list[tuple]  # (name, short_name, grid, block, count, total_ns)
+    rows: list[tuple]  # (name, short_name, grid, block, count, total_ns, device)
 
 
 def nsys_kernels(trace: Any) -> NsysKernels | None:
@@ -54,10 +55,10 @@ def nsys_kernels(trace: Any) -> NsysKernels | None:
     if "kernels" not in trace.tables:
         return None
     rows = [
-        (name, short, (gx, gy, gz), (bx, by, bz), n, total)
-        for name, short, gx, gy, gz, bx, by, bz, n, total in trace.sql(
+        (name, short, (gx, gy, gz), (bx, by, bz), n, total, device)
+        for name, short, gx, gy, gz, bx, by, bz, n, total, device in trace.sql(
             "SELECT name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, count(*), "
-            "sum(end_ns - start_ns) FROM kernels GROUP BY ALL"
+            "sum(end_ns - start_ns), device FROM kernels GROUP BY ALL"
         )
     ]
     return NsysKernels(trace.label, nsys_span_ns(trace), rows) if rows else None
@@ -65,12 +66,14 @@ def nsys_kernels(trace: Any) -> NsysKernels | None:
 
 def kernels_to_json(k: NsysKernels) -> dict[str, Any]:
     return {"label": k.label, "span_ns": k.span_ns, "rows": [[a, b, list(g), list(bl), int(n), None if t is None
-                                                              else int(t)] for a, b, g, bl, n, t in k.rows]}
+                                                              else int(t), *rest] for a, b, g, bl, n, t, *rest in k.rows]}
 
 
 def kernels_from_json(d: dict[str, Any]) -> NsysKernels:
     """The inverse of ``kernels_to_json`` (grid and block back to tuples, as ``Launch`` has them)."""
-    return NsysKernels(d["label"], d["span_ns"], [(a, b, tuple(g), tuple(bl), n, t) for a, b, g, bl, n, t in d["rows"]])
+    # Facts stored before the device was kept have six columns: device unknown.
+    return NsysKernels(d["label"], d["span_ns"], [(a, b, tuple(g), tuple(bl), n, t, *(rest or [None]))
+                                                  for a, b, g, bl, n, t, *rest in d["rows"]])
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,10 @@ def match_rows(rows: list[tuple], launch: Launch) -> tuple[list[tuple], str]:
     def same_shape(r: tuple) -> bool:
         return tuple(r[2]) == tuple(launch.grid or ()) and tuple(r[3]) == tuple(launch.block or ())
 
+    # The same GPU where both reports say which. Not the process: ncu replays kernels in a session of its own,
+    # so its process id never equals the nsys one even for the very same program.
+    if launch.device is not None and any(len(r) > 6 and r[6] is not None for r in rows):
+        rows = [r for r in rows if len(r) <= 6 or r[6] is None or r[6] == launch.device]
     exact = [r for r in rows if r[0] == launch.name]
     if exact:
         if not dims:  # ncu did not export the launch's shape: the demangled name is all there is to match
