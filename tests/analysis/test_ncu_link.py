@@ -119,6 +119,12 @@ def test_analyze_ranks_ncu_and_nsys_findings_together(tmp_path, nsys_report):
     ncu_findings = [f for f in result["findings"] if f["rule_id"].startswith("NCU")]
     assert [f["rule_id"] for f in ncu_findings] == ["NCU005"]
     assert ncu_findings[0]["speedup_pct"] == pytest.approx(70.0) and ncu_findings[0]["impact_ns"] == round(total * 0.7)
+    # The headline saving is drawn from the linked nsys time, as a share of the nsys report's span.
+    saving = result["reports"][0]["estimated_saving"]
+    assert saving["drawn_from"] == "nsys" and saving["ns"] == ncu_findings[0]["impact_ns"]
+    assert saving["pct"] == pytest.approx(ncu_findings[0]["impact_pct"], abs=1e-3)  # findings round to 3 places
+    kernel = result["reports"][0]["kernels"][0]
+    assert kernel["nsys_total_ns"] == total and kernel["estimated_saving_ns"] == saving["ns"]
     assert any(not f["rule_id"].startswith("NCU") for f in result["findings"])
     status = {r["id"]: r["status"] for r in result["rules"]}
     assert status["NCU005"] == "ok" and status["NCU002"] == "skipped"
