@@ -1,14 +1,19 @@
-"""One kernel's ncu findings share its time: causes first, each later finding gains only from what remains.
+"""One kernel's ncu findings share its time: causes first, each gaining only what the earlier ones leave.
 
 Every NCU rule estimates its speedup as if it were the only problem of the kernel; several of them on one
 kernel are views of one cost (scattered accesses waste DRAM bandwidth, which leaves the pipes idle, which
 puts the kernel far under its roofline). Their raw gains summed can exceed the kernel's time. Here the
-findings of one kernel (same report, demangled name, grid and block) are ordered, causes before symptoms,
-then by their own estimate, and applied one after the other: finding i gains its fraction of the time the
-earlier ones leave, ``remaining x f_i`` with ``f_i`` = raw gain / kernel time. The gains then add up to
-``T x (1 - prod(1 - f_i)) <= T`` for a kernel of time ``T`` (its linked nsys time or its profiled time),
-and a report's sum is at most its profiled (or linked) time. Only one finding per kernel can be critical
-(the first in that order that reaches the threshold); the rest are at most warnings.
+findings of one kernel (same report, demangled name, grid and block) are ordered, causes before symptoms:
+
+- causes, in the order one explains the next, each gain their fraction of the time the earlier ones leave,
+  ``remaining x f_i`` with ``f_i`` = raw gain / kernel time (together ``T x (1 - prod(1 - f_i)) <= T``);
+- symptoms describe that same cost from the outside: when a cause was found they are explained by it and
+  gain nothing of their own (fixing the cause is what removes them); without one, the largest symptom
+  carries the time at stake and the others are the same cost seen another way (0).
+
+So a kernel's gains never exceed its time ``T`` (its linked nsys time or its profiled time), a report's sum
+is at most its profiled (or linked) time, and only one finding per kernel can be critical (the first in
+that order that reaches the threshold).
 """
 
 from __future__ import annotations
@@ -59,7 +64,9 @@ def share_gains(findings: list[Finding]) -> list[Finding]:
 
 
 def _order(f: Finding) -> tuple:
-    return (role_key(f) not in CAUSES, ORDER.get(role_key(f), len(ORDER)), -f.impact_ns, f.rule_id, f.title)
+    # Causes in their explanatory order; symptoms largest first (the largest carries the time when no cause does).
+    cause = role_key(f) in CAUSES
+    return (not cause, ORDER.get(role_key(f), len(ORDER)) if cause else 0, -f.impact_ns, f.rule_id, f.title)
 
 
 def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]:
@@ -68,8 +75,14 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
     remaining = float(total)
     causes = list(dict.fromkeys(f.rule_id for _, f in ranked if role_key(f) in CAUSES and f.impact_ns > 0))
     gains: list[tuple[int, Finding, float]] = []
+    carrier: str | None = None  # the symptom that carries the kernel's time when no cause does
     for i, f in ranked:
         fraction = min(max(f.impact_ns / total, 0.0), 1.0)
+        if role_key(f) not in CAUSES:
+            if causes or carrier is not None:
+                fraction = 0.0
+            elif fraction > 0:
+                carrier = f.rule_id
         gain = remaining * fraction
         remaining -= gain
         gains.append((i, f, float(math.floor(gain))))  # down: the whole nanoseconds never add up past T
@@ -89,11 +102,15 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
             "role": "cause" if role_key(f) in CAUSES else "symptom",
         }
         message = f.message
-        earlier = [c for c in causes if c != f.rule_id] if role_key(f) not in CAUSES else []
-        if earlier and gain < f.impact_ns:
-            extra["explained_by"] = earlier
-            message += (f". A symptom of the causes found on this kernel ({', '.join(earlier)}): its gain counts only "
-                        "the time they leave")
+        symptom = role_key(f) not in CAUSES
+        if symptom and causes and f.impact_ns > 0:
+            extra["explained_by"] = causes
+            message += (f". A symptom of what is found on this kernel ({', '.join(causes)}): fixing that removes it, "
+                        "so it adds nothing to the kernel's estimated saving")
+        elif symptom and carrier is not None and gain == 0 and f.impact_ns > 0:
+            extra["explained_by"] = [carrier]
+            message += (f". The same cost as {carrier} on this kernel, seen another way: it adds nothing to the "
+                        "kernel's estimated saving")
         out.append((i, dataclasses.replace(f, impact_ns=int(round(gain)), impact_pct=pct, severity=severity,
                                            message=message, extra=extra)))
     return out
