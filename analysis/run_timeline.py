@@ -11,6 +11,7 @@ whatever window is drawn; the boxes inside a window are merged per pixel column 
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -72,8 +73,15 @@ class Part:
 
 
 def short_host(host: str | None) -> str | None:
-    """``ault44.cscs.ch`` -> ``ault44``: the part of a host name people say."""
-    return host.split(".")[0] if host else None
+    """``ault44.cscs.ch`` -> ``ault44``: the part of a host name people say. An IP address stays whole (its
+    first number names nothing); a loopback address or ``localhost`` names no machine: None."""
+    if not host:
+        return None
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None if host.lower() == "localhost" else host.split(".")[0]
+    return None if address.is_loopback else host
 
 
 def offsets(parts: list[Part]) -> tuple[list[int], bool]:

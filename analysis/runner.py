@@ -44,6 +44,7 @@ from analysis.duck import connect
 from analysis.findings import Finding, rank_finding_dicts
 from analysis.launches import launch_summary
 from analysis.loop_report import loop_list, mark_loops, program_shape, run_phase
+from analysis.ncu.gains import annotate_kernels, report_saving, share_gains
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
@@ -215,6 +216,10 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
                               "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
             found, outcomes = _report_rules(wrun, ctx)
+            if t.tool == "ncu":  # one kernel's findings share its time; the report's sum is bounded
+                found = share_gains(found)
+                info["estimated_saving"] = report_saving(found, label)
+                annotate_kernels(info.get("kernels") or [], found, label)
             facts = _facts(t, v, info_p, records, facts_dir)
         finally:
             if v is not t:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from analysis import fmt
-from goodput_cli.render_memory import memory_lines
+from goodput_cli.render_memory import headline_lines, memory_lines
 
 
 def ms(ns: int | float | None) -> str:
@@ -100,6 +100,7 @@ def text(result: dict[str, Any]) -> str:
             lines.append(_printable(f"   degraded: {part.get('table')} lacks {cols}: {part.get('effect')}"))
         counts = rep.get("counts", {})
         lines.append("   " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+        lines.extend(headline_lines(rep))
         if rep.get("tool") == "nsys":
             lines.append(f"   span {ms(rep.get('span_ns'))}, GPU kernel time {ms(rep.get('gpu_time_ns'))}, "
                          f"copied {human_bytes(rep.get('memcpy_bytes'))}")
@@ -146,7 +147,7 @@ def text(result: dict[str, Any]) -> str:
         for i, f in enumerate(findings, 1):
             pct = f" ({f['impact_pct']:.1f}%)" if f.get("impact_pct") is not None else ""
             phase = f" [{f['phase']}]" if f.get("phase") else ""
-            impact = ms(f["impact_ns"])
+            impact = ms(f["impact_ns"]) if f.get("kernel_time_ns", 0) is not None else "unknown"  # ncu: no duration
             if f.get("impact_per_step_ns") is not None and f.get("steps_in_window"):
                 # The window is a stretch of the loop: the cost of each step is the natural unit.
                 impact = f"{ms(f['impact_per_step_ns'])} per step"

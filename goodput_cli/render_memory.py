@@ -27,19 +27,46 @@ def _level(lv: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _us(ns: float | None) -> str:
+    return "unknown" if ns is None else f"{ns / 1e3:,.1f} us"
+
+
+def headline_lines(rep: dict[str, Any]) -> list[str]:
+    """An ncu report's headline: profiled kernel time (the durations known), kernels profiled, and the
+    bounded estimated saving of its findings."""
+    if rep.get("tool") != "ncu":
+        return []
+    unknown = rep.get("durations_unknown") or 0
+    total = rep.get("gpu_time_ns")
+    line = (f"   profiled kernel time {_us(total)} over {rep.get('kernels_profiled', 0):,} kernels profiled"
+            + (f" ({unknown:,} of unknown duration)" if unknown else ""))
+    saving = rep.get("estimated_saving")
+    if saving:
+        share = f" ({saving['pct']:.1f}% of the {'nsys' if saving['drawn_from'] == 'nsys' else 'profiled'} time)" \
+            if saving.get("pct") is not None else ""
+        line += f"; estimated saving {_us(saving['ns'])}{share}"
+    return [line]
+
+
 def memory_lines(rep: dict[str, Any], clip) -> list[str]:
     """Lines for ``reports[].kernels`` (``clip`` escapes and shortens untrusted kernel names)."""
     kernels = rep.get("kernels") or []
     if not kernels:
         return []
-    order = sorted(kernels, key=lambda k: -(k.get("nsys_total_ns") or k.get("duration_ns") or 0))
+    # Kernels by what they could save, then by time (nsys, else profiled).
+    order = sorted(kernels, key=lambda k: (-(k.get("estimated_saving_ns") or 0),
+                                           -(k.get("nsys_total_ns") or k.get("duration_ns") or 0)))
     lines = [f"   memory story ({len(kernels)} profiled kernels" + (f", {SHOWN} shown)" if len(kernels) > SHOWN else ")")]
     for k in order[:SHOWN]:
         m = k["memory"]
-        time = f"{(k.get('duration_ns') or 0) / 1e3:,.1f} us"
+        time = _us(k.get("duration_ns"))
         if k.get("nsys_total_ns") is not None:
             time += f", {k['nsys_total_ns'] / 1e6:,.3f} ms in nsys"
         lines.append(f"     #{k['kernel_id']} {clip(k.get('short_name') or k['name'], 50)} ({time})")
+        if k.get("causes"):
+            lines.append(f"       could save {_us(k.get('estimated_saving_ns'))}: " + "; ".join(
+                f"{c['rule_id']} {clip(c['title'].split(':')[0], 40)} {_us(c['impact_ns'])} ({c['role']})"
+                for c in k["causes"]))
         if m["levels"]:
             lines.append("       " + " | ".join(_level(lv) for lv in m["levels"]))
         spr = m["sectors_per_request"]
@@ -56,4 +83,6 @@ def memory_lines(rep: dict[str, Any], clip) -> list[str]:
                 where = f", {r['pct_of_roof']:.1f}% of the {r['roof'] if r['roof'] == 'compute' else r['roof'].upper()} roof ({_si(r['attainable_flops'], 'FLOP/s')})"
             ai = f"{r['intensity_dram']:.2f} FLOP/DRAM B" if r.get("intensity_dram") is not None else "-"
             lines.append(f"       roofline: {_si(r['achieved_flops'], 'FLOP/s')} {r.get('precision') or ''} at {ai}{where}")
+            if r.get("compute_roof_unknown") is not None:
+                lines.append(f"       compute roof unknown: {clip(r['compute_roof_unknown'] or 'no peak', 80)}")
     return lines

@@ -19,6 +19,7 @@ Where a number comes from, in order of preference (each peak says which in ``sou
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # Dense FLOPs per SM per cycle by compute capability: vector FP64/FP32/FP16 (FMA = 2 FLOPs, half2 = 2 lanes)
@@ -96,6 +97,8 @@ class Hardware:
     """What is known of the GPU a launch ran on."""
 
     cc: str | None = None
+    cc_source: str | None = None   # device | product | inferred (see ``cc_basis``)
+    cc_basis: str | None = None    # what the inference rests on, or why it failed
     product: str | None = None
     sm_count: float | None = None
     sm_hz: float | None = None
@@ -128,3 +131,52 @@ def arch_key(cc: str | None) -> str | None:
     if "." not in text:
         text += ".0"
     return text if text in FLOPS_PER_SM_CYCLE else None
+
+
+# Architecture markers in library kernel names: cuBLAS/cuDNN prefix their kernels with the architecture
+# they were built for (ampere_sgemm_..., sm80_xmma_..., sm90_xmma_...), CUTLASS with cutlass_80_/cutlass_90_.
+# "ampere_" covers GA100 (8.0) and GA10x (8.6), whose FP32 rates per SM differ: it needs another fact.
+_FAMILY_PREFIX = {"volta": ("7.0",), "turing": ("7.5",), "ampere": ("8.0", "8.6"), "ada": ("8.9",),
+                  "hopper": ("9.0",), "blackwell": ("10.0",)}
+_FAMILY = re.compile(r"^(volta|turing|ampere|ada|hopper|blackwell)_", re.IGNORECASE)
+_SM_PREFIX = re.compile(r"(?:^|[^0-9a-z])(?:sm|cutlass)_?(\d)(\d)a?_", re.IGNORECASE)
+
+
+def ccs_from_name(short_name: str | None) -> tuple[set[str], str]:
+    """Compute capabilities a kernel name's architecture marker allows, and the marker (empty: none)."""
+    if not short_name:
+        return set(), ""
+    m = _FAMILY.match(short_name)
+    if m:
+        return set(_FAMILY_PREFIX[m[1].lower()]), m[0]
+    m = _SM_PREFIX.search(short_name)
+    if m:
+        cc = f"{int(m[1])}.{int(m[2])}" if m[1] != "1" else None
+        return ({cc}, m[0].lstrip("_")) if cc and cc in FLOPS_PER_SM_CYCLE else (set(), "")
+    return set(), ""
+
+
+def infer_cc(names: list[str], sm_count: float | None) -> tuple[str | None, str]:
+    """The compute capability the data supports when the report has no device attributes, and on what basis.
+
+    Kernel-name markers (intersected over the report's kernels) and the SM count (matched against the
+    product table) each narrow the candidates; a single one left is the answer, else None with the reason."""
+    basis: list[str] = []
+    candidates: set[str] | None = None
+    for name in names:
+        found, marker = ccs_from_name(name)
+        if found:
+            candidates = found if candidates is None else candidates & found
+            if f"kernel name {marker}" not in basis:
+                basis.append(f"kernel name {marker}")
+    if sm_count:
+        by_sms = {cc for _, cc, sms, _, _ in PRODUCTS if sms == int(sm_count)}
+        if by_sms:
+            candidates = by_sms if candidates is None else candidates & by_sms
+            basis.append(f"{int(sm_count)} SMs")
+    if candidates and len(candidates) == 1:
+        return next(iter(candidates)), " and ".join(basis)
+    if candidates:
+        return None, (f"{' and '.join(basis)}: compute capability {' or '.join(sorted(candidates))}, "
+                      "whose per-SM rates differ")
+    return None, "no device attributes, architecture marker in kernel names or known SM count"

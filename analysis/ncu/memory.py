@@ -12,7 +12,8 @@ from typing import Any
 
 from analysis.ncu import hardware as hwt
 from analysis.ncu import memory_metrics as mm
-from analysis.rules.ncu.metrics import ISSUE_ACTIVE, SM_PCT, Launch, Metric
+from analysis.rules.ncu.access_width import ideal_per_request
+from analysis.rules.ncu.metrics import ISSUE_ACTIVE, MEM_PCT, SM_PCT, Launch, Metric
 
 CYCLES_PER_ISSUE = Metric(("smsp__average_warp_latency_per_inst_issued.ratio",),
                           (("warpstatestatistics", "Warp Cycles Per Issued Instruction", 1.0),))
@@ -102,8 +103,14 @@ def _hardware(launch: Launch, cc: str | None, device_name: str | None) -> hwt.Ha
         cc = f"{int(major)}.{int(minor)}"
     product = hwt.product_for(device_name)
     hw.cc = cc or (product[1] if product else None)
+    hw.cc_source = "device" if cc else "product" if product else None
     hw.product = product[0] if product else None
     hw.sm_count = _get(launch, mm.SM_COUNT) or (float(product[2]) if product else None)
+    if hw.cc is None:  # no device attributes: what the kernel names and the SM count support, said as such
+        report = launch.memo.get("report") or {}
+        names = sorted({other.short_name for other in report.get("launches", [launch]) if other.short_name})
+        hw.cc, hw.cc_basis = hwt.infer_cc(names, hw.sm_count)
+        hw.cc_source = "inferred" if hw.cc else None
     hw.sm_hz = _get(launch, mm.SM_HZ)
     l2 = _get(launch, mm.L2_SIZE)
     if l2:
@@ -194,7 +201,8 @@ def sectors_per_request(launch: Launch) -> dict[str, Any]:
     """Global loads and stores: L1TEX sectors per request, and the ideal for the access width.
 
     Ideal = sectors per request x useful bytes per sector / 32: a warp whose 32 threads read 4-byte words
-    needs 4 sectors; one thread per sector (a 128-byte stride) uses 32, 8x the ideal.
+    needs 4 sectors; one thread per sector (a 128-byte stride) uses 32, 8x the ideal. Without ncu's bytes
+    per sector the ideal comes from ``access_width.ideal_per_request``, as NCU001's does (``*_ideal_source``).
     """
     out: dict[str, Any] = {}
     for op in ("ld", "st"):
@@ -204,7 +212,11 @@ def sectors_per_request(launch: Launch) -> dict[str, Any]:
             spr = sectors / requests
         bps = _get(launch, mm.BYTES_PER_SECTOR[op])
         out[op] = spr
-        out[f"{op}_ideal"] = spr * bps / hwt.SECTOR_BYTES if spr is not None and bps is not None else None
+        # The same width inference as NCU001, so the page's ideal is the rule's.
+        width = ideal_per_request(launch, op, spr, bps) if spr is not None else None
+        out[f"{op}_ideal"] = width.ideal_sectors_per_request if width else None
+        out[f"{op}_ideal_source"] = width.source if width else None
+        out[f"{op}_ideal_assumption"] = (width.assumption or None) if width else None
         out[f"{op}_bytes_per_sector"] = bps
     return out
 
@@ -222,6 +234,10 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
     """Latency, bandwidth, compute or unknown, with the numbers that decide it (see the module docstring)."""
     mem = {lv["name"]: lv for lv in lvls if lv["pct_of_peak"] is not None}
     busiest = max(mem.values(), key=lambda lv: lv["pct_of_peak"]) if mem else None
+    overall = _get(launch, MEM_PCT)
+    if busiest is None and overall is not None:
+        # Only ncu's speed-of-light "Memory Throughput" (the busiest memory unit, unnamed): it still decides.
+        busiest = {"name": "memory", "label": "Memory (ncu's busiest unit)", "pct_of_peak": overall}
     sm = _get(launch, SM_PCT)
     cpi = _get(launch, CYCLES_PER_ISSUE)
     latency_share = _stall_share(launch, mm.MEMORY_LATENCY_STALLS, cpi)
@@ -231,7 +247,7 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
         "busiest_level_pct": busiest["pct_of_peak"] if busiest else None,
         "compute_pct": sm, "cycles_per_issue": cpi, "memory_latency_stall_share": latency_share,
         "memory_queue_stall_share": queue_share, "issue_active": _get(launch, ISSUE_ACTIVE),
-        "bandwidth_threshold_pct": params["bandwidth_pct"],
+        "memory_pct": overall, "bandwidth_threshold_pct": params["bandwidth_pct"],
     }
     numbers.update(_littles_law(launch, hw, lvls, spr))
     limit = params["bandwidth_pct"]
@@ -350,6 +366,10 @@ def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]]) -> di
         out.update({"roof": None, "attainable_flops": None, "pct_of_roof": None})
         return out
     attainable, roof = min(roofs)
+    if precision not in hw.flops:  # judged against the memory roofs alone: say why there is no compute roof
+        out["compute_roof_unknown"] = (hw.cc_basis or "") if hw.cc is None else \
+            "the SM count is unknown" if not hw.sm_count else "the SM clock is unknown" if not hw.sm_hz else \
+            f"no {precision} rate for compute capability {hw.cc} in the table"
     out.update({"roof": roof, "attainable_flops": attainable, "compute_peak_known": precision in hw.flops,
                 "pct_of_roof": 100.0 * out["achieved_flops"] / attainable if out["achieved_flops"] and attainable
                 else None})
@@ -383,7 +403,7 @@ def story(launch: Launch, params: Mapping[str, float] | None = None) -> dict[str
             "sectors_per_request": spr,
             "bound": bound(launch, hw, lvls, spr, DEFAULTS),
             "roofline": roofline(launch, hw, lvls),
-            "hardware": {"cc": hw.cc, "product": hw.product, "sm_count": hw.sm_count, "sm_hz": hw.sm_hz,
+            "hardware": {"cc": hw.cc, "cc_source": hw.cc_source, "cc_basis": hw.cc_basis, "product": hw.product, "sm_count": hw.sm_count, "sm_hz": hw.sm_hz,
                          "l2_bytes": hw.l2_bytes, "l2_bytes_source": hw.l2_bytes_source,
                          "latency_cycles_typical": hw.latency_cycles or None},
         }

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import statistics
+from collections import defaultdict
 from typing import Any
+
+from analysis.rules.ncu.metrics import load_launches
 
 TOP_KERNELS = 10
 
@@ -20,11 +24,15 @@ def ncu_report_info(trace: Any) -> dict[str, Any]:
             "GROUP BY device ORDER BY device NULLS LAST"
         )
     ]
-    gpu_time = trace.scalar("SELECT sum(duration_ns) FROM ncu_kernels")
-    top = trace.sql(
-        "SELECT name, count(*), sum(duration_ns), median(duration_ns) FROM ncu_kernels "
-        "WHERE duration_ns IS NOT NULL GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT ?", [TOP_KERNELS]
-    )
+    # Durations as the rules see them: the exported column, else gpu__time_duration, else cycles / clock.
+    launches = load_launches(trace)
+    timed: dict[str, list[float]] = defaultdict(list)
+    for launch in launches:
+        if launch.duration_ns is not None:
+            timed[launch.name].append(launch.duration_ns)
+    gpu_time = sum(sum(v) for v in timed.values()) if timed else None
+    top = sorted(((n, len(v), sum(v), statistics.median(v)) for n, v in timed.items()),
+                 key=lambda r: (-r[2], r[0]))[:TOP_KERNELS]
     hosts = [r[0] for r in trace.sql("SELECT DISTINCT host FROM ncu_kernels WHERE host IS NOT NULL ORDER BY host")]
     return {
         "file": trace.label,
@@ -42,6 +50,10 @@ def ncu_report_info(trace: Any) -> dict[str, Any]:
         "devices": devices,
         "counts": {"kernels": int(kernels), "metrics": int(metrics), "rule_results": int(rules)},
         "gpu_time_ns": None if gpu_time is None else int(round(gpu_time)),
+        # The headline of an ncu-only run: profiled kernel time is the sum of the durations known; launches
+        # whose duration is unknown are counted, never taken as 0.
+        "kernels_profiled": len(launches),
+        "durations_unknown": sum(1 for launch in launches if launch.duration_ns is None),
         "span_ns": None,
         # Same shape as the nsys report's list, over profiled launches (ncu serializes them: no span).
         "top_kernels": [{"name": n, "count": c, "total_ns": int(round(t)), "median_ns": int(round(m))}

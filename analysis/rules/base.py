@@ -333,5 +333,8 @@ def run_rules(
     chosen = selected if selected is not None else list(registry)
     for r in chosen:
         all_params.setdefault(r.id, registry.resolve_params(r, overrides))
+    from analysis.ncu.gains import share_gains  # here: the ncu rules import this module
+
     findings, results = evaluate(run, chosen, RuleContext(run, all_params=all_params, window=window), all_params)
-    return findings, [replace(r, status="skipped") if r.status == "missing" else r for r in results]
+    # The findings on one ncu kernel share its time (causes before symptoms), as in the runner.
+    return share_gains(findings), [replace(r, status="skipped") if r.status == "missing" else r for r in results]

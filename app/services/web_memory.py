@@ -96,8 +96,13 @@ def _groups(view: Any) -> list[dict[str, Any]]:
                 g["kernel"] = k
     groups = list(out.values())
     for g in groups:
+        if g["kernel"].get("duration_ns") is None:  # the longest launch has none: no launch's time is known
+            g["profiled_ns"] = None
         g["weight_ns"] = g["nsys_ns"] if g["nsys_ns"] is not None else g["profiled_ns"]
-    return sorted(groups, key=lambda g: -(g["weight_ns"] or 0))
+        g["saving_ns"] = g["kernel"].get("estimated_saving_ns")
+        g["causes"] = g["kernel"].get("causes") or []
+    # Kernels by what their findings could save, then by time.
+    return sorted(groups, key=lambda g: (-(g["saving_ns"] or 0), -(g["weight_ns"] or 0)))
 
 
 def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -62,11 +62,16 @@ def run(run_id: int):
     ncu_kpis = None
     if not any(r.kind == "nsys" for r in view.reports) and any(r.kind == "ncu" for r in view.reports):
         # ncu-only runs: no timeline breakdown, so the headline is what Nsight Compute measured.
-        counts = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})} for r in view.reports]
+        counts: list[dict[str, Any]] = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})}
+                                        for r in view.reports]
+        infos = [{**(r.info or {}), **(view.summaries.get(r.id) or {})} for r in view.reports]
+        times: list[Any] = [i.get("gpu_time_ns") for i in infos if i.get("gpu_time_ns") is not None]
+        # The bounded sum of each report's findings (one kernel's findings share its time), never the raw sum.
+        savings: list[Any] = [(i.get("estimated_saving") or {}).get("ns") for i in infos]
         ncu_kpis = {"kernels": sum(int(c.get("kernels") or c.get("ncu_kernels") or 0) for c in counts),
-                    "gpu_time_ns": sum(int((view.summaries.get(r.id) or {}).get("gpu_time_ns") or 0)
-                                       for r in view.reports),
-                    "speedup_ns": sum(f.impact_ns for f in view.findings)}
+                    "gpu_time_ns": sum(int(t) for t in times) if times else None,
+                    "saving_ns": sum(int(v) for v in savings if v is not None) if any(v is not None for v in savings)
+                    else sum(f.impact_ns for f in view.findings if f.rule_id.startswith("NCU"))}
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
                            top_impact=top, report_kinds={r.id: r.kind for r in view.reports},
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),

@@ -61,11 +61,42 @@ def test_linked_by_demangled_name_grid_and_block(tmp_path, nsys_report):
                                                                                        "name+grid+block")
 
 
-def test_linked_by_short_name_when_ncu_shows_the_base_name(tmp_path, nsys_report):
-    (name, (total, _, _, _)), = nsys_kernels().items()
-    f = run_pair(tmp_path, nsys_report, {"Kernel Name": name.split("(")[0], "Block Size": "(64, 1, 1)"})
+def test_base_name_links_only_with_the_exact_grid_and_block(tmp_path, nsys_report):
+    (name, (total, _, grid, block)), = nsys_kernels().items()
+    base = name.split("(")[0].split()[-1]  # ncu exported base names: 'vectorAdd', no signature
+    f = run_pair(tmp_path, nsys_report, {"Kernel Name": base, "Block Size": f"({block}, 1, 1)",
+                                         "Grid Size": f"({grid}, 1, 1)"})
     assert f["linked_to_nsys"] is True and f["impact_ns"] == round(total * 0.7)
-    assert f["evidence"][0]["detail"]["nsys_match"] == "short_name"  # grid/block differ: the name match stands
+    assert f["nsys_match"] == f["evidence"][0]["detail"]["nsys_match"] == "short_name+grid+block"
+    assert "linked by base name, grid and block" in f["message"]
+
+
+def test_short_name_alone_never_links(tmp_path, nsys_report):
+    (name, _), = nsys_kernels().items()
+    base = name.split("(")[0].split()[-1]
+    f = run_pair(tmp_path, nsys_report, {"Kernel Name": base, "Block Size": "(64, 1, 1)"})
+    assert f["linked_to_nsys"] is False and f["nsys_match"] is None
+    assert f["impact_ns"] == 700_000  # the profiled 1 ms x 70%, not the nsys time of another launch shape
+
+
+def test_same_short_name_different_kernel_does_not_link(tmp_path, nsys_report):
+    """Another instantiation of the same function (same short name, other template argument and signature)
+    with the very grid and block of the nsys kernel is a different kernel: no nsys weight."""
+    (name, (_, _, grid, block)), = nsys_kernels().items()
+    base = name.split("(")[0].split()[-1]
+    other = f"void {base}<double>(double const*, double const*, double*, int)"
+    assert other != name
+    f = run_pair(tmp_path, nsys_report, {"Kernel Name": other, "Block Size": f"({block}, 1, 1)",
+                                         "Grid Size": f"({grid}, 1, 1)"})
+    assert f["linked_to_nsys"] is False and "nsys_total_ns" not in f["evidence"][0]["detail"]
+    assert f["impact_ns"] == 700_000 and f["kernel_time_ns"] == 1_000_000
+
+
+def test_same_name_other_launch_shape_does_not_link(tmp_path, nsys_report):
+    (name, (_, _, grid, block)), = nsys_kernels().items()
+    f = run_pair(tmp_path, nsys_report, {"Kernel Name": name, "Block Size": f"({block * 2}, 1, 1)",
+                                         "Grid Size": f"({grid}, 1, 1)"})
+    assert f["linked_to_nsys"] is False and f["impact_ns"] == 700_000
 
 
 def test_unmatched_kernel_uses_profiled_duration(tmp_path, nsys_report):
@@ -75,9 +106,10 @@ def test_unmatched_kernel_uses_profiled_duration(tmp_path, nsys_report):
 
 
 def test_analyze_ranks_ncu_and_nsys_findings_together(tmp_path, nsys_report):
-    (name, (total, _, _, _)), = nsys_kernels().items()
+    (name, (total, _, grid, block)), = nsys_kernels().items()
     ncu = tmp_path / "ncu.duckdb"
-    ingest(write(tmp_path, long_csv(LATENCY_70, kernels=[{"Kernel Name": name}])), ncu)
+    ingest(write(tmp_path, long_csv(LATENCY_70, kernels=[{"Kernel Name": name, "Block Size": f"({block}, 1, 1)",
+                                                           "Grid Size": f"({grid}, 1, 1)"}])), ncu)
     # The whole nsys report, as nsys_kernels() reads it (the steady window would count less kernel time).
     result = analyze([ncu, nsys_report[0]], labels=["ncu.csv", NSYS], window="all").to_json()
     assert [r["tool"] for r in result["reports"]] == ["ncu", "nsys"]
@@ -87,6 +119,25 @@ def test_analyze_ranks_ncu_and_nsys_findings_together(tmp_path, nsys_report):
     ncu_findings = [f for f in result["findings"] if f["rule_id"].startswith("NCU")]
     assert [f["rule_id"] for f in ncu_findings] == ["NCU005"]
     assert ncu_findings[0]["speedup_pct"] == pytest.approx(70.0) and ncu_findings[0]["impact_ns"] == round(total * 0.7)
+    # The headline saving is drawn from the linked nsys time, as a share of the nsys report's span.
+    saving = result["reports"][0]["estimated_saving"]
+    assert saving["drawn_from"] == "nsys" and saving["ns"] == ncu_findings[0]["impact_ns"]
+    assert saving["pct"] == pytest.approx(ncu_findings[0]["impact_pct"], abs=1e-3)  # findings round to 3 places
+    kernel = result["reports"][0]["kernels"][0]
+    assert kernel["nsys_total_ns"] == total and kernel["estimated_saving_ns"] == saving["ns"]
     assert any(not f["rule_id"].startswith("NCU") for f in result["findings"])
     status = {r["id"]: r["status"] for r in result["rules"]}
     assert status["NCU005"] == "ok" and status["NCU002"] == "skipped"
+
+
+def test_another_gpu_does_not_link(tmp_path, nsys_report):
+    """Both reports name the GPU: a launch ncu profiled on GPU 5 is not the nsys kernel that ran on GPU 0."""
+    (name, (total, _, grid, block)), = nsys_kernels().items()
+    con = sqlite3.connect(f"file:{corpus_file(NSYS)}?mode=ro", uri=True)
+    devices = {r[0] for r in con.execute("SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL")}
+    con.close()
+    assert devices == {0}
+    shape = {"Kernel Name": name, "Block Size": f"({block}, 1, 1)", "Grid Size": f"({grid}, 1, 1)"}
+    assert run_pair(tmp_path, nsys_report, {**shape, "Device": "0"})["impact_ns"] == round(total * 0.7)
+    f = run_pair(tmp_path, nsys_report, {**shape, "Device": "5"})
+    assert f["linked_to_nsys"] is False and f["impact_ns"] == 700_000

@@ -178,7 +178,9 @@ def test_ncu003_on_the_corpus_conv2d_export(tmp_path):
     assert got["Achieved occupancy gap"]["speedup_pct"] == pytest.approx((37.5 - 3.08) / 37.5 * 100, abs=1e-3)
     # no gpu__time_duration: elapsed cycles / SM clock = 6,387.24 / 959,621,505.52 s
     duration = 6387.24 / 959621505.52 * 1e9
-    assert got["Low theoretical occupancy"]["impact_ns"] == round(duration * 0.625)
+    assert got["Low theoretical occupancy"]["raw_impact_ns"] == round(duration * 0.625)
+    # Both findings share the kernel's time: together they gain at most all of it.
+    assert sum(f["impact_ns"] for f in findings) <= round(duration)
 
 
 # NCU004 ---------------------------------------------------------------------------------------------------
@@ -194,8 +196,10 @@ def test_ncu004_load_conflicts_fire_with_n_way(tmp_path):
                                     ("l1tex__throughput.avg.pct_of_peak_sustained_active", "%", "50"))])
     findings, _ = run_rule(tmp_path, SharedBankConflicts, data)
     assert len(findings) == 1 and "loads" in findings[0]["title"]
-    assert "4.0-way" in findings[0]["message"]
-    assert findings[0]["speedup_pct"] == pytest.approx(15.0)  # 30% conflicts x 50% L1TEX throughput
+    # The corpus kernel's name streams 8-byte elements (long long): 2 wavefronts per instruction carry them
+    # without conflict, so 4.0 wavefronts per instruction is a 2-way conflict, not 4-way.
+    assert "2.0-way" in findings[0]["message"] and "4.0 wavefronts per instruction" in findings[0]["message"]
+    assert findings[0]["speedup_pct"] == pytest.approx(15.0)  # min(300, 1000 - 500) = 30% x 50% L1TEX
 
 
 @rule_case("NCU004", "silent")
@@ -212,7 +216,8 @@ def sol(sm, mem, *extra):
 
 
 @pytest.mark.parametrize(("rows", "title", "speedup"), [
-    (sol("20", "30", ("Launch Statistics", "Waves Per SM", "", "4")), "Latency-bound kernel", 70.0),
+    # No warp-stall metrics: the memory story cannot tell memory latency from other limits, nor does NCU005.
+    (sol("20", "30", ("Launch Statistics", "Waves Per SM", "", "4")), "No unit near its peak", 70.0),
     (sol("20", "30", ("Launch Statistics", "Waves Per SM", "", "0.5")), "Grid too small to fill the GPU", 70.0),
     (sol("20", "70", (SOL, "DRAM Throughput", "%", "70"), (SOL, "L2 Cache Throughput", "%", "30"),
          (SOL, "L1/TEX Cache Throughput", "%", "20")), "Memory-bound kernel (DRAM)", 30.0),
@@ -361,7 +366,7 @@ def test_all_rules_read_a_raw_page_export(tmp_path):
         ("NCU002", "Warp stall 'barrier'"): pytest.approx(50.0),                    # 6/10 capped by 1 - 0.50
         ("NCU003", "Low theoretical occupancy"): pytest.approx(50.0),               # 1 - 0.50 (limiter: registers)
         ("NCU004", "Shared-memory bank conflicts on loads"): pytest.approx(50.0),   # 200/400, no L1 weight
-        ("NCU005", "Latency-bound kernel"): pytest.approx(50.0),                    # 1 - max(40, 50)%
+        ("NCU005", "No unit near its peak"): pytest.approx(50.0),  # 1 - max(40, 50)%; barrier, not memory stalls
     }  # NCU006: 96 threads, 2,048 blocks, tail 1/9 < 20%; NCU007: not a matrix kernel -> silent
     assert "registers" in next(f.message for f in findings if f.rule_id == "NCU003")
     assert "4.0-way" in next(f.message for f in findings if f.rule_id == "NCU004")

@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from analysis.ncu.names import parse_dims
 from tests.conftest import corpus_file
 from tests.web import seed
 
@@ -171,8 +172,10 @@ def test_run_page_follows_the_analysis(signed_in, store) -> None:
 def test_ncu_finding_links_to_the_kernels_nsys_time(signed_in, store, tmp_path) -> None:
     ncu = corpus_file("numba-copy-blocked-full.csv")
     with ncu.open(newline="") as fh:
-        kernel = next(csv.DictReader(fh))["Kernel Name"]
-    nsys = seed.kernel_renamed_export(corpus_file("cupy-a100.sqlite"), tmp_path / "paired.sqlite", kernel)
+        row = next(csv.DictReader(fh))
+    kernel = row["Kernel Name"]
+    nsys = seed.kernel_renamed_export(corpus_file("cupy-a100.sqlite"), tmp_path / "paired.sqlite", kernel,
+                                      parse_dims(row["Grid Size"]), parse_dims(row["Block Size"]))
     run_id = store([nsys, ncu], job="paired")
     page = signed_in.page
     page.goto(f"/runs/{run_id}")

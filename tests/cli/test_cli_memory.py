@@ -31,3 +31,18 @@ def test_json_has_kernels_and_text_escapes_control_characters(tmp_path):
     kernels = json.loads(proc.stdout)["reports"][0]["kernels"]
     assert kernels[0]["name"].startswith("evil\x1b[31m<script>")
     assert kernels[0]["memory"]["levels"][0]["pct_of_peak"] == 20.0
+
+
+def test_ncu_only_headline_saving_causes_and_unknowns():
+    proc = goodput("analyze", str(corpus_file("numba-copy-blocked-full.csv")), str(corpus_file("conv2d-shared-memory.csv")),
+                   str(corpus_file("pytorch-sgemm-small.csv")))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    # numba: one launch of 21,058,944 ns (gpu__time_duration); its findings share that time.
+    assert "profiled kernel time 21,058.9 us over 1 kernels profiled; estimated saving" in out
+    assert "could save" in out and "NCU001 Uncoalesced global accesses" in out and "(cause)" in out
+    # conv2d-shared-memory has neither a duration nor cycles: unknown, never 0.0 us.
+    assert "profiled kernel time unknown over 1 kernels profiled (1 of unknown duration)" in out
+    assert "#0 implicit_convolve_sgemm (unknown)" in out and "(0.0 us)" not in out
+    # sgemm: ampere_ names GA100 or GA10x and the CSV has no SM count: no compute roof, said so.
+    assert "compute roof unknown: kernel name ampere_: compute capability 8.0 or 8.6" in out

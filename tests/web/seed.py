@@ -112,14 +112,19 @@ def finish_analysis(session: Session, settings: Settings, run_id: int) -> None:
     assert pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
 
 
-def kernel_renamed_export(src: Path, out: Path, name: str) -> Path:
-    """A copy of an nsys export whose most launched kernel is called ``name`` (to pair it with an ncu CSV)."""
+def kernel_renamed_export(src: Path, out: Path, name: str, grid: tuple[int, int, int] | None = None,
+                          block: tuple[int, int, int] | None = None) -> Path:
+    """A copy of an nsys export whose most launched kernel is called ``name`` (to pair it with an ncu CSV),
+    with the ncu launch's grid and block when given (ncu links a kernel by name, grid and block)."""
     shutil.copyfile(src, out)
     con = sqlite3.connect(out)
     try:
         sid = con.execute("SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY demangledName "
                           "ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
         con.execute("UPDATE StringIds SET value = ? WHERE id = ?", (name, sid))
+        if grid is not None and block is not None:
+            con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = ?, gridY = ?, gridZ = ?, blockX = ?, blockY = ?, "
+                        "blockZ = ? WHERE demangledName = ?", (*grid, *block, sid))
         con.commit()
     finally:
         con.close()

@@ -85,3 +85,19 @@ def test_compare_shows_the_same_kernel_before_and_after(client, db, settings, in
     before_at, after_at = section.index("61.8% of peak"), section.index("30.0% of peak")
     assert before_at < after_at  # baseline first
     assert "21.1 ms → 10.0 ms per profiled launch" in section  # three significant digits
+
+
+def test_each_kernel_lists_what_it_could_save_and_unknown_time_says_so(client, db, settings, ingested) -> None:
+    shared_mem = "conv2d-shared-memory.csv"  # neither a duration nor cycles in this export
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(COPY), corpus_file(shared_mem)], job="ncu")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    from app.web.filters import fmt_ns
+
+    stored = [s.data for s in db.scalars(sa.select(RunSummary).where(RunSummary.run_id == run_id))
+              if s.report_id is not None]
+    copy = next(d for d in stored if d["kernels"] and d["kernels"][0]["causes"])["kernels"][0]
+    # numba copy: the cause (NCU001) first, its symptoms after, and the kernel's saving is their bounded sum
+    assert copy["causes"][0]["rule_id"] == "NCU001" and copy["causes"][0]["role"] == "cause"
+    assert copy["estimated_saving_ns"] == sum(c["impact_ns"] for c in copy["causes"]) <= copy["duration_ns"]
+    assert f"could save {fmt_ns(copy['estimated_saving_ns'])}" in html and 'class="kernel-causes"' in html
+    assert "unknown time profiled" in html and "0 ns profiled" not in html

@@ -263,9 +263,13 @@ def test_ncu_only_run_headline_is_what_ncu_measured(client, db, settings, ingest
     kpis = html[html.index('id="ncu-kpis"'):html.index("</div>\n", html.index('id="ncu-kpis"') + 600)]
     assert f'<div class="v">{fmt_number(kernels)}</div><div class="k">kernels profiled' in kpis
     assert f'<div class="v">{fmt_ns(total)}</div><div class="k">profiled kernel time' in kpis
-    assert f'<div class="v">{fmt_ns(sum(f.impact_ns for f in findings))}</div><div class="k">estimated speedup' in kpis
+    saving = sum(f.impact_ns for f in findings)  # shared per kernel: at most the kernel's time
+    assert saving <= total
+    assert f'<div class="v">{fmt_ns(saving)}</div><div class="k">estimated saving' in kpis
     assert "goodput (compute share)" not in html
     assert "show-kernel" not in html                  # no nsys report to show the kernel in
+    assert "see it on the timeline" not in html       # no timeline on an ncu-only page
+    assert "127 ·" not in html and "127.0.0.1 ·" not in html  # host 127.0.0.1 names no rank and no machine
     tables = client.get(f"/runs/{run_id}/reports/{report.id}/tables.json").get_json()
     assert tables["kernels"][0]["total_ns"] == int(total) and tables["kernels"][0]["speedup_pct"] is not None
 

@@ -160,8 +160,9 @@ def test_an_ncu_report_is_linked_to_the_runs_nsys_kernels_in_the_run_level_step(
     from workers.celery_app import make_celery
 
     tasks = make_celery(settings).tasks
-    (name, _), = nsys_kernels().items()
-    csv = write(tmp_path, long_csv(LATENCY_70, kernels=[{"Kernel Name": name}]))
+    (name, (_, _, grid, block)), = nsys_kernels().items()  # linked by name, grid and block
+    csv = write(tmp_path, long_csv(LATENCY_70, kernels=[{"Kernel Name": name, "Grid Size": f"({grid}, 1, 1)",
+                                                         "Block Size": f"({block}, 1, 1)"}]))
     run_id, [ncu, nsys] = make_run(session, settings, [("kernels.csv", csv.read_bytes()),
                                                         (NSYS, corpus_file(NSYS).read_bytes())])
     assert tasks[INGEST_TASK](ncu) == "ready" and tasks[INGEST_TASK](nsys) == "ready"

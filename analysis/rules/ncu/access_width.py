@@ -88,3 +88,16 @@ def from_name(launch: Launch) -> Width | None:
     width = min(ELEMENT_BYTES[widest], MAX_ACCESS_BYTES)
     return Width(WARP * width / SECTOR_BYTES, "name",
                  f"assuming {width}-byte accesses (the element type {widest} in the kernel's name)")
+
+
+def ideal_per_request(launch: Launch, op: str, per_request: float, bytes_per_sector: float | None) -> Width:
+    """The ideal sectors per global request of ``op`` ('ld'/'st'): the one inference NCU001 and the memory
+    story share. ncu's useful bytes per sector first (exact), then the SASS data bytes, then the element
+    type in the kernel's name (an assumption), else the widest access (16 B: a lower bound on the excess)."""
+    if bytes_per_sector is not None:
+        return Width(per_request * bytes_per_sector / SECTOR_BYTES, "bytes_per_sector", "")
+    width = from_sass(launch, op) or from_name(launch)
+    if width is not None:
+        return width
+    return Width(WARP * MAX_ACCESS_BYTES / SECTOR_BYTES, "widest_access",
+                 "against the widest (16-byte) accesses, so at least this much")

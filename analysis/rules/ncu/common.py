@@ -32,6 +32,11 @@ class Hit:
     speedup_type: str = "local"
 
 
+# How a finding says it was linked to nsys time (analysis.rules.ncu.impact.match_rows).
+LINKED_BY = {"name+grid+block": "demangled name, grid and block", "name": "demangled name (ncu exported no grid "
+             "or block)", "short_name+grid+block": "base name, grid and block (one nsys kernel has them)"}
+
+
 class NcuRule(Rule):
     """Base of NCU0xx rules (not registered itself)."""
 
@@ -106,11 +111,25 @@ class NcuRule(Rule):
         scope = f"{len(by_launch)} of {len(group)} profiled launches" if len(group) > 1 else "the profiled launch"
         message = f"{lead.message} ({scope} of {lead_launch.short_name or lead_launch.name}; " \
                   f"estimated speedup {speedup * 100:.1f}%" + \
-                  (f", applied to {link.total_ns / 1e6:.3f} ms of this kernel in the nsys timeline)" if link else ")")
+                  (f", applied to {link.total_ns / 1e6:.3f} ms of this kernel in the nsys timeline, linked by "
+                   f"{LINKED_BY.get(link.match, link.match)})" if link else ")")
+        if link is not None:
+            kernel_ns: float | None = link.total_ns
+        else:
+            kernel_ns = sum(launch.duration_ns or 0.0 for launch in group) \
+                if all(launch.duration_ns for launch in group) else None
         return Finding(
             rule_id=self.id, title=f"{lead.title}: {lead_launch.short_name or lead_launch.name}", message=message,
             impact_ns=impact_ns, impact_pct=impact_pct, advice=lead.advice, evidence=(evidence,),
             evidence_total=len(by_launch), report=trace.label, rank=trace.rank,
             extra={"speedup_pct": round(speedup * 100, 3), "speedup_type": lead.speedup_type,
-                   "kernel": lead_launch.name, "linked_to_nsys": link is not None},
+                   "kernel": lead_launch.name, "linked_to_nsys": link is not None,
+                   "nsys_match": link.match if link is not None else None,
+                   # The kernel this finding shares with the rule's others (analysis.ncu.gains).
+                   "kernel_grid": list(group[0].grid) if group[0].grid else group[0].grid_size,
+                   "kernel_block": list(group[0].block) if group[0].block else group[0].block_size,
+                   "kernel_time_ns": None if kernel_ns is None else int(round(kernel_ns)),
+                   # What impact_pct is a share of: the linked nsys reports' span, or all profiled time.
+                   "time_base_ns": link.span_ns if link is not None else
+                   (None if profiled_ns is None else int(round(profiled_ns)))},
         )

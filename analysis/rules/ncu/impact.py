@@ -1,10 +1,14 @@
 """Time at stake for an ncu finding: ncu's speedup applied to the kernel's nsys GPU time when the run has it.
 
-A profiled kernel is matched to the run's nsys kernels by demangled name, else by short name; when
-ncu knows the launch's grid and block, the match narrows to launches with the same grid and block
-(name + grid + block) whenever any exist. ``impact_ns`` = matched nsys GPU time x speedup fraction,
-as a share of the nsys reports' GPU-active span. Without an nsys match the profiled durations are
-used: sum over launches of duration x speedup, as a share of all profiled time in the ncu report.
+A profiled kernel links to the run's nsys kernels only when they are the same kernel: the same demangled
+name and, when ncu knows the launch's grid and block, the same grid and block (``name+grid+block``). A
+short name is never enough on its own: two instantiations of one template share it. Where both reports
+name the GPU, only that GPU's launches count. Only when ncu exported
+base names (its kernel name is the short name, no signature) does the short name plus the exact grid and
+block link, and only when a single nsys kernel has them (``short_name+grid+block``). Anything else is no
+link: the finding keeps the profiled time. ``impact_ns`` = linked nsys GPU time x speedup fraction, as a
+share of the nsys reports' GPU-active span; unlinked: sum over launches of duration x speedup, as a share
+of all profiled time in the ncu report.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class NsysKernels:
 
     label: str
     span_ns: int | None
-    rows: list[tuple]  # (name, short_name, grid, block, count, total_ns)
+    rows: list[tuple]  # (name, short_name, grid, block, count, total_ns, device)
 
 
 def nsys_kernels(trace: Any) -> NsysKernels | None:
@@ -52,10 +56,10 @@ def nsys_kernels(trace: Any) -> NsysKernels | None:
     if "kernels" not in trace.tables:
         return None
     rows = [
-        (name, short, (gx, gy, gz), (bx, by, bz), n, total)
-        for name, short, gx, gy, gz, bx, by, bz, n, total in trace.sql(
+        (name, short, (gx, gy, gz), (bx, by, bz), n, total, device)
+        for name, short, gx, gy, gz, bx, by, bz, n, total, device in trace.sql(
             "SELECT name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, count(*), "
-            "sum(end_ns - start_ns) FROM kernels GROUP BY ALL"
+            "sum(end_ns - start_ns), device FROM kernels GROUP BY ALL"
         )
     ]
     return NsysKernels(trace.label, nsys_span_ns(trace), rows) if rows else None
@@ -63,12 +67,14 @@ def nsys_kernels(trace: Any) -> NsysKernels | None:
 
 def kernels_to_json(k: NsysKernels) -> dict[str, Any]:
     return {"label": k.label, "span_ns": k.span_ns, "rows": [[a, b, list(g), list(bl), int(n), None if t is None
-                                                              else int(t)] for a, b, g, bl, n, t in k.rows]}
+                                                              else int(t), *rest] for a, b, g, bl, n, t, *rest in k.rows]}
 
 
 def kernels_from_json(d: dict[str, Any]) -> NsysKernels:
     """The inverse of ``kernels_to_json`` (grid and block back to tuples, as ``Launch`` has them)."""
-    return NsysKernels(d["label"], d["span_ns"], [(a, b, tuple(g), tuple(bl), n, t) for a, b, g, bl, n, t in d["rows"]])
+    # Facts stored before the device was kept have six columns: device unknown.
+    return NsysKernels(d["label"], d["span_ns"], [(a, b, tuple(g), tuple(bl), n, t, *(rest or [None]))
+                                                  for a, b, g, bl, n, t, *rest in d["rows"]])
 
 
 @dataclass(frozen=True)
@@ -102,15 +108,7 @@ class Linker:
         total = count = span = 0
         how, labels = "", []
         for rep in self.reports:
-            hits = [r for r in rep.rows if r[0] == launch.name]
-            kind = "name"
-            if not hits and launch.short_name:
-                hits = [r for r in rep.rows if r[1] == launch.short_name]
-                kind = "short_name"
-            if hits and launch.grid and launch.block:
-                narrowed = [r for r in hits if r[2] == launch.grid and r[3] == launch.block]
-                if narrowed:
-                    hits, kind = narrowed, kind + "+grid+block"
+            hits, kind = match_rows(rep.rows, launch)
             if not hits:
                 continue
             total += sum(int(r[5] or 0) for r in hits)
@@ -121,6 +119,31 @@ class Linker:
         if not labels or span <= 0:
             return None
         return Link(total, count, span, how, tuple(labels))
+
+
+def match_rows(rows: list[tuple], launch: Launch) -> tuple[list[tuple], str]:
+    """The nsys kernel groups that are this profiled kernel, and how they were matched ([] when none are)."""
+    dims = launch.grid is not None and launch.block is not None
+
+    def same_shape(r: tuple) -> bool:
+        return tuple(r[2]) == tuple(launch.grid or ()) and tuple(r[3]) == tuple(launch.block or ())
+
+    # The same GPU where both reports say which. Not the process: ncu replays kernels in a session of its own,
+    # so its process id never equals the nsys one even for the very same program.
+    if launch.device is not None and any(len(r) > 6 and r[6] is not None for r in rows):
+        rows = [r for r in rows if len(r) <= 6 or r[6] is None or r[6] == launch.device]
+    exact = [r for r in rows if r[0] == launch.name]
+    if exact:
+        if not dims:  # ncu did not export the launch's shape: the demangled name is all there is to match
+            return exact, "name"
+        return [r for r in exact if same_shape(r)], "name+grid+block"
+    base_only = bool(launch.short_name) and launch.name.strip() == launch.short_name
+    if not (base_only and dims):
+        return [], ""
+    hits = [r for r in rows if r[1] == launch.short_name and same_shape(r)]
+    if len({r[0] for r in hits}) != 1:  # several instantiations fit: which one ncu measured is unknown
+        return [], ""
+    return hits, "short_name+grid+block"
 
 
 def weighted_speedup(pairs: list[tuple[Launch, float]]) -> float:

@@ -43,6 +43,7 @@ class Launch:
     rules: list[dict[str, Any]] = field(default_factory=list)
     cc: str | None = None                # compute capability as exported ("8.0")
     device_name: str | None = None
+    device: int | None = None            # the GPU's index as ncu exported it
     memo: dict[str, Any] = field(default_factory=dict)  # derived per-launch data (e.g. the memory story)
 
     def get(self, metric: Metric) -> float | None:
@@ -87,13 +88,13 @@ def _read_launches(trace: Any) -> list[Launch]:
     report: dict[str, Any] = {}  # shared by the report's launches (e.g. which metrics it exports at all)
     for row in trace.sql(
         "SELECT kernel_id, name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, grid_size, "
-        "block_size, duration_ns, cc, device_name FROM ncu_kernels ORDER BY kernel_id"
+        "block_size, duration_ns, cc, device_name, device FROM ncu_kernels ORDER BY kernel_id"
     ):
-        kid, name, short, gx, gy, gz, bx, by, bz, gs, bs, dur, cc, device_name = row
+        kid, name, short, gx, gy, gz, bx, by, bz, gs, bs, dur, cc, device_name, device = row
         grid = (gx, gy, gz) if None not in (gx, gy, gz) else None
         block = (bx, by, bz) if None not in (bx, by, bz) else None
         launches[kid] = Launch(kid, name or "", short or "", grid, block, gs, bs, dur, cc=cc, device_name=device_name,
-                               memo={"report": report})
+                               device=device, memo={"report": report})
     for kid, section, metric, value in trace.sql("SELECT kernel_id, section, metric, value FROM ncu_metrics"):
         launch = launches.get(kid)
         if launch is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from analysis.rules.base import Threshold
-from analysis.rules.ncu.access_width import from_name, from_sass
+from analysis.rules.ncu.access_width import ideal_per_request
 from analysis.rules.ncu.common import Hit, NcuRule
 from analysis.rules.ncu.metrics import Launch, Metric
 
@@ -15,8 +15,6 @@ L2_EXCESS = Metric(("derived__memory_l2_theoretical_sectors_global_excessive",))
 L2_ACTIVE = Metric(("lts__cycles_active.sum",))
 L2_ELAPSED = Metric(("lts__cycles_elapsed.sum",))
 SECTOR_BYTES = 32
-# Widest per-thread access is 16 B: a fully coalesced warp request then needs 32 x 16 / 32 = 16 sectors.
-MAX_IDEAL_SECTORS_PER_REQUEST = 16
 
 ADVICE = ("Make consecutive threads of a warp touch consecutive addresses (index with threadIdx.x in the "
           "fastest-varying dimension), use structure-of-arrays instead of arrays of structures, align "
@@ -73,15 +71,8 @@ class UncoalescedGlobalAccess(NcuRule):
                 continue
             per_request = sectors / requests
             bps = launch.get(Metric((f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.ratio",)))
-            source, assumption = "bytes_per_sector", ""
-            if bps is not None:
-                ideal_pr = per_request * bps / SECTOR_BYTES
-            elif (width := from_sass(launch, op) or from_name(launch)) is not None:
-                ideal_pr, source, assumption = width.ideal_sectors_per_request, width.source, width.assumption
-            else:
-                # Nothing tells the width: only what no access width can explain is excess (a lower bound).
-                ideal_pr, source = float(MAX_IDEAL_SECTORS_PER_REQUEST), "widest_access"
-                assumption = "against the widest (16-byte) accesses, so at least this much"
+            width = ideal_per_request(launch, op, per_request, bps)
+            ideal_pr, source, assumption = width.ideal_sectors_per_request, width.source, width.assumption
             if per_request <= ideal_pr:
                 continue
             excess_pct = 100.0 * (1.0 - ideal_pr / per_request)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from analysis.rules.base import Threshold
 from analysis.rules.ncu.common import Hit, NcuRule
-from analysis.rules.ncu.metrics import MEM_PCT, SM_PCT, Launch, Metric
+from analysis.rules.ncu.metrics import Launch, Metric
 
 WAVES = Metric(("launch__waves_per_multiprocessor",), (("launchstatistics", "Waves Per SM", 1.0),))
 UNITS = {
@@ -24,12 +25,14 @@ class ThroughputBottleneck(NcuRule):
 
     *Why it matters*: a kernel is fast when it keeps either its compute or its memory units near peak.
 
-    *How it is detected*: as ncu's SOLBottleneck rule on compute (``sm__throughput``) and memory
-    (``gpu__compute_memory_throughput``) throughput as % of peak: both under 60% = latency issue (or a
-    small grid when there is less than one wave, ``launch__waves_per_multiprocessor``); one 10 or more
-    points above the other while both are under 80% = memory-bound (naming the busiest of DRAM, L2 and
-    L1) or compute-bound; 80% or more = at the roofline, no finding. ncu gives no speedup for this rule;
-    Goodput uses the headroom of the busiest unit, 1 - max(compute, memory), an upper bound.
+    *How it is detected*: the kernel's class is the memory story's ``bound`` (one function for the page, the
+    JSON and this rule): bandwidth-bound when the busiest memory level (``dram``/``lts``/``l1tex__throughput``
+    as % of peak, else ncu's ``gpu__compute_memory_throughput``) reaches the latency threshold (60%, ncu's
+    SOLBottleneck) and compute (``sm__throughput``) does not exceed it; compute-bound when SM throughput does;
+    latency-bound only when the memory-latency stalls show it; otherwise the class is unknown and the finding
+    says so. A grid under one wave (``launch__waves_per_multiprocessor``) is named as such. 80% or more = at the
+    roofline, and compute and memory within 10 points = balanced: no finding. ncu gives no speedup for this
+    rule; Goodput uses the headroom of the busiest unit, 1 - max(compute, memory), an upper bound.
 
     *Advice*: latency: more parallelism per SM (occupancy, ILP), fewer dependent memory round trips;
     small grid: more blocks; memory-bound: less traffic (fusion, reuse, coalescing); compute-bound:
@@ -53,43 +56,62 @@ class ThroughputBottleneck(NcuRule):
     }
 
     # One classification per kernel: launches of a kernel that fall in different classes form one finding
-    # (the class of the longest launch names it), so their time is not counted twice.
+    # (the class of the longest launch names it), so their time is not counted twice. The class is the memory
+    # story's ``bound`` (analysis.ncu.memory.bound) with this rule's latency threshold: the page, the JSON and
+    # this finding never disagree.
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
-        sm, mem = launch.get(SM_PCT), launch.get(MEM_PCT)
-        if sm is None or mem is None:
+        # Imported here: analysis.ncu.memory imports this package (its metric helpers) while it initializes.
+        from analysis.ncu.memory import story
+
+        b = story(launch, {"bandwidth_pct": params["latency_pct"]})["bound"]
+        n = b["numbers"]
+        sm, mem = n["compute_pct"], n["busiest_level_pct"]
+        if sm is None and mem is None:
             return None
-        top = max(sm, mem)
+        top = max(v for v in (sm, mem, n.get("memory_pct")) if v is not None)
         if top >= params["roofline_pct"]:
             return []
         speedup = 100.0 - top
-        detail: dict[str, float | None] = {"compute_pct": sm, "memory_pct": mem}
-        if sm < params["latency_pct"] and mem < params["latency_pct"]:
-            waves = launch.get(WAVES)
-            detail["waves_per_sm"] = waves
-            if waves is not None and waves < 1:
-                return [Hit("sol", speedup, "Grid too small to fill the GPU",
-                            f"The grid fills only {waves:.2f} waves of the SMs; compute {sm:.1f}% and memory "
-                            f"{mem:.1f}% of peak", "Launch more blocks (split the work finer, or batch launches).",
-                            detail, "upper_bound")]
-            return [Hit("sol", speedup, "Latency-bound kernel",
-                        f"Compute ({sm:.1f}%) and memory ({mem:.1f}%) throughput are both under "
-                        f"{params['latency_pct']:.0f}% of peak: the kernel waits on latency",
+        detail: dict[str, Any] = {"compute_pct": sm, "memory_pct": n.get("memory_pct"), "bound_kind": b["kind"],
+                                  "bound_reason": b["reason"], "busiest_level": n["busiest_level"],
+                                  "busiest_level_pct": mem}
+        shown = f"compute {_pct(sm)} and memory {_pct(mem)} of peak"
+        if b["kind"] in ("bandwidth", "compute"):
+            if sm is not None and mem is not None and abs(sm - mem) < params["balanced_points"]:
+                return []
+            if b["kind"] == "bandwidth":
+                units = {name: launch.get(m) for name, m in UNITS.items()}
+                detail.update({f"{k.lower()}_pct": v for k, v in units.items() if v is not None})
+                level = LEVEL_NAMES.get(b["level"], "memory")
+                return [Hit("sol", speedup, f"Memory-bound kernel ({level})", f"{b['reason']}; {shown}",
+                            "Move fewer bytes: fuse kernels, reuse data from shared memory or cache, coalesce "
+                            "accesses, use narrower data types.", detail, "upper_bound")]
+            return [Hit("sol", speedup, "Compute-bound kernel", f"{b['reason']}; {shown}",
+                        "Execute fewer or cheaper instructions: tensor cores, lower precision, remove redundant math.",
+                        detail, "upper_bound")]
+        waves = launch.get(WAVES)
+        detail["waves_per_sm"] = waves
+        if waves is not None and waves < 1:
+            detail["bound_kind"] = "small_grid"  # a launch-shape cause (analysis.ncu.gains ranks it so)
+            return [Hit("sol", speedup, "Grid too small to fill the GPU",
+                        f"The grid fills only {waves:.2f} waves of the SMs; {shown}",
+                        "Launch more blocks (split the work finer, or batch launches).", detail, "upper_bound")]
+        if b["kind"] == "latency":
+            return [Hit("sol", speedup, "Latency-bound kernel", f"Memory latency: {b['reason']}",
                         "Raise parallelism per SM (occupancy, instruction-level parallelism) and cut dependent memory "
                         "round trips; see the warp-stall (NCU002) and occupancy (NCU003) findings.",
                         detail, "upper_bound")]
-        if abs(sm - mem) < params["balanced_points"]:
-            return []
-        if mem > sm:
-            units = {name: launch.get(m) for name, m in UNITS.items()}
-            known = {k: v for k, v in units.items() if v is not None}
-            unit = max(known, key=known.__getitem__) if known else None
-            detail.update({f"{k.lower()}_pct": v for k, v in known.items()})
-            where = f"; the busiest unit is {unit} ({known[unit]:.1f}%)" if unit else ""
-            return [Hit("sol", speedup, f"Memory-bound kernel ({unit or 'memory'})",
-                        f"Memory throughput {mem:.1f}% of peak vs compute {sm:.1f}%{where}",
-                        "Move fewer bytes: fuse kernels, reuse data from shared memory or cache, coalesce accesses, "
-                        "use narrower data types.", detail, "upper_bound")]
-        return [Hit("sol", speedup, "Compute-bound kernel",
-                    f"Compute throughput {sm:.1f}% of peak vs memory {mem:.1f}%",
-                    "Execute fewer or cheaper instructions: tensor cores, lower precision, remove redundant math.",
+        return [Hit("sol", speedup, "No unit near its peak",
+                    f"Compute and memory throughput are both under {params['latency_pct']:.0f}% of peak ({shown}); "
+                    f"the cause is not classified: {b['reason']}",
+                    "Look at the warp stalls (NCU002), occupancy (NCU003) and launch shape (NCU006); collect "
+                    "`ncu --section WarpStateStats` to tell memory latency from other limits.",
                     detail, "upper_bound")]
+
+
+LEVEL_NAMES = {"dram": "DRAM", "l2": "L2", "l1": "L1", "sysmem": "system memory", "peer": "peer memory",
+               "memory": "memory"}
+
+
+def _pct(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.1f}%"

@@ -69,7 +69,8 @@ class LatencyBoundMemory(NcuRule):
         cap = issue_slot_bound(launch)
         if cap is not None:
             speedup = min(speedup, cap)
-        label = next(lv["label"] for lv in memory["levels"] if lv["name"] == n["busiest_level"])
+        label = next((lv["label"] for lv in memory["levels"] if lv["name"] == n["busiest_level"]),
+                     "memory (ncu's busiest unit)")
         msg = (f"Warps spend {100 * stall:.0f}% of the cycles between instructions waiting on memory results while "
                f"the busiest level ({label}) runs at {share:.1f}% of its peak")
         if all(n.get(k) is not None for k in ("bytes_in_flight_needed", "bytes_in_flight", "latency_ns_typical")):

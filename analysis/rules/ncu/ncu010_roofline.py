@@ -78,7 +78,18 @@ class FarFromRoofline(NcuRule):
         detail = {k: roof.get(k) for k in ("achieved_flops", "attainable_flops", "pct_of_roof", "roof", "precision",
                                            "intensity_dram", "intensity_l2", "compute_peak_known")}
         detail["busiest_unit_pct"] = busiest
+        hw = memory["hardware"]
+        detail.update({"cc": hw["cc"], "cc_source": hw.get("cc_source"), "cc_basis": hw.get("cc_basis"),
+                       "compute_roof_unknown": roof.get("compute_roof_unknown")})
+        if not roof.get("compute_peak_known"):
+            peaks = (f"; the compute roof is unknown ({roof.get('compute_roof_unknown') or 'no peak for this precision'})"
+                     ", so this judges against the memory roof alone")
+        elif hw.get("cc_source") == "inferred":
+            peaks = (f"; peaks from the compute capability {hw['cc']} table, the architecture inferred from "
+                     f"{hw.get('cc_basis')} (no device attributes)")
+        else:
+            peaks = ""
         return [Hit("roofline", 100.0 * speedup, "Far from the roofline",
                     f"{roof['achieved_flops'] / 1e9:,.1f} GFLOP/s ({prec}) is {100 * share:.1f}% of the "
                     f"{roof['attainable_flops'] / 1e9:,.1f} GFLOP/s the {roof_name} allows{_at(roof)}; no unit is above "
-                    f"{params['busy_pct']:.0f}% of its peak", ADVICE, detail, "upper_bound")]
+                    f"{params['busy_pct']:.0f}% of its peak{peaks}", ADVICE, detail, "upper_bound")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from analysis.findings import Evidence, Finding
 from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
@@ -43,7 +44,7 @@ FMA_PIPE_PCT = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
 
 
 def ncu_pipe_verdicts(run: Run) -> dict[str, dict]:
-    """What the run's ncu reports measured of each kernel's math pipes, by kernel name (demangled and short).
+    """What the run's ncu reports measured of each kernel's math pipes, by the kernel name ncu exported.
 
     ``verdict`` is ``tensor`` when any profiled launch executed tensor-pipe instructions, ``fp32`` when the
     launches executed FP32 FMA/MUL/ADD instructions and no tensor-pipe ones; kernels without the tensor-pipe
@@ -58,7 +59,9 @@ def ncu_pipe_verdicts(run: Run) -> dict[str, dict]:
             if not tensor:
                 continue
             fp32 = sum(launch.raw.get(m) or 0.0 for m in FP32_INST)
-            for key in {launch.name, launch.short_name} - {""}:
+            # Keyed by the name ncu exported: a demangled signature, or a base name when ncu printed those
+            # (check_report takes a base name only for an nsys kernel that alone has it).
+            for key in {launch.name} - {""}:
                 v = out.setdefault(key, {"tensor_inst": 0.0, "fp32_inst": 0.0, "launches": 0, "report": trace.label,
                                          "fma_pipe_pct": None})
                 v["tensor_inst"] += tensor[0]
@@ -138,8 +141,11 @@ class TensorCoresIdle(Rule):
                                                 "AND name IS NOT NULL")]
             short = dict(trace.sql("SELECT name, any_value(short_name) FROM kernels WHERE category = 'compute' "
                                    "AND name IS NOT NULL GROUP BY name"))
+            shared = Counter(short.values())
             for n in distinct:
-                v = verdicts.get(n) or verdicts.get(short.get(n) or "")
+                # Two instantiations of one template share a short name: it identifies a kernel only when
+                # one nsys kernel has it (and ncu exported base names, so its key is that short name).
+                v = verdicts.get(n) or (verdicts.get(short.get(n) or "") if shared[short.get(n)] == 1 else None)
                 if v is None or v["verdict"] is None:
                     continue
                 measured[n] = v
