@@ -244,6 +244,11 @@ class AnalysisResult:
     # A run analyzed without some of its reports (they failed): their names and the ranks they held.
     missing: tuple[Any, ...] | None = None
     missing_ranks: tuple[Any, ...] | None = None
+    # NCCL's network transfers as a rank x rank matrix (analysis.network), when some report records them.
+    network: Mapping[str, Any] | None = None
+    # Multi-rank runs: each collective's time split into the wait for the last rank and the transfer after
+    # it, per rank and per host (analysis.run_nodes).
+    collectives: Mapping[str, Any] | None = None
 
     def to_json(self) -> JSON:
         out: JSON = {"window": self.window, "reports": [r.to_json() for r in self.reports],
@@ -255,6 +260,10 @@ class AnalysisResult:
         if self.missing is not None:
             out["missing"] = list(self.missing)
             out["missing_ranks"] = list(self.missing_ranks or ())
+        if self.network is not None:
+            out["network"] = self.network
+        if self.collectives is not None:
+            out["collectives"] = self.collectives
         return out
 
     @classmethod
@@ -265,4 +274,5 @@ class AnalysisResult:
         return cls(window=data["window"], reports=tuple(ReportSummary.from_json(r) for r in data["reports"]),
                    findings=tuple(FindingResult.from_json(f) for f in data["findings"]),
                    rules=tuple(RuleStatus.from_json(r) for r in data["rules"]), steps=data.get("steps"),
-                   aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"))
+                   aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"),
+                   network=data.get("network"), collectives=data.get("collectives"))

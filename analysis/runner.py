@@ -42,6 +42,7 @@ from analysis.anatomy import anatomy
 from analysis.findings import Finding, rank_finding_dicts
 from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
+from analysis.network import report_network, run_matrix
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
 from analysis.rules.base import Registry, Rule, RuleContext, Skip
@@ -238,6 +239,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
                 nvtx = nvtx_projection(v, limit=10)
                 info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
                 info["launches"] = launch_summary(v)
+                info["network"] = report_network(t, b)
                 info["phases"] = [p.to_dict() for p in info_p.phases]
             elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
                 info["kernels"] = report_kernels(t, wrun)
@@ -409,6 +411,10 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     if steps is not None:
         run_facts.mark_last([r.info for r in results], steps)
         out["steps"] = steps  # multi-rank: which rank finished each iteration last
+    matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
+                         if r.tool == "nsys"])
+    if matrix is not None:
+        out["network"] = matrix  # NCCL's network transfers: the rank x rank matrix
     aligned = run_facts.aligned_windows(results, spec.kind)
     if aligned is not None:
         out["aligned_window"] = aligned  # multi-rank: where every rank is in its steady phase

@@ -154,6 +154,17 @@ def _iterations(tmp: Path, limits: Limits, deadline: float, progress: Progress |
         logger.exception("finding the iterations at ingest failed; the analysis will compute them")
 
 
+def _net(tmp: Path, limits: Limits) -> None:
+    """Derived at ingest: NCCL's network transfers from its ``ncclNet*`` NVTX events (``analysis.nsys.net``).
+    A failure leaves the file without the table (the analysis then reads the NVTX events itself)."""
+    from analysis.nsys.net import write_net_file
+
+    try:
+        write_net_file(tmp, int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP))
+    except Exception:  # derived data only
+        logger.exception("reading NCCL's network ranges at ingest failed; the analysis will read them itself")
+
+
 def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
                 child: IngestChild | None = None, keep: Path | None = None) -> dict[str, int]:
     """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table.
@@ -189,6 +200,7 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     try:
         result = child.run(plan, deadline, progress)
         _iterations(tmp, limits, deadline, progress)
+        _net(tmp, limits)
         if scrubbing is not None:
             scrubbing.wait()
         _fsync(tmp)

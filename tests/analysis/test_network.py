@@ -1,0 +1,140 @@
+"""NCCL's network transfers (``ncclNet*`` NVTX events) on the corpus' 2-node pair: every number against
+the export's own NVTX text, read here with SQLite and a regular expression of this test's own."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analysis.network import report_network, run_matrix
+from analysis.trace import Trace
+from tests.analysis.planting import ingested
+from tests.conftest import corpus_file
+
+R0 = "nccl-ring-2node-r0-ault43.sqlite"
+R1 = "nccl-ring-2node-r1-ault44.sqlite"
+ARGS = re.compile(r"^ncclNet(\w+)\(\): Data_Size: (\d+), Sender_Rank: (\d+), Receiver_Rank: (\d+), "
+                  r"Channel_ID: (\d+), Sequence: (\d+)$")
+
+
+def _raw(name: str) -> dict[tuple, list[tuple[int, int | None]]]:
+    """(direction, sender, receiver, channel) -> [(bytes, post-to-done ns)] straight from the export."""
+    con = sqlite3.connect(corpus_file(name))
+    rows = con.execute("""SELECT n.start, COALESCE(n.text, s.value) FROM NVTX_EVENTS n
+                          LEFT JOIN StringIds s ON s.id = n.textId
+                          WHERE COALESCE(n.text, s.value) LIKE 'ncclNet%' ORDER BY n.start""").fetchall()
+    con.close()
+    posts, dones = defaultdict(list), defaultdict(list)
+    for start, text in rows:
+        m = ARGS.match(text)
+        if not m:
+            continue
+        op, size, snd, rcv, ch, seq = m.groups()
+        direction = "send" if op in ("Isend", "SendTest") else "recv"
+        key = (direction, int(snd), int(rcv), int(ch), int(seq))
+        (posts if op in ("Isend", "Irecv") else dones)[key].append((start, int(size)))
+    out = defaultdict(list)
+    for key, ps in posts.items():
+        ds = dones.get(key, [])
+        for k, (start, size) in enumerate(ps):
+            out[key[:4]].append((size, ds[k][0] - start if k < len(ds) else None, start))
+    return out
+
+
+def _union(intervals: list[tuple[int, int]]) -> int:
+    total, end = 0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total, end = total + b - a, b
+        elif b > end:
+            total, end = total + b - end, b
+    return total
+
+
+@pytest.mark.parametrize("name", [R0, R1])
+def test_transfers_match_the_nvtx_text(name: str) -> None:
+    raw = _raw(name)
+    assert raw, "the pair records its network ranges"
+    t = Trace(ingested(corpus_file(name)), name)
+    try:
+        net = report_network(t, None)
+        offset = t.session_start_utc_ns
+    finally:
+        t.close()
+    assert net["has_ranges"]
+    chans = {(c["direction"], c["sender_rank"], c["receiver_rank"], c["channel"]): c for c in net["channels"]}
+    assert set(chans) == set(raw)
+    for key, items in raw.items():
+        c = chans[key]
+        assert c["transfers"] == len(items)
+        assert c["bytes"] == sum(s for s, _, _ in items)
+        assert c["completed"] == sum(1 for _, d, _ in items if d is not None)
+        assert c["post_to_done_ns"] == sum(d for _, d, _ in items if d is not None)
+        flight = _union([(p, p + d) for _, d, p in items if d is not None])
+        assert c["in_flight_ns"] == flight
+        assert c["bandwidth_bps"] == pytest.approx(c["completed_bytes"] * 1e9 / flight, rel=1e-9)
+    # per peer pair: the channels' transfers and bytes summed
+    for p in net["peers"]:
+        mine = [v for k, v in raw.items() if k[:3] == (p["direction"], p["sender_rank"], p["receiver_rank"])]
+        assert p["transfers"] == sum(len(v) for v in mine)
+        assert p["bytes"] == sum(s for v in mine for s, _, _ in v)
+        assert p["channels"] == len(mine)
+    assert offset is not None
+
+
+def test_the_run_matrix_names_both_hosts_and_the_slowest_link() -> None:
+    nets = []
+    for name in (R0, R1):
+        t = Trace(ingested(corpus_file(name)), name)
+        try:
+            nets.append((t.rank, t.meta.get("host"), report_network(t, None)))
+        finally:
+            t.close()
+    m = run_matrix(nets)
+    assert m is not None
+    assert {(r["sender"], r["receiver"]) for r in m["links"]} == {(0, 1), (1, 0)}
+    for link in m["links"]:  # the sender's own count of its sends
+        raw = _raw(R0 if link["sender"] == 0 else R1)
+        sends = [v for k, v in raw.items() if k[0] == "send" and k[1:3] == (link["sender"], link["receiver"])]
+        assert link["bytes"] == sum(s for v in sends for s, _, _ in v)
+        assert link["inter_node"] is True and link["seen_by"] == "send"
+    assert m["inter_node_bytes"] == sum(r["bytes"] for r in m["links"]) and m["intra_node_bytes"] == 0
+    slow = min(m["links"], key=lambda r: r["bandwidth_bps"])
+    assert (m["slowest"]["sender"], m["slowest"]["receiver"]) == (slow["sender"], slow["receiver"])
+    assert m["senders_across_nodes"] == [0, 1]
+
+
+def test_a_rank_without_network_ranges_says_so() -> None:
+    t = Trace(ingested(corpus_file("vecadd-2026.sqlite")), "vecadd")
+    try:
+        net = report_network(t, None)
+    finally:
+        t.close()
+    assert net["has_ranges"] is False and net["peers"] == [] and "no NCCL network ranges" in net["reason"]
+    m = run_matrix([(0, "a", {"has_ranges": False}), (1, "b", None)])
+    assert m is None  # nothing recorded: no matrix, never a guess
+
+
+def test_a_file_written_before_the_table_reads_the_nvtx_events(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    shutil.copyfile(ingested(corpus_file(R0)), path)
+    t = Trace(path, "new")
+    try:
+        with_table = report_network(t, None)
+    finally:
+        t.close()
+    con = duckdb.connect(str(path))
+    con.execute("DROP TABLE net_transfers; UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    con.close()
+    t = Trace(path, "old")
+    try:
+        assert "net_transfers" not in t.tables
+        assert report_network(t, None) == with_table
+    finally:
+        t.close()
