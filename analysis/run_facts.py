@@ -114,13 +114,15 @@ def comm003_across(results: list[ReportResult], con: duckdb.DuckDBPyConnection) 
                 g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
 
 
-def comm_participants(results: list[ReportResult]) -> list[tuple[ReportResult, str]]:
-    """The reports COMM002 compares, in run order, with a DuckDB relation of each one's collectives:
-    nsys reports to which the rule applies whose window has NCCL kernels."""
+def comm_participants(results: list[ReportResult], rule_id: str | None = "COMM002",
+                      ) -> list[tuple[ReportResult, str]]:
+    """The reports a cross-rank rule (COMM002, COMM005) compares, in run order, with a DuckDB relation of
+    each one's collectives: nsys reports to which the rule applies (any, with ``rule_id`` None) whose
+    window has NCCL kernels."""
     out = []
     for r in results:
         f = r.facts
-        if r.tool != "nsys" or (r.rules.get("COMM002") or {}).get("status") != "run_level":
+        if r.tool != "nsys" or (rule_id is not None and (r.rules.get(rule_id) or {}).get("status") != "run_level"):
             continue
         if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
             continue

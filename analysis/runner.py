@@ -45,9 +45,11 @@ from analysis.ncu.kernels import report_kernels
 from analysis.network import report_network, run_matrix
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
+from analysis.rollup import roll_up
 from analysis.rules.base import Registry, Rule, RuleContext, Skip
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.rules.registry import default_registry
+from analysis.run_nodes import collective_split, instances, late_node
 from analysis.summary import report_info
 from analysis.trace import DUCKDB_MEMORY_BYTES, DUCKDB_THREADS, Run, Trace
 
@@ -58,7 +60,7 @@ ITEMS = 50  # per-iteration records in the JSON: the first ones (all of them fee
 # host is seen waiting in OS calls (HOST001), which is how a paced loop waits for its next frame or request.
 PACING_RULES = ("GPU001", "GPU002", "HOST001")
 # Rules that compare reports: run by ``analyze_run_facts`` over the facts, never per report.
-RUN_LEVEL_RULES = ("COMM002",)
+RUN_LEVEL_RULES = ("COMM002", "COMM005")
 # nsys rules that read the run's ncu reports when it has some (KRN002: measured math pipes beat kernel
 # names). Step 1 of an nsys report runs before the run's ncu reports are known, so ``rerun_linked_rules`` runs
 # these again on each nsys report, with the ncu reports beside it, in runs that have ncu reports.
@@ -356,10 +358,12 @@ def _merge_outcomes(rule_cls: type[Rule], results: list[ReportResult]) -> tuple[
 
 
 def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top: int | None = None,
-                      memory_bytes: int | None = None) -> dict[str, Any]:
+                      memory_bytes: int | None = None, by_rule: bool = True) -> dict[str, Any]:
     """Step 2: the cross-rank rules over the reports' facts, every rule's status, all findings ranked.
 
-    ``results`` in run order (the order of ``reports[]``)."""
+    ``results`` in run order (the order of ``reports[]``). ``by_rule``: in a run of several nsys reports,
+    ``findings`` holds one entry per rule and scope across the ranks (``analysis.rollup``) and each
+    report's own findings are its ``reports[].findings``."""
     spec = ctx.spec
     if any(r.id == "COMM003" for r in ctx.selected):
         con = duckdb.connect(config={"threads": DUCKDB_THREADS,
@@ -402,6 +406,10 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             status, reason = _merge_outcomes(rule_cls, results)
         findings.extend(own)
         rules.append({"id": rid, "status": status, "reason": reason, "findings": len(own) if status == "ok" else 0})
+    if by_rule and sum(1 for r in results if r.tool == "nsys") > 1:
+        for r in results:
+            r.info["findings"] = rank_finding_dicts(list(r.findings))
+        findings = roll_up(findings, [r.info for r in results])
     ranked = rank_finding_dicts(findings)
     if top is not None:
         ranked = ranked[:top]
@@ -411,6 +419,9 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     if steps is not None:
         run_facts.mark_last([r.info for r in results], steps)
         out["steps"] = steps  # multi-rank: which rank finished each iteration last
+    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
+    if split is not None:
+        out["collectives"] = split  # multi-rank: wait for the last rank vs transfer after it
     matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
                          if r.tool == "nsys"])
     if matrix is not None:
@@ -421,13 +432,27 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     return out
 
 
+def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
+    """Each matched collective's wait for the last rank and transfer after it (``analysis.run_nodes``)."""
+    parts = run_facts.comm_participants(results, None)
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts]) if len(parts) > 1 else None
+    if offsets is None:
+        return None
+    con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": f"{max(1, int(memory_bytes) // 2**20)}MiB"})
+    try:
+        cols = instances(con, [src for _, src in parts], offsets, [run_facts.window_bounds(r) for r, _ in parts])
+    finally:
+        con.close()
+    return collective_split(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts])
+
+
 def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,
                     memory_bytes: int) -> list[Finding]:
-    if rule_cls.id != "COMM002":  # pragma: no cover - RUN_LEVEL_RULES lists only COMM002
+    if rule_cls.id not in RUN_LEVEL_RULES:  # pragma: no cover - the caller runs only those
         raise RuntimeError(f"no run-level step for {rule_cls.id}")
     from analysis.rules.nsys.comm import stragglers
 
-    parts = run_facts.comm_participants(results)
+    parts = run_facts.comm_participants(results, rule_cls.id)
     if not parts:
         return []
     offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts])
@@ -435,10 +460,16 @@ def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: Anal
         raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
     limit = f"{max(1, int(memory_bytes) // 2**20)}MiB"
     con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": limit})
+    windows = [run_facts.window_bounds(r) for r, _ in parts]
     try:
+        if rule_cls.id == "COMM005":
+            if len(parts) < 2:
+                return []
+            cols = instances(con, [src for _, src in parts], offsets, windows)
+            return late_node(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts],
+                             offsets, ctx.all_params[rule_cls.id], rule_cls.id)
         return stragglers(con, [src for _, src in parts], [run_facts.participant(r) for r, _ in parts], offsets,
-                          ctx.all_params[rule_cls.id], rule_cls.id,
-                          windows=[run_facts.window_bounds(r) for r, _ in parts])
+                          ctx.all_params[rule_cls.id], rule_cls.id, windows=windows)
     finally:
         con.close()
 
