@@ -45,6 +45,9 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     row = _run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None))
     if result.missing:  # analyzed without these (failed) reports
         row.data = {**row.data, "missing": jsonable(result.missing), "missing_ranks": jsonable(result.missing_ranks or [])}
+    for key, value in (("network", result.network), ("collectives", result.collectives)):
+        if value is not None:  # run-wide facts: NCCL's network matrix, collectives' wait vs transfer
+            row.data = {**row.data, key: jsonable(value)}
     session.add(row)
     refresh_run_status(session, run_id)
     session.commit()

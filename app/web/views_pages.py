@@ -9,7 +9,16 @@ from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import operations, web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
+from app.services import (
+    operations,
+    web_compare,
+    web_findings,
+    web_jobs,
+    web_network,
+    web_run,
+    web_runs,
+    web_trends,
+)
 from app.services import rules as rules_service
 from app.services.web_run import finding_dict
 from app.settings import current_settings
@@ -66,7 +75,8 @@ def run(run_id: int):
                            minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis,
                            retryable=_retryable(view),
                            iterations=web_run.iteration_sections(view.reports, view.summaries),
-                           system=web_run.system_sections(view.reports, view.summaries))
+                           system=web_run.system_sections(view.reports, view.summaries),
+                           network=web_network.network_section(view.summaries))
 
 
 def _retryable(view) -> bool:
