@@ -63,14 +63,16 @@ def report_network(t: Trace, bounds: tuple[int, int] | None) -> dict[str, Any]:
     lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
     src = source(t.tables)
     if t.scalar(f"SELECT 1 FROM {src} LIMIT 1") is None:  # noqa: S608 - a table name or constant SQL
-        return {"has_ranges": False, "reason": NO_RANGES, "peers": [], "channels": []}
+        return {"has_ranges": False, "reason": NO_RANGES, "peers": [], "channels": [], "directions": {}}
     pair = ["direction", "sender_rank", "receiver_rank"]
     peers = [_row(pair, r) for r in t.sql(_grouped(src, pair, int(lo), int(hi)))]
     chans = [_row([*pair, "channel"], r) for r in t.sql(_grouped(src, [*pair, "channel"], int(lo), int(hi)))]
     for p in peers:
         p["channels"] = sum(1 for c in chans if all(c[k] == p[k] for k in pair))
+    # per direction, all peers at once: the time at least one request of that direction was in flight
+    sides = {r["direction"]: r for r in (_row(["direction"], x) for x in t.sql(_grouped(src, ["direction"], int(lo), int(hi))))}
     return {"has_ranges": True, "reason": None if peers else "no network transfer was posted in the analysis window",
-            "peers": peers, "channels": chans,
+            "peers": peers, "channels": chans, "directions": sides,
             "bytes_sent": sum(p["bytes"] for p in peers if p["direction"] == "send"),
             "bytes_received": sum(p["bytes"] for p in peers if p["direction"] == "recv")}
 

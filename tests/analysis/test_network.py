@@ -138,3 +138,19 @@ def test_a_file_written_before_the_table_reads_the_nvtx_events(tmp_path: Path) -
         assert report_network(t, None) == with_table
     finally:
         t.close()
+
+
+def test_comm003_takes_the_network_sizes_when_the_payloads_are_absent() -> None:
+    from analysis.api import analyze
+
+    out = analyze([ingested(corpus_file(R0))], labels=[R0], rules=["COMM003"], window="all").to_json()
+    (f,) = out["findings"]
+    net = f["network"]
+    sends = [(s, d, p) for k, v in _raw(R0).items() if k[0] == "send" for s, d, p in v]
+    assert net["bytes_sent"] == sum(s for s, _, _ in sends) == 8 * 1048576
+    flight = _union([(p, p + d) for _, d, p in sends if d is not None])
+    assert net["in_flight_ns"] == flight
+    assert net["bandwidth_bps"] == pytest.approx(net["completed_bytes"] * 1e9 / flight, rel=1e-9)
+    assert net["efficiency_pct"] == pytest.approx(100 * net["bandwidth_bps"] / (net["peak_gbps"] * 1e9), abs=1e-3)
+    assert "network sends 8,388,608 bytes in 8 send(s) to rank(s) 1" in f["title"]
+    assert f["impact_ns"] == 0  # kernel time alone still cannot say what a faster link would save
