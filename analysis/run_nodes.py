@@ -30,11 +30,14 @@ def _in_window(bounds: tuple[int, int] | None) -> str:
 
 
 def instances(con: Any, sources: list[str], offsets: list[int],
-              windows: list[tuple[int, int] | None]) -> dict[str, np.ndarray]:
+              windows: list[tuple[int, int] | None], launch: bool = False) -> dict[str, np.ndarray]:
     """Every complete in-window instance's arrivals: columns ``part, pid, inst, t, e`` (``t``, ``e``: the
-    kernel's start and end on the run's time base, less the earliest start of the run, so int64 holds them)."""
+    kernel's start and end on the run's time base, less the earliest start of the run, so int64 holds them),
+    and with ``launch`` (sources with a ``launch_ns`` column) ``l``, the host's launch on the same base, and
+    ``has_l``."""
     parts = " UNION ALL ".join(
         f"SELECT {i} AS part, pid, name, start_ns::HUGEINT + {int(off)} AS t, "  # noqa: S608 - ints, server-made sources
+        f"{f'launch_ns::HUGEINT + {int(off)}' if launch else 'NULL::HUGEINT'} AS l, "
         f"end_ns::HUGEINT + {int(off)} AS e, {_in_window(w)} AS inw "
         f"FROM {src} WHERE category = 'nccl' AND start_ns IS NOT NULL AND end_ns IS NOT NULL"
         for i, (src, off, w) in enumerate(zip(sources, offsets, windows, strict=True)))
@@ -45,7 +48,8 @@ def instances(con: Any, sources: list[str], offsets: list[int],
         c AS (SELECT name, k, DENSE_RANK() OVER (ORDER BY MIN(t), name, k) AS inst FROM i GROUP BY name, k
               HAVING COUNT(*) = (SELECT n FROM n) AND BOOL_AND(inw)),
         m AS (SELECT MIN(t) AS t0 FROM i)
-        SELECT part, pid, inst, (i.t - m.t0)::BIGINT AS t, (i.e - m.t0)::BIGINT AS e, m.t0::BIGINT AS t0
+        SELECT part, pid, inst, (i.t - m.t0)::BIGINT AS t, (i.e - m.t0)::BIGINT AS e, m.t0::BIGINT AS t0,
+               COALESCE(i.l - m.t0, 0)::BIGINT AS l, i.l IS NOT NULL AS has_l
         FROM i JOIN c USING (name, k), m ORDER BY inst, part, pid""")  # noqa: S608 - see above
     return {k: np.asarray(v) for k, v in rel.fetchnumpy().items()}
 
@@ -138,6 +142,19 @@ def collective_split(cols: dict[str, np.ndarray], ranks: list[int | None],
     per_rank = [{"rank": ranks[p], "host": hosts[p], "pid": pid, "wait_ns": int(w), "transfer_ns": int(x),
                  "wait_pct": round(pct(int(w), int(w + x)) or 0.0, 3)}
                 for (p, pid), w, x in zip(keys, wait, transfer, strict=True)]
+    out_launch = None
+    if "has_l" in cols and len(cols["has_l"]) and bool(np.all(cols["has_l"])):
+        # The host side: how long after the first rank's host each rank's host launched the collective, and
+        # how long its kernel then queued on the GPU before it started.
+        launch = _matrix({**cols, "t": cols["l"]})[1]
+        delay = launch - launch.min(axis=1, keepdims=True)
+        queue = t - launch
+        for r, d, q in zip(per_rank, delay.sum(axis=0), queue.sum(axis=0), strict=True):
+            r["launch_delay_ns"], r["gpu_queue_ns"] = int(d), int(q)
+        i, j = np.unravel_index(int(np.argmax(delay)), delay.shape)
+        p = keys[int(j)][0]
+        out_launch = {"instance": int(i), "rank": ranks[p], "host": hosts[p], "delay_ns": int(delay[i, j]),
+                      "gpu_queue_ns": int(queue[i, j])}
     by_host: dict[Any, dict[str, Any]] = defaultdict(lambda: {"ranks": 0, "wait_ns": 0, "transfer_ns": 0})
     for r in per_rank:
         h = by_host[r["host"]]
@@ -145,4 +162,5 @@ def collective_split(cols: dict[str, np.ndarray], ranks: list[int | None],
         h["wait_ns"] += r["wait_ns"]
         h["transfer_ns"] += r["transfer_ns"]
     return {"instances": len(t), "wait_ns": int(wait.sum()), "transfer_ns": int(transfer.sum()),
+            "longest_launch_delay": out_launch,
             "per_rank": per_rank, "per_host": [{"host": k, **v} for k, v in sorted(by_host.items(), key=lambda kv: str(kv[0]))]}

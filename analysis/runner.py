@@ -440,7 +440,10 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[st
         return None
     con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": f"{max(1, int(memory_bytes) // 2**20)}MiB"})
     try:
-        cols = instances(con, [src for _, src in parts], offsets, [run_facts.window_bounds(r) for r, _ in parts])
+        launch = all("launch_ns" in {c[0] for c in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}  # noqa: S608
+                     for _, src in parts)
+        cols = instances(con, [src for _, src in parts], offsets, [run_facts.window_bounds(r) for r, _ in parts],
+                         launch)
     finally:
         con.close()
     return collective_split(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts])

@@ -47,6 +47,13 @@ EXPECTED = [
     # Six corpus exports list their host's NICs (TARGET_INFO_NIC_INFO); none has GPU or NIC metrics.
     ("the host's NIC inventory in the report summary (#14)",
      r'^\.reports\[\d+\]\.system_metrics: added \{"gpu": \[\], "nic": \[\], "nics": \[\{"nic_id": .*$'),
+    # NCCL's network transfers (ncclNet* NVTX ranges): every nsys report says whether it records them.
+    ("the report's NCCL network transfers (run as a whole)", r'^\.reports\[\d+\]\.network: added \{"has_ranges": .*$'),
+    ("a run of one report with network ranges has its matrix (run as a whole)", r'^\.network: added \{"ranks": .*$'),
+    ("COMM003 by kernel gains the network sends of NCCL's ranges (run as a whole)",
+     r"^\.findings\[\d+\]\.(title|message|network)(:| ).*@COMM003$"),
+    ("COMM005 late node joins the run-level rules (run as a whole)",
+     r'^\.rules\[id=COMM005\]: added \{"id": "COMM005", "status": "(ok", "reason": null, "findings": 0|skipped").*'),
 ]
 
 

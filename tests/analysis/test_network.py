@@ -154,3 +154,33 @@ def test_comm003_takes_the_network_sizes_when_the_payloads_are_absent() -> None:
     assert net["efficiency_pct"] == pytest.approx(100 * net["bandwidth_bps"] / (net["peak_gbps"] * 1e9), abs=1e-3)
     assert "network sends 8,388,608 bytes in 8 send(s) to rank(s) 1" in f["title"]
     assert f["impact_ns"] == 0  # kernel time alone still cannot say what a faster link would save
+
+
+def test_the_pair_splits_its_collective_into_wait_transfer_and_the_hosts_launch() -> None:
+    from analysis.runner import analyze_run
+
+    paths = [ingested(corpus_file(R0)), ingested(corpus_file(R1))]
+    out = analyze_run(paths, labels=[R0, R1])
+    rows = []
+    for p in paths:
+        t = Trace(p, p.name)
+        try:
+            (start, end, launch), = t.sql("""SELECT k.start_ns, k.end_ns, a.start_ns FROM kernels k JOIN cuda_api a
+                                            ON a.pid = k.pid AND a.correlation_id = k.correlation_id
+                                            WHERE k.category = 'nccl'""")
+            base = int(t.session_start_utc_ns)
+            rows.append((base + start, base + end, base + launch))  # Python ints: exact
+        finally:
+            t.close()
+    last = max(r[0] for r in rows)
+    first_launch = min(r[2] for r in rows)
+    split = out["collectives"]
+    assert split["instances"] == 1
+    for r, (start, end, launch) in zip(split["per_rank"], rows, strict=True):
+        assert r["wait_ns"] == last - start and r["transfer_ns"] == end - last
+        assert r["launch_delay_ns"] == launch - first_launch and r["gpu_queue_ns"] == start - launch
+    late = split["longest_launch_delay"]
+    assert late["rank"] == 1 and late["delay_ns"] == rows[1][2] - rows[0][2] > 0
+    # the straggler's lateness is its host's later launch plus its longer queue on the GPU
+    (c2,) = [f for f in out["findings"] if f["rule_id"] == "COMM002"]
+    assert c2["impact_ns"] == split["per_rank"][0]["wait_ns"]
