@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from goodput_cli.render_memory import memory_lines
-from goodput_cli.render_run import network_lines, per_rank_line
+from goodput_cli.render_run import collectives_lines, network_lines, per_rank_line
 
 
 def ms(ns: int | float | None) -> str:
@@ -145,7 +145,7 @@ def text(result: dict[str, Any]) -> str:
         lines.append(f"== ranks per step: {steps['count']} steps; finished last: {last}; median spread "
                      f"{ms(steps['spread_median_ns'])} per step")
         lines.append("")
-    lines.extend(_printable(x) for x in network_lines(result, human_bytes, ms))
+    lines.extend(_printable(x) for x in [*collectives_lines(result, ms), *network_lines(result, human_bytes, ms)])
     findings = result.get("findings", [])
     if findings:
         lines.append(f"== findings, costliest first ({len(findings)})")

@@ -44,3 +44,23 @@ def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms:
         lines.append(f"   no network ranges recorded on rank(s) {', '.join(map(str, net['without_ranges']))}")
     lines.append("")
     return lines
+
+
+def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[str]:
+    """Multi-rank: the collectives' time split into the wait for the last rank and the transfer after it,
+    per host, and the longest host-side launch delay."""
+    c = result.get("collectives")
+    if not c:
+        return []
+    lines = [f"== collectives across ranks: {c['instances']} matched; waiting for the last rank {ms(c['wait_ns'])}, "
+             f"transferring after it {ms(c['transfer_ns'])} (summed over ranks)"]
+    for h in c["per_host"]:
+        lines.append(f"   host {h['host'] or '?'} ({h['ranks']} rank(s)): wait {ms(h['wait_ns'])}, "
+                     f"transfer {ms(h['transfer_ns'])}")
+    late = c.get("longest_launch_delay")
+    if late and late["delay_ns"] > 0:
+        lines.append(f"   longest host launch delay: rank {late['rank']} ({late['host'] or '?'}) launched collective "
+                     f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; its kernel then "
+                     f"queued {ms(late['gpu_queue_ns'])} on the GPU")
+    lines.append("")
+    return lines

@@ -184,3 +184,20 @@ def test_the_pair_splits_its_collective_into_wait_transfer_and_the_hosts_launch(
     # the straggler's lateness is its host's later launch plus its longer queue on the GPU
     (c2,) = [f for f in out["findings"] if f["rule_id"] == "COMM002"]
     assert c2["impact_ns"] == split["per_rank"][0]["wait_ns"]
+
+
+def test_the_text_report_names_the_links_the_slowest_and_each_rule_once() -> None:
+    from analysis.runner import analyze_run
+    from goodput_cli.render import text
+
+    out = analyze_run([ingested(corpus_file(R0)), ingested(corpus_file(R1))], labels=[R0, R1])
+    report = text(out)
+    slow = out["network"]["slowest"]
+    assert "rank 0 -> rank 1 (inter-node): 8.0 MiB in 8 sends on 2 channel(s)" in report
+    assert (f"slowest link: rank {slow['sender']} ({slow['sender_host']}) -> rank {slow['receiver']} "
+            f"({slow['receiver_host']}), {slow['bandwidth_bps'] / 1e9:.2f} GB/s") in report
+    # one line per rule in the ranking, each with its ranks
+    ranked = [line for line in report.splitlines() if line[:5].strip().rstrip(".").isdigit()]
+    rules = [line.split("] ", 1)[1].split()[0] for line in ranked]
+    assert len(rules) == len(set(rules)) and report.count("     per rank: rank 0") + report.count(", rank 0 (") >= 1
+    assert "longest host launch delay: rank 1 (ault44.cscs.ch)" in report
