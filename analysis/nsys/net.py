@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 from analysis.schema import DERIVED_TABLES, ddl
 
 TABLE = "net_transfers"
@@ -67,7 +69,7 @@ def source(tables: set[str]) -> str:
     return f"(SELECT * FROM ({TRANSFERS_SQL}) WHERE FALSE)"  # noqa: S608 - constants
 
 
-def write_net(con) -> int:  # type: ignore[no-untyped-def] - a DuckDB connection on the file being written
+def write_net(con: duckdb.DuckDBPyConnection) -> int:
     """Create and fill ``net_transfers`` on ``con`` (the normalized file, not yet published); returns its rows."""
     con.execute(f"DROP TABLE IF EXISTS {TABLE}")
     con.execute(ddl({TABLE: DERIVED_TABLES[TABLE]})[0])
@@ -76,8 +78,6 @@ def write_net(con) -> int:  # type: ignore[no-untyped-def] - a DuckDB connection
 
 
 def write_net_file(path: Path, memory_bytes: int) -> int:
-    import duckdb
-
     con = duckdb.connect(str(path), config={"threads": 2, "memory_limit": f"{max(1, memory_bytes // 2**20)}MiB"})
     try:
         n = write_net(con)

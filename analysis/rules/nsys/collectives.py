@@ -354,7 +354,8 @@ def network_sends(trace: Trace) -> dict | None:
     side = net["directions"]["send"]
     nbytes, flight, bps = side["completed_bytes"], side["in_flight_ns"], side["bandwidth_bps"]
     d = trace.sql("SELECT name, cc_major, cc_minor FROM devices ORDER BY device NULLS LAST, pid NULLS LAST LIMIT 1")
-    peak, source = collective_peak(*(d[0] if d else (None, None, None)), True)
+    name, major, minor = d[0] if d else (None, None, None)
+    peak, source = collective_peak(name, major, minor, True)
     eff = None if bps is None or not peak else round(100.0 * bps / (peak * 1e9), 3)
     text = (f"{sum(p['bytes'] for p in sends):,} bytes in {sum(p['transfers'] for p in sends)} send(s) to rank(s) "
             f"{', '.join(str(p['receiver_rank']) for p in sends)}"
