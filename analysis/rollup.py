@@ -3,7 +3,8 @@
 A rule that finds the same problem on every rank (exposed communication on 16 ranks) says it once for
 the run: the entry for a rule and scope (the phase it was judged on) sums its reports' findings
 (``impact_ns``: the time it costs summed over ranks, as the per-report findings add up), lists each
-rank's part in ``per_rank`` ([{rank, host, report, impact_ns, findings}], costliest first), and names in
+rank's part in ``per_rank`` ([{rank, host, report, impact_ns, findings}], costliest first) and ``per_host`` (the same
+summed by host: {host, ranks, of_ranks, impact_ns}), and names in
 its title the rank, or the host, that stands out. Its message, advice and evidence are those of the
 costliest rank's finding (the place to look first); its severity is the worst of them. Each report's own
 findings stay in ``reports[].findings``. Run-level findings (no report: COMM002, COMM005) pass as they are.
@@ -55,12 +56,19 @@ def roll_up(findings: list[dict[str, Any]], infos: list[dict[str, Any]]) -> list
         rep = min(members, key=lambda f: (-int(f["impact_ns"]), f["report"]))
         total = sum(r["impact_ns"] for r in rows)
         worst = min(SEVERITIES.index(f["severity"]) for f in members)
+        by_host: dict[Any, dict[str, Any]] = {}
+        for r in rows:
+            h = by_host.setdefault(r["host"], {"host": r["host"], "ranks": 0, "of_ranks": ranks_per_host.get(r["host"], 0),
+                                               "impact_ns": 0})
+            h["ranks"] += 1
+            h["impact_ns"] += r["impact_ns"]
         entry = {**rep, "severity": SEVERITIES[worst], "impact_ns": total,
                  "impact_pct": max((f["impact_pct"] for f in members if f.get("impact_pct") is not None), default=None),
                  "report": None, "rank": rows[0]["rank"], "title": rep["title"] + _standout(rows, total, hosts_in_run,
                                                                                             ranks_per_host),
                  "evidence_total": sum(int(f.get("evidence_total") or 0) for f in members),
-                 "per_rank": rows, "ranks_with_finding": len(rows)}
+                 "per_rank": rows, "per_host": sorted(by_host.values(), key=lambda h: (-h["impact_ns"], str(h["host"]))),
+                 "ranks_with_finding": len(rows)}
         if rep.get("impact_per_step_ns") is not None:
             entry["impact_per_step_ns"] = sum(int(f.get("impact_per_step_ns") or 0) for f in members)
         out.append(entry)

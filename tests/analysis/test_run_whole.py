@@ -118,6 +118,11 @@ def test_one_finding_per_rule_equals_the_reports_findings_summed(late_run) -> No
         assert f["impact_ns"] == per_report[key] == sum(r["impact_ns"] for r in f["per_rank"])
         assert sum(r["findings"] for r in f["per_rank"]) == count[key]
         assert {r["host"] for r in f["per_rank"]} <= {"ault43.cscs.ch", "ault44.cscs.ch"}
+        hosts = {h["host"]: h for h in f["per_host"]}
+        for h, agg in hosts.items():
+            mine = [r for r in f["per_rank"] if r["host"] == h]
+            assert agg["impact_ns"] == sum(r["impact_ns"] for r in mine) and agg["ranks"] == len(mine)
+            assert agg["of_ranks"] == N // 2
         top = f["per_rank"][0]
         assert f["rank"] == top["rank"] and top["impact_ns"] == max(r["impact_ns"] for r in f["per_rank"])
     exposed = [f for f in rolled if f["rule_id"] == "COMM001"]
