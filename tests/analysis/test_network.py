@@ -201,3 +201,15 @@ def test_the_text_report_names_the_links_the_slowest_and_each_rule_once() -> Non
     rules = [line.split("] ", 1)[1].split()[0] for line in ranked]
     assert len(rules) == len(set(rules)) and report.count("     per rank: rank 0") + report.count(", rank 0 (") >= 1
     assert "longest host launch delay: rank 1 (ault44.cscs.ch)" in report
+
+
+def test_a_run_with_one_rank_without_ranges_names_it_and_guesses_nothing() -> None:
+    t = Trace(ingested(corpus_file(R0)), R0)
+    try:
+        net0 = report_network(t, None)
+    finally:
+        t.close()
+    m = run_matrix([(0, "ault43", net0), (1, "ault44", {"has_ranges": False, "peers": []}), (2, "ault44", None)])
+    assert m is not None and m["without_ranges"] == [1, 2]
+    # rank 1's sends are unknown (its report has no ranges): only rank 0's own sends and what rank 0 received
+    assert {(r["sender"], r["receiver"], r["seen_by"]) for r in m["links"]} == {(0, 1, "send"), (1, 0, "recv")}
