@@ -164,3 +164,20 @@ def collective_split(cols: dict[str, np.ndarray], ranks: list[int | None],
     return {"instances": len(t), "wait_ns": int(wait.sum()), "transfer_ns": int(transfer.sum()),
             "longest_launch_delay": out_launch,
             "per_rank": per_rank, "per_host": [{"host": k, **v} for k, v in sorted(by_host.items(), key=lambda kv: str(kv[0]))]}
+
+
+def steps_by_host(steps: dict[str, Any], ranks_hosts: list[tuple[int | None, str, str | None]]) -> list[dict[str, Any]]:
+    """The per-step "finished last" counts (``run_facts.last_per_step``) summed by host; ``ranks_hosts``:
+    each nsys report's (rank, label, host). A host whose ranks finish last most often is the node that holds
+    the steps back."""
+    host_of = {}
+    for rank, label, host in ranks_hosts:
+        host_of[f"rank {rank}" if rank is not None else label] = host
+        host_of[label] = host
+    out: dict[Any, dict[str, Any]] = {}
+    for name, n in steps.get("last", {}).items():
+        h = host_of.get(name)
+        row = out.setdefault(h, {"host": h, "ranks": 0, "steps_last": 0})
+        row["ranks"] += 1
+        row["steps_last"] += int(n)
+    return sorted(out.values(), key=lambda r: (-r["steps_last"], str(r["host"])))

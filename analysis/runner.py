@@ -49,7 +49,7 @@ from analysis.rollup import roll_up
 from analysis.rules.base import Registry, Rule, RuleContext, Skip
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.rules.registry import default_registry
-from analysis.run_nodes import collective_split, instances, late_node
+from analysis.run_nodes import collective_split, instances, late_node, steps_by_host
 from analysis.summary import report_info
 from analysis.trace import DUCKDB_MEMORY_BYTES, DUCKDB_THREADS, Run, Trace
 
@@ -419,6 +419,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     if steps is not None:
         run_facts.mark_last([r.info for r in results], steps)
         out["steps"] = steps  # multi-rank: which rank finished each iteration last
+        steps["last_by_host"] = steps_by_host(steps, [(r.facts.get("rank"), r.label, r.info.get("host"))
+                                                      for r in results if r.tool == "nsys"])
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
     if split is not None:
         out["collectives"] = split  # multi-rank: wait for the last rank vs transfer after it

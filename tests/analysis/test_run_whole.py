@@ -187,3 +187,13 @@ def test_the_run_step_stays_compact_at_64_ranks(late_run, tmp_path) -> None:
     assert len(out["collectives"]["per_rank"]) == 64
     size = len(json.dumps({k: v for k, v in out.items() if k != "reports"}))
     assert size < 400_000, size  # the run's own part: one entry per rule, per-rank rows of a few numbers
+
+
+def test_steps_finished_last_are_summed_by_host() -> None:
+    from analysis.run_nodes import steps_by_host
+
+    steps = {"last": {"rank 0": 1, "rank 1": 5, "rank 2": 0, "rank 3": 4, "b.sqlite": 2}}
+    hosts = [(0, "r0", "a"), (1, "r1", "b"), (2, "r2", "a"), (3, "r3", "b"), (None, "b.sqlite", "c")]
+    assert steps_by_host(steps, hosts) == [{"host": "b", "ranks": 2, "steps_last": 9},
+                                           {"host": "c", "ranks": 1, "steps_last": 2},
+                                           {"host": "a", "ranks": 2, "steps_last": 1}]
