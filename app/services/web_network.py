@@ -23,3 +23,13 @@ def network_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, An
     return {"ranks": ranks, "hosts": hosts, "rows": rows, "slowest": net.get("slowest"),
             "inter_node_bytes": net.get("inter_node_bytes"), "intra_node_bytes": net.get("intra_node_bytes"),
             "without_ranges": net.get("without_ranges") or [], "senders_across_nodes": net.get("senders_across_nodes") or []}
+
+
+def collectives_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, Any] | None:
+    """The collectives' time split (wait for the last rank vs transfer after it) per host and per rank, and
+    the longest host-side launch delay; None for a run of one rank or without matched collectives."""
+    c = (summaries.get(None) or {}).get("collectives")
+    if not c or not c.get("per_rank"):
+        return None
+    return {"instances": c["instances"], "wait_ns": c["wait_ns"], "transfer_ns": c["transfer_ns"],
+            "per_host": c.get("per_host") or [], "per_rank": c["per_rank"], "launch": c.get("longest_launch_delay")}

@@ -76,7 +76,8 @@ def run(run_id: int):
                            retryable=_retryable(view),
                            iterations=web_run.iteration_sections(view.reports, view.summaries),
                            system=web_run.system_sections(view.reports, view.summaries),
-                           network=web_network.network_section(view.summaries))
+                           network=web_network.network_section(view.summaries),
+                           collectives=web_network.collectives_section(view.summaries))
 
 
 def _retryable(view) -> bool:

@@ -44,3 +44,16 @@ def test_the_run_page_shows_the_rank_by_rank_network_heat_map(client, db, settin
     slowest = unescape(re.search(r'id="network-slowest">(.*?)</strong>', html, re.S).group(1))
     assert "ault43" in slowest or "ault44" in slowest
     assert "inter-node" in html
+
+
+def test_the_run_page_splits_the_collectives_by_host(client, db, settings, ingested) -> None:
+    from analysis.api import analyze
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="split")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    table = html.split('id="collectives-by-host"')[1].split("</table>")[0]
+    shown = {host: int(ns) for host, ns in re.findall(r"<td>([^<]+)</td><td class=\"num\">\d+</td>\s*"
+                                                       r"<td class=\"num\" data-ns=\"(\d+)\"", table)}
+    result = analyze([ingested.get(corpus_file(n))[0] for n in (NCCL_R0, NCCL_R1)], labels=[NCCL_R0, NCCL_R1]).to_json()
+    assert shown == {h["host"]: h["wait_ns"] for h in result["collectives"]["per_host"]}
+    assert "launch-delay" in html and "ault44" in html.split('id="launch-delay">')[1].split("</strong>")[0]
