@@ -9,17 +9,9 @@ from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import (
-    operations,
-    web_compare,
-    web_findings,
-    web_jobs,
-    web_network,
-    web_run,
-    web_runs,
-    web_trends,
-)
+from app.services import operations, web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services import rules as rules_service
+from app.services.web_network import collectives_section, network_section
 from app.services.web_run import finding_dict
 from app.settings import current_settings
 from app.web import bp
@@ -76,8 +68,7 @@ def run(run_id: int):
                            retryable=_retryable(view),
                            iterations=web_run.iteration_sections(view.reports, view.summaries),
                            system=web_run.system_sections(view.reports, view.summaries),
-                           network=web_network.network_section(view.summaries),
-                           collectives=web_network.collectives_section(view.summaries))
+                           network=network_section(view.summaries), collectives=collectives_section(view.summaries))
 
 
 def _retryable(view) -> bool:
