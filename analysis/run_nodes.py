@@ -69,8 +69,10 @@ def _matrix(cols: dict[str, np.ndarray]) -> tuple[list[tuple[int, int]], np.ndar
 
 
 def late_node(cols: dict[str, np.ndarray], ranks: list[int | None], hosts: list[str | None],
-              offsets: list[int], params: Mapping[str, float], rule_id: str = "COMM005") -> list[Finding]:
-    """COMM005 over ``instances``' columns; ``ranks``/``hosts``/``offsets``: per participant report."""
+              offsets: list[int], params: Mapping[str, float], rule_id: str = "COMM005",
+              spans: list[int] | None = None) -> list[Finding]:
+    """COMM005 over ``instances``' columns; ``ranks``/``hosts``/``offsets``/``spans`` (GPU-active span, the
+    share's denominator as COMM002's): per participant report."""
     keys, t, _ = _matrix(cols)
     host_of = [hosts[p] for p, _ in keys]
     names = sorted({h for h in host_of if h is not None})
@@ -114,7 +116,9 @@ def late_node(cols: dict[str, np.ndarray], ranks: list[int | None], hosts: list[
             message=(f"In {int(late.sum())} of {len(t)} matched collectives every rank of host {h} arrived at least "
                      f"{params['min_skew_us']:g} us after the last rank of {last_of}; the whole node's lateness summed to {fmt_ms(impact)} "
                      f"(median {fmt_ms(median_gap)} per collective), every other rank waiting that long." + clock),
-            impact_ns=impact, impact_pct=None, severity="info" if below else "",
+            impact_ns=impact, impact_pct=pct(impact, max((spans[keys[j][0]] for j in np.flatnonzero(mine)),
+                                                          default=0)) if spans else None,
+            severity="info" if below else "",
             advice=(f"Look at what host {h} does before the collectives: its data loading and input pipeline, CPU "
                     "and memory pressure, other jobs on the node, its NICs and their NUMA placement; if the "
                     "ranks on it are slow alike, the cause is shared by the node, not one GPU."),

@@ -472,7 +472,8 @@ def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: Anal
                 return []
             cols = instances(con, [src for _, src in parts], offsets, windows)
             return late_node(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts],
-                             offsets, ctx.all_params[rule_cls.id], rule_cls.id)
+                             offsets, ctx.all_params[rule_cls.id], rule_cls.id,
+                             [int(r.facts.get("span_ns") or 0) for r, _ in parts])
         return stragglers(con, [src for _, src in parts], [run_facts.participant(r) for r, _ in parts], offsets,
                           ctx.all_params[rule_cls.id], rule_cls.id, windows=windows)
     finally:

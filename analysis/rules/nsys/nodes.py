@@ -5,6 +5,7 @@ from __future__ import annotations
 from analysis.findings import Finding
 from analysis.rules.base import Rule, RuleContext, Skip, Threshold
 from analysis.rules.nsys.comm import _has_nccl
+from analysis.rules.nsys.common import report_span_ns
 from analysis.run_nodes import instances, late_node
 
 
@@ -22,7 +23,7 @@ class LateNode(Rule):
     ``min_late_pct`` of the instances. Ranks on different hosts are compared on their hosts' clocks (each
     report's UTC session start): a skew below ``clock_uncertainty_us`` is reported as information, and
     the finding says so. Impact: the node's lateness summed over the instances where it is late (what
-    every other rank waited for it).
+    every other rank waited for it); its share is of the late ranks' longest GPU-active span.
 
     *Advice*: look at what the node does before the collectives (input pipeline, CPU and memory
     pressure, other jobs, NIC placement), since its ranks are slow alike.
@@ -51,4 +52,4 @@ class LateNode(Rule):
         windows = [None if t.window is None else (int(t.window[0]), int(t.window[1])) for t in traces]
         cols = instances(run.con, [f"{run.alias(t)}.kernels" for t in traces], offsets, windows)
         return late_node(cols, [t.rank for t in traces], [t.meta.get("host") for t in traces], offsets,
-                         ctx.params, self.id)
+                         ctx.params, self.id, [report_span_ns(t) for t in traces])
