@@ -279,6 +279,11 @@ class AnalysisResult:
     schema_version: int | None = field(default=SCHEMA_VERSION, metadata=_json(optional=True))
     # What bounds the run and what to do first (analysis.verdict); None when the run has no nsys report.
     verdict: Verdict | None = field(default=None, metadata=_json(optional=True))
+    # NCCL's network transfers as a rank x rank matrix (analysis.network), when some report records them.
+    network: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
+    # Multi-rank runs: each collective's time split into the wait for the last rank and the transfer after
+    # it, per rank and per host (analysis.run_nodes).
+    collectives: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
 
     def to_json(self) -> JSON:
         # The verdict first: the line an engineer acts on.
@@ -294,6 +299,10 @@ class AnalysisResult:
         if self.missing is not None:
             out["missing"] = list(self.missing)
             out["missing_ranks"] = list(self.missing_ranks or ())
+        if self.network is not None:
+            out["network"] = self.network
+        if self.collectives is not None:
+            out["collectives"] = self.collectives
         return out
 
     @classmethod
@@ -306,4 +315,5 @@ class AnalysisResult:
                    rules=tuple(RuleStatus.from_json(r) for r in data["rules"]), steps=data.get("steps"),
                    aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"),
                    schema_version=data.get("schema_version"),
-                   verdict=None if data.get("verdict") is None else Verdict.from_json(data["verdict"]))
+                   verdict=None if data.get("verdict") is None else Verdict.from_json(data["verdict"]),
+                   network=data.get("network"), collectives=data.get("collectives"))

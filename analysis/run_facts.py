@@ -7,7 +7,8 @@ Each nsys report's step 1 (``analysis.runner.analyze_report``) leaves:
   the kernel name; NULL when the name says none), ``order`` (1-based occurrence of that kernel name in
   its process, the communicator's issue order), ``start_ns, end_ns`` (session-relative, as in the
   report), ``size_bytes`` (NULL: the normalized kernels table carries no message size), and the
-  ``stream``, ``op``, ``algo`` and ``proto`` COMM003 groups by. Written by DuckDB straight from the report,
+  ``stream``, ``op``, ``algo`` and ``proto`` COMM003 groups by, and ``launch_ns``: the start of the host's
+  API call that launched it (NULL when the trace has none). Written by DuckDB straight from the report,
   so step 1 never holds it in Python.
 - in ``analysis.json`` (``ReportResult.facts``): rank, session start, the loop's iterations
   (``start_ns``, ``end_ns`` of every iteration; ``busy_ns``, the GPU busy time of those inside the
@@ -70,13 +71,18 @@ def write_collectives(trace: Trace, folder: Path) -> str | None:
     path = folder / COLLECTIVES_FILE
     tmp = folder / (COLLECTIVES_FILE + ".tmp")
     quoted = str(tmp).replace("'", "''")  # server-made paths; quoted all the same
+    # The host's launch of each NCCL kernel: the start of the API call it correlates with in its process.
+    launch = ("""LEFT JOIN (SELECT pid, correlation_id, MIN(start_ns) AS launch_ns FROM cuda_api
+                           WHERE correlation_id IS NOT NULL GROUP BY ALL) a
+                USING (pid, correlation_id)""" if "cuda_api" in trace.tables else "")
     trace.con.execute(f"""
         COPY (SELECT pid, device, name, category,
                      NULLIF(regexp_extract(name, '{KIND_RE}', 1), '') AS kind,
                      ROW_NUMBER() OVER (PARTITION BY pid, name ORDER BY start_ns, end_ns) AS "order",
                      start_ns, end_ns, NULL::BIGINT AS size_bytes, stream,
-                     {OP_SQL} AS op, {ALGO_SQL} AS algo, {PROTO_SQL} AS proto
-              FROM kernels WHERE category = 'nccl' AND start_ns IS NOT NULL
+                     {OP_SQL} AS op, {ALGO_SQL} AS algo, {PROTO_SQL} AS proto,
+                     {"launch_ns" if launch else "NULL::BIGINT AS launch_ns"}
+              FROM (SELECT * FROM kernels WHERE category = 'nccl' AND start_ns IS NOT NULL) k {launch}
               ORDER BY start_ns, pid, name)
         TO '{quoted}' (FORMAT parquet)""")  # noqa: S608 - constants and a server-made path
     tmp.replace(path)
@@ -114,13 +120,15 @@ def comm003_across(results: list[ReportResult], con: duckdb.DuckDBPyConnection) 
                 g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
 
 
-def comm_participants(results: list[ReportResult]) -> list[tuple[ReportResult, str]]:
-    """The reports COMM002 compares, in run order, with a DuckDB relation of each one's collectives:
-    nsys reports to which the rule applies whose window has NCCL kernels."""
+def comm_participants(results: list[ReportResult], rule_id: str | None = "COMM002",
+                      ) -> list[tuple[ReportResult, str]]:
+    """The reports a cross-rank rule (COMM002, COMM005) compares, in run order, with a DuckDB relation of
+    each one's collectives: nsys reports to which the rule applies (any, with ``rule_id`` None) whose
+    window has NCCL kernels."""
     out = []
     for r in results:
         f = r.facts
-        if r.tool != "nsys" or (r.rules.get("COMM002") or {}).get("status") != "run_level":
+        if r.tool != "nsys" or (rule_id is not None and (r.rules.get(rule_id) or {}).get("status") != "run_level"):
             continue
         if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
             continue

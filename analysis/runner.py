@@ -8,7 +8,7 @@
    slowest rank) over the reports' facts, the merge of every rule's status, and the ranking of all
    findings. Its memory grows with the collectives and iterations of the run, not with the size of its
    traces, except where it opens them: ncu reports (see below), and, in runs of several nsys reports with
-   NCCL message sizes, every nsys report's NCCL tables for ``CROSS_REPORT_RULES``.
+   NCCL message sizes, every nsys report's NCCL tables for the rules of scope ``cross_report``.
 
 ``analyze_run`` is the two steps in one process (``goodput analyze``); the service runs step 1 in one
 Celery task per report right after its ingest and step 2 once when the run's last report is done, so
@@ -46,12 +46,15 @@ from analysis.launches import launch_summary
 from analysis.loop_report import loop_list, mark_loops, program_shape, run_phase
 from analysis.ncu.gains import annotate_kernels, report_saving, share_gains
 from analysis.ncu.kernels import report_kernels
+from analysis.network import report_network, run_matrix
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
 from analysis.results import SCHEMA_VERSION
+from analysis.rollup import roll_up
 from analysis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.rules.registry import default_registry
+from analysis.run_nodes import collective_split, instances, late_node, steps_by_host
 from analysis.summary import report_info
 from analysis.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 from analysis.verdict import report_verdict, run_verdict, verdict_facts
@@ -210,6 +213,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
                 nvtx = nvtx_projection(v, limit=10)
                 info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
                 info["launches"] = launch_summary(v)
+                info["network"] = report_network(t, b)
                 info["phases"] = [p.to_dict() for p in info_p.phases]
             elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
                 info["kernels"] = report_kernels(t, wrun)
@@ -332,10 +336,12 @@ def _merge_outcomes(rule_cls: type[Rule], results: list[ReportResult]) -> tuple[
 
 
 def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top: int | None = None,
-                      memory_bytes: int | None = None) -> dict[str, Any]:
+                      memory_bytes: int | None = None, by_rule: bool = True) -> dict[str, Any]:
     """Step 2: the cross-rank rules over the reports' facts, every rule's status, all findings ranked.
 
-    ``results`` in run order (the order of ``reports[]``)."""
+    ``results`` in run order (the order of ``reports[]``). ``by_rule``: in a run of several nsys reports,
+    ``findings`` holds one entry per rule and scope across the ranks (``analysis.rollup``) and each
+    report's own findings are its ``reports[].findings``."""
     spec = ctx.spec
     if any(r.id == "COMM003" for r in ctx.selected):
         con = connect(memory_bytes=memory_bytes or ctx.memory_bytes)
@@ -378,6 +384,10 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             status, reason = _merge_outcomes(rule_cls, results)
         findings.extend(own)
         rules.append({"id": rid, "status": status, "reason": reason, "findings": len(own) if status == "ok" else 0})
+    if by_rule and sum(1 for r in results if r.tool == "nsys") > 1:
+        for r in results:
+            r.info["findings"] = rank_finding_dicts(list(r.findings))
+        findings = roll_up(findings, [r.info for r in results])
     ranked = rank_finding_dicts(findings)
     verdicts = _verdicts(results)
     if top is not None:
@@ -390,6 +400,15 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     if steps is not None:
         run_facts.mark_last([r.info for r in results], steps)
         out["steps"] = steps  # multi-rank: which rank finished each iteration last
+        steps["last_by_host"] = steps_by_host(steps, [(r.facts.get("rank"), r.label, r.info.get("host"))
+                                                      for r in results if r.tool == "nsys"])
+    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
+    if split is not None:
+        out["collectives"] = split  # multi-rank: wait for the last rank vs transfer after it
+    matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
+                         if r.tool == "nsys"])
+    if matrix is not None:
+        out["network"] = matrix  # NCCL's network transfers: the rank x rank matrix
     aligned = run_facts.aligned_windows(results, spec.kind)
     if aligned is not None:
         out["aligned_window"] = aligned  # multi-rank: where every rank is in its steady phase
@@ -406,23 +425,47 @@ def _verdicts(results: list[ReportResult]) -> list[dict[str, Any]]:
     return out
 
 
+def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
+    """Each matched collective's wait for the last rank and transfer after it (``analysis.run_nodes``)."""
+    parts = run_facts.comm_participants(results, None)
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts]) if len(parts) > 1 else None
+    if offsets is None:
+        return None
+    con = connect(memory_bytes=memory_bytes)
+    try:
+        launch = all("launch_ns" in {c[0] for c in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}  # noqa: S608
+                     for _, src in parts)
+        cols = instances(con, [src for _, src in parts], offsets, [run_facts.window_bounds(r) for r, _ in parts],
+                         launch)
+    finally:
+        con.close()
+    return collective_split(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts])
+
+
 def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,
                     memory_bytes: int) -> list[Finding]:
-    if rule_cls.id != "COMM002":  # pragma: no cover - COMM002 is the only rule of scope ``run``
+    if rule_cls.scope != "run":  # pragma: no cover - the caller runs only those
         raise RuntimeError(f"no run-level step for {rule_cls.id}")
     from analysis.rules.nsys.comm import stragglers
 
-    parts = run_facts.comm_participants(results)
+    parts = run_facts.comm_participants(results, rule_cls.id)
     if not parts:
         return []
     offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts])
     if offsets is None:
         raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
     con = connect(memory_bytes=memory_bytes)
+    windows = [run_facts.window_bounds(r) for r, _ in parts]
     try:
+        if rule_cls.id == "COMM005":
+            if len(parts) < 2:
+                return []
+            cols = instances(con, [src for _, src in parts], offsets, windows)
+            return late_node(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts],
+                             offsets, ctx.all_params[rule_cls.id], rule_cls.id,
+                             [int(r.facts.get("span_ns") or 0) for r, _ in parts])
         return stragglers(con, [src for _, src in parts], [run_facts.participant(r) for r, _ in parts], offsets,
-                          ctx.all_params[rule_cls.id], rule_cls.id,
-                          windows=[run_facts.window_bounds(r) for r, _ in parts])
+                          ctx.all_params[rule_cls.id], rule_cls.id, windows=windows)
     finally:
         con.close()
 

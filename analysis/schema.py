@@ -21,11 +21,12 @@ Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they we
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3  # 2: cpu_samples; 3: iterations (derived at ingest, see analysis.steps), nccl_calls,
-# gpu_metrics, nic_metrics, nics
+SCHEMA_VERSION = 4  # 2: cpu_samples; 3: iterations (derived at ingest, see analysis.steps), nccl_calls,
+# gpu_metrics, nic_metrics, nics; 4: net_transfers (derived at ingest, see analysis.nsys.net)
 # Versions this code reads: a version-2 file lacks the version-3 tables; the analysis computes the iterations
-# itself and the rules and summaries that read the others find no rows (skipped, empty summaries).
-READABLE_SCHEMA_VERSIONS = (2, 3)
+# itself and the rules and summaries that read the others find no rows (skipped, empty summaries). A
+# version-3 file lacks net_transfers: the analysis reads the same rows from its NVTX table.
+READABLE_SCHEMA_VERSIONS = (2, 3, 4)
 
 # Decoded vocabularies (the values the readers write into VARCHAR columns).
 KERNEL_CATEGORIES = ("compute", "nccl")
@@ -229,6 +230,20 @@ DERIVED_TABLES: dict[str, str] = {
     comm_overlapped_ns BIGINT,
     memory_only_ns BIGINT,
     idle_ns BIGINT             -- compute + comm_exposed + memory_only + idle == ns
+    """,
+    # One row per network request NCCL posted (its ncclNetIsend/ncclNetIrecv NVTX event with arguments),
+    # with the poll that found it done (see analysis.nsys.net).
+    "net_transfers": """
+    pid INTEGER,
+    tid INTEGER,
+    direction VARCHAR,         -- 'send' | 'recv' (this process's side of the transfer)
+    sender_rank INTEGER,       -- NCCL's ranks in the communicator, as the range's arguments name them
+    receiver_rank INTEGER,
+    channel INTEGER,
+    sequence BIGINT,
+    bytes BIGINT,              -- Data_Size
+    post_ns BIGINT,            -- the Isend/Irecv event
+    done_ns BIGINT             -- the Test poll that reported it done; NULL when none was recorded
     """,
 }
 

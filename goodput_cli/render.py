@@ -6,6 +6,7 @@ from typing import Any
 
 from analysis import fmt
 from goodput_cli.render_memory import headline_lines, memory_lines
+from goodput_cli.render_run import collectives_lines, network_lines, per_rank_line
 
 
 def ms(ns: int | float | None) -> str:
@@ -141,6 +142,7 @@ def text(result: dict[str, Any]) -> str:
         lines.append(f"== ranks per step: {steps['count']} steps; finished last: {last}; median spread "
                      f"{ms(steps['spread_median_ns'])} per step")
         lines.append("")
+    lines.extend(_printable(x) for x in [*collectives_lines(result, ms), *network_lines(result, human_bytes, ms)])
     findings = result.get("findings", [])
     if findings:
         lines.append(f"== findings, costliest first ({len(findings)})")
@@ -154,6 +156,7 @@ def text(result: dict[str, Any]) -> str:
                 phase = f" [{f.get('phase') or 'window'}, {f['steps_in_window']} steps: {ms(f['impact_ns'])}]"
             lines.append(f"{i:>3}. [{f['severity']}] {f['rule_id']} {impact}{pct}{phase}  {_clip(f['title'], 80)}")
             lines.append(f"     {_clip(f['message'], 110)}")
+            lines.extend(_printable(x) for x in per_rank_line(f, ms))
             if f.get("evidence"):
                 e = f["evidence"][0]
                 where = []

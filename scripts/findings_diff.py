@@ -65,6 +65,13 @@ EXPECTED = [
     ("PHASE001 names a one-shot start-up; 'until the first iteration'",
      r"^\.findings\[\d+\]\.(title|message)(:| ).*@PHASE001$"),
     ("findings list the loops their evidence lies in (several loops)", r"^\.findings\[\d+\]\.loops: added .*"),
+    # NCCL's network transfers (ncclNet* NVTX ranges): every nsys report says whether it records them.
+    ("the report's NCCL network transfers (run as a whole)", r'^\.reports\[\d+\]\.network: added \{"has_ranges": .*$'),
+    ("a run of one report with network ranges has its matrix (run as a whole)", r'^\.network: added \{"ranks": .*$'),
+    ("COMM003 by kernel gains the network sends of NCCL's ranges (run as a whole)",
+     r"^\.findings\[\d+\]\.(title|message|network)(:| ).*@COMM003$"),
+    ("COMM005 late node joins the run-level rules (run as a whole)",
+     r'^\.rules\[id=COMM005\]: added \{"id": "COMM005", "status": "(ok", "reason": null, "findings": 0|skipped").*'),
 ]
 # Exports whose analysis window moved (a one-shot program's work window, a loop split or no longer false):
 # every figure judged on the window follows from it (kind "judged on the new window").

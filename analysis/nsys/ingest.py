@@ -157,6 +157,17 @@ def _derive(derive: Derive, tmp: Path, limits: Limits, deadline: float, progress
         logger.exception("finding the iterations at ingest failed; the analysis will compute them")
 
 
+def _net(tmp: Path, limits: Limits) -> None:
+    """Derived at ingest: NCCL's network transfers from its ``ncclNet*`` NVTX events (``analysis.nsys.net``).
+    A failure leaves the file without the table (the analysis then reads the NVTX events itself)."""
+    from analysis.nsys.net import write_net_file
+
+    try:
+        write_net_file(tmp, int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP))
+    except Exception:  # derived data only
+        logger.exception("reading NCCL's network ranges at ingest failed; the analysis will read them itself")
+
+
 def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
                 child: IngestChild | None = None, keep: Path | None = None,
                 derive: Derive | None = None) -> dict[str, int]:
@@ -197,6 +208,7 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
         result = child.run(plan, deadline, progress)
         if derive is not None:
             _derive(derive, tmp, limits, deadline, progress)
+        _net(tmp, limits)
         if scrubbing is not None:
             scrubbing.wait()
         _fsync(tmp)

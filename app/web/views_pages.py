@@ -17,6 +17,7 @@ from app.services import rules as rules_service
 from app.services import runs as runs_service
 from app.services.run_access import require_change
 from app.services.runs import may_delete
+from app.services.web_network import collectives_section, network_section
 from app.services.web_run import finding_dict
 from app.services.window_fit import check_window_fits
 from app.settings import current_settings
@@ -78,7 +79,8 @@ def run(run_id: int):
                            minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis,
                            retryable=_retryable(view),
                            iterations=web_run.iteration_sections(view.reports, view.summaries),
-                           system=web_run.system_sections(view.reports, view.summaries))
+                           system=web_run.system_sections(view.reports, view.summaries),
+                           network=network_section(view.summaries), collectives=collectives_section(view.summaries))
 
 
 def _retryable(view) -> bool:

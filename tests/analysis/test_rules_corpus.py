@@ -100,8 +100,12 @@ def test_nccl_ring_two_nodes_as_one_run() -> None:
     assert set(expected) == {0, 1}
     for order in ([r0, r1], [r1, r0]):  # the rank comes from the report, not the file order
         result = analyze(order, rules=["COMM"], window="all").to_json()
-        comm1 = {f["rank"]: f for f in result["findings"] if f["rule_id"] == "COMM001"}
-        assert {k: f["impact_ns"] for k, f in comm1.items()} == {k: v[0] for k, v in expected.items()}
+        # One COMM001 for the run, each rank's exposed time in per_rank; each report keeps its own finding.
+        (comm1,) = [f for f in result["findings"] if f["rule_id"] == "COMM001"]
+        assert {r["rank"]: r["impact_ns"] for r in comm1["per_rank"]} == {k: v[0] for k, v in expected.items()}
+        assert comm1["impact_ns"] == sum(v[0] for v in expected.values())
+        own = {f["rank"]: f["impact_ns"] for rep in result["reports"] for f in rep["findings"] if f["rule_id"] == "COMM001"}
+        assert own == {k: v[0] for k, v in expected.items()}
         (straggler,) = [f for f in result["findings"] if f["rule_id"] == "COMM002"]
         late = max(expected, key=lambda k: expected[k][1])
         assert straggler["rank"] == late
@@ -150,7 +154,7 @@ def test_single_rank_without_nccl_has_no_comm_findings() -> None:
     result = analyze([ingested(corpus_file("saxpy-mpi-rank0-perlmutter.sqlite"))], rules=["COMM"]).to_json()
     assert result["findings"] == []
     assert {r["id"]: r["status"] for r in result["rules"]} == {"COMM001": "ok", "COMM002": "ok", "COMM003": "ok",
-                                                               "COMM004": "ok"}
+                                                               "COMM004": "ok", "COMM005": "ok"}
 
 
 def _evidence_only(f: dict) -> bool:

@@ -205,7 +205,7 @@ def test_nsys_rules_are_listed_in_id_order():
 def test_scheduling_traits_live_on_the_rules():
     """The engine decides where a rule runs from the rule's own traits, not from lists kept elsewhere."""
     rules = {r.id: r for r in default_registry()}
-    assert {rid for rid, r in rules.items() if r.scope == "run"} == {"COMM002"}
+    assert {rid for rid, r in rules.items() if r.scope == "run"} == {"COMM002", "COMM005"}
     assert {rid for rid, r in rules.items() if r.scope == "cross_report"} == {"COMM003"}
     assert {rid for rid, r in rules.items() if "ncu" in r.reads_tools} == {"KRN002"}
     assert all(r.scope in ("report", "cross_report", "run") for r in rules.values())

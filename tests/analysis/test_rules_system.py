@@ -232,7 +232,10 @@ def test_comm003_by_kernel_compares_the_ranks_of_a_run() -> None:
     the run, each equal to direct SQL on that rank's export (the run step reads the reports' facts)."""
     shorts = ("nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite")
     result = _comm003([ingested(corpus_file(s)) for s in shorts])
-    found = result["findings"]
+    # The run says COMM003 once (each rank in per_rank); each report keeps its own finding.
+    (run_wide,) = result["findings"]
+    assert {r["rank"] for r in run_wide["per_rank"]} == {0, 1}
+    found = [f for rep in result["reports"] for f in rep["findings"]]
     assert len(found) == 2 and {f["rank"] for f in found} == {0, 1}
     expected = sorted((rank, *row[:4]) for rank, s in enumerate(shorts) for row in _raw(s, RAW_NCCL))
     for f in found:
@@ -359,8 +362,10 @@ def test_comm003_two_nodes_compared_across_ranks(tmp_path) -> None:
         ((durs[f"{i}.duckdb"],),) = _raw(short, 'SELECT "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL')
     result = _comm003(outs)
     assert {r["host"] for r in result["reports"]} == {"ault43.cscs.ch", "ault44.cscs.ch"}
-    assert len(result["findings"]) == 2
-    for f in result["findings"]:
+    assert len(result["findings"]) == 1 and len(result["findings"][0]["per_rank"]) == 2  # once for the run
+    own = [f for rep in result["reports"] for f in rep["findings"]]
+    assert len(own) == 2
+    for f in own:
         assert f["inter_node"] is True
         (g,) = f["groups"]
         assert g["peak_gbps"] == 25.0 and "InfiniBand" in g["peak_source"]

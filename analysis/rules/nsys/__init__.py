@@ -11,6 +11,7 @@ from analysis.rules.nsys.host import HostBlocked
 from analysis.rules.nsys.hostcpu import HostCpuSamples
 from analysis.rules.nsys.launch import LaunchBound
 from analysis.rules.nsys.memory import BlockingMemcpy, PageableMemcpy, SyncMemset, UnifiedMemoryMigration
+from analysis.rules.nsys.nodes import LateNode
 from analysis.rules.nsys.outliers import KernelOutliers
 from analysis.rules.nsys.phase import StartupCost, WarmupCost
 from analysis.rules.nsys.serialized import SerializedCommunication
@@ -23,6 +24,7 @@ NSYS_RULES: list[type[Rule]] = [
     Stragglers,
     CollectiveBandwidth,
     SerializedCommunication,
+    LateNode,
     IdleGaps,
     LowUtilization,
     HostBlocked,

@@ -321,18 +321,50 @@ class CollectiveBandwidth(Rule):
                      detail={k: v for k, v in (("op", r[6]), ("algorithm", r[7]), ("protocol", r[8])) if v})
             for r in slow)
         count = sum(g["count"] for g in groups)
+        net = network_sends(trace)
         return Finding(
             rule_id=self.id,
-            title=(f"Collectives by kernel (no message sizes, so no bandwidth): {label}, {top['count']} kernel(s), "
+            title=(f"Collectives by kernel ({'network sizes only' if net else 'no message sizes, so no bandwidth'}): "
+                   f"{label}, {top['count']} kernel(s), "
                    f"{fmt_ms(top['time_ns'])}"
-                   + (f" ({top['share_pct']:.1f}% of {fmt_ms(total)} of NCCL kernel time)" if len(groups) > 1 else "")),
+                   + (f" ({top['share_pct']:.1f}% of {fmt_ms(total)} of NCCL kernel time)" if len(groups) > 1 else "")
+                   + (f"; network sends {net['text']}" if net else "")),
             message=(f"{count} NCCL kernel(s) in {len(groups)} group(s) of collective, algorithm and protocol, each "
                      f"with its time on every rank and GPU; the slowest instances are the evidence. NCCL kernel "
                      f"time includes waiting for the other ranks (COMM002) and may be hidden behind compute "
                      f"(COMM001). Without message sizes the bandwidth cannot be compared with the link, so this "
-                     f"costs nothing in the ranking."),
+                     f"costs nothing in the ranking."
+                     + (f" NCCL's network ranges give the sizes of what this rank sent over the network: "
+                        f"{net['text']}, against {net['peak_source']}." if net else "")),
             impact_ns=0, impact_pct=None, severity="info",
             advice="To measure bus bandwidth against the link peak, " + HOW_TO_COLLECT + ".",
             evidence=evidence, evidence_total=count, report=trace.label, rank=trace.rank,
-            extra={"sizes": "by kernel", "groups": groups, "nccl_time_ns": total},
+            extra={"sizes": "by kernel", "groups": groups, "nccl_time_ns": total,
+                   **({"network": {k: v for k, v in net.items() if k != "text"}} if net else {})},
         )
+
+
+def network_sends(trace: Trace) -> dict | None:
+    """This rank's sends over the network in the window (NCCL's ``ncclNet*`` ranges, ``analysis.network``)
+    with their achieved bandwidth against the typical inter-node peak of its GPU; None when the report
+    records none. The bandwidth is the bytes over the time at least one send was in flight."""
+    from analysis.network import report_network
+
+    net = report_network(trace, trace.window)
+    sends = [p for p in net["peers"] if p["direction"] == "send"]
+    if not sends:
+        return None
+    side = net["directions"]["send"]
+    nbytes, flight, bps = side["completed_bytes"], side["in_flight_ns"], side["bandwidth_bps"]
+    d = trace.sql("SELECT name, cc_major, cc_minor FROM devices ORDER BY device NULLS LAST, pid NULLS LAST LIMIT 1")
+    name, major, minor = d[0] if d else (None, None, None)
+    peak, source = collective_peak(name, major, minor, True)
+    eff = None if bps is None or not peak else round(100.0 * bps / (peak * 1e9), 3)
+    text = (f"{sum(p['bytes'] for p in sends):,} bytes in {sum(p['transfers'] for p in sends)} send(s) to rank(s) "
+            f"{', '.join(str(p['receiver_rank']) for p in sends)}"
+            + (f" at {bps / 1e9:.2f} GB/s achieved" if bps is not None else "")
+            + (f" ({eff:.1f}% of {peak:g} GB/s)" if eff is not None else ""))
+    return {"text": text, "bytes_sent": sum(p["bytes"] for p in sends), "completed_bytes": nbytes,
+            "in_flight_ns": flight, "bandwidth_bps": bps, "peak_gbps": peak, "peak_source": source,
+            "efficiency_pct": eff, "peers": [{k: p[k] for k in ("receiver_rank", "transfers", "bytes", "bandwidth_bps",
+                                                                "in_flight_ns", "channels")} for p in sends]}

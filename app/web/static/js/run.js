@@ -173,7 +173,7 @@
     watchStatus();
     initFilters();
     // Heat-map shading through the CSSOM (inline style attributes are blocked by our CSP).
-    document.querySelectorAll("#impact-matrix td[data-heat]").forEach(function (td) {
+    document.querySelectorAll("#impact-matrix td[data-heat], #network-matrix td[data-heat]").forEach(function (td) {
       const h = Number(td.getAttribute("data-heat"));
       if (h > 0) td.style.background = `rgba(197, 48, 48, ${(0.08 + 0.7 * h).toFixed(2)})`;
       if (h > 0.6) td.style.color = "#fff";

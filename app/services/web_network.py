@@ -1,0 +1,35 @@
+"""The run page's communication matrix: NCCL's network transfers rank x rank (the analysis' ``network``
+object, kept in the run's summary), as a heat-map of bytes with each link's achieved bandwidth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def network_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, Any] | None:
+    """Rows of the heat-map (sender x receiver), the slowest link and the intra/inter-node split; None
+    when no report of the run records NCCL's network ranges."""
+    net = (summaries.get(None) or {}).get("network")
+    if not net or not net.get("links"):
+        return None
+    links = {(link["sender"], link["receiver"]): link for link in net["links"]}
+    top = max((link["bytes"] for link in net["links"]), default=0)
+    ranks = list(net.get("ranks") or [])
+    hosts = net.get("hosts") or {}
+    rows = [{"rank": s, "host": hosts.get(str(s)),
+             "cells": [{"link": links.get((s, r)), "heat": (links[(s, r)]["bytes"] / top) if (s, r) in links and top else 0}
+                       for r in ranks]}
+            for s in ranks]
+    return {"ranks": ranks, "hosts": hosts, "rows": rows, "slowest": net.get("slowest"),
+            "inter_node_bytes": net.get("inter_node_bytes"), "intra_node_bytes": net.get("intra_node_bytes"),
+            "without_ranges": net.get("without_ranges") or [], "senders_across_nodes": net.get("senders_across_nodes") or []}
+
+
+def collectives_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, Any] | None:
+    """The collectives' time split (wait for the last rank vs transfer after it) per host and per rank, and
+    the longest host-side launch delay; None for a run of one rank or without matched collectives."""
+    c = (summaries.get(None) or {}).get("collectives")
+    if not c or not c.get("per_rank"):
+        return None
+    return {"instances": c["instances"], "wait_ns": c["wait_ns"], "transfer_ns": c["transfer_ns"],
+            "per_host": c.get("per_host") or [], "per_rank": c["per_rank"], "launch": c.get("longest_launch_delay")}

@@ -1,0 +1,66 @@
+"""The text report's run-wide parts: a rolled-up finding's ranks, and NCCL's network matrix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+PER_RANK_SHOWN = 8
+
+
+def per_rank_line(f: dict[str, Any], ms: Callable[[Any], str]) -> list[str]:
+    """``per rank: rank 3 (host) 12.3 ms, ...`` for a finding rolled up across ranks."""
+    rows = f.get("per_rank") or []
+    if not rows:
+        return []
+    shown = ", ".join(f"{'rank ' + str(r['rank']) if r.get('rank') is not None else r.get('report')}"
+                      f"{' (' + str(r['host']) + ')' if r.get('host') else ''} {ms(r['impact_ns'])}"
+                      for r in rows[:PER_RANK_SHOWN])
+    more = f", and {len(rows) - PER_RANK_SHOWN} more" if len(rows) > PER_RANK_SHOWN else ""
+    return [f"     per rank: {shown}{more}"]
+
+
+def _rate(bps: float | None) -> str:
+    return "n/a" if bps is None else f"{bps / 1e9:.2f} GB/s"
+
+
+def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms: Callable[[Any], str]) -> list[str]:
+    """The run's rank x rank network matrix (NCCL's ncclNet* ranges), one line per link."""
+    net = result.get("network")
+    if not net:
+        return []
+    lines = [f"== network (NCCL's ncclNet* ranges): {len(net['links'])} link(s), inter-node "
+             f"{human_bytes(net['inter_node_bytes'])}, intra-node {human_bytes(net['intra_node_bytes'])}"]
+    for r in net["links"]:
+        where = {True: "inter-node", False: "intra-node", None: "hosts unknown"}[r["inter_node"]]
+        lines.append(f"   rank {r['sender']} -> rank {r['receiver']} ({where}): {human_bytes(r['bytes'])} in "
+                     f"{r['transfers']:,} sends on {r['channels']} channel(s), {_rate(r['bandwidth_bps'])} over "
+                     f"{ms(r['in_flight_ns'])} in flight")
+    s = net.get("slowest")
+    if s:
+        lines.append(f"   slowest link: rank {s['sender']} ({s['sender_host']}) -> rank {s['receiver']} "
+                     f"({s['receiver_host']}), {_rate(s['bandwidth_bps'])}")
+    if net.get("without_ranges"):
+        lines.append(f"   no network ranges recorded on rank(s) {', '.join(map(str, net['without_ranges']))}")
+    lines.append("")
+    return lines
+
+
+def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[str]:
+    """Multi-rank: the collectives' time split into the wait for the last rank and the transfer after it,
+    per host, and the longest host-side launch delay."""
+    c = result.get("collectives")
+    if not c:
+        return []
+    lines = [f"== collectives across ranks: {c['instances']} matched; waiting for the last rank {ms(c['wait_ns'])}, "
+             f"transferring after it {ms(c['transfer_ns'])} (summed over ranks)"]
+    for h in c["per_host"]:
+        lines.append(f"   host {h['host'] or '?'} ({h['ranks']} rank(s)): wait {ms(h['wait_ns'])}, "
+                     f"transfer {ms(h['transfer_ns'])}")
+    late = c.get("longest_launch_delay")
+    if late and late["delay_ns"] > 0:
+        lines.append(f"   longest host launch delay: rank {late['rank']} ({late['host'] or '?'}) launched collective "
+                     f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; its kernel then "
+                     f"queued {ms(late['gpu_queue_ns'])} on the GPU")
+    lines.append("")
+    return lines

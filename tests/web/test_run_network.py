@@ -1,0 +1,59 @@
+"""The run page's network matrix on the corpus' 2-node pair: every cell's bytes equal the sender's own
+ncclNetIsend ranges (their Data_Size summed, read from the export with SQLite), the slowest link named."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from html import unescape
+
+from tests.conftest import corpus_file
+from tests.web import seed
+
+NCCL_R0, NCCL_R1 = "nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"
+SEND = re.compile(r"^ncclNetIsend\(\): Data_Size: (\d+), Sender_Rank: (\d+), Receiver_Rank: (\d+),")
+
+
+def _sent(name: str) -> dict[tuple[int, int], int]:
+    con = sqlite3.connect(corpus_file(name))
+    out: dict[tuple[int, int], int] = {}
+    for (text,) in con.execute("SELECT COALESCE(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
+                               "ON s.id = n.textId WHERE COALESCE(n.text, s.value) LIKE 'ncclNetIsend%'"):
+        m = SEND.match(text)
+        if m:
+            key = (int(m.group(2)), int(m.group(3)))
+            out[key] = out.get(key, 0) + int(m.group(1))
+    con.close()
+    return out
+
+
+def test_the_run_page_shows_the_rank_by_rank_network_heat_map(client, db, settings, ingested) -> None:
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="net")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert 'id="network-matrix"' in html
+    cells = re.findall(r'<tr data-rank="(\d+)">(.*?)</tr>', html.split('id="network-matrix"')[1].split("</table>")[0],
+                       re.S)
+    sent = {**_sent(NCCL_R0), **_sent(NCCL_R1)}
+    assert sent == {(0, 1): 8 * 1048576, (1, 0): 8 * 1048576}
+    seen = {}
+    for sender, row in cells:
+        for j, nbytes in enumerate(re.findall(r'<td(?: class="num" data-heat="[\d.]+" data-bytes="(\d+)")?', row)):
+            if nbytes:
+                seen[(int(sender), j)] = int(nbytes)
+    assert seen == sent
+    slowest = unescape(re.search(r'id="network-slowest">(.*?)</strong>', html, re.S).group(1))
+    assert "ault43" in slowest or "ault44" in slowest
+    assert "inter-node" in html
+
+
+def test_the_run_page_splits_the_collectives_by_host(client, db, settings, ingested) -> None:
+    from analysis.api import analyze
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="split")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    table = html.split('id="collectives-by-host"')[1].split("</table>")[0]
+    shown = {host: int(ns) for host, ns in re.findall(r"<td>([^<]+)</td><td class=\"num\">\d+</td>\s*"
+                                                       r"<td class=\"num\" data-ns=\"(\d+)\"", table)}
+    result = analyze([ingested.get(corpus_file(n))[0] for n in (NCCL_R0, NCCL_R1)], labels=[NCCL_R0, NCCL_R1]).to_json()
+    assert shown == {h["host"]: h["wait_ns"] for h in result["collectives"]["per_host"]}
+    assert "launch-delay" in html and "ault44" in html.split('id="launch-delay">')[1].split("</strong>")[0]
