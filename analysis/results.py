@@ -254,7 +254,7 @@ class ReportSummary:
     def to_json(self) -> JSON:
         out: JSON = {}
         for k in self.keys or self._default_keys():
-            if k in _TYPED:
+            if k in _TYPED and k not in self.details:
                 out[k] = _part_json(getattr(self, k))
             elif k in _PLAIN:
                 out[k] = getattr(self, k)
@@ -268,9 +268,18 @@ class ReportSummary:
                 *(k for k in _TYPED if getattr(self, k) is not None))
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ReportSummary:
+    def from_json(cls, data: Mapping[str, Any], *, lenient: bool = False) -> ReportSummary:
+        """The summary from its JSON. ``lenient`` (a summary stored by an older version): a typed part that
+        does not read as its type stays JSON in ``details`` (its attribute None), so nothing is lost."""
         details = {k: v for k, v in data.items() if k not in _TYPED and k not in _PLAIN}
-        typed = {k: None if data.get(k) is None else read(data[k]) for k, read in _TYPED.items()}
+        typed: dict[str, Any] = {}
+        for k, read in _TYPED.items():
+            try:
+                typed[k] = None if data.get(k) is None else read(data[k])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                if not lenient:
+                    raise
+                typed[k], details[k] = None, data[k]
         return cls(file=data["file"], tool=data["tool"], host=data.get("host"), rank=data.get("rank"),
                    details=details, keys=tuple(data), **typed)
 
