@@ -46,6 +46,7 @@ from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
+from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import SCHEMA_VERSION
 from analysis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
@@ -203,9 +204,9 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
                 records = list(ana["records"]) if ana is not None else []
                 info["iterations"] = _loop_summary(t, info_p, ana)
                 nvtx = nvtx_projection(v, limit=10)
-                info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
-                info["launches"] = launch_summary(v)
-                info["phases"] = [p.to_dict() for p in info_p.phases]
+                info["nvtx"] = NvtxSummary(nvtx["has_nvtx"], tuple(NvtxRange(**r) for r in nvtx["ranges"])).to_json()
+                info["launches"] = launch_summary(v).to_json()
+                info["phases"] = [PhaseSpan(p.name, p.start_ns, p.end_ns, p.reason).to_json() for p in info_p.phases]
             elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
                 info["kernels"] = report_kernels(t, wrun)
             info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
