@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -33,6 +34,8 @@ def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {}
     if tp in _SCALARS:
         return dict(_SCALARS[tp])
+    if origin is typing.Literal:
+        return {"enum": list(typing.get_args(tp))}
     if origin in (typing.Union, types.UnionType):
         options = [_schema_of(a, defs) for a in typing.get_args(tp)]
         return options[0] if len(options) == 1 else {"anyOf": options}
@@ -54,7 +57,7 @@ def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls, vars(results))
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     props: dict[str, Any] = {}
     required: list[str] = []
     open_object = False

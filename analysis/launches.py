@@ -14,9 +14,8 @@ and its queue time, from the call's end to the kernel's start, zero when the ker
 
 from __future__ import annotations
 
-from typing import Any
-
 from analysis.cuda_api import api_name_in
+from analysis.result_parts import Launches, LaunchKind
 from analysis.trace import Trace
 
 SKIPPED = "no CUDA API trace in the report: collect it with nsys profile --trace=cuda"
@@ -48,28 +47,28 @@ _GRAPH_CALLS = _JOINED + """
         SELECT pid, correlation_id, ANY_VALUE(ce - cs) AS call_ns FROM j WHERE kind = 'graph' GROUP BY ALL)"""
 
 
-def launch_summary(trace: Trace) -> dict[str, Any]:
-    """``{"available", "reason", "stream": {...}|None, "graph": {...}|None}``; each kind has ``launches``
-    (calls), ``kernels``, ``call_median_ns``/``call_p90_ns``, ``latency_median_ns``/``latency_p90_ns`` and
-    ``queue_median_ns``/``queue_p90_ns``. Cached on the trace (KRN001 reads it too)."""
+def launch_summary(trace: Trace) -> Launches:
+    """Stream and graph launches (``analysis.result_parts.Launches``; a kind without launches is None, and
+    ``reason`` says why none are ``available``). Cached on the trace (KRN001 reads it too)."""
     cached = trace.memo.get("launch_summary")
     if cached is not None:
         return cached
-    out: dict[str, Any] = {"available": False, "reason": None, "stream": None, "graph": None}
+    kinds: dict[str, LaunchKind] = {}
+    reason = None
     if not trace.has_rows("cuda_api"):
-        out["reason"] = SKIPPED
+        reason = SKIPPED
     elif not trace.has_rows("kernels"):
-        out["reason"] = "no kernels in the report"
+        reason = "no kernels in the report"
     else:
-        out["available"] = True
         launch = api_name_in(trace, LAUNCH_RE)
         for kind, kernels, call, lat, queue in trace.sql(_BY_KIND.format(launch=launch)):
             launches = kernels
             if kind == "graph":
                 launches, call = trace.sql(_GRAPH_CALLS.format(launch=launch))[0]
-            out[kind] = {"launches": int(launches), "kernels": int(kernels),
-                         "call_median_ns": int(call[0]), "call_p90_ns": int(call[1]),
-                         "latency_median_ns": int(lat[0]), "latency_p90_ns": int(lat[1]),
-                         "queue_median_ns": int(queue[0]), "queue_p90_ns": int(queue[1])}
+            kinds[kind] = LaunchKind(launches=int(launches), kernels=int(kernels),
+                                     call_median_ns=int(call[0]), call_p90_ns=int(call[1]),
+                                     latency_median_ns=int(lat[0]), latency_p90_ns=int(lat[1]),
+                                     queue_median_ns=int(queue[0]), queue_p90_ns=int(queue[1]))
+    out = Launches(available=reason is None, reason=reason, stream=kinds.get("stream"), graph=kinds.get("graph"))
     trace.memo["launch_summary"] = out
     return out

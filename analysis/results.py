@@ -3,8 +3,10 @@
 ``AnalysisResult.to_json()`` is the JSON contract of ``goodput analyze --format json`` (and of what the
 service stores): the same keys in the same order as before these types existed, so the JSON text is
 byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
-analysis writes). Rule-specific numbers of a finding and the parts of a report summary that only some
-reports carry (loop, NVTX, launches, ncu kernels ...) stay JSON-shaped in ``extra`` / ``details``.
+analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
+launches, phases) are typed in ``analysis.result_parts``; rule-specific numbers of a finding and the
+report-summary keys still changing shape (loop, idle anatomy, ncu kernels ...) stay JSON in ``extra`` /
+``details``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from analysis.result_parts import (
+    DominantKernel,
+    KernelTotal,
+    Launches,
+    NvtxSummary,
+    PhaseSpan,
+    SystemMetrics,
+    TopKernel,
+    top_kernel_from_json,
+)
 
 JSON = dict[str, Any]
 # The version of this JSON contract (``analysis.contract``): bumped when a reader must know of a change.
@@ -212,24 +225,49 @@ class Verdict:
         return cls(**data)
 
 
-# The typed keys of a report summary; every other key is kept, in its place, in ``details``.
-_TYPED = ("breakdown", "window")
+# The typed keys of a report summary, each with how it is read from JSON; every other key is kept, in its
+# place, in ``details``.
+_TYPED: dict[str, Any] = {
+    "top_kernels": lambda v: tuple(top_kernel_from_json(k) for k in v),
+    "dominant_kernel": DominantKernel.from_json,
+    "system_metrics": SystemMetrics.from_json,
+    "breakdown": Breakdown.from_json,
+    "nvtx": NvtxSummary.from_json,
+    "launches": Launches.from_json,
+    "phases": lambda v: tuple(PhaseSpan.from_json(p) for p in v),
+    "window": ReportWindow.from_json,
+}
 _PLAIN = ("file", "tool", "host", "rank")
+
+
+def _part_json(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return [v.to_json() for v in value]
+    return value.to_json()
 
 
 @dataclass(frozen=True, slots=True)
 class ReportSummary:
     """One report of the run: its headline facts (``analysis.summary``), breakdown, loop and window.
 
-    ``details`` holds the keys that depend on the tool and the report (``iterations``, ``nvtx``,
-    ``launches``, ``phases``, ncu's ``kernels`` ...) as JSON; ``keys`` is the JSON's key order (read
-    from JSON; a summary made in code leaves it empty and gets the headline keys first)."""
+    The typed parts are None when the report has not the key (an ncu report has no ``phases`` ...).
+    ``details`` holds the other keys, those that depend on the tool or still change shape
+    (``iterations``, ncu's ``kernels`` ...), as JSON; ``keys`` is the JSON's key order (read from JSON; a
+    summary made in code leaves it empty and gets the headline keys first)."""
 
     file: str
     tool: str
     host: str | None = field(default=None, metadata=_json(optional=True))
     rank: int | None = field(default=None, metadata=_json(optional=True))
+    top_kernels: tuple[TopKernel | KernelTotal, ...] | None = field(default=None, metadata=_json(optional=True))
+    dominant_kernel: DominantKernel | None = field(default=None, metadata=_json(optional=True))
+    system_metrics: SystemMetrics | None = field(default=None, metadata=_json(optional=True))
     breakdown: Breakdown | None = field(default=None, metadata=_json(optional=True))
+    nvtx: NvtxSummary | None = field(default=None, metadata=_json(optional=True))
+    launches: Launches | None = field(default=None, metadata=_json(optional=True))
+    phases: tuple[PhaseSpan, ...] | None = field(default=None, metadata=_json(optional=True))
     window: ReportWindow | None = field(default=None, metadata=_json(optional=True))
     details: Mapping[str, Any] = field(default_factory=dict, metadata=_json(flat=True))
     keys: tuple[str, ...] = field(default=(), repr=False, compare=False, metadata=_json(omit=True))
@@ -237,9 +275,8 @@ class ReportSummary:
     def to_json(self) -> JSON:
         out: JSON = {}
         for k in self.keys or self._default_keys():
-            if k in _TYPED:
-                value = getattr(self, k)
-                out[k] = None if value is None else value.to_json()
+            if k in _TYPED and k not in self.details:
+                out[k] = _part_json(getattr(self, k))
             elif k in _PLAIN:
                 out[k] = getattr(self, k)
             else:
@@ -252,12 +289,20 @@ class ReportSummary:
                 *(k for k in _TYPED if getattr(self, k) is not None))
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ReportSummary:
+    def from_json(cls, data: Mapping[str, Any], *, lenient: bool = False) -> ReportSummary:
+        """The summary from its JSON. ``lenient`` (a summary stored by an older version): a typed part that
+        does not read as its type stays JSON in ``details`` (its attribute None), so nothing is lost."""
         details = {k: v for k, v in data.items() if k not in _TYPED and k not in _PLAIN}
+        typed: dict[str, Any] = {}
+        for k, read in _TYPED.items():
+            try:
+                typed[k] = None if data.get(k) is None else read(data[k])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                if not lenient:
+                    raise
+                typed[k], details[k] = None, data[k]
         return cls(file=data["file"], tool=data["tool"], host=data.get("host"), rank=data.get("rank"),
-                   breakdown=None if data.get("breakdown") is None else Breakdown.from_json(data["breakdown"]),
-                   window=None if data.get("window") is None else ReportWindow.from_json(data["window"]),
-                   details=details, keys=tuple(data))
+                   details=details, keys=tuple(data), **typed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from analysis.ncu.kernels import report_kernels
 from analysis.network import report_network, run_matrix
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
+from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import SCHEMA_VERSION
 from analysis.rollup import roll_up
 from analysis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
@@ -211,10 +212,10 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
                 records = list(ana["records"]) if ana is not None else []
                 info["iterations"] = _loop_summary(t, info_p, ana)
                 nvtx = nvtx_projection(v, limit=10)
-                info["nvtx"] = {"has_nvtx": nvtx["has_nvtx"], "top_ranges": nvtx["ranges"]}
-                info["launches"] = launch_summary(v)
+                info["nvtx"] = NvtxSummary(nvtx["has_nvtx"], tuple(NvtxRange(**r) for r in nvtx["ranges"])).to_json()
+                info["launches"] = launch_summary(v).to_json()
                 info["network"] = report_network(t, b)
-                info["phases"] = [p.to_dict() for p in info_p.phases]
+                info["phases"] = [PhaseSpan(p.name, p.start_ns, p.end_ns, p.reason).to_json() for p in info_p.phases]
             elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
                 info["kernels"] = report_kernels(t, wrun)
             info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,

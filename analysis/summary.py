@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from analysis.result_parts import DominantKernel, TopKernel
 from analysis.system_metrics import system_metrics
 from analysis.trace import Trace
 
@@ -100,20 +101,20 @@ def nsys_report_info(trace: Trace) -> dict[str, Any]:
         "gpu_time_ns": int(gpu_time),
         "memcpy_bytes": int(mem_bytes),
         "span_ns": _span(trace),
-        "top_kernels": [{"name": n, "count": c, "total_ns": int(t), "median_ns": int(m),
-                         "share_pct": round(100.0 * int(t) / gpu_time, 3) if gpu_time else None}
+        "top_kernels": [TopKernel(name=n, count=c, total_ns=int(t), median_ns=int(m),
+                                  share_pct=round(100.0 * int(t) / gpu_time, 3) if gpu_time else None).to_json()
                         for n, c, t, m in top],
-        "dominant_kernel": _dominant(top, int(gpu_time)),
+        "dominant_kernel": None if (dom := _dominant(top, int(gpu_time))) is None else dom.to_json(),
         "memcpy_by_kind": [{"kind": k, "count": c, "bytes": int(b), "total_ns": int(t)} for k, c, b, t in copies],
         "degraded": degraded(meta),
     }
     metrics = system_metrics(trace)
     if metrics is not None:  # only exports with GPU or NIC metrics or an OS runtime trace carry the key
-        info["system_metrics"] = metrics
+        info["system_metrics"] = metrics.to_json()
     return info
 
 
-def _dominant(top: list[tuple], kernel_ns: int) -> dict[str, Any] | None:
+def _dominant(top: list[tuple], kernel_ns: int) -> DominantKernel | None:
     """The top kernel when it takes at least ``DOMINANT_PCT`` of the kernel time, else None."""
     if not top or not kernel_ns:
         return None
@@ -121,7 +122,7 @@ def _dominant(top: list[tuple], kernel_ns: int) -> dict[str, Any] | None:
     share = 100.0 * int(total) / kernel_ns
     if share < DOMINANT_PCT:
         return None
-    return {"name": name, "count": int(count), "total_ns": int(total), "share_pct": round(share, 3)}
+    return DominantKernel(name=name, count=int(count), total_ns=int(total), share_pct=round(share, 3))
 
 
 def degraded(meta: dict[str, str]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from analysis.result_parts import GpuMetric, Nic, NicCounter, StorageIO, SystemMetrics
 from analysis.trace import Trace
 
 # The GPU metrics that measure a link (nsys names them e.g. 'PCIe RX Throughput [Throughput %]',
@@ -39,7 +40,7 @@ def storage_kind_of() -> dict[str, str]:
     return {name: kinds.get(name, "metadata") for name in CLASSES["file_io"]}
 
 
-def gpu_metrics_summary(trace: Trace) -> list[dict[str, Any]]:
+def gpu_metrics_summary(trace: Trace) -> list[GpuMetric]:
     """Per sampled source (a GPU, as the export names it) and metric: samples, mean, min, max and the time
     covered (first to last sample)."""
     if not trace.has_rows("gpu_metrics"):
@@ -47,11 +48,11 @@ def gpu_metrics_summary(trace: Trace) -> list[dict[str, Any]]:
     rows = trace.sql("""
         SELECT source, metric, COUNT(*), avg(value), min(value), max(value), min(start_ns), max(start_ns)
         FROM gpu_metrics WHERE value IS NOT NULL GROUP BY ALL ORDER BY source, metric""")
-    return [{"source": r[0], "metric": r[1], "samples": int(r[2]), "mean": round(float(r[3]), 6),
-             "min": float(r[4]), "max": float(r[5]), "first_ns": int(r[6]), "last_ns": int(r[7])} for r in rows]
+    return [GpuMetric(source=r[0], metric=r[1], samples=int(r[2]), mean=round(float(r[3]), 6),
+                      min=float(r[4]), max=float(r[5]), first_ns=int(r[6]), last_ns=int(r[7])) for r in rows]
 
 
-def nic_summary(trace: Trace) -> list[dict[str, Any]]:
+def nic_summary(trace: Trace) -> list[NicCounter]:
     """Per NIC, port and counter: intervals, the summed value over them, the time they cover, and the rate
     (sum per second of covered time; bytes per second for a byte counter)."""
     if not trace.has_rows("nic_metrics"):
@@ -59,20 +60,20 @@ def nic_summary(trace: Trace) -> list[dict[str, Any]]:
     rows = trace.sql("""
         SELECT nic, port, metric, unit, COUNT(*), sum(value), sum(end_ns - start_ns)
         FROM nic_metrics WHERE value IS NOT NULL AND end_ns > start_ns GROUP BY ALL ORDER BY nic, port, metric""")
-    return [{"nic": r[0], "port": r[1], "metric": r[2], "unit": r[3], "intervals": int(r[4]),
-             "total": float(r[5]), "covered_ns": int(r[6]),
-             "per_second": round(float(r[5]) * 1e9 / int(r[6]), 6)} for r in rows]
+    return [NicCounter(nic=r[0], port=r[1], metric=r[2], unit=r[3], intervals=int(r[4]),
+                       total=float(r[5]), covered_ns=int(r[6]),
+                       per_second=round(float(r[5]) * 1e9 / int(r[6]), 6)) for r in rows]
 
 
-def nic_inventory(trace: Trace) -> list[dict[str, Any]]:
+def nic_inventory(trace: Trace) -> list[Nic]:
     """The host's network interfaces as nsys listed them (name, link layer, model, state), by NIC id."""
     if not trace.has_rows("nics"):
         return []
     rows = trace.sql("SELECT nic_id, name, link_layer, model, state FROM nics ORDER BY nic_id, name")
-    return [{"nic_id": r[0], "name": r[1], "link_layer": r[2], "model": r[3], "state": r[4]} for r in rows]
+    return [Nic(nic_id=r[0], name=r[1], link_layer=r[2], model=r[3], state=r[4]) for r in rows]
 
 
-def storage_summary(trace: Trace) -> list[dict[str, Any]]:
+def storage_summary(trace: Trace) -> list[StorageIO]:
     """Storage I/O as the OS runtime trace saw it, per process and kind (read, write, sync, async, copy,
     metadata): calls, threads, time in the calls and the longest call. The trace records calls, not bytes
     or file names; read/write on pipes and sockets count too (the OS call cannot tell them apart)."""
@@ -88,18 +89,18 @@ def storage_summary(trace: Trace) -> list[dict[str, Any]]:
         FROM calls c JOIN kinds k ON k.name = c.base
         GROUP BY ALL ORDER BY c.pid, SUM(c.d) DESC, k.kind""",
                      {"names": [n for n, _ in names], "kinds": [k for _, k in names]})
-    return [{"pid": r[0], "kind": r[1], "calls": int(r[2]), "threads": int(r[3]), "total_ns": int(r[4]),
-             "max_ns": int(r[5])} for r in rows]
+    return [StorageIO(pid=r[0], kind=r[1], calls=int(r[2]), threads=int(r[3]), total_ns=int(r[4]),
+                      max_ns=int(r[5])) for r in rows]
 
 
-def system_metrics(trace: Trace) -> dict[str, Any] | None:
+def system_metrics(trace: Trace) -> SystemMetrics | None:
     """The report summary's ``system_metrics`` object (GPU metrics, NIC counters, the NIC inventory, storage
     I/O from the OS runtime trace), or None when the export has none of them."""
     gpu, nic, nics = gpu_metrics_summary(trace), nic_summary(trace), nic_inventory(trace)
     storage = storage_summary(trace)
     if not gpu and not nic and not nics and not storage:
         return None
-    return {"gpu": gpu, "nic": nic, "nics": nics, "storage": storage}
+    return SystemMetrics(gpu=tuple(gpu), nic=tuple(nic), nics=tuple(nics), storage=tuple(storage))
 
 
 def link_during_copies(trace: Trace, copy_kinds: list[str]) -> list[dict[str, Any]]:

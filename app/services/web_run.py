@@ -13,6 +13,7 @@ from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
 from app.services.run_repo import get_run, goodput_pct
 from app.services.storage import data_path
+from app.services.summaries import report_summary
 from app.services.web_findings import report_label
 from app.settings import Settings
 
@@ -128,12 +129,12 @@ def system_sections(reports: list[Report], summaries: dict[int | None, dict[str,
     and GPU metrics samples, as the analysis summarised them (``analysis.system_metrics``)."""
     out = []
     for report in reports:
-        metrics = (summaries.get(report.id) or {}).get("system_metrics") or {}
-        if not any(metrics.get(k) for k in ("storage", "nic", "gpu")):
+        summary = report_summary(summaries.get(report.id))
+        metrics = None if summary is None else summary.system_metrics
+        if metrics is None or not (metrics.storage or metrics.nic or metrics.gpu):
             continue
         out.append({"report_id": report.id, "label": report_label(report), "name": report.name,
-                    "storage": metrics.get("storage") or [], "nic": metrics.get("nic") or [],
-                    "gpu": metrics.get("gpu") or []})
+                    "storage": metrics.storage, "nic": metrics.nic, "gpu": metrics.gpu})
     return out
 
 

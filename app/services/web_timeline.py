@@ -21,6 +21,7 @@ from analysis import api
 from app.models import Report, RunSummary
 from app.services.run_repo import get_run
 from app.services.storage import data_path
+from app.services.summaries import report_summary
 from app.settings import Settings
 
 _CACHE_SIZE = 256
@@ -129,7 +130,9 @@ def run_phases(session: Session, run_id: int, groups: list[dict[str, Any]]) -> l
         if report_id not in offs or not isinstance(data, dict):
             continue
         off = offs[report_id]
-        phases = [p for p in (_on_clock(x, off) for x in data.get("phases") or [] if isinstance(x, dict)) if p]
+        summary = report_summary(data)
+        typed = () if summary is None or summary.phases is None else summary.phases
+        phases = [p for p in (_on_clock(x.to_json(), off) for x in typed) if p]
         window = data.get("window") if isinstance(data.get("window"), dict) else None
         if window is not None:   # no bounds: the whole report (what the rules then read)
             window = _on_clock(window, off) or {**window, "start_ns": None, "end_ns": None}

@@ -16,6 +16,7 @@ from analysis import api
 from analysis.api import short_kernel_name
 from app.models import Finding, Report, RunSummary
 from app.services.storage import data_path
+from app.services.summaries import report_summary
 from app.services.web_jobs import JobTrends
 from app.settings import Settings
 
@@ -44,9 +45,10 @@ def metrics(session: Session, trends: JobTrends, href: Any) -> dict[str, dict[st
     kernels: dict[str, dict[int, int]] = {}
     for s in session.scalars(sa.select(RunSummary).where(RunSummary.run_id.in_(ids),
                                                         RunSummary.report_id.is_not(None))):
-        for k in (s.data or {}).get("top_kernels") or []:
-            acc = kernels.setdefault(k.get("name") or "", {})
-            acc[s.run_id] = acc.get(s.run_id, 0) + int(k.get("total_ns") or 0)
+        summary = report_summary(s.data)
+        for k in (summary.top_kernels or ()) if summary is not None else ():
+            acc = kernels.setdefault(k.name or "", {})
+            acc[s.run_id] = acc.get(s.run_id, 0) + int(k.total_ns or 0)
     top = sorted(kernels, key=lambda n: -max(kernels[n].values()))[:TOP_KERNELS]
     suffix = " per step" if per_step else " per run"
 

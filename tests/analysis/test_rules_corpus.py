@@ -10,6 +10,7 @@ from analysis import contract
 from analysis.api import analyze
 from analysis.trace import Trace
 from tests.analysis.planting import ingested, raw_gaps
+from tests.analysis.test_result_parts import assert_round_trip
 from tests.conftest import NSYS_FILES, corpus_file
 
 IDS = [p.name.split("__")[-1] for p in NSYS_FILES]
@@ -42,6 +43,7 @@ ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_u
 def test_corpus_file_analyzes_without_errors(src, window) -> None:
     result = analyze([ingested(src)], window=window).to_json()
     assert RESULT_SCHEMA.is_valid(result), next(iter(RESULT_SCHEMA.iter_errors(result)), None)
+    assert_round_trip(result)  # the typed parts read back and write the same JSON text
     assert [r for r in result["rules"] if r["status"] == "error"] == []
     for f in result["findings"]:
         assert f["impact_ns"] >= 0 and f["severity"] in ("critical", "warning", "info")

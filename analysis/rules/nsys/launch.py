@@ -103,8 +103,8 @@ class LaunchBound(Rule):
 def graph_saving(trace: Trace, rows: list[KernelRun]) -> tuple[int | None, int | None]:
     """(per-launch overhead, what graphs would save) for KRN001's runs ``rows``; (None, None) when no stream
     launch was measured."""
-    stream = launch_summary(trace)["stream"]
-    if not stream:
+    stream = launch_summary(trace).stream
+    if stream is None:
         return None, None
-    overhead = int(stream["call_median_ns"])
+    overhead = stream.call_median_ns
     return overhead, sum(min(r.idle_ns, (r.kernels - 1) * overhead) for r in rows)

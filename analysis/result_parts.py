@@ -1,0 +1,286 @@
+"""The typed parts of a report summary that every nsys (and ncu) report carries in the same shape: the top
+kernels, the dominant kernel, the system metrics, the NVTX ranges, the kernel launches and the phases.
+
+Each part's ``to_json()`` writes the keys in the order the analysis has always written them, and
+``from_json(x).to_json() == x`` for every part the analysis writes (the JSON text is byte-identical).
+``analysis.contract`` generates their JSON Schema from the type hints below; the field metadata
+(``analysis.results._json``) says where a key is left out when empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+JSON = dict[str, Any]
+_T = TypeVar("_T")
+
+
+def _plain_json(obj: Any) -> JSON:
+    """A flat dataclass of scalars as JSON, in field order."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+def _plain_from(cls: type[_T], data: Mapping[str, Any]) -> _T:
+    return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelTotal:
+    """One kernel name's launches and time (an ncu report's top kernels: over the profiled launches)."""
+
+    name: str | None
+    count: int
+    total_ns: int
+    median_ns: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KernelTotal:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class TopKernel:
+    """One of an nsys report's top kernels by time, with its share of the kernel time (None: no kernel time)."""
+
+    name: str | None
+    count: int
+    total_ns: int
+    median_ns: int
+    share_pct: float | None
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TopKernel:
+        return _plain_from(cls, data)
+
+
+def top_kernel_from_json(data: Mapping[str, Any]) -> TopKernel | KernelTotal:
+    """An nsys top kernel (it has ``share_pct``) or an ncu one (it has not)."""
+    return TopKernel.from_json(data) if "share_pct" in data else KernelTotal.from_json(data)
+
+
+@dataclass(frozen=True, slots=True)
+class DominantKernel:
+    """The kernel that takes at least half of the report's kernel time (``analysis.summary.DOMINANT_PCT``)."""
+
+    name: str | None
+    count: int
+    total_ns: int
+    share_pct: float
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DominantKernel:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMetric:
+    """One GPU metric of one sampled source: samples, mean, min, max and the first and last sample times."""
+
+    source: str | None
+    metric: str | None
+    samples: int
+    mean: float
+    min: float
+    max: float
+    first_ns: int
+    last_ns: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GpuMetric:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class NicCounter:
+    """One NIC port's counter: intervals, the summed value, the time covered and the rate per second."""
+
+    nic: str | int | None
+    port: str | int | None
+    metric: str | None
+    unit: str | None
+    intervals: int
+    total: float
+    covered_ns: int
+    per_second: float
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NicCounter:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class Nic:
+    """A network interface of the host as nsys listed it."""
+
+    nic_id: int | None
+    name: str | None
+    link_layer: str | None
+    model: str | None
+    state: str | None
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Nic:
+        return _plain_from(cls, data)
+
+
+StorageKind = Literal["read", "write", "sync", "async", "copy", "metadata"]
+
+
+@dataclass(frozen=True, slots=True)
+class StorageIO:
+    """One process's storage calls of one kind (``analysis.system_metrics.STORAGE_KINDS``) in the OS runtime
+    trace: calls, threads, time in the calls and the longest call."""
+
+    pid: int | None
+    kind: StorageKind
+    calls: int
+    threads: int
+    total_ns: int
+    max_ns: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StorageIO:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMetrics:
+    """The report's system metrics (``analysis.system_metrics``): GPU metrics, NIC counters, the NIC
+    inventory and storage I/O."""
+
+    gpu: tuple[GpuMetric, ...]
+    nic: tuple[NicCounter, ...]
+    nics: tuple[Nic, ...]
+    storage: tuple[StorageIO, ...]
+
+    def to_json(self) -> JSON:
+        return {"gpu": [g.to_json() for g in self.gpu], "nic": [n.to_json() for n in self.nic],
+                "nics": [n.to_json() for n in self.nics], "storage": [s.to_json() for s in self.storage]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SystemMetrics:
+        return cls(gpu=tuple(GpuMetric.from_json(g) for g in data["gpu"]),
+                   nic=tuple(NicCounter.from_json(n) for n in data["nic"]),
+                   nics=tuple(Nic.from_json(n) for n in data["nics"]),
+                   storage=tuple(StorageIO.from_json(s) for s in data["storage"]))
+
+
+@dataclass(frozen=True, slots=True)
+class NvtxRange:
+    """One NVTX range name (domain + text) projected onto the GPU (``analysis.nvtx_projection``)."""
+
+    domain: str | None
+    text: str | None
+    count: int
+    cpu_total_ns: int
+    gpu_ops: int
+    gpu_projected_ns: int
+    gpu_op_ns: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NvtxRange:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class NvtxSummary:
+    """Whether the report has NVTX ranges, and its top ranges by projected GPU time."""
+
+    has_nvtx: bool
+    top_ranges: tuple[NvtxRange, ...]
+
+    def to_json(self) -> JSON:
+        return {"has_nvtx": self.has_nvtx, "top_ranges": [r.to_json() for r in self.top_ranges]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NvtxSummary:
+        return cls(has_nvtx=data["has_nvtx"], top_ranges=tuple(NvtxRange.from_json(r) for r in data["top_ranges"]))
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchKind:
+    """The launches of one kind (stream or CUDA graph): calls, kernels, and the median and p90 of the call's
+    duration, of the latency from call start to kernel start and of the queue time (``analysis.launches``)."""
+
+    launches: int
+    kernels: int
+    call_median_ns: int
+    call_p90_ns: int
+    latency_median_ns: int
+    latency_p90_ns: int
+    queue_median_ns: int
+    queue_p90_ns: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LaunchKind:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class Launches:
+    """Kernel launches by kind; ``reason`` says why they are not ``available`` (no CUDA API trace ...)."""
+
+    available: bool
+    reason: str | None
+    stream: LaunchKind | None
+    graph: LaunchKind | None
+
+    def to_json(self) -> JSON:
+        return {"available": self.available, "reason": self.reason,
+                "stream": None if self.stream is None else self.stream.to_json(),
+                "graph": None if self.graph is None else self.graph.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Launches:
+        def kind(key: str) -> LaunchKind | None:
+            return None if data[key] is None else LaunchKind.from_json(data[key])
+
+        return cls(available=data["available"], reason=data["reason"], stream=kind("stream"), graph=kind("graph"))
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseSpan:
+    """One phase of the report (``startup``, ``warmup``, ``steady``, ``teardown`` or ``whole``; see
+    ``analysis.phases``): its time span and why it starts and ends there."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    reason: str
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PhaseSpan:
+        return _plain_from(cls, data)
