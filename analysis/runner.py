@@ -40,6 +40,7 @@ from analysis import window as win
 from analysis.activity import unit_ops
 from analysis.anatomy import anatomy
 from analysis.findings import Finding, rank_finding_dicts
+from analysis.idle_anatomy import idle_anatomy
 from analysis.launches import launch_summary
 from analysis.ncu.kernels import report_kernels
 from analysis.nvtx_projection import nvtx_projection
@@ -232,6 +233,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             records: list[dict[str, Any]] = []
             if info_p is not None:
                 info["breakdown"] = bd.breakdown(v)
+                info["idle_anatomy"] = idle_anatomy(v, [(p.name, p.start_ns) for p in info_p.phases])
                 ana = _anatomy(t, v, info_p, ctx.all_params)
                 records = list(ana["records"]) if ana is not None else []
                 info["iterations"] = _loop_summary(t, info_p, ana)
