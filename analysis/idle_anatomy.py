@@ -10,8 +10,8 @@ Who speaks for a device: the threads that launched its GPU operations (its kerne
 any thread of the process when the export does not name the launching thread). All their activity counts
 together and an instant covered by two of them counts once, for the more specific category. What covers
 an instant, most specific first: a CUDA API call (classified by name), a communication NVTX range (MPI,
-NCCL, UCX, NVSHMEM domains or call names; NCCL communicator set-up apart), an OS runtime call, a user NVTX
-range, a CPU sample of the thread (each sample stands for half the thread's sampling period either side,
+NCCL, UCX, NVSHMEM domains or call names; NCCL communicator set-up apart), an NVTX range naming compilation
+(``jit_module``), an OS runtime call, a user NVTX range, a CPU sample of the thread (each sample stands for half the thread's sampling period either side,
 named by its innermost function), else nothing recorded (``none``).
 
 The sweep is vectorized: per slice of time (bounded rows), the idle pieces and every covering interval
@@ -35,6 +35,7 @@ from analysis.idle_classes import (
     NONE,
     NVTX_COMM_DOMAIN_RE,
     NVTX_COMM_TEXT_RE,
+    NVTX_JIT_RE,
     NVTX_NCCL_SETUP_RE,
     cuda_class,
     os_class,
@@ -72,6 +73,10 @@ class Painted:
     bins: int
     ns: np.ndarray = field(init=False)
     names: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
+    # Optional: ``take[bin, code]`` marks the (bin, category) pairs a rule claims; ``taken`` is then, per idle
+    # piece given to ``paint``, the time of it in claimed pairs.
+    take: np.ndarray | None = None
+    taken: np.ndarray = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         self.ns = np.zeros((self.bins, NCAT), dtype=np.int64)
@@ -150,6 +155,7 @@ class _Host:
                     WHEN regexp_matches(COALESCE(text, ''), '{NVTX_NCCL_SETUP_RE}') THEN {CODE['nccl_setup']}
                     WHEN regexp_matches(COALESCE(domain, ''), '{NVTX_COMM_DOMAIN_RE}')
                       OR regexp_matches(COALESCE(text, ''), '{NVTX_COMM_TEXT_RE}') THEN {CODE['mpi']}
+                    WHEN regexp_matches(COALESCE(text, ''), '{NVTX_JIT_RE}') THEN {CODE['jit_module']}
                     ELSE {CODE['user_range']} END)::UTINYINT AS c
                 FROM nvtx WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608 - constants, integers
             parts.append((d["start_ns"], d["end_ns"], d["c"], d["h"]))
@@ -173,10 +179,10 @@ class _Host:
 
 
 def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray, cat: np.ndarray,
-                    name: np.ndarray, cuts: np.ndarray, out: Painted) -> None:
+                    name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None) -> None:
     """Paint the idle pieces ``[gs, ge)`` (sorted, disjoint) with the covering intervals ``(s, e, cat, name)``
     (any order, may overlap), adding into ``out`` per bin of ``cuts`` (bin i starts at ``cuts[i]``; time
-    before ``cuts[0]`` goes to bin 0)."""
+    before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``."""
     if not len(gs):
         return
     inner = (s < ge[-1]) & (e > gs[0])
@@ -209,6 +215,11 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     ns = seg_e - seg_s
     key = b * NCAT + code
     out.ns += np.bincount(key, weights=ns, minlength=out.bins * NCAT).round().astype(np.int64).reshape(out.bins, NCAT)
+    if out.take is not None and piece is not None:
+        claimed = out.take[b, code]
+        if claimed.any():
+            at = piece[j[inside][claimed]]
+            out.taken += np.bincount(at, weights=ns[claimed], minlength=len(out.taken)).round().astype(np.int64)
     painted = who >= 0
     if not painted.any():
         return
@@ -228,11 +239,14 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
 
 
 def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray, ge: np.ndarray,
-          cuts: np.ndarray | Sequence[int] = ()) -> Painted:
+          cuts: np.ndarray | Sequence[int] = (), take: np.ndarray | None = None) -> Painted:
     """The anatomy of the idle pieces ``[gs, ge)`` (sorted, disjoint) of one device of process ``pid``,
-    spoken for by threads ``tids`` (None: any thread of the process), split at ``cuts``."""
+    spoken for by threads ``tids`` (None: any thread of the process), split at ``cuts``; with ``take``
+    (bool per bin and category), ``taken`` per piece (see ``Painted``)."""
     cuts = np.asarray(cuts, dtype=np.int64)
     out = Painted(max(1, len(cuts)))
+    if take is not None:
+        out.take, out.taken = take, np.zeros(len(gs), dtype=np.int64)
     if not len(gs):
         return out
     if pid is None:  # no process to ask: all of it is unexplained
@@ -249,7 +263,7 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
         ps, pe = np.maximum(gs[i0:i1], a), np.minimum(ge[i0:i1], b)
         keep = pe > ps
         s, e, c, h = host.intervals(a, b)
-        paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, out)
+        paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, out, np.arange(i0, i1)[keep])
     return out
 
 

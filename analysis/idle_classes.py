@@ -48,9 +48,12 @@ _OS_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 # NVTX: host communication (MPI, NCCL, UCX) by domain or by the call name the range carries; NCCL's
-# communicator set-up by name. Everything else is a user range.
+# communicator set-up by name; compilation by name. Everything else is a user range.
 NVTX_COMM_DOMAIN_RE = r"(?i)^(mpi|nccl|ucx|nvshmem|openmpi|mpich)"
 NVTX_COMM_TEXT_RE = r"^(MPI_|PMPI_|nccl|ucp_|shmem_)"
+# Ranges that name compilation or JIT work (nvFuser's compileFusion, Triton and Inductor compiles, NVRTC,
+# autotuning): ``jit_module`` like the CUDA module-loading calls.
+NVTX_JIT_RE = r"(?i)(compil|jit|nvrtc|triton|inductor|nvfuser|autotun)"
 NVTX_NCCL_SETUP_RE = r"^nccl(CommInit|CommSplit|GetUniqueId|CommInitRank|CommInitAll|CommInitRankConfig)"
 
 
