@@ -67,6 +67,11 @@ class Rule:
     requires: ClassVar[tuple[str, ...]] = ()  # normalized tables that must hold rows
     thresholds: ClassVar[dict[str, Threshold]] = {}
     summary: ClassVar[str] = ""             # one line for catalogues
+    # The idle this rule owns by what the host was doing then: categories of ``analysis.idle_classes`` (their
+    # order is the specificity order), in the phases ``idle_phases`` names (None: every phase). See
+    # ``analysis.rules.nsys.idle_claims``; a rule that sets none owns idle by the gap table's precedence.
+    owns_idle: ClassVar[tuple[str, ...]] = ()
+    idle_phases: ClassVar[tuple[str, ...] | None] = None
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from analysis.rules.base import Rule
+from analysis.rules.nsys.claimed import AllocationChurn, HostCommunication, JitCompilation
 from analysis.rules.nsys.collectives import CollectiveBandwidth
 from analysis.rules.nsys.comm import ExposedCommunication, Stragglers
 from analysis.rules.nsys.copybound import CopyBound
@@ -37,4 +38,7 @@ NSYS_RULES: list[type[Rule]] = [
     StartupCost,
     WarmupCost,
     BlockingSync,
+    AllocationChurn,
+    HostCommunication,
+    JitCompilation,
 ]

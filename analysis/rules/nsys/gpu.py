@@ -92,10 +92,11 @@ class IdleGaps(Rule):
             mine_gaps.append((pg.pid, gs[keep], ge[keep]))
             for c, name in enumerate(CAUSE_CODES):
                 sel = codes == c
+                sel &= pg.kept > 0  # gaps whose idle was all claimed by what the host did are not GPU001's
                 if sel.any() and c != HOST001_CAUSE:
                     acc = by_cause.setdefault(name, [0, 0])
                     acc[0] += int(sel.sum())
-                    acc[1] += int((ge[sel] - gs[sel]).sum())
+                    acc[1] += int(pg.kept[sel].sum())
             at = 0
             for part in pg.parts:  # the longest gaps of each device that stay GPU001's
                 ugs, uge = part.gap_start, part.gap_end
