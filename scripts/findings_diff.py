@@ -47,6 +47,20 @@ EXPECTED = [
     # Six corpus exports list their host's NICs (TARGET_INFO_NIC_INFO); none has GPU or NIC metrics.
     ("the host's NIC inventory in the report summary (#14)",
      r'^\.reports\[\d+\]\.system_metrics: added \{"gpu": \[\], "nic": \[\], "nics": \[\{"nic_id": .*$'),
+    ("idle anatomy of each report: what the host did while each device idled (#23.1)",
+     r"^\.reports\[\d+\]\.idle_anatomy: added .*"),
+    ("MEM006, HOST003, HOST004 join the rules (#23.2)",
+     r"^\.(rules\[id=(MEM006|HOST003|HOST004)\]|findings\[rule=(MEM006|HOST003|HOST004)\]): added .*"),
+    ("PHASE001 says what fills start-up from the idle anatomy (#23.3)",
+     r"^\.findings\[(\d+|rule=PHASE001)\]\.(message|advice|idle_anatomy)(:| ).*@PHASE001$"),
+    # Allocation in the loop, host communication and compilation instants now belong to MEM006/HOST003/HOST004:
+    # the rules that owned the gaps around them keep the rest (and a gap left empty is no longer counted).
+    ("gap owners keep the idle the host-activity rules claim (#23.2)",
+     r"^\.findings\[(\d+|rule=\w+)\]\.(impact_ns|impact_pct|impact_per_step_ns|message|title|severity|idle_gaps"
+     r"|evidence\[\d+\]\.value_ns|evidence_total|causes\.\w+\.(total_ns|gaps|count)|by_cause\.\w+|main_cause|owned_ns)(:| ).*"
+     r"@(GPU001|GPU002|KRN001|SYNC001|MEM002|HOST001)$"),
+    ("GPU002's regions ranked by the idle they keep after the claims (#23.2)",
+     r"^\.findings\[(\d+|rule=GPU002)\]\.evidence\[\d+\]\.(start_ns|end_ns|nvtx|detail\.\w+)(:| ).*@GPU002$"),
 ]
 
 
@@ -70,6 +84,17 @@ def diff(a, b, path: str = "", out: list[str] | None = None) -> list[str]:
                 out.append(f"{path}[id={k}]: added {json.dumps(kb[k])[:120]}")
             else:
                 diff(ka[k], kb[k], f"{path}[id={k}]", out)
+    elif path == ".findings" and isinstance(a, list) and isinstance(b, list) and _by_rule(a) and _by_rule(b):
+        # Findings matched by rule (one per rule and report here): a new rule's finding, or a finding that moves
+        # in the ranking, is one difference and not a shifted list.
+        ka, kb = _by_rule(a), _by_rule(b)
+        for k in list(ka) + [k for k in kb if k not in ka]:
+            if k not in kb:
+                out.append(f"{path}[rule={k}]: removed")
+            elif k not in ka:
+                out.append(f"{path}[rule={k}]: added {json.dumps(kb[k])[:120]}")
+            else:
+                diff(ka[k], kb[k], f"{path}[rule={k}]", out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diff(x, y, f"{path}[{i}]", out)
@@ -86,9 +111,18 @@ def _by_id(items: list) -> dict | None:
     return keyed if len(keyed) == len(items) else None
 
 
+def _by_rule(items: list) -> dict | None:
+    """Findings keyed by rule id, when no rule has two (a single-report run); else None."""
+    if not all(isinstance(x, dict) and "rule_id" in x for x in items):
+        return None
+    keyed = {str(x["rule_id"]): x for x in items}
+    return keyed if len(keyed) == len(items) else None
+
+
 def kind_of(line: str, before: dict) -> str | None:
     m = re.match(r"^\.findings\[(\d+)\]", line)
-    tagged = line + (f" @{before['findings'][int(m.group(1))]['rule_id']}" if m else "")
+    r = re.match(r"^\.findings\[rule=(\w+)\]", line)
+    tagged = line + (f" @{before['findings'][int(m.group(1))]['rule_id']}" if m else f" @{r.group(1)}" if r else "")
     for kind, pattern in EXPECTED:
         if re.match(pattern, tagged, re.S):
             return kind
