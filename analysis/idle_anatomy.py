@@ -232,8 +232,8 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     new_call = np.r_[True, (pk[1:] != pk[:-1]) | (ph[1:] != ph[:-1]) | (pw[1:] != pw[:-1])]
     calls = np.add.reduceat(new_call.astype(np.int64), first)
     for i, f in enumerate(first):
-        k = (int(pk[f]) // NCAT, int(pk[f]) % NCAT, int(ph[f]))
-        acc = out.names.setdefault(k, [0, 0])
+        nk = (int(pk[f]) // NCAT, int(pk[f]) % NCAT, int(ph[f]))
+        acc = out.names.setdefault(nk, [0, 0])
         acc[0] += int(tot[i])
         acc[1] += int(calls[i])
 

@@ -104,6 +104,7 @@ def step_analyze_steady(src: Path, out: Path) -> dict:
     """What ``goodput analyze`` runs since phases (issue #11): the report's loop and phases on the whole
     file, then every summary and rule on the steady window (a windowed trace: views clipped to it)."""
     from analysis.breakdown import breakdown
+    from analysis.idle_anatomy import idle_anatomy
     from analysis.launches import launch_summary
     from analysis.nvtx_projection import nvtx_projection
     from analysis.phases import phase_info, phase_of
@@ -129,7 +130,8 @@ def step_analyze_steady(src: Path, out: Path) -> dict:
         t = time.monotonic()
         report_info(whole)
         timings["report_info"] = time.monotonic() - t
-        for name, fn in (("breakdown", breakdown), ("nvtx_projection", nvtx_projection), ("launches", launch_summary)):
+        for name, fn in (("breakdown", breakdown), ("nvtx_projection", nvtx_projection), ("launches", launch_summary),
+                         ("idle_anatomy", lambda tr: idle_anatomy(tr, [(p.name, p.start_ns) for p in info.phases]))):
             t = time.monotonic()
             fn(trace)
             timings[name] = time.monotonic() - t

@@ -13,6 +13,7 @@ the phase starts and at every iteration start, so a claim also knows in how many
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,11 +22,14 @@ from analysis.idle_anatomy import NCAT, paint, resolve_names, speakers
 from analysis.idle_classes import CATEGORIES, CODE
 from analysis.trace import Trace
 
+if TYPE_CHECKING:
+    from analysis.rules.base import Rule
+
 LOOP_PHASES = ("warmup", "steady")
 TOP = 8
 
 
-def claimers() -> list[type]:
+def claimers() -> list[type[Rule]]:
     """The registered nsys rule classes that own idle by category (imported here: the rules import this)."""
     from analysis.rules.nsys import NSYS_RULES
 
@@ -88,7 +92,7 @@ def claims(trace: Trace) -> Claims:
     take = np.zeros((bins, NCAT), dtype=bool)
     owner_of = np.full(NCAT, -1, dtype=np.int64)
     for i, r in enumerate(rules):
-        rows = np.array([r.idle_phases is None or p in r.idle_phases for p in bin_phase], dtype=bool)
+        rows = np.array([r.idle_phases is None or p in r.idle_phases for p in bin_phase], dtype=np.bool_)
         for c in r.owns_idle:
             take[rows, CODE[c]] = True
             owner_of[CODE[c]] = i
@@ -115,11 +119,11 @@ def claims(trace: Trace) -> Claims:
             start = int(cuts[b]) if len(cuts) else None
             if start is not None and (cl.first_ns is None or start < cl.first_ns):
                 cl.first_ns = start
-        for (b, c, h), (ns, calls) in p.names.items():
-            if take[b, c]:
-                acc = names[rules[owner_of[c]].id].setdefault(h, [0, 0])
-                acc[0] += ns
-                acc[1] += calls
+        for (nb, nc, h), (nns, ncalls) in p.names.items():
+            if take[nb, nc]:
+                acc = names[rules[owner_of[nc]].id].setdefault(h, [0, 0])
+                acc[0] += nns
+                acc[1] += ncalls
     hashes = {h for per in names.values() for h in per}
     resolved = resolve_names(trace, hashes) if hashes else {}
     for rule, per in names.items():
