@@ -164,8 +164,10 @@ class _Host:
             d = self.trace.arrays(f"""
                 SELECT tid, start_ns, hash(COALESCE(function, module, '?'))::UBIGINT AS h FROM cpu_samples
                 WHERE {self.where} AND start_ns >= {a - m} AND start_ns < {b + m}""")  # noqa: S608 - integers
-            half = np.array([self.half.get(int(t), 0) for t in np.unique(d["tid"])], dtype=np.int64)
-            hp = half[np.searchsorted(np.unique(d["tid"]), d["tid"])] if len(d["tid"]) else _EMPTY
+            known = np.array(sorted(self.half), dtype=np.int64)
+            halves = np.array([self.half[t] for t in sorted(self.half)], dtype=np.int64)
+            at = np.minimum(np.searchsorted(known, d["tid"]), len(known) - 1)
+            hp = np.where(known[at] == d["tid"], halves[at], 0)
             keep = hp > 0
             parts.append((d["start_ns"][keep] - hp[keep], d["start_ns"][keep] + hp[keep],
                           np.full(int(keep.sum()), CODE["host_cpu"], dtype=np.uint8), d["h"][keep]))
@@ -178,6 +180,13 @@ class _Host:
                 np.concatenate([p[3] for p in parts])[keep])
 
 
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values: a sort and one pass (numpy's hash-based ``unique`` is several times slower on
+    millions of times)."""
+    x.sort()
+    return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
+
+
 def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray, cat: np.ndarray,
                     name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None) -> None:
     """Paint the idle pieces ``[gs, ge)`` (sorted, disjoint) with the covering intervals ``(s, e, cat, name)``
@@ -186,7 +195,7 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     if not len(gs):
         return
     inner = (s < ge[-1]) & (e > gs[0])
-    pts = np.unique(np.concatenate((gs, ge, s[inner], e[inner], cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
+    pts = _sorted_unique(np.concatenate((gs, ge, s[inner], e[inner], cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
     seg_s, seg_e = pts[:-1], pts[1:]
     j = np.searchsorted(gs, seg_s, side="right") - 1
     inside = (j >= 0) & (ge[np.maximum(j, 0)] > seg_s)
@@ -194,7 +203,7 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     code = np.full(len(seg_s), NONE, dtype=np.uint8)
     who = np.full(len(seg_s), -1, dtype=np.int64)  # position in (s, e) of the interval that painted it
     left = np.arange(len(seg_s))
-    for c in np.unique(cat):
+    for c in np.flatnonzero(np.bincount(cat, minlength=NCAT)):  # the categories present, in order
         if not len(left):
             break
         pos = np.flatnonzero(cat == c)
@@ -334,6 +343,21 @@ def entries(trace: Trace, painted: Painted, pid: int | None, device: int | None,
     return out
 
 
+def _by_phase(p: Painted, bin_phase: Sequence[str], names: Sequence[str]) -> Painted | None:
+    """A painting cut at phase and iteration starts, summed per phase (None when a bin's phase is unknown)."""
+    index = {n: i for i, n in enumerate(names)}
+    if any(b not in index for b in bin_phase[:p.bins]):
+        return None
+    out = Painted(len(names))
+    to = np.array([index[b] for b in bin_phase[:p.bins]], dtype=np.int64)
+    np.add.at(out.ns, to, p.ns)
+    for (b, c, h), (ns, calls) in p.names.items():
+        acc = out.names.setdefault((int(to[b]), c, h), [0, 0])
+        acc[0] += ns
+        acc[1] += calls
+    return out
+
+
 def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[dict]:
     """``reports[].idle_anatomy``: per device and phase (``phases``: (name, start_ns) in time order; none:
     one ``whole`` phase), the idle, its categories by time and each category's top names with their time
@@ -341,10 +365,14 @@ def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[d
     cuts = np.array([s for _, s in phases], dtype=np.int64)
     bin_names = [n for n, _ in phases] or ["whole"]
     sp = speakers(trace)
+    shared = trace.memo.get("idle_painted")  # the gap rules' painting of these same gaps, when made
     out: list[dict] = []
     for pid, device, gs, ge in unit_idle(trace):
         tids = sp.get((pid, device)) if pid is not None else None
-        out += entries(trace, paint(trace, pid, tids, gs, ge, cuts), pid, device, tids, bin_names)
+        done = shared["units"].get((pid, device)) if shared is not None else None
+        p = _by_phase(done, shared["bin_phase"], bin_names) if done is not None else None
+        out += entries(trace, p if p is not None else paint(trace, pid, tids, gs, ge, cuts), pid, device, tids,
+                       bin_names)
     hashes = {t["name"] for e in out for c in e["categories"] for t in c["top"]}
     names = resolve_names(trace, hashes) if hashes else {}
     for e in out:

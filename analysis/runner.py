@@ -233,7 +233,6 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             records: list[dict[str, Any]] = []
             if info_p is not None:
                 info["breakdown"] = bd.breakdown(v)
-                info["idle_anatomy"] = idle_anatomy(v, [(p.name, p.start_ns) for p in info_p.phases])
                 ana = _anatomy(t, v, info_p, ctx.all_params)
                 records = list(ana["records"]) if ana is not None else []
                 info["iterations"] = _loop_summary(t, info_p, ana)
@@ -246,6 +245,8 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
                               "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
             found, outcomes = _report_rules(wrun, ctx)
+            if info_p is not None:  # after the rules: it reuses the gap rules' painting of the idle
+                info["idle_anatomy"] = idle_anatomy(v, [(p.name, p.start_ns) for p in info_p.phases])
             facts = _facts(t, v, info_p, records, facts_dir)
         finally:
             if v is not t:

@@ -208,3 +208,23 @@ def test_categories_cover_a_cuda_call_exactly(tmp_path):
         t.close()
     assert e["categories"] == [{"category": "allocation", "ns": 80, "top": [{"name": "cudaFree", "ns": 80, "calls": 1}]}]
     assert CODE["allocation"] < CODE["sync"] < CODE["none"]
+
+
+@pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
+def test_the_gap_rules_painting_gives_the_same_anatomy(src):
+    """After the gap rules painted the idle (cut at every iteration), the report's anatomy is read from that
+    painting: it equals the anatomy painted on its own."""
+    from analysis.rules.nsys.idle_claims import claims
+
+    path = ingested(src)
+    alone, shared = Trace(path, src.name), Trace(path, src.name)
+    try:
+        phases = [(p.name, p.start_ns) for p in phase_info(alone).phases]
+        want = idle_anatomy(alone, phases)
+        claims(shared)
+        assert ("idle_painted" in shared.memo) == (not shared.has_rows("overhead"))
+        got = idle_anatomy(shared, phases)
+    finally:
+        alone.close()
+        shared.close()
+    assert got == want

@@ -100,6 +100,9 @@ def claims(trace: Trace) -> Claims:
     names: dict[str, dict[int, list[int]]] = {r.id: {} for r in rules}
     iters: dict[str, set[int]] = {r.id: set() for r in rules}
     sp = speakers(trace)
+    # Without profiler overhead the gap table's gaps are the breakdown's idle: the idle anatomy of the report
+    # (``analysis.idle_anatomy.idle_anatomy``) reuses these paintings instead of painting again.
+    shared: dict = {"cuts": cuts, "bin_phase": bin_phase, "units": {}}
     for ug in unit_gaps(trace):
         pid, dev = ug.unit.pid, ug.unit.device
         if not take.any() or pid is None or not len(ug.gap_start):
@@ -107,6 +110,7 @@ def claims(trace: Trace) -> Claims:
             continue
         p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take)
         out.taken.append(p.taken)
+        shared["units"][(pid, dev)] = p
         claimed = np.where(take, p.ns, 0)
         for b, c in zip(*np.nonzero(claimed), strict=True):
             rule = rules[owner_of[c]].id
@@ -130,5 +134,7 @@ def claims(trace: Trace) -> Claims:
         top = sorted(per.items(), key=lambda kv: (-kv[1][0], resolved.get(kv[0], "?")))[:TOP]
         out.by_rule[rule].names = [(resolved.get(h, "?"), v[0], v[1]) for h, v in top]
         out.by_rule[rule].iterations_with = len(iters[rule])
+    if not trace.has_rows("overhead"):
+        trace.memo["idle_painted"] = shared
     trace.memo["idle_claims"] = out
     return out
