@@ -196,29 +196,34 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         return
     inner = (s < ge[-1]) & (e > gs[0])
     pts = _sorted_unique(np.concatenate((gs, ge, s[inner], e[inner], cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
-    seg_s, seg_e = pts[:-1], pts[1:]
-    j = np.searchsorted(gs, seg_s, side="right") - 1
-    inside = (j >= 0) & (ge[np.maximum(j, 0)] > seg_s)
-    seg_s, seg_e = seg_s[inside], seg_e[inside]
-    code = np.full(len(seg_s), NONE, dtype=np.uint8)
-    who = np.full(len(seg_s), -1, dtype=np.int64)  # position in (s, e) of the interval that painted it
-    left = np.arange(len(seg_s))
+    n = len(pts) - 1  # elementary segments [pts[k], pts[k + 1])
+
+    def covered(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per segment, whether one of the intervals [lo, hi) covers it (a difference array over the points)."""
+        a, z = np.searchsorted(pts, lo), np.searchsorted(pts, hi)
+        return np.cumsum(np.bincount(a, minlength=n + 1)[:n] - np.bincount(z, minlength=n + 1)[:n]) > 0
+
+    opened = np.bincount(np.searchsorted(pts, gs), minlength=n + 1)[:n]
+    free = np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0  # inside idle
+    j = np.cumsum(opened) - 1  # the idle piece a segment inside idle belongs to
+    code = np.full(n, NONE, dtype=np.uint8)
+    who = np.full(n, -1, dtype=np.int64)  # position in (s, e) of the interval that painted it
     for c in np.flatnonzero(np.bincount(cat, minlength=NCAT)):  # the categories present, in order
-        if not len(left):
-            break
         pos = np.flatnonzero(cat == c)
+        new = free & covered(s[pos], e[pos])
+        if not new.any():
+            continue
         order = pos[np.argsort(s[pos], kind="stable")]
         cs, ce = s[order], e[order]
         reach = np.maximum.accumulate(ce)
-        # The interval reaching furthest so far: the one still running at any later covered moment.
+        # The interval reaching furthest so far: the one still running at any later covered moment (the name).
         owner = order[np.maximum.accumulate(np.where(ce >= reach, np.arange(len(ce)), 0))]
-        t = seg_s[left]
-        k = np.searchsorted(cs, t, side="right") - 1
-        hit = k >= 0
-        hit[hit] = reach[k[hit]] > t[hit]
-        code[left[hit]] = c
-        who[left[hit]] = owner[k[hit]]
-        left = left[~hit]
+        at = np.flatnonzero(new)
+        code[at] = c
+        who[at] = owner[np.searchsorted(cs, pts[at], side="right") - 1]
+        free &= ~new
+    inside = np.flatnonzero(np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0)
+    seg_s, seg_e, code, who, j = pts[inside], pts[inside + 1], code[inside], who[inside], j[inside]
     b = np.clip(np.searchsorted(cuts, seg_s, side="right") - 1, 0, out.bins - 1) if len(cuts) else np.zeros(
         len(seg_s), dtype=np.int64)
     ns = seg_e - seg_s
@@ -227,7 +232,7 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     if out.take is not None and piece is not None:
         claimed = out.take[b, code]
         if claimed.any():
-            at = piece[j[inside][claimed]]
+            at = piece[j[claimed]]
             out.taken += np.bincount(at, weights=ns[claimed], minlength=len(out.taken)).round().astype(np.int64)
     painted = who >= 0
     if not painted.any():
