@@ -375,7 +375,7 @@ def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[d
     for pid, device, gs, ge in unit_idle(trace):
         tids = sp.get((pid, device)) if pid is not None else None
         done = shared["units"].get((pid, device)) if shared is not None else None
-        p = _by_phase(done, shared["bin_phase"], bin_names) if done is not None else None
+        p = _by_phase(done, shared["bin_phase"], bin_names) if done is not None and shared is not None else None
         out += entries(trace, p if p is not None else paint(trace, pid, tids, gs, ge, cuts), pid, device, tids,
                        bin_names)
     hashes = {t["name"] for e in out for c in e["categories"] for t in c["top"]}
