@@ -77,6 +77,21 @@ class Painted:
     # piece given to ``paint``, the time of it in claimed pairs.
     take: np.ndarray | None = None
     taken: np.ndarray = field(default_factory=lambda: _EMPTY)
+    # Optional: the painting of other idle pieces done in the same pass (``paint(extra=...)``), kept apart.
+    extra: Painted | None = None
+
+    def plus(self, other: Painted | None) -> Painted:
+        """The sum of two paintings with the same bins (names merged)."""
+        if other is None:
+            return self
+        out = Painted(self.bins)
+        out.ns = self.ns + other.ns
+        for src in (self.names, other.names):
+            for k, (ns, calls) in src.items():
+                acc = out.names.setdefault(k, [0, 0])
+                acc[0] += ns
+                acc[1] += calls
+        return out
 
     def __post_init__(self) -> None:
         self.ns = np.zeros((self.bins, NCAT), dtype=np.int64)
@@ -238,13 +253,17 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     if not painted.any():
         return
     pk, pw, pn = key[painted], who[painted], ns[painted]
+    # A call counts once, in the bin of its first idle segment (segments are in time order): a call that
+    # spans a cut is not counted in two bins, so bins sum to phases exactly.
+    by_who = np.argsort(pw, kind="stable")
+    opens = np.zeros(len(pw), dtype=np.int64)
+    opens[by_who[np.r_[True, pw[by_who][1:] != pw[by_who][:-1]]]] = 1
     ph = name[pw].astype(np.uint64)
     order = np.lexsort((pw, ph, pk))
-    pk, pw, pn, ph = pk[order], pw[order], pn[order], ph[order]
+    pk, pn, ph, opens = pk[order], pn[order], ph[order], opens[order]
     first = np.flatnonzero(np.r_[True, (pk[1:] != pk[:-1]) | (ph[1:] != ph[:-1])])
     tot = np.add.reduceat(pn, first)
-    new_call = np.r_[True, (pk[1:] != pk[:-1]) | (ph[1:] != ph[:-1]) | (pw[1:] != pw[:-1])]
-    calls = np.add.reduceat(new_call.astype(np.int64), first)
+    calls = np.add.reduceat(opens, first)
     for i, f in enumerate(first):
         nk = (int(pk[f]) // NCAT, int(pk[f]) % NCAT, int(ph[f]))
         acc = out.names.setdefault(nk, [0, 0])
@@ -253,32 +272,60 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
 
 
 def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray, ge: np.ndarray,
-          cuts: np.ndarray | Sequence[int] = (), take: np.ndarray | None = None) -> Painted:
+          cuts: np.ndarray | Sequence[int] = (), take: np.ndarray | None = None,
+          extra: tuple[np.ndarray, np.ndarray] | None = None) -> Painted:
     """The anatomy of the idle pieces ``[gs, ge)`` (sorted, disjoint) of one device of process ``pid``,
     spoken for by threads ``tids`` (None: any thread of the process), split at ``cuts``; with ``take``
-    (bool per bin and category), ``taken`` per piece (see ``Painted``)."""
+    (bool per bin and category), ``taken`` per piece (see ``Painted``). ``extra``: more idle pieces (sorted,
+    disjoint, none inside ``[gs, ge)``) painted in the same pass into ``extra`` of the result."""
     cuts = np.asarray(cuts, dtype=np.int64)
     out = Painted(max(1, len(cuts)))
     if take is not None:
         out.take, out.taken = take, np.zeros(len(gs), dtype=np.int64)
-    if not len(gs):
+    parts = [(gs, ge, out)]
+    if extra is not None:
+        out.extra = Painted(out.bins)
+        parts.append((extra[0], extra[1], out.extra))
+    parts = [(a, z, o) for a, z, o in parts if len(a)]
+    if not parts:
         return out
     if pid is None:  # no process to ask: all of it is unexplained
-        paint_intervals(gs, ge, _EMPTY, _EMPTY, np.empty(0, np.uint8), np.empty(0, np.uint64), cuts, out)
+        for a, z, o in parts:
+            paint_intervals(a, z, _EMPTY, _EMPTY, np.empty(0, np.uint8), np.empty(0, np.uint64), cuts, o,
+                            np.arange(len(a)))
         return out
     host = _Host(trace, pid, tids)
-    lo, hi = int(gs[0]), int(ge[-1])
+    lo, hi = min(int(p[0][0]) for p in parts), max(int(p[1][-1]) for p in parts)
     k = max(1, math.ceil(host.count(lo, hi) / SLICE_ROWS))
     edges = [lo + (hi - lo) * i // k for i in range(k + 1)]  # integer arithmetic: absolute clocks are ~2^62
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
-        i0, i1 = np.searchsorted(ge, a, side="right"), np.searchsorted(gs, b, side="left")
-        if i1 <= i0 or b <= a:
+    for t0, t1 in zip(edges[:-1], edges[1:], strict=True):
+        here = [(int(np.searchsorted(pz, t0, side="right")), int(np.searchsorted(pa, t1, side="left")), pa, pz, o)
+                for pa, pz, o in parts]
+        here = [x for x in here if x[1] > x[0]]
+        if not here or t1 <= t0:
             continue
-        ps, pe = np.maximum(gs[i0:i1], a), np.minimum(ge[i0:i1], b)
-        keep = pe > ps
-        s, e, c, h = host.intervals(a, b)
-        paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, out, np.arange(i0, i1)[keep])
+        s, e, c, h = host.intervals(t0, t1)
+        for i0, i1, pa, pz, o in here:
+            ps, pe = np.maximum(pa[i0:i1], t0), np.minimum(pz[i0:i1], t1)
+            keep = pe > ps
+            paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, o, np.arange(i0, i1)[keep])
     return out
+
+
+def minus(bs: np.ndarray, be: np.ndarray, us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces of ``[bs, be)`` outside ``[us, ue)`` (both sorted and disjoint), merged where they touch."""
+    if not len(us):
+        return bs, be
+    pts = _sorted_unique(np.concatenate((bs, be, us, ue)))
+    n = len(pts) - 1
+
+    def cover(a: np.ndarray, z: np.ndarray) -> np.ndarray:
+        return np.cumsum(np.bincount(np.searchsorted(pts, a), minlength=n + 1)[:n]
+                         - np.bincount(np.searchsorted(pts, z), minlength=n + 1)[:n]) > 0
+
+    m = cover(bs, be) & ~cover(us, ue)
+    edge = np.diff(np.concatenate(([0], m.astype(np.int8), [0])))
+    return pts[np.flatnonzero(edge == 1)], pts[np.flatnonzero(edge == -1)]
 
 
 def window_idle(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -65,7 +65,10 @@ def test_paint_matches_brute_force_on_a_grid(gaps, covers, cuts):
     # Names: the time of each category is the time of its names (nothing lost, nothing counted twice).
     for (b, c, _h), (ns, calls) in out.names.items():
         by_name[(b, c, 0)] = by_name.get((b, c, 0), 0) + ns
-        assert calls >= 1
+        assert calls >= 0  # a call counts in the bin where its idle time starts
+    total_calls = sum(calls for _, calls in out.names.values())
+    painted = int(want.sum() - want[:, NONE].sum())
+    assert (total_calls >= 1) == (painted > 0) and total_calls <= len(s)
     for b in range(out.bins):
         for c in range(len(CATEGORIES)):
             if c != NONE:
@@ -222,9 +225,18 @@ def test_the_gap_rules_painting_gives_the_same_anatomy(src):
         phases = [(p.name, p.start_ns) for p in phase_info(alone).phases]
         want = idle_anatomy(alone, phases)
         claims(shared)
-        assert ("idle_painted" in shared.memo) == (not shared.has_rows("overhead"))
+        assert "idle_painted" in shared.memo
         got = idle_anatomy(shared, phases)
     finally:
         alone.close()
         shared.close()
-    assert got == want
+
+    def strip(out):
+        return [{**e, "categories": [{**c, "top": [{**t, "calls": None} for t in c["top"]]} for c in e["categories"]]}
+                for e in out]
+
+    # Every time is the same; a call covering both a gap and idle under profiler overhead (painted apart for
+    # the gap rules) may count in each.
+    assert strip(got) == strip(want)
+    calls = lambda out: [t["calls"] for e in out for c in e["categories"] for t in c["top"]]  # noqa: E731
+    assert all(g >= w for g, w in zip(calls(got), calls(want), strict=True))

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analysis.activity import unit_gaps
-from analysis.idle_anatomy import NCAT, paint, resolve_names, speakers
+from analysis.activity import pairing, unit_gaps
+from analysis.idle_anatomy import NCAT, minus, paint, resolve_names, speakers
 from analysis.idle_classes import CATEGORIES, CODE
 from analysis.trace import Trace
 
@@ -100,17 +100,20 @@ def claims(trace: Trace) -> Claims:
     names: dict[str, dict[int, list[int]]] = {r.id: {} for r in rules}
     iters: dict[str, set[int]] = {r.id: set() for r in rules}
     sp = speakers(trace)
-    # Without profiler overhead the gap table's gaps are the breakdown's idle: the idle anatomy of the report
-    # (``analysis.idle_anatomy.idle_anatomy``) reuses these paintings instead of painting again.
+    # The breakdown's idle is the gap table's gaps plus the idle under profiler overhead (busy for the gaps):
+    # both are painted in one pass, and the report's idle anatomy (``analysis.idle_anatomy.idle_anatomy``)
+    # reuses their sum instead of painting again.
     shared: dict = {"cuts": cuts, "bin_phase": bin_phase, "units": {}}
     for ug in unit_gaps(trace):
         pid, dev = ug.unit.pid, ug.unit.device
         if not take.any() or pid is None or not len(ug.gap_start):
             out.taken.append(np.zeros(len(ug.gap_start), dtype=np.int64))
             continue
-        p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take)
+        bgs, bge = pairing(ug.unit.start, ug.unit.end)
+        extra = minus(bgs, bge, ug.gap_start, ug.gap_end)
+        p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra)
         out.taken.append(p.taken)
-        shared["units"][(pid, dev)] = p
+        shared["units"][(pid, dev)] = p.plus(p.extra)
         claimed = np.where(take, p.ns, 0)
         for b, c in zip(*np.nonzero(claimed), strict=True):
             rule = rules[owner_of[c]].id
@@ -134,7 +137,6 @@ def claims(trace: Trace) -> Claims:
         top = sorted(per.items(), key=lambda kv: (-kv[1][0], resolved.get(kv[0], "?")))[:TOP]
         out.by_rule[rule].names = [(resolved.get(h, "?"), v[0], v[1]) for h, v in top]
         out.by_rule[rule].iterations_with = len(iters[rule])
-    if not trace.has_rows("overhead"):
-        trace.memo["idle_painted"] = shared
+    trace.memo["idle_painted"] = shared
     trace.memo["idle_claims"] = out
     return out
