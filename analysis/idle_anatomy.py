@@ -43,7 +43,7 @@ from analysis.idle_classes import (
 from analysis.trace import Trace
 
 NCAT = len(CATEGORIES)
-SLICE_ROWS = 1 << 21  # host rows fetched per slice of time, about (slices have equal lengths)
+SLICE_ROWS = 1 << 20  # host rows fetched per slice of time, about (slices have equal lengths): bounds memory
 TOP = 5  # names kept per category
 _EMPTY = np.empty(0, dtype=np.int64)
 
