@@ -42,6 +42,7 @@ from analysis.activity import unit_ops
 from analysis.anatomy import anatomy
 from analysis.duck import connect
 from analysis.findings import Finding, rank_finding_dicts
+from analysis.idle_anatomy import idle_anatomy
 from analysis.launches import launch_summary
 from analysis.loop_report import loop_list, mark_loops, program_shape, run_phase
 from analysis.ncu.gains import annotate_kernels, report_saving, share_gains
@@ -225,6 +226,8 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
                 found = share_gains(found)
                 info["estimated_saving"] = report_saving(found, label)
                 annotate_kernels(info.get("kernels") or [], found, label)
+            if info_p is not None:  # after the rules: it reuses the gap rules' painting of the idle
+                info["idle_anatomy"] = idle_anatomy(v, [(p.name, p.start_ns) for p in info_p.phases])
             facts = _facts(t, v, info_p, records, facts_dir)
         finally:
             if v is not t:

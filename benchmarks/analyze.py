@@ -104,6 +104,7 @@ def step_analyze_steady(src: Path, out: Path) -> dict:
     """What ``goodput analyze`` runs since phases: the report's loop and phases on the whole
     file, then every summary and rule on the steady window (a windowed trace: views clipped to it)."""
     from analysis.breakdown import breakdown
+    from analysis.idle_anatomy import idle_anatomy
     from analysis.launches import launch_summary
     from analysis.nvtx_projection import nvtx_projection
     from analysis.phases import phase_info, phase_of
@@ -140,6 +141,9 @@ def step_analyze_steady(src: Path, out: Path) -> dict:
             if results[0].status == "error":
                 raise SystemExit(f"{rule.id} failed: {results[0].reason}")
             findings[rule.id] = sum(f.impact_ns for f in found)
+        t = time.monotonic()  # after the rules, as in the runner: it reuses the gap rules' painting
+        idle_anatomy(trace, [(p.name, p.start_ns) for p in info.phases])
+        timings["idle_anatomy"] = time.monotonic() - t
         if trace is not whole:
             trace.close()
     return {"wall_s": time.monotonic() - t0, "cpu_s": _cpu_s(), "peak_rss": _peak_rss(), "timings": timings,

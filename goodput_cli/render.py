@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from analysis import fmt
+from goodput_cli.render_idle import idle_lines
 from goodput_cli.render_memory import headline_lines, memory_lines
 from goodput_cli.render_run import collectives_lines, network_lines, per_rank_line
 
@@ -118,6 +119,7 @@ def text(result: dict[str, Any]) -> str:
                     lines.append(
                         f"     pid {d['pid']} device {d['device']}: goodput {d['goodput_pct']:.1f}% of "
                         f"{ms(d['span_ns'])}, exposed comm {ms(d['comm_exposed_ns'])}, idle {ms(d['idle_ns'])}")
+        lines.extend(idle_lines(rep, _clip))
         lines.extend(_loop_lines(rep))
         kernels = rep.get("top_kernels") or []
         dominant = rep.get("dominant_kernel")

@@ -72,6 +72,20 @@ EXPECTED = [
      r"^\.findings\[\d+\]\.(title|message|network)(:| ).*@COMM003$"),
     ("COMM005 late node joins the run-level rules (run as a whole)",
      r'^\.rules\[id=COMM005\]: added \{"id": "COMM005", "status": "(ok", "reason": null, "findings": 0|skipped").*'),
+    ("idle anatomy of each report: what the host did while each device idled (#23.1)",
+     r"^\.reports\[\d+\]\.idle_anatomy: added .*"),
+    ("MEM006, HOST003, HOST004 join the rules (#23.2)",
+     r"^\.(rules\[id=(MEM006|HOST003|HOST004)\]|findings\[rule=(MEM006|HOST003|HOST004)\]): added .*"),
+    ("PHASE001 says what fills start-up from the idle anatomy (#23.3)",
+     r"^\.findings\[(\d+|rule=PHASE001)\]\.(message|advice|idle_anatomy)(:| ).*@PHASE001$"),
+    # Allocation in the loop, host communication and compilation instants now belong to MEM006/HOST003/HOST004:
+    # the rules that owned the gaps around them keep the rest (and a gap left empty is no longer counted).
+    ("gap owners keep the idle the host-activity rules claim (#23.2)",
+     r"^\.findings\[(\d+|rule=\w+)\]\.(impact_ns|impact_pct|impact_per_step_ns|message|title|severity|idle_gaps"
+     r"|evidence\[\d+\]\.value_ns|evidence_total|causes\.\w+\.(total_ns|gaps|count)|by_cause\.\w+|main_cause|owned_ns)(:| ).*"
+     r"@(GPU001|GPU002|KRN001|SYNC001|MEM002|HOST001)$"),
+    ("GPU002's regions ranked by the idle they keep after the claims (#23.2)",
+     r"^\.findings\[(\d+|rule=GPU002)\]\.evidence\[\d+\]\.(start_ns|end_ns|nvtx|detail\.\w+)(:| ).*@GPU002$"),
 ]
 # Exports whose analysis window moved (a one-shot program's work window, a loop split or no longer false):
 # every figure judged on the window follows from it (kind "judged on the new window").
@@ -115,10 +129,9 @@ def diff(a, b, path: str = "", out: list[str] | None = None) -> list[str]:
                 out.append(f"{path}[id={k}]: added {json.dumps(kb[k])[:120]}")
             else:
                 diff(ka[k], kb[k], f"{path}[id={k}]", out)
-    elif isinstance(a, list) and isinstance(b, list) and len(a) != len(b) and _by_rule(a) is not None \
-            and _by_rule(b) is not None:
-        # Findings lists that gained or lost findings: matched by rule, report and phase, so one new finding is
-        # one difference instead of every later position changing.
+    elif path == ".findings" and isinstance(a, list) and isinstance(b, list) and _by_rule(a) and _by_rule(b):
+        # Findings matched by rule (one per rule and report here): a new rule's finding, or a finding that moves
+        # in the ranking, is one difference and not a shifted list.
         ka, kb = _by_rule(a), _by_rule(b)
         for k in list(ka) + [k for k in kb if k not in ka]:
             if k not in kb:
@@ -158,6 +171,8 @@ def kind_of(line: str, before: dict) -> str | None:
     keyed = re.match(r"^\.findings\[rule=(\w+)/", line)
     tagged = line + (f" @{before['findings'][int(m.group(1))]['rule_id']}" if m else
                      f" @{keyed.group(1)}" if keyed else "")
+    r = re.match(r"^\.findings\[rule=(\w+)\]", line)
+    tagged = line + (f" @{before['findings'][int(m.group(1))]['rule_id']}" if m else f" @{r.group(1)}" if r else "")
     for kind, pattern in EXPECTED:
         if re.match(pattern, tagged, re.S):
             return kind

@@ -138,6 +138,11 @@ class Rule:
     # Other tools' reports the rule reads when the run has them (``ncu``: step 1 of an nsys report runs
     # before the run's ncu reports are known, so the rule runs again with them attached).
     reads_tools: ClassVar[tuple[str, ...]] = ()
+    # The idle this rule owns by what the host was doing then: categories of ``analysis.idle_classes`` (their
+    # order is the specificity order), in the phases ``idle_phases`` names (None: every phase). See
+    # ``analysis.rules.nsys.idle_claims``; a rule that sets none owns idle by the gap table's precedence.
+    owns_idle: ClassVar[tuple[str, ...]] = ()
+    idle_phases: ClassVar[tuple[str, ...] | None] = None
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""

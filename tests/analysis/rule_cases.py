@@ -21,6 +21,7 @@ from tests.analysis.planting import (
     raw_gpu_ops,
     sqlite_rw,
 )
+from tests.analysis.rule_cases_idle import host003_fires, host004_fires, mem006_fires
 
 DELTA = 50_000_000  # the 50 ms every planted gap or delay adds
 
@@ -344,4 +345,10 @@ CASES = [
     Case("COMM001", "vecadd-2026.sqlite", comm001_covered, thresholds={"COMM001.min_exposed_pct": 0.0}),
     Case("COMM002", NCCL_R0, comm002_fires, peer=NCCL_R1),
     Case("COMM002", NCCL_R0, comm002_aligned, peer=NCCL_R1),
+    Case("MEM006", "gaussian-threadsync.sqlite", mem006_fires),
+    Case("MEM006", "gaussian-threadsync.sqlite", unchanged),
+    Case("HOST003", "cupy-power-iteration.sqlite", host003_fires),
+    Case("HOST003", "cupy-power-iteration.sqlite", unchanged),
+    Case("HOST004", "gaussian-threadsync.sqlite", host004_fires),
+    Case("HOST004", "gaussian-threadsync.sqlite", unchanged),
 ]

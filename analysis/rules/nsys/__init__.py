@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from analysis.rules.base import Rule
+from analysis.rules.nsys.claimed import AllocationChurn, HostCommunication, JitCompilation
 from analysis.rules.nsys.collectives import CollectiveBandwidth
 from analysis.rules.nsys.comm import ExposedCommunication, Stragglers
 from analysis.rules.nsys.copybound import CopyBound
@@ -29,6 +30,8 @@ NSYS_RULES: list[type[Rule]] = [
     LowUtilization,
     HostBlocked,
     HostCpuSamples,
+    HostCommunication,
+    JitCompilation,
     LaunchBound,
     TensorCoresIdle,
     KernelOutliers,
@@ -39,6 +42,7 @@ NSYS_RULES: list[type[Rule]] = [
     SyncMemset,
     UnifiedMemoryMigration,
     CopyBound,
+    AllocationChurn,
     StartupCost,
     WarmupCost,
     BlockingSync,

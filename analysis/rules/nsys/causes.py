@@ -55,6 +55,7 @@ class CausedGaps(NamedTuple):
     gap_start: np.ndarray
     gap_end: np.ndarray
     cause: np.ndarray
+    kept: np.ndarray  # per gap, the time the owner keeps (less what rules that own idle by category took)
 
 
 def launchers(trace: Trace) -> dict[int, list[int]]:
@@ -187,14 +188,16 @@ def owned_gap_causes(trace: Trace, units: list, code: int) -> list[CausedGaps]:
         return trace.memo[key]
     tids = launchers(trace)
     per_pid: dict[int | None, list[DeviceGaps]] = {}
+    kept: dict[int | None, list[np.ndarray]] = {}
     for u in units:
         m = u.owner == code
         if m.any():
             per_pid.setdefault(u.unit.pid, []).append(DeviceGaps(u.unit.device, u.gap_start[m], u.gap_end[m]))
+            kept.setdefault(u.unit.pid, []).append(u.kept(m))
     out = []
     for pid, parts in per_pid.items():
         gs = np.concatenate([g.gap_start for g in parts])
         ge = np.concatenate([g.gap_end for g in parts])
-        out.append(CausedGaps(pid, parts, gs, ge, gap_causes(trace, pid, gs, ge, tids)))
+        out.append(CausedGaps(pid, parts, gs, ge, gap_causes(trace, pid, gs, ge, tids), np.concatenate(kept[pid])))
     trace.memo[key] = out
     return out

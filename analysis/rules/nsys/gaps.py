@@ -17,7 +17,9 @@ Precedence (the first that applies owns the whole gap):
 6. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
    gaps left unowned, so ownership does not depend on its thresholds).
 
-Gaps matching none stay unowned (small idle nobody can attribute). Ownership is computed once per open
+Gaps matching none stay unowned (small idle nobody can attribute). Inside any gap, the instants painted
+with a category some rule claims by what the host was doing (``owns_idle``, see ``idle_claims``: allocation,
+host communication, compilation) are that rule's; the gap's owner keeps the rest (``OwnedUnit.kept``). Ownership is computed once per open
 trace and set of ownership thresholds, on NumPy arrays (``owned``); GPU001's gaps get their causes from
 ``analysis.rules.nsys.causes``.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -216,6 +218,14 @@ class OwnedUnit:
     runs: Runs
     totals: dict[int, OwnedTotal]  # owner code -> its gaps' total and count
     sync_calls: np.ndarray  # the sync calls (positions among the process's) that SYNC001's gaps follow
+    # Per gap, the time rules that own idle by what the host did (``idle_claims``) take out of it: the gap's
+    # owner keeps ``gap_end - gap_start - taken``.
+    taken: np.ndarray = field(default_factory=lambda: _EMPTY)
+
+    def kept(self, idx: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """The time each gap's owner keeps (the gap less what claims took)."""
+        ns = self.gap_end[idx] - self.gap_start[idx]
+        return ns - self.taken[idx] if len(self.taken) else ns
 
 
 def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls,
@@ -258,12 +268,15 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
     key = ("owned", p["min_gap_ns"], p["short_ns"], p["min_run"])
     if key in trace.memo:
         return trace.memo[key]
+    from analysis.rules.nsys.idle_claims import claims
+
+    taken_all = claims(trace).taken
     runs = _runs(trace, int(p["short_ns"]), int(p["min_run"]))
     syncs = _sync_calls(trace, {u.pid for u in unit_ops(trace) if u.pid is not None})
     cc = copy_calls(trace)
     copies = _Calls.grouped(cc.blocking_pid, cc.blocking_start, cc.blocking_end)
     out = []
-    for ug, r in zip(unit_gaps(trace), runs, strict=True):
+    for ug, r, taken in zip(unit_gaps(trace), runs, taken_all, strict=True):
         gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
         owner = np.zeros(len(gs), dtype=np.uint8)
         krn_idx, krn_run, sync_calls = [_EMPTY], [_EMPTY], [_EMPTY]
@@ -274,12 +287,12 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
             krn_idx.append(ki + a)
             krn_run.append(kr)
             sync_calls.append(_distinct(syncs.call_at(pid, cgs[own == OWNER_CODES["SYNC001"]])))
-            ns = cge - cgs
+            ns = cge - cgs - taken[a:a + CHUNK]
             for code, (t, c) in totals.items():
-                m = own == code
+                m = (own == code) & (ns > 0)  # a gap whose idle was all claimed is no longer its owner's
                 totals[code] = OwnedTotal(t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))
         out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r, totals,
-                             _distinct(np.concatenate(sync_calls))))
+                             _distinct(np.concatenate(sync_calls)), taken))
     del syncs, copies
     trace.memo[key] = out
     return out
@@ -319,7 +332,7 @@ def krn_idle(units: list[OwnedUnit]) -> list[KernelRun]:
             continue
         at = np.searchsorted(u.runs.run_id, u.krn_run)  # run ids grow in time order, as the gaps do
         first = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
-        idle = np.add.reduceat(u.gap_end[u.krn_idx] - u.gap_start[u.krn_idx], first)
+        idle = np.add.reduceat(u.kept(u.krn_idx), first)
         r = u.runs
         for j, i in zip(at[first], idle, strict=True):
             rows.append(KernelRun(u.unit.pid, u.unit.device, int(r.run_start[j]), int(r.run_end[j]),
@@ -367,7 +380,7 @@ def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[LowRegio
         kf = (u.gap_start[free] - u0) // w
         rf = region[kf]
         mine = rf >= 0
-        owned_ns = np.bincount(rf[mine], weights=(u.gap_end[free] - u.gap_start[free])[mine],
+        owned_ns = np.bincount(rf[mine], weights=u.kept(free)[mine],
                                minlength=len(starts)).astype(np.int64)
         ends = np.r_[starts[1:], len(lk)]
         for g, (a, b) in enumerate(zip(starts, ends, strict=True)):

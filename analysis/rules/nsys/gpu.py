@@ -94,10 +94,11 @@ class IdleGaps(Rule):
             mine_gaps.append((pg.pid, gs[keep], ge[keep]))
             for c, name in enumerate(CAUSE_CODES):
                 sel = codes == c
+                sel &= pg.kept > 0  # gaps whose idle was all claimed by what the host did are not GPU001's
                 if sel.any() and c != HOST001_CAUSE:
                     acc = by_cause.setdefault(name, [0, 0])
                     acc[0] += int(sel.sum())
-                    acc[1] += int((ge[sel] - gs[sel]).sum())
+                    acc[1] += int(pg.kept[sel].sum())
             at = 0
             for part in pg.parts:  # the longest gaps of each device that stay GPU001's
                 ugs, uge = part.gap_start, part.gap_end
@@ -123,17 +124,32 @@ class IdleGaps(Rule):
         share = pct(total, report_span_ns(trace))
         causes = "; ".join(f"{CAUSES[c].split(' (')[0]}: {v[0]} gap(s), {fmt_ms(v[1])}"
                            for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1][1]))
+        host = _host(trace, mine_gaps)
         return [Finding(
             rule_id=self.id,
             title=f"GPU idle in {n_gaps} gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms",
             message=(f"{n_gaps} idle gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms add up to "
                      f"{fmt_ms(total)}" + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
-                     + f"; longest {fmt_ms(top[0].ns)}. Causes: {causes}."),
+                     + f"; longest {fmt_ms(top[0].ns)}. Causes: {causes}." + _unrecorded(trace, main, host)),
             impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
             extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
-                   "main_cause": main, **_host(trace, mine_gaps)},
+                   "main_cause": main, **host},
         )]
+
+
+def _unrecorded(trace: Trace, main: str, host: dict) -> str:
+    """When nothing recorded explains most of the idle: the sampled functions, else the capture flags that
+    would show what the host did."""
+    if main != "no_activity":
+        return ""
+    if host.get("host_functions"):
+        fns = ", ".join(f"{f['function']} ({f['share_pct']:.0f}%)" for f in host["host_functions"][:3])
+        return f" The launching threads were sampled in: {fns}."
+    missing = [flag for table, flag in (("cpu_samples", "--sample=cpu"), ("osrt", "--trace=osrt"))
+               if not trace.has_rows(table)]
+    return (f" Nothing recorded shows what the host did: profile with {' and '.join(missing)} to see it."
+            if missing else "")
 
 
 def _host(trace: Trace, gaps: list) -> dict:

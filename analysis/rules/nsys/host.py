@@ -125,15 +125,16 @@ class HostBlocked(Rule):
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = owned(trace, ctx.all_params)
-        gaps, devs = [], []
+        gaps, devs, kept = [], [], 0
         for pg in owned_gap_causes(trace, units, OWNER_CODES["GPU001"]):
-            m = pg.cause == OS_CAUSE
+            m = (pg.cause == OS_CAUSE) & (pg.kept > 0)
+            kept += int(pg.kept[m].sum())
             if pg.pid is not None and m.any():  # gaps of no known process have no cause (gap_causes)
                 dev = np.concatenate([np.full(len(p.gap_start), -1 if p.device is None else p.device, dtype=np.int64)
                                       for p in pg.parts])
                 gaps.append((pg.pid, pg.gap_start[m], pg.gap_end[m]))
                 devs.append(dev[m])
-        total = sum(int((ge - gs).sum()) for _, gs, ge in gaps)
+        total = kept  # the gaps' time less what rules that own idle by category took out of them
         if not gaps or total < ctx.params["min_idle_us"] * 1000:
             return []
         tids = launchers(trace)

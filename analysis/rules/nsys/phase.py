@@ -10,6 +10,7 @@ from analysis.findings import Evidence, Finding
 from analysis.phases import activity_bounds, phase_info, phase_of, top_calls, warmup_count
 from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.common import fmt_ms, pct
+from analysis.rules.nsys.startup_fill import UNRECORDED, describe, startup_fill
 from analysis.trace import Run, Trace
 
 # What fills a start-up, by call or range name; the first match decides the advice.
@@ -29,9 +30,6 @@ FILLERS = (
      "Allocations dominate: allocate once up front (a caching allocator, one pinned host pool) rather than "
      "growing memory during set-up."),
 )
-IDLE_ADVICE = ("Nothing recorded on the GPU or in CUDA calls fills most of it: host-side initialization "
-               "(imports, model construction, opening the data set, compilation). Start profiling after it "
-               "(nsys --capture-range=cudaProfilerApi or an NVTX capture range) to measure the loop alone.")
 ONE_OFF = " It is paid once per job: it matters in proportion to how short the job is."
 
 
@@ -60,13 +58,16 @@ class StartupCost(_PhaseRule):
     *How it is detected*: the report's loop (NVTX steps, else the repeating sequence of GPU operations,
     see ``analysis.periods``) is found first; start-up runs from the first recorded activity (any
     table) to the first iteration, or, in a one-shot program (no loop), to the first GPU operation after
-    set-up (context creation, module loading, NCCL communicators, MPI_Init; see ``analysis.phases``). Reported when at least ``min_ms`` long. What fills it: the CUDA API
-    calls and NCCL/CUDA NVTX ranges that cover most of it, and the GPU's idle share. Impact: its
-    length (severity at most *warning*: a one-off cost).
+    set-up (context creation, module loading, NCCL communicators, MPI_Init; see ``analysis.phases``).
+    Reported when at least ``min_ms`` long. What fills it: the CUDA API calls and NCCL/CUDA NVTX ranges
+    that cover most of it, the GPU's busy time, and the idle anatomy of the loop's device over it
+    (``analysis.idle_anatomy``): what its launching threads were doing while the GPU idled, by category
+    with the top calls, ranges and sampled functions, and the first CUDA call when it is long enough to
+    include the context's creation. Impact: its length (severity at most *warning*: a one-off cost).
 
-    *Advice*: fitting the largest filler: persistent NCCL communicators and lazy connection, cached
-    autotune results, lazy module loading, allocate once; or, when nothing recorded fills it, host
-    initialization to move out of the profiled range.
+    *Advice*: fitting the category that fills most of it: allocate once and create the context once, lazy
+    module loading and compile caches, persistent NCCL communicators, faster input, the sampled host work;
+    when nothing recorded explains it, the capture flags that would (``--sample=cpu``, ``--trace=osrt``).
     """
 
     id = "PHASE001"
@@ -87,24 +88,35 @@ class StartupCost(_PhaseRule):
         calls = top_calls(base, lo, hi, 5)
         busy = int(base.scalar(f"""SELECT COALESCE(SUM(LEAST(end_ns, {hi}) - GREATEST(start_ns, {lo})), 0)
                                    FROM kernels WHERE start_ns < {hi} AND end_ns > {lo}""") or 0)  # noqa: S608
-        advice = IDLE_ADVICE
-        if calls and calls[0][1] >= 0.25 * length:
-            advice = next((a for _, rx, a in FILLERS if rx.search(calls[0][0])), IDLE_ADVICE)
+        anatomy = startup_fill(base, info.loop.unit, lo, hi)
+        advice = anatomy.advice if anatomy is not None else next(
+            (a for _, rx, a in FILLERS if calls and calls[0][1] >= 0.25 * length and rx.search(calls[0][0])),
+            UNRECORDED)
         bounds = activity_bounds(base)
         share = pct(length, (bounds[1] - bounds[0]) if bounds else 0)
         fill = ", ".join(f"{n} {fmt_ms(t)}" for n, t in calls) or "no CUDA calls"
         # A one-shot program (no loop) has no first iteration: its start-up ends where its work starts.
         until = "the first iteration" if len(info.loop) else "the work starts (after set-up)"
+        what = ""
+        if anatomy is not None:
+            what = f" While the GPU idled ({fmt_ms(anatomy.idle_ns)}) the host was in: {describe(anatomy, fmt_ms)}."
+            if anatomy.first_call is not None:
+                what += (f" The first CUDA call, {anatomy.first_call[0]} ({fmt_ms(anatomy.first_call[1])}), "
+                         "includes creating the CUDA context.")
         return [Finding(
             rule_id=self.id, title=f"Start-up takes {fmt_ms(length)} before {until}",
             message=(f"From the first recorded activity until {until}: {fmt_ms(length)}"
                      + (f" ({share:.1f}% of the profiled time)" if share is not None else "")
-                     + f"; largest calls: {fill}; GPU kernels ran {fmt_ms(busy)} of it."),
+                     + f"; largest calls: {fill}; GPU kernels ran {fmt_ms(busy)} of it." + what),
             impact_ns=length, impact_pct=share, severity=_cap(share), advice=advice + ONE_OFF,
             evidence=tuple(Evidence(start_ns=lo, end_ns=hi, rank=trace.rank, name=n, value_ns=t) for n, t in calls)
             or (Evidence(start_ns=lo, end_ns=hi, rank=trace.rank, value_ns=length),),
             report=trace.label, rank=trace.rank, phase="startup",
-            extra={"startup_ns": length, "gpu_busy_ns": busy, "fillers": [{"name": n, "ns": t} for n, t in calls]},
+            extra={"startup_ns": length, "gpu_busy_ns": busy, "fillers": [{"name": n, "ns": t} for n, t in calls],
+                   **({"idle_anatomy": {"idle_ns": anatomy.idle_ns, "categories": anatomy.categories,
+                                        "first_call": None if anatomy.first_call is None else
+                                        {"name": anatomy.first_call[0], "ns": anatomy.first_call[1]}}}
+                      if anatomy is not None else {})},
         )]
 
 

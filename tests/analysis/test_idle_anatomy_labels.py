@@ -1,0 +1,141 @@
+"""The idle anatomy against the independent expert labels (``corpus/labels/labels.json``): per device and
+window (the label's steady window and its whole window, first to last host or GPU activity), our anatomy over
+the label's own window, category by category, within 1 % of the idle.
+
+The labels paint in a slightly different order and see one more source: CPU samples before user NVTX ranges,
+and the thread off CPU from the scheduler's events, which the ingest does not read. Where that changes the
+figures the test says so with the SQL evidence and compares the categories involved together."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from analysis.activity import unit_ops
+from analysis.idle_anatomy import paint, speakers, window_idle
+from analysis.idle_classes import CATEGORIES
+from analysis.trace import Trace
+from tests.analysis.planting import ingested
+from tests.conftest import corpus_dir
+
+# The label's categories in ours (several of ours form one of theirs: communication ranges, OS calls). The
+# thread off CPU needs the scheduler's events, which the normalized trace lacks: those instants are ``none``
+# here unless a user range covers them (the labels paint off-CPU before user ranges; see MERGED).
+LABEL = {"cuda_api:alloc/free": "allocation", "cuda_api:sync": "sync", "cuda_api:query(poll)": "sync",
+         "cuda_api:memcpy": "sync_copy", "cuda_api:memset": "memset", "cuda_api:launch": "launch",
+         "cuda_api:module/func": "jit_module", "cuda_api:other": "cuda_other", "cuda_api:streamWaitEvent": "cuda_other",
+         "cuda_api:init/ctx/device-query": "cuda_other", "nvtx_comm": "comm", "osrt": "os",
+         "cpu_sample(on-CPU code, innermost frame)": "host_cpu", "off_cpu": "none", "nvtx": "user_range",
+         "no_recorded_activity": "none"}
+OURS = {"mpi": "comm", "nccl_setup": "comm", "os_io": "os", "os_wait": "os", "os_other": "os"}
+
+# Argued disagreements: file -> the categories compared as one sum, and why.
+MERGED = {
+    # The labels paint CPU samples before user NVTX ranges; we follow the stated order (user range first).
+    # SQL: 880 of thread 9946's 881 samples lie inside its NVTX range 'Loop' (1,787.8 ms), so its 613.8 ms of
+    # sampled idle is 'user_range' here (see test_power_iteration_samples_lie_inside_the_loop_range).
+    "brycelelbach__nsightful__cupy-power-iteration.sqlite": ("user_range", "host_cpu"),
+    # The labels see the thread off CPU (SCHED_EVENTS, 556.5 ms of the steady idle) and paint it before user
+    # ranges; without the scheduler's events those instants are inside NVTX ranges here (user_range) or none.
+    # Also: NVTX ranges naming compilation (KernelExecutor::compileFusion ...) are ``jit_module`` here and
+    # plain NVTX in the labels (test_nvfuser_compile_ranges_are_jit).
+    "NVIDIA__Fuser__pytorch-nvfuser-h200.sqlite": ("user_range", "none", "jit_module"),
+    # The same for DLProf's range naming TorchScript compilation in the steady window (0.135 ms of 8.1 ms).
+    "MohanadOdema__DLProf__pytorch-dlprof-relu.sqlite": ("user_range", "jit_module"),
+}
+
+
+def _labels() -> dict:
+    return json.loads((corpus_dir() / "labels" / "labels.json").read_text())["nsys"]
+
+
+def _cases():
+    out = []
+    for name, lab in _labels().items():
+        for dev, windows in (lab.get("idle_anatomy") or {}).items():
+            for wn, v in windows.items():
+                if isinstance(v, dict):
+                    out.append(pytest.param(name, dev, wn, id=f"{name.split('__')[-1]}-{dev}-{wn}"))
+    return out
+
+
+def _ours(name: str, dev: str, wn: str) -> tuple[dict[str, float], dict, list[str]]:
+    lab = _labels()[name]
+    v = lab["idle_anatomy"][dev][wn]
+    pid = int(v["launching_threads"][0].split("/")[0])
+    t = Trace(ingested(corpus_dir() / "nsys" / name), name)
+    try:
+        # The labels keep the export's clock; the ingest subtracts the export's offset (absolute clocks).
+        off = int(t.meta.get("time_offset_ns") or 0)
+        u = next(u for u in unit_ops(t) if u.pid == pid and u.device == int(dev))
+        wins = lab["steady"]["windows_ns"] if wn == "steady" else [[lab["window"]["t0_ns"], lab["window"]["t1_ns"]]]
+        parts = [window_idle(u.start, u.end, int(lo) - off, int(hi) - off) for lo, hi in wins]
+        gs, ge = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        tids = speakers(t).get((pid, int(dev)))
+        p = paint(t, pid, tids, gs, ge)
+    finally:
+        t.close()
+    ours: dict[str, float] = {}
+    for c, ns in zip(CATEGORIES, p.ns[0], strict=True):
+        ours[OURS.get(c, c)] = ours.get(OURS.get(c, c), 0.0) + ns / 1e6
+    return ours, v, [f"{pid}/{x}" for x in tids or []]
+
+
+@pytest.mark.parametrize(("name", "dev", "wn"), _cases())
+def test_anatomy_matches_the_label(name, dev, wn):
+    ours, v, threads = _ours(name, dev, wn)
+    theirs: dict[str, float] = {}
+    for c, ms in v["by_category_ms"].items():
+        theirs[LABEL[c]] = theirs.get(LABEL[c], 0.0) + ms
+    idle = v["idle_ms"]
+    tol = max(0.01 * idle, 0.002)  # 1 % of the idle; the labels round to the microsecond
+    assert sorted(threads) == sorted(v["launching_threads"])  # the same threads speak for the device
+    assert sum(ours.values()) == pytest.approx(idle, abs=0.002)
+    merged = MERGED.get(name, ())
+    for group in [merged] + [(k,) for k in set(ours) | set(theirs) if k not in merged]:
+        if group:
+            a, b = sum(ours.get(k, 0.0) for k in group), sum(theirs.get(k, 0.0) for k in group)
+            assert a == pytest.approx(b, abs=tol), group
+
+
+def test_power_iteration_samples_lie_inside_the_loop_range():
+    name = "brycelelbach__nsightful__cupy-power-iteration.sqlite"
+    t = Trace(ingested(corpus_dir() / "nsys" / name), name)
+    try:
+        inside, total = t.sql("""
+            SELECT count(*) FILTER (WHERE EXISTS (SELECT 1 FROM nvtx n WHERE n.tid = s.tid AND n.kind <> 'mark'
+                                                  AND n.start_ns <= s.start_ns AND n.end_ns > s.start_ns)),
+                   count(*)
+            FROM cpu_samples s WHERE s.tid = 9946""")[0]
+    finally:
+        t.close()
+    assert (inside, total) == (880, 881)
+    ours, v, _ = _ours(name, "0", "steady")
+    assert ours["host_cpu"] < 1.0 and ours["user_range"] >= v["by_category_ms"]["cpu_sample(on-CPU code, innermost frame)"]
+
+
+def test_nvfuser_off_cpu_time_is_painted_as_user_ranges():
+    name = "NVIDIA__Fuser__pytorch-nvfuser-h200.sqlite"
+    ours, v, _ = _ours(name, "0", "steady")
+    c = v["by_category_ms"]
+    assert ours.get("off_cpu", 0.0) == 0.0  # no scheduler events in the normalized trace
+    painted_by_ranges = ours["user_range"] + ours["jit_module"] - c["nvtx"] - c["cuda_api:module/func"]
+    assert painted_by_ranges == pytest.approx(c["off_cpu"], abs=0.01 * v["idle_ms"])
+
+
+def test_nvfuser_compile_ranges_are_jit():
+    """The labels' own figures: nvFuser's compile ranges (NVTX) and NVRTC fill the idle the labels call NVTX."""
+    name = "NVIDIA__Fuser__pytorch-nvfuser-h200.sqlite"
+    ours, v, _ = _ours(name, "0", "steady")
+    t = Trace(ingested(corpus_dir() / "nsys" / name), name)
+    try:
+        compile_ms = t.scalar("SELECT SUM(end_ns - start_ns) / 1e6 FROM nvtx WHERE text LIKE '%compileFusion%'")
+    finally:
+        t.close()
+    assert compile_ms > 300  # the issue's 347 ms of KernelExecutor::compileFusion
+    assert ours["jit_module"] > ours.get("user_range", 0.0)
+    assert ours["jit_module"] + ours["user_range"] + ours["none"] == pytest.approx(
+        v["by_category_ms"]["nvtx"] + v["by_category_ms"]["cuda_api:module/func"] + v["by_category_ms"]["off_cpu"]
+        + v["by_category_ms"]["no_recorded_activity"], abs=0.01 * v["idle_ms"])

@@ -1,0 +1,34 @@
+"""`goodput analyze` prints the idle anatomy under the breakdown: a line per device and phase, then its categories
+with their share and top names, the names escaped for the terminal."""
+
+from __future__ import annotations
+
+import re
+
+from analysis.api import analyze
+from goodput_cli.render import text
+from tests.analysis.planting import ingested
+from tests.conftest import corpus_file
+
+
+def test_idle_lines_follow_the_breakdown_and_add_up():
+    result = analyze([ingested(corpus_file("saxpy-mpi-rank0-perlmutter.sqlite"))]).to_json()
+    lines = text(result).splitlines()
+    at = next(i for i, line in enumerate(lines) if "idle anatomy, pid" in line)
+    assert "goodput" in lines[at - 1]  # right under the breakdown
+    (entry,) = result["reports"][0]["idle_anatomy"]
+    assert f"{entry['idle_ns'] / 1e6:,.3f} ms idle" in lines[at]
+    shown = [re.match(r"^\s+(\w+)\s+([\d,.]+) ms", line) for line in lines[at + 1:at + 1 + len(entry["categories"])]]
+    cats = entry["categories"][:6]
+    assert [m.group(1) for m in shown[:len(cats)] if m] == [c["category"] for c in cats]
+    assert "MPI_Send" in "\n".join(lines[at:at + 7])
+
+
+def test_control_characters_in_names_are_escaped():
+    result = {"reports": [{"file": "r", "tool": "nsys", "counts": {}, "idle_anatomy": [
+        {"pid": 1, "device": 0, "phase": "steady", "idle_ns": 1000, "threads": [1],
+         "categories": [{"category": "user_range", "ns": 1000,
+                         "top": [{"name": "step\x1b[31m red", "ns": 1000, "calls": 1}]}]}]}],
+        "findings": [], "rules": []}
+    out = text(result)
+    assert "\x1b" not in out and "step\\x1b[31m red" in out
