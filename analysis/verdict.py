@@ -147,7 +147,12 @@ def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any
     t0, t1, g0, g1 = (int(v) for v in got)  # type: ignore[arg-type]  # None ruled out above
     ext = t1 - t0
     window = int((info.get("breakdown") or {}).get("span_ns") or 0)
-    for kind, ns, calls, where in (("startup", g0 - t0, facts.get("startup_calls"), "before the first"),
+    # Start-up ends where set-up ends (the phases: context, modules, NCCL communicators, MPI_Init ...), which
+    # can be well after the first GPU operation (a memset inside ncclCommInitRank).
+    setup_end = next((int(p["end_ns"]) for p in info.get("phases") or []
+                      if p.get("name") == "startup" and p.get("end_ns") is not None), None)
+    start_ns = max(g0, setup_end) - t0 if setup_end is not None and t0 <= setup_end <= t1 else g0 - t0
+    for kind, ns, calls, where in (("startup", start_ns, facts.get("startup_calls"), "before the first"),
                                    ("teardown", t1 - g1, facts.get("teardown_calls"), "after the last")):
         if ext > 0 and ns >= ONE_OFF_SHARE * ext and ns >= ONE_OFF_RATIO * window:
             fill = ", ".join(f"{n} {_ms(v)}" for n, v in (calls or [])[:3])

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import duckdb
 
+from analysis.duck import connect
 from analysis.schema import DERIVED_TABLES, ddl
 
 TABLE = "net_transfers"
@@ -78,7 +79,7 @@ def write_net(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def write_net_file(path: Path, memory_bytes: int) -> int:
-    con = duckdb.connect(str(path), config={"threads": 2, "memory_limit": f"{max(1, memory_bytes // 2**20)}MiB"})
+    con = connect(path, memory_bytes=memory_bytes)
     try:
         n = write_net(con)
         con.execute("CHECKPOINT")

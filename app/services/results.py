@@ -49,7 +49,7 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     if result.missing:  # analyzed without these (failed) reports
         row.data = {**row.data, "missing": jsonable(result.missing), "missing_ranks": jsonable(result.missing_ranks or [])}
     if result.verdict is not None:  # what bounds the run and what to do first (analysis.verdict)
-        row.data = {**row.data, "verdict": jsonable(result.verdict)}
+        row.data = {**row.data, "verdict": jsonable(result.verdict.to_json())}
     for key, value in (("network", result.network), ("collectives", result.collectives)):
         if value is not None:  # run-wide facts: NCCL's network matrix, collectives' wait vs transfer
             row.data = {**row.data, key: jsonable(value)}

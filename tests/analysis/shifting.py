@@ -20,6 +20,7 @@ from analysis import chrome_trace, timeline
 from analysis.api import analyze
 from analysis.iterations import iterations
 from analysis.kernel_summary import kernel_summary
+from analysis.nsys.net import write_net_file
 from analysis.nvtx_projection import nvtx_projection
 from analysis.schema import NSYS_TABLES, columns, ddl
 from analysis.steps import write_iterations
@@ -76,6 +77,14 @@ def shifted_copy(src: Path, dst: Path, shift: int, session_shift: int) -> Path:
                     "WHERE key = 'session_start_utc_ns'", {"d": session_shift})
     finally:
         con.close()
+    if "net_transfers" in tables_of(dst):
+        # Derived at ingest from the NVTX times too: derived again from the moved ones.
+        con = duckdb.connect(str(dst))
+        try:
+            con.execute("DROP TABLE net_transfers")
+        finally:
+            con.close()
+        write_net_file(dst, DUCKDB_MEMORY_BYTES)
     if "iterations" in tables_of(dst):
         # Derived at ingest from the times: derived again from the moved ones, as the ingest of the moved
         # export would.

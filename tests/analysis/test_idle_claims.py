@@ -46,8 +46,9 @@ def test_allocation_outside_the_loop_is_not_churn():
     """Start-up allocations (the context's creation in the first cudaMalloc) stay out of MEM006."""
     _, result = _impacts(ingested(corpus_file("a30-mig.sqlite")))
     assert [f for f in result["findings"] if f["rule_id"] == "MEM006"] == []
-    phase = [f for f in result["findings"] if f["rule_id"] == "PHASE001"]
-    assert phase == []  # no loop: no start-up phase either, and no allocation churn claimed
+    # A one-shot program's start-up (until its work starts) is PHASE001's: the allocation is named there.
+    (phase,) = [f for f in result["findings"] if f["rule_id"] == "PHASE001"]
+    assert "cudaMalloc" in phase["message"] and phase["severity"] != "critical"
 
 
 def test_churn_every_iteration_on_a_real_loop():

@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from analysis import fmt
 from analysis.network import report_network, run_matrix
 from analysis.trace import Trace
 from tests.analysis.planting import ingested
@@ -193,7 +194,7 @@ def test_the_text_report_names_the_links_the_slowest_and_each_rule_once() -> Non
     out = analyze_run([ingested(corpus_file(R0)), ingested(corpus_file(R1))], labels=[R0, R1])
     report = text(out)
     slow = out["network"]["slowest"]
-    assert "rank 0 -> rank 1 (inter-node): 8.0 MiB in 8 sends on 2 channel(s)" in report
+    assert f"rank 0 -> rank 1 (inter-node): {fmt.size(8 * 2**20)} in 8 sends on 2 channel(s)" in report
     assert (f"slowest link: rank {slow['sender']} ({slow['sender_host']}) -> rank {slow['receiver']} "
             f"({slow['receiver_host']}), {slow['bandwidth_bps'] / 1e9:.2f} GB/s") in report
     # one line per rule in the ranking, each with its ranks

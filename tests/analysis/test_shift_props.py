@@ -30,7 +30,8 @@ NSYS_RULES = {r.id for r in default_registry() if r.tool == "nsys"}
 # clocks, and must not end in error): copy-bound devices, tensor-core and duration-outlier kernels, OS
 # calls during idle, NCCL on the compute stream, collective sizes (NCCL's NVTX payloads), and the
 # start-up/warm-up phases of a loop, a whole node late (ranks on several hosts).
-NOT_YET_REACHED = {"MEM005", "KRN002", "KRN003", "HOST001", "COMM003", "COMM004", "COMM005", "PHASE001", "PHASE002"}
+NOT_YET_REACHED = {"MEM005", "MEM006", "KRN002", "KRN003", "KRN004", "KRN005", "HOST001", "HOST003", "HOST004", "COMM003",
+                   "COMM004", "COMM005", "PHASE001", "PHASE002"}
 SMALL_SESSION = 1_000_000_000
 
 shifts = st.integers(0, 2**40).map(lambda d: NEAR_2_62 - d)
@@ -101,7 +102,8 @@ def test_a_fixed_run_reaches_every_rule_and_is_shift_invariant(tmp_path):
     assert fired >= (NSYS_RULES - NOT_YET_REACHED) | {"NCU001"}
     assert NOT_YET_REACHED <= NSYS_RULES, "a rule listed as not yet reached is no longer registered"
     (ncu001,) = [f for f in small["analysis"]["findings"] if f["rule_id"] == "NCU001"]
-    assert ncu001["linked_to_nsys"]
+    # The CSV names the kernel without its signature, grid or block: an exact link is impossible.
+    assert not ncu001["linked_to_nsys"]
 
 
 @st.composite

@@ -85,9 +85,7 @@ TABLE = [
       ANATOMY + "MEM002 claims 723.9 ms after synchronous copies while the host sat in sampled CPU loops (main, "
       "std::abs) and MPI ranges; MEM002 must own only idle inside the copies and HOST003 the MPI"),
     L("stdpar-um-gpu.sqlite", "Not GPU-bound", {"host_bound"},
-      {"launch_bound", "gpu_bound_kernel"},  # "GPU idle => launch overhead"; "optimize DeviceReduceKernel"
-      ANATOMY + "the 332 ms before the first kernel is input reading (pread64, nc4_convert_type in CPU samples); "
-      "PHASE001's anatomy must say so and the start-up verdict take file I/O as host-bound"),
+      {"launch_bound", "gpu_bound_kernel"}),  # "GPU idle => launch overhead"; "optimize DeviceReduceKernel"
     L("tensorrt-3090.sqlite", "No steady state in this capture", {"teardown"},
       {"host_bound", "gpu_bound_kernel"}),  # "GPU idle 98.8%"; "Kernel X is the hotspot"
     L("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite", "GPU-bound in the 300 ms cropped window", {"gpu_bound_kernel"},

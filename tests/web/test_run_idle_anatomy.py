@@ -33,7 +33,7 @@ def test_bars_add_up_to_the_stored_idle(client, db, settings, ingested) -> None:
         cats = [c for c, _ in segs]
         assert len(cats) == len(set(cats))
     # The MPI calls behind the steady idle are named on hover (escaped attribute text).
-    titles = [unescape(t) for t in re.findall(r'title="(mpi: [^"]*)"', html)]
+    titles = [unescape(t) for t in re.findall(r'<title>(mpi: [^<]*)</title>', html)]
     assert any("MPI_Send" in t and "MPI_Recv" in t for t in titles)
 
 

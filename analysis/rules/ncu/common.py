@@ -7,6 +7,7 @@ same analysis (optimization/warning messages) are used if the export carries the
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -107,7 +108,7 @@ class NcuRule(Rule):
         if link is not None:
             detail.update({"nsys_total_ns": link.total_ns, "nsys_launches": link.launches, "nsys_match": link.match,
                            "nsys_reports": list(link.reports)})
-        evidence = Evidence(name=lead_launch.name, value_ns=impact_ns, detail=detail)
+        evidence = Evidence(name=lead_launch.name, value_ns=_ns(impact_ns), detail=detail)
         scope = f"{len(by_launch)} of {len(group)} profiled launches" if len(group) > 1 else "the profiled launch"
         message = f"{lead.message} ({scope} of {lead_launch.short_name or lead_launch.name}; " \
                   f"estimated speedup {speedup * 100:.1f}%" + \
@@ -128,8 +129,14 @@ class NcuRule(Rule):
                    # The kernel this finding shares with the rule's others (analysis.ncu.gains).
                    "kernel_grid": list(group[0].grid) if group[0].grid else group[0].grid_size,
                    "kernel_block": list(group[0].block) if group[0].block else group[0].block_size,
-                   "kernel_time_ns": None if kernel_ns is None else int(round(kernel_ns)),
+                   "kernel_time_ns": _ns(kernel_ns),
                    # What impact_pct is a share of: the linked nsys reports' span, or all profiled time.
-                   "time_base_ns": link.span_ns if link is not None else
-                   (None if profiled_ns is None else int(round(profiled_ns)))},
+                   "time_base_ns": link.span_ns if link is not None else _ns(profiled_ns)},
         )
+
+
+def _ns(value: float | None) -> int | None:
+    """A duration as integer ns, or None where a hostile export's numbers give none a trace could hold."""
+    if value is None or not math.isfinite(value) or abs(value) >= 2**62:
+        return None
+    return int(round(value))

@@ -162,6 +162,8 @@ def impact(link: Link | None, pairs: list[tuple[Launch, float]], profiled_total_
     if link is not None:
         ns = link.total_ns * speedup
         return int(round(ns)), 100.0 * ns / link.span_ns
+    if not all(launch.duration_ns is None or launch.duration_ns < 2**62 for launch, _ in pairs):
+        return 0, None  # durations past 146 years come from a hostile export, not from a kernel
     if not all(launch.duration_ns for launch, _ in pairs):
         return 0, None
     ns = sum((launch.duration_ns or 0.0) * s for launch, s in pairs)  # every duration set (checked above)

@@ -179,7 +179,8 @@ class DominantKernel(Rule):
         share_min = ctx.params["min_share_pct"] / 100.0
         rows = sorted(((device, kname, v[0], device_ns[device], v[1], v[2], v[3], v[4])
                        for (device, kname), v in per.items() if v[0] >= share_min * device_ns[device] > 0),
-                      key=lambda r: (-r[2], r[1]))
+                      # ties by device and process: the order must not depend on where the clock starts
+                      key=lambda r: (-r[2], r[1], -1 if r[0] is None else r[0], -1 if r[7] is None else r[7]))
         if not rows:
             return []
         kname = rows[0][1]
