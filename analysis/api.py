@@ -277,7 +277,7 @@ def check_thresholds(thresholds: Mapping[str, Any] | None) -> dict[str, float]:
 def analyze(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int | None = None,
-    window: str | None = None,
+    window: str | None = None, by_rule: bool = True,
 ) -> AnalysisResult:
     """Analyze ingested reports (DuckDB files) as one run: report summaries, ranked findings, rule status.
 
@@ -294,7 +294,7 @@ def analyze(
 
     return AnalysisResult.from_json(analyze_run(
         reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
-        memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window))
+        memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window, by_rule=by_rule))
 
 
 def window_text(spec: str | None) -> str:

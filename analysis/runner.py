@@ -477,7 +477,7 @@ def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: Anal
 def analyze_run(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int = DUCKDB_MEMORY_BYTES,
-    window: str | None = None, facts_root: Path | None = None,
+    window: str | None = None, facts_root: Path | None = None, by_rule: bool = True,
 ) -> dict[str, Any]:
     """See ``analysis.api.analyze``: ``analyze_report`` on each report (nsys first, then ncu linked to
     them), then ``analyze_run_facts``. ``facts_root``: where each report's facts go (``<root>/<i>``;
@@ -487,12 +487,13 @@ def analyze_run(
     labels = labels or [p.name for p in paths]
     with tempfile.TemporaryDirectory(prefix="goodput-facts-") as tmp:
         root = Path(facts_root) if facts_root is not None else Path(tmp)
-        return analyze_paths(paths, labels, ctx, root, top=top)
+        return analyze_paths(paths, labels, ctx, root, top=top, by_rule=by_rule)
 
 
 def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, root: Path, *,
-                  top: int | None = None) -> dict[str, Any]:
-    """Both steps in this process, the facts of report ``i`` in ``root/<i>``."""
+                  top: int | None = None, by_rule: bool = True) -> dict[str, Any]:
+    """Both steps in this process, the facts of report ``i`` in ``root/<i>``. ``by_rule=False``: findings per
+    rank, as the service stores them (its run page groups them), instead of one per rule across ranks."""
     tools = [report_tool(p) for p in paths]
     results: list[ReportResult | None] = [None] * len(paths)
     for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
@@ -504,7 +505,7 @@ def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, ro
             results[i] = analyze_report(p, label, ctx, root / str(i), nsys_links=links)
     done = [r for r in results if r is not None]
     rerun_linked_rules(done, paths, labels, ctx)
-    return analyze_run_facts(done, ctx, top=top)
+    return analyze_run_facts(done, ctx, top=top, by_rule=by_rule)
 
 
 def report_tool(path: Path) -> str:
