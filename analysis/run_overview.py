@@ -57,16 +57,18 @@ def lane_facts(t: Trace) -> dict[str, list[list]]:
     gpu: list[tuple] = []
     for table in GPU_TABLES:
         if t.has_rows(table):
-            gpu += t.sql(f"SELECT DISTINCT pid, device, stream FROM {table}")  # noqa: S608 - fixed names
+            # ordered: the kept facts must not depend on DuckDB's parallel scan order
+            gpu += t.sql(f"SELECT DISTINCT pid, device, stream FROM {table} ORDER BY ALL")  # noqa: S608 - fixed names
     api: list[tuple] = []
     if t.has_rows("cuda_api") and t.has_rows("kernels"):
         # Only threads that launched GPU work: the rest of a process's CUDA calls are set-up noise.
         api = t.sql("""SELECT DISTINCT a.pid, a.tid FROM cuda_api a
-                        WHERE (a.pid, a.tid) IN (SELECT DISTINCT pid, tid FROM kernels WHERE tid IS NOT NULL)""")
+                        WHERE (a.pid, a.tid) IN (SELECT DISTINCT pid, tid FROM kernels WHERE tid IS NOT NULL)
+                        ORDER BY ALL""")
     nvtx: list[tuple] = []
     if t.has_rows("nvtx"):
         nvtx = t.sql(f"""SELECT pid, tid, least(max(coalesce(nesting, 0)), {MAX_NVTX_DEPTH}) + 1 FROM nvtx
-                          WHERE end_ns IS NOT NULL GROUP BY pid, tid""")  # noqa: S608 - a constant
+                          WHERE end_ns IS NOT NULL GROUP BY pid, tid ORDER BY pid, tid""")  # noqa: S608 - a constant
     threads: list[tuple] = []
     if api or nvtx:
         wanted = {(r[0], r[1]) for r in api + nvtx}
