@@ -19,6 +19,7 @@ and ``MAD`` the median absolute deviation, an iteration is slow when it takes mo
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,6 +37,9 @@ from analysis.periods import (
     unit_period,
 )
 from analysis.trace import Trace
+
+# The table the ingest writes the loop's iterations into (analysis.steps writes it; the loop is read here).
+ITERATIONS_TABLE = "iterations"
 
 WARMUP_MADS = 3.0
 WARMUP_FLOOR = 0.1
@@ -368,6 +372,24 @@ class PhaseInfo:
     phases: list[Phase]
     base: Trace   # the whole (unwindowed) report, for questions about other phases
 
+def stored_loop(trace: Trace) -> Loop | None:
+    """The loop the ingest found, from the file (``iterations`` and ``meta['loop']``); None when the file
+    predates them or the trace is a window (its memo carries the whole report's loop)."""
+    if trace.window is not None or ITERATIONS_TABLE not in trace.tables or "loop" not in trace.meta:
+        return None
+    facts = json.loads(trace.meta["loop"])
+    d = trace.arrays(f"SELECT start_ns, own_end_ns FROM {ITERATIONS_TABLE} ORDER BY idx")  # noqa: S608 - constants
+    unit = facts.get("unit")
+    main = Loop(facts["source"], d["start_ns"].astype(np.int64), d["own_end_ns"].astype(np.int64),
+                signature=list(facts.get("signature") or []), unit=None if unit is None else tuple(unit),
+                detail=facts.get("detail") or {}, reason=facts.get("reason"), nvtx=facts.get("nvtx") or {},
+                gpu_ns=int(facts.get("gpu_ns") or 0))
+    main.loops = [main if x.get("main") else Loop(
+        x["source"], np.array(x["starts"], dtype=np.int64), np.array(x["ends"], dtype=np.int64),
+        signature=list(x.get("signature") or []), unit=None if x.get("unit") is None else tuple(x["unit"]),
+        detail=x.get("detail") or {}, gpu_ns=int(x.get("gpu_ns") or 0)) for x in facts.get("loops") or []]
+    return main
+
 
 def phase_info(trace: Trace) -> PhaseInfo:
     """The loop and phases of a report; the runner leaves them in a windowed trace's memo, else they
@@ -375,8 +397,6 @@ def phase_info(trace: Trace) -> PhaseInfo:
     info = trace.memo.get("phase_info")
     if info is None:
         # The loop the ingest found and wrote into the file (analysis.steps), else found now.
-        from analysis.steps import stored_loop
-
         loop = stored_loop(trace) or find_loop(trace)
         info = PhaseInfo(loop, phases(trace, loop), trace)
         trace.memo["phase_info"] = info

@@ -21,12 +21,15 @@ the per-step slowest rank over the iterations.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
 
+from analysis import window as win
 from analysis.phases import Loop
 from analysis.rules.nsys.collectives import (
     ALGO_SQL,
@@ -39,12 +42,52 @@ from analysis.rules.nsys.collectives import (
 from analysis.rules.nsys.common import report_span_ns
 from analysis.trace import Trace, clock_offsets
 
+RESULT_FILE = "analysis.json"
+
 if TYPE_CHECKING:
     from analysis.rules.nsys.comm import Participant
-    from analysis.runner import ReportResult
 
 COLLECTIVES_FILE = "collectives.parquet"
 KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
+
+
+@dataclass
+class ReportResult:
+    """Step 1's outcome for one report: its ``reports[]`` object, its placed findings (dicts, in rule
+    order), each selected rule's outcome on it, and the facts for step 2 (``facts_dir`` holds the
+    collectives table)."""
+
+    label: str
+    tool: str
+    info: dict[str, Any]
+    findings: list[dict[str, Any]]
+    # rule id -> {"status": ok | skipped | error | missing | run_level, "reason": ..., "findings": n}
+    rules: dict[str, dict[str, Any]]
+    facts: dict[str, Any]
+    facts_dir: Path | None = None
+    window: str = win.DEFAULT
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "tool": self.tool, "window": self.window, "info": self.info,
+                "findings": self.findings, "rules": self.rules, "facts": self.facts}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], facts_dir: Path | None) -> ReportResult:
+        return cls(data["label"], data["tool"], data["info"], data["findings"], data["rules"], data["facts"],
+                   facts_dir, data.get("window", win.DEFAULT))
+
+    def save(self, folder: Path) -> Path:
+        """Write ``analysis.json`` into ``folder`` (beside the collectives table); returns its path."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / RESULT_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), separators=(",", ":")))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, folder: Path) -> ReportResult:
+        return cls.from_json(json.loads((folder / RESULT_FILE).read_text()), folder)
 
 
 def iteration_facts(loop: Loop | None, records: list[dict[str, Any]]) -> dict[str, list[int | None]]:

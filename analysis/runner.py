@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 import tempfile
 from collections.abc import Mapping
@@ -56,6 +55,7 @@ from analysis.rollup import roll_up
 from analysis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.rules.registry import default_registry
+from analysis.run_facts import ReportResult
 from analysis.run_nodes import collective_split, instances, late_node, steps_by_host
 from analysis.summary import report_info
 from analysis.trace import DUCKDB_MEMORY_BYTES, Run, Trace
@@ -64,7 +64,6 @@ from analysis.verdict import report_verdict, run_verdict, verdict_facts
 logger = logging.getLogger(__name__)
 
 ITEMS = 50  # per-iteration records in the JSON: the first ones (all of them feed the statistics)
-RESULT_FILE = "analysis.json"
 # Windows that are a stretch of the loop: there a finding's cost per step is the natural unit.
 LOOP_WINDOWS = ("steady", "iterations")
 
@@ -92,43 +91,6 @@ def make_context(*, rules: list[str] | None = None, thresholds: Mapping[str, flo
     return AnalysisContext(spec, registry, selected, thresholds, all_params, memory_bytes)
 
 
-@dataclass
-class ReportResult:
-    """Step 1's outcome for one report: its ``reports[]`` object, its placed findings (dicts, in rule
-    order), each selected rule's outcome on it, and the facts for step 2 (``facts_dir`` holds the
-    collectives table)."""
-
-    label: str
-    tool: str
-    info: dict[str, Any]
-    findings: list[dict[str, Any]]
-    # rule id -> {"status": ok | skipped | error | missing | run_level, "reason": ..., "findings": n}
-    rules: dict[str, dict[str, Any]]
-    facts: dict[str, Any]
-    facts_dir: Path | None = None
-    window: str = win.DEFAULT
-
-    def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "tool": self.tool, "window": self.window, "info": self.info,
-                "findings": self.findings, "rules": self.rules, "facts": self.facts}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], facts_dir: Path | None) -> ReportResult:
-        return cls(data["label"], data["tool"], data["info"], data["findings"], data["rules"], data["facts"],
-                   facts_dir, data.get("window", win.DEFAULT))
-
-    def save(self, folder: Path) -> Path:
-        """Write ``analysis.json`` into ``folder`` (beside the collectives table); returns its path."""
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / RESULT_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), separators=(",", ":")))
-        tmp.replace(path)
-        return path
-
-    @classmethod
-    def load(cls, folder: Path) -> ReportResult:
-        return cls.from_json(json.loads((folder / RESULT_FILE).read_text()), folder)
 
 
 def _anatomy(t: Trace, v: Trace, info: PhaseInfo, all_params: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ The unit is the loop's own (a kernel pattern is found on one (pid, device)), els
 with the most GPU operations. At ingest, before the file is published, the loop is found once and
 every record of every iteration is written into the normalized file's ``iterations`` table, the loop's
 other facts into ``meta['loop']`` (``write_iterations``); the analysis reads both from there
-(``stored_loop``, ``stored``) and finds the loop and computes the records itself when the file
+(``analysis.phases.stored_loop``, ``stored``) and finds the loop and computes the records itself when the file
 predates them (schema version 2).
 """
 
@@ -27,11 +27,11 @@ import numpy as np
 
 from analysis.activity import UnitOps
 from analysis.intervals import COMPUTE, GPU_OPS_SQL, NCCL
-from analysis.phases import Loop, find_loop, warmup_count
+from analysis.phases import ITERATIONS_TABLE, Loop, find_loop, warmup_count
 from analysis.schema import DERIVED_TABLES, ddl
 from analysis.trace import Trace
 
-TABLE = "iterations"
+TABLE = ITERATIONS_TABLE
 PARTS = ("gpu_busy_ns", "compute_ns", "comm_exposed_ns", "comm_overlapped_ns", "memory_only_ns", "idle_ns")
 COLUMNS = ("idx", "phase", "pid", "device", "start_ns", "end_ns", "own_end_ns", "ns", *PARTS)
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -170,23 +170,6 @@ def loop_json(loop: Loop) -> str:
                        "gpu_ns": loop.gpu_ns, "loops": others}, default=_plain)
 
 
-def stored_loop(trace: Trace) -> Loop | None:
-    """The loop the ingest found, from the file (``iterations`` and ``meta['loop']``); None when the file
-    predates them or the trace is a window (its memo carries the whole report's loop)."""
-    if trace.window is not None or TABLE not in trace.tables or "loop" not in trace.meta:
-        return None
-    facts = json.loads(trace.meta["loop"])
-    d = trace.arrays(f"SELECT start_ns, own_end_ns FROM {TABLE} ORDER BY idx")  # noqa: S608 - constants
-    unit = facts.get("unit")
-    main = Loop(facts["source"], d["start_ns"].astype(np.int64), d["own_end_ns"].astype(np.int64),
-                signature=list(facts.get("signature") or []), unit=None if unit is None else tuple(unit),
-                detail=facts.get("detail") or {}, reason=facts.get("reason"), nvtx=facts.get("nvtx") or {},
-                gpu_ns=int(facts.get("gpu_ns") or 0))
-    main.loops = [main if x.get("main") else Loop(
-        x["source"], np.array(x["starts"], dtype=np.int64), np.array(x["ends"], dtype=np.int64),
-        signature=list(x.get("signature") or []), unit=None if x.get("unit") is None else tuple(x["unit"]),
-        detail=x.get("detail") or {}, gpu_ns=int(x.get("gpu_ns") or 0)) for x in facts.get("loops") or []]
-    return main
 
 
 def write_iterations(path: Path, memory_bytes: int, deadline: float | None = None) -> int:

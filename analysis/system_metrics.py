@@ -34,7 +34,7 @@ STORAGE_KINDS: dict[str, tuple[str, ...]] = {
 @cache
 def storage_kind_of() -> dict[str, str]:
     """Every file call name of HOST001's file I/O class with its storage kind."""
-    from analysis.rules.nsys.host import CLASSES  # the rules import this module
+    from analysis.osrt import CLASSES
 
     kinds = {name: kind for kind, names in STORAGE_KINDS.items() for name in names}
     return {name: kinds.get(name, "metadata") for name in CLASSES["file_io"]}

@@ -6,6 +6,7 @@ import numpy as np
 
 from analysis.activity import top_order
 from analysis.findings import Evidence, Finding
+from analysis.osrt import WRITES, base_name, os_class
 from analysis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.rules.nsys.causes import CAUSE_CODES, launchers, owned_gap_causes
 from analysis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
@@ -15,28 +16,6 @@ from analysis.trace import Run, Trace
 
 OS_CAUSE = CAUSE_CODES.index("os_runtime")
 GAPS_PER_QUERY = 4096  # gaps sent to DuckDB per range join (bounded SQL text)
-
-# OS runtime calls by class (names as nsys' osrt trace records them, with the 64-bit variants' suffix and
-# leading underscores removed). read/write cannot tell files from pipes and sockets: they count as file I/O.
-CLASSES: dict[str, tuple[str, ...]] = {
-    "file_io": ("read", "pread", "readv", "preadv", "preadv2", "write", "pwrite", "writev", "pwritev", "pwritev2",
-                "fread", "fwrite", "fgets", "fputs", "getc", "putc", "fgetc", "fputc", "fscanf", "fprintf",
-                "open", "openat", "fopen", "fdopen", "freopen", "close", "fclose", "fsync", "fdatasync", "fflush",
-                "sync_file_range", "stat", "fstat", "lstat", "fstatat", "statx", "access", "lseek", "unlink",
-                "rename", "mkdir", "opendir", "readdir", "closedir", "ftruncate", "truncate", "io_submit",
-                "io_getevents", "io_uring_enter", "sendfile", "copy_file_range", "splice", "flock", "fcntl"),
-    "lock_wait": ("futex", "pthread_mutex_lock", "pthread_mutex_timedlock", "pthread_cond_wait",
-                  "pthread_cond_timedwait", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock",
-                  "pthread_rwlock_timedrdlock", "pthread_rwlock_timedwrlock", "sem_wait", "sem_timedwait",
-                  "pthread_join", "pthread_barrier_wait", "wait", "waitpid", "waitid", "pthread_spin_lock"),
-    "poll": ("poll", "ppoll", "select", "pselect", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"),
-    "sleep": ("sleep", "usleep", "nanosleep", "clock_nanosleep", "sched_yield"),
-    "network": ("recv", "recvfrom", "recvmsg", "recvmmsg", "send", "sendto", "sendmsg", "sendmmsg", "accept",
-                "accept4", "connect", "shutdown"),
-    "driver_ioctl": ("ioctl",),
-    "memory": ("mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "sbrk", "mlock", "munlock"),
-}
-_CLASS_OF = {name: cls for cls, names in CLASSES.items() for name in names}
 
 ADVICE = {
     "file_io": ("The thread that feeds the GPU waited on file I/O: read data ahead on other threads or processes "
@@ -60,20 +39,6 @@ ADVICE = {
     "memory": "The launching thread mapped or unmapped memory: allocate once and reuse buffers (caching allocators).",
     "other": "See which OS calls the launching thread made during the idle gaps and move them off the critical path.",
 }
-
-
-WRITES = frozenset(("write", "pwrite", "writev", "pwritev", "pwritev2", "fwrite", "fputs", "putc", "fputc",
-                    "fprintf", "fsync", "fdatasync", "fflush", "sync_file_range"))
-
-
-def _base(name: str | None) -> str:
-    base = (name or "").lstrip("_")
-    return base[:-2] if base.endswith("64") else base
-
-
-def os_class(name: str | None) -> str:
-    """The class of an OS runtime call name (see ``CLASSES``), ``other`` when none fits."""
-    return _CLASS_OF.get(_base(name), "other")
 
 
 class HostBlocked(Rule):
@@ -186,7 +151,7 @@ def _advice_key(main: str, by_call: dict[str, int]) -> str:
     """File I/O splits into reads (the data pipeline) and writes (output, logs, checkpoints)."""
     if main != "file_io":
         return main
-    writes = sum(v for n, v in by_call.items() if os_class(n) == "file_io" and _base(n) in WRITES)
+    writes = sum(v for n, v in by_call.items() if os_class(n) == "file_io" and base_name(n) in WRITES)
     reads = sum(v for n, v in by_call.items() if os_class(n) == "file_io") - writes
     return "file_write" if writes > reads else "file_io"
 
