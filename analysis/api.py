@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 # The comparison's plain-data helpers (stdlib only until a DuckDB file is read).
 from analysis import fmt
-from analysis.compare import DEFAULT_NOISE_PCT, RunFacts, kernel_totals, merge_kernels, run_totals
 from analysis.contract import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
 from analysis.contract import json_schema as result_schema
 from analysis.contract import schema_text as result_schema_text
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
-from analysis.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
-from analysis.nsys.ingest import ingest_nsys, start_child
+from analysis.readers.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
+from analysis.readers.nsys.ingest import ingest_nsys, start_child
 from analysis.results import (
     AnalysisResult,
     Breakdown,
@@ -37,12 +36,13 @@ from analysis.results import (
     ReportWindow,
     RuleStatus,
 )
+from analysis.views.compare import DEFAULT_NOISE_PCT, RunFacts, kernel_totals, merge_kernels, run_totals
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from analysis.run_timeline import Part
-    from analysis.trace import Trace
+    from analysis.model.trace import Trace
+    from analysis.views.run_timeline import Part
 
 __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence",
            "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
@@ -94,7 +94,7 @@ def detect_kind(path: Path, *, converted_elsewhere: bool = False) -> str:
             "this is a binary .nsys-rep report and no `nsys` is installed here; convert it with "
             f"`{export_command(path.name)}` and upload the SQLite file",
         )
-    from analysis.ncu.reader import looks_like_ncu_csv
+    from analysis.readers.ncu.reader import looks_like_ncu_csv
 
     if looks_like_ncu_csv(head):
         return "ncu"
@@ -127,7 +127,7 @@ def _is_binary(head: bytes) -> bool:
 
 @dataclass
 class IngestResult:
-    """What ingest wrote: the tool and the report's headline facts (see ``analysis.summary``)."""
+    """What ingest wrote: the tool and the report's headline facts (see ``analysis.diagnosis.summary``)."""
 
     tool: str
     out: Path
@@ -155,7 +155,7 @@ def check_normalized_report(path: Path) -> str:
     import duckdb
 
     from analysis.duck import connect
-    from analysis.schema import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
+    from analysis.readers.schema import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 
     try:
         con = connect(path, read_only=True)
@@ -182,7 +182,7 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
     facts back (``info`` is then empty), for callers that analyze the file next anyway.
     Raises ``TraceError``; on any error nothing is left at ``out``.
     """
-    from analysis.steps import write_iterations
+    from analysis.loops.steps import write_iterations
 
     limits = limits or Limits()
     src, out = Path(src), Path(out)
@@ -211,14 +211,14 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
         else:
             ingest_nsys(src, out, limits=limits, progress=progress, child=child, keep=keep, derive=write_iterations)
     else:
-        from analysis.ncu.ingest import ingest_ncu
+        from analysis.readers.ncu.ingest import ingest_ncu
 
         ingest_ncu(src, out, limits=limits, progress=progress)
     kept = keep if kind == "nsys" and keep is not None else None
     if not summarize:
         return IngestResult(kind, out, {}, kept)
-    from analysis.summary import report_info
-    from analysis.trace import Trace
+    from analysis.diagnosis.summary import report_info
+    from analysis.model.trace import Trace
 
     trace = Trace(out, src.name)
     try:
@@ -229,8 +229,8 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
 
 
 def window_parse(spec: str | None) -> Any:
-    """Check a window spec (``analysis.window``) before any work: raises ``TraceError('bad_window')``."""
-    from analysis.window import parse
+    """Check a window spec (``analysis.loops.window``) before any work: raises ``TraceError('bad_window')``."""
+    from analysis.loops.window import parse
 
     return parse(spec)
 
@@ -238,8 +238,8 @@ def window_parse(spec: str | None) -> Any:
 def window_check(spec: str | None, reports: list[tuple[Path, str]]) -> None:
     """Check a window spec against ingested nsys reports (DuckDB file, label) before queuing their analysis:
     raises ``TraceError('bad_window')`` for a bad spec or an NVTX name a report does not hold."""
-    from analysis.trace import Trace
-    from analysis.window import check_fits, parse
+    from analysis.loops.window import check_fits, parse
+    from analysis.model.trace import Trace
 
     parsed = parse(spec)
     for path, label in reports:
@@ -252,7 +252,7 @@ def window_check(spec: str | None, reports: list[tuple[Path, str]]) -> None:
 
 def threshold_keys() -> list[str]:
     """Every rule threshold's override key, ``RULE.name``, in catalogue order."""
-    from analysis.rules.registry import default_registry
+    from analysis.diagnosis.rules.registry import default_registry
 
     return [f"{r.id}.{name}" for r in default_registry() for name in r.thresholds]
 
@@ -260,16 +260,16 @@ def threshold_keys() -> list[str]:
 def threshold_ranges() -> dict[str, dict[str, Any]]:
     """Every threshold's override key with its declaration: default, unit, help, type (``integer`` or
     ``number``), minimum, maximum and special values (outside the range, with a meaning of their own)."""
-    from analysis.rules.registry import default_registry
+    from analysis.diagnosis.rules.registry import default_registry
 
     return {f"{r.id}.{name}": t.describe() for r in default_registry() for name, t in r.thresholds.items()}
 
 
 def check_thresholds(thresholds: Mapping[str, Any] | None) -> dict[str, float]:
     """Check threshold overrides (``RULE.name`` -> a number or its text) against the rule catalogue before any
-    work, as ``analyze`` does, and return them as numbers: raises ``analysis.rules.base.ThresholdError`` (a
+    work, as ``analyze`` does, and return them as numbers: raises ``analysis.diagnosis.rules.base.ThresholdError`` (a
     KeyError) naming the unknown rule or threshold, or the one out of its type and range."""
-    from analysis.rules.registry import default_registry
+    from analysis.diagnosis.rules.registry import default_registry
 
     return default_registry().validate_overrides(thresholds)
 
@@ -281,16 +281,16 @@ def analyze(
 ) -> AnalysisResult:
     """Analyze ingested reports (DuckDB files) as one run: report summaries, ranked findings, rule status.
 
-    ``memory_bytes``: DuckDB's memory limit per report (default ``analysis.trace.DUCKDB_MEMORY_BYTES``);
+    ``memory_bytes``: DuckDB's memory limit per report (default ``analysis.model.trace.DUCKDB_MEMORY_BYTES``);
     the NumPy arrays of the gap analysis come on top. ``window``: the part of each report the rules and
-    headline numbers look at (``analysis.window``; default ``steady``; a bad spec raises
+    headline numbers look at (``analysis.loops.window``; default ``steady``; a bad spec raises
     ``TraceError('bad_window')``). Returns an ``analysis.results.AnalysisResult``; its ``to_json()`` is
-    the JSON contract ``{"verdict" (analysis.verdict; absent without nsys reports), "window", "reports": [...]
+    the JSON contract ``{"verdict" (analysis.diagnosis.verdict; absent without nsys reports), "window", "reports": [...]
     (each with its ``phases``, ``window`` and, nsys, ``verdict``), "findings": [...] (each with its ``phase``),
     "rules": [...]}``.
     """
-    from analysis.runner import analyze_run
-    from analysis.trace import DUCKDB_MEMORY_BYTES
+    from analysis.model.trace import DUCKDB_MEMORY_BYTES
+    from analysis.run.runner import analyze_run
 
     return AnalysisResult.from_json(analyze_run(
         reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
@@ -304,11 +304,11 @@ def window_text(spec: str | None) -> str:
 
 def analyze_report_into(trace: Path, label: str, folder: Path, *, window: str | None = None,
                         thresholds: Mapping[str, float] | None = None, memory_bytes: int | None = None) -> str:
-    """Step 1 of a run's analysis on one ingested report (``analysis.runner.analyze_report``): its
+    """Step 1 of a run's analysis on one ingested report (``analysis.run.runner.analyze_report``): its
     summaries, per-report findings and the compact facts the run-level step needs, saved into ``folder``.
     Returns the window spec used (its canonical text)."""
-    from analysis.runner import analyze_report, make_context
-    from analysis.trace import DUCKDB_MEMORY_BYTES
+    from analysis.model.trace import DUCKDB_MEMORY_BYTES
+    from analysis.run.runner import analyze_report, make_context
 
     ctx = make_context(window=window, thresholds=thresholds or None, memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
     analyze_report(Path(trace), label, ctx, Path(folder)).save(Path(folder))
@@ -329,11 +329,12 @@ class RunReport:
 def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
                      thresholds: Mapping[str, float] | None = None, memory_bytes: int | None = None,
                      missing: list[Any] | None = None) -> AnalysisResult:
-    """Step 2 of a run's analysis (``analysis.runner.analyze_run_facts``) over the nsys reports' saved
+    """Step 2 of a run's analysis (``analysis.run.runner.analyze_run_facts``) over the nsys reports' saved
     step-1 analyses; ncu reports are analyzed here, linked to the nsys reports' kernel facts, and the
     rules that need the whole run (``rerun_linked_rules``) run again. ``missing``: reports of the run that
     failed (named in the result with the ranks no analyzed report holds)."""
-    from analysis.runner import (
+    from analysis.model.trace import DUCKDB_MEMORY_BYTES
+    from analysis.run.runner import (
         ReportResult,
         analyze_report,
         analyze_run_facts,
@@ -341,7 +342,6 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
         nsys_links,
         rerun_linked_rules,
     )
-    from analysis.trace import DUCKDB_MEMORY_BYTES
 
     ctx = make_context(window=window, thresholds=thresholds or None, memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
     results: list[Any] = [None] * len(reports)
@@ -377,8 +377,8 @@ def missing_ranks(reports: list[dict[str, Any]]) -> list[int]:
 def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, Any]], paths: Sequence[Path | None],
               totals: dict[str, Any] | None = None) -> RunFacts:
     """One side of a comparison: a run's report dicts and findings, each report's launch and step samples
-    read from its DuckDB file (``paths`` aligned with ``reports``; see ``analysis.compare.run_facts``)."""
-    from analysis.compare import run_facts as facts
+    read from its DuckDB file (``paths`` aligned with ``reports``; see ``analysis.views.compare.run_facts``)."""
+    from analysis.views.compare import run_facts as facts
 
     return facts(id, reports, findings, paths, totals)
 
@@ -386,21 +386,21 @@ def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, A
 def run_step_time(reports: Sequence[Mapping[str, Any]]) -> float | None:
     """A run's step time from its report dicts, as the run page and the comparison define it: each report's
     median iteration length in its window, the slowest report's (None: no report found steps)."""
-    from analysis.compare import step_time
+    from analysis.views.compare import step_time
 
     return step_time(reports)
 
 
 def compare_facts(base: Any, head: Any, *, noise_pct: float | None = None) -> dict[str, Any]:
-    """Two runs' difference head − base from their ``RunFacts`` (see ``analysis.compare``)."""
-    from analysis.compare import compare
+    """Two runs' difference head − base from their ``RunFacts`` (see ``analysis.views.compare``)."""
+    from analysis.views.compare import compare
 
     return compare(base, head, noise_pct=DEFAULT_NOISE_PCT if noise_pct is None else noise_pct)
 
 
 def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:
     """A breakdown number of a stored report (or run) summary: from its ``breakdown``, else its top level."""
-    from analysis.compare import breakdown_value as value
+    from analysis.views.compare import breakdown_value as value
 
     return value(data, key)
 
@@ -410,14 +410,14 @@ def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:
 
 def rule_catalogue() -> list[dict[str, Any]]:
     """Every registered rule's published description (id, docs, thresholds), in registry order."""
-    from analysis.rules.registry import default_registry
+    from analysis.diagnosis.rules.registry import default_registry
 
     return [rule.describe() for rule in default_registry()]
 
 
 def describe_rule(rule_id: str) -> dict[str, Any] | None:
     """One rule's published description, or None for an id no rule has (e.g. a rule since removed)."""
-    from analysis.rules.registry import default_registry
+    from analysis.diagnosis.rules.registry import default_registry
 
     try:
         return default_registry().get(rule_id).describe()
@@ -430,14 +430,14 @@ def describe_rule(rule_id: str) -> dict[str, Any] | None:
 
 def short_kernel_name(name: str, limit: int = 90) -> str:
     """A kernel's name without template arguments and parameter lists, for tables and labels."""
-    from analysis.kernel_names import short_kernel_name as short
+    from analysis.model.kernel_names import short_kernel_name as short
 
     return short(name, limit)
 
 
 def short_host(host: str | None) -> str | None:
     """A host name without its domain."""
-    from analysis.run_timeline import short_host as short
+    from analysis.views.run_timeline import short_host as short
 
     return short(host)
 
@@ -447,14 +447,14 @@ def short_host(host: str | None) -> str | None:
 
 def open_report(path: Path, label: str) -> Trace:
     """A read-only connection to the ingested report (DuckDB file) at ``path``; close it when done."""
-    from analysis.trace import Trace
+    from analysis.model.trace import Trace
 
     return Trace(Path(path), label)
 
 
 def report_extent(trace: Trace) -> tuple[int, int] | None:
     """First start and last end over GPU activity and NVTX ranges, or None for an empty report."""
-    from analysis.timeline import extent
+    from analysis.views.timeline import extent
 
     return extent(trace)
 
@@ -462,35 +462,35 @@ def report_extent(trace: Trace) -> tuple[int, int] | None:
 def timeline_window(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
                     buckets: int = 1000) -> dict[str, Any]:
     """The report's lanes between ``start_ns`` and ``end_ns``, downsampled to ``buckets`` columns."""
-    from analysis.timeline import window
+    from analysis.views.timeline import window
 
     return window(trace, start_ns, end_ns, buckets)
 
 
 def kernel_instances(trace: Trace, name: str, limit: int = 5) -> dict[str, Any]:
     """Where the kernel ``name`` ran in the report: its count and first instances."""
-    from analysis.timeline import kernel_instances as instances
+    from analysis.views.timeline import kernel_instances as instances
 
     return instances(trace, name, limit)
 
 
 def chrome_trace_json(trace: Trace, start_ns: int | None = None, end_ns: int | None = None) -> Iterator[str]:
     """The report's Chrome trace document (optionally a window of it) as text chunks."""
-    from analysis.chrome_trace import stream_json
+    from analysis.views.chrome_trace import stream_json
 
     return stream_json(trace, start_ns, end_ns)
 
 
 def table_limit() -> int:
     """Rows of the kernel / NVTX tables (largest total time first)."""
-    from analysis.tables import TABLE_LIMIT
+    from analysis.model.tables import TABLE_LIMIT
 
     return TABLE_LIMIT
 
 
 def report_tables(trace: Trace, kind: str) -> dict[str, list[dict[str, Any]]]:
     """The report's kernel table and (nsys) NVTX table: ``{"kernels": [...], "nvtx": [...]}``."""
-    from analysis import tables
+    from analysis.model import tables
 
     if kind == "ncu":
         return {"kernels": tables.ncu_kernel_table(trace), "nvtx": []}
@@ -499,7 +499,7 @@ def report_tables(trace: Trace, kind: str) -> dict[str, list[dict[str, Any]]]:
 
 def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> dict[str, Any]:
     """Kernel x rank total time for the ``top`` kernels of (rank label, nsys report) pairs."""
-    from analysis.tables import kernel_rank_matrix as matrix
+    from analysis.model.tables import kernel_rank_matrix as matrix
 
     return matrix(traces, top)
 
@@ -509,14 +509,14 @@ def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> dict[s
 
 def run_part(trace: Trace, report_id: int, rank: int | None = None, host: str | None = None) -> Part:
     """One opened nsys report of a run, as the run timeline names it."""
-    from analysis.run_timeline import Part
+    from analysis.views.run_timeline import Part
 
     return Part(trace, report_id, rank, host)
 
 
 def lane_catalogue(part: Part) -> list[dict[str, Any]]:
     """The report's groups and lanes (from the whole report, so they stay put whatever window is drawn)."""
-    from analysis.run_timeline import catalogue
+    from analysis.views.run_timeline import catalogue
 
     return catalogue(part)
 
@@ -525,9 +525,9 @@ def lanes_described(part: Part, trace_path: Path) -> tuple[list[dict[str, Any]],
     """The report's lane catalogue and extent: from the lanes file the ingest wrote beside the report, else
     read from the report once and that file written (a report ingested before the file existed; a
     read-only data directory reads the report each time)."""
-    from analysis.run_overview import lanes_path, read_lanes, write_lanes
-    from analysis.run_timeline import catalogue
-    from analysis.timeline import extent
+    from analysis.views.run_overview import lanes_path, read_lanes, write_lanes
+    from analysis.views.run_timeline import catalogue
+    from analysis.views.timeline import extent
 
     kept = read_lanes(Path(trace_path))
     if kept is None:
@@ -547,9 +547,9 @@ NCU_TREND_KPIS = (("duration", "duration", "ns"), ("sm_pct", "SM throughput", "p
 def ncu_kernel_kpis(trace_path: Path) -> dict[str, dict[str, list[float]]]:
     """kernel name -> KPI (``NCU_TREND_KPIS``) -> [sum, count] over the ncu report's profiled launches that
     have it (the metrics the ncu rules read)."""
-    from analysis.rules.ncu.metrics import MEM_PCT, SM_PCT, load_launches
-    from analysis.rules.ncu.ncu003_occupancy import ACHIEVED
-    from analysis.trace import Trace
+    from analysis.diagnosis.rules.ncu.ncu003_occupancy import ACHIEVED
+    from analysis.model.ncu_metrics import MEM_PCT, SM_PCT, load_launches
+    from analysis.model.trace import Trace
 
     getters = {"duration": lambda launch: launch.duration_ns, "sm_pct": lambda launch: launch.get(SM_PCT),
                "mem_pct": lambda launch: launch.get(MEM_PCT), "occupancy_pct": lambda launch: launch.get(ACHIEVED)}
@@ -572,21 +572,21 @@ def ncu_kernel_kpis(trace_path: Path) -> dict[str, dict[str, list[float]]]:
 
 def overview_path(trace_path: Path) -> Path:
     """Where the overview (pre-binned boxes for zoomed-out windows) of the report at ``trace_path`` lives."""
-    from analysis.run_overview import overview_path as where
+    from analysis.views.run_overview import overview_path as where
 
     return where(Path(trace_path))
 
 
 def build_overview(trace: Trace, extent: tuple[int, int], out: Path) -> Path:
     """Write the report's overview to ``out`` (published by rename)."""
-    from analysis.run_overview import build
+    from analysis.views.run_overview import build
 
     return build(trace, extent, out)
 
 
 def prepare_overview(trace_path: Path) -> Path | None:
     """Build the overview of the published report at ``trace_path`` unless it exists; None for no activity."""
-    from analysis.run_overview import prepare
+    from analysis.views.run_overview import prepare
 
     return prepare(Path(trace_path))
 
@@ -595,7 +595,7 @@ def run_timeline_window(parts: list[Part], start_ns: int | None = None, end_ns: 
                         buckets: int = 1000, *, catalogues: list[list[dict[str, Any]]] | None = None,
                         extents: list[tuple[int, int] | None] | None = None) -> dict[str, Any]:
     """The run's groups and lanes between ``start_ns`` and ``end_ns`` of the run clock, downsampled."""
-    from analysis.run_timeline import window
+    from analysis.views.run_timeline import window
 
     return window(parts, start_ns, end_ns, buckets, catalogues=catalogues, extents=extents)
 
@@ -603,7 +603,7 @@ def run_timeline_window(parts: list[Part], start_ns: int | None = None, end_ns: 
 def run_timeline_select(parts: list[Part], report_id: int, pid: int | None, device: int | None,
                         stream: int | None, t_ns: int, tol_ns: int = 0) -> dict[str, Any]:
     """The kernel at run-clock time ``t_ns`` in a GPU lane, with its launch and (NCCL) its collective."""
-    from analysis.run_select import select
+    from analysis.views.run_select import select
 
     return select(parts, report_id, pid, device, stream, t_ns, tol_ns)
 
@@ -611,7 +611,7 @@ def run_timeline_select(parts: list[Part], report_id: int, pid: int | None, devi
 def run_chrome_trace_json(parts: list[Part], start_ns: int | None = None,
                           end_ns: int | None = None) -> Iterator[str]:
     """The run's Chrome trace document (all ranks, on the run clock) as text chunks."""
-    from analysis.run_trace import stream_run_json
+    from analysis.views.run_trace import stream_run_json
 
     return stream_run_json(parts, start_ns, end_ns)
 
@@ -619,6 +619,6 @@ def run_chrome_trace_json(parts: list[Part], start_ns: int | None = None,
 def group_label(rank: int | None, host: str | None, pid: int | None = None, devices: list[int] | None = None,
                 many_pids: bool = False) -> str:
     """The run timeline's name for a group (a rank, its host, its process)."""
-    from analysis.run_timeline import group_label as label
+    from analysis.views.run_timeline import group_label as label
 
     return label(rank, host, pid, devices or [], many_pids)

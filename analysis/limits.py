@@ -1,6 +1,6 @@
 """What every reader of an untrusted export is given: its resource ``Limits`` and a ``Progress`` callback.
 
-Its own module (stdlib only) so that the readers (``analysis.nsys``, ``analysis.ncu``) and the facade
+Its own module (stdlib only) so that the readers (``analysis.readers.nsys``, ``analysis.readers.ncu``) and the facade
 (``analysis.api``) all import it at the top, with no cycle between the facade and the readers.
 """
 

@@ -69,7 +69,7 @@ def top_kernel_from_json(data: Mapping[str, Any]) -> TopKernel | KernelTotal:
 
 @dataclass(frozen=True, slots=True)
 class DominantKernel:
-    """The kernel that takes at least half of the report's kernel time (``analysis.summary.DOMINANT_PCT``)."""
+    """The kernel that takes at least half of the report's kernel time (``analysis.diagnosis.summary.DOMINANT_PCT``)."""
 
     name: str | None
     count: int
@@ -149,7 +149,7 @@ StorageKind = Literal["read", "write", "sync", "async", "copy", "metadata"]
 
 @dataclass(frozen=True, slots=True)
 class StorageIO:
-    """One process's storage calls of one kind (``analysis.system_metrics.STORAGE_KINDS``) in the OS runtime
+    """One process's storage calls of one kind (``analysis.diagnosis.system_metrics.STORAGE_KINDS``) in the OS runtime
     trace: calls, threads, time in the calls and the longest call."""
 
     pid: int | None
@@ -169,7 +169,7 @@ class StorageIO:
 
 @dataclass(frozen=True, slots=True)
 class SystemMetrics:
-    """The report's system metrics (``analysis.system_metrics``): GPU metrics, NIC counters, the NIC
+    """The report's system metrics (``analysis.diagnosis.system_metrics``): GPU metrics, NIC counters, the NIC
     inventory and storage I/O."""
 
     gpu: tuple[GpuMetric, ...]
@@ -191,7 +191,7 @@ class SystemMetrics:
 
 @dataclass(frozen=True, slots=True)
 class NvtxRange:
-    """One NVTX range name (domain + text) projected onto the GPU (``analysis.nvtx_projection``)."""
+    """One NVTX range name (domain + text) projected onto the GPU (``analysis.model.nvtx_projection``)."""
 
     domain: str | None
     text: str | None
@@ -227,7 +227,7 @@ class NvtxSummary:
 @dataclass(frozen=True, slots=True)
 class LaunchKind:
     """The launches of one kind (stream or CUDA graph): calls, kernels, and the median and p90 of the call's
-    duration, of the latency from call start to kernel start and of the queue time (``analysis.launches``)."""
+    duration, of the latency from call start to kernel start and of the queue time (``analysis.diagnosis.launches``)."""
 
     launches: int
     kernels: int
@@ -271,7 +271,7 @@ class Launches:
 @dataclass(frozen=True, slots=True)
 class PhaseSpan:
     """One phase of the report (``startup``, ``warmup``, ``steady``, ``teardown`` or ``whole``; see
-    ``analysis.phases``): its time span and why it starts and ends there."""
+    ``analysis.loops.phases``): its time span and why it starts and ends there."""
 
     name: str
     start_ns: int

@@ -41,7 +41,7 @@ def _json(*, key: str | None = None, optional: bool = False, flat: bool = False,
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """One place where a finding shows (see ``analysis.findings.Evidence``); absent keys are None."""
+    """One place where a finding shows (see ``analysis.diagnosis.findings.Evidence``); absent keys are None."""
 
     start_ns: int | None = field(default=None, metadata=_json(optional=True))
     end_ns: int | None = field(default=None, metadata=_json(optional=True))
@@ -131,7 +131,7 @@ class RuleStatus:
 
 @dataclass(frozen=True, slots=True)
 class DeviceBreakdown:
-    """The partition of one (process, device)'s GPU-active span (see ``analysis.breakdown``)."""
+    """The partition of one (process, device)'s GPU-active span (see ``analysis.diagnosis.breakdown``)."""
 
     pid: int | None
     device: int | None
@@ -160,7 +160,7 @@ class DeviceBreakdown:
 
 @dataclass(frozen=True, slots=True)
 class Breakdown:
-    """Where a report's GPU time goes: the device partitions and their sums (``analysis.breakdown``).
+    """Where a report's GPU time goes: the device partitions and their sums (``analysis.diagnosis.breakdown``).
 
     ``compute_ns + comm_exposed_ns + memory_only_ns + idle_ns == span_ns``."""
 
@@ -187,7 +187,7 @@ class Breakdown:
 
 @dataclass(frozen=True, slots=True)
 class ReportWindow:
-    """The part of a report the rules and headline numbers looked at (``analysis.window``)."""
+    """The part of a report the rules and headline numbers looked at (``analysis.loops.window``)."""
 
     spec: str
     phase: str
@@ -207,7 +207,7 @@ class ReportWindow:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What bounds a run (or one report) and what to do first: one sentence with a cost and a next step
-    (``analysis.verdict``). ``kind`` is one of ``analysis.verdict.KINDS``; ``rule_id`` the finding the
+    (``analysis.diagnosis.verdict``). ``kind`` is one of ``analysis.diagnosis.verdict.KINDS``; ``rule_id`` the finding the
     verdict speaks for (None: it is about the report as a whole)."""
 
     kind: str
@@ -250,7 +250,7 @@ def _part_json(value: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class ReportSummary:
-    """One report of the run: its headline facts (``analysis.summary``), breakdown, loop and window.
+    """One report of the run: its headline facts (``analysis.diagnosis.summary``), breakdown, loop and window.
 
     The typed parts are None when the report has not the key (an ncu report has no ``phases`` ...).
     ``details`` holds the other keys, those that depend on the tool or still change shape
@@ -322,12 +322,12 @@ class AnalysisResult:
     missing_ranks: tuple[Any, ...] | None = field(default=None, metadata=_json(optional=True))
     # The contract's version; None only for an analysis stored before results carried one.
     schema_version: int | None = field(default=SCHEMA_VERSION, metadata=_json(optional=True))
-    # What bounds the run and what to do first (analysis.verdict); None when the run has no nsys report.
+    # What bounds the run and what to do first (analysis.diagnosis.verdict); None when the run has no nsys report.
     verdict: Verdict | None = field(default=None, metadata=_json(optional=True))
-    # NCCL's network transfers as a rank x rank matrix (analysis.network), when some report records them.
+    # NCCL's network transfers as a rank x rank matrix (analysis.model.network), when some report records them.
     network: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
     # Multi-rank runs: each collective's time split into the wait for the last rank and the transfer after
-    # it, per rank and per host (analysis.run_nodes).
+    # it, per rank and per host (analysis.diagnosis.rules.nsys.run_nodes).
     collectives: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
 
     def to_json(self) -> JSON:

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.trace import DUCKDB_MEMORY_BYTES, DUCKDB_THREADS  # noqa: E402
+from analysis.model.trace import DUCKDB_MEMORY_BYTES, DUCKDB_THREADS  # noqa: E402
 from benchmarks.make_big_export import DEFAULT_BASE, build  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "RESULTS-analyze.md"
@@ -68,15 +68,15 @@ def step_ingest(src: Path, out: Path) -> dict:
 
 
 def step_analyze(src: Path, out: Path) -> dict:
-    from analysis.breakdown import breakdown
-    from analysis.iterations import iterations
-    from analysis.kernel_summary import kernel_summary
-    from analysis.nvtx_projection import nvtx_projection
-    from analysis.rules.base import run_rules
-    from analysis.rules.nsys import NSYS_RULES
-    from analysis.rules.registry import default_registry
-    from analysis.summary import report_info
-    from analysis.trace import Run
+    from analysis.diagnosis.breakdown import breakdown
+    from analysis.diagnosis.kernel_summary import kernel_summary
+    from analysis.diagnosis.rules.base import run_rules
+    from analysis.diagnosis.rules.nsys import NSYS_RULES
+    from analysis.diagnosis.rules.registry import default_registry
+    from analysis.diagnosis.summary import report_info
+    from analysis.loops.iterations import iterations
+    from analysis.model.nvtx_projection import nvtx_projection
+    from analysis.model.trace import Run
 
     timings: dict[str, float] = {}
     findings: dict[str, int] = {}
@@ -103,16 +103,16 @@ def step_analyze(src: Path, out: Path) -> dict:
 def step_analyze_steady(src: Path, out: Path) -> dict:
     """What ``goodput analyze`` runs since phases: the report's loop and phases on the whole
     file, then every summary and rule on the steady window (a windowed trace: views clipped to it)."""
-    from analysis.breakdown import breakdown
-    from analysis.idle_anatomy import idle_anatomy
-    from analysis.launches import launch_summary
-    from analysis.nvtx_projection import nvtx_projection
-    from analysis.phases import phase_info, phase_of
-    from analysis.rules.base import run_rules
-    from analysis.rules.nsys import NSYS_RULES
-    from analysis.rules.registry import default_registry
-    from analysis.summary import report_info
-    from analysis.trace import Run
+    from analysis.diagnosis.breakdown import breakdown
+    from analysis.diagnosis.idle_anatomy import idle_anatomy
+    from analysis.diagnosis.launches import launch_summary
+    from analysis.diagnosis.rules.base import run_rules
+    from analysis.diagnosis.rules.nsys import NSYS_RULES
+    from analysis.diagnosis.rules.registry import default_registry
+    from analysis.diagnosis.summary import report_info
+    from analysis.loops.phases import phase_info, phase_of
+    from analysis.model.nvtx_projection import nvtx_projection
+    from analysis.model.trace import Run
 
     timings: dict[str, float] = {}
     findings: dict[str, int] = {}
@@ -172,7 +172,7 @@ def report(counts: dict, src_bytes: int, ings: list[dict], anas: list[dict], com
                                                             for k, v in counts.items()),
         f"Machine: {os.cpu_count()} CPUs (shared with other work; load average {os.getloadavg()[0]:.1f} at the end), "
         f"Python {platform.python_version()}, DuckDB threads={THREADS} (ingest) / {DUCKDB_THREADS} (analysis), analysis "
-        f"memory_limit {DUCKDB_MEMORY_BYTES // 2**20} MiB (the defaults of analysis.trace).",
+        f"memory_limit {DUCKDB_MEMORY_BYTES // 2**20} MiB (the defaults of analysis.model.trace).",
         "",
         "| step | wall s | share of ingest (wall) | CPU s | share of ingest (CPU) | peak RSS MiB (worst round) |",
         "|---|---|---|---|---|---|",

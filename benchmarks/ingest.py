@@ -45,7 +45,7 @@ def _peak_rss() -> int:
 
 def _read_tables(src: Path) -> list[str]:
     """The export tables our ingest reads that this file has (the same set for the baseline)."""
-    from analysis.nsys.guard import validate
+    from analysis.readers.nsys.guard import validate
 
     info = validate(src, max_bytes=2**62, timeout_s=3600)
     return sorted(info.tables)
@@ -54,7 +54,7 @@ def _read_tables(src: Path) -> list[str]:
 def step_baseline(src: Path, work: Path) -> dict:
     import duckdb
 
-    from analysis.nsys.child import extension_path
+    from analysis.readers.nsys.child import extension_path
 
     out = work / "baseline.duckdb"
     out.unlink(missing_ok=True)

@@ -12,7 +12,7 @@ metadata DB), and timed from the upload's response to the run being ``ready``, f
   temporary folder): ingest on the workers, then one ``analyze.run`` task reading every report.
 
 Then, each in its own process so its peak RSS is its own: the run-level step alone over the published
-per-report analyses (``analysis.runner.analyze_run_facts``), and the previous single-task analysis
+per-report analyses (``analysis.run.runner.analyze_run_facts``), and the previous single-task analysis
 alone over the same DuckDB files. The fan-out's findings are compared with the previous path's.
 
     .venv/bin/python benchmarks/many_ranks.py                      # 64 ranks, 4 copies each
@@ -137,13 +137,13 @@ def _measure(code: Path, snippet: str, arg: dict) -> dict:
 
 RUN_LEVEL = """
 from pathlib import Path
-from analysis.runner import ReportResult, analyze_run_facts, make_context
+from analysis.run.runner import ReportResult, analyze_run_facts, make_context
 ctx = make_context()
 res = analyze_run_facts([ReportResult.load(Path(p)) for p in ARG['folders']], ctx)
 OUT = {'findings': len(res['findings'])}
 """
 SINGLE = """
-from analysis.runner import analyze_run
+from analysis.run.runner import analyze_run
 res = analyze_run(ARG['traces'], labels=ARG['labels'], window=ARG.get('window'))
 OUT = {'findings': len(res['findings']), 'keys': [[f['rule_id'], f['report'], f['impact_ns'], f['title']]
                                                   for f in res['findings']]}
@@ -199,7 +199,7 @@ def main() -> int:
     if last is not None:
         folders, traces, labels = _published(last["data"])
         # The interpreter with the analysis library imported: what any step costs before it reads anything.
-        out["imports_only"] = _measure(ROOT, "import analysis.runner\nimport duckdb\nOUT = {}", {})
+        out["imports_only"] = _measure(ROOT, "import analysis.run.runner\nimport duckdb\nOUT = {}", {})
         out["run_level"] = _measure(ROOT, RUN_LEVEL, {"folders": folders})
         out["facts_bytes"] = sum(f.stat().st_size for d in folders for f in Path(d).iterdir())
         single = _measure(previous, SINGLE, {"traces": traces, "labels": labels})

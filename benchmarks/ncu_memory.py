@@ -27,12 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.ncu.ingest import ingest_ncu  # noqa: E402
-from analysis.ncu.kernels import report_kernels  # noqa: E402
-from analysis.rules.base import Registry, run_rules  # noqa: E402
-from analysis.rules.ncu import NCU_RULES  # noqa: E402
-from analysis.rules.registry import default_registry  # noqa: E402
-from analysis.trace import Run  # noqa: E402
+from analysis.diagnosis.ncu.kernels import report_kernels  # noqa: E402
+from analysis.diagnosis.rules.base import Registry, run_rules  # noqa: E402
+from analysis.diagnosis.rules.ncu import NCU_RULES  # noqa: E402
+from analysis.diagnosis.rules.registry import default_registry  # noqa: E402
+from analysis.model.trace import Run  # noqa: E402
+from analysis.readers.ncu.ingest import ingest_ncu  # noqa: E402
 
 BASE = ROOT.parent / "shared" / "corpus" / "ncu" / \
     "leleucas__Actual-Parameter-Collection-for-Machine-Learning-Operators__pytorch-dropout-dram.csv"

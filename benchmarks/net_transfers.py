@@ -1,7 +1,7 @@
 """What deriving ``net_transfers`` (NCCL's network transfers from its ncclNet* NVTX events) adds to an ingest.
 
 Builds the ingest benchmark's export (``make_big_export.py``: a real corpus export replicated to N kernels),
-then ingests it alternately with and without the step (``analysis.nsys.ingest._net`` replaced by a no-op in
+then ingests it alternately with and without the step (``analysis.readers.nsys.ingest._net`` replaced by a no-op in
 that process), each ingest in its own process, and compares the medians. Also times the step alone on the
 normalized file.
 
@@ -28,7 +28,7 @@ RESULTS = ROOT / "benchmarks" / "RESULTS-net-transfers.md"
 CHILD = """
 import sys, time
 from pathlib import Path
-import analysis.nsys.ingest as ing
+import analysis.readers.nsys.ingest as ing
 from analysis.api import Limits, ingest
 if sys.argv[3] == "without":
     ing._net = lambda tmp, limits: None
@@ -59,7 +59,7 @@ def main() -> None:
     for _ in range(args.repeat):
         for mode in ("without", "with"):  # interleaved: the load drifts alike on both
             times[mode].append(_ingest(src, out, mode))
-    from analysis.nsys.net import write_net_file
+    from analysis.readers.nsys.net import write_net_file
 
     t = time.perf_counter()
     rows = write_net_file(out, 2 * 1024**3)

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from ui_latency import BASE, replicate  # noqa: E402
 
-from analysis import run_overview  # noqa: E402
 from analysis.api import ingest  # noqa: E402
+from analysis.views import run_overview  # noqa: E402
 from app import create_app  # noqa: E402
 from app.db import upgrade  # noqa: E402
 from app.models import Job, Report, Run  # noqa: E402

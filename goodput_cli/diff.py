@@ -1,6 +1,6 @@
 """`goodput diff A B`: compare two runs offline (exports or DuckDB files) or on a server (run ids).
 
-The comparison is ``analysis.compare``'s, the one the service's compare page and API use, so the
+The comparison is ``analysis.views.compare``'s, the one the service's compare page and API use, so the
 numbers are the same by construction. Exit status: 0, or 1 when ``--fail-on`` finds that B regressed
 against A, or 2 on bad input (one line on stderr).
 """
@@ -19,7 +19,7 @@ from goodput_cli import gate
 from goodput_cli.inputs import BadInput, prepare
 from goodput_cli.offline import add_progress_options, new_progress, run_analysis
 
-DEFAULT_NOISE_PCT = 5.0  # analysis.compare.DEFAULT_NOISE_PCT, repeated so that --help imports no analysis
+DEFAULT_NOISE_PCT = 5.0  # analysis.views.compare.DEFAULT_NOISE_PCT, repeated so that --help imports no analysis
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -36,8 +36,8 @@ def _is_sqlite(path: Path) -> bool:
 
 
 # What the analysis will import anyway. (Not pandas: DuckDB's Python module imports it when a query binds
-# parameters, so analysis.trace writes scalar parameters into the SQL as typed literals instead.)
-PRELOAD = ("analysis.runner",)
+# parameters, so analysis.model.trace writes scalar parameters into the SQL as typed literals instead.)
+PRELOAD = ("analysis.run.runner",)
 
 
 def _preload() -> None:

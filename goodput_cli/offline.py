@@ -21,7 +21,7 @@ class ThresholdsHelp(argparse.HelpFormatter):
     shown (not when the parser is built: every other command would pay for importing the rules)."""
 
     def format_help(self) -> str:
-        from analysis.rules.registry import default_registry
+        from analysis.diagnosis.rules.registry import default_registry
 
         lines = ["", "thresholds (--threshold RULE.name=VALUE; default, then what it must be):"]
         for rule in default_registry():

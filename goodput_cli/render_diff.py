@@ -1,4 +1,4 @@
-"""Plain-text rendering of a run comparison (``analysis.compare``) and of its ``--fail-on`` gate."""
+"""Plain-text rendering of a run comparison (``analysis.views.compare``) and of its ``--fail-on`` gate."""
 
 from __future__ import annotations
 

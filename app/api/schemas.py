@@ -38,7 +38,7 @@ NS: S = nullable(INT)
 BREAKDOWN = {k: NS for k in ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")}
 DELTA = obj(base=nullable(NUM), head=nullable(NUM), delta=nullable(NUM), delta_pct=nullable(NUM))
 SAMPLE = obj(n=INT, median=nullable(NUM), p10=nullable(NUM), p90=nullable(NUM))
-# A metric's two samples and the test (analysis.significance.compare_samples).
+# A metric's two samples and the test (analysis.views.significance.compare_samples).
 TESTED = obj(base=SAMPLE, head=SAMPLE, delta=nullable(NUM), delta_pct=nullable(NUM), p_value=nullable(NUM),
              test={"anyOf": [{"type": "string", "enum": ["mann_whitney", "floor_only"]}, {"type": "null"}]},
              significant=nullable({"type": "boolean"}), changed={"type": "boolean"}, note=nullable(STR))
@@ -128,7 +128,7 @@ SCHEMAS: dict[str, S] = {
         missing_reports={"type": "array", "items": obj(report_id=INT, report=STR, rank=NS,
                                                         error_code=nullable(STR), error_message=nullable(STR))},
         missing_ranks={"type": "array", "items": INT},
-        # What bounds the run and what to do first (analysis.verdict); null before analysis or without nsys reports.
+        # What bounds the run and what to do first (analysis.diagnosis.verdict); null before analysis or without nsys reports.
         verdict=nullable(obj(kind=STR, text=STR, impact_ns=NS, next_step=STR, rule_id=nullable(STR))),
     ),
     "Job": obj(id=INT, name=STR, created_at=TIME, run_count=INT, last_run_at=nullable(TIME)),

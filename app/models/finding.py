@@ -12,7 +12,7 @@ from app.models.base import Base, JSONType, UTCDateTime, utcnow
 
 
 class Finding(Base):
-    """One ``analysis.findings.Finding.to_dict()``; ``position`` is its place in the impact ranking."""
+    """One ``analysis.diagnosis.findings.Finding.to_dict()``; ``position`` is its place in the impact ranking."""
 
     __tablename__ = "findings"
     __table_args__ = (sa.Index("ix_findings_run_id_impact_ns", "run_id", "impact_ns"),)
@@ -51,7 +51,7 @@ class RunSummary(Base):
     run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     report_id: Mapped[int | None] = mapped_column(sa.ForeignKey("reports.id", ondelete="CASCADE"))
     data: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
-    # Copies of the analysis.breakdown totals (all ns), for history and trend queries.
+    # Copies of the analysis.diagnosis.breakdown totals (all ns), for history and trend queries.
     span_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
     compute_ns: Mapped[int | None] = mapped_column(sa.BigInteger)
     comm_exposed_ns: Mapped[int | None] = mapped_column(sa.BigInteger)

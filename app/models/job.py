@@ -58,7 +58,7 @@ class Run(Base):
     analysis_lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # The run's rule results (id, status, reason) from the last analysis.
     rule_statuses: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
-    # The analysis window asked for (analysis.window spec); NULL: the default, the steady state.
+    # The analysis window asked for (analysis.loops.window spec); NULL: the default, the steady state.
     analysis_window: Mapped[str | None] = mapped_column(sa.String(200))
     error: Mapped[str | None] = mapped_column(sa.Text)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -46,7 +46,7 @@ class Report(Base):
     counts: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)    # rows per normalized table
     tool_version: Mapped[str | None] = mapped_column(sa.String(100))
     schema_version: Mapped[int | None] = mapped_column()
-    info: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)      # analysis.summary.report_info
+    info: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)      # analysis.diagnosis.summary.report_info
     upload_path: Mapped[str] = mapped_column(sa.String(1000))  # relative to data_dir
     trace_path: Mapped[str | None] = mapped_column(sa.String(1000))  # relative to data_dir
     # The report's own analysis: its folder (analysis.json and the cross-rank facts, relative to

@@ -1,5 +1,5 @@
 """Comparing two runs of the service: gathers each run's facts from the metadata DB and the reports'
-DuckDB files, and leaves the comparison itself to ``analysis.compare`` (which `goodput diff` uses too)."""
+DuckDB files, and leaves the comparison itself to ``analysis.views.compare`` (which `goodput diff` uses too)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ __all__ = ["DEFAULT_NOISE_PCT", "compare_runs", "run_facts_of"]
 
 
 def run_facts_of(session: Session, data_dir: Path, run_id: int) -> RunFacts:
-    """One run as ``analysis.compare`` sees it: each ready report's analysis dict (its stored summary)
+    """One run as ``analysis.views.compare`` sees it: each ready report's analysis dict (its stored summary)
     with its DuckDB file, and the findings (API dicts, ranking order)."""
     run = get_run(session, run_id)
     rows = session.execute(
@@ -32,6 +32,6 @@ def run_facts_of(session: Session, data_dir: Path, run_id: int) -> RunFacts:
 
 def compare_runs(session: Session, data_dir: Path, base_id: int, head_id: int, *,
                  noise_pct: float = DEFAULT_NOISE_PCT) -> dict[str, Any]:
-    """The difference head − base (see ``analysis.compare.compare``)."""
+    """The difference head − base (see ``analysis.views.compare.compare``)."""
     base, head = run_facts_of(session, data_dir, base_id), run_facts_of(session, data_dir, head_id)
     return compare_facts(base, head, noise_pct=noise_pct)

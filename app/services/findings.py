@@ -45,7 +45,7 @@ def list_findings(session: Session, run_id: int, *, severity: list[str] | None =
         sa.select(*Finding.__table__.c, sa.func.count().over().label("total"))
         .join(Run, sa.and_(Run.id == Finding.run_id, live()))
         .where(*conditions)
-        .order_by(Finding.position, Finding.id)  # the analysis' ranking (analysis.findings.rank_findings)
+        .order_by(Finding.position, Finding.id)  # the analysis' ranking (analysis.diagnosis.findings.rank_findings)
         .limit(page_size).offset((page - 1) * page_size)
     ).all()
     if rows:

@@ -1,7 +1,7 @@
 """Job state of the per-report analysis step in the metadata DB.
 
 A report's life: ``queued`` -> ``ingesting`` -> ``analyzing`` -> ``ready`` (or ``failed``). ``analyzing``
-is the per-report analysis (``analysis.runner.analyze_report``), one Celery task per report, queued by
+is the per-report analysis (``analysis.run.runner.analyze_report``), one Celery task per report, queued by
 the ingest that published the report and claimed like an ingest: a conditional UPDATE that takes a
 lease (``lease_owner``/``lease_expires_at``, free again once the step is done) and counts an attempt
 (``analysis_attempts``). Publishing it makes the report ``ready``, which may complete the run: the run-level

@@ -48,7 +48,7 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     row = _run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None))
     if result.missing:  # analyzed without these (failed) reports
         row.data = {**row.data, "missing": jsonable(result.missing), "missing_ranks": jsonable(result.missing_ranks or [])}
-    if result.verdict is not None:  # what bounds the run and what to do first (analysis.verdict)
+    if result.verdict is not None:  # what bounds the run and what to do first (analysis.diagnosis.verdict)
         row.data = {**row.data, "verdict": jsonable(result.verdict.to_json())}
     for key, value in (("network", result.network), ("collectives", result.collectives)):
         if value is not None:  # run-wide facts: NCCL's network matrix, collectives' wait vs transfer
@@ -76,7 +76,7 @@ def _finding_row(run_id: int, report_id: int | None, position: int, f: FindingRe
     )
 
 
-# Summary columns: copies of the analysis.breakdown totals (report dict's "breakdown", or top level).
+# Summary columns: copies of the analysis.diagnosis.breakdown totals (report dict's "breakdown", or top level).
 SUMMARY_NS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
 
 

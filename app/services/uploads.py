@@ -46,7 +46,7 @@ class RunMeta:
     git_sha: str | None = None
     cluster: str | None = None
     source: str = "api"
-    window: str | None = None   # the analysis window (analysis.window spec, canonical); None: the default
+    window: str | None = None   # the analysis window (analysis.loops.window spec, canonical); None: the default
 
 
 MAX_THRESHOLDS = 20

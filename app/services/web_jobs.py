@@ -56,7 +56,7 @@ class JobTrends:
 def _iterations(data: dict[str, Any]) -> int | None:
     """Steps the analysis counted in a report (from its summary), when it recorded any."""
     value = data.get("iterations")
-    if isinstance(value, dict) and not value.get("reason"):   # analysis.summary: {"count", "range", ...}
+    if isinstance(value, dict) and not value.get("reason"):   # analysis.diagnosis.summary: {"count", "range", ...}
         value = value.get("count")
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value

@@ -30,7 +30,7 @@ class RunView:
 
 
 def breakdown_of(data: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The ``analysis.breakdown`` dict inside a stored report summary (nested or flattened), or None."""
+    """The ``analysis.diagnosis.breakdown`` dict inside a stored report summary (nested or flattened), or None."""
     if not data:
         return None
     bd = data.get("breakdown")
@@ -126,7 +126,7 @@ def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[s
 
 def system_sections(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> list[dict[str, Any]]:
     """Per report whose export carries system metrics: its storage I/O (OS runtime file calls), NIC counters
-    and GPU metrics samples, as the analysis summarised them (``analysis.system_metrics``)."""
+    and GPU metrics samples, as the analysis summarised them (``analysis.diagnosis.system_metrics``)."""
     out = []
     for report in reports:
         summary = report_summary(summaries.get(report.id))

@@ -1,7 +1,7 @@
-"""The run page's multi-rank timeline: the run's ingested nsys reports opened as ``analysis.run_timeline`` parts.
+"""The run page's multi-rank timeline: the run's ingested nsys reports opened as ``analysis.views.run_timeline`` parts.
 
 A report's lane catalogue and extent depend only on its DuckDB file, which is immutable once published:
-the ingest writes them beside it (``analysis.run_overview.lanes_path``), and they are kept here per file
+the ingest writes them beside it (``analysis.views.run_overview.lanes_path``), and they are kept here per file
 path and mtime (bounded), so every zoom step only runs the window queries. The read-only
 connections stay open between requests too (per serving thread, a bounded LRU): opening six files and reading their catalogues again took longer than a zoom step's queries.
 """

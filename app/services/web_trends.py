@@ -59,7 +59,7 @@ def metrics(session: Session, trends: JobTrends, href: Any) -> dict[str, dict[st
              "value": (values.get(p.run_id, 0) / divisor[p.run_id]) if p.run_id in analyzed or p.run_id in values
              else None, "href": href(p.run_id), "regressed": False} for p in trends.points]}
 
-    # The comparison's totals (analysis.compare's kpis): the ranks' breakdowns summed, per run.
+    # The comparison's totals (analysis.views.compare's kpis): the ranks' breakdowns summed, per run.
     totals: dict[str, dict[int, int]] = {"idle_ns": {}, "memory_only_ns": {}}
     for s in session.scalars(sa.select(RunSummary).where(RunSummary.run_id.in_(ids), RunSummary.report_id.is_(None))):
         for key, acc in totals.items():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.api import Limits, ingest
-from analysis.trace import Trace
+from analysis.model.trace import Trace
 
 _CACHE: dict[Path, Path] = {}
 _ROOT: list[Path] = []

@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 
 from analysis.api import ingest
-from analysis.schema import NSYS_TABLES, columns, ddl
+from analysis.readers.schema import NSYS_TABLES, columns, ddl
 
 
 def normalized(path: Path, meta: dict[str, str] | None = None, **tables: list[dict[str, Any]]) -> Path:

@@ -16,15 +16,15 @@ from typing import Any
 import duckdb
 from hypothesis import strategies as st
 
-from analysis import chrome_trace, timeline
 from analysis.api import analyze
-from analysis.iterations import iterations
-from analysis.kernel_summary import kernel_summary
-from analysis.nsys.net import write_net_file
-from analysis.nvtx_projection import nvtx_projection
-from analysis.schema import NSYS_TABLES, columns, ddl
-from analysis.steps import write_iterations
-from analysis.trace import DUCKDB_MEMORY_BYTES, Trace
+from analysis.diagnosis.kernel_summary import kernel_summary
+from analysis.loops.iterations import iterations
+from analysis.loops.steps import write_iterations
+from analysis.model.nvtx_projection import nvtx_projection
+from analysis.model.trace import DUCKDB_MEMORY_BYTES, Trace
+from analysis.readers.nsys.net import write_net_file
+from analysis.readers.schema import NSYS_TABLES, columns, ddl
+from analysis.views import chrome_trace, timeline
 
 TIMED = [t for t in NSYS_TABLES if "start_ns" in columns(NSYS_TABLES, t)]
 TIME_KEYS = ("start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns")

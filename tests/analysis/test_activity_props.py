@@ -1,4 +1,4 @@
-"""Property tests of the array algebra behind the gap owner table (``analysis.activity``), against the
+"""Property tests of the array algebra behind the gap owner table (``analysis.model.activity``), against the
 plain definitions: NVIDIA's pairing over every busy interval sorted together, and unions by brute force."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import analysis.activity
-from analysis.activity import (
+import analysis.model.activity
+from analysis.model.activity import (
     UnitOps,
     pairing,
     short_kernel_runs,
@@ -28,11 +28,11 @@ def _intervals(max_size: int = 40, hi: int = 200):
 @contextlib.contextmanager
 def _chunk(n: int):
     """Run the chunked passes with tiny chunks, so that the carries across chunks are exercised."""
-    old, analysis.activity.CHUNK = analysis.activity.CHUNK, n
+    old, analysis.model.activity.CHUNK = analysis.model.activity.CHUNK, n
     try:
         yield
     finally:
-        analysis.activity.CHUNK = old
+        analysis.model.activity.CHUNK = old
 
 
 def _sorted(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

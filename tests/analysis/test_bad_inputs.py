@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from analysis.api import Limits, ingest
+from analysis.diagnosis.summary import report_info
 from analysis.errors import TraceError
-from analysis.summary import report_info
-from analysis.trace import Trace
+from analysis.model.trace import Trace
 from tests.conftest import corpus_file
 
 BASE = "vecadd-2026.sqlite"  # small (0.6 MB), newest schema
@@ -152,7 +152,7 @@ def test_validation_over_the_time_limit(tmp_path):
 
 def test_child_over_its_memory_cap_is_too_large(tmp_path, monkeypatch):
     # A budget far below what DuckDB needs: the child dies, the parent reports it cleanly.
-    from analysis.nsys import ingest as nsys_ingest
+    from analysis.readers.nsys import ingest as nsys_ingest
 
     monkeypatch.setattr(nsys_ingest, "ADDRESS_SLACK_BYTES", 0)
     err = _expect(_copy(tmp_path), tmp_path, "too_large", Limits(memory_bytes=64 * 2**20))
@@ -174,7 +174,7 @@ def test_long_hostile_kernel_name_is_preserved_exactly(tmp_path):
 
 
 def test_out_of_disk_space_is_reported_before_copying(tmp_path, monkeypatch):
-    from analysis.nsys import ingest as nsys_ingest
+    from analysis.readers.nsys import ingest as nsys_ingest
 
     real = shutil.disk_usage
     monkeypatch.setattr(nsys_ingest.shutil, "disk_usage",

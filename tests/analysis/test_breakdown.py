@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.breakdown import PARTS, breakdown
-from analysis.trace import Trace
+from analysis.diagnosis.breakdown import PARTS, breakdown
+from analysis.model.trace import Trace
 from tests.analysis.planting import ingested, kernel, normalized
 from tests.conftest import NSYS_FILES
 

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from analysis.compare_findings import match_findings
-from analysis.compare_kernels import distinct_labels
-from analysis.significance import compare_samples, mann_whitney_p, smallest_p
+from analysis.views.compare_findings import match_findings
+from analysis.views.compare_kernels import distinct_labels
+from analysis.views.significance import compare_samples, mann_whitney_p, smallest_p
 
 
 def _p_by_definition(x, y) -> float:

@@ -14,7 +14,7 @@ import pytest
 
 from analysis.api import analyze, ingest
 from analysis.errors import TraceError
-from analysis.trace import Trace
+from analysis.model.trace import Trace
 from tests.analysis.planting import copy_export
 from tests.conftest import ROOT, corpus_file
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from analysis.api import ingest
-from analysis.nsys.env import job_facts, parse_allowed, split_entries
-from analysis.summary import report_info
-from analysis.trace import Trace
+from analysis.diagnosis.summary import report_info
+from analysis.model.trace import Trace
+from analysis.readers.nsys.env import job_facts, parse_allowed, split_entries
 from tests.analysis.planting import copy_export
 from tests.conftest import corpus_file
 

@@ -1,4 +1,4 @@
-"""GPU001's gap causes (analysis.rules.nsys.causes): the covered time of each gap equals a brute-force
+"""GPU001's gap causes (analysis.diagnosis.rules.nsys.causes): the covered time of each gap equals a brute-force
 count over the union of the launching threads' calls, however the calls are sliced in time."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import analysis.rules.nsys.causes as causes
-from analysis.trace import Trace
+import analysis.diagnosis.rules.nsys.causes as causes
+from analysis.model.trace import Trace
 from tests.analysis.planting import api, kernel, normalized
 
 

@@ -8,9 +8,9 @@ import sqlite3
 import pytest
 
 from analysis.api import analyze, ingest
+from analysis.diagnosis.rules.nsys.hostcpu import kind_of
 from analysis.errors import TraceError
-from analysis.rules.nsys.hostcpu import kind_of
-from analysis.trace import Trace
+from analysis.model.trace import Trace
 from tests.analysis.planting import copy_export, ingested
 from tests.analysis.rule_cases_system import HOST002_FUNCTION, HOST002_SAMPLES, host002_fires
 from tests.analysis.test_launches import WHOLE
@@ -118,7 +118,7 @@ def test_samples_without_thread_ids_degrade_and_host002_skips(tmp_path) -> None:
 
 
 def test_evidence_only_findings_rank_after_the_findings_that_own_the_time():
-    from analysis.findings import Finding, rank_findings
+    from analysis.diagnosis.findings import Finding, rank_findings
 
     def finding(rule, ns, **extra):
         return Finding(rule_id=rule, title=rule, message="", impact_ns=ns, impact_pct=1.0, evidence=[],

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import analysis.idle_anatomy as ia
-from analysis.breakdown import breakdown
-from analysis.idle_anatomy import (
+import analysis.diagnosis.idle_anatomy as ia
+from analysis.diagnosis.breakdown import breakdown
+from analysis.diagnosis.idle_anatomy import (
     Painted,
     idle_anatomy,
     paint,
@@ -19,9 +19,9 @@ from analysis.idle_anatomy import (
     unit_idle,
     window_idle,
 )
-from analysis.idle_classes import CATEGORIES, CODE, NONE, cuda_class, os_class
-from analysis.phases import phase_info
-from analysis.trace import Trace
+from analysis.diagnosis.idle_classes import CATEGORIES, CODE, NONE, cuda_class, os_class
+from analysis.loops.phases import phase_info
+from analysis.model.trace import Trace
 from tests.analysis.planting import api, ingested, kernel, normalized
 from tests.conftest import NSYS_FILES
 
@@ -217,7 +217,7 @@ def test_categories_cover_a_cuda_call_exactly(tmp_path):
 def test_the_gap_rules_painting_gives_the_same_anatomy(src):
     """After the gap rules painted the idle (cut at every iteration), the report's anatomy is read from that
     painting: it equals the anatomy painted on its own."""
-    from analysis.rules.nsys.idle_claims import claims
+    from analysis.diagnosis.rules.nsys.idle_claims import claims
 
     path = ingested(src)
     alone, shared = Trace(path, src.name), Trace(path, src.name)

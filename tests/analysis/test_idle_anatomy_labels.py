@@ -13,10 +13,10 @@ import json
 import numpy as np
 import pytest
 
-from analysis.activity import unit_ops
-from analysis.idle_anatomy import paint, speakers, window_idle
-from analysis.idle_classes import CATEGORIES
-from analysis.trace import Trace
+from analysis.diagnosis.idle_anatomy import paint, speakers, window_idle
+from analysis.diagnosis.idle_classes import CATEGORIES
+from analysis.model.activity import unit_ops
+from analysis.model.trace import Trace
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_dir
 

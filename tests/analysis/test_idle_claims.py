@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from analysis.api import analyze
-from analysis.rules.nsys import NSYS_RULES
-from analysis.rules.nsys.idle_claims import claimers
+from analysis.diagnosis.rules.nsys import NSYS_RULES
+from analysis.diagnosis.rules.nsys.idle_claims import claimers
 from tests.analysis.planting import copy_export, ingest_copy, ingested
 from tests.analysis.rule_cases_idle import DELTA, host004_fires, mem006_fires
 from tests.analysis.test_rules_corpus import ALL_GAPS, IDLE_OWNERS

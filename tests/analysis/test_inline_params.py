@@ -1,4 +1,4 @@
-"""Scalar parameters written into SQL as typed literals (analysis.trace.inline_params): the same answers as
+"""Scalar parameters written into SQL as typed literals (analysis.model.trace.inline_params): the same answers as
 bound parameters for any value, hostile text included, and no pandas import on the analysis path."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.trace import inline_params
+from analysis.model.trace import inline_params
 from tests.conftest import ROOT, corpus_file
 
 texts = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=40)

@@ -8,8 +8,8 @@ import statistics
 import pytest
 
 from analysis.api import ingest
-from analysis.iterations import compact, iterations
-from analysis.trace import Trace
+from analysis.loops.iterations import compact, iterations
+from analysis.model.trace import Trace
 from tests.analysis.planting import copy_export, ingested
 from tests.conftest import corpus_file
 

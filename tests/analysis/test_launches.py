@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from analysis.api import analyze, ingest
-from analysis.launches import launch_summary
-from analysis.trace import Trace
+from analysis.diagnosis.launches import launch_summary
+from analysis.model.trace import Trace
 from tests.analysis.planting import clone_row, copy_export, ingested, new_string, raw_gaps, sqlite_rw
 from tests.analysis.rule_cases import KRN_SHORT_NS, _blocking_copy_calls, krn001_fires
 from tests.conftest import corpus_file

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.errors import TraceError
-from analysis.loops import level_cuts, repeats_one, segments
-from analysis.phases import find_loop
-from analysis.trace import Trace
+from analysis.loops.phases import find_loop
+from analysis.loops.signatures import level_cuts, repeats_one, segments
+from analysis.model.trace import Trace
 from tests.analysis.planting import copy_export, ingest_copy, sqlite_rw
 from tests.analysis.test_phases import BASE, MS, K, _analyzed, _plant_loop
 from tests.conftest import corpus_file

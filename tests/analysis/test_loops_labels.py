@@ -15,9 +15,9 @@ import json
 
 import pytest
 
-from analysis.loop_report import loop_list
-from analysis.phases import phase_info, phase_of
-from analysis.trace import Trace
+from analysis.loops.loop_report import loop_list
+from analysis.loops.phases import phase_info, phase_of
+from analysis.model.trace import Trace
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_dir, corpus_file
 

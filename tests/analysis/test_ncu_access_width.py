@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.rules.ncu.access_width import ELEMENT_BYTES, element_types
-from analysis.rules.ncu.ncu001_uncoalesced import UncoalescedGlobalAccess
+from analysis.diagnosis.ncu.access_width import ELEMENT_BYTES, element_types
+from analysis.diagnosis.rules.ncu.ncu001_uncoalesced import UncoalescedGlobalAccess
 from tests.analysis.ncu_builders import OLD_LAYOUT, long_csv, read_corpus_csv
 from tests.analysis.test_ncu_rules import DUR_10US, raw, run_rule
 from tests.conftest import NCU_FILES

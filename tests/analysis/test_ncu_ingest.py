@@ -6,14 +6,14 @@ import duckdb
 import pytest
 
 from analysis.api import detect_kind, ingest
+from analysis.diagnosis.summary import report_info
 from analysis.errors import TraceError
-from analysis.ncu.ingest import ingest_ncu
-from analysis.summary import report_info
-from analysis.trace import Trace
+from analysis.model.trace import Trace
+from analysis.readers.ncu.ingest import ingest_ncu
 from tests.analysis.ncu_builders import long_csv, raw_csv, read_corpus_csv, write
 from tests.conftest import NCU_FILES
 
-# Independent of analysis.ncu.units: the factor from each unit the corpus uses to its base unit.
+# Independent of analysis.readers.ncu.units: the factor from each unit the corpus uses to its base unit.
 CORPUS_UNITS = {"": ("", 1.0), "%": ("%", 1.0), "byte": ("B", 1.0), "nsecond": ("ns", 1.0), "ns": ("ns", 1.0),
                 "hz": ("Hz", 1.0), "cycle": ("cycle", 1.0), "cycle/second": ("cycle/s", 1.0), "inst": ("inst", 1.0),
                 "byte/s": ("B/s", 1.0), "inst/cycle": ("inst/cycle", 1.0), "warp": ("warp", 1.0),

@@ -7,10 +7,10 @@ import sqlite3
 import pytest
 
 from analysis.api import analyze, ingest
-from analysis.rules.base import Registry, run_rules
-from analysis.rules.ncu.ncu005_throughput import ThroughputBottleneck
-from analysis.summary import report_info
-from analysis.trace import Run, Trace
+from analysis.diagnosis.rules.base import Registry, run_rules
+from analysis.diagnosis.rules.ncu.ncu005_throughput import ThroughputBottleneck
+from analysis.diagnosis.summary import report_info
+from analysis.model.trace import Run, Trace
 from tests.analysis.ncu_builders import long_csv, write
 from tests.conftest import corpus_file
 

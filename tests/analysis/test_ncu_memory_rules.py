@@ -6,11 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.ncu.hardware import FLOPS_PER_SM_CYCLE, LATENCY_CYCLES
-from analysis.rules.ncu.ncu008_latency_bound import LatencyBoundMemory
-from analysis.rules.ncu.ncu009_cache_reuse import PoorCacheReuse
-from analysis.rules.ncu.ncu010_roofline import FarFromRoofline
-from analysis.rules.registry import default_registry
+from analysis.diagnosis.ncu.hardware import FLOPS_PER_SM_CYCLE, LATENCY_CYCLES
+from analysis.diagnosis.rules.ncu.ncu008_latency_bound import LatencyBoundMemory
+from analysis.diagnosis.rules.ncu.ncu009_cache_reuse import PoorCacheReuse
+from analysis.diagnosis.rules.ncu.ncu010_roofline import FarFromRoofline
+from analysis.diagnosis.rules.registry import default_registry
 from tests.analysis.declared_cases import rule_case
 from tests.analysis.ncu_builders import long_csv, raw_csv, write
 from tests.analysis.test_ncu_rules import DUR_10US, SOL, raw, run_rule
@@ -176,7 +176,7 @@ def test_ncu010_skipped_without_instruction_counts(tmp_path):
 
 def test_sectors_per_request_against_the_ideal_on_raw_page(tmp_path):
     from analysis.api import analyze
-    from analysis.ncu.ingest import ingest_ncu
+    from analysis.readers.ncu.ingest import ingest_ncu
 
     units = {"gpu__time_duration.sum": "usecond", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": "sector",
              "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": "request",
@@ -216,7 +216,7 @@ def test_hostile_numbers_never_crash_the_story_or_the_rules(tmp_path, values):
     import json
 
     from analysis.api import analyze
-    from analysis.ncu.ingest import ingest_ncu
+    from analysis.readers.ncu.ingest import ingest_ncu
 
     row = {"ID": "0", "Kernel Name": "k(float*)", **dict(zip(STORY_METRICS, values, strict=True))}
     src, out = tmp_path / "h.csv", tmp_path / f"h{abs(hash(tuple(values)))}.duckdb"
@@ -257,7 +257,7 @@ def test_linked_nsys_time_in_kernels_and_new_rule_impact(tmp_path):
 def test_dram_peak_from_device_attributes_of_a_raw_page(tmp_path):
     """2 x memory clock x bus width / 8: an RTX 3090 probed by ncu (9,751,000 kHz, 384 bits) has 936 GB/s."""
     from analysis.api import analyze
-    from analysis.ncu.ingest import ingest_ncu
+    from analysis.readers.ncu.ingest import ingest_ncu
 
     units = {"gpu__time_duration.sum": "usecond", "dram__bytes.sum": "byte",
              "device__attribute_max_mem_frequency_khz": "", "device__attribute_global_memory_bus_width": ""}

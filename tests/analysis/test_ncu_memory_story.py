@@ -7,8 +7,8 @@ from collections import defaultdict
 import pytest
 
 from analysis.api import analyze
-from analysis.ncu.hardware import LATENCY_CYCLES
-from analysis.ncu.ingest import ingest_ncu
+from analysis.diagnosis.ncu.hardware import LATENCY_CYCLES
+from analysis.readers.ncu.ingest import ingest_ncu
 from tests.analysis.ncu_builders import read_corpus_csv
 from tests.conftest import corpus_file
 

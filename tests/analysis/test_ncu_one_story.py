@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from analysis.api import analyze
-from analysis.ncu.hardware import FLOPS_PER_SM_CYCLE, infer_cc
-from analysis.ncu.ingest import ingest_ncu
+from analysis.diagnosis.ncu.hardware import FLOPS_PER_SM_CYCLE, infer_cc
+from analysis.readers.ncu.ingest import ingest_ncu
 from tests.analysis.ncu_builders import raw_csv, write
 from tests.analysis.test_ncu_shared_gains import CORPUS, corpus
 

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.errors import TraceError
-from analysis.ncu.ingest import ingest_ncu
-from analysis.ncu.reader import NcuCsv
-from analysis.ncu.units import parse_number
+from analysis.readers.ncu.ingest import ingest_ncu
+from analysis.readers.ncu.reader import NcuCsv
+from analysis.readers.ncu.units import parse_number
 from tests.analysis.ncu_builders import NEW_LAYOUT, read_corpus_csv, write
 from tests.conftest import corpus_file
 
@@ -137,7 +137,7 @@ def test_non_integer_id_is_a_typed_error():
 @SETTINGS
 @given(head=st.binary(max_size=600))
 def test_detection_never_crashes(head):
-    from analysis.ncu.reader import looks_like_ncu_csv
+    from analysis.readers.ncu.reader import looks_like_ncu_csv
 
     assert looks_like_ncu_csv(head) in (True, False)
 
@@ -168,9 +168,9 @@ LAUNCH_METRICS = [("Launch Statistics", "Block Size", ""), ("Launch Statistics",
                                     .map(lambda t: f"({t[0]}, {t[1]}, {t[2]})")}),
        values=st.lists(number_text, min_size=len(LAUNCH_METRICS), max_size=len(LAUNCH_METRICS)))
 def test_hostile_numbers_ingest_or_raise_typed_error_and_rules_never_crash(tmp_path, ident, values):
-    from analysis.rules.base import Registry, run_rules
-    from analysis.rules.ncu import NCU_RULES
-    from analysis.trace import Run
+    from analysis.diagnosis.rules.base import Registry, run_rules
+    from analysis.diagnosis.rules.ncu import NCU_RULES
+    from analysis.model.trace import Run
 
     rows = [{**ident, "Kernel Name": "gemm(int)", "Section Name": sec, "Metric Name": name, "Metric Unit": unit,
              "Metric Value": value} for (sec, name, unit), value in zip(LAUNCH_METRICS, values, strict=True)]

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.ncu.ingest import ingest_ncu
-from analysis.rules.base import Registry, run_rules
-from analysis.rules.ncu import NCU_RULES
-from analysis.rules.ncu.ncu001_uncoalesced import UncoalescedGlobalAccess
-from analysis.rules.ncu.ncu002_warp_stalls import WarpStalls
-from analysis.rules.ncu.ncu003_occupancy import Occupancy
-from analysis.rules.ncu.ncu004_bank_conflicts import SharedBankConflicts
-from analysis.rules.ncu.ncu005_throughput import ThroughputBottleneck
-from analysis.rules.ncu.ncu006_launch_config import LaunchConfiguration
-from analysis.rules.ncu.ncu007_pipes import PipeUtilization
-from analysis.trace import Run
+from analysis.diagnosis.rules.base import Registry, run_rules
+from analysis.diagnosis.rules.ncu import NCU_RULES
+from analysis.diagnosis.rules.ncu.ncu001_uncoalesced import UncoalescedGlobalAccess
+from analysis.diagnosis.rules.ncu.ncu002_warp_stalls import WarpStalls
+from analysis.diagnosis.rules.ncu.ncu003_occupancy import Occupancy
+from analysis.diagnosis.rules.ncu.ncu004_bank_conflicts import SharedBankConflicts
+from analysis.diagnosis.rules.ncu.ncu005_throughput import ThroughputBottleneck
+from analysis.diagnosis.rules.ncu.ncu006_launch_config import LaunchConfiguration
+from analysis.diagnosis.rules.ncu.ncu007_pipes import PipeUtilization
+from analysis.model.trace import Run
+from analysis.readers.ncu.ingest import ingest_ncu
 from tests.analysis.declared_cases import observe, rule_case
 from tests.analysis.ncu_builders import OLD_LAYOUT, long_csv, write
 from tests.conftest import corpus_file

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.api import analyze
-from analysis.ncu.ingest import ingest_ncu
+from analysis.readers.ncu.ingest import ingest_ncu
 from tests.analysis.ncu_builders import long_csv, write
 from tests.analysis.test_ncu_rules import SOL, raw
 from tests.conftest import corpus_file

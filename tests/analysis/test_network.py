@@ -13,8 +13,8 @@ import duckdb
 import pytest
 
 from analysis import fmt
-from analysis.network import report_network, run_matrix
-from analysis.trace import Trace
+from analysis.model.network import report_network, run_matrix
+from analysis.model.trace import Trace
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file
 
@@ -158,7 +158,7 @@ def test_comm003_takes_the_network_sizes_when_the_payloads_are_absent() -> None:
 
 
 def test_the_pair_splits_its_collective_into_wait_transfer_and_the_hosts_launch() -> None:
-    from analysis.runner import analyze_run
+    from analysis.run.runner import analyze_run
 
     paths = [ingested(corpus_file(R0)), ingested(corpus_file(R1))]
     out = analyze_run(paths, labels=[R0, R1])
@@ -188,7 +188,7 @@ def test_the_pair_splits_its_collective_into_wait_transfer_and_the_hosts_launch(
 
 
 def test_the_text_report_names_the_links_the_slowest_and_each_rule_once() -> None:
-    from analysis.runner import analyze_run
+    from analysis.run.runner import analyze_run
     from goodput_cli.render import text
 
     out = analyze_run([ingested(corpus_file(R0)), ingested(corpus_file(R1))], labels=[R0, R1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from analysis.api import ingest
-from analysis.trace import Trace
+from analysis.model.trace import Trace
 from tests.conftest import ROOT
 
 DEMO = ROOT / "demo" / "cupy-power-iteration.sqlite"

@@ -7,8 +7,8 @@ import re
 import duckdb
 import pytest
 
-from analysis.schema import DERIVED_TABLES, NSYS_TABLES, SCHEMA_VERSION
-from analysis.summary import report_info
+from analysis.diagnosis.summary import report_info
+from analysis.readers.schema import DERIVED_TABLES, NSYS_TABLES, SCHEMA_VERSION
 from tests.analysis.nsys_helpers import export_query, export_tables, ingest_cache, ingested, open_trace  # noqa: F401
 from tests.conftest import NSYS_FILES, corpus_file
 

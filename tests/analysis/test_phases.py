@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from analysis.api import analyze, ingest
 from analysis.errors import TraceError
-from analysis.periods import find_period
-from analysis.phases import find_loop
-from analysis.trace import Trace
-from analysis.window import parse
+from analysis.loops.periods import find_period
+from analysis.loops.phases import find_loop
+from analysis.loops.window import parse
+from analysis.model.trace import Trace
 from tests.analysis.planting import (
     GPU_TABLES,
     clone_row,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from analysis.api import AnalysisResult, FindingResult, ReportSummary, RuleStatus, analyze
-from analysis.runner import analyze_run
+from analysis.run.runner import analyze_run
 from tests.analysis.nsys_helpers import ingested
 from tests.conftest import corpus_file
 

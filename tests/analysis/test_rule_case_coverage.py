@@ -8,7 +8,7 @@ import importlib
 from collections import defaultdict
 from pathlib import Path
 
-from analysis.rules.registry import default_registry
+from analysis.diagnosis.rules.registry import default_registry
 from tests.analysis.rule_cases import CASES
 from tests.analysis.rule_cases_system import SYSTEM_CASES
 

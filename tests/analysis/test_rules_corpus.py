@@ -8,7 +8,7 @@ import pytest
 
 from analysis import contract
 from analysis.api import analyze
-from analysis.trace import Trace
+from analysis.model.trace import Trace
 from tests.analysis.planting import ingested, raw_gaps
 from tests.analysis.test_result_parts import assert_round_trip
 from tests.conftest import NSYS_FILES, corpus_file
@@ -16,7 +16,7 @@ from tests.conftest import NSYS_FILES, corpus_file
 IDS = [p.name.split("__")[-1] for p in NSYS_FILES]
 RESULT_SCHEMA = jsonschema_rs.Draft202012Validator(contract.json_schema())
 
-# NVIDIA's pairing, written here independently of analysis.intervals, on the normalized tables.
+# NVIDIA's pairing, written here independently of analysis.model.intervals, on the normalized tables.
 DIRECT_GAPS_SQL = """
 WITH g AS (
     SELECT pid, device, start_ns, end_ns FROM kernels

@@ -9,11 +9,10 @@ import re
 import numpy as np
 import pytest
 
-from analysis import window as win
 from analysis.api import analyze
-from analysis.rules.base import Registry, Rule, RuleContext, Threshold, run_rules
-from analysis.rules.nsys import NSYS_RULES
-from analysis.rules.nsys.gaps import (
+from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, Threshold, run_rules
+from analysis.diagnosis.rules.nsys import NSYS_RULES
+from analysis.diagnosis.rules.nsys.gaps import (
     Gap,
     KernelRun,
     LowRegion,
@@ -24,9 +23,10 @@ from analysis.rules.nsys.gaps import (
     owned_total,
     ownership_params,
 )
-from analysis.rules.nsys.gpu import IdleGaps
-from analysis.rules.registry import default_registry
-from analysis.trace import Run
+from analysis.diagnosis.rules.nsys.gpu import IdleGaps
+from analysis.diagnosis.rules.registry import default_registry
+from analysis.loops import window as win
+from analysis.model.trace import Run
 from tests.analysis.planting import api, kernel, normalized
 
 US = 1_000
@@ -219,7 +219,7 @@ class _RunScoped(_Probe):
 
 
 def test_one_engine_loop_defers_run_scoped_rules_and_reports_missing_input(tmp_path):
-    from analysis.rules.base import evaluate
+    from analysis.diagnosis.rules.base import evaluate
 
     path = normalized(tmp_path / "r.duckdb", kernels=[kernel(0, 10)])
     registry = Registry([IdleGaps, _Probe, _RunScoped])

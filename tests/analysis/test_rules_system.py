@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from analysis.api import analyze
-from analysis.rules.nsys.links import device_peaks
+from analysis.diagnosis.rules.nsys.links import device_peaks
 from tests.analysis import test_rules_planted as planted
 from tests.analysis.planting import copy_export, ingested
 from tests.analysis.rule_cases_system import PLANT_BYTES, PLANT_NS, SYSTEM_CASES
@@ -321,10 +321,10 @@ def test_comm003_garbage_payload_is_no_size(tmp_path) -> None:
 def test_comm003_in_a_window_keeps_the_communicator_size(tmp_path) -> None:
     """Seen through a window around the AllReduce kernel (the steady state of a real run excludes start-up),
     the call is still matched and n still comes from the ncclCommInitRank payload outside the window."""
-    from analysis.rules.base import run_rules
-    from analysis.rules.nsys.collectives import CollectiveBandwidth
-    from analysis.rules.registry import default_registry
-    from analysis.trace import Run, Trace
+    from analysis.diagnosis.rules.base import run_rules
+    from analysis.diagnosis.rules.nsys.collectives import CollectiveBandwidth
+    from analysis.diagnosis.rules.registry import default_registry
+    from analysis.model.trace import Run, Trace
     from tests.analysis.rule_cases_system import COMM003_RING, plant_nccl_sizes
 
     src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
@@ -424,7 +424,7 @@ def test_comm003_binary_communicator_id(tmp_path) -> None:
 def test_comm003_lists_a_bounded_set_of_ranks() -> None:
     """Per group at most RANKS_LISTED entries: the finding's own report's, then the highest and lowest of the
     others by the compared figure, sorted by it; ranks_total counts them all."""
-    from analysis.rules.nsys.collectives import RANKS_LISTED, bounded_ranks
+    from analysis.diagnosis.rules.nsys.collectives import RANKS_LISTED, bounded_ranks
 
     entries = [{"report": f"r{i}", "time_ns": 1000 + i} for i in range(100)]
     few = bounded_ranks(entries[:RANKS_LISTED], "r3", "time_ns")

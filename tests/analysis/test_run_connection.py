@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from analysis.api import analyze
-from analysis.rules.base import Registry, run_rules
-from analysis.rules.nsys.comm import Stragglers
-from analysis.trace import DUCKDB_THREADS, Run, Trace
+from analysis.diagnosis.rules.base import Registry, run_rules
+from analysis.diagnosis.rules.nsys.comm import Stragglers
+from analysis.model.trace import DUCKDB_THREADS, Run, Trace
 from tests.analysis.planting import ingested, kernel, normalized
 from tests.conftest import corpus_file
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import run_overview, run_timeline
 from analysis.api import ingest
-from analysis.run_timeline import Part
-from analysis.timeline import box_records, extent
-from analysis.trace import Trace
+from analysis.model.trace import Trace
+from analysis.views import run_overview, run_timeline
+from analysis.views.run_timeline import Part
+from analysis.views.timeline import box_records, extent
 from tests.conftest import corpus_file
 
 SOURCES = ["nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"]

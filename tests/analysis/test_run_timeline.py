@@ -8,12 +8,12 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import run_select, run_timeline, run_trace
-from analysis.kernel_names import short_kernel_name
-from analysis.run_timeline import Part
-from analysis.schema import NSYS_TABLES
-from analysis.timeline import box_records
-from analysis.trace import Trace
+from analysis.model.kernel_names import short_kernel_name
+from analysis.model.trace import Trace
+from analysis.readers.schema import NSYS_TABLES
+from analysis.views import run_select, run_timeline, run_trace
+from analysis.views.run_timeline import Part
+from analysis.views.timeline import box_records
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm *, unsigned long, ncclWork *)"
 

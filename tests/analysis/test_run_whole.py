@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from analysis.api import ingest
-from analysis.rules.base import RuleContext
-from analysis.rules.nsys.nodes import LateNode
-from analysis.rules.registry import default_registry
-from analysis.runner import ReportResult, analyze_run, make_context
-from analysis.trace import Run, Trace
+from analysis.diagnosis.rules.base import RuleContext
+from analysis.diagnosis.rules.nsys.nodes import LateNode
+from analysis.diagnosis.rules.registry import default_registry
+from analysis.model.trace import Run, Trace
+from analysis.run.runner import ReportResult, analyze_run, make_context
 from tests.analysis.declared_cases import observe, rule_case
 from tests.analysis.many_ranks import COLLECTIVES, DELAY_NS, build_rank
 
@@ -173,7 +173,7 @@ def test_the_run_step_stays_compact_at_64_ranks(late_run, tmp_path) -> None:
     """Step 1's facts of 64 ranks (copies of the 16 with their own ranks): the run step reads JSON facts
     and parquet collectives only, and what it keeps per rank does not grow with the traces."""
     ctx = make_context()
-    from analysis.runner import analyze_report, analyze_run_facts
+    from analysis.run.runner import analyze_report, analyze_run_facts
 
     base = [analyze_report(p, lab, ctx, tmp_path / str(i)) for i, (p, lab) in enumerate(zip(late_run, _labels(late_run),
                                                                                                strict=True))]
@@ -194,7 +194,7 @@ def test_the_run_step_stays_compact_at_64_ranks(late_run, tmp_path) -> None:
 
 
 def test_steps_finished_last_are_summed_by_host() -> None:
-    from analysis.run_nodes import steps_by_host
+    from analysis.diagnosis.rules.nsys.run_nodes import steps_by_host
 
     steps = {"last": {"rank 0": 1, "rank 1": 5, "rank 2": 0, "rank 3": 4, "b.sqlite": 2}}
     hosts = [(0, "r0", "a"), (1, "r1", "b"), (2, "r2", "a"), (3, "r3", "b"), (None, "b.sqlite", "c")]

@@ -9,9 +9,9 @@ import pytest
 
 from analysis.api import Limits, analyze, ingest
 from analysis.errors import TraceError
-from analysis.nsys import ingest as nsys_ingest
-from analysis.nsys.env import ALLOWED_KEYS
-from analysis.nsys.guard import validate
+from analysis.readers.nsys import ingest as nsys_ingest
+from analysis.readers.nsys.env import ALLOWED_KEYS
+from analysis.readers.nsys.guard import validate
 from tests.analysis.planting import copy_export
 from tests.analysis.secrets import SECRET, plant_secrets
 from tests.conftest import corpus_file

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from analysis.api import analyze
-from analysis.rules.nsys.shape import ncu_command
+from analysis.diagnosis.rules.nsys.shape import ncu_command
 from tests.analysis.declared_cases import observe, rule_case
 from tests.analysis.planting import copy_export, ingest_copy, ingested, sqlite_rw
 from tests.conftest import corpus_file

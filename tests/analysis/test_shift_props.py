@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.ncu.ingest import ingest_ncu
-from analysis.rules.registry import default_registry
+from analysis.diagnosis.rules.registry import default_registry
+from analysis.readers.ncu.ingest import ingest_ncu
 from tests.analysis.ncu_builders import long_csv, write
 from tests.analysis.shifting import (
     ABSOLUTE_CLOCK,

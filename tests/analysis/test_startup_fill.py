@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.api import analyze
-from analysis.trace import Trace
+from analysis.model.trace import Trace
 from tests.analysis.planting import ingested
 from tests.conftest import NSYS_FILES
 

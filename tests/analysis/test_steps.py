@@ -13,8 +13,8 @@ import pytest
 
 from analysis.api import analyze, check_normalized_report, ingest
 from analysis.errors import TraceError
-from analysis.phases import find_loop, stored_loop
-from analysis.trace import Trace
+from analysis.loops.phases import find_loop, stored_loop
+from analysis.model.trace import Trace
 from tests.analysis.planting import GPU_TABLES, add_kernel_like, copy_export, has_table, sqlite_rw
 from tests.analysis.test_phases import MS, _plant_loop
 from tests.conftest import corpus_file

@@ -7,10 +7,10 @@ import statistics
 import pytest
 
 from analysis.api import analyze
-from analysis.iterations import iterations
-from analysis.kernel_summary import kernel_summary
-from analysis.nvtx_projection import nvtx_projection
-from analysis.trace import Trace
+from analysis.diagnosis.kernel_summary import kernel_summary
+from analysis.loops.iterations import iterations
+from analysis.model.nvtx_projection import nvtx_projection
+from analysis.model.trace import Trace
 from tests.analysis.planting import api, ingested, kernel, normalized
 from tests.conftest import corpus_file
 
@@ -138,7 +138,7 @@ NAIVE_PROJECTION = """
 def test_projection_equals_the_interval_join_definition(tmp_path):
     import random
 
-    from analysis.nvtx_projection import projected_table
+    from analysis.model.nvtx_projection import projected_table
 
     rng = random.Random(7)
     ks, calls, ranges = [], [], []
@@ -188,7 +188,7 @@ def _raw_kernel_shares(short: str) -> list[tuple[str, int, int]]:
 def test_dominant_kernel_in_the_report_summary():
     """A30 MIG: its single kernel is all the kernel time; OpenACC V100: main_41_gpu x1000 is too. TensorRT 3090:
     no kernel reaches half (checked on the raw export), so no dominant kernel."""
-    from analysis.summary import DOMINANT_PCT, report_info
+    from analysis.diagnosis.summary import DOMINANT_PCT, report_info
 
     for short in ("a30-mig.sqlite", "openacc-v100.sqlite", "tensorrt-3090.sqlite"):
         raw = _raw_kernel_shares(short)

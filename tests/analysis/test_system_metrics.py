@@ -205,7 +205,7 @@ def _raw_file_calls(short: str) -> list[tuple[int, str, int, int]]:
 def test_storage_io_per_process_and_kind_matches_raw_sql(short) -> None:
     """The report summary's storage I/O (calls, threads, time and longest call per process and kind) equals the
     raw OSRT_API rows classified in Python; exports without an OS runtime trace have none."""
-    from analysis.system_metrics import storage_kind_of
+    from analysis.diagnosis.system_metrics import storage_kind_of
     from tests.analysis.planting import ingested
 
     result = analyze([ingested(corpus_file(short))], rules=["GPU001"], window="all").to_json()

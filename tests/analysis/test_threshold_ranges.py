@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from analysis.api import analyze, check_thresholds
-from analysis.findings import unrepresentable
-from analysis.rules.base import Threshold, ThresholdError
-from analysis.rules.nsys.gaps import OWNER_CODES
-from analysis.rules.registry import default_registry
+from analysis.diagnosis.findings import unrepresentable
+from analysis.diagnosis.rules.base import Threshold, ThresholdError
+from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES
+from analysis.diagnosis.rules.registry import default_registry
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file
 

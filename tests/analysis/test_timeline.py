@@ -8,9 +8,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analysis import chrome_trace, timeline
-from analysis.schema import NSYS_TABLES
-from analysis.trace import Trace
+from analysis.model.trace import Trace
+from analysis.readers.schema import NSYS_TABLES
+from analysis.views import chrome_trace, timeline
 
 XSS = '<script>alert(1)</script>"><img src=x onerror=alert(1)>'
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from analysis.api import analyze
-from analysis.trace import DUCKDB_THREADS, Run
+from analysis.model.trace import DUCKDB_THREADS, Run
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file
 

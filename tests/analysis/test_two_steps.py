@@ -17,12 +17,12 @@ import duckdb
 import pytest
 
 from analysis.api import ingest
-from analysis.rules.base import RuleContext
-from analysis.rules.nsys.comm import Stragglers
-from analysis.rules.registry import default_registry
-from analysis.run_facts import COLLECTIVES_FILE, KIND_RE
-from analysis.runner import ReportResult, analyze_report, analyze_run, analyze_run_facts, make_context
-from analysis.trace import Run, Trace
+from analysis.diagnosis.rules.base import RuleContext
+from analysis.diagnosis.rules.nsys.comm import Stragglers
+from analysis.diagnosis.rules.registry import default_registry
+from analysis.model.trace import Run, Trace
+from analysis.run.facts import COLLECTIVES_FILE, KIND_RE
+from analysis.run.runner import ReportResult, analyze_report, analyze_run, analyze_run_facts, make_context
 from tests.analysis.many_ranks import COLLECTIVES, R0, R1, build_run
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file

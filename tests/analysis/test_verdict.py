@@ -8,7 +8,7 @@ import json
 import pytest
 
 from analysis.api import analyze
-from analysis.verdict import KINDS, RULE_KINDS, finding_kind, report_verdict, run_verdict
+from analysis.diagnosis.verdict import KINDS, RULE_KINDS, finding_kind, report_verdict, run_verdict
 from goodput_cli.render import text
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pytest
 
 from analysis.api import analyze
-from analysis.verdict import KINDS, finding_kind
+from analysis.diagnosis.verdict import KINDS, finding_kind
 from tests.analysis.planting import ingested
 from tests.conftest import NSYS_FILES, corpus_dir, corpus_file
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from analysis.rules.registry import default_registry
+from analysis.diagnosis.rules.registry import default_registry
 from app.models import Run
 from tests.app.conftest import process_run, queued
 from tests.conftest import corpus_file

@@ -88,7 +88,7 @@ def test_bad_thresholds_are_refused_and_nothing_is_created(client, auth, session
 
 
 def test_the_rule_catalogue_gives_each_thresholds_type_and_range(client, auth):
-    from analysis.rules.registry import default_registry
+    from analysis.diagnosis.rules.registry import default_registry
 
     items = {r["id"]: r for r in client.get("/api/v1/rules", headers=auth["read"]).json["items"]}
     for rule in default_registry():

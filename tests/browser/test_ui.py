@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from analysis.ncu.names import parse_dims
+from analysis.readers.ncu.names import parse_dims
 from tests.conftest import corpus_file
 from tests.web import seed
 

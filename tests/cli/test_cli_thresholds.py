@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.rules.registry import default_registry
+from analysis.diagnosis.rules.registry import default_registry
 from tests.cli.test_cli_ingest_analyze import goodput
 from tests.conftest import corpus_file
 

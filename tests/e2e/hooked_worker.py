@@ -45,7 +45,7 @@ def _install_analysis_kill() -> None:
     labels = set(filter(None, os.environ.get("GOODPUT_TEST_KILL_ANALYSIS", "").split(",")))
     if not labels:
         return
-    import analysis.runner as runner
+    import analysis.run.runner as runner
 
     real = runner.analyze_report
 
@@ -63,7 +63,7 @@ def _install_analysis_kill() -> None:
 def _install_copy_hold() -> None:
     """``GOODPUT_TEST_HOLD_AFTER_COPY=sha=seconds``: sleep after the bulk copy wrote its temporary DuckDB file
     and before it is published, so a test can kill the worker while the attempt's temporary files exist."""
-    from analysis.nsys.spawn import IngestChild
+    from analysis.readers.nsys.spawn import IngestChild
 
     hold = dict(item.split("=", 1) for item in
                 filter(None, os.environ.get("GOODPUT_TEST_HOLD_AFTER_COPY", "").split(",")))

@@ -32,7 +32,7 @@ def _offline(files) -> dict:
 def _per_rank(offline: dict) -> list[dict]:
     """The CLI's findings as the service stores them: each rank's own (``reports[].findings``) and the
     run-level ones, ranked; the CLI says each rule once across the ranks."""
-    from analysis.findings import rank_finding_dicts
+    from analysis.diagnosis.findings import rank_finding_dicts
 
     own = [f for rep in offline["reports"] for f in rep.get("findings", [])]
     return rank_finding_dicts([*own, *(f for f in offline["findings"] if "ranks_with_finding" not in f)])

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from analysis.rules.registry import default_registry
+from analysis.diagnosis.rules.registry import default_registry
 from tests.conftest import corpus_file
 from tests.e2e.services import wait_for
 

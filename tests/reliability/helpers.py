@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from analysis.run_overview import LANES_VERSION
-from analysis.run_overview import VERSION as OVERVIEW_VERSION
+from analysis.views.run_overview import LANES_VERSION
+from analysis.views.run_overview import VERSION as OVERVIEW_VERSION
 
 
 def sha256(path: Path) -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import chrome_trace, timeline
 from analysis.api import analyze, ingest
-from analysis.trace import Trace
+from analysis.model.trace import Trace
+from analysis.views import chrome_trace, timeline
 from tests.analysis.planting import copy_export, ingested, kernel, normalized
 from tests.analysis.shifting import ABSOLUTE_CLOCK, NEAR_2_62, everything, shifted_copy, unshift
 from tests.analysis.test_degraded_ingest import rebuild_without

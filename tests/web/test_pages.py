@@ -11,7 +11,7 @@ import duckdb
 import pytest
 import sqlalchemy as sa
 
-from analysis.timeline import box_records
+from analysis.views.timeline import box_records
 from app.models import Finding, Report, Run, RunSummary
 from app.services import pipeline
 from tests.conftest import corpus_file

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from analysis.rules.registry import default_registry
+from analysis.diagnosis.rules.registry import default_registry
 
 
 def test_rules_page_and_upload_form_show_every_range(client) -> None:

@@ -39,7 +39,7 @@ def test_bars_add_up_to_the_stored_idle(client, db, settings, ingested) -> None:
 
 def test_trace_strings_are_escaped(client, db, settings, ingested, monkeypatch) -> None:
     """A name with markup from the trace shows as text."""
-    from analysis import idle_anatomy as ia
+    from analysis.diagnosis import idle_anatomy as ia
 
     real = ia.resolve_names
 

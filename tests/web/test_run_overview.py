@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from analysis import run_overview
-from analysis.timeline import box_records
+from analysis.views import run_overview
+from analysis.views.timeline import box_records
 from app.models import Report
 from app.services import pipeline, web_timeline
 from tests.conftest import corpus_file

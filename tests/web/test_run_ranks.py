@@ -11,7 +11,7 @@ from html import unescape
 import duckdb
 import sqlalchemy as sa
 
-from analysis.timeline import box_records
+from analysis.views.timeline import box_records
 from app.models import Finding, Report, Run
 from app.services import pipeline
 from tests.conftest import corpus_file

@@ -9,7 +9,7 @@ from html import unescape
 import duckdb
 import sqlalchemy as sa
 
-from analysis.system_metrics import STORAGE_KINDS
+from analysis.diagnosis.system_metrics import STORAGE_KINDS
 from app.models import Report
 from app.services import pipeline
 from tests.conftest import corpus_file

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import duckdb
 
-from analysis.run_overview import LEVELS, lane_facts, lanes_path, overview_path, read_lanes
-from analysis.timeline import extent
-from analysis.trace import Trace
+from analysis.model.trace import Trace
+from analysis.views.run_overview import LEVELS, lane_facts, lanes_path, overview_path, read_lanes
+from analysis.views.timeline import extent
 from app.models import Report
 from app.queue import INGEST_TASK
 from tests.conftest import corpus_file

@@ -231,7 +231,7 @@ def test_the_same_bytes_in_a_later_run_are_ingested_from_the_kept_copy(session, 
 def test_attempt_leftovers_go_but_the_published_trace_and_its_overview_stay(tmp_path):
     # Reconcile sweeps every report no lease holds: it must not delete the timeline overview the ingest
     # published beside the trace (the run page would rebuild it on every view).
-    from analysis.run_overview import lanes_path, overview_path
+    from analysis.views.run_overview import lanes_path, overview_path
     from app.services.storage import TRACE_NAME
     from app.services.storage import LocalStorage as Storage
 

@@ -18,7 +18,7 @@ from app.services.storage.sink import Staged, UploadSink, safe_suffix
 # The kept export: uploads/<sha[:2]>/<sha of the upload> + this, an SQLite export without the captured env.
 KEPT_SUFFIX = ".kept.sqlite"
 TRACE_NAME = "trace.duckdb"
-# The run timeline's overview and lane catalogue beside a trace (analysis.run_overview), published by rename.
+# The run timeline's overview and lane catalogue beside a trace (analysis.views.run_overview), published by rename.
 PUBLISHED_OVERVIEW = re.compile(r"trace\.(overview-v\d+\.parquet|lanes-v\d+\.json)")
 # A report's own analysis, one folder per attempt: the analysis task removes those of other attempts once it
 # publishes its own (the metadata DB names the published one), so sweeps keep them all.

@@ -2,7 +2,7 @@
 // The server sends a downsampled window (at most one box per lane, category and pixel column); the lane
 // catalogue comes with every window and never changes, so lanes stay put while zooming.
 // A lane's boxes arrive as {fields: ["start_ns", "end_ns", "count", "busy_ns", "category", "name"(, "depth")],
-// rows: [[...], ...]} (analysis.timeline.box_table); each lane's field positions are looked up by name once.
+// rows: [[...], ...]} (analysis.views.timeline.box_table); each lane's field positions are looked up by name once.
 "use strict";
 
 (function () {

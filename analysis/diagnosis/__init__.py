@@ -1,0 +1,1 @@
+"""Diagnosis: the breakdown, the idle anatomy, the rules and the verdict of one report."""

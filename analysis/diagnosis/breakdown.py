@@ -1,0 +1,71 @@
+"""Where a report's GPU time goes: an exact partition of each device's active span from interval unions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.model.activity import UnitOps, union_ns, unit_ops
+from analysis.model.intervals import COMPUTE, NCCL
+from analysis.model.trace import Trace
+
+PARTS = ("compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
+KEYS = ("compute_ns", "comm_overlapped_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "span_ns")
+
+
+def _unit_unions(u: UnitOps) -> tuple[int, int, int, int]:
+    """Union lengths of one unit's operations: all (A), compute (C), NCCL (N) and compute or NCCL (CN).
+
+    compute = |C|; exposed comm = |C u N| - |C|; overlapped comm = |N| - exposed; memory only =
+    |A| - |C u N|; idle = span - |A|. Each set is a mask over the unit's sorted arrays (no copy, no new sort).
+    """
+    a = union_ns(u.start, u.end)
+    compute = u.cat == COMPUTE
+    c = union_ns(u.start, u.end, compute)
+    nccl = u.cat == NCCL
+    if not nccl.any():
+        return a, c, 0, c
+    either = compute | nccl
+    return a, c, union_ns(u.start, u.end, nccl), union_ns(u.start, u.end, either)
+
+
+def _pct(part: int, whole: int) -> float:
+    return round(100.0 * part / whole, 3) if whole else 0.0
+
+
+def breakdown(trace: Trace) -> dict[str, Any]:
+    """Partition of the GPU-active span of every (process, device) of one report, and their sum.
+
+    A device's span runs from its first GPU operation's start to its last one's end. Each instant of
+    it is exactly one of: ``compute`` (a compute kernel runs), ``comm_exposed`` (an NCCL kernel runs
+    and no compute kernel), ``memory_only`` (only copies/memsets), ``idle``. So
+    ``compute_ns + comm_exposed_ns + memory_only_ns + idle_ns == span_ns`` holds per device and overall
+    (the overall span is the sum of the device spans). ``comm_overlapped_ns`` is NCCL time that runs
+    under compute, a part of ``compute_ns``. ``goodput_pct`` is ``compute_ns / span_ns`` in percent.
+
+    Returns ``{compute_ns, comm_overlapped_ns, comm_exposed_ns, memory_only_ns, idle_ns, span_ns,
+    goodput_pct, rank, devices: [{pid, device, rank, start_ns, end_ns, <same keys>}]}``; all ``*_ns``
+    are ints. A report without GPU operations gets zeros and an empty ``devices`` list.
+    """
+    rank = trace.rank
+    units: list[dict[str, Any]] = []
+    for u in unit_ops(trace):
+        if not len(u):
+            continue
+        s0, s1 = int(u.start[0]), int(u.end.max())
+        span = s1 - s0
+        a, c, n, cn = _unit_unions(u)
+        unit: dict[str, Any] = {"pid": u.pid, "device": u.device, "start_ns": s0, "end_ns": s1,
+                "compute_ns": c, "comm_overlapped_ns": n - (cn - c), "comm_exposed_ns": cn - c,
+                "memory_only_ns": a - cn, "idle_ns": span - a, "span_ns": span, "rank": rank}
+        unit["goodput_pct"] = _pct(unit["compute_ns"], unit["span_ns"])
+        units.append(unit)
+    total = {k: sum(u[k] for u in units) for k in KEYS}
+    total["goodput_pct"] = _pct(total["compute_ns"], total["span_ns"])
+    total["rank"] = rank
+    total["devices"] = units
+    return total
+
+
+def compact(bd: dict[str, Any]) -> dict[str, Any]:
+    """The breakdown without the per-device list (what a report line in the CLI JSON carries first)."""
+    return {k: v for k, v in bd.items() if k != "devices"}

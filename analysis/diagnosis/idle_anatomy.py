@@ -1,0 +1,434 @@
+"""Idle anatomy: every idle instant of every device painted with what its host threads were doing then.
+
+The idle of a device is the breakdown's (``analysis.diagnosis.breakdown``): its span minus the union of its GPU
+operations, as the gaps of the pairing over its sorted operations (``analysis.model.activity.pairing``, no
+profiler overhead). Each instant of it gets exactly one category of ``analysis.diagnosis.idle_classes.CATEGORIES``,
+the most specific that covers it, and the name of the call, range or sampled function behind it, so the
+categories of a device add up exactly to its idle, per phase and per iteration (any cut points).
+
+Who speaks for a device: the threads that launched its GPU operations (its kernels, copies and memsets;
+any thread of the process when the export does not name the launching thread). All their activity counts
+together and an instant covered by two of them counts once, for the more specific category. What covers
+an instant, most specific first: a CUDA API call (classified by name), a communication NVTX range (MPI,
+NCCL, UCX, NVSHMEM domains or call names; NCCL communicator set-up apart), an NVTX range naming compilation
+(``jit_module``), an OS runtime call, a user NVTX range, a CPU sample of the thread (each sample stands for half the thread's sampling period either side,
+named by its innermost function), else nothing recorded (``none``).
+
+The sweep is vectorized: per slice of time (bounded rows), the idle pieces and every covering interval
+are cut at each other's boundaries into elementary segments, then each category, in order, paints the
+segments still unpainted that one of its intervals covers (a binary search against the running maximum
+of the interval ends); the segment lengths are summed per (cut bin, category, name) with ``bincount``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analysis.diagnosis.idle_classes import (
+    CATEGORIES,
+    CODE,
+    NONE,
+    NVTX_COMM_DOMAIN_RE,
+    NVTX_COMM_TEXT_RE,
+    NVTX_JIT_RE,
+    NVTX_NCCL_SETUP_RE,
+    cuda_class,
+    os_class,
+)
+from analysis.model.activity import pairing, unit_ops
+from analysis.model.trace import Trace
+
+NCAT = len(CATEGORIES)
+SLICE_ROWS = 1 << 20  # host rows fetched per slice of time, about (slices have equal lengths): bounds memory
+TOP = 5  # names kept per category
+_EMPTY = np.empty(0, dtype=np.int64)
+
+_LAUNCHERS_SQL = """
+    SELECT DISTINCT pid, device, tid FROM kernels WHERE pid IS NOT NULL AND tid IS NOT NULL
+    UNION SELECT DISTINCT pid, device, tid FROM memcpy WHERE pid IS NOT NULL AND tid IS NOT NULL
+    UNION SELECT DISTINCT pid, device, tid FROM memset WHERE pid IS NOT NULL AND tid IS NOT NULL
+"""
+
+
+def speakers(trace: Trace) -> dict[tuple[int, int | None], list[int]]:
+    """The threads that speak for each (pid, device): those that launched its GPU operations."""
+    key = "anatomy_speakers"
+    if key not in trace.memo:
+        out: dict[tuple[int, int | None], list[int]] = {}
+        for pid, dev, tid in trace.sql(_LAUNCHERS_SQL):
+            out.setdefault((int(pid), None if dev is None else int(dev)), []).append(int(tid))
+        trace.memo[key] = {k: sorted(v) for k, v in out.items()}
+    return trace.memo[key]
+
+
+@dataclass
+class Painted:
+    """Per cut bin: ns per category (``ns[bin, code]``) and per (bin, code, name hash) the ns and the number of
+    distinct calls, ranges or samples that covered idle."""
+
+    bins: int
+    ns: np.ndarray = field(init=False)
+    names: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
+    # Optional: ``take[bin, code]`` marks the (bin, category) pairs a rule claims; ``taken`` is then, per idle
+    # piece given to ``paint``, the time of it in claimed pairs.
+    take: np.ndarray | None = None
+    taken: np.ndarray = field(default_factory=lambda: _EMPTY)
+    # Optional: the painting of other idle pieces done in the same pass (``paint(extra=...)``), kept apart.
+    extra: Painted | None = None
+
+    def plus(self, other: Painted | None) -> Painted:
+        """The sum of two paintings with the same bins (names merged)."""
+        if other is None:
+            return self
+        out = Painted(self.bins)
+        out.ns = self.ns + other.ns
+        for src in (self.names, other.names):
+            for k, (ns, calls) in src.items():
+                acc = out.names.setdefault(k, [0, 0])
+                acc[0] += ns
+                acc[1] += calls
+        return out
+
+    def __post_init__(self) -> None:
+        self.ns = np.zeros((self.bins, NCAT), dtype=np.int64)
+
+
+def _name_codes(trace: Trace, table: str, classify) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    """The distinct names of ``table``: sorted hashes, their category codes, and hash -> name."""
+    key = ("anatomy_names", table)
+    if key not in trace.memo:
+        rows = trace.sql(f"SELECT DISTINCT hash(name), name FROM {table} WHERE name IS NOT NULL")  # noqa: S608 - constants
+        rows.sort()
+        h = np.array([int(r[0]) for r in rows], dtype=np.uint64)
+        codes = np.array([classify(r[1]) for r in rows], dtype=np.uint8)
+        trace.memo[key] = (h, codes, {int(r[0]): str(r[1]) for r in rows})
+    return trace.memo[key]
+
+
+def _codes_of(hashes: np.ndarray, table_h: np.ndarray, table_c: np.ndarray, default: int) -> np.ndarray:
+    if not len(table_h):
+        return np.full(len(hashes), default, dtype=np.uint8)
+    i = np.minimum(np.searchsorted(table_h, hashes), len(table_h) - 1)
+    return np.where(table_h[i] == hashes, table_c[i], default).astype(np.uint8)
+
+
+def _threads(pid: int, tids: list[int] | None) -> str:
+    cond = f"pid = {int(pid)}"
+    return cond + (f" AND tid IN ({', '.join(str(int(t)) for t in tids)})" if tids else "")
+
+
+def _half_periods(trace: Trace, pid: int, tids: list[int] | None) -> dict[int, int]:
+    """Half the sampling period of each sampled thread (the median distance between its samples)."""
+    key = ("anatomy_periods", pid, tuple(tids or ()))
+    if key not in trace.memo:
+        rows = trace.sql(f"""
+            SELECT tid, median(d)::BIGINT FROM (
+                SELECT tid, start_ns - lag(start_ns) OVER (PARTITION BY tid ORDER BY start_ns) AS d
+                FROM cpu_samples WHERE {_threads(pid, tids)} AND start_ns IS NOT NULL)
+            WHERE d > 0 GROUP BY tid""")  # noqa: S608 - integers
+        trace.memo[key] = {int(t): int(p) // 2 for t, p in rows if p}
+    return trace.memo[key]
+
+
+class _Host:
+    """Fetches the covering intervals of one process's speaking threads, slice by slice of time."""
+
+    def __init__(self, trace: Trace, pid: int, tids: list[int] | None):
+        self.trace, self.pid, self.tids = trace, pid, tids
+        self.where = _threads(pid, tids)
+        self.api = _name_codes(trace, "cuda_api", cuda_class) if trace.has_rows("cuda_api") else None
+        self.osrt = _name_codes(trace, "osrt", os_class) if trace.has_rows("osrt") else None
+        self.nvtx = trace.has_rows("nvtx")
+        self.half = _half_periods(trace, pid, tids) if trace.has_rows("cpu_samples") else {}
+        self.max_half = max(self.half.values(), default=0)
+
+    def count(self, lo: int, hi: int) -> int:
+        n = 0
+        for table, ok in (("cuda_api", self.api), ("osrt", self.osrt), ("nvtx", self.nvtx)):
+            if ok is not None and ok is not False:
+                n += int(self.trace.scalar(f"SELECT count(*) FROM {table} WHERE {self.where} "  # noqa: S608
+                                           f"AND start_ns < {hi} AND end_ns > {lo}"))
+        return n
+
+    def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, category code, name hash) of every covering interval overlapping ``[a, b)``, clipped."""
+        parts = []
+        span = f"AND start_ns < {b} AND end_ns > {a} AND end_ns > start_ns"
+        for table, names, default in (("cuda_api", self.api, CODE["cuda_other"]), ("osrt", self.osrt, CODE["os_other"])):
+            if names is None:
+                continue
+            d = self.trace.arrays(f"SELECT start_ns, end_ns, COALESCE(hash(name), 0)::UBIGINT AS h FROM {table} "  # noqa: S608
+                                  f"WHERE {self.where} {span}")
+            parts.append((d["start_ns"], d["end_ns"], _codes_of(d["h"], names[0], names[1], default), d["h"]))
+        if self.nvtx:
+            d = self.trace.arrays(f"""
+                SELECT start_ns, end_ns, COALESCE(hash(text), 0)::UBIGINT AS h, (CASE
+                    WHEN regexp_matches(COALESCE(text, ''), '{NVTX_NCCL_SETUP_RE}') THEN {CODE['nccl_setup']}
+                    WHEN regexp_matches(COALESCE(domain, ''), '{NVTX_COMM_DOMAIN_RE}')
+                      OR regexp_matches(COALESCE(text, ''), '{NVTX_COMM_TEXT_RE}') THEN {CODE['mpi']}
+                    WHEN regexp_matches(COALESCE(text, ''), '{NVTX_JIT_RE}') THEN {CODE['jit_module']}
+                    ELSE {CODE['user_range']} END)::UTINYINT AS c
+                FROM nvtx WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608 - constants, integers
+            parts.append((d["start_ns"], d["end_ns"], d["c"], d["h"]))
+        if self.half:
+            m = self.max_half
+            d = self.trace.arrays(f"""
+                SELECT tid, start_ns, hash(COALESCE(function, module, '?'))::UBIGINT AS h FROM cpu_samples
+                WHERE {self.where} AND start_ns >= {a - m} AND start_ns < {b + m}""")  # noqa: S608 - integers
+            known = np.array(sorted(self.half), dtype=np.int64)
+            halves = np.array([self.half[t] for t in sorted(self.half)], dtype=np.int64)
+            at = np.minimum(np.searchsorted(known, d["tid"]), len(known) - 1)
+            hp = np.where(known[at] == d["tid"], halves[at], 0)
+            keep = hp > 0
+            parts.append((d["start_ns"][keep] - hp[keep], d["start_ns"][keep] + hp[keep],
+                          np.full(int(keep.sum()), CODE["host_cpu"], dtype=np.uint8), d["h"][keep]))
+        if not parts:
+            return _EMPTY, _EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64)
+        s = np.maximum(np.concatenate([p[0] for p in parts]), a)
+        e = np.minimum(np.concatenate([p[1] for p in parts]), b)
+        keep = e > s
+        return (s[keep], e[keep], np.concatenate([p[2] for p in parts])[keep],
+                np.concatenate([p[3] for p in parts])[keep])
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values: a sort and one pass (numpy's hash-based ``unique`` is several times slower on
+    millions of times)."""
+    x.sort()
+    return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
+
+
+def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray, cat: np.ndarray,
+                    name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None) -> None:
+    """Paint the idle pieces ``[gs, ge)`` (sorted, disjoint) with the covering intervals ``(s, e, cat, name)``
+    (any order, may overlap), adding into ``out`` per bin of ``cuts`` (bin i starts at ``cuts[i]``; time
+    before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``."""
+    if not len(gs):
+        return
+    inner = (s < ge[-1]) & (e > gs[0])
+    pts = _sorted_unique(np.concatenate((gs, ge, s[inner], e[inner], cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
+    n = len(pts) - 1  # elementary segments [pts[k], pts[k + 1])
+
+    def covered(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per segment, whether one of the intervals [lo, hi) covers it (a difference array over the points)."""
+        a, z = np.searchsorted(pts, lo), np.searchsorted(pts, hi)
+        return np.cumsum(np.bincount(a, minlength=n + 1)[:n] - np.bincount(z, minlength=n + 1)[:n]) > 0
+
+    opened = np.bincount(np.searchsorted(pts, gs), minlength=n + 1)[:n]
+    free = np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0  # inside idle
+    j = np.cumsum(opened) - 1  # the idle piece a segment inside idle belongs to
+    code = np.full(n, NONE, dtype=np.uint8)
+    who = np.full(n, -1, dtype=np.int64)  # position in (s, e) of the interval that painted it
+    for c in np.flatnonzero(np.bincount(cat, minlength=NCAT)):  # the categories present, in order
+        pos = np.flatnonzero(cat == c)
+        new = free & covered(s[pos], e[pos])
+        if not new.any():
+            continue
+        order = pos[np.argsort(s[pos], kind="stable")]
+        cs, ce = s[order], e[order]
+        reach = np.maximum.accumulate(ce)
+        # The interval reaching furthest so far: the one still running at any later covered moment (the name).
+        owner = order[np.maximum.accumulate(np.where(ce >= reach, np.arange(len(ce)), 0))]
+        at = np.flatnonzero(new)
+        code[at] = c
+        who[at] = owner[np.searchsorted(cs, pts[at], side="right") - 1]
+        free &= ~new
+    inside = np.flatnonzero(np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0)
+    seg_s, seg_e, code, who, j = pts[inside], pts[inside + 1], code[inside], who[inside], j[inside]
+    b = np.clip(np.searchsorted(cuts, seg_s, side="right") - 1, 0, out.bins - 1) if len(cuts) else np.zeros(
+        len(seg_s), dtype=np.int64)
+    ns = seg_e - seg_s
+    key = b * NCAT + code
+    out.ns += np.bincount(key, weights=ns, minlength=out.bins * NCAT).round().astype(np.int64).reshape(out.bins, NCAT)
+    if out.take is not None and piece is not None:
+        claimed = out.take[b, code]
+        if claimed.any():
+            at = piece[j[claimed]]
+            out.taken += np.bincount(at, weights=ns[claimed], minlength=len(out.taken)).round().astype(np.int64)
+    painted = who >= 0
+    if not painted.any():
+        return
+    pk, pw, pn = key[painted], who[painted], ns[painted]
+    # A call counts once, in the bin of its first idle segment (segments are in time order): a call that
+    # spans a cut is not counted in two bins, so bins sum to phases exactly.
+    by_who = np.argsort(pw, kind="stable")
+    opens = np.zeros(len(pw), dtype=np.int64)
+    opens[by_who[np.r_[True, pw[by_who][1:] != pw[by_who][:-1]]]] = 1
+    ph = name[pw].astype(np.uint64)
+    order = np.lexsort((pw, ph, pk))
+    pk, pn, ph, opens = pk[order], pn[order], ph[order], opens[order]
+    first = np.flatnonzero(np.r_[True, (pk[1:] != pk[:-1]) | (ph[1:] != ph[:-1])])
+    tot = np.add.reduceat(pn, first)
+    calls = np.add.reduceat(opens, first)
+    for i, f in enumerate(first):
+        nk = (int(pk[f]) // NCAT, int(pk[f]) % NCAT, int(ph[f]))
+        acc = out.names.setdefault(nk, [0, 0])
+        acc[0] += int(tot[i])
+        acc[1] += int(calls[i])
+
+
+def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray, ge: np.ndarray,
+          cuts: np.ndarray | Sequence[int] = (), take: np.ndarray | None = None,
+          extra: tuple[np.ndarray, np.ndarray] | None = None) -> Painted:
+    """The anatomy of the idle pieces ``[gs, ge)`` (sorted, disjoint) of one device of process ``pid``,
+    spoken for by threads ``tids`` (None: any thread of the process), split at ``cuts``; with ``take``
+    (bool per bin and category), ``taken`` per piece (see ``Painted``). ``extra``: more idle pieces (sorted,
+    disjoint, none inside ``[gs, ge)``) painted in the same pass into ``extra`` of the result."""
+    cuts = np.asarray(cuts, dtype=np.int64)
+    out = Painted(max(1, len(cuts)))
+    if take is not None:
+        out.take, out.taken = take, np.zeros(len(gs), dtype=np.int64)
+    parts = [(gs, ge, out)]
+    if extra is not None:
+        out.extra = Painted(out.bins)
+        parts.append((extra[0], extra[1], out.extra))
+    parts = [(a, z, o) for a, z, o in parts if len(a)]
+    if not parts:
+        return out
+    if pid is None:  # no process to ask: all of it is unexplained
+        for a, z, o in parts:
+            paint_intervals(a, z, _EMPTY, _EMPTY, np.empty(0, np.uint8), np.empty(0, np.uint64), cuts, o,
+                            np.arange(len(a)))
+        return out
+    host = _Host(trace, pid, tids)
+    lo, hi = min(int(p[0][0]) for p in parts), max(int(p[1][-1]) for p in parts)
+    k = max(1, math.ceil(host.count(lo, hi) / SLICE_ROWS))
+    edges = [lo + (hi - lo) * i // k for i in range(k + 1)]  # integer arithmetic: absolute clocks are ~2^62
+    for t0, t1 in zip(edges[:-1], edges[1:], strict=True):
+        here = [(int(np.searchsorted(pz, t0, side="right")), int(np.searchsorted(pa, t1, side="left")), pa, pz, o)
+                for pa, pz, o in parts]
+        here = [x for x in here if x[1] > x[0]]
+        if not here or t1 <= t0:
+            continue
+        s, e, c, h = host.intervals(t0, t1)
+        for i0, i1, pa, pz, o in here:
+            ps, pe = np.maximum(pa[i0:i1], t0), np.minimum(pz[i0:i1], t1)
+            keep = pe > ps
+            paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, o, np.arange(i0, i1)[keep])
+    return out
+
+
+def minus(bs: np.ndarray, be: np.ndarray, us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces of ``[bs, be)`` outside ``[us, ue)`` (both sorted and disjoint), merged where they touch."""
+    if not len(us):
+        return bs, be
+    pts = _sorted_unique(np.concatenate((bs, be, us, ue)))
+    n = len(pts) - 1
+
+    def cover(a: np.ndarray, z: np.ndarray) -> np.ndarray:
+        return np.cumsum(np.bincount(np.searchsorted(pts, a), minlength=n + 1)[:n]
+                         - np.bincount(np.searchsorted(pts, z), minlength=n + 1)[:n]) > 0
+
+    m = cover(bs, be) & ~cover(us, ue)
+    edge = np.diff(np.concatenate(([0], m.astype(np.int8), [0])))
+    return pts[np.flatnonzero(edge == 1)], pts[np.flatnonzero(edge == -1)]
+
+
+def window_idle(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The idle pieces of ``[lo, hi)`` around operations sorted by start: the complement of their union."""
+    m = (start < hi) & (end > lo)
+    s, e = np.maximum(start[m], lo), np.minimum(end[m], hi)
+    if not len(s):
+        return np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)
+    gs, ge = pairing(s, e)
+    reach = int(e.max())
+    head_s, head_e = ([lo], [int(s[0])]) if s[0] > lo else ([], [])
+    tail_s, tail_e = ([reach], [hi]) if reach < hi else ([], [])
+    return (np.array([*head_s, *gs.tolist(), *tail_s], dtype=np.int64),
+            np.array([*head_e, *ge.tolist(), *tail_e], dtype=np.int64))
+
+
+def unit_idle(trace: Trace) -> list[tuple[int | None, int | None, np.ndarray, np.ndarray]]:
+    """Each device's idle gaps as the breakdown counts them (``pid, device, gap_start, gap_end``)."""
+    out = []
+    for u in unit_ops(trace):
+        if len(u):
+            gs, ge = pairing(u.start, u.end)
+            out.append((u.pid, u.device, gs, ge))
+    return out
+
+
+def resolve_names(trace: Trace, hashes: set[int]) -> dict[int, str]:
+    """Names for name hashes: CUDA API and OS runtime names from their dictionaries, NVTX texts and sampled
+    functions by a query for just those hashes."""
+    found: dict[int, str] = {}
+    for table in ("cuda_api", "osrt"):
+        if ("anatomy_names", table) in trace.memo:
+            found.update({h: n for h, n in trace.memo[("anatomy_names", table)][2].items() if h in hashes})
+    rest = [h for h in hashes if h not in found]
+    if rest:
+        lst = ", ".join(f"{int(h)}::UBIGINT" for h in rest)
+        queries = []
+        if trace.has_rows("nvtx"):
+            queries.append(f"SELECT DISTINCT hash(text) h, text n FROM nvtx WHERE hash(text) IN ({lst})")  # noqa: S608
+        if trace.has_rows("cpu_samples"):
+            queries.append("SELECT DISTINCT hash(COALESCE(function, module, '?')) h, COALESCE(function, module, '?') n "  # noqa: S608
+                           f"FROM cpu_samples WHERE hash(COALESCE(function, module, '?')) IN ({lst})")
+        for q in queries:
+            found.update({int(h): str(n) for h, n in trace.sql(q)})
+    return found
+
+
+def entries(trace: Trace, painted: Painted, pid: int | None, device: int | None, tids: list[int] | None,
+            bin_names: Sequence[str]) -> list[dict]:
+    """The JSON entries of one device's painted idle, one per bin with idle: categories by time, top names."""
+    out = []
+    for b in range(painted.bins):
+        idle = int(painted.ns[b].sum())
+        if not idle:
+            continue
+        cats = []
+        for c in np.argsort(-painted.ns[b], kind="stable"):
+            ns = int(painted.ns[b, c])
+            if not ns:
+                break
+            names = sorted(((v[0], v[1], h) for (bb, cc, h), v in painted.names.items() if bb == b and cc == c),
+                           key=lambda r: (-r[0], r[2]))[:TOP]
+            cats.append({"category": CATEGORIES[c], "ns": ns,
+                         "top": [{"name": h, "ns": n, "calls": k} for n, k, h in names]})
+        out.append({"pid": pid, "device": device, "phase": bin_names[b], "idle_ns": idle, "threads": tids,
+                    "categories": cats})
+    return out
+
+
+def _by_phase(p: Painted, bin_phase: Sequence[str], names: Sequence[str]) -> Painted | None:
+    """A painting cut at phase and iteration starts, summed per phase (None when a bin's phase is unknown)."""
+    index = {n: i for i, n in enumerate(names)}
+    if any(b not in index for b in bin_phase[:p.bins]):
+        return None
+    out = Painted(len(names))
+    to = np.array([index[b] for b in bin_phase[:p.bins]], dtype=np.int64)
+    np.add.at(out.ns, to, p.ns)
+    for (b, c, h), (ns, calls) in p.names.items():
+        acc = out.names.setdefault((int(to[b]), c, h), [0, 0])
+        acc[0] += ns
+        acc[1] += calls
+    return out
+
+
+def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[dict]:
+    """``reports[].idle_anatomy``: per device and phase (``phases``: (name, start_ns) in time order; none:
+    one ``whole`` phase), the idle, its categories by time and each category's top names with their time
+    and number of calls. Sums exactly to the breakdown's ``idle_ns`` per device."""
+    cuts = np.array([s for _, s in phases], dtype=np.int64)
+    bin_names = [n for n, _ in phases] or ["whole"]
+    sp = speakers(trace)
+    shared = trace.memo.get("idle_painted")  # the gap rules' painting of these same gaps, when made
+    out: list[dict] = []
+    for pid, device, gs, ge in unit_idle(trace):
+        tids = sp.get((pid, device)) if pid is not None else None
+        done = shared["units"].get((pid, device)) if shared is not None else None
+        p = _by_phase(done, shared["bin_phase"], bin_names) if done is not None and shared is not None else None
+        out += entries(trace, p if p is not None else paint(trace, pid, tids, gs, ge, cuts), pid, device, tids,
+                       bin_names)
+    hashes = {t["name"] for e in out for c in e["categories"] for t in c["top"]}
+    names = resolve_names(trace, hashes) if hashes else {}
+    for e in out:
+        for c in e["categories"]:
+            for t in c["top"]:
+                t["name"] = names.get(t["name"], "?")
+    return out

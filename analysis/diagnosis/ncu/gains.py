@@ -1,0 +1,149 @@
+"""One kernel's ncu findings share its time: causes first, each gaining only what the earlier ones leave.
+
+Every NCU rule estimates its speedup as if it were the only problem of the kernel; several of them on one
+kernel are views of one cost (scattered accesses waste DRAM bandwidth, which leaves the pipes idle, which
+puts the kernel far under its roofline). Their raw gains summed can exceed the kernel's time. Here the
+findings of one kernel (same report, demangled name, grid and block) are ordered, causes before symptoms:
+
+- causes, in the order one explains the next, each gain their fraction of the time the earlier ones leave,
+  ``remaining x f_i`` with ``f_i`` = raw gain / kernel time (together ``T x (1 - prod(1 - f_i)) <= T``);
+- symptoms describe that same cost from the outside: when a cause was found they are explained by it and
+  gain nothing of their own (fixing the cause is what removes them); without one, the largest symptom
+  carries the time at stake and the others are the same cost seen another way (0).
+
+So a kernel's gains never exceed its time ``T`` (its linked nsys time or its profiled time), a report's sum
+is at most its profiled (or linked) time, and only one finding per kernel can be critical (the first in
+that order that reaches the threshold).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from typing import Any
+
+from analysis.diagnosis.findings import Finding, severity_for
+
+# Rules that name a reason the kernel moves or waits more than it must, in the order one explains the
+# next: wasted sectors (NCU001) and bank conflicts (NCU004) are fixed in the code that accesses memory; a
+# launch too small for the GPU (NCU005's small grid, NCU006) explains low achieved occupancy; then cache
+# reuse (NCU009), occupancy (NCU003) and too few bytes in flight (NCU008). The rest describe the result:
+# stall reasons (NCU002), idle or saturated pipes (NCU007), the distance to the roofline (NCU010) and the
+# speed-of-light class (NCU005).
+CAUSES = ("NCU001", "NCU004", "small_grid", "NCU006", "NCU009", "NCU003", "NCU008")
+SYMPTOMS = ("NCU002", "NCU007", "NCU010", "NCU005")
+ORDER = {rid: i for i, rid in enumerate(CAUSES + SYMPTOMS)}
+
+
+def role_key(f: Finding) -> str:
+    """The finding's place in ``CAUSES``/``SYMPTOMS``: its rule, or ``small_grid`` for NCU005's launch shape."""
+    kind = f.evidence[0].detail.get("bound_kind") if f.evidence else None
+    return "small_grid" if f.rule_id == "NCU005" and kind == "small_grid" else f.rule_id
+
+
+def _kernel_key(f: Finding) -> tuple | None:
+    kernel = f.extra.get("kernel")
+    if not f.rule_id.startswith("NCU") or kernel is None or not f.extra.get("kernel_time_ns"):
+        return None
+    return (f.report, kernel, str(f.extra.get("kernel_grid")), str(f.extra.get("kernel_block")))
+
+
+def share_gains(findings: list[Finding]) -> list[Finding]:
+    """The findings with each kernel's ncu gains shared (others unchanged, order kept)."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, f in enumerate(findings):
+        key = _kernel_key(f)
+        if key is not None:
+            groups[key].append(i)
+    out = list(findings)
+    for members in groups.values():
+        for i, f in _shared([findings[i] for i in members], members):
+            out[i] = f
+    return out
+
+
+def _order(f: Finding) -> tuple:
+    # Causes in their explanatory order; symptoms largest first (the largest carries the time when no cause does).
+    cause = role_key(f) in CAUSES
+    return (not cause, ORDER.get(role_key(f), len(ORDER)) if cause else 0, -f.impact_ns, f.rule_id, f.title)
+
+
+def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]:
+    ranked = sorted(zip(index, group, strict=True), key=lambda item: _order(item[1]))
+    total = int(ranked[0][1].extra["kernel_time_ns"])
+    remaining = float(total)
+    causes = list(dict.fromkeys(f.rule_id for _, f in ranked if role_key(f) in CAUSES and f.impact_ns > 0))
+    gains: list[tuple[int, Finding, float]] = []
+    carrier: str | None = None  # the symptom that carries the kernel's time when no cause does
+    for i, f in ranked:
+        fraction = min(max(f.impact_ns / total, 0.0), 1.0)
+        if role_key(f) not in CAUSES:
+            if causes or carrier is not None:
+                fraction = 0.0
+            elif fraction > 0:
+                carrier = f.rule_id
+        gain = remaining * fraction
+        remaining -= gain
+        gains.append((i, f, float(math.floor(gain))))  # down: the whole nanoseconds never add up past T
+    saving = sum(g for _, _, g in gains)
+    out: list[tuple[int, Finding]] = []
+    critical_seen = False
+    for position, (i, f, gain) in enumerate(gains, start=1):
+        base = f.extra.get("time_base_ns")
+        pct = 100.0 * gain / base if base and f.impact_pct is not None else f.impact_pct
+        severity = severity_for(pct)
+        if severity == "critical":
+            severity = "warning" if critical_seen else severity
+            critical_seen = True
+        extra: dict[str, Any] = {
+            **f.extra, "raw_impact_ns": int(f.impact_ns), "kernel_saving_ns": int(round(saving)),
+            "cause_order": position, "causes_on_kernel": len(gains),
+            "role": "cause" if role_key(f) in CAUSES else "symptom",
+        }
+        message = f.message
+        symptom = role_key(f) not in CAUSES
+        if symptom and causes and f.impact_ns > 0:
+            extra["explained_by"] = causes
+            message += (f". A symptom of what is found on this kernel ({', '.join(causes)}): fixing that removes it, "
+                        "so it adds nothing to the kernel's estimated saving")
+        elif symptom and carrier is not None and gain == 0 and f.impact_ns > 0:
+            extra["explained_by"] = [carrier]
+            message += (f". The same cost as {carrier} on this kernel, seen another way: it adds nothing to the "
+                        "kernel's estimated saving")
+        out.append((i, dataclasses.replace(f, impact_ns=int(round(gain)), impact_pct=pct, severity=severity,
+                                           message=message, extra=extra)))
+    return out
+
+
+def report_saving(findings: list[Finding], report: str | None) -> dict[str, Any]:
+    """The headline estimated saving of an ncu report after ``share_gains``: the bounded sum of its gains in ns,
+    its share of the time it is drawn from (the profiled time, or the linked nsys reports' span; None when
+    kernels of both kinds mix) and which time that is."""
+    mine = [f for f in findings if f.report == report and _kernel_key(f) is not None]
+    linked = {bool(f.extra.get("linked_to_nsys")) for f in mine}
+    pcts = [f.impact_pct for f in mine]
+    uniform = len(linked) <= 1 and all(p is not None for p in pcts)
+    return {"ns": sum(int(f.impact_ns) for f in mine),
+            "pct": sum(p for p in pcts if p is not None) if uniform and mine else None,
+            "drawn_from": "mixed" if len(linked) > 1 else "nsys" if linked == {True} else "profiled"}
+
+
+def annotate_kernels(kernels: list[dict[str, Any]], findings: list[Finding], report: str | None) -> None:
+    """Each ``reports[].kernels`` entry gets its ``estimated_saving_ns`` (None without findings) and its
+    ``causes``: the findings on that kernel in the order they share its time (what the page and CLI list)."""
+    groups: dict[tuple, list[Finding]] = defaultdict(list)
+    for f in findings:
+        key = _kernel_key(f)
+        if key is not None and f.report == report:
+            groups[key[1:]].append(f)
+    for k in kernels:
+        grid = k["grid"] if k.get("grid") else None
+        block = k["block"] if k.get("block") else None
+        mine = groups.get((k["name"], str(grid), str(block)), [])
+        if not mine:  # launches exported without grid/block dims are keyed by their sizes
+            mine = next((g for key, g in groups.items() if key[0] == k["name"] and grid is None), [])
+        mine = sorted(mine, key=lambda f: f.extra.get("cause_order") or 0)
+        k["estimated_saving_ns"] = mine[0].extra.get("kernel_saving_ns") if mine else None
+        k["causes"] = [{"rule_id": f.rule_id, "title": f.title, "impact_ns": int(f.impact_ns),
+                        "role": f.extra.get("role"), "severity": f.severity} for f in mine]

@@ -1,0 +1,345 @@
+"""The rule engine: what a rule is, the registry that lists rules, and running them over a run."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal
+
+from analysis.diagnosis.findings import Finding, unrepresentable
+from analysis.loops.window import WindowSpec
+from analysis.model.trace import Run, Trace
+
+logger = logging.getLogger(__name__)
+
+
+# The longest time a threshold may name: about 28 hours, longer than any profile, and in ns (1e14) far from
+# int64's end, so no rule's arithmetic on it can overflow.
+MAX_US = 1e11
+
+
+class ThresholdError(KeyError, ValueError):
+    """An override a rule cannot take: unknown, or not a number of the threshold's type and range. A
+    KeyError for the callers that report unknown rules and thresholds the same way."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A tunable number with its default, unit, meaning and the range it may take (overridable per run or job).
+
+    ``minimum``/``maximum`` are mandatory in practice (a test over the registry fails on a threshold without
+    them): a value outside them would be refused only by the rule's arithmetic, as an overflow, a
+    division by zero or an infinity in the findings. ``integer``: whole numbers only (default: counts).
+    ``special``: values outside the range with a meaning of their own (``0`` = the typical peak).
+    """
+
+    default: float
+    unit: str
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    integer: bool | None = None
+    special: tuple[float, ...] = ()
+
+    @property
+    def is_integer(self) -> bool:
+        return self.unit == "count" if self.integer is None else self.integer
+
+    @property
+    def kind(self) -> str:
+        return "integer" if self.is_integer else "number"
+
+    def range_text(self) -> str:
+        """``a whole number from 1 to 1e+06``, with the special values when there are any."""
+        lo = "-inf" if self.minimum is None else f"{self.minimum:g}"
+        hi = "inf" if self.maximum is None else f"{self.maximum:g}"
+        unit = "" if self.unit in ("count", "ratio") else f" {self.unit}"
+        text = f"{'a whole number' if self.is_integer else 'a number'} from {lo} to {hi}{unit}"
+        return text + "".join(f" (or {v:g})" for v in self.special)
+
+    def coerce(self, value: Any) -> float:
+        """``value`` (a number or its text) as this threshold takes it; ValueError saying what it must be."""
+        if isinstance(value, bool):
+            raise ValueError(f"must be {self.range_text()}")
+        try:
+            number = float(value.strip() if isinstance(value, str) else value)
+        except (TypeError, ValueError, OverflowError):  # text that is no number, an int past float's range
+            raise ValueError(f"must be {self.range_text()}") from None
+        if number in self.special:
+            return number
+        if (not math.isfinite(number) or (self.is_integer and not number.is_integer())
+                or (self.minimum is not None and number < self.minimum)
+                or (self.maximum is not None and number > self.maximum)):
+            raise ValueError(f"must be {self.range_text()}")
+        return number
+
+    def describe(self) -> dict[str, Any]:
+        return {"default": self.default, "unit": self.unit, "help": self.help, "type": self.kind,
+                "minimum": self.minimum, "maximum": self.maximum, "special": list(self.special),
+                "range": self.range_text()}
+
+
+class Skip(Exception):
+    """Raised by a rule that cannot run on this input; the message says why and how to collect it."""
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """Everything a rule is given besides the report it looks at, built by ``run_rules`` for each rule.
+
+    ``params`` are this rule's resolved thresholds; ``all_params`` every rule's (this one's included):
+    rules that share idle time (see analysis.diagnosis.rules.nsys.gaps) must agree on who owns what, whatever
+    subset of rules is selected. ``run`` holds the connection with every report attached (already seen
+    through the analysis window); ``window`` is the window spec that was applied (None: the reports as
+    given). ``scope`` is ``run`` in ``Rule.check`` and ``report`` in ``Rule.check_report``.
+    """
+
+    run: Run
+    params: Mapping[str, float] = field(default_factory=dict)
+    all_params: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    window: WindowSpec | None = None
+    scope: Literal["report", "run"] = "run"
+
+    def for_rule(self, rule_id: str, params: Mapping[str, float]) -> RuleContext:
+        """The context of one rule: its thresholds, and every rule's with its own in place."""
+        return replace(self, params=params, all_params={**self.all_params, rule_id: params}, scope="run")
+
+    def for_report(self) -> RuleContext:
+        return replace(self, scope="report")
+
+
+class Rule:
+    """Base class. Subclasses set the class attributes and implement ``check``.
+
+    The class docstring is the rule's published documentation, with the sections
+    *Why it matters*, *How it is detected* and *Advice*.
+    """
+
+    id: ClassVar[str]
+    name: ClassVar[str]
+    category: ClassVar[str]
+    tool: ClassVar[str] = "nsys"            # which reports it reads: 'nsys', 'ncu' or 'any'
+    requires: ClassVar[tuple[str, ...]] = ()  # normalized tables that must hold rows
+    thresholds: ClassVar[dict[str, Threshold]] = {}
+    summary: ClassVar[str] = ""             # one line for catalogues
+    # Where the engine runs it (analysis.run.runner): ``report``, on each report in step 1; ``cross_report``,
+    # also over all the run's nsys reports together after step 1 (they compare reports' own tables);
+    # ``run``, only in the run-level step, over the reports' compact facts.
+    scope: ClassVar[Literal["report", "cross_report", "run"]] = "report"
+    # The rule judges idle that a host-paced loop shows between iterations by design: there its findings
+    # are information, not defects.
+    judges_pacing_idle: ClassVar[bool] = False
+    # Other tools' reports the rule reads when the run has them (``ncu``: step 1 of an nsys report runs
+    # before the run's ncu reports are known, so the rule runs again with them attached).
+    reads_tools: ClassVar[tuple[str, ...]] = ()
+    # The idle this rule owns by what the host was doing then: categories of ``analysis.diagnosis.idle_classes`` (their
+    # order is the specificity order), in the phases ``idle_phases`` names (None: every phase). See
+    # ``analysis.diagnosis.rules.nsys.idle_claims``; a rule that sets none owns idle by the gap table's precedence.
+    owns_idle: ClassVar[tuple[str, ...]] = ()
+    idle_phases: ClassVar[tuple[str, ...] | None] = None
+
+    def check(self, ctx: RuleContext) -> list[Finding]:
+        """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""
+        out: list[Finding] = []
+        report_ctx = ctx.for_report()
+        for trace in self.applicable(ctx.run):
+            out.extend(self.check_report(trace, report_ctx))
+        return out
+
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        raise NotImplementedError
+
+    def applicable(self, run: Run) -> list[Trace]:
+        traces = run.traces if self.tool == "any" else run.of_tool(self.tool)
+        return [t for t in traces if all(t.has_rows(table) for table in self.requires)]
+
+    def missing(self, run: Run) -> str | None:
+        """Why the rule cannot run on this run at all, or None."""
+        traces = run.traces if self.tool == "any" else run.of_tool(self.tool)
+        if not traces:
+            return f"no {self.tool} report in this run"
+        if not self.applicable(run):
+            need = ", ".join(self.requires)
+            return f"no report has rows in the table(s) this rule needs: {need}"
+        return None
+
+    @classmethod
+    def doc(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        return {
+            "id": cls.id,
+            "name": cls.name,
+            "category": cls.category,
+            "tool": cls.tool,
+            "summary": cls.summary,
+            "doc": cls.doc(),
+            "requires": list(cls.requires),
+            "thresholds": {
+                k: t.describe() for k, t in cls.thresholds.items()
+            },
+        }
+
+
+class Registry:
+    """An explicit, ordered list of rules; a duplicate id is an error, never a silent overwrite."""
+
+    def __init__(self, rules: Iterable[type[Rule]]) -> None:
+        self._rules: dict[str, type[Rule]] = {}
+        names: set[str] = set()
+        for rule in rules:
+            if rule.id in self._rules:
+                raise ValueError(f"duplicate rule id {rule.id}: {rule.__name__} and {self._rules[rule.id].__name__}")
+            if rule.name in names:
+                raise ValueError(f"duplicate rule name {rule.name}")
+            self._rules[rule.id] = rule
+            names.add(rule.name)
+
+    def __iter__(self):
+        return iter(self._rules.values())
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def get(self, rule_id: str) -> type[Rule]:
+        try:
+            return self._rules[rule_id]
+        except KeyError:
+            raise KeyError(f"unknown rule {rule_id}") from None
+
+    def ids(self) -> list[str]:
+        return list(self._rules)
+
+    def select(self, patterns: Iterable[str] | None) -> list[type[Rule]]:
+        """Rules whose id or name matches one of the patterns (exact id, id prefix like 'GPU', or name)."""
+        if not patterns:
+            return list(self)
+        pats = [p.strip() for p in patterns if p.strip()]
+        chosen = [r for r in self if any(r.id == p or r.id.startswith(p) or r.name == p for p in pats)]
+        unknown = [p for p in pats if not any(r.id == p or r.id.startswith(p) or r.name == p for r in self)]
+        if unknown:
+            raise KeyError(f"unknown rule(s): {', '.join(unknown)}")
+        return chosen
+
+    def resolve_params(self, rule: type[Rule], overrides: Mapping[str, float] | None) -> dict[str, float]:
+        """Defaults merged with overrides given as ``{'GPU001.min_gap_us': 200}`` (checked: ThresholdError)."""
+        params = {k: float(t.default) for k, t in rule.thresholds.items()}
+        for key, value in (overrides or {}).items():
+            rid, _, name = key.partition(".")
+            if rid != rule.id:
+                continue
+            params[name] = self._checked(rule, name, value)
+        return params
+
+    def validate_overrides(self, overrides: Mapping[str, Any] | None) -> dict[str, float]:
+        """Every override checked against its rule's threshold (name, type, range), before any work; the
+        values as numbers. Raises ThresholdError naming the first bad one."""
+        out: dict[str, float] = {}
+        for key, value in (overrides or {}).items():
+            rid, dot, name = key.partition(".")
+            if not dot:
+                raise ThresholdError(f"threshold {key!r} must look like RULE.name, e.g. GPU001.min_gap_us")
+            try:
+                rule = self.get(rid)
+            except KeyError as exc:
+                raise ThresholdError(exc.args[0]) from None
+            out[key] = self._checked(rule, name, value)
+        return out
+
+    @staticmethod
+    def _checked(rule: type[Rule], name: str, value: Any) -> float:
+        threshold = rule.thresholds.get(name)
+        if threshold is None:
+            raise ThresholdError(f"rule {rule.id} has no threshold {name!r} (it has: {', '.join(rule.thresholds)})")
+        try:
+            return threshold.coerce(value)
+        except ValueError as exc:
+            raise ThresholdError(f"{rule.id}.{name} {exc}; got {_shown(value)}") from None
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = str(value)
+    except ValueError:  # an int longer than Python converts to text
+        return "a number too long to show"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """How one rule went on one run: ``ok``, ``skipped`` (with the reason) or ``error``."""
+
+    rule_id: str
+    status: str
+    reason: str | None = None
+    findings: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.rule_id, "status": self.status, "reason": self.reason, "findings": self.findings}
+
+
+def evaluate(run: Run, rules: Iterable[type[Rule]], base: RuleContext,
+             all_params: Mapping[str, Mapping[str, float]], *, defer_run_scope: bool = False,
+             ) -> tuple[list[Finding], list[RuleResult]]:
+    """The engine loop, the one production and tests use: each rule in turn on ``run``.
+
+    A rule whose input is absent is ``missing`` (with the reason); one that raises ``Skip`` is
+    ``skipped``; one that crashes is ``error`` and the others still run. ``defer_run_scope``: rules of
+    scope ``run`` only say they apply (``run_level``): the run-level step runs them over the facts."""
+    findings: list[Finding] = []
+    results: list[RuleResult] = []
+    for rule_cls in rules:
+        rule = rule_cls()
+        reason = rule.missing(run)
+        if reason:
+            results.append(RuleResult(rule_cls.id, "missing", reason))
+            continue
+        if defer_run_scope and rule_cls.scope == "run":
+            results.append(RuleResult(rule_cls.id, "run_level"))
+            continue
+        try:
+            found = rule.check(base.for_rule(rule_cls.id, all_params[rule_cls.id]))
+        except Skip as exc:
+            results.append(RuleResult(rule_cls.id, "skipped", str(exc)))
+            continue
+        except Exception as exc:  # a broken rule must not take the others down
+            logger.exception("rule failed", extra={"rule_id": rule_cls.id})
+            results.append(RuleResult(rule_cls.id, "error", f"{type(exc).__name__}: {exc}"))
+            continue
+        # A number JSON cannot hold (an infinity from a division, a sum past int64) would make the whole
+        # result unreadable or unstorable: the rule is in error instead, and the others still count.
+        bad = next((w for f in found if (w := unrepresentable(f.to_dict(), "findings"))), None)
+        if bad is not None:
+            logger.error("rule produced an unrepresentable number at %s", bad, extra={"rule_id": rule_cls.id})
+            results.append(RuleResult(rule_cls.id, "error", f"a number JSON cannot hold at {bad}"))
+            continue
+        findings.extend(found)
+        results.append(RuleResult(rule_cls.id, "ok", None, len(found)))
+    return findings, results
+
+
+def run_rules(
+    run: Run, registry: Registry, selected: list[type[Rule]] | None = None,
+    overrides: Mapping[str, float] | None = None, window: WindowSpec | None = None,
+) -> tuple[list[Finding], list[RuleResult]]:
+    """``evaluate`` with thresholds resolved from ``overrides``; a rule whose input is absent is reported
+    ``skipped`` (on a whole run there is no other report that could supply it).
+
+    ``window``: the spec the run's reports are already seen through, passed on to the rules."""
+    all_params = {r.id: registry.resolve_params(r, overrides) for r in registry}
+    chosen = selected if selected is not None else list(registry)
+    for r in chosen:
+        all_params.setdefault(r.id, registry.resolve_params(r, overrides))
+    from analysis.diagnosis.ncu.gains import share_gains  # here: the ncu rules import this module
+
+    findings, results = evaluate(run, chosen, RuleContext(run, all_params=all_params, window=window), all_params)
+    # The findings on one ncu kernel share its time (causes before symptoms), as in the runner.
+    return share_gains(findings), [replace(r, status="skipped") if r.status == "missing" else r for r in results]

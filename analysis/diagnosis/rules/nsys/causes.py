@@ -1,0 +1,203 @@
+"""A cause for each of GPU001's idle gaps, from what the process's launching threads did during it.
+
+The launching threads of a process are those that launched any of its GPU operations. During a gap,
+the time they spent in OS runtime calls and the time they spent in CUDA API calls are measured as
+unions (a moment counts once however many calls or threads cover it). The cause is ``os_runtime`` when
+OS runtime calls cover at least half of the gap and at least as much as CUDA API calls, else
+``cuda_api`` when API calls cover at least half of it, else ``no_activity`` (the host was busy with
+something the trace does not show: data loading, Python, CPU work).
+
+Done on NumPy arrays rather than as an SQL range join: a join of every gap with every call of the
+process is quadratic in DuckDB (hours for 45k gaps and 23M calls) and still seconds as an IE join.
+Here the calls are fetched once, slice by slice of time (bounded memory), merged into a union, and
+each gap's coverage is two binary searches into the union's running total.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from analysis.model.trace import Trace
+
+CAUSE_CODES = ("no_activity", "os_runtime", "cuda_api", "setup")
+# Set-up work of any thread of the process: CUDA context, module and memory set-up calls, and NCCL
+# communicator set-up (an NCCL call, seen as an NVTX range of NCCL's domain). Idle inside it is set-up.
+SETUP_API_RE = (r"^cu(da)?(Malloc|HostAlloc|MallocHost|HostRegister|MemAlloc|MemHostAlloc|Module|Library|Init|"
+                r"CtxCreate|DevicePrimaryCtx|SetDevice|DeviceSetLimit|GetDeviceCount)")
+SETUP_NVTX_RE = r"^nccl(CommInit|CommSplit|GetUniqueId|CommInitRank|CommInitAll)"
+SLICE_CALLS = 1 << 22  # calls fetched per slice of time at most (about; slices have equal lengths)
+
+_LAUNCHERS_SQL = """
+    SELECT DISTINCT pid, tid FROM kernels WHERE pid IS NOT NULL AND tid IS NOT NULL
+    UNION SELECT DISTINCT pid, tid FROM memcpy WHERE pid IS NOT NULL AND tid IS NOT NULL
+    UNION SELECT DISTINCT pid, tid FROM memset WHERE pid IS NOT NULL AND tid IS NOT NULL
+"""
+
+
+class DeviceGaps(NamedTuple):
+    """The gaps of one device of a process, as arrays in time order."""
+
+    device: int | None
+    gap_start: np.ndarray
+    gap_end: np.ndarray
+
+
+class CausedGaps(NamedTuple):
+    """One process's gaps of an owner: ``parts`` per device, and all of them (the parts' arrays concatenated in
+    that order) with the cause of each as an index into ``CAUSE_CODES``."""
+
+    pid: int | None
+    parts: list[DeviceGaps]
+    gap_start: np.ndarray
+    gap_end: np.ndarray
+    cause: np.ndarray
+    kept: np.ndarray  # per gap, the time the owner keeps (less what rules that own idle by category took)
+
+
+def launchers(trace: Trace) -> dict[int, list[int]]:
+    """The launching threads of each process: pid -> tids."""
+    out: dict[int, list[int]] = {}
+    for pid, tid in trace.sql(_LAUNCHERS_SQL):
+        out.setdefault(int(pid), []).append(int(tid))
+    return out
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint pieces (in time order) of the union of intervals, and the covered time before each."""
+    if not bool(np.all(start[1:] >= start[:-1])):  # calls come mostly in time order already
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    first = np.flatnonzero(np.r_[True, start[1:] > reach[:-1]])
+    ps = start[first]
+    pe = reach[np.r_[first[1:] - 1, len(start) - 1]]
+    before = np.r_[0, np.cumsum(pe - ps)[:-1]]
+    return ps, pe, before
+
+
+def _covered_before(ps: np.ndarray, pe: np.ndarray, before: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Covered time of the union up to each ``t``."""
+    k = np.searchsorted(ps, t, side="right") - 1
+    inside = k >= 0
+    out = np.zeros(len(t), dtype=np.int64)
+    kk = k[inside]
+    out[inside] = before[kk] + np.clip(t[inside] - ps[kk], 0, pe[kk] - ps[kk])
+    return out
+
+
+def coverage(trace: Trace, table: str, pid: int, tids: list[int] | None, gs: np.ndarray, ge: np.ndarray,
+             extra: str = "") -> np.ndarray:
+    """Per gap ``[gs, ge)`` of process ``pid``: the time covered by calls in ``table`` of threads ``tids``
+    (None: any thread) that also match the SQL predicate ``extra`` (server-made)."""
+    cov = np.zeros(len(gs), dtype=np.int64)
+    if not len(gs) or tids == [] or not trace.has_rows(table):
+        return cov
+    lo, hi = int(gs.min()), int(ge.max())
+    where = f"pid = {int(pid)} AND start_ns IS NOT NULL AND end_ns > start_ns"
+    if tids is not None:
+        where += f" AND tid IN ({', '.join(str(int(t)) for t in tids)})"
+    if extra:
+        where += f" AND ({extra})"
+    n = int(trace.scalar(f"SELECT count(*) FROM {table} WHERE {where} "  # noqa: S608 - names and integers
+                         f"AND start_ns < {hi} AND end_ns > {lo}"))
+    if not n:
+        return cov
+    k = max(1, math.ceil(n / SLICE_CALLS))
+    # Slice edges in integer arithmetic (Python ints): floats near absolute clocks (~2^62) are 1 us coarse.
+    edges = [lo + (hi - lo) * i // k for i in range(k + 1)]
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        part = np.flatnonzero((gs < b) & (ge > a))
+        if not len(part) or b <= a:
+            continue
+        d = trace.arrays(f"SELECT start_ns, end_ns FROM {table} WHERE {where} "  # noqa: S608
+                         f"AND start_ns < {b} AND end_ns > {a}")
+        if not len(d["start_ns"]):
+            continue
+        ps, pe, before = _union(np.maximum(d["start_ns"], a), np.minimum(d["end_ns"], b))
+        x, y = np.maximum(gs[part], a), np.minimum(ge[part], b)
+        cov[part] += _covered_before(ps, pe, before, y) - _covered_before(ps, pe, before, x)
+    return cov
+
+
+def gap_causes(trace: Trace, pid: int | None, gs: np.ndarray, ge: np.ndarray,
+               tids: dict[int, list[int]]) -> np.ndarray:
+    """The cause of each gap of process ``pid`` as an index into ``CAUSE_CODES`` (see the module
+    docstring)."""
+    code = np.zeros(len(gs), dtype=np.int8)
+    if pid is None or pid not in tids:
+        return code
+    os_ns = coverage(trace, "osrt", pid, tids[pid], gs, ge)
+    api_ns = coverage(trace, "cuda_api", pid, tids[pid], gs, ge)
+    gap = ge - gs
+    code[2 * api_ns >= gap] = 2
+    code[(os_ns >= api_ns) & (2 * os_ns >= gap)] = 1
+    setup = _setup_coverage(trace, pid, gs, ge)
+    code[2 * setup >= gap] = 3  # the most specific: idle while the process sets itself up
+    return code
+
+
+def _setup_coverage(trace: Trace, pid: int, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+    """Per gap, the time covered by set-up work of any thread of the process (the larger of the CUDA
+    set-up calls' and the NCCL set-up ranges' coverage)."""
+    from analysis.diagnosis.rules.nsys.common import api_name_in
+
+    out = np.zeros(len(gs), dtype=np.int64)
+    api = api_name_in(trace, SETUP_API_RE)
+    if api != "FALSE":
+        out = coverage(trace, "cuda_api", pid, None, gs, ge, api)
+    if trace.has_rows("nvtx"):
+        pred = f"kind <> 'mark' AND regexp_matches(text, '{SETUP_NVTX_RE}')"
+        out = np.maximum(out, coverage(trace, "nvtx", pid, None, gs, ge, pred))
+    return out
+
+
+def cause_names(trace: Trace, gaps: Sequence[tuple[int | None, int, int, str]],
+                tids: dict[int, list[int]]) -> list[str | None]:
+    """For a bounded list of (pid, gap_start, gap_end, cause), the call of the launching threads that
+    covers most of the gap in the cause's table (None for ``no_activity``)."""
+    out: list[str | None] = [None] * len(gaps)
+    for cause, table in (("os_runtime", "osrt"), ("cuda_api", "cuda_api"), ("setup", "cuda_api")):
+        pick = [(i, p, s, e) for i, (p, s, e, c) in enumerate(gaps) if c == cause and p is not None and p in tids]
+        if not pick:
+            continue
+        values = ", ".join(f"({i}, {int(p)}, {int(s)}, {int(e)})" for i, p, s, e in pick)
+        threads = ", ".join(f"({int(p)}, {int(t)})" for p in {p for _, p, _, _ in pick} for t in tids[p])
+        rows = trace.sql(f"""
+            WITH pts(i, pid, gs, ge) AS (VALUES {values}), th(pid, tid) AS (VALUES {threads})
+            SELECT i, arg_max(x.name, LEAST(x.end_ns, pts.ge) - GREATEST(x.start_ns, pts.gs))
+            FROM pts JOIN {table} x ON x.pid = pts.pid AND x.start_ns < pts.ge AND x.end_ns > pts.gs
+            SEMI JOIN th ON th.pid = x.pid AND th.tid = x.tid
+            GROUP BY i""")  # noqa: S608 - integers and table names
+        for i, name in rows:
+            out[i] = name
+    return out
+
+
+def owned_gap_causes(trace: Trace, units: list, code: int) -> list[CausedGaps]:
+    """The gaps of owner ``code`` (GPU001's) with their causes, per process.
+
+    One pass over a process's calls for all its devices; cached on the trace for the ``units`` given (the
+    owner table of one set of ownership thresholds), since GPU001 and HOST001 both read it.
+    """
+    key = ("owned_gap_causes", id(units), code)
+    if key in trace.memo:
+        return trace.memo[key]
+    tids = launchers(trace)
+    per_pid: dict[int | None, list[DeviceGaps]] = {}
+    kept: dict[int | None, list[np.ndarray]] = {}
+    for u in units:
+        m = u.owner == code
+        if m.any():
+            per_pid.setdefault(u.unit.pid, []).append(DeviceGaps(u.unit.device, u.gap_start[m], u.gap_end[m]))
+            kept.setdefault(u.unit.pid, []).append(u.kept(m))
+    out = []
+    for pid, parts in per_pid.items():
+        gs = np.concatenate([g.gap_start for g in parts])
+        ge = np.concatenate([g.gap_end for g in parts])
+        out.append(CausedGaps(pid, parts, gs, ge, gap_causes(trace, pid, gs, ge, tids), np.concatenate(kept[pid])))
+    trace.memo[key] = out
+    return out

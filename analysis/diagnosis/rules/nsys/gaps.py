@@ -1,0 +1,390 @@
+"""Idle gaps of every GPU, each owned by at most one rule, so that rule impacts add up.
+
+A gap is found with NVIDIA's ``gpu_gaps`` semantics (``analysis.model.activity.unit_gaps``): per process and
+device, profiler overhead counted as busy, leading and trailing idle excluded, every gap of any length.
+
+Precedence (the first that applies owns the whole gap):
+
+1. ``SYNC001`` - a blocking synchronization call of the process (``cudaDeviceSynchronize``,
+   ``cuStreamSynchronize`` ...) was in progress when the device went idle: the host was waiting for
+   the GPU to drain instead of queueing the next work, so the idle until the next GPU work is the sync's.
+2. ``MEM002`` - a synchronous copy call (not excluded as NVIDIA does) was in progress when it went idle.
+3. ``HOST001`` - the gap is at least ``GPU001.min_gap_us`` long and its cause (``causes.py``) is
+   ``os_runtime``: the launching threads sat in OS runtime calls (decided in ``causes.owned_gap_causes``,
+   on the gaps this table gives GPU001, so the table itself is unchanged).
+4. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long (and is not HOST001's).
+5. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
+6. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
+   gaps left unowned, so ownership does not depend on its thresholds).
+
+Gaps matching none stay unowned (small idle nobody can attribute). Inside any gap, the instants painted
+with a category some rule claims by what the host was doing (``owns_idle``, see ``idle_claims``: allocation,
+host communication, compilation) are that rule's; the gap's owner keeps the rest (``OwnedUnit.kept``). Ownership is computed once per open
+trace and set of ownership thresholds, on NumPy arrays (``owned``); GPU001's gaps get their causes from
+``analysis.diagnosis.rules.nsys.causes``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from analysis.diagnosis.rules.nsys.common import SYNC_API_RE, api_name_in
+from analysis.diagnosis.rules.nsys.copies import copy_calls
+from analysis.model.activity import CHUNK, Runs, UnitOps, short_kernel_runs, top_order, unit_gaps, unit_ops
+from analysis.model.trace import Trace
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+# The thresholds that decide ownership, with their defaults (rule id, threshold name).
+OWNERSHIP_PARAMS: dict[tuple[str, str], float] = {
+    ("GPU001", "min_gap_us"): 1000.0,
+    ("KRN001", "short_kernel_us"): 10.0,
+    ("KRN001", "min_run_kernels"): 20.0,
+    ("GPU002", "window_min_us"): 1000.0,
+    ("GPU002", "max_windows"): 1000.0,
+    ("GPU002", "max_busy_pct"): 50.0,
+}
+
+# Owner codes of ``OwnedUnit.owner`` (0: unowned).
+OWNER_CODES = {"SYNC001": 1, "MEM002": 2, "GPU001": 3, "KRN001": 4}
+
+
+# Records of the few rows a rule reports (the longest gaps, the runs and regions with the most idle). The
+# gaps themselves stay NumPy arrays, named in ``OwnedUnit``, however many millions there are.
+class Gap(NamedTuple):
+    """One idle gap of a process's device: ``[start_ns, end_ns)``, ``ns`` long."""
+
+    pid: int | None
+    device: int | None
+    start_ns: int
+    end_ns: int
+    ns: int
+
+
+class KernelRun(NamedTuple):
+    """A run of short kernels (KRN001's) that owns idle: ``kernels`` kernels busy ``kernel_ns``, idle ``idle_ns``
+    in the gaps between them."""
+
+    pid: int | None
+    device: int | None
+    start_ns: int
+    end_ns: int
+    kernels: int
+    kernel_ns: int
+    idle_ns: int
+
+
+class LowRegion(NamedTuple):
+    """GPU002's region: ``windows`` adjacent low-utilization windows merged; ``idle_ns`` all its idle,
+    ``owned_ns`` the idle of the gaps no other rule owns that start in it."""
+
+    pid: int | None
+    device: int | None
+    start_ns: int
+    end_ns: int
+    windows: int
+    idle_ns: int
+    owned_ns: int
+
+
+class OwnedTotal(NamedTuple):
+    """The gaps of one owner: their summed length and their number."""
+
+    ns: int
+    gaps: int
+
+
+def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
+    """The ownership thresholds in ns/counts, from every rule's resolved thresholds (defaults if absent)."""
+    def get(rule: str, name: str) -> float:
+        return float((all_params or {}).get(rule, {}).get(name, OWNERSHIP_PARAMS[(rule, name)]))
+
+    return {
+        "min_gap_ns": int(get("GPU001", "min_gap_us") * 1000),
+        "short_ns": int(get("KRN001", "short_kernel_us") * 1000),
+        "min_run": int(get("KRN001", "min_run_kernels")),
+        "win_min_ns": max(1, int(get("GPU002", "window_min_us") * 1000)),
+        "max_windows": max(1, int(get("GPU002", "max_windows"))),
+        "max_busy_pct": get("GPU002", "max_busy_pct"),
+    }
+
+
+def sync_names(trace: Trace, gaps: Sequence[tuple[int | None, int]]) -> list[str | None]:
+    """For a bounded sample of (pid, gap_start), the sync call in progress when the gap opened (None
+    where the process is unknown)."""
+    if not gaps:
+        return []
+    values = ", ".join(f"({i}, {'NULL' if p is None else int(p)}, {int(g)})" for i, (p, g) in enumerate(gaps))
+    rows = dict(trace.sql(f"""
+        WITH pts(i, pid, g) AS (VALUES {values})
+        SELECT i, arg_max(a.name, a.start_ns) FROM pts JOIN cuda_api a
+          ON a.pid = pts.pid AND a.start_ns <= pts.g AND a.end_ns >= pts.g
+        WHERE {api_name_in(trace, SYNC_API_RE, "a.name")}
+        GROUP BY i"""))  # noqa: S608 - integers and escaped names
+    return [rows.get(i) for i in range(len(gaps))]
+
+
+def _runs(trace: Trace, short_ns: int, min_run: int) -> list[Runs]:
+    """Each unit's runs of short kernels (``activity.short_kernel_runs``), cached on the trace."""
+    key = ("krn_runs", short_ns, min_run)
+    if key not in trace.memo:
+        trace.memo[key] = [short_kernel_runs(u, short_ns, min_run, id_base=i << 40)
+                           for i, u in enumerate(unit_ops(trace))]
+    return trace.memo[key]
+
+
+class _Calls:
+    """Host calls of one kind per process, sorted by start, with the running maximum of their ends: one
+    binary search then answers "was any call that started at or before t still running at t?"."""
+
+    def __init__(self) -> None:
+        self.by_pid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.owner_by_pid: dict[int, np.ndarray] = {}
+
+    def add(self, pid: int, start: np.ndarray, end: np.ndarray, own: bool = False) -> None:
+        """Add one process's calls; ``own``: the arrays are this object's to overwrite."""
+        if not len(start):
+            return
+        if not bool(np.all(start[1:] >= start[:-1])):  # API rows are often in order already
+            order = np.argsort(start, kind="stable")
+            start, end = start[order], end[order]
+        elif not (own and end.flags.writeable):
+            end = end.copy()  # the running maximum is written in place
+        reach = np.maximum.accumulate(end)
+        # The call that reaches furthest so far (the one still running when any later moment is covered):
+        # the last call whose end is the running maximum.
+        self.owner_by_pid[int(pid)] = np.maximum.accumulate(np.where(end >= reach, np.arange(len(end)), 0))
+        end[:] = reach
+        self.by_pid[int(pid)] = (start, end)
+
+    @classmethod
+    def grouped(cls, pid: np.ndarray, start: np.ndarray, end: np.ndarray) -> _Calls:
+        calls = cls()
+        pids = np.unique(pid)
+        for p in pids:
+            m = slice(None) if len(pids) == 1 else pid == p
+            calls.add(int(p), start[m], end[m])
+        return calls
+
+    def running_at(self, pid: int | None, t: np.ndarray) -> np.ndarray:
+        return self.call_at(pid, t) >= 0
+
+    def call_at(self, pid: int | None, t: np.ndarray) -> np.ndarray:
+        """Per moment, the position (in start order) of a call of ``pid`` running then, else -1."""
+        calls = self.by_pid.get(pid) if pid is not None else None
+        out = np.full(len(t), -1, dtype=np.int64)
+        if calls is None or pid is None or not len(t):
+            return out
+        start, reach = calls
+        idx = np.searchsorted(start, t, side="right") - 1
+        hit = np.flatnonzero(idx >= 0)
+        hit = hit[reach[idx[hit]] >= t[hit]]
+        out[hit] = self.owner_by_pid[pid][idx[hit]]
+        return out
+
+
+def _sync_calls(trace: Trace, pids: set[int]) -> _Calls:
+    """The blocking synchronization calls of the processes ``pids``."""
+    where = api_name_in(trace, SYNC_API_RE)
+    if where == "FALSE" or not pids:
+        return _Calls()
+    cond = f"{where} AND start_ns IS NOT NULL AND end_ns IS NOT NULL"
+    if len(pids) == 1:  # the common case: two columns to fetch instead of three
+        pid = next(iter(pids))
+        d = trace.arrays(f"SELECT start_ns, end_ns FROM cuda_api WHERE pid = {int(pid)} AND {cond}")  # noqa: S608
+        calls = _Calls()
+        calls.add(pid, d["start_ns"], d["end_ns"], own=True)
+        return calls
+    d = trace.arrays(f"SELECT pid, start_ns, end_ns FROM cuda_api WHERE pid IS NOT NULL AND {cond}")  # noqa: S608
+    return _Calls.grouped(d["pid"], d["start_ns"], d["end_ns"])
+
+
+@dataclass(frozen=True)
+class OwnedUnit:
+    """One unit's gaps in time order with their owner code (0: unowned, maybe GPU002's); ``krn_idx`` are
+    the positions of KRN001's gaps and ``krn_run`` the id of the run that owns each."""
+
+    unit: UnitOps
+    gap_start: np.ndarray
+    gap_end: np.ndarray
+    owner: np.ndarray
+    krn_idx: np.ndarray
+    krn_run: np.ndarray
+    runs: Runs
+    totals: dict[int, OwnedTotal]  # owner code -> its gaps' total and count
+    sync_calls: np.ndarray  # the sync calls (positions among the process's) that SYNC001's gaps follow
+    # Per gap, the time rules that own idle by what the host did (``idle_claims``) take out of it: the gap's
+    # owner keeps ``gap_end - gap_start - taken``.
+    taken: np.ndarray = field(default_factory=lambda: _EMPTY)
+
+    def kept(self, idx: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """The time each gap's owner keeps (the gap less what claims took)."""
+        ns = self.gap_end[idx] - self.gap_start[idx]
+        return ns - self.taken[idx] if len(self.taken) else ns
+
+
+def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls,
+              min_gap_ns: int, r: Runs) -> tuple[np.ndarray, np.ndarray]:
+    """Write the owner code of each gap into ``owner`` (precedence in the module docstring); return the
+    positions of KRN001's gaps and the ids of their runs."""
+    owner[syncs.running_at(pid, gs)] = OWNER_CODES["SYNC001"]
+    left = np.flatnonzero(owner == 0)
+    by_copy = copies.running_at(pid, gs[left])
+    owner[left[by_copy]] = OWNER_CODES["MEM002"]
+    left = left[~by_copy]
+    long_gap = (ge[left] - gs[left]) >= min_gap_ns
+    owner[left[long_gap]] = OWNER_CODES["GPU001"]
+    left = left[~long_gap]
+    if not (len(r.run_start) and len(left)):
+        return _EMPTY, _EMPTY
+    # The last run that started at or before the gap owns it when it lasts past the gap's end.
+    idx = np.searchsorted(r.run_start, gs[left], side="right") - 1
+    hit = idx >= 0
+    hit[hit] = r.run_end[idx[hit]] >= ge[left[hit]]
+    owner[left[hit]] = OWNER_CODES["KRN001"]
+    return left[hit], r.run_id[idx[hit]]
+
+
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """``np.unique`` of call positions that come (almost always) in time order: one linear pass when they are
+    sorted already (numpy's hash-based unique took seconds on 10M gaps), a sort first otherwise."""
+    if len(x) > 1 and not bool((x[1:] >= x[:-1]).all()):
+        x = np.sort(x)
+    return x[np.concatenate(([True], x[1:] != x[:-1]))] if len(x) else x
+
+
+def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> list[OwnedUnit]:
+    """Every unit's gaps, each with the one rule that owns it (precedence in the module docstring).
+
+    Each test runs only on the gaps the earlier ones leave, as a binary search per gap against the
+    sorted calls or runs; cached on the trace per set of ownership thresholds.
+    """
+    p = ownership_params(all_params)
+    key = ("owned", p["min_gap_ns"], p["short_ns"], p["min_run"])
+    if key in trace.memo:
+        return trace.memo[key]
+    from analysis.diagnosis.rules.nsys.idle_claims import claims
+
+    taken_all = claims(trace).taken
+    runs = _runs(trace, int(p["short_ns"]), int(p["min_run"]))
+    syncs = _sync_calls(trace, {u.pid for u in unit_ops(trace) if u.pid is not None})
+    cc = copy_calls(trace)
+    copies = _Calls.grouped(cc.blocking_pid, cc.blocking_start, cc.blocking_end)
+    out = []
+    for ug, r, taken in zip(unit_gaps(trace), runs, taken_all, strict=True):
+        gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
+        owner = np.zeros(len(gs), dtype=np.uint8)
+        krn_idx, krn_run, sync_calls = [_EMPTY], [_EMPTY], [_EMPTY]
+        totals = dict.fromkeys(OWNER_CODES.values(), OwnedTotal(0, 0))
+        for a in range(0, len(gs), CHUNK):  # chunks keep the temporaries small
+            cgs, cge, own = gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK]
+            ki, kr = _classify(cgs, cge, own, pid, syncs, copies, int(p["min_gap_ns"]), r)
+            krn_idx.append(ki + a)
+            krn_run.append(kr)
+            sync_calls.append(_distinct(syncs.call_at(pid, cgs[own == OWNER_CODES["SYNC001"]])))
+            ns = cge - cgs - taken[a:a + CHUNK]
+            for code, (t, c) in totals.items():
+                m = (own == code) & (ns > 0)  # a gap whose idle was all claimed is no longer its owner's
+                totals[code] = OwnedTotal(t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))
+        out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r, totals,
+                             _distinct(np.concatenate(sync_calls)), taken))
+    del syncs, copies
+    trace.memo[key] = out
+    return out
+
+
+def owned_total(units: list[OwnedUnit], rule_id: str) -> OwnedTotal:
+    """Total length and count of the gaps a rule owns."""
+    code = OWNER_CODES[rule_id]
+    return OwnedTotal(sum(u.totals[code].ns for u in units), sum(u.totals[code].gaps for u in units))
+
+
+def owned_sync_calls(units: list[OwnedUnit]) -> int:
+    """How many distinct sync calls SYNC001's gaps follow (one call can precede idle on several devices)."""
+    by_pid: dict[int | None, list[np.ndarray]] = {}
+    for u in units:
+        by_pid.setdefault(u.unit.pid, []).append(u.sync_calls)
+    return sum(len(_distinct(np.concatenate(parts))) for parts in by_pid.values())
+
+
+def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[Gap]:
+    """The ``n`` longest gaps a rule owns, longest first, earliest first among equals."""
+    code, cands = OWNER_CODES[rule_id], []
+    for u in units:
+        for a in range(0, len(u.owner), CHUNK):  # the n longest of each chunk are candidates
+            idx = a + np.flatnonzero(u.owner[a:a + CHUNK] == code)
+            gs, ge = u.gap_start[idx], u.gap_end[idx]
+            for i in top_order(ge - gs, gs, n):
+                cands.append(Gap(u.unit.pid, u.unit.device, int(gs[i]), int(ge[i]), int(ge[i] - gs[i])))
+    return sorted(cands, key=lambda c: (-c.ns, c.start_ns))[:n]
+
+
+def krn_idle(units: list[OwnedUnit]) -> list[KernelRun]:
+    """KRN001's runs that own idle, most idle first (earliest first among equals)."""
+    rows = []
+    for u in units:
+        if not len(u.krn_idx):
+            continue
+        at = np.searchsorted(u.runs.run_id, u.krn_run)  # run ids grow in time order, as the gaps do
+        first = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+        idle = np.add.reduceat(u.kept(u.krn_idx), first)
+        r = u.runs
+        for j, i in zip(at[first], idle, strict=True):
+            rows.append(KernelRun(u.unit.pid, u.unit.device, int(r.run_start[j]), int(r.run_end[j]),
+                                  int(r.run_kernels[j]), int(r.kernel_ns[j]), int(i)))
+    return sorted(rows, key=lambda row: (-row.idle_ns, row.start_ns))
+
+
+def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[LowRegion]:
+    """GPU002's regions: merged runs of adjacent windows whose busy share is under ``max_busy_pct``.
+
+    Windows are sized to each unit's span (span / ``max_windows``, at least ``win_min_ns``); a window's
+    idle is its overlap with every gap (any owner). The gaps no other rule owns that start in a region
+    are its own. Returns the regions, most owned idle first (earliest first among equals).
+    """
+    rows = []
+    for u in units:
+        if not len(u.unit) or not len(u.gap_start):
+            continue
+        u0, u1 = int(u.unit.start[0]), int(u.unit.end.max())
+        span = u1 - u0
+        if span <= 0:
+            continue
+        w = max(int(p["win_min_ns"]), math.ceil(span / p["max_windows"]))
+        k = np.arange(-(-span // w), dtype=np.int64)
+        ws, we = u0 + k * w, np.minimum(u1, u0 + (k + 1) * w)
+        # Idle before t: the gaps that ended by t, plus the part of the one in progress at t.
+        cum = np.r_[0, np.cumsum(u.gap_end - u.gap_start)]
+
+        def idle_before(t: np.ndarray, u=u, cum=cum) -> np.ndarray:
+            j = np.searchsorted(u.gap_end, t, side="right")
+            part = np.where(j < len(u.gap_start), t - u.gap_start[np.minimum(j, len(u.gap_start) - 1)], 0)
+            return cum[j] + np.maximum(part, 0)
+
+        idle = idle_before(we) - idle_before(ws)
+        length = we - ws
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low = (idle > 0) & (length > 0) & (100.0 * (1 - idle / length) < p["max_busy_pct"])
+        lk = np.flatnonzero(low)
+        if not len(lk):
+            continue
+        starts = np.flatnonzero(np.r_[True, lk[1:] != lk[:-1] + 1])
+        region = np.full(len(k), -1, dtype=np.int64)
+        region[lk] = np.cumsum(np.r_[True, lk[1:] != lk[:-1] + 1]) - 1
+        free = u.owner == 0
+        kf = (u.gap_start[free] - u0) // w
+        rf = region[kf]
+        mine = rf >= 0
+        owned_ns = np.bincount(rf[mine], weights=u.kept(free)[mine],
+                               minlength=len(starts)).astype(np.int64)
+        ends = np.r_[starts[1:], len(lk)]
+        for g, (a, b) in enumerate(zip(starts, ends, strict=True)):
+            ks = lk[a:b]
+            rows.append(LowRegion(u.unit.pid, u.unit.device, int(ws[ks[0]]), int(we[ks[-1]]), len(ks),
+                                  int(idle[ks].sum()), int(owned_ns[g])))
+    return sorted(rows, key=lambda row: (-row.owned_ns, row.start_ns))

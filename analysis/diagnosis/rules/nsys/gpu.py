@@ -1,0 +1,229 @@
+"""GPU001 idle gaps with a cause for each, and GPU002 low-utilization windows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
+from analysis.diagnosis.rules.nsys.causes import CAUSE_CODES, cause_names, launchers, owned_gap_causes
+from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
+from analysis.diagnosis.rules.nsys.gaps import (
+    OWNER_CODES,
+    OWNERSHIP_PARAMS,
+    Gap,
+    low_regions,
+    owned,
+    ownership_params,
+)
+from analysis.diagnosis.rules.nsys.hostcpu import functions_in
+from analysis.diagnosis.system_metrics import SM_METRIC_RE, sampled_during
+from analysis.model.activity import top_order
+from analysis.model.trace import Trace
+
+# GPU001's gaps whose launching threads sat in OS runtime calls are HOST001's (analysis.diagnosis.rules.nsys.host).
+HOST001_CAUSE = CAUSE_CODES.index("os_runtime")
+
+CAUSES = {
+    "os_runtime": "the launching thread sat in an OS runtime call",
+    "cuda_api": "the launching thread was busy in CUDA API calls",
+    "no_activity": "no recorded host activity (host busy elsewhere: data loading, Python, CPU work)",
+    "setup": "the process was setting up (CUDA context, modules, allocations, NCCL communicators)",
+}
+ADVICE = {
+    "os_runtime": "The host thread that feeds the GPU was blocked in the OS (I/O, locks, sleeps). Move "
+                  "that work off the launching thread or overlap it with GPU work (prefetch, async I/O).",
+    "cuda_api": "The host spent the gap in CUDA API calls (allocation, launch setup). Allocate once "
+                "up front (caching allocator), avoid per-step cudaMalloc/cudaFree, batch launches.",
+    "no_activity": "Nothing on the launching thread explains the gap: the host was computing elsewhere "
+                   "(data loading, Python, preprocessing). Add NVTX ranges to the host code, prefetch data "
+                   "(more DataLoader workers, pinned memory), and queue GPU work ahead of the host.",
+    "setup": "The GPU waited while the process set itself up (NCCL communicator creation, CUDA context and "
+             "module loading, host and device allocations): a one-off cost, not the loop's. Create communicators "
+             "once, load modules lazily (CUDA_MODULE_LOADING=LAZY), allocate once up front; analyze the steady "
+             "window (the default) to judge the loop itself.",
+}
+
+
+class IdleGaps(Rule):
+    """GPU idle gaps: stretches where a device ran nothing while its process was alive.
+
+    *Why it matters*: every idle millisecond of a GPU is paid for and produces nothing; gaps inside
+    the active span usually mean the host could not feed the device fast enough.
+
+    *How it is detected*: NVIDIA's ``gpu_gaps`` pairing per process and device (sorted operation ends
+    against sorted starts, so concurrent streams are handled; profiler overhead counts as busy; idle
+    before the first and after the last operation is excluded). Gaps of at least ``min_gap_us`` count,
+    except those whose idle belongs to SYNC001 (a blocking sync was in progress when the device went
+    idle), MEM002 (a blocking copy was) or HOST001 (the gap's cause is an OS runtime call: HOST001
+    reports those by call, class and thread). Each gap gets a cause from the process's launching threads
+    during the gap: an OS runtime call or CUDA API work covering at least half of it, else no recorded
+    activity; but when set-up work of any thread of the process (CUDA context, module and memory set-up
+    calls, NCCL communicator set-up ranges) covers at least half of it, the cause is ``setup`` (never
+    data loading). Impact: the total gap time.
+
+    Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
+    lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
+    samples, most sampled first), so the finding says where the host was.
+
+    *Advice*: depends on the dominant cause: overlap host I/O with GPU work, allocate memory once, or
+    find the host work (data loading, Python) with NVTX ranges and move it off the critical path.
+    """
+
+    id = "GPU001"
+    name = "gpu.idle-gaps"
+    judges_pacing_idle = True
+    category = "gpu"
+    requires = ("kernels",)
+    thresholds = {
+        "min_gap_us": Threshold(OWNERSHIP_PARAMS[("GPU001", "min_gap_us")], "us",
+                                "smallest idle gap reported (nsys' expert system uses 500 ms)",
+                                minimum=0.0, maximum=MAX_US),
+    }
+    summary = "GPU idle gaps inside the active span, each with a cause"
+
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        units = owned(trace, ctx.all_params)
+        tids = launchers(trace)
+        by_cause: dict[str, list[int]] = {}
+        cands: list[tuple[Gap, str]] = []  # the longest gaps of each device, with their causes
+        mine_gaps: list[tuple[int | None, np.ndarray, np.ndarray]] = []  # GPU001's own gaps, for host_functions
+        for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id]):
+            gs, ge, codes = pg.gap_start, pg.gap_end, pg.cause
+            keep = codes != HOST001_CAUSE
+            mine_gaps.append((pg.pid, gs[keep], ge[keep]))
+            for c, name in enumerate(CAUSE_CODES):
+                sel = codes == c
+                sel &= pg.kept > 0  # gaps whose idle was all claimed by what the host did are not GPU001's
+                if sel.any() and c != HOST001_CAUSE:
+                    acc = by_cause.setdefault(name, [0, 0])
+                    acc[0] += int(sel.sum())
+                    acc[1] += int(pg.kept[sel].sum())
+            at = 0
+            for part in pg.parts:  # the longest gaps of each device that stay GPU001's
+                ugs, uge = part.gap_start, part.gap_end
+                mine = np.flatnonzero(codes[at:at + len(ugs)] != HOST001_CAUSE)
+                for i in mine[top_order(uge[mine] - ugs[mine], ugs[mine], 20)]:
+                    cands.append((Gap(pg.pid, part.device, int(ugs[i]), int(uge[i]), int(uge[i] - ugs[i])),
+                                  CAUSE_CODES[codes[at + i]]))
+                at += len(ugs)
+        if not by_cause:
+            return []
+        total = sum(v[1] for v in by_cause.values())
+        n_gaps = sum(v[0] for v in by_cause.values())
+        top_caused = sorted(cands, key=lambda gc: (-gc[0].ns, gc[0].start_ns))[:20]
+        top = [g for g, _ in top_caused]
+        causes_top = [c for _, c in top_caused]
+        names = cause_names(trace, [(g.pid, g.start_ns, g.end_ns, c) for g, c in top_caused], tids)
+        nvtx = nvtx_at(trace, [(g.pid, g.start_ns) for g in top])
+        evidence = tuple(
+            Evidence(start_ns=g.start_ns, end_ns=g.end_ns, device=g.device, pid=g.pid, rank=trace.rank,
+                     name=name, nvtx=n, value_ns=g.ns, detail={"cause": c})
+            for g, n, c, name in zip(top, nvtx, causes_top, names, strict=True))
+        main = max(by_cause, key=lambda c: by_cause[c][1])
+        share = pct(total, report_span_ns(trace))
+        causes = "; ".join(f"{CAUSES[c].split(' (')[0]}: {v[0]} gap(s), {fmt_ms(v[1])}"
+                           for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1][1]))
+        host = _host(trace, mine_gaps)
+        return [Finding(
+            rule_id=self.id,
+            title=f"GPU idle in {n_gaps} gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms",
+            message=(f"{n_gaps} idle gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms add up to "
+                     f"{fmt_ms(total)}" + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
+                     + f"; longest {fmt_ms(top[0].ns)}. Causes: {causes}." + _unrecorded(trace, main, host)),
+            impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
+            evidence_total=n_gaps, report=trace.label, rank=trace.rank,
+            extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
+                   "main_cause": main, **host},
+        )]
+
+
+def _unrecorded(trace: Trace, main: str, host: dict) -> str:
+    """When nothing recorded explains most of the idle: the sampled functions, else the capture flags that
+    would show what the host did."""
+    if main != "no_activity":
+        return ""
+    if host.get("host_functions"):
+        fns = ", ".join(f"{f['function']} ({f['share_pct']:.0f}%)" for f in host["host_functions"][:3])
+        return f" The launching threads were sampled in: {fns}."
+    missing = [flag for table, flag in (("cpu_samples", "--sample=cpu"), ("osrt", "--trace=osrt"))
+               if not trace.has_rows(table)]
+    return (f" Nothing recorded shows what the host did: profile with {' and '.join(missing)} to see it."
+            if missing else "")
+
+
+def _host(trace: Trace, gaps: list) -> dict:
+    """``host_functions``: where the launching threads' CPU was in these gaps (HOST002's samples), if sampled."""
+    found = functions_in(trace, gaps)
+    return {"host_functions": found} if found else {}
+
+
+class LowUtilization(Rule):
+    """Low GPU utilization windows: stretches where the device is busy less than a set share of time.
+
+    *Why it matters*: many small gaps, none long enough to be an idle gap, can still leave a device
+    half empty; summed over a run this is often the largest waste of all.
+
+    *How it is detected*: each device's active span is cut into windows sized to the trace
+    (span / ``max_windows``, never shorter than ``window_min_us``); a window's busy share is
+    one minus its idle share (idle from the same gap pairing as GPU001, profiler overhead busy).
+    Windows under ``max_busy_pct`` are reported, adjacent ones merged. Impact: the idle of gaps that
+    start in those windows and that no other rule owns (not sync-caused, not a blocking copy, shorter
+    than GPU001's minimum, not inside a launch-bound run), so impacts never overlap.
+
+    When the export has GPU metrics samples (``--gpu-metrics-devices=all``), ``measured_sm`` gives the SM
+    activity metrics sampled in the regions shown as evidence (mean and max there, mean over the capture).
+
+    *Advice*: look at what the host does in these windows (NVTX ranges, CPU sampling): small
+    host-side stalls between kernels (Python overhead, frequent small copies, allocator calls).
+    Queue work further ahead, fuse small operations, or capture the loop in a CUDA graph.
+    """
+
+    id = "GPU002"
+    name = "gpu.low-utilization"
+    judges_pacing_idle = True
+    category = "gpu"
+    requires = ("kernels",)
+    thresholds = {
+        "max_busy_pct": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_busy_pct")], "%",
+                                  "a window busier than this is not reported", minimum=0.0, maximum=100.0),
+        "window_min_us": Threshold(OWNERSHIP_PARAMS[("GPU002", "window_min_us")], "us",
+                                   "shortest window; longer when the span is long",
+                                   minimum=1.0, maximum=MAX_US),
+        "max_windows": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_windows")], "count",
+                                 "at most this many windows per device span", minimum=1.0, maximum=1e6),
+    }
+    summary = "Windows where a GPU is busy less than half the time"
+
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        # Adjacent low windows merge into regions; the gaps no other rule owns that start in one are GPU002's.
+        regions = low_regions(owned(trace, ctx.all_params), ownership_params(ctx.all_params))
+        total = sum(r.owned_ns for r in regions)
+        if not regions or total <= 0:
+            return []
+        low_ns = sum(r.end_ns - r.start_ns for r in regions)
+        idle_ns = sum(r.idle_ns for r in regions)
+        top = regions[:20]
+        nvtx = nvtx_at(trace, [(r.pid, r.start_ns) for r in top])
+        evidence = tuple(
+            Evidence(start_ns=r.start_ns, end_ns=r.end_ns, device=r.device, pid=r.pid, rank=trace.rank, nvtx=n,
+                     value_ns=r.owned_ns,
+                     detail={"busy_pct": round(100.0 * (1 - r.idle_ns / (r.end_ns - r.start_ns)), 2),
+                             "windows": r.windows})
+            for r, n in zip(top, nvtx, strict=True))
+        share = pct(total, report_span_ns(trace))
+        return [Finding(
+            rule_id=self.id,
+            title=f"GPU busy under {ctx.params['max_busy_pct']:g}% for {fmt_ms(low_ns)} in {len(regions)} region(s)",
+            message=(f"{len(regions)} region(s) totalling {fmt_ms(low_ns)} ran the GPU under "
+                     f"{ctx.params['max_busy_pct']:g}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
+                     "in short gaps no other finding explains, is counted here."),
+            impact_ns=total, impact_pct=share,
+            advice=("Find what the host does between kernels here (NVTX, CPU sampling): reduce per-op Python "
+                    "and launch overhead, fuse small kernels, or capture the loop in a CUDA graph."),
+            evidence=evidence, evidence_total=len(regions), report=trace.label, rank=trace.rank,
+            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns,
+                   # SM activity the GPU metrics sampled in the low regions shown, when they were collected.
+                   **({"measured_sm": sm} if (sm := sampled_during(trace, SM_METRIC_RE,
+                                                                   [(r.start_ns, r.end_ns) for r in top])) else {})},
+        )]

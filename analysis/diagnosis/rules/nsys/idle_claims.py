@@ -1,0 +1,142 @@
+"""Idle claimed by what the host was doing: rules with ``owns_idle`` take their categories' instants.
+
+A rule class that sets ``owns_idle`` (categories of ``analysis.diagnosis.idle_classes``) owns every idle instant
+painted with one of them (``analysis.diagnosis.idle_anatomy``), in the phases its ``idle_phases`` names (all when
+None), whatever rule owns the gap around it (``analysis.diagnosis.rules.nsys.gaps``): the gap's owner keeps the rest
+of the gap. So an idle nanosecond still has exactly one owner, and a claim names the real cause with its
+share. The categories are disjoint by construction (each instant has one), which orders the claims.
+
+The painting runs over the gap owner table's own gaps (NVIDIA's pairing, profiler overhead busy), cut at
+the phase starts and at every iteration start, so a claim also knows in how many iterations it appears.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from analysis.diagnosis.idle_anatomy import NCAT, minus, paint, resolve_names, speakers
+from analysis.diagnosis.idle_classes import CATEGORIES, CODE
+from analysis.model.activity import pairing, unit_gaps
+from analysis.model.trace import Trace
+
+if TYPE_CHECKING:
+    from analysis.diagnosis.rules.base import Rule
+
+LOOP_PHASES = ("warmup", "steady")
+TOP = 8
+
+
+def claimers() -> list[type[Rule]]:
+    """The registered nsys rule classes that own idle by category (imported here: the rules import this)."""
+    from analysis.diagnosis.rules.nsys import NSYS_RULES
+
+    return [r for r in NSYS_RULES if getattr(r, "owns_idle", ())]
+
+
+@dataclass
+class Claim:
+    """One rule's claimed idle: ``ns`` in all, per category, the top names (name, ns, calls), per device, and in
+    how many of the loop's iterations (of those the window holds) it appears."""
+
+    rule_id: str
+    ns: int = 0
+    by_category: dict[str, int] = field(default_factory=dict)
+    names: list[tuple[str, int, int]] = field(default_factory=list)
+    by_device: dict[tuple[int | None, int | None], int] = field(default_factory=dict)
+    iterations_with: int = 0
+    iterations: int = 0
+    first_ns: int | None = None  # the first cut bin with claimed time starts here (for evidence)
+
+
+@dataclass
+class Claims:
+    taken: list[np.ndarray]  # per unit of ``unit_gaps``, per gap: the time claimed by some rule
+    by_rule: dict[str, Claim]
+
+
+def _phase_cuts(trace: Trace) -> tuple[np.ndarray, list[str], np.ndarray, int]:
+    """Cut points (phase and iteration starts), each bin's phase, each bin's iteration (-1 outside the
+    loop) and the number of iterations inside the trace's window."""
+    from analysis.loops.phases import phase_info
+
+    info = trace.memo.get("phase_info") or phase_info(trace)
+    starts = [p.start_ns for p in info.phases]
+    names = [p.name for p in info.phases]
+    loop = info.loop
+    cuts = np.unique(np.concatenate((np.array(starts, dtype=np.int64), loop.starts.astype(np.int64))))
+    if not len(cuts):
+        return cuts, ["whole"], np.full(1, -1, dtype=np.int64), 0
+    ph = np.clip(np.searchsorted(np.array(starts, dtype=np.int64), cuts, side="right") - 1, 0, max(0, len(names) - 1))
+    bin_phase = [names[i] if names else "whole" for i in ph]
+    it = np.searchsorted(loop.starts, cuts, side="right") - 1
+    in_loop = np.array([p in LOOP_PHASES for p in bin_phase]) & (it >= 0)
+    bin_iter = np.where(in_loop, it, -1)
+    window = getattr(trace, "window", None)
+    if window is not None and len(loop):
+        inside = int(((loop.starts >= window[0]) & (loop.starts < window[1])).sum())
+    else:
+        inside = len(loop)
+    return cuts, bin_phase, bin_iter, inside
+
+
+def claims(trace: Trace) -> Claims:
+    """Every claiming rule's idle on this trace, and per gap the time claimed (cached on the trace)."""
+    if "idle_claims" in trace.memo:
+        return trace.memo["idle_claims"]
+    rules = claimers()
+    cuts, bin_phase, bin_iter, n_iter = _phase_cuts(trace)
+    bins = max(1, len(cuts))
+    take = np.zeros((bins, NCAT), dtype=bool)
+    owner_of = np.full(NCAT, -1, dtype=np.int64)
+    for i, r in enumerate(rules):
+        rows = np.array([r.idle_phases is None or p in r.idle_phases for p in bin_phase], dtype=np.bool_)
+        for c in r.owns_idle:
+            take[rows, CODE[c]] = True
+            owner_of[CODE[c]] = i
+    out = Claims([], {r.id: Claim(r.id, iterations=n_iter) for r in rules})
+    names: dict[str, dict[int, list[int]]] = {r.id: {} for r in rules}
+    iters: dict[str, set[int]] = {r.id: set() for r in rules}
+    sp = speakers(trace)
+    # The breakdown's idle is the gap table's gaps plus the idle under profiler overhead (busy for the gaps):
+    # both are painted in one pass, and the report's idle anatomy (``analysis.diagnosis.idle_anatomy.idle_anatomy``)
+    # reuses their sum instead of painting again.
+    shared: dict = {"cuts": cuts, "bin_phase": bin_phase, "units": {}}
+    for ug in unit_gaps(trace):
+        pid, dev = ug.unit.pid, ug.unit.device
+        if not take.any() or pid is None or not len(ug.gap_start):
+            out.taken.append(np.zeros(len(ug.gap_start), dtype=np.int64))
+            continue
+        bgs, bge = pairing(ug.unit.start, ug.unit.end)
+        extra = minus(bgs, bge, ug.gap_start, ug.gap_end)
+        p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra)
+        out.taken.append(p.taken)
+        shared["units"][(pid, dev)] = p.plus(p.extra)
+        claimed = np.where(take, p.ns, 0)
+        for b, c in zip(*np.nonzero(claimed), strict=True):
+            rule = rules[owner_of[c]].id
+            cl, ns = out.by_rule[rule], int(claimed[b, c])
+            cl.ns += ns
+            cl.by_category[CATEGORIES[c]] = cl.by_category.get(CATEGORIES[c], 0) + ns
+            cl.by_device[(pid, dev)] = cl.by_device.get((pid, dev), 0) + ns
+            if bin_iter[b] >= 0:
+                iters[rule].add(int(bin_iter[b]))
+            start = int(cuts[b]) if len(cuts) else None
+            if start is not None and (cl.first_ns is None or start < cl.first_ns):
+                cl.first_ns = start
+        for (nb, nc, h), (nns, ncalls) in p.names.items():
+            if take[nb, nc]:
+                acc = names[rules[owner_of[nc]].id].setdefault(h, [0, 0])
+                acc[0] += nns
+                acc[1] += ncalls
+    hashes = {h for per in names.values() for h in per}
+    resolved = resolve_names(trace, hashes) if hashes else {}
+    for rule, per in names.items():
+        top = sorted(per.items(), key=lambda kv: (-kv[1][0], resolved.get(kv[0], "?")))[:TOP]
+        out.by_rule[rule].names = [(resolved.get(h, "?"), v[0], v[1]) for h, v in top]
+        out.by_rule[rule].iterations_with = len(iters[rule])
+    trace.memo["idle_painted"] = shared
+    trace.memo["idle_claims"] = out
+    return out

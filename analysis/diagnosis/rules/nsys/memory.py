@@ -1,0 +1,230 @@
+"""MEM001-MEM004: pageable copies, blocking copies, synchronous memsets, unified-memory migrations."""
+
+from __future__ import annotations
+
+from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.rules.base import Rule, RuleContext, Threshold
+from analysis.diagnosis.rules.nsys.common import (
+    MEMSET_RE,
+    fmt_ms,
+    nvtx_at,
+    pct,
+    report_span_ns,
+)
+from analysis.diagnosis.rules.nsys.copies import copy_calls, top_copy_rows
+from analysis.diagnosis.rules.nsys.gaps import owned, owned_total
+from analysis.model.intervals import union_of_sql
+from analysis.model.trace import Trace
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def _evidence(trace: Trace, rows: list[tuple], value_idx: int, detail_keys: tuple[str, ...],
+              detail_idx: tuple[int, ...], name_idx: int | None) -> tuple[Evidence, ...]:
+    """Evidence from rows shaped (pid, device, stream, start, end, ...)."""
+    nvtx = nvtx_at(trace, [(r[0], r[3]) for r in rows])
+    return tuple(
+        Evidence(start_ns=int(r[3]), end_ns=int(r[4]), device=r[1], stream=r[2], pid=r[0], rank=trace.rank,
+                 name=r[name_idx] if name_idx is not None else None, nvtx=v, value_ns=int(r[value_idx]),
+                 detail={k: r[i] for k, i in zip(detail_keys, detail_idx, strict=True)})
+        for r, v in zip(rows, nvtx, strict=True))
+
+
+class PageableMemcpy(Rule):
+    """Copies from or to pageable host memory.
+
+    *Why it matters*: the driver cannot DMA from pageable memory; it stages the data through a pinned
+    buffer, which halves bandwidth at best, and a ``cudaMemcpyAsync`` on pageable memory silently
+    becomes synchronous, so the copy neither overlaps compute nor lets the host run ahead.
+
+    *How it is detected*: memcpy operations whose source or destination memory kind is pageable (the
+    copy's API call joined through the process and correlation id names it). Async calls among them
+    are called out separately. Impact: the GPU time of these copies (what pinned buffers, running
+    at full bandwidth and overlapping compute, would largely recover).
+
+    *Advice*: allocate host buffers with ``cudaHostAlloc``/``cudaMallocHost`` (PyTorch:
+    ``pin_memory=True`` in the DataLoader, ``tensor.pin_memory()``), then use ``non_blocking=True`` /
+    ``cudaMemcpyAsync`` on a side stream.
+    """
+
+    id = "MEM001"
+    name = "memory.pageable-memcpy"
+    category = "memory"
+    requires = ("memcpy",)
+    thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies are pageable",
+                                          minimum=1.0, maximum=1e9)}
+    summary = "Copies through pageable host memory (and async copies that became synchronous)"
+
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        cs = copy_calls(trace).pageable
+        n, total, nbytes, n_async, async_ns = cs.count, cs.op_ns, cs.bytes, cs.async_count, cs.async_op_ns
+        if n == 0 or n < ctx.params["min_copies"]:
+            return []
+        top = top_copy_rows(trace, cs.top_rows, """m.pid, m.device, m.stream, m.start_ns, m.end_ns,
+            m.end_ns - m.start_ns, a.name, m.copy_kind, m.bytes, m.src_kind, m.dst_kind,
+            COALESCE(contains(a.name, 'Async'), FALSE)""")
+        evidence = _evidence(trace, top, 5, ("copy_kind", "bytes", "src_kind", "dst_kind", "async_call"),
+                             (7, 8, 9, 10, 11), 6)
+        share = pct(int(total), report_span_ns(trace))
+        asyncs = (f" {n_async} of them were async calls that ran synchronously ({fmt_ms(int(async_ns))})."
+                  if n_async else "")
+        return [Finding(
+            rule_id=self.id,
+            title=f"{n} copies use pageable host memory ({_mib(int(nbytes))}, {fmt_ms(int(total))})",
+            message=(f"{n} memcpy operation(s) moved {_mib(int(nbytes))} through pageable host memory in "
+                     f"{fmt_ms(int(total))} of GPU time.{asyncs}"),
+            impact_ns=int(total), impact_pct=share,
+            advice=("Pin the host buffers (cudaMallocHost / cudaHostAlloc; PyTorch pin_memory=True) and copy "
+                    "with cudaMemcpyAsync / non_blocking=True so copies overlap compute."),
+            evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
+            extra={"copies": int(n), "bytes": int(nbytes), "async_became_sync": int(n_async),
+                   "async_became_sync_ns": int(async_ns)},
+        )]
+
+
+class BlockingMemcpy(Rule):
+    """Synchronous copies that block the host.
+
+    *Why it matters*: ``cudaMemcpy`` (and the driver's ``cuMemcpy*`` without ``Async``) returns only
+    when the copy is done, after all earlier work on the stream; the host queues nothing meanwhile and
+    the GPU drains and idles until the host catches up.
+
+    *How it is detected*: copy operations whose API call is a synchronous memcpy, with NVIDIA's
+    exclusions (copies within one device, and host-to-device copies of at most 64 KiB, which return
+    once staged). Impact: the GPU idle that follows while such a call was in progress when the device
+    went idle (the gap is MEM002's unless a blocking sync already owns it, see GPU001/SYNC001).
+
+    *Advice*: use ``cudaMemcpyAsync`` from pinned memory on a stream and synchronize once when the
+    data is needed; keep results on the GPU instead of reading them back every step.
+    """
+
+    id = "MEM002"
+    name = "memory.blocking-memcpy"
+    category = "memory"
+    requires = ("memcpy", "cuda_api")
+    thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies block",
+                                          minimum=1.0, maximum=1e9)}
+    summary = "Synchronous memcpy calls that block the host"
+
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        cs = copy_calls(trace).blocking
+        n, host_ns, nbytes = cs.count, cs.call_ns, cs.bytes
+        if n == 0 or n < ctx.params["min_copies"]:
+            return []
+        idle, gaps = owned_total(owned(trace, ctx.all_params), self.id)
+        top = top_copy_rows(trace, cs.top_rows, """a.pid, m.device, m.stream, a.start_ns, a.end_ns,
+            a.end_ns - a.start_ns, a.name, m.copy_kind, m.bytes""")
+        evidence = _evidence(trace, top, 5, ("copy_kind", "bytes"), (7, 8), 6)
+        share = pct(int(idle), report_span_ns(trace))
+        return [Finding(
+            rule_id=self.id,
+            title=f"{n} synchronous copies block the host; GPU idle {fmt_ms(int(idle))} after them",
+            message=(f"{n} blocking memcpy call(s) ({_mib(int(nbytes))}) held the host for {fmt_ms(int(host_ns))}; "
+                     f"{gaps} GPU idle gap(s) opened while one was in progress, {fmt_ms(int(idle))} in all."),
+            impact_ns=int(idle), impact_pct=share,
+            advice=("Use cudaMemcpyAsync from pinned memory on a stream and synchronize once when the data is "
+                    "needed; keep results on the GPU instead of reading them back every step."),
+            evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
+            extra={"copies": int(n), "bytes": int(nbytes), "host_blocked_ns": int(host_ns), "idle_gaps": int(gaps)},
+        )]
+
+
+class SyncMemset(Rule):
+    """Synchronous memset on pinned host or managed memory.
+
+    *Why it matters*: ``cudaMemset`` on pinned or unified memory is synchronous with the host; it
+    serializes the host with the GPU for what is usually a trivial operation.
+
+    *How it is detected*: memset operations on pinned or managed memory whose API call (joined through
+    process and correlation id) is a memset without ``Async``. Impact: the GPU time of those memsets.
+
+    *Advice*: use ``cudaMemsetAsync`` on a stream, or initialise the buffer on the host/in a kernel
+    that is already running.
+    """
+
+    id = "MEM003"
+    name = "memory.sync-memset"
+    category = "memory"
+    requires = ("memset", "cuda_api")
+    thresholds = {"min_memsets": Threshold(1.0, "count", "report when at least this many memsets are synchronous",
+                                           minimum=1.0, maximum=1e9)}
+    summary = "Synchronous memset on pinned or managed memory"
+
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        sql = f"""
+            SELECT m.pid, m.device, m.stream, m.start_ns, m.end_ns, m.end_ns - m.start_ns AS dur, a.name,
+                   m.mem_kind, m.bytes
+            FROM memset m JOIN cuda_api a ON a.pid = m.pid AND a.correlation_id = m.correlation_id
+            WHERE m.mem_kind IN ('pinned', 'managed') AND regexp_matches(a.name, '{MEMSET_RE}')
+              AND NOT contains(a.name, 'Async')"""  # noqa: S608 - constants and server-made names
+        n, total = trace.sql(f"SELECT COUNT(*), COALESCE(SUM(dur), 0) FROM ({sql})")[0]  # noqa: S608
+        if n == 0 or n < ctx.params["min_memsets"]:
+            return []
+        top = trace.sql(f"SELECT * FROM ({sql}) ORDER BY dur DESC, start_ns LIMIT 20")  # noqa: S608
+        evidence = _evidence(trace, top, 5, ("mem_kind", "bytes"), (7, 8), 6)
+        return [Finding(
+            rule_id=self.id,
+            title=f"{n} synchronous memset(s) on pinned/managed memory",
+            message=f"{n} synchronous memset(s) on pinned or managed memory took {fmt_ms(int(total))} of GPU time.",
+            impact_ns=int(total), impact_pct=pct(int(total), report_span_ns(trace)),
+            advice="Use cudaMemsetAsync on a stream, or initialise the buffer inside work that already runs.",
+            evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
+            extra={"memsets": int(n)},
+        )]
+
+
+class UnifiedMemoryMigration(Rule):
+    """Unified-memory page migrations.
+
+    *Why it matters*: with managed memory, pages move on demand; a kernel that touches non-resident
+    pages faults and waits while the driver migrates them, and migration in both directions
+    (thrashing) can cost more than the computation.
+
+    *How it is detected*: memcpy rows of the unified-memory kinds (``UVM_HtoD``, ``UVM_DtoH``,
+    ``UVM_DtoD``): count, bytes, total time, and the time they run while no kernel runs on the device
+    (interval algebra on unions). Impact: that migration-only time, per device, summed.
+
+    *Advice*: prefetch with ``cudaMemPrefetchAsync`` before the kernels that need the data, give
+    ``cudaMemAdvise`` hints (preferred location, read-mostly), or use explicit device allocations.
+    """
+
+    id = "MEM004"
+    name = "memory.unified-memory-migration"
+    category = "memory"
+    requires = ("memcpy",)
+    thresholds = {"min_migrations": Threshold(1.0, "count", "report when at least this many migrations happen",
+                                              minimum=1.0, maximum=1e9)}
+    summary = "Unified-memory page migration traffic"
+
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        n, nbytes, total, htod, dtoh = trace.sql("""
+            SELECT COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(end_ns - start_ns), 0),
+                   COUNT(*) FILTER (WHERE copy_kind = 'UVM_HtoD'), COUNT(*) FILTER (WHERE copy_kind = 'UVM_DtoH')
+            FROM memcpy WHERE copy_kind LIKE 'UVM%'""")[0]
+        if n == 0 or n < ctx.params["min_migrations"]:
+            return []
+        # Migration-only time: |migrations u kernels| - |kernels|, per unit, from union lengths.
+        kern = "SELECT pid, device, start_ns, end_ns FROM kernels"
+        both = kern + " UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy WHERE copy_kind LIKE 'UVM%'"  # noqa: S608 - constants
+        sql = f"""
+            SELECT COALESCE(SUM(b.union_ns - COALESCE(k.union_ns, 0)), 0)
+            FROM ({union_of_sql(both)}) b LEFT JOIN ({union_of_sql(kern)}) k
+              ON k.pid IS NOT DISTINCT FROM b.pid AND k.device IS NOT DISTINCT FROM b.device"""  # noqa: S608
+        alone = int(trace.scalar(sql) or 0)
+        top = trace.sql("""SELECT pid, device, stream, start_ns, end_ns, end_ns - start_ns AS dur, copy_kind, bytes
+                           FROM memcpy WHERE copy_kind LIKE 'UVM%' ORDER BY dur DESC, start_ns LIMIT 20""")
+        evidence = _evidence(trace, top, 5, ("bytes",), (7,), 6)
+        return [Finding(
+            rule_id=self.id,
+            title=f"{n} unified-memory migrations ({_mib(int(nbytes))}), {fmt_ms(alone)} with no kernel running",
+            message=(f"{n} page migrations ({htod} to the device, {dtoh} to the host) moved {_mib(int(nbytes))} "
+                     f"in {fmt_ms(int(total))}; {fmt_ms(alone)} of it ran while no kernel ran on the device."),
+            impact_ns=alone, impact_pct=pct(alone, report_span_ns(trace)),
+            advice=("Prefetch managed buffers with cudaMemPrefetchAsync before the kernels that use them, add "
+                    "cudaMemAdvise hints, or allocate on the device explicitly."),
+            evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
+            extra={"migrations": int(n), "bytes": int(nbytes), "migration_ns": int(total),
+                   "to_device": int(htod), "to_host": int(dtoh)},
+        )]

@@ -1,0 +1,83 @@
+"""What fills a report's start-up, from the idle anatomy: the host activity behind the GPU's idle in it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analysis.diagnosis.idle_anatomy import entries, paint, speakers, window_idle
+from analysis.model.activity import unit_ops
+from analysis.model.trace import Trace
+
+CONTEXT_MIN_NS = 10_000_000  # a first CUDA call this long is taken to include the CUDA context's creation
+
+# The category that fills most of the start-up decides the advice; no category means nothing recorded.
+ADVICE = {
+    "allocation": ("Allocations fill it (the first one also creates the CUDA context): allocate once up front (a "
+                   "caching allocator, one pinned host pool) and create the context early and once (one process per "
+                   "GPU kept alive across jobs)."),
+    "jit_module": ("Module loading and compilation fill it: load modules lazily (CUDA_MODULE_LOADING=LAZY, the "
+                   "default since CUDA 12.2), cache JIT and compiled kernels (CUDA_CACHE_PATH, Inductor/Triton "
+                   "caches) and build for the GPU's architecture."),
+    "nccl_setup": ("NCCL communicator set-up fills it: create communicators once and keep them (persistent process "
+                   "groups), split them instead of creating new ones (ncclCommSplit), and let NCCL connect lazily "
+                   "(NCCL_RUNTIME_CONNECT=1)."),
+    "mpi": "Host communication fills it (MPI set-up and exchanges before the loop): do it once, overlap it with "
+           "GPU set-up, or keep the processes alive across jobs.",
+    "os_io": "File and network I/O fill it (reading inputs or the data set): read in parallel or ahead, cache the "
+             "data on local storage or in memory, or start profiling after loading.",
+    "os_wait": "The launching thread waits on locks, sleeps or polls in it: find what it waits for (a loader, a "
+               "server, another process) and start that earlier.",
+    "host_cpu": ("The host computes in it (the sampled functions above): precompute or cache that work, parallelize it, "
+                 "or move it out of the profiled range (nsys --capture-range=cudaProfilerApi or an NVTX range)."),
+    "user_range": ("Its time is inside the NVTX ranges above: look at what they do, or sample the CPU "
+                   "(nsys --sample=cpu) to see which functions run in them."),
+}
+UNRECORDED = ("Nothing recorded explains most of it: profile again with CPU sampling and the OS runtime trace "
+              "(nsys profile --sample=cpu --trace=cuda,nvtx,osrt) to see which functions and calls fill it, or "
+              "start profiling after it (--capture-range=cudaProfilerApi).")
+
+
+@dataclass(frozen=True)
+class StartupFill:
+    """The start-up's anatomy on the loop's device: idle, categories with their top names, the first CUDA call
+    (when long enough to include the context's creation) and the advice for the largest category."""
+
+    idle_ns: int
+    categories: list[dict]
+    first_call: tuple[str, int] | None
+    advice: str
+
+
+def startup_fill(base: Trace, unit: tuple[int | None, int | None] | None, lo: int, hi: int) -> StartupFill | None:
+    """The anatomy of ``[lo, hi)`` on ``unit`` (else the report's first device) of the whole report ``base``."""
+    units = [u for u in unit_ops(base) if len(u)]
+    u = next((x for x in units if unit is not None and (x.pid, x.device) == tuple(unit)), units[0] if units else None)
+    if u is None or u.pid is None:
+        return None
+    tids = speakers(base).get((u.pid, u.device))
+    gs, ge = window_idle(u.start, u.end, lo, hi)
+    (entry,) = entries(base, paint(base, u.pid, tids, gs, ge), u.pid, u.device, tids, ["startup"]) or (None,)
+    if entry is None:
+        return None
+    from analysis.diagnosis.idle_anatomy import resolve_names
+
+    hashes = {t["name"] for c in entry["categories"] for t in c["top"]}
+    names = resolve_names(base, hashes) if hashes else {}
+    for c in entry["categories"]:
+        for t in c["top"]:
+            t["name"] = names.get(t["name"], "?")
+    where = f"pid = {int(u.pid)}" + (f" AND tid IN ({', '.join(str(int(t)) for t in tids)})" if tids else "")
+    row = base.sql(f"""SELECT name, end_ns - start_ns FROM cuda_api WHERE {where} AND start_ns >= {int(lo)}
+                       AND start_ns < {int(hi)} ORDER BY start_ns LIMIT 1""") if base.has_rows("cuda_api") else []  # noqa: S608
+    first = (str(row[0][0]), int(row[0][1])) if row and int(row[0][1]) >= CONTEXT_MIN_NS else None
+    top = entry["categories"][0]["category"] if entry["categories"] else "none"
+    return StartupFill(entry["idle_ns"], entry["categories"], first, ADVICE.get(top, UNRECORDED))
+
+
+def describe(fill: StartupFill, fmt) -> str:
+    """'host_cpu 542 ms (main, std::abs), allocation 143 ms (cudaMalloc x2) ...' for the largest categories."""
+    parts = []
+    for c in fill.categories[:4]:
+        names = ", ".join(f"{t['name']} x{t['calls']}" for t in c["top"][:3])
+        parts.append(f"{c['category']} {fmt(c['ns'])}" + (f" ({names})" if names else ""))
+    return "; ".join(parts)

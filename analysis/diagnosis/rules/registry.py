@@ -1,0 +1,16 @@
+"""The explicit list of every rule Goodput runs. Ids are stable: never renumber, only add."""
+
+from __future__ import annotations
+
+from analysis.diagnosis.rules.base import Registry
+from analysis.diagnosis.rules.ncu import NCU_RULES
+from analysis.diagnosis.rules.ncu.ncu008_latency_bound import LatencyBoundMemory
+from analysis.diagnosis.rules.ncu.ncu009_cache_reuse import PoorCacheReuse
+from analysis.diagnosis.rules.ncu.ncu010_roofline import FarFromRoofline
+from analysis.diagnosis.rules.nsys import NSYS_RULES
+
+
+def default_registry() -> Registry:
+    """All rules, nsys first, then ncu. Raises on a duplicate id."""
+    return Registry([*NSYS_RULES, *NCU_RULES,
+                     LatencyBoundMemory, PoorCacheReuse, FarFromRoofline])  # the rules over the ncu memory story

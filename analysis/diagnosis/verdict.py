@@ -1,0 +1,264 @@
+"""The verdict: one sentence on what bounds a report (or a run) and what to do first, with its cost.
+
+Not "the top finding wins": the verdict first asks what kind of run this is, then which finding speaks
+for it, in this order (each step is a question about the whole report, answered from the breakdown,
+the phases and the findings):
+
+1. Did the export record GPU activity at all? If not: ``no_gpu_data``, saying what it has and what to
+   collect.
+2. Is it a one-shot program whose start-up (before the first GPU operation) or teardown (after the last)
+   is at least half of the trace and ``ONE_OFF_RATIO`` times the window analysed? Then ``startup`` /
+   ``teardown``: nothing in the GPU work matters until that is excluded or fixed.
+3. Is the loop paced by its input (``iterations.anatomy.kind == "host_paced"``)? Then ``host_paced``.
+4. Is the GPU busy (``GPU_BOUND_PCT`` or more of the window)? Then what fills the busy time decides:
+   copies (``copies``), launch shapes that leave most SMs idle (``launch_shape``, KRN004), else the
+   kernels themselves (``gpu_bound_kernel``: KRN005's ncu command when one kernel dominates).
+5. Otherwise the GPU waits, and the finding that owns the most time in the window says on what
+   (``RULE_KINDS``: a table from rule id to verdict kind and next step).
+
+Kinds (the vocabulary of ``verdict.kind``): see ``KINDS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from analysis import fmt
+from analysis.loops.phases import activity_bounds, top_calls
+from analysis.model.trace import Trace
+
+KINDS: dict[str, str] = {
+    "no_gpu_data": "the export has no GPU activity (kernels, copies, memsets) to judge",
+    "startup": "one-off start-up (CUDA context, allocations, communicators, input) dominates the trace",
+    "teardown": "one-off teardown after the last GPU operation dominates the trace",
+    "host_paced": "the loop waits for its input by design (frames, requests)",
+    "gpu_bound_kernel": "the GPU is busy and its kernels are the lever: profile them",
+    "launch_shape": "the GPU looks busy but its launches use a fraction of its SMs",
+    "copies": "memory copies fill the GPU's time or block the host",
+    "uvm": "unified-memory page migrations stall the GPU",
+    "sync_bound": "the host waits on the GPU in synchronization calls and leaves it idle",
+    "allocation": "memory allocation and free calls in the loop leave the GPU idle",
+    "launch_bound": "kernels are shorter than the host needs to launch them",
+    "communication": "communication (NCCL, MPI) is exposed",
+    "jit": "compilation (JIT, module loading) leaves the GPU idle",
+    "host_bound": "the host is busy elsewhere (CPU work, I/O, Python) and the GPU waits",
+}
+
+GPU_BOUND_PCT = 80.0   # busy share of the window at which the GPU, not the host, bounds the run
+ONE_OFF_SHARE = 0.5    # start-up or teardown at least this share of the trace ...
+ONE_OFF_RATIO = 10.0   # ... and at least this many times the analysed window: the capture is about it
+SHAPE_SHARE = 0.5      # KRN004's cost at least this share of compute kernel time: the shape is the story
+COPY_SHARE = 0.5       # copies at least this share of busy time: copies are the story
+
+# Rule id -> (verdict kind, next step). Rules another rule's verdict speaks for are absent (KRN005 feeds
+# gpu_bound_kernel, PHASE001/PHASE002 are about other phases, HOST002 is evidence only).
+RULE_KINDS: dict[str, tuple[str, str]] = {
+    "SYNC001": ("sync_bound", "remove the blocking synchronizations from the loop (stream order, events, "
+                              "non-blocking checks) so the host queues work ahead"),
+    "MEM003": ("sync_bound", "use cudaMemsetAsync on a stream instead of synchronous memsets"),
+    "MEM002": ("copies", "make the copies asynchronous from pinned memory and overlap them with kernels"),
+    "MEM001": ("copies", "pin the host buffers (cudaHostAlloc / pin_memory) or keep the data resident on "
+                         "the GPU"),
+    "MEM005": ("copies", "keep the data resident on the GPU and move only what changes"),
+    "MEM004": ("uvm", "prefetch managed memory to the GPU (cudaMemPrefetchAsync) or copy it explicitly"),
+    "MEM006": ("allocation", "allocate once outside the loop (stream-ordered or caching allocator)"),
+    "KRN001": ("launch_bound", "capture the kernel sequence in a CUDA graph or fuse the small kernels"),
+    "KRN002": ("gpu_bound_kernel", "use tensor-core math (TF32/BF16/FP16) in the heavy kernels"),
+    "KRN003": ("gpu_bound_kernel", "profile the slow instances of the spread kernel with ncu"),
+    "KRN004": ("launch_shape", "launch at least as many blocks as SMs, blocks of 64+ threads"),
+    "GPU001": ("host_bound", "find the host work in the gaps (NVTX, --sample=cpu) and move it off the "
+                             "GPU's critical path"),
+    "GPU002": ("host_bound", "reduce per-step host overhead between kernels (fuse, CUDA graphs, queue ahead)"),
+    "HOST001": ("host_bound", "move the blocking OS calls (I/O, locks, sleeps) off the launching thread"),
+    "HOST003": ("communication", "overlap MPI/host communication with GPU work (non-blocking calls, "
+                                 "GPU-aware MPI)"),
+    "HOST004": ("jit", "compile once and cache (warm up before measuring, persistent kernel caches)"),
+    "COMM001": ("communication", "overlap communication with compute (bucketing, separate streams)"),
+    "COMM002": ("communication", "balance the ranks' work so none waits for a straggler"),
+    "COMM003": ("communication", "check the slow links and NCCL's algorithm for the slow size class"),
+    "COMM004": ("communication", "put NCCL on its own stream so it overlaps compute"),
+}
+# GPU001's idle whose cause is process set-up (context, modules, communicators) is start-up, not the loop.
+SETUP_NEXT = ("exclude one-off set-up from the measurement (warm up, capture range) or create contexts and "
+              "communicators once")
+LABELS = {"sync_bound": "Sync-bound", "copies": "Copy-bound", "uvm": "Unified-memory migrations",
+          "allocation": "Allocation every iteration", "launch_bound": "Launch-bound",
+          "gpu_bound_kernel": "GPU-bound", "launch_shape": "Launch shape", "host_bound": "Host-bound",
+          "communication": "Communication-bound", "jit": "Compilation", "startup": "Start-up"}
+
+
+def verdict_facts(trace: Trace) -> dict[str, int | None]:
+    """What the verdict needs from the whole (unwindowed) report: the first and last recorded activity
+    (``t0_ns``/``t1_ns``) and GPU operation (``g0_ns``/``g1_ns``), and the CUDA calls that fill start-up
+    and teardown (for the sentence)."""
+    bounds = activity_bounds(trace)
+    parts = [f'SELECT MIN(start_ns) s, MAX(end_ns) e FROM "{t}"' for t in ("kernels", "memcpy", "memset")  # noqa: S608
+             if trace.has_rows(t)]
+    g = trace.sql("SELECT MIN(s), MAX(e) FROM (" + " UNION ALL ".join(parts) + ")")[0] if parts else (None, None)  # noqa: S608
+    out: dict[str, Any] = {"t0_ns": bounds[0] if bounds else None, "t1_ns": bounds[1] if bounds else None,
+                           "g0_ns": None if g[0] is None else int(g[0]), "g1_ns": None if g[1] is None else int(g[1])}
+    if bounds and out["g0_ns"] is not None:
+        out["startup_calls"] = top_calls(trace, bounds[0], out["g0_ns"])
+        out["teardown_calls"] = top_calls(trace, out["g1_ns"], bounds[1])
+    return out
+
+
+def _ms(ns: float) -> str:
+    return fmt.duration(ns)
+
+
+def _verdict(kind: str, text: str, impact_ns: int | None, next_step: str, finding: Mapping[str, Any] | None,
+             ) -> dict[str, Any]:
+    """``rule_id``: the finding the verdict speaks for (None: the verdict is about the report as a whole)."""
+    return {"kind": kind, "text": text, "impact_ns": None if impact_ns is None else int(impact_ns),
+            "next_step": next_step, "rule_id": None if finding is None else finding["rule_id"]}
+
+
+def finding_kind(finding: Mapping[str, Any]) -> str | None:
+    """The verdict kind a finding stands for (None: it speaks for no verdict of its own)."""
+    if finding["rule_id"] == "GPU001" and finding.get("main_cause") == "setup":
+        return "startup"
+    if finding["rule_id"] == "KRN005":
+        return "gpu_bound_kernel"
+    if finding["rule_id"] in ("PHASE001", "PHASE002"):
+        return "startup"
+    hit = RULE_KINDS.get(finding["rule_id"])
+    return hit[0] if hit else None
+
+
+def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    counts = info.get("counts") or {}
+    have = [f"{counts[k]:,} {k.replace('_', ' ')} rows" for k in ("cuda_api", "nvtx") if counts.get(k)]
+    it = info.get("iterations") or {}
+    loop = (f"; NVTX shows {it['count']} iterations of '{it.get('range')}'" if it.get("source") == "nvtx" and
+            it.get("count") else "")
+    what = ("the export has " + " and ".join(have) if have else "the export has no CUDA, NVTX or GPU rows")
+    missing = ("GPU activity tracing was off or lost (CUDA API calls without kernels or copies)"
+               if counts.get("cuda_api") else "CUDA was not traced")
+    return _verdict("no_gpu_data", f"No GPU activity recorded: {what}{loop}; {missing}.", None,
+                    "re-profile with nsys profile --trace=cuda,nvtx,osrt --sample=cpu", None)
+
+
+def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any] | None:
+    got = [facts.get(k) for k in ("t0_ns", "t1_ns", "g0_ns", "g1_ns")]
+    if any(v is None for v in got):
+        return None
+    t0, t1, g0, g1 = (int(v) for v in got)  # type: ignore[arg-type]  # None ruled out above
+    ext = t1 - t0
+    window = int((info.get("breakdown") or {}).get("span_ns") or 0)
+    # Start-up ends where set-up ends (the phases: context, modules, NCCL communicators, MPI_Init ...), which
+    # can be well after the first GPU operation (a memset inside ncclCommInitRank).
+    setup_end = next((int(p["end_ns"]) for p in info.get("phases") or []
+                      if p.get("name") == "startup" and p.get("end_ns") is not None), None)
+    start_ns = max(g0, setup_end) - t0 if setup_end is not None and t0 <= setup_end <= t1 else g0 - t0
+    for kind, ns, calls, where in (("startup", start_ns, facts.get("startup_calls"), "before the first"),
+                                   ("teardown", t1 - g1, facts.get("teardown_calls"), "after the last")):
+        if ext > 0 and ns >= ONE_OFF_SHARE * ext and ns >= ONE_OFF_RATIO * window:
+            fill = ", ".join(f"{n} {_ms(v)}" for n, v in (calls or [])[:3])
+            text = (f"{'Start-up' if kind == 'startup' else 'Teardown'} dominates: {_ms(ns)} of the {_ms(ext)} trace "
+                    f"passes {where} GPU operation" + (f" (mostly {fill})" if fill else "")
+                    + f"; the GPU work analysed spans {_ms(window)}.")
+            step = (SETUP_NEXT + "; then profile many iterations of the real work" if kind == "startup" else
+                    "exclude teardown from the capture (capture range) and profile many iterations of the work")
+            return _verdict(kind, text, ns, step, None)
+    return None
+
+
+def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts: Mapping[str, Any],
+                   ) -> dict[str, Any]:
+    """The verdict of one nsys report from its ``reports[]`` object, its findings (dicts) and
+    ``verdict_facts``. See the module docstring for the order of the questions."""
+    counts = info.get("counts") or {}
+    if not any(counts.get(k) for k in ("kernels", "memcpy", "memset")):
+        return _no_gpu(info, facts)
+    one_off = _one_off(info, facts)
+    if one_off is not None:
+        # PHASE001 (start-up before the first iteration), when it ran, is the finding this verdict speaks for.
+        phase001 = next((f for f in findings if f["rule_id"] == "PHASE001"), None)
+        return {**one_off, "rule_id": phase001["rule_id"]} if one_off["kind"] == "startup" and phase001 else one_off
+    bd = info.get("breakdown") or {}
+    span, idle = int(bd.get("span_ns") or 0), int(bd.get("idle_ns") or 0)
+    busy = span - idle
+    busy_pct = 100.0 * busy / span if span else 0.0
+    phase = (info.get("window") or {}).get("phase")
+    mine = [f for f in findings if f.get("phase") in (phase, None) and f.get("owns_idle") is not False]
+    by_rule = {f["rule_id"]: f for f in sorted(mine, key=lambda f: -int(f["impact_ns"]))}
+    ana = (info.get("iterations") or {}).get("anatomy") or {}
+    if ana.get("kind") == "host_paced":
+        duty = float(ana.get("gpu_duty_cycle_pct") or 0.0)
+        return _verdict("host_paced", f"Input-paced at {float(ana.get('per_second') or 0):.3g} iterations/s: the GPU "
+                        f"is busy {duty:.1f}% of each iteration.", idle,
+                        "nothing to fix on the GPU unless the input can arrive faster; to see headroom, profile "
+                        "the work per iteration (GPU time and launch latency)", None)
+    if busy_pct >= GPU_BOUND_PCT:
+        return _gpu_bound(bd, busy, busy_pct, by_rule, info)
+    # The GPU waits: the finding that owns the most time says on what.
+    ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"]
+    if not ranked:
+        return _verdict("host_bound", f"Host-bound: the GPU is busy {busy_pct:.1f}% of the window and idle "
+                        f"{_ms(idle)}; no finding explains the idle.", idle,
+                        "collect CPU samples and OS calls (--sample=cpu --trace=osrt) to see where the host is", None)
+    top = max(ranked, key=lambda f: int(f["impact_ns"]))
+    kind = finding_kind(top) or "host_bound"
+    step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
+    text = (f"{LABELS.get(kind, kind)}: {top['title']} (costs {_ms(int(top['impact_ns']))}; the GPU is idle "
+            f"{_ms(idle)}, busy {busy_pct:.1f}% of the window)")
+    sampled = top.get("host_functions") or []
+    if sampled:  # CPU samples say where the host was during that idle (HOST002's)
+        text += "; the host was sampled in " + ", ".join(
+            f"{h.get('function')} {float(h.get('share_pct') or 0):.0f}%" for h in sampled[:3])
+    elif top["rule_id"] == "GPU001" and top.get("main_cause") == "no_activity":
+        step += "; nothing recorded shows the host's work: collect --sample=cpu --trace=osrt"
+    return _verdict(kind, text + ".", int(top["impact_ns"]), step, top)
+
+
+def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mapping[str, Mapping[str, Any]],
+               info: Mapping[str, Any]) -> dict[str, Any]:
+    copies = int(bd.get("memory_only_ns") or 0)
+    compute = int(bd.get("compute_ns") or 0) + int(bd.get("comm_exposed_ns") or 0)
+    if copies >= COPY_SHARE * busy:
+        top = max((by_rule[r] for r in ("MEM001", "MEM005", "MEM002") if r in by_rule),
+                  key=lambda f: int(f["impact_ns"]), default=None)
+        return _verdict("copies", f"Copy-bound: copies alone fill {_ms(copies)} of the GPU's {_ms(busy)} busy time "
+                        f"({100.0 * copies / busy:.1f}%), kernels {_ms(compute)}.", copies,
+                        RULE_KINDS[top["rule_id"] if top else "MEM005"][1], top)
+    shape = by_rule.get("KRN004")
+    if shape is not None and int(shape["impact_ns"]) >= SHAPE_SHARE * int(shape.get("compute_kernel_ns") or compute):
+        ev = (shape.get("evidence") or [{}])[0]
+        d = ev.get("detail") or {}
+        text = (f"Launch shape: {ev.get('name')} runs {d.get('blocks', 0):,} block(s) of "
+                f"{d.get('threads_per_block', 0):,} thread(s) on {d.get('sm_count')} SMs, so at most "
+                f"{d.get('used_pct', 0):.2g}% of the GPU works while the timeline shows it {busy_pct:.1f}% busy: "
+                f"{_ms(int(shape['impact_ns']))} of {_ms(int(shape.get('compute_kernel_ns') or compute))} kernel time "
+                "is unused GPU.")
+        return _verdict("launch_shape", text, int(shape["impact_ns"]), RULE_KINDS["KRN004"][1], shape)
+    dom = by_rule.get("KRN005")
+    if dom is not None:
+        text = (f"One kernel is {float(dom.get('share_pct') or 0):.1f}% of GPU time: {dom.get('kernel')} "
+                f"({_ms(int(dom['impact_ns']))}, GPU busy {busy_pct:.1f}% of the window).")
+        return _verdict("gpu_bound_kernel", text, int(dom["impact_ns"]),
+                        f"profile it with ncu: {dom.get('ncu_command')}", dom)
+    tops = info.get("top_kernels") or []
+    names = ", ".join(f"{k['name']} {float(k.get('share_pct') or 0):.1f}%" for k in tops[:3])
+    return _verdict("gpu_bound_kernel", f"GPU-bound: busy {busy_pct:.1f}% of the window; the kernels are the "
+                    f"lever (largest over the report: {names}).", compute,
+                    "profile the largest kernels with ncu (--set full), starting with the first", None)
+
+
+def run_verdict(verdicts: list[dict[str, Any]], names: list[str]) -> dict[str, Any] | None:
+    """One verdict for a run of several reports: the kind most reports share (ties: the larger cost),
+    told by the report where it costs most (``names``: each report's rank or file, for the sentence)."""
+    if not verdicts:
+        return None
+    if len(verdicts) == 1:
+        return dict(verdicts[0])
+    groups: dict[str, list[int]] = {}
+    for i, v in enumerate(verdicts):
+        groups.setdefault(v["kind"], []).append(i)
+    kind = max(groups, key=lambda k: (len(groups[k]), max(int(verdicts[i]["impact_ns"] or 0) for i in groups[k])))
+    idx = groups[kind]
+    lead = max(idx, key=lambda i: (int(verdicts[i]["impact_ns"] or 0), -i))
+    out = dict(verdicts[lead])
+    out["text"] = f"{len(idx)} of {len(verdicts)} reports ({names[lead]} shown): {verdicts[lead]['text']}"
+    return out

@@ -1,0 +1,82 @@
+"""A report's kernel and NVTX tables (the run page's drill-down) and the run's kernel x rank matrix.
+
+Plain rows for the browser, from one opened report (``analysis.model.trace.Trace``), largest total time first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.model.kernel_names import VOLATILE_NVTX_SQL, short_kernel_name
+from analysis.model.trace import Trace
+
+TABLE_LIMIT = 500   # rows of the kernel / NVTX tables sent to the browser (largest total time first)
+
+
+def kernel_table(trace: Trace) -> list[dict[str, Any]]:
+    """Per kernel name of an nsys report: launches, total/mean/min/max time and share of all kernel time."""
+    if not trace.has_rows("kernels"):
+        return []
+    rows = trace.sql(
+        """SELECT name, any_value(category), count(*), sum(end_ns - start_ns), min(end_ns - start_ns),
+                  max(end_ns - start_ns), count(DISTINCT stream), sum(sum(end_ns - start_ns)) OVER ()
+             FROM kernels GROUP BY name ORDER BY 4 DESC, 1 LIMIT $lim""",
+        {"lim": TABLE_LIMIT},
+    )
+    return [{"name": n or "", "short": short_kernel_name(n or ""), "category": c, "count": int(k),
+             "total_ns": int(t), "mean_ns": int(t) // max(1, int(k)), "min_ns": int(mn), "max_ns": int(mx),
+             "streams": int(s), "pct": 100.0 * int(t) / int(all_t) if all_t else None}
+            for n, c, k, t, mn, mx, s, all_t in rows]
+
+
+def nvtx_table(trace: Trace) -> list[dict[str, Any]]:
+    """Per NVTX range text (volatile counters such as ``op_id = N`` folded) and domain: count and durations."""
+    if not trace.has_rows("nvtx"):
+        return []
+    rows = trace.sql(
+        f"""SELECT {VOLATILE_NVTX_SQL} AS t, domain, count(*), sum(end_ns - start_ns), min(end_ns - start_ns),
+                   max(end_ns - start_ns)
+              FROM nvtx WHERE end_ns IS NOT NULL GROUP BY t, domain ORDER BY 4 DESC, 1 LIMIT $lim""",  # noqa: S608
+        {"lim": TABLE_LIMIT},
+    )
+    return [{"text": t or "", "domain": d, "count": int(k), "total_ns": int(tt), "mean_ns": int(tt) // max(1, int(k)),
+             "min_ns": int(mn), "max_ns": int(mx)} for t, d, k, tt, mn, mx in rows]
+
+
+def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> dict[str, Any]:
+    """Kernel x rank total time for the ``top`` kernels (by their largest total on any rank).
+
+    ``traces`` are (rank label, nsys Trace) pairs; a straggler kernel shows as one rank's outlying cell.
+    """
+    per: list[dict[str, int]] = []
+    for _label, trace in traces:
+        rows = trace.sql("SELECT name, sum(end_ns - start_ns) FROM kernels GROUP BY name ORDER BY 2 DESC LIMIT 200") \
+            if trace.has_rows("kernels") else []
+        per.append({n or "": int(t) for n, t in rows})
+    names = sorted({n for p in per for n in p}, key=lambda n: -max(p.get(n, 0) for p in per))[:top]
+    return {"ranks": [label for label, _ in traces],
+            "kernels": [{"name": n, "short": short_kernel_name(n), "total_ns": [p.get(n) for p in per]} for n in names]}
+
+
+def ncu_kernel_table(trace: Trace) -> list[dict[str, Any]]:
+    """Per kernel name of an ncu report: profiled launches, ncu's durations, share and the best estimated speedup."""
+    if not trace.has_rows("ncu_kernels"):
+        return []
+    speedup = "NULL"
+    if trace.has_rows("ncu_rule_results"):
+        speedup = "(SELECT max(r.speedup_pct) FROM ncu_rule_results r JOIN ncu_kernels k2 USING (kernel_id) " \
+                  "WHERE k2.name IS NOT DISTINCT FROM k.name)"
+    rows = trace.sql(
+        f"""SELECT name, count(*), sum(duration_ns), min(duration_ns), max(duration_ns),
+                   sum(sum(duration_ns)) OVER (), {speedup}
+              FROM ncu_kernels k GROUP BY name ORDER BY 3 DESC NULLS LAST, 1 LIMIT $lim""",  # noqa: S608
+        {"lim": TABLE_LIMIT})
+    out = []
+    for n, k, t, mn, mx, all_t, sp in rows:
+        out.append({"name": n or "", "short": short_kernel_name(n or ""), "category": "ncu", "count": int(k),
+                    "total_ns": None if t is None else int(t),
+                    "mean_ns": None if t is None else int(t) // max(1, int(k)),
+                    "min_ns": None if mn is None else int(mn), "max_ns": None if mx is None else int(mx),
+                    "streams": None, "pct": 100.0 * t / all_t if t is not None and all_t else None,
+                    "speedup_pct": None if sp is None else float(sp)})
+    return out

@@ -1,0 +1,277 @@
+"""Read-only handles on ingested reports (one DuckDB file each) and on a run (several reports)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from analysis.duck import DUCKDB_THREADS as DUCKDB_THREADS  # where callers and tests read it
+from analysis.duck import connect, memory_limit
+
+# DuckDB settings of every analysis connection: analysis runs beside other workers, so it gets bounded
+# threads and memory like the ingest (``analysis.api.Limits``); queries beyond the memory limit spill
+# to ``<file>.tmp`` beside the DuckDB file. The arrays the rules keep in NumPy come on top (see
+# benchmarks/analyze.py for the peak on a 10M-kernel export). The service sets the memory limit from
+# GOODPUT_ANALYSIS_MEMORY_BYTES through ``analysis.api.analyze``.
+DUCKDB_MEMORY_BYTES = 1024**3
+
+# Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
+# facts about the whole report and stay as they are.
+WINDOWED_TABLES = ("kernels", "memcpy", "memset", "cuda_api", "sync", "nvtx", "osrt", "overhead", "nccl_calls",
+                   "nic_metrics")
+
+# A quoted string (left as it is: "$x" inside one is text) or a named parameter.
+_PARAM = re.compile(r"'(?:[^']|'')*'|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _literal(value: Any) -> str | None:
+    """A typed SQL literal for a scalar parameter, the type DuckDB binds it as; None: bind it instead."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        for low, high, name in ((-(2**31), 2**31, "INTEGER"), (-(2**63), 2**63, "BIGINT"), (0, 2**64, "UBIGINT"),
+                                (-(2**127), 2**127, "HUGEINT")):
+            if low <= value < high:  # the type DuckDB's Python client binds the value as
+                return f"({value}::{name})"
+        return None
+    if isinstance(value, float):
+        return f"('{value!r}'::DOUBLE)"
+    if isinstance(value, str) and "\x00" not in value:
+        return "('" + value.replace("'", "''") + "'::VARCHAR)"
+    if isinstance(value, list | tuple) and all(isinstance(v, str) and "\x00" not in v for v in value):
+        return "([" + ", ".join("'" + v.replace("'", "''") + "'" for v in value) + "]::VARCHAR[])"
+    return None
+
+
+def inline_params(query: str, params: dict[str, Any] | list[Any] | None) -> tuple[str, Any]:
+    """Named scalar parameters written into the query as typed literals (strings quoted, so a value
+    cannot change the statement), the rest left bound. Binding any parameter makes DuckDB's Python
+    client import pandas when it is installed (0.5 s, more than a small report's whole analysis)."""
+    if not params:
+        return query, []
+    if not isinstance(params, dict):
+        return query, params
+    literals: dict[str, str] = {}
+    for k, v in params.items():
+        lit = _literal(v)
+        if lit is None:  # a value only binding can carry: bind them all
+            return query, params
+        literals[k] = lit
+    return _PARAM.sub(lambda m: literals.get(m.group(1), m.group(0)) if m.group(1) else m.group(0), query), []
+
+
+@dataclass
+class Trace:
+    """One ingested report, opened read-only. ``label`` names it in findings (usually the file name)."""
+
+    path: Path
+    label: str
+    memory_bytes: int = DUCKDB_MEMORY_BYTES  # DuckDB's memory limit on this trace's connection
+    _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
+    # Derived data kept while the trace is open (e.g. analysis.model.activity's sorted arrays), keyed by a name
+    # or by a tuple of a name and the parameters it was computed with.
+    memo: dict[str | tuple, Any] = field(default_factory=dict, repr=False)
+    # (start_ns, end_ns): the trace shows only what happens in this window. Each timed table becomes a
+    # temporary view of the rows overlapping it, their start and end clipped to it, so every rule and
+    # summary runs on the window unchanged and durations inside it stay exact.
+    window: tuple[int, int] | None = None
+
+    @property
+    def _memory_limit(self) -> str:
+        return memory_limit(self.memory_bytes)
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            self._con = connect(self.path, read_only=True, memory_bytes=self.memory_bytes)
+            if self.window is not None:
+                self._install_window(self._con)
+        return self._con
+
+    def _install_window(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Shadow each timed table with a temporary view restricted and clipped to the window.
+
+        A row belongs to the window when it overlaps it, or (zero-length operations, NVTX marks) when it
+        starts inside it; the view's name resolves before the file's table (temporary objects come first).
+        """
+        assert self.window is not None  # called only for a windowed trace
+        lo, hi = (int(v) for v in self.window)
+        db = con.execute("SELECT current_database()").fetchall()[0][0].replace('"', '""')
+        present = {r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE NOT temporary AND schema_name = 'main'").fetchall()}
+        for table in WINDOWED_TABLES:
+            if table not in present:
+                continue
+            # Rows inside the window pass unchanged, so filters on their times still reach the file's
+            # zone maps; only the few rows crossing an edge are clipped. A row crossing the end starts at
+            # most the table's longest duration before it, which keeps that branch to a narrow time range.
+            longest = int(con.execute(f'SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM "{db}".main."{table}"')  # noqa: S608
+                          .fetchall()[0][0])
+            clip = f"GREATEST(start_ns, {lo}) AS start_ns, LEAST(end_ns, {hi}) AS end_ns"
+            clipped = f'SELECT * REPLACE ({clip}), rowid FROM "{db}".main."{table}" WHERE'  # noqa: S608 - integers, constants
+            con.execute(f"""
+                CREATE TEMP VIEW "{table}" AS
+                SELECT *, rowid FROM "{db}".main."{table}"
+                WHERE start_ns >= {lo} AND start_ns < {hi} AND (end_ns <= {hi} OR end_ns IS NULL)
+                UNION ALL {clipped} start_ns < {lo} AND end_ns > {lo}
+                UNION ALL {clipped} start_ns >= {max(lo, hi - longest)} AND start_ns < {hi} AND end_ns > {hi}""")  # noqa: S608
+
+    def windowed(self, start_ns: int, end_ns: int) -> Trace:
+        """The same report seen through the window ``[start_ns, end_ns)`` (its own connection and memo)."""
+        if end_ns < start_ns:
+            raise ValueError(f"window ends before it starts: {start_ns} > {end_ns}")
+        return Trace(self.path, self.label, self.memory_bytes, window=(int(start_ns), int(end_ns)))
+
+    def sql(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> list[tuple]:
+        """Run a query with named ``$name`` parameters and return all rows."""
+        query, params = inline_params(query, params)
+        return self.con.execute(query, params).fetchall()
+
+    def arrays(self, query: str) -> dict[str, np.ndarray]:
+        """Run a SELECT (no parameters: server-made text only) and return its columns as NumPy arrays.
+
+        Goes through the relation API: on large results from joins and filters it is 2-3x faster than
+        ``execute(...).fetchnumpy()`` here (DuckDB 1.5). Bound parameters on that path are much slower
+        still, hence none. NULLs must be COALESCEd in the SQL: the masks of NULL cells are dropped here.
+        """
+        out = {k: np.asarray(v) for k, v in self.con.sql(query).fetchnumpy().items()}
+        # DuckDB's allocator keeps the freed result buffers (hundreds of MB on big results) for reuse;
+        # setting the memory limit again hands them back to the OS without evicting cached table data,
+        # so that the NumPy work that follows does not stack on top of them.
+        self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
+        return out
+
+    def scalar(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
+        query, params = inline_params(query, params)
+        row = self.con.execute(query, params).fetchone()
+        return None if row is None else row[0]
+
+    @cached_property
+    def meta(self) -> dict[str, str]:
+        return dict(self.sql("SELECT key, value FROM meta"))
+
+    @property
+    def tool(self) -> str:
+        return self.meta.get("tool", "nsys")
+
+    @cached_property
+    def tables(self) -> set[str]:
+        return {r[0] for r in self.sql("SELECT table_name FROM duckdb_tables()")}
+
+    def has_rows(self, table: str) -> bool:
+        """True when the table exists and holds at least one row."""
+        if table not in self.tables:
+            return False
+        # Remembered while the trace is open: the report is read-only, and the rules ask about the same
+        # few tables dozens of times (a query each, through the window's views on a windowed trace).
+        key = ("has_rows", table)
+        if key not in self.memo:
+            self.memo[key] = self.scalar(f'SELECT 1 FROM "{table}" LIMIT 1') is not None  # noqa: S608 - name checked above
+        return bool(self.memo[key])
+
+    @property
+    def rank(self) -> int | None:
+        value = self.meta.get("rank")
+        return None if value in (None, "") else int(value)
+
+    @property
+    def session_start_utc_ns(self) -> int | None:
+        value = self.meta.get("session_start_utc_ns")
+        return None if value in (None, "") else int(value)
+
+    def close(self) -> None:
+        self.memo.clear()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+
+def clock_offsets(starts: list[int | None]) -> list[int] | None:
+    """``Run.offsets`` from the reports' session starts (ns since 1970; None when unknown)."""
+    if len(starts) <= 1:
+        return [0] * len(starts)
+    if any(s is None for s in starts):
+        return None
+    base = min(s for s in starts if s is not None)
+    return [int(s) - base for s in starts if s is not None]
+
+
+@dataclass
+class Run:
+    """The reports of one profiled execution (one per rank, nsys and ncu mixed).
+
+    Cross-rank work goes through ``con``: one DuckDB connection, with the same thread and memory limits
+    as every report's own connection, that has every report of the run attached read-only (``alias``),
+    and through ``offsets``, the one definition of how the ranks' clocks are aligned.
+    """
+
+    traces: list[Trace]
+    memory_bytes: int = DUCKDB_MEMORY_BYTES  # DuckDB's memory limit on the run's connection
+    _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
+    # The nsys reports' kernel groups (analysis.diagnosis.ncu.impact.NsysKernels) when the run holds only some
+    # of its reports (analysis.run.runner analyzes report by report): what ncu links to instead of ``traces``.
+    nsys_kernels: list[Any] | None = None
+
+    def of_tool(self, tool: str) -> list[Trace]:
+        return [t for t in self.traces if t.tool == tool]
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory connection with every report attached read-only as ``r0``, ``r1`` ... (run order)."""
+        if self._con is None:
+            con = connect(memory_bytes=self.memory_bytes)
+            try:
+                for i, t in enumerate(self.traces):
+                    path = str(t.path).replace("'", "''")  # server-made paths; quoted all the same
+                    con.execute(f"ATTACH '{path}' AS r{i} (READ_ONLY)")
+            except BaseException:
+                con.close()
+                raise
+            self._con = con
+        return self._con
+
+    def alias(self, trace: Trace) -> str:
+        """The schema name under which ``trace`` is attached to ``con``."""
+        for i, t in enumerate(self.traces):
+            if t is trace:
+                return f"r{i}"
+        raise ValueError(f"{trace.label} is not a report of this run")
+
+    def offsets(self, traces: list[Trace]) -> list[int] | None:
+        """Per trace, the ns to add to its session-relative times to put ``traces`` on one time base.
+
+        The base is the earliest session start among them, so the offsets are the (small) differences of
+        the ranks' wall-clock session starts and aligned times stay as small as the traces' own: absolute
+        clocks (ns since 1970, ~1.7e18) never enter the arithmetic. One trace needs no alignment ([0]);
+        None when several traces must be aligned and one lacks its session start.
+        """
+        return clock_offsets([t.session_start_utc_ns for t in traces])
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+        for t in self.traces:
+            t.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @classmethod
+    def open(cls, paths: list[Path], labels: list[str] | None = None,
+             memory_bytes: int = DUCKDB_MEMORY_BYTES) -> Run:
+        """``memory_bytes``: DuckDB's memory limit on each report's connection and on the run's."""
+        labels = labels or [Path(p).name for p in paths]
+        return cls([Trace(Path(p), label, memory_bytes) for p, label in zip(paths, labels, strict=True)],
+                   memory_bytes)

@@ -1,0 +1,158 @@
+"""The bulk copy, run as a separate process: a malformed export can only exhaust or crash this child.
+
+Started by ``analysis.readers.nsys.spawn`` as ``python -m analysis.readers.nsys.child``, possibly before the export is
+validated (its start-up then overlaps the parent's work). It reads two JSON lines on stdin. The first
+(the setup: output file, limits) makes it cap its own address space (RLIMIT_AS) before DuckDB is
+imported, open the temporary DuckDB file and load DuckDB's signed sqlite_scanner (by path, signature
+checks on); none of that touches the export. The second (the plan, sent only once the export passed
+validation) makes it attach the export read-only, run the plan's statements and report each step as one
+JSON line on stdout. End of input before the plan: it exits without reading anything.
+
+Imports only the standard library before the setup line, and DuckDB after: this module is the cost of
+every ingest, so it stays small (``python -X importtime -m analysis.readers.nsys.child``).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from pathlib import Path
+
+
+def extension_path(duckdb_version: str) -> Path:
+    """The signed sqlite_scanner binary shipped by the ``duckdb-extension-sqlite-scanner`` package."""
+    from importlib.util import find_spec
+
+    # find_spec, not import: the package's __init__ is all we need the location of.
+    spec = find_spec("duckdb_extension_sqlite_scanner")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the duckdb-extension-sqlite-scanner package is not installed")
+    base = Path(next(iter(spec.submodule_search_locations)))
+    return base / "extensions" / f"v{duckdb_version}" / "sqlite_scanner.duckdb_extension"
+
+
+def _say(**msg: object) -> None:
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def open_output(setup: dict):
+    """The temporary DuckDB file with our limits and the scanner loaded; the export is not touched yet."""
+    import duckdb
+
+    from analysis.duck import connect
+
+    con = connect(setup["tmp"], threads=int(setup["threads"]), **{
+        "memory_limit": f"{int(setup['duckdb_memory_bytes']) // 2**20}MB",
+        "preserve_insertion_order": False,
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "temp_directory": setup["temp_directory"],
+        # Names repeat across millions of rows: dictionary compression fits them, and FSST's analysis
+        # pass was the largest single cost of writing the string columns.
+        "disabled_compression_methods": "fsst",
+        # Hand freed memory back to the OS between statements, so peak RSS tracks the live working set.
+        "allocator_flush_threshold": "64MB",
+        "allocator_bulk_deallocation_flush_threshold": "128MB",
+    })  # analysis.duck turns the progress bar off: stdout carries our JSON protocol, nothing else
+    con.execute("LOAD " + _quote(str(extension_path(duckdb.__version__))))
+    from analysis.readers.schema import NSYS_TABLES, ddl
+
+    # The empty tables now: the export is not needed for them, and this overlaps the parent's validation.
+    con.execute("BEGIN")
+    for stmt in ddl(NSYS_TABLES):
+        con.execute(stmt)
+    con.execute("COMMIT")
+    return con
+
+
+def _literal(text: str) -> str:
+    # Hex, decoded by DuckDB: exact for any text (NUL included) and nothing in it is ever parsed as SQL.
+    return f"decode(from_hex('{str(text).encode().hex()}'))"
+
+
+def insert_meta(con, meta: dict) -> None:
+    """The meta rows as literals: the first statement with bound parameters makes DuckDB's Python
+    module import pandas (0.7 s here), a cost every ingest would pay for a handful of strings."""
+    if meta:
+        rows = ", ".join(f"({_literal(k)}, {_literal(v)})" for k, v in sorted(meta.items()))
+        con.execute(f"INSERT INTO meta VALUES {rows}")  # noqa: S608 - hex literals only
+
+
+def run(con, plan: dict) -> None:
+    """Attach the validated export and run the plan's statements in one transaction."""
+    from analysis.readers.schema import NSYS_TABLES
+
+    con.execute("BEGIN")
+    insert_meta(con, plan["meta"])
+    con.execute(f"ATTACH {_quote(plan['src'])} AS src (TYPE sqlite, READ_ONLY)")
+    varchar = plan.get("varchar_statements") or []
+    if varchar:
+        # A second, separate view of the same export for the reads that need every column as text: an
+        # attached SQLite database keeps the column types it first bound for the whole transaction.
+        con.execute(f"ATTACH {_quote(plan['src'])} AS srcv (TYPE sqlite, READ_ONLY)")
+    # From here on the process may touch no other file (the output and its spill directory aside).
+    con.execute("SET enable_external_access = false")
+    # The few reads that need every column as text (BLOBs in TEXT columns: NVTX binary payloads), before
+    # the configuration is locked; the setting is restored before any other statement runs.
+    if varchar:
+        con.execute("SET sqlite_all_varchar = true")
+        for sql in varchar:
+            con.execute(sql)
+        con.execute("SET sqlite_all_varchar = false")
+    con.execute("SET lock_configuration = true")
+    steps = plan["statements"]
+    # Progress in source rows: each step's weight is the row count of the table it reads (from the
+    # parent's validation), so `done` reaches `total` exactly when the last step ends.
+    weights = [int(w) for w in plan.get("weights") or [1] * len(steps)]
+    total, done = sum(weights), 0
+    for (label, sql), weight in zip(steps, weights, strict=True):
+        _say(stage=label, done=done, total=total)
+        con.execute(sql)
+        done += weight
+    con.execute("COMMIT")
+    con.execute("DETACH src")
+    if varchar:
+        con.execute("DETACH srcv")
+    counts = {name: con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]  # noqa: S608 - schema names
+              for name in NSYS_TABLES}
+    _say(stage="write", done=total, total=total)
+    con.execute("CHECKPOINT")
+    _say(ok=True, counts=counts)
+
+
+def main() -> int:
+    setup_line = sys.stdin.readline()
+    if not setup_line:
+        return 0
+    setup = json.loads(setup_line)
+    cap = int(setup["address_space_bytes"])
+    if cap > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    con = None
+    try:
+        con = open_output(setup)
+        _say(ready=True)
+        plan_line = sys.stdin.readline()
+        if not plan_line:
+            return 0  # the parent gave up (validation failed): nothing was read
+        run(con, json.loads(plan_line))
+    except MemoryError:
+        _say(ok=False, kind="memory", error="out of memory")
+        return 1
+    except Exception as exc:
+        _say(ok=False, kind=type(exc).__name__, error=str(exc)[:2000])
+        return 1
+    finally:
+        if con is not None:
+            con.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Ingest one nsys SQLite export: validate it, bulk-copy it in a limited child process, publish atomically.
+
+The DuckDB file is written under a temporary name beside ``out``, fsynced and renamed onto ``out``;
+on any failure nothing is left at ``out`` and the temporary files are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from analysis.errors import TraceError
+from analysis.limits import Limits, Progress
+from analysis.readers.nsys.guard import ExportInfo, validate
+from analysis.readers.nsys.normalize import statements, varchar_statements
+from analysis.readers.nsys.spawn import IngestChild
+from analysis.readers.schema import SCHEMA_VERSION
+
+# ``Limits.memory_bytes`` is the child's memory budget. DuckDB's buffer pool gets this share of it; the
+# rest covers allocator slack, strings in flight, code and stacks (10M-kernel benchmark: 1.6 GiB
+# resident with a 1.2 GiB pool). A smaller pool made the (pid, correlationId) hash joins over 23M API
+# calls spill to disk: the synchronization copy took 28 s instead of 15 s.
+DUCKDB_SHARE_OF_CAP = 0.6
+# RLIMIT_AS counts address space reserved but never touched (allocator extents, thread stacks): the same
+# run peaked at 2.7 GiB virtual for 1.4 GiB resident. The cap is budget + this slack, a backstop
+# against a runaway child rather than the budget itself.
+ADDRESS_SLACK_BYTES = 2 * 1024**3
+logger = logging.getLogger(__name__)
+_SRC_TABLE = re.compile(r'src\."(\w+)"')
+
+
+def meta_rows(info: ExportInfo) -> dict[str, str]:
+    """The ``meta`` table: tool facts, time base and the allow-listed job facts (never the raw env)."""
+    rows: dict[str, str | int | None] = {
+        "tool": "nsys",
+        "tool_version": info.meta.get("EXPORT_PRODUCT_VERSION"),
+        "export_schema_version": info.meta.get("EXPORT_SCHEMA_VERSION"),
+        "schema_version": SCHEMA_VERSION,
+        "session_start_utc_ns": info.session_start_utc_ns,
+        "time_offset_ns": info.time_offset_ns,
+        "derived_from": info.meta.get("DERIVED_FROM"),
+        "derived_window_ns": info.meta.get("DERIVED_WINDOW_NS"),
+        # Parts of the export left unread, as JSON (table and column names are from the allow-list).
+        "degraded": json.dumps(info.degraded) if info.degraded else None,
+        **info.facts,
+    }
+    return {k: str(v) for k, v in rows.items() if v is not None}
+
+
+def _cleanup(*paths: Path) -> None:
+    for p in paths:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
+def _fsync(path: Path, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# The normalized DuckDB file against the bytes of the tables it is copied from: 0.25 measured on a 1M-kernel
+# export (columnar and compressed); twice that leaves room for exports that compress worse. DuckDB writes
+# 256 KiB blocks per table and column group, so even a tiny export takes a few MiB (3.7 MiB at most in the
+# corpus).
+DUCKDB_SHARE_OF_TABLES = 0.5
+DUCKDB_FLOOR_BYTES = 8 * 2**20
+
+
+def space_needed(info: ExportInfo, keep: bool) -> int:
+    """Bytes the ingest writes: the DuckDB file (estimated from the tables read) and the kept export."""
+    need = DUCKDB_FLOOR_BYTES + int(info.table_bytes * DUCKDB_SHARE_OF_TABLES)
+    return need + (2 * info.size if keep else 0)  # the edited copy and the rebuilt one, for a moment
+
+
+def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
+    # A floor that catches a nearly full disk before a long copy, not a guarantee: ENOSPC later is typed too.
+    need = space_needed(info, keep)
+    free = shutil.disk_usage(out_dir).free
+    if free < need:
+        raise TraceError("no_space", f"only {free:,} bytes free in the data directory; about {need:,} are needed "
+                         "for this export. Free disk space and retry the report", {"free": free, "needed": need})
+
+
+def start_child(out: Path, limits: Limits) -> IngestChild:
+    """Start the bulk-copy child for ``out`` now, before validation; pass it to ``ingest_nsys(child=)``."""
+    return IngestChild(Path(out), threads=limits.threads,
+                       address_space_bytes=limits.memory_bytes + ADDRESS_SLACK_BYTES,
+                       duckdb_memory_bytes=int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP))
+
+
+def _weights(info: ExportInfo, steps: list[tuple[str, str]]) -> list[int]:
+    """Each step's share of the progress: the rows of the first export table its SQL reads (1 if none)."""
+    out = []
+    for _, sql in steps:
+        hit = _SRC_TABLE.search(sql)
+        out.append(max(1, info.rows.get(hit.group(1), 0)) if hit else 1)
+    return out
+
+
+class _Scrub:
+    """``analysis.readers.nsys.scrub`` on a thread of this process while the child copies: both read the validated
+    export, and SQLite and the file copy release the GIL, so the kept copy costs no extra wall time where a
+    core is free."""
+
+    def __init__(self, src: Path, keep: Path, info: ExportInfo, deadline: float) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(src, keep, info, deadline), name="scrub",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, src: Path, keep: Path, info: ExportInfo, deadline: float) -> None:
+        from analysis.readers.nsys.scrub import scrub
+
+        try:
+            scrub(src, keep, expected=info, timeout_s=max(1.0, deadline - time.monotonic()))
+        except BaseException as exc:  # re-raised by wait() in the ingesting thread
+            self._error = exc
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def wait(self) -> None:
+        """Wait for the kept copy; raises what the scrub raised."""
+        self.join()
+        if self._error is not None:
+            raise self._error
+
+
+# Writes derived tables into the normalized file before it is published: (path, DuckDB memory bytes, deadline).
+Derive = Callable[[Path, int, float], object]
+
+
+def _derive(derive: Derive, tmp: Path, limits: Limits, deadline: float, progress: Progress | None) -> None:
+    """Derived at ingest, before the file is published (the report's loop and every iteration's exact record,
+    ``analysis.loops.steps.write_iterations``). Runs in this process on the normalized file the child wrote (the
+    export itself is not read again). A failure here leaves the file without the derived table (as a schema
+    version 2 file), never fails the ingest: the analysis then computes them."""
+    if progress:
+        progress("iterations", 0, 1)
+    try:
+        derive(tmp, int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP), deadline)
+    except TraceError:
+        raise
+    except Exception:  # derived data only: without the table the analysis computes the records itself
+        logger.exception("finding the iterations at ingest failed; the analysis will compute them")
+
+
+def _net(tmp: Path, limits: Limits) -> None:
+    """Derived at ingest: NCCL's network transfers from its ``ncclNet*`` NVTX events (``analysis.readers.nsys.net``).
+    A failure leaves the file without the table (the analysis then reads the NVTX events itself)."""
+    from analysis.readers.nsys.net import write_net_file
+
+    try:
+        write_net_file(tmp, int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP))
+    except Exception:  # derived data only
+        logger.exception("reading NCCL's network ranges at ingest failed; the analysis will read them itself")
+
+
+def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | None = None,
+                child: IngestChild | None = None, keep: Path | None = None,
+                derive: Derive | None = None) -> dict[str, int]:
+    """Validate ``src`` and write its normalized DuckDB file to ``out``; returns row counts per table.
+
+    ``derive``: writes derived tables into the file before it is published (the library's door passes
+    the loop finder's ``write_iterations``: the readers know nothing of loops).
+
+    With ``keep``, a copy of the export without the captured environment (``analysis.readers.nsys.scrub``) is
+    written there too, alongside the copy and before ``out`` is published.
+
+    ``child``: one from ``start_child(out, limits)`` started earlier (its start-up then overlaps the
+    caller's work); by default one is started here. Either way it sees the export only after validation.
+    """
+    src, out = Path(src), Path(out)
+    deadline = time.monotonic() + limits.timeout_s
+    if child is not None and child.out != out:
+        raise ValueError(f"the child was started for {child.out}, not {out}")
+    if progress:
+        progress("validate", 0, 1)
+    try:
+        info = validate(src, max_bytes=limits.max_bytes, timeout_s=limits.timeout_s)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _check_space(info, out.parent, keep is not None)
+        steps = statements(info)
+    except BaseException:
+        if child is not None:
+            child.discard()
+        raise
+    child = child or start_child(out, limits)
+    tmp = child.tmp
+    leftovers = child.leftovers()
+    plan = {"src": str(src.resolve()), "meta": meta_rows(info), "statements": steps,
+            "varchar_statements": varchar_statements(info),
+            "weights": _weights(info, steps)}
+    scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
+    try:
+        result = child.run(plan, deadline, progress)
+        if derive is not None:
+            _derive(derive, tmp, limits, deadline, progress)
+        _net(tmp, limits)
+        if scrubbing is not None:
+            scrubbing.wait()
+        _fsync(tmp)
+        os.replace(tmp, out)
+        _fsync(out.parent, directory=True)
+    except OSError as exc:
+        _cleanup(*leftovers)
+        if exc.errno == 28:  # ENOSPC
+            raise TraceError("no_space", "the disk filled up while writing the normalized report") from None
+        raise
+    except BaseException:
+        if scrubbing is not None:
+            scrubbing.join()  # its own temporary files are gone once it returns
+        _cleanup(*leftovers)
+        raise
+    _cleanup(*leftovers[1:])
+    if progress:
+        progress("done", 1, 1)
+    return result["counts"]

@@ -1,0 +1,473 @@
+"""The SQL that turns a validated nsys export into the normalized tables of ``analysis.readers.schema``.
+
+Pure string building from what ``guard.validate`` verified: only table and column names from the
+allow-list in ``analysis.readers.nsys.source`` appear in the SQL, and only when the export has them (a missing
+optional column reads as NULL, a missing table leaves the normalized table empty). The export is
+attached in DuckDB as ``src``; the statements run in order in the child process (``analysis.readers.nsys.child``).
+"""
+
+# ruff: noqa: S608 - every identifier below comes from the allow-list in analysis.readers.nsys.source (asserted
+# in _src/_Cols) and every literal is an int or one of our own vocabulary words; no trace string is spliced.
+
+from __future__ import annotations
+
+from analysis.readers.nsys.enums import case_sql
+from analysis.readers.nsys.guard import ExportInfo
+from analysis.readers.nsys.scrub import APPENDED
+from analysis.readers.nsys.source import SOURCE_TABLES
+
+PID_MASK = 0xFFFFFF  # globalPid/globalTid pack the OS pid in bits 24..47 and the tid in bits 0..23
+
+
+class _Cols:
+    """Column expressions for one source table under an alias: present columns quoted, absent ones NULL."""
+
+    def __init__(self, info: ExportInfo, table: str, alias: str) -> None:
+        self.present = set(info.tables.get(table, ())) & set(SOURCE_TABLES[table].columns)
+        self.alias = alias
+
+    def __call__(self, col: str, cast: str | None = None) -> str:
+        if col not in self.present:
+            return f"NULL::{cast}" if cast else "NULL"
+        expr = f'{self.alias}."{col}"'
+        return f"{expr}::{cast}" if cast else expr
+
+
+def _src(table: str) -> str:
+    if table not in SOURCE_TABLES:
+        raise ValueError(f"{table} is not an allow-listed export table")
+    return f'src."{table}"'
+
+
+def _time(expr: str, offset: int) -> str:
+    return f"({expr} - {int(offset)})" if offset else expr
+
+
+def _pid(expr: str) -> str:
+    return f"(({expr} >> 24) & {PID_MASK})::INTEGER"
+
+
+def _tid(expr: str) -> str:
+    return f"({expr} & {PID_MASK})::INTEGER"
+
+
+CORR_MAX = 2**40 - 1  # CUPTI correlation ids are 32-bit; anything outside 40 bits matches nothing
+
+
+def _launch_key(pid: str, corr: str) -> str:
+    """(pid, correlationId) as one UBIGINT; NULL (no match) for an id outside 0..CORR_MAX."""
+    return (f"(CASE WHEN {corr} BETWEEN 0 AND {CORR_MAX} "
+            f"THEN ({pid}::UBIGINT << 40) | {corr}::UBIGINT END)")
+
+
+def _name(alias: str, id_expr: str) -> str:
+    return f"LEFT JOIN _strings {alias} ON {alias}.id = {id_expr}"
+
+
+def statements(info: ExportInfo) -> list[tuple[str, str]]:
+    """(label, SQL) pairs, in execution order; labels name the normalized table for progress reports."""
+    t, off = info.tables, info.time_offset_ns
+    dec = info.decoders
+    out: list[tuple[str, str]] = [
+        ("strings", "CREATE TEMP TABLE _strings AS SELECT id::BIGINT AS id, value::VARCHAR AS value "
+                    f"FROM {_src('StringIds')}"),
+    ]
+
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
+        c = _Cols(info, "CUPTI_ACTIVITY_KIND_RUNTIME", "r")
+        ev = c("eventClass")
+        # eventClass 67 rows are CUDA-backtrace duplicates of a call (same correlationId): drop them.
+        where = f"WHERE {ev} IS DISTINCT FROM 67" if "eventClass" in c.present else ""
+        kind = (f"CASE {ev} WHEN 0 THEN 'runtime' WHEN 1 THEN 'driver' "
+                "ELSE (CASE WHEN starts_with(n.name, 'cuda') THEN 'runtime' ELSE 'driver' END) END")
+        # The _vNNNN suffix is stripped once per distinct string, not once per call.
+        out.append(("cuda_api names", "CREATE TEMP TABLE _api_names AS "
+                    "SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS name FROM _strings"))
+        out.append(("cuda_api", f"""
+            INSERT INTO cuda_api
+            SELECT {_pid(c("globalTid"))}, {_tid(c("globalTid"))},
+                   {_time('r."start"', off)}, {_time('r."end"', off)},
+                   n.name, {kind}, {c("correlationId")}, {c("returnValue")}
+            FROM {_src("CUPTI_ACTIVITY_KIND_RUNTIME")} r LEFT JOIN _api_names n ON n.id = {c("nameId")}
+            {where}"""))
+    # The launching call of each GPU activity; correlation ids are unique per process only. (pid,
+    # correlationId) is packed into one UBIGINT (24 + 40 bits): a single-column key halves the cost of
+    # the hash joins below, which probe millions of GPU rows against every API call.
+    out.append(("launches", f"""
+        CREATE TEMP TABLE _launch AS
+        SELECT {_launch_key("pid", "correlation_id")} AS k, min(tid) AS tid FROM cuda_api
+        WHERE correlation_id BETWEEN 0 AND {CORR_MAX} GROUP BY 1"""))
+
+    def activity(table: str, alias: str) -> tuple[_Cols, str, str]:
+        c = _Cols(info, table, alias)
+        pid = _pid(c("globalPid"))
+        corr = c("correlationId")
+        join = f"LEFT JOIN _launch l ON l.k = {_launch_key(pid, corr)}"
+        start, end = _time(f'{alias}."start"', off), _time(f'{alias}."end"', off)
+        head = (f'{c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid, '
+                f'{start}, {end}, {corr}')
+        return c, join, head
+
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in t:
+        c, join, head = activity("CUPTI_ACTIVITY_KIND_KERNEL", "k")
+        mangled = "mn.value" if "mangledName" in c.present else "NULL"
+        mjoin = _name("mn", 'k."mangledName"') if "mangledName" in c.present else ""
+        out.append(("kernels", f"""
+            INSERT INTO kernels
+            SELECT {head}, {"dn.value" if "demangledName" in c.present else "sn.value"}, sn.value, {mangled},
+                   {c("gridX")}, {c("gridY")}, {c("gridZ")}, {c("blockX")}, {c("blockY")}, {c("blockZ")},
+                   {c("registersPerThread")}, {c("staticSharedMemory")}, {c("dynamicSharedMemory")},
+                   {c("graphId")},
+                   CASE WHEN starts_with(sn.value, 'nccl') OR starts_with(dn.value, 'nccl')
+                        THEN 'nccl' ELSE 'compute' END
+            FROM {_src("CUPTI_ACTIVITY_KIND_KERNEL")} k {join}
+            {_name("dn", c("demangledName"))} {_name("sn", c("shortName"))} {mjoin}"""))
+
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in t:
+        c, join, head = activity("CUPTI_ACTIVITY_KIND_MEMCPY", "m")
+        out.append(("memcpy", f"""
+            INSERT INTO memcpy
+            SELECT {head}, {case_sql(c("copyKind"), dec["copy_kind"])}, {c("bytes")},
+                   {case_sql(c("srcKind"), dec["memory_kind"])}, {case_sql(c("dstKind"), dec["memory_kind"])},
+                   {c("srcDeviceId")}, {c("dstDeviceId")}
+            FROM {_src("CUPTI_ACTIVITY_KIND_MEMCPY")} m {join}"""))
+
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in t:
+        c, join, head = activity("CUPTI_ACTIVITY_KIND_MEMSET", "s")
+        out.append(("memset", f"""
+            INSERT INTO memset
+            SELECT {head}, {c("bytes")}, {c("value")}, {case_sql(c("memKind"), dec["memory_kind"])}
+            FROM {_src("CUPTI_ACTIVITY_KIND_MEMSET")} s {join}"""))
+
+    if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" in t:
+        c = _Cols(info, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "y")
+        pid = _pid(c("globalPid"))
+        corr = c("correlationId")
+        join = f"LEFT JOIN _launch l ON l.k = {_launch_key(pid, corr)}"
+        out.append(("sync", f"""
+            INSERT INTO sync
+            SELECT {c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid,
+                   {_time('y."start"', off)}, {_time('y."end"', off)}, {corr},
+                   {case_sql(c("syncType"), dec["sync_type"])}, {c("eventId")}
+            FROM {_src("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")} y {join}"""))
+
+    # Temp tables hold memory until dropped; the join tables are done with here.
+    out.append(("cleanup", "DROP TABLE _launch"))
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
+        out.append(("cleanup", "DROP TABLE _api_names"))
+
+    if "NVTX_EVENTS" in t:
+        out.extend(_nvtx(info))
+        out.append(("cleanup", "DROP TABLE _nvtx"))
+        out.extend(_nccl_calls(info))
+
+    for table, target in (("OSRT_API", "osrt"), ("PROFILER_OVERHEAD", "overhead")):
+        if table in t:
+            c = _Cols(info, table, "o")
+            out.append((target, f"""
+                INSERT INTO {target}
+                SELECT {_pid(c("globalTid"))}, {_tid(c("globalTid"))},
+                       {_time('o."start"', off)}, {_time('o."end"', off)}, n.value
+                FROM {_src(table)} o {_name("n", c("nameId"))}"""))
+
+    if "COMPOSITE_EVENTS" in t:
+        out.append(("cpu_samples", _cpu_samples(info)))
+    out.extend(_system_metrics(info))
+
+    if "ThreadNames" in t:
+        out.append(("threads", f"""
+            INSERT INTO threads
+            SELECT {_pid('h."globalTid"')}, {_tid('h."globalTid"')}, n.value
+            FROM {_src("ThreadNames")} h {_name("n", 'h."nameId"')}"""))
+    if "PROCESSES" in t:
+        # Text appended to a process name is cut as in the kept export (analysis.readers.nsys.scrub.APPENDED).
+        out.append(("processes", f'INSERT INTO processes SELECT p."pid", left(rtrim(regexp_replace(p."name", '
+                                 f"'{APPENDED}', '')), 256) FROM {_src('PROCESSES')} p"))
+    out.extend(_devices(info))
+    return out
+
+
+def _system_metrics(info: ExportInfo) -> list[tuple[str, str]]:
+    """GPU metrics samples and NIC counters, with their names resolved (empty when not collected)."""
+    t, off = info.tables, info.time_offset_ns
+    out: list[tuple[str, str]] = []
+    if "GPU_METRICS" in t:
+        g = _Cols(info, "GPU_METRICS", "g")
+        if "TARGET_INFO_GPU_METRICS" in t:
+            n = _Cols(info, "TARGET_INFO_GPU_METRICS", "n")
+            # One name per (typeId, metricId): the table lists each pair once, but never trust that.
+            names = (f"""LEFT JOIN (SELECT "typeId" AS type_id, "metricId" AS metric_id,
+                                           any_value({n("typeName")}) AS source, any_value("metricName") AS metric
+                                    FROM {_src("TARGET_INFO_GPU_METRICS")} n GROUP BY ALL) n
+                         ON n.type_id = g."typeId" AND n.metric_id = g."metricId" """)
+            source, metric = "COALESCE(n.source, 'type ' || g.\"typeId\")", "COALESCE(n.metric, 'metric ' || g.\"metricId\")"
+        else:
+            names = ""
+            source, metric = "'type ' || g.\"typeId\"", "'metric ' || g.\"metricId\""
+        out.append(("gpu_metrics", f"""
+            INSERT INTO gpu_metrics
+            SELECT {source}, {metric}, {_time('g."timestamp"', off)}, {g("value", "DOUBLE")}
+            FROM {_src("GPU_METRICS")} g {names}"""))
+    if "TARGET_INFO_NIC_INFO" in t:
+        ni = _Cols(info, "TARGET_INFO_NIC_INFO", "ni")
+        model, mjoin = "NULL", ""
+        if "ENUM_NET_DEVICE_ID" in t and "deviceId" in ni.present:
+            d = _Cols(info, "ENUM_NET_DEVICE_ID", "d")
+            model = "d.label"
+            mjoin = (f'LEFT JOIN (SELECT "id", any_value({d("label")}) AS label FROM {_src("ENUM_NET_DEVICE_ID")} d '
+                     'GROUP BY ALL) d ON d."id" = ni."deviceId"')
+        out.append(("nics", f"""
+            INSERT INTO nics
+            SELECT ni."nicId", ni."name", {ni("stateName")}, {case_sql(ni("linkLayer"), info.decoders["link_layer"])},
+                   {model}
+            FROM {_src("TARGET_INFO_NIC_INFO")} ni {mjoin}"""))
+    if "NET_NIC_METRIC" in t:
+        m = _Cols(info, "NET_NIC_METRIC", "m")
+        joins, nic = "", "'nic ' || m.\"globalId\""
+        if "NIC_ID_MAP" in t:
+            joins += (f'LEFT JOIN (SELECT "globalId" AS gid, any_value("nicId") AS nic_id FROM {_src("NIC_ID_MAP")} '
+                      'GROUP BY ALL) i ON i.gid = m."globalId" ')
+            nic = "'nic ' || COALESCE(i.nic_id, m.\"globalId\")"
+            if "TARGET_INFO_NIC_INFO" in t:
+                joins += (f'LEFT JOIN (SELECT "nicId" AS nic_id, any_value("name") AS name '
+                          f'FROM {_src("TARGET_INFO_NIC_INFO")} GROUP BY ALL) ni ON ni.nic_id = i.nic_id ')
+                nic = f"COALESCE(ni.name, {nic})"
+        metric, unit = "'metric ' || m.\"metricsIdx\"", "NULL"
+        if "TARGET_INFO_NETWORK_METRICS" in t:
+            w = _Cols(info, "TARGET_INFO_NETWORK_METRICS", "w")
+            joins += (f'LEFT JOIN (SELECT "metricsListId" AS list_id, "metricsIdx" AS idx, any_value("name") AS name, '
+                      f'any_value({w("unit")}) AS unit FROM {_src("TARGET_INFO_NETWORK_METRICS")} w GROUP BY ALL) w '
+                      'ON w.list_id = m."metricsListId" AND w.idx = m."metricsIdx" ')
+            metric, unit = f"COALESCE(w.name, {metric})", "w.unit"
+        out.append(("nic_metrics", f"""
+            INSERT INTO nic_metrics
+            SELECT {nic}, {m("portId")}, {metric}, {unit}, {_time('m."start"', off)}, {_time('m."end"', off)},
+                   {m("value", "DOUBLE")}
+            FROM {_src("NET_NIC_METRIC")} m {joins}"""))
+    return out
+
+
+def _cpu_samples(info: ExportInfo) -> str:
+    """CPU samples with their leaf function: the call-chain frame at stack depth 0 (the innermost)."""
+    e = _Cols(info, "COMPOSITE_EVENTS", "e")
+    off = info.time_offset_ns
+    if "SAMPLING_CALLCHAINS" in info.tables:
+        c = _Cols(info, "SAMPLING_CALLCHAINS", "c")
+        module = "md.value" if "module" in c.present else "NULL"
+        chain = (f'LEFT JOIN {_src("SAMPLING_CALLCHAINS")} c ON c."id" = e."id" AND c."stackDepth" = 0 '
+                 + _name("fn", 'c."symbol"') + " "
+                 + (_name("md", c("module")) if "module" in c.present else ""))
+        function = "fn.value"
+    else:
+        chain, function, module = "", "NULL", "NULL"
+    return f"""
+        INSERT INTO cpu_samples
+        SELECT {_pid('e."globalTid"')}, {_tid('e."globalTid"')}, {_time('e."start"', off)}, {e("cpu")},
+               {function}, {module}
+        FROM {_src("COMPOSITE_EVENTS")} e {chain}"""
+
+
+def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
+    c = _Cols(info, "NVTX_EVENTS", "e")
+    off = info.time_offset_ns
+    pid = _pid(c("globalTid"))
+    text = c("text")
+    if "textId" in c.present:
+        text = f'COALESCE({text}, tx.value)'
+    tx_join = _name("tx", 'e."textId"') if "textId" in c.present else ""
+    out: list[tuple[str, str]] = []
+    domain = "NULL"
+    joins = ""
+    if "domainId" in c.present:
+        # Domain names come from the eventType 75 (NvtxDomainCreate) rows; domain ids are per process.
+        out.append(("nvtx domains", f"""
+            CREATE TEMP TABLE _domains AS
+            SELECT {pid} AS pid, e."domainId" AS domain_id, any_value({text}) AS name
+            FROM {_src("NVTX_EVENTS")} e {tx_join}
+            WHERE e."eventType" = 75 AND e."domainId" IS NOT NULL GROUP BY ALL"""))
+        legacy = ""
+        if "DomainStrings" in info.tables:  # 2020 exports name domains in their own table
+            legacy = f'UNION ALL SELECT "id", "domainName" FROM {_src("DomainStrings")}'
+        out.append(("nvtx domains", f"""
+            CREATE TEMP TABLE _domain_ids AS
+            SELECT domain_id, any_value(name) AS name FROM (
+                SELECT domain_id, name FROM _domains
+                {legacy}
+            ) WHERE domain_id IS NOT NULL GROUP BY domain_id"""))
+        domain = 'CASE WHEN e."domainId" = 0 THEN NULL ELSE COALESCE(dp.name, di.name) END'
+        joins = (f'LEFT JOIN _domains dp ON dp.pid = {pid} AND dp.domain_id = e."domainId" '
+                 'LEFT JOIN _domain_ids di ON di.domain_id = e."domainId"')
+    end = _time(c("end"), off) if "end" in c.present else "NULL"
+    out.append(("nvtx", f"""
+        CREATE TEMP TABLE _nvtx AS
+        SELECT row_number() OVER () AS rid, {pid} AS pid, {_tid(c("globalTid"))} AS tid,
+               {_time('e."start"', off)} AS start_ns,
+               CASE WHEN e."eventType" = 34 THEN NULL ELSE {end} END AS end_ns,
+               {text} AS text, {domain} AS domain,
+               CASE e."eventType" WHEN 59 THEN 'push_pop' WHEN 60 THEN 'start_end' ELSE 'mark' END AS kind
+        FROM {_src("NVTX_EVENTS")} e {tx_join} {joins}
+        WHERE e."eventType" IN (34, 59, 60)"""))
+    out.append(("nvtx", NVTX_NESTING_SQL))
+    return out
+
+
+# NCCL's API calls whose NVTX payload carries a message size, and the communicator-init calls that carry
+# the number of ranks (NCCL >= 2.17 registers these schemas; nsys >= 2024.5 exports them).
+NCCL_SIZE_FIELD = "Message size [bytes]"
+NCCL_RANKS_FIELD = "No. of ranks"
+NCCL_COMM_FIELD = "NCCL communicator ID"  # NCCL >= 2.2x puts it first in every payload
+MAX_PAYLOAD_FIELD = 2**62  # a decoded size above this is not a size (garbage or a misread layout): NULL
+
+
+def _le_uint(hexed: str, offset: str, width: int) -> str:
+    """SQL: the little-endian unsigned integer of ``width`` bytes at byte ``offset`` of a hex string."""
+    return (f"list_sum(list_transform(range({width}), i -> (('0x' || substr({hexed}, 2 * ({offset}) + 2 * i::BIGINT + 1, 2))"
+            f"::UBIGINT) << (8 * i)::INTEGER))")
+
+
+def _has_payloads(info: ExportInfo) -> bool:
+    c = _Cols(info, "NVTX_EVENTS", "e")
+    # Without payload schemas there is no NCCL payload to decode (and no second pass over NVTX_EVENTS).
+    return ("NVTX_EVENTS" in info.tables and bool({"jsonText", "binaryData"} & c.present)
+            and "domainId" in c.present and "NVTX_PAYLOAD_SCHEMA_ENTRIES" in info.tables)
+
+
+def varchar_statements(info: ExportInfo) -> list[str]:
+    """The reads of NCCL's NVTX payloads, run with ``sqlite_all_varchar`` (every column read as text).
+
+    Exports carry a payload either as ``jsonText`` (a JSON object keyed by the schema entries' names,
+    when exported with JSON) or as ``binaryData`` (the payload's bytes laid out as its schema says,
+    little-endian, when exported with blobs). DuckDB's SQLite scanner refuses a BLOB in a column declared
+    TEXT, so these statements read the export with every column as text and cast back here; the child runs
+    them on its own attachment of the export (``srcv``) before it locks its configuration, and restores
+    the setting right after. They copy only what the
+    ``nccl_calls`` statement needs into temporary tables: ranges whose text starts with ``nccl`` and carry a
+    payload, and the byte offsets of the two fields read (``NVTX_PAYLOAD_SCHEMA_ENTRIES``).
+    """
+    if not _has_payloads(info):
+        return []
+    return [stmt.replace('src."', 'srcv."') for stmt in _payload_reads(info)]
+
+
+def _payload_reads(info: ExportInfo) -> list[str]:
+    c = _Cols(info, "NVTX_EVENTS", "e")
+    p = _Cols(info, "NVTX_PAYLOAD_SCHEMA_ENTRIES", "p")
+    off = info.time_offset_ns
+    js = c("jsonText") if "jsonText" in c.present else "NULL::VARCHAR"
+    bin_hex = f'hex(encode({c("binaryData")}))' if "binaryData" in c.present else "NULL::VARCHAR"
+    text = c("text")
+    tx_join = ""
+    if "textId" in c.present:
+        text = f"COALESCE({text}, tx.\"value\")"
+        tx_join = f'LEFT JOIN {_src("StringIds")} tx ON TRY_CAST(tx."id" AS BIGINT) = TRY_CAST(e."textId" AS BIGINT)'
+    gtid = 'TRY_CAST(e."globalTid" AS BIGINT)'
+    end = f'TRY_CAST({c("end")} AS BIGINT)' if "end" in c.present else "NULL::BIGINT"
+    poff = f'COALESCE(TRY_CAST({p("offset")} AS BIGINT), 0)'
+    return [
+        f"""CREATE TEMP TABLE _payload_offsets AS
+            SELECT TRY_CAST(p."domainId" AS BIGINT) AS domain_id, p."name"::VARCHAR AS field, min({poff}) AS off
+            FROM {_src("NVTX_PAYLOAD_SCHEMA_ENTRIES")} p
+            WHERE p."name" IN ('{NCCL_SIZE_FIELD}', '{NCCL_RANKS_FIELD}', '{NCCL_COMM_FIELD}')
+            GROUP BY ALL HAVING min({poff}) = max({poff})""",
+        f"""CREATE TEMP TABLE _nccl_ev AS
+            SELECT * FROM (
+                SELECT {_pid(gtid)} AS pid, {_tid(gtid)} AS tid,
+                       {_time('TRY_CAST(e."start" AS BIGINT)', off)} AS start_ns, {_time(end, off)} AS end_ns,
+                       {text}::VARCHAR AS name, TRY_CAST(e."domainId" AS BIGINT) AS dom,
+                       {js}::VARCHAR AS js, {bin_hex} AS hx
+                FROM {_src("NVTX_EVENTS")} e {tx_join}
+                WHERE e."eventType" IN ('59', '60') AND ({js} IS NOT NULL OR {c("binaryData")} IS NOT NULL))
+            WHERE starts_with(name, 'nccl')""",
+    ]
+
+
+def _nccl_calls(info: ExportInfo) -> list[tuple[str, str]]:
+    """The ``nccl_calls`` rows from what ``varchar_statements`` copied: the message size of each NCCL
+    call and the rank count of each communicator init, from JSON or from the bytes at the field's offset
+    (per domain, used only when every schema of the domain agrees on it)."""
+    if not _has_payloads(info):
+        return []
+
+    def field(name: str, alias: str, width: int, target: str) -> str:
+        from_json = f"""TRY_CAST(json_extract_string(TRY_CAST(ev.js AS JSON), '$."{name}"') AS HUGEINT)"""
+        from_bin = (f"CASE WHEN ev.hx IS NOT NULL AND length(ev.hx) >= 2 * ({alias}.off + {width}) "
+                    f"THEN {_le_uint('ev.hx', f'{alias}.off', width)} END")
+        value = f"COALESCE({from_json}, {from_bin})"
+        return f"CASE WHEN {value} BETWEEN 0 AND {MAX_PAYLOAD_FIELD} THEN ({value})::{target} END"
+
+    # The communicator id is a 64-bit hash: any value, kept as its decimal text.
+    comm = (f"""COALESCE(TRY_CAST(json_extract_string(TRY_CAST(ev.js AS JSON), '$."{NCCL_COMM_FIELD}"') AS UBIGINT),
+                        CASE WHEN ev.hx IS NOT NULL AND length(ev.hx) >= 2 * (oc.off + 8)
+                             THEN ({_le_uint('ev.hx', 'oc.off', 8)})::UBIGINT END)::VARCHAR""")
+
+    return [
+        ("nccl_calls", f"""
+            INSERT INTO nccl_calls
+            SELECT ev.pid, ev.tid, ev.start_ns, ev.end_ns, ev.name,
+                   CASE WHEN NOT starts_with(ev.name, 'ncclComm') THEN {field(NCCL_SIZE_FIELD, "os", 8, "BIGINT")} END,
+                   CASE WHEN starts_with(ev.name, 'ncclComm') THEN {field(NCCL_RANKS_FIELD, "orr", 4, "INTEGER")} END,
+                   {comm}
+            FROM _nccl_ev ev
+            LEFT JOIN _payload_offsets os ON os.domain_id = ev.dom AND os.field = '{NCCL_SIZE_FIELD}'
+            LEFT JOIN _payload_offsets orr ON orr.domain_id = ev.dom AND orr.field = '{NCCL_RANKS_FIELD}'
+            LEFT JOIN _payload_offsets oc ON oc.domain_id = ev.dom AND oc.field = '{NCCL_COMM_FIELD}'"""),
+        ("cleanup", "DROP TABLE _nccl_ev; DROP TABLE _payload_offsets"),
+    ]
+
+
+# Push/pop ranges nest per thread: a range's depth is the number of ranges open on its thread when it
+# starts. Walk +1/-1 events in time order; at equal times an end precedes a start (siblings touch), a
+# longer range starts before a shorter one (parent first), and a zero-length range closes after it opens.
+NVTX_NESTING_SQL = """
+    INSERT INTO nvtx
+    WITH pp AS (SELECT rid, pid, tid, start_ns, end_ns FROM _nvtx
+                WHERE kind = 'push_pop' AND end_ns IS NOT NULL AND end_ns >= start_ns),
+    ev AS (
+        SELECT rid, pid, tid, start_ns AS t, 1 AS step, 1 AS k, start_ns - end_ns AS tie FROM pp
+        UNION ALL
+        SELECT rid, pid, tid, end_ns, -1, CASE WHEN end_ns = start_ns THEN 2 ELSE 0 END, 0 FROM pp
+    ),
+    depth AS (
+        SELECT rid, step, sum(step) OVER (PARTITION BY pid, tid ORDER BY t, k, tie, rid
+                                          ROWS UNBOUNDED PRECEDING) - 1 AS nesting
+        FROM ev
+    )
+    SELECT n.pid, n.tid, n.start_ns, n.end_ns, n.text, n.domain, n.kind, d.nesting::INTEGER
+    FROM _nvtx n LEFT JOIN (SELECT rid, nesting FROM depth WHERE step = 1) d ON d.rid = n.rid"""
+
+
+def _devices(info: ExportInfo) -> list[tuple[str, str]]:
+    t = info.tables
+    g = _Cols(info, "TARGET_INFO_GPU", "g")
+    details = (f'{g("name")}, {g("uuid")}, {g("busLocation")}, {g("smCount")}, {g("totalMemory")}, '
+               f'{g("memoryBandwidth")}, {g("l2CacheSize")}, {g("clockRate")}, {g("computeMajor")}, '
+               f'{g("computeMinor")}, {g("maxWarpsPerSm")}, {g("maxBlocksPerSm")}, {g("maxRegistersPerSm")}, '
+               f'{g("maxShmemPerSm")}')
+    gpu = _src("TARGET_INFO_GPU")
+    has_gpu = "TARGET_INFO_GPU" in t and "id" in g.present
+    if "TARGET_INFO_CUDA_DEVICE" in t and has_gpu:
+        d = _Cols(info, "TARGET_INFO_CUDA_DEVICE", "d")
+        # cudaId is the ordinal the process saw (KERNEL.deviceId); GPUs no traced process used get NULL.
+        return [("devices", f"""
+            INSERT INTO devices
+            SELECT d."cudaId", {d("pid")}, d."gpuId", {details}
+            FROM {_src("TARGET_INFO_CUDA_DEVICE")} d LEFT JOIN {gpu} g ON g."id" = d."gpuId"
+            UNION ALL
+            SELECT NULL, NULL, g."id", {details} FROM {gpu} g
+            WHERE g."id" NOT IN (SELECT "gpuId" FROM {_src("TARGET_INFO_CUDA_DEVICE")})""")]
+    if has_gpu and "cuDevice" in g.present:
+        return [("devices", f'INSERT INTO devices SELECT g."cuDevice", NULL, g."id", {details} FROM {gpu} g')]
+    if "TARGET_INFO_CUDA_GPU" in t:
+        # 2020 exports: per-process CUDA view. Its memory size/bandwidth columns use other units; left NULL.
+        c = _Cols(info, "TARGET_INFO_CUDA_GPU", "c")
+        return [("devices", f"""
+            INSERT INTO devices
+            SELECT c."deviceId", {c("pid")}, NULL, c."name", NULL, {c("pciBusId")}, {c("numMultiprocessors")},
+                   NULL, NULL, {c("l2CacheSize")}, NULL, {c("computeCapabilityMajor")},
+                   {c("computeCapabilityMinor")}, {c("maxWarpsPerMultiprocessor")},
+                   {c("maxBlocksPerMultiprocessor")}, {c("maxRegistersPerMultiprocessor")},
+                   {c("maxSharedMemoryPerMultiprocessor")}
+            FROM {_src("TARGET_INFO_CUDA_GPU")} c""")]
+    if has_gpu:
+        return [("devices", f'INSERT INTO devices SELECT NULL, NULL, g."id", {details} FROM {gpu} g')]
+    return []

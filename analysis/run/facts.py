@@ -1,0 +1,292 @@
+"""Compact per-report facts for the cross-rank step of an analysis, and that step's pieces.
+
+Each nsys report's step 1 (``analysis.run.runner.analyze_report``) leaves:
+
+- ``collectives.parquet`` (in the report's facts folder): every NCCL kernel instance of the report,
+  one row each: ``pid, device, name, category ('nccl'), kind`` (AllReduce, AllGather, ... parsed from
+  the kernel name; NULL when the name says none), ``order`` (1-based occurrence of that kernel name in
+  its process, the communicator's issue order), ``start_ns, end_ns`` (session-relative, as in the
+  report), ``size_bytes`` (NULL: the normalized kernels table carries no message size), and the
+  ``stream``, ``op``, ``algo`` and ``proto`` COMM003 groups by, and ``launch_ns``: the start of the host's
+  API call that launched it (NULL when the trace has none). Written by DuckDB straight from the report,
+  so step 1 never holds it in Python.
+- in ``analysis.json`` (``ReportResult.facts``): rank, session start, the loop's iterations
+  (``start_ns``, ``end_ns`` of every iteration; ``busy_ns``, the GPU busy time of those inside the
+  analysis window, else None), whether the window has NCCL kernels, the report's GPU-active span in
+  its window, and its kernel groups for ncu linking.
+
+Step 2 reads only these: COMM002 over the collectives tables (DuckDB, bounded memory, spilling to disk),
+the per-step slowest rank over the iterations.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import numpy as np
+
+from analysis.diagnosis.rules.nsys.collectives import (
+    ALGO_SQL,
+    GROUP_STATS_SQL,
+    OP_SQL,
+    PROTO_SQL,
+    bounded_ranks,
+    group_stats,
+)
+from analysis.diagnosis.rules.nsys.common import report_span_ns
+from analysis.loops import window as win
+from analysis.loops.phases import Loop
+from analysis.model.trace import Trace, clock_offsets
+
+RESULT_FILE = "analysis.json"
+
+if TYPE_CHECKING:
+    from analysis.diagnosis.rules.nsys.comm import Participant
+
+COLLECTIVES_FILE = "collectives.parquet"
+KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
+
+
+@dataclass
+class ReportResult:
+    """Step 1's outcome for one report: its ``reports[]`` object, its placed findings (dicts, in rule
+    order), each selected rule's outcome on it, and the facts for step 2 (``facts_dir`` holds the
+    collectives table)."""
+
+    label: str
+    tool: str
+    info: dict[str, Any]
+    findings: list[dict[str, Any]]
+    # rule id -> {"status": ok | skipped | error | missing | run_level, "reason": ..., "findings": n}
+    rules: dict[str, dict[str, Any]]
+    facts: dict[str, Any]
+    facts_dir: Path | None = None
+    window: str = win.DEFAULT
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "tool": self.tool, "window": self.window, "info": self.info,
+                "findings": self.findings, "rules": self.rules, "facts": self.facts}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], facts_dir: Path | None) -> ReportResult:
+        return cls(data["label"], data["tool"], data["info"], data["findings"], data["rules"], data["facts"],
+                   facts_dir, data.get("window", win.DEFAULT))
+
+    def save(self, folder: Path) -> Path:
+        """Write ``analysis.json`` into ``folder`` (beside the collectives table); returns its path."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / RESULT_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), separators=(",", ":")))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, folder: Path) -> ReportResult:
+        return cls.from_json(json.loads((folder / RESULT_FILE).read_text()), folder)
+
+
+def iteration_facts(loop: Loop | None, records: list[dict[str, Any]]) -> dict[str, list[int | None]]:
+    """Every iteration's start and end (the whole loop), and GPU busy time where the window has it."""
+    if loop is None or not len(loop):
+        return {"start_ns": [], "end_ns": [], "busy_ns": []}
+    busy: list[int | None] = [None] * len(loop)
+    for r in records:
+        busy[int(r["index"])] = int(r["gpu_busy_ns"])
+    return {"start_ns": [int(x) for x in loop.starts], "end_ns": [int(x) for x in loop.ends], "busy_ns": busy}
+
+
+def span_ns(trace: Trace) -> int:
+    """The report's GPU-active span (COMM002's denominator for the straggler's share)."""
+    return report_span_ns(trace)
+
+
+def write_collectives(trace: Trace, folder: Path) -> str | None:
+    """Write the report's NCCL kernel instances to ``folder/collectives.parquet``; returns the file name
+    (relative to ``folder``), or None when the report has no kernels table."""
+    if "kernels" not in trace.tables:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / COLLECTIVES_FILE
+    tmp = folder / (COLLECTIVES_FILE + ".tmp")
+    quoted = str(tmp).replace("'", "''")  # server-made paths; quoted all the same
+    # The host's launch of each NCCL kernel: the start of the API call it correlates with in its process.
+    launch = ("""LEFT JOIN (SELECT pid, correlation_id, MIN(start_ns) AS launch_ns FROM cuda_api
+                           WHERE correlation_id IS NOT NULL GROUP BY ALL) a
+                USING (pid, correlation_id)""" if "cuda_api" in trace.tables else "")
+    trace.con.execute(f"""
+        COPY (SELECT pid, device, name, category,
+                     NULLIF(regexp_extract(name, '{KIND_RE}', 1), '') AS kind,
+                     ROW_NUMBER() OVER (PARTITION BY pid, name ORDER BY start_ns, end_ns) AS "order",
+                     start_ns, end_ns, NULL::BIGINT AS size_bytes, stream,
+                     {OP_SQL} AS op, {ALGO_SQL} AS algo, {PROTO_SQL} AS proto,
+                     {"launch_ns" if launch else "NULL::BIGINT AS launch_ns"}
+              FROM (SELECT * FROM kernels WHERE category = 'nccl' AND start_ns IS NOT NULL) k {launch}
+              ORDER BY start_ns, pid, name)
+        TO '{quoted}' (FORMAT parquet)""")  # noqa: S608 - constants and a server-made path
+    tmp.replace(path)
+    return COLLECTIVES_FILE
+
+
+def comm003_across(results: list[ReportResult], con: duckdb.DuckDBPyConnection) -> None:
+    """Multi-rank runs without NCCL message sizes: every rank's share of each collective group of COMM003's
+    by-kernel findings, from the reports' collectives facts (each in its window, kernels clipped to it as
+    the rule's own view clips them). Fills each group's ``ranks`` in place."""
+    found = [f for r in results for f in r.findings if f["rule_id"] == "COMM003" and f.get("sizes") == "by kernel"]
+    sources = [(r, Path(r.facts_dir) / r.facts["collectives"]) for r in results
+               if r.tool == "nsys" and r.facts_dir is not None and r.facts.get("collectives")
+               and r.facts.get("nccl_in_window")]
+    if not found or len(sources) < 2:
+        return  # one report: the rule already listed its own processes and devices
+    entries: dict[tuple, list[dict[str, Any]]] = {}
+    for r, path in sources:
+        if "op" not in {row[0] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()}:
+            return  # facts written before these columns: leave each report's own
+        lo, hi = window_bounds(r) or (-(2**63), 2**63 - 1)
+        rows = con.execute(f"""
+            WITH k AS (SELECT pid, device, op, algo, proto, LEAST(end_ns, $hi) - GREATEST(start_ns, $lo) AS d
+                       FROM read_parquet($path) WHERE category = 'nccl' AND start_ns IS NOT NULL
+                         AND end_ns > start_ns AND end_ns > $lo AND start_ns < $hi)
+            {GROUP_STATS_SQL}""", {"path": str(path), "lo": lo, "hi": hi}).fetchall()  # noqa: S608 - constants
+        for op, algo, proto, whole, pid, dev, *numbers in rows:
+            if not whole:
+                entries.setdefault((op or None, algo or None, proto or None), []).append(
+                    {"report": r.label, "rank": r.facts.get("rank"), "pid": pid, "device": dev, **group_stats(numbers)})
+    for f in found:
+        for g in f["groups"]:
+            key = (g["op"], g["algorithm"], g["protocol"])
+            if key in entries:
+                g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
+
+
+def comm_participants(results: list[ReportResult], rule_id: str | None = "COMM002",
+                      ) -> list[tuple[ReportResult, str]]:
+    """The reports a cross-rank rule (COMM002, COMM005) compares, in run order, with a DuckDB relation of
+    each one's collectives: nsys reports to which the rule applies (any, with ``rule_id`` None) whose
+    window has NCCL kernels."""
+    out = []
+    for r in results:
+        f = r.facts
+        if r.tool != "nsys" or (rule_id is not None and (r.rules.get(rule_id) or {}).get("status") != "run_level"):
+            continue
+        if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
+            continue
+        path = str((Path(r.facts_dir) / f["collectives"]).resolve()).replace("'", "''")
+        out.append((r, f"read_parquet('{path}')"))
+    return out
+
+
+def participant(r: ReportResult) -> Participant:
+    from analysis.diagnosis.rules.nsys.comm import Participant
+
+    return Participant(r.label, r.facts.get("rank"), lambda: int(r.facts.get("span_ns") or 0))
+
+
+def offsets(starts: list[int | None]) -> list[int] | None:
+    return clock_offsets(starts)
+
+
+def _pairing(ends: list[np.ndarray]) -> list[int]:
+    """Per loop, the index shift ``d`` that pairs its iteration ``j`` with the longest loop's ``j + d``.
+
+    Loops of equal length pair by index. A shorter loop (a rank whose capture began or ended an iteration
+    or more apart) is placed inside the longest where its iterations' ends, on the absolute clock, lie
+    closest to the longest loop's (the smallest median distance; the smallest shift on ties), among the
+    shifts that put its first iteration at the longest loop's nearest ones on the clock, or either end."""
+    ref = ends[int(np.argmax([len(e) for e in ends]))]
+    out = []
+    for e in ends:
+        room = len(ref) - len(e)
+        near = int(np.searchsorted(ref, e[0]))
+        cands = sorted({d for d in (0, room, near - 1, near, near + 1) if 0 <= d <= room})
+        cost = [float(np.median(np.abs(e - ref[d:d + len(e)]))) for d in cands]
+        out.append(cands[int(np.argmin(cost))])
+    return out
+
+
+def last_per_step(results: list[ReportResult], items: int) -> dict[str, Any] | None:
+    """Multi-rank runs: per iteration, which report (rank) finished it last on the absolute clock, and
+    by how much after the first. Iterations pair by index when every rank's loop has the same count,
+    else as ``_pairing`` aligns them; a step exists where every rank has an iteration."""
+    loops = [(r, np.asarray(r.facts["iterations"]["end_ns"], dtype=np.int64)) for r in results
+             if r.tool == "nsys" and len((r.facts.get("iterations") or {}).get("end_ns") or [])]
+    if len(loops) < 2 or any(r.facts.get("session_start_utc_ns") is None for r, _ in loops):
+        return None
+    # On the clock of the earliest session: start differences, never sums of absolute clocks (int64).
+    base = min(int(r.facts["session_start_utc_ns"]) for r, _ in loops)
+    aligned = [e + (int(r.facts["session_start_utc_ns"]) - base) for r, e in loops]
+    shift = _pairing(aligned)
+    first = max(shift)
+    stop = min(d + len(e) for d, e in zip(shift, aligned, strict=True))
+    if stop <= first:
+        return None
+    ends = np.stack([e[first - d:stop - d] for d, e in zip(shift, aligned, strict=True)])
+    last = np.argmax(ends, axis=0)
+    spread = ends.max(axis=0) - ends.min(axis=0)
+    ranks = [r.facts.get("rank") for r, _ in loops]
+    names = [f"rank {k}" if k is not None else r.label for (r, _), k in zip(loops, ranks, strict=True)]
+    if len(set(names)) < len(names):  # ranks missing or repeated in the metadata: the reports' labels
+        names = [r.label for r, _ in loops]
+    counts = np.bincount(last, minlength=len(loops))
+    out: dict[str, Any] = {
+        "count": int(ends.shape[1]), "last": {names[k]: int(c) for k, c in enumerate(counts)},
+        "spread_median_ns": float(np.median(spread)),
+        "items": [{"index": j, "last": names[int(last[j])], "spread_ns": int(spread[j])}
+                  for j in range(min(ends.shape[1], items))]}
+    if any(d != first for d in shift):  # not paired by index: each report's first iteration of step 0
+        out["first_iteration"] = {names[k]: first - d for k, d in enumerate(shift)}
+    # Per report: its iteration index -> (rank that finished that step last, spread), for its records.
+    out["_by_report"] = {r.label: (first - d, [names[int(k)] for k in last], spread)
+                         for (r, _), d in zip(loops, shift, strict=True)}
+    return out
+
+
+def mark_last(infos: list[dict[str, Any]], steps: dict[str, Any]) -> None:
+    """Each report's per-iteration records gain ``last`` (the rank that finished that step last on the
+    absolute clock) and ``spread_ns`` (how long after the first it did), where the step exists."""
+    by_report = steps.pop("_by_report")
+    for info in infos:
+        hit = by_report.get(info["file"])
+        ana = (info.get("iterations") or {}).get("anatomy")
+        if hit is None or ana is None:
+            continue
+        at, last, spread = hit
+        for rec in (*ana["records"], *ana["slowest_steps"]):
+            j = rec["index"] - at
+            if 0 <= j < len(last):
+                rec["last"], rec["spread_ns"] = last[j], int(spread[j])
+
+
+def window_bounds(r: ReportResult) -> tuple[int, int] | None:
+    """The report's analysis window in its own times (None: the whole report)."""
+    w = r.info.get("window") or {}
+    if w.get("start_ns") is None or w.get("end_ns") is None:
+        return None
+    return int(w["start_ns"]), int(w["end_ns"])
+
+
+def aligned_windows(results: list[ReportResult], spec_kind: str) -> list[dict[str, Any]] | None:
+    """Several nsys reports analyzed on their steady windows: the stretch all of them are steady in, the
+    intersection of their windows on the absolute clock, in each report's own times (None when the
+    reports do not all have a steady window and a session start, or the windows do not overlap).
+
+    Each report's rules look at its own steady window (step 1 runs before the other ranks exist); this
+    is where the ranks overlap, for comparing them over the same stretch."""
+    if spec_kind != "steady" or len(results) < 2 or any(r.tool != "nsys" for r in results):
+        return None
+    bounds = [(r.info.get("window") or {}) for r in results]
+    if any(b.get("start_ns") is None or b.get("end_ns") is None for b in bounds):
+        return None
+    off = clock_offsets([r.facts.get("session_start_utc_ns") for r in results])
+    if off is None:
+        return None
+    lo = max(int(b["start_ns"]) + o for b, o in zip(bounds, off, strict=True))
+    hi = min(int(b["end_ns"]) + o for b, o in zip(bounds, off, strict=True))
+    if lo >= hi:
+        return None
+    return [{"report": r.label, "rank": r.facts.get("rank"), "start_ns": lo - o, "end_ns": hi - o}
+            for r, o in zip(results, off, strict=True)]

@@ -1,0 +1,96 @@
+"""One finding per rule and scope across the ranks of a multi-rank run.
+
+A rule that finds the same problem on every rank (exposed communication on 16 ranks) says it once for
+the run: the entry for a rule and scope (the phase it was judged on) sums its reports' findings
+(``impact_ns``: the time it costs summed over ranks, as the per-report findings add up), lists each
+rank's part in ``per_rank`` ([{rank, host, report, impact_ns, findings}], costliest first) and ``per_host`` (the same
+summed by host: {host, ranks, of_ranks, impact_ns}), and names in
+its title the rank, or the host, that stands out. Its message, advice and evidence are those of the
+costliest rank's finding (the place to look first); its severity is the worst of them. Each report's own
+findings stay in ``reports[].findings``. Run-level findings (no report: COMM002, COMM005) pass as they are.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from analysis.diagnosis.findings import SEVERITIES
+from analysis.diagnosis.rules.nsys.common import fmt_ms
+
+# A host (of several ranks) stands out when its ranks carry at least this share of the rule's cost while
+# holding fewer of the run's ranks than that share (the same problem on every rank names no host).
+HOST_SHARE = 0.75
+
+
+def _who(rank: int | None, label: str) -> str:
+    return f"rank {rank}" if rank is not None else label
+
+
+def roll_up(findings: list[dict[str, Any]], infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``findings`` (placed, per report or run-level) as one entry per rule and scope (see the module);
+    ``infos``: the run's ``reports[]`` (rank and host of each report's label). Unranked: the caller ranks."""
+    by_label = {i["file"]: i for i in infos}
+    groups: dict[tuple[str, str | None], list[dict[str, Any]]] = defaultdict(list)
+    out: list[dict[str, Any]] = []
+    for f in findings:
+        if f.get("report") is None:
+            out.append(f)
+        else:
+            groups[(f["rule_id"], f.get("phase"))].append(f)
+    hosts_in_run = {i.get("host") for i in infos if i.get("tool") == "nsys"}
+    ranks_per_host: dict[Any, int] = defaultdict(int)
+    for i in infos:
+        if i.get("tool") == "nsys":
+            ranks_per_host[i.get("host")] += 1
+    for (_, _), members in groups.items():
+        per: dict[str, dict[str, Any]] = {}
+        for f in members:
+            info = by_label.get(f["report"], {})
+            row = per.setdefault(f["report"], {"rank": info.get("rank"), "host": info.get("host"),
+                                               "report": f["report"], "impact_ns": 0, "findings": 0})
+            row["impact_ns"] += int(f["impact_ns"])
+            row["findings"] += 1
+        rows = sorted(per.values(), key=lambda r: (-r["impact_ns"], r["rank"] if r["rank"] is not None else 1 << 30,
+                                                   r["report"]))
+        rep = min(members, key=lambda f: (-int(f["impact_ns"]), f["report"]))
+        total = sum(r["impact_ns"] for r in rows)
+        worst = min(SEVERITIES.index(f["severity"]) for f in members)
+        by_host: dict[Any, dict[str, Any]] = {}
+        for r in rows:
+            h = by_host.setdefault(r["host"], {"host": r["host"], "ranks": 0, "of_ranks": ranks_per_host.get(r["host"], 0),
+                                               "impact_ns": 0})
+            h["ranks"] += 1
+            h["impact_ns"] += r["impact_ns"]
+        entry = {**rep, "severity": SEVERITIES[worst], "impact_ns": total,
+                 "impact_pct": max((f["impact_pct"] for f in members if f.get("impact_pct") is not None), default=None),
+                 "report": None, "rank": rows[0]["rank"], "title": rep["title"] + _standout(rows, total, hosts_in_run,
+                                                                                            ranks_per_host),
+                 "evidence_total": sum(int(f.get("evidence_total") or 0) for f in members),
+                 "per_rank": rows, "per_host": sorted(by_host.values(), key=lambda h: (-h["impact_ns"], str(h["host"]))),
+                 "ranks_with_finding": len(rows)}
+        if rep.get("impact_per_step_ns") is not None:
+            entry["impact_per_step_ns"] = sum(int(f.get("impact_per_step_ns") or 0) for f in members)
+        out.append(entry)
+    return out
+
+
+def _standout(rows: list[dict[str, Any]], total: int, hosts_in_run: set[Any],
+              ranks_per_host: dict[Any, int]) -> str:
+    """The title's suffix: which host or rank stands out among those with the finding."""
+    n_ranks = sum(ranks_per_host.values())
+    if len(hosts_in_run) > 1 and total > 0:
+        by_host: dict[Any, int] = defaultdict(int)
+        for r in rows:
+            by_host[r["host"]] += r["impact_ns"]
+        host, cost = max(by_host.items(), key=lambda kv: (kv[1], str(kv[0])))
+        share = cost / total
+        many = ranks_per_host.get(host, 0) > 1  # a host of one rank is that rank: named as a rank below
+        if host is not None and many and share >= HOST_SHARE and ranks_per_host[host] / max(1, n_ranks) < share:
+            on = sum(1 for r in rows if r["host"] == host)
+            return f" (host {host}: {on} of its {ranks_per_host[host]} ranks, {share:.0%} of the cost)"
+    top = rows[0]
+    who = _who(top["rank"], top["report"]) + (f" on {top['host']}" if top["host"] else "")
+    if len(rows) == 1:
+        return f" ({who} only, of {n_ranks} ranks)"
+    return f" (on {len(rows)} of {n_ranks} ranks; most on {who}: {fmt_ms(top['impact_ns'])})"

@@ -1,0 +1,531 @@
+"""Analyze a run in two steps, shared by the offline CLI and the service's workers .
+
+1. ``analyze_report``: one report on its own. Its phases and analysis window (the report's own: a
+   rank's steady window is its own steady phase), its summaries, every per-report rule, and the
+   compact facts the cross-rank step needs (``analysis.run.facts``: every NCCL kernel instance and
+   the loop's iterations), written to a folder beside the report. One worker, one report's memory.
+2. ``analyze_run_facts``: the run. Only the cross-rank rules (COMM002 stragglers, the per-step
+   slowest rank) over the reports' facts, the merge of every rule's status, and the ranking of all
+   findings. Its memory grows with the collectives and iterations of the run, not with the size of its
+   traces, except where it opens them: ncu reports (see below), and, in runs of several nsys reports with
+   NCCL message sizes, every nsys report's NCCL tables for the rules of scope ``cross_report``.
+
+``analyze_run`` is the two steps in one process (``goodput analyze``); the service runs step 1 in one
+Celery task per report right after its ingest and step 2 once when the run's last report is done, so
+the two paths give the same results by construction.
+
+ncu reports link their kernels to the run's nsys kernel time : their step 1 takes the nsys
+reports' kernel groups (``ReportResult.facts['nsys_kernels']``), so they are analyzed after the run's
+nsys reports (in the service: inside the run-level step; ncu reports are small).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis.diagnosis import breakdown as bd
+from analysis.diagnosis.findings import Finding, rank_finding_dicts
+from analysis.diagnosis.idle_anatomy import idle_anatomy
+from analysis.diagnosis.launches import launch_summary
+from analysis.diagnosis.ncu.gains import annotate_kernels, report_saving, share_gains
+from analysis.diagnosis.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
+from analysis.diagnosis.ncu.kernels import report_kernels
+from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
+from analysis.diagnosis.rules.nsys.run_nodes import collective_split, instances, late_node, steps_by_host
+from analysis.diagnosis.rules.registry import default_registry
+from analysis.diagnosis.step_anatomy import anatomy
+from analysis.diagnosis.summary import report_info
+from analysis.diagnosis.verdict import report_verdict, run_verdict, verdict_facts
+from analysis.duck import connect
+from analysis.loops import iterations as it
+from analysis.loops import steps as records_of
+from analysis.loops import window as win
+from analysis.loops.loop_report import loop_list, mark_loops, program_shape, run_phase
+from analysis.loops.phases import PhaseInfo, phase_info
+from analysis.model.activity import unit_ops
+from analysis.model.network import report_network, run_matrix
+from analysis.model.nvtx_projection import nvtx_projection
+from analysis.model.trace import DUCKDB_MEMORY_BYTES, Run, Trace
+from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
+from analysis.results import SCHEMA_VERSION
+from analysis.run import facts as run_facts
+from analysis.run.facts import ReportResult
+from analysis.run.rollup import roll_up
+
+logger = logging.getLogger(__name__)
+
+ITEMS = 50  # per-iteration records in the JSON: the first ones (all of them feed the statistics)
+# Windows that are a stretch of the loop: there a finding's cost per step is the natural unit.
+LOOP_WINDOWS = ("steady", "iterations")
+
+
+@dataclass
+class AnalysisContext:
+    """What every step of one analysis shares: the window, the selected rules and their thresholds."""
+
+    spec: win.WindowSpec
+    registry: Registry
+    selected: list[type[Rule]]
+    thresholds: Mapping[str, float] | None
+    all_params: dict[str, dict[str, float]]
+    memory_bytes: int = DUCKDB_MEMORY_BYTES
+
+
+def make_context(*, rules: list[str] | None = None, thresholds: Mapping[str, float] | None = None,
+                 window: str | None = None, memory_bytes: int = DUCKDB_MEMORY_BYTES) -> AnalysisContext:
+    """Parse and check the options once (a bad window, rule or threshold raises here)."""
+    spec = win.parse(window)
+    registry = default_registry()
+    registry.validate_overrides(thresholds)
+    selected = registry.select(rules)
+    all_params = {r.id: registry.resolve_params(r, thresholds) for r in registry}
+    return AnalysisContext(spec, registry, selected, thresholds, all_params, memory_bytes)
+
+
+
+
+def _anatomy(t: Trace, v: Trace, info: PhaseInfo, all_params: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:
+    """The window's step anatomy from every iteration's exact record: those the ingest wrote into the
+    file, else (a file older than the table) computed on the window's GPU operations, exact for the
+    iterations that lie inside it, which are the only ones the anatomy uses."""
+    loop = info.loop
+    if not len(loop) or not v.has_rows("kernels"):
+        return None
+    cols = records_of.stored(t, loop)
+    unit: tuple[int | None, int | None] | None
+    if cols is not None:
+        pid, device = (None if int(c[0]) == -1 else int(c[0]) for c in (cols["pid"], cols["device"]))
+        unit = (pid, device)
+    else:
+        unit = records_of.record_unit(t, loop)
+        cols = records_of.compute(unit_ops(v), loop, unit)
+    return anatomy(v, loop, all_params, cols, unit)
+
+
+def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> dict[str, Any]:
+    """The report's ``iterations`` object: NVTX's step summary when the step is an NVTX range (its
+    keys as before), plus the loop's source, counts, iteration-time percentiles and step anatomy."""
+    loop = info.loop
+    nv = loop.nvtx or (it.iterations(trace) if loop.source is None else {})
+    out: dict[str, Any] = it.compact(nv) if loop.source in ("nvtx", None) else {
+        "has_nvtx": trace.has_rows("nvtx"), "range": None, "domain": None}
+    if loop.source == "nvtx":
+        # NVTX steps keep their projected GPU time as the headline, as before; p99 of it beside.
+        out["p99_ns"] = nv.get("p99_ns")
+    d = loop.durations
+    out.update({"source": loop.source, "count": len(loop), "signature": loop.signature,
+                "detail": loop.detail, "reason": out.get("reason") if loop.source else loop.reason})
+    if len(d):
+        q = {f"p{p}": float(np.percentile(d, p)) for p in (10, 50, 90, 99)}
+        stats = {"median_ns": q["p50"], "p10_ns": q["p10"], "p90_ns": q["p90"], "p99_ns": q["p99"],
+                 "min_ns": int(d.min()), "max_ns": int(d.max()), "mean_ns": float(d.mean())}
+        out["iteration_time"] = stats
+        if loop.source != "nvtx":
+            out.update(stats)
+        out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
+                         "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
+    out["loops"] = loop_list(loop)
+    out["program"] = program_shape(loop, info.phases)
+    if ana is not None:
+        records = ana.pop("records")
+        out["anatomy"] = {**ana, "records": records[:ITEMS], "records_total": len(records)}
+    return out
+
+
+def _report_rules(run: Run, ctx: AnalysisContext, only: tuple[str, ...] | None = None,
+                  ) -> tuple[list[Finding], dict[str, dict[str, Any]]]:
+    """Every selected rule on a one-report run (rules of scope ``run`` only say whether they apply);
+    ``only``: just these rule ids."""
+    chosen = [r for r in ctx.selected if only is None or r.id in only]
+    base = RuleContext(run, all_params=ctx.all_params, window=ctx.spec)
+    findings, results = evaluate(run, chosen, base, ctx.all_params, defer_run_scope=True)
+    return findings, {r.rule_id: {"status": r.status, "reason": r.reason, "findings": r.findings} for r in results}
+
+
+def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path | None = None, *,
+                   nsys_links: list[dict[str, Any]] | None = None) -> ReportResult:
+    """Step 1 on one report. ``facts_dir``: where the facts table goes (None: no table is written, and
+    the cross-rank rules will not see this report's collectives). ``nsys_links``: for an ncu report,
+    the run's nsys reports' ``facts['nsys_kernels']`` (its kernels' nsys time comes from them)."""
+    spec = ctx.spec
+    linked = None if nsys_links is None else [kernels_from_json(k) for k in nsys_links]
+    with Run.open([Path(path)], [label], ctx.memory_bytes) as run:
+        t = run.traces[0]
+        info_p = phase_info(t) if t.tool == "nsys" else None
+        phase, b, reason = win.resolve(spec, t, info_p) if info_p is not None else ("all", None, "not an nsys report")
+        v = t.windowed(*b) if b is not None else t
+        if info_p is not None:
+            v.memo["phase_info"] = info_p
+        wrun = Run([v], ctx.memory_bytes, nsys_kernels=linked)
+        try:
+            info = report_info(t)
+            records: list[dict[str, Any]] = []
+            if info_p is not None:
+                info["breakdown"] = bd.breakdown(v)
+                ana = _anatomy(t, v, info_p, ctx.all_params)
+                records = list(ana["records"]) if ana is not None else []
+                info["iterations"] = _loop_summary(t, info_p, ana)
+                nvtx = nvtx_projection(v, limit=10)
+                info["nvtx"] = NvtxSummary(nvtx["has_nvtx"], tuple(NvtxRange(**r) for r in nvtx["ranges"])).to_json()
+                info["launches"] = launch_summary(v).to_json()
+                info["network"] = report_network(t, b)
+                info["phases"] = [PhaseSpan(p.name, p.start_ns, p.end_ns, p.reason).to_json() for p in info_p.phases]
+            elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
+                info["kernels"] = report_kernels(t, wrun)
+            info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
+                              "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
+            found, outcomes = _report_rules(wrun, ctx)
+            if t.tool == "ncu":  # one kernel's findings share its time; the report's sum is bounded
+                found = share_gains(found)
+                info["estimated_saving"] = report_saving(found, label)
+                annotate_kernels(info.get("kernels") or [], found, label)
+            if info_p is not None:  # after the rules: it reuses the gap rules' painting of the idle
+                info["idle_anatomy"] = idle_anatomy(v, [(p.name, p.start_ns) for p in info_p.phases])
+            facts = _facts(t, v, info_p, records, facts_dir)
+        finally:
+            if v is not t:
+                v.close()
+    paced = ((info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"
+    placed = [_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
+              for f in found]
+    mark_loops(placed, info)
+    return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
+
+
+def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: list[str], ctx: AnalysisContext) -> None:
+    """In a run with ncu reports: the rules that read ncu reports again on each nsys report (in its window), with
+    the run's ncu reports attached, replacing those rules' step-1 findings and outcomes. Opens the nsys
+    reports again, so only runs that have ncu reports pay for it (typically one or a few ranks)."""
+    _cross_report(results, paths, ctx)
+    ncu = [(Path(p), lab) for r, p, lab in zip(results, paths, labels, strict=True) if r.tool == "ncu"]
+    only = tuple(r.id for r in ctx.selected if "ncu" in r.reads_tools)
+    if not ncu or not only:
+        return
+    for r, p in zip(results, paths, strict=True):
+        if r.tool != "nsys":
+            continue
+        with Run.open([Path(p), *(q for q, _ in ncu)], [r.label, *(lab for _, lab in ncu)], ctx.memory_bytes) as run:
+            t = run.traces[0]
+            b = run_facts.window_bounds(r)
+            v = t.windowed(*b) if b is not None else t
+            try:
+                found, outcomes = _report_rules(Run([v, *run.traces[1:]], ctx.memory_bytes), ctx, only)
+            finally:
+                if v is not t:
+                    v.close()
+        phase = (r.info.get("window") or {}).get("phase")
+        paced = ((r.info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"
+        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, {r.label} if paced else set(),
+                                    ctx.spec.text), [r.info]).to_dict() for f in found]
+        r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
+        r.rules.update(outcomes)
+
+
+def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisContext) -> None:
+    """The rules of scope ``cross_report`` over every nsys report of the run at once (each in its own window), when
+    the run has several; their findings go back to the reports they name, their outcome to each."""
+    only = tuple(r.id for r in ctx.selected if r.scope == "cross_report")
+    nsys = [(r, Path(p)) for r, p in zip(results, paths, strict=True) if r.tool == "nsys"]
+    if len(nsys) < 2 or not only or not any(r.facts.get("nccl_sized") for r, _ in nsys):
+        return  # without message sizes every report's step 1 already said what to collect
+    with Run.open([p for _, p in nsys], [r.label for r, _ in nsys], ctx.memory_bytes) as run:
+        views = []
+        try:
+            for (r, _), t in zip(nsys, run.traces, strict=True):
+                b = run_facts.window_bounds(r)
+                views.append(t.windowed(*b) if b is not None else t)
+            found, outcomes = _report_rules(Run(views, ctx.memory_bytes), ctx, only)
+        finally:
+            for v, t in zip(views, run.traces, strict=False):
+                if v is not t:
+                    v.close()
+    for r, _ in nsys:
+        phase = (r.info.get("window") or {}).get("phase")
+        own = [f for f in found if f.report == r.label]
+        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text), [r.info]).to_dict()
+                  for f in own]
+        r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
+        r.rules.update({rid: {**o, "findings": sum(1 for f in own if f.rule_id == rid) if o["status"] == "ok" else 0}
+                        for rid, o in outcomes.items()})
+
+
+def _facts(t: Trace, v: Trace, info_p: PhaseInfo | None, records: list[dict[str, Any]],
+           facts_dir: Path | None) -> dict[str, Any]:
+    """The report's compact facts (``analysis.run.facts``): JSON scalars and iterations, and the
+    collectives table written into ``facts_dir``."""
+    facts: dict[str, Any] = {"rank": t.rank, "session_start_utc_ns": t.session_start_utc_ns}
+    if t.tool != "nsys":
+        return facts
+    loop = info_p.loop if info_p is not None else None
+    facts["verdict"] = verdict_facts(t)  # the whole report's extent, for the verdict once every rule ran
+    facts["iterations"] = run_facts.iteration_facts(loop, records)
+    kernels = nsys_kernels(v)
+    facts["nsys_kernels"] = kernels_to_json(kernels) if kernels is not None else None
+    # COMM002 takes part when the report's window has NCCL kernels; it reads all of them (as it always has).
+    facts["nccl_in_window"] = v.has_rows("kernels") and v.scalar(
+        "SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
+    facts["span_ns"] = run_facts.span_ns(v) if facts["nccl_in_window"] else None
+    # COMM003 compares ranks only where NCCL's payloads gave message sizes (``_cross_report``).
+    facts["nccl_sized"] = t.has_rows("nccl_calls") and t.scalar(
+        "SELECT 1 FROM nccl_calls WHERE bytes IS NOT NULL LIMIT 1") is not None
+    facts["collectives"] = run_facts.write_collectives(t, facts_dir) if facts_dir is not None else None
+    return facts
+
+
+def _merge_outcomes(rule_cls: type[Rule], results: list[ReportResult]) -> tuple[str, str | None]:
+    """One rule's status on the run from its outcome on each report (status, reason)."""
+    outs = [(r, o) for r in results if (o := r.rules.get(rule_cls.id)) is not None]
+    for status in ("error",):
+        hit = next((o for _, o in outs if o["status"] == status), None)
+        if hit is not None:
+            return status, hit["reason"]
+    if any(o["status"] == "ok" for _, o in outs):
+        return "ok", None
+    skipped = next((o for _, o in outs if o["status"] == "skipped"), None)
+    if skipped is not None:
+        return "skipped", skipped["reason"]
+    # Missing on every report: the reason of a report of the rule's tool (one that says what it lacks).
+    own = [o for r, o in outs if rule_cls.tool in ("any", r.tool)]
+    chosen = (own or [o for _, o in outs])
+    if chosen:
+        return "skipped", chosen[0]["reason"]
+    return "skipped", f"no {rule_cls.tool} report in this run"
+
+
+def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top: int | None = None,
+                      memory_bytes: int | None = None, by_rule: bool = True) -> dict[str, Any]:
+    """Step 2: the cross-rank rules over the reports' facts, every rule's status, all findings ranked.
+
+    ``results`` in run order (the order of ``reports[]``). ``by_rule``: in a run of several nsys reports,
+    ``findings`` holds one entry per rule and scope across the ranks (``analysis.run.rollup``) and each
+    report's own findings are its ``reports[].findings``."""
+    spec = ctx.spec
+    if any(r.id == "COMM003" for r in ctx.selected):
+        con = connect(memory_bytes=memory_bytes or ctx.memory_bytes)
+        try:
+            run_facts.comm003_across(results, con)
+        finally:
+            con.close()
+    run_found: dict[str, list[dict[str, Any]]] = {}
+    run_status: dict[str, tuple[str, str | None]] = {}
+    for rule_cls in ctx.selected:
+        if rule_cls.scope != "run":
+            continue
+        status, reason = _merge_outcomes(rule_cls, results)
+        if not any((r.rules.get(rule_cls.id) or {}).get("status") == "run_level" for r in results):
+            run_status[rule_cls.id] = (status, reason)
+            continue
+        try:
+            found = _run_level_rule(rule_cls, results, ctx, memory_bytes or ctx.memory_bytes)
+        except Skip as exc:
+            run_status[rule_cls.id] = ("skipped", str(exc))
+            continue
+        except Exception as exc:
+            logger.exception("rule failed", extra={"rule_id": rule_cls.id})
+            run_status[rule_cls.id] = ("error", f"{type(exc).__name__}: {exc}")
+            continue
+        infos = [r.info for r in results]
+        phase = run_phase(results, spec.text)
+        run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found]
+        run_status[rule_cls.id] = ("ok", None)
+    findings: list[dict[str, Any]] = []
+    rules: list[dict[str, Any]] = []
+    for rule_cls in ctx.selected:
+        rid = rule_cls.id
+        if rule_cls.scope == "run":
+            own = run_found.get(rid, [])
+            status, reason = run_status[rid]
+        else:
+            # Findings in the order a whole-run pass made them: rule by rule, report by report.
+            own = [f for r in results for f in r.findings if f["rule_id"] == rid]
+            status, reason = _merge_outcomes(rule_cls, results)
+        findings.extend(own)
+        rules.append({"id": rid, "status": status, "reason": reason, "findings": len(own) if status == "ok" else 0})
+    if by_rule and sum(1 for r in results if r.tool == "nsys") > 1:
+        for r in results:
+            r.info["findings"] = rank_finding_dicts(list(r.findings))
+        findings = roll_up(findings, [r.info for r in results])
+    ranked = rank_finding_dicts(findings)
+    verdicts = _verdicts(results)
+    if top is not None:
+        ranked = ranked[:top]
+    names = [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}" for r in results if r.tool == "nsys"]
+    out: dict[str, Any] = {"verdict": run_verdict(verdicts, names), "schema_version": SCHEMA_VERSION,
+                           "window": spec.text, "reports": [r.info for r in results], "findings": ranked,
+                           "rules": rules}
+    steps = run_facts.last_per_step(results, ITEMS)
+    if steps is not None:
+        run_facts.mark_last([r.info for r in results], steps)
+        out["steps"] = steps  # multi-rank: which rank finished each iteration last
+        steps["last_by_host"] = steps_by_host(steps, [(r.facts.get("rank"), r.label, r.info.get("host"))
+                                                      for r in results if r.tool == "nsys"])
+    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
+    if split is not None:
+        out["collectives"] = split  # multi-rank: wait for the last rank vs transfer after it
+    matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
+                         if r.tool == "nsys"])
+    if matrix is not None:
+        out["network"] = matrix  # NCCL's network transfers: the rank x rank matrix
+    aligned = run_facts.aligned_windows(results, spec.kind)
+    if aligned is not None:
+        out["aligned_window"] = aligned  # multi-rank: where every rank is in its steady phase
+    return out
+
+
+def _verdicts(results: list[ReportResult]) -> list[dict[str, Any]]:
+    """Each nsys report's verdict (``analysis.diagnosis.verdict``) over its final findings, kept in its ``info``."""
+    out = []
+    for r in results:
+        if r.tool == "nsys":
+            r.info["verdict"] = report_verdict(r.info, r.findings, r.facts.get("verdict") or {})
+            out.append(r.info["verdict"])
+    return out
+
+
+def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
+    """Each matched collective's wait for the last rank and transfer after it (``analysis.diagnosis.rules.nsys.run_nodes``)."""
+    parts = run_facts.comm_participants(results, None)
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts]) if len(parts) > 1 else None
+    if offsets is None:
+        return None
+    con = connect(memory_bytes=memory_bytes)
+    try:
+        launch = all("launch_ns" in {c[0] for c in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}  # noqa: S608
+                     for _, src in parts)
+        cols = instances(con, [src for _, src in parts], offsets, [run_facts.window_bounds(r) for r, _ in parts],
+                         launch)
+    finally:
+        con.close()
+    return collective_split(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts])
+
+
+def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,
+                    memory_bytes: int) -> list[Finding]:
+    if rule_cls.scope != "run":  # pragma: no cover - the caller runs only those
+        raise RuntimeError(f"no run-level step for {rule_cls.id}")
+    from analysis.diagnosis.rules.nsys.comm import stragglers
+
+    parts = run_facts.comm_participants(results, rule_cls.id)
+    if not parts:
+        return []
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts])
+    if offsets is None:
+        raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
+    con = connect(memory_bytes=memory_bytes)
+    windows = [run_facts.window_bounds(r) for r, _ in parts]
+    try:
+        if rule_cls.id == "COMM005":
+            if len(parts) < 2:
+                return []
+            cols = instances(con, [src for _, src in parts], offsets, windows)
+            return late_node(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts],
+                             offsets, ctx.all_params[rule_cls.id], rule_cls.id,
+                             [int(r.facts.get("span_ns") or 0) for r, _ in parts])
+        return stragglers(con, [src for _, src in parts], [run_facts.participant(r) for r, _ in parts], offsets,
+                          ctx.all_params[rule_cls.id], rule_cls.id, windows=windows)
+    finally:
+        con.close()
+
+
+def analyze_run(
+    reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
+    thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int = DUCKDB_MEMORY_BYTES,
+    window: str | None = None, facts_root: Path | None = None, by_rule: bool = True,
+) -> dict[str, Any]:
+    """See ``analysis.api.analyze``: ``analyze_report`` on each report (nsys first, then ncu linked to
+    them), then ``analyze_run_facts``. ``facts_root``: where each report's facts go (``<root>/<i>``;
+    default a temporary folder removed on return)."""
+    ctx = make_context(rules=rules, thresholds=thresholds, window=window, memory_bytes=memory_bytes)
+    paths = [Path(p) for p in reports]
+    labels = labels or [p.name for p in paths]
+    with tempfile.TemporaryDirectory(prefix="goodput-facts-") as tmp:
+        root = Path(facts_root) if facts_root is not None else Path(tmp)
+        return analyze_paths(paths, labels, ctx, root, top=top, by_rule=by_rule)
+
+
+def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, root: Path, *,
+                  top: int | None = None, by_rule: bool = True) -> dict[str, Any]:
+    """Both steps in this process, the facts of report ``i`` in ``root/<i>``. ``by_rule=False``: findings per
+    rank, as the service stores them (its run page groups them), instead of one per rule across ranks."""
+    tools = [report_tool(p) for p in paths]
+    results: list[ReportResult | None] = [None] * len(paths)
+    for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
+        if tools[i] != "ncu":
+            results[i] = analyze_report(p, label, ctx, root / str(i))
+    links = nsys_links([r for r in results if r is not None])
+    for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
+        if tools[i] == "ncu":
+            results[i] = analyze_report(p, label, ctx, root / str(i), nsys_links=links)
+    done = [r for r in results if r is not None]
+    rerun_linked_rules(done, paths, labels, ctx)
+    return analyze_run_facts(done, ctx, top=top, by_rule=by_rule)
+
+
+def report_tool(path: Path) -> str:
+    """'nsys' or 'ncu': the tool a normalized report came from (its meta table)."""
+    t = Trace(Path(path), Path(path).name)
+    try:
+        return t.tool
+    finally:
+        t.close()
+
+
+def nsys_links(results: list[ReportResult]) -> list[dict[str, Any]]:
+    """The nsys reports' kernel groups, in run order: what an ncu report of the same run links to."""
+    return [r.facts["nsys_kernels"] for r in results if r.tool == "nsys" and r.facts.get("nsys_kernels")]
+
+
+@functools.cache
+def _pacing_rule_ids() -> frozenset[str]:
+    """The rules that judge the idle a host-paced loop shows between iterations: its pacing, not a defect."""
+    return frozenset(r.id for r in default_registry() if r.judges_pacing_idle)
+
+
+def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: str) -> Finding:
+    """A finding with its phase (the report's window, or the run's for run-level findings); on a
+    host-paced loop the idle rules are information, not defects."""
+    if f.phase is None:
+        f = dataclasses.replace(f, phase=phase_by_label.get(f.report or "", spec if f.report is None else None))
+    if f.report in paced and f.rule_id in _pacing_rule_ids():
+        f = dataclasses.replace(f, severity="info", message=f.message + " The loop is host-paced (the GPU waits "
+                                "for each frame or request by design): this idle is its pacing, not a GPU defect.",
+                                extra={**f.extra, "host_paced": True})
+    return f
+
+
+def _per_step(f: Finding, infos: list[dict[str, Any]]) -> Finding:
+    """A finding judged on a window that is a stretch of the loop (the steady state, or iterations A to B)
+    gains its impact per step: the impact over the number of iterations wholly inside the window
+    (``impact_per_step_ns``, ``steps_in_window``). Report-level findings use their report's iterations;
+    run-level ones, when every nsys report's window holds iterations, the fewest of them (the steps all
+    ranks went through). Findings about another phase (start-up, warm-up) stay totals."""
+    counts = {}
+    for info in infos:
+        ana = (info.get("iterations") or {}).get("anatomy")
+        if ana and ana.get("steady_count") and info["window"]["phase"] in LOOP_WINDOWS:
+            counts[info["file"]] = (int(ana["steady_count"]), info["window"]["phase"])
+    hit: tuple[int, str | None] | None
+    if f.report is not None:
+        hit = counts.get(f.report)
+    else:
+        nsys = [info["file"] for info in infos if info.get("tool") == "nsys"]
+        least = min((counts[n] for n in nsys), default=None) if nsys and all(n in counts for n in nsys) else None
+        hit = (least[0], f.phase) if least else None
+    if hit is None or hit[1] != f.phase or not f.impact_ns:
+        return f
+    n = hit[0]
+    return dataclasses.replace(f, extra={**f.extra, "impact_per_step_ns": int(round(f.impact_ns / n)),
+                                         "steps_in_window": n})
+
+
+__all__ = ["AnalysisContext", "ReportResult", "analyze_report", "analyze_run", "analyze_run_facts",
+           "make_context"]

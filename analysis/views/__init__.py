@@ -1,0 +1,1 @@
+"""Views: timelines, Chrome traces, tables and comparisons built from analysed reports."""

@@ -1,0 +1,316 @@
+"""Comparing two runs (head − base) from plain data; the service's compare (API and page), `goodput diff`
+and its gate all call ``compare``, so they show the same numbers.
+
+When both runs have loops the comparison is per step: step time and what each step's GPU time was spent
+on (``analysis.views.compare_samples``), kernels per launch with their launches per step
+(``analysis.views.compare_kernels``), each tested for significance (``analysis.views.significance``); totals are
+shown beside, never the basis of "changed" when the step counts differ. Without loops kernels are compared
+per launch and the rest by totals. Findings are matched by rule and scope (``analysis.views.compare_findings``).
+
+A run side is a ``RunFacts``: the analysis' report dicts (``analysis.api.analyze(...)["reports"]``, the
+same dicts the service stores), each report's samples read from its DuckDB file (``run_facts``) and the
+findings as dicts in ranking order. Nothing here reads a database other than a report's DuckDB file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # NumPy and the samples' reader load when a comparison runs, not with ``analysis.api``
+    import numpy as np
+
+    from analysis.views.compare_samples import ReportSamples
+
+KERNEL_LIMIT = 500          # kernels read per report (by total time)
+BREAKDOWN_KEYS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "goodput_pct")
+SUM_KEYS = BREAKDOWN_KEYS[:-1]
+# The floor on the effect size: a significant change of a median smaller than this share is not a change.
+DEFAULT_NOISE_PCT = 5.0
+# The step statistics compared per rank (from ``analysis.loops.iterations``; GPU time per step).
+STEP_KEYS = ("count", "median_ns", "p10_ns", "p90_ns", "min_ns", "max_ns")
+
+
+@dataclass
+class RunFacts:
+    """One side of a comparison. ``id``: the run id or a label; ``totals``: the run's breakdown when the
+    caller has it stored (else summed from ``reports`` by ``run_totals``)."""
+
+    id: Any
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    kernels: dict[str, dict[str, int]] = field(default_factory=dict)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    totals: dict[str, Any] | None = None
+    # Per report (aligned with ``reports``): its samples, None where its file could not be read.
+    samples: list[ReportSamples | None] = field(default_factory=list)
+
+
+def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, Any]],
+              paths: Sequence[Path | None], totals: dict[str, Any] | None = None) -> RunFacts:
+    """One run's facts, each report's samples read from its DuckDB file (``paths`` aligned with
+    ``reports``; None or a missing file: no samples for that report)."""
+    from analysis.views.compare_samples import ReportSamples, read_samples
+
+    samples: list[ReportSamples | None] = []
+    for report, path in zip(reports, paths, strict=True):
+        if report.get("tool") not in (None, "nsys"):
+            samples.append(ReportSamples())     # an ncu report: no timeline to sample
+        else:
+            samples.append(read_samples(path, report) if path is not None and Path(path).is_file() else None)
+    return RunFacts(id=id, reports=reports, findings=findings, totals=totals, samples=samples)
+
+
+def kernel_totals(trace_path: Path, limit: int = KERNEL_LIMIT) -> list[dict[str, Any]]:
+    """Total time and launches per kernel name in one ingested report (read-only), largest first."""
+    from analysis.model.trace import Trace
+
+    trace = Trace(Path(trace_path), Path(trace_path).name)
+    try:
+        if not trace.has_rows("kernels"):
+            return []
+        rows = trace.sql(
+            "SELECT name, SUM(end_ns - start_ns)::BIGINT AS total_ns, COUNT(*) AS n FROM kernels "
+            "GROUP BY name ORDER BY total_ns DESC, name LIMIT ?", [int(limit)])
+    finally:
+        trace.close()
+    return [{"name": name, "total_ns": int(total), "count": int(n)} for name, total, n in rows]
+
+
+def merge_kernels(per_report: Iterable[Iterable[Mapping[str, Any]]]) -> dict[str, dict[str, int]]:
+    """Kernel totals of several reports (the ranks of a run) summed by name."""
+    out: dict[str, dict[str, int]] = {}
+    for kernels in per_report:
+        for k in kernels:
+            acc = out.setdefault(str(k["name"]), {"total_ns": 0, "count": 0})
+            acc["total_ns"] += int(k["total_ns"])
+            acc["count"] += int(k["count"])
+    return out
+
+
+def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:
+    """A breakdown number of a report (or run) dict: from its ``breakdown``, else its top level."""
+    raw = data.get("breakdown")
+    bd: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    for source in (bd, data):
+        value = source.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def report_breakdown(report: Mapping[str, Any]) -> dict[str, Any]:
+    """One report's breakdown KPIs (``None`` where the analysis had none)."""
+    return {k: breakdown_value(report, k) for k in BREAKDOWN_KEYS}
+
+
+def run_totals(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's KPIs: the ranks' times summed (span too: GPU time across ranks), goodput from the sums.
+
+    The same arithmetic as the service's per-run summary row (``app.services.pipeline``).
+    """
+    out: dict[str, Any] = {}
+    for key in SUM_KEYS:
+        values = [int(v) for v in (breakdown_value(r, key) for r in reports) if v is not None]
+        out[key] = sum(values) if values else None
+    out["goodput_pct"] = (round(100.0 * out["compute_ns"] / out["span_ns"], 3)
+                          if out["span_ns"] and out["compute_ns"] is not None else None)
+    return out
+
+
+def delta(base: Any, head: Any) -> dict[str, Any]:
+    d = None if base is None or head is None else head - base
+    pct = None if d is None or not base else round(100.0 * d / base, 3)
+    return {"base": base, "head": head, "delta": d, "delta_pct": pct}
+
+
+def _keys(reports: list[dict[str, Any]], by_rank: bool) -> list[tuple[str, Any]]:
+    return [("rank", r.get("rank")) if by_rank else ("report", i) for i, r in enumerate(reports)]
+
+
+def _has_ranks(reports: list[dict[str, Any]]) -> bool:
+    ranks = [r.get("rank") for r in reports]
+    return all(isinstance(x, int) for x in ranks) and len(set(ranks)) == len(ranks)
+
+
+def _steps(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    raw = report.get("iterations")
+    it: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    return {k: it.get(k) for k in STEP_KEYS} if it.get("count") else None
+
+
+def report_step_time(report: Mapping[str, Any]) -> float | None:
+    """A report's step time as its run page shows it: the median length of the iterations in its window
+    (the step anatomy's), else the loop's median over all its iterations."""
+    it = report.get("iterations")
+    if not isinstance(it, dict):
+        return None
+    ana = it.get("anatomy")
+    value = ana.get("iteration_median_ns") if isinstance(ana, dict) else None
+    if value is None and it.get("count"):
+        value = it.get("median_ns")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def step_time(reports: Sequence[Mapping[str, Any]]) -> float | None:
+    """The run's step time: the largest per-rank step time (the slowest rank sets the pace)."""
+    values = [v for v in (report_step_time(r) for r in reports) if v is not None]
+    return max(values) if values else None
+
+
+def _pace_setter(samples: Sequence[ReportSamples | None]) -> ReportSamples | None:
+    """The report whose steps set the run's pace: the largest median step time (ties: the first)."""
+    import numpy as np
+
+    best, best_median = None, None
+    for s in samples:
+        if s is None or not s.step_count:
+            continue
+        med = float(np.median(s.steps["step_time_ns"]))
+        if best_median is None or med > best_median:
+            best, best_median = s, med
+    return best
+
+
+def diff_steps(b: ReportSamples | None, h: ReportSamples | None, noise_pct: float) -> dict[str, Any] | None:
+    """Per-step metrics of two reports (or runs' pace setters) tested; None when either has no steps."""
+    from analysis.views.compare_samples import STEP_METRICS
+    from analysis.views.significance import compare_samples
+
+    if b is None or h is None or not b.step_count or not h.step_count:
+        return None
+    return {"count": delta(b.step_count, h.step_count),
+            "source": {"base": b.steps_source, "head": h.steps_source},
+            **{k: compare_samples(b.steps[k], h.steps[k], noise_pct) for k in STEP_METRICS}}
+
+
+def _sample_at(facts: RunFacts, i: int) -> ReportSamples | None:
+    return facts.samples[i] if i < len(facts.samples) else None
+
+
+def diff_ranks(base: RunFacts, head: RunFacts, noise_pct: float) -> list[dict[str, Any]]:
+    """Per rank: breakdown deltas, and step deltas when both have steps (``steps``: the loop's statistics;
+    ``per_step``: the records tested). Reports pair by rank when every report of both runs has its own
+    rank, else by position (one report each: those two)."""
+    by_rank = _has_ranks(base.reports) and _has_ranks(head.reports)
+    bmap = {k: i for i, k in enumerate(_keys(base.reports, by_rank))}
+    hmap = {k: i for i, k in enumerate(_keys(head.reports, by_rank))}
+    out = []
+    for key in sorted(set(bmap) | set(hmap), key=lambda k: k[1]):
+        bi, hi = bmap.get(key), hmap.get(key)
+        b = base.reports[bi] if bi is not None else None
+        h = head.reports[hi] if hi is not None else None
+        bb = report_breakdown(b) if b else dict.fromkeys(BREAKDOWN_KEYS)
+        hb = report_breakdown(h) if h else dict.fromkeys(BREAKDOWN_KEYS)
+        bs, hs = (_steps(b) if b else None), (_steps(h) if h else None)
+        out.append({
+            "rank": key[1] if key[0] == "rank" else None,
+            "report": key[1] if key[0] == "report" else None,
+            "base_file": (b or {}).get("file"), "head_file": (h or {}).get("file"),
+            "breakdown": {k: delta(bb[k], hb[k]) for k in BREAKDOWN_KEYS},
+            "steps": ({k: delta(bs[k], hs[k]) for k in STEP_KEYS} if bs and hs else None),
+            "per_step": diff_steps(_sample_at(base, bi) if bi is not None else None,
+                                   _sample_at(head, hi) if hi is not None else None, noise_pct),
+        })
+    return out
+
+
+def _windows(reports: Sequence[Mapping[str, Any]]) -> list[list[int] | None]:
+    """Each report's judged window as [start_ns, end_ns] (None: the whole report)."""
+    from analysis.views.compare_samples import report_window
+
+    return [None if (w := report_window(r)) is None else list(w) for r in reports]
+
+
+def _window_ns(reports: Sequence[Mapping[str, Any]]) -> list[int | None]:
+    from analysis.views.compare_samples import report_window
+
+    return [None if (w := report_window(r)) is None else w[1] - w[0] for r in reports]
+
+
+def notes(base: RunFacts, head: RunFacts, steps: dict[str, Any] | None) -> list[str]:
+    """Why totals would mislead, and what the comparison did instead."""
+    out = []
+    if steps is not None and steps["count"]["delta"]:
+        out.append(f"The runs cover different numbers of steps ({steps['count']['base']} and "
+                   f"{steps['count']['head']}): steps and kernels are compared per step and per launch; "
+                   "totals are shown beside, not judged.")
+    elif steps is None:
+        out.append("No loop found in both runs: kernels are compared per launch, the rest by totals.")
+    wb, wh = _window_ns(base.reports), _window_ns(head.reports)
+    if len(wb) == len(wh) and wb != wh and None not in wb + wh:
+        out.append(f"The runs' analysis windows differ in length ({sum(x or 0 for x in wb) / 1e6:.3f} ms and "
+                   f"{sum(x or 0 for x in wh) / 1e6:.3f} ms).")
+    for side, facts in (("base", base), ("head", head)):
+        if any(s is None for s in facts.samples) or len(facts.samples) < len(facts.reports):
+            out.append(f"Some report files of the {side} run could not be read: its kernels and steps are partial.")
+    return out
+
+
+def _median(stat: dict[str, Any] | None, side: str, key: str = "median") -> Any:
+    return None if stat is None else stat[side][key]
+
+
+def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: dict[str, Any] | None,
+         kernels: tuple[dict[str, np.ndarray], dict[str, np.ndarray]]) -> dict[str, Any]:
+    """The headline numbers every view shows: total kernel time (in the windows compared), steps compared,
+    step time (median, p90), goodput, and exposed communication, idle and memory-only, as totals and (with
+    steps) as medians per step."""
+    kb, kh = (sum(int(v.sum()) for v in side.values()) for side in kernels)
+    out: dict[str, Any] = {
+        "kernel_time_ns": delta(kb, kh),
+        "steps": steps["count"] if steps else delta(None, None),
+        "step_time_median_ns": delta(_median(steps and steps["step_time_ns"], "base"),
+                                     _median(steps and steps["step_time_ns"], "head")),
+        "step_time_p90_ns": delta(_median(steps and steps["step_time_ns"], "base", "p90"),
+                                  _median(steps and steps["step_time_ns"], "head", "p90")),
+        "goodput_pct": delta(bt.get("goodput_pct"), ht.get("goodput_pct")),
+    }
+    per_step = steps is not None
+    out["kernel_time_per_step_ns"] = delta(round(kb / steps["count"]["base"], 1) if per_step and steps else None,
+                                           round(kh / steps["count"]["head"], 1) if per_step and steps else None)
+    for key in ("comm_exposed_ns", "idle_ns", "memory_only_ns"):
+        out[key] = delta(bt.get(key), ht.get(key))
+        out[key.replace("_ns", "_per_step_ns")] = delta(_median(steps and steps[key], "base"),
+                                                        _median(steps and steps[key], "head"))
+    return out
+
+
+def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_PCT) -> dict[str, Any]:
+    """The difference head − base. Kernel rows that did not change are counted, not listed (the
+    per-launch table shows the kernels with the most time either way)."""
+    from analysis.views.compare_findings import match_findings
+    from analysis.views.compare_kernels import diff_kernels
+    from analysis.views.compare_samples import merge_kernel_samples, on_device
+
+    bt = base.totals if base.totals is not None else run_totals(base.reports)
+    ht = head.totals if head.totals is not None else run_totals(head.reports)
+    pb, ph = _pace_setter(base.samples), _pace_setter(head.samples)
+    if pb is not None and ph is not None and pb.device is not None and ph.device is not None and pb.device != ph.device:
+        # The loops were found on different GPUs: what a step spends its time on is compared on one GPU.
+        ph = on_device(ph, pb.device) or ph
+    steps = diff_steps(pb, ph, noise_pct)
+    kb = merge_kernel_samples([s for s in base.samples if s is not None])
+    kh = merge_kernel_samples([s for s in head.samples if s is not None])
+    nb, nh = (steps["count"]["base"], steps["count"]["head"]) if steps else (0, 0)
+    changed, table, noise = diff_kernels(kb, kh, noise_pct, nb, nh)
+    found = match_findings(base.findings, head.findings)
+    return {
+        "base": base.id,
+        "head": head.id,
+        "basis": "per_step" if steps else "per_launch_and_totals",
+        "notes": notes(base, head, steps),
+        "windows": {"base": _windows(base.reports), "head": _windows(head.reports)},
+        "kpis": kpis(bt, ht, steps, (kb, kh)),
+        "breakdown": {k: delta(bt.get(k), ht.get(k)) for k in BREAKDOWN_KEYS},
+        "step_time_ns": delta(step_time(base.reports), step_time(head.reports)),
+        "steps": steps,
+        "noise": noise,
+        "kernels": changed,
+        "kernel_table": table,
+        "matched_findings": found["matched"],
+        "new_findings": found["new"],
+        "resolved_findings": found["resolved"],
+        "ranks": diff_ranks(base, head, noise_pct),
+    }

@@ -1,0 +1,113 @@
+"""Kernels of two runs compared per launch: each kernel's launch durations tested (``analysis.views.significance``),
+its launches per step when both runs have steps, its totals beside; and labels that keep kernels apart.
+
+A kernel is listed as changed when its per-launch durations changed significantly and by at least the noise
+floor, and the time that moves per step (per run without steps) is above an absolute floor: a share of
+the kernel time per step, so that a 10 % change of a 2 us kernel launched once does not crowd the list.
+A kernel on one side only is listed (``status`` new or gone) when its time is above that floor.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from analysis.model.kernel_names import short_kernel_name
+from analysis.views.significance import compare_samples
+
+ABS_FLOOR_SHARE = 0.001     # of the kernel time per step (or per run): smaller changes are not listed
+MAX_ROWS = 100              # changed kernels listed
+TABLE_ROWS = 50             # the per-launch table: the kernels with the most time on either side
+LABEL_LIMIT = 90
+
+
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+MAX_TOKENS = 4
+
+
+def _tokens(name: str) -> list[str]:
+    """The identifiers and numbers of a kernel's full name, each once, in order of appearance."""
+    return list(dict.fromkeys(_TOKEN.findall(name)))
+
+
+def distinct_labels(names: list[str], limit: int = LABEL_LIMIT) -> dict[str, str]:
+    """A readable label per kernel name: its short name; where several kernels share one (instantiations
+    of one template), followed by the few words of the full name that tell it from the others (the rarest
+    in the group first: ``elementwise_kernel<…> · 2, MulFunctor, float``); ``#n`` when no words do."""
+    short = {n: short_kernel_name(n, limit) for n in names}
+    groups: dict[str, list[str]] = {}
+    for n in sorted(names):
+        groups.setdefault(short[n], []).append(n)
+    out = {}
+    for label, members in groups.items():
+        if len(members) == 1:
+            out[members[0]] = label
+            continue
+        toks = {n: _tokens(n) for n in members}
+        sets = {n: set(t) for n, t in toks.items()}
+        freq: dict[str, int] = {}
+        for t in sets.values():
+            for w in t:
+                freq[w] = freq.get(w, 0) + 1
+        for i, n in enumerate(members):
+            others = [sets[m] for m in members if m != n]
+            cands = sorted((w for w in toks[n] if freq[w] < len(members)), key=lambda w: (freq[w], toks[n].index(w)))
+            chosen: list[str] = []
+            for w in cands:
+                if not any(set(chosen) <= o for o in others) or len(chosen) >= MAX_TOKENS:
+                    break
+                chosen.append(w)
+            unique = bool(chosen) and not any(set(chosen) <= o for o in others)
+            words = ", ".join(sorted(chosen, key=toks[n].index))
+            out[n] = f"{label} · {words}" if unique else f"{label} #{i + 1}"
+    return out
+
+
+def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise_pct: float,
+                 base_steps: int, head_steps: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """(changed kernels, the per-launch table, the noise floor). ``base``/``head``: launch durations by
+    name; ``*_steps``: the steps each run's samples cover (0: none, compare per run)."""
+    per_step = base_steps > 0 and head_steps > 0
+    div_b, div_h = (base_steps, head_steps) if per_step else (1, 1)
+    names = sorted(set(base) | set(head))
+    labels = distinct_labels(names)
+    empty = np.empty(0, dtype=np.int64)
+    time_b = sum(int(v.sum()) for v in base.values()) / div_b
+    time_h = sum(int(v.sum()) for v in head.values()) / div_h
+    floor_abs = ABS_FLOOR_SHARE * max(time_b, time_h)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        b, h = base.get(name, empty), head.get(name, empty)
+        stats = compare_samples(b, h, noise_pct)
+        tb, th = int(b.sum()), int(h.sum())
+        # What the change costs per step (per run): the share of the head's time that the change added
+        # (or saved), from the estimated ratio.
+        if len(b) and len(h):
+            ratio = 1.0 + (stats["delta_pct"] or 0.0) / 100.0
+            moved = th / div_h * (1.0 - 1.0 / ratio) if ratio > 0 else 0.0
+            status = "changed" if stats["changed"] and abs(moved) > floor_abs else "unchanged"
+        else:
+            moved = th / div_h - tb / div_b
+            status = ("new" if len(h) else "gone") if abs(moved) > floor_abs else "unchanged"
+        rows.append({
+            "name": name, "label": labels[name], "status": status,
+            "base_count": int(len(b)), "head_count": int(len(h)), "base_total_ns": tb, "head_total_ns": th,
+            "launches_per_step": ({"base": round(len(b) / div_b, 3), "head": round(len(h) / div_h, 3)}
+                                  if per_step else None),
+            "per_launch_ns": stats, "moved_ns": round(moved, 1),
+        })
+    def moved_of(r: dict[str, Any]) -> float:
+        return abs(float(r["moved_ns"]))
+
+    def time_of(r: dict[str, Any]) -> float:
+        return max(int(r["base_total_ns"]) / div_b, int(r["head_total_ns"]) / div_h)
+
+    changed = sorted((r for r in rows if r["status"] != "unchanged"), key=lambda r: (-moved_of(r), r["name"]))
+    table = sorted(rows, key=lambda r: (-time_of(r), r["name"]))
+    shown = {r["name"] for r in changed[:MAX_ROWS]}
+    table = table[:TABLE_ROWS] + [r for r in table[TABLE_ROWS:] if r["name"] in shown]
+    noise = {"pct": noise_pct, "abs_ns": round(floor_abs, 1), "per": "step" if per_step else "run",
+             "kernels_below_noise": len(rows) - len(changed), "kernels_compared": len(rows)}
+    return changed[:MAX_ROWS], table, noise
