@@ -119,27 +119,18 @@ def diff(a, b, path: str = "", out: list[str] | None = None) -> list[str]:
                 out.append(f"{path}.{k}: removed")
             else:
                 diff(a[k], b[k], f"{path}.{k}", out)
-    elif isinstance(a, list) and isinstance(b, list) and _by_id(a) is not None and _by_id(b) is not None:
-        # Lists of things with ids (the rule statuses): matched by id, so one new rule is one difference.
-        ka, kb = _by_id(a), _by_id(b)
+    elif isinstance(a, list) and isinstance(b, list) and (keys := _keyed_lists(a, b, path)) is not None:
+        # Lists of things with ids (the rule statuses) matched by id, and findings matched by rule (one per
+        # rule, report and phase here): a new rule, or a finding that moves in the ranking, is one difference
+        # and not a shifted list.
+        label, ka, kb = keys
         for k in list(ka) + [k for k in kb if k not in ka]:
             if k not in kb:
-                out.append(f"{path}[id={k}]: removed")
+                out.append(f"{path}[{label}={k}]: removed")
             elif k not in ka:
-                out.append(f"{path}[id={k}]: added {json.dumps(kb[k])[:120]}")
+                out.append(f"{path}[{label}={k}]: added {json.dumps(kb[k])[:120]}")
             else:
-                diff(ka[k], kb[k], f"{path}[id={k}]", out)
-    elif path == ".findings" and isinstance(a, list) and isinstance(b, list) and _by_rule(a) and _by_rule(b):
-        # Findings matched by rule (one per rule and report here): a new rule's finding, or a finding that moves
-        # in the ranking, is one difference and not a shifted list.
-        ka, kb = _by_rule(a), _by_rule(b)
-        for k in list(ka) + [k for k in kb if k not in ka]:
-            if k not in kb:
-                out.append(f"{path}[rule={k}]: removed")
-            elif k not in ka:
-                out.append(f"{path}[rule={k}]: added {json.dumps(kb[k])[:120]}")
-            else:
-                diff(ka[k], kb[k], f"{path}[rule={k}]", out)
+                diff(ka[k], kb[k], f"{path}[{label}={k}]", out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diff(x, y, f"{path}[{i}]", out)
@@ -150,29 +141,31 @@ def diff(a, b, path: str = "", out: list[str] | None = None) -> list[str]:
     return out
 
 
-def _by_id(items: list) -> dict | None:
-    """The items keyed by their 'id', when every item is a dict with a distinct one; else None."""
-    if not items or not all(isinstance(x, dict) and "id" in x for x in items):
+def _keyed(items: list, field: str, key) -> dict | None:
+    """The items keyed by ``key(item)`` when every item is a dict with ``field`` and the keys are distinct."""
+    if not items or not all(isinstance(x, dict) and field in x for x in items):
         return None
-    keyed = {str(x["id"]): x for x in items}
+    keyed = {key(x): x for x in items}
     return keyed if len(keyed) == len(items) else None
 
 
-def _by_rule(items: list) -> dict | None:
-    """Findings keyed by 'RULE/report/phase', when every item is a finding and the keys are distinct; else None."""
-    if not items or not all(isinstance(x, dict) and "rule_id" in x for x in items):
-        return None
-    keyed = {f"{x['rule_id']}/{x.get('report')}/{x.get('phase')}": x for x in items}
-    return keyed if len(keyed) == len(items) else None
+def _keyed_lists(a: list, b: list, path: str) -> tuple[str, dict, dict] | None:
+    """Both lists keyed the same way (by 'id', or findings by 'RULE/report/phase'), or None."""
+    ways = [("id", "id", lambda x: str(x["id"]))]
+    if path == ".findings":
+        ways.append(("rule", "rule_id", lambda x: f"{x['rule_id']}/{x.get('report')}/{x.get('phase')}"))
+    for label, field, key in ways:
+        ka, kb = _keyed(a, field, key), _keyed(b, field, key)
+        if ka is not None and kb is not None:
+            return label, ka, kb
+    return None
 
 
 def kind_of(line: str, before: dict) -> str | None:
     m = re.match(r"^\.findings\[(\d+)\]", line)
-    keyed = re.match(r"^\.findings\[rule=(\w+)/", line)
+    keyed = re.match(r"^\.findings\[rule=(\w+)[/\]]", line)
     tagged = line + (f" @{before['findings'][int(m.group(1))]['rule_id']}" if m else
                      f" @{keyed.group(1)}" if keyed else "")
-    r = re.match(r"^\.findings\[rule=(\w+)\]", line)
-    tagged = line + (f" @{before['findings'][int(m.group(1))]['rule_id']}" if m else f" @{r.group(1)}" if r else "")
     for kind, pattern in EXPECTED:
         if re.match(pattern, tagged, re.S):
             return kind
