@@ -17,10 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis.api import run_step_time
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
 from app.services.reports import iso
-from app.services.run_query import RunFilter, fetch_live
+from app.services.run_query import RunFilter, fetch_live, tag_filter
 
 
 def goodput_pct(compute_ns: int | None, span_ns: int | None) -> float | None:
@@ -183,3 +184,58 @@ def list_runs(session: Session, filters: RunFilter, *, sort: str = "created_at",
         for item in items:
             item.reports = int(per_run.get(item.id, 0))
     return RunPage(items, int(total), page, page_size)
+
+
+def _iterations(data: dict[str, Any]) -> int | None:
+    """Steps the analysis counted in a report (from its summary), when it recorded any."""
+    value = data.get("iterations")
+    if isinstance(value, dict) and not value.get("reason"):   # analysis.summary: {"count", "range", ...}
+        value = value.get("count")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One run of a job's history: when, from which commit, its headline numbers and its step time."""
+
+    run_id: int
+    created_at: datetime
+    status: str
+    git_sha: str | None
+    tags: dict[str, str]
+    rule_statuses: list[dict[str, Any]]
+    headline: Headline
+    iterations: int | None = None        # the most steps any of its reports counted
+    step_time_ns: float | None = None    # the run page's step time (``analysis.api.run_step_time``)
+
+    @property
+    def analyzed(self) -> bool:
+        """Whether the run has a time breakdown (its reports' summaries carry one)."""
+        return self.headline.span_ns is not None
+
+    def to_api(self) -> dict[str, Any]:
+        """The API's ``JobHistory`` item (app/openapi.json)."""
+        return {"run_id": self.run_id, "created_at": iso(self.created_at), "status": self.status,
+                "git_sha": self.git_sha, "tags": self.tags, **self.headline.to_api()}
+
+
+def job_history(session: Session, job: Job, *, limit: int, tag: str | None = None) -> list[HistoryPoint]:
+    """The job's last ``limit`` live runs, oldest first (with ``tag``, "key=value" or a bare key, those
+    carrying it, matched as every runs list matches tags), each with its headline numbers from its per-run
+    summary and its step time from its reports' summaries. The API's job history and the job page read this."""
+    rows = session.execute(
+        sa.select(Run.id, Run.created_at, Run.status, Run.git_sha, Run.tags, Run.rule_statuses, RunSummary)
+        .outerjoin(RunSummary, sa.and_(RunSummary.run_id == Run.id, RunSummary.report_id.is_(None)))
+        .where(Run.job_id == job.id, *RunFilter(tags=tag_filter(tag or "")).conditions())
+        .order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)).all()
+    points = []
+    for r in reversed(rows):
+        summary: RunSummary | None = r.RunSummary
+        reports = [d for d in ((summary.data or {}).get("reports") or [] if summary is not None else [])
+                   if isinstance(d, dict)]
+        iterations = max((_iterations(d) or 0 for d in reports), default=0) or None
+        points.append(HistoryPoint(r.id, r.created_at, r.status, r.git_sha, r.tags or {}, r.rule_statuses or [],
+                                   Headline.of(summary), iterations, run_step_time(reports)))
+    return points
