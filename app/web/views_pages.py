@@ -12,7 +12,7 @@ from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import operations, web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
+from app.services import operations, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services import rules as rules_service
 from app.services import runs as runs_service
 from app.services.run_access import require_change
@@ -141,16 +141,14 @@ def compare():
         a = int(a_text)
     except ValueError:
         # No baseline chosen: the previous run of the same job.
-        previous = web_compare.previous_run(db, head)
+        previous = compare_service.previous_run(db, head)
         if previous is None:
             return render_template("compare_pick.html", a="", b=b,
                                    note="This is the first run of its job: choose a baseline run.")
         a = previous
-    diff = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
-    va, vb = web_run.run_view(db, a), web_run.run_view(db, b)
-    return render_template("compare.html", c=diff, a=va, b=vb, kpis=web_compare.kpi_deltas(va, vb),
-                           ranks=web_compare.rank_deltas(va, vb), warnings=web_compare.warnings(va, vb),
-                           choices=web_compare.baseline_choices(db, head))
+    c = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
+    return render_template("compare.html", c=c.diff, a=c.base, b=c.head, kpis=c.kpis, ranks=c.ranks,
+                           warnings=c.warnings, choices=compare_service.baseline_choices(db, head))
 
 
 @bp.route("/jobs/<path:name>")
