@@ -101,7 +101,7 @@ def compare_runs(session: Session, data_dir: Path, base_id: int, head_id: int, *
 
 def kpi_deltas(a: RunView, b: RunView) -> list[KpiDelta]:
     """Headline numbers of both runs and their difference (compared − baseline); goodput in points."""
-    return [KpiDelta(key, label, unit, a.totals.get(key), b.totals.get(key)) for key, label, unit in KPIS]
+    return [KpiDelta(key, label, unit, getattr(a.totals, key), getattr(b.totals, key)) for key, label, unit in KPIS]
 
 
 def _per_rank(view: RunView) -> dict[str, tuple[str, dict[str, Any]]]:

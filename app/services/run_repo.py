@@ -17,10 +17,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import run_step_time
+from analysis.api import RuleStatus, run_step_time
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
-from app.services.reports import iso
+from app.services.reports import iso, report_to_dict
 from app.services.run_query import RunFilter, fetch_live, tag_filter
 
 
@@ -78,6 +78,129 @@ def headline(session: Session, run_id: int) -> Headline:
     """The run's headline numbers: its per-run summary row (the sums over its reports)."""
     return Headline.of(session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id,
                                                                   RunSummary.report_id.is_(None))))
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """One report of a run as the run page lists it and the API returns it (``report_to_dict``)."""
+
+    id: int
+    name: str
+    kind: str
+    rank: int | None           # the column, else the export's (once ingested)
+    host: str | None           # the column, else the export's
+    status: str
+    error_code: str | None
+    error_message: str | None
+    tool_version: str | None   # the column (the API's); ``shown_tool_version`` falls back to the export's
+    shown_tool_version: str | None
+    gpus: list[str]            # the export's GPUs by name ("GPU <id>" when it has none)
+    size_bytes: int | None
+    is_ready: bool             # its DuckDB file is published
+    api: dict[str, Any]        # the API's ``Report`` item
+
+    @classmethod
+    def of(cls, report: Report) -> ReportView:
+        api = report_to_dict(report)
+        info = report.info or {}
+        devices = [d for d in info.get("devices") or [] if isinstance(d, dict)]
+        return cls(report.id, report.name, report.kind, api["rank"], api["host"], report.status, report.error_code,
+                   report.error_message, report.tool_version, report.tool_version or info.get("tool_version"),
+                   [str(d.get("name") or f"GPU {d.get('id', d.get('device', '?'))}") for d in devices],
+                   report.size_bytes, bool(report.trace_path), api)
+
+
+@dataclass(frozen=True)
+class MissingReport:
+    """A report the run's analysis went without (its ingest or analysis failed)."""
+
+    report: str
+    rank: int | None
+    error_code: str | None
+
+
+def _rule_status(data: Any) -> RuleStatus:
+    d = data if isinstance(data, dict) else {}
+    return RuleStatus(rule_id=str(d.get("id")), status=str(d.get("status") or ""), reason=d.get("reason"),
+                      findings=int(d.get("findings") or 0))
+
+
+@dataclass
+class RunDetail:
+    """A run with its reports, headline numbers and analysis state: what ``GET /api/v1/runs/{id}`` returns
+    (``to_api``) and what the run page renders, built once by ``run_detail``."""
+
+    id: int
+    job: str
+    tags: dict[str, str]
+    git_sha: str | None
+    cluster: str | None
+    submitter: str | None
+    source: str | None
+    status: str
+    analysis_status: str | None
+    analysis_window: str
+    analyzed_at: datetime | None
+    error: str | None
+    created_at: datetime
+    headline: Headline
+    reports: list[ReportView]                 # by rank, then id (the run page's order)
+    rules: list[RuleStatus]                   # how each rule went on the last analysis
+    analysis_attempts: int
+    analysis_lease_owner: str | None
+    analysis_lease_expires_at: datetime | None
+    submitter_user_id: int | None             # who may change the run (``runs.may_delete``)
+    submitter_token_id: int | None
+    missing: list[MissingReport] = field(default_factory=list)
+    missing_ranks: list[int] = field(default_factory=list)
+    verdict: dict[str, Any] | None = None     # what bounds the run and what to do first (analysis.verdict)
+
+    @property
+    def rule_errors(self) -> list[RuleStatus]:
+        """Rules that crashed: the run is "ready with errors"."""
+        return [r for r in self.rules if r.status == "error"]
+
+    def to_api(self) -> dict[str, Any]:
+        """The API's ``RunDetail`` (app/openapi.json): the run, its reports by id, its rules."""
+        return {
+            "id": self.id, "job": self.job, "tags": self.tags, "git_sha": self.git_sha, "cluster": self.cluster,
+            "submitter": self.submitter, "source": self.source, "status": self.status,
+            "analysis_status": self.analysis_status, "analysis_window": self.analysis_window,
+            "analyzed_at": iso(self.analyzed_at), "error": self.error, "created_at": iso(self.created_at),
+            "goodput_pct": self.headline.goodput_pct, "finding_count": self.headline.finding_count,
+            "top_impact_ns": self.headline.top_impact_ns,
+            "reports": [r.api for r in sorted(self.reports, key=lambda r: r.id)],
+            "rules": [r.to_json() for r in self.rules],
+            "rule_errors": [{"id": r.rule_id, "reason": r.reason or ""} for r in self.rule_errors],
+            "analysis_attempts": self.analysis_attempts,
+            "analysis_lease_owner": self.analysis_lease_owner,
+            "analysis_lease_expires_at": iso(self.analysis_lease_expires_at),
+        }
+
+
+def run_detail(session: Session, run_id: int, *, run: Run | None = None,
+               reports: list[Report] | None = None) -> RunDetail:
+    """The live run ``run_id`` with its reports and headline numbers (ApiError RUN_NOT_FOUND when it is not
+    there); ``run``/``reports``: those rows when the caller has already read them."""
+    run = run if run is not None else get_run(session, run_id)
+    job = session.scalar(sa.select(Job.name).where(Job.id == run.job_id)) or ""
+    row = session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run.id, RunSummary.report_id.is_(None)))
+    if reports is None:
+        reports = list(session.scalars(sa.select(Report).where(Report.run_id == run.id)
+                                       .order_by(Report.rank, Report.id)))
+    data = (row.data if row is not None else None) or {}
+    missing = [MissingReport(str(m.get("report") or ""), m.get("rank"), m.get("error_code"))
+               for m in data.get("missing") or [] if isinstance(m, dict)]
+    return RunDetail(
+        id=run.id, job=job, tags=run.tags or {}, git_sha=run.git_sha, cluster=run.cluster,
+        submitter=run.submitter, source=run.source, status=run.status, analysis_status=run.analysis_status,
+        analysis_window=run.analysis_window or "steady", analyzed_at=run.analyzed_at, error=run.error,
+        created_at=run.created_at, headline=Headline.of(row), reports=[ReportView.of(r) for r in reports],
+        rules=[_rule_status(r) for r in run.rule_statuses or []], analysis_attempts=run.analysis_attempts,
+        analysis_lease_owner=run.analysis_lease_owner, analysis_lease_expires_at=run.analysis_lease_expires_at,
+        submitter_user_id=run.submitter_user_id, submitter_token_id=run.submitter_token_id, missing=missing,
+        missing_ranks=[int(r) for r in data.get("missing_ranks") or []],
+        verdict=data.get("verdict") if isinstance(data.get("verdict"), dict) else None)
 
 
 @dataclass

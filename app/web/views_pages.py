@@ -59,24 +59,10 @@ def run(run_id: int):
             rule_docs[f.rule_id] = describe_rule(f.rule_id)
     top = view.findings[0].impact_ns if view.findings else 0
     rows = web_findings.rule_rows(findings, view.reports)
-    rule_errors = [r for r in view.run.rule_statuses or [] if r.get("status") == "error"]
-    ncu_kpis = None
-    if not any(r.kind == "nsys" for r in view.reports) and any(r.kind == "ncu" for r in view.reports):
-        # ncu-only runs: no timeline breakdown, so the headline is what Nsight Compute measured.
-        counts: list[dict[str, Any]] = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})}
-                                        for r in view.reports]
-        infos = [{**(r.info or {}), **(view.summaries.get(r.id) or {})} for r in view.reports]
-        times: list[Any] = [i.get("gpu_time_ns") for i in infos if i.get("gpu_time_ns") is not None]
-        # The bounded sum of each report's findings (one kernel's findings share its time), never the raw sum.
-        savings: list[Any] = [(i.get("estimated_saving") or {}).get("ns") for i in infos]
-        ncu_kpis = {"kernels": sum(int(c.get("kernels") or c.get("ncu_kernels") or 0) for c in counts),
-                    "gpu_time_ns": sum(int(t) for t in times) if times else None,
-                    "saving_ns": sum(int(v) for v in savings if v is not None) if any(v is not None for v in savings)
-                    else sum(f.impact_ns for f in view.findings if f.rule_id.startswith("NCU"))}
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
                            top_impact=top, report_kinds={r.id: r.kind for r in view.reports},
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
-                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis,
+                           minor_ns=web_findings.MINOR_NS, ncu_kpis=web_run.ncu_kpis(view),
                            retryable=_retryable(view),
                            iterations=web_run.iteration_sections(view.reports, view.summaries),
                            system=web_run.system_sections(view.reports, view.summaries),
