@@ -182,6 +182,36 @@ def ready_report(session: Session, settings: Settings, run_id: int, report_id: i
     return report, path
 
 
+def clock_offsets(reports: list[Report]) -> dict[int, int]:
+    """Per ingested nsys report, the ns to add to its times to reach the run clock the timeline draws on (0 at
+    the earliest report's session start; ``analysis.run_timeline.offsets``): 0 each unless every one of
+    several reports knows its session start."""
+    parts = [r for r in reports if r.kind == "nsys" and r.trace_path]
+    starts = [(r.info or {}).get("session_start_utc_ns") for r in parts]
+    if len(parts) < 2 or not all(isinstance(s, int) for s in starts):
+        return {r.id: 0 for r in parts}
+    origin = min(starts)
+    return {r.id: int(s) - origin for r, s in zip(parts, starts, strict=True)}
+
+
+def on_run_clock(findings: list[dict[str, Any]], reports: list[Report]) -> list[dict[str, Any]]:
+    """``findings`` (``finding_dict`` shape) with each timed evidence row's start on the run clock as ``at_ns``:
+    the time from the run's start, which the timeline's ticks count from too (a run-level finding's row maps
+    through its rank's report)."""
+    offs = clock_offsets(reports)
+    by_rank = {r.rank: offs[r.id] for r in reports if r.id in offs and r.rank is not None}
+    out = []
+    for f in findings:
+        evidence = []
+        for e in f.get("evidence") or []:
+            if isinstance(e, dict) and isinstance(e.get("start_ns"), int):
+                off = offs.get(f["report_id"], 0) if f.get("report_id") is not None else by_rank.get(e.get("rank"), 0)
+                e = {**e, "at_ns": e["start_ns"] + off}
+            evidence.append(e)
+        out.append({**f, "evidence": evidence})
+    return out
+
+
 def finding_dict(f: Finding) -> dict[str, Any]:
     """A stored finding in the ``Finding.to_dict()`` shape (what downloads and the page's JS read)."""
     out = {

@@ -52,7 +52,7 @@ def runs():
 def run(run_id: int):
     view = _page_or_404(web_run.run_view, get_session(), run_id)
     nsys = [r for r in view.reports if r.kind == "nsys" and r.trace_path]
-    findings = [finding_dict(f) for f in view.findings]
+    findings = web_run.on_run_clock([finding_dict(f) for f in view.findings], view.reports)
     rule_docs = {}
     for f in view.findings:
         if f.rule_id not in rule_docs:
