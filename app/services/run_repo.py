@@ -80,6 +80,42 @@ def headline(session: Session, run_id: int) -> Headline:
                                                                   RunSummary.report_id.is_(None))))
 
 
+@dataclass
+class RunInfo:
+    """What every view of a run shows of it (a runs list's row, the run page, the API): who, what, its state."""
+
+    id: int
+    job: str
+    tags: dict[str, str]
+    git_sha: str | None
+    cluster: str | None
+    submitter: str | None
+    source: str | None
+    status: str
+    analysis_status: str | None
+    analysis_window: str
+    analyzed_at: datetime | None
+    error: str | None
+    created_at: datetime
+
+    @staticmethod
+    def fields_of(run: Any, job: str) -> dict[str, Any]:
+        """The fields of ``run`` (a Run or a row with its columns), as keyword arguments."""
+        return {"id": run.id, "job": job, "tags": run.tags or {}, "git_sha": run.git_sha, "cluster": run.cluster,
+                "submitter": run.submitter, "source": run.source, "status": run.status,
+                "analysis_status": run.analysis_status, "analysis_window": run.analysis_window or "steady",
+                "analyzed_at": run.analyzed_at, "error": run.error, "created_at": run.created_at}
+
+    def info_api(self) -> dict[str, Any]:
+        """These fields as the API writes them (``Run`` in app/openapi.json, less the headline numbers)."""
+        return {
+            "id": self.id, "job": self.job, "tags": self.tags, "git_sha": self.git_sha, "cluster": self.cluster,
+            "submitter": self.submitter, "source": self.source, "status": self.status,
+            "analysis_status": self.analysis_status, "analysis_window": self.analysis_window,
+            "analyzed_at": iso(self.analyzed_at), "error": self.error, "created_at": iso(self.created_at),
+        }
+
+
 @dataclass(frozen=True)
 class ReportView:
     """One report of a run as the run page lists it and the API returns it (``report_to_dict``)."""
@@ -125,24 +161,11 @@ def _rule_status(data: Any) -> RuleStatus:
                       findings=int(d.get("findings") or 0))
 
 
-@dataclass
-class RunDetail:
+@dataclass(kw_only=True)
+class RunDetail(RunInfo):
     """A run with its reports, headline numbers and analysis state: what ``GET /api/v1/runs/{id}`` returns
     (``to_api``) and what the run page renders, built once by ``run_detail``."""
 
-    id: int
-    job: str
-    tags: dict[str, str]
-    git_sha: str | None
-    cluster: str | None
-    submitter: str | None
-    source: str | None
-    status: str
-    analysis_status: str | None
-    analysis_window: str
-    analyzed_at: datetime | None
-    error: str | None
-    created_at: datetime
     headline: Headline
     reports: list[ReportView]                 # by rank, then id (the run page's order)
     rules: list[RuleStatus]                   # how each rule went on the last analysis
@@ -163,11 +186,7 @@ class RunDetail:
     def to_api(self) -> dict[str, Any]:
         """The API's ``RunDetail`` (app/openapi.json): the run, its reports by id, its rules."""
         return {
-            "id": self.id, "job": self.job, "tags": self.tags, "git_sha": self.git_sha, "cluster": self.cluster,
-            "submitter": self.submitter, "source": self.source, "status": self.status,
-            "analysis_status": self.analysis_status, "analysis_window": self.analysis_window,
-            "analyzed_at": iso(self.analyzed_at), "error": self.error, "created_at": iso(self.created_at),
-            "goodput_pct": self.headline.goodput_pct, "finding_count": self.headline.finding_count,
+            **self.info_api(), "goodput_pct": self.headline.goodput_pct, "finding_count": self.headline.finding_count,
             "top_impact_ns": self.headline.top_impact_ns,
             "reports": [r.api for r in sorted(self.reports, key=lambda r: r.id)],
             "rules": [r.to_json() for r in self.rules],
@@ -192,10 +211,7 @@ def run_detail(session: Session, run_id: int, *, run: Run | None = None,
     missing = [MissingReport(str(m.get("report") or ""), m.get("rank"), m.get("error_code"))
                for m in data.get("missing") or [] if isinstance(m, dict)]
     return RunDetail(
-        id=run.id, job=job, tags=run.tags or {}, git_sha=run.git_sha, cluster=run.cluster,
-        submitter=run.submitter, source=run.source, status=run.status, analysis_status=run.analysis_status,
-        analysis_window=run.analysis_window or "steady", analyzed_at=run.analyzed_at, error=run.error,
-        created_at=run.created_at, headline=Headline.of(row), reports=[ReportView.of(r) for r in reports],
+        **RunInfo.fields_of(run, job), headline=Headline.of(row), reports=[ReportView.of(r) for r in reports],
         rules=[_rule_status(r) for r in run.rule_statuses or []], analysis_attempts=run.analysis_attempts,
         analysis_lease_owner=run.analysis_lease_owner, analysis_lease_expires_at=run.analysis_lease_expires_at,
         submitter_user_id=run.submitter_user_id, submitter_token_id=run.submitter_token_id, missing=missing,
@@ -204,22 +220,9 @@ def run_detail(session: Session, run_id: int, *, run: Run | None = None,
 
 
 @dataclass
-class RunRow:
+class RunRow(RunInfo):
     """One run of a runs list with its headline numbers (None: the run has no analysis yet)."""
 
-    id: int
-    job: str
-    tags: dict[str, str]
-    git_sha: str | None
-    cluster: str | None
-    submitter: str | None
-    source: str | None
-    status: str
-    analysis_status: str | None
-    analysis_window: str
-    analyzed_at: datetime | None
-    error: str | None
-    created_at: datetime
     goodput_pct: float | None = None
     finding_count: int | None = None
     top_impact_ns: int | None = None
@@ -230,14 +233,8 @@ class RunRow:
 
     def to_api(self) -> dict[str, Any]:
         """The API's ``RunSummary`` item (app/openapi.json)."""
-        return {
-            "id": self.id, "job": self.job, "tags": self.tags, "git_sha": self.git_sha, "cluster": self.cluster,
-            "submitter": self.submitter, "source": self.source, "status": self.status,
-            "analysis_status": self.analysis_status, "analysis_window": self.analysis_window,
-            "analyzed_at": iso(self.analyzed_at), "error": self.error, "created_at": iso(self.created_at),
-            "goodput_pct": self.goodput_pct, "finding_count": self.finding_count,
-            "top_impact_ns": self.top_impact_ns,
-        }
+        return {**self.info_api(), "goodput_pct": self.goodput_pct, "finding_count": self.finding_count,
+                "top_impact_ns": self.top_impact_ns}
 
 
 @dataclass
@@ -294,10 +291,7 @@ def list_runs(session: Session, filters: RunFilter, *, sort: str = "created_at",
     # The total rides along as a window over the same filter; only a page past the end needs a count.
     total = rows[0].total if rows else session.scalar(sa.select(sa.func.count(Run.id)).where(*conditions)) or 0
     items = [RunRow(
-        id=r.id, job=r.job, tags=r.tags or {}, git_sha=r.git_sha, cluster=r.cluster, submitter=r.submitter,
-        source=r.source, status=r.status, analysis_status=r.analysis_status,
-        analysis_window=r.analysis_window or "steady", analyzed_at=r.analyzed_at, error=r.error,
-        created_at=r.created_at, goodput_pct=r.goodput_pct, finding_count=r.finding_count,
+        **RunInfo.fields_of(r, r.job), goodput_pct=r.goodput_pct, finding_count=r.finding_count,
         top_impact_ns=r.top_impact_ns, gpu_time_ns=r.span_ns, exposed_comm_ns=r.comm_exposed_ns,
         critical=int(r.critical)) for r in rows]
     if counts and items:

@@ -10,12 +10,11 @@ import re
 
 import pytest
 
+from tests.browser.test_run_ranks import NCCL_R0, NCCL_R1, TORCHRUN, _open_run
 from tests.conftest import corpus_file
 
 pytestmark = pytest.mark.browser
 
-NCCL_R0, NCCL_R1 = "nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"
-TORCHRUN = "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"
 UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns"))
 
 
@@ -50,11 +49,6 @@ CASES = [
 
 def test_the_port_reads_as_specified() -> None:
     assert [tick_label(r, s) for r, s, _ in CASES] == [label for _, _, label in CASES]
-
-
-def _open_run(page, run_id: int) -> None:
-    page.goto(f"/runs/{run_id}")
-    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
 
 
 def _ticks(tl) -> tuple[list[str], list[float], float]:
