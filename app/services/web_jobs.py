@@ -106,8 +106,8 @@ def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends
                 .where(Finding.run_id.in_(ids)).group_by(Finding.run_id, Finding.rule_id)):
             per.setdefault(rid, []).append((ids.index(run_id), int(total)))
             titles[rid] = title
-        top_rules = sorted(({"rule_id": rid, "title": titles[rid], "runs": len(v),
-                             "median_ns": int(statistics.median(t for _, t in v)),
-                             "latest_ns": max(v)[1], "latest_run": ids[max(v)[0]]} for rid, v in per.items()),
-                           key=lambda r: -r["median_ns"])[:10]
+        rules: list[dict[str, Any]] = [{"rule_id": rid, "title": titles[rid], "runs": len(v),
+                                        "median_ns": int(statistics.median(t for _, t in v)),
+                                        "latest_ns": max(v)[1], "latest_run": ids[max(v)[0]]} for rid, v in per.items()]
+        top_rules = sorted(rules, key=lambda r: -r["median_ns"])[:10]
     return JobTrends(job, points, top_rules, bool(per_iteration))

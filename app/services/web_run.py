@@ -187,11 +187,11 @@ def clock_offsets(reports: list[Report]) -> dict[int, int]:
     the earliest report's session start; ``analysis.run_timeline.offsets``): 0 each unless every one of
     several reports knows its session start."""
     parts = [r for r in reports if r.kind == "nsys" and r.trace_path]
-    starts = [(r.info or {}).get("session_start_utc_ns") for r in parts]
-    if len(parts) < 2 or not all(isinstance(s, int) for s in starts):
+    starts = [s for s in ((r.info or {}).get("session_start_utc_ns") for r in parts) if isinstance(s, int)]
+    if len(parts) < 2 or len(starts) < len(parts):
         return {r.id: 0 for r in parts}
     origin = min(starts)
-    return {r.id: int(s) - origin for r, s in zip(parts, starts, strict=True)}
+    return {r.id: s - origin for r, s in zip(parts, starts, strict=True)}
 
 
 def on_run_clock(findings: list[dict[str, Any]], reports: list[Report]) -> list[dict[str, Any]]:
@@ -205,7 +205,8 @@ def on_run_clock(findings: list[dict[str, Any]], reports: list[Report]) -> list[
         evidence = []
         for e in f.get("evidence") or []:
             if isinstance(e, dict) and isinstance(e.get("start_ns"), int):
-                off = offs.get(f["report_id"], 0) if f.get("report_id") is not None else by_rank.get(e.get("rank"), 0)
+                report_id, rank = f.get("report_id"), e.get("rank")
+                off = offs.get(report_id, 0) if report_id is not None else by_rank.get(rank, 0) if rank is not None else 0
                 e = {**e, "at_ns": e["start_ns"] + off}
             evidence.append(e)
         out.append({**f, "evidence": evidence})
