@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.models import Finding, Job
 from app.services import run_repo
-from app.services.run_repo import get_job
+from app.services.run_repo import Headline, get_job
 
 TREND_RUNS = 100        # most recent runs drawn
 MEDIAN_WINDOW = 5       # a run is judged against the median of the runs just before it
@@ -19,6 +19,19 @@ MEDIAN_WINDOW = 5       # a run is judged against the median of the runs just be
 # time per run when a run counted no steps) or exposed communication by more than this share, against that median.
 GOODPUT_DROP_PTS = 5.0
 RISE_PCT = 10.0
+
+
+@dataclass(frozen=True)
+class TopRule:
+    """A rule with the most impact over the job's runs: its impact per run (a run's findings of the rule
+    summed), median over the runs it fired in and in the latest of them."""
+
+    rule_id: str
+    title: str
+    runs: int
+    median_ns: int
+    latest_ns: int
+    latest_run: int
 
 
 @dataclass
@@ -34,14 +47,16 @@ class JobPoint:
     regressed: list[str] = field(default_factory=list)       # why, in words
     regressed_on: list[str] = field(default_factory=list)    # which series: goodput | time | comm
     rule_errors: list[str] = field(default_factory=list)     # rules that crashed: "ready with errors"
+    headline: Headline = field(default_factory=Headline)     # the run's headline numbers (its per-run summary)
 
 
 @dataclass
 class JobTrends:
     job: Job
     points: list[JobPoint]
-    top_rules: list[dict[str, Any]]
+    top_rules: list[TopRule]
     per_iteration: bool
+    rule_impact: dict[str, dict[int, int]] = field(default_factory=dict)   # rule -> run id -> its findings' impact
 
     def series(self, attr: str, key: str, label: str, unit: str, href: Any) -> dict[str, Any]:
         """One trend chart's data: a point per run (``href(run_id)`` links it), regressions marked."""
@@ -87,27 +102,25 @@ def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends
     for h in history:
         if not h.analyzed:
             points.append(JobPoint(h.run_id, h.created_at, h.git_sha, None, None, None, None, None,
-                                   rule_errors=_rule_errors(h.rule_statuses)))
+                                   rule_errors=_rule_errors(h.rule_statuses), headline=h.headline))
             continue
         p = JobPoint(h.run_id, h.created_at, h.git_sha, h.headline.goodput_pct, h.headline.span_ns, h.iterations,
                      h.step_time_ns if per_iteration else h.headline.span_ns,
-                     h.headline.comm_exposed_ns or 0, rule_errors=_rule_errors(h.rule_statuses))
+                     h.headline.comm_exposed_ns or 0, rule_errors=_rule_errors(h.rule_statuses), headline=h.headline)
         found = _regressions(p, [q for q in points if q.goodput_pct is not None][-MEDIAN_WINDOW:])
         p.regressed = [why for _, why in found]
         p.regressed_on = [series for series, _ in found]
         points.append(p)
-    top_rules = []
+    # Impact per run (a rule's findings summed within a run, never across runs): median and latest.
+    impact: dict[str, dict[int, int]] = {}
+    titles: dict[str, str] = {}
     if ids:
-        # Impact per run (a rule's findings summed within a run, never across runs): median and latest.
-        per: dict[str, list[tuple[int, int]]] = {}
-        titles: dict[str, str] = {}
         for run_id, rid, total, title in session.execute(
                 sa.select(Finding.run_id, Finding.rule_id, sa.func.sum(Finding.impact_ns), sa.func.max(Finding.title))
                 .where(Finding.run_id.in_(ids)).group_by(Finding.run_id, Finding.rule_id)):
-            per.setdefault(rid, []).append((ids.index(run_id), int(total)))
+            impact.setdefault(rid, {})[run_id] = int(total)
             titles[rid] = title
-        rules: list[dict[str, Any]] = [{"rule_id": rid, "title": titles[rid], "runs": len(v),
-                                        "median_ns": int(statistics.median(t for _, t in v)),
-                                        "latest_ns": max(v)[1], "latest_run": ids[max(v)[0]]} for rid, v in per.items()]
-        top_rules = sorted(rules, key=lambda r: -r["median_ns"])[:10]
-    return JobTrends(job, points, top_rules, bool(per_iteration))
+    latest = {rid: max(v, key=ids.index) for rid, v in impact.items()}
+    top_rules = sorted((TopRule(rid, titles[rid], len(v), int(statistics.median(v.values())), v[latest[rid]],
+                                latest[rid]) for rid, v in impact.items()), key=lambda r: -r.median_ns)[:10]
+    return JobTrends(job, points, top_rules, bool(per_iteration), impact)
