@@ -81,6 +81,22 @@ def test_deep_zoom_ticks_group_their_digits_and_count_from_the_run_start(signed_
     assert labels == [tick_label(r, step) for r in rel]
     assert all(re.fullmatch(r"\+\d+\.\d{3}( \d{1,3})+ (s|ms)", label) for label in labels), labels
     assert all(t - step <= r <= t + 2000 + step for r in rel)
+    # The same by keyboard, as a person zooms: W under the pointer down to the narrowest window (1 µs).
+    page.evaluate("() => document.getElementById('timeline').gpTimeline.load(null, null)")
+    page.wait_for_function("() => document.getElementById('timeline').gpTimeline.view[1] - "
+                           "document.getElementById('timeline').gpTimeline.view[0] > 1e6")
+    page.eval_on_selector("#timeline canvas", "c => c.scrollIntoView({block: 'start'})")
+    box = page.locator("#timeline canvas").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 40)
+    loads = int(tl.get_attribute("data-loads"))
+    for _ in range(60):
+        page.keyboard.press("w")
+    # The window fetched after the last key press: 1 µs (its ends rounded out to whole ns).
+    page.wait_for_function("""n => { const t = document.getElementById('timeline'), v = t.gpTimeline.view;
+                                     return Number(t.dataset.loads) > n && v[1] - v[0] <= 1001; }""", arg=loads)
+    labels, rel, step = _ticks(tl)
+    assert step <= 500 and len(labels) >= 2 and labels == [tick_label(r, step) for r in rel]
+    assert all(re.fullmatch(r"\+\d+\.\d{3}( \d{1,3})+ (s|ms)", label) for label in labels), labels
     signed_in.shot_of("#timeline", "timeline-deep-zoom")
     assert not signed_in.errors
 

@@ -326,11 +326,15 @@
     for (let k = Math.ceil((vs - origin) / step); origin + k * step <= ve; k++) ticks.push(origin + k * step);
     ctx.strokeStyle = "#edf2f7";
     ctx.fillStyle = "#4a5568";
+    let labelEnd = -Infinity;
     for (const t of ticks) {
       const x = this.x(t);
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 4); ctx.lineTo(x, H); ctx.stroke();
-      const label = tickLabel(t - origin, step);
-      ctx.fillText(label, Math.min(x + 2, W - ctx.measureText(label).width - 4), 14);
+      const label = tickLabel(t - origin, step), w = ctx.measureText(label).width;
+      const lx = Math.min(x + 2, W - w - 4);   // the last one kept inside the canvas
+      if (lx < labelEnd + 8) continue;         // ...unless it would cover the one before
+      ctx.fillText(label, lx, 14);
+      labelEnd = lx + w;
     }
     this.root.setAttribute("data-ticks", JSON.stringify(ticks.map((t) => tickLabel(t - origin, step))));
     this.root.setAttribute("data-tick-step", String(step));
