@@ -65,8 +65,8 @@ class Comparison:
     rest is what the compare page draws beside it, from the same two runs."""
 
     diff: dict[str, Any]
-    base: RunView
-    head: RunView
+    base: RunView | None = None          # None: asked for the difference only (the API)
+    head: RunView | None = None
     kpis: list[KpiDelta] = field(default_factory=list)
     ranks: list[RankDelta] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -90,11 +90,13 @@ def run_facts_of(session: Session, data_dir: Path, run_id: int) -> RunFacts:
 
 
 def compare_runs(session: Session, data_dir: Path, base_id: int, head_id: int, *,
-                 noise_pct: float = DEFAULT_NOISE_PCT) -> Comparison:
-    """The difference head − base (see ``analysis.compare.compare``) with the page's reading aids; ApiError
-    RUN_NOT_FOUND when either run is not there."""
+                 noise_pct: float = DEFAULT_NOISE_PCT, with_views: bool = True) -> Comparison:
+    """The difference head − base (see ``analysis.compare.compare``) with, ``with_views``, both runs' views and
+    the page's reading aids; ApiError RUN_NOT_FOUND when either run is not there."""
     base, head = run_facts_of(session, data_dir, base_id), run_facts_of(session, data_dir, head_id)
     diff = compare_facts(base, head, noise_pct=noise_pct)
+    if not with_views:
+        return Comparison(diff)
     a, b = run_view(session, base_id), run_view(session, head_id)
     return Comparison(diff, a, b, kpi_deltas(a, b), rank_deltas(a, b), warnings(a, b))
 

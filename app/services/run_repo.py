@@ -197,13 +197,16 @@ class RunDetail(RunInfo):
         }
 
 
-def run_detail(session: Session, run_id: int, *, run: Run | None = None,
-               reports: list[Report] | None = None) -> RunDetail:
+def run_detail(session: Session, run_id: int, *, run: Run | None = None, reports: list[Report] | None = None,
+               summaries: list[RunSummary] | None = None) -> RunDetail:
     """The live run ``run_id`` with its reports and headline numbers (ApiError RUN_NOT_FOUND when it is not
-    there); ``run``/``reports``: those rows when the caller has already read them."""
+    there); ``run``/``reports``/``summaries``: those rows (all the run's summaries) when the caller has read them."""
     run = run if run is not None else get_run(session, run_id)
     job = session.scalar(sa.select(Job.name).where(Job.id == run.job_id)) or ""
-    row = session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run.id, RunSummary.report_id.is_(None)))
+    if summaries is None:
+        row = session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run.id, RunSummary.report_id.is_(None)))
+    else:
+        row = next((s for s in summaries if s.report_id is None), None)
     if reports is None:
         reports = list(session.scalars(sa.select(Report).where(Report.run_id == run.id)
                                        .order_by(Report.rank, Report.id)))

@@ -134,13 +134,13 @@ def run_view(session: Session, run_id: int) -> RunView:
     """Everything the run page shows that lives in the metadata DB (no trace file is opened)."""
     run = get_run(session, run_id)
     reports = list(session.scalars(sa.select(Report).where(Report.run_id == run_id).order_by(Report.rank, Report.id)))
-    summaries = {s.report_id: s.data or {} for s in session.scalars(
-        sa.select(RunSummary).where(RunSummary.run_id == run_id))}
+    rows = list(session.scalars(sa.select(RunSummary).where(RunSummary.run_id == run_id)))
+    summaries = {s.report_id: s.data or {} for s in rows}
     findings = list(session.scalars(
         sa.select(Finding).where(Finding.run_id == run_id)
         .order_by(Finding.position, Finding.id)))  # the analysis' ranking
-    return RunView(run_detail(session, run_id, run=run, reports=reports), reports, summaries, findings,
-                   breakdown_rows(reports, summaries))
+    return RunView(run_detail(session, run_id, run=run, reports=reports, summaries=rows), reports, summaries,
+                   findings, breakdown_rows(reports, summaries))
 
 
 @dataclass(frozen=True)
