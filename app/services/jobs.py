@@ -7,10 +7,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from app.models import Job, Run, RunSummary
+from app.models import Job, Run
+from app.services import run_repo
 from app.services.reports import iso
 from app.services.run_query import live
-from app.services.run_repo import Headline, get_job
+from app.services.run_repo import get_job
 
 
 def list_jobs(session: Session, *, page: int = 1, page_size: int = 50) -> dict[str, Any]:
@@ -28,17 +29,4 @@ def list_jobs(session: Session, *, page: int = 1, page_size: int = 50) -> dict[s
 def job_history(session: Session, name: str, *, limit: int = 100) -> dict[str, Any]:
     """The job's last ``limit`` live runs, oldest first, with their headline numbers."""
     job = get_job(session, name)
-    headline = sa.orm.aliased(RunSummary)
-    rows = session.execute(
-        sa.select(Run, headline).outerjoin(headline, sa.and_(headline.run_id == Run.id,
-                                                             headline.report_id.is_(None)))
-        .where(Run.job_id == job.id, live())
-        .order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
-    ).all()
-    points = []
-    for run, summary in reversed(rows):
-        point = {"run_id": run.id, "created_at": iso(run.created_at), "status": run.status,
-                 "git_sha": run.git_sha, "tags": run.tags or {}}
-        point.update(Headline.of(summary).to_api())
-        points.append(point)
-    return {"job": job.name, "items": points}
+    return {"job": job.name, "items": [p.to_api() for p in run_repo.job_history(session, job, limit=limit)]}

@@ -17,10 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis.api import RuleStatus, run_step_time
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
-from app.services.reports import iso
-from app.services.run_query import RunFilter, fetch_live
+from app.services.reports import iso, report_to_dict
+from app.services.run_query import RunFilter, fetch_live, tag_filter
 
 
 def goodput_pct(compute_ns: int | None, span_ns: int | None) -> float | None:
@@ -80,8 +81,8 @@ def headline(session: Session, run_id: int) -> Headline:
 
 
 @dataclass
-class RunRow:
-    """One run of a runs list with its headline numbers (None: the run has no analysis yet)."""
+class RunInfo:
+    """What every view of a run shows of it (a runs list's row, the run page, the API): who, what, its state."""
 
     id: int
     job: str
@@ -96,6 +97,135 @@ class RunRow:
     analyzed_at: datetime | None
     error: str | None
     created_at: datetime
+
+    @staticmethod
+    def fields_of(run: Any, job: str) -> dict[str, Any]:
+        """The fields of ``run`` (a Run or a row with its columns), as keyword arguments."""
+        return {"id": run.id, "job": job, "tags": run.tags or {}, "git_sha": run.git_sha, "cluster": run.cluster,
+                "submitter": run.submitter, "source": run.source, "status": run.status,
+                "analysis_status": run.analysis_status, "analysis_window": run.analysis_window or "steady",
+                "analyzed_at": run.analyzed_at, "error": run.error, "created_at": run.created_at}
+
+    def info_api(self) -> dict[str, Any]:
+        """These fields as the API writes them (``Run`` in app/openapi.json, less the headline numbers)."""
+        return {
+            "id": self.id, "job": self.job, "tags": self.tags, "git_sha": self.git_sha, "cluster": self.cluster,
+            "submitter": self.submitter, "source": self.source, "status": self.status,
+            "analysis_status": self.analysis_status, "analysis_window": self.analysis_window,
+            "analyzed_at": iso(self.analyzed_at), "error": self.error, "created_at": iso(self.created_at),
+        }
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """One report of a run as the run page lists it and the API returns it (``report_to_dict``)."""
+
+    id: int
+    name: str
+    kind: str
+    rank: int | None           # the column, else the export's (once ingested)
+    host: str | None           # the column, else the export's
+    status: str
+    error_code: str | None
+    error_message: str | None
+    tool_version: str | None   # the column (the API's); ``shown_tool_version`` falls back to the export's
+    shown_tool_version: str | None
+    gpus: list[str]            # the export's GPUs by name ("GPU <id>" when it has none)
+    size_bytes: int | None
+    is_ready: bool             # its DuckDB file is published
+    api: dict[str, Any]        # the API's ``Report`` item
+
+    @classmethod
+    def of(cls, report: Report) -> ReportView:
+        api = report_to_dict(report)
+        info = report.info or {}
+        devices = [d for d in info.get("devices") or [] if isinstance(d, dict)]
+        return cls(report.id, report.name, report.kind, api["rank"], api["host"], report.status, report.error_code,
+                   report.error_message, report.tool_version, report.tool_version or info.get("tool_version"),
+                   [str(d.get("name") or f"GPU {d.get('id', d.get('device', '?'))}") for d in devices],
+                   report.size_bytes, bool(report.trace_path), api)
+
+
+@dataclass(frozen=True)
+class MissingReport:
+    """A report the run's analysis went without (its ingest or analysis failed)."""
+
+    report: str
+    rank: int | None
+    error_code: str | None
+
+
+def _rule_status(data: Any) -> RuleStatus:
+    d = data if isinstance(data, dict) else {}
+    return RuleStatus(rule_id=str(d.get("id")), status=str(d.get("status") or ""), reason=d.get("reason"),
+                      findings=int(d.get("findings") or 0))
+
+
+@dataclass(kw_only=True)
+class RunDetail(RunInfo):
+    """A run with its reports, headline numbers and analysis state: what ``GET /api/v1/runs/{id}`` returns
+    (``to_api``) and what the run page renders, built once by ``run_detail``."""
+
+    headline: Headline
+    reports: list[ReportView]                 # by rank, then id (the run page's order)
+    rules: list[RuleStatus]                   # how each rule went on the last analysis
+    analysis_attempts: int
+    analysis_lease_owner: str | None
+    analysis_lease_expires_at: datetime | None
+    submitter_user_id: int | None             # who may change the run (``runs.may_delete``)
+    submitter_token_id: int | None
+    missing: list[MissingReport] = field(default_factory=list)
+    missing_ranks: list[int] = field(default_factory=list)
+    verdict: dict[str, Any] | None = None     # what bounds the run and what to do first (analysis.diagnosis.verdict)
+
+    @property
+    def rule_errors(self) -> list[RuleStatus]:
+        """Rules that crashed: the run is "ready with errors"."""
+        return [r for r in self.rules if r.status == "error"]
+
+    def to_api(self) -> dict[str, Any]:
+        """The API's ``RunDetail`` (app/openapi.json): the run, its reports by id, its rules."""
+        return {
+            **self.info_api(), "goodput_pct": self.headline.goodput_pct, "finding_count": self.headline.finding_count,
+            "top_impact_ns": self.headline.top_impact_ns,
+            "reports": [r.api for r in sorted(self.reports, key=lambda r: r.id)],
+            "rules": [r.to_json() for r in self.rules],
+            "rule_errors": [{"id": r.rule_id, "reason": r.reason or ""} for r in self.rule_errors],
+            "analysis_attempts": self.analysis_attempts,
+            "analysis_lease_owner": self.analysis_lease_owner,
+            "analysis_lease_expires_at": iso(self.analysis_lease_expires_at),
+        }
+
+
+def run_detail(session: Session, run_id: int, *, run: Run | None = None, reports: list[Report] | None = None,
+               summaries: list[RunSummary] | None = None) -> RunDetail:
+    """The live run ``run_id`` with its reports and headline numbers (ApiError RUN_NOT_FOUND when it is not
+    there); ``run``/``reports``/``summaries``: those rows (all the run's summaries) when the caller has read them."""
+    run = run if run is not None else get_run(session, run_id)
+    job = session.scalar(sa.select(Job.name).where(Job.id == run.job_id)) or ""
+    if summaries is None:
+        row = session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run.id, RunSummary.report_id.is_(None)))
+    else:
+        row = next((s for s in summaries if s.report_id is None), None)
+    if reports is None:
+        reports = list(session.scalars(sa.select(Report).where(Report.run_id == run.id)
+                                       .order_by(Report.rank, Report.id)))
+    data = (row.data if row is not None else None) or {}
+    missing = [MissingReport(str(m.get("report") or ""), m.get("rank"), m.get("error_code"))
+               for m in data.get("missing") or [] if isinstance(m, dict)]
+    return RunDetail(
+        **RunInfo.fields_of(run, job), headline=Headline.of(row), reports=[ReportView.of(r) for r in reports],
+        rules=[_rule_status(r) for r in run.rule_statuses or []], analysis_attempts=run.analysis_attempts,
+        analysis_lease_owner=run.analysis_lease_owner, analysis_lease_expires_at=run.analysis_lease_expires_at,
+        submitter_user_id=run.submitter_user_id, submitter_token_id=run.submitter_token_id, missing=missing,
+        missing_ranks=[int(r) for r in data.get("missing_ranks") or []],
+        verdict=data.get("verdict") if isinstance(data.get("verdict"), dict) else None)
+
+
+@dataclass
+class RunRow(RunInfo):
+    """One run of a runs list with its headline numbers (None: the run has no analysis yet)."""
+
     goodput_pct: float | None = None
     finding_count: int | None = None
     top_impact_ns: int | None = None
@@ -106,14 +236,8 @@ class RunRow:
 
     def to_api(self) -> dict[str, Any]:
         """The API's ``RunSummary`` item (app/openapi.json)."""
-        return {
-            "id": self.id, "job": self.job, "tags": self.tags, "git_sha": self.git_sha, "cluster": self.cluster,
-            "submitter": self.submitter, "source": self.source, "status": self.status,
-            "analysis_status": self.analysis_status, "analysis_window": self.analysis_window,
-            "analyzed_at": iso(self.analyzed_at), "error": self.error, "created_at": iso(self.created_at),
-            "goodput_pct": self.goodput_pct, "finding_count": self.finding_count,
-            "top_impact_ns": self.top_impact_ns,
-        }
+        return {**self.info_api(), "goodput_pct": self.goodput_pct, "finding_count": self.finding_count,
+                "top_impact_ns": self.top_impact_ns}
 
 
 @dataclass
@@ -170,10 +294,7 @@ def list_runs(session: Session, filters: RunFilter, *, sort: str = "created_at",
     # The total rides along as a window over the same filter; only a page past the end needs a count.
     total = rows[0].total if rows else session.scalar(sa.select(sa.func.count(Run.id)).where(*conditions)) or 0
     items = [RunRow(
-        id=r.id, job=r.job, tags=r.tags or {}, git_sha=r.git_sha, cluster=r.cluster, submitter=r.submitter,
-        source=r.source, status=r.status, analysis_status=r.analysis_status,
-        analysis_window=r.analysis_window or "steady", analyzed_at=r.analyzed_at, error=r.error,
-        created_at=r.created_at, goodput_pct=r.goodput_pct, finding_count=r.finding_count,
+        **RunInfo.fields_of(r, r.job), goodput_pct=r.goodput_pct, finding_count=r.finding_count,
         top_impact_ns=r.top_impact_ns, gpu_time_ns=r.span_ns, exposed_comm_ns=r.comm_exposed_ns,
         critical=int(r.critical)) for r in rows]
     if counts and items:
@@ -183,3 +304,58 @@ def list_runs(session: Session, filters: RunFilter, *, sort: str = "created_at",
         for item in items:
             item.reports = int(per_run.get(item.id, 0))
     return RunPage(items, int(total), page, page_size)
+
+
+def _iterations(data: dict[str, Any]) -> int | None:
+    """Steps the analysis counted in a report (from its summary), when it recorded any."""
+    value = data.get("iterations")
+    if isinstance(value, dict) and not value.get("reason"):   # analysis.diagnosis.summary: {"count", "range", ...}
+        value = value.get("count")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One run of a job's history: when, from which commit, its headline numbers and its step time."""
+
+    run_id: int
+    created_at: datetime
+    status: str
+    git_sha: str | None
+    tags: dict[str, str]
+    rule_statuses: list[dict[str, Any]]
+    headline: Headline
+    iterations: int | None = None        # the most steps any of its reports counted
+    step_time_ns: float | None = None    # the run page's step time (``analysis.api.run_step_time``)
+
+    @property
+    def analyzed(self) -> bool:
+        """Whether the run has a time breakdown (its reports' summaries carry one)."""
+        return self.headline.span_ns is not None
+
+    def to_api(self) -> dict[str, Any]:
+        """The API's ``JobHistory`` item (app/openapi.json)."""
+        return {"run_id": self.run_id, "created_at": iso(self.created_at), "status": self.status,
+                "git_sha": self.git_sha, "tags": self.tags, **self.headline.to_api()}
+
+
+def job_history(session: Session, job: Job, *, limit: int, tag: str | None = None) -> list[HistoryPoint]:
+    """The job's last ``limit`` live runs, oldest first (with ``tag``, "key=value" or a bare key, those
+    carrying it, matched as every runs list matches tags), each with its headline numbers from its per-run
+    summary and its step time from its reports' summaries. The API's job history and the job page read this."""
+    rows = session.execute(
+        sa.select(Run.id, Run.created_at, Run.status, Run.git_sha, Run.tags, Run.rule_statuses, RunSummary)
+        .outerjoin(RunSummary, sa.and_(RunSummary.run_id == Run.id, RunSummary.report_id.is_(None)))
+        .where(Run.job_id == job.id, *RunFilter(tags=tag_filter(tag or "")).conditions())
+        .order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)).all()
+    points = []
+    for r in reversed(rows):
+        summary: RunSummary | None = r.RunSummary
+        reports = [d for d in ((summary.data or {}).get("reports") or [] if summary is not None else [])
+                   if isinstance(d, dict)]
+        iterations = max((_iterations(d) or 0 for d in reports), default=0) or None
+        points.append(HistoryPoint(r.id, r.created_at, r.status, r.git_sha, r.tags or {}, r.rule_statuses or [],
+                                   Headline.of(summary), iterations, run_step_time(reports)))
+    return points

@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 from analysis.api import window_parse
 from analysis.errors import TraceError
 from app.errors import ApiError
-from app.models import AnalysisStatus, Finding, Job, Report, ReportStatus, Run, RunStatus, RunSummary, utcnow
+from app.models import AnalysisStatus, Finding, Report, ReportStatus, Run, RunStatus, RunSummary, utcnow
 from app.services import run_repo
-from app.services.reports import iso, report_to_dict
+from app.services.reports import iso
 from app.services.run_query import RunFilter
 from app.services.run_repo import get_run
 from app.settings import Settings
@@ -49,31 +49,6 @@ def refresh_status(session: Session, run: Run) -> RunStatus:
     return run.status
 
 
-def run_to_dict(run: Run, job_name: str, *, headline: run_repo.Headline | None = None,
-                reports: list[Report] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": run.id,
-        "job": job_name,
-        "tags": run.tags or {},
-        "git_sha": run.git_sha,
-        "cluster": run.cluster,
-        "submitter": run.submitter,
-        "source": run.source,
-        "status": run.status,
-        "analysis_status": run.analysis_status,
-        "analysis_window": run.analysis_window or "steady",
-        "analyzed_at": iso(run.analyzed_at),
-        "error": run.error,
-        "created_at": iso(run.created_at),
-        "goodput_pct": None if headline is None else headline.goodput_pct,
-        "finding_count": None if headline is None else headline.finding_count,
-        "top_impact_ns": None if headline is None else headline.top_impact_ns,
-    }
-    if reports is not None:
-        out["reports"] = [report_to_dict(r) for r in reports]
-    return out
-
-
 def list_runs(session: Session, filters: RunFilter | None = None, *, sort: str = "-created_at", page: int = 1,
               page_size: int = 50) -> dict[str, Any]:
     """One page of runs matching every condition of ``filters``, newest first by default (the API's shape)."""
@@ -84,21 +59,8 @@ def list_runs(session: Session, filters: RunFilter | None = None, *, sort: str =
 
 
 def run_detail(session: Session, run_id: int) -> dict[str, Any]:
-    """A run with its reports (status, progress, errors) and headline numbers."""
-    run = get_run(session, run_id)
-    job_name = session.scalar(sa.select(Job.name).where(Job.id == run.job_id)) or ""
-    headline = run_repo.headline(session, run.id)
-    reports = list(session.scalars(sa.select(Report).where(Report.run_id == run.id).order_by(Report.id)))
-    out = run_to_dict(run, job_name, headline=headline, reports=reports)
-    out["rules"] = run.rule_statuses or []
-    # Rules that crashed: the run is "ready with errors"; the UI shows a banner from the same list.
-    out["rule_errors"] = [{"id": str(r.get("id")), "reason": str(r.get("reason") or "")}
-                          for r in out["rules"] if r.get("status") == "error"]
-    # The analysis job's state, as each report shows its ingest's: attempts and the lease held now.
-    out["analysis_attempts"] = run.analysis_attempts
-    out["analysis_lease_owner"] = run.analysis_lease_owner
-    out["analysis_lease_expires_at"] = iso(run.analysis_lease_expires_at)
-    return out
+    """A run with its reports (status, progress, errors) and headline numbers (the API's ``RunDetail``)."""
+    return run_repo.run_detail(session, run_id).to_api()
 
 
 def run_summary(session: Session, run_id: int) -> dict[str, Any]:

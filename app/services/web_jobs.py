@@ -9,11 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import run_step_time
-from app.models import Finding, Job, Run, RunSummary
-from app.services.run_query import RunFilter, tag_filter
-from app.services.run_repo import get_job, goodput_pct
-from app.services.web_run import breakdown_of
+from app.models import Finding, Job
+from app.services import run_repo
+from app.services.run_repo import Headline, get_job
 
 TREND_RUNS = 100        # most recent runs drawn
 MEDIAN_WINDOW = 5       # a run is judged against the median of the runs just before it
@@ -21,6 +19,19 @@ MEDIAN_WINDOW = 5       # a run is judged against the median of the runs just be
 # time per run when a run counted no steps) or exposed communication by more than this share, against that median.
 GOODPUT_DROP_PTS = 5.0
 RISE_PCT = 10.0
+
+
+@dataclass(frozen=True)
+class TopRule:
+    """A rule with the most impact over the job's runs: its impact per run (a run's findings of the rule
+    summed), median over the runs it fired in and in the latest of them."""
+
+    rule_id: str
+    title: str
+    runs: int
+    median_ns: int
+    latest_ns: int
+    latest_run: int
 
 
 @dataclass
@@ -36,14 +47,16 @@ class JobPoint:
     regressed: list[str] = field(default_factory=list)       # why, in words
     regressed_on: list[str] = field(default_factory=list)    # which series: goodput | time | comm
     rule_errors: list[str] = field(default_factory=list)     # rules that crashed: "ready with errors"
+    headline: Headline = field(default_factory=Headline)     # the run's headline numbers (its per-run summary)
 
 
 @dataclass
 class JobTrends:
     job: Job
     points: list[JobPoint]
-    top_rules: list[dict[str, Any]]
+    top_rules: list[TopRule]
     per_iteration: bool
+    rule_impact: dict[str, dict[int, int]] = field(default_factory=dict)   # rule -> run id -> its findings' impact
 
     def series(self, attr: str, key: str, label: str, unit: str, href: Any) -> dict[str, Any]:
         """One trend chart's data: a point per run (``href(run_id)`` links it), regressions marked."""
@@ -51,16 +64,6 @@ class JobTrends:
             {"x_label": f"#{p.run_id} {p.created_at:%Y-%m-%d %H:%M}", "value": getattr(p, attr),
              "date": f"{p.created_at:%m-%d}", "sha": (p.git_sha or "")[:7],
              "href": href(p.run_id), "regressed": key in p.regressed_on} for p in self.points]}
-
-
-def _iterations(data: dict[str, Any]) -> int | None:
-    """Steps the analysis counted in a report (from its summary), when it recorded any."""
-    value = data.get("iterations")
-    if isinstance(value, dict) and not value.get("reason"):   # analysis.diagnosis.summary: {"count", "range", ...}
-        value = value.get("count")
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return None
 
 
 def _regressions(p: JobPoint, prev: list[JobPoint]) -> list[tuple[str, str]]:
@@ -90,60 +93,34 @@ def job_trends(session: Session, name: str, tag: str | None = None) -> JobTrends
     """The job's most recent runs (oldest first, those with ``tag`` when given) with headline numbers and
     regression marks."""
     job = get_job(session, name)
-    # ``key=value`` or a bare key, matched as every runs list matches tags (``RunFilter``).
-    runs = session.execute(
-        sa.select(Run.id, Run.created_at, Run.git_sha, Run.rule_statuses, Run.tags)
-        .where(Run.job_id == job.id, *RunFilter(tags=tag_filter(tag or "")).conditions())
-        .order_by(Run.created_at.desc(), Run.id.desc()).limit(TREND_RUNS)).all()[::-1]
-    ids = [r.id for r in runs]
-    per_run: dict[int, dict[str, Any]] = {i: {"span": 0, "compute": 0, "comm": 0, "iters": 0, "seen": False,
-                                              "reports": []} for i in ids}
-    if ids:
-        for s in session.scalars(sa.select(RunSummary).where(RunSummary.run_id.in_(ids),
-                                                            RunSummary.report_id.is_not(None))):
-            bd = breakdown_of(s.data)
-            if bd is None:
-                continue
-            acc = per_run[s.run_id]
-            acc["seen"] = True
-            acc["span"] += int(bd.get("span_ns") or 0)
-            acc["compute"] += int(bd.get("compute_ns") or 0)
-            acc["comm"] += int(bd.get("comm_exposed_ns") or 0)
-            acc["iters"] = max(acc["iters"], _iterations(s.data or {}) or 0)
-            acc["reports"].append(s.data or {})
+    history = run_repo.job_history(session, job, limit=TREND_RUNS, tag=tag)
+    ids = [h.run_id for h in history]
+    analyzed = [h for h in history if h.analyzed]
+    # The run page's time per step when every analyzed run has one; else GPU time per run.
+    per_iteration = bool(analyzed) and all(h.iterations and h.step_time_ns for h in analyzed)
     points: list[JobPoint] = []
-    # The run page's time per step (each report's median step in its window, the slowest report's), when
-    # every analyzed run has one; else GPU time per run.
-    steps = {i: run_step_time(per_run[i]["reports"]) for i in ids}
-    per_iteration = all(per_run[i]["iters"] and steps[i] for i in ids if per_run[i]["seen"]) and any(
-        per_run[i]["seen"] for i in ids)
-    for r in runs:
-        acc = per_run[r.id]
-        if not acc["seen"]:
-            points.append(JobPoint(r.id, r.created_at, r.git_sha, None, None, None, None, None))
-            points[-1].rule_errors = _rule_errors(r.rule_statuses)
+    for h in history:
+        if not h.analyzed:
+            points.append(JobPoint(h.run_id, h.created_at, h.git_sha, None, None, None, None, None,
+                                   rule_errors=_rule_errors(h.rule_statuses), headline=h.headline))
             continue
-        iters = acc["iters"] or None
-        p = JobPoint(r.id, r.created_at, r.git_sha,
-                     goodput_pct(acc["compute"], acc["span"]),
-                     acc["span"], iters, steps[r.id] if per_iteration else acc["span"], acc["comm"])
+        p = JobPoint(h.run_id, h.created_at, h.git_sha, h.headline.goodput_pct, h.headline.span_ns, h.iterations,
+                     h.step_time_ns if per_iteration else h.headline.span_ns,
+                     h.headline.comm_exposed_ns or 0, rule_errors=_rule_errors(h.rule_statuses), headline=h.headline)
         found = _regressions(p, [q for q in points if q.goodput_pct is not None][-MEDIAN_WINDOW:])
         p.regressed = [why for _, why in found]
         p.regressed_on = [series for series, _ in found]
-        p.rule_errors = _rule_errors(r.rule_statuses)
         points.append(p)
-    top_rules = []
+    # Impact per run (a rule's findings summed within a run, never across runs): median and latest.
+    impact: dict[str, dict[int, int]] = {}
+    titles: dict[str, str] = {}
     if ids:
-        # Impact per run (a rule's findings summed within a run, never across runs): median and latest.
-        per: dict[str, list[tuple[int, int]]] = {}
-        titles: dict[str, str] = {}
         for run_id, rid, total, title in session.execute(
                 sa.select(Finding.run_id, Finding.rule_id, sa.func.sum(Finding.impact_ns), sa.func.max(Finding.title))
                 .where(Finding.run_id.in_(ids)).group_by(Finding.run_id, Finding.rule_id)):
-            per.setdefault(rid, []).append((ids.index(run_id), int(total)))
+            impact.setdefault(rid, {})[run_id] = int(total)
             titles[rid] = title
-        top_rules = sorted(({"rule_id": rid, "title": titles[rid], "runs": len(v),
-                             "median_ns": int(statistics.median(t for _, t in v)),
-                             "latest_ns": max(v)[1], "latest_run": ids[max(v)[0]]} for rid, v in per.items()),
-                           key=lambda r: -r["median_ns"])[:10]
-    return JobTrends(job, points, top_rules, bool(per_iteration))
+    latest = {rid: max(v, key=ids.index) for rid, v in impact.items()}
+    top_rules = sorted((TopRule(rid, titles[rid], len(v), int(statistics.median(v.values())), v[latest[rid]],
+                                latest[rid]) for rid, v in impact.items()), key=lambda r: -r.median_ns)[:10]
+    return JobTrends(job, points, top_rules, bool(per_iteration), impact)

@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.errors import ApiError
-from app.models import Finding, Job, Report, Run, RunSummary
-from app.services.run_repo import get_run, goodput_pct
+from app.models import Finding, Report, RunSummary
+from app.services.run_repo import Headline, RunDetail, get_run, run_detail
 from app.services.storage import data_path
 from app.services.summaries import report_summary
 from app.services.web_findings import report_label
@@ -20,13 +20,23 @@ from app.settings import Settings
 
 @dataclass
 class RunView:
-    run: Run
-    job: str
+    """The run page: the run's ``RunDetail`` (what the API returns for it too) and what the page draws
+    beside it from the metadata DB. ``reports``: the report rows, for the page's sections."""
+
+    run: RunDetail
     reports: list[Report]
     summaries: dict[int | None, dict[str, Any]]
     findings: list[Finding]
     breakdown_rows: list[dict[str, Any]] = field(default_factory=list)
-    totals: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def job(self) -> str:
+        return self.run.job
+
+    @property
+    def totals(self) -> Headline:
+        """The run's headline numbers (its per-run summary: the sums over its reports)."""
+        return self.run.headline
 
 
 def breakdown_of(data: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -81,24 +91,6 @@ def breakdown_rows(reports: list[Report], summaries: dict[int | None, dict[str, 
     return rows
 
 
-def run_totals(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> dict[str, Any]:
-    """Headline numbers of the run: sums of its reports' breakdowns (same definition as the runs list)."""
-    keys = ("span_ns", "compute_ns", "comm_overlapped_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
-    out: dict[str, Any] = dict.fromkeys(keys, 0)
-    seen = False
-    for report in reports:
-        bd = breakdown_of(summaries.get(report.id))
-        if bd is None:
-            continue
-        seen = True
-        for k in keys:
-            out[k] += int(bd.get(k) or 0)
-    if not seen:
-        return {}
-    out["goodput_pct"] = goodput_pct(out["compute_ns"], out["span_ns"])
-    return out
-
-
 def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> list[dict[str, Any]]:
     """Per nsys report whose analysis found a loop with a step anatomy: the step-time distribution and the
     slowest steps with the rule that owns their extra time (from the stored summaries only)."""
@@ -141,15 +133,39 @@ def system_sections(reports: list[Report], summaries: dict[int | None, dict[str,
 def run_view(session: Session, run_id: int) -> RunView:
     """Everything the run page shows that lives in the metadata DB (no trace file is opened)."""
     run = get_run(session, run_id)
-    job = session.scalar(sa.select(Job.name).where(Job.id == run.job_id)) or ""
     reports = list(session.scalars(sa.select(Report).where(Report.run_id == run_id).order_by(Report.rank, Report.id)))
-    summaries = {s.report_id: s.data or {} for s in session.scalars(
-        sa.select(RunSummary).where(RunSummary.run_id == run_id))}
+    rows = list(session.scalars(sa.select(RunSummary).where(RunSummary.run_id == run_id)))
+    summaries = {s.report_id: s.data or {} for s in rows}
     findings = list(session.scalars(
         sa.select(Finding).where(Finding.run_id == run_id)
         .order_by(Finding.position, Finding.id)))  # the analysis' ranking
-    return RunView(run, job, reports, summaries, findings, breakdown_rows(reports, summaries),
-                   run_totals(reports, summaries))
+    return RunView(run_detail(session, run_id, run=run, reports=reports, summaries=rows), reports, summaries,
+                   findings, breakdown_rows(reports, summaries))
+
+
+@dataclass(frozen=True)
+class NcuKpis:
+    """The headline of an ncu-only run (no timeline breakdown): what Nsight Compute measured."""
+
+    kernels: int
+    gpu_time_ns: int | None
+    saving_ns: int
+
+
+def ncu_kpis(view: RunView) -> NcuKpis | None:
+    """The headline of a run whose reports are all Nsight Compute ones (None for any other run)."""
+    if any(r.kind == "nsys" for r in view.reports) or not any(r.kind == "ncu" for r in view.reports):
+        return None
+    counts: list[dict[str, Any]] = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})}
+                                    for r in view.reports]
+    infos = [{**(r.info or {}), **(view.summaries.get(r.id) or {})} for r in view.reports]
+    times: list[Any] = [i.get("gpu_time_ns") for i in infos if i.get("gpu_time_ns") is not None]
+    # The bounded sum of each report's findings (one kernel's findings share its time), never the raw sum.
+    savings: list[Any] = [(i.get("estimated_saving") or {}).get("ns") for i in infos]
+    return NcuKpis(kernels=sum(int(c.get("kernels") or c.get("ncu_kernels") or 0) for c in counts),
+                   gpu_time_ns=sum(int(t) for t in times) if times else None,
+                   saving_ns=sum(int(v) for v in savings if v is not None) if any(v is not None for v in savings)
+                   else sum(f.impact_ns for f in view.findings if f.rule_id.startswith("NCU")))
 
 
 def ready_report(session: Session, settings: Settings, run_id: int, report_id: int) -> tuple[Report, Path]:
@@ -164,6 +180,37 @@ def ready_report(session: Session, settings: Settings, run_id: int, report_id: i
     if not path.is_file():
         raise ApiError("REPORT_NOT_FOUND", f"The trace of report {report_id} is missing from storage.")
     return report, path
+
+
+def clock_offsets(reports: list[Report]) -> dict[int, int]:
+    """Per ingested nsys report, the ns to add to its times to reach the run clock the timeline draws on (0 at
+    the earliest report's session start; ``analysis.views.run_timeline.offsets``): 0 each unless every one of
+    several reports knows its session start."""
+    parts = [r for r in reports if r.kind == "nsys" and r.trace_path]
+    starts = [s for s in ((r.info or {}).get("session_start_utc_ns") for r in parts) if isinstance(s, int)]
+    if len(parts) < 2 or len(starts) < len(parts):
+        return {r.id: 0 for r in parts}
+    origin = min(starts)
+    return {r.id: s - origin for r, s in zip(parts, starts, strict=True)}
+
+
+def on_run_clock(findings: list[dict[str, Any]], reports: list[Report]) -> list[dict[str, Any]]:
+    """``findings`` (``finding_dict`` shape) with each timed evidence row's start on the run clock as ``at_ns``:
+    the time from the run's start, which the timeline's ticks count from too (a run-level finding's row maps
+    through its rank's report)."""
+    offs = clock_offsets(reports)
+    by_rank = {r.rank: offs[r.id] for r in reports if r.id in offs and r.rank is not None}
+    out = []
+    for f in findings:
+        evidence = []
+        for e in f.get("evidence") or []:
+            if isinstance(e, dict) and isinstance(e.get("start_ns"), int):
+                report_id, rank = f.get("report_id"), e.get("rank")
+                off = offs.get(report_id, 0) if report_id is not None else by_rank.get(rank, 0) if rank is not None else 0
+                e = {**e, "at_ns": e["start_ns"] + off}
+            evidence.append(e)
+        out.append({**f, "evidence": evidence})
+    return out
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from analysis import api
 from analysis.api import short_kernel_name
-from app.models import Finding, Report, RunSummary
+from app.models import Report, RunSummary
 from app.services.storage import data_path
 from app.services.summaries import report_summary
 from app.services.web_jobs import JobTrends
@@ -37,11 +37,7 @@ def metrics(session: Session, trends: JobTrends, href: Any) -> dict[str, dict[st
     per_step = trends.per_iteration
     divisor = {p.run_id: (p.iterations or 1) if per_step else 1 for p in trends.points}
     analyzed = {p.run_id for p in trends.points if p.goodput_pct is not None}
-    rules: dict[str, dict[int, int]] = {}
-    for run_id, rule, total in session.execute(
-            sa.select(Finding.run_id, Finding.rule_id, sa.func.sum(Finding.impact_ns))
-            .where(Finding.run_id.in_(ids)).group_by(Finding.run_id, Finding.rule_id)):
-        rules.setdefault(rule, {})[run_id] = int(total)
+    rules = trends.rule_impact
     kernels: dict[str, dict[int, int]] = {}
     for s in session.scalars(sa.select(RunSummary).where(RunSummary.run_id.in_(ids),
                                                         RunSummary.report_id.is_not(None))):
@@ -60,12 +56,9 @@ def metrics(session: Session, trends: JobTrends, href: Any) -> dict[str, dict[st
              else None, "href": href(p.run_id), "regressed": False} for p in trends.points]}
 
     # The comparison's totals (analysis.views.compare's kpis): the ranks' breakdowns summed, per run.
-    totals: dict[str, dict[int, int]] = {"idle_ns": {}, "memory_only_ns": {}}
-    for s in session.scalars(sa.select(RunSummary).where(RunSummary.run_id.in_(ids), RunSummary.report_id.is_(None))):
-        for key, acc in totals.items():
-            value = getattr(s, key)
-            if value is not None:
-                acc[s.run_id] = int(value)
+    totals: dict[str, dict[int, int]] = {key: {p.run_id: v for p in trends.points
+                                               if (v := getattr(p.headline, key)) is not None}
+                                         for key in ("idle_ns", "memory_only_ns")}
 
     def total_series(label: str, values: dict[int, int]) -> dict[str, Any]:
         return {"label": label, "unit": "ns", "points": [

@@ -128,7 +128,7 @@ def findings_download(run_id: int, fmt: str):
     view = web_run.run_view(get_session(), run_id)
     findings = [web_run.finding_dict(f) for f in view.findings]
     if fmt == "json":
-        body = json.dumps({"run_id": run_id, "findings": findings, "rules": view.run.rule_statuses or []}, indent=1)
+        body = json.dumps({"run_id": run_id, "findings": findings, "rules": [r.to_json() for r in view.run.rules]}, indent=1)
         mimetype = "application/json"
     elif fmt == "csv":
         body = web_export.findings_csv(findings)

@@ -12,7 +12,7 @@ from app.db import get_session
 from app.errors import ApiError
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
-from app.services import operations, web_compare, web_findings, web_jobs, web_run, web_runs, web_trends
+from app.services import operations, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services import rules as rules_service
 from app.services import runs as runs_service
 from app.services.run_access import require_change
@@ -52,31 +52,17 @@ def runs():
 def run(run_id: int):
     view = _page_or_404(web_run.run_view, get_session(), run_id)
     nsys = [r for r in view.reports if r.kind == "nsys" and r.trace_path]
-    findings = [finding_dict(f) for f in view.findings]
+    findings = web_run.on_run_clock([finding_dict(f) for f in view.findings], view.reports)
     rule_docs = {}
     for f in view.findings:
         if f.rule_id not in rule_docs:
             rule_docs[f.rule_id] = describe_rule(f.rule_id)
     top = view.findings[0].impact_ns if view.findings else 0
     rows = web_findings.rule_rows(findings, view.reports)
-    rule_errors = [r for r in view.run.rule_statuses or [] if r.get("status") == "error"]
-    ncu_kpis = None
-    if not any(r.kind == "nsys" for r in view.reports) and any(r.kind == "ncu" for r in view.reports):
-        # ncu-only runs: no timeline breakdown, so the headline is what Nsight Compute measured.
-        counts: list[dict[str, Any]] = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})}
-                                        for r in view.reports]
-        infos = [{**(r.info or {}), **(view.summaries.get(r.id) or {})} for r in view.reports]
-        times: list[Any] = [i.get("gpu_time_ns") for i in infos if i.get("gpu_time_ns") is not None]
-        # The bounded sum of each report's findings (one kernel's findings share its time), never the raw sum.
-        savings: list[Any] = [(i.get("estimated_saving") or {}).get("ns") for i in infos]
-        ncu_kpis = {"kernels": sum(int(c.get("kernels") or c.get("ncu_kernels") or 0) for c in counts),
-                    "gpu_time_ns": sum(int(t) for t in times) if times else None,
-                    "saving_ns": sum(int(v) for v in savings if v is not None) if any(v is not None for v in savings)
-                    else sum(f.impact_ns for f in view.findings if f.rule_id.startswith("NCU"))}
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
                            top_impact=top, report_kinds={r.id: r.kind for r in view.reports},
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
-                           minor_ns=web_findings.MINOR_NS, rule_errors=rule_errors, ncu_kpis=ncu_kpis,
+                           minor_ns=web_findings.MINOR_NS, ncu_kpis=web_run.ncu_kpis(view),
                            retryable=_retryable(view),
                            iterations=web_run.iteration_sections(view.reports, view.summaries),
                            system=web_run.system_sections(view.reports, view.summaries),
@@ -141,16 +127,14 @@ def compare():
         a = int(a_text)
     except ValueError:
         # No baseline chosen: the previous run of the same job.
-        previous = web_compare.previous_run(db, head)
+        previous = compare_service.previous_run(db, head)
         if previous is None:
             return render_template("compare_pick.html", a="", b=b,
                                    note="This is the first run of its job: choose a baseline run.")
         a = previous
-    diff = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
-    va, vb = web_run.run_view(db, a), web_run.run_view(db, b)
-    return render_template("compare.html", c=diff, a=va, b=vb, kpis=web_compare.kpi_deltas(va, vb),
-                           ranks=web_compare.rank_deltas(va, vb), warnings=web_compare.warnings(va, vb),
-                           choices=web_compare.baseline_choices(db, head))
+    c = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
+    return render_template("compare.html", c=c.diff, a=c.base, b=c.head, kpis=c.kpis, ranks=c.ranks,
+                           warnings=c.warnings, choices=compare_service.baseline_choices(db, head))
 
 
 @bp.route("/jobs/<path:name>")

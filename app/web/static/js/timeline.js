@@ -35,12 +35,17 @@
     return 10 * p;
   }
 
-  // A tick label relative to the origin, with as many decimals as the step needs (no two ticks read the same).
+  // A tick label: the time from the origin in the unit its size reads best in, with 3 significant digits
+  // or as many decimals as the zoom needs to tell ticks apart, grouped in threes ("+1.326 858 2 s").
   function tickLabel(rel, step) {
-    const [div, unit] = UNITS.find(([d]) => step >= d) || UNITS[3];
-    const decimals = Math.max(0, Math.ceil(-Math.log10(step / div) - 1e-9));
-    const v = rel / div;
-    return (v > 0 ? "+" : v < 0 ? "−" : "") + Math.abs(v).toFixed(decimals) + " " + unit;
+    const a = Math.abs(rel);
+    const [div, unit] = UNITS.find(([d]) => Math.max(a, step) >= d * 0.9995) || UNITS[3];
+    const need = Math.max(0, Math.ceil(-Math.log10(step / div) - 1e-9));
+    const v = a / div;
+    const sig3 = a === 0 || div === 1 ? 0 : v < 10 ? 2 : v < 100 ? 1 : 0;
+    const [whole, frac] = v.toFixed(Math.min(9, Math.max(need, sig3))).split(".");
+    const digits = frac ? "." + frac.replace(/(\d{3})(?=\d)/g, "$1 ") : "";
+    return (rel > 0 ? "+" : rel < 0 ? "−" : "") + whole + digits + " " + unit;
   }
 
   function Timeline(root) {
@@ -208,7 +213,7 @@
       this.boxes = new Map();
       for (const g of data.groups) for (const lane of g.lanes) this.boxes.set(lane.id, boxTable(lane.boxes));
       this.view = [data.start_ns, data.end_ns];
-      if (this.origin === null && data.extent) this.origin = data.extent[0];
+      if (this.origin === null) this.origin = 0;   // the run's start, as evidence times read
       const nLanes = data.groups.reduce((n, g) => n + g.lanes.length, 0);
       this.root.setAttribute("data-boxes", String(data.boxes || 0));
       this.root.setAttribute("data-lanes", String(nLanes));
@@ -231,7 +236,7 @@
     const sel = this.selection && this.selection.kernel;
     if (which === "selection" && sel) this.origin = sel.start_ns;
     else if (which === "view" && this.view) this.origin = this.view[0];
-    else if (this.data && this.data.extent) this.origin = this.data.extent[0];
+    else this.origin = 0;   // the run's start: run clock 0, the earliest report's session start
   };
 
   // Rows from the catalogue and the collapse state only: the same whatever window is drawn.
@@ -321,12 +326,19 @@
     for (let k = Math.ceil((vs - origin) / step); origin + k * step <= ve; k++) ticks.push(origin + k * step);
     ctx.strokeStyle = "#edf2f7";
     ctx.fillStyle = "#4a5568";
+    let labelEnd = -Infinity;
     for (const t of ticks) {
       const x = this.x(t);
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 4); ctx.lineTo(x, H); ctx.stroke();
-      ctx.fillText(tickLabel(t - origin, step), Math.min(x + 2, W - 70), 14);
+      const label = tickLabel(t - origin, step), w = ctx.measureText(label).width;
+      const lx = Math.min(x + 2, W - w - 4);   // the last one kept inside the canvas
+      if (lx < labelEnd + 8) continue;         // ...unless it would cover the one before
+      ctx.fillText(label, lx, 14);
+      labelEnd = lx + w;
     }
     this.root.setAttribute("data-ticks", JSON.stringify(ticks.map((t) => tickLabel(t - origin, step))));
+    this.root.setAttribute("data-tick-step", String(step));
+    this.root.setAttribute("data-tick-rel", JSON.stringify(ticks.map((t) => t - origin)));
     // Row backgrounds and labels, then each rank's phase bands, then the activity on top.
     for (const row of L.rows) {
       if (row.head) {
