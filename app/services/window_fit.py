@@ -1,5 +1,6 @@
 """A re-analysis window checked against the run's ingested reports before it is recorded and queued: an NVTX
-name none of them holds is a 400 now, not a failed analysis later."""
+name, a loop, iterations or a time range a report does not have is a 400 naming the valid range now, not a
+failed analysis later (``analysis.window.check_fits``, the check the analysis itself makes)."""
 
 from __future__ import annotations
 
@@ -23,4 +24,5 @@ def check_window_fits(session: Session, settings: Settings, run_id: int, window:
         window_check(window, [(data_path(settings, path), name) for path, name in rows
                               if path is not None and data_path(settings, path).is_file()])
     except TraceError as exc:
-        raise ApiError("VALIDATION_ERROR", "Invalid analysis window.", {"fields": {"window": exc.message}}) from None
+        raise ApiError("VALIDATION_ERROR", f"Invalid analysis window: {' '.join(exc.message.split())}",
+                       {"fields": {"window": exc.message}}) from None
