@@ -27,6 +27,7 @@ ERROR_STATUS: dict[str, int] = {
     "JOB_NOT_FOUND": 404,
     "TOKEN_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
+    "REQUEST_TIMEOUT": 408,
     "CONFLICT": 409,
     "URI_TOO_LONG": 414,
     "RUN_DELETED": 409,
@@ -52,7 +53,7 @@ ERROR_STATUS: dict[str, int] = {
     "SERVICE_UNAVAILABLE": 503,
 }
 _HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
-               405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE", 414: "URI_TOO_LONG", 415: "UNSUPPORTED_MEDIA_TYPE"}
+               405: "METHOD_NOT_ALLOWED", 408: "REQUEST_TIMEOUT", 413: "TOO_LARGE", 414: "URI_TOO_LONG", 415: "UNSUPPORTED_MEDIA_TYPE"}
 # Seconds a client is told to wait when the metadata DB is busy (a held lock, a lost connection).
 BUSY_RETRY_AFTER_S = 2
 # SQLSTATEs of PostgreSQL that mean "busy, try again": lock_timeout, statement cancelled, serialization
@@ -167,6 +168,17 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(CodedError)
     def _storage_error(exc: CodedError):
         return _json_error(ApiError.from_storage_error(exc))
+
+    @app.errorhandler(TimeoutError)
+    def _client_timeout(exc: TimeoutError):
+        # The client socket's idle timeout (goodput_cli.web_worker.BODY_IDLE_S) while its body was read: the
+        # client stalled. Nothing was stored (staged parts are discarded); the connection is closed.
+        logger.warning("request body stalled: %s", request.path)
+        message = "The request body stopped arriving; nothing was stored."
+        response = _json_error(ApiError("REQUEST_TIMEOUT", message)) if _wants_json() else (message, 408)
+        response = app.make_response(response)
+        response.headers["Connection"] = "close"
+        return response
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):

@@ -1,10 +1,12 @@
 """A real `goodput serve` on 127.0.0.1, on SQLite and PostgreSQL, while 200 connections trickle their request
 headers a byte at a time: /api/v1/health still answers in under a second (two trickling clients used to
-freeze every request of the sync workers), the tricklers are cut off once their head is overdue, and a
-request line past the server's limit is the API's JSON 414, not an HTML page."""
+freeze every request of the sync workers), the tricklers are cut off once their head is overdue; clients that
+send a head and stall their body hold no thread and are answered 408 and closed; and a request line past the
+server's limit is the API's JSON 414, not an HTML page."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -17,8 +19,8 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from goodput_cli.service import GOODPUT_CMD
-from goodput_cli.web_worker import HEAD_TIMEOUT_S
+from goodput_cli.service import GOODPUT_CMD, WEB_THREADS
+from goodput_cli.web_worker import BODY_BUFFER_BYTES, BODY_TIMEOUT_S, HEAD_TIMEOUT_S
 from tests.dbs import PG_ADMIN_URL, pg_url
 from tests.e2e.services import ROOT, free_port, wait_for
 
@@ -102,6 +104,61 @@ def test_health_answers_while_200_connections_trickle_headers(served):
         # Overdue heads are cut off: every trickler's connection is closed by the server.
         wait_for(lambda: all(_closed(s) for s in socks), HEAD_TIMEOUT_S + 10, "the tricklers to be cut off")
         assert _healthy(server)
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _answer(sock: socket.socket, timeout: float) -> bytes:
+    """Everything the server sends until it closes the connection (or ``timeout`` passes)."""
+    sock.settimeout(timeout)
+    out = b""
+    try:
+        while chunk := sock.recv(65536):
+            out += chunk
+    except OSError:
+        pass
+    return out
+
+
+def test_stalled_bodies_hold_no_thread_and_are_answered_408(served):
+    server, port = served
+    stalled = 3 * WEB_THREADS  # more than the worker's threads: each holding one would starve everyone
+    socks = []
+    try:
+        for i in range(stalled):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            body = b'{"job": "stalled"}'
+            s.sendall(b"POST /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Authorization: Bearer nope\r\nContent-Length: %d\r\n\r\n" % (len(body) + 100)
+                      + body[: i % len(body)])  # some send nothing of the body, some a part
+            socks.append(s)
+        started = time.monotonic()
+        timings = []
+        while time.monotonic() - started < BODY_TIMEOUT_S - 2:
+            t0 = time.monotonic()
+            assert requests.get(f"{server}/api/v1/health", timeout=10).status_code == 200
+            timings.append(time.monotonic() - t0)
+            time.sleep(0.5)
+        assert len(timings) >= 5 and max(timings) < 1.0, timings
+        answers = [_answer(s, BODY_TIMEOUT_S + 10) for s in socks]
+        waited = time.monotonic() - started
+        assert BODY_TIMEOUT_S - 1 <= waited < BODY_TIMEOUT_S + 10, waited
+        for raw in answers:  # the whole answer, then the server closed the connection (recv gave b"")
+            head, _, body = raw.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 408 "), raw[:200]
+            assert b"Connection: close" in head and b"Content-Type: application/json" in head
+            assert json.loads(body)["error"]["code"] == "REQUEST_TIMEOUT"
+        assert all(_closed(s) for s in socks)
+        assert _healthy(server)
+        # Bodies that do arrive, below and above what the main loop reads first, reach the app whole, and the
+        # kept-alive connection serves the next request.
+        with requests.Session() as http:
+            for size in (10, BODY_BUFFER_BYTES - 1, 3 * BODY_BUFFER_BYTES):
+                r = http.post(f"{server}/api/v1/runs", data=b"x" * size, timeout=10,
+                              headers={"Content-Type": "application/json", "Authorization": "Bearer nope"})
+                assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHORIZED", (size, r.text[:200])
+            assert http.get(f"{server}/api/v1/health", timeout=10).status_code == 200
     finally:
         for s in socks:
             s.close()
