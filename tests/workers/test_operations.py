@@ -1,5 +1,5 @@
 """Operations on SQLite and PostgreSQL with real files: leftovers swept, uploads released and expired, retry,
-re-ingest (the services, the task bodies and the `goodput retry|reingest` commands)."""
+re-ingest (the services, the task bodies and the `goodput retry|reanalyze|reingest` commands)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,14 @@ from kombu import Connection
 
 from app.errors import ApiError
 from app.models import Report, Run, utcnow
-from app.queue import ANALYZE_REPORT_TASK, ANALYZE_TASK, INGEST_QUEUE, INGEST_TASK, LIGHT_QUEUE, RECONCILE_TASK
+from app.queue import (
+    ANALYZE_REPORT_TASK,
+    ANALYZE_TASK,
+    INGEST_QUEUE,
+    INGEST_TASK,
+    LIGHT_QUEUE,
+    RECONCILE_TASK,
+)
 from app.services import operations, pipeline
 from app.services.storage import LocalStorage as Storage
 from goodput_cli.main import main
