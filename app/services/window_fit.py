@@ -15,11 +15,13 @@ from app.settings import Settings
 
 
 def check_window_fits(session: Session, settings: Settings, run_id: int, window: str | None) -> None:
-    """Raise ApiError VALIDATION_ERROR (fields.window) when ``window`` cannot apply to the run's ready nsys
-    reports (reports still ingesting are checked by their analysis)."""
+    """Raise ApiError VALIDATION_ERROR (fields.window) when ``window`` cannot apply to the run's ingested nsys
+    reports: ready ones, and those whose analysis failed (for another window, perhaps: their trace is there).
+    Reports still ingesting are checked by their analysis."""
+    ingested = sa.or_(Report.status == "ready", sa.and_(Report.status == "failed",
+                                                        Report.error_code == "analysis_failed"))
     rows = session.execute(sa.select(Report.trace_path, Report.name).where(
-        Report.run_id == run_id, Report.kind == "nsys", Report.status == "ready",
-        Report.trace_path.is_not(None))).all()
+        Report.run_id == run_id, Report.kind == "nsys", ingested, Report.trace_path.is_not(None))).all()
     try:
         window_check(window, [(data_path(settings, path), name) for path, name in rows
                               if path is not None and data_path(settings, path).is_file()])
