@@ -103,6 +103,11 @@ class ApiError(Exception):
         return cls(exc.code.upper(), exc.message, exc.details)
 
 
+class BodyTimeout(TimeoutError):
+    """The client stopped sending its request body: raised by the web worker's client socket when a read waits
+    past its idle timeout (``goodput_cli.web_worker.BODY_IDLE_S``); answered 408 and the connection closed."""
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
@@ -169,10 +174,10 @@ def init_app(app: Flask) -> None:
     def _storage_error(exc: CodedError):
         return _json_error(ApiError.from_storage_error(exc))
 
-    @app.errorhandler(TimeoutError)
-    def _client_timeout(exc: TimeoutError):
-        # The client socket's idle timeout (goodput_cli.web_worker.BODY_IDLE_S) while its body was read: the
-        # client stalled. Nothing was stored (staged parts are discarded); the connection is closed.
+    @app.errorhandler(BodyTimeout)
+    def _client_timeout(exc: BodyTimeout):
+        # The client stalled while its body was read. Nothing was stored (staged parts are discarded); the
+        # connection is closed.
         logger.warning("request body stalled: %s", request.path)
         message = "The request body stopped arriving; nothing was stored."
         response = _json_error(ApiError("REQUEST_TIMEOUT", message)) if _wants_json() else (message, 408)

@@ -24,6 +24,8 @@ from functools import partial
 
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from app.errors import BodyTimeout
+
 # A head (request line and headers) must arrive whole within this many seconds of the connection or of the
 # previous response on a kept-alive one.
 HEAD_TIMEOUT_S = 10.0
@@ -48,6 +50,27 @@ class _TimedSocket(socket.socket):
 
     def setblocking(self, flag: bool) -> None:
         self.settimeout(BODY_IDLE_S if flag else 0.0)
+
+    request = None  # the gunicorn request a thread is handling on this socket
+
+    # A read past the idle timeout is the client stalling its body: the app answers BodyTimeout with 408, and
+    # the request is marked to close the connection (its response says so; nothing more is read from it).
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        try:
+            return super().recv(bufsize, flags)
+        except TimeoutError as exc:
+            raise self._stalled(exc) from None
+
+    def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:
+        try:
+            return super().recv_into(buffer, nbytes, flags)
+        except TimeoutError as exc:
+            raise self._stalled(exc) from None
+
+    def _stalled(self, exc: TimeoutError) -> BodyTimeout:
+        if self.request is not None:
+            self.request.must_close = True
+        return BodyTimeout(*exc.args)
 
 
 def _json_response(status: int, reason: str, code: str, message: str) -> bytes:
@@ -164,6 +187,15 @@ class HeadFirstWorker(ThreadWorker):
             pass
         self.nr_conns -= 1
         conn.close()
+
+    def handle_request(self, req, conn):
+        if isinstance(conn.sock, _TimedSocket):
+            conn.sock.request = req
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            if isinstance(conn.sock, _TimedSocket):
+                conn.sock.request = None
 
     def murder_pending(self) -> None:
         super().murder_pending()

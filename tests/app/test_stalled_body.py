@@ -1,10 +1,12 @@
 """A body that stops arriving while a request thread reads it (the worker's socket idle timeout raises
-TimeoutError in the read) is the API's JSON 408 with the connection closed, and nothing is stored."""
+BodyTimeout in the read) is the API's JSON 408 with the connection closed, and nothing is stored; other
+timeouts are not the client's."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
+from app.errors import BodyTimeout
 from app.models import Report
 
 
@@ -18,7 +20,7 @@ class Stalling:
         if not self.sent:
             self.sent = True
             return b"SQLite format 3\x00"
-        raise TimeoutError("timed out")
+        raise BodyTimeout("timed out")  # what the web worker's client socket raises past its idle timeout
 
 
 def test_a_stalled_upload_body_is_408_and_stores_nothing(client, auth, session, settings):
@@ -31,3 +33,12 @@ def test_a_stalled_upload_body_is_408_and_stores_nothing(client, auth, session, 
     staging = settings.data_dir / "staging"
     assert not staging.exists() or not any(staging.iterdir())
     assert client.get("/api/v1/health").status_code == 200
+
+
+def test_a_timeout_that_is_not_the_bodys_is_not_a_408(app, client, auth):
+    @app.get("/api/v1/test-timeout")
+    def _timeout():
+        raise TimeoutError("a backend timed out")
+
+    r = client.get("/api/v1/test-timeout", headers=auth["read"])
+    assert r.status_code == 500 and r.json["error"]["code"] == "INTERNAL"

@@ -20,13 +20,18 @@ import requests
 import sqlalchemy as sa
 
 from goodput_cli.service import GOODPUT_CMD, WEB_THREADS
-from goodput_cli.web_worker import BODY_BUFFER_BYTES, BODY_TIMEOUT_S, HEAD_TIMEOUT_S
+from goodput_cli.web_worker import BODY_BUFFER_BYTES, BODY_IDLE_S, BODY_TIMEOUT_S, HEAD_TIMEOUT_S
 from tests.dbs import PG_ADMIN_URL, pg_url
 from tests.e2e.services import ROOT, free_port, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.services, pytest.mark.timeout(180)]
 
 TRICKLERS = 200
+_TOKENS: dict[int, str] = {}  # the admin token each served port printed
+
+
+def _admin_headers(served) -> dict[str, str]:
+    return {"Authorization": f"Bearer {_TOKENS[served[1]]}"}
 
 
 def _healthy(server: str) -> bool:
@@ -55,6 +60,7 @@ def served(request, tmp_path):
         token = re.search(r"admin token \(shown once, keep it\): (\S+)", proc.stdout.readline().decode())
         assert token, log_path.read_text(errors="replace")
         wait_for(lambda: _healthy(server), 60, "the web server")
+        _TOKENS[port] = token.group(1)
         yield server, port
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -165,6 +171,31 @@ def test_stalled_bodies_hold_no_thread_and_are_answered_408(served):
     finally:
         for s in socks:
             s.close()
+
+
+@pytest.mark.parametrize("served", ["sqlite"], indirect=True)  # the socket's timeout: no database involved
+def test_an_upload_body_that_stalls_in_a_thread_is_408_and_closed(served):
+    server, port = served
+    admin = _admin_headers(served)
+    run_id = requests.post(f"{server}/api/v1/runs", json={"job": "stall"}, headers=admin, timeout=10).json()["id"]
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        # Past what the main loop reads first: a thread takes the request and reads the body until it stalls.
+        s.sendall(f"PUT /api/v1/runs/{run_id}/reports/a.sqlite HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  f"Authorization: {admin['Authorization']}\r\nContent-Length: 10000000\r\n\r\n".encode()
+                  + b"SQLite format 3\x00" + b"\x00" * (3 * BODY_BUFFER_BYTES))
+        started = time.monotonic()
+        raw = _answer(s, BODY_IDLE_S + 20)
+        waited = time.monotonic() - started
+    finally:
+        s.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 ") and b"Connection: close" in head, raw[:300]
+    assert json.loads(body)["error"]["code"] == "REQUEST_TIMEOUT"
+    assert BODY_IDLE_S - 1 <= waited < BODY_IDLE_S + 15, waited
+    run = requests.get(f"{server}/api/v1/runs/{run_id}", headers=admin, timeout=10).json()
+    assert run["reports"] == []  # nothing stored
+    assert _healthy(server)
 
 
 def test_an_over_long_request_line_is_the_apis_json_414(served):
