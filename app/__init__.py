@@ -7,7 +7,6 @@ import secrets
 from pathlib import Path
 
 from flask import Flask
-from flask.json.provider import DefaultJSONProvider
 
 from app.settings import Settings
 
@@ -36,6 +35,7 @@ def create_app(settings: Settings | None = None, *, check_db: bool = True) -> Fl
     from app import db, errors, guards
     from app.api import init_app as init_api
     from app.api.request import GoodputRequest
+    from app.finite_json import FiniteJSONProvider
     from app.ids import IdConverter
     from app.web import init_app as init_web
 
@@ -49,8 +49,7 @@ def create_app(settings: Settings | None = None, *, check_db: bool = True) -> Fl
         SESSION_COOKIE_SECURE=settings.secure_cookies,
         MAX_CONTENT_LENGTH=None,  # uploads are capped on decompressed bytes while streaming
     )
-    if isinstance(app.json, DefaultJSONProvider):
-        app.json.sort_keys = False  # keep the documented key order
+    app.json = FiniteJSONProvider(app)  # never NaN or Infinity in a response: null
     app.url_map.converters["id"] = IdConverter  # before any route is added: every id goes through it
     engine = db.engine_for(settings, lock_timeout_ms=settings.db_lock_timeout_ms)
     if check_db:

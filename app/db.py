@@ -10,6 +10,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
+from app import finite_json
 from app.settings import Settings
 
 
@@ -54,6 +55,9 @@ def make_engine(url: str, *, lock_timeout_ms: int | None = None, **kwargs) -> sa
     ``lock_timeout_ms`` bounds how long a statement waits for a lock (SQLite's busy timeout, PostgreSQL's
     lock_timeout); the web passes a short one so a held lock becomes a 503, not a tied-up worker.
     """
+    # JSON columns hold what the service serializes: never NaN or Infinity (PostgreSQL refuses them, and on
+    # SQLite they would make the stored text invalid JSON).
+    kwargs.setdefault("json_serializer", finite_json.dumps)
     if url.startswith("sqlite"):
         path = sa.engine.make_url(url).database
         if path and path != ":memory:":

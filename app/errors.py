@@ -27,6 +27,7 @@ ERROR_STATUS: dict[str, int] = {
     "JOB_NOT_FOUND": 404,
     "TOKEN_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
+    "REQUEST_TIMEOUT": 408,
     "CONFLICT": 409,
     "URI_TOO_LONG": 414,
     "RUN_DELETED": 409,
@@ -52,7 +53,7 @@ ERROR_STATUS: dict[str, int] = {
     "SERVICE_UNAVAILABLE": 503,
 }
 _HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
-               405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE", 414: "URI_TOO_LONG", 415: "UNSUPPORTED_MEDIA_TYPE"}
+               405: "METHOD_NOT_ALLOWED", 408: "REQUEST_TIMEOUT", 413: "TOO_LARGE", 414: "URI_TOO_LONG", 415: "UNSUPPORTED_MEDIA_TYPE"}
 # Seconds a client is told to wait when the metadata DB is busy (a held lock, a lost connection).
 BUSY_RETRY_AFTER_S = 2
 # SQLSTATEs of PostgreSQL that mean "busy, try again": lock_timeout, statement cancelled, serialization
@@ -100,6 +101,11 @@ class ApiError(Exception):
     def from_trace_error(cls, exc: TraceError) -> ApiError:
         """Every trace error code has its own API code (the table holds each, upper-cased)."""
         return cls(exc.code.upper(), exc.message, exc.details)
+
+
+class BodyTimeout(TimeoutError):
+    """The client stopped sending its request body: raised by the web worker's client socket when a read waits
+    past its idle timeout (``goodput_cli.web_worker.BODY_IDLE_S``); answered 408 and the connection closed."""
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -167,6 +173,17 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(CodedError)
     def _storage_error(exc: CodedError):
         return _json_error(ApiError.from_storage_error(exc))
+
+    @app.errorhandler(BodyTimeout)
+    def _client_timeout(exc: BodyTimeout):
+        # The client stalled while its body was read. Nothing was stored (staged parts are discarded); the
+        # connection is closed.
+        logger.warning("request body stalled: %s", request.path)
+        message = "The request body stopped arriving; nothing was stored."
+        response = _json_error(ApiError("REQUEST_TIMEOUT", message)) if _wants_json() else (message, 408)
+        response = app.make_response(response)
+        response.headers["Connection"] = "close"
+        return response
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):

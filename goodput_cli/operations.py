@@ -1,4 +1,5 @@
-"""Operator subcommands on stored runs: `retry RUN` (transient failures) and `reingest` (every report again)."""
+"""Operator subcommands on stored runs: `retry RUN` (transient failures), `reanalyze RUN --window SPEC` (another
+analysis window) and `reingest` (every report again)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                      "(no_space, timeout, worker_crashed), or its failed analysis")
     p.add_argument("run", type=int, help="run id")
     p.set_defaults(func=cmd_retry)
+
+    p = sub.add_parser("reanalyze", help="analyze a run again with another analysis window, checked against its "
+                                         "stored reports first (a window they do not have: one line, exit 2)")
+    p.add_argument("run", type=int, help="run id")
+    p.add_argument("--window", required=True, metavar="SPEC",
+                   help="steady, all, startup, nvtx:NAME, iterations:A-B, loop:N or time:T0-T1")
+    p.set_defaults(func=cmd_reanalyze)
 
     p = sub.add_parser("reingest", help="ingest every stored report again with this version of Goodput "
                                         "(from the kept, scrubbed exports), then analyze the runs again")
@@ -46,6 +54,25 @@ def cmd_retry(args: argparse.Namespace) -> int:
     if out.missing:
         print(f"run {args.run}: reports {', '.join(map(str, out.missing))} cannot be retried: their stored "
               "export is gone; upload them again", file=sys.stderr)
+    return 0
+
+
+def cmd_reanalyze(args: argparse.Namespace) -> int:
+    from app.errors import ApiError
+    from app.ids import valid_id
+    from app.services.runs import reanalyze
+    from app.services.window_fit import check_window_fits
+
+    if not valid_id(args.run):
+        raise UsageError(f"reanalyze: run {args.run} does not exist")
+    settings = _settings()
+    with _session() as session:
+        try:
+            check_window_fits(session, settings, args.run, args.window)  # as the API and the form check it
+            run = reanalyze(session, settings, args.run, args.window)
+        except ApiError as exc:
+            raise UsageError(f"reanalyze: {' '.join(exc.message.split())}") from None
+        print(f"run {args.run}: analysis with window {run.analysis_window} {run.analysis_status}")
     return 0
 
 

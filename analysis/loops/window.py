@@ -13,7 +13,15 @@ import re
 from dataclasses import dataclass
 
 from analysis.errors import TraceError
-from analysis.loops.phases import PhaseInfo, phase_of
+from analysis.loops.phases import (
+    Loop,
+    PhaseInfo,
+    activity_bounds,
+    find_loop,
+    phase_info,
+    phase_of,
+    stored_loop,
+)
 from analysis.model.trace import Trace
 
 DEFAULT = "steady"
@@ -89,11 +97,48 @@ def _nvtx_bounds(trace: Trace, name: str | None) -> tuple[int | None, int | None
     return row[0][0], row[0][1]
 
 
+def _loop_fits(spec: WindowSpec, label: str, loop: Loop) -> None:
+    """``loop:N`` and ``iterations:A-B`` against the report's loop(s): ``TraceError('bad_window')`` naming the
+    valid range when the report does not have them."""
+    if spec.kind == "loop":
+        n = len(loop.all)
+        if spec.a is None or spec.a >= n:
+            valid = "it has no loop" if n == 0 else f"valid: loop:0 to loop:{n - 1}"
+            raise TraceError("bad_window", f"{label}: {spec.text} asks for a loop the report does not have "
+                             f"({n} found; {valid})")
+    elif spec.kind == "iterations":
+        n = len(loop)
+        if spec.b is None or spec.b >= n:
+            valid = "it has no loop" if n == 0 else f"valid: iterations:A-B with 0 <= A <= B <= {n - 1}"
+            raise TraceError("bad_window", f"{label}: {spec.text} asks for iterations the report does not "
+                             f"have ({n} found; {valid})")
+
+
+def _time_fits(spec: WindowSpec, trace: Trace) -> None:
+    """A ``time:`` window must overlap the report's recorded activity (a window of nothing has no numbers):
+    ``TraceError('bad_window')`` naming the report's time range otherwise."""
+    bounds = activity_bounds(trace)
+    if bounds is None or spec.a is None or spec.b is None:
+        return
+    lo, hi = bounds
+    if spec.a >= hi or spec.b <= lo:
+        raise TraceError("bad_window", f"{trace.label}: {spec.text} holds none of the report: its activity runs "
+                         f"from {lo} ns to {hi} ns after the session start (valid: time:T0-T1 with T0 < {hi}ns "
+                         f"and T1 > {lo}ns)")
+
+
 def check_fits(spec: WindowSpec, trace: Trace) -> None:
-    """What can be known of a window before analysing ``trace``: an NVTX name the report does not hold is
-    ``TraceError('bad_window')`` up front, as ``resolve`` would say later (the other kinds need phases)."""
+    """Whether ``spec`` applies to the ingested report ``trace``, before analysing it: an NVTX name the report
+    does not hold, a loop or iterations it does not have, a time range outside its activity or a start-up
+    phase it lacks is ``TraceError('bad_window')`` naming the valid range, as ``resolve`` would say later."""
     if spec.kind == "nvtx" and _nvtx_bounds(trace, spec.name)[0] is None:
         raise TraceError("bad_window", f"{trace.label}: no NVTX range named {(spec.name or '')[:80]!r}")
+    if spec.kind == "time":
+        _time_fits(spec, trace)
+    elif spec.kind in ("loop", "iterations"):
+        _loop_fits(spec, trace.label, stored_loop(trace) or find_loop(trace))
+    elif spec.kind == "startup":
+        resolve(spec, trace, phase_info(trace))
 
 
 def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple[int, int] | None, str]:
@@ -119,19 +164,18 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
             raise TraceError("bad_window", f"{trace.label}: no start-up phase (no loop, or it starts at once)")
         return "startup", (start.start_ns, start.end_ns), start.reason
     if spec.kind == "time" and spec.a is not None and spec.b is not None:  # parse sets both for a time window
+        _time_fits(spec, trace)
         return "time", (int(spec.a), int(spec.b)), f"{spec.text}, as asked"
     if spec.kind == "loop":
+        _loop_fits(spec, trace.label, info.loop)
         loops = info.loop.all
-        if spec.a is None or spec.a >= len(loops):
-            raise TraceError("bad_window", f"{trace.label}: {spec.text} asks for a loop the report does not have "
-                             f"({len(loops)} found)")
+        assert spec.a is not None  # parse sets it for a loop window
         lo, hi = loops[spec.a].span
         return "steady", (lo, hi), f"loop {spec.a} of {len(loops)}: {len(loops[spec.a])} iteration(s), as asked"
     if spec.kind == "iterations":
         loop = info.loop
-        if spec.b is None or spec.b >= len(loop):
-            raise TraceError("bad_window", f"{trace.label}: {spec.text} asks for iterations the report does not "
-                             f"have ({len(loop)} found)")
+        _loop_fits(spec, trace.label, loop)
+        assert spec.a is not None and spec.b is not None  # parse sets both for an iterations window
         end = int(loop.starts[spec.b + 1]) if spec.b + 1 < len(loop) else int(loop.ends[spec.b])
         return "iterations", (int(loop.starts[spec.a]), end), f"{spec.text} of {len(loop)} ({loop.source})"
     first, last = _nvtx_bounds(trace, spec.name)

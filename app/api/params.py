@@ -12,7 +12,7 @@ from flask import request
 from app.errors import ApiError
 from app.ids import MAX_ID
 from app.models import RUN_STATUSES
-from app.services.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from app.services.paging import DEFAULT_PAGE_SIZE, MAX_PAGE, MAX_PAGE_SIZE
 from app.services.runs import SORTS
 from app.services.uploads import TAG_PATTERN
 from app.text import NO_CONTROL
@@ -49,7 +49,7 @@ class Param:
 
 
 PARAMS: dict[str, Param] = {
-    "page": Param("integer", "Page number, from 1.", 1, 1, 1_000_000),
+    "page": Param("integer", "Page number, from 1.", 1, 1, MAX_PAGE),
     "page_size": Param("integer", "Items per page.", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE),
     "job": Param("string", "Only runs of this job (exact name).", max_length=200),
     "tag": Param("string", "Only runs with this tag, as key=value; repeat to require several.", repeat=True,

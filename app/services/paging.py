@@ -2,3 +2,5 @@
 
 MAX_PAGE_SIZE = 200
 DEFAULT_PAGE_SIZE = 50
+# Highest page number: past it, offsets overflow the databases' 64-bit integers.
+MAX_PAGE = 1_000_000

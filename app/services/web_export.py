@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterable
 from typing import Any
+
+from app import finite_json
 
 CSV_COLUMNS = ("rank_by_impact", "rule_id", "severity", "title", "impact_ns", "impact_pct", "report", "rank",
                "message", "advice", "evidence_total", "evidence")
@@ -32,6 +33,6 @@ def findings_csv(findings: Iterable[dict[str, Any]]) -> str:
     writer = csv.writer(buf, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
     for i, f in enumerate(findings, 1):
-        row = {**f, "rank_by_impact": i, "evidence": json.dumps(f.get("evidence") or [], ensure_ascii=False)}
+        row = {**f, "rank_by_impact": i, "evidence": finite_json.dumps(f.get("evidence") or [], ensure_ascii=False)}
         writer.writerow([safe_cell(row.get(c)) for c in CSV_COLUMNS])
     return buf.getvalue()

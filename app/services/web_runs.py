@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.models import Job, Run
 from app.services import run_repo
+from app.services.paging import MAX_PAGE
 from app.services.run_query import RunFilter, tag_filter
 from app.services.run_repo import RunPage
 
@@ -57,7 +58,7 @@ class RunFilters:
             submitter=args.get("submitter", "").strip(), status=args.get("status", "").strip(),
             date_from=day("from"), date_to=day("to"),
             sort=sort if sort in SORTS or sort in HEADLINE_SORTS else "created",
-            desc=args.get("order", "desc") != "asc", page=max(1, num("page", 1)),
+            desc=args.get("order", "desc") != "asc", page=min(max(1, num("page", 1)), MAX_PAGE),
             page_size=size if size in PAGE_SIZES else 50,
         )
 
@@ -69,7 +70,8 @@ class RunFilters:
             job=self.job or None, tags=tag_filter(self.tag),
             status=self.status or None, submitter=self.submitter or None,
             created_after=None if self.date_from is None else datetime.combine(self.date_from, time.min, UTC),
-            created_before=None if self.date_to is None else datetime.combine(
+            # Up to the end of the last day there is (9999-12-31: no end at all, and no day after it).
+            created_before=None if self.date_to is None or self.date_to == date.max else datetime.combine(
                 self.date_to + timedelta(days=1), time.min, UTC),
         )
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import Blueprint, Flask
+
+from app import finite_json
 
 bp = Blueprint("web", __name__, template_folder="templates", static_folder="static", static_url_path="/assets")
 
 
 def _tojson_attr(value: Any) -> str:
     # A plain str (not Markup): autoescaping then escapes quotes, <, > and & for the attribute.
-    return json.dumps(value, separators=(",", ":"), default=str)
+    return finite_json.dumps(value, separators=(",", ":"), default=str)
 
 
 def init_app(app: Flask) -> None:

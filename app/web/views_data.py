@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from flask import Response, jsonify, request, stream_with_context
 
 from analysis import api
+from app import finite_json
 from app.db import get_session
 from app.errors import ApiError
 from app.models import Report
@@ -128,7 +128,8 @@ def findings_download(run_id: int, fmt: str):
     view = web_run.run_view(get_session(), run_id)
     findings = [web_run.finding_dict(f) for f in view.findings]
     if fmt == "json":
-        body = json.dumps({"run_id": run_id, "findings": findings, "rules": [r.to_json() for r in view.run.rules]}, indent=1)
+        body = finite_json.dumps({"run_id": run_id, "findings": findings, "rules": [r.to_json() for r in view.run.rules]},
+                                 indent=1)
         mimetype = "application/json"
     elif fmt == "csv":
         body = web_export.findings_csv(findings)

@@ -108,3 +108,39 @@ def test_reanalysis_with_an_nvtx_name_no_report_holds_is_refused_up_front(client
     con.close()
     r = client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={"window": f"nvtx:{name}"})
     assert r.status_code == 202, r.json
+
+
+def _report_facts(settings, session) -> tuple[int, int]:
+    """(last end of any activity, iterations) of the run's one report, by SQL on its DuckDB file."""
+    con = duckdb.connect(str(settings.data_dir / session.scalar(sa.select(Report.trace_path))), read_only=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        # Every table a report's recorded activity lives in (host and GPU).
+        union = " UNION ALL ".join(f"SELECT MAX(COALESCE(end_ns, start_ns)) e FROM {t}" for t in  # noqa: S608
+                                   ("kernels", "memcpy", "memset", "cuda_api", "nvtx", "osrt", "sync") if t in tables)
+        hi = con.execute(f"SELECT MAX(e) FROM ({union})").fetchone()[0]  # noqa: S608 - constants
+        n = con.execute("SELECT count(*) FROM iterations").fetchone()[0]
+    finally:
+        con.close()
+    return int(hi), int(n)
+
+
+def test_reanalysis_outside_the_stored_reports_is_refused_naming_the_valid_range(client, auth, session, settings,
+                                                                                  broker):
+    run_id = upload(client, auth["write"], CUPY, job="w")
+    process_run(settings, session, run_id)
+    broker.delete("light", "ingest")
+    hi, n = _report_facts(settings, session)
+    for window, valid in ((f"iterations:0-{n}", f"({n} found; valid: iterations:A-B with 0 <= A <= B <= {n - 1})"),
+                          ("loop:3", "valid: loop:0 to loop:0"),
+                          (f"time:{hi}ns-{hi + 10**9}ns", f"valid: time:T0-T1 with T0 < {hi}ns"),
+                          ("time:3600s-7200s", f"T0 < {hi}ns")):
+        r = client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={"window": window})
+        assert r.status_code == 400 and r.json["error"]["code"] == "VALIDATION_ERROR", (window, r.json)
+        assert valid in r.json["error"]["details"]["fields"]["window"] and valid in r.json["error"]["message"]
+    after = client.get(f"/api/v1/runs/{run_id}", headers=auth["read"]).json
+    assert (after["analysis_window"], after["analysis_status"]) == ("steady", "ready")
+    assert queued(broker, "light") == []
+    r = client.post(f"/api/v1/runs/{run_id}/analysis", headers=auth["write"], json={"window": f"iterations:0-{n - 1}"})
+    assert r.status_code == 202, r.json
+

@@ -148,7 +148,8 @@ def test_analyze_window_option():
     text = goodput("analyze", "--quiet", str(vecadd))
     # vecadd is one-shot (four chunks on four streams, no loop): start-up, work (the default window), teardown.
     assert "phases: startup" in text.stdout and ", work " in text.stdout and "window steady: work" in text.stdout
-    for bad, why in (("sometimes", "is not one of"), ("nvtx:missing", "no NVTX range named")):
+    for bad, why in (("sometimes", "is not one of"), ("nvtx:missing", "no NVTX range named"),
+                     ("iterations:0-3", "(0 found; it has no loop)"), ("time:3600s-7200s", "holds none of the report")):
         res = goodput("analyze", "--window", bad, "--quiet", str(vecadd))
         assert res.returncode == 2 and res.stdout == "" and len(res.stderr.strip().splitlines()) == 1
         assert "bad_window" in res.stderr and why in res.stderr

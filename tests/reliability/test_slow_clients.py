@@ -1,10 +1,12 @@
 """A real `goodput serve` on 127.0.0.1, on SQLite and PostgreSQL, while 200 connections trickle their request
 headers a byte at a time: /api/v1/health still answers in under a second (two trickling clients used to
-freeze every request of the sync workers), the tricklers are cut off once their head is overdue, and a
-request line past the server's limit is the API's JSON 414, not an HTML page."""
+freeze every request of the sync workers), the tricklers are cut off once their head is overdue; clients that
+send a head and stall their body hold no thread and are answered 408 and closed; and a request line past the
+server's limit is the API's JSON 414, not an HTML page."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -17,14 +19,19 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from goodput_cli.service import GOODPUT_CMD
-from goodput_cli.web_worker import HEAD_TIMEOUT_S
+from goodput_cli.service import GOODPUT_CMD, WEB_THREADS
+from goodput_cli.web_worker import BODY_BUFFER_BYTES, BODY_IDLE_S, BODY_TIMEOUT_S, HEAD_TIMEOUT_S
 from tests.dbs import PG_ADMIN_URL, pg_url
 from tests.e2e.services import ROOT, free_port, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.services, pytest.mark.timeout(180)]
 
 TRICKLERS = 200
+_TOKENS: dict[int, str] = {}  # the admin token each served port printed
+
+
+def _admin_headers(served) -> dict[str, str]:
+    return {"Authorization": f"Bearer {_TOKENS[served[1]]}"}
 
 
 def _healthy(server: str) -> bool:
@@ -53,6 +60,7 @@ def served(request, tmp_path):
         token = re.search(r"admin token \(shown once, keep it\): (\S+)", proc.stdout.readline().decode())
         assert token, log_path.read_text(errors="replace")
         wait_for(lambda: _healthy(server), 60, "the web server")
+        _TOKENS[port] = token.group(1)
         yield server, port
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -105,6 +113,89 @@ def test_health_answers_while_200_connections_trickle_headers(served):
     finally:
         for s in socks:
             s.close()
+
+
+def _answer(sock: socket.socket, timeout: float) -> bytes:
+    """Everything the server sends until it closes the connection (or ``timeout`` passes)."""
+    sock.settimeout(timeout)
+    out = b""
+    try:
+        while chunk := sock.recv(65536):
+            out += chunk
+    except OSError:
+        pass
+    return out
+
+
+def test_stalled_bodies_hold_no_thread_and_are_answered_408(served):
+    server, port = served
+    stalled = 3 * WEB_THREADS  # more than the worker's threads: each holding one would starve everyone
+    socks = []
+    try:
+        for i in range(stalled):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            body = b'{"job": "stalled"}'
+            s.sendall(b"POST /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Authorization: Bearer nope\r\nContent-Length: %d\r\n\r\n" % (len(body) + 100)
+                      + body[: i % len(body)])  # some send nothing of the body, some a part
+            socks.append(s)
+        started = time.monotonic()
+        timings = []
+        while time.monotonic() - started < BODY_TIMEOUT_S - 2:
+            t0 = time.monotonic()
+            assert requests.get(f"{server}/api/v1/health", timeout=10).status_code == 200
+            timings.append(time.monotonic() - t0)
+            time.sleep(0.5)
+        assert len(timings) >= 5 and max(timings) < 1.0, timings
+        answers = [_answer(s, BODY_TIMEOUT_S + 10) for s in socks]
+        waited = time.monotonic() - started
+        assert BODY_TIMEOUT_S - 1 <= waited < BODY_TIMEOUT_S + 10, waited
+        for raw in answers:  # the whole answer, then the server closed the connection (recv gave b"")
+            head, _, body = raw.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 408 "), raw[:200]
+            assert b"Connection: close" in head and b"Content-Type: application/json" in head
+            assert json.loads(body)["error"]["code"] == "REQUEST_TIMEOUT"
+        assert all(_closed(s) for s in socks)
+        assert _healthy(server)
+        # Bodies that do arrive, below and above what the main loop reads first, are answered, and a kept-alive
+        # connection serves the next request (gunicorn closes one whose unread body it cannot drain cheaply: the
+        # largest goes alone).
+        headers = {"Content-Type": "application/json", "Authorization": "Bearer nope"}
+        with requests.Session() as http:
+            for size in (10, BODY_BUFFER_BYTES - 1):
+                r = http.post(f"{server}/api/v1/runs", data=b"x" * size, timeout=10, headers=headers)
+                assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHORIZED", (size, r.text[:200])
+            assert http.get(f"{server}/api/v1/health", timeout=10).status_code == 200
+        r = requests.post(f"{server}/api/v1/runs", data=b"x" * (3 * BODY_BUFFER_BYTES), timeout=10, headers=headers)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHORIZED", r.text[:200]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.mark.parametrize("served", ["sqlite"], indirect=True)  # the socket's timeout: no database involved
+def test_an_upload_body_that_stalls_in_a_thread_is_408_and_closed(served):
+    server, port = served
+    admin = _admin_headers(served)
+    run_id = requests.post(f"{server}/api/v1/runs", json={"job": "stall"}, headers=admin, timeout=10).json()["id"]
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        # Past what the main loop reads first: a thread takes the request and reads the body until it stalls.
+        s.sendall(f"PUT /api/v1/runs/{run_id}/reports/a.sqlite HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  f"Authorization: {admin['Authorization']}\r\nContent-Length: 10000000\r\n\r\n".encode()
+                  + b"SQLite format 3\x00" + b"\x00" * (3 * BODY_BUFFER_BYTES))
+        started = time.monotonic()
+        raw = _answer(s, BODY_IDLE_S + 20)
+        waited = time.monotonic() - started
+    finally:
+        s.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 ") and b"Connection: close" in head, raw[:300]
+    assert json.loads(body)["error"]["code"] == "REQUEST_TIMEOUT"
+    assert BODY_IDLE_S - 1 <= waited < BODY_IDLE_S + 15, waited
+    run = requests.get(f"{server}/api/v1/runs/{run_id}", headers=admin, timeout=10).json()
+    assert run["reports"] == []  # nothing stored
+    assert _healthy(server)
 
 
 def test_an_over_long_request_line_is_the_apis_json_414(served):

@@ -277,6 +277,17 @@ def test_run_page_window_form_reanalyzes(client, db, settings, ingested) -> None
     bad = client.post(f"/runs/{run_id}/analysis", data={"window": "time:5-1", "csrf_token": token})
     assert bad.status_code == 302
     assert "not one of steady" in client.get(f"/runs/{run_id}").get_data(as_text=True)
+    # A window the stored report does not have: the form says what it has, and nothing is queued.
+    trace = db.scalar(sa.select(Report.trace_path).where(Report.run_id == run_id))
+    con = duckdb.connect(str(pipeline.data_path(settings, trace)), read_only=True)
+    n = con.execute("SELECT count(*) FROM iterations").fetchone()[0]
+    con.close()
+    bad = client.post(f"/runs/{run_id}/analysis", data={"window": f"iterations:0-{n}", "csrf_token": token})
+    assert bad.status_code == 302
+    assert f"({n} found; valid: iterations:A-B with 0 &lt;= A &lt;= B &lt;= {n - 1})" in client.get(
+        f"/runs/{run_id}").get_data(as_text=True)
+    db.expire_all()
+    assert db.get(Run, run_id).analysis_window != f"iterations:0-{n}"
     assert client.post(f"/runs/{run_id}/analysis", data={"window": "all"}).status_code == 400  # no CSRF token
     resp = client.post(f"/runs/{run_id}/analysis", data={"window": "all", "csrf_token": token})
     assert resp.status_code == 302 and resp.headers["Location"].endswith(f"/runs/{run_id}")

@@ -1,5 +1,5 @@
 """Operations on SQLite and PostgreSQL with real files: leftovers swept, uploads released and expired, retry,
-re-ingest (the services, the task bodies and the `goodput retry|reingest` commands)."""
+re-ingest (the services, the task bodies and the `goodput retry|reanalyze|reingest` commands)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,14 @@ from kombu import Connection
 
 from app.errors import ApiError
 from app.models import Report, Run, utcnow
-from app.queue import ANALYZE_REPORT_TASK, INGEST_QUEUE, INGEST_TASK, LIGHT_QUEUE, RECONCILE_TASK
+from app.queue import (
+    ANALYZE_REPORT_TASK,
+    ANALYZE_TASK,
+    INGEST_QUEUE,
+    INGEST_TASK,
+    LIGHT_QUEUE,
+    RECONCILE_TASK,
+)
 from app.services import operations, pipeline
 from app.services.storage import LocalStorage as Storage
 from goodput_cli.main import main
@@ -246,3 +253,30 @@ def test_attempt_leftovers_go_but_the_published_trace_and_its_overview_stay(tmp_
     assert storage.remove_attempt_leftovers(7) == 4
     assert sorted(p.name for p in folder.iterdir()) == sorted([TRACE_NAME, overview_path(trace).name,
                                                                lanes_path(trace).name])
+
+
+def test_reanalyze_from_the_cli_checks_the_window_against_the_stored_report(session, settings, monkeypatch, capsys):
+    tasks = make_celery(settings).tasks
+    path = corpus_file("cupy-power-iteration.sqlite")
+    run_id, [rid] = make_run(session, settings, [(path.name, path.read_bytes())])
+    assert tasks[INGEST_TASK](rid) == "ready"
+    assert tasks[ANALYZE_REPORT_TASK](rid) == "ready"
+    assert tasks[ANALYZE_TASK](run_id) == "ready"
+    monkeypatch.setenv("GOODPUT_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("GOODPUT_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("GOODPUT_BROKER_URL", settings.broker_url)
+    capsys.readouterr()
+    queued = _queued(settings, LIGHT_QUEUE)
+    for window, why in (("iterations:0-100000", "valid: iterations:A-B with 0 <= A <= B <= "),
+                        ("time:3600s-7200s", "holds none of the report"), ("nvtx:nope", "no NVTX range named"),
+                        ("bogus", "is not one of")):
+        assert main(["reanalyze", str(run_id), "--window", window]) == 2, window
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and why in err and "Traceback" not in err, err
+    assert main(["reanalyze", str(2**70), "--window", "all"]) == 2
+    assert main(["reanalyze", "999999", "--window", "all"]) == 2
+    session.expire_all()
+    assert (session.get(Run, run_id).analysis_window, _queued(settings, LIGHT_QUEUE)) == (None, queued)
+    assert main(["reanalyze", str(run_id), "--window", "iterations:2-4"]) == 0
+    assert "window iterations:2-4 queued" in capsys.readouterr().out
+    assert _queued(settings, LIGHT_QUEUE) == queued + 1

@@ -47,3 +47,22 @@ def test_a_window_the_report_lacks_fails_the_analysis(session, settings):
     assert report.status == "failed" and "no NVTX range named" in report.error_message
     run = session.get(Run, run_id)
     assert run.analysis_status == "failed"
+
+
+def test_an_uploaded_window_outside_the_report_fails_its_analysis_with_bad_window_and_the_valid_range(session, settings):
+    # An upload's window can only be checked once its report is ingested: the report's analysis ends with
+    # bad_window naming what the report has (never a crash, a format error or a retry).
+    tasks = make_celery(settings).tasks
+    path = corpus_file("cupy-power-iteration.sqlite")
+    for window, valid in (("iterations:100000-100001", "valid: iterations:A-B with 0 <= A <= B <= "),
+                          ("time:3600s-7200s", "valid: time:T0-T1 with T0 < "), ("loop:5", "valid: loop:0 to loop:0")):
+        run_id, [rid] = make_run(session, settings, [(path.name, path.read_bytes())])
+        session.execute(sa.update(Run).where(Run.id == run_id).values(analysis_window=window))
+        session.commit()
+        assert tasks[INGEST_TASK](rid) == "ready"
+        assert tasks[ANALYZE_REPORT_TASK](rid) == "analysis_failed"
+        session.expire_all()
+        report = session.get(Report, rid)
+        assert (report.status, report.error_code) == ("failed", "analysis_failed"), window
+        assert report.error_message.startswith("bad_window: ") and valid in report.error_message, report.error_message
+        assert session.get(Run, run_id).analysis_status == "failed"

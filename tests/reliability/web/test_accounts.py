@@ -238,5 +238,15 @@ def test_parallel_wrong_passwords_count_exactly_the_limit(app, db, settings, peo
     checked = statuses.count(401)
     assert len(statuses) == len(clients) and set(statuses) <= {401, 429, 503}, statuses
     assert checked == limit or (checked < limit and 503 in statuses), statuses
+    # Attempts answered 503 counted nothing: one at a time, exactly the rest of the limit is checked (401),
+    # then 429; never an 11th failure.
+    c, token, address = clients[0]
+    more: list[int] = []
+    for _ in range(limit + 1):
+        more.append(c.post("/login", data={"username": "alice", "password": "wrong", "csrf_token": token},
+                           environ_base={"REMOTE_ADDR": address}).status_code)
+        if more[-1] == 429:
+            break
+    assert more[-1] == 429 and checked + more.count(401) == limit, (statuses, more)
     db.rollback()
-    assert db.scalar(sa.select(sa.func.count()).select_from(SignInFailure)) == checked
+    assert db.scalar(sa.select(sa.func.count()).select_from(SignInFailure)) == limit
