@@ -86,6 +86,13 @@ EXPECTED = [
      r"@(GPU001|GPU002|KRN001|SYNC001|MEM002|HOST001)$"),
     ("GPU002's regions ranked by the idle they keep after the claims (#23.2)",
      r"^\.findings\[(\d+|rule=GPU002)\]\.evidence\[\d+\]\.(start_ns|end_ns|nvtx|detail\.\w+)(:| ).*@GPU002$"),
+    # SYNC001 and MEM002 own only the idle painted inside their calls (``sync``; ``sync_copy``, ``memset``); the
+    # rest of the gaps they owned by precedence goes to GPU001 / KRN001 / GPU002, which changes their impacts,
+    # evidence, findings that appear or go, the verdict, the slowest steps' owners and HOST002's idle by owner.
+    ("SYNC001 and MEM002 own the idle inside their calls, the rest of each gap its structural owner",
+     r"^\.(findings\[rule=(GPU001|GPU002|KRN001|SYNC001|MEM002|HOST001)/[^\]]*\](\.\S+)?"
+     r"|rules\[id=(GPU001|GPU002|KRN001|SYNC001|MEM002|HOST001)\]\.findings|findings\[rule=HOST002/[^\]]*\]\.by_owner\.\w+"
+     r"|(reports\[\d+\]\.)?verdict\.\w+|reports\[\d+\]\.iterations\.anatomy\.slowest_steps\[\d+\]\.(owner|cause))(:| ).*"),
 ]
 # Exports whose analysis window moved (a one-shot program's work window, a loop split or no longer false):
 # every figure judged on the window follows from it (kind "judged on the new window").

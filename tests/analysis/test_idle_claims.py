@@ -1,4 +1,4 @@
-"""Rules that own idle by what the host was doing (MEM006, HOST003, HOST004): a call planted into a real loop's
+"""Rules that own idle by what the host was doing (SYNC001, MEM002, MEM006, HOST003, HOST004): a call planted into a real loop's
 gap moves exactly its length to its rule, every other owner keeps what it had, and the finding names the call."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def _impacts(path) -> tuple[dict[str, int], dict]:
 
 def test_the_trait_is_on_the_rule_classes():
     owners = {r.id: r.owns_idle for r in claimers()}
-    assert owners == {"MEM006": ("allocation",), "HOST003": ("mpi",), "HOST004": ("jit_module",)}
+    assert owners == {"SYNC001": ("sync",), "MEM002": ("sync_copy", "memset"), "MEM006": ("allocation",),
+                      "HOST003": ("mpi",), "HOST004": ("jit_module",)}
     assert {r.id: r.idle_phases for r in NSYS_RULES if r.owns_idle}["MEM006"] == ("warmup", "steady")
 
 

@@ -36,7 +36,7 @@ WHERE st.start_ns > en.end_ns
 
 # With GPU001 taking every gap, the idle-owning rules split all idle between them.
 ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_us": 0, "HOST001.min_idle_us": 0,
-            "MEM006.min_idle_us": 0, "HOST003.min_idle_us": 0, "HOST004.min_idle_us": 0}
+            "MEM006.min_idle_us": 0, "HOST003.min_idle_us": 0, "HOST004.min_idle_us": 0, "MEM002.min_idle_us": 0}
 # The rules that then own every idle nanosecond once: by the gap table, and by what the host was doing.
 IDLE_OWNERS = ("GPU001", "SYNC001", "MEM002", "HOST001", "MEM006", "HOST003", "HOST004")
 

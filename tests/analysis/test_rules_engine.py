@@ -98,19 +98,21 @@ def test_low_utilization_windows_take_the_small_unowned_gaps(tmp_path):
     assert _findings(strict, "GPU002") == []
 
 
-def test_blocking_sync_owns_the_gap_it_opens_and_gpu001_does_not(tmp_path):
+def test_a_blocking_sync_owns_only_the_idle_inside_it(tmp_path):
     ks = [kernel(0, 1 * MS), kernel(6 * MS, 7 * MS), kernel(20 * MS, 21 * MS)]
     # The sync waits for the first kernel and returns 10 us after it; the host then idles 5 ms.
     calls = [api(500 * US, 1 * MS + 10 * US, "cudaStreamSynchronize"),
              api(8 * MS, 8 * MS + 5 * US, "cuCtxSynchronize")]  # started after the device drained
     path = normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls)
-    result = analyze([path]).to_json()
+    result = analyze([path], thresholds={"SYNC001.min_idle_us": 0}).to_json()
     (sync,) = _findings(result, "SYNC001")
-    assert sync["impact_ns"] == 5 * MS
+    # 10 us inside the first sync, 5 us inside the late one: not the 5 ms after the first returned.
+    assert sync["impact_ns"] == 15 * US and sync["idle_gaps"] == 1 and sync["syncs_followed_by_idle"] == 1
     assert sync["sync_calls"] == 2 and sync["sync_calls_per_kernel"] == pytest.approx(2 / 3)
     (gpu,) = _findings(result, "GPU001")
-    assert gpu["impact_ns"] == 13 * MS  # the second gap: the late sync did not cause it
-    assert gpu["causes"] == {"no_activity": {"count": 1, "total_ns": 13 * MS}}
+    assert gpu["impact_ns"] == 5 * MS + 13 * MS - 15 * US  # both gaps, less the instants inside syncs
+    # By default (100 us) the 15 us inside syncs are not worth a finding.
+    assert _findings(analyze([path]).to_json(), "SYNC001") == []
 
 
 def test_gap_cause_from_the_launching_thread(tmp_path):

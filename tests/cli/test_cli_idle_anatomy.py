@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from analysis import fmt
 from analysis.api import analyze
 from goodput_cli.render import text
 from tests.analysis.planting import ingested
@@ -17,10 +18,14 @@ def test_idle_lines_follow_the_breakdown_and_add_up():
     at = next(i for i, line in enumerate(lines) if "idle anatomy, pid" in line)
     assert "goodput" in lines[at - 1]  # right under the breakdown
     entry = result["reports"][0]["idle_anatomy"][0]  # the first line is the first (device, phase)
-    assert f"{entry['idle_ns'] / 1e6:,.3f} ms idle" in lines[at]
-    shown = [re.match(r"^\s+(\w+)\s+([\d,.]+) ms", line) for line in lines[at + 1:at + 1 + len(entry["categories"])]]
+    assert f"{fmt.duration(entry['idle_ns'])} idle" in lines[at]
+    shown = [re.match(r"^\s+(\w+)\s+([\d,.]+ (?:s|ms|µs|ns))\s+([\d.]+ %)", line)
+             for line in lines[at + 1:at + 1 + len(entry["categories"])]]
     cats = entry["categories"][:6]
     assert [m.group(1) for m in shown[:len(cats)] if m] == [c["category"] for c in cats]
+    # Durations and shares go through the one formatting module, never a fixed "%.3f ms".
+    assert [m.group(2) for m in shown[:len(cats)] if m] == [fmt.duration(c["ns"]) for c in cats]
+    assert [m.group(3) for m in shown[:len(cats)] if m] == [fmt.pct(100.0 * c["ns"] / entry["idle_ns"]) for c in cats]
     assert "MPI_Send" in "\n".join(lines[at:at + 7])
 
 

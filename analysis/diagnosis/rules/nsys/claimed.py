@@ -32,7 +32,8 @@ def _cadence(c: Claim) -> str:
 
 
 class _Claimed(Rule):
-    """Shared: a finding from the rule's claim when it reaches ``min_idle_us``."""
+    """Shared: one finding from the rule's claim when it reaches ``min_idle_us``; a rule writes its text
+    (``text``: title, message, advice and its own extra fields) from the claim, the idle and the cadence."""
 
     def claim(self, trace: Trace, ctx: RuleContext) -> Claim | None:
         c = claims(trace).by_rule.get(self.id)
@@ -44,13 +45,21 @@ class _Claimed(Rule):
         return tuple(Evidence(name=name, value_ns=ns, rank=trace.rank, detail={"calls": calls})
                      for name, ns, calls in c.names)
 
-    def finding(self, trace: Trace, c: Claim, title: str, message: str, advice: str, **extra) -> Finding:
-        return Finding(rule_id=self.id, title=title, message=message, impact_ns=c.ns,
-                       impact_pct=pct(c.ns, report_span_ns(trace)), advice=advice, evidence=self.evidence(trace, c),
-                       evidence_total=len(c.names), report=trace.label, rank=trace.rank,
-                       extra={"idle_ns": c.ns, "by_category": c.by_category,
-                              "names": [{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
-                              "iterations_with": c.iterations_with, "iterations": c.iterations, **extra})
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, str, dict]:
+        raise NotImplementedError
+
+    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        c = self.claim(trace, ctx)
+        if c is None:
+            return []
+        idle = _idle_ns(trace)
+        title, message, advice, extra = self.text(c, idle, _cadence(c))
+        return [Finding(rule_id=self.id, title=title, message=message, impact_ns=c.ns,
+                        impact_pct=pct(c.ns, report_span_ns(trace)), advice=advice, evidence=self.evidence(trace, c),
+                        evidence_total=len(c.names), report=trace.label, rank=trace.rank,
+                        extra={"idle_ns": c.ns, "by_category": c.by_category,
+                               "names": [{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
+                               "iterations_with": c.iterations_with, "iterations": c.iterations, **extra})]
 
 
 class AllocationChurn(_Claimed):
@@ -81,22 +90,15 @@ class AllocationChurn(_Claimed):
     owns_idle = ("allocation",)
     idle_phases = ("warmup", "steady")
 
-    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        c = self.claim(trace, ctx)
-        if c is None:
-            return []
-        idle = _idle_ns(trace)
-        cadence = _cadence(c)
-        return [self.finding(
-            trace, c,
-            title=f"{fmt_ms(c.ns)} of GPU idle inside {_names(c)} in the loop" + (f", {cadence}" if cadence else ""),
-            message=(f"{fmt_ms(idle)} idle in the loop: {fmt_ms(c.ns)} inside {_names(c, 4)}"
-                     + (f", {cadence}" if cadence else "") + ". "
-                     + "; ".join(f"{n} {fmt_ms(ns)} ({k} calls)" for n, ns, k in c.names[:5]) + "."),
-            advice=("Allocate once before the loop and reuse the buffers; where sizes vary, use a caching allocator "
-                    "(PyTorch's, RMM, CuPy's memory pool) or stream-ordered cudaMallocAsync/cudaFreeAsync with a "
-                    "memory pool that keeps its memory (cudaMemPoolAttrReleaseThreshold)."),
-            window_idle_ns=idle)]
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, str, dict]:
+        return (
+            f"{fmt_ms(c.ns)} of GPU idle inside {_names(c)} in the loop" + (f", {cadence}" if cadence else ""),
+            f"{fmt_ms(idle)} idle in the loop: {fmt_ms(c.ns)} inside {_names(c, 4)}" + (f", {cadence}" if cadence else "")
+            + ". " + "; ".join(f"{n} {fmt_ms(ns)} ({k} calls)" for n, ns, k in c.names[:5]) + ".",
+            "Allocate once before the loop and reuse the buffers; where sizes vary, use a caching allocator "
+            "(PyTorch's, RMM, CuPy's memory pool) or stream-ordered cudaMallocAsync/cudaFreeAsync with a "
+            "memory pool that keeps its memory (cudaMemPoolAttrReleaseThreshold).",
+            {"window_idle_ns": idle})
 
 
 class HostCommunication(_Claimed):
@@ -123,22 +125,16 @@ class HostCommunication(_Claimed):
     summary = "GPU idle while its host thread communicates (MPI and other host communication)"
     owns_idle = ("mpi",)
 
-    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        c = self.claim(trace, ctx)
-        if c is None:
-            return []
-        idle = _idle_ns(trace)
-        cadence = _cadence(c)
-        return [self.finding(
-            trace, c,
-            title=f"GPU idle {fmt_ms(c.ns)} while the host communicates ({_names(c)})",
-            message=(f"Of {fmt_ms(idle)} GPU idle, {fmt_ms(c.ns)} ({pct(c.ns, idle) or 0:.1f}%) passed inside host "
-                     f"communication: " + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5])
-                     + (f"; {cadence}" if cadence else "") + "."),
-            advice=("Overlap communication with GPU work: post non-blocking MPI_Isend/MPI_Irecv before the compute and "
-                    "wait after it, use CUDA-aware MPI or NCCL on device buffers instead of host copies, or move the "
-                    "exchange to a communication thread; if most of it is waiting, balance the work across ranks."),
-            window_idle_ns=idle)]
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, str, dict]:
+        return (
+            f"GPU idle {fmt_ms(c.ns)} while the host communicates ({_names(c)})",
+            f"Of {fmt_ms(idle)} GPU idle, {fmt_ms(c.ns)} ({pct(c.ns, idle) or 0:.1f}%) passed inside host "
+            f"communication: " + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5])
+            + (f"; {cadence}" if cadence else "") + ".",
+            "Overlap communication with GPU work: post non-blocking MPI_Isend/MPI_Irecv before the compute and "
+            "wait after it, use CUDA-aware MPI or NCCL on device buffers instead of host copies, or move the "
+            "exchange to a communication thread; if most of it is waiting, balance the work across ranks.",
+            {"window_idle_ns": idle})
 
 
 class JitCompilation(_Claimed):
@@ -168,21 +164,17 @@ class JitCompilation(_Claimed):
     summary = "GPU idle while the host compiles or loads code (JIT, NVRTC, Triton, Inductor, nvFuser)"
     owns_idle = ("jit_module",)
 
-    def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        c = self.claim(trace, ctx)
-        if c is None:
-            return []
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, str, dict]:
         every = c.iterations > 1 and 2 * c.iterations_with >= c.iterations
         when = (f"in {c.iterations_with} of {c.iterations} iterations: recompiled every step" if every else
                 f"in {c.iterations_with} of {c.iterations} iterations" if c.iterations else "outside any loop")
-        return [self.finding(
-            trace, c,
-            title=f"GPU idle {fmt_ms(c.ns)} while the host compiles or loads code ({_names(c, 2)})",
-            message=(f"{fmt_ms(c.ns)} of GPU idle inside compilation or module loading, {when}: "
-                     + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5]) + "."),
-            advice=(("Something is compiled again every step: find what triggers it (dynamic shapes, guard failures; "
-                     "TORCH_LOGS=recompiles), mark shapes dynamic or pad them to a few sizes. ") if every else "")
-                   + ("Cache compiled code (CUDA_CACHE_PATH with a large CUDA_CACHE_MAXSIZE for PTX JIT; Inductor's, "
-                      "Triton's and nvFuser's caches), build for the GPU's architecture or compile ahead of time, and "
-                      "warm up before the timed work."),
-            every_step=every)]
+        return (
+            f"GPU idle {fmt_ms(c.ns)} while the host compiles or loads code ({_names(c, 2)})",
+            f"{fmt_ms(c.ns)} of GPU idle inside compilation or module loading, {when}: "
+            + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5]) + ".",
+            (("Something is compiled again every step: find what triggers it (dynamic shapes, guard failures; "
+              "TORCH_LOGS=recompiles), mark shapes dynamic or pad them to a few sizes. ") if every else "")
+            + ("Cache compiled code (CUDA_CACHE_PATH with a large CUDA_CACHE_MAXSIZE for PTX JIT; Inductor's, "
+               "Triton's and nvFuser's caches), build for the GPU's architecture or compile ahead of time, and "
+               "warm up before the timed work."),
+            {"every_step": every})

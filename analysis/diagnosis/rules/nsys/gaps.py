@@ -3,25 +3,33 @@
 A gap is found with NVIDIA's ``gpu_gaps`` semantics (``analysis.model.activity.unit_gaps``): per process and
 device, profiler overhead counted as busy, leading and trailing idle excluded, every gap of any length.
 
-Precedence (the first that applies owns the whole gap):
+Idle is owned by what the host was doing at each instant, not by the gap around it. The idle anatomy
+(``analysis.diagnosis.idle_anatomy``) paints every idle instant with one category of ``analysis.diagnosis.idle_classes`` (the
+most specific host activity then); a rule that declares the category in ``owns_idle`` owns that instant
+(``analysis.diagnosis.rules.nsys.idle_claims``, one engine for every such rule): SYNC001 the idle inside blocking
+synchronize calls (``sync``), MEM002 inside synchronous copies and memsets (``sync_copy``, ``memset``),
+MEM006 inside allocation calls (``allocation``, loop phases), HOST004 inside compilation and module loading
+(``jit_module``), HOST003 inside host communication ranges (``mpi``). A sync that returned as the device
+drained owns only those instants: the idle after it, while the host computed or communicated, is not the
+sync's.
 
-1. ``SYNC001`` - a blocking synchronization call of the process (``cudaDeviceSynchronize``,
-   ``cuStreamSynchronize`` ...) was in progress when the device went idle: the host was waiting for
-   the GPU to drain instead of queueing the next work, so the idle until the next GPU work is the sync's.
-2. ``MEM002`` - a synchronous copy call (not excluded as NVIDIA does) was in progress when it went idle.
-3. ``HOST001`` - the gap is at least ``GPU001.min_gap_us`` long and its cause (``causes.py``) is
+What no such rule claims (the host in other CUDA calls, launches, OS calls, user ranges, sampled CPU work,
+or nothing recorded) stays with the gap's structural owner, first that applies:
+
+1. ``HOST001`` - the gap is at least ``GPU001.min_gap_us`` long and its cause (``causes.py``) is
    ``os_runtime``: the launching threads sat in OS runtime calls (decided in ``causes.owned_gap_causes``,
    on the gaps this table gives GPU001, so the table itself is unchanged).
-4. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long (and is not HOST001's).
-5. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
-6. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
+2. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long (and is not HOST001's).
+3. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
+4. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
    gaps left unowned, so ownership does not depend on its thresholds).
 
-Gaps matching none stay unowned (small idle nobody can attribute). Inside any gap, the instants painted
-with a category some rule claims by what the host was doing (``owns_idle``, see ``idle_claims``: allocation,
-host communication, compilation) are that rule's; the gap's owner keeps the rest (``OwnedUnit.kept``). Ownership is computed once per open
-trace and set of ownership thresholds, on NumPy arrays (``owned``); GPU001's gaps get their causes from
-``analysis.diagnosis.rules.nsys.causes``.
+Gaps matching none stay unowned (small idle nobody can attribute): the gap's owner keeps the gap less what
+the claims took (``OwnedUnit.kept``), so every idle nanosecond has at most one owner and the owners' sum
+never exceeds the idle. Which gaps opened while a sync or a blocking copy was in progress is still recorded
+(``OwnedUnit.opened_in``), as SYNC001's and MEM002's description of the pattern, not as ownership.
+Ownership is computed once per open trace and set of ownership thresholds, on NumPy arrays (``owned``);
+GPU001's gaps get their causes from ``analysis.diagnosis.rules.nsys.causes``.
 """
 
 from __future__ import annotations
@@ -51,7 +59,9 @@ OWNERSHIP_PARAMS: dict[tuple[str, str], float] = {
 }
 
 # Owner codes of ``OwnedUnit.owner`` (0: unowned).
-OWNER_CODES = {"SYNC001": 1, "MEM002": 2, "GPU001": 3, "KRN001": 4}
+OWNER_CODES = {"GPU001": 3, "KRN001": 4}
+# Codes of ``OwnedUnit.opened_in``: what the host was inside as the device went idle (0: neither).
+OPENED_IN = {"SYNC001": 1, "MEM002": 2}
 
 
 # Records of the few rows a rule reports (the longest gaps, the runs and regions with the most idle). The
@@ -217,7 +227,8 @@ class OwnedUnit:
     krn_run: np.ndarray
     runs: Runs
     totals: dict[int, OwnedTotal]  # owner code -> its gaps' total and count
-    sync_calls: np.ndarray  # the sync calls (positions among the process's) that SYNC001's gaps follow
+    sync_calls: np.ndarray  # the sync calls (positions among the process's) in progress as a gap opened
+    opened_in: np.ndarray  # per gap, ``OPENED_IN``: a sync (first) or a blocking copy in progress as it opened
     # Per gap, the time rules that own idle by what the host did (``idle_claims``) take out of it: the gap's
     # owner keeps ``gap_end - gap_start - taken``.
     taken: np.ndarray = field(default_factory=lambda: _EMPTY)
@@ -228,18 +239,13 @@ class OwnedUnit:
         return ns - self.taken[idx] if len(self.taken) else ns
 
 
-def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls,
-              min_gap_ns: int, r: Runs) -> tuple[np.ndarray, np.ndarray]:
-    """Write the owner code of each gap into ``owner`` (precedence in the module docstring); return the
-    positions of KRN001's gaps and the ids of their runs."""
-    owner[syncs.running_at(pid, gs)] = OWNER_CODES["SYNC001"]
-    left = np.flatnonzero(owner == 0)
-    by_copy = copies.running_at(pid, gs[left])
-    owner[left[by_copy]] = OWNER_CODES["MEM002"]
-    left = left[~by_copy]
-    long_gap = (ge[left] - gs[left]) >= min_gap_ns
-    owner[left[long_gap]] = OWNER_CODES["GPU001"]
-    left = left[~long_gap]
+def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, min_gap_ns: int,
+              r: Runs) -> tuple[np.ndarray, np.ndarray]:
+    """Write the structural owner code of each gap into ``owner`` (module docstring); return the positions of
+    KRN001's gaps and the ids of their runs."""
+    long_gap = (ge - gs) >= min_gap_ns
+    owner[long_gap] = OWNER_CODES["GPU001"]
+    left = np.flatnonzero(~long_gap)
     if not (len(r.run_start) and len(left)):
         return _EMPTY, _EMPTY
     # The last run that started at or before the gap owns it when it lasts past the gap's end.
@@ -248,6 +254,16 @@ def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, pid: int | None
     hit[hit] = r.run_end[idx[hit]] >= ge[left[hit]]
     owner[left[hit]] = OWNER_CODES["KRN001"]
     return left[hit], r.run_id[idx[hit]]
+
+
+def _opened_in(gs: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls) -> np.ndarray:
+    """Per gap, ``OPENED_IN``: a sync call in progress as the device went idle, else a blocking copy, else 0."""
+    out = np.zeros(len(gs), dtype=np.uint8)
+    by_sync = syncs.running_at(pid, gs)
+    out[by_sync] = OPENED_IN["SYNC001"]
+    left = np.flatnonzero(~by_sync)
+    out[left[copies.running_at(pid, gs[left])]] = OPENED_IN["MEM002"]
+    return out
 
 
 def _distinct(x: np.ndarray) -> np.ndarray:
@@ -259,7 +275,7 @@ def _distinct(x: np.ndarray) -> np.ndarray:
 
 
 def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> list[OwnedUnit]:
-    """Every unit's gaps, each with the one rule that owns it (precedence in the module docstring).
+    """Every unit's gaps, each with the one rule that structurally owns it (module docstring).
 
     Each test runs only on the gaps the earlier ones leave, as a binary search per gap against the
     sorted calls or runs; cached on the trace per set of ownership thresholds.
@@ -279,20 +295,22 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
     for ug, r, taken in zip(unit_gaps(trace), runs, taken_all, strict=True):
         gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
         owner = np.zeros(len(gs), dtype=np.uint8)
+        opened = np.zeros(len(gs), dtype=np.uint8)
         krn_idx, krn_run, sync_calls = [_EMPTY], [_EMPTY], [_EMPTY]
         totals = dict.fromkeys(OWNER_CODES.values(), OwnedTotal(0, 0))
         for a in range(0, len(gs), CHUNK):  # chunks keep the temporaries small
             cgs, cge, own = gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK]
-            ki, kr = _classify(cgs, cge, own, pid, syncs, copies, int(p["min_gap_ns"]), r)
+            ki, kr = _classify(cgs, cge, own, int(p["min_gap_ns"]), r)
             krn_idx.append(ki + a)
             krn_run.append(kr)
-            sync_calls.append(_distinct(syncs.call_at(pid, cgs[own == OWNER_CODES["SYNC001"]])))
+            opened[a:a + CHUNK] = _opened_in(cgs, pid, syncs, copies)
+            sync_calls.append(_distinct(syncs.call_at(pid, cgs[opened[a:a + CHUNK] == OPENED_IN["SYNC001"]])))
             ns = cge - cgs - taken[a:a + CHUNK]
             for code, (t, c) in totals.items():
                 m = (own == code) & (ns > 0)  # a gap whose idle was all claimed is no longer its owner's
                 totals[code] = OwnedTotal(t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))
         out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r, totals,
-                             _distinct(np.concatenate(sync_calls)), taken))
+                             _distinct(np.concatenate(sync_calls)), opened, taken))
     del syncs, copies
     trace.memo[key] = out
     return out
@@ -304,8 +322,14 @@ def owned_total(units: list[OwnedUnit], rule_id: str) -> OwnedTotal:
     return OwnedTotal(sum(u.totals[code].ns for u in units), sum(u.totals[code].gaps for u in units))
 
 
+def opened_count(units: list[OwnedUnit], rule_id: str) -> int:
+    """How many gaps opened while a sync (``SYNC001``) or a blocking copy (``MEM002``) was in progress."""
+    code = OPENED_IN[rule_id]
+    return sum(int(np.count_nonzero(u.opened_in == code)) for u in units)
+
+
 def owned_sync_calls(units: list[OwnedUnit]) -> int:
-    """How many distinct sync calls SYNC001's gaps follow (one call can precede idle on several devices)."""
+    """How many distinct sync calls gaps opened in (one call can precede idle on several devices)."""
     by_pid: dict[int | None, list[np.ndarray]] = {}
     for u in units:
         by_pid.setdefault(u.unit.pid, []).append(u.sync_calls)
@@ -313,11 +337,14 @@ def owned_sync_calls(units: list[OwnedUnit]) -> int:
 
 
 def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[Gap]:
-    """The ``n`` longest gaps a rule owns, longest first, earliest first among equals."""
-    code, cands = OWNER_CODES[rule_id], []
+    """The ``n`` longest gaps a rule owns (for SYNC001 and MEM002: that opened inside their calls), longest
+    first, earliest first among equals."""
+    opened = rule_id in OPENED_IN
+    code, cands = OPENED_IN[rule_id] if opened else OWNER_CODES[rule_id], []
     for u in units:
-        for a in range(0, len(u.owner), CHUNK):  # the n longest of each chunk are candidates
-            idx = a + np.flatnonzero(u.owner[a:a + CHUNK] == code)
+        of = u.opened_in if opened else u.owner
+        for a in range(0, len(of), CHUNK):  # the n longest of each chunk are candidates
+            idx = a + np.flatnonzero(of[a:a + CHUNK] == code)
             gs, ge = u.gap_start[idx], u.gap_end[idx]
             for i in top_order(ge - gs, gs, n):
                 cands.append(Gap(u.unit.pid, u.unit.device, int(gs[i]), int(ge[i]), int(ge[i] - gs[i])))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.diagnosis.findings import Evidence, Finding
-from analysis.diagnosis.rules.base import Rule, RuleContext, Threshold
+from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import (
     MEMSET_RE,
     fmt_ms,
@@ -12,7 +12,8 @@ from analysis.diagnosis.rules.nsys.common import (
     report_span_ns,
 )
 from analysis.diagnosis.rules.nsys.copies import copy_calls, top_copy_rows
-from analysis.diagnosis.rules.nsys.gaps import owned, owned_total
+from analysis.diagnosis.rules.nsys.gaps import opened_count, owned
+from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.intervals import union_of_sql
 from analysis.model.trace import Trace
 
@@ -93,8 +94,9 @@ class BlockingMemcpy(Rule):
 
     *How it is detected*: copy operations whose API call is a synchronous memcpy, with NVIDIA's
     exclusions (copies within one device, and host-to-device copies of at most 64 KiB, which return
-    once staged). Impact: the GPU idle that follows while such a call was in progress when the device
-    went idle (the gap is MEM002's unless a blocking sync already owns it, see GPU001/SYNC001).
+    once staged). Impact: the GPU idle painted inside synchronous copy and memset calls by the idle anatomy
+    (``owns_idle``, see ``gaps``): the GPU waiting while the host waits on the copy. The idle after the call
+    returned belongs to what the host did next. Also given: the gaps that opened while such a call ran.
 
     *Advice*: use ``cudaMemcpyAsync`` from pinned memory on a stream and synchronize once when the
     data is needed; keep results on the GPU instead of reading them back every step.
@@ -105,29 +107,44 @@ class BlockingMemcpy(Rule):
     category = "memory"
     requires = ("memcpy", "cuda_api")
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies block",
-                                          minimum=1.0, maximum=1e9)}
+                                          minimum=1.0, maximum=1e9),
+                  "min_idle_us": Threshold(1000.0, "us", "also report, without blocking copies, when the idle "
+                                                         "inside copy and memset calls adds up to at least this",
+                                           minimum=0.0, maximum=MAX_US)}
     summary = "Synchronous memcpy calls that block the host"
+    owns_idle = ("sync_copy", "memset")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         cs = copy_calls(trace).blocking
         n, host_ns, nbytes = cs.count, cs.call_ns, cs.bytes
-        if n == 0 or n < ctx.params["min_copies"]:
+        cl = claims(trace).by_rule.get(self.id)
+        idle = cl.ns if cl is not None else 0
+        # The idle inside copy calls is this rule's even where NVIDIA's exclusions leave no blocking copy
+        # (async calls on pageable memory, small host-to-device copies).
+        if (n == 0 or n < ctx.params["min_copies"]) and (idle <= 0 or idle < ctx.params["min_idle_us"] * 1000):
             return []
-        idle, gaps = owned_total(owned(trace, ctx.all_params), self.id)
+        gaps = opened_count(owned(trace, ctx.all_params), self.id)
         top = top_copy_rows(trace, cs.top_rows, """a.pid, m.device, m.stream, a.start_ns, a.end_ns,
             a.end_ns - a.start_ns, a.name, m.copy_kind, m.bytes""")
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes"), (7, 8), 6)
         share = pct(int(idle), report_span_ns(trace))
         return [Finding(
             rule_id=self.id,
-            title=f"{n} synchronous copies block the host; GPU idle {fmt_ms(int(idle))} after them",
+            title=(f"{n} synchronous copies block the host; GPU idle {fmt_ms(int(idle))} inside copy calls" if n else
+                   f"GPU idle {fmt_ms(int(idle))} inside synchronous copy calls"
+                   + (f" ({'/'.join(nm for nm, _, _ in cl.names[:3])})" if cl and cl.names else "")),
             message=(f"{n} blocking memcpy call(s) ({_mib(int(nbytes))}) held the host for {fmt_ms(int(host_ns))}; "
-                     f"{gaps} GPU idle gap(s) opened while one was in progress, {fmt_ms(int(idle))} in all."),
+                     f"{gaps} GPU idle gap(s) opened while one was in progress; {fmt_ms(int(idle))} of GPU idle passed "
+                     "inside synchronous copy and memset calls"
+                     + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
+                     + "."),
             impact_ns=int(idle), impact_pct=share,
             advice=("Use cudaMemcpyAsync from pinned memory on a stream and synchronize once when the data is "
                     "needed; keep results on the GPU instead of reading them back every step."),
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"copies": int(n), "bytes": int(nbytes), "host_blocked_ns": int(host_ns), "idle_gaps": int(gaps)},
+            extra={"copies": int(n), "bytes": int(nbytes), "host_blocked_ns": int(host_ns), "idle_gaps": int(gaps),
+                   "idle_ns": int(idle), "by_category": cl.by_category if cl else {},
+                   "names": [{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else []},
         )]
 
 

@@ -13,14 +13,15 @@ from analysis.diagnosis.rules.nsys.common import (
     report_span_ns,
 )
 from analysis.diagnosis.rules.nsys.gaps import (
-    OWNER_CODES,
+    OPENED_IN,
+    opened_count,
     owned,
     owned_sync_calls,
     owned_top,
-    owned_total,
     sync_names,
 )
 from analysis.diagnosis.rules.nsys.hostcpu import functions_in
+from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.trace import Trace
 
 
@@ -32,11 +33,12 @@ class BlockingSync(Rule):
     ``cuEventSynchronize`` stop the host until queued work finishes. Nothing new is queued meanwhile,
     so the GPU idles from the moment it drains until the host launches again.
 
-    *How it is detected*: for every idle gap (NVIDIA's pairing, see GPU001), a sync call of the same
-    process that had started before the device went idle and was still running then owns the gap.
-    Impact: the GPU idle from that moment until the next GPU work on that device (the part a
-    non-blocking design recovers), not the duration of the sync calls. Also reported: how many sync
-    calls there are and how many per kernel (one per kernel is the classic pattern).
+    *How it is detected*: the idle anatomy paints each idle instant (NVIDIA's gaps, see GPU001) with what the
+    launching threads were doing; the instants inside a blocking sync call are this rule's (``owns_idle``,
+    see ``gaps``). Impact: that idle, the GPU waiting while the host waits for it (the part a non-blocking
+    design recovers); the idle after the sync returned, while the host did something else, belongs to what
+    it did. Also reported: the gaps that opened while a sync was in progress, how many sync calls there are
+    and how many per kernel (one per kernel is the classic pattern).
 
     Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
     lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
@@ -52,16 +54,19 @@ class BlockingSync(Rule):
     category = "sync"
     requires = ("kernels", "cuda_api")
     thresholds = {
-        "min_idle_us": Threshold(100.0, "us", "report when the idle that follows syncs adds up to at least this",
+        "min_idle_us": Threshold(100.0, "us", "report when the idle inside sync calls adds up to at least this",
                                  minimum=0.0, maximum=MAX_US),
     }
     summary = "Blocking synchronize calls that leave the GPU idle"
+    owns_idle = ("sync",)
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        units = owned(trace, ctx.all_params)
-        total, n = owned_total(units, self.id)
-        if n == 0 or total < ctx.params["min_idle_us"] * 1000:
+        cl = claims(trace).by_rule.get(self.id)
+        total = cl.ns if cl is not None else 0
+        if total <= 0 or total < ctx.params["min_idle_us"] * 1000:
             return []
+        units = owned(trace, ctx.all_params)
+        n = opened_count(units, self.id)
         n_owning = owned_sync_calls(units)
         calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
                               WHERE {api_name_in(trace, SYNC_API_RE)} GROUP BY name ORDER BY 2 DESC""")  # noqa: S608 - escaped names
@@ -75,14 +80,19 @@ class BlockingSync(Rule):
             Evidence(start_ns=g.start_ns, end_ns=g.end_ns, device=g.device, pid=g.pid, rank=trace.rank, name=name,
                      nvtx=v, value_ns=g.ns)
             for g, v, name in zip(top, nvtx, names, strict=True))
+        if not evidence and cl is not None:  # idle inside syncs that started after their gap opened
+            evidence = tuple(Evidence(name=nm, value_ns=ns, rank=trace.rank, detail={"calls": k})
+                             for nm, ns, k in cl.names)
         share = pct(total, report_span_ns(trace))
         listed = ", ".join(f"{c[0]} x{c[1]}" for c in calls[:4])
         freq = f"; {per_kernel:.2f} sync call(s) per kernel" if per_kernel is not None else ""
         return [Finding(
             rule_id=self.id,
-            title=f"Blocking syncs leave the GPU idle {fmt_ms(total)} after {n_owning} of {n_calls} sync calls",
-            message=(f"{n} idle gap(s) followed {n_owning} blocking synchronize call(s), {fmt_ms(total)} in all"
+            title=f"GPU idle {fmt_ms(total)} inside blocking syncs, after {n_owning} of {n_calls} sync calls",
+            message=(f"{n} idle gap(s) followed {n_owning} blocking synchronize call(s); {fmt_ms(total)} of GPU idle "
+                     "passed inside sync calls"
                      + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
+                     + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
                      + f". {n_calls} sync call(s): {listed}{freq}."),
             impact_ns=total, impact_pct=share,
             advice=("Drop syncs used for timing/debugging; order work with events and streams "
@@ -90,13 +100,16 @@ class BlockingSync(Rule):
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"sync_calls": n_calls, "sync_calls_per_kernel": per_kernel,
                    "sync_call_names": {c[0]: int(c[1]) for c in calls}, "idle_gaps": int(n),
-                   "syncs_followed_by_idle": n_owning, **_host(trace, units)},
+                   "syncs_followed_by_idle": n_owning, "idle_ns": total,
+                   "names": [{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [],
+                   **_host(trace, units)},
         )]
 
 
 def _host(trace: Trace, units: list) -> dict:
-    """``host_functions``: where the launching threads' CPU was in SYNC001's gaps (HOST002's samples), if sampled."""
-    code = OWNER_CODES["SYNC001"]
-    found = functions_in(trace, [(u.unit.pid, u.gap_start[u.owner == code], u.gap_end[u.owner == code])
+    """``host_functions``: where the launching threads' CPU was in the gaps that opened inside a sync (HOST002's
+    samples), if sampled."""
+    code = OPENED_IN["SYNC001"]
+    found = functions_in(trace, [(u.unit.pid, u.gap_start[u.opened_in == code], u.gap_end[u.opened_in == code])
                                  for u in units])
     return {"host_functions": found} if found else {}

@@ -1,0 +1,72 @@
+"""Every idle nanosecond has exactly one owner, per device, on every corpus export: the time rules claim by what
+the host was doing (``owns_idle``: the idle anatomy's categories) plus what each gap's structural owner keeps
+(GPU001, KRN001, unowned) equals that device's idle computed directly in SQL (NVIDIA's pairing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.diagnosis.rules.nsys.gaps import owned
+from analysis.diagnosis.rules.nsys.idle_claims import claimers, claims
+from analysis.model.trace import Trace
+from tests.analysis.planting import ingested
+from tests.analysis.test_rules_corpus import ALL_GAPS, IDS
+from tests.conftest import NSYS_FILES
+
+PER_DEVICE_GAPS_SQL = """
+WITH g AS (
+    SELECT pid, device, start_ns, end_ns FROM kernels
+    UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy
+    UNION ALL SELECT pid, device, start_ns, end_ns FROM memset),
+span AS (SELECT pid, device, MIN(start_ns) lo, MAX(end_ns) hi FROM g GROUP BY ALL),
+ops AS (
+    SELECT * FROM g
+    UNION ALL SELECT o.pid, s.device, GREATEST(o.start_ns, s.lo), LEAST(o.end_ns, s.hi)
+    FROM overhead o JOIN span s ON s.pid = o.pid AND o.start_ns < s.hi AND o.end_ns > s.lo),
+st AS (SELECT pid, device, start_ns, ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY start_ns) n FROM ops),
+en AS (SELECT pid, device, end_ns, ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY end_ns) n FROM ops)
+SELECT st.pid, st.device, SUM(st.start_ns - en.end_ns)
+FROM st JOIN en ON st.pid = en.pid AND st.device = en.device AND st.n = en.n + 1
+WHERE st.start_ns > en.end_ns
+GROUP BY ALL
+"""
+
+# Which categories each rule owns: one owner per category, and the old precedence's rules among them.
+EXPECTED_OWNERS = {"SYNC001": ("sync",), "MEM002": ("sync_copy", "memset"), "MEM006": ("allocation",),
+                   "HOST003": ("mpi",), "HOST004": ("jit_module",)}
+
+
+def test_each_category_has_at_most_one_owner() -> None:
+    owners = {r.id: r.owns_idle for r in claimers()}
+    assert owners == EXPECTED_OWNERS
+    cats = [c for cs in owners.values() for c in cs]
+    assert len(cats) == len(set(cats))
+
+
+@pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
+def test_owners_split_each_devices_idle_exactly(src) -> None:
+    path = ingested(src)
+    trace = Trace(path, src.name)
+    try:
+        direct = {(int(p), int(d)): int(ns) for p, d, ns in trace.sql(PER_DEVICE_GAPS_SQL) if p is not None}
+        params: dict[str, dict[str, float]] = {}
+        for k, v in ALL_GAPS.items():
+            rule, name = k.split(".")
+            params.setdefault(rule, {})[name] = v
+        units = owned(trace, params)
+        claimed = claims(trace)
+        got: dict[tuple[int | None, int | None], int] = {}
+        for u in units:
+            if u.unit.pid is None or u.unit.device is None or not len(u.gap_start):
+                continue
+            key = (int(u.unit.pid), int(u.unit.device))
+            kept = u.kept()
+            assert (kept >= 0).all(), "a claim never takes more than its gap"
+            got[key] = got.get(key, 0) + int(kept.sum())
+        for c in claimed.by_rule.values():
+            for (pid, dev), ns in c.by_device.items():
+                assert pid is not None and dev is not None, "claims are painted on known processes' devices"
+                got[(pid, dev)] = got.get((pid, dev), 0) + ns
+    finally:
+        trace.close()
+    assert {k: v for k, v in got.items() if v} == {k: v for k, v in direct.items() if v}
