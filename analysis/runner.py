@@ -51,7 +51,7 @@ from analysis.network import report_network, run_matrix
 from analysis.nvtx_projection import nvtx_projection
 from analysis.phases import PhaseInfo, phase_info
 from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
-from analysis.results import SCHEMA_VERSION
+from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.rollup import roll_up
 from analysis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
 from analysis.rules.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
@@ -340,7 +340,7 @@ def _merge_outcomes(rule_cls: type[Rule], results: list[ReportResult]) -> tuple[
 
 
 def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top: int | None = None,
-                      memory_bytes: int | None = None, by_rule: bool = True) -> dict[str, Any]:
+                      memory_bytes: int | None = None, by_rule: bool = True) -> AnalysisResult:
     """Step 2: the cross-rank rules over the reports' facts, every rule's status, all findings ranked.
 
     ``results`` in run order (the order of ``reports[]``). ``by_rule``: in a run of several nsys reports,
@@ -376,7 +376,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found]
         run_status[rule_cls.id] = ("ok", None)
     findings: list[dict[str, Any]] = []
-    rules: list[dict[str, Any]] = []
+    rules: list[RuleStatus] = []
     for rule_cls in ctx.selected:
         rid = rule_cls.id
         if rule_cls.scope == "run":
@@ -387,7 +387,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             own = [f for r in results for f in r.findings if f["rule_id"] == rid]
             status, reason = _merge_outcomes(rule_cls, results)
         findings.extend(own)
-        rules.append({"id": rid, "status": status, "reason": reason, "findings": len(own) if status == "ok" else 0})
+        rules.append(RuleStatus(rid, status, reason, len(own) if status == "ok" else 0))
     if by_rule and sum(1 for r in results if r.tool == "nsys") > 1:
         for r in results:
             r.info["findings"] = rank_finding_dicts(list(r.findings))
@@ -397,26 +397,26 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     if top is not None:
         ranked = ranked[:top]
     names = [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}" for r in results if r.tool == "nsys"]
-    out: dict[str, Any] = {"verdict": run_verdict(verdicts, names), "schema_version": SCHEMA_VERSION,
-                           "window": spec.text, "reports": [r.info for r in results], "findings": ranked,
-                           "rules": rules}
     steps = run_facts.last_per_step(results, ITEMS)
     if steps is not None:
         run_facts.mark_last([r.info for r in results], steps)
-        out["steps"] = steps  # multi-rank: which rank finished each iteration last
         steps["last_by_host"] = steps_by_host(steps, [(r.facts.get("rank"), r.label, r.info.get("host"))
                                                       for r in results if r.tool == "nsys"])
-    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
-    if split is not None:
-        out["collectives"] = split  # multi-rank: wait for the last rank vs transfer after it
     matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
                          if r.tool == "nsys"])
-    if matrix is not None:
-        out["network"] = matrix  # NCCL's network transfers: the rank x rank matrix
     aligned = run_facts.aligned_windows(results, spec.kind)
-    if aligned is not None:
-        out["aligned_window"] = aligned  # multi-rank: where every rank is in its steady phase
-    return out
+    verdict = run_verdict(verdicts, names)
+    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
+    # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
+    # run-level passes (roll-up, verdicts, loop marks) complete them; they become typed once, here.
+    return AnalysisResult(
+        window=spec.text, reports=tuple(ReportSummary.from_json(r.info) for r in results),
+        findings=tuple(FindingResult.from_json(f) for f in ranked), rules=tuple(rules),
+        steps=steps,  # multi-rank: which rank finished each iteration last
+        aligned_window=None if aligned is None else tuple(aligned),  # multi-rank: where every rank is steady
+        verdict=None if verdict is None else Verdict(**verdict),
+        network=matrix,  # NCCL's network transfers: the rank x rank matrix
+        collectives=split)  # multi-rank: wait for the last rank vs transfer after it
 
 
 def _verdicts(results: list[ReportResult]) -> list[dict[str, Any]]:
@@ -478,7 +478,7 @@ def analyze_run(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int = DUCKDB_MEMORY_BYTES,
     window: str | None = None, facts_root: Path | None = None, by_rule: bool = True,
-) -> dict[str, Any]:
+) -> AnalysisResult:
     """See ``analysis.api.analyze``: ``analyze_report`` on each report (nsys first, then ncu linked to
     them), then ``analyze_run_facts``. ``facts_root``: where each report's facts go (``<root>/<i>``;
     default a temporary folder removed on return)."""
@@ -491,7 +491,7 @@ def analyze_run(
 
 
 def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, root: Path, *,
-                  top: int | None = None, by_rule: bool = True) -> dict[str, Any]:
+                  top: int | None = None, by_rule: bool = True) -> AnalysisResult:
     """Both steps in this process, the facts of report ``i`` in ``root/<i>``. ``by_rule=False``: findings per
     rank, as the service stores them (its run page groups them), instead of one per rule across ranks."""
     tools = [report_tool(p) for p in paths]
