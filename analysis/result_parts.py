@@ -284,3 +284,122 @@ class PhaseSpan:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PhaseSpan:
         return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class IdleName:
+    """One name inside an idle category (a CUDA API call, a host function, a module ...): its time in the
+    category's idle and how many calls (or samples) it had there."""
+
+    name: str
+    ns: int
+    calls: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IdleName:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class IdleCategory:
+    """One category of a device's idle in a phase (``analysis.idle_anatomy.CATEGORIES``), its time and
+    its top names by time."""
+
+    category: str
+    ns: int
+    top: tuple[IdleName, ...]
+
+    def to_json(self) -> JSON:
+        return {"category": self.category, "ns": self.ns, "top": [t.to_json() for t in self.top]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IdleCategory:
+        return cls(category=data["category"], ns=data["ns"], top=tuple(IdleName.from_json(t) for t in data["top"]))
+
+
+@dataclass(frozen=True, slots=True)
+class IdleAnatomy:
+    """Where one (process, device)'s GPU idle went in one phase (``analysis.idle_anatomy``): its idle, the
+    host threads that launch its work (None: not known), and the idle's categories by time. The
+    categories' ``ns`` sum to ``idle_ns``; a device's ``idle_ns`` over its phases to its breakdown's."""
+
+    pid: int | None
+    device: int | None
+    phase: str
+    idle_ns: int
+    threads: tuple[int, ...] | None
+    categories: tuple[IdleCategory, ...]
+
+    def to_json(self) -> JSON:
+        return {"pid": self.pid, "device": self.device, "phase": self.phase, "idle_ns": self.idle_ns,
+                "threads": None if self.threads is None else list(self.threads),
+                "categories": [c.to_json() for c in self.categories]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IdleAnatomy:
+        return cls(pid=data["pid"], device=data["device"], phase=data["phase"], idle_ns=data["idle_ns"],
+                   threads=None if data["threads"] is None else tuple(data["threads"]),
+                   categories=tuple(IdleCategory.from_json(c) for c in data["categories"]))
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCause:
+    """A finding on an ncu kernel (``analysis.ncu.gains.annotate_kernels``): its rule, title, the time it
+    would save, and its role among the kernel's findings (they share the kernel's time)."""
+
+    rule_id: str
+    title: str
+    impact_ns: int
+    role: str
+    severity: str
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KernelCause:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class NcuKernel:
+    """One profiled kernel of an ncu report (``analysis.ncu.kernels``): its launch shape, its ncu duration
+    and the nsys time it links to (None: no nsys report of the run has it), the time its findings would
+    save, and their causes.
+
+    ``memory`` is the kernel's memory story (``analysis.ncu.memory.story``: ``levels``,
+    ``sectors_per_request``, ``bound``, ``roofline``, ``hardware``): an open object, its keys and numbers
+    depend on the metrics the report collected and still change shape."""
+
+    kernel_id: int
+    name: str
+    short_name: str
+    grid: tuple[int, ...] | None
+    block: tuple[int, ...] | None
+    duration_ns: float | None
+    nsys_total_ns: int | None
+    nsys_launches: int | None
+    memory: Mapping[str, Any]
+    estimated_saving_ns: int | None
+    causes: tuple[KernelCause, ...]
+
+    def to_json(self) -> JSON:
+        return {"kernel_id": self.kernel_id, "name": self.name, "short_name": self.short_name,
+                "grid": None if self.grid is None else list(self.grid),
+                "block": None if self.block is None else list(self.block), "duration_ns": self.duration_ns,
+                "nsys_total_ns": self.nsys_total_ns, "nsys_launches": self.nsys_launches, "memory": self.memory,
+                "estimated_saving_ns": self.estimated_saving_ns, "causes": [c.to_json() for c in self.causes]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NcuKernel:
+        def shape(key: str) -> tuple[int, ...] | None:
+            return None if data[key] is None else tuple(data[key])
+
+        return cls(kernel_id=data["kernel_id"], name=data["name"], short_name=data["short_name"], grid=shape("grid"),
+                   block=shape("block"), duration_ns=data["duration_ns"], nsys_total_ns=data["nsys_total_ns"],
+                   nsys_launches=data["nsys_launches"], memory=data["memory"],
+                   estimated_saving_ns=data["estimated_saving_ns"],
+                   causes=tuple(KernelCause.from_json(c) for c in data["causes"]))

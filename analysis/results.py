@@ -4,8 +4,8 @@
 service stores): the same keys in the same order as before these types existed, so the JSON text is
 byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
 analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
-launches, phases) are typed in ``analysis.result_parts``; rule-specific numbers of a finding and the
-report-summary keys still changing shape (loop, idle anatomy, ncu kernels ...) stay JSON in ``extra`` /
+launches, phases, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``; rule-specific numbers
+of a finding and the report-summary keys still changing shape (loop ...) stay JSON in ``extra`` /
 ``details``.
 """
 
@@ -17,8 +17,10 @@ from typing import Any
 
 from analysis.result_parts import (
     DominantKernel,
+    IdleAnatomy,
     KernelTotal,
     Launches,
+    NcuKernel,
     NvtxSummary,
     PhaseSpan,
     SystemMetrics,
@@ -236,6 +238,8 @@ _TYPED: dict[str, Any] = {
     "launches": Launches.from_json,
     "phases": lambda v: tuple(PhaseSpan.from_json(p) for p in v),
     "window": ReportWindow.from_json,
+    "idle_anatomy": lambda v: tuple(IdleAnatomy.from_json(a) for a in v),
+    "kernels": lambda v: tuple(NcuKernel.from_json(k) for k in v),
 }
 _PLAIN = ("file", "tool", "host", "rank")
 
@@ -254,7 +258,7 @@ class ReportSummary:
 
     The typed parts are None when the report has not the key (an ncu report has no ``phases`` ...).
     ``details`` holds the other keys, those that depend on the tool or still change shape
-    (``iterations``, ncu's ``kernels`` ...), as JSON; ``keys`` is the JSON's key order (read from JSON; a
+    (``iterations``, ``network`` ...), as JSON; ``keys`` is the JSON's key order (read from JSON; a
     summary made in code leaves it empty and gets the headline keys first)."""
 
     file: str
@@ -269,6 +273,10 @@ class ReportSummary:
     launches: Launches | None = field(default=None, metadata=_json(optional=True))
     phases: tuple[PhaseSpan, ...] | None = field(default=None, metadata=_json(optional=True))
     window: ReportWindow | None = field(default=None, metadata=_json(optional=True))
+    # nsys: where each device's idle went, per phase and category.
+    idle_anatomy: tuple[IdleAnatomy, ...] | None = field(default=None, metadata=_json(optional=True))
+    # ncu: each profiled kernel, its memory story and the findings on it.
+    kernels: tuple[NcuKernel, ...] | None = field(default=None, metadata=_json(optional=True))
     details: Mapping[str, Any] = field(default_factory=dict, metadata=_json(flat=True))
     keys: tuple[str, ...] = field(default=(), repr=False, compare=False, metadata=_json(omit=True))
 
