@@ -65,10 +65,6 @@ class AllocationChurn(_Claimed):
     (``cudaMalloc*``, ``cudaFree*``, ``cudaMallocAsync``, ``cudaHostAlloc``, ``cuMemAlloc*`` ...) are this
     rule's. Start-up is left out: the CUDA context is created inside the first allocation, a one-time cost
     PHASE001 reports. Impact: that idle time. Also given: the calls behind it and in how many iterations.
-
-    *Advice*: allocate once before the loop and reuse the buffers; where sizes vary, use a caching allocator
-    (PyTorch's, RMM, CuPy's memory pool) or stream-ordered allocation (``cudaMallocAsync`` with a memory pool
-    whose release threshold keeps the memory).
     """
 
     id = "MEM006"
@@ -78,6 +74,10 @@ class AllocationChurn(_Claimed):
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the loop's idle inside allocation calls "
                                                          "adds up to at least this", minimum=0.0, maximum=MAX_US)}
     summary = "GPU idle while the loop allocates and frees memory"
+    advice = (
+        "Allocate once before the loop and reuse the buffers; where sizes vary, use a caching allocator "
+        "(PyTorch's, RMM, CuPy's memory pool) or stream-ordered cudaMallocAsync/cudaFreeAsync with a "
+        "memory pool that keeps its memory (cudaMemPoolAttrReleaseThreshold).")
     owns_idle = ("allocation",)
     idle_phases = ("warmup", "steady")
 
@@ -93,9 +93,7 @@ class AllocationChurn(_Claimed):
             message=(f"{fmt_ms(idle)} idle in the loop: {fmt_ms(c.ns)} inside {_names(c, 4)}"
                      + (f", {cadence}" if cadence else "") + ". "
                      + "; ".join(f"{n} {fmt_ms(ns)} ({k} calls)" for n, ns, k in c.names[:5]) + "."),
-            advice=("Allocate once before the loop and reuse the buffers; where sizes vary, use a caching allocator "
-                    "(PyTorch's, RMM, CuPy's memory pool) or stream-ordered cudaMallocAsync/cudaFreeAsync with a "
-                    "memory pool that keeps its memory (cudaMemPoolAttrReleaseThreshold)."),
+            advice=self.advice,
             window_idle_ns=idle)]
 
 
@@ -108,10 +106,6 @@ class HostCommunication(_Claimed):
     *How it is detected*: idle instants during which the launching threads were inside a communication NVTX
     range (the MPI, NCCL, UCX or NVSHMEM domain, or a range named after such a call, as nsys' ``--trace=mpi``
     records them) and no CUDA call. Impact: that idle time; the ranges behind it by name.
-
-    *Advice*: overlap communication with GPU work: non-blocking calls (``MPI_Isend``/``MPI_Irecv``) posted
-    before the compute and waited for after it, CUDA-aware MPI or NCCL on device buffers instead of host
-    staging, a communication thread; check the load balance across ranks when the time is mostly waits.
     """
 
     id = "HOST003"
@@ -121,6 +115,10 @@ class HostCommunication(_Claimed):
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the idle inside communication ranges adds "
                                                          "up to at least this", minimum=0.0, maximum=MAX_US)}
     summary = "GPU idle while its host thread communicates (MPI and other host communication)"
+    advice = (
+        "Overlap communication with GPU work: post non-blocking MPI_Isend/MPI_Irecv before the compute "
+        "and wait after it, use CUDA-aware MPI or NCCL on device buffers instead of host copies, or move "
+        "the exchange to a communication thread; if most of it is waiting, balance the work across ranks.")
     owns_idle = ("mpi",)
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -135,9 +133,7 @@ class HostCommunication(_Claimed):
             message=(f"Of {fmt_ms(idle)} GPU idle, {fmt_ms(c.ns)} ({pct(c.ns, idle) or 0:.1f}%) passed inside host "
                      f"communication: " + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5])
                      + (f"; {cadence}" if cadence else "") + "."),
-            advice=("Overlap communication with GPU work: post non-blocking MPI_Isend/MPI_Irecv before the compute and "
-                    "wait after it, use CUDA-aware MPI or NCCL on device buffers instead of host copies, or move the "
-                    "exchange to a communication thread; if most of it is waiting, balance the work across ranks."),
+            advice=self.advice,
             window_idle_ns=idle)]
 
 
@@ -152,11 +148,6 @@ class JitCompilation(_Claimed):
     (``cuModuleLoad*``, ``cuLibraryLoad*``, ``nvrtc*`` ...) or inside NVTX ranges naming compilation (compile,
     JIT, NVRTC, Triton, Inductor, nvFuser, autotuning). Impact: that idle time; the calls or ranges behind it,
     and in how many of the loop's iterations it happens (once or every step).
-
-    *Advice*: once: cache the compiled code (``CUDA_CACHE_PATH`` and a large ``CUDA_CACHE_MAXSIZE`` for PTX JIT,
-    Inductor's and Triton's caches, nvFuser's), compile ahead of time (build for the GPU's architecture, AOT
-    compilation) and warm up before timing. Every step: find what triggers recompilation (dynamic shapes, guards
-    failing; ``TORCH_LOGS=recompiles``) and pad or mark shapes dynamic.
     """
 
     id = "HOST004"
@@ -166,6 +157,12 @@ class JitCompilation(_Claimed):
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the idle inside compilation adds up to at "
                                                          "least this", minimum=0.0, maximum=MAX_US)}
     summary = "GPU idle while the host compiles or loads code (JIT, NVRTC, Triton, Inductor, nvFuser)"
+    advice = (
+        "Once: cache the compiled code (``CUDA_CACHE_PATH`` and a large ``CUDA_CACHE_MAXSIZE`` for PTX "
+        "JIT, Inductor's and Triton's caches, nvFuser's), compile ahead of time (build for the GPU's "
+        "architecture, AOT compilation) and warm up before timing. Every step: find what triggers "
+        "recompilation (dynamic shapes, guards failing; ``TORCH_LOGS=recompiles``) and pad or mark shapes"
+        " dynamic.")
     owns_idle = ("jit_module",)
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:

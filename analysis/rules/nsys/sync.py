@@ -27,10 +27,6 @@ class BlockingSync(Rule):
     Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
     lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
     samples, most sampled first), so the finding says where the host was.
-
-    *Advice*: remove syncs that only serve timing or debugging; replace them with events
-    (``cudaEventRecord`` + ``cudaStreamWaitEvent``) or stream ordering; read results back with async
-    copies into pinned memory and synchronize once per step, not per kernel.
     """
 
     id = "SYNC001"
@@ -42,6 +38,9 @@ class BlockingSync(Rule):
                                  minimum=0.0, maximum=MAX_US),
     }
     summary = "Blocking synchronize calls that leave the GPU idle"
+    advice = (
+        "Drop syncs used for timing/debugging; order work with events and streams (cudaStreamWaitEvent) "
+        "and synchronize once per step; use async copies to pinned memory.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = owned(trace, ctx.all_params)
@@ -71,8 +70,7 @@ class BlockingSync(Rule):
                      + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
                      + f". {n_calls} sync call(s): {listed}{freq}."),
             impact_ns=total, impact_pct=share,
-            advice=("Drop syncs used for timing/debugging; order work with events and streams "
-                    "(cudaStreamWaitEvent) and synchronize once per step; use async copies to pinned memory."),
+            advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"sync_calls": n_calls, "sync_calls_per_kernel": per_kernel,
                    "sync_call_names": {c[0]: int(c[1]) for c in calls}, "idle_gaps": int(n),
