@@ -76,7 +76,8 @@ class FindingResult:
     """One ranked finding as it leaves the analysis (``impact_pct`` rounded to 3 places, as in the JSON).
 
     ``extra``: the rule-specific numbers (e.g. ``causes``, ``speedup_pct``, ``host_paced``), after the
-    fixed keys in the JSON."""
+    fixed keys in the JSON; typed in the schema for the engine's keys (``EngineExtra``) and for the rules
+    of ``FINDING_EXTRA``, open for the others."""
 
     rule_id: str
     severity: str
@@ -112,6 +113,131 @@ class FindingResult:
             evidence_total=data["evidence_total"], phase=data["phase"],
             extra={k: v for k, v in data.items() if k not in _FINDING_KEYS},
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineExtra:
+    """Keys the engine adds to any rule's finding, each only where it applies (the schema types them on every
+    finding): its cost per step on a loop window, its loops, the host-paced mark, the roll-up across ranks,
+    whether it owns its idle, where the host CPU was."""
+
+    impact_per_step_ns: int = field(metadata=_json(optional=True))
+    steps_in_window: int = field(metadata=_json(optional=True))
+    loops: tuple[int, ...] = field(metadata=_json(optional=True))
+    host_paced: bool = field(metadata=_json(optional=True))
+    per_rank: tuple[Mapping[str, Any], ...] = field(metadata=_json(optional=True))
+    per_host: tuple[Mapping[str, Any], ...] = field(metadata=_json(optional=True))
+    ranks_with_finding: int = field(metadata=_json(optional=True))
+    owns_idle: bool = field(metadata=_json(optional=True))
+    host_functions: tuple[Mapping[str, Any], ...] = field(metadata=_json(optional=True))
+
+
+@dataclass(frozen=True, slots=True)
+class SyncExtra:
+    """SYNC001: the sync calls, per kernel, by name, and the idle gaps they own."""
+
+    sync_calls: int
+    sync_calls_per_kernel: float | None
+    sync_call_names: Mapping[str, int]
+    idle_gaps: int
+    syncs_followed_by_idle: int
+
+
+@dataclass(frozen=True, slots=True)
+class PageableCopyExtra:
+    """MEM001: the pageable copies, their bytes, and the asynchronous ones that became synchronous."""
+
+    copies: int
+    bytes: int
+    async_became_sync: int
+    async_became_sync_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockingCopyExtra:
+    """MEM002: the blocking copies, their bytes, the host time blocked and the idle gaps they own."""
+
+    copies: int
+    bytes: int
+    host_blocked_ns: int
+    idle_gaps: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemsetExtra:
+    """MEM003: the synchronous memsets."""
+
+    memsets: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationExtra:
+    """MEM004: unified-memory migrations, their bytes and time, by direction."""
+
+    migrations: int
+    bytes: int
+    migration_ns: int
+    to_device: int
+    to_host: int
+
+
+@dataclass(frozen=True, slots=True)
+class WarmupExtra:
+    """PHASE002: the warm-up iterations and the steady iteration's median."""
+
+    warmup_iterations: int
+    steady_median_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchShapeExtra:
+    """KRN004: the time of the small-grid kernels and of all compute kernels."""
+
+    small_kernel_ns: int
+    compute_kernel_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class DominantKernelExtra:
+    """KRN005: the dominant kernel, its share and launches, and the ncu command that profiles it."""
+
+    kernel: str
+    share_pct: float
+    launches: int
+    ncu_command: str
+    launch_skip: int
+
+
+@dataclass(frozen=True, slots=True)
+class NcuExtra:
+    """Every NCU rule (``analysis.rules.ncu.common``): the estimated speedup, the kernel and its launch shape
+    (lists, or ncu's total sizes), its nsys link and time base; the shares of one kernel's findings
+    (``analysis.ncu.gains``) where the kernel's time is known."""
+
+    speedup_pct: float
+    speedup_type: str
+    kernel: str
+    linked_to_nsys: bool
+    nsys_match: str | None
+    kernel_grid: tuple[int, ...] | int | None
+    kernel_block: tuple[int, ...] | int | None
+    kernel_time_ns: int | None
+    time_base_ns: int | None
+    raw_impact_ns: int = field(metadata=_json(optional=True))
+    kernel_saving_ns: int = field(metadata=_json(optional=True))
+    cause_order: int = field(metadata=_json(optional=True))
+    causes_on_kernel: int = field(metadata=_json(optional=True))
+    role: str = field(metadata=_json(optional=True))
+    explained_by: tuple[str, ...] = field(metadata=_json(optional=True))
+
+
+# The shape of ``FindingResult.extra`` for the rules whose numbers are stable, by rule id (``analysis.contract``
+# writes each into the schema). The other rules' ``extra`` is an open object: its keys still change shape.
+FINDING_EXTRA: dict[str, type] = {
+    "SYNC001": SyncExtra, "MEM001": PageableCopyExtra, "MEM002": BlockingCopyExtra, "MEM003": MemsetExtra,
+    "MEM004": MigrationExtra, "PHASE002": WarmupExtra, "KRN004": LaunchShapeExtra, "KRN005": DominantKernelExtra,
+    **{f"NCU{i:03d}": NcuExtra for i in range(1, 11)},
+}
 
 
 @dataclass(frozen=True, slots=True)
