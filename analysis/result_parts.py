@@ -10,7 +10,7 @@ Each part's ``to_json()`` writes the keys in the order the analysis has always w
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -403,3 +403,213 @@ class NcuKernel:
                    nsys_launches=data["nsys_launches"], memory=data["memory"],
                    estimated_saving_ns=data["estimated_saving_ns"],
                    causes=tuple(KernelCause.from_json(c) for c in data["causes"]))
+
+
+def _value_json(value: Any) -> Any:
+    """A typed value as JSON: parts by their ``to_json``, tuples as lists, the rest as it is."""
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_value_json(v) for v in value]
+    return value
+
+
+def _keyed_json(obj: Any, keys: tuple[str, ...], details: Mapping[str, Any]) -> JSON:
+    """An object with typed fields and open ``details`` as JSON, in ``keys`` order (read from JSON; empty for
+    one made in code: the typed fields that are set, then the details)."""
+    typed = [f.name for f in dataclasses.fields(obj) if f.name not in ("details", "keys")]
+    order = keys or (*(k for k in typed if getattr(obj, k) is not None), *details)
+    return {k: details[k] if k in details else _value_json(getattr(obj, k)) for k in order}
+
+
+def _keyed_from(cls: Callable[..., _T], data: Mapping[str, Any], read: Mapping[str, Any]) -> _T:
+    """``cls`` from JSON: each typed key by its reader (absent: None), every other key into ``details``."""
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in ("details", "keys")]  # type: ignore[arg-type]
+    typed = {k: None if data.get(k) is None else read.get(k, _same)(data[k]) for k in names}
+    return cls(**typed, details={k: v for k, v in data.items() if k not in names}, keys=tuple(data))
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSpan:
+    """One loop of the report (``analysis.loop_report.loop_list``): its index, whether it is the main one, how it
+    was found, its iterations' count and time percentiles, its signature, span, GPU time and trend."""
+
+    index: int
+    main: bool
+    source: str
+    count: int
+    median_ns: float
+    p10_ns: float
+    p90_ns: float
+    p99_ns: float
+    signature: tuple[str, ...]
+    start_ns: int
+    end_ns: int
+    gpu_ns: int
+    trend_pct: float | None
+
+    def to_json(self) -> JSON:
+        return {**_plain_json(self), "signature": list(self.signature)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LoopSpan:
+        return cls(**{**data, "signature": tuple(data["signature"])})
+
+
+@dataclass(frozen=True, slots=True)
+class IterationTime:
+    """The main loop's iteration-time percentiles, extremes and mean."""
+
+    median_ns: float
+    p10_ns: float
+    p90_ns: float
+    p99_ns: float
+    min_ns: int
+    max_ns: int
+    mean_ns: float
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IterationTime:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class IterationItem:
+    """One of the main loop's first iterations: its index, start, end and length."""
+
+    index: int
+    start_ns: int
+    end_ns: int
+    ns: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IterationItem:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One iteration's exact record (``analysis.steps``): its phase, span, GPU busy time and the breakdown's
+    partition of it (compute, exposed and overlapped communication, memory only, idle)."""
+
+    index: int
+    phase: str
+    start_ns: int
+    end_ns: int
+    ns: int
+    gpu_busy_ns: int
+    compute_ns: int
+    comm_exposed_ns: int
+    comm_overlapped_ns: int
+    memory_only_ns: int
+    idle_ns: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepRecord:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class SlowStep:
+    """One of the slowest steps (``analysis.anatomy``): its record, its time over the median step, the rule
+    that owns that extra time (None: longer GPU work) and the cause in words."""
+
+    index: int
+    phase: str
+    start_ns: int
+    end_ns: int
+    ns: int
+    gpu_busy_ns: int
+    compute_ns: int
+    comm_exposed_ns: int
+    comm_overlapped_ns: int
+    memory_only_ns: int
+    idle_ns: int
+    extra_ns: int
+    owner: str | None
+    cause: str
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SlowStep:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class StepAnatomy:
+    """The step anatomy of the iterations inside the window (``analysis.anatomy``): their count, median,
+    jitter and GPU duty cycle, the loop's kind (``throughput`` or ``host_paced``), the slowest steps, the
+    first records (of ``records_total``). ``details``: what a host-paced loop adds (latency, headroom ...),
+    an open object that still changes shape."""
+
+    steady_count: int
+    iteration_median_ns: float
+    jitter_pct: float | None
+    gpu_duty_cycle_pct: float | None
+    kind: Literal["throughput", "host_paced"]
+    slowest_steps: tuple[SlowStep, ...]
+    per_second: float | None
+    records: tuple[StepRecord, ...]
+    records_total: int
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict, metadata={"json": {"flat": True}})
+    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False,
+                                              metadata={"json": {"omit": True}})
+
+    def to_json(self) -> JSON:
+        return _keyed_json(self, self.keys, self.details)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepAnatomy:
+        return _keyed_from(cls, data, {"slowest_steps": lambda v: tuple(SlowStep.from_json(s) for s in v),
+                                       "records": lambda v: tuple(StepRecord.from_json(r) for r in v)})
+
+
+@dataclass(frozen=True, slots=True)
+class Iterations:
+    """A report's ``iterations``: how its loop was found (``source``: an NVTX range, a kernel signature ...,
+    None: no loop, ``reason`` says why), its iteration count and signature, every loop, the program's shape,
+    and where there is a loop its iteration-time percentiles, first iterations and step anatomy.
+
+    ``details``: the NVTX step summary's keys (``slowest``, ``wall_*`` ...), the loop's ``detail`` and the
+    headline percentiles repeated at the top: open JSON, still changing shape."""
+
+    has_nvtx: bool
+    range: str | None
+    domain: str | None
+    count: int
+    source: str | None
+    signature: tuple[str, ...]
+    reason: str | None
+    loops: tuple[LoopSpan, ...]
+    program: str
+    iteration_time: IterationTime | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+    items: tuple[IterationItem, ...] | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+    anatomy: StepAnatomy | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict, metadata={"json": {"flat": True}})
+    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False,
+                                              metadata={"json": {"omit": True}})
+
+    def to_json(self) -> JSON:
+        return _keyed_json(self, self.keys, self.details)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Iterations:
+        return _keyed_from(cls, data, {
+            "signature": tuple, "loops": lambda v: tuple(LoopSpan.from_json(lp) for lp in v),
+            "iteration_time": IterationTime.from_json, "items": lambda v: tuple(IterationItem.from_json(i) for i in v),
+            "anatomy": StepAnatomy.from_json})

@@ -4,8 +4,8 @@
 service stores): the same keys in the same order as before these types existed, so the JSON text is
 byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
 analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
-launches, phases, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``; rule-specific numbers
-of a finding and the report-summary keys still changing shape (loop ...) stay JSON in ``extra`` /
+launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``;
+rule-specific numbers of a finding and the report-summary keys still changing shape stay JSON in ``extra`` /
 ``details``.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 from analysis.result_parts import (
     DominantKernel,
     IdleAnatomy,
+    Iterations,
     KernelTotal,
     Launches,
     NcuKernel,
@@ -366,6 +367,7 @@ _TYPED: dict[str, Any] = {
     "window": ReportWindow.from_json,
     "idle_anatomy": lambda v: tuple(IdleAnatomy.from_json(a) for a in v),
     "kernels": lambda v: tuple(NcuKernel.from_json(k) for k in v),
+    "iterations": Iterations.from_json,
 }
 _PLAIN = ("file", "tool", "host", "rank")
 
@@ -384,7 +386,7 @@ class ReportSummary:
 
     The typed parts are None when the report has not the key (an ncu report has no ``phases`` ...).
     ``details`` holds the other keys, those that depend on the tool or still change shape
-    (``iterations``, ``network`` ...), as JSON; ``keys`` is the JSON's key order (read from JSON; a
+    (``network``, ``counts`` ...), as JSON; ``keys`` is the JSON's key order (read from JSON; a
     summary made in code leaves it empty and gets the headline keys first)."""
 
     file: str
@@ -403,6 +405,8 @@ class ReportSummary:
     idle_anatomy: tuple[IdleAnatomy, ...] | None = field(default=None, metadata=_json(optional=True))
     # ncu: each profiled kernel, its memory story and the findings on it.
     kernels: tuple[NcuKernel, ...] | None = field(default=None, metadata=_json(optional=True))
+    # nsys: the loop, its iterations and step anatomy.
+    iterations: Iterations | None = field(default=None, metadata=_json(optional=True))
     details: Mapping[str, Any] = field(default_factory=dict, metadata=_json(flat=True))
     keys: tuple[str, ...] = field(default=(), repr=False, compare=False, metadata=_json(omit=True))
 

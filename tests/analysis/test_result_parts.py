@@ -15,6 +15,7 @@ from analysis.api import AnalysisResult, analyze
 from analysis.result_parts import (
     DominantKernel,
     IdleAnatomy,
+    Iterations,
     KernelTotal,
     Launches,
     NcuKernel,
@@ -58,7 +59,7 @@ def test_the_two_rank_pair_round_trips_and_is_typed(pair):
         assert isinstance(report.system_metrics, SystemMetrics) and report.system_metrics.nics
         # Typed parts are not duplicated in the open part.
         assert not {"launches", "nvtx", "phases", "top_kernels", "system_metrics", "idle_anatomy"} & set(report.details)
-        assert "iterations" in report.details
+        assert "iterations" not in report.details and isinstance(report.iterations, Iterations)
 
 
 @pytest.mark.parametrize("src", NCU_FILES, ids=[p.name for p in NCU_FILES])
@@ -87,6 +88,18 @@ def test_the_idle_anatomy_is_typed_and_partitions_the_breakdowns_idle(storage_re
     # Each device's idle over its phases is its breakdown's idle.
     for d in report.breakdown.devices:
         assert sum(a.idle_ns for a in report.idle_anatomy if (a.pid, a.device) == (d.pid, d.device)) == d.idle_ns
+
+
+def test_the_loop_is_typed_and_its_records_partition_each_step(storage_report):
+    (report,) = AnalysisResult.from_json(storage_report[0]).reports
+    it = report.iterations
+    assert isinstance(it, Iterations) and it.source is not None and it.loops and it.anatomy is not None
+    assert it.items and [i.index for i in it.items] == list(range(len(it.items)))
+    assert all(a.start_ns < a.end_ns <= b.start_ns for a, b in zip(it.items, it.items[1:], strict=False))
+    assert it.anatomy.records_total >= len(it.anatomy.records) > 0
+    for r in it.anatomy.records:
+        assert r.compute_ns + r.comm_exposed_ns + r.memory_only_ns + r.idle_ns == r.ns
+    assert sum(lp.main for lp in it.loops) == 1
 
 
 def test_typed_parts_equal_direct_queries(storage_report):
@@ -125,6 +138,13 @@ MUTATIONS = [
     ("an idle anatomy without its phase", lambda d: _report(d)["idle_anatomy"][0].pop("phase")),
     ("an idle name without its calls", lambda d: _idle_name(d).pop("calls")),
     ("idle threads that are not a list", lambda d: _report(d)["idle_anatomy"][0].__setitem__("threads", 7)),
+    ("a loop without its signature", lambda d: _report(d)["iterations"]["loops"][0].pop("signature")),
+    ("a step record's idle as a float", lambda d: _report(d)["iterations"]["anatomy"]["records"][0].__setitem__(
+        "idle_ns", 0.5)),
+    ("an unknown loop kind", lambda d: _report(d)["iterations"]["anatomy"].__setitem__("kind", "fast")),
+    ("a slow step without its cause", lambda d: _report(d)["iterations"]["anatomy"]["slowest_steps"][0].pop("cause")),
+    ("an iteration item with an unknown key", lambda d: _report(d)["iterations"]["items"][0].__setitem__("x", 1)),
+    ("the program's shape as a list", lambda d: _report(d)["iterations"].__setitem__("program", [])),
 ]
 
 
@@ -146,7 +166,11 @@ def test_the_schema_types_the_parts():
     schema = contract.json_schema()
     props = schema["$defs"]["ReportSummary"]["properties"]
     assert {"launches", "nvtx", "phases", "top_kernels", "dominant_kernel", "system_metrics"} <= set(props)
-    assert "iterations" not in props  # still changing shape: open JSON in details
+    assert "iterations" in props
+    iterations = schema["$defs"]["Iterations"]
+    assert iterations["additionalProperties"] is True  # the NVTX step summary's keys stay open beside the typed
+    assert {"loops", "program", "anatomy", "items"} <= set(iterations["properties"])
+    assert schema["$defs"]["StepRecord"]["additionalProperties"] is False
     assert {"idle_anatomy", "kernels"} <= set(props)
     kernel = schema["$defs"]["NcuKernel"]["properties"]
     assert kernel["memory"] == {"type": "object", "additionalProperties": {}}  # the memory story: open
