@@ -440,7 +440,7 @@ class LoopSpan:
 
     index: int
     main: bool
-    source: str
+    source: str | None
     count: int
     median_ns: float
     p10_ns: float

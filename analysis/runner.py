@@ -171,7 +171,7 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
             out.update(stats)
         out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
                          "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
-    out["loops"] = loop_list(loop)
+    out["loops"] = [lp.to_json() for lp in loop_list(loop)]
     out["program"] = program_shape(loop, info.phases)
     if ana is not None:
         records = ana.pop("records")
@@ -414,18 +414,19 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         findings=tuple(FindingResult.from_json(f) for f in ranked), rules=tuple(rules),
         steps=steps,  # multi-rank: which rank finished each iteration last
         aligned_window=None if aligned is None else tuple(aligned),  # multi-rank: where every rank is steady
-        verdict=None if verdict is None else Verdict(**verdict),
+        verdict=verdict,
         network=matrix,  # NCCL's network transfers: the rank x rank matrix
         collectives=split)  # multi-rank: wait for the last rank vs transfer after it
 
 
-def _verdicts(results: list[ReportResult]) -> list[dict[str, Any]]:
+def _verdicts(results: list[ReportResult]) -> list[Verdict]:
     """Each nsys report's verdict (``analysis.verdict``) over its final findings, kept in its ``info``."""
     out = []
     for r in results:
         if r.tool == "nsys":
-            r.info["verdict"] = report_verdict(r.info, r.findings, r.facts.get("verdict") or {})
-            out.append(r.info["verdict"])
+            verdict = report_verdict(r.info, r.findings, r.facts.get("verdict") or {})
+            r.info["verdict"] = verdict.to_json()
+            out.append(verdict)
     return out
 
 
