@@ -227,7 +227,8 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
                 info["estimated_saving"] = report_saving(found, label)
                 annotate_kernels(info.get("kernels") or [], found, label)
             if info_p is not None:  # after the rules: it reuses the gap rules' painting of the idle
-                info["idle_anatomy"] = idle_anatomy(v, [(p.name, p.start_ns) for p in info_p.phases])
+                info["idle_anatomy"] = [a.to_json() for a in idle_anatomy(v, [(p.name, p.start_ns)
+                                                                               for p in info_p.phases])]
             facts = _facts(t, v, info_p, records, facts_dir)
         finally:
             if v is not t:
