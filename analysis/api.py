@@ -13,7 +13,7 @@ imports no DuckDB.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -292,9 +292,8 @@ def analyze(
     from analysis.model.trace import DUCKDB_MEMORY_BYTES
     from analysis.run.runner import analyze_run
 
-    return AnalysisResult.from_json(analyze_run(
-        reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
-        memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window, by_rule=by_rule))
+    return analyze_run(reports, labels=labels, rules=rules, thresholds=thresholds, top=top,
+                       memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES, window=window, by_rule=by_rule)
 
 
 def window_text(spec: str | None) -> str:
@@ -357,10 +356,10 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
     rerun_linked_rules(results, [Path(r.trace) for r in reports], [r.label for r in reports], ctx)
     # The service keeps each rank's findings (its run page groups them by rule and by rank itself).
     out = analyze_run_facts(results, ctx, by_rule=False)
-    if missing:
-        out["missing"] = list(missing)
-        out["missing_ranks"] = missing_ranks(out["reports"])
-    return AnalysisResult.from_json(out)
+    if not missing:
+        return out
+    return replace(out, missing=tuple(missing),
+                   missing_ranks=tuple(missing_ranks([r.to_json() for r in out.reports])))
 
 
 def missing_ranks(reports: list[dict[str, Any]]) -> list[int]:

@@ -81,10 +81,25 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _finding_extras(defs: dict[str, Any]) -> None:
+    """A finding's ``extra`` beside its fixed keys: the engine's keys typed on every finding, and the shape of
+    each rule of ``results.FINDING_EXTRA`` where the finding is that rule's (other keys stay open)."""
+    finding = defs["FindingResult"]
+    finding["properties"].update(_object_schema(results.EngineExtra, defs)["properties"])
+    cases = []
+    for rule_id, cls in sorted(results.FINDING_EXTRA.items()):
+        if cls.__name__ not in defs:
+            defs[cls.__name__] = {**_object_schema(cls, defs), "additionalProperties": True}
+        cases.append({"if": {"properties": {"rule_id": {"const": rule_id}}, "required": ["rule_id"]},
+                      "then": {"$ref": f"#/$defs/{cls.__name__}"}})
+    finding["allOf"] = cases
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of ``AnalysisResult.to_json()``."""
     defs: dict[str, Any] = {}
     root = _object_schema(_ROOT, defs)
+    _finding_extras(defs)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": f"https://goodput.dev/schemas/analysis-result-v{SCHEMA_VERSION}.json",
             "title": "Goodput analysis result", **root, "$defs": dict(sorted(defs.items()))}

@@ -10,7 +10,7 @@ Each part's ``to_json()`` writes the keys in the order the analysis has always w
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -284,3 +284,332 @@ class PhaseSpan:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PhaseSpan:
         return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class IdleName:
+    """One name inside an idle category (a CUDA API call, a host function, a module ...): its time in the
+    category's idle and how many calls (or samples) it had there."""
+
+    name: str
+    ns: int
+    calls: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IdleName:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class IdleCategory:
+    """One category of a device's idle in a phase (``analysis.diagnosis.idle_anatomy.CATEGORIES``), its time and
+    its top names by time."""
+
+    category: str
+    ns: int
+    top: tuple[IdleName, ...]
+
+    def to_json(self) -> JSON:
+        return {"category": self.category, "ns": self.ns, "top": [t.to_json() for t in self.top]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IdleCategory:
+        return cls(category=data["category"], ns=data["ns"], top=tuple(IdleName.from_json(t) for t in data["top"]))
+
+
+@dataclass(frozen=True, slots=True)
+class IdleAnatomy:
+    """Where one (process, device)'s GPU idle went in one phase (``analysis.diagnosis.idle_anatomy``): its idle, the
+    host threads that launch its work (None: not known), and the idle's categories by time. The
+    categories' ``ns`` sum to ``idle_ns``; a device's ``idle_ns`` over its phases to its breakdown's."""
+
+    pid: int | None
+    device: int | None
+    phase: str
+    idle_ns: int
+    threads: tuple[int, ...] | None
+    categories: tuple[IdleCategory, ...]
+
+    def to_json(self) -> JSON:
+        return {"pid": self.pid, "device": self.device, "phase": self.phase, "idle_ns": self.idle_ns,
+                "threads": None if self.threads is None else list(self.threads),
+                "categories": [c.to_json() for c in self.categories]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IdleAnatomy:
+        return cls(pid=data["pid"], device=data["device"], phase=data["phase"], idle_ns=data["idle_ns"],
+                   threads=None if data["threads"] is None else tuple(data["threads"]),
+                   categories=tuple(IdleCategory.from_json(c) for c in data["categories"]))
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCause:
+    """A finding on an ncu kernel (``analysis.diagnosis.ncu.gains.annotate_kernels``): its rule, title, the time it
+    would save, and its role among the kernel's findings (they share the kernel's time)."""
+
+    rule_id: str
+    title: str
+    impact_ns: int
+    role: str
+    severity: str
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KernelCause:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class NcuKernel:
+    """One profiled kernel of an ncu report (``analysis.diagnosis.ncu.kernels``): its launch shape, its ncu duration
+    and the nsys time it links to (None: no nsys report of the run has it), the time its findings would
+    save, and their causes.
+
+    ``memory`` is the kernel's memory story (``analysis.diagnosis.ncu.memory.story``: ``levels``,
+    ``sectors_per_request``, ``bound``, ``roofline``, ``hardware``): an open object, its keys and numbers
+    depend on the metrics the report collected and still change shape."""
+
+    kernel_id: int
+    name: str
+    short_name: str
+    grid: tuple[int, ...] | None
+    block: tuple[int, ...] | None
+    duration_ns: float | None
+    nsys_total_ns: int | None
+    nsys_launches: int | None
+    memory: Mapping[str, Any]
+    estimated_saving_ns: int | None
+    causes: tuple[KernelCause, ...]
+
+    def to_json(self) -> JSON:
+        return {"kernel_id": self.kernel_id, "name": self.name, "short_name": self.short_name,
+                "grid": None if self.grid is None else list(self.grid),
+                "block": None if self.block is None else list(self.block), "duration_ns": self.duration_ns,
+                "nsys_total_ns": self.nsys_total_ns, "nsys_launches": self.nsys_launches, "memory": self.memory,
+                "estimated_saving_ns": self.estimated_saving_ns, "causes": [c.to_json() for c in self.causes]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NcuKernel:
+        def shape(key: str) -> tuple[int, ...] | None:
+            return None if data[key] is None else tuple(data[key])
+
+        return cls(kernel_id=data["kernel_id"], name=data["name"], short_name=data["short_name"], grid=shape("grid"),
+                   block=shape("block"), duration_ns=data["duration_ns"], nsys_total_ns=data["nsys_total_ns"],
+                   nsys_launches=data["nsys_launches"], memory=data["memory"],
+                   estimated_saving_ns=data["estimated_saving_ns"],
+                   causes=tuple(KernelCause.from_json(c) for c in data["causes"]))
+
+
+def _value_json(value: Any) -> Any:
+    """A typed value as JSON: parts by their ``to_json``, tuples as lists, the rest as it is."""
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_value_json(v) for v in value]
+    return value
+
+
+def _keyed_json(obj: Any, keys: tuple[str, ...], details: Mapping[str, Any]) -> JSON:
+    """An object with typed fields and open ``details`` as JSON, in ``keys`` order (read from JSON; empty for
+    one made in code: the typed fields that are set, then the details)."""
+    typed = [f.name for f in dataclasses.fields(obj) if f.name not in ("details", "keys")]
+    order = keys or (*(k for k in typed if getattr(obj, k) is not None), *details)
+    return {k: details[k] if k in details else _value_json(getattr(obj, k)) for k in order}
+
+
+def _keyed_from(cls: Callable[..., _T], data: Mapping[str, Any], read: Mapping[str, Any]) -> _T:
+    """``cls`` from JSON: each typed key by its reader (absent: None), every other key into ``details``."""
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in ("details", "keys")]  # type: ignore[arg-type]
+    typed = {k: None if data.get(k) is None else read.get(k, _same)(data[k]) for k in names}
+    return cls(**typed, details={k: v for k, v in data.items() if k not in names}, keys=tuple(data))
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSpan:
+    """One loop of the report (``analysis.loops.loop_report.loop_list``): its index, whether it is the main one, how it
+    was found, its iterations' count and time percentiles, its signature, span, GPU time and trend."""
+
+    index: int
+    main: bool
+    source: str | None
+    count: int
+    median_ns: float
+    p10_ns: float
+    p90_ns: float
+    p99_ns: float
+    signature: tuple[str, ...]
+    start_ns: int
+    end_ns: int
+    gpu_ns: int
+    trend_pct: float | None
+
+    def to_json(self) -> JSON:
+        return {**_plain_json(self), "signature": list(self.signature)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LoopSpan:
+        return cls(**{**data, "signature": tuple(data["signature"])})
+
+
+@dataclass(frozen=True, slots=True)
+class IterationTime:
+    """The main loop's iteration-time percentiles, extremes and mean."""
+
+    median_ns: float
+    p10_ns: float
+    p90_ns: float
+    p99_ns: float
+    min_ns: int
+    max_ns: int
+    mean_ns: float
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IterationTime:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class IterationItem:
+    """One of the main loop's first iterations: its index, start, end and length."""
+
+    index: int
+    start_ns: int
+    end_ns: int
+    ns: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IterationItem:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One iteration's exact record (``analysis.loops.steps``): its phase, span, GPU busy time and the breakdown's
+    partition of it (compute, exposed and overlapped communication, memory only, idle)."""
+
+    index: int
+    phase: str
+    start_ns: int
+    end_ns: int
+    ns: int
+    gpu_busy_ns: int
+    compute_ns: int
+    comm_exposed_ns: int
+    comm_overlapped_ns: int
+    memory_only_ns: int
+    idle_ns: int
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepRecord:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class SlowStep:
+    """One of the slowest steps (``analysis.diagnosis.step_anatomy``): its record, its time over the median step, the rule
+    that owns that extra time (None: longer GPU work) and the cause in words."""
+
+    index: int
+    phase: str
+    start_ns: int
+    end_ns: int
+    ns: int
+    gpu_busy_ns: int
+    compute_ns: int
+    comm_exposed_ns: int
+    comm_overlapped_ns: int
+    memory_only_ns: int
+    idle_ns: int
+    extra_ns: int
+    owner: str | None
+    cause: str
+
+    def to_json(self) -> JSON:
+        return _plain_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SlowStep:
+        return _plain_from(cls, data)
+
+
+@dataclass(frozen=True, slots=True)
+class StepAnatomy:
+    """The step anatomy of the iterations inside the window (``analysis.diagnosis.step_anatomy``): their count, median,
+    jitter and GPU duty cycle, the loop's kind (``throughput`` or ``host_paced``), the slowest steps, the
+    first records (of ``records_total``). ``details``: what a host-paced loop adds (latency, headroom ...),
+    an open object that still changes shape."""
+
+    steady_count: int
+    iteration_median_ns: float
+    jitter_pct: float | None
+    gpu_duty_cycle_pct: float | None
+    kind: Literal["throughput", "host_paced"]
+    slowest_steps: tuple[SlowStep, ...]
+    per_second: float | None
+    records: tuple[StepRecord, ...]
+    records_total: int
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict, metadata={"json": {"flat": True}})
+    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False,
+                                              metadata={"json": {"omit": True}})
+
+    def to_json(self) -> JSON:
+        return _keyed_json(self, self.keys, self.details)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepAnatomy:
+        return _keyed_from(cls, data, {"slowest_steps": lambda v: tuple(SlowStep.from_json(s) for s in v),
+                                       "records": lambda v: tuple(StepRecord.from_json(r) for r in v)})
+
+
+@dataclass(frozen=True, slots=True)
+class Iterations:
+    """A report's ``iterations``: how its loop was found (``source``: an NVTX range, a kernel signature ...,
+    None: no loop, ``reason`` says why), its iteration count and signature, every loop, the program's shape,
+    and where there is a loop its iteration-time percentiles, first iterations and step anatomy.
+
+    ``details``: the NVTX step summary's keys (``slowest``, ``wall_*`` ...), the loop's ``detail`` and the
+    headline percentiles repeated at the top: open JSON, still changing shape."""
+
+    has_nvtx: bool
+    range: str | None
+    domain: str | None
+    count: int
+    source: str | None
+    signature: tuple[str, ...]
+    reason: str | None
+    loops: tuple[LoopSpan, ...]
+    program: str
+    iteration_time: IterationTime | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+    items: tuple[IterationItem, ...] | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+    anatomy: StepAnatomy | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict, metadata={"json": {"flat": True}})
+    keys: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False,
+                                              metadata={"json": {"omit": True}})
+
+    def to_json(self) -> JSON:
+        return _keyed_json(self, self.keys, self.details)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Iterations:
+        return _keyed_from(cls, data, {
+            "signature": tuple, "loops": lambda v: tuple(LoopSpan.from_json(lp) for lp in v),
+            "iteration_time": IterationTime.from_json, "items": lambda v: tuple(IterationItem.from_json(i) for i in v),
+            "anatomy": StepAnatomy.from_json})

@@ -4,8 +4,8 @@
 service stores): the same keys in the same order as before these types existed, so the JSON text is
 byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
 analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
-launches, phases) are typed in ``analysis.result_parts``; rule-specific numbers of a finding and the
-report-summary keys still changing shape (loop, idle anatomy, ncu kernels ...) stay JSON in ``extra`` /
+launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``;
+rule-specific numbers of a finding and the report-summary keys still changing shape stay JSON in ``extra`` /
 ``details``.
 """
 
@@ -17,8 +17,11 @@ from typing import Any
 
 from analysis.result_parts import (
     DominantKernel,
+    IdleAnatomy,
+    Iterations,
     KernelTotal,
     Launches,
+    NcuKernel,
     NvtxSummary,
     PhaseSpan,
     SystemMetrics,
@@ -74,7 +77,8 @@ class FindingResult:
     """One ranked finding as it leaves the analysis (``impact_pct`` rounded to 3 places, as in the JSON).
 
     ``extra``: the rule-specific numbers (e.g. ``causes``, ``speedup_pct``, ``host_paced``), after the
-    fixed keys in the JSON."""
+    fixed keys in the JSON; typed in the schema for the engine's keys (``EngineExtra``) and for the rules
+    of ``FINDING_EXTRA``, open for the others."""
 
     rule_id: str
     severity: str
@@ -110,6 +114,131 @@ class FindingResult:
             evidence_total=data["evidence_total"], phase=data["phase"],
             extra={k: v for k, v in data.items() if k not in _FINDING_KEYS},
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineExtra:
+    """Keys the engine adds to any rule's finding, each only where it applies (the schema types them on every
+    finding): its cost per step on a loop window, its loops, the host-paced mark, the roll-up across ranks,
+    whether it owns its idle, where the host CPU was."""
+
+    impact_per_step_ns: int = field(metadata=_json(optional=True))
+    steps_in_window: int = field(metadata=_json(optional=True))
+    loops: tuple[int, ...] = field(metadata=_json(optional=True))
+    host_paced: bool = field(metadata=_json(optional=True))
+    per_rank: tuple[Mapping[str, Any], ...] = field(metadata=_json(optional=True))
+    per_host: tuple[Mapping[str, Any], ...] = field(metadata=_json(optional=True))
+    ranks_with_finding: int = field(metadata=_json(optional=True))
+    owns_idle: bool = field(metadata=_json(optional=True))
+    host_functions: tuple[Mapping[str, Any], ...] = field(metadata=_json(optional=True))
+
+
+@dataclass(frozen=True, slots=True)
+class SyncExtra:
+    """SYNC001: the sync calls, per kernel, by name, and the idle gaps they own."""
+
+    sync_calls: int
+    sync_calls_per_kernel: float | None
+    sync_call_names: Mapping[str, int]
+    idle_gaps: int
+    syncs_followed_by_idle: int
+
+
+@dataclass(frozen=True, slots=True)
+class PageableCopyExtra:
+    """MEM001: the pageable copies, their bytes, and the asynchronous ones that became synchronous."""
+
+    copies: int
+    bytes: int
+    async_became_sync: int
+    async_became_sync_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockingCopyExtra:
+    """MEM002: the blocking copies, their bytes, the host time blocked and the idle gaps they own."""
+
+    copies: int
+    bytes: int
+    host_blocked_ns: int
+    idle_gaps: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemsetExtra:
+    """MEM003: the synchronous memsets."""
+
+    memsets: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationExtra:
+    """MEM004: unified-memory migrations, their bytes and time, by direction."""
+
+    migrations: int
+    bytes: int
+    migration_ns: int
+    to_device: int
+    to_host: int
+
+
+@dataclass(frozen=True, slots=True)
+class WarmupExtra:
+    """PHASE002: the warm-up iterations and the steady iteration's median."""
+
+    warmup_iterations: int
+    steady_median_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchShapeExtra:
+    """KRN004: the time of the small-grid kernels and of all compute kernels."""
+
+    small_kernel_ns: int
+    compute_kernel_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class DominantKernelExtra:
+    """KRN005: the dominant kernel, its share and launches, and the ncu command that profiles it."""
+
+    kernel: str
+    share_pct: float
+    launches: int
+    ncu_command: str
+    launch_skip: int
+
+
+@dataclass(frozen=True, slots=True)
+class NcuExtra:
+    """Every NCU rule (``analysis.diagnosis.rules.ncu.common``): the estimated speedup, the kernel and its launch shape
+    (lists, or ncu's total sizes), its nsys link and time base; the shares of one kernel's findings
+    (``analysis.diagnosis.ncu.gains``) where the kernel's time is known."""
+
+    speedup_pct: float
+    speedup_type: str
+    kernel: str
+    linked_to_nsys: bool
+    nsys_match: str | None
+    kernel_grid: tuple[int, ...] | int | None
+    kernel_block: tuple[int, ...] | int | None
+    kernel_time_ns: int | None
+    time_base_ns: int | None
+    raw_impact_ns: int = field(metadata=_json(optional=True))
+    kernel_saving_ns: int = field(metadata=_json(optional=True))
+    cause_order: int = field(metadata=_json(optional=True))
+    causes_on_kernel: int = field(metadata=_json(optional=True))
+    role: str = field(metadata=_json(optional=True))
+    explained_by: tuple[str, ...] = field(metadata=_json(optional=True))
+
+
+# The shape of ``FindingResult.extra`` for the rules whose numbers are stable, by rule id (``analysis.contract``
+# writes each into the schema). The other rules' ``extra`` is an open object: its keys still change shape.
+FINDING_EXTRA: dict[str, type] = {
+    "SYNC001": SyncExtra, "MEM001": PageableCopyExtra, "MEM002": BlockingCopyExtra, "MEM003": MemsetExtra,
+    "MEM004": MigrationExtra, "PHASE002": WarmupExtra, "KRN004": LaunchShapeExtra, "KRN005": DominantKernelExtra,
+    **{f"NCU{i:03d}": NcuExtra for i in range(1, 11)},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +365,9 @@ _TYPED: dict[str, Any] = {
     "launches": Launches.from_json,
     "phases": lambda v: tuple(PhaseSpan.from_json(p) for p in v),
     "window": ReportWindow.from_json,
+    "idle_anatomy": lambda v: tuple(IdleAnatomy.from_json(a) for a in v),
+    "kernels": lambda v: tuple(NcuKernel.from_json(k) for k in v),
+    "iterations": Iterations.from_json,
 }
 _PLAIN = ("file", "tool", "host", "rank")
 
@@ -254,7 +386,7 @@ class ReportSummary:
 
     The typed parts are None when the report has not the key (an ncu report has no ``phases`` ...).
     ``details`` holds the other keys, those that depend on the tool or still change shape
-    (``iterations``, ncu's ``kernels`` ...), as JSON; ``keys`` is the JSON's key order (read from JSON; a
+    (``network``, ``counts`` ...), as JSON; ``keys`` is the JSON's key order (read from JSON; a
     summary made in code leaves it empty and gets the headline keys first)."""
 
     file: str
@@ -269,6 +401,12 @@ class ReportSummary:
     launches: Launches | None = field(default=None, metadata=_json(optional=True))
     phases: tuple[PhaseSpan, ...] | None = field(default=None, metadata=_json(optional=True))
     window: ReportWindow | None = field(default=None, metadata=_json(optional=True))
+    # nsys: where each device's idle went, per phase and category.
+    idle_anatomy: tuple[IdleAnatomy, ...] | None = field(default=None, metadata=_json(optional=True))
+    # ncu: each profiled kernel, its memory story and the findings on it.
+    kernels: tuple[NcuKernel, ...] | None = field(default=None, metadata=_json(optional=True))
+    # nsys: the loop, its iterations and step anatomy.
+    iterations: Iterations | None = field(default=None, metadata=_json(optional=True))
     details: Mapping[str, Any] = field(default_factory=dict, metadata=_json(flat=True))
     keys: tuple[str, ...] = field(default=(), repr=False, compare=False, metadata=_json(omit=True))
 

@@ -139,12 +139,12 @@ RUN_LEVEL = """
 from pathlib import Path
 from analysis.run.runner import ReportResult, analyze_run_facts, make_context
 ctx = make_context()
-res = analyze_run_facts([ReportResult.load(Path(p)) for p in ARG['folders']], ctx)
+res = analyze_run_facts([ReportResult.load(Path(p)) for p in ARG['folders']], ctx).to_json()
 OUT = {'findings': len(res['findings'])}
 """
 SINGLE = """
 from analysis.run.runner import analyze_run
-res = analyze_run(ARG['traces'], labels=ARG['labels'], window=ARG.get('window'))
+res = analyze_run(ARG['traces'], labels=ARG['labels'], window=ARG.get('window')).to_json()
 OUT = {'findings': len(res['findings']), 'keys': [[f['rule_id'], f['report'], f['impact_ns'], f['title']]
                                                   for f in res['findings']]}
 """

@@ -41,6 +41,7 @@ from analysis.diagnosis.idle_classes import (
 )
 from analysis.model.activity import pairing, unit_ops
 from analysis.model.trace import Trace
+from analysis.result_parts import IdleAnatomy, IdleCategory, IdleName
 
 NCAT = len(CATEGORIES)
 SLICE_ROWS = 1 << 20  # host rows fetched per slice of time, about (slices have equal lengths): bounds memory
@@ -410,7 +411,7 @@ def _by_phase(p: Painted, bin_phase: Sequence[str], names: Sequence[str]) -> Pai
     return out
 
 
-def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[dict]:
+def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[IdleAnatomy]:
     """``reports[].idle_anatomy``: per device and phase (``phases``: (name, start_ns) in time order; none:
     one ``whole`` phase), the idle, its categories by time and each category's top names with their time
     and number of calls. Sums exactly to the breakdown's ``idle_ns`` per device."""
@@ -427,8 +428,9 @@ def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[d
                        bin_names)
     hashes = {t["name"] for e in out for c in e["categories"] for t in c["top"]}
     names = resolve_names(trace, hashes) if hashes else {}
-    for e in out:
-        for c in e["categories"]:
-            for t in c["top"]:
-                t["name"] = names.get(t["name"], "?")
-    return out
+    return [IdleAnatomy(e["pid"], e["device"], e["phase"], e["idle_ns"],
+                        None if e["threads"] is None else tuple(e["threads"]),
+                        tuple(IdleCategory(c["category"], c["ns"],
+                                           tuple(IdleName(names.get(t["name"], "?"), t["ns"], t["calls"]) for t in c["top"]))
+                              for c in e["categories"]))
+            for e in out]

@@ -22,11 +22,13 @@ Kinds (the vocabulary of ``verdict.kind``): see ``KINDS``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from analysis import fmt
 from analysis.loops.phases import activity_bounds, top_calls
 from analysis.model.trace import Trace
+from analysis.results import Verdict
 
 KINDS: dict[str, str] = {
     "no_gpu_data": "the export has no GPU activity (kernels, copies, memsets) to judge",
@@ -109,10 +111,10 @@ def _ms(ns: float) -> str:
 
 
 def _verdict(kind: str, text: str, impact_ns: int | None, next_step: str, finding: Mapping[str, Any] | None,
-             ) -> dict[str, Any]:
+             ) -> Verdict:
     """``rule_id``: the finding the verdict speaks for (None: the verdict is about the report as a whole)."""
-    return {"kind": kind, "text": text, "impact_ns": None if impact_ns is None else int(impact_ns),
-            "next_step": next_step, "rule_id": None if finding is None else finding["rule_id"]}
+    return Verdict(kind, text, None if impact_ns is None else int(impact_ns), next_step,
+                   None if finding is None else finding["rule_id"])
 
 
 def finding_kind(finding: Mapping[str, Any]) -> str | None:
@@ -127,7 +129,7 @@ def finding_kind(finding: Mapping[str, Any]) -> str | None:
     return hit[0] if hit else None
 
 
-def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
     counts = info.get("counts") or {}
     have = [f"{counts[k]:,} {k.replace('_', ' ')} rows" for k in ("cuda_api", "nvtx") if counts.get(k)]
     it = info.get("iterations") or {}
@@ -140,7 +142,7 @@ def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]
                     "re-profile with nsys profile --trace=cuda,nvtx,osrt --sample=cpu", None)
 
 
-def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any] | None:
+def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict | None:
     got = [facts.get(k) for k in ("t0_ns", "t1_ns", "g0_ns", "g1_ns")]
     if any(v is None for v in got):
         return None
@@ -166,7 +168,7 @@ def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any
 
 
 def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts: Mapping[str, Any],
-                   ) -> dict[str, Any]:
+                   ) -> Verdict:
     """The verdict of one nsys report from its ``reports[]`` object, its findings (dicts) and
     ``verdict_facts``. See the module docstring for the order of the questions."""
     counts = info.get("counts") or {}
@@ -176,7 +178,7 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     if one_off is not None:
         # PHASE001 (start-up before the first iteration), when it ran, is the finding this verdict speaks for.
         phase001 = next((f for f in findings if f["rule_id"] == "PHASE001"), None)
-        return {**one_off, "rule_id": phase001["rule_id"]} if one_off["kind"] == "startup" and phase001 else one_off
+        return replace(one_off, rule_id=phase001["rule_id"]) if one_off.kind == "startup" and phase001 else one_off
     bd = info.get("breakdown") or {}
     span, idle = int(bd.get("span_ns") or 0), int(bd.get("idle_ns") or 0)
     busy = span - idle
@@ -214,7 +216,7 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
 
 
 def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mapping[str, Mapping[str, Any]],
-               info: Mapping[str, Any]) -> dict[str, Any]:
+               info: Mapping[str, Any]) -> Verdict:
     copies = int(bd.get("memory_only_ns") or 0)
     compute = int(bd.get("compute_ns") or 0) + int(bd.get("comm_exposed_ns") or 0)
     if copies >= COPY_SHARE * busy:
@@ -246,19 +248,18 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
                     "profile the largest kernels with ncu (--set full), starting with the first", None)
 
 
-def run_verdict(verdicts: list[dict[str, Any]], names: list[str]) -> dict[str, Any] | None:
+def run_verdict(verdicts: list[Verdict], names: list[str]) -> Verdict | None:
     """One verdict for a run of several reports: the kind most reports share (ties: the larger cost),
     told by the report where it costs most (``names``: each report's rank or file, for the sentence)."""
     if not verdicts:
         return None
     if len(verdicts) == 1:
-        return dict(verdicts[0])
+        return verdicts[0]
     groups: dict[str, list[int]] = {}
     for i, v in enumerate(verdicts):
-        groups.setdefault(v["kind"], []).append(i)
-    kind = max(groups, key=lambda k: (len(groups[k]), max(int(verdicts[i]["impact_ns"] or 0) for i in groups[k])))
+        groups.setdefault(v.kind, []).append(i)
+    kind = max(groups, key=lambda k: (len(groups[k]), max(int(verdicts[i].impact_ns or 0) for i in groups[k])))
     idx = groups[kind]
-    lead = max(idx, key=lambda i: (int(verdicts[i]["impact_ns"] or 0), -i))
-    out = dict(verdicts[lead])
-    out["text"] = f"{len(idx)} of {len(verdicts)} reports ({names[lead]} shown): {verdicts[lead]['text']}"
-    return out
+    lead = max(idx, key=lambda i: (int(verdicts[i].impact_ns or 0), -i))
+    return replace(verdicts[lead], text=f"{len(idx)} of {len(verdicts)} reports ({names[lead]} shown): "
+                                        f"{verdicts[lead].text}")

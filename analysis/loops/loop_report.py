@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 
 from analysis.loops.phases import Loop, Phase
+from analysis.result_parts import LoopSpan
 
 
-def loop_list(loop: Loop) -> list[dict[str, Any]]:
+def loop_list(loop: Loop) -> list[LoopSpan]:
     """Every loop of the report in time order: ``{index, main, source, count, median_ns, p10_ns, p90_ns,
     p99_ns, signature, start_ns, end_ns, gpu_ns, trend_pct}``; iteration times are start to next start
     (the last one to its own end). ``trend_pct``: the change of the iteration time from the loop's first
@@ -24,9 +25,9 @@ def loop_list(loop: Loop) -> list[dict[str, Any]]:
         trend = (round(100.0 * (float(np.median(d[-k:])) - float(np.median(d[:k]))) / float(np.median(d[:k])), 3)
                  if len(d) >= 10 and float(np.median(d[:k])) > 0 else None)
         start, end = x.span
-        out.append({"index": i, "main": x is loop, "source": x.source, "count": len(x), "median_ns": float(q[1]),
-                    "p10_ns": float(q[0]), "p90_ns": float(q[2]), "p99_ns": float(q[3]), "signature": x.signature,
-                    "start_ns": start, "end_ns": end, "gpu_ns": int(x.gpu_ns), "trend_pct": trend})
+        out.append(LoopSpan(index=i, main=x is loop, source=x.source, count=len(x), median_ns=float(q[1]),
+                            p10_ns=float(q[0]), p90_ns=float(q[2]), p99_ns=float(q[3]), signature=tuple(x.signature),
+                            start_ns=start, end_ns=end, gpu_ns=int(x.gpu_ns), trend_pct=trend))
     return out
 
 

@@ -56,7 +56,7 @@ from analysis.model.network import report_network, run_matrix
 from analysis.model.nvtx_projection import nvtx_projection
 from analysis.model.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
-from analysis.results import SCHEMA_VERSION
+from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
 from analysis.run.rollup import roll_up
@@ -133,7 +133,7 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
             out.update(stats)
         out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
                          "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
-    out["loops"] = loop_list(loop)
+    out["loops"] = [lp.to_json() for lp in loop_list(loop)]
     out["program"] = program_shape(loop, info.phases)
     if ana is not None:
         records = ana.pop("records")
@@ -189,7 +189,8 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
                 info["estimated_saving"] = report_saving(found, label)
                 annotate_kernels(info.get("kernels") or [], found, label)
             if info_p is not None:  # after the rules: it reuses the gap rules' painting of the idle
-                info["idle_anatomy"] = idle_anatomy(v, [(p.name, p.start_ns) for p in info_p.phases])
+                info["idle_anatomy"] = [a.to_json() for a in idle_anatomy(v, [(p.name, p.start_ns)
+                                                                               for p in info_p.phases])]
             facts = _facts(t, v, info_p, records, facts_dir)
         finally:
             if v is not t:
@@ -302,7 +303,7 @@ def _merge_outcomes(rule_cls: type[Rule], results: list[ReportResult]) -> tuple[
 
 
 def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top: int | None = None,
-                      memory_bytes: int | None = None, by_rule: bool = True) -> dict[str, Any]:
+                      memory_bytes: int | None = None, by_rule: bool = True) -> AnalysisResult:
     """Step 2: the cross-rank rules over the reports' facts, every rule's status, all findings ranked.
 
     ``results`` in run order (the order of ``reports[]``). ``by_rule``: in a run of several nsys reports,
@@ -338,7 +339,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found]
         run_status[rule_cls.id] = ("ok", None)
     findings: list[dict[str, Any]] = []
-    rules: list[dict[str, Any]] = []
+    rules: list[RuleStatus] = []
     for rule_cls in ctx.selected:
         rid = rule_cls.id
         if rule_cls.scope == "run":
@@ -349,7 +350,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             own = [f for r in results for f in r.findings if f["rule_id"] == rid]
             status, reason = _merge_outcomes(rule_cls, results)
         findings.extend(own)
-        rules.append({"id": rid, "status": status, "reason": reason, "findings": len(own) if status == "ok" else 0})
+        rules.append(RuleStatus(rid, status, reason, len(own) if status == "ok" else 0))
     if by_rule and sum(1 for r in results if r.tool == "nsys") > 1:
         for r in results:
             r.info["findings"] = rank_finding_dicts(list(r.findings))
@@ -359,35 +360,36 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     if top is not None:
         ranked = ranked[:top]
     names = [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}" for r in results if r.tool == "nsys"]
-    out: dict[str, Any] = {"verdict": run_verdict(verdicts, names), "schema_version": SCHEMA_VERSION,
-                           "window": spec.text, "reports": [r.info for r in results], "findings": ranked,
-                           "rules": rules}
     steps = run_facts.last_per_step(results, ITEMS)
     if steps is not None:
         run_facts.mark_last([r.info for r in results], steps)
-        out["steps"] = steps  # multi-rank: which rank finished each iteration last
         steps["last_by_host"] = steps_by_host(steps, [(r.facts.get("rank"), r.label, r.info.get("host"))
                                                       for r in results if r.tool == "nsys"])
-    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
-    if split is not None:
-        out["collectives"] = split  # multi-rank: wait for the last rank vs transfer after it
     matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
                          if r.tool == "nsys"])
-    if matrix is not None:
-        out["network"] = matrix  # NCCL's network transfers: the rank x rank matrix
     aligned = run_facts.aligned_windows(results, spec.kind)
-    if aligned is not None:
-        out["aligned_window"] = aligned  # multi-rank: where every rank is in its steady phase
-    return out
+    verdict = run_verdict(verdicts, names)
+    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
+    # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
+    # run-level passes (roll-up, verdicts, loop marks) complete them; they become typed once, here.
+    return AnalysisResult(
+        window=spec.text, reports=tuple(ReportSummary.from_json(r.info) for r in results),
+        findings=tuple(FindingResult.from_json(f) for f in ranked), rules=tuple(rules),
+        steps=steps,  # multi-rank: which rank finished each iteration last
+        aligned_window=None if aligned is None else tuple(aligned),  # multi-rank: where every rank is steady
+        verdict=verdict,
+        network=matrix,  # NCCL's network transfers: the rank x rank matrix
+        collectives=split)  # multi-rank: wait for the last rank vs transfer after it
 
 
-def _verdicts(results: list[ReportResult]) -> list[dict[str, Any]]:
+def _verdicts(results: list[ReportResult]) -> list[Verdict]:
     """Each nsys report's verdict (``analysis.diagnosis.verdict``) over its final findings, kept in its ``info``."""
     out = []
     for r in results:
         if r.tool == "nsys":
-            r.info["verdict"] = report_verdict(r.info, r.findings, r.facts.get("verdict") or {})
-            out.append(r.info["verdict"])
+            verdict = report_verdict(r.info, r.findings, r.facts.get("verdict") or {})
+            r.info["verdict"] = verdict.to_json()
+            out.append(verdict)
     return out
 
 
@@ -440,7 +442,7 @@ def analyze_run(
     reports: list[Path], *, labels: list[str] | None = None, rules: list[str] | None = None,
     thresholds: Mapping[str, float] | None = None, top: int | None = None, memory_bytes: int = DUCKDB_MEMORY_BYTES,
     window: str | None = None, facts_root: Path | None = None, by_rule: bool = True,
-) -> dict[str, Any]:
+) -> AnalysisResult:
     """See ``analysis.api.analyze``: ``analyze_report`` on each report (nsys first, then ncu linked to
     them), then ``analyze_run_facts``. ``facts_root``: where each report's facts go (``<root>/<i>``;
     default a temporary folder removed on return)."""
@@ -453,7 +455,7 @@ def analyze_run(
 
 
 def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, root: Path, *,
-                  top: int | None = None, by_rule: bool = True) -> dict[str, Any]:
+                  top: int | None = None, by_rule: bool = True) -> AnalysisResult:
     """Both steps in this process, the facts of report ``i`` in ``root/<i>``. ``by_rule=False``: findings per
     rank, as the service stores them (its run page groups them), instead of one per rule across ranks."""
     tools = [report_tool(p) for p in paths]

@@ -68,7 +68,14 @@ MUTATIONS = [
     ("an unknown top-level key", lambda d: d.__setitem__("surprise", 1)),
     ("a device breakdown without its idle", lambda d: d["reports"][0]["breakdown"]["devices"][0].pop("idle_ns")),
     ("reports that are not a list", lambda d: d.__setitem__("reports", {})),
+    ("a rolled-up finding's rank count as text", lambda d: _with(d, "ranks_with_finding").__setitem__(
+        "ranks_with_finding", "2")),
+    ("a finding's per-rank rows that are not a list", lambda d: _with(d, "per_rank").__setitem__("per_rank", {})),
 ]
+
+
+def _with(doc: dict, key: str) -> dict:
+    return next(f for f in doc["findings"] if key in f)
 
 
 @pytest.mark.parametrize(("what", "mutate"), MUTATIONS, ids=[m[0] for m in MUTATIONS])
@@ -77,3 +84,52 @@ def test_mutated_analyses_fail(two_rank_result, what, mutate):
     assert doc["findings"] and doc["findings"][0]["evidence"]
     mutate(doc)
     assert not valid(doc), what
+
+
+def test_finding_extras_are_typed_per_rule_where_stable():
+    from analysis import results
+    from analysis.diagnosis.rules.registry import default_registry
+
+    ids = {r.id for r in default_registry()}
+    assert set(results.FINDING_EXTRA) <= ids  # every declared shape is a rule's
+    schema = contract.json_schema()
+    finding = schema["$defs"]["FindingResult"]
+    assert finding["properties"]["impact_per_step_ns"] == {"type": "integer"}  # the engine's keys, on every finding
+    cases = {c["if"]["properties"]["rule_id"]["const"]: c["then"]["$ref"] for c in finding["allOf"]}
+    assert cases["SYNC001"] == "#/$defs/SyncExtra" and cases["NCU001"] == "#/$defs/NcuExtra"
+    assert set(schema["$defs"]["SyncExtra"]["required"]) == {
+        "sync_calls", "sync_calls_per_kernel", "sync_call_names", "idle_gaps", "syncs_followed_by_idle"}
+
+
+@pytest.fixture(scope="module")
+def typed_extras_result():
+    """An export whose findings include MEM001 and KRN005 (shapes of FINDING_EXTRA)."""
+    return analyze([ingested(corpus_file("cupy-power-iteration.sqlite"))]).to_json()
+
+
+def _rule(doc: dict, rule_id: str) -> dict:
+    return next(f for f in doc["findings"] if f["rule_id"] == rule_id)
+
+
+EXTRA_MUTATIONS = [
+    ("MEM001's copies as text", lambda d: _rule(d, "MEM001").__setitem__("copies", "3")),
+    ("KRN005 without its ncu command", lambda d: _rule(d, "KRN005").pop("ncu_command")),
+    ("KRN005's share as text", lambda d: _rule(d, "KRN005").__setitem__("share_pct", "90%")),
+    ("an impact per step as a float", lambda d: _with(d, "impact_per_step_ns").__setitem__("impact_per_step_ns", 1.5)),
+]
+
+
+@pytest.mark.parametrize(("what", "mutate"), EXTRA_MUTATIONS, ids=[m[0] for m in EXTRA_MUTATIONS])
+def test_mutated_finding_extras_fail(typed_extras_result, what, mutate):
+    doc = copy.deepcopy(typed_extras_result)
+    assert valid(doc)
+    mutate(doc)
+    assert not valid(doc), what
+
+
+def test_mutated_ncu_finding_extras_fail():
+    doc = analyze([ingested(corpus_file("pytorch-sgemm-small.csv"))]).to_json()
+    assert valid(doc)
+    ncu = next(f for f in doc["findings"] if f["rule_id"].startswith("NCU"))
+    ncu["speedup_pct"] = "12"
+    assert not valid(doc)

@@ -128,7 +128,7 @@ def test_tiny_report_exact_numbers(tmp_path):
     t = Trace(path, "r")
     try:
         assert speakers(t) == {(1, 0): [1]}
-        out = idle_anatomy(t, [("startup", 0), ("steady", 450)])
+        out = _json(idle_anatomy(t, [("startup", 0), ("steady", 450)]))
         bd = breakdown(t)
     finally:
         t.close()
@@ -150,10 +150,10 @@ def test_slices_give_the_same_anatomy(tmp_path, monkeypatch):
     path = normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls)
     t = Trace(path, "r")
     try:
-        whole = idle_anatomy(t)
+        whole = _json(idle_anatomy(t))
         monkeypatch.setattr(ia, "SLICE_ROWS", 3)
         t.memo.clear()
-        sliced = idle_anatomy(t)
+        sliced = _json(idle_anatomy(t))
     finally:
         t.close()
     ns = lambda out: {c["category"]: c["ns"] for e in out for c in e["categories"]}  # noqa: E731
@@ -168,7 +168,7 @@ def test_parts_sum_to_idle_per_device_phase_and_iteration(src):
     try:
         info = phase_info(t)
         phases = [(p.name, p.start_ns) for p in info.phases]
-        out = idle_anatomy(t, phases)
+        out = _json(idle_anatomy(t, phases))
         bd = breakdown(t)
         by_dev: dict[tuple, int] = {}
         for e in out:
@@ -206,7 +206,7 @@ def test_categories_cover_a_cuda_call_exactly(tmp_path):
     path = normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=[api(5, 105, "cudaFree")])
     t = Trace(path, "r")
     try:
-        (e,) = idle_anatomy(t)
+        (e,) = _json(idle_anatomy(t))
     finally:
         t.close()
     assert e["categories"] == [{"category": "allocation", "ns": 80, "top": [{"name": "cudaFree", "ns": 80, "calls": 1}]}]
@@ -223,10 +223,10 @@ def test_the_gap_rules_painting_gives_the_same_anatomy(src):
     alone, shared = Trace(path, src.name), Trace(path, src.name)
     try:
         phases = [(p.name, p.start_ns) for p in phase_info(alone).phases]
-        want = idle_anatomy(alone, phases)
+        want = _json(idle_anatomy(alone, phases))
         claims(shared)
         assert "idle_painted" in shared.memo
-        got = idle_anatomy(shared, phases)
+        got = _json(idle_anatomy(shared, phases))
     finally:
         alone.close()
         shared.close()
@@ -240,3 +240,8 @@ def test_the_gap_rules_painting_gives_the_same_anatomy(src):
     assert strip(got) == strip(want)
     calls = lambda out: [t["calls"] for e in out for c in e["categories"] for t in c["top"]]  # noqa: E731
     assert all(g >= w for g, w in zip(calls(got), calls(want), strict=True))
+
+
+def _json(entries: list) -> list[dict]:
+    """``idle_anatomy``'s typed entries as the result's JSON shows them."""
+    return [e.to_json() for e in entries]

@@ -80,7 +80,7 @@ def test_loops_agree_with_the_labels(name):
     trace = Trace(ingested(corpus_file(name)), name)
     try:
         info = phase_info(trace)
-        ours = loop_list(info.loop)
+        ours = [lp.to_json() for lp in loop_list(info.loop)]
         entries = label.get("loops")
         if name in DISAGREE:
             _check_disagreement(name, trace, info, label)
@@ -125,7 +125,7 @@ def _check_disagreement(name: str, trace: Trace, info, label: dict) -> None:
         assert all(seqs[i] == seqs[i + 2] for i in range(len(seqs) - 2))
         (entry,) = label["loops"]
         assert info.loop.detail["period_ops"] > 0
-        ours = loop_list(info.loop)[0]
+        ours = loop_list(info.loop)[0].to_json()
         assert abs(ours["median_ns"] - 2 * entry["median_period_ms"] * MS) <= 0.03 * 2 * entry["median_period_ms"] * MS
     elif why == "nested, irregular":
         work = phase_of(info.phases, "work")

@@ -161,7 +161,7 @@ def test_the_pair_splits_its_collective_into_wait_transfer_and_the_hosts_launch(
     from analysis.run.runner import analyze_run
 
     paths = [ingested(corpus_file(R0)), ingested(corpus_file(R1))]
-    out = analyze_run(paths, labels=[R0, R1])
+    out = analyze_run(paths, labels=[R0, R1]).to_json()
     rows = []
     for p in paths:
         t = Trace(p, p.name)
@@ -191,7 +191,7 @@ def test_the_text_report_names_the_links_the_slowest_and_each_rule_once() -> Non
     from analysis.run.runner import analyze_run
     from goodput_cli.render import text
 
-    out = analyze_run([ingested(corpus_file(R0)), ingested(corpus_file(R1))], labels=[R0, R1])
+    out = analyze_run([ingested(corpus_file(R0)), ingested(corpus_file(R1))], labels=[R0, R1]).to_json()
     report = text(out)
     slow = out["network"]["slowest"]
     assert f"rank 0 -> rank 1 (inter-node): {fmt.size(8 * 2**20)} in 8 sends on 2 channel(s)" in report

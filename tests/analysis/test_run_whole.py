@@ -65,7 +65,7 @@ def _arrivals(paths: list[Path]) -> tuple[np.ndarray, list[str]]:
 def test_a_late_node_is_named_with_its_lateness(late_run) -> None:
     # The whole reports, as the rule on the attached traces below sees them (the default window of this
     # one-shot program is its short work phase, whose span makes a different share).
-    out = analyze_run(late_run, labels=_labels(late_run), window="all")
+    out = analyze_run(late_run, labels=_labels(late_run), window="all").to_json()
     observe("COMM005", *next((r["status"], r["findings"]) for r in out["rules"] if r["id"] == "COMM005"))
     (f,) = [f for f in out["findings"] if f["rule_id"] == "COMM005"]
     t, hosts = _arrivals(late_run)
@@ -93,7 +93,8 @@ def test_a_late_node_is_named_with_its_lateness(late_run) -> None:
 
 @rule_case("COMM005", "silent")
 def test_a_late_node_below_the_clock_uncertainty_says_so_and_a_higher_bar_is_silent(late_run) -> None:
-    out = analyze_run(late_run, labels=_labels(late_run), thresholds={"COMM005.clock_uncertainty_us": 5000})
+    out = analyze_run(late_run, labels=_labels(late_run),
+                      thresholds={"COMM005.clock_uncertainty_us": 5000}).to_json()
     (f,) = [f for f in out["findings"] if f["rule_id"] == "COMM005"]
     assert f["severity"] == "info" and f["clock"]["below_uncertainty"] is True
     assert "below it: it may be the clocks" in f["message"]
@@ -101,13 +102,13 @@ def test_a_late_node_below_the_clock_uncertainty_says_so_and_a_higher_bar_is_sil
     mine = np.array([h == LATE_HOST for h in hosts])
     worst = int((t[:, mine].min(axis=1) - t[:, ~mine].max(axis=1)).max())
     quiet = analyze_run(late_run, labels=_labels(late_run), rules=["COMM005"],
-                        thresholds={"COMM005.min_skew_us": worst / 1000 + 1})
+                        thresholds={"COMM005.min_skew_us": worst / 1000 + 1}).to_json()
     observe("COMM005", *next((r["status"], r["findings"]) for r in quiet["rules"] if r["id"] == "COMM005"))
     assert not [f for f in quiet["findings"] if f["rule_id"] == "COMM005"]
 
 
 def test_one_finding_per_rule_equals_the_reports_findings_summed(late_run) -> None:
-    out = analyze_run(late_run, labels=_labels(late_run))
+    out = analyze_run(late_run, labels=_labels(late_run)).to_json()
     per_report: dict[tuple, int] = defaultdict(int)
     count: dict[tuple, int] = defaultdict(int)
     for rep in out["reports"]:
@@ -134,7 +135,7 @@ def test_one_finding_per_rule_equals_the_reports_findings_summed(late_run) -> No
 
 
 def test_each_collective_splits_into_wait_and_transfer(late_run) -> None:
-    out = analyze_run(late_run, labels=_labels(late_run))
+    out = analyze_run(late_run, labels=_labels(late_run)).to_json()
     split = out["collectives"]
     t, hosts = _arrivals(late_run)
     ends = []
@@ -187,7 +188,7 @@ def test_the_run_step_stays_compact_at_64_ranks(late_run, tmp_path) -> None:
         for f in data["findings"]:
             f["report"] = data["label"]
         results.append(ReportResult.from_json(data, r.facts_dir))
-    out = analyze_run_facts(results, ctx)
+    out = analyze_run_facts(results, ctx).to_json()
     assert len(out["collectives"]["per_rank"]) == 64
     size = len(json.dumps({k: v for k, v in out.items() if k != "reports"}))
     assert size < 400_000, size  # the run's own part: one entry per rule, per-rank rows of a few numbers

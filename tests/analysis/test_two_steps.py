@@ -47,7 +47,7 @@ def _labels(paths: list[Path]) -> list[str]:
 
 
 def test_steps_apart_in_any_order_through_files_equal_the_offline_run(ranks, tmp_path) -> None:
-    offline = analyze_run(ranks, labels=_labels(ranks))
+    offline = analyze_run(ranks, labels=_labels(ranks)).to_json()
     ctx = make_context()
     work = tmp_path / "reports"
     # Step 1 in reverse order, each into its own folder, then read back from the files as the service does.
@@ -60,7 +60,7 @@ def test_steps_apart_in_any_order_through_files_equal_the_offline_run(ranks, tmp
         shutil.move(str(p), gone / p.name)
     try:
         results = [ReportResult.load(work / str(i)) for i in range(len(ranks))]
-        split = analyze_run_facts(results, ctx)
+        split = analyze_run_facts(results, ctx).to_json()
     finally:
         for p in ranks:
             shutil.move(str(gone / p.name), p)
@@ -74,7 +74,7 @@ def test_steps_apart_in_any_order_through_files_equal_the_offline_run(ranks, tmp
 def test_comm002_from_facts_equals_comm002_on_the_attached_traces(ranks) -> None:
     """The facts path against the rule reading every report attached to one connection (the old path), both
     on the whole reports (these ranks run no loop: by default each would judge its own work window)."""
-    facts_path = [f for f in analyze_run(ranks, labels=_labels(ranks), rules=["COMM002"], window="all")["findings"]]
+    facts_path = analyze_run(ranks, labels=_labels(ranks), rules=["COMM002"], window="all").to_json()["findings"]
     params = default_registry().resolve_params(Stragglers, None)
     with Run.open(ranks, _labels(ranks)) as run:
         attached = [f.to_dict() for f in Stragglers().check(RuleContext(run, params=params))]
@@ -88,7 +88,7 @@ def test_comm002_from_facts_equals_comm002_on_the_attached_traces(ranks) -> None
 def test_the_nccl_pair_gives_the_same_comm_findings_both_ways() -> None:
     paths = [ingested(corpus_file(R0)), ingested(corpus_file(R1))]
     labels = [R0, R1]
-    out = analyze_run(paths, labels=labels)
+    out = analyze_run(paths, labels=labels).to_json()
     comm = [f for f in out["findings"] if f["rule_id"].startswith("COMM")]
     # COMM003 lists the collectives by kernel (no message sizes): informational, ranked last. One entry per
     # rule across the two ranks; each report keeps its own under reports[].findings.

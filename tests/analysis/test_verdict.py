@@ -9,6 +9,7 @@ import pytest
 
 from analysis.api import analyze
 from analysis.diagnosis.verdict import KINDS, RULE_KINDS, finding_kind, report_verdict, run_verdict
+from analysis.results import Verdict
 from goodput_cli.render import text
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file
@@ -33,33 +34,33 @@ def finding(rule_id: str, impact_ms: float, phase: str = "steady", **extra) -> d
 
 def test_no_gpu_activity_says_what_is_missing() -> None:
     v = report_verdict(info(counts={"kernels": 0, "memcpy": 0, "cuda_api": 500, "nvtx": 0}), [], {})
-    assert v["kind"] == "no_gpu_data" and v["impact_ns"] is None and v["rule_id"] is None
-    assert "500 cuda api rows" in v["text"] and "--trace=cuda" in v["next_step"]
+    assert v.kind == "no_gpu_data" and v.impact_ns is None and v.rule_id is None
+    assert "500 cuda api rows" in v.text and "--trace=cuda" in v.next_step
     v = report_verdict(info(counts={"kernels": 0, "memcpy": 0, "cuda_api": 0, "nvtx": 0}), [], {})
-    assert "no CUDA, NVTX or GPU rows" in v["text"]
+    assert "no CUDA, NVTX or GPU rows" in v.text
 
 
 def test_start_up_that_dwarfs_the_work_is_the_verdict_whatever_the_findings() -> None:
     # 900 ms before the first GPU operation in a 1 s trace, the loop spans 50 ms: a huge SYNC001 does not win.
     facts = {**FACTS, "g0_ns": 900 * MS, "startup_calls": [("cudaMalloc", 850 * MS)]}
     v = report_verdict(info(span_ms=50, busy_ms=5), [finding("SYNC001", 40)], facts)
-    assert (v["kind"], v["impact_ns"], v["rule_id"]) == ("startup", 900 * MS, None)
-    assert "cudaMalloc 850 ms" in v["text"]
+    assert (v.kind, v.impact_ns, v.rule_id) == ("startup", 900 * MS, None)
+    assert "cudaMalloc 850 ms" in v.text
     # The same start-up beside a window only 5 times shorter is not the story: the loop is.
     v = report_verdict(info(span_ms=180, busy_ms=20), [finding("SYNC001", 150)], facts)
-    assert (v["kind"], v["rule_id"]) == ("sync_bound", "SYNC001")
+    assert (v.kind, v.rule_id) == ("sync_bound", "SYNC001")
 
 
 def test_teardown_after_the_last_gpu_operation() -> None:
     facts = {**FACTS, "g0_ns": 0, "g1_ns": 20 * MS, "teardown_calls": [("cuModuleUnload", 900 * MS)]}
     v = report_verdict(info(span_ms=20, busy_ms=19), [finding("KRN005", 19, kernel="k", share_pct=90.0)], facts)
-    assert (v["kind"], v["impact_ns"]) == ("teardown", 980 * MS) and "cuModuleUnload" in v["text"]
+    assert (v.kind, v.impact_ns) == ("teardown", 980 * MS) and "cuModuleUnload" in v.text
 
 
 def test_host_paced_loop() -> None:
     ana = {"kind": "host_paced", "per_second": 25.0, "gpu_duty_cycle_pct": 4.0}
     v = report_verdict(info(span_ms=1000, busy_ms=40, anatomy=ana), [finding("GPU001", 900)], FACTS)
-    assert v["kind"] == "host_paced" and "25 iterations/s" in v["text"] and "busy 4.0%" in v["text"]
+    assert v.kind == "host_paced" and "25 iterations/s" in v.text and "busy 4.0%" in v.text
 
 
 def test_busy_gpu_with_one_kernel_says_profile_it_not_the_largest_idle_finding() -> None:
@@ -67,30 +68,30 @@ def test_busy_gpu_with_one_kernel_says_profile_it_not_the_largest_idle_finding()
     found = [finding("KRN003", 300), finding("SYNC001", 8), finding("KRN005", 90, kernel="Fan2", share_pct=97.0,
                                                                     ncu_command=cmd)]
     v = report_verdict(info(span_ms=100, busy_ms=92), found, FACTS)
-    assert (v["kind"], v["rule_id"], v["impact_ns"]) == ("gpu_bound_kernel", "KRN005", 90 * MS)
-    assert v["next_step"] == f"profile it with ncu: {cmd}" and "97.0% of GPU time: Fan2" in v["text"]
+    assert (v.kind, v.rule_id, v.impact_ns) == ("gpu_bound_kernel", "KRN005", 90 * MS)
+    assert v.next_step == f"profile it with ncu: {cmd}" and "97.0% of GPU time: Fan2" in v.text
 
 
 def test_busy_gpu_with_a_single_block_grid_is_a_launch_shape_verdict_before_the_dominant_kernel() -> None:
     shape = finding("KRN004", 95, compute_kernel_ns=99 * MS, evidence=[
         {"name": "nussinov_gpu", "detail": {"blocks": 1, "threads_per_block": 512, "sm_count": 28, "used_pct": 3.571}}])
     v = report_verdict(info(span_ms=100, busy_ms=99), [finding("KRN005", 99, kernel="nussinov_gpu"), shape], FACTS)
-    assert (v["kind"], v["rule_id"]) == ("launch_shape", "KRN004")
-    assert "1 block(s) of 512 thread(s) on 28 SMs" in v["text"] and "3.6% of the GPU" in v["text"]
+    assert (v.kind, v.rule_id) == ("launch_shape", "KRN004")
+    assert "1 block(s) of 512 thread(s) on 28 SMs" in v.text and "3.6% of the GPU" in v.text
     # A small shape cost (under half the kernel time) leaves the kernel verdict.
     small = {**shape, "impact_ns": 10 * MS}
-    assert report_verdict(info(span_ms=100, busy_ms=99), [finding("KRN005", 99, kernel="k"), small], FACTS)["kind"] \
+    assert report_verdict(info(span_ms=100, busy_ms=99), [finding("KRN005", 99, kernel="k"), small], FACTS).kind \
         == "gpu_bound_kernel"
 
 
 def test_busy_gpu_full_of_copies_is_copy_bound() -> None:
     v = report_verdict(info(span_ms=100, busy_ms=99, copies_ms=90), [finding("MEM001", 90), finding("KRN005", 9)], FACTS)
-    assert (v["kind"], v["rule_id"], v["impact_ns"]) == ("copies", "MEM001", 90 * MS)
+    assert (v.kind, v.rule_id, v.impact_ns) == ("copies", "MEM001", 90 * MS)
 
 
 def test_busy_gpu_without_a_dominant_kernel_names_the_top_kernels() -> None:
     v = report_verdict(info(span_ms=100, busy_ms=95), [finding("SYNC001", 5)], FACTS)
-    assert v["kind"] == "gpu_bound_kernel" and v["rule_id"] is None and "k<int> 40.0%" in v["text"]
+    assert v.kind == "gpu_bound_kernel" and v.rule_id is None and "k<int> 40.0%" in v.text
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_KINDS))
@@ -99,7 +100,7 @@ def test_an_idle_gpu_takes_kind_and_next_step_from_the_table(rule_id) -> None:
     smaller = finding("GPU002" if rule_id != "GPU002" else "SYNC001", 10)
     v = report_verdict(info(span_ms=100, busy_ms=20), [smaller, finding(rule_id, 60)], FACTS)
     kind, step = RULE_KINDS[rule_id]
-    assert (v["kind"], v["rule_id"], v["next_step"], v["impact_ns"]) == (kind, rule_id, step, 60 * MS)
+    assert (v.kind, v.rule_id, v.next_step, v.impact_ns) == (kind, rule_id, step, 60 * MS)
     assert kind in KINDS
 
 
@@ -107,9 +108,9 @@ def test_host_bound_names_the_sampled_functions_or_the_capture_flags() -> None:
     sampled = [{"function": "__printf_fp_l", "share_pct": 30.4}, {"function": "_IO_vfprintf", "share_pct": 13.7}]
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity",
                                                                host_functions=sampled)], FACTS)
-    assert v["kind"] == "host_bound" and v["text"].endswith("sampled in __printf_fp_l 30%, _IO_vfprintf 14%.")
+    assert v.kind == "host_bound" and v.text.endswith("sampled in __printf_fp_l 30%, _IO_vfprintf 14%.")
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity")], FACTS)
-    assert v["next_step"].endswith("collect --sample=cpu --trace=osrt")
+    assert v.next_step.endswith("collect --sample=cpu --trace=osrt")
 
 
 def test_the_table_lists_the_rules_other_engineers_add() -> None:
@@ -121,16 +122,15 @@ def test_idle_owned_by_set_up_is_start_up_and_other_phases_and_evidence_only_fin
     found = [finding("GPU001", 70, main_cause="setup"), finding("PHASE001", 5000, phase="startup"),
              finding("HOST002", 900, owns_idle=False)]
     v = report_verdict(info(span_ms=100, busy_ms=2), found, FACTS)
-    assert (v["kind"], v["rule_id"]) == ("startup", "GPU001")
+    assert (v.kind, v.rule_id) == ("startup", "GPU001")
     assert finding_kind(finding("GPU001", 1, main_cause="no_activity")) == "host_bound"
 
 
 def test_run_verdict_is_the_kind_most_reports_share_told_by_the_costliest() -> None:
-    vs = [{"kind": "sync_bound", "text": "a", "impact_ns": 5, "next_step": "s", "rule_id": "SYNC001"},
-          {"kind": "host_bound", "text": "b", "impact_ns": 50, "next_step": "h", "rule_id": "GPU001"},
-          {"kind": "sync_bound", "text": "c", "impact_ns": 7, "next_step": "s", "rule_id": "SYNC001"}]
+    vs = [Verdict("sync_bound", "a", 5, "s", "SYNC001"), Verdict("host_bound", "b", 50, "h", "GPU001"),
+          Verdict("sync_bound", "c", 7, "s", "SYNC001")]
     v = run_verdict(vs, ["rank 0", "rank 1", "rank 2"])
-    assert v is not None and (v["kind"], v["impact_ns"]) == ("sync_bound", 7) and v["text"] == "2 of 3 reports (rank 2 shown): c"
+    assert v is not None and (v.kind, v.impact_ns) == ("sync_bound", 7) and v.text == "2 of 3 reports (rank 2 shown): c"
     assert run_verdict([], []) is None and run_verdict(vs[:1], ["r0"]) == vs[0]
 
 

@@ -118,7 +118,9 @@ class Rule:
     """Base class. Subclasses set the class attributes and implement ``check``.
 
     The class docstring is the rule's published documentation, with the sections
-    *Why it matters*, *How it is detected* and *Advice*.
+    *Why it matters* and *How it is detected*; ``doc()`` adds the *Advice* section from ``advice``, the
+    one place a rule states its advice (its findings carry the same text, or, where the advice depends
+    on the cause found, the cause's own advice).
     """
 
     id: ClassVar[str]
@@ -128,6 +130,7 @@ class Rule:
     requires: ClassVar[tuple[str, ...]] = ()  # normalized tables that must hold rows
     thresholds: ClassVar[dict[str, Threshold]] = {}
     summary: ClassVar[str] = ""             # one line for catalogues
+    advice: ClassVar[str] = ""              # what to do about it: the docs' *Advice* and the findings' advice
     # Where the engine runs it (analysis.run.runner): ``report``, on each report in step 1; ``cross_report``,
     # also over all the run's nsys reports together after step 1 (they compare reports' own tables);
     # ``run``, only in the run-level step, over the reports' compact facts.
@@ -171,7 +174,8 @@ class Rule:
 
     @classmethod
     def doc(cls) -> str:
-        return inspect.cleandoc(cls.__doc__ or "")
+        text = inspect.cleandoc(cls.__doc__ or "")
+        return f"{text}\n\n*Advice*: {cls.advice}" if cls.advice else text
 
     @classmethod
     def describe(cls) -> dict[str, Any]:

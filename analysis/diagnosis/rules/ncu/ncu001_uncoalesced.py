@@ -38,15 +38,15 @@ class UncoalescedGlobalAccess(NcuRule):
     parameters: ``float`` means 4-byte accesses, 4 sectors per full-warp request; the widest type named
     is taken, and the finding states the assumption); with none of these, against the 16 sectors of the
     widest access (a lower bound on the waste).
-
-    *Advice*: coalesce: consecutive threads on consecutive addresses; structure-of-arrays; stage strided
-    access through shared memory.
     """
 
     id = "NCU001"
     name = "ncu.uncoalesced-global-access"
     category = "memory"
     summary = "Global loads/stores move more 32-byte sectors than the data needs"
+    advice = (
+        "Coalesce: consecutive threads on consecutive addresses; structure-of-arrays; stage strided "
+        "access through shared memory.")
     label = "Uncoalesced global accesses"
     collect = ("--section SourceCounters --metrics lts__cycles_active.sum,lts__cycles_elapsed.sum,"
                "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,"

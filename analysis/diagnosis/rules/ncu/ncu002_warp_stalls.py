@@ -53,15 +53,15 @@ class WarpStalls(NcuRule):
     (``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio``) exceed 30% of the cycles
     between issued instructions (``smsp__average_warp_latency_per_inst_issued.ratio``) is reported.
     Speedup: that share, capped by ncu's issue-slot bound (1 - issue activity, and 1 - SOL throughput).
-
-    *Advice*: depends on the reason (named in each finding): long scoreboard = memory latency; barrier =
-    imbalance before __syncthreads(); MIO throttle = shared-memory/special-math pressure.
     """
 
     id = "NCU002"
     name = "ncu.warp-stalls"
     category = "compute"
     summary = "Warps spend most cycles between instructions stalled on one reason"
+    advice = (
+        "Depends on the reason (named in each finding): long scoreboard = memory latency; barrier = "
+        "imbalance before __syncthreads(); MIO throttle = shared-memory/special-math pressure.")
     label = "Warp stalls"
     collect = "--section WarpStateStats --section SchedulerStats --section SpeedOfLight"
     ncu_rules = ("CPIStall",)

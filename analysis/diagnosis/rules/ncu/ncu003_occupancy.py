@@ -33,15 +33,15 @@ class Occupancy(NcuRule):
     achieved occupancy (``sm__warps_active.avg.pct_of_peak_sustained_active``) more than 10 points below
     theoretical is reported with speedup (theoretical - achieved) / theoretical. Both are capped by ncu's
     issue-slot bound when the scheduler metrics are present.
-
-    *Advice*: relieve the limiter (registers, shared memory, block size); for achieved occupancy, fix
-    load imbalance and tail effects.
     """
 
     id = "NCU003"
     name = "ncu.occupancy"
     category = "compute"
     summary = "Theoretical occupancy below 80% of the maximum, or achieved occupancy far below theoretical"
+    advice = (
+        "Relieve the limiter (registers, shared memory, block size); for achieved occupancy, fix load "
+        "imbalance and tail effects.")
     label = "Occupancy"
     collect = "--section Occupancy --section LaunchStats --section SchedulerStats"
     ncu_rules = ("TheoreticalOccupancy", "AchievedOccupancy", "Occupancy")

@@ -37,14 +37,13 @@ class SharedBankConflicts(NcuRule):
     reported at 10% of the wavefronts or more. N-way = wavefronts / ideal wavefronts (not stated when the
     width is unknown). Speedup: the excess share, weighted by L1TEX throughput
     (``l1tex__throughput.avg.pct_of_peak_sustained_active``) when present.
-
-    *Advice*: pad shared arrays (e.g. ``[32][33]``), swizzle indices, or change the access stride.
     """
 
     id = "NCU004"
     name = "ncu.shared-bank-conflicts"
     category = "memory"
     summary = "Shared-memory accesses serialized by bank conflicts"
+    advice = "Pad shared arrays (e.g. ``[32][33]``), swizzle indices, or change the access stride."
     label = "Shared-memory bank conflicts"
     collect = ("--section MemoryWorkloadAnalysis_Tables --metrics "
                "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,"

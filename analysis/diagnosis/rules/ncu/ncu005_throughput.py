@@ -33,16 +33,16 @@ class ThroughputBottleneck(NcuRule):
     says so. A grid under one wave (``launch__waves_per_multiprocessor``) is named as such. 80% or more = at the
     roofline, and compute and memory within 10 points = balanced: no finding. ncu gives no speedup for this
     rule; Goodput uses the headroom of the busiest unit, 1 - max(compute, memory), an upper bound.
-
-    *Advice*: latency: more parallelism per SM (occupancy, ILP), fewer dependent memory round trips;
-    small grid: more blocks; memory-bound: less traffic (fusion, reuse, coalescing); compute-bound:
-    fewer or cheaper instructions (tensor cores, lower precision).
     """
 
     id = "NCU005"
     name = "ncu.throughput-bottleneck"
     category = "compute"
     summary = "Speed-of-light classification: latency-bound, small grid, memory- or compute-bound"
+    advice = (
+        "Latency: more parallelism per SM (occupancy, ILP), fewer dependent memory round trips; small "
+        "grid: more blocks; memory-bound: less traffic (fusion, reuse, coalescing); compute-bound: fewer "
+        "or cheaper instructions (tensor cores, lower precision).")
     label = "Throughput bottleneck"
     collect = "--section SpeedOfLight --section LaunchStats"
     ncu_rules = ("SOLBottleneck",)

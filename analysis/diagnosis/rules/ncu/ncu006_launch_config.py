@@ -29,15 +29,15 @@ class LaunchConfiguration(NcuRule):
     (SMs - blocks) / SMs; tail effect: at least one full wave and a partial one
     (``launch__waves_per_multiprocessor``), where the partial wave may take 1 / (full waves + 1) >= 20%
     of the time while achieved occupancy is under 80% of theoretical, speedup 1 / (full waves + 1).
-
-    *Advice*: blocks of 128-256 threads (a multiple of 32); at least one block per SM (better two);
-    size the grid to whole waves.
     """
 
     id = "NCU006"
     name = "ncu.launch-configuration"
     category = "launch"
     summary = "Partial warps, fewer blocks than SMs, or a costly partial last wave"
+    advice = (
+        "Blocks of 128-256 threads (a multiple of 32); at least one block per SM (better two); size the "
+        "grid to whole waves.")
     label = "Launch configuration"
     collect = "--section LaunchStats --section Occupancy"
     ncu_rules = ("LaunchConfiguration",)

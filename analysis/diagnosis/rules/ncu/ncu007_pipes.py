@@ -32,15 +32,15 @@ class PipeUtilization(NcuRule):
     FMA pipe (``sm__pipe_fma_cycles_active``, else the SM throughput), since tensor cores do at least twice
     its math. A pipe at or above 80% of peak (``sm__pipe_*_cycles_active.avg.pct_of_peak_sustained_active``,
     ncu's HighPipeUtilization threshold) is reported as saturated; ncu gives no speedup for it.
-
-    *Advice*: use TF32/FP16/BF16 tensor-core paths (``torch.backends.cuda.matmul.allow_tf32``, cuBLAS
-    math modes, AMP); for a saturated pipe, move work to another pipe or cut instructions.
     """
 
     id = "NCU007"
     name = "ncu.pipe-utilization"
     category = "compute"
     summary = "Matrix kernels without tensor cores; saturated pipes"
+    advice = (
+        "Use TF32/FP16/BF16 tensor-core paths (``torch.backends.cuda.matmul.allow_tf32``, cuBLAS math "
+        "modes, AMP); for a saturated pipe, move work to another pipe or cut instructions.")
     label = "Pipe utilization"
     collect = ("--section ComputeWorkloadAnalysis --section InstructionStats --metrics sm__inst_executed_pipe_tensor.sum,"
                "sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_hfma_pred_on.sum")

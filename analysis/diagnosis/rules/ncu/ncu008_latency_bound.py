@@ -34,15 +34,15 @@ class LatencyBoundMemory(NcuRule):
     ``smsp__inst_executed_op_global_ld.sum``) against the typical latency of ``analysis.diagnosis.ncu.hardware``. Speedup: the time the busiest level would
     save running at the threshold share instead of its current one, 1 - share / 60%, capped by the stall
     share (only waiting time can be hidden) and by ncu's issue-slot bound.
-
-    *Advice*: more independent loads per thread, wider loads, larger tiles, ``cp.async``/TMA pipelines,
-    higher occupancy.
     """
 
     id = "NCU008"
     name = "ncu.latency-bound-memory"
     category = "memory"
     summary = "Warps wait on memory while no level is near its bandwidth: too few bytes in flight"
+    advice = (
+        "More independent loads per thread, wider loads, larger tiles, ``cp.async``/TMA pipelines, higher"
+        " occupancy.")
     label = "Latency-bound memory access"
     # The per-reason stall ratios are not rows of the WarpStateStats section in a CSV: request them by name.
     collect = ("--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy "

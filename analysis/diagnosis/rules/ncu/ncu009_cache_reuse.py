@@ -29,15 +29,15 @@ class PoorCacheReuse(NcuRule):
     Speedup: the DRAM traffic saved by reaching the target hit rate, (1 - (1 - target) / (1 - hit)),
     weighted by the DRAM share of peak (``dram__throughput.avg.pct_of_peak_sustained_elapsed``) as ncu
     weights its memory rules by unit activity.
-
-    *Advice*: reorder or tile for locality, persistence controls, kernel fusion, no evict-first hints on
-    reused data.
     """
 
     id = "NCU009"
     name = "ncu.poor-cache-reuse"
     category = "memory"
     summary = "L2 hit rate low although the kernel's DRAM data fits in L2"
+    advice = (
+        "Reorder or tile for locality, persistence controls, kernel fusion, no evict-first hints on "
+        "reused data.")
     label = "Poor cache reuse"
     collect = ("--section MemoryWorkloadAnalysis --section SpeedOfLight --metrics lts__t_sector_hit_rate.pct,"
                "dram__bytes.sum,device__attribute_l2_cache_size")

@@ -36,14 +36,13 @@ class FarFromRoofline(NcuRule):
     no unit reaches 60% of its peak (ncu's SOLBottleneck latency threshold). Speedup (upper bound): the
     distance to the roof, 1 - achieved / attainable, capped by ncu's issue-slot bound. NCU005 classifies from
     speed-of-light throughput; this rule places the kernel's FLOPs under its roof.
-
-    *Advice*: find the latency (NCU002/NCU008), fill the GPU (NCU006), raise occupancy (NCU003).
     """
 
     id = "NCU010"
     name = "ncu.far-from-roofline"
     category = "compute"
     summary = "Achieved FLOP/s far below the roofline while no unit is busy"
+    advice = "Find the latency (NCU002/NCU008), fill the GPU (NCU006), raise occupancy (NCU003)."
     label = "Far from the roofline"
     # The roofline sections draw charts; their instruction counts reach a CSV only when requested by name.
     collect = ("--section SpeedOfLight --section SpeedOfLight_RooflineChart --metrics "

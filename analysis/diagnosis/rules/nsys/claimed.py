@@ -33,7 +33,7 @@ def _cadence(c: Claim) -> str:
 
 class _Claimed(Rule):
     """Shared: one finding from the rule's claim when it reaches ``min_idle_us``; a rule writes its text
-    (``text``: title, message, advice and its own extra fields) from the claim, the idle and the cadence."""
+    (``text``: title, message and its own extra fields; the advice is the rule's ``advice``) from the claim, the idle and the cadence."""
 
     def claim(self, trace: Trace, ctx: RuleContext) -> Claim | None:
         c = claims(trace).by_rule.get(self.id)
@@ -45,7 +45,7 @@ class _Claimed(Rule):
         return tuple(Evidence(name=name, value_ns=ns, rank=trace.rank, detail={"calls": calls})
                      for name, ns, calls in c.names)
 
-    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, str, dict]:
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, dict]:
         raise NotImplementedError
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -53,9 +53,9 @@ class _Claimed(Rule):
         if c is None:
             return []
         idle = _idle_ns(trace)
-        title, message, advice, extra = self.text(c, idle, _cadence(c))
+        title, message, extra = self.text(c, idle, _cadence(c))
         return [Finding(rule_id=self.id, title=title, message=message, impact_ns=c.ns,
-                        impact_pct=pct(c.ns, report_span_ns(trace)), advice=advice, evidence=self.evidence(trace, c),
+                        impact_pct=pct(c.ns, report_span_ns(trace)), advice=self.advice, evidence=self.evidence(trace, c),
                         evidence_total=len(c.names), report=trace.label, rank=trace.rank,
                         extra={"idle_ns": c.ns, "by_category": c.by_category,
                                "names": [{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
@@ -74,10 +74,6 @@ class AllocationChurn(_Claimed):
     (``cudaMalloc*``, ``cudaFree*``, ``cudaMallocAsync``, ``cudaHostAlloc``, ``cuMemAlloc*`` ...) are this
     rule's. Start-up is left out: the CUDA context is created inside the first allocation, a one-time cost
     PHASE001 reports. Impact: that idle time. Also given: the calls behind it and in how many iterations.
-
-    *Advice*: allocate once before the loop and reuse the buffers; where sizes vary, use a caching allocator
-    (PyTorch's, RMM, CuPy's memory pool) or stream-ordered allocation (``cudaMallocAsync`` with a memory pool
-    whose release threshold keeps the memory).
     """
 
     id = "MEM006"
@@ -87,17 +83,18 @@ class AllocationChurn(_Claimed):
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the loop's idle inside allocation calls "
                                                          "adds up to at least this", minimum=0.0, maximum=MAX_US)}
     summary = "GPU idle while the loop allocates and frees memory"
+    advice = (
+        "Allocate once before the loop and reuse the buffers; where sizes vary, use a caching allocator "
+        "(PyTorch's, RMM, CuPy's memory pool) or stream-ordered cudaMallocAsync/cudaFreeAsync with a "
+        "memory pool that keeps its memory (cudaMemPoolAttrReleaseThreshold).")
     owns_idle = ("allocation",)
     idle_phases = ("warmup", "steady")
 
-    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, str, dict]:
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, dict]:
         return (
             f"{fmt_ms(c.ns)} of GPU idle inside {_names(c)} in the loop" + (f", {cadence}" if cadence else ""),
             f"{fmt_ms(idle)} idle in the loop: {fmt_ms(c.ns)} inside {_names(c, 4)}" + (f", {cadence}" if cadence else "")
             + ". " + "; ".join(f"{n} {fmt_ms(ns)} ({k} calls)" for n, ns, k in c.names[:5]) + ".",
-            "Allocate once before the loop and reuse the buffers; where sizes vary, use a caching allocator "
-            "(PyTorch's, RMM, CuPy's memory pool) or stream-ordered cudaMallocAsync/cudaFreeAsync with a "
-            "memory pool that keeps its memory (cudaMemPoolAttrReleaseThreshold).",
             {"window_idle_ns": idle})
 
 
@@ -110,10 +107,6 @@ class HostCommunication(_Claimed):
     *How it is detected*: idle instants during which the launching threads were inside a communication NVTX
     range (the MPI, NCCL, UCX or NVSHMEM domain, or a range named after such a call, as nsys' ``--trace=mpi``
     records them) and no CUDA call. Impact: that idle time; the ranges behind it by name.
-
-    *Advice*: overlap communication with GPU work: non-blocking calls (``MPI_Isend``/``MPI_Irecv``) posted
-    before the compute and waited for after it, CUDA-aware MPI or NCCL on device buffers instead of host
-    staging, a communication thread; check the load balance across ranks when the time is mostly waits.
     """
 
     id = "HOST003"
@@ -123,17 +116,18 @@ class HostCommunication(_Claimed):
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the idle inside communication ranges adds "
                                                          "up to at least this", minimum=0.0, maximum=MAX_US)}
     summary = "GPU idle while its host thread communicates (MPI and other host communication)"
+    advice = (
+        "Overlap communication with GPU work: post non-blocking MPI_Isend/MPI_Irecv before the compute "
+        "and wait after it, use CUDA-aware MPI or NCCL on device buffers instead of host copies, or move "
+        "the exchange to a communication thread; if most of it is waiting, balance the work across ranks.")
     owns_idle = ("mpi",)
 
-    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, str, dict]:
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, dict]:
         return (
             f"GPU idle {fmt_ms(c.ns)} while the host communicates ({_names(c)})",
             f"Of {fmt_ms(idle)} GPU idle, {fmt_ms(c.ns)} ({pct(c.ns, idle) or 0:.1f}%) passed inside host "
             f"communication: " + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5])
             + (f"; {cadence}" if cadence else "") + ".",
-            "Overlap communication with GPU work: post non-blocking MPI_Isend/MPI_Irecv before the compute and "
-            "wait after it, use CUDA-aware MPI or NCCL on device buffers instead of host copies, or move the "
-            "exchange to a communication thread; if most of it is waiting, balance the work across ranks.",
             {"window_idle_ns": idle})
 
 
@@ -148,11 +142,6 @@ class JitCompilation(_Claimed):
     (``cuModuleLoad*``, ``cuLibraryLoad*``, ``nvrtc*`` ...) or inside NVTX ranges naming compilation (compile,
     JIT, NVRTC, Triton, Inductor, nvFuser, autotuning). Impact: that idle time; the calls or ranges behind it,
     and in how many of the loop's iterations it happens (once or every step).
-
-    *Advice*: once: cache the compiled code (``CUDA_CACHE_PATH`` and a large ``CUDA_CACHE_MAXSIZE`` for PTX JIT,
-    Inductor's and Triton's caches, nvFuser's), compile ahead of time (build for the GPU's architecture, AOT
-    compilation) and warm up before timing. Every step: find what triggers recompilation (dynamic shapes, guards
-    failing; ``TORCH_LOGS=recompiles``) and pad or mark shapes dynamic.
     """
 
     id = "HOST004"
@@ -162,9 +151,15 @@ class JitCompilation(_Claimed):
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the idle inside compilation adds up to at "
                                                          "least this", minimum=0.0, maximum=MAX_US)}
     summary = "GPU idle while the host compiles or loads code (JIT, NVRTC, Triton, Inductor, nvFuser)"
+    advice = (
+        "Once: cache the compiled code (``CUDA_CACHE_PATH`` and a large ``CUDA_CACHE_MAXSIZE`` for PTX "
+        "JIT, Inductor's and Triton's caches, nvFuser's), compile ahead of time (build for the GPU's "
+        "architecture, AOT compilation) and warm up before timing. Every step: find what triggers "
+        "recompilation (dynamic shapes, guards failing; ``TORCH_LOGS=recompiles``) and pad or mark shapes"
+        " dynamic.")
     owns_idle = ("jit_module",)
 
-    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, str, dict]:
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, dict]:
         every = c.iterations > 1 and 2 * c.iterations_with >= c.iterations
         when = (f"in {c.iterations_with} of {c.iterations} iterations: recompiled every step" if every else
                 f"in {c.iterations_with} of {c.iterations} iterations" if c.iterations else "outside any loop")
@@ -172,9 +167,4 @@ class JitCompilation(_Claimed):
             f"GPU idle {fmt_ms(c.ns)} while the host compiles or loads code ({_names(c, 2)})",
             f"{fmt_ms(c.ns)} of GPU idle inside compilation or module loading, {when}: "
             + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5]) + ".",
-            (("Something is compiled again every step: find what triggers it (dynamic shapes, guard failures; "
-              "TORCH_LOGS=recompiles), mark shapes dynamic or pad them to a few sizes. ") if every else "")
-            + ("Cache compiled code (CUDA_CACHE_PATH with a large CUDA_CACHE_MAXSIZE for PTX JIT; Inductor's, "
-               "Triton's and nvFuser's caches), build for the GPU's architecture or compile ahead of time, and "
-               "warm up before the timed work."),
             {"every_step": every})

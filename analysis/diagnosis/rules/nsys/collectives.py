@@ -135,11 +135,6 @@ class CollectiveBandwidth(Rule):
     slowest instances as evidence. Per group at most 16 ranks are listed (the report's own and the highest
     and lowest of the others; ``ranks_total`` counts them all), in both cases. That finding is informational (impact 0): kernel time alone cannot
     tell a slow link from a small message or from waiting for a late rank (COMM002).
-
-    *Advice*: check NCCL's choice and the fabric: run with ``NCCL_DEBUG=INFO`` (transport, NET/IB vs
-    socket, GPUDirect RDMA), compare with ``nccl-tests`` at the same sizes, make sure every GPU has
-    its NIC and NVLink is up (``nvidia-smi nvlink -s``, ``ibstat``); fuse small collectives into
-    larger buckets; do not force ``NCCL_ALGO``/``NCCL_PROTO`` without measuring.
     """
 
     id = "COMM003"
@@ -158,6 +153,10 @@ class CollectiveBandwidth(Rule):
                                     minimum=0.001, maximum=1e5, special=(0.0,)),
     }
     summary = "Collective algorithm and bus bandwidth per kind and size, against the link peak"
+    advice = (
+        "Check the transport NCCL chose (NCCL_DEBUG=INFO: NET/IB vs socket, GPUDirect RDMA, NVLink/P2P), compare "
+        "with nccl-tests at the same sizes, check links (nvidia-smi nvlink -s, ibstat), and fuse small collectives "
+        "into larger buckets.")
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         run, params = ctx.run, ctx.params
@@ -280,9 +279,7 @@ class CollectiveBandwidth(Rule):
                      f"{fmt_ms(impact)} less" + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")
                      + f" Peak: {worst['peak_source']}."),
             impact_ns=impact, impact_pct=share,
-            advice=("Check the transport NCCL chose (NCCL_DEBUG=INFO: NET/IB vs socket, GPUDirect RDMA, NVLink/P2P), "
-                    "compare with nccl-tests at the same sizes, check links (nvidia-smi nvlink -s, ibstat), and fuse "
-                    "small collectives into larger buckets."),
+            advice=self.advice,
             evidence=evidence, evidence_total=sum(g["count"] for g in bad), report=trace.label, rank=trace.rank,
             extra={"groups": public, "ranks_n": info["n"], "ranks_source": info["n_source"],
                    "inter_node": info["inter_node"], "kernels_without_size": info["unsized"]},

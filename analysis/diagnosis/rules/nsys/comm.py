@@ -58,10 +58,6 @@ class ExposedCommunication(Rule):
     unions, so concurrent streams are never counted twice), less the part COMM004 owns (NCCL kernels
     on a stream that also runs compute). Reported when it is at least ``min_exposed_pct`` of the
     device's active span. Impact: that exposed time.
-
-    *Advice*: overlap communication with computation: bucketed gradient all-reduce during the
-    backward pass (DDP ``bucket_cap_mb``, FSDP prefetch), communication on a separate stream, fewer
-    and larger collectives; check the interconnect (NVLink/IB) if collectives are slower than expected.
     """
 
     id = "COMM001"
@@ -73,6 +69,9 @@ class ExposedCommunication(Rule):
                                      minimum=0.0, maximum=100.0),
     }
     summary = "NCCL time not overlapped by compute, per device and rank"
+    advice = (
+        "Overlap communication with compute: bucketed all-reduce during backward (DDP bucket_cap_mb, FSDP"
+        " prefetch), collectives on a side stream, fewer and larger collectives.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         if not _has_nccl(trace):
@@ -105,8 +104,7 @@ class ExposedCommunication(Rule):
                      + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
                      + f", {overlap:.1f}% overlapped."),
             impact_ns=exposed, impact_pct=share,
-            advice=("Overlap communication with compute: bucketed all-reduce during backward (DDP bucket_cap_mb, "
-                    "FSDP prefetch), collectives on a side stream, fewer and larger collectives."),
+            advice=self.advice,
             evidence=evidence, evidence_total=len(units), report=trace.label, rank=trace.rank,
             extra={"comm_ns": comm, "comm_exposed_ns": exposed, "overlap_pct": round(overlap, 3)},
         )]
@@ -129,9 +127,6 @@ class Stragglers(Rule):
     instances with a skew of at least ``min_skew_us`` count. The straggler is the participant that
     arrives last most often. Impact: the summed skew of the instances where it is last (the wall time
     the job would save if it arrived with the others).
-
-    *Advice*: find what the straggler does before the collective (its timeline, NVTX ranges, data
-    loading, CPU contention, thermal throttling, uneven shards) and balance the work.
     """
 
     id = "COMM002"
@@ -142,6 +137,9 @@ class Stragglers(Rule):
     thresholds = {"min_skew_us": Threshold(100.0, "us", "smallest arrival skew counted (above clock noise)",
                                            minimum=0.0, maximum=MAX_US)}
     summary = "Ranks that arrive late to collectives and make the others wait"
+    advice = (
+        "Look at what the straggler does before each collective (NVTX, data loading, CPU contention, throttling, "
+        "uneven shards) and balance the work across ranks.")
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         run = ctx.run
@@ -211,8 +209,7 @@ def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: li
                  f"{rows[0][2]} time(s) with a skew of at least {params['min_skew_us']:g} us, delaying them by "
                  f"{fmt_ms(impact)} in all; the others waited {fmt_ms(int(rows[0][5]))} (summed over ranks)."),
         impact_ns=impact, impact_pct=pct(impact, p.span_ns()),
-        advice=("Look at what the straggler does before each collective (NVTX, data loading, CPU contention, "
-                "throttling, uneven shards) and balance the work across ranks."),
+        advice=Stragglers.advice,
         evidence=evidence, evidence_total=int(rows[0][2]), report=None, rank=p.rank,
         extra={"participants": per, "matched_collectives": int(n_inst[0]),
                "wait_imposed_ns": int(rows[0][5])},

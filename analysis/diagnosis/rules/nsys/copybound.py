@@ -125,11 +125,6 @@ class CopyBound(Rule):
     theirs (pin the memory or prefetch first), so MEM005's impact is the memory-only time during
     which only pinned/device copies and memsets run: ``|all ops| - |kernels + pageable + migrations|``
     summed over the copy-bound devices. Reported when that is at least ``min_memory_only_us``.
-
-    *Advice*: by case: many small copies (batch, pack, keep resident); a saturated link (move fewer
-    bytes, overlap the rest with compute on a side stream, GPUDirect Storage for file-fed input); a
-    link far below its peak (pinning, link width, NUMA placement); device copies and memsets (avoid
-    or fuse them); peer copies (NVLink pairs, peer access).
     """
 
     id = "MEM005"
@@ -147,6 +142,11 @@ class CopyBound(Rule):
                                                  "generation", minimum=0.001, maximum=1e5, special=(0.0,)),
     }
     summary = "Memory-only time that dominates a device, per direction with bandwidth against the link"
+    advice = (
+        "By case: many small copies (batch, pack, keep resident); a saturated link (move fewer bytes, "
+        "overlap the rest with compute on a side stream, GPUDirect Storage for file-fed input); a link "
+        "far below its peak (pinning, link width, NUMA placement); device copies and memsets (avoid or "
+        "fuse them); peer copies (NVLink pairs, peer access).")
 
     def missing(self, run: Run) -> str | None:
         traces = run.of_tool(self.tool)

@@ -65,9 +65,6 @@ class IdleGaps(Rule):
     Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
     lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
     samples, most sampled first), so the finding says where the host was.
-
-    *Advice*: depends on the dominant cause: overlap host I/O with GPU work, allocate memory once, or
-    find the host work (data loading, Python) with NVTX ranges and move it off the critical path.
     """
 
     id = "GPU001"
@@ -81,6 +78,9 @@ class IdleGaps(Rule):
                                 minimum=0.0, maximum=MAX_US),
     }
     summary = "GPU idle gaps inside the active span, each with a cause"
+    advice = (
+        "Depends on the dominant cause: overlap host I/O with GPU work, allocate memory once, or find the"
+        " host work (data loading, Python) with NVTX ranges and move it off the critical path.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = owned(trace, ctx.all_params)
@@ -173,10 +173,6 @@ class LowUtilization(Rule):
 
     When the export has GPU metrics samples (``--gpu-metrics-devices=all``), ``measured_sm`` gives the SM
     activity metrics sampled in the regions shown as evidence (mean and max there, mean over the capture).
-
-    *Advice*: look at what the host does in these windows (NVTX ranges, CPU sampling): small
-    host-side stalls between kernels (Python overhead, frequent small copies, allocator calls).
-    Queue work further ahead, fuse small operations, or capture the loop in a CUDA graph.
     """
 
     id = "GPU002"
@@ -194,6 +190,9 @@ class LowUtilization(Rule):
                                  "at most this many windows per device span", minimum=1.0, maximum=1e6),
     }
     summary = "Windows where a GPU is busy less than half the time"
+    advice = (
+        "Find what the host does between kernels here (NVTX, CPU sampling): reduce per-op Python and "
+        "launch overhead, fuse small kernels, or capture the loop in a CUDA graph.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         # Adjacent low windows merge into regions; the gaps no other rule owns that start in one are GPU002's.
@@ -219,8 +218,7 @@ class LowUtilization(Rule):
                      f"{ctx.params['max_busy_pct']:g}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
                      "in short gaps no other finding explains, is counted here."),
             impact_ns=total, impact_pct=share,
-            advice=("Find what the host does between kernels here (NVTX, CPU sampling): reduce per-op Python "
-                    "and launch overhead, fuse small kernels, or capture the loop in a CUDA graph."),
+            advice=self.advice,
             evidence=evidence, evidence_total=len(regions), report=trace.label, rank=trace.rank,
             extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns,
                    # SM activity the GPU metrics sampled in the low regions shown, when they were collected.

@@ -64,10 +64,6 @@ class HostBlocked(Rule):
     Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
     lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
     samples, most sampled first), so the finding says where the host was.
-
-    *Advice*: by the class that takes most of the time: file reads (read ahead on worker processes,
-    cache the data, GPUDirect Storage), file writes (background or async writers), locks and queues (let the producer run ahead), poll (prefetch
-    further), sleeps (remove them), ioctl and mmap (allocate once).
     """
 
     id = "HOST001"
@@ -81,6 +77,11 @@ class HostBlocked(Rule):
                                  minimum=0.0, maximum=MAX_US),
     }
     summary = "GPU idle while its launching threads sat in OS runtime calls (file I/O, locks, poll, sleep)"
+    advice = (
+        "By the class that takes most of the time: file reads (read ahead on worker processes, cache the "
+        "data, GPUDirect Storage), file writes (background or async writers), locks and queues (let the "
+        "producer run ahead), poll (prefetch further), sleeps (remove them), ioctl and mmap (allocate "
+        "once).")
 
     def missing(self, run: Run) -> str | None:
         traces = run.of_tool(self.tool)

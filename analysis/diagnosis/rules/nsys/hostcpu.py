@@ -71,11 +71,6 @@ class HostCpuSamples(Rule):
     Functions are ranked by samples (then attributed idle); the top one names the finding and its kind
     picks the advice. The gap rules (GPU001, SYNC001, HOST001) show the same samples inside their own
     gaps as ``host_functions`` in their findings.
-
-    *Advice*: by the kind of the most sampled function: Python interpreter (capture the step in CUDA
-    graphs or compile it, move per-step Python work off the loop), garbage collection (gc.freeze, collect
-    between steps), memory allocation and copies (allocate once, reuse pinned buffers), waits (HOST001
-    with ``--trace=osrt``); otherwise move the work off the launching thread.
     """
 
     id = "HOST002"
@@ -91,6 +86,11 @@ class HostCpuSamples(Rule):
                                  minimum=0.0, maximum=MAX_US),
     }
     summary = "Functions the launching threads ran on the CPU while the GPU idled (CPU sampling)"
+    advice = (
+        "By the kind of the most sampled function: Python interpreter (capture the step in CUDA graphs or"
+        " compile it, move per-step Python work off the loop), garbage collection (gc.freeze, collect "
+        "between steps), memory allocation and copies (allocate once, reuse pinned buffers), waits "
+        "(HOST001 with ``--trace=osrt``); otherwise move the work off the launching thread.")
 
     def missing(self, run: Run) -> str | None:
         traces = run.of_tool(self.tool)

@@ -45,10 +45,6 @@ class LaunchBound(Rule):
     kernels by pid and correlation id); the GPU cannot gain more than the run's idle. Per run:
     ``min(idle_ns, (N - 1) * per_launch_overhead_ns)``, summed over the runs. Absent (None) when the
     report has no CUDA API trace to measure launches with (``nsys profile --trace=cuda``).
-
-    *Advice*: capture the repeated sequence in a CUDA graph (``torch.cuda.graphs``,
-    ``cudaStreamBeginCapture``), fuse elementwise kernels (``torch.compile``, custom fused kernels), or
-    give each kernel more work (larger batches, fewer and bigger launches).
     """
 
     id = "KRN001"
@@ -65,6 +61,10 @@ class LaunchBound(Rule):
                                  minimum=0.0, maximum=MAX_US),
     }
     summary = "Runs of short kernels with the GPU idle between launches"
+    advice = (
+        "Capture the repeated sequence in a CUDA graph (``torch.cuda.graphs``, "
+        "``cudaStreamBeginCapture``), fuse elementwise kernels (``torch.compile``, custom fused kernels),"
+        " or give each kernel more work (larger batches, fewer and bigger launches).")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         rows = krn_idle(owned(trace, ctx.all_params))

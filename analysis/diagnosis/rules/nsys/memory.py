@@ -44,10 +44,6 @@ class PageableMemcpy(Rule):
     copy's API call joined through the process and correlation id names it). Async calls among them
     are called out separately. Impact: the GPU time of these copies (what pinned buffers, running
     at full bandwidth and overlapping compute, would largely recover).
-
-    *Advice*: allocate host buffers with ``cudaHostAlloc``/``cudaMallocHost`` (PyTorch:
-    ``pin_memory=True`` in the DataLoader, ``tensor.pin_memory()``), then use ``non_blocking=True`` /
-    ``cudaMemcpyAsync`` on a side stream.
     """
 
     id = "MEM001"
@@ -57,6 +53,9 @@ class PageableMemcpy(Rule):
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies are pageable",
                                           minimum=1.0, maximum=1e9)}
     summary = "Copies through pageable host memory (and async copies that became synchronous)"
+    advice = (
+        "Pin the host buffers (cudaMallocHost / cudaHostAlloc; PyTorch pin_memory=True) and copy with "
+        "cudaMemcpyAsync / non_blocking=True so copies overlap compute.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         cs = copy_calls(trace).pageable
@@ -77,8 +76,7 @@ class PageableMemcpy(Rule):
             message=(f"{n} memcpy operation(s) moved {_mib(int(nbytes))} through pageable host memory in "
                      f"{fmt_ms(int(total))} of GPU time.{asyncs}"),
             impact_ns=int(total), impact_pct=share,
-            advice=("Pin the host buffers (cudaMallocHost / cudaHostAlloc; PyTorch pin_memory=True) and copy "
-                    "with cudaMemcpyAsync / non_blocking=True so copies overlap compute."),
+            advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"copies": int(n), "bytes": int(nbytes), "async_became_sync": int(n_async),
                    "async_became_sync_ns": int(async_ns)},
@@ -97,9 +95,6 @@ class BlockingMemcpy(Rule):
     once staged). Impact: the GPU idle painted inside synchronous copy and memset calls by the idle anatomy
     (``owns_idle``, see ``gaps``): the GPU waiting while the host waits on the copy. The idle after the call
     returned belongs to what the host did next. Also given: the gaps that opened while such a call ran.
-
-    *Advice*: use ``cudaMemcpyAsync`` from pinned memory on a stream and synchronize once when the
-    data is needed; keep results on the GPU instead of reading them back every step.
     """
 
     id = "MEM002"
@@ -113,6 +108,9 @@ class BlockingMemcpy(Rule):
                                            minimum=0.0, maximum=MAX_US)}
     summary = "Synchronous memcpy calls that block the host"
     owns_idle = ("sync_copy", "memset")
+    advice = (
+        "Use cudaMemcpyAsync from pinned memory on a stream and synchronize once when the data is needed;"
+        " keep results on the GPU instead of reading them back every step.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         cs = copy_calls(trace).blocking
@@ -139,8 +137,7 @@ class BlockingMemcpy(Rule):
                      + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
                      + "."),
             impact_ns=int(idle), impact_pct=share,
-            advice=("Use cudaMemcpyAsync from pinned memory on a stream and synchronize once when the data is "
-                    "needed; keep results on the GPU instead of reading them back every step."),
+            advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"copies": int(n), "bytes": int(nbytes), "host_blocked_ns": int(host_ns), "idle_gaps": int(gaps),
                    "idle_ns": int(idle), "by_category": cl.by_category if cl else {},
@@ -156,9 +153,6 @@ class SyncMemset(Rule):
 
     *How it is detected*: memset operations on pinned or managed memory whose API call (joined through
     process and correlation id) is a memset without ``Async``. Impact: the GPU time of those memsets.
-
-    *Advice*: use ``cudaMemsetAsync`` on a stream, or initialise the buffer on the host/in a kernel
-    that is already running.
     """
 
     id = "MEM003"
@@ -168,6 +162,7 @@ class SyncMemset(Rule):
     thresholds = {"min_memsets": Threshold(1.0, "count", "report when at least this many memsets are synchronous",
                                            minimum=1.0, maximum=1e9)}
     summary = "Synchronous memset on pinned or managed memory"
+    advice = "Use cudaMemsetAsync on a stream, or initialise the buffer inside work that already runs."
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         sql = f"""
@@ -186,7 +181,7 @@ class SyncMemset(Rule):
             title=f"{n} synchronous memset(s) on pinned/managed memory",
             message=f"{n} synchronous memset(s) on pinned or managed memory took {fmt_ms(int(total))} of GPU time.",
             impact_ns=int(total), impact_pct=pct(int(total), report_span_ns(trace)),
-            advice="Use cudaMemsetAsync on a stream, or initialise the buffer inside work that already runs.",
+            advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"memsets": int(n)},
         )]
@@ -202,9 +197,6 @@ class UnifiedMemoryMigration(Rule):
     *How it is detected*: memcpy rows of the unified-memory kinds (``UVM_HtoD``, ``UVM_DtoH``,
     ``UVM_DtoD``): count, bytes, total time, and the time they run while no kernel runs on the device
     (interval algebra on unions). Impact: that migration-only time, per device, summed.
-
-    *Advice*: prefetch with ``cudaMemPrefetchAsync`` before the kernels that need the data, give
-    ``cudaMemAdvise`` hints (preferred location, read-mostly), or use explicit device allocations.
     """
 
     id = "MEM004"
@@ -214,6 +206,9 @@ class UnifiedMemoryMigration(Rule):
     thresholds = {"min_migrations": Threshold(1.0, "count", "report when at least this many migrations happen",
                                               minimum=1.0, maximum=1e9)}
     summary = "Unified-memory page migration traffic"
+    advice = (
+        "Prefetch managed buffers with cudaMemPrefetchAsync before the kernels that use them, add "
+        "cudaMemAdvise hints, or allocate on the device explicitly.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         n, nbytes, total, htod, dtoh = trace.sql("""
@@ -239,8 +234,7 @@ class UnifiedMemoryMigration(Rule):
             message=(f"{n} page migrations ({htod} to the device, {dtoh} to the host) moved {_mib(int(nbytes))} "
                      f"in {fmt_ms(int(total))}; {fmt_ms(alone)} of it ran while no kernel ran on the device."),
             impact_ns=alone, impact_pct=pct(alone, report_span_ns(trace)),
-            advice=("Prefetch managed buffers with cudaMemPrefetchAsync before the kernels that use them, add "
-                    "cudaMemAdvise hints, or allocate on the device explicitly."),
+            advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"migrations": int(n), "bytes": int(nbytes), "migration_ns": int(total),
                    "to_device": int(htod), "to_host": int(dtoh)},

@@ -24,9 +24,6 @@ class LateNode(Rule):
     report's UTC session start): a skew below ``clock_uncertainty_us`` is reported as information, and
     the finding says so. Impact: the node's lateness summed over the instances where it is late (what
     every other rank waited for it); its share is of the late ranks' longest GPU-active span.
-
-    *Advice*: look at what the node does before the collectives (input pipeline, CPU and memory
-    pressure, other jobs, NIC placement), since its ranks are slow alike.
     """
 
     id = "COMM005"
@@ -43,6 +40,9 @@ class LateNode(Rule):
                                           "below it is reported as information", minimum=0.0, maximum=MAX_US),
     }
     summary = "A whole node whose ranks all arrive late to the collectives"
+    advice = (
+        "Look at what the node does before the collectives (input pipeline, CPU and memory pressure, "
+        "other jobs, NIC placement), since its ranks are slow alike.")
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         run = ctx.run

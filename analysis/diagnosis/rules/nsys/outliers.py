@@ -33,12 +33,6 @@ class KernelOutliers(Rule):
     Ownership: this is kernel time, not idle time: it never competes with the idle-gap rules
     (SYNC001, MEM002, GPU001, KRN001, GPU002) or with MEM005's memory-only time. The FP32 SIMT
     GEMMs/convolutions KRN002 reports are left out here (KRN002 > KRN003), so no kernel is counted twice.
-
-    *Advice*: look at what runs beside the slow instances (the timeline around the evidence):
-    overlapping communication or other streams (give NCCL fewer SMs: ``NCCL_MAX_NCHANNELS``, or
-    schedule it apart), clocks (``nvidia-smi -q -d PERFORMANCE,CLOCK`` for throttle reasons), warm-up
-    (exclude the first iterations, pre-compile, cache autotuning results); if the work is data-dependent,
-    balance it (sort or bucket inputs by size).
     """
 
     id = "KRN003"
@@ -58,6 +52,10 @@ class KernelOutliers(Rule):
                                    minimum=0.0, maximum=MAX_US),
     }
     summary = "Same kernel, same launch shape, widely spread durations"
+    advice = (
+        "See what runs beside the slow instances: communication or other streams competing for SMs (fewer"
+        " NCCL channels, schedule apart), clock throttling (nvidia-smi -q -d PERFORMANCE), warm-up (skip "
+        "first iterations, cache autotuning), or data-dependent work (bucket inputs).")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         bind = {"min_n": int(ctx.params["min_instances"]), "min_median_ns": ctx.params["min_median_us"] * 1000,
@@ -102,9 +100,7 @@ class KernelOutliers(Rule):
                      f"(n={worst[6]}, p10 {fmt_ms(worst[8])}, median {fmt_ms(worst[9])}, p90 {fmt_ms(worst[10])}, "
                      f"max {fmt_ms(worst[11])}).{dom}"),
             impact_ns=total, impact_pct=share,
-            advice=("See what runs beside the slow instances: communication or other streams competing for SMs "
-                    "(fewer NCCL channels, schedule apart), clock throttling (nvidia-smi -q -d PERFORMANCE), "
-                    "warm-up (skip first iterations, cache autotuning), or data-dependent work (bucket inputs)."),
+            advice=self.advice,
             evidence=evidence, evidence_total=flagged, report=trace.label, rank=trace.rank,
             extra={"shapes": [{"name": g[1], "pid": g[2], "device": g[3], "grid": g[4], "block": g[5],
                                "count": int(g[6]), "total_ns": int(g[7]), "p10_ns": int(g[8]), "median_ns": int(g[9]),

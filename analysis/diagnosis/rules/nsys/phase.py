@@ -64,10 +64,6 @@ class StartupCost(_PhaseRule):
     (``analysis.diagnosis.idle_anatomy``): what its launching threads were doing while the GPU idled, by category
     with the top calls, ranges and sampled functions, and the first CUDA call when it is long enough to
     include the context's creation. Impact: its length (severity at most *warning*: a one-off cost).
-
-    *Advice*: fitting the category that fills most of it: allocate once and create the context once, lazy
-    module loading and compile caches, persistent NCCL communicators, faster input, the sampled host work;
-    when nothing recorded explains it, the capture flags that would (``--sample=cpu``, ``--trace=osrt``).
     """
 
     id = "PHASE001"
@@ -77,6 +73,11 @@ class StartupCost(_PhaseRule):
     thresholds = {"min_ms": Threshold(1.0, "ms", "report a start-up at least this long",
                                       minimum=0.0, maximum=MAX_US / 1000)}
     summary = "Time before the first iteration, with what fills it"
+    advice = (
+        "Fitting the category that fills most of it: allocate once and create the context once, lazy "
+        "module loading and compile caches, persistent NCCL communicators, faster input, the sampled host"
+        " work; when nothing recorded explains it, the capture flags that would (``--sample=cpu``, "
+        "``--trace=osrt``).")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         info = phase_info(trace)
@@ -131,9 +132,6 @@ class WarmupCost(_PhaseRule):
     at the first 3 consecutive iterations that are not slow (see ``analysis.loops.phases``). Reported when the
     warm-up's extra time over the steady median is at least ``min_ms``. Impact: that extra time
     (severity at most *warning*: a one-off cost).
-
-    *Advice*: capture the step once in a CUDA graph, cache compilation and autotuning results
-    (torch.compile cache, cuDNN/TensorRT timing caches), pre-size the allocator.
     """
 
     id = "PHASE002"
@@ -143,6 +141,9 @@ class WarmupCost(_PhaseRule):
     thresholds = {"min_ms": Threshold(1.0, "ms", "report a warm-up whose extra time is at least this",
                                       minimum=0.0, maximum=MAX_US / 1000)}
     summary = "Extra time of the first, slow iterations"
+    advice = (
+        "Capture the step once in a CUDA graph, cache compilation and autotuning results (torch.compile "
+        "cache, cuDNN/TensorRT timing caches), pre-size the allocator.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         # The first loop's warm-up (the warm-up phase); another loop later in the run starts warm.

@@ -78,10 +78,6 @@ class SerializedCommunication(Rule):
 
     Ownership: COMM004 > COMM001. This time is part of the breakdown's exposed communication; COMM001
     reports the rest (the breakdown itself is unchanged). Kernel time, never idle or memory-only time.
-
-    *Advice*: launch collectives on a dedicated stream (``ncclAllReduce(..., comm_stream)``) and order
-    them with events (``cudaEventRecord`` + ``cudaStreamWaitEvent``); in PyTorch use the process
-    group's own streams (``async_op=True`` and ``work.wait()``), not a user stream shared with compute.
     """
 
     id = "COMM004"
@@ -92,6 +88,9 @@ class SerializedCommunication(Rule):
                                                             "beside it adds up to at least this",
                                               minimum=0.0, maximum=MAX_US)}
     summary = "NCCL kernels on the compute stream, unable to overlap compute"
+    advice = (
+        "Launch collectives on a dedicated communication stream and order them with events "
+        "(cudaEventRecord + cudaStreamWaitEvent); in PyTorch rely on the process group's own streams.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = serialized_exposed(trace)
@@ -116,8 +115,7 @@ class SerializedCommunication(Rule):
                      f"compute kernels; {fmt_ms(total)} of it ran with no compute beside it"
                      + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,
-            advice=("Launch collectives on a dedicated communication stream and order them with events "
-                    "(cudaEventRecord + cudaStreamWaitEvent); in PyTorch rely on the process group's own streams."),
+            advice=self.advice,
             evidence=evidence, evidence_total=n, report=trace.label, rank=trace.rank,
             extra={"devices": [{"pid": k[0], "device": k[1], "exposed_ns": v["exposed_ns"], "nccl_ns": v["nccl_ns"],
                                 "kernels": v["kernels"], "streams": v["streams"]} for k, v in units.items()]},

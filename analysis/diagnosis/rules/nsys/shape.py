@@ -61,10 +61,6 @@ class SmallGrid(Rule):
     would spread over the whole GPU if it were launched wide enough (an upper bound of the gain; work
     that is serial by nature gains less). Reported when the cost is at least ``min_cost_pct`` of the
     window's compute kernel time. Skipped when the export lacks the SM count or the launch shapes.
-
-    *Advice*: launch at least as many blocks as SMs (several per SM to hide latency) and blocks of at
-    least 64-128 threads; for OpenACC/OpenMP check the compiler's parallelization report (a loop compiled
-    serial runs as one thread); ncu's Launch Statistics section confirms the shape.
     """
 
     id = "KRN004"
@@ -76,6 +72,10 @@ class SmallGrid(Rule):
                                             "of the window's compute kernel time", minimum=0.0, maximum=100.0),
     }
     summary = "Kernels launched with fewer blocks than SMs or blocks under a warp"
+    advice = (
+        "Launch at least as many blocks as the GPU has SMs (several per SM) with blocks of 64-128 threads"
+        " or more; for OpenACC/OpenMP check the compiler's parallelization report (-Minfo=accel): a loop "
+        "compiled serial runs as one thread. ncu's Launch Statistics section confirms the shape.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         groups = kernel_groups(trace)
@@ -124,9 +124,7 @@ class SmallGrid(Rule):
                      f"spread over the whole GPU). Largest: {top[3]}, {top[7]:,} launch(es), {fmt_ms(top[8])}, at "
                      f"most {100.0 * top[11]:.1f}% of the GPU used."),
             impact_ns=total, impact_pct=share,
-            advice=("Launch at least as many blocks as the GPU has SMs (several per SM) with blocks of 64-128 "
-                    "threads or more; for OpenACC/OpenMP check the compiler's parallelization report (-Minfo=accel): "
-                    "a loop compiled serial runs as one thread. ncu's Launch Statistics section confirms the shape."),
+            advice=self.advice,
             evidence=evidence, evidence_total=len(shapes), report=trace.label, rank=trace.rank,
             extra={"small_kernel_ns": small_ns, "compute_kernel_ns": kernel_ns},
         )]
@@ -147,9 +145,6 @@ class DominantKernel(Rule):
     ``--launch-skip N`` where N is the number of its launches before the analysis window (start-up and
     warm-up launches pay lazy module loading, cold caches and clocks ramping up), at least 1 when it has
     several launches so the first one is never the one profiled, ``--launch-count 1`` and ``--set full``.
-
-    *Advice*: profile that kernel with ncu (the command given) and follow its memory and compute
-    findings; fusing or tuning anything else cannot gain more than the rest of the GPU time.
     """
 
     id = "KRN005"
@@ -161,6 +156,9 @@ class DominantKernel(Rule):
                                    minimum=0.0, maximum=100.0),
     }
     summary = "One kernel takes most of the GPU time: profile it with ncu"
+    advice = (
+        "Profile that kernel with ncu (the command given) and follow its memory and compute findings; "
+        "fusing or tuning anything else cannot gain more than the rest of the GPU time.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         device_ns: dict[Any, int] = {}

@@ -43,10 +43,6 @@ class BlockingSync(Rule):
     Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
     lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
     samples, most sampled first), so the finding says where the host was.
-
-    *Advice*: remove syncs that only serve timing or debugging; replace them with events
-    (``cudaEventRecord`` + ``cudaStreamWaitEvent``) or stream ordering; read results back with async
-    copies into pinned memory and synchronize once per step, not per kernel.
     """
 
     id = "SYNC001"
@@ -59,6 +55,9 @@ class BlockingSync(Rule):
     }
     summary = "Blocking synchronize calls that leave the GPU idle"
     owns_idle = ("sync",)
+    advice = (
+        "Drop syncs used for timing/debugging; order work with events and streams (cudaStreamWaitEvent) "
+        "and synchronize once per step; use async copies to pinned memory.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         cl = claims(trace).by_rule.get(self.id)
@@ -95,8 +94,7 @@ class BlockingSync(Rule):
                      + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
                      + f". {n_calls} sync call(s): {listed}{freq}."),
             impact_ns=total, impact_pct=share,
-            advice=("Drop syncs used for timing/debugging; order work with events and streams "
-                    "(cudaStreamWaitEvent) and synchronize once per step; use async copies to pinned memory."),
+            advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"sync_calls": n_calls, "sync_calls_per_kernel": per_kernel,
                    "sync_call_names": {c[0]: int(c[1]) for c in calls}, "idle_gaps": int(n),

@@ -109,12 +109,6 @@ class TensorCoresIdle(Rule):
 
     Ownership: kernel time, never idle or memory-only time. KRN003 (duration outliers) leaves these
     kernels out, so the two never count the same kernel.
-
-    *Advice*: on Ampere and later allow TF32 (PyTorch ``torch.backends.cuda.matmul.allow_tf32 = True``,
-    ``torch.backends.cudnn.allow_tf32 = True`` or ``torch.set_float32_matmul_precision("high")``;
-    cuBLAS ``CUBLAS_TF32_TENSOR_OP_MATH``); train in mixed precision (``torch.autocast`` with BF16 or
-    FP16); keep GEMM dimensions and channel counts multiples of 8 (FP16/BF16) so the tensor-core
-    kernels apply.
     """
 
     id = "KRN002"
@@ -129,6 +123,12 @@ class TensorCoresIdle(Rule):
                                  minimum=0.0, maximum=MAX_US),
     }
     summary = "GEMMs and convolutions on FP32 CUDA cores while tensor cores idle"
+    advice = (
+        "On Ampere and later allow TF32 (PyTorch ``torch.backends.cuda.matmul.allow_tf32 = True``, "
+        '``torch.backends.cudnn.allow_tf32 = True`` or ``torch.set_float32_matmul_precision("high")``; '
+        "cuBLAS ``CUBLAS_TF32_TENSOR_OP_MATH``); train in mixed precision (``torch.autocast`` with BF16 "
+        "or FP16); keep GEMM dimensions and channel counts multiples of 8 (FP16/BF16) so the tensor-core "
+        "kernels apply.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         by_naming = simt_fp32_names(trace)
