@@ -325,3 +325,43 @@ def test_storage_section_and_by_kernel_collectives_in_the_browser(signed_in, sto
                                                for e in groups[0]["ranks"]]
     signed_in.shot_of("details.finding[data-rule=COMM003]", "comm003-by-kernel")
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+
+
+def test_network_heat_map_shades_by_bytes_and_marks_the_slowest_link(signed_in, store) -> None:
+    run_id = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="network", tags={"nodes": "2"})
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"/runs/{run_id}")
+    net = page.request.get(f"/api/v1/runs/{run_id}/summary").json()["network"]
+    links = {(link["sender"], link["receiver"]): link for link in net["links"]}
+    assert len(links) >= 2, links
+    cells = page.locator("#network-matrix td[data-bytes]")
+    page.wait_for_function("() => document.querySelector('#network-matrix td[data-bytes]').style.background !== ''")
+    drawn = cells.evaluate_all("""tds => tds.map(td => ({
+        sender: Number(td.closest('tr').dataset.rank), receiver: Number(td.dataset.receiver),
+        bytes: Number(td.dataset.bytes), title: td.title, slowest: td.classList.contains('slowest'),
+        alpha: Number((getComputedStyle(td).backgroundColor.match(/rgba?\\(([^)]*)\\)/)[1].split(',')[3] || 1)),
+        outline: getComputedStyle(td).outlineStyle}))""")
+    assert {(c["sender"], c["receiver"]) for c in drawn} == set(links)
+    # darker = more bytes: the shading's opacity orders the cells as their bytes do, the largest darkest
+    by_bytes = sorted(drawn, key=lambda c: c["bytes"])
+    assert [c["alpha"] for c in by_bytes] == sorted(c["alpha"] for c in drawn)
+    assert by_bytes[-1]["alpha"] > by_bytes[0]["alpha"] or by_bytes[-1]["bytes"] == by_bytes[0]["bytes"]
+    for c in drawn:
+        link = links[(c["sender"], c["receiver"])]
+        assert c["bytes"] == link["bytes"]
+        # the hover title: exact bytes, sends and bandwidth as the API's JSON has them
+        assert f"{link['bytes']:,} B in {link['count']} sends" in c["title"], c["title"]
+        assert f"{link['bandwidth_bps']:,.0f} B/s" in c["title"], c["title"]
+    # the slowest link (lowest achieved bandwidth) is the one marked, and only it
+    slowest = net["slowest"]
+    assert min(links.values(), key=lambda x: x["bandwidth_bps"])["sender"] == slowest["sender"]
+    marked = [c for c in drawn if c["slowest"]]
+    assert [(c["sender"], c["receiver"]) for c in marked] == [(slowest["sender"], slowest["receiver"])]
+    assert marked[0]["outline"] == "solid" and "the slowest link" in marked[0]["title"]
+    assert page.locator("#network-matrix td.slowest .slowest-mark").inner_text().lower() == "slowest"
+    text = page.locator("#network-slowest").inner_text()
+    assert f"rank {slowest['sender']}" in text and f"rank {slowest['receiver']}" in text
+    page.locator("#network-matrix td.slowest").hover()
+    signed_in.shot_of("#network", "run-network-heat-map")
+    assert signed_in.errors == [] and signed_in.dialogs == []

@@ -129,11 +129,11 @@ def test_findings_grouped_by_rule_with_the_rank_matrix(client, db, settings, ing
     run_id = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="nccl")
     findings = list(db.scalars(sa.select(Finding).where(Finding.run_id == run_id)))
     # stored: one finding per rule and scope across the ranks; each rank's own in its report's summary
-    rolled = [f for f in findings if "per_rank" in (f.extra or {})]
+    rolled = [f for f in findings if "ranks_with_finding" in (f.extra or {})]
     assert rolled and all(f.report_id is None for f in rolled)
     own = {s.report_id: s.data["findings"] for s in db.scalars(sa.select(RunSummary).where(
         RunSummary.run_id == run_id, RunSummary.report_id.is_not(None)))}
-    run_level = [f for f in findings if "per_rank" not in (f.extra or {})]
+    run_level = [f for f in findings if "ranks_with_finding" not in (f.extra or {})]
     html = client.get(f"/runs/{run_id}").get_data(as_text=True)
     assert html.count('<details class="finding"') == sum(len(v) for v in own.values()) + len(run_level)
     rows = re.findall(r'class="rule-row[^"]*" data-rule="([A-Z]+\d+)"', html)
