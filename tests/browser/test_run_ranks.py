@@ -351,7 +351,7 @@ def test_network_heat_map_shades_by_bytes_and_marks_the_slowest_link(signed_in, 
         link = links[(c["sender"], c["receiver"])]
         assert c["bytes"] == link["bytes"]
         # the hover title: exact bytes, sends and bandwidth as the API's JSON has them
-        assert f"{link['bytes']:,} B in {link['count']} sends" in c["title"], c["title"]
+        assert f"{link['bytes']:,} B in {link['transfers']} transfers" in c["title"], c["title"]
         assert f"{link['bandwidth_bps']:,.0f} B/s" in c["title"], c["title"]
     # the slowest link (lowest achieved bandwidth) is the one marked, and only it
     slowest = net["slowest"]
@@ -362,6 +362,8 @@ def test_network_heat_map_shades_by_bytes_and_marks_the_slowest_link(signed_in, 
     assert page.locator("#network-matrix td.slowest .slowest-mark").inner_text().lower() == "slowest"
     text = page.locator("#network-slowest").inner_text()
     assert f"rank {slowest['sender']}" in text and f"rank {slowest['receiver']}" in text
+    page.wait_for_load_state("networkidle")  # the timeline and tables above are drawn: the layout is final
+    page.eval_on_selector("#network", "e => e.scrollIntoView({block: 'start'})")
     page.locator("#network-matrix td.slowest").hover()
     signed_in.shot_of("#network", "run-network-heat-map")
     assert signed_in.errors == [] and signed_in.dialogs == []
