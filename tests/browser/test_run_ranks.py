@@ -327,8 +327,30 @@ def test_storage_section_and_by_kernel_collectives_in_the_browser(signed_in, sto
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
 
 
-def test_network_heat_map_shades_by_bytes_and_marks_the_slowest_link(signed_in, store) -> None:
-    run_id = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="network", tags={"nodes": "2"})
+def _smaller_sends(dst) -> tuple:
+    """A copy of rank 1 of the pair whose network sends on channel 1 carry a quarter of the bytes (the pair
+    sends the same both ways), and its bytes sent per receiver by direct SQL on the NVTX text."""
+    import re
+    import shutil
+    import sqlite3
+
+    shutil.copyfile(corpus_file(NCCL_R1), dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    with con:
+        con.execute("UPDATE NVTX_EVENTS SET text = replace(text, 'Data_Size: 1048576', 'Data_Size: 262144') "
+                    "WHERE text LIKE 'ncclNetIsend(): %' AND text LIKE '%Channel_ID: 1,%'")
+    sent: dict[int, int] = {}
+    for (text,) in con.execute("SELECT text FROM NVTX_EVENTS WHERE text LIKE 'ncclNetIsend(): %'"):
+        size, receiver = re.search(r"Data_Size: (\d+), Sender_Rank: \d+, Receiver_Rank: (\d+)", text).groups()
+        sent[int(receiver)] = sent.get(int(receiver), 0) + int(size)
+    con.close()
+    return dst, sent
+
+
+def test_network_heat_map_shades_by_bytes_and_marks_the_slowest_link(signed_in, store, tmp_path) -> None:
+    r1, sent_by_r1 = _smaller_sends(tmp_path / "r1-smaller-sends.sqlite")
+    run_id = store([corpus_file(NCCL_R0), r1], job="network", tags={"nodes": "2"})
     page = signed_in.page
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"/runs/{run_id}")
@@ -343,10 +365,14 @@ def test_network_heat_map_shades_by_bytes_and_marks_the_slowest_link(signed_in, 
         alpha: Number((getComputedStyle(td).backgroundColor.match(/rgba?\\(([^)]*)\\)/)[1].split(',')[3] || 1)),
         outline: getComputedStyle(td).outlineStyle}))""")
     assert {(c["sender"], c["receiver"]) for c in drawn} == set(links)
+    # rank 1's sends: the bytes its export's NVTX text says, fewer than rank 0's
+    assert sent_by_r1
+    assert {r: links[(1, r)]["bytes"] for r in sent_by_r1} == sent_by_r1
+    assert links[(1, 0)]["bytes"] < links[(0, 1)]["bytes"]
     # darker = more bytes: the shading's opacity orders the cells as their bytes do, the largest darkest
     by_bytes = sorted(drawn, key=lambda c: c["bytes"])
     assert [c["alpha"] for c in by_bytes] == sorted(c["alpha"] for c in drawn)
-    assert by_bytes[-1]["alpha"] > by_bytes[0]["alpha"] or by_bytes[-1]["bytes"] == by_bytes[0]["bytes"]
+    assert by_bytes[-1]["alpha"] > by_bytes[0]["alpha"]
     for c in drawn:
         link = links[(c["sender"], c["receiver"])]
         assert c["bytes"] == link["bytes"]
