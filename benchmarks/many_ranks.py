@@ -148,18 +148,22 @@ OUT = {'findings': len(res['findings']), 'per_rank_rows': sum(len(f.get('per_ran
 def _run_step_only(files: list[Path], work: Path) -> int:
     """Each rank ingested and analyzed (step 1) in this process, then the run-level step alone, fresh."""
     from analysis.api import Limits, ingest
-    from analysis.runner import analyze_run
+    from analysis.runner import analyze_report, make_context
 
     t = time.monotonic()
     traces = []
     for f in files:
         out = work / "duck" / (f.stem + ".duckdb")
         out.parent.mkdir(parents=True, exist_ok=True)
-        ingest(f, out, limits=Limits(timeout_s=3600))
+        if not out.exists():  # a rerun over the same folder (without main's clean start) keeps its ingests
+            ingest(f, out, limits=Limits(timeout_s=3600))
         traces.append(out)
-    root = work / "facts"
-    analyze_run(traces, labels=[f.name for f in files], facts_root=root)
-    folders = [str(root / str(i)) for i in range(len(files))]
+    ctx = make_context()
+    folders = []
+    for i, (f, trace) in enumerate(zip(files, traces, strict=True)):
+        folder = work / "facts" / str(i)
+        analyze_report(trace, f.name, ctx, folder).save(folder)  # what each analyze.report task publishes
+        folders.append(str(folder))
     print(f"ingested and analyzed {len(files)} ranks ({time.monotonic() - t:.0f} s)", flush=True)
     out = {"ranks": len(files), "cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 1),
            "imports_only": _measure(ROOT, "import analysis.runner\nimport duckdb\nOUT = {}", {}),
