@@ -49,6 +49,12 @@ def test_multi_rank_run_stores_the_cli_roll_up(make_service, tmp_path, backend) 
     for f in rolled:
         assert {p["rank"]: p["impact_ns"] for p in f["per_rank"]} == per_rank[(f["rule_id"], f["phase"])]
         assert sum(h["impact_ns"] for h in f["per_host"]) == f["impact_ns"]
+    # ?rank= lists the findings with a part on that rank (the delayed one's straggler finding among them)
+    for k in range(N):
+        got = svc.get(f"/runs/{run['id']}/findings?rank={k}&page_size=200")
+        assert [(f["rule_id"], f["impact_ns"]) for f in got["items"]] == [
+            (f["rule_id"], f["impact_ns"]) for f in findings
+            if (any(p["rank"] == k for p in f["per_rank"]) if "per_rank" in f else f["rank"] == k)]
     # counted once: the run's finding count and severities, the run list, the job's history
     assert sum(summary["severity_counts"].values()) == len(findings) == summary["totals"]["finding_count"]
     assert svc.get(f"/runs/{run['id']}")["finding_count"] == len(findings)
