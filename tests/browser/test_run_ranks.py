@@ -98,8 +98,12 @@ def test_rank_matrix_equals_the_findings_json(signed_in, store) -> None:
     _open_run(page, run_id)
     findings = page.request.get(f"/runs/{run_id}/findings.json").json()["findings"]
     expected: dict[tuple[int, str], int] = {}
+    # one finding per rule across the ranks (each rank's part in per_rank), run-level ones on their rank
     for f in findings:
-        expected[(f["rank"], f["rule_id"])] = expected.get((f["rank"], f["rule_id"]), 0) + f["impact_ns"]
+        parts = f["per_rank"] if "ranks_with_finding" in f else [{"rank": f["rank"], "impact_ns": f["impact_ns"]}]
+        for p in parts:
+            expected[(p["rank"], f["rule_id"])] = expected.get((p["rank"], f["rule_id"]), 0) + p["impact_ns"]
+    assert any("ranks_with_finding" in f for f in findings)
     cells = page.eval_on_selector_all("#impact-matrix tbody td[data-ns]:not([data-ns=''])", """tds => tds.map(td => [
         Number(td.closest('tr').dataset.rank.match(/^rank (\\d+)/)[1]), td.dataset.rule, Number(td.dataset.ns)])""")
     assert {(r, rule): ns for r, rule, ns in cells} == expected
