@@ -354,8 +354,8 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
         if r.tool == "ncu":
             results[i] = analyze_report(Path(r.trace), r.label, ctx, None, nsys_links=links)
     rerun_linked_rules(results, [Path(r.trace) for r in reports], [r.label for r in reports], ctx)
-    # The service keeps each rank's findings (its run page groups them by rule and by rank itself).
-    out = analyze_run_facts(results, ctx, by_rule=False)
+    # As the CLI's JSON: one finding per rule and scope across the ranks, each rank's own under reports[].
+    out = analyze_run_facts(results, ctx)
     if not missing:
         return out
     return replace(out, missing=tuple(missing),

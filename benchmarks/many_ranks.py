@@ -140,8 +140,38 @@ from pathlib import Path
 from analysis.run.runner import ReportResult, analyze_run_facts, make_context
 ctx = make_context()
 res = analyze_run_facts([ReportResult.load(Path(p)) for p in ARG['folders']], ctx).to_json()
-OUT = {'findings': len(res['findings'])}
+OUT = {'findings': len(res['findings']), 'per_rank_rows': sum(len(f.get('per_rank') or []) for f in res['findings']),
+       'result_json_bytes': len(json.dumps(res))}
 """
+
+
+def _run_step_only(files: list[Path], work: Path) -> int:
+    """Each rank ingested and analyzed (step 1) in this process, then the run-level step alone, fresh."""
+    from analysis.api import Limits, ingest
+    from analysis.run.runner import analyze_report, make_context
+
+    t = time.monotonic()
+    traces = []
+    for f in files:
+        out = work / "duck" / (f.stem + ".duckdb")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if not out.exists():  # a rerun over the same folder (without main's clean start) keeps its ingests
+            ingest(f, out, limits=Limits(timeout_s=3600))
+        traces.append(out)
+    ctx = make_context()
+    folders = []
+    for i, (f, trace) in enumerate(zip(files, traces, strict=True)):
+        folder = work / "facts" / str(i)
+        analyze_report(trace, f.name, ctx, folder).save(folder)  # what each analyze.report task publishes
+        folders.append(str(folder))
+    print(f"ingested and analyzed {len(files)} ranks ({time.monotonic() - t:.0f} s)", flush=True)
+    out = {"ranks": len(files), "cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 1),
+           "imports_only": _measure(ROOT, "import analysis.run.runner\nimport duckdb\nOUT = {}", {}),
+           "run_level": [_measure(ROOT, RUN_LEVEL, {"folders": folders}) for _ in range(3)],
+           "facts_bytes": sum(p.stat().st_size for d in folders for p in Path(d).iterdir()),
+           "traces_bytes": sum(p.stat().st_size for p in traces)}
+    print(json.dumps(out, indent=2))
+    return 0
 SINGLE = """
 from analysis.run.runner import analyze_run
 res = analyze_run(ARG['traces'], labels=ARG['labels'], window=ARG.get('window')).to_json()
@@ -167,6 +197,9 @@ def main() -> int:
     ap.add_argument("--previous", default=PREVIOUS, help="the commit of the single-task path (default %(default)s)")
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "goodput-many-ranks")
     ap.add_argument("--skip", default="", help="comma-separated configurations to skip: fan1,fan2,single")
+    ap.add_argument("--run-step-only", action="store_true",
+                    help="no service: ingest and analyze each rank in this process, then time the run-level step "
+                         "alone (time, peak RSS, facts' bytes, findings and their per_rank rows)")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     shutil.rmtree(args.dir, ignore_errors=True)
@@ -182,6 +215,8 @@ def main() -> int:
     size = sum(f.stat().st_size for f in files)
     print(f"built {args.ranks} ranks, {size / 2**20 / args.ranks:.1f} MiB each ({time.monotonic() - t:.0f} s)",
           flush=True)
+    if args.run_step_only:
+        return _run_step_only(files, args.dir)
     previous = args.dir / "previous"
     previous.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.previous], check=True, capture_output=True).stdout

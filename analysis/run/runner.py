@@ -457,7 +457,7 @@ def analyze_run(
 def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, root: Path, *,
                   top: int | None = None, by_rule: bool = True) -> AnalysisResult:
     """Both steps in this process, the facts of report ``i`` in ``root/<i>``. ``by_rule=False``: findings per
-    rank, as the service stores them (its run page groups them), instead of one per rule across ranks."""
+    rank instead of one per rule across ranks (the CLI's JSON and the service hold the latter)."""
     tools = [report_tool(p) for p in paths]
     results: list[ReportResult | None] = [None] * len(paths)
     for i, (p, label) in enumerate(zip(paths, labels, strict=True)):

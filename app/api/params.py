@@ -61,7 +61,7 @@ PARAMS: dict[str, Param] = {
     "sort": Param("string", "Sort key; a leading '-' sorts descending.", "-created_at", enum=tuple(SORTS)),
     "severity": Param("string", "Only findings of these severities.", enum=SEVERITIES, repeat=True),
     "rule": Param("string", "Only findings of these rule ids.", repeat=True, max_length=20),
-    "rank": Param("integer", "Only findings of this rank.", minimum=0, maximum=1_000_000),
+    "rank": Param("integer", "Only findings of this rank (across ranks: those with a part on it in per_rank).", minimum=0, maximum=1_000_000),
     "limit": Param("integer", "How many of the latest runs.", 100, 1, 1000),
     "base": Param("integer", "The run compared against.", minimum=1, maximum=MAX_ID, required=True),
     "head": Param("integer", "The run compared.", minimum=1, maximum=MAX_ID, required=True),

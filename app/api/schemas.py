@@ -130,6 +130,9 @@ SCHEMAS: dict[str, S] = {
         missing_ranks={"type": "array", "items": INT},
         # What bounds the run and what to do first (analysis.diagnosis.verdict); null before analysis or without nsys reports.
         verdict=nullable(obj(kind=STR, text=STR, impact_ns=NS, next_step=STR, rule_id=nullable(STR))),
+        # Multi-rank runs, as the CLI's JSON: NCCL's rank x rank network matrix (links with bytes, count,
+        # bandwidth; the slowest link) and the collectives' wait vs transfer split; null when absent.
+        network=nullable(ANY_OBJ), collectives=nullable(ANY_OBJ),
     ),
     "Job": obj(id=INT, name=STR, created_at=TIME, run_count=INT, last_run_at=nullable(TIME)),
     "JobHistory": obj(job=STR, items={"type": "array", "items": obj(

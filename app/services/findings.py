@@ -38,7 +38,7 @@ def list_findings(session: Session, run_id: int, *, severity: list[str] | None =
     if rule:
         conditions.append(Finding.rule_id.in_(rule))
     if rank is not None:
-        conditions.append(Finding.rank == rank)
+        return _of_rank(session, run_id, conditions, rank, page, page_size)
     # One round trip for the hottest read of the API: column rows (not ORM entities), the total as a
     # window over the same filter, the run's liveness as a join. Only an empty page needs more.
     rows = session.execute(
@@ -55,3 +55,27 @@ def list_findings(session: Session, run_id: int, *, severity: list[str] | None =
         total = session.scalar(sa.select(sa.func.count(Finding.id)).where(*conditions)) or 0
     return {"items": [finding_to_dict(r) for r in rows], "page": page, "page_size": page_size,
             "total": int(total)}
+
+
+def has_rank(f: Any, rank: int) -> bool:
+    """Whether a stored finding concerns ``rank``: its own rank, or a part of it (a finding across the
+    ranks of a multi-rank run lists each rank's part in ``per_rank``)."""
+    parts = (f.extra or {}).get("per_rank")
+    if isinstance(parts, list):
+        return any(isinstance(p, dict) and p.get("rank") == rank for p in parts)
+    return f.rank == rank
+
+
+def _of_rank(session: Session, run_id: int, conditions: list[Any], rank: int, page: int,
+             page_size: int) -> dict[str, Any]:
+    """The page of the run's findings that concern ``rank`` (``has_rank``): ``per_rank`` is JSON, so the
+    run's findings (one per rule and scope: tens) are filtered here, in ranking order."""
+    get_run(session, run_id)
+    rows = session.execute(
+        sa.select(*Finding.__table__.c).join(Run, sa.and_(Run.id == Finding.run_id, live()))
+        .where(*conditions).order_by(Finding.position, Finding.id)
+    ).all()
+    mine = [r for r in rows if has_rank(r, rank)]
+    start = (page - 1) * page_size
+    return {"items": [finding_to_dict(r) for r in mine[start:start + page_size]], "page": page,
+            "page_size": page_size, "total": len(mine)}

@@ -34,6 +34,8 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     session.execute(sa.delete(Finding).where(Finding.run_id == run_id))
     session.execute(sa.delete(RunSummary).where(RunSummary.run_id == run_id))
     by_label: dict[str | None, int] = dict(zip(inputs.labels, inputs.report_ids, strict=True))
+    # A multi-rank run's findings are one per rule and scope across the ranks (``per_rank``, no report):
+    # stored as they are, each report's own findings stay in its summary (``reports[].findings``).
     findings = result.findings
     impact_by_report: dict[int | None, list[int]] = {}
     for position, f in enumerate(findings):
@@ -42,7 +44,7 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
         session.add(_finding_row(run_id, report_id, position, f))
     reports = [compact_report(r.to_json()) for r in result.reports]  # ncu: one memory story per kernel config
     for report_id, data in zip(inputs.report_ids, reports, strict=False):
-        own = impact_by_report.get(report_id, [])
+        own = _own_impacts(data) if isinstance(data.get("findings"), list) else impact_by_report.get(report_id, [])
         session.add(_summary_row(run_id, report_id, data, len(own), max(own, default=None)))
     all_impacts = [int(f.impact_ns or 0) for f in findings]
     row = _run_summary_row(run_id, reports, len(findings), max(all_impacts, default=None))
@@ -57,6 +59,11 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     refresh_run_status(session, run_id)
     session.commit()
     return True
+
+
+def _own_impacts(data: dict[str, Any]) -> list[int]:
+    """The impacts of a report's own findings (a multi-rank run's ``reports[].findings``)."""
+    return [int(f.get("impact_ns") or 0) for f in data["findings"] if isinstance(f, dict)]
 
 
 # The finding's JSON keys that have their own column; ``extra`` keeps the rest (its phase, the rule's numbers).
@@ -94,7 +101,9 @@ def _summary_row(run_id: int, report_id: int | None, data: dict[str, Any], count
 
 def _run_summary_row(run_id: int, reports: list[dict[str, Any]], count: int, top: int | None) -> RunSummary:
     """The per-run row: the ranks' times summed (span too: GPU-time across ranks), goodput from the sums."""
-    row = RunSummary(run_id=run_id, report_id=None, data=jsonable({"reports": reports}), finding_count=count,
+    # Each report's findings are in its own row; the run's row keeps the rest of each report's summary.
+    slim = [{k: v for k, v in r.items() if k != "findings"} for r in reports]
+    row = RunSummary(run_id=run_id, report_id=None, data=jsonable({"reports": slim}), finding_count=count,
                      top_impact_ns=top)
     for col in SUMMARY_NS:
         values = [int(v) for v in (breakdown_value(r, col) for r in reports) if v is not None]

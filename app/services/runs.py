@@ -86,6 +86,8 @@ def run_summary(session: Session, run_id: int) -> dict[str, Any]:
         "missing_reports": [] if total is None else list((total.data or {}).get("missing") or []),
         "missing_ranks": [] if total is None else list((total.data or {}).get("missing_ranks") or []),
         "verdict": None if total is None else (total.data or {}).get("verdict"),
+        "network": None if total is None else (total.data or {}).get("network"),
+        "collectives": None if total is None else (total.data or {}).get("collectives"),
     }
 
 

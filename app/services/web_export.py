@@ -10,7 +10,7 @@ from typing import Any
 from app import finite_json
 
 CSV_COLUMNS = ("rank_by_impact", "rule_id", "severity", "title", "impact_ns", "impact_pct", "report", "rank",
-               "message", "advice", "evidence_total", "evidence")
+               "message", "advice", "evidence_total", "evidence", "per_rank")
 # Spreadsheets evaluate a cell starting with these as a formula (CSV injection); kernel names and NVTX
 # text come from the profiled program, so any of them may start that way.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "|", "%")
@@ -33,6 +33,9 @@ def findings_csv(findings: Iterable[dict[str, Any]]) -> str:
     writer = csv.writer(buf, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
     for i, f in enumerate(findings, 1):
-        row = {**f, "rank_by_impact": i, "evidence": finite_json.dumps(f.get("evidence") or [], ensure_ascii=False)}
+        row = {**f, "rank_by_impact": i, "evidence": finite_json.dumps(f.get("evidence") or [], ensure_ascii=False),
+               # a multi-rank run's finding across the ranks: each rank's part ([{rank, host, impact_ns}])
+               "per_rank": "" if f.get("per_rank") is None else finite_json.dumps(
+                   [{k: p.get(k) for k in ("rank", "host", "impact_ns")} for p in f["per_rank"]])}
         writer.writerow([safe_cell(row.get(c)) for c in CSV_COLUMNS])
     return buf.getvalue()

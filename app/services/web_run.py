@@ -222,3 +222,20 @@ def finding_dict(f: Finding) -> dict[str, Any]:
     }
     out.update(f.extra or {})
     return out
+
+
+def rank_findings(view: RunView) -> list[dict[str, Any]]:
+    """The findings the page groups by rule and rank: a multi-rank run stores one finding per rule and scope
+    across the ranks (``per_rank``, ``ranks_with_finding``), so each rank's own come from its report's
+    summary (``findings``), with the run-level ones; a run of one report, as stored."""
+    stored = [finding_dict(f) for f in view.findings]
+    if not any("ranks_with_finding" in f for f in stored):
+        return stored
+    by_label = {r.name: r.id for r in view.reports}
+    own: list[dict[str, Any]] = []
+    for report in view.reports:
+        for f in (view.summaries.get(report.id) or {}).get("findings") or []:
+            if isinstance(f, dict):
+                own.append({**f, "report_id": by_label.get(f.get("report") or "", report.id)})
+    run_level = [f for f in stored if "ranks_with_finding" not in f]
+    return sorted([*own, *run_level], key=lambda f: -int(f.get("impact_ns") or 0))

@@ -18,7 +18,6 @@ from app.services import runs as runs_service
 from app.services.run_access import require_change
 from app.services.runs import may_delete
 from app.services.web_network import collectives_section, network_section
-from app.services.web_run import finding_dict
 from app.services.window_fit import check_window_fits
 from app.settings import current_settings
 from app.web import bp
@@ -52,12 +51,12 @@ def runs():
 def run(run_id: int):
     view = _page_or_404(web_run.run_view, get_session(), run_id)
     nsys = [r for r in view.reports if r.kind == "nsys" and r.trace_path]
-    findings = web_run.on_run_clock([finding_dict(f) for f in view.findings], view.reports)
+    findings = web_run.on_run_clock(web_run.rank_findings(view), view.reports)
     rule_docs = {}
-    for f in view.findings:
-        if f.rule_id not in rule_docs:
-            rule_docs[f.rule_id] = describe_rule(f.rule_id)
-    top = view.findings[0].impact_ns if view.findings else 0
+    for f in findings:
+        if f["rule_id"] not in rule_docs:
+            rule_docs[f["rule_id"]] = describe_rule(f["rule_id"])
+    top = max((int(f["impact_ns"] or 0) for f in findings), default=0)
     rows = web_findings.rule_rows(findings, view.reports)
     return render_template("run.html", view=view, findings=findings, rule_docs=rule_docs, nsys_reports=nsys,
                            top_impact=top, report_kinds={r.id: r.kind for r in view.reports},

@@ -98,8 +98,12 @@ def test_rank_matrix_equals_the_findings_json(signed_in, store) -> None:
     _open_run(page, run_id)
     findings = page.request.get(f"/runs/{run_id}/findings.json").json()["findings"]
     expected: dict[tuple[int, str], int] = {}
+    # one finding per rule across the ranks (each rank's part in per_rank), run-level ones on their rank
     for f in findings:
-        expected[(f["rank"], f["rule_id"])] = expected.get((f["rank"], f["rule_id"]), 0) + f["impact_ns"]
+        parts = f["per_rank"] if "ranks_with_finding" in f else [{"rank": f["rank"], "impact_ns": f["impact_ns"]}]
+        for p in parts:
+            expected[(p["rank"], f["rule_id"])] = expected.get((p["rank"], f["rule_id"]), 0) + p["impact_ns"]
+    assert any("ranks_with_finding" in f for f in findings)
     cells = page.eval_on_selector_all("#impact-matrix tbody td[data-ns]:not([data-ns=''])", """tds => tds.map(td => [
         Number(td.closest('tr').dataset.rank.match(/^rank (\\d+)/)[1]), td.dataset.rule, Number(td.dataset.ns)])""")
     assert {(r, rule): ns for r, rule, ns in cells} == expected
@@ -325,3 +329,71 @@ def test_storage_section_and_by_kernel_collectives_in_the_browser(signed_in, sto
                                                for e in groups[0]["ranks"]]
     signed_in.shot_of("details.finding[data-rule=COMM003]", "comm003-by-kernel")
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+
+
+def _smaller_sends(dst) -> tuple:
+    """A copy of rank 1 of the pair whose network sends on channel 1 carry a quarter of the bytes (the pair
+    sends the same both ways), and its bytes sent per receiver by direct SQL on the NVTX text."""
+    import re
+    import shutil
+    import sqlite3
+
+    shutil.copyfile(corpus_file(NCCL_R1), dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    with con:
+        con.execute("UPDATE NVTX_EVENTS SET text = replace(text, 'Data_Size: 1048576', 'Data_Size: 262144') "
+                    "WHERE text LIKE 'ncclNetIsend(): %' AND text LIKE '%Channel_ID: 1,%'")
+    sent: dict[int, int] = {}
+    for (text,) in con.execute("SELECT text FROM NVTX_EVENTS WHERE text LIKE 'ncclNetIsend(): %'"):
+        size, receiver = re.search(r"Data_Size: (\d+), Sender_Rank: \d+, Receiver_Rank: (\d+)", text).groups()
+        sent[int(receiver)] = sent.get(int(receiver), 0) + int(size)
+    con.close()
+    return dst, sent
+
+
+def test_network_heat_map_shades_by_bytes_and_marks_the_slowest_link(signed_in, store, tmp_path) -> None:
+    r1, sent_by_r1 = _smaller_sends(tmp_path / "r1-smaller-sends.sqlite")
+    run_id = store([corpus_file(NCCL_R0), r1], job="network", tags={"nodes": "2"})
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"/runs/{run_id}")
+    net = page.request.get(f"/api/v1/runs/{run_id}/summary").json()["network"]
+    links = {(link["sender"], link["receiver"]): link for link in net["links"]}
+    assert len(links) >= 2, links
+    cells = page.locator("#network-matrix td[data-bytes]")
+    page.wait_for_function("() => document.querySelector('#network-matrix td[data-bytes]').style.background !== ''")
+    drawn = cells.evaluate_all("""tds => tds.map(td => ({
+        sender: Number(td.closest('tr').dataset.rank), receiver: Number(td.dataset.receiver),
+        bytes: Number(td.dataset.bytes), title: td.title, slowest: td.classList.contains('slowest'),
+        alpha: Number((getComputedStyle(td).backgroundColor.match(/rgba?\\(([^)]*)\\)/)[1].split(',')[3] || 1)),
+        outline: getComputedStyle(td).outlineStyle}))""")
+    assert {(c["sender"], c["receiver"]) for c in drawn} == set(links)
+    # rank 1's sends: the bytes its export's NVTX text says, fewer than rank 0's
+    assert sent_by_r1
+    assert {r: links[(1, r)]["bytes"] for r in sent_by_r1} == sent_by_r1
+    assert links[(1, 0)]["bytes"] < links[(0, 1)]["bytes"]
+    # darker = more bytes: the shading's opacity orders the cells as their bytes do, the largest darkest
+    by_bytes = sorted(drawn, key=lambda c: c["bytes"])
+    assert [c["alpha"] for c in by_bytes] == sorted(c["alpha"] for c in drawn)
+    assert by_bytes[-1]["alpha"] > by_bytes[0]["alpha"]
+    for c in drawn:
+        link = links[(c["sender"], c["receiver"])]
+        assert c["bytes"] == link["bytes"]
+        # the hover title: exact bytes, sends and bandwidth as the API's JSON has them
+        assert f"{link['bytes']:,} B in {link['transfers']} transfers" in c["title"], c["title"]
+        assert f"{link['bandwidth_bps']:,.0f} B/s" in c["title"], c["title"]
+    # the slowest link (lowest achieved bandwidth) is the one marked, and only it
+    slowest = net["slowest"]
+    assert min(links.values(), key=lambda x: x["bandwidth_bps"])["sender"] == slowest["sender"]
+    marked = [c for c in drawn if c["slowest"]]
+    assert [(c["sender"], c["receiver"]) for c in marked] == [(slowest["sender"], slowest["receiver"])]
+    assert marked[0]["outline"] == "solid" and "the slowest link" in marked[0]["title"]
+    assert page.locator("#network-matrix td.slowest .slowest-mark").inner_text().lower() == "slowest"
+    text = page.locator("#network-slowest").inner_text()
+    assert f"rank {slowest['sender']}" in text and f"rank {slowest['receiver']}" in text
+    page.wait_for_load_state("networkidle")  # the timeline and tables above are drawn: the layout is final
+    page.eval_on_selector("#network", "e => e.scrollIntoView({block: 'start'})")
+    page.locator("#network-matrix td.slowest").hover()
+    signed_in.shot_of("#network", "run-network-heat-map")
+    assert signed_in.errors == [] and signed_in.dialogs == []

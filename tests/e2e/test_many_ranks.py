@@ -29,15 +29,6 @@ def _offline(files) -> dict:
     return json.loads(out.stdout)
 
 
-def _per_rank(offline: dict) -> list[dict]:
-    """The CLI's findings as the service stores them: each rank's own (``reports[].findings``) and the
-    run-level ones, ranked; the CLI says each rule once across the ranks."""
-    from analysis.diagnosis.findings import rank_finding_dicts
-
-    own = [f for rep in offline["reports"] for f in rep.get("findings", [])]
-    return rank_finding_dicts([*own, *(f for f in offline["findings"] if "ranks_with_finding" not in f)])
-
-
 def _service_findings(svc, run_id: int) -> list[dict]:
     items, page = [], 1
     while True:
@@ -80,7 +71,7 @@ def test_sixteen_ranks_fan_out_on_two_workers_equals_the_offline_cli(make_servic
     assert sum(per_worker) == N and min(per_worker) > 0, per_worker
     assert sum(_tasks_done(svc, w, "analyze.run") for w in (0, 1)) >= 1
     assert tuple(_run_row(svc, run["id"])) == (1, "ready")
-    assert _service_findings(svc, run["id"]) == _per_rank(offline)
+    assert _service_findings(svc, run["id"]) == offline["findings"]
     summary = svc.get(f"/runs/{run['id']}/summary")
     assert summary["rules"] == offline["rules"]
     assert summary["missing_reports"] == []
@@ -108,7 +99,7 @@ def test_failed_rank_gives_a_partial_run_naming_it_then_the_retry_completes_it(m
     assert [(m["report"], m["error_code"]) for m in summary["missing_reports"]] == [(files[1].name, "worker_crashed")]
     assert summary["missing_ranks"] == [1]
     without = _service_findings(svc, run["id"])
-    assert without == _per_rank(_offline([files[0], files[2], files[3]]))
+    assert without == _offline([files[0], files[2], files[3]])["findings"]
     # The rank's report is retried on a healthy worker: the run is analyzed again with all four.
     svc.kill_worker(bad)
     svc.start_worker()
@@ -118,7 +109,7 @@ def test_failed_rank_gives_a_partial_run_naming_it_then_the_retry_completes_it(m
              and all(x["status"] == "ready" for x in r["reports"]), 120, "the retried run", interval=0.3)
     summary = svc.get(f"/runs/{run['id']}/summary")
     assert summary["missing_reports"] == [] and summary["missing_ranks"] == []
-    assert _service_findings(svc, run["id"]) == _per_rank(_offline(files))
+    assert _service_findings(svc, run["id"]) == _offline(files)["findings"]
 
 
 def test_worker_killed_in_a_reports_analysis_loses_nothing(make_service, tmp_path) -> None:
@@ -131,7 +122,7 @@ def test_worker_killed_in_a_reports_analysis_loses_nothing(make_service, tmp_pat
     assert run["status"] == "ready", svc.log_tail()
     assert (svc.settings.data_dir / f"killed-analysis-{files[2].name}").exists()  # it did die in there
     assert [r["status"] for r in run["reports"]] == ["ready"] * 4
-    assert _service_findings(svc, run["id"]) == _per_rank(_offline(files))
+    assert _service_findings(svc, run["id"]) == _offline(files)["findings"]
     assert svc.get(f"/runs/{run['id']}/summary")["missing_reports"] == []
     # The killed attempt's folder is gone once another attempt published the report's analysis.
     for r in run["reports"]:

@@ -108,7 +108,7 @@ def finish_analysis(session: Session, settings: Settings, run_id: int) -> None:
     inputs = pipeline.claim_run_analysis(session, run_id, owner, 60)
     assert inputs is not None
     result = analyze([pipeline.data_path(settings, p) for p in inputs.paths], labels=inputs.labels, window=inputs.window,
-                     thresholds=inputs.thresholds or None, by_rule=False)  # per rank, as the service stores
+                     thresholds=inputs.thresholds or None)  # one finding per rule across ranks, as the service
     assert pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
 
 

@@ -188,7 +188,11 @@ def test_run_page_sections(client, db, nccl_run) -> None:
                                                        r'data-severity="\w+" data-impact-ns="(\d+)"', html)]
     assert len(rows) == len({f.rule_id for f in findings}) and rows == sorted(rows, reverse=True)
     assert 'id="breakdown" data-breakdown="[' in html and 'id="timeline"' in html
-    assert html.count('class="finding"') == len(findings)
+    # each rank's own findings (its summary's) under its rule's row, and the run-level ones
+    own = sum(len(d.get("findings") or []) for d in db.scalars(sa.select(RunSummary.data).where(
+        RunSummary.run_id == nccl_run, RunSummary.report_id.is_not(None))))
+    assert own and html.count('class="finding"') == own + sum(
+        "ranks_with_finding" not in (f.extra or {}) for f in findings)
     assert client.get("/runs/999999").status_code == 404
 
 
@@ -225,6 +229,14 @@ def test_findings_downloads_are_injection_safe(client, db, nccl_run) -> None:
     # In the analysis' ranking (by impact; evidence-only HOST002 after the findings that own the time).
     ranked = db.scalars(sa.select(Finding.impact_ns).where(Finding.run_id == nccl_run).order_by(Finding.position))
     assert [int(r["impact_ns"]) for r in rows] == list(ranked)
+    # One row per rule and scope across the two ranks, each rank's part in per_rank (summing to the row).
+    stored = db.scalars(sa.select(Finding).where(Finding.run_id == nccl_run).order_by(Finding.position)).all()
+    assert [json.loads(r["per_rank"]) if r["per_rank"] else None for r in rows] == [
+        [{k: p[k] for k in ("rank", "host", "impact_ns")} for p in f.extra["per_rank"]] if "per_rank" in f.extra
+        else None for f in stored]
+    assert any(r["per_rank"] for r in rows)
+    assert all(sum(p["impact_ns"] for p in json.loads(r["per_rank"])) == int(r["impact_ns"])
+               for r in rows if r["per_rank"])
     body = client.get(f"/runs/{nccl_run}/findings.json").get_json()
     assert body["findings"][0]["title"] == finding.title and len(body["findings"]) == len(rows)
 

@@ -12,7 +12,7 @@ import duckdb
 import sqlalchemy as sa
 
 from analysis.views.timeline import box_records
-from app.models import Finding, Report, Run
+from app.models import Finding, Report, Run, RunSummary
 from app.services import pipeline
 from tests.conftest import corpus_file
 from tests.web import seed
@@ -128,16 +128,33 @@ def test_merged_chrome_trace_has_one_process_per_rank(client, db, settings, inge
 def test_findings_grouped_by_rule_with_the_rank_matrix(client, db, settings, ingested) -> None:
     run_id = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="nccl")
     findings = list(db.scalars(sa.select(Finding).where(Finding.run_id == run_id)))
+    # stored: one finding per rule and scope across the ranks; each rank's own in its report's summary
+    rolled = [f for f in findings if "ranks_with_finding" in (f.extra or {})]
+    assert rolled and all(f.report_id is None for f in rolled)
+    own = {s.report_id: s.data["findings"] for s in db.scalars(sa.select(RunSummary).where(
+        RunSummary.run_id == run_id, RunSummary.report_id.is_not(None)))}
+    run_level = [f for f in findings if "ranks_with_finding" not in (f.extra or {})]
     html = client.get(f"/runs/{run_id}").get_data(as_text=True)
-    assert html.count('<details class="finding"') == len(findings)
+    assert html.count('<details class="finding"') == sum(len(v) for v in own.values()) + len(run_level)
     rows = re.findall(r'class="rule-row[^"]*" data-rule="([A-Z]+\d+)"', html)
     assert sorted(rows) == sorted({f.rule_id for f in findings})
     # the matrix: one row per rank named "rank N · host · GPU d", cells = summed impact of that rule on that rank
-    labels = {r.id: f"rank {r.rank} · {r.host.split('.')[0]} · GPU 0" for r in _reports(db, run_id)}
+    reports = _reports(db, run_id)
+    labels = {r.id: f"rank {r.rank} · {r.host.split('.')[0]} · GPU 0" for r in reports}
+    by_rank = {r.rank: labels[r.id] for r in reports}
     expected: dict[tuple[str, str], int] = {}
-    for f in findings:
+    for f in rolled:
+        for p in f.extra["per_rank"]:
+            expected[(by_rank[p["rank"]], f.rule_id)] = expected.get((by_rank[p["rank"]], f.rule_id), 0) + p["impact_ns"]
+    for f in run_level:
         rank = labels.get(f.report_id) or next(v for k, v in labels.items() if v.startswith(f"rank {f.rank} "))
         expected[(rank, f.rule_id)] = expected.get((rank, f.rule_id), 0) + f.impact_ns
+    # the roll-up is the reports' own findings summed by rule and phase
+    summed: dict[tuple[str, str | None], int] = {}
+    for items in own.values():
+        for g in items:
+            summed[(g["rule_id"], g.get("phase"))] = summed.get((g["rule_id"], g.get("phase")), 0) + g["impact_ns"]
+    assert {(f.rule_id, f.extra.get("phase")): f.impact_ns for f in rolled} == summed
     table = html[html.index('id="impact-matrix"'):html.index("</table>", html.index('id="impact-matrix"'))]
     cells = {}
     for rank, body in re.findall(r'<tr data-rank="([^"]+)">(.*?)</tr>', table, re.S):
