@@ -198,8 +198,9 @@ class _Host:
 
 def _sorted_unique(x: np.ndarray) -> np.ndarray:
     """Sorted distinct values: a sort and one pass (numpy's hash-based ``unique`` is several times slower on
-    millions of times)."""
-    x.sort()
+    millions of times). The values are a few sorted runs laid end to end (idle pieces, calls in time order):
+    a stable sort (timsort) merges the runs, about ten times faster than quicksort on them."""
+    x.sort(kind="stable")
     return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
 
 
@@ -210,8 +211,15 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``."""
     if not len(gs):
         return
-    inner = (s < ge[-1]) & (e > gs[0])
-    pts = _sorted_unique(np.concatenate((gs, ge, s[inner], e[inner], cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
+    # Only the intervals that overlap an idle piece can paint (most calls run while the GPU is busy): the
+    # first piece ending after an interval's start must begin before its end. Dropping the others changes
+    # nothing painted, nor which interval names a segment (one that covers no idle instant never reaches
+    # furthest at an idle instant), and shrinks every pass below.
+    k = np.searchsorted(ge, s, side="right")
+    inner = (k < len(ge)) & (gs[np.minimum(k, len(gs) - 1)] < e)
+    if not inner.all():
+        s, e, cat, name = s[inner], e[inner], cat[inner], name[inner]
+    pts = _sorted_unique(np.concatenate((gs, ge, s, e, cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
     n = len(pts) - 1  # elementary segments [pts[k], pts[k + 1])
 
     def covered(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
