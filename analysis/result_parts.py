@@ -19,8 +19,9 @@ _T = TypeVar("_T")
 
 
 def _plain_json(obj: Any) -> JSON:
-    """A flat dataclass of scalars as JSON, in field order."""
-    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    """A flat dataclass of scalars as JSON, in field order (an optional field left out when None)."""
+    return {f.name: v for f in dataclasses.fields(obj)
+            if (v := getattr(obj, f.name)) is not None or not f.metadata.get("json", {}).get("optional")}
 
 
 def _plain_from(cls: type[_T], data: Mapping[str, Any]) -> _T:
@@ -513,6 +514,10 @@ class StepRecord:
     comm_overlapped_ns: int
     memory_only_ns: int
     idle_ns: int
+    # Multi-rank runs: the rank that finished this step last on the absolute clock and how long after the
+    # first it did (``analysis.run.facts.mark_last``); absent in a report analyzed alone.
+    last: str | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+    spread_ns: int | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
 
     def to_json(self) -> JSON:
         return _plain_json(self)
@@ -541,6 +546,10 @@ class SlowStep:
     extra_ns: int
     owner: str | None
     cause: str
+    # Multi-rank runs: the rank that finished this step last on the absolute clock and how long after the
+    # first it did (``analysis.run.facts.mark_last``); absent in a report analyzed alone.
+    last: str | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+    spread_ns: int | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
 
     def to_json(self) -> JSON:
         return _plain_json(self)

@@ -184,9 +184,13 @@ def _launch_thread(con: sqlite3.Connection) -> int:
 
 def host001_fires(path: Path, peer: Path | None) -> int:
     """The vector add's longest idle gap that no sync explains grows by 50 ms, and its launching thread sits in
-    a ``read`` call across all of it: the whole gap is HOST001's (and no longer GPU001's)."""
-    from tests.analysis.planting import new_string, open_gap, raw_gaps
-    from tests.analysis.rule_cases import DELTA, _unsynced_gaps
+    a ``read`` call across all of it: the gap is HOST001's (and no longer GPU001's), less the instants the host
+    spent inside a CUDA call another rule owns (a copy or memset, MEM002's; a sync, SYNC001's): a CUDA call is
+    more specific than the OS call around it."""
+    import re
+
+    from tests.analysis.planting import new_string, open_gap, raw_api_names, raw_gaps
+    from tests.analysis.rule_cases import COPY_NAMES, DELTA, SYNC_NAMES, _unsynced_gaps
 
     con = sqlite_rw(path)
     _, _, gs, ge = max(_unsynced_gaps(con), key=lambda g: (g[3] - g[2], g[2]))
@@ -198,8 +202,15 @@ def host001_fires(path: Path, peer: Path | None) -> int:
     rowid = con.execute("SELECT rowid FROM OSRT_API WHERE globalTid = ? LIMIT 1", [tid]).fetchone()[0]
     with con:
         clone_row(con, "OSRT_API", rowid, start=gap[2] - 1_000, end=gap[3] + 1_000, nameId=new_string(con, "read"))
+    owned = re.compile(f"{SYNC_NAMES}|{COPY_NAMES}")
+    calls = sorted((s, e) for _, s, e, name, pid, _ in raw_api_names(con) if pid == gap[0] and owned.match(name))
     con.close()
-    return gap[3] - gap[2]
+    inside, at = 0, gap[2]
+    for s, e in calls:  # the union of those calls inside the gap
+        lo, hi = max(s, at), min(e, gap[3])
+        if hi > lo:
+            inside, at = inside + hi - lo, hi
+    return gap[3] - gap[2] - inside
 
 
 SYSTEM_CASES += [

@@ -196,9 +196,11 @@ def build(pid: int, device: int, start: int, steps: list[dict[str, Any]]) -> dic
             t += 3_000 + delay
         kind, size = step.get("kind", "none"), step.get("size", 0)
         if kind == "sync":
-            end = max(gpu, t) + 2_000
+            # The host blocks in the sync past the GPU's last work for half the gap (waiting on another stream,
+            # process or event: SYNC001's idle), then spends the other half elsewhere (GPU001's).
+            end = max(gpu, t) + 2_000 + size // 2
             api(t, end, "cudaDeviceSynchronize")
-            t = end + size
+            t = end + size - size // 2
         elif kind in ("copy", "async_copy"):
             sync = kind == "copy"
             c = api(t, t + 1, "cudaMemcpy" if sync else "cudaMemcpyAsync")

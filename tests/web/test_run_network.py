@@ -37,7 +37,7 @@ def test_the_run_page_shows_the_rank_by_rank_network_heat_map(client, db, settin
     assert sent == {(0, 1): 8 * 1048576, (1, 0): 8 * 1048576}
     seen = {}
     for sender, row in cells:
-        for j, nbytes in enumerate(re.findall(r'<td(?: class="num" data-heat="[\d.]+" data-bytes="(\d+)")?', row)):
+        for j, nbytes in enumerate(re.findall(r'<td(?: class="num(?: slowest)?" data-heat="[\d.]+" data-bytes="(\d+)")?', row)):
             if nbytes:
                 seen[(int(sender), j)] = int(nbytes)
     assert seen == sent
