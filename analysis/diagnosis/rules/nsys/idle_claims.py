@@ -114,7 +114,7 @@ def claims(trace: Trace) -> Claims:
             continue
         bgs, bge = pairing(ug.unit.start, ug.unit.end)
         extra = minus(bgs, bge, ug.gap_start, ug.gap_end)
-        p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra)
+        p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra, device=dev, uvm=True)
         out.taken.append(p.taken)
         shared["units"][(pid, dev)] = p.plus(p.extra)
         claimed = np.where(take, p.ns, 0)
