@@ -215,8 +215,9 @@ class _Host:
             parts.append((d["start_ns"], d["end_ns"], d["c"], d["h"]))
         if self.uvm is not None and len(self.uvm[0]):
             us, ue, uh = self.uvm
-            m = (us < b) & (ue > a)
-            parts.append((us[m], ue[m], np.full(int(m.sum()), CODE["uvm_migration"], dtype=np.uint8), uh[m]))
+            inside = (us < b) & (ue > a)
+            parts.append((us[inside], ue[inside], np.full(int(inside.sum()), CODE["uvm_migration"], dtype=np.uint8),
+                          uh[inside]))
         if self.half:
             m = self.max_half
             d = self.trace.arrays(f"""
