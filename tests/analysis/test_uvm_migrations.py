@@ -96,3 +96,21 @@ def test_a100_idle_is_the_read_back_between_migrations() -> None:
     assert overlapping_pairs == 0
     assert f["kernel_overlap_ns"] == overlap > 0
     assert result["verdict"]["kind"] == "uvm" and result["verdict"]["rule_id"] == "MEM004"
+
+
+def test_recorded_host_activity_wins_over_the_migrations() -> None:
+    """clue-um-t4: 184 idle stretches between migrations (242 ms in direct SQL), most of them spent in sampled
+    printf formatting: the CPU samples keep that idle (GPU001's, host-bound as the label says), MEM004 takes
+    only what nothing on the host explains."""
+    short = "clue-um-t4.sqlite"
+    f, result = _mem004(short)
+    gaps, gap_ns = _raw(short, f"SELECT COUNT(*), SUM(ge - gs) FROM ({_gaps_sql(short)})")  # noqa: S608
+    assert gaps > 100
+    assert 0 < f["idle_ns"] < gap_ns / 10
+    cats: dict[str, int] = {}
+    for e in result["reports"][0]["idle_anatomy"]:
+        for c in e["categories"]:
+            cats[c["category"]] = cats.get(c["category"], 0) + c["ns"]
+    assert cats["uvm_migration"] == f["idle_ns"]
+    assert cats["host_cpu"] > gap_ns / 2
+    assert result["verdict"]["kind"] == "host_bound"
