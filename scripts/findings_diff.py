@@ -22,6 +22,14 @@ CORPUS = Path("../shared/corpus/nsys")  # relative, as the snapshots were taken:
 
 # (kind, pattern on "path: change") of the intended changes.
 EXPECTED = [
+    # MEM004 owns the idle between unified-memory migrations (``uvm_migration``, painted only where no host
+    # activity is recorded): its finding gains count, bytes, direction, owned idle and in-kernel migrations; the
+    # anatomy repaints that idle, which the gap owners (GPU001 ...) and the verdict no longer keep.
+    ("MEM004 owns the idle between unified-memory migrations",
+     r"^\.(findings\[rule=MEM004/[^\]]*\](\.\S+)?|reports\[\d+\]\.idle_anatomy\[\d+\]\.categories(\[\d+\]\.\w+)?"
+     r"|findings\[rule=(GPU001|GPU002|KRN001|HOST001)/[^\]]*\](\.\S+)?|rules\[id=(GPU001|GPU002|KRN001|HOST001|MEM004)\]\.findings"
+     r"|findings\[rule=HOST002/[^\]]*\]\.by_owner\.\w+|(reports\[\d+\]\.)?verdict\.\w+"
+     r"|reports\[\d+\]\.iterations\.anatomy\.slowest_steps\[\d+\]\.(owner|cause))(:| ).*"),
     ("report JSON gains 'degraded' (#13.17)", r"^\.reports\[\d+\]\.degraded: added \[\]$"),
     ("SYNC001 counts calls (#13.19)", r"^\.findings\[\d+\]\.(title|message|syncs_followed_by_idle)(:| ).*@SYNC001$"),
     ("job facts from every environment encoding (#13.16)",

@@ -12,7 +12,8 @@ together and an instant covered by two of them counts once, for the more specifi
 an instant, most specific first: a CUDA API call (classified by name), a communication NVTX range (MPI,
 NCCL, UCX, NVSHMEM domains or call names; NCCL communicator set-up apart), an NVTX range naming compilation
 (``jit_module``), an OS runtime call, a user NVTX range, a CPU sample of the thread (each sample stands for half the thread's sampling period either side,
-named by its innermost function), else nothing recorded (``none``).
+named by its innermost function), a unified-memory migration burst of the device (``uvm_migration``: the idle
+between two page migrations, ``uvm_gaps``), else nothing recorded (``none``).
 
 The sweep is vectorized: per slice of time (bounded rows), the idle pieces and every covering interval
 are cut at each other's boundaries into elementary segments, then each category, in order, paints the
@@ -135,11 +136,49 @@ def _half_periods(trace: Trace, pid: int, tids: list[int] | None) -> dict[int, i
     return trace.memo[key]
 
 
-class _Host:
-    """Fetches the covering intervals of one process's speaking threads, slice by slice of time."""
+def _uvm_where(pid: int, device: int | None) -> str:
+    dev = "NULL" if device is None else str(int(device))
+    return f"pid = {int(pid)} AND device IS NOT DISTINCT FROM {dev} AND start_ns IS NOT NULL AND end_ns >= start_ns"
 
-    def __init__(self, trace: Trace, pid: int, tids: list[int] | None):
+
+def uvm_gaps(trace: Trace, pid: int, device: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The device's migration bursts: (start, end, name hash) of each stretch between a unified-memory page
+    migration and the next GPU operation when that one is a migration too (operations in start order; the
+    stretch starts at the furthest end so far, so it holds only idle). Named by the following migration's
+    kind (``UVM_HtoD``, ``UVM_DtoH``). Empty without migrations."""
+    key = ("anatomy_uvm", pid, device)
+    if key not in trace.memo:
+        out = (_EMPTY, _EMPTY, np.empty(0, dtype=np.uint64))
+        if trace.has_rows("memcpy"):
+            where = _uvm_where(pid, device)
+            ops = [f"SELECT start_ns, end_ns, COALESCE(copy_kind LIKE 'UVM%', FALSE) AS uvm, "  # noqa: S608 - integers
+                   f"COALESCE(hash(copy_kind), 0)::UBIGINT AS h FROM memcpy WHERE {where}"]
+            ops += [f"SELECT start_ns, end_ns, FALSE, 0::UBIGINT FROM {t} WHERE {where}"  # noqa: S608 - constants
+                    for t in ("kernels", "memset") if trace.has_rows(t)]
+            d = trace.arrays(f"""
+                SELECT start_ns, end_ns, h FROM (
+                    SELECT MAX(end_ns) OVER w AS start_ns, start_ns AS end_ns, uvm,
+                           LAG(uvm) OVER (ORDER BY start_ns, end_ns) AS prev_uvm, h
+                    FROM ({" UNION ALL ".join(ops)})
+                    WINDOW w AS (ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
+                WHERE uvm AND prev_uvm AND end_ns > start_ns""")  # noqa: S608 - constants, integers
+            out = (d["start_ns"].astype(np.int64), d["end_ns"].astype(np.int64), d["h"].astype(np.uint64))
+            if len(out[0]):
+                names = trace.memo.setdefault(("anatomy_names", "uvm"), (None, None, {}))[2]
+                names.update({int(h): str(n) for h, n in trace.sql(
+                    "SELECT DISTINCT hash(copy_kind), copy_kind FROM memcpy WHERE copy_kind LIKE 'UVM%'")})
+        trace.memo[key] = out
+    return trace.memo[key]
+
+
+class _Host:
+    """Fetches the covering intervals of one process's speaking threads, slice by slice of time (and the
+    device's migration bursts, ``uvm_gaps``, when the device is given)."""
+
+    def __init__(self, trace: Trace, pid: int, tids: list[int] | None, device: int | None = None,
+                 uvm: bool = False):
         self.trace, self.pid, self.tids = trace, pid, tids
+        self.uvm = uvm_gaps(trace, pid, device) if uvm else None
         self.where = _threads(pid, tids)
         self.api = _name_codes(trace, "cuda_api", cuda_class) if trace.has_rows("cuda_api") else None
         self.osrt = _name_codes(trace, "osrt", os_class) if trace.has_rows("osrt") else None
@@ -175,6 +214,11 @@ class _Host:
                     ELSE {CODE['user_range']} END)::UTINYINT AS c
                 FROM nvtx WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608 - constants, integers
             parts.append((d["start_ns"], d["end_ns"], d["c"], d["h"]))
+        if self.uvm is not None and len(self.uvm[0]):
+            us, ue, uh = self.uvm
+            inside = (us < b) & (ue > a)
+            parts.append((us[inside], ue[inside], np.full(int(inside.sum()), CODE["uvm_migration"], dtype=np.uint8),
+                          uh[inside]))
         if self.half:
             m = self.max_half
             d = self.trace.arrays(f"""
@@ -282,11 +326,13 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
 
 def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray, ge: np.ndarray,
           cuts: np.ndarray | Sequence[int] = (), take: np.ndarray | None = None,
-          extra: tuple[np.ndarray, np.ndarray] | None = None) -> Painted:
+          extra: tuple[np.ndarray, np.ndarray] | None = None, *, device: int | None = None,
+          uvm: bool = False) -> Painted:
     """The anatomy of the idle pieces ``[gs, ge)`` (sorted, disjoint) of one device of process ``pid``,
     spoken for by threads ``tids`` (None: any thread of the process), split at ``cuts``; with ``take``
     (bool per bin and category), ``taken`` per piece (see ``Painted``). ``extra``: more idle pieces (sorted,
-    disjoint, none inside ``[gs, ge)``) painted in the same pass into ``extra`` of the result."""
+    disjoint, none inside ``[gs, ge)``) painted in the same pass into ``extra`` of the result. ``uvm``: paint
+    ``device``'s migration bursts too (``uvm_gaps``)."""
     cuts = np.asarray(cuts, dtype=np.int64)
     out = Painted(max(1, len(cuts)))
     if take is not None:
@@ -303,7 +349,7 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
             paint_intervals(a, z, _EMPTY, _EMPTY, np.empty(0, np.uint8), np.empty(0, np.uint64), cuts, o,
                             np.arange(len(a)))
         return out
-    host = _Host(trace, pid, tids)
+    host = _Host(trace, pid, tids, device, uvm)
     lo, hi = min(int(p[0][0]) for p in parts), max(int(p[1][-1]) for p in parts)
     k = max(1, math.ceil(host.count(lo, hi) / SLICE_ROWS))
     edges = [lo + (hi - lo) * i // k for i in range(k + 1)]  # integer arithmetic: absolute clocks are ~2^62
@@ -365,7 +411,7 @@ def resolve_names(trace: Trace, hashes: set[int]) -> dict[int, str]:
     """Names for name hashes: CUDA API and OS runtime names from their dictionaries, NVTX texts and sampled
     functions by a query for just those hashes."""
     found: dict[int, str] = {}
-    for table in ("cuda_api", "osrt"):
+    for table in ("cuda_api", "osrt", "uvm"):
         if ("anatomy_names", table) in trace.memo:
             found.update({h: n for h, n in trace.memo[("anatomy_names", table)][2].items() if h in hashes})
     rest = [h for h in hashes if h not in found]
@@ -432,7 +478,8 @@ def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[I
         tids = sp.get((pid, device)) if pid is not None else None
         done = shared["units"].get((pid, device)) if shared is not None else None
         p = _by_phase(done, shared["bin_phase"], bin_names) if done is not None and shared is not None else None
-        out += entries(trace, p if p is not None else paint(trace, pid, tids, gs, ge, cuts), pid, device, tids,
+        out += entries(trace, p if p is not None else paint(trace, pid, tids, gs, ge, cuts, device=device, uvm=True),
+                       pid, device, tids,
                        bin_names)
     hashes = {t["name"] for e in out for c in e["categories"] for t in c["top"]}
     names = resolve_names(trace, hashes) if hashes else {}

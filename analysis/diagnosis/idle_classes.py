@@ -11,8 +11,17 @@ import re
 
 # The documented vocabulary, in specificity order. ``cuda_other`` holds the CUDA calls no other class
 # names (device and context queries, event records, stream waits, graph building); ``off_cpu`` needs the
-# scheduler's events and ``uvm_migration`` unified-memory fault records, which the ingest does not read
-# yet, so they stay empty and are listed so that consumers know the whole vocabulary.
+# scheduler's events, which the ingest does not read yet, so it stays empty and is listed so that consumers
+# know the whole vocabulary.
+#
+# ``uvm_migration`` is GPU-side evidence, not a host call: an idle instant between two unified-memory page
+# migrations of the same device (the GPU operations just before and just after the idle piece are both
+# migrations, the export's memcpy rows of kind ``UVM_*``): the driver moves pages a batch at a time as the host
+# touches them. It is the last category before ``none``: any recorded host activity wins (a CUDA call, a
+# sync the host waits in, an OS call, a range, a CPU sample), because what the host was seen doing is the
+# more specific cause (the corpus labels say so: clue-um-t4's idle between migrations is printf formatting
+# in CPU samples, stdpar-um-gpu's is pwrite64 output) and only idle with nothing else recorded is put down to
+# the migrations (unified-memory-a100's read-back after its kernel: 1,536 DtoH migrations, nothing traced).
 CATEGORIES = ("allocation", "sync", "sync_copy", "memset", "launch", "jit_module", "nccl_setup", "cuda_other",
               "mpi", "os_io", "os_wait", "os_other", "user_range", "host_cpu", "off_cpu", "uvm_migration", "none")
 CODE = {c: i for i, c in enumerate(CATEGORIES)}

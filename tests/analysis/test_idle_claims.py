@@ -24,7 +24,7 @@ def _impacts(path) -> tuple[dict[str, int], dict]:
 def test_the_trait_is_on_the_rule_classes():
     owners = {r.id: r.owns_idle for r in claimers()}
     assert owners == {"SYNC001": ("sync",), "MEM002": ("sync_copy", "memset"), "MEM006": ("allocation",),
-                      "HOST003": ("mpi",), "HOST004": ("jit_module",)}
+                      "HOST003": ("mpi",), "HOST004": ("jit_module",), "MEM004": ("uvm_migration",)}
     assert {r.id: r.idle_phases for r in NSYS_RULES if r.owns_idle}["MEM006"] == ("warmup", "steady")
 
 

@@ -4,8 +4,8 @@ A rule class that sets ``owns_idle`` (categories of ``analysis.diagnosis.idle_cl
 painted with one of them (``analysis.diagnosis.idle_anatomy``), in the phases its ``idle_phases`` names (all when
 None), whatever rule owns the gap around it (``analysis.diagnosis.rules.nsys.gaps``): the gap's owner keeps the rest
 of the gap. Today: SYNC001 ``sync``, MEM002 ``sync_copy`` and ``memset``, MEM006 ``allocation`` (loop phases),
-HOST003 ``mpi``, HOST004 ``jit_module``; the other categories (``launch``, ``nccl_setup``, ``cuda_other``,
-``os_*``, ``user_range``, ``host_cpu``, ``off_cpu``, ``uvm_migration``, ``none``) stay with the gap's owner
+HOST003 ``mpi``, HOST004 ``jit_module``, MEM004 ``uvm_migration``; the other categories (``launch``, ``nccl_setup``,
+``cuda_other``, ``os_*``, ``user_range``, ``host_cpu``, ``off_cpu``, ``none``) stay with the gap's owner
 (HOST001, GPU001, KRN001, GPU002 or none), which names them (GPU001: sampled functions, causes). So an idle nanosecond still has exactly one owner, and a claim names the real cause with its
 share. The categories are disjoint by construction (each instant has one), which orders the claims.
 
@@ -114,7 +114,7 @@ def claims(trace: Trace) -> Claims:
             continue
         bgs, bge = pairing(ug.unit.start, ug.unit.end)
         extra = minus(bgs, bge, ug.gap_start, ug.gap_end)
-        p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra)
+        p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra, device=dev, uvm=True)
         out.taken.append(p.taken)
         shared["units"][(pid, dev)] = p.plus(p.extra)
         claimed = np.where(take, p.ns, 0)

@@ -187,16 +187,25 @@ class SyncMemset(Rule):
         )]
 
 
+_UVM = "SELECT pid, device, start_ns, end_ns, copy_kind, bytes FROM memcpy WHERE copy_kind LIKE 'UVM%'"
+_KERN = "SELECT pid, device, start_ns, end_ns FROM kernels WHERE start_ns IS NOT NULL AND end_ns >= start_ns"
+
+
 class UnifiedMemoryMigration(Rule):
-    """Unified-memory page migrations.
+    """Unified-memory page migrations, and the GPU idle between them.
 
     *Why it matters*: with managed memory, pages move on demand; a kernel that touches non-resident
-    pages faults and waits while the driver migrates them, and migration in both directions
-    (thrashing) can cost more than the computation.
+    pages faults and waits while the driver migrates them (fault stalls inside the kernel), a host that
+    touches device-resident pages faults them back a batch at a time while the GPU idles between the
+    migrations, and migration in both directions (thrashing) can cost more than the computation.
 
     *How it is detected*: memcpy rows of the unified-memory kinds (``UVM_HtoD``, ``UVM_DtoH``,
-    ``UVM_DtoD``): count, bytes, total time, and the time they run while no kernel runs on the device
-    (interval algebra on unions). Impact: that migration-only time, per device, summed.
+    ``UVM_DtoD``): count, bytes and direction. The idle anatomy paints ``uvm_migration`` on the idle between
+    two migrations of a device (``analysis.diagnosis.idle_anatomy.uvm_gaps``); this rule owns those instants
+    (``owns_idle``, see ``idle_claims``) whatever rule owns the gap around them. Also measured: the time the
+    migrations run while no kernel runs (memory-only time, interval algebra on unions) and, as evidence of
+    fault stalls inside kernels, the migrations that overlap a kernel of their device (count, bytes, kernel
+    time overlapped). Impact: the owned idle plus the migration-only time.
     """
 
     id = "MEM004"
@@ -205,37 +214,66 @@ class UnifiedMemoryMigration(Rule):
     requires = ("memcpy",)
     thresholds = {"min_migrations": Threshold(1.0, "count", "report when at least this many migrations happen",
                                               minimum=1.0, maximum=1e9)}
-    summary = "Unified-memory page migration traffic"
+    summary = "Unified-memory page migration traffic and the GPU idle between migrations"
+    owns_idle = ("uvm_migration",)
     advice = (
-        "Prefetch managed buffers with cudaMemPrefetchAsync before the kernels that use them, add "
-        "cudaMemAdvise hints, or allocate on the device explicitly.")
+        "Prefetch managed buffers with cudaMemPrefetchAsync: to the device before the kernels that use them, to "
+        "the host (cudaCpuDeviceId) before the host reads the results; add cudaMemAdvise hints (preferred "
+        "location, read-mostly), or allocate on the device and copy explicitly with cudaMemcpyAsync.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        n, nbytes, total, htod, dtoh = trace.sql("""
+        n, nbytes, total, htod, dtoh, b_htod, b_dtoh = trace.sql(f"""
             SELECT COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(end_ns - start_ns), 0),
-                   COUNT(*) FILTER (WHERE copy_kind = 'UVM_HtoD'), COUNT(*) FILTER (WHERE copy_kind = 'UVM_DtoH')
-            FROM memcpy WHERE copy_kind LIKE 'UVM%'""")[0]
+                   COUNT(*) FILTER (WHERE copy_kind = 'UVM_HtoD'), COUNT(*) FILTER (WHERE copy_kind = 'UVM_DtoH'),
+                   COALESCE(SUM(bytes) FILTER (WHERE copy_kind = 'UVM_HtoD'), 0),
+                   COALESCE(SUM(bytes) FILTER (WHERE copy_kind = 'UVM_DtoH'), 0)
+            FROM ({_UVM})""")[0]  # noqa: S608 - constants
         if n == 0 or n < ctx.params["min_migrations"]:
             return []
-        # Migration-only time: |migrations u kernels| - |kernels|, per unit, from union lengths.
-        kern = "SELECT pid, device, start_ns, end_ns FROM kernels"
-        both = kern + " UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy WHERE copy_kind LIKE 'UVM%'"  # noqa: S608 - constants
-        sql = f"""
+        has_kernels = trace.has_rows("kernels")
+        kern = _KERN if has_kernels else "SELECT pid, device, start_ns, end_ns FROM memcpy WHERE FALSE"
+        mig = "SELECT pid, device, start_ns, end_ns FROM memcpy WHERE copy_kind LIKE 'UVM%'"
+        union = f"""
             SELECT COALESCE(SUM(b.union_ns - COALESCE(k.union_ns, 0)), 0)
-            FROM ({union_of_sql(both)}) b LEFT JOIN ({union_of_sql(kern)}) k
+            FROM ({union_of_sql(kern + " UNION ALL " + mig)}) b LEFT JOIN ({union_of_sql(kern)}) k
               ON k.pid IS NOT DISTINCT FROM b.pid AND k.device IS NOT DISTINCT FROM b.device"""  # noqa: S608
-        alone = int(trace.scalar(sql) or 0)
+        # Migration-only time: |migrations u kernels| - |kernels|, per unit, from union lengths.
+        alone = int(trace.scalar(union) or 0)
+        # Fault stalls: |migrations n kernels| = |migrations| + |kernels| - |migrations u kernels|, per unit.
+        mig_union = int(trace.scalar(f"SELECT COALESCE(SUM(union_ns), 0) FROM ({union_of_sql(mig)})") or 0)  # noqa: S608
+        overlapped = max(0, mig_union - alone)
+        in_kernel, in_kernel_bytes = trace.sql(f"""
+            SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM ({_UVM}) m
+            WHERE EXISTS (SELECT 1 FROM ({kern}) k WHERE k.pid IS NOT DISTINCT FROM m.pid
+                          AND k.device IS NOT DISTINCT FROM m.device
+                          AND k.start_ns < m.end_ns AND k.end_ns > m.start_ns)""")[0]  # noqa: S608 - constants
+        c = claims(trace).by_rule.get(self.id)
+        idle = c.ns if c is not None else 0
+        names = c.names if c is not None else []
+        by_dir = {name: (ns, k) for name, ns, k in names}
+        impact = idle + alone
         top = trace.sql("""SELECT pid, device, stream, start_ns, end_ns, end_ns - start_ns AS dur, copy_kind, bytes
                            FROM memcpy WHERE copy_kind LIKE 'UVM%' ORDER BY dur DESC, start_ns LIMIT 20""")
         evidence = _evidence(trace, top, 5, ("bytes",), (7,), 6)
+        between = ("; " + "; ".join(f"{fmt_ms(ns)} of it before {k} {name} migrations" for name, ns, k in names)
+                   if names else "")
         return [Finding(
             rule_id=self.id,
-            title=f"{n} unified-memory migrations ({_mib(int(nbytes))}), {fmt_ms(alone)} with no kernel running",
-            message=(f"{n} page migrations ({htod} to the device, {dtoh} to the host) moved {_mib(int(nbytes))} "
-                     f"in {fmt_ms(int(total))}; {fmt_ms(alone)} of it ran while no kernel ran on the device."),
-            impact_ns=alone, impact_pct=pct(alone, report_span_ns(trace)),
+            title=(f"GPU idle {fmt_ms(idle)} between unified-memory migrations; {n} migrations "
+                   f"({_mib(int(nbytes))}), {int(in_kernel)} inside kernels"),
+            message=(f"{n} page migrations ({htod} to the device, {_mib(int(b_htod))}; {dtoh} to the host, "
+                     f"{_mib(int(b_dtoh))}) moved {_mib(int(nbytes))} in {fmt_ms(int(total))}. The GPU idled "
+                     f"{fmt_ms(idle)} between migrations (the host faulting pages a batch at a time){between}. "
+                     f"{fmt_ms(alone)} of migration ran while no kernel ran; {int(in_kernel)} migrations "
+                     f"({_mib(int(in_kernel_bytes))}) overlapped kernels for {fmt_ms(overlapped)} of kernel time "
+                     f"(page-fault stalls inside the kernels)."),
+            impact_ns=impact, impact_pct=pct(impact, report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"migrations": int(n), "bytes": int(nbytes), "migration_ns": int(total),
-                   "to_device": int(htod), "to_host": int(dtoh)},
+                   "to_device": int(htod), "to_host": int(dtoh), "bytes_to_device": int(b_htod),
+                   "bytes_to_host": int(b_dtoh), "idle_ns": int(idle), "migration_only_ns": int(alone),
+                   "idle_by_direction": {k: {"ns": int(v[0]), "gaps": int(v[1])} for k, v in by_dir.items()},
+                   "in_kernel_migrations": int(in_kernel), "in_kernel_bytes": int(in_kernel_bytes),
+                   "kernel_overlap_ns": int(overlapped)},
         )]
