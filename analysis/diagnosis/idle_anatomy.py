@@ -198,8 +198,9 @@ class _Host:
 
 def _sorted_unique(x: np.ndarray) -> np.ndarray:
     """Sorted distinct values: a sort and one pass (numpy's hash-based ``unique`` is several times slower on
-    millions of times)."""
-    x.sort()
+    millions of times). The stable sort (a merge sort) takes the concatenated sorted runs it is given (idle
+    pieces' starts, their ends, calls in time order) in one merge, many times faster than a quicksort."""
+    x.sort(kind="stable")
     return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
 
 
@@ -210,8 +211,14 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``."""
     if not len(gs):
         return
-    inner = (s < ge[-1]) & (e > gs[0])
-    pts = _sorted_unique(np.concatenate((gs, ge, s[inner], e[inner], cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
+    # Only the intervals that overlap an idle piece: the piece ending first after an interval's start must
+    # start before its end. The others cut no idle piece and never paint (nor name) idle time, so dropping
+    # them changes nothing but the size of the sort below (most CUDA calls of a busy GPU's thread fall in
+    # no gap).
+    at = np.minimum(np.searchsorted(ge, s, side="right"), len(ge) - 1)
+    inner = np.flatnonzero((gs[at] < e) & (ge[at] > s))
+    s, e, cat, name = s[inner], e[inner], cat[inner], name[inner]
+    pts = _sorted_unique(np.concatenate((gs, ge, s, e, cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
     n = len(pts) - 1  # elementary segments [pts[k], pts[k + 1])
 
     def covered(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
