@@ -229,6 +229,7 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     opened = np.bincount(np.searchsorted(pts, gs), minlength=n + 1)[:n]
     free = np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0  # inside idle
     j = np.cumsum(opened) - 1  # the idle piece a segment inside idle belongs to
+    inside = np.flatnonzero(free)
     code = np.full(n, NONE, dtype=np.uint8)
     who = np.full(n, -1, dtype=np.int64)  # position in (s, e) of the interval that painted it
     for c in np.flatnonzero(np.bincount(cat, minlength=NCAT)):  # the categories present, in order
@@ -245,7 +246,6 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         code[at] = c
         who[at] = owner[np.searchsorted(cs, pts[at], side="right") - 1]
         free &= ~new
-    inside = np.flatnonzero(np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0)
     seg_s, seg_e, code, who, j = pts[inside], pts[inside + 1], code[inside], who[inside], j[inside]
     b = np.clip(np.searchsorted(cuts, seg_s, side="right") - 1, 0, out.bins - 1) if len(cuts) else np.zeros(
         len(seg_s), dtype=np.int64)
