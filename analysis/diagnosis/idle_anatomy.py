@@ -246,7 +246,9 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         code[at] = c
         who[at] = owner[np.searchsorted(cs, pts[at], side="right") - 1]
         free &= ~new
+    del opened, free  # the per-point arrays are done with: free them before the per-segment ones
     seg_s, seg_e, code, who, j = pts[inside], pts[inside + 1], code[inside], who[inside], j[inside]
+    del inside
     b = np.clip(np.searchsorted(cuts, seg_s, side="right") - 1, 0, out.bins - 1) if len(cuts) else np.zeros(
         len(seg_s), dtype=np.int64)
     ns = seg_e - seg_s
@@ -257,10 +259,12 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         if claimed.any():
             at = piece[j[claimed]]
             out.taken += np.bincount(at, weights=ns[claimed], minlength=len(out.taken)).round().astype(np.int64)
+    del seg_s, seg_e, b, code, j
     painted = who >= 0
     if not painted.any():
         return
     pk, pw, pn = key[painted], who[painted], ns[painted]
+    del key, ns, who, painted
     # A call counts once, in the bin of its first idle segment (segments are in time order): a call that
     # spans a cut is not counted in two bins, so bins sum to phases exactly.
     by_who = np.argsort(pw, kind="stable")
