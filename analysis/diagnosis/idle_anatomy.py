@@ -328,6 +328,14 @@ def minus(bs: np.ndarray, be: np.ndarray, us: np.ndarray, ue: np.ndarray) -> tup
     """The pieces of ``[bs, be)`` outside ``[us, ue)`` (both sorted and disjoint), merged where they touch."""
     if not len(us):
         return bs, be
+    # A piece that is exactly one of ``[us, ue)`` leaves nothing and touches no other (both are disjoint): drop
+    # such pairs first, so the sweep below only sees the few pieces that differ (usually almost none).
+    at = np.minimum(np.searchsorted(us, bs), len(us) - 1)
+    same = (us[at] == bs) & (ue[at] == be)
+    if same.any():
+        drop = np.zeros(len(us), dtype=bool)
+        drop[at[same]] = True
+        bs, be, us, ue = bs[~same], be[~same], us[~drop], ue[~drop]
     pts = _sorted_unique(np.concatenate((bs, be, us, ue)))
     n = len(pts) - 1
 
