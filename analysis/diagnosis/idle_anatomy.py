@@ -242,8 +242,8 @@ class _Host:
 
 def _sorted_unique(x: np.ndarray) -> np.ndarray:
     """Sorted distinct values: a sort and one pass (numpy's hash-based ``unique`` is several times slower on
-    millions of times). The values are a few sorted runs laid end to end (idle pieces, calls in time order):
-    a stable sort (timsort) merges the runs, about ten times faster than quicksort on them."""
+    millions of times). The stable sort (a merge sort) takes the concatenated sorted runs it is given (idle
+    pieces' starts, their ends, calls in time order) in one merge, many times faster than a quicksort."""
     x.sort(kind="stable")
     return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
 
@@ -255,14 +255,13 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``."""
     if not len(gs):
         return
-    # Only the intervals that overlap an idle piece can paint (most calls run while the GPU is busy): the
-    # first piece ending after an interval's start must begin before its end. Dropping the others changes
-    # nothing painted, nor which interval names a segment (one that covers no idle instant never reaches
-    # furthest at an idle instant), and shrinks every pass below.
-    k = np.searchsorted(ge, s, side="right")
-    inner = (k < len(ge)) & (gs[np.minimum(k, len(gs) - 1)] < e)
-    if not inner.all():
-        s, e, cat, name = s[inner], e[inner], cat[inner], name[inner]
+    # Only the intervals that overlap an idle piece: the piece ending first after an interval's start must
+    # start before its end. The others cut no idle piece and never paint (nor name) idle time, so dropping
+    # them changes nothing but the size of the sort below (most CUDA calls of a busy GPU's thread fall in
+    # no gap).
+    at = np.minimum(np.searchsorted(ge, s, side="right"), len(ge) - 1)
+    inner = np.flatnonzero((gs[at] < e) & (ge[at] > s))
+    s, e, cat, name = s[inner], e[inner], cat[inner], name[inner]
     pts = _sorted_unique(np.concatenate((gs, ge, s, e, cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
     n = len(pts) - 1  # elementary segments [pts[k], pts[k + 1])
 
@@ -274,6 +273,7 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     opened = np.bincount(np.searchsorted(pts, gs), minlength=n + 1)[:n]
     free = np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0  # inside idle
     j = np.cumsum(opened) - 1  # the idle piece a segment inside idle belongs to
+    inside = np.flatnonzero(free)
     code = np.full(n, NONE, dtype=np.uint8)
     who = np.full(n, -1, dtype=np.int64)  # position in (s, e) of the interval that painted it
     for c in np.flatnonzero(np.bincount(cat, minlength=NCAT)):  # the categories present, in order
@@ -290,8 +290,9 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         code[at] = c
         who[at] = owner[np.searchsorted(cs, pts[at], side="right") - 1]
         free &= ~new
-    inside = np.flatnonzero(np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0)
+    del opened, free  # the per-point arrays are done with: free them before the per-segment ones
     seg_s, seg_e, code, who, j = pts[inside], pts[inside + 1], code[inside], who[inside], j[inside]
+    del inside
     b = np.clip(np.searchsorted(cuts, seg_s, side="right") - 1, 0, out.bins - 1) if len(cuts) else np.zeros(
         len(seg_s), dtype=np.int64)
     ns = seg_e - seg_s
@@ -302,10 +303,12 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         if claimed.any():
             at = piece[j[claimed]]
             out.taken += np.bincount(at, weights=ns[claimed], minlength=len(out.taken)).round().astype(np.int64)
+    del seg_s, seg_e, b, code, j
     painted = who >= 0
     if not painted.any():
         return
     pk, pw, pn = key[painted], who[painted], ns[painted]
+    del key, ns, who, painted
     # A call counts once, in the bin of its first idle segment (segments are in time order): a call that
     # spans a cut is not counted in two bins, so bins sum to phases exactly.
     by_who = np.argsort(pw, kind="stable")
@@ -371,6 +374,14 @@ def minus(bs: np.ndarray, be: np.ndarray, us: np.ndarray, ue: np.ndarray) -> tup
     """The pieces of ``[bs, be)`` outside ``[us, ue)`` (both sorted and disjoint), merged where they touch."""
     if not len(us):
         return bs, be
+    # A piece that is exactly one of ``[us, ue)`` leaves nothing and touches no other (both are disjoint): drop
+    # such pairs first, so the sweep below only sees the few pieces that differ (usually almost none).
+    at = np.minimum(np.searchsorted(us, bs), len(us) - 1)
+    same = (us[at] == bs) & (ue[at] == be)
+    if same.any():
+        drop = np.zeros(len(us), dtype=bool)
+        drop[at[same]] = True
+        bs, be, us, ue = bs[~same], be[~same], us[~drop], ue[~drop]
     pts = _sorted_unique(np.concatenate((bs, be, us, ue)))
     n = len(pts) - 1
 
