@@ -8,6 +8,7 @@ import pty
 import re
 import subprocess
 import sys
+import threading
 import time
 
 from tests.cli.variants import goodput
@@ -22,6 +23,10 @@ def on_a_terminal(*args: str, timeout: float = 300) -> tuple[int, bytes, bytes]:
     master, slave = pty.openpty()
     proc = subprocess.Popen([*CMD, *args], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, cwd=ROOT)
     os.close(slave)
+    # stdout is drained beside the terminal: a result larger than the pipe's buffer would block the child.
+    drained: list[bytes] = []
+    reader = threading.Thread(target=lambda: drained.append(proc.stdout.read()), daemon=True)
+    reader.start()
     seen = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -32,7 +37,8 @@ def on_a_terminal(*args: str, timeout: float = 300) -> tuple[int, bytes, bytes]:
         if not chunk:
             break
         seen += chunk
-    out = proc.stdout.read()
+    reader.join(timeout=30)
+    out = drained[0] if drained else b""
     status = proc.wait(timeout=30)
     os.close(master)
     return status, seen, out
