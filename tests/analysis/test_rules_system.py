@@ -113,12 +113,14 @@ def test_host001_takes_the_gap_from_gpu001(tmp_path) -> None:
     case = next(c for c in SYSTEM_CASES if c.plant is host001_fires)
     expected, result = planted._run(case, tmp_path)
     (f,) = [x for x in result["findings"] if x["rule_id"] == "HOST001"]
-    assert f["by_call"]["read"] == expected  # the read covers the gap, clipped to it
+    # The read covers the whole gap, clipped to it; HOST001 owns it less the instants the host spent inside a
+    # CUDA copy within it (MEM002's, tens of microseconds on this export).
+    assert f["impact_ns"] == expected < f["by_call"]["read"] <= expected + 1_000_000
     # Beside it, the export's own calls on that thread during the gap (a few short ones, an ioctl).
     assert f["by_class"]["file_io"] >= expected and f["main_class"] == "file_io"
     assert f["file_io_pct"] == pytest.approx(100 * f["by_class"]["file_io"] / f["os_call_ns"], abs=1e-3)
     (e,) = f["evidence"]
-    assert e["name"] == "read" and e["value_ns"] == expected and e["detail"]["class"] == "file_io"
+    assert e["name"] == "read" and e["value_ns"] == f["by_call"]["read"] and e["detail"]["class"] == "file_io"
     assert "read data ahead" in f["advice"]
     # One owner per idle nanosecond: the gap is not also among GPU001's.
     gpu = [x for x in result["findings"] if x["rule_id"] == "GPU001"]
