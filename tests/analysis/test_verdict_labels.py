@@ -6,9 +6,10 @@ kinds. For each export: the verdict's kind is one the label calls for; the verdi
 finding the verdict leads with, the top of what a reader sees) stands for that same kind and is none the label
 calls wrong to say first; a verdict about the report as a whole (start-up, teardown, no GPU data) may have none.
 
-Exports whose right answer needs work not on this branch (the verdict weighing JIT idle against unrecorded idle,
-MEM004 owning migrations) state the label's expectation and are ``xfail(strict=True)`` naming what is missing:
-once that lands they pass, strict xfail fails, and the mark comes off.
+An export whose right answer needs a feature Goodput lacks (today one: nvFuser, where the verdict must weigh the
+JIT idle it can name against idle with nothing recorded) states the label's expectation and is
+``xfail(strict=True)`` naming the missing feature: once it lands the row passes, strict xfail fails, and the mark
+comes off.
 """
 
 from __future__ import annotations
