@@ -14,7 +14,10 @@ the phases and the findings):
    copies (``copies``), launch shapes that leave most SMs idle (``launch_shape``, KRN004), else the
    kernels themselves (``gpu_bound_kernel``: KRN005's ncu command when one kernel dominates).
 5. Otherwise the GPU waits, and the finding that owns the most time in the window says on what
-   (``RULE_KINDS``: a table from rule id to verdict kind and next step).
+   (``RULE_KINDS``: a table from rule id to verdict kind and next step). Idle in which nothing of the
+   host's was recorded (GPU001 whose gaps hold no call, range or CPU sample) is an absence of evidence,
+   not a cause: when a finding that names what the host was doing owns at least ``NAMED_SHARE`` of the
+   idle, the verdict leads with it and says how much idle has nothing recorded and how to see it.
 
 Kinds (the vocabulary of ``verdict.kind``): see ``KINDS``.
 """
@@ -52,6 +55,7 @@ ONE_OFF_SHARE = 0.5    # start-up or teardown at least this share of the trace .
 ONE_OFF_RATIO = 10.0   # ... and at least this many times the analysed window: the capture is about it
 SHAPE_SHARE = 0.5      # KRN004's cost at least this share of compute kernel time: the shape is the story
 COPY_SHARE = 0.5       # copies at least this share of busy time: copies are the story
+NAMED_SHARE = 0.2      # a recorded cause owning this share of the idle leads over idle with nothing recorded
 
 # Rule id -> (verdict kind, next step). Rules another rule's verdict speaks for are absent (KRN005 feeds
 # gpu_bound_kernel, PHASE001/PHASE002 are about other phases, HOST002 is evidence only).
@@ -202,6 +206,10 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
                         f"{_ms(idle)}; no finding explains the idle.", idle,
                         "collect CPU samples and OS calls (--sample=cpu --trace=osrt) to see where the host is", None)
     top = max(ranked, key=lambda f: int(f["impact_ns"]))
+    unrecorded = top if _unrecorded(top) else None
+    if unrecorded is not None:
+        named = [f for f in ranked if f is not top and int(f["impact_ns"]) >= NAMED_SHARE * idle]
+        top = max(named, key=lambda f: int(f["impact_ns"])) if named else top
     kind = finding_kind(top) or "host_bound"
     step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
     text = (f"{LABELS.get(kind, kind)}: {top['title']} (costs {_ms(int(top['impact_ns']))}; the GPU is idle "
@@ -210,9 +218,19 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
             f"{h.get('function')} {float(h.get('share_pct') or 0):.0f}%" for h in sampled[:3])
-    elif top["rule_id"] == "GPU001" and top.get("main_cause") == "no_activity":
+    elif unrecorded is top:
         step += "; nothing recorded shows the host's work: collect --sample=cpu --trace=osrt"
+    if unrecorded is not None and unrecorded is not top:
+        text += (f"; a further {_ms(int(unrecorded['impact_ns']))} of idle has nothing of the host's recorded "
+                 "(collect --sample=cpu --trace=osrt to see it)")
     return _verdict(kind, text + ".", int(top["impact_ns"]), step, top)
+
+
+def _unrecorded(finding: Mapping[str, Any]) -> bool:
+    """Whether a finding's idle is mostly idle with nothing of the host's recorded (no call, range or CPU
+    sample): GPU001 whose main cause is ``no_activity`` and that names no sampled function."""
+    return (finding["rule_id"] == "GPU001" and finding.get("main_cause") == "no_activity"
+            and not finding.get("host_functions"))
 
 
 def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mapping[str, Mapping[str, Any]],

@@ -113,6 +113,22 @@ def test_host_bound_names_the_sampled_functions_or_the_capture_flags() -> None:
     assert v.next_step.endswith("collect --sample=cpu --trace=osrt")
 
 
+def test_a_recorded_cause_leads_over_idle_with_nothing_recorded() -> None:
+    # 70 ms of idle with nothing of the host's recorded, 25 ms inside compilation: the compilation (a quarter of
+    # the 80 ms idle) leads, and the sentence gives the unrecorded idle with the flags that would show it.
+    blind = finding("GPU001", 70, main_cause="no_activity")
+    v = report_verdict(info(span_ms=100, busy_ms=20), [blind, finding("HOST004", 25)], FACTS)
+    assert (v.kind, v.rule_id, v.impact_ns) == ("jit", "HOST004", 25 * MS)
+    assert "a further 70.0 ms of idle has nothing of the host's recorded" in v.text
+    # Under a fifth of the idle (NAMED_SHARE) the named cause is too small to lead: the blind idle does.
+    v = report_verdict(info(span_ms=100, busy_ms=20), [blind, finding("HOST004", 15)], FACTS)
+    assert (v.kind, v.rule_id) == ("host_bound", "GPU001") and "further" not in v.text
+    # Idle the CPU samples explain is recorded: GPU001 naming sampled functions keeps the lead.
+    sampled = finding("GPU001", 70, main_cause="no_activity", host_functions=[{"function": "main", "share_pct": 90}])
+    v = report_verdict(info(span_ms=100, busy_ms=20), [sampled, finding("HOST004", 25)], FACTS)
+    assert (v.kind, v.rule_id) == ("host_bound", "GPU001")
+
+
 def test_the_table_lists_the_rules_other_engineers_add() -> None:
     assert {k for k, _ in (RULE_KINDS[r] for r in ("MEM006", "HOST003", "HOST004"))} == {"allocation", "communication",
                                                                                         "jit"}
