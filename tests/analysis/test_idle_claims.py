@@ -10,6 +10,7 @@ from analysis.diagnosis.rules.nsys import NSYS_RULES
 from analysis.diagnosis.rules.nsys.idle_claims import claimers
 from tests.analysis.planting import copy_export, ingest_copy, ingested
 from tests.analysis.rule_cases_idle import DELTA, host004_fires, mem006_fires
+from tests.analysis.test_idle_owners import EXPECTED_OWNERS
 from tests.analysis.test_rules_corpus import ALL_GAPS, IDLE_OWNERS
 from tests.conftest import corpus_file
 
@@ -23,8 +24,7 @@ def _impacts(path) -> tuple[dict[str, int], dict]:
 
 def test_the_trait_is_on_the_rule_classes():
     owners = {r.id: r.owns_idle for r in claimers()}
-    assert owners == {"SYNC001": ("sync",), "MEM002": ("sync_copy", "memset"), "MEM006": ("allocation",),
-                      "HOST003": ("mpi",), "HOST004": ("jit_module",), "MEM004": ("uvm_migration",)}
+    assert owners == EXPECTED_OWNERS
     assert {r.id: r.idle_phases for r in NSYS_RULES if r.owns_idle}["MEM006"] == ("warmup", "steady")
 
 

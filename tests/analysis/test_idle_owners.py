@@ -33,7 +33,8 @@ GROUP BY ALL
 
 # Which categories each rule owns: one owner per category, and the old precedence's rules among them.
 EXPECTED_OWNERS = {"SYNC001": ("sync",), "MEM002": ("sync_copy", "memset"), "MEM006": ("allocation",),
-                   "HOST003": ("mpi",), "HOST004": ("jit_module",), "MEM004": ("uvm_migration",)}
+                   "HOST003": ("mpi",), "HOST004": ("jit_module",), "HOST001": ("os_io", "os_wait", "os_other"),
+                   "MEM004": ("uvm_migration",)}
 
 
 def test_each_category_has_at_most_one_owner() -> None:

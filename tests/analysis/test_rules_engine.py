@@ -124,11 +124,14 @@ def test_gap_cause_from_the_launching_thread(tmp_path):
     result = analyze([path]).to_json()
     (gpu,) = _findings(result, "GPU001")
     causes = {e["start_ns"]: (e["detail"]["cause"], e.get("name")) for e in gpu["evidence"]}
-    assert causes == {11 * MS: ("no_activity", None)}
-    # The gap whose launching thread sat in an OS call is HOST001's (precedence in rules/nsys/gaps.py).
+    assert causes == {1 * MS: ("os_runtime", "poll"), 11 * MS: ("no_activity", None)}
+    # The 8 ms the launching thread sat in poll are HOST001's (``owns_idle``: the OS call categories); GPU001
+    # keeps the rest of that gap (1 ms) and all of the other one (9 ms).
     (host,) = _findings(result, "HOST001")
     assert [(e["start_ns"], e["name"], e["detail"]["tid"]) for e in host["evidence"]] == [(1 * MS, "poll", 11)]
-    assert host["impact_ns"] == 9 * MS and host["by_call"] == {"poll": 8 * MS} and host["main_class"] == "poll"
+    assert host["impact_ns"] == 8 * MS and host["by_call"] == {"poll": 8 * MS} and host["main_class"] == "poll"
+    assert host["by_category"] == {"os_wait": 8 * MS}
+    assert gpu["impact_ns"] == 1 * MS + 9 * MS and gpu["causes"]["os_runtime"] == {"count": 1, "total_ns": 1 * MS}
 
 
 def test_rules_without_their_tables_are_skipped_with_a_reason(tmp_path):

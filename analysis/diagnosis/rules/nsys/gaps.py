@@ -9,19 +9,17 @@ most specific host activity then); a rule that declares the category in ``owns_i
 (``analysis.diagnosis.rules.nsys.idle_claims``, one engine for every such rule): SYNC001 the idle inside blocking
 synchronize calls (``sync``), MEM002 inside synchronous copies and memsets (``sync_copy``, ``memset``),
 MEM006 inside allocation calls (``allocation``, loop phases), HOST004 inside compilation and module loading
-(``jit_module``), HOST003 inside host communication ranges (``mpi``). A sync that returned as the device
+(``jit_module``), HOST003 inside host communication ranges (``mpi``), HOST001 inside OS runtime calls
+(``os_io``, ``os_wait``, ``os_other``). A sync that returned as the device
 drained owns only those instants: the idle after it, while the host computed or communicated, is not the
 sync's.
 
-What no such rule claims (the host in other CUDA calls, launches, OS calls, user ranges, sampled CPU work,
+What no such rule claims (the host in other CUDA calls, launches, user ranges, sampled CPU work, off CPU,
 or nothing recorded) stays with the gap's structural owner, first that applies:
 
-1. ``HOST001`` - the gap is at least ``GPU001.min_gap_us`` long and its cause (``causes.py``) is
-   ``os_runtime``: the launching threads sat in OS runtime calls (decided in ``causes.owned_gap_causes``,
-   on the gaps this table gives GPU001, so the table itself is unchanged).
-2. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long (and is not HOST001's).
-3. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
-4. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
+1. ``GPU001`` - the gap is at least ``GPU001.min_gap_us`` long.
+2. ``KRN001`` - the gap lies inside a run of short kernels (launch-bound work).
+3. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
    gaps left unowned, so ownership does not depend on its thresholds).
 
 Gaps matching none stay unowned (small idle nobody can attribute): the gap's owner keeps the gap less what

@@ -21,11 +21,9 @@ from analysis.diagnosis.system_metrics import SM_METRIC_RE, sampled_during
 from analysis.model.activity import top_order
 from analysis.model.trace import Trace
 
-# GPU001's gaps whose launching threads sat in OS runtime calls are HOST001's (analysis.diagnosis.rules.nsys.host).
-HOST001_CAUSE = CAUSE_CODES.index("os_runtime")
-
 CAUSES = {
-    "os_runtime": "the launching thread sat in an OS runtime call",
+    "os_runtime": "the launching thread sat mostly in OS runtime calls (the idle inside them is HOST001's; this is "
+                  "the rest of those gaps)",
     "cuda_api": "the launching thread was busy in CUDA API calls",
     "no_activity": "no recorded host activity (host busy elsewhere: data loading, Python, CPU work)",
     "setup": "the process was setting up (CUDA context, modules, allocations, NCCL communicators)",
@@ -54,13 +52,13 @@ class IdleGaps(Rule):
     *How it is detected*: NVIDIA's ``gpu_gaps`` pairing per process and device (sorted operation ends
     against sorted starts, so concurrent streams are handled; profiler overhead counts as busy; idle
     before the first and after the last operation is excluded). Gaps of at least ``min_gap_us`` count,
-    except those whose idle belongs to SYNC001 (a blocking sync was in progress when the device went
-    idle), MEM002 (a blocking copy was) or HOST001 (the gap's cause is an OS runtime call: HOST001
-    reports those by call, class and thread). Each gap gets a cause from the process's launching threads
+    less the instants rules that own idle by what the host was doing take out of them (``idle_claims``:
+    SYNC001 inside syncs, MEM002 inside synchronous copies, HOST001 inside OS calls, ...); a gap they take
+    whole is not GPU001's, and evidence lists only gaps GPU001 keeps some of. Each gap gets a cause from the process's launching threads
     during the gap: an OS runtime call or CUDA API work covering at least half of it, else no recorded
     activity; but when set-up work of any thread of the process (CUDA context, module and memory set-up
     calls, NCCL communicator set-up ranges) covers at least half of it, the cause is ``setup`` (never
-    data loading). Impact: the total gap time.
+    data loading). Impact: the time GPU001 keeps of those gaps.
 
     Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
     lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
@@ -90,19 +88,18 @@ class IdleGaps(Rule):
         mine_gaps: list[tuple[int | None, np.ndarray, np.ndarray]] = []  # GPU001's own gaps, for host_functions
         for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id]):
             gs, ge, codes = pg.gap_start, pg.gap_end, pg.cause
-            keep = codes != HOST001_CAUSE
-            mine_gaps.append((pg.pid, gs[keep], ge[keep]))
+            mine_gaps.append((pg.pid, gs, ge))
             for c, name in enumerate(CAUSE_CODES):
                 sel = codes == c
                 sel &= pg.kept > 0  # gaps whose idle was all claimed by what the host did are not GPU001's
-                if sel.any() and c != HOST001_CAUSE:
+                if sel.any():
                     acc = by_cause.setdefault(name, [0, 0])
                     acc[0] += int(sel.sum())
                     acc[1] += int(pg.kept[sel].sum())
             at = 0
-            for part in pg.parts:  # the longest gaps of each device that stay GPU001's
+            for part in pg.parts:  # the longest gaps of each device that stay (partly) GPU001's
                 ugs, uge = part.gap_start, part.gap_end
-                mine = np.flatnonzero(codes[at:at + len(ugs)] != HOST001_CAUSE)
+                mine = np.flatnonzero(pg.kept[at:at + len(ugs)] > 0)
                 for i in mine[top_order(uge[mine] - ugs[mine], ugs[mine], 20)]:
                     cands.append((Gap(pg.pid, part.device, int(ugs[i]), int(uge[i]), int(uge[i] - ugs[i])),
                                   CAUSE_CODES[codes[at + i]]))

@@ -63,7 +63,7 @@ class HostCpuSamples(Rule):
     which is the length of every such gap that holds at least one sample.
 
     Ownership: HOST002 is evidence and owns no idle nanoseconds: its impact is the same idle time the
-    gap rules (SYNC001 > MEM002 > HOST001 > GPU001 > KRN001 > GPU002) already own, seen from the host.
+    idle owners (``idle_claims``, then the gaps' owners GPU001 > KRN001 > GPU002) already own, seen from the host.
     Its severity is always ``info`` and the idle is split by owner in ``by_owner``; do not add its impact
     to theirs. Reported when at least ``min_samples`` samples fall in the gaps and the idle they attribute
     reaches ``min_idle_us``. Skipped when the report has no CPU samples.

@@ -4,9 +4,10 @@ A rule class that sets ``owns_idle`` (categories of ``analysis.diagnosis.idle_cl
 painted with one of them (``analysis.diagnosis.idle_anatomy``), in the phases its ``idle_phases`` names (all when
 None), whatever rule owns the gap around it (``analysis.diagnosis.rules.nsys.gaps``): the gap's owner keeps the rest
 of the gap. Today: SYNC001 ``sync``, MEM002 ``sync_copy`` and ``memset``, MEM006 ``allocation`` (loop phases),
-HOST003 ``mpi``, HOST004 ``jit_module``, MEM004 ``uvm_migration``; the other categories (``launch``, ``nccl_setup``,
-``cuda_other``, ``os_*``, ``user_range``, ``host_cpu``, ``off_cpu``, ``none``) stay with the gap's owner
-(HOST001, GPU001, KRN001, GPU002 or none), which names them (GPU001: sampled functions, causes). So an idle nanosecond still has exactly one owner, and a claim names the real cause with its
+HOST003 ``mpi``, HOST004 ``jit_module``, HOST001 ``os_io``/``os_wait``/``os_other``, MEM004 ``uvm_migration``; the
+other categories (``launch``, ``nccl_setup``, ``cuda_other``, ``user_range``, ``host_cpu``, ``off_cpu``, ``none``) stay
+with the gap's owner (GPU001, KRN001, GPU002 or none), which names them (GPU001: sampled functions, causes,
+``setup`` for communicator and context creation; KRN001: the launch overhead of short kernels). So an idle nanosecond still has exactly one owner, and a claim names the real cause with its
 share. The categories are disjoint by construction (each instant has one), which orders the claims.
 
 The painting runs over the gap owner table's own gaps (NVIDIA's pairing, profiler overhead busy), cut at
