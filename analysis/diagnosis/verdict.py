@@ -221,7 +221,9 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     elif unrecorded is top:
         step += "; nothing recorded shows the host's work: collect --sample=cpu --trace=osrt"
     if unrecorded is not None and unrecorded is not top:
-        text += (f"; a further {_ms(int(unrecorded['impact_ns']))} of idle has nothing of the host's recorded "
+        blind = int(((unrecorded.get("causes") or {}).get("no_activity") or {}).get("total_ns")
+                    or unrecorded["impact_ns"])
+        text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded "
                  "(collect --sample=cpu --trace=osrt to see it)")
     return _verdict(kind, text + ".", int(top["impact_ns"]), step, top)
 
