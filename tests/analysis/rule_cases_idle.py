@@ -25,19 +25,19 @@ def loop_gap(path: Path) -> int:
     return (gs + ge) // 2
 
 
-def plant_api(path: Path, name: str) -> int:
+def plant_api(path: Path, name: str, delta: int = DELTA) -> int:
     """A CUDA call ``name`` on the launching thread covering exactly the gap opened at the middle of the loop."""
     at = loop_gap(path)
-    open_gap(path, at, DELTA)
+    open_gap(path, at, delta)
     con = sqlite_rw(path)
     rowid = con.execute("""SELECT r.rowid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k
                            ON k.correlationId = r.correlationId ORDER BY r.start LIMIT 1""").fetchone()[0]
     corr = con.execute("SELECT MAX(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
     with con:
-        clone_row(con, "CUPTI_ACTIVITY_KIND_RUNTIME", rowid, start=at, end=at + DELTA,
+        clone_row(con, "CUPTI_ACTIVITY_KIND_RUNTIME", rowid, start=at, end=at + delta,
                   nameId=new_string(con, name), correlationId=corr)
     con.close()
-    return DELTA
+    return delta
 
 
 def mem006_fires(path: Path, peer: Path | None) -> int:
@@ -48,16 +48,30 @@ def host004_fires(path: Path, peer: Path | None) -> int:
     return plant_api(path, "cuModuleLoadData")
 
 
-def host003_fires(path: Path, peer: Path | None) -> int:
+def host003_fires(path: Path, peer: Path | None, delta: int = DELTA) -> int:
     """An NVTX range named MPI_Recv on the launching thread over the gap opened in the loop."""
     at = loop_gap(path)
-    open_gap(path, at, DELTA)
+    open_gap(path, at, delta)
     con = sqlite_rw(path)
     tid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k "
                       "ON k.correlationId = r.correlationId LIMIT 1").fetchone()[0]
     rowid = con.execute("SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 AND globalTid = ? LIMIT 1",
                         [tid]).fetchone()[0]
     with con:
-        clone_row(con, "NVTX_EVENTS", rowid, start=at, end=at + DELTA, text="MPI_Recv", textId=None)
+        clone_row(con, "NVTX_EVENTS", rowid, start=at, end=at + delta, text="MPI_Recv", textId=None)
     con.close()
-    return DELTA
+    return delta
+
+
+def plant_os_call(path: Path, name: str, delta: int = DELTA) -> int:
+    """An OS runtime call ``name`` on the launching thread over the gap opened in the loop."""
+    at = loop_gap(path)
+    open_gap(path, at, delta)
+    con = sqlite_rw(path)
+    tid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k "
+                      "ON k.correlationId = r.correlationId LIMIT 1").fetchone()[0]
+    rowid = con.execute("SELECT rowid FROM OSRT_API WHERE globalTid = ? LIMIT 1", [tid]).fetchone()[0]
+    with con:
+        clone_row(con, "OSRT_API", rowid, start=at, end=at + delta, nameId=new_string(con, name))
+    con.close()
+    return delta

@@ -1,0 +1,56 @@
+"""The verdict follows what the host was doing, not a precedence of rules: the same real export, the same gap
+opened in the middle of its loop (2 s, three times the idle the export has), and only what the launching thread
+did during it differs. Each time the verdict names that cause, with the rule that owns that idle and its cost."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from analysis.api import analyze
+from tests.analysis.planting import copy_export, ingest_copy, open_gap
+from tests.analysis.rule_cases_idle import host003_fires, loop_gap, plant_api, plant_os_call
+from tests.conftest import corpus_file
+
+EXPORT = "cupy-power-iteration.sqlite"  # host-bound loop (CPU-sampled text output), NVTX and OS runtime traced
+GAP = 2_000_000_000
+
+
+def _nothing(path: Path) -> int:
+    open_gap(path, loop_gap(path), GAP)
+    return GAP
+
+
+PLANTS: list[tuple[str, Callable[[Path], int], str, str]] = [
+    ("cudaMallocPitch", lambda p: plant_api(p, "cudaMallocPitch_v3020", GAP), "allocation", "MEM006"),
+    ("cuModuleLoadData", lambda p: plant_api(p, "cuModuleLoadData", GAP), "jit", "HOST004"),
+    ("cudaDeviceSynchronize", lambda p: plant_api(p, "cudaDeviceSynchronize_v3020", GAP), "sync_bound", "SYNC001"),
+    ("cudaMemcpy", lambda p: plant_api(p, "cudaMemcpy_v3020", GAP), "copies", "MEM002"),
+    ("MPI_Recv range", lambda p: host003_fires(p, None, GAP), "communication", "HOST003"),
+    ("read", lambda p: plant_os_call(p, "read", GAP), "host_bound", "HOST001"),
+    ("pthread_cond_wait", lambda p: plant_os_call(p, "pthread_cond_wait", GAP), "host_bound", "HOST001"),
+]
+
+
+@pytest.mark.parametrize(("what", "plant", "kind", "rule"), PLANTS, ids=[p[0] for p in PLANTS])
+def test_the_verdict_names_what_the_host_did_in_the_gap(tmp_path, what, plant, kind, rule) -> None:
+    src = copy_export(corpus_file(EXPORT), tmp_path / "a.sqlite")
+    planted = plant(src)
+    result = analyze([ingest_copy(src, tmp_path / "a.duckdb")], window="all").to_json()
+    v = result["verdict"]
+    assert (v["kind"], v["rule_id"]) == (kind, rule), v
+    (f,) = [x for x in result["findings"] if x["rule_id"] == rule]
+    # The rule owns the planted call's idle (the whole opened gap) and at most what else the export has of it.
+    assert planted <= f["impact_ns"] < planted + 50_000_000 and v["impact_ns"] == f["impact_ns"]
+
+
+def test_a_gap_with_nothing_recorded_stays_gpu001s_host_bound_idle(tmp_path) -> None:
+    src = copy_export(corpus_file(EXPORT), tmp_path / "a.sqlite")
+    _nothing(src)
+    result = analyze([ingest_copy(src, tmp_path / "a.duckdb")], window="all").to_json()
+    v = result["verdict"]
+    assert (v["kind"], v["rule_id"]) == ("host_bound", "GPU001"), v
+    (g,) = [x for x in result["findings"] if x["rule_id"] == "GPU001"]
+    assert g["causes"]["no_activity"]["total_ns"] >= GAP
