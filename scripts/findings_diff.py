@@ -22,6 +22,19 @@ CORPUS = Path("../shared/corpus/nsys")  # relative, as the snapshots were taken:
 
 # (kind, pattern on "path: change") of the intended changes.
 EXPECTED = [
+    # The idle anatomy paints ``off_cpu`` where a speaking thread was switched out by the scheduler (SCHED_EVENTS)
+    # and nothing more specific was recorded: time moves from ``none`` to ``off_cpu`` in the reports' anatomies
+    # and in PHASE001's start-up anatomy and message; ``none`` and ``off_cpu`` have the same owner, so no
+    # finding's impact changes.
+    ("off_cpu: idle with the speaking thread switched out is painted off_cpu, not none (#23)",
+     r"^\.(reports\[\d+\]\.idle_anatomy\[\d+\]\.categories(\[\d+\]\.\w+)?"
+     r"|findings\[rule=PHASE001/[^\]]*\]\.(idle_anatomy\.categories|message))(:| ).*"),
+    # ``off_cpu`` comes before ``uvm_migration`` (recorded host state wins over the GPU-side evidence): idle
+    # between migrations with the thread switched out leaves MEM004 for the owners of ``none``/``off_cpu``
+    # (unified-memory-a100: 10.0 ms, clue-um-t4: 0.31 ms), whose findings and the verdict follow.
+    ("off_cpu before uvm_migration: MEM004 yields the off-CPU idle between migrations to GPU001/GPU002 (#23)",
+     r"^\.(findings\[rule=(MEM004|GPU001|GPU002)/[^\]]*\](\.\S+)?|rules\[id=(GPU001|GPU002)\]\.findings"
+     r"|(reports\[\d+\]\.)?verdict\.(impact_ns|text))(:| ).*"),
     # MEM004 owns the idle between unified-memory migrations (``uvm_migration``, painted only where no host
     # activity is recorded): its finding gains count, bytes, direction, owned idle and in-kernel migrations; the
     # anatomy repaints that idle, which the gap owners (GPU001 ...) and the verdict no longer keep.

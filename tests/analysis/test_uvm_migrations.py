@@ -74,17 +74,41 @@ def test_mem004_equals_sql_on_the_raw_export(short: str) -> None:
     assert f["impact_ns"] == f["idle_ns"] + f["migration_only_ns"]
 
 
+def _rows(short: str, sql: str) -> list[tuple]:
+    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
 def test_a100_idle_is_the_read_back_between_migrations() -> None:
-    """unified-memory-a100: every idle nanosecond lies between two migrations; all of it is MEM004's but the
-    few microseconds inside the process's CUDA calls (its only recorded host activity)."""
+    """unified-memory-a100: every idle nanosecond lies between two migrations; all of it is MEM004's but what the
+    process's thread is recorded doing: inside its CUDA calls (a few microseconds), or switched out by the
+    scheduler (10.0 ms of its SCHED_EVENTS; ``off_cpu`` comes before ``uvm_migration``)."""
     short = "unified-memory-a100.sqlite"
     f, result = _mem004(short)
     gap_ns = _raw(short, f"SELECT SUM(ge - gs) FROM ({_gaps_sql(short)})")[0]  # noqa: S608
-    in_calls = _raw(short, f"""
-        SELECT SUM(MIN(r.end, g.ge) - MAX(r.start, g.gs)) FROM ({_gaps_sql(short)}) g
-        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.start < g.ge AND r.end > g.gs""")[0]  # noqa: S608
+    gaps = _rows(short, f"SELECT gs, ge FROM ({_gaps_sql(short)}) ORDER BY gs")  # noqa: S608
+    # The thread's CUDA calls and its stretches off CPU (a switch-out to its next switch-in), unioned.
+    host = _rows(short, """
+        SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_RUNTIME
+        UNION ALL SELECT s, n FROM (
+            SELECT start s, isSchedIn i, LEAD(start) OVER w n, LEAD(isSchedIn) OVER w ni FROM SCHED_EVENTS
+            WHERE globalTid IN (SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME)
+            WINDOW w AS (PARTITION BY globalTid ORDER BY start, isSchedIn <> 0 DESC))
+        WHERE i = 0 AND ni <> 0 ORDER BY 1""")
+    merged: list[list[int]] = []
+    for a, z in host:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], z)
+        else:
+            merged.append([a, z])
+    explained = sum(max(0, min(z, ge) - max(a, gs)) for gs, ge in gaps for a, z in merged if a < ge and z > gs)
     assert result["reports"][0]["breakdown"]["idle_ns"] == gap_ns
-    assert f["idle_ns"] == gap_ns - in_calls
+    assert f["idle_ns"] == gap_ns - explained
+    cats = {c["category"]: c["ns"] for e in result["reports"][0]["idle_anatomy"] for c in e["categories"]}
+    assert cats["off_cpu"] > 9_000_000  # the labels' 10.001 ms off CPU
     assert set(f["idle_by_direction"]) == {"UVM_DtoH"}
     # One kernel: the fault stalls are the migrations' time clipped to it (the migrations do not overlap).
     overlap, overlapping_pairs = _raw(short, f"""
