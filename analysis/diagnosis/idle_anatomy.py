@@ -13,7 +13,8 @@ an instant, most specific first: a CUDA API call (classified by name), a communi
 NCCL, UCX, NVSHMEM domains or call names; NCCL communicator set-up apart), an NVTX range naming compilation
 (``jit_module``), an OS runtime call, a user NVTX range, a CPU sample of the thread (each sample stands for half the thread's sampling period either side,
 named by its innermost function), the thread switched out by the scheduler (``off_cpu``: the normalized
-``off_cpu`` stretches, named by what it blocked on when the export says, else "off CPU"), a unified-memory
+``off_cpu`` stretches, named by what it blocked on when the export says, else "off CPU"; only when the
+launching threads are known), a unified-memory
 migration burst of the device (``uvm_migration``: the idle between two page migrations, ``uvm_gaps``), else
 nothing recorded (``none``).
 
@@ -197,7 +198,9 @@ class _Host:
         self.nvtx = trace.has_rows("nvtx")
         self.half = _half_periods(trace, pid, tids) if trace.has_rows("cpu_samples") else {}
         self.max_half = max(self.half.values(), default=0)
-        self.off_cpu = _off_cpu_names(trace) if trace.has_rows("off_cpu") else None
+        # Only named speaking threads: with any thread of the process (launching thread unknown), a helper thread
+        # asleep would paint nearly every instant.
+        self.off_cpu = _off_cpu_names(trace) if tids and trace.has_rows("off_cpu") else None
 
     def count(self, lo: int, hi: int) -> int:
         n = 0

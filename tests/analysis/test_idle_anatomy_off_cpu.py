@@ -68,6 +68,15 @@ def test_a_schema_4_report_without_the_table_paints_none(tmp_path):
     assert {c: ns for c, (ns, _) in _anatomy(path)[(1, 0)].items()} == {"none": 400}
 
 
+def test_off_cpu_needs_the_launching_thread(tmp_path):
+    """Kernels without their launching thread (no correlation to API calls): any thread of the process speaks for
+    calls and ranges, but a thread asleep is no evidence about the one that launched, so nothing is off_cpu."""
+    ks = [kernel(0, 100, tid=None), kernel(500, 600, tid=None)]
+    path = normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=[api(100, 150, "cudaMalloc", tid=7)],
+                      off_cpu=[_off(100, 500, tid=7), _off(100, 500, tid=8)])
+    assert {c: ns for c, (ns, _) in _anatomy(path)[(1, 0)].items()} == {"allocation": 50, "none": 350}
+
+
 def _quiet_instant(con: sqlite3.Connection) -> tuple[int, int, int]:
     """(globalTid, cpu, t): the middle of a GPU gap of a one-thread process where that thread is on CPU (its last
     scheduler event before is a switch-in), outside its calls, ranges and profiler overhead, and a sampling
