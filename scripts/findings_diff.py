@@ -29,6 +29,12 @@ EXPECTED = [
      r"^\.(findings\[rule=(HOST001|GPU001|GPU002|KRN001)/[^\]]*\](\.\S+)?|rules\[id=(GPU001|GPU002|KRN001|HOST001)\]"
      r"\.findings|findings\[rule=HOST002/[^\]]*\]\.by_owner\.\w+|(reports\[\d+\]\.)?verdict\.\w+"
      r"|reports\[\d+\]\.iterations\.anatomy\.slowest_steps\[\d+\]\.(owner|cause))(:| ).*"),
+    # The idle anatomy paints ``off_cpu`` where a speaking thread was switched out by the scheduler (SCHED_EVENTS)
+    # and nothing more specific was recorded: time moves from ``none`` to ``off_cpu`` in the reports' anatomies
+    # and in PHASE001's start-up anatomy and message; HOST001 owns ``off_cpu`` (see the HOST001 entry).
+    ("off_cpu: idle with the speaking thread switched out is painted off_cpu, not none (#23)",
+     r"^\.(reports\[\d+\]\.idle_anatomy\[\d+\]\.categories(\[\d+\]\.\w+)?"
+     r"|findings\[rule=PHASE001/[^\]]*\]\.(idle_anatomy\.categories|message))(:| ).*"),
     # MEM004 owns the idle between unified-memory migrations (``uvm_migration``, painted only where no host
     # activity is recorded): its finding gains count, bytes, direction, owned idle and in-kernel migrations; the
     # anatomy repaints that idle, which the gap owners (GPU001 ...) and the verdict no longer keep.

@@ -12,8 +12,11 @@ together and an instant covered by two of them counts once, for the more specifi
 an instant, most specific first: a CUDA API call (classified by name), a communication NVTX range (MPI,
 NCCL, UCX, NVSHMEM domains or call names; NCCL communicator set-up apart), an NVTX range naming compilation
 (``jit_module``), an OS runtime call, a user NVTX range, a CPU sample of the thread (each sample stands for half the thread's sampling period either side,
-named by its innermost function), a unified-memory migration burst of the device (``uvm_migration``: the idle
-between two page migrations, ``uvm_gaps``), else nothing recorded (``none``).
+named by its innermost function), the thread switched out by the scheduler (``off_cpu``: the normalized
+``off_cpu`` stretches, named by what it blocked on when the export says, else "off CPU"; only when the
+launching threads are known), a unified-memory
+migration burst of the device (``uvm_migration``: the idle between two page migrations, ``uvm_gaps``), else
+nothing recorded (``none``).
 
 The sweep is vectorized: per slice of time (bounded rows), the idle pieces and every covering interval
 are cut at each other's boundaries into elementary segments, then each category, in order, paints the
@@ -37,6 +40,7 @@ from analysis.diagnosis.idle_classes import (
     NVTX_COMM_TEXT_RE,
     NVTX_JIT_RE,
     NVTX_NCCL_SETUP_RE,
+    OFF_CPU_NAME_SQL,
     cuda_class,
     os_class,
 )
@@ -171,6 +175,15 @@ def uvm_gaps(trace: Trace, pid: int, device: int | None) -> tuple[np.ndarray, np
     return trace.memo[key]
 
 
+def _off_cpu_names(trace: Trace) -> dict[int, str]:
+    """The names off-CPU stretches paint with (``OFF_CPU_NAME_SQL``), by hash; kept for ``resolve_names``."""
+    key = ("anatomy_names", "off_cpu")
+    if key not in trace.memo:
+        rows = trace.sql(f"SELECT DISTINCT hash({OFF_CPU_NAME_SQL}), {OFF_CPU_NAME_SQL} FROM off_cpu")  # noqa: S608 - constants
+        trace.memo[key] = (None, None, {int(h): str(n) for h, n in rows})
+    return trace.memo[key][2]
+
+
 class _Host:
     """Fetches the covering intervals of one process's speaking threads, slice by slice of time (and the
     device's migration bursts, ``uvm_gaps``, when the device is given)."""
@@ -185,10 +198,13 @@ class _Host:
         self.nvtx = trace.has_rows("nvtx")
         self.half = _half_periods(trace, pid, tids) if trace.has_rows("cpu_samples") else {}
         self.max_half = max(self.half.values(), default=0)
+        # Only named speaking threads: with any thread of the process (launching thread unknown), a helper thread
+        # asleep would paint nearly every instant.
+        self.off_cpu = _off_cpu_names(trace) if tids and trace.has_rows("off_cpu") else None
 
     def count(self, lo: int, hi: int) -> int:
         n = 0
-        for table, ok in (("cuda_api", self.api), ("osrt", self.osrt), ("nvtx", self.nvtx)):
+        for table, ok in (("cuda_api", self.api), ("osrt", self.osrt), ("nvtx", self.nvtx), ("off_cpu", self.off_cpu)):
             if ok is not None and ok is not False:
                 n += int(self.trace.scalar(f"SELECT count(*) FROM {table} WHERE {self.where} "  # noqa: S608
                                            f"AND start_ns < {hi} AND end_ns > {lo}"))
@@ -231,6 +247,10 @@ class _Host:
             keep = hp > 0
             parts.append((d["start_ns"][keep] - hp[keep], d["start_ns"][keep] + hp[keep],
                           np.full(int(keep.sum()), CODE["host_cpu"], dtype=np.uint8), d["h"][keep]))
+        if self.off_cpu is not None:  # the thread switched out by the scheduler
+            d = self.trace.arrays(f"SELECT start_ns, end_ns, hash({OFF_CPU_NAME_SQL})::UBIGINT AS h FROM off_cpu "  # noqa: S608
+                                  f"WHERE {self.where} {span}")
+            parts.append((d["start_ns"], d["end_ns"], np.full(len(d["h"]), CODE["off_cpu"], dtype=np.uint8), d["h"]))
         if not parts:
             return _EMPTY, _EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64)
         s = np.maximum(np.concatenate([p[0] for p in parts]), a)
@@ -422,7 +442,7 @@ def resolve_names(trace: Trace, hashes: set[int]) -> dict[int, str]:
     """Names for name hashes: CUDA API and OS runtime names from their dictionaries, NVTX texts and sampled
     functions by a query for just those hashes."""
     found: dict[int, str] = {}
-    for table in ("cuda_api", "osrt", "uvm"):
+    for table in ("cuda_api", "osrt", "uvm", "off_cpu"):
         if ("anatomy_names", table) in trace.memo:
             found.update({h: n for h, n in trace.memo[("anatomy_names", table)][2].items() if h in hashes})
     rest = [h for h in hashes if h not in found]

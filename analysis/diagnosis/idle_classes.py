@@ -10,22 +10,37 @@ from __future__ import annotations
 import re
 
 # The documented vocabulary, in specificity order. ``cuda_other`` holds the CUDA calls no other class
-# names (device and context queries, event records, stream waits, graph building); ``off_cpu`` needs the
-# scheduler's events, which the ingest does not read yet, so it stays empty and is listed so that consumers
-# know the whole vocabulary.
+# names (device and context queries, event records, stream waits, graph building).
 #
 # ``uvm_migration`` is GPU-side evidence, not a host call: an idle instant between two unified-memory page
 # migrations of the same device (the GPU operations just before and just after the idle piece are both
 # migrations, the export's memcpy rows of kind ``UVM_*``): the driver moves pages a batch at a time as the host
-# touches them. It is the last category before ``none``: any recorded host activity wins (a CUDA call, a
-# sync the host waits in, an OS call, a range, a CPU sample), because what the host was seen doing is the
-# more specific cause (the corpus labels say so: clue-um-t4's idle between migrations is printf formatting
-# in CPU samples, stdpar-um-gpu's is pwrite64 output) and only idle with nothing else recorded is put down to
-# the migrations (unified-memory-a100's read-back after its kernel: 1,536 DtoH migrations, nothing traced).
+# touches them. Any recorded host activity wins over it (a CUDA call, a sync the host waits in, an OS call, a
+# range, a CPU sample), because what the host was seen doing is the more specific cause (the corpus labels say
+# so: clue-um-t4's idle between migrations is printf formatting in CPU samples, stdpar-um-gpu's is pwrite64
+# output), and idle with nothing else recorded is put down to the migrations (unified-memory-a100's read-back
+# after its kernel: 1,536 DtoH migrations, nothing traced).
+#
+# ``off_cpu``: the speaking thread was switched out by the scheduler (the export's SCHED_EVENTS, normalized as
+# ``off_cpu`` stretches: switch-out to the next switch-in) and nothing more specific was recorded: it slept or
+# blocked outside any traced call (an untraced lock, I/O, a wait on another thread), or was preempted. After
+# ``host_cpu``: a CPU sample says what ran, and a sample's half period may overlap the switch-out; a traced
+# call or range the thread was switched out inside says why, so it wins too. After ``uvm_migration`` as well:
+# a thread that touches a managed page resident on the GPU faults and waits, often switched out, while the
+# driver migrates the page back, so off CPU between migrations is the migration's symptom, not another cause
+# (unified-memory-a100: 10.0 ms of its read-back, which the labels count as off CPU; argued in
+# tests/analysis/test_idle_anatomy_labels.py). Empty for exports without the scheduler's events (nsys profile
+# --cpuctxsw=none, or no CPU sampling), which leave those instants ``none``.
 CATEGORIES = ("allocation", "sync", "sync_copy", "memset", "launch", "jit_module", "nccl_setup", "cuda_other",
-              "mpi", "os_io", "os_wait", "os_other", "user_range", "host_cpu", "off_cpu", "uvm_migration", "none")
+              "mpi", "os_io", "os_wait", "os_other", "user_range", "host_cpu", "uvm_migration", "off_cpu", "none")
 CODE = {c: i for i, c in enumerate(CATEGORIES)}
 NONE = CODE["none"]
+
+# The name an off-CPU stretch paints with (SQL over the ``off_cpu`` table): what it blocked on when the export
+# says (nsys >= 2024.5 on some kernels), else its state when informative, else plain "off CPU".
+OFF_CPU_NAME_SQL = ("(CASE WHEN block IS NOT NULL AND block NOT IN ('non_blocked', 'unknown') THEN 'off CPU: ' || block "
+                    "WHEN state IS NOT NULL AND state NOT IN ('unknown', 'running') THEN 'off CPU: ' || state "
+                    "ELSE 'off CPU' END)")
 
 # CUDA runtime and driver API names (without the _vNNNN suffix), first match wins.
 _CUDA_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (

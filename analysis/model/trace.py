@@ -24,7 +24,7 @@ DUCKDB_MEMORY_BYTES = 1024**3
 # Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
 # facts about the whole report and stay as they are.
 WINDOWED_TABLES = ("kernels", "memcpy", "memset", "cuda_api", "sync", "nvtx", "osrt", "overhead", "nccl_calls",
-                   "nic_metrics")
+                   "nic_metrics", "off_cpu")
 
 # A quoted string (left as it is: "$x" inside one is text) or a named parameter.
 _PARAM = re.compile(r"'(?:[^']|'')*'|\$([A-Za-z_][A-Za-z0-9_]*)")

@@ -21,12 +21,13 @@ Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they we
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4  # 2: cpu_samples; 3: iterations (derived at ingest, see analysis.loops.steps), nccl_calls,
-# gpu_metrics, nic_metrics, nics; 4: net_transfers (derived at ingest, see analysis.readers.nsys.net)
+SCHEMA_VERSION = 5  # 2: cpu_samples; 3: iterations (derived at ingest, see analysis.loops.steps), nccl_calls,
+# gpu_metrics, nic_metrics, nics; 4: net_transfers (derived at ingest, see analysis.readers.nsys.net); 5: off_cpu
 # Versions this code reads: a version-2 file lacks the version-3 tables; the analysis computes the iterations
 # itself and the rules and summaries that read the others find no rows (skipped, empty summaries). A
-# version-3 file lacks net_transfers: the analysis reads the same rows from its NVTX table.
-READABLE_SCHEMA_VERSIONS = (2, 3, 4)
+# version-3 file lacks net_transfers: the analysis reads the same rows from its NVTX table. A version-4 file
+# lacks off_cpu: its idle anatomy paints no ``off_cpu`` (those instants stay ``none``) until it is ingested again.
+READABLE_SCHEMA_VERSIONS = (2, 3, 4, 5)
 
 # Decoded vocabularies (the values the readers write into VARCHAR columns).
 KERNEL_CATEGORIES = ("compute", "nccl")
@@ -39,6 +40,19 @@ SYNC_TYPES = ("event", "stream_wait_event", "stream", "context", "unknown")
 LINK_LAYERS = ("ethernet", "infiniband", "unknown")
 API_KINDS = ("runtime", "driver")
 NVTX_KINDS = ("push_pop", "start_end", "mark")
+# SCHED_EVENTS.threadState and .threadBlock (analysis.readers.nsys.enums.THREAD_STATE, THREAD_BLOCK).
+THREAD_STATES = ("unknown", "running", "interruptible", "uninterruptible", "stopped", "terminated", "unscheduled",
+                 "waiting", "os_runtime", "initialized", "transition")
+THREAD_BLOCKS = ("non_blocked", "unknown", "sig_suspend", "stopped", "nanosleep", "intr", "mutex", "cond_var", "sem",
+                 "join", "sig_wait_info", "wait_ctx", "send", "receive", "reply", "stack", "wait_thread",
+                 "wait_page", "net_send", "net_reply", "free_page", "page_in", "pool_allocation", "delay_execution",
+                 "suspended", "user_request", "event_pair", "queue", "lpc_receive", "lpc_reply", "virtual_memory",
+                 "page_out", "rendezvous", "keyed_event", "terminated", "process_in_swap", "cpu_rate_control",
+                 "wr_callout_stack", "kernel", "resource", "push_lock", "windows_mutex", "quantum_end",
+                 "dispatch_int", "preempted", "yield_execution", "fast_mutex", "guarded_mutex", "rundown",
+                 "ready_to_run", "alert_by_thread_id", "deferred_preempt", "physical_fault", "mq_send",
+                 "mq_receive", "muon_mutex", "barrier", "rwlock_read", "rwlock_write", "trace_buffer",
+                 "interrupt_attach_event", "timer_delegate")
 
 NSYS_TABLES: dict[str, str] = {
     "meta": """
@@ -168,6 +182,19 @@ NSYS_TABLES: dict[str, str] = {
         cpu INTEGER,               -- the CPU the thread ran on
         function VARCHAR,          -- the leaf (innermost, stack depth 0) function of the call chain; NULL if none
         module VARCHAR             -- its module (shared object or executable)
+    """,
+    # The scheduler's events (nsys profile --cpuctxsw=process-tree, the default with CPU sampling): one row per
+    # stretch a thread spent off CPU, from its switch-out to its next switch-in on any CPU. A switch-out with
+    # no switch-in after it (the thread ended, or the capture did) gives no row: where the thread was after
+    # it is not recorded, and the idle anatomy never paints time it cannot show.
+    "off_cpu": """
+        pid INTEGER,
+        tid INTEGER,
+        start_ns BIGINT,           -- switched out
+        end_ns BIGINT,             -- switched in again
+        cpu INTEGER,               -- the CPU it left
+        state VARCHAR,             -- its state when switched out, see THREAD_STATES (NULL before nsys 2024.5)
+        block VARCHAR              -- what it blocked on, see THREAD_BLOCKS (NULL when the export does not say)
     """,
     "nccl_calls": """
         pid INTEGER,

@@ -37,3 +37,17 @@ def test_control_characters_in_names_are_escaped():
         "findings": [], "rules": []}
     out = text(result)
     assert "\x1b" not in out and "step\\x1b[31m red" in out
+
+
+def test_off_cpu_is_a_line_like_any_category():
+    """pytorch-nvfuser-h200: the launching thread switched out (its scheduler's events) outside every call and
+    range prints as ``off_cpu`` with its stretches' name and count, the JSON's figures."""
+    result = analyze([ingested(corpus_file("pytorch-nvfuser-h200.sqlite"))]).to_json()
+    entry = next(e for e in result["reports"][0]["idle_anatomy"] if e["phase"] == "work")
+    (off,) = [c for c in entry["categories"] if c["category"] == "off_cpu"]
+    (top,) = off["top"]
+    assert top["name"] == "off CPU" and top["ns"] == off["ns"] > 0 and top["calls"] > 100
+    lines = text(result).splitlines()
+    at = next(i for i, x in enumerate(lines) if "idle anatomy, pid" in x and "[work]" in x)
+    line = next(x for x in lines[at + 1:at + 7] if x.strip().startswith("off_cpu"))
+    assert fmt.duration(off["ns"]) in line and f"off CPU {fmt.duration(top['ns'])} x{top['calls']}" in line

@@ -32,6 +32,12 @@ def test_bars_add_up_to_the_stored_idle(client, db, settings, ingested) -> None:
         assert sum(int(ns) for _, ns in segs) == int(idle)
         cats = [c for c, _ in segs]
         assert len(cats) == len(set(cats))
+    # The thread off CPU (its scheduler's events) is a segment like any other, named on hover.
+    off = sum(int(ns) for *_, body in rows for c, ns in re.findall(r'data-category="([a-z_]+)" data-ns="(\d+)"', body)
+              if c == "off_cpu")
+    assert off == sum(c["ns"] for e in result["reports"][0]["idle_anatomy"] for c in e["categories"]
+                      if c["category"] == "off_cpu") > 0
+    assert any("off CPU" in unescape(t) for t in re.findall(r'<title>(off_cpu: [^<]*)</title>', html))
     # The MPI calls behind the steady idle are named on hover (escaped attribute text).
     titles = [unescape(t) for t in re.findall(r'<title>(mpi: [^<]*)</title>', html)]
     assert any("MPI_Send" in t and "MPI_Recv" in t for t in titles)

@@ -6,6 +6,7 @@ needs a fallback here. The values are CUPTI's and have not changed across versio
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 # ENUM_CUDA_MEMCPY_OPER / MemcpyOperationStrings (2020) -> analysis.readers.schema.COPY_KINDS
@@ -24,6 +25,29 @@ SYNC_TYPE: dict[int, str] = {0: "unknown", 1: "event", 2: "stream_wait_event", 3
 # ENUM_NET_LINK_TYPE (TARGET_INFO_NIC_INFO.linkLayer) -> analysis.readers.schema.LINK_LAYERS
 LINK_LAYER: dict[int, str] = {0: "unknown", 1: "ethernet", 2: "infiniband"}
 
+
+
+def _snake(name: str) -> str:
+    """nsys' CamelCase enum name as one of our words: 'OSRuntime' -> 'os_runtime', 'NonBlocked' -> 'non_blocked'."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+# ENUM_SAMPLING_THREAD_STATE (SCHED_EVENTS.threadState) and ENUM_SCHEDULING_THREAD_BLOCK (.threadBlock), as
+# nsys 2024.5-2026.1 list them (later versions append values) -> analysis.readers.schema.THREAD_STATES, THREAD_BLOCKS
+_THREAD_STATE_NAMES = ("Unknown", "Running", "Interruptible", "Uninterruptible", "Stopped", "Terminated",
+                       "Unscheduled", "Waiting", "OSRuntime", "Initialized", "Transition")
+_THREAD_BLOCK_NAMES = (
+    "NonBlocked", "Unknown", "SigSuspend", "Stopped", "Nanosleep", "Intr", "Mutex", "CondVar", "Sem", "Join",
+    "SigWaitInfo", "WaitCtx", "Send", "Receive", "Reply", "Stack", "WaitThread", "WaitPage", "NetSend", "NetReply",
+    "FreePage", "PageIn", "PoolAllocation", "DelayExecution", "Suspended", "UserRequest", "EventPair", "Queue",
+    "LPCReceive", "LPCReply", "VirtualMemory", "PageOut", "Rendezvous", "KeyedEvent", "Terminated", "ProcessInSwap",
+    "CPURateControl", "WrCalloutStack", "Kernel", "Resource", "PushLock", "WindowsMutex", "QuantumEnd",
+    "DispatchInt", "Preempted", "YieldExecution", "FastMutex", "GuardedMutex", "Rundown", "ReadyToRun",
+    "AlertByThreadId", "DeferredPreempt", "PhysicalFault", "MqSend", "MqReceive", "MuonMutex", "Barrier",
+    "RwlockRead", "RwlockWrite", "TraceBuffer", "InterruptAttachEvent", "TimerDelegate")
+THREAD_STATE: dict[int, str] = {i: _snake(n) for i, n in enumerate(_THREAD_STATE_NAMES)}
+THREAD_BLOCK: dict[int, str] = {i: _snake(n) for i, n in enumerate(_THREAD_BLOCK_NAMES)}
+
 # The symbolic names of the ENUM tables, mapped onto our vocabulary (suffix after the common prefix).
 _ENUM_TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "copy_kind": ("ENUM_CUDA_MEMCPY_OPER", {
@@ -40,8 +64,11 @@ _ENUM_TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE": "context",
     }),
     "link_layer": ("ENUM_NET_LINK_TYPE", {"Unknown": "unknown", "Ethernet": "ethernet", "InfiniBand": "infiniband"}),
+    "thread_state": ("ENUM_SAMPLING_THREAD_STATE", {n: _snake(n) for n in _THREAD_STATE_NAMES}),
+    "thread_block": ("ENUM_SCHEDULING_THREAD_BLOCK", {n: _snake(n) for n in _THREAD_BLOCK_NAMES}),
 }
-_BUILTIN = {"copy_kind": COPY_KIND, "memory_kind": MEMORY_KIND, "sync_type": SYNC_TYPE, "link_layer": LINK_LAYER}
+_BUILTIN = {"copy_kind": COPY_KIND, "memory_kind": MEMORY_KIND, "sync_type": SYNC_TYPE, "link_layer": LINK_LAYER,
+            "thread_state": THREAD_STATE, "thread_block": THREAD_BLOCK}
 
 
 def enum_tables() -> dict[str, str]:

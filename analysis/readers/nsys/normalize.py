@@ -172,6 +172,8 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
 
     if "COMPOSITE_EVENTS" in t:
         out.append(("cpu_samples", _cpu_samples(info)))
+    if "SCHED_EVENTS" in t:
+        out.append(("off_cpu", _off_cpu(info)))
     out.extend(_system_metrics(info))
 
     if "ThreadNames" in t:
@@ -265,6 +267,31 @@ def _cpu_samples(info: ExportInfo) -> str:
         SELECT {_pid('e."globalTid"')}, {_tid('e."globalTid"')}, {_time('e."start"', off)}, {e("cpu")},
                {function}, {module}
         FROM {_src("COMPOSITE_EVENTS")} e {chain}"""
+
+
+def _off_cpu(info: ExportInfo) -> str:
+    """Each thread's stretches off CPU: a switch-out to the thread's next event when that one is a switch-in.
+
+    One window function over the events per thread in time order; a switch-out followed by another switch-out
+    (an event lost) or by nothing (the thread ended, or the capture did) gives no row. At equal times a
+    switch-in sorts first: a thread switched in and out in the same nanosecond is then off CPU from there.
+    """
+    e = _Cols(info, "SCHED_EVENTS", "e")
+    dec, start = info.decoders, _time('e."start"', info.time_offset_ns)
+
+    def decoded(col: str, key: str) -> str:  # NULL stays NULL (the export does not say), unknown values 'unknown'
+        return f"(CASE WHEN {e(col)} IS NOT NULL THEN {case_sql(e(col), dec[key])} END)" if col in e.present else "NULL"
+
+    return f"""
+        INSERT INTO off_cpu
+        SELECT pid, tid, start_ns, end_ns, cpu, state, block FROM (
+            SELECT {_pid('e."globalTid"')} AS pid, {_tid('e."globalTid"')} AS tid, {start} AS start_ns,
+                   lead({start}) OVER w AS end_ns, e."isSchedIn" <> 0 AS is_in,
+                   lead(e."isSchedIn" <> 0) OVER w AS next_in, {e("cpu")} AS cpu,
+                   {decoded("threadState", "thread_state")} AS state, {decoded("threadBlock", "thread_block")} AS block
+            FROM {_src("SCHED_EVENTS")} e WHERE e."globalTid" IS NOT NULL AND e."isSchedIn" IS NOT NULL
+            WINDOW w AS (PARTITION BY e."globalTid" ORDER BY e."start", e."isSchedIn" <> 0 DESC))
+        WHERE NOT is_in AND next_in"""
 
 
 def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:

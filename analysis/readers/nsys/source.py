@@ -68,6 +68,11 @@ SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
     # CPU sampling (nsys profile --sample=cpu): one row per sample, its call chain one row per frame.
     _t("COMPOSITE_EVENTS", "id start globalTid", "cpu"),
     _t("SAMPLING_CALLCHAINS", "id symbol stackDepth", "module"),
+    # Thread scheduling (nsys profile --cpuctxsw=process-tree, with CPU sampling): a row per switch in or out of
+    # a CPU. threadState and threadBlock from 2024.5, decoded by the two ENUM tables (or built-in values).
+    _t("SCHED_EVENTS", "start isSchedIn globalTid", "cpu threadState threadBlock"),
+    _t("ENUM_SAMPLING_THREAD_STATE", "id name", texts="name"),
+    _t("ENUM_SCHEDULING_THREAD_BLOCK", "id name", texts="name"),
     _t("PROFILER_OVERHEAD", "start end globalTid nameId", core="start end"),
     _t("ThreadNames", "nameId globalTid"),
     _t("PROCESSES", "pid name", "globalPid", texts="name"),
