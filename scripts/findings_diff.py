@@ -22,12 +22,13 @@ CORPUS = Path("../shared/corpus/nsys")  # relative, as the snapshots were taken:
 
 # (kind, pattern on "path: change") of the intended changes.
 EXPECTED = [
-    # HOST001 owns the idle inside OS runtime calls (``os_io``, ``os_wait``, ``os_other``) in any gap; GPU001 keeps
+    # HOST001 owns the idle inside OS runtime calls (``os_io``, ``os_wait``, ``os_other``) and off CPU (``off_cpu``; it
+    # runs on exports with scheduler events and no OS runtime trace too) in any gap; GPU001 keeps
     # the rest of the gaps OS calls mostly cover; the verdict leads with a recorded cause owning a fifth of the
     # idle over idle with nothing recorded (nvFuser: compilation).
     ("HOST001 owns the idle inside OS calls; a recorded cause leads the verdict",
      r"^\.(findings\[rule=(HOST001|GPU001|GPU002|KRN001)/[^\]]*\](\.\S+)?|rules\[id=(GPU001|GPU002|KRN001|HOST001)\]"
-     r"\.findings|findings\[rule=HOST002/[^\]]*\]\.by_owner\.\w+|(reports\[\d+\]\.)?verdict\.\w+"
+     r"\.findings|rules\[id=HOST001\]\.(status|reason)|findings\[rule=HOST002/[^\]]*\]\.by_owner\.\w+|(reports\[\d+\]\.)?verdict\.\w+"
      r"|reports\[\d+\]\.iterations\.anatomy\.slowest_steps\[\d+\]\.(owner|cause))(:| ).*"),
     # The idle anatomy paints ``off_cpu`` where a speaking thread was switched out by the scheduler (SCHED_EVENTS)
     # and nothing more specific was recorded: time moves from ``none`` to ``off_cpu`` in the reports' anatomies

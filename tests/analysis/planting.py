@@ -119,13 +119,27 @@ def time_tables(con: sqlite3.Connection) -> list[str]:
     return out
 
 
+def point_tables(con: sqlite3.Connection) -> list[str]:
+    """Tables of the export with a ``start`` column and no ``end`` (point events: scheduler switches, CPU samples,
+    page faults)."""
+    out = []
+    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        cols = {r[1] for r in con.execute(f'PRAGMA table_info("{name}")')}
+        if "start" in cols and "end" not in cols:
+            out.append(name)
+    return out
+
+
 def open_gap(path: Path, at: int, delta: int) -> None:
-    """Everything (GPU and host) at or after ``at`` happens ``delta`` ns later; calls spanning ``at``
-    last ``delta`` longer. Every existing gap keeps its length and cause; the one around ``at`` grows."""
+    """Everything (GPU and host, point events included) at or after ``at`` happens ``delta`` ns later; calls
+    spanning ``at`` last ``delta`` longer (and a thread switched out across it stays out). Every existing gap
+    keeps its length and cause; the one around ``at`` grows."""
     con = sqlite_rw(path)
     with con:
         for table in time_tables(con):
             con.execute(f'UPDATE "{table}" SET "end" = "end" + ? WHERE "end" >= ?', [delta, at])  # noqa: S608
+            con.execute(f'UPDATE "{table}" SET start = start + ? WHERE start >= ?', [delta, at])  # noqa: S608
+        for table in point_tables(con):
             con.execute(f'UPDATE "{table}" SET start = start + ? WHERE start >= ?', [delta, at])  # noqa: S608
     con.close()
 

@@ -101,25 +101,29 @@ def _quiet_instant(con: sqlite3.Connection) -> tuple[int, int, int]:
     raise AssertionError("no quiet on-CPU instant in a GPU gap")
 
 
+def _plant_off_cpu(tmp_path: Path, short: str, delta: int) -> tuple[Path, int]:
+    """A copy of the export with a GPU gap of ``delta`` opened at a quiet instant of its launching thread, the
+    thread switched out for exactly that stretch; returns the copy and the thread's globalTid."""
+    src = copy_export(corpus_file(short), tmp_path / "planted.sqlite")
+    con = sqlite_rw(src)
+    gtid, cpu, t = _quiet_instant(con)
+    con.close()
+    open_gap(src, t, delta)  # the point events (scheduler switches, CPU samples) move too
+    con = sqlite_rw(src)
+    with con:
+        con.executemany("INSERT INTO SCHED_EVENTS (start, cpu, isSchedIn, globalTid) VALUES (?, ?, ?, ?)",
+                        [(t, cpu, 0, gtid), (t + delta, cpu, 1, gtid)])
+    con.close()
+    return src, gtid
+
+
 @pytest.mark.parametrize("short", ["openmp-offload-t4.sqlite", "clue-um-t4.sqlite", "devsync-heavy-report13.sqlite"])
 def test_a_thread_switched_out_across_a_new_gap_paints_it_off_cpu(tmp_path, short):
     """A GPU gap opened at a quiet instant of the launching thread (everything after it, scheduler events and CPU
     samples too, moves later), the thread switched out for exactly the new stretch: the device's idle grows by
     it, all of it ``off_cpu`` (one more stretch named "off CPU"); every other category keeps its time."""
     delta = 50_000_000
-    src = copy_export(corpus_file(short), tmp_path / "planted.sqlite")
-    con = sqlite_rw(src)
-    gtid, cpu, t = _quiet_instant(con)
-    con.close()
-    open_gap(src, t, delta)  # tables with start and end
-    con = sqlite_rw(src)
-    with con:
-        for table in ("SCHED_EVENTS", "COMPOSITE_EVENTS"):  # the point events move too
-            if con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", [table]).fetchone():
-                con.execute(f"UPDATE {table} SET start = start + ? WHERE start >= ?", [delta, t])  # noqa: S608
-        con.executemany("INSERT INTO SCHED_EVENTS (start, cpu, isSchedIn, globalTid) VALUES (?, ?, ?, ?)",
-                        [(t, cpu, 0, gtid), (t + delta, cpu, 1, gtid)])
-    con.close()
+    src, gtid = _plant_off_cpu(tmp_path, short, delta)
     before = _anatomy(ingest_copy(corpus_file(short), tmp_path / "before.duckdb"))
     after = _anatomy(ingest_copy(src, tmp_path / "after.duckdb"))
     key = ((gtid >> 24) & 0xFFFFFF, 0)
@@ -130,3 +134,27 @@ def test_a_thread_switched_out_across_a_new_gap_paints_it_off_cpu(tmp_path, shor
     names_b = {n: (ns, k) for n, ns, k in b.get("off_cpu", (0, []))[1]}
     names_a = {n: (ns, k) for n, ns, k in a["off_cpu"][1]}
     assert names_a["off CPU"] == (names_b.get("off CPU", (0, 0))[0] + delta, names_b.get("off CPU", (0, 0))[1] + 1)
+
+
+def test_host001_owns_the_idle_off_cpu(tmp_path):
+    """The planted stretch off CPU is HOST001's: its ``off_cpu`` idle grows by exactly the stretch, which its
+    calls name ("off CPU") and class (``off_cpu``) and whose advice says what to collect; devsync-heavy-report13
+    traces OS calls too, which HOST001 owns beside it."""
+    from analysis.api import analyze
+
+    delta = 50_000_000
+    short = "devsync-heavy-report13.sqlite"
+    src, _ = _plant_off_cpu(tmp_path, short, delta)
+
+    def host001(path: Path) -> dict:
+        result = analyze([path], window="all").to_json()
+        return next((f for f in result["findings"] if f["rule_id"] == "HOST001"), {"by_category": {}, "by_call": {}})
+
+    b = host001(ingest_copy(corpus_file(short), tmp_path / "before.duckdb"))
+    a = host001(ingest_copy(src, tmp_path / "after.duckdb"))
+    assert a["by_category"]["off_cpu"] == b["by_category"].get("off_cpu", 0) + delta
+    assert a["by_call"]["off CPU"] == b["by_call"].get("off CPU", 0) + delta
+    assert a["by_class"]["off_cpu"] >= delta and a["main_class"] == "off_cpu"
+    assert "--trace=osrt" in a["advice"]
+    assert {k: v for k, v in a["by_category"].items() if k != "off_cpu"} == \
+        {k: v for k, v in b["by_category"].items() if k != "off_cpu"}

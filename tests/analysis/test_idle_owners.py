@@ -33,7 +33,7 @@ GROUP BY ALL
 
 # Which categories each rule owns: one owner per category, and the old precedence's rules among them.
 EXPECTED_OWNERS = {"SYNC001": ("sync",), "MEM002": ("sync_copy", "memset"), "MEM006": ("allocation",),
-                   "HOST003": ("mpi",), "HOST004": ("jit_module",), "HOST001": ("os_io", "os_wait", "os_other"),
+                   "HOST003": ("mpi",), "HOST004": ("jit_module",), "HOST001": ("os_io", "os_wait", "os_other", "off_cpu"),
                    "MEM004": ("uvm_migration",)}
 
 

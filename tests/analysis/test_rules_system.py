@@ -131,7 +131,8 @@ def test_host001_takes_the_idle_inside_os_calls_from_gpu001(tmp_path) -> None:
 
 
 def test_host001_skipped_without_osrt() -> None:
-    (status,) = analyze([ingested(corpus_file("tensorrt-3090.sqlite"))], rules=["HOST001"], window="all").to_json()["rules"]
+    # cudf-groupby-2020: neither the OS runtime trace nor the scheduler's events.
+    (status,) = analyze([ingested(corpus_file("cudf-groupby-2020.sqlite"))], rules=["HOST001"], window="all").to_json()["rules"]
     assert status["status"] == "skipped" and "--trace=cuda,osrt" in status["reason"]
 
 

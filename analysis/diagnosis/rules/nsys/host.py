@@ -38,6 +38,10 @@ ADVICE = {
                      "look for per-step allocation, pinning or device queries and do them once up front."),
     "memory": "The launching thread mapped or unmapped memory: allocate once and reuse buffers (caching allocators).",
     "other": "See which OS calls the launching thread made during the idle gaps and move them off the critical path.",
+    "off_cpu": ("The launching thread was switched out by the scheduler outside any traced call while the GPU idled: "
+                "it blocked on something the trace does not show (trace OS calls with --trace=osrt to see what: "
+                "a lock, a queue, I/O), or it was runnable but had no core (more busy threads than cores: fewer "
+                "DataLoader workers or OpenMP threads, pin the launching thread to its own core)."),
 }
 
 
@@ -51,13 +55,16 @@ class HostBlocked(Rule):
 
     *How it is detected*: the idle anatomy (``analysis.diagnosis.idle_anatomy``) paints each idle instant of each
     device with what the launching threads were doing, most specific first; the instants inside an OS runtime
-    call and in no CUDA call (``os_io``, ``os_wait``, ``os_other``) are this rule's (``owns_idle``, see
-    ``idle_claims``), in any gap, whatever rule owns the rest of the gap. Impact: that idle time. Given: the
-    calls behind it (idle inside each, calls), by class (file I/O, lock/wait, poll, sleep, network, driver
-    ioctl, memory; over the named calls), by anatomy category, and as evidence the longest idle gaps (of at
-    least ``GPU001.min_gap_us``) that OS calls mostly cover, with the call and thread that cover most of each.
-    A CUDA call is more specific than the OS call inside it (an ioctl inside cudaMalloc is allocation).
-    Needs the OS runtime trace (``nsys profile --trace=cuda,osrt``); skipped without it.
+    call and in no CUDA call (``os_io``, ``os_wait``, ``os_other``), and those with the thread switched out by
+    the scheduler and nothing more specific recorded (``off_cpu``: it blocked outside any traced call, or was
+    preempted), are this rule's (``owns_idle``, see ``idle_claims``), in any gap, whatever rule owns the rest
+    of the gap. Impact: that idle time. Given: the calls behind it (idle inside each, calls), by class (file
+    I/O, lock/wait, poll, sleep, network, driver ioctl, memory, off CPU; over the named calls), by anatomy
+    category, and as evidence the longest idle gaps (of at least ``GPU001.min_gap_us``) that OS calls mostly
+    cover, with the call and thread that cover most of each. A CUDA call is more specific than the OS call
+    inside it (an ioctl inside cudaMalloc is allocation). Needs the OS runtime trace (``nsys profile
+    --trace=cuda,osrt``) or the scheduler's events (``--cpuctxsw=process-tree``, on with CPU sampling);
+    skipped without both.
 
     Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
     lists the leaf functions the launching threads were sampled in during those gaps (HOST002's
@@ -68,13 +75,13 @@ class HostBlocked(Rule):
     name = "host.blocked-while-gpu-idle"
     judges_pacing_idle = True
     category = "host"
-    requires = ("kernels", "osrt")
+    requires = ("kernels",)
     thresholds = {
         "min_idle_us": Threshold(1000.0, "us", "report when the idle inside OS calls of the launching threads adds "
                                                "up to at least this",
                                  minimum=0.0, maximum=MAX_US),
     }
-    owns_idle = ("os_io", "os_wait", "os_other")
+    owns_idle = ("os_io", "os_wait", "os_other", "off_cpu")
     summary = "GPU idle while its launching threads sat in OS runtime calls (file I/O, locks, poll, sleep)"
     advice = (
         "By the class that takes most of the time: file reads (read ahead on worker processes, cache the "
@@ -84,8 +91,9 @@ class HostBlocked(Rule):
 
     def missing(self, run: Run) -> str | None:
         traces = run.of_tool(self.tool)
-        if traces and not any(t.has_rows("osrt") for t in traces):
-            return "no OS runtime trace in the report: collect it with nsys profile --trace=cuda,osrt"
+        if traces and not any(t.has_rows("osrt") or t.has_rows("off_cpu") for t in traces):
+            return ("no OS runtime trace or scheduler events in the report: collect them with nsys profile "
+                    "--trace=cuda,osrt --cpuctxsw=process-tree")
         return super().missing(run)
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -96,7 +104,8 @@ class HostBlocked(Rule):
         by_call = {name: ns for name, ns, _ in c.names}
         by_class: dict[str, int] = {}
         for name, ns in by_call.items():
-            by_class[os_class(name)] = by_class.get(os_class(name), 0) + ns
+            cls = "off_cpu" if c.name_category.get(name) == "off_cpu" else os_class(name)
+            by_class[cls] = by_class.get(cls, 0) + ns
         named = sum(by_call.values())
         main = max(by_class, key=lambda k: (by_class[k], k)) if by_class else "other"
         file_share = pct(by_class.get("file_io", 0), named)
@@ -121,10 +130,11 @@ class HostBlocked(Rule):
         return [Finding(
             rule_id=self.id,
             title=(f"GPU idle {fmt_ms(total)} while its launching thread blocked in the OS, mostly "
-                   f"{c.names[0][0] if c.names else 'OS calls'}"),
+                   f"{c.names[0][0] if c.names else 'OS calls'}"),  # an off-CPU name reads "off CPU ..."
             message=(f"{fmt_ms(total)} of GPU idle"
                      + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
-                     + f" passed while the launching threads sat in OS runtime calls: {names}"
+                     + " passed while the launching threads sat in OS runtime calls"
+                     + (" or were switched out" if "off_cpu" in c.by_category else "") + f": {names}"
                      + (f"; file I/O is {file_share:.0f}% of it." if file_share is not None else ".")),
             impact_ns=total, impact_pct=share, advice=ADVICE[_advice_key(main, by_call)], evidence=evidence,
             evidence_total=len(top) if top else len(c.names), report=trace.label, rank=trace.rank,

@@ -4,8 +4,9 @@ A rule class that sets ``owns_idle`` (categories of ``analysis.diagnosis.idle_cl
 painted with one of them (``analysis.diagnosis.idle_anatomy``), in the phases its ``idle_phases`` names (all when
 None), whatever rule owns the gap around it (``analysis.diagnosis.rules.nsys.gaps``): the gap's owner keeps the rest
 of the gap. Today: SYNC001 ``sync``, MEM002 ``sync_copy`` and ``memset``, MEM006 ``allocation`` (loop phases),
-HOST003 ``mpi``, HOST004 ``jit_module``, HOST001 ``os_io``/``os_wait``/``os_other``, MEM004 ``uvm_migration``; the
-other categories (``launch``, ``nccl_setup``, ``cuda_other``, ``user_range``, ``host_cpu``, ``off_cpu``, ``none``) stay
+HOST003 ``mpi``, HOST004 ``jit_module``, HOST001 ``os_io``/``os_wait``/``os_other``/``off_cpu``, MEM004
+``uvm_migration``; the other categories (``launch``, ``nccl_setup``, ``cuda_other``, ``user_range``, ``host_cpu``,
+``none``) stay
 with the gap's owner (GPU001, KRN001, GPU002 or none), which names them (GPU001: sampled functions, causes,
 ``setup`` for communicator and context creation; KRN001: the launch overhead of short kernels). So an idle nanosecond still has exactly one owner, and a claim names the real cause with its
 share. The categories are disjoint by construction (each instant has one), which orders the claims.
@@ -49,6 +50,7 @@ class Claim:
     ns: int = 0
     by_category: dict[str, int] = field(default_factory=dict)
     names: list[tuple[str, int, int]] = field(default_factory=list)
+    name_category: dict[str, str] = field(default_factory=dict)  # each top name's category
     by_device: dict[tuple[int | None, int | None], int] = field(default_factory=dict)
     iterations_with: int = 0
     iterations: int = 0
@@ -102,6 +104,7 @@ def claims(trace: Trace) -> Claims:
             owner_of[CODE[c]] = i
     out = Claims([], {r.id: Claim(r.id, iterations=n_iter) for r in rules})
     names: dict[str, dict[int, list[int]]] = {r.id: {} for r in rules}
+    name_cat: dict[int, int] = {}  # name hash -> the category it painted (a name belongs to one class)
     iters: dict[str, set[int]] = {r.id: set() for r in rules}
     sp = speakers(trace)
     # The breakdown's idle is the gap table's gaps plus the idle under profiler overhead (busy for the gaps):
@@ -133,6 +136,7 @@ def claims(trace: Trace) -> Claims:
         for (nb, nc, h), (nns, ncalls) in p.names.items():
             if take[nb, nc]:
                 acc = names[rules[owner_of[nc]].id].setdefault(h, [0, 0])
+                name_cat[h] = nc
                 acc[0] += nns
                 acc[1] += ncalls
     hashes = {h for per in names.values() for h in per}
@@ -140,6 +144,7 @@ def claims(trace: Trace) -> Claims:
     for rule, per in names.items():
         top = sorted(per.items(), key=lambda kv: (-kv[1][0], resolved.get(kv[0], "?")))[:TOP]
         out.by_rule[rule].names = [(resolved.get(h, "?"), v[0], v[1]) for h, v in top]
+        out.by_rule[rule].name_category = {resolved.get(h, "?"): CATEGORIES[name_cat[h]] for h, _ in top}
         out.by_rule[rule].iterations_with = len(iters[rule])
     trace.memo["idle_painted"] = shared
     trace.memo["idle_claims"] = out
