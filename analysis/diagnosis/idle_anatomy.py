@@ -149,7 +149,7 @@ def uvm_gaps(trace: Trace, pid: int, device: int | None) -> tuple[np.ndarray, np
     key = ("anatomy_uvm", pid, device)
     if key not in trace.memo:
         out = (_EMPTY, _EMPTY, np.empty(0, dtype=np.uint64))
-        if trace.has_rows("memcpy"):
+        if (pid, device) in _uvm_units(trace):
             where = _uvm_where(pid, device)
             ops = [f"SELECT start_ns, end_ns, COALESCE(copy_kind LIKE 'UVM%', FALSE) AS uvm, "  # noqa: S608 - integers
                    f"COALESCE(hash(copy_kind), 0)::UBIGINT AS h FROM memcpy WHERE {where}"]
@@ -169,6 +169,16 @@ def uvm_gaps(trace: Trace, pid: int, device: int | None) -> tuple[np.ndarray, np
                     "SELECT DISTINCT hash(copy_kind), copy_kind FROM memcpy WHERE copy_kind LIKE 'UVM%'")})
         trace.memo[key] = out
     return trace.memo[key]
+
+
+def _uvm_units(trace: Trace) -> set[tuple[int, int | None]]:
+    """The (pid, device) pairs with unified-memory migrations: only those have bursts (the window query over
+    all of a device's GPU operations in ``uvm_gaps`` is skipped for the others, most devices)."""
+    if "anatomy_uvm_units" not in trace.memo:
+        rows = trace.sql("SELECT DISTINCT pid, device FROM memcpy WHERE copy_kind LIKE 'UVM%' AND pid IS NOT NULL"
+                         ) if trace.has_rows("memcpy") else []
+        trace.memo["anatomy_uvm_units"] = {(int(p), None if d is None else int(d)) for p, d in rows}
+    return trace.memo["anatomy_uvm_units"]
 
 
 class _Host:
@@ -257,42 +267,48 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         return
     # Only the intervals that overlap an idle piece: the piece ending first after an interval's start must
     # start before its end. The others cut no idle piece and never paint (nor name) idle time, so dropping
-    # them changes nothing but the size of the sort below (most CUDA calls of a busy GPU's thread fall in
-    # no gap).
+    # them changes nothing but the size of the sort below. Nor do empty intervals (they cover nothing, and the
+    # interval reaching furthest at a covered instant, its name, always ends after it).
     at = np.minimum(np.searchsorted(ge, s, side="right"), len(ge) - 1)
-    inner = np.flatnonzero((gs[at] < e) & (ge[at] > s))
+    inner = np.flatnonzero((gs[at] < e) & (ge[at] > s) & (e > s))
+    del at
     s, e, cat, name = s[inner], e[inner], cat[inner], name[inner]
     pts = _sorted_unique(np.concatenate((gs, ge, s, e, cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
     n = len(pts) - 1  # elementary segments [pts[k], pts[k + 1])
-
-    def covered(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Per segment, whether one of the intervals [lo, hi) covers it (a difference array over the points)."""
-        a, z = np.searchsorted(pts, lo), np.searchsorted(pts, hi)
-        return np.cumsum(np.bincount(a, minlength=n + 1)[:n] - np.bincount(z, minlength=n + 1)[:n]) > 0
-
-    opened = np.bincount(np.searchsorted(pts, gs), minlength=n + 1)[:n]
-    free = np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0  # inside idle
-    j = np.cumsum(opened) - 1  # the idle piece a segment inside idle belongs to
+    # Each interval covers the segments [lo, hi) (its ends are points); the same order as its times.
+    lo, hi = np.searchsorted(pts, s), np.searchsorted(pts, e)
+    # Inside idle: +1 where a piece opens, -1 where one closes (a piece may close where the next opens), one
+    # byte per point.
+    mark = np.zeros(n + 1, dtype=np.int8)
+    g0 = np.searchsorted(pts, gs)
+    mark[g0] += 1
+    mark[np.searchsorted(pts, ge)] -= 1
+    free = np.cumsum(mark[:n], dtype=np.int8).view(np.bool_)
     inside = np.flatnonzero(free)
     code = np.full(n, NONE, dtype=np.uint8)
     who = np.full(n, -1, dtype=np.int64)  # position in (s, e) of the interval that painted it
     for c in np.flatnonzero(np.bincount(cat, minlength=NCAT)):  # the categories present, in order
         pos = np.flatnonzero(cat == c)
-        new = free & covered(s[pos], e[pos])
-        if not new.any():
-            continue
         order = pos[np.argsort(s[pos], kind="stable")]
-        cs, ce = s[order], e[order]
-        reach = np.maximum.accumulate(ce)
-        # The interval reaching furthest so far: the one still running at any later covered moment (the name).
-        owner = order[np.maximum.accumulate(np.where(ce >= reach, np.arange(len(ce)), 0))]
+        a, z = lo[order], hi[order]
+        reach = np.maximum.accumulate(z)
+        # The category's cover as disjoint runs of segments (an interval starting past the reach so far opens
+        # a run), marked +1/-1 in one byte per point: one cheap pass instead of two counts over the points.
+        run = np.r_[True, a[1:] > reach[:-1]]
+        mark[:] = 0
+        mark[a[run]] = 1
+        mark[reach[np.r_[run[1:], True]]] = -1
+        new = free & np.cumsum(mark[:n], dtype=np.int8).view(np.bool_)
         at = np.flatnonzero(new)
+        if not len(at):
+            continue
+        # The interval reaching furthest so far: the one still running at any later covered moment (the name).
+        owner = order[np.maximum.accumulate(np.where(z >= reach, np.arange(len(z)), 0))]
         code[at] = c
-        who[at] = owner[np.searchsorted(cs, pts[at], side="right") - 1]
+        who[at] = owner[np.searchsorted(a, at, side="right") - 1]
         free &= ~new
-    del opened, free  # the per-point arrays are done with: free them before the per-segment ones
-    seg_s, seg_e, code, who, j = pts[inside], pts[inside + 1], code[inside], who[inside], j[inside]
-    del inside
+    del free, mark, lo, hi  # the per-point arrays are done with: free them before the per-segment ones
+    seg_s, seg_e, code, who = pts[inside], pts[inside + 1], code[inside], who[inside]
     b = np.clip(np.searchsorted(cuts, seg_s, side="right") - 1, 0, out.bins - 1) if len(cuts) else np.zeros(
         len(seg_s), dtype=np.int64)
     ns = seg_e - seg_s
@@ -301,9 +317,9 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     if out.take is not None and piece is not None:
         claimed = out.take[b, code]
         if claimed.any():
-            at = piece[j[claimed]]
+            at = piece[np.searchsorted(g0, inside[claimed], side="right") - 1]  # the idle piece of each segment
             out.taken += np.bincount(at, weights=ns[claimed], minlength=len(out.taken)).round().astype(np.int64)
-    del seg_s, seg_e, b, code, j
+    del seg_s, seg_e, b, code, inside
     painted = who >= 0
     if not painted.any():
         return
@@ -314,8 +330,9 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     by_who = np.argsort(pw, kind="stable")
     opens = np.zeros(len(pw), dtype=np.int64)
     opens[by_who[np.r_[True, pw[by_who][1:] != pw[by_who][:-1]]]] = 1
+    del by_who
     ph = name[pw].astype(np.uint64)
-    order = np.lexsort((pw, ph, pk))
+    order = np.lexsort((ph, pk))  # sums per (bin and category, name): the order inside a group does not matter
     pk, pn, ph, opens = pk[order], pn[order], ph[order], opens[order]
     first = np.flatnonzero(np.r_[True, (pk[1:] != pk[:-1]) | (ph[1:] != ph[:-1])])
     tot = np.add.reduceat(pn, first)
