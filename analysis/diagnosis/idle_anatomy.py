@@ -204,8 +204,9 @@ class _Host:
                                            f"AND start_ns < {hi} AND end_ns > {lo}"))
         return n
 
-    def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(start, end, category code, name hash) of every covering interval overlapping ``[a, b)``, clipped."""
+    def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, category code, name hash, unclipped start) of every covering interval overlapping
+        ``[a, b)``, clipped to it. Each source appends its (start, end, code, hash) to ``parts``."""
         parts = []
         span = f"AND start_ns < {b} AND end_ns > {a} AND end_ns > start_ns"
         for table, names, default in (("cuda_api", self.api, CODE["cuda_other"]), ("osrt", self.osrt, CODE["os_other"])):
@@ -242,12 +243,13 @@ class _Host:
             parts.append((d["start_ns"][keep] - hp[keep], d["start_ns"][keep] + hp[keep],
                           np.full(int(keep.sum()), CODE["host_cpu"], dtype=np.uint8), d["h"][keep]))
         if not parts:
-            return _EMPTY, _EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64)
-        s = np.maximum(np.concatenate([p[0] for p in parts]), a)
+            return _EMPTY, _EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64), _EMPTY
+        s0 = np.concatenate([p[0] for p in parts])
+        s = np.maximum(s0, a)
         e = np.minimum(np.concatenate([p[1] for p in parts]), b)
         keep = e > s
         return (s[keep], e[keep], np.concatenate([p[2] for p in parts])[keep],
-                np.concatenate([p[3] for p in parts])[keep])
+                np.concatenate([p[3] for p in parts])[keep], s0[keep])
 
 
 def _sorted_unique(x: np.ndarray) -> np.ndarray:
@@ -259,10 +261,13 @@ def _sorted_unique(x: np.ndarray) -> np.ndarray:
 
 
 def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray, cat: np.ndarray,
-                    name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None) -> None:
+                    name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None,
+                    counted: np.ndarray | None = None) -> None:
     """Paint the idle pieces ``[gs, ge)`` (sorted, disjoint) with the covering intervals ``(s, e, cat, name)``
     (any order, may overlap), adding into ``out`` per bin of ``cuts`` (bin i starts at ``cuts[i]``; time
-    before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``."""
+    before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``. ``counted``
+    (bool per interval, updated): set, the interval was already counted as a call (an earlier slice of time
+    painted idle with it) and paints without counting again; on return, set for every interval that painted."""
     if not len(gs):
         return
     # Only the intervals that overlap an idle piece: the piece ending first after an interval's start must
@@ -331,6 +336,11 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     opens = np.zeros(len(pw), dtype=np.int64)
     opens[by_who[np.r_[True, pw[by_who][1:] != pw[by_who][:-1]]]] = 1
     del by_who
+    if counted is not None:
+        done = counted[inner]
+        opens[done[pw]] = 0
+        done[pw] = True
+        counted[inner] = done
     ph = name[pw].astype(np.uint64)
     order = np.lexsort((ph, pk))  # sums per (bin and category, name): the order inside a group does not matter
     pk, pn, ph, opens = pk[order], pn[order], ph[order], opens[order]
@@ -373,17 +383,26 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
     lo, hi = min(int(p[0][0]) for p in parts), max(int(p[1][-1]) for p in parts)
     k = max(1, math.ceil(host.count(lo, hi) / SLICE_ROWS))
     edges = [lo + (hi - lo) * i // k for i in range(k + 1)]  # integer arithmetic: absolute clocks are ~2^62
+    # A call running across a slice's end is fetched again (clipped) by the next slice: it counts once, in the
+    # slice where it first painted idle. Per part, the calls that painted and ran on past the slice, as
+    # (unclipped start, category, name), are looked up among the next slice's calls that started before it.
+    carried: list[set[tuple[int, int, int]]] = [set() for _ in parts]
     for t0, t1 in zip(edges[:-1], edges[1:], strict=True):
-        here = [(int(np.searchsorted(pz, t0, side="right")), int(np.searchsorted(pa, t1, side="left")), pa, pz, o)
-                for pa, pz, o in parts]
+        here = [(int(np.searchsorted(pz, t0, side="right")), int(np.searchsorted(pa, t1, side="left")), pa, pz, o, k)
+                for k, (pa, pz, o) in enumerate(parts)]
         here = [x for x in here if x[1] > x[0]]
         if not here or t1 <= t0:
             continue
-        s, e, c, h = host.intervals(t0, t1)
-        for i0, i1, pa, pz, o in here:
+        s, e, c, h, s0 = host.intervals(t0, t1)
+        before = np.flatnonzero(s0 < t0)  # running when the slice starts (few: at most one per thread and source)
+        after = e >= t1
+        for i0, i1, pa, pz, o, k in here:
             ps, pe = np.maximum(pa[i0:i1], t0), np.minimum(pz[i0:i1], t1)
             keep = pe > ps
-            paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, o, np.arange(i0, i1)[keep])
+            counted = np.zeros(len(s), dtype=np.bool_)
+            counted[before] = [(int(s0[i]), int(c[i]), int(h[i])) in carried[k] for i in before]
+            paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, o, np.arange(i0, i1)[keep], counted)
+            carried[k] = {(int(s0[i]), int(c[i]), int(h[i])) for i in np.flatnonzero(counted & after)}
     return out
 
 
