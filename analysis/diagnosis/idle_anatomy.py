@@ -103,7 +103,7 @@ def _name_codes(trace: Trace, table: str, classify) -> tuple[np.ndarray, np.ndar
     """The distinct names of ``table``: sorted hashes, their category codes, and hash -> name."""
     key = ("anatomy_names", table)
     if key not in trace.memo:
-        rows = trace.sql(f"SELECT DISTINCT hash(name), name FROM {table} WHERE name IS NOT NULL")  # noqa: S608 - constants
+        rows = trace.sql(f"SELECT hash(name), name FROM (SELECT DISTINCT name FROM {table} WHERE name IS NOT NULL)")  # noqa: S608
         rows.sort()
         h = np.array([int(r[0]) for r in rows], dtype=np.uint64)
         codes = np.array([classify(r[1]) for r in rows], dtype=np.uint8)
