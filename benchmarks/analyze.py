@@ -14,6 +14,14 @@ The two steps alternate for ``--repeat`` rounds (default 2) and the fastest of e
 that a slow round of either (other work on the machine, cold memory) does not decide the ratio; every
 round is listed.
 
+``--compare STEP,STEP,...`` runs only the named analysis steps on the ingested file (ingested once when
+missing), interleaved for ``--repeat`` rounds, and prints each step's medians and their ratio to the last
+step named (the baseline). ``analyze_steady_noanatomy`` is ``analyze_steady`` with the idle anatomy and
+the idle claims switched off in its own process (the cost of the anatomy, measured in the same run):
+
+    .venv/bin/python benchmarks/analyze.py --workdir /tmp/da_bench --kernels 1000000 --keep --reuse \
+        --repeat 3 --compare analyze_steady,analyze_steady_noanatomy
+
 Target: analysis <= 1/4 of the ingest time, peak RSS < 2 GiB. With ``--devices N`` (default 8) the
 ingested file is also analyzed with its GPU work dealt over N devices (many more idle gaps).
 
@@ -151,7 +159,23 @@ def step_analyze_steady(src: Path, out: Path) -> dict:
             "phases": [p.to_dict() for p in info.phases]}
 
 
-STEPS = {"ingest": step_ingest, "analyze": step_analyze, "analyze_steady": step_analyze_steady}
+def step_analyze_steady_noanatomy(src: Path, out: Path) -> dict:
+    """``analyze_steady`` with the idle anatomy switched off, patched in this step's process only: no rule owns
+    idle by category (the claims paint nothing), the start-up fill is not painted (PHASE001 falls back to its
+    top calls) and the report's anatomy is not computed. The baseline the anatomy's cost is measured against
+    in the same run (``--steps analyze_steady,analyze_steady_noanatomy``)."""
+    import analysis.diagnosis.idle_anatomy as anatomy
+    import analysis.diagnosis.rules.nsys.idle_claims as idle_claims
+    import analysis.diagnosis.rules.nsys.phase as phase
+
+    idle_claims.claimers = lambda: []
+    phase.startup_fill = lambda *a, **k: None
+    anatomy.idle_anatomy = lambda *a, **k: []
+    return step_analyze_steady(src, out)
+
+
+STEPS = {"ingest": step_ingest, "analyze": step_analyze, "analyze_steady": step_analyze_steady,
+         "analyze_steady_noanatomy": step_analyze_steady_noanatomy}
 
 
 def _run_step(name: str, src: Path, out: Path) -> dict:
@@ -224,6 +248,8 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=8,
                         help="also analyze the ingested export with its GPU work dealt over this many devices "
                              "(0: skip)")
+    parser.add_argument("--compare", help="comma-separated analysis steps run interleaved on the ingested file "
+                                          f"(medians, ratios to the last one; steps: {', '.join(sorted(STEPS))})")
     parser.add_argument("--step", choices=sorted(STEPS), help=argparse.SUPPRESS)
     parser.add_argument("--src", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -240,6 +266,14 @@ def main() -> None:
     if not (args.reuse and src.exists()):
         build(args.base, src, args.kernels)
     print(f"export ready in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    if args.compare:
+        try:
+            print(_compare(src, out, args.compare.split(","), args.repeat, sys.argv[1:]))
+        finally:
+            if not args.keep:
+                src.unlink(missing_ok=True)
+                out.unlink(missing_ok=True)
+        return
     try:
         ings, anas, steadies = [], [], []
         for _ in range(args.repeat):
@@ -270,6 +304,56 @@ def main() -> None:
             src.unlink(missing_ok=True)
             out.unlink(missing_ok=True)
         (work / f"spread-{args.kernels}.duckdb").unlink(missing_ok=True)
+
+
+def _compare(src: Path, out: Path, steps: list[str], repeat: int, argv: list[str]) -> str:
+    """Run ``steps`` on the ingested file, interleaved (step 1, step 2, ..., then again) for ``repeat`` rounds;
+    medians per step and ratios to the last step (the baseline, measured in the same run)."""
+    import statistics
+
+    bad = [s for s in steps if s not in STEPS or s == "ingest"]
+    if bad:
+        raise SystemExit(f"not analysis steps: {', '.join(bad)}")
+    if not out.exists():
+        _run_step("ingest", src, out)
+    rounds: dict[str, list[dict]] = {s: [] for s in steps}
+    loads = [os.getloadavg()[0]]
+    for _ in range(repeat):
+        for name in steps:
+            rounds[name].append(_run_step(name, src, out))
+            print(f"{name}: wall {rounds[name][-1]['wall_s']:.2f} s, CPU {rounds[name][-1]['cpu_s']:.2f} s, "
+                  f"peak RSS {rounds[name][-1]['peak_rss'] / 2**20:,.0f} MiB", file=sys.stderr)
+        loads.append(os.getloadavg()[0])
+    first = rounds[steps[0]][0]["impact_ns"]
+    if any(r["impact_ns"] != first for name in steps if "noanatomy" not in name for r in rounds[name]):
+        raise SystemExit("the impacts differ between rounds")
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in rounds[name])
+
+    base = steps[-1]
+    lines = [
+        f"{len(steps)} steps interleaved, {repeat} rounds on {out.name}; {os.cpu_count()} CPUs, load average "
+        f"{min(loads):.1f}-{max(loads):.1f} (1 min, sampled between rounds).",
+        "",
+        "| step | CPU s (rounds) | median CPU s | median wall s | peak RSS MiB (rounds) | median peak RSS MiB | "
+        f"CPU vs {base} | peak RSS vs {base} |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in steps:
+        cpu, rss = med(name, "cpu_s"), med(name, "peak_rss")
+        cpus = ", ".join(f"{r['cpu_s']:.2f}" for r in rounds[name])
+        rsss = ", ".join(f"{r['peak_rss'] / 2**20:,.0f}" for r in rounds[name])
+        lines.append(
+            f"| {name} | {cpus} | {cpu:.2f} | {med(name, 'wall_s'):.2f} | {rsss} | {rss / 2**20:,.0f} | "
+            f"{cpu / med(base, 'cpu_s') - 1:+.1%} | {rss / med(base, 'peak_rss') - 1:+.1%} |")
+    parts = sorted({k for name in steps for r in rounds[name] for k in r["timings"]},
+                   key=lambda k: -statistics.median(r["timings"].get(k, 0.0) for r in rounds[steps[0]]))[:8]
+    lines += ["", "Median wall s of the slowest parts: " + "; ".join(
+        f"{k} " + " / ".join(f"{statistics.median(r['timings'].get(k, 0.0) for r in rounds[n]):.2f}" for n in steps)
+        for k in parts) + f" ({' / '.join(steps)}).", "",
+        f"Command: `python benchmarks/analyze.py {' '.join(a for a in argv if a not in ('--keep', '--reuse'))}`", ""]
+    return "\n".join(lines)
 
 
 def _spread(out: Path, devices: int) -> Path:

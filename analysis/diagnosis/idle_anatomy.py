@@ -107,7 +107,7 @@ def _name_codes(trace: Trace, table: str, classify) -> tuple[np.ndarray, np.ndar
     """The distinct names of ``table``: sorted hashes, their category codes, and hash -> name."""
     key = ("anatomy_names", table)
     if key not in trace.memo:
-        rows = trace.sql(f"SELECT DISTINCT hash(name), name FROM {table} WHERE name IS NOT NULL")  # noqa: S608 - constants
+        rows = trace.sql(f"SELECT hash(name), name FROM (SELECT DISTINCT name FROM {table} WHERE name IS NOT NULL)")  # noqa: S608
         rows.sort()
         h = np.array([int(r[0]) for r in rows], dtype=np.uint64)
         codes = np.array([classify(r[1]) for r in rows], dtype=np.uint8)
@@ -153,7 +153,7 @@ def uvm_gaps(trace: Trace, pid: int, device: int | None) -> tuple[np.ndarray, np
     key = ("anatomy_uvm", pid, device)
     if key not in trace.memo:
         out = (_EMPTY, _EMPTY, np.empty(0, dtype=np.uint64))
-        if trace.has_rows("memcpy"):
+        if (pid, device) in _uvm_units(trace):
             where = _uvm_where(pid, device)
             ops = [f"SELECT start_ns, end_ns, COALESCE(copy_kind LIKE 'UVM%', FALSE) AS uvm, "  # noqa: S608 - integers
                    f"COALESCE(hash(copy_kind), 0)::UBIGINT AS h FROM memcpy WHERE {where}"]
@@ -184,6 +184,16 @@ def _off_cpu_names(trace: Trace) -> dict[int, str]:
     return trace.memo[key][2]
 
 
+def _uvm_units(trace: Trace) -> set[tuple[int, int | None]]:
+    """The (pid, device) pairs with unified-memory migrations: only those have bursts (the window query over
+    all of a device's GPU operations in ``uvm_gaps`` is skipped for the others, most devices)."""
+    if "anatomy_uvm_units" not in trace.memo:
+        rows = trace.sql("SELECT DISTINCT pid, device FROM memcpy WHERE copy_kind LIKE 'UVM%' AND pid IS NOT NULL"
+                         ) if trace.has_rows("memcpy") else []
+        trace.memo["anatomy_uvm_units"] = {(int(p), None if d is None else int(d)) for p, d in rows}
+    return trace.memo["anatomy_uvm_units"]
+
+
 class _Host:
     """Fetches the covering intervals of one process's speaking threads, slice by slice of time (and the
     device's migration bursts, ``uvm_gaps``, when the device is given)."""
@@ -210,8 +220,9 @@ class _Host:
                                            f"AND start_ns < {hi} AND end_ns > {lo}"))
         return n
 
-    def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(start, end, category code, name hash) of every covering interval overlapping ``[a, b)``, clipped."""
+    def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, category code, name hash, unclipped start) of every covering interval overlapping
+        ``[a, b)``, clipped to it. Each source appends its (start, end, code, hash) to ``parts``."""
         parts = []
         span = f"AND start_ns < {b} AND end_ns > {a} AND end_ns > start_ns"
         for table, names, default in (("cuda_api", self.api, CODE["cuda_other"]), ("osrt", self.osrt, CODE["os_other"])):
@@ -252,12 +263,13 @@ class _Host:
                                   f"WHERE {self.where} {span}")
             parts.append((d["start_ns"], d["end_ns"], np.full(len(d["h"]), CODE["off_cpu"], dtype=np.uint8), d["h"]))
         if not parts:
-            return _EMPTY, _EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64)
-        s = np.maximum(np.concatenate([p[0] for p in parts]), a)
+            return _EMPTY, _EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64), _EMPTY
+        s0 = np.concatenate([p[0] for p in parts])
+        s = np.maximum(s0, a)
         e = np.minimum(np.concatenate([p[1] for p in parts]), b)
         keep = e > s
         return (s[keep], e[keep], np.concatenate([p[2] for p in parts])[keep],
-                np.concatenate([p[3] for p in parts])[keep])
+                np.concatenate([p[3] for p in parts])[keep], s0[keep])
 
 
 def _sorted_unique(x: np.ndarray) -> np.ndarray:
@@ -269,50 +281,59 @@ def _sorted_unique(x: np.ndarray) -> np.ndarray:
 
 
 def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray, cat: np.ndarray,
-                    name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None) -> None:
+                    name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None,
+                    counted: np.ndarray | None = None) -> None:
     """Paint the idle pieces ``[gs, ge)`` (sorted, disjoint) with the covering intervals ``(s, e, cat, name)``
     (any order, may overlap), adding into ``out`` per bin of ``cuts`` (bin i starts at ``cuts[i]``; time
-    before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``."""
+    before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``. ``counted``
+    (bool per interval, updated): set, the interval was already counted as a call (an earlier slice of time
+    painted idle with it) and paints without counting again; on return, set for every interval that painted."""
     if not len(gs):
         return
     # Only the intervals that overlap an idle piece: the piece ending first after an interval's start must
     # start before its end. The others cut no idle piece and never paint (nor name) idle time, so dropping
-    # them changes nothing but the size of the sort below (most CUDA calls of a busy GPU's thread fall in
-    # no gap).
+    # them changes nothing but the size of the sort below. Nor do empty intervals (they cover nothing, and the
+    # interval reaching furthest at a covered instant, its name, always ends after it).
     at = np.minimum(np.searchsorted(ge, s, side="right"), len(ge) - 1)
-    inner = np.flatnonzero((gs[at] < e) & (ge[at] > s))
+    inner = np.flatnonzero((gs[at] < e) & (ge[at] > s) & (e > s))
+    del at
     s, e, cat, name = s[inner], e[inner], cat[inner], name[inner]
     pts = _sorted_unique(np.concatenate((gs, ge, s, e, cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
     n = len(pts) - 1  # elementary segments [pts[k], pts[k + 1])
-
-    def covered(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Per segment, whether one of the intervals [lo, hi) covers it (a difference array over the points)."""
-        a, z = np.searchsorted(pts, lo), np.searchsorted(pts, hi)
-        return np.cumsum(np.bincount(a, minlength=n + 1)[:n] - np.bincount(z, minlength=n + 1)[:n]) > 0
-
-    opened = np.bincount(np.searchsorted(pts, gs), minlength=n + 1)[:n]
-    free = np.cumsum(opened - np.bincount(np.searchsorted(pts, ge), minlength=n + 1)[:n]) > 0  # inside idle
-    j = np.cumsum(opened) - 1  # the idle piece a segment inside idle belongs to
+    # Each interval covers the segments [lo, hi) (its ends are points); the same order as its times.
+    lo, hi = np.searchsorted(pts, s), np.searchsorted(pts, e)
+    # Inside idle: +1 where a piece opens, -1 where one closes (a piece may close where the next opens), one
+    # byte per point.
+    mark = np.zeros(n + 1, dtype=np.int8)
+    g0 = np.searchsorted(pts, gs)
+    mark[g0] += 1
+    mark[np.searchsorted(pts, ge)] -= 1
+    free = np.cumsum(mark[:n], dtype=np.int8).view(np.bool_)
     inside = np.flatnonzero(free)
     code = np.full(n, NONE, dtype=np.uint8)
     who = np.full(n, -1, dtype=np.int64)  # position in (s, e) of the interval that painted it
     for c in np.flatnonzero(np.bincount(cat, minlength=NCAT)):  # the categories present, in order
         pos = np.flatnonzero(cat == c)
-        new = free & covered(s[pos], e[pos])
-        if not new.any():
-            continue
         order = pos[np.argsort(s[pos], kind="stable")]
-        cs, ce = s[order], e[order]
-        reach = np.maximum.accumulate(ce)
-        # The interval reaching furthest so far: the one still running at any later covered moment (the name).
-        owner = order[np.maximum.accumulate(np.where(ce >= reach, np.arange(len(ce)), 0))]
+        a, z = lo[order], hi[order]
+        reach = np.maximum.accumulate(z)
+        # The category's cover as disjoint runs of segments (an interval starting past the reach so far opens
+        # a run), marked +1/-1 in one byte per point: one cheap pass instead of two counts over the points.
+        run = np.r_[True, a[1:] > reach[:-1]]
+        mark[:] = 0
+        mark[a[run]] = 1
+        mark[reach[np.r_[run[1:], True]]] = -1
+        new = free & np.cumsum(mark[:n], dtype=np.int8).view(np.bool_)
         at = np.flatnonzero(new)
+        if not len(at):
+            continue
+        # The interval reaching furthest so far: the one still running at any later covered moment (the name).
+        owner = order[np.maximum.accumulate(np.where(z >= reach, np.arange(len(z)), 0))]
         code[at] = c
-        who[at] = owner[np.searchsorted(cs, pts[at], side="right") - 1]
+        who[at] = owner[np.searchsorted(a, at, side="right") - 1]
         free &= ~new
-    del opened, free  # the per-point arrays are done with: free them before the per-segment ones
-    seg_s, seg_e, code, who, j = pts[inside], pts[inside + 1], code[inside], who[inside], j[inside]
-    del inside
+    del free, mark, lo, hi  # the per-point arrays are done with: free them before the per-segment ones
+    seg_s, seg_e, code, who = pts[inside], pts[inside + 1], code[inside], who[inside]
     b = np.clip(np.searchsorted(cuts, seg_s, side="right") - 1, 0, out.bins - 1) if len(cuts) else np.zeros(
         len(seg_s), dtype=np.int64)
     ns = seg_e - seg_s
@@ -321,9 +342,9 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     if out.take is not None and piece is not None:
         claimed = out.take[b, code]
         if claimed.any():
-            at = piece[j[claimed]]
+            at = piece[np.searchsorted(g0, inside[claimed], side="right") - 1]  # the idle piece of each segment
             out.taken += np.bincount(at, weights=ns[claimed], minlength=len(out.taken)).round().astype(np.int64)
-    del seg_s, seg_e, b, code, j
+    del seg_s, seg_e, b, code, inside
     painted = who >= 0
     if not painted.any():
         return
@@ -334,8 +355,14 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     by_who = np.argsort(pw, kind="stable")
     opens = np.zeros(len(pw), dtype=np.int64)
     opens[by_who[np.r_[True, pw[by_who][1:] != pw[by_who][:-1]]]] = 1
+    del by_who
+    if counted is not None:
+        done = counted[inner]
+        opens[done[pw]] = 0
+        done[pw] = True
+        counted[inner] = done
     ph = name[pw].astype(np.uint64)
-    order = np.lexsort((pw, ph, pk))
+    order = np.lexsort((ph, pk))  # sums per (bin and category, name): the order inside a group does not matter
     pk, pn, ph, opens = pk[order], pn[order], ph[order], opens[order]
     first = np.flatnonzero(np.r_[True, (pk[1:] != pk[:-1]) | (ph[1:] != ph[:-1])])
     tot = np.add.reduceat(pn, first)
@@ -376,17 +403,26 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
     lo, hi = min(int(p[0][0]) for p in parts), max(int(p[1][-1]) for p in parts)
     k = max(1, math.ceil(host.count(lo, hi) / SLICE_ROWS))
     edges = [lo + (hi - lo) * i // k for i in range(k + 1)]  # integer arithmetic: absolute clocks are ~2^62
+    # A call running across a slice's end is fetched again (clipped) by the next slice: it counts once, in the
+    # slice where it first painted idle. Per part, the calls that painted and ran on past the slice, as
+    # (unclipped start, category, name), are looked up among the next slice's calls that started before it.
+    carried: list[set[tuple[int, int, int]]] = [set() for _ in parts]
     for t0, t1 in zip(edges[:-1], edges[1:], strict=True):
-        here = [(int(np.searchsorted(pz, t0, side="right")), int(np.searchsorted(pa, t1, side="left")), pa, pz, o)
-                for pa, pz, o in parts]
+        here = [(int(np.searchsorted(pz, t0, side="right")), int(np.searchsorted(pa, t1, side="left")), pa, pz, o, k)
+                for k, (pa, pz, o) in enumerate(parts)]
         here = [x for x in here if x[1] > x[0]]
         if not here or t1 <= t0:
             continue
-        s, e, c, h = host.intervals(t0, t1)
-        for i0, i1, pa, pz, o in here:
+        s, e, c, h, s0 = host.intervals(t0, t1)
+        before = np.flatnonzero(s0 < t0)  # running when the slice starts (few: at most one per thread and source)
+        after = e >= t1
+        for i0, i1, pa, pz, o, k in here:
             ps, pe = np.maximum(pa[i0:i1], t0), np.minimum(pz[i0:i1], t1)
             keep = pe > ps
-            paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, o, np.arange(i0, i1)[keep])
+            counted = np.zeros(len(s), dtype=np.bool_)
+            counted[before] = [(int(s0[i]), int(c[i]), int(h[i])) in carried[k] for i in before]
+            paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, o, np.arange(i0, i1)[keep], counted)
+            carried[k] = {(int(s0[i]), int(c[i]), int(h[i])) for i in np.flatnonzero(counted & after)}
     return out
 
 

@@ -161,6 +161,33 @@ def test_slices_give_the_same_anatomy(tmp_path, monkeypatch):
     assert sum(ns(whole).values()) == 39 * 60
 
 
+def test_a_call_across_slices_counts_once(tmp_path, monkeypatch):
+    """A call running across the end of a slice of time is fetched by both slices: it still counts as one call
+    (in the slice where it first painted idle), with all its time; so do the NVTX range and the samples around
+    it."""
+    ks = [kernel(i * 100, i * 100 + 40) for i in range(40)]
+    calls = [api(i * 100 + 30, i * 100 + 50, "cudaLaunchKernel") for i in range(40)]
+    calls.append(api(1045, 3560, "cudaMalloc"))  # across many gaps, so across slices of 3 rows
+    nvtx = [{"pid": 1, "tid": 1, "start_ns": 42, "end_ns": 3990, "text": "train", "kind": "push_pop"}]
+    samples = [{"pid": 1, "tid": 1, "start_ns": t, "cpu": 0, "function": "step", "module": "app"}
+               for t in range(3600, 3990, 10)]
+    path = normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls, nvtx=nvtx, cpu_samples=samples)
+    t = Trace(path, "r")
+    try:
+        whole = _json(idle_anatomy(t))
+        monkeypatch.setattr(ia, "SLICE_ROWS", 3)
+        t.memo.clear()
+        sliced = _json(idle_anatomy(t))
+    finally:
+        t.close()
+    tops = lambda out: {(c["category"], n["name"]): (n["ns"], n["calls"])  # noqa: E731
+                        for e in out for c in e["categories"] for n in c["top"]}
+    # The idle of 1045-3560: the end of gap 10, gaps 11-34 whole, the start of gap 35 (allocation before launch).
+    assert tops(whole)[("allocation", "cudaMalloc")] == (55 + 24 * 60 + 20, 1)
+    assert tops(whole)[("user_range", "train")][1] == 1
+    assert tops(sliced) == tops(whole)
+
+
 @pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
 def test_parts_sum_to_idle_per_device_phase_and_iteration(src):
     path = ingested(src)

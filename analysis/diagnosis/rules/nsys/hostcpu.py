@@ -202,10 +202,12 @@ def functions_in(trace: Trace, gaps: Sequence[tuple[int | None, np.ndarray, np.n
         if pid is not None and pid in samples and len(gs):
             by_pid.setdefault(int(pid), []).append((np.asarray(gs), np.asarray(ge)))
     for pid, parts in by_pid.items():
-        gs = np.concatenate([p[0] for p in parts])
-        ge = np.concatenate([p[1] for p in parts])
-        order = np.argsort(gs, kind="stable")
-        gs, ge = gs[order], np.maximum.accumulate(ge[order])  # reach of the gaps so far: a union test
+        gs = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+        ge = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+        if len(parts) > 1 or (len(gs) > 1 and bool((gs[1:] < gs[:-1]).any())):  # one device's gaps are sorted
+            order = np.argsort(gs, kind="stable")
+            gs, ge = gs[order], ge[order]
+        ge = np.maximum.accumulate(ge)  # reach of the gaps so far: a union test
         t, fn = samples[pid]
         at = np.searchsorted(gs, t, side="right") - 1
         inside = (at >= 0) & (t < ge[np.maximum(at, 0)])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from analysis.diagnosis.idle_anatomy import entries, paint, speakers, window_idle
-from analysis.model.activity import unit_ops
+from analysis.model.intervals import GPU_OPS_SQL
 from analysis.model.trace import Trace
 
 CONTEXT_MIN_NS = 10_000_000  # a first CUDA call this long is taken to include the CUDA context's creation
@@ -50,13 +52,13 @@ class StartupFill:
 
 def startup_fill(base: Trace, unit: tuple[int | None, int | None] | None, lo: int, hi: int) -> StartupFill | None:
     """The anatomy of ``[lo, hi)`` on ``unit`` (else the report's first device) of the whole report ``base``."""
-    units = [u for u in unit_ops(base) if len(u)]
-    u = next((x for x in units if unit is not None and (x.pid, x.device) == tuple(unit)), units[0] if units else None)
-    if u is None or u.pid is None:
+    found = _unit_ops_in(base, unit, lo, hi)
+    if found is None:
         return None
-    tids = speakers(base).get((u.pid, u.device))
-    gs, ge = window_idle(u.start, u.end, lo, hi)
-    (entry,) = entries(base, paint(base, u.pid, tids, gs, ge), u.pid, u.device, tids, ["startup"]) or (None,)
+    pid, device, start, end = found
+    tids = speakers(base).get((pid, device))
+    gs, ge = window_idle(start, end, lo, hi)
+    (entry,) = entries(base, paint(base, pid, tids, gs, ge), pid, device, tids, ["startup"]) or (None,)
     if entry is None:
         return None
     from analysis.diagnosis.idle_anatomy import resolve_names
@@ -66,12 +68,37 @@ def startup_fill(base: Trace, unit: tuple[int | None, int | None] | None, lo: in
     for c in entry["categories"]:
         for t in c["top"]:
             t["name"] = names.get(t["name"], "?")
-    where = f"pid = {int(u.pid)}" + (f" AND tid IN ({', '.join(str(int(t)) for t in tids)})" if tids else "")
+    where = f"pid = {int(pid)}" + (f" AND tid IN ({', '.join(str(int(t)) for t in tids)})" if tids else "")
     row = base.sql(f"""SELECT name, end_ns - start_ns FROM cuda_api WHERE {where} AND start_ns >= {int(lo)}
                        AND start_ns < {int(hi)} ORDER BY start_ns LIMIT 1""") if base.has_rows("cuda_api") else []  # noqa: S608
     first = (str(row[0][0]), int(row[0][1])) if row and int(row[0][1]) >= CONTEXT_MIN_NS else None
     top = entry["categories"][0]["category"] if entry["categories"] else "none"
     return StartupFill(entry["idle_ns"], entry["categories"], first, ADVICE.get(top, UNRECORDED))
+
+
+def _unit_ops_in(base: Trace, unit: tuple[int | None, int | None] | None, lo: int, hi: int
+                 ) -> tuple[int, int | None, np.ndarray, np.ndarray] | None:
+    """(pid, device, start, end) of the GPU operations overlapping ``[lo, hi)`` of ``unit`` (else the report's first
+    unit), sorted by (start, end) as ``unit_ops`` sorts them; None without such a unit or its process. Only the
+    start-up's operations are fetched: the whole report's (``unit_ops``, millions on a long run) are not otherwise
+    needed on the unwindowed report."""
+    cached = base.memo.get("unit_ops")
+    if cached is not None:
+        units = [(u.pid, u.device) for u in cached if len(u)]
+    else:
+        units = base.sql(f"SELECT pid, device FROM ({GPU_OPS_SQL}) GROUP BY ALL ORDER BY ALL")  # noqa: S608 - constants
+    pick = next((x for x in units if unit is not None and tuple(x) == tuple(unit)), units[0] if units else None)
+    if pick is None or pick[0] is None:
+        return None
+    pid, device = int(pick[0]), None if pick[1] is None else int(pick[1])
+    if cached is not None:
+        u = next(x for x in cached if (x.pid, x.device) == (pid, device))
+        return pid, device, u.start, u.end
+    dev = "NULL" if device is None else str(device)
+    d = base.arrays(f"""SELECT start_ns, end_ns FROM ({GPU_OPS_SQL}) WHERE pid = {pid}
+                        AND device IS NOT DISTINCT FROM {dev} AND start_ns < {int(hi)} AND end_ns > {int(lo)}""")  # noqa: S608
+    order = np.lexsort((d["end_ns"], d["start_ns"]))
+    return pid, device, d["start_ns"][order].astype(np.int64), d["end_ns"][order].astype(np.int64)
 
 
 def describe(fill: StartupFill, fmt) -> str:
