@@ -22,6 +22,10 @@ CORPUS = Path("../shared/corpus/nsys")  # relative, as the snapshots were taken:
 
 # (kind, pattern on "path: change") of the intended changes.
 EXPECTED = [
+    # GPU001 says what the host was doing in the idle it keeps (``by_category``, the anatomy's unclaimed
+    # categories of its gaps, adding up to its impact); the verdict's unrecorded idle is its ``none``.
+    ("GPU001's kept idle by anatomy category",
+     r"^\.(findings\[rule=GPU001/[^\]]*\]\.(message|by_category(\.\w+)?)|(reports\[\d+\]\.)?verdict\.text)(:| ).*"),
     # HOST001 owns the idle inside OS runtime calls (``os_io``, ``os_wait``, ``os_other``) and off CPU (``off_cpu``; it
     # runs on exports with scheduler events and no OS runtime trace too) in any gap; GPU001 keeps
     # the rest of the gaps OS calls mostly cover; the verdict leads with a recorded cause owning a fifth of the

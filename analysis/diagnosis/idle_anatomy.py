@@ -85,6 +85,10 @@ class Painted:
     taken: np.ndarray = field(default_factory=lambda: _EMPTY)
     # Optional: the painting of other idle pieces done in the same pass (``paint(extra=...)``), kept apart.
     extra: Painted | None = None
+    # Optional: ``long`` marks idle pieces given to ``paint`` (bool per piece); ``long_ns`` is then, per
+    # category, their time that no claim takes (``take``): what the owner of long gaps keeps, by category.
+    long: np.ndarray | None = None
+    long_ns: np.ndarray = field(default_factory=lambda: np.zeros(NCAT, dtype=np.int64))
 
     def plus(self, other: Painted | None) -> Painted:
         """The sum of two paintings with the same bins (names merged)."""
@@ -344,6 +348,17 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         if claimed.any():
             at = piece[np.searchsorted(g0, inside[claimed], side="right") - 1]  # the idle piece of each segment
             out.taken += np.bincount(at, weights=ns[claimed], minlength=len(out.taken)).round().astype(np.int64)
+    if out.long is not None and piece is not None and out.long[piece].any():
+        # Segments inside long pieces (few pieces): one byte per point marks them, as the idle above.
+        lp = out.long[piece]
+        lm = np.zeros(n + 1, dtype=np.int8)
+        lm[g0[lp]] += 1
+        lm[np.searchsorted(pts, ge[lp])] -= 1
+        sel = np.cumsum(lm[:n], dtype=np.int8).view(np.bool_)[inside]
+        if out.take is not None:
+            sel &= ~out.take[b, code]
+        out.long_ns += np.bincount(code[sel], weights=ns[sel], minlength=NCAT).round().astype(np.int64)
+        del lm, sel
     del seg_s, seg_e, b, code, inside
     painted = who >= 0
     if not painted.any():
@@ -377,16 +392,17 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
 def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray, ge: np.ndarray,
           cuts: np.ndarray | Sequence[int] = (), take: np.ndarray | None = None,
           extra: tuple[np.ndarray, np.ndarray] | None = None, *, device: int | None = None,
-          uvm: bool = False) -> Painted:
+          uvm: bool = False, long: np.ndarray | None = None) -> Painted:
     """The anatomy of the idle pieces ``[gs, ge)`` (sorted, disjoint) of one device of process ``pid``,
     spoken for by threads ``tids`` (None: any thread of the process), split at ``cuts``; with ``take``
     (bool per bin and category), ``taken`` per piece (see ``Painted``). ``extra``: more idle pieces (sorted,
     disjoint, none inside ``[gs, ge)``) painted in the same pass into ``extra`` of the result. ``uvm``: paint
-    ``device``'s migration bursts too (``uvm_gaps``)."""
+    ``device``'s migration bursts too (``uvm_gaps``). ``long``: bool per piece of ``[gs, ge)``, see ``Painted``."""
     cuts = np.asarray(cuts, dtype=np.int64)
     out = Painted(max(1, len(cuts)))
     if take is not None:
         out.take, out.taken = take, np.zeros(len(gs), dtype=np.int64)
+    out.long = long
     parts = [(gs, ge, out)]
     if extra is not None:
         out.extra = Painted(out.bins)

@@ -221,7 +221,8 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     elif unrecorded is top:
         step += "; nothing recorded shows the host's work: collect --sample=cpu --trace=osrt"
     if unrecorded is not None and unrecorded is not top:
-        blind = int(((unrecorded.get("causes") or {}).get("no_activity") or {}).get("total_ns")
+        blind = int((unrecorded.get("by_category") or {}).get("none")
+                    or ((unrecorded.get("causes") or {}).get("no_activity") or {}).get("total_ns")
                     or unrecorded["impact_ns"])
         text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded "
                  "(collect --sample=cpu --trace=osrt to see it)")

@@ -71,3 +71,29 @@ def test_owners_split_each_devices_idle_exactly(src) -> None:
     finally:
         trace.close()
     assert {k: v for k, v in got.items() if v} == {k: v for k, v in direct.items() if v}
+
+
+def test_gpu001_default_gap_is_the_claims_long_gap() -> None:
+    """GPU001's gaps by default are the claims' long gaps, so its by-category split reuses the one painting."""
+    from analysis.diagnosis.rules.nsys.gaps import OWNERSHIP_PARAMS
+    from analysis.diagnosis.rules.nsys.idle_claims import LONG_GAP_NS
+
+    assert OWNERSHIP_PARAMS[("GPU001", "min_gap_us")] * 1000 == LONG_GAP_NS
+
+
+CLAIMED = {c for cs in EXPECTED_OWNERS.values() for c in cs} - {"allocation"}  # MEM006 claims only in loops
+
+
+@pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
+def test_gpu001_says_what_the_host_did_in_the_idle_it_keeps(src) -> None:
+    """GPU001's ``by_category`` (the anatomy's categories of the idle it keeps) adds up to its impact exactly and
+    holds no category a rule claims everywhere (allocation is MEM006's only inside the loop's phases: a window's
+    epilogue or a one-shot program's work keeps it with the gap's owner)."""
+    from analysis.api import analyze
+
+    result = analyze([ingested(src)]).to_json()
+    for f in result["findings"]:
+        if f["rule_id"] != "GPU001":
+            continue
+        assert sum(f["by_category"].values()) == f["impact_ns"]
+        assert not CLAIMED & set(f["by_category"])

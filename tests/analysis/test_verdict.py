@@ -117,10 +117,11 @@ def test_a_recorded_cause_leads_over_idle_with_nothing_recorded() -> None:
     # 70 ms of idle with nothing of the host's recorded, 25 ms inside compilation: the compilation (a quarter of
     # the 80 ms idle) leads, and the sentence gives the unrecorded idle with the flags that would show it.
     blind = finding("GPU001", 70, main_cause="no_activity", causes={"no_activity": {"count": 3, "total_ns": 66 * MS},
-                                                                    "cuda_api": {"count": 1, "total_ns": 4 * MS}})
+                                                                    "cuda_api": {"count": 1, "total_ns": 4 * MS}},
+                    by_category={"none": 65 * MS, "launch": 5 * MS})
     v = report_verdict(info(span_ms=100, busy_ms=20), [blind, finding("HOST004", 25)], FACTS)
     assert (v.kind, v.rule_id, v.impact_ns) == ("jit", "HOST004", 25 * MS)
-    assert "a further 66.0 ms of idle has nothing of the host's recorded" in v.text
+    assert "a further 65.0 ms of idle has nothing of the host's recorded" in v.text
     # Under a fifth of the idle (NAMED_SHARE) the named cause is too small to lead: the blind idle does.
     v = report_verdict(info(span_ms=100, busy_ms=20), [blind, finding("HOST004", 15)], FACTS)
     assert (v.kind, v.rule_id) == ("host_bound", "GPU001") and "further" not in v.text

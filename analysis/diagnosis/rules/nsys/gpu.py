@@ -17,6 +17,7 @@ from analysis.diagnosis.rules.nsys.gaps import (
     ownership_params,
 )
 from analysis.diagnosis.rules.nsys.hostcpu import functions_in
+from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.diagnosis.system_metrics import SM_METRIC_RE, sampled_during
 from analysis.model.activity import top_order
 from analysis.model.trace import Trace
@@ -28,6 +29,11 @@ CAUSES = {
     "no_activity": "no recorded host activity (host busy elsewhere: data loading, Python, CPU work)",
     "setup": "the process was setting up (CUDA context, modules, allocations, NCCL communicators)",
 }
+# How GPU001's message names the anatomy's categories it keeps.
+CATEGORY_WORDS = {"none": "nothing recorded", "host_cpu": "sampled on CPU", "user_range": "in user NVTX ranges",
+                  "launch": "in launch calls", "cuda_other": "in other CUDA calls", "nccl_setup": "creating NCCL "
+                  "communicators", "allocation": "in allocation calls (outside a loop)"}
+
 ADVICE = {
     "os_runtime": "The host thread that feeds the GPU was blocked in the OS (I/O, locks, sleeps). Move "
                   "that work off the launching thread or overlap it with GPU work (prefetch, async I/O).",
@@ -58,7 +64,10 @@ class IdleGaps(Rule):
     during the gap: an OS runtime call or CUDA API work covering at least half of it, else no recorded
     activity; but when set-up work of any thread of the process (CUDA context, module and memory set-up
     calls, NCCL communicator set-up ranges) covers at least half of it, the cause is ``setup`` (never
-    data loading). Impact: the time GPU001 keeps of those gaps.
+    data loading). Impact: the time GPU001 keeps of those gaps. ``by_category`` splits that time exactly by
+    what the idle anatomy painted there (the categories no rule claims: nothing recorded, CPU samples, user
+    ranges, launch and other CUDA calls, NCCL communicator set-up, allocation outside the loop), so the
+    finding says how much of it has nothing recorded at all.
 
     Evidence from CPU sampling (``--sample=cpu``): when the report has CPU samples, ``host_functions``
     lists the leaf functions the launching threads were sampled in during this rule's own gaps (HOST002's
@@ -108,6 +117,14 @@ class IdleGaps(Rule):
             return []
         total = sum(v[1] for v in by_cause.values())
         n_gaps = sum(v[0] for v in by_cause.values())
+        # What the host was doing in the idle GPU001 keeps (the anatomy's categories no rule claims), exactly;
+        # the gaps of processes the export does not name have nothing recorded.
+        by_cat = dict(claims(trace, int(ctx.params["min_gap_us"] * 1000)).long_by_category)
+        unknown = sum(int(pg.kept[pg.kept > 0].sum()) for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id])
+                      if pg.pid is None)
+        if unknown:
+            by_cat["none"] = by_cat.get("none", 0) + unknown
+        by_cat = dict(sorted(by_cat.items(), key=lambda kv: (-kv[1], kv[0])))
         top_caused = sorted(cands, key=lambda gc: (-gc[0].ns, gc[0].start_ns))[:20]
         top = [g for g, _ in top_caused]
         causes_top = [c for _, c in top_caused]
@@ -127,11 +144,13 @@ class IdleGaps(Rule):
             title=f"GPU idle in {n_gaps} gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms",
             message=(f"{n_gaps} idle gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms add up to "
                      f"{fmt_ms(total)}" + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
-                     + f"; longest {fmt_ms(top[0].ns)}. Causes: {causes}." + _unrecorded(trace, main, host)),
+                     + f"; longest {fmt_ms(top[0].ns)}. Causes: {causes}. The host was: "
+                     + ", ".join(f"{CATEGORY_WORDS.get(c, c)} {fmt_ms(v)}" for c, v in list(by_cat.items())[:4])
+                     + "." + _unrecorded(trace, main, host)),
             impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
             extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
-                   "main_cause": main, **host},
+                   "main_cause": main, "by_category": by_cat, **host},
         )]
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 LOOP_PHASES = ("warmup", "steady")
 TOP = 8
+LONG_GAP_NS = 1_000_000  # GPU001.min_gap_us's default: the gaps GPU001 owns (see gaps.OWNERSHIP_PARAMS)
 
 
 def claimers() -> list[type[Rule]]:
@@ -61,6 +62,10 @@ class Claim:
 class Claims:
     taken: list[np.ndarray]  # per unit of ``unit_gaps``, per gap: the time claimed by some rule
     by_rule: dict[str, Claim]
+    # Per category, the time no rule claims in the gaps of known processes at least ``long_ns`` long (GPU001's
+    # gaps): what GPU001 keeps, by what the host was doing then.
+    long_by_category: dict[str, int] = field(default_factory=dict)
+    long_ns: int = LONG_GAP_NS
 
 
 def _phase_cuts(trace: Trace) -> tuple[np.ndarray, list[str], np.ndarray, int]:
@@ -88,10 +93,12 @@ def _phase_cuts(trace: Trace) -> tuple[np.ndarray, list[str], np.ndarray, int]:
     return cuts, bin_phase, bin_iter, inside
 
 
-def claims(trace: Trace) -> Claims:
-    """Every claiming rule's idle on this trace, and per gap the time claimed (cached on the trace)."""
-    if "idle_claims" in trace.memo:
-        return trace.memo["idle_claims"]
+def claims(trace: Trace, long_ns: int = LONG_GAP_NS) -> Claims:
+    """Every claiming rule's idle on this trace, per gap the time claimed, and what is left unclaimed in gaps
+    of at least ``long_ns`` by category (cached on the trace; another ``long_ns`` paints again)."""
+    key = "idle_claims" if long_ns == LONG_GAP_NS else ("idle_claims", long_ns)
+    if key in trace.memo:
+        return trace.memo[key]
     rules = claimers()
     cuts, bin_phase, bin_iter, n_iter = _phase_cuts(trace)
     bins = max(1, len(cuts))
@@ -102,7 +109,8 @@ def claims(trace: Trace) -> Claims:
         for c in r.owns_idle:
             take[rows, CODE[c]] = True
             owner_of[CODE[c]] = i
-    out = Claims([], {r.id: Claim(r.id, iterations=n_iter) for r in rules})
+    out = Claims([], {r.id: Claim(r.id, iterations=n_iter) for r in rules}, long_ns=long_ns)
+    long_total = np.zeros(NCAT, dtype=np.int64)
     names: dict[str, dict[int, list[int]]] = {r.id: {} for r in rules}
     name_cat: dict[int, int] = {}  # name hash -> the category it painted (a name belongs to one class)
     iters: dict[str, set[int]] = {r.id: set() for r in rules}
@@ -118,8 +126,10 @@ def claims(trace: Trace) -> Claims:
             continue
         bgs, bge = pairing(ug.unit.start, ug.unit.end)
         extra = minus(bgs, bge, ug.gap_start, ug.gap_end)
-        p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra, device=dev, uvm=True)
+        p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra, device=dev, uvm=True,
+                  long=(ug.gap_end - ug.gap_start) >= long_ns)
         out.taken.append(p.taken)
+        long_total += p.long_ns
         shared["units"][(pid, dev)] = p.plus(p.extra)
         claimed = np.where(take, p.ns, 0)
         for b, c in zip(*np.nonzero(claimed), strict=True):
@@ -146,6 +156,8 @@ def claims(trace: Trace) -> Claims:
         out.by_rule[rule].names = [(resolved.get(h, "?"), v[0], v[1]) for h, v in top]
         out.by_rule[rule].name_category = {resolved.get(h, "?"): CATEGORIES[name_cat[h]] for h, _ in top}
         out.by_rule[rule].iterations_with = len(iters[rule])
-    trace.memo["idle_painted"] = shared
-    trace.memo["idle_claims"] = out
+    out.long_by_category = {CATEGORIES[c]: int(v) for c, v in enumerate(long_total) if v}
+    if long_ns == LONG_GAP_NS:
+        trace.memo["idle_painted"] = shared
+    trace.memo[key] = out
     return out
