@@ -143,19 +143,23 @@ def test_tiny_report_exact_numbers(tmp_path):
     assert top["host_cpu"] == [{"name": "parse", "ns": 60, "calls": 3}]
 
 
-def test_slices_give_the_same_anatomy(tmp_path, monkeypatch):
-    """Cutting the time into many slices (a bounded fetch each) changes nothing."""
-    ks = [kernel(i * 100, i * 100 + 40) for i in range(40)]
-    calls = [api(i * 100 + 30, i * 100 + 70 + (i % 7), "cudaMalloc" if i % 3 else "cudaMemcpy") for i in range(40)]
-    path = normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls)
+def _whole_and_sliced(path, monkeypatch) -> tuple[list, list]:
+    """The anatomy of a report in one slice of time, then cut into slices of 3 host rows."""
     t = Trace(path, "r")
     try:
         whole = _json(idle_anatomy(t))
         monkeypatch.setattr(ia, "SLICE_ROWS", 3)
         t.memo.clear()
-        sliced = _json(idle_anatomy(t))
+        return whole, _json(idle_anatomy(t))
     finally:
         t.close()
+
+
+def test_slices_give_the_same_anatomy(tmp_path, monkeypatch):
+    """Cutting the time into many slices (a bounded fetch each) changes nothing."""
+    ks = [kernel(i * 100, i * 100 + 40) for i in range(40)]
+    calls = [api(i * 100 + 30, i * 100 + 70 + (i % 7), "cudaMalloc" if i % 3 else "cudaMemcpy") for i in range(40)]
+    whole, sliced = _whole_and_sliced(normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls), monkeypatch)
     ns = lambda out: {c["category"]: c["ns"] for e in out for c in e["categories"]}  # noqa: E731
     assert ns(whole) == ns(sliced)
     assert sum(ns(whole).values()) == 39 * 60
@@ -172,14 +176,7 @@ def test_a_call_across_slices_counts_once(tmp_path, monkeypatch):
     samples = [{"pid": 1, "tid": 1, "start_ns": t, "cpu": 0, "function": "step", "module": "app"}
                for t in range(3600, 3990, 10)]
     path = normalized(tmp_path / "r.duckdb", kernels=ks, cuda_api=calls, nvtx=nvtx, cpu_samples=samples)
-    t = Trace(path, "r")
-    try:
-        whole = _json(idle_anatomy(t))
-        monkeypatch.setattr(ia, "SLICE_ROWS", 3)
-        t.memo.clear()
-        sliced = _json(idle_anatomy(t))
-    finally:
-        t.close()
+    whole, sliced = _whole_and_sliced(path, monkeypatch)
     tops = lambda out: {(c["category"], n["name"]): (n["ns"], n["calls"])  # noqa: E731
                         for e in out for c in e["categories"] for n in c["top"]}
     # The idle of 1045-3560: the end of gap 10, gaps 11-34 whole, the start of gap 35 (allocation before launch).
