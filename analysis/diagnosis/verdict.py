@@ -230,10 +230,15 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
 
 
 def _unrecorded(finding: Mapping[str, Any]) -> bool:
-    """Whether a finding's idle is mostly idle with nothing of the host's recorded (no call, range or CPU
-    sample): GPU001 whose main cause is ``no_activity`` and that names no sampled function."""
-    return (finding["rule_id"] == "GPU001" and finding.get("main_cause") == "no_activity"
-            and not finding.get("host_functions"))
+    """Whether a finding's idle is mostly idle with nothing of the host's recorded (no call, range, CPU sample or
+    switch-out): GPU001 whose idle is at least half ``none`` by its anatomy categories (``by_category``), or,
+    without them, whose main cause is ``no_activity`` and that names no sampled function."""
+    if finding["rule_id"] != "GPU001":
+        return False
+    cats = finding.get("by_category")
+    if cats:
+        return 2 * int(cats.get("none", 0)) >= sum(int(v) for v in cats.values())
+    return finding.get("main_cause") == "no_activity" and not finding.get("host_functions")
 
 
 def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mapping[str, Mapping[str, Any]],

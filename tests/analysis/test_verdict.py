@@ -125,6 +125,10 @@ def test_a_recorded_cause_leads_over_idle_with_nothing_recorded() -> None:
     # Under a fifth of the idle (NAMED_SHARE) the named cause is too small to lead: the blind idle does.
     v = report_verdict(info(span_ms=100, busy_ms=20), [blind, finding("HOST004", 15)], FACTS)
     assert (v.kind, v.rule_id) == ("host_bound", "GPU001") and "further" not in v.text
+    # Idle inside the program's own NVTX ranges is recorded (they say what the host was in): GPU001 leads.
+    ranged = finding("GPU001", 70, main_cause="no_activity", by_category={"user_range": 60 * MS, "none": 10 * MS})
+    v = report_verdict(info(span_ms=100, busy_ms=20), [ranged, finding("HOST004", 25)], FACTS)
+    assert (v.kind, v.rule_id) == ("host_bound", "GPU001") and "nothing recorded" not in v.next_step
     # Idle the CPU samples explain is recorded: GPU001 naming sampled functions keeps the lead.
     sampled = finding("GPU001", 70, main_cause="no_activity", host_functions=[{"function": "main", "share_pct": 90}])
     v = report_verdict(info(span_ms=100, busy_ms=20), [sampled, finding("HOST004", 25)], FACTS)
