@@ -77,12 +77,13 @@ class HostBlocked(Rule):
     category = "host"
     requires = ("kernels",)
     thresholds = {
-        "min_idle_us": Threshold(1000.0, "us", "report when the idle inside OS calls of the launching threads adds "
-                                               "up to at least this",
+        "min_idle_us": Threshold(1000.0, "us", "report when the idle inside OS calls of the launching threads, or "
+                                               "with them switched out, adds up to at least this",
                                  minimum=0.0, maximum=MAX_US),
     }
     owns_idle = ("os_io", "os_wait", "os_other", "off_cpu")
-    summary = "GPU idle while its launching threads sat in OS runtime calls (file I/O, locks, poll, sleep)"
+    summary = ("GPU idle while its launching threads sat in OS runtime calls (file I/O, locks, poll, sleep) or were "
+               "switched out")
     advice = (
         "By the class that takes most of the time: file reads (read ahead on worker processes, cache the "
         "data, GPUDirect Storage), file writes (background or async writers), locks and queues (let the "
