@@ -12,11 +12,10 @@ together and an instant covered by two of them counts once, for the more specifi
 an instant, most specific first: a CUDA API call (classified by name), a communication NVTX range (MPI,
 NCCL, UCX, NVSHMEM domains or call names; NCCL communicator set-up apart), an NVTX range naming compilation
 (``jit_module``), an OS runtime call, a user NVTX range, a CPU sample of the thread (each sample stands for half the thread's sampling period either side,
-named by its innermost function), the thread switched out by the scheduler (``off_cpu``: the normalized
-``off_cpu`` stretches, named by what it blocked on when the export says, else "off CPU"; only when the
-launching threads are known), a unified-memory
-migration burst of the device (``uvm_migration``: the idle between two page migrations, ``uvm_gaps``), else
-nothing recorded (``none``).
+named by its innermost function), a unified-memory migration burst of the device (``uvm_migration``: the idle
+between two page migrations, ``uvm_gaps``), the thread switched out by the scheduler (``off_cpu``: the
+normalized ``off_cpu`` stretches, named by what it blocked on when the export says, else "off CPU"; only when
+the launching threads are known), else nothing recorded (``none``).
 
 The sweep is vectorized: per slice of time (bounded rows), the idle pieces and every covering interval
 are cut at each other's boundaries into elementary segments, then each category, in order, paints the
