@@ -15,7 +15,7 @@ the phases and the findings):
    kernels themselves (``gpu_bound_kernel``: KRN005's ncu command when one kernel dominates).
 5. Otherwise the GPU waits, and the finding that owns the most time in the window says on what
    (``RULE_KINDS``: a table from rule id to verdict kind and next step). Idle in which nothing of the
-   host's was recorded (GPU001 whose gaps hold no call, range or CPU sample) is an absence of evidence,
+   host's was recorded (GPU001 whose idle is mostly ``none``: no call, range, CPU sample or switch-out) is an absence of evidence,
    not a cause: when a finding that names what the host was doing owns at least ``NAMED_SHARE`` of the
    idle, the verdict leads with it and says how much idle has nothing recorded and how to see it.
 
