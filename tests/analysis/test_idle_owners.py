@@ -10,26 +10,10 @@ from analysis.diagnosis.rules.nsys.gaps import owned
 from analysis.diagnosis.rules.nsys.idle_claims import claimers, claims
 from analysis.model.trace import Trace
 from tests.analysis.planting import ingested
-from tests.analysis.test_rules_corpus import ALL_GAPS, IDS
+from tests.analysis.test_rules_corpus import ALL_GAPS, IDS, PAIRING_CTE
 from tests.conftest import NSYS_FILES
 
-PER_DEVICE_GAPS_SQL = """
-WITH g AS (
-    SELECT pid, device, start_ns, end_ns FROM kernels
-    UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy
-    UNION ALL SELECT pid, device, start_ns, end_ns FROM memset),
-span AS (SELECT pid, device, MIN(start_ns) lo, MAX(end_ns) hi FROM g GROUP BY ALL),
-ops AS (
-    SELECT * FROM g
-    UNION ALL SELECT o.pid, s.device, GREATEST(o.start_ns, s.lo), LEAST(o.end_ns, s.hi)
-    FROM overhead o JOIN span s ON s.pid = o.pid AND o.start_ns < s.hi AND o.end_ns > s.lo),
-st AS (SELECT pid, device, start_ns, ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY start_ns) n FROM ops),
-en AS (SELECT pid, device, end_ns, ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY end_ns) n FROM ops)
-SELECT st.pid, st.device, SUM(st.start_ns - en.end_ns)
-FROM st JOIN en ON st.pid = en.pid AND st.device = en.device AND st.n = en.n + 1
-WHERE st.start_ns > en.end_ns
-GROUP BY ALL
-"""
+PER_DEVICE_GAPS_SQL = PAIRING_CTE + "SELECT pid, device, SUM(end_ns - start_ns) FROM gaps GROUP BY ALL"  # noqa: S608 - constants
 
 # Which categories each rule owns: one owner per category, and the old precedence's rules among them.
 EXPECTED_OWNERS = {"SYNC001": ("sync",), "MEM002": ("sync_copy", "memset"), "MEM006": ("allocation",),

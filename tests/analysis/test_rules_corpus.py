@@ -16,8 +16,9 @@ from tests.conftest import NSYS_FILES, corpus_file
 IDS = [p.name.split("__")[-1] for p in NSYS_FILES]
 RESULT_SCHEMA = jsonschema_rs.Draft202012Validator(contract.json_schema())
 
-# NVIDIA's pairing, written here independently of analysis.model.intervals, on the normalized tables.
-DIRECT_GAPS_SQL = """
+# NVIDIA's pairing, written here independently of analysis.model.intervals, on the normalized tables: the gaps
+# as (pid, device, start_ns, end_ns) in ``gaps``.
+PAIRING_CTE = """
 WITH g AS (
     SELECT pid, device, start_ns, end_ns FROM kernels
     UNION ALL SELECT pid, device, start_ns, end_ns FROM memcpy
@@ -28,11 +29,12 @@ ops AS (
     UNION ALL SELECT o.pid, s.device, GREATEST(o.start_ns, s.lo), LEAST(o.end_ns, s.hi)
     FROM overhead o JOIN span s ON s.pid = o.pid AND o.start_ns < s.hi AND o.end_ns > s.lo),
 st AS (SELECT pid, device, start_ns, ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY start_ns) n FROM ops),
-en AS (SELECT pid, device, end_ns, ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY end_ns) n FROM ops)
-SELECT COALESCE(SUM(st.start_ns - en.end_ns), 0), COUNT(*)
-FROM st JOIN en ON st.pid = en.pid AND st.device = en.device AND st.n = en.n + 1
-WHERE st.start_ns > en.end_ns
+en AS (SELECT pid, device, end_ns, ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY end_ns) n FROM ops),
+gaps AS (SELECT st.pid, st.device, en.end_ns AS start_ns, st.start_ns AS end_ns
+         FROM st JOIN en ON st.pid = en.pid AND st.device = en.device AND st.n = en.n + 1
+         WHERE st.start_ns > en.end_ns)
 """
+DIRECT_GAPS_SQL = PAIRING_CTE + "SELECT COALESCE(SUM(end_ns - start_ns), 0), COUNT(*) FROM gaps"  # noqa: S608 - constants
 
 # With GPU001 taking every gap, the idle-owning rules split all idle between them.
 ALL_GAPS = {"GPU001.min_gap_us": 0, "SYNC001.min_idle_us": 0, "KRN001.min_idle_us": 0, "HOST001.min_idle_us": 0,
