@@ -17,10 +17,11 @@ between two page migrations, ``uvm_gaps``), the thread switched out by the sched
 normalized ``off_cpu`` stretches, named by what it blocked on when the export says, else "off CPU"; only when
 the launching threads are known), else nothing recorded (``none``).
 
-The sweep is vectorized: per slice of time (bounded rows), the idle pieces and every covering interval
-are cut at each other's boundaries into elementary segments, then each category, in order, paints the
-segments still unpainted that one of its intervals covers (a binary search against the running maximum
-of the interval ends); the segment lengths are summed per (cut bin, category, name) with ``bincount``.
+The sweep is vectorized: per slice of time (bounded rows), the idle pieces are cut at the bins' starts and
+kept as a sorted list of unpainted pieces; each category, in order, takes its cover out of that list (its
+intervals merged into disjoint pieces, each named after the interval reaching furthest then; binary searches
+of one sorted list in the other), so each category costs its own intervals and the pieces they meet; the
+painted lengths are summed per (cut bin, category, name) with ``bincount``.
 """
 
 from __future__ import annotations
@@ -283,6 +284,36 @@ def _sorted_unique(x: np.ndarray) -> np.ndarray:
     return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
 
 
+def _split_at(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The idle pieces ``[gs, ge)`` (sorted, disjoint, may touch) cut at the points of ``cuts`` strictly inside
+    one: (starts, ends, index of the piece each part comes from), in time order."""
+    if len(cuts):
+        j = np.searchsorted(gs, cuts, side="right") - 1
+        inside = cuts[(j >= 0) & (cuts > gs[np.maximum(j, 0)]) & (cuts < ge[np.maximum(j, 0)])]
+        if len(inside):
+            # Cuts lie strictly inside pieces, so the sorted starts and the sorted ends pair up in order.
+            fs = np.concatenate((gs, inside))
+            fe = np.concatenate((inside, ge))
+            fs.sort(kind="stable")
+            fe.sort(kind="stable")
+            return fs, fe, np.searchsorted(gs, fs, side="right") - 1
+    return gs, ge, np.arange(len(gs))
+
+
+def _cover(s: np.ndarray, e: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cover of the intervals ``pos`` of ``(s, e)`` as disjoint pieces in time order, each with its name
+    giver (a position in ``(s, e)``): at any covered instant, of the intervals started by then the one reaching
+    furthest (the last of them on a tie; in start order, then given order). Such an interval holds from its
+    start to the next one's start, or to its own end when that comes first."""
+    order = pos[np.argsort(s[pos], kind="stable")]
+    a, z = s[order], e[order]
+    rec = np.flatnonzero(z >= np.maximum.accumulate(z))
+    ps = a[rec]
+    pe = np.minimum(z[rec], np.r_[ps[1:], np.iinfo(np.int64).max])
+    keep = pe > ps
+    return ps[keep], pe[keep], order[rec[keep]]
+
+
 def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray, cat: np.ndarray,
                     name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None,
                     counted: np.ndarray | None = None) -> None:
@@ -290,100 +321,103 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     (any order, may overlap), adding into ``out`` per bin of ``cuts`` (bin i starts at ``cuts[i]``; time
     before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``. ``counted``
     (bool per interval, updated): set, the interval was already counted as a call (an earlier slice of time
-    painted idle with it) and paints without counting again; on return, set for every interval that painted."""
+    painted idle with it) and paints without counting again; on return, set for every interval that painted.
+
+    The unpainted idle is kept as a list of disjoint pieces; each category in order takes its cover
+    (``_cover``: disjoint pieces, each with the interval it is named after) out of it, by binary search of
+    one sorted list in the other. Work per category: its intervals and the pieces they meet, not every
+    boundary of every category."""
     if not len(gs):
         return
     # Only the intervals that overlap an idle piece: the piece ending first after an interval's start must
-    # start before its end. The others cut no idle piece and never paint (nor name) idle time, so dropping
-    # them changes nothing but the size of the sort below. Nor do empty intervals (they cover nothing, and the
-    # interval reaching furthest at a covered instant, its name, always ends after it).
+    # start before its end. The others never paint (nor name) idle time. Nor do empty intervals.
     at = np.minimum(np.searchsorted(ge, s, side="right"), len(ge) - 1)
     inner = np.flatnonzero((gs[at] < e) & (ge[at] > s) & (e > s))
     del at
     s, e, cat, name = s[inner], e[inner], cat[inner], name[inner]
-    pts = _sorted_unique(np.concatenate((gs, ge, s, e, cuts[(cuts > gs[0]) & (cuts < ge[-1])])))
-    n = len(pts) - 1  # elementary segments [pts[k], pts[k + 1])
-    # Each interval covers the segments [lo, hi) (its ends are points); the same order as its times.
-    lo, hi = np.searchsorted(pts, s), np.searchsorted(pts, e)
-    # Inside idle: +1 where a piece opens, -1 where one closes (a piece may close where the next opens), one
-    # byte per point.
-    mark = np.zeros(n + 1, dtype=np.int8)
-    g0 = np.searchsorted(pts, gs)
-    mark[g0] += 1
-    mark[np.searchsorted(pts, ge)] -= 1
-    free = np.cumsum(mark[:n], dtype=np.int8).view(np.bool_)
-    inside = np.flatnonzero(free)
-    code = np.full(n, NONE, dtype=np.uint8)
-    who = np.full(n, -1, dtype=np.int64)  # position in (s, e) of the interval that painted it
-    for c in np.flatnonzero(np.bincount(cat, minlength=NCAT)):  # the categories present, in order
-        pos = np.flatnonzero(cat == c)
-        order = pos[np.argsort(s[pos], kind="stable")]
-        a, z = lo[order], hi[order]
-        reach = np.maximum.accumulate(z)
-        # The category's cover as disjoint runs of segments (an interval starting past the reach so far opens
-        # a run), marked +1/-1 in one byte per point: one cheap pass instead of two counts over the points.
-        run = np.r_[True, a[1:] > reach[:-1]]
-        mark[:] = 0
-        mark[a[run]] = 1
-        mark[reach[np.r_[run[1:], True]]] = -1
-        new = free & np.cumsum(mark[:n], dtype=np.int8).view(np.bool_)
-        at = np.flatnonzero(new)
-        if not len(at):
+    # The unpainted idle: pieces cut at the bins' starts, each with its part number (``part``: its bin and
+    # its idle piece).
+    fs, fe, of = _split_at(gs, ge, cuts)
+    part_bin = (np.clip(np.searchsorted(cuts, fs, side="right") - 1, 0, out.bins - 1) if len(cuts)
+                else np.zeros(len(fs), dtype=np.int64))
+    part_piece = of if piece is None else piece[of]
+    fp = np.arange(len(fs))
+    done = counted[inner] if counted is not None else None
+    taken: list[tuple[np.ndarray, np.ndarray]] = []  # (parts, ns) claimed, summed per piece once at the end
+    by_cat = np.argsort(cat, kind="stable")  # each category's intervals, in the given order
+    bounds = np.r_[0, np.cumsum(np.bincount(cat, minlength=NCAT))] if len(cat) else np.zeros(NCAT + 1, np.int64)
+    for c in np.flatnonzero(np.diff(bounds)):  # the categories present, most specific first
+        if not len(fs):
+            break
+        cs, ce, cw = _cover(s, e, by_cat[bounds[c]:bounds[c + 1]])
+        # Each cover piece meets the unpainted pieces [j0, j1): those ending after its start and starting
+        # before its end. Pairs in cover order are in time order (both lists are sorted and disjoint).
+        j0 = np.searchsorted(fe, cs, side="right")
+        n = np.maximum(np.searchsorted(fs, ce, side="left") - j0, 0)
+        total = int(n.sum())
+        if not total:
             continue
-        # The interval reaching furthest so far: the one still running at any later covered moment (the name).
-        owner = order[np.maximum.accumulate(np.where(z >= reach, np.arange(len(z)), 0))]
-        code[at] = c
-        who[at] = owner[np.searchsorted(a, at, side="right") - 1]
-        free &= ~new
-    del free, mark, lo, hi  # the per-point arrays are done with: free them before the per-segment ones
-    seg_s, seg_e, code, who = pts[inside], pts[inside + 1], code[inside], who[inside]
-    b = np.clip(np.searchsorted(cuts, seg_s, side="right") - 1, 0, out.bins - 1) if len(cuts) else np.zeros(
-        len(seg_s), dtype=np.int64)
-    ns = seg_e - seg_s
-    key = b * NCAT + code
-    out.ns += np.bincount(key, weights=ns, minlength=out.bins * NCAT).round().astype(np.int64).reshape(out.bins, NCAT)
-    if out.take is not None and piece is not None:
-        claimed = out.take[b, code]
-        if claimed.any():
-            at = piece[np.searchsorted(g0, inside[claimed], side="right") - 1]  # the idle piece of each segment
-            out.taken += np.bincount(at, weights=ns[claimed], minlength=len(out.taken)).round().astype(np.int64)
-    if out.long is not None and piece is not None and out.long[piece].any():
-        # Segments inside long pieces (few pieces): one byte per point marks them, as the idle above.
-        lp = out.long[piece]
-        lm = np.zeros(n + 1, dtype=np.int8)
-        lm[g0[lp]] += 1
-        lm[np.searchsorted(pts, ge[lp])] -= 1
-        sel = np.cumsum(lm[:n], dtype=np.int8).view(np.bool_)[inside]
-        if out.take is not None:
-            sel &= ~out.take[b, code]
-        out.long_ns += np.bincount(code[sel], weights=ns[sel], minlength=NCAT).round().astype(np.int64)
-        del lm, sel
-    del seg_s, seg_e, b, code, inside
-    painted = who >= 0
-    if not painted.any():
-        return
-    pk, pw, pn = key[painted], who[painted], ns[painted]
-    del key, ns, who, painted
-    # A call counts once, in the bin of its first idle segment (segments are in time order): a call that
-    # spans a cut is not counted in two bins, so bins sum to phases exactly.
-    by_who = np.argsort(pw, kind="stable")
-    opens = np.zeros(len(pw), dtype=np.int64)
-    opens[by_who[np.r_[True, pw[by_who][1:] != pw[by_who][:-1]]]] = 1
-    del by_who
-    if counted is not None:
-        done = counted[inner]
-        opens[done[pw]] = 0
-        done[pw] = True
+        ci = np.repeat(np.arange(len(cs)), n)
+        fj = j0[ci] + np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+        xs, xe = np.maximum(cs[ci], fs[fj]), np.minimum(ce[ci], fe[fj])
+        _account(out, taken, int(c), xe - xs, fp[fj], part_bin, part_piece, cw[ci], name, done)
+        # What stays unpainted of each piece met: before each painted stretch (from the piece's start or the
+        # previous stretch's end) and after its last; the pieces not met stay whole. A stable sort of the three
+        # runs (each in time order) merges them.
+        first = np.r_[True, fj[1:] != fj[:-1]]
+        last = np.r_[fj[1:] != fj[:-1], True]
+        met = np.zeros(len(fs), dtype=np.bool_)
+        met[fj] = True
+        rs = np.concatenate((fs[~met], np.where(first, fs[fj], np.r_[np.int64(0), xe[:-1]]), xe[last]))
+        re_ = np.concatenate((fe[~met], xs, fe[fj[last]]))
+        rp = np.concatenate((fp[~met], fp[fj], fp[fj[last]]))
+        del xs, xe, ci, fj, first, last, met
+        keep = np.flatnonzero(re_ > rs)
+        order = keep[np.argsort(rs[keep], kind="stable")]
+        fs, fe, fp = rs[order], re_[order], rp[order]
+    _account(out, taken, NONE, fe - fs, fp, part_bin, part_piece)  # what no category covers: nothing recorded
+    if counted is not None and done is not None:
         counted[inner] = done
-    ph = name[pw].astype(np.uint64)
-    order = np.lexsort((ph, pk))  # sums per (bin and category, name): the order inside a group does not matter
-    pk, pn, ph, opens = pk[order], pn[order], ph[order], opens[order]
-    first = np.flatnonzero(np.r_[True, (pk[1:] != pk[:-1]) | (ph[1:] != ph[:-1])])
-    tot = np.add.reduceat(pn, first)
+    if taken:
+        per_part = np.bincount(np.concatenate([p for p, _ in taken]), weights=np.concatenate([n for _, n in taken]),
+                               minlength=len(part_piece))
+        out.taken += np.bincount(part_piece, weights=per_part, minlength=len(out.taken)).round().astype(np.int64)
+
+
+def _account(out: Painted, taken_parts: list, c: int, ns: np.ndarray, part: np.ndarray, part_bin: np.ndarray, part_piece: np.ndarray,
+             who: np.ndarray | None = None, name: np.ndarray | None = None, done: np.ndarray | None = None) -> None:
+    """Add category ``c``'s painted stretches (lengths ``ns``, in time order, on the idle parts ``part``) to
+    ``out``: per bin, per claimed part (appended to ``taken_parts``), per long piece, and per (bin, name) with the number of
+    intervals (``who``, positions in ``name`` and ``done``) whose idle starts in that bin."""
+    if not len(ns):
+        return
+    b = part_bin[part]
+    out.ns[:, c] += np.bincount(b, weights=ns, minlength=out.bins).round().astype(np.int64)
+    taken = out.take[b, c] if out.take is not None else None
+    if taken is not None and taken.any():
+        taken_parts.append((part[taken], ns[taken]))
+    if out.long is not None and len(out.long):
+        sel = out.long[part_piece[part]]
+        if taken is not None:
+            sel &= ~taken
+        out.long_ns[c] += int(ns[sel].sum())
+    if who is None or name is None:
+        return
+    # The stretches of one interval are consecutive (it names one piece of its category's cover). It counts as
+    # a call once, in the bin of its first stretch, so a call across a cut is not counted in two bins; and not
+    # at all when an earlier slice of time counted it (``done``, updated).
+    opens = np.r_[True, who[1:] != who[:-1]].astype(np.int64)
+    if done is not None:
+        opens[done[who]] = 0
+        done[who] = True
+    ph = name[who].astype(np.uint64)
+    order = np.lexsort((ph, b))  # sums per (bin, name): the order inside a group does not matter
+    b, ns, ph, opens = b[order], ns[order], ph[order], opens[order]
+    first = np.flatnonzero(np.r_[True, (b[1:] != b[:-1]) | (ph[1:] != ph[:-1])])
+    tot = np.add.reduceat(ns, first)
     calls = np.add.reduceat(opens, first)
     for i, f in enumerate(first):
-        nk = (int(pk[f]) // NCAT, int(pk[f]) % NCAT, int(ph[f]))
-        acc = out.names.setdefault(nk, [0, 0])
+        acc = out.names.setdefault((int(b[f]), c, int(ph[f])), [0, 0])
         acc[0] += int(tot[i])
         acc[1] += int(calls[i])
 
