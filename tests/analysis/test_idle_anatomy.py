@@ -75,6 +75,57 @@ def test_paint_matches_brute_force_on_a_grid(gaps, covers, cuts):
                 assert by_name.get((b, c, 0), 0) == want[b, c]
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 8), st.integers(1, 12)), max_size=12),
+       st.lists(st.tuples(st.integers(0, 150), st.integers(0, 40), st.integers(0, len(CATEGORIES) - 2)), max_size=25),
+       st.lists(st.integers(0, 150), max_size=4, unique=True),
+       st.lists(st.tuples(st.integers(0, 4), st.integers(0, len(CATEGORIES) - 1)), max_size=20),
+       st.lists(st.booleans(), min_size=12, max_size=12))
+def test_claimed_and_long_time_per_piece_match_brute_force(steps, covers, cuts, takes, longs):
+    """Idle pieces that may touch (one ends where the next starts), with claims (``take``: per bin and category)
+    and long pieces: each piece's claimed time (``taken``) and the unclaimed time of long pieces per category
+    (``long_ns``) equal a count instant by instant; every interval that paints counts as one call, once."""
+    gs_l, ge_l, t = [], [], 0
+    for skip, length in steps:  # a skip of 0 makes a piece touch the previous one
+        gs_l.append(t + skip)
+        ge_l.append(t + skip + length)
+        t = ge_l[-1]
+    gs, ge = np.array(gs_l, dtype=np.int64), np.array(ge_l, dtype=np.int64)
+    s = np.array([a for a, _, _ in covers], dtype=np.int64)
+    e = np.array([a + d for a, d, _ in covers], dtype=np.int64)
+    cat = np.array([c for _, _, c in covers], dtype=np.uint8)
+    name = np.arange(len(covers), dtype=np.uint64)  # one name per interval: its calls are 1 or 0
+    cuts_a = np.array(sorted(cuts), dtype=np.int64)
+    out = Painted(max(1, len(cuts_a)))
+    out.take = np.zeros((out.bins, len(CATEGORIES)), dtype=bool)
+    for b, c in takes:
+        out.take[min(b, out.bins - 1), c] = True
+    out.taken = np.zeros(len(gs), dtype=np.int64)
+    out.long = np.array(longs[: len(gs)], dtype=bool)
+    paint_intervals(gs, ge, s, e, cat, name, cuts_a, out, np.arange(len(gs)))
+    taken = np.zeros(len(gs), dtype=np.int64)
+    long_ns = np.zeros(len(CATEGORIES), dtype=np.int64)
+    painted_by: set[int] = set()
+    for i, (g0, g1) in enumerate(zip(gs, ge, strict=True)):
+        for t in range(int(g0), int(g1)):
+            b = max(0, int(np.searchsorted(cuts_a, t, side="right")) - 1) if len(cuts_a) else 0
+            cov = [(int(c), k) for k, (a, z, c) in enumerate(zip(s, e, cat, strict=True)) if a <= t < z]
+            c = min((c for c, _ in cov), default=NONE)
+            if c != NONE:  # the interval of that category reaching furthest, started by then, names it
+                painted_by.add(max((int(e[k]), k) for cc, k in cov if cc == c)[1])
+            if out.take[b, c]:
+                taken[i] += 1
+            elif out.long[i]:
+                long_ns[c] += 1
+    assert (out.taken == taken).all()
+    assert (out.long_ns == long_ns).all()
+    calls: dict[int, int] = {}
+    for (_b, _c, h), (_ns, n) in out.names.items():  # a call across a cut has time in two bins, counts in one
+        calls[h] = calls.get(h, 0) + n
+    assert all(n <= 1 for n in calls.values())
+    assert {h for h, n in calls.items() if n} == painted_by
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 60)), min_size=1, max_size=30),
        st.integers(0, 600), st.integers(0, 600))
