@@ -276,14 +276,6 @@ class _Host:
                 np.concatenate([p[3] for p in parts])[keep], s0[keep])
 
 
-def _sorted_unique(x: np.ndarray) -> np.ndarray:
-    """Sorted distinct values: a sort and one pass (numpy's hash-based ``unique`` is several times slower on
-    millions of times). The stable sort (a merge sort) takes the concatenated sorted runs it is given (idle
-    pieces' starts, their ends, calls in time order) in one merge, many times faster than a quicksort."""
-    x.sort(kind="stable")
-    return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
-
-
 def _split_at(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The idle pieces ``[gs, ge)`` (sorted, disjoint, may touch) cut at the points of ``cuts`` strictly inside
     one: (starts, ends, index of the piece each part comes from), in time order."""
@@ -475,30 +467,6 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
     return out
 
 
-def minus(bs: np.ndarray, be: np.ndarray, us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The pieces of ``[bs, be)`` outside ``[us, ue)`` (both sorted and disjoint), merged where they touch."""
-    if not len(us):
-        return bs, be
-    # A piece that is exactly one of ``[us, ue)`` leaves nothing and touches no other (both are disjoint): drop
-    # such pairs first, so the sweep below only sees the few pieces that differ (usually almost none).
-    at = np.minimum(np.searchsorted(us, bs), len(us) - 1)
-    same = (us[at] == bs) & (ue[at] == be)
-    if same.any():
-        drop = np.zeros(len(us), dtype=bool)
-        drop[at[same]] = True
-        bs, be, us, ue = bs[~same], be[~same], us[~drop], ue[~drop]
-    pts = _sorted_unique(np.concatenate((bs, be, us, ue)))
-    n = len(pts) - 1
-
-    def cover(a: np.ndarray, z: np.ndarray) -> np.ndarray:
-        return np.cumsum(np.bincount(np.searchsorted(pts, a), minlength=n + 1)[:n]
-                         - np.bincount(np.searchsorted(pts, z), minlength=n + 1)[:n]) > 0
-
-    m = cover(bs, be) & ~cover(us, ue)
-    edge = np.diff(np.concatenate(([0], m.astype(np.int8), [0])))
-    return pts[np.flatnonzero(edge == 1)], pts[np.flatnonzero(edge == -1)]
-
-
 def window_idle(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """The idle pieces of ``[lo, hi)`` around operations sorted by start: the complement of their union."""
     m = (start < hi) & (end > lo)
@@ -590,13 +558,17 @@ def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[I
     sp = speakers(trace)
     shared = trace.memo.get("idle_painted")  # the gap rules' painting of these same gaps, when made
     out: list[dict] = []
-    for pid, device, gs, ge in unit_idle(trace):
+    for u in unit_ops(trace):
+        if not len(u):
+            continue
+        pid, device = u.pid, u.device
         tids = sp.get((pid, device)) if pid is not None else None
         done = shared["units"].get((pid, device)) if shared is not None else None
         p = _by_phase(done, shared["bin_phase"], bin_names) if done is not None and shared is not None else None
-        out += entries(trace, p if p is not None else paint(trace, pid, tids, gs, ge, cuts, device=device, uvm=True),
-                       pid, device, tids,
-                       bin_names)
+        if p is None:  # not painted by the gap rules (or cut otherwise): the device's idle, painted here
+            gs, ge = pairing(u.start, u.end)
+            p = paint(trace, pid, tids, gs, ge, cuts, device=device, uvm=True)
+        out += entries(trace, p, pid, device, tids, bin_names)
     hashes = {t["name"] for e in out for c in e["categories"] for t in c["top"]}
     names = resolve_names(trace, hashes) if hashes else {}
     return [IdleAnatomy(e["pid"], e["device"], e["phase"], e["idle_ns"],

@@ -13,7 +13,7 @@ gaps against a direct SQL implementation of NVIDIA's pairing on every export.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,11 +39,44 @@ class UnitOps:
 
 @dataclass(frozen=True)
 class UnitGaps:
-    """NVIDIA's gpu_gaps of one unit, in time order (profiler overhead counted as busy)."""
+    """NVIDIA's gpu_gaps of one unit, in time order (profiler overhead counted as busy: ``busy_start`` and
+    ``busy_end``, the process's overhead clipped to the unit's span)."""
 
     unit: UnitOps
     gap_start: np.ndarray
     gap_end: np.ndarray
+    busy_start: np.ndarray = field(default_factory=lambda: _EMPTY)
+    busy_end: np.ndarray = field(default_factory=lambda: _EMPTY)
+
+    def idle_under_busy(self) -> tuple[np.ndarray, np.ndarray]:
+        """The unit's idle that the gaps leave out: its operations' idle (the plain pairing, the breakdown's)
+        under the profiler overhead, as sorted disjoint pieces. The plain pairing's idle is the complement of
+        the operations' union over their span; the gaps are the complement of the union with the overhead
+        too; so the difference is the overhead's union less the operations'. Per piece of the overhead's
+        union, only the operations starting inside it are looked at: the running maximum of the ends of
+        the operations before each says how far the device was already busy."""
+        if not len(self.busy_start) or not len(self.unit):
+            return _EMPTY, _EMPTY
+        order = np.argsort(self.busy_start, kind="stable")
+        bs, be = self.busy_start[order], self.busy_end[order]
+        reach_b = np.maximum.accumulate(be)
+        first = np.flatnonzero(np.r_[True, bs[1:] > reach_b[:-1]])
+        lo, hi = bs[first], reach_b[np.r_[first[1:] - 1, len(bs) - 1]]  # the overhead's union
+        start, end = self.unit.start, self.unit.end
+        i0, i1 = np.searchsorted(start, lo, side="left"), np.searchsorted(start, hi, side="left")
+        n = i1 - i0
+        at = np.repeat(np.arange(len(lo)), n)
+        op = i0[at] + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)  # operations starting inside
+        reach = _reach_before(end, np.r_[op, i1])  # busy up to here before each one, and before each end
+        # Before each operation starting inside a piece: idle from where the device was busy to (or from the
+        # piece's start) to its start; after the last one: to the piece's end.
+        gs = np.r_[np.maximum(reach[:len(op)], lo[at]), np.maximum(reach[len(op):], lo)]
+        ge = np.r_[start[op], hi]
+        owner = np.r_[at, np.arange(len(lo))]
+        keep = ge > gs
+        gs, ge, owner = gs[keep], ge[keep], owner[keep]
+        o = np.lexsort((gs, owner))
+        return gs[o], ge[o]
 
 
 def unit_ops(trace: Trace) -> list[UnitOps]:
@@ -192,6 +225,28 @@ def _overhead(trace: Trace) -> dict[int | None, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+def _reach_before(end: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per position ``i`` of ``idx``: the latest end of the operations before ``i`` (``end[:i].max()``; the
+    smallest int64 for ``i == 0``), for a few positions, without a running maximum over all operations."""
+    out = np.full(len(idx), np.iinfo(np.int64).min, dtype=np.int64)
+    if not len(idx):
+        return out
+    # Operations come in start order and each lasts little: the running maximum up to ``i`` is reached within
+    # the operations since the previous asked position; a block maximum per gap between asked positions.
+    order = np.argsort(idx, kind="stable")
+    pos = idx[order]
+    best = np.iinfo(np.int64).min
+    prev = 0
+    vals = np.empty(len(pos), dtype=np.int64)
+    for k, i in enumerate(pos.tolist()):
+        if i > prev:
+            best = max(best, int(end[prev:i].max()))
+            prev = i
+        vals[k] = best
+    out[order] = vals
+    return out
+
+
 def unit_gaps(trace: Trace) -> list[UnitGaps]:
     """Every unit's idle gaps with NVIDIA's gpu_gaps semantics: the pairing over the unit's operations
     plus its process's profiler overhead, which counts as busy on each of the process's devices, clipped
@@ -207,7 +262,7 @@ def unit_gaps(trace: Trace) -> list[UnitGaps]:
             keep = (os_ < u1) & (oe > u0)
             bs, be = np.maximum(os_[keep], u0), np.minimum(oe[keep], u1)
         gs, ge = pairing(u.start, u.end, bs, be)
-        out.append(UnitGaps(u, gs, ge))
+        out.append(UnitGaps(u, gs, ge, bs, be))
     return out
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import analysis.model.activity
 from analysis.model.activity import (
+    UnitGaps,
     UnitOps,
     pairing,
     short_kernel_runs,
@@ -59,6 +60,32 @@ def test_busy_intervals_merged_chunk_by_chunk_pair_like_one_sorted_stream(ops, b
         got = pairing(start, end, bs, be)
     assert got[0].tolist() == want[0].tolist()
     assert got[1].tolist() == want[1].tolist()
+
+
+@settings(max_examples=400, deadline=None)
+@given(ops=_intervals(), busy=_intervals(max_size=12, hi=260))
+def test_idle_under_busy_is_the_plain_idle_the_gaps_leave_out(ops, busy):
+    """``UnitGaps.idle_under_busy`` (the idle the breakdown counts and the gap table does not: under profiler
+    overhead) equals, unit cell by unit cell, the plain pairing's gaps less the gaps with the overhead busy."""
+    start, end = _sorted(*ops)
+    if not len(start):
+        return
+    u0, u1 = int(start[0]), int(end.max())
+    bs, be = busy
+    keep = (bs < u1) & (be > u0)
+    bs, be = np.maximum(bs[keep], u0), np.minimum(be[keep], u1)
+    unit = UnitOps(None, None, start, end, np.zeros(len(start), dtype=np.uint8))
+    gs, ge = pairing(start, end, bs, be)
+    xs, xe = UnitGaps(unit, gs, ge, bs, be).idle_under_busy()
+    cells = np.zeros(u1 + 1, dtype=np.int8)
+    for a, z in zip(*pairing(start, end), strict=True):
+        cells[a:z] += 1
+    for a, z in zip(gs, ge, strict=True):
+        cells[a:z] -= 1
+    want = np.flatnonzero(cells == 1)
+    got = np.concatenate([np.arange(a, z) for a, z in zip(xs, xe, strict=True)] or [np.zeros(0, dtype=np.int64)])
+    assert got.tolist() == want.tolist()  # sorted, disjoint (no cell twice), and the same cells
+    assert (xe > xs).all() and (xs[1:] >= xe[:-1]).all()
 
 
 def _covered(start: np.ndarray, end: np.ndarray) -> int:

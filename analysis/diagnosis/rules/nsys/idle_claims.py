@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analysis.diagnosis.idle_anatomy import NCAT, minus, paint, resolve_names, speakers
+from analysis.diagnosis.idle_anatomy import NCAT, paint, resolve_names, speakers
 from analysis.diagnosis.idle_classes import CATEGORIES, CODE
-from analysis.model.activity import pairing, unit_gaps
+from analysis.model.activity import unit_gaps
 from analysis.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -124,8 +124,7 @@ def claims(trace: Trace, long_ns: int = LONG_GAP_NS) -> Claims:
         if not take.any() or pid is None or not len(ug.gap_start):
             out.taken.append(np.zeros(len(ug.gap_start), dtype=np.int64))
             continue
-        bgs, bge = pairing(ug.unit.start, ug.unit.end)
-        extra = minus(bgs, bge, ug.gap_start, ug.gap_end)
+        extra = ug.idle_under_busy()
         p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra, device=dev, uvm=True,
                   long=(ug.gap_end - ug.gap_start) >= long_ns)
         out.taken.append(p.taken)
