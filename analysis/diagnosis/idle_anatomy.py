@@ -376,11 +376,12 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         out.taken += np.bincount(part_piece, weights=per_part, minlength=len(out.taken)).round().astype(np.int64)
 
 
-def _account(out: Painted, taken_parts: list, c: int, ns: np.ndarray, part: np.ndarray, part_bin: np.ndarray, part_piece: np.ndarray,
-             who: np.ndarray | None = None, name: np.ndarray | None = None, done: np.ndarray | None = None) -> None:
+def _account(out: Painted, taken_parts: list, c: int, ns: np.ndarray, part: np.ndarray, part_bin: np.ndarray,
+             part_piece: np.ndarray, who: np.ndarray | None = None, name: np.ndarray | None = None,
+             done: np.ndarray | None = None) -> None:
     """Add category ``c``'s painted stretches (lengths ``ns``, in time order, on the idle parts ``part``) to
-    ``out``: per bin, per claimed part (appended to ``taken_parts``), per long piece, and per (bin, name) with the number of
-    intervals (``who``, positions in ``name`` and ``done``) whose idle starts in that bin."""
+    ``out``: per bin, per claimed part (appended to ``taken_parts``), per long piece, and per (bin, name) with
+    the number of intervals (``who``, positions in ``name`` and ``done``) whose idle starts in that bin."""
     if not len(ns):
         return
     b = part_bin[part]

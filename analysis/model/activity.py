@@ -227,23 +227,15 @@ def _overhead(trace: Trace) -> dict[int | None, tuple[np.ndarray, np.ndarray]]:
 
 def _reach_before(end: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Per position ``i`` of ``idx``: the latest end of the operations before ``i`` (``end[:i].max()``; the
-    smallest int64 for ``i == 0``), for a few positions, without a running maximum over all operations."""
+    smallest int64 for ``i == 0``), for a few positions, without a running maximum over all operations: one
+    maximum per block of operations between two positions asked, then a running maximum over the blocks."""
     out = np.full(len(idx), np.iinfo(np.int64).min, dtype=np.int64)
-    if not len(idx):
+    pos = np.unique(idx[idx > 0])
+    if not len(pos):
         return out
-    # Operations come in start order and each lasts little: the running maximum up to ``i`` is reached within
-    # the operations since the previous asked position; a block maximum per gap between asked positions.
-    order = np.argsort(idx, kind="stable")
-    pos = idx[order]
-    best = np.iinfo(np.int64).min
-    prev = 0
-    vals = np.empty(len(pos), dtype=np.int64)
-    for k, i in enumerate(pos.tolist()):
-        if i > prev:
-            best = max(best, int(end[prev:i].max()))
-            prev = i
-        vals[k] = best
-    out[order] = vals
+    best = np.maximum.accumulate(np.maximum.reduceat(end[:pos[-1]], np.r_[0, pos[:-1]]))
+    asked = idx > 0
+    out[asked] = best[np.searchsorted(pos, idx[asked])]
     return out
 
 
