@@ -212,7 +212,11 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         top = max(named, key=lambda f: int(f["impact_ns"])) if named else top
     kind = finding_kind(top) or "host_bound"
     step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
-    text = (f"{LABELS.get(kind, kind)}: {top['title']} (costs {_ms(int(top['impact_ns']))}; the GPU is idle "
+    label = LABELS.get(kind, kind)
+    title = str(top["title"])
+    if title.lower().startswith(label.lower() + ":"):  # a title that already says it (KRN001's "Launch-bound: ...")
+        title = title[len(label) + 1:].lstrip()
+    text = (f"{label}: {title} (costs {_ms(int(top['impact_ns']))}; the GPU is idle "
             f"{_ms(idle)}, busy {busy_pct:.1f}% of the window)")
     sampled = top.get("host_functions") or []
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)

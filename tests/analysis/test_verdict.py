@@ -104,6 +104,14 @@ def test_an_idle_gpu_takes_kind_and_next_step_from_the_table(rule_id) -> None:
     assert kind in KINDS
 
 
+def test_a_title_that_already_names_the_kind_is_not_repeated() -> None:
+    """KRN001's title starts "Launch-bound:", the verdict's label for it: the sentence says it once."""
+    top = finding("KRN001", 60, title="Launch-bound: 1933 short kernels in 1 run(s), GPU idle 57.1 ms")
+    v = report_verdict(info(span_ms=100, busy_ms=20), [top], FACTS)
+    assert v.kind == "launch_bound"
+    assert v.text.startswith("Launch-bound: 1933 short kernels in 1 run(s), GPU idle 57.1 ms (costs 60.0 ms;")
+
+
 def test_host_bound_names_the_sampled_functions_or_the_capture_flags() -> None:
     sampled = [{"function": "__printf_fp_l", "share_pct": 30.4}, {"function": "_IO_vfprintf", "share_pct": 13.7}]
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity",
