@@ -172,3 +172,16 @@ def test_single_rank_without_nccl_has_no_comm_findings() -> None:
 
 def _evidence_only(f: dict) -> bool:
     return (f["owns_idle"] if "owns_idle" in f else (f.get("extra") or {}).get("owns_idle")) is False
+
+
+def test_mem002_without_blocking_copies_says_what_held_the_host() -> None:
+    """The OpenACC export's cuMemcpyHtoDAsync calls are no blocking copies by NVIDIA's rule, yet its launching
+    thread sat in them while the GPU idled: MEM002 owns that idle and says so, naming the calls with their time,
+    never "0 blocking memcpy call(s)"."""
+    result = analyze([ingested(corpus_file("openacc-report12-nometa.sqlite"))]).to_json()
+    (f,) = [f for f in result["findings"] if f["rule_id"] == "MEM002"]
+    assert f["copies"] == 0 and f["impact_ns"] == f["idle_ns"] > 0
+    assert f["title"].startswith("GPU idle ") and "inside copy calls that held the host (cuMemcpyHtoDAsync)" in f["title"]
+    assert "0 blocking" not in f["message"] and "cuMemcpyHtoDAsync" in f["message"]
+    top = f["names"][0]
+    assert top["name"] == "cuMemcpyHtoDAsync" and top["ns"] <= f["impact_ns"] and top["calls"] > 0

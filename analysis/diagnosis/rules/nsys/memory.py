@@ -129,13 +129,17 @@ class BlockingMemcpy(Rule):
         return [Finding(
             rule_id=self.id,
             title=(f"{n} synchronous copies block the host; GPU idle {fmt_ms(int(idle))} inside copy calls" if n else
-                   f"GPU idle {fmt_ms(int(idle))} inside synchronous copy calls"
+                   f"GPU idle {fmt_ms(int(idle))} inside copy calls that held the host"
                    + (f" ({'/'.join(nm for nm, _, _ in cl.names[:3])})" if cl and cl.names else "")),
-            message=(f"{n} blocking memcpy call(s) ({_mib(int(nbytes))}) held the host for {fmt_ms(int(host_ns))}; "
-                     f"{gaps} GPU idle gap(s) opened while one was in progress; {fmt_ms(int(idle))} of GPU idle passed "
-                     "inside synchronous copy and memset calls"
-                     + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
-                     + "."),
+            message=((f"{n} blocking memcpy call(s) ({_mib(int(nbytes))}) held the host for {fmt_ms(int(host_ns))}; "
+                      f"{gaps} GPU idle gap(s) opened while one was in progress; {fmt_ms(int(idle))} of GPU idle "
+                      "passed inside synchronous copy and memset calls") if n else
+                     (f"{fmt_ms(int(idle))} of GPU idle passed while the launching thread was inside copy and memset "
+                      "calls that are not blocking copies by NVIDIA's rule (asynchronous calls on pageable memory, "
+                      "small host-to-device copies), yet held the host: such a call returns only once the host data "
+                      "is staged"))
+                    + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
+                    + ".",
             impact_ns=int(idle), impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
