@@ -185,3 +185,20 @@ def test_mem002_without_blocking_copies_says_what_held_the_host() -> None:
     assert "0 blocking" not in f["message"] and "cuMemcpyHtoDAsync" in f["message"]
     top = f["names"][0]
     assert top["name"] == "cuMemcpyHtoDAsync" and top["ns"] <= f["impact_ns"] and top["calls"] > 0
+
+
+@pytest.mark.parametrize(("name", "key"), [("saxpy-mpi-rank0-perlmutter.sqlite", "host_cpu"),
+                                           ("cupy-power-iteration.sqlite", "user_range"),
+                                           ("pytorch-nvfuser-h200.sqlite", "no_activity")])
+def test_gpu001_advice_follows_what_the_anatomy_saw_in_its_idle(name: str, key: str) -> None:
+    """GPU001's idle with no CUDA or OS call is told by what the anatomy did see there: CPU samples of the launching
+    thread (saxpy: 542 of 546 ms), the program's own NVTX ranges (cupy: 633 ms), or nothing (nvFuser: 2.28 s of
+    'none'), each with its own advice; the cause's wording never says "no recorded host activity"."""
+    from analysis.diagnosis.rules.nsys.gpu import ADVICE
+
+    result = analyze([ingested(corpus_file(name))]).to_json()
+    (f,) = [f for f in result["findings"] if f["rule_id"] == "GPU001"]
+    cats = f["by_category"]
+    assert f["main_cause"] == "no_activity" and max(cats, key=cats.get) == ("none" if key == "no_activity" else key)
+    assert f["advice"] == ADVICE[key]
+    assert "no recorded host activity" not in f["message"]

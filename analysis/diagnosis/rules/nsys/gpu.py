@@ -26,7 +26,8 @@ CAUSES = {
     "os_runtime": "the launching thread sat mostly in OS runtime calls (the idle inside them is HOST001's; this is "
                   "the rest of those gaps)",
     "cuda_api": "the launching thread was busy in CUDA API calls",
-    "no_activity": "no recorded host activity (host busy elsewhere: data loading, Python, CPU work)",
+    "no_activity": "no CUDA or OS call on the launching thread (host busy elsewhere: data loading, Python, CPU "
+                   "work)",
     "setup": "the process was setting up (CUDA context, modules, allocations, NCCL communicators)",
 }
 # How GPU001's message names the anatomy's categories it keeps.
@@ -42,6 +43,16 @@ ADVICE = {
     "no_activity": "Nothing on the launching thread explains the gap: the host was computing elsewhere "
                    "(data loading, Python, preprocessing). Add NVTX ranges to the host code, prefetch data "
                    "(more DataLoader workers, pinned memory), and queue GPU work ahead of the host.",
+    # ``no_activity`` told by what the anatomy did see in that idle, when it saw something: CPU samples of the
+    # launching thread, or its own NVTX ranges.
+    "host_cpu": "The launching thread was computing on the CPU in these gaps (in the sampled functions the finding "
+                "names): move that work off the thread that feeds the GPU (a worker thread or process, more "
+                "DataLoader workers), precompute or cache it, or queue GPU work far enough ahead that the host's work "
+                "overlaps it.",
+    "user_range": "The idle passes inside the program's own NVTX ranges, with no CUDA or OS call: what those "
+                  "ranges do on the host is what the GPU waits for (the sampled functions, when the finding names "
+                  "them, show what runs in them; else sample the CPU with nsys --sample=cpu). Move that work off "
+                  "the thread that feeds the GPU or overlap it with queued GPU work.",
     "setup": "The GPU waited while the process set itself up (NCCL communicator creation, CUDA context and "
              "module loading, host and device allocations): a one-off cost, not the loop's. Create communicators "
              "once, load modules lazily (CUDA_MODULE_LOADING=LAZY), allocate once up front; analyze the steady "
@@ -61,8 +72,9 @@ class IdleGaps(Rule):
     less the instants rules that own idle by what the host was doing take out of them (``idle_claims``:
     SYNC001 inside syncs, MEM002 inside synchronous copies, HOST001 inside OS calls, ...); a gap they take
     whole is not GPU001's, and evidence lists only gaps GPU001 keeps some of. Each gap gets a cause from the process's launching threads
-    during the gap: an OS runtime call or CUDA API work covering at least half of it, else no recorded
-    activity; but when set-up work of any thread of the process (CUDA context, module and memory set-up
+    during the gap: an OS runtime call or CUDA API work covering at least half of it, else no CUDA or OS call
+    (``no_activity``; its advice follows what the anatomy saw most of in the idle GPU001 keeps: CPU samples of
+    the launching thread, the program's own NVTX ranges, or nothing recorded); but when set-up work of any thread of the process (CUDA context, module and memory set-up
     calls, NCCL communicator set-up ranges) covers at least half of it, the cause is ``setup`` (never
     data loading). Impact: the time GPU001 keeps of those gaps. ``by_category`` splits that time exactly by
     what the idle anatomy painted there (the categories no rule claims: nothing recorded, CPU samples, user
@@ -147,11 +159,21 @@ class IdleGaps(Rule):
                      + f"; longest {fmt_ms(top[0].ns)}. Causes: {causes}. The host was: "
                      + ", ".join(f"{CATEGORY_WORDS.get(c, c)} {fmt_ms(v)}" for c, v in list(by_cat.items())[:4])
                      + "." + _unrecorded(trace, main, host)),
-            impact_ns=total, impact_pct=share, advice=ADVICE[main], evidence=evidence,
+            impact_ns=total, impact_pct=share, advice=ADVICE[_advice_key(main, by_cat)], evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
             extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
                    "main_cause": main, "by_category": by_cat, **host},
         )]
+
+
+def _advice_key(main: str, by_cat: dict[str, int]) -> str:
+    """The advice for the main cause; for ``no_activity``, what the anatomy saw most of in the idle GPU001 keeps
+    when that is CPU samples or the program's NVTX ranges (else nothing recorded: the general advice)."""
+    if main == "no_activity" and by_cat:
+        top = max(by_cat, key=lambda c: by_cat[c])
+        if top in ("host_cpu", "user_range"):
+            return top
+    return main
 
 
 def _unrecorded(trace: Trace, main: str, host: dict) -> str:
