@@ -41,6 +41,13 @@ def _sorted(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return start[order], end[order]
 
 
+def _in_span(start: np.ndarray, end: np.ndarray, bs: np.ndarray, be: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Busy intervals clipped to the operations' span, as ``unit_gaps`` clips the profiler overhead."""
+    u0, u1 = int(start[0]), int(end.max())
+    keep = (bs < u1) & (be > u0)
+    return np.maximum(bs[keep], u0), np.minimum(be[keep], u1)
+
+
 @settings(max_examples=400, deadline=None)
 @given(ops=_intervals(), busy=_intervals(max_size=12, hi=260), chunk=st.sampled_from([1, 2, 3, 7, 1 << 20]))
 def test_busy_intervals_merged_chunk_by_chunk_pair_like_one_sorted_stream(ops, busy, chunk):
@@ -50,10 +57,7 @@ def test_busy_intervals_merged_chunk_by_chunk_pair_like_one_sorted_stream(ops, b
     start, end = _sorted(*ops)
     if not len(start):
         return
-    u0, u1 = int(start[0]), int(end.max())
-    bs, be = busy
-    keep = (bs < u1) & (be > u0)
-    bs, be = np.maximum(bs[keep], u0), np.minimum(be[keep], u1)
+    bs, be = _in_span(start, end, *busy)
     with _chunk(1 << 20):
         want = pairing(*_sorted(np.concatenate((start, bs)), np.concatenate((end, be))))
     with _chunk(chunk):
@@ -70,14 +74,11 @@ def test_idle_under_busy_is_the_plain_idle_the_gaps_leave_out(ops, busy):
     start, end = _sorted(*ops)
     if not len(start):
         return
-    u0, u1 = int(start[0]), int(end.max())
-    bs, be = busy
-    keep = (bs < u1) & (be > u0)
-    bs, be = np.maximum(bs[keep], u0), np.minimum(be[keep], u1)
+    bs, be = _in_span(start, end, *busy)
     unit = UnitOps(None, None, start, end, np.zeros(len(start), dtype=np.uint8))
     gs, ge = pairing(start, end, bs, be)
     xs, xe = UnitGaps(unit, gs, ge, bs, be).idle_under_busy()
-    cells = np.zeros(u1 + 1, dtype=np.int8)
+    cells = np.zeros(int(end.max()) + 1, dtype=np.int8)
     for a, z in zip(*pairing(start, end), strict=True):
         cells[a:z] += 1
     for a, z in zip(gs, ge, strict=True):
