@@ -31,3 +31,21 @@ def test_sync001_title_counts_calls_not_gaps():
     assert f["syncs_followed_by_idle"] == len(followed)
     assert f"after {len(followed)} of {len(calls)} sync calls" in f["title"]
     assert f"{len(owned)} idle gap(s) followed {len(followed)} blocking synchronize call(s)" in f["message"]
+
+
+def test_sync001_without_a_gap_opening_in_a_sync_says_so():
+    """cupy-power-iteration calls cudaStreamSynchronize 89 times, each with the GPU already idle (no gap opens
+    while one is in progress, checked on the raw export): SYNC001 owns the idle inside those calls and says that,
+    not "after 0 of 89 sync calls" nor "0 idle gap(s) followed 0 ..." (the whole report: all its calls)."""
+    src = corpus_file("cupy-power-iteration.sqlite")
+    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    try:
+        gaps = raw_gaps(con)
+        calls = [(pid, s, e) for _, s, e, name, pid, _ in raw_api_names(con) if SYNC.match(name)]
+    finally:
+        con.close()
+    assert calls and not [g for g in gaps if any(c[0] == g[0] and c[1] <= g[2] <= c[2] for c in calls)]
+    (f,) = [f for f in analyze([ingested(src)], rules=["SYNC001"], window="all").to_json()["findings"]]
+    assert f["syncs_followed_by_idle"] == 0 and f["idle_gaps"] == 0 and f["sync_calls"] == len(calls)
+    assert re.fullmatch(r"GPU idle \S+ \S+ inside sync calls \(cudaStreamSynchronize\)", f["title"])
+    assert "no idle gap opened while one was in progress" in f["message"] and "0 idle gap(s)" not in f["message"]
