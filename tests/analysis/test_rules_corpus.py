@@ -202,3 +202,12 @@ def test_gpu001_advice_follows_what_the_anatomy_saw_in_its_idle(name: str, key: 
     assert f["main_cause"] == "no_activity" and max(cats, key=cats.get) == ("none" if key == "no_activity" else key)
     assert f["advice"] == ADVICE[key]
     assert "no recorded host activity" not in f["message"]
+
+
+def test_small_copies_are_sized_in_bytes_or_kib_not_zero_mib() -> None:
+    """devsync-heavy's three blocking copies move a few bytes: MEM002 says how many (its ``bytes``), not 0.0 MiB."""
+    result = analyze([ingested(corpus_file("devsync-heavy-report13.sqlite"))]).to_json()
+    (f,) = [f for f in result["findings"] if f["rule_id"] == "MEM002"]
+    assert 0 < f["bytes"] < 2**20 and f["copies"] == 3
+    size = f"{f['bytes']} B" if f["bytes"] < 1024 else f"{f['bytes'] / 1024:.1f} KiB"
+    assert f"3 blocking memcpy call(s) ({size})" in f["message"] and "0.0 MiB" not in f["message"]

@@ -19,7 +19,10 @@ from analysis.model.trace import Trace
 
 
 def _mib(n: int) -> str:
-    return f"{n / 2**20:,.1f} MiB"
+    """Bytes in binary units, MiB from 1 MiB up (copies are sized in MiB), KiB or bytes below: never "0.0 MiB"."""
+    if n >= 2**20:
+        return f"{n / 2**20:,.1f} MiB"
+    return f"{n / 2**10:.1f} KiB" if n >= 2**10 else f"{n} B"
 
 
 def _evidence(trace: Trace, rows: list[tuple], value_idx: int, detail_keys: tuple[str, ...],
