@@ -36,6 +36,16 @@ CATEGORIES = ("allocation", "sync", "sync_copy", "memset", "launch", "jit_module
 CODE = {c: i for i, c in enumerate(CATEGORIES)}
 NONE = CODE["none"]
 
+# How prose names each category ("the host was: in allocation calls 143 ms, nothing recorded 77.7 ms").
+WORDS = {"allocation": "in allocation calls", "sync": "in synchronization calls", "sync_copy": "in copy calls",
+         "memset": "in memset calls", "launch": "in launch calls", "jit_module": "compiling or loading modules",
+         "nccl_setup": "creating NCCL communicators", "cuda_other": "in other CUDA calls",
+         "mpi": "communicating (MPI or NCCL ranges)", "os_io": "in file or network I/O",
+         "os_wait": "waiting (locks, sleeps, polls)", "os_other": "in other OS calls", "user_range": "in user NVTX ranges",
+         "host_cpu": "sampled on CPU", "uvm_migration": "between unified-memory migrations",
+         "off_cpu": "switched out (off CPU)", "none": "nothing recorded"}
+assert set(WORDS) == set(CATEGORIES)
+
 # The name an off-CPU stretch paints with (SQL over the ``off_cpu`` table): what it blocked on when the export
 # says (nsys >= 2024.5 on some kernels), else its state when informative, else plain "off CPU".
 OFF_CPU_NAME_SQL = ("(CASE WHEN block IS NOT NULL AND block NOT IN ('non_blocked', 'unknown') THEN 'off CPU: ' || block "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.api import analyze
+from analysis.diagnosis.idle_classes import WORDS
 from analysis.model.trace import Trace
 from tests.analysis.planting import ingested
 from tests.conftest import NSYS_FILES
@@ -66,4 +67,4 @@ def test_startup_anatomy_is_the_startup_idle(src):
     else:
         assert not first or first[0][1] < 10_000_000
     top = ana["categories"][0]
-    assert top["category"] in f["message"] and "imports, model construction" not in f["advice"]
+    assert f"the host was: {WORDS[top['category']]} " in f["message"] and "imports, model construction" not in f["advice"]

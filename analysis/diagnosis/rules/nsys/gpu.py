@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.idle_classes import WORDS
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import CAUSE_CODES, cause_names, launchers, owned_gap_causes
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
@@ -30,10 +31,8 @@ CAUSES = {
                    "work)",
     "setup": "the process was setting up (CUDA context, modules, allocations, NCCL communicators)",
 }
-# How GPU001's message names the anatomy's categories it keeps.
-CATEGORY_WORDS = {"none": "nothing recorded", "host_cpu": "sampled on CPU", "user_range": "in user NVTX ranges",
-                  "launch": "in launch calls", "cuda_other": "in other CUDA calls", "nccl_setup": "creating NCCL "
-                  "communicators", "allocation": "in allocation calls (outside a loop)"}
+# How GPU001's message names the anatomy's categories it keeps (allocation in a loop is MEM006's).
+CATEGORY_WORDS = {**WORDS, "allocation": "in allocation calls (outside a loop)"}
 
 ADVICE = {
     "os_runtime": "The host thread that feeds the GPU was blocked in the OS (I/O, locks, sleeps). Move "

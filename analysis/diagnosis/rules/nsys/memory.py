@@ -131,7 +131,8 @@ class BlockingMemcpy(Rule):
         share = pct(int(idle), report_span_ns(trace))
         return [Finding(
             rule_id=self.id,
-            title=(f"{n} synchronous copies block the host; GPU idle {fmt_ms(int(idle))} inside copy calls" if n else
+            title=(f"{n} synchronous {'copy blocks' if n == 1 else 'copies block'} the host; GPU idle "
+                   f"{fmt_ms(int(idle))} inside copy calls" if n else
                    f"GPU idle {fmt_ms(int(idle))} inside copy calls that held the host"
                    + (f" ({'/'.join(nm for nm, _, _ in cl.names[:3])})" if cl and cl.names else "")),
             message=((f"{n} blocking memcpy call(s) ({_mib(int(nbytes))}) held the host for {fmt_ms(int(host_ns))}; "

@@ -100,7 +100,7 @@ class StartupCost(_PhaseRule):
         until = "the first iteration" if len(info.loop) else "the work starts (after set-up)"
         what = ""
         if anatomy is not None:
-            what = f" While the GPU idled ({fmt_ms(anatomy.idle_ns)}) the host was in: {describe(anatomy, fmt_ms)}."
+            what = f" While the GPU idled ({fmt_ms(anatomy.idle_ns)}) the host was: {describe(anatomy, fmt_ms)}."
             if anatomy.first_call is not None:
                 what += (f" The first CUDA call, {anatomy.first_call[0]} ({fmt_ms(anatomy.first_call[1])}), "
                          "includes creating the CUDA context.")

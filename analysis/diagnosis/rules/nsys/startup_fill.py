@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.diagnosis.idle_anatomy import entries, paint, speakers, window_idle
+from analysis.diagnosis.idle_classes import WORDS
 from analysis.model.intervals import GPU_OPS_SQL
 from analysis.model.trace import Trace
 
@@ -102,9 +103,10 @@ def _unit_ops_in(base: Trace, unit: tuple[int | None, int | None] | None, lo: in
 
 
 def describe(fill: StartupFill, fmt) -> str:
-    """'host_cpu 542 ms (main, std::abs), allocation 143 ms (cudaMalloc x2) ...' for the largest categories."""
+    """'in allocation calls 143 ms (cudaMalloc x2); sampled on CPU 76 ms (main x40) ...' for the largest
+    categories, in the anatomy's words (``idle_classes.WORDS``)."""
     parts = []
     for c in fill.categories[:4]:
         names = ", ".join(f"{t['name']} x{t['calls']}" for t in c["top"][:3])
-        parts.append(f"{c['category']} {fmt(c['ns'])}" + (f" ({names})" if names else ""))
+        parts.append(f"{WORDS.get(c['category'], c['category'])} {fmt(c['ns'])}" + (f" ({names})" if names else ""))
     return "; ".join(parts)
