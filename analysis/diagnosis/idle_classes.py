@@ -44,7 +44,6 @@ WORDS = {"allocation": "in allocation calls", "sync": "in synchronization calls"
          "os_wait": "waiting (locks, sleeps, polls)", "os_other": "in other OS calls", "user_range": "in user NVTX ranges",
          "host_cpu": "sampled on CPU", "uvm_migration": "between unified-memory migrations",
          "off_cpu": "switched out (off CPU)", "none": "nothing recorded"}
-assert set(WORDS) == set(CATEGORIES)
 
 # The name an off-CPU stretch paints with (SQL over the ``off_cpu`` table): what it blocked on when the export
 # says (nsys >= 2024.5 on some kernels), else its state when informative, else plain "off CPU".

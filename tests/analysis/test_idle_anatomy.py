@@ -19,7 +19,7 @@ from analysis.diagnosis.idle_anatomy import (
     unit_idle,
     window_idle,
 )
-from analysis.diagnosis.idle_classes import CATEGORIES, CODE, NONE, cuda_class, os_class
+from analysis.diagnosis.idle_classes import CATEGORIES, CODE, NONE, WORDS, cuda_class, os_class
 from analysis.loops.phases import phase_info
 from analysis.model.trace import Trace
 from tests.analysis.planting import api, ingested, kernel, normalized
@@ -142,6 +142,11 @@ def test_window_idle_is_the_complement_of_the_union(ops, lo, hi):
         assert not idle[a:z].any()  # disjoint
         idle[a:z] = True
     assert (idle[lo:hi] == ~busy[lo:hi]).all() and not idle[:lo].any() and not idle[hi:].any()
+
+
+def test_every_category_has_words_for_prose():
+    """PHASE001 and GPU001 name categories in words: one entry per category of the vocabulary, no other."""
+    assert list(WORDS) == list(CATEGORIES) and all(WORDS.values())
 
 
 def test_names_are_classified_most_specific_first():
