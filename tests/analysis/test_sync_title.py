@@ -14,17 +14,26 @@ EXPORT = "clue-um-t4.sqlite"
 SYNC = re.compile(r"^cu(da)?(Device|Stream|Thread|Event|Ctx)Synchronize(_v\d+)?$")
 
 
-def test_sync001_title_counts_calls_not_gaps():
-    src = corpus_file(EXPORT)
+def _gaps_and_syncs(src) -> tuple[list, list]:
+    """The raw export's idle gaps (pid, device, start, end) and sync calls (pid, start, end)."""
     con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
     try:
-        gaps = raw_gaps(con)
-        calls = [(pid, s, e) for _, s, e, name, pid, _ in raw_api_names(con) if SYNC.match(name)]
+        return raw_gaps(con), [(pid, s, e) for _, s, e, name, pid, _ in raw_api_names(con) if SYNC.match(name)]
     finally:
         con.close()
+
+
+def _opened_in_sync(gaps: list, calls: list) -> list:
+    """The gaps that opened while a sync call of their process was in progress."""
+    return [g for g in gaps if any(c[0] == g[0] and c[1] <= g[2] <= c[2] for c in calls)]
+
+
+def test_sync001_title_counts_calls_not_gaps():
+    src = corpus_file(EXPORT)
+    gaps, calls = _gaps_and_syncs(src)
     # A gap is SYNC001's when a sync call of its process is in progress as the device goes idle.
     followed = {c for pid, _dev, g0, _g1 in gaps for c in calls if c[0] == pid and c[1] <= g0 <= c[2]}
-    owned = [g for g in gaps if any(c[0] == g[0] and c[1] <= g[2] <= c[2] for c in calls)]
+    owned = _opened_in_sync(gaps, calls)
     assert len(owned) > 10 * len(followed) > 0, "the export shows gaps outnumbering calls"
     (f,) = [f for f in analyze([ingested(src)], rules=["SYNC001"]).to_json()["findings"]]
     assert f["idle_gaps"] == len(owned) and f["sync_calls"] == len(calls)
@@ -38,13 +47,8 @@ def test_sync001_without_a_gap_opening_in_a_sync_says_so():
     while one is in progress, checked on the raw export): SYNC001 owns the idle inside those calls and says that,
     not "after 0 of 89 sync calls" nor "0 idle gap(s) followed 0 ..." (the whole report: all its calls)."""
     src = corpus_file("cupy-power-iteration.sqlite")
-    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
-    try:
-        gaps = raw_gaps(con)
-        calls = [(pid, s, e) for _, s, e, name, pid, _ in raw_api_names(con) if SYNC.match(name)]
-    finally:
-        con.close()
-    assert calls and not [g for g in gaps if any(c[0] == g[0] and c[1] <= g[2] <= c[2] for c in calls)]
+    gaps, calls = _gaps_and_syncs(src)
+    assert calls and not _opened_in_sync(gaps, calls)
     (f,) = [f for f in analyze([ingested(src)], rules=["SYNC001"], window="all").to_json()["findings"]]
     assert f["syncs_followed_by_idle"] == 0 and f["idle_gaps"] == 0 and f["sync_calls"] == len(calls)
     assert re.fullmatch(r"GPU idle \S+ \S+ inside sync calls \(cudaStreamSynchronize\)", f["title"])
