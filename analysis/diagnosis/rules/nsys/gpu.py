@@ -73,9 +73,9 @@ class IdleGaps(Rule):
     whole is not GPU001's, and evidence lists only gaps GPU001 keeps some of. Each gap gets a cause from the process's launching threads
     during the gap: an OS runtime call or CUDA API work covering at least half of it, else no CUDA or OS call
     (``no_activity``; its advice follows what the anatomy saw most of in the idle GPU001 keeps: CPU samples of
-    the launching thread, the program's own NVTX ranges, or nothing recorded); but when set-up work of any thread of the process (CUDA context, module and memory set-up
-    calls, NCCL communicator set-up ranges) covers at least half of it, the cause is ``setup`` (never
-    data loading). Impact: the time GPU001 keeps of those gaps. ``by_category`` splits that time exactly by
+    the launching thread, the program's own NVTX ranges, or nothing recorded); but when set-up work of any
+    thread of the process (CUDA context, module and memory set-up calls, NCCL communicator set-up ranges)
+    covers at least half of it, the cause is ``setup`` (never data loading). Impact: the time GPU001 keeps of those gaps. ``by_category`` splits that time exactly by
     what the idle anatomy painted there (the categories no rule claims: nothing recorded, CPU samples, user
     ranges, launch and other CUDA calls, NCCL communicator set-up, allocation outside the loop), so the
     finding says how much of it has nothing recorded at all.
