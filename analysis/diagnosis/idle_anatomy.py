@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from analysis.diagnosis.idle_classes import (
     cuda_class,
     os_class,
 )
+from analysis.diagnosis.sweep import sweep
 from analysis.model.activity import pairing, unit_ops
 from analysis.model.trace import Trace
 from analysis.result_parts import IdleAnatomy, IdleCategory, IdleName
@@ -119,11 +121,47 @@ def _name_codes(trace: Trace, table: str, classify) -> tuple[np.ndarray, np.ndar
     return trace.memo[key]
 
 
-def _codes_of(hashes: np.ndarray, table_h: np.ndarray, table_c: np.ndarray, default: int) -> np.ndarray:
-    if not len(table_h):
-        return np.full(len(hashes), default, dtype=np.uint8)
-    i = np.minimum(np.searchsorted(table_h, hashes), len(table_h) - 1)
-    return np.where(table_h[i] == hashes, table_c[i], default).astype(np.uint8)
+class Slots(NamedTuple):
+    """The (category, name) pairs of a set of intervals: ``slot`` per interval, an index into ``cat``/``name``."""
+
+    slot: np.ndarray
+    cat: np.ndarray
+    name: np.ndarray
+
+
+def slots(cat: np.ndarray, name: np.ndarray) -> Slots:
+    """Each interval's (category, name hash) pair as a dense index (two sorts; a table lookup is cheaper where
+    the names are known, ``_table_slots``)."""
+    if not len(cat):
+        return Slots(_EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64))
+    u, inv = np.unique(name, return_inverse=True)
+    pair, slot = np.unique(inv.astype(np.int64) * NCAT + cat, return_inverse=True)
+    return Slots(slot.astype(np.int64), (pair % NCAT).astype(np.uint8), u[pair // NCAT].astype(np.uint64))
+
+
+def _table_slots(hashes: np.ndarray, table_h: np.ndarray, table_c: np.ndarray,
+                 default: int) -> tuple[np.ndarray, Slots]:
+    """Category codes of names looked up in a dictionary of the table's names (sorted hashes and their codes;
+    ``default`` for a hash not in it: a null name), and their slots: the dictionary's position, or past it."""
+    found = np.zeros(len(hashes), dtype=np.bool_)
+    i = np.zeros(len(hashes), dtype=np.int64)
+    if len(table_h):
+        i = np.minimum(np.searchsorted(table_h, hashes), len(table_h) - 1)
+        found = table_h[i] == hashes
+    codes = np.where(found, table_c[i] if len(table_h) else default, default).astype(np.uint8)
+    if found.all():
+        return codes, Slots(i, table_c.astype(np.uint8), table_h.astype(np.uint64))
+    rest = slots(codes[~found], hashes[~found])
+    i[~found] = rest.slot + len(table_h)
+    return codes, Slots(i, np.concatenate((table_c.astype(np.uint8), rest.cat)),
+                        np.concatenate((table_h.astype(np.uint64), rest.name)))
+
+
+def _join_slots(parts: Sequence[Slots]) -> Slots:
+    """Several sources' slots as one table (each source's indices moved past the previous sources')."""
+    off = np.cumsum([0] + [len(p.cat) for p in parts])
+    return Slots(np.concatenate([p.slot + o for p, o in zip(parts, off, strict=False)]),
+                 np.concatenate([p.cat for p in parts]), np.concatenate([p.name for p in parts]))
 
 
 def _threads(pid: int, tids: list[int] | None) -> str:
@@ -224,9 +262,9 @@ class _Host:
                                            f"AND start_ns < {hi} AND end_ns > {lo}"))
         return n
 
-    def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(start, end, category code, name hash, unclipped start) of every covering interval overlapping
-        ``[a, b)``, clipped to it. Each source appends its (start, end, code, hash) to ``parts``."""
+    def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Slots]:
+        """(start, end, category code, name hash, unclipped start, slots) of every covering interval overlapping
+        ``[a, b)``, clipped to it. Each source appends its (start, end, code, hash, slots) to ``parts``."""
         parts = []
         span = f"AND start_ns < {b} AND end_ns > {a} AND end_ns > start_ns"
         for table, names, default in (("cuda_api", self.api, CODE["cuda_other"]), ("osrt", self.osrt, CODE["os_other"])):
@@ -234,7 +272,8 @@ class _Host:
                 continue
             d = self.trace.arrays(f"SELECT start_ns, end_ns, COALESCE(hash(name), 0)::UBIGINT AS h FROM {table} "  # noqa: S608
                                   f"WHERE {self.where} {span}")
-            parts.append((d["start_ns"], d["end_ns"], _codes_of(d["h"], names[0], names[1], default), d["h"]))
+            codes, sl = _table_slots(d["h"], names[0], names[1], default)
+            parts.append((d["start_ns"], d["end_ns"], codes, d["h"], sl))
         if self.nvtx:
             d = self.trace.arrays(f"""
                 SELECT start_ns, end_ns, COALESCE(hash(text), 0)::UBIGINT AS h, (CASE
@@ -244,12 +283,12 @@ class _Host:
                     WHEN regexp_matches(COALESCE(text, ''), '{NVTX_JIT_RE}') THEN {CODE['jit_module']}
                     ELSE {CODE['user_range']} END)::UTINYINT AS c
                 FROM nvtx WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608 - constants, integers
-            parts.append((d["start_ns"], d["end_ns"], d["c"], d["h"]))
+            parts.append((d["start_ns"], d["end_ns"], d["c"], d["h"], slots(d["c"], d["h"])))
         if self.uvm is not None and len(self.uvm[0]):
             us, ue, uh = self.uvm
             inside = (us < b) & (ue > a)
-            parts.append((us[inside], ue[inside], np.full(int(inside.sum()), CODE["uvm_migration"], dtype=np.uint8),
-                          uh[inside]))
+            uc = np.full(int(inside.sum()), CODE["uvm_migration"], dtype=np.uint8)
+            parts.append((us[inside], ue[inside], uc, uh[inside], slots(uc, uh[inside])))
         if self.half:
             m = self.max_half
             d = self.trace.arrays(f"""
@@ -260,20 +299,23 @@ class _Host:
             at = np.minimum(np.searchsorted(known, d["tid"]), len(known) - 1)
             hp = np.where(known[at] == d["tid"], halves[at], 0)
             keep = hp > 0
-            parts.append((d["start_ns"][keep] - hp[keep], d["start_ns"][keep] + hp[keep],
-                          np.full(int(keep.sum()), CODE["host_cpu"], dtype=np.uint8), d["h"][keep]))
+            sc = np.full(int(keep.sum()), CODE["host_cpu"], dtype=np.uint8)
+            parts.append((d["start_ns"][keep] - hp[keep], d["start_ns"][keep] + hp[keep], sc, d["h"][keep],
+                          slots(sc, d["h"][keep])))
         if self.off_cpu is not None:  # the thread switched out by the scheduler
             d = self.trace.arrays(f"SELECT start_ns, end_ns, hash({OFF_CPU_NAME_SQL})::UBIGINT AS h FROM off_cpu "  # noqa: S608
                                   f"WHERE {self.where} {span}")
-            parts.append((d["start_ns"], d["end_ns"], np.full(len(d["h"]), CODE["off_cpu"], dtype=np.uint8), d["h"]))
+            oc = np.full(len(d["h"]), CODE["off_cpu"], dtype=np.uint8)
+            parts.append((d["start_ns"], d["end_ns"], oc, d["h"], slots(oc, d["h"])))
         if not parts:
-            return _EMPTY, _EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64), _EMPTY
+            return _EMPTY, _EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64), _EMPTY, slots(_EMPTY, _EMPTY)
         s0 = np.concatenate([p[0] for p in parts])
         s = np.maximum(s0, a)
         e = np.minimum(np.concatenate([p[1] for p in parts]), b)
         keep = e > s
+        sl = _join_slots([p[4] for p in parts])
         return (s[keep], e[keep], np.concatenate([p[2] for p in parts])[keep],
-                np.concatenate([p[3] for p in parts])[keep], s0[keep])
+                np.concatenate([p[3] for p in parts])[keep], s0[keep], Slots(sl.slot[keep], sl.cat, sl.name))
 
 
 def _split_at(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -292,127 +334,42 @@ def _split_at(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndar
     return gs, ge, np.arange(len(gs))
 
 
-def _cover(s: np.ndarray, e: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The cover of the intervals ``pos`` of ``(s, e)`` as disjoint pieces in time order, each with its name
-    giver (a position in ``(s, e)``): at any covered instant, of the intervals started by then the one reaching
-    furthest (the last of them on a tie; in start order, then given order). Such an interval holds from its
-    start to the next one's start, or to its own end when that comes first."""
-    order = pos[np.argsort(s[pos], kind="stable")]
-    a, z = s[order], e[order]
-    rec = np.flatnonzero(z >= np.maximum.accumulate(z))
-    ps = a[rec]
-    pe = np.minimum(z[rec], np.r_[ps[1:], np.iinfo(np.int64).max])
-    keep = pe > ps
-    return ps[keep], pe[keep], order[rec[keep]]
-
-
 def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray, cat: np.ndarray,
                     name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None,
-                    counted: np.ndarray | None = None) -> None:
+                    counted: np.ndarray | None = None, slot: Slots | None = None) -> None:
     """Paint the idle pieces ``[gs, ge)`` (sorted, disjoint) with the covering intervals ``(s, e, cat, name)``
     (any order, may overlap), adding into ``out`` per bin of ``cuts`` (bin i starts at ``cuts[i]``; time
     before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``. ``counted``
     (bool per interval, updated): set, the interval was already counted as a call (an earlier slice of time
     painted idle with it) and paints without counting again; on return, set for every interval that painted.
+    ``slot``: the intervals' (category, name) pairs when the caller has them (``slots`` otherwise).
 
-    The unpainted idle is kept as a list of disjoint pieces; each category in order takes its cover
-    (``_cover``: disjoint pieces, each with the interval it is named after) out of it, by binary search of
-    one sorted list in the other. Work per category: its intervals and the pieces they meet, not every
-    boundary of every category."""
+    An instant goes to the lowest category code covering it (``none`` if none does), named after the interval
+    of that category reaching furthest of those started by then: one compiled walk over the idle parts (the
+    pieces cut at the bins' starts) and the intervals in start order (``analysis.diagnosis.sweep``)."""
     if not len(gs):
         return
-    # Only the intervals that overlap an idle piece: the piece ending first after an interval's start must
-    # start before its end. The others never paint (nor name) idle time. Nor do empty intervals.
-    at = np.minimum(np.searchsorted(ge, s, side="right"), len(ge) - 1)
-    inner = np.flatnonzero((gs[at] < e) & (ge[at] > s) & (e > s))
-    del at
-    s, e, cat, name = s[inner], e[inner], cat[inner], name[inner]
-    # The unpainted idle: pieces cut at the bins' starts, each with its part number (``part``: its bin and
-    # its idle piece).
     fs, fe, of = _split_at(gs, ge, cuts)
     part_bin = (np.clip(np.searchsorted(cuts, fs, side="right") - 1, 0, out.bins - 1) if len(cuts)
                 else np.zeros(len(fs), dtype=np.int64))
     part_piece = of if piece is None else piece[of]
-    fp = np.arange(len(fs))
-    done = counted[inner] if counted is not None else None
-    taken: list[tuple[np.ndarray, np.ndarray]] = []  # (parts, ns) claimed, summed per piece once at the end
-    by_cat = np.argsort(cat, kind="stable")  # each category's intervals, in the given order
-    bounds = np.r_[0, np.cumsum(np.bincount(cat, minlength=NCAT))] if len(cat) else np.zeros(NCAT + 1, np.int64)
-    for c in np.flatnonzero(np.diff(bounds)):  # the categories present, most specific first
-        if not len(fs):
-            break
-        cs, ce, cw = _cover(s, e, by_cat[bounds[c]:bounds[c + 1]])
-        # Each cover piece meets the unpainted pieces [j0, j1): those ending after its start and starting
-        # before its end. Pairs in cover order are in time order (both lists are sorted and disjoint).
-        j0 = np.searchsorted(fe, cs, side="right")
-        n = np.maximum(np.searchsorted(fs, ce, side="left") - j0, 0)
-        total = int(n.sum())
-        if not total:
-            continue
-        ci = np.repeat(np.arange(len(cs)), n)
-        fj = j0[ci] + np.arange(total) - np.repeat(np.cumsum(n) - n, n)
-        xs, xe = np.maximum(cs[ci], fs[fj]), np.minimum(ce[ci], fe[fj])
-        _account(out, taken, int(c), xe - xs, fp[fj], part_bin, part_piece, cw[ci], name, done)
-        # What stays unpainted of each piece met: before each painted stretch (from the piece's start or the
-        # previous stretch's end) and after its last; the pieces not met stay whole. A stable sort of the three
-        # runs (each in time order) merges them.
-        first = np.r_[True, fj[1:] != fj[:-1]]
-        last = np.r_[fj[1:] != fj[:-1], True]
-        met = np.zeros(len(fs), dtype=np.bool_)
-        met[fj] = True
-        rs = np.concatenate((fs[~met], np.where(first, fs[fj], np.r_[np.int64(0), xe[:-1]]), xe[last]))
-        re_ = np.concatenate((fe[~met], xs, fe[fj[last]]))
-        rp = np.concatenate((fp[~met], fp[fj], fp[fj[last]]))
-        del xs, xe, ci, fj, first, last, met
-        keep = np.flatnonzero(re_ > rs)
-        order = keep[np.argsort(rs[keep], kind="stable")]
-        fs, fe, fp = rs[order], re_[order], rp[order]
-    _account(out, taken, NONE, fe - fs, fp, part_bin, part_piece)  # what no category covers: nothing recorded
-    if counted is not None and done is not None:
-        counted[inner] = done
-    if taken:
-        per_part = np.bincount(np.concatenate([p for p, _ in taken]), weights=np.concatenate([n for _, n in taken]),
-                               minlength=len(part_piece))
-        out.taken += np.bincount(part_piece, weights=per_part, minlength=len(out.taken)).round().astype(np.int64)
-
-
-def _account(out: Painted, taken_parts: list, c: int, ns: np.ndarray, part: np.ndarray, part_bin: np.ndarray,
-             part_piece: np.ndarray, who: np.ndarray | None = None, name: np.ndarray | None = None,
-             done: np.ndarray | None = None) -> None:
-    """Add category ``c``'s painted stretches (lengths ``ns``, in time order, on the idle parts ``part``) to
-    ``out``: per bin, per claimed part (appended to ``taken_parts``), per long piece, and per (bin, name) with
-    the number of intervals (``who``, positions in ``name`` and ``done``) whose idle starts in that bin."""
-    if not len(ns):
-        return
-    b = part_bin[part]
-    out.ns[:, c] += np.bincount(b, weights=ns, minlength=out.bins).round().astype(np.int64)
-    taken = out.take[b, c] if out.take is not None else None
-    if taken is not None and taken.any():
-        taken_parts.append((part[taken], ns[taken]))
-    if out.long is not None and len(out.long):
-        sel = out.long[part_piece[part]]
-        if taken is not None:
-            sel &= ~taken
-        out.long_ns[c] += int(ns[sel].sum())
-    if who is None or name is None:
-        return
-    # The stretches of one interval are consecutive (it names one piece of its category's cover). It counts as
-    # a call once, in the bin of its first stretch, so a call across a cut is not counted in two bins; and not
-    # at all when an earlier slice of time counted it (``done``, updated).
-    opens = np.r_[True, who[1:] != who[:-1]].astype(np.int64)
-    if done is not None:
-        opens[done[who]] = 0
-        done[who] = True
-    ph = name[who].astype(np.uint64)
-    order = np.lexsort((ph, b))  # sums per (bin, name): the order inside a group does not matter
-    b, ns, ph, opens = b[order], ns[order], ph[order], opens[order]
-    first = np.flatnonzero(np.r_[True, (b[1:] != b[:-1]) | (ph[1:] != ph[:-1])])
-    tot = np.add.reduceat(ns, first)
-    calls = np.add.reduceat(opens, first)
-    for i, f in enumerate(first):
-        acc = out.names.setdefault((int(b[f]), c, int(ph[f])), [0, 0])
-        acc[0] += int(tot[i])
-        acc[1] += int(calls[i])
+    sl = slot if slot is not None else slots(cat, name)
+    # The intervals in start order (ties in the given order; they mostly come sorted).
+    if counted is None:
+        counted = np.zeros(len(s), dtype=np.bool_)
+    order = None if bool(np.all(s[1:] >= s[:-1])) else np.argsort(s, kind="stable")
+    if order is None:  # updated in place
+        rec = sweep(fs, fe, part_bin, part_piece, s, e, cat, sl.slot, len(sl.cat), NONE, out.take, out.long,
+                    counted, out.ns, out.taken, out.long_ns)
+    else:
+        done = counted[order]
+        rec = sweep(fs, fe, part_bin, part_piece, s[order], e[order], cat[order], sl.slot[order], len(sl.cat), NONE,
+                    out.take, out.long, done, out.ns, out.taken, out.long_ns)
+        counted[order] = done
+    for b, k, ns, calls in rec.tolist():
+        acc = out.names.setdefault((b, int(sl.cat[k]), int(sl.name[k])), [0, 0])
+        acc[0] += ns
+        acc[1] += calls
 
 
 def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray, ge: np.ndarray,
@@ -455,7 +412,7 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
         here = [x for x in here if x[1] > x[0]]
         if not here or t1 <= t0:
             continue
-        s, e, c, h, s0 = host.intervals(t0, t1)
+        s, e, c, h, s0, sl = host.intervals(t0, t1)
         before = np.flatnonzero(s0 < t0)  # running when the slice starts (few: at most one per thread and source)
         after = e >= t1
         for i0, i1, pa, pz, o, k in here:
@@ -463,7 +420,7 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
             keep = pe > ps
             counted = np.zeros(len(s), dtype=np.bool_)
             counted[before] = [(int(s0[i]), int(c[i]), int(h[i])) in carried[k] for i in before]
-            paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, o, np.arange(i0, i1)[keep], counted)
+            paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, o, np.arange(i0, i1)[keep], counted, sl)
             carried[k] = {(int(s0[i]), int(c[i]), int(h[i])) for i in np.flatnonzero(counted & after)}
     return out
 

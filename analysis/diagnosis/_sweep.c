@@ -1,0 +1,119 @@
+/* The idle painting's sweep: one pass over the idle parts and the covering intervals.
+ *
+ * Built with the package (setup.py) as a shared library and called through ctypes from
+ * analysis/diagnosis/sweep.py, which documents it and checks every argument (types, lengths, room for
+ * the records). No Python API here: plain arrays in, counts out.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#if defined(_WIN32)
+#define EXPORT __declspec(dllexport)
+#else
+#define EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Records of (bin, slot, ns, calls), four int64 per row. Returns -1 when ``rec`` has no room left. */
+static int put(int64_t *rec, int64_t cap, int64_t *n, int64_t b, int64_t sl, int64_t ns, int64_t calls) {
+    if (*n >= cap) return -1;
+    int64_t *r = rec + 4 * (*n);
+    r[0] = b;
+    r[1] = sl;
+    r[2] = ns;
+    r[3] = calls;
+    (*n)++;
+    return 0;
+}
+
+/* Returns the number of records written, -1 when ``rec`` is too small, -2 when out of memory. */
+EXPORT int64_t goodput_sweep(
+    int64_t nparts, const int64_t *fs, const int64_t *fe, const int64_t *fbin, const int64_t *fpiece,
+    int64_t n, const int64_t *s, const int64_t *e, const uint8_t *cat, const int64_t *slot,
+    int64_t nslots, int64_t ncat, int64_t none_code,
+    const uint8_t *take,   /* (bins, ncat) or NULL */
+    const uint8_t *long_,  /* per piece or NULL */
+    uint8_t *counted,      /* per interval, updated */
+    int64_t *ns_out,       /* (bins, ncat), added to */
+    int64_t *taken_out,    /* per piece, added to (with take) */
+    int64_t *long_out,     /* per category, added to (with long_) */
+    int64_t *rec, int64_t cap)
+{
+    int64_t *best_end = malloc(sizeof(int64_t) * (size_t)ncat);
+    int64_t *best_who = malloc(sizeof(int64_t) * (size_t)ncat);
+    int64_t *acc_ns = calloc((size_t)(nslots > 0 ? nslots : 1), sizeof(int64_t));
+    int64_t *acc_calls = calloc((size_t)(nslots > 0 ? nslots : 1), sizeof(int64_t));
+    int64_t *last_bin = malloc(sizeof(int64_t) * (size_t)(nslots > 0 ? nslots : 1));
+    int64_t nrec = 0, j = 0, status = 0;
+    if (!best_end || !best_who || !acc_ns || !acc_calls || !last_bin) {
+        status = -2;
+        goto done;
+    }
+    for (int64_t k = 0; k < ncat; k++) {
+        best_end[k] = INT64_MIN;
+        best_who[k] = -1;
+    }
+    for (int64_t k = 0; k < nslots; k++) last_bin[k] = -1;
+    for (int64_t p = 0; p < nparts; p++) {
+        int64_t t = fs[p];
+        const int64_t b = fe[p], bn = fbin[p], pc = fpiece[p];
+        while (t < b) {
+            while (j < n && s[j] <= t) { /* the intervals started by now */
+                const int64_t k = cat[j];
+                if (e[j] >= best_end[k]) {
+                    best_end[k] = e[j];
+                    best_who[k] = j;
+                }
+                j++;
+            }
+            int64_t act = -1;
+            for (int64_t k = 0; k < ncat; k++) {
+                if (best_end[k] > t) {
+                    act = k;
+                    break;
+                }
+            }
+            int64_t nxt = b;
+            if (j < n && s[j] < nxt) nxt = s[j];
+            if (act >= 0 && best_end[act] < nxt) nxt = best_end[act];
+            const int64_t len = nxt - t;
+            const int64_t c = act >= 0 ? act : none_code;
+            ns_out[bn * ncat + c] += len;
+            if (take && take[bn * ncat + c]) {
+                taken_out[pc] += len;
+            } else if (long_ && long_[pc]) {
+                long_out[c] += len;
+            }
+            if (act >= 0) {
+                const int64_t who = best_who[act], sl = slot[who];
+                if (last_bin[sl] != bn) {
+                    if (last_bin[sl] >= 0 && put(rec, cap, &nrec, last_bin[sl], sl, acc_ns[sl], acc_calls[sl])) {
+                        status = -1;
+                        goto done;
+                    }
+                    last_bin[sl] = bn;
+                    acc_ns[sl] = 0;
+                    acc_calls[sl] = 0;
+                }
+                acc_ns[sl] += len;
+                if (!counted[who]) {
+                    counted[who] = 1;
+                    acc_calls[sl]++;
+                }
+            }
+            t = nxt;
+        }
+    }
+    for (int64_t sl = 0; sl < nslots; sl++) {
+        if (last_bin[sl] >= 0 && put(rec, cap, &nrec, last_bin[sl], sl, acc_ns[sl], acc_calls[sl])) {
+            status = -1;
+            goto done;
+        }
+    }
+done:
+    free(best_end);
+    free(best_who);
+    free(acc_ns);
+    free(acc_calls);
+    free(last_bin);
+    return status ? status : nrec;
+}
