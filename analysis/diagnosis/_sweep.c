@@ -25,10 +25,17 @@ static int put(int64_t *rec, int64_t cap, int64_t *n, int64_t b, int64_t sl, int
     return 0;
 }
 
-/* Returns the number of records written, -1 when ``rec`` is too small, -2 when out of memory. */
+/* Returns the number of records written, -1 when ``rec`` is too small, -2 when out of memory, -3 when an
+ * index is out of range (a category, slot, source, piece, cover row or order entry). */
 EXPORT int64_t goodput_sweep(
-    int64_t nparts, const int64_t *fs, const int64_t *fe, const int64_t *fbin, const int64_t *fpiece,
-    int64_t n, const int64_t *s, const int64_t *e, const uint8_t *cat, const int64_t *slot,
+    int64_t nparts, const int64_t *fs, const int64_t *fe, const int64_t *fpiece,
+    int64_t npieces,       /* length of the per-piece arrays (taken_out, long_, cover_at) */
+    int64_t ncuts, const int64_t *cuts, int64_t bins,
+    int64_t n, const int64_t *order, /* the intervals in start order: positions, or NULL (already) */
+    const int64_t *s, const int64_t *e, const uint8_t *cat, const int64_t *slot,
+    const uint8_t *src,    /* per interval: 0, or the source (1 or 2) whose cover is measured, or NULL */
+    const int64_t *cover_at, /* per piece: its row in ``cover`` (-1: none), or NULL */
+    int64_t *cover, int64_t ncover, /* (ncover, 2): per row, the time sources 1 and 2 cover, added to */
     int64_t nslots, int64_t ncat, int64_t none_code,
     const uint8_t *take,   /* (bins, ncat) or NULL */
     const uint8_t *long_,  /* per piece or NULL */
@@ -38,12 +45,14 @@ EXPORT int64_t goodput_sweep(
     int64_t *long_out,     /* per category, added to (with long_) */
     int64_t *rec, int64_t cap)
 {
+    if (bins < 1 || none_code < 0 || none_code >= ncat) return -3;
     int64_t *best_end = malloc(sizeof(int64_t) * (size_t)ncat);
     int64_t *best_who = malloc(sizeof(int64_t) * (size_t)ncat);
     int64_t *acc_ns = calloc((size_t)(nslots > 0 ? nslots : 1), sizeof(int64_t));
     int64_t *acc_calls = calloc((size_t)(nslots > 0 ? nslots : 1), sizeof(int64_t));
     int64_t *last_bin = malloc(sizeof(int64_t) * (size_t)(nslots > 0 ? nslots : 1));
-    int64_t nrec = 0, j = 0, status = 0;
+    int64_t nrec = 0, j = 0, status = 0, ci = -1;
+    int64_t src_end[2] = {INT64_MIN, INT64_MIN}; /* per source, the furthest end of its started intervals */
     if (!best_end || !best_who || !acc_ns || !acc_calls || !last_bin) {
         status = -2;
         goto done;
@@ -55,14 +64,37 @@ EXPORT int64_t goodput_sweep(
     for (int64_t k = 0; k < nslots; k++) last_bin[k] = -1;
     for (int64_t p = 0; p < nparts; p++) {
         int64_t t = fs[p];
-        const int64_t b = fe[p], bn = fbin[p], pc = fpiece[p];
+        /* The part's bin: the last cut at or before its start (parts come in time order), within [0, bins). */
+        while (ci + 1 < ncuts && cuts[ci + 1] <= t) ci++;
+        const int64_t bn = ci < 0 ? 0 : (ci >= bins ? bins - 1 : ci);
+        const int64_t b = fe[p], pc = fpiece[p];
+        if (pc < 0 || ((take || long_ || cover_at) && pc >= npieces)) {
+            status = -3;
+            goto done;
+        }
+        const int64_t row = cover_at ? cover_at[pc] : -1;
+        if (row >= ncover) {
+            status = -3;
+            goto done;
+        }
         while (t < b) {
-            while (j < n && s[j] <= t) { /* the intervals started by now */
-                const int64_t k = cat[j];
-                if (e[j] >= best_end[k]) {
-                    best_end[k] = e[j];
-                    best_who[k] = j;
+            while (j < n) { /* the intervals started by now */
+                const int64_t i = order ? order[j] : j;
+                if (i < 0 || i >= n) {
+                    status = -3;
+                    goto done;
                 }
+                if (s[i] > t) break;
+                const int64_t k = cat[i];
+                if (k >= ncat || slot[i] < 0 || slot[i] >= nslots || (src && src[i] > 2)) {
+                    status = -3;
+                    goto done;
+                }
+                if (e[i] >= best_end[k]) {
+                    best_end[k] = e[i];
+                    best_who[k] = i;
+                }
+                if (src && src[i] && e[i] > src_end[src[i] - 1]) src_end[src[i] - 1] = e[i];
                 j++;
             }
             int64_t act = -1;
@@ -73,9 +105,22 @@ EXPORT int64_t goodput_sweep(
                 }
             }
             int64_t nxt = b;
-            if (j < n && s[j] < nxt) nxt = s[j];
+            if (j < n) {
+                const int64_t next_start = s[order ? order[j] : j];
+                if (next_start < nxt) nxt = next_start;
+            }
             if (act >= 0 && best_end[act] < nxt) nxt = best_end[act];
+            if (row >= 0) { /* the sources' covers end where a step must end too */
+                for (int x = 0; x < 2; x++) {
+                    if (src_end[x] > t && src_end[x] < nxt) nxt = src_end[x];
+                }
+            }
             const int64_t len = nxt - t;
+            if (row >= 0) {
+                for (int x = 0; x < 2; x++) {
+                    if (src_end[x] > t) cover[2 * row + x] += len;
+                }
+            }
             const int64_t c = act >= 0 ? act : none_code;
             ns_out[bn * ncat + c] += len;
             if (take && take[bn * ncat + c]) {

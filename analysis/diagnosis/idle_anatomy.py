@@ -91,6 +91,11 @@ class Painted:
     # category, their time that no claim takes (``take``): what the owner of long gaps keeps, by category.
     long: np.ndarray | None = None
     long_ns: np.ndarray = field(default_factory=lambda: np.zeros(NCAT, dtype=np.int64))
+    # With ``long``: per long piece (in order), the time CUDA API calls and OS runtime calls of the speaking
+    # threads cover (``cover[:, 0]``, ``cover[:, 1]``; unions, whatever category paints the instant): what
+    # GPU001 judges its gaps' causes by (``analysis.diagnosis.rules.nsys.causes``).
+    cover: np.ndarray | None = None
+    cover_at: np.ndarray | None = None  # per piece given to ``paint``: its row in ``cover``, or -1
 
     def plus(self, other: Painted | None) -> Painted:
         """The sum of two paintings with the same bins (names merged)."""
@@ -143,18 +148,18 @@ def _table_slots(hashes: np.ndarray, table_h: np.ndarray, table_c: np.ndarray,
                  default: int) -> tuple[np.ndarray, Slots]:
     """Category codes of names looked up in a dictionary of the table's names (sorted hashes and their codes;
     ``default`` for a hash not in it: a null name), and their slots: the dictionary's position, or past it."""
-    found = np.zeros(len(hashes), dtype=np.bool_)
-    i = np.zeros(len(hashes), dtype=np.int64)
-    if len(table_h):
-        i = np.minimum(np.searchsorted(table_h, hashes), len(table_h) - 1)
-        found = table_h[i] == hashes
-    codes = np.where(found, table_c[i] if len(table_h) else default, default).astype(np.uint8)
-    if found.all():
-        return codes, Slots(i, table_c.astype(np.uint8), table_h.astype(np.uint64))
+    if not len(table_h):
+        return np.full(len(hashes), default, dtype=np.uint8), slots(np.full(len(hashes), default, np.uint8), hashes)
+    i = np.searchsorted(table_h, hashes)
+    np.minimum(i, len(table_h) - 1, out=i)
+    found = table_h[i] == hashes
+    table_c = table_c.astype(np.uint8)
+    if found.all():  # the usual case: the dictionary holds every name of its table
+        return table_c[i], Slots(i, table_c, table_h.astype(np.uint64))
+    codes = np.where(found, table_c[i], default).astype(np.uint8)
     rest = slots(codes[~found], hashes[~found])
     i[~found] = rest.slot + len(table_h)
-    return codes, Slots(i, np.concatenate((table_c.astype(np.uint8), rest.cat)),
-                        np.concatenate((table_h.astype(np.uint64), rest.name)))
+    return codes, Slots(i, np.concatenate((table_c, rest.cat)), np.concatenate((table_h.astype(np.uint64), rest.name)))
 
 
 def _join_slots(parts: Sequence[Slots]) -> Slots:
@@ -262,18 +267,23 @@ class _Host:
                                            f"AND start_ns < {hi} AND end_ns > {lo}"))
         return n
 
-    def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Slots]:
-        """(start, end, category code, name hash, unclipped start, slots) of every covering interval overlapping
-        ``[a, b)``, clipped to it. Each source appends its (start, end, code, hash, slots) to ``parts``."""
+    def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Slots, np.ndarray, np.ndarray,
+                                                  np.ndarray]:
+        """(start, end, category code, slots, before, before_start, source) of every covering interval
+        overlapping ``[a, b)``, clipped to it (none empty); ``before``: the positions of those that started
+        before ``a``, and their unclipped starts; ``source``: 1 for a CUDA API call, 2 for an OS runtime call,
+        else 0. Each source appends its (start, end, code, slots, source) to ``parts``, only intervals that
+        overlap ``[a, b)`` (the SQL sources by their filter)."""
         parts = []
         span = f"AND start_ns < {b} AND end_ns > {a} AND end_ns > start_ns"
-        for table, names, default in (("cuda_api", self.api, CODE["cuda_other"]), ("osrt", self.osrt, CODE["os_other"])):
+        for table, names, default, source in (("cuda_api", self.api, CODE["cuda_other"], 1),
+                                              ("osrt", self.osrt, CODE["os_other"], 2)):
             if names is None:
                 continue
             d = self.trace.arrays(f"SELECT start_ns, end_ns, COALESCE(hash(name), 0)::UBIGINT AS h FROM {table} "  # noqa: S608
                                   f"WHERE {self.where} {span}")
             codes, sl = _table_slots(d["h"], names[0], names[1], default)
-            parts.append((d["start_ns"], d["end_ns"], codes, d["h"], sl))
+            parts.append((d["start_ns"], d["end_ns"], codes, sl, source))
         if self.nvtx:
             d = self.trace.arrays(f"""
                 SELECT start_ns, end_ns, COALESCE(hash(text), 0)::UBIGINT AS h, (CASE
@@ -283,12 +293,12 @@ class _Host:
                     WHEN regexp_matches(COALESCE(text, ''), '{NVTX_JIT_RE}') THEN {CODE['jit_module']}
                     ELSE {CODE['user_range']} END)::UTINYINT AS c
                 FROM nvtx WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608 - constants, integers
-            parts.append((d["start_ns"], d["end_ns"], d["c"], d["h"], slots(d["c"], d["h"])))
+            parts.append((d["start_ns"], d["end_ns"], d["c"], slots(d["c"], d["h"]), 0))
         if self.uvm is not None and len(self.uvm[0]):
             us, ue, uh = self.uvm
-            inside = (us < b) & (ue > a)
+            inside = (us < b) & (ue > a) & (ue > us)
             uc = np.full(int(inside.sum()), CODE["uvm_migration"], dtype=np.uint8)
-            parts.append((us[inside], ue[inside], uc, uh[inside], slots(uc, uh[inside])))
+            parts.append((us[inside], ue[inside], uc, slots(uc, uh[inside]), 0))
         if self.half:
             m = self.max_half
             d = self.trace.arrays(f"""
@@ -298,24 +308,31 @@ class _Host:
             halves = np.array([self.half[t] for t in sorted(self.half)], dtype=np.int64)
             at = np.minimum(np.searchsorted(known, d["tid"]), len(known) - 1)
             hp = np.where(known[at] == d["tid"], halves[at], 0)
-            keep = hp > 0
+            keep = (hp > 0) & (d["start_ns"] + hp > a) & (d["start_ns"] - hp < b)
             sc = np.full(int(keep.sum()), CODE["host_cpu"], dtype=np.uint8)
-            parts.append((d["start_ns"][keep] - hp[keep], d["start_ns"][keep] + hp[keep], sc, d["h"][keep],
-                          slots(sc, d["h"][keep])))
+            parts.append((d["start_ns"][keep] - hp[keep], d["start_ns"][keep] + hp[keep], sc, slots(sc, d["h"][keep]),
+                          0))
         if self.off_cpu is not None:  # the thread switched out by the scheduler
             d = self.trace.arrays(f"SELECT start_ns, end_ns, hash({OFF_CPU_NAME_SQL})::UBIGINT AS h FROM off_cpu "  # noqa: S608
                                   f"WHERE {self.where} {span}")
             oc = np.full(len(d["h"]), CODE["off_cpu"], dtype=np.uint8)
-            parts.append((d["start_ns"], d["end_ns"], oc, d["h"], slots(oc, d["h"])))
+            parts.append((d["start_ns"], d["end_ns"], oc, slots(oc, d["h"]), 0))
+        parts = [p for p in parts if len(p[0])]
         if not parts:
-            return _EMPTY, _EMPTY, np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint64), _EMPTY, slots(_EMPTY, _EMPTY)
-        s0 = np.concatenate([p[0] for p in parts])
-        s = np.maximum(s0, a)
-        e = np.minimum(np.concatenate([p[1] for p in parts]), b)
-        keep = e > s
-        sl = _join_slots([p[4] for p in parts])
-        return (s[keep], e[keep], np.concatenate([p[2] for p in parts])[keep],
-                np.concatenate([p[3] for p in parts])[keep], s0[keep], Slots(sl.slot[keep], sl.cat, sl.name))
+            u8 = np.empty(0, dtype=np.uint8)
+            return _EMPTY, _EMPTY, u8, slots(_EMPTY, _EMPTY), _EMPTY, _EMPTY, u8
+        if len(parts) == 1:  # the usual big case: one source (CUDA calls), its arrays used as they are
+            s, e, c, sl, _ = parts[0]
+            s, e = s.astype(np.int64, copy=True), e.astype(np.int64, copy=True)
+        else:
+            s, e = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+            c, sl = np.concatenate([p[2] for p in parts]), _join_slots([p[3] for p in parts])
+        src = np.repeat(np.array([p[4] for p in parts], dtype=np.uint8), [len(p[0]) for p in parts])
+        before = np.flatnonzero(s < a)  # few: at most one per thread and source
+        s0 = s[before]
+        np.maximum(s, a, out=s)
+        np.minimum(e, b, out=e)
+        return s, e, c, sl, before, s0, src
 
 
 def _split_at(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -335,14 +352,17 @@ def _split_at(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndar
 
 
 def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray, cat: np.ndarray,
-                    name: np.ndarray, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None,
-                    counted: np.ndarray | None = None, slot: Slots | None = None) -> None:
+                    name: np.ndarray | None, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None,
+                    counted: np.ndarray | None = None, slot: Slots | None = None,
+                    src: np.ndarray | None = None) -> None:
     """Paint the idle pieces ``[gs, ge)`` (sorted, disjoint) with the covering intervals ``(s, e, cat, name)``
     (any order, may overlap), adding into ``out`` per bin of ``cuts`` (bin i starts at ``cuts[i]``; time
     before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``. ``counted``
     (bool per interval, updated): set, the interval was already counted as a call (an earlier slice of time
     painted idle with it) and paints without counting again; on return, set for every interval that painted.
-    ``slot``: the intervals' (category, name) pairs when the caller has them (``slots`` otherwise).
+    ``slot``: the intervals' (category, name) pairs when the caller has them (``name`` is then not read;
+    ``slots(cat, name)`` otherwise). ``src``: the intervals' sources (1 CUDA API, 2 OS runtime, else 0), for
+    ``out.cover`` (none: nothing covers).
 
     An instant goes to the lowest category code covering it (``none`` if none does), named after the interval
     of that category reaching furthest of those started by then: one compiled walk over the idle parts (the
@@ -350,22 +370,22 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     if not len(gs):
         return
     fs, fe, of = _split_at(gs, ge, cuts)
-    part_bin = (np.clip(np.searchsorted(cuts, fs, side="right") - 1, 0, out.bins - 1) if len(cuts)
-                else np.zeros(len(fs), dtype=np.int64))
     part_piece = of if piece is None else piece[of]
-    sl = slot if slot is not None else slots(cat, name)
-    # The intervals in start order (ties in the given order; they mostly come sorted).
+    if slot is None:
+        if name is None:
+            raise ValueError("paint_intervals: names or slots needed")
+        slot = slots(cat, name)
+    sl = slot
+    # The walk takes the intervals in start order (ties in the given order).
     if counted is None:
         counted = np.zeros(len(s), dtype=np.bool_)
-    order = None if bool(np.all(s[1:] >= s[:-1])) else np.argsort(s, kind="stable")
-    if order is None:  # updated in place
-        rec = sweep(fs, fe, part_bin, part_piece, s, e, cat, sl.slot, len(sl.cat), NONE, out.take, out.long,
-                    counted, out.ns, out.taken, out.long_ns)
-    else:
-        done = counted[order]
-        rec = sweep(fs, fe, part_bin, part_piece, s[order], e[order], cat[order], sl.slot[order], len(sl.cat), NONE,
-                    out.take, out.long, done, out.ns, out.taken, out.long_ns)
-        counted[order] = done
+    order = None if bool(np.all(s[1:] >= s[:-1])) else np.argsort(s, kind="stable")  # they mostly come sorted
+    cover = {}
+    if out.cover is not None and out.cover_at is not None:
+        cover = {"src": np.zeros(len(s), dtype=np.uint8) if src is None else src, "cover_at": out.cover_at,
+                 "cover": out.cover}
+    rec = sweep(fs, fe, cuts, part_piece, s, e, cat, sl.slot, len(sl.cat), NONE, out.take, out.long, counted,
+                out.ns, out.taken, out.long_ns, order=order, **cover)
     for b, k, ns, calls in rec.tolist():
         acc = out.names.setdefault((b, int(sl.cat[k]), int(sl.name[k])), [0, 0])
         acc[0] += ns
@@ -386,6 +406,9 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
     if take is not None:
         out.take, out.taken = take, np.zeros(len(gs), dtype=np.int64)
     out.long = long
+    if long is not None:
+        out.cover_at = np.where(long, np.cumsum(long) - 1, -1).astype(np.int64)
+        out.cover = np.zeros((int(long.sum()), 2), dtype=np.int64)
     parts = [(gs, ge, out)]
     if extra is not None:
         out.extra = Painted(out.bins)
@@ -412,16 +435,20 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
         here = [x for x in here if x[1] > x[0]]
         if not here or t1 <= t0:
             continue
-        s, e, c, h, s0, sl = host.intervals(t0, t1)
-        before = np.flatnonzero(s0 < t0)  # running when the slice starts (few: at most one per thread and source)
+        # ``before``: running when the slice starts (few), with their unclipped starts.
+        s, e, c, sl, before, s0, src = host.intervals(t0, t1)
+        started = dict(zip(before.tolist(), s0.tolist(), strict=True))
+
+        def ident(i: int) -> tuple[int, int, int]:
+            return started.get(i, int(s[i])), int(c[i]), int(sl.name[sl.slot[i]])  # noqa: B023 - used at once
         after = e >= t1
         for i0, i1, pa, pz, o, k in here:
             ps, pe = np.maximum(pa[i0:i1], t0), np.minimum(pz[i0:i1], t1)
             keep = pe > ps
             counted = np.zeros(len(s), dtype=np.bool_)
-            counted[before] = [(int(s0[i]), int(c[i]), int(h[i])) in carried[k] for i in before]
-            paint_intervals(ps[keep], pe[keep], s, e, c, h, cuts, o, np.arange(i0, i1)[keep], counted, sl)
-            carried[k] = {(int(s0[i]), int(c[i]), int(h[i])) for i in np.flatnonzero(counted & after)}
+            counted[before] = [ident(i) in carried[k] for i in before.tolist()]
+            paint_intervals(ps[keep], pe[keep], s, e, c, None, cuts, o, np.arange(i0, i1)[keep], counted, sl, src)
+            carried[k] = {ident(i) for i in np.flatnonzero(counted & after).tolist()}
     return out
 
 

@@ -43,9 +43,11 @@ def _library() -> ctypes.CDLL:
     lib = ctypes.CDLL(spec.origin)
     fn = lib.goodput_sweep
     fn.restype = ctypes.c_int64
-    fn.argtypes = [ctypes.c_int64, _I64, _I64, _I64, _I64,
-                   ctypes.c_int64, _I64, _I64, _U8, _I64,
-                   ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+    fn.argtypes = [ctypes.c_int64, _I64, _I64, _I64, ctypes.c_int64,  # parts
+                   ctypes.c_int64, _I64, ctypes.c_int64,  # cuts
+                   ctypes.c_int64, _I64, _I64, _I64, _U8, _I64, _U8,  # intervals
+                   _I64, _I64, ctypes.c_int64,  # cover
+                   ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,  # slots, categories, none
                    _U8, _U8, _U8, _I64, _I64, _I64, _I64, ctypes.c_int64]
     return lib
 
@@ -64,47 +66,65 @@ def record_rows(parts: int, intervals: int, bins: int, nslots: int) -> int:
     return max(1, min(bins * nslots, parts + 2 * intervals))
 
 
-def sweep(fs: np.ndarray, fe: np.ndarray, fbin: np.ndarray, fpiece: np.ndarray, s: np.ndarray, e: np.ndarray,
+def sweep(fs: np.ndarray, fe: np.ndarray, cuts: np.ndarray, fpiece: np.ndarray, s: np.ndarray, e: np.ndarray,
           cat: np.ndarray, slot: np.ndarray, nslots: int, none_code: int, take: np.ndarray | None,
           long_: np.ndarray | None, counted: np.ndarray, ns_out: np.ndarray, taken_out: np.ndarray,
-          long_out: np.ndarray) -> np.ndarray:
-    """See the module docstring. ``fs, fe, fbin, fpiece``: the idle parts in time order, each with its bin and
-    piece; ``s, e, cat, slot``: the intervals sorted by start (ties in the given order); ``counted``: bool per
-    interval (updated in place); ``take``: (bins, categories) bool or None; ``long_``: bool per piece or None;
-    ``ns_out`` (bins, categories), ``taken_out`` (per piece) and ``long_out`` (per category), int64, are added
-    to. Returns the records, rows of (bin, slot, ns, calls)."""
+          long_out: np.ndarray, src: np.ndarray | None = None, cover_at: np.ndarray | None = None,
+          cover: np.ndarray | None = None, order: np.ndarray | None = None) -> np.ndarray:
+    """See the module docstring. ``fs, fe, fpiece``: the idle parts in time order (none across a cut), each
+    with its piece; a part's bin is that of its start: bin i starts at ``cuts[i]`` (sorted; time before the
+    first cut is bin 0); ``s, e, cat, slot``: the intervals, in start order or in the order ``order`` gives
+    (positions, ties in the given order); ``counted``: bool per interval (updated in place); ``take``: (bins,
+    categories) bool or None; ``long_``: bool per piece or None; ``ns_out`` (bins, categories), ``taken_out``
+    (per piece) and ``long_out`` (per category), int64, are added to. With ``src`` (per interval 0, 1 or 2),
+    ``cover_at`` (per piece a row of ``cover`` or -1) and ``cover`` (rows, 2) int64: each such piece's time
+    covered by the union of the intervals of source 1 and of source 2 (whatever category paints it) is added
+    to its row. Returns the records, rows of (bin, slot, ns, calls).
+
+    The walk checks every index it follows (categories, slots, sources, pieces, rows, order) and stops with
+    an error on one out of range; here only the shapes and types are checked."""
     bins, ncat = ns_out.shape
     n = len(s)
-    # The C walk trusts its indices: check them here (cheap next to the walk).
-    if not (len(fe) == len(fbin) == len(fpiece) == len(fs) and len(e) == len(cat) == len(slot) == len(counted) == n):
+    if not (len(fe) == len(fpiece) == len(fs) and len(e) == len(cat) == len(slot) == len(counted) == n) \
+            or (order is not None and len(order) != n) or (src is not None and len(src) != n):
         raise ValueError("sweep: array lengths differ")
     if ns_out.dtype != np.int64 or not ns_out.flags.c_contiguous or long_out.shape != (ncat,) \
-            or long_out.dtype != np.int64 or taken_out.dtype != np.int64 or counted.dtype != np.bool_ \
-            or not counted.flags.c_contiguous:
+            or long_out.dtype != np.int64 or not long_out.flags.c_contiguous or taken_out.dtype != np.int64 \
+            or not taken_out.flags.c_contiguous or counted.dtype != np.bool_ or not counted.flags.c_contiguous:
         raise ValueError("sweep: output arrays must be contiguous int64 (counted: bool)")
-    if n and (int(cat.max()) >= ncat or int(slot.min()) < 0 or int(slot.max()) >= nslots):
-        raise ValueError("sweep: category or slot out of range")
-    if len(fs) and (int(fbin.min()) < 0 or int(fbin.max()) >= bins or int(fpiece.min()) < 0 or not 0 <= none_code < ncat):
-        raise ValueError("sweep: bin out of range")
+    if len(cuts) > bins or not bool(np.all(cuts[1:] >= cuts[:-1])):
+        raise ValueError("sweep: more cuts than bins, or cuts out of order")
+    if (src is None) != (cover_at is None) or (cover_at is None) != (cover is None):
+        raise ValueError("sweep: src, cover_at and cover go together")
+    npieces = None  # the per-piece arrays' common length
+    for a in (taken_out if take is not None else None, long_, cover_at):
+        if a is not None:
+            if npieces is not None and len(a) != npieces:
+                raise ValueError("sweep: per-piece arrays differ in length")
+            npieces = len(a)
     if take is not None:
         take = np.ascontiguousarray(take, dtype=np.bool_)
-        if take.shape != (bins, ncat) or (len(fs) and int(fpiece.max()) >= len(taken_out)):
-            raise ValueError("sweep: take does not match the bins or pieces")
+        if take.shape != (bins, ncat):
+            raise ValueError("sweep: take does not match the bins")
     if long_ is not None:
         long_ = np.ascontiguousarray(long_, dtype=np.bool_)
-        if len(fs) and int(fpiece.max()) >= len(long_):
-            raise ValueError("sweep: long does not match the pieces")
-    if not taken_out.flags.c_contiguous or not long_out.flags.c_contiguous:
-        raise ValueError("sweep: output arrays must be contiguous")
+    if cover is not None and (cover.dtype != np.int64 or cover.ndim != 2 or cover.shape[1] != 2
+                              or not cover.flags.c_contiguous):
+        raise ValueError("sweep: cover must be contiguous int64 (rows, 2)")
+    src = None if src is None else np.ascontiguousarray(src, dtype=np.uint8)
+    cover_at = None if cover_at is None else _i64(cover_at)
+    order = None if order is None else _i64(order)
     rec = np.empty((record_rows(len(fs), n, bins, nslots), 4), dtype=np.int64)  # untouched rows take no memory
-    keep = [_i64(a) for a in (fs, fe, fbin, fpiece, s, e, slot)]
-    fs_, fe_, fbin_, fpiece_, s_, e_, slot_ = keep
+    fs_, fe_, cuts_, fpiece_, s_, e_, slot_ = (_i64(a) for a in (fs, fe, cuts, fpiece, s, e, slot))
     cat_ = np.ascontiguousarray(cat, dtype=np.uint8)
     got = _library().goodput_sweep(
-        len(fs), _ptr(fs_, _I64), _ptr(fe_, _I64), _ptr(fbin_, _I64), _ptr(fpiece_, _I64),
-        n, _ptr(s_, _I64), _ptr(e_, _I64), _ptr(cat_, _U8), _ptr(slot_, _I64),
+        len(fs), _ptr(fs_, _I64), _ptr(fe_, _I64), _ptr(fpiece_, _I64), npieces or 0,
+        len(cuts_), _ptr(cuts_, _I64), bins,
+        n, _ptr(order, _I64), _ptr(s_, _I64), _ptr(e_, _I64), _ptr(cat_, _U8), _ptr(slot_, _I64), _ptr(src, _U8),
+        _ptr(cover_at, _I64), _ptr(cover, _I64), 0 if cover is None else len(cover),
         nslots, ncat, none_code, _ptr(take, _U8), _ptr(long_, _U8), _ptr(counted.view(np.uint8), _U8),
         _ptr(ns_out, _I64), _ptr(taken_out, _I64), _ptr(long_out, _I64), _ptr(rec, _I64), len(rec))
     if got < 0:
-        raise MemoryError("sweep: out of memory") if got == -2 else RuntimeError("sweep: record room exceeded")
+        raise {-1: RuntimeError("sweep: record room exceeded"), -2: MemoryError("sweep: out of memory")}.get(
+            int(got), ValueError("sweep: an index out of range (category, slot, source, piece, row or order)"))
     return rec[:got]

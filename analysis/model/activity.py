@@ -243,7 +243,10 @@ def unit_gaps(trace: Trace) -> list[UnitGaps]:
     """Every unit's idle gaps with NVIDIA's gpu_gaps semantics: the pairing over the unit's operations
     plus its process's profiler overhead, which counts as busy on each of the process's devices, clipped
     to the unit's span (first operation's start to last one's end) so that overhead before or after the
-    GPU work never creates a gap of its own. Leading and trailing idle never appear."""
+    GPU work never creates a gap of its own. Leading and trailing idle never appear. Cached on the trace (the
+    gap owners, the idle claims and the rules reading the idle all start from it)."""
+    if "unit_gaps" in trace.memo:
+        return trace.memo["unit_gaps"]
     overhead = _overhead(trace)
     out = []
     for u in unit_ops(trace):
@@ -255,6 +258,7 @@ def unit_gaps(trace: Trace) -> list[UnitGaps]:
             bs, be = np.maximum(os_[keep], u0), np.minimum(oe[keep], u1)
         gs, ge = pairing(u.start, u.end, bs, be)
         out.append(UnitGaps(u, gs, ge, bs, be))
+    trace.memo["unit_gaps"] = out
     return out
 
 

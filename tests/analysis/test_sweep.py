@@ -14,10 +14,10 @@ from analysis.diagnosis.sweep import record_rows, sweep
 NCAT, NONE = 4, 3
 
 
-def _run(parts, intervals, bins=1, take=None, long_=None, counted=None):
+def _run(parts, intervals, cuts=(), take=None, long_=None, counted=None):
+    bins = max(1, len(cuts))
     fs = np.array([p[0] for p in parts], dtype=np.int64)
     fe = np.array([p[1] for p in parts], dtype=np.int64)
-    fbin = np.array([p[2] for p in parts], dtype=np.int64)
     fpiece = np.arange(len(parts), dtype=np.int64)
     iv = sorted(intervals, key=lambda x: x[0])
     s = np.array([x[0] for x in iv], dtype=np.int64)
@@ -28,7 +28,7 @@ def _run(parts, intervals, bins=1, take=None, long_=None, counted=None):
     taken = np.zeros(len(parts), dtype=np.int64)
     long_ns = np.zeros(NCAT, dtype=np.int64)
     done = np.zeros(len(iv), dtype=np.bool_) if counted is None else counted
-    rec = sweep(fs, fe, fbin, fpiece, s, e, cat, slot, int(slot.max(initial=-1)) + 1, NONE, take, long_, done, ns,
+    rec = sweep(fs, fe, np.array(cuts, dtype=np.int64), fpiece, s, e, cat, slot, int(slot.max(initial=-1)) + 1, NONE, take, long_, done, ns,
                 taken, long_ns)
     return ns, taken, long_ns, sorted(map(tuple, rec.tolist())), done
 
@@ -36,8 +36,8 @@ def _run(parts, intervals, bins=1, take=None, long_=None, counted=None):
 def test_hand_made_painting() -> None:
     """Idle [0, 100) in bins [0, 50) and [50, 100). A category-1 call [10, 70) (slot 0) lies under a category-0
     call [20, 30) (slot 1); a second category-1 call [40, 90) reaching further takes over its name at 40."""
-    parts = [(0, 50, 0), (50, 100, 1)]
-    ns, _, _, rec, done = _run(parts, [(10, 70, 1, 0), (20, 30, 0, 1), (40, 90, 1, 2)], bins=2)
+    parts = [(0, 50), (50, 100)]
+    ns, _, _, rec, done = _run(parts, [(10, 70, 1, 0), (20, 30, 0, 1), (40, 90, 1, 2)], cuts=(0, 50))
     assert ns[0].tolist() == [10, 30, 0, 10]  # [20,30) cat 0; [10,20)+[30,50) cat 1; [0,10) none
     assert ns[1].tolist() == [0, 40, 0, 10]  # [50,90) cat 1; [90,100) none
     # (bin, slot, ns, calls): slot 0 paints [10,20)+[30,40); slot 2 paints [40,50) in bin 0 (its call) and
@@ -51,7 +51,7 @@ def test_claims_and_long_pieces() -> None:
     take = np.zeros((1, NCAT), dtype=np.bool_)
     take[0, 0] = True
     long_ = np.array([False, True])
-    ns, taken, long_ns, _, _ = _run([(0, 10, 0), (20, 40, 0)], [(5, 25, 0, 0), (25, 35, 1, 1)], take=take,
+    ns, taken, long_ns, _, _ = _run([(0, 10), (20, 40)], [(5, 25, 0, 0), (25, 35, 1, 1)], take=take,
                                     long_=long_)
     assert ns[0].tolist() == [10, 10, 0, 10]
     assert taken.tolist() == [5, 5]
@@ -61,7 +61,7 @@ def test_claims_and_long_pieces() -> None:
 def test_counted_interval_paints_without_a_call() -> None:
     """An interval already counted (an earlier slice painted it) adds its time but not a call."""
     counted = np.array([True, False])
-    _, _, _, rec, _ = _run([(0, 10, 0)], [(0, 5, 1, 0), (5, 10, 1, 1)], counted=counted)
+    _, _, _, rec, _ = _run([(0, 10)], [(0, 5, 1, 0), (5, 10, 1, 1)], counted=counted)
     assert rec == [(0, 0, 5, 0), (0, 1, 5, 1)]
 
 
@@ -69,30 +69,41 @@ def test_counted_interval_paints_without_a_call() -> None:
 @given(st.lists(st.tuples(st.integers(0, 200), st.integers(1, 30)), min_size=1, max_size=20),
        st.lists(st.tuples(st.integers(0, 230), st.integers(1, 40), st.integers(0, NCAT - 2), st.integers(0, 30)),
                 max_size=40),
-       st.integers(1, 12))
-def test_records_fit_and_add_up(gaps, covers, bins):
+       st.lists(st.integers(0, 400), max_size=12, unique=True))
+def test_records_fit_and_add_up(gaps, covers, cuts):
     """With many bins and names the records fit their room (``record_rows``), sum to the painted time that is
     not ``none`` per bin, and count each interval that painted once."""
-    pts, parts, t = [], [], 0
-    for gap, length in gaps:  # disjoint parts, bins in time order
+    pts, t = [], 0
+    for gap, length in gaps:  # disjoint parts
         pts.append((t + gap, t + gap + length))
         t += gap + length
-    span = max(1, t)
-    parts = [(a, z, min(bins - 1, a * bins // span)) for a, z in pts]
+    cuts = sorted(cuts)
+    # Parts never cross a cut (the caller cuts them): split them here.
+    parts = []
+    for a, z in pts:
+        for c in [x for x in cuts if a < x < z]:
+            parts.append((a, c))
+            a = c
+        parts.append((a, z))
+    bins = max(1, len(cuts))
     iv = [(a, a + d, c, k) for a, d, c, k in covers]
-    ns, _, _, rec, done = _run(parts, iv, bins=bins)
+    ns, _, _, rec, done = _run(parts, iv, cuts=cuts)
     assert len(rec) <= record_rows(len(parts), len(iv), bins, 31)
+    want = np.zeros(bins, dtype=np.int64)
+    for a, z in parts:
+        want[max(0, int(np.searchsorted(cuts, a, side="right")) - 1) if cuts else 0] += z - a
+    assert ns.sum(axis=1).tolist() == want.tolist()
     for b in range(bins):
         assert sum(r[2] for r in rec if r[0] == b) == int(ns[b, :NONE].sum())
     assert sum(r[3] for r in rec) == int(done.sum())
     assert int(ns.sum()) == sum(z - a for a, z in pts)
 
 
-@pytest.mark.parametrize("change", ["slot", "cat", "bin", "piece", "length"])
+@pytest.mark.parametrize("change", ["slot", "cat", "cuts", "piece", "length"])
 def test_bad_indices_are_refused(change: str) -> None:
     """An index out of range raises before the C walk runs (it would write out of bounds)."""
     fs, fe = np.array([0], dtype=np.int64), np.array([10], dtype=np.int64)
-    fbin, fpiece = np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)
+    cuts, fpiece = np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)
     s, e = np.array([0], dtype=np.int64), np.array([5], dtype=np.int64)
     cat, slot = np.array([0], dtype=np.uint8), np.array([0], dtype=np.int64)
     take = np.zeros((1, NCAT), dtype=np.bool_)
@@ -100,12 +111,12 @@ def test_bad_indices_are_refused(change: str) -> None:
         slot = np.array([1], dtype=np.int64)
     elif change == "cat":
         cat = np.array([NCAT], dtype=np.uint8)
-    elif change == "bin":
-        fbin = np.array([1], dtype=np.int64)
+    elif change == "cuts":  # more cuts than bins
+        cuts = np.array([0, 5], dtype=np.int64)
     elif change == "piece":
         fpiece = np.array([1], dtype=np.int64)
     else:
         e = np.array([5, 6], dtype=np.int64)
     with pytest.raises(ValueError):
-        sweep(fs, fe, fbin, fpiece, s, e, cat, slot, 1, NONE, take, None, np.zeros(1, dtype=np.bool_),
+        sweep(fs, fe, cuts, fpiece, s, e, cat, slot, 1, NONE, take, None, np.zeros(1, dtype=np.bool_),
               np.zeros((1, NCAT), dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(NCAT, dtype=np.int64))

@@ -1,16 +1,19 @@
-"""A cause for each of GPU001's idle gaps, from what the process's launching threads did during it.
+"""A cause for each of GPU001's idle gaps, from what the device's launching threads did during it.
 
-The launching threads of a process are those that launched any of its GPU operations. During a gap,
-the time they spent in OS runtime calls and the time they spent in CUDA API calls are measured as
-unions (a moment counts once however many calls or threads cover it). The cause is ``os_runtime`` when
+The launching threads of a device are those that launched any of its GPU operations (the idle anatomy's
+speakers). During a gap, the time they spent in OS runtime calls and the time they spent in CUDA API calls
+are measured as unions (a moment counts once however many calls or threads cover it). The cause is ``os_runtime`` when
 OS runtime calls cover at least half of the gap and at least as much as CUDA API calls, else
 ``cuda_api`` when API calls cover at least half of it, else ``no_activity`` (the host was busy with
 something the trace does not show: data loading, Python, CPU work).
 
-Done on NumPy arrays rather than as an SQL range join: a join of every gap with every call of the
-process is quadratic in DuckDB (hours for 45k gaps and 23M calls) and still seconds as an IE join.
-Here the calls are fetched once, slice by slice of time (bounded memory), merged into a union, and
-each gap's coverage is two binary searches into the union's running total.
+The two unions come from the idle painting of the claims (``Claims.cover``: its compiled walk measures
+them for the long gaps while it paints, from the calls it fetched anyway), so the calls are not fetched a
+second time. Without that painting (no rule claims idle) they are measured here on NumPy arrays rather than
+as an SQL range join: a join of every gap with every call of the process is quadratic in DuckDB (hours for
+45k gaps and 23M calls) and still seconds as an IE join. The calls are fetched once, slice by slice of time
+(bounded memory), merged into a union, and each gap's coverage is two binary searches into the union's
+running total. Both ways give the same numbers (tests/analysis/test_gap_causes_painted.py).
 """
 
 from __future__ import annotations
@@ -123,15 +126,19 @@ def coverage(trace: Trace, table: str, pid: int, tids: list[int] | None, gs: np.
     return cov
 
 
-def gap_causes(trace: Trace, pid: int | None, gs: np.ndarray, ge: np.ndarray,
-               tids: dict[int, list[int]]) -> np.ndarray:
+def gap_causes(trace: Trace, pid: int | None, gs: np.ndarray, ge: np.ndarray, tids: list[int] | None,
+               cover: np.ndarray | None = None) -> np.ndarray:
     """The cause of each gap of process ``pid`` as an index into ``CAUSE_CODES`` (see the module
-    docstring)."""
+    docstring), from the calls of its launching threads ``tids``. ``cover``: per gap, the time their CUDA API
+    and OS runtime calls cover, when the idle painting measured it (``Claims.cover``); else measured here."""
     code = np.zeros(len(gs), dtype=np.int8)
-    if pid is None or pid not in tids:
+    if pid is None or not tids:
         return code
-    os_ns = coverage(trace, "osrt", pid, tids[pid], gs, ge)
-    api_ns = coverage(trace, "cuda_api", pid, tids[pid], gs, ge)
+    if cover is not None:
+        api_ns, os_ns = cover[:, 0], cover[:, 1]
+    else:
+        os_ns = coverage(trace, "osrt", pid, tids, gs, ge)
+        api_ns = coverage(trace, "cuda_api", pid, tids, gs, ge)
     gap = ge - gs
     code[2 * api_ns >= gap] = 2
     code[(os_ns >= api_ns) & (2 * os_ns >= gap)] = 1
@@ -177,27 +184,64 @@ def cause_names(trace: Trace, gaps: Sequence[tuple[int | None, int, int, str]],
     return out
 
 
-def owned_gap_causes(trace: Trace, units: list, code: int) -> list[CausedGaps]:
-    """The gaps of owner ``code`` (GPU001's) with their causes, per process.
+def owned_gap_causes(trace: Trace, units: list, code: int, long_ns: int | None = None) -> list[CausedGaps]:
+    """The gaps of owner ``code`` (GPU001's) with their causes, per process; each device's gaps judged by the
+    threads that launched its work (``analysis.diagnosis.idle_anatomy.speakers``).
 
-    One pass over a process's calls for all its devices; cached on the trace for the ``units`` given (the
-    owner table of one set of ownership thresholds), since GPU001 and HOST001 both read it.
+    ``long_ns``: the owner's gaps are exactly the gaps at least that long (GPU001's ``min_gap_us``); the idle
+    painting of the claims measured what CUDA and OS calls covered in each (``Claims.cover``), so they are not
+    fetched again. Without it, or without that painting, the calls are fetched here (one pass per device).
+    Cached on the trace for the ``units`` given (the owner table of one set of ownership thresholds), since
+    GPU001 and HOST001 both read it.
     """
-    key = ("owned_gap_causes", id(units), code)
+    from analysis.diagnosis.idle_anatomy import speakers
+
+    key = ("owned_gap_causes", id(units), code, long_ns)
     if key in trace.memo:
         return trace.memo[key]
-    tids = launchers(trace)
+    sp = speakers(trace)
+    painted = _painted_cover(trace, units, code, long_ns)
     per_pid: dict[int | None, list[DeviceGaps]] = {}
     kept: dict[int | None, list[np.ndarray]] = {}
-    for u in units:
+    causes: dict[int | None, list[np.ndarray]] = {}
+    for i, u in enumerate(units):
         m = u.owner == code
         if m.any():
-            per_pid.setdefault(u.unit.pid, []).append(DeviceGaps(u.unit.device, u.gap_start[m], u.gap_end[m]))
-            kept.setdefault(u.unit.pid, []).append(u.kept(m))
+            pid, dev = u.unit.pid, u.unit.device
+            gs, ge = u.gap_start[m], u.gap_end[m]
+            tids = sp.get((pid, dev)) if pid is not None else None
+            per_pid.setdefault(pid, []).append(DeviceGaps(dev, gs, ge))
+            kept.setdefault(pid, []).append(u.kept(m))
+            causes.setdefault(pid, []).append(gap_causes(trace, pid, gs, ge, tids,
+                                                         painted[i] if painted is not None else None))
     out = []
     for pid, parts in per_pid.items():
         gs = np.concatenate([g.gap_start for g in parts])
         ge = np.concatenate([g.gap_end for g in parts])
-        out.append(CausedGaps(pid, parts, gs, ge, gap_causes(trace, pid, gs, ge, tids), np.concatenate(kept[pid])))
+        out.append(CausedGaps(pid, parts, gs, ge, np.concatenate(causes[pid]), np.concatenate(kept[pid])))
     trace.memo[key] = out
+    return out
+
+
+def _painted_cover(trace: Trace, units: list, code: int, long_ns: int | None) -> list[np.ndarray | None] | None:
+    """Per unit, the claims painting's CUDA and OS cover of the owner's gaps (its long gaps), or None when
+    there is no such painting (no rule claims idle) or it does not match the owner's gaps one for one."""
+    if long_ns is None:
+        return None
+    from analysis.diagnosis.rules.nsys.idle_claims import claims
+
+    cl = claims(trace, long_ns)
+    if len(cl.cover) != len(units):
+        return None
+    out: list[np.ndarray | None] = []
+    for u, cov in zip(units, cl.cover, strict=True):
+        m = u.owner == code
+        if cov is None:
+            if m.any() and u.unit.pid is not None:
+                return None
+            out.append(None)
+        elif len(cov) != int(m.sum()) or not bool(np.array_equal(m, (u.gap_end - u.gap_start) >= long_ns)):
+            return None
+        else:
+            out.append(cov)
     return out

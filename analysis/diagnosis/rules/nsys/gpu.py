@@ -70,7 +70,7 @@ class IdleGaps(Rule):
     before the first and after the last operation is excluded). Gaps of at least ``min_gap_us`` count,
     less the instants rules that own idle by what the host was doing take out of them (``idle_claims``:
     SYNC001 inside syncs, MEM002 inside synchronous copies, HOST001 inside OS calls, ...); a gap they take
-    whole is not GPU001's, and evidence lists only gaps GPU001 keeps some of. Each gap gets a cause from the process's launching threads
+    whole is not GPU001's, and evidence lists only gaps GPU001 keeps some of. Each gap gets a cause from its device's launching threads
     during the gap: an OS runtime call or CUDA API work covering at least half of it, else no CUDA or OS call
     (``no_activity``; its advice follows what the anatomy saw most of in the idle GPU001 keeps: CPU samples of
     the launching thread, the program's own NVTX ranges, or nothing recorded); but when set-up work of any
@@ -102,11 +102,12 @@ class IdleGaps(Rule):
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = owned(trace, ctx.all_params)
+        long_ns = int(ownership_params(ctx.all_params)["min_gap_ns"])
         tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
         cands: list[tuple[Gap, str]] = []  # the longest gaps of each device, with their causes
         mine_gaps: list[tuple[int | None, np.ndarray, np.ndarray]] = []  # GPU001's own gaps, for host_functions
-        for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id]):
+        for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id], long_ns):
             gs, ge, codes = pg.gap_start, pg.gap_end, pg.cause
             mine_gaps.append((pg.pid, gs, ge))
             for c, name in enumerate(CAUSE_CODES):
@@ -131,8 +132,8 @@ class IdleGaps(Rule):
         # What the host was doing in the idle GPU001 keeps (the anatomy's categories no rule claims), exactly;
         # the gaps of processes the export does not name have nothing recorded.
         by_cat = dict(claims(trace, int(ctx.params["min_gap_us"] * 1000)).long_by_category)
-        unknown = sum(int(pg.kept[pg.kept > 0].sum()) for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id])
-                      if pg.pid is None)
+        unknown = sum(int(pg.kept[pg.kept > 0].sum())
+                      for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id], long_ns) if pg.pid is None)
         if unknown:
             by_cat["none"] = by_cat.get("none", 0) + unknown
         by_cat = dict(sorted(by_cat.items(), key=lambda kv: (-kv[1], kv[0])))

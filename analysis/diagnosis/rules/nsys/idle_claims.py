@@ -66,6 +66,9 @@ class Claims:
     # gaps): what GPU001 keeps, by what the host was doing then.
     long_by_category: dict[str, int] = field(default_factory=dict)
     long_ns: int = LONG_GAP_NS
+    # Per unit of ``unit_gaps``, per gap at least ``long_ns`` long (in order): the time CUDA API calls and OS
+    # runtime calls of its speaking threads cover (``Painted.cover``); None where the unit was not painted.
+    cover: list[np.ndarray | None] = field(default_factory=list)
 
 
 def _phase_cuts(trace: Trace) -> tuple[np.ndarray, list[str], np.ndarray, int]:
@@ -123,11 +126,13 @@ def claims(trace: Trace, long_ns: int = LONG_GAP_NS) -> Claims:
         pid, dev = ug.unit.pid, ug.unit.device
         if not take.any() or pid is None or not len(ug.gap_start):
             out.taken.append(np.zeros(len(ug.gap_start), dtype=np.int64))
+            out.cover.append(None)
             continue
         extra = ug.idle_under_busy()
         p = paint(trace, pid, sp.get((pid, dev)), ug.gap_start, ug.gap_end, cuts, take, extra, device=dev, uvm=True,
                   long=(ug.gap_end - ug.gap_start) >= long_ns)
         out.taken.append(p.taken)
+        out.cover.append(p.cover)
         long_total += p.long_ns
         shared["units"][(pid, dev)] = p.plus(p.extra)
         claimed = np.where(take, p.ns, 0)
