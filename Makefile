@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # The install also builds the one C part (setup.py: analysis/diagnosis/_sweep.c), so it needs a C compiler.
 $(STAMP): pyproject.toml constraints.txt setup.py analysis/diagnosis/_sweep.c
 	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found (set PYTHON=...)"; exit 2; }
-	@command -v $${CC:-cc} >/dev/null || { echo "make: no C compiler (cc) found: install gcc (apt install gcc)"; exit 2; }
+	@bash scripts/ensure-cc.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'

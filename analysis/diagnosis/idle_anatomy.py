@@ -17,11 +17,12 @@ between two page migrations, ``uvm_gaps``), the thread switched out by the sched
 normalized ``off_cpu`` stretches, named by what it blocked on when the export says, else "off CPU"; only when
 the launching threads are known), else nothing recorded (``none``).
 
-The sweep is vectorized: per slice of time (bounded rows), the idle pieces are cut at the bins' starts and
-kept as a sorted list of unpainted pieces; each category, in order, takes its cover out of that list (its
-intervals merged into disjoint pieces, each named after the interval reaching furthest then; binary searches
-of one sorted list in the other), so each category costs its own intervals and the pieces they meet; the
-painted lengths are summed per (cut bin, category, name) with ``bincount``.
+The painting is one walk per slice of time (bounded rows): the idle pieces cut at the bins' starts and the
+covering intervals in start order, walked together by compiled code (``analysis.diagnosis.sweep``), which
+keeps per category the interval reaching furthest and accounts for each painted stretch at once (per bin
+and category, per claimed piece, per long piece, and per (bin, category, name) with the calls). While it
+paints the long gaps it also measures what the speaking threads' CUDA calls and OS calls cover in each
+(``Painted.cover``), what GPU001 judges its gaps' causes by, so those calls are fetched once.
 """
 
 from __future__ import annotations

@@ -349,20 +349,51 @@ def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[Gap]:
     return sorted(cands, key=lambda c: (-c.ns, c.start_ns))[:n]
 
 
-def krn_idle(units: list[OwnedUnit]) -> list[KernelRun]:
-    """KRN001's runs that own idle, most idle first (earliest first among equals)."""
-    rows = []
+@dataclass(frozen=True)
+class KernelRuns:
+    """KRN001's runs that own idle, as arrays (one entry per run, any order): the runs of every unit."""
+
+    pid: np.ndarray  # -1: unknown
+    device: np.ndarray  # -1: unknown
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    kernels: np.ndarray
+    kernel_ns: np.ndarray
+    idle_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.idle_ns)
+
+    def top(self, n: int) -> list[KernelRun]:
+        """The ``n`` runs with the most idle, most first (earliest first among equals)."""
+        return [KernelRun(None if self.pid[i] < 0 else int(self.pid[i]),
+                          None if self.device[i] < 0 else int(self.device[i]), int(self.start_ns[i]),
+                          int(self.end_ns[i]), int(self.kernels[i]), int(self.kernel_ns[i]), int(self.idle_ns[i]))
+                for i in top_order(self.idle_ns, self.start_ns, n)]
+
+
+def krn_idle_runs(units: list[OwnedUnit]) -> KernelRuns:
+    """KRN001's runs that own idle (the runs owning at least one gap), as arrays."""
+    cols: list[list[np.ndarray]] = [[] for _ in range(7)]
     for u in units:
         if not len(u.krn_idx):
             continue
         at = np.searchsorted(u.runs.run_id, u.krn_run)  # run ids grow in time order, as the gaps do
         first = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
-        idle = np.add.reduceat(u.kept(u.krn_idx), first)
+        j = at[first]
         r = u.runs
-        for j, i in zip(at[first], idle, strict=True):
-            rows.append(KernelRun(u.unit.pid, u.unit.device, int(r.run_start[j]), int(r.run_end[j]),
-                                  int(r.run_kernels[j]), int(r.kernel_ns[j]), int(i)))
-    return sorted(rows, key=lambda row: (-row.idle_ns, row.start_ns))
+        for col, v in zip(cols, (np.full(len(j), -1 if u.unit.pid is None else u.unit.pid, dtype=np.int64),
+                                 np.full(len(j), -1 if u.unit.device is None else u.unit.device, dtype=np.int64),
+                                 r.run_start[j], r.run_end[j], r.run_kernels[j], r.kernel_ns[j],
+                                 np.add.reduceat(u.kept(u.krn_idx), first)), strict=True):
+            col.append(np.asarray(v, dtype=np.int64))
+    return KernelRuns(*(np.concatenate(c) if c else _EMPTY for c in cols))
+
+
+def krn_idle(units: list[OwnedUnit]) -> list[KernelRun]:
+    """KRN001's runs that own idle, most idle first (earliest first among equals)."""
+    runs = krn_idle_runs(units)
+    return runs.top(len(runs))
 
 
 def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[LowRegion]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.launches import launch_summary
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.diagnosis.rules.nsys.gaps import OWNERSHIP_PARAMS, KernelRun, krn_idle, owned
+from analysis.diagnosis.rules.nsys.gaps import OWNERSHIP_PARAMS, KernelRun, KernelRuns, krn_idle_runs, owned
 from analysis.model.trace import Trace
 
 
@@ -67,13 +69,13 @@ class LaunchBound(Rule):
         " or give each kernel more work (larger batches, fewer and bigger launches).")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        rows = krn_idle(owned(trace, ctx.all_params))
-        total = sum(r.idle_ns for r in rows)
-        if not rows or total < ctx.params["min_idle_us"] * 1000:
+        rows = krn_idle_runs(owned(trace, ctx.all_params))
+        total = int(rows.idle_ns.sum())
+        if not len(rows) or total < ctx.params["min_idle_us"] * 1000:
             return []
-        kernels = sum(r.kernels for r in rows)
-        busy = sum(r.kernel_ns for r in rows)
-        top = rows[:20]
+        kernels = int(rows.kernels.sum())
+        busy = int(rows.kernel_ns.sum())
+        top = rows.top(20)
         first = _first_names(trace, top)  # the name of the kernel that opens each run
         nvtx = nvtx_at(trace, [(r.pid, r.start_ns) for r in top])
         evidence = tuple(
@@ -100,11 +102,11 @@ class LaunchBound(Rule):
         )]
 
 
-def graph_saving(trace: Trace, rows: list[KernelRun]) -> tuple[int | None, int | None]:
+def graph_saving(trace: Trace, rows: KernelRuns) -> tuple[int | None, int | None]:
     """(per-launch overhead, what graphs would save) for KRN001's runs ``rows``; (None, None) when no stream
     launch was measured."""
     stream = launch_summary(trace).stream
     if stream is None:
         return None, None
-    overhead = stream.call_median_ns
-    return overhead, sum(min(r.idle_ns, (r.kernels - 1) * overhead) for r in rows)
+    overhead = int(stream.call_median_ns)
+    return overhead, int(np.minimum(rows.idle_ns, (rows.kernels - 1) * overhead).sum())
