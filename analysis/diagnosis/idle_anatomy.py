@@ -387,8 +387,10 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
                  "cover": out.cover}
     rec = sweep(fs, fe, cuts, part_piece, s, e, cat, sl.slot, len(sl.cat), NONE, out.take, out.long, counted,
                 out.ns, out.taken, out.long_ns, order=order, **cover)
-    for b, k, ns, calls in rec.tolist():
-        acc = out.names.setdefault((b, int(sl.cat[k]), int(sl.name[k])), [0, 0])
+    k = rec[:, 1]
+    for b, c, h, ns, calls in zip(rec[:, 0].tolist(), sl.cat[k].tolist(), sl.name[k].tolist(), rec[:, 2].tolist(),
+                                  rec[:, 3].tolist(), strict=True):
+        acc = out.names.setdefault((b, c, h), [0, 0])
         acc[0] += ns
         acc[1] += calls
 

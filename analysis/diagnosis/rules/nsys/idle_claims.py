@@ -136,17 +136,20 @@ def claims(trace: Trace, long_ns: int = LONG_GAP_NS) -> Claims:
         long_total += p.long_ns
         shared["units"][(pid, dev)] = p.plus(p.extra)
         claimed = np.where(take, p.ns, 0)
-        for b, c in zip(*np.nonzero(claimed), strict=True):
-            rule = rules[owner_of[c]].id
-            cl, ns = out.by_rule[rule], int(claimed[b, c])
+        # Per claimed category, in the order its time first appears (bin by bin): the rule's totals, the
+        # iterations it appears in and the first bin's start.
+        has = claimed > 0
+        for code in sorted(np.flatnonzero(has.any(axis=0)).tolist(), key=lambda k: (int(np.argmax(has[:, k])), k)):
+            hit = np.flatnonzero(has[:, code])
+            rule = rules[owner_of[code]].id
+            cl, ns = out.by_rule[rule], int(claimed[:, code].sum())
             cl.ns += ns
-            cl.by_category[CATEGORIES[c]] = cl.by_category.get(CATEGORIES[c], 0) + ns
+            cl.by_category[CATEGORIES[code]] = cl.by_category.get(CATEGORIES[code], 0) + ns
             cl.by_device[(pid, dev)] = cl.by_device.get((pid, dev), 0) + ns
-            if bin_iter[b] >= 0:
-                iters[rule].add(int(bin_iter[b]))
-            start = int(cuts[b]) if len(cuts) else None
-            if start is not None and (cl.first_ns is None or start < cl.first_ns):
-                cl.first_ns = start
+            its = bin_iter[hit]
+            iters[rule].update(its[its >= 0].tolist())
+            if len(cuts) and (cl.first_ns is None or int(cuts[hit[0]]) < cl.first_ns):
+                cl.first_ns = int(cuts[hit[0]])
         for (nb, nc, h), (nns, ncalls) in p.names.items():
             if take[nb, nc]:
                 acc = names[rules[owner_of[nc]].id].setdefault(h, [0, 0])
