@@ -261,11 +261,16 @@ class _Host:
         self.off_cpu = _off_cpu_names(trace) if tids and trace.has_rows("off_cpu") else None
 
     def count(self, lo: int, hi: int) -> int:
+        """How many host rows ``intervals`` would fetch for ``[lo, hi)``: what the slices of time are sized by
+        (CPU samples included: tens of millions of them must not come in one slice)."""
         n = 0
         for table, ok in (("cuda_api", self.api), ("osrt", self.osrt), ("nvtx", self.nvtx), ("off_cpu", self.off_cpu)):
             if ok is not None and ok is not False:
                 n += int(self.trace.scalar(f"SELECT count(*) FROM {table} WHERE {self.where} "  # noqa: S608
                                            f"AND start_ns < {hi} AND end_ns > {lo}"))
+        if self.half:
+            n += int(self.trace.scalar(f"SELECT count(*) FROM cpu_samples WHERE {self.where} "  # noqa: S608 - integers
+                                       f"AND start_ns >= {lo - self.max_half} AND start_ns < {hi + self.max_half}"))
         return n
 
     def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Slots, np.ndarray, np.ndarray,

@@ -14,11 +14,14 @@ steps are the painted stretches, and each is accounted for at once:
   first time that interval paints (``counted``, updated, carries that across calls). Slots are met in time
   order, so a (bin, slot) total is complete when the slot next appears in a later bin: it is then written
   out as a record, the rest at the end. There are as many records as distinct (bin, slot) pairs painted,
-  however many stretches.
+  however many stretches;
+* for the pieces that ask (``cover_at``: GPU001's long gaps), the time covered by the union of the CUDA API
+  calls and by that of the OS runtime calls (``src`` 1 and 2), whatever category paints it: the walk also
+  stops where such a union ends.
 
 Work: linear in parts, intervals and stretches (times the categories for the winner's search). It is C
 (``_sweep.c``, built with the package by ``setup.py``, called through ctypes): the NumPy passes it replaced
-(one cover and one list rebuild per category, a sort per category for the names) cost about 20 times more
+(one cover and one list rebuild per category, a sort per category for the names) cost about 15 times more
 at 10M kernels, and a JIT compiler would cost more memory (LLVM) and start-up than the walk itself.
 """
 

@@ -325,3 +325,22 @@ def test_the_gap_rules_painting_gives_the_same_anatomy(src):
 def _json(entries: list) -> list[dict]:
     """``idle_anatomy``'s typed entries as the result's JSON shows them."""
     return [e.to_json() for e in entries]
+
+
+def test_cpu_samples_size_the_slices(tmp_path, monkeypatch):
+    """CPU samples count among the host rows a slice of time holds (tens of millions of samples must not come
+    in one fetch), and slicing a sampled report changes nothing."""
+    ks = [kernel(i * 100, i * 100 + 40) for i in range(40)]
+    samples = [{"pid": 1, "tid": 1, "start_ns": t, "cpu": 0, "function": f"f{t % 3}", "module": "app"}
+               for t in range(45, 3990, 10)]
+    path = normalized(tmp_path / "r.duckdb", kernels=ks, cpu_samples=samples)
+    t = Trace(path, "r")
+    try:
+        host = ia._Host(t, 1, [1])
+        assert host.count(0, 4000) == len(samples)
+    finally:
+        t.close()
+    whole, sliced = _whole_and_sliced(path, monkeypatch)
+    assert whole == sliced
+    ns = {c["category"]: c["ns"] for e in whole for c in e["categories"]}
+    assert sum(ns.values()) == 39 * 60 and ns["host_cpu"] > 0

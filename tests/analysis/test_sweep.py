@@ -33,11 +33,14 @@ def _run(parts, intervals, cuts=(), take=None, long_=None, counted=None):
     return ns, taken, long_ns, sorted(map(tuple, rec.tolist())), done
 
 
-def test_hand_made_painting() -> None:
+@pytest.mark.parametrize("t0", [0, 2**62 - 60, -(2**62)])
+def test_hand_made_painting(t0: int) -> None:
     """Idle [0, 100) in bins [0, 50) and [50, 100). A category-1 call [10, 70) (slot 0) lies under a category-0
-    call [20, 30) (slot 1); a second category-1 call [40, 90) reaching further takes over its name at 40."""
-    parts = [(0, 50), (50, 100)]
-    ns, _, _, rec, done = _run(parts, [(10, 70, 1, 0), (20, 30, 0, 1), (40, 90, 1, 2)], cuts=(0, 50))
+    call [20, 30) (slot 1); a second category-1 call [40, 90) reaching further takes over its name at 40. The
+    same on absolute clocks near 2^62 and below zero."""
+    parts = [(t0, t0 + 50), (t0 + 50, t0 + 100)]
+    iv = [(t0 + a, t0 + z, c, k) for a, z, c, k in [(10, 70, 1, 0), (20, 30, 0, 1), (40, 90, 1, 2)]]
+    ns, _, _, rec, done = _run(parts, iv, cuts=(t0, t0 + 50))
     assert ns[0].tolist() == [10, 30, 0, 10]  # [20,30) cat 0; [10,20)+[30,50) cat 1; [0,10) none
     assert ns[1].tolist() == [0, 40, 0, 10]  # [50,90) cat 1; [90,100) none
     # (bin, slot, ns, calls): slot 0 paints [10,20)+[30,40); slot 2 paints [40,50) in bin 0 (its call) and
