@@ -53,12 +53,31 @@ EXPORT int64_t goodput_sweep(
     int64_t *last_bin = malloc(sizeof(int64_t) * (size_t)(nslots > 0 ? nslots : 1));
     int64_t nrec = 0, j = 0, status = 0, ci = -1;
     int64_t src_end[2] = {INT64_MIN, INT64_MIN}; /* per source, the furthest end of its started intervals */
+    int64_t *present = NULL; /* the categories present, most specific first */
+    int64_t npresent = 0;
     if (!best_end || !best_who || !acc_ns || !acc_calls || !last_bin) {
         status = -2;
         goto done;
     }
     for (int64_t k = 0; k < ncat; k++) {
         best_end[k] = INT64_MIN;
+        best_who[k] = -1;
+    }
+    /* The categories present, most specific first: the winner's search looks only at those. */
+    present = malloc(sizeof(int64_t) * (size_t)ncat);
+    if (!present) {
+        status = -2;
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (cat[i] >= ncat) {
+            status = -3;
+            goto done;
+        }
+        best_who[cat[i]] = 0; /* marks the category present (reset below) */
+    }
+    for (int64_t k = 0; k < ncat; k++) {
+        if (best_who[k] == 0) present[npresent++] = k;
         best_who[k] = -1;
     }
     for (int64_t k = 0; k < nslots; k++) last_bin[k] = -1;
@@ -98,9 +117,9 @@ EXPORT int64_t goodput_sweep(
                 j++;
             }
             int64_t act = -1;
-            for (int64_t k = 0; k < ncat; k++) {
-                if (best_end[k] > t) {
-                    act = k;
+            for (int64_t q = 0; q < npresent; q++) {
+                if (best_end[present[q]] > t) {
+                    act = present[q];
                     break;
                 }
             }
@@ -155,6 +174,7 @@ EXPORT int64_t goodput_sweep(
         }
     }
 done:
+    free(present);
     free(best_end);
     free(best_who);
     free(acc_ns);
