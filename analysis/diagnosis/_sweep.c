@@ -69,16 +69,15 @@ EXPORT int64_t goodput_sweep(
         status = -2;
         goto done;
     }
-    for (int64_t i = 0; i < n; i++) {
-        if (cat[i] >= ncat) {
+    uint8_t seen[256] = {0}; /* ``cat`` is one byte */
+    for (int64_t i = 0; i < n; i++) seen[cat[i]] = 1;
+    for (int64_t k = 0; k < 256; k++) {
+        if (!seen[k]) continue;
+        if (k >= ncat) {
             status = -3;
             goto done;
         }
-        best_who[cat[i]] = 0; /* marks the category present (reset below) */
-    }
-    for (int64_t k = 0; k < ncat; k++) {
-        if (best_who[k] == 0) present[npresent++] = k;
-        best_who[k] = -1;
+        present[npresent++] = k;
     }
     for (int64_t k = 0; k < nslots; k++) last_bin[k] = -1;
     for (int64_t p = 0; p < nparts; p++) {
@@ -104,8 +103,8 @@ EXPORT int64_t goodput_sweep(
                     goto done;
                 }
                 if (s[i] > t) break;
-                const int64_t k = cat[i];
-                if (k >= ncat || slot[i] < 0 || slot[i] >= nslots || (src && src[i] > 2)) {
+                const int64_t k = cat[i]; /* checked with the categories present */
+                if (slot[i] < 0 || slot[i] >= nslots || (src && src[i] > 2)) {
                     status = -3;
                     goto done;
                 }

@@ -16,7 +16,7 @@ from analysis.diagnosis.rules.nsys.gaps import (
     Gap,
     KernelRun,
     LowRegion,
-    krn_idle,
+    krn_idle_runs,
     low_regions,
     owned,
     owned_top,
@@ -72,7 +72,8 @@ def test_gap_helpers_return_named_records(tmp_path):
         assert isinstance(units[0].gap_start, np.ndarray) and len(units[0].gap_start) == 2 * 29 + 2
         assert owned_total(units, "GPU001") == (2000 * US, 1) and owned_total(units, "KRN001").gaps == 58
         assert owned_top(units, "GPU001") == [Gap(pid, device, 900 * US, 2900 * US, 2000 * US)]
-        runs = krn_idle(units)
+        found = krn_idle_runs(units)
+        runs = found.top(len(found))
         assert runs == [KernelRun(pid, device, 0, 29 * 20 * US + 5 * US, 30, 30 * 5 * US, 29 * 15 * US),
                         KernelRun(pid, device, 2900 * US, 2900 * US + 29 * 20 * US + 5 * US, 30, 30 * 5 * US,
                                   29 * 15 * US)]

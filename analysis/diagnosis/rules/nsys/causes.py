@@ -128,9 +128,10 @@ def coverage(trace: Trace, table: str, pid: int, tids: list[int] | None, gs: np.
 
 def gap_causes(trace: Trace, pid: int | None, gs: np.ndarray, ge: np.ndarray, tids: list[int] | None,
                cover: np.ndarray | None = None) -> np.ndarray:
-    """The cause of each gap of process ``pid`` as an index into ``CAUSE_CODES`` (see the module
-    docstring), from the calls of its launching threads ``tids``. ``cover``: per gap, the time their CUDA API
-    and OS runtime calls cover, when the idle painting measured it (``Claims.cover``); else measured here."""
+    """The cause of each gap of one device of process ``pid`` as an index into ``CAUSE_CODES`` (see the module
+    docstring) from the calls of its launching threads ``tids``, set-up left out (``set_up``: it looks at
+    every thread of the process, once for all its devices). ``cover``: per gap, the time their CUDA API and OS
+    runtime calls cover, when the idle painting measured it (``Claims.cover``); else measured here."""
     code = np.zeros(len(gs), dtype=np.int8)
     if pid is None or not tids:
         return code
@@ -142,9 +143,14 @@ def gap_causes(trace: Trace, pid: int | None, gs: np.ndarray, ge: np.ndarray, ti
     gap = ge - gs
     code[2 * api_ns >= gap] = 2
     code[(os_ns >= api_ns) & (2 * os_ns >= gap)] = 1
-    setup = _setup_coverage(trace, pid, gs, ge)
-    code[2 * setup >= gap] = 3  # the most specific: idle while the process sets itself up
     return code
+
+
+def set_up(trace: Trace, pid: int, gs: np.ndarray, ge: np.ndarray, code: np.ndarray) -> None:
+    """Mark ``setup`` (the most specific cause: idle while the process sets itself up) in ``code`` for the gaps
+    of process ``pid`` (any of its devices) that its set-up work covers at least half of."""
+    setup = _setup_coverage(trace, pid, gs, ge)
+    code[2 * setup >= ge - gs] = CAUSE_CODES.index("setup")
 
 
 def _setup_coverage(trace: Trace, pid: int, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
@@ -204,6 +210,7 @@ def owned_gap_causes(trace: Trace, units: list, code: int, long_ns: int | None =
     per_pid: dict[int | None, list[DeviceGaps]] = {}
     kept: dict[int | None, list[np.ndarray]] = {}
     causes: dict[int | None, list[np.ndarray]] = {}
+    judged: dict[int | None, list[np.ndarray]] = {}  # per gap: its device's launching threads are known
     for i, u in enumerate(units):
         m = u.owner == code
         if m.any():
@@ -214,11 +221,18 @@ def owned_gap_causes(trace: Trace, units: list, code: int, long_ns: int | None =
             kept.setdefault(pid, []).append(u.kept(m))
             causes.setdefault(pid, []).append(gap_causes(trace, pid, gs, ge, tids,
                                                          painted[i] if painted is not None else None))
+            judged.setdefault(pid, []).append(np.full(len(gs), pid is not None and bool(tids)))
     out = []
     for pid, parts in per_pid.items():
         gs = np.concatenate([g.gap_start for g in parts])
         ge = np.concatenate([g.gap_end for g in parts])
-        out.append(CausedGaps(pid, parts, gs, ge, np.concatenate(causes[pid]), np.concatenate(kept[pid])))
+        code_ = np.concatenate(causes[pid])
+        named = np.concatenate(judged[pid])
+        if pid is not None and named.any():  # set-up, once per process, for the devices with launching threads
+            sub = code_[named]
+            set_up(trace, pid, gs[named], ge[named], sub)
+            code_[named] = sub
+        out.append(CausedGaps(pid, parts, gs, ge, code_, np.concatenate(kept[pid])))
     trace.memo[key] = out
     return out
 

@@ -390,12 +390,6 @@ def krn_idle_runs(units: list[OwnedUnit]) -> KernelRuns:
     return KernelRuns(*(np.concatenate(c) if c else _EMPTY for c in cols))
 
 
-def krn_idle(units: list[OwnedUnit]) -> list[KernelRun]:
-    """KRN001's runs that own idle, most idle first (earliest first among equals)."""
-    runs = krn_idle_runs(units)
-    return runs.top(len(runs))
-
-
 def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[LowRegion]:
     """GPU002's regions: merged runs of adjacent windows whose busy share is under ``max_busy_pct``.
 
