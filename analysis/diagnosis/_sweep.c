@@ -181,3 +181,84 @@ done:
     free(last_bin);
     return status ? status : nrec;
 }
+
+/* Calls in start order (``start`` ascending): their ends become the running maximum (``end`` rewritten in
+ * place: the furthest any call started so far reaches) and ``owner[i]`` the position of the call that
+ * reaches that far (the later one on a tie). Returns 0, or -3 when ``start`` is not ascending (nothing
+ * is written then: the caller sorts and calls again). */
+EXPORT int64_t goodput_reach(int64_t n, const int64_t *start, int64_t *end, int64_t *owner) {
+    for (int64_t i = 1; i < n; i++) {
+        if (start[i] < start[i - 1]) return -3;
+    }
+    int64_t reach = INT64_MIN, who = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (end[i] >= reach) {
+            reach = end[i];
+            who = i;
+        }
+        end[i] = reach;
+        owner[i] = who;
+    }
+    return 0;
+}
+
+/* For each query ``t[j]``: the position of the last element of ``a`` (ascending, length n) at or before it,
+ * or -1 (NumPy's ``searchsorted(a, t, side="right") - 1``). Queries in ascending order walk forward from
+ * the previous answer, galloping (linear in all, logarithmic per far jump); a query below the previous
+ * one is searched afresh, so any order is answered. Every position written lies in [-1, n). */
+EXPORT void goodput_last_le(int64_t n, const int64_t *a, int64_t m, const int64_t *t, int64_t *out) {
+    int64_t i = -1; /* the answer for the previous query: a[i] <= t_prev (or i = -1) */
+    for (int64_t j = 0; j < m; j++) {
+        const int64_t q = t[j];
+        if (i >= 0 && a[i] > q) i = -1; /* out of order: search from the start */
+        /* Gallop: find a step beyond the answer, then bisect in (lo, hi]. */
+        int64_t lo = i, step = 1, hi = i + 1;
+        while (hi < n && a[hi] <= q) {
+            lo = hi;
+            hi = lo + step;
+            step <<= 1;
+        }
+        if (hi > n) hi = n;
+        /* a[lo] <= q (or lo = -1); a[hi] > q (or hi = n): the answer lies in [lo, hi). */
+        while (hi - lo > 1) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (a[mid] <= q) lo = mid;
+            else hi = mid;
+        }
+        i = lo;
+        out[j] = i;
+    }
+}
+
+/* Per query ``t[j]``: the position of the call running then that reaches furthest, or -1: calls in start
+ * order, ``reach``/``owner`` from goodput_reach (the last call started at or before t[j] gives the furthest
+ * reach so far; it runs at t[j] when that reach is at or after t[j]). Queries walk as in goodput_last_le.
+ * Returns 0, or -3 when an owner position is out of range. */
+EXPORT int64_t goodput_call_at(int64_t n, const int64_t *start, const int64_t *reach, const int64_t *owner,
+                               int64_t m, const int64_t *t, int64_t *out) {
+    goodput_last_le(n, start, m, t, out);
+    for (int64_t j = 0; j < m; j++) {
+        const int64_t i = out[j];
+        if (i < 0) continue;
+        if (reach[i] < t[j]) {
+            out[j] = -1;
+        } else {
+            if (owner[i] < 0 || owner[i] >= n) return -3;
+            out[j] = owner[i];
+        }
+    }
+    return 0;
+}
+
+/* The distinct values of ``x`` (ascending, written over its first elements), as their count; -3 when ``x``
+ * is not ascending (nothing written). */
+EXPORT int64_t goodput_distinct_sorted(int64_t n, int64_t *x) {
+    for (int64_t i = 1; i < n; i++) {
+        if (x[i] < x[i - 1]) return -3;
+    }
+    int64_t k = n ? 1 : 0;
+    for (int64_t i = 1; i < n; i++) {
+        if (x[i] != x[k - 1]) x[k++] = x[i];
+    }
+    return k;
+}

@@ -415,8 +415,10 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
         out.take, out.taken = take, np.zeros(len(gs), dtype=np.int64)
     out.long = long
     if long is not None:
-        out.cover_at = np.where(long, np.cumsum(long) - 1, -1).astype(np.int64)
-        out.cover = np.zeros((int(long.sum()), 2), dtype=np.int64)
+        at = np.flatnonzero(long)  # few: the long gaps
+        out.cover_at = np.full(len(long), -1, dtype=np.int64)
+        out.cover_at[at] = np.arange(len(at))
+        out.cover = np.zeros((len(at), 2), dtype=np.int64)
     parts = [(gs, ge, out)]
     if extra is not None:
         out.extra = Painted(out.bins)

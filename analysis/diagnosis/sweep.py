@@ -23,6 +23,12 @@ Work: linear in parts, intervals and stretches (times the categories for the win
 (``_sweep.c``, built with the package by ``setup.py``, called through ctypes): the NumPy passes it replaced
 (one cover and one list rebuild per category, a sort per category for the names) cost about 15 times more
 at 10M kernels, and a JIT compiler would cost more memory (LLVM) and start-up than the walk itself.
+
+Smaller passes of the gap owner table live in the same library: ``reach`` (the running furthest end of calls
+in start order, and which call reaches it), ``last_le`` (per query, the last sorted element at or before it,
+walking forward through ascending queries instead of one binary search each), ``call_at`` (the call running
+at each moment, from those two) and ``distinct_sorted``: at 10M calls and 12M gaps NumPy's temporaries for
+them (fresh pages of 80 MB each) cost more than the arithmetic.
 """
 
 from __future__ import annotations
@@ -52,6 +58,14 @@ def _library() -> ctypes.CDLL:
                    _I64, _I64, ctypes.c_int64,  # cover
                    ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,  # slots, categories, none
                    _U8, _U8, _U8, _I64, _I64, _I64, _I64, ctypes.c_int64]
+    lib.goodput_reach.restype = ctypes.c_int64
+    lib.goodput_reach.argtypes = [ctypes.c_int64, _I64, _I64, _I64]
+    lib.goodput_last_le.restype = None
+    lib.goodput_last_le.argtypes = [ctypes.c_int64, _I64, ctypes.c_int64, _I64, _I64]
+    lib.goodput_call_at.restype = ctypes.c_int64
+    lib.goodput_call_at.argtypes = [ctypes.c_int64, _I64, _I64, _I64, ctypes.c_int64, _I64, _I64]
+    lib.goodput_distinct_sorted.restype = ctypes.c_int64
+    lib.goodput_distinct_sorted.argtypes = [ctypes.c_int64, _I64]
     return lib
 
 
@@ -131,3 +145,47 @@ def sweep(fs: np.ndarray, fe: np.ndarray, cuts: np.ndarray, fpiece: np.ndarray, 
         raise {-1: RuntimeError("sweep: record room exceeded"), -2: MemoryError("sweep: out of memory")}.get(
             int(got), ValueError("sweep: an index out of range (category, slot, source, piece, row or order)"))
     return rec[:got]
+
+
+def reach(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """For calls in start order: per call, the furthest end of the calls started so far (written over ``end``
+    when it is a writable contiguous int64 array, else over a copy) and the position of the call reaching
+    that far (the later one on a tie). None, with nothing written, when ``start`` is not ascending."""
+    if len(start) != len(end):
+        raise ValueError("reach: array lengths differ")
+    start = _i64(start)
+    if not (end.dtype == np.int64 and end.flags.c_contiguous and end.flags.writeable):
+        end = end.astype(np.int64)
+    owner = np.empty(len(start), dtype=np.int64)
+    if _library().goodput_reach(len(start), _ptr(start, _I64), _ptr(end, _I64), _ptr(owner, _I64)) < 0:
+        return None
+    return end, owner
+
+
+def last_le(a: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(a, t, side="right") - 1`` for ascending ``a``: per query the position of the last
+    element at or before it, or -1 (fastest when the queries ascend too)."""
+    a, t = _i64(a), _i64(t)
+    out = np.empty(len(t), dtype=np.int64)
+    _library().goodput_last_le(len(a), _ptr(a, _I64), len(t), _ptr(t, _I64), _ptr(out, _I64))
+    return out
+
+
+def call_at(start: np.ndarray, reach_: np.ndarray, owner: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per moment ``t``, the position of the call running then that reaches furthest, else -1; ``start`` in
+    ascending order, ``reach_`` and ``owner`` from ``reach``."""
+    if not (len(start) == len(reach_) == len(owner)):
+        raise ValueError("call_at: array lengths differ")
+    start, reach_, owner, t = _i64(start), _i64(reach_), _i64(owner), _i64(t)
+    out = np.empty(len(t), dtype=np.int64)
+    if _library().goodput_call_at(len(start), _ptr(start, _I64), _ptr(reach_, _I64), _ptr(owner, _I64), len(t),
+                                  _ptr(t, _I64), _ptr(out, _I64)) < 0:
+        raise ValueError("call_at: an owner position out of range")
+    return out
+
+
+def distinct_sorted(x: np.ndarray) -> np.ndarray | None:
+    """The distinct values of ascending ``x`` (a new array), or None when ``x`` is not ascending."""
+    y = np.array(x, dtype=np.int64)  # a copy: written over
+    k = _library().goodput_distinct_sorted(len(y), _ptr(y, _I64))
+    return None if k < 0 else y[:k].copy()

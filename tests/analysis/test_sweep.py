@@ -1,6 +1,7 @@
 """The compiled sweep under the idle painting: exact records on a hand-made case, its room bound under random
 paintings with many bins and names, and its argument checks (the C walk trusts its indices, so a bad one
-must be refused before it)."""
+must be refused before it). The owner table's compiled passes (``reach``, ``last_le``, ``call_at``,
+``distinct_sorted``) against their NumPy definitions on random input, near 2^62 and below zero too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.diagnosis.sweep import record_rows, sweep
+from analysis.diagnosis.sweep import call_at, distinct_sorted, last_le, reach, record_rows, sweep
 
 NCAT, NONE = 4, 3
 
@@ -123,3 +124,42 @@ def test_bad_indices_are_refused(change: str) -> None:
     with pytest.raises(ValueError):
         sweep(fs, fe, cuts, fpiece, s, e, cat, slot, 1, NONE, take, None, np.zeros(1, dtype=np.bool_),
               np.zeros((1, NCAT), dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(NCAT, dtype=np.int64))
+
+
+_clock = st.sampled_from([0, 2**62 - 1000, -(2**62)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 15)), max_size=40),
+       st.lists(st.integers(-5, 60), max_size=40), st.booleans(), _clock)
+def test_owner_passes_match_numpy(calls, queries, ascending, t0):
+    """``reach`` is the running maximum of the ends and the last call reaching it; ``last_le`` is
+    ``searchsorted(side="right") - 1`` for queries in any order; ``call_at`` is the call reaching furthest
+    among those started by then, when it still runs; on any clock."""
+    calls = sorted(calls, key=lambda c: c[0])
+    start = np.array([t0 + s for s, _ in calls], dtype=np.int64)
+    end = np.array([t0 + s + d for s, d in calls], dtype=np.int64)
+    t = np.array([t0 + q for q in (sorted(queries) if ascending else queries)], dtype=np.int64)
+    got = reach(start, end.copy())
+    assert got is not None
+    want_reach = np.maximum.accumulate(end) if len(end) else end
+    want_owner = np.maximum.accumulate(np.where(end >= want_reach, np.arange(len(end)), 0)) if len(end) else end
+    assert got[0].tolist() == want_reach.tolist() and got[1].tolist() == want_owner.tolist()
+    idx = np.searchsorted(start, t, side="right") - 1
+    assert last_le(start, t).tolist() == idx.tolist()
+    want = [int(want_owner[i]) if i >= 0 and want_reach[i] >= q else -1 for i, q in zip(idx, t, strict=True)]
+    assert call_at(start, got[0], got[1], t).tolist() == want
+
+
+def test_owner_passes_refuse_what_they_cannot_answer() -> None:
+    """Calls out of start order are refused (the caller sorts them), with nothing written; an unsorted list
+    has no sorted distinct values; an owner out of range is an error, not a read out of bounds."""
+    end = np.array([5, 6], dtype=np.int64)
+    assert reach(np.array([3, 1], dtype=np.int64), end) is None
+    assert end.tolist() == [5, 6]
+    assert distinct_sorted(np.array([2, 1], dtype=np.int64)) is None
+    assert distinct_sorted(np.array([1, 1, 2, 5, 5], dtype=np.int64)).tolist() == [1, 2, 5]
+    assert distinct_sorted(np.empty(0, dtype=np.int64)).tolist() == []
+    with pytest.raises(ValueError, match="out of range"):
+        call_at(np.array([0], dtype=np.int64), np.array([9], dtype=np.int64), np.array([7], dtype=np.int64),
+                np.array([1], dtype=np.int64))

@@ -105,19 +105,24 @@ def coverage(trace: Trace, table: str, pid: int, tids: list[int] | None, gs: np.
         where += f" AND tid IN ({', '.join(str(int(t)) for t in tids)})"
     if extra:
         where += f" AND ({extra})"
-    n = int(trace.scalar(f"SELECT count(*) FROM {table} WHERE {where} "  # noqa: S608 - names and integers
-                         f"AND start_ns < {hi} AND end_ns > {lo}"))
-    if not n:
-        return cov
-    k = max(1, math.ceil(n / SLICE_CALLS))
+    span = (f"SELECT start_ns, end_ns FROM {table} WHERE {where} "  # noqa: S608 - names and integers
+            "AND start_ns < {b} AND end_ns > {a}")
+    # One slice when the calls fit in one (the usual case: no count first, which is a second scan); else
+    # slices sized by their count.
+    whole = trace.arrays(span.format(a=lo, b=hi) + f" LIMIT {SLICE_CALLS + 1}")
+    if len(whole["start_ns"]) <= SLICE_CALLS:
+        k = 1
+    else:
+        del whole
+        n = int(trace.scalar(f"SELECT count(*) FROM ({span.format(a=lo, b=hi)})"))  # noqa: S608 - names, integers
+        k = max(1, math.ceil(n / SLICE_CALLS))
     # Slice edges in integer arithmetic (Python ints): floats near absolute clocks (~2^62) are 1 us coarse.
     edges = [lo + (hi - lo) * i // k for i in range(k + 1)]
     for a, b in zip(edges[:-1], edges[1:], strict=True):
         part = np.flatnonzero((gs < b) & (ge > a))
         if not len(part) or b <= a:
             continue
-        d = trace.arrays(f"SELECT start_ns, end_ns FROM {table} WHERE {where} "  # noqa: S608
-                         f"AND start_ns < {b} AND end_ns > {a}")
+        d = whole if k == 1 else trace.arrays(span.format(a=a, b=b))
         if not len(d["start_ns"]):
             continue
         ps, pe, before = _union(np.maximum(d["start_ns"], a), np.minimum(d["end_ns"], b))

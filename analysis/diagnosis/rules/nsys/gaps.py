@@ -41,6 +41,7 @@ import numpy as np
 
 from analysis.diagnosis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.diagnosis.rules.nsys.copies import copy_calls
+from analysis.diagnosis.sweep import call_at, distinct_sorted, last_le, reach
 from analysis.model.activity import CHUNK, Runs, UnitOps, short_kernel_runs, top_order, unit_gaps, unit_ops
 from analysis.model.trace import Trace
 
@@ -158,17 +159,18 @@ class _Calls:
         """Add one process's calls; ``own``: the arrays are this object's to overwrite."""
         if not len(start):
             return
-        if not bool(np.all(start[1:] >= start[:-1])):  # API rows are often in order already
+        if not (own and end.flags.writeable):
+            end = end.copy()  # the running maximum is written in place
+        got = reach(start, end)  # API rows are often in order already
+        if got is None:
             order = np.argsort(start, kind="stable")
             start, end = start[order], end[order]
-        elif not (own and end.flags.writeable):
-            end = end.copy()  # the running maximum is written in place
-        reach = np.maximum.accumulate(end)
-        # The call that reaches furthest so far (the one still running when any later moment is covered):
-        # the last call whose end is the running maximum.
-        self.owner_by_pid[int(pid)] = np.maximum.accumulate(np.where(end >= reach, np.arange(len(end)), 0))
-        end[:] = reach
-        self.by_pid[int(pid)] = (start, end)
+            got = reach(start, end)
+            assert got is not None  # sorted just above
+        # ``reach``: the furthest end so far, and the call reaching it (still running when any later moment is
+        # covered).
+        self.by_pid[int(pid)] = (start, got[0])
+        self.owner_by_pid[int(pid)] = got[1]
 
     @classmethod
     def grouped(cls, pid: np.ndarray, start: np.ndarray, end: np.ndarray) -> _Calls:
@@ -185,15 +187,9 @@ class _Calls:
     def call_at(self, pid: int | None, t: np.ndarray) -> np.ndarray:
         """Per moment, the position (in start order) of a call of ``pid`` running then, else -1."""
         calls = self.by_pid.get(pid) if pid is not None else None
-        out = np.full(len(t), -1, dtype=np.int64)
         if calls is None or pid is None or not len(t):
-            return out
-        start, reach = calls
-        idx = np.searchsorted(start, t, side="right") - 1
-        hit = np.flatnonzero(idx >= 0)
-        hit = hit[reach[idx[hit]] >= t[hit]]
-        out[hit] = self.owner_by_pid[pid][idx[hit]]
-        return out
+            return np.full(len(t), -1, dtype=np.int64)
+        return call_at(*calls, self.owner_by_pid[pid], t)
 
 
 def _sync_calls(trace: Trace, pids: set[int]) -> _Calls:
@@ -247,29 +243,30 @@ def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, min_gap_ns: int
     if not (len(r.run_start) and len(left)):
         return _EMPTY, _EMPTY
     # The last run that started at or before the gap owns it when it lasts past the gap's end.
-    idx = np.searchsorted(r.run_start, gs[left], side="right") - 1
+    idx = last_le(r.run_start, gs[left])
     hit = idx >= 0
     hit[hit] = r.run_end[idx[hit]] >= ge[left[hit]]
     owner[left[hit]] = OWNER_CODES["KRN001"]
     return left[hit], r.run_id[idx[hit]]
 
 
-def _opened_in(gs: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls) -> np.ndarray:
-    """Per gap, ``OPENED_IN``: a sync call in progress as the device went idle, else a blocking copy, else 0."""
+def _opened_in(gs: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap, ``OPENED_IN``: a sync call in progress as the device went idle, else a blocking copy, else 0;
+    and the sync calls (positions among the process's) the gaps opened in, one per such gap."""
     out = np.zeros(len(gs), dtype=np.uint8)
-    by_sync = syncs.running_at(pid, gs)
+    sync_at = syncs.call_at(pid, gs)
+    by_sync = sync_at >= 0
     out[by_sync] = OPENED_IN["SYNC001"]
     left = np.flatnonzero(~by_sync)
     out[left[copies.running_at(pid, gs[left])]] = OPENED_IN["MEM002"]
-    return out
+    return out, sync_at[by_sync]
 
 
 def _distinct(x: np.ndarray) -> np.ndarray:
     """``np.unique`` of call positions that come (almost always) in time order: one linear pass when they are
     sorted already (numpy's hash-based unique took seconds on 10M gaps), a sort first otherwise."""
-    if len(x) > 1 and not bool((x[1:] >= x[:-1]).all()):
-        x = np.sort(x)
-    return x[np.concatenate(([True], x[1:] != x[:-1]))] if len(x) else x
+    out = distinct_sorted(x)
+    return out if out is not None else np.unique(x)
 
 
 def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> list[OwnedUnit]:
@@ -301,8 +298,8 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
             ki, kr = _classify(cgs, cge, own, int(p["min_gap_ns"]), r)
             krn_idx.append(ki + a)
             krn_run.append(kr)
-            opened[a:a + CHUNK] = _opened_in(cgs, pid, syncs, copies)
-            sync_calls.append(_distinct(syncs.call_at(pid, cgs[opened[a:a + CHUNK] == OPENED_IN["SYNC001"]])))
+            opened[a:a + CHUNK], in_sync = _opened_in(cgs, pid, syncs, copies)
+            sync_calls.append(_distinct(in_sync))
             ns = cge - cgs - taken[a:a + CHUNK]
             for code, (t, c) in totals.items():
                 m = (own == code) & (ns > 0)  # a gap whose idle was all claimed is no longer its owner's
