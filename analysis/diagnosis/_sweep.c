@@ -29,12 +29,12 @@ static int put(int64_t *rec, int64_t cap, int64_t *n, int64_t b, int64_t sl, int
  * index is out of range (a category, slot, source, piece, cover row or order entry). */
 EXPORT int64_t goodput_sweep(
     int64_t nparts, const int64_t *fs, const int64_t *fe, const int64_t *fpiece,
-    int64_t npieces,       /* length of the per-piece arrays (taken_out, long_, cover_at) */
+    int64_t npieces,       /* length of the per-piece arrays (taken_out, long_) */
     int64_t ncuts, const int64_t *cuts, int64_t bins,
     int64_t n, const int64_t *order, /* the intervals in start order: positions, or NULL (already) */
     const int64_t *s, const int64_t *e, const uint8_t *cat, const int64_t *slot,
     const uint8_t *src,    /* per interval: 0, or the source (1 or 2) whose cover is measured, or NULL */
-    const int64_t *cover_at, /* per piece: its row in ``cover`` (-1: none), or NULL */
+    const int64_t *cover_pieces, /* ascending: the pieces measured, row r of ``cover`` for cover_pieces[r] */
     int64_t *cover, int64_t ncover, /* (ncover, 2): per row, the time sources 1 and 2 cover, added to */
     int64_t nslots, int64_t ncat, int64_t none_code,
     const uint8_t *take,   /* (bins, ncat) or NULL */
@@ -52,6 +52,7 @@ EXPORT int64_t goodput_sweep(
     int64_t *acc_calls = calloc((size_t)(nslots > 0 ? nslots : 1), sizeof(int64_t));
     int64_t *last_bin = malloc(sizeof(int64_t) * (size_t)(nslots > 0 ? nslots : 1));
     int64_t nrec = 0, j = 0, status = 0, ci = -1;
+    int64_t ri = 0, prev_pc = -1; /* the first row of ``cover_pieces`` not below the parts' piece so far */
     int64_t src_end[2] = {INT64_MIN, INT64_MIN}; /* per source, the furthest end of its started intervals */
     int64_t *present = NULL; /* the categories present, most specific first */
     int64_t npresent = 0;
@@ -86,14 +87,16 @@ EXPORT int64_t goodput_sweep(
         while (ci + 1 < ncuts && cuts[ci + 1] <= t) ci++;
         const int64_t bn = ci < 0 ? 0 : (ci >= bins ? bins - 1 : ci);
         const int64_t b = fe[p], pc = fpiece[p];
-        if (pc < 0 || ((take || long_ || cover_at) && pc >= npieces)) {
+        if (pc < 0 || ((take || long_) && pc >= npieces)) {
             status = -3;
             goto done;
         }
-        const int64_t row = cover_at ? cover_at[pc] : -1;
-        if (row >= ncover) {
-            status = -3;
-            goto done;
+        int64_t row = -1;
+        if (cover_pieces) { /* parts come in piece order: the row pointer only moves forward (else restarts) */
+            if (pc < prev_pc) ri = 0;
+            prev_pc = pc;
+            while (ri < ncover && cover_pieces[ri] < pc) ri++;
+            if (ri < ncover && cover_pieces[ri] == pc) row = ri;
         }
         while (t < b) {
             while (j < n) { /* the intervals started by now */

@@ -96,7 +96,7 @@ class Painted:
     # threads cover (``cover[:, 0]``, ``cover[:, 1]``; unions, whatever category paints the instant): what
     # GPU001 judges its gaps' causes by (``analysis.diagnosis.rules.nsys.causes``).
     cover: np.ndarray | None = None
-    cover_at: np.ndarray | None = None  # per piece given to ``paint``: its row in ``cover``, or -1
+    cover_pieces: np.ndarray | None = None  # the long pieces (positions among those given to ``paint``), per row
 
     def plus(self, other: Painted | None) -> Painted:
         """The sum of two paintings with the same bins (names merged)."""
@@ -387,9 +387,9 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         counted = np.zeros(len(s), dtype=np.bool_)
     order = None if bool(np.all(s[1:] >= s[:-1])) else np.argsort(s, kind="stable")  # they mostly come sorted
     cover = {}
-    if out.cover is not None and out.cover_at is not None:
-        cover = {"src": np.zeros(len(s), dtype=np.uint8) if src is None else src, "cover_at": out.cover_at,
-                 "cover": out.cover}
+    if out.cover is not None and out.cover_pieces is not None:
+        cover = {"src": np.zeros(len(s), dtype=np.uint8) if src is None else src,
+                 "cover_pieces": out.cover_pieces, "cover": out.cover}
     rec = sweep(fs, fe, cuts, part_piece, s, e, cat, sl.slot, len(sl.cat), NONE, out.take, out.long, counted,
                 out.ns, out.taken, out.long_ns, order=order, **cover)
     k = rec[:, 1]
@@ -415,10 +415,8 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
         out.take, out.taken = take, np.zeros(len(gs), dtype=np.int64)
     out.long = long
     if long is not None:
-        at = np.flatnonzero(long)  # few: the long gaps
-        out.cover_at = np.full(len(long), -1, dtype=np.int64)
-        out.cover_at[at] = np.arange(len(at))
-        out.cover = np.zeros((len(at), 2), dtype=np.int64)
+        out.cover_pieces = np.flatnonzero(long)  # few: the long gaps
+        out.cover = np.zeros((len(out.cover_pieces), 2), dtype=np.int64)
     parts = [(gs, ge, out)]
     if extra is not None:
         out.extra = Painted(out.bins)

@@ -15,7 +15,7 @@ steps are the painted stretches, and each is accounted for at once:
   order, so a (bin, slot) total is complete when the slot next appears in a later bin: it is then written
   out as a record, the rest at the end. There are as many records as distinct (bin, slot) pairs painted,
   however many stretches;
-* for the pieces that ask (``cover_at``: GPU001's long gaps), the time covered by the union of the CUDA API
+* for the pieces that ask (``cover_pieces``: GPU001's long gaps), the time covered by the union of the CUDA API
   calls and by that of the OS runtime calls (``src`` 1 and 2), whatever category paints it: the walk also
   stops where such a union ends.
 
@@ -86,7 +86,7 @@ def record_rows(parts: int, intervals: int, bins: int, nslots: int) -> int:
 def sweep(fs: np.ndarray, fe: np.ndarray, cuts: np.ndarray, fpiece: np.ndarray, s: np.ndarray, e: np.ndarray,
           cat: np.ndarray, slot: np.ndarray, nslots: int, none_code: int, take: np.ndarray | None,
           long_: np.ndarray | None, counted: np.ndarray, ns_out: np.ndarray, taken_out: np.ndarray,
-          long_out: np.ndarray, src: np.ndarray | None = None, cover_at: np.ndarray | None = None,
+          long_out: np.ndarray, src: np.ndarray | None = None, cover_pieces: np.ndarray | None = None,
           cover: np.ndarray | None = None, order: np.ndarray | None = None) -> np.ndarray:
     """See the module docstring. ``fs, fe, fpiece``: the idle parts in time order (none across a cut), each
     with its piece; a part's bin is that of its start: bin i starts at ``cuts[i]`` (sorted; time before the
@@ -94,9 +94,9 @@ def sweep(fs: np.ndarray, fe: np.ndarray, cuts: np.ndarray, fpiece: np.ndarray, 
     (positions, ties in the given order); ``counted``: bool per interval (updated in place); ``take``: (bins,
     categories) bool or None; ``long_``: bool per piece or None; ``ns_out`` (bins, categories), ``taken_out``
     (per piece) and ``long_out`` (per category), int64, are added to. With ``src`` (per interval 0, 1 or 2),
-    ``cover_at`` (per piece a row of ``cover`` or -1) and ``cover`` (rows, 2) int64: each such piece's time
-    covered by the union of the intervals of source 1 and of source 2 (whatever category paints it) is added
-    to its row. Returns the records, rows of (bin, slot, ns, calls).
+    ``cover_pieces`` (ascending pieces, one per row of ``cover``) and ``cover`` (rows, 2) int64: each such
+    piece's time covered by the union of the intervals of source 1 and of source 2 (whatever category paints
+    it) is added to its row. Returns the records, rows of (bin, slot, ns, calls).
 
     The walk checks every index it follows (categories, slots, sources, pieces, rows, order) and stops with
     an error on one out of range; here only the shapes and types are checked."""
@@ -111,10 +111,10 @@ def sweep(fs: np.ndarray, fe: np.ndarray, cuts: np.ndarray, fpiece: np.ndarray, 
         raise ValueError("sweep: output arrays must be contiguous int64 (counted: bool)")
     if len(cuts) > bins or not bool(np.all(cuts[1:] >= cuts[:-1])):
         raise ValueError("sweep: more cuts than bins, or cuts out of order")
-    if (src is None) != (cover_at is None) or (cover_at is None) != (cover is None):
-        raise ValueError("sweep: src, cover_at and cover go together")
+    if (src is None) != (cover_pieces is None) or (cover_pieces is None) != (cover is None):
+        raise ValueError("sweep: src, cover_pieces and cover go together")
     npieces = None  # the per-piece arrays' common length
-    for a in (taken_out if take is not None else None, long_, cover_at):
+    for a in (taken_out if take is not None else None, long_):
         if a is not None:
             if npieces is not None and len(a) != npieces:
                 raise ValueError("sweep: per-piece arrays differ in length")
@@ -129,7 +129,9 @@ def sweep(fs: np.ndarray, fe: np.ndarray, cuts: np.ndarray, fpiece: np.ndarray, 
                               or not cover.flags.c_contiguous):
         raise ValueError("sweep: cover must be contiguous int64 (rows, 2)")
     src = None if src is None else np.ascontiguousarray(src, dtype=np.uint8)
-    cover_at = None if cover_at is None else _i64(cover_at)
+    cover_pieces = None if cover_pieces is None else _i64(cover_pieces)
+    if cover is not None and cover_pieces is not None and len(cover_pieces) != len(cover):
+        raise ValueError("sweep: one cover row per piece in cover_pieces")
     order = None if order is None else _i64(order)
     rec = np.empty((record_rows(len(fs), n, bins, nslots), 4), dtype=np.int64)  # untouched rows take no memory
     fs_, fe_, cuts_, fpiece_, s_, e_, slot_ = (_i64(a) for a in (fs, fe, cuts, fpiece, s, e, slot))
@@ -138,7 +140,7 @@ def sweep(fs: np.ndarray, fe: np.ndarray, cuts: np.ndarray, fpiece: np.ndarray, 
         len(fs), _ptr(fs_, _I64), _ptr(fe_, _I64), _ptr(fpiece_, _I64), npieces or 0,
         len(cuts_), _ptr(cuts_, _I64), bins,
         n, _ptr(order, _I64), _ptr(s_, _I64), _ptr(e_, _I64), _ptr(cat_, _U8), _ptr(slot_, _I64), _ptr(src, _U8),
-        _ptr(cover_at, _I64), _ptr(cover, _I64), 0 if cover is None else len(cover),
+        _ptr(cover_pieces, _I64), _ptr(cover, _I64), 0 if cover is None else len(cover),
         nslots, ncat, none_code, _ptr(take, _U8), _ptr(long_, _U8), _ptr(counted.view(np.uint8), _U8),
         _ptr(ns_out, _I64), _ptr(taken_out, _I64), _ptr(long_out, _I64), _ptr(rec, _I64), len(rec))
     if got < 0:

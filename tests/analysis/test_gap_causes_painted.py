@@ -56,7 +56,7 @@ def test_cover_counts_time_under_more_specific_categories() -> None:
 
     out = Painted(1)
     out.long = np.array([True])
-    out.cover_at = np.array([0], dtype=np.int64)
+    out.cover_pieces = np.array([0], dtype=np.int64)
     out.cover = np.zeros((1, 2), dtype=np.int64)
     s, e = np.array([0, 10], dtype=np.int64), np.array([20, 60], dtype=np.int64)
     cat = np.array([1, 9], dtype=np.uint8)
