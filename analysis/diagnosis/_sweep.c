@@ -265,3 +265,36 @@ EXPORT int64_t goodput_distinct_sorted(int64_t n, int64_t *x) {
     }
     return k;
 }
+
+/* Names looked up in a dictionary: ``table_h`` (ascending hashes) and ``table_c`` (their category codes). Per
+ * hash: its position in the table as its slot and the table's code, or slot -1 and ``dflt`` when absent.
+ * Returns how many were absent. Rows of one name come in runs, so the previous answer is tried first. */
+EXPORT int64_t goodput_lookup(int64_t nt, const uint64_t *table_h, const uint8_t *table_c, int64_t m,
+                              const uint64_t *h, uint8_t dflt, uint8_t *code_out, int64_t *slot_out) {
+    int64_t missing = 0, last = -1;
+    for (int64_t j = 0; j < m; j++) {
+        const uint64_t q = h[j];
+        int64_t at = -1;
+        if (last >= 0 && table_h[last] == q) {
+            at = last;
+        } else {
+            int64_t lo = 0, hi = nt; /* the first position whose hash is at or above q */
+            while (lo < hi) {
+                const int64_t mid = lo + (hi - lo) / 2;
+                if (table_h[mid] < q) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo < nt && table_h[lo] == q) at = lo;
+        }
+        if (at >= 0) {
+            last = at;
+            slot_out[j] = at;
+            code_out[j] = table_c[at];
+        } else {
+            slot_out[j] = -1;
+            code_out[j] = dflt;
+            missing++;
+        }
+    }
+    return missing;
+}

@@ -46,7 +46,7 @@ from analysis.diagnosis.idle_classes import (
     cuda_class,
     os_class,
 )
-from analysis.diagnosis.sweep import sweep
+from analysis.diagnosis.sweep import lookup, sweep
 from analysis.model.activity import pairing, unit_ops
 from analysis.model.trace import Trace
 from analysis.result_parts import IdleAnatomy, IdleCategory, IdleName
@@ -151,13 +151,11 @@ def _table_slots(hashes: np.ndarray, table_h: np.ndarray, table_c: np.ndarray,
     ``default`` for a hash not in it: a null name), and their slots: the dictionary's position, or past it."""
     if not len(table_h):
         return np.full(len(hashes), default, dtype=np.uint8), slots(np.full(len(hashes), default, np.uint8), hashes)
-    i = np.searchsorted(table_h, hashes)
-    np.minimum(i, len(table_h) - 1, out=i)
-    found = table_h[i] == hashes
+    codes, i = lookup(table_h, table_c, hashes, default)
     table_c = table_c.astype(np.uint8)
+    found = i >= 0
     if found.all():  # the usual case: the dictionary holds every name of its table
-        return table_c[i], Slots(i, table_c, table_h.astype(np.uint64))
-    codes = np.where(found, table_c[i], default).astype(np.uint8)
+        return codes, Slots(i, table_c, table_h.astype(np.uint64))
     rest = slots(codes[~found], hashes[~found])
     i[~found] = rest.slot + len(table_h)
     return codes, Slots(i, np.concatenate((table_c, rest.cat)), np.concatenate((table_h.astype(np.uint64), rest.name)))

@@ -27,7 +27,8 @@ at 10M kernels, and a JIT compiler would cost more memory (LLVM) and start-up th
 Smaller passes of the gap owner table live in the same library: ``reach`` (the running furthest end of calls
 in start order, and which call reaches it), ``last_le`` (per query, the last sorted element at or before it,
 walking forward through ascending queries instead of one binary search each), ``call_at`` (the call running
-at each moment, from those two) and ``distinct_sorted``: at 10M calls and 12M gaps NumPy's temporaries for
+at each moment, from those two), ``distinct_sorted`` and ``lookup`` (names' slots in the painting's
+dictionary of a table's names): at 10M calls and 12M gaps NumPy's temporaries for
 them (fresh pages of 80 MB each) cost more than the arithmetic.
 """
 
@@ -41,6 +42,7 @@ import numpy as np
 
 _I64 = ctypes.POINTER(ctypes.c_int64)
 _U8 = ctypes.POINTER(ctypes.c_uint8)
+_U64 = ctypes.POINTER(ctypes.c_uint64)
 
 
 @cache
@@ -66,6 +68,8 @@ def _library() -> ctypes.CDLL:
     lib.goodput_call_at.argtypes = [ctypes.c_int64, _I64, _I64, _I64, ctypes.c_int64, _I64, _I64]
     lib.goodput_distinct_sorted.restype = ctypes.c_int64
     lib.goodput_distinct_sorted.argtypes = [ctypes.c_int64, _I64]
+    lib.goodput_lookup.restype = ctypes.c_int64
+    lib.goodput_lookup.argtypes = [ctypes.c_int64, _U64, _U8, ctypes.c_int64, _U64, ctypes.c_uint8, _U8, _I64]
     return lib
 
 
@@ -186,8 +190,27 @@ def call_at(start: np.ndarray, reach_: np.ndarray, owner: np.ndarray, t: np.ndar
     return out
 
 
-def distinct_sorted(x: np.ndarray) -> np.ndarray | None:
-    """The distinct values of ascending ``x`` (a new array), or None when ``x`` is not ascending."""
-    y = np.array(x, dtype=np.int64)  # a copy: written over
+def distinct_sorted(x: np.ndarray, consume: bool = False) -> np.ndarray | None:
+    """The distinct values of ascending ``x``, or None when ``x`` is not ascending. ``consume``: ``x`` (a
+    contiguous int64 array) may be written over and returned, when all its values are distinct; otherwise
+    the result is a new array."""
+    y = x if consume and x.dtype == np.int64 and x.flags.c_contiguous and x.flags.writeable \
+        else np.array(x, dtype=np.int64)
     k = _library().goodput_distinct_sorted(len(y), _ptr(y, _I64))
-    return None if k < 0 else y[:k].copy()
+    if k < 0:
+        return None
+    return y if k == len(y) else y[:k].copy()
+
+
+def lookup(table_h: np.ndarray, table_c: np.ndarray, h: np.ndarray, default: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per name hash ``h``: its category code and slot (position) in the dictionary ``table_h`` (ascending
+    hashes) / ``table_c`` (their codes), or ``default`` and -1 when absent."""
+    if len(table_h) != len(table_c):
+        raise ValueError("lookup: array lengths differ")
+    table_h = np.ascontiguousarray(table_h, dtype=np.uint64)
+    table_c = np.ascontiguousarray(table_c, dtype=np.uint8)
+    h = np.ascontiguousarray(h, dtype=np.uint64)
+    code, slot = np.empty(len(h), dtype=np.uint8), np.empty(len(h), dtype=np.int64)
+    _library().goodput_lookup(len(table_h), _ptr(table_h, _U64), _ptr(table_c, _U8), len(h), _ptr(h, _U64),
+                              int(default), _ptr(code, _U8), _ptr(slot, _I64))
+    return code, slot

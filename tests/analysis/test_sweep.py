@@ -1,7 +1,8 @@
 """The compiled sweep under the idle painting: exact records on a hand-made case, its room bound under random
 paintings with many bins and names, and its argument checks (the C walk trusts its indices, so a bad one
 must be refused before it). The owner table's compiled passes (``reach``, ``last_le``, ``call_at``,
-``distinct_sorted``) against their NumPy definitions on random input, near 2^62 and below zero too."""
+``distinct_sorted``, ``lookup``) against their NumPy definitions on random input, near 2^62 and below zero
+too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.diagnosis.sweep import call_at, distinct_sorted, last_le, reach, record_rows, sweep
+from analysis.diagnosis.sweep import call_at, distinct_sorted, last_le, lookup, reach, record_rows, sweep
 
 NCAT, NONE = 4, 3
 
@@ -163,3 +164,18 @@ def test_owner_passes_refuse_what_they_cannot_answer() -> None:
     with pytest.raises(ValueError, match="out of range"):
         call_at(np.array([0], dtype=np.int64), np.array([9], dtype=np.int64), np.array([7], dtype=np.int64),
                 np.array([1], dtype=np.int64))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(0, 2**64 - 1), max_size=12), st.lists(st.integers(0, 30), max_size=60), st.data())
+def test_lookup_matches_a_dictionary(table, picks, data):
+    """Each hash gets its dictionary position and code, or the default code and -1 (runs of one name and
+    hashes above 2^63 included: they are unsigned)."""
+    table_h = np.array(sorted(table), dtype=np.uint64)
+    table_c = np.array([data.draw(st.integers(0, 15)) for _ in table_h], dtype=np.uint8)
+    pool = [*table_h.tolist(), 7, 2**63 + 5, 2**64 - 1]
+    h = np.array([pool[p % len(pool)] for p in picks], dtype=np.uint64)
+    code, slot = lookup(table_h, table_c, h, 9)
+    where = {int(v): i for i, v in enumerate(table_h.tolist())}
+    assert slot.tolist() == [where.get(int(v), -1) for v in h.tolist()]
+    assert code.tolist() == [int(table_c[where[int(v)]]) if int(v) in where else 9 for v in h.tolist()]

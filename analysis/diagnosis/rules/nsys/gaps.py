@@ -264,8 +264,9 @@ def _opened_in(gs: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls) -
 
 def _distinct(x: np.ndarray) -> np.ndarray:
     """``np.unique`` of call positions that come (almost always) in time order: one linear pass when they are
-    sorted already (numpy's hash-based unique took seconds on 10M gaps), a sort first otherwise."""
-    out = distinct_sorted(x)
+    sorted already (numpy's hash-based unique took seconds on 10M gaps), a sort first otherwise. ``x`` is
+    consumed (written over: every caller passes an array made for the call)."""
+    out = distinct_sorted(x, consume=True)
     return out if out is not None else np.unique(x)
 
 
