@@ -226,6 +226,9 @@ class OwnedUnit:
     # Per gap, the time rules that own idle by what the host did (``idle_claims``) take out of it: the gap's
     # owner keeps ``gap_end - gap_start - taken``.
     taken: np.ndarray = field(default_factory=lambda: _EMPTY)
+    # Per gap: unowned (code 0) with idle left after the claims: the gaps GPU002 may own (None: every gap of
+    # code 0).
+    unowned_left: np.ndarray | None = None
 
     def kept(self, idx: np.ndarray | slice = slice(None)) -> np.ndarray:
         """The time each gap's owner keeps (the gap less what claims took)."""
@@ -294,6 +297,7 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
         opened = np.zeros(len(gs), dtype=np.uint8)
         krn_idx, krn_run, sync_calls = [_EMPTY], [_EMPTY], [_EMPTY]
         totals = dict.fromkeys(OWNER_CODES.values(), OwnedTotal(0, 0))
+        left = np.zeros(len(gs), dtype=np.bool_)
         for a in range(0, len(gs), CHUNK):  # chunks keep the temporaries small
             cgs, cge, own = gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK]
             ki, kr = _classify(cgs, cge, own, int(p["min_gap_ns"]), r)
@@ -302,11 +306,12 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
             opened[a:a + CHUNK], in_sync = _opened_in(cgs, pid, syncs, copies)
             sync_calls.append(_distinct(in_sync))
             ns = cge - cgs - taken[a:a + CHUNK]
+            np.logical_and(own == 0, ns > 0, out=left[a:a + CHUNK])
             for code, (t, c) in totals.items():
                 m = (own == code) & (ns > 0)  # a gap whose idle was all claimed is no longer its owner's
                 totals[code] = OwnedTotal(t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))
         out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r, totals,
-                             _distinct(np.concatenate(sync_calls)), opened, taken))
+                             _distinct(np.concatenate(sync_calls)), opened, taken, left))
     del syncs, copies
     trace.memo[key] = out
     return out
@@ -424,7 +429,7 @@ def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[LowRegio
         starts = np.flatnonzero(np.r_[True, lk[1:] != lk[:-1] + 1])
         region = np.full(len(k), -1, dtype=np.int64)
         region[lk] = np.cumsum(np.r_[True, lk[1:] != lk[:-1] + 1]) - 1
-        free = u.owner == 0
+        free = u.owner == 0 if u.unowned_left is None else u.unowned_left  # a gap with no idle left adds nothing
         kf = (u.gap_start[free] - u0) // w
         rf = region[kf]
         mine = rf >= 0
