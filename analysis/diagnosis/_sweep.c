@@ -298,3 +298,54 @@ EXPORT int64_t goodput_lookup(int64_t nt, const uint64_t *table_h, const uint8_t
     }
     return missing;
 }
+
+/* The gap owner table's structural pass over one unit's gaps (in start order): per gap its owner code,
+ * ``long_code`` when it lasts at least ``min_gap``, else ``run_code`` when the last run of short kernels
+ * that started at or before it (``run_start`` ascending) lasts to its end (the gap's position and the
+ * run's id then go to ``run_idx``/``run_of``, room for n), else 0. Per code (``tot_ns``/``tot_n``, 256
+ * entries, added to) the time the gaps of that code keep (their length less ``taken``, NULL: nothing
+ * taken) and their number, counting only gaps that keep some; ``left``: the gap is of code 0 and keeps
+ * some. Returns how many gaps went to the runs. */
+EXPORT int64_t goodput_classify(int64_t n, const int64_t *gs, const int64_t *ge, const int64_t *taken,
+                                int64_t min_gap, int64_t nruns, const int64_t *run_start, const int64_t *run_end,
+                                const int64_t *run_id, uint8_t long_code, uint8_t run_code, uint8_t *owner,
+                                int64_t *run_idx, int64_t *run_of, int64_t *tot_ns, int64_t *tot_n,
+                                uint8_t *left) {
+    int64_t k = 0, ri = -1; /* ri: the last run started at or before the previous gap (or -1) */
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t a = gs[i], b = ge[i];
+        uint8_t code = 0;
+        if (b - a >= min_gap) {
+            code = long_code;
+        } else if (nruns > 0) {
+            if (ri >= 0 && run_start[ri] > a) ri = -1; /* gaps out of order: search afresh */
+            int64_t lo = ri, step = 1, hi = ri + 1;
+            while (hi < nruns && run_start[hi] <= a) {
+                lo = hi;
+                hi = lo + step;
+                step <<= 1;
+            }
+            if (hi > nruns) hi = nruns;
+            while (hi - lo > 1) {
+                const int64_t mid = lo + (hi - lo) / 2;
+                if (run_start[mid] <= a) lo = mid;
+                else hi = mid;
+            }
+            ri = lo;
+            if (ri >= 0 && run_end[ri] >= b) {
+                code = run_code;
+                run_idx[k] = i;
+                run_of[k] = run_id[ri];
+                k++;
+            }
+        }
+        owner[i] = code;
+        const int64_t keep = b - a - (taken ? taken[i] : 0);
+        if (keep > 0) {
+            tot_ns[code] += keep;
+            tot_n[code]++;
+        }
+        left[i] = code == 0 && keep > 0;
+    }
+    return k;
+}

@@ -27,7 +27,8 @@ at 10M kernels, and a JIT compiler would cost more memory (LLVM) and start-up th
 Smaller passes of the gap owner table live in the same library: ``reach`` (the running furthest end of calls
 in start order, and which call reaches it), ``last_le`` (per query, the last sorted element at or before it,
 walking forward through ascending queries instead of one binary search each), ``call_at`` (the call running
-at each moment, from those two), ``distinct_sorted`` and ``lookup`` (names' slots in the painting's
+at each moment, from those two), ``classify`` (each gap's structural owner), ``distinct_sorted`` and
+``lookup`` (names' slots in the painting's
 dictionary of a table's names): at 10M calls and 12M gaps NumPy's temporaries for
 them (fresh pages of 80 MB each) cost more than the arithmetic.
 """
@@ -37,6 +38,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -68,6 +70,9 @@ def _library() -> ctypes.CDLL:
     lib.goodput_call_at.argtypes = [ctypes.c_int64, _I64, _I64, _I64, ctypes.c_int64, _I64, _I64]
     lib.goodput_distinct_sorted.restype = ctypes.c_int64
     lib.goodput_distinct_sorted.argtypes = [ctypes.c_int64, _I64]
+    lib.goodput_classify.restype = ctypes.c_int64
+    lib.goodput_classify.argtypes = [ctypes.c_int64, _I64, _I64, _I64, ctypes.c_int64, ctypes.c_int64, _I64, _I64,
+                                     _I64, ctypes.c_uint8, ctypes.c_uint8, _U8, _I64, _I64, _I64, _I64, _U8]
     lib.goodput_lookup.restype = ctypes.c_int64
     lib.goodput_lookup.argtypes = [ctypes.c_int64, _U64, _U8, ctypes.c_int64, _U64, ctypes.c_uint8, _U8, _I64]
     return lib
@@ -214,3 +219,38 @@ def lookup(table_h: np.ndarray, table_c: np.ndarray, h: np.ndarray, default: int
     _library().goodput_lookup(len(table_h), _ptr(table_h, _U64), _ptr(table_c, _U8), len(h), _ptr(h, _U64),
                               int(default), _ptr(code, _U8), _ptr(slot, _I64))
     return code, slot
+
+
+class Classified(NamedTuple):
+    """``classify``'s answer: per gap its owner code, the gaps of the runs (positions) and their runs' ids,
+    per code the kept time and number of gaps keeping some, and per gap whether it is of code 0 and keeps
+    some."""
+
+    owner: np.ndarray
+    run_idx: np.ndarray
+    run_of: np.ndarray
+    tot_ns: np.ndarray
+    tot_n: np.ndarray
+    left: np.ndarray
+
+
+def classify(gs: np.ndarray, ge: np.ndarray, taken: np.ndarray | None, min_gap: int, run_start: np.ndarray,
+             run_end: np.ndarray, run_id: np.ndarray, long_code: int, run_code: int) -> Classified:
+    """The owner table's structural pass (``_sweep.c``'s ``goodput_classify``): gaps in start order, runs
+    of short kernels with ascending starts; ``taken`` per gap or None."""
+    n = len(gs)
+    if len(ge) != n or (taken is not None and len(taken) != n) or not (len(run_start) == len(run_end)
+                                                                       == len(run_id)):
+        raise ValueError("classify: array lengths differ")
+    if not (0 <= long_code < 256 and 0 <= run_code < 256):
+        raise ValueError("classify: owner codes are one byte")
+    gs, ge, run_start, run_end, run_id = (_i64(a) for a in (gs, ge, run_start, run_end, run_id))
+    taken = None if taken is None else _i64(taken)
+    owner, left = np.empty(n, dtype=np.uint8), np.empty(n, dtype=np.bool_)
+    run_idx, run_of = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)  # untouched pages cost nothing
+    tot_ns, tot_n = np.zeros(256, dtype=np.int64), np.zeros(256, dtype=np.int64)
+    k = _library().goodput_classify(n, _ptr(gs, _I64), _ptr(ge, _I64), _ptr(taken, _I64), int(min_gap),
+                                    len(run_start), _ptr(run_start, _I64), _ptr(run_end, _I64), _ptr(run_id, _I64),
+                                    long_code, run_code, _ptr(owner, _U8), _ptr(run_idx, _I64), _ptr(run_of, _I64),
+                                    _ptr(tot_ns, _I64), _ptr(tot_n, _I64), _ptr(left.view(np.uint8), _U8))
+    return Classified(owner, run_idx[:k].copy(), run_of[:k].copy(), tot_ns, tot_n, left)

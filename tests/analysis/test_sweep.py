@@ -1,7 +1,7 @@
 """The compiled sweep under the idle painting: exact records on a hand-made case, its room bound under random
 paintings with many bins and names, and its argument checks (the C walk trusts its indices, so a bad one
 must be refused before it). The owner table's compiled passes (``reach``, ``last_le``, ``call_at``,
-``distinct_sorted``, ``lookup``) against their NumPy definitions on random input, near 2^62 and below zero
+``classify``, ``distinct_sorted``, ``lookup``) against their NumPy definitions on random input, near 2^62 and below zero
 too."""
 
 from __future__ import annotations
@@ -11,7 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.diagnosis.sweep import call_at, distinct_sorted, last_le, lookup, reach, record_rows, sweep
+from analysis.diagnosis.sweep import (
+    call_at,
+    classify,
+    distinct_sorted,
+    last_le,
+    lookup,
+    reach,
+    record_rows,
+    sweep,
+)
 
 NCAT, NONE = 4, 3
 
@@ -179,3 +188,40 @@ def test_lookup_matches_a_dictionary(table, picks, data):
     where = {int(v): i for i, v in enumerate(table_h.tolist())}
     assert slot.tolist() == [where.get(int(v), -1) for v in h.tolist()]
     assert code.tolist() == [int(table_c[where[int(v)]]) if int(v) in where else 9 for v in h.tolist()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(1, 9), st.integers(0, 9)), max_size=40),
+       st.lists(st.tuples(st.integers(0, 10), st.integers(0, 30)), max_size=8), st.booleans(), _clock)
+def test_classify_matches_numpy(gaps, runs, with_taken, t0):
+    """Each gap's structural owner (long; else inside the last run started at or before it; else 0), the
+    runs' gaps and ids, and per code the time kept and the gaps keeping some, as the NumPy passes had them."""
+    gs, ge, taken, t = [], [], [], t0
+    for step, length, tk in gaps:
+        t += step
+        gs.append(t)
+        ge.append(t + length)
+        taken.append(min(tk, length))
+        t += length
+    gs, ge, taken = (np.array(x, dtype=np.int64) for x in (gs, ge, taken))
+    rs, re_, c = [], [], t0
+    for step, length in runs:
+        c += step
+        rs.append(c)
+        re_.append(c + length)
+        c += length + 1
+    rs, re_ = np.array(rs, dtype=np.int64), np.array(re_, dtype=np.int64)
+    rid = np.arange(len(rs), dtype=np.int64) * 10
+    got = classify(gs, ge, taken if with_taken else None, 6, rs, re_, rid, 3, 4)
+    owner = np.where(ge - gs >= 6, 3, 0)
+    idx = np.searchsorted(rs, gs, side="right") - 1
+    inside = (owner == 0) & (idx >= 0) & (re_[np.maximum(idx, 0)] >= ge if len(rs) else False)
+    owner[inside] = 4
+    keep = ge - gs - (taken if with_taken else 0)
+    assert got.owner.tolist() == owner.tolist()
+    assert got.run_idx.tolist() == np.flatnonzero(inside).tolist()
+    assert got.run_of.tolist() == rid[idx[inside]].tolist()
+    for code in (0, 3, 4):
+        m = (owner == code) & (keep > 0)
+        assert (int(got.tot_ns[code]), int(got.tot_n[code])) == (int(keep[m].sum()), int(m.sum()))
+    assert got.left.tolist() == ((owner == 0) & (keep > 0)).tolist()

@@ -26,7 +26,8 @@ Gaps matching none stay unowned (small idle nobody can attribute): the gap's own
 the claims took (``OwnedUnit.kept``), so every idle nanosecond has at most one owner and the owners' sum
 never exceeds the idle. Which gaps opened while a sync or a blocking copy was in progress is still recorded
 (``OwnedUnit.opened_in``), as SYNC001's and MEM002's description of the pattern, not as ownership.
-Ownership is computed once per open trace and set of ownership thresholds, on NumPy arrays (``owned``);
+Ownership is computed once per open trace and set of ownership thresholds, on NumPy arrays (``owned``: the
+structural owners and the calls in progress in compiled passes, ``analysis.diagnosis.sweep``);
 GPU001's gaps get their causes from ``analysis.diagnosis.rules.nsys.causes``.
 """
 
@@ -41,7 +42,7 @@ import numpy as np
 
 from analysis.diagnosis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.diagnosis.rules.nsys.copies import copy_calls
-from analysis.diagnosis.sweep import call_at, distinct_sorted, last_le, reach
+from analysis.diagnosis.sweep import call_at, classify, distinct_sorted, reach
 from analysis.model.activity import CHUNK, Runs, UnitOps, short_kernel_runs, top_order, unit_gaps, unit_ops
 from analysis.model.trace import Trace
 
@@ -236,23 +237,6 @@ class OwnedUnit:
         return ns - self.taken[idx] if len(self.taken) else ns
 
 
-def _classify(gs: np.ndarray, ge: np.ndarray, owner: np.ndarray, min_gap_ns: int,
-              r: Runs) -> tuple[np.ndarray, np.ndarray]:
-    """Write the structural owner code of each gap into ``owner`` (module docstring); return the positions of
-    KRN001's gaps and the ids of their runs."""
-    long_gap = (ge - gs) >= min_gap_ns
-    owner[long_gap] = OWNER_CODES["GPU001"]
-    left = np.flatnonzero(~long_gap)
-    if not (len(r.run_start) and len(left)):
-        return _EMPTY, _EMPTY
-    # The last run that started at or before the gap owns it when it lasts past the gap's end.
-    idx = last_le(r.run_start, gs[left])
-    hit = idx >= 0
-    hit[hit] = r.run_end[idx[hit]] >= ge[left[hit]]
-    owner[left[hit]] = OWNER_CODES["KRN001"]
-    return left[hit], r.run_id[idx[hit]]
-
-
 def _opened_in(gs: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls) -> tuple[np.ndarray, np.ndarray]:
     """Per gap, ``OPENED_IN``: a sync call in progress as the device went idle, else a blocking copy, else 0;
     and the sync calls (positions among the process's) the gaps opened in, one per such gap."""
@@ -276,8 +260,9 @@ def _distinct(x: np.ndarray) -> np.ndarray:
 def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> list[OwnedUnit]:
     """Every unit's gaps, each with the one rule that structurally owns it (module docstring).
 
-    Each test runs only on the gaps the earlier ones leave, as a binary search per gap against the
-    sorted calls or runs; cached on the trace per set of ownership thresholds.
+    One compiled pass per unit gives each gap its structural owner (a walk through the sorted runs of short
+    kernels beside the gaps), another the sync or blocking copy in progress as it opened; cached on the
+    trace per set of ownership thresholds.
     """
     p = ownership_params(all_params)
     key = ("owned", p["min_gap_ns"], p["short_ns"], p["min_run"])
@@ -293,25 +278,17 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
     out = []
     for ug, r, taken in zip(unit_gaps(trace), runs, taken_all, strict=True):
         gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
-        owner = np.zeros(len(gs), dtype=np.uint8)
+        c = classify(gs, ge, taken if len(taken) else None, int(p["min_gap_ns"]), r.run_start, r.run_end,
+                     r.run_id, OWNER_CODES["GPU001"], OWNER_CODES["KRN001"])
+        # A gap whose idle was all claimed is no longer its owner's: the totals count the gaps keeping some.
+        totals = {code: OwnedTotal(int(c.tot_ns[code]), int(c.tot_n[code])) for code in OWNER_CODES.values()}
         opened = np.zeros(len(gs), dtype=np.uint8)
-        krn_idx, krn_run, sync_calls = [_EMPTY], [_EMPTY], [_EMPTY]
-        totals = dict.fromkeys(OWNER_CODES.values(), OwnedTotal(0, 0))
-        left = np.zeros(len(gs), dtype=np.bool_)
+        sync_calls = [_EMPTY]
         for a in range(0, len(gs), CHUNK):  # chunks keep the temporaries small
-            cgs, cge, own = gs[a:a + CHUNK], ge[a:a + CHUNK], owner[a:a + CHUNK]
-            ki, kr = _classify(cgs, cge, own, int(p["min_gap_ns"]), r)
-            krn_idx.append(ki + a)
-            krn_run.append(kr)
-            opened[a:a + CHUNK], in_sync = _opened_in(cgs, pid, syncs, copies)
+            opened[a:a + CHUNK], in_sync = _opened_in(gs[a:a + CHUNK], pid, syncs, copies)
             sync_calls.append(_distinct(in_sync))
-            ns = cge - cgs - taken[a:a + CHUNK]
-            np.logical_and(own == 0, ns > 0, out=left[a:a + CHUNK])
-            for code, (t, c) in totals.items():
-                m = (own == code) & (ns > 0)  # a gap whose idle was all claimed is no longer its owner's
-                totals[code] = OwnedTotal(t + int(np.add.reduce(ns, where=m)), c + int(np.count_nonzero(m)))
-        out.append(OwnedUnit(ug.unit, gs, ge, owner, np.concatenate(krn_idx), np.concatenate(krn_run), r, totals,
-                             _distinct(np.concatenate(sync_calls)), opened, taken, left))
+        out.append(OwnedUnit(ug.unit, gs, ge, c.owner, c.run_idx, c.run_of, r, totals,
+                             _distinct(np.concatenate(sync_calls)), opened, taken, c.left))
     del syncs, copies
     trace.memo[key] = out
     return out
