@@ -349,3 +349,23 @@ EXPORT int64_t goodput_classify(int64_t n, const int64_t *gs, const int64_t *ge,
     }
     return k;
 }
+
+/* GPU002's regions: per gap marked in ``mask`` (in any order), the time it keeps (its length less ``taken``,
+ * NULL: nothing taken) is added to ``out[region[(gs - u0) / w]]`` when that window belongs to a region
+ * (>= 0). Returns 0, or -3 when a gap's window or region is out of range. */
+EXPORT int64_t goodput_region_sum(int64_t n, const int64_t *gs, const int64_t *ge, const int64_t *taken,
+                                  const uint8_t *mask, int64_t u0, int64_t w, int64_t nwin, const int64_t *region,
+                                  int64_t nreg, int64_t *out) {
+    if (w <= 0) return -3;
+    for (int64_t i = 0; i < n; i++) {
+        if (!mask[i]) continue;
+        if (gs[i] < u0) return -3;
+        const int64_t k = (gs[i] - u0) / w;
+        if (k >= nwin) return -3;
+        const int64_t r = region[k];
+        if (r < 0) continue;
+        if (r >= nreg) return -3;
+        out[r] += ge[i] - gs[i] - (taken ? taken[i] : 0);
+    }
+    return 0;
+}

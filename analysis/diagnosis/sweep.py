@@ -27,8 +27,8 @@ at 10M kernels, and a JIT compiler would cost more memory (LLVM) and start-up th
 Smaller passes of the gap owner table live in the same library: ``reach`` (the running furthest end of calls
 in start order, and which call reaches it), ``last_le`` (per query, the last sorted element at or before it,
 walking forward through ascending queries instead of one binary search each), ``call_at`` (the call running
-at each moment, from those two), ``classify`` (each gap's structural owner), ``distinct_sorted`` and
-``lookup`` (names' slots in the painting's
+at each moment, from those two), ``classify`` (each gap's structural owner), ``region_sum`` (GPU002's idle
+per region), ``distinct_sorted`` and ``lookup`` (names' slots in the painting's
 dictionary of a table's names): at 10M calls and 12M gaps NumPy's temporaries for
 them (fresh pages of 80 MB each) cost more than the arithmetic.
 """
@@ -73,6 +73,9 @@ def _library() -> ctypes.CDLL:
     lib.goodput_classify.restype = ctypes.c_int64
     lib.goodput_classify.argtypes = [ctypes.c_int64, _I64, _I64, _I64, ctypes.c_int64, ctypes.c_int64, _I64, _I64,
                                      _I64, ctypes.c_uint8, ctypes.c_uint8, _U8, _I64, _I64, _I64, _I64, _U8]
+    lib.goodput_region_sum.restype = ctypes.c_int64
+    lib.goodput_region_sum.argtypes = [ctypes.c_int64, _I64, _I64, _I64, _U8, ctypes.c_int64, ctypes.c_int64,
+                                       ctypes.c_int64, _I64, ctypes.c_int64, _I64]
     lib.goodput_lookup.restype = ctypes.c_int64
     lib.goodput_lookup.argtypes = [ctypes.c_int64, _U64, _U8, ctypes.c_int64, _U64, ctypes.c_uint8, _U8, _I64]
     return lib
@@ -254,3 +257,21 @@ def classify(gs: np.ndarray, ge: np.ndarray, taken: np.ndarray | None, min_gap: 
                                     long_code, run_code, _ptr(owner, _U8), _ptr(run_idx, _I64), _ptr(run_of, _I64),
                                     _ptr(tot_ns, _I64), _ptr(tot_n, _I64), _ptr(left.view(np.uint8), _U8))
     return Classified(owner, run_idx[:k].copy(), run_of[:k].copy(), tot_ns, tot_n, left)
+
+
+def region_sum(gs: np.ndarray, ge: np.ndarray, taken: np.ndarray | None, mask: np.ndarray, u0: int, w: int,
+               region: np.ndarray, nreg: int) -> np.ndarray:
+    """Per region, the time kept (length less ``taken``) by the gaps ``mask`` marks whose window (of width ``w``
+    from ``u0``) belongs to it (``region`` per window: its region, or -1)."""
+    n = len(gs)
+    if len(ge) != n or len(mask) != n or (taken is not None and len(taken) != n):
+        raise ValueError("region_sum: array lengths differ")
+    gs, ge, region = _i64(gs), _i64(ge), _i64(region)
+    taken = None if taken is None else _i64(taken)
+    mask = np.ascontiguousarray(mask, dtype=np.bool_)
+    out = np.zeros(nreg, dtype=np.int64)
+    if _library().goodput_region_sum(n, _ptr(gs, _I64), _ptr(ge, _I64), _ptr(taken, _I64),
+                                     _ptr(mask.view(np.uint8), _U8), int(u0), int(w), len(region),
+                                     _ptr(region, _I64), int(nreg), _ptr(out, _I64)) < 0:
+        raise ValueError("region_sum: a gap outside the windows or regions")
+    return out

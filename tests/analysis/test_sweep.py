@@ -1,7 +1,7 @@
 """The compiled sweep under the idle painting: exact records on a hand-made case, its room bound under random
 paintings with many bins and names, and its argument checks (the C walk trusts its indices, so a bad one
 must be refused before it). The owner table's compiled passes (``reach``, ``last_le``, ``call_at``,
-``classify``, ``distinct_sorted``, ``lookup``) against their NumPy definitions on random input, near 2^62 and below zero
+``classify``, ``region_sum``, ``distinct_sorted``, ``lookup``) against their NumPy definitions on random input, near 2^62 and below zero
 too."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from analysis.diagnosis.sweep import (
     lookup,
     reach,
     record_rows,
+    region_sum,
     sweep,
 )
 
@@ -225,3 +226,23 @@ def test_classify_matches_numpy(gaps, runs, with_taken, t0):
         m = (owner == code) & (keep > 0)
         assert (int(got.tot_ns[code]), int(got.tot_n[code])) == (int(keep[m].sum()), int(m.sum()))
     assert got.left.tolist() == ((owner == 0) & (keep > 0)).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 99), st.integers(0, 9), st.integers(0, 9), st.booleans()), max_size=40),
+       st.lists(st.integers(-1, 3), min_size=10, max_size=10), st.booleans(), _clock)
+def test_region_sum_matches_bincount(gaps, region, with_taken, u0):
+    """Each marked gap's kept time goes to the region of the window it starts in, as GPU002's bincount had it;
+    a gap outside the windows is refused."""
+    gs = np.array([u0 + a for a, _, _, _ in gaps], dtype=np.int64)
+    ge = gs + np.array([d for _, d, _, _ in gaps], dtype=np.int64)
+    taken = np.minimum(np.array([t for _, _, t, _ in gaps], dtype=np.int64), ge - gs)
+    mask = np.array([m for *_, m in gaps], dtype=np.bool_)
+    reg = np.array(region, dtype=np.int64)
+    kept = ge - gs - (taken if with_taken else 0)
+    rf = reg[(gs[mask] - u0) // 10]
+    want = np.bincount(rf[rf >= 0], weights=kept[mask][rf >= 0], minlength=4).astype(np.int64)
+    got = region_sum(gs, ge, taken if with_taken else None, mask, u0, 10, reg, 4)
+    assert got.tolist() == want.tolist()
+    with pytest.raises(ValueError, match="outside"):
+        region_sum(np.array([u0 + 100]), np.array([u0 + 101]), None, np.array([True]), u0, 10, reg, 4)

@@ -42,7 +42,7 @@ import numpy as np
 
 from analysis.diagnosis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.diagnosis.rules.nsys.copies import copy_calls
-from analysis.diagnosis.sweep import call_at, classify, distinct_sorted, reach
+from analysis.diagnosis.sweep import call_at, classify, distinct_sorted, reach, region_sum
 from analysis.model.activity import CHUNK, Runs, UnitOps, short_kernel_runs, top_order, unit_gaps, unit_ops
 from analysis.model.trace import Trace
 
@@ -358,9 +358,9 @@ def krn_idle_runs(units: list[OwnedUnit]) -> KernelRuns:
     for u in units:
         if not len(u.krn_idx):
             continue
-        at = np.searchsorted(u.runs.run_id, u.krn_run)  # run ids grow in time order, as the gaps do
-        first = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
-        j = at[first]
+        # Run ids are unique and grow in time order, as the gaps do: a run's gaps are consecutive.
+        first = np.flatnonzero(np.r_[True, u.krn_run[1:] != u.krn_run[:-1]])
+        j = np.searchsorted(u.runs.run_id, u.krn_run[first])
         r = u.runs
         for col, v in zip(cols, (np.full(len(j), -1 if u.unit.pid is None else u.unit.pid, dtype=np.int64),
                                  np.full(len(j), -1 if u.unit.device is None else u.unit.device, dtype=np.int64),
@@ -407,11 +407,8 @@ def low_regions(units: list[OwnedUnit], p: Mapping[str, float]) -> list[LowRegio
         region = np.full(len(k), -1, dtype=np.int64)
         region[lk] = np.cumsum(np.r_[True, lk[1:] != lk[:-1] + 1]) - 1
         free = u.owner == 0 if u.unowned_left is None else u.unowned_left  # a gap with no idle left adds nothing
-        kf = (u.gap_start[free] - u0) // w
-        rf = region[kf]
-        mine = rf >= 0
-        owned_ns = np.bincount(rf[mine], weights=u.kept(free)[mine],
-                               minlength=len(starts)).astype(np.int64)
+        owned_ns = region_sum(u.gap_start, u.gap_end, u.taken if len(u.taken) else None, free, u0, w, region,
+                              len(starts))
         ends = np.r_[starts[1:], len(lk)]
         for g, (a, b) in enumerate(zip(starts, ends, strict=True)):
             ks = lk[a:b]
