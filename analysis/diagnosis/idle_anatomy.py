@@ -327,7 +327,8 @@ class _Host:
             return _EMPTY, _EMPTY, u8, slots(_EMPTY, _EMPTY), _EMPTY, _EMPTY, u8
         if len(parts) == 1:  # the usual big case: one source (CUDA calls), its arrays used as they are
             s, e, c, sl, _ = parts[0]
-            s, e = s.astype(np.int64, copy=True), e.astype(np.int64, copy=True)
+            # Every source's arrays are made here (fetched, or selected with a mask): they are clipped in place.
+            s, e = (x if x.dtype == np.int64 and x.flags.writeable else x.astype(np.int64) for x in (s, e))
         else:
             s, e = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
             c, sl = np.concatenate([p[2] for p in parts]), _join_slots([p[3] for p in parts])
