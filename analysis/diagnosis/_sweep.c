@@ -205,30 +205,35 @@ EXPORT int64_t goodput_reach(int64_t n, const int64_t *start, int64_t *end, int6
     return 0;
 }
 
+/* The last position of ``a`` (ascending, length n) at or before ``q``, or -1, given ``i``: the answer for an
+ * earlier query (or -1). A query at or after that one gallops forward from ``i`` (a step beyond the answer,
+ * then bisection); one before it searches from the start. */
+static int64_t gallop_last_le(int64_t n, const int64_t *a, int64_t q, int64_t i) {
+    if (i >= 0 && a[i] > q) i = -1;
+    int64_t lo = i, step = 1, hi = i + 1;
+    while (hi < n && a[hi] <= q) {
+        lo = hi;
+        hi = lo + step;
+        step <<= 1;
+    }
+    if (hi > n) hi = n;
+    /* a[lo] <= q (or lo = -1); a[hi] > q (or hi = n): the answer lies in [lo, hi). */
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] <= q) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* For each query ``t[j]``: the position of the last element of ``a`` (ascending, length n) at or before it,
  * or -1 (NumPy's ``searchsorted(a, t, side="right") - 1``). Queries in ascending order walk forward from
  * the previous answer, galloping (linear in all, logarithmic per far jump); a query below the previous
  * one is searched afresh, so any order is answered. Every position written lies in [-1, n). */
 EXPORT void goodput_last_le(int64_t n, const int64_t *a, int64_t m, const int64_t *t, int64_t *out) {
-    int64_t i = -1; /* the answer for the previous query: a[i] <= t_prev (or i = -1) */
+    int64_t i = -1;
     for (int64_t j = 0; j < m; j++) {
-        const int64_t q = t[j];
-        if (i >= 0 && a[i] > q) i = -1; /* out of order: search from the start */
-        /* Gallop: find a step beyond the answer, then bisect in (lo, hi]. */
-        int64_t lo = i, step = 1, hi = i + 1;
-        while (hi < n && a[hi] <= q) {
-            lo = hi;
-            hi = lo + step;
-            step <<= 1;
-        }
-        if (hi > n) hi = n;
-        /* a[lo] <= q (or lo = -1); a[hi] > q (or hi = n): the answer lies in [lo, hi). */
-        while (hi - lo > 1) {
-            const int64_t mid = lo + (hi - lo) / 2;
-            if (a[mid] <= q) lo = mid;
-            else hi = mid;
-        }
-        i = lo;
+        i = gallop_last_le(n, a, t[j], i);
         out[j] = i;
     }
 }
@@ -318,20 +323,7 @@ EXPORT int64_t goodput_classify(int64_t n, const int64_t *gs, const int64_t *ge,
         if (b - a >= min_gap) {
             code = long_code;
         } else if (nruns > 0) {
-            if (ri >= 0 && run_start[ri] > a) ri = -1; /* gaps out of order: search afresh */
-            int64_t lo = ri, step = 1, hi = ri + 1;
-            while (hi < nruns && run_start[hi] <= a) {
-                lo = hi;
-                hi = lo + step;
-                step <<= 1;
-            }
-            if (hi > nruns) hi = nruns;
-            while (hi - lo > 1) {
-                const int64_t mid = lo + (hi - lo) / 2;
-                if (run_start[mid] <= a) lo = mid;
-                else hi = mid;
-            }
-            ri = lo;
+            ri = gallop_last_le(nruns, run_start, a, ri);
             if (ri >= 0 && run_end[ri] >= b) {
                 code = run_code;
                 run_idx[k] = i;
