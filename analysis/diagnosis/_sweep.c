@@ -361,3 +361,43 @@ EXPORT int64_t goodput_region_sum(int64_t n, const int64_t *gs, const int64_t *g
     }
     return 0;
 }
+
+/* Runs of short kernels of one unit: its operations in time order, those of category at most ``kmax`` are
+ * kernels (the others, copies and memsets, neither extend nor break a run). A run is a maximal stretch of
+ * consecutive kernels each lasting less than ``short_ns``, kept when it holds at least ``min_run``. Per kept
+ * run: the position of its first kernel among the unit's kernels, that kernel's start, the latest end of
+ * its kernels, their number and their summed time. Returns the runs' number, or -1 past ``cap`` runs. */
+EXPORT int64_t goodput_short_runs(int64_t n, const int64_t *start, const int64_t *end, const uint8_t *cat,
+                                  uint8_t kmax, int64_t short_ns, int64_t min_run, int64_t cap, int64_t *first,
+                                  int64_t *run_start, int64_t *run_end, int64_t *run_kernels, int64_t *kernel_ns) {
+    int64_t k = 0, runs = 0, in = 0, f = 0, s = 0, e = 0, sum = 0;
+    for (int64_t i = 0; i <= n; i++) {
+        if (i < n && cat[i] > kmax) continue;
+        const int64_t d = i < n ? end[i] - start[i] : 0;
+        if (i < n && d < short_ns) {
+            if (in == 0) {
+                f = k;
+                s = start[i];
+                e = end[i];
+                sum = 0;
+            } else if (end[i] > e) {
+                e = end[i];
+            }
+            sum += d;
+            in++;
+        } else { /* a long kernel, or past the last operation: the run so far ends */
+            if (in > 0 && in >= min_run) {
+                if (runs >= cap) return -1;
+                first[runs] = f;
+                run_start[runs] = s;
+                run_end[runs] = e;
+                run_kernels[runs] = in;
+                kernel_ns[runs] = sum;
+                runs++;
+            }
+            in = 0;
+        }
+        k++;
+    }
+    return runs;
+}

@@ -78,6 +78,9 @@ def _library() -> ctypes.CDLL:
                                        ctypes.c_int64, _I64, ctypes.c_int64, _I64]
     lib.goodput_lookup.restype = ctypes.c_int64
     lib.goodput_lookup.argtypes = [ctypes.c_int64, _U64, _U8, ctypes.c_int64, _U64, ctypes.c_uint8, _U8, _I64]
+    lib.goodput_short_runs.restype = ctypes.c_int64
+    lib.goodput_short_runs.argtypes = [ctypes.c_int64, _I64, _I64, _U8, ctypes.c_uint8, ctypes.c_int64, ctypes.c_int64,
+                                       ctypes.c_int64, _I64, _I64, _I64, _I64, _I64]
     return lib
 
 
@@ -275,3 +278,27 @@ def region_sum(gs: np.ndarray, ge: np.ndarray, taken: np.ndarray | None, mask: n
                                      _ptr(region, _I64), int(nreg), _ptr(out, _I64)) < 0:
         raise ValueError("region_sum: a gap outside the windows or regions")
     return out
+
+
+def short_runs(start: np.ndarray, end: np.ndarray, cat: np.ndarray, kmax: int, short_ns: int,
+               min_run: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A unit's runs of short kernels (``_sweep.c``'s ``goodput_short_runs``), operations in time order, those of
+    category ``kmax`` or below being kernels: per run of at least ``min_run`` consecutive kernels each shorter
+    than ``short_ns`` (other operations in between skipped), the position of its first kernel among the
+    kernels, its start, its latest end, its kernels' number and their summed time. One pass, no temporaries
+    (NumPy's took 0.4 s of fresh pages at 10M kernels)."""
+    n = len(start)
+    if len(end) != n or len(cat) != n:
+        raise ValueError("short_runs: array lengths differ")
+    if not 0 <= kmax < 256:
+        raise ValueError("short_runs: categories are one byte")
+    start, end = _i64(start), _i64(end)
+    cat = np.ascontiguousarray(cat, dtype=np.uint8)
+    cap = n // max(int(min_run), 1) + 1
+    out = [np.empty(cap, dtype=np.int64) for _ in range(5)]  # untouched pages cost nothing
+    k = _library().goodput_short_runs(n, _ptr(start, _I64), _ptr(end, _I64), _ptr(cat, _U8), int(kmax),
+                                      int(short_ns), int(min_run), cap, *(_ptr(a, _I64) for a in out))
+    if k < 0:
+        raise RuntimeError("short_runs: run room exceeded")
+    first, run_start, run_end, run_kernels, kernel_ns = (a[:k].copy() for a in out)
+    return first, run_start, run_end, run_kernels, kernel_ns

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis.model.intervals import GPU_OPS_SQL, NCCL
+from analysis.model.intervals import GPU_OPS_SQL
 from analysis.model.trace import Trace
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -271,30 +271,3 @@ class Runs:
     run_end: np.ndarray
     run_kernels: np.ndarray
     kernel_ns: np.ndarray
-
-
-def short_kernel_runs(u: UnitOps, short_ns: int, min_run: int, id_base: int = 0) -> Runs:
-    """The unit's runs of at least ``min_run`` consecutive kernels (compute or NCCL) each shorter than
-    ``short_ns`` (copies and memsets in between do not break a run); ids are ``id_base`` + the position
-    of the run's first kernel among the unit's kernels (unique per unit, growing in time order)."""
-    k = u.cat <= NCCL
-    ks, ke = (u.start, u.end) if k.all() else (u.start[k], u.end[k])
-    dur = ke - ks
-    short = np.zeros(len(dur) + 2, dtype=np.int8)  # padded with a long kernel at either end
-    np.less(dur, short_ns, out=short[1:-1].view(bool))
-    edge = np.diff(short)
-    first, stop = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)  # [first, stop): one run
-    del short, edge
-    keep = stop - first >= min_run
-    first, stop = first[keep], stop[keep]
-    if not len(first):
-        return Runs(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY)
-    # Segment reductions over [first, stop): reduceat over interleaved (first, stop) indices reduces
-    # each run at the even positions; a last stop at the end is left out (reduceat runs to the end).
-    idx = np.empty(2 * len(first), dtype=np.int64)
-    idx[0::2], idx[1::2] = first, stop
-    if idx[-1] == len(dur):
-        idx = idx[:-1]
-    run_end = np.maximum.reduceat(ke, idx)[0::2]
-    kernel_ns = np.add.reduceat(dur, idx)[0::2]
-    return Runs(first + id_base, ks[first], run_end, stop - first, kernel_ns)

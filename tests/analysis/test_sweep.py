@@ -1,7 +1,8 @@
 """The compiled sweep under the idle painting: exact records on a hand-made case, its room bound under random
 paintings with many bins and names, and its argument checks (the C walk trusts its indices, so a bad one
 must be refused before it). The owner table's compiled passes (``reach``, ``last_le``, ``call_at``,
-``classify``, ``region_sum``, ``distinct_sorted``, ``lookup``) against their NumPy definitions on random input, near 2^62 and below zero
+``classify``, ``region_sum``, ``distinct_sorted``, ``lookup``, ``short_runs``) against their NumPy or plain
+Python definitions on random input, near 2^62 and below zero
 too."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from analysis.diagnosis.sweep import (
     reach,
     record_rows,
     region_sum,
+    short_runs,
     sweep,
 )
 
@@ -246,3 +248,32 @@ def test_region_sum_matches_bincount(gaps, region, with_taken, u0):
     assert got.tolist() == want.tolist()
     with pytest.raises(ValueError, match="outside"):
         region_sum(np.array([u0 + 100]), np.array([u0 + 101]), None, np.array([True]), u0, 10, reg, 4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 12), st.integers(0, 2)), max_size=60),
+       st.integers(0, 4), _clock)
+def test_short_runs_match_a_plain_walk(ops, min_run, t0):
+    """Runs of consecutive kernels (categories 0 and 1; copies, category 2, neither extend nor break a run)
+    each shorter than 8 ns, kept from ``min_run`` kernels: each run's first kernel's position among the
+    kernels, start, latest end, kernels and summed time, as a plain walk over the kernels finds them."""
+    start, end, cat, t = [], [], [], t0
+    for step, length, c in ops:
+        t += step
+        start.append(t)
+        end.append(t + length)
+        cat.append(c)
+    kernels = [(s, e) for s, e, c in zip(start, end, cat, strict=True) if c <= 1]
+    want, run = [], []
+    for i, (s, e) in enumerate([*kernels, (0, 10**9)]):  # a long kernel closes the last run
+        if e - s < 8:
+            run.append((i, s, e))
+            continue
+        if run and len(run) >= min_run:
+            want.append((run[0][0], run[0][1], max(r[2] for r in run), len(run), sum(r[2] - r[1] for r in run)))
+        run = []
+    got = short_runs(np.array(start, dtype=np.int64), np.array(end, dtype=np.int64), np.array(cat, dtype=np.uint8),
+                     1, 8, min_run)
+    assert [tuple(int(x) for x in row) for row in zip(*got, strict=True)] == want
+    with pytest.raises(ValueError, match="lengths"):
+        short_runs(np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(2, dtype=np.uint8), 1, 8, 1)

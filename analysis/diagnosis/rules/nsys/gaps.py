@@ -42,8 +42,9 @@ import numpy as np
 
 from analysis.diagnosis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.diagnosis.rules.nsys.copies import copy_calls
-from analysis.diagnosis.sweep import call_at, classify, distinct_sorted, reach, region_sum
-from analysis.model.activity import CHUNK, Runs, UnitOps, short_kernel_runs, top_order, unit_gaps, unit_ops
+from analysis.diagnosis.sweep import call_at, classify, distinct_sorted, reach, region_sum, short_runs
+from analysis.model.activity import CHUNK, Runs, UnitOps, top_order, unit_gaps, unit_ops
+from analysis.model.intervals import NCCL
 from analysis.model.trace import Trace
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -140,11 +141,17 @@ def sync_names(trace: Trace, gaps: Sequence[tuple[int | None, int]]) -> list[str
 
 
 def _runs(trace: Trace, short_ns: int, min_run: int) -> list[Runs]:
-    """Each unit's runs of short kernels (``activity.short_kernel_runs``), cached on the trace."""
+    """Each unit's runs of at least ``min_run`` consecutive kernels (compute or NCCL) each shorter than
+    ``short_ns`` (copies and memsets in between do not break a run), cached on the trace. A run's id is the
+    position of its first kernel among the unit's kernels plus the unit's position << 40 (unique per report,
+    growing in time order within a unit)."""
     key = ("krn_runs", short_ns, min_run)
     if key not in trace.memo:
-        trace.memo[key] = [short_kernel_runs(u, short_ns, min_run, id_base=i << 40)
-                           for i, u in enumerate(unit_ops(trace))]
+        out = []
+        for i, u in enumerate(unit_ops(trace)):
+            first, start, end, kernels, kernel_ns = short_runs(u.start, u.end, u.cat, NCCL, short_ns, min_run)
+            out.append(Runs(first + (i << 40), start, end, kernels, kernel_ns))
+        trace.memo[key] = out
     return trace.memo[key]
 
 
