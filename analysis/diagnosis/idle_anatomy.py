@@ -119,7 +119,9 @@ def _name_codes(trace: Trace, table: str, classify) -> tuple[np.ndarray, np.ndar
     """The distinct names of ``table``: sorted hashes, their category codes, and hash -> name."""
     key = ("anatomy_names", table)
     if key not in trace.memo:
-        rows = trace.sql(f"SELECT hash(name), name FROM (SELECT DISTINCT name FROM {table} WHERE name IS NOT NULL)")  # noqa: S608
+        # The stored table's names (a superset of a window's): a lookup table, read once.
+        rows = trace.sql(f"SELECT hash(name), name FROM (SELECT DISTINCT name FROM {trace.stored(table)} "  # noqa: S608
+                         "WHERE name IS NOT NULL)")
         rows.sort()
         h = np.array([int(r[0]) for r in rows], dtype=np.uint64)
         codes = np.array([classify(r[1]) for r in rows], dtype=np.uint8)
@@ -264,8 +266,8 @@ class _Host:
         n = 0
         for table, ok in (("cuda_api", self.api), ("osrt", self.osrt), ("nvtx", self.nvtx), ("off_cpu", self.off_cpu)):
             if ok is not None and ok is not False:
-                n += int(self.trace.scalar(f"SELECT count(*) FROM {table} WHERE {self.where} "  # noqa: S608
-                                           f"AND start_ns < {hi} AND end_ns > {lo}"))
+                n += int(self.trace.scalar(f"SELECT count(*) FROM {self.trace.stored(table, lo, hi)} "  # noqa: S608
+                                           f"WHERE {self.where} AND start_ns < {hi} AND end_ns > {lo}"))
         if self.half:
             n += int(self.trace.scalar(f"SELECT count(*) FROM cpu_samples WHERE {self.where} "  # noqa: S608 - integers
                                        f"AND start_ns >= {lo - self.max_half} AND start_ns < {hi + self.max_half}"))
@@ -284,8 +286,8 @@ class _Host:
                                               ("osrt", self.osrt, CODE["os_other"], 2)):
             if names is None:
                 continue
-            d = self.trace.arrays(f"SELECT start_ns, end_ns, COALESCE(hash(name), 0)::UBIGINT AS h FROM {table} "  # noqa: S608
-                                  f"WHERE {self.where} {span}")
+            d = self.trace.arrays(f"SELECT start_ns, end_ns, COALESCE(hash(name), 0)::UBIGINT AS h "  # noqa: S608
+                                  f"FROM {self.trace.stored(table, a, b)} WHERE {self.where} {span}")
             codes, sl = _table_slots(d["h"], names[0], names[1], default)
             parts.append((d["start_ns"], d["end_ns"], codes, sl, source))
         if self.nvtx:
@@ -296,7 +298,7 @@ class _Host:
                       OR regexp_matches(COALESCE(text, ''), '{NVTX_COMM_TEXT_RE}') THEN {CODE['mpi']}
                     WHEN regexp_matches(COALESCE(text, ''), '{NVTX_JIT_RE}') THEN {CODE['jit_module']}
                     ELSE {CODE['user_range']} END)::UTINYINT AS c
-                FROM nvtx WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608 - constants, integers
+                FROM {self.trace.stored("nvtx", a, b)} WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608
             parts.append((d["start_ns"], d["end_ns"], d["c"], slots(d["c"], d["h"]), 0))
         if self.uvm is not None and len(self.uvm[0]):
             us, ue, uh = self.uvm
@@ -317,8 +319,8 @@ class _Host:
             parts.append((d["start_ns"][keep] - hp[keep], d["start_ns"][keep] + hp[keep], sc, slots(sc, d["h"][keep]),
                           0))
         if self.off_cpu is not None:  # the thread switched out by the scheduler
-            d = self.trace.arrays(f"SELECT start_ns, end_ns, hash({OFF_CPU_NAME_SQL})::UBIGINT AS h FROM off_cpu "  # noqa: S608
-                                  f"WHERE {self.where} {span}")
+            d = self.trace.arrays(f"SELECT start_ns, end_ns, hash({OFF_CPU_NAME_SQL})::UBIGINT AS h "  # noqa: S608
+                                  f"FROM {self.trace.stored('off_cpu', a, b)} WHERE {self.where} {span}")
             oc = np.full(len(d["h"]), CODE["off_cpu"], dtype=np.uint8)
             parts.append((d["start_ns"], d["end_ns"], oc, slots(oc, d["h"]), 0))
         parts = [p for p in parts if len(p[0])]

@@ -132,6 +132,20 @@ class Trace:
             raise ValueError(f"window ends before it starts: {start_ns} > {end_ns}")
         return Trace(self.path, self.label, self.memory_bytes, window=(int(start_ns), int(end_ns)))
 
+    def stored(self, table: str, lo: int | None = None, hi: int | None = None) -> str:
+        """The SQL name to read ``table`` by, bypassing the window's view where that changes nothing: for a query
+        that keeps only the rows overlapping ``[lo, hi)`` and clips them to it itself, when that range lies
+        inside the window (the view would repeat the filter and the clipping: its three branches cost about
+        twice a plain scan, 0.5 CPU s per painting at 10M kernels). Without a range: the stored table, for
+        facts about the whole report that a superset cannot change (the distinct names of a table)."""
+        if self.window is None or table not in WINDOWED_TABLES:
+            return f'"{table}"'
+        if lo is not None and hi is not None and not (self.window[0] <= lo and hi <= self.window[1]):
+            return f'"{table}"'
+        if "stored_db" not in self.memo:
+            self.memo["stored_db"] = str(self.scalar("SELECT current_database()")).replace('"', '""')
+        return f'"{self.memo["stored_db"]}".main."{table}"'
+
     def sql(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> list[tuple]:
         """Run a query with named ``$name`` parameters and return all rows."""
         query, params = inline_params(query, params)

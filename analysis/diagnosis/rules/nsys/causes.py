@@ -105,7 +105,8 @@ def coverage(trace: Trace, table: str, pid: int, tids: list[int] | None, gs: np.
         where += f" AND tid IN ({', '.join(str(int(t)) for t in tids)})"
     if extra:
         where += f" AND ({extra})"
-    span = (f"SELECT start_ns, end_ns FROM {table} WHERE {where} "  # noqa: S608 - names and integers
+    # Every slice lies inside [lo, hi) and its calls are clipped to it below: the stored table serves.
+    span = (f"SELECT start_ns, end_ns FROM {trace.stored(table, lo, hi)} WHERE {where} "  # noqa: S608
             "AND start_ns < {b} AND end_ns > {a}")
     # One slice when the calls fit in one (the usual case: no count first, which is a second scan); else
     # slices sized by their count.
