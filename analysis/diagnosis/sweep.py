@@ -28,9 +28,9 @@ Smaller passes of the gap owner table live in the same library: ``reach`` (the r
 in start order, and which call reaches it), ``last_le`` (per query, the last sorted element at or before it,
 walking forward through ascending queries instead of one binary search each), ``call_at`` (the call running
 at each moment, from those two), ``classify`` (each gap's structural owner), ``region_sum`` (GPU002's idle
-per region), ``distinct_sorted`` and ``lookup`` (names' slots in the painting's
-dictionary of a table's names): at 10M calls and 12M gaps NumPy's temporaries for
-them (fresh pages of 80 MB each) cost more than the arithmetic.
+per region), ``short_runs`` (the runs of short kernels KRN001 owns idle in), ``distinct_sorted`` and ``lookup``
+(names' slots in the painting's dictionary of a table's names): at 10M calls and 12M gaps NumPy's temporaries
+for them (fresh pages of 80 MB each) cost more than the arithmetic.
 """
 
 from __future__ import annotations
