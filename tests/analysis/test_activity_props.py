@@ -14,7 +14,6 @@ from analysis.model.activity import (
     UnitGaps,
     UnitOps,
     pairing,
-    short_kernel_runs,
     top_order,
     union_ns,
 )
@@ -121,25 +120,3 @@ def test_top_order_is_a_stable_descending_sort(values, n):
     t = np.arange(len(v), dtype=np.int64)[::-1].copy()  # tiebreak: later positions first
     want = sorted(range(len(v)), key=lambda i: (-v[i], t[i]))[:n]
     assert top_order(v, t, n).tolist() == want
-
-
-@settings(max_examples=300, deadline=None)
-@given(iv=_intervals(max_size=60, hi=100), cats=st.lists(st.integers(0, 2), min_size=60, max_size=60),
-       short_ns=st.integers(0, 31), min_run=st.integers(1, 5))
-def test_short_kernel_runs_are_the_maximal_stretches(iv, cats, short_ns, min_run):
-    """Against a plain loop: walk the kernels in order (copies skipped), cut at every long kernel."""
-    start, end = _sorted(*iv)
-    cat = np.array(cats[: len(start)], dtype=np.uint8)
-    runs = short_kernel_runs(UnitOps(1, 0, start, end, cat), short_ns, min_run, id_base=100)
-    want, cur = [], []
-    kernels = [(i, int(s), int(e)) for i, (s, e, c) in enumerate(zip(start, end, cat, strict=True)) if c <= 1]
-    for pos, (_, s, e) in enumerate(kernels + [(None, 0, short_ns)]):  # a long sentinel closes the last run
-        if e - s < short_ns:
-            cur.append((pos, s, e))
-            continue
-        if len(cur) >= min_run:
-            want.append((100 + cur[0][0], cur[0][1], max(x[2] for x in cur), len(cur), sum(x[2] - x[1] for x in cur)))
-        cur = []
-    got = list(zip(runs.run_id.tolist(), runs.run_start.tolist(), runs.run_end.tolist(), runs.run_kernels.tolist(),
-                   runs.kernel_ns.tolist(), strict=True))
-    assert got == want
