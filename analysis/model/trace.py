@@ -78,6 +78,7 @@ class Trace:
     label: str
     memory_bytes: int = DUCKDB_MEMORY_BYTES  # DuckDB's memory limit on this trace's connection
     _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
+    _db: str = field(default="", repr=False)  # the database's name, quoted for SQL (set with a window's views)
     # Derived data kept while the trace is open (e.g. analysis.model.activity's sorted arrays), keyed by a name
     # or by a tuple of a name and the parameters it was computed with.
     memo: dict[str | tuple, Any] = field(default_factory=dict, repr=False)
@@ -107,6 +108,7 @@ class Trace:
         assert self.window is not None  # called only for a windowed trace
         lo, hi = (int(v) for v in self.window)
         db = con.execute("SELECT current_database()").fetchall()[0][0].replace('"', '""')
+        self._db = db  # ``stored`` names the tables behind the views
         present = {r[0] for r in con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE NOT temporary AND schema_name = 'main'").fetchall()}
         for table in WINDOWED_TABLES:
@@ -142,9 +144,8 @@ class Trace:
             return f'"{table}"'
         if lo is not None and hi is not None and not (self.window[0] <= lo and hi <= self.window[1]):
             return f'"{table}"'
-        if "stored_db" not in self.memo:
-            self.memo["stored_db"] = str(self.scalar("SELECT current_database()")).replace('"', '""')
-        return f'"{self.memo["stored_db"]}".main."{table}"'
+        _ = self.con  # installs the window's views, which records the database's name
+        return f'"{self._db}".main."{table}"'
 
     def sql(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> list[tuple]:
         """Run a query with named ``$name`` parameters and return all rows."""

@@ -1,7 +1,8 @@
 """A windowed report's painting and GPU001's set-up cover read host rows from the stored tables, not through the
 window's views (``Trace.stored``): every slice they fetch lies inside the window and is clipped by them. On every
-corpus export, through a window cutting the middle third of its GPU work (so calls, ranges and gaps cross its
-edges), the anatomy and every nsys rule's findings are the same as when read through the views."""
+corpus export, through a window cutting out the middle third of what it recorded (GPU work, CUDA calls, NVTX
+ranges; so calls, ranges and gaps cross its edges), the anatomy and every nsys rule's findings are the same as
+when read through the views."""
 
 from __future__ import annotations
 
