@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from goodput_cli import admin, diff, offline, operations, schema, service, upload
+from goodput_cli import admin, diff, offline, operations, rules, schema, service, upload
 from goodput_cli.errors import UsageError
 
 EXIT_BAD_INPUT = 2
@@ -18,7 +18,7 @@ EXIT_BAD_INPUT = 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goodput", description="Where does your GPU time go?")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (offline, diff, admin, service, operations, schema):
+    for module in (offline, diff, admin, service, operations, schema, rules):
         module.add_commands(sub)
     return parser
 

@@ -6,8 +6,19 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config) -> None:
+    # In CI every property test draws the same examples (derandomized: a red run reproduces on a laptop with
+    # CI=true, and print_blob prints the failing example's reproduction blob); on a laptop they keep drawing new
+    # ones, which is how they find new bugs. Set HYPOTHESIS_PROFILE to pick one explicitly.
+    settings.register_profile("ci", derandomize=True, database=None, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("dev", print_blob=True)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 def corpus_dir() -> Path:
