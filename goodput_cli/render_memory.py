@@ -74,6 +74,12 @@ def memory_lines(rep: dict[str, Any], clip) -> list[str]:
             if spr.get(op) is not None:
                 ideal = f" (ideal {spr[op + '_ideal']:.1f})" if spr.get(op + "_ideal") is not None else ""
                 lines.append(f"       global {what}: {spr[op]:.1f} sectors/request{ideal}")
+        lim, sl = m.get("limiter"), m.get("sol")
+        if lim:
+            lines.append(f"       limiter: {lim['kind']} ({clip(lim['name'], 30)}): {clip(lim['reason'], 110)}")
+        if sl and sl.get("bound_ns") is not None and sl.get("binding"):
+            lines.append(f"       speed of light {_us(sl['bound_ns'])} ({sl['binding']['kind']} {sl['binding']['name']}: "
+                         f"{clip(sl['binding']['basis'], 70)}); at most {_us(sl['max_saving_ns'])} to save")
         b = m["bound"]
         lines.append(f"       bound: {b['kind']}{' (' + b['level'] + ')' if b.get('level') else ''}: {clip(b['reason'], 90)}")
         r = m.get("roofline")
