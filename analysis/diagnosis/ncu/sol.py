@@ -43,6 +43,12 @@ PIPE_FORMS = (("sm__pipe_", "_cycles_active.avg.pct_of_peak_sustained_elapsed", 
 LEVEL_LABEL = {"dram": "DRAM", "l2": "L2", "l1": "L1/TEX", "sysmem": "system memory", "peer": "peer memory"}
 
 
+def _share(seconds: float, dur: float | None) -> float | None:
+    """Seconds of work at peak as a % of the duration (None: no duration, or one too small to divide by)."""
+    dur_s = (dur or 0.0) * 1e-9
+    return 100.0 * seconds / dur_s if dur_s > 0 else None
+
+
 def _term(kind: str, name: str, seconds: float, basis: str, pct: float | None = None) -> dict[str, Any]:
     return {"kind": kind, "name": name, "ns": seconds * 1e9, "basis": basis, "pct_of_peak": pct}
 
@@ -77,7 +83,7 @@ def terms(launch: Launch, memory: Mapping[str, Any], hw: Any, scale: Mapping[str
     out: list[dict[str, Any]] = []
     for lv in memory.get("levels") or []:
         key, factor = lv["name"], scale.get(lv["name"], 1.0)
-        if lv.get("bytes") is not None and lv.get("peak_bps"):
+        if lv.get("bytes") is not None and lv.get("peak_bps") and lv["peak_bps"] > 0:
             out.append(_term("memory", key, factor * lv["bytes"] / lv["peak_bps"],
                              f"{lv['bytes']:,.0f} B / {lv['peak_bps'] / 1e9:,.1f} GB/s peak ({lv['peak_source']})",
                              lv.get("pct_of_peak")))
@@ -103,7 +109,7 @@ def terms(launch: Launch, memory: Mapping[str, Any], hw: Any, scale: Mapping[str
     for prec, flops in (roof.get("flops") or {}).items():
         peak = hw.flops.get(prec) if hw is not None else None
         if flops and peak is not None and peak.value > 0:
-            pct = 100.0 * flops / peak.value / (dur * 1e-9) if dur else None
+            pct = _share(flops / peak.value, dur)
             out.append(_term("pipe", prec, flops / peak.value,
                              f"{flops:,.0f} FLOP / {peak.value / 1e12:,.2f} TFLOP/s {prec} peak ({peak.source})", pct))
     out.extend(_issue(launch, hw, dur))
@@ -114,7 +120,9 @@ def _issue(launch: Launch, hw: Any, dur: float | None) -> list[dict[str, Any]]:
     issued = launch.get(INST_ISSUED)
     if issued is not None and hw is not None and hw.sm_count and hw.sm_hz and issued >= 0:
         rate = hw.sm_count * SCHEDULERS_PER_SM * hw.sm_hz
-        pct = 100.0 * issued / rate / (dur * 1e-9) if dur else None
+        if not rate > 0:
+            return []
+        pct = _share(issued / rate, dur)
         return [_term("issue", "issue", issued / rate, f"{issued:,.0f} warp instructions / "
                       f"({hw.sm_count:.0f} SMs x {SCHEDULERS_PER_SM} schedulers x {hw.sm_hz / 1e9:.2f} GHz)", pct)]
     pct = launch.get(INST_PCT)
