@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from analysis.diagnosis.ncu import sol
+from analysis.diagnosis.ncu.hardware import ccs_from_name
 from analysis.model.ncu_metrics import Launch, Metric
 
 SATURATED_PCT = 60.0       # ncu's SOLBottleneck: a unit at 60% of peak or more bounds the kernel
@@ -34,8 +35,13 @@ MIN_STALL_SHARE = 0.3      # ncu's CPIStall: a stall reason over 30% of the cycl
 WAVES = Metric(("launch__waves_per_multiprocessor",), (("launchstatistics", "Waves Per SM", 1.0),))
 THEORETICAL = Metric(("sm__maximum_warps_per_active_cycle_pct",), (("occupancy", "Theoretical Occupancy", 1.0),))
 ACHIEVED = Metric(("sm__warps_active.avg.pct_of_peak_sustained_active",), (("occupancy", "Achieved Occupancy", 1.0),))
-TENSOR_INST = Metric(("sm__inst_executed_pipe_tensor.sum", "sm__inst_executed_pipe_tensor_op_hmma.sum",
-                      "sm__pipe_tensor_cycles_active.sum", "sm__pipe_tensor_op_hmma_cycles_active.sum"))
+# Tensor-pipe activity as each generation names it: Volta/Turing ``pipe_tensor``, Ampere+ ``tensor_op_hmma`` (also
+# ``imma``/``dmma``), Hopper ``tensor_op_gmma`` (wgmma), Blackwell ``tensor_op_tcgen05``/``tc`` (UTC*MMA). All are
+# read: a GPU uses its tensor cores when any of them counts anything.
+TENSOR_COUNTS = tuple(f"sm__{kind}_{pipe}{suffix}.sum" for kind, suffix in (("inst_executed_pipe", ""),
+                                                                         ("pipe", "_cycles_active"))
+                      for pipe in ("tensor", "tensor_op_hmma", "tensor_op_imma", "tensor_op_dmma", "tensor_op_gmma",
+                                   "tensor_op_tcgen05", "tc"))
 SHARED_CONFLICTS = Metric(("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",))
 SHARED_WAVEFRONTS = Metric(("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",))
 FP32_PIPES = ("fma", "fp32", "fmaheavy", "fmalite", "fp64", "alu", "fp16")
@@ -60,6 +66,15 @@ def library(name: str) -> str | None:
     return None
 
 
+def library_advice(lib: str) -> str:
+    """What to change for a library kernel: the call (its internals are the library's)."""
+    return (f"A {lib} kernel: its code is the library's, so change the call: a larger or batched problem per call "
+            "(batched/grouped GEMM, more images per convolution), dimensions that are multiples of 8/16 for the "
+            "tensor-core paths, a tensor-core precision (TF32, BF16/FP16, FP8), the layout the library prefers "
+            f"(e.g. NHWC, no transposed copies), or a newer {lib} version or algorithm (cuBLASLt heuristics, "
+            "cudnn.benchmark).")
+
+
 def tensor_family(cc: str | None) -> str | None:
     """The tensor-core instruction family a compute capability offers (None: none, or unknown)."""
     if not cc:
@@ -81,7 +96,8 @@ def tensor_family(cc: str | None) -> str | None:
 
 def tensor_cores(launch: Launch, cc: str | None) -> dict[str, Any]:
     """Whether the GPU has tensor cores and whether this launch used them (``used`` None: not measured)."""
-    inst = launch.get(TENSOR_INST)
+    counts = [v for v in (launch.raw.get(n) for n in TENSOR_COUNTS) if v is not None]
+    inst = max(counts) if counts else None
     pipes = sol.pipe_shares(launch)
     tensor_pct = max((v for p, (v, _) in pipes.items() if p.startswith("tensor")), default=None)
     used: bool | None = None
@@ -115,6 +131,9 @@ def limiter(launch: Launch) -> dict[str, Any]:
     bound = sol.bound(launch)
     ev = _numbers(launch, story, bound)
     cc = (story.get("hardware") or {}).get("cc")
+    if cc is None:  # "ampere_" says 8.0 or 8.6: both offer the same tensor-core instructions
+        families = {tensor_family(c) for c in ccs_from_name(launch.short_name)[0]}
+        cc = next(iter(ccs_from_name(launch.short_name)[0])) if len(families) == 1 and None not in families else None
     tc = tensor_cores(launch, cc)
     out = _decide(launch, bound, ev, tc)
     out["evidence"] = ev
@@ -149,6 +168,11 @@ def _decide(launch: Launch, bound: dict[str, Any], ev: dict[str, Any], tc: dict[
         return {"kind": "latency", "name": "memory latency",
                 "reason": f"{shown}; warps wait on memory {100 * stall:.0f}% of the cycles between instructions"}
     if busiest is None:
+        shares = [n for n, v in launch.raw.items() if v is not None and ".pct_of_peak_sustained" in n]
+        if dur is None and shares:
+            return {"kind": "unknown", "name": "duration unknown",
+                    "reason": f"the export has {len(shares)} throughput metrics (e.g. {sorted(shares)[0]}) but no "
+                              "duration (gpu__time_duration, or sm__cycles_elapsed with its clock) to weigh them with"}
         return {"kind": "unknown", "name": "no throughput metrics",
                 "reason": "the export has no throughput, byte or instruction metrics to bound the kernel with"}
     return {"kind": "latency" if stall is not None else "unknown", "name": "no unit near peak",

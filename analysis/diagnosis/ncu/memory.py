@@ -267,7 +267,11 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
             why += f"; each global load waits {numbers['load_wait_cycles']:,.0f} cycles, {numbers['load_wait_verdict']}"
         return {"kind": "latency", "level": numbers.get("serving_level"), "numbers": numbers, "reason": why}
     if busiest is None and sm is None:
-        reason = f"no throughput metrics; collect `ncu {mm.COLLECT}`"
+        # Say a metric is missing only when it is: pipe, instruction and shared-memory shares still count.
+        others = sorted(n for n, v in launch.raw.items() if v is not None and ".pct_of_peak_sustained" in n)
+        reason = (f"no memory or SM speed-of-light metrics (the export has {len(others)} other throughput "
+                  f"metrics, e.g. {others[0]}); collect `ncu {mm.COLLECT}`" if others
+                  else f"no throughput metrics; collect `ncu {mm.COLLECT}`")
     elif latency_share is None:
         reason = "under the bandwidth threshold, but no warp-stall metrics to tell latency from other limits " \
                  "(collect `ncu --section WarpStateStats`)"

@@ -30,7 +30,9 @@ SCHEDULERS_PER_SM = 4       # warp schedulers (SMSPs) per SM, Volta through Blac
 REALISTIC_SHARE = 0.85      # the share of peak well-tuned kernels reach (the corpus's large kernels: 75-85%)
 INST_ISSUED = Metric(("smsp__inst_issued.sum", "sm__inst_issued.sum"), (("", "Issued Instructions", 1.0),))
 INST_PCT = Metric(("sm__instruction_throughput.avg.pct_of_peak_sustained_elapsed",))
-INST_PCT_ACTIVE = Metric(("sm__instruction_throughput.avg.pct_of_peak_sustained_active",))
+INST_PCT_ACTIVE = Metric(("sm__instruction_throughput.avg.pct_of_peak_sustained_active",
+                          "sm__inst_issued.avg.pct_of_peak_sustained_active",
+                          "smsp__issue_active.avg.pct_of_peak_sustained_active"), (("", "Issue Slots Busy", 1.0),))
 SM_ACTIVE = Metric(("sm__cycles_active.avg",), (("", "SM Active Cycles", 1.0),))
 SM_ELAPSED = Metric(("sm__cycles_elapsed.avg",), (("", "Elapsed Cycles", 1.0),))
 SHARED_PCT = Metric(("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed",))
@@ -84,9 +86,12 @@ def terms(launch: Launch, memory: Mapping[str, Any], hw: Any, scale: Mapping[str
     for lv in memory.get("levels") or []:
         key, factor = lv["name"], scale.get(lv["name"], 1.0)
         if lv.get("bytes") is not None and lv.get("peak_bps") and lv["peak_bps"] > 0:
-            out.append(_term("memory", key, factor * lv["bytes"] / lv["peak_bps"],
-                             f"{lv['bytes']:,.0f} B / {lv['peak_bps'] / 1e9:,.1f} GB/s peak ({lv['peak_source']})",
-                             lv.get("pct_of_peak")))
+            # An implied peak (achieved / ncu's share) makes bytes / peak = share x duration: said so, since ncu's
+            # share of a level is its busiest sub-unit's, not always its bytes'.
+            basis = (f"{lv['pct_of_peak']:.1f}% of peak x duration ({lv['bytes']:,.0f} B)"
+                     if lv["peak_source"] == "implied" and lv.get("pct_of_peak") is not None else
+                     f"{lv['bytes']:,.0f} B / {lv['peak_bps'] / 1e9:,.1f} GB/s peak ({lv['peak_source']})")
+            out.append(_term("memory", key, factor * lv["bytes"] / lv["peak_bps"], basis, lv.get("pct_of_peak")))
         elif lv.get("pct_of_peak") is not None and dur:
             out.append(_term("memory", key, factor * dur * 1e-9 * lv["pct_of_peak"] / 100.0,
                              f"{lv['pct_of_peak']:.1f}% of peak x duration", lv["pct_of_peak"]))

@@ -115,7 +115,7 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     if mine:
         first = mine[0]
         text += f"; first: {first['title'].split(':')[0]} ({first['rule_id']})"
-    text += _gain(launches, saving, linked, cost)
+    text += _gain(launches, saving, linked, cost, kind)
     text += _shared_note(lim)
     lib = lim.get("library")
     step = LIBRARY_STEP.format(lib=lib) if lib and kind in ("memory", "compute", "latency", "occupancy") \
@@ -136,7 +136,7 @@ def _limiter_phrase(kind: str, lim: Mapping[str, Any]) -> str:
             "unknown": "not classified"}[kind] + f": {reason}"
 
 
-def _gain(launches: Sequence[Mapping[str, Any]], saving: int, linked: float | None, cost: float) -> str:
+def _gain(launches: Sequence[Mapping[str, Any]], saving: int, linked: float | None, cost: float, kind: str) -> str:
     """The findings' saving, the most any fix can save and the realistic gain (profiled launches, scaled to nsys)."""
     bounds = [(k.get("duration_ns"), (k.get("memory") or {}).get("sol") or {}) for k in launches]
     known = [(d, s) for d, s in bounds if d and s.get("bound_ns") is not None]
@@ -148,10 +148,14 @@ def _gain(launches: Sequence[Mapping[str, Any]], saving: int, linked: float | No
         ceiling = sum(d - s["bound_ns"] for d, s in known)
         real = sum(sol.realistic(d, s["bound_ns"]) or 0.0 for d, s in known)
         scale = (linked / profiled) if linked is not None and profiled else 1.0
+        if kind == "launch":  # the time is fixed cost, not work: peaks say how little work there is
+            parts.append(f"its work would take {_us(sum(s['bound_ns'] for _, s in known) * scale)} at the GPU's peaks, "
+                         "so the rest is launch and ramp cost that only more work per launch amortises")
+            return "; " + "; ".join(parts)
         parts.append(f"at the same work the speed of light leaves at most {_us(ceiling * scale)}, and reaching "
                      f"{100 * sol.REALISTIC_SHARE:.0f}% of the binding unit's peak would save {_us(real * scale)}")
     elif not known:
-        parts.append("its speed of light is unknown (no throughput metrics)")
+        parts.append("its speed of light is unknown")
     return ("; " + "; ".join(parts)) if parts else ""
 
 

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.ncu import sol
 from analysis.diagnosis.ncu.impact import Linker, impact, weighted_speedup
+from analysis.diagnosis.ncu.limiter import library, library_advice
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
 from analysis.model.ncu_metrics import Launch, load_launches
 from analysis.model.trace import Trace
@@ -47,9 +48,18 @@ class NcuRule(Rule):
     collect: ClassVar[str] = ""                     # ncu flags that collect the metrics, e.g. "--section Occupancy"
     ncu_rules: ClassVar[tuple[str, ...]] = ()       # ncu rule ids whose results stand in when metrics are missing
     label: ClassVar[str] = ""                       # short title of a finding taken from ncu's own rule result
+    call_level: ClassVar[bool] = False              # the advice is about the call (kept for library kernels)
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         raise NotImplementedError
+
+    def _advice(self, launch: Launch, hit: Hit) -> str:
+        """The hit's advice; for a library kernel (cuBLAS, cuDNN, CUTLASS, FlashAttention ...), advice about the call
+        instead, unless the hit's advice already is (``call_level``, or a launch-shape hit: batch at the call)."""
+        lib = library(launch.name)
+        if lib is None or self.call_level or hit.detail.get("bound_kind") == "small_grid":
+            return hit.advice
+        return library_advice(lib)
 
     def sol_scale(self, launch: Launch, hit: Hit) -> dict[str, float] | None:
         """The share of each resource's work left after the fix this hit proposes (None: all of it), for the
@@ -137,7 +147,7 @@ class NcuRule(Rule):
                 if all(launch.duration_ns for launch in group) else None
         return Finding(
             rule_id=self.id, title=f"{lead.title}: {lead_launch.short_name or lead_launch.name}", message=message,
-            impact_ns=impact_ns, impact_pct=impact_pct, advice=lead.advice, evidence=(evidence,),
+            impact_ns=impact_ns, impact_pct=impact_pct, advice=self._advice(lead_launch, lead), evidence=(evidence,),
             evidence_total=len(by_launch), report=trace.label, rank=trace.rank,
             extra={"speedup_pct": round(speedup * 100, 3), "speedup_type": lead.speedup_type,
                    "kernel": lead_launch.name, "linked_to_nsys": link is not None,
