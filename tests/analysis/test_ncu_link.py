@@ -142,3 +142,18 @@ def test_another_gpu_does_not_link(tmp_path, nsys_report):
     assert run_pair(tmp_path, nsys_report, {**shape, "Device": "0"})["impact_ns"] == round(total * 0.7)
     f = run_pair(tmp_path, nsys_report, {**shape, "Device": "5"})
     assert f["linked_to_nsys"] is False and f["impact_ns"] == 700_000
+
+
+def test_ncu_verdict_weighs_the_kernel_by_its_nsys_time(tmp_path, nsys_report):
+    """nsys + ncu: the ncu report's verdict speaks in the kernel's nsys time (its 4 launches there, not the one
+    profiled), and the run's verdict stays the nsys report's."""
+    (name, (total, _, grid, block)), = nsys_kernels().items()
+    ncu = tmp_path / "ncu.duckdb"
+    ingest(write(tmp_path, long_csv(LATENCY_70, kernels=[{"Kernel Name": name, "Block Size": f"({block}, 1, 1)",
+                                                           "Grid Size": f"({grid}, 1, 1)"}])), ncu)
+    result = analyze([ncu, nsys_report[0]], labels=["ncu.csv", NSYS], window="all").to_json()
+    ncu_verdict, nsys_verdict = result["reports"][0]["verdict"], result["reports"][1]["verdict"]
+    saving = result["reports"][0]["estimated_saving"]["ns"]
+    assert ncu_verdict["impact_ns"] == saving == round(total * 0.7)
+    assert f"{total / 1e6:,.2f} ms in nsys" in ncu_verdict["text"] and ncu_verdict["kind"].startswith("ncu_")
+    assert result["verdict"] == nsys_verdict and not result["verdict"]["kind"].startswith("ncu_")
