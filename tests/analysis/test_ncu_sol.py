@@ -234,3 +234,18 @@ def test_planted_dram_bytes_scaled_on_the_largest_dropout_launch(tmp_path, facto
         assert f["impact_ns"] <= duration - expected + 1
     if factor == 2.0:
         assert sol["max_saving_ns"] == 0 and all(f["impact_ns"] == 0 for f in ncu_findings(r))
+
+
+@pytest.mark.parametrize(("cc", "legacy"), [("10.0", True), ("9.0", True), ("8.0", False)])
+def test_planted_tensor_bound_on_the_older_mma_sync_path(tmp_path, cc, legacy):
+    """The conv2d row planted as a tensor-bound kernel on HMMA (mma.sync) at 70% of peak: on Hopper and Blackwell,
+    whose native wgmma/tcgen05 run the same math faster, it is compute-bound on the wrong instructions; on
+    Ampere mma.sync is the native path."""
+    r = planted(tmp_path, CONV, {**LONG, "launch__waves_per_multiprocessor": ("", "4"),
+                                 "sm__inst_executed_pipe_tensor_op_hmma.sum": ("inst", "100,000"),
+                                 "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed": ("%", "70")},
+                ident={"CC": cc})
+    lim = kernels(r)[0]["memory"]["limiter"]
+    assert (lim["kind"], lim["name"]) == ("pipe", "tensor_op_hmma") and lim["tensor_cores"]["used"] is True
+    assert ("wrong instructions" in lim["reason"]) is legacy
+    assert (lim["tensor_cores"]["legacy_path"] == "mma.sync (HMMA)") is legacy

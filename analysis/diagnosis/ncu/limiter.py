@@ -105,7 +105,18 @@ def tensor_cores(launch: Launch, cc: str | None) -> dict[str, Any]:
         used = inst > 0
     if tensor_pct is not None:
         used = bool(used) or tensor_pct >= 0.5
-    return {"family": tensor_family(cc), "used": used, "instructions": inst, "pipe_pct": tensor_pct}
+    out = {"family": tensor_family(cc), "used": used, "instructions": inst, "pipe_pct": tensor_pct, "legacy_path": None}
+    # Hopper and Blackwell run mma.sync (HMMA) only at a fraction of wgmma/tcgen05's rate: the older path in use
+    # with none of the native one counted is the wrong instruction family for the GPU.
+    native = {"9": ("tensor_op_gmma",), "10": ("tensor_op_tcgen05", "tc")}.get((cc or "").split(".")[0])
+    hmma = [launch.raw.get(f"sm__{k}_tensor_op_hmma{s}.sum") for k, s in (("inst_executed_pipe", ""),
+                                                                         ("pipe", "_cycles_active"))]
+    if native and any(v for v in hmma if v):
+        names = [f"sm__{k}_{p}{s}.sum" for p in native for k, s in (("inst_executed_pipe", ""), ("pipe", "_cycles_active"))]
+        measured = [launch.raw.get(n) for n in names if launch.raw.get(n) is not None]
+        if not any(measured):
+            out["legacy_path"] = "mma.sync (HMMA)"
+    return out
 
 
 def _numbers(launch: Launch, story: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
@@ -194,6 +205,9 @@ def _saturated(top: dict[str, Any], ev: dict[str, Any], tc: dict[str, Any]) -> d
     if kind == "pipe":
         tensor = name.startswith("tensor")
         reason = f"the {name} pipe at {pct:.1f}% of its peak"
+        if tensor and tc.get("legacy_path") and tc.get("family"):
+            reason += (f", on the older {tc['legacy_path']} path where this GPU's native {tc['family']} instructions run "
+                       "the same math faster: compute-bound on the wrong instructions")
         if not tensor and tc.get("used") is False and tc.get("family"):
             reason += f"; the tensor cores are unused ({tc['family']} on this GPU)"
         return {"kind": "pipe", "name": name, "reason": reason}

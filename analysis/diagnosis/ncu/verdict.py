@@ -46,6 +46,14 @@ NEXT_STEP = {
     "unknown": "collect the missing sections: `ncu --section SpeedOfLight --section MemoryWorkloadAnalysis "
                "--section LaunchStats --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis`",
 }
+# A cause found on the kernel names the next step better than its limiter does.
+CAUSE_STEP = {
+    "NCU001": "coalesce the global accesses: consecutive threads of a warp touch consecutive elements (grid-stride "
+              "or interleaved indexing; transpose through shared memory)",
+    "NCU004": "remove the shared-memory bank conflicts (pad the shared array, swizzle the index)",
+    "NCU009": "reuse data while it is in cache: tile or block the loops so each byte from DRAM is used several times",
+    "NCU008": "keep more bytes in flight: more independent loads per thread, vectorized accesses, prefetching",
+}
 LIBRARY_STEP = ("change the call, not the kernel: a larger or batched problem per call, dimensions that are multiples "
                 "of 8/16, a tensor-core precision (TF32/BF16/FP16), the layout the library prefers, or a newer {lib} "
                 "version or algorithm")
@@ -112,14 +120,19 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     n = len(launches)
     where = f"{_us(cost)} in nsys" if linked is not None else f"{_us(cost) if cost else 'unknown duration'} profiled"
     text = f"{name} ({n} launch{'es' if n > 1 else ''}, {where}) is {_limiter_phrase(kind, lim)}"
+    text += _mix(launches)
     if mine:
         first = mine[0]
         text += f"; first: {first['title'].split(':')[0]} ({first['rule_id']})"
-    text += _gain(launches, saving, linked, cost, kind)
+    after = _after_fix(mine[0], lead, cost) if mine else ""
+    # A fix that removes work is bounded by the work it leaves, not by today's: one bound, not two.
+    text += _gain(launches, saving, linked, cost, kind, same_work=not after) + after
     text += _shared_note(lim)
     lib = lim.get("library")
     step = LIBRARY_STEP.format(lib=lib) if lib and kind in ("memory", "compute", "latency", "occupancy") \
         else NEXT_STEP[kind]
+    if mine and not lib and mine[0]["rule_id"] in CAUSE_STEP and (mine[0].get("impact_ns") or 0) > 0:
+        step = CAUSE_STEP[mine[0]["rule_id"]]
     if lib and kind == "launch":
         step = f"{NEXT_STEP['launch']} ({lib} kernel: batch at the call, e.g. a batched or grouped {lib} call)"
     return Verdict(f"ncu_{kind}", text + ".", int(saving) if mine else None, step,
@@ -136,14 +149,15 @@ def _limiter_phrase(kind: str, lim: Mapping[str, Any]) -> str:
             "unknown": "not classified"}[kind] + f": {reason}"
 
 
-def _gain(launches: Sequence[Mapping[str, Any]], saving: int, linked: float | None, cost: float, kind: str) -> str:
+def _gain(launches: Sequence[Mapping[str, Any]], saving: int, linked: float | None, cost: float, kind: str,
+          same_work: bool = True) -> str:
     """The findings' saving, the most any fix can save and the realistic gain (profiled launches, scaled to nsys)."""
     bounds = [(k.get("duration_ns"), (k.get("memory") or {}).get("sol") or {}) for k in launches]
     known = [(d, s) for d, s in bounds if d and s.get("bound_ns") is not None]
     parts = []
     if saving:
         parts.append(f"its findings save up to {_us(saving)}")
-    if known and len(known) == len(bounds):
+    if known and len(known) == len(bounds) and same_work:
         profiled = sum(d for d, _ in known)
         ceiling = sum(d - s["bound_ns"] for d, s in known)
         real = sum(sol.realistic(d, s["bound_ns"]) or 0.0 for d, s in known)
@@ -154,7 +168,7 @@ def _gain(launches: Sequence[Mapping[str, Any]], saving: int, linked: float | No
             return "; " + "; ".join(parts)
         parts.append(f"at the same work the speed of light leaves at most {_us(ceiling * scale)}, and reaching "
                      f"{100 * sol.REALISTIC_SHARE:.0f}% of the binding unit's peak would save {_us(real * scale)}")
-    elif not known:
+    elif not known and same_work:
         parts.append("its speed of light is unknown")
     return ("; " + "; ".join(parts)) if parts else ""
 
@@ -184,3 +198,34 @@ def _shared_note(lim: Mapping[str, Any]) -> str:
     busy = f", shared pipe at {pct:.1f}% of peak" if pct is not None else ""
     return (f"; shared memory is not the problem: {conflicts:,.0f} bank conflicts over {wavefronts:,.0f} "
             f"wavefronts{busy}")
+
+
+WORK_REMOVING = ("NCU001", "NCU004")  # fixes that move fewer bytes or wavefronts: bounded by the work left
+
+
+def _after_fix(first: Mapping[str, Any], lead: Mapping[str, Any], cost: float) -> str:
+    """For a fix that removes work: the realistic gain on the work left, as a share of the lead launch applied to
+    the kernel's time (its assumption: the fixed kernel reaches ``REALISTIC_SHARE`` of the binding unit's peak)."""
+    if first.get("rule_id") not in WORK_REMOVING:
+        return ""
+    detail = ((first.get("evidence") or [{}])[0]).get("detail") or {}
+    after, dur = detail.get("sol_bound_ns"), lead.get("duration_ns")
+    if after is None or not dur or not cost:
+        return ""
+    share = max(0.0, 1.0 - after / sol.REALISTIC_SHARE / dur)
+    claimed = int(first.get("impact_ns") or 0)
+    reach = "so its estimate is within reach" if share * cost >= claimed else \
+        f"so about {_us(share * cost)} of its estimate is within reach"
+    return (f"; fixed, the work left takes {_us(after * cost / dur)} at the binding unit's peak and "
+            f"{_us(after / sol.REALISTIC_SHARE * cost / dur)} at {100 * sol.REALISTIC_SHARE:.0f}% of it, {reach}")
+
+
+def _mix(launches: Sequence[Mapping[str, Any]]) -> str:
+    """Launches of one kernel with different limiters (a size sweep): how many and how much time each has."""
+    kinds: dict[str, list[float]] = defaultdict(list)
+    for k in launches:
+        kinds[((k.get("memory") or {}).get("limiter") or {}).get("kind") or "unknown"].append(k.get("duration_ns") or 0.0)
+    if len(kinds) < 2:
+        return ""
+    parts = sorted(kinds.items(), key=lambda kv: -sum(kv[1]))
+    return " (its launches by limiter: " + ", ".join(f"{kind} {len(v)} ({_us(sum(v))})" for kind, v in parts) + ")"
