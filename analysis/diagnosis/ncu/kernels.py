@@ -39,13 +39,13 @@ def _finite(v: Any) -> Any:
 
 
 def _sol_json(launch: Any) -> dict[str, Any]:
-    """The launch's speed of light (``analysis.diagnosis.ncu.sol``) with its four largest terms."""
+    """The launch's speed of light (``analysis.diagnosis.ncu.sol``) with its six largest terms."""
     b = sol.bound(launch)
     return {"bound_ns": _finite(b["bound_ns"]), "binding": b["binding"] and {
                 k: _finite(v) for k, v in b["binding"].items()},
             "max_saving_ns": _finite(b["max_saving_ns"]), "realistic_saving_ns": _finite(b["realistic_saving_ns"]),
             "realistic_share": b["realistic_share"],
-            "terms": [{k: _finite(t[k]) for k in ("kind", "name", "ns", "pct_of_peak", "basis")} for t in b["terms"][:4]]}
+            "terms": [{k: _finite(t[k]) for k in ("kind", "name", "ns", "pct_of_peak", "basis")} for t in b["terms"][:6]]}
 
 
 def _limiter_json(launch: Any) -> dict[str, Any]:
