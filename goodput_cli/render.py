@@ -102,7 +102,7 @@ def text(result: dict[str, Any]) -> str:
             lines.append(_printable(f"   degraded: {part.get('table')} lacks {cols}: {part.get('effect')}"))
         counts = rep.get("counts", {})
         lines.append("   " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
-        lines.extend(headline_lines(rep))
+        lines.extend(_printable(line) for line in headline_lines(rep, verdict))  # kernel names: untrusted
         if rep.get("tool") == "nsys":
             lines.append(f"   span {ms(rep.get('span_ns'))}, GPU kernel time {ms(rep.get('gpu_time_ns'))}, "
                          f"copied {human_bytes(rep.get('memcpy_bytes'))}")

@@ -31,11 +31,13 @@ def _us(ns: float | None) -> str:
     return "unknown" if ns is None else f"{ns / 1e3:,.1f} us"
 
 
-def headline_lines(rep: dict[str, Any]) -> list[str]:
-    """An ncu report's headline: profiled kernel time (the durations known), kernels profiled, and the
-    bounded estimated saving of its findings."""
+def headline_lines(rep: dict[str, Any], run_verdict: dict[str, Any] | None = None) -> list[str]:
+    """An ncu report's headline: its verdict when it is not already the run's, profiled kernel time (the durations
+    known), kernels profiled, and the bounded estimated saving of its findings."""
     if rep.get("tool") != "ncu":
         return []
+    own = rep.get("verdict")
+    lines = [f"   ncu verdict: {own['text']} Next: {own['next_step']}."] if own and own != run_verdict else []
     unknown = rep.get("durations_unknown") or 0
     total = rep.get("gpu_time_ns")
     line = (f"   profiled kernel time {_us(total)} over {rep.get('kernels_profiled', 0):,} kernels profiled"
@@ -45,7 +47,7 @@ def headline_lines(rep: dict[str, Any]) -> list[str]:
         share = f" ({saving['pct']:.1f}% of the {'nsys' if saving['drawn_from'] == 'nsys' else 'profiled'} time)" \
             if saving.get("pct") is not None else ""
         line += f"; estimated saving {_us(saving['ns'])}{share}"
-    return [line]
+    return [*lines, line]
 
 
 def memory_lines(rep: dict[str, Any], clip) -> list[str]:
@@ -74,6 +76,12 @@ def memory_lines(rep: dict[str, Any], clip) -> list[str]:
             if spr.get(op) is not None:
                 ideal = f" (ideal {spr[op + '_ideal']:.1f})" if spr.get(op + "_ideal") is not None else ""
                 lines.append(f"       global {what}: {spr[op]:.1f} sectors/request{ideal}")
+        lim, sl = m.get("limiter"), m.get("sol")
+        if lim:
+            lines.append(f"       limiter: {lim['kind']} ({clip(lim['name'], 30)}): {clip(lim['reason'], 110)}")
+        if sl and sl.get("bound_ns") is not None and sl.get("binding"):
+            lines.append(f"       speed of light {_us(sl['bound_ns'])} ({sl['binding']['kind']} {sl['binding']['name']}: "
+                         f"{clip(sl['binding']['basis'], 70)}); at most {_us(sl['max_saving_ns'])} to save")
         b = m["bound"]
         lines.append(f"       bound: {b['kind']}{' (' + b['level'] + ')' if b.get('level') else ''}: {clip(b['reason'], 90)}")
         r = m.get("roofline")

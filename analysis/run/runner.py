@@ -36,6 +36,7 @@ from analysis.diagnosis import breakdown as bd
 from analysis.diagnosis.findings import Finding, rank_finding_dicts
 from analysis.diagnosis.idle_anatomy import idle_anatomy
 from analysis.diagnosis.launches import launch_summary
+from analysis.diagnosis.ncu import verdict as ncu_verdict
 from analysis.diagnosis.ncu.gains import annotate_kernels, report_saving, share_gains
 from analysis.diagnosis.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.diagnosis.ncu.kernels import report_kernels
@@ -368,7 +369,9 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
                          if r.tool == "nsys"])
     aligned = run_facts.aligned_windows(results, spec.kind)
-    verdict = run_verdict(verdicts, names)
+    # ncu reports' verdicts (analysis.diagnosis.ncu.verdict); the run's when it has no nsys report.
+    ncu_lead = ncu_verdict.attach(results)
+    verdict = run_verdict(verdicts, names) or ncu_lead
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
     # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
     # run-level passes (roll-up, verdicts, loop marks) complete them; they become typed once, here.

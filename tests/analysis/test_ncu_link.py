@@ -124,7 +124,8 @@ def test_analyze_ranks_ncu_and_nsys_findings_together(tmp_path, nsys_report):
     assert saving["drawn_from"] == "nsys" and saving["ns"] == ncu_findings[0]["impact_ns"]
     assert saving["pct"] == pytest.approx(ncu_findings[0]["impact_pct"], abs=1e-3)  # findings round to 3 places
     kernel = result["reports"][0]["kernels"][0]
-    assert kernel["nsys_total_ns"] == total and kernel["estimated_saving_ns"] == saving["ns"]
+    # The profiled launch shows its own saving (1 ms x 70%), never the group's nsys-time saving under one launch.
+    assert kernel["nsys_total_ns"] == total and kernel["estimated_saving_ns"] == 700_000 < saving["ns"]
     assert any(not f["rule_id"].startswith("NCU") for f in result["findings"])
     status = {r["id"]: r["status"] for r in result["rules"]}
     assert status["NCU005"] == "ok" and status["NCU002"] == "skipped"
@@ -141,3 +142,18 @@ def test_another_gpu_does_not_link(tmp_path, nsys_report):
     assert run_pair(tmp_path, nsys_report, {**shape, "Device": "0"})["impact_ns"] == round(total * 0.7)
     f = run_pair(tmp_path, nsys_report, {**shape, "Device": "5"})
     assert f["linked_to_nsys"] is False and f["impact_ns"] == 700_000
+
+
+def test_ncu_verdict_weighs_the_kernel_by_its_nsys_time(tmp_path, nsys_report):
+    """nsys + ncu: the ncu report's verdict speaks in the kernel's nsys time (its 4 launches there, not the one
+    profiled), and the run's verdict stays the nsys report's."""
+    (name, (total, _, grid, block)), = nsys_kernels().items()
+    ncu = tmp_path / "ncu.duckdb"
+    ingest(write(tmp_path, long_csv(LATENCY_70, kernels=[{"Kernel Name": name, "Block Size": f"({block}, 1, 1)",
+                                                           "Grid Size": f"({grid}, 1, 1)"}])), ncu)
+    result = analyze([ncu, nsys_report[0]], labels=["ncu.csv", NSYS], window="all").to_json()
+    ncu_verdict, nsys_verdict = result["reports"][0]["verdict"], result["reports"][1]["verdict"]
+    saving = result["reports"][0]["estimated_saving"]["ns"]
+    assert ncu_verdict["impact_ns"] == saving == round(total * 0.7)
+    assert f"{total / 1e6:,.2f} ms in nsys" in ncu_verdict["text"] and ncu_verdict["kind"].startswith("ncu_")
+    assert result["verdict"] == nsys_verdict and not result["verdict"]["kind"].startswith("ncu_")

@@ -170,14 +170,25 @@ def test_ncu003_silent_when_occupancy_is_high(tmp_path):
     assert result.status == "ok" and findings == []
 
 
-def test_ncu003_on_the_corpus_conv2d_export(tmp_path):
-    findings, _ = run_rule(tmp_path, Occupancy, corpus_file(OLD_LAYOUT).read_bytes())
+def test_ncu003_silent_on_the_corpus_conv2d_sub_wave_grid(tmp_path):
+    """0.05 waves: more resident warps cannot help a grid that leaves most SMs idle (NCU005's small grid)."""
+    findings, result = run_rule(tmp_path, Occupancy, corpus_file(OLD_LAYOUT).read_bytes())
+    assert result.status == "ok" and findings == []
+
+
+def test_ncu003_on_the_corpus_conv2d_row_planted_to_fill_waves(tmp_path):
+    """The same row planted to fill 2 waves and to last 10x longer (66 us, not a tiny launch): occupancy is now
+    where warps could limit it."""
+    data = corpus_file(OLD_LAYOUT).read_bytes().replace(b'"Waves Per SM","","0.05"', b'"Waves Per SM","","2"')
+    data = data.replace(b'"sm__cycles_elapsed.avg","cycle","6,387.24"', b'"sm__cycles_elapsed.avg","cycle","63,872.4"')
+    assert data.count(b'"2"') > corpus_file(OLD_LAYOUT).read_bytes().count(b'"2"') and b"63,872.4" in data
+    findings, _ = run_rule(tmp_path, Occupancy, data)
     got = {f["title"].split(":")[0]: f for f in findings}
     assert got["Low theoretical occupancy"]["speedup_pct"] == pytest.approx(62.5)
     assert "registers" in got["Low theoretical occupancy"]["message"]  # Block Limit Registers 12 < 32, 50, 32
     assert got["Achieved occupancy gap"]["speedup_pct"] == pytest.approx((37.5 - 3.08) / 37.5 * 100, abs=1e-3)
-    # no gpu__time_duration: elapsed cycles / SM clock = 6,387.24 / 959,621,505.52 s
-    duration = 6387.24 / 959621505.52 * 1e9
+    # no gpu__time_duration: elapsed cycles / SM clock = 63,872.4 (planted) / 959,621,505.52 s
+    duration = 63872.4 / 959621505.52 * 1e9
     assert got["Low theoretical occupancy"]["raw_impact_ns"] == round(duration * 0.625)
     # Both findings share the kernel's time: together they gain at most all of it.
     assert sum(f["impact_ns"] for f in findings) <= round(duration)
@@ -199,7 +210,15 @@ def test_ncu004_load_conflicts_fire_with_n_way(tmp_path):
     # The corpus kernel's name streams 8-byte elements (long long): 2 wavefronts per instruction carry them
     # without conflict, so 4.0 wavefronts per instruction is a 2-way conflict, not 4-way.
     assert "2.0-way" in findings[0]["message"] and "4.0 wavefronts per instruction" in findings[0]["message"]
-    assert findings[0]["speedup_pct"] == pytest.approx(15.0)  # min(300, 1000 - 500) = 30% x 50% L1TEX
+    # min(300, 1000 - 500) = 30% of the wavefronts, but L1TEX at 50% is not a limiter: reported, saving nothing
+    assert findings[0]["speedup_pct"] == 0.0 and "not a limiter" in findings[0]["message"]
+    busy = long_csv([DUR_10US, *raw(("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "", "300"),
+                                    ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "", "1,000"),
+                                    ("smsp__sass_inst_executed_op_shared_ld.sum", "inst", "250"),
+                                    ("l1tex__throughput.avg.pct_of_peak_sustained_active", "%", "80"))])
+    (tmp_path / "busy").mkdir()
+    findings, _ = run_rule(tmp_path / "busy", SharedBankConflicts, busy)
+    assert findings[0]["speedup_pct"] == pytest.approx(24.0)  # 30% x 80% L1TEX: a limiter now
 
 
 @rule_case("NCU004", "silent")

@@ -46,3 +46,17 @@ def test_ncu_only_headline_saving_causes_and_unknowns():
     assert "#0 implicit_convolve_sgemm (unknown)" in out and "(0.0 us)" not in out
     # sgemm: ampere_ names GA100 or GA10x and the CSV has no SM count: no compute roof, said so.
     assert "compute roof unknown: kernel name ampere_: compute capability 8.0 or 8.6" in out
+
+
+def test_text_leads_with_the_ncu_verdict_and_shows_limiter_and_speed_of_light():
+    """Two ncu CSVs: the run's verdict is the costlier kernel's (the uncoalesced copy), the other report keeps its
+    own verdict under its header; every kernel shows its limiter and speed-of-light bound."""
+    proc = goodput("analyze", str(corpus_file("numba-copy-blocked-full.csv")), str(corpus_file("pytorch-sgemm-small.csv")))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("Verdict: copy_blocked (1 launch, 21.06 ms profiled) is memory-bound")
+    assert sum(line.startswith("   ncu verdict: ampere_sgemm_32x32_sliced1x4_tn") for line in lines) == 1
+    assert not any(line.startswith("   ncu verdict: copy_blocked") for line in lines)  # already the run's
+    assert "limiter: memory (dram): DRAM at 61.8% of its peak" in proc.stdout
+    assert "limiter: launch (tiny launch)" in proc.stdout
+    assert "speed of light 13,022.9 us (memory dram" in proc.stdout  # 61.84% x 21,058.9 us

@@ -144,6 +144,18 @@ def annotate_kernels(kernels: list[dict[str, Any]], findings: list[Finding], rep
         if not mine:  # launches exported without grid/block dims are keyed by their sizes
             mine = next((g for key, g in groups.items() if key[0] == k["name"] and grid is None), [])
         mine = sorted(mine, key=lambda f: f.extra.get("cause_order") or 0)
-        k["estimated_saving_ns"] = mine[0].extra.get("kernel_saving_ns") if mine else None
-        k["causes"] = [{"rule_id": f.rule_id, "title": f.title, "impact_ns": int(f.impact_ns),
-                        "role": f.extra.get("role"), "severity": f.severity} for f in mine]
+        own = [_launch_gain(f, k.get("kernel_id")) for f in mine]
+        # This launch's own saving: each finding's share of it (never the group's sum under one launch).
+        k["estimated_saving_ns"] = sum(own) if mine else None
+        k["causes"] = [{"rule_id": f.rule_id, "title": f.title, "impact_ns": g,
+                        "role": f.extra.get("role"), "severity": f.severity} for f, g in zip(mine, own, strict=True)]
+
+
+def _launch_gain(f: Finding, kernel_id: Any) -> int:
+    """One launch's part of a finding's shared gain, in its profiled time: its SOL-bounded raw saving x the share
+    of the raw estimate the finding keeps after ``share_gains`` (0 when the problem did not show on it)."""
+    raw_total = f.extra.get("raw_impact_ns") or 0
+    mine = next((ns for kid, ns in f.extra.get("launch_savings") or [] if kid == kernel_id), None)
+    if not mine or raw_total <= 0:
+        return 0
+    return int(math.floor(mine * min(1.0, f.impact_ns / raw_total)))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from analysis.diagnosis.ncu import sol
 from analysis.diagnosis.ncu.impact import Linker
+from analysis.diagnosis.ncu.limiter import limiter
 from analysis.diagnosis.ncu.memory import story
 from analysis.model.ncu_metrics import load_launches
 
@@ -26,6 +29,27 @@ def report_kernels(trace: Any, run: Any = None) -> list[dict[str, Any]]:
             "grid": list(launch.grid) if launch.grid else None, "block": list(launch.block) if launch.block else None,
             "duration_ns": launch.duration_ns,
             "nsys_total_ns": link.total_ns if link else None, "nsys_launches": link.launches if link else None,
-            "memory": story(launch),
+            "memory": {**story(launch), "sol": _sol_json(launch), "limiter": _limiter_json(launch)},
         })
     return out
+
+
+def _finite(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _sol_json(launch: Any) -> dict[str, Any]:
+    """The launch's speed of light (``analysis.diagnosis.ncu.sol``) with its six largest terms."""
+    b = sol.bound(launch)
+    return {"bound_ns": _finite(b["bound_ns"]), "binding": b["binding"] and {
+                k: _finite(v) for k, v in b["binding"].items()},
+            "max_saving_ns": _finite(b["max_saving_ns"]), "realistic_saving_ns": _finite(b["realistic_saving_ns"]),
+            "realistic_share": b["realistic_share"],
+            "terms": [{k: _finite(t[k]) for k in ("kind", "name", "ns", "pct_of_peak", "basis")} for t in b["terms"][:6]]}
+
+
+def _limiter_json(launch: Any) -> dict[str, Any]:
+    lim = limiter(launch)
+    ev = {k: _finite(v) for k, v in lim["evidence"].items() if k not in ("binding",)}
+    return {"kind": lim["kind"], "name": lim["name"], "reason": lim["reason"], "library": lim["library"],
+            "tensor_cores": {k: _finite(v) for k, v in lim["tensor_cores"].items()}, "evidence": ev}

@@ -267,7 +267,11 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
             why += f"; each global load waits {numbers['load_wait_cycles']:,.0f} cycles, {numbers['load_wait_verdict']}"
         return {"kind": "latency", "level": numbers.get("serving_level"), "numbers": numbers, "reason": why}
     if busiest is None and sm is None:
-        reason = f"no throughput metrics; collect `ncu {mm.COLLECT}`"
+        # Say a metric is missing only when it is: pipe, instruction and shared-memory shares still count.
+        others = sorted(n for n, v in launch.raw.items() if v is not None and ".pct_of_peak_sustained" in n)
+        reason = (f"no memory or SM speed-of-light metrics (the export has {len(others)} other throughput "
+                  f"metrics, e.g. {others[0]}); collect `ncu {mm.COLLECT}`" if others
+                  else f"no throughput metrics; collect `ncu {mm.COLLECT}`")
     elif latency_share is None:
         reason = "under the bandwidth threshold, but no warp-stall metrics to tell latency from other limits " \
                  "(collect `ncu --section WarpStateStats`)"
@@ -280,11 +284,14 @@ def _littles_law(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], s
     """Bytes in flight needed (latency x peak bandwidth) vs sustained (latency x achieved bandwidth) and per warp."""
     by = {lv["name"]: lv for lv in lvls}
     l2 = by.get("l2") or {}
-    # Loads are served from DRAM unless most L2 lookups hit.
-    level = "l2" if (l2.get("hit_rate_pct") or 0) >= 50.0 or "dram" not in by else "dram"
+    # Loads are served from DRAM unless most L2 lookups hit; a measured low L2 hit rate names DRAM even where
+    # the export has no DRAM metrics (L2 is never the serving level at a near-0% hit rate).
+    hit = l2.get("hit_rate_pct")
+    level = "l2" if (hit is not None and hit >= 50.0) or (hit is None and "dram" not in by) else "dram"
     lv = by.get(level)
     latency_ns = hw.latency_ns(level)
-    out: dict[str, Any] = {"serving_level": level if lv else None, "latency_ns_typical": latency_ns,
+    out: dict[str, Any] = {"serving_level": level if lv or (level == "dram" and hit is not None) else None,
+                           "latency_ns_typical": latency_ns,
                            "latency_cycles_typical": hw.latency_cycles.get(level)}
     out.update(_load_wait(launch, hw.latency_cycles.get(level)))
     if not lv or latency_ns is None or lv.get("peak_bps") is None or lv.get("throughput_bps") is None:

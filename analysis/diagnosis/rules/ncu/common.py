@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.ncu import sol
 from analysis.diagnosis.ncu.impact import Linker, impact, weighted_speedup
+from analysis.diagnosis.ncu.limiter import library, library_advice
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
 from analysis.model.ncu_metrics import Launch, load_launches
 from analysis.model.trace import Trace
@@ -46,9 +48,23 @@ class NcuRule(Rule):
     collect: ClassVar[str] = ""                     # ncu flags that collect the metrics, e.g. "--section Occupancy"
     ncu_rules: ClassVar[tuple[str, ...]] = ()       # ncu rule ids whose results stand in when metrics are missing
     label: ClassVar[str] = ""                       # short title of a finding taken from ncu's own rule result
+    call_level: ClassVar[bool] = False              # the advice is about the call (kept for library kernels)
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         raise NotImplementedError
+
+    def _advice(self, launch: Launch, hit: Hit) -> str:
+        """The hit's advice; for a library kernel (cuBLAS, cuDNN, CUTLASS, FlashAttention ...), advice about the call
+        instead, unless the hit's advice already is (``call_level``, or a launch-shape hit: batch at the call)."""
+        lib = library(launch.name)
+        if lib is None or self.call_level or hit.detail.get("bound_kind") == "small_grid":
+            return hit.advice
+        return library_advice(lib)
+
+    def sol_scale(self, launch: Launch, hit: Hit) -> dict[str, float] | None:
+        """The share of each resource's work left after the fix this hit proposes (None: all of it), for the
+        speed-of-light bound of its saving (``analysis.diagnosis.ncu.sol``). Rules that remove traffic override it."""
+        return None
 
     def from_ncu_rules(self, launch: Launch) -> list[Hit] | None:
         """ncu's own results for this analysis (optimization/warning messages), when it exported them."""
@@ -95,16 +111,26 @@ class NcuRule(Rule):
         by_launch = {launch.kernel_id: hit for launch, hit in items}
         for hit in by_launch.values():  # hostile or odd metric values never claim more than the whole kernel
             hit.speedup_pct = min(max(hit.speedup_pct, 0.0), 100.0)
-        # Launches of the kernel where the problem did not show count with speedup 0.
-        pairs = [(launch, by_launch[launch.kernel_id].speedup_pct / 100.0 if launch.kernel_id in by_launch else 0.0)
-                 for launch in group]
+        # Each launch's speedup bounded by its own speed of light (duration - SOL bound), launch by launch;
+        # launches of the kernel where the problem did not show count with speedup 0.
+        pairs = []
+        capped = 0
+        for launch in group:
+            found = by_launch.get(launch.kernel_id)
+            raw = found.speedup_pct / 100.0 if found is not None else 0.0
+            bounded = sol.cap_fraction(launch, raw, self.sol_scale(launch, found)) if found is not None else 0.0
+            capped += bounded < raw
+            pairs.append((launch, bounded))
         speedup = weighted_speedup(pairs)
         link = linker.link(group[0])
         impact_ns, impact_pct = impact(link, pairs, profiled_ns, speedup)
         lead_launch, lead = max(items, key=lambda item: (item[0].duration_ns or 0, item[1].speedup_pct))
         detail = dict(lead.detail)
+        lead_sol = sol.bound(lead_launch, self.sol_scale(lead_launch, lead))
         detail.update({"kernel_ids": sorted(by_launch)[:20], "launches_with_problem": len(by_launch),
-                       "launches_profiled": len(group)})
+                       "launches_profiled": len(group), "raw_speedup_pct": lead.speedup_pct,
+                       "sol_bound_ns": _ns(lead_sol["bound_ns"]), "sol_binding": lead_sol["binding"],
+                       "launches_capped_by_sol": capped})
         if link is not None:
             detail.update({"nsys_total_ns": link.total_ns, "nsys_launches": link.launches, "nsys_match": link.match,
                            "nsys_reports": list(link.reports)})
@@ -121,7 +147,7 @@ class NcuRule(Rule):
                 if all(launch.duration_ns for launch in group) else None
         return Finding(
             rule_id=self.id, title=f"{lead.title}: {lead_launch.short_name or lead_launch.name}", message=message,
-            impact_ns=impact_ns, impact_pct=impact_pct, advice=lead.advice, evidence=(evidence,),
+            impact_ns=impact_ns, impact_pct=impact_pct, advice=self._advice(lead_launch, lead), evidence=(evidence,),
             evidence_total=len(by_launch), report=trace.label, rank=trace.rank,
             extra={"speedup_pct": round(speedup * 100, 3), "speedup_type": lead.speedup_type,
                    "kernel": lead_launch.name, "linked_to_nsys": link is not None,
@@ -130,6 +156,10 @@ class NcuRule(Rule):
                    "kernel_grid": list(group[0].grid) if group[0].grid else group[0].grid_size,
                    "kernel_block": list(group[0].block) if group[0].block else group[0].block_size,
                    "kernel_time_ns": _ns(kernel_ns),
+                   # Each launch's saving bounded by its speed of light, [kernel_id, ns] (profiled time), so a
+                   # group's saving is never shown under one launch (analysis.diagnosis.ncu.gains.annotate_kernels).
+                   "launch_savings": [[launch.kernel_id, _ns((launch.duration_ns or 0.0) * f)] for launch, f in pairs
+                                      if f > 0],
                    # What impact_pct is a share of: the linked nsys reports' span, or all profiled time.
                    "time_base_ns": link.span_ns if link is not None else _ns(profiled_ns)},
         )

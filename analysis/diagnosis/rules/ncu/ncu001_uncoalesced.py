@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from analysis.diagnosis.ncu.access_width import ideal_per_request
@@ -19,6 +20,9 @@ SECTOR_BYTES = 32
 ADVICE = ("Make consecutive threads of a warp touch consecutive addresses (index with threadIdx.x in the "
           "fastest-varying dimension), use structure-of-arrays instead of arrays of structures, align "
           "buffers, and stage strided or transposed accesses through shared memory.")
+
+
+_EXCESS_SHARE = re.compile(r"\((\d+(?:\.\d+)?)% of the total")
 
 
 class UncoalescedGlobalAccess(NcuRule):
@@ -54,6 +58,21 @@ class UncoalescedGlobalAccess(NcuRule):
     ncu_rules = ("UncoalescedGlobalAccess",)
     thresholds = {"min_excess_pct": Threshold(0.0, "%", "report when excess sectors exceed this share of all sectors",
                                               minimum=0.0, maximum=100.0)}
+
+    def sol_scale(self, launch: Launch, hit: Hit) -> dict[str, float] | None:
+        """Coalesced, the kernel moves only the ideal sectors: its memory terms shrink by the excess share."""
+        d = hit.detail
+        if d.get("l2_sectors"):
+            keep = 1.0 - d["excess_sectors"] / d["l2_sectors"]
+        elif d.get("sectors_per_request"):
+            keep = d["ideal_sectors_per_request"] / d["sectors_per_request"]
+        else:  # ncu's own rule result: "... excessive sectors (75% of the total ... sectors)"
+            m = _EXCESS_SHARE.search(hit.message or "")
+            if m is None:
+                return None
+            keep = 1.0 - float(m[1]) / 100.0
+        keep = min(max(keep, 0.0), 1.0)
+        return {"l1": keep, "l2": keep, "dram": keep, "memory": keep}
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         total, ideal = launch.get(L2_SECTORS), launch.get(L2_IDEAL)

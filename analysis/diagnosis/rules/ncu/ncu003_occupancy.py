@@ -32,7 +32,8 @@ class Occupancy(NcuRule):
     smallest of ``launch__occupancy_limit_{registers,shared_mem,warps,blocks}``), speedup 1 - theoretical;
     achieved occupancy (``sm__warps_active.avg.pct_of_peak_sustained_active``) more than 10 points below
     theoretical is reported with speedup (theoretical - achieved) / theoretical. Both are capped by ncu's
-    issue-slot bound when the scheduler metrics are present.
+    issue-slot bound when the scheduler metrics are present. Occupancy is never reported where warps are not
+    the limit (``analysis.diagnosis.ncu.limiter``): a grid under one wave, or a unit at its peak.
     """
 
     id = "NCU003"
@@ -52,10 +53,17 @@ class Occupancy(NcuRule):
                                           minimum=0.0, maximum=100.0),
     }
 
+    def from_ncu_rules(self, launch: Launch) -> list[Hit] | None:
+        if _not_warps(launch):  # ncu's own occupancy estimate ignores the grid's size: not where warps limit
+            return None
+        return super().from_ncu_rules(launch)
+
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         theo, ach = launch.get(THEORETICAL), launch.get(ACHIEVED)
         if theo is None:
             return None
+        if _not_warps(launch):
+            return []  # a sub-wave grid or a saturated unit: more resident warps cannot make it faster
         bound = issue_slot_bound(launch)
         kind = "global" if bound is not None else "local"
         hits = []
@@ -79,3 +87,11 @@ class Occupancy(NcuRule):
                 "Look for load imbalance between warps and blocks, a tail wave, or too few blocks for the GPU.",
                 {"theoretical_occupancy_pct": theo, "achieved_occupancy_pct": ach}, kind))
         return hits
+
+
+def _not_warps(launch: Launch) -> bool:
+    """Occupancy has no saving unless the grid fills at least one wave and no unit is at its peak: a sub-wave grid
+    is a launch, tail or batching problem (NCU005), a saturated unit the kernel's limiter (NCU005, NCU007)."""
+    from analysis.diagnosis.ncu.limiter import limiter
+
+    return limiter(launch)["kind"] in ("launch", "memory", "pipe", "issue", "compute")

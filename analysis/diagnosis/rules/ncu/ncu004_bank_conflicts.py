@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping
 
 from analysis.diagnosis.ncu.access_width import SECTOR_BYTES, WARP, from_name
+from analysis.diagnosis.ncu.limiter import SATURATED_PCT
+from analysis.diagnosis.ncu.sol import SHARED_PCT
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
 from analysis.model.ncu_metrics import Launch, Metric
@@ -55,6 +57,13 @@ class SharedBankConflicts(NcuRule):
     thresholds = {"min_conflict_pct": Threshold(10.0, "%", "report when conflicts reach this share of wavefronts",
                                                 minimum=0.0, maximum=100.0)}
 
+    def sol_scale(self, launch: Launch, hit: Hit) -> dict[str, float] | None:
+        """Without the conflicts, shared memory serves only the wavefronts the accesses need."""
+        d = hit.detail
+        if not d.get("wavefronts"):
+            return None
+        return {"shared": min(max(1.0 - d["excess_wavefronts"] / d["wavefronts"], 0.0), 1.0)}
+
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         hits: list[Hit] = []
         evaluated = False
@@ -80,6 +89,12 @@ class SharedBankConflicts(NcuRule):
                 continue
             ways = wavefronts / ideal if ideal else None
             speedup = pct * l1 / 100.0 if l1 is not None else pct
+            # Conflicts cost time only where shared-memory wavefronts bound the kernel: shared memory (or L1, which
+            # serves it) at a limiting share of its peak. Otherwise the finding stays, with no saving of its own.
+            shared_pct = launch.get(SHARED_PCT)
+            busy = max((v for v in (l1, shared_pct) if v is not None), default=None)
+            if busy is not None and busy < SATURATED_PCT:
+                speedup = 0.0
             if ways is not None and width is not None and requests:
                 way_text = (f"an average {ways:.1f}-way bank conflict ({wavefronts / requests:.1f} wavefronts per "
                             f"instruction where {ideal_wavefronts(width[0]):.0f} carries {width[0]:.0f}-byte "
@@ -88,7 +103,9 @@ class SharedBankConflicts(NcuRule):
                 way_text = "no N-way figure (the access width or the instruction count is unknown); "
             hits.append(Hit(
                 op, speedup, f"Shared-memory bank conflicts on {what}",
-                f"Shared {what} cause {way_text}{excess:,.0f} excess wavefronts are {pct:.1f}% of {wavefronts:,.0f}",
+                f"Shared {what} cause {way_text}{excess:,.0f} excess wavefronts are {pct:.1f}% of {wavefronts:,.0f}"
+                + (f"; shared memory is not a limiter here (L1/shared at {busy:.1f}% of peak), so they cost little"
+                   if busy is not None and busy < SATURATED_PCT else ""),
                 "Pad shared arrays (e.g. [32][33] instead of [32][32]), swizzle the index, or change the stride so "
                 "the threads of a warp hit different banks.",
                 {"bank_conflicts": conflicts, "wavefronts": wavefronts, "requests": requests, "n_way": ways,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from analysis.diagnosis.ncu.limiter import limiter
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
 from analysis.model.ncu_metrics import Launch, Metric
@@ -30,7 +31,8 @@ class ThroughputBottleneck(NcuRule):
     as % of peak, else ncu's ``gpu__compute_memory_throughput``) reaches the latency threshold (60%, ncu's
     SOLBottleneck) and compute (``sm__throughput``) does not exceed it; compute-bound when SM throughput does;
     latency-bound only when the memory-latency stalls show it; otherwise the class is unknown and the finding
-    says so. A grid under one wave (``launch__waves_per_multiprocessor``) is named as such. 80% or more = at the
+    says so. A launch whose limiter (``analysis.diagnosis.ncu.limiter``) is its shape, a grid under one wave
+    (``launch__waves_per_multiprocessor``) or a tiny launch with every unit idle, is named as such (a cause). 80% or more = at the
     roofline, and compute and memory within 10 points = balanced: no finding. ncu gives no speedup for this
     rule; Goodput uses the headroom of the busiest unit, 1 - max(compute, memory), an upper bound.
     """
@@ -91,11 +93,21 @@ class ThroughputBottleneck(NcuRule):
                         detail, "upper_bound")]
         waves = launch.get(WAVES)
         detail["waves_per_sm"] = waves
-        if waves is not None and waves < 1:
+        lim = limiter(launch)
+        if lim["kind"] == "launch":
             detail["bound_kind"] = "small_grid"  # a launch-shape cause (analysis.diagnosis.ncu.gains ranks it so)
-            return [Hit("sol", speedup, "Grid too small to fill the GPU",
-                        f"The grid fills only {waves:.2f} waves of the SMs; {shown}",
-                        "Launch more blocks (split the work finer, or batch launches).", detail, "upper_bound")]
+            detail["limiter"] = {k: lim[k] for k in ("kind", "name", "reason")}
+            if waves is not None and waves < 1:
+                return [Hit("sol", speedup, "Grid too small to fill the GPU",
+                            f"The grid fills only {waves:.2f} waves of the SMs; {shown}",
+                            "Launch more blocks: batch the work of several launches into one (more images, "
+                            "sequences or matrices per call), split it finer, or fuse it with its neighbours.",
+                            detail, "upper_bound")]
+            return [Hit("sol", speedup, "Launch too small for the GPU",
+                        f"The launch is too small to occupy the GPU: {lim['reason']}; {shown}",
+                        "Batch the work of several launches into one (more images, sequences or matrices per call), "
+                        "fuse it with its neighbours, or capture the sequence in a CUDA graph to cut launch costs.",
+                        detail, "upper_bound")]
         if b["kind"] == "latency":
             return [Hit("sol", speedup, "Latency-bound kernel", f"Memory latency: {b['reason']}",
                         "Raise parallelism per SM (occupancy, instruction-level parallelism) and cut dependent memory "

@@ -42,6 +42,7 @@ class PipeUtilization(NcuRule):
         "Use TF32/FP16/BF16 tensor-core paths (``torch.backends.cuda.matmul.allow_tf32``, cuBLAS math "
         "modes, AMP); for a saturated pipe, move work to another pipe or cut instructions.")
     label = "Pipe utilization"
+    call_level = True
     collect = ("--section ComputeWorkloadAnalysis --section InstructionStats --metrics sm__inst_executed_pipe_tensor.sum,"
                "sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_hfma_pred_on.sum")
     ncu_rules = ("HighPipeUtilization",)
@@ -60,9 +61,13 @@ class PipeUtilization(NcuRule):
             share = launch.get(FMA_PIPE)
             share = share if share is not None else launch.get(SM_PCT)
             if share is not None:
+                from analysis.diagnosis.ncu.limiter import limiter  # the limiter reads this package's metrics
+
+                family = limiter(launch)["tensor_cores"]["family"]
+                offer = f"; this GPU offers {family} tensor-core instructions" if family else ""
                 hits.append(Hit("no_tensor", share * TENSOR_GAIN, "Matrix kernel without tensor cores",
                                 f"{launch.short_name} executes {sum(fp.values()):,.0f} floating-point thread instructions "
-                                f"and no tensor-core instructions; the FMA pipe is busy {share:.1f}% of the time",
+                                f"and no tensor-core instructions; the FMA pipe is busy {share:.1f}% of the time{offer}",
                                 "Enable a tensor-core path: TF32 (torch.backends.cuda.matmul.allow_tf32=True, cuBLAS "
                                 "CUBLAS_TF32_TENSOR_OP_MATH), FP16/BF16 with AMP, or a tensor-core GEMM library.",
                                 {"tensor_instructions": tensor, "fp_thread_instructions": fp, "busy_pct": share}))
