@@ -54,7 +54,7 @@ def test_text_leads_with_the_ncu_verdict_and_shows_limiter_and_speed_of_light():
     proc = goodput("analyze", str(corpus_file("numba-copy-blocked-full.csv")), str(corpus_file("pytorch-sgemm-small.csv")))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("Verdict: copy_blocked (1 launch, 21.06 ms profiled) is memory-bound")
+    assert lines[0].startswith("Verdict: copy_blocked (1 launch, 21.1 ms profiled) is memory-bound")
     assert sum(line.startswith("   ncu verdict: ampere_sgemm_32x32_sliced1x4_tn") for line in lines) == 1
     assert not any(line.startswith("   ncu verdict: copy_blocked") for line in lines)  # already the run's
     assert "limiter: memory (dram): DRAM at 61.8% of its peak" in proc.stdout

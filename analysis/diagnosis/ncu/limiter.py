@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from analysis import fmt
 from analysis.diagnosis.ncu import sol
 from analysis.diagnosis.ncu.hardware import ccs_from_name
 from analysis.model.ncu_metrics import Launch, Metric
@@ -165,7 +166,7 @@ def _decide(launch: Launch, bound: dict[str, Any], ev: dict[str, Any], tc: dict[
     if dur is not None and dur < TINY_NS and (busiest is None or busiest < IDLE_PCT):
         what = "no unit measured" if busiest is None else f"no unit above {busiest:.1f}% of peak"
         return {"kind": "launch", "name": "tiny launch",
-                "reason": f"{dur / 1e3:.1f} us with {what}: fixed launch and ramp costs dominate"}
+                "reason": f"{fmt.duration(dur)} with {what}: fixed launch and ramp costs dominate"}
     if top and top_pct is not None and top_pct >= SATURATED_PCT:
         return _saturated(top, ev, tc)
     stall = ev["memory_latency_stall_share"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from analysis import fmt
 from analysis.model.ncu_metrics import MEM_PCT, SM_PCT, Launch, Metric
 
 SCHEDULERS_PER_SM = 4       # warp schedulers (SMSPs) per SM, Volta through Blackwell
@@ -88,7 +89,7 @@ def terms(launch: Launch, memory: Mapping[str, Any], hw: Any, scale: Mapping[str
         if lv.get("bytes") is not None and lv.get("peak_bps") and lv["peak_bps"] > 0:
             # An implied peak (achieved / ncu's share) makes bytes / peak = share x duration: said so, since ncu's
             # share of a level is its busiest sub-unit's, not always its bytes'.
-            basis = (f"{lv['pct_of_peak']:.1f}% of peak x duration ({lv['bytes']:,.0f} B)"
+            basis = (f"{lv['pct_of_peak']:.1f}% of peak x duration ({fmt.size(lv['bytes'])})"
                      if lv["peak_source"] == "implied" and lv.get("pct_of_peak") is not None else
                      f"{lv['bytes']:,.0f} B / {lv['peak_bps'] / 1e9:,.1f} GB/s peak ({lv['peak_source']})")
             out.append(_term("memory", key, factor * lv["bytes"] / lv["peak_bps"], basis, lv.get("pct_of_peak")))

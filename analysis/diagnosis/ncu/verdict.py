@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from analysis import fmt
 from analysis.diagnosis.ncu import sol
 from analysis.results import Verdict
 
@@ -71,7 +72,7 @@ def _kind(lim: Mapping[str, Any]) -> str:
 def _us(ns: float | None) -> str:
     if ns is None:
         return "unknown"
-    return f"{ns / 1e6:,.2f} ms" if ns >= 1e6 else f"{ns / 1e3:,.1f} us"
+    return fmt.duration(ns)
 
 
 def _groups(kernels: Sequence[Mapping[str, Any]]) -> dict[tuple, list[Mapping[str, Any]]]:
