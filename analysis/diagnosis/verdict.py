@@ -73,7 +73,7 @@ RULE_KINDS: dict[str, tuple[str, str]] = {
     "KRN002": ("gpu_bound_kernel", "use tensor-core math (TF32/BF16/FP16) in the heavy kernels"),
     "KRN003": ("gpu_bound_kernel", "profile the slow instances of the spread kernel with ncu"),
     "KRN004": ("launch_shape", "launch at least as many blocks as SMs, blocks of 64+ threads"),
-    "GPU001": ("host_bound", "find the host work in the gaps (NVTX, --sample=cpu) and move it off the "
+    "GPU001": ("host_bound", "find the host work in the gaps (NVTX ranges, CPU samples) and move it off the "
                              "GPU's critical path"),
     "GPU002": ("host_bound", "reduce per-step host overhead between kernels (fuse, CUDA graphs, queue ahead)"),
     "HOST001": ("host_bound", "move the blocking OS calls (I/O, locks, sleeps) off the launching thread"),
@@ -94,6 +94,22 @@ LABELS = {"sync_bound": "Sync-bound", "copies": "Copy-bound", "uvm": "Unified-me
           "communication": "Communication-bound", "jit": "Compilation", "startup": "Start-up"}
 
 
+CAPTURE_FLAGS = (("--sample=cpu", "cpu_samples"), ("--trace=osrt", "osrt"))
+
+
+def missing_flags(facts: Mapping[str, Any]) -> list[str]:
+    """The capture flags that would show the host's work and that the export did not use (all of them when the
+    facts do not say: a verdict built without the trace)."""
+    have = facts.get("captured") or {}
+    return [flag for flag, _ in CAPTURE_FLAGS if not have.get(flag)]
+
+
+def _collect(facts: Mapping[str, Any], what: str) -> str:
+    """``collect <flags> to <what>`` for the flags not yet used; empty when the capture already had them all."""
+    flags = missing_flags(facts)
+    return f"collect {' '.join(flags)} to {what}" if flags else ""
+
+
 def verdict_facts(trace: Trace) -> dict[str, int | None]:
     """What the verdict needs from the whole (unwindowed) report: the first and last recorded activity
     (``t0_ns``/``t1_ns``) and GPU operation (``g0_ns``/``g1_ns``), and the CUDA calls that fill start-up
@@ -104,6 +120,9 @@ def verdict_facts(trace: Trace) -> dict[str, int | None]:
     g = trace.sql("SELECT MIN(s), MAX(e) FROM (" + " UNION ALL ".join(parts) + ")")[0] if parts else (None, None)  # noqa: S608
     out: dict[str, Any] = {"t0_ns": bounds[0] if bounds else None, "t1_ns": bounds[1] if bounds else None,
                            "g0_ns": None if g[0] is None else int(g[0]), "g1_ns": None if g[1] is None else int(g[1])}
+    # The capture flags the export records (a flag already on is never the next step; nsys --sample=cpu writes
+    # cpu_samples, --trace=osrt osrt).
+    out["captured"] = {flag: trace.has_rows(table) for flag, table in CAPTURE_FLAGS}
     if bounds and out["g0_ns"] is not None:
         out["startup_calls"] = top_calls(trace, bounds[0], out["g0_ns"])
         out["teardown_calls"] = top_calls(trace, out["g1_ns"], bounds[1])
@@ -202,9 +221,11 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     # The GPU waits: the finding that owns the most time says on what.
     ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"]
     if not ranked:
+        see = _collect(facts, "see where the host is")
         return _verdict("host_bound", f"Host-bound: the GPU is busy {busy_pct:.1f}% of the window and idle "
                         f"{_ms(idle)}; no finding explains the idle.", idle,
-                        "collect CPU samples and OS calls (--sample=cpu --trace=osrt) to see where the host is", None)
+                        see or "annotate the host's work between the GPU operations with NVTX ranges: the CPU "
+                               "samples and OS calls recorded do not say what it is", None)
     top = max(ranked, key=lambda f: int(f["impact_ns"]))
     unrecorded = top if _unrecorded(top) else None
     if unrecorded is not None:
@@ -222,14 +243,25 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
             f"{h.get('function')} {float(h.get('share_pct') or 0):.0f}%" for h in sampled[:3])
+        if top["rule_id"] == "GPU001":  # the samples name the work: move it, do not ask to find it
+            step = (f"move the sampled host work ({', '.join(str(h.get('function')) for h in sampled[:2])}) off "
+                    "the launching thread or overlap it with GPU work (a worker thread, asynchronous copies "
+                    "into pinned buffers), so the GPU is not idle while it runs")
+    elif top["rule_id"] == "GPU001" and "--sample=cpu" in missing_flags(facts) and unrecorded is not top:
+        step = ("find the host work in the gaps (collect --sample=cpu, or NVTX ranges around it) and move it off "
+                "the GPU's critical path")
     elif unrecorded is top:
-        step += "; nothing recorded shows the host's work: collect --sample=cpu --trace=osrt"
+        see = _collect(facts, "see it")
+        step += ("; nothing recorded shows the host's work: " + see if see else
+                 "; the CPU samples and OS calls recorded show nothing of the host's work there: annotate it "
+                 "with NVTX ranges")
     if unrecorded is not None and unrecorded is not top:
         blind = int((unrecorded.get("by_category") or {}).get("none")
                     or ((unrecorded.get("causes") or {}).get("no_activity") or {}).get("total_ns")
                     or unrecorded["impact_ns"])
-        text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded "
-                 "(collect --sample=cpu --trace=osrt to see it)")
+        see = _collect(facts, "see it")
+        text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded"
+                 + (f" ({see})" if see else " (not in the CPU samples or OS calls either)"))
     return _verdict(kind, text + ".", int(top["impact_ns"]), step, top)
 
 

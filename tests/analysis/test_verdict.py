@@ -98,7 +98,9 @@ def test_busy_gpu_without_a_dominant_kernel_names_the_top_kernels() -> None:
 def test_an_idle_gpu_takes_kind_and_next_step_from_the_table(rule_id) -> None:
     # MEM006 / HOST003 / HOST004 (allocation churn, MPI, JIT) are in the table before their rules exist.
     smaller = finding("GPU002" if rule_id != "GPU002" else "SYNC001", 10)
-    v = report_verdict(info(span_ms=100, busy_ms=20), [smaller, finding(rule_id, 60)], FACTS)
+    # A capture with CPU samples and OS calls: the table's next step as it stands (test_host_bound_... for others).
+    captured = {**FACTS, "captured": {"--sample=cpu": True, "--trace=osrt": True}}
+    v = report_verdict(info(span_ms=100, busy_ms=20), [smaller, finding(rule_id, 60)], captured)
     kind, step = RULE_KINDS[rule_id]
     assert (v.kind, v.rule_id, v.next_step, v.impact_ns) == (kind, rule_id, step, 60 * MS)
     assert kind in KINDS
@@ -117,8 +119,16 @@ def test_host_bound_names_the_sampled_functions_or_the_capture_flags() -> None:
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity",
                                                                host_functions=sampled)], FACTS)
     assert v.kind == "host_bound" and v.text.endswith("sampled in __printf_fp_l 30%, _IO_vfprintf 14%.")
+    assert v.next_step.startswith("move the sampled host work (__printf_fp_l, _IO_vfprintf) off the launching thread")
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity")], FACTS)
-    assert v.next_step.endswith("collect --sample=cpu --trace=osrt")
+    assert v.next_step.endswith("collect --sample=cpu --trace=osrt to see it")
+    # Flags the capture already used are not asked for again (issue #39, class 5).
+    osrt = {**FACTS, "captured": {"--sample=cpu": False, "--trace=osrt": True}}
+    v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity")], osrt)
+    assert v.next_step.endswith("collect --sample=cpu to see it")
+    both = {**FACTS, "captured": {"--sample=cpu": True, "--trace=osrt": True}}
+    v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity")], both)
+    assert "--sample" not in v.next_step and "--trace" not in v.next_step and "NVTX" in v.next_step
 
 
 def test_a_recorded_cause_leads_over_idle_with_nothing_recorded() -> None:
