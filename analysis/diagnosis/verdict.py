@@ -6,9 +6,12 @@ the phases and the findings):
 
 1. Did the export record GPU activity at all? If not: ``no_gpu_data``, saying what it has and what to
    collect.
-2. Is it a one-shot program whose start-up (before the first GPU operation) or teardown (after the last)
-   is at least half of the trace and ``ONE_OFF_RATIO`` times the window analysed? Then ``startup`` /
-   ``teardown``: nothing in the GPU work matters until that is excluded or fixed.
+2. Is it a one-shot program whose one-off stretches, start-up (from the CUDA program's first call to the end of
+   set-up) and teardown (after the last GPU operation), are together at least half of the trace and
+   ``ONE_OFF_RATIO`` times the window analysed? Then ``startup`` / ``teardown`` (the larger): nothing in the GPU
+   work matters until that is excluded or fixed. Host work before the first CUDA call is outside the GPU program:
+   context in the sentence, not start-up to shorten. The calls the sentence lists are taken on the same window as
+   the cost, with the share of it their union covers.
 3. Is the loop paced by its input (``iterations.anatomy.kind == "host_paced"``)? Then ``host_paced``.
 4. Is the GPU busy (``GPU_BOUND_PCT`` or more of the window)? Then what fills the busy time decides:
    copies (``copies``), launch shapes that leave most SMs idle (``launch_shape``, KRN004), else the
@@ -29,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from analysis import fmt
-from analysis.loops.phases import activity_bounds, top_calls
+from analysis.loops.phases import activity_bounds, setup_end, top_calls
 from analysis.model.trace import Trace
 from analysis.results import Verdict
 
@@ -110,10 +113,14 @@ def _collect(facts: Mapping[str, Any], what: str) -> str:
     return f"collect {' '.join(flags)} to {what}" if flags else ""
 
 
-def verdict_facts(trace: Trace) -> dict[str, int | None]:
+def verdict_facts(trace: Trace) -> dict[str, Any]:
     """What the verdict needs from the whole (unwindowed) report: the first and last recorded activity
-    (``t0_ns``/``t1_ns``) and GPU operation (``g0_ns``/``g1_ns``), and the CUDA calls that fill start-up
-    and teardown (for the sentence)."""
+    (``t0_ns``/``t1_ns``), the first activity of the CUDA program (``c0_ns``: its first CUDA call, GPU operation
+    or NVTX range; host work before it is outside the GPU program), the first and last GPU operation
+    (``g0_ns``/``g1_ns``), where one-shot set-up ends (``s1_ns``: ``phases.setup_end``), the CUDA calls and
+    set-up ranges that fill start-up (``c0_ns`` to ``s1_ns``) and teardown, with the share of each stretch their
+    union covers (``*_covered_ns``), what the host did before the CUDA program (``pre_cuda_calls``), and the
+    capture flags the export used (``captured``)."""
     bounds = activity_bounds(trace)
     parts = [f'SELECT MIN(start_ns) s, MAX(end_ns) e FROM "{t}"' for t in ("kernels", "memcpy", "memset")  # noqa: S608
              if trace.has_rows(t)]
@@ -124,9 +131,52 @@ def verdict_facts(trace: Trace) -> dict[str, int | None]:
     # cpu_samples, --trace=osrt osrt).
     out["captured"] = {flag: trace.has_rows(table) for flag, table in CAPTURE_FLAGS}
     if bounds and out["g0_ns"] is not None:
-        out["startup_calls"] = top_calls(trace, bounds[0], out["g0_ns"])
+        c0 = _cuda_start(trace, out["g0_ns"])
+        s1 = max(out["g0_ns"], setup_end(trace, out["g0_ns"]))
+        out["c0_ns"], out["s1_ns"] = c0, s1
+        out["startup_calls"] = top_calls(trace, c0, s1)
+        out["startup_covered_ns"] = covered_ns(trace, c0, s1, [n for n, _ in out["startup_calls"]])
         out["teardown_calls"] = top_calls(trace, out["g1_ns"], bounds[1])
+        out["teardown_covered_ns"] = covered_ns(trace, out["g1_ns"], bounds[1], [n for n, _ in out["teardown_calls"]])
+        out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
     return out
+
+
+def _cuda_start(trace: Trace, g0: int) -> int:
+    """The CUDA program's first activity: its first CUDA call, NVTX range or GPU operation (not an OS call or a
+    zero-length row of the process before it)."""
+    parts = [f"SELECT MIN(start_ns) FROM {t}" + (" WHERE kind <> 'mark'" if t == "nvtx" else "")  # noqa: S608
+             for t in ("cuda_api", "nvtx") if trace.has_rows(t)]
+    firsts = [int(v) for p in parts if (v := trace.scalar(p)) is not None]
+    return min([g0, *firsts])
+
+
+def covered_ns(trace: Trace, lo: int, hi: int, names: Sequence[str]) -> int:
+    """How much of ``[lo, hi)`` the union of the named CUDA calls and NVTX ranges covers (nested calls once)."""
+    if not names or hi <= lo:
+        return 0
+    quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
+    parts = [f"SELECT start_ns, end_ns FROM cuda_api WHERE name IN ({quoted})" if trace.has_rows("cuda_api") else "",
+             f"SELECT start_ns, end_ns FROM nvtx WHERE kind <> 'mark' AND text IN ({quoted})"
+             if trace.has_rows("nvtx") else ""]
+    sql = " UNION ALL ".join(p for p in parts if p)
+    row = trace.sql(f"""
+        WITH c AS (SELECT GREATEST(start_ns, {int(lo)}) s, LEAST(end_ns, {int(hi)}) e FROM ({sql})
+                   WHERE start_ns < {int(hi)} AND end_ns > {int(lo)}),
+             o AS (SELECT s, e, MAX(e) OVER (ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS r FROM c),
+             g AS (SELECT s, e, SUM(CASE WHEN r IS NULL OR s > r THEN 1 ELSE 0 END) OVER (ORDER BY s, e) AS grp FROM o)
+        SELECT COALESCE(SUM(e2 - s2), 0) FROM (SELECT MIN(s) s2, MAX(e) e2 FROM g GROUP BY grp)""")[0]  # noqa: S608
+    return int(row[0] or 0)
+
+
+def _os_calls(trace: Trace, lo: int, hi: int, n: int = 2) -> list[tuple[str, int]]:
+    """The OS runtime calls that take the most time in ``[lo, hi)`` (what the host did before the CUDA program)."""
+    if not trace.has_rows("osrt"):
+        return []
+    rows = trace.sql(f"""SELECT name, SUM(LEAST(end_ns, {int(hi)}) - GREATEST(start_ns, {int(lo)}))::BIGINT AS t
+                         FROM osrt WHERE start_ns < {int(hi)} AND end_ns > {int(lo)} AND name IS NOT NULL
+                         GROUP BY name HAVING t > 0 ORDER BY t DESC, name LIMIT {int(n)}""")  # noqa: S608 - integers
+    return [(str(a), int(b)) for a, b in rows]
 
 
 def _ms(ns: float) -> str:
@@ -170,24 +220,63 @@ def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict | Non
     if any(v is None for v in got):
         return None
     t0, t1, g0, g1 = (int(v) for v in got)  # type: ignore[arg-type]  # None ruled out above
-    ext = t1 - t0
+    # The CUDA program starts at its first CUDA call (or GPU operation, or NVTX range): host work before it
+    # (input generation, a CPU baseline, imports) is outside the GPU program, context and not start-up to shorten.
+    c0 = int(facts.get("c0_ns") or t0)
+    ext = t1 - c0
     window = int((info.get("breakdown") or {}).get("span_ns") or 0)
-    # Start-up ends where set-up ends (the phases: context, modules, NCCL communicators, MPI_Init ...), which
-    # can be well after the first GPU operation (a memset inside ncclCommInitRank).
-    setup_end = next((int(p["end_ns"]) for p in info.get("phases") or []
-                      if p.get("name") == "startup" and p.get("end_ns") is not None), None)
-    start_ns = max(g0, setup_end) - t0 if setup_end is not None and t0 <= setup_end <= t1 else g0 - t0
-    for kind, ns, calls, where in (("startup", start_ns, facts.get("startup_calls"), "before the first"),
-                                   ("teardown", t1 - g1, facts.get("teardown_calls"), "after the last")):
-        if ext > 0 and ns >= ONE_OFF_SHARE * ext and ns >= ONE_OFF_RATIO * window:
-            fill = ", ".join(f"{n} {_ms(v)}" for n, v in (calls or [])[:3])
-            text = (f"{'Start-up' if kind == 'startup' else 'Teardown'} dominates: {_ms(ns)} of the {_ms(ext)} trace "
-                    f"passes {where} GPU operation" + (f" (mostly {fill})" if fill else "")
-                    + f"; the GPU work analysed spans {_ms(window)}.")
-            step = (SETUP_NEXT + "; then profile many iterations of the real work" if kind == "startup" else
-                    "exclude teardown from the capture (capture range) and profile many iterations of the work")
-            return _verdict(kind, text, ns, step, None)
-    return None
+    # Start-up ends where set-up ends (context, modules, NCCL communicators, MPI_Init ...), which can be well after
+    # the first GPU operation (a memset inside ncclCommInitRank): the calls that fill it are taken on that window.
+    s1 = facts.get("s1_ns")
+    if s1 is None:  # facts from before s1_ns: the phases' start-up
+        setup_end_ = next((int(p["end_ns"]) for p in info.get("phases") or []
+                           if p.get("name") == "startup" and p.get("end_ns") is not None), None)
+        s1 = max(g0, setup_end_) if setup_end_ is not None and t0 <= setup_end_ <= t1 else g0
+    parts = [("startup", int(s1) - c0, facts.get("startup_calls"), facts.get("startup_covered_ns"),
+              "in set-up before the GPU work starts" if int(s1) > g0 else "before the first GPU operation"),
+             ("teardown", t1 - g1, facts.get("teardown_calls"), facts.get("teardown_covered_ns"),
+              "after the last GPU operation")]
+    # The one-off stretches together (start-up and teardown: set-up paid once, at both ends) against the trace and
+    # the GPU work; the larger one leads and the sentence gives the other.
+    one_off = sum(max(0, p[1]) for p in parts)
+    if ext <= 0 or one_off < ONE_OFF_SHARE * ext or one_off < ONE_OFF_RATIO * window:
+        return None
+    lead, other = sorted(parts, key=lambda p: -p[1])
+    kind, ns, calls, cov, where = lead
+    text = (f"{'Start-up' if kind == 'startup' else 'Teardown'} dominates: {_ms(ns)} of the {_ms(ext)} trace "
+            f"passes {where}" + _fill(calls, cov, ns) + f"; the GPU work analysed spans {_ms(window)}")
+    if other[1] >= 0.1 * ext:
+        text += f"; {'start-up' if other[0] == 'startup' else 'teardown'} adds {_ms(other[1])}" + _fill(
+            other[2], other[3], other[1])
+    text += _before_cuda(facts, t0, c0, ext)
+    step = (SETUP_NEXT + "; then profile many iterations of the real work" if kind == "startup" else
+            "exclude teardown from the capture (capture range) and profile many iterations of the work")
+    return _verdict(kind, text + ".", ns, step, None)
+
+
+def _fill(calls: Sequence[tuple[str, int]] | None, covered: int | None, ns: int) -> str:
+    """`` (mostly A x, B y: together N% of it)``: the calls that fill a stretch and the share of it their union
+    covers (nested calls counted once), so the list never seems to explain more or less than it does."""
+    calls = [(n, v) for n, v in (calls or [])[:3] if v > 0]
+    if not calls:
+        return " (no CUDA call or set-up range recorded in it)"
+    fill = ", ".join(f"{n} {_ms(v)}" for n, v in calls)
+    if covered is None or ns <= 0:
+        return f" (mostly {fill})"
+    share = min(100.0, 100.0 * int(covered) / ns)
+    return (f" ({'mostly ' if share >= 50 else ''}{fill}: together {share:.0f}% of it"
+            + ("" if share >= 50 else "; the rest has no CUDA call or set-up range") + ")")
+
+
+def _before_cuda(facts: Mapping[str, Any], t0: int, c0: int, ext: int) -> str:
+    """The host's stretch before the CUDA program's first call, as context (not counted in start-up)."""
+    pre = c0 - t0
+    if pre < 0.05 * ext or pre <= 0:
+        return ""
+    calls = facts.get("pre_cuda_calls") or []
+    what = ("(" + ", ".join(f"{n} {_ms(v)}" for n, v in calls) + ") ") if calls else "(nothing recorded shows what) "
+    return (f"; the {_ms(pre)} of host work before the first CUDA call {what}is outside the GPU program and not "
+            "counted")
 
 
 def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts: Mapping[str, Any],
