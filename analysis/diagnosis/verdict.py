@@ -155,9 +155,9 @@ def covered_ns(trace: Trace, lo: int, hi: int, names: Sequence[str]) -> int:
     """How much of ``[lo, hi)`` the union of the named CUDA calls and NVTX ranges covers (nested calls once)."""
     if not names or hi <= lo:
         return 0
-    quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
-    parts = [f"SELECT start_ns, end_ns FROM cuda_api WHERE name IN ({quoted})" if trace.has_rows("cuda_api") else "",
-             f"SELECT start_ns, end_ns FROM nvtx WHERE kind <> 'mark' AND text IN ({quoted})"
+    parts = ["SELECT start_ns, end_ns FROM cuda_api WHERE list_contains($names, name)"
+             if trace.has_rows("cuda_api") else "",
+             "SELECT start_ns, end_ns FROM nvtx WHERE kind <> 'mark' AND list_contains($names, text)"
              if trace.has_rows("nvtx") else ""]
     sql = " UNION ALL ".join(p for p in parts if p)
     row = trace.sql(f"""
@@ -165,7 +165,8 @@ def covered_ns(trace: Trace, lo: int, hi: int, names: Sequence[str]) -> int:
                    WHERE start_ns < {int(hi)} AND end_ns > {int(lo)}),
              o AS (SELECT s, e, MAX(e) OVER (ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS r FROM c),
              g AS (SELECT s, e, SUM(CASE WHEN r IS NULL OR s > r THEN 1 ELSE 0 END) OVER (ORDER BY s, e) AS grp FROM o)
-        SELECT COALESCE(SUM(e2 - s2), 0) FROM (SELECT MIN(s) s2, MAX(e) e2 FROM g GROUP BY grp)""")[0]  # noqa: S608
+        SELECT COALESCE(SUM(e2 - s2), 0) FROM (SELECT MIN(s) s2, MAX(e) e2 FROM g GROUP BY grp)""",  # noqa: S608
+                    {"names": list(names)})[0]
     return int(row[0] or 0)
 
 
