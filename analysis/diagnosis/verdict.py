@@ -389,6 +389,13 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
         return _verdict("launch_shape", text, int(shape["impact_ns"]), RULE_KINDS["KRN004"][1], shape)
     dom = by_rule.get("KRN005")
     if dom is not None:
+        if dom.get("is_family"):  # many instances of one template, none dominant alone: say so, profile the costliest
+            text = (f"One template family is {float(dom.get('share_pct') or 0):.1f}% of GPU time: {dom.get('kernel')}, "
+                    f"{dom.get('instances')} instances, the costliest {float(dom.get('instance_share_pct') or 0):.1f}% "
+                    f"({_ms(int(dom['impact_ns']))}, GPU busy {busy_pct:.1f}% of the window).")
+            return _verdict("gpu_bound_kernel", text, int(dom["impact_ns"]),
+                            f"profile the costliest instance with ncu, then the next ones: {dom.get('ncu_command')}",
+                            dom)
         text = (f"One kernel is {float(dom.get('share_pct') or 0):.1f}% of GPU time: {dom.get('kernel')} "
                 f"({_ms(int(dom['impact_ns']))}, GPU busy {busy_pct:.1f}% of the window).")
         return _verdict("gpu_bound_kernel", text, int(dom["impact_ns"]),
