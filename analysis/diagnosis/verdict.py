@@ -322,6 +322,9 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         named = [f for f in ranked if f is not top and int(f["impact_ns"]) >= NAMED_SHARE * idle]
         top = max(named, key=lambda f: int(f["impact_ns"])) if named else top
     kind = finding_kind(top) or "host_bound"
+    per_call = _per_call(top, by_rule, idle, busy_pct)
+    if per_call is not None:
+        return per_call
     step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
     label = LABELS.get(kind, kind)
     title = str(top["title"])
@@ -353,6 +356,47 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded"
                  + (f" ({see})" if see else " (not in the CPU samples or OS calls either)"))
     return _verdict(kind, text + ".", int(top["impact_ns"]), step, top)
+
+
+# The rules that own idle inside the host's per-launch round trip (the calls of each iteration of a loop of small
+# kernels), the part of the round trip each names, and the next step that removes that part.
+PER_CALL: dict[str, tuple[str, str]] = {
+    "KRN001": ("between launches", ""),
+    "SYNC001": ("in synchronizations", "drop the per-kernel synchronizations (stream order suffices; a flag on the "
+                                       "device instead of a host check)"),
+    "MEM003": ("in synchronous memsets", "make the memsets asynchronous on the stream"),
+    "MEM002": ("in synchronous copies", "move the per-iteration copies out of the loop or make them asynchronous"),
+    "MEM006": ("in allocation calls", "allocate once outside the loop and reuse the buffers (hoist the "
+                                      "cudaMalloc/cuMemAlloc; a data region in OpenACC/OpenMP)"),
+}
+PART_SHARE = 0.1  # a part of the round trip at least this share of its idle is worth its own step
+
+
+def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], idle: int, busy_pct: float,
+              ) -> Verdict | None:
+    """A loop of small kernels whose idle is the host's per-launch round trip (KRN001 with the gaps shorter than
+    GPU001's long gap: ``short_gap_idle_ns``). Its cost is all that short-gap idle (launches, syncs, copies,
+    allocations and the host code between them: the round trip is one cost), its parts are the findings that own
+    idle in it, and the next step removes the largest parts first: allocations hoisted, copies moved, syncs
+    dropped; a CUDA graph only when no part it cannot capture (allocation, synchronous copy, host sync) is
+    large, since a graph removes launches, not the host's reads and waits."""
+    krn = by_rule.get("KRN001")
+    if top["rule_id"] not in PER_CALL or krn is None or krn.get("short_gap_idle_ns") is None:
+        return None
+    short = int(krn["short_gap_idle_ns"])
+    parts = sorted(((r, int(by_rule[r]["impact_ns"])) for r in PER_CALL if r in by_rule), key=lambda p: -p[1])
+    cost = max(short, int(top["impact_ns"]))
+    label = LABELS.get(finding_kind(top) or "launch_bound", "Launch-bound")
+    inside = ", ".join(f"{PER_CALL[r][0]} {_ms(ns)}" for r, ns in parts)
+    text = (f"{label}: the host's per-launch round trip leaves the GPU idle {_ms(short)} in "
+            f"{int(krn.get('short_gaps') or 0):,} short gaps around {int(krn.get('short_kernels') or 0):,} short "
+            f"kernels (the findings in it: {inside}; the GPU is idle {_ms(idle)}, busy {busy_pct:.1f}% of the "
+            "window).")
+    big = [r for r, ns in parts if r != "KRN001" and ns >= PART_SHARE * cost]
+    steps = [PER_CALL[r][1] for r in big]
+    steps.append("fuse the small kernels or give each launch more work" if big else
+                 "capture the kernel sequence in a CUDA graph or fuse the small kernels")
+    return _verdict(finding_kind(top) or "launch_bound", text, cost, "; then ".join(steps), top)
 
 
 def _unrecorded(finding: Mapping[str, Any]) -> bool:

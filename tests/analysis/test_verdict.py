@@ -194,3 +194,23 @@ def test_a_multi_rank_run_has_one_verdict() -> None:
     lead = max(per, key=lambda v: v["impact_ns"])
     assert result["verdict"]["kind"] == "startup" and result["verdict"]["impact_ns"] == lead["impact_ns"]
     assert result["verdict"]["text"].startswith("2 of 2 reports (rank 0 shown): ")
+
+
+def test_a_loop_of_small_kernels_costs_its_whole_round_trip_and_its_fix_fits_the_calls_in_it() -> None:
+    """Issue #39 classes 5 and 6: a loop of small kernels whose idle is all short gaps. The cost is that short-gap
+    idle (launches, syncs, copies, allocations and the host code between: one round trip), not KRN001's share of it;
+    the next step removes the large parts first, and a CUDA graph is offered only when nothing it cannot capture
+    (an allocation, a synchronous copy, a host sync) is large."""
+    krn = finding("KRN001", 57, short_gap_idle_ns=95 * MS, short_gaps=3865, short_kernels=1933)
+    found = [krn, finding("MEM002", 16), finding("MEM006", 13), finding("SYNC001", 8)]
+    v = report_verdict(info(span_ms=101, busy_ms=6), found, FACTS)
+    assert (v.kind, v.rule_id, v.impact_ns) == ("launch_bound", "KRN001", 95 * MS)
+    assert "in allocation calls 13.0 ms" in v.text and "between launches 57.0 ms" in v.text
+    assert v.next_step.startswith("move the per-iteration copies out of the loop")
+    assert "allocate once outside the loop" in v.next_step and "graph" not in v.next_step
+    assert "synchronizations" not in v.next_step  # 8 ms: under a tenth of the round trip
+    v = report_verdict(info(span_ms=101, busy_ms=6), [krn], FACTS)
+    assert v.impact_ns == 95 * MS and "CUDA graph" in v.next_step
+    # Without the short-gap idle (an older KRN001), the finding's own cost and the table's next step stay.
+    v = report_verdict(info(span_ms=101, busy_ms=6), [finding("KRN001", 57)], FACTS)
+    assert v.impact_ns == 57 * MS and v.next_step == RULE_KINDS["KRN001"][1]
