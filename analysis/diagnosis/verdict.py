@@ -434,21 +434,35 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
     dom = by_rule.get("KRN005")
     if dom is not None:
         if dom.get("is_family"):  # many instances of one template, none dominant alone: say so, profile the costliest
+            cost, where = _per_device(dom)
             text = (f"One template family is {float(dom.get('share_pct') or 0):.1f}% of GPU time: {dom.get('kernel')}, "
                     f"{dom.get('instances')} instances, the costliest {float(dom.get('instance_share_pct') or 0):.1f}% "
-                    f"({_ms(int(dom['impact_ns']))}, GPU busy {busy_pct:.1f}% of the window).")
-            return _verdict("gpu_bound_kernel", text, int(dom["impact_ns"]),
+                    f"({where}, GPU busy {busy_pct:.1f}% of the window).")
+            return _verdict("gpu_bound_kernel", text, cost,
                             f"profile the costliest instance with ncu, then the next ones: {dom.get('ncu_command')}",
                             dom)
+        cost, where = _per_device(dom)
         text = (f"One kernel is {float(dom.get('share_pct') or 0):.1f}% of GPU time: {dom.get('kernel')} "
-                f"({_ms(int(dom['impact_ns']))}, GPU busy {busy_pct:.1f}% of the window).")
-        return _verdict("gpu_bound_kernel", text, int(dom["impact_ns"]),
-                        f"profile it with ncu: {dom.get('ncu_command')}", dom)
+                f"({where}, GPU busy {busy_pct:.1f}% of the window).")
+        return _verdict("gpu_bound_kernel", text, cost, f"profile it with ncu: {dom.get('ncu_command')}", dom)
     tops = info.get("top_kernels") or []
     names = ", ".join(f"{k['name']} {float(k.get('share_pct') or 0):.1f}%" for k in tops[:3])
     return _verdict("gpu_bound_kernel", f"GPU-bound: busy {busy_pct:.1f}% of the window; the kernels are the "
                     f"lever (largest over the report: {names}).", compute,
                     "profile the largest kernels with ncu (--set full), starting with the first", None)
+
+
+def _per_device(finding: Mapping[str, Any]) -> tuple[int, str]:
+    """A kernel's cost where it runs on several GPUs at once: the time on the GPU where it takes most (the GPUs
+    run side by side, so their sum is no one's time), said as such; on one GPU its time."""
+    per: dict[Any, int] = {}
+    for ev in finding.get("evidence") or []:
+        per[ev.get("device")] = per.get(ev.get("device"), 0) + int(ev.get("value_ns") or 0)
+    total = int(finding["impact_ns"])
+    if len(per) < 2:
+        return total, _ms(total)
+    most = max(per.values())
+    return most, f"{_ms(most)} on the busiest of {len(per)} GPUs, {_ms(total)} on all of them"
 
 
 def run_verdict(verdicts: list[Verdict], names: list[str]) -> Verdict | None:

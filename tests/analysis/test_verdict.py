@@ -214,3 +214,13 @@ def test_a_loop_of_small_kernels_costs_its_whole_round_trip_and_its_fix_fits_the
     # Without the short-gap idle (an older KRN001), the finding's own cost and the table's next step stay.
     v = report_verdict(info(span_ms=101, busy_ms=6), [finding("KRN001", 57)], FACTS)
     assert v.impact_ns == 57 * MS and v.next_step == RULE_KINDS["KRN001"][1]
+
+
+def test_a_kernel_on_two_gpus_costs_the_time_of_one() -> None:
+    """Issue #39 classes 6 and 8: two GPUs run side by side, so a kernel's time summed over them is no one's time.
+    The verdict's cost is the busiest GPU's, and the sentence says both."""
+    ev = [{"device": 0, "value_ns": 136 * MS}, {"device": 1, "value_ns": 130 * MS}]
+    dom = finding("KRN005", 266, kernel="flash_fwd_kernel", share_pct=51.0, ncu_command="ncu ...", evidence=ev)
+    v = report_verdict(info(span_ms=600, busy_ms=540), [dom], FACTS)
+    assert (v.kind, v.impact_ns) == ("gpu_bound_kernel", 136 * MS)
+    assert "136 ms on the busiest of 2 GPUs, 266 ms on all of them" in v.text
