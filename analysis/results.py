@@ -196,6 +196,9 @@ class LaunchShapeExtra:
 
     small_kernel_ns: int
     compute_kernel_ns: int
+    # The rule's premise on the evidence (``Rule.premise``; docs/rules.md): whether it held, and what showed it.
+    premise_holds: bool = True
+    premise: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -297,7 +297,9 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     busy = span - idle
     busy_pct = 100.0 * busy / span if span else 0.0
     phase = (info.get("window") or {}).get("phase")
-    mine = [f for f in findings if f.get("phase") in (phase, None) and f.get("owns_idle") is not False]
+    # The premise contract (docs/rules.md): a finding whose rule's premise did not hold on the evidence never leads.
+    mine = [f for f in findings if f.get("phase") in (phase, None) and f.get("owns_idle") is not False
+            and f.get("premise_holds") is not False]
     by_rule = {f["rule_id"]: f for f in sorted(mine, key=lambda f: -int(f["impact_ns"]))}
     ana = (info.get("iterations") or {}).get("anatomy") or {}
     if ana.get("kind") == "host_paced":

@@ -65,6 +65,7 @@ class SmallGrid(Rule):
 
     id = "KRN004"
     name = "kernel.small-grid"
+    premise = "the kernel's duration grows as its grid shrinks"
     category = "kernel"
     requires = ("kernels",)
     thresholds = {
@@ -114,20 +115,51 @@ class SmallGrid(Rule):
                              "kernel_ns": ns, "used_pct": round(100.0 * used, 3)})
             for cost, pid, device, kname, blocks, threads, sm, launches, ns, first, last, used in shapes[:20])
         share = pct(total, report_span_ns(trace))
+        holds, premise = grid_premise(compute, top[1], top[2], top[3])
         return [Finding(
             rule_id=self.id,
             title=(f"Launch shape cannot fill the GPU: {top[3]} runs {top[4]:,} block(s) of {top[5]:,} thread(s) "
-                   f"on {top[6]} SMs"),
+                   f"on {top[6]} SMs" + ("" if holds else f" ({premise})")),
             message=(f"{len(shapes)} kernel shape(s) with fewer blocks than SMs or blocks under a warp ran "
                      f"{fmt_ms(small_ns)} ({pct(small_ns, kernel_ns) or 0:.1f}% of compute kernel time); the SM "
                      f"lanes they left unused cost {fmt_ms(total)} (time x unused share, assuming the work would "
                      f"spread over the whole GPU). Largest: {top[3]}, {top[7]:,} launch(es), {fmt_ms(top[8])}, at "
-                     f"most {100.0 * top[11]:.1f}% of the GPU used."),
+                     f"most {100.0 * top[11]:.1f}% of the GPU used. Premise ({self.premise}): "
+                     + ("holds, " if holds else "does not hold, ") + premise + "."),
             impact_ns=total, impact_pct=share,
-            advice=self.advice,
+            advice=self.advice if holds else (
+                "The grid is not what limits this kernel (its duration does not shrink as its grid grows): profile "
+                "it with ncu before widening the launch."),
             evidence=evidence, evidence_total=len(shapes), report=trace.label, rank=trace.rank,
-            extra={"small_kernel_ns": small_ns, "compute_kernel_ns": kernel_ns},
+            extra={"small_kernel_ns": small_ns, "compute_kernel_ns": kernel_ns, "premise_holds": holds,
+                   "premise": premise},
         )]
+
+
+FLAT = 0.8  # a per-launch duration at the widest grid above this share of the narrowest grid's is flat
+
+
+def grid_premise(compute: list[tuple], pid: Any, device: Any, kname: str) -> tuple[bool, str]:
+    """KRN004's premise on the evidence: the same kernel (process, device, name) across the grid sizes it ran
+    with. With several, the mean time per launch at the widest grid must be clearly below the narrowest's (the
+    grid limits it); flat means it does not. With one grid size nothing compares, and the shape alone bounds the
+    SMs that can work (the premise is taken as holding, and said so)."""
+    per: dict[int, list[int]] = {}
+    for p, d, k, _, blocks, _, launches, ns, *_ in compute:
+        if (p, d, k) == (pid, device, kname) and blocks and launches:
+            acc = per.setdefault(int(blocks), [0, 0])
+            acc[0] += int(ns)
+            acc[1] += int(launches)
+    if len(per) < 2:
+        return True, "one grid size, so the shape alone bounds the SMs that can work"
+    lo, hi = min(per), max(per)
+    t_lo, t_hi = per[lo][0] / per[lo][1], per[hi][0] / per[hi][1]
+    if t_hi < FLAT * t_lo:
+        return True, (f"grid {lo:,}-{hi:,} blocks, {fmt_ms(int(t_lo))} per launch at {lo:,} and "
+                      f"{fmt_ms(int(t_hi))} at {hi:,}: the grid limits it")
+    what = "duration flat" if t_hi <= t_lo / FLAT else "duration does not shrink as the grid grows"
+    return False, (f"grid {lo:,}-{hi:,} blocks, {what} ({fmt_ms(int(t_lo))} per launch at {lo:,}, "
+                   f"{fmt_ms(int(t_hi))} at {hi:,}): not grid-bound")
 
 
 class DominantKernel(Rule):
