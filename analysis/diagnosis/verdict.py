@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from analysis import fmt
-from analysis.loops.phases import activity_bounds, setup_end, top_calls
+from analysis.loops.phases import activity_bounds, phase_info, top_calls
 from analysis.model.trace import Trace
 from analysis.results import Verdict
 
@@ -132,7 +132,7 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
     out["captured"] = {flag: trace.has_rows(table) for flag, table in CAPTURE_FLAGS}
     if bounds and out["g0_ns"] is not None:
         c0 = _cuda_start(trace, out["g0_ns"])
-        s1 = max(out["g0_ns"], setup_end(trace, out["g0_ns"]))
+        s1 = _setup_end(trace, out["g0_ns"])
         out["c0_ns"], out["s1_ns"] = c0, s1
         out["startup_calls"] = top_calls(trace, c0, s1)
         out["startup_covered_ns"] = covered_ns(trace, c0, s1, [n for n, _ in out["startup_calls"]])
@@ -140,6 +140,17 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
         out["teardown_covered_ns"] = covered_ns(trace, out["g1_ns"], bounds[1], [n for n, _ in out["teardown_calls"]])
         out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
     return out
+
+
+def _setup_end(trace: Trace, g0: int) -> int:
+    """Where one-shot set-up ends (``phases.setup_end``: NCCL communicators, MPI_Init, context and module loading
+    can run past the first GPU operation), read from the report's start-up phase when its phases are known; a
+    report with a loop has no such set-up stretch: its start-up, for the verdict, ends at the first GPU operation."""
+    info = phase_info(trace)
+    if len(info.loop):
+        return g0
+    end = next((p.end_ns for p in info.phases if p.name == "startup"), None)
+    return max(g0, int(end)) if end is not None else g0
 
 
 def _cuda_start(trace: Trace, g0: int) -> int:

@@ -273,15 +273,17 @@ class DominantKernel(Rule):
 def instances(trace: Trace, kname: str, devices: list[Any]) -> list[tuple[str, int, int]]:
     """The distinct kernels (full names: template instances) under one base name on ``devices``, costliest
     first: (name, ns, launches)."""
-    rows = trace.sql("""SELECT COALESCE(name, short_name) AS n, SUM(end_ns - start_ns)::BIGINT AS t, COUNT(*)
-                        FROM kernels WHERE COALESCE(short_name, name) = $k AND end_ns > start_ns
-                          AND category = 'compute' AND list_contains($d, device)
-                        GROUP BY n ORDER BY t DESC, n""", {"k": kname, "d": [d for d in devices if d is not None]})
-    if not rows and trace.has_rows("kernels"):  # devices unknown (NULL): every device
-        rows = trace.sql("""SELECT COALESCE(name, short_name) AS n, SUM(end_ns - start_ns)::BIGINT AS t, COUNT(*)
-                            FROM kernels WHERE COALESCE(short_name, name) = $k AND end_ns > start_ns
-                              AND category = 'compute' GROUP BY n ORDER BY t DESC, n""", {"k": kname})
-    return [(str(n), int(t), int(c)) for n, t, c in rows]
+    acc: dict[str, list[int]] = {}
+    for n, device, t, c in trace.sql("""
+            SELECT COALESCE(name, short_name) AS n, device, SUM(end_ns - start_ns)::BIGINT, COUNT(*)
+            FROM kernels WHERE COALESCE(short_name, name) = $k AND end_ns > start_ns AND category = 'compute'
+            GROUP BY n, device""", {"k": kname}):
+        if device in devices:
+            v = acc.setdefault(str(n), [0, 0])
+            v[0] += int(t)
+            v[1] += int(c)
+    rows = sorted(((n, t, c) for n, (t, c) in acc.items()), key=lambda r: (-r[1], r[0]))
+    return rows
 
 
 def launches_before_window(trace: Trace, kname: str, pid: Any, *, full: bool = False) -> int:
