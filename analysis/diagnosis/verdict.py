@@ -339,6 +339,8 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     if per_call is not None:
         return per_call
     step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
+    if top["rule_id"] == "MEM004":
+        step = _uvm_step(top)
     label = LABELS.get(kind, kind)
     title = str(top["title"])
     if title.lower().startswith(label.lower() + ":"):  # a title that already says it (KRN001's "Launch-bound: ...")
@@ -410,6 +412,19 @@ def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], 
     steps.append("fuse the small kernels or give each launch more work" if big else
                  "capture the kernel sequence in a CUDA graph or fuse the small kernels")
     return _verdict(finding_kind(top) or "launch_bound", text, cost, "; then ".join(steps), top)
+
+
+def _uvm_step(finding: Mapping[str, Any]) -> str:
+    """MEM004's next step follows the direction of the faults that own its cost: idle between migrations to the
+    host is the host faulting device-resident pages back (prefetch them to the CPU before it reads them, or keep
+    the work on the device); migrations inside kernels are the GPU faulting (prefetch to the GPU)."""
+    by_dir = finding.get("idle_by_direction") or {}
+    to_host = int((by_dir.get("UVM_DtoH") or {}).get("ns") or 0)
+    on_gpu = int(finding.get("kernel_overlap_ns") or 0) + int((by_dir.get("UVM_HtoD") or {}).get("ns") or 0)
+    if to_host > on_gpu:
+        return ("prefetch the managed buffers to the host (cudaMemPrefetchAsync to cudaCpuDeviceId) before the host "
+                "reads them, or keep that work on the GPU so the pages stay there")
+    return RULE_KINDS["MEM004"][1]
 
 
 def _unrecorded(finding: Mapping[str, Any]) -> bool:

@@ -224,3 +224,15 @@ def test_a_kernel_on_two_gpus_costs_the_time_of_one() -> None:
     v = report_verdict(info(span_ms=600, busy_ms=540), [dom], FACTS)
     assert (v.kind, v.impact_ns) == ("gpu_bound_kernel", 136 * MS)
     assert "136 ms on the busiest of 2 GPUs, 266 ms on all of them" in v.text
+
+
+def test_unified_memory_faults_are_fixed_in_their_direction() -> None:
+    """Issue #39 class 5: idle between migrations to the host is the host faulting pages back: prefetch them to the
+    CPU (or keep the work on the GPU), not "prefetch to the GPU"; faults inside kernels keep the GPU prefetch."""
+    host = finding("MEM004", 60, idle_by_direction={"UVM_DtoH": {"ns": 59 * MS, "gaps": 1536}},
+                   kernel_overlap_ns=5 * MS)
+    v = report_verdict(info(span_ms=100, busy_ms=20), [host], FACTS)
+    assert v.kind == "uvm" and "to the host" in v.next_step and "to the GPU" not in v.next_step
+    gpu = finding("MEM004", 60, idle_by_direction={"UVM_DtoH": {"ns": 1 * MS, "gaps": 3}}, kernel_overlap_ns=50 * MS)
+    v = report_verdict(info(span_ms=100, busy_ms=20), [gpu], FACTS)
+    assert v.next_step == RULE_KINDS["MEM004"][1]
