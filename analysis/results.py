@@ -196,6 +196,9 @@ class LaunchShapeExtra:
 
     small_kernel_ns: int
     compute_kernel_ns: int
+    # The rule's premise on the evidence (``Rule.premise``; docs/rules.md): whether it held, and what showed it.
+    premise_holds: bool = True
+    premise: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +210,13 @@ class DominantKernelExtra:
     launches: int
     ncu_command: str
     launch_skip: int
+    # A base name shared by several template instances (full demangled names) is a family: ``instances`` of them,
+    # ``is_family`` when none dominates alone; ``instance`` is the costliest (the one ``ncu_command`` profiles
+    # when it is a family) and ``instance_share_pct`` its share.
+    instances: int = 1
+    is_family: bool = False
+    instance: str | None = None
+    instance_share_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from analysis.model.activity import UnitOps, union_ns, unit_ops
 from analysis.model.intervals import COMPUTE, NCCL
 from analysis.model.trace import Trace
@@ -45,12 +47,14 @@ def breakdown(trace: Trace) -> dict[str, Any]:
     Returns ``{compute_ns, comm_overlapped_ns, comm_exposed_ns, memory_only_ns, idle_ns, span_ns,
     goodput_pct, rank, devices: [{pid, device, rank, start_ns, end_ns, <same keys>}]}``; all ``*_ns``
     are ints. A report without GPU operations gets zeros and an empty ``devices`` list.
+
+    Processes that share one GPU (the export's device table gives their device the same UUID, or bus location)
+    are one device: its operations are partitioned once on its own timeline (``pid``: the lowest of them), so its
+    idle is never counted twice and never exceeds its span.
     """
     rank = trace.rank
     units: list[dict[str, Any]] = []
-    for u in unit_ops(trace):
-        if not len(u):
-            continue
+    for u in shared_devices(trace, [u for u in unit_ops(trace) if len(u)]):
         s0, s1 = int(u.start[0]), int(u.end.max())
         span = s1 - s0
         a, c, n, cn = _unit_unions(u)
@@ -64,6 +68,43 @@ def breakdown(trace: Trace) -> dict[str, Any]:
     total["rank"] = rank
     total["devices"] = units
     return total
+
+
+def physical_keys(trace: Trace) -> dict[tuple[Any, Any], str]:
+    """(pid, device) -> the GPU's identity (UUID, else bus location) from the export's device table; rows with no
+    pid hold for every process (``(None, device)``)."""
+    if not trace.has_rows("devices"):
+        return {}
+    rows = trace.sql("SELECT pid, device, COALESCE(uuid, bus_location) FROM devices "
+                     "WHERE device IS NOT NULL AND COALESCE(uuid, bus_location) IS NOT NULL")
+    return {(pid, dev): str(key) for pid, dev, key in rows}
+
+
+def shared_devices(trace: Trace, units: list[UnitOps]) -> list[UnitOps]:
+    """The units with those of processes that share one physical GPU merged into one (sorted by start, end; the
+    lowest pid names it). Units whose GPU the export does not identify stay apart: a CUDA ordinal alone does not
+    say which GPU it is (each process numbers its visible GPUs from 0)."""
+    if len({u.pid for u in units}) < 2:
+        return units
+    keys = physical_keys(trace)
+    groups: dict[Any, list[UnitOps]] = {}
+    for u in units:
+        key = keys.get((u.pid, u.device)) or keys.get((None, u.device))
+        groups.setdefault(("gpu", key) if key is not None else ("unit", u.pid, u.device), []).append(u)
+    if all(len(g) == 1 for g in groups.values()):
+        return units
+    out = []
+    for g in groups.values():
+        if len(g) == 1:
+            out.append(g[0])
+            continue
+        start = np.concatenate([u.start for u in g])
+        end = np.concatenate([u.end for u in g])
+        cat = np.concatenate([u.cat for u in g])
+        order = np.lexsort((end, start))
+        pid = min((u.pid for u in g if u.pid is not None), default=None)
+        out.append(UnitOps(pid, g[0].device, start[order], end[order], cat[order]))
+    return sorted(out, key=lambda u: (u.pid is None, u.pid or 0, u.device is None, u.device or 0))
 
 
 def compact(bd: dict[str, Any]) -> dict[str, Any]:

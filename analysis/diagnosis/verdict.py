@@ -6,9 +6,12 @@ the phases and the findings):
 
 1. Did the export record GPU activity at all? If not: ``no_gpu_data``, saying what it has and what to
    collect.
-2. Is it a one-shot program whose start-up (before the first GPU operation) or teardown (after the last)
-   is at least half of the trace and ``ONE_OFF_RATIO`` times the window analysed? Then ``startup`` /
-   ``teardown``: nothing in the GPU work matters until that is excluded or fixed.
+2. Is it a one-shot program whose one-off stretches, start-up (from the CUDA program's first call to the end of
+   set-up) and teardown (after the last GPU operation), are together at least half of the trace and
+   ``ONE_OFF_RATIO`` times the window analysed? Then ``startup`` / ``teardown`` (the larger): nothing in the GPU
+   work matters until that is excluded or fixed. Host work before the first CUDA call is outside the GPU program:
+   context in the sentence, not start-up to shorten. The calls the sentence lists are taken on the same window as
+   the cost, with the share of it their union covers.
 3. Is the loop paced by its input (``iterations.anatomy.kind == "host_paced"``)? Then ``host_paced``.
 4. Is the GPU busy (``GPU_BOUND_PCT`` or more of the window)? Then what fills the busy time decides:
    copies (``copies``), launch shapes that leave most SMs idle (``launch_shape``, KRN004), else the
@@ -29,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from analysis import fmt
-from analysis.loops.phases import activity_bounds, top_calls
+from analysis.loops.phases import activity_bounds, phase_info, top_calls
 from analysis.model.trace import Trace
 from analysis.results import Verdict
 
@@ -73,7 +76,7 @@ RULE_KINDS: dict[str, tuple[str, str]] = {
     "KRN002": ("gpu_bound_kernel", "use tensor-core math (TF32/BF16/FP16) in the heavy kernels"),
     "KRN003": ("gpu_bound_kernel", "profile the slow instances of the spread kernel with ncu"),
     "KRN004": ("launch_shape", "launch at least as many blocks as SMs, blocks of 64+ threads"),
-    "GPU001": ("host_bound", "find the host work in the gaps (NVTX, --sample=cpu) and move it off the "
+    "GPU001": ("host_bound", "find the host work in the gaps (NVTX ranges, CPU samples) and move it off the "
                              "GPU's critical path"),
     "GPU002": ("host_bound", "reduce per-step host overhead between kernels (fuse, CUDA graphs, queue ahead)"),
     "HOST001": ("host_bound", "move the blocking OS calls (I/O, locks, sleeps) off the launching thread"),
@@ -94,20 +97,98 @@ LABELS = {"sync_bound": "Sync-bound", "copies": "Copy-bound", "uvm": "Unified-me
           "communication": "Communication-bound", "jit": "Compilation", "startup": "Start-up"}
 
 
-def verdict_facts(trace: Trace) -> dict[str, int | None]:
+CAPTURE_FLAGS = (("--sample=cpu", "cpu_samples"), ("--trace=osrt", "osrt"))
+
+
+def missing_flags(facts: Mapping[str, Any]) -> list[str]:
+    """The capture flags that would show the host's work and that the export did not use (all of them when the
+    facts do not say: a verdict built without the trace)."""
+    have = facts.get("captured") or {}
+    return [flag for flag, _ in CAPTURE_FLAGS if not have.get(flag)]
+
+
+def _collect(facts: Mapping[str, Any], what: str) -> str:
+    """``collect <flags> to <what>`` for the flags not yet used; empty when the capture already had them all."""
+    flags = missing_flags(facts)
+    return f"collect {' '.join(flags)} to {what}" if flags else ""
+
+
+def verdict_facts(trace: Trace) -> dict[str, Any]:
     """What the verdict needs from the whole (unwindowed) report: the first and last recorded activity
-    (``t0_ns``/``t1_ns``) and GPU operation (``g0_ns``/``g1_ns``), and the CUDA calls that fill start-up
-    and teardown (for the sentence)."""
+    (``t0_ns``/``t1_ns``), the first activity of the CUDA program (``c0_ns``: its first CUDA call, GPU operation
+    or NVTX range; host work before it is outside the GPU program), the first and last GPU operation
+    (``g0_ns``/``g1_ns``), where one-shot set-up ends (``s1_ns``: ``phases.setup_end``), the CUDA calls and
+    set-up ranges that fill start-up (``c0_ns`` to ``s1_ns``) and teardown, with the share of each stretch their
+    union covers (``*_covered_ns``), what the host did before the CUDA program (``pre_cuda_calls``), and the
+    capture flags the export used (``captured``)."""
     bounds = activity_bounds(trace)
     parts = [f'SELECT MIN(start_ns) s, MAX(end_ns) e FROM "{t}"' for t in ("kernels", "memcpy", "memset")  # noqa: S608
              if trace.has_rows(t)]
     g = trace.sql("SELECT MIN(s), MAX(e) FROM (" + " UNION ALL ".join(parts) + ")")[0] if parts else (None, None)  # noqa: S608
     out: dict[str, Any] = {"t0_ns": bounds[0] if bounds else None, "t1_ns": bounds[1] if bounds else None,
                            "g0_ns": None if g[0] is None else int(g[0]), "g1_ns": None if g[1] is None else int(g[1])}
+    # The capture flags the export records (a flag already on is never the next step; nsys --sample=cpu writes
+    # cpu_samples, --trace=osrt osrt).
+    out["captured"] = {flag: trace.has_rows(table) for flag, table in CAPTURE_FLAGS}
     if bounds and out["g0_ns"] is not None:
-        out["startup_calls"] = top_calls(trace, bounds[0], out["g0_ns"])
+        c0 = _cuda_start(trace, out["g0_ns"])
+        s1 = _setup_end(trace, out["g0_ns"])
+        out["c0_ns"], out["s1_ns"] = c0, s1
+        out["startup_calls"] = top_calls(trace, c0, s1)
+        out["startup_covered_ns"] = covered_ns(trace, c0, s1, [n for n, _ in out["startup_calls"]])
         out["teardown_calls"] = top_calls(trace, out["g1_ns"], bounds[1])
+        out["teardown_covered_ns"] = covered_ns(trace, out["g1_ns"], bounds[1], [n for n, _ in out["teardown_calls"]])
+        out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
     return out
+
+
+def _setup_end(trace: Trace, g0: int) -> int:
+    """Where one-shot set-up ends (``phases.setup_end``: NCCL communicators, MPI_Init, context and module loading
+    can run past the first GPU operation), read from the report's start-up phase when its phases are known; a
+    report with a loop has no such set-up stretch: its start-up, for the verdict, ends at the first GPU operation."""
+    info = phase_info(trace)
+    if len(info.loop):
+        return g0
+    end = next((p.end_ns for p in info.phases if p.name == "startup"), None)
+    return max(g0, int(end)) if end is not None else g0
+
+
+def _cuda_start(trace: Trace, g0: int) -> int:
+    """The CUDA program's first activity: its first CUDA call, NVTX range or GPU operation (not an OS call or a
+    zero-length row of the process before it)."""
+    parts = [f"SELECT MIN(start_ns) FROM {t}" + (" WHERE kind <> 'mark'" if t == "nvtx" else "")  # noqa: S608
+             for t in ("cuda_api", "nvtx") if trace.has_rows(t)]
+    firsts = [int(v) for p in parts if (v := trace.scalar(p)) is not None]
+    return min([g0, *firsts])
+
+
+def covered_ns(trace: Trace, lo: int, hi: int, names: Sequence[str]) -> int:
+    """How much of ``[lo, hi)`` the union of the named CUDA calls and NVTX ranges covers (nested calls once)."""
+    if not names or hi <= lo:
+        return 0
+    parts = ["SELECT start_ns, end_ns FROM cuda_api WHERE list_contains($names, name)"
+             if trace.has_rows("cuda_api") else "",
+             "SELECT start_ns, end_ns FROM nvtx WHERE kind <> 'mark' AND list_contains($names, text)"
+             if trace.has_rows("nvtx") else ""]
+    sql = " UNION ALL ".join(p for p in parts if p)
+    row = trace.sql(f"""
+        WITH c AS (SELECT GREATEST(start_ns, {int(lo)}) s, LEAST(end_ns, {int(hi)}) e FROM ({sql})
+                   WHERE start_ns < {int(hi)} AND end_ns > {int(lo)}),
+             o AS (SELECT s, e, MAX(e) OVER (ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS r FROM c),
+             g AS (SELECT s, e, SUM(CASE WHEN r IS NULL OR s > r THEN 1 ELSE 0 END) OVER (ORDER BY s, e) AS grp FROM o)
+        SELECT COALESCE(SUM(e2 - s2), 0) FROM (SELECT MIN(s) s2, MAX(e) e2 FROM g GROUP BY grp)""",  # noqa: S608
+                    {"names": list(names)})[0]
+    return int(row[0] or 0)
+
+
+def _os_calls(trace: Trace, lo: int, hi: int, n: int = 2) -> list[tuple[str, int]]:
+    """The OS runtime calls that take the most time in ``[lo, hi)`` (what the host did before the CUDA program)."""
+    if not trace.has_rows("osrt"):
+        return []
+    rows = trace.sql(f"""SELECT name, SUM(LEAST(end_ns, {int(hi)}) - GREATEST(start_ns, {int(lo)}))::BIGINT AS t
+                         FROM osrt WHERE start_ns < {int(hi)} AND end_ns > {int(lo)} AND name IS NOT NULL
+                         GROUP BY name HAVING t > 0 ORDER BY t DESC, name LIMIT {int(n)}""")  # noqa: S608 - integers
+    return [(str(a), int(b)) for a, b in rows]
 
 
 def _ms(ns: float) -> str:
@@ -151,24 +232,63 @@ def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict | Non
     if any(v is None for v in got):
         return None
     t0, t1, g0, g1 = (int(v) for v in got)  # type: ignore[arg-type]  # None ruled out above
-    ext = t1 - t0
+    # The CUDA program starts at its first CUDA call (or GPU operation, or NVTX range): host work before it
+    # (input generation, a CPU baseline, imports) is outside the GPU program, context and not start-up to shorten.
+    c0 = int(facts.get("c0_ns") or t0)
+    ext = t1 - c0
     window = int((info.get("breakdown") or {}).get("span_ns") or 0)
-    # Start-up ends where set-up ends (the phases: context, modules, NCCL communicators, MPI_Init ...), which
-    # can be well after the first GPU operation (a memset inside ncclCommInitRank).
-    setup_end = next((int(p["end_ns"]) for p in info.get("phases") or []
-                      if p.get("name") == "startup" and p.get("end_ns") is not None), None)
-    start_ns = max(g0, setup_end) - t0 if setup_end is not None and t0 <= setup_end <= t1 else g0 - t0
-    for kind, ns, calls, where in (("startup", start_ns, facts.get("startup_calls"), "before the first"),
-                                   ("teardown", t1 - g1, facts.get("teardown_calls"), "after the last")):
-        if ext > 0 and ns >= ONE_OFF_SHARE * ext and ns >= ONE_OFF_RATIO * window:
-            fill = ", ".join(f"{n} {_ms(v)}" for n, v in (calls or [])[:3])
-            text = (f"{'Start-up' if kind == 'startup' else 'Teardown'} dominates: {_ms(ns)} of the {_ms(ext)} trace "
-                    f"passes {where} GPU operation" + (f" (mostly {fill})" if fill else "")
-                    + f"; the GPU work analysed spans {_ms(window)}.")
-            step = (SETUP_NEXT + "; then profile many iterations of the real work" if kind == "startup" else
-                    "exclude teardown from the capture (capture range) and profile many iterations of the work")
-            return _verdict(kind, text, ns, step, None)
-    return None
+    # Start-up ends where set-up ends (context, modules, NCCL communicators, MPI_Init ...), which can be well after
+    # the first GPU operation (a memset inside ncclCommInitRank): the calls that fill it are taken on that window.
+    s1 = facts.get("s1_ns")
+    if s1 is None:  # facts from before s1_ns: the phases' start-up
+        setup_end_ = next((int(p["end_ns"]) for p in info.get("phases") or []
+                           if p.get("name") == "startup" and p.get("end_ns") is not None), None)
+        s1 = max(g0, setup_end_) if setup_end_ is not None and t0 <= setup_end_ <= t1 else g0
+    parts = [("startup", int(s1) - c0, facts.get("startup_calls"), facts.get("startup_covered_ns"),
+              "in set-up before the GPU work starts" if int(s1) > g0 else "before the first GPU operation"),
+             ("teardown", t1 - g1, facts.get("teardown_calls"), facts.get("teardown_covered_ns"),
+              "after the last GPU operation")]
+    # The one-off stretches together (start-up and teardown: set-up paid once, at both ends) against the trace and
+    # the GPU work; the larger one leads and the sentence gives the other.
+    one_off = sum(max(0, p[1]) for p in parts)
+    if ext <= 0 or one_off < ONE_OFF_SHARE * ext or one_off < ONE_OFF_RATIO * window:
+        return None
+    lead, other = sorted(parts, key=lambda p: -p[1])
+    kind, ns, calls, cov, where = lead
+    text = (f"{'Start-up' if kind == 'startup' else 'Teardown'} dominates: {_ms(ns)} of the {_ms(ext)} trace "
+            f"passes {where}" + _fill(calls, cov, ns) + f"; the GPU work analysed spans {_ms(window)}")
+    if other[1] >= 0.1 * ext:
+        text += f"; {'start-up' if other[0] == 'startup' else 'teardown'} adds {_ms(other[1])}" + _fill(
+            other[2], other[3], other[1])
+    text += _before_cuda(facts, t0, c0, ext)
+    step = (SETUP_NEXT + "; then profile many iterations of the real work" if kind == "startup" else
+            "exclude teardown from the capture (capture range) and profile many iterations of the work")
+    return _verdict(kind, text + ".", ns, step, None)
+
+
+def _fill(calls: Sequence[tuple[str, int]] | None, covered: int | None, ns: int) -> str:
+    """`` (mostly A x, B y: together N% of it)``: the calls that fill a stretch and the share of it their union
+    covers (nested calls counted once), so the list never seems to explain more or less than it does."""
+    calls = [(n, v) for n, v in (calls or [])[:3] if v > 0]
+    if not calls:
+        return " (no CUDA call or set-up range recorded in it)"
+    fill = ", ".join(f"{n} {_ms(v)}" for n, v in calls)
+    if covered is None or ns <= 0:
+        return f" (mostly {fill})"
+    share = min(100.0, 100.0 * int(covered) / ns)
+    return (f" ({'mostly ' if share >= 50 else ''}{fill}: together {share:.0f}% of it"
+            + ("" if share >= 50 else "; the rest has no CUDA call or set-up range") + ")")
+
+
+def _before_cuda(facts: Mapping[str, Any], t0: int, c0: int, ext: int) -> str:
+    """The host's stretch before the CUDA program's first call, as context (not counted in start-up)."""
+    pre = c0 - t0
+    if pre < 0.05 * ext or pre <= 0:
+        return ""
+    calls = facts.get("pre_cuda_calls") or []
+    what = ("(" + ", ".join(f"{n} {_ms(v)}" for n, v in calls) + ") ") if calls else "(nothing recorded shows what) "
+    return (f"; the {_ms(pre)} of host work before the first CUDA call {what}is outside the GPU program and not "
+            "counted")
 
 
 def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts: Mapping[str, Any],
@@ -188,7 +308,9 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     busy = span - idle
     busy_pct = 100.0 * busy / span if span else 0.0
     phase = (info.get("window") or {}).get("phase")
-    mine = [f for f in findings if f.get("phase") in (phase, None) and f.get("owns_idle") is not False]
+    # The premise contract (docs/rules.md): a finding whose rule's premise did not hold on the evidence never leads.
+    mine = [f for f in findings if f.get("phase") in (phase, None) and f.get("owns_idle") is not False
+            and f.get("premise_holds") is not False]
     by_rule = {f["rule_id"]: f for f in sorted(mine, key=lambda f: -int(f["impact_ns"]))}
     ana = (info.get("iterations") or {}).get("anatomy") or {}
     if ana.get("kind") == "host_paced":
@@ -202,16 +324,23 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     # The GPU waits: the finding that owns the most time says on what.
     ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"]
     if not ranked:
+        see = _collect(facts, "see where the host is")
         return _verdict("host_bound", f"Host-bound: the GPU is busy {busy_pct:.1f}% of the window and idle "
                         f"{_ms(idle)}; no finding explains the idle.", idle,
-                        "collect CPU samples and OS calls (--sample=cpu --trace=osrt) to see where the host is", None)
+                        see or "annotate the host's work between the GPU operations with NVTX ranges: the CPU "
+                               "samples and OS calls recorded do not say what it is", None)
     top = max(ranked, key=lambda f: int(f["impact_ns"]))
     unrecorded = top if _unrecorded(top) else None
     if unrecorded is not None:
         named = [f for f in ranked if f is not top and int(f["impact_ns"]) >= NAMED_SHARE * idle]
         top = max(named, key=lambda f: int(f["impact_ns"])) if named else top
     kind = finding_kind(top) or "host_bound"
+    per_call = _per_call(top, by_rule, idle, busy_pct)
+    if per_call is not None:
+        return per_call
     step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
+    if top["rule_id"] == "MEM004":
+        step = _uvm_step(top)
     label = LABELS.get(kind, kind)
     title = str(top["title"])
     if title.lower().startswith(label.lower() + ":"):  # a title that already says it (KRN001's "Launch-bound: ...")
@@ -222,15 +351,80 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
             f"{h.get('function')} {float(h.get('share_pct') or 0):.0f}%" for h in sampled[:3])
+        if top["rule_id"] == "GPU001":  # the samples name the work: move it, do not ask to find it
+            step = (f"move the sampled host work ({', '.join(str(h.get('function')) for h in sampled[:2])}) off "
+                    "the launching thread or overlap it with GPU work (a worker thread, asynchronous copies "
+                    "into pinned buffers), so the GPU is not idle while it runs")
+    elif top["rule_id"] == "GPU001" and "--sample=cpu" in missing_flags(facts) and unrecorded is not top:
+        step = ("find the host work in the gaps (collect --sample=cpu, or NVTX ranges around it) and move it off "
+                "the GPU's critical path")
     elif unrecorded is top:
-        step += "; nothing recorded shows the host's work: collect --sample=cpu --trace=osrt"
+        see = _collect(facts, "see it")
+        step += ("; nothing recorded shows the host's work: " + see if see else
+                 "; the CPU samples and OS calls recorded show nothing of the host's work there: annotate it "
+                 "with NVTX ranges")
     if unrecorded is not None and unrecorded is not top:
         blind = int((unrecorded.get("by_category") or {}).get("none")
                     or ((unrecorded.get("causes") or {}).get("no_activity") or {}).get("total_ns")
                     or unrecorded["impact_ns"])
-        text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded "
-                 "(collect --sample=cpu --trace=osrt to see it)")
+        see = _collect(facts, "see it")
+        text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded"
+                 + (f" ({see})" if see else " (not in the CPU samples or OS calls either)"))
     return _verdict(kind, text + ".", int(top["impact_ns"]), step, top)
+
+
+# The rules that own idle inside the host's per-launch round trip (the calls of each iteration of a loop of small
+# kernels), the part of the round trip each names, and the next step that removes that part.
+PER_CALL: dict[str, tuple[str, str]] = {
+    "KRN001": ("between launches", ""),
+    "SYNC001": ("in synchronizations", "drop the per-kernel synchronizations (stream order suffices; a flag on the "
+                                       "device instead of a host check)"),
+    "MEM003": ("in synchronous memsets", "make the memsets asynchronous on the stream"),
+    "MEM002": ("in synchronous copies", "move the per-iteration copies out of the loop or make them asynchronous"),
+    "MEM006": ("in allocation calls", "allocate once outside the loop and reuse the buffers (hoist the "
+                                      "cudaMalloc/cuMemAlloc; a data region in OpenACC/OpenMP)"),
+}
+PART_SHARE = 0.1  # a part of the round trip at least this share of its idle is worth its own step
+
+
+def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], idle: int, busy_pct: float,
+              ) -> Verdict | None:
+    """A loop of small kernels whose idle is the host's per-launch round trip (KRN001 with the gaps shorter than
+    GPU001's long gap: ``short_gap_idle_ns``). Its cost is all that short-gap idle (launches, syncs, copies,
+    allocations and the host code between them: the round trip is one cost), its parts are the findings that own
+    idle in it, and the next step removes the largest parts first: allocations hoisted, copies moved, syncs
+    dropped; a CUDA graph only when no part it cannot capture (allocation, synchronous copy, host sync) is
+    large, since a graph removes launches, not the host's reads and waits."""
+    krn = by_rule.get("KRN001")
+    if top["rule_id"] not in PER_CALL or krn is None or krn.get("short_gap_idle_ns") is None:
+        return None
+    short = int(krn["short_gap_idle_ns"])
+    parts = sorted(((r, int(by_rule[r]["impact_ns"])) for r in PER_CALL if r in by_rule), key=lambda p: -p[1])
+    cost = max(short, int(top["impact_ns"]))
+    label = LABELS.get(finding_kind(top) or "launch_bound", "Launch-bound")
+    inside = ", ".join(f"{PER_CALL[r][0]} {_ms(ns)}" for r, ns in parts)
+    text = (f"{label}: the host's per-launch round trip leaves the GPU idle {_ms(short)} in "
+            f"{int(krn.get('short_gaps') or 0):,} short gaps around {int(krn.get('short_kernels') or 0):,} short "
+            f"kernels (the findings in it: {inside}; the GPU is idle {_ms(idle)}, busy {busy_pct:.1f}% of the "
+            "window).")
+    big = [r for r, ns in parts if r != "KRN001" and ns >= PART_SHARE * cost]
+    steps = [PER_CALL[r][1] for r in big]
+    steps.append("fuse the small kernels or give each launch more work" if big else
+                 "capture the kernel sequence in a CUDA graph or fuse the small kernels")
+    return _verdict(finding_kind(top) or "launch_bound", text, cost, "; then ".join(steps), top)
+
+
+def _uvm_step(finding: Mapping[str, Any]) -> str:
+    """MEM004's next step follows the direction of the faults that own its cost: idle between migrations to the
+    host is the host faulting device-resident pages back (prefetch them to the CPU before it reads them, or keep
+    the work on the device); migrations inside kernels are the GPU faulting (prefetch to the GPU)."""
+    by_dir = finding.get("idle_by_direction") or {}
+    to_host = int((by_dir.get("UVM_DtoH") or {}).get("ns") or 0)
+    on_gpu = int(finding.get("kernel_overlap_ns") or 0) + int((by_dir.get("UVM_HtoD") or {}).get("ns") or 0)
+    if to_host > on_gpu:
+        return ("prefetch the managed buffers to the host (cudaMemPrefetchAsync to cudaCpuDeviceId) before the host "
+                "reads them, or keep that work on the GPU so the pages stay there")
+    return RULE_KINDS["MEM004"][1]
 
 
 def _unrecorded(finding: Mapping[str, Any]) -> bool:
@@ -267,15 +461,36 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
         return _verdict("launch_shape", text, int(shape["impact_ns"]), RULE_KINDS["KRN004"][1], shape)
     dom = by_rule.get("KRN005")
     if dom is not None:
+        if dom.get("is_family"):  # many instances of one template, none dominant alone: say so, profile the costliest
+            cost, where = _per_device(dom)
+            text = (f"One template family is {float(dom.get('share_pct') or 0):.1f}% of GPU time: {dom.get('kernel')}, "
+                    f"{dom.get('instances')} instances, the costliest {float(dom.get('instance_share_pct') or 0):.1f}% "
+                    f"({where}, GPU busy {busy_pct:.1f}% of the window).")
+            return _verdict("gpu_bound_kernel", text, cost,
+                            f"profile the costliest instance with ncu, then the next ones: {dom.get('ncu_command')}",
+                            dom)
+        cost, where = _per_device(dom)
         text = (f"One kernel is {float(dom.get('share_pct') or 0):.1f}% of GPU time: {dom.get('kernel')} "
-                f"({_ms(int(dom['impact_ns']))}, GPU busy {busy_pct:.1f}% of the window).")
-        return _verdict("gpu_bound_kernel", text, int(dom["impact_ns"]),
-                        f"profile it with ncu: {dom.get('ncu_command')}", dom)
+                f"({where}, GPU busy {busy_pct:.1f}% of the window).")
+        return _verdict("gpu_bound_kernel", text, cost, f"profile it with ncu: {dom.get('ncu_command')}", dom)
     tops = info.get("top_kernels") or []
     names = ", ".join(f"{k['name']} {float(k.get('share_pct') or 0):.1f}%" for k in tops[:3])
     return _verdict("gpu_bound_kernel", f"GPU-bound: busy {busy_pct:.1f}% of the window; the kernels are the "
                     f"lever (largest over the report: {names}).", compute,
                     "profile the largest kernels with ncu (--set full), starting with the first", None)
+
+
+def _per_device(finding: Mapping[str, Any]) -> tuple[int, str]:
+    """A kernel's cost where it runs on several GPUs at once: the time on the GPU where it takes most (the GPUs
+    run side by side, so their sum is no one's time), said as such; on one GPU its time."""
+    per: dict[Any, int] = {}
+    for ev in finding.get("evidence") or []:
+        per[ev.get("device")] = per.get(ev.get("device"), 0) + int(ev.get("value_ns") or 0)
+    total = int(finding["impact_ns"])
+    if len(per) < 2:
+        return total, _ms(total)
+    most = max(per.values())
+    return most, f"{_ms(most)} on the busiest of {len(per)} GPUs, {_ms(total)} on all of them"
 
 
 def run_verdict(verdicts: list[Verdict], names: list[str]) -> Verdict | None:

@@ -98,7 +98,9 @@ def test_busy_gpu_without_a_dominant_kernel_names_the_top_kernels() -> None:
 def test_an_idle_gpu_takes_kind_and_next_step_from_the_table(rule_id) -> None:
     # MEM006 / HOST003 / HOST004 (allocation churn, MPI, JIT) are in the table before their rules exist.
     smaller = finding("GPU002" if rule_id != "GPU002" else "SYNC001", 10)
-    v = report_verdict(info(span_ms=100, busy_ms=20), [smaller, finding(rule_id, 60)], FACTS)
+    # A capture with CPU samples and OS calls: the table's next step as it stands (test_host_bound_... for others).
+    captured = {**FACTS, "captured": {"--sample=cpu": True, "--trace=osrt": True}}
+    v = report_verdict(info(span_ms=100, busy_ms=20), [smaller, finding(rule_id, 60)], captured)
     kind, step = RULE_KINDS[rule_id]
     assert (v.kind, v.rule_id, v.next_step, v.impact_ns) == (kind, rule_id, step, 60 * MS)
     assert kind in KINDS
@@ -117,8 +119,16 @@ def test_host_bound_names_the_sampled_functions_or_the_capture_flags() -> None:
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity",
                                                                host_functions=sampled)], FACTS)
     assert v.kind == "host_bound" and v.text.endswith("sampled in __printf_fp_l 30%, _IO_vfprintf 14%.")
+    assert v.next_step.startswith("move the sampled host work (__printf_fp_l, _IO_vfprintf) off the launching thread")
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity")], FACTS)
-    assert v.next_step.endswith("collect --sample=cpu --trace=osrt")
+    assert v.next_step.endswith("collect --sample=cpu --trace=osrt to see it")
+    # Flags the capture already used are not asked for again (issue #39, class 5).
+    osrt = {**FACTS, "captured": {"--sample=cpu": False, "--trace=osrt": True}}
+    v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity")], osrt)
+    assert v.next_step.endswith("collect --sample=cpu to see it")
+    both = {**FACTS, "captured": {"--sample=cpu": True, "--trace=osrt": True}}
+    v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity")], both)
+    assert "--sample" not in v.next_step and "--trace" not in v.next_step and "NVTX" in v.next_step
 
 
 def test_a_recorded_cause_leads_over_idle_with_nothing_recorded() -> None:
@@ -184,3 +194,45 @@ def test_a_multi_rank_run_has_one_verdict() -> None:
     lead = max(per, key=lambda v: v["impact_ns"])
     assert result["verdict"]["kind"] == "startup" and result["verdict"]["impact_ns"] == lead["impact_ns"]
     assert result["verdict"]["text"].startswith("2 of 2 reports (rank 0 shown): ")
+
+
+def test_a_loop_of_small_kernels_costs_its_whole_round_trip_and_its_fix_fits_the_calls_in_it() -> None:
+    """Issue #39 classes 5 and 6: a loop of small kernels whose idle is all short gaps. The cost is that short-gap
+    idle (launches, syncs, copies, allocations and the host code between: one round trip), not KRN001's share of it;
+    the next step removes the large parts first, and a CUDA graph is offered only when nothing it cannot capture
+    (an allocation, a synchronous copy, a host sync) is large."""
+    krn = finding("KRN001", 57, short_gap_idle_ns=95 * MS, short_gaps=3865, short_kernels=1933)
+    found = [krn, finding("MEM002", 16), finding("MEM006", 13), finding("SYNC001", 8)]
+    v = report_verdict(info(span_ms=101, busy_ms=6), found, FACTS)
+    assert (v.kind, v.rule_id, v.impact_ns) == ("launch_bound", "KRN001", 95 * MS)
+    assert "in allocation calls 13.0 ms" in v.text and "between launches 57.0 ms" in v.text
+    assert v.next_step.startswith("move the per-iteration copies out of the loop")
+    assert "allocate once outside the loop" in v.next_step and "graph" not in v.next_step
+    assert "synchronizations" not in v.next_step  # 8 ms: under a tenth of the round trip
+    v = report_verdict(info(span_ms=101, busy_ms=6), [krn], FACTS)
+    assert v.impact_ns == 95 * MS and "CUDA graph" in v.next_step
+    # Without the short-gap idle (an older KRN001), the finding's own cost and the table's next step stay.
+    v = report_verdict(info(span_ms=101, busy_ms=6), [finding("KRN001", 57)], FACTS)
+    assert v.impact_ns == 57 * MS and v.next_step == RULE_KINDS["KRN001"][1]
+
+
+def test_a_kernel_on_two_gpus_costs_the_time_of_one() -> None:
+    """Issue #39 classes 6 and 8: two GPUs run side by side, so a kernel's time summed over them is no one's time.
+    The verdict's cost is the busiest GPU's, and the sentence says both."""
+    ev = [{"device": 0, "value_ns": 136 * MS}, {"device": 1, "value_ns": 130 * MS}]
+    dom = finding("KRN005", 266, kernel="flash_fwd_kernel", share_pct=51.0, ncu_command="ncu ...", evidence=ev)
+    v = report_verdict(info(span_ms=600, busy_ms=540), [dom], FACTS)
+    assert (v.kind, v.impact_ns) == ("gpu_bound_kernel", 136 * MS)
+    assert "136 ms on the busiest of 2 GPUs, 266 ms on all of them" in v.text
+
+
+def test_unified_memory_faults_are_fixed_in_their_direction() -> None:
+    """Issue #39 class 5: idle between migrations to the host is the host faulting pages back: prefetch them to the
+    CPU (or keep the work on the GPU), not "prefetch to the GPU"; faults inside kernels keep the GPU prefetch."""
+    host = finding("MEM004", 60, idle_by_direction={"UVM_DtoH": {"ns": 59 * MS, "gaps": 1536}},
+                   kernel_overlap_ns=5 * MS)
+    v = report_verdict(info(span_ms=100, busy_ms=20), [host], FACTS)
+    assert v.kind == "uvm" and "to the host" in v.next_step and "to the GPU" not in v.next_step
+    gpu = finding("MEM004", 60, idle_by_direction={"UVM_DtoH": {"ns": 1 * MS, "gaps": 3}}, kernel_overlap_ns=50 * MS)
+    v = report_verdict(info(span_ms=100, busy_ms=20), [gpu], FACTS)
+    assert v.next_step == RULE_KINDS["MEM004"][1]

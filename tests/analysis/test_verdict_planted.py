@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.api import analyze
-from tests.analysis.planting import copy_export, ingest_copy, open_gap
+from tests.analysis.planting import clone_row, copy_export, ingest_copy, new_string, open_gap, sqlite_rw
 from tests.analysis.rule_cases_idle import host003_fires, loop_gap, plant_api, plant_os_call
 from tests.conftest import corpus_file
 
@@ -55,3 +55,57 @@ def test_a_gap_with_nothing_recorded_stays_gpu001s_host_bound_idle(tmp_path) -> 
     (g,) = [x for x in result["findings"] if x["rule_id"] == "GPU001"]
     # No call, sample or switch-out in it, but the program's NVTX range 'Loop' spans it: the anatomy says where.
     assert g["causes"]["no_activity"]["total_ns"] >= GAP and g["by_category"]["user_range"] >= GAP
+
+
+def _drop(path: Path, *tables: str) -> None:
+    con = sqlite_rw(path)
+    with con:
+        for table in tables:
+            con.execute(f'DELETE FROM "{table}"')  # noqa: S608 - constant names
+    con.close()
+
+
+@pytest.mark.parametrize("sampled", [True, False], ids=["sampled", "not-sampled"])
+def test_the_next_step_asks_only_for_capture_flags_the_export_did_not_use(tmp_path, sampled) -> None:
+    """Issue #39 class 5: the export records its capture (CPU samples, OS runtime calls); a flag already on is never
+    the next step. The same host-bound export, with its CPU samples, names the sampled work and says to move it;
+    without them (planted: the sample tables emptied), it asks for --sample=cpu and only for that."""
+    src = copy_export(corpus_file(EXPORT), tmp_path / "a.sqlite")
+    if not sampled:
+        _drop(src, "COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS")
+        open_gap(src, loop_gap(src), GAP)  # idle with nothing recorded: the host's work must be asked for
+    v = analyze([ingest_copy(src, tmp_path / "a.duckdb")]).to_json()["verdict"]
+    said = v["text"] + " " + v["next_step"]
+    assert v["kind"] == "host_bound", v
+    assert "--trace=osrt" not in said  # the export traces OS runtime calls either way
+    if sampled:
+        assert "--sample=cpu" not in said and "_Py_dg_dtoa" in v["next_step"], v
+    else:
+        assert "--sample=cpu" in said and "sampled" not in v["text"], v
+
+
+def test_host_work_before_the_first_cuda_call_is_context_not_start_up(tmp_path) -> None:
+    """Issue #39 classes 1 and 2: the same one-shot export (vecadd: pinned allocation before its GPU work), with 3 s
+    more of host work planted before its first CUDA call (a 2.5 s read on the launching thread): the start-up
+    verdict's cost is the same (it starts at the CUDA program's first call), and the sentence gives the host's
+    stretch, with the read, as context. The calls it lists are taken on the start-up's own window, with the share
+    of it their union covers."""
+    def run(path: Path, out: Path) -> dict:
+        return analyze([ingest_copy(path, out)]).to_json()["verdict"]
+
+    base = run(copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "a.sqlite"), tmp_path / "a.duckdb")
+    src = copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "b.sqlite")
+    con = sqlite_rw(src)
+    (c0, tid) = con.execute("SELECT start, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start LIMIT 1").fetchone()
+    con.close()
+    open_gap(src, c0, 3_000_000_000)
+    con = sqlite_rw(src)
+    rowid = con.execute("SELECT rowid FROM OSRT_API WHERE globalTid = ? LIMIT 1", [tid]).fetchone()[0]
+    with con:
+        clone_row(con, "OSRT_API", rowid, start=c0, end=c0 + 2_500_000_000, nameId=new_string(con, "read"))
+    con.close()
+    planted = run(src, tmp_path / "b.duckdb")
+    assert base["kind"] == planted["kind"] == "startup"
+    assert planted["impact_ns"] == base["impact_ns"] and 900_000_000 < base["impact_ns"] < 1_100_000_000
+    assert "mostly cudaHostAlloc 815 ms" in planted["text"] and "together 85% of it" in planted["text"]
+    assert "3.50 s of host work before the first CUDA call (read 2.50 s" in planted["text"], planted["text"]

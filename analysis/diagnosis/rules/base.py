@@ -146,6 +146,10 @@ class Rule:
     # ``analysis.diagnosis.rules.nsys.idle_claims``; a rule that sets none owns idle by the gap table's precedence.
     owns_idle: ClassVar[tuple[str, ...]] = ()
     idle_phases: ClassVar[tuple[str, ...] | None] = None
+    # The premise of a rule that can lead the verdict (docs/rules.md): what must hold for its mechanism, checked
+    # on the evidence of each finding, which carries ``premise_holds`` and ``premise`` (what showed it). The verdict
+    # takes only findings whose premise held. Empty: the rule's finding is its own evidence (no mechanism to check).
+    premise: ClassVar[str] = ""
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""

@@ -105,11 +105,13 @@ class IdleGaps(Rule):
         long_ns = int(ownership_params(ctx.all_params)["min_gap_ns"])
         tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
+        whole = 0  # the gaps' full length (what GPU001 keeps of them is less where other rules claimed idle)
         cands: list[tuple[Gap, str]] = []  # the longest gaps of each device, with their causes
         mine_gaps: list[tuple[int | None, np.ndarray, np.ndarray]] = []  # GPU001's own gaps, for host_functions
         for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id], long_ns):
             gs, ge, codes = pg.gap_start, pg.gap_end, pg.cause
             mine_gaps.append((pg.pid, gs, ge))
+            whole += int((ge - gs)[pg.kept > 0].sum())
             for c, name in enumerate(CAUSE_CODES):
                 sel = codes == c
                 sel &= pg.kept > 0  # gaps whose idle was all claimed by what the host did are not GPU001's
@@ -155,8 +157,11 @@ class IdleGaps(Rule):
             rule_id=self.id,
             title=f"GPU idle in {n_gaps} gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms",
             message=(f"{n_gaps} idle gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms add up to "
-                     f"{fmt_ms(total)}" + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
-                     + f"; longest {fmt_ms(top[0].ns)}. Causes: {causes}. The host was: "
+                     f"{fmt_ms(whole)}; longest {fmt_ms(top[0].ns)}; "
+                     + (f"{fmt_ms(total)} of it stays this rule's (the rest is the idle of rules that name what the "
+                        "host did in it)" if whole > total else "all of it this rule's")
+                     + (f", {share:.1f}% of the GPU-active span" if share is not None else "")
+                     + f". Causes: {causes}. The host was: "
                      + ", ".join(f"{CATEGORY_WORDS.get(c, c)} {fmt_ms(v)}" for c, v in list(by_cat.items())[:4])
                      + "." + _unrecorded(trace, main, host)),
             impact_ns=total, impact_pct=share, advice=ADVICE[_advice_key(main, by_cat)], evidence=evidence,

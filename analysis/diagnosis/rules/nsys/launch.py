@@ -8,7 +8,14 @@ from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.launches import launch_summary
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.diagnosis.rules.nsys.gaps import OWNERSHIP_PARAMS, KernelRun, KernelRuns, krn_idle_runs, owned
+from analysis.diagnosis.rules.nsys.gaps import (
+    OWNERSHIP_PARAMS,
+    KernelRun,
+    KernelRuns,
+    OwnedUnit,
+    krn_idle_runs,
+    owned,
+)
 from analysis.model.trace import Trace
 
 
@@ -69,7 +76,8 @@ class LaunchBound(Rule):
         " or give each kernel more work (larger batches, fewer and bigger launches).")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        rows = krn_idle_runs(owned(trace, ctx.all_params))
+        units = owned(trace, ctx.all_params)
+        rows = krn_idle_runs(units)
         total = int(rows.idle_ns.sum())
         if not len(rows) or total < ctx.params["min_idle_us"] * 1000:
             return []
@@ -98,8 +106,23 @@ class LaunchBound(Rule):
             impact_ns=total, impact_pct=share,
             advice=advice, evidence=evidence, evidence_total=len(rows), report=trace.label, rank=trace.rank,
             extra={"runs": len(rows), "short_kernels": kernels, "short_kernel_ns": busy,
-                   "per_launch_overhead_ns": overhead, "graph_saving_ns": saving},
+                   "per_launch_overhead_ns": overhead, "graph_saving_ns": saving,
+                   **short_gap_idle(units, int(ctx.all_params.get("GPU001", {}).get("min_gap_us", OWNERSHIP_PARAMS[
+                       ("GPU001", "min_gap_us")]) * 1000))},
         )]
+
+
+def short_gap_idle(units: list[OwnedUnit], long_ns: int) -> dict[str, int]:
+    """The idle in the window's gaps shorter than GPU001's long gap (``short_gap_idle_ns``, ``short_gaps``): the
+    per-launch round trip of the host, whichever call (launch, sync, copy, allocation) or host code sits in each
+    gap. The cost of a launch-bound loop is all of it, not only the gaps inside runs of short kernels."""
+    ns = n = 0
+    for u in units:
+        d = u.gap_end - u.gap_start
+        short = d < long_ns
+        ns += int(d[short].sum())
+        n += int(short.sum())
+    return {"short_gap_idle_ns": ns, "short_gaps": n}
 
 
 def graph_saving(trace: Trace, rows: KernelRuns) -> tuple[int | None, int | None]:

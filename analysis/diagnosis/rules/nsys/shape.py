@@ -65,6 +65,7 @@ class SmallGrid(Rule):
 
     id = "KRN004"
     name = "kernel.small-grid"
+    premise = "the kernel's duration grows as its grid shrinks"
     category = "kernel"
     requires = ("kernels",)
     thresholds = {
@@ -114,20 +115,51 @@ class SmallGrid(Rule):
                              "kernel_ns": ns, "used_pct": round(100.0 * used, 3)})
             for cost, pid, device, kname, blocks, threads, sm, launches, ns, first, last, used in shapes[:20])
         share = pct(total, report_span_ns(trace))
+        holds, premise = grid_premise(compute, top[1], top[2], top[3])
         return [Finding(
             rule_id=self.id,
             title=(f"Launch shape cannot fill the GPU: {top[3]} runs {top[4]:,} block(s) of {top[5]:,} thread(s) "
-                   f"on {top[6]} SMs"),
+                   f"on {top[6]} SMs" + ("" if holds else f" ({premise})")),
             message=(f"{len(shapes)} kernel shape(s) with fewer blocks than SMs or blocks under a warp ran "
                      f"{fmt_ms(small_ns)} ({pct(small_ns, kernel_ns) or 0:.1f}% of compute kernel time); the SM "
                      f"lanes they left unused cost {fmt_ms(total)} (time x unused share, assuming the work would "
                      f"spread over the whole GPU). Largest: {top[3]}, {top[7]:,} launch(es), {fmt_ms(top[8])}, at "
-                     f"most {100.0 * top[11]:.1f}% of the GPU used."),
+                     f"most {100.0 * top[11]:.1f}% of the GPU used. Premise ({self.premise}): "
+                     + ("holds, " if holds else "does not hold, ") + premise + "."),
             impact_ns=total, impact_pct=share,
-            advice=self.advice,
+            advice=self.advice if holds else (
+                "The grid is not what limits this kernel (its duration does not shrink as its grid grows): profile "
+                "it with ncu before widening the launch."),
             evidence=evidence, evidence_total=len(shapes), report=trace.label, rank=trace.rank,
-            extra={"small_kernel_ns": small_ns, "compute_kernel_ns": kernel_ns},
+            extra={"small_kernel_ns": small_ns, "compute_kernel_ns": kernel_ns, "premise_holds": holds,
+                   "premise": premise},
         )]
+
+
+FLAT = 0.8  # a per-launch duration at the widest grid above this share of the narrowest grid's is flat
+
+
+def grid_premise(compute: list[tuple], pid: Any, device: Any, kname: str) -> tuple[bool, str]:
+    """KRN004's premise on the evidence: the same kernel (process, device, name) across the grid sizes it ran
+    with. With several, the mean time per launch at the widest grid must be clearly below the narrowest's (the
+    grid limits it); flat means it does not. With one grid size nothing compares, and the shape alone bounds the
+    SMs that can work (the premise is taken as holding, and said so)."""
+    per: dict[int, list[int]] = {}
+    for p, d, k, _, blocks, _, launches, ns, *_ in compute:
+        if (p, d, k) == (pid, device, kname) and blocks and launches:
+            acc = per.setdefault(int(blocks), [0, 0])
+            acc[0] += int(ns)
+            acc[1] += int(launches)
+    if len(per) < 2:
+        return True, "one grid size, so the shape alone bounds the SMs that can work"
+    lo, hi = min(per), max(per)
+    t_lo, t_hi = per[lo][0] / per[lo][1], per[hi][0] / per[hi][1]
+    if t_hi < FLAT * t_lo:
+        return True, (f"grid {lo:,}-{hi:,} blocks, {fmt_ms(int(t_lo))} per launch at {lo:,} and "
+                      f"{fmt_ms(int(t_hi))} at {hi:,}: the grid limits it")
+    what = "duration flat" if t_hi <= t_lo / FLAT else "duration does not shrink as the grid grows"
+    return False, (f"grid {lo:,}-{hi:,} blocks, {what} ({fmt_ms(int(t_lo))} per launch at {lo:,}, "
+                   f"{fmt_ms(int(t_hi))} at {hi:,}): not grid-bound")
 
 
 class DominantKernel(Rule):
@@ -188,40 +220,82 @@ class DominantKernel(Rule):
         launches = sum(int(r[4]) for r in mine)
         share = 100.0 * ns / total_ns
         pid = mine[0][7]
-        before = launches_before_window(trace, kname, pid)
-        skip = before or (1 if launches > 1 else 0)
-        command = ncu_command(kname, skip, process_name(trace, pid))
+        # A kernel is its full (demangled) name, template arguments included: a base name shared by several
+        # instances is one template family, and "one kernel dominates" holds only if one instance does.
+        inst = instances(trace, kname, [r[0] for r in mine])
+        top_name, top_ns, top_launches = inst[0] if inst else (kname, ns, launches)
+        family = len(inst) > 1 and top_ns < share_min * total_ns
+        if len(inst) > 1 and not family:  # one instance dominates: it is the kernel, with its own time
+            kname, ns, launches, share = top_name, top_ns, top_launches, 100.0 * top_ns / total_ns
+        if len(inst) > 1:
+            before = launches_before_window(trace, top_name, pid, full=True)
+            skip = before or (1 if top_launches > 1 else 0)
+            command = ncu_command(top_name, skip, process_name(trace, pid), full=True)
+        else:
+            before = launches_before_window(trace, kname, pid)
+            skip = before or (1 if launches > 1 else 0)
+            command = ncu_command(kname, skip, process_name(trace, pid))
         evidence = tuple(
             Evidence(start_ns=int(r[5]), end_ns=int(r[6]), device=r[0], pid=r[7], rank=trace.rank, name=r[1],
                      value_ns=int(r[2]), detail={"share_pct": round(100.0 * int(r[2]) / int(r[3]), 3),
                                                  "launches": int(r[4])})
             for r in mine)
+        top_share = 100.0 * top_ns / total_ns
+        why_skip = ("its launches before the analysis window (start-up, warm-up) are skipped" if before else
+                    "the first launch pays lazy module loading and cold caches" if skip else "its only launch")
+        if family:
+            title = (f"One template family is {share:.1f}% of GPU time: {kname} ({len(inst)} instances, "
+                     f"the costliest {top_share:.1f}%)")
+            message = (f"{kname} is {len(inst)} different kernels (template instances), together {fmt_ms(ns)} in "
+                       f"{launches:,} launch(es), {share:.1f}% of the kernel time of the device(s) they run on; no "
+                       f"single instance dominates (the costliest, {top_name}, is {fmt_ms(top_ns)}, "
+                       f"{top_share:.1f}%). Profile the costliest instance with Nsight Compute: {command}  "
+                       f"(--launch-skip {skip}: {why_skip}), then the next ones: each instance is its own code.")
+        else:
+            title = f"One kernel is {share:.1f}% of GPU time: {kname}"  # kname: the instance when there are several
+            message = (f"{kname} runs {fmt_ms(ns)} in {launches:,} launch(es), {share:.1f}% of the kernel time of "
+                       f"the device(s) it runs on. Profile it with Nsight Compute: {command}  (--launch-skip {skip}: "
+                       f"{why_skip}).")
         return [Finding(
             rule_id=self.id,
-            title=f"One kernel is {share:.1f}% of GPU time: {kname}",
-            message=(f"{kname} runs {fmt_ms(ns)} in {launches:,} launch(es), {share:.1f}% of the kernel time of "
-                     f"the device(s) it runs on. Profile it with Nsight Compute: {command}  (--launch-skip {skip}: "
-                     + ("its launches before the analysis window (start-up, warm-up) are skipped"
-                        if before else
-                        "the first launch pays lazy module loading and cold caches" if skip else
-                        "its only launch") + ")."),
+            title=title,
+            message=message,
             impact_ns=ns, impact_pct=pct(ns, report_span_ns(trace)),
             advice=(f"Profile this kernel first: {command}. Its memory and compute sections say whether it is "
                     "memory- or compute-bound; nothing else on this GPU can gain as much."),
             evidence=evidence, evidence_total=len(mine), report=trace.label, rank=trace.rank,
             extra={"kernel": kname, "share_pct": round(share, 3), "launches": launches, "ncu_command": command,
-                   "launch_skip": skip},
+                   "launch_skip": skip, "instances": max(1, len(inst)), "is_family": family,
+                   "instance": top_name, "instance_share_pct": round(top_share, 3)},
         )]
 
 
-def launches_before_window(trace: Trace, kname: str, pid: Any) -> int:
-    """How many launches of ``kname`` (in process ``pid``) start before the trace's analysis window."""
+def instances(trace: Trace, kname: str, devices: list[Any]) -> list[tuple[str, int, int]]:
+    """The distinct kernels (full names: template instances) under one base name on ``devices``, costliest
+    first: (name, ns, launches)."""
+    acc: dict[str, list[int]] = {}
+    for n, device, t, c in trace.sql("""
+            SELECT COALESCE(name, short_name) AS n, device, SUM(end_ns - start_ns)::BIGINT, COUNT(*)
+            FROM kernels WHERE COALESCE(short_name, name) = $k AND end_ns > start_ns AND category = 'compute'
+            GROUP BY n, device""", {"k": kname}):
+        if device in devices:
+            v = acc.setdefault(str(n), [0, 0])
+            v[0] += int(t)
+            v[1] += int(c)
+    rows = sorted(((n, t, c) for n, (t, c) in acc.items()), key=lambda r: (-r[1], r[0]))
+    return rows
+
+
+def launches_before_window(trace: Trace, kname: str, pid: Any, *, full: bool = False) -> int:
+    """How many launches of ``kname`` (in process ``pid``; ``full``: by full name, one template instance) start
+    before the trace's analysis window."""
     info = trace.memo.get("phase_info")
     base = getattr(info, "base", None)
     if trace.window is None or base is None:
         return 0
+    col = "COALESCE(name, short_name)" if full else "COALESCE(short_name, name)"
     return int(base.scalar(
-        "SELECT COUNT(*) FROM kernels WHERE COALESCE(short_name, name) = $n AND pid IS NOT DISTINCT FROM $pid "
+        f"SELECT COUNT(*) FROM kernels WHERE {col} = $n AND pid IS NOT DISTINCT FROM $pid "  # noqa: S608 - constants
         "AND start_ns < $lo", {"n": kname, "pid": pid, "lo": int(trace.window[0])}) or 0)
 
 
@@ -232,10 +306,13 @@ def process_name(trace: Trace, pid: Any) -> str | None:
     return str(name) if name else None
 
 
-def ncu_command(kname: str, skip: int, app: str | None) -> str:
-    """The ncu command line that profiles one launch of ``kname`` after ``skip`` launches of it (shell-quoted)."""
+def ncu_command(kname: str, skip: int, app: str | None, *, full: bool = False) -> str:
+    """The ncu command line that profiles one launch of ``kname`` after ``skip`` launches of it (shell-quoted);
+    ``full``: ``kname`` is one template instance's demangled name, matched as such (``--kernel-name-base
+    demangled``)."""
     plain = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", kname) is not None
     name = kname if plain else f"regex:^{re.escape(kname)}$"
     out = re.sub(r"[^A-Za-z0-9_.-]+", "_", kname)[:60] or "kernel"
-    return (f"ncu --kernel-name {shlex.quote(name)} --launch-skip {skip} --launch-count 1 --set full "
+    base = "--kernel-name-base demangled " if full else ""
+    return (f"ncu {base}--kernel-name {shlex.quote(name)} --launch-skip {skip} --launch-count 1 --set full "
             f"-o {shlex.quote(out)} {shlex.quote(app) if app else '<app>'} [args]")

@@ -1,0 +1,75 @@
+"""Issue #39 class 7: no verdict or finding sentence contradicts its own numbers, on any corpus export.
+
+Every sentence Goodput writes about a report (the verdict's text, each finding's title and message) is read
+back and checked against itself and the report's numbers:
+
+- "A of (the) B": a part is never larger than its whole (1 % slack for rounding to three digits);
+- "... add up to T ...; longest L": the longest of a set is never above its total;
+- a share is never above 100 % (nothing printed explains such a share);
+- the verdict's "costs X" is its ``impact_ns``; a verdict about the GPU work costs at most its window;
+- each device's idle is never above its window (``breakdown``: idle + busy parts = span).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.analysis.test_verdict_substance import _result
+from tests.conftest import NSYS_FILES
+
+UNIT = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+NUM = r"(\d[\d,]*(?:\.\d+)?)\s*(ns|µs|us|ms|s)\b"
+SLACK = 1.01  # three significant digits
+
+
+def _s(value: str, unit: str) -> float:
+    return float(value.replace(",", "")) * UNIT[unit]
+
+
+def contradictions(text: str) -> list[str]:
+    """The places where a sentence contradicts its own numbers."""
+    out = []
+    for m in re.finditer(NUM + r" of (?:the |its |their )?" + NUM, text):
+        if _s(m[1], m[2]) > SLACK * _s(m[3], m[4]):
+            out.append(f"part above whole: {m[0]!r}")
+    for m in re.finditer(r"add up to " + NUM + r".{0,80}?longest " + NUM, text):
+        if _s(m[3], m[4]) > SLACK * _s(m[1], m[2]):
+            out.append(f"longest above total: {m[0]!r}")
+    for m in re.finditer(r"(\d[\d,]*(?:\.\d+)?)\s*%", text):
+        if float(m[1].replace(",", "")) > 100.0:
+            out.append(f"share above 100%: {text[max(0, m.start() - 60):m.end()]!r}")
+    return out
+
+
+def test_the_checks_catch_what_they_check() -> None:
+    """The issue's own example (nvFuser, before) and two more, caught; their corrections pass."""
+    assert contradictions("9 gaps add up to 157 ms (5.0% of the span); longest 351 ms.")
+    assert contradictions("idle 827 ms of the 478 ms window")
+    assert contradictions("owns 112.5% of the idle")
+    assert not contradictions("9 gaps add up to 351 ms; longest 351 ms; 157 ms of it stays this rule's")
+    assert not contradictions("987 ms of the 1.37 s trace")
+
+
+@pytest.mark.parametrize("path", NSYS_FILES, ids=[p.name.split("__")[-1] for p in NSYS_FILES])
+def test_no_sentence_contradicts_its_numbers(path) -> None:
+    result = _result(path.name.split("__")[-1])
+    v = result["verdict"]
+    bad = [("verdict", c) for c in contradictions(v["text"] or "")]
+    for f in result["findings"]:
+        bad += [(f["rule_id"], c) for c in contradictions(f"{f.get('title') or ''}. {f.get('message') or ''}")]
+    assert not bad, bad
+    if v.get("impact_ns") is not None:
+        m = re.search(r"costs " + NUM, v["text"])
+        if m:
+            assert abs(_s(m[1], m[2]) - v["impact_ns"] / 1e9) <= 0.006 * v["impact_ns"] / 1e9, v
+    for rep in result["reports"]:
+        for d in (rep.get("breakdown") or {}).get("devices") or []:
+            assert 0 <= d["idle_ns"] <= d["span_ns"]
+            assert d["compute_ns"] + d["comm_exposed_ns"] + d["memory_only_ns"] + d["idle_ns"] == d["span_ns"]
+        # A verdict about the GPU work costs at most its window (start-up and teardown are about the trace: their
+        # sentence's "A of the B trace" is checked above).
+        window = int((rep.get("breakdown") or {}).get("span_ns") or 0)
+        if v.get("impact_ns") is not None and v["kind"] not in ("startup", "teardown") and window:
+            assert v["impact_ns"] <= window, v
