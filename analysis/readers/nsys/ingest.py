@@ -159,7 +159,8 @@ def _derive(derive: Derive, tmp: Path, limits: Limits, deadline: float, progress
 
 def _net(tmp: Path, limits: Limits) -> None:
     """Derived at ingest: NCCL's network transfers from its ``ncclNet*`` NVTX events (``analysis.readers.nsys.net``).
-    A failure leaves the file without the table (the analysis then reads the NVTX events itself)."""
+    The child writes them after the copy (plan ``net``); this runs only where it could not. A failure leaves
+    the file without the table (the analysis then reads the NVTX events itself)."""
     from analysis.readers.nsys.net import write_net_file
 
     try:
@@ -202,13 +203,14 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     leftovers = child.leftovers()
     plan = {"src": str(src.resolve()), "meta": meta_rows(info), "statements": steps,
             "varchar_statements": varchar_statements(info),
-            "weights": _weights(info, steps)}
+            "weights": _weights(info, steps), "net": True}
     scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
     try:
         result = child.run(plan, deadline, progress)
         if derive is not None:
             _derive(derive, tmp, limits, deadline, progress)
-        _net(tmp, limits)
+        if result.get("net") is None:
+            _net(tmp, limits)
         if scrubbing is not None:
             scrubbing.wait()
         _fsync(tmp)
