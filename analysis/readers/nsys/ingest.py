@@ -18,7 +18,7 @@ from pathlib import Path
 
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
-from analysis.readers.nsys.guard import ExportInfo, validate
+from analysis.readers.nsys.guard import ExportInfo, measure_table_bytes, validate
 from analysis.readers.nsys.normalize import statements, varchar_statements
 from analysis.readers.nsys.spawn import IngestChild
 from analysis.readers.schema import SCHEMA_VERSION
@@ -78,16 +78,21 @@ DUCKDB_SHARE_OF_TABLES = 0.5
 DUCKDB_FLOOR_BYTES = 8 * 2**20
 
 
-def space_needed(info: ExportInfo, keep: bool) -> int:
-    """Bytes the ingest writes: the DuckDB file (estimated from the tables read) and the kept export."""
-    need = DUCKDB_FLOOR_BYTES + int(info.table_bytes * DUCKDB_SHARE_OF_TABLES)
+def space_needed(info: ExportInfo, keep: bool, table_bytes: int | None = None) -> int:
+    """Bytes the ingest writes: the DuckDB file (estimated from the tables read) and the kept export.
+
+    ``table_bytes``: an upper bound to use instead of the tables' measured bytes (the file's size)."""
+    tables = measure_table_bytes(info) if table_bytes is None else table_bytes
+    need = DUCKDB_FLOOR_BYTES + int(tables * DUCKDB_SHARE_OF_TABLES)
     return need + (2 * info.size if keep else 0)  # the edited copy and the rebuilt one, for a moment
 
 
 def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
     # A floor that catches a nearly full disk before a long copy, not a guarantee: ENOSPC later is typed too.
-    need = space_needed(info, keep)
     free = shutil.disk_usage(out_dir).free
+    if free >= space_needed(info, keep, table_bytes=info.size):
+        return  # the tables read are part of the file: no need to measure them
+    need = space_needed(info, keep)
     if free < need:
         raise TraceError("no_space", f"only {free:,} bytes free in the data directory; about {need:,} are needed "
                          "for this export. Free disk space and retry the report", {"free": free, "needed": need})
