@@ -120,7 +120,7 @@ def run_analysis(files: list[Path], tmp: Path, progress: Progress, *, rules: lis
     """
     from analysis.api import analyze
 
-    outs = outs if outs is not None else prepare(files, tmp, progress, children=children)
+    outs = outs if outs is not None else prepare(files, tmp, progress, children=children, once=True)
     progress.file("")
     progress.step(f"analyzing {len(files)} report{'s' if len(files) > 1 else ''}")
     result = analyze(outs, labels=[str(f) for f in files], rules=rules, thresholds=thresholds, top=top,
