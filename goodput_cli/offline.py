@@ -143,11 +143,16 @@ def _check_options(args: argparse.Namespace) -> dict[str, float]:
     return thresholds
 
 
+def _finish(progress: Progress | None) -> None:
+    if progress is not None:
+        progress.finish()
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from analysis.errors import TraceError
 
     rules = [r for r in (args.rules or "").split(",") if r.strip()] or None
-    progress = new_progress(args)
+    progress: Progress | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="goodput-") as tmp:
             # The first export's ingest child starts first: its start-up (Python, DuckDB, the signed scanner)
@@ -158,19 +163,21 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             except BaseException:
                 discard(children)
                 raise
+            progress = new_progress(args)  # its clock starts with the work it reports on
             result, _ = run_analysis(args.files, Path(tmp), progress, rules=rules, thresholds=thresholds,
                                      top=args.top, window=args.window, children=children)
     except KeyError as exc:
-        progress.finish()
+        _finish(progress)
         raise BadInput(f"{args.rules or args.threshold}: bad_option: {exc.args[0]}") from None
     except TraceError as exc:
-        progress.finish()
+        _finish(progress)
         if exc.code != "bad_window":
             raise
         raise BadInput(f"--window {args.window}: {exc.code}: {' '.join(exc.message.split())}") from None
     except BaseException:
-        progress.finish()
+        _finish(progress)
         raise
+    assert progress is not None
     progress.finish(f"analyzed {len(args.files)} report{'s' if len(args.files) > 1 else ''}")
     if args.format == "json":
         json.dump(result, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)  # never Infinity: not JSON
