@@ -172,7 +172,8 @@ def check_normalized_report(path: Path) -> str:
 
 
 def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None,
-           child: Any = None, summarize: bool = True, keep: Path | None = None) -> IngestResult:
+           child: Any = None, summarize: bool = True, keep: Path | None = None,
+           iterations: bool = True) -> IngestResult:
     """Validate an untrusted export and write its normalized DuckDB file to ``out`` atomically.
 
     ``keep``: where to write an nsys export (a converted .nsys-rep too) as SQLite without the profiled
@@ -180,6 +181,8 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
 
     ``child``: from ``start_ingest_child(out, limits)``; ``summarize=False`` skips reading the headline
     facts back (``info`` is then empty), for callers that analyze the file next anyway.
+    ``iterations=False``: the loop's iterations are not written into the file (``analysis.loops.steps``), for a
+    file analyzed once: the analysis finds the same loop and records itself, as for a file that predates them.
     Raises ``TraceError``; on any error nothing is left at ``out``.
     """
     from analysis.loops.steps import write_iterations
@@ -209,7 +212,8 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
             finally:
                 converted.unlink(missing_ok=True)
         else:
-            ingest_nsys(src, out, limits=limits, progress=progress, child=child, keep=keep, derive=write_iterations)
+            ingest_nsys(src, out, limits=limits, progress=progress, child=child, keep=keep,
+                        derive=write_iterations if iterations else None)
     else:
         from analysis.readers.ncu.ingest import ingest_ncu
 

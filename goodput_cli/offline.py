@@ -8,9 +8,10 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from goodput_cli import render
-from goodput_cli.inputs import BadInput, one_line, prepare
+from goodput_cli.inputs import BadInput, discard, one_line, prepare, start_first
 from goodput_cli.progress import PLAIN_AFTER_S, Progress
 
 __all__ = ["BadInput", "add_commands"]
@@ -109,15 +110,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def run_analysis(files: list[Path], tmp: Path, progress: Progress, *, rules: list[str] | None = None,
                  thresholds: dict[str, float] | None = None, top: int | None = None,
-                 outs: list[Path] | None = None, window: str | None = None) -> tuple[dict, list[Path]]:
+                 outs: list[Path] | None = None, window: str | None = None,
+                 children: dict[int, Any] | None = None) -> tuple[dict, list[Path]]:
     """Ingest (or reuse) FILEs and analyze them as one run; the result and the DuckDB files.
 
-    ``outs``: the FILEs' DuckDB files when the caller prepared them already. A KeyError (an unknown
-    rule or threshold) goes to the caller, which knows the option's text.
+    ``outs``: the FILEs' DuckDB files when the caller prepared them already. ``children``: ingest children
+    started already (``inputs.start_first``). A KeyError (an unknown rule or threshold) goes to the caller,
+    which knows the option's text.
     """
     from analysis.api import analyze
 
-    outs = outs if outs is not None else prepare(files, tmp, progress)
+    outs = outs if outs is not None else prepare(files, tmp, progress, children=children, once=True)
     progress.file("")
     progress.step(f"analyzing {len(files)} report{'s' if len(files) > 1 else ''}")
     result = analyze(outs, labels=[str(f) for f in files], rules=rules, thresholds=thresholds, top=top,
@@ -127,32 +130,54 @@ def run_analysis(files: list[Path], tmp: Path, progress: Progress, *, rules: lis
     return result, outs
 
 
-def cmd_analyze(args: argparse.Namespace) -> int:
+def _check_options(args: argparse.Namespace) -> dict[str, float]:
+    """The thresholds, after the options' checks (a bad option is one line before any ingest)."""
     thresholds = parse_thresholds(args.threshold)
-    rules = [r for r in (args.rules or "").split(",") if r.strip()] or None
     from analysis.api import window_parse
     from analysis.errors import TraceError
 
     try:
-        window_parse(args.window)  # a bad spec is one line before any ingest
+        window_parse(args.window)
     except TraceError as exc:
         raise BadInput(f"--window {args.window}: {exc.code}: {exc.message}") from None
-    progress = new_progress(args)
+    return thresholds
+
+
+def _finish(progress: Progress | None) -> None:
+    if progress is not None:
+        progress.finish()
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from analysis.errors import TraceError
+
+    rules = [r for r in (args.rules or "").split(",") if r.strip()] or None
+    progress: Progress | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="goodput-") as tmp:
+            # The first export's ingest child starts first: its start-up (Python, DuckDB, the signed scanner)
+            # overlaps the options' checks, which import the rules. It reads nothing before validation.
+            children = start_first(args.files, Path(tmp))
+            try:
+                thresholds = _check_options(args)
+            except BaseException:
+                discard(children)
+                raise
+            progress = new_progress(args)  # its clock starts with the work it reports on
             result, _ = run_analysis(args.files, Path(tmp), progress, rules=rules, thresholds=thresholds,
-                                     top=args.top, window=args.window)
+                                     top=args.top, window=args.window, children=children)
     except KeyError as exc:
-        progress.finish()
+        _finish(progress)
         raise BadInput(f"{args.rules or args.threshold}: bad_option: {exc.args[0]}") from None
     except TraceError as exc:
-        progress.finish()
+        _finish(progress)
         if exc.code != "bad_window":
             raise
         raise BadInput(f"--window {args.window}: {exc.code}: {' '.join(exc.message.split())}") from None
     except BaseException:
-        progress.finish()
+        _finish(progress)
         raise
+    assert progress is not None
     progress.finish(f"analyzed {len(args.files)} report{'s' if len(args.files) > 1 else ''}")
     if args.format == "json":
         json.dump(result, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)  # never Infinity: not JSON

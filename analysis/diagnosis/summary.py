@@ -62,6 +62,11 @@ def _devices(trace: Trace) -> list[dict[str, Any]]:
     return [{"id": r[0], "name": r[1]} for r in rows]
 
 
+def report_span_ns(trace: Trace) -> int:
+    """``span_ns`` of the nsys report object: first start to last end of its GPU activity (0 without any)."""
+    return _span(trace)
+
+
 def _span(trace: Trace) -> int:
     parts = [f'SELECT min(start_ns) s, max(end_ns) e FROM "{t}"' for t in _present(trace, GPU_ACTIVITY)]
     if not parts:

@@ -26,9 +26,11 @@ logger = logging.getLogger(__name__)
 def nsys_span_ns(trace: Any) -> int | None:
     """GPU-active span of an nsys report: the summary's ``span_ns`` when it provides one, else first to last op."""
     try:
-        from analysis.diagnosis.summary import report_info
+        from analysis.diagnosis.summary import report_info, report_span_ns
 
-        span = report_info(trace).get("span_ns")
+        # The summary's span alone: its whole report object (counts, top kernels, system metrics) is
+        # not needed here, and cost a fifth of a small export's analysis.
+        span = report_span_ns(trace) if trace.tool == "nsys" else report_info(trace).get("span_ns")
         if span:
             return int(span)
     except Exception:  # the summary is another module's; fall back to our own query below

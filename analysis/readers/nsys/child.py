@@ -121,9 +121,27 @@ def run(con, plan: dict) -> None:
         con.execute("DETACH srcv")
     counts = {name: con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]  # noqa: S608 - schema names
               for name in NSYS_TABLES}
+    net = _net(con) if plan.get("net") else None
     _say(stage="write", done=total, total=total)
     con.execute("CHECKPOINT")
-    _say(ok=True, counts=counts)
+    _say(ok=True, counts=counts, net=net)
+
+
+def _net(con) -> int | None:
+    """``net_transfers``, derived from the copied NVTX table (``analysis.readers.nsys.net``) on this connection,
+    in its own transaction: no second open and checkpoint of the file by the parent. None when it failed (the
+    copy stands; the parent logs it and the analysis reads the NVTX events itself)."""
+    from analysis.readers.nsys.net import write_net
+
+    try:
+        con.execute("BEGIN")
+        n = write_net(con)
+        con.execute("COMMIT")
+        return n
+    except Exception as exc:  # derived data only
+        con.execute("ROLLBACK")
+        sys.stderr.write(f"net_transfers: {type(exc).__name__}: {exc}"[:2000] + "\n")
+        return None
 
 
 def main() -> int:

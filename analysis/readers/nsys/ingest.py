@@ -18,7 +18,7 @@ from pathlib import Path
 
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
-from analysis.readers.nsys.guard import ExportInfo, validate
+from analysis.readers.nsys.guard import ExportInfo, measure_table_bytes, validate
 from analysis.readers.nsys.normalize import statements, varchar_statements
 from analysis.readers.nsys.spawn import IngestChild
 from analysis.readers.schema import SCHEMA_VERSION
@@ -78,16 +78,21 @@ DUCKDB_SHARE_OF_TABLES = 0.5
 DUCKDB_FLOOR_BYTES = 8 * 2**20
 
 
-def space_needed(info: ExportInfo, keep: bool) -> int:
-    """Bytes the ingest writes: the DuckDB file (estimated from the tables read) and the kept export."""
-    need = DUCKDB_FLOOR_BYTES + int(info.table_bytes * DUCKDB_SHARE_OF_TABLES)
+def space_needed(info: ExportInfo, keep: bool, table_bytes: int | None = None) -> int:
+    """Bytes the ingest writes: the DuckDB file (estimated from the tables read) and the kept export.
+
+    ``table_bytes``: an upper bound to use instead of the tables' measured bytes (the file's size)."""
+    tables = measure_table_bytes(info) if table_bytes is None else table_bytes
+    need = DUCKDB_FLOOR_BYTES + int(tables * DUCKDB_SHARE_OF_TABLES)
     return need + (2 * info.size if keep else 0)  # the edited copy and the rebuilt one, for a moment
 
 
 def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
     # A floor that catches a nearly full disk before a long copy, not a guarantee: ENOSPC later is typed too.
-    need = space_needed(info, keep)
     free = shutil.disk_usage(out_dir).free
+    if free >= space_needed(info, keep, table_bytes=info.size):
+        return  # the tables read are part of the file: no need to measure them
+    need = space_needed(info, keep)
     if free < need:
         raise TraceError("no_space", f"only {free:,} bytes free in the data directory; about {need:,} are needed "
                          "for this export. Free disk space and retry the report", {"free": free, "needed": need})
@@ -159,7 +164,8 @@ def _derive(derive: Derive, tmp: Path, limits: Limits, deadline: float, progress
 
 def _net(tmp: Path, limits: Limits) -> None:
     """Derived at ingest: NCCL's network transfers from its ``ncclNet*`` NVTX events (``analysis.readers.nsys.net``).
-    A failure leaves the file without the table (the analysis then reads the NVTX events itself)."""
+    The child writes them after the copy (plan ``net``); this runs only where it could not. A failure leaves
+    the file without the table (the analysis then reads the NVTX events itself)."""
     from analysis.readers.nsys.net import write_net_file
 
     try:
@@ -202,13 +208,14 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     leftovers = child.leftovers()
     plan = {"src": str(src.resolve()), "meta": meta_rows(info), "statements": steps,
             "varchar_statements": varchar_statements(info),
-            "weights": _weights(info, steps)}
+            "weights": _weights(info, steps), "net": True}
     scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
     try:
         result = child.run(plan, deadline, progress)
         if derive is not None:
             _derive(derive, tmp, limits, deadline, progress)
-        _net(tmp, limits)
+        if result.get("net") is None:
+            _net(tmp, limits)
         if scrubbing is not None:
             scrubbing.wait()
         _fsync(tmp)
