@@ -16,7 +16,8 @@
     steady: "rgba(72, 187, 120, 0.16)", work: "rgba(72, 187, 120, 0.16)", epilogue: "rgba(129, 230, 217, 0.2)",
     teardown: "rgba(160, 174, 192, 0.22)", whole: "rgba(203, 213, 224, 0.18)" };
   const WINDOW_COLOR = "#2f855a";
-  const LABEL_W = 230, GROUP_H = 20, GPU_H = 16, API_H = 14, NVTX_H = 12, GAP = 2, AXIS_H = 24;
+  let LABEL_W = 230;  // at most 30 % of the canvas (a phone keeps 70 % for the plot); set in draw
+  const GROUP_H = 20, GPU_H = 16, API_H = 14, NVTX_H = 12, GAP = 2, AXIS_H = 24;
   const UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
 
   // A lane's boxes: its rows and the position of each named field in them.
@@ -310,6 +311,7 @@
     const L = (this.lay = this.layout());
     const dpr = window.devicePixelRatio || 1;
     const W = this.canvas.clientWidth, H = L.height;
+    LABEL_W = Math.min(230, Math.max(96, Math.round(W * 0.3)));
     this.canvas.style.height = H + "px";
     this.canvas.width = W * dpr;
     this.canvas.height = H * dpr;
