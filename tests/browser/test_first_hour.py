@@ -19,6 +19,17 @@ AXE = Path(__file__).parent / "assets" / "axe.min.js"
 NCCL_R0, NCCL_R1 = "nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"
 NCU = "numba-copy-blocked-full.csv"
 WIDTHS = (390, 1280)
+# The innermost elements that end right of the window (what to fix when a page scrolls sideways).
+WIDEST = """() => {
+    const W = document.documentElement.clientWidth;
+    const clipped = e => { for (let p = e.parentElement; p; p = p.parentElement) {
+        if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(p).overflowX)) return true; } return false; };
+    const out = el => el.getBoundingClientRect().right > W + 1 && !clipped(el);
+    return Array.from(document.querySelectorAll('main *')).filter(e => out(e) && !Array.from(e.children).some(out))
+        .slice(0, 8).map(e => e.tagName + (e.id ? '#' + e.id : '') + '.' + e.className + ' ' +
+                         Math.round(e.getBoundingClientRect().right) + ' in ' + e.parentElement.tagName + '.' +
+                         e.parentElement.className + ': ' + (e.textContent || '').slice(0, 40));
+}"""
 
 _UNIT = r"(?:s|ms|µs|ns|B|kB|MB|GB|TB|MiB|GiB|B/s|kB/s|MB/s|GB/s|TB/s|%)"
 _NUMBER_WITH_UNIT = re.compile(r"(?<![\w.,:#/-])([+-−]?\d[\d,]*(?:\.\d+)?)\s?(" + _UNIT + r")(?![\w/])")
@@ -63,7 +74,7 @@ def _run_ids(store) -> dict[str, int]:
 def _pages(ids: dict[str, int]) -> dict[str, str]:
     return {"runs": "/", "run": f"/runs/{ids['nccl']}", "ncu": f"/runs/{ids['ncu']}",
             "compare": f"/compare?a={ids['first']}&b={ids['nccl']}", "job": "/jobs/first-hour",
-            "rules": "/rules", "upload": "/upload", "tokens": "/tokens"}
+            "rules": "/rules", "upload": "/upload", "tokens": "/tokens", "api": "/api/docs"}
 
 
 def _settle(page, name: str) -> None:
@@ -92,7 +103,7 @@ def test_no_page_scrolls_sideways_and_numbers_read_well(signed_in, runs) -> None
             scroll, client = page.evaluate(
                 "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
             if scroll > client:
-                wide[(name, width)] = scroll
+                wide[(name, width)] = [scroll, page.evaluate(WIDEST)]
             signed_in.shot(f"first-hour-{name}-{width}")
             if width == WIDTHS[-1] and name != "api":
                 found = number_problems(page.locator("main").inner_text())

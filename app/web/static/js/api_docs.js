@@ -7,7 +7,7 @@ window.GP.onReady(function () {
   window.SwaggerUIBundle({
     url: box.getAttribute("data-spec-url"),
     domNode: box,
-    deepLinking: true,
+    deepLinking: false,   // deep links put a link inside each operation's button
     validatorUrl: null,
     defaultModelsExpandDepth: 0,
     docExpansion: "list",

@@ -60,7 +60,8 @@
     container.textContent = "";
     const pts = (series.points || []).filter((p) => p.value !== null && p.value !== undefined);
     const W = 560, H = 220, L = 64, R = 12, T = 24, B = 44;
-    const root = GP.svg("svg", { class: "trend", viewBox: `0 0 ${W} ${H}`, role: "img",
+    // A group, not an image: its points are links (an image may hold nothing focusable).
+    const root = GP.svg("svg", { class: "trend", viewBox: `0 0 ${W} ${H}`, role: "group",
       "aria-label": series.label });
     root.appendChild(GP.svg("text", { x: L, y: 14, class: "title" }, series.label));
     if (!pts.length) {
@@ -97,7 +98,7 @@
         class: p.regressed ? "pt regressed" : "pt" });
       c.appendChild(GP.svg("title", {}, `${p.x_label}: ${fmt(p.value)}${p.regressed ? " — regressed vs recent median" : ""}`));
       if (p.href) {
-        const a = GP.svg("a", { href: p.href });
+        const a = GP.svg("a", { href: p.href, "aria-label": `${p.x_label}: ${fmt(p.value)}` });
         a.appendChild(c);
         root.appendChild(a);
       } else {

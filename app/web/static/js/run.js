@@ -175,8 +175,8 @@
     // Heat-map shading through the CSSOM (inline style attributes are blocked by our CSP).
     document.querySelectorAll("#impact-matrix td[data-heat], #network-matrix td[data-heat]").forEach(function (td) {
       const h = Number(td.getAttribute("data-heat"));
-      if (h > 0) td.style.background = `rgba(197, 48, 48, ${(0.08 + 0.7 * h).toFixed(2)})`;
-      if (h > 0.6) td.style.color = "#fff";
+      // At most 56 % red under the page's dark text: 4.5:1 contrast or more on every cell.
+      if (h > 0) td.style.background = `rgba(197, 48, 48, ${(0.06 + 0.5 * h).toFixed(2)})`;
     });
     const sel = document.getElementById("tables-report");
     if (sel) { sel.addEventListener("change", loadTables); loadTables(); }
