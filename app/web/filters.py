@@ -27,6 +27,13 @@ def fmt_number(x: Any) -> str:
     return str(x)
 
 
+def plain_number(x: Any) -> str:
+    """A number as one types it in a form ("1048576", "0.5"): no separators, no trailing ".0"."""
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return str(x)
+
+
 def fmt_value(key: str, value: Any) -> str:
     """An evidence value by its key's unit suffix: ``*_ns`` durations, ``*_pct`` shares, ``*bytes`` sizes."""
     if isinstance(value, dict):
@@ -105,7 +112,7 @@ def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes,
                                  fmt_number=fmt_number, fmt_detail=fmt_detail,
                                  fmt_change_pct=fmt_change_pct, fmt_change_ns=fmt_change_ns, fmt_rate=fmt_rate,
-                                 fmt_si=fmt_si, short_kernel=short_kernel_name,
+                                 fmt_si=fmt_si, plain_number=plain_number, short_kernel=short_kernel_name,
                                  rule_doc=rule_doc)
     app.jinja_env.globals["ncu_memory_view"] = memory_view  # the run page's ncu memory charts
     app.jinja_env.globals["ncu_memory_pairs"] = memory_pairs  # the same kernel's chart on compare

@@ -106,6 +106,8 @@ def test_no_page_scrolls_sideways_and_numbers_read_well(signed_in, runs) -> None
                 wide[(name, width)] = [scroll, page.evaluate(WIDEST)]
             signed_in.shot(f"first-hour-{name}-{width}")
             if width == WIDTHS[-1] and name != "api":
+                # every finding, rule group and evidence table opened: their numbers count too
+                page.evaluate("() => document.querySelectorAll('main details').forEach(d => { d.open = true; })")
                 found = number_problems(page.locator("main").inner_text())
                 if found:
                     problems[name] = sorted(set(found))[:12]
@@ -157,3 +159,30 @@ def _axe(page, name: str) -> list:
                                                                  (n.failureSummary || '').slice(0, 160))]);
     }""")
     return result
+
+
+def test_upload_says_what_happens_until_the_run_is_ready(signed_in, tmp_path) -> None:
+    page = signed_in.page
+    page.goto("/upload")
+    page.fill("#job", "first-hour-upload")
+    page.click("#upload-button")                            # no file: a visible message, nothing sent
+    error = page.locator("#upload-error")
+    assert error.is_visible() and "Choose or drop at least one export file" in error.inner_text()
+    empty, notes = tmp_path / "empty.sqlite", tmp_path / "notes.txt"
+    empty.write_bytes(b"")
+    notes.write_text("not an export")
+    page.set_input_files("#files", [str(empty), str(notes), str(corpus_file("pytorch-sgemm-small.csv"))])
+    page.click("#upload-button")                            # every refused file named, not only the first
+    text = error.inner_text()
+    assert "empty.sqlite" in text and "notes.txt" in text and "Nothing was sent" in text, text
+    assert page.locator("#upload-status").is_hidden()
+    for name in ("empty.sqlite", "notes.txt"):
+        page.locator("#file-list tbody tr", has_text=name).locator("button.remove-file").click()
+    page.click("#upload-button")
+    page.wait_for_selector("#upload-status[data-run-status=ready]", timeout=180_000)
+    assert error.is_hidden()
+    phase = page.locator("#upload-phase").inner_text()
+    assert re.fullmatch(r"Run #\d+: ready after \d+ s", phase), phase        # elapsed time, no stale analysis
+    assert "waiting for the server" not in page.locator("#upload-rate").inner_text()
+    assert page.locator("#report-status tbody tr td:nth-child(4)").all_inner_texts() == ["done"]
+    assert not signed_in.errors and not signed_in.dialogs
