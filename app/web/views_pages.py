@@ -41,7 +41,8 @@ def runs():
     page = web_runs.list_runs(db, filters)
     args = {k: v for k, v in request.args.items() if k != "page"}
     return render_template(
-        "runs.html", page=page, filters=filters, args=args, statuses=RUN_STATUSES,
+        # deleted runs are never listed: no status option that can only find nothing
+        "runs.html", page=page, filters=filters, args=args, statuses=[s for s in RUN_STATUSES if s != "deleted"],
         jobs=web_runs.job_names(db, limit=200), submitters=web_runs.submitters(db),
     )
 

@@ -186,3 +186,60 @@ def test_upload_says_what_happens_until_the_run_is_ready(signed_in, tmp_path) ->
     assert "waiting for the server" not in page.locator("#upload-rate").inner_text()
     assert page.locator("#report-status tbody tr td:nth-child(4)").all_inner_texts() == ["done"]
     assert not signed_in.errors and not signed_in.dialogs
+
+
+def test_bars_trends_and_filters_read_as_they_should(signed_in, runs) -> None:
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"/runs/{runs['nccl']}")
+    # breakdown: each rank's bar as long as its time against the longest rank's
+    bars = page.evaluate("""() => Array.from(document.querySelectorAll('#breakdown svg')).flatMap(svg => {
+        const rows = new Map();
+        svg.querySelectorAll('rect.seg').forEach(r => { const y = r.getAttribute('y');
+            rows.set(y, (rows.get(y) || 0) + r.getBBox().width); });
+        return Array.from(rows.values()); })""")
+    totals = [json.loads(x) for x in [page.locator("#breakdown").get_attribute("data-breakdown")]][0]
+    keys = ("compute_ns", "overlapped_comm_ns", "exposed_comm_ns", "memory_ns", "idle_ns")
+    spans = [sum(max(0, (r.get("segments") or {}).get(k) or 0) for k in keys) for r in totals]
+    assert len(bars) == len(spans) >= 2 and max(spans) > 0
+    for w, span in zip(bars, spans, strict=True):
+        assert w == pytest.approx(620 * span / max(spans), rel=0.01), (bars, spans)
+    impacts = page.locator("details.finding > summary .impact").all_inner_texts()
+    assert impacts and not [t for t in impacts if re.search(r"\((\d{4,}|[2-9]\d\d|1\d\d)(\.\d)? %\)", t)
+                            and not re.search(r"\(100\.0 %\)", t)], impacts   # no share above 100 %
+    # the runs of one day: the trend axis tells them apart by time of day
+    page.goto("/jobs/first-hour")
+    labels = page.locator("#trend-goodput svg text.xdate").all_text_contents()
+    assert labels and all(re.fullmatch(r"\d\d:\d\d", t) for t in labels), labels
+    # the job filter finds a part of the name, whatever its case
+    page.goto("/?job=FIRST-HOUR")
+    jobs = page.locator("tbody tr[data-run-id] td:nth-child(2) a").all_inner_texts()
+    assert len(jobs) >= 3 and all("first-hour" in j for j in jobs), jobs
+    assert "deleted" not in page.locator("select[name=status]").inner_text()
+
+
+def test_loops_are_marked_on_the_timeline(signed_in, store) -> None:
+    run_id = store([corpus_file("cupy-power-iteration.sqlite")], job="first-hour-loops")
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"/runs/{run_id}")
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
+    page.wait_for_function("() => JSON.parse(document.getElementById('timeline').dataset.loops || '[]').length > 0")
+    (loop,) = json.loads(page.locator("#timeline").get_attribute("data-loops"))
+    assert loop["index"] == 0 and loop["x1"] - loop["x0"] > 100       # most of the 1.8 s report is the loop
+    assert page.locator(".tl-key[data-phase=loop]").count() == 1
+    assert not signed_in.errors
+
+
+def test_the_run_page_says_what_is_happening_until_ready(signed_in, store) -> None:
+    run_id = store([corpus_file("vecadd-2026.sqlite")], job="first-hour-live", analyze_run=False)
+    page = signed_in.page
+    page.goto(f"/runs/{run_id}")
+    line = page.locator("#run-progress")
+    page.wait_for_function("() => document.getElementById('run-progress').textContent.includes('since the upload')")
+    assert re.match(r"processing: 1 of 1 report ready, analysis \w+ · [\d.,]+ (s|ms) since the upload",
+                    line.inner_text()), line.inner_text()
+    store.finish_analysis(run_id)
+    page.wait_for_selector("#run-status[data-status=ready]", timeout=15_000)
+    assert page.locator("#run-progress").count() == 0
+    assert not signed_in.errors

@@ -21,7 +21,7 @@ def test_api_reference_is_vendored_linked_and_has_examples(client) -> None:
     assert 'data-spec-url="/api/v1/openapi.json"' in html
     examples = html[html.index('id="api-examples"'):html.index('id="api-reference"')]
     assert "/api/v1/runs" in examples and "status" in examples and "/api/v1/compare?base=" in examples
-    assert "-F file0=@" in examples and "--wait" in examples
+    assert "-F files=@rank0.sqlite" in examples and "--wait" in examples
     # every signed-in page links to it
     assert 'href="/api/docs">API reference</a>' in client.get("/").get_data(as_text=True)
 

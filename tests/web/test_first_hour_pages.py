@@ -82,3 +82,19 @@ def test_numbers_and_changes() -> None:
         ["1,230", "1,230", "30.4", "0.500", "3,303", "–"]
     assert fmt.signed(fmt.duration(18_149_000), 18_149_000) == "+18.1 ms"
     assert fmt.signed(fmt.duration(-18_149_000), -18_149_000) == "-18.1 ms"
+
+
+def test_the_timeline_carries_each_reports_loops_on_the_run_clock(client, db, settings, ingested) -> None:
+    from app.models import RunSummary
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("cupy-power-iteration.sqlite")], job="loops")
+    win = client.get(f"/runs/{run_id}/timeline.json?buckets=300").get_json()
+    offset = {g["report_id"]: g["offset_ns"] for g in win["groups"]}
+    (item,) = win["phases"]
+    stored = db.scalar(sa.select(RunSummary.data).where(RunSummary.run_id == run_id,
+                                                        RunSummary.report_id == item["report_id"]))
+    loops = stored["iterations"]["loops"]
+    assert loops, "the analysis found the power iteration's loop"
+    off = offset[item["report_id"]]
+    assert item["loops"] == [{"index": lp["index"], "start_ns": lp["start_ns"] + off, "end_ns": lp["end_ns"] + off,
+                              "count": lp["count"], "main": lp["main"]} for lp in loops]
