@@ -396,7 +396,8 @@
       const e = bounded ? w.end_ns : Math.max(...phases.map((p) => p.end_ns));
       if (isFinite(s) && isFinite(e) && e > s) win = { start_ns: s, end_ns: e, spec: w.spec, phase: w.phase, reason: w.reason };
     }
-    return { phases: phases, window: win };
+    const loops = (item.loops || []).filter((l) => l.end_ns > l.start_ns);
+    return { phases: phases, window: win, loops: loops };
   };
 
   // Shaded bands per phase over each rank's rows (labels in the rank's header row), and the analysis
