@@ -120,9 +120,13 @@ def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
             points.append((ai, fl, g))
     if not points:
         return None
+    # The roof each kernel was judged against (a memory level's bandwidth x its intensity there, or a compute
+    # peak): drawn over its dot even when the device's peaks are unknown and no roof line can be drawn.
+    attained = {id(g): ((g["kernel"]["memory"].get("roofline") or {}).get("attainable_flops"),
+                        (g["kernel"]["memory"].get("roofline") or {}).get("roof")) for _, _, g in points}
     bw = sorted(bandwidths)[len(bandwidths) // 2] if bandwidths else None
     xs = [p[0] for p in points]
-    ys = [p[1] for p in points] + list(peaks.values())
+    ys = [p[1] for p in points] + list(peaks.values()) + [a for a, _ in attained.values() if a and a > 0]
     x0, x1 = 10 ** math.floor(math.log10(min(xs) / 2)), 10 ** math.ceil(math.log10(max(xs) * 2))
     y0, y1 = 10 ** math.floor(math.log10(min(p[1] for p in points) / 2)), 10 ** math.ceil(math.log10(max(ys) * 2))
     if bw:
@@ -140,6 +144,13 @@ def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
              "name": g["name"], "short_name": g["short_name"] or g["name"],
              "text": f"{si(fl, 'FLOP/s')} at {fmt.sig3(ai)} FLOP/B · {fmt.duration(g['weight_ns'] or 0)}"}
             for ai, fl, g in points]
+    marks = []
+    for ai, fl, g in points:
+        att, roof = attained[id(g)]
+        if att and att > 0 and roof:
+            label = f"{str(roof).upper() if len(str(roof)) <= 4 else roof} roof {si(att, 'FLOP/s')}"
+            marks.append({"x": px(ai), "y": py(att), "y_dot": py(fl), "label": label,
+                          "anchor": "end" if px(ai) > PAD_L + w * 0.7 else "start"})
     roofs = []
     for prec, peak in sorted(peaks.items(), key=lambda kv: kv[1]):
         if y0 < peak < y1:
@@ -153,7 +164,7 @@ def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
                           "label": f"DRAM {si(bw, 'B/s')}"})
     ticks_x = [{"x": px(10.0 ** e), "label": f"{10.0 ** e:g}"} for e in range(round(math.log10(x0)), round(math.log10(x1)) + 1)]
     ticks_y = [{"y": py(10.0 ** e), "label": re.sub(r"\.0+(?= |$)", "", si(10.0 ** e, "")).strip()} for e in range(round(math.log10(y0)), round(math.log10(y1)) + 1)]
-    return {"dots": dots, "roofs": roofs, "ticks_x": ticks_x, "ticks_y": ticks_y, "width": PLOT_W, "height": PLOT_H,
+    return {"dots": dots, "roofs": roofs, "marks": marks, "compute_unknown": not peaks, "ticks_x": ticks_x, "ticks_y": ticks_y, "width": PLOT_W, "height": PLOT_H,
             "left": PAD_L, "bottom": PLOT_H - PAD_B, "right": PLOT_W - PAD_R, "top": PAD_T}
 
 

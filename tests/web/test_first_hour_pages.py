@@ -98,3 +98,19 @@ def test_the_timeline_carries_each_reports_loops_on_the_run_clock(client, db, se
     off = offset[item["report_id"]]
     assert item["loops"] == [{"index": lp["index"], "start_ns": lp["start_ns"] + off, "end_ns": lp["end_ns"] + off,
                               "count": lp["count"], "main": lp["main"]} for lp in loops]
+
+
+@pytest.mark.parametrize("src", ["conv2d-result-rules.csv", "pytorch-dropout-dram.csv"])
+def test_the_roofline_draws_the_roof_each_kernel_was_judged_against(client, db, settings, ingested, src) -> None:
+    from app.models import RunSummary
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(src)], job="roofs")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    svg = html[html.index('id="roofline"'):html.index("</svg>", html.index('id="roofline"'))]
+    data = next(s.data for s in db.scalars(sa.select(RunSummary).where(RunSummary.run_id == run_id))
+                if s.report_id is not None)
+    roofline = max(data["kernels"], key=lambda k: k.get("duration_ns") or 0)["memory"]["roofline"]
+    label = f"{roofline['roof'].upper()} roof {fmt.si(roofline['attainable_flops'], 'FLOP/s')}"
+    assert f">{label}</text>" in svg and 'class="roof-mark"' in svg
+    assert "compute roof unknown" in svg     # these exports carry no device peaks: said on the chart
+    assert not re.search(r">[^<]*\d\.\d{4,}[^<]*<", svg)   # tick and roof labels through fmt
