@@ -114,3 +114,22 @@ def test_the_roofline_draws_the_roof_each_kernel_was_judged_against(client, db, 
     assert f">{label}</text>" in svg and 'class="roof-mark"' in svg
     assert "compute roof unknown" in svg     # these exports carry no device peaks: said on the chart
     assert not re.search(r">[^<]*\d\.\d{4,}[^<]*<", svg)   # tick and roof labels through fmt
+
+
+def test_the_job_filter_finds_part_of_a_name_and_deleted_is_no_option(client, db, settings) -> None:
+    from app.models import Job, Run
+
+    for name in ("nccl-ring", "NCCL-tree", "llama_50%"):
+        db.add(Run(job=Job(name=name), tags={}, submitter="alice", source="web", status="ready"))
+    db.commit()
+
+    def jobs(query: str) -> set[str]:
+        html = client.get(f"/?job={query}").get_data(as_text=True)
+        return set(re.findall(r'<a href="/jobs/[^"]+">([^<]+)</a>', html))
+
+    assert jobs("nccl") == {"nccl-ring", "NCCL-tree"}
+    assert jobs("ring") == {"nccl-ring"}
+    assert jobs("50%25") == {"llama_50%"} and jobs("_5") == {"llama_50%"} and jobs("ll_ma") == set()  # % and _ literal
+    html = client.get("/").get_data(as_text=True)
+    status = html[html.index('name="status"'):html.index("</select>", html.index('name="status"'))]
+    assert "ready" in status and "deleted" not in status
