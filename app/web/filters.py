@@ -34,6 +34,15 @@ def plain_number(x: Any) -> str:
     return str(x)
 
 
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
+
+
+def numbers_formatted(text: Any) -> str:
+    """``text`` (e.g. a threshold's range, "a whole number from 1 to 1e+06") with each number through
+    ``fmt.number``: "a whole number from 1 to 1,000,000"."""
+    return _NUMBER.sub(lambda m: fmt.number(float(m.group())), str(text))
+
+
 def fmt_value(key: str, value: Any) -> str:
     """An evidence value by its key's unit suffix: ``*_ns`` durations, ``*_pct`` shares, ``*bytes`` sizes."""
     if isinstance(value, dict):
@@ -112,7 +121,8 @@ def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes,
                                  fmt_number=fmt_number, fmt_detail=fmt_detail,
                                  fmt_change_pct=fmt_change_pct, fmt_change_ns=fmt_change_ns, fmt_rate=fmt_rate,
-                                 fmt_si=fmt_si, plain_number=plain_number, short_kernel=short_kernel_name,
+                                 fmt_si=fmt_si, plain_number=plain_number,
+                                 numbers_formatted=numbers_formatted, short_kernel=short_kernel_name,
                                  rule_doc=rule_doc)
     app.jinja_env.globals["ncu_memory_view"] = memory_view  # the run page's ncu memory charts
     app.jinja_env.globals["ncu_memory_pairs"] = memory_pairs  # the same kernel's chart on compare
