@@ -133,3 +133,15 @@ def test_the_job_filter_finds_part_of_a_name_and_deleted_is_no_option(client, db
     html = client.get("/").get_data(as_text=True)
     status = html[html.index('name="status"'):html.index("</select>", html.index('name="status"'))]
     assert "ready" in status and "deleted" not in status
+
+
+def test_a_token_upload_names_the_token_not_a_person(client, db) -> None:
+    from app.services.tokens import create_token
+
+    secret = create_token(db, "nightly scheduler", "write").token
+    db.commit()
+    api = client.application.test_client()      # no session: the bearer token alone
+    made = api.post("/api/v1/runs", json={"job": "tokened"}, headers={"Authorization": f"Bearer {secret}"})
+    assert made.status_code == 202, made.json
+    html = unescape(client.get(f"/runs/{made.json['id']}").get_data(as_text=True))
+    assert "submitted with\n  the API token “nightly scheduler” via api" in html
