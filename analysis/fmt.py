@@ -64,10 +64,39 @@ def rate(bytes_per_s: float | int | None) -> str:
 
 
 def pct(x: float | int | None) -> str:
-    """A percentage given as a number of percent: "12.3 %", "0.4 %", "100.0 %"."""
+    """A percentage given as a number of percent: "12.3 %", "0.4 %", "100.0 %"; from 1,000 % on whole
+    numbers with thousands separators ("10,972 %")."""
     if not _finite(x):
         return MISSING
-    return f"{float(x):.1f} %"  # type: ignore[arg-type]
+    v = float(x)  # type: ignore[arg-type]
+    return f"{v:,.0f} %" if abs(v) >= 999.95 else f"{v:.1f} %"
+
+
+def signed(text: str, x: float | int | None) -> str:
+    """``text`` (a formatted ``x``) with "+" in front when ``x`` is positive: a change, "+18.1 ms"."""
+    return f"+{text}" if _finite(x) and float(x) > 0 else text  # type: ignore[arg-type]
+
+
+def si(x: float | int | None, unit: str) -> str:
+    """A rate or amount with a decimal prefix and three significant digits: "1.23 TFLOP/s", "196 GB/s"."""
+    if not _finite(x):
+        return MISSING
+    v = float(x)  # type: ignore[arg-type]
+    for prefix in ("", "k", "M", "G", "T", "P"):
+        if abs(v) < 999.5 or prefix == "P":
+            return f"{sig3(v) if v else '0'} {prefix}{unit}"
+        v /= 1000
+    raise AssertionError("unreachable")
+
+
+def number(x: float | int | None) -> str:
+    """A plain number: integers with thousands separators, others with three significant digits."""
+    if not _finite(x):
+        return MISSING
+    v = float(x)  # type: ignore[arg-type]
+    if v.is_integer() and abs(v) < 1e15:
+        return f"{int(v):,}"
+    return sig3(v)
 
 
 def count(n: float | int | None) -> str:

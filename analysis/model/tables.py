@@ -59,24 +59,33 @@ def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> dict[s
 
 
 def ncu_kernel_table(trace: Trace) -> list[dict[str, Any]]:
-    """Per kernel name of an ncu report: profiled launches, ncu's durations, share and the best estimated speedup."""
+    """Per kernel name of an ncu report: profiled launches, their durations as the headline and the rules see
+    them (the exported column, else gpu__time_duration, else cycles / clock), share and best estimated speedup."""
+    from analysis.model.ncu_metrics import load_launches
+
     if not trace.has_rows("ncu_kernels"):
         return []
-    speedup = "NULL"
-    if trace.has_rows("ncu_rule_results"):
-        speedup = "(SELECT max(r.speedup_pct) FROM ncu_rule_results r JOIN ncu_kernels k2 USING (kernel_id) " \
-                  "WHERE k2.name IS NOT DISTINCT FROM k.name)"
-    rows = trace.sql(
-        f"""SELECT name, count(*), sum(duration_ns), min(duration_ns), max(duration_ns),
-                   sum(sum(duration_ns)) OVER (), {speedup}
-              FROM ncu_kernels k GROUP BY name ORDER BY 3 DESC NULLS LAST, 1 LIMIT $lim""",  # noqa: S608
-        {"lim": TABLE_LIMIT})
-    out = []
-    for n, k, t, mn, mx, all_t, sp in rows:
-        out.append({"name": n or "", "short": short_kernel_name(n or ""), "category": "ncu", "count": int(k),
-                    "total_ns": None if t is None else int(t),
-                    "mean_ns": None if t is None else int(t) // max(1, int(k)),
-                    "min_ns": None if mn is None else int(mn), "max_ns": None if mx is None else int(mx),
-                    "streams": None, "pct": 100.0 * t / all_t if t is not None and all_t else None,
-                    "speedup_pct": None if sp is None else float(sp)})
-    return out
+    by_name: dict[str, tuple[int, list[float], float | None]] = {}
+    for launch in load_launches(trace):
+        count, durations, best = by_name.get(launch.name, (0, [], None))
+        if launch.duration_ns is not None:
+            durations.append(launch.duration_ns)
+        for r in launch.rules:
+            sp = r.get("speedup_pct")
+            if sp is not None and (best is None or sp > best):
+                best = float(sp)
+        by_name[launch.name] = (count + 1, durations, best)
+    all_t = sum(sum(d) for _, d, _ in by_name.values())
+    out: list[dict[str, Any]] = []
+    totals: dict[str, float | None] = {}
+    for n, (k, durations, sp) in by_name.items():
+        totals[n] = sum(durations) if durations else None
+        t = round(sum(durations)) if durations else None
+        out.append({"name": n, "short": short_kernel_name(n), "category": "ncu", "count": k,
+                    "total_ns": t, "mean_ns": None if t is None else round(t / len(durations)),
+                    "min_ns": round(min(durations)) if durations else None,
+                    "max_ns": round(max(durations)) if durations else None,
+                    "streams": None, "pct": 100.0 * sum(durations) / all_t if durations and all_t else None,
+                    "speedup_pct": sp})
+    out.sort(key=lambda r: (totals[r["name"]] is None, -(totals[r["name"]] or 0.0), r["name"]))
+    return out[:TABLE_LIMIT]

@@ -62,6 +62,7 @@ class RunFilter:
     """What a runs list is filtered by; every field optional (None: no condition)."""
 
     job: str | None = None
+    job_contains: str | None = None  # the runs list's job field: any job whose name holds this (any case)
     tags: Mapping[str, str | None] = field(default_factory=dict)  # value None: the key is present
     status: str | None = None
     submitter: str | None = None
@@ -74,6 +75,9 @@ class RunFilter:
         if self.job is not None:
             # A subquery rather than a join: callers join Job or not, the condition reads the same.
             out.append(Run.job_id == sa.select(Job.id).where(Job.name == self.job).scalar_subquery())
+        if self.job_contains is not None:
+            out.append(Run.job_id.in_(sa.select(Job.id).where(
+                sa.func.lower(Job.name).contains(self.job_contains.lower(), autoescape=True))))
         out.extend(tag_condition(key, value) for key, value in self.tags.items())
         if self.status is not None:
             # A status no run can have matches nothing (the column refuses to bind an unknown one).

@@ -3,6 +3,7 @@ the "minor" cut, and the names ranks go by on the page ("rank 3 · ault44 · GPU
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +29,19 @@ def report_label(report: Report) -> str:
     if devices:
         parts.append("GPU " + ",".join(str(d) for d in devices))
     if report.rank is None and not host:
-        parts.insert(0, report.name[:40])
+        parts.insert(0, short_file_name(report.name))
     return " · ".join(parts)
+
+
+def short_file_name(name: str, limit: int = 32) -> str:
+    """A file name short enough for a label, never cut mid-word: its extension dropped and, when still longer
+    than ``limit``, "…" and its end from a separator on ("…numba-copy-blocked-full")."""
+    stem = re.sub(r"\.(sqlite|csv|nsys-rep|ncu-rep)(\.(gz|zst|zstd))?$", "", name)
+    if len(stem) <= limit:
+        return stem
+    tail = stem[-limit:]
+    cut = re.search(r"[_\-.\s]+", tail)
+    return "…" + (tail[cut.end():] if cut and cut.end() < len(tail) else tail)
 
 
 def rank_key(finding: dict[str, Any], reports: list[Report]) -> str:

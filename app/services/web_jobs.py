@@ -62,7 +62,7 @@ class JobTrends:
         """One trend chart's data: a point per run (``href(run_id)`` links it), regressions marked."""
         return {"label": label, "unit": unit, "points": [
             {"x_label": f"#{p.run_id} {p.created_at:%Y-%m-%d %H:%M}", "value": getattr(p, attr),
-             "date": f"{p.created_at:%m-%d}", "sha": (p.git_sha or "")[:7],
+             "date": f"{p.created_at:%m-%d}", "time": f"{p.created_at:%H:%M}", "sha": (p.git_sha or "")[:7],
              "href": href(p.run_id), "regressed": key in p.regressed_on} for p in self.points]}
 
 

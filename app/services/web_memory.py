@@ -7,7 +7,10 @@ every string (kernel names) goes through Jinja's autoescaping.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
+
+from analysis.api import fmt
 
 CHARTS = 20          # kernels charted per run page (most nsys time, else profiled time, first)
 BOX_W, BOX_H = 120, 64
@@ -33,12 +36,8 @@ def share_color(pct: float | None) -> str:
 
 
 def si(value: float | None, unit: str) -> str:
-    if value is None:
-        return "–"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.1f} {prefix}{unit}"
-    return f"{value:.0f} {unit}"
+    """Three significant digits with a decimal prefix ("196 GB/s", "1.23 TFLOP/s"), as everywhere on the pages."""
+    return fmt.si(value, unit)
 
 
 def memory_chart(memory: dict[str, Any]) -> dict[str, Any]:
@@ -51,9 +50,9 @@ def memory_chart(memory: dict[str, Any]) -> dict[str, Any]:
             continue
         lines = [lv["label"]]
         if lv.get("pct_of_peak") is not None:
-            lines.append(f"{lv['pct_of_peak']:.1f}% of peak")
+            lines.append(f"{fmt.pct(lv['pct_of_peak'])} of peak")
         if lv.get("hit_rate_pct") is not None:
-            lines.append(f"hit rate {lv['hit_rate_pct']:.1f}%")
+            lines.append(f"hit rate {fmt.pct(lv['hit_rate_pct'])}")
         x, y = LAYOUT[key]
         boxes.append({"key": key, "x": x, "y": y, "fill": share_color(lv.get("pct_of_peak")), "lines": lines})
     links = []
@@ -121,9 +120,13 @@ def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
             points.append((ai, fl, g))
     if not points:
         return None
+    # The roof each kernel was judged against (a memory level's bandwidth x its intensity there, or a compute
+    # peak): drawn over its dot even when the device's peaks are unknown and no roof line can be drawn.
+    attained = {id(g): ((g["kernel"]["memory"].get("roofline") or {}).get("attainable_flops"),
+                        (g["kernel"]["memory"].get("roofline") or {}).get("roof")) for _, _, g in points}
     bw = sorted(bandwidths)[len(bandwidths) // 2] if bandwidths else None
     xs = [p[0] for p in points]
-    ys = [p[1] for p in points] + list(peaks.values())
+    ys = [p[1] for p in points] + list(peaks.values()) + [a for a, _ in attained.values() if a and a > 0]
     x0, x1 = 10 ** math.floor(math.log10(min(xs) / 2)), 10 ** math.ceil(math.log10(max(xs) * 2))
     y0, y1 = 10 ** math.floor(math.log10(min(p[1] for p in points) / 2)), 10 ** math.ceil(math.log10(max(ys) * 2))
     if bw:
@@ -139,8 +142,15 @@ def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     heaviest = max((g["weight_ns"] or 0) for _, _, g in points) or 1.0
     dots = [{"cx": px(ai), "cy": py(fl), "r": 4 + 14 * math.sqrt((g["weight_ns"] or 0) / heaviest),
              "name": g["name"], "short_name": g["short_name"] or g["name"],
-             "text": f"{si(fl, 'FLOP/s')} at {ai:.3g} FLOP/B · {(g['weight_ns'] or 0) / 1e6:.3f} ms"}
+             "text": f"{si(fl, 'FLOP/s')} at {fmt.sig3(ai)} FLOP/B · {fmt.duration(g['weight_ns'] or 0)}"}
             for ai, fl, g in points]
+    marks = []
+    for ai, fl, g in points:
+        att, roof = attained[id(g)]
+        if att and att > 0 and roof:
+            label = f"{str(roof).upper() if len(str(roof)) <= 4 else roof} roof {si(att, 'FLOP/s')}"
+            marks.append({"x": px(ai), "y": py(att), "y_dot": py(fl), "label": label,
+                          "anchor": "end" if px(ai) > PAD_L + w * 0.7 else "start"})
     roofs = []
     for prec, peak in sorted(peaks.items(), key=lambda kv: kv[1]):
         if y0 < peak < y1:
@@ -153,8 +163,8 @@ def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
             roofs.append({"x1": px(xa), "y1": py(xa * bw), "x2": px(xb), "y2": py(xb * bw),
                           "label": f"DRAM {si(bw, 'B/s')}"})
     ticks_x = [{"x": px(10.0 ** e), "label": f"{10.0 ** e:g}"} for e in range(round(math.log10(x0)), round(math.log10(x1)) + 1)]
-    ticks_y = [{"y": py(10.0 ** e), "label": si(10.0 ** e, "").replace(".0 ", " ")} for e in range(round(math.log10(y0)), round(math.log10(y1)) + 1)]
-    return {"dots": dots, "roofs": roofs, "ticks_x": ticks_x, "ticks_y": ticks_y, "width": PLOT_W, "height": PLOT_H,
+    ticks_y = [{"y": py(10.0 ** e), "label": re.sub(r"\.0+(?= |$)", "", si(10.0 ** e, "")).strip()} for e in range(round(math.log10(y0)), round(math.log10(y1)) + 1)]
+    return {"dots": dots, "roofs": roofs, "marks": marks, "compute_unknown": not peaks, "ticks_x": ticks_x, "ticks_y": ticks_y, "width": PLOT_W, "height": PLOT_H,
             "left": PAD_L, "bottom": PLOT_H - PAD_B, "right": PLOT_W - PAD_R, "top": PAD_T}
 
 

@@ -67,7 +67,7 @@ class RunFilters:
         """The shared filter (app.services.run_query) this form's fields mean: an empty field is no
         condition, the dates are whole UTC days (``to`` included), a bare tag key asks for the key."""
         return RunFilter(
-            job=self.job or None, tags=tag_filter(self.tag),
+            job_contains=self.job or None, tags=tag_filter(self.tag),
             status=self.status or None, submitter=self.submitter or None,
             created_after=None if self.date_from is None else datetime.combine(self.date_from, time.min, UTC),
             # Up to the end of the last day there is (9999-12-31: no end at all, and no day after it).

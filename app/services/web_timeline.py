@@ -136,8 +136,13 @@ def run_phases(session: Session, run_id: int, groups: list[dict[str, Any]]) -> l
         window = data.get("window") if isinstance(data.get("window"), dict) else None
         if window is not None:   # no bounds: the whole report (what the rules then read)
             window = _on_clock(window, off) or {**window, "start_ns": None, "end_ns": None}
+        raw = data.get("iterations")
+        iterations: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        loops = [lp for lp in (_on_clock(x, off) for x in iterations.get("loops") or [] if isinstance(x, dict)) if lp]
         out.append({"report_id": report_id,
                     "phases": [{k: p.get(k) for k in ("name", "start_ns", "end_ns", "reason")} for p in phases],
+                    # the loops the analysis found (several one after another, or the one), marked on the timeline
+                    "loops": [{k: lp.get(k) for k in ("index", "start_ns", "end_ns", "count", "main")} for lp in loops],
                     "window": None if window is None else {k: window.get(k) for k in
                                                            ("spec", "phase", "start_ns", "end_ns", "reason")}})
     return out

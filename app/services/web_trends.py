@@ -25,7 +25,7 @@ TOP_KERNELS = 10
 
 def point_axis(p: Any) -> dict[str, Any]:
     """What the x axis says under a run: its date and short git sha."""
-    return {"date": f"{p.created_at:%m-%d}", "sha": (p.git_sha or "")[:7]}
+    return {"date": f"{p.created_at:%m-%d}", "time": f"{p.created_at:%H:%M}", "sha": (p.git_sha or "")[:7]}
 
 
 def metrics(session: Session, trends: JobTrends, href: Any) -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ def init_app(app: Flask) -> None:
     from app.web import (  # noqa: F401 - routes
         filters,
         security,
+        views_api_docs,
         views_auth,
         views_data,
         views_pages,

@@ -22,11 +22,25 @@ def fmt_number(x: Any) -> str:
     """A plain number for people: integers with thousands separators, others with three significant digits."""
     if isinstance(x, bool) or x is None:
         return "–" if x is None else ("yes" if x else "no")
-    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
-        return f"{int(x):,}"
-    if isinstance(x, float):
-        return fmt.sig3(x) if 0.01 <= abs(x) < 1000 else f"{x:.3g}"
+    if isinstance(x, int | float):
+        return fmt.number(x)
     return str(x)
+
+
+def plain_number(x: Any) -> str:
+    """A number as one types it in a form ("1048576", "0.5"): no separators, no trailing ".0"."""
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return str(x)
+
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
+
+
+def numbers_formatted(text: Any) -> str:
+    """``text`` (e.g. a threshold's range, "a whole number from 1 to 1e+06") with each number through
+    ``fmt.number``: "a whole number from 1 to 1,000,000"."""
+    return _NUMBER.sub(lambda m: fmt.number(float(m.group())), str(text))
 
 
 def fmt_value(key: str, value: Any) -> str:
@@ -64,6 +78,26 @@ def fmt_pct(x: Any) -> str:
     return fmt.pct(x)
 
 
+def fmt_change_pct(x: Any) -> str:
+    """A relative change in percent, signed: "+12.3 %", "-4.0 %", "+10,972 %"."""
+    return fmt.signed(fmt.pct(x), x)
+
+
+def fmt_change_ns(ns: Any) -> str:
+    """A change of a duration, signed: "+18.1 ms"."""
+    return fmt.signed(fmt.duration(ns), ns)
+
+
+def fmt_rate(bytes_per_s: Any) -> str:
+    """A bandwidth: "196 GB/s"."""
+    return fmt.rate(bytes_per_s)
+
+
+def fmt_si(x: Any, unit: str) -> str:
+    """A quantity with a decimal prefix: ``x|fmt_si('FLOP/s')`` is "1.23 TFLOP/s"."""
+    return fmt.si(x, unit)
+
+
 def fmt_time(t: datetime | None) -> str:
     return "–" if t is None else t.strftime("%Y-%m-%d %H:%M UTC")
 
@@ -85,7 +119,10 @@ def rule_doc(text: Any) -> Markup:
 
 def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes,
-                                 fmt_number=fmt_number, fmt_detail=fmt_detail, short_kernel=short_kernel_name,
+                                 fmt_number=fmt_number, fmt_detail=fmt_detail,
+                                 fmt_change_pct=fmt_change_pct, fmt_change_ns=fmt_change_ns, fmt_rate=fmt_rate,
+                                 fmt_si=fmt_si, plain_number=plain_number,
+                                 numbers_formatted=numbers_formatted, short_kernel=short_kernel_name,
                                  rule_doc=rule_doc)
     app.jinja_env.globals["ncu_memory_view"] = memory_view  # the run page's ncu memory charts
     app.jinja_env.globals["ncu_memory_pairs"] = memory_pairs  # the same kernel's chart on compare

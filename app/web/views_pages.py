@@ -41,7 +41,8 @@ def runs():
     page = web_runs.list_runs(db, filters)
     args = {k: v for k, v in request.args.items() if k != "page"}
     return render_template(
-        "runs.html", page=page, filters=filters, args=args, statuses=RUN_STATUSES,
+        # deleted runs are never listed: no status option that can only find nothing
+        "runs.html", page=page, filters=filters, args=args, statuses=[s for s in RUN_STATUSES if s != "deleted"],
         jobs=web_runs.job_names(db, limit=200), submitters=web_runs.submitters(db),
     )
 
@@ -65,7 +66,8 @@ def run(run_id: int):
                            retryable=_retryable(view),
                            iterations=web_run.iteration_sections(view.reports, view.summaries),
                            system=web_run.system_sections(view.reports, view.summaries),
-                           network=network_section(view.summaries), collectives=collectives_section(view.summaries))
+                           network=network_section(view.summaries), collectives=collectives_section(view.summaries),
+                           refused_window=request.args.get("window", "")[:200] or None)
 
 
 def _retryable(view) -> bool:
@@ -107,6 +109,8 @@ def reanalyze(run_id: int):
             abort(404, description=exc.message)
         fields = (exc.details or {}).get("fields") or {}
         flash(fields.get("window") or exc.message, "error")
+        # The refused spec goes back into the field, to be corrected rather than typed again.
+        return redirect(url_for("web.run", run_id=run_id, window=(request.form.get("window") or "")[:200]))
     return redirect(url_for("web.run", run_id=run_id))
 
 

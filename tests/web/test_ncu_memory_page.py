@@ -7,7 +7,7 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from analysis.api import analyze
+from analysis.api import analyze, fmt
 from app.models import Report, RunSummary
 from app.services import pipeline
 from tests.analysis.ncu_builders import long_csv, write
@@ -27,7 +27,7 @@ def test_run_page_shows_memory_charts_and_roofline_for_an_ncu_run(client, db, se
               if s.report_id is not None}
     copy = next(d for d in stored.values() if d["kernels_total"] == 1)["kernels"][0]["memory"]
     dram = next(lv for lv in copy["levels"] if lv["name"] == "dram")
-    assert f"{dram['pct_of_peak']:.1f}% of peak" == "61.8% of peak" and "61.8% of peak" in html
+    assert f"{dram['pct_of_peak']:.1f} % of peak" == "61.8 % of peak" and "61.8 % of peak" in html
     assert re.search(r'<g class="level" data-level="dram"><rect[^>]*fill="#[0-9a-f]{6}"', html)
     # the roofline has a dot per kernel with FLOP counts (dropout only: the numba export has none)
     assert html.count("data-roofline-dot") == 1
@@ -40,7 +40,7 @@ def test_run_page_shows_memory_charts_and_roofline_for_an_ncu_run(client, db, se
     assert dropout["kernels"][0]["duration_ns"] == max(k["duration_ns"] for k in launches)
     total_ms = sum(k["duration_ns"] for k in launches) / 1e6
     assert dropout["kernels"][0]["profiled_ns"] == pytest.approx(total_ms * 1e6)
-    assert f"· {total_ms:.3f} ms</title>" in html  # dot size and label: the kernel's profiled time
+    assert f"· {fmt.duration(total_ms * 1e6)}</title>" in html  # dot size and label: the kernel's profiled time
     assert "162 profiled launches" in html
 
 
@@ -82,7 +82,7 @@ def test_compare_shows_the_same_kernel_before_and_after(client, db, settings, in
     html = client.get(f"/compare?a={base}&b={head}").get_data(as_text=True)
     section = html[html.index('id="ncu-memory-compare"'):]
     assert section.count("data-kernel-pair") == 1 and section.count('class="memchart"') == 2
-    before_at, after_at = section.index("61.8% of peak"), section.index("30.0% of peak")
+    before_at, after_at = section.index("61.8 % of peak"), section.index("30.0 % of peak")
     assert before_at < after_at  # baseline first
     assert "21.1 ms → 10.0 ms per profiled launch" in section  # three significant digits
 

@@ -32,24 +32,28 @@
       root.appendChild(GP.svg("text", { x: lx + 16, y: 16, class: "legend" }, name));
       lx += 24 + name.length * 7;
     }
+    // Each bar as long as its row's time against the longest row: 12 ms never looks like 39 ms.
+    const sumOf = (seg) => GP.SEGMENTS.reduce((s, [k]) => s + Math.max(0, (seg || {})[k] || 0), 0);
+    const longest = Math.max(...rows.map((r) => sumOf(r.segments)), 0);
     rows.forEach(function (row, i) {
       const y = legendH + i * (rowH + gap);
       const seg = row.segments || {};
-      const total = GP.SEGMENTS.reduce((s, [k]) => s + Math.max(0, seg[k] || 0), 0);
+      const total = sumOf(seg);
+      const scale = longest ? total / longest : 0;
       root.appendChild(GP.svg("text", { x: labelW - 8, y: y + rowH * 0.68, class: "label", "text-anchor": "end" },
         row.label));
       let x = labelW;
       for (const [key, name, color] of GP.SEGMENTS) {
         const v = Math.max(0, seg[key] || 0);
         if (!total || !v) continue;
-        const w = (v / total) * barW;
+        const w = (v / total) * barW * scale;
         const rect = GP.svg("rect", { x: x, y: y, width: Math.max(w, 0.5), height: rowH, fill: color,
           class: "seg", "data-segment": key });
-        rect.appendChild(GP.svg("title", {}, `${row.label} · ${name}: ${GP.fmtNs(v)} (${(100 * v / total).toFixed(1)} %)`));
+        rect.appendChild(GP.svg("title", {}, `${row.label} · ${name}: ${GP.fmtNs(v)} (${GP.fmtPct(100 * v / total)} of this row)`));
         root.appendChild(rect);
         x += w;
       }
-      root.appendChild(GP.svg("text", { x: labelW + barW + 6, y: y + rowH * 0.68, class: "label" },
+      root.appendChild(GP.svg("text", { x: labelW + total / (longest || 1) * barW + 6, y: y + rowH * 0.68, class: "label" },
         GP.fmtNs(row.total_ns !== undefined ? row.total_ns : total)));
     });
     container.appendChild(root);
@@ -60,7 +64,8 @@
     container.textContent = "";
     const pts = (series.points || []).filter((p) => p.value !== null && p.value !== undefined);
     const W = 560, H = 220, L = 64, R = 12, T = 24, B = 44;
-    const root = GP.svg("svg", { class: "trend", viewBox: `0 0 ${W} ${H}`, role: "img",
+    // A group, not an image: its points are links (an image may hold nothing focusable).
+    const root = GP.svg("svg", { class: "trend", viewBox: `0 0 ${W} ${H}`, role: "group",
       "aria-label": series.label });
     root.appendChild(GP.svg("text", { x: L, y: 14, class: "title" }, series.label));
     if (!pts.length) {
@@ -80,14 +85,16 @@
       root.appendChild(GP.svg("line", { x1: L, x2: W - R, y1: sy(v), y2: sy(v), class: "grid" }));
       root.appendChild(GP.svg("text", { x: L - 4, y: sy(v) + 4, "text-anchor": "end", class: "axis" }, fmt(v)));
     }
-    // x axis: date and short git sha under up to 8 evenly spread runs.
+    // x axis: date (time of day when every run is of one day) and short git sha under up to 8 evenly spread runs.
     const every = Math.max(1, Math.ceil(pts.length / 8));
+    const oneDay = new Set(pts.map((p) => p.date)).size === 1 && pts.every((p) => p.time);
     pts.forEach(function (p, i) {
       if (i % every && i !== pts.length - 1) return;
       // The first and last labels align inward so they are neither cut nor on the y axis' labels.
       const x = sx(i), y = H - B + 18;
       const anchor = pts.length > 1 && i === 0 ? "start" : pts.length > 1 && i === pts.length - 1 ? "end" : "middle";
-      root.appendChild(GP.svg("text", { x: x, y: y, "text-anchor": anchor, class: "axis xdate" }, p.date || ""));
+      root.appendChild(GP.svg("text", { x: x, y: y, "text-anchor": anchor, class: "axis xdate" },
+        (oneDay ? p.time : p.date) || ""));
       if (p.sha) root.appendChild(GP.svg("text", { x: x, y: y + 13, "text-anchor": anchor, class: "axis xsha" }, p.sha));
     });
     const d = pts.map((p, i) => (i ? "L" : "M") + sx(i).toFixed(1) + " " + sy(p.value).toFixed(1)).join(" ");
@@ -97,7 +104,7 @@
         class: p.regressed ? "pt regressed" : "pt" });
       c.appendChild(GP.svg("title", {}, `${p.x_label}: ${fmt(p.value)}${p.regressed ? " — regressed vs recent median" : ""}`));
       if (p.href) {
-        const a = GP.svg("a", { href: p.href });
+        const a = GP.svg("a", { href: p.href, "aria-label": `${p.x_label}: ${fmt(p.value)}` });
         a.appendChild(c);
         root.appendChild(a);
       } else {

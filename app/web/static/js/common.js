@@ -19,15 +19,33 @@ GP.svg = function (tag, attrs, text) {
   return node;
 };
 
-// Durations with three significant digits ("26.8 s", "1.23 ms"), like the server's fmt_ns filter.
+// Three significant digits, as analysis/fmt.py's sig3: "26.8", "4.20", "0.0123", "312"; from 999.5 on whole
+// numbers with thousands separators ("4,210").
+const groupFormat = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+GP.sig3 = function (x) {
+  const a = Math.abs(x);
+  if (a === 0) return "0.00";
+  if (a >= 999.5) return groupFormat.format(x);
+  const decade = Math.floor(Math.log10(a));
+  let decimals = 2 - decade;
+  if (Number(a.toFixed(Math.max(decimals, 0))) >= Math.pow(10, decade + 1)) decimals -= 1;  // 9.996 is "10.0"
+  return x.toFixed(Math.max(decimals, 0));
+};
+
+// Durations with three significant digits in the unit the value reads best in ("26.8 s", "1.23 ms",
+// "546 ns"), like the server's fmt_ns filter.
 GP.fmtNs = function (ns) {
-  if (ns === null || ns === undefined || isNaN(ns)) return "–";
+  if (ns === null || ns === undefined || ns === "" || isNaN(ns)) return "–";
   const a = Math.abs(ns);
-  const sig3 = (x) => { const b = Math.abs(x); return x.toFixed(b < 10 ? 2 : b < 100 ? 1 : 0); };
   for (const [div, unit] of [[1e9, "s"], [1e6, "ms"], [1e3, "µs"]]) {
-    if (a >= div * 0.9995) return sig3(ns / div) + " " + unit;
+    if (a >= div * 0.9995) return GP.sig3(ns / div) + " " + unit;
   }
   return Math.round(ns) + " ns";
+};
+
+// Counts with thousands separators ("1,230"), like the server's fmt_number filter.
+GP.fmtCount = function (n) {
+  return n === null || n === undefined || n === "" || isNaN(n) ? "–" : groupFormat.format(Number(n));
 };
 
 GP.fmtPct = function (x) {
@@ -91,34 +109,22 @@ GP.onReady(function () {
   window.addEventListener("hashchange", open);
 });
 
-// One unit per table column: every duration marked data-ns in a column is written in the unit of
-// the column's largest value, with three significant digits ("26.8 s" above "0.00123 s", never "1.23 ms"
-// under "26.8 s"); data-signed adds "+" to positive deltas. Cells keep their raw ns for sorting and tests.
+// Every duration marked data-ns in a table is written in the unit its own value reads best in, with three
+// significant digits ("26.8 s" above "1.23 ms", never "0.00123 s"); data-signed adds "+" to positive deltas.
+// Cells keep their raw ns for sorting and tests, and their unit in data-unit.
 GP.NS_UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
-const sig3Format = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 3 });
 GP.unifyUnits = function (root) {
   root = root || document;
   const tables = root.tagName === "TABLE" ? [root] : Array.from(root.querySelectorAll("table"));
   tables.forEach(function (table) {
-    const columns = new Map();
     table.querySelectorAll("td [data-ns], td[data-ns]").forEach(function (el) {
       const td = el.closest("td");
       if (td.closest("table") !== table || el.getAttribute("data-ns") === "" || el.children.length) return;
       const v = Number(el.getAttribute("data-ns"));
       if (!isFinite(v)) return;
-      if (!columns.has(td.cellIndex)) columns.set(td.cellIndex, []);
-      columns.get(td.cellIndex).push([el, v]);
-    });
-    columns.forEach(function (cells, col) {
-      const top = Math.max(...cells.map(([, v]) => Math.abs(v)));
-      const [div, unit] = GP.NS_UNITS.find(([d]) => top >= d * 0.9995) || [1, "ns"];
-      for (const [el, v] of cells) {
-        const text = sig3Format.format(v / div) + " " + unit;
-        el.textContent = (el.hasAttribute("data-signed") && v > 0 ? "+" : "") + text;
-        el.setAttribute("data-unit", unit);
-      }
-      const th = table.tHead && table.tHead.rows[0] && table.tHead.rows[0].cells[col];
-      if (th) th.setAttribute("data-unit", unit);
+      const [, unit] = GP.NS_UNITS.find(([d]) => Math.abs(v) >= d * 0.9995) || [1, "ns"];
+      el.textContent = (el.hasAttribute("data-signed") && v > 0 ? "+" : "") + GP.fmtNs(v);
+      el.setAttribute("data-unit", unit);
     });
   });
 };

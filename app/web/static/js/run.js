@@ -11,7 +11,30 @@
     if (node && scroll) node.scrollIntoView({ behavior: "smooth", block: "center" });
   }
 
+  // Evidence start times with the precision the timeline shows them at when a row is clicked (zoomed to
+  // that row): the decimals of a tick step over the row's duration, and enough to tell the table's rows
+  // apart ("99.421 3 s", "99.421 9 s", not "99.4 s" twice). Raw ns stay in data-ns.
+  function preciseStarts(table) {
+    const rows = Array.from(table.querySelectorAll("tbody tr")).map(function (tr) {
+      const td = tr.querySelector("td.evidence-at");
+      const range = GP.json(tr, "range");
+      const at = td && td.getAttribute("data-ns") !== "" ? Number(td.getAttribute("data-ns")) : NaN;
+      return { td: td, at: at, dur: range ? range.end_ns - range.start_ns : NaN };
+    }).filter((r) => r.td && isFinite(r.at));
+    if (!rows.length || !GP.tickLabel || !GP.niceStep) return;
+    const starts = rows.map((r) => r.at).sort((a, b) => a - b);
+    let gap = Infinity;
+    for (let i = 1; i < starts.length; i++) if (starts[i] > starts[i - 1]) gap = Math.min(gap, starts[i] - starts[i - 1]);
+    for (const r of rows) {
+      const span = Math.max(1, Math.min(isFinite(r.dur) && r.dur > 0 ? r.dur : Infinity, gap));
+      const text = isFinite(span) ? GP.tickLabel(r.at, GP.niceStep(span, 5)).replace(/^\+/, "") : GP.fmtNs(r.at);
+      r.td.textContent = text;
+      r.td.setAttribute("data-unit", text.split(" ").pop());
+    }
+  }
+
   function initFindings() {
+    document.querySelectorAll("table.evidence").forEach(preciseStarts);
     document.querySelectorAll("details.finding").forEach(function (d) {
       const ranges = GP.json(d, "ranges") || [];
       const reportId = d.getAttribute("data-report-id");
@@ -163,6 +186,17 @@
       try {
         const run = await GP.fetchJSON(badge.getAttribute("data-poll-url"));
         if (run.status !== status) { window.location.reload(); return; }
+        // What is happening now, and for how long: reports ready so far, the analysis, time since the upload.
+        const line = document.getElementById("run-progress");
+        if (line) {
+          const reports = run.reports || [];
+          const ready = reports.filter((r) => r.status === "ready").length;
+          const secs = (Date.now() - Date.parse(run.created_at)) / 1000;
+          line.textContent = `${run.status}: ${ready} of ${reports.length} report${reports.length === 1 ? "" : "s"} ready` +
+            (run.analysis_status ? `, analysis ${run.analysis_status}` : "") +
+            (isFinite(secs) && secs >= 0 ? ` · ${GP.fmtNs(secs * 1e9)} since the upload` : "") +
+            ". The page reloads when the run is ready.";
+        }
       } catch (e) { /* transient: try again */ }
       watchStatus();
     }, 2000);
@@ -175,8 +209,8 @@
     // Heat-map shading through the CSSOM (inline style attributes are blocked by our CSP).
     document.querySelectorAll("#impact-matrix td[data-heat], #network-matrix td[data-heat]").forEach(function (td) {
       const h = Number(td.getAttribute("data-heat"));
-      if (h > 0) td.style.background = `rgba(197, 48, 48, ${(0.08 + 0.7 * h).toFixed(2)})`;
-      if (h > 0.6) td.style.color = "#fff";
+      // At most 56 % red under the page's dark text: 4.5:1 contrast or more on every cell.
+      if (h > 0) td.style.background = `rgba(197, 48, 48, ${(0.06 + 0.5 * h).toFixed(2)})`;
     });
     const sel = document.getElementById("tables-report");
     if (sel) { sel.addEventListener("change", loadTables); loadTables(); }

@@ -16,7 +16,9 @@
     steady: "rgba(72, 187, 120, 0.16)", work: "rgba(72, 187, 120, 0.16)", epilogue: "rgba(129, 230, 217, 0.2)",
     teardown: "rgba(160, 174, 192, 0.22)", whole: "rgba(203, 213, 224, 0.18)" };
   const WINDOW_COLOR = "#2f855a";
-  const LABEL_W = 230, GROUP_H = 20, GPU_H = 16, API_H = 14, NVTX_H = 12, GAP = 2, AXIS_H = 24;
+  const LOOP_COLOR = "#6b46c1";   // the loops the analysis found: a bracket over each rank's header row
+  let LABEL_W = 230;  // at most 30 % of the canvas (a phone keeps 70 % for the plot); set in draw
+  const GROUP_H = 20, GPU_H = 16, API_H = 14, NVTX_H = 12, GAP = 2, AXIS_H = 24;
   const UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
 
   // A lane's boxes: its rows and the position of each named field in them.
@@ -93,6 +95,10 @@
     win.appendChild(GP.el("i", { style: null })).style.background = WINDOW_COLOR;
     win.appendChild(document.createTextNode("analysis window"));
     box.appendChild(win);
+    const lp = GP.el("span", { class: "tl-key", "data-phase": "loop" });
+    lp.appendChild(GP.el("i", { style: null })).style.background = LOOP_COLOR;
+    lp.appendChild(document.createTextNode("loop"));
+    box.appendChild(lp);
   };
 
   Timeline.prototype.bind = function () {
@@ -310,6 +316,7 @@
     const L = (this.lay = this.layout());
     const dpr = window.devicePixelRatio || 1;
     const W = this.canvas.clientWidth, H = L.height;
+    LABEL_W = Math.min(230, Math.max(96, Math.round(W * 0.3)));
     this.canvas.style.height = H + "px";
     this.canvas.width = W * dpr;
     this.canvas.height = H * dpr;
@@ -389,13 +396,14 @@
       const e = bounded ? w.end_ns : Math.max(...phases.map((p) => p.end_ns));
       if (isFinite(s) && isFinite(e) && e > s) win = { start_ns: s, end_ns: e, spec: w.spec, phase: w.phase, reason: w.reason };
     }
-    return { phases: phases, window: win };
+    const loops = (item.loops || []).filter((l) => l.end_ns > l.start_ns);
+    return { phases: phases, window: win, loops: loops };
   };
 
   // Shaded bands per phase over each rank's rows (labels in the rank's header row), and the analysis
   // window as a bar under the header with dashed edges through the rank's lanes.
   Timeline.prototype.drawPhases = function (ctx, L) {
-    const pw = this.plotWidth(), drawn = [], windows = [];
+    const pw = this.plotWidth(), drawn = [], windows = [], loops = [];
     for (const lg of L.groups) {
       const g = (this.groups || []).find((x) => x.id === lg.id);
       const ph = g && this.phasesOf(g);
@@ -435,7 +443,21 @@
           windows.push({ group: lg.label, spec: w.spec, phase: w.phase, x0: Math.round(x0), x1: Math.round(x1) });
         }
       }
+      for (const l of ph.loops || []) {
+        if (l.end_ns < this.view[0] || l.start_ns > this.view[1]) continue;
+        const x0 = Math.max(LABEL_W, this.x(l.start_ns)), x1 = Math.min(LABEL_W + pw, this.x(l.end_ns));
+        ctx.fillStyle = LOOP_COLOR;
+        ctx.fillRect(x0, y0 + 1, Math.max(2, x1 - x0), 2);
+        ctx.fillRect(x0, y0 + 1, 1, 6);
+        ctx.fillRect(Math.max(x0, x1 - 1), y0 + 1, 1, 6);
+        const label = `loop ${l.index} · ${l.count} steps`;
+        ctx.font = "10px system-ui, sans-serif";
+        const lw = ctx.measureText(label).width;
+        if (x1 - x0 > lw + 70) ctx.fillText(label, x1 - lw - 3, y0 + 11);   // clear of the phase's name on the left
+        loops.push({ group: lg.label, index: l.index, x0: Math.round(x0), x1: Math.round(x1) });
+      }
     }
+    this.root.setAttribute("data-loops", JSON.stringify(loops));
     this.root.setAttribute("data-phases", JSON.stringify(drawn));
     this.root.setAttribute("data-windows", JSON.stringify(windows));
   };
@@ -657,6 +679,7 @@
 
   GP.Timeline = Timeline;
   GP.tickLabel = tickLabel;
+  GP.niceStep = niceStep;
   GP.onReady(function () {
     document.querySelectorAll("div[data-timeline-url]").forEach((n) => { n.gpTimeline = new Timeline(n); });
   });

@@ -21,10 +21,30 @@
     return m < 60 ? `${m} min ${Math.round(s - 60 * m)} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
   }
 
+  const UNKNOWN = "unknown type";
   function kindOf(name) {
     const n = name.toLowerCase().replace(/\.(gz|zst|zstd)$/, "");
-    return n.endsWith(".csv") ? "Nsight Compute CSV" : n.endsWith(".sqlite") ? "Nsight Systems export" : "unknown type";
+    if (n.endsWith(".csv")) return "Nsight Compute CSV";
+    if (n.endsWith(".sqlite")) return "Nsight Systems export";
+    if (n.endsWith(".nsys-rep") || n.endsWith(".qdrep")) return "Nsight Systems report";
+    if (n.endsWith(".ncu-rep")) return "Nsight Compute report";
+    return UNKNOWN;
   }
+
+  // Files the server would refuse, all named at once (the server stops at the first): empty ones and types
+  // it does not read. Null when every file may go.
+  function refusedFiles() {
+    const empty = files.filter((f) => f.size === 0).map((f) => f.name);
+    const unknown = files.filter((f) => f.size > 0 && kindOf(f.name) === UNKNOWN).map((f) => f.name);
+    const parts = [];
+    if (empty.length) parts.push(`EMPTY_FILE: ${empty.join(", ")} ${empty.length === 1 ? "is" : "are"} empty`);
+    if (unknown.length) parts.push(`UNSUPPORTED_FILE: ${unknown.join(", ")} ${unknown.length === 1 ? "is not an export" : "are not exports"} ` +
+      "(.sqlite, .nsys-rep, .qdrep, .csv or .ncu-rep, optionally .gz or .zst)");
+    return parts.length ? parts.join("; ") + ". Nothing was sent: remove " +
+      (empty.length + unknown.length === 1 ? "it" : "them") + " and upload again." : null;
+  }
+
+  let started = null;   // when the current upload began (performance.now()), for the elapsed time
 
   // The chosen files as a table (name, type, size, remove) with their total, so a wrong file is seen and
   // taken out before the upload starts.
@@ -60,10 +80,12 @@
     listFiles();
   }
 
+  // Outside the status card, so it shows even before any upload started (Upload with no file chosen).
   function showError(message) {
     const e = document.getElementById("upload-error");
     e.textContent = message;
     e.hidden = false;
+    e.focus();
   }
 
   function renderReports(run) {
@@ -71,8 +93,11 @@
     body.textContent = "";
     for (const r of run.reports || []) {
       const tr = GP.el("tr", { "data-report-id": String(r.id), "data-status": r.status });
+      // Progress only while the report is worked on: a ready report is done, whatever its last stage said.
       const p = r.progress || {};
-      const prog = p.total ? `${p.stage || ""} ${Math.round((100 * (p.done || 0)) / p.total)} %` : (p.stage || "");
+      const working = r.status === "ingesting" || r.status === "analyzing";
+      const prog = !working ? (r.status === "ready" ? "done" : "") :
+        p.total ? `${p.stage || ""} ${Math.round((100 * (p.done || 0)) / p.total)} %` : (p.stage || "");
       const badge = GP.el("span", { class: "badge " + r.status }, r.status);
       const st = GP.el("td");
       st.appendChild(badge);
@@ -87,7 +112,10 @@
     try {
       const run = await GP.fetchJSON(form.getAttribute("data-api") + "/" + runId);
       renderReports(run);
-      phase.textContent = `Run #${run.id}: ${run.status}` + (run.analysis_status ? ` (analysis ${run.analysis_status})` : "");
+      const done = run.status === "ready" || run.status === "failed";
+      const secs = started === null ? null : (performance.now() - started) / 1000;
+      phase.textContent = `Run #${run.id}: ${run.status}` + (run.analysis_status && !done ? ` (analysis ${run.analysis_status})` : "") +
+        (secs === null ? "" : done ? ` after ${fmtSeconds(secs)}` : ` · ${fmtSeconds(secs)} since the upload started`);
       document.getElementById("upload-status").setAttribute("data-run-status", run.status);
       if (run.error) showError(run.error);
       if (run.status === "ready" || run.status === "failed") return;
@@ -99,6 +127,8 @@
 
   function submit(form) {
     if (!files.length) { showError("Choose or drop at least one export file."); return; }
+    const refused = refusedFiles();
+    if (refused) { showError(refused); return; }
     const data = new FormData();
     data.append("job", document.getElementById("job").value.trim());
     for (const t of document.getElementById("tags").value.split(/\s+/)) if (t) data.append("tag", t);
@@ -120,7 +150,7 @@
     xhr.setRequestHeader("X-CSRF-Token", GP.csrf());
     xhr.setRequestHeader("Accept", "application/json");
     const cancel = document.getElementById("cancel-upload");
-    const started = performance.now();
+    started = performance.now();
     cancel.hidden = false;
     cancel.onclick = () => xhr.abort();
     // Bytes sent, speed and time left; the speed is the average since the start (steadier than per event).
@@ -158,6 +188,9 @@
         return;
       }
       bar.value = 100;
+      // The server has the files: no more "waiting for the server", but how long the sending took.
+      const sentIn = (performance.now() - started) / 1000;
+      document.getElementById("upload-rate").textContent = `sent in ${fmtSeconds(sentIn)}`;
       files = [];
       listFiles();
       renderReports(body);
