@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned
 from analysis.loops.phases import Loop
@@ -83,9 +84,9 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         mem = cols["memory_only_ns"][keep]
         copies_excess = int(mem[i] - np.median(mem))
         what = "longer copies" if copies_excess > busy_excess / 2 and copies_excess > 0 else "longer GPU work"
-        cause = (f"idle owned by {rid} (+{excess[rid] / 1e6:.3f} ms over its median per step)" if owner
-                 else f"{what} (busy +{busy_excess / 1e6:.3f} ms over the median"
-                 + (f", copies alone +{copies_excess / 1e6:.3f} ms)" if what == "longer copies" else ")"))
+        cause = (f"idle owned by {rid} (+{fmt.duration(excess[rid])} over its median per step)" if owner
+                 else f"{what} (busy +{fmt.duration(busy_excess)} over the median"
+                 + (f", copies alone +{fmt.duration(copies_excess)})" if what == "longer copies" else ")"))
         slow.append({**recs[i], "extra_ns": extra, "owner": owner, "cause": cause})
     share = busy / np.maximum(length, 1)
     duty = float(np.median(share))
@@ -123,7 +124,7 @@ def paced_facts(trace: Trace, pid: int | None, device: int | None, starts: np.nd
         copies = _pinned_h2d(trace, pid, device, starts, ends)
         out["zero_copy_ns"] = copies
         out["advice"] = ("The GPU shares the CPU's memory: the pinned host-to-device copies of each item "
-                         f"({copies / 1e6:.3f} ms median) can go, by reading the host buffer in place "
+                         f"({fmt.duration(copies)} median) can go, by reading the host buffer in place "
                          "(cudaHostAlloc with cudaHostAllocMapped, or managed memory).")
     return out
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis import fmt
 from analysis.loops import iterations as nvtx_iterations
 from analysis.loops.periods import (
     OPS_CODES_SQL,
@@ -251,7 +252,7 @@ def top_calls(trace: Trace, lo: int, hi: int, n: int = 3) -> list[tuple[str, int
 
 
 def _fmt(ns: int) -> str:
-    return f"{ns / 1e9:.2f} s" if ns >= 1e8 else f"{ns / 1e6:.2f} ms"
+    return fmt.duration(ns)
 
 
 def gpu_bounds(trace: Trace) -> tuple[int, int] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jsonschema_rs
 import pytest
 
-from analysis import contract
+from analysis import contract, fmt
 from analysis.api import analyze
 from analysis.model.trace import Trace
 from tests.analysis.planting import ingested, raw_gaps
@@ -204,10 +204,11 @@ def test_gpu001_advice_follows_what_the_anatomy_saw_in_its_idle(name: str, key: 
     assert "no recorded host activity" not in f["message"]
 
 
-def test_small_copies_are_sized_in_bytes_or_kib_not_zero_mib() -> None:
-    """devsync-heavy's three blocking copies move a few bytes: MEM002 says how many (its ``bytes``), not 0.0 MiB."""
+def test_small_copies_are_sized_in_bytes_or_kb_not_zero_mib() -> None:
+    """devsync-heavy's three blocking copies move a few bytes: MEM002 says how many (its ``bytes``, through the one
+    formatting module's decimal units), not 0.0 MiB."""
     result = analyze([ingested(corpus_file("devsync-heavy-report13.sqlite"))]).to_json()
     (f,) = [f for f in result["findings"] if f["rule_id"] == "MEM002"]
     assert 0 < f["bytes"] < 2**20 and f["copies"] == 3
-    size = f"{f['bytes']} B" if f["bytes"] < 1024 else f"{f['bytes'] / 1024:.1f} KiB"
+    size = fmt.size(f["bytes"])  # "40.0 kB": the one formatting module's sizes (tested in test_fmt)
     assert f"3 blocking memcpy call(s) ({size})" in f["message"] and "0.0 MiB" not in f["message"]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.ncu import sol
 from analysis.diagnosis.ncu.impact import Linker, impact, weighted_speedup
@@ -138,7 +139,7 @@ class NcuRule(Rule):
         scope = f"{len(by_launch)} of {len(group)} profiled launches" if len(group) > 1 else "the profiled launch"
         message = f"{lead.message} ({scope} of {lead_launch.short_name or lead_launch.name}; " \
                   f"estimated speedup {speedup * 100:.1f}%" + \
-                  (f", applied to {link.total_ns / 1e6:.3f} ms of this kernel in the nsys timeline, linked by "
+                  (f", applied to {fmt.duration(link.total_ns)} of this kernel in the nsys timeline, linked by "
                    f"{LINKED_BY.get(link.match, link.match)})" if link else ")")
         if link is not None:
             kernel_ns: float | None = link.total_ns

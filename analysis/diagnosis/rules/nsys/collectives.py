@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
@@ -271,8 +272,8 @@ class CollectiveBandwidth(Rule):
                   | bounded_ranks(across.get(g["key"], []), trace.label, "bus_gbps") for g in groups]
         return Finding(
             rule_id=self.id,
-            title=(f"Slow collectives: {label} {worst['size_class']} at {worst['bus_gbps']:.2f} GB/s bus bandwidth "
-                   f"({worst['efficiency_pct']:.1f}% of {worst['peak_gbps']:g} GB/s)"),
+            title=(f"Slow collectives: {label} {worst['size_class']} at {fmt.rate(worst['bus_gbps'] * 1e9)} bus bandwidth "
+                   f"({worst['efficiency_pct']:.1f}% of {fmt.rate(worst['peak_gbps'] * 1e9)})"),
             message=(f"{sum(g['count'] for g in bad)} collective(s) of at least {params['min_bytes'] / 2**20:g} MiB in "
                      f"{len(bad)} size class(es) ran below {params['min_efficiency_pct']:g}% of the link's peak "
                      f"(n = {info['n']} ranks, from {info['n_source']}); at that share they would take "
@@ -359,8 +360,8 @@ def network_sends(trace: Trace) -> dict | None:
     eff = None if bps is None or not peak else round(100.0 * bps / (peak * 1e9), 3)
     text = (f"{sum(p['bytes'] for p in sends):,} bytes in {sum(p['transfers'] for p in sends)} send(s) to rank(s) "
             f"{', '.join(str(p['receiver_rank']) for p in sends)}"
-            + (f" at {bps / 1e9:.2f} GB/s achieved" if bps is not None else "")
-            + (f" ({eff:.1f}% of {peak:g} GB/s)" if eff is not None else ""))
+            + (f" at {fmt.rate(bps)} achieved" if bps is not None else "")
+            + (f" ({eff:.1f}% of {fmt.rate(peak * 1e9)})" if eff is not None else ""))
     return {"text": text, "bytes_sent": sum(p["bytes"] for p in sends), "completed_bytes": nbytes,
             "in_flight_ns": flight, "bandwidth_bps": bps, "peak_gbps": peak, "peak_source": source,
             "efficiency_pct": eff, "peers": [{k: p[k] for k in ("receiver_rank", "transfers", "bytes", "bandwidth_bps",

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
@@ -249,10 +250,10 @@ def _dir_peak(code: int, peak: Peaks) -> tuple[float | None, str]:
 
 def _describe(name: str, s: DirStats) -> str:
     bw = s.gbps()
-    rate = f"{bw:,.1f} GB/s" if bw is not None else "n/a"
-    vs = f" of a {s.peak_gbps:g} GB/s peak ({100 * bw / s.peak_gbps:.0f}%)" if bw and s.peak_gbps else ""
-    return (f"{name} {s.count} x, {s.bytes / 2**20:,.1f} MiB in {fmt_ms(s.time_ns)} at {rate}{vs}, "
-            f"{s.bound()}-bound ({s.small} under the small-copy size)")
+    rate = fmt.rate(bw * 1e9) if bw is not None else "n/a"
+    vs = f" of a {fmt.rate(s.peak_gbps * 1e9)} peak ({100 * bw / s.peak_gbps:.0f}%)" if bw and s.peak_gbps else ""
+    return (f"{name} {fmt.count(s.count)} x, {fmt.size(s.bytes)} in {fmt_ms(s.time_ns)} at {rate}{vs}, "
+            f"{s.bound()}-bound ({fmt.count(s.small)} under the small-copy size)")
 
 
 def _advice(main: str, s: DirStats) -> str:

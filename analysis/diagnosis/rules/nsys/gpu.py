@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.idle_classes import WORDS
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
@@ -150,7 +151,9 @@ class IdleGaps(Rule):
             for g, n, c, name in zip(top, nvtx, causes_top, names, strict=True))
         main = max(by_cause, key=lambda c: by_cause[c][1])
         share = pct(total, report_span_ns(trace))
-        causes = "; ".join(f"{CAUSES[c].split(' (')[0]}: {v[0]} gap(s), {fmt_ms(v[1])}"
+        # Per cause: the idle this rule keeps, and how many gaps it lies in (a gap keeps only what no other rule
+        # claims, so a cause's idle can be far below its gaps' count times the minimum gap).
+        causes = "; ".join(f"{CAUSES[c].split(' (')[0]} {fmt_ms(v[1])} (in {fmt.count(v[0])} gap(s))"
                            for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1][1]))
         host = _host(trace, mine_gaps)
         return [Finding(
@@ -161,7 +164,7 @@ class IdleGaps(Rule):
                      + (f"{fmt_ms(total)} of it stays this rule's (the rest is the idle of rules that name what the "
                         "host did in it)" if whole > total else "all of it this rule's")
                      + (f", {share:.1f}% of the GPU-active span" if share is not None else "")
-                     + f". Causes: {causes}. The host was: "
+                     + f". Causes of the idle this rule keeps: {causes}. The host was: "
                      + ", ".join(f"{CATEGORY_WORDS.get(c, c)} {fmt_ms(v)}" for c, v in list(by_cat.items())[:4])
                      + "." + _unrecorded(trace, main, host)),
             impact_ns=total, impact_pct=share, advice=ADVICE[_advice_key(main, by_cat)], evidence=evidence,

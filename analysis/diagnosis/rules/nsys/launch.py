@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.launches import launch_summary
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
@@ -95,7 +96,7 @@ class LaunchBound(Rule):
         advice = ("Capture the repeated kernel sequence in a CUDA graph, fuse small kernels (torch.compile, "
                   "custom fused kernels), or give each launch more work.")
         if overhead is not None and saving is not None:
-            advice += (f" Measured launch overhead: {overhead / 1000:,.1f} us per stream launch; capturing these "
+            advice += (f" Measured launch overhead: {fmt.duration(overhead)} per stream launch; capturing these "
                        f"runs as CUDA graphs would save up to {fmt_ms(saving)} of the idle.")
         return [Finding(
             rule_id=self.id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import (
@@ -19,10 +20,8 @@ from analysis.model.trace import Trace
 
 
 def _mib(n: int) -> str:
-    """Bytes in binary units, MiB from 1 MiB up (copies are sized in MiB), KiB or bytes below: never "0.0 MiB"."""
-    if n >= 2**20:
-        return f"{n / 2**20:,.1f} MiB"
-    return f"{n / 2**10:.1f} KiB" if n >= 2**10 else f"{n} B"
+    """Bytes for a finding's text, through the one formatting module: "1.23 GB", "512 B"."""
+    return fmt.size(n)
 
 
 def _evidence(trace: Trace, rows: list[tuple], value_idx: int, detail_keys: tuple[str, ...],
@@ -75,7 +74,7 @@ class PageableMemcpy(Rule):
                   if n_async else "")
         return [Finding(
             rule_id=self.id,
-            title=f"{n} copies use pageable host memory ({_mib(int(nbytes))}, {fmt_ms(int(total))})",
+            title=f"{fmt.count(n)} copies use pageable host memory ({_mib(int(nbytes))}, {fmt_ms(int(total))})",
             message=(f"{n} memcpy operation(s) moved {_mib(int(nbytes))} through pageable host memory in "
                      f"{fmt_ms(int(total))} of GPU time.{asyncs}"),
             impact_ns=int(total), impact_pct=share,
