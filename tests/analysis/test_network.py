@@ -153,7 +153,7 @@ def test_comm003_takes_the_network_sizes_when_the_payloads_are_absent() -> None:
     assert net["in_flight_ns"] == flight
     assert net["bandwidth_bps"] == pytest.approx(net["completed_bytes"] * 1e9 / flight, rel=1e-9)
     assert net["efficiency_pct"] == pytest.approx(100 * net["bandwidth_bps"] / (net["peak_gbps"] * 1e9), abs=1e-3)
-    assert "network sends 8,388,608 bytes in 8 send(s) to rank(s) 1" in f["title"]
+    assert "network sends 8.39 MB in 8 send(s) to rank(s) 1" in f["title"]
     assert f["impact_ns"] == 0  # kernel time alone still cannot say what a faster link would save
 
 

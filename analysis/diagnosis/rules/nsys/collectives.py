@@ -358,10 +358,10 @@ def network_sends(trace: Trace) -> dict | None:
     name, major, minor = d[0] if d else (None, None, None)
     peak, source = collective_peak(name, major, minor, True)
     eff = None if bps is None or not peak else round(100.0 * bps / (peak * 1e9), 3)
-    text = (f"{sum(p['bytes'] for p in sends):,} bytes in {sum(p['transfers'] for p in sends)} send(s) to rank(s) "
+    text = (f"{fmt.size(sum(p['bytes'] for p in sends))} in {fmt.count(sum(p['transfers'] for p in sends))} send(s) to rank(s) "
             f"{', '.join(str(p['receiver_rank']) for p in sends)}"
             + (f" at {fmt.rate(bps)} achieved" if bps is not None else "")
-            + (f" ({eff:.1f}% of {fmt.rate(peak * 1e9)})" if eff is not None else ""))
+            + (f" ({eff:.1f}% of {fmt.rate(peak * 1e9)})" if eff is not None and peak else ""))
     return {"text": text, "bytes_sent": sum(p["bytes"] for p in sends), "completed_bytes": nbytes,
             "in_flight_ns": flight, "bandwidth_bps": bps, "peak_gbps": peak, "peak_source": source,
             "efficiency_pct": eff, "peers": [{k: p[k] for k in ("receiver_rank", "transfers", "bytes", "bandwidth_bps",
