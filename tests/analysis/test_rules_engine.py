@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from analysis.api import analyze
-from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, Threshold, run_rules
+from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys import NSYS_RULES
 from analysis.diagnosis.rules.nsys.gaps import (
     Gap,
@@ -28,6 +28,7 @@ from analysis.diagnosis.rules.registry import default_registry
 from analysis.loops import window as win
 from analysis.model.trace import Run
 from tests.analysis.planting import api, kernel, normalized
+from tests.analysis.rule_runner import run_rules
 
 US = 1_000
 MS = 1_000_000
