@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.diagnosis.ncu.gains import share_gains  # noqa: E402
 from analysis.diagnosis.ncu.kernels import report_kernels  # noqa: E402
+from analysis.diagnosis.ncu_gains import share_gains  # noqa: E402
 from analysis.diagnosis.rules.base import Rule, RuleContext, RuleResult, evaluate  # noqa: E402
 from analysis.diagnosis.rules.ncu import NCU_RULES  # noqa: E402
 from analysis.model.trace import Run  # noqa: E402

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from analysis.diagnosis.findings import Finding
-from analysis.diagnosis.ncu.gains import share_gains
+from analysis.diagnosis.ncu_gains import share_gains
 from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, RuleResult, evaluate
 from analysis.loops.window import WindowSpec
 from analysis.model.trace import Run
