@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	$(BIN)/python scripts/unused_code.py
 
 services:
 	@bash scripts/ensure-services.sh

@@ -36,7 +36,7 @@ from analysis.results import (
     ReportWindow,
     RuleStatus,
 )
-from analysis.views.compare import DEFAULT_NOISE_PCT, RunFacts, kernel_totals, merge_kernels, run_totals
+from analysis.views.compare import DEFAULT_NOISE_PCT, RunFacts
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -48,9 +48,9 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
            "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
            "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
            "compare_facts", "run_facts", "run_step_time", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances",
-           "NCU_TREND_KPIS", "kernel_rank_matrix", "kernel_totals", "lane_catalogue", "lanes_described", "ncu_kernel_kpis", "merge_kernels", "open_report",
-           "overview_path", "prepare_overview", "report_extent", "report_tables", "rule_catalogue",
-           "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window", "run_totals",
+           "NCU_TREND_KPIS", "kernel_rank_matrix", "lanes_described", "ncu_kernel_kpis", "open_report",
+           "overview_path", "prepare_overview", "report_tables", "rule_catalogue",
+           "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window",
            "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "threshold_ranges",
            "timeline_window", "window_check", "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema",
            "result_schema_text"]
@@ -455,13 +455,6 @@ def open_report(path: Path, label: str) -> Trace:
     return Trace(Path(path), label)
 
 
-def report_extent(trace: Trace) -> tuple[int, int] | None:
-    """First start and last end over GPU activity and NVTX ranges, or None for an empty report."""
-    from analysis.views.timeline import extent
-
-    return extent(trace)
-
-
 def timeline_window(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
                     buckets: int = 1000) -> dict[str, Any]:
     """The report's lanes between ``start_ns`` and ``end_ns``, downsampled to ``buckets`` columns."""
@@ -515,13 +508,6 @@ def run_part(trace: Trace, report_id: int, rank: int | None = None, host: str | 
     from analysis.views.run_timeline import Part
 
     return Part(trace, report_id, rank, host)
-
-
-def lane_catalogue(part: Part) -> list[dict[str, Any]]:
-    """The report's groups and lanes (from the whole report, so they stay put whatever window is drawn)."""
-    from analysis.views.run_timeline import catalogue
-
-    return catalogue(part)
 
 
 def lanes_described(part: Part, trace_path: Path) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:

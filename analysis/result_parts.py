@@ -348,7 +348,7 @@ class IdleAnatomy:
 
 @dataclass(frozen=True, slots=True)
 class KernelCause:
-    """A finding on an ncu kernel (``analysis.diagnosis.ncu.gains.annotate_kernels``): its rule, title, the time it
+    """A finding on an ncu kernel (``analysis.diagnosis.ncu_gains.annotate_kernels``): its rule, title, the time it
     would save, and its role among the kernel's findings (they share the kernel's time)."""
 
     rule_id: str

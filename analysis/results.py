@@ -223,7 +223,7 @@ class DominantKernelExtra:
 class NcuExtra:
     """Every NCU rule (``analysis.diagnosis.rules.ncu.common``): the estimated speedup, the kernel and its launch shape
     (lists, or ncu's total sizes), its nsys link and time base; the shares of one kernel's findings
-    (``analysis.diagnosis.ncu.gains``) where the kernel's time is known."""
+    (``analysis.diagnosis.ncu_gains``) where the kernel's time is known."""
 
     speedup_pct: float
     speedup_type: str

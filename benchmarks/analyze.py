@@ -4,7 +4,7 @@ Builds the large export with ``make_big_export.py`` (a real corpus export replic
 one run, each step in its own process so that peak RSS is that step's alone:
 
 * ``ingest``: ``analysis.api.ingest`` of the export (the reference time);
-* ``analyze``: every summary (breakdown, kernel summary, NVTX projection, iterations, launches) then
+* ``analyze``: every summary (breakdown, NVTX projection, iterations, launches) then
   every nsys rule (one at a time, timed) on the whole ingested DuckDB file, as ``goodput analyze
   --window all`` runs them;
 * ``analyze_steady``: what ``goodput analyze`` runs since: the loop and phases of the whole file, then
@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -49,6 +50,13 @@ from analysis.model.trace import DUCKDB_MEMORY_BYTES, DUCKDB_THREADS  # noqa: E4
 from benchmarks.make_big_export import DEFAULT_BASE, build  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "RESULTS-analyze.md"
+
+if TYPE_CHECKING:
+    from analysis.diagnosis.findings import Finding
+    from analysis.diagnosis.rules.base import Rule, RuleResult
+    from analysis.model.trace import Run
+    from analysis.run.runner import AnalysisContext
+
 THREADS = 2
 MEMORY_BYTES = 2 * 1024**3
 
@@ -75,27 +83,33 @@ def step_ingest(src: Path, out: Path) -> dict:
             "counts": result.info["counts"]}
 
 
+def _rules_on(run: Run, ctx: AnalysisContext, rules: list[type[Rule]]) -> tuple[list[Finding], list[RuleResult]]:
+    """The rules on ``run`` through the engine loop the runner calls (``analysis.run.runner``), its thresholds
+    and window from ``make_context`` (every rule run in place: these reports have no run-level step)."""
+    from analysis.diagnosis.rules.base import RuleContext, evaluate
+
+    return evaluate(run, rules, RuleContext(run, all_params=ctx.all_params, window=ctx.spec), ctx.all_params)
+
+
 def step_analyze(src: Path, out: Path) -> dict:
     from analysis.diagnosis.breakdown import breakdown
-    from analysis.diagnosis.kernel_summary import kernel_summary
     from analysis.diagnosis.launches import launch_summary
-    from analysis.diagnosis.rules.base import run_rules
     from analysis.diagnosis.rules.nsys import NSYS_RULES
-    from analysis.diagnosis.rules.registry import default_registry
     from analysis.diagnosis.summary import report_info
     from analysis.loops.iterations import iterations
     from analysis.model.nvtx_projection import nvtx_projection
     from analysis.model.trace import Run
+    from analysis.run.runner import make_context
 
     timings: dict[str, float] = {}
     findings: dict[str, int] = {}
-    registry = default_registry()
+    ctx = make_context(window="all")
     t0 = time.monotonic()
     with Run.open([out]) as run:
         trace = run.traces[0]
         # The summaries before the rules, as the runner computes them (the launches' join is DuckDB's largest: run
         # later, beside the owner table's arrays, it raised the peak by 200 MiB at 10M kernels).
-        for name, fn in (("report_info", report_info), ("breakdown", breakdown), ("kernel_summary", kernel_summary),
+        for name, fn in (("report_info", report_info), ("breakdown", breakdown),
                          ("nvtx_projection", nvtx_projection), ("iterations", iterations),
                          ("launches", launch_summary)):
             t = time.monotonic()
@@ -103,7 +117,7 @@ def step_analyze(src: Path, out: Path) -> dict:
             timings[name] = time.monotonic() - t
         for rule in [r for r in NSYS_RULES if not r.id.startswith("PHASE")]:  # the rules without the phase rules
             t = time.monotonic()
-            found, results = run_rules(run, registry, [rule])
+            found, results = _rules_on(run, ctx, [rule])
             timings[rule.id] = time.monotonic() - t
             if results[0].status == "error":
                 raise SystemExit(f"{rule.id} failed: {results[0].reason}")
@@ -118,17 +132,16 @@ def step_analyze_steady(src: Path, out: Path) -> dict:
     from analysis.diagnosis.breakdown import breakdown
     from analysis.diagnosis.idle_anatomy import idle_anatomy
     from analysis.diagnosis.launches import launch_summary
-    from analysis.diagnosis.rules.base import run_rules
     from analysis.diagnosis.rules.nsys import NSYS_RULES
-    from analysis.diagnosis.rules.registry import default_registry
     from analysis.diagnosis.summary import report_info
     from analysis.loops.phases import phase_info, phase_of
     from analysis.model.nvtx_projection import nvtx_projection
     from analysis.model.trace import Run
+    from analysis.run.runner import make_context
 
     timings: dict[str, float] = {}
     findings: dict[str, int] = {}
-    registry = default_registry()
+    ctx = make_context()
     t0 = time.monotonic()
     with Run.open([out]) as run:
         whole = run.traces[0]
@@ -148,7 +161,7 @@ def step_analyze_steady(src: Path, out: Path) -> dict:
             timings[name] = time.monotonic() - t
         for rule in NSYS_RULES:
             t = time.monotonic()
-            found, results = run_rules(wrun, registry, [rule])
+            found, results = _rules_on(wrun, ctx, [rule])
             timings[rule.id] = time.monotonic() - t
             if results[0].status == "error":
                 raise SystemExit(f"{rule.id} failed: {results[0].reason}")
@@ -230,7 +243,7 @@ def report(counts: dict, src_bytes: int, ings: list[dict], anas: list[dict], com
         "",
         "Notes: each step runs in its own process on the same export; the ingest is `analysis.api.ingest`",
         "(hardened validation + normalized copy), the analysis is what `goodput analyze` runs per report:",
-        "report_info, breakdown, kernel summary, NVTX projection, iterations, then every nsys rule one at a",
+        "report_info, breakdown, NVTX projection, iterations, then every nsys rule one at a",
         "time. The first rule that needs gap ownership (GPU001) pays for loading the GPU operations, the",
         "sync calls and the copy calls into NumPy and classifying every gap; the others reuse it. The export",
         "replicates the cloverleaf corpus export (one cudaDeviceSynchronize per kernel), so it has 10M sync",

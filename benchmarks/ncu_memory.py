@@ -28,11 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis.diagnosis.ncu.kernels import report_kernels  # noqa: E402
-from analysis.diagnosis.rules.base import Registry, run_rules  # noqa: E402
+from analysis.diagnosis.ncu_gains import share_gains  # noqa: E402
+from analysis.diagnosis.rules.base import Rule, RuleContext, RuleResult, evaluate  # noqa: E402
 from analysis.diagnosis.rules.ncu import NCU_RULES  # noqa: E402
-from analysis.diagnosis.rules.registry import default_registry  # noqa: E402
 from analysis.model.trace import Run  # noqa: E402
 from analysis.readers.ncu.ingest import ingest_ncu  # noqa: E402
+from analysis.run.runner import make_context  # noqa: E402
 
 BASE = ROOT.parent / "shared" / "corpus" / "ncu" / \
     "leleucas__Actual-Parameter-Collection-for-Machine-Learning-Operators__pytorch-dropout-dram.csv"
@@ -60,11 +61,20 @@ def build(base: Path, out: Path, copies: int) -> tuple[int, int]:
     return rows, out.stat().st_size
 
 
+def rules_on(run: Run, rules: list[type[Rule]]) -> list[RuleResult]:
+    """The rules on ``run`` as the runner runs an ncu report's (``analysis.run.runner``): the engine loop with
+    the default thresholds, then the findings on one kernel sharing its time."""
+    ctx = make_context()
+    found, results = evaluate(run, rules, RuleContext(run, all_params=ctx.all_params, window=ctx.spec), ctx.all_params)
+    share_gains(found)
+    return results
+
+
 def timed_baseline(db: Path) -> tuple[float, float]:
     """(wall s, CPU s) of NCU001-NCU007 on a freshly opened report."""
     with Run.open([db]) as run:
         t0, c0 = time.perf_counter(), time.process_time()
-        _, results = run_rules(run, Registry(NCU_RULES))
+        results = rules_on(run, NCU_RULES)
         elapsed = (time.perf_counter() - t0, time.process_time() - c0)
     assert all(r.status != "error" for r in results), results
     return elapsed
@@ -72,13 +82,12 @@ def timed_baseline(db: Path) -> tuple[float, float]:
 
 def timed_with_story(db: Path) -> tuple[float, float, int]:
     """(wall s, CPU s, kernels) of the memory story of every launch plus NCU001-NCU010, freshly opened."""
-    registry = default_registry()
-    rules = [r for r in registry if r.tool == "ncu"]
+    rules = [r for r in make_context().registry if r.tool == "ncu"]
     assert [r.id for r in rules][-3:] == list(NEW_RULES)
     with Run.open([db]) as run:
         t0, c0 = time.perf_counter(), time.process_time()
         kernels = report_kernels(run.traces[0], run)
-        _, results = run_rules(run, registry, rules)
+        results = rules_on(run, rules)
         elapsed = (time.perf_counter() - t0, time.process_time() - c0)
     assert all(r.status != "error" for r in results), results
     return (*elapsed, len(kernels))

@@ -475,16 +475,6 @@ def window_idle(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple[n
             np.array([*head_e, *ge.tolist(), *tail_e], dtype=np.int64))
 
 
-def unit_idle(trace: Trace) -> list[tuple[int | None, int | None, np.ndarray, np.ndarray]]:
-    """Each device's idle gaps as the breakdown counts them (``pid, device, gap_start, gap_end``)."""
-    out = []
-    for u in unit_ops(trace):
-        if len(u):
-            gs, ge = pairing(u.start, u.end)
-            out.append((u.pid, u.device, gs, ge))
-    return out
-
-
 def resolve_names(trace: Trace, hashes: set[int]) -> dict[int, str]:
     """Names for name hashes: CUDA API and OS runtime names from their dictionaries, NVTX texts and sampled
     functions by a query for just those hashes."""

@@ -25,12 +25,12 @@ Work: linear in parts, intervals and stretches (times the categories for the win
 at 10M kernels, and a JIT compiler would cost more memory (LLVM) and start-up than the walk itself.
 
 Smaller passes of the gap owner table live in the same library: ``reach`` (the running furthest end of calls
-in start order, and which call reaches it), ``last_le`` (per query, the last sorted element at or before it,
-walking forward through ascending queries instead of one binary search each), ``call_at`` (the call running
-at each moment, from those two), ``classify`` (each gap's structural owner), ``region_sum`` (GPU002's idle
-per region), ``short_runs`` (the runs of short kernels KRN001 owns idle in), ``distinct_sorted`` and ``lookup``
-(names' slots in the painting's dictionary of a table's names): at 10M calls and 12M gaps NumPy's temporaries
-for them (fresh pages of 80 MB each) cost more than the arithmetic.
+in start order, and which call reaches it), ``call_at`` (the call running at each moment, from ``reach`` and
+the C pass ``goodput_last_le``: per query the last sorted element at or before it, walking forward through
+ascending queries instead of one binary search each), ``classify`` (each gap's structural owner),
+``region_sum`` (GPU002's idle per region), ``short_runs`` (the runs of short kernels KRN001 owns idle in),
+``distinct_sorted`` and ``lookup`` (names' slots in the painting's dictionary of a table's names): at 10M calls
+and 12M gaps NumPy's temporaries for them (fresh pages of 80 MB each) cost more than the arithmetic.
 """
 
 from __future__ import annotations
@@ -177,15 +177,6 @@ def reach(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
     if _library().goodput_reach(len(start), _ptr(start, _I64), _ptr(end, _I64), _ptr(owner, _I64)) < 0:
         return None
     return end, owner
-
-
-def last_le(a: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """``np.searchsorted(a, t, side="right") - 1`` for ascending ``a``: per query the position of the last
-    element at or before it, or -1 (fastest when the queries ascend too)."""
-    a, t = _i64(a), _i64(t)
-    out = np.empty(len(t), dtype=np.int64)
-    _library().goodput_last_le(len(a), _ptr(a, _I64), len(t), _ptr(t, _I64), _ptr(out, _I64))
-    return out
 
 
 def call_at(start: np.ndarray, reach_: np.ndarray, owner: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -37,9 +37,9 @@ from analysis.diagnosis.findings import Finding, rank_finding_dicts
 from analysis.diagnosis.idle_anatomy import idle_anatomy
 from analysis.diagnosis.launches import launch_summary
 from analysis.diagnosis.ncu import verdict as ncu_verdict
-from analysis.diagnosis.ncu.gains import annotate_kernels, report_saving, share_gains
 from analysis.diagnosis.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.diagnosis.ncu.kernels import report_kernels
+from analysis.diagnosis.ncu_gains import annotate_kernels, report_saving, share_gains
 from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
 from analysis.diagnosis.rules.nsys.run_nodes import collective_split, instances, late_node, steps_by_host
 from analysis.diagnosis.rules.registry import default_registry

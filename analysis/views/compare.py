@@ -14,7 +14,7 @@ findings as dicts in ranking order. Nothing here reads a database other than a r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # NumPy and the samples' reader load when a comparison runs, 
 
     from analysis.views.compare_samples import ReportSamples
 
-KERNEL_LIMIT = 500          # kernels read per report (by total time)
 BREAKDOWN_KEYS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "goodput_pct")
 SUM_KEYS = BREAKDOWN_KEYS[:-1]
 # The floor on the effect size: a significant change of a median smaller than this share is not a change.
@@ -60,33 +59,6 @@ def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, A
         else:
             samples.append(read_samples(path, report) if path is not None and Path(path).is_file() else None)
     return RunFacts(id=id, reports=reports, findings=findings, totals=totals, samples=samples)
-
-
-def kernel_totals(trace_path: Path, limit: int = KERNEL_LIMIT) -> list[dict[str, Any]]:
-    """Total time and launches per kernel name in one ingested report (read-only), largest first."""
-    from analysis.model.trace import Trace
-
-    trace = Trace(Path(trace_path), Path(trace_path).name)
-    try:
-        if not trace.has_rows("kernels"):
-            return []
-        rows = trace.sql(
-            "SELECT name, SUM(end_ns - start_ns)::BIGINT AS total_ns, COUNT(*) AS n FROM kernels "
-            "GROUP BY name ORDER BY total_ns DESC, name LIMIT ?", [int(limit)])
-    finally:
-        trace.close()
-    return [{"name": name, "total_ns": int(total), "count": int(n)} for name, total, n in rows]
-
-
-def merge_kernels(per_report: Iterable[Iterable[Mapping[str, Any]]]) -> dict[str, dict[str, int]]:
-    """Kernel totals of several reports (the ranks of a run) summed by name."""
-    out: dict[str, dict[str, int]] = {}
-    for kernels in per_report:
-        for k in kernels:
-            acc = out.setdefault(str(k["name"]), {"total_ns": 0, "count": 0})
-            acc["total_ns"] += int(k["total_ns"])
-            acc["count"] += int(k["count"])
-    return out
 
 
 def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:

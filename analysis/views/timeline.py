@@ -43,11 +43,6 @@ def box_table(rows: list[list], kind: str) -> dict[str, Any]:
     return {"fields": list(NVTX_BOX_FIELDS if kind == "nvtx" else BOX_FIELDS), "rows": rows}
 
 
-def box_records(table: dict[str, Any]) -> list[dict[str, Any]]:
-    """A lane's boxes as one dict per box, keyed by field name (for readers in Python and tests)."""
-    return [dict(zip(table["fields"], row, strict=True)) for row in table["rows"]]
-
-
 def extent(trace: Trace) -> tuple[int, int] | None:
     """First start and last end over GPU activity and NVTX ranges, or None for an empty report."""
     parts = [

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -48,17 +47,6 @@ class ReportAnalysisClaim:
 
     def __bool__(self) -> bool:
         return self.trace_path is not None
-
-
-@dataclass
-class Stale:
-    """Ready reports of a claimed run whose own analysis is missing or for another window."""
-
-    report_ids: list[int] = field(default_factory=list)
-
-
-def analysis_dir_for(report_dir: Path) -> Path:
-    return report_dir / ANALYSIS_DIR
 
 
 def crash_message(max_attempts: int) -> str:

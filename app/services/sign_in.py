@@ -77,16 +77,6 @@ def reserve(session: Session, limits: Limits, username: str, address: str,
 _LOCK_KEY = 0x676F6F64  # 'good'
 
 
-def record_failure(session: Session, limits: Limits, username: str, address: str,
-                   *, now: datetime | None = None) -> None:
-    """Count one failed attempt (and drop those that left the window); commits."""
-    now = now or utcnow()
-    session.execute(sa.delete(SignInFailure).where(
-        SignInFailure.created_at <= now - timedelta(seconds=limits.window_s)))
-    session.add(SignInFailure(username=_key(username), address=address[:64], created_at=now))
-    session.commit()
-
-
 def clear_user(session: Session, username: str) -> None:
     """A correct password forgets that name's failures (not the address's); commits."""
     session.execute(sa.delete(SignInFailure).where(SignInFailure.username == _key(username)))

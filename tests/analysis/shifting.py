@@ -17,7 +17,6 @@ import duckdb
 from hypothesis import strategies as st
 
 from analysis.api import analyze
-from analysis.diagnosis.kernel_summary import kernel_summary
 from analysis.loops.iterations import iterations
 from analysis.loops.steps import write_iterations
 from analysis.model.nvtx_projection import nvtx_projection
@@ -112,7 +111,6 @@ def everything(paths: list[Path], labels: list[str], rules: list[str] | None = N
                 continue  # the per-report views below are nsys timelines
             doc = chrome_trace.to_dict(t)
             out[label] = {
-                "kernels": kernel_summary(t, "name_grid_block", limit=None),
                 "timeline": timeline.window(t, buckets=64),
                 "nvtx": nvtx_projection(t, limit=None),
                 "iterations": iterations(t),

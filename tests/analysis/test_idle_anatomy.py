@@ -16,17 +16,23 @@ from analysis.diagnosis.idle_anatomy import (
     paint,
     paint_intervals,
     speakers,
-    unit_idle,
     window_idle,
 )
 from analysis.diagnosis.idle_classes import CATEGORIES, CODE, NONE, WORDS, cuda_class, os_class
 from analysis.loops.phases import phase_info
+from analysis.model.activity import pairing, unit_ops
 from analysis.model.trace import Trace
 from tests.analysis.planting import api, ingested, kernel, normalized
 from tests.conftest import NSYS_FILES
 
 IDS = [p.name.split("__")[-1] for p in NSYS_FILES]
 ALL = {c: 0 for c in CATEGORIES}
+
+
+def unit_idle(trace: Trace) -> list[tuple[int | None, int | None, np.ndarray, np.ndarray]]:
+    """Each device's idle gaps as the breakdown counts them (``pid, device, gap_start, gap_end``): the oracle
+    the anatomy's per-phase idle is checked against."""
+    return [(u.pid, u.device, *pairing(u.start, u.end)) for u in unit_ops(trace) if len(u)]
 
 
 def _disjoint(draw_list):

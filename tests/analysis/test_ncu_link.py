@@ -7,11 +7,12 @@ import sqlite3
 import pytest
 
 from analysis.api import analyze, ingest
-from analysis.diagnosis.rules.base import Registry, run_rules
+from analysis.diagnosis.rules.base import Registry
 from analysis.diagnosis.rules.ncu.ncu005_throughput import ThroughputBottleneck
 from analysis.diagnosis.summary import report_info
 from analysis.model.trace import Run, Trace
 from tests.analysis.ncu_builders import long_csv, write
+from tests.analysis.rule_runner import run_rules
 from tests.conftest import corpus_file
 
 NSYS = "vecadd-2026.sqlite"

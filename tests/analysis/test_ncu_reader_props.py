@@ -168,9 +168,10 @@ LAUNCH_METRICS = [("Launch Statistics", "Block Size", ""), ("Launch Statistics",
                                     .map(lambda t: f"({t[0]}, {t[1]}, {t[2]})")}),
        values=st.lists(number_text, min_size=len(LAUNCH_METRICS), max_size=len(LAUNCH_METRICS)))
 def test_hostile_numbers_ingest_or_raise_typed_error_and_rules_never_crash(tmp_path, ident, values):
-    from analysis.diagnosis.rules.base import Registry, run_rules
+    from analysis.diagnosis.rules.base import Registry
     from analysis.diagnosis.rules.ncu import NCU_RULES
     from analysis.model.trace import Run
+    from tests.analysis.rule_runner import run_rules
 
     rows = [{**ident, "Kernel Name": "gemm(int)", "Section Name": sec, "Metric Name": name, "Metric Unit": unit,
              "Metric Value": value} for (sec, name, unit), value in zip(LAUNCH_METRICS, values, strict=True)]

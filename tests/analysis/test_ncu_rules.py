@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.diagnosis.rules.base import Registry, run_rules
+from analysis.diagnosis.rules.base import Registry
 from analysis.diagnosis.rules.ncu import NCU_RULES
 from analysis.diagnosis.rules.ncu.ncu001_uncoalesced import UncoalescedGlobalAccess
 from analysis.diagnosis.rules.ncu.ncu002_warp_stalls import WarpStalls
@@ -17,6 +17,7 @@ from analysis.model.trace import Run
 from analysis.readers.ncu.ingest import ingest_ncu
 from tests.analysis.declared_cases import observe, rule_case
 from tests.analysis.ncu_builders import OLD_LAYOUT, long_csv, write
+from tests.analysis.rule_runner import run_rules
 from tests.conftest import corpus_file
 
 CMD = "Command line profiler metrics"

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from analysis.api import analyze
+from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.ncu_gains import role, share_gains
+from analysis.diagnosis.rules.base import Rule
+from analysis.diagnosis.rules.ncu.common import NcuRule
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.readers.ncu.ingest import ingest_ncu
 from tests.analysis.ncu_builders import long_csv, write
 from tests.analysis.test_ncu_rules import SOL, raw
@@ -169,3 +175,61 @@ def test_two_kernels_each_bounded_and_the_report_sum_too(tmp_path):
     saving = result["reports"][0]["estimated_saving"]
     assert saving["ns"] == 187_500 and saving["pct"] == pytest.approx(93.75)
     assert sum(f["severity"] == "critical" for f in result["findings"]) == 2  # one per kernel
+
+
+# The roles are the rules' own traits ----------------------------------------------------------------------
+
+def gain_trait_problems(rules: list[type[Rule]]) -> list[str]:
+    """What is wrong with the ncu rules' gain traits (``gain_role``, ``cause_order``, ``cause_kinds``): a rule
+    that states no role, a cause without its place in the order, a symptom with one, two causes in one place."""
+    problems, places = [], defaultdict(list)
+    for r in rules:
+        if not issubclass(r, NcuRule):
+            problems.append(f"{r.id} is an ncu rule that is no NcuRule")
+            continue
+        if getattr(r, "gain_role", None) not in ("cause", "symptom") or not hasattr(r, "cause_order"):
+            problems.append(f"{r.id} states no gain_role ('cause' or 'symptom') and cause_order")
+            continue
+        if (r.gain_role == "cause") != isinstance(r.cause_order, int):
+            problems.append(f"{r.id}: a cause has an int cause_order, a symptom None (got {r.cause_order!r})")
+        if r.gain_role == "cause":
+            places[r.cause_order].append(r.id)
+        for kind, order in r.cause_kinds.items():
+            places[order].append(f"{r.id}:{kind}")
+    problems += [f"causes share cause_order {o}: {', '.join(ids)}" for o, ids in places.items() if len(ids) > 1]
+    return problems
+
+
+def test_every_registered_ncu_rule_states_its_gain_role():
+    ncu = [r for r in default_registry() if r.tool == "ncu"]
+    assert len(ncu) == 10 and gain_trait_problems(ncu) == []
+    # The order in which one cause explains the next, as the rules state it.
+    causes = sorted([(r.cause_order, r.id) for r in ncu if r.gain_role == "cause"]
+                    + [(o, f"{r.id}:{k}") for r in ncu for k, o in r.cause_kinds.items()])
+    assert [c for _, c in causes] == ["NCU001", "NCU004", "NCU005:small_grid", "NCU006", "NCU009", "NCU003", "NCU008"]
+    assert {r.id for r in ncu if r.gain_role == "symptom"} == {"NCU002", "NCU005", "NCU007", "NCU010"}
+
+
+def test_the_trait_check_fails_on_a_rule_without_a_role_or_with_a_clash():
+    class NoRole(NcuRule):
+        id, name = "NCU098", "ncu.no-role"
+
+    class Clash(NcuRule):
+        id, name, gain_role, cause_order = "NCU099", "ncu.clash", "cause", 10
+
+    class OrderedSymptom(NcuRule):
+        id, name, gain_role, cause_order = "NCU097", "ncu.ordered-symptom", "symptom", 5
+
+    problems = gain_trait_problems([*(r for r in default_registry() if r.tool == "ncu"), NoRole, Clash, OrderedSymptom])
+    assert any(p.startswith("NCU098 states no gain_role") for p in problems)
+    assert any("cause_order 10: NCU001, NCU099" in p for p in problems)
+    assert any(p.startswith("NCU097: a cause has an int cause_order") for p in problems)
+
+
+def test_a_finding_of_an_unregistered_ncu_rule_is_refused_not_made_a_symptom():
+    f = Finding("NCU099", "t", "m", 10, 10.0, "a", report="r",
+                extra={"kernel": "k", "kernel_time_ns": 100, "kernel_grid": None, "kernel_block": None})
+    with pytest.raises(KeyError, match="NCU099 is not a registered ncu rule"):
+        share_gains([f])
+    small = Finding("NCU005", "t", "m", 10, 10.0, "a", evidence=(Evidence(detail={"bound_kind": "small_grid"}),))
+    assert role(small) == ("cause", 30) and role(replace(small, evidence=())) == ("symptom", None)

@@ -10,17 +10,19 @@ import numpy as np
 import pytest
 
 from analysis.api import analyze
-from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, Threshold, run_rules
+from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys import NSYS_RULES
 from analysis.diagnosis.rules.nsys.gaps import (
+    OWNER_CODES,
     Gap,
     KernelRun,
     LowRegion,
+    OwnedTotal,
+    OwnedUnit,
     krn_idle_runs,
     low_regions,
     owned,
     owned_top,
-    owned_total,
     ownership_params,
 )
 from analysis.diagnosis.rules.nsys.gpu import IdleGaps
@@ -28,6 +30,7 @@ from analysis.diagnosis.rules.registry import default_registry
 from analysis.loops import window as win
 from analysis.model.trace import Run
 from tests.analysis.planting import api, kernel, normalized
+from tests.analysis.rule_runner import run_rules
 
 US = 1_000
 MS = 1_000_000
@@ -57,6 +60,12 @@ def test_launch_bound_run_owns_the_small_gaps_between_short_kernels(tmp_path):
     # Raising the bar for "short" below 5 us dissolves the runs.
     quiet = analyze([path], thresholds={"KRN001.short_kernel_us": 4}).to_json()
     assert _findings(quiet, "KRN001") == []
+
+
+def owned_total(units: list[OwnedUnit], rule_id: str) -> OwnedTotal:
+    """Total length and count of the gaps a rule owns, summed over the units."""
+    code = OWNER_CODES[rule_id]
+    return OwnedTotal(sum(u.totals[code].ns for u in units), sum(u.totals[code].gaps for u in units))
 
 
 def test_gap_helpers_return_named_records(tmp_path):

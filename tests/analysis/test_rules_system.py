@@ -328,11 +328,11 @@ def test_comm003_garbage_payload_is_no_size(tmp_path) -> None:
 def test_comm003_in_a_window_keeps_the_communicator_size(tmp_path) -> None:
     """Seen through a window around the AllReduce kernel (the steady state of a real run excludes start-up),
     the call is still matched and n still comes from the ncclCommInitRank payload outside the window."""
-    from analysis.diagnosis.rules.base import run_rules
     from analysis.diagnosis.rules.nsys.collectives import CollectiveBandwidth
     from analysis.diagnosis.rules.registry import default_registry
     from analysis.model.trace import Run, Trace
     from tests.analysis.rule_cases_system import COMM003_RING, plant_nccl_sizes
+    from tests.analysis.rule_runner import run_rules
 
     src = copy_export(corpus_file("nccl-ring-2node-r0-ault43.sqlite"), tmp_path / "a.sqlite")
     plant_nccl_sizes(src, COMM003_RING, nranks=2)

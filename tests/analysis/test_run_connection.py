@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from analysis.api import analyze
-from analysis.diagnosis.rules.base import Registry, run_rules
+from analysis.diagnosis.rules.base import Registry
 from analysis.diagnosis.rules.nsys.comm import Stragglers
 from analysis.model.trace import DUCKDB_THREADS, Run, Trace
 from tests.analysis.planting import ingested, kernel, normalized
+from tests.analysis.rule_runner import run_rules
 from tests.conftest import corpus_file
 
 NCCL_R0 = "nccl-ring-2node-r0-ault43.sqlite"

@@ -10,7 +10,8 @@ from analysis.api import ingest
 from analysis.model.trace import Trace
 from analysis.views import run_overview, run_timeline
 from analysis.views.run_timeline import Part
-from analysis.views.timeline import box_records, extent
+from analysis.views.timeline import extent
+from tests.analysis.timeline_wire import box_records
 from tests.conftest import corpus_file
 
 SOURCES = ["nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"]

@@ -1,4 +1,4 @@
-"""Kernel summary, NVTX projection and iterations, checked against direct queries on real exports."""
+"""NVTX projection and iterations, checked against direct queries on real exports."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import statistics
 import pytest
 
 from analysis.api import analyze
-from analysis.diagnosis.kernel_summary import kernel_summary
 from analysis.loops.iterations import iterations
 from analysis.model.nvtx_projection import nvtx_projection
 from analysis.model.trace import Trace
@@ -27,26 +26,6 @@ def trace_of():
     yield open_
     for t in opened:
         t.close()
-
-
-def test_kernel_summary_matches_direct_query(trace_of):
-    t = trace_of("gaussian-threadsync.sqlite")
-    rows = kernel_summary(t, limit=None)
-    direct = t.sql("""SELECT name, COUNT(*), SUM(end_ns - start_ns), MIN(end_ns - start_ns), MAX(end_ns - start_ns),
-                             MEDIAN(end_ns - start_ns) FROM kernels GROUP BY name""")
-    assert {r["name"]: (r["count"], r["total_ns"], r["min_ns"], r["max_ns"], r["median_ns"]) for r in rows} == {
-        d[0]: (d[1], d[2], d[3], d[4], d[5]) for d in direct}
-    assert sum(r["share_pct"] for r in rows) == pytest.approx(100.0, abs=0.01)
-    assert [r["total_ns"] for r in rows] == sorted((r["total_ns"] for r in rows), reverse=True)
-
-
-def test_kernel_summary_by_launch_shape(trace_of):
-    t = trace_of("cupy-power-iteration.sqlite")
-    shaped = kernel_summary(t, group_by="name_grid_block", limit=None)
-    assert sum(r["count"] for r in shaped) == t.scalar("SELECT COUNT(*) FROM kernels")
-    assert all(len(r["grid"]) == 3 and len(r["block"]) == 3 for r in shaped)
-    with pytest.raises(ValueError):
-        kernel_summary(t, group_by="color")
 
 
 def test_nvtx_projection_on_a_synthetic_thread(tmp_path):

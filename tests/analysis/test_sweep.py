@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analysis.diagnosis import sweep as sweep_lib
 from analysis.diagnosis.sweep import (
     call_at,
     classify,
     distinct_sorted,
-    last_le,
     lookup,
     reach,
     record_rows,
@@ -140,6 +140,17 @@ def test_bad_indices_are_refused(change: str) -> None:
 
 
 _clock = st.sampled_from([0, 2**62 - 1000, -(2**62)])
+
+
+def last_le(a: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The compiled pass ``call_at`` walks its queries with (``goodput_last_le``), called on its own: per query the
+    position of the last element of ascending ``a`` at or before it, or -1."""
+    a, t = sweep_lib._i64(a), sweep_lib._i64(t)
+    out = np.empty(len(t), dtype=np.int64)
+    i64 = sweep_lib._I64
+    sweep_lib._library().goodput_last_le(len(a), sweep_lib._ptr(a, i64), len(t), sweep_lib._ptr(t, i64),
+                                         sweep_lib._ptr(out, i64))
+    return out
 
 
 @settings(max_examples=300, deadline=None)

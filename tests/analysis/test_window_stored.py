@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from analysis.diagnosis.idle_anatomy import idle_anatomy
-from analysis.diagnosis.rules.base import run_rules
 from analysis.diagnosis.rules.nsys import NSYS_RULES
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.model.trace import Run, Trace
 from tests.analysis.planting import ingested
+from tests.analysis.rule_runner import run_rules
 from tests.analysis.test_rules_corpus import IDS
 from tests.conftest import NSYS_FILES
 

@@ -14,6 +14,7 @@ from analysis.views import chrome_trace, timeline
 from tests.analysis.planting import copy_export, ingested, kernel, normalized
 from tests.analysis.shifting import ABSOLUTE_CLOCK, NEAR_2_62, everything, shifted_copy, unshift
 from tests.analysis.test_degraded_ingest import rebuild_without
+from tests.analysis.timeline_wire import box_records
 from tests.conftest import corpus_file
 
 RUNS = {
@@ -69,7 +70,7 @@ def test_timeline_and_chrome_trace_over_a_window_spanning_2_62(tmp_path: Path) -
     try:
         win = timeline.window(t, buckets=4000)
         assert win["extent"] == [-10**10, NEAR_2_62] and win["activities"] == 3
-        boxes = {lane["kind"]: timeline.box_records(lane["boxes"]) for lane in win["lanes"]}
+        boxes = {lane["kind"]: box_records(lane["boxes"]) for lane in win["lanes"]}
         # 2^62 ns in 4,000 slices: both kernels start in the last slice and merge into one box.
         assert boxes["gpu"] == [{"start_ns": start, "end_ns": NEAR_2_62, "count": 2, "busy_ns": 40_000,
                                  "category": "compute", "name": "k"}]

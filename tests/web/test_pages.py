@@ -11,9 +11,9 @@ import duckdb
 import pytest
 import sqlalchemy as sa
 
-from analysis.views.timeline import box_records
 from app.models import Finding, Report, Run, RunSummary
 from app.services import pipeline
+from tests.analysis.timeline_wire import box_records
 from tests.conftest import corpus_file
 from tests.web import seed
 from tests.web.conftest import PASSWORD, csrf_of, page_csrf

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from analysis.views import run_overview
-from analysis.views.timeline import box_records
 from app.models import Report
 from app.services import pipeline, web_timeline
+from tests.analysis.timeline_wire import box_records
 from tests.conftest import corpus_file
 from tests.web import seed
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import threading
@@ -43,18 +44,20 @@ def test_supervisor_restarts_a_dying_child_with_backoff_and_leaves_the_others(tm
     dying = [sys.executable, "-c", f"open({str(starts)!r}, 'a').write('x'); raise SystemExit(3)"]
     steady = [sys.executable, "-c", f"import os, time; open({str(sibling)!r}, 'a').write(str(os.getpid()) + ' '); "
               "time.sleep(60)"]
-    timer = threading.Timer(3.2, lambda: signal.raise_signal(signal.SIGTERM))
+    timer = threading.Timer(5.0, lambda: signal.raise_signal(signal.SIGTERM))
     timer.start()
     started = time.monotonic()
     rc = supervise([("web", steady), ("worker", dying)], backoff_start_s=0.2, backoff_max_s=0.8)
     timer.join()
     assert rc == 0 and time.monotonic() - started < 30  # only the signal stopped it
-    # Delays 0.2, 0.4, 0.8, 0.8 ... s: about five starts in 3.2 s, not one (no restart) nor ~16 (no backoff).
-    assert 3 <= len(starts.read_text()) <= 7, starts.read_text()
-    assert len(sibling.read_text().split()) == 1  # the web server was never restarted
     err = capfd.readouterr().err
-    assert "worker (pid" in err and "exited with status 3" in err and "restarting it in 0.4 s" in err
-    assert "worker restarted (pid" in err
+    assert "worker (pid" in err and "exited with status 3" in err and "worker restarted (pid" in err
+    # The backoff as the supervisor states it, however many restarts the machine's speed allowed: doubling from
+    # 0.2 s up to 0.8 s, never restarting at once nor waiting longer.
+    delays = [float(d) for d in re.findall(r"restarting it in ([\d.]+) s", err)]
+    assert len(delays) >= 2 and delays == [min(0.8, 0.2 * 2**i) for i in range(len(delays))], delays
+    assert len(starts.read_text()) >= 2  # the dying worker did run again
+    assert len(sibling.read_text().split()) == 1  # the web server was never restarted
 
 
 def test_supervisor_stops_cleanly_on_sigterm():

@@ -91,7 +91,7 @@ class Skip(Exception):
 
 @dataclass(frozen=True)
 class RuleContext:
-    """Everything a rule is given besides the report it looks at, built by ``run_rules`` for each rule.
+    """Everything a rule is given besides the report it looks at, built by the engine (``evaluate``) for each rule.
 
     ``params`` are this rule's resolved thresholds; ``all_params`` every rule's (this one's included):
     rules that share idle time (see analysis.diagnosis.rules.nsys.gaps) must agree on who owns what, whatever
@@ -333,21 +333,3 @@ def evaluate(run: Run, rules: Iterable[type[Rule]], base: RuleContext,
         results.append(RuleResult(rule_cls.id, "ok", None, len(found)))
     return findings, results
 
-
-def run_rules(
-    run: Run, registry: Registry, selected: list[type[Rule]] | None = None,
-    overrides: Mapping[str, float] | None = None, window: WindowSpec | None = None,
-) -> tuple[list[Finding], list[RuleResult]]:
-    """``evaluate`` with thresholds resolved from ``overrides``; a rule whose input is absent is reported
-    ``skipped`` (on a whole run there is no other report that could supply it).
-
-    ``window``: the spec the run's reports are already seen through, passed on to the rules."""
-    all_params = {r.id: registry.resolve_params(r, overrides) for r in registry}
-    chosen = selected if selected is not None else list(registry)
-    for r in chosen:
-        all_params.setdefault(r.id, registry.resolve_params(r, overrides))
-    from analysis.diagnosis.ncu.gains import share_gains  # here: the ncu rules import this module
-
-    findings, results = evaluate(run, chosen, RuleContext(run, all_params=all_params, window=window), all_params)
-    # The findings on one ncu kernel share its time (causes before symptoms), as in the runner.
-    return share_gains(findings), [replace(r, status="skipped") if r.status == "missing" else r for r in results]

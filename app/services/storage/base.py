@@ -89,7 +89,3 @@ class Storage(ABC):
                       min_age_s: float) -> int:
         """Delete report folders and uploads no report row refers to, and staged files abandoned for a day,
         all older than ``min_age_s``; returns how many."""
-
-    @abstractmethod
-    def free_bytes(self) -> int:
-        """Bytes still free for uploads and traces."""

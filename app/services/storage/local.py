@@ -156,9 +156,3 @@ class LocalStorage(Storage):
                 f.unlink(missing_ok=True)
                 removed += 1
         return removed
-
-    def free_bytes(self) -> int:
-        folder = self.root
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        return shutil.disk_usage(folder).free

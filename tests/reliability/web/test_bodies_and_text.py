@@ -13,7 +13,8 @@ import pytest
 from app.api.request import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_depth
 from tests.reliability.web.helpers import row_counts, sign_in
 
-SIZES = (16 * 1024, 32 * 1024, 64 * 1024)
+# Four times the bytes: a linear scan takes about four times as long, the backtracking one took sixteen.
+SMALL, LARGE = 16 * 1024, 64 * 1024
 # Bodies that made a backtracking string pattern scan to the end once per quote.
 HOSTILE = {
     "escaped quotes": lambda n: b'\\"' * (n // 2),
@@ -23,21 +24,22 @@ HOSTILE = {
 }
 
 
-def _best_of(fn, tries: int = 3) -> float:
+def _best_of(fn, tries: int = 5, calls: int = 5) -> float:
+    """The fastest of ``tries`` timings of ``calls`` calls: the one least disturbed by other work on the machine."""
     best = float("inf")
     for _ in range(tries):
         start = time.perf_counter()
-        fn()
+        for _ in range(calls):
+            fn()
         best = min(best, time.perf_counter() - start)
     return best
 
 
 @pytest.mark.parametrize("body", list(HOSTILE.values()), ids=list(HOSTILE))
 def test_the_depth_scan_is_linear_in_the_body_size(body):
-    times = [_best_of(lambda n=n: json_depth(body(n), MAX_JSON_DEPTH)) for n in SIZES]
-    assert times[-1] < 0.25, times                      # 64 KB: well under a second
-    # Four times the bytes, at most about four times the time (with room for a busy machine's noise).
-    assert times[-1] < 8 * times[0] + 0.02, times
+    small, large = (_best_of(lambda n=n: json_depth(body(n), MAX_JSON_DEPTH)) for n in (SMALL, LARGE))
+    # A ratio of times on one machine, not a time: linear is about 4, quadratic 16; 8 leaves room for noise.
+    assert large < 8 * small, (small, large)
 
 
 def test_the_depth_scan_still_measures_nesting_and_skips_strings():
@@ -52,7 +54,7 @@ def test_a_body_of_escaped_quotes_is_a_quick_400(app, people):
     start = time.perf_counter()
     resp = client.post("/api/v1/runs", headers={**people["alice"]["h"], "Content-Type": "application/json"},
                        data=raw)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 5.0  # the backtracking pre-scan took over 20 s on this body
     assert resp.status_code == 400 and resp.json["error"]["code"] in ("BAD_REQUEST", "VALIDATION_ERROR")
 
 

@@ -11,7 +11,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
@@ -50,6 +50,16 @@ class NcuRule(Rule):
     ncu_rules: ClassVar[tuple[str, ...]] = ()       # ncu rule ids whose results stand in when metrics are missing
     label: ClassVar[str] = ""                       # short title of a finding taken from ncu's own rule result
     call_level: ClassVar[bool] = False              # the advice is about the call (kept for library kernels)
+    # How the rule's findings on one kernel share its time with the others there (analysis.diagnosis.ncu_gains).
+    # A ``cause`` names a reason the kernel moves or waits more than it must; causes gain in ``cause_order``
+    # (lower first: the order in which one explains the next). A ``symptom`` describes the result (stalls, pipes,
+    # the distance to a roof, the speed-of-light class) and ``cause_order`` is None: it gains only when no cause
+    # is found. No default: every registered ncu rule states its role (a registry test fails on one that does not).
+    gain_role: ClassVar[Literal["cause", "symptom"]]
+    cause_order: ClassVar[int | None]
+    # The kinds of finding (``bound_kind`` in its first evidence's detail) that are causes although the rule is a
+    # symptom, with their cause order: NCU005's small grid is a launch too small for the GPU.
+    cause_kinds: ClassVar[dict[str, int]] = {}
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         raise NotImplementedError
@@ -153,12 +163,12 @@ class NcuRule(Rule):
             extra={"speedup_pct": round(speedup * 100, 3), "speedup_type": lead.speedup_type,
                    "kernel": lead_launch.name, "linked_to_nsys": link is not None,
                    "nsys_match": link.match if link is not None else None,
-                   # The kernel this finding shares with the rule's others (analysis.diagnosis.ncu.gains).
+                   # The kernel this finding shares with the rule's others (analysis.diagnosis.ncu_gains).
                    "kernel_grid": list(group[0].grid) if group[0].grid else group[0].grid_size,
                    "kernel_block": list(group[0].block) if group[0].block else group[0].block_size,
                    "kernel_time_ns": _ns(kernel_ns),
                    # Each launch's saving bounded by its speed of light, [kernel_id, ns] (profiled time), so a
-                   # group's saving is never shown under one launch (analysis.diagnosis.ncu.gains.annotate_kernels).
+                   # group's saving is never shown under one launch (analysis.diagnosis.ncu_gains.annotate_kernels).
                    "launch_savings": [[launch.kernel_id, _ns((launch.duration_ns or 0.0) * f)] for launch, f in pairs
                                       if f > 0],
                    # What impact_pct is a share of: the linked nsys reports' span, or all profiled time.

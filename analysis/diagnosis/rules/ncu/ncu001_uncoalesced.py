@@ -47,6 +47,8 @@ class UncoalescedGlobalAccess(NcuRule):
     id = "NCU001"
     name = "ncu.uncoalesced-global-access"
     category = "memory"
+    gain_role = "cause"
+    cause_order = 10  # wasted sectors: fixed in the code that accesses memory
     summary = "Global loads/stores move more 32-byte sectors than the data needs"
     advice = (
         "Coalesce: consecutive threads on consecutive addresses; structure-of-arrays; stage strided "

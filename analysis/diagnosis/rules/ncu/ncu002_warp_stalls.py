@@ -58,6 +58,8 @@ class WarpStalls(NcuRule):
     id = "NCU002"
     name = "ncu.warp-stalls"
     category = "compute"
+    gain_role = "symptom"
+    cause_order = None  # stall reasons: what the causes leave the warps waiting on
     summary = "Warps spend most cycles between instructions stalled on one reason"
     advice = (
         "Depends on the reason (named in each finding): long scoreboard = memory latency; barrier = "

@@ -39,6 +39,8 @@ class Occupancy(NcuRule):
     id = "NCU003"
     name = "ncu.occupancy"
     category = "compute"
+    gain_role = "cause"
+    cause_order = 60  # occupancy held down by resources
     summary = "Theoretical occupancy below 80% of the maximum, or achieved occupancy far below theoretical"
     advice = (
         "Relieve the limiter (registers, shared memory, block size); for achieved occupancy, fix load "

@@ -44,6 +44,8 @@ class SharedBankConflicts(NcuRule):
     id = "NCU004"
     name = "ncu.shared-bank-conflicts"
     category = "memory"
+    gain_role = "cause"
+    cause_order = 20  # bank conflicts: fixed in the code that accesses shared memory
     summary = "Shared-memory accesses serialized by bank conflicts"
     advice = "Pad shared arrays (e.g. ``[32][33]``), swizzle indices, or change the access stride."
     label = "Shared-memory bank conflicts"

@@ -40,6 +40,9 @@ class ThroughputBottleneck(NcuRule):
     id = "NCU005"
     name = "ncu.throughput-bottleneck"
     category = "compute"
+    gain_role = "symptom"
+    cause_order = None  # the speed-of-light class
+    cause_kinds = {"small_grid": 30}  # a launch too small for the GPU: a cause, after NCU004's, before NCU006's
     summary = "Speed-of-light classification: latency-bound, small grid, memory- or compute-bound"
     advice = (
         "Latency: more parallelism per SM (occupancy, ILP), fewer dependent memory round trips; small "
@@ -95,7 +98,7 @@ class ThroughputBottleneck(NcuRule):
         detail["waves_per_sm"] = waves
         lim = limiter(launch)
         if lim["kind"] == "launch":
-            detail["bound_kind"] = "small_grid"  # a launch-shape cause (analysis.diagnosis.ncu.gains ranks it so)
+            detail["bound_kind"] = "small_grid"  # a launch-shape cause (analysis.diagnosis.ncu_gains ranks it so)
             detail["limiter"] = {k: lim[k] for k in ("kind", "name", "reason")}
             if waves is not None and waves < 1:
                 return [Hit("sol", speedup, "Grid too small to fill the GPU",

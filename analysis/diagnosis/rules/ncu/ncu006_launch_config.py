@@ -34,6 +34,8 @@ class LaunchConfiguration(NcuRule):
     id = "NCU006"
     name = "ncu.launch-configuration"
     category = "launch"
+    gain_role = "cause"
+    cause_order = 40  # a launch shape that explains low achieved occupancy
     summary = "Partial warps, fewer blocks than SMs, or a costly partial last wave"
     advice = (
         "Blocks of 128-256 threads (a multiple of 32); at least one block per SM (better two); size the "

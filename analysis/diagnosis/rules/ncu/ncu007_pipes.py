@@ -37,6 +37,8 @@ class PipeUtilization(NcuRule):
     id = "NCU007"
     name = "ncu.pipe-utilization"
     category = "compute"
+    gain_role = "symptom"
+    cause_order = None  # idle or saturated pipes
     summary = "Matrix kernels without tensor cores; saturated pipes"
     advice = (
         "Use TF32/FP16/BF16 tensor-core paths (``torch.backends.cuda.matmul.allow_tf32``, cuBLAS math "

@@ -39,6 +39,8 @@ class LatencyBoundMemory(NcuRule):
     id = "NCU008"
     name = "ncu.latency-bound-memory"
     category = "memory"
+    gain_role = "cause"
+    cause_order = 70  # too few bytes in flight
     summary = "Warps wait on memory while no level is near its bandwidth: too few bytes in flight"
     advice = (
         "More independent loads per thread, wider loads, larger tiles, ``cp.async``/TMA pipelines, higher"

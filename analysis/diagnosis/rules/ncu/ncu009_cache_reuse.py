@@ -34,6 +34,8 @@ class PoorCacheReuse(NcuRule):
     id = "NCU009"
     name = "ncu.poor-cache-reuse"
     category = "memory"
+    gain_role = "cause"
+    cause_order = 50  # bytes fetched again and again
     summary = "L2 hit rate low although the kernel's DRAM data fits in L2"
     advice = (
         "Reorder or tile for locality, persistence controls, kernel fusion, no evict-first hints on "

@@ -41,6 +41,8 @@ class FarFromRoofline(NcuRule):
     id = "NCU010"
     name = "ncu.far-from-roofline"
     category = "compute"
+    gain_role = "symptom"
+    cause_order = None  # the distance to the roofline
     summary = "Achieved FLOP/s far below the roofline while no unit is busy"
     advice = "Find the latency (NCU002/NCU008), fill the GPU (NCU006), raise occupancy (NCU003)."
     label = "Far from the roofline"

@@ -301,12 +301,6 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
     return out
 
 
-def owned_total(units: list[OwnedUnit], rule_id: str) -> OwnedTotal:
-    """Total length and count of the gaps a rule owns."""
-    code = OWNER_CODES[rule_id]
-    return OwnedTotal(sum(u.totals[code].ns for u in units), sum(u.totals[code].gaps for u in units))
-
-
 def opened_count(units: list[OwnedUnit], rule_id: str) -> int:
     """How many gaps opened while a sync (``SYNC001``) or a blocking copy (``MEM002``) was in progress."""
     code = OPENED_IN[rule_id]

@@ -3,7 +3,9 @@
 Every NCU rule estimates its speedup as if it were the only problem of the kernel; several of them on one
 kernel are views of one cost (scattered accesses waste DRAM bandwidth, which leaves the pipes idle, which
 puts the kernel far under its roofline). Their raw gains summed can exceed the kernel's time. Here the
-findings of one kernel (same report, demangled name, grid and block) are ordered, causes before symptoms:
+findings of one kernel (same report, demangled name, grid and block) are ordered, causes before symptoms (each
+rule states which it is: ``gain_role`` and ``cause_order`` on ``analysis.diagnosis.rules.ncu.common.NcuRule``, read
+here from the registry, so this module sits above the rules, beside the verdict):
 
 - causes, in the order one explains the next, each gain their fraction of the time the earlier ones leave,
   ``remaining x f_i`` with ``f_i`` = raw gain / kernel time (together ``T x (1 - prod(1 - f_i)) <= T``);
@@ -19,27 +21,36 @@ that order that reaches the threshold).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Literal
 
 from analysis.diagnosis.findings import Finding, severity_for
-
-# Rules that name a reason the kernel moves or waits more than it must, in the order one explains the
-# next: wasted sectors (NCU001) and bank conflicts (NCU004) are fixed in the code that accesses memory; a
-# launch too small for the GPU (NCU005's small grid, NCU006) explains low achieved occupancy; then cache
-# reuse (NCU009), occupancy (NCU003) and too few bytes in flight (NCU008). The rest describe the result:
-# stall reasons (NCU002), idle or saturated pipes (NCU007), the distance to the roofline (NCU010) and the
-# speed-of-light class (NCU005).
-CAUSES = ("NCU001", "NCU004", "small_grid", "NCU006", "NCU009", "NCU003", "NCU008")
-SYMPTOMS = ("NCU002", "NCU007", "NCU010", "NCU005")
-ORDER = {rid: i for i, rid in enumerate(CAUSES + SYMPTOMS)}
+from analysis.diagnosis.rules.ncu.common import NcuRule
+from analysis.diagnosis.rules.registry import default_registry
 
 
-def role_key(f: Finding) -> str:
-    """The finding's place in ``CAUSES``/``SYMPTOMS``: its rule, or ``small_grid`` for NCU005's launch shape."""
+@functools.cache
+def _ncu_rules() -> dict[str, type[NcuRule]]:
+    return {r.id: r for r in default_registry() if issubclass(r, NcuRule)}
+
+
+def role(f: Finding) -> tuple[Literal["cause", "symptom"], int | None]:
+    """The finding's part in sharing its kernel's time and, for a cause, its place in the causes' order: its
+    rule's ``gain_role`` and ``cause_order``, or its kind's entry in the rule's ``cause_kinds`` (NCU005's small
+    grid). KeyError for a rule that is not a registered ncu rule."""
+    rule = _ncu_rules().get(f.rule_id)
+    if rule is None:  # never a silent symptom: a finding's role comes from its registered rule
+        raise KeyError(f"{f.rule_id} is not a registered ncu rule, so its gain role is unknown")
     kind = f.evidence[0].detail.get("bound_kind") if f.evidence else None
-    return "small_grid" if f.rule_id == "NCU005" and kind == "small_grid" else f.rule_id
+    if kind in rule.cause_kinds:
+        return "cause", rule.cause_kinds[kind]
+    return rule.gain_role, rule.cause_order
+
+
+def _is_cause(f: Finding) -> bool:
+    return role(f)[0] == "cause"
 
 
 def _kernel_key(f: Finding) -> tuple | None:
@@ -65,20 +76,21 @@ def share_gains(findings: list[Finding]) -> list[Finding]:
 
 def _order(f: Finding) -> tuple:
     # Causes in their explanatory order; symptoms largest first (the largest carries the time when no cause does).
-    cause = role_key(f) in CAUSES
-    return (not cause, ORDER.get(role_key(f), len(ORDER)) if cause else 0, -f.impact_ns, f.rule_id, f.title)
+    kind, order = role(f)
+    cause = kind == "cause"
+    return (not cause, order if cause and order is not None else 0, -f.impact_ns, f.rule_id, f.title)
 
 
 def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]:
     ranked = sorted(zip(index, group, strict=True), key=lambda item: _order(item[1]))
     total = int(ranked[0][1].extra["kernel_time_ns"])
     remaining = float(total)
-    causes = list(dict.fromkeys(f.rule_id for _, f in ranked if role_key(f) in CAUSES and f.impact_ns > 0))
+    causes = list(dict.fromkeys(f.rule_id for _, f in ranked if _is_cause(f) and f.impact_ns > 0))
     gains: list[tuple[int, Finding, float]] = []
     carrier: str | None = None  # the symptom that carries the kernel's time when no cause does
     for i, f in ranked:
         fraction = min(max(f.impact_ns / total, 0.0), 1.0)
-        if role_key(f) not in CAUSES:
+        if not _is_cause(f):
             if causes or carrier is not None:
                 fraction = 0.0
             elif fraction > 0:
@@ -99,10 +111,10 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
         extra: dict[str, Any] = {
             **f.extra, "raw_impact_ns": int(f.impact_ns), "kernel_saving_ns": int(round(saving)),
             "cause_order": position, "causes_on_kernel": len(gains),
-            "role": "cause" if role_key(f) in CAUSES else "symptom",
+            "role": role(f)[0],
         }
         message = f.message
-        symptom = role_key(f) not in CAUSES
+        symptom = not _is_cause(f)
         if symptom and causes and f.impact_ns > 0:
             extra["explained_by"] = causes
             message += (f". A symptom of what is found on this kernel ({', '.join(causes)}): fixing that removes it, "
