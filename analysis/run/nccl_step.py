@@ -1,0 +1,154 @@
+"""The run step's analysis of an NCCL debug log (``analysis.readers.nccl``), and its join with the run's
+nsys reports.
+
+A log is small next to a trace, so it is analyzed inside the run-level step (``AnalysisStep.RUN``): its
+network path (nodes, ranks, NICs, per-pair transports, rings and trees, settings, warnings), the NET rules'
+findings (``analysis.diagnosis.nccl``) and the log's verdict. ``join`` names which NCCL ranks each nsys
+report of the run holds (same host and pid, else same rank on the same host, else same rank), so the
+run's verdict can say which rank of the profiled job the log is about.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from analysis.diagnosis.findings import Finding
+from analysis.readers import ToolKind
+from analysis.results import Verdict
+from analysis.run.facts import ReportResult
+
+# The verdict kind of a run whose story is the NCCL log's (analysis.diagnosis.verdict.KINDS).
+VERDICT_KIND = "network"
+NEXT_STEP = "read the run's network path (transport, GPUDirect, NIC per GPU) and fix the first problem it names"
+
+
+def analyze_log(path: Path, label: str, rule_ids: Sequence[str] | None, spec_text: str,
+                thresholds: Mapping[str, Any] | None = None) -> ReportResult:
+    """One ingested NCCL log: its summary (``network_path``, ``verdict`` sentence), findings and the NET
+    rules' outcomes. ``rule_ids``: the selected rules (None: all); a NET rule not among them is dropped."""
+    from analysis.diagnosis import nccl as diagnose
+    from analysis.readers.nccl import load
+
+    log = load(Path(path))
+    network_path = log.to_json()
+    found = diagnose.findings(log, thresholds)
+    if rule_ids is not None:
+        chosen = set(rule_ids)
+        found = [f for f in found if f.rule_id in chosen]
+    sentence = diagnose.verdict(log)
+    placed = [_placed(f, label) for f in found]
+    info: dict[str, Any] = {"file": label, "tool": ToolKind.NCCL.value}
+    counts = {k: len(v) for k in ("nodes", "ranks", "nics", "warnings") if isinstance(v := network_path.get(k), list)}
+    info["counts"] = counts
+    info["window"] = {"spec": spec_text, "phase": "all", "reason": "an NCCL log has no timeline: the whole log",
+                      "start_ns": None, "end_ns": None}
+    info["network_path"] = network_path
+    if sentence:
+        info["nccl_verdict"] = sentence
+    outcomes: dict[str, dict[str, Any]] = {}
+    for f in placed:
+        o = outcomes.setdefault(f["rule_id"], {"status": "ok", "reason": None, "findings": 0})
+        o["findings"] += 1
+    facts: dict[str, Any] = {"rank": None, "session_start_utc_ns": None}
+    return ReportResult(label, ToolKind.NCCL.value, info, placed, outcomes, facts, None, spec_text)
+
+
+def _placed(f: Finding, label: str) -> dict[str, Any]:
+    """The finding as the run's other findings are: its report, and the phase 'all' (the whole log)."""
+    return dataclasses.replace(f, report=f.report or label, phase=f.phase or "all").to_dict()
+
+
+def _short(host: Any) -> str:
+    return str(host or "").split(".")[0].lower()
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each nsys report of the run (``reports``: their summaries) with the log's ranks it holds: matched by
+    host and pid, else by host and rank, else by rank alone (a log without hosts). Hosts compare without
+    their domain, case-insensitively."""
+    ranks = [r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)]
+    out = []
+    for rep in reports:
+        if rep.get("tool") != ToolKind.NSYS:
+            continue
+        host, rank, pids = _short(rep.get("host")), _int(rep.get("rank")), _report_pids(rep)
+        by = "host+pid"
+        hits = [r for r in ranks if host and _short(r.get("host")) == host and _int(r.get("pid")) in pids]
+        if not hits and rank is not None:
+            by = "host+rank"
+            hits = [r for r in ranks if host and _short(r.get("host")) == host and _int(r.get("rank")) == rank]
+        if not hits and rank is not None and not any(r.get("host") for r in ranks):
+            by = "rank"
+            hits = [r for r in ranks if _int(r.get("rank")) == rank]
+        if not hits and host:
+            by = "host"
+            hits = [r for r in ranks if _short(r.get("host")) == host]
+        if hits:
+            out.append({"report": rep.get("file"), "host": rep.get("host"), "rank": rank, "by": by,
+                        "nccl_ranks": sorted({n for r in hits if (n := _int(r.get("rank"))) is not None})})
+    return out
+
+
+def _report_pids(rep: Mapping[str, Any]) -> set[int]:
+    """The process ids an nsys report's summary names (its processes, when the summary lists them)."""
+    pids: set[int] = set()
+    for key in ("pid", "pids"):
+        value = rep.get(key)
+        for v in value if isinstance(value, list) else [value]:
+            if (n := _int(v)) is not None:
+                pids.add(n)
+    for p in rep.get("processes") or []:
+        if isinstance(p, Mapping) and (n := _int(p.get("pid"))) is not None:
+            pids.add(n)
+    return pids
+
+
+def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
+    """The run's network path: its (first) NCCL log's, with the log's report label and the join with the
+    run's nsys reports; None without a log. A run with several logs keeps each in its ``reports[]``."""
+    logs = [r for r in results if r.tool == ToolKind.NCCL and isinstance(r.info.get("network_path"), Mapping)]
+    if not logs:
+        return None
+    first = logs[0]
+    out = {"report": first.label, **first.info["network_path"]}
+    joined = join(first.info["network_path"], [r.info for r in results])
+    if joined:
+        out["joined"] = joined
+    if len(logs) > 1:
+        out["other_logs"] = [r.label for r in logs[1:]]
+    return out
+
+
+def with_network(verdict: Verdict | None, results: Sequence[ReportResult], findings: Sequence[Mapping[str, Any]],
+                 network_path: Mapping[str, Any] | None) -> Verdict | None:
+    """The run's verdict with the NCCL log's sentence: alone when the run has no nsys verdict, else after the
+    trace's own sentence (the log says why its communication costs what it does, or what failed)."""
+    sentences = [str(r.info["nccl_verdict"]) for r in results if r.tool == ToolKind.NCCL and r.info.get("nccl_verdict")]
+    if not sentences:
+        return verdict
+    said = sentences[0]
+    joined = (network_path or {}).get("joined") or []
+    where = ""
+    if joined:
+        parts = [f"{j['report']} holds NCCL rank{'s' if len(j['nccl_ranks']) > 1 else ''} "
+                 f"{', '.join(str(n) for n in j['nccl_ranks'])}" for j in joined[:4]]
+        where = " (" + "; ".join(parts) + ")"
+    net = [f for f in findings if any(f.get("report") == r.label for r in results if r.tool == ToolKind.NCCL)]
+    top = net[0] if net else None
+    if verdict is None:
+        next_step = str(top.get("advice") or NEXT_STEP) if top else NEXT_STEP
+        return Verdict(VERDICT_KIND, f"NCCL log: {said}{where}", None, next_step,
+                       str(top["rule_id"]) if top else None)
+    lead = "Why, from the NCCL log" if verdict.kind == "communication" else "The NCCL log also says"
+    text = verdict.text.rstrip()
+    return dataclasses.replace(verdict, text=f"{text}{'' if text.endswith('.') else '.'} {lead}: {said}{where}")
+
+
+__all__ = ["analyze_log", "join", "run_network_path", "with_network"]
