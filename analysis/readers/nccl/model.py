@@ -1,0 +1,491 @@
+"""An ingested NCCL log as frozen data (``NcclLog``), read back from its DuckDB file, and its network path as JSON."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.duck import connect
+from analysis.errors import TraceError
+from analysis.readers.nccl.schema import NCCL_TABLES
+
+
+@dataclass(frozen=True)
+class Rank:
+    rank: int
+    host: str | None
+    pid: int | None
+    cuda_dev: int | None
+    bus_id: str | None
+    gpu: str | None
+    label: int | None
+    nranks: int | None
+    comm_id: str | None
+
+
+@dataclass(frozen=True)
+class Nic:
+    host: str | None
+    net: str
+    index: int
+    name: str
+    port: int | None
+    link: str | None
+    kind: str            # IB | RoCE | EFA | CXI | socket | other
+    speed_mbps: int | None
+    virtual: bool
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Gdr:
+    host: str | None
+    scope: str           # 'gpu' (decides) or 'hca'
+    gpu: str | None
+    hca: int | None
+    hca_name: str | None
+    enabled: bool
+    distance: int | None
+    level: int | None
+    op: str | None
+    reason: str | None
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Connection:
+    channel: int
+    conn: int | None
+    src: int
+    dst: int
+    direction: str | None   # 'send' | 'recv' | None (intra-node lines name no side)
+    host: str | None        # the host that printed it
+    transport: str
+    kind: str               # P2P | SHM | NET | COLLNET ...
+    net: str | None
+    nic: int | None
+    proxy_rank: int | None  # PXN: the rank whose NIC carries it
+    gdr: bool
+    shared: bool
+    mode: str | None
+    read: bool
+    line: int
+
+
+@dataclass(frozen=True)
+class Ring:
+    channel: int
+    ranks: tuple[int, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class Tree:
+    channel: int
+    rank: int
+    up: int | None
+    down: tuple[int, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str | None
+    set_by: str             # 'environment' | 'net plugin'
+    count: int
+    distinct_values: int
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Warn:
+    line: int
+    kind: str
+    message: str
+    host: str | None
+    pid: int | None
+    dev: int | None
+    label: int | None
+    source: str | None
+    rank: int | None
+
+
+@dataclass(frozen=True)
+class Failure:
+    line: int
+    label: int | None
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class AlgoCall:
+    coll: str | None
+    bytes: int | None
+    algo: str | None
+    proto: str | None
+    channels: int | None
+    calls: int
+    line: int
+
+
+@dataclass(frozen=True)
+class Tuning:
+    coll: str
+    algo: str | None
+    proto: str
+    latency_us: float | None
+    bw_gbs: float | None
+    line: int
+
+
+@dataclass(frozen=True)
+class Graph:
+    pattern: int | None
+    cross_nic: int | None
+    nchannels: int | None
+    bw_intra: float | None
+    bw_inter: float | None
+    type: str | None
+    line: int
+
+
+@dataclass(frozen=True)
+class TestsRow:
+    table: int
+    line: int
+    size: int | None
+    count: int | None
+    type: str | None
+    redop: str | None
+    root: int | None
+    oop_time_us: float | None
+    oop_algbw: float | None
+    oop_busbw: float | None
+    oop_wrong: float | None
+    ip_time_us: float | None
+    ip_algbw: float | None
+    ip_busbw: float | None
+    ip_wrong: float | None
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Every connection between two ranks (one direction), over all channels."""
+
+    src: int
+    dst: int
+    inter_node: bool | None
+    transports: tuple[str, ...]
+    channels: tuple[int, ...]
+    nics: tuple[int, ...]
+    gdr: bool | None        # None: not a network pair
+    proxy_ranks: tuple[int, ...]
+    shared: bool
+    lines: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class NcclLog:
+    """Everything read from one NCCL debug log."""
+
+    version: str | None
+    version_raw: str | None
+    ranks: tuple[Rank, ...]
+    nics: tuple[Nic, ...]
+    networks: Mapping[str, int]
+    oob: Mapping[str, str]
+    net_notes: tuple[Mapping[str, Any], ...]
+    gdr: tuple[Gdr, ...]
+    connections: tuple[Connection, ...]
+    rings: tuple[Ring, ...]
+    trees: tuple[Tree, ...]
+    channel_counts: Mapping[str, int]
+    env: tuple[EnvVar, ...]
+    warnings: tuple[Warn, ...]
+    warning_counts: Mapping[str, int]
+    failures: tuple[Failure, ...]
+    algo_calls: tuple[AlgoCall, ...]
+    tuning: tuple[Tuning, ...]
+    graphs: tuple[Graph, ...]
+    topo_links: Mapping[str, Mapping[str, Any]]
+    p2p_refused: tuple[tuple[str | None, str, str, int], ...]
+    nvls: Mapping[str, int]
+    tests_rows: tuple[TestsRow, ...]
+    tests: Mapping[str, Any]
+    counters: Mapping[str, int]
+    meta: Mapping[str, str]
+    _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    # ------------------------------------------------------------------ derived facts
+    def rank_hosts(self) -> dict[int, str]:
+        """rank -> host, from the init lines, nccl-tests' device list, then who printed each connection."""
+        if "rank_hosts" in self._cache:
+            return self._cache["rank_hosts"]
+        out: dict[int, str] = {r.rank: r.host for r in self.ranks if r.host}
+        for c in self.connections:
+            if c.host is None:
+                continue
+            printer = c.dst if c.direction == "recv" else c.src
+            out.setdefault(printer, c.host)
+            if c.kind != "NET" and c.direction is None:
+                out.setdefault(c.dst, c.host)
+        self._cache["rank_hosts"] = out
+        return out
+
+    def nodes(self) -> list[str]:
+        return sorted(set(self.rank_hosts().values()))
+
+    def is_inter_node(self, src: int, dst: int, kind: str | None = None) -> bool | None:
+        hosts = self.rank_hosts()
+        a, b = hosts.get(src), hosts.get(dst)
+        if a is not None and b is not None:
+            return a != b
+        if kind == "NET":
+            return True
+        if kind in ("P2P", "SHM"):
+            return False
+        return None
+
+    def pairs(self) -> list[Pair]:
+        if "pairs" in self._cache:
+            return self._cache["pairs"]
+        acc: dict[tuple[int, int], dict[str, Any]] = {}
+        for c in self.connections:
+            a = acc.setdefault((c.src, c.dst), {"transports": set(), "channels": set(), "nics": set(),
+                                                "gdr": set(), "proxy": set(), "shared": False, "lines": [],
+                                                "kinds": set()})
+            a["transports"].add(c.transport)
+            a["kinds"].add(c.kind)
+            a["channels"].add(c.channel)
+            if c.nic is not None:
+                a["nics"].add(c.nic)
+            if c.kind == "NET":
+                a["gdr"].add(c.gdr)
+            if c.proxy_rank is not None:
+                a["proxy"].add(c.proxy_rank)
+            a["shared"] = a["shared"] or c.shared
+            if len(a["lines"]) < 8:
+                a["lines"].append(c.line)
+        out = []
+        for (src, dst), a in sorted(acc.items()):
+            kind = "NET" if "NET" in a["kinds"] else next(iter(sorted(a["kinds"])), None)
+            out.append(Pair(src, dst, self.is_inter_node(src, dst, kind), tuple(sorted(a["transports"])),
+                            tuple(sorted(a["channels"])), tuple(sorted(a["nics"])),
+                            (all(a["gdr"]) if a["gdr"] else None), tuple(sorted(a["proxy"])), a["shared"],
+                            tuple(a["lines"])))
+        self._cache["pairs"] = out
+        return out
+
+    def env_value(self, name: str) -> str | None:
+        for e in self.env:
+            if e.name == name:
+                return e.value
+        return None
+
+    def nchannels(self) -> int | None:
+        """Channels the communicator runs: NCCL's own count when printed, else the highest channel seen + 1."""
+        for key in ("coll", "declared"):
+            if self.channel_counts.get(key):
+                return int(self.channel_counts[key])
+        seen = [r.channel for r in self.rings] + [c.channel for c in self.connections]
+        return max(seen) + 1 if seen else None
+
+    def busbw(self) -> dict[str, Any]:
+        """nccl-tests' peak and average bus bandwidth (GB/s) and where the peak was."""
+        oop = [(r.oop_busbw, r) for r in self.tests_rows if r.oop_busbw is not None]
+        ip = [(r.ip_busbw, r) for r in self.tests_rows if r.ip_busbw is not None]
+        out: dict[str, Any] = {"peak_busbw": None, "peak_busbw_in_place": None, "peak_size": None,
+                               "peak_line": None, "avg_busbw": self.tests.get("avg_busbw")}
+        if oop:
+            best = max(oop, key=lambda t: t[0])
+            out.update(peak_busbw=best[0], peak_size=best[1].size, peak_line=best[1].line)
+        if ip:
+            out["peak_busbw_in_place"] = max(v for v, _ in ip)
+        return out
+
+    def rank_of(self, host: str | None, pid: int | None, dev: int | None, label: int | None) -> int | None:
+        """The rank that printed a line: the launcher's label, else the init lines of the same host/pid/device."""
+        if label is not None:
+            return label
+        candidates = [r for r in self.ranks if r.host == host and r.pid == pid]
+        if len(candidates) > 1 and dev is not None:
+            candidates = [r for r in candidates if r.cuda_dev == dev]
+        return candidates[0].rank if len(candidates) == 1 else None
+
+    # ------------------------------------------------------------------ JSON
+    def to_json(self) -> dict[str, Any]:
+        """The run's network path, JSON-safe (every string as found in the log: escape it where shown)."""
+        hosts = self.rank_hosts()
+        return {
+            "version": self.version,
+            "version_raw": self.version_raw,
+            "nodes": [{"host": h, "ranks": sorted(r for r, hh in hosts.items() if hh == h),
+                       "oob": self.oob.get(h)} for h in self.nodes()],
+            "ranks": [asdict(r) for r in self.ranks],
+            "networks": dict(self.networks),
+            "nics": [asdict(n) for n in self.nics],
+            "net_notes": [dict(n) for n in self.net_notes],
+            "gdr": [asdict(g) for g in self.gdr],
+            "pairs": [asdict(p) for p in self.pairs()],
+            "connections": [asdict(c) for c in self.connections[:5000]],
+            "connections_total": len(self.connections),
+            "nchannels": self.nchannels(),
+            "channel_counts": dict(self.channel_counts),
+            "rings": [asdict(r) for r in self.rings],
+            "trees": [asdict(t) for t in self.trees[:5000]],
+            "nvls": dict(self.nvls),
+            "env": [asdict(e) for e in self.env],
+            "warnings": [asdict(w) for w in self.warnings],
+            "warning_counts": dict(self.warning_counts),
+            "failures": [asdict(f) for f in self.failures],
+            "algo_calls": [asdict(a) for a in self.algo_calls],
+            "tuning": [asdict(t) for t in self.tuning],
+            "graphs": [asdict(g) for g in self.graphs],
+            "topology_links": {k: dict(v) for k, v in self.topo_links.items()},
+            "p2p_refused": [list(p) for p in self.p2p_refused],
+            "nccl_tests": {**dict(self.tests), **self.busbw(), "rows": [asdict(r) for r in self.tests_rows]},
+            "counters": dict(self.counters),
+        }
+
+
+def nic_kind(net: str, link: str | None, provider: str | None = None) -> str:
+    low = (link or "").lower()
+    if net == "Socket":
+        return "socket"
+    if low == "ib":
+        return "IB"
+    if low == "roce":
+        return "RoCE"
+    if provider:
+        return {"efa": "EFA", "cxi": "CXI"}.get(provider.lower(), provider)
+    return link or "other"
+
+
+def _clean(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _select(con: Any, table: str) -> list[dict[str, Any]]:
+    cols = [c for c, _ in NCCL_TABLES[table]]
+    rows = con.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()  # noqa: S608 - fixed names
+    return [{c: _clean(v) for c, v in zip(cols, row, strict=True)} for row in rows]
+
+
+def _ints(text: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in (text or "").split() if x.lstrip("-").isdigit())
+
+
+def load(path: Path) -> NcclLog:
+    """Read an ingested NCCL log back from its DuckDB file (read-only)."""
+    try:
+        con = connect(Path(path), read_only=True)
+    except Exception as exc:  # a file DuckDB cannot open
+        raise TraceError("corrupt", f"cannot open the NCCL log's store: {exc}") from None
+    try:
+        t = {name: _select(con, name) for name in NCCL_TABLES}
+    except Exception as exc:
+        raise TraceError("unsupported_schema", f"not an NCCL log store: {exc}") from None
+    finally:
+        con.close()
+    meta = {r["key"]: r["value"] for r in t["meta"]}
+    if meta.get("tool") != "nccl":
+        raise TraceError("unsupported_schema", "this DuckDB file does not hold an NCCL log")
+    devices = {d["rank"]: d for d in t["nccl_devices"] if d["rank"] is not None}
+    main_comm = _main_comm(t["nccl_ranks"])
+    ranks: dict[int, Rank] = {}
+    for r in sorted(t["nccl_ranks"], key=lambda r: (r["comm_id"] != main_comm, r["rank"])):
+        if r["comm_id"] != main_comm or r["rank"] in ranks:
+            continue
+        dev = devices.get(r["rank"], {})
+        ranks[r["rank"]] = Rank(r["rank"], r["host"] or dev.get("host"), r["pid"] or dev.get("pid"), r["cuda_dev"],
+                                r["bus_id"], dev.get("gpu"), r["label"], r["nranks"], r["comm_id"])
+    for rank, d in sorted(devices.items()):
+        if rank not in ranks:
+            ranks[rank] = Rank(rank, d["host"], d["pid"], d["device"], d["bus"], d["gpu"], None, None, None)
+    # srun/mpirun task labels: one task per rank, so the label is the rank (used for ranks no init line names).
+    for v in sorted(t["nccl_labels"], key=lambda v: v["label"]):
+        if v["label"] not in ranks:
+            ranks[v["label"]] = Rank(v["label"], v["host"], v["pid"], None, None, None, v["label"], None, None)
+    providers = {n["host"]: n["what"] for n in t["nccl_net_notes"] if n["kind"] == "provider"}
+    any_provider = next(iter(providers.values()), None)
+    nics = tuple(Nic(n["host"], n["net"], n["idx"], n["name"], n["port"], n["link"],
+                     nic_kind(n["net"], n["link"], providers.get(n["host"], any_provider)), n["speed_mbps"],
+                     bool(n["virtual"]), n["line"]) for n in t["nccl_nics"])
+    conns = tuple(Connection(c["channel"], c["conn"], c["src"], c["dst"], c["direction"], c["host"], c["transport"],
+                             c["kind"], c["net"], c["nic"], c["proxy_rank"], bool(c["gdr"]), bool(c["shared"]),
+                             c["mode"], bool(c["read"]), c["line"])
+                  for c in sorted(t["nccl_connections"], key=lambda c: c["line"]))
+    log = NcclLog(
+        version=meta.get("nccl_version") or None,
+        version_raw=meta.get("nccl_version_raw") or None,
+        ranks=tuple(ranks[k] for k in sorted(ranks)),
+        nics=nics,
+        networks={r["name"]: r["lines"] for r in t["nccl_networks"]},
+        oob={r["host"]: r["interface"] for r in t["nccl_oob"]},
+        net_notes=tuple(t["nccl_net_notes"]),
+        gdr=tuple(Gdr(g["host"], g["scope"], g["gpu"], g["hca"], g["hca_name"], bool(g["enabled"]), g["distance"],
+                      g["level"], g["op"], g["reason"], g["line"]) for g in sorted(t["nccl_gdr"], key=lambda g: g["line"])),
+        connections=conns,
+        rings=tuple(Ring(r["channel"], _ints(r["ranks"]), r["line"]) for r in t["nccl_rings"]),
+        trees=tuple(Tree(r["channel"], r["rank"], r["up"], _ints(r["down"]), r["line"])
+                    for r in sorted(t["nccl_trees"], key=lambda r: (r["channel"], r["rank"]))),
+        channel_counts={r["name"]: r["value"] for r in t["nccl_channel_counts"]},
+        env=tuple(EnvVar(e["name"], e["value"], e["set_by"], e["count"], e["distinct_values"], e["line"])
+                  for e in sorted(t["nccl_env"], key=lambda e: e["name"])),
+        warnings=(),
+        warning_counts={r["kind"]: r["count"] for r in t["nccl_warning_counts"]},
+        failures=tuple(Failure(f["line"], f["label"], f["kind"], f["text"]) for f in t["nccl_failures"]),
+        algo_calls=tuple(AlgoCall(a["coll"], a["bytes"], a["algo"], a["proto"], a["channels"], a["calls"], a["line"])
+                         for a in sorted(t["nccl_algo_calls"], key=lambda a: a["line"])),
+        tuning=tuple(Tuning(x["coll"], x["algo"], x["proto"], x["latency_us"], x["bw_gbs"], x["line"])
+                     for x in sorted(t["nccl_tuning"], key=lambda x: x["line"])),
+        graphs=tuple(Graph(g["pattern"], g["cross_nic"], g["nchannels"], g["bw_intra"], g["bw_inter"], g["type"],
+                           g["line"]) for g in t["nccl_graphs"]),
+        topo_links={r["kind"]: {"count": r["count"], "max_bw": r["max_bw"], "targets": r["targets"]}
+                    for r in t["nccl_topo_links"]},
+        p2p_refused=tuple((r["host"], r["dev_a"], r["dev_b"], r["count"]) for r in t["nccl_p2p_refused"]),
+        nvls={r["name"]: r["value"] for r in t["nccl_nvls"]},
+        tests_rows=tuple(TestsRow(r["tbl"], r["line"], r["size"], r["count"], r["type"], r["redop"], r["root"],
+                                  r["oop_time_us"], r["oop_algbw"], r["oop_busbw"], r["oop_wrong"], r["ip_time_us"],
+                                  r["ip_algbw"], r["ip_busbw"], r["ip_wrong"])
+                         for r in sorted(t["nccl_tests_rows"], key=lambda r: r["line"])),
+        tests={"name": meta.get("tests_name") or None, "version": meta.get("tests_version") or None,
+               "layout": meta.get("tests_layout") or None,
+               "avg_busbw": float(meta["tests_avg_busbw"]) if meta.get("tests_avg_busbw") else None,
+               "avg_line": int(meta["tests_avg_line"]) if meta.get("tests_avg_line") else None,
+               "out_of_bounds": meta.get("tests_out_of_bounds") or None},
+        counters={r["name"]: r["value"] for r in t["nccl_counters"]},
+        meta=meta,
+    )
+    warns = tuple(Warn(w["line"], w["kind"], w["message"], w["host"], w["pid"], w["dev"], w["label"], w["source"],
+                       log.rank_of(w["host"], w["pid"], w["dev"], w["label"]))
+                  for w in sorted(t["nccl_warnings"], key=lambda w: w["line"]))
+    object.__setattr__(log, "warnings", warns)
+    return log
+
+
+def _main_comm(rows: list[dict[str, Any]]) -> str | None:
+    """The communicator that spans the most ranks (the world one), first seen on ties."""
+    best: tuple[int, bool, int, str] | None = None
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for r in rows:
+        counts[r["comm_id"]] = counts.get(r["comm_id"], 0) + 1
+        first.setdefault(r["comm_id"], r["line"] or 0)
+    for comm, n in counts.items():
+        nranks = max((r["nranks"] or 0) for r in rows if r["comm_id"] == comm)
+        key = (max(nranks, n), not comm.startswith("nranks="), -first[comm], comm)
+        if best is None or key > best:
+            best = key
+    return best[3] if best else None
