@@ -125,11 +125,12 @@ def _rows(parsed: Parsed) -> dict[str, list[tuple]]:
         "nccl_networks": sorted(parsed.networks.items()),
         "nccl_oob": sorted(parsed.oob.items()),
         "nccl_gdr": [(g["host"], g["scope"], g["gpu"], g["hca"], g["hca_name"], g["enabled"], g["distance"],
-                      g["level"], g["op"], g["reason"], g["read"], g["rank_dev"], g["repeats"], g["line"])
+                      g["level"], g["op"], g["reason"], g["read"], g["rank_dev"], g["repeats"], g["line"], g["text"])
                      for g in parsed.gdr],
         "nccl_connections": [(c["channel"], c["conn"], c["src"], c["dst"], c["src_tag"], c["dst_tag"], c["direction"],
                               c["host"], c["pid"], c["dev"], c["label"], c["transport"], c["kind"], c["net"],
-                              c["nic"], c["proxy_rank"], c["gdr"], c["shared"], c["mode"], c["read"], c["line"])
+                              c["nic"], c["proxy_rank"], c["gdr"], c["shared"], c["mode"], c["read"], c["line"],
+                              c["text"])
                              for c in parsed.connections.values()],
         "nccl_rings": [(r["channel"], ints(r["ranks"]), r["line"]) for r in sorted(parsed.rings.values(),
                                                                                    key=lambda r: r["channel"])],

@@ -53,6 +53,7 @@ class Gdr:
     op: str | None
     reason: str | None
     line: int | None
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Connection:
     mode: str | None
     read: bool
     line: int
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -281,6 +283,10 @@ class NcclLog:
         self._cache["pairs"] = out
         return out
 
+    def providers(self) -> dict[str, int | None]:
+        """Net plugin providers (aws-ofi-nccl: efa, cxi ...) and how many NICs each found."""
+        return {str(n["what"]): n.get("count") for n in self.net_notes if n.get("kind") == "provider"}
+
     def env_value(self, name: str) -> str | None:
         for e in self.env:
             if e.name == name:
@@ -330,6 +336,7 @@ class NcclLog:
             "networks": dict(self.networks),
             "nics": [asdict(n) for n in self.nics],
             "net_notes": [dict(n) for n in self.net_notes],
+            "providers": self.providers(),
             "gdr": [asdict(g) for g in self.gdr],
             "pairs": [asdict(p) for p in self.pairs()],
             "connections": [asdict(c) for c in self.connections[:5000]],
@@ -424,7 +431,7 @@ def load(path: Path) -> NcclLog:
                      bool(n["virtual"]), n["line"]) for n in t["nccl_nics"])
     conns = tuple(Connection(c["channel"], c["conn"], c["src"], c["dst"], c["direction"], c["host"], c["transport"],
                              c["kind"], c["net"], c["nic"], c["proxy_rank"], bool(c["gdr"]), bool(c["shared"]),
-                             c["mode"], bool(c["read"]), c["line"])
+                             c["mode"], bool(c["read"]), c["line"], c["text"])
                   for c in sorted(t["nccl_connections"], key=lambda c: c["line"]))
     log = NcclLog(
         version=meta.get("nccl_version") or None,
@@ -435,7 +442,7 @@ def load(path: Path) -> NcclLog:
         oob={r["host"]: r["interface"] for r in t["nccl_oob"]},
         net_notes=tuple(t["nccl_net_notes"]),
         gdr=tuple(Gdr(g["host"], g["scope"], g["gpu"], g["hca"], g["hca_name"], bool(g["enabled"]), g["distance"],
-                      g["level"], g["op"], g["reason"], g["line"]) for g in sorted(t["nccl_gdr"], key=lambda g: g["line"])),
+                      g["level"], g["op"], g["reason"], g["line"], g["text"]) for g in sorted(t["nccl_gdr"], key=lambda g: g["line"])),
         connections=conns,
         rings=tuple(Ring(r["channel"], _ints(r["ranks"]), r["line"]) for r in t["nccl_rings"]),
         trees=tuple(Tree(r["channel"], r["rank"], r["up"], _ints(r["down"]), r["line"])

@@ -335,7 +335,7 @@ class LogParser:
         t = parse_transport(transport)
         row = {"channel": channel, "conn": conn, "src": src, "dst": dst, "src_tag": src_tag, "dst_tag": dst_tag,
                "direction": direction, "host": o.host, "pid": o.pid, "dev": o.dev, "label": o.label,
-               "line": lineno, **t}
+               "line": lineno, **t, "text": _cut(f"{word} {channel:02d} : {pair.strip()} via {transport.strip()}")}
         r.connections[key] = row
 
     def _trees(self, msg: str, o: Origin, lineno: int) -> None:
@@ -495,7 +495,7 @@ class LogParser:
         row: dict[str, Any] = {"host": o.host, "rank_dev": o.dev, "enabled": enabled, "scope": None, "gpu": None,
                                "hca": None, "hca_name": None, "distance": None, "level": None, "op": None,
                                "reason": _cut(reason) if reason else None, "line": lineno,
-                               "read": None}
+                               "read": None, "text": _cut(msg)}
         if rest.startswith("GPU "):
             row["scope"] = "gpu"
             gpu_text, _, hca_text = rest[4:].partition(" / HCA ")
