@@ -171,8 +171,8 @@ class NcclReader:
                keep: Path | None) -> Path | None:
         from analysis.readers.nccl import ingest as ingest_nccl
 
-        ingest_nccl(src, out, progress=progress)
-        return None
+        ingest_nccl(src, out, progress=progress, limits=limits)
+        return None  # the log is kept as uploaded: NCCL prints no environment beyond its own NCCL_* settings
 
     def summarize(self, out: Path, name: str) -> dict[str, Any]:
         from analysis.readers.nccl import load
@@ -182,15 +182,18 @@ class NcclReader:
         info: dict[str, Any] = {"file": name, "tool": ToolKind.NCCL.value, "counts": counts}
         if path.get("version"):
             info["tool_version"] = str(path["version"])
+        hosts = [n.get("host") for n in path.get("nodes") or [] if n.get("host")]
+        if len(hosts) == 1:  # a log of one node names the report's host; a job's log spans several
+            info["host"] = str(hosts[0])
         return info
 
     def check_meta(self, meta: dict[str, Any]) -> None:
-        from analysis.readers import nccl
+        from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION
 
-        readable = getattr(nccl, "READABLE_SCHEMA_VERSIONS", None)
-        if readable is not None and meta.get("schema_version") not in {str(v) for v in readable}:
+        if meta.get("schema_version") != str(NCCL_SCHEMA_VERSION):
             raise TraceError("unsupported_schema", f"an NCCL log ingested with schema version "
-                             f"{meta.get('schema_version')}; ingest the log again")
+                             f"{meta.get('schema_version')}, this Goodput reads {NCCL_SCHEMA_VERSION}: "
+                             "ingest the log again")
 
 
 @functools.cache

@@ -17,7 +17,7 @@ from typing import Any
 
 from analysis.diagnosis.findings import Finding
 from analysis.readers import ToolKind
-from analysis.results import Verdict
+from analysis.results import RuleStatus, Verdict
 from analysis.run.facts import ReportResult
 
 # The verdict kind of a run whose story is the NCCL log's (analysis.diagnosis.verdict.KINDS).
@@ -34,26 +34,46 @@ def analyze_log(path: Path, label: str, rule_ids: Sequence[str] | None, spec_tex
 
     log = load(Path(path))
     network_path = log.to_json()
-    found = diagnose.findings(log, thresholds)
+    own = {r.id for r in diagnose.registry()}
+    found = diagnose.findings(log, {k: v for k, v in (thresholds or {}).items() if k.split(".")[0] in own} or None)
+    sentence = diagnose.verdict(log, found)
+    # The finding the sentence speaks for: the first serious one, in the order the NET rules rank them.
+    lead = next((f for f in found if f.severity in ("critical", "warning")), None)
     if rule_ids is not None:
         chosen = set(rule_ids)
         found = [f for f in found if f.rule_id in chosen]
-    sentence = diagnose.verdict(log)
     placed = [_placed(f, label) for f in found]
     info: dict[str, Any] = {"file": label, "tool": ToolKind.NCCL.value}
+    if network_path.get("version"):
+        info["tool_version"] = str(network_path["version"])
+    hosts = [n.get("host") for n in network_path.get("nodes") or [] if isinstance(n, Mapping) and n.get("host")]
+    if len(hosts) == 1:  # a log of one node names the report's host (as its ingest summary did)
+        info["host"] = str(hosts[0])
     counts = {k: len(v) for k in ("nodes", "ranks", "nics", "warnings") if isinstance(v := network_path.get(k), list)}
     info["counts"] = counts
     info["window"] = {"spec": spec_text, "phase": "all", "reason": "an NCCL log has no timeline: the whole log",
                       "start_ns": None, "end_ns": None}
     info["network_path"] = network_path
     if sentence:
-        info["nccl_verdict"] = sentence
+        info["nccl_verdict"] = {"text": sentence, "rule_id": lead.rule_id if lead else None,
+                                "next_step": lead.advice if lead else NEXT_STEP}
     outcomes: dict[str, dict[str, Any]] = {}
     for f in placed:
         o = outcomes.setdefault(f["rule_id"], {"status": "ok", "reason": None, "findings": 0})
         o["findings"] += 1
     facts: dict[str, Any] = {"rank": None, "session_start_utc_ns": None}
     return ReportResult(label, ToolKind.NCCL.value, info, placed, outcomes, facts, None, spec_text)
+
+
+def rule_statuses(results: Sequence[ReportResult]) -> list[RuleStatus]:
+    """The NET rules' status on a run with NCCL logs (none without one): ``ok`` with their findings' count."""
+    logs = [r for r in results if r.tool == ToolKind.NCCL]
+    if not logs:
+        return []
+    from analysis.diagnosis import nccl as diagnose
+
+    return [RuleStatus(rule.id, "ok", None, sum(int((r.rules.get(rule.id) or {}).get("findings") or 0) for r in logs))
+            for rule in diagnose.registry()]
 
 
 def _placed(f: Finding, label: str) -> dict[str, Any]:
@@ -126,29 +146,26 @@ def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
     return out
 
 
-def with_network(verdict: Verdict | None, results: Sequence[ReportResult], findings: Sequence[Mapping[str, Any]],
+def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
                  network_path: Mapping[str, Any] | None) -> Verdict | None:
     """The run's verdict with the NCCL log's sentence: alone when the run has no nsys verdict, else after the
     trace's own sentence (the log says why its communication costs what it does, or what failed)."""
-    sentences = [str(r.info["nccl_verdict"]) for r in results if r.tool == ToolKind.NCCL and r.info.get("nccl_verdict")]
-    if not sentences:
+    said = next((r.info["nccl_verdict"] for r in results
+                 if r.tool == ToolKind.NCCL and isinstance(r.info.get("nccl_verdict"), Mapping)), None)
+    if said is None:
         return verdict
-    said = sentences[0]
     joined = (network_path or {}).get("joined") or []
     where = ""
     if joined:
-        parts = [f"{j['report']} holds NCCL rank{'s' if len(j['nccl_ranks']) > 1 else ''} "
+        parts = [f"{Path(str(j['report'])).name} holds NCCL rank{'s' if len(j['nccl_ranks']) > 1 else ''} "
                  f"{', '.join(str(n) for n in j['nccl_ranks'])}" for j in joined[:4]]
         where = " (" + "; ".join(parts) + ")"
-    net = [f for f in findings if any(f.get("report") == r.label for r in results if r.tool == ToolKind.NCCL)]
-    top = net[0] if net else None
     if verdict is None:
-        next_step = str(top.get("advice") or NEXT_STEP) if top else NEXT_STEP
-        return Verdict(VERDICT_KIND, f"NCCL log: {said}{where}", None, next_step,
-                       str(top["rule_id"]) if top else None)
+        return Verdict(VERDICT_KIND, f"From the NCCL log{where}: {said['text']}", None,
+                       str(said.get("next_step") or NEXT_STEP), said.get("rule_id"))
     lead = "Why, from the NCCL log" if verdict.kind == "communication" else "The NCCL log also says"
     text = verdict.text.rstrip()
-    return dataclasses.replace(verdict, text=f"{text}{'' if text.endswith('.') else '.'} {lead}: {said}{where}")
+    return dataclasses.replace(verdict, text=f"{text}{'' if text.endswith('.') else '.'} {lead}{where}: {said['text']}")
 
 
-__all__ = ["analyze_log", "join", "run_network_path", "with_network"]
+__all__ = ["analyze_log", "join", "rule_statuses", "run_network_path", "with_network"]

@@ -62,6 +62,7 @@ from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleS
 from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
 from analysis.run.nccl_step import analyze_log, run_network_path, with_network
+from analysis.run.nccl_step import rule_statuses as nccl_rule_statuses
 from analysis.run.rollup import roll_up
 
 logger = logging.getLogger(__name__)
@@ -354,14 +355,15 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             status, reason = _merge_outcomes(rule_cls, results)
         findings.extend(own)
         rules.append(RuleStatus(rid, status, reason, len(own) if status == "ok" else 0))
-    # Findings of rules the registry does not list (the NCCL log's NET rules, when not registered) still count.
+    # The NCCL log's NET rules have their own registry (analysis.diagnosis.nccl): their findings and status here.
     listed = {r.id for r in ctx.registry}
     findings.extend(f for r in results for f in r.findings if f["rule_id"] not in listed)
+    rules.extend(s for s in nccl_rule_statuses(results) if s.rule_id not in listed)
     if by_rule and sum(1 for r in results if r.tool == ToolKind.NSYS) > 1:
         for r in results:
             r.info["findings"] = rank_finding_dicts(list(r.findings))
         findings = roll_up(findings, [r.info for r in results])
-    ranked = every = rank_finding_dicts(findings)
+    ranked = rank_finding_dicts(findings)
     verdicts = _verdicts(results)
     if top is not None:
         ranked = ranked[:top]
@@ -375,7 +377,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
                          if r.tool == ToolKind.NSYS])
     aligned = run_facts.aligned_windows(results, spec.kind)
     network_path = run_network_path(results)
-    verdict = with_network(run_verdict(verdicts, names), results, every, network_path)
+    verdict = with_network(run_verdict(verdicts, names), results, network_path)
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
     # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
     # run-level passes (roll-up, verdicts, loop marks) complete them; they become typed once, here.

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from analysis.api import ToolKind
+
 CHARTS = 20          # kernels charted per run page (most nsys time, else profiled time, first)
 BOX_W, BOX_H = 120, 64
 # Level boxes: (key, x, y); the kernel box feeds L1/TEX, L1/TEX feeds L2, L2 feeds the memories.
@@ -81,7 +83,7 @@ def _groups(view: Any) -> list[dict[str, Any]]:
     """Profiled launches grouped per kernel configuration and report; the longest launch stands for the group."""
     out: dict[tuple, dict[str, Any]] = {}
     for report in view.reports:
-        if report.kind != "ncu":
+        if report.kind != ToolKind.NCU:
             continue
         for k in (view.summaries.get(report.id) or {}).get("kernels") or []:
             key = (report.id, k.get("name"), tuple(k.get("grid") or ()), tuple(k.get("block") or ()))
