@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.duck import connect
 from analysis.errors import TraceError
 from analysis.limits import Progress
-from analysis.readers.nccl.lines import normalize_version, read_lines
+from analysis.readers.nccl.lines import normalize_version, read_blocks
 from analysis.readers.nccl.parse import LogParser, Parsed
 from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION, NCCL_TABLES, ddl
 
@@ -61,13 +61,13 @@ def parse_file(src: Path, *, progress: Progress | None = None, timeout_s: float 
         counters: dict[str, int] = {}
         deadline = time.monotonic() + timeout_s
         feed = parser.feed
-        for n, line in enumerate(read_lines(fh, counters), 1):
-            feed(line)
-            if not n & 0x3FFFF:
-                if time.monotonic() > deadline:
-                    raise TraceError("timeout", f"reading the log took longer than {timeout_s:g} s")
-                if progress:
-                    progress("nccl_log", fh.tell(), size)
+        for block in read_blocks(fh, counters):
+            for line in block:
+                feed(line)
+            if time.monotonic() > deadline:
+                raise TraceError("timeout", f"reading the log took longer than {timeout_s:g} s")
+            if progress:
+                progress("nccl_log", fh.tell(), size)
     parsed = parser.r
     parsed.tests.finish()
     parsed.counters.update(counters)

@@ -6,42 +6,109 @@ line is linear in its length whatever it holds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
 
 MAX_LINE_BYTES = 64 * 1024  # longer lines are cut here (and counted)
 _STD_TAGS = ("<stdout>:", "<stderr>:")
 
 
-@dataclass
 class Origin:
-    """Where a line came from, as far as its prefixes say: the launcher's task label and NCCL's own prefix."""
+    """Where a line came from, as far as its prefixes say: the launcher's task label and NCCL's own prefix
+    (``host:pid:tid [dev]``), parsed from ``head`` only when a handler asks (most lines never need it)."""
 
-    label: int | None = None       # srun ``N:`` or mpirun ``[1,N]`` task number (usually the rank)
-    host: str | None = None
-    pid: int | None = None
-    tid: int | None = None
-    dev: int | None = None         # NCCL's ``[d]``: the CUDA device of the thread that printed
+    __slots__ = ("_parsed", "_dev", "_host", "_pid", "_tid", "head", "label")
+
+    def __init__(self, label: int | None = None, head: str = "") -> None:
+        self.label = label      # srun ``N:`` or mpirun ``[1,N]`` task number (usually the rank)
+        self.head = head
+        self._parsed = not head
+        self._host: str | None = None
+        self._pid: int | None = None
+        self._tid: int | None = None
+        self._dev: int | None = None   # NCCL's ``[d]``: the CUDA device of the thread that printed
+
+    def _parse(self) -> None:
+        self._parsed = True
+        self._host, self._pid, self._tid, self._dev = parse_origin(self.head)
+
+    @property
+    def host(self) -> str | None:
+        if not self._parsed:
+            self._parse()
+        return self._host
+
+    @property
+    def pid(self) -> int | None:
+        if not self._parsed:
+            self._parse()
+        return self._pid
+
+    @property
+    def tid(self) -> int | None:
+        if not self._parsed:
+            self._parse()
+        return self._tid
+
+    @property
+    def dev(self) -> int | None:
+        if not self._parsed:
+            self._parse()
+        return self._dev
 
 
-def read_lines(fh: BinaryIO, counters: dict[str, int]) -> Iterator[str]:
-    """The file's lines as text (UTF-8, bad bytes replaced), each cut at ``MAX_LINE_BYTES``.
+CHUNK_BYTES = 4 * 1024 * 1024
 
-    ``counters['truncated']`` counts the cut lines; the rest of a cut line is read and dropped in
-    bounded pieces, so a 10 MB line never sits in memory whole."""
-    readline = fh.readline
+
+def read_blocks(fh: BinaryIO, counters: dict[str, int]) -> Iterator[list[str]]:
+    """The file's lines as text (UTF-8, bad bytes replaced), a few MiB at a time, each line cut at
+    ``MAX_LINE_BYTES`` (``counters['truncated']`` counts them). Memory stays within one chunk plus one
+    line's cap however long a line is: the rest of an overlong line is skipped as it streams by."""
+    carry = b""
+    skipping = False   # inside an overlong line whose first MAX_LINE_BYTES were kept already
     while True:
-        raw = readline(MAX_LINE_BYTES)
-        if not raw:
-            return
-        if len(raw) >= MAX_LINE_BYTES and not raw.endswith(b"\n"):
+        chunk = fh.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        if skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                continue
+            chunk = chunk[nl + 1:]
+            skipping = False
+        data = carry + chunk if carry else chunk
+        nl = data.rfind(b"\n")
+        if nl < 0:
+            if len(data) > MAX_LINE_BYTES:
+                counters["truncated"] = counters.get("truncated", 0) + 1
+                yield [data[:MAX_LINE_BYTES].decode("utf-8", "replace").rstrip("\r")]
+                carry = b""
+                skipping = True
+            else:
+                carry = data
+            continue
+        carry = data[nl + 1:]
+        if len(carry) > MAX_LINE_BYTES:
             counters["truncated"] = counters.get("truncated", 0) + 1
-            while True:  # drop the rest of this line
-                rest = readline(MAX_LINE_BYTES)
-                if not rest or rest.endswith(b"\n"):
-                    break
-        yield raw.decode("utf-8", "replace").rstrip("\r\n")
+            tail = carry[:MAX_LINE_BYTES]
+            carry = b""
+            skipping = True
+            yield [*_split(data[:nl], counters), tail.decode("utf-8", "replace").rstrip("\r")]
+            continue
+        yield _split(data[:nl], counters)
+    if carry and not skipping:
+        yield _split(carry, counters)
+
+
+def _split(block: bytes, counters: dict[str, int]) -> list[str]:
+    lines = block.decode("utf-8", "replace").split("\n")
+    if len(block) > MAX_LINE_BYTES:
+        for i, line in enumerate(lines):
+            if len(line) > MAX_LINE_BYTES:
+                counters["truncated"] = counters.get("truncated", 0) + 1
+                lines[i] = line[:MAX_LINE_BYTES]
+    return lines
 
 
 def strip_mpirun(line: str) -> str:
@@ -89,38 +156,48 @@ def peel_label(line: str) -> tuple[int | None, str]:
     return None, line
 
 
-def parse_origin(head: str, origin: Origin) -> None:
-    """Fill ``origin`` from the text before ``NCCL INFO``/``NCCL WARN``: ``host:pid:tid [dev] [file.cc:NN]``."""
+def parse_origin(head: str) -> tuple[str | None, int | None, int | None, int | None]:
+    """(host, pid, tid, dev) from the text before ``NCCL INFO``/``NCCL WARN``: ``host:pid:tid [dev] [file.cc:NN]``."""
     parts = head.split()
+    host = pid = tid = dev = None
     for i, part in enumerate(parts):
         if part.startswith("[") and part.endswith("]") and part[1:-1].isdigit():
-            origin.dev = int(part[1:-1])
+            dev = int(part[1:-1])
             if i > 0:
-                host, _, rest = parts[i - 1].rpartition(":")
-                host2, _, pid = host.rpartition(":")
-                if host2 and pid.isdigit() and rest.isdigit():
-                    origin.host, origin.pid, origin.tid = host2, int(pid), int(rest)
-            return
+                host, pid, tid = _host_pid_tid(parts[i - 1])
+            return host, pid, tid, dev
     if parts:
-        host, _, rest = parts[0].rpartition(":")
-        host2, _, pid = host.rpartition(":")
-        if host2 and pid.isdigit() and rest.isdigit():
-            origin.host, origin.pid, origin.tid = host2, int(pid), int(rest)
+        host, pid, tid = _host_pid_tid(parts[0])
+    return host, pid, tid, dev
+
+
+def _host_pid_tid(token: str) -> tuple[str | None, int | None, int | None]:
+    rest, _, tid = token.rpartition(":")
+    host, _, pid = rest.rpartition(":")
+    if host and pid.isdigit() and tid.isdigit():
+        return host, int(pid), int(tid)
+    return None, None, None
 
 
 def int_or_none(text: str) -> int | None:
+    """A plain decimal integer (optional minus sign, at most 18 digits: no huge-number conversion), else None."""
+    if text.isdecimal() and len(text) <= 18:
+        return int(text)
     t = text.strip()
-    if t.startswith("-") and t[1:].isdigit():
-        return int(t)
-    return int(t) if t.isdigit() else None
+    if t.startswith("-"):
+        return -int(t[1:]) if t[1:].isdecimal() and len(t) <= 19 else None
+    return int(t) if t.isdecimal() and len(t) <= 18 else None
 
 
 def float_or_none(text: str) -> float | None:
+    """A finite float, else None (text longer than 64 characters is no number here)."""
+    if len(text) > 64:
+        return None
     try:
         value = float(text)
     except ValueError:
         return None
-    return value if value == value and value not in (float("inf"), float("-inf")) else None
+    return value if math.isfinite(value) else None
 
 
 def rank_and_tag(text: str) -> tuple[int | None, str | None]:

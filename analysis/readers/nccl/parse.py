@@ -15,7 +15,6 @@ from analysis.readers.nccl.lines import (
     float_or_none,
     int_or_none,
     normalize_version,
-    parse_origin,
     peel_label,
     rank_and_tag,
     strip_mpirun,
@@ -134,45 +133,54 @@ class LogParser:
 
     def __init__(self) -> None:
         self.r = Parsed()
-        self._last_coll: dict[tuple, tuple[str, int | None]] = {}
+        self._last_coll: dict[str, str] = {}  # the printing thread's prefix -> its last collective
         self._tuning_algos: list[str] = []
         self._tuning_protos: list[str] = []
         self._ofi_set: set[str] = set()
         self._hosts: set[str] = set()
+        self._seen: set[str] = set()  # connection lines already read
 
     # ------------------------------------------------------------------ dispatch
     def feed(self, raw: str) -> None:
         r = self.r
         r.lines += 1
         lineno = r.lines
-        line = strip_mpirun(raw) if "]<std" in raw else raw
-        label, line = peel_label(line)
+        if "]<std" in raw:
+            raw = strip_mpirun(raw)
+        first = raw[:1]
+        label = None
+        line = raw
+        if first and not first.isalpha():  # a launcher label can only stand at a line's start
+            label, line = peel_label(raw)
         at = line.find("NCCL INFO")
-        level = "INFO"
         if at < 0:
             at = line.find("NCCL WARN")
+            if at < 0:
+                self._plain(line, label, lineno)
+                return
             level = "WARN"
-        if at < 0:
-            self._plain(line, label, lineno)
-            return
+        else:
+            level = "INFO"
         head = line[:at]
-        if head.count(" ", 0, len(head.rstrip())) > 2 and head.lstrip()[:1] in _TABLE_START:
-            # A piece of an nccl-tests row with another thread's log line glued to its end.
-            head = r.tests.glued(head, lineno, self._hosts)
+        if head[:1] in _TABLE_START or head[:1] == " ":
+            stripped = head.lstrip()
+            if stripped[:1] in _TABLE_START and stripped.count(" ", 0, len(stripped.rstrip())) > 2:
+                # A piece of an nccl-tests row with another thread's log line glued to its end.
+                head = r.tests.glued(head, lineno, self._hosts)
         r.nccl_lines += 1
-        origin = Origin(label=label)
-        if head:
-            parse_origin(head, origin)
-            if origin.host is not None and origin.host not in self._hosts and len(self._hosts) < 4096:
-                self._hosts.add(origin.host)
-            if label is not None and origin.host is not None and label not in r.labels and len(r.labels) < MAX_SMALL:
-                r.labels[label] = {"label": label, "host": origin.host, "pid": origin.pid, "dev": origin.dev,
-                                   "line": lineno}
+        origin = Origin(label, head)
+        if label is not None and label not in r.labels and len(r.labels) < MAX_SMALL and origin.host is not None:
+            r.labels[label] = {"label": label, "host": origin.host, "pid": origin.pid, "dev": origin.dev,
+                               "line": lineno}
         msg = line[at + 9:].strip()
         if level == "WARN":
             self._warn(msg, origin, lineno, head)
-            return
-        self._info(msg, origin, lineno)
+        else:
+            self._info(msg, origin, lineno)
+
+    def _host_seen(self, host: str | None) -> None:
+        if host is not None and host not in self._hosts and len(self._hosts) < 4096:
+            self._hosts.add(host)
 
     def _plain(self, line: str, label: int | None, lineno: int) -> None:
         r = self.r
@@ -230,12 +238,7 @@ class LogParser:
                 self._tree_line(msg, o, lineno)
                 return
         if ": opCount " in msg:
-            name = msg[:msg.find(":")]
-            count = None
-            i = msg.find(" count ")
-            if i > 0:
-                count = int_or_none(msg[i + 7:].split(" ", 1)[0])
-            self._last_coll[(o.host, o.pid, o.tid)] = (_cut(name), count)
+            self._last_coll[o.head] = msg[:msg.find(":")]
             return
         if " Bytes -> Algo " in msg:
             self._algo(msg, o, lineno)
@@ -293,21 +296,26 @@ class LogParser:
             return
         via = right.find(" via ")
         if via >= 0:
+            if msg in self._seen:
+                return  # the same connection printed again (by its other side, or a repeated init)
+            if len(self._seen) < MAX_CONNECTIONS:
+                self._seen.add(msg)
             self._connection(left[0], channel, int_or_none(of_text) if of_text else None, right[:via],
                              right[via + 5:], o, lineno)
             return
         if "->" in right:
             return  # "Ring 00 : 3 -> 0 -> 1": this rank's neighbours, the ring line says it all
-        members = [int_or_none(t) for t in right.split()]
-        if not members or any(m is None for m in members):
-            return
         r = self.r
         if left[0] == "Channel" and of_text:
             total = int_or_none(of_text)
-            if total is not None:
-                r.channel_counts["declared"] = max(r.channel_counts.get("declared", 0), total)
-        if channel not in r.rings and len(r.rings) < MAX_SMALL:
-            r.rings[channel] = {"channel": channel, "ranks": members, "line": lineno}
+            if total is not None and total > r.channel_counts.get("declared", 0):
+                r.channel_counts["declared"] = total
+        if channel in r.rings or len(r.rings) >= MAX_SMALL:
+            return
+        members = [int_or_none(t) for t in right.split()]
+        if not members or any(m is None for m in members):
+            return
+        r.rings[channel] = {"channel": channel, "ranks": members, "line": lineno}
 
     def _connection(self, word: str, channel: int, conn: int | None, pair: str, transport: str, o: Origin,
                     lineno: int) -> None:
@@ -326,6 +334,7 @@ class LogParser:
         if src is None or dst is None:
             return
         r = self.r
+        self._host_seen(o.host)
         key = (channel, conn, src, dst, direction, transport)
         if key in r.connections:
             return
@@ -341,6 +350,10 @@ class LogParser:
     def _trees(self, msg: str, o: Origin, lineno: int) -> None:
         # "Trees [0] 1/2/-1->0->-1 [1] ..." (2.8+: down->me->up), "[0] 3->7->4/-1/-1" (2.4: up->me->down),
         # "[0] -1/-1/-1->2->1|1->2->-1/-1/-1" (2.5-2.7: the two directions of one tree).
+        if msg in self._seen:
+            return
+        if len(self._seen) < MAX_CONNECTIONS:
+            self._seen.add(msg)
         for chunk in msg[5:].split("[")[1:]:
             close = chunk.find("]")
             if close < 0:
@@ -567,6 +580,7 @@ class LogParser:
                 row[dst] = int_or_none(facts[src])
         if "busId" in facts and row["bus_id"] is None:
             row["bus_id"] = _cut(facts["busId"])
+        self._host_seen(o.host)
         if row["host"] is None:
             row["host"] = o.host
             row["pid"] = o.pid
@@ -623,8 +637,7 @@ class LogParser:
             if int_or_none(lo) is not None and int_or_none(hi) is not None:
                 channels = int(hi) - int(lo) + 1
         if coll is None:
-            last = self._last_coll.get((o.host, o.pid, o.tid))
-            coll = last[0] if last else None
+            coll = self._last_coll.get(o.head)
         coll = _cut(coll.strip()) if coll else None
         key = (coll, nbytes, algo, proto, channels)
         r = self.r

@@ -77,7 +77,8 @@ class TestsTable:
             return head
         origin = parts[dev_at - 1]
         host_part, _, tail = origin.partition(":")
-        cell, host = numeric_prefix(host_part, hosts or set())
+        known = set(hosts or ()) | {d["host"] for d in self.devices[:256] if d.get("host")}
+        cell, host = numeric_prefix(host_part, known)
         pieces = parts[:dev_at - 1] + ([cell] if cell else [])
         if pieces and self.active and all(_table_token(t) for t in pieces):
             self._fragment(pieces, lineno)
