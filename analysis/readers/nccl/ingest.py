@@ -93,7 +93,7 @@ def _frame(table: str, rows: list[tuple]) -> pd.DataFrame:
                          zip(cols, data, strict=True)})
 
 
-def _rows(parsed: Parsed) -> dict[str, list[tuple]]:
+def _rows(parsed: Parsed, parser_hosts: set[str]) -> dict[str, list[tuple]]:
     t = parsed.tests
     ints = lambda d: " ".join(str(x) for x in d)  # noqa: E731
     env_rows = []
@@ -109,6 +109,7 @@ def _rows(parsed: Parsed) -> dict[str, list[tuple]]:
             "tests_avg_line": "" if t.avg_line is None else str(t.avg_line),
             "tests_out_of_bounds": t.out_of_bounds or "", "lines": str(parsed.lines),
             "nccl_lines": str(parsed.nccl_lines)}
+    meta["hosts_seen"] = " ".join(sorted(h for h in parser_hosts if " " not in h)[:4096])
     hosts = sorted({r["host"] for r in parsed.ranks.values() if r["host"]})
     if hosts:
         meta["host"] = hosts[0]
@@ -176,7 +177,7 @@ def ingest(src: Path, out: Path, *, progress: Progress | None = None, limits: An
     max_bytes = min(MAX_LOG_BYTES, int(getattr(limits, "max_bytes", MAX_LOG_BYTES)))
     parsed = parse_file(src, progress=progress, timeout_s=float(getattr(limits, "timeout_s", 3600.0)),
                         max_bytes=max_bytes)
-    tables = _rows(parsed)
+    tables = _rows(parsed, parsed.hosts)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")
     try:

@@ -240,7 +240,11 @@ class NcclLog:
         return out
 
     def nodes(self) -> list[str]:
-        return sorted(set(self.rank_hosts().values()))
+        """The hosts of the ranks; without any rank facts, the hosts the log's line prefixes name."""
+        hosts = set(self.rank_hosts().values())
+        if not hosts:
+            hosts = {h for h in self.meta.get("hosts_seen", "").split(" ") if h}
+        return sorted(hosts)
 
     def is_inter_node(self, src: int, dst: int, kind: str | None = None) -> bool | None:
         hosts = self.rank_hosts()
@@ -266,7 +270,7 @@ class NcclLog:
             a["channels"].add(c.channel)
             if c.nic is not None:
                 a["nics"].add(c.nic)
-            if c.kind == "NET":
+            if c.kind == "NET" and c.net != "Socket":  # GPUDirect means nothing for sockets
                 a["gdr"].add(c.gdr)
             if c.proxy_rank is not None:
                 a["proxy"].add(c.proxy_rank)
@@ -426,9 +430,26 @@ def load(path: Path) -> NcclLog:
             ranks[v["label"]] = Rank(v["label"], v["host"], v["pid"], None, None, None, v["label"], None, None)
     providers = {n["host"]: n["what"] for n in t["nccl_net_notes"] if n["kind"] == "provider"}
     any_provider = next(iter(providers.values()), None)
-    nics = tuple(Nic(n["host"], n["net"], n["idx"], n["name"], n["port"], n["link"],
-                     nic_kind(n["net"], n["link"], providers.get(n["host"], any_provider)), n["speed_mbps"],
-                     bool(n["virtual"]), n["line"]) for n in t["nccl_nics"])
+    kinds_by_name = {(n["host"], n["name"]): nic_kind(n["net"], n["link"]) for n in t["nccl_nics"] if n["link"]}
+    nic_list = []
+    for n in t["nccl_nics"]:
+        kind = nic_kind(n["net"], n["link"], providers.get(n["host"], any_provider))
+        if n["virtual"] and "+" in (n["name"] or ""):  # a merged device: the kind of its members
+            members = {kinds_by_name.get((n["host"], m)) or "" for m in n["name"].split("+")}
+            kind = members.pop() if len(members) == 1 and "" not in members else kind
+        nic_list.append(Nic(n["host"], n["net"], n["idx"], n["name"], n["port"], n["link"], kind, n["speed_mbps"],
+                            bool(n["virtual"]), n["line"]))
+    # A net plugin (aws-ofi-nccl) lists no NICs: the devices its connections name stand for them.
+    listed = {(n.host, n.index) for n in nic_list}
+    for c in sorted(t["nccl_connections"], key=lambda c: c["line"]):
+        if c["kind"] != "NET" or c["nic"] is None or c["net"] in ("IB", "Socket") or c["host"] is None:
+            continue
+        if (c["host"], c["nic"]) not in listed:
+            listed.add((c["host"], c["nic"]))
+            provider = providers.get(c["host"], any_provider)
+            nic_list.append(Nic(c["host"], c["net"], c["nic"], f"{provider or c['net']} device {c['nic']}", None,
+                                None, nic_kind(c["net"], None, provider), None, False, None))
+    nics = tuple(sorted(nic_list, key=lambda n: (n.host or "", n.net, n.index)))
     conns = tuple(Connection(c["channel"], c["conn"], c["src"], c["dst"], c["direction"], c["host"], c["transport"],
                              c["kind"], c["net"], c["nic"], c["proxy_rank"], bool(c["gdr"]), bool(c["shared"]),
                              c["mode"], bool(c["read"]), c["line"], c["text"])

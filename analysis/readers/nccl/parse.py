@@ -106,6 +106,7 @@ class Parsed:
     version_raw: str | None = None
     ranks: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)  # (commId, rank) -> facts
     labels: dict[int, dict[str, Any]] = field(default_factory=dict)  # launcher task label -> first origin
+    hosts: set[str] = field(default_factory=set)                    # hosts named by line prefixes (capped)
     nics: dict[tuple[str | None, str, int], dict[str, Any]] = field(default_factory=dict)
     networks: dict[str, int] = field(default_factory=dict)
     oob: dict[str, str] = field(default_factory=dict)            # host -> OOB/bootstrap interface
@@ -137,7 +138,6 @@ class LogParser:
         self._tuning_algos: list[str] = []
         self._tuning_protos: list[str] = []
         self._ofi_set: set[str] = set()
-        self._hosts: set[str] = set()
         self._seen: set[str] = set()  # connection lines already read
 
     # ------------------------------------------------------------------ dispatch
@@ -166,7 +166,7 @@ class LogParser:
             stripped = head.lstrip()
             if stripped[:1] in _TABLE_START and stripped.count(" ", 0, len(stripped.rstrip())) > 2:
                 # A piece of an nccl-tests row with another thread's log line glued to its end.
-                head = r.tests.glued(head, lineno, self._hosts)
+                head = r.tests.glued(head, lineno, self.r.hosts)
         r.nccl_lines += 1
         origin = Origin(label, head)
         if label is not None and label not in r.labels and len(r.labels) < MAX_SMALL and origin.host is not None:
@@ -179,8 +179,8 @@ class LogParser:
             self._info(msg, origin, lineno)
 
     def _host_seen(self, host: str | None) -> None:
-        if host is not None and host not in self._hosts and len(self._hosts) < 4096:
-            self._hosts.add(host)
+        if host is not None and host not in self.r.hosts and len(self.r.hosts) < 4096:
+            self.r.hosts.add(host)
 
     def _plain(self, line: str, label: int | None, lineno: int) -> None:
         r = self.r
@@ -612,6 +612,7 @@ class LogParser:
     def _algo(self, msg: str, o: Origin, lineno: int) -> None:
         # 2.20: "2097152 Bytes -> Algo 1 proto 2 time 25.153601" (the call is the last opCount line);
         # 2.27: "AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}"
+        self._host_seen(o.host)
         head, _, tail = msg.partition(" Bytes -> Algo ")
         coll = None
         if ":" in head:
