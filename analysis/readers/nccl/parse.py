@@ -268,14 +268,14 @@ class LogParser:
         if msg.startswith("Pattern "):
             self._pattern(msg, lineno)
             return
+        if "|" in msg:
+            self._tuning(msg, lineno)
+            return
         if "NVLS" in msg:
             self._nvls(msg, o, lineno)
             return
         if " coll channels" in msg:
             self._channel_summary(msg)
-            return
-        if "|" in msg:
-            self._tuning(msg, lineno)
             return
         if "NVL[" in msg or "PCI[" in msg or "SYS[" in msg or "NET[" in msg:
             self._topo(msg)
