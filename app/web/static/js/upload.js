@@ -23,7 +23,8 @@
 
   function kindOf(name) {
     const n = name.toLowerCase().replace(/\.(gz|zst|zstd)$/, "");
-    return n.endsWith(".csv") ? "Nsight Compute CSV" : n.endsWith(".sqlite") ? "Nsight Systems export" : "unknown type";
+    return n.endsWith(".csv") ? "Nsight Compute CSV" : n.endsWith(".sqlite") ? "Nsight Systems export"
+      : n.endsWith(".log") || n.endsWith(".txt") ? "NCCL log (checked on upload)" : "unknown type";
   }
 
   // The chosen files as a table (name, type, size, remove) with their total, so a wrong file is seen and
