@@ -300,7 +300,7 @@ class LogParser:
                 return  # the same connection printed again (by its other side, or a repeated init)
             if len(self._seen) < MAX_CONNECTIONS:
                 self._seen.add(msg)
-            self._connection(left[0], channel, int_or_none(of_text) if of_text else None, right[:via],
+            self._connection(msg, channel, int_or_none(of_text) if of_text else None, right[:via],
                              right[via + 5:], o, lineno)
             return
         if "->" in right:
@@ -317,7 +317,7 @@ class LogParser:
             return
         r.rings[channel] = {"channel": channel, "ranks": members, "line": lineno}
 
-    def _connection(self, word: str, channel: int, conn: int | None, pair: str, transport: str, o: Origin,
+    def _connection(self, msg: str, channel: int, conn: int | None, pair: str, transport: str, o: Origin,
                     lineno: int) -> None:
         direction = None
         if pair.endswith("]"):
@@ -344,7 +344,7 @@ class LogParser:
         t = parse_transport(transport)
         row = {"channel": channel, "conn": conn, "src": src, "dst": dst, "src_tag": src_tag, "dst_tag": dst_tag,
                "direction": direction, "host": o.host, "pid": o.pid, "dev": o.dev, "label": o.label,
-               "line": lineno, **t, "text": _cut(f"{word} {channel:02d} : {pair.strip()} via {transport.strip()}")}
+               "line": lineno, **t, "text": _cut(msg)}
         r.connections[key] = row
 
     def _trees(self, msg: str, o: Origin, lineno: int) -> None:

@@ -36,7 +36,8 @@ class NetRule(Rule):
 
 def line_evidence(line: int | None, text: str | None, *, rank: int | None = None, name: str | None = None,
                   **detail: Any) -> Evidence:
-    """One log line as evidence: its number and its text (as found: the web layer escapes it)."""
+    """One log line as evidence: its number and its text (as found: the web layer escapes it). ``derived=True``:
+    the text is a summary of the line (a table row's figure), not the line itself."""
     d: dict[str, Any] = {"line": line, "text": text}
     d.update({k: v for k, v in detail.items() if v is not None})
     return Evidence(rank=rank, name=name, detail=d)
@@ -78,5 +79,12 @@ def env_is(log: NcclLog, name: str, *values: str) -> bool:
 def env_evidence(log: NcclLog, name: str) -> Evidence | None:
     for e in log.env:
         if e.name == name:
-            return line_evidence(e.line, f"{e.name} set by {e.set_by} to {e.value}", name=e.name)
+            return env_line(e)
     return None
+
+
+def env_line(e: Any) -> Evidence:
+    """An env setting as evidence: NCCL's own line when it printed one, else what the net plugin said."""
+    if e.line is not None:
+        return line_evidence(e.line, f"{e.name} set by environment to {e.value}", name=e.name, set_by=e.set_by)
+    return line_evidence(None, f"{e.name} set by the net plugin", name=e.name, set_by=e.set_by, derived=True)

@@ -6,7 +6,14 @@ from collections.abc import Mapping
 
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Threshold
-from analysis.diagnosis.rules.nccl.common import RDMA_NETS, NetRule, inter_pairs, intra_pairs, line_evidence
+from analysis.diagnosis.rules.nccl.common import (
+    RDMA_NETS,
+    NetRule,
+    env_line,
+    inter_pairs,
+    intra_pairs,
+    line_evidence,
+)
 from analysis.readers.nccl.model import NcclLog, Warn
 
 # Settings that change NCCL's choices (diagnostic ones, like NCCL_DEBUG or the dump files, are left out).
@@ -69,8 +76,7 @@ class ForcedSettings(NetRule):
         forced = [e for e in log.env if e.name in FORCING]
         if len(forced) < params["min_settings"]:
             return []
-        evidence = [line_evidence(e.line, f"{e.name} set by {e.set_by} to {e.value}", name=e.name, kind=FORCING[e.name])
-                    for e in forced]
+        evidence = [env_line(e) for e in forced]
         listing = ", ".join(f"{e.name}={e.value if e.value is not None else '?'}"
                             + (" (net plugin)" if e.set_by != "environment" else "") for e in forced)
         return [self.finding("Settings forced by the user", f"{len(forced)} NCCL setting(s) were set for this job: "
@@ -225,10 +231,11 @@ class MeasuredBandwidth(NetRule):
         limit = link * (params["min_link_share_pct"] / 100.0 if printed else 1.0)
         if peak >= limit:
             return []
-        evidence = [line_evidence(bw["peak_line"], f"peak busbw {bw['peak_busbw']} GB/s at {bw['peak_size']} B",
-                                  name="nccl-tests")]
+        evidence = [line_evidence(bw["peak_line"], f"peak busbw {peak:g} GB/s (nccl-tests row of {bw['peak_size']} B)",
+                                  name="nccl-tests", derived=True)]
         if log.tests.get("avg_line"):
-            evidence.append(line_evidence(log.tests["avg_line"], f"Avg bus bandwidth : {log.tests['avg_busbw']}"))
+            evidence.append(line_evidence(log.tests["avg_line"], f"Avg bus bandwidth : {log.tests['avg_busbw']}",
+                                          derived=True))
         message = (f"nccl-tests peaked at {peak:g} GB/s busbw, {100 * peak / link:.0f}% of {what}, about "
                    f"{link:g} GB/s.")
         return [self.finding("Bandwidth far below the link", message, evidence, severity="warning",

@@ -69,11 +69,13 @@ class RailMisuse(NetRule):
         shared = {k: v for k, v in users.items() if len(v) >= params["min_gpus_per_nic"]}
         if shared:
             for (host, nic), ranks in sorted(shared.items()):
-                listed = [n for n in log.nics if n.host == host and n.kind in RDMA_KINDS and not n.virtual]
+                # NICs the log lists (a net plugin lists none: its provider's NIC count stands for them)
+                listed = [n for n in log.nics if n.host == host and n.kind in RDMA_KINDS and not n.virtual
+                          and n.line is not None]
                 provider_count = max((c or 0) for c in log.providers().values()) if log.providers() else 0
                 used = {k[1] for k in users if k[0] == host}
                 idle = [n for n in listed if n.index not in used]
-                idle_count = len(idle) if listed else max(0, provider_count - len(used))
+                idle_count = max(len(idle), provider_count - len(used))
                 if idle_count <= 0:
                     continue
                 name = next((f"{n.name} ({n.kind})" for n in listed if n.index == nic), f"NIC {nic}")
@@ -186,6 +188,7 @@ class IntraNodePath(NetRule):
                     f"The communicator runs {nch} channels, while NCCL's graph search found {best.nchannels} per "
                     f"ring on {best.type} links (about {expected} channels): a topology file, an env limit or a "
                     "slow declared link cuts the bandwidth.",
-                    [line_evidence(best.line, f"Pattern {best.pattern}, nChannels {best.nchannels}, type {best.type}")],
+                    [line_evidence(best.line, f"Pattern {best.pattern}, nChannels {best.nchannels}, type {best.type}",
+                                   derived=True)],
                     severity="warning", channels=nch, expected=expected))
         return findings
