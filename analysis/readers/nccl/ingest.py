@@ -32,10 +32,11 @@ def looks_like_nccl_log(head: bytes) -> bool:
     nccl-tests output: text, with ``NCCL INFO``/``NCCL WARN`` lines or nccl-tests' header, behind any
     ``host:pid:tid [dev]``, srun ``N:`` or mpirun ``[1,r]<stdout>:`` prefixes."""
     head = head[:SNIFF_BYTES]
-    if not head or b"\x00" in head:
+    if not head:
         return False
     if head.startswith((b"SQLite format 3", b"PK\x03\x04", b"\x1f\x8b", b"NVR\x00")):
         return False
+    # Text at the start (a crashed node's log may hold NUL-filled blocks further on: they are read as text).
     text_bytes = sum(1 for b in head[:4096] if b >= 32 or b in (9, 10, 13))
     if text_bytes < 0.95 * min(len(head), 4096):
         return False
