@@ -314,3 +314,19 @@ def test_findings_are_json_safe(tmp_path_factory):
             d = f.to_dict()
             assert unrepresentable(d) is None
             json.dumps(d)
+
+
+def test_net003_pxn_forwarding_is_not_cross_rail(tmp_path):
+    # PXN: rank 1 receives through rank 3's NIC ("3(3)"): the proxy owns that rail, nothing crosses rails
+    log, _src = planted(tmp_path, P5, replace=(("9[1] -> 1[1] [receive] via NET/AWS Libfabric/1/",
+                                               "9[1] -> 1[1] [receive] via NET/AWS Libfabric/3(3)/"),))
+    assert any(p.proxy_ranks == (3,) for p in log.pairs())
+    assert log.rails()["test-nccl-worker-0"][3] == [3]
+    assert not by_rule(log, "NET003")
+
+
+def test_net004_planted_channels_far_below_the_graph_search(tmp_path):
+    log, _src = planted(tmp_path, NVL_BRIDGE, replace=(("24 coll channels", "2 coll channels"),))
+    [f] = by_rule(log, "NET004")
+    assert f.title == "Fewer channels than the topology gives" and f.extra["nccl"]["channels"] == 2
+    assert f.extra["nccl"]["expected"] == 24

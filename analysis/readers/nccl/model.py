@@ -291,6 +291,39 @@ class NcclLog:
         """Net plugin providers (aws-ofi-nccl: efa, cxi ...) and how many NICs each found."""
         return {str(n["what"]): n.get("count") for n in self.net_notes if n.get("kind") == "provider"}
 
+    def rails(self) -> dict[str, dict[int, list[int]]]:
+        """host -> rank -> the NIC indices that rank's own side of its inter-node connections used (PXN: the
+        proxy's NIC counts for the proxy): the colours of a rail view."""
+        hosts = self.rank_hosts()
+        out: dict[str, dict[int, set[int]]] = {}
+        for c in self.connections:
+            if c.kind != "NET" or c.nic is None or c.direction is None:
+                continue
+            me = c.src if c.direction == "send" else c.dst
+            if c.proxy_rank is not None:
+                me = c.proxy_rank
+            host = hosts.get(me) or c.host
+            if host is not None:
+                out.setdefault(host, {}).setdefault(me, set()).add(c.nic)
+        return {h: {r: sorted(n) for r, n in sorted(ranks.items())} for h, ranks in sorted(out.items())}
+
+    def node_links(self) -> list[dict[str, Any]]:
+        """Per ordered pair of hosts (the same host twice: inside a node): rank pairs, transports, channels."""
+        hosts = self.rank_hosts()
+        acc: dict[tuple[str, str], dict[str, Any]] = {}
+        for p in self.pairs():
+            a, b = hosts.get(p.src), hosts.get(p.dst)
+            if a is None or b is None:
+                continue
+            row = acc.setdefault((a, b), {"src_host": a, "dst_host": b, "rank_pairs": 0, "transports": set(),
+                                          "gdr": set()})
+            row["rank_pairs"] += 1
+            row["transports"].update(p.transports)
+            if p.gdr is not None:
+                row["gdr"].add(p.gdr)
+        return [{**r, "transports": sorted(r["transports"]),
+                 "gdr": (all(r["gdr"]) if r["gdr"] else None)} for _, r in sorted(acc.items())]
+
     def env_value(self, name: str) -> str | None:
         for e in self.env:
             if e.name == name:
@@ -343,6 +376,8 @@ class NcclLog:
             "providers": self.providers(),
             "gdr": [asdict(g) for g in self.gdr],
             "pairs": [asdict(p) for p in self.pairs()],
+            "node_links": self.node_links(),
+            "rails": {h: {str(r): n for r, n in ranks.items()} for h, ranks in self.rails().items()},
             "connections": [asdict(c) for c in self.connections[:5000]],
             "connections_total": len(self.connections),
             "nchannels": self.nchannels(),
