@@ -11,6 +11,7 @@ run's verdict can say which rank of the profiled job the log is about.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,42 @@ def _report_pids(rep: Mapping[str, Any]) -> set[int]:
     return pids
 
 
+# A kernel of NCCL's names its collective: ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllGather_RING_LL.
+_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]{1,40})")
+
+
+def _family(transport: str) -> str:
+    parts = transport.split("/")
+    return "/".join(parts[:2]) if parts[0] in ("NET", "P2P") and len(parts) > 1 else parts[0]
+
+
+def inter_node_traffic(network_path: Mapping[str, Any], results: Sequence[ReportResult]) -> dict[str, Any] | None:
+    """What crosses nodes, joined: the collectives the run's nsys reports ran (from their NCCL kernels' names)
+    and the transports the log shows between ranks of different nodes, with GPUDirect RDMA where it applies.
+    None when the log shows no inter-node pair or no nsys report ran an NCCL kernel."""
+    pairs = [p for p in network_path.get("pairs") or [] if isinstance(p, Mapping) and p.get("inter_node") is True]
+    collectives: list[str] = []
+    for r in results:
+        if r.tool != ToolKind.NSYS:
+            continue
+        for k in r.info.get("top_kernels") or []:
+            m = _COLLECTIVE.match(str(k.get("name") or "")[:200]) if isinstance(k, Mapping) else None
+            if m and m.group(1) not in collectives:
+                collectives.append(m.group(1))
+    if not pairs or not collectives:
+        return None
+    transports = sorted({_family(str(t)) for p in pairs for t in p.get("transports") or []})
+    gdr = [p["gdr"] for p in pairs if isinstance(p.get("gdr"), bool)]
+    return {"collectives": collectives, "transports": transports, "gdr": all(gdr) if gdr else None}
+
+
+def _traffic_sentence(traffic: Mapping[str, Any]) -> str:
+    colls = traffic["collectives"]
+    what = " and ".join(colls[:3]) + (" ..." if len(colls) > 3 else "")
+    gdr = "" if traffic["gdr"] is None else f", GPUDirect RDMA {'on' if traffic['gdr'] else 'off'}"
+    return f"the inter-node {what} run{'s' if len(colls) == 1 else ''} over {', '.join(traffic['transports'])}{gdr}"
+
+
 def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
     """The run's network path: its (first) NCCL log's, with the log's report label and the join with the
     run's nsys reports; None without a log. A run with several logs keeps each in its ``reports[]``."""
@@ -141,6 +178,9 @@ def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
     joined = join(first.info["network_path"], [r.info for r in results])
     if joined:
         out["joined"] = joined
+        traffic = inter_node_traffic(first.info["network_path"], results)
+        if traffic is not None:
+            out["inter_node_traffic"] = traffic
     if len(logs) > 1:
         out["other_logs"] = [r.label for r in logs[1:]]
     return out
@@ -159,6 +199,9 @@ def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
     if joined:
         parts = [f"{Path(str(j['report'])).name} holds NCCL rank{'s' if len(j['nccl_ranks']) > 1 else ''} "
                  f"{', '.join(str(n) for n in j['nccl_ranks'])}" for j in joined[:4]]
+        traffic = (network_path or {}).get("inter_node_traffic")
+        if traffic:
+            parts.append(_traffic_sentence(traffic))
         where = " (" + "; ".join(parts) + ")"
     if verdict is None:
         return Verdict(VERDICT_KIND, f"From the NCCL log{where}: {said['text']}", None,
@@ -168,4 +211,4 @@ def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
     return dataclasses.replace(verdict, text=f"{text}{'' if text.endswith('.') else '.'} {lead}{where}: {said['text']}")
 
 
-__all__ = ["analyze_log", "join", "rule_statuses", "run_network_path", "with_network"]
+__all__ = ["analyze_log", "inter_node_traffic", "join", "rule_statuses", "run_network_path", "with_network"]

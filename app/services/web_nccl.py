@@ -90,6 +90,7 @@ def nccl_path_section(summaries: Mapping[int | None, Mapping[str, Any]]) -> dict
         "first_warning": warnings[0] if warnings else None, "net_notes": list(path.get("net_notes") or [])[:SHOWN],
         "nchannels": path.get("nchannels"), "rings": list(path.get("rings") or [])[:4],
         "tests": tests, "joined": list(path.get("joined") or []),
+        "traffic": path.get("inter_node_traffic") if isinstance(path.get("inter_node_traffic"), Mapping) else None,
         "inter_transports": sorted({c["short"] for c in inter}),
         "inter_gdr": None if not inter or all(c["gdr"] is None for c in inter) else all(c["gdr"] for c in inter
                                                                                         if c["gdr"] is not None),

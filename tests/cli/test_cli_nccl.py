@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -70,9 +71,18 @@ def test_a_log_with_the_ranks_export_joins_them_and_the_verdict_says_so():
     # ault43.cscs.ch (the export's host) is the log's ault43, and the export's rank 0 is its rank 0.
     assert result["network_path"]["joined"] == [{"report": str(export), "host": "ault43.cscs.ch", "rank": 0,
                                                  "by": "host+rank", "nccl_ranks": [0]}]
+    # What crosses the nodes, joined: the export's NCCL kernels are AllReduce (read from its SQLite), and
+    # the log's inter-node pairs run over sockets.
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    kernels = {n for (n,) in con.execute("SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                                         "ON s.id = k.demangledName")}
+    con.close()
+    assert kernels and all(k.startswith("ncclKernel_AllReduce_") for k in kernels)
+    assert result["network_path"]["inter_node_traffic"] == {"collectives": ["AllReduce"],
+                                                            "transports": ["NET/Socket"], "gdr": None}
     verdict = result["verdict"]["text"]
     assert verdict.startswith(alone["verdict"]["text"].rstrip("."))  # the trace's own verdict leads
-    assert "holds NCCL rank 0" in verdict and "socket" in verdict.lower()
+    assert "holds NCCL rank 0" in verdict and "the inter-node AllReduce runs over NET/Socket" in verdict
     # The export's findings are the same with the log beside it; the log's NET findings come on top.
     own = [(f["rule_id"], f["impact_ns"]) for f in result["findings"] if not f["rule_id"].startswith("NET")]
     assert own == [(f["rule_id"], f["impact_ns"]) for f in alone["findings"]]

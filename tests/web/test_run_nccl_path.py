@@ -61,6 +61,7 @@ def test_the_run_page_shows_the_path_and_escapes_the_log(client, db, settings, i
     # The export (ault43, rank 0) is joined to the log's rank 0; the verdict carries the log's sentence.
     joined = unescape(re.search(r'id="nccl-joined">(.*?)</p>', section, re.S).group(1))
     assert export.name in joined and "rank 0" in joined
+    assert "Across nodes, AllReduce runs over NET/Socket." in " ".join(re.sub(r"<[^>]+>", "", joined).split())
     verdict = unescape(html.split('id="verdict"')[1].split("</div>")[0])
     assert "NCCL log" in verdict and "socket" in verdict.lower()
 
