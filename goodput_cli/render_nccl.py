@@ -72,9 +72,9 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
                           f"{', '.join(map(str, j.get('nccl_ranks') or []))} (matched by {j.get('by')})", 160))
     traffic = path.get("inter_node_traffic")
     if isinstance(traffic, dict):
-        gdr = "" if traffic.get("gdr") is None else f", GPUDirect RDMA {'on' if traffic['gdr'] else 'off'}"
+        rdma = "" if traffic.get("gdr") is None else f", GPUDirect RDMA {'on' if traffic['gdr'] else 'off'}"
         lines.append("   " + clip(f"across nodes: {' and '.join(map(str, traffic.get('collectives') or []))} over "
-                                  f"{', '.join(map(str, traffic.get('transports') or []))}{gdr}", 160))
+                                  f"{', '.join(map(str, traffic.get('transports') or []))}{rdma}", 160))
     lines.append("")
     return lines
 
