@@ -277,6 +277,7 @@ def aligned_windows(results: list[ReportResult], spec_kind: str) -> list[dict[st
 
     Each report's rules look at its own steady window (step 1 runs before the other ranks exist); this
     is where the ranks overlap, for comparing them over the same stretch."""
+    results = [r for r in results if r.tool != ToolKind.NCCL]  # a log has no timeline to align
     if spec_kind != "steady" or len(results) < 2 or any(r.tool != ToolKind.NSYS for r in results):
         return None
     bounds = [(r.info.get("window") or {}) for r in results]

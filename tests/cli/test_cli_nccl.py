@@ -134,3 +134,18 @@ def test_a_log_with_a_huge_line_is_bounded(tmp_path):
         assert len(proc.stderr.splitlines()) == 1
     else:
         assert json.loads(proc.stdout)["reports"][0]["tool"] == "nccl"
+
+
+def test_a_log_beside_two_ranks_changes_nothing_the_traces_say():
+    # Every field of the two ranks' analysis is the same with the log beside them (the aligned steady window,
+    # the network matrix, the collectives' split, reports, findings, rule statuses); the log adds its own.
+    ranks = [str(corpus_file("nccl-ring-2node-r0-ault43.sqlite")), str(corpus_file("nccl-ring-2node-r1-ault44.sqlite"))]
+    two = json.loads(goodput("analyze", *ranks, "--format", "json", "--quiet").stdout)
+    three = json.loads(goodput("analyze", str(AULT), *ranks, "--format", "json", "--quiet").stdout)
+    assert set(three) - set(two) == {"network_path"}
+    for key in set(two) - {"verdict", "reports", "findings", "rules"}:
+        assert three[key] == two[key], key
+    assert three["reports"][1:] == two["reports"] and three["reports"][0]["tool"] == "nccl"
+    assert [f for f in three["findings"] if not f["rule_id"].startswith("NET")] == two["findings"]
+    assert [r for r in three["rules"] if not r["id"].startswith("NET")] == two["rules"]
+    assert three["verdict"]["text"].startswith(two["verdict"]["text"].rstrip("."))
