@@ -26,10 +26,9 @@ VERDICT_KIND = "network"
 NEXT_STEP = "read the run's network path (transport, GPUDirect, NIC per GPU) and fix the first problem it names"
 
 
-def analyze_log(path: Path, label: str, rule_ids: Sequence[str] | None, spec_text: str,
-                thresholds: Mapping[str, Any] | None = None) -> ReportResult:
+def analyze_log(path: Path, label: str, spec_text: str, thresholds: Mapping[str, Any] | None = None) -> ReportResult:
     """One ingested NCCL log: its summary (``network_path``, ``verdict`` sentence), findings and the NET
-    rules' outcomes. ``rule_ids``: the selected rules (None: all); a NET rule not among them is dropped."""
+    rules' outcomes (every NET rule runs; ``thresholds``: the run's overrides, those of NET rules apply)."""
     from analysis.diagnosis import nccl as diagnose
     from analysis.readers.nccl import load
 
@@ -40,9 +39,6 @@ def analyze_log(path: Path, label: str, rule_ids: Sequence[str] | None, spec_tex
     sentence = diagnose.verdict(log, found)
     # The finding the sentence speaks for: the first serious one, in the order the NET rules rank them.
     lead = next((f for f in found if f.severity in ("critical", "warning")), None)
-    if rule_ids is not None:
-        chosen = set(rule_ids)
-        found = [f for f in found if f.rule_id in chosen]
     placed = [_placed(f, label) for f in found]
     info: dict[str, Any] = {"file": label, "tool": ToolKind.NCCL.value}
     if network_path.get("version"):

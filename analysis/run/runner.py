@@ -495,18 +495,9 @@ def analyze_in_run_step(tool: str, path: Path, label: str, ctx: AnalysisContext,
                         links: list[dict[str, Any]]) -> ReportResult:
     """A report of a kind the run step analyses (``AnalysisStep.RUN``): an NCCL log (its network path and
     NET rules, ``analysis.run.nccl_step``), else an ncu report linked to the run's nsys kernels."""
-    if tool == ToolKind.NCCL:
-        ids = None if ctx.selected == list(ctx.registry) else [r.id for r in ctx.selected]
-        return analyze_log(path, label, _nccl_ids(ids, ctx), ctx.spec.text, ctx.thresholds)
+    if tool == ToolKind.NCCL:  # the NET rules have their own registry: ``--rules`` selects the others
+        return analyze_log(path, label, ctx.spec.text, ctx.thresholds)
     return analyze_report(path, label, ctx, facts_dir, nsys_links=links)
-
-
-def _nccl_ids(ids: list[str] | None, ctx: AnalysisContext) -> list[str] | None:
-    """The NET rules a ``--rules`` selection keeps: those it names, when the registry lists NET rules (else
-    every NET finding: the selection cannot name them)."""
-    if ids is None or not any(r.tool == ToolKind.NCCL for r in ctx.registry):
-        return None
-    return ids
 
 
 def nsys_links(results: list[ReportResult]) -> list[dict[str, Any]]:
