@@ -203,3 +203,21 @@ def test_control_bytes_in_strings_survive_the_store(tmp_path):
     assert log.env_value("NCCL_ALGO") == "a\x00b\ufffd"
     assert log.warnings[0].message == "bad \x00 \x1b[31m red"
     json.dumps(log.to_json())
+
+
+def test_repeated_and_distinct_lines_of_every_kept_kind_stay_linear(tmp_path):
+    """Lines that update a kept item (GDR, NET notes, the last collective per thread, glued table pieces with
+    many hosts) cost the same whether the item is new or seen: no scan over what is kept."""
+    src = tmp_path / "mix.log"
+    n = 60_000
+    with src.open("w") as fh:
+        fh.write(HEAD.decode())
+        fh.write("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n")
+        for i in range(n):
+            fh.write(f"h{i}:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for GPU {i} / HCA 0 (distance 9 > 2)\n")
+            fh.write(f"h{i}:1:1 [0] NCCL INFO NET/IB : No device found.\n")
+            fh.write(f"h{i}:{i}:1 [0] NCCL INFO AllReduce: opCount {i} sendbuff 0x1 count 8 datatype 7\n")
+            fh.write(f"   {i} 2 float sum -1h{i}:1:1 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1\n")
+    parsed, cpu = cpu_and(lambda: parse_file(src))
+    assert cpu < 60
+    assert len(parsed.gdr) <= 10_000 and len(parsed.net_notes) <= 200 and len(parsed.hosts) <= 4096

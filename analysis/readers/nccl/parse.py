@@ -24,7 +24,9 @@ from analysis.readers.nccl.tables import TestsTable
 MAX_CONNECTIONS = 200_000      # distinct (channel, pair, direction, transport) rows kept
 MAX_WARNINGS_PER_KIND = 50     # WARN lines kept per kind (all are counted)
 MAX_FAILURE_LINES = 100        # non-NCCL failure lines kept (job step cancelled, exceptions ...)
-MAX_SMALL = 10_000             # any other per-item table (ranks, rings, trees, GDR lines, env ...)
+MAX_SMALL = 10_000             # any other per-item table (rings, GDR lines, NICs, algo/size pairs ...)
+MAX_RANKS = 100_000            # (communicator, rank) rows and (channel, rank) tree rows
+MAX_CONN_TEXT = 256            # text kept per connection (its line, its transport)
 MAX_TEXT = 512                 # longest text kept from one line in a table cell
 _TABLE_START = set("0123456789.-N")
 
@@ -73,7 +75,7 @@ def parse_transport(text: str) -> dict[str, Any]:
     into its parts: kind, net name, NIC index, PXN proxy rank, GDR, shared, P2P mode, read."""
     parts = text.strip().split("/")
     kind = parts[0].strip().upper() if parts else ""
-    out: dict[str, Any] = {"transport": _cut(text.strip()), "kind": kind, "net": None, "nic": None,
+    out: dict[str, Any] = {"transport": text.strip()[:MAX_CONN_TEXT], "kind": kind, "net": None, "nic": None,
                            "proxy_rank": None, "gdr": False, "shared": False, "mode": None, "read": False}
     rest = [p.strip() for p in parts[1:]]
     flags = {p.lower() for p in rest}
@@ -138,7 +140,9 @@ class LogParser:
         self._tuning_algos: list[str] = []
         self._tuning_protos: list[str] = []
         self._ofi_set: set[str] = set()
-        self._seen: set[str] = set()  # connection lines already read
+        self._seen: set[int] = set()  # hashes of connection and tree lines already read
+        self._notes: dict[tuple, dict[str, Any]] = {}
+        self._gdr_rows: dict[tuple, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ dispatch
     def feed(self, raw: str) -> None:
@@ -238,7 +242,8 @@ class LogParser:
                 self._tree_line(msg, o, lineno)
                 return
         if ": opCount " in msg:
-            self._last_coll[o.head] = msg[:msg.find(":")]
+            if o.head in self._last_coll or len(self._last_coll) < MAX_SMALL:
+                self._last_coll[o.head] = msg[:msg.find(":", 0, 64)]
             return
         if " Bytes -> Algo " in msg:
             self._algo(msg, o, lineno)
@@ -296,10 +301,11 @@ class LogParser:
             return
         via = right.find(" via ")
         if via >= 0:
-            if msg in self._seen:
+            h = hash(msg)  # a hash, not the text: the set stays small whatever the lines hold
+            if h in self._seen:
                 return  # the same connection printed again (by its other side, or a repeated init)
             if len(self._seen) < MAX_CONNECTIONS:
-                self._seen.add(msg)
+                self._seen.add(h)
             self._connection(msg, channel, int_or_none(of_text) if of_text else None, right[:via],
                              right[via + 5:], o, lineno)
             return
@@ -344,16 +350,17 @@ class LogParser:
         t = parse_transport(transport)
         row = {"channel": channel, "conn": conn, "src": src, "dst": dst, "src_tag": src_tag, "dst_tag": dst_tag,
                "direction": direction, "host": o.host, "pid": o.pid, "dev": o.dev, "label": o.label,
-               "line": lineno, **t, "text": _cut(msg)}
+               "line": lineno, **t, "text": msg[:MAX_CONN_TEXT]}
         r.connections[key] = row
 
     def _trees(self, msg: str, o: Origin, lineno: int) -> None:
         # "Trees [0] 1/2/-1->0->-1 [1] ..." (2.8+: down->me->up), "[0] 3->7->4/-1/-1" (2.4: up->me->down),
         # "[0] -1/-1/-1->2->1|1->2->-1/-1/-1" (2.5-2.7: the two directions of one tree).
-        if msg in self._seen:
+        h = hash(msg)
+        if h in self._seen:
             return
         if len(self._seen) < MAX_CONNECTIONS:
-            self._seen.add(msg)
+            self._seen.add(h)
         for chunk in msg[5:].split("[")[1:]:
             close = chunk.find("]")
             if close < 0:
@@ -388,7 +395,7 @@ class LogParser:
         up = int_or_none(up_text)
         downs = [d for d in (int_or_none(x) for x in down_text.split("/")) if d is not None and d >= 0]
         r = self.r
-        if (channel, me) not in r.trees and len(r.trees) < MAX_SMALL:
+        if (channel, me) not in r.trees and len(r.trees) < MAX_RANKS:
             r.trees[(channel, me)] = {"channel": channel, "rank": me, "up": up if up is not None and up >= 0 else None,
                                       "down": downs, "line": lineno}
 
@@ -432,13 +439,14 @@ class LogParser:
     def _note(self, kind: str, what: str, msg: str, o: Origin, lineno: int, count: int | None = None) -> None:
         r = self.r
         key = (kind, what, o.host)
-        for note in r.net_notes:
-            if note["key"] == key:
-                note["repeats"] += 1
-                return
-        if len(r.net_notes) < 200:
-            r.net_notes.append({"key": key, "kind": kind, "what": _cut(what), "host": o.host, "count": count,
-                                "line": lineno, "text": _cut(msg), "repeats": 1})
+        note = self._notes.get(key)
+        if note is not None:
+            note["repeats"] += 1
+        elif len(r.net_notes) < 200:
+            note = {"key": key, "kind": kind, "what": _cut(what), "host": o.host, "count": count,
+                    "line": lineno, "text": _cut(msg), "repeats": 1}
+            self._notes[key] = note
+            r.net_notes.append(note)
 
     def _nic_list(self, net: str, body: str, o: Origin, lineno: int) -> None:
         # "[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eno8303:192.168.0.3<0>" or "[0]ipogif0:148.187.44.46<0>"
@@ -538,13 +546,12 @@ class LogParser:
         else:
             return
         key = (row["host"], row["scope"], row["gpu"], row["hca"], row["enabled"], row["reason"])
-        for g in self.r.gdr:
-            if g["_key"] == key:
-                g["repeats"] += 1
-                return
-        if len(self.r.gdr) < MAX_SMALL:
-            row["_key"] = key
+        seen = self._gdr_rows.get(key)
+        if seen is not None:
+            seen["repeats"] += 1
+        elif len(self.r.gdr) < MAX_SMALL:
             row["repeats"] = 1
+            self._gdr_rows[key] = row
             self.r.gdr.append(row)
 
     def _bootstrap(self, msg: str, o: Origin) -> None:
@@ -570,7 +577,7 @@ class LogParser:
         r = self.r
         row = r.ranks.get(key)
         if row is None:
-            if len(r.ranks) >= MAX_SMALL:
+            if len(r.ranks) >= MAX_RANKS:
                 return
             row = r.ranks[key] = {"comm_id": _cut(comm_id), "rank": rank, "nranks": None, "host": o.host,
                                   "pid": o.pid, "cuda_dev": None, "nvml_dev": None, "bus_id": None,

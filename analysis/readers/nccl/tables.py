@@ -23,9 +23,10 @@ def _table_token(token: str) -> bool:
 def numeric_prefix(token: str, hosts: set[str]) -> tuple[str, str]:
     """``0mew0`` -> (``0``, ``mew0``): a table cell with a host name glued to it, split at a known host when
     one matches, else after the longest run of number characters."""
-    for host in hosts:
-        if host and token.endswith(host) and len(token) > len(host):
-            return token[:-len(host)], host
+    # A cell is short ("-1", "0", "N/A", "1e+00") and a host name at most 255 characters: a few set lookups.
+    for i in range(1, min(len(token), 33)):
+        if len(token) - i <= 255 and token[i:] in hosts:
+            return token[:i], token[i:]
     if token.startswith("N/A"):
         return "N/A", token[3:]
     i = 0
