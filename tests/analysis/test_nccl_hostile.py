@@ -221,3 +221,14 @@ def test_repeated_and_distinct_lines_of_every_kept_kind_stay_linear(tmp_path):
     parsed, cpu = cpu_and(lambda: parse_file(src))
     assert cpu < 60
     assert len(parsed.gdr) <= 10_000 and len(parsed.net_notes) <= 200 and len(parsed.hosts) <= 4096
+
+
+def test_the_widest_ring_of_a_channel_wins_over_a_sub_communicator(tmp_path):
+    src = tmp_path / "rings.log"
+    src.write_text(HEAD.decode() + "\n".join([
+        "h:1:1 [0] NCCL INFO Channel 00/02 :    0   1",            # a 2-rank communicator first
+        "h:1:1 [0] NCCL INFO Channel 00/04 :    0   1   2   3",    # the world
+        "h:1:1 [0] NCCL INFO Channel 00/02 :    1   0",
+    ]) + "\n")
+    parsed = parse_file(src)
+    assert parsed.rings[0]["ranks"] == [0, 1, 2, 3]

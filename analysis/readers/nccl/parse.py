@@ -316,12 +316,17 @@ class LogParser:
             total = int_or_none(of_text)
             if total is not None and total > r.channel_counts.get("declared", 0):
                 r.channel_counts["declared"] = total
-        if channel in r.rings or len(r.rings) >= MAX_SMALL:
+        known = r.rings.get(channel)
+        tokens = right.split()
+        if known is not None and known["size"] >= len(tokens):
+            return  # a ring of this channel with as many members is known (several communicators: the widest)
+        if known is None and len(r.rings) >= MAX_SMALL:
             return
-        members = [int_or_none(t) for t in right.split()]
+        members = [int_or_none(t) for t in tokens]
         if not members or any(m is None for m in members):
             return
-        r.rings[channel] = {"channel": channel, "ranks": members, "line": lineno}
+        if known is None or len(members) > len(known["ranks"]):
+            r.rings[channel] = {"channel": channel, "ranks": members, "line": lineno, "size": len(members)}
 
     def _connection(self, msg: str, channel: int, conn: int | None, pair: str, transport: str, o: Origin,
                     lineno: int) -> None:

@@ -67,6 +67,7 @@ class RailMisuse(NetRule):
         problems: list[str] = []
         # Sharing while NICs idle
         shared = {k: v for k, v in users.items() if len(v) >= params["min_gpus_per_nic"]}
+        texts = {c.line: c.text for c in log.connections} if shared else {}
         if shared:
             for (host, nic), ranks in sorted(shared.items()):
                 # NICs the log lists (a net plugin lists none: its provider's NIC count stands for them)
@@ -81,8 +82,7 @@ class RailMisuse(NetRule):
                 name = next((f"{n.name} ({n.kind})" for n in listed if n.index == nic), f"NIC {nic}")
                 problems.append(f"on {host}, ranks {sorted(ranks)} share {name} while {idle_count} RDMA NIC(s) "
                                 f"carry nothing" + (f" ({', '.join(n.name for n in idle[:6])})" if idle else ""))
-                evidence.append(line_evidence(lines[(host, nic)], next((c.text for c in log.connections
-                                                                        if c.line == lines[(host, nic)]), None),
+                evidence.append(line_evidence(lines[(host, nic)], texts.get(lines[(host, nic)]),
                                               rank=min(ranks), name=name, host=host))
         # Cross-rail without PXN
         cross = [(k, v) for k, v in sides.items() if "send" in v and "recv" in v and v["send"] != v["recv"]]
@@ -94,12 +94,16 @@ class RailMisuse(NetRule):
                 if c.channel == ch and c.src == src and c.dst == dst and c.kind == "NET":
                     evidence.append(line_evidence(c.line, c.text, rank=src, name=c.transport))
         # Off the closest NIC
+        rank_rows = {x.rank: x for x in log.ranks}
+        gdr_by_gpu: dict[tuple[str | None, str], list] = {}
+        for g in log.gdr:
+            if g.scope == "gpu" and g.distance is not None and g.gpu is not None:
+                gdr_by_gpu.setdefault((g.host, g.gpu.lstrip("0")), []).append(g)
         for rank, nics in sorted(rank_nics.items()):
-            r = next((x for x in log.ranks if x.rank == rank), None)
+            r = rank_rows.get(rank)
             if r is None or not r.bus_id:
                 continue
-            mine = [g for g in log.gdr if g.scope == "gpu" and g.distance is not None and g.host == hosts.get(rank)
-                    and g.gpu is not None and g.gpu.lstrip("0") == r.bus_id.lstrip("0")]
+            mine = gdr_by_gpu.get((hosts.get(rank), r.bus_id.lstrip("0")), [])
             if len({g.hca for g in mine}) < 2:
                 continue
             best = min(g.distance for g in mine if g.distance is not None)
