@@ -258,6 +258,7 @@ def test_cori_2x8_ib_nine_nics_completion_error(logs):
     [w] = log.warnings
     assert (w.kind, w.rank, w.host, w.dev) == ("wc_error", 10, "cgpu09", 0)  # printed by the proxy thread: [0]
     assert "error 12" in w.message
+    assert log.to_json()["warnings"][0]["nic"] == "NET/IB/6 = mlx5_3 (RoCE)"  # rank 10's cross-node NIC
     assert any("DUE TO TIME LIMIT" in f.text for f in log.failures)
 
 
@@ -311,6 +312,9 @@ def test_a100_pcie_ib_gdr_forced_on(logs):
     assert log.env_value("NCCL_NET_GDR_LEVEL") == "SYS"
     g = next(g for g in log.gdr if g.scope == "gpu")
     assert (g.gpu, g.hca, g.enabled, g.distance, g.op, g.level) == ("81000", 0, True, 6, "<=", 7)
+    nic = next(n for n in log.to_json()["nics"] if n["host"] == "n013")
+    assert {(x["gpu"], x["enabled"], x["distance"], x["level"]) for x in nic["gdr"] if x["scope"] == "gpu"} == {
+        ("81000", True, 6, 7)}  # GDR per GPU on this NIC, with the distance that decided it
     assert {(p.src, p.dst, p.transports, p.gdr) for p in log.pairs()} == {(0, 1, ("NET/IB/0/GDRDMA",), True),
                                                                           (1, 0, ("NET/IB/0/GDRDMA",), True)}
     assert log.nchannels() == 2 and [r.ranks for r in log.rings] == [(0, 1)] * 2

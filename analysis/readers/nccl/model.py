@@ -291,6 +291,34 @@ class NcclLog:
         """Net plugin providers (aws-ofi-nccl: efa, cxi ...) and how many NICs each found."""
         return {str(n["what"]): n.get("count") for n in self.net_notes if n.get("kind") == "provider"}
 
+    def nic_name(self, host: str | None, index: int) -> str:
+        """``NET/IB/6 = mlx5_3 (RoCE)``: a NIC index as the log names it on that host."""
+        for n in self.nics:
+            if n.index == index and (n.host == host or host is None):
+                return f"NET/{n.net}/{index} = {n.name} ({n.kind})"
+        nets = [c.net for c in self.connections if c.kind == "NET" and c.nic == index and c.net]
+        return f"NET/{nets[0]}/{index}" if nets else f"net device {index}"
+
+    def nic_of_warning(self, w: Warn) -> str | None:
+        """The NIC a WARN is about: the device it names (``for device N``), else the one NIC its rank's own
+        side of the network connections used (all of them, comma-separated, when several)."""
+        device = None
+        at = w.message.find("for device ")
+        if at >= 0:
+            digits = ""
+            for ch in w.message[at + 11:at + 20]:
+                if not ch.isdigit():
+                    break
+                digits += ch
+            device = int(digits) if digits else None
+        if device is None and w.rank is not None:
+            own = sorted({c.nic for c in self.connections if c.kind == "NET" and c.nic is not None and (
+                (c.direction == "send" and c.src == w.rank) or (c.direction == "recv" and c.dst == w.rank))})
+            if len(own) > 1:
+                return ", ".join(self.nic_name(w.host, d) for d in own)
+            device = own[0] if own else None
+        return self.nic_name(w.host, device) if device is not None else None
+
     def rails(self) -> dict[str, dict[int, list[int]]]:
         """host -> rank -> the NIC indices that rank's own side of its inter-node connections used (PXN: the
         proxy's NIC counts for the proxy): the colours of a rail view."""
@@ -364,6 +392,11 @@ class NcclLog:
     def to_json(self) -> dict[str, Any]:
         """The run's network path, JSON-safe (every string as found in the log: escape it where shown)."""
         hosts = self.rank_hosts()
+        gdr_by_nic: dict[tuple[str | None, int | None], list[dict[str, Any]]] = {}
+        for g in self.gdr:  # per GPU and per HCA, the line that decided GPUDirect for this NIC
+            gdr_by_nic.setdefault((g.host, g.hca), []).append(
+                {"scope": g.scope, "gpu": g.gpu, "enabled": g.enabled, "distance": g.distance, "level": g.level,
+                 "reason": g.reason, "line": g.line})
         return {
             "version": self.version,
             "version_raw": self.version_raw,
@@ -371,7 +404,7 @@ class NcclLog:
                        "oob": self.oob.get(h)} for h in self.nodes()],
             "ranks": [asdict(r) for r in self.ranks],
             "networks": dict(self.networks),
-            "nics": [asdict(n) for n in self.nics],
+            "nics": [{**asdict(n), "gdr": gdr_by_nic.get((n.host, n.index), [])} for n in self.nics],
             "net_notes": [dict(n) for n in self.net_notes],
             "providers": self.providers(),
             "gdr": [asdict(g) for g in self.gdr],
@@ -386,7 +419,7 @@ class NcclLog:
             "trees": [asdict(t) for t in self.trees[:5000]],
             "nvls": dict(self.nvls),
             "env": [asdict(e) for e in self.env],
-            "warnings": [asdict(w) for w in self.warnings],
+            "warnings": [{**asdict(w), "nic": self.nic_of_warning(w)} for w in self.warnings],
             "warning_counts": dict(self.warning_counts),
             "failures": [asdict(f) for f in self.failures],
             "algo_calls": [asdict(a) for a in self.algo_calls],

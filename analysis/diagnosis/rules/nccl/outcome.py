@@ -148,24 +148,7 @@ class FailureRootCause(NetRule):
 
     @staticmethod
     def _nic(log: NcclLog, w: Warn) -> str | None:
-        device = None
-        if "for device " in w.message:
-            device = _int_after(w.message, "for device ")
-        if device is None and w.rank is not None:
-            own = sorted({c.nic for c in log.connections if c.kind == "NET" and c.nic is not None
-                          and ((c.direction == "send" and c.src == w.rank) or (c.direction == "recv" and c.dst == w.rank))})
-            device = own[0] if len(own) == 1 else None
-            if len(own) > 1:
-                return ", ".join(_nic_name(log, w.host, d) for d in own)
-        return _nic_name(log, w.host, device) if device is not None else None
-
-
-def _nic_name(log: NcclLog, host: str | None, index: int) -> str:
-    for n in log.nics:
-        if n.index == index and (n.host == host or host is None):
-            return f"NET/{n.net}/{index} = {n.name} ({n.kind})"
-    nets = [c.net for c in log.connections if c.kind == "NET" and c.nic == index and c.net]
-    return f"NET/{nets[0]}/{index}" if nets else f"net device {index}"
+        return log.nic_of_warning(w)
 
 
 def _int_after(text: str, marker: str) -> int | None:
