@@ -232,3 +232,17 @@ def test_the_widest_ring_of_a_channel_wins_over_a_sub_communicator(tmp_path):
     ]) + "\n")
     parsed = parse_file(src)
     assert parsed.rings[0]["ranks"] == [0, 1, 2, 3]
+
+
+def test_collnet_and_nvls_lines_are_counted(tmp_path):
+    src = tmp_path / "collnet.log"
+    src.write_text(HEAD.decode() + "\n".join([
+        "h:1:1 [0] NCCL INFO CollNet 00/0 : 0 [receive] via COLLNET/SHARP/0/GDRDMA",
+        "h:1:1 [0] NCCL INFO CollNet 00/1 : 0 [send] via COLLNET/SHARP/0/GDRDMA",
+        "h:1:1 [0] NCCL INFO Connected CollNet",
+        "h:1:1 [0] NCCL INFO NVLS multicast support is available on dev 0",
+        "h:1:1 [0] NCCL INFO Connected NVLS tree",
+    ]) + "\n")
+    parsed = parse_file(src)
+    assert parsed.channel_counts["collnet_connections"] == 2 and parsed.channel_counts["collnet_connected"] == 1
+    assert parsed.nvls["available"] == 1 and parsed.nvls["connected"] is True

@@ -231,6 +231,11 @@ class LogParser:
             if msg.startswith("Could not enable P2P between dev "):
                 self._p2p_refused(msg, o)
                 return
+            if msg.startswith("CollNet ") and " via " in msg:
+                # "CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA": a rank's link into the in-network tree
+                counts = self.r.channel_counts
+                counts["collnet_connections"] = counts.get("collnet_connections", 0) + 1
+                return
         if c == "R" and msg.startswith("Ring "):
             self._channel(msg, o, lineno)
             return
