@@ -134,7 +134,8 @@ class IntraNodePath(NetRule):
     reason read from the log: ``NCCL_P2P_DISABLE``/``NCCL_P2P_LEVEL`` env lines, ``Could not enable P2P``
     lines (the GPUs' path is too long, e.g. across CPU sockets), NVLink in the topology dump (``NVL[bw]``)
     or the graph search (``type NVL/...``). The channel count is compared with what the graph search found
-    for the same topology (``Pattern ..., nChannels N``).
+    for the same topology (``Pattern ..., nChannels N``, which NCCL then doubles): below ``min_channel_share_pct``
+    of that, a setting or a declared link cut them.
     """
 
     id = "NET004"
@@ -185,7 +186,7 @@ class IntraNodePath(NetRule):
         searched = [g for g in log.graphs if g.nchannels]
         if nch and searched and pairs:
             best = max(searched, key=lambda g: g.nchannels or 0)
-            expected = 2 * (best.nchannels or 0) if (best.type or "").startswith("NVL") else (best.nchannels or 0)
+            expected = 2 * (best.nchannels or 0)  # NCCL doubles the rings its search finds (up to its maximum)
             if expected and nch * 100 < params["min_channel_share_pct"] * expected:
                 findings.append(self.finding(
                     "Fewer channels than the topology gives",
