@@ -330,3 +330,29 @@ def test_net004_planted_channels_far_below_the_graph_search(tmp_path):
     [f] = by_rule(log, "NET004")
     assert f.title == "Fewer channels than the topology gives" and f.extra["nccl"]["channels"] == 2
     assert f.extra["nccl"]["expected"] == 24
+
+
+# Where each NET rule fires on the real corpus (and so where it stays silent): a change here is a decision.
+CORPUS_CASES = {
+    "p5-2x8-h100-efa-nvls-allreduce-2.22.log": {"NET005"},
+    "1x2-a100pcie-nvlbridge-allreduce-2.27.log": set(),
+    "ault-2x2-shm-socket-tree-simple-2.17.log": {"NET001", "NET004", "NET005"},
+    "pizdaint-4x1-aries-socket-tree-ll128-2.17.log": {"NET001", "NET005"},
+    "1x3-a100-p2pdirect-coll-alltoall-2.7.log": set(),
+    "polaris-1x4-coll-tuning-trace-2.20.log": set(),
+    "snellius-1x4-h100-p2pdirect-allreduce-2.22.log": {"NET005"},
+    "corigpu-2node-connect-noroute-2.8.log": {"NET006"},
+    "perlmutter-2x4-ibext-ibv_create_cq-fail-2.9.log": {"NET002", "NET006"},
+    "perlmutter-2x4-roce-ibv_create_cq-fail-2.7.log": {"NET002", "NET003", "NET006"},
+    "perlmutter-2x4-podman-ofi-regmr-fail-2.21.log": {"NET005", "NET006"},
+    "corigpu-2x8-v100-ib-9nic-wcerr12-2.4.log": {"NET002", "NET003", "NET006"},
+    "2x1-v100-mlx5-roce-allgather-ok-2.5.log": {"NET002", "NET005", "NET007"},
+    "1x2-a100pcie-p2pipc-allreduce-2.16.log": {"NET005"},
+    "1x2-smartio-p2pdisabled-shm-allreduce-2.23.log": {"NET004", "NET005"},
+    "2x1-a100pcie-ib-gdr-on-allreduce-2.16.log": {"NET005"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS_CASES))
+def test_which_rules_fire_on_each_corpus_log(name, tmp_path_factory):
+    assert {f.rule_id for f in findings(real(name, tmp_path_factory))} == CORPUS_CASES[name]
