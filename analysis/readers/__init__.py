@@ -1,7 +1,7 @@
 """Readers: the input kinds Goodput reads (nsys SQLite exports, ncu CSVs, NCCL debug logs), the one interface
 each reader meets (``Reader``: detect, ingest, summarize, which step analyses it) and their registry.
 
-Nothing is registered at import: ``analysis.readers.kinds.default_readers()`` lists the readers explicitly
+Nothing is registered at import: ``analysis.input_kinds.default_readers()`` lists the readers explicitly
 and builds the registry on first use; a second reader for one kind fails there, never silently wins.
 This module is standard library only (the CLI imports it before anything heavy).
 """
