@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from analysis.readers.nccl.ingest import MAX_LOG_BYTES, ingest, looks_like_nccl_log, parse_file
 from analysis.readers.nccl.lines import normalize_version
-from analysis.readers.nccl.model import NcclLog, load
+from analysis.readers.nccl.model import NcclLog
+from analysis.readers.nccl.store import load
 
 __all__ = ["MAX_LOG_BYTES", "NcclLog", "ingest", "load", "looks_like_nccl_log", "normalize_version", "parse_file"]
