@@ -44,8 +44,18 @@ def verdict(log: NcclLog, found: list[Finding] | None = None) -> str | None:
     if not serious:
         return None
     top = serious[0]
-    first = top.message.split(". ")[0].rstrip(".")
-    return f"{top.title}: {first}."
+    return f"{top.title}: {first_sentence(top.message)}"
 
 
-__all__ = ["VERDICT_ORDER", "findings", "registry", "verdict"]
+def first_sentence(text: str) -> str:
+    """The text up to its first sentence end (". " outside a `quoted` log line), ending with one period."""
+    quoted = False
+    for i, ch in enumerate(text):
+        if ch == "`":
+            quoted = not quoted
+        elif ch == "." and not quoted and text[i + 1:i + 2] in (" ", ""):
+            return text[:i + 1]
+    return text.rstrip(".") + "."
+
+
+__all__ = ["VERDICT_ORDER", "findings", "first_sentence", "registry", "verdict"]

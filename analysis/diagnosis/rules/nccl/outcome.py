@@ -49,6 +49,21 @@ MEANINGS = {
     "invalid_usage": "NCCL was called incorrectly",
 }
 CONSEQUENCES = {"connection_closed", "connection_refused"}
+# A finding's title per root-cause kind.
+TITLES = {
+    "mr_registration": "GPU memory registration on the NIC failed",
+    "ibv_create_cq": "NIC set-up failed (ibv_create_cq)",
+    "ibv_modify_qp": "NIC set-up failed (ibv_modify_qp)",
+    "ibv_create_qp": "NIC set-up failed (ibv_create_qp)",
+    "wc_error": "a network link returned a completion error",
+    "no_route": "the bootstrap network cannot reach the root rank",
+    "connection_refused": "a peer refused the bootstrap connection",
+    "connection_closed": "a peer closed its connection",
+    "timeout": "an NCCL operation timed out",
+    "oom": "out of memory",
+    "cuda_error": "a CUDA call failed",
+    "invalid_usage": "NCCL was called incorrectly",
+}
 WC_STATUS = {12: "IBV_WC_RETRY_EXC_ERR: retries exhausted, the remote NIC never acknowledged (a link, cable, port "
                  "or peer down)", 13: "IBV_WC_RNR_RETRY_EXC_ERR: receiver not ready, retries exhausted",
              5: "IBV_WC_WR_FLUSH_ERR: the queue pair was already in error", 4: "IBV_WC_LOC_PROT_ERR: local "
@@ -128,7 +143,7 @@ class FailureRootCause(NetRule):
         who = f"rank {root.rank}" if root.rank is not None else f"{root.host or 'an unknown host'}"
         if len(ranks) > 1:
             who = f"ranks {ranks[:limit]}"
-        message = (f"Root cause: {who} logged `{root.message[:200]}` first (line {root.line}"
+        message = (f"{who[0].upper()}{who[1:]} logged `{root.message[:200]}` first (line {root.line}"
                    f"{', host ' + root.host if root.host else ''}{', NIC ' + nic if nic else ''}): {meaning}.")
         if len(same) > 1:
             message += f" {log.warning_counts.get(root.kind, len(same))} such WARN line(s) in all."
@@ -141,7 +156,7 @@ class FailureRootCause(NetRule):
         evidence += [line_evidence(w.line, w.message, rank=w.rank, name=w.kind, host=w.host)
                      for w in failing if w is not root][:8]
         evidence += [line_evidence(f.line, f.text, rank=f.label, name=f.kind) for f in log.failures[:4]]
-        return [self.finding(f"Failure root cause: {root.kind.replace('_', ' ')}", message, evidence,
+        return [self.finding(f"Failure root cause: {TITLES.get(root.kind, root.kind)}", message, evidence,
                              severity="critical", rank=root.rank, total=len(failing) + len(log.failures),
                              root_kind=root.kind, root_line=root.line, root_rank=root.rank, nic=nic,
                              failing_ranks=ranks, peers=peers)]
