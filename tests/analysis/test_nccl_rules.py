@@ -356,3 +356,10 @@ CORPUS_CASES = {
 @pytest.mark.parametrize("name", sorted(CORPUS_CASES))
 def test_which_rules_fire_on_each_corpus_log(name, tmp_path_factory):
     assert {f.rule_id for f in findings(real(name, tmp_path_factory))} == CORPUS_CASES[name]
+
+
+def test_first_sentence_ends_outside_a_quoted_line():
+    from analysis.diagnosis.nccl import first_sentence
+    assert first_sentence("Rank 1 logged `for device 3. RC: -22` first: bad. More.") == \
+        "Rank 1 logged `for device 3. RC: -22` first: bad."
+    assert first_sentence("no period") == "no period."
