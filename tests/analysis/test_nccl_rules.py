@@ -88,6 +88,7 @@ def test_thresholds_are_checked_and_applied(tmp_path_factory):
     assert "NET001" not in {f.rule_id for f in findings(log, {"NET001.min_pairs": 100})}
     with pytest.raises(ThresholdError):
         findings(log, {"NET001.no_such": 1})
+    assert findings(log, {"GPU001.min_gap_us": 5}) == findings(log)  # another tool's overrides are not ours
     with pytest.raises(ThresholdError):
         findings(log, {"NET004.min_channel_share_pct": 500})
 

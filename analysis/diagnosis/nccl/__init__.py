@@ -22,8 +22,12 @@ def registry() -> Registry:
 
 def findings(log: NcclLog, thresholds: Mapping[str, float] | None = None) -> list[Finding]:
     """Every NET rule on ``log``. ``thresholds``: overrides like ``{'NET004.min_channel_share_pct': 25}``
-    (checked: ``ThresholdError``). A rule that crashes is logged and skipped; the others still run."""
+    (those of NET rules are checked: ``ThresholdError``; other rules' are ignored). A rule that crashes is
+    logged and skipped; the others still run."""
     reg = registry()
+    own = set(reg.ids())
+    # A job's overrides name every tool's rules: the NET ones are checked and applied, the others are not ours.
+    thresholds = {k: v for k, v in (thresholds or {}).items() if k.partition(".")[0] in own}
     reg.validate_overrides(thresholds)
     out: list[Finding] = []
     for rule_cls in reg:
