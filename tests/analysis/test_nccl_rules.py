@@ -364,3 +364,9 @@ def test_first_sentence_ends_outside_a_quoted_line():
     assert first_sentence("Rank 1 logged `for device 3. RC: -22` first: bad. More.") == \
         "Rank 1 logged `for device 3. RC: -22` first: bad."
     assert first_sentence("no period") == "no period."
+
+
+def test_net004_planted_p2p_over_pcie_where_nvlink_exists(tmp_path):
+    log, _src = planted(tmp_path, NVL_BRIDGE, replace=(("type NVL/PIX", "type PHB/PIX"),))
+    [f] = by_rule(log, "NET004")
+    assert f.title == "Intra-node P2P over PCIe where NVLink exists" and "NVL[240.0]" in f.message

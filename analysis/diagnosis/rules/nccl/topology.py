@@ -133,7 +133,8 @@ class IntraNodePath(NetRule):
     *How it is detected*: same-host pairs via ``SHM/...`` (or ``P2P`` with the env forcing it off), with the
     reason read from the log: ``NCCL_P2P_DISABLE``/``NCCL_P2P_LEVEL`` env lines, ``Could not enable P2P``
     lines (the GPUs' path is too long, e.g. across CPU sockets), NVLink in the topology dump (``NVL[bw]``)
-    or the graph search (``type NVL/...``). The channel count is compared with what the graph search found
+    or the graph search (``type NVL/...``); P2P pairs whose graph search settled on a PCIe/CPU path (``type
+    PHB/...``) while the topology lists NVLink. The channel count is compared with what the graph search found
     for the same topology (``Pattern ..., nChannels N``, which NCCL then doubles): below ``min_channel_share_pct``
     of that, a setting or a declared link cut them.
     """
@@ -181,6 +182,18 @@ class IntraNodePath(NetRule):
             ev = env_evidence(log, "NCCL_P2P_DISABLE") or env_evidence(log, "NCCL_P2P_LEVEL")
             findings.append(self.finding("P2P disabled by the environment", "NCCL_P2P_DISABLE/NCCL_P2P_LEVEL turn "
                                          "GPU peer-to-peer off for this job.", [ev] if ev else [], severity="warning"))
+        # P2P over PCIe although NVLink joins the GPUs: the graph search settled on a PCIe/CPU path.
+        p2p = [p for p in pairs if p.transports and all(t.startswith("P2P") for t in p.transports)]
+        found = [g for g in log.graphs if (g.nchannels or 0) > 0 and g.type]
+        if p2p and log.topo_links.get("NVL") and found and not any((g.type or "").startswith("NVL") for g in found):
+            g = found[0]
+            findings.append(self.finding(
+                "Intra-node P2P over PCIe where NVLink exists",
+                f"{len(p2p)} intra-node pair(s) ({pair_text(p2p)}) use P2P over a {(g.type or '').split('/')[0]} path while "
+                f"the topology lists NVLink (NVL[{log.topo_links['NVL'].get('max_bw')}]): a topology file or "
+                "NCCL_P2P_LEVEL kept NCCL off NVLink.",
+                [line_evidence(g.line, f"nChannels {g.nchannels}", name="graph search", type=g.type, derived=True)],
+                severity="warning", pairs=len(p2p), path=g.type))
         # Channels far below what the graph search found.
         nch = log.nchannels()
         searched = [g for g in log.graphs if g.nchannels]
