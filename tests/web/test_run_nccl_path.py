@@ -75,3 +75,19 @@ def test_the_api_returns_the_network_path(client, db, settings, ingested, tmp_pa
     assert [n["host"] for n in path["nodes"]] == ["ault43", HOST]  # as found: escaping is the page's job
     assert {(p["src"], p["dst"]) for p in path["pairs"]} == set(_transports(log))
     assert summary["verdict"]["kind"] == "network" and summary["verdict"]["rule_id"] == "NET001"
+
+
+def test_a_logs_report_drill_downs_answer_without_a_server_error(client, db, settings, ingested, tmp_path) -> None:
+    import sqlalchemy as sa
+
+    from app.models import Report
+
+    log = planted_log(tmp_path / "job.log")
+    run_id = seed.store_run(db, settings, ingested, [log], job="nccl-drill")
+    report_id = db.scalar(sa.select(Report.id).where(Report.run_id == run_id, Report.kind == "nccl"))
+    assert report_id is not None
+    tables = client.get(f"/runs/{run_id}/reports/{report_id}/tables.json")
+    assert tables.status_code == 200 and tables.get_json()["kernels"] == []
+    for what in ("timeline.json", "trace.json"):
+        resp = client.get(f"/runs/{run_id}/reports/{report_id}/{what}")
+        assert resp.status_code < 500, (what, resp.status_code)
