@@ -246,3 +246,31 @@ def test_collnet_and_nvls_lines_are_counted(tmp_path):
     parsed = parse_file(src)
     assert parsed.channel_counts["collnet_connections"] == 2 and parsed.channel_counts["collnet_connected"] == 1
     assert parsed.nvls["available"] == 1 and parsed.nvls["connected"] is True
+
+
+def test_numbers_past_any_column_and_unicode_digits_are_no_crash(tmp_path, caplog):
+    big = "9" * 11            # past a 32-bit column
+    huge = "9" * 5000         # past Python's int() digit limit
+    src = tmp_path / "big.log"
+    src.write_text(HEAD.decode() + "\n".join([
+        f"h:{big}:{big} [{big}] NCCL INFO ncclCommInitRank comm 0x1 rank {big} nranks {big} cudaDev {big} busId 1 - Init START",
+        f"h:1:1 [0] NCCL INFO Channel {big}/{big} : {big}[0] -> 1[1] [send] via NET/IB/{big}({big})/GDRDMA",
+        f"[1,{big}]<stdout>:h:{huge}:1 [{huge}] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC",
+        f"{big[:6]}: h:1:1 [0] NCCL INFO Trees [{big}] {big}/-1/-1->{big}->-1",
+        "²: h:1:1 [²] NCCL INFO Channel ² : ²[0] -> 1[1] via P2P/IPC",
+        f"h:1:1 [0] NCCL INFO {huge} Bytes -> Algo {huge} proto ² time 1",
+        f"h:1:1 [0] NCCL INFO {huge} coll channels, ² p2p channels",
+        f"h:1:1 [0] misc/x.cc:1 NCCL WARN NET/IB : Got completion with error {huge}, opcode 1",
+        f"h:1:1 [0] misc/x.cc:1 NCCL WARN Unable to register memory for device {huge}",
+        f"NCCL version {huge}.1.1",
+        "NCCL version ².1.1",
+    ]) + "\n")
+    out = tmp_path / "big.duckdb"
+    ingest(src, out)
+    log = load(out)
+    from analysis.diagnosis.nccl import findings
+    found = findings(log)
+    assert "rule failed" not in caplog.text  # no NET rule crashed on it either
+    assert any(f.rule_id == "NET006" for f in found)
+    assert any(c.channel == int(big) and c.proxy_rank == int(big) for c in log.connections)
+    json.dumps(log.to_json())

@@ -12,6 +12,7 @@ from typing import BinaryIO
 
 MAX_LINE_BYTES = 64 * 1024  # longer lines are cut here (and counted)
 _STD_TAGS = ("<stdout>:", "<stderr>:")
+_ASCII_DIGITS = frozenset("0123456789")
 
 
 class Origin:
@@ -137,10 +138,10 @@ def strip_mpirun(line: str) -> str:
 def peel_label(line: str) -> tuple[int | None, str]:
     """An srun ``N:`` / mpirun ``[1,N]`` / ``[TAG]:`` prefix split off: (task number or None, the rest)."""
     s = line.lstrip(" ")
-    if s[:1].isdigit():
+    if s[:1] in _ASCII_DIGITS:
         colon = s.find(":", 0, 8)
-        if colon > 0 and s[:colon].isdigit() and s[colon + 1:colon + 2] in (" ", ""):
-            return int(s[:colon]), s[colon + 2:]
+        if colon > 0 and s[colon + 1:colon + 2] in (" ", "") and (label := int_or_none(s[:colon])) is not None:
+            return label, s[colon + 2:]
         return None, line
     if s.startswith("["):
         close = s.find("]", 1, 40)
@@ -150,7 +151,7 @@ def peel_label(line: str) -> tuple[int | None, str]:
             if rest.startswith(_STD_TAGS):
                 rest = rest[9:]
                 head, _, tail = inner.partition(",")
-                return (int(tail) if tail.isdigit() else None), rest
+                return int_or_none(tail), rest
             if rest.startswith(":") and inner.isalpha() and inner.isupper():
                 return None, rest[1:]
     return None, line
@@ -162,7 +163,7 @@ def parse_origin(head: str) -> tuple[str | None, int | None, int | None, int | N
     host = pid = tid = dev = None
     for i, part in enumerate(parts):
         if part.startswith("[") and part.endswith("]") and part[1:-1].isdigit():
-            dev = int(part[1:-1])
+            dev = int_or_none(part[1:-1])
             if i > 0:
                 host, pid, tid = _host_pid_tid(parts[i - 1])
             return host, pid, tid, dev
@@ -175,7 +176,7 @@ def _host_pid_tid(token: str) -> tuple[str | None, int | None, int | None]:
     rest, _, tid = token.rpartition(":")
     host, _, pid = rest.rpartition(":")
     if host and pid.isdigit() and tid.isdigit():
-        return host, int(pid), int(tid)
+        return host, int_or_none(pid), int_or_none(tid)
     return None, None, None
 
 
@@ -214,7 +215,7 @@ def normalize_version(text: str) -> str | None:
     """NCCL's version as ``major.minor.patch`` from ``2.9.8+cuda11.3`` or PyTorch's ``20.9.8`` (code 20908)."""
     core = text.strip().split("+", 1)[0].split()[0] if text.strip() else ""
     parts = core.split(".")
-    if len(parts) < 3 or not all(p.isdigit() for p in parts[:3]):
+    if len(parts) < 3 or not all(p.isdecimal() and len(p) <= 9 for p in parts[:3]):
         return None
     major, minor, patch = (int(p) for p in parts[:3])
     if 10 <= major < 100 and minor < 10 and patch < 100:

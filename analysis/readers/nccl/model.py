@@ -301,7 +301,7 @@ class NcclLog:
         if at >= 0:
             digits = ""
             for ch in w.message[at + 11:at + 20]:
-                if not ch.isdigit():
+                if ch not in "0123456789":
                     break
                 digits += ch
             device = int(digits) if digits else None

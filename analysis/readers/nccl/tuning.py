@@ -51,14 +51,16 @@ class SettingLines:
         words = tail.split()
         algo = words[0] if words else None
         proto = words[2] if len(words) > 2 and words[1] == "proto" else None
-        if algo is not None and algo.isdigit():
-            algo = ALGO_NAMES.get(int(algo), algo)
+        algo_id = int_or_none(algo) if algo is not None else None
+        proto_id = int_or_none(proto) if proto is not None else None
+        if algo_id is not None:
+            algo = ALGO_NAMES.get(algo_id, algo)
         elif algo is not None:
             algo = algo.capitalize() if algo.isupper() and algo not in ("NVLS", "PAT") else algo
             algo = {"Collnet_direct": "CollNetDirect", "Collnet_chain": "CollNetChain",
                     "Nvls_tree": "NVLSTree"}.get(algo, algo)
-        if proto is not None and proto.isdigit():
-            proto = PROTO_NAMES.get(int(proto), proto)
+        if proto_id is not None:
+            proto = PROTO_NAMES.get(proto_id, proto)
         elif proto is not None:
             proto = {"SIMPLE": "Simple", "LL": "LL", "LL128": "LL128"}.get(proto, proto)
         channels = None
@@ -157,9 +159,9 @@ class SettingLines:
         # "16 coll channels, 16 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer"
         for part in msg.split(","):
             words = part.split()
-            if len(words) >= 3 and words[0].isdigit():
+            if len(words) >= 3 and int_or_none(words[0]) is not None:
                 key = "_".join(words[1:-1] if words[-1] == "channels" else words[1:])
-                self.r.channel_counts[key] = max(self.r.channel_counts.get(key, 0), int(words[0]))
+                self.r.channel_counts[key] = max(self.r.channel_counts.get(key, 0), int_or_none(words[0]) or 0)
 
     def _p2p_refused(self, msg: str, o: Origin) -> None:
         rest = msg[len("Could not enable P2P between dev "):]

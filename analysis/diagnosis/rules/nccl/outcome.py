@@ -171,8 +171,8 @@ def _int_after(text: str, marker: str) -> int | None:
     if at < 0:
         return None
     digits = ""
-    for ch in text[at + len(marker):]:
-        if not ch.isdigit():
+    for ch in text[at + len(marker):at + len(marker) + 9]:
+        if ch not in "0123456789":
             break
         digits += ch
     return int(digits) if digits else None
