@@ -228,8 +228,10 @@ def check_thresholds(thresholds: Mapping[str, Any] | None) -> dict[str, float]:
     work, as ``analyze`` does, and return them as numbers: raises ``analysis.diagnosis.rules.base.ThresholdError`` (a
     KeyError) naming the unknown rule or threshold, or the one out of its type and range."""
     from analysis.diagnosis.rules.registry import default_registry
+    from analysis.run.nccl_step import check_net_overrides, split_overrides
 
-    return default_registry().validate_overrides(thresholds)
+    core, net = split_overrides(thresholds)  # NCCL logs' NET rules keep their own registry
+    return {**default_registry().validate_overrides(core), **check_net_overrides(net)}
 
 
 def analyze(

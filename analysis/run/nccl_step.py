@@ -62,6 +62,26 @@ def analyze_log(path: Path, label: str, spec_text: str, thresholds: Mapping[str,
     return ReportResult(label, ToolKind.NCCL.value, info, placed, outcomes, facts, None, spec_text)
 
 
+def split_overrides(thresholds: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A job's threshold overrides (``RULE.name`` -> value) split into the default registry's and the NET
+    rules' (their own registry, ``analysis.diagnosis.nccl``), each to be checked by its registry."""
+    from analysis.diagnosis import nccl as diagnose
+
+    own = set(diagnose.registry().ids())
+    core: dict[str, Any] = {}
+    net: dict[str, Any] = {}
+    for key, value in (thresholds or {}).items():
+        (net if str(key).partition(".")[0] in own else core)[key] = value
+    return core, net
+
+
+def check_net_overrides(net: Mapping[str, Any]) -> dict[str, float]:
+    """The NET rules' overrides checked (name, type, range) as numbers; raises ``ThresholdError``."""
+    from analysis.diagnosis import nccl as diagnose
+
+    return diagnose.registry().validate_overrides(net)
+
+
 def rule_statuses(results: Sequence[ReportResult]) -> list[RuleStatus]:
     """The NET rules' status on a run with NCCL logs (none without one): ``ok`` with their findings' count."""
     logs = [r for r in results if r.tool == ToolKind.NCCL]
@@ -207,4 +227,5 @@ def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
     return dataclasses.replace(verdict, text=f"{text}{'' if text.endswith('.') else '.'} {lead}{where}: {said['text']}")
 
 
-__all__ = ["analyze_log", "inter_node_traffic", "join", "rule_statuses", "run_network_path", "with_network"]
+__all__ = ["analyze_log", "check_net_overrides", "inter_node_traffic", "join", "rule_statuses", "run_network_path",
+           "split_overrides", "with_network"]

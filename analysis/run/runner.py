@@ -61,7 +61,13 @@ from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
-from analysis.run.nccl_step import analyze_log, run_network_path, with_network
+from analysis.run.nccl_step import (
+    analyze_log,
+    check_net_overrides,
+    run_network_path,
+    split_overrides,
+    with_network,
+)
 from analysis.run.nccl_step import rule_statuses as nccl_rule_statuses
 from analysis.run.rollup import roll_up
 
@@ -89,9 +95,11 @@ def make_context(*, rules: list[str] | None = None, thresholds: Mapping[str, flo
     """Parse and check the options once (a bad window, rule or threshold raises here)."""
     spec = win.parse(window)
     registry = default_registry()
-    registry.validate_overrides(thresholds)
+    core, net = split_overrides(thresholds)  # the NET rules' overrides go to the NCCL step, checked here
+    registry.validate_overrides(core)
+    check_net_overrides(net)
     selected = registry.select(rules)
-    all_params = {r.id: registry.resolve_params(r, thresholds) for r in registry}
+    all_params = {r.id: registry.resolve_params(r, core) for r in registry}
     return AnalysisContext(spec, registry, selected, thresholds, all_params, memory_bytes)
 
 

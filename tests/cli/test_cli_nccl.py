@@ -149,3 +149,18 @@ def test_a_log_beside_two_ranks_changes_nothing_the_traces_say():
     assert [f for f in three["findings"] if not f["rule_id"].startswith("NET")] == two["findings"]
     assert [r for r in three["rules"] if not r["id"].startswith("NET")] == two["rules"]
     assert three["verdict"]["text"].startswith(two["verdict"]["text"].rstrip("."))
+
+
+def test_net_thresholds_are_overrides_like_any_other():
+    # The log forces two settings (NCCL_ALGO=Tree, NCCL_PROTO=Simple): NET005 reports them unless the job
+    # asks for at least three before it speaks.
+    forced = [line for line in AULT.read_text().splitlines() if re.search(r"NCCL_(ALGO|PROTO) set by environment", line)]
+    assert forced
+    base = json.loads(goodput("analyze", str(AULT), "--format", "json", "--quiet").stdout)
+    raised = json.loads(goodput("analyze", str(AULT), "--format", "json", "--quiet",
+                                "--threshold", "NET005.min_settings=3").stdout)
+    assert "NET005" in [f["rule_id"] for f in base["findings"]]
+    assert [f["rule_id"] for f in raised["findings"]] == [f["rule_id"] for f in base["findings"] if f["rule_id"] != "NET005"]
+    bad = goodput("analyze", str(AULT), "--quiet", "--threshold", "NET005.nope=3")
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+    assert "bad_option: rule NET005 has no threshold 'nope'" in bad.stderr
