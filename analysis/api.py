@@ -24,8 +24,8 @@ from analysis.contract import json_schema as result_schema
 from analysis.contract import schema_text as result_schema_text
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
-from analysis.readers.nsys.convert import REP_SUFFIXES, export_command, export_sqlite, nsys_binary
-from analysis.readers.nsys.ingest import ingest_nsys, start_child
+from analysis.readers import AnalysisStep, Probe, ToolKind
+from analysis.readers.nsys.ingest import start_child
 from analysis.results import (
     AnalysisResult,
     Breakdown,
@@ -46,11 +46,11 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence",
            "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
-           "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
+           "AnalysisStep", "ToolKind", "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
            "compare_facts", "run_facts", "run_step_time", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances",
            "NCU_TREND_KPIS", "kernel_rank_matrix", "lanes_described", "ncu_kernel_kpis", "open_report",
            "overview_path", "prepare_overview", "report_tables", "rule_catalogue",
-           "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window",
+           "report_step", "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window",
            "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "threshold_ranges",
            "timeline_window", "window_check", "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema",
            "result_schema_text"]
@@ -58,11 +58,14 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def detect_kind(path: Path, *, converted_elsewhere: bool = False) -> str:
-    """'nsys' for an SQLite file, 'ncu' for CSV text, else a TraceError naming what it is.
+def detect_kind(path: Path, *, converted_elsewhere: bool = False) -> ToolKind:
+    """The kind of an input (``ToolKind``: the first registered reader that recognises it), else a
+    TraceError naming what it is.
 
     ``converted_elsewhere``: a binary .nsys-rep is 'nsys' even without an nsys binary here (the web process
     accepts it; the worker that ingests it converts it, or fails it with ``nsys_rep_needs_nsys``)."""
+    from analysis.input_kinds import default_readers
+
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -72,46 +75,22 @@ def detect_kind(path: Path, *, converted_elsewhere: bool = False) -> str:
         raise TraceError("unknown_format", f"cannot read the file: {exc.strerror}") from None
     if size == 0:
         raise TraceError("empty_file", "the file is empty (0 bytes); export the report again")
-    if head.startswith(SQLITE_MAGIC):
-        return "nsys"
-    if head.startswith(b"NVR\x00") or path.suffix == ".ncu-rep":
-        # Binary Nsight Compute report (magic "NVR\0"): readable only through an ncu binary.
-        import shutil
-
-        if shutil.which("ncu"):
-            return "ncu"
-        raise TraceError(
-            "ncu_rep_needs_ncu",
-            "this is a binary .ncu-rep report and no `ncu` is installed here; convert it with "
-            "`ncu --import FILE.ncu-rep --csv --page raw > FILE.csv` and upload the CSV",
-        )
-    if path.suffix in REP_SUFFIXES:
-        # Binary Nsight Systems report: ingest converts it when an nsys binary is installed here.
-        if converted_elsewhere or nsys_binary():
-            return "nsys"
-        raise TraceError(
-            "nsys_rep_needs_nsys",
-            "this is a binary .nsys-rep report and no `nsys` is installed here; convert it with "
-            f"`{export_command(path.name)}` and upload the SQLite file",
-        )
-    from analysis.readers.ncu.reader import looks_like_ncu_csv
-
-    if looks_like_ncu_csv(head):
-        return "ncu"
-    if size > len(head) and b"\x00" not in head[:512]:
-        # ncu CSVs can start with pages of the profiled program's own output before ncu's first line.
-        with path.open("rb") as fh:
-            if looks_like_ncu_csv(fh.read(1 << 20)):
-                return "ncu"
+    reader = default_readers().detect(Probe(path, size, head), converted_elsewhere=converted_elsewhere)
+    if reader is not None:
+        return reader.kind
     if _is_binary(head):
         raise TraceError("not_sqlite", "the file is binary but not an SQLite database (nor CSV text); "
                          "upload the .sqlite file written by `nsys export --type sqlite`")
-    raise TraceError("unknown_format", "the file is neither an nsys SQLite export nor an ncu CSV export")
+    raise TraceError("unknown_format", "the file is neither an nsys SQLite export, an ncu CSV export nor an "
+                     "NCCL debug log (NCCL_DEBUG=INFO)")
 
 
-def _starts_with(path: Path, magic: bytes) -> bool:
-    with path.open("rb") as fh:
-        return fh.read(len(magic)) == magic
+def report_step(kind: str) -> AnalysisStep:
+    """Which step analyses a report of ``kind``: ``report`` (its own task right after ingest) or ``run``
+    (inside the run-level step)."""
+    from analysis.input_kinds import step_of
+
+    return step_of(kind)
 
 
 def _is_binary(head: bytes) -> bool:
@@ -150,12 +129,12 @@ def is_normalized_report(path: Path) -> bool:
         return False
 
 
-def check_normalized_report(path: Path) -> str:
-    """The tool ('nsys'/'ncu') of a DuckDB file written by this version's ``ingest``; else a TraceError."""
+def check_normalized_report(path: Path) -> ToolKind:
+    """The tool (a ``ToolKind``) of a DuckDB file written by this version's ``ingest``; else a TraceError."""
     import duckdb
 
     from analysis.duck import connect
-    from analysis.readers.schema import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
+    from analysis.input_kinds import reader_of
 
     try:
         con = connect(path, read_only=True)
@@ -165,10 +144,13 @@ def check_normalized_report(path: Path) -> str:
             con.close()
     except duckdb.Error:
         raise TraceError("unknown_format", "a DuckDB file, but not one written by `goodput ingest`") from None
-    if meta.get("schema_version") not in {str(v) for v in READABLE_SCHEMA_VERSIONS}:
-        raise TraceError("unsupported_schema", f"written with schema version {meta.get('schema_version')}, "
-                         f"this Goodput reads {SCHEMA_VERSION}: ingest the export again")
-    return str(meta.get("tool") or "nsys")
+    tool = str(meta.get("tool") or meta.get("kind") or ToolKind.NSYS.value)
+    try:
+        reader = reader_of(tool)
+    except KeyError:
+        raise TraceError("unknown_format", f"a DuckDB file of an input kind this Goodput does not read ({tool[:40]})") from None
+    reader.check_meta(meta)
+    return reader.kind
 
 
 def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None,
@@ -185,7 +167,7 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
     file analyzed once: the analysis finds the same loop and records itself, as for a file that predates them.
     Raises ``TraceError``; on any error nothing is left at ``out``.
     """
-    from analysis.loops.steps import write_iterations
+    from analysis.input_kinds import reader_of
 
     limits = limits or Limits()
     src, out = Path(src), Path(out)
@@ -197,39 +179,14 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
         if child is not None:
             child.discard()
         raise
-    if child is not None and (kind != "nsys" or not _starts_with(src, SQLITE_MAGIC)):
+    reader = reader_of(kind)
+    if child is not None and not reader.takes_child(src):
         child.discard()  # only an SQLite nsys export is copied by the child
         child = None
-    if kind == "nsys":
-        if src.suffix in REP_SUFFIXES and not _starts_with(src, SQLITE_MAGIC):
-            converted = out.parent / f".{out.name}.export.sqlite"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                if progress:
-                    progress("nsys export", 0, 1)
-                export_sqlite(src, converted, timeout_s=limits.timeout_s)
-                ingest_nsys(converted, out, limits=limits, progress=progress, keep=keep, derive=write_iterations)
-            finally:
-                converted.unlink(missing_ok=True)
-        else:
-            ingest_nsys(src, out, limits=limits, progress=progress, child=child, keep=keep,
-                        derive=write_iterations if iterations else None)
-    else:
-        from analysis.readers.ncu.ingest import ingest_ncu
-
-        ingest_ncu(src, out, limits=limits, progress=progress)
-    kept = keep if kind == "nsys" and keep is not None else None
+    kept = reader.ingest(src, out, limits=limits, progress=progress, child=child, keep=keep, iterations=iterations)
     if not summarize:
         return IngestResult(kind, out, {}, kept)
-    from analysis.diagnosis.summary import report_info
-    from analysis.model.trace import Trace
-
-    trace = Trace(out, src.name)
-    try:
-        info = report_info(trace)
-    finally:
-        trace.close()
-    return IngestResult(kind, out, info, kept)
+    return IngestResult(kind, out, reader.summarize(out, src.name), kept)
 
 
 def window_parse(spec: str | None) -> Any:
@@ -274,8 +231,10 @@ def check_thresholds(thresholds: Mapping[str, Any] | None) -> dict[str, float]:
     work, as ``analyze`` does, and return them as numbers: raises ``analysis.diagnosis.rules.base.ThresholdError`` (a
     KeyError) naming the unknown rule or threshold, or the one out of its type and range."""
     from analysis.diagnosis.rules.registry import default_registry
+    from analysis.run.nccl_step import check_net_overrides, split_overrides
 
-    return default_registry().validate_overrides(thresholds)
+    core, net = split_overrides(thresholds)  # NCCL logs' NET rules keep their own registry
+    return {**default_registry().validate_overrides(core), **check_net_overrides(net)}
 
 
 def analyze(
@@ -320,8 +279,8 @@ def analyze_report_into(trace: Path, label: str, folder: Path, *, window: str | 
 
 @dataclass(frozen=True)
 class RunReport:
-    """One report of a run for the run-level step: its tool, ingested trace, label, and (nsys) the folder
-    its step 1 saved its analysis into."""
+    """One report of a run for the run-level step: its tool, ingested trace, label, and (a kind analyzed in
+    step 1, ``AnalysisStep.REPORT``: nsys) the folder its step 1 saved its analysis into."""
 
     tool: str
     trace: Path
@@ -339,7 +298,7 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
     from analysis.model.trace import DUCKDB_MEMORY_BYTES
     from analysis.run.runner import (
         ReportResult,
-        analyze_report,
+        analyze_in_run_step,
         analyze_run_facts,
         make_context,
         nsys_links,
@@ -348,15 +307,16 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
 
     ctx = make_context(window=window, thresholds=thresholds or None, memory_bytes=memory_bytes or DUCKDB_MEMORY_BYTES)
     results: list[Any] = [None] * len(reports)
+    steps = [report_step(r.tool) for r in reports]
     for i, r in enumerate(reports):
-        if r.tool != "ncu":
+        if steps[i] is AnalysisStep.REPORT:
             if r.analysis is None:
                 raise ValueError(f"report {r.label!r} has no saved analysis")
             results[i] = ReportResult.load(Path(r.analysis))
     links = nsys_links([r for r in results if r is not None])
     for i, r in enumerate(reports):
-        if r.tool == "ncu":
-            results[i] = analyze_report(Path(r.trace), r.label, ctx, None, nsys_links=links)
+        if steps[i] is AnalysisStep.RUN:
+            results[i] = analyze_in_run_step(r.tool, Path(r.trace), r.label, ctx, None, links)
     rerun_linked_rules(results, [Path(r.trace) for r in reports], [r.label for r in reports], ctx)
     # As the CLI's JSON: one finding per rule and scope across the ranks, each rank's own under reports[].
     out = analyze_run_facts(results, ctx)
@@ -488,8 +448,10 @@ def report_tables(trace: Trace, kind: str) -> dict[str, list[dict[str, Any]]]:
     """The report's kernel table and (nsys) NVTX table: ``{"kernels": [...], "nvtx": [...]}``."""
     from analysis.model import tables
 
-    if kind == "ncu":
+    if kind == ToolKind.NCU:
         return {"kernels": tables.ncu_kernel_table(trace), "nvtx": []}
+    if kind == ToolKind.NCCL:  # a log has no kernels: its network path is on the run
+        return {"kernels": [], "nvtx": []}
     return {"kernels": tables.kernel_table(trace), "nvtx": tables.nvtx_table(trace)}
 
 

@@ -8,6 +8,7 @@ ERROR_CODES: dict[str, str] = {
     "not_sqlite": "the file is not an SQLite database",
     "not_nsys_export": "an SQLite file without the tables of an Nsight Systems export",
     "not_ncu_csv": "not an Nsight Compute CSV export",
+    "not_nccl_log": "not an NCCL debug log (NCCL_DEBUG=INFO output or nccl-tests output)",
     "ncu_rep_needs_ncu": "a binary .ncu-rep report, and no ncu binary to convert it",
     "nsys_rep_needs_nsys": "a binary .nsys-rep report, and no nsys binary to convert it",
     "unknown_format": "neither an nsys SQLite export nor an ncu CSV export",

@@ -477,6 +477,9 @@ class AnalysisResult:
     # Multi-rank runs: each collective's time split into the wait for the last rank and the transfer after
     # it, per rank and per host (analysis.diagnosis.rules.nsys.run_nodes).
     collectives: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
+    # The run's NCCL debug log: nodes, ranks, NICs, each pair's transport, rings and trees, settings, warnings
+    # (analysis.readers.nccl), and ``joined``: which ranks each nsys report holds. None without a log.
+    network_path: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
 
     def to_json(self) -> JSON:
         # The verdict first: the line an engineer acts on.
@@ -496,6 +499,8 @@ class AnalysisResult:
             out["network"] = self.network
         if self.collectives is not None:
             out["collectives"] = self.collectives
+        if self.network_path is not None:
+            out["network_path"] = self.network_path
         return out
 
     @classmethod
@@ -509,4 +514,5 @@ class AnalysisResult:
                    aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"),
                    schema_version=data.get("schema_version"),
                    verdict=None if data.get("verdict") is None else Verdict.from_json(data["verdict"]),
-                   network=data.get("network"), collectives=data.get("collectives"))
+                   network=data.get("network"), collectives=data.get("collectives"),
+                   network_path=data.get("network_path"))

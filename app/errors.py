@@ -39,6 +39,7 @@ ERROR_STATUS: dict[str, int] = {
     "UNKNOWN_FORMAT": 422,
     "NOT_NSYS_EXPORT": 422,
     "NOT_NCU_CSV": 422,
+    "NOT_NCCL_LOG": 422,
     "NCU_REP_NEEDS_NCU": 422,
     "NSYS_REP_NEEDS_NSYS": 422,
     "CORRUPT": 422,

@@ -35,7 +35,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="analyze exports offline (several files = the ranks of one run)",
                        formatter_class=ThresholdsHelp)
     p.add_argument("files", nargs="+", type=Path, metavar="FILE",
-                   help="nsys .sqlite / ncu .csv exports, or DuckDB files from `goodput ingest` (not ingested again)")
+                   help="nsys .sqlite / ncu .csv exports, NCCL debug logs, or DuckDB files from `goodput ingest` (not ingested again)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--rules", help="comma-separated rule ids or prefixes to run (default: all)")
     p.add_argument("--threshold", action="append", default=[], metavar="RULE.name=VALUE",

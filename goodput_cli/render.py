@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from analysis import fmt
+from analysis.readers import ToolKind
 from goodput_cli.render_idle import idle_lines
 from goodput_cli.render_memory import headline_lines, memory_lines
+from goodput_cli.render_nccl import path_lines
 from goodput_cli.render_run import collectives_lines, network_lines, per_rank_line
 
 
@@ -55,7 +57,7 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
         lines.append(f"   iterations: {it['count']} from the repeating GPU work ({it['detail'].get('period_ops')} "
                      f"operations each: {sig}...), median {ms(it['median_ns'])} per step "
                      f"(p10 {ms(it['p10_ns'])}, p90 {ms(it['p90_ns'])}, p99 {ms(it['p99_ns'])})")
-    elif rep.get("tool") == "nsys" and it.get("reason"):
+    elif rep.get("tool") == ToolKind.NSYS and it.get("reason"):
         lines.append(f"   iterations: {_clip(it['reason'], 200)}")
     ana = it.get("anatomy") or {}
     if ana.get("kind") == "host_paced":
@@ -103,7 +105,7 @@ def text(result: dict[str, Any]) -> str:
         counts = rep.get("counts", {})
         lines.append("   " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
         lines.extend(_printable(line) for line in headline_lines(rep, verdict))  # kernel names: untrusted
-        if rep.get("tool") == "nsys":
+        if rep.get("tool") == ToolKind.NSYS:
             lines.append(f"   span {ms(rep.get('span_ns'))}, GPU kernel time {ms(rep.get('gpu_time_ns'))}, "
                          f"copied {human_bytes(rep.get('memcpy_bytes'))}")
         bd = rep.get("breakdown")
@@ -145,6 +147,7 @@ def text(result: dict[str, Any]) -> str:
                      f"{ms(steps['spread_median_ns'])} per step")
         lines.append("")
     lines.extend(_printable(x) for x in [*collectives_lines(result, ms), *network_lines(result, human_bytes, ms)])
+    lines.extend(path_lines(result, _clip))  # the NCCL log's network path
     findings = result.get("findings", [])
     if findings:
         lines.append(f"== findings, costliest first ({len(findings)})")

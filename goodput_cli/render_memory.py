@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.readers import ToolKind
+
 SHOWN = 10  # kernels printed per report, most nsys (else profiled) time first
 
 
@@ -34,7 +36,7 @@ def _us(ns: float | None) -> str:
 def headline_lines(rep: dict[str, Any], run_verdict: dict[str, Any] | None = None) -> list[str]:
     """An ncu report's headline: its verdict when it is not already the run's, profiled kernel time (the durations
     known), kernels profiled, and the bounded estimated saving of its findings."""
-    if rep.get("tool") != "ncu":
+    if rep.get("tool") != ToolKind.NCU:
         return []
     own = rep.get("verdict")
     lines = [f"   ncu verdict: {own['text']} Next: {own['next_step']}."] if own and own != run_verdict else []

@@ -36,7 +36,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     from goodput_cli.offline import ThresholdsHelp
 
     p = sub.add_parser("upload", help="upload exports to a Goodput server as one run", formatter_class=ThresholdsHelp)
-    p.add_argument("files", nargs="+", metavar="FILE", help="nsys .sqlite or ncu .csv exports (gzip/zstd ok)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="nsys .sqlite or ncu .csv exports, NCCL debug logs (gzip/zstd ok)")
     p.add_argument("--server", required=True, help="base URL, e.g. http://goodput:8000")
     p.add_argument("--token", default=None, help="API token with write scope (default: $GOODPUT_TOKEN)")
     p.add_argument("--job", required=True, help="the job this run belongs to, e.g. llama-70b-pretrain")

@@ -43,7 +43,7 @@ def _settings(task: Task) -> Settings:
 
 def run_ingest(task: Task, report_id: int) -> str:
     """Body of ``ingest.report``: returns what happened (for logs and tests)."""
-    from analysis.api import Limits, ingest
+    from analysis.api import AnalysisStep, Limits, ToolKind, ingest, report_step
 
     settings = _settings(task)
     owner = worker_id(task)
@@ -97,24 +97,26 @@ def run_ingest(task: Task, report_id: int) -> str:
             failure = classify(exc, Step("ingest", settings.ingest_timeout_seconds, "GOODPUT_INGEST_TIMEOUT_SECONDS"))
             if failure[0] == "internal":
                 logger.exception("ingest crashed", extra={"report_id": report_id})
-        if failure is None and result is not None and result.tool == "nsys":
+        if failure is None and result is not None and result.tool == ToolKind.NSYS:
             # Under the lease and before the report is ready: a ready report has all its files.
             _prepare_overview(out, report_id)
+    own_step = failure is None and result is not None and report_step(result.tool) is AnalysisStep.REPORT
     with session_scope(settings) as session:
         if failure is not None or result is None:
             code, message = failure or ("internal", UNEXPECTED)
             run_id = pipeline.fail_report(session, report_id, code, message, owner=owner)
         else:
             kept = rel_src if from_kept else keep_rel if result.kept is not None else None
-            # nsys reports are analyzed on their own next; ncu ones in the run-level step.
+            # Reports of a kind analyzed on its own (nsys) are analyzed next; the others (ncu, NCCL logs)
+            # in the run-level step.
             run_id = pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info,
                                             settings.data_dir, upload_path=kept,
-                                            then="analyzing" if result.tool == "nsys" else "ready")
+                                            then="analyzing" if own_step else "ready")
         # The original upload goes once no report needs it: replaced by the scrubbed copy, or refused for good.
         operations.release_upload(session, settings, claim.upload_path)
     if run_id is not None:
         enqueue_analyze(settings, run_id)
-    if failure is None and result is not None and result.tool == "nsys":
+    if failure is None and own_step:
         # If the publish above lost its lease, the claim of this message finds nothing to do.
         enqueue_analyze_report(settings, report_id)
     return failure[0] if failure else "ready"
@@ -184,12 +186,13 @@ def _drop_old_analyses(report_dir, keep: str) -> None:
 
 
 def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs, missing: list | None) -> Any:
-    """The run-level step over the reports' published analyses; ncu reports are analyzed here, linked to
-    the nsys reports' kernel facts."""
-    from analysis.api import RunReport, analyze_run_step
+    """The run-level step over the reports' published analyses; the kinds the run step analyses (ncu
+    reports, linked to the nsys reports' kernel facts; NCCL logs) are analyzed here."""
+    from analysis.api import AnalysisStep, RunReport, analyze_run_step, report_step
 
     reports = [RunReport(kind, pipeline.data_path(settings, path), label,
-                         None if kind == "ncu" or rel is None else pipeline.data_path(settings, rel))
+                         None if report_step(kind) is AnalysisStep.RUN or rel is None
+                         else pipeline.data_path(settings, rel))
                for kind, path, label, rel in zip(inputs.kinds, inputs.paths, inputs.labels, inputs.analysis_paths,
                                                  strict=True)]
     return analyze_run_step(reports, window=inputs.window, thresholds=inputs.thresholds,

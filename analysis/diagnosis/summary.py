@@ -13,6 +13,7 @@ from typing import Any
 
 from analysis.diagnosis.system_metrics import system_metrics
 from analysis.model.trace import Trace
+from analysis.readers import ToolKind
 from analysis.result_parts import DominantKernel, TopKernel
 
 COUNTED = ("kernels", "memcpy", "memset", "cuda_api", "nvtx")
@@ -141,7 +142,7 @@ def degraded(meta: dict[str, str]) -> list[dict[str, Any]]:
 
 def report_info(trace: Trace) -> dict[str, Any]:
     """The JSON report object of one ingested report, whichever tool wrote it."""
-    if trace.tool == "ncu":
+    if trace.tool == ToolKind.NCU:
         from analysis.diagnosis.ncu_summary import ncu_report_info  # lazy: the ncu reader is optional here
 
         return ncu_report_info(trace)

@@ -51,6 +51,7 @@ KINDS: dict[str, str] = {
     "communication": "communication (NCCL, MPI) is exposed",
     "jit": "compilation (JIT, module loading) leaves the GPU idle",
     "host_bound": "the host is busy elsewhere (CPU work, I/O, Python) and the GPU waits",
+    "network": "the NCCL log shows the network path or a failure on it limits the run (no nsys report says more)",
 }
 
 GPU_BOUND_PCT = 80.0   # busy share of the window at which the GPU, not the host, bounds the run

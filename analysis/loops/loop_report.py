@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from analysis.loops.phases import Loop, Phase
+from analysis.readers import ToolKind
 from analysis.result_parts import LoopSpan
 
 
@@ -46,7 +47,7 @@ def mark_loops(findings: list[dict[str, Any]], info: dict[str, Any]) -> None:
 def run_phase(results: list[Any], spec: str) -> str:
     """The phase a run-level finding judges: the one every nsys report's window is (``work`` when no rank
     has a loop, so a cross-rank finding never names a ``steady`` phase no rank has), else the window spec."""
-    names = {str((r.info.get("window") or {}).get("phase")) for r in results if r.tool == "nsys"}
+    names = {str((r.info.get("window") or {}).get("phase")) for r in results if r.tool == ToolKind.NSYS}
     return names.pop() if len(names) == 1 and "None" not in names else spec
 
 

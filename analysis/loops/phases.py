@@ -38,6 +38,7 @@ from analysis.loops.periods import (
 )
 from analysis.model.cuda_api import SYNC_API_RE, api_name_in
 from analysis.model.trace import Trace
+from analysis.readers import ToolKind
 
 # The table the ingest writes the loop's iterations into (analysis.loops.steps writes it; the loop is read here).
 ITERATIONS_TABLE = "iterations"
@@ -174,7 +175,7 @@ def find_loop(trace: Trace) -> Loop:
     one after the other: the one with the most GPU time, with every loop in ``loops``), else the cadence
     of blocking syncs (``analysis.loops.periods``)."""
     empty = np.empty(0, dtype=np.int64)
-    if trace.tool != "nsys":
+    if trace.tool != ToolKind.NSYS:
         return Loop(None, empty, empty, reason="not an nsys report")
     nv = nvtx_iterations.iterations(trace, max_items=10**9)
     if nv.get("range"):

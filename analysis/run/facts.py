@@ -41,6 +41,7 @@ from analysis.diagnosis.rules.nsys.common import report_span_ns
 from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
+from analysis.readers import ToolKind
 
 RESULT_FILE = "analysis.json"
 
@@ -138,7 +139,7 @@ def comm003_across(results: list[ReportResult], con: duckdb.DuckDBPyConnection) 
     the rule's own view clips them). Fills each group's ``ranks`` in place."""
     found = [f for r in results for f in r.findings if f["rule_id"] == "COMM003" and f.get("sizes") == "by kernel"]
     sources = [(r, Path(r.facts_dir) / r.facts["collectives"]) for r in results
-               if r.tool == "nsys" and r.facts_dir is not None and r.facts.get("collectives")
+               if r.tool == ToolKind.NSYS and r.facts_dir is not None and r.facts.get("collectives")
                and r.facts.get("nccl_in_window")]
     if not found or len(sources) < 2:
         return  # one report: the rule already listed its own processes and devices
@@ -171,7 +172,7 @@ def comm_participants(results: list[ReportResult], rule_id: str | None = "COMM00
     out = []
     for r in results:
         f = r.facts
-        if r.tool != "nsys" or (rule_id is not None and (r.rules.get(rule_id) or {}).get("status") != "run_level"):
+        if r.tool != ToolKind.NSYS or (rule_id is not None and (r.rules.get(rule_id) or {}).get("status") != "run_level"):
             continue
         if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
             continue
@@ -213,7 +214,7 @@ def last_per_step(results: list[ReportResult], items: int) -> dict[str, Any] | N
     by how much after the first. Iterations pair by index when every rank's loop has the same count,
     else as ``_pairing`` aligns them; a step exists where every rank has an iteration."""
     loops = [(r, np.asarray(r.facts["iterations"]["end_ns"], dtype=np.int64)) for r in results
-             if r.tool == "nsys" and len((r.facts.get("iterations") or {}).get("end_ns") or [])]
+             if r.tool == ToolKind.NSYS and len((r.facts.get("iterations") or {}).get("end_ns") or [])]
     if len(loops) < 2 or any(r.facts.get("session_start_utc_ns") is None for r, _ in loops):
         return None
     # On the clock of the earliest session: start differences, never sums of absolute clocks (int64).
@@ -276,7 +277,8 @@ def aligned_windows(results: list[ReportResult], spec_kind: str) -> list[dict[st
 
     Each report's rules look at its own steady window (step 1 runs before the other ranks exist); this
     is where the ranks overlap, for comparing them over the same stretch."""
-    if spec_kind != "steady" or len(results) < 2 or any(r.tool != "nsys" for r in results):
+    results = [r for r in results if r.tool != ToolKind.NCCL]  # a log has no timeline to align
+    if spec_kind != "steady" or len(results) < 2 or any(r.tool != ToolKind.NSYS for r in results):
         return None
     bounds = [(r.info.get("window") or {}) for r in results]
     if any(b.get("start_ns") is None or b.get("end_ns") is None for b in bounds):

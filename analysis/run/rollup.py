@@ -17,6 +17,7 @@ from typing import Any
 
 from analysis.diagnosis.findings import SEVERITIES
 from analysis.diagnosis.rules.nsys.common import fmt_ms
+from analysis.readers import ToolKind
 
 # A host (of several ranks) stands out when its ranks carry at least this share of the rule's cost while
 # holding fewer of the run's ranks than that share (the same problem on every rank names no host).
@@ -38,10 +39,10 @@ def roll_up(findings: list[dict[str, Any]], infos: list[dict[str, Any]]) -> list
             out.append(f)
         else:
             groups[(f["rule_id"], f.get("phase"))].append(f)
-    hosts_in_run = {i.get("host") for i in infos if i.get("tool") == "nsys"}
+    hosts_in_run = {i.get("host") for i in infos if i.get("tool") == ToolKind.NSYS}
     ranks_per_host: dict[Any, int] = defaultdict(int)
     for i in infos:
-        if i.get("tool") == "nsys":
+        if i.get("tool") == ToolKind.NSYS:
             ranks_per_host[i.get("host")] += 1
     for (_, _), members in groups.items():
         per: dict[str, dict[str, Any]] = {}

@@ -47,6 +47,7 @@ from analysis.diagnosis.step_anatomy import anatomy
 from analysis.diagnosis.summary import report_info
 from analysis.diagnosis.verdict import report_verdict, run_verdict, verdict_facts
 from analysis.duck import connect
+from analysis.input_kinds import step_of
 from analysis.loops import iterations as it
 from analysis.loops import steps as records_of
 from analysis.loops import window as win
@@ -56,10 +57,19 @@ from analysis.model.activity import unit_ops
 from analysis.model.network import report_network, run_matrix
 from analysis.model.nvtx_projection import nvtx_projection
 from analysis.model.trace import DUCKDB_MEMORY_BYTES, Run, Trace
+from analysis.readers import AnalysisStep, ToolKind
 from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
+from analysis.run.nccl_step import (
+    analyze_log,
+    check_net_overrides,
+    run_network_path,
+    split_overrides,
+    with_network,
+)
+from analysis.run.nccl_step import rule_statuses as nccl_rule_statuses
 from analysis.run.rollup import roll_up
 
 logger = logging.getLogger(__name__)
@@ -86,9 +96,11 @@ def make_context(*, rules: list[str] | None = None, thresholds: Mapping[str, flo
     """Parse and check the options once (a bad window, rule or threshold raises here)."""
     spec = win.parse(window)
     registry = default_registry()
-    registry.validate_overrides(thresholds)
+    core, net = split_overrides(thresholds)  # the NET rules' overrides go to the NCCL step, checked here
+    registry.validate_overrides(core)
+    check_net_overrides(net)
     selected = registry.select(rules)
-    all_params = {r.id: registry.resolve_params(r, thresholds) for r in registry}
+    all_params = {r.id: registry.resolve_params(r, core) for r in registry}
     return AnalysisContext(spec, registry, selected, thresholds, all_params, memory_bytes)
 
 
@@ -161,7 +173,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
     linked = None if nsys_links is None else [kernels_from_json(k) for k in nsys_links]
     with Run.open([Path(path)], [label], ctx.memory_bytes) as run:
         t = run.traces[0]
-        info_p = phase_info(t) if t.tool == "nsys" else None
+        info_p = phase_info(t) if t.tool == ToolKind.NSYS else None
         phase, b, reason = win.resolve(spec, t, info_p) if info_p is not None else ("all", None, "not an nsys report")
         v = t.windowed(*b) if b is not None else t
         if info_p is not None:
@@ -180,12 +192,12 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
                 info["launches"] = launch_summary(v).to_json()
                 info["network"] = report_network(t, b)
                 info["phases"] = [PhaseSpan(p.name, p.start_ns, p.end_ns, p.reason).to_json() for p in info_p.phases]
-            elif t.tool == "ncu":  # the per-kernel memory story, weighted by nsys time
+            elif t.tool == ToolKind.NCU:  # the per-kernel memory story, weighted by nsys time
                 info["kernels"] = report_kernels(t, wrun)
             info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
                               "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
             found, outcomes = _report_rules(wrun, ctx)
-            if t.tool == "ncu":  # one kernel's findings share its time; the report's sum is bounded
+            if t.tool == ToolKind.NCU:  # one kernel's findings share its time; the report's sum is bounded
                 found = share_gains(found)
                 info["estimated_saving"] = report_saving(found, label)
                 annotate_kernels(info.get("kernels") or [], found, label)
@@ -208,12 +220,12 @@ def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: l
     the run's ncu reports attached, replacing those rules' step-1 findings and outcomes. Opens the nsys
     reports again, so only runs that have ncu reports pay for it (typically one or a few ranks)."""
     _cross_report(results, paths, ctx)
-    ncu = [(Path(p), lab) for r, p, lab in zip(results, paths, labels, strict=True) if r.tool == "ncu"]
-    only = tuple(r.id for r in ctx.selected if "ncu" in r.reads_tools)
+    ncu = [(Path(p), lab) for r, p, lab in zip(results, paths, labels, strict=True) if r.tool == ToolKind.NCU]
+    only = tuple(r.id for r in ctx.selected if ToolKind.NCU in r.reads_tools)
     if not ncu or not only:
         return
     for r, p in zip(results, paths, strict=True):
-        if r.tool != "nsys":
+        if r.tool != ToolKind.NSYS:
             continue
         with Run.open([Path(p), *(q for q, _ in ncu)], [r.label, *(lab for _, lab in ncu)], ctx.memory_bytes) as run:
             t = run.traces[0]
@@ -236,7 +248,7 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
     """The rules of scope ``cross_report`` over every nsys report of the run at once (each in its own window), when
     the run has several; their findings go back to the reports they name, their outcome to each."""
     only = tuple(r.id for r in ctx.selected if r.scope == "cross_report")
-    nsys = [(r, Path(p)) for r, p in zip(results, paths, strict=True) if r.tool == "nsys"]
+    nsys = [(r, Path(p)) for r, p in zip(results, paths, strict=True) if r.tool == ToolKind.NSYS]
     if len(nsys) < 2 or not only or not any(r.facts.get("nccl_sized") for r, _ in nsys):
         return  # without message sizes every report's step 1 already said what to collect
     with Run.open([p for _, p in nsys], [r.label for r, _ in nsys], ctx.memory_bytes) as run:
@@ -265,7 +277,7 @@ def _facts(t: Trace, v: Trace, info_p: PhaseInfo | None, records: list[dict[str,
     """The report's compact facts (``analysis.run.facts``): JSON scalars and iterations, and the
     collectives table written into ``facts_dir``."""
     facts: dict[str, Any] = {"rank": t.rank, "session_start_utc_ns": t.session_start_utc_ns}
-    if t.tool != "nsys":
+    if t.tool != ToolKind.NSYS:
         return facts
     loop = info_p.loop if info_p is not None else None
     facts["verdict"] = verdict_facts(t)  # the whole report's extent, for the verdict once every rule ran
@@ -352,7 +364,11 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             status, reason = _merge_outcomes(rule_cls, results)
         findings.extend(own)
         rules.append(RuleStatus(rid, status, reason, len(own) if status == "ok" else 0))
-    if by_rule and sum(1 for r in results if r.tool == "nsys") > 1:
+    # The NCCL log's NET rules have their own registry (analysis.diagnosis.nccl): their findings and status here.
+    listed = {r.id for r in ctx.registry}
+    findings.extend(f for r in results for f in r.findings if f["rule_id"] not in listed)
+    rules.extend(s for s in nccl_rule_statuses(results) if s.rule_id not in listed)
+    if by_rule and sum(1 for r in results if r.tool == ToolKind.NSYS) > 1:
         for r in results:
             r.info["findings"] = rank_finding_dicts(list(r.findings))
         findings = roll_up(findings, [r.info for r in results])
@@ -360,18 +376,19 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     verdicts = _verdicts(results)
     if top is not None:
         ranked = ranked[:top]
-    names = [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}" for r in results if r.tool == "nsys"]
+    names = [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}" for r in results if r.tool == ToolKind.NSYS]
     steps = run_facts.last_per_step(results, ITEMS)
     if steps is not None:
         run_facts.mark_last([r.info for r in results], steps)
         steps["last_by_host"] = steps_by_host(steps, [(r.facts.get("rank"), r.label, r.info.get("host"))
-                                                      for r in results if r.tool == "nsys"])
+                                                      for r in results if r.tool == ToolKind.NSYS])
     matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
-                         if r.tool == "nsys"])
+                         if r.tool == ToolKind.NSYS])
     aligned = run_facts.aligned_windows(results, spec.kind)
     # ncu reports' verdicts (analysis.diagnosis.ncu.verdict); the run's when it has no nsys report.
     ncu_lead = ncu_verdict.attach(results)
-    verdict = run_verdict(verdicts, names) or ncu_lead
+    network_path = run_network_path(results)
+    verdict = with_network(run_verdict(verdicts, names) or ncu_lead, results, network_path)
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
     # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
     # run-level passes (roll-up, verdicts, loop marks) complete them; they become typed once, here.
@@ -382,14 +399,15 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         aligned_window=None if aligned is None else tuple(aligned),  # multi-rank: where every rank is steady
         verdict=verdict,
         network=matrix,  # NCCL's network transfers: the rank x rank matrix
-        collectives=split)  # multi-rank: wait for the last rank vs transfer after it
+        collectives=split,  # multi-rank: wait for the last rank vs transfer after it
+        network_path=network_path)  # the NCCL log's network path, joined with the run's nsys reports
 
 
 def _verdicts(results: list[ReportResult]) -> list[Verdict]:
     """Each nsys report's verdict (``analysis.diagnosis.verdict``) over its final findings, kept in its ``info``."""
     out = []
     for r in results:
-        if r.tool == "nsys":
+        if r.tool == ToolKind.NSYS:
             verdict = report_verdict(r.info, r.findings, r.facts.get("verdict") or {})
             r.info["verdict"] = verdict.to_json()
             out.append(verdict)
@@ -464,29 +482,38 @@ def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, ro
     tools = [report_tool(p) for p in paths]
     results: list[ReportResult | None] = [None] * len(paths)
     for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
-        if tools[i] != "ncu":
+        if step_of(tools[i]) is AnalysisStep.REPORT:
             results[i] = analyze_report(p, label, ctx, root / str(i))
     links = nsys_links([r for r in results if r is not None])
     for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
-        if tools[i] == "ncu":
-            results[i] = analyze_report(p, label, ctx, root / str(i), nsys_links=links)
+        if step_of(tools[i]) is AnalysisStep.RUN:
+            results[i] = analyze_in_run_step(tools[i], p, label, ctx, root / str(i), links)
     done = [r for r in results if r is not None]
     rerun_linked_rules(done, paths, labels, ctx)
     return analyze_run_facts(done, ctx, top=top, by_rule=by_rule)
 
 
 def report_tool(path: Path) -> str:
-    """'nsys' or 'ncu': the tool a normalized report came from (its meta table)."""
+    """The tool a normalized report came from (its meta table): a ``ToolKind`` value."""
     t = Trace(Path(path), Path(path).name)
     try:
-        return t.tool
+        return str(t.meta.get("tool") or t.meta.get("kind") or ToolKind.NSYS.value)
     finally:
         t.close()
 
 
+def analyze_in_run_step(tool: str, path: Path, label: str, ctx: AnalysisContext, facts_dir: Path | None,
+                        links: list[dict[str, Any]]) -> ReportResult:
+    """A report of a kind the run step analyses (``AnalysisStep.RUN``): an NCCL log (its network path and
+    NET rules, ``analysis.run.nccl_step``), else an ncu report linked to the run's nsys kernels."""
+    if tool == ToolKind.NCCL:  # the NET rules have their own registry: ``--rules`` selects the others
+        return analyze_log(path, label, ctx.spec.text, ctx.thresholds)
+    return analyze_report(path, label, ctx, facts_dir, nsys_links=links)
+
+
 def nsys_links(results: list[ReportResult]) -> list[dict[str, Any]]:
     """The nsys reports' kernel groups, in run order: what an ncu report of the same run links to."""
-    return [r.facts["nsys_kernels"] for r in results if r.tool == "nsys" and r.facts.get("nsys_kernels")]
+    return [r.facts["nsys_kernels"] for r in results if r.tool == ToolKind.NSYS and r.facts.get("nsys_kernels")]
 
 
 @functools.cache
@@ -522,7 +549,7 @@ def _per_step(f: Finding, infos: list[dict[str, Any]]) -> Finding:
     if f.report is not None:
         hit = counts.get(f.report)
     else:
-        nsys = [info["file"] for info in infos if info.get("tool") == "nsys"]
+        nsys = [info["file"] for info in infos if info.get("tool") == ToolKind.NSYS]
         least = min((counts[n] for n in nsys), default=None) if nsys and all(n in counts for n in nsys) else None
         hit = (least[0], f.phase) if least else None
     if hit is None or hit[1] != f.phase or not f.impact_ns:
@@ -532,5 +559,5 @@ def _per_step(f: Finding, infos: list[dict[str, Any]]) -> Finding:
                                          "steps_in_window": n})
 
 
-__all__ = ["AnalysisContext", "ReportResult", "analyze_report", "analyze_run", "analyze_run_facts",
+__all__ = ["AnalysisContext", "ReportResult", "analyze_in_run_step", "analyze_report", "analyze_run", "analyze_run_facts",
            "make_context"]

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.readers import ToolKind
+
 if TYPE_CHECKING:  # NumPy and the samples' reader load when a comparison runs, not with ``analysis.api``
     import numpy as np
 
@@ -54,7 +56,7 @@ def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, A
 
     samples: list[ReportSamples | None] = []
     for report, path in zip(reports, paths, strict=True):
-        if report.get("tool") not in (None, "nsys"):
+        if report.get("tool") not in (None, ToolKind.NSYS):
             samples.append(ReportSamples())     # an ncu report: no timeline to sample
         else:
             samples.append(read_samples(path, report) if path is not None and Path(path).is_file() else None)

@@ -133,6 +133,10 @@ SCHEMAS: dict[str, S] = {
         # Multi-rank runs, as the CLI's JSON: NCCL's rank x rank network matrix (links with bytes, count,
         # bandwidth; the slowest link) and the collectives' wait vs transfer split; null when absent.
         network=nullable(ANY_OBJ), collectives=nullable(ANY_OBJ),
+        # Issue #44: the run's NCCL debug log, as the CLI's JSON: nodes, ranks, NICs, each rank pair's transport,
+        # rings and trees, settings, warnings, nccl-tests tables, and ``joined`` (which NCCL ranks each nsys
+        # report holds); null when the run has no log.
+        network_path=nullable(ANY_OBJ),
     ),
     "Job": obj(id=INT, name=STR, created_at=TIME, run_count=INT, last_run_at=nullable(TIME)),
     "JobHistory": obj(job=STR, items={"type": "array", "items": obj(

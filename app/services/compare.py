@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import DEFAULT_NOISE_PCT, RunFacts, compare_facts, run_facts
+from analysis.api import DEFAULT_NOISE_PCT, RunFacts, ToolKind, compare_facts, run_facts
 from app.models import Finding, Report, ReportStatus, Run, RunSummary
 from app.services.findings import finding_to_dict
 from app.services.run_query import live
@@ -108,7 +108,7 @@ def kpi_deltas(a: RunView, b: RunView) -> list[KpiDelta]:
 
 def _per_rank(view: RunView) -> dict[str, tuple[str, dict[str, Any]]]:
     out: dict[str, tuple[str, dict[str, Any]]] = {}
-    for i, report in enumerate(r for r in view.reports if r.kind == "nsys"):
+    for i, report in enumerate(r for r in view.reports if r.kind == ToolKind.NSYS):
         bd = breakdown_of(view.summaries.get(report.id))
         if bd is None:
             continue
@@ -137,7 +137,7 @@ def warnings(a: RunView, b: RunView) -> list[str]:
     if ka != kb:
         out.append(f"The runs were profiled with different tools ({' + '.join(ka) or 'none'} and "
                    f"{' + '.join(kb) or 'none'}).")
-    na, nb = sum(r.kind == "nsys" for r in a.reports), sum(r.kind == "nsys" for r in b.reports)
+    na, nb = sum(r.kind == ToolKind.NSYS for r in a.reports), sum(r.kind == ToolKind.NSYS for r in b.reports)
     if na != nb:
         out.append(f"The runs have different numbers of nsys reports ({na} and {nb}): totals add up different ranks.")
     return out

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis.api import ToolKind
 from app.db import changed
 from app.models import Report, Run, utcnow
 from app.services.leases import REPORT_ANALYSIS, Outcome, after_terminal, fail_used_up, refresh_run_status
@@ -134,7 +135,7 @@ def stale_reports(session: Session, run_id: int, window: str) -> list[int]:
                      sa.or_(Report.analysis_window.is_(None), Report.analysis_window != window))
     return list(session.scalars(
         sa.select(Report.id).where(
-            Report.run_id == run_id, Report.kind == "nsys", Report.trace_path.is_not(None),
+            Report.run_id == run_id, Report.kind == ToolKind.NSYS.value, Report.trace_path.is_not(None),
             sa.or_(sa.and_(Report.status == "ready", other), failed))
         .order_by(Report.id)))
 

@@ -52,8 +52,9 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
         row.data = {**row.data, "missing": jsonable(result.missing), "missing_ranks": jsonable(result.missing_ranks or [])}
     if result.verdict is not None:  # what bounds the run and what to do first (analysis.diagnosis.verdict)
         row.data = {**row.data, "verdict": jsonable(result.verdict.to_json())}
-    for key, value in (("network", result.network), ("collectives", result.collectives)):
-        if value is not None:  # run-wide facts: NCCL's network matrix, collectives' wait vs transfer
+    for key, value in (("network", result.network), ("collectives", result.collectives),
+                       ("network_path", result.network_path)):
+        if value is not None:  # run-wide facts: NCCL's network matrix, collectives' wait vs transfer, the NCCL log's path
             row.data = {**row.data, key: jsonable(value)}
     session.add(row)
     refresh_run_status(session, run_id)

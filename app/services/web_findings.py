@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.api import short_host
+from analysis.api import ToolKind, short_host
 from app.models import Report
 
 MINOR_NS = 5_000              # findings below this impact are listed under "minor"
@@ -105,7 +105,7 @@ def rule_rows(findings: list[dict[str, Any]], reports: list[Report]) -> list[Rul
 
 def impact_matrix(rows: list[RuleRow], reports: list[Report]) -> dict[str, Any] | None:
     """Rank x rule summed impact (ns) for runs with more than one rank; None otherwise."""
-    ranks = [report_label(r) for r in reports if r.kind == "nsys"]
+    ranks = [report_label(r) for r in reports if r.kind == ToolKind.NSYS]
     for row in rows:
         ranks += [k for k in row.ranks if k not in ranks]
     ranks = list(dict.fromkeys(ranks))

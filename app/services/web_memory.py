@@ -10,7 +10,7 @@ import math
 import re
 from typing import Any
 
-from analysis.api import fmt
+from analysis.api import ToolKind, fmt
 
 CHARTS = 20          # kernels charted per run page (most nsys time, else profiled time, first)
 BOX_W, BOX_H = 120, 64
@@ -80,7 +80,7 @@ def _groups(view: Any) -> list[dict[str, Any]]:
     """Profiled launches grouped per kernel configuration and report; the longest launch stands for the group."""
     out: dict[tuple, dict[str, Any]] = {}
     for report in view.reports:
-        if report.kind != "ncu":
+        if report.kind != ToolKind.NCU:
             continue
         for k in (view.summaries.get(report.id) or {}).get("kernels") or []:
             key = (report.id, k.get("name"), tuple(k.get("grid") or ()), tuple(k.get("block") or ()))

@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis.api import ToolKind
 from app.errors import ApiError
 from app.models import Finding, Report, RunSummary
 from app.services.run_repo import Headline, RunDetail, get_run, run_detail
@@ -154,7 +155,7 @@ class NcuKpis:
 
 def ncu_kpis(view: RunView) -> NcuKpis | None:
     """The headline of a run whose reports are all Nsight Compute ones (None for any other run)."""
-    if any(r.kind == "nsys" for r in view.reports) or not any(r.kind == "ncu" for r in view.reports):
+    if any(r.kind == ToolKind.NSYS for r in view.reports) or not any(r.kind == ToolKind.NCU for r in view.reports):
         return None
     counts: list[dict[str, Any]] = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})}
                                     for r in view.reports]
@@ -186,7 +187,7 @@ def clock_offsets(reports: list[Report]) -> dict[int, int]:
     """Per ingested nsys report, the ns to add to its times to reach the run clock the timeline draws on (0 at
     the earliest report's session start; ``analysis.views.run_timeline.offsets``): 0 each unless every one of
     several reports knows its session start."""
-    parts = [r for r in reports if r.kind == "nsys" and r.trace_path]
+    parts = [r for r in reports if r.kind == ToolKind.NSYS and r.trace_path]
     starts = [s for s in ((r.info or {}).get("session_start_utc_ns") for r in parts) if isinstance(s, int)]
     if len(parts) < 2 or len(starts) < len(parts):
         return {r.id: 0 for r in parts}

@@ -97,7 +97,7 @@ def run_parts(session: Session, settings: Settings, run_id: int):
     """Yield (parts, catalogues, extents) for the run's ingested nsys reports (kept open, see above)."""
     get_run(session, run_id)
     reports = list(session.scalars(
-        sa.select(Report).where(Report.run_id == run_id, Report.kind == "nsys", Report.trace_path.is_not(None))
+        sa.select(Report).where(Report.run_id == run_id, Report.kind == api.ToolKind.NSYS.value, Report.trace_path.is_not(None))
         .order_by(Report.rank, Report.id)))
     parts = []
     for r in reports:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import TraceError, window_check
+from analysis.api import ToolKind, TraceError, window_check
 from app.errors import ApiError
 from app.models import Report
 from app.services.storage import data_path
@@ -21,7 +21,7 @@ def check_window_fits(session: Session, settings: Settings, run_id: int, window:
     ingested = sa.or_(Report.status == "ready", sa.and_(Report.status == "failed",
                                                         Report.error_code == "analysis_failed"))
     rows = session.execute(sa.select(Report.trace_path, Report.name).where(
-        Report.run_id == run_id, Report.kind == "nsys", ingested, Report.trace_path.is_not(None))).all()
+        Report.run_id == run_id, Report.kind == ToolKind.NSYS.value, ingested, Report.trace_path.is_not(None))).all()
     try:
         window_check(window, [(data_path(settings, path), name) for path, name in rows
                               if path is not None and data_path(settings, path).is_file()])

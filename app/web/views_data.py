@@ -95,7 +95,7 @@ def kernel_json(run_id: int):
     view = web_run.run_view(get_session(), run_id)
     out = []
     for report in view.reports:
-        if report.kind != "nsys" or not report.trace_path:
+        if report.kind != api.ToolKind.NSYS or not report.trace_path:
             continue
         _, trace = _open(run_id, report.id)
         try:

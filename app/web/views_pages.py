@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from analysis.api import describe_rule, rule_catalogue
+from analysis.api import ToolKind, describe_rule, rule_catalogue
 from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
@@ -17,6 +17,7 @@ from app.services import rules as rules_service
 from app.services import runs as runs_service
 from app.services.run_access import require_change
 from app.services.runs import may_delete
+from app.services.web_nccl import nccl_path_section
 from app.services.web_network import collectives_section, network_section
 from app.services.window_fit import check_window_fits
 from app.settings import current_settings
@@ -51,7 +52,7 @@ def runs():
 @login_required
 def run(run_id: int):
     view = _page_or_404(web_run.run_view, get_session(), run_id)
-    nsys = [r for r in view.reports if r.kind == "nsys" and r.trace_path]
+    nsys = [r for r in view.reports if r.kind == ToolKind.NSYS and r.trace_path]
     findings = web_run.on_run_clock(web_run.rank_findings(view), view.reports)
     rule_docs = {}
     for f in findings:
@@ -67,7 +68,8 @@ def run(run_id: int):
                            iterations=web_run.iteration_sections(view.reports, view.summaries),
                            system=web_run.system_sections(view.reports, view.summaries),
                            network=network_section(view.summaries), collectives=collectives_section(view.summaries),
-                           refused_window=request.args.get("window", "")[:200] or None)
+                           refused_window=request.args.get("window", "")[:200] or None,
+                           nccl=nccl_path_section(view.summaries))
 
 
 def _retryable(view) -> bool:

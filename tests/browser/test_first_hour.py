@@ -174,15 +174,15 @@ def test_upload_says_what_happens_until_the_run_is_ready(signed_in, tmp_path) ->
     page.click("#upload-button")                            # no file: a visible message, nothing sent
     error = page.locator("#upload-error")
     assert error.is_visible() and "Choose or drop at least one export file" in error.inner_text()
-    empty, notes = tmp_path / "empty.sqlite", tmp_path / "notes.txt"
+    empty, notes = tmp_path / "empty.sqlite", tmp_path / "notes.docx"  # .txt is an NCCL log
     empty.write_bytes(b"")
     notes.write_text("not an export")
     page.set_input_files("#files", [str(empty), str(notes), str(corpus_file("pytorch-sgemm-small.csv"))])
     page.click("#upload-button")                            # every refused file named, not only the first
     text = error.inner_text()
-    assert "empty.sqlite" in text and "notes.txt" in text and "Nothing was sent" in text, text
+    assert "empty.sqlite" in text and "notes.docx" in text and "Nothing was sent" in text, text
     assert page.locator("#upload-status").is_hidden()
-    for name in ("empty.sqlite", "notes.txt"):
+    for name in ("empty.sqlite", "notes.docx"):
         page.locator("#file-list tbody tr", has_text=name).locator("button.remove-file").click()
     page.click("#upload-button")
     page.wait_for_selector("#upload-status[data-run-status=ready]", timeout=180_000)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.model.ncu_metrics import Launch
+from analysis.readers import ToolKind
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class Linker:
             self.reports = list(given)
             return
         self.reports = []
-        for trace in run.of_tool("nsys"):
+        for trace in run.of_tool(ToolKind.NSYS):
             kernels = nsys_kernels(trace)
             if kernels is not None:
                 self.reports.append(kernels)

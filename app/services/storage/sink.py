@@ -31,8 +31,9 @@ DEPTH = 4
 DIRECT_ALIGN = 4096
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-# Only these suffixes survive from a client's file name: detect_kind reads them to name binary reports.
-KNOWN_SUFFIXES = (".sqlite", ".csv", ".nsys-rep", ".qdrep", ".ncu-rep")
+# Only these suffixes survive from a client's file name: detect_kind reads them to name binary reports
+# (.log, .txt: NCCL debug logs, detected by their content like every text input).
+KNOWN_SUFFIXES = (".sqlite", ".csv", ".nsys-rep", ".qdrep", ".ncu-rep", ".log", ".txt")
 
 
 def safe_suffix(filename: str) -> str:

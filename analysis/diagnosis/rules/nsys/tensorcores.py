@@ -9,6 +9,7 @@ from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.model.trace import Run, Trace
+from analysis.readers import ToolKind
 
 # FP32 GEMM/convolution kernels of NVIDIA's libraries that run on the SIMT (CUDA core) pipes:
 # cuBLAS ``<arch>_sgemm_*`` and ``gemmSN_*_kernel<float>``/``gemmk1_kernel<float>``, cuDNN
@@ -53,7 +54,7 @@ def ncu_pipe_verdicts(run: Run) -> dict[str, dict]:
     from analysis.model.ncu_metrics import load_launches  # only when an ncu report is in the run
 
     out: dict[str, dict] = {}
-    for trace in run.of_tool("ncu"):
+    for trace in run.of_tool(ToolKind.NCU):
         for launch in load_launches(trace):
             tensor = [launch.raw.get(m) for m in TENSOR_INST if launch.raw.get(m) is not None]
             if not tensor:
@@ -133,7 +134,7 @@ class TensorCoresIdle(Rule):
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         by_naming = simt_fp32_names(trace)
         names, measured = list(by_naming), {}
-        if ctx.run.of_tool("ncu"):
+        if ctx.run.of_tool(ToolKind.NCU):
             verdicts = self.__dict__.get("_verdicts")
             if verdicts is None:  # once per rule run, not once per nsys report
                 verdicts = self.__dict__["_verdicts"] = ncu_pipe_verdicts(ctx.run)

@@ -28,6 +28,7 @@
     if (n.endsWith(".sqlite")) return "Nsight Systems export";
     if (n.endsWith(".nsys-rep") || n.endsWith(".qdrep")) return "Nsight Systems report";
     if (n.endsWith(".ncu-rep")) return "Nsight Compute report";
+    if (n.endsWith(".log") || n.endsWith(".txt")) return "NCCL log (checked on upload)";
     return UNKNOWN;
   }
 

@@ -1,0 +1,182 @@
+"""Read an ingested NCCL log back from its DuckDB file into ``NcclLog`` (``load``)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from analysis.duck import connect
+from analysis.errors import TraceError
+from analysis.readers.nccl.model import (
+    AlgoCall,
+    Connection,
+    EnvVar,
+    Failure,
+    Gdr,
+    Graph,
+    NcclLog,
+    Nic,
+    Rank,
+    Ring,
+    TestsRow,
+    Tree,
+    Tuning,
+    Warn,
+)
+from analysis.readers.nccl.schema import NCCL_TABLES
+
+
+def nic_kind(net: str, link: str | None, provider: str | None = None) -> str:
+    low = (link or "").lower()
+    if net == "Socket":
+        return "socket"
+    if low == "ib":
+        return "IB"
+    if low == "roce":
+        return "RoCE"
+    if provider:
+        return {"efa": "EFA", "cxi": "CXI"}.get(provider.lower(), provider)
+    return link or "other"
+
+
+def _clean(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _select(con: Any, table: str) -> list[dict[str, Any]]:
+    cols = [c for c, _ in NCCL_TABLES[table]]
+    rows = con.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()  # noqa: S608 - fixed names
+    return [{c: _clean(v) for c, v in zip(cols, row, strict=True)} for row in rows]
+
+
+def _ints(text: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in (text or "").split() if x.lstrip("-").isdigit())
+
+
+def load(path: Path) -> NcclLog:
+    """Read an ingested NCCL log back from its DuckDB file (read-only)."""
+    try:
+        con = connect(Path(path), read_only=True)
+    except Exception as exc:  # a file DuckDB cannot open
+        raise TraceError("corrupt", f"cannot open the NCCL log's store: {exc}") from None
+    try:
+        t = {name: _select(con, name) for name in NCCL_TABLES}
+    except Exception as exc:
+        raise TraceError("unsupported_schema", f"not an NCCL log store: {exc}") from None
+    finally:
+        con.close()
+    meta = {r["key"]: r["value"] for r in t["meta"]}
+    if meta.get("tool") != "nccl":
+        raise TraceError("unsupported_schema", "this DuckDB file does not hold an NCCL log")
+    devices = {d["rank"]: d for d in t["nccl_devices"] if d["rank"] is not None}
+    main_comm = _main_comm(t["nccl_ranks"])
+    ranks: dict[int, Rank] = {}
+    for r in sorted(t["nccl_ranks"], key=lambda r: (r["comm_id"] != main_comm, r["rank"])):
+        if r["comm_id"] != main_comm or r["rank"] in ranks:
+            continue
+        dev = devices.get(r["rank"], {})
+        ranks[r["rank"]] = Rank(r["rank"], r["host"] or dev.get("host"), r["pid"] or dev.get("pid"), r["cuda_dev"],
+                                r["bus_id"], dev.get("gpu"), r["label"], r["nranks"], r["comm_id"])
+    for rank, d in sorted(devices.items()):
+        if rank not in ranks:
+            ranks[rank] = Rank(rank, d["host"], d["pid"], d["device"], d["bus"], d["gpu"], None, None, None)
+    # srun/mpirun task labels: one task per rank, so the label is the rank (used for ranks no init line names).
+    for v in sorted(t["nccl_labels"], key=lambda v: v["label"]):
+        if v["label"] not in ranks:
+            ranks[v["label"]] = Rank(v["label"], v["host"], v["pid"], None, None, None, v["label"], None, None)
+    providers = {n["host"]: n["what"] for n in t["nccl_net_notes"] if n["kind"] == "provider"}
+    any_provider = next(iter(providers.values()), None)
+    kinds_by_name = {(n["host"], n["name"]): nic_kind(n["net"], n["link"]) for n in t["nccl_nics"] if n["link"]}
+    nic_list = []
+    for n in t["nccl_nics"]:
+        kind = nic_kind(n["net"], n["link"], providers.get(n["host"], any_provider))
+        if n["virtual"] and "+" in (n["name"] or ""):  # a merged device: the kind of its members
+            members = {kinds_by_name.get((n["host"], m)) or "" for m in n["name"].split("+")}
+            kind = members.pop() if len(members) == 1 and "" not in members else kind
+        nic_list.append(Nic(n["host"], n["net"], n["idx"], n["name"], n["port"], n["link"], kind, n["speed_mbps"],
+                            bool(n["virtual"]), n["line"]))
+    # A net plugin (aws-ofi-nccl) lists no NICs: the devices its connections name stand for them.
+    listed = {(n.host, n.index) for n in nic_list}
+    for c in sorted(t["nccl_connections"], key=lambda c: c["line"]):
+        if c["kind"] != "NET" or c["nic"] is None or c["net"] in ("IB", "Socket") or c["host"] is None:
+            continue
+        if (c["host"], c["nic"]) not in listed:
+            listed.add((c["host"], c["nic"]))
+            provider = providers.get(c["host"], any_provider)
+            nic_list.append(Nic(c["host"], c["net"], c["nic"], f"{provider or c['net']} device {c['nic']}", None,
+                                None, nic_kind(c["net"], None, provider), None, False, None))
+    nics = tuple(sorted(nic_list, key=lambda n: (n.host or "", n.net, n.index)))
+    conns = tuple(Connection(c["channel"], c["conn"], c["src"], c["dst"], c["direction"], c["host"], c["transport"],
+                             c["kind"], c["net"], c["nic"], c["proxy_rank"], bool(c["gdr"]), bool(c["shared"]),
+                             c["mode"], bool(c["read"]), c["line"], c["text"])
+                  for c in sorted(t["nccl_connections"], key=lambda c: c["line"]))
+    log = NcclLog(
+        version=meta.get("nccl_version") or None,
+        version_raw=meta.get("nccl_version_raw") or None,
+        ranks=tuple(ranks[k] for k in sorted(ranks)),
+        nics=nics,
+        networks={r["name"]: r["lines"] for r in t["nccl_networks"]},
+        oob={r["host"]: r["interface"] for r in t["nccl_oob"]},
+        net_notes=tuple(t["nccl_net_notes"]),
+        gdr=tuple(Gdr(g["host"], g["scope"], g["gpu"], g["hca"], g["hca_name"], bool(g["enabled"]), g["distance"],
+                      g["level"], g["op"], g["reason"], g["line"], g["text"]) for g in sorted(t["nccl_gdr"], key=lambda g: g["line"])),
+        connections=conns,
+        rings=tuple(Ring(r["channel"], _ints(r["ranks"]), r["line"]) for r in t["nccl_rings"]),
+        trees=tuple(Tree(r["channel"], r["rank"], r["up"], _ints(r["down"]), r["line"])
+                    for r in sorted(t["nccl_trees"], key=lambda r: (r["channel"], r["rank"]))),
+        channel_counts={r["name"]: r["value"] for r in t["nccl_channel_counts"]},
+        env=tuple(EnvVar(e["name"], e["value"], e["set_by"], e["count"], e["distinct_values"], e["line"])
+                  for e in sorted(t["nccl_env"], key=lambda e: e["name"])),
+        warnings=(),
+        warning_counts={r["kind"]: r["count"] for r in t["nccl_warning_counts"]},
+        failures=tuple(Failure(f["line"], f["label"], f["kind"], f["text"]) for f in t["nccl_failures"]),
+        algo_calls=tuple(AlgoCall(a["coll"], a["bytes"], a["algo"], a["proto"], a["channels"], a["calls"], a["line"])
+                         for a in sorted(t["nccl_algo_calls"], key=lambda a: a["line"])),
+        tuning=tuple(Tuning(x["coll"], x["algo"], x["proto"], x["latency_us"], x["bw_gbs"], x["line"])
+                     for x in sorted(t["nccl_tuning"], key=lambda x: x["line"])),
+        graphs=tuple(Graph(g["pattern"], g["cross_nic"], g["nchannels"], g["bw_intra"], g["bw_inter"], g["type"],
+                           g["line"]) for g in t["nccl_graphs"]),
+        topo_links={r["kind"]: {"count": r["count"], "max_bw": r["max_bw"], "targets": r["targets"]}
+                    for r in t["nccl_topo_links"]},
+        p2p_refused=tuple((r["host"], r["dev_a"], r["dev_b"], r["count"]) for r in t["nccl_p2p_refused"]),
+        nvls={r["name"]: r["value"] for r in t["nccl_nvls"]},
+        tests_rows=tuple(TestsRow(r["tbl"], r["line"], r["size"], r["count"], r["type"], r["redop"], r["root"],
+                                  r["oop_time_us"], r["oop_algbw"], r["oop_busbw"], r["oop_wrong"], r["ip_time_us"],
+                                  r["ip_algbw"], r["ip_busbw"], r["ip_wrong"])
+                         for r in sorted(t["nccl_tests_rows"], key=lambda r: r["line"])),
+        tests={"name": meta.get("tests_name") or None, "version": meta.get("tests_version") or None,
+               "layout": meta.get("tests_layout") or None,
+               "avg_busbw": float(meta["tests_avg_busbw"]) if meta.get("tests_avg_busbw") else None,
+               "avg_line": int(meta["tests_avg_line"]) if meta.get("tests_avg_line") else None,
+               "out_of_bounds": meta.get("tests_out_of_bounds") or None},
+        counters={r["name"]: r["value"] for r in t["nccl_counters"]},
+        meta=meta,
+    )
+    warns = tuple(Warn(w["line"], w["kind"], w["message"], w["host"], w["pid"], w["dev"], w["label"], w["source"],
+                       log.rank_of(w["host"], w["pid"], w["dev"], w["label"]))
+                  for w in sorted(t["nccl_warnings"], key=lambda w: w["line"]))
+    object.__setattr__(log, "warnings", warns)
+    return log
+
+
+def _main_comm(rows: list[dict[str, Any]]) -> str | None:
+    """The communicator that spans the most ranks (the world one), first seen on ties."""
+    best: tuple[int, bool, int, str] | None = None
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for r in rows:
+        counts[r["comm_id"]] = counts.get(r["comm_id"], 0) + 1
+        first.setdefault(r["comm_id"], r["line"] or 0)
+    for comm, n in counts.items():
+        nranks = max((r["nranks"] or 0) for r in rows if r["comm_id"] == comm)
+        key = (max(nranks, n), not comm.startswith("nranks="), -first[comm], comm)
+        if best is None or key > best:
+            best = key
+    return best[3] if best else None

@@ -1,0 +1,231 @@
+"""The run step's analysis of an NCCL debug log (``analysis.readers.nccl``), and its join with the run's
+nsys reports.
+
+A log is small next to a trace, so it is analyzed inside the run-level step (``AnalysisStep.RUN``): its
+network path (nodes, ranks, NICs, per-pair transports, rings and trees, settings, warnings), the NET rules'
+findings (``analysis.diagnosis.nccl``) and the log's verdict. ``join`` names which NCCL ranks each nsys
+report of the run holds (same host and pid, else same rank on the same host, else same rank), so the
+run's verdict can say which rank of the profiled job the log is about.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from analysis.diagnosis.findings import Finding
+from analysis.readers import ToolKind
+from analysis.results import RuleStatus, Verdict
+from analysis.run.facts import ReportResult
+
+# The verdict kind of a run whose story is the NCCL log's (analysis.diagnosis.verdict.KINDS).
+VERDICT_KIND = "network"
+NEXT_STEP = "read the run's network path (transport, GPUDirect, NIC per GPU) and fix the first problem it names"
+
+
+def analyze_log(path: Path, label: str, spec_text: str, thresholds: Mapping[str, Any] | None = None) -> ReportResult:
+    """One ingested NCCL log: its summary (``network_path``, ``verdict`` sentence), findings and the NET
+    rules' outcomes (every NET rule runs; ``thresholds``: the run's overrides, those of NET rules apply)."""
+    from analysis.diagnosis import nccl as diagnose
+    from analysis.readers.nccl import load
+
+    log = load(Path(path))
+    network_path = log.to_json()
+    own = {r.id for r in diagnose.registry()}
+    found = diagnose.findings(log, {k: v for k, v in (thresholds or {}).items() if k.split(".")[0] in own} or None)
+    sentence = diagnose.verdict(log, found)
+    # The finding the sentence speaks for: the first serious one, in the order the NET rules rank them.
+    lead = next((f for f in found if f.severity in ("critical", "warning")), None)
+    placed = [_placed(f, label) for f in found]
+    info: dict[str, Any] = {"file": label, "tool": ToolKind.NCCL.value}
+    if network_path.get("version"):
+        info["tool_version"] = str(network_path["version"])
+    hosts = [n.get("host") for n in network_path.get("nodes") or [] if isinstance(n, Mapping) and n.get("host")]
+    if len(hosts) == 1:  # a log of one node names the report's host (as its ingest summary did)
+        info["host"] = str(hosts[0])
+    counts = {k: len(v) for k in ("nodes", "ranks", "nics", "warnings") if isinstance(v := network_path.get(k), list)}
+    info["counts"] = counts
+    info["window"] = {"spec": spec_text, "phase": "all", "reason": "an NCCL log has no timeline: the whole log",
+                      "start_ns": None, "end_ns": None}
+    info["network_path"] = network_path
+    if sentence:
+        info["nccl_verdict"] = {"text": sentence, "rule_id": lead.rule_id if lead else None,
+                                "next_step": lead.advice if lead else NEXT_STEP}
+    outcomes: dict[str, dict[str, Any]] = {}
+    for f in placed:
+        o = outcomes.setdefault(f["rule_id"], {"status": "ok", "reason": None, "findings": 0})
+        o["findings"] += 1
+    facts: dict[str, Any] = {"rank": None, "session_start_utc_ns": None}
+    return ReportResult(label, ToolKind.NCCL.value, info, placed, outcomes, facts, None, spec_text)
+
+
+def split_overrides(thresholds: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A job's threshold overrides (``RULE.name`` -> value) split into the default registry's and the NET
+    rules' (their own registry, ``analysis.diagnosis.nccl``), each to be checked by its registry."""
+    from analysis.diagnosis import nccl as diagnose
+
+    own = set(diagnose.registry().ids())
+    core: dict[str, Any] = {}
+    net: dict[str, Any] = {}
+    for key, value in (thresholds or {}).items():
+        (net if str(key).partition(".")[0] in own else core)[key] = value
+    return core, net
+
+
+def check_net_overrides(net: Mapping[str, Any]) -> dict[str, float]:
+    """The NET rules' overrides checked (name, type, range) as numbers; raises ``ThresholdError``."""
+    from analysis.diagnosis import nccl as diagnose
+
+    return diagnose.registry().validate_overrides(net)
+
+
+def rule_statuses(results: Sequence[ReportResult]) -> list[RuleStatus]:
+    """The NET rules' status on a run with NCCL logs (none without one): ``ok`` with their findings' count."""
+    logs = [r for r in results if r.tool == ToolKind.NCCL]
+    if not logs:
+        return []
+    from analysis.diagnosis import nccl as diagnose
+
+    return [RuleStatus(rule.id, "ok", None, sum(int((r.rules.get(rule.id) or {}).get("findings") or 0) for r in logs))
+            for rule in diagnose.registry()]
+
+
+def _placed(f: Finding, label: str) -> dict[str, Any]:
+    """The finding as the run's other findings are: its report, and the phase 'all' (the whole log)."""
+    return dataclasses.replace(f, report=f.report or label, phase=f.phase or "all").to_dict()
+
+
+def _short(host: Any) -> str:
+    return str(host or "").split(".")[0].lower()
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each nsys report of the run (``reports``: their summaries) with the log's ranks it holds: matched by
+    host and pid, else by host and rank, else by rank alone (a log without hosts). Hosts compare without
+    their domain, case-insensitively."""
+    ranks = [r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)]
+    out = []
+    for rep in reports:
+        if rep.get("tool") != ToolKind.NSYS:
+            continue
+        host, rank, pids = _short(rep.get("host")), _int(rep.get("rank")), _report_pids(rep)
+        by = "host+pid"
+        hits = [r for r in ranks if host and _short(r.get("host")) == host and _int(r.get("pid")) in pids]
+        if not hits and rank is not None:
+            by = "host+rank"
+            hits = [r for r in ranks if host and _short(r.get("host")) == host and _int(r.get("rank")) == rank]
+        if not hits and rank is not None and not any(r.get("host") for r in ranks):
+            by = "rank"
+            hits = [r for r in ranks if _int(r.get("rank")) == rank]
+        if not hits and host:
+            by = "host"
+            hits = [r for r in ranks if _short(r.get("host")) == host]
+        if hits:
+            out.append({"report": rep.get("file"), "host": rep.get("host"), "rank": rank, "by": by,
+                        "nccl_ranks": sorted({n for r in hits if (n := _int(r.get("rank"))) is not None})})
+    return out
+
+
+def _report_pids(rep: Mapping[str, Any]) -> set[int]:
+    """The process ids an nsys report's summary names (its processes, when the summary lists them)."""
+    pids: set[int] = set()
+    for key in ("pid", "pids"):
+        value = rep.get(key)
+        for v in value if isinstance(value, list) else [value]:
+            if (n := _int(v)) is not None:
+                pids.add(n)
+    for p in rep.get("processes") or []:
+        if isinstance(p, Mapping) and (n := _int(p.get("pid"))) is not None:
+            pids.add(n)
+    return pids
+
+
+# A kernel of NCCL's names its collective: ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllGather_RING_LL.
+_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]{1,40})")
+
+
+def _family(transport: str) -> str:
+    parts = transport.split("/")
+    return "/".join(parts[:2]) if parts[0] in ("NET", "P2P") and len(parts) > 1 else parts[0]
+
+
+def inter_node_traffic(network_path: Mapping[str, Any], results: Sequence[ReportResult]) -> dict[str, Any] | None:
+    """What crosses nodes, joined: the collectives the run's nsys reports ran (from their NCCL kernels' names)
+    and the transports the log shows between ranks of different nodes, with GPUDirect RDMA where it applies.
+    None when the log shows no inter-node pair or no nsys report ran an NCCL kernel."""
+    pairs = [p for p in network_path.get("pairs") or [] if isinstance(p, Mapping) and p.get("inter_node") is True]
+    collectives: list[str] = []
+    for r in results:
+        if r.tool != ToolKind.NSYS:
+            continue
+        for k in r.info.get("top_kernels") or []:
+            m = _COLLECTIVE.match(str(k.get("name") or "")[:200]) if isinstance(k, Mapping) else None
+            if m and m.group(1) not in collectives:
+                collectives.append(m.group(1))
+    if not pairs or not collectives:
+        return None
+    transports = sorted({_family(str(t)) for p in pairs for t in p.get("transports") or []})
+    gdr = [p["gdr"] for p in pairs if isinstance(p.get("gdr"), bool)]
+    return {"collectives": collectives, "transports": transports, "gdr": all(gdr) if gdr else None}
+
+
+def _traffic_sentence(traffic: Mapping[str, Any]) -> str:
+    colls = traffic["collectives"]
+    what = " and ".join(colls[:3]) + (" ..." if len(colls) > 3 else "")
+    gdr = "" if traffic["gdr"] is None else f", GPUDirect RDMA {'on' if traffic['gdr'] else 'off'}"
+    return f"the inter-node {what} run{'s' if len(colls) == 1 else ''} over {', '.join(traffic['transports'])}{gdr}"
+
+
+def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
+    """The run's network path: its (first) NCCL log's, with the log's report label and the join with the
+    run's nsys reports; None without a log. A run with several logs keeps each in its ``reports[]``."""
+    logs = [r for r in results if r.tool == ToolKind.NCCL and isinstance(r.info.get("network_path"), Mapping)]
+    if not logs:
+        return None
+    first = logs[0]
+    out = {"report": first.label, **first.info["network_path"]}
+    joined = join(first.info["network_path"], [r.info for r in results])
+    if joined:
+        out["joined"] = joined
+        traffic = inter_node_traffic(first.info["network_path"], results)
+        if traffic is not None:
+            out["inter_node_traffic"] = traffic
+    if len(logs) > 1:
+        out["other_logs"] = [r.label for r in logs[1:]]
+    return out
+
+
+def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
+                 network_path: Mapping[str, Any] | None) -> Verdict | None:
+    """The run's verdict with the NCCL log's sentence: alone when the run has no nsys verdict, else after the
+    trace's own sentence (the log says why its communication costs what it does, or what failed)."""
+    said = next((r.info["nccl_verdict"] for r in results
+                 if r.tool == ToolKind.NCCL and isinstance(r.info.get("nccl_verdict"), Mapping)), None)
+    if said is None:
+        return verdict
+    joined = (network_path or {}).get("joined") or []
+    where = ""
+    if joined:
+        parts = [f"{Path(str(j['report'])).name} holds NCCL rank{'s' if len(j['nccl_ranks']) > 1 else ''} "
+                 f"{', '.join(str(n) for n in j['nccl_ranks'])}" for j in joined[:4]]
+        traffic = (network_path or {}).get("inter_node_traffic")
+        if traffic:
+            parts.append(_traffic_sentence(traffic))
+        where = " (" + "; ".join(parts) + ")"
+    if verdict is None:
+        return Verdict(VERDICT_KIND, f"From the NCCL log{where}: {said['text']}", None,
+                       str(said.get("next_step") or NEXT_STEP), said.get("rule_id"))
+    lead = "Why, from the NCCL log" if verdict.kind == "communication" else "The NCCL log also says"
+    text = verdict.text.rstrip()
+    return dataclasses.replace(verdict, text=f"{text}{'' if text.endswith('.') else '.'} {lead}{where}: {said['text']}")
+
+
+__all__ = ["analyze_log", "check_net_overrides", "inter_node_traffic", "join", "rule_statuses", "run_network_path",
+           "split_overrides", "with_network"]

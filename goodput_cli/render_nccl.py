@@ -1,0 +1,82 @@
+"""Plain-text network path of a run's NCCL debug log (the result's ``network_path``): nodes, transports
+intra- and inter-node, NICs, GPUDirect RDMA, settings, warnings and failures, a few lines each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+SHOWN = 6  # items of each list printed before "and N more"
+
+
+def _more(items: list[Any], shown: int = SHOWN) -> str:
+    return f" (and {len(items) - shown} more)" if len(items) > shown else ""
+
+
+def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
+    """The section's lines; none when the run has no NCCL log. ``clip`` makes log text printable and short."""
+    path = result.get("network_path")
+    if not isinstance(path, dict):
+        return []
+    nodes = [n for n in path.get("nodes") or [] if isinstance(n, dict)]
+    ranks = path.get("ranks") or []
+    version = f"NCCL {path['version']}, " if path.get("version") else ""
+    lines = [clip(f"== network path ({version}{path.get('report') or 'NCCL log'}): {len(nodes)} node(s), "
+                  f"{len(ranks)} rank(s)" + (f", {path['nchannels']} channels" if path.get("nchannels") else ""), 200)]
+    nics_by_host: dict[str, list[str]] = {}
+    for n in path.get("nics") or []:
+        speed = f" {n['speed_mbps'] / 1000:g} Gb/s" if n.get("speed_mbps") else ""
+        nics_by_host.setdefault(str(n.get("host") or "?"), []).append(f"[{n.get('index')}]{n.get('name')} {n.get('kind')}{speed}")
+    for n in nodes[:SHOWN]:
+        nic = nics_by_host.get(str(n.get("host")), [])
+        lines.append("   " + clip(f"node {n.get('host')}: ranks {', '.join(map(str, n.get('ranks') or []))}"
+                          + (f"; NICs {' '.join(nic[:4])}{_more(nic, 4)}" if nic else ""), 160))
+    if len(nodes) > SHOWN:
+        lines.append(f"   (and {len(nodes) - SHOWN} more nodes)")
+    for inter, name in ((False, "intra-node"), (True, "inter-node")):
+        groups: dict[str, list[str]] = {}
+        for p in path.get("pairs") or []:
+            if p.get("inter_node") is not inter:
+                continue
+            key = ", ".join(dict.fromkeys(str(t) for t in p.get("transports") or []))
+            if p.get("gdr") is not None:
+                key += " GDR on" if p["gdr"] else " GDR off"
+            if p.get("proxy_ranks"):
+                key += f" PXN via {','.join(map(str, p['proxy_ranks']))}"
+            groups.setdefault(key, []).append(f"{p.get('src')}->{p.get('dst')}")
+        for key, pairs in groups.items():
+            lines.append("   " + clip(f"{name}: {key}: {' '.join(pairs[:SHOWN])}{_more(pairs)}", 160))
+    gdr = [g for g in path.get("gdr") or [] if g.get("scope") == "gpu"]
+    if gdr:
+        off = [g for g in gdr if not g.get("enabled")]
+        lines.append("   " + clip(f"GPUDirect RDMA: {len(gdr) - len(off)} of {len(gdr)} GPU/NIC pairs enabled"
+                          + (f"; off: {off[0].get('reason') or 'no reason printed'}" if off else ""), 160))
+    env = [e for e in path.get("env") or [] if e.get("set_by") == "environment"]
+    if env:
+        lines.append("   " + clip("set by the user: " + " ".join(f"{e.get('name')}={e.get('value')}" for e in env[:SHOWN])
+                          + _more(env), 160))
+    warnings = path.get("warnings") or []
+    if warnings:
+        w = warnings[0]
+        who = (f" rank {w['rank']}" if w.get("rank") is not None else "") + (f" on {w['host']}" if w.get("host") else "")
+        lines.append("   " + clip(f"first warning (of {len(warnings)}),{who} line {w.get('line')}: {w.get('message')}", 160))
+    for f in (path.get("failures") or [])[:3]:
+        lines.append("   " + clip(f"failure, line {f.get('line')}: {f.get('kind')}: {f.get('text')}", 160))
+    tests = path.get("nccl_tests") or {}
+    if tests.get("peak_busbw") is not None:
+        lines.append(f"   nccl-tests: peak bus bandwidth {tests['peak_busbw']:.2f} GB/s"
+                     + (f" at {tests['peak_size']:,} B" if tests.get("peak_size") else "")
+                     + (f", average {tests['avg_busbw']:.2f} GB/s" if tests.get("avg_busbw") is not None else ""))
+    for j in path.get("joined") or []:
+        lines.append("   " + clip(f"joined: {j.get('report')} ({j.get('host') or '?'}) holds NCCL rank(s) "
+                          f"{', '.join(map(str, j.get('nccl_ranks') or []))} (matched by {j.get('by')})", 160))
+    traffic = path.get("inter_node_traffic")
+    if isinstance(traffic, dict):
+        rdma = "" if traffic.get("gdr") is None else f", GPUDirect RDMA {'on' if traffic['gdr'] else 'off'}"
+        lines.append("   " + clip(f"across nodes: {' and '.join(map(str, traffic.get('collectives') or []))} over "
+                                  f"{', '.join(map(str, traffic.get('transports') or []))}{rdma}", 160))
+    lines.append("")
+    return lines
+
+
+__all__ = ["path_lines"]

@@ -1,0 +1,166 @@
+"""`goodput analyze` and `goodput ingest` on NCCL debug logs, alone and with the run's nsys export: the network
+path section, the NET findings among the others, the verdict line, and one-line errors on hostile input."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, corpus_dir, corpus_file
+
+NCCL = corpus_dir() / "nccl"
+AULT = NCCL / "ZhiyiHu1999__DistributedSysLab_FS24__ault-2x2-shm-socket-tree-simple-2.17.log"
+FAILED = NCCL / "sparticlesteve__nersc-pytorch-testing__perlmutter-2x4-roce-ibv_create_cq-fail-2.7.log"
+# NCCL's connection lines: "Channel 00/0 : 1[81000] -> 2[41000] [send] via NET/Socket/0", "Channel 00 : 0[41000] -> 1[81000] via SHM/direct/direct".
+CHANNEL = re.compile(r"Channel \d+(?:/\d+)? : (\d+)\[\w+\] -> (\d+)\[\w+\] (?:\[\w+\] )?via (\S+)")
+
+
+def goodput(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "goodput_cli.main", *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+def _pairs_in_log(path: Path, transport_prefix: str) -> set[tuple[int, int]]:
+    """The rank pairs whose connection lines name the transport, read from the log's text (the oracle)."""
+    out = set()
+    for line in path.read_text(errors="replace").splitlines():
+        m = CHANNEL.search(line)
+        if m and m.group(3).startswith(transport_prefix):
+            out.add((int(m.group(1)), int(m.group(2))))
+    return out
+
+
+def test_analyze_a_log_alone_text_and_json():
+    proc = goodput("analyze", str(AULT), "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    (rep,) = result["reports"]
+    assert rep["tool"] == "nccl" and rep["tool_version"] == "2.17.1"
+    path = result["network_path"]
+    assert [n["host"] for n in path["nodes"]] == ["ault43", "ault44"]
+    sockets = {(p["src"], p["dst"]) for p in path["pairs"] if p["inter_node"]}
+    assert sockets == _pairs_in_log(AULT, "NET/Socket") and sockets
+    assert {(p["src"], p["dst"]) for p in path["pairs"] if not p["inter_node"]} == _pairs_in_log(AULT, "SHM")
+    ids = [f["rule_id"] for f in result["findings"]]
+    assert "NET001" in ids  # inter-node over sockets
+    assert {r["id"]: r["status"] for r in result["rules"]}["NET001"] == "ok"
+    assert result["verdict"]["kind"] == "network" and result["verdict"]["rule_id"] == "NET001"
+    assert "socket" in result["verdict"]["text"].lower()
+
+    text = goodput("analyze", str(AULT), "--quiet")
+    assert text.returncode == 0, text.stderr
+    out = text.stdout
+    assert out.startswith("Verdict: From the NCCL log: ")
+    assert "== network path (NCCL 2.17.1" in out
+    inter = next(line for line in out.splitlines() if line.startswith("   inter-node: NET/Socket/0"))
+    for src, dst in sorted(sockets):
+        assert f"{src}->{dst}" in inter
+    assert re.search(r"^ +\d+\. \[critical\] NET001 ", out, re.M)
+
+
+def test_a_log_with_the_ranks_export_joins_them_and_the_verdict_says_so():
+    export = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
+    alone = json.loads(goodput("analyze", str(export), "--format", "json", "--quiet").stdout)
+    proc = goodput("analyze", str(AULT), str(export), "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    # ault43.cscs.ch (the export's host) is the log's ault43, and the export's rank 0 is its rank 0.
+    assert result["network_path"]["joined"] == [{"report": str(export), "host": "ault43.cscs.ch", "rank": 0,
+                                                 "by": "host+rank", "nccl_ranks": [0]}]
+    # What crosses the nodes, joined: the export's NCCL kernels are AllReduce (read from its SQLite), and
+    # the log's inter-node pairs run over sockets.
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    kernels = {n for (n,) in con.execute("SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                                         "ON s.id = k.demangledName")}
+    con.close()
+    assert kernels and all(k.startswith("ncclKernel_AllReduce_") for k in kernels)
+    assert result["network_path"]["inter_node_traffic"] == {"collectives": ["AllReduce"],
+                                                            "transports": ["NET/Socket"], "gdr": None}
+    verdict = result["verdict"]["text"]
+    assert verdict.startswith(alone["verdict"]["text"].rstrip("."))  # the trace's own verdict leads
+    assert "holds NCCL rank 0" in verdict and "the inter-node AllReduce runs over NET/Socket" in verdict
+    # The export's findings are the same with the log beside it; the log's NET findings come on top.
+    own = [(f["rule_id"], f["impact_ns"]) for f in result["findings"] if not f["rule_id"].startswith("NET")]
+    assert own == [(f["rule_id"], f["impact_ns"]) for f in alone["findings"]]
+    assert any(f["rule_id"] == "NET001" for f in result["findings"])
+    assert result["reports"][1] == alone["reports"][0]
+
+
+def test_ingest_then_analyze_the_duckdb_file(tmp_path):
+    out = tmp_path / "job.duckdb"
+    proc = goodput("ingest", str(AULT), "--out", str(out), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{out}: nccl report, nodes 2, ranks 4, nics 2, warnings 0"
+    direct = json.loads(goodput("analyze", str(AULT), "--format", "json", "--quiet").stdout)
+    again = goodput("analyze", str(out), "--format", "json", "--quiet")
+    assert again.returncode == 0, again.stderr
+    reread = json.loads(again.stdout)
+    assert {**reread["network_path"], "report": None} == {**direct["network_path"], "report": None}
+
+
+def test_a_failed_run_names_the_rank_and_nic_that_failed_first():
+    result = json.loads(goodput("analyze", str(FAILED), "--format", "json", "--quiet").stdout)
+    verdict = result["verdict"]
+    assert verdict["rule_id"] == "NET006"
+    # LABELS.md: ranks 3 and 7 (the senders of the cross-node edges) log `ibv_create_cq failed` on NET/IB/1.
+    assert "ibv_create_cq" in verdict["text"] and "mlx5_1" in verdict["text"]
+    assert re.search(r"\b3\b", verdict["text"]) and re.search(r"\b7\b", verdict["text"])
+
+
+def test_hostile_inputs_exit_2_with_one_line(tmp_path):
+    binary = tmp_path / "job.log"
+    binary.write_bytes(bytes(range(256)) * 4096)
+    prose = tmp_path / "notes.txt"
+    prose.write_text("no NCCL here, just words\n" * 1000)
+    for path, code in ((binary, "not_sqlite"), (prose, "unknown_format")):
+        proc = goodput("analyze", str(path), "--quiet")
+        assert proc.returncode == 2, proc.stdout
+        assert proc.stdout == ""
+        assert len(proc.stderr.splitlines()) == 1 and f"{path}: {code}: " in proc.stderr
+
+
+def test_a_log_with_a_huge_line_is_bounded(tmp_path):
+    # A log that starts right and then holds one 12 MB line of markup: a result or one line, never a hang.
+    src = tmp_path / "huge.log"
+    head = AULT.read_bytes()[:4000]
+    src.write_bytes(head + b"host:1:1 [0] NCCL INFO " + b"<script>alert(1)</script>" * 500_000 + b"\n")
+    proc = goodput("analyze", str(src), "--format", "json", "--quiet")
+    assert proc.returncode in (0, 2), proc.stderr
+    if proc.returncode == 2:
+        assert len(proc.stderr.splitlines()) == 1
+    else:
+        assert json.loads(proc.stdout)["reports"][0]["tool"] == "nccl"
+
+
+def test_a_log_beside_two_ranks_changes_nothing_the_traces_say():
+    # Every field of the two ranks' analysis is the same with the log beside them (the aligned steady window,
+    # the network matrix, the collectives' split, reports, findings, rule statuses); the log adds its own.
+    ranks = [str(corpus_file("nccl-ring-2node-r0-ault43.sqlite")), str(corpus_file("nccl-ring-2node-r1-ault44.sqlite"))]
+    two = json.loads(goodput("analyze", *ranks, "--format", "json", "--quiet").stdout)
+    three = json.loads(goodput("analyze", str(AULT), *ranks, "--format", "json", "--quiet").stdout)
+    assert set(three) - set(two) == {"network_path"}
+    for key in set(two) - {"verdict", "reports", "findings", "rules"}:
+        assert three[key] == two[key], key
+    assert three["reports"][1:] == two["reports"] and three["reports"][0]["tool"] == "nccl"
+    assert [f for f in three["findings"] if not f["rule_id"].startswith("NET")] == two["findings"]
+    assert [r for r in three["rules"] if not r["id"].startswith("NET")] == two["rules"]
+    assert three["verdict"]["text"].startswith(two["verdict"]["text"].rstrip("."))
+
+
+def test_net_thresholds_are_overrides_like_any_other():
+    # The log forces two settings (NCCL_ALGO=Tree, NCCL_PROTO=Simple): NET005 reports them unless the job
+    # asks for at least three before it speaks.
+    forced = [line for line in AULT.read_text().splitlines() if re.search(r"NCCL_(ALGO|PROTO) set by environment", line)]
+    assert forced
+    base = json.loads(goodput("analyze", str(AULT), "--format", "json", "--quiet").stdout)
+    raised = json.loads(goodput("analyze", str(AULT), "--format", "json", "--quiet",
+                                "--threshold", "NET005.min_settings=3").stdout)
+    assert "NET005" in [f["rule_id"] for f in base["findings"]]
+    assert [f["rule_id"] for f in raised["findings"]] == [f["rule_id"] for f in base["findings"] if f["rule_id"] != "NET005"]
+    bad = goodput("analyze", str(AULT), "--quiet", "--threshold", "NET005.nope=3")
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+    assert "bad_option: rule NET005 has no threshold 'nope'" in bad.stderr

@@ -1,0 +1,93 @@
+"""The run page's network path from an NCCL log uploaded with an nsys export of the same run: node x node and
+rank x rank transports equal to the log's own connection lines, the join with the export, and every string of
+the log escaped (a planted ``<script>`` in a hostname and markup in a WARN line)."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+from pathlib import Path
+
+from tests.conftest import corpus_dir, corpus_file
+from tests.web import seed
+
+AULT = corpus_dir() / "nccl" / "ZhiyiHu1999__DistributedSysLab_FS24__ault-2x2-shm-socket-tree-simple-2.17.log"
+HOST = "ault44" + seed.XSS_SCRIPT
+CHANNEL = re.compile(r"Channel \d+(?:/\d+)? : (\d+)\[\w+\] -> (\d+)\[\w+\] (?:\[\w+\] )?via (\S+)")
+
+
+def planted_log(out: Path) -> Path:
+    """The corpus log with a hostname that is markup, and one WARN line that is markup too."""
+    text = AULT.read_text().replace("ault44", HOST)
+    text += f"ault43:609484:609484 [0] NCCL WARN {seed.XSS_IMG} NET/Socket : peer closed\n"
+    out.write_text(text)
+    return out
+
+
+def _transports(path: Path) -> dict[tuple[int, int], str]:
+    out: dict[tuple[int, int], str] = {}
+    for line in path.read_text().splitlines():
+        if m := CHANNEL.search(line):
+            out[(int(m.group(1)), int(m.group(2)))] = m.group(3)
+    return out
+
+
+def test_the_run_page_shows_the_path_and_escapes_the_log(client, db, settings, ingested, tmp_path) -> None:
+    log = planted_log(tmp_path / "job.log")
+    export = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
+    run_id = seed.store_run(db, settings, ingested, [log, export], job="nccl-path")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    # Nothing of the log reaches the page as markup.
+    assert seed.XSS_SCRIPT not in html and seed.XSS_IMG not in html
+    assert "ault44&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    section = html.split('id="nccl-path"')[1]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in section  # the WARN line, shown as text
+    # Rank x rank: each cell's transport family and inter/intra mark equal the log's connection lines.
+    table = section.split('id="nccl-ranks"')[1].split("</table>")[0]
+    seen = {}
+    for sender, row in re.findall(r'<tr data-rank="(\d+)">(.*?)</tr>', table, re.S):
+        for j, cell in enumerate(re.findall(r"<td(.*?)</td>", row, re.S)):
+            if "data-inter" in cell:
+                inter = re.search(r'data-inter="(\w*)"', cell).group(1)
+                seen[(int(sender), j)] = (inter, unescape(re.sub(r"<[^>]+>", " ", cell.split(">", 1)[1])).split()[0])
+    expected = {pair: ("inter" if t.startswith("NET/") else "intra", "NET/Socket" if t.startswith("NET/") else "SHM")
+                for pair, t in _transports(log).items()}
+    assert seen == expected and len(expected) == 8
+    # Node x node: both nodes, the hostname escaped in its header.
+    nodes = section.split('id="nccl-nodes"')[1].split("</table>")[0]
+    assert "<th>ault43</th>" in nodes and "<th>ault44&lt;script&gt;alert(1)&lt;/script&gt;</th>" in nodes
+    assert "NET/Socket" in nodes and "SHM" in nodes
+    assert unescape(re.search(r'id="nccl-inter">(.*?)</strong>', section).group(1)) == "NET/Socket"
+    # The export (ault43, rank 0) is joined to the log's rank 0; the verdict carries the log's sentence.
+    joined = unescape(re.search(r'id="nccl-joined">(.*?)</p>', section, re.S).group(1))
+    assert export.name in joined and "rank 0" in joined
+    assert "Across nodes, AllReduce runs over NET/Socket." in " ".join(re.sub(r"<[^>]+>", "", joined).split())
+    verdict = unescape(html.split('id="verdict"')[1].split("</div>")[0])
+    assert "NCCL log" in verdict and "socket" in verdict.lower()
+
+
+def test_the_api_returns_the_network_path(client, db, settings, ingested, tmp_path) -> None:
+    log = planted_log(tmp_path / "job.log")
+    run_id = seed.store_run(db, settings, ingested, [log], job="nccl-api")
+    summary = client.get(f"/api/v1/runs/{run_id}/summary").get_json()
+    path = summary["network_path"]
+    assert path["report"] == "job.log"
+    assert [n["host"] for n in path["nodes"]] == ["ault43", HOST]  # as found: escaping is the page's job
+    assert {(p["src"], p["dst"]) for p in path["pairs"]} == set(_transports(log))
+    assert summary["verdict"]["kind"] == "network" and summary["verdict"]["rule_id"] == "NET001"
+
+
+def test_a_logs_report_drill_downs_answer_without_a_server_error(client, db, settings, ingested, tmp_path) -> None:
+    import sqlalchemy as sa
+
+    from app.models import Report
+
+    log = planted_log(tmp_path / "job.log")
+    run_id = seed.store_run(db, settings, ingested, [log], job="nccl-drill")
+    report_id = db.scalar(sa.select(Report.id).where(Report.run_id == run_id, Report.kind == "nccl"))
+    assert report_id is not None
+    tables = client.get(f"/runs/{run_id}/reports/{report_id}/tables.json")
+    assert tables.status_code == 200 and tables.get_json()["kernels"] == []
+    for what in ("timeline.json", "trace.json"):
+        resp = client.get(f"/runs/{run_id}/reports/{report_id}/{what}")
+        assert resp.status_code < 500, (what, resp.status_code)
