@@ -371,21 +371,23 @@ def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:
 # -- Rule catalogue -------------------------------------------------------------------------------------
 
 
-def rule_catalogue() -> list[dict[str, Any]]:
-    """Every registered rule's published description (id, docs, thresholds), in registry order."""
+def _published_rules() -> list[Any]:
+    """Every rule Goodput publishes: the nsys and ncu registry, then the NET rules over NCCL logs (their own
+    registry, run in the run step on a log: ``analysis.run.nccl_step``)."""
+    from analysis.diagnosis.nccl import registry as net_registry
     from analysis.diagnosis.rules.registry import default_registry
 
-    return [rule.describe() for rule in default_registry()]
+    return [*default_registry(), *net_registry()]
+
+
+def rule_catalogue() -> list[dict[str, Any]]:
+    """Every published rule's description (id, docs, thresholds): nsys and ncu in registry order, then NET."""
+    return [rule.describe() for rule in _published_rules()]
 
 
 def describe_rule(rule_id: str) -> dict[str, Any] | None:
     """One rule's published description, or None for an id no rule has (e.g. a rule since removed)."""
-    from analysis.diagnosis.rules.registry import default_registry
-
-    try:
-        return default_registry().get(rule_id).describe()
-    except KeyError:
-        return None
+    return next((rule.describe() for rule in _published_rules() if rule.id == rule_id), None)
 
 
 # -- Names ----------------------------------------------------------------------------------------------

@@ -154,8 +154,12 @@ def test_delete_hides_the_run_and_enqueues_purge(client, auth, broker):
 
 
 def test_rules_catalogue_is_the_registry(client, auth):
+    """The nsys and ncu registry in its order, then the NET rules over NCCL logs (their own registry)."""
+    from analysis.diagnosis.nccl import registry as net_registry
+
     items = client.get("/api/v1/rules", headers=auth["read"]).json["items"]
-    assert [r["id"] for r in items] == default_registry().ids()
+    assert [r["id"] for r in items] == default_registry().ids() + net_registry().ids()
+    assert {r["tool"] for r in items} == {"nsys", "ncu", "nccl"}
     assert all(r["doc"] and "thresholds" in r for r in items)
 
 
