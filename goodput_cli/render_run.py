@@ -25,7 +25,8 @@ def _rate(bps: float | None) -> str:
 
 
 def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms: Callable[[Any], str]) -> list[str]:
-    """The run's rank x rank network matrix (NCCL's ncclNet* ranges), one line per link."""
+    """The run's rank x rank network matrix (NCCL's ncclNet* ranges), one line per link, then per node. Bytes
+    count each posted transfer once; retried posts and the time they waited for the peer are said apart."""
     net = result.get("network")
     if not net:
         return []
@@ -36,10 +37,23 @@ def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms:
         lines.append(f"   rank {r['sender']} -> rank {r['receiver']} ({where}): {human_bytes(r['bytes'])} in "
                      f"{r['transfers']:,} sends on {r['channels']} channel(s), {_rate(r['bandwidth_bps'])} over "
                      f"{ms(r['in_flight_ns'])} in flight")
+        if r.get("retries"):
+            who = f" for rank {r['waiting_for']} to post its receives" if r.get("waiting_for") is not None else ""
+            lines.append(f"     posted after {r['attempts']:,} attempts ({r['retries']:,} retries): waited "
+                         f"{ms(r.get('waiting_ns'))}{who} (waiting, not transfer: left out of the bandwidth)")
     s = net.get("slowest")
     if s:
         lines.append(f"   slowest link: rank {s['sender']} ({s['sender_host']}) -> rank {s['receiver']} "
                      f"({s['receiver_host']}), {_rate(s['bandwidth_bps'])}")
+    for w in net.get("waited_for") or []:
+        lines.append(f"   waited for: rank {w['rank']} ({w.get('host') or '?'}), {ms(w['waiting_ns'])} by rank(s) "
+                     f"{', '.join(map(str, w['by']))} before they could post to it")
+    nodes = net.get("nodes") or []
+    if len(nodes) > 1:
+        for n in nodes:
+            lines.append(f"   node {n['host'] or '?'} (rank(s) {', '.join(map(str, n['ranks'])) or '-'}): within "
+                         f"{human_bytes(n['intra_bytes'])}, to other nodes {human_bytes(n['sent_inter_bytes'])}, "
+                         f"from other nodes {human_bytes(n['received_inter_bytes'])}")
     if net.get("without_ranges"):
         lines.append(f"   no network ranges recorded on rank(s) {', '.join(map(str, net['without_ranges']))}")
     lines.append("")
