@@ -76,5 +76,15 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
         lines.append(f"   longest host launch delay: rank {late['rank']} ({late['host'] or '?'}) launched collective "
                      f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; its kernel then "
                      f"queued {ms(late['gpu_queue_ns'])} on the GPU")
+    for p in c.get("participants") or []:
+        whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
+        lines.append(f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), "
+                     f"transfer {ms(p['transfer_ns'])}")
+    crit = c.get("critical")
+    if crit:
+        lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}) arrives last at "
+                     f"{crit['instances_last']} of {crit['instances']} collective(s); the others wait "
+                     f"{ms(crit['others_wait_ns'])} for it ({crit['share_of_collective_time_pct']:.0f}% of the "
+                     f"collectives' time)")
     lines.append("")
     return lines

@@ -60,6 +60,7 @@ from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleS
 from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
 from analysis.run.rollup import roll_up
+from analysis.run.waiting import collective_waits, critical_verdict
 
 logger = logging.getLogger(__name__)
 
@@ -368,8 +369,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
                          if r.tool == "nsys"])
     aligned = run_facts.aligned_windows(results, spec.kind)
-    verdict = run_verdict(verdicts, names)
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
+    verdict = critical_verdict(run_verdict(verdicts, names), verdicts, names, split)
     # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
     # run-level passes (roll-up, verdicts, loop marks) complete them; they become typed once, here.
     return AnalysisResult(
@@ -407,7 +408,13 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[st
                          launch)
     finally:
         con.close()
-    return collective_split(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts])
+    hosts = [r.info.get("host") for r, _ in parts]
+    split = collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts)
+    if split is not None:  # per instance and rank: whom it waited for; the rank the others wait on
+        waits = collective_waits(cols, [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}"
+                                        for r, _ in parts], hosts)
+        split.update(waits or {})
+    return split
 
 
 def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,

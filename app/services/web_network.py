@@ -42,4 +42,5 @@ def collectives_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str
     if not c or not c.get("per_rank"):
         return None
     return {"instances": c["instances"], "wait_ns": c["wait_ns"], "transfer_ns": c["transfer_ns"],
-            "per_host": c.get("per_host") or [], "per_rank": c["per_rank"], "launch": c.get("longest_launch_delay")}
+            "per_host": c.get("per_host") or [], "per_rank": c["per_rank"], "launch": c.get("longest_launch_delay"),
+            "critical": c.get("critical"), "participants": c.get("participants") or [], "clock": c.get("clock")}

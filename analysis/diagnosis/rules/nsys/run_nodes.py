@@ -31,7 +31,7 @@ def _in_window(bounds: tuple[int, int] | None) -> str:
 
 def instances(con: Any, sources: list[str], offsets: list[int],
               windows: list[tuple[int, int] | None], launch: bool = False) -> dict[str, np.ndarray]:
-    """Every complete in-window instance's arrivals: columns ``part, pid, inst, t, e`` (``t``, ``e``: the
+    """Every complete in-window instance's arrivals: columns ``part, pid, inst, name, t, e`` (``t``, ``e``: the
     kernel's start and end on the run's time base, less the earliest start of the run, so int64 holds them),
     and with ``launch`` (sources with a ``launch_ns`` column) ``l``, the host's launch on the same base, and
     ``has_l``."""
@@ -48,7 +48,7 @@ def instances(con: Any, sources: list[str], offsets: list[int],
         c AS (SELECT name, k, DENSE_RANK() OVER (ORDER BY MIN(t), name, k) AS inst FROM i GROUP BY name, k
               HAVING COUNT(*) = (SELECT n FROM n) AND BOOL_AND(inw)),
         m AS (SELECT MIN(t) AS t0 FROM i)
-        SELECT part, pid, inst, (i.t - m.t0)::BIGINT AS t, (i.e - m.t0)::BIGINT AS e, m.t0::BIGINT AS t0,
+        SELECT part, pid, inst, name, (i.t - m.t0)::BIGINT AS t, (i.e - m.t0)::BIGINT AS e, m.t0::BIGINT AS t0,
                COALESCE(i.l - m.t0, 0)::BIGINT AS l, i.l IS NOT NULL AS has_l
         FROM i JOIN c USING (name, k), m ORDER BY inst, part, pid""")  # noqa: S608 - see above
     return {k: np.asarray(v) for k, v in rel.fetchnumpy().items()}

@@ -1,0 +1,87 @@
+"""Waiting apart from transfer, per collective instance and rank, on a planted late node: rank 1 of the
+corpus' 2-node pair arrives later at its AllReduce (everything from its kernel on moves later) and rank 0's
+AllReduce, which cannot finish without it, ends as much later. Expected numbers from the planted exports'
+kernel rows, read with SQLite (this pair's exports carry absolute UTC times)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from analysis.results import Verdict
+from analysis.run.runner import analyze_run
+from analysis.run.waiting import critical_verdict
+from tests.analysis.planting import copy_export, ingest_copy, open_gap
+from tests.conftest import corpus_file
+
+R0 = "nccl-ring-2node-r0-ault43.sqlite"
+R1 = "nccl-ring-2node-r1-ault44.sqlite"
+LATE = 5_000_000  # ns rank 1 arrives later in the planted variant
+
+
+def _nccl(path: Path) -> tuple[int, int]:
+    con = sqlite3.connect(path)
+    (row,) = con.execute("""SELECT k.start, k."end" FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                            ON s.id = k.shortName WHERE s.value LIKE 'ncclKernel%'""").fetchall()
+    con.close()
+    return int(row[0]), int(row[1])
+
+
+@pytest.fixture(scope="module")
+def late(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dst = copy_export(corpus_file(R1), tmp_path_factory.mktemp("late") / "r1-late.sqlite")
+    open_gap(dst, _nccl(dst)[0], LATE)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def waiting(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dst = copy_export(corpus_file(R0), tmp_path_factory.mktemp("late") / "r0-waits.sqlite")
+    _, end = _nccl(dst)
+    open_gap(dst, end, LATE)  # its kernel spans ``end``: it lasts LATE longer, the rest moves later
+    return dst
+
+
+def test_each_rank_waits_for_the_last_arrival_and_names_it(late: Path, waiting: Path, tmp_path: Path) -> None:
+    out = analyze_run([ingest_copy(waiting, tmp_path / "r0.duckdb"), ingest_copy(late, tmp_path / "r1.duckdb")],
+                      labels=[R0, R1]).to_json()
+    (s0, e0), (s1, e1) = _nccl(waiting), _nccl(late)
+    assert e0 > s1  # rank 0 ends after the last arrival
+    assert s1 - s0 > LATE  # rank 1 is the last to arrive
+    c = out["collectives"]
+    (item,) = c["items"]
+    by = {r["rank"]: r for r in item["ranks"]}
+    assert item["last"] == "rank 1"
+    assert by["rank 0"]["wait_ns"] == s1 - s0 and by["rank 0"]["waited_for"] == "rank 1"
+    assert by["rank 0"]["transfer_ns"] == e0 - s1 and by["rank 1"]["transfer_ns"] == e1 - s1
+    assert by["rank 1"]["wait_ns"] == 0 and by["rank 1"]["waited_for"] is None
+    p0 = next(p for p in c["participants"] if p["rank"] == "rank 0")
+    assert p0["waited_for"] == {"rank 1": s1 - s0}
+    crit = c["critical"]
+    assert crit["rank"] == "rank 1" and crit["others_wait_ns"] == s1 - s0 and crit["instances_last"] == 1
+    total = (s1 - s0) + (e0 - s1) + (e1 - s1)
+    assert crit["share_of_collective_time_pct"] == pytest.approx(100 * (s1 - s0) / total, abs=1e-3)
+    assert crit["leads_verdict"] is True and "clocks agree" in c["clock"]
+    from goodput_cli.render import text
+
+    report = text(out)
+    assert "rank 0 (ault43.cscs.ch): waiting" in report and "(for rank 1 " in report
+    assert "critical path: rank 1 (ault44.cscs.ch) arrives last at 1 of 1 collective(s)" in report
+
+
+def test_the_run_verdict_follows_the_critical_path() -> None:
+    comm = Verdict("communication", "Exposed communication 12 ms.", 12, "overlap it", "COMM001")
+    host = Verdict("host_bound", "The host is busy in Python 30 ms.", 30, "profile the host", "HOST001")
+    waits = {"critical": {"rank": "rank 1", "host": "b", "others_wait_ns": 25_000_000, "instances_last": 4,
+                          "instances": 5, "share_of_collective_time_pct": 60.0, "leads_verdict": True}}
+    v = critical_verdict(comm, [comm, host], ["rank 0", "rank 1"], waits)
+    assert v is not None and v.kind == "host_bound" and v.rule_id == "HOST001"
+    assert v.text.startswith("Critical path: rank 1 on b arrives last at 4 of 5 collective(s)")
+    assert v.text.endswith("Its own bound: The host is busy in Python 30 ms.")
+    # ranks that arrive together, or a run bound by its start-up: the verdict stays
+    quiet = {"critical": {**waits["critical"], "leads_verdict": False}}
+    assert critical_verdict(comm, [comm, host], ["rank 0", "rank 1"], quiet) is comm
+    start = Verdict("startup", "Start-up dominates.", 9, "warm up", "PHASE001")
+    assert critical_verdict(start, [start, host], ["rank 0", "rank 1"], waits) is start
