@@ -467,6 +467,9 @@ class AnalysisResult:
     # Multi-rank runs: each collective's time split into the wait for the last rank and the transfer after
     # it, per rank and per host (analysis.diagnosis.rules.nsys.run_nodes).
     collectives: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
+    # Multi-report runs: what is missing or does not belong (analysis.run.mixed): missing ranks, duplicate
+    # ranks, other jobs, reports apart on the aligned clock. Absent when nothing is wrong.
+    run_warnings: tuple[Mapping[str, Any], ...] | None = field(default=None, metadata=_json(optional=True))
 
     def to_json(self) -> JSON:
         # The verdict first: the line an engineer acts on.
@@ -486,6 +489,8 @@ class AnalysisResult:
             out["network"] = self.network
         if self.collectives is not None:
             out["collectives"] = self.collectives
+        if self.run_warnings:
+            out["run_warnings"] = list(self.run_warnings)
         return out
 
     @classmethod
@@ -499,4 +504,5 @@ class AnalysisResult:
                    aligned_window=opt("aligned_window"), missing=opt("missing"), missing_ranks=opt("missing_ranks"),
                    schema_version=data.get("schema_version"),
                    verdict=None if data.get("verdict") is None else Verdict.from_json(data["verdict"]),
-                   network=data.get("network"), collectives=data.get("collectives"))
+                   network=data.get("network"), collectives=data.get("collectives"),
+                   run_warnings=opt("run_warnings"))

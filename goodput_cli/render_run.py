@@ -20,6 +20,11 @@ def per_rank_line(f: dict[str, Any], ms: Callable[[Any], str]) -> list[str]:
     return [f"     per rank: {shown}{more}"]
 
 
+def warning_lines(result: dict[str, Any]) -> list[str]:
+    """A run of several reports: what is missing or does not belong (``analysis.run.mixed``), before its numbers."""
+    return [f"WARNING ({w['code']}): {w['message']}" for w in result.get("run_warnings") or []]
+
+
 def _rate(bps: float | None) -> str:
     return "n/a" if bps is None else f"{bps / 1e9:.2f} GB/s"
 

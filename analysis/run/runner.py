@@ -59,6 +59,7 @@ from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
+from analysis.run.mixed import run_warnings
 from analysis.run.rollup import roll_up
 from analysis.run.waiting import collective_waits, critical_verdict
 
@@ -380,7 +381,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         aligned_window=None if aligned is None else tuple(aligned),  # multi-rank: where every rank is steady
         verdict=verdict,
         network=matrix,  # NCCL's network transfers: the rank x rank matrix
-        collectives=split)  # multi-rank: wait for the last rank vs transfer after it
+        collectives=split,  # multi-rank: wait for the last rank vs transfer after it
+        run_warnings=tuple(run_warnings([r.info for r in results])) or None)  # missing ranks, reports apart
 
 
 def _verdicts(results: list[ReportResult]) -> list[Verdict]:
