@@ -85,3 +85,27 @@ def test_the_run_verdict_follows_the_critical_path() -> None:
     assert critical_verdict(comm, [comm, host], ["rank 0", "rank 1"], quiet) is comm
     start = Verdict("startup", "Start-up dominates.", 9, "warm up", "PHASE001")
     assert critical_verdict(start, [start, host], ["rank 0", "rank 1"], waits) is start
+
+
+def test_comm001_does_not_advise_overlap_without_compute(tmp_path: Path) -> None:
+    import sqlite3 as sq
+
+    from analysis.api import analyze
+    from analysis.diagnosis.rules.nsys.comm import NO_COMPUTE_ADVICE, ExposedCommunication
+    from tests.analysis.planting import ingested
+
+    con = sq.connect(corpus_file(R0))
+    names = {n for (n,) in con.execute("""SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                                          ON s.id = k.shortName""")}
+    con.close()
+    assert all(n.startswith("nccl") for n in names)  # the export runs no compute kernel
+    (f,) = analyze([ingested(corpus_file(R0))], labels=[R0], rules=["COMM001"], window="all").to_json()["findings"]
+    assert f["advice"] == NO_COMPUTE_ADVICE and f["has_compute"] is False and "nothing to overlap" in f["message"]
+    # with compute beside it (vecadd's kernels, an NCCL kernel planted in an idle gap): the overlap advice stays
+    from tests.analysis.rule_cases import comm001_fires
+
+    path = copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "vecadd-nccl.sqlite")
+    comm001_fires(path, None)
+    (g,) = analyze([ingest_copy(path, tmp_path / "vecadd-nccl.duckdb")], rules=["COMM001"], thresholds={"COMM001.min_exposed_pct": 0.0},
+                   window="all").to_json()["findings"]
+    assert g["advice"] == ExposedCommunication.advice and g["has_compute"] is True
