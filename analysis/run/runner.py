@@ -61,7 +61,7 @@ from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
 from analysis.run.mixed import run_warnings
 from analysis.run.rollup import roll_up
-from analysis.run.waiting import collective_waits, critical_verdict
+from analysis.run.waiting import collective_waits, critical_verdict, waiting_apart
 
 logger = logging.getLogger(__name__)
 
@@ -318,6 +318,9 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             run_facts.comm003_across(results, con)
         finally:
             con.close()
+    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
+    waiting_apart([(r.label, r.facts.get("rank"), r.info.get("host"), r.findings) for r in results if r.tool == "nsys"],
+                  split)
     run_found: dict[str, list[dict[str, Any]]] = {}
     run_status: dict[str, tuple[str, str | None]] = {}
     for rule_cls in ctx.selected:
@@ -370,7 +373,6 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
                          if r.tool == "nsys"])
     aligned = run_facts.aligned_windows(results, spec.kind)
-    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
     verdict = critical_verdict(run_verdict(verdicts, names), verdicts, names, split)
     # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
     # run-level passes (roll-up, verdicts, loop marks) complete them; they become typed once, here.

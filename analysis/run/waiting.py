@@ -113,3 +113,39 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
             f"{fmt_ms(crit['others_wait_ns'])} for it ({crit['share_of_collective_time_pct']:.0f}% of the "
             f"collectives' time, waiting, not transfer). Its own bound: ")
     return replace(own, text=lead + own.text)
+
+
+def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str, Any]]]],
+                  split: dict[str, Any] | None) -> None:
+    """COMM001 (exposed communication) on each rank of a multi-rank run, told apart from the waiting the
+    collectives split measured on that rank (``reports``: each nsys report's label, rank, host and placed
+    findings, changed in place). Where no compute ran beside the NCCL kernels (``has_compute`` false) every
+    NCCL kernel instant is exposed, so the rank's waiting (inside its NCCL kernels, from its arrival to the
+    last rank's) lies wholly inside the exposed time: the finding's impact is the exposed time less that
+    waiting, which is COMM002's (the late rank's) to claim. With compute beside them the waiting may be
+    partly hidden: the finding only says how much of its time was waiting at most."""
+    rows = (split or {}).get("per_rank") or []
+    for label, rank, host, findings in reports:
+        mine = [r for r in rows if r.get("rank") == rank and r.get("host") == host]
+        if len(mine) != 1 or rank is None:
+            continue  # unmatched or ambiguous: leave the finding as it is
+        wait = int(mine[0]["wait_ns"])
+        for f in findings:
+            if f.get("rule_id") != "COMM001" or f.get("report") != label or wait <= 0:
+                continue
+            whom = ", ".join((next((p["waited_for"] for p in (split or {}).get("participants") or []
+                                    if p.get("rank") == f"rank {rank}"), {}) or {}).keys())
+            exposed = int(f["impact_ns"])
+            if f.get("has_compute") is False:
+                cut = min(wait, exposed)
+                f["impact_ns"] = exposed - cut
+                if f.get("impact_pct") is not None and exposed:
+                    f["impact_pct"] = round(float(f["impact_pct"]) * (exposed - cut) / exposed, 3)
+                f["waiting_ns"], f["exposed_with_waiting_ns"] = cut, exposed
+                f["message"] += (f" Of it, {fmt_ms(cut)} was waiting for {whom or 'the last rank'} to arrive, not "
+                                 f"communication: counted under the late rank (COMM002), not here; "
+                                 f"{fmt_ms(exposed - cut)} remains.")
+            else:
+                f["waiting_up_to_ns"] = min(wait, exposed)
+                f["message"] += (f" Up to {fmt_ms(min(wait, exposed))} of the rank's NCCL time was waiting for "
+                                 f"{whom or 'the last rank'} to arrive (the collectives split), not communication.")

@@ -64,6 +64,12 @@ def test_each_rank_waits_for_the_last_arrival_and_names_it(late: Path, waiting: 
     total = (s1 - s0) + (e0 - s1) + (e1 - s1)
     assert crit["share_of_collective_time_pct"] == pytest.approx(100 * (s1 - s0) / total, abs=1e-3)
     assert crit["leads_verdict"] is True and "clocks agree" in c["clock"]
+    # COMM001 on rank 0 (no compute: its whole NCCL kernel is exposed) no longer counts the waiting: its cost is
+    # the transfer; the wait is the late rank's (COMM002)
+    rep0 = next(r for r in out["reports"] if r["rank"] == 0)
+    (c1,) = [f for f in rep0["findings"] if f["rule_id"] == "COMM001"]
+    assert c1["exposed_with_waiting_ns"] == e0 - s0 and c1["waiting_ns"] == s1 - s0 and c1["impact_ns"] == e0 - s1
+    assert "was waiting for rank 1 to arrive" in c1["message"]
     from goodput_cli.render import text
 
     report = text(out)
