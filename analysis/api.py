@@ -374,12 +374,13 @@ def missing_ranks(reports: list[dict[str, Any]]) -> list[int]:
 
 
 def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, Any]], paths: Sequence[Path | None],
-              totals: dict[str, Any] | None = None) -> RunFacts:
+              totals: dict[str, Any] | None = None, collectives: dict[str, Any] | None = None) -> RunFacts:
     """One side of a comparison: a run's report dicts and findings, each report's launch and step samples
-    read from its DuckDB file (``paths`` aligned with ``reports``; see ``analysis.views.compare.run_facts``)."""
+    read from its DuckDB file (``paths`` aligned with ``reports``; see ``analysis.views.compare.run_facts``);
+    ``collectives``: the run's waiting/transfer split (the analysis' ``collectives``), when it has one."""
     from analysis.views.compare import run_facts as facts
 
-    return facts(id, reports, findings, paths, totals)
+    return facts(id, reports, findings, paths, totals, collectives)
 
 
 def run_step_time(reports: Sequence[Mapping[str, Any]]) -> float | None:

@@ -166,6 +166,12 @@ def text(diff: dict[str, Any]) -> str:
     lines += [_kernel_line(k) for k in kernels[:KERNELS_SHOWN]]
     if len(kernels) > KERNELS_SHOWN:
         lines.append(f"   ... {len(kernels) - KERNELS_SHOWN} more (--format json lists them)")
+    coll = diff.get("collectives")
+    if coll:  # communication kernels: waiting for the last rank apart from the transfer after it
+        w, x = coll["wait_per_instance_ns"], coll["transfer_per_instance_ns"]
+        lines += ["", f"== collectives ({coll['basis']}; {coll['said']})",
+                  f"   waiting  {ms(w['base']):>14}  ->{ms(w['head']):>14}   {_change('ns', w)}",
+                  f"   transfer {ms(x['base']):>14}  ->{ms(x['head']):>14}   {_change('ns', x)}"]
     lines += _findings(diff)
     if diff.get("gate"):
         lines.append("")

@@ -78,9 +78,16 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
                      f"transfer {ms(h['transfer_ns'])}")
     late = c.get("longest_launch_delay")
     if late and late["delay_ns"] > 0:
+        if late.get("in_launch_call_ns") is not None:  # where the time to the kernel's start went
+            off = late.get("descheduled_in_call_ns")
+            then = (f"its kernel started {ms(late['gpu_queue_ns'])} after the launch call began: "
+                    f"{ms(late['in_launch_call_ns'])} inside the call"
+                    + (f" ({ms(off)} of it with the thread switched out)" if off else "")
+                    + f", {ms(late['queued_after_call_ns'])} queued on the GPU after it")
+        else:
+            then = f"its kernel then queued {ms(late['gpu_queue_ns'])} on the GPU"
         lines.append(f"   longest host launch delay: rank {late['rank']} ({late['host'] or '?'}) launched collective "
-                     f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; its kernel then "
-                     f"queued {ms(late['gpu_queue_ns'])} on the GPU")
+                     f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; {then}")
     for p in c.get("participants") or []:
         whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
         lines.append(f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), "

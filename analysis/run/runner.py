@@ -401,15 +401,16 @@ def _verdicts(results: list[ReportResult]) -> list[Verdict]:
 def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
     """Each matched collective's wait for the last rank and transfer after it (``analysis.diagnosis.rules.nsys.run_nodes``)."""
     parts = run_facts.comm_participants(results, None)
-    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts]) if len(parts) > 1 else None
+    # one report may hold several ranks (processes): its own clock, the split still applies
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts]) if parts else None
     if offsets is None:
         return None
     con = connect(memory_bytes=memory_bytes)
     try:
-        launch = all("launch_ns" in {c[0] for c in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}  # noqa: S608
-                     for _, src in parts)
+        described = [{c[0] for c in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()} for _, src in parts]  # noqa: S608
+        launch = all("launch_ns" in d for d in described)
         cols = instances(con, [src for _, src in parts], offsets, [run_facts.window_bounds(r) for r, _ in parts],
-                         launch)
+                         launch, launch and all("launch_off_cpu_ns" in d for d in described))
     finally:
         con.close()
     hosts = [r.info.get("host") for r, _ in parts]

@@ -45,10 +45,13 @@ class RunFacts:
     totals: dict[str, Any] | None = None
     # Per report (aligned with ``reports``): its samples, None where its file could not be read.
     samples: list[ReportSamples | None] = field(default_factory=list)
+    # The run's collectives split into waiting and transfer (``analysis.run.waiting``), when it has one.
+    collectives: dict[str, Any] | None = None
 
 
 def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, Any]],
-              paths: Sequence[Path | None], totals: dict[str, Any] | None = None) -> RunFacts:
+              paths: Sequence[Path | None], totals: dict[str, Any] | None = None,
+              collectives: dict[str, Any] | None = None) -> RunFacts:
     """One run's facts, each report's samples read from its DuckDB file (``paths`` aligned with
     ``reports``; None or a missing file: no samples for that report)."""
     from analysis.views.compare_samples import ReportSamples, read_samples
@@ -59,7 +62,7 @@ def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, A
             samples.append(ReportSamples())     # an ncu report: no timeline to sample
         else:
             samples.append(read_samples(path, report) if path is not None and Path(path).is_file() else None)
-    return RunFacts(id=id, reports=reports, findings=findings, totals=totals, samples=samples)
+    return RunFacts(id=id, reports=reports, findings=findings, totals=totals, samples=samples, collectives=collectives)
 
 
 def kernel_totals(trace_path: Path, limit: int = KERNEL_LIMIT) -> list[dict[str, Any]]:
@@ -349,4 +352,30 @@ def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_
         "new_findings": found["new"],
         "resolved_findings": found["resolved"],
         "ranks": diff_ranks(base, head, noise_pct),
+        "collectives": diff_collectives(base.collectives, head.collectives, noise_pct),
     }
+
+
+def diff_collectives(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None,
+                     noise_pct: float) -> dict[str, Any] | None:
+    """Communication kernels: whether their waiting (for the last rank) or their transfer (after it) changed,
+    as means per matched instance and rank (``collectives`` of each run's analysis; not tested: the split
+    keeps totals, and the floor decides). None unless both runs have the split."""
+    if not base or not head or not base.get("per_rank") or not head.get("per_rank"):
+        return None
+
+    def per(c: Mapping[str, Any], key: str) -> float | None:
+        n = int(c.get("instances") or 0) * len(c["per_rank"])
+        return round(int(c.get(key) or 0) / n, 1) if n else None
+
+    out: dict[str, Any] = {"instances": delta(base.get("instances"), head.get("instances")),
+                           "basis": "mean per instance and rank", "tested": False}
+    said = []
+    for key, name in (("wait_ns", "waiting"), ("transfer_ns", "transfer")):
+        d = delta(per(base, key), per(head, key))
+        moved = d["delta_pct"] is not None and abs(d["delta_pct"]) >= noise_pct
+        d["changed"] = bool(moved)
+        out[key.replace("_ns", "_per_instance_ns")] = d
+        said.append(f"{name} {'grew' if moved and d['delta'] > 0 else 'shrank' if moved else 'unchanged'}")
+    out["said"] = ", ".join(said)
+    return out

@@ -115,3 +115,41 @@ def test_comm001_does_not_advise_overlap_without_compute(tmp_path: Path) -> None
     (g,) = analyze([ingest_copy(path, tmp_path / "vecadd-nccl.duckdb")], rules=["COMM001"], thresholds={"COMM001.min_exposed_pct": 0.0},
                    window="all").to_json()["findings"]
     assert g["advice"] == ExposedCommunication.advice and g["has_compute"] is True
+
+
+DESCHEDULED = 1_000_000  # ns the launching thread is switched out inside its launch call, in the planted variant
+
+
+def _launch_call(path: Path) -> tuple[int, int, int]:
+    """(start, end, globalTid) of the runtime call that launched the export's NCCL kernel."""
+    con = sqlite3.connect(path)
+    (row,) = con.execute("""SELECT r.start, r."end", r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+                            JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId
+                            JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE 'ncclKernel%'""").fetchall()
+    con.close()
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def test_a_descheduled_launch_is_host_time_not_gpu_queue(tmp_path: Path) -> None:
+    from tests.analysis.planting import ingested, sqlite_rw
+
+    dst = copy_export(corpus_file(R1), tmp_path / "r1-desched.sqlite")
+    start, end, tid = _launch_call(dst)
+    con = sqlite_rw(dst)
+    with con:
+        cpu = con.execute("SELECT cpu FROM SCHED_EVENTS WHERE globalTid = ? LIMIT 1", [tid]).fetchone()[0]
+        assert con.execute("SELECT COUNT(*) FROM SCHED_EVENTS WHERE globalTid = ? AND start BETWEEN ? AND ?",
+                           [tid, start, end]).fetchone()[0] == 0  # the thread ran through its launch call
+        con.execute("INSERT INTO SCHED_EVENTS (start, cpu, isSchedIn, globalTid) VALUES (?, ?, 0, ?), (?, ?, 1, ?)",
+                    [start + 1000, cpu, tid, start + 1000 + DESCHEDULED, cpu, tid])
+    con.close()
+    out = analyze_run([ingested(corpus_file(R0)), ingest_copy(dst, tmp_path / "r1.duckdb")], labels=[R0, R1]).to_json()
+    late = out["collectives"]["longest_launch_delay"]
+    (k_start, _), (c_start, c_end, _) = _nccl(dst), _launch_call(dst)
+    assert late["rank"] == 1 and late["gpu_queue_ns"] == k_start - c_start
+    assert late["in_launch_call_ns"] == min(c_end, k_start) - c_start
+    assert late["queued_after_call_ns"] == max(k_start - c_end, 0)
+    assert late["descheduled_in_call_ns"] == DESCHEDULED
+    from goodput_cli.render import text
+
+    assert "of it with the thread switched out" in text(out)

@@ -119,3 +119,46 @@ def test_findings_match_only_on_the_same_kernel_and_devices() -> None:
 def test_two_ncu_reports_compare_no_kernel_time() -> None:
     out = kpis({}, {}, None, ({}, {}))
     assert out["kernel_time_ns"] == {"base": None, "head": None, "delta": None, "delta_pct": None}
+
+
+EARLY = 100_000  # ns: pid 144's SendRecv kernels start this much earlier in the planted head (it waits longer)
+
+
+def _split_raw(export: Path) -> tuple[float, float, int]:
+    """(mean wait, mean transfer, instances) per instance and rank of the export's SendRecv kernels: the k-th
+    launch of each process is one instance; wait = last arrival - own, transfer = own end - last arrival."""
+    con = sqlite3.connect(export)
+    rows = con.execute("""SELECT p.pid, k.start, k."end" FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                          ON s.id = k.shortName JOIN (SELECT DISTINCT globalPid / 16777216 % 16777216 AS pid, globalPid
+                          FROM CUPTI_ACTIVITY_KIND_KERNEL) p ON p.globalPid = k.globalPid
+                          WHERE s.value = ? ORDER BY k.start""", [NAME]).fetchall()
+    con.close()
+    by: dict[int, list[tuple[int, int]]] = {}
+    for pid, a, b in rows:
+        by.setdefault(pid, []).append((a, b))
+    n = min(len(v) for v in by.values())
+    wait = transfer = 0
+    for i in range(n):
+        last = max(v[i][0] for v in by.values())
+        wait += sum(last - v[i][0] for v in by.values())
+        transfer += sum(max(v[i][1] - last, 0) for v in by.values())
+    return wait / (n * len(by)), transfer / (n * len(by)), n
+
+
+def test_communication_kernels_say_whether_waiting_or_transfer_changed(tmp_path: Path) -> None:
+    head = copy_export(BASE, tmp_path / "early.sqlite")
+    con = sqlite_rw(head)
+    with con:
+        con.execute("""UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start - ? WHERE globalPid / 16777216 % 16777216 = 144
+                       AND shortName IN (SELECT id FROM StringIds WHERE value = ?)""", [EARLY, NAME])
+    con.close()
+    proc = goodput("diff", str(BASE), str(head), "--window", "all", "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    c = json.loads(proc.stdout)["collectives"]
+    (wb, xb, nb), (wh, xh, nh) = _split_raw(BASE), _split_raw(head)
+    assert c["instances"]["base"] == nb and c["instances"]["head"] == nh
+    assert c["wait_per_instance_ns"]["base"] == pytest.approx(wb, abs=0.1)
+    assert c["wait_per_instance_ns"]["head"] == pytest.approx(wh, abs=0.1)
+    assert c["transfer_per_instance_ns"]["base"] == pytest.approx(xb, abs=0.1)
+    assert c["transfer_per_instance_ns"]["head"] == pytest.approx(xh, abs=0.1)
+    assert c["wait_per_instance_ns"]["changed"] is True and c["said"].startswith("waiting grew")
