@@ -133,6 +133,9 @@ SCHEMAS: dict[str, S] = {
         # Multi-rank runs, as the CLI's JSON: NCCL's rank x rank network matrix (links with bytes, count,
         # bandwidth; the slowest link) and the collectives' wait vs transfer split; null when absent.
         network=nullable(ANY_OBJ), collectives=nullable(ANY_OBJ),
+        # What is missing or does not belong among the run's reports (analysis.run.mixed): code, message,
+        # reports, ranks; empty when they fit together.
+        run_warnings={"type": "array", "items": ANY_OBJ},
     ),
     "Job": obj(id=INT, name=STR, created_at=TIME, run_count=INT, last_run_at=nullable(TIME)),
     "JobHistory": obj(job=STR, items={"type": "array", "items": obj(

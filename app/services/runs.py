@@ -88,6 +88,7 @@ def run_summary(session: Session, run_id: int) -> dict[str, Any]:
         "verdict": None if total is None else (total.data or {}).get("verdict"),
         "network": None if total is None else (total.data or {}).get("network"),
         "collectives": None if total is None else (total.data or {}).get("collectives"),
+        "run_warnings": [] if total is None else list((total.data or {}).get("run_warnings") or []),
     }
 
 
