@@ -51,7 +51,7 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
            "NCU_TREND_KPIS", "kernel_rank_matrix", "lanes_described", "ncu_kernel_kpis", "open_report",
            "overview_path", "prepare_overview", "report_tables", "rule_catalogue",
            "report_step", "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window",
-           "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "threshold_ranges",
+           "link_status", "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "threshold_ranges",
            "timeline_window", "window_check", "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema",
            "result_schema_text"]
 
@@ -338,12 +338,13 @@ def missing_ranks(reports: list[dict[str, Any]]) -> list[int]:
 
 
 def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, Any]], paths: Sequence[Path | None],
-              totals: dict[str, Any] | None = None) -> RunFacts:
+              totals: dict[str, Any] | None = None, collectives: dict[str, Any] | None = None) -> RunFacts:
     """One side of a comparison: a run's report dicts and findings, each report's launch and step samples
-    read from its DuckDB file (``paths`` aligned with ``reports``; see ``analysis.views.compare.run_facts``)."""
+    read from its DuckDB file (``paths`` aligned with ``reports``; see ``analysis.views.compare.run_facts``);
+    ``collectives``: the run's waiting/transfer split (the analysis' ``collectives``), when it has one."""
     from analysis.views.compare import run_facts as facts
 
-    return facts(id, reports, findings, paths, totals)
+    return facts(id, reports, findings, paths, totals, collectives)
 
 
 def run_step_time(reports: Sequence[Mapping[str, Any]]) -> float | None:
@@ -398,6 +399,14 @@ def short_kernel_name(name: str, limit: int = 90) -> str:
     from analysis.model.kernel_names import short_kernel_name as short
 
     return short(name, limit)
+
+
+def link_status(sender: int, receiver: int, links: set[tuple[int, int]], recorded: set[int]) -> str:
+    """A network matrix cell's state: ``traffic``, ``no traffic`` (a report that would have recorded it records
+    none) or ``not recorded`` (``analysis.model.network``)."""
+    from analysis.model.network import link_status as status
+
+    return status(sender, receiver, links, recorded)
 
 
 def short_host(host: str | None) -> str | None:

@@ -480,6 +480,9 @@ class AnalysisResult:
     # The run's NCCL debug log: nodes, ranks, NICs, each pair's transport, rings and trees, settings, warnings
     # (analysis.readers.nccl), and ``joined``: which ranks each nsys report holds. None without a log.
     network_path: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
+    # Multi-report runs: what is missing or does not belong (analysis.run.mixed): missing ranks, duplicate
+    # ranks, other jobs, reports apart on the aligned clock. Absent when nothing is wrong.
+    run_warnings: tuple[Mapping[str, Any], ...] | None = field(default=None, metadata=_json(optional=True))
 
     def to_json(self) -> JSON:
         # The verdict first: the line an engineer acts on.
@@ -501,6 +504,8 @@ class AnalysisResult:
             out["collectives"] = self.collectives
         if self.network_path is not None:
             out["network_path"] = self.network_path
+        if self.run_warnings:
+            out["run_warnings"] = list(self.run_warnings)
         return out
 
     @classmethod
@@ -515,4 +520,5 @@ class AnalysisResult:
                    schema_version=data.get("schema_version"),
                    verdict=None if data.get("verdict") is None else Verdict.from_json(data["verdict"]),
                    network=data.get("network"), collectives=data.get("collectives"),
-                   network_path=data.get("network_path"))
+                   network_path=data.get("network_path"),
+                   run_warnings=opt("run_warnings"))

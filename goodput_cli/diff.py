@@ -97,7 +97,8 @@ def _offline(args: argparse.Namespace, base: list[str], head: list[str]) -> dict
                 result, _ = run_analysis(files, Path(tmp), progress, outs=outs, window=args.window)
                 progress.step(f"kernel launches and steps of {name}")
                 facts.append(run_facts(str(files[0]) if len(files) == 1 else [str(f) for f in files],
-                                       result["reports"], result["findings"], outs))
+                                       result["reports"], result["findings"], outs,
+                                       collectives=result.get("collectives")))
             progress.step("comparing")
             # Inside the temporary directory: the comparison may measure a step again from a file.
             diff = compare_facts(facts[0], facts[1], noise_pct=args.noise_pct)

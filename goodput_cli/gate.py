@@ -5,10 +5,10 @@ metric fell by 2 points or more, ``+5%`` when it rose by 5 % or more. Units: ``p
 points, goodput only), ``%`` (relative to base), ``ns``/``us``/``ms``/``s`` (absolute, time metrics),
 none (counts). A metric that one of the runs lacks (no steps found, say) is reported, not failed.
 
-``step_time`` (the median step) and ``kernel:NAME`` (the median launch of the kernels whose name,
-function name or label is NAME, e.g. ``kernel:ncclDevKernel_SendRecv:+10%``) fail only on a change the
-comparison calls significant (its test and noise floor); a larger but insignificant change passes and
-says so.
+``step_time`` (the median step) and ``kernel:NAME`` (the kernels whose name, function name or label is
+NAME, e.g. ``kernel:ncclDevKernel_SendRecv:+10%``: judged per launch and, when both runs have steps, by
+its time per step, failing on either) fail only on a change the comparison calls significant (its test and
+noise floor); a larger but insignificant change passes and says so.
 """
 
 from __future__ import annotations
@@ -133,7 +133,8 @@ def _kernel_check(check: Check, diff: dict[str, Any]) -> tuple[float | None, str
     hits = [r for r in rows.values() if check.kernel in kernel_names(r["name"], r.get("label"))]
     if not hits:
         return None, "not_evaluated", f"no kernel named {check.kernel} among those compared"
-    results = [_tested(check, r.get("per_launch_ns")) for r in hits]
+    results = [_tested(check, r.get(key)) for r in hits for key in ("per_launch_ns", "per_step_ns")
+               if key == "per_launch_ns" or r.get(key)]
     failed = [x for x in results if x[1] == "failed"]
     pick = failed or [x for x in results if x[0] is not None] or results
     return max(pick, key=lambda x: check.sign * (x[0] if x[0] is not None else float("-inf")))

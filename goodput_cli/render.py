@@ -9,7 +9,7 @@ from analysis.readers import ToolKind
 from goodput_cli.render_idle import idle_lines
 from goodput_cli.render_memory import headline_lines, memory_lines
 from goodput_cli.render_nccl import path_lines
-from goodput_cli.render_run import collectives_lines, network_lines, per_rank_line
+from goodput_cli.render_run import collectives_lines, network_lines, per_rank_line, warning_lines
 
 
 def ms(ns: int | float | None) -> str:
@@ -86,6 +86,7 @@ def text(result: dict[str, Any]) -> str:
     verdict = result.get("verdict")
     if verdict:  # what bounds the run and what to do first, before everything else
         lines.append(_printable(f"Verdict: {verdict['text']} Next: {verdict['next_step']}."))
+    lines.extend(_printable(x) for x in warning_lines(result))
     for rep in result["reports"]:
         lines.append(_printable(
             f"== {rep.get('file')}  [{rep.get('tool')} {rep.get('tool_version') or 'version unknown'}]"))

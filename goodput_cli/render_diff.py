@@ -36,6 +36,8 @@ def _change(key: str, d: dict[str, Any]) -> str:
     if key == "goodput_pct":
         return f"{d['delta']:+.2f} pt"
     pct = f" ({d['delta_pct']:+.1f}%)" if d.get("delta_pct") is not None else ""
+    if d.get("estimator") and d.get("delta_pct") is not None:  # one change per row: the tested estimate
+        pct = f" (est. {d['delta_pct']:+.1f}%, {_p(d)})"
     if key in ("count", "steps"):
         return f"{int(d['delta']):+,}{pct}"
     return f"{'+' if d['delta'] >= 0 else '-'}{ms(abs(d['delta']))}{pct}"
@@ -92,6 +94,12 @@ def _kernel_line(k: dict[str, Any]) -> str:
     else:
         head = (f"{s['delta_pct']:+7.1f}% per launch (median {ms(s['base']['median'])} -> {ms(s['head']['median'])})  "
                 f"{_p(s)}")
+    ps = k.get("per_step_ns")
+    if ps and k["status"] not in ("new", "gone") and ps.get("delta_pct") is not None:
+        head += (f"; {ps['delta_pct']:+.1f}% per step (median {ms(ps['base']['median'])} -> "
+                 f"{ms(ps['head']['median'])}) {_p(ps)}")
+        if k.get("changed_by"):
+            head += f" [changed {' and '.join(b.replace('_', ' ') for b in k['changed_by'])}]"
     lps = k.get("launches_per_step")
     launches = (f"x{lps['base']:g} -> x{lps['head']:g}/step" if lps else f"x{k['base_count']:,} -> x{k['head_count']:,}")
     return f"   {head}  {launches}  {_clip(k.get('label') or k['name'], 70)}"
@@ -122,6 +130,11 @@ def _findings(diff: dict[str, Any]) -> list[str]:
             rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
             lines.append(f"   [{f.get('severity')}] {f.get('rule_id')}{rank} {ms(f.get('impact_ns'))}  "
                          f"{_clip(f.get('title') or '', 80)}")
+            other = f.get("other_scope")
+            if other:  # the same rule in the other run, on another kernel or set of GPUs: not comparable
+                where = f"kernel {_clip(str(other.get('kernel')), 40)}" if other.get("kernel") != f.get("kernel") \
+                    else f"{len([d for d in other.get('devices') or [] if d[0] != -1])} GPU(s)"
+                lines.append(f"     (the other run has {f.get('rule_id')} on another scope: {where}; not compared)")
         if len(found) > FINDINGS_SHOWN:
             lines.append(f"   ... {len(found) - FINDINGS_SHOWN} more (--format json lists them)")
     return lines
@@ -146,12 +159,19 @@ def text(diff: dict[str, Any]) -> str:
     noise = diff.get("noise") or {}
     kernels = diff.get("kernels") or []
     lines.append("")
-    lines.append(f"== kernels that changed per launch ({len(kernels)}; {noise.get('kernels_below_noise', 0)} of "
+    judged = " or per step" if "per_step" in (noise.get("tests") or []) else ""
+    lines.append(f"== kernels that changed per launch{judged} ({len(kernels)}; {noise.get('kernels_below_noise', 0)} of "
                  f"{noise.get('kernels_compared', 0)} not: not significant, within {noise.get('pct', 0):g}%, or under "
                  f"{ms(noise.get('abs_ns'))} per {noise.get('per', 'run')})")
     lines += [_kernel_line(k) for k in kernels[:KERNELS_SHOWN]]
     if len(kernels) > KERNELS_SHOWN:
         lines.append(f"   ... {len(kernels) - KERNELS_SHOWN} more (--format json lists them)")
+    coll = diff.get("collectives")
+    if coll:  # communication kernels: waiting for the last rank apart from the transfer after it
+        w, x = coll["wait_per_instance_ns"], coll["transfer_per_instance_ns"]
+        lines += ["", f"== collectives ({coll['basis']}; {coll['said']})",
+                  f"   waiting  {ms(w['base']):>14}  ->{ms(w['head']):>14}   {_change('ns', w)}",
+                  f"   transfer {ms(x['base']):>14}  ->{ms(x['head']):>14}   {_change('ns', x)}"]
     lines += _findings(diff)
     if diff.get("gate"):
         lines.append("")

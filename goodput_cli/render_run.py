@@ -20,12 +20,18 @@ def per_rank_line(f: dict[str, Any], ms: Callable[[Any], str]) -> list[str]:
     return [f"     per rank: {shown}{more}"]
 
 
+def warning_lines(result: dict[str, Any]) -> list[str]:
+    """A run of several reports: what is missing or does not belong (``analysis.run.mixed``), before its numbers."""
+    return [f"WARNING ({w['code']}): {w['message']}" for w in result.get("run_warnings") or []]
+
+
 def _rate(bps: float | None) -> str:
     return "n/a" if bps is None else f"{bps / 1e9:.2f} GB/s"
 
 
 def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms: Callable[[Any], str]) -> list[str]:
-    """The run's rank x rank network matrix (NCCL's ncclNet* ranges), one line per link."""
+    """The run's rank x rank network matrix (NCCL's ncclNet* ranges), one line per link, then per node. Bytes
+    count each posted transfer once; retried posts and the time they waited for the peer are said apart."""
     net = result.get("network")
     if not net:
         return []
@@ -36,10 +42,23 @@ def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms:
         lines.append(f"   rank {r['sender']} -> rank {r['receiver']} ({where}): {human_bytes(r['bytes'])} in "
                      f"{r['transfers']:,} sends on {r['channels']} channel(s), {_rate(r['bandwidth_bps'])} over "
                      f"{ms(r['in_flight_ns'])} in flight")
+        if r.get("retries"):
+            who = f" for rank {r['waiting_for']} to post its receives" if r.get("waiting_for") is not None else ""
+            lines.append(f"     posted after {r['attempts']:,} attempts ({r['retries']:,} retries): waited "
+                         f"{ms(r.get('waiting_ns'))}{who} (waiting, not transfer: left out of the bandwidth)")
     s = net.get("slowest")
     if s:
         lines.append(f"   slowest link: rank {s['sender']} ({s['sender_host']}) -> rank {s['receiver']} "
                      f"({s['receiver_host']}), {_rate(s['bandwidth_bps'])}")
+    for w in net.get("waited_for") or []:
+        lines.append(f"   waited for: rank {w['rank']} ({w.get('host') or '?'}), {ms(w['waiting_ns'])} by rank(s) "
+                     f"{', '.join(map(str, w['by']))} before they could post to it")
+    nodes = net.get("nodes") or []
+    if len(nodes) > 1:
+        for n in nodes:
+            lines.append(f"   node {n['host'] or '?'} (rank(s) {', '.join(map(str, n['ranks'])) or '-'}): within "
+                         f"{human_bytes(n['intra_bytes'])}, to other nodes {human_bytes(n['sent_inter_bytes'])}, "
+                         f"from other nodes {human_bytes(n['received_inter_bytes'])}")
     if net.get("without_ranges"):
         lines.append(f"   no network ranges recorded on rank(s) {', '.join(map(str, net['without_ranges']))}")
     lines.append("")
@@ -59,8 +78,25 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
                      f"transfer {ms(h['transfer_ns'])}")
     late = c.get("longest_launch_delay")
     if late and late["delay_ns"] > 0:
+        if late.get("in_launch_call_ns") is not None:  # where the time to the kernel's start went
+            off = late.get("descheduled_in_call_ns")
+            then = (f"its kernel started {ms(late['gpu_queue_ns'])} after the launch call began: "
+                    f"{ms(late['in_launch_call_ns'])} inside the call"
+                    + (f" ({ms(off)} of it with the thread switched out)" if off else "")
+                    + f", {ms(late['queued_after_call_ns'])} queued on the GPU after it")
+        else:
+            then = f"its kernel then queued {ms(late['gpu_queue_ns'])} on the GPU"
         lines.append(f"   longest host launch delay: rank {late['rank']} ({late['host'] or '?'}) launched collective "
-                     f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; its kernel then "
-                     f"queued {ms(late['gpu_queue_ns'])} on the GPU")
+                     f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; {then}")
+    for p in c.get("participants") or []:
+        whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
+        lines.append(f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), "
+                     f"transfer {ms(p['transfer_ns'])}")
+    crit = c.get("critical")
+    if crit:
+        lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}) arrives last at "
+                     f"{crit['instances_last']} of {crit['instances']} collective(s); the others wait "
+                     f"{ms(crit['others_wait_ns'])} for it ({crit['share_of_collective_time_pct']:.0f}% of the "
+                     f"collectives' time)")
     lines.append("")
     return lines

@@ -82,6 +82,11 @@ def cmd_upload(args: argparse.Namespace) -> int:
         code = err.get("code") if isinstance(err, dict) else r.get("error_code")
         msg = err.get("message") if isinstance(err, dict) else r.get("error_message")
         print(f"goodput: {r.get('name')}: {code}: {msg}", file=sys.stderr)
+    try:  # a run whose reports do not fit together (missing ranks, another job or clock): said, not failed
+        for w in client.summary(run_id).get("run_warnings") or []:
+            print(f"goodput: WARNING ({w.get('code')}) in run {run_id}: {w.get('message')}", file=sys.stderr)
+    except UploadError as exc:
+        print(f"goodput: WARNING: could not read the warnings of run {run_id}: {exc}", file=sys.stderr)
     if failed or final.get("status") == "failed":
         if not failed:
             print(f"goodput: run {run_id} failed: {final.get('error') or 'analysis failed'}", file=sys.stderr)
@@ -321,6 +326,10 @@ class Client:
         """The server's comparison of two runs (``GET /api/v1/compare``)."""
         return self._request("GET", f"/api/v1/compare?base={int(base)}&head={int(head)}&noise_pct={noise_pct:g}",
                              dict)
+
+    def summary(self, run_id: Any) -> dict[str, Any]:
+        """The run's analysis summary (``GET /api/v1/runs/{id}/summary``)."""
+        return self._request("GET", f"/api/v1/runs/{run_id}/summary", dict)
 
     def get_run(self, run_id: Any) -> dict[str, Any]:
         return self._request("GET", f"/api/v1/runs/{run_id}", dict)

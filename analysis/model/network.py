@@ -1,19 +1,31 @@
 """NCCL's network traffic: per report (its transfers by peer pair and channel) and per run (the rank x rank
-communication matrix), from the ``net_transfers`` rows (``analysis.readers.nsys.net``).
+communication matrix, grouped by node), from the ``net_transfers`` rows (``analysis.readers.nsys.net``).
 
-Per report, in its analysis window (a transfer counts when it was posted inside it): for each direction
-(this rank's sends, its receives), peer pair and channel, the transfers and bytes posted, those whose
-completion was recorded, the summed time from post to completion and the time at least one of them was
-in flight (the union of their post-to-completion intervals). The achieved bandwidth is the completed
-bytes over that in-flight time: what the link moved while it had work, never diluted by idle time and
-never inflated by counting overlapping requests twice.
+A transfer is one (sender, receiver, channel, sequence) that NCCL posted: it calls ``ncclNetIsend`` (or
+``ncclNetIrecv``) again with the same arguments until the network accepts the request, e.g. a send whose
+receiver has not posted its receive yet, and each call is an NVTX event. Each ``net_transfers`` row is one
+such call (an attempt); the completions survive on the rows they paired with. So here a transfer is the
+attempts with the same (process, direction, peers, channel, sequence) up to and including the first
+completion at or after them (an ASOF join), its ``post_ns`` the last attempt (the one accepted), its
+``first_ns`` the first. Its bytes count once; its attempts are a count of their own.
 
-Per run: the sender's side of each pair (the receiver's when the sender's report has no ranges), the
-hosts of both ranks (intra- or inter-node), and the slowest link.
+Per report, in its analysis window (a transfer counts when it was accepted inside it): for each direction
+(this rank's sends, its receives), peer pair and channel, the transfers and bytes, the attempts, those whose
+completion was recorded, the summed time from post to completion and the time at least one of them was in
+flight (the union of their post-to-completion intervals), and ``waiting_ns``: the time at least one was
+retried before it was accepted (the union of first attempt to post), time this rank waited on its peer,
+not time the network moved data. The achieved bandwidth is the completed bytes over the in-flight time.
+
+Per run: the sender's side of each pair (the receiver's when the sender's report has no ranges), the hosts of
+both ranks (intra- or inter-node), the slowest link (by bandwidth, which excludes the waiting), the ranks
+their peers waited for (``waited_for``: a sender that retried waited for its receiver), and the same traffic
+per node and per node pair (``nodes``, ``node_links``), where a pair without a link is ``no traffic`` when
+either rank's report records network ranges and ``not recorded`` when neither does.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from analysis.model.trace import Trace
@@ -23,30 +35,57 @@ NO_RANGES = ("no NCCL network ranges (ncclNetIsend/ncclNetIrecv NVTX events with
              "this report does not record its network transfers (none crossed the network in it, or NCCL's "
              "network calls were not instrumented when it was captured), so none are shown or guessed")
 
+_KEY = ("pid", "direction", "sender_rank", "receiver_rank", "channel", "sequence")
+
+
+def transfers_sql(src: str) -> str:
+    """One row per transfer (see the module): its key, ``bytes``, ``attempts``, ``first_ns``, ``post_ns``
+    (the accepted attempt) and ``done_ns`` (NULL: no completion recorded)."""
+    on = " AND ".join(f"a.{k} = c.{k}" for k in _KEY)
+    keys = ", ".join(f"a.{k}" for k in _KEY)
+    return f"""
+        WITH a AS (SELECT * FROM {src} WHERE post_ns IS NOT NULL),
+        c AS (SELECT {", ".join(_KEY)}, done_ns FROM {src} WHERE done_ns IS NOT NULL),
+        j AS (SELECT {keys}, a.bytes, a.post_ns, c.done_ns FROM a ASOF LEFT JOIN c ON {on} AND c.done_ns >= a.post_ns)
+        SELECT {", ".join(_KEY)}, done_ns, COUNT(*) AS attempts, MIN(post_ns) AS first_ns, MAX(post_ns) AS post_ns,
+               arg_max(bytes, post_ns) AS bytes
+        FROM j GROUP BY {", ".join(_KEY)}, done_ns"""  # noqa: S608 - column names and a table name
+
+
+def _union(part: str, lo: str, hi: str, rel: str) -> str:
+    """Per group of ``part``, the length of the union of the intervals [lo, hi) of ``rel``."""
+    return f"""
+        SELECT {part}, SUM(GREATEST(0, {hi} - GREATEST({lo}, COALESCE(before, {lo})))) AS u
+        FROM (SELECT {part}, {lo}, {hi},
+                     MAX({hi}) OVER (PARTITION BY {part} ORDER BY {lo}, {hi}
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+              FROM {rel} WHERE {hi} > {lo})
+        GROUP BY ALL"""  # noqa: S608 - column names
+
 
 def _grouped(src: str, keys: list[str], lo: int, hi: int) -> str:
     part = ", ".join(keys)
     return f"""
-        WITH t AS (SELECT * FROM {src} WHERE post_ns >= {lo} AND post_ns < {hi}),
-        d AS (SELECT {part}, bytes, post_ns, done_ns,
-                     MAX(done_ns) OVER (PARTITION BY {part} ORDER BY post_ns, done_ns
-                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-              FROM t WHERE done_ns IS NOT NULL)
-        SELECT g.*, COALESCE(f.completed, 0), COALESCE(f.completed_bytes, 0), COALESCE(f.post_to_done_ns, 0),
-               COALESCE(f.in_flight_ns, 0), f.median_ns
-        FROM (SELECT {part}, COUNT(*) AS transfers, SUM(bytes) AS bytes FROM t GROUP BY ALL) g
-        LEFT JOIN (SELECT {part}, COUNT(*) AS completed, SUM(bytes) AS completed_bytes,
-                          SUM(done_ns - post_ns) AS post_to_done_ns,
-                          SUM(GREATEST(0, done_ns - GREATEST(post_ns, COALESCE(before, post_ns)))) AS in_flight_ns,
-                          MEDIAN(done_ns - post_ns) AS median_ns
-                   FROM d GROUP BY ALL) f USING ({part})
+        WITH t AS (SELECT * FROM ({transfers_sql(src)}) WHERE post_ns >= {lo} AND post_ns < {hi}),
+        d AS (SELECT * FROM t WHERE done_ns IS NOT NULL),
+        g AS (SELECT {part}, COUNT(*) AS transfers, SUM(bytes) AS bytes, SUM(attempts) AS attempts FROM t GROUP BY ALL),
+        f AS (SELECT {part}, COUNT(*) AS completed, SUM(bytes) AS completed_bytes,
+                     SUM(done_ns - post_ns) AS post_to_done_ns, MEDIAN(done_ns - post_ns) AS median_ns
+              FROM d GROUP BY ALL),
+        fl AS ({_union(part, "post_ns", "done_ns", "d")}),
+        w AS ({_union(part, "first_ns", "post_ns", "t")})
+        SELECT g.{part.replace(", ", ", g.")}, g.transfers, g.bytes, COALESCE(f.completed, 0),
+               COALESCE(f.completed_bytes, 0), COALESCE(f.post_to_done_ns, 0), COALESCE(fl.u, 0), f.median_ns,
+               g.attempts, COALESCE(w.u, 0)
+        FROM g LEFT JOIN f USING ({part}) LEFT JOIN fl USING ({part}) LEFT JOIN w USING ({part})
         ORDER BY {part}"""  # noqa: S608 - column names and integers
 
 
 def _row(keys: list[str], r: tuple) -> dict[str, Any]:
     out: dict[str, Any] = dict(zip(keys, r[:len(keys)], strict=True))
-    transfers, nbytes, completed, cbytes, p2d, flight, median = r[len(keys):]
-    out.update({"transfers": int(transfers), "bytes": int(nbytes), "completed": int(completed),
+    transfers, nbytes, completed, cbytes, p2d, flight, median, attempts, waiting = r[len(keys):]
+    out.update({"transfers": int(transfers), "bytes": int(nbytes), "attempts": int(attempts),
+                "retries": int(attempts) - int(transfers), "waiting_ns": int(waiting), "completed": int(completed),
                 "completed_bytes": int(cbytes), "post_to_done_ns": int(p2d), "in_flight_ns": int(flight),
                 "median_post_to_done_ns": None if median is None else int(median),
                 "bandwidth_bps": bandwidth(int(cbytes), int(flight))})
@@ -77,6 +116,10 @@ def report_network(t: Trace, bounds: tuple[int, int] | None) -> dict[str, Any]:
             "bytes_received": sum(p["bytes"] for p in peers if p["direction"] == "recv")}
 
 
+LINK_KEYS = ("transfers", "bytes", "attempts", "retries", "waiting_ns", "completed_bytes", "in_flight_ns",
+             "median_post_to_done_ns", "bandwidth_bps", "channels")
+
+
 def run_matrix(results: list[tuple[int | None, str | None, dict[str, Any] | None]]) -> dict[str, Any] | None:
     """The run's communication matrix from each report's (rank, host, network object); None when no
     report records network ranges. One link per (sender, receiver) rank pair: the sender's report's
@@ -95,17 +138,72 @@ def run_matrix(results: list[tuple[int | None, str | None, dict[str, Any] | None
                 hs, hr = hosts.get(key[0]), hosts.get(key[1])
                 links[key] = {"sender": key[0], "receiver": key[1], "sender_host": hs, "receiver_host": hr,
                               "inter_node": None if hs is None or hr is None else hs != hr, "seen_by": side,
-                              **{k: p[k] for k in ("transfers", "bytes", "completed_bytes", "in_flight_ns",
-                                                   "median_post_to_done_ns", "bandwidth_bps", "channels")}}
+                              **{k: p.get(k, 0) for k in LINK_KEYS},
+                              # a sender that retried waited for its receiver to post; a receiver's retries
+                              # wait on its own side (buffers), so they name no peer
+                              "waiting_for": key[1] if side == "send" and p.get("waiting_ns") else None}
     rows = sorted(links.values(), key=lambda r: (r["sender"], r["receiver"]))
     timed = [r for r in rows if r["bandwidth_bps"] is not None]
     slowest = min(timed, key=lambda r: (r["bandwidth_bps"], r["sender"], r["receiver"])) if timed else None
+    recorded = sorted(k for k, _, net in results if k is not None and (net or {}).get("has_ranges"))
+    without = sorted(k for k, _, net in results if k is not None and not (net or {}).get("has_ranges"))
     ranks = sorted({k for r in rows for k in (r["sender"], r["receiver"])} | set(hosts))
+    waited: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if r["waiting_for"] is not None:
+            w = waited.setdefault(r["waiting_for"], {"rank": r["waiting_for"], "host": hosts.get(r["waiting_for"]),
+                                                     "waiting_ns": 0, "by": []})
+            w["waiting_ns"] += r["waiting_ns"]
+            w["by"].append(r["sender"])
     return {"ranks": ranks, "hosts": {str(k): v for k, v in sorted(hosts.items())}, "links": rows,
             "inter_node_bytes": sum(r["bytes"] for r in rows if r["inter_node"] is True),
             "intra_node_bytes": sum(r["bytes"] for r in rows if r["inter_node"] is False),
             "unknown_node_bytes": sum(r["bytes"] for r in rows if r["inter_node"] is None),
+            "attempts": sum(r["attempts"] for r in rows), "transfers": sum(r["transfers"] for r in rows),
             "senders_across_nodes": sorted({r["sender"] for r in rows if r["inter_node"]}),
-            "without_ranges": sorted(k for k, _, net in results if k is not None and not (net or {}).get("has_ranges")),
+            "without_ranges": without,
+            "waited_for": sorted(waited.values(), key=lambda w: (-w["waiting_ns"], w["rank"])),
+            **_by_node(rows, hosts, set(recorded)),
             "slowest": None if slowest is None else {k: slowest[k] for k in (
-                "sender", "receiver", "sender_host", "receiver_host", "bytes", "in_flight_ns", "bandwidth_bps")}}
+                "sender", "receiver", "sender_host", "receiver_host", "bytes", "in_flight_ns", "bandwidth_bps",
+                "waiting_ns")}}
+
+
+def link_status(sender: int, receiver: int, links: set[tuple[int, int]], recorded: set[int]) -> str:
+    """``traffic``, ``no traffic`` (a report that would have recorded it records none) or ``not recorded``."""
+    if (sender, receiver) in links:
+        return "traffic"
+    return "no traffic" if sender in recorded or receiver in recorded else "not recorded"
+
+
+def _by_node(rows: list[dict[str, Any]], hosts: dict[int, str | None], recorded: set[int]) -> dict[str, Any]:
+    """``nodes`` (per host: its ranks, bytes sent and received within it and to/from other nodes) and
+    ``node_links`` (per ordered host pair with a link: bytes, transfers, links, the slowest link's bandwidth)."""
+    ranks_of: dict[str | None, list[int]] = defaultdict(list)
+    for rank, host in sorted(hosts.items()):
+        ranks_of[host].append(rank)
+    nodes = {h: {"host": h, "ranks": rs, "ranks_recorded": [r for r in rs if r in recorded],
+                 "intra_bytes": 0, "sent_inter_bytes": 0, "received_inter_bytes": 0}
+             for h, rs in ranks_of.items()}
+    pairs: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for r in rows:
+        hs, hr = r["sender_host"], r["receiver_host"]
+        for h in (hs, hr):
+            nodes.setdefault(h, {"host": h, "ranks": [], "ranks_recorded": [], "intra_bytes": 0,
+                                 "sent_inter_bytes": 0, "received_inter_bytes": 0})
+        if r["inter_node"] is False:
+            nodes[hs]["intra_bytes"] += r["bytes"]
+        elif r["inter_node"] is True:
+            nodes[hs]["sent_inter_bytes"] += r["bytes"]
+            nodes[hr]["received_inter_bytes"] += r["bytes"]
+        p = pairs.setdefault((hs, hr), {"sender_host": hs, "receiver_host": hr, "inter_node": r["inter_node"],
+                                        "links": 0, "transfers": 0, "bytes": 0, "waiting_ns": 0,
+                                        "min_bandwidth_bps": None})
+        p["links"] += 1
+        p["transfers"] += r["transfers"]
+        p["bytes"] += r["bytes"]
+        p["waiting_ns"] += r["waiting_ns"]
+        if r["bandwidth_bps"] is not None:
+            p["min_bandwidth_bps"] = min(r["bandwidth_bps"], p["min_bandwidth_bps"] or r["bandwidth_bps"])
+    return {"nodes": sorted(nodes.values(), key=lambda n: str(n["host"])),
+            "node_links": sorted(pairs.values(), key=lambda p: (str(p["sender_host"]), str(p["receiver_host"])))}

@@ -8,7 +8,9 @@ Each nsys report's step 1 (``analysis.run.runner.analyze_report``) leaves:
   its process, the communicator's issue order), ``start_ns, end_ns`` (session-relative, as in the
   report), ``size_bytes`` (NULL: the normalized kernels table carries no message size), and the
   ``stream``, ``op``, ``algo`` and ``proto`` COMM003 groups by, and ``launch_ns``: the start of the host's
-  API call that launched it (NULL when the trace has none). Written by DuckDB straight from the report,
+  API call that launched it (NULL when the trace has none), ``launch_end_ns`` its end, and
+  ``launch_off_cpu_ns``: how long the launching thread was switched out inside that call (scheduler
+  events; NULL when the trace has none). Written by DuckDB straight from the report,
   so step 1 never holds it in Python.
 - in ``analysis.json`` (``ReportResult.facts``): rank, session start, the loop's iterations
   (``start_ns``, ``end_ns`` of every iteration; ``busy_ns``, the GPU busy time of those inside the
@@ -116,16 +118,26 @@ def write_collectives(trace: Trace, folder: Path) -> str | None:
     tmp = folder / (COLLECTIVES_FILE + ".tmp")
     quoted = str(tmp).replace("'", "''")  # server-made paths; quoted all the same
     # The host's launch of each NCCL kernel: the start of the API call it correlates with in its process.
-    launch = ("""LEFT JOIN (SELECT pid, correlation_id, MIN(start_ns) AS launch_ns FROM cuda_api
-                           WHERE correlation_id IS NOT NULL GROUP BY ALL) a
-                USING (pid, correlation_id)""" if "cuda_api" in trace.tables else "")
+    # and its end and how long its thread was switched out inside it (descheduled: not the GPU's queue).
+    off = ("""LEFT JOIN (SELECT a.pid, a.correlation_id, SUM(LEAST(o.end_ns, a.end_ns) - GREATEST(o.start_ns, a.start_ns))
+                             AS off_ns
+                      FROM (SELECT pid, correlation_id, arg_min(tid, start_ns) AS tid, MIN(start_ns) AS start_ns,
+                                   arg_min(end_ns, start_ns) AS end_ns FROM cuda_api
+                            WHERE correlation_id IS NOT NULL GROUP BY ALL) a
+                      JOIN off_cpu o ON o.pid = a.pid AND o.tid = a.tid AND o.start_ns < a.end_ns AND o.end_ns > a.start_ns
+                      GROUP BY ALL) o USING (pid, correlation_id)""" if "off_cpu" in trace.tables else "")
+    launch = (f"""LEFT JOIN (SELECT pid, correlation_id, MIN(start_ns) AS launch_ns,
+                                   arg_min(end_ns, start_ns) AS launch_end_ns FROM cuda_api
+                            WHERE correlation_id IS NOT NULL GROUP BY ALL) a
+                USING (pid, correlation_id) {off}""" if "cuda_api" in trace.tables else "")  # noqa: S608 - constants
     trace.con.execute(f"""
         COPY (SELECT pid, device, name, category,
                      NULLIF(regexp_extract(name, '{KIND_RE}', 1), '') AS kind,
                      ROW_NUMBER() OVER (PARTITION BY pid, name ORDER BY start_ns, end_ns) AS "order",
                      start_ns, end_ns, NULL::BIGINT AS size_bytes, stream,
                      {OP_SQL} AS op, {ALGO_SQL} AS algo, {PROTO_SQL} AS proto,
-                     {"launch_ns" if launch else "NULL::BIGINT AS launch_ns"}
+                     {"launch_ns, launch_end_ns" if launch else "NULL::BIGINT AS launch_ns, NULL::BIGINT AS launch_end_ns"},
+                     {"COALESCE(off_ns, 0)::BIGINT" if off else "NULL::BIGINT"} AS launch_off_cpu_ns
               FROM (SELECT * FROM kernels WHERE category = 'nccl' AND start_ns IS NOT NULL) k {launch}
               ORDER BY start_ns, pid, name)
         TO '{quoted}' (FORMAT parquet)""")  # noqa: S608 - constants and a server-made path

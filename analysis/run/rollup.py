@@ -8,6 +8,12 @@ summed by host: {host, ranks, of_ranks, impact_ns}), and names in
 its title the rank, or the host, that stands out. Its message, advice and evidence are those of the
 costliest rank's finding (the place to look first); its severity is the worst of them. Each report's own
 findings stay in ``reports[].findings``. Run-level findings (no report: COMM002, COMM005) pass as they are.
+
+A rule whose cost is a stretch of wall time (start-up: ``WALL_PHASES``) costs the run that stretch once,
+however many ranks sat through it together: its entry's ``impact_ns`` is the union of the ranks' phases on
+the aligned clock (each report's session start), ``impact_basis`` ``wall_time_aligned``, and the sum over
+ranks stays beside as ``impact_summed_ns``. Every other rule's cost is time on each rank's GPU, summed over
+ranks (``impact_basis`` ``gpu_time_summed_over_ranks``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,31 @@ from analysis.readers import ToolKind
 # A host (of several ranks) stands out when its ranks carry at least this share of the rule's cost while
 # holding fewer of the run's ranks than that share (the same problem on every rank names no host).
 HOST_SHARE = 0.75
+# Rules whose cost is one phase's wall time on each rank (the phase named), not time on the rank's GPU.
+WALL_PHASES = {"PHASE001": "startup"}
+
+
+def wall_union(rule_id: str, members: list[dict[str, Any]], by_label: dict[str, dict[str, Any]]) -> int | None:
+    """The union, on the aligned clock, of the phase of ``rule_id`` on each rank with a finding (None: a rank
+    lacks its session start or phase, or its finding is not that phase's length)."""
+    phase = WALL_PHASES.get(rule_id)
+    if phase is None:
+        return None
+    spans = []
+    for f in members:
+        info = by_label.get(f["report"]) or {}
+        start = info.get("session_start_utc_ns")
+        ph = next((p for p in info.get("phases") or [] if p.get("name") == phase), None)
+        if not isinstance(start, int) or ph is None or int(ph["end_ns"]) - int(ph["start_ns"]) != int(f["impact_ns"]):
+            return None
+        spans.append((start + int(ph["start_ns"]), start + int(ph["end_ns"])))
+    total, end = 0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total, end = total + b - a, b
+        elif b > end:
+            total, end = total + b - end, b
+    return total
 
 
 def _who(rank: int | None, label: str) -> str:
@@ -63,7 +94,10 @@ def roll_up(findings: list[dict[str, Any]], infos: list[dict[str, Any]]) -> list
                                                "impact_ns": 0})
             h["ranks"] += 1
             h["impact_ns"] += r["impact_ns"]
-        entry = {**rep, "severity": SEVERITIES[worst], "impact_ns": total,
+        wall = wall_union(rep["rule_id"], members, by_label) if len(members) > 1 else None
+        entry = {**rep, "severity": SEVERITIES[worst], "impact_ns": total if wall is None else wall,
+                 "impact_summed_ns": total,
+                 "impact_basis": "gpu_time_summed_over_ranks" if wall is None else "wall_time_aligned",
                  "impact_pct": max((f["impact_pct"] for f in members if f.get("impact_pct") is not None), default=None),
                  "report": None, "rank": rows[0]["rank"], "title": rep["title"] + _standout(rows, total, hosts_in_run,
                                                                                             ranks_per_host),

@@ -62,6 +62,7 @@ from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
+from analysis.run.mixed import run_warnings
 from analysis.run.nccl_step import (
     analyze_log,
     check_net_overrides,
@@ -71,6 +72,7 @@ from analysis.run.nccl_step import (
 )
 from analysis.run.nccl_step import rule_statuses as nccl_rule_statuses
 from analysis.run.rollup import roll_up
+from analysis.run.waiting import collective_waits, critical_verdict, waiting_apart
 
 logger = logging.getLogger(__name__)
 
@@ -329,6 +331,9 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             run_facts.comm003_across(results, con)
         finally:
             con.close()
+    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
+    waiting_apart([(r.label, r.facts.get("rank"), r.info.get("host"), r.findings) for r in results if r.tool == "nsys"],
+                  split)
     run_found: dict[str, list[dict[str, Any]]] = {}
     run_status: dict[str, tuple[str, str | None]] = {}
     for rule_cls in ctx.selected:
@@ -388,8 +393,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     # ncu reports' verdicts (analysis.diagnosis.ncu.verdict); the run's when it has no nsys report.
     ncu_lead = ncu_verdict.attach(results)
     network_path = run_network_path(results)
-    verdict = with_network(run_verdict(verdicts, names) or ncu_lead, results, network_path)
-    split = _collective_split(results, memory_bytes or ctx.memory_bytes)
+    verdict = with_network(critical_verdict(run_verdict(verdicts, names), verdicts, names, split) or ncu_lead,
+                           results, network_path)
     # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
     # run-level passes (roll-up, verdicts, loop marks) complete them; they become typed once, here.
     return AnalysisResult(
@@ -400,7 +405,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         verdict=verdict,
         network=matrix,  # NCCL's network transfers: the rank x rank matrix
         collectives=split,  # multi-rank: wait for the last rank vs transfer after it
-        network_path=network_path)  # the NCCL log's network path, joined with the run's nsys reports
+        network_path=network_path,  # the NCCL log's network path, joined with the run's nsys reports
+        run_warnings=tuple(run_warnings([r.info for r in results])) or None)  # missing ranks, reports apart
 
 
 def _verdicts(results: list[ReportResult]) -> list[Verdict]:
@@ -417,18 +423,25 @@ def _verdicts(results: list[ReportResult]) -> list[Verdict]:
 def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
     """Each matched collective's wait for the last rank and transfer after it (``analysis.diagnosis.rules.nsys.run_nodes``)."""
     parts = run_facts.comm_participants(results, None)
-    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts]) if len(parts) > 1 else None
+    # one report may hold several ranks (processes): its own clock, the split still applies
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts]) if parts else None
     if offsets is None:
         return None
     con = connect(memory_bytes=memory_bytes)
     try:
-        launch = all("launch_ns" in {c[0] for c in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}  # noqa: S608
-                     for _, src in parts)
+        described = [{c[0] for c in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()} for _, src in parts]  # noqa: S608
+        launch = all("launch_ns" in d for d in described)
         cols = instances(con, [src for _, src in parts], offsets, [run_facts.window_bounds(r) for r, _ in parts],
-                         launch)
+                         launch, launch and all("launch_off_cpu_ns" in d for d in described))
     finally:
         con.close()
-    return collective_split(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts])
+    hosts = [r.info.get("host") for r, _ in parts]
+    split = collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts)
+    if split is not None:  # per instance and rank: whom it waited for; the rank the others wait on
+        waits = collective_waits(cols, [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}"
+                                        for r, _ in parts], hosts)
+        split.update(waits or {})
+    return split
 
 
 def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,

@@ -46,10 +46,13 @@ class RunFacts:
     totals: dict[str, Any] | None = None
     # Per report (aligned with ``reports``): its samples, None where its file could not be read.
     samples: list[ReportSamples | None] = field(default_factory=list)
+    # The run's collectives split into waiting and transfer (``analysis.run.waiting``), when it has one.
+    collectives: dict[str, Any] | None = None
 
 
 def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, Any]],
-              paths: Sequence[Path | None], totals: dict[str, Any] | None = None) -> RunFacts:
+              paths: Sequence[Path | None], totals: dict[str, Any] | None = None,
+              collectives: dict[str, Any] | None = None) -> RunFacts:
     """One run's facts, each report's samples read from its DuckDB file (``paths`` aligned with
     ``reports``; None or a missing file: no samples for that report)."""
     from analysis.views.compare_samples import ReportSamples, read_samples
@@ -60,7 +63,7 @@ def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, A
             samples.append(ReportSamples())     # an ncu report: no timeline to sample
         else:
             samples.append(read_samples(path, report) if path is not None and Path(path).is_file() else None)
-    return RunFacts(id=id, reports=reports, findings=findings, totals=totals, samples=samples)
+    return RunFacts(id=id, reports=reports, findings=findings, totals=totals, samples=samples, collectives=collectives)
 
 
 def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:
@@ -227,13 +230,18 @@ def _median(stat: dict[str, Any] | None, side: str, key: str = "median") -> Any:
 
 
 def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: dict[str, Any] | None,
-         kernels: tuple[dict[str, np.ndarray], dict[str, np.ndarray]]) -> dict[str, Any]:
+         kernels: tuple[dict[str, np.ndarray], dict[str, np.ndarray]],
+         per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None) -> dict[str, Any]:
     """The headline numbers every view shows: total kernel time (in the windows compared), steps compared,
     step time (median, p90), goodput, and exposed communication, idle and memory-only, as totals and (with
-    steps) as medians per step."""
+    steps) as medians per step. Kernel time per step is what lies inside the steps (never a window's total,
+    which also holds partial steps, over its complete steps). A per-step row's change is one number: the
+    tested estimate of the ratio (``delta_pct``, ``estimator``), the medians beside it."""
     kb, kh = (sum(int(v.sum()) for v in side.values()) for side in kernels)
+    # No launch on either side (two ncu reports: no timeline): no kernel time to compare, never "0 -> 0".
+    timed = bool(kernels[0]) or bool(kernels[1])
     out: dict[str, Any] = {
-        "kernel_time_ns": delta(kb, kh),
+        "kernel_time_ns": delta(kb, kh) if timed else delta(None, None),
         "steps": steps["count"] if steps else delta(None, None),
         "step_time_median_ns": delta(_median(steps and steps["step_time_ns"], "base"),
                                      _median(steps and steps["step_time_ns"], "head")),
@@ -241,14 +249,35 @@ def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: dict[str, Any] | N
                                   _median(steps and steps["step_time_ns"], "head", "p90")),
         "goodput_pct": delta(bt.get("goodput_pct"), ht.get("goodput_pct")),
     }
-    per_step = steps is not None
-    out["kernel_time_per_step_ns"] = delta(round(kb / steps["count"]["base"], 1) if per_step and steps else None,
-                                           round(kh / steps["count"]["head"], 1) if per_step and steps else None)
+    out["kernel_time_per_step_ns"] = _inside_steps(per_step)
+    if steps is not None:
+        _estimated(out["step_time_median_ns"], steps["step_time_ns"])
     for key in ("comm_exposed_ns", "idle_ns", "memory_only_ns"):
         out[key] = delta(bt.get(key), ht.get(key))
         out[key.replace("_ns", "_per_step_ns")] = delta(_median(steps and steps[key], "base"),
                                                         _median(steps and steps[key], "head"))
+        if steps is not None:
+            _estimated(out[key.replace("_ns", "_per_step_ns")], steps[key])
     return out
+
+
+def _estimated(row: dict[str, Any], stat: Mapping[str, Any]) -> None:
+    """A per-step KPI row takes the tested estimate as its one change in percent; the medians' ratio is kept
+    apart (``median_delta_pct``), so a row never shows two changes side by side."""
+    row["median_delta_pct"] = row["delta_pct"]
+    row["delta_pct"] = stat.get("delta_pct")
+    row["estimator"] = "hodges_lehmann_ratio"
+    row["p_value"], row["changed"] = stat.get("p_value"), stat.get("changed")
+
+
+def _inside_steps(per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None) -> dict[str, Any]:
+    """Kernel time per step: the mean over the (report, step) samples of what lies inside the steps."""
+    if not per_step or not per_step[0] or not per_step[1]:
+        return delta(None, None)
+    import numpy as np
+
+    b, h = (np.sum(np.stack(list(side.values())), axis=0, dtype=np.float64) for side in per_step)
+    return {**delta(round(float(b.mean()), 1), round(float(h.mean()), 1)), "source": "inside_steps"}
 
 
 def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_PCT) -> dict[str, Any]:
@@ -256,7 +285,12 @@ def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_
     per-launch table shows the kernels with the most time either way)."""
     from analysis.views.compare_findings import match_findings
     from analysis.views.compare_kernels import diff_kernels
-    from analysis.views.compare_samples import merge_kernel_samples, on_device
+    from analysis.views.compare_samples import (
+        kernel_per_step,
+        merge_kernel_samples,
+        merge_per_step,
+        on_device,
+    )
 
     bt = base.totals if base.totals is not None else run_totals(base.reports)
     ht = head.totals if head.totals is not None else run_totals(head.reports)
@@ -268,7 +302,12 @@ def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_
     kb = merge_kernel_samples([s for s in base.samples if s is not None])
     kh = merge_kernel_samples([s for s in head.samples if s is not None])
     nb, nh = (steps["count"]["base"], steps["count"]["head"]) if steps else (0, 0)
-    changed, table, noise = diff_kernels(kb, kh, noise_pct, nb, nh)
+    stepped = ([s for s in base.samples if s is not None and s.step_count],
+               [s for s in head.samples if s is not None and s.step_count])
+    psb, psh = (merge_per_step([kernel_per_step(s) for s in side]) if steps else {} for side in stepped)
+    inside = tuple({n: int(v.sum()) for n, v in merge_per_step([kernel_per_step(s, counts=True) for s in side]).items()}
+                   for side in stepped)
+    changed, table, noise = diff_kernels(kb, kh, noise_pct, nb, nh, psb, psh, (inside[0], inside[1]))
     found = match_findings(base.findings, head.findings)
     return {
         "base": base.id,
@@ -276,7 +315,7 @@ def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_
         "basis": "per_step" if steps else "per_launch_and_totals",
         "notes": notes(base, head, steps),
         "windows": {"base": _windows(base.reports), "head": _windows(head.reports)},
-        "kpis": kpis(bt, ht, steps, (kb, kh)),
+        "kpis": kpis(bt, ht, steps, (kb, kh), (psb, psh)),
         "breakdown": {k: delta(bt.get(k), ht.get(k)) for k in BREAKDOWN_KEYS},
         "step_time_ns": delta(step_time(base.reports), step_time(head.reports)),
         "steps": steps,
@@ -287,4 +326,30 @@ def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_
         "new_findings": found["new"],
         "resolved_findings": found["resolved"],
         "ranks": diff_ranks(base, head, noise_pct),
+        "collectives": diff_collectives(base.collectives, head.collectives, noise_pct),
     }
+
+
+def diff_collectives(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None,
+                     noise_pct: float) -> dict[str, Any] | None:
+    """Communication kernels: whether their waiting (for the last rank) or their transfer (after it) changed,
+    as means per matched instance and rank (``collectives`` of each run's analysis; not tested: the split
+    keeps totals, and the floor decides). None unless both runs have the split."""
+    if not base or not head or not base.get("per_rank") or not head.get("per_rank"):
+        return None
+
+    def per(c: Mapping[str, Any], key: str) -> float | None:
+        n = int(c.get("instances") or 0) * len(c["per_rank"])
+        return round(int(c.get(key) or 0) / n, 1) if n else None
+
+    out: dict[str, Any] = {"instances": delta(base.get("instances"), head.get("instances")),
+                           "basis": "mean per instance and rank", "tested": False}
+    said = []
+    for key, name in (("wait_ns", "waiting"), ("transfer_ns", "transfer")):
+        d = delta(per(base, key), per(head, key))
+        moved = d["delta_pct"] is not None and abs(d["delta_pct"]) >= noise_pct
+        d["changed"] = bool(moved)
+        out[key.replace("_ns", "_per_instance_ns")] = d
+        said.append(f"{name} {'grew' if moved and d['delta'] > 0 else 'shrank' if moved else 'unchanged'}")
+    out["said"] = ", ".join(said)
+    return out

@@ -1,10 +1,14 @@
 """Findings of two runs matched by rule and scope: the same rule on the same rank, device, phase and kernel
 is the same problem, whatever its title says (titles carry the numbers that changed).
 
-Matching goes from the narrowest scope to the widest: (rule, rank, device, phase, kernel), then (rule,
-rank, device, phase), then (rule, rank). Within one key the findings pair in impact order. A finding is
-new (or resolved) only when no finding of the other run is left to pair with at any of these levels, so
-one problem is never reported new and resolved at once.
+Only like is matched with like: a finding about a kernel pairs only with one about the same kernel, and one
+about a kernel on a set of GPUs (its evidence names each (process, device) it judged: KRN005's share of
+the kernel time of the devices it runs on) only with one on the same set, so "272 ms -> 120 ms" never
+compares two GPUs before with one after. Matching goes from the narrowest scope to the widest: (rule,
+rank, device, phase, kernel, devices), then without the phase, then without the one device (kernel and set
+of devices kept). Within one key the findings pair in impact order. A finding left unpaired is new (or
+resolved); when the other run has the same rule on the same rank in another scope, it says so
+(``other_scope``: that finding's scope), so a problem that changed scope reads as such, not as a new one.
 
 A finding is a dict as the analysis (``FindingResult.to_json``) or the service (``extra`` holding the
 rule's own fields) gives it.
@@ -14,6 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def field_of(f: Mapping[str, Any], key: str) -> Any:
@@ -49,24 +57,39 @@ def kernel_of(f: Mapping[str, Any]) -> str | None:
     return None
 
 
+def devices_of(f: Mapping[str, Any]) -> list[list[int | None]] | None:
+    """The (process, device) pairs a finding about one kernel judged, from its evidence when the evidence is
+    complete (None: not about a kernel, or not every row shown). Ranks of a finding rolled up across ranks
+    count as part of its scope too (``per_rank``)."""
+    if kernel_of(f) is None:
+        return None
+    ev = field_of(f, "evidence")
+    total = _int(field_of(f, "evidence_total"))
+    if not isinstance(ev, list) or not ev or total is None or total > len(ev):
+        return None
+    pairs = {(e.get("pid"), e.get("device")) for e in ev if isinstance(e, dict)}
+    if not pairs or all(d is None for _, d in pairs):
+        return None
+    ranks = field_of(f, "per_rank")
+    extra = sorted((-1, r.get("rank")) for r in ranks if isinstance(r, dict)) if isinstance(ranks, list) else []
+    return [list(p) for p in sorted(pairs, key=str)] + [list(x) for x in extra]
+
+
 def scope(f: Mapping[str, Any]) -> dict[str, Any]:
-    """What a finding is about: rule, rank, device, phase and kernel (None where it does not say)."""
+    """What a finding is about: rule, rank, device, phase, kernel and the devices it judged (None where it
+    does not say)."""
     return {"rule_id": f.get("rule_id"), "rank": f.get("rank"), "device": device_of(f),
-            "phase": field_of(f, "phase"), "kernel": kernel_of(f)}
+            "phase": field_of(f, "phase"), "kernel": kernel_of(f), "devices": devices_of(f)}
 
 
 def _key(level: int, f: Mapping[str, Any]) -> tuple:
     s = scope(f)
-    parts = (("rule_id", "rank", "device", "phase", "kernel"), ("rule_id", "rank", "device", "phase"),
-             ("rule_id", "rank"))[level]
-    return tuple(s[p] for p in parts)
+    parts = (("rule_id", "rank", "device", "phase", "kernel", "devices"), ("rule_id", "rank", "device", "kernel", "devices"),
+             ("rule_id", "rank", "kernel", "devices"))[level]
+    return tuple(str(s[p]) if p == "devices" else s[p] for p in parts)
 
 
-MATCHED_ON = ("rule, rank, device, phase and kernel", "rule, rank, device and phase", "rule and rank")
-
-
-def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+MATCHED_ON = ("rule, rank, device, phase and kernel", "rule, rank, device and kernel", "rule, rank and kernel")
 
 
 def _delta(b: Any, h: Any) -> dict[str, Any]:
@@ -113,4 +136,15 @@ def match_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> di
             "matched_on": MATCHED_ON[level],
         })
     matched.sort(key=lambda m: (-abs(m["impact_ns"]["delta"] or 0), str(m["rule_id"])))
-    return {"matched": matched, "new": [g for _, g in left_h], "resolved": [f for _, f in left_b]}
+    return {"matched": matched, "new": _other_scope([g for _, g in left_h], [f for _, f in left_b]),
+            "resolved": _other_scope([f for _, f in left_b], [g for _, g in left_h])}
+
+
+def _other_scope(found: list[dict[str, Any]], other: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each unpaired finding, with ``other_scope`` (the scope of the other run's unpaired finding of the same
+    rule and rank) when there is one: the same rule judged on another kernel or set of devices."""
+    out = []
+    for f in found:
+        twin = next((g for g in other if g.get("rule_id") == f.get("rule_id") and g.get("rank") == f.get("rank")), None)
+        out.append(f if twin is None else {**f, "other_scope": scope(twin)})
+    return out

@@ -1,10 +1,14 @@
-"""Kernels of two runs compared per launch: each kernel's launch durations tested (``analysis.views.significance``),
-its launches per step when both runs have steps, its totals beside; and labels that keep kernels apart.
+"""Kernels of two runs compared per launch and per step: each kernel's launch durations tested
+(``analysis.views.significance``), and, when both runs have steps, its time in each step (the sum of its
+launches that start inside the step; ``analysis.views.compare_samples.kernel_per_step``) tested over the steps,
+its launches per step (counted inside the steps), its totals beside; and labels that keep kernels apart.
 
-A kernel is listed as changed when its per-launch durations changed significantly and by at least the noise
-floor, and the time that moves per step (per run without steps) is above an absolute floor: a share of
-the kernel time per step, so that a 10 % change of a 2 us kernel launched once does not crowd the list.
-A kernel on one side only is listed (``status`` new or gone) when its time is above that floor.
+Per launch and per step answer different questions: a kernel launched more often per step, or whose launches
+wait longer in some steps, costs more per step with the same median launch. A kernel is listed as changed
+when either test says so (``changed_by``: which), and the time that moves per step (per run without steps)
+is above an absolute floor: a share of the kernel time per step, so that a 10 % change of a 2 us kernel
+launched once does not crowd the list. A kernel on one side only is listed (``status`` new or gone) when its
+time is above that floor.
 """
 
 from __future__ import annotations
@@ -66,37 +70,59 @@ def distinct_labels(names: list[str], limit: int = LABEL_LIMIT) -> dict[str, str
 
 
 def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise_pct: float,
-                 base_steps: int, head_steps: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+                 base_steps: int, head_steps: int, base_per_step: dict[str, np.ndarray] | None = None,
+                 head_per_step: dict[str, np.ndarray] | None = None,
+                 launches_in_steps: tuple[dict[str, int], dict[str, int]] | None = None,
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """(changed kernels, the per-launch table, the noise floor). ``base``/``head``: launch durations by
-    name; ``*_steps``: the steps each run's samples cover (0: none, compare per run)."""
+    name; ``*_steps``: the steps each run's samples cover (0: none, compare per run); ``*_per_step``: each
+    kernel's time in every step of the run's reports (``merge_per_step``), when both runs have steps;
+    ``launches_in_steps``: each kernel's launches inside those steps, per run."""
+    bps, hps = base_per_step or {}, head_per_step or {}
     per_step = base_steps > 0 and head_steps > 0
-    div_b, div_h = (base_steps, head_steps) if per_step else (1, 1)
+    by_step = per_step and bool(bps) and bool(hps)
+    empty = np.empty(0, dtype=np.int64)
+    if by_step:  # what lies inside the steps, over the (report, step) samples
+        div_b, div_h = len(next(iter(bps.values()))), len(next(iter(hps.values())))
+        time_b = sum(int(v.sum()) for v in bps.values()) / div_b
+        time_h = sum(int(v.sum()) for v in hps.values()) / div_h
+    else:
+        div_b, div_h = (base_steps, head_steps) if per_step else (1, 1)
+        time_b = sum(int(v.sum()) for v in base.values()) / div_b
+        time_h = sum(int(v.sum()) for v in head.values()) / div_h
     names = sorted(set(base) | set(head))
     labels = distinct_labels(names)
-    empty = np.empty(0, dtype=np.int64)
-    time_b = sum(int(v.sum()) for v in base.values()) / div_b
-    time_h = sum(int(v.sum()) for v in head.values()) / div_h
     floor_abs = ABS_FLOOR_SHARE * max(time_b, time_h)
     rows: list[dict[str, Any]] = []
     for name in names:
         b, h = base.get(name, empty), head.get(name, empty)
         stats = compare_samples(b, h, noise_pct)
         tb, th = int(b.sum()), int(h.sum())
+        sb, sh = (bps.get(name, np.zeros(div_b, dtype=np.int64)), hps.get(name, np.zeros(div_h, dtype=np.int64))) \
+            if by_step else (empty, empty)
+        step_stats = compare_samples(sb, sh, noise_pct) if by_step and sb.any() and sh.any() else None
+        in_b, in_h = (float(sb.sum()), float(sh.sum())) if by_step else (tb, th)
+        nb_in, nh_in = ((launches_in_steps[0].get(name, 0), launches_in_steps[1].get(name, 0))
+                        if by_step and launches_in_steps is not None else (len(b), len(h)))
         # What the change costs per step (per run): the share of the head's time that the change added
-        # (or saved), from the estimated ratio.
+        # (or saved), from the estimated ratio (per step when the steps say it changed).
+        by: list[str] = []
         if len(b) and len(h):
-            ratio = 1.0 + (stats["delta_pct"] or 0.0) / 100.0
-            moved = th / div_h * (1.0 - 1.0 / ratio) if ratio > 0 else 0.0
-            status = "changed" if stats["changed"] and abs(moved) > floor_abs else "unchanged"
+            lead = step_stats if step_stats is not None and step_stats["changed"] else stats
+            ratio = 1.0 + (lead["delta_pct"] or 0.0) / 100.0
+            moved = in_h / div_h * (1.0 - 1.0 / ratio) if ratio > 0 else 0.0
+            by = [k for k, st in (("per_launch", stats), ("per_step", step_stats)) if st is not None and st["changed"]]
+            status = "changed" if by and abs(moved) > floor_abs else "unchanged"
         else:
-            moved = th / div_h - tb / div_b
+            moved = in_h / div_h - in_b / div_b
             status = ("new" if len(h) else "gone") if abs(moved) > floor_abs else "unchanged"
         rows.append({
             "name": name, "label": labels[name], "status": status,
             "base_count": int(len(b)), "head_count": int(len(h)), "base_total_ns": tb, "head_total_ns": th,
-            "launches_per_step": ({"base": round(len(b) / div_b, 3), "head": round(len(h) / div_h, 3)}
+            "launches_per_step": ({"base": round(nb_in / div_b, 3), "head": round(nh_in / div_h, 3)}
                                   if per_step else None),
-            "per_launch_ns": stats, "moved_ns": round(moved, 1),
+            "per_launch_ns": stats, "per_step_ns": step_stats, "changed_by": by if status == "changed" else [],
+            "moved_ns": round(moved, 1),
         })
     def moved_of(r: dict[str, Any]) -> float:
         return abs(float(r["moved_ns"]))
@@ -109,5 +135,6 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
     shown = {r["name"] for r in changed[:MAX_ROWS]}
     table = table[:TABLE_ROWS] + [r for r in table[TABLE_ROWS:] if r["name"] in shown]
     noise = {"pct": noise_pct, "abs_ns": round(floor_abs, 1), "per": "step" if per_step else "run",
+             "tests": ["per_launch", "per_step"] if by_step else ["per_launch"],
              "kernels_below_noise": len(rows) - len(changed), "kernels_compared": len(rows)}
     return changed[:MAX_ROWS], table, noise

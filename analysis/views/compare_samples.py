@@ -26,6 +26,7 @@ class ReportSamples:
     ``steps_source``: where the step records came from ("iterations" table, "json" records, or None)."""
 
     kernels: dict[str, np.ndarray] = field(default_factory=dict)
+    starts: dict[str, np.ndarray] = field(default_factory=dict)   # each launch's start, aligned with ``kernels``
     steps: dict[str, np.ndarray] = field(default_factory=dict)
     steps_source: str | None = None
     device: int | None = None              # the GPU the step records were measured on
@@ -75,14 +76,15 @@ def read_samples(trace_path: Path, report: Mapping[str, Any]) -> ReportSamples:
                 # Integer columns only through NumPy: the name travels as its position in ``names``.
                 cols = trace.arrays(f"""
                     WITH n AS ({names_sql})
-                    SELECT n.i AS i, (k.end_ns - k.start_ns)::BIGINT AS d
+                    SELECT n.i AS i, (k.end_ns - k.start_ns)::BIGINT AS d, k.start_ns::BIGINT AS s
                     FROM kernels k JOIN n ON n.n = COALESCE(k.name, k.short_name, '')
                     WHERE k.{where.replace(' AND ', ' AND k.')}""")  # noqa: S608 - integers
-                idx, dur = cols["i"], cols["d"]
+                idx, dur, start = cols["i"], cols["d"], cols["s"]
                 order = np.argsort(idx, kind="stable")
-                idx, dur = idx[order], dur[order]
+                idx, dur, start = idx[order], dur[order], start[order]
                 cuts = np.searchsorted(idx, np.arange(len(names) + 1))
                 out.kernels = {name: dur[cuts[i]:cuts[i + 1]] for i, name in enumerate(names)}
+                out.starts = {name: start[cuts[i]:cuts[i + 1]] for i, name in enumerate(names)}
         if TABLE in trace.tables:
             cols = trace.arrays(f"SELECT {', '.join(sorted(set(STEP_METRICS.values())))}, start_ns, end_ns, "  # noqa: S608
                                 f"COALESCE(device, -1) AS device FROM {TABLE} "
@@ -123,7 +125,7 @@ def on_device(samples: ReportSamples, device: int) -> ReportSamples | None:
     lo, hi = samples.bounds
     measured = parts(u, lo, hi)
     steps = {key: (hi - lo if col == "ns" else measured[col]).astype(np.int64) for key, col in STEP_METRICS.items()}
-    return ReportSamples(kernels=samples.kernels, steps=steps, steps_source=f"{samples.steps_source}, device {device}",
+    return ReportSamples(kernels=samples.kernels, starts=samples.starts, steps=steps, steps_source=f"{samples.steps_source}, device {device}",
                          device=device, bounds=samples.bounds, path=samples.path)
 
 
@@ -134,3 +136,35 @@ def merge_kernel_samples(per_report: list[ReportSamples]) -> dict[str, np.ndarra
         for name, d in s.kernels.items():
             acc.setdefault(name, []).append(d)
     return {name: np.concatenate(parts) for name, parts in acc.items()}
+
+
+def kernel_per_step(samples: ReportSamples, counts: bool = False) -> dict[str, np.ndarray]:
+    """Each kernel's time in each of the report's steps (the sum of its launches that start inside the step,
+    0 where it has none; with ``counts``, the number of those launches), by kernel name; empty without
+    steps. Launches outside every step count nowhere."""
+    if samples.bounds is None or not samples.kernels or not samples.starts:
+        return {}
+    lo, hi = samples.bounds
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    out = {}
+    for name, dur in samples.kernels.items():
+        st = samples.starts.get(name)
+        if st is None or len(st) != len(dur):
+            continue
+        j = np.searchsorted(lo, st, side="right") - 1
+        inside = (j >= 0) & (st < hi[np.maximum(j, 0)])
+        out[name] = np.bincount(j[inside], weights=None if counts else dur[inside], minlength=len(lo)).astype(np.int64)
+    return out
+
+
+def merge_per_step(per_report: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per-step kernel times of several reports together: every (report, step) is one sample; a kernel a
+    report with steps never ran contributes zeros for its steps."""
+    names = sorted({n for d in per_report for n in d})
+    out: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for d in per_report:
+        steps = len(next(iter(d.values()))) if d else 0
+        for n in names:
+            out[n].append(d.get(n, np.zeros(steps, dtype=np.int64)))
+    return {n: np.concatenate(v) if v else np.empty(0, dtype=np.int64) for n, v in out.items()}

@@ -137,6 +137,9 @@ SCHEMAS: dict[str, S] = {
         # rings and trees, settings, warnings, nccl-tests tables, and ``joined`` (which NCCL ranks each nsys
         # report holds); null when the run has no log.
         network_path=nullable(ANY_OBJ),
+        # What is missing or does not belong among the run's reports (analysis.run.mixed): code, message,
+        # reports, ranks; empty when they fit together.
+        run_warnings={"type": "array", "items": ANY_OBJ},
     ),
     "Job": obj(id=INT, name=STR, created_at=TIME, run_count=INT, last_run_at=nullable(TIME)),
     "JobHistory": obj(job=STR, items={"type": "array", "items": obj(

@@ -86,7 +86,10 @@ def run_facts_of(session: Session, data_dir: Path, run_id: int) -> RunFacts:
     reports = [data for data, _ in rows if isinstance(data, dict)]
     paths = [Path(data_dir) / path if path else None for data, path in rows if isinstance(data, dict)]
     findings = session.scalars(sa.select(Finding).where(Finding.run_id == run.id).order_by(Finding.id))
-    return run_facts(run.id, reports, [finding_to_dict(f) for f in findings], paths)
+    total = session.scalar(sa.select(RunSummary.data).where(RunSummary.run_id == run.id, RunSummary.report_id.is_(None)))
+    split = (total or {}).get("collectives") if isinstance(total, dict) else None
+    return run_facts(run.id, reports, [finding_to_dict(f) for f in findings], paths,
+                     collectives=split if isinstance(split, dict) else None)
 
 
 def compare_runs(session: Session, data_dir: Path, base_id: int, head_id: int, *,

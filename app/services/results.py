@@ -52,6 +52,8 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
         row.data = {**row.data, "missing": jsonable(result.missing), "missing_ranks": jsonable(result.missing_ranks or [])}
     if result.verdict is not None:  # what bounds the run and what to do first (analysis.diagnosis.verdict)
         row.data = {**row.data, "verdict": jsonable(result.verdict.to_json())}
+    if result.run_warnings:  # missing ranks, other jobs, reports apart on the clock (analysis.run.mixed)
+        row.data = {**row.data, "run_warnings": jsonable(list(result.run_warnings))}
     for key, value in (("network", result.network), ("collectives", result.collectives),
                        ("network_path", result.network_path)):
         if value is not None:  # run-wide facts: NCCL's network matrix, collectives' wait vs transfer, the NCCL log's path

@@ -177,6 +177,8 @@ class RunDetail(RunInfo):
     missing: list[MissingReport] = field(default_factory=list)
     missing_ranks: list[int] = field(default_factory=list)
     verdict: dict[str, Any] | None = None     # what bounds the run and what to do first (analysis.diagnosis.verdict)
+    # What is missing or does not belong among its reports (analysis.run.mixed): missing ranks, other jobs, clocks.
+    run_warnings: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def rule_errors(self) -> list[RuleStatus]:
@@ -219,7 +221,8 @@ def run_detail(session: Session, run_id: int, *, run: Run | None = None, reports
         analysis_lease_owner=run.analysis_lease_owner, analysis_lease_expires_at=run.analysis_lease_expires_at,
         submitter_user_id=run.submitter_user_id, submitter_token_id=run.submitter_token_id, missing=missing,
         missing_ranks=[int(r) for r in data.get("missing_ranks") or []],
-        verdict=data.get("verdict") if isinstance(data.get("verdict"), dict) else None)
+        verdict=data.get("verdict") if isinstance(data.get("verdict"), dict) else None,
+        run_warnings=[w for w in data.get("run_warnings") or [] if isinstance(w, dict)])
 
 
 @dataclass

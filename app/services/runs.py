@@ -89,6 +89,7 @@ def run_summary(session: Session, run_id: int) -> dict[str, Any]:
         "network": None if total is None else (total.data or {}).get("network"),
         "collectives": None if total is None else (total.data or {}).get("collectives"),
         "network_path": None if total is None else (total.data or {}).get("network_path"),
+        "run_warnings": [] if total is None else list((total.data or {}).get("run_warnings") or []),
     }
 
 

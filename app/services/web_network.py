@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.api import link_status
+
 
 def network_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, Any] | None:
     """Rows of the heat-map (sender x receiver), the slowest link and the intra/inter-node split; None
@@ -16,11 +18,19 @@ def network_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, An
     top = max((link["bytes"] for link in net["links"]), default=0)
     ranks = list(net.get("ranks") or [])
     hosts = net.get("hosts") or {}
+    without = set(net.get("without_ranges") or [])
+    recorded = {r for r in ranks if r not in without}
+    # ranks ordered by node, so each node's block of the matrix is contiguous
+    ranks = sorted(ranks, key=lambda r: (str(hosts.get(str(r))), r))
     rows = [{"rank": s, "host": hosts.get(str(s)),
-             "cells": [{"link": links.get((s, r)), "heat": (links[(s, r)]["bytes"] / top) if (s, r) in links and top else 0}
+             "cells": [{"link": links.get((s, r)), "heat": (links[(s, r)]["bytes"] / top) if (s, r) in links and top else 0,
+                        "status": link_status(s, r, set(links), recorded),
+                        "inter": hosts.get(str(s)) != hosts.get(str(r))}
                        for r in ranks]}
             for s in ranks]
-    return {"ranks": ranks, "hosts": hosts, "rows": rows, "slowest": net.get("slowest"),
+    return {"nodes": net.get("nodes") or [], "node_links": net.get("node_links") or [],
+            "waited_for": net.get("waited_for") or [],
+            "ranks": ranks, "hosts": hosts, "rows": rows, "slowest": net.get("slowest"),
             "inter_node_bytes": net.get("inter_node_bytes"), "intra_node_bytes": net.get("intra_node_bytes"),
             "without_ranges": net.get("without_ranges") or [], "senders_across_nodes": net.get("senders_across_nodes") or []}
 
@@ -32,4 +42,5 @@ def collectives_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str
     if not c or not c.get("per_rank"):
         return None
     return {"instances": c["instances"], "wait_ns": c["wait_ns"], "transfer_ns": c["transfer_ns"],
-            "per_host": c.get("per_host") or [], "per_rank": c["per_rank"], "launch": c.get("longest_launch_delay")}
+            "per_host": c.get("per_host") or [], "per_rank": c["per_rank"], "launch": c.get("longest_launch_delay"),
+            "critical": c.get("critical"), "participants": c.get("participants") or [], "clock": c.get("clock")}

@@ -103,13 +103,16 @@ def test_findings_match_by_rule_and_scope_not_by_title():
     assert [(m["rule_id"], m["kernel"]) for m in match_findings(base, service)["matched"]] == list(by)
 
 
-def test_a_rule_on_both_sides_is_never_new_and_resolved_at_once():
+def test_a_rule_on_another_kernel_is_not_compared_but_says_so():
     base = [_f("KRN003", 5, "a", dominant_kernel="k1", phase="steady")]
     head = [_f("KRN003", 6, "b", dominant_kernel="k9", phase="all")]
     out = match_findings(base, head)
-    assert out["new"] == [] and out["resolved"] == []
-    (m,) = out["matched"]
-    assert m["matched_on"] == "rule and rank" and m["impact_ns"]["delta"] == 1
+    assert out["matched"] == []  # two kernels: not one quantity (issue #41)
+    (new,), (gone,) = out["new"], out["resolved"]
+    assert new["other_scope"]["kernel"] == "k1" and gone["other_scope"]["kernel"] == "k9"
+    # the same kernel in another phase still pairs
+    (m,) = match_findings(base, [_f("KRN003", 6, "b", dominant_kernel="k1", phase="all")])["matched"]
+    assert m["matched_on"] == "rule, rank, device and kernel" and m["impact_ns"]["delta"] == 1
 
 
 def test_effect_is_the_planted_factor_when_the_mix_of_modes_changes():

@@ -47,6 +47,9 @@ def test_upload_progress_then_server_progress_and_diff_by_run_id(make_service):
     # a report's analysis sent back for the run's window is "analyzing" again after "ready".)
     assert all(a != b for a, b in zip(server, server[1:], strict=False)), lines
     run_a = int(up.stdout.strip().rsplit("/", 1)[1])
+    # Two unrelated exports as one run: said at the end (issue #41), the upload itself succeeds
+    assert any(ln.startswith(f"goodput: WARNING (clock_apart) in run {run_a}: ") for ln in lines), lines
+    assert any(ln.startswith(f"goodput: WARNING (jobs_differ) in run {run_a}: ") for ln in lines), lines
 
     quiet = goodput("upload", str(B), "--server", svc.base, "--job", "cli", "--wait", "--quiet", token=svc.token)
     assert quiet.returncode == 0 and quiet.stderr == ""

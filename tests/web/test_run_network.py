@@ -57,3 +57,26 @@ def test_the_run_page_splits_the_collectives_by_host(client, db, settings, inges
     result = analyze([ingested.get(corpus_file(n))[0] for n in (NCCL_R0, NCCL_R1)], labels=[NCCL_R0, NCCL_R1]).to_json()
     assert shown == {h["host"]: h["wait_ns"] for h in result["collectives"]["per_host"]}
     assert "launch-delay" in html and "ault44" in html.split('id="launch-delay">')[1].split("</strong>")[0]
+
+
+def test_the_run_page_groups_the_network_by_node_and_says_no_traffic(client, db, settings, ingested) -> None:
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="nodes")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    matrix = html.split('id="network-matrix"')[1].split("</table>")[0]
+    # a rank's sends to itself: both reports record the network, so the empty cell is "no traffic", not unknown
+    assert matrix.count('data-status="no traffic"') == 2 and 'data-status="not recorded"' not in matrix
+    nodes = html.split('id="network-nodes"')[1].split("</table>")[0]
+    rows = re.findall(r'<tr data-host="([^"]+)">', nodes)
+    assert rows == ["ault43.cscs.ch", "ault44.cscs.ch"]
+
+
+def test_the_run_page_says_what_does_not_belong(client, db, settings, ingested) -> None:
+    run_id = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1),
+                                                     corpus_file("saxpy-mpi-rank0-perlmutter.sqlite")], job="mixed")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    box = html.split('id="run-warnings"')[1].split("</div>")[0]
+    codes = re.findall(r'data-code="([a-z_]+)"', box)
+    assert "clock_apart" in codes and "jobs_differ" in codes
+    assert "saxpy-mpi-rank0-perlmutter" in unescape(box.split('data-code="clock_apart"')[1])
+    clean = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="clean")
+    assert 'id="run-warnings"' not in client.get(f"/runs/{clean}").get_data(as_text=True)

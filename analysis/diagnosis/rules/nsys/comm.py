@@ -46,6 +46,11 @@ def _has_nccl(trace: Trace) -> bool:
     return trace.scalar("SELECT 1 FROM kernels WHERE category = 'nccl' LIMIT 1") is not None
 
 
+NO_COMPUTE_ADVICE = ("Nothing to overlap: these devices run no compute kernels. Split the collectives' time into "
+                     "waiting for the last rank and transfer (a run of all ranks: the collectives split, COMM002) and "
+                     "compare the transfer's bandwidth with the link (COMM003, NCCL_DEBUG=INFO for message sizes).")
+
+
 class ExposedCommunication(Rule):
     """Exposed collective communication: NCCL kernel time with no compute kernel running beside it.
 
@@ -58,6 +63,11 @@ class ExposedCommunication(Rule):
     unions, so concurrent streams are never counted twice), less the part COMM004 owns (NCCL kernels
     on a stream that also runs compute). Reported when it is at least ``min_exposed_pct`` of the
     device's active span. Impact: that exposed time.
+
+    *Premise*: overlap needs compute to overlap with. On devices where no compute kernel ran (a
+    communication benchmark, a rank that only moves data) the advice is not to overlap but to look at the
+    collectives themselves: their bandwidth (COMM003) and the waiting for late ranks (COMM002, the run's
+    ``collectives`` split), which is not communication cost.
     """
 
     id = "COMM001"
@@ -97,16 +107,20 @@ class ExposedCommunication(Rule):
             for u in units)
         share = pct(exposed, bd["span_ns"])
         overlap = pct(comm - exposed, comm) or 0.0
+        has_compute = any(int(u.get("compute_ns") or 0) > 0 for u in units)
         return [Finding(
             rule_id=self.id,
             title=f"Exposed communication {fmt_ms(exposed)} on {len(units)} device(s)",
             message=(f"NCCL kernels ran {fmt_ms(comm)}; {fmt_ms(exposed)} of it with no compute beside it"
                      + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
-                     + f", {overlap:.1f}% overlapped."),
+                     + f", {overlap:.1f}% overlapped."
+                     + ("" if has_compute else " No compute kernel ran on these devices: there is nothing to overlap "
+                        "it with, and part of it may be waiting for other ranks rather than moving data.")),
             impact_ns=exposed, impact_pct=share,
-            advice=self.advice,
+            advice=self.advice if has_compute else NO_COMPUTE_ADVICE,
             evidence=evidence, evidence_total=len(units), report=trace.label, rank=trace.rank,
-            extra={"comm_ns": comm, "comm_exposed_ns": exposed, "overlap_pct": round(overlap, 3)},
+            extra={"comm_ns": comm, "comm_exposed_ns": exposed, "overlap_pct": round(overlap, 3),
+                   "has_compute": has_compute},
         )]
 
 

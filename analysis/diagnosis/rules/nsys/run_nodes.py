@@ -30,14 +30,18 @@ def _in_window(bounds: tuple[int, int] | None) -> str:
 
 
 def instances(con: Any, sources: list[str], offsets: list[int],
-              windows: list[tuple[int, int] | None], launch: bool = False) -> dict[str, np.ndarray]:
-    """Every complete in-window instance's arrivals: columns ``part, pid, inst, t, e`` (``t``, ``e``: the
+              windows: list[tuple[int, int] | None], launch: bool = False,
+              launch_end: bool = False) -> dict[str, np.ndarray]:
+    """Every complete in-window instance's arrivals: columns ``part, pid, inst, name, t, e`` (``t``, ``e``: the
     kernel's start and end on the run's time base, less the earliest start of the run, so int64 holds them),
     and with ``launch`` (sources with a ``launch_ns`` column) ``l``, the host's launch on the same base, and
-    ``has_l``."""
+    ``has_l``; with ``launch_end`` (sources with ``launch_end_ns`` and ``launch_off_cpu_ns``) ``le``, the launch
+    call's end, and ``lo``, how long its thread was switched out inside it (``has_le``, ``has_lo``)."""
     parts = " UNION ALL ".join(
         f"SELECT {i} AS part, pid, name, start_ns::HUGEINT + {int(off)} AS t, "  # noqa: S608 - ints, server-made sources
         f"{f'launch_ns::HUGEINT + {int(off)}' if launch else 'NULL::HUGEINT'} AS l, "
+        f"{f'launch_end_ns::HUGEINT + {int(off)}' if launch_end else 'NULL::HUGEINT'} AS le, "
+        f"{'launch_off_cpu_ns' if launch_end else 'NULL::BIGINT'} AS lo, "
         f"end_ns::HUGEINT + {int(off)} AS e, {_in_window(w)} AS inw "
         f"FROM {src} WHERE category = 'nccl' AND start_ns IS NOT NULL AND end_ns IS NOT NULL"
         for i, (src, off, w) in enumerate(zip(sources, offsets, windows, strict=True)))
@@ -48,8 +52,10 @@ def instances(con: Any, sources: list[str], offsets: list[int],
         c AS (SELECT name, k, DENSE_RANK() OVER (ORDER BY MIN(t), name, k) AS inst FROM i GROUP BY name, k
               HAVING COUNT(*) = (SELECT n FROM n) AND BOOL_AND(inw)),
         m AS (SELECT MIN(t) AS t0 FROM i)
-        SELECT part, pid, inst, (i.t - m.t0)::BIGINT AS t, (i.e - m.t0)::BIGINT AS e, m.t0::BIGINT AS t0,
-               COALESCE(i.l - m.t0, 0)::BIGINT AS l, i.l IS NOT NULL AS has_l
+        SELECT part, pid, inst, name, (i.t - m.t0)::BIGINT AS t, (i.e - m.t0)::BIGINT AS e, m.t0::BIGINT AS t0,
+               COALESCE(i.l - m.t0, 0)::BIGINT AS l, i.l IS NOT NULL AS has_l,
+               COALESCE(i.le - m.t0, i.l - m.t0, 0)::BIGINT AS le, i.le IS NOT NULL AS has_le,
+               COALESCE(i.lo, 0)::BIGINT AS lo, i.lo IS NOT NULL AS has_lo
         FROM i JOIN c USING (name, k), m ORDER BY inst, part, pid""")  # noqa: S608 - see above
     return {k: np.asarray(v) for k, v in rel.fetchnumpy().items()}
 
@@ -159,6 +165,16 @@ def collective_split(cols: dict[str, np.ndarray], ranks: list[int | None],
         p = keys[int(j)][0]
         out_launch = {"instance": int(i), "rank": ranks[p], "host": hosts[p], "delay_ns": int(delay[i, j]),
                       "gpu_queue_ns": int(queue[i, j])}
+        if "has_le" in cols and bool(np.all(cols["has_le"])):
+            # From the launch call's start to the kernel's: inside the call (the host's time, some of it with
+            # the thread switched out) and after it (the GPU's queue, when the kernel started after the call).
+            end = _matrix({**cols, "t": cols["le"]})[1]
+            in_call = np.minimum(end, t) - launch
+            out_launch.update({"in_launch_call_ns": int(in_call[i, j]),
+                               "queued_after_call_ns": int(max(int(t[i, j] - end[i, j]), 0))})
+            if "has_lo" in cols and bool(np.all(cols["has_lo"])):
+                off = _matrix({**cols, "t": cols["lo"]})[1]
+                out_launch["descheduled_in_call_ns"] = int(off[i, j])
     by_host: dict[Any, dict[str, Any]] = defaultdict(lambda: {"ranks": 0, "wait_ns": 0, "transfer_ns": 0})
     for r in per_rank:
         h = by_host[r["host"]]

@@ -1,0 +1,151 @@
+"""Each collective instance split, per rank, into waiting and transfer, naming whom it waited for; and the
+run's critical path: the rank the others wait for.
+
+On the run's aligned clock (each report's session start; across hosts only as good as their clocks agree,
+``analysis.diagnosis.rules.nsys.run_nodes.CLOCK_SOURCE``), a collective instance (the same NCCL kernel name
+and occurrence in every participating process, as COMM002 matches them) starts on each rank when that rank
+arrives. No rank can finish before the last one has arrived, so for each rank:
+
+- ``wait_ns`` = last arrival - its own arrival: time it spent waiting for the last peer (``waited_for``),
+  not communication cost;
+- ``transfer_ns`` = its end - the last arrival: what the collective cost once everyone was there.
+
+Summed per rank, the waiting attributed to each late rank (``waited_on``) says whose work everyone waits for:
+the ``critical`` rank, the run's critical path, where a speed-up shortens everyone's step.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from analysis.diagnosis.rules.nsys.common import fmt_ms
+from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
+from analysis.results import Verdict
+
+ITEMS = 50  # instances listed in full (the first ones on the clock); the totals use all of them
+LONGEST = 10  # and the instances with the most waiting
+# The critical path leads the run's verdict when the waiting on one rank is at least this share of the
+# collectives' time (waiting + transfer) across ranks: below it the ranks arrive together.
+CRITICAL_SHARE = 0.10
+ONE_OFF_KINDS = ("startup", "teardown", "no_gpu_data")
+
+
+def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[str | None]) -> dict[str, Any] | None:
+    """``cols``: ``run_nodes.instances`` (with ``name``); ``names``/``hosts``: per report part. Returns
+    ``items`` (per instance: its kernel, the last rank, per rank its arrival, wait, whom it waited for and
+    transfer), ``longest_waits``, ``waited_on`` (per late rank: the waiting it caused), ``critical`` and
+    ``clock``; None without two participants."""
+    if not len(cols.get("inst", [])):
+        return None
+    keys = sorted({(int(a), int(b)) for a, b in zip(cols["part"], cols["pid"], strict=True)})
+    if len(keys) < 2:
+        return None
+    multi_pid = len({p for p, _ in keys}) < len(keys)
+    who = [f"{names[p]} pid {pid}" if multi_pid else names[p] for p, pid in keys]
+    host = [hosts[p] for p, _ in keys]
+    index = {k: j for j, k in enumerate(keys)}
+    n = int(cols["inst"].max())
+    t = np.zeros((n, len(keys)), dtype=np.int64)
+    e = np.zeros_like(t)
+    kernel = [""] * n
+    for part, pid, inst, name, a, b in zip(cols["part"], cols["pid"], cols["inst"], cols["name"], cols["t"], cols["e"],
+                                           strict=True):
+        i, j = int(inst) - 1, index[(int(part), int(pid))]
+        t[i, j], e[i, j], kernel[i] = int(a), int(b), str(name)
+    last = np.argmax(t, axis=1)
+    t_last = t[np.arange(n), last]
+    wait = t_last[:, None] - t
+    transfer = np.maximum(e - t_last[:, None], 0)
+    caused = np.zeros(len(keys), dtype=np.int64)  # waiting of the others while this one was the last
+    np.add.at(caused, last, wait.sum(axis=1))
+    waited_for: list[dict[str, int]] = [defaultdict(int) for _ in keys]
+    for i in range(n):
+        for j in range(len(keys)):
+            if wait[i, j] > 0:
+                waited_for[j][who[int(last[i])]] += int(wait[i, j])
+
+    def item(i: int) -> dict[str, Any]:
+        return {"instance": i, "kernel": kernel[i], "last": who[int(last[i])], "ranks": [
+            {"rank": who[j], "host": host[j], "arrival_ns": int(t[i, j] - t[i].min()), "wait_ns": int(wait[i, j]),
+             "waited_for": who[int(last[i])] if wait[i, j] > 0 else None, "transfer_ns": int(transfer[i, j])}
+            for j in range(len(keys))]}
+
+    total = int(wait.sum() + transfer.sum())
+    order = np.argsort(-wait.sum(axis=1), kind="stable")[:LONGEST]
+    lasts = np.bincount(last, minlength=len(keys))
+    waited_on = [{"rank": who[j], "host": host[j], "others_wait_ns": int(caused[j]), "instances_last": int(lasts[j])}
+                 for j in np.argsort(-caused, kind="stable") if caused[j] > 0]
+    crit = waited_on[0] if waited_on else None
+    critical = None
+    if crit is not None and total > 0:
+        critical = {**crit, "share_of_collective_time_pct": round(100.0 * crit["others_wait_ns"] / total, 3),
+                    "instances": n, "leads_verdict": crit["others_wait_ns"] >= CRITICAL_SHARE * total}
+    return {"participants": [{"rank": who[j], "host": host[j], "wait_ns": int(wait[:, j].sum()),
+                              "transfer_ns": int(transfer[:, j].sum()),
+                              "waited_for": dict(sorted(waited_for[j].items(), key=lambda kv: -kv[1]))}
+                             for j in range(len(keys))],
+            "items": [item(i) for i in range(min(n, ITEMS))], "items_total": n,
+            "longest_waits": [item(int(i)) for i in order if wait[int(i)].sum() > 0],
+            "waited_on": waited_on, "critical": critical,
+            "clock": CLOCK_SOURCE if len({h for h in host}) > 1 else "one host's clock"}
+
+
+def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: list[str],
+                     waits: dict[str, Any] | None) -> Verdict | None:
+    """The run's verdict told from the critical path: when the others wait on one rank for a material share
+    of the collectives' time (``CRITICAL_SHARE``), that rank's own verdict, prefixed with who waits for it;
+    else ``verdict`` unchanged. ``names``: each nsys report's name, in the order of ``verdicts``."""
+    crit = (waits or {}).get("critical")
+    if verdict is not None and verdict.kind in ONE_OFF_KINDS:
+        return verdict  # the run's bound is outside its loop: the collectives' waiting is not the story
+    if verdict is None or not crit or not crit.get("leads_verdict") or len(verdicts) < 2:
+        return verdict
+    rank = str(crit["rank"]).split(" pid ")[0]
+    if rank not in names:
+        return verdict
+    own = verdicts[names.index(rank)]
+    lead = (f"Critical path: {crit['rank']}{' on ' + crit['host'] if crit.get('host') else ''} arrives last at "
+            f"{crit['instances_last']} of {crit['instances']} collective(s); the other ranks wait "
+            f"{fmt_ms(crit['others_wait_ns'])} for it ({crit['share_of_collective_time_pct']:.0f}% of the "
+            f"collectives' time, waiting, not transfer). Its own bound: ")
+    return replace(own, text=lead + own.text)
+
+
+def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str, Any]]]],
+                  split: dict[str, Any] | None) -> None:
+    """COMM001 (exposed communication) on each rank of a multi-rank run, told apart from the waiting the
+    collectives split measured on that rank (``reports``: each nsys report's label, rank, host and placed
+    findings, changed in place). Where no compute ran beside the NCCL kernels (``has_compute`` false) every
+    NCCL kernel instant is exposed, so the rank's waiting (inside its NCCL kernels, from its arrival to the
+    last rank's) lies wholly inside the exposed time: the finding's impact is the exposed time less that
+    waiting, which is COMM002's (the late rank's) to claim. With compute beside them the waiting may be
+    partly hidden: the finding only says how much of its time was waiting at most."""
+    rows = (split or {}).get("per_rank") or []
+    for label, rank, host, findings in reports:
+        mine = [r for r in rows if r.get("rank") == rank and r.get("host") == host]
+        if len(mine) != 1 or rank is None:
+            continue  # unmatched or ambiguous: leave the finding as it is
+        wait = int(mine[0]["wait_ns"])
+        for f in findings:
+            if f.get("rule_id") != "COMM001" or f.get("report") != label or wait <= 0:
+                continue
+            whom = ", ".join((next((p["waited_for"] for p in (split or {}).get("participants") or []
+                                    if p.get("rank") == f"rank {rank}"), {}) or {}).keys())
+            exposed = int(f["impact_ns"])
+            if f.get("has_compute") is False:
+                cut = min(wait, exposed)
+                f["impact_ns"] = exposed - cut
+                if f.get("impact_pct") is not None and exposed:
+                    f["impact_pct"] = round(float(f["impact_pct"]) * (exposed - cut) / exposed, 3)
+                f["waiting_ns"], f["exposed_with_waiting_ns"] = cut, exposed
+                f["message"] += (f" Of it, {fmt_ms(cut)} was waiting for {whom or 'the last rank'} to arrive, not "
+                                 f"communication: counted under the late rank (COMM002), not here; "
+                                 f"{fmt_ms(exposed - cut)} remains.")
+            else:
+                f["waiting_up_to_ns"] = min(wait, exposed)
+                f["message"] += (f" Up to {fmt_ms(min(wait, exposed))} of the rank's NCCL time was waiting for "
+                                 f"{whom or 'the last rank'} to arrive (the collectives split), not communication.")
