@@ -31,6 +31,7 @@ from app.services.leases import (
     after_terminal,
     fail_used_up,
     refresh_run_status,
+    same_task,
 )
 from app.services.report_analysis import reconcile_analyses
 from app.services.run_query import live
@@ -172,11 +173,17 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
     return run_id
 
 
-def fail_report(session: Session, report_id: int, code: str, message: str, *, owner: str | None = None) -> int | None:
-    """Fail a report with a typed error; returns the run id when that completed the run."""
+def fail_report(session: Session, report_id: int, code: str, message: str, *, owner: str | None = None,
+                task_id: str | None = None) -> int | None:
+    """Fail a report with a typed error; returns the run id when that completed the run.
+
+    ``owner``: only while that worker holds the lease; ``task_id``: only while the Celery task of that id holds
+    it (the worker's main process, failing a task its pool process could not finish, knows no more)."""
     cond = [Report.id == report_id, Report.status.not_in(TERMINAL)]
     if owner is not None:
         cond.append(Report.lease_owner == owner)
+    if task_id is not None:
+        cond.append(same_task(Report.lease_owner, f"/{task_id}"))
     n = changed(session,
         sa.update(Report).where(*cond)
         .values(status="failed", error_code=code, error_message=message, lease_owner=None,

@@ -193,3 +193,57 @@ def test_text_appended_to_host_descriptions_and_process_names_is_not_stored(tmp_
     # The kept copy ingests to the same trace facts and findings as the original.
     again = ingest(kept, tmp_path / "b" / "trace.duckdb")
     assert _findings(first.out) == _findings(again.out)
+
+
+def test_a_long_string_without_an_assignment_is_scrubbed_in_linear_time(tmp_path):
+    """Issue #45 item 5: a 1M-character StringIds value without '=' made the scrub's search quadratic (about
+    11 minutes holding the GIL); a long run of name characters before a late '=' is still found and blanked."""
+    import time
+
+    secret = "gplongrunsecret4"
+    src = copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "long.sqlite")
+    with sqlite3.connect(src) as con:
+        top = con.execute("SELECT max(id) FROM StringIds").fetchone()[0]
+        con.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", [
+            (top + 1, "a" * 1_000_000), (top + 2, "b" * 300_000 + f"={secret}"),
+            (top + 3, "7" * 200_000 + f"%={secret}")])  # digits and '%' alone do not make a name: kept
+    kept = tmp_path / "kept.sqlite"
+    started = time.monotonic()
+    ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept, limits=Limits(timeout_s=60))
+    assert time.monotonic() - started < 20
+    with sqlite3.connect(kept) as con:
+        values = dict(con.execute("SELECT id, value FROM StringIds WHERE id > ?", (top,)).fetchall())
+    assert values[top + 1] == "a" * 1_000_000 and values[top + 2] == "" and values[top + 3].endswith(secret)
+
+
+def test_has_assignment_is_the_env_string_pattern():
+    import random
+
+    from analysis.readers.nsys.scrub import ENV_STRING, has_assignment
+
+    rng = random.Random(45)
+    for _ in range(20_000):
+        text = "".join(rng.choice("aZ_9%= ;\x00-\u00e9") for _ in range(rng.randint(0, 12)))
+        assert has_assignment(text) == (ENV_STRING.search(text) is not None), repr(text)
+
+
+def test_the_scrub_process_is_killed_at_its_deadline_and_leaves_nothing(tmp_path):
+    """The scrub runs in a process of its own: past the deadline it is killed (whatever it is doing, even
+    holding its GIL) and its temporary files go."""
+    import time
+
+    from analysis.readers.nsys.scrub import ScrubChild
+
+    src = corpus_file("cupy-a100.sqlite")
+    info = validate(src, max_bytes=2**40, timeout_s=60)
+    store = tmp_path / "store"
+    store.mkdir()
+    child = ScrubChild(src, store / "kept.sqlite", expected=info, deadline=time.monotonic() + 0.05)
+    started = time.monotonic()
+    with pytest.raises(TraceError) as err:
+        child.wait()
+    assert err.value.code == "timeout" and time.monotonic() - started < 5
+    assert child.proc.returncode is not None and list(store.iterdir()) == []
+    ok = ScrubChild(src, store / "kept.sqlite", expected=info, deadline=time.monotonic() + 60)
+    ok.wait()
+    assert [p.name for p in store.iterdir()] == ["kept.sqlite"]

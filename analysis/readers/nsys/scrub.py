@@ -10,9 +10,12 @@ ingests to the same findings; ``scrub`` validates it again before publishing it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -31,8 +34,11 @@ KEPT_SYSTEM_ENV = frozenset(("CpuCores", "CpuArchitecture", "CpuDescription", "O
 KEPT_META = re.compile(r"EXPORT_(PRODUCT_VERSION|SCHEMA_VERSION\w*|TIME_UTC|PARAM_TIME_NORMALIZE|TIME_NORMALIZE"
                        r"|CONFIG_TIME_SHIFT)|DERIVED_\w+\Z")
 # A string that holds an environment assignment anywhere: NAME=... (bash functions export as
-# BASH_FUNC_x%%=...), also after leading blanks or other text (" AWS_SECRET_ACCESS_KEY=...").
+# BASH_FUNC_x%%=...), also after leading blanks or other text (" AWS_SECRET_ACCESS_KEY=..."). The pattern
+# documents the rule; ``has_assignment`` applies it in linear time (searching with it is quadratic on a
+# long run of name characters without '=': a 1M-character string held the GIL for minutes).
 ENV_STRING = re.compile(r"[A-Za-z_][A-Za-z0-9_%]*=")
+_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_%"
 # StringIds the reader resolves: these stay whatever they look like (an NVTX text may read "LR=0.1").
 READ_REFERENCES = (("CUPTI_ACTIVITY_KIND_KERNEL", ("shortName", "demangledName", "mangledName")),
                    ("NVTX_EVENTS", ("textId",)), ("CUPTI_ACTIVITY_KIND_RUNTIME", ("nameId",)),
@@ -47,23 +53,41 @@ DESCRIPTIONS = frozenset(("CpuDescription", "OsDescription", "HardwarePlatform",
                           "CpuArchitecture", "NvDriverVersion", "CudaDriverVersion"))
 
 
+def has_assignment(text: str) -> bool:
+    """``ENV_STRING.search(text) is not None``, in one pass: some '=' is preceded by a run of name characters
+    that holds a letter or '_' (the match starts there). Each '=' looks back only over its own run, and runs
+    end at '=', so every character is looked at a bounded number of times."""
+    parts = text.split("=")
+    for before in parts[:-1]:
+        run = before[len(before.rstrip(_NAME_CHARS)):]
+        if run.strip("0123456789%"):
+            return True
+    return False
+
+
 def described(text: str) -> str:
     """A description or process name without text appended to it (see ``APPENDED``), at most 256 characters."""
     return _APPENDED.sub("", text).rstrip()[:256]
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9._\-\[\]]{1,253}\Z")
 
 
-def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float) -> None:
+def _temporaries(dst: Path, tag: str) -> tuple[Path, ...]:
+    work = dst.parent / f".{dst.name}.{tag}.work.tmp"
+    tmp = dst.parent / f".{dst.name}.{tag}.tmp"
+    return (work, tmp, *(Path(f"{p}-{x}") for p in (work, tmp) for x in ("journal", "wal", "shm")))
+
+
+def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float, tag: str | None = None) -> None:
     """Write ``src`` (``expected`` is what ``guard.validate`` found in it) to ``dst`` without the captured
     environment.
 
     ``dst`` appears atomically (a temporary name beside it, fsynced, renamed). Raises ``TraceError``.
+    ``tag`` names the temporary files (``ScrubChild`` picks it, to remove them after killing the process).
     """
     src, dst = Path(src), Path(dst)
     deadline = time.monotonic() + timeout_s
-    tag = uuid.uuid4().hex
-    work = dst.parent / f".{dst.name}.{tag}.work.tmp"
-    tmp = dst.parent / f".{dst.name}.{tag}.tmp"
+    leftovers = _temporaries(dst, tag or uuid.uuid4().hex)
+    work, tmp = leftovers[0], leftovers[1]
     try:
         # Edit a copy, then let SQLite rebuild it page by page (VACUUM INTO): secure_delete alone leaves old
         # bytes in pages that b-tree balancing reused.
@@ -99,8 +123,90 @@ def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float) -> No
             raise TraceError("no_space", "the disk filled up while storing the export") from None
         raise
     finally:
-        for leftover in (work, tmp, *(Path(f"{p}-{x}") for p in (work, tmp) for x in ("journal", "wal", "shm"))):
+        for leftover in leftovers:
             leftover.unlink(missing_ok=True)
+
+
+class ScrubChild:
+    """``scrub`` in a process of its own (``python -m analysis.readers.nsys.scrub``), killed at the deadline.
+
+    The scrub loops in Python over every string of an untrusted file; in a thread of the caller, a pass that
+    held the GIL would also stop the caller's other threads (a worker's lease heartbeat) and no deadline
+    could fire. Here the caller only waits on a pipe, and ``wait`` kills the child when the time is up.
+    """
+
+    def __init__(self, src: Path, dst: Path, *, expected: ExportInfo, deadline: float) -> None:
+        import analysis
+
+        self.dst = Path(dst)
+        self.deadline = deadline
+        self.tag = uuid.uuid4().hex
+        job = {"src": str(src), "dst": str(dst), "tag": self.tag, "timeout_s": max(1.0, deadline - time.monotonic()),
+               "expected": {"path": str(expected.path), "size": expected.size, "tables": expected.tables,
+                            "meta": expected.meta, "facts": expected.facts}}
+        env = dict(os.environ)
+        root = str(Path(analysis.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen([sys.executable, "-P", "-m", "analysis.readers.nsys.scrub"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env, text=True)
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died at start; wait() says so
+        self.proc.stdin = None  # sent and closed: communicate() only reads
+
+    def wait(self) -> None:
+        """Wait for the kept copy until the deadline; raises ``TraceError`` (``timeout`` once it passed)."""
+        try:
+            out, err = self.proc.communicate(timeout=max(0.1, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.join()
+            raise TraceError("timeout", "removing the captured environment from the export took longer than the "
+                             "configured limit") from None
+        try:
+            answer = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        except ValueError:
+            answer = {}
+        if answer.get("ok"):
+            return
+        self._cleanup()
+        if answer.get("code"):
+            raise TraceError(str(answer["code"]), str(answer.get("message", "")))
+        detail = " ".join((err or "").strip().splitlines()[-1:])[:200]
+        raise TraceError("internal", f"removing the captured environment failed (exit {self.proc.returncode}: "
+                         f"{detail}); please report it with the nsys version")
+
+    def join(self) -> None:
+        """Stop the child (if still running) and remove its temporary files."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        for leftover in _temporaries(self.dst, self.tag):
+            leftover.unlink(missing_ok=True)
+
+
+def _child_main() -> int:
+    job = json.loads(sys.stdin.readline())
+    e = job["expected"]
+    expected = ExportInfo(path=Path(e["path"]), size=int(e["size"]), tables=e["tables"], meta=e["meta"],
+                          facts=e["facts"])
+    try:
+        scrub(Path(job["src"]), Path(job["dst"]), expected=expected, timeout_s=float(job["timeout_s"]),
+              tag=job["tag"])
+    except TraceError as exc:
+        print(json.dumps({"ok": False, "code": exc.code, "message": exc.message}), flush=True)
+        return 1
+    print(json.dumps({"ok": True}), flush=True)
+    return 0
 
 
 def _open_writable(path: Path, deadline: float) -> apsw.Connection:
@@ -213,7 +319,7 @@ def _scrub_strings(con: apsw.Connection) -> None:
     candidates, rowids, texts = [], {}, {}
     for rowid, sid, value in con.execute('SELECT rowid, id, CAST(value AS BLOB) FROM "StringIds"'):
         text = _text(value)
-        if "\x00" in text or ENV_STRING.search(text):
+        if "\x00" in text or has_assignment(text):
             candidates.append(sid)
             rowids[sid] = rowid
             texts[sid] = text
@@ -238,3 +344,7 @@ def _scrub_strings(con: apsw.Connection) -> None:
             # them from blocks too; a lone K=V string is blanked.
             kept = allowed_block(texts[sid]) if "\x00" in texts[sid] else ""
             con.execute('UPDATE "StringIds" SET value = ? WHERE rowid = ?', (kept, rowids[sid]))
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())
