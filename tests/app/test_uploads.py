@@ -192,3 +192,51 @@ def test_client_file_names_never_become_paths(client, auth, settings):
     assert r.status_code == 202
     assert r.json["reports"][0]["name"] == "passwd.sqlite"
     assert all(p.startswith("uploads/") for p in _files(settings.data_dir))
+
+
+def _zstd_bomb(head: bytes, total: int) -> bytes:
+    """``head`` then zeros up to ``total`` bytes, zstd-compressed as a stream (a few KB for hundreds of MB)."""
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor(level=3).stream_writer(out, closefd=False) as w:
+        w.write(head)
+        zeros = bytes(1 << 20)
+        left = total - len(head)
+        while left > 0:
+            w.write(zeros[:left])
+            left -= len(zeros)
+    return out.getvalue()
+
+
+def _forged_header(pages: int) -> bytes:
+    head = bytearray(NSYS.read_bytes()[:100])
+    head[28:32] = pages.to_bytes(4, "big")
+    return bytes(head)
+
+
+@pytest.mark.parametrize(("head", "why"), [
+    (NSYS.read_bytes()[:100], "longer than its header says"),       # a real header: 610,304 bytes stated
+    (_forged_header(2**31), "expands more than"),                    # a header stating 8 TiB
+    (b"ID,Kernel Name\n", "expands more than"),                      # not SQLite at all
+], ids=["sqlite-header", "forged-page-count", "not-sqlite"])
+def test_a_compression_bomb_is_refused_while_small_and_leaves_nothing(client, auth, session, settings, broker,
+                                                                     head, why):
+    """Issue #45 item 7: 65 KB of zstd with SQLite magic was accepted and written out as 2 GB. Now the
+    expansion is bounded (after 64 MiB, 250x the compressed bytes) and a SQLite file no longer than its header
+    says, for multipart and PUT alike."""
+    bomb = _zstd_bomb(head, 300 * 2**20)
+    assert len(bomb) < 100_000
+    r = _post(client, auth["write"], [("bomb.sqlite.zst", bomb)], job="j")
+    assert (r.status_code, r.json["error"]["code"]) == (422, "BAD_COMPRESSION"), r.json
+    assert why in r.json["error"]["message"]
+    run = client.post("/api/v1/runs", headers=auth["write"], json={}).json["id"]
+    put = client.put(f"/api/v1/runs/{run}/reports/bomb.sqlite", headers=auth["write"], data=bomb)
+    assert (put.status_code, put.json["error"]["code"]) == (422, "BAD_COMPRESSION")
+    assert session.scalar(sa.select(sa.func.count()).select_from(Report)) == 0
+    assert _files(settings.data_dir) == [] and queued(broker) == []
+
+
+def test_a_compressed_file_with_sqlite_magic_and_no_sqlite_header_is_refused_at_once(client, auth, session):
+    body = zstandard.ZstdCompressor().compress(b"SQLite format 3\x00" + b"\xff" * 84 + bytes(10_000))
+    r = _post(client, auth["write"], [("x.sqlite.zst", body)], job="j")
+    assert (r.status_code, r.json["error"]["code"]) == (422, "NOT_SQLITE"), r.json
+    assert session.scalar(sa.select(sa.func.count()).select_from(Report)) == 0
