@@ -311,9 +311,14 @@ class Client:
         raise UploadError(f"{method} {path}: {code}: {message}", status)
 
     def create_run(self, files: list[Path], fields: list[tuple[str, str]]) -> dict[str, Any]:
+        # One key for every try of this upload: a retry after a lost response (the server committed the run,
+        # then died) gets that run back instead of creating a second one.
+        key = uuid.uuid4().hex
+
         def kwargs() -> dict:
             body = MultipartBody(fields, files, UploadProgress(self.quiet))  # fresh stream for every try
-            return {"data": body, "headers": {"Content-Type": body.content_type, "Content-Length": str(len(body))}}
+            return {"data": body, "headers": {"Content-Type": body.content_type, "Content-Length": str(len(body)),
+                                              "Idempotency-Key": key}}
 
         return self._request("POST", "/api/v1/runs", kwargs)
 

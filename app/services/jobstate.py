@@ -90,7 +90,7 @@ def claim_report(session: Session, report_id: int, owner: str, lease_seconds: in
     now = utcnow()
     claim = Claim(report_id)
     outcome = INGEST.claim(
-        session, Report.id == report_id, owner, lease_seconds, max_attempts, now=now,
+        session, sa.and_(Report.id == report_id, of_live_run()), owner, lease_seconds, max_attempts, now=now,
         crash={Report.status: "failed", Report.error_code: "worker_crashed",
                Report.error_message: _crash_message(max_attempts), Report.updated_at: now},
         take={Report.status: "ingesting", Report.error_code: None, Report.error_message: None,
@@ -106,6 +106,12 @@ def claim_report(session: Session, report_id: int, owner: str, lease_seconds: in
         refresh_run_status(session, row.run_id)
     session.commit()
     return claim
+
+
+def of_live_run() -> sa.ColumnElement[bool]:
+    """The report belongs to a run not deleted: a message delivered again after its run was deleted (and
+    before the purge removed the rows) finds nothing to claim, and reconcile sends nothing for it."""
+    return sa.exists().where(Run.id == Report.run_id, live())
 
 
 def _crash_message(max_attempts: int) -> str:
@@ -260,8 +266,8 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
     stale = now - timedelta(seconds=lease_seconds)
     out = Requeue()
     out.runs += fail_used_up(session, INGEST, max_attempts, _crash_message(max_attempts), now)
-    requeue_reports = sa.or_(sa.and_(INGEST.expired(now), Report.attempts < max_attempts),
-                             sa.and_(Report.status == "queued", Report.updated_at < stale))
+    requeue_reports = sa.and_(of_live_run(), sa.or_(sa.and_(INGEST.expired(now), Report.attempts < max_attempts),
+                                                    sa.and_(Report.status == "queued", Report.updated_at < stale)))
     ids = list(session.execute(sa.select(Report.id).where(requeue_reports).order_by(Report.id)).scalars())
     if ids:
         session.execute(

@@ -82,7 +82,8 @@ def claim_report_analysis(session: Session, report_id: int, owner: str, lease_se
     now = utcnow()
     claim = ReportAnalysisClaim(report_id)
     outcome = REPORT_ANALYSIS.claim(
-        session, Report.id == report_id, owner, lease_seconds, max_attempts, now=now,
+        session, sa.and_(Report.id == report_id, sa.exists().where(Run.id == Report.run_id, Run.deleted_at.is_(None))),
+        owner, lease_seconds, max_attempts, now=now,
         crash={Report.status: "failed", Report.error_code: "worker_crashed",
                Report.error_message: crash_message(max_attempts), Report.updated_at: now},
         take={Report.progress: {"stage": "analyzing", "done": 0, "total": 1}, Report.updated_at: now})

@@ -3,6 +3,7 @@ commit, then enqueue their ingest. Nothing is stored when any file or field is b
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from dataclasses import dataclass
@@ -211,9 +212,40 @@ def _check_name(name: str) -> None:
                            "unicode_escape").decode("ascii")})
 
 
+# An Idempotency-Key: what clients generate (a UUID, a scheduler's job and step id), printable ASCII.
+_IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,255}\Z")
+
+
+def idempotency_digest(key: str | None, submitter: Submitter) -> str | None:
+    """The stored form of an ``Idempotency-Key`` header (None without one): a digest of the key and who sent
+    it, so one client's key never finds another's run. VALIDATION_ERROR for a malformed key."""
+    if key is None:
+        return None
+    if not _IDEMPOTENCY_KEY.match(key):
+        raise ApiError("VALIDATION_ERROR", "The Idempotency-Key header must be 1-255 printable ASCII characters "
+                       "(a UUID, for example).", {"fields": {"Idempotency-Key": "1-255 printable ASCII characters"}})
+    who = f"u{submitter.user_id}" if submitter.user_id is not None else f"t{submitter.token_id}:{submitter.name}"
+    return hashlib.sha256(f"{who}\x00{key}".encode()).hexdigest()
+
+
+def run_for_key(session: Session, digest: str | None) -> Run | None:
+    """The run an earlier upload with the same key created (RUN_DELETED if it was deleted since)."""
+    if digest is None:
+        return None
+    run = session.scalar(sa.select(Run).where(Run.idempotency_key == digest))
+    if run is not None and run.deleted_at is not None:
+        raise ApiError("RUN_DELETED", f"Run {run.id}, which an upload with this Idempotency-Key created, was "
+                       "deleted; upload again with a new key.", {"run_id": run.id})
+    return run
+
+
 def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[Incoming],
-               submitter: str | Submitter | None) -> tuple[Run, list[Report]]:
-    """Create a run with its reports (deduplicated by content), commit, then enqueue each new ingest."""
+               submitter: str | Submitter | None, *, idempotency_key: str | None = None,
+               ) -> tuple[Run, list[Report]]:
+    """Create a run with its reports (deduplicated by content), commit, then enqueue each new ingest.
+
+    ``idempotency_key`` (from ``idempotency_digest``): when another request with the same key committed its run
+    first, that run is returned and nothing is created."""
     from app import queue
 
     if not isinstance(submitter, Submitter):
@@ -226,9 +258,16 @@ def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[
     run = Run(job_id=job.id, tags=meta.tags or {}, git_sha=meta.git_sha, cluster=meta.cluster,
               submitter=submitter.name, submitter_user_id=submitter.user_id,
               submitter_token_id=submitter.token_id, source=meta.source, status=RunStatus.QUEUED,
-              analysis_window=meta.window)
+              analysis_window=meta.window, idempotency_key=idempotency_key)
     session.add(run)
-    session.flush()
+    try:
+        session.flush()
+    except IntegrityError:  # the same key at the same moment: the other request's run is the answer
+        session.rollback()
+        other = run_for_key(session, idempotency_key)
+        if other is None:
+            raise
+        return other, list(other.reports)
     reports: list[Report] = []
     new_ids: list[int] = []
     for incoming, kind in zip(files, kinds, strict=True):

@@ -240,3 +240,27 @@ def test_a_compressed_file_with_sqlite_magic_and_no_sqlite_header_is_refused_at_
     r = _post(client, auth["write"], [("x.sqlite.zst", body)], job="j")
     assert (r.status_code, r.json["error"]["code"]) == (422, "NOT_SQLITE"), r.json
     assert session.scalar(sa.select(sa.func.count()).select_from(Report)) == 0
+
+
+def test_an_upload_retried_with_its_idempotency_key_gets_the_same_run(client, auth, session, settings, broker):
+    """Issue #45 item 3: a retry after a lost response created a second run. With the same Idempotency-Key the
+    same caller gets the first run back (200, nothing new stored or queued); another caller, or another key,
+    gets a new run; a malformed key is refused; a deleted run is not handed back."""
+    nsys = NSYS.read_bytes()
+    key = {"Idempotency-Key": "9b2f4c1e-run-1"}
+    first = _post(client, {**auth["write"], **key}, [(NSYS.name, nsys)], job="j")
+    assert first.status_code == 202, first.json
+    tasks = len(queued(broker))
+    again = _post(client, {**auth["write"], **key}, [(NSYS.name, nsys)], job="j")
+    assert (again.status_code, again.json["id"]) == (200, first.json["id"])
+    assert again.headers["Idempotent-Replayed"] == "true" and again.headers["Location"] == first.headers["Location"]
+    assert session.scalar(sa.select(sa.func.count()).select_from(Run)) == 1 and len(queued(broker)) == tasks
+    other = _post(client, {**auth["admin"], **key}, [(NSYS.name, nsys)], job="j")  # another token, same key
+    assert other.status_code == 202 and other.json["id"] != first.json["id"]
+    for bad in ("", "a b", "é", "x" * 256):
+        r = _post(client, {**auth["write"], "Idempotency-Key": bad}, [(NSYS.name, nsys)], job="j")
+        assert (r.status_code, r.json["error"]["code"]) == (400, "VALIDATION_ERROR"), bad
+    assert client.delete(f"/api/v1/runs/{first.json['id']}", headers=auth["write"]).status_code in (202, 204)
+    gone = _post(client, {**auth["write"], **key}, [(NSYS.name, nsys)], job="j")
+    assert (gone.status_code, gone.json["error"]["code"]) == (409, "RUN_DELETED")
+    assert session.scalar(sa.select(sa.func.count()).select_from(Run)) == 2

@@ -123,3 +123,27 @@ def test_an_ingest_holding_the_gil_is_stopped_by_the_hard_limit_and_fails_once_w
     assert elapsed < 40, elapsed  # the search alone would hold the process for minutes
     assert svc.wait_run(svc.upload([good], job="after")["id"], timeout=60)["status"] == "ready", svc.log_tail()
     assert svc.workers[0].poll() is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_reconcile_leaves_the_files_of_a_retried_ingest_alone(make_service, backend):
+    """Issue #45 item 3: after a worker was killed mid-ingest, attempt 2 runs under a live lease, but the sweep
+    counted every report with attempts > 1 as a leftover and deleted attempt 2's temporary DuckDB file; the
+    report ended failed/internal. Here attempt 2 holds its temporary file for several reconcile ticks."""
+    svc = make_service(backend)
+    svc.start_web()
+    path = corpus_file("vecadd-2026.sqlite")
+    sha = _sha(path)
+    doomed = svc.start_worker(GOODPUT_TEST_HOLD_AFTER_COPY=f"{sha}=60")
+    svc.start_beat()
+    run_id = svc.upload([path], job="retried")["id"]
+    report_id = _report(svc, run_id)["id"]
+    folder = svc.settings.data_dir / "reports" / str(report_id)
+    wait_for(lambda: folder.is_dir() and any(p.name.endswith(".tmp") for p in folder.iterdir()), 60,
+             "the first attempt's temporary file")
+    svc.kill_worker(doomed)
+    # Two pool processes: reconcile (and its sweep) runs beside the held ingest, every second.
+    svc.start_worker(concurrency=2, GOODPUT_TEST_HOLD_AFTER_COPY=f"{sha}={3 * svc.settings.lease_seconds}")
+    run = svc.wait_run(run_id, timeout=120)
+    [report] = run["reports"]
+    assert (run["status"], report["status"], report["attempts"]) == ("ready", "ready", 2), svc.log_tail()

@@ -76,8 +76,9 @@ class Storage(ABC):
         """Delete a report's trace and sidecars; False when there were none."""
 
     @abstractmethod
-    def remove_attempt_leftovers(self, report_id: int) -> int:
-        """Delete what a killed ingest attempt left beside the report's published files; returns how many."""
+    def remove_attempt_leftovers(self, report_id: int, older_than: float | None = None) -> int:
+        """Delete what a killed ingest attempt left beside the report's published files; returns how many.
+        ``older_than`` (a time.time()): only files last changed before then (a newer one is a live attempt's)."""
 
     # -- sweeping ----------------------------------------------------------------------------------------
     @abstractmethod
