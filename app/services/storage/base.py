@@ -24,6 +24,10 @@ class Storage(ABC):
     def open_sink(self, max_bytes: int, filename: str = "") -> UploadSink:
         """A new staged upload to stream into (decompressed, hashed, capped at ``max_bytes``)."""
 
+    def upload_key(self, staged: Staged) -> str:
+        """Where ``store`` puts ``staged``: its content address, keeping the upload's known suffix."""
+        return f"uploads/{staged.sha256[:2]}/{staged.sha256}{staged.suffix}"
+
     @abstractmethod
     def store(self, staged: Staged) -> str:
         """Put a fully received staged upload at its content address; returns its key."""

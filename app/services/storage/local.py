@@ -47,7 +47,7 @@ class LocalStorage(Storage):
 
         The name keeps the upload's known suffix: the worker tells a binary .nsys-rep by it.
         """
-        rel = Path("uploads") / staged.sha256[:2] / (staged.sha256 + staged.suffix)
+        rel = Path(self.upload_key(staged))
         dest = self.root / rel
         if dest.exists():
             staged.path.unlink(missing_ok=True)  # same bytes already stored
