@@ -123,6 +123,12 @@ def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: s
         bad["cluster"] = "at most 200 characters, no control characters"
     if source not in RUN_SOURCES:
         bad["source"] = f"one of {', '.join(RUN_SOURCES)}"
+    # A field sent empty is a client's mistake (a variable that expanded to nothing), not "the default":
+    # leave the field out for that. The web form and `goodput upload` send only what was filled in.
+    if window is not None and not str(window).strip():
+        bad["window"] = "empty: leave the field out for the default window (steady)"
+    if isinstance(thresholds, list) and any(not str(t).strip() for t in thresholds):
+        bad["thresholds"] = f"an empty override: expected {THRESHOLD_HELP}"
     if bad:
         raise ApiError("VALIDATION_ERROR", "Invalid run metadata.", {"fields": bad})
     # Overrides sent as the reserved tag are checked like the thresholds field (and merged with it).
