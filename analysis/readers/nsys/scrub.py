@@ -33,16 +33,12 @@ KEPT_SYSTEM_ENV = frozenset(("CpuCores", "CpuArchitecture", "CpuDescription", "O
 # Export metadata kept; every other value (user, host, input and output paths, options) is blanked.
 KEPT_META = re.compile(r"EXPORT_(PRODUCT_VERSION|SCHEMA_VERSION\w*|TIME_UTC|PARAM_TIME_NORMALIZE|TIME_NORMALIZE"
                        r"|CONFIG_TIME_SHIFT)|DERIVED_\w+\Z")
-# A string that holds an environment assignment anywhere: NAME=... (bash functions export as
-# BASH_FUNC_x%%=...), also after leading blanks or other text (" AWS_SECRET_ACCESS_KEY=..."). The pattern
-# documents the rule; ``has_assignment`` applies it in linear time (searching with it is quadratic on a
-# long run of name characters without '=': a 1M-character string held the GIL for minutes).
-ENV_STRING = re.compile(r"[A-Za-z_][A-Za-z0-9_%]*=")
-_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_%"
 # StringIds the reader resolves: these stay whatever they look like (an NVTX text may read "LR=0.1").
+# Every other string is blanked, whatever it holds (a token in an unreferenced string, a PEM key).
 READ_REFERENCES = (("CUPTI_ACTIVITY_KIND_KERNEL", ("shortName", "demangledName", "mangledName")),
                    ("NVTX_EVENTS", ("textId",)), ("CUPTI_ACTIVITY_KIND_RUNTIME", ("nameId",)),
-                   ("OSRT_API", ("nameId",)), ("PROFILER_OVERHEAD", ("nameId",)), ("ThreadNames", ("nameId",)))
+                   ("OSRT_API", ("nameId",)), ("PROFILER_OVERHEAD", ("nameId",)), ("ThreadNames", ("nameId",)),
+                   ("SAMPLING_CALLCHAINS", ("symbol", "module")))
 _SEPARATORS = re.compile(r"[;\x00\n]")
 # Free-text descriptions of the machine Goodput keeps but never reads, and process names: text appended to
 # them (after a control character or ';', or from the first word holding '=') is not kept. The same
@@ -51,18 +47,6 @@ APPENDED = r"(?s)([\x00-\x1f;]|(^|\s)\S*=).*$"
 _APPENDED = re.compile(APPENDED)
 DESCRIPTIONS = frozenset(("CpuDescription", "OsDescription", "HardwarePlatform", "SoftwarePlatform", "GpuInfo",
                           "CpuArchitecture", "NvDriverVersion", "CudaDriverVersion"))
-
-
-def has_assignment(text: str) -> bool:
-    """``ENV_STRING.search(text) is not None``, in one pass: some '=' is preceded by a run of name characters
-    that holds a letter or '_' (the match starts there). Each '=' looks back only over its own run, and runs
-    end at '=', so every character is looked at a bounded number of times."""
-    parts = text.split("=")
-    for before in parts[:-1]:
-        run = before[len(before.rstrip(_NAME_CHARS)):]
-        if run.strip("0123456789%"):
-            return True
-    return False
 
 
 def described(text: str) -> str:
@@ -310,40 +294,83 @@ def _scrub_in_place(path: Path, deadline: float) -> None:
                 con.execute('DELETE FROM "META_DATA_CAPTURE" WHERE rowid = ?', (rowid,))
         if _plain_table(con, "StringIds", ("id", "value")):
             _scrub_strings(con)
+        _empty_unread(con)
         con.execute("COMMIT")
     finally:
         con.close()
 
 
+def _as_id(value: object) -> int | None:
+    """A string id as the reader's join sees it (``TRY_CAST(.. AS BIGINT)``), None when it names nothing."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, (str, bytes)):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
 def _scrub_strings(con: apsw.Connection) -> None:
-    candidates, rowids, texts = [], {}, {}
-    for rowid, sid, value in con.execute('SELECT rowid, id, CAST(value AS BLOB) FROM "StringIds"'):
-        text = _text(value)
-        if "\x00" in text or has_assignment(text):
-            candidates.append(sid)
-            rowids[sid] = rowid
-            texts[sid] = text
-    if not candidates:
-        return
-    used: set[object] = set()
+    """Blank every ``StringIds`` value no column the reader resolves refers to (an environment block keeps
+    its allow-listed entries); the referenced ones (kernel, API, NVTX, thread and function names) stay."""
+    used: set[int] = set()
     for table, columns in READ_REFERENCES:
         if not _plain_table(con, table, ()):
             continue
         present = {r[0] for r in con.execute("SELECT name FROM pragma_table_info(?)", (table,))}
         for col in columns:
-            if col not in present:
+            if col in present:
+                for (value,) in con.execute(f'SELECT DISTINCT "{col}" FROM "{table}"'):  # noqa: S608 - fixed names
+                    ref = _as_id(value)
+                    if ref is not None:
+                        used.add(ref)
+    blank = []
+    for rowid, sid, value in con.execute('SELECT rowid, id, CAST(value AS BLOB) FROM "StringIds"'):
+        ref = _as_id(sid)
+        if ref is not None and ref in used:
+            continue
+        text = _text(value)
+        # An environment block keeps its allow-listed facts (rank, world size...), as the reader takes
+        # them from blocks too; any other unreferenced string is blanked.
+        kept = allowed_block(text) if "\x00" in text else ""
+        if kept != text:
+            blank.append((kept, rowid))
+    for kept, rowid in blank:
+        con.execute('UPDATE "StringIds" SET value = ? WHERE rowid = ?', (kept, rowid))
+
+
+def _empty_unread(con: apsw.Connection) -> None:
+    """Tables Goodput never reads lose their rows (their names stay: one may mark the file as an nsys
+    export), and in the tables it reads, the strings of columns it does not read go (``ANALYSIS_FILE`` names
+    the user's paths, ``TARGET_INFO_*`` rows carry free text)."""
+    from analysis.readers.nsys.source import SOURCE_TABLES
+
+    tables = [name for (name,) in con.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")]
+    for name in tables:
+        spec = SOURCE_TABLES.get(name)
+        if spec is None:
+            if _plain_table(con, name, ()):
+                con.execute(f'DELETE FROM "{_ident(name)}"')  # noqa: S608 - quoted name from the schema
+            continue
+        if not _plain_table(con, name, ()):
+            continue
+        for col, notnull in list(con.execute("SELECT name, \"notnull\" FROM pragma_table_info(?)", (name,))):
+            if col in spec.columns:
                 continue
-            for start in range(0, len(candidates), 500):
-                chunk = candidates[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                sql = f'SELECT DISTINCT "{col}" FROM "{table}" WHERE "{col}" IN ({marks})'  # noqa: S608
-                used.update(r[0] for r in con.execute(sql, chunk))
-    for sid in candidates:
-        if sid not in used:
-            # An environment block keeps its allow-listed facts (rank, world size...), as the reader takes
-            # them from blocks too; a lone K=V string is blanked.
-            kept = allowed_block(texts[sid]) if "\x00" in texts[sid] else ""
-            con.execute('UPDATE "StringIds" SET value = ? WHERE rowid = ?', (kept, rowids[sid]))
+            empty = "''" if notnull else "NULL"
+            con.execute(f'UPDATE "{_ident(name)}" SET "{_ident(col)}" = {empty} '  # noqa: S608 - quoted names
+                        f'WHERE typeof("{_ident(col)}") IN (\'text\', \'blob\')')
+
+
+def _ident(name: str) -> str:
+    return str(name).replace('"', '""')
 
 
 if __name__ == "__main__":
