@@ -301,29 +301,27 @@ class HeadFirstWorker(ThreadWorker):
         self._hand_over(conn, head)
 
     def _on_chunked(self, conn: TConn, head: bytearray) -> None:
-        """A chunked body: handed over once its last chunk is here (or its size line is not one: the thread's
-        parser answers 400), refused past SMALL_BODY_BYTES unless its route takes uploads."""
+        """A chunked body: handed over once its last chunk is here (or its first size line is not one: the
+        thread's parser answers 400); an upload's once its first BODY_BUFFER_BYTES are here; any other is
+        refused past SMALL_BODY_BYTES."""
         start = self._body_starts[conn]
-        body = memoryview(head)[start:]
-        first = bytes(body[:20])
-        if len(first) >= 3 and not _CHUNK_SIZE.match(bytes(body[:200])) and b"\r\n" in bytes(body[:200]):
+        size = len(head) - start
+        first = bytes(head[start:start + 200])
+        if first[:1] and (first[:1] not in b"0123456789abcdefABCDEF"
+                          or (b"\r\n" in first and not _CHUNK_SIZE.match(first))):
             self._hand_over(conn, head)  # malformed from its first line: the parser says so
             return
-        if first[:1] and first[:1] not in b"0123456789abcdefABCDEF":
-            self._hand_over(conn, head)
-            return
-        tail = bytes(body[-4096:])
+        tail = bytes(head[max(start, len(head) - 4096):])
         if tail.endswith(b"\r\n\r\n") and (tail.endswith(b"0\r\n\r\n") or b"\r\n0\r\n" in tail
-                                             or bytes(body[:3]) == b"0\r\n"):
+                                             or first.startswith(b"0\r\n")):
             self._hand_over(conn, head)
             return
-        if len(body) > SMALL_BODY_BYTES:
-            line = bytes(head[:MAX_REQUEST_LINE])
-            if _UPLOAD_ROUTE.match(line):
+        if _UPLOAD_ROUTE.match(bytes(head[:MAX_REQUEST_LINE])):
+            if size >= BODY_BUFFER_BYTES:  # an upload's start, as with a Content-Length
                 self._hand_over(conn, head)
-            else:
-                self._refuse(conn, _json_response(413, "Content Too Large", "TOO_LARGE",
-                                                  f"The request body is larger than {SMALL_BODY_BYTES} bytes."))
+        elif size > SMALL_BODY_BYTES:
+            self._refuse(conn, _json_response(413, "Content Too Large", "TOO_LARGE",
+                                              f"The request body is larger than {SMALL_BODY_BYTES} bytes."))
 
     def linger(self, sock: socket.socket) -> None:
         """Close ``sock`` gracefully without blocking: half-close, then drain what the client still sends
