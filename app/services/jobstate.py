@@ -34,7 +34,7 @@ from app.services.leases import (
     same_task,
 )
 from app.services.report_analysis import reconcile_analyses
-from app.services.run_query import live
+from app.services.run_query import live, of_live_run
 from app.services.runs import run_thresholds
 
 logger = logging.getLogger(__name__)
@@ -106,12 +106,6 @@ def claim_report(session: Session, report_id: int, owner: str, lease_seconds: in
         refresh_run_status(session, row.run_id)
     session.commit()
     return claim
-
-
-def of_live_run() -> sa.ColumnElement[bool]:
-    """The report belongs to a run not deleted: a message delivered again after its run was deleted (and
-    before the purge removed the rows) finds nothing to claim, and reconcile sends nothing for it."""
-    return sa.exists().where(Run.id == Report.run_id, live())
 
 
 def _crash_message(max_attempts: int) -> str:

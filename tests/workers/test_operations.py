@@ -241,6 +241,7 @@ def test_reconcile_task_sweeps_a_killed_attempt_and_an_abandoned_upload(session,
     folder = storage.report_dir(rid)
     folder.mkdir(parents=True)
     (folder / ".trace.duckdb.feed.tmp").write_bytes(b"partial")
+    _old(folder / ".trace.duckdb.feed.tmp", 30)  # last written by the attempt whose lease ran out 30 s ago
     staged = _killed_upload(storage)
     _old(staged, 5)
     assert tasks[RECONCILE_TASK]() == {"reports": [rid], "runs": [], "analyses": []}
