@@ -109,6 +109,12 @@ class BodyTimeout(TimeoutError):
     past its idle timeout (``goodput_cli.web_worker.BODY_IDLE_S``); answered 408 and the connection closed."""
 
 
+class BadBody(ValueError):
+    """The request body is malformed on the wire (a broken or aborted chunked encoding): raised by the web
+    worker's request input (``goodput_cli.web_worker``) while the app reads it; answered 400 and the connection
+    closed."""
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
@@ -183,6 +189,13 @@ def init_app(app: Flask) -> None:
         message = "The request body stopped arriving; nothing was stored."
         response = _json_error(ApiError("REQUEST_TIMEOUT", message)) if _wants_json() else (message, 408)
         response = app.make_response(response)
+        response.headers["Connection"] = "close"
+        return response
+
+    @app.errorhandler(BadBody)
+    def _bad_body(exc: BadBody):
+        logger.warning("malformed request body: %s: %s", request.path, exc)
+        response = app.make_response(_json_error(ApiError("BAD_REQUEST", f"The request body is malformed: {exc}.")))
         response.headers["Connection"] = "close"
         return response
 

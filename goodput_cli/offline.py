@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -62,6 +63,8 @@ def add_progress_options(p: argparse.ArgumentParser) -> None:
 
 
 def new_progress(args: argparse.Namespace) -> Progress:
+    if not (math.isfinite(args.progress_after) and args.progress_after >= 0):
+        raise BadInput(f"--progress-after {args.progress_after:g}: expected a number of seconds, 0 or more")
     return Progress(quiet=args.quiet, after_s=args.progress_after)
 
 
@@ -132,6 +135,8 @@ def run_analysis(files: list[Path], tmp: Path, progress: Progress, *, rules: lis
 
 def _check_options(args: argparse.Namespace) -> dict[str, float]:
     """The thresholds, after the options' checks (a bad option is one line before any ingest)."""
+    if args.top is not None and args.top < 0:  # a negative slice would drop the last findings, silently
+        raise BadInput(f"--top {args.top}: expected 0 or more")
     thresholds = parse_thresholds(args.threshold)
     from analysis.api import window_parse
     from analysis.errors import TraceError

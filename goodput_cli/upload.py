@@ -8,6 +8,7 @@ Exit status: 0 done, 1 a report failed (with ``--wait``) or the server kept fail
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -62,7 +63,11 @@ def cmd_upload(args: argparse.Namespace) -> int:
         files = _check_input(args, token)
     except UploadError as exc:
         raise UsageError(str(exc)) from None
-    backoff = tuple(min(2**i, 60) for i in range(max(0, args.retries)))
+    if args.retries < 0:
+        raise UsageError(f"--retries {args.retries}: expected 0 or more")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise UsageError(f"--timeout {args.timeout:g}: expected a number of seconds above 0")
+    backoff = tuple(min(2**i, 60) for i in range(args.retries))
     client = Client(args.server, token, quiet=args.quiet, backoff=backoff)
     try:
         run = client.create_run(files, _fields(args))
@@ -143,7 +148,8 @@ class MultipartBody:
             self.parts.append(path)
             self.parts.append(b"\r\n")
         self.parts.append(f"--{self.boundary}--\r\n".encode())
-        self.total = sum(p.stat().st_size if isinstance(p, Path) else len(p) for p in self.parts)
+        self.sizes = {p: p.stat().st_size for p in self.parts if isinstance(p, Path)}
+        self.total = sum(self.sizes[p] if isinstance(p, Path) else len(p) for p in self.parts)
         self.progress = progress
 
     def _head(self, name: str, filename: str | None = None) -> bytes:
@@ -167,9 +173,10 @@ class MultipartBody:
             if isinstance(part, bytes):
                 yield part
                 continue
+            size = self.sizes[part]
             if self.progress:
-                self.progress.start_file(part.name, part.stat().st_size)
-            for chunk in _file_chunks(part):
+                self.progress.start_file(part.name, size)
+            for chunk in _file_chunks(part, size):
                 if self.progress:
                     self.progress.sent(len(chunk))
                 yield chunk
@@ -177,10 +184,22 @@ class MultipartBody:
                 self.progress.end_file()
 
 
-def _file_chunks(path: Path):
+def _file_chunks(path: Path, size: int):
+    """Exactly ``size`` bytes of ``path`` (its size when the body's length was computed). A file that shrank
+    or grew meanwhile is an UploadError naming it: the body would not match its Content-Length, and the
+    server would wait for bytes that never come, then the failure would look like the network's."""
+    sent = 0
     with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
+        while sent < size:
+            chunk = fh.read(min(CHUNK, size - sent))
+            if not chunk:
+                raise UploadError(f"{path}: the file was truncated while it was being sent ({size:,} bytes when "
+                                  f"the upload started, {sent:,} now); upload it once it is complete", 2)
+            sent += len(chunk)
             yield chunk
+        if fh.read(1):
+            raise UploadError(f"{path}: the file grew while it was being sent (from {size:,} bytes); upload it "
+                              "once it is complete", 2)
 
 
 def _mb(n: float) -> str:
@@ -316,9 +335,14 @@ class Client:
         raise UploadError(f"{method} {path}: {code}: {message}", status)
 
     def create_run(self, files: list[Path], fields: list[tuple[str, str]]) -> dict[str, Any]:
+        # One key for every try of this upload: a retry after a lost response (the server committed the run,
+        # then died) gets that run back instead of creating a second one.
+        key = uuid.uuid4().hex
+
         def kwargs() -> dict:
             body = MultipartBody(fields, files, UploadProgress(self.quiet))  # fresh stream for every try
-            return {"data": body, "headers": {"Content-Type": body.content_type, "Content-Length": str(len(body))}}
+            return {"data": body, "headers": {"Content-Type": body.content_type, "Content-Length": str(len(body)),
+                                              "Idempotency-Key": key}}
 
         return self._request("POST", "/api/v1/runs", kwargs)
 

@@ -14,7 +14,7 @@ from app.ids import IdConverter
 from app.models.base import UTCDateTime
 from app.models.status import StatusText
 from app.services.storage.sink import UploadSink
-from goodput_cli.web_worker import HeadFirstWorker
+from goodput_cli.web_worker import HeadFirstWorker, _GuardedInput
 
 ENTRY_POINTS = (
     create_app,                                   # gunicorn's "app:create_app()" (goodput_cli.service, compose)
@@ -29,4 +29,5 @@ ENTRY_POINTS = (
     UploadSink.seek,                              # the file-like protocol (werkzeug writes an upload through it)
     UploadSink.writable,
     UploadSink.readable,
+    _GuardedInput.readlines,                      # the WSGI input stream's protocol (PEP 3333)
 )

@@ -297,20 +297,68 @@ def run_purge(task: Task, run_id: int) -> int:
 LIGHT_TIME_LIMIT_S = 900
 
 
+def time_limits(limit: int) -> tuple[int, int]:
+    """(soft, hard) Celery time limits of a task whose own deadline is ``limit`` seconds.
+
+    The task's own deadline fires first; the soft limit (an exception in the task, which needs the task's
+    thread to run Python) next; the hard one last. It is enforced by the worker's main process, which kills
+    the pool process: the one limit that still holds when the task's thread is stuck in C code holding the GIL.
+    """
+    grace = min(30, max(2, limit // 10))
+    return limit + grace, limit + 2 * grace
+
+
+def _fail_killed(task: Task, exc: BaseException, task_id: str, report_id: int, what: str, limit_s: int,
+                 setting: str | None) -> None:
+    """``on_failure`` of the report tasks. Called in the worker's main process after the hard time limit
+    killed the pool process running the task: the report is failed with ``timeout`` now (retrying would only
+    freeze the next process for as long), if that task still holds it."""
+    from celery.exceptions import TimeLimitExceeded
+
+    if not isinstance(exc, TimeLimitExceeded):
+        return  # anything else ended inside the task, which recorded it
+    settings = _settings(task)
+    message = f"{what} took longer than {limit_s} s" + (f" ({setting})" if setting else "") + \
+        " and was stopped"
+    try:
+        with session_scope(settings) as session:
+            run_id = pipeline.fail_report(session, int(report_id), "timeout", message, task_id=task_id)
+        if run_id is not None:
+            enqueue_analyze(settings, run_id)
+        logger.warning("%s of report %s stopped at its hard time limit", what, report_id,
+                       extra={"report_id": report_id, "task_id": task_id})
+    except Exception:  # the lease then runs out and reconcile takes over
+        logger.warning("could not fail a report after its time limit", exc_info=True,
+                       extra={"report_id": report_id})
+
+
 def register_tasks(app: Celery, *, ingest_limit: int, light_limit: int = LIGHT_TIME_LIMIT_S) -> None:
     """Register the five tasks on ``app`` under their explicit names."""
     # shared=False: register on this app only (a shared task would join every app made later).
     common = {"bind": True, "shared": False, "acks_late": True, "reject_on_worker_lost": True}
 
-    @app.task(name=INGEST_TASK, soft_time_limit=ingest_limit + 30, time_limit=ingest_limit + 90, **common)
+    ingest_soft, ingest_hard = time_limits(ingest_limit)
+    light_soft, light_hard = time_limits(light_limit)
+
+    def ingest_failed(self: Task, exc, task_id, args, kwargs, einfo) -> None:
+        _fail_killed(self, exc, task_id, (list(args) or [kwargs.get("report_id")])[0], "ingest", ingest_hard,
+                     "GOODPUT_INGEST_TIMEOUT_SECONDS")
+
+    def report_analysis_failed(self: Task, exc, task_id, args, kwargs, einfo) -> None:
+        _fail_killed(self, exc, task_id, (list(args) or [kwargs.get("report_id")])[0], "the report's analysis",
+                     light_hard, None)
+
+    @app.task(name=INGEST_TASK, soft_time_limit=ingest_soft, time_limit=ingest_hard, on_failure=ingest_failed,
+              **common)
     def ingest_report(self: Task, report_id: int) -> str:
         return run_ingest(self, report_id)
 
-    @app.task(name=ANALYZE_TASK, soft_time_limit=light_limit, time_limit=light_limit + 60, **common)
+    @app.task(name=ANALYZE_TASK, soft_time_limit=light_soft, time_limit=light_hard, **common)
     def analyze_run(self: Task, run_id: int) -> str:
         return run_analyze(self, run_id)
 
-    @app.task(name=ANALYZE_REPORT_TASK, soft_time_limit=light_limit, time_limit=light_limit + 60, **common)
+    @app.task(name=ANALYZE_REPORT_TASK, soft_time_limit=light_soft, time_limit=light_hard,
+              on_failure=report_analysis_failed, **common)
     def analyze_report(self: Task, report_id: int) -> str:
         return run_analyze_report(self, report_id)
 
@@ -318,7 +366,7 @@ def register_tasks(app: Celery, *, ingest_limit: int, light_limit: int = LIGHT_T
     def reconcile_leases(self: Task) -> dict[str, list[int]]:
         return run_reconcile(self)
 
-    @app.task(name=PURGE_TASK, soft_time_limit=light_limit, time_limit=light_limit + 60, **common)
+    @app.task(name=PURGE_TASK, soft_time_limit=light_soft, time_limit=light_hard, **common)
     def purge_run(self: Task, run_id: int) -> int:
         return run_purge(self, run_id)
 

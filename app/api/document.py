@@ -83,6 +83,17 @@ def _operation(route: Route) -> dict[str, Any]:
     if route.body == "binary":
         op["responses"]["200"] = {"description": "The same bytes were already in the run",
                                   "content": {"application/json": {"schema": ref(route.response)}}}
+    if route.body == "multipart":
+        op["parameters"].append({
+            "name": "Idempotency-Key", "in": "header", "required": False,
+            "description": "Any unique string (a UUID): a retry with the same key, by the same caller, answers "
+                           "200 with the run the first request created instead of creating another",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"}})
+        op["responses"]["200"] = {"description": "An upload with the same Idempotency-Key already created this "
+                                  "run (header Idempotent-Replayed: true)",
+                                  "content": {"application/json": {"schema": ref(route.response)}}}
+        op["responses"]["409"] = {"description": "The run this Idempotency-Key created was deleted (RUN_DELETED)",
+                                  "content": {"application/json": {"schema": ref("Error")}}}
     body = _body(route.body)
     if body is not None:
         op["requestBody"] = body

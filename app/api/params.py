@@ -10,7 +10,7 @@ from typing import Any
 from flask import request
 
 from app.errors import ApiError
-from app.ids import MAX_ID
+from app.ids import MAX_ID, ascii_float, ascii_int
 from app.models import RUN_STATUSES
 from app.services.paging import DEFAULT_PAGE_SIZE, MAX_PAGE, MAX_PAGE_SIZE
 from app.services.runs import SORTS
@@ -77,7 +77,7 @@ def _bad(name: str, why: str) -> ApiError:
 def _one(name: str, p: Param, raw: str) -> Any:
     if p.type in ("integer", "number"):
         try:
-            value: Any = int(raw) if p.type == "integer" else float(raw)
+            value: Any = ascii_int(raw) if p.type == "integer" else ascii_float(raw)
         except ValueError:
             raise _bad(name, f"not {'an integer' if p.type == 'integer' else 'a number'}") from None
         if not math.isfinite(value) or (p.minimum is not None and value < p.minimum) or (

@@ -72,6 +72,16 @@ class GoodputRequest(Request):
             super()._load_form_data()
         except ValueError as exc:
             raise ApiError("BAD_REQUEST", f"Malformed multipart/form-data body: {exc}.") from None
+        if self.mimetype == "multipart/form-data":
+            # Werkzeug decodes multipart fields with errors="replace": bytes that are not UTF-8 (an encoded
+            # surrogate such as ED A0 80) arrive as U+FFFD, and would be stored as such. The JSON API refuses
+            # the same text; so do we, naming the field.
+            for key, value in self.form.items(multi=True):
+                if "\ufffd" in key or "\ufffd" in value:
+                    field = key.replace("\ufffd", "?")[:100]
+                    raise ApiError("VALIDATION_ERROR", f"The form field '{field}' is not valid UTF-8 (or holds "
+                                   "U+FFFD, the mark of text that was not).",
+                                   {"fields": {field: "valid UTF-8 without U+FFFD"}})
 
     def get_json(self, force: bool = False, silent: bool = False, cache: bool = True) -> Any:
         """The JSON body, at most MAX_JSON_BYTES and MAX_JSON_DEPTH levels deep (ApiError 400 otherwise)."""

@@ -70,10 +70,21 @@ def _meta_from_request() -> uploads.RunMeta:
 
 
 def create_run():
+    principal = require_principal()
+    submitter = uploads.Submitter(principal.name, principal.user_id, principal.token_id)
+    session = get_session()
+    # A retry of an upload whose response was lost (the server died after the commit): the run it created,
+    # answered before its body is read again.
+    key = uploads.idempotency_digest(request.headers.get("Idempotency-Key"), submitter)
+    earlier = uploads.run_for_key(session, key)
+    if earlier is not None:
+        while request.stream.read(CHUNK):  # read (and drop) the body: a client still sending it gets the answer
+            pass
+        return jsonify(runs_service.run_detail(session, earlier.id)), 200, {
+            "Location": url_for("api_v1.get_run", run_id=earlier.id), "Idempotent-Replayed": "true"}
     meta = _meta_from_request()
     req: GoodputRequest = request  # type: ignore[assignment]
     files = []
-    principal = require_principal()
     for name, fs in req.files.items(multi=True):
         stream = fs.stream
         if not isinstance(stream, UploadSink):  # GoodputRequest streams every part into a sink
@@ -82,9 +93,7 @@ def create_run():
         if not fs.filename and staged.size_bytes == 0:
             continue  # a browser's file input left empty, not an empty file
         files.append(uploads.Incoming(fs.filename or name, staged))
-    session = get_session()
-    submitter = uploads.Submitter(principal.name, principal.user_id, principal.token_id)
-    run, _reports = uploads.create_run(session, current_settings(), meta, files, submitter)
+    run, _reports = uploads.create_run(session, current_settings(), meta, files, submitter, idempotency_key=key)
     body = runs_service.run_detail(session, run.id)
     return jsonify(body), 202, {"Location": url_for("api_v1.get_run", run_id=run.id)}
 

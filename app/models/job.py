@@ -61,6 +61,8 @@ class Run(Base):
     # The analysis window asked for (analysis.loops.window spec); NULL: the default, the steady state.
     analysis_window: Mapped[str | None] = mapped_column(sa.String(200))
     error: Mapped[str | None] = mapped_column(sa.Text)
+    # SHA-256 of the submitter and the upload's Idempotency-Key header: a retried upload finds its run.
+    idempotency_key: Mapped[str | None] = mapped_column(sa.String(64), index=True, unique=True)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

@@ -31,9 +31,10 @@ from app.services.leases import (
     after_terminal,
     fail_used_up,
     refresh_run_status,
+    same_task,
 )
 from app.services.report_analysis import reconcile_analyses
-from app.services.run_query import live
+from app.services.run_query import live, of_live_run
 from app.services.runs import run_thresholds
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def claim_report(session: Session, report_id: int, owner: str, lease_seconds: in
     now = utcnow()
     claim = Claim(report_id)
     outcome = INGEST.claim(
-        session, Report.id == report_id, owner, lease_seconds, max_attempts, now=now,
+        session, sa.and_(Report.id == report_id, of_live_run()), owner, lease_seconds, max_attempts, now=now,
         crash={Report.status: "failed", Report.error_code: "worker_crashed",
                Report.error_message: _crash_message(max_attempts), Report.updated_at: now},
         take={Report.status: "ingesting", Report.error_code: None, Report.error_message: None,
@@ -172,11 +173,17 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
     return run_id
 
 
-def fail_report(session: Session, report_id: int, code: str, message: str, *, owner: str | None = None) -> int | None:
-    """Fail a report with a typed error; returns the run id when that completed the run."""
+def fail_report(session: Session, report_id: int, code: str, message: str, *, owner: str | None = None,
+                task_id: str | None = None) -> int | None:
+    """Fail a report with a typed error; returns the run id when that completed the run.
+
+    ``owner``: only while that worker holds the lease; ``task_id``: only while the Celery task of that id holds
+    it (the worker's main process, failing a task its pool process could not finish, knows no more)."""
     cond = [Report.id == report_id, Report.status.not_in(TERMINAL)]
     if owner is not None:
         cond.append(Report.lease_owner == owner)
+    if task_id is not None:
+        cond.append(same_task(Report.lease_owner, f"/{task_id}"))
     n = changed(session,
         sa.update(Report).where(*cond)
         .values(status="failed", error_code=code, error_message=message, lease_owner=None,
@@ -253,8 +260,8 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
     stale = now - timedelta(seconds=lease_seconds)
     out = Requeue()
     out.runs += fail_used_up(session, INGEST, max_attempts, _crash_message(max_attempts), now)
-    requeue_reports = sa.or_(sa.and_(INGEST.expired(now), Report.attempts < max_attempts),
-                             sa.and_(Report.status == "queued", Report.updated_at < stale))
+    requeue_reports = sa.and_(of_live_run(), sa.or_(sa.and_(INGEST.expired(now), Report.attempts < max_attempts),
+                                                    sa.and_(Report.status == "queued", Report.updated_at < stale)))
     ids = list(session.execute(sa.select(Report.id).where(requeue_reports).order_by(Report.id)).scalars())
     if ids:
         session.execute(

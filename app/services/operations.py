@@ -155,14 +155,19 @@ def sweep_leftovers(session: Session, settings: Settings, *, uploads: bool = Tru
     staged uploads whose receiver died, and (``uploads``) stored uploads no report needs. Returns how many."""
     storage = storage_for(settings)
     now = utcnow()
+    # Files changed within a lease of now are kept: a dead attempt stopped writing at least a lease ago (its
+    # lease expired), while an attempt that claims a report after the query below writes newer files.
+    older_than = time.time() - max(1, settings.lease_seconds)
     # A report that had a killed attempt is queued again, failed, or ready after a later attempt, and was
-    # touched then; reconcile runs every minute, so a day back is plenty and keeps the scan small.
+    # touched then; reconcile runs every minute, so a day back is plenty and keeps the scan small. A report
+    # held by a live lease (a later attempt ingesting, or its analysis) is never a suspect, whatever its
+    # attempt count: its temporary files are that attempt's.
     suspects = list(session.scalars(sa.select(Report.id).where(
         Report.updated_at >= now - timedelta(days=1),
-        sa.or_(Report.status.in_(("queued", "failed")), Report.attempts > 1,
+        sa.or_(Report.status.in_(("queued", "failed")), sa.and_(Report.status == "ready", Report.attempts > 1),
                sa.and_(Report.status == "ingesting", Report.lease_expires_at < now)))))
     session.rollback()
-    removed = sum(storage.remove_attempt_leftovers(rid) for rid in suspects)
+    removed = sum(storage.remove_attempt_leftovers(rid, older_than) for rid in suspects)
     # The lock says whether a receiver is alive; the idle time only covers the instant before it is taken.
     removed += storage.remove_abandoned_staging(min(STAGING_IDLE_S, float(settings.lease_seconds)))
     if uploads:

@@ -26,6 +26,7 @@ from analysis.api import ToolKind
 from app.db import changed
 from app.models import Report, Run, utcnow
 from app.services.leases import REPORT_ANALYSIS, Outcome, after_terminal, fail_used_up, refresh_run_status
+from app.services.run_query import of_live_run
 from app.services.runs import run_thresholds
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def claim_report_analysis(session: Session, report_id: int, owner: str, lease_se
     now = utcnow()
     claim = ReportAnalysisClaim(report_id)
     outcome = REPORT_ANALYSIS.claim(
-        session, Report.id == report_id, owner, lease_seconds, max_attempts, now=now,
+        session, sa.and_(Report.id == report_id, of_live_run()), owner, lease_seconds, max_attempts, now=now,
         crash={Report.status: "failed", Report.error_code: "worker_crashed",
                Report.error_message: crash_message(max_attempts), Report.updated_at: now},
         take={Report.progress: {"stage": "analyzing", "done": 0, "total": 1}, Report.updated_at: now})

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.ids import valid_id
-from app.models import RUN_STATUSES, Job, Run
+from app.models import RUN_STATUSES, Job, Report, Run
 
 # The keys an upload accepts (app.services.uploads.TAG_KEY_RE); a filter on any other key matches no run.
 _TAG_KEY = re.compile(r"^[A-Za-z0-9_.:/-]{1,100}$")
@@ -22,6 +22,11 @@ _TAG_KEY = re.compile(r"^[A-Za-z0-9_.:/-]{1,100}$")
 def live() -> sa.ColumnElement[bool]:
     """Runs readers see: a deleted run is gone at once, before the purge removes its rows."""
     return Run.deleted_at.is_(None)
+
+
+def of_live_run() -> sa.ColumnElement[bool]:
+    """The report (``Report``) belongs to a live run: a job of a deleted run is not claimed nor sent again."""
+    return sa.exists().where(Run.id == Report.run_id, live())
 
 
 def fetch_live(session: Session, run_id: int, *, for_update: bool = False) -> Run | None:

@@ -3,19 +3,22 @@ commit, then enqueue their ingest. Nothing is stored when any file or field is b
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from analysis.api import check_thresholds, detect_kind
 from analysis.errors import TraceError
 from app.errors import ApiError
-from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus
+from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus, utcnow
 from app.services.operations import reopen_run
 from app.services.run_repo import get_run
 from app.services.runs import THRESHOLDS_TAG, parse_window, refresh_status
@@ -120,6 +123,12 @@ def parse_meta(job: str | None, tags: list[str], git_sha: str | None, cluster: s
         bad["cluster"] = "at most 200 characters, no control characters"
     if source not in RUN_SOURCES:
         bad["source"] = f"one of {', '.join(RUN_SOURCES)}"
+    # A field sent empty is a client's mistake (a variable that expanded to nothing), not "the default":
+    # leave the field out for that. The web form and `goodput upload` send only what was filled in.
+    if window is not None and not str(window).strip():
+        bad["window"] = "empty: leave the field out for the default window (steady)"
+    if isinstance(thresholds, list) and any(not str(t).strip() for t in thresholds):
+        bad["thresholds"] = f"an empty override: expected {THRESHOLD_HELP}"
     if bad:
         raise ApiError("VALIDATION_ERROR", "Invalid run metadata.", {"fields": bad})
     # Overrides sent as the reserved tag are checked like the thresholds field (and merged with it).
@@ -160,23 +169,48 @@ def _job(session: Session, name: str) -> Job:
     job = session.scalar(sa.select(Job).where(Job.name == name))
     if job is not None:
         return job
-    try:
-        with session.begin_nested():  # two uploads may create the same job at once
-            job = Job(name=name)
-            session.add(job)
-    except IntegrityError:  # the other one won: its row is there now
-        job = session.execute(sa.select(Job).where(Job.name == name)).scalar_one()
-    return job
+    # Two uploads may create the same job at once: INSERT ... ON CONFLICT DO NOTHING, in the request's own
+    # transaction. Not a SAVEPOINT: under pysqlite one opened before the first write starts the transaction
+    # itself, and its RELEASE commits, so a request refused later (a full disk) left the job row behind.
+    dialect = session.get_bind().dialect.name
+    insert = sqlite_insert if dialect == "sqlite" else pg_insert
+    session.execute(insert(Job).values(name=name, created_at=utcnow()).on_conflict_do_nothing(index_elements=["name"]))
+    return session.execute(sa.select(Job).where(Job.name == name)).scalar_one()
+
+
+def _store(storage: Storage, staged: Staged, placed: list[str]) -> str:
+    """``storage.store``, noting in ``placed`` a file this request put there (not one it found stored)."""
+    key = storage.upload_key(staged)
+    new = not storage.exists(key)
+    key = storage.store(staged)
+    if new:
+        placed.append(key)
+    return key
+
+
+def _unplace(session: Session, storage: Storage, placed: list[str]) -> None:
+    """After a refused commit (a full disk: 507): remove the files this request stored, unless a report of
+    another request refers to one by now. Nothing is left for the hourly sweep."""
+    session.rollback()
+    for key in placed:
+        try:
+            if session.scalar(sa.select(sa.func.count()).select_from(Report).where(Report.upload_path == key)):
+                continue
+        except Exception:  # the database cannot say: the sweep decides later
+            logger.warning("could not check whether an upload is referenced", exc_info=True)
+            continue
+        storage.remove(key)
+    session.rollback()
 
 
 def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming, kind: str,
-                ) -> tuple[Report, bool]:
+                placed: list[str]) -> tuple[Report, bool]:
     existing = session.scalar(sa.select(Report).where(Report.run_id == run.id,
                                                       Report.sha256 == incoming.staged.sha256))
     if existing is not None and existing.status == "failed":
         # The same bytes sent again after a failure: a new attempt with the stored file renewed, not the
         # old failure returned (the file may have been removed, and Goodput may be newer).
-        existing.upload_path = storage.store(incoming.staged)
+        existing.upload_path = _store(storage, incoming.staged, placed)
         existing.kind, existing.status, existing.attempts = kind, ReportStatus.QUEUED, 0
         existing.error_code = existing.error_message = existing.lease_owner = existing.lease_expires_at = None
         existing.progress = {}
@@ -188,7 +222,7 @@ def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming
         return existing, False
     report = Report(run_id=run.id, name=_display_name(incoming.name), kind=kind,
                     sha256=incoming.staged.sha256, size_bytes=incoming.staged.size_bytes,
-                    status=ReportStatus.QUEUED, upload_path=storage.store(incoming.staged))
+                    status=ReportStatus.QUEUED, upload_path=_store(storage, incoming.staged, placed))
     session.add(report)
     session.flush()
     return report, True
@@ -211,9 +245,40 @@ def _check_name(name: str) -> None:
                            "unicode_escape").decode("ascii")})
 
 
+# An Idempotency-Key: what clients generate (a UUID, a scheduler's job and step id), printable ASCII.
+_IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,255}\Z")
+
+
+def idempotency_digest(key: str | None, submitter: Submitter) -> str | None:
+    """The stored form of an ``Idempotency-Key`` header (None without one): a digest of the key and who sent
+    it, so one client's key never finds another's run. VALIDATION_ERROR for a malformed key."""
+    if key is None:
+        return None
+    if not _IDEMPOTENCY_KEY.match(key):
+        raise ApiError("VALIDATION_ERROR", "The Idempotency-Key header must be 1-255 printable ASCII characters "
+                       "(a UUID, for example).", {"fields": {"Idempotency-Key": "1-255 printable ASCII characters"}})
+    who = f"u{submitter.user_id}" if submitter.user_id is not None else f"t{submitter.token_id}:{submitter.name}"
+    return hashlib.sha256(f"{who}\x00{key}".encode()).hexdigest()
+
+
+def run_for_key(session: Session, digest: str | None) -> Run | None:
+    """The run an earlier upload with the same key created (RUN_DELETED if it was deleted since)."""
+    if digest is None:
+        return None
+    run = session.scalar(sa.select(Run).where(Run.idempotency_key == digest))
+    if run is not None and run.deleted_at is not None:
+        raise ApiError("RUN_DELETED", f"Run {run.id}, which an upload with this Idempotency-Key created, was "
+                       "deleted; upload again with a new key.", {"run_id": run.id})
+    return run
+
+
 def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[Incoming],
-               submitter: str | Submitter | None) -> tuple[Run, list[Report]]:
-    """Create a run with its reports (deduplicated by content), commit, then enqueue each new ingest."""
+               submitter: str | Submitter | None, *, idempotency_key: str | None = None,
+               ) -> tuple[Run, list[Report]]:
+    """Create a run with its reports (deduplicated by content), commit, then enqueue each new ingest.
+
+    ``idempotency_key`` (from ``idempotency_digest``): when another request with the same key committed its run
+    first, that run is returned and nothing is created."""
     from app import queue
 
     if not isinstance(submitter, Submitter):
@@ -226,19 +291,31 @@ def create_run(session: Session, settings: Settings, meta: RunMeta, files: list[
     run = Run(job_id=job.id, tags=meta.tags or {}, git_sha=meta.git_sha, cluster=meta.cluster,
               submitter=submitter.name, submitter_user_id=submitter.user_id,
               submitter_token_id=submitter.token_id, source=meta.source, status=RunStatus.QUEUED,
-              analysis_window=meta.window)
+              analysis_window=meta.window, idempotency_key=idempotency_key)
     session.add(run)
-    session.flush()
+    try:
+        session.flush()
+    except IntegrityError:  # the same key at the same moment: the other request's run is the answer
+        session.rollback()
+        other = run_for_key(session, idempotency_key)
+        if other is None:
+            raise
+        return other, list(other.reports)
     reports: list[Report] = []
     new_ids: list[int] = []
-    for incoming, kind in zip(files, kinds, strict=True):
-        report, created = _add_report(session, storage, run, incoming, kind)
-        if report not in reports:
-            reports.append(report)
-        if created:
-            new_ids.append(report.id)
-    refresh_status(session, run)
-    session.commit()
+    placed: list[str] = []
+    try:
+        for incoming, kind in zip(files, kinds, strict=True):
+            report, created = _add_report(session, storage, run, incoming, kind, placed)
+            if report not in reports:
+                reports.append(report)
+            if created:
+                new_ids.append(report.id)
+        refresh_status(session, run)
+        session.commit()
+    except BaseException:
+        _unplace(session, storage, placed)
+        raise
     for report_id in new_ids:
         queue.enqueue_ingest(settings, report_id)
     logger.info("run created with %d report(s)", len(reports), extra={"run_id": run.id})
@@ -253,8 +330,10 @@ def add_report(session: Session, settings: Settings, run_id: int, incoming: Inco
     _check_name(incoming.name)
     run = get_run(session, run_id)
     kind = _kind(incoming)
+    storage = storage_for(settings)
+    placed: list[str] = []
     try:
-        report, created = _add_report(session, storage_for(settings), run, incoming, kind)
+        report, created = _add_report(session, storage, run, incoming, kind, placed)
         if created:
             refresh_status(session, run)
         session.commit()
@@ -263,9 +342,13 @@ def add_report(session: Session, settings: Settings, run_id: int, incoming: Inco
         other = session.scalar(sa.select(Report).where(Report.run_id == run_id,
                                                        Report.sha256 == incoming.staged.sha256))
         if other is None:
+            _unplace(session, storage, placed)
             raise
         report = other
         created = False
+    except BaseException:
+        _unplace(session, storage, placed)
+        raise
     if created:
         queue.enqueue_ingest(settings, report.id)
     return report, created

@@ -7,6 +7,7 @@ from flask import abort, flash, redirect, render_template, request, url_for
 
 from app.auth import current_principal, login_user, logout_user, require_principal
 from app.db import get_session
+from app.ids import ascii_int
 from app.models import SCOPES
 from app.services import sign_in
 from app.services import tokens as token_service
@@ -74,7 +75,7 @@ def tokens():
                                                      user_id=principal.user_id)
             elif action == "revoke":
                 try:
-                    token_id = int(request.form.get("token_id", "0"))
+                    token_id = ascii_int(request.form.get("token_id", "0"))
                 except ValueError:
                     abort(400, description="token_id must be an integer")
                 row = token_service.revoke_token(db, token_id, actor)

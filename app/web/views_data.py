@@ -12,6 +12,7 @@ from analysis import api
 from app import finite_json
 from app.db import get_session
 from app.errors import ApiError
+from app.ids import ascii_float, ascii_int
 from app.models import Report
 from app.services import web_export, web_run, web_runs
 from app.settings import current_settings
@@ -34,10 +35,10 @@ def _int_arg(name: str, default: int | None = None) -> int | None:
     try:
         if len(raw) > 32:
             raise ValueError(raw)
-        number = float(raw)
-        if not lo <= number <= hi:  # NaN, infinities and 1e308 too
+        number = ascii_float(raw)
+        if not lo <= number <= hi:  # infinities and 1e308 too
             raise ValueError(raw)
-        value = int(raw) if raw.lstrip("+-").isdigit() else int(number)
+        value = ascii_int(raw) if raw.lstrip("+-").isdigit() else int(number)
         if not lo <= value <= hi:
             raise ValueError(raw)
         return value

@@ -10,6 +10,7 @@ from analysis.api import ToolKind, describe_rule, rule_catalogue
 from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
+from app.ids import ascii_int
 from app.models import RUN_STATUSES
 from app.services import compare as compare_service
 from app.services import operations, web_findings, web_jobs, web_run, web_runs, web_trends
@@ -124,12 +125,12 @@ def compare():
     a_text = request.args.get("a") or request.args.get("base", "")
     b_text = request.args.get("b") or request.args.get("head", "")
     try:
-        b = int(b_text)
+        b = ascii_int(b_text)
     except ValueError:
         return render_template("compare_pick.html", a=a_text, b=b_text)
     head = _page_or_404(runs_service.get_run, db, b)
     try:
-        a = int(a_text)
+        a = ascii_int(a_text)
     except ValueError:
         # No baseline chosen: the previous run of the same job.
         previous = compare_service.previous_run(db, head)

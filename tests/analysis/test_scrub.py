@@ -193,3 +193,99 @@ def test_text_appended_to_host_descriptions_and_process_names_is_not_stored(tmp_
     # The kept copy ingests to the same trace facts and findings as the original.
     again = ingest(kept, tmp_path / "b" / "trace.duckdb")
     assert _findings(first.out) == _findings(again.out)
+
+
+def test_a_long_string_without_an_assignment_is_scrubbed_in_linear_time(tmp_path):
+    """Issue #45 item 5: a 1M-character StringIds value without '=' made the scrub's search for assignments
+    quadratic (about 11 minutes holding the GIL). Every pass is linear now, and unreferenced strings are
+    blanked whatever they hold (item 4)."""
+    import time
+
+    secret = "gplongrunsecret4"
+    src = copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "long.sqlite")
+    with sqlite3.connect(src) as con:
+        top = con.execute("SELECT max(id) FROM StringIds").fetchone()[0]
+        con.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", [
+            (top + 1, "a" * 1_000_000), (top + 2, "b" * 300_000 + f"={secret}"),
+            (top + 3, "7" * 200_000 + f"%={secret}")])
+    kept = tmp_path / "kept.sqlite"
+    started = time.monotonic()
+    ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept, limits=Limits(timeout_s=60))
+    assert time.monotonic() - started < 20
+    with sqlite3.connect(kept) as con:
+        values = dict(con.execute("SELECT id, value FROM StringIds WHERE id > ?", (top,)).fetchall())
+    assert values == {top + 1: "", top + 2: "", top + 3: ""}
+
+
+def test_the_scrub_process_is_killed_at_its_deadline_and_leaves_nothing(tmp_path):
+    """The scrub runs in a process of its own: past the deadline it is killed (whatever it is doing, even
+    holding its GIL) and its temporary files go."""
+    import time
+
+    from analysis.readers.nsys.scrub import ScrubChild
+
+    src = corpus_file("cupy-a100.sqlite")
+    info = validate(src, max_bytes=2**40, timeout_s=60)
+    store = tmp_path / "store"
+    store.mkdir()
+    child = ScrubChild(src, store / "kept.sqlite", expected=info, deadline=time.monotonic() + 0.05)
+    started = time.monotonic()
+    with pytest.raises(TraceError) as err:
+        child.wait()
+    assert err.value.code == "timeout" and time.monotonic() - started < 5
+    assert child.proc.returncode is not None and list(store.iterdir()) == []
+    ok = ScrubChild(src, store / "kept.sqlite", expected=info, deadline=time.monotonic() + 60)
+    ok.wait()
+    assert [p.name for p in store.iterdir()] == ["kept.sqlite"]
+
+
+@pytest.mark.parametrize("name", ["saxpy-mpi-rank0-perlmutter.sqlite", "nccl-ring-2node-r0-ault43.sqlite"])
+def test_canaries_planted_in_every_table_are_in_nothing_stored(tmp_path, name):
+    """Issue #45 item 4: the kept copy still held ANALYSIS_FILE.filename and StringIds no row refers to
+    ("Authorization: Bearer ...", a PEM key). Here a canary goes into every column of every table Goodput does
+    not read, every column it does not read of the tables it reads, and unreferenced strings; none is in the
+    kept copy or the normalized trace, and the kept copy ingests to the same findings."""
+    from analysis.readers.nsys.source import SOURCE_TABLES
+
+    src = plant_secrets(corpus_file(name), tmp_path / "canaries.sqlite")
+    planted: dict[str, tuple[str, str]] = {}
+    with sqlite3.connect(src) as con:
+        tables = [n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                            "AND name NOT LIKE 'sqlite%'")]
+        for table in tables:
+            spec = SOURCE_TABLES.get(table)
+            cols = [(c, pk) for _, c, _, _, _, pk in con.execute(f'PRAGMA table_info("{table}")')]
+            plant = [c for c, pk in cols if not pk and (spec is None or c not in spec.columns)]
+            if not plant:
+                continue
+            values = {}
+            for c in plant:
+                values[c] = f"gpcanary-{len(planted):05d}-Bearer-eyJ"
+                planted[values[c]] = (table, c)
+            if con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]:  # noqa: S608
+                sets = ", ".join(f'"{c}" = ?' for c in plant)
+                con.execute(f'UPDATE "{table}" SET {sets} WHERE rowid = (SELECT min(rowid) FROM "{table}")',  # noqa: S608
+                            list(values.values()))
+            elif spec is None:  # an empty table Goodput never reads: a row of canaries (keys: 1)
+                keys = [c for c, pk in cols if pk]
+                names = ", ".join(f'"{c}"' for c in keys + plant)
+                marks = ", ".join("?" * (len(keys) + len(plant)))
+                con.execute(f'INSERT INTO "{table}" ({names}) VALUES ({marks})',  # noqa: S608
+                            [1] * len(keys) + list(values.values()))
+        top = con.execute("SELECT max(id) FROM StringIds").fetchone()[0]
+        pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+        for i, text in enumerate(("Authorization: Bearer gpcanary-strings-1", "password: gpcanary-strings-2",
+                                  pem.replace("MIIE", "gpcanary-strings-3"))):
+            con.execute("INSERT INTO StringIds (id, value) VALUES (?, ?)", (top + 1 + i, text))
+    assert len(planted) > 100
+    assert ("ANALYSIS_FILE" in tables) <= ("ANALYSIS_FILE" in {t for t, _ in planted.values()})
+    kept = tmp_path / "store" / "kept.sqlite"
+    kept.parent.mkdir()
+    first = ingest(src, tmp_path / "a" / "trace.duckdb", keep=kept)
+    for stored in (kept, first.out):
+        data = stored.read_bytes()
+        assert b"gpcanary-" not in data and SECRET.encode() not in data, (stored.name, [
+            planted.get(m.decode(), m) for m in set(__import__("re").findall(rb"gpcanary-[\w-]{5}", data))][:10])
+        assert b"BEGIN PRIVATE KEY" not in data
+    again = ingest(kept, tmp_path / "b" / "trace.duckdb")
+    assert _findings(first.out) == _findings(again.out)

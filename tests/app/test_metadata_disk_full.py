@@ -38,6 +38,12 @@ def test_sqlite_metadata_writes_on_a_full_disk_are_507(app, client, auth):
         sa.event.remove(engine, "connect", _full)
         engine.dispose()
     assert client.get("/api/v1/health").status_code == 200
+    # Issue #45 item 6: the refused upload left nothing, not even its new job (a SAVEPOINT's RELEASE had
+    # committed it under pysqlite).
+    with engine.connect() as con:
+        assert con.execute(sa.text("SELECT count(*) FROM jobs WHERE name = :n"), {"n": f"job-{i}"}).scalar() == 0
+        assert con.execute(sa.text("SELECT count(*) FROM runs r JOIN jobs j ON j.id = r.job_id "
+                                   "WHERE j.name = :n"), {"n": f"job-{i}"}).scalar() == 0
 
 
 def test_postgresql_disk_full_is_classified_as_no_space():

@@ -33,7 +33,7 @@ def test_settings_choose_the_backend_and_refuse_an_unknown_one(tmp_path):
 
 def test_local_storage_stores_by_content_and_removes_what_it_stored(tmp_path):
     storage = LocalStorage(tmp_path)
-    body = b"SQLite format 3\x00" + bytes(100)
+    body = b"NSYS-REP fake report\x00" + bytes(100)
     sink = storage.open_sink(10_000, "dir/a.nsys-rep.gz")
     sink.write(gzip.compress(body))
     staged = sink.finish()

@@ -192,3 +192,75 @@ def test_client_file_names_never_become_paths(client, auth, settings):
     assert r.status_code == 202
     assert r.json["reports"][0]["name"] == "passwd.sqlite"
     assert all(p.startswith("uploads/") for p in _files(settings.data_dir))
+
+
+def _zstd_bomb(head: bytes, total: int) -> bytes:
+    """``head`` then zeros up to ``total`` bytes, zstd-compressed as a stream (a few KB for hundreds of MB)."""
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor(level=3).stream_writer(out, closefd=False) as w:
+        w.write(head)
+        zeros = bytes(1 << 20)
+        left = total - len(head)
+        while left > 0:
+            w.write(zeros[:left])
+            left -= len(zeros)
+    return out.getvalue()
+
+
+def _forged_header(pages: int) -> bytes:
+    head = bytearray(NSYS.read_bytes()[:100])
+    head[28:32] = pages.to_bytes(4, "big")
+    return bytes(head)
+
+
+@pytest.mark.parametrize(("head", "why"), [
+    (NSYS.read_bytes()[:100], "longer than its header says"),       # a real header: 610,304 bytes stated
+    (_forged_header(2**31), "expands more than"),                    # a header stating 8 TiB
+    (b"ID,Kernel Name\n", "expands more than"),                      # not SQLite at all
+], ids=["sqlite-header", "forged-page-count", "not-sqlite"])
+def test_a_compression_bomb_is_refused_while_small_and_leaves_nothing(client, auth, session, settings, broker,
+                                                                     head, why):
+    """Issue #45 item 7: 65 KB of zstd with SQLite magic was accepted and written out as 2 GB. Now the
+    expansion is bounded (after 64 MiB, 250x the compressed bytes) and a SQLite file no longer than its header
+    says, for multipart and PUT alike."""
+    bomb = _zstd_bomb(head, 300 * 2**20)
+    assert len(bomb) < 100_000
+    r = _post(client, auth["write"], [("bomb.sqlite.zst", bomb)], job="j")
+    assert (r.status_code, r.json["error"]["code"]) == (422, "BAD_COMPRESSION"), r.json
+    assert why in r.json["error"]["message"]
+    run = client.post("/api/v1/runs", headers=auth["write"], json={}).json["id"]
+    put = client.put(f"/api/v1/runs/{run}/reports/bomb.sqlite", headers=auth["write"], data=bomb)
+    assert (put.status_code, put.json["error"]["code"]) == (422, "BAD_COMPRESSION")
+    assert session.scalar(sa.select(sa.func.count()).select_from(Report)) == 0
+    assert _files(settings.data_dir) == [] and queued(broker) == []
+
+
+def test_a_compressed_file_with_sqlite_magic_and_no_sqlite_header_is_refused_at_once(client, auth, session):
+    body = zstandard.ZstdCompressor().compress(b"SQLite format 3\x00" + b"\xff" * 84 + bytes(10_000))
+    r = _post(client, auth["write"], [("x.sqlite.zst", body)], job="j")
+    assert (r.status_code, r.json["error"]["code"]) == (422, "NOT_SQLITE"), r.json
+    assert session.scalar(sa.select(sa.func.count()).select_from(Report)) == 0
+
+
+def test_an_upload_retried_with_its_idempotency_key_gets_the_same_run(client, auth, session, settings, broker):
+    """Issue #45 item 3: a retry after a lost response created a second run. With the same Idempotency-Key the
+    same caller gets the first run back (200, nothing new stored or queued); another caller, or another key,
+    gets a new run; a malformed key is refused; a deleted run is not handed back."""
+    nsys = NSYS.read_bytes()
+    key = {"Idempotency-Key": "9b2f4c1e-run-1"}
+    first = _post(client, {**auth["write"], **key}, [(NSYS.name, nsys)], job="j")
+    assert first.status_code == 202, first.json
+    tasks = len(queued(broker))
+    again = _post(client, {**auth["write"], **key}, [(NSYS.name, nsys)], job="j")
+    assert (again.status_code, again.json["id"]) == (200, first.json["id"])
+    assert again.headers["Idempotent-Replayed"] == "true" and again.headers["Location"] == first.headers["Location"]
+    assert session.scalar(sa.select(sa.func.count()).select_from(Run)) == 1 and len(queued(broker)) == tasks
+    other = _post(client, {**auth["admin"], **key}, [(NSYS.name, nsys)], job="j")  # another token, same key
+    assert other.status_code == 202 and other.json["id"] != first.json["id"]
+    for bad in ("", "a b", "é", "x" * 256):
+        r = _post(client, {**auth["write"], "Idempotency-Key": bad}, [(NSYS.name, nsys)], job="j")
+        assert (r.status_code, r.json["error"]["code"]) == (400, "VALIDATION_ERROR"), bad
+    assert client.delete(f"/api/v1/runs/{first.json['id']}", headers=auth["write"]).status_code in (202, 204)
+    gone = _post(client, {**auth["write"], **key}, [(NSYS.name, nsys)], job="j")
+    assert (gone.status_code, gone.json["error"]["code"]) == (409, "RUN_DELETED")
+    assert session.scalar(sa.select(sa.func.count()).select_from(Run)) == 2

@@ -3,7 +3,7 @@
 The hooks wrap ``analysis.api.ingest`` in this process (and the pool processes it forks), keyed by the
 upload's SHA-256 (its stored file name): ``GOODPUT_TEST_POISON`` lists hashes whose ingest kills the
 process running it (SIGKILL), ``GOODPUT_TEST_SLOW`` lists ``sha=seconds`` to sleep before ingesting;
-``GOODPUT_TEST_HOLD_AFTER_COPY``, ``GOODPUT_TEST_FREE_BYTES`` and ``GOODPUT_TEST_KILL_ANALYSIS`` are
+``GOODPUT_TEST_HOLD_GIL``, ``GOODPUT_TEST_HOLD_AFTER_COPY``, ``GOODPUT_TEST_FREE_BYTES`` and ``GOODPUT_TEST_KILL_ANALYSIS`` are
 described at their functions.
 Production code has no hook; only this entry point, which tests start, installs them.
 """
@@ -22,6 +22,7 @@ def install_hooks() -> None:
 
     poison = set(filter(None, os.environ.get("GOODPUT_TEST_POISON", "").split(",")))
     slow = dict(item.split("=", 1) for item in filter(None, os.environ.get("GOODPUT_TEST_SLOW", "").split(",")))
+    frozen = set(filter(None, os.environ.get("GOODPUT_TEST_HOLD_GIL", "").split(",")))
     real = api.ingest
 
     def ingest(src, out, **kwargs):
@@ -30,12 +31,23 @@ def install_hooks() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         if name in slow:
             time.sleep(float(slow[name]))
+        if name in frozen:
+            _hold_the_gil()
         return real(src, out, **kwargs)
 
     api.ingest = ingest
     _install_analysis_kill()
     _install_copy_hold()
     _install_fake_free_space()
+
+
+def _hold_the_gil() -> None:
+    """``GOODPUT_TEST_HOLD_GIL=sha,...``: what a hostile string did to the scrub (issue #45): one regular
+    expression search in C that is quadratic on its input, holding the GIL for minutes; no signal handler,
+    thread or soft time limit of this process runs meanwhile."""
+    import re
+
+    re.search(r"[A-Za-z_][A-Za-z0-9_%]*=", "a" * 3_000_000)
 
 
 def _install_analysis_kill() -> None:

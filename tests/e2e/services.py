@@ -106,6 +106,7 @@ class Service:
             "GOODPUT_DATA_DIR": str(s.data_dir), "GOODPUT_DATABASE_URL": s.resolved_database_url,
             "GOODPUT_BROKER_URL": s.resolved_broker_url, "GOODPUT_LEASE_SECONDS": str(s.lease_seconds),
             "GOODPUT_MAX_ATTEMPTS": str(s.max_attempts),
+            "GOODPUT_INGEST_TIMEOUT_SECONDS": str(s.ingest_timeout_seconds),
             "GOODPUT_RECONCILE_INTERVAL_SECONDS": str(s.reconcile_interval_seconds),
             "PYTHONPATH": str(ROOT),
         })

@@ -99,3 +99,51 @@ def test_redis_restart_under_a_busy_worker_loses_no_job(make_service, redis_serv
         run = svc.wait_run(run_id, timeout=120)
         assert run["status"] == "ready", svc.log_tail()
         assert run["reports"][0]["attempts"] == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_an_ingest_holding_the_gil_is_stopped_by_the_hard_limit_and_fails_once_with_timeout(make_service, backend):
+    """Issue #45 item 5: an ingest stuck in C code holding the GIL (the scrub's old quadratic search) runs no
+    signal handler, deadline or heartbeat. The worker's main process kills it at the hard time limit, fails the
+    report with ``timeout`` at once (no second attempt freezing the next process), and the next upload is
+    ingested by the replacement pool process."""
+    limit = 6  # hard limit 10 s (workers.tasks.time_limits); the lease outlives it, so no re-queue meanwhile
+    svc = make_service(backend, ingest_timeout_seconds=limit, lease_seconds=30)
+    svc.start_web()
+    frozen, good = corpus_file("cupy-a100.sqlite"), corpus_file("vecadd-2026.sqlite")
+    svc.start_worker(concurrency=1, GOODPUT_TEST_HOLD_GIL=_sha(frozen))
+    svc.start_beat()
+    started = time.monotonic()
+    bad = svc.wait_run(svc.upload([frozen], job="frozen")["id"], timeout=60)
+    elapsed = time.monotonic() - started
+    [report] = bad["reports"]
+    assert (report["status"], report["attempts"], report["error"]["code"]) == ("failed", 1, "timeout"), \
+        svc.log_tail()
+    assert "GOODPUT_INGEST_TIMEOUT_SECONDS" in report["error"]["message"]
+    assert elapsed < 40, elapsed  # the search alone would hold the process for minutes
+    assert svc.wait_run(svc.upload([good], job="after")["id"], timeout=60)["status"] == "ready", svc.log_tail()
+    assert svc.workers[0].poll() is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_reconcile_leaves_the_files_of_a_retried_ingest_alone(make_service, backend):
+    """Issue #45 item 3: after a worker was killed mid-ingest, attempt 2 runs under a live lease, but the sweep
+    counted every report with attempts > 1 as a leftover and deleted attempt 2's temporary DuckDB file; the
+    report ended failed/internal. Here attempt 2 holds its temporary file for several reconcile ticks."""
+    svc = make_service(backend)
+    svc.start_web()
+    path = corpus_file("vecadd-2026.sqlite")
+    sha = _sha(path)
+    doomed = svc.start_worker(GOODPUT_TEST_HOLD_AFTER_COPY=f"{sha}=60")
+    svc.start_beat()
+    run_id = svc.upload([path], job="retried")["id"]
+    report_id = _report(svc, run_id)["id"]
+    folder = svc.settings.data_dir / "reports" / str(report_id)
+    wait_for(lambda: folder.is_dir() and any(p.name.endswith(".tmp") for p in folder.iterdir()), 60,
+             "the first attempt's temporary file")
+    svc.kill_worker(doomed)
+    # Two pool processes: reconcile (and its sweep) runs beside the held ingest, every second.
+    svc.start_worker(concurrency=2, GOODPUT_TEST_HOLD_AFTER_COPY=f"{sha}={3 * svc.settings.lease_seconds}")
+    run = svc.wait_run(run_id, timeout=120)
+    [report] = run["reports"]
+    assert (run["status"], report["status"], report["attempts"]) == ("ready", "ready", 2), svc.log_tail()

@@ -140,6 +140,15 @@ def test_metadata_writes_on_a_full_postgresql_disk_are_507_and_retry_works(small
         assert _count(engine, "runs") == accepted and _count(engine, "reports") == 0
         staging = settings.data_dir / "staging"
         assert not staging.exists() or not any(staging.iterdir())
+        # Issue #45 item 6: nor the stored upload (it waited for the hourly sweep), for a report PUT either.
+        uploads = settings.data_dir / "uploads"
+        assert not uploads.exists() or not any(p.is_file() for p in uploads.rglob("*"))
+        with engine.connect() as conn:
+            run_id = conn.execute(sa.text("SELECT min(id) FROM runs")).scalar_one()  # an accepted run
+        put = client.put(f"/api/v1/runs/{run_id}/reports/{vecadd.name}", headers=write, data=vecadd.read_bytes())
+        assert put.status_code == 507 and put.json["error"]["code"] == "NO_SPACE", put.get_data()[:300]
+        assert not uploads.exists() or not any(p.is_file() for p in uploads.rglob("*"))
+        assert _count(engine, "reports") == 0
         assert broker.llen("ingest") == 0
         assert client.get("/api/v1/health").status_code == 200
 

@@ -87,3 +87,22 @@ def test_a_claim_does_not_take_a_job_in_another_state(session, settings, kind):
     session.commit()
     assert _claim(session, lease, row, A) is Outcome.NONE
     assert tuple(_state(session, lease, row)) == (None, 0)
+
+
+def test_a_job_of_a_deleted_run_is_not_claimed_nor_sent_again(session, settings):
+    """Issue #45 item 3: an ingest message delivered again after its run was deleted (before the purge removed
+    the rows) claimed the report and ran again; reconcile also kept sending it."""
+    from app.services import pipeline
+    from app.services.report_analysis import claim_report_analysis
+
+    run_id, [ingest, analysis] = make_run(session, settings, [("a.sqlite", b"x"), ("b.sqlite", b"y")])
+    session.execute(sa.update(Report).where(Report.id == analysis).values(status="analyzing"))
+    session.execute(sa.update(Report).where(Report.id == ingest).values(updated_at=utcnow() - timedelta(hours=1)))
+    session.execute(sa.update(Run).where(Run.id == run_id).values(deleted_at=utcnow()))
+    session.commit()
+    assert not pipeline.claim_report(session, ingest, A, 30)
+    assert not claim_report_analysis(session, analysis, A, 30)
+    todo = pipeline.reconcile(session, lease_seconds=30)
+    assert ingest not in todo.reports and analysis not in todo.analyses
+    session.expire_all()
+    assert [session.get(Report, r).attempts for r in (ingest, analysis)] == [0, 0]

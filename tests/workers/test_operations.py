@@ -83,6 +83,8 @@ def test_sweep_removes_leftovers_of_dead_attempts_and_uploads_but_not_live_ones(
         folder.mkdir(parents=True)
         (folder / ".trace.duckdb.0a1b.tmp").write_bytes(b"partial")
         (folder / ".trace.duckdb.0a1b.tmp.spill").mkdir()
+        for f in folder.iterdir():
+            _old(f, 60)  # a dead attempt stopped writing at least a lease ago
     # Staging: one upload whose receiving process was killed, one still streaming, one received in full and
     # waiting for the rest of its multipart request (its file is finished, not yet stored).
     abandoned = _killed_upload(storage)
@@ -107,6 +109,32 @@ def test_sweep_removes_leftovers_of_dead_attempts_and_uploads_but_not_live_ones(
     finally:
         streaming.discard()
         waiting.discard()
+
+
+def test_sweep_keeps_the_files_of_a_later_attempt_holding_a_live_lease(session, settings):
+    """Issue #45 item 3: after a killed first attempt, attempt 2 holds a live lease; the sweep counted every
+    report with attempts > 1 as a suspect and deleted attempt 2's temporary DuckDB file under it. Files
+    changed since the sweep looked (an attempt that claimed the report meanwhile) are kept too."""
+    settings = replace(settings, lease_seconds=5)
+    storage = Storage(settings.data_dir)
+    _, [second, queued, after] = make_run(session, settings, [("a", b"A"), ("b", b"B"), ("c", b"C")])
+    _set(session, second, status="queued", attempts=1)
+    assert pipeline.claim_report(session, second, OWNER, 600).attempts == 2
+    _set(session, queued, status="queued", attempts=1)
+    _set(session, after, status="ready", attempts=2)
+    files = {}
+    for rid in (second, queued, after):
+        folder = storage.report_dir(rid)
+        folder.mkdir(parents=True)
+        files[rid] = folder / ".trace.duckdb.5e6f.tmp"
+        files[rid].write_bytes(b"being written")
+        _old(files[rid], 600)  # written once, long ago (a long ingest's scrubbed copy, a spill file)
+    fresh = storage.report_dir(queued) / ".trace.duckdb.9c9c.tmp"
+    fresh.write_bytes(b"an attempt that claimed it a moment ago")
+    assert operations.sweep_leftovers(session, settings, uploads=False) == 2
+    assert files[second].exists() and fresh.exists()
+    assert not files[queued].exists() and not files[after].exists()
+    assert _report(session, second).status == "ingesting"
 
 
 def test_an_upload_is_released_once_no_report_needs_it(session, settings):
@@ -213,6 +241,7 @@ def test_reconcile_task_sweeps_a_killed_attempt_and_an_abandoned_upload(session,
     folder = storage.report_dir(rid)
     folder.mkdir(parents=True)
     (folder / ".trace.duckdb.feed.tmp").write_bytes(b"partial")
+    _old(folder / ".trace.duckdb.feed.tmp", 30)  # last written by the attempt whose lease ran out 30 s ago
     staged = _killed_upload(storage)
     _old(staged, 5)
     assert tasks[RECONCILE_TASK]() == {"reports": [rid], "runs": [], "analyses": []}

@@ -11,7 +11,6 @@ import logging
 import os
 import re
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.readers.nsys.guard import ExportInfo, measure_table_bytes, validate
 from analysis.readers.nsys.normalize import statements, varchar_statements
+from analysis.readers.nsys.scrub import ScrubChild
 from analysis.readers.nsys.spawn import IngestChild
 from analysis.readers.schema import SCHEMA_VERSION
 
@@ -114,35 +114,6 @@ def _weights(info: ExportInfo, steps: list[tuple[str, str]]) -> list[int]:
     return out
 
 
-class _Scrub:
-    """``analysis.readers.nsys.scrub`` on a thread of this process while the child copies: both read the validated
-    export, and SQLite and the file copy release the GIL, so the kept copy costs no extra wall time where a
-    core is free."""
-
-    def __init__(self, src: Path, keep: Path, info: ExportInfo, deadline: float) -> None:
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(src, keep, info, deadline), name="scrub",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, src: Path, keep: Path, info: ExportInfo, deadline: float) -> None:
-        from analysis.readers.nsys.scrub import scrub
-
-        try:
-            scrub(src, keep, expected=info, timeout_s=max(1.0, deadline - time.monotonic()))
-        except BaseException as exc:  # re-raised by wait() in the ingesting thread
-            self._error = exc
-
-    def join(self) -> None:
-        self._thread.join()
-
-    def wait(self) -> None:
-        """Wait for the kept copy; raises what the scrub raised."""
-        self.join()
-        if self._error is not None:
-            raise self._error
-
-
 # Writes derived tables into the normalized file before it is published: (path, DuckDB memory bytes, deadline).
 Derive = Callable[[Path, int, float], object]
 
@@ -209,7 +180,8 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     plan = {"src": str(src.resolve()), "meta": meta_rows(info), "statements": steps,
             "varchar_statements": varchar_statements(info),
             "weights": _weights(info, steps), "net": True}
-    scrubbing = _Scrub(src, keep, info, deadline) if keep is not None else None
+    # The kept copy is written by a process of its own beside the child's copy (``scrub.ScrubChild``).
+    scrubbing = ScrubChild(src, keep, expected=info, deadline=deadline) if keep is not None else None
     try:
         result = child.run(plan, deadline, progress)
         if derive is not None:
@@ -222,6 +194,8 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
         os.replace(tmp, out)
         _fsync(out.parent, directory=True)
     except OSError as exc:
+        if scrubbing is not None:
+            scrubbing.join()
         _cleanup(*leftovers)
         if exc.errno == 28:  # ENOSPC
             raise TraceError("no_space", "the disk filled up while writing the normalized report") from None

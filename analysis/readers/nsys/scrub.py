@@ -10,9 +10,12 @@ ingests to the same findings; ``scrub`` validates it again before publishing it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -30,13 +33,12 @@ KEPT_SYSTEM_ENV = frozenset(("CpuCores", "CpuArchitecture", "CpuDescription", "O
 # Export metadata kept; every other value (user, host, input and output paths, options) is blanked.
 KEPT_META = re.compile(r"EXPORT_(PRODUCT_VERSION|SCHEMA_VERSION\w*|TIME_UTC|PARAM_TIME_NORMALIZE|TIME_NORMALIZE"
                        r"|CONFIG_TIME_SHIFT)|DERIVED_\w+\Z")
-# A string that holds an environment assignment anywhere: NAME=... (bash functions export as
-# BASH_FUNC_x%%=...), also after leading blanks or other text (" AWS_SECRET_ACCESS_KEY=...").
-ENV_STRING = re.compile(r"[A-Za-z_][A-Za-z0-9_%]*=")
 # StringIds the reader resolves: these stay whatever they look like (an NVTX text may read "LR=0.1").
+# Every other string is blanked, whatever it holds (a token in an unreferenced string, a PEM key).
 READ_REFERENCES = (("CUPTI_ACTIVITY_KIND_KERNEL", ("shortName", "demangledName", "mangledName")),
                    ("NVTX_EVENTS", ("textId",)), ("CUPTI_ACTIVITY_KIND_RUNTIME", ("nameId",)),
-                   ("OSRT_API", ("nameId",)), ("PROFILER_OVERHEAD", ("nameId",)), ("ThreadNames", ("nameId",)))
+                   ("OSRT_API", ("nameId",)), ("PROFILER_OVERHEAD", ("nameId",)), ("ThreadNames", ("nameId",)),
+                   ("SAMPLING_CALLCHAINS", ("symbol", "module")))
 _SEPARATORS = re.compile(r"[;\x00\n]")
 # Free-text descriptions of the machine Goodput keeps but never reads, and process names: text appended to
 # them (after a control character or ';', or from the first word holding '=') is not kept. The same
@@ -53,17 +55,23 @@ def described(text: str) -> str:
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9._\-\[\]]{1,253}\Z")
 
 
-def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float) -> None:
+def _temporaries(dst: Path, tag: str) -> tuple[Path, ...]:
+    work = dst.parent / f".{dst.name}.{tag}.work.tmp"
+    tmp = dst.parent / f".{dst.name}.{tag}.tmp"
+    return (work, tmp, *(Path(f"{p}-{x}") for p in (work, tmp) for x in ("journal", "wal", "shm")))
+
+
+def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float, tag: str | None = None) -> None:
     """Write ``src`` (``expected`` is what ``guard.validate`` found in it) to ``dst`` without the captured
     environment.
 
     ``dst`` appears atomically (a temporary name beside it, fsynced, renamed). Raises ``TraceError``.
+    ``tag`` names the temporary files (``ScrubChild`` picks it, to remove them after killing the process).
     """
     src, dst = Path(src), Path(dst)
     deadline = time.monotonic() + timeout_s
-    tag = uuid.uuid4().hex
-    work = dst.parent / f".{dst.name}.{tag}.work.tmp"
-    tmp = dst.parent / f".{dst.name}.{tag}.tmp"
+    leftovers = _temporaries(dst, tag or uuid.uuid4().hex)
+    work, tmp = leftovers[0], leftovers[1]
     try:
         # Edit a copy, then let SQLite rebuild it page by page (VACUUM INTO): secure_delete alone leaves old
         # bytes in pages that b-tree balancing reused.
@@ -99,8 +107,90 @@ def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float) -> No
             raise TraceError("no_space", "the disk filled up while storing the export") from None
         raise
     finally:
-        for leftover in (work, tmp, *(Path(f"{p}-{x}") for p in (work, tmp) for x in ("journal", "wal", "shm"))):
+        for leftover in leftovers:
             leftover.unlink(missing_ok=True)
+
+
+class ScrubChild:
+    """``scrub`` in a process of its own (``python -m analysis.readers.nsys.scrub``), killed at the deadline.
+
+    The scrub loops in Python over every string of an untrusted file; in a thread of the caller, a pass that
+    held the GIL would also stop the caller's other threads (a worker's lease heartbeat) and no deadline
+    could fire. Here the caller only waits on a pipe, and ``wait`` kills the child when the time is up.
+    """
+
+    def __init__(self, src: Path, dst: Path, *, expected: ExportInfo, deadline: float) -> None:
+        import analysis
+
+        self.dst = Path(dst)
+        self.deadline = deadline
+        self.tag = uuid.uuid4().hex
+        job = {"src": str(src), "dst": str(dst), "tag": self.tag, "timeout_s": max(1.0, deadline - time.monotonic()),
+               "expected": {"path": str(expected.path), "size": expected.size, "tables": expected.tables,
+                            "meta": expected.meta, "facts": expected.facts}}
+        env = dict(os.environ)
+        root = str(Path(analysis.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen([sys.executable, "-P", "-m", "analysis.readers.nsys.scrub"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env, text=True)
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died at start; wait() says so
+        self.proc.stdin = None  # sent and closed: communicate() only reads
+
+    def wait(self) -> None:
+        """Wait for the kept copy until the deadline; raises ``TraceError`` (``timeout`` once it passed)."""
+        try:
+            out, err = self.proc.communicate(timeout=max(0.1, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.join()
+            raise TraceError("timeout", "removing the captured environment from the export took longer than the "
+                             "configured limit") from None
+        try:
+            answer = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        except ValueError:
+            answer = {}
+        if answer.get("ok"):
+            return
+        self._cleanup()
+        if answer.get("code"):
+            raise TraceError(str(answer["code"]), str(answer.get("message", "")))
+        detail = " ".join((err or "").strip().splitlines()[-1:])[:200]
+        raise TraceError("internal", f"removing the captured environment failed (exit {self.proc.returncode}: "
+                         f"{detail}); please report it with the nsys version")
+
+    def join(self) -> None:
+        """Stop the child (if still running) and remove its temporary files."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        for leftover in _temporaries(self.dst, self.tag):
+            leftover.unlink(missing_ok=True)
+
+
+def _child_main() -> int:
+    job = json.loads(sys.stdin.readline())
+    e = job["expected"]
+    expected = ExportInfo(path=Path(e["path"]), size=int(e["size"]), tables=e["tables"], meta=e["meta"],
+                          facts=e["facts"])
+    try:
+        scrub(Path(job["src"]), Path(job["dst"]), expected=expected, timeout_s=float(job["timeout_s"]),
+              tag=job["tag"])
+    except TraceError as exc:
+        print(json.dumps({"ok": False, "code": exc.code, "message": exc.message}), flush=True)
+        return 1
+    print(json.dumps({"ok": True}), flush=True)
+    return 0
 
 
 def _open_writable(path: Path, deadline: float) -> apsw.Connection:
@@ -204,37 +294,84 @@ def _scrub_in_place(path: Path, deadline: float) -> None:
                 con.execute('DELETE FROM "META_DATA_CAPTURE" WHERE rowid = ?', (rowid,))
         if _plain_table(con, "StringIds", ("id", "value")):
             _scrub_strings(con)
+        _empty_unread(con)
         con.execute("COMMIT")
     finally:
         con.close()
 
 
+def _as_id(value: object) -> int | None:
+    """A string id as the reader's join sees it (``TRY_CAST(.. AS BIGINT)``), None when it names nothing."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, (str, bytes)):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
 def _scrub_strings(con: apsw.Connection) -> None:
-    candidates, rowids, texts = [], {}, {}
-    for rowid, sid, value in con.execute('SELECT rowid, id, CAST(value AS BLOB) FROM "StringIds"'):
-        text = _text(value)
-        if "\x00" in text or ENV_STRING.search(text):
-            candidates.append(sid)
-            rowids[sid] = rowid
-            texts[sid] = text
-    if not candidates:
-        return
-    used: set[object] = set()
+    """Blank every ``StringIds`` value no column the reader resolves refers to (an environment block keeps
+    its allow-listed entries); the referenced ones (kernel, API, NVTX, thread and function names) stay."""
+    used: set[int] = set()
     for table, columns in READ_REFERENCES:
         if not _plain_table(con, table, ()):
             continue
         present = {r[0] for r in con.execute("SELECT name FROM pragma_table_info(?)", (table,))}
         for col in columns:
-            if col not in present:
+            if col in present:
+                for (value,) in con.execute(f'SELECT DISTINCT "{col}" FROM "{table}"'):  # noqa: S608 - fixed names
+                    ref = _as_id(value)
+                    if ref is not None:
+                        used.add(ref)
+    blank = []
+    for rowid, sid, value in con.execute('SELECT rowid, id, CAST(value AS BLOB) FROM "StringIds"'):
+        ref = _as_id(sid)
+        if ref is not None and ref in used:
+            continue
+        text = _text(value)
+        # An environment block keeps its allow-listed facts (rank, world size...), as the reader takes
+        # them from blocks too; any other unreferenced string is blanked.
+        kept = allowed_block(text) if "\x00" in text else ""
+        if kept != text:
+            blank.append((kept, rowid))
+    for kept, rowid in blank:
+        con.execute('UPDATE "StringIds" SET value = ? WHERE rowid = ?', (kept, rowid))
+
+
+def _empty_unread(con: apsw.Connection) -> None:
+    """Tables Goodput never reads lose their rows (their names stay: one may mark the file as an nsys
+    export), and in the tables it reads, the strings of columns it does not read go (``ANALYSIS_FILE`` names
+    the user's paths, ``TARGET_INFO_*`` rows carry free text)."""
+    from analysis.readers.nsys.source import SOURCE_TABLES
+
+    tables = [name for (name,) in con.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")]
+    for name in tables:
+        spec = SOURCE_TABLES.get(name)
+        if spec is None:
+            if _plain_table(con, name, ()):
+                con.execute(f'DELETE FROM "{_ident(name)}"')  # noqa: S608 - quoted name from the schema
+            continue
+        if not _plain_table(con, name, ()):
+            continue
+        for col, notnull in list(con.execute("SELECT name, \"notnull\" FROM pragma_table_info(?)", (name,))):
+            if col in spec.columns:
                 continue
-            for start in range(0, len(candidates), 500):
-                chunk = candidates[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                sql = f'SELECT DISTINCT "{col}" FROM "{table}" WHERE "{col}" IN ({marks})'  # noqa: S608
-                used.update(r[0] for r in con.execute(sql, chunk))
-    for sid in candidates:
-        if sid not in used:
-            # An environment block keeps its allow-listed facts (rank, world size...), as the reader takes
-            # them from blocks too; a lone K=V string is blanked.
-            kept = allowed_block(texts[sid]) if "\x00" in texts[sid] else ""
-            con.execute('UPDATE "StringIds" SET value = ? WHERE rowid = ?', (kept, rowids[sid]))
+            empty = "''" if notnull else "NULL"
+            con.execute(f'UPDATE "{_ident(name)}" SET "{_ident(col)}" = {empty} '  # noqa: S608 - quoted names
+                        f'WHERE typeof("{_ident(col)}") IN (\'text\', \'blob\')')
+
+
+def _ident(name: str) -> str:
+    return str(name).replace('"', '""')
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

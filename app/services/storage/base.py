@@ -24,6 +24,10 @@ class Storage(ABC):
     def open_sink(self, max_bytes: int, filename: str = "") -> UploadSink:
         """A new staged upload to stream into (decompressed, hashed, capped at ``max_bytes``)."""
 
+    def upload_key(self, staged: Staged) -> str:
+        """Where ``store`` puts ``staged``: its content address, keeping the upload's known suffix."""
+        return f"uploads/{staged.sha256[:2]}/{staged.sha256}{staged.suffix}"
+
     @abstractmethod
     def store(self, staged: Staged) -> str:
         """Put a fully received staged upload at its content address; returns its key."""
@@ -76,8 +80,9 @@ class Storage(ABC):
         """Delete a report's trace and sidecars; False when there were none."""
 
     @abstractmethod
-    def remove_attempt_leftovers(self, report_id: int) -> int:
-        """Delete what a killed ingest attempt left beside the report's published files; returns how many."""
+    def remove_attempt_leftovers(self, report_id: int, older_than: float | None = None) -> int:
+        """Delete what a killed ingest attempt left beside the report's published files; returns how many.
+        ``older_than`` (a time.time()): only files last changed before then (a newer one is a live attempt's)."""
 
     # -- sweeping ----------------------------------------------------------------------------------------
     @abstractmethod

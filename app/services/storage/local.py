@@ -47,7 +47,7 @@ class LocalStorage(Storage):
 
         The name keeps the upload's known suffix: the worker tells a binary .nsys-rep by it.
         """
-        rel = Path("uploads") / staged.sha256[:2] / (staged.sha256 + staged.suffix)
+        rel = Path(self.upload_key(staged))
         dest = self.root / rel
         if dest.exists():
             staged.path.unlink(missing_ok=True)  # same bytes already stored
@@ -106,15 +106,22 @@ class LocalStorage(Storage):
                 os.close(fd)
         return removed
 
-    def remove_attempt_leftovers(self, report_id: int) -> int:
+    def remove_attempt_leftovers(self, report_id: int, older_than: float | None = None) -> int:
         """Delete what an ingest attempt left in the report's folder (temporary files of a killed worker):
         everything but the published trace, its published timeline overview and the report's analyses. Call
-        only while no attempt of this report runs."""
+        only while no attempt of this report runs, or with ``older_than``: then a file (or folder) changed
+        since is kept, as an attempt that started after the caller looked may be writing it."""
         removed = 0
         folder = self.report_dir(report_id)
         for f in folder.iterdir() if folder.is_dir() else ():
             if f.name == TRACE_NAME or PUBLISHED_OVERVIEW.fullmatch(f.name) or ANALYSIS_FOLDER.fullmatch(f.name):
                 continue
+            if older_than is not None:
+                try:
+                    if f.lstat().st_mtime >= older_than:
+                        continue
+                except FileNotFoundError:
+                    continue
             if f.is_dir() and not f.is_symlink():
                 shutil.rmtree(f, ignore_errors=True)
             else:

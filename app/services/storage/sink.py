@@ -31,6 +31,13 @@ DEPTH = 4
 DIRECT_ALIGN = 4096
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# A compressed upload may expand this many times its compressed size (once past the floor below): nsys SQLite
+# exports compress 5-10x with zstd -19 (the corpus), ncu CSVs and NCCL logs a few dozen times; deflate cannot
+# exceed about 1,032x at all. A zstd stream of zeros reaches 32,000x: 640 KB filled 20 GiB of disk.
+MAX_EXPANSION = 250
+EXPANSION_FLOOR_BYTES = 64 * 1024 * 1024
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_HEADER_BYTES = 100
 # Only these suffixes survive from a client's file name: detect_kind reads them to name binary reports
 # (.log, .txt: NCCL debug logs, detected by their content like every text input).
 KNOWN_SUFFIXES = (".sqlite", ".csv", ".nsys-rep", ".qdrep", ".ncu-rep", ".log", ".txt")
@@ -233,6 +240,9 @@ class UploadSink:
         self._gz: zlib._Decompress | None = None
         self._zw: zstandard.ZstdDecompressionWriter | None = None
         self._staged: Staged | None = None
+        # Decompressed bytes allowed in all: the SQLite header's own file size, when it states one.
+        self._declared: int | None = None
+        self._first = b""  # the first decompressed bytes, until the SQLite header can be read
 
     # -- the file protocol Werkzeug uses -------------------------------------------------------
     def write(self, data: bytes) -> int:
@@ -352,7 +362,24 @@ class UploadSink:
         self._size += len(data)
         if self._size > self.max_bytes:
             self._too_large()
+        if self._mode in ("gzip", "zstd"):
+            self._check_expansion(data)
         self._fh.write(data)  # hashed there: the digest covers exactly the stored bytes
+
+    def _check_expansion(self, data: bytes) -> None:
+        """Refuse a decompression bomb while it is small: past ``EXPANSION_FLOOR_BYTES``, at most
+        ``MAX_EXPANSION`` times the compressed bytes; a SQLite file's first 100 bytes must be a sane header,
+        and the file no longer than the size that header states."""
+        if len(self._first) < SQLITE_HEADER_BYTES:
+            self._first += data[:SQLITE_HEADER_BYTES - len(self._first)]
+            if len(self._first) >= SQLITE_HEADER_BYTES or not SQLITE_MAGIC.startswith(self._first[:16]):
+                self._declared = _sqlite_size(self._first, self.label)
+        if self._declared is not None and self._size > self._declared:
+            raise BadUpload(f"{self.label}: the decompressed SQLite file is longer than its header says "
+                            f"({self._declared} bytes); the upload is damaged or forged.")
+        if self._size > EXPANSION_FLOOR_BYTES and self._size > MAX_EXPANSION * max(1, self._raw):
+            raise BadUpload(f"{self.label}: the upload expands more than {MAX_EXPANSION} times its compressed "
+                            "size, which no real export does; upload it uncompressed if it is genuine.")
 
     def _too_large(self) -> None:
         raise UploadTooLarge(f"{self.label}: the upload exceeds the limit of {self.max_bytes} bytes"
@@ -385,6 +412,25 @@ class UploadSink:
         if self._lock_fd >= 0:
             fd, self._lock_fd = self._lock_fd, -1
             os.close(fd)
+
+
+def _sqlite_size(head: bytes, label: str) -> int | None:
+    """The file size a SQLite header states (page size x page count), None when ``head`` is not SQLite or
+    the count is not valid (an old writer); BadUpload when it starts as SQLite but its header is not one."""
+    if not head.startswith(SQLITE_MAGIC):
+        return None
+    if len(head) < SQLITE_HEADER_BYTES:
+        raise BadUpload(f"{label}: the decompressed file is shorter than a SQLite header.", code="NOT_SQLITE")
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    sane = (512 <= page <= 65536 and page & (page - 1) == 0 and head[18] in (1, 2) and head[19] in (1, 2)
+            and head[21:24] == b"\x40\x20\x20")
+    if not sane:
+        raise BadUpload(f"{label}: the decompressed file starts like SQLite but its header is not a SQLite "
+                        "header; export it again.", code="NOT_SQLITE")
+    pages = int.from_bytes(head[28:32], "big")
+    # The stated count is valid only when the change counter equals version-valid-for (SQLite's file format).
+    return page * pages if pages and head[24:28] == head[92:96] else None
 
 
 class _Out:
