@@ -118,6 +118,26 @@ def fail_used_up(session: Session, lease: Lease, max_attempts: int, message: str
     return runs
 
 
+def _none_ready(session: Session, run_id: int) -> str:
+    """Why a run with no ready report has no analysis, from its reports' own errors: a report whose analysis
+    failed (a window that fits it not, ``analysis_failed: bad_window: ...``) was ingested, so the message says so
+    and names each report's code (the first three, then how many more)."""
+    rows = session.execute(sa.select(Report.name, Report.error_code, Report.error_message)
+                           .where(Report.run_id == run_id).order_by(Report.id)).all()
+    codes = [code if code != "analysis_failed" else (message or "").split(":", 1)[0] or code
+             for _, code, message in rows]
+    analyzed_only = bool(rows) and all(code == "analysis_failed" for _, code, _ in rows)
+    if analyzed_only and set(codes) == {"bad_window"}:
+        head = "the analysis window fits none of the run's reports"
+    elif analyzed_only:
+        head = "every report of this run was ingested, but none could be analyzed"
+    else:
+        head = "no report of this run could be ingested and analyzed"
+    named = "; ".join(f"{name}: {code or 'failed'}" for (name, _, _), code in zip(rows[:3], codes, strict=False))
+    more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
+    return f"{head} ({named}{more}); see each report's error"
+
+
 def after_terminal(session: Session, report_id: int) -> int | None:
     """When every report of the run is terminal, queue a (re-)analysis; returns the run id if so."""
     run_id = session.execute(sa.select(Report.run_id).where(Report.id == report_id)).scalar_one_or_none()
@@ -136,7 +156,7 @@ def after_terminal(session: Session, report_id: int) -> int | None:
         sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run_id, Report.status == "ready")
     ).scalar_one()
     state = {"analysis_status": "queued", "error": None} if ready else {
-        "analysis_status": "failed", "error": "no report of this run could be ingested and analyzed; see each report's error"}
+        "analysis_status": "failed", "error": _none_ready(session, run_id)}
     session.execute(
         sa.update(Run).where(Run.id == run_id, live())
         .values(**state, analysis_attempts=0, analysis_lease_owner=None,

@@ -65,4 +65,7 @@ def test_an_uploaded_window_outside_the_report_fails_its_analysis_with_bad_windo
         report = session.get(Report, rid)
         assert (report.status, report.error_code) == ("failed", "analysis_failed"), window
         assert report.error_message.startswith("bad_window: ") and valid in report.error_message, report.error_message
-        assert session.get(Run, run_id).analysis_status == "failed"
+        run = session.get(Run, run_id)
+        assert run.analysis_status == "failed"
+        # The run says what happened: ingested, and the window fits none (not "could not be ingested").
+        assert run.error.startswith("the analysis window fits none of the run's reports") and "bad_window" in run.error
