@@ -239,6 +239,7 @@ class LowUtilization(Rule):
     advice = (
         "Find what the host does between kernels here (NVTX, CPU sampling): reduce per-op Python and "
         "launch overhead, fuse small kernels, or capture the loop in a CUDA graph.")
+    premise = "the short gaps lie between GPU operations the host launched"
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         # Adjacent low windows merge into regions; the gaps no other rule owns that start in one are GPU002's.
@@ -257,17 +258,54 @@ class LowUtilization(Rule):
                              "windows": r.windows})
             for r, n in zip(top, nvtx, strict=True))
         share = pct(total, report_span_ns(trace))
+        launched, migrations = _operations_in(trace, regions)
+        holds, premise = _pacing_premise(launched, migrations)
         return [Finding(
             rule_id=self.id,
-            title=f"GPU busy under {ctx.params['max_busy_pct']:g}% for {fmt_ms(low_ns)} in {len(regions)} region(s)",
+            title=f"GPU busy under {ctx.params['max_busy_pct']:g}% for {fmt_ms(low_ns)} in {len(regions)} region(s)"
+                  + ("" if holds else f" ({premise})"),
             message=(f"{len(regions)} region(s) totalling {fmt_ms(low_ns)} ran the GPU under "
                      f"{ctx.params['max_busy_pct']:g}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
-                     "in short gaps no other finding explains, is counted here."),
+                     "in short gaps no other finding explains, is counted here. "
+                     f"Premise ({self.premise}): {'holds' if holds else 'does not hold'}, {premise}."),
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=len(regions), report=trace.label, rank=trace.rank,
-            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns,
+            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns, "premise_holds": holds, "premise": premise,
+                   "host_launched_ops": launched, "uvm_migrations": migrations,
                    # SM activity the GPU metrics sampled in the low regions shown, when they were collected.
                    **({"measured_sm": sm} if (sm := sampled_during(trace, SM_METRIC_RE,
                                                                    [(r.start_ns, r.end_ns) for r in top])) else {})},
         )]
+
+
+def _operations_in(trace: Trace, regions: list) -> tuple[int, int]:
+    """GPU operations starting inside GPU002's regions (on their device and process): those the host launched
+    (kernels, copies other than unified-memory migrations, memsets) and the unified-memory migrations the driver
+    issues on its own."""
+    spans = [(r.pid, r.device, r.start_ns, r.end_ns) for r in regions]
+    launched = migrations = 0
+    for table, kind in (("kernels", None), ("memcpy", "copy"), ("memset", None)):
+        if table not in trace.tables:
+            continue
+        uvm = "copy_kind LIKE 'UVM%'" if kind else "FALSE"
+        for pid, device, lo, hi in spans:
+            row = trace.sql(f"""SELECT COUNT(*) FILTER (WHERE NOT ({uvm})), COUNT(*) FILTER (WHERE {uvm})
+                                FROM {table} WHERE start_ns >= $lo AND start_ns < $hi
+                                  AND device IS NOT DISTINCT FROM $device
+                                  AND ($pid IS NULL OR pid IS NOT DISTINCT FROM $pid)""",  # noqa: S608 - fixed names
+                            {"lo": lo, "hi": hi, "device": device, "pid": pid})
+            launched += int(row[0][0] or 0)
+            migrations += int(row[0][1] or 0)
+    return launched, migrations
+
+
+def _pacing_premise(launched: int, migrations: int) -> tuple[bool, str]:
+    """GPU002's mechanism is the host pacing its launches: short gaps between operations it issues. Gaps between
+    unified-memory migrations (issued by the driver on page faults) or around a single operation are not that."""
+    what = f"{fmt.count(launched)} host-launched operation(s) and {fmt.count(migrations)} unified-memory migration(s) in the regions"
+    if launched < 2:
+        return False, f"{what}: no gap between two launches"
+    if migrations > launched:
+        return False, f"{what}: most gaps lie between migrations the driver issues, not between launches"
+    return True, what
