@@ -13,7 +13,7 @@ from analysis.model.trace import Trace
 from analysis.readers.schema import NSYS_TABLES
 from analysis.views import run_select, run_timeline, run_trace
 from analysis.views.run_timeline import Part
-from analysis.views.timeline import box_records
+from tests.analysis.timeline_wire import box_records
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm *, unsigned long, ncclWork *)"
 

@@ -11,6 +11,7 @@ import pytest
 from analysis.model.trace import Trace
 from analysis.readers.schema import NSYS_TABLES
 from analysis.views import chrome_trace, timeline
+from tests.analysis.timeline_wire import box_records
 
 XSS = '<script>alert(1)</script>"><img src=x onerror=alert(1)>'
 
@@ -56,7 +57,7 @@ def dense(tmp_path: Path) -> Trace:
 def test_window_is_bounded_and_counts_every_activity(dense: Trace) -> None:
     win = timeline.window(dense, buckets=200)
     lanes = {lane["id"]: lane for lane in win["lanes"]}
-    boxes = {lane_id: timeline.box_records(lane["boxes"]) for lane_id, lane in lanes.items()}
+    boxes = {lane_id: box_records(lane["boxes"]) for lane_id, lane in lanes.items()}
     assert set(lanes) == {"gpu:0:7", "gpu:0:8", "gpu:1:3", "nvtx:100:101"}
     # at most one box per slice and category in a lane
     assert len(boxes["gpu:0:7"]) <= 200
@@ -75,7 +76,7 @@ def test_window_is_bounded_and_counts_every_activity(dense: Trace) -> None:
 
 def test_zooming_in_returns_individual_activities(dense: Trace) -> None:
     win = timeline.window(dense, 0, 1499, buckets=1000)
-    boxes = timeline.box_records(next(lane for lane in win["lanes"] if lane["id"] == "gpu:0:7")["boxes"])
+    boxes = box_records(next(lane for lane in win["lanes"] if lane["id"] == "gpu:0:7")["boxes"])
     # 10 kernels start in [0, 1499]; at 1.5 ns per slice none is merged
     assert [b["count"] for b in boxes] == [1] * 10
     assert (boxes[0]["start_ns"], boxes[0]["end_ns"]) == (0, 100)
@@ -142,7 +143,7 @@ def corpus_trace(tmp_path_factory):
 def test_corpus_report_window_accounts_for_every_row(corpus_trace: Trace) -> None:
     win = timeline.window(corpus_trace, buckets=300)
     per_device = {}
-    boxes = {lane["id"]: timeline.box_records(lane["boxes"]) for lane in win["lanes"]}
+    boxes = {lane["id"]: box_records(lane["boxes"]) for lane in win["lanes"]}
     for lane in win["lanes"]:
         assert len(boxes[lane["id"]]) <= 300 * (4 if lane["kind"] == "gpu" else timeline.MAX_NVTX_DEPTH + 1)
         if lane["kind"] == "gpu":

@@ -10,21 +10,18 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from analysis.duck import connect
 from analysis.errors import TraceError
 from analysis.limits import Progress
 from analysis.readers.nccl.lines import normalize_version, read_blocks
 from analysis.readers.nccl.parse import LogParser, Parsed
-from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION, NCCL_TABLES, ddl
+from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION, ddl
 
 logger = logging.getLogger(__name__)
 
 MAX_LOG_BYTES = 2 * 1024**3       # the largest log read (a clear ``too_large`` beyond)
 SNIFF_BYTES = 64 * 1024
 _MARKERS = (b"NCCL INFO", b"NCCL WARN", b"# nThread ", b"#  Rank ", b"NCCL version ")
-_DTYPES = {"INTEGER": "Int64", "BIGINT": "Int64", "DOUBLE": "Float64", "BOOLEAN": "boolean"}
 
 
 def looks_like_nccl_log(head: bytes) -> bool:
@@ -87,11 +84,29 @@ def parse_file(src: Path, *, progress: Progress | None = None, timeout_s: float 
     return parsed
 
 
-def _frame(table: str, rows: list[tuple]) -> pd.DataFrame:
-    cols = NCCL_TABLES[table]
-    data = list(zip(*rows, strict=True)) if rows else [() for _ in cols]
-    return pd.DataFrame({c: pd.array(list(d), dtype=_DTYPES.get(t, "object")) for (c, t), d in
-                         zip(cols, data, strict=True)})
+def _literal(value: object) -> str:
+    """A SQL literal for one cell (the column's type casts it on insert). Strings are quoted, so a log's text can
+    never change the statement; a NUL byte, which a quoted literal cannot hold, is spliced in with ``chr(0)``."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"'{value!r}'::DOUBLE"
+    text = str(value).replace("'", "''")
+    if "\x00" in text:
+        return "(" + " || chr(0) || ".join(f"'{part}'" for part in text.split("\x00")) + ")"
+    return f"'{text}'"
+
+
+def _insert(con: Any, table: str, rows: list[tuple], batch: int = 2000) -> None:
+    """Rows into ``table`` as literal VALUES lists: binding parameters or scanning a data frame would import
+    pandas, which the service does not install (and which costs 0.5 s to import)."""
+    for at in range(0, len(rows), batch):
+        values = ", ".join("(" + ", ".join(_literal(v) for v in row) + ")" for row in rows[at:at + batch])
+        con.execute(f"INSERT INTO {table} VALUES {values}")  # noqa: S608 - fixed table names, quoted literals
 
 
 def _rows(parsed: Parsed, parser_hosts: set[str]) -> dict[str, list[tuple]]:
@@ -188,8 +203,7 @@ def ingest(src: Path, out: Path, *, progress: Progress | None = None, limits: An
                 con.execute(stmt)
             for table, rows in tables.items():
                 if rows:
-                    frame = _frame(table, rows)  # noqa: F841 - read by DuckDB's replacement scan below
-                    con.execute(f"INSERT INTO {table} SELECT * FROM frame")  # noqa: S608 - fixed table names
+                    _insert(con, table, rows)
             con.execute("CHECKPOINT")
         finally:
             con.close()
