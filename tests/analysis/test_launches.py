@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis import fmt
 from analysis.api import analyze, ingest
 from analysis.diagnosis.launches import launch_summary
 from analysis.model.trace import Trace
@@ -190,4 +191,4 @@ def test_krn001_graph_saving(tmp_path) -> None:
     assert f["impact_ns"] == impact
     assert f["per_launch_overhead_ns"] == overhead and f["graph_saving_ns"] == expected
     assert 0 < expected <= impact
-    assert "CUDA graph" in f["advice"] and f"{overhead / 1000:,.1f} us" in f["advice"]
+    assert "CUDA graph" in f["advice"] and fmt.duration(overhead) in f["advice"]
