@@ -13,7 +13,7 @@ an instant, most specific first: a CUDA API call (classified by name), a communi
 NCCL, UCX, NVSHMEM domains or call names; NCCL communicator set-up apart), an NVTX range naming compilation
 (``jit_module``), an OS runtime call, a user NVTX range, a CPU sample of the thread (each sample stands for half the thread's sampling period either side,
 named by its innermost function), a unified-memory migration burst of the device (``uvm_migration``: the idle
-between two page migrations while a speaking thread was switched out waiting on them, ``uvm_waits``), the thread switched out by the scheduler (``off_cpu``: the
+between two page migrations, ``uvm_gaps``), the thread switched out by the scheduler (``off_cpu``: the
 normalized ``off_cpu`` stretches, named by what it blocked on when the export says, else "off CPU"; only when
 the launching threads are known), else nothing recorded (``none``).
 
@@ -201,7 +201,7 @@ def uvm_gaps(trace: Trace, pid: int, device: int | None) -> tuple[np.ndarray, np
     key = ("anatomy_uvm", pid, device)
     if key not in trace.memo:
         out = (_EMPTY, _EMPTY, np.empty(0, dtype=np.uint64))
-        if (pid, device) in uvm_units(trace):
+        if (pid, device) in _uvm_units(trace):
             where = _uvm_where(pid, device)
             ops = [f"SELECT start_ns, end_ns, COALESCE(copy_kind LIKE 'UVM%', FALSE) AS uvm, "  # noqa: S608 - integers
                    f"COALESCE(hash(copy_kind), 0)::UBIGINT AS h FROM memcpy WHERE {where}"]
@@ -223,59 +223,6 @@ def uvm_gaps(trace: Trace, pid: int, device: int | None) -> tuple[np.ndarray, np
     return trace.memo[key]
 
 
-def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted intervals covering the same instants as ``[s, e)`` (any order, may overlap)."""
-    if not len(s):
-        return _EMPTY, _EMPTY
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=np.bool_)
-    new[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], reach[last]
-
-
-def _intersect(a: tuple[np.ndarray, np.ndarray, np.ndarray], bs: np.ndarray,
-               be: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The parts of the named intervals ``a`` (sorted, disjoint) inside ``[bs, be)`` (sorted, disjoint)."""
-    out_s, out_e, out_h = [], [], []
-    j = 0
-    for s, e, h in zip(a[0].tolist(), a[1].tolist(), a[2].tolist(), strict=True):
-        while j < len(bs) and be[j] <= s:
-            j += 1
-        k = j
-        while k < len(bs) and bs[k] < e:
-            lo, hi = max(s, int(bs[k])), min(e, int(be[k]))
-            if hi > lo:
-                out_s.append(lo)
-                out_e.append(hi)
-                out_h.append(h)
-            k += 1
-    return (np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64), np.array(out_h, dtype=np.uint64))
-
-
-def uvm_waits(trace: Trace, pid: int, device: int | None,
-              tids: list[int] | None) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], bool]:
-    """The idle between the device's migrations (``uvm_gaps``) that is the host waiting on them, and whether the
-    export shows it: with the scheduler's events for the named speaking threads, only the instants one of them
-    was switched out (``off_cpu``: a thread that touches a device-resident managed page faults and sleeps while
-    the driver migrates it back); on CPU it was running host work, which is not the migrations' (issue #39).
-    Without those events (no scheduler trace, or launching threads unknown) the export cannot tell: all of the
-    idle between migrations, and ``False``."""
-    key = ("anatomy_uvm_waits", pid, device, tuple(tids or ()))
-    if key not in trace.memo:
-        gaps = uvm_gaps(trace, pid, device)
-        shown = bool(tids) and trace.has_rows("off_cpu")
-        if shown and len(gaps[0]):
-            d = trace.arrays(f"SELECT start_ns, end_ns FROM off_cpu WHERE {_threads(pid, tids)} "  # noqa: S608 - integers
-                             f"AND end_ns > start_ns AND start_ns < {int(gaps[1][-1])} AND end_ns > {int(gaps[0][0])}")
-            gaps = _intersect(gaps, *_union(d["start_ns"].astype(np.int64), d["end_ns"].astype(np.int64)))
-        trace.memo[key] = (gaps, shown)
-    return trace.memo[key]
-
-
 def _off_cpu_names(trace: Trace) -> dict[int, str]:
     """The names off-CPU stretches paint with (``OFF_CPU_NAME_SQL``), by hash; kept for ``resolve_names``."""
     key = ("anatomy_names", "off_cpu")
@@ -285,7 +232,7 @@ def _off_cpu_names(trace: Trace) -> dict[int, str]:
     return trace.memo[key][2]
 
 
-def uvm_units(trace: Trace) -> set[tuple[int, int | None]]:
+def _uvm_units(trace: Trace) -> set[tuple[int, int | None]]:
     """The (pid, device) pairs with unified-memory migrations: only those have bursts (the window query over
     all of a device's GPU operations in ``uvm_gaps`` is skipped for the others, most devices)."""
     if "anatomy_uvm_units" not in trace.memo:
@@ -302,8 +249,7 @@ class _Host:
     def __init__(self, trace: Trace, pid: int, tids: list[int] | None, device: int | None = None,
                  uvm: bool = False):
         self.trace, self.pid, self.tids = trace, pid, tids
-        # The idle between migrations the host waited on (``uvm_waits``), not the host's own work between them.
-        self.uvm = uvm_waits(trace, pid, device, tids)[0] if uvm else None
+        self.uvm = uvm_gaps(trace, pid, device) if uvm else None
         self.where = _threads(pid, tids)
         self.api = _name_codes(trace, "cuda_api", cuda_class) if trace.has_rows("cuda_api") else None
         self.osrt = _name_codes(trace, "osrt", os_class) if trace.has_rows("osrt") else None

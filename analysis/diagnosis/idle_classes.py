@@ -14,23 +14,22 @@ import re
 #
 # ``uvm_migration`` is GPU-side evidence, not a host call: an idle instant between two unified-memory page
 # migrations of the same device (the GPU operations just before and just after the idle piece are both
-# migrations, the export's memcpy rows of kind ``UVM_*``) while a launching thread was switched out waiting on them
-# (``idle_anatomy.uvm_waits``): the host touched a device-resident managed page and sleeps while the driver moves
-# it. Between migrations with the thread on the CPU the idle is the host's own work, not the migrations' (issue
-# #39: unified-memory-a100's read-back, 592 ms between 1,536 DtoH migrations, of which the thread was off CPU
-# 10.0 ms and on the CPU, in untraced code, 582 ms: ``none``). Without the scheduler's events the export cannot
-# tell, and all the idle between migrations is theirs. Any recorded host activity wins over it (a CUDA call, a
-# sync the host waits in, an OS call, a range, a CPU sample), because what the host was seen doing is the more
-# specific cause (the corpus labels say so: clue-um-t4's idle between migrations is printf formatting in CPU
-# samples, stdpar-um-gpu's is pwrite64 output).
+# migrations, the export's memcpy rows of kind ``UVM_*``): the driver moves pages a batch at a time as the host
+# touches them. Any recorded host activity wins over it (a CUDA call, a sync the host waits in, an OS call, a
+# range, a CPU sample), because what the host was seen doing is the more specific cause (the corpus labels say
+# so: clue-um-t4's idle between migrations is printf formatting in CPU samples, stdpar-um-gpu's is pwrite64
+# output), and idle with nothing else recorded is put down to the migrations (unified-memory-a100's read-back
+# after its kernel: 1,536 DtoH migrations, nothing traced).
 #
 # ``off_cpu``: the speaking thread was switched out by the scheduler (the export's SCHED_EVENTS, normalized as
 # ``off_cpu`` stretches: switch-out to the next switch-in) and nothing more specific was recorded: it slept or
 # blocked outside any traced call (an untraced lock, I/O, a wait on another thread), or was preempted. After
 # ``host_cpu``: a CPU sample says what ran, and a sample's half period may overlap the switch-out; a traced
 # call or range the thread was switched out inside says why, so it wins too. After ``uvm_migration`` as well:
-# off CPU between migrations is the wait on them, not another cause (unified-memory-a100: 10.0 ms of its
-# read-back, which the labels count as off CPU; argued in tests/analysis/test_idle_anatomy_labels.py). Empty for exports without the scheduler's events (nsys profile
+# a thread that touches a managed page resident on the GPU faults and waits, often switched out, while the
+# driver migrates the page back, so off CPU between migrations is the migration's symptom, not another cause
+# (unified-memory-a100: 10.0 ms of its read-back, which the labels count as off CPU; argued in
+# tests/analysis/test_idle_anatomy_labels.py). Empty for exports without the scheduler's events (nsys profile
 # --cpuctxsw=none, or no CPU sampling), which leave those instants ``none``.
 CATEGORIES = ("allocation", "sync", "sync_copy", "memset", "launch", "jit_module", "nccl_setup", "cuda_other",
               "mpi", "os_io", "os_wait", "os_other", "user_range", "host_cpu", "uvm_migration", "off_cpu", "none")
@@ -43,7 +42,7 @@ WORDS = {"allocation": "in allocation calls", "sync": "in synchronization calls"
          "nccl_setup": "creating NCCL communicators", "cuda_other": "in other CUDA calls",
          "mpi": "communicating (MPI or NCCL ranges)", "os_io": "in file or network I/O",
          "os_wait": "waiting (locks, sleeps, polls)", "os_other": "in other OS calls", "user_range": "in user NVTX ranges",
-         "host_cpu": "sampled on CPU", "uvm_migration": "waiting on unified-memory migrations",
+         "host_cpu": "sampled on CPU", "uvm_migration": "between unified-memory migrations",
          "off_cpu": "switched out (off CPU)", "none": "nothing recorded"}
 
 # The name an off-CPU stretch paints with (SQL over the ``off_cpu`` table): what it blocked on when the export

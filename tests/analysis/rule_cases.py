@@ -145,12 +145,13 @@ def mem003_fires(path: Path, peer: Path | None) -> int:
 
 def mem004_fires(path: Path, peer: Path | None) -> int:
     con = sqlite_rw(path)
-    rowid, start, end, _, _ = _first_copy(con, 1)
+    rowid, start, end, _, pid = _first_copy(con, 1)
+    kernels = [(s, e) for p, _, s, e, t, _ in raw_gpu_ops(con) if t.endswith("KERNEL") and p == pid]
     with con:
         con.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = 11 WHERE rowid = ?", [rowid])
     con.close()
-    # One migration: no idle between migrations; the impact is its time in flight, inside kernels or not.
-    return end - start
+    covered = sum(max(0, min(e, end) - max(s, start)) for s, e in kernels)  # kernels never overlap here
+    return end - start - covered
 
 
 def _blocking_copy_calls(con) -> list[tuple[int, int]]:

@@ -46,11 +46,6 @@ MERGED = {
     "NVIDIA__Fuser__pytorch-nvfuser-h200.sqlite": ("user_range", "off_cpu", "jit_module"),
     # The same for DLProf's range naming TorchScript compilation in the steady window (0.135 ms of 8.1 ms).
     "MohanadOdema__DLProf__pytorch-dlprof-relu.sqlite": ("user_range", "jit_module"),
-    # The thread switched out between two unified-memory migrations is waiting on them (it touched a
-    # device-resident managed page and sleeps while the driver moves it back): ``uvm_migration`` here, plain
-    # off CPU in the labels; the rest of the idle between them the thread ran on the CPU, nothing recorded in both
-    # (test_um_a100_migration_idle_is_the_thread_off_cpu_between_migrations).
-    "SpaceManV3__cp3__unified-memory-a100.sqlite": ("uvm_migration", "off_cpu"),
 }
 
 
@@ -81,7 +76,7 @@ def _ours(name: str, dev: str, wn: str) -> tuple[dict[str, float], dict, list[st
         parts = [window_idle(u.start, u.end, int(lo) - off, int(hi) - off) for lo, hi in wins]
         gs, ge = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         tids = speakers(t).get((pid, int(dev)))
-        p = paint(t, pid, tids, gs, ge, device=int(dev), uvm=True)  # as the CLI paints (migration waits too)
+        p = paint(t, pid, tids, gs, ge)
     finally:
         t.close()
     ours: dict[str, float] = {}
@@ -211,35 +206,3 @@ def test_nvfuser_compile_ranges_are_jit():
     assert ours["jit_module"] + ours["user_range"] + ours["off_cpu"] + ours["none"] == pytest.approx(
         v["by_category_ms"]["nvtx"] + v["by_category_ms"]["cuda_api:module/func"] + v["by_category_ms"]["off_cpu"]
         + v["by_category_ms"]["no_recorded_activity"], abs=0.01 * v["idle_ms"])
-
-
-def test_um_a100_migration_idle_is_the_thread_off_cpu_between_migrations():
-    """Issue #39 class 3, on the raw export with plain SQL and Python: the idle the anatomy (as the CLI paints it)
-    puts down to unified-memory migrations is exactly the idle between two migrations while the launching thread
-    was switched out (SCHED_EVENTS), the labels' 10.0 ms off CPU; the other 582 ms between migrations, the thread
-    on the CPU, is nothing recorded, as in the labels, and not the migrations'."""
-    name = "SpaceManV3__cp3__unified-memory-a100.sqlite"
-    raw = corpus_dir() / "nsys" / name
-    v = _labels()[name]["idle_anatomy"]["0"]["steady"]
-    (lo, hi), = _labels()[name]["steady"]["windows_ns"]
-    thread = "(globalTid >> 24) & 16777215 = 47543 AND globalTid & 16777215 = 47543"
-    with closing(sqlite3.connect(f"file:{raw}?mode=ro", uri=True)) as con:
-        ops = con.execute('SELECT start, "end", copyKind IN (11, 12) FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL '
-                          'SELECT start, "end", 0 FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY 1, 2').fetchall()
-        ev = con.execute(f"SELECT start, isSchedIn <> 0 FROM SCHED_EVENTS WHERE {thread} "  # noqa: S608 - constants
-                         "ORDER BY start, isSchedIn <> 0 DESC").fetchall()
-        kinds = dict(con.execute("SELECT copyKind, COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1").fetchall())
-    assert kinds == {11: 19766, 12: 1536}  # every copy is a migration: 11 UVM HtoD, 12 UVM DtoH
-    between, reach = [], ops[0][1]
-    for prev, op in zip(ops, ops[1:], strict=False):
-        if prev[2] and op[2] and op[0] > reach:
-            between.append([max(reach, lo), min(op[0], hi)])
-        reach = max(reach, op[1])
-    between = [x for x in between if x[1] > x[0]]
-    off = _union((a[0], b[0]) for a, b in zip(ev, ev[1:], strict=False) if not a[1] and b[1])
-    waited = _ns(_inter(_union(between), off))
-    assert _ns(between) / 1e6 == pytest.approx(591.9, abs=0.1)
-    assert waited / 1e6 == pytest.approx(v["by_category_ms"]["off_cpu"], abs=0.002)  # the label's 10.001 ms
-    ours, _, _ = _ours(name, "0", "steady")
-    assert ours["uvm_migration"] == pytest.approx(waited / 1e6, abs=1e-6)  # to the nanosecond
-    assert ours["none"] == pytest.approx(v["by_category_ms"]["no_recorded_activity"], abs=0.002)  # on CPU: 581.9 ms

@@ -44,7 +44,7 @@ IDLE_OWNERS = ("GPU001", "SYNC001", "MEM002", "HOST001", "MEM006", "HOST003", "H
 
 
 def _owned_idle(findings: list[dict]) -> int:
-    """The idle the owners hold: their impacts, but MEM004's owned idle (its impact adds the time migrations are in flight)."""
+    """The idle the owners hold: their impacts, but MEM004's owned idle (its impact adds migration-only time)."""
     return sum(f["idle_ns"] if f["rule_id"] == "MEM004" else f["impact_ns"] for f in findings
                if f["rule_id"] in IDLE_OWNERS)
 

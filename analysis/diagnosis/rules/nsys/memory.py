@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
-from analysis.diagnosis.idle_anatomy import speakers, uvm_gaps, uvm_units, uvm_waits
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import (
     MEMSET_RE,
@@ -15,7 +12,7 @@ from analysis.diagnosis.rules.nsys.common import (
     pct,
     report_span_ns,
 )
-from analysis.diagnosis.rules.nsys.copies import COPY_CALL_RE, copy_calls, top_copy_rows
+from analysis.diagnosis.rules.nsys.copies import copy_calls, top_copy_rows
 from analysis.diagnosis.rules.nsys.gaps import opened_count, owned
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.intervals import union_of_sql
@@ -131,10 +128,6 @@ class BlockingMemcpy(Rule):
             a.end_ns - a.start_ns, a.name, m.copy_kind, m.bytes""")
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes"), (7, 8), 6)
         share = pct(int(idle), report_span_ns(trace))
-        by_cat = cl.by_category if cl else {}
-        held, pageable = _held_copy_kinds(trace, [nm for nm, _, _ in cl.names] if cl else [])
-        pinned, why, advice = _pinned_premise(int(by_cat.get("sync_copy", 0)), int(by_cat.get("memset", 0)), held,
-                                              pageable, self.advice)
         return [Finding(
             rule_id=self.id,
             title=(f"{n} synchronous {'copy blocks' if n == 1 else 'copies block'} the host; GPU idle "
@@ -149,48 +142,14 @@ class BlockingMemcpy(Rule):
                       "small host-to-device copies), yet held the host: such a call returns only once the host data "
                       "is staged"))
                     + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
-                    + f". Pinned memory fits only pageable copies: {why}.",
+                    + ".",
             impact_ns=int(idle), impact_pct=share,
-            advice=advice,
+            advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"copies": int(n), "bytes": int(nbytes), "host_blocked_ns": int(host_ns), "idle_gaps": int(gaps),
                    "idle_ns": int(idle), "by_category": cl.by_category if cl else {},
-                   "names": [{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [],
-                   "held_copies": held, "held_pageable_copies": pageable, "pinned_advice": pinned},
+                   "names": [{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else []},
         )]
-
-
-_MEMSET_ADVICE = (
-    "A memset that holds the host is not a copy and pinning does not help it: a memset on managed or pinned memory "
-    "is synchronous with the host whatever the call; set the buffer inside a kernel that already runs, or "
-    "allocate it on the device and use cudaMemsetAsync on a stream (prefetch managed buffers before first touch).")
-_RESIDENT_ADVICE = (
-    "The copies that held the host do not use pageable memory, so pinning changes nothing: issue them with "
-    "cudaMemcpyAsync on a stream and synchronize once when the data is needed, or keep the data on the GPU.")
-
-
-def _held_copy_kinds(trace: Trace, names: list[str]) -> tuple[int, int]:
-    """The copies issued by the calls whose idle MEM002 owns (by name), and how many move pageable host memory."""
-    copies = [n for n in names if re.match(COPY_CALL_RE, n)]
-    if not copies:
-        return 0, 0
-    lst = ", ".join("'" + n.replace("'", "''") + "'" for n in copies)
-    n, pageable = trace.sql(f"""
-        SELECT COUNT(*), COUNT(*) FILTER (WHERE m.src_kind = 'pageable' OR m.dst_kind = 'pageable')
-        FROM memcpy m JOIN cuda_api a ON a.pid = m.pid AND a.correlation_id = m.correlation_id
-        WHERE a.name IN ({lst})""")[0]  # noqa: S608 - names from the export, quoted
-    return int(n), int(pageable)
-
-
-def _pinned_premise(copy_ns: int, memset_ns: int, held: int, pageable: int, pinned_advice: str) -> tuple[bool, str, str]:
-    """Whether pinned host memory is the fix for the idle MEM002 owns (the idle is mostly in copy calls, and some of
-    those calls' copies move pageable host memory), the evidence in words, and the advice that fits."""
-    if memset_ns > copy_ns:
-        return False, (f"{fmt_ms(memset_ns)} of the idle is in memset calls against {fmt_ms(copy_ns)} in copy calls, "
-                       "and a memset that blocks (on managed or pinned memory) is not a pageable copy"), _MEMSET_ADVICE
-    if not pageable:
-        return False, f"none of the {held} copies of those calls moves pageable host memory", _RESIDENT_ADVICE
-    return True, f"{pageable} of the {held} copies of those calls move pageable host memory", pinned_advice
 
 
 class SyncMemset(Rule):
@@ -235,40 +194,6 @@ class SyncMemset(Rule):
         )]
 
 
-def _between(trace: Trace) -> tuple[int, int, bool]:
-    """The GPU idle between migrations (all devices), the part of it a launching thread was switched out, and
-    whether the export shows that (scheduler events for named launching threads on every such device)."""
-    between = waited = 0
-    shown = True
-    sp = speakers(trace)
-    for pid, device in sorted(uvm_units(trace), key=lambda u: (u[0], -1 if u[1] is None else u[1])):
-        g = uvm_gaps(trace, pid, device)
-        (ws, we, _), ok = uvm_waits(trace, pid, device, sp.get((pid, device)))
-        between += int((g[1] - g[0]).sum())
-        waited += int((we - ws).sum())
-        shown = shown and ok
-    return between, waited, shown
-
-
-def _uvm_premise(in_kernel: int, overlapped: int, between: int, waited: int,
-                 shown: bool) -> tuple[bool | None, str]:
-    """MEM004's premise on the evidence: (holds, what showed it)."""
-    inside = (f"{in_kernel} migrations inside kernels ({fmt_ms(overlapped)})" if in_kernel else
-              "no migration inside a kernel")
-    if not between:
-        return bool(in_kernel), f"{inside}, no GPU idle between migrations"
-    if not shown:
-        return (True if in_kernel else None), (
-            f"{inside}; the export has no scheduler events for the launching threads, so whether the host waited "
-            f"on the migrations in the {fmt_ms(between)} of GPU idle between them is not shown (nsys profile "
-            "--cpuctxsw=process-tree shows it): all of it is counted")
-    on_cpu = between - waited
-    words = (f"{inside}; of the {fmt_ms(between)} of GPU idle between migrations the host waited on them "
-             f"(switched out) {fmt_ms(waited)}, counted, and ran on the CPU {fmt_ms(on_cpu)} (its own work or other "
-             "calls), not counted")
-    return bool(in_kernel) or waited >= on_cpu, words
-
-
 _UVM = "SELECT pid, device, start_ns, end_ns, copy_kind, bytes FROM memcpy WHERE copy_kind LIKE 'UVM%'"
 _KERN = "SELECT pid, device, start_ns, end_ns FROM kernels WHERE start_ns IS NOT NULL AND end_ns >= start_ns"
 
@@ -283,16 +208,11 @@ class UnifiedMemoryMigration(Rule):
 
     *How it is detected*: memcpy rows of the unified-memory kinds (``UVM_HtoD``, ``UVM_DtoH``,
     ``UVM_DtoD``): count, bytes and direction. The idle anatomy paints ``uvm_migration`` on the idle between
-    two migrations of a device while a launching thread was switched out waiting on them
-    (``analysis.diagnosis.idle_anatomy.uvm_waits``; the whole idle between them when the export has no
-    scheduler events); this rule owns those instants (``owns_idle``, see ``idle_claims``) whatever rule owns
-    the gap around them. Also measured: the time the migrations are in flight (the union of their rows), apart
-    while no kernel runs (memory-only time) and inside kernels of their device (count, bytes, kernel time
-    overlapped: fault stalls). Impact: the owned idle plus the time in flight.
-
-    *Premise* (docs/rules.md): migrations run inside kernels, or the host waits on them for most of the idle
-    between them (switched out). When the host ran on the CPU for most of it and no migration ran inside a
-    kernel, the idle is the host's own work: the finding says so and does not lead the verdict.
+    two migrations of a device (``analysis.diagnosis.idle_anatomy.uvm_gaps``); this rule owns those instants
+    (``owns_idle``, see ``idle_claims``) whatever rule owns the gap around them. Also measured: the time the
+    migrations run while no kernel runs (memory-only time, interval algebra on unions) and, as evidence of
+    fault stalls inside kernels, the migrations that overlap a kernel of their device (count, bytes, kernel
+    time overlapped). Impact: the owned idle plus the migration-only time.
     """
 
     id = "MEM004"
@@ -303,7 +223,6 @@ class UnifiedMemoryMigration(Rule):
                                               minimum=1.0, maximum=1e9)}
     summary = "Unified-memory page migration traffic and the GPU idle between migrations"
     owns_idle = ("uvm_migration",)
-    premise = "migrations stall the GPU: they run inside its kernels, or the host waits on them while it idles"
     advice = (
         "Prefetch managed buffers with cudaMemPrefetchAsync: to the device before the kernels that use them, to "
         "the host (cudaCpuDeviceId) before the host reads the results; add cudaMemAdvise hints (preferred "
@@ -339,38 +258,28 @@ class UnifiedMemoryMigration(Rule):
         idle = c.ns if c is not None else 0
         names = c.names if c is not None else []
         by_dir = {name: (ns, k) for name, ns, k in names}
-        between, waited, shown = _between(trace)
-        # The time migrations are in flight (with or without a kernel) and the idle the host waited on them: never
-        # the idle between them while the host ran its own work (issue #39).
-        impact = idle + mig_union
-        holds, premise = _uvm_premise(int(in_kernel), overlapped, between, waited, shown)
+        impact = idle + alone
         top = trace.sql("""SELECT pid, device, stream, start_ns, end_ns, end_ns - start_ns AS dur, copy_kind, bytes
                            FROM memcpy WHERE copy_kind LIKE 'UVM%' ORDER BY dur DESC, start_ns LIMIT 20""")
         evidence = _evidence(trace, top, 5, ("bytes",), (7,), 6)
-        before = ("; " + "; ".join(f"{fmt_ms(ns)} of it before {k} {name} migrations" for name, ns, k in names)
-                  if names else "")
+        between = ("; " + "; ".join(f"{fmt_ms(ns)} of it before {k} {name} migrations" for name, ns, k in names)
+                   if names else "")
         return [Finding(
             rule_id=self.id,
-            title=(f"{n} unified-memory migrations ({_mib(int(nbytes))}) in flight {fmt_ms(mig_union)}, "
-                   f"{int(in_kernel)} inside kernels; GPU idle {fmt_ms(idle)} while the host waited on them"
-                   + ("" if holds is not False else
-                      f" (host on the CPU {fmt_ms(between - waited)} of the {fmt_ms(between)} between them: "
-                      "not migration-bound)")),
+            title=(f"GPU idle {fmt_ms(idle)} between unified-memory migrations; {n} migrations "
+                   f"({_mib(int(nbytes))}), {int(in_kernel)} inside kernels"),
             message=(f"{n} page migrations ({htod} to the device, {_mib(int(b_htod))}; {dtoh} to the host, "
-                     f"{_mib(int(b_dtoh))}) moved {_mib(int(nbytes))} in {fmt_ms(int(total))}; they were in flight "
-                     f"{fmt_ms(mig_union)}: {fmt_ms(alone)} while no kernel ran and {fmt_ms(overlapped)} inside "
-                     f"kernels ({int(in_kernel)} migrations, {_mib(int(in_kernel_bytes))}: page-fault stalls). The "
-                     f"GPU idled {fmt_ms(idle)} while the host waited on migrations (the host faulting pages a batch "
-                     f"at a time){before}. Premise ({self.premise}): "
-                     + {True: "holds, ", False: "does not hold, ", None: "not shown, "}[holds] + premise + "."),
+                     f"{_mib(int(b_dtoh))}) moved {_mib(int(nbytes))} in {fmt_ms(int(total))}. The GPU idled "
+                     f"{fmt_ms(idle)} between migrations (the host faulting pages a batch at a time){between}. "
+                     f"{fmt_ms(alone)} of migration ran while no kernel ran; {int(in_kernel)} migrations "
+                     f"({_mib(int(in_kernel_bytes))}) overlapped kernels for {fmt_ms(overlapped)} of kernel time "
+                     f"(page-fault stalls inside the kernels)."),
             impact_ns=impact, impact_pct=pct(impact, report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra={"migrations": int(n), "bytes": int(nbytes), "migration_ns": int(total),
                    "to_device": int(htod), "to_host": int(dtoh), "bytes_to_device": int(b_htod),
                    "bytes_to_host": int(b_dtoh), "idle_ns": int(idle), "migration_only_ns": int(alone),
-                   "in_flight_ns": int(mig_union), "idle_between_ns": int(between), "idle_waited_ns": int(waited),
-                   "premise_holds": holds, "premise": premise,
                    "idle_by_direction": {k: {"ns": int(v[0]), "gaps": int(v[1])} for k, v in by_dir.items()},
                    "in_kernel_migrations": int(in_kernel), "in_kernel_bytes": int(in_kernel_bytes),
                    "kernel_overlap_ns": int(overlapped)},
