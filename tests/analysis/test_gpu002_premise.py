@@ -39,7 +39,7 @@ def _direct_counts(trace, evidence) -> tuple[int, int]:
 
 
 def test_idle_between_unified_memory_migrations_is_not_launch_overhead(tmp_path) -> None:
-    trace, f, result = _gpu002(corpus_file("unified-memory-a100.sqlite"), tmp_path)
+    trace, f, result = _gpu002(corpus_file("stdpar-um-gpu.sqlite"), tmp_path)  # 3 launches, 813 migrations
     assert f["evidence_total"] == len(f["evidence"])          # every region is in the evidence: counts are whole
     assert (f["host_launched_ops"], f["uvm_migrations"]) == _direct_counts(trace, f["evidence"])
     assert f["uvm_migrations"] > f["host_launched_ops"]
