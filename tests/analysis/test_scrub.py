@@ -217,7 +217,7 @@ def test_a_long_string_without_an_assignment_is_scrubbed_in_linear_time(tmp_path
     assert values == {top + 1: "", top + 2: "", top + 3: ""}
 
 
-def test_the_scrub_process_is_killed_at_its_deadline_and_leaves_nothing(tmp_path):
+def test_the_scrub_process_is_killed_at_its_deadline_and_leaves_nothing(tmp_path, monkeypatch):
     """The scrub runs in a process of its own: past the deadline it is killed (whatever it is doing, even
     holding its GIL) and its temporary files go."""
     import time
@@ -228,7 +228,15 @@ def test_the_scrub_process_is_killed_at_its_deadline_and_leaves_nothing(tmp_path
     info = validate(src, max_bytes=2**40, timeout_s=60)
     store = tmp_path / "store"
     store.mkdir()
-    child = ScrubChild(src, store / "kept.sqlite", expected=info, deadline=time.monotonic() + 0.05)
+    # A child that cannot finish in time, whatever the machine's speed (a small export scrubs in about 0.1 s on
+    # a quiet machine, faster than a short deadline can be raced): its interpreter sleeps at start-up, through a
+    # sitecustomize on the PYTHONPATH it inherits.
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    child = ScrubChild(src, store / "kept.sqlite", expected=info, deadline=time.monotonic() + 0.5)
+    monkeypatch.delenv("PYTHONPATH")
     started = time.monotonic()
     with pytest.raises(TraceError) as err:
         child.wait()
