@@ -162,12 +162,17 @@ def sweep_leftovers(session: Session, settings: Settings, *, uploads: bool = Tru
     # touched then; reconcile runs every minute, so a day back is plenty and keeps the scan small. A report
     # held by a live lease (a later attempt ingesting, or its analysis) is never a suspect, whatever its
     # attempt count: its temporary files are that attempt's.
-    suspects = list(session.scalars(sa.select(Report.id).where(
+    suspects = session.execute(sa.select(Report.id, Report.sha256).where(
         Report.updated_at >= now - timedelta(days=1),
         sa.or_(Report.status.in_(("queued", "failed")), sa.and_(Report.status == "ready", Report.attempts > 1),
-               sa.and_(Report.status == "ingesting", Report.lease_expires_at < now)))))
+               sa.and_(Report.status == "ingesting", Report.lease_expires_at < now)))).all()
+    # The kept copy is written beside the uploads, named by the upload's bytes: a live ingest of another
+    # report of the same bytes may be writing one, so those bytes' temporaries are left to its own clean-up.
+    live = set(session.scalars(sa.select(Report.sha256).where(
+        Report.status == "ingesting", Report.lease_expires_at >= now)))
     session.rollback()
-    removed = sum(storage.remove_attempt_leftovers(rid, older_than) for rid in suspects)
+    removed = sum(storage.remove_attempt_leftovers(rid, older_than, None if sha in live else sha)
+                  for rid, sha in suspects)
     # The lock says whether a receiver is alive; the idle time only covers the instant before it is taken.
     removed += storage.remove_abandoned_staging(min(STAGING_IDLE_S, float(settings.lease_seconds)))
     if uploads:

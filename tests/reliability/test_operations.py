@@ -53,7 +53,8 @@ def test_worker_sigkilled_mid_ingest_loses_nothing_and_leaves_nothing(make_servi
     assert keys and len(keys) == len(set(keys))  # one result, not two
     # Nothing left behind: the trace and the scrubbed export only (the original upload and staging are gone),
     # and the planted secret is in no stored byte. Reconcile sweeps the killed attempt's files only once they are
-    # older than a lease (a live attempt's are never touched, issue #45), so the second attempt may finish first.
+    # older than a lease (a live attempt's are never touched, issue #45), so the second attempt may finish first;
+    # a scrub killed mid-copy leaves its temporaries beside the uploads, which the sweep removes too.
     wait_for(lambda: stored_files(svc.settings.data_dir) == report_files(svc.settings.data_dir, report), 60,
              f"the killed attempt's leftovers to be swept\n{svc.log_tail()}")
     assert files_holding(svc.settings.data_dir, SECRET) == []

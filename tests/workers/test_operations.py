@@ -137,6 +137,34 @@ def test_sweep_keeps_the_files_of_a_later_attempt_holding_a_live_lease(session, 
     assert _report(session, second).status == "ingesting"
 
 
+def test_sweep_removes_the_kept_copy_temporaries_a_killed_scrub_left(session, settings):
+    """Issue #45 follow-up: a worker killed while its scrub child wrote the kept copy leaves
+    ``uploads/<sha[:2]>/.<sha>.kept.sqlite.<tag>.work.tmp`` (and its journal) beside the uploads, outside the
+    report's folder; once the report is ready after a second attempt they went unswept. They go now, unless a
+    live ingest of the same bytes (another report of the same upload) may be writing them."""
+    settings = replace(settings, lease_seconds=5)
+    storage = Storage(settings.data_dir)
+    _, [done, twin] = make_run(session, settings, [("a", b"A"), ("b", b"B")])
+    _, [live] = make_run(session, settings, [("b2", b"B")])  # the same bytes in another run
+    _set(session, done, status="ready", attempts=2)
+    _set(session, twin, status="ready", attempts=2)
+    assert pipeline.claim_report(session, live, OWNER, 600)  # same bytes as `twin`, being ingested
+    left = {}
+    for rid in (done, twin):
+        sha = _report(session, rid).sha256
+        kept = settings.data_dir / storage.kept_path(sha)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        left[rid] = [kept.parent / f".{kept.name}.0a1b.work.tmp", kept.parent / f".{kept.name}.0a1b.work.tmp-journal",
+                     kept.parent / f".{kept.name}.0a1b.tmp"]
+        for f in left[rid]:
+            f.write_bytes(b"half a scrubbed copy")
+            _old(f, 60)
+    upload = settings.data_dir / _report(session, done).upload_path
+    assert operations.sweep_leftovers(session, settings, uploads=False) == 3
+    assert not any(f.exists() for f in left[done]) and upload.exists()
+    assert all(f.exists() for f in left[twin])
+
+
 def test_an_upload_is_released_once_no_report_needs_it(session, settings):
     _, [a] = make_run(session, settings, [("a", b"same")])
     _, [b] = make_run(session, settings, [("a", b"same")])  # the same bytes in another run: one file

@@ -80,9 +80,11 @@ class Storage(ABC):
         """Delete a report's trace and sidecars; False when there were none."""
 
     @abstractmethod
-    def remove_attempt_leftovers(self, report_id: int, older_than: float | None = None) -> int:
-        """Delete what a killed ingest attempt left beside the report's published files; returns how many.
-        ``older_than`` (a time.time()): only files last changed before then (a newer one is a live attempt's)."""
+    def remove_attempt_leftovers(self, report_id: int, older_than: float | None = None,
+                                 sha256: str | None = None) -> int:
+        """Delete what a killed ingest attempt left beside the report's published files, and (``sha256``) the
+        temporary files of the kept copy it was writing; returns how many. ``older_than`` (a time.time()):
+        only files last changed before then (a newer one is a live attempt's)."""
 
     # -- sweeping ----------------------------------------------------------------------------------------
     @abstractmethod

@@ -25,6 +25,7 @@ PUBLISHED_OVERVIEW = re.compile(r"trace\.(overview-v\d+\.parquet|lanes-v\d+\.jso
 ANALYSIS_FOLDER = re.compile(r"analysis-[A-Za-z0-9-]+")
 # A staged file untouched this long, and locked by nobody, belongs to an upload whose receiver died.
 STAGING_IDLE_S = 60.0
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class LocalStorage(Storage):
@@ -106,16 +107,24 @@ class LocalStorage(Storage):
                 os.close(fd)
         return removed
 
-    def remove_attempt_leftovers(self, report_id: int, older_than: float | None = None) -> int:
+    def remove_attempt_leftovers(self, report_id: int, older_than: float | None = None,
+                                 sha256: str | None = None) -> int:
         """Delete what an ingest attempt left in the report's folder (temporary files of a killed worker):
-        everything but the published trace, its published timeline overview and the report's analyses. Call
-        only while no attempt of this report runs, or with ``older_than``: then a file (or folder) changed
-        since is kept, as an attempt that started after the caller looked may be writing it."""
-        removed = 0
+        everything but the published trace, its published timeline overview and the report's analyses; and,
+        given the upload's ``sha256``, the temporary files of the kept copy (``scrub``) beside the uploads.
+        Call only while no attempt of this report (or of another report of the same bytes) runs, or with
+        ``older_than``: then a file (or folder) changed since is kept, as an attempt that started after the
+        caller looked may be writing it."""
         folder = self.report_dir(report_id)
-        for f in folder.iterdir() if folder.is_dir() else ():
-            if f.name == TRACE_NAME or PUBLISHED_OVERVIEW.fullmatch(f.name) or ANALYSIS_FOLDER.fullmatch(f.name):
-                continue
+        doomed = [f for f in (folder.iterdir() if folder.is_dir() else ())
+                  if not (f.name == TRACE_NAME or PUBLISHED_OVERVIEW.fullmatch(f.name)
+                          or ANALYSIS_FOLDER.fullmatch(f.name))]
+        if sha256 is not None and SHA256.fullmatch(sha256):
+            # scrub's temporaries: .<sha>.kept.sqlite.<tag>.work.tmp, .<...>.tmp and their -journal/-wal/-shm.
+            kept = self.root / self.kept_path(sha256)
+            doomed += [f for f in kept.parent.glob(f".{kept.name}.*") if ".tmp" in f.name] if kept.parent.is_dir() else []
+        removed = 0
+        for f in doomed:
             if older_than is not None:
                 try:
                     if f.lstat().st_mtime >= older_than:
