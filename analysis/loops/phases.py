@@ -352,8 +352,10 @@ def phases(trace: Trace, loop: Loop) -> list[Phase]:
         what += f" in {len(loops)} loops one after the other"
     out.append(Phase("steady", steady_start, last_end, what))
     end = last_end
+    # Results read back through unified-memory page faults are copied back too (``gpu_bounds`` counts them).
     if gpu is not None and gpu[1] > last_end and trace.scalar(
-            f"SELECT 1 FROM ({OPS_SQL}) WHERE start_ns >= {last_end} LIMIT 1") is not None:  # noqa: S608 - integers
+            f"SELECT 1 FROM (SELECT start_ns FROM ({OPS_SQL}) UNION ALL SELECT start_ns FROM memcpy) "  # noqa: S608 - integers
+            f"WHERE start_ns >= {last_end} LIMIT 1") is not None:
         out.append(Phase("epilogue", last_end, gpu[1], "GPU work after the last iteration (results copied back, "
                          "a last evaluation): analysed like the loop"))
         end = gpu[1]
