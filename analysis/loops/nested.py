@@ -94,10 +94,13 @@ def find_nested(codes: np.ndarray) -> tuple[int, int, int, list[tuple[int, int]]
     rounds = _rounds(seq)
     bursts_upto = np.cumsum(seq == _BURST)
     best: tuple[bool, int, int, int] | None = None   # (holds a loop of rounds, count, -first position, code)
-    for code, n in zip(*np.unique(seq, return_counts=True), strict=True):
+    # Positions grouped by code, in time order (one sort instead of a scan per code).
+    order = np.argsort(seq, kind="stable")
+    groups = np.split(order, np.flatnonzero(np.diff(seq[order])) + 1)
+    for pos in groups:
+        code, n = seq[pos[0]], len(pos)
         if code == _BURST or n < MIN_ITERATIONS:
             continue
-        pos = np.flatnonzero(seq == code)
         if np.any(np.diff(bursts_upto[pos]) <= 0):
             continue   # an iteration without inner work
         # Iterations that hold a loop of rounds are outer to the rounds' own operations.

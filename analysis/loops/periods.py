@@ -198,10 +198,11 @@ def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
         return []
     lead = _lead(ops, anchors, found[0])
     if lead:
-        # Every anchor moves back ``lead`` operations in start order (one sort, only for such loops).
-        order = np.argsort(ops["start_ns"], kind="stable")
-        pos = np.flatnonzero(ops["is_anchor"][order])
-        again = _loops_at(ops, ops["start_ns"][order[pos[pos >= lead] - lead]], period.length)
+        # Every anchor moves back ``lead`` operations in start order (one sort of the start times, only for
+        # such loops).
+        starts = np.sort(ops["start_ns"])
+        pos = np.searchsorted(starts, anchors, side="left")
+        again = _loops_at(ops, starts[pos[pos >= lead] - lead], period.length)
         if again is not None:
             found = again
     return found[1]

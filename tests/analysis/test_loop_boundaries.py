@@ -10,16 +10,28 @@ count once per step), and the first iteration starts with the step's first opera
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import statistics
+from pathlib import Path
 
 import pytest
 
 from analysis.loops.loop_report import loop_list
 from analysis.loops.phases import find_loop
 from analysis.model.trace import Trace
-from tests.analysis.planting import ingested
+from tests.analysis.planting import (
+    GPU_TABLES,
+    clone_row,
+    copy_export,
+    has_table,
+    ingest_copy,
+    ingested,
+    sqlite_rw,
+)
 from tests.conftest import corpus_file
+
+MS = 1_000_000
 
 
 def _raw(short: str, sql: str) -> list[tuple]:
@@ -90,3 +102,47 @@ def test_one_iteration_per_step_kernel(short: str, kernels: list[str]) -> None:
     """The labels count these loops by a kernel that runs once per step: Goodput's loops count the same."""
     counts = [len(_kernels_named(short, k)) for k in kernels]
     assert [x["count"] for x in _loops(short)] == counts
+
+
+def _plant_launch_and_read(path: Path, n: int, copy_kind: int, size: int) -> list[int]:
+    """Replace the export's GPU work by ``n`` iterations of one kernel launch then a small device-to-host read
+    (``copy_kind``: 2 a copy, 12 a unified-memory page the host faults in), with host time of varying
+    length between iterations (the host decides on the value it read). Returns the iterations' starts."""
+    con = sqlite_rw(path)
+    kernel = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1").fetchone()[0]
+    copy = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = ? LIMIT 1", [copy_kind]).fetchone()[0]
+    t = max(int(con.execute(f'SELECT MAX("end") FROM "{x}"').fetchone()[0] or 0)  # noqa: S608 - constants
+            for x in GPU_TABLES if has_table(con, x)) + 50 * MS
+    rng, starts = random.Random(n), []
+    with con:
+        for table in GPU_TABLES:
+            if has_table(con, table):
+                con.execute(f"DELETE FROM {table} WHERE rowid NOT IN ({kernel}, {copy})")  # noqa: S608 - integers
+        for _ in range(n):
+            starts.append(t)
+            clone_row(con, "CUPTI_ACTIVITY_KIND_KERNEL", kernel, start=t, end=t + 30_000)
+            clone_row(con, "CUPTI_ACTIVITY_KIND_MEMCPY", copy, start=t + 35_000, end=t + 37_000, bytes=size)
+            t += 37_000 + int(200_000 * (1 + 3 * rng.random()))
+        con.execute(f"DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = {kernel}")  # noqa: S608 - integers
+        con.execute(f"DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE rowid = {copy}")  # noqa: S608 - integers
+    con.close()
+    return starts
+
+
+@pytest.mark.parametrize(("base", "n", "copy_kind", "size"), [
+    ("cloverleaf-devsync.sqlite", 4, 2, 8),          # a launch and an 8-byte cudaMemcpy back, 4 times
+    ("devsync-heavy-report13.sqlite", 6, 12, 4096),  # a launch and a flag read through a page fault, 6 times
+])
+def test_a_launch_and_a_small_read_every_iteration_is_a_loop(tmp_path, base: str, n: int, copy_kind: int,
+                                                            size: int) -> None:
+    """Class 4: host-paced iterations of one launch and a small synchronous read are a loop, each iteration
+    from its launch. A fault read is the driver's migration, not a launched operation, so such iterations are
+    single launches and need five repeats (``analysis.loops.signatures.min_repeats``)."""
+    src = copy_export(corpus_file(base), tmp_path / "read.sqlite")
+    starts = _plant_launch_and_read(src, n, copy_kind, size)
+    trace = Trace(ingest_copy(src, tmp_path / "read.duckdb"), "read")
+    try:
+        loop = find_loop(trace)
+        assert loop.starts.tolist() == starts
+    finally:
+        trace.close()
