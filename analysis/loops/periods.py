@@ -182,32 +182,84 @@ def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
     number of operations but other kernels). Of the stretches that repeat one signature, the longest
     is kept (a loop broken by an odd iteration is the same loop). The loops together must hold
     ``MIN_COVERAGE`` of the operations: a short repeating burst is not the program's loop.
+
+    An iteration starts where the repetition starts (``_lead``): the anchor is any operation that occurs
+    once per iteration, often in its middle (a time step's reduction, the kernel between a step's copies);
+    the operations before the loop's first anchor that come back before its second one are the first
+    iteration's too, so every anchor moves back by that many operations. N steps are then N iterations:
+    the first one is not cut in two, and the last one is whole instead of too short to count.
     """
+    where = _cond(period.pid, period.device) + _span(lo, hi)
+    ops = trace.arrays(f"SELECT start_ns, end_ns, code = {int(period.anchor)} AS is_anchor, {SIG} "  # noqa: S608 - integers
+                       f"FROM ({OPS_CODES_SQL}) WHERE {where}")
+    anchors = np.sort(ops["start_ns"][ops["is_anchor"]])
+    found = _loops_at(ops, anchors, period.length)
+    if found is None:
+        return []
+    lead = _lead(ops, anchors, found[0])
+    if lead:
+        # Every anchor moves back ``lead`` operations in start order (one sort of the start times, only for
+        # such loops).
+        starts = np.sort(ops["start_ns"])
+        pos = np.searchsorted(starts, anchors, side="left")
+        again = _loops_at(ops, starts[pos[pos >= lead] - lead], period.length)
+        if again is not None:
+            found = again
+    return found[1]
+
+
+def _before(ops: dict[str, np.ndarray], t: int, n: int) -> np.ndarray:
+    """The codes of the last ``n`` operations starting before ``t``, latest first."""
+    idx = np.flatnonzero(ops["start_ns"] < t)
+    if len(idx) > n:
+        idx = idx[np.argpartition(ops["start_ns"][idx], len(idx) - n)[len(idx) - n:]]
+    return ops["code"][idx[np.argsort(-ops["start_ns"][idx], kind="stable")]]
+
+
+def _lead(ops: dict[str, np.ndarray], anchors: np.ndarray, kept: list[tuple[int, int]]) -> int:
+    """How many operations before each anchor open its iteration: for the first anchor of each loop, the
+    operations before it that equal, one by one backwards, those before the next anchor; the fewest over
+    the loops. A loop whose repetition runs back a whole iteration or more continues an earlier one (the
+    same work at another pace) and says nothing; none: 0."""
+    leads = []
+    for i0, i1 in kept:
+        if i1 - i0 < 2:
+            continue
+        a, b = int(anchors[i0]), int(anchors[i0 + 1])
+        n = int(np.count_nonzero((ops["start_ns"] >= a) & (ops["start_ns"] < b)))
+        x, y = _before(ops, a, n), _before(ops, b, n)
+        k = min(len(x), len(y))
+        m = int(np.argmin(np.r_[x[:k] == y[:k], False]))
+        if m < n:
+            leads.append(m)
+    return min(leads) if leads else 0
+
+
+def _loops_at(ops: dict[str, np.ndarray], anchors: np.ndarray,
+              length: int) -> tuple[list[tuple[int, int]], list[list[tuple[int, int, int, int]]]] | None:
+    """The loops when iterations open at the times ``anchors`` (sorted): the kept stretches as ``[i0, i1)``
+    ranges of ``anchors`` and each loop's iterations; None when there are none (see ``pattern_loops``)."""
     from analysis.loops.signatures import level_cuts, min_repeats, segments, signatures
 
-    where = _cond(period.pid, period.device) + _span(lo, hi)
-    anchors = np.sort(trace.arrays(f"SELECT start_ns FROM ({OPS_CODES_SQL}) WHERE {where} "  # noqa: S608 - integers
-                                   f"AND code = {int(period.anchor)}")["start_ns"])
-    need = min_repeats(period.length)
+    need = min_repeats(length)
     if len(anchors) < need:
-        return []
+        return None
     # Each operation belongs to the iteration of the last anchor at or before its start (NumPy: one
     # binary search per operation instead of a join).
-    ops = trace.arrays(f"SELECT start_ns, end_ns, {SIG} FROM ({OPS_CODES_SQL}) WHERE {where}")  # noqa: S608 - integers
     at = np.searchsorted(anchors, ops["start_ns"], side="right") - 1
     # The last anchor's iteration holds its first ``length`` operations; the work after them (results
     # copied back, teardown) is no iteration's.
     tail = np.flatnonzero(at == len(anchors) - 1)
-    if len(tail) > period.length:
-        at[tail[np.argsort(ops["start_ns"][tail], kind="stable")[period.length:]]] = -1
+    if len(tail) > length:
+        at[tail[np.argsort(ops["start_ns"][tail], kind="stable")[length:]]] = -1
     ok = at >= 0
     n_ops = np.bincount(at[ok], minlength=len(anchors))
     last = np.full(len(anchors), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last, at[ok], ops["end_ns"][ok])
     sigs = signatures(at, ops["code"], len(anchors))
     op_ns = np.bincount(at[ok], weights=(ops["end_ns"] - ops["start_ns"])[ok].astype(np.float64), minlength=len(anchors))
-    tol = max(1, int(TOLERANCE * period.length))
-    good = np.abs(n_ops - period.length) <= tol
+    tol = max(1, int(TOLERANCE * length))
+    good = np.abs(n_ops - length) <= tol
     # A warm-up iteration has the loop's operations too (their times differ, not their count).
     edges = np.flatnonzero(np.diff(np.r_[False, good, False].astype(np.int8)))
     best: dict[int, tuple[int, int]] = {}
@@ -231,19 +283,19 @@ def pattern_loops(trace: Trace, period: Period, lo: int | None = None,
         cuts = [i0, *(i0 + c for c in level_cuts(d, need)), i1]
         kept += list(zip(cuts[:-1], cuts[1:], strict=True))
     if not kept or sum(int(n_ops[i0:i1].sum()) for i0, i1 in kept) < MIN_COVERAGE * len(at):
-        return []
+        return None
     out = []
     for i0, i1 in kept:
         its = [(int(anchors[i]), int(last[i]), int(n_ops[i]), int(op_ns[i])) for i in range(i0, i1)]
         # The last iteration runs until the next anchor, which may be far (another loop, the end): it ends
         # with its first ``length`` operations, not with whatever work comes before that anchor.
         mine = np.flatnonzero(at == i1 - 1)
-        if len(mine) > period.length:
-            first = mine[np.argsort(ops["start_ns"][mine], kind="stable")[:period.length]]
-            its[-1] = (its[-1][0], int(ops["end_ns"][first].max()), int(period.length),
+        if len(mine) > length:
+            first = mine[np.argsort(ops["start_ns"][mine], kind="stable")[:length]]
+            its[-1] = (its[-1][0], int(ops["end_ns"][first].max()), int(length),
                        int((ops["end_ns"][first] - ops["start_ns"][first]).sum()))
         out.append(its)
-    return out
+    return kept, out
 
 
 # A host-paced loop without a repeating kernel sequence: the blocking syncs of the process that launches

@@ -154,6 +154,29 @@ def _pattern_loops(trace: Trace, period: Period, nv_reason: str | None) -> list[
     return sorted(found + more, key=lambda x: x.span[0])
 
 
+def _nested_loop(trace: Trace, nv_reason: str | None) -> Loop | None:
+    """An outer loop around inner runs of data-dependent length (``analysis.loops.nested``): the outer
+    iterations are the loop's, the inner loop is structure inside them (``detail['inner']``)."""
+    from analysis.loops.nested import nested_loop
+
+    found = nested_loop(trace)
+    if found is None:
+        return None
+    its = found.iterations
+    unit = (found.pid, found.device)
+    codes = f"{int(found.anchor)}, {int(found.inner_anchor)}"
+    names = dict(trace.sql("SELECT code, ANY_VALUE(COALESCE(name, short_name)) FROM (SELECT hash(COALESCE(name, "  # noqa: S608 - integers
+                           f"short_name, '?')) AS code, name, short_name FROM kernels) WHERE code IN ({codes}) GROUP BY code"))
+    loop = Loop("kernel_pattern", np.array([i[0] for i in its], dtype=np.int64), np.array([i[1] for i in its], dtype=np.int64),
+                signature=_signature(trace, unit, its[0][0], 5), unit=unit,
+                detail={"nested": True, "outer_opened_by": names.get(found.anchor), "pid": found.pid, "device": found.device,
+                        "inner": {"opened_by": names.get(found.inner_anchor), "period_ops": found.inner_length,
+                                  "iterations": found.inner_iterations, "runs": found.inner_runs},
+                        "nvtx_reason": nv_reason})
+    loop.gpu_ns = sum(i[3] for i in its)
+    return loop
+
+
 def _nvtx_repeats(trace: Trace, starts: np.ndarray) -> bool:
     """Whether NVTX steps repeat one piece of GPU work (``analysis.loops.signatures``): a few calls of one range
     around different work (two blocks of differently shaped queries) are not a loop."""
@@ -202,6 +225,9 @@ def find_loop(trace: Trace) -> Loop:
         if len(loops) > 1:
             main.loops = loops
         return main
+    nested = _nested_loop(trace, nv.get("reason"))
+    if nested is not None:
+        return nested
     synced = sync_iterations(trace, api_name_in(trace, SYNC_API_RE)) if trace.has_rows("cuda_api") else []
     if synced:
         return Loop("host_sync", np.array([s[0] for s in synced], dtype=np.int64),
@@ -220,6 +246,13 @@ def activity_bounds(trace: Trace) -> tuple[int, int] | None:
         return None
     row = trace.sql("SELECT MIN(s), MAX(e) FROM (" + " UNION ALL ".join(parts) + ")")[0]  # noqa: S608
     return None if row[0] is None else (int(row[0]), int(row[1]))
+
+
+def loop_warmup(loop: Loop) -> int:
+    """How many leading iterations of ``loop`` are warm-up: none for a nested loop, whose iterations run
+    their inner loops a data-dependent number of times (a long first iteration holds more work, it is not
+    slower at the same work), else ``warmup_count`` of its iteration times."""
+    return 0 if loop.detail.get("nested") else warmup_count(loop.durations)
 
 
 def warmup_count(durations: np.ndarray) -> int:
@@ -332,7 +365,7 @@ def phases(trace: Trace, loop: Loop) -> list[Phase]:
         return out
     loops = loop.all
     first_loop = loops[0]
-    w = warmup_count(first_loop.durations)
+    w = loop_warmup(first_loop)
     first = int(first_loop.starts[0])
     last_end = max(x.span[1] for x in loops)
     t0, t1 = min(t0, first), max(t1, last_end)
@@ -352,8 +385,10 @@ def phases(trace: Trace, loop: Loop) -> list[Phase]:
         what += f" in {len(loops)} loops one after the other"
     out.append(Phase("steady", steady_start, last_end, what))
     end = last_end
+    # Results read back through unified-memory page faults are copied back too (``gpu_bounds`` counts them).
     if gpu is not None and gpu[1] > last_end and trace.scalar(
-            f"SELECT 1 FROM ({OPS_SQL}) WHERE start_ns >= {last_end} LIMIT 1") is not None:  # noqa: S608 - integers
+            f"SELECT 1 FROM (SELECT start_ns FROM ({OPS_SQL}) UNION ALL SELECT start_ns FROM memcpy) "  # noqa: S608 - integers
+            f"WHERE start_ns >= {last_end} LIMIT 1") is not None:
         out.append(Phase("epilogue", last_end, gpu[1], "GPU work after the last iteration (results copied back, "
                          "a last evaluation): analysed like the loop"))
         end = gpu[1]

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.loops.phases import ITERATIONS_TABLE, Loop, find_loop, warmup_count
+from analysis.loops.phases import ITERATIONS_TABLE, Loop, find_loop, loop_warmup
 from analysis.model.activity import UnitOps
 from analysis.model.intervals import COMPUTE, GPU_OPS_SQL, NCCL
 from analysis.model.trace import Trace
@@ -112,7 +112,7 @@ def compute(units: list[UnitOps], loop: Loop, unit: tuple[int | None, int | None
     (a windowed trace's units give the same numbers for the iterations that lie inside its window)."""
     lo, hi = bounds(loop)
     n = len(lo)
-    w = warmup_count(loop.durations)
+    w = loop_warmup(loop)
     u = next((x for x in units if (x.pid, x.device) == unit), None)
     if u is None:
         u = UnitOps(None if unit is None else unit[0], None if unit is None else unit[1], _EMPTY, _EMPTY,

@@ -67,10 +67,6 @@ DISAGREE = {
     # calc_dt but always after two; Goodput's loop is the two-step period (half the labels' count, twice
     # their period).
     "hpcgroup__pipit__cloverleaf-devsync.sqlite": "two-step period",
-    # Nested loops of data-dependent length (the inner solve runs a varying number of times per outer
-    # iteration, p10-p90 period 0.15-0.84 ms): no constant kernel sequence and no single repeated sync
-    # cadence; Goodput calls it one-shot work whose window covers both labelled loops.
-    "cestwc__balinski-and-gomory-cuda__devsync-heavy-report13.sqlite": "nested, irregular",
 }
 
 
@@ -127,9 +123,3 @@ def _check_disagreement(name: str, trace: Trace, info, label: dict) -> None:
         assert info.loop.detail["period_ops"] > 0
         ours = loop_list(info.loop)[0].to_json()
         assert abs(ours["median_ns"] - 2 * entry["median_period_ms"] * MS) <= 0.03 * 2 * entry["median_period_ms"] * MS
-    elif why == "nested, irregular":
-        work = phase_of(info.phases, "work")
-        assert len(info.loop) == 0 and work is not None
-        for e in label["loops"]:
-            lo, hi = e["window_ns"]
-            assert work.start_ns <= lo + 0.01 * MS and work.end_ns >= hi - 0.01 * MS

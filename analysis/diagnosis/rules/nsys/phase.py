@@ -10,7 +10,7 @@ from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
 from analysis.diagnosis.rules.nsys.startup_fill import UNRECORDED, describe, startup_fill
-from analysis.loops.phases import activity_bounds, phase_info, phase_of, top_calls, warmup_count
+from analysis.loops.phases import activity_bounds, loop_warmup, phase_info, phase_of, top_calls
 from analysis.model.trace import Run, Trace
 
 # What fills a start-up, by call or range name; the first match decides the advice.
@@ -149,7 +149,7 @@ class WarmupCost(_PhaseRule):
         # The first loop's warm-up (the warm-up phase); another loop later in the run starts warm.
         loop = phase_info(trace).loop.all[0] if len(phase_info(trace).loop) else phase_info(trace).loop
         d = loop.durations
-        w = warmup_count(d)
+        w = loop_warmup(loop)
         if not w:
             return []
         med = float(np.median(d[w:]))
