@@ -102,9 +102,16 @@ def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[s
         if not ana:
             continue
         dist = it.get("iteration_time") or {}
+        loops = it.get("loops") or []
+        # Under ``loop:N`` the anatomy is loop N's: its count, source and step times, not the main loop's.
+        judged = next((lp for lp in loops if ana.get("loop") is not None and lp.get("index") == ana.get("loop")), None)
+        if judged is not None:
+            dist = ana.get("iteration_time") or dist
         out.append({
-            "report_id": report.id, "name": report.name, "rank": report.rank, "source": it.get("source"),
-            "count": it.get("count"), "range": it.get("range"),
+            "report_id": report.id, "name": report.name, "rank": report.rank,
+            "source": (judged or it).get("source"), "count": (judged or it).get("count"),
+            "range": it.get("range") if judged is None or judged.get("main") else None,
+            "loop": None if judged is None else {"index": judged.get("index"), "of": len(loops)},
             "dist": [(label, dist.get(key)) for label, key in (("min", "min_ns"), ("p10", "p10_ns"),
                                                               ("median", "median_ns"), ("p90", "p90_ns"),
                                                               ("p99", "p99_ns"), ("max", "max_ns"))],
@@ -112,7 +119,7 @@ def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[s
             "jitter_pct": ana.get("jitter_pct"), "duty_pct": ana.get("gpu_duty_cycle_pct"), "kind": ana.get("kind"),
             "per_second": ana.get("per_second"), "slowest": ana.get("slowest_steps") or [],
             # Several loops one after the other: each one's step times (one loop: the table above says it all).
-            "loops": it.get("loops") if len(it.get("loops") or []) > 1 else [],
+            "loops": loops if len(loops) > 1 else [],
         })
     return out
 

@@ -145,3 +145,38 @@ def test_a_token_upload_names_the_token_not_a_person(client, db) -> None:
     assert made.status_code == 202, made.json
     html = unescape(client.get(f"/runs/{made.json['id']}").get_data(as_text=True))
     assert "submitted with\n  the API token “nightly scheduler” via api" in html
+
+
+def test_under_loop_n_the_iterations_and_per_step_figures_are_that_loops(client, db, settings, ingested) -> None:
+    """clue-um-t4 has two loops (non-tiled then tiled kernels; the second is the main one). Under ``loop:0`` the
+    Iterations section, the slowest steps and the findings' impact per step are loop 0's, not dropped."""
+    from app.models import Finding, RunSummary
+    from app.web.filters import fmt_ns
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("clue-um-t4.sqlite")], job="loop-window")
+    token = csrf_of(client.get(f"/runs/{run_id}").get_data(as_text=True))
+    assert client.post(f"/runs/{run_id}/analysis", data={"window": "loop:0", "csrf_token": token}).status_code == 302
+    seed.finish_analysis(db, settings, run_id)
+    db.expire_all()
+    report = db.scalar(sa.select(Report).where(Report.run_id == run_id))
+    data = db.scalar(sa.select(RunSummary.data).where(RunSummary.report_id == report.id))
+    loops, ana = data["iterations"]["loops"], data["iterations"]["anatomy"]
+    first = loops[0]
+    assert data["window"]["spec"] == "loop:0" and not first["main"]
+    assert (data["window"]["start_ns"], data["window"]["end_ns"]) == (first["start_ns"], first["end_ns"])
+    assert ana["loop"] == 0 and ana["steady_count"] == first["count"]
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    section = html[html.index('<div id="iterations">'):html.index("Findings, ranked by impact")]
+    assert f"Loop 0 of {len(loops)} (the analysis window): {first['count']} iterations" in section
+    assert f'data-q="median" data-ns="{first["median_ns"]}">{fmt_ns(first["median_ns"])}<' in section
+    assert '<tr data-loop="0" class="window-loop">' in section
+    slow = ana["slowest_steps"]
+    assert slow and all(0 <= st["index"] < first["count"] for st in slow)
+    assert section.count('<tr data-index="') == len(slow)
+    steady = [f for f in db.scalars(sa.select(Finding).where(Finding.run_id == run_id))
+              if f.extra.get("phase") == "steady" and f.impact_ns]
+    assert steady
+    for f in steady:
+        n, per_step = f.extra["steps_in_window"], f.extra["impact_per_step_ns"]
+        assert n == first["count"] and per_step == round(f.impact_ns / n)
+        assert f'title="{fmt_ns(f.impact_ns)} over the {n} steps of the window">{fmt_ns(per_step)} per step</span>' in html
