@@ -190,6 +190,15 @@ def ready_report(session: Session, settings: Settings, run_id: int, report_id: i
     return report, path
 
 
+def report_window(session: Session, run_id: int, report_id: int) -> tuple[int, int] | None:
+    """The analysis window a report's findings were judged on, in its own times (None: the whole report)."""
+    data = session.scalar(sa.select(RunSummary.data).where(RunSummary.run_id == run_id,
+                                                           RunSummary.report_id == report_id)) or {}
+    w = data.get("window") or {}
+    lo, hi = w.get("start_ns"), w.get("end_ns")
+    return (int(lo), int(hi)) if isinstance(lo, int) and isinstance(hi, int) else None
+
+
 def clock_offsets(reports: list[Report]) -> dict[int, int]:
     """Per ingested nsys report, the ns to add to its times to reach the run clock the timeline draws on (0 at
     the earliest report's session start; ``analysis.views.run_timeline.offsets``): 0 each unless every one of
@@ -218,6 +227,36 @@ def on_run_clock(findings: list[dict[str, Any]], reports: list[Report]) -> list[
                 e = {**e, "at_ns": e["start_ns"] + off}
             evidence.append(e)
         out.append({**f, "evidence": evidence})
+    return out
+
+
+def timeline_hints(findings: list[dict[str, Any]], reports: list[Report]) -> list[dict[str, Any]]:
+    """Each finding without a timed evidence row gains how the timeline can show it: ``timeline_calls`` (the
+    names its evidence sums over, whose calls ``calls.json`` finds where they held the GPU idle) when it is an
+    nsys report's, else ``timeline_reason`` (why it has no time range)."""
+    by_id = {r.id: r for r in reports}
+    out = []
+    for f in findings:
+        evidence = [e for e in f.get("evidence") or [] if isinstance(e, dict)]
+        if any(isinstance(e.get("start_ns"), int) for e in evidence):
+            out.append(f)
+            continue
+        rid = f.get("report_id")
+        report = by_id.get(rid) if isinstance(rid, int) else None
+        names = [str(n["name"]) for n in f.get("names") or [] if isinstance(n, dict) and n.get("name")] or [
+            str(e["name"]) for e in evidence if e.get("name")]
+        hint: dict[str, Any]
+        if report is None:
+            hint = {"timeline_reason": "a figure of the whole run, across its ranks, with no time range of its own"}
+        elif report.kind == ToolKind.NCU:
+            hint = {"timeline_reason": "measured by Nsight Compute, which replays each kernel off the timeline's clock"}
+        elif report.kind == ToolKind.NCCL:
+            hint = {"timeline_reason": "read from the NCCL debug log, which records no times"}
+        elif names and report.trace_path:
+            hint = {"timeline_calls": names[:50]}
+        else:
+            hint = {"timeline_reason": "its evidence gives totals over the analysis window, with no time range"}
+        out.append({**f, **hint})
     return out
 
 
