@@ -31,7 +31,7 @@ WIDEST = """() => {
                          e.parentElement.className + ': ' + (e.textContent || '').slice(0, 40));
 }"""
 
-_UNIT = r"(?:s|ms|µs|ns|B|kB|MB|GB|TB|MiB|GiB|B/s|kB/s|MB/s|GB/s|TB/s|%)"
+_UNIT = r"(?:s|ms|µs|ns|B|kB|MB|GB|TB|MiB|GiB|B/s|kB/s|MB/s|GB/s|TB/s|%|[kMGTP]?FLOP/s|[kMGTP]?FLOP|[kMG]?Hz)"
 _NUMBER_WITH_UNIT = re.compile(r"(?<![\w.,:#/-])([+-−]?\d[\d,]*(?:\.\d+)?)\s?(" + _UNIT + r")(?![\w/])")
 _LONG_ZEROS = re.compile(r"(?<![\w.])\d*\.000\d*")
 
@@ -58,10 +58,11 @@ def number_problems(text: str, precise: bool = False) -> list[str]:
 
 def test_the_number_scanner_catches_what_the_issue_lists() -> None:
     bad = ("0.000000546 s", "0.000811 ms", "0.0115 ms", "0.0269 s", "30.387 ms", "+18.149 ms", "3,303.2 MB",
-           "1,147.2 MB/s", "1230 copies", "0.000")
+           "1,147.2 MB/s", "1230 copies", "0.000", "1,234.5 GFLOP/s", "0.0195 TFLOP/s")
     for text in bad:
         assert number_problems(f"took {text} here"), text
-    good = "26.8 s, 4.21 ms, 546 ns, 12.3 %, 100.0 %, 1,230 copies, 12,288 kernels, 1.23 GB, +18.1 ms, 2026-12-06 03:14"
+    good = ("26.8 s, 4.21 ms, 546 ns, 12.3 %, 100.0 %, 1,230 copies, 12,288 kernels, 1.23 GB, +18.1 ms, 2026-12-06 03:14, "
+            "290 GFLOP/s, 1.41 GHz")
     assert number_problems(good) == []
 
 
