@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence",
            "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
            "AnalysisStep", "ToolKind", "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
-           "compare_facts", "run_facts", "run_step_time", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances",
+           "compare_facts", "run_facts", "run_step_time", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances", "named_calls",
            "NCU_TREND_KPIS", "kernel_rank_matrix", "lanes_described", "ncu_kernel_kpis", "open_report",
            "overview_path", "prepare_overview", "report_tables", "rule_catalogue",
            "report_step", "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window",
@@ -439,6 +439,21 @@ def kernel_instances(trace: Trace, name: str, limit: int = 5) -> dict[str, Any]:
     from analysis.views.timeline import kernel_instances as instances
 
     return instances(trace, name, limit)
+
+
+def named_calls(trace: Trace, names: Sequence[str], window: tuple[int, int] | None = None,
+                limit: int = 20) -> dict[str, Any]:
+    """Where the calls a finding names held the GPU idle in the report's analysis ``window`` (its evidence when
+    that is totals per name): the calls with the most idle inside (``analysis.views.named_calls``)."""
+    from analysis.views.named_calls import named_calls as calls
+
+    if window is None:
+        return calls(trace, names, limit)
+    view = trace.windowed(*window)
+    try:
+        return calls(view, names, limit)
+    finally:
+        view.close()
 
 
 def chrome_trace_json(trace: Trace, start_ns: int | None = None, end_ns: int | None = None) -> Iterator[str]:

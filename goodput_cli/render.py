@@ -66,14 +66,18 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
                      f"{ana['gpu_duty_cycle_pct']:.1f}%; per iteration: launch {ms(lat.get('launch_ns'))}, queue "
                      f"delay {ms(lat.get('queue_delay_ns'))}, GPU {ms(lat.get('gpu_exec_ns'))}, copies "
                      f"{ms(lat.get('copies_ns'))}, sync {ms(lat.get('sync_ns'))}")
-    elif ana:
-        lines.append(f"   steady steps: {ana['steady_count']}, median {ms(ana['iteration_median_ns'])} per step, "
+    # Under loop:N the anatomy is loop N's (``anatomy.loop``), its step times beside it; else the main loop's.
+    judged = next((lp for lp in it.get("loops") or [] if ana.get("loop") is not None and lp.get("index") == ana["loop"]),
+                  None)
+    if ana and ana.get("kind") != "host_paced":
+        steps = "steady steps" if judged is None else f"loop {judged['index']} steps"
+        lines.append(f"   {steps}: {ana['steady_count']}, median {ms(ana['iteration_median_ns'])} per step, "
                      f"jitter (p90-p10) {ana.get('jitter_pct') or 0:.1f}%, GPU busy {ana['gpu_duty_cycle_pct']:.1f}%")
-    dist = it.get("iteration_time") or {}
+    dist = (ana.get("iteration_time") if judged is not None else None) or it.get("iteration_time") or {}
     if ana and dist:
         lines.append(f"   step time: p10 {ms(dist.get('p10_ns'))}, median {ms(dist.get('median_ns'))}, p90 "
                      f"{ms(dist.get('p90_ns'))}, p99 {ms(dist.get('p99_ns'))}, max {ms(dist.get('max_ns'))} "
-                     f"({it.get('count')} iterations)")
+                     f"({(judged or it).get('count')} iterations{'' if judged is None else ' of loop ' + str(judged['index'])})")
     for step in (ana.get("slowest_steps") or [])[:3]:
         last = f"; rank finishing it last: {_printable(str(step['last']))}" if step.get("last") else ""
         lines.append(f"     slow step {step['index']}: {ms(step['ns'])} (+{ms(step['extra_ns'])} over the median)"

@@ -52,7 +52,7 @@ from analysis.loops import iterations as it
 from analysis.loops import steps as records_of
 from analysis.loops import window as win
 from analysis.loops.loop_report import loop_list, mark_loops, program_shape, run_phase
-from analysis.loops.phases import PhaseInfo, phase_info
+from analysis.loops.phases import Loop, PhaseInfo, phase_info
 from analysis.model.activity import unit_ops
 from analysis.model.network import report_network, run_matrix
 from analysis.model.nvtx_projection import nvtx_projection
@@ -108,11 +108,26 @@ def make_context(*, rules: list[str] | None = None, thresholds: Mapping[str, flo
 
 
 
-def _anatomy(t: Trace, v: Trace, info: PhaseInfo, all_params: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:
-    """The window's step anatomy from every iteration's exact record: those the ingest wrote into the
-    file, else (a file older than the table) computed on the window's GPU operations, exact for the
-    iterations that lie inside it, which are the only ones the anatomy uses."""
-    loop = info.loop
+def _judged_loop(spec: win.WindowSpec, info: PhaseInfo) -> tuple[Loop, int | None]:
+    """The loop whose iterations the window holds, and its index in ``iterations.loops`` when the window
+    is ``loop:N`` (None otherwise): loop N for ``loop:N``, the main loop for every other window (the
+    steady window and ``iterations:A-B`` count the main loop's iterations)."""
+    if spec.kind == "loop" and spec.a is not None and spec.a < len(info.loop.all):
+        return info.loop.all[spec.a], spec.a
+    return info.loop, None
+
+
+def _time_stats(d: np.ndarray) -> dict[str, float | int]:
+    """Iteration-time percentiles, extremes and mean of a loop's ``durations`` (non-empty)."""
+    q = {f"p{p}": float(np.percentile(d, p)) for p in (10, 50, 90, 99)}
+    return {"median_ns": q["p50"], "p10_ns": q["p10"], "p90_ns": q["p90"], "p99_ns": q["p99"],
+            "min_ns": int(d.min()), "max_ns": int(d.max()), "mean_ns": float(d.mean())}
+
+
+def _anatomy(t: Trace, v: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:
+    """The window's step anatomy of ``loop`` (the one the window holds) from every iteration's exact record:
+    those the ingest wrote into the file (the main loop's), else computed on the window's GPU operations, exact
+    for the iterations that lie inside it, which are the only ones the anatomy uses."""
     if not len(loop) or not v.has_rows("kernels"):
         return None
     cols = records_of.stored(t, loop)
@@ -126,9 +141,12 @@ def _anatomy(t: Trace, v: Trace, info: PhaseInfo, all_params: Mapping[str, Mappi
     return anatomy(v, loop, all_params, cols, unit)
 
 
-def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> dict[str, Any]:
+def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None,
+                  judged: tuple[Loop, int | None] | None = None) -> dict[str, Any]:
     """The report's ``iterations`` object: NVTX's step summary when the step is an NVTX range (its
-    keys as before), plus the loop's source, counts, iteration-time percentiles and step anatomy."""
+    keys as before), plus the loop's source, counts, iteration-time percentiles and step anatomy.
+    ``judged``: the loop the window holds and its index under ``loop:N``; the anatomy is that loop's and
+    says so (``anatomy.loop``: the index in ``loops``; ``anatomy.iteration_time``: its percentiles)."""
     loop = info.loop
     nv = loop.nvtx or (it.iterations(trace) if loop.source is None else {})
     out: dict[str, Any] = it.compact(nv) if loop.source in ("nvtx", None) else {
@@ -140,9 +158,7 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
     out.update({"source": loop.source, "count": len(loop), "signature": loop.signature,
                 "detail": loop.detail, "reason": out.get("reason") if loop.source else loop.reason})
     if len(d):
-        q = {f"p{p}": float(np.percentile(d, p)) for p in (10, 50, 90, 99)}
-        stats = {"median_ns": q["p50"], "p10_ns": q["p10"], "p90_ns": q["p90"], "p99_ns": q["p99"],
-                 "min_ns": int(d.min()), "max_ns": int(d.max()), "mean_ns": float(d.mean())}
+        stats = _time_stats(d)
         out["iteration_time"] = stats
         if loop.source != "nvtx":
             out.update(stats)
@@ -153,6 +169,8 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None) -> 
     if ana is not None:
         records = ana.pop("records")
         out["anatomy"] = {**ana, "records": records[:ITEMS], "records_total": len(records)}
+        if judged is not None and judged[1] is not None:
+            out["anatomy"].update(loop=judged[1], iteration_time=_time_stats(judged[0].durations))
     return out
 
 
@@ -186,9 +204,10 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             records: list[dict[str, Any]] = []
             if info_p is not None:
                 info["breakdown"] = bd.breakdown(v)
-                ana = _anatomy(t, v, info_p, ctx.all_params)
+                judged = _judged_loop(spec, info_p)
+                ana = _anatomy(t, v, judged[0], ctx.all_params)
                 records = list(ana["records"]) if ana is not None else []
-                info["iterations"] = _loop_summary(t, info_p, ana)
+                info["iterations"] = _loop_summary(t, info_p, ana, judged)
                 nvtx = nvtx_projection(v, limit=10)
                 info["nvtx"] = NvtxSummary(nvtx["has_nvtx"], tuple(NvtxRange(**r) for r in nvtx["ranges"])).to_json()
                 info["launches"] = launch_summary(v).to_json()
@@ -206,7 +225,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             if info_p is not None:  # after the rules: it reuses the gap rules' painting of the idle
                 info["idle_anatomy"] = [a.to_json() for a in idle_anatomy(v, [(p.name, p.start_ns)
                                                                                for p in info_p.phases])]
-            facts = _facts(t, v, info_p, records, facts_dir)
+            facts = _facts(t, v, None if info_p is None else _judged_loop(spec, info_p)[0], records, facts_dir)
         finally:
             if v is not t:
                 v.close()
@@ -274,14 +293,13 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
                         for rid, o in outcomes.items()})
 
 
-def _facts(t: Trace, v: Trace, info_p: PhaseInfo | None, records: list[dict[str, Any]],
+def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[dict[str, Any]],
            facts_dir: Path | None) -> dict[str, Any]:
-    """The report's compact facts (``analysis.run.facts``): JSON scalars and iterations, and the
-    collectives table written into ``facts_dir``."""
+    """The report's compact facts (``analysis.run.facts``): JSON scalars and the iterations of ``loop`` (the
+    one the window holds, whose records ``records`` are), and the collectives table written into ``facts_dir``."""
     facts: dict[str, Any] = {"rank": t.rank, "session_start_utc_ns": t.session_start_utc_ns}
     if t.tool != ToolKind.NSYS:
         return facts
-    loop = info_p.loop if info_p is not None else None
     facts["verdict"] = verdict_facts(t)  # the whole report's extent, for the verdict once every rule ran
     facts["iterations"] = run_facts.iteration_facts(loop, records)
     kernels = nsys_kernels(v)

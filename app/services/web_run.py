@@ -102,9 +102,16 @@ def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[s
         if not ana:
             continue
         dist = it.get("iteration_time") or {}
+        loops = it.get("loops") or []
+        # Under ``loop:N`` the anatomy is loop N's: its count, source and step times, not the main loop's.
+        judged = next((lp for lp in loops if ana.get("loop") is not None and lp.get("index") == ana.get("loop")), None)
+        if judged is not None:
+            dist = ana.get("iteration_time") or dist
         out.append({
-            "report_id": report.id, "name": report.name, "rank": report.rank, "source": it.get("source"),
-            "count": it.get("count"), "range": it.get("range"),
+            "report_id": report.id, "name": report.name, "rank": report.rank,
+            "source": (judged or it).get("source"), "count": (judged or it).get("count"),
+            "range": it.get("range") if judged is None or judged.get("main") else None,
+            "loop": None if judged is None else {"index": judged.get("index"), "of": len(loops)},
             "dist": [(label, dist.get(key)) for label, key in (("min", "min_ns"), ("p10", "p10_ns"),
                                                               ("median", "median_ns"), ("p90", "p90_ns"),
                                                               ("p99", "p99_ns"), ("max", "max_ns"))],
@@ -112,7 +119,7 @@ def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[s
             "jitter_pct": ana.get("jitter_pct"), "duty_pct": ana.get("gpu_duty_cycle_pct"), "kind": ana.get("kind"),
             "per_second": ana.get("per_second"), "slowest": ana.get("slowest_steps") or [],
             # Several loops one after the other: each one's step times (one loop: the table above says it all).
-            "loops": it.get("loops") if len(it.get("loops") or []) > 1 else [],
+            "loops": loops if len(loops) > 1 else [],
         })
     return out
 
@@ -183,6 +190,15 @@ def ready_report(session: Session, settings: Settings, run_id: int, report_id: i
     return report, path
 
 
+def report_window(session: Session, run_id: int, report_id: int) -> tuple[int, int] | None:
+    """The analysis window a report's findings were judged on, in its own times (None: the whole report)."""
+    data = session.scalar(sa.select(RunSummary.data).where(RunSummary.run_id == run_id,
+                                                           RunSummary.report_id == report_id)) or {}
+    w = data.get("window") or {}
+    lo, hi = w.get("start_ns"), w.get("end_ns")
+    return (int(lo), int(hi)) if isinstance(lo, int) and isinstance(hi, int) else None
+
+
 def clock_offsets(reports: list[Report]) -> dict[int, int]:
     """Per ingested nsys report, the ns to add to its times to reach the run clock the timeline draws on (0 at
     the earliest report's session start; ``analysis.views.run_timeline.offsets``): 0 each unless every one of
@@ -211,6 +227,36 @@ def on_run_clock(findings: list[dict[str, Any]], reports: list[Report]) -> list[
                 e = {**e, "at_ns": e["start_ns"] + off}
             evidence.append(e)
         out.append({**f, "evidence": evidence})
+    return out
+
+
+def timeline_hints(findings: list[dict[str, Any]], reports: list[Report]) -> list[dict[str, Any]]:
+    """Each finding without a timed evidence row gains how the timeline can show it: ``timeline_calls`` (the
+    names its evidence sums over, whose calls ``calls.json`` finds where they held the GPU idle) when it is an
+    nsys report's, else ``timeline_reason`` (why it has no time range)."""
+    by_id = {r.id: r for r in reports}
+    out = []
+    for f in findings:
+        evidence = [e for e in f.get("evidence") or [] if isinstance(e, dict)]
+        if any(isinstance(e.get("start_ns"), int) for e in evidence):
+            out.append(f)
+            continue
+        rid = f.get("report_id")
+        report = by_id.get(rid) if isinstance(rid, int) else None
+        names = [str(n["name"]) for n in f.get("names") or [] if isinstance(n, dict) and n.get("name")] or [
+            str(e["name"]) for e in evidence if e.get("name")]
+        hint: dict[str, Any]
+        if report is None:
+            hint = {"timeline_reason": "a figure of the whole run, across its ranks, with no time range of its own"}
+        elif report.kind == ToolKind.NCU:
+            hint = {"timeline_reason": "measured by Nsight Compute, which replays each kernel off the timeline's clock"}
+        elif report.kind == ToolKind.NCCL:
+            hint = {"timeline_reason": "read from the NCCL debug log, which records no times"}
+        elif names and report.trace_path:
+            hint = {"timeline_calls": names[:50]}
+        else:
+            hint = {"timeline_reason": "its evidence gives totals over the analysis window, with no time range"}
+        out.append({**f, **hint})
     return out
 
 

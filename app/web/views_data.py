@@ -108,6 +108,21 @@ def kernel_json(run_id: int):
     return jsonify({"name": name, "reports": out})
 
 
+@bp.route("/runs/<id:run_id>/reports/<id:report_id>/calls.json")
+@login_required
+def calls_json(run_id: int, report_id: int):
+    """Where the calls a finding names (``name``, repeated) held the GPU idle in the report's analysis window:
+    the time ranges of a finding whose evidence is totals per name (MEM006, HOST001 ...)."""
+    names = [n for n in request.args.getlist("name") if n][:50]
+    window = web_run.report_window(get_session(), run_id, report_id)
+    report, trace = _open(run_id, report_id)
+    try:
+        found = api.named_calls(trace, names, window) if report.kind == api.ToolKind.NSYS else {"count": 0, "longest": []}
+    finally:
+        trace.close()
+    return jsonify({"report_id": report_id, "names": names, **found})
+
+
 @bp.route("/runs/<id:run_id>/reports/<id:report_id>/trace.json")
 @login_required
 def chrome_trace_download(run_id: int, report_id: int):

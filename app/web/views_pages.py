@@ -54,7 +54,7 @@ def runs():
 def run(run_id: int):
     view = _page_or_404(web_run.run_view, get_session(), run_id)
     nsys = [r for r in view.reports if r.kind == ToolKind.NSYS and r.trace_path]
-    findings = web_run.on_run_clock(web_run.rank_findings(view), view.reports)
+    findings = web_run.timeline_hints(web_run.on_run_clock(web_run.rank_findings(view), view.reports), view.reports)
     rule_docs = {}
     for f in findings:
         if f["rule_id"] not in rule_docs:

@@ -226,6 +226,21 @@ def test_each_loop_is_its_own_window(tmp_path):
     assert (rep["window"]["start_ns"], rep["window"]["end_ns"]) == (s[0], s[14] + facts["body_ns"])
     # The rules judged that loop alone: the GPU span is its first kernel to its last.
     assert rep["breakdown"]["span_ns"] == s[14] + facts["body_ns"] - s[0]
+    # Its step anatomy is that loop's (not the main loop's, which lies outside the window): 15 steps of 5 ms,
+    # and the findings' impact per step divides by those 15.
+    ana = rep["iterations"]["anatomy"]
+    assert ana["loop"] == 0 and not rep["iterations"]["loops"][0]["main"]
+    assert ana["steady_count"] == 15 and ana["iteration_median_ns"] == a
+    assert ana["iteration_time"]["median_ns"] == rep["iterations"]["loops"][0]["median_ns"] == a
+    assert [r["start_ns"] for r in ana["records"]] == s[:15]
+    judged = [f for f in result["findings"] if f["phase"] == "steady" and f["impact_ns"]]
+    assert judged and all(f["steps_in_window"] == 15 and f["impact_per_step_ns"] == round(f["impact_ns"] / 15)
+                          for f in judged)
+    # The other loop under loop:1 (the main one): its 20 steps of 8 ms.
+    (tmp_path / "second").mkdir()
+    _, other = _analyzed(tmp_path / "second", [a] * 15 + [b] * 20, window="loop:1")
+    ana = other["reports"][0]["iterations"]["anatomy"]
+    assert (ana["loop"], ana["steady_count"], ana["iteration_median_ns"]) == (1, 20, b)
     (tmp_path / "third").mkdir()
     with pytest.raises(TraceError, match="2 found"):
         _analyzed(tmp_path / "third", [a] * 15 + [b] * 20, window="loop:2")

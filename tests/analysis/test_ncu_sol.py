@@ -74,7 +74,7 @@ def test_conv2d_shared_memory_says_shared_memory_is_clean(corpus):
     assert ncu_findings(r) == []
     v = r["verdict"]
     assert v["kind"] == "ncu_unknown" and "0 bank conflicts over 8,640 wavefronts" in v["text"]
-    assert "1.0% of peak" in v["text"] and "--section SpeedOfLight" in v["next_step"]
+    assert "1.0 % of peak" in v["text"] and "--section SpeedOfLight" in v["next_step"]
     assert v["impact_ns"] is None  # no finding, no cost claimed
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ WIDEST = """() => {
                          e.parentElement.className + ': ' + (e.textContent || '').slice(0, 40));
 }"""
 
-_UNIT = r"(?:s|ms|µs|ns|B|kB|MB|GB|TB|MiB|GiB|B/s|kB/s|MB/s|GB/s|TB/s|%)"
+_UNIT = r"(?:s|ms|µs|ns|B|kB|MB|GB|TB|MiB|GiB|B/s|kB/s|MB/s|GB/s|TB/s|%|[kMGTP]?FLOP/s|[kMGTP]?FLOP|[kMG]?Hz)"
 _NUMBER_WITH_UNIT = re.compile(r"(?<![\w.,:#/-])([+-−]?\d[\d,]*(?:\.\d+)?)\s?(" + _UNIT + r")(?![\w/])")
 _LONG_ZEROS = re.compile(r"(?<![\w.])\d*\.000\d*")
 
@@ -58,10 +59,11 @@ def number_problems(text: str, precise: bool = False) -> list[str]:
 
 def test_the_number_scanner_catches_what_the_issue_lists() -> None:
     bad = ("0.000000546 s", "0.000811 ms", "0.0115 ms", "0.0269 s", "30.387 ms", "+18.149 ms", "3,303.2 MB",
-           "1,147.2 MB/s", "1230 copies", "0.000")
+           "1,147.2 MB/s", "1230 copies", "0.000", "1,234.5 GFLOP/s", "0.0195 TFLOP/s")
     for text in bad:
         assert number_problems(f"took {text} here"), text
-    good = "26.8 s, 4.21 ms, 546 ns, 12.3 %, 100.0 %, 1,230 copies, 12,288 kernels, 1.23 GB, +18.1 ms, 2026-12-06 03:14"
+    good = ("26.8 s, 4.21 ms, 546 ns, 12.3 %, 100.0 %, 1,230 copies, 12,288 kernels, 1.23 GB, +18.1 ms, 2026-12-06 03:14, "
+            "290 GFLOP/s, 1.41 GHz")
     assert number_problems(good) == []
 
 
@@ -249,3 +251,39 @@ def test_the_run_page_says_what_is_happening_until_ready(signed_in, store) -> No
     page.wait_for_selector("#run-status[data-status=ready]", timeout=15_000)
     assert page.locator("#run-progress").count() == 0
     assert not signed_in.errors
+
+
+def test_findings_of_call_totals_go_to_the_timeline_and_loop_windows_keep_their_steps(signed_in, store) -> None:
+    # saxpy-mpi: MEM006 and HOST003 give totals per call name; their button highlights the calls that held the GPU idle.
+    run_id = store([corpus_file("saxpy-mpi-rank0-perlmutter.sqlite")], job="first-hour-calls")
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"/runs/{run_id}")
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
+    page.evaluate("() => document.querySelectorAll('#minor-findings, details.rule-group').forEach(d => { d.open = true; })")
+    for rule in ("MEM006", "HOST003"):
+        finding = page.locator(f"details.finding[data-rule={rule}]")
+        finding.locator("> summary").click()
+        button = finding.locator("button.show-on-timeline")
+        assert button.is_visible()
+        before = page.evaluate("() => Number(document.getElementById('timeline').dataset.loads || 0)")
+        button.click()
+        page.wait_for_function("(n) => Number(document.getElementById('timeline').dataset.loads || 0) > n", arg=before)
+        page.wait_for_function("() => Number(document.getElementById('timeline').dataset.highlighted) > 0")
+        note = finding.locator(".timeline-note").inner_text()
+        assert re.fullmatch(r"[\d,]+ calls? held the GPU idle(; the [\d,]+ with the most idle inside are highlighted)?",
+                            note), note
+    assert page.locator("p.no-timeline").count() == 0
+    # clue-um-t4 under loop:0 (not its main loop): the Iterations section and the per-step figures stay.
+    run_id = store([corpus_file("clue-um-t4.sqlite")], job="first-hour-loop-window")
+    page.goto(f"/runs/{run_id}")
+    page.fill("#window-form input[name=window]", "loop:0")
+    page.locator("#window-form button[type=submit]").click()
+    deadline = time.monotonic() + 120                 # the service's worker analyses the run again
+    while "Loop 0 of 2 (the analysis window)" not in (page.locator("#iterations").all_inner_texts() or [""])[0]:
+        assert time.monotonic() < deadline, page.locator("main").inner_text()[:2000]
+        time.sleep(2)
+        page.goto(f"/runs/{run_id}")
+    assert page.locator("#iterations tr.window-loop[data-loop='0']").count() == 1
+    assert page.locator("details.finding .per-step").count() > 0
+    assert not signed_in.errors and not signed_in.dialogs

@@ -15,7 +15,7 @@ def test_text_shows_levels_bound_and_roofline(tmp_path):
     out = proc.stdout
     assert "memory story (1 profiled kernels)" in out and "memory story (2 profiled kernels)" in out
     assert "DRAM 4.1 GB 196.5 GB/s 62% of peak" in out                      # numba copy: 196,456,177,859.63 B/s
-    assert "bound: bandwidth (dram): DRAM at 61.8% of its peak" in out
+    assert "bound: bandwidth (dram): DRAM at 61.8 % of its peak" in out
     assert "roofline: 19.4 GFLOP/s fp32" in out and "of the L2 roof" in out  # sgemm: 145,408 FLOP in 7,488 ns
 
 
@@ -57,6 +57,6 @@ def test_text_leads_with_the_ncu_verdict_and_shows_limiter_and_speed_of_light():
     assert lines[0].startswith("Verdict: copy_blocked (1 launch, 21.1 ms profiled) is memory-bound")
     assert sum(line.startswith("   ncu verdict: ampere_sgemm_32x32_sliced1x4_tn") for line in lines) == 1
     assert not any(line.startswith("   ncu verdict: copy_blocked") for line in lines)  # already the run's
-    assert "limiter: memory (dram): DRAM at 61.8% of its peak" in proc.stdout
+    assert "limiter: memory (dram): DRAM at 61.8 % of its peak" in proc.stdout
     assert "limiter: launch (tiny launch)" in proc.stdout
     assert "speed of light 13,022.9 us (memory dram" in proc.stdout  # 61.84% x 21,058.9 us

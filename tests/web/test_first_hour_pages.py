@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from analysis import fmt
-from app.models import Report
+from app.models import Report, RunSummary
 from app.services.web_findings import short_file_name
 from tests.conftest import NCU_FILES, corpus_file
 from tests.web import seed
@@ -145,3 +145,89 @@ def test_a_token_upload_names_the_token_not_a_person(client, db) -> None:
     assert made.status_code == 202, made.json
     html = unescape(client.get(f"/runs/{made.json['id']}").get_data(as_text=True))
     assert "submitted with\n  the API token “nightly scheduler” via api" in html
+
+
+def test_under_loop_n_the_iterations_and_per_step_figures_are_that_loops(client, db, settings, ingested) -> None:
+    """clue-um-t4 has two loops (non-tiled then tiled kernels; the second is the main one). Under ``loop:0`` the
+    Iterations section, the slowest steps and the findings' impact per step are loop 0's, not dropped."""
+    from app.models import Finding, RunSummary
+    from app.web.filters import fmt_ns
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("clue-um-t4.sqlite")], job="loop-window")
+    token = csrf_of(client.get(f"/runs/{run_id}").get_data(as_text=True))
+    assert client.post(f"/runs/{run_id}/analysis", data={"window": "loop:0", "csrf_token": token}).status_code == 302
+    seed.finish_analysis(db, settings, run_id)
+    db.expire_all()
+    report = db.scalar(sa.select(Report).where(Report.run_id == run_id))
+    data = db.scalar(sa.select(RunSummary.data).where(RunSummary.report_id == report.id))
+    loops, ana = data["iterations"]["loops"], data["iterations"]["anatomy"]
+    first = loops[0]
+    assert data["window"]["spec"] == "loop:0" and not first["main"]
+    assert (data["window"]["start_ns"], data["window"]["end_ns"]) == (first["start_ns"], first["end_ns"])
+    assert ana["loop"] == 0 and ana["steady_count"] == first["count"]
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    section = html[html.index('<div id="iterations">'):html.index("Findings, ranked by impact")]
+    assert f"Loop 0 of {len(loops)} (the analysis window): {first['count']} iterations" in section
+    assert f'data-q="median" data-ns="{first["median_ns"]}">{fmt_ns(first["median_ns"])}<' in section
+    assert '<tr data-loop="0" class="window-loop">' in section
+    slow = ana["slowest_steps"]
+    assert slow and all(0 <= st["index"] < first["count"] for st in slow)
+    assert section.count('<tr data-index="') == len(slow)
+    steady = [f for f in db.scalars(sa.select(Finding).where(Finding.run_id == run_id))
+              if f.extra.get("phase") == "steady" and f.impact_ns]
+    assert steady
+    for f in steady:
+        n, per_step = f.extra["steps_in_window"], f.extra["impact_per_step_ns"]
+        assert n == first["count"] and per_step == round(f.impact_ns / n)
+        assert f'title="{fmt_ns(f.impact_ns)} over the {n} steps of the window">{fmt_ns(per_step)} per step</span>' in html
+
+
+def test_findings_whose_evidence_is_totals_per_call_show_those_calls_on_the_timeline(client, db, settings,
+                                                                                     ingested) -> None:
+    """saxpy-mpi rank 0: HOST003 (idle inside MPI_Send/MPI_Recv) and MEM006 (idle inside cudaMalloc) give totals per
+    call name, no times. The page offers their calls on the timeline; calls.json finds the calls of those names
+    that held the GPU idle in the window, and their idle adds up to the rule's impact (measured by the idle
+    anatomy's painting, a different walk)."""
+    from app.models import Finding
+
+    run_id = seed.store_run(db, settings, ingested, [corpus_file("saxpy-mpi-rank0-perlmutter.sqlite")], job="calls")
+    report = db.scalar(sa.select(Report).where(Report.run_id == run_id))
+    window = db.scalar(sa.select(RunSummary.data).where(RunSummary.report_id == report.id))["window"]
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    findings = {f.rule_id: f for f in db.scalars(sa.select(Finding).where(Finding.run_id == run_id))}
+    for rule in ("HOST003", "MEM006"):
+        f = findings[rule]
+        assert not any(isinstance(e.get("start_ns"), int) for e in f.evidence)
+        names = [n["name"] for n in f.extra["names"]]
+        block = html[html.index(f'data-rule="{rule}"'):]
+        block = block[:block.index("</details>")]
+        url = f"/runs/{run_id}/reports/{report.id}/calls.json"
+        assert f'data-calls-url="{url}"' in block and "Show on the timeline" in block
+        body = client.get(url, query_string=[("name", n) for n in names]).get_json()
+        rows = body["longest"]
+        assert rows and body["count"] == len(rows) <= 20, body
+        assert {r["name"] for r in rows} <= set(names)
+        assert all(window["start_ns"] <= r["start_ns"] < r["end_ns"] <= window["end_ns"] for r in rows)
+        assert [r["idle_ns"] for r in rows] == sorted((r["idle_ns"] for r in rows), reverse=True)
+        assert sum(r["idle_ns"] for r in rows) == f.impact_ns
+    assert "Not on the timeline" not in html
+
+
+def test_a_finding_with_no_time_range_says_why() -> None:
+    from app.models import Report
+    from app.services.web_run import timeline_hints
+
+    reports = [Report(id=1, kind="nsys", trace_path="r/1.duckdb"), Report(id=2, kind="ncu", trace_path="r/2.duckdb"),
+               Report(id=3, kind="nccl", trace_path="r/3.duckdb")]
+    timed = {"rule_id": "GPU001", "report_id": 1, "evidence": [{"start_ns": 5, "end_ns": 9}]}
+    named = {"rule_id": "MEM006", "report_id": 1, "evidence": [{"name": "cudaMalloc", "value_ns": 3}],
+             "names": [{"name": "cudaMalloc", "ns": 3, "calls": 1}]}
+    bare = {"rule_id": "X", "report_id": 1, "evidence": []}
+    out = timeline_hints([timed, named, bare, {"rule_id": "NCU001", "report_id": 2, "evidence": [{"name": "k"}]},
+                          {"rule_id": "NET001", "report_id": 3, "evidence": []},
+                          {"rule_id": "COMM003", "report_id": None, "evidence": []}], reports)
+    assert "timeline_calls" not in out[0] and "timeline_reason" not in out[0]
+    assert out[1]["timeline_calls"] == ["cudaMalloc"]
+    assert "totals over the analysis window" in out[2]["timeline_reason"]
+    assert "Nsight Compute" in out[3]["timeline_reason"] and "NCCL debug log" in out[4]["timeline_reason"]
+    assert "whole run" in out[5]["timeline_reason"]

@@ -161,24 +161,24 @@ def _decide(launch: Launch, bound: dict[str, Any], ev: dict[str, Any], tc: dict[
     waves, dur = ev["waves_per_sm"], launch.duration_ns
     if waves is not None and waves < 1:
         return {"kind": "launch", "name": "sub-wave grid",
-                "reason": f"the grid fills {waves:.2f} of a wave of the SMs: most SMs idle, more warps per SM cannot help"}
+                "reason": f"the grid fills {fmt.number(waves)} of a wave of the SMs: most SMs idle, more warps per SM cannot help"}
     busiest = max((t.get("pct_of_peak") or 0.0 for t in bound.get("terms") or []), default=None)
     if dur is not None and dur < TINY_NS and (busiest is None or busiest < IDLE_PCT):
-        what = "no unit measured" if busiest is None else f"no unit above {busiest:.1f}% of peak"
+        what = "no unit measured" if busiest is None else f"no unit above {fmt.pct(busiest)} of peak"
         return {"kind": "launch", "name": "tiny launch",
                 "reason": f"{fmt.duration(dur)} with {what}: fixed launch and ramp costs dominate"}
     if top and top_pct is not None and top_pct >= SATURATED_PCT:
         return _saturated(top, ev, tc)
     stall = ev["memory_latency_stall_share"]
     theo = ev["theoretical_occupancy_pct"]
-    shown = "no unit measured" if busiest is None else f"the busiest unit at {busiest:.1f}% of peak"
+    shown = "no unit measured" if busiest is None else f"the busiest unit at {fmt.pct(busiest)} of peak"
     if stall is not None and stall >= MIN_STALL_SHARE:
         if waves is not None and waves >= 1 and theo is not None and theo < LOW_OCCUPANCY_PCT:
             return {"kind": "occupancy", "name": "resident warps",
-                    "reason": f"{shown}; warps wait on memory {100 * stall:.0f}% of the cycles between instructions and "
-                              f"only {theo:.1f}% of the warp slots can be resident"}
+                    "reason": f"{shown}; warps wait on memory {fmt.pct(100 * stall)} of the cycles between instructions and "
+                              f"only {fmt.pct(theo)} of the warp slots can be resident"}
         return {"kind": "latency", "name": "memory latency",
-                "reason": f"{shown}; warps wait on memory {100 * stall:.0f}% of the cycles between instructions"}
+                "reason": f"{shown}; warps wait on memory {fmt.pct(100 * stall)} of the cycles between instructions"}
     if busiest is None:
         shares = [n for n, v in launch.raw.items() if v is not None and ".pct_of_peak_sustained" in n]
         if dur is None and shares:
@@ -188,7 +188,7 @@ def _decide(launch: Launch, bound: dict[str, Any], ev: dict[str, Any], tc: dict[
         return {"kind": "unknown", "name": "no throughput metrics",
                 "reason": "the export has no throughput, byte or instruction metrics to bound the kernel with"}
     return {"kind": "latency" if stall is not None else "unknown", "name": "no unit near peak",
-            "reason": f"{shown} (under {SATURATED_PCT:.0f}%)" + (
+            "reason": f"{shown} (under {fmt.pct(SATURATED_PCT)})" + (
                 "" if stall is not None else "; no warp-stall metrics to tell memory latency from other limits")}
 
 
@@ -196,23 +196,23 @@ def _saturated(top: dict[str, Any], ev: dict[str, Any], tc: dict[str, Any]) -> d
     kind, name, pct = top["kind"], top["name"], top["pct_of_peak"]
     if kind == "memory":
         label = {"memory": "memory (ncu's busiest unit)", "shared": "shared memory"}.get(name, sol.level_label(name))
-        reason = f"{label} at {pct:.1f}% of its peak ({top['basis']})"
+        reason = f"{label} at {fmt.pct(pct)} of its peak ({top['basis']})"
         hit = ev.get("l2_hit_rate_pct")
         if name == "l2" and hit is not None and hit < 50:
-            reason += f"; with an L2 hit rate of {hit:.1f}% the data come from DRAM, not from L2"
+            reason += f"; with an L2 hit rate of {fmt.pct(hit)} the data come from DRAM, not from L2"
         return {"kind": "memory", "name": name, "reason": reason}
     if kind == "issue":
-        return {"kind": "issue", "name": "issue", "reason": f"the schedulers issue at {pct:.1f}% of their peak"}
+        return {"kind": "issue", "name": "issue", "reason": f"the schedulers issue at {fmt.pct(pct)} of their peak"}
     if kind == "pipe":
         tensor = name.startswith("tensor")
-        reason = f"the {name} pipe at {pct:.1f}% of its peak"
+        reason = f"the {name} pipe at {fmt.pct(pct)} of its peak"
         if tensor and tc.get("legacy_path") and tc.get("family"):
             reason += (f", on the older {tc['legacy_path']} path where this GPU's native {tc['family']} instructions run "
                        "the same math faster: compute-bound on the wrong instructions")
         if not tensor and tc.get("used") is False and tc.get("family"):
             reason += f"; the tensor cores are unused ({tc['family']} on this GPU)"
         return {"kind": "pipe", "name": name, "reason": reason}
-    return {"kind": "compute", "name": "sm", "reason": f"SM throughput at {pct:.1f}% of peak ({top['basis']})"}
+    return {"kind": "compute", "name": "sm", "reason": f"SM throughput at {fmt.pct(pct)} of peak ({top['basis']})"}
 
 
 def tensor_unused(lim: Mapping[str, Any]) -> bool:

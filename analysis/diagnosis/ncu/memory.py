@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from analysis import fmt
 from analysis.diagnosis.ncu import hardware as hwt
 from analysis.diagnosis.ncu import memory_metrics as mm
 from analysis.diagnosis.ncu.access_width import ideal_per_request
@@ -253,18 +254,18 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
     limit = params["bandwidth_pct"]
     if busiest and busiest["pct_of_peak"] >= limit and (sm is None or busiest["pct_of_peak"] >= sm):
         return {"kind": "bandwidth", "level": busiest["name"], "numbers": numbers,
-                "reason": f"{busiest['label']} at {busiest['pct_of_peak']:.1f}% of its peak (>= {limit:.0f}%)"}
+                "reason": f"{busiest['label']} at {fmt.pct(busiest['pct_of_peak'])} of its peak (>= {fmt.pct(limit)})"}
     if sm is not None and sm >= limit:
         return {"kind": "compute", "level": None, "numbers": numbers,
-                "reason": f"SM throughput {sm:.1f}% of peak (>= {limit:.0f}%)"}
+                "reason": f"SM throughput {fmt.pct(sm)} of peak (>= {fmt.pct(limit)})"}
     if busiest and latency_share is not None and latency_share >= params["min_stall_share"]:
         need, have = numbers.get("bytes_in_flight_needed"), numbers.get("bytes_in_flight")
-        why = (f"warps wait on memory results {100 * latency_share:.0f}% of the cycles between instructions while "
-               f"{busiest['label']} runs at {busiest['pct_of_peak']:.1f}% of peak")
+        why = (f"warps wait on memory results {fmt.pct(100 * latency_share)} of the cycles between instructions while "
+               f"{busiest['label']} runs at {fmt.pct(busiest['pct_of_peak'])} of peak")
         if need and have is not None:
-            why += f"; {have:,.0f} B in flight where Little's law needs {need:,.0f} B"
+            why += f"; {fmt.size(have)} in flight where Little's law needs {fmt.size(need)}"
         if numbers.get("load_wait_verdict"):
-            why += f"; each global load waits {numbers['load_wait_cycles']:,.0f} cycles, {numbers['load_wait_verdict']}"
+            why += f"; each global load waits {fmt.number(numbers['load_wait_cycles'])} cycles, {numbers['load_wait_verdict']}"
         return {"kind": "latency", "level": numbers.get("serving_level"), "numbers": numbers, "reason": why}
     if busiest is None and sm is None:
         # Say a metric is missing only when it is: pipe, instruction and shared-memory shares still count.

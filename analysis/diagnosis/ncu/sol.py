@@ -89,35 +89,35 @@ def terms(launch: Launch, memory: Mapping[str, Any], hw: Any, scale: Mapping[str
         if lv.get("bytes") is not None and lv.get("peak_bps") and lv["peak_bps"] > 0:
             # An implied peak (achieved / ncu's share) makes bytes / peak = share x duration: said so, since ncu's
             # share of a level is its busiest sub-unit's, not always its bytes'.
-            basis = (f"{lv['pct_of_peak']:.1f}% of peak x duration ({fmt.size(lv['bytes'])})"
+            basis = (f"{fmt.pct(lv['pct_of_peak'])} of peak x duration ({fmt.size(lv['bytes'])})"
                      if lv["peak_source"] == "implied" and lv.get("pct_of_peak") is not None else
-                     f"{lv['bytes']:,.0f} B / {lv['peak_bps'] / 1e9:,.1f} GB/s peak ({lv['peak_source']})")
+                     f"{fmt.size(lv['bytes'])} / {fmt.rate(lv['peak_bps'])} peak ({lv['peak_source']})")
             out.append(_term("memory", key, factor * lv["bytes"] / lv["peak_bps"], basis, lv.get("pct_of_peak")))
         elif lv.get("pct_of_peak") is not None and dur:
             out.append(_term("memory", key, factor * dur * 1e-9 * lv["pct_of_peak"] / 100.0,
-                             f"{lv['pct_of_peak']:.1f}% of peak x duration", lv["pct_of_peak"]))
+                             f"{fmt.pct(lv['pct_of_peak'])} of peak x duration", lv["pct_of_peak"]))
     if dur:
         mem = launch.get(MEM_PCT)
         if mem is not None and mem >= 0:
             out.append(_term("memory", "memory", scale.get("memory", 1.0) * dur * 1e-9 * mem / 100.0,
-                             f"ncu's busiest memory unit {mem:.1f}% of peak x duration", mem))
+                             f"ncu's busiest memory unit {fmt.pct(mem)} of peak x duration", mem))
         sm = launch.get(SM_PCT)
         if sm is not None and sm >= 0:
-            out.append(_term("compute", "sm", dur * 1e-9 * sm / 100.0, f"SM throughput {sm:.1f}% of peak x duration",
+            out.append(_term("compute", "sm", dur * 1e-9 * sm / 100.0, f"SM throughput {fmt.pct(sm)} of peak x duration",
                              sm))
         shared = launch.get(SHARED_PCT)
         if shared is not None and shared >= 0:
             out.append(_term("memory", "shared", scale.get("shared", 1.0) * dur * 1e-9 * shared / 100.0,
-                             f"shared-memory wavefronts {shared:.1f}% of peak x duration", shared))
+                             f"shared-memory wavefronts {fmt.pct(shared)} of peak x duration", shared))
         for pipe, (share, metric) in pipe_shares(launch).items():
-            out.append(_term("pipe", pipe, dur * 1e-9 * share / 100.0, f"{metric} {share:.1f}% x duration", share))
+            out.append(_term("pipe", pipe, dur * 1e-9 * share / 100.0, f"{metric} {fmt.pct(share)} x duration", share))
     roof = memory.get("roofline") or {}
     for prec, flops in (roof.get("flops") or {}).items():
         peak = hw.flops.get(prec) if hw is not None else None
         if flops and peak is not None and peak.value > 0:
             pct = _share(flops / peak.value, dur)
             out.append(_term("pipe", prec, flops / peak.value,
-                             f"{flops:,.0f} FLOP / {peak.value / 1e12:,.2f} TFLOP/s {prec} peak ({peak.source})", pct))
+                             f"{fmt.number(flops)} FLOP / {fmt.si(peak.value, 'FLOP/s')} {prec} peak ({peak.source})", pct))
     out.extend(_issue(launch, hw, dur))
     return out
 
@@ -129,13 +129,13 @@ def _issue(launch: Launch, hw: Any, dur: float | None) -> list[dict[str, Any]]:
         if not rate > 0:
             return []
         pct = _share(issued / rate, dur)
-        return [_term("issue", "issue", issued / rate, f"{issued:,.0f} warp instructions / "
-                      f"({hw.sm_count:.0f} SMs x {SCHEDULERS_PER_SM} schedulers x {hw.sm_hz / 1e9:.2f} GHz)", pct)]
+        return [_term("issue", "issue", issued / rate, f"{fmt.number(issued)} warp instructions / "
+                      f"({fmt.count(hw.sm_count)} SMs x {SCHEDULERS_PER_SM} schedulers x {fmt.si(hw.sm_hz, 'Hz')})", pct)]
     pct = launch.get(INST_PCT)
     if pct is None and (active := launch.get(INST_PCT_ACTIVE)) is not None and (r := _active_ratio(launch)) is not None:
         pct = active * r
     if pct is not None and dur and pct >= 0:
-        return [_term("issue", "issue", dur * 1e-9 * pct / 100.0, f"instruction throughput {pct:.1f}% of peak "
+        return [_term("issue", "issue", dur * 1e-9 * pct / 100.0, f"instruction throughput {fmt.pct(pct)} of peak "
                       "x duration", pct)]
     return []
 

@@ -168,7 +168,7 @@ def _gain(launches: Sequence[Mapping[str, Any]], saving: int, linked: float | No
                          "so the rest is launch and ramp cost that only more work per launch amortises")
             return "; " + "; ".join(parts)
         parts.append(f"at the same work the speed of light leaves at most {_us(ceiling * scale)}, and reaching "
-                     f"{100 * sol.REALISTIC_SHARE:.0f}% of the binding unit's peak would save {_us(real * scale)}")
+                     f"{fmt.pct(100 * sol.REALISTIC_SHARE)} of the binding unit's peak would save {_us(real * scale)}")
     elif not known and same_work:
         parts.append("its speed of light is unknown")
     return ("; " + "; ".join(parts)) if parts else ""
@@ -196,8 +196,8 @@ def _shared_note(lim: Mapping[str, Any]) -> str:
     conflicts, wavefronts, pct = ev.get("shared_bank_conflicts"), ev.get("shared_wavefronts"), ev.get("shared_pct")
     if conflicts is None or not wavefronts or conflicts > 0.1 * wavefronts:
         return ""
-    busy = f", shared pipe at {pct:.1f}% of peak" if pct is not None else ""
-    return (f"; shared memory is not the problem: {conflicts:,.0f} bank conflicts over {wavefronts:,.0f} "
+    busy = f", shared pipe at {fmt.pct(pct)} of peak" if pct is not None else ""
+    return (f"; shared memory is not the problem: {fmt.number(conflicts)} bank conflicts over {fmt.number(wavefronts)} "
             f"wavefronts{busy}")
 
 
@@ -218,7 +218,7 @@ def _after_fix(first: Mapping[str, Any], lead: Mapping[str, Any], cost: float) -
     reach = "so its estimate is within reach" if share * cost >= claimed else \
         f"so about {_us(share * cost)} of its estimate is within reach"
     return (f"; fixed, the work left takes {_us(after * cost / dur)} at the binding unit's peak and "
-            f"{_us(after / sol.REALISTIC_SHARE * cost / dur)} at {100 * sol.REALISTIC_SHARE:.0f}% of it, {reach}")
+            f"{_us(after / sol.REALISTIC_SHARE * cost / dur)} at {fmt.pct(100 * sol.REALISTIC_SHARE)} of it, {reach}")
 
 
 def _mix(launches: Sequence[Mapping[str, Any]]) -> str:

@@ -148,7 +148,7 @@ class NcuRule(Rule):
         evidence = Evidence(name=lead_launch.name, value_ns=_ns(impact_ns), detail=detail)
         scope = f"{len(by_launch)} of {len(group)} profiled launches" if len(group) > 1 else "the profiled launch"
         message = f"{lead.message} ({scope} of {lead_launch.short_name or lead_launch.name}; " \
-                  f"estimated speedup {speedup * 100:.1f}%" + \
+                  f"estimated speedup {fmt.pct(speedup * 100)}" + \
                   (f", applied to {fmt.duration(link.total_ns)} of this kernel in the nsys timeline, linked by "
                    f"{LINKED_BY.get(link.match, link.match)})" if link else ")")
         if link is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.ncu.access_width import ideal_per_request
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
@@ -101,8 +102,8 @@ class UncoalescedGlobalAccess(NcuRule):
                 continue
             hits.append(Hit(
                 f"l1_{op}", excess_pct, f"Uncoalesced global {what}",
-                f"Global {what} use {per_request:.1f} sectors per request where {ideal_pr:.1f} would carry the data "
-                f"({excess_pct:.1f}% of the sectors are excess" + (f"; {assumption})" if assumption else ")"),
+                f"Global {what} use {fmt.number(per_request)} sectors per request where {fmt.number(ideal_pr)} would carry the data "
+                f"({fmt.pct(excess_pct)} of the sectors are excess" + (f"; {assumption})" if assumption else ")"),
                 ADVICE, {"sectors": sectors, "requests": requests, "sectors_per_request": per_request,
                          "ideal_sectors_per_request": ideal_pr, "bytes_per_sector": bps, "width_source": source,
                          "assumption": assumption or None}))
@@ -122,8 +123,8 @@ class UncoalescedGlobalAccess(NcuRule):
         speedup = 100.0 * share * (active_share if active_share is not None else 1.0)
         return [Hit(
             "l2", speedup, "Uncoalesced global accesses",
-            f"Uncoalesced global accesses cause {excess:,.0f} excess L2 sectors ({100 * share:.1f}% of "
-            f"{total:,.0f}; ideal {ideal:,.0f})",
+            f"Uncoalesced global accesses cause {fmt.number(excess)} excess L2 sectors ({fmt.pct(100 * share)} of "
+            f"{fmt.number(total)}; ideal {fmt.number(ideal)})",
             ADVICE, {"l2_sectors": total, "l2_sectors_ideal": ideal, "excess_sectors": excess,
                      "l2_active_share": active_share},
             "global" if active_share is not None else "local")]

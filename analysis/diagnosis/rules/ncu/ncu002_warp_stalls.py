@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
 from analysis.model.ncu_metrics import ISSUE_ACTIVE, Launch, Metric, issue_slot_bound
@@ -92,8 +93,8 @@ class WarpStalls(NcuRule):
             label = reason.replace("_", " ")
             hits.append(Hit(
                 reason, 100.0 * speedup, f"Warp stall '{label}'",
-                f"Each warp spends {cycles:.1f} of its {cpi:.1f} cycles between issued instructions stalled on "
-                f"'{label}' ({100 * share:.1f}%): {meaning}; issue activity is {100 * issue:.1f}%",
+                f"Each warp spends {fmt.number(cycles)} of its {fmt.number(cpi)} cycles between issued instructions stalled on "
+                f"'{label}' ({fmt.pct(100 * share)}): {meaning}; issue activity is {fmt.pct(100 * issue)}",
                 advice, {"stall_cycles": cycles, "cycles_per_issue": cpi, "issue_active": issue, "reason": reason},
                 "global" if bound is not None else "local"))
         return hits

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
 from analysis.model.ncu_metrics import Launch, Metric, issue_slot_bound
@@ -79,13 +80,13 @@ class Occupancy(NcuRule):
             advice = " ".join(LIMITS[k][2] for k in limiters) or "Collect the Occupancy section to see the limiter."
             hits.append(Hit(
                 "theoretical", 100.0 * (min(local, bound) if bound is not None else local), "Low theoretical occupancy",
-                f"Theoretical occupancy is {theo:.1f}%, limited by {why}", advice,
+                f"Theoretical occupancy is {fmt.pct(theo)}, limited by {why}", advice,
                 {"theoretical_occupancy_pct": theo, "limiters": limiters, "block_limits": known}, kind))
         if ach is not None and theo > 0 and theo - ach > params["max_achieved_gap_pct"]:
             local = (theo - ach) / theo
             hits.append(Hit(
                 "achieved", 100.0 * (min(local, bound) if bound is not None else local), "Achieved occupancy gap",
-                f"Achieved occupancy {ach:.1f}% is {theo - ach:.1f} points below the theoretical {theo:.1f}%",
+                f"Achieved occupancy {fmt.pct(ach)} is {fmt.number(theo - ach)} points below the theoretical {fmt.pct(theo)}",
                 "Look for load imbalance between warps and blocks, a tail wave, or too few blocks for the GPU.",
                 {"theoretical_occupancy_pct": theo, "achieved_occupancy_pct": ach}, kind))
         return hits

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.ncu.access_width import SECTOR_BYTES, WARP, from_name
 from analysis.diagnosis.ncu.limiter import SATURATED_PCT
 from analysis.diagnosis.ncu.sol import SHARED_PCT
@@ -98,15 +99,15 @@ class SharedBankConflicts(NcuRule):
             if busy is not None and busy < SATURATED_PCT:
                 speedup = 0.0
             if ways is not None and width is not None and requests:
-                way_text = (f"an average {ways:.1f}-way bank conflict ({wavefronts / requests:.1f} wavefronts per "
-                            f"instruction where {ideal_wavefronts(width[0]):.0f} carries {width[0]:.0f}-byte "
+                way_text = (f"an average {fmt.number(ways)}-way bank conflict ({fmt.number(wavefronts / requests)} wavefronts per "
+                            f"instruction where {fmt.number(ideal_wavefronts(width[0]))} carries {fmt.number(width[0])}-byte "
                             f"accesses{'; ' + width[1] if width[1] else ''}); ")
             else:
                 way_text = "no N-way figure (the access width or the instruction count is unknown); "
             hits.append(Hit(
                 op, speedup, f"Shared-memory bank conflicts on {what}",
-                f"Shared {what} cause {way_text}{excess:,.0f} excess wavefronts are {pct:.1f}% of {wavefronts:,.0f}"
-                + (f"; shared memory is not a limiter here (L1/shared at {busy:.1f}% of peak), so they cost little"
+                f"Shared {what} cause {way_text}{fmt.number(excess)} excess wavefronts are {fmt.pct(pct)} of {fmt.number(wavefronts)}"
+                + (f"; shared memory is not a limiter here (L1/shared at {fmt.pct(busy)} of peak), so they cost little"
                    if busy is not None and busy < SATURATED_PCT else ""),
                 "Pad shared arrays (e.g. [32][33] instead of [32][32]), swizzle the index, or change the stride so "
                 "the threads of a warp hit different banks.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from analysis import fmt
 from analysis.diagnosis.ncu.limiter import limiter
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
@@ -102,7 +103,7 @@ class ThroughputBottleneck(NcuRule):
             detail["limiter"] = {k: lim[k] for k in ("kind", "name", "reason")}
             if waves is not None and waves < 1:
                 return [Hit("sol", speedup, "Grid too small to fill the GPU",
-                            f"The grid fills only {waves:.2f} waves of the SMs; {shown}",
+                            f"The grid fills only {fmt.number(waves)} waves of the SMs; {shown}",
                             "Launch more blocks: batch the work of several launches into one (more images, "
                             "sequences or matrices per call), split it finer, or fuse it with its neighbours.",
                             detail, "upper_bound")]
@@ -117,7 +118,7 @@ class ThroughputBottleneck(NcuRule):
                         "round trips; see the warp-stall (NCU002) and occupancy (NCU003) findings.",
                         detail, "upper_bound")]
         return [Hit("sol", speedup, "No unit near its peak",
-                    f"Compute and memory throughput are both under {params['latency_pct']:.0f}% of peak ({shown}); "
+                    f"Compute and memory throughput are both under {fmt.pct(params['latency_pct'])} of peak ({shown}); "
                     f"the cause is not classified: {b['reason']}",
                     "Look at the warp stalls (NCU002), occupancy (NCU003) and launch shape (NCU006); collect "
                     "`ncu --section WarpStateStats` to tell memory latency from other limits.",
@@ -129,4 +130,4 @@ LEVEL_NAMES = {"dram": "DRAM", "l2": "L2", "l1": "L1", "sysmem": "system memory"
 
 
 def _pct(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.1f}%"
+    return "unknown" if value is None else f"{fmt.pct(value)}"

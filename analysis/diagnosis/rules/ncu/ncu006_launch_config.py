@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
 from analysis.diagnosis.rules.ncu.ncu003_occupancy import ACHIEVED, THEORETICAL
@@ -72,7 +73,7 @@ class LaunchConfiguration(NcuRule):
             if whole >= 1 and tail >= params["min_tail_share"] and ach < 0.8 * theo:
                 hits.append(Hit("tail", 100.0 * tail, "Tail effect",
                                 f"{int(whole)} full waves and a partial one: the last wave may take up to "
-                                f"{100 * tail:.1f}% of the run time at lower occupancy",
+                                f"{fmt.pct(100 * tail)} of the run time at lower occupancy",
                                 "Size the grid to a whole number of waves, or give each block more work so waves "
                                 "are many.", {"waves_per_sm": waves, "theoretical_occupancy_pct": theo,
                                              "achieved_occupancy_pct": ach}, "global"))

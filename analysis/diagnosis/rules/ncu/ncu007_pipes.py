@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
 from analysis.model.ncu_metrics import SM_PCT, Launch, Metric
@@ -68,15 +69,15 @@ class PipeUtilization(NcuRule):
                 family = limiter(launch)["tensor_cores"]["family"]
                 offer = f"; this GPU offers {family} tensor-core instructions" if family else ""
                 hits.append(Hit("no_tensor", share * TENSOR_GAIN, "Matrix kernel without tensor cores",
-                                f"{launch.short_name} executes {sum(fp.values()):,.0f} floating-point thread instructions "
-                                f"and no tensor-core instructions; the FMA pipe is busy {share:.1f}% of the time{offer}",
+                                f"{launch.short_name} executes {fmt.number(sum(fp.values()))} floating-point thread instructions "
+                                f"and no tensor-core instructions; the FMA pipe is busy {fmt.pct(share)} of the time{offer}",
                                 "Enable a tensor-core path: TF32 (torch.backends.cuda.matmul.allow_tf32=True, cuBLAS "
                                 "CUBLAS_TF32_TENSOR_OP_MATH), FP16/BF16 with AMP, or a tensor-core GEMM library.",
                                 {"tensor_instructions": tensor, "fp_thread_instructions": fp, "busy_pct": share}))
         for pipe, pct in sorted(pipes.items(), key=lambda kv: -kv[1]):
             if pct >= params["saturated_pct"]:
                 hits.append(Hit(f"saturated_{pipe}", 0.0, f"Saturated {pipe} pipe",
-                                f"The {pipe} pipe is busy {pct:.1f}% of active cycles: it bounds the kernel",
+                                f"The {pipe} pipe is busy {fmt.pct(pct)} of active cycles: it bounds the kernel",
                                 "Move work to another pipe (e.g. FP32 to tensor cores, integer to FP), or execute "
                                 "fewer instructions on it.", {"pipe": pipe, "utilization_pct": pct}))
                 break

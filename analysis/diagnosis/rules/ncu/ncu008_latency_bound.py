@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.ncu.memory import story
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
@@ -73,17 +74,17 @@ class LatencyBoundMemory(NcuRule):
             speedup = min(speedup, cap)
         label = next((lv["label"] for lv in memory["levels"] if lv["name"] == n["busiest_level"]),
                      "memory (ncu's busiest unit)")
-        msg = (f"Warps spend {100 * stall:.0f}% of the cycles between instructions waiting on memory results while "
-               f"the busiest level ({label}) runs at {share:.1f}% of its peak")
+        msg = (f"Warps spend {fmt.pct(100 * stall)} of the cycles between instructions waiting on memory results while "
+               f"the busiest level ({label}) runs at {fmt.pct(share)} of its peak")
         if all(n.get(k) is not None for k in ("bytes_in_flight_needed", "bytes_in_flight", "latency_ns_typical")):
-            msg += (f"; by Little's law {n['serving_level'].upper()} needs {n['bytes_in_flight_needed']:,.0f} B in "
-                    f"flight ({n['latency_ns_typical']:.0f} ns typical latency x peak) and gets "
-                    f"{n['bytes_in_flight']:,.0f} B")
+            msg += (f"; by Little's law {n['serving_level'].upper()} needs {fmt.size(n['bytes_in_flight_needed'])} in "
+                    f"flight ({fmt.duration(n['latency_ns_typical'])} typical latency x peak) and gets "
+                    f"{fmt.size(n['bytes_in_flight'])}")
             if None not in (n.get("requests_in_flight_per_warp"), n.get("requests_in_flight_per_warp_needed")):
-                msg += (f", {n['requests_in_flight_per_warp']:.2f} requests per resident warp where "
-                        f"{n['requests_in_flight_per_warp_needed']:.2f} are needed")
+                msg += (f", {fmt.number(n['requests_in_flight_per_warp'])} requests per resident warp where "
+                        f"{fmt.number(n['requests_in_flight_per_warp_needed'])} are needed")
         if n.get("load_wait_verdict"):
-            msg += (f"; each global load waits {n['load_wait_cycles']:,.0f} cycles, {n['load_wait_verdict']} "
-                    f"({n['latency_cycles_typical']:.0f} cycles)")
+            msg += (f"; each global load waits {fmt.number(n['load_wait_cycles'])} cycles, {n['load_wait_verdict']} "
+                    f"({fmt.number(n['latency_cycles_typical'])} cycles)")
         return [Hit("latency", 100.0 * speedup, "Latency-bound memory access", msg, ADVICE, dict(n),
                     "global" if cap is not None else "local")]

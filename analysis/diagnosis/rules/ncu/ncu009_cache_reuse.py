@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.ncu.memory import story
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.ncu.common import Hit, NcuRule
@@ -63,6 +64,6 @@ class PoorCacheReuse(NcuRule):
                   "l2_bytes_source": memory["hardware"]["l2_bytes_source"], "dram_pct_of_peak": weight,
                   "target_hit_rate_pct": target, "dram_traffic_saved_share": saved}
         return [Hit("l2_reuse", 100.0 * speedup, "Poor L2 cache reuse",
-                    f"L2 hit rate is {hit:.1f}% although the {dram_bytes:,.0f} B this launch moved to or from DRAM "
-                    f"fit in the {l2_size:,.0f} B L2; reaching {target:.0f}% would cut DRAM traffic by "
-                    f"{100 * saved:.0f}%", ADVICE, detail, "global" if weight is not None else "local")]
+                    f"L2 hit rate is {fmt.pct(hit)} although the {fmt.size(dram_bytes)} this launch moved to or from DRAM "
+                    f"fit in the {fmt.size(l2_size)} L2; reaching {fmt.pct(target)} would cut DRAM traffic by "
+                    f"{fmt.pct(100 * saved)}", ADVICE, detail, "global" if weight is not None else "local")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.ncu.memory import story
 from analysis.diagnosis.ncu.memory_metrics import PRECISION_LABEL
 from analysis.diagnosis.rules.base import Threshold
@@ -18,7 +19,7 @@ ADVICE = ("The kernel is limited by neither math nor bandwidth: look for latency
 def _at(roof: dict) -> str:
     level = roof["roof"] if roof["roof"] in ("dram", "l2") else "dram"
     ai = roof.get(f"intensity_{level}")
-    return f" at {ai:.2f} FLOP per {level.upper()} byte" if ai is not None else ""
+    return f" at {fmt.number(ai)} FLOP per {level.upper()} byte" if ai is not None else ""
 
 
 class FarFromRoofline(NcuRule):
@@ -91,6 +92,6 @@ class FarFromRoofline(NcuRule):
         else:
             peaks = ""
         return [Hit("roofline", 100.0 * speedup, "Far from the roofline",
-                    f"{roof['achieved_flops'] / 1e9:,.1f} GFLOP/s ({prec}) is {100 * share:.1f}% of the "
-                    f"{roof['attainable_flops'] / 1e9:,.1f} GFLOP/s the {roof_name} allows{_at(roof)}; no unit is above "
-                    f"{params['busy_pct']:.0f}% of its peak{peaks}", ADVICE, detail, "upper_bound")]
+                    f"{fmt.si(roof['achieved_flops'], 'FLOP/s')} ({prec}) is {fmt.pct(100 * share)} of the "
+                    f"{fmt.si(roof['attainable_flops'], 'FLOP/s')} the {roof_name} allows{_at(roof)}; no unit is above "
+                    f"{fmt.pct(params['busy_pct'])} of its peak{peaks}", ADVICE, detail, "upper_bound")]

@@ -33,13 +33,41 @@
     }
   }
 
+  // A finding whose evidence is totals per call name (MEM006, HOST001 ...): the calls of those names that held
+  // the GPU idle in the window, fetched once, the ones with the most idle inside highlighted.
+  async function showCalls(btn, reportId) {
+    const note = btn.parentElement.querySelector(".timeline-note");
+    if (!btn._calls) {
+      const q = new URLSearchParams();
+      (GP.json(btn, "names") || []).forEach((n) => q.append("name", n));
+      try {
+        btn._calls = await GP.fetchJSON(btn.getAttribute("data-calls-url") + "?" + q);
+      } catch (err) {
+        if (note) note.textContent = "lookup failed: " + err.message;
+        return;
+      }
+    }
+    const res = btn._calls;
+    if (!res.longest.length) {
+      if (note) note.textContent = "none of the calls it names held the GPU idle in the analysis window";
+      return;
+    }
+    if (note) {
+      const shown = res.longest.length;
+      note.textContent = `${GP.fmtCount(res.count)} call${res.count === 1 ? "" : "s"} held the GPU idle` +
+        (shown < res.count ? `; the ${GP.fmtCount(shown)} with the most idle inside are highlighted` : "");
+    }
+    highlight(res.longest, reportId, true);
+  }
+
   function initFindings() {
     document.querySelectorAll("table.evidence").forEach(preciseStarts);
     document.querySelectorAll("details.finding").forEach(function (d) {
       const ranges = GP.json(d, "ranges") || [];
       const reportId = d.getAttribute("data-report-id");
       const btn = d.querySelector(".show-on-timeline");
-      if (btn) btn.addEventListener("click", () => highlight(ranges, reportId, true));
+      if (btn && btn.hasAttribute("data-calls-url")) btn.addEventListener("click", () => showCalls(btn, reportId));
+      else if (btn) btn.addEventListener("click", () => highlight(ranges, reportId, true));
       d.addEventListener("toggle", function () {
         if (d.open && ranges.length) highlight(ranges, reportId, false);
       });
