@@ -140,7 +140,39 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
         out["teardown_calls"] = top_calls(trace, out["g1_ns"], bounds[1])
         out["teardown_covered_ns"] = covered_ns(trace, out["g1_ns"], bounds[1], [n for n, _ in out["teardown_calls"]])
         out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
+        out["data_path"] = data_path(trace, c0, out["g0_ns"])
     return out
+
+
+MANAGED_ALLOCS = ("cudaMallocManaged", "cuMemAllocManaged")
+
+
+def data_path(trace: Trace, c0: int, g0: int) -> dict[str, Any] | None:
+    """The start-up before the first GPU operation (``[c0, g0)``) when it feeds the GPU's data path: managed memory
+    is allocated in it and, once the kernels run, its pages migrate in from the host (``UVM_HtoD``), which they do
+    only for pages the host touched first. The host's work there (reading and converting the input into managed
+    memory, after the CUDA set-up) is then the GPU program's own host work, not context. None when that premise
+    does not hold (no managed allocation before the first GPU operation, or nothing migrated in after it)."""
+    if g0 <= c0 or not trace.has_rows("cuda_api") or not trace.has_rows("memcpy"):
+        return None
+    n_alloc, alloc_ns = trace.sql(f"""SELECT COUNT(*), COALESCE(SUM(end_ns - start_ns), 0) FROM cuda_api
+                                      WHERE list_contains($names, name) AND start_ns >= {int(c0)}
+                                        AND start_ns < {int(g0)}""", {"names": list(MANAGED_ALLOCS)})[0]  # noqa: S608
+    n_in, bytes_in = trace.sql(f"""SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM memcpy
+                                   WHERE copy_kind = 'UVM_HtoD' AND start_ns >= {int(g0)}""")[0]  # noqa: S608
+    if not n_alloc or not n_in:
+        return None
+    calls: list[tuple[str, int]] = []
+    if trace.has_rows("osrt"):  # the OS calls of the threads that allocated the managed memory (they fill it)
+        calls = [(str(a), int(b)) for a, b in trace.sql(f"""
+            SELECT o.name, SUM(LEAST(o.end_ns, {int(g0)}) - GREATEST(o.start_ns, {int(c0)}))::BIGINT AS t
+            FROM osrt o SEMI JOIN (SELECT DISTINCT pid, tid FROM cuda_api WHERE list_contains($names, name)
+                                   AND start_ns >= {int(c0)} AND start_ns < {int(g0)}) a
+                        ON a.pid = o.pid AND a.tid = o.tid
+            WHERE o.start_ns < {int(g0)} AND o.end_ns > {int(c0)} AND o.name IS NOT NULL
+            GROUP BY o.name HAVING t > 0 ORDER BY t DESC, o.name LIMIT 2""", {"names": list(MANAGED_ALLOCS)})]  # noqa: S608
+    return {"ns": int(g0 - c0), "managed_allocs": int(n_alloc), "managed_alloc_ns": int(alloc_ns),
+            "migrations_in": int(n_in), "bytes_in": int(bytes_in or 0), "os_calls": calls}
 
 
 def _setup_end(trace: Trace, g0: int) -> int:
@@ -346,8 +378,15 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     title = str(top["title"])
     if title.lower().startswith(label.lower() + ":"):  # a title that already says it (KRN001's "Launch-bound: ...")
         title = title[len(label) + 1:].lstrip()
-    text = (f"{label}: {title} (costs {_ms(int(top['impact_ns']))}; the GPU is idle "
-            f"{_ms(idle)}, busy {busy_pct:.1f}% of the window)")
+    parts = _host_parts(top, by_rule, unrecorded, idle) if kind == "host_bound" else []
+    path = (facts.get("data_path") if kind == "host_bound"
+            and (info.get("iterations") or {}).get("program") == "one_shot" else None)
+    in_window = int(top["impact_ns"]) + sum(int(p["impact_ns"]) for p in parts)
+    cost = in_window + (int(path["ns"]) if path else 0)
+    title += (f" ({_ms(int(top['impact_ns']))})" if parts else "") + "".join(f"; also {p['title']}" for p in parts) + (_data_path_text(path) if path else "")
+    costs = f"costs {_ms(cost)}" + (f": {_ms(in_window)} in the window and {_ms(int(path['ns']))} of start-up"
+                                    if path else " together" if parts else "")
+    text = f"{label}: {title} ({costs}; the GPU is idle {_ms(idle)}, busy {busy_pct:.1f}% of the window)"
     sampled = top.get("host_functions") or []
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
@@ -371,7 +410,39 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         see = _collect(facts, "see it")
         text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded"
                  + (f" ({see})" if see else " (not in the CPU samples or OS calls either)"))
-    return _verdict(kind, text + ".", int(top["impact_ns"]), step, top)
+    step += "".join(f"; then {RULE_KINDS[p['rule_id']][1]}" for p in parts
+                    if RULE_KINDS[p["rule_id"]][1] not in step)
+    if path:
+        step += ("; and read the input into managed memory faster or overlapped with GPU work (parallel or "
+                 "asynchronous reads), prefetching it to the GPU (cudaMemPrefetchAsync) before the kernels")
+    return _verdict(kind, text + ".", cost, step, top)
+
+
+# The findings whose idle is the launching thread busy with its own serial work (computing, blocked in OS calls,
+# communicating over MPI on the host): a host-bound verdict counts each that owns at least ``PART_SHARE`` of the
+# idle as a part of one cost (their idle is owned exclusively, so the parts add up), names it and its next step.
+HOST_PARTS = ("GPU001", "HOST001", "HOST003")
+
+
+def _host_parts(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], unrecorded: Any,
+                idle: int) -> list[Mapping[str, Any]]:
+    """The other host-work findings that a host-bound verdict led by ``top`` counts with it (largest first); a
+    GPU001 whose idle is mostly unrecorded is not known host work and is never one."""
+    if top["rule_id"] not in HOST_PARTS:
+        return []
+    found = [by_rule[r] for r in HOST_PARTS if r in by_rule and by_rule[r] is not top and by_rule[r] is not unrecorded
+             and int(by_rule[r]["impact_ns"]) >= PART_SHARE * idle > 0]
+    return sorted(found, key=lambda f: -int(f["impact_ns"]))
+
+
+def _data_path_text(path: Mapping[str, Any]) -> str:
+    """The start-up that feeds the GPU's data path (``data_path``), as a clause of the host-bound sentence."""
+    calls = ", ".join(f"{n} {_ms(v)}" for n, v in path.get("os_calls") or [])
+    return (f"; before the first GPU operation the host spends {_ms(int(path['ns']))} setting up CUDA and filling the "
+            f"managed memory the kernels read ({int(path['managed_allocs'])} managed allocation(s) "
+            f"{_ms(int(path['managed_alloc_ns']))}; {fmt.size(int(path['bytes_in']))} migrate in from the host in "
+            f"{int(path['migrations_in']):,} migrations once the kernels run"
+            + (f"; OS calls {calls}" if calls else "") + ")")
 
 
 # The rules that own idle inside the host's per-launch round trip (the calls of each iteration of a loop of small

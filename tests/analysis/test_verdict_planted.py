@@ -42,8 +42,12 @@ def test_the_verdict_names_what_the_host_did_in_the_gap(tmp_path, what, plant, k
     v = result["verdict"]
     assert (v["kind"], v["rule_id"]) == (kind, rule), v
     (f,) = [x for x in result["findings"] if x["rule_id"] == rule]
-    # The rule owns the planted call's idle (the whole opened gap) and at most what else the export has of it.
-    assert planted <= f["impact_ns"] < planted + 50_000_000 and v["impact_ns"] == f["impact_ns"]
+    # The rule owns the planted call's idle (the whole opened gap) and at most what else the export has of it. A
+    # host-bound verdict also counts the other host work it names ("also ...": the export's own CPU-sampled gaps).
+    assert planted <= f["impact_ns"] < planted + 50_000_000
+    also = [x for x in result["findings"] if x is not f and f"also {x['title']}" in v["text"]]
+    assert v["impact_ns"] == f["impact_ns"] + sum(x["impact_ns"] for x in also)
+    assert not also or kind == "host_bound"
 
 
 def test_a_gap_with_nothing_recorded_stays_gpu001s_host_bound_idle(tmp_path) -> None:
