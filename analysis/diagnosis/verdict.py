@@ -27,6 +27,7 @@ Kinds (the vocabulary of ``verdict.kind``): see ``KINDS``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -131,6 +132,7 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
     # The capture flags the export records (a flag already on is never the next step; nsys --sample=cpu writes
     # cpu_samples, --trace=osrt osrt).
     out["captured"] = {flag: trace.has_rows(table) for flag, table in CAPTURE_FLAGS}
+    out["ended_in_startup"] = ended_in_startup(trace, bounds[1]) if bounds else None
     if bounds and out["g0_ns"] is not None:
         c0 = _cuda_start(trace, out["g0_ns"])
         s1 = _setup_end(trace, out["g0_ns"])
@@ -142,6 +144,31 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
         out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
         out["data_path"] = data_path(trace, c0, out["g0_ns"])
     return out
+
+
+# The calls and ranges of a program's end: a capture that recorded one of them last saw the program finish.
+TEARDOWN_RE = (r"^(cuda(Free\w*|DeviceReset|HostUnregister)|cu(CtxDestroy|DevicePrimaryCtxRelease|DevicePrimaryCtxReset"
+               r"|ModuleUnload|LibraryUnload|MemFree|MemRelease)\w*|nccl(CommDestroy|CommFinalize|CommAbort)|P?MPI_Finalize)$")
+
+
+def ended_in_startup(trace: Trace, t1: int) -> dict[str, Any] | None:
+    """Whether the capture ended during the CUDA program's start-up: CUDA calls were recorded, but no kernel and no
+    kernel launch (a launch without its kernel is lost GPU tracing, not an early end), and the last call recorded is
+    not one of the program's end (``TEARDOWN_RE``: frees, destroys, finalize). Then: the stretch from the first CUDA
+    call to the capture's end, the calls that fill it, and the copies or memsets it holds. None otherwise."""
+    if not trace.has_rows("cuda_api") or trace.has_rows("kernels"):
+        return None
+    if trace.scalar("SELECT COUNT(*) FROM cuda_api WHERE regexp_matches(name, '[Ll]aunch')"):
+        return None
+    last = trace.scalar("SELECT name FROM cuda_api ORDER BY start_ns DESC, end_ns DESC LIMIT 1")
+    ranges = (trace.scalar("SELECT COUNT(*) FROM nvtx WHERE regexp_matches(text, $re)", {"re": TEARDOWN_RE})
+              if trace.has_rows("nvtx") else 0)
+    if last is None or re.match(TEARDOWN_RE, str(last)) or ranges:
+        return None
+    c0 = int(trace.scalar("SELECT MIN(start_ns) FROM cuda_api"))
+    ops = sum(int(trace.scalar(f'SELECT COUNT(*) FROM "{t}"') or 0) for t in ("memcpy", "memset")  # noqa: S608
+              if trace.has_rows(t))
+    return {"ns": int(t1 - c0), "calls": top_calls(trace, c0, t1), "gpu_ops": ops}
 
 
 MANAGED_ALLOCS = ("cudaMallocManaged", "cuMemAllocManaged")
@@ -260,6 +287,21 @@ def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
                     "re-profile with nsys profile --trace=cuda,nvtx,osrt --sample=cpu", None)
 
 
+def _ended_in_startup(ended: Mapping[str, Any]) -> Verdict:
+    """The capture stopped before the program's GPU work (``ended_in_startup``): say so, and how to capture it."""
+    calls = ", ".join(f"{n} {_ms(v)}" for n, v in ended.get("calls") or [])
+    ops = int(ended.get("gpu_ops") or 0)
+    text = (f"The capture ended during start-up: its {_ms(int(ended['ns']))} from the first CUDA call hold set-up "
+            f"only ({calls or 'no call with a duration'}"
+            + (f"; {ops:,} copies or memsets" if ops else "; no GPU operation")
+            + "); no kernel was launched and nothing of the program's end (frees, destroys, finalize) was recorded, "
+              "so the GPU work is not in this capture.")
+    return _verdict("startup", text, None,
+                    "capture the work itself: profile longer (a longer nsys --duration, or none) or start the capture "
+                    "after set-up (--capture-range=cudaProfilerApi with cudaProfilerStart/Stop around the work, or "
+                    "--delay)", None)
+
+
 def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict | None:
     got = [facts.get(k) for k in ("t0_ns", "t1_ns", "g0_ns", "g1_ns")]
     if any(v is None for v in got):
@@ -329,6 +371,9 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     """The verdict of one nsys report from its ``reports[]`` object, its findings (dicts) and
     ``verdict_facts``. See the module docstring for the order of the questions."""
     counts = info.get("counts") or {}
+    ended = facts.get("ended_in_startup")
+    if ended:
+        return _ended_in_startup(ended)
     if not any(counts.get(k) for k in ("kernels", "memcpy", "memset")):
         return _no_gpu(info, facts)
     one_off = _one_off(info, facts)

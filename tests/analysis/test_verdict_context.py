@@ -4,15 +4,19 @@ Each test runs a real corpus export, or a variant of one planted at test time, a
 
 - start-up that feeds the GPU's data path (managed memory the host fills before the first kernel, whose pages then
   migrate in) is the one-shot program's own host work, counted with the window's; without that premise it is not;
-- several kinds of host work in one host-bound window (CPU work and MPI) are one cost, named part by part.
+- several kinds of host work in one host-bound window (CPU work and MPI) are one cost, named part by part;
+- a capture that ended during start-up says so and how to capture the work.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from analysis import fmt
 from analysis.api import analyze
-from tests.analysis.planting import copy_export, ingest_copy, new_string, sqlite_rw
+from tests.analysis.planting import copy_export, ingest_copy, new_string, point_tables, sqlite_rw, time_tables
 from tests.conftest import corpus_file
 
 MS = 1_000_000
@@ -66,3 +70,42 @@ def test_host_work_of_several_kinds_in_the_window_is_one_cost() -> None:
     assert v["impact_ns"] == own["GPU001"]["impact_ns"] + own["HOST003"]["impact_ns"]
     assert f"also {own['HOST003']['title']}" in v["text"] and "costs 719 ms together" in v["text"], v["text"]
     assert "main" in v["next_step"] and "MPI" in v["next_step"], v["next_step"]
+
+
+def cut_at(path: Path, at: int) -> None:
+    """The capture stops at ``at``: every event from then on is gone, and so is every call or range still running
+    then (nsys writes a call when it returns)."""
+    con = sqlite_rw(path)
+    with con:
+        for table in time_tables(con):
+            con.execute(f'DELETE FROM "{table}" WHERE start >= ? OR "end" > ?', [at, at])  # noqa: S608
+        for table in point_tables(con):
+            con.execute(f'DELETE FROM "{table}" WHERE start >= ?', [at])  # noqa: S608
+    con.close()
+
+
+@pytest.mark.parametrize(("at", "calls"), [(1_400_000_000, 3), (1_508_650_000, 15)],
+                         ids=["after-host-allocation", "after-first-copy-calls"])
+def test_a_capture_that_ended_during_start_up_says_so(tmp_path, at, calls) -> None:
+    """Issue #39 class 5: vecadd cut at a time inside its set-up (after its pinned allocations; after its device
+    allocations, streams and first two asynchronous copy calls, before the first launch). Cut there, the export has CUDA calls and no kernel: not "GPU tracing was
+    off", not start-up to shorten, but a capture that ended before the work, with a capture that would hold it."""
+    src = copy_export(corpus_file("vecadd-2026.sqlite"), tmp_path / "a.sqlite")
+    whole = _run(src, tmp_path / "a.duckdb")["verdict"]
+    assert "capture ended" not in whole["text"]
+    cut_at(src, at)
+    con = sqlite_rw(src)
+    (c0,) = con.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    (n_calls,) = con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start > ?", [c0]).fetchone()
+    (n_ops,) = con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()
+    (n_kernels,) = con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    (t1,) = con.execute("""SELECT MAX(e) FROM (SELECT MAX("end") e FROM CUPTI_ACTIVITY_KIND_RUNTIME
+                           UNION ALL SELECT MAX("end") FROM OSRT_API)""").fetchone()
+    con.close()
+    assert t1 < at and (n_calls, n_ops, n_kernels) == (calls, 0, 0)
+    v = _run(src, tmp_path / "b.duckdb")["verdict"]
+    assert v["kind"] == "startup" and v["impact_ns"] is None, v
+    assert v["text"].startswith("The capture ended during start-up") and "cudaHostAlloc" in v["text"], v["text"]
+    assert "no GPU operation" in v["text"] and f"its {fmt.duration(t1 - c0)} from the first CUDA call" in v["text"]
+    assert "--duration" in v["next_step"] and "--capture-range" in v["next_step"]
+    assert "GPU activity tracing" not in v["text"]
