@@ -133,6 +133,9 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
     # cpu_samples, --trace=osrt osrt).
     out["captured"] = {flag: trace.has_rows(table) for flag, table in CAPTURE_FLAGS}
     out["ended_in_startup"] = ended_in_startup(trace, bounds[1]) if bounds else None
+    # The threads that call CUDA: a sleep on the only one has no other thread of the program to wait for.
+    out["cuda_threads"] = int(trace.scalar("SELECT COUNT(*) FROM (SELECT DISTINCT pid, tid FROM cuda_api)") or 0
+                              ) if trace.has_rows("cuda_api") else 0
     if bounds and out["g0_ns"] is not None:
         c0 = _cuda_start(trace, out["g0_ns"])
         s1 = _setup_end(trace, out["g0_ns"])
@@ -399,8 +402,16 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
                         "the work per iteration (GPU time and launch latency)", None)
     if busy_pct >= GPU_BOUND_PCT:
         return _gpu_bound(bd, busy, busy_pct, by_rule, info)
-    # The GPU waits: the finding that owns the most time says on what.
-    ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"]
+    # The GPU waits: the finding that owns the most time says on what. A one-shot program whose only CUDA thread
+    # sleeps for most of HOST001's idle pauses by design: context, not host work to move.
+    pause = _pause(by_rule.get("HOST001"), facts, info)
+    ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"
+              and not (pause and f["rule_id"] == "HOST001")]
+    if pause and not ranked:
+        return _verdict("host_paced", f"Pausing by design: the GPU is idle {_ms(idle)}, busy {busy_pct:.1f}% of the "
+                        f"window, while the program's only CUDA thread sleeps{pause}.", None,
+                        "nothing to fix in the GPU work: remove the sleeps if they are not meant, or profile the work "
+                        "without them", None)
     if not ranked:
         see = _collect(facts, "see where the host is")
         return _verdict("host_bound", f"Host-bound: the GPU is busy {busy_pct:.1f}% of the window and idle "
@@ -457,10 +468,30 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
                  + (f" ({see})" if see else " (not in the CPU samples or OS calls either)"))
     step += "".join(f"; then {RULE_KINDS[p['rule_id']][1]}" for p in parts
                     if RULE_KINDS[p["rule_id"]][1] not in step)
+    if pause:
+        text += f"; the program's only CUDA thread also sleeps{pause} (a deliberate pause, not counted)"
     if path:
         step += ("; and read the input into managed memory faster or overlapped with GPU work (parallel or "
                  "asynchronous reads), prefetching it to the GPU (cudaMemPrefetchAsync) before the kernels")
     return _verdict(kind, text + ".", cost, step, top)
+
+
+SLEEPS = ("sleep", "usleep", "nanosleep", "clock_nanosleep")  # a deliberate pause (sched_yield is a busy back-off)
+
+
+def _pause(host001: Mapping[str, Any] | None, facts: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+    """`` X of the GPU's idle (nanosleep Y)`` when a one-shot program's only CUDA thread sleeps (``SLEEPS``) for at
+    least half of HOST001's idle: a program that pauses on purpose, with no other thread of its own to wait for;
+    empty otherwise (a loop's or a multi-threaded program's sleep is a wait to remove)."""
+    if (host001 is None or int(facts.get("cuda_threads") or 0) != 1
+            or (info.get("iterations") or {}).get("program") != "one_shot"):
+        return ""
+    calls = {str(n): int(ns) for n, ns in (host001.get("by_call") or {}).items()}
+    slept = {n: ns for n, ns in calls.items() if n.lstrip("_").removesuffix("64") in SLEEPS}
+    total = sum(slept.values())
+    if not total or 2 * total < int(host001["impact_ns"]):
+        return ""
+    return f" {_ms(total)} of the GPU's idle (" + ", ".join(f"{n} {_ms(ns)}" for n, ns in slept.items()) + ")"
 
 
 # The findings whose idle is the launching thread busy with its own serial work (computing, blocked in OS calls,

@@ -5,7 +5,8 @@ Each test runs a real corpus export, or a variant of one planted at test time, a
 - start-up that feeds the GPU's data path (managed memory the host fills before the first kernel, whose pages then
   migrate in) is the one-shot program's own host work, counted with the window's; without that premise it is not;
 - several kinds of host work in one host-bound window (CPU work and MPI) are one cost, named part by part;
-- a capture that ended during start-up says so and how to capture the work.
+- a capture that ended during start-up says so and how to capture the work;
+- a one-shot program's only CUDA thread that sleeps is pausing: context, not host-bound.
 """
 
 from __future__ import annotations
@@ -16,7 +17,17 @@ import pytest
 
 from analysis import fmt
 from analysis.api import analyze
-from tests.analysis.planting import copy_export, ingest_copy, new_string, point_tables, sqlite_rw, time_tables
+from tests.analysis.planting import (
+    clone_row,
+    copy_export,
+    ingest_copy,
+    new_string,
+    open_gap,
+    point_tables,
+    raw_gaps,
+    sqlite_rw,
+    time_tables,
+)
 from tests.conftest import corpus_file
 
 MS = 1_000_000
@@ -109,3 +120,44 @@ def test_a_capture_that_ended_during_start_up_says_so(tmp_path, at, calls) -> No
     assert "no GPU operation" in v["text"] and f"its {fmt.duration(t1 - c0)} from the first CUDA call" in v["text"]
     assert "--duration" in v["next_step"] and "--capture-range" in v["next_step"]
     assert "GPU activity tracing" not in v["text"]
+
+
+def plant_quiet_call(path: Path, name: str, delta: int) -> int:
+    """An OS call ``name`` on the launching thread over a gap opened where the GPU idles and no OS or CUDA call of
+    that thread is in progress (so the planted call alone owns the opened idle)."""
+    con = sqlite_rw(path)
+    tid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k "
+                      "ON k.correlationId = r.correlationId LIMIT 1").fetchone()[0]
+    busy = con.execute('SELECT start, "end" FROM OSRT_API WHERE globalTid = ? UNION ALL '
+                       'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid = ?', [tid, tid]).fetchall()
+    free = sorted(m for m in ((g[2] + g[3]) // 2 for g in raw_gaps(con) if g[3] - g[2] > 100_000)
+                  if not any(s <= m <= e for s, e in busy))
+    rowid = con.execute("SELECT rowid FROM OSRT_API WHERE globalTid = ? LIMIT 1", [tid]).fetchone()[0]
+    con.close()
+    at = free[len(free) // 2]
+    open_gap(path, at, delta)
+    con = sqlite_rw(path)
+    with con:
+        clone_row(con, "OSRT_API", rowid, start=at, end=at + delta, nameId=new_string(con, name))
+    con.close()
+    return delta
+
+
+@pytest.mark.parametrize("call", ["nanosleep", "read"])
+def test_a_one_shot_programs_only_thread_that_sleeps_is_pausing_not_host_bound(tmp_path, call) -> None:
+    """Issue #39 class 8: stdpar (one-shot, one CUDA thread) with 2 s of ``call`` planted on that thread in a gap
+    opened in its work. A sleep there is the program pausing on purpose (no other thread of its own to wait for):
+    said as context, never the host-bound cause to move off the thread. A read of the same length is host work that
+    leaves the GPU idle: HOST001 leads with it."""
+    src = copy_export(corpus_file("stdpar-um-gpu.sqlite"), tmp_path / "a.sqlite")
+    planted = plant_quiet_call(src, call, 2_000_000_000)
+    result = _run(src, tmp_path / "a.duckdb")
+    v = result["verdict"]
+    (host001,) = [f for f in result["findings"] if f["rule_id"] == "HOST001"]
+    assert host001["by_call"][call] >= planted  # HOST001 owns the planted call's idle either way
+    if call == "read":
+        assert v["rule_id"] == "HOST001" and v["impact_ns"] >= planted, v
+        return
+    assert v["rule_id"] != "HOST001" and "off the launching thread" not in v["next_step"], v
+    assert v["impact_ns"] is None or v["impact_ns"] < planted, v
+    assert f"only CUDA thread also sleeps {fmt.duration(host001['by_call'][call])} of the GPU's idle" in v["text"], v
