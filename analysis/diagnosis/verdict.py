@@ -27,6 +27,7 @@ Kinds (the vocabulary of ``verdict.kind``): see ``KINDS``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -53,6 +54,7 @@ KINDS: dict[str, str] = {
     "jit": "compilation (JIT, module loading) leaves the GPU idle",
     "host_bound": "the host is busy elsewhere (CPU work, I/O, Python) and the GPU waits",
     "network": "the NCCL log shows the network path or a failure on it limits the run (no nsys report says more)",
+    "failed_run": "the run failed (an uncaught exception or an abort in its last CPU samples): fix it, do not tune it",
 }
 
 GPU_BOUND_PCT = 80.0   # busy share of the window at which the GPU, not the host, bounds the run
@@ -133,6 +135,7 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
     # cpu_samples, --trace=osrt osrt).
     out["captured"] = {flag: trace.has_rows(table) for flag, table in CAPTURE_FLAGS}
     out["ended_in_startup"] = ended_in_startup(trace, bounds[1]) if bounds else None
+    out["failure"] = failed_run(trace, out["g1_ns"])
     # The threads that call CUDA: a sleep on the only one has no other thread of the program to wait for.
     out["cuda_threads"] = int(trace.scalar("SELECT COUNT(*) FROM (SELECT DISTINCT pid, tid FROM cuda_api)") or 0
                               ) if trace.has_rows("cuda_api") else 0
@@ -147,6 +150,21 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
         out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
         out["data_path"] = data_path(trace, c0, out["g0_ns"])
     return out
+
+
+def failed_run(trace: Trace, g1: int | None) -> dict[str, Any] | None:
+    """The run failed when one of its threads' last CPU samples shows an uncaught exception or an abort
+    (``meta['failure']``, found at ingest: ``analysis.readers.nsys.normalize.FAILED``) and no GPU work follows it
+    (after its last GPU operation, or in a run without any). None otherwise."""
+    raw = trace.meta.get("failure")
+    if not raw:
+        return None
+    try:
+        found = json.loads(raw)
+        at = int(found["ns"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return found if g1 is None or at >= g1 else None
 
 
 # The calls and ranges of a program's end: a capture that recorded one of them last saw the program finish.
@@ -290,6 +308,17 @@ def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
                     "re-profile with nsys profile --trace=cuda,nvtx,osrt --sample=cpu", None)
 
 
+def _failed(found: Mapping[str, Any]) -> Verdict:
+    """A run that failed (``failed_run``): say so, with the frames that show it; no tuning advice."""
+    frames = str(found.get("frames") or "")
+    uncaught = re.search(r"terminate|__cxa_|_Unwind_|PyErr|PyTraceBack", frames)
+    text = (f"The run failed: {'an uncaught exception' if uncaught else 'an abort'} ends it ({frames} in the last CPU "
+            f"samples of thread {found.get('tid')}, {_ms(int(found['ns']))} into the capture, after its last GPU "
+            "operation); the capture shows the run up to the failure, not its performance.")
+    return _verdict("failed_run", text, None, "fix the failure first (the program's error output says what failed), "
+                    "then profile a run that completes: tuning a failed run measures nothing", None)
+
+
 def _ended_in_startup(ended: Mapping[str, Any]) -> Verdict:
     """The capture stopped before the program's GPU work (``ended_in_startup``): say so, and how to capture it."""
     calls = ", ".join(f"{n} {_ms(v)}" for n, v in ended.get("calls") or [])
@@ -374,6 +403,8 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     """The verdict of one nsys report from its ``reports[]`` object, its findings (dicts) and
     ``verdict_facts``. See the module docstring for the order of the questions."""
     counts = info.get("counts") or {}
+    if facts.get("failure"):
+        return _failed(facts["failure"])
     ended = facts.get("ended_in_startup")
     if ended:
         return _ended_in_startup(ended)

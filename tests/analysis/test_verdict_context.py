@@ -6,7 +6,8 @@ Each test runs a real corpus export, or a variant of one planted at test time, a
   migrate in) is the one-shot program's own host work, counted with the window's; without that premise it is not;
 - several kinds of host work in one host-bound window (CPU work and MPI) are one cost, named part by part;
 - a capture that ended during start-up says so and how to capture the work;
-- a one-shot program's only CUDA thread that sleeps is pausing: context, not host-bound.
+- a one-shot program's only CUDA thread that sleeps is pausing: context, not host-bound;
+- a run whose last CPU samples end in an uncaught exception or an abort failed: said, not tuned.
 """
 
 from __future__ import annotations
@@ -161,3 +162,46 @@ def test_a_one_shot_programs_only_thread_that_sleeps_is_pausing_not_host_bound(t
     assert v["rule_id"] != "HOST001" and "off the launching thread" not in v["next_step"], v
     assert v["impact_ns"] is None or v["impact_ns"] < planted, v
     assert f"only CUDA thread also sleeps {fmt.duration(host001['by_call'][call])} of the GPU's idle" in v["text"], v
+
+
+def plant_frames(path: Path, frames: list[str], samples: int = 2) -> int:
+    """The launching thread's last ``samples`` CPU samples get ``frames`` as their innermost frames (the rest of
+    each call chain one level deeper), as a thread ending in them would show; returns the last sample's time."""
+    con = sqlite_rw(path)
+    tid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k "
+                      "ON k.correlationId = r.correlationId LIMIT 1").fetchone()[0]
+    last = con.execute("SELECT id, start FROM COMPOSITE_EVENTS WHERE globalTid = ? ORDER BY start DESC LIMIT ?",
+                       [tid, samples]).fetchall()
+    with con:
+        ids = [new_string(con, f) for f in frames]
+        for sample, _ in last:
+            (module,) = con.execute("SELECT module FROM SAMPLING_CALLCHAINS WHERE id = ? AND stackDepth = 0",
+                                    [sample]).fetchone()
+            con.execute("UPDATE SAMPLING_CALLCHAINS SET stackDepth = stackDepth + 10000 WHERE id = ?", [sample])
+            con.execute("UPDATE SAMPLING_CALLCHAINS SET stackDepth = stackDepth - 10000 + ? WHERE id = ?",
+                        [len(frames), sample])
+            con.executemany("INSERT INTO SAMPLING_CALLCHAINS (id, symbol, module, stackDepth) VALUES (?, ?, ?, ?)",
+                            [(sample, sid, module, depth) for depth, sid in enumerate(ids)])
+    con.close()
+    return int(last[0][1])
+
+
+@pytest.mark.parametrize(("frames", "failed"), [
+    (["raise", "abort", "__gnu_cxx::__verbose_terminate_handler()", "std::terminate()", "__cxa_throw"], True),
+    (["_Unwind_RaiseException", "__cxa_throw"], False),
+], ids=["uncaught", "thrown-and-caught"])
+def test_a_run_that_failed_says_so_and_gives_no_tuning_advice(tmp_path, frames, failed) -> None:
+    """Issue #39 class 5: saxpy whose launching thread's last CPU samples end in the C++ terminate handler and abort
+    (an uncaught exception) failed: the verdict says so, with the frames, and asks to fix it, not to tune it. The
+    same samples with only a throw (an exception caught, the run going on) leave the verdict as it was."""
+    src = copy_export(corpus_file("saxpy-mpi-rank0-perlmutter.sqlite"), tmp_path / "a.sqlite")
+    at = plant_frames(src, frames)
+    result = _run(src, tmp_path / "a.duckdb")
+    v = result["verdict"]
+    if not failed:
+        assert v["kind"] == "host_bound" and v["rule_id"] == "GPU001", v
+        return
+    assert v["kind"] == "failed_run" and v["impact_ns"] is None and v["rule_id"] is None, v
+    assert v["text"].startswith("The run failed: an uncaught exception ends it (" + " < ".join(frames)), v["text"]
+    assert "fix the failure" in v["next_step"] and "move" not in v["next_step"], v
+    assert at > max(e for _, e in sqlite_rw(src).execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY'))
