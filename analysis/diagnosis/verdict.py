@@ -4,6 +4,9 @@ Not "the top finding wins": the verdict first asks what kind of run this is, the
 for it, in this order (each step is a question about the whole report, answered from the breakdown,
 the phases and the findings):
 
+0. Did the run fail (an uncaught exception or an abort in its last CPU samples, no GPU work after it)? Then
+   ``failed_run``. Did the capture end during start-up (CUDA calls, no kernel and no launch, no call of the
+   program's end)? Then ``startup``, saying so and asking for a longer capture.
 1. Did the export record GPU activity at all? If not: ``no_gpu_data``, saying what it has and what to
    collect.
 2. Is it a one-shot program whose one-off stretches, start-up (from the CUDA program's first call to the end of
@@ -35,6 +38,7 @@ from typing import Any
 
 from analysis import fmt
 from analysis.loops.phases import activity_bounds, phase_info, top_calls
+from analysis.model.capture import FLAGS, captured
 from analysis.model.trace import Trace
 from analysis.results import Verdict
 
@@ -101,7 +105,7 @@ LABELS = {"sync_bound": "Sync-bound", "copies": "Copy-bound", "uvm": "Unified-me
           "communication": "Communication-bound", "jit": "Compilation", "startup": "Start-up"}
 
 
-CAPTURE_FLAGS = (("--sample=cpu", "cpu_samples"), ("--trace=osrt", "osrt"))
+CAPTURE_FLAGS = tuple((flag, table) for flag, table, _ in FLAGS)
 
 
 def missing_flags(facts: Mapping[str, Any]) -> list[str]:
@@ -131,9 +135,9 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
     g = trace.sql("SELECT MIN(s), MAX(e) FROM (" + " UNION ALL ".join(parts) + ")")[0] if parts else (None, None)  # noqa: S608
     out: dict[str, Any] = {"t0_ns": bounds[0] if bounds else None, "t1_ns": bounds[1] if bounds else None,
                            "g0_ns": None if g[0] is None else int(g[0]), "g1_ns": None if g[1] is None else int(g[1])}
-    # The capture flags the export records (a flag already on is never the next step; nsys --sample=cpu writes
-    # cpu_samples, --trace=osrt osrt).
-    out["captured"] = {flag: trace.has_rows(table) for flag, table in CAPTURE_FLAGS}
+    # The capture flags the export used (its settings, else its rows: ``analysis.model.capture``); a flag already
+    # on is never the next step.
+    out["captured"] = captured(trace)
     out["ended_in_startup"] = ended_in_startup(trace, bounds[1]) if bounds else None
     out["failure"] = failed_run(trace, out["g1_ns"])
     # The threads that call CUDA: a sleep on the only one has no other thread of the program to wait for.

@@ -12,6 +12,7 @@ Each test runs a real corpus export, or a variant of one planted at test time, a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from tests.analysis.planting import (
     sqlite_rw,
     time_tables,
 )
-from tests.conftest import corpus_file
+from tests.conftest import NSYS_FILES, corpus_file
 
 MS = 1_000_000
 
@@ -205,3 +206,44 @@ def test_a_run_that_failed_says_so_and_gives_no_tuning_advice(tmp_path, frames, 
     assert v["text"].startswith("The run failed: an uncaught exception ends it (" + " < ".join(frames)), v["text"]
     assert "fix the failure" in v["next_step"] and "move" not in v["next_step"], v
     assert at > max(e for _, e in sqlite_rw(src).execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY'))
+
+
+def _capture_used(short: str) -> dict[str, bool]:
+    """The raw export's own word on its capture: its recorded settings (META_DATA_CAPTURE), else its rows."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        settings = set(con.execute("SELECT name, value FROM META_DATA_CAPTURE WHERE name IN ('CAPTURE_EVENT_TYPE', "
+                                   "'LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES')").fetchall()
+                       ) if "META_DATA_CAPTURE" in tables else set()
+
+        def rows(table: str) -> bool:
+            return table in tables and con.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() is not None  # noqa: S608
+
+        return {"--sample=cpu": ("LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES", "true") in settings
+                or rows("COMPOSITE_EVENTS"),
+                "--trace=osrt": ("CAPTURE_EVENT_TYPE", "OSRuntime") in settings or rows("OSRT_API")}
+    finally:
+        con.close()
+
+
+ASKS = {"--sample=cpu": r"--sample=cpu", "--trace=osrt": r"--trace=[\w,]*osrt|OS runtime trace \(--trace=osrt\)"}
+
+
+@pytest.mark.parametrize("path", NSYS_FILES, ids=[p.name.split("__")[-1] for p in NSYS_FILES])
+def test_no_sentence_asks_for_a_capture_flag_the_export_used(path) -> None:
+    """Issue #39 class 5, everywhere a sentence asks for a flag: the verdict (text and next step) and every
+    finding (title, message, advice) of every corpus export ask for --sample=cpu or --trace=osrt only when the
+    export's capture settings and tables say it was off."""
+    from tests.analysis.test_verdict_substance import _result
+
+    short = path.name.split("__")[-1]
+    used = _capture_used(short)
+    result = _result(short)
+    said = [("verdict", result["verdict"]["text"] + " " + (result["verdict"]["next_step"] or ""))]
+    said += [(f["rule_id"], " ".join(str(f.get(k) or "") for k in ("title", "message", "advice")))
+             for f in result["findings"]]
+    wrong = [(who, flag) for who, text in said for flag, rx in ASKS.items() if used[flag] and re.search(rx, text)]
+    assert not wrong, wrong

@@ -69,23 +69,33 @@ def _drop(path: Path, *tables: str) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("sampled", [True, False], ids=["sampled", "not-sampled"])
+@pytest.mark.parametrize("sampled", ["sampled", "not-sampled", "sampled-nothing"])
 def test_the_next_step_asks_only_for_capture_flags_the_export_did_not_use(tmp_path, sampled) -> None:
-    """Issue #39 class 5: the export records its capture (CPU samples, OS runtime calls); a flag already on is never
-    the next step. The same host-bound export, with its CPU samples, names the sampled work and says to move it;
-    without them (planted: the sample tables emptied), it asks for --sample=cpu and only for that."""
+    """Issue #39 class 5: the export records its capture (its settings, and the CPU samples and OS runtime calls it
+    holds); a flag already on is never the next step. The same host-bound export, with its CPU samples, names the
+    sampled work and says to move it; without them and with sampling off in its settings (planted), it asks for
+    --sample=cpu and only for that; without them but with sampling on in its settings (the capture sampled and
+    recorded nothing there), it does not ask for it again."""
     src = copy_export(corpus_file(EXPORT), tmp_path / "a.sqlite")
-    if not sampled:
+    if sampled != "sampled":
         _drop(src, "COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS")
         open_gap(src, loop_gap(src), GAP)  # idle with nothing recorded: the host's work must be asked for
+    if sampled == "not-sampled":
+        con = sqlite_rw(src)
+        with con:
+            con.execute("UPDATE META_DATA_CAPTURE SET value = 'false' "
+                        "WHERE name = 'LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES'")
+        con.close()
     v = analyze([ingest_copy(src, tmp_path / "a.duckdb")]).to_json()["verdict"]
     said = v["text"] + " " + v["next_step"]
     assert v["kind"] == "host_bound", v
     assert "--trace=osrt" not in said  # the export traces OS runtime calls either way
-    if sampled:
+    if sampled == "sampled":
         assert "--sample=cpu" not in said and "_Py_dg_dtoa" in v["next_step"], v
-    else:
+    elif sampled == "not-sampled":
         assert "--sample=cpu" in said and "sampled" not in v["text"], v
+    else:
+        assert "--sample=cpu" not in said and "NVTX" in said, v
 
 
 def test_host_work_before_the_first_cuda_call_is_context_not_start_up(tmp_path) -> None:
