@@ -140,9 +140,10 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
     out["captured"] = captured(trace)
     out["ended_in_startup"] = ended_in_startup(trace, bounds[1]) if bounds else None
     out["failure"] = failed_run(trace, out["g1_ns"])
-    # The threads that call CUDA: a sleep on the only one has no other thread of the program to wait for.
-    out["cuda_threads"] = int(trace.scalar("SELECT COUNT(*) FROM (SELECT DISTINCT pid, tid FROM cuda_api)") or 0
-                              ) if trace.has_rows("cuda_api") else 0
+    # The threads that call CUDA, in a one-shot program (the only one whose sleep can be a pause: ``_pause``): a
+    # sleep on the only one has no other thread of the program to wait for.
+    if trace.has_rows("cuda_api") and bounds and not len(phase_info(trace).loop):
+        out["cuda_threads"] = int(trace.scalar("SELECT COUNT(*) FROM (SELECT DISTINCT pid, tid FROM cuda_api)") or 0)
     if bounds and out["g0_ns"] is not None:
         c0 = _cuda_start(trace, out["g0_ns"])
         s1 = _setup_end(trace, out["g0_ns"])
@@ -210,9 +211,11 @@ def data_path(trace: Trace, c0: int, g0: int) -> dict[str, Any] | None:
     n_alloc, alloc_ns = trace.sql(f"""SELECT COUNT(*), COALESCE(SUM(end_ns - start_ns), 0) FROM cuda_api
                                       WHERE list_contains($names, name) AND start_ns >= {int(c0)}
                                         AND start_ns < {int(g0)}""", {"names": list(MANAGED_ALLOCS)})[0]  # noqa: S608
+    if not n_alloc:
+        return None
     n_in, bytes_in = trace.sql(f"""SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM memcpy
                                    WHERE copy_kind = 'UVM_HtoD' AND start_ns >= {int(g0)}""")[0]  # noqa: S608
-    if not n_alloc or not n_in:
+    if not n_in:
         return None
     calls: list[tuple[str, int]] = []
     if trace.has_rows("osrt"):  # the OS calls of the threads that allocated the managed memory (they fill it)
