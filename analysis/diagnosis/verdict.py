@@ -4,6 +4,9 @@ Not "the top finding wins": the verdict first asks what kind of run this is, the
 for it, in this order (each step is a question about the whole report, answered from the breakdown,
 the phases and the findings):
 
+0. Did the run fail (an uncaught exception or an abort in its last CPU samples, no GPU work after it)? Then
+   ``failed_run``. Did the capture end during start-up (CUDA calls, no kernel and no launch, no call of the
+   program's end)? Then ``startup``, saying so and asking for a longer capture.
 1. Did the export record GPU activity at all? If not: ``no_gpu_data``, saying what it has and what to
    collect.
 2. Is it a one-shot program whose one-off stretches, start-up (from the CUDA program's first call to the end of
@@ -27,12 +30,15 @@ Kinds (the vocabulary of ``verdict.kind``): see ``KINDS``.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from analysis import fmt
 from analysis.loops.phases import activity_bounds, phase_info, top_calls
+from analysis.model.capture import FLAGS, captured
 from analysis.model.trace import Trace
 from analysis.results import Verdict
 
@@ -52,6 +58,7 @@ KINDS: dict[str, str] = {
     "jit": "compilation (JIT, module loading) leaves the GPU idle",
     "host_bound": "the host is busy elsewhere (CPU work, I/O, Python) and the GPU waits",
     "network": "the NCCL log shows the network path or a failure on it limits the run (no nsys report says more)",
+    "failed_run": "the run failed (an uncaught exception or an abort in its last CPU samples): fix it, do not tune it",
 }
 
 GPU_BOUND_PCT = 80.0   # busy share of the window at which the GPU, not the host, bounds the run
@@ -98,7 +105,7 @@ LABELS = {"sync_bound": "Sync-bound", "copies": "Copy-bound", "uvm": "Unified-me
           "communication": "Communication-bound", "jit": "Compilation", "startup": "Start-up"}
 
 
-CAPTURE_FLAGS = (("--sample=cpu", "cpu_samples"), ("--trace=osrt", "osrt"))
+CAPTURE_FLAGS = tuple((flag, table) for flag, table, _ in FLAGS)
 
 
 def missing_flags(facts: Mapping[str, Any]) -> list[str]:
@@ -128,9 +135,15 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
     g = trace.sql("SELECT MIN(s), MAX(e) FROM (" + " UNION ALL ".join(parts) + ")")[0] if parts else (None, None)  # noqa: S608
     out: dict[str, Any] = {"t0_ns": bounds[0] if bounds else None, "t1_ns": bounds[1] if bounds else None,
                            "g0_ns": None if g[0] is None else int(g[0]), "g1_ns": None if g[1] is None else int(g[1])}
-    # The capture flags the export records (a flag already on is never the next step; nsys --sample=cpu writes
-    # cpu_samples, --trace=osrt osrt).
-    out["captured"] = {flag: trace.has_rows(table) for flag, table in CAPTURE_FLAGS}
+    # The capture flags the export used (its settings, else its rows: ``analysis.model.capture``); a flag already
+    # on is never the next step.
+    out["captured"] = captured(trace)
+    out["ended_in_startup"] = ended_in_startup(trace, bounds[1]) if bounds else None
+    out["failure"] = failed_run(trace, out["g1_ns"])
+    # The threads that call CUDA, in a one-shot program (the only one whose sleep can be a pause: ``_pause``): a
+    # sleep on the only one has no other thread of the program to wait for.
+    if trace.has_rows("cuda_api") and bounds and not len(phase_info(trace).loop):
+        out["cuda_threads"] = int(trace.scalar("SELECT COUNT(*) FROM (SELECT DISTINCT pid, tid FROM cuda_api)") or 0)
     if bounds and out["g0_ns"] is not None:
         c0 = _cuda_start(trace, out["g0_ns"])
         s1 = _setup_end(trace, out["g0_ns"])
@@ -140,7 +153,81 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
         out["teardown_calls"] = top_calls(trace, out["g1_ns"], bounds[1])
         out["teardown_covered_ns"] = covered_ns(trace, out["g1_ns"], bounds[1], [n for n, _ in out["teardown_calls"]])
         out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
+        out["data_path"] = data_path(trace, c0, out["g0_ns"])
     return out
+
+
+def failed_run(trace: Trace, g1: int | None) -> dict[str, Any] | None:
+    """The run failed when one of its threads' last CPU samples shows an uncaught exception or an abort
+    (``meta['failure']``, found at ingest: ``analysis.readers.nsys.normalize.FAILED``) and no GPU work follows it
+    (after its last GPU operation, or in a run without any). None otherwise."""
+    raw = trace.meta.get("failure")
+    if not raw:
+        return None
+    try:
+        found = json.loads(raw)
+        at = int(found["ns"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return found if g1 is None or at >= g1 else None
+
+
+# The calls and ranges of a program's end: a capture that recorded one of them last saw the program finish.
+TEARDOWN_RE = (r"^(cuda(Free\w*|DeviceReset|HostUnregister)|cu(CtxDestroy|DevicePrimaryCtxRelease|DevicePrimaryCtxReset"
+               r"|ModuleUnload|LibraryUnload|MemFree|MemRelease)\w*|nccl(CommDestroy|CommFinalize|CommAbort)|P?MPI_Finalize)$")
+
+
+def ended_in_startup(trace: Trace, t1: int) -> dict[str, Any] | None:
+    """Whether the capture ended during the CUDA program's start-up: CUDA calls were recorded, but no kernel and no
+    kernel launch (a launch without its kernel is lost GPU tracing, not an early end), and the last call recorded is
+    not one of the program's end (``TEARDOWN_RE``: frees, destroys, finalize). Then: the stretch from the first CUDA
+    call to the capture's end, the calls that fill it, and the copies or memsets it holds. None otherwise."""
+    if not trace.has_rows("cuda_api") or trace.has_rows("kernels"):
+        return None
+    if trace.scalar("SELECT COUNT(*) FROM cuda_api WHERE regexp_matches(name, '[Ll]aunch')"):
+        return None
+    last = trace.scalar("SELECT name FROM cuda_api ORDER BY start_ns DESC, end_ns DESC LIMIT 1")
+    ranges = (trace.scalar("SELECT COUNT(*) FROM nvtx WHERE regexp_matches(text, $re)", {"re": TEARDOWN_RE})
+              if trace.has_rows("nvtx") else 0)
+    if last is None or re.match(TEARDOWN_RE, str(last)) or ranges:
+        return None
+    c0 = int(trace.scalar("SELECT MIN(start_ns) FROM cuda_api"))
+    ops = sum(int(trace.scalar(f'SELECT COUNT(*) FROM "{t}"') or 0) for t in ("memcpy", "memset")  # noqa: S608
+              if trace.has_rows(t))
+    return {"ns": int(t1 - c0), "calls": top_calls(trace, c0, t1), "gpu_ops": ops}
+
+
+MANAGED_ALLOCS = ("cudaMallocManaged", "cuMemAllocManaged")
+
+
+def data_path(trace: Trace, c0: int, g0: int) -> dict[str, Any] | None:
+    """The start-up before the first GPU operation (``[c0, g0)``) when it feeds the GPU's data path: managed memory
+    is allocated in it and, once the kernels run, its pages migrate in from the host (``UVM_HtoD``), which they do
+    only for pages the host touched first. The host's work there (reading and converting the input into managed
+    memory, after the CUDA set-up) is then the GPU program's own host work, not context. None when that premise
+    does not hold (no managed allocation before the first GPU operation, or nothing migrated in after it)."""
+    if g0 <= c0 or not trace.has_rows("cuda_api") or not trace.has_rows("memcpy"):
+        return None
+    n_alloc, alloc_ns = trace.sql(f"""SELECT COUNT(*), COALESCE(SUM(end_ns - start_ns), 0) FROM cuda_api
+                                      WHERE list_contains($names, name) AND start_ns >= {int(c0)}
+                                        AND start_ns < {int(g0)}""", {"names": list(MANAGED_ALLOCS)})[0]  # noqa: S608
+    if not n_alloc:
+        return None
+    n_in, bytes_in = trace.sql(f"""SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM memcpy
+                                   WHERE copy_kind = 'UVM_HtoD' AND start_ns >= {int(g0)}""")[0]  # noqa: S608
+    if not n_in:
+        return None
+    calls: list[tuple[str, int]] = []
+    if trace.has_rows("osrt"):  # the OS calls of the threads that allocated the managed memory (they fill it)
+        calls = [(str(a), int(b)) for a, b in trace.sql(f"""
+            SELECT o.name, SUM(LEAST(o.end_ns, {int(g0)}) - GREATEST(o.start_ns, {int(c0)}))::BIGINT AS t
+            FROM osrt o SEMI JOIN (SELECT DISTINCT pid, tid FROM cuda_api WHERE list_contains($names, name)
+                                   AND start_ns >= {int(c0)} AND start_ns < {int(g0)}) a
+                        ON a.pid = o.pid AND a.tid = o.tid
+            WHERE o.start_ns < {int(g0)} AND o.end_ns > {int(c0)} AND o.name IS NOT NULL
+            GROUP BY o.name HAVING t > 0 ORDER BY t DESC, o.name LIMIT 2""", {"names": list(MANAGED_ALLOCS)})]  # noqa: S608
+    return {"ns": int(g0 - c0), "managed_allocs": int(n_alloc), "managed_alloc_ns": int(alloc_ns),
+            "migrations_in": int(n_in), "bytes_in": int(bytes_in or 0), "os_calls": calls}
 
 
 def _setup_end(trace: Trace, g0: int) -> int:
@@ -228,6 +315,32 @@ def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
                     "re-profile with nsys profile --trace=cuda,nvtx,osrt --sample=cpu", None)
 
 
+def _failed(found: Mapping[str, Any]) -> Verdict:
+    """A run that failed (``failed_run``): say so, with the frames that show it; no tuning advice."""
+    frames = str(found.get("frames") or "")
+    uncaught = re.search(r"terminate|__cxa_|_Unwind_|PyErr|PyTraceBack", frames)
+    text = (f"The run failed: {'an uncaught exception' if uncaught else 'an abort'} ends it ({frames} in the last CPU "
+            f"samples of thread {found.get('tid')}, {_ms(int(found['ns']))} into the capture, after its last GPU "
+            "operation); the capture shows the run up to the failure, not its performance.")
+    return _verdict("failed_run", text, None, "fix the failure first (the program's error output says what failed), "
+                    "then profile a run that completes: tuning a failed run measures nothing", None)
+
+
+def _ended_in_startup(ended: Mapping[str, Any]) -> Verdict:
+    """The capture stopped before the program's GPU work (``ended_in_startup``): say so, and how to capture it."""
+    calls = ", ".join(f"{n} {_ms(v)}" for n, v in ended.get("calls") or [])
+    ops = int(ended.get("gpu_ops") or 0)
+    text = (f"The capture ended during start-up: its {_ms(int(ended['ns']))} from the first CUDA call hold set-up "
+            f"only ({calls or 'no call with a duration'}"
+            + (f"; {ops:,} copies or memsets" if ops else "; no GPU operation")
+            + "); no kernel was launched and nothing of the program's end (frees, destroys, finalize) was recorded, "
+              "so the GPU work is not in this capture.")
+    return _verdict("startup", text, None,
+                    "capture the work itself: profile longer (a longer nsys --duration, or none) or start the capture "
+                    "after set-up (--capture-range=cudaProfilerApi with cudaProfilerStart/Stop around the work, or "
+                    "--delay)", None)
+
+
 def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict | None:
     got = [facts.get(k) for k in ("t0_ns", "t1_ns", "g0_ns", "g1_ns")]
     if any(v is None for v in got):
@@ -297,6 +410,11 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     """The verdict of one nsys report from its ``reports[]`` object, its findings (dicts) and
     ``verdict_facts``. See the module docstring for the order of the questions."""
     counts = info.get("counts") or {}
+    if facts.get("failure"):
+        return _failed(facts["failure"])
+    ended = facts.get("ended_in_startup")
+    if ended:
+        return _ended_in_startup(ended)
     if not any(counts.get(k) for k in ("kernels", "memcpy", "memset")):
         return _no_gpu(info, facts)
     one_off = _one_off(info, facts)
@@ -322,8 +440,16 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
                         "the work per iteration (GPU time and launch latency)", None)
     if busy_pct >= GPU_BOUND_PCT:
         return _gpu_bound(bd, busy, busy_pct, by_rule, info)
-    # The GPU waits: the finding that owns the most time says on what.
-    ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"]
+    # The GPU waits: the finding that owns the most time says on what. A one-shot program whose only CUDA thread
+    # sleeps for most of HOST001's idle pauses by design: context, not host work to move.
+    pause = _pause(by_rule.get("HOST001"), facts, info)
+    ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"
+              and not (pause and f["rule_id"] == "HOST001")]
+    if pause and not ranked:
+        return _verdict("host_paced", f"Pausing by design: the GPU is idle {_ms(idle)}, busy {busy_pct:.1f}% of the "
+                        f"window, while the program's only CUDA thread sleeps{pause}.", None,
+                        "nothing to fix in the GPU work: remove the sleeps if they are not meant, or profile the work "
+                        "without them", None)
     if not ranked:
         see = _collect(facts, "see where the host is")
         return _verdict("host_bound", f"Host-bound: the GPU is busy {busy_pct:.1f}% of the window and idle "
@@ -346,8 +472,15 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     title = str(top["title"])
     if title.lower().startswith(label.lower() + ":"):  # a title that already says it (KRN001's "Launch-bound: ...")
         title = title[len(label) + 1:].lstrip()
-    text = (f"{label}: {title} (costs {_ms(int(top['impact_ns']))}; the GPU is idle "
-            f"{_ms(idle)}, busy {busy_pct:.1f}% of the window)")
+    parts = _host_parts(top, by_rule, unrecorded, idle) if kind == "host_bound" else []
+    path = (facts.get("data_path") if kind == "host_bound"
+            and (info.get("iterations") or {}).get("program") == "one_shot" else None)
+    in_window = int(top["impact_ns"]) + sum(int(p["impact_ns"]) for p in parts)
+    cost = in_window + (int(path["ns"]) if path else 0)
+    title += (f" ({_ms(int(top['impact_ns']))})" if parts else "") + "".join(f"; also {p['title']}" for p in parts) + (_data_path_text(path) if path else "")
+    costs = f"costs {_ms(cost)}" + (f": {_ms(in_window)} in the window and {_ms(int(path['ns']))} of start-up"
+                                    if path else " together" if parts else "")
+    text = f"{label}: {title} ({costs}; the GPU is idle {_ms(idle)}, busy {busy_pct:.1f}% of the window)"
     sampled = top.get("host_functions") or []
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
@@ -371,7 +504,59 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         see = _collect(facts, "see it")
         text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded"
                  + (f" ({see})" if see else " (not in the CPU samples or OS calls either)"))
-    return _verdict(kind, text + ".", int(top["impact_ns"]), step, top)
+    step += "".join(f"; then {RULE_KINDS[p['rule_id']][1]}" for p in parts
+                    if RULE_KINDS[p["rule_id"]][1] not in step)
+    if pause:
+        text += f"; the program's only CUDA thread also sleeps{pause} (a deliberate pause, not counted)"
+    if path:
+        step += ("; and read the input into managed memory faster or overlapped with GPU work (parallel or "
+                 "asynchronous reads), prefetching it to the GPU (cudaMemPrefetchAsync) before the kernels")
+    return _verdict(kind, text + ".", cost, step, top)
+
+
+SLEEPS = ("sleep", "usleep", "nanosleep", "clock_nanosleep")  # a deliberate pause (sched_yield is a busy back-off)
+
+
+def _pause(host001: Mapping[str, Any] | None, facts: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+    """`` X of the GPU's idle (nanosleep Y)`` when a one-shot program's only CUDA thread sleeps (``SLEEPS``) for at
+    least half of HOST001's idle: a program that pauses on purpose, with no other thread of its own to wait for;
+    empty otherwise (a loop's or a multi-threaded program's sleep is a wait to remove)."""
+    if (host001 is None or int(facts.get("cuda_threads") or 0) != 1
+            or (info.get("iterations") or {}).get("program") != "one_shot"):
+        return ""
+    calls = {str(n): int(ns) for n, ns in (host001.get("by_call") or {}).items()}
+    slept = {n: ns for n, ns in calls.items() if n.lstrip("_").removesuffix("64") in SLEEPS}
+    total = sum(slept.values())
+    if not total or 2 * total < int(host001["impact_ns"]):
+        return ""
+    return f" {_ms(total)} of the GPU's idle (" + ", ".join(f"{n} {_ms(ns)}" for n, ns in slept.items()) + ")"
+
+
+# The findings whose idle is the launching thread busy with its own serial work (computing, blocked in OS calls,
+# communicating over MPI on the host): a host-bound verdict counts each that owns at least ``PART_SHARE`` of the
+# idle as a part of one cost (their idle is owned exclusively, so the parts add up), names it and its next step.
+HOST_PARTS = ("GPU001", "HOST001", "HOST003")
+
+
+def _host_parts(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], unrecorded: Any,
+                idle: int) -> list[Mapping[str, Any]]:
+    """The other host-work findings that a host-bound verdict led by ``top`` counts with it (largest first); a
+    GPU001 whose idle is mostly unrecorded is not known host work and is never one."""
+    if top["rule_id"] not in HOST_PARTS:
+        return []
+    found = [by_rule[r] for r in HOST_PARTS if r in by_rule and by_rule[r] is not top and by_rule[r] is not unrecorded
+             and int(by_rule[r]["impact_ns"]) >= PART_SHARE * idle > 0]
+    return sorted(found, key=lambda f: -int(f["impact_ns"]))
+
+
+def _data_path_text(path: Mapping[str, Any]) -> str:
+    """The start-up that feeds the GPU's data path (``data_path``), as a clause of the host-bound sentence."""
+    calls = ", ".join(f"{n} {_ms(v)}" for n, v in path.get("os_calls") or [])
+    return (f"; before the first GPU operation the host spends {_ms(int(path['ns']))} setting up CUDA and filling the "
+            f"managed memory the kernels read ({int(path['managed_allocs'])} managed allocation(s) "
+            f"{_ms(int(path['managed_alloc_ns']))}; {fmt.size(int(path['bytes_in']))} migrate in from the host in "
+            f"{int(path['migrations_in']):,} migrations once the kernels run"
+            + (f"; OS calls {calls}" if calls else "") + ")")
 
 
 # The rules that own idle inside the host's per-launch round trip (the calls of each iteration of a loop of small

@@ -205,7 +205,8 @@ def test_gpu001_advice_follows_what_the_anatomy_saw_in_its_idle(name: str, key: 
     (f,) = [f for f in result["findings"] if f["rule_id"] == "GPU001"]
     cats = f["by_category"]
     assert f["main_cause"] == "no_activity" and max(cats, key=cats.get) == ("none" if key == "no_activity" else key)
-    assert f["advice"] == ADVICE[key]
+    # The three captures sampled the CPU or did not need to ask (issue #39 class 5): no advice asks for samples.
+    assert f["advice"] == ADVICE[key].replace("; else sample the CPU with nsys --sample=cpu", "")
     assert "no recorded host activity" not in f["message"]
 
 

@@ -77,6 +77,7 @@ class ExportInfo:
     session_start_utc_ns: int | None = None
     time_offset_ns: int = 0              # subtract from every event time to get session-relative ns
     facts: dict[str, str | None] = field(default_factory=dict)   # rank, world_size, host ... (allow-listed)
+    capture: dict[str, str] = field(default_factory=dict)         # the capture settings it records (CAPTURE_SETTINGS)
     # Parts of the export that could not be read and what the report lacks for it ({table, columns, effect}).
     degraded: list[dict] = field(default_factory=list)
     decoders: dict[str, dict[int, str]] = field(default_factory=dict)
@@ -291,6 +292,7 @@ def _read_small(con: apsw.Connection, info: ExportInfo) -> None:
             elif name == "Hostname" and host is None and isinstance(value, str):
                 host = value
     info.facts = job_facts(env, host, _captured_processes(con, t), _env_blocks(con, t))
+    info.capture = _capture_settings(con, t)
     enum_rows: dict[str, list[tuple[int, str]]] = {}
     for table in enums.enum_tables().values():
         if table in t:
@@ -321,6 +323,28 @@ def _captured_processes(con: apsw.Connection, info_tables: dict[str, list[str]])
         if isinstance(name, str) and isinstance(value, str):
             per.setdefault(name, []).append(value)
     return [parse_capture(v) for v in per.values()]
+
+
+# The capture settings the export records (nsys 2023.3+, ``META_DATA_CAPTURE``) that say which host data was asked
+# for: OS runtime calls (``--trace=osrt``: an ``OSRuntime`` capture event type) and CPU sampling (``--sample=cpu``:
+# IP/backtrace samples collected). Only these fixed names are read, never the environment beside them.
+CAPTURE_SETTINGS = {"capture_osrt": ("CAPTURE_EVENT_TYPE", "OSRuntime"),
+                    "capture_sample_cpu": ("LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES", "true")}
+
+
+def _capture_settings(con: apsw.Connection, info_tables: dict[str, list[str]]) -> dict[str, str]:
+    """``capture_osrt`` / ``capture_sample_cpu``: ``true`` or ``false`` as the export's capture settings record them;
+    absent when it records no settings (older exports: the tables say what was collected)."""
+    if "META_DATA_CAPTURE" not in info_tables:
+        return {}
+    names = sorted({name for name, _ in CAPTURE_SETTINGS.values()})
+    rows = [(n, v) for n, v in con.execute(
+        f'SELECT "name", "value" FROM "META_DATA_CAPTURE" WHERE "name" IN ({", ".join("?" for _ in names)}) '  # noqa: S608
+        "LIMIT 1000", names) if isinstance(n, str) and isinstance(v, str)]
+    if not rows:
+        return {}
+    return {key: str(any(n == name and v == value for n, v in rows)).lower()
+            for key, (name, value) in CAPTURE_SETTINGS.items()}
 
 
 def _env_blocks(con: apsw.Connection, info_tables: dict[str, list[str]]) -> list[str]:

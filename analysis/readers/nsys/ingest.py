@@ -50,6 +50,7 @@ def meta_rows(info: ExportInfo) -> dict[str, str]:
         # Parts of the export left unread, as JSON (table and column names are from the allow-list).
         "degraded": json.dumps(info.degraded) if info.degraded else None,
         **info.facts,
+        **info.capture,
     }
     return {k: str(v) for k, v in rows.items() if v is not None}
 

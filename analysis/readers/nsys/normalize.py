@@ -172,6 +172,8 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
 
     if "COMPOSITE_EVENTS" in t:
         out.append(("cpu_samples", _cpu_samples(info)))
+        if "SAMPLING_CALLCHAINS" in t:
+            out.append(("meta", _failure(info)))
     if "SCHED_EVENTS" in t:
         out.append(("off_cpu", _off_cpu(info)))
     out.extend(_system_metrics(info))
@@ -267,6 +269,35 @@ def _cpu_samples(info: ExportInfo) -> str:
         SELECT {_pid('e."globalTid"')}, {_tid('e."globalTid"')}, {_time('e."start"', off)}, {e("cpu")},
                {function}, {module}
         FROM {_src("COMPOSITE_EVENTS")} e {chain}"""
+
+
+# A run that failed, as its last CPU samples show it: a frame of an uncaught exception or an abort (the C++ terminate
+# handler, abort/raise, a failed assert, Python printing an uncaught exception's traceback or a fatal error) at any
+# depth of one of a thread's last ``LAST_SAMPLES`` samples. The frames that threw (``THROWN``) are kept beside it.
+FAILED = (r"^(std::terminate|__gnu_cxx::__verbose_terminate_handler|abort|raise|__assert_fail|__libc_message"
+          r"|PyErr_PrintEx|PyErr_Print|_PyErr_PrintEx|_?PyErr_Display|PyTraceBack_Print|_?Py_FatalError[A-Za-z_]*)(\(.*\))?$")
+THROWN = r"^(__cxa_throw|__cxa_rethrow|_Unwind_RaiseException|_?PyErr_SetObject|PyErr_SetString|PyErr_Format)(\(.*\))?$"
+LAST_SAMPLES = 16
+
+
+def _failure(info: ExportInfo) -> str:
+    """``meta['failure']``: the latest of the threads' last samples whose call chain shows the run failing
+    (``FAILED``), as JSON: its time, pid, tid and the failing and throwing frames, innermost first. No row when none."""
+    off = info.time_offset_ns
+    return f"""
+        INSERT INTO meta
+        SELECT 'failure', json_object('ns', start_ns, 'pid', pid, 'tid', tid, 'frames', frames)::VARCHAR FROM (
+            SELECT s.start_ns, s.pid, s.tid, string_agg(n.value, ' < ' ORDER BY c."stackDepth") AS frames,
+                   bool_or(regexp_matches(n.value, '{FAILED}')) AS failed
+            FROM (SELECT e."id" AS id, {_time('e."start"', off)} AS start_ns, {_pid('e."globalTid"')} AS pid,
+                         {_tid('e."globalTid"')} AS tid,
+                         row_number() OVER (PARTITION BY e."globalTid" ORDER BY e."start" DESC) AS k
+                  FROM {_src("COMPOSITE_EVENTS")} e) s
+            JOIN {_src("SAMPLING_CALLCHAINS")} c ON c."id" = s.id
+            JOIN _strings n ON n.id = c."symbol"
+            WHERE s.k <= {LAST_SAMPLES} AND (regexp_matches(n.value, '{FAILED}') OR regexp_matches(n.value, '{THROWN}'))
+            GROUP BY s.id, s.start_ns, s.pid, s.tid)
+        WHERE failed ORDER BY start_ns DESC LIMIT 1"""
 
 
 def _off_cpu(info: ExportInfo) -> str:

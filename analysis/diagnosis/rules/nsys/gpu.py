@@ -22,6 +22,7 @@ from analysis.diagnosis.rules.nsys.hostcpu import functions_in
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.diagnosis.system_metrics import SM_METRIC_RE, sampled_during
 from analysis.model.activity import top_order
+from analysis.model.capture import missing as capture_missing
 from analysis.model.trace import Trace
 
 CAUSES = {
@@ -167,7 +168,7 @@ class IdleGaps(Rule):
                      + f". Causes of the idle this rule keeps: {causes}. The host was: "
                      + ", ".join(f"{CATEGORY_WORDS.get(c, c)} {fmt_ms(v)}" for c, v in list(by_cat.items())[:4])
                      + "." + _unrecorded(trace, main, host)),
-            impact_ns=total, impact_pct=share, advice=ADVICE[_advice_key(main, by_cat)], evidence=evidence,
+            impact_ns=total, impact_pct=share, advice=_advice(trace, _advice_key(main, by_cat)), evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
             extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
                    "main_cause": main, "by_category": by_cat, **host},
@@ -184,6 +185,14 @@ def _advice_key(main: str, by_cat: dict[str, int]) -> str:
     return main
 
 
+def _advice(trace: Trace, key: str) -> str:
+    """``ADVICE[key]``, without asking for CPU samples when the capture took them (``analysis.model.capture``)."""
+    advice = ADVICE[key]
+    if "--sample=cpu" not in capture_missing(trace):
+        advice = advice.replace("; else sample the CPU with nsys --sample=cpu", "")
+    return advice
+
+
 def _unrecorded(trace: Trace, main: str, host: dict) -> str:
     """When nothing recorded explains most of the idle: the sampled functions, else the capture flags that
     would show what the host did."""
@@ -192,8 +201,7 @@ def _unrecorded(trace: Trace, main: str, host: dict) -> str:
     if host.get("host_functions"):
         fns = ", ".join(f"{f['function']} ({f['share_pct']:.0f}%)" for f in host["host_functions"][:3])
         return f" The launching threads were sampled in: {fns}."
-    missing = [flag for table, flag in (("cpu_samples", "--sample=cpu"), ("osrt", "--trace=osrt"))
-               if not trace.has_rows(table)]
+    missing = capture_missing(trace)  # a flag already on is never asked for (analysis.model.capture)
     return (f" Nothing recorded shows what the host did: profile with {' and '.join(missing)} to see it."
             if missing else "")
 

@@ -12,6 +12,7 @@ from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned, ownership_par
 from analysis.diagnosis.rules.nsys.hostcpu import functions_in
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.activity import top_order
+from analysis.model.capture import missing as capture_missing
 from analysis.model.osrt import WRITES, base_name, os_class
 from analysis.model.trace import Run, Trace
 
@@ -43,6 +44,16 @@ ADVICE = {
                 "a lock, a queue, I/O), or it was runnable but had no core (more busy threads than cores: fewer "
                 "DataLoader workers or OpenMP threads, pin the launching thread to its own core)."),
 }
+
+
+def _advice(trace: Trace, key: str) -> str:
+    """``ADVICE[key]``, without asking for the OS runtime trace when the capture had it (``analysis.model.capture``):
+    then the switch-out is outside every traced OS call."""
+    advice = ADVICE[key]
+    if "--trace=osrt" not in capture_missing(trace):
+        advice = advice.replace("(trace OS calls with --trace=osrt to see what: a lock, a queue, I/O)",
+                                "(no traced OS call holds it: a lock, a page fault or I/O the OS trace does not show)")
+    return advice
 
 
 class HostBlocked(Rule):
@@ -138,7 +149,7 @@ class HostBlocked(Rule):
                      + " passed while the launching threads sat in OS runtime calls"
                      + (" or were switched out" if "off_cpu" in c.by_category else "") + f": {names}"
                      + (f"; file I/O is {file_share:.0f}% of it." if file_share else ".")),
-            impact_ns=total, impact_pct=share, advice=ADVICE[_advice_key(main, by_call)], evidence=evidence,
+            impact_ns=total, impact_pct=share, advice=_advice(trace, _advice_key(main, by_call)), evidence=evidence,
             evidence_total=len(top) if top else len(c.names), report=trace.label, rank=trace.rank,
             extra={"idle_ns": total, "by_category": c.by_category,
                    "names": [{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],

@@ -13,6 +13,7 @@ from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import launchers
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned
+from analysis.model.capture import missing as capture_missing
 from analysis.model.trace import Run, Trace
 
 SKIP = ("no CPU samples in the report: collect them with nsys profile --sample=cpu "
@@ -35,6 +36,13 @@ KINDS: tuple[tuple[str, str, str], ...] = (
      "The launching thread was waiting (locks, queues, polling, MPI) while the GPU idled: see HOST001 with the "
      "OS runtime trace (--trace=osrt) for the calls and let the producer run ahead."),
 )
+def _without_osrt_ask(trace: Trace, advice: str) -> str:
+    """The advice without asking for the OS runtime trace when the capture had it (``analysis.model.capture``)."""
+    if "--trace=osrt" in capture_missing(trace):
+        return advice
+    return advice.replace(" with the OS runtime trace (--trace=osrt)", "")
+
+
 GENERIC = ("The launching thread was busy in these functions while the GPU had no work: move that work off "
            "the thread that feeds the GPU (worker threads or processes), overlap it with GPU work, or "
            "make it cheaper.")
@@ -125,7 +133,7 @@ class HostCpuSamples(Rule):
                      f"({fmt_ms(total)}" + (f", {share:.1f}% of the GPU-active span" if share is not None else "")
                      + f"): {listed}. This idle belongs to the gap rules; HOST002 says where the host was."),
             impact_ns=total, impact_pct=share, severity="info",
-            advice=next((a for k, _, a in KINDS if k == kind), GENERIC), evidence=evidence,
+            advice=_without_osrt_ask(trace, next((a for k, _, a in KINDS if k == kind), GENERIC)), evidence=evidence,
             evidence_total=len(gaps), report=trace.label, rank=trace.rank,
             extra={"owns_idle": False, "samples_in_idle": n_in, "by_owner": by_owner, "main_kind": kind,
                    "functions": [{"function": n, "samples": int(v[0]), "idle_ns": round(v[1])}

@@ -9,7 +9,7 @@ import numpy as np
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
-from analysis.diagnosis.rules.nsys.startup_fill import UNRECORDED, describe, startup_fill
+from analysis.diagnosis.rules.nsys.startup_fill import describe, startup_fill, unrecorded
 from analysis.loops.phases import activity_bounds, loop_warmup, phase_info, phase_of, top_calls
 from analysis.model.trace import Run, Trace
 
@@ -92,7 +92,7 @@ class StartupCost(_PhaseRule):
         anatomy = startup_fill(base, info.loop.unit, lo, hi)
         advice = anatomy.advice if anatomy is not None else next(
             (a for _, rx, a in FILLERS if calls and calls[0][1] >= 0.25 * length and rx.search(calls[0][0])),
-            UNRECORDED)
+            unrecorded(base))
         bounds = activity_bounds(base)
         share = pct(length, (bounds[1] - bounds[0]) if bounds else 0)
         fill = ", ".join(f"{n} {fmt_ms(t)}" for n, t in calls) or "no CUDA calls"

@@ -8,6 +8,7 @@ import numpy as np
 
 from analysis.diagnosis.idle_anatomy import entries, paint, speakers, window_idle
 from analysis.diagnosis.idle_classes import WORDS
+from analysis.model.capture import FLAGS, missing
 from analysis.model.intervals import GPU_OPS_SQL
 from analysis.model.trace import Trace
 
@@ -38,6 +39,19 @@ ADVICE = {
 UNRECORDED = ("Nothing recorded explains most of it: profile again with CPU sampling and the OS runtime trace "
               "(nsys profile --sample=cpu --trace=cuda,nvtx,osrt) to see which functions and calls fill it, or "
               "start profiling after it (--capture-range=cudaProfilerApi).")
+
+
+def unrecorded(trace: Trace) -> str:
+    """``UNRECORDED`` asking only for the capture flags the export did not use (``analysis.model.capture``): with
+    both on, the samples and calls it has show nothing there, and NVTX ranges would."""
+    flags = missing(trace)
+    if len(flags) == len(FLAGS):
+        return UNRECORDED
+    if flags:
+        return (f"Nothing recorded explains most of it: profile again with {' '.join(flags)} as well to see what fills "
+                "it, or start profiling after it (--capture-range=cudaProfilerApi).")
+    return ("Nothing recorded explains most of it, though the capture sampled the CPU and traced OS calls: annotate "
+            "it with NVTX ranges, or start profiling after it (--capture-range=cudaProfilerApi).")
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,10 @@ def startup_fill(base: Trace, unit: tuple[int | None, int | None] | None, lo: in
                        AND start_ns < {int(hi)} ORDER BY start_ns LIMIT 1""") if base.has_rows("cuda_api") else []  # noqa: S608
     first = (str(row[0][0]), int(row[0][1])) if row and int(row[0][1]) >= CONTEXT_MIN_NS else None
     top = entry["categories"][0]["category"] if entry["categories"] else "none"
-    return StartupFill(entry["idle_ns"], entry["categories"], first, ADVICE.get(top, UNRECORDED))
+    advice = ADVICE.get(top) or unrecorded(base)
+    if top == "user_range" and "--sample=cpu" not in missing(base):  # sampled, and nothing of it in the ranges
+        advice = "Its time is inside the NVTX ranges above: look at what they do."
+    return StartupFill(entry["idle_ns"], entry["categories"], first, advice)
 
 
 def _unit_ops_in(base: Trace, unit: tuple[int | None, int | None] | None, lo: int, hi: int
