@@ -170,6 +170,16 @@ class TestsRow:
 
 
 @dataclass(frozen=True)
+class Source:
+    """One file of a log merged from several (one per rank, ``NCCL_DEBUG_FILE=%h.%p``): its lines are numbered
+    ``offset + 1`` to ``offset + lines`` in the merged log."""
+
+    file: str
+    offset: int
+    lines: int
+
+
+@dataclass(frozen=True)
 class Pair:
     """Every connection between two ranks (one direction), over all channels."""
 
@@ -215,6 +225,7 @@ class NcclLog:
     tests: Mapping[str, Any]
     counters: Mapping[str, int]
     meta: Mapping[str, str]
+    sources: tuple[Source, ...] = ()   # several files merged: where each line number is (empty: one file)
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # ------------------------------------------------------------------ derived facts
@@ -382,6 +393,20 @@ class NcclLog:
             candidates = [r for r in candidates if r.cuda_dev == dev]
         return candidates[0].rank if len(candidates) == 1 else None
 
+    def where(self, line: int | None) -> tuple[str | None, int | None]:
+        """A line number of this log as (file, line in that file); the file is None for a log of one file."""
+        if line is None or not self.sources:
+            return None, line
+        for s in reversed(self.sources):
+            if line > s.offset:
+                return s.file, line - s.offset
+        return None, line
+
+    def line_ref(self, line: int | None) -> str:
+        """``line 12`` or, in a log merged from several files, ``rank3.log line 12``."""
+        file, at = self.where(line)
+        return f"line {at}" if file is None else f"{file} line {at}"
+
     # ------------------------------------------------------------------ JSON
     def to_json(self) -> dict[str, Any]:
         """The run's network path, JSON-safe (every string as found in the log: escape it where shown)."""
@@ -423,4 +448,5 @@ class NcclLog:
             "p2p_refused": [list(p) for p in self.p2p_refused],
             "nccl_tests": {**dict(self.tests), **self.busbw(), "rows": [asdict(r) for r in self.tests_rows]},
             "counters": dict(self.counters),
+            **({"sources": [asdict(s) for s in self.sources]} if self.sources else {}),
         }

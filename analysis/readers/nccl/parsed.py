@@ -91,6 +91,7 @@ class Parsed:
 
     lines: int = 0
     nccl_lines: int = 0
+    digest: str = ""                                              # blake2b of the file's bytes
     counters: dict[str, int] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)       # normalized version -> lines
     version_raw: str | None = None

@@ -19,6 +19,7 @@ from analysis.readers.nccl.model import (
     Nic,
     Rank,
     Ring,
+    Source,
     TestsRow,
     Tree,
     Tuning,
@@ -60,8 +61,8 @@ def _ints(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in (text or "").split() if x.lstrip("-").isdigit())
 
 
-def load(path: Path) -> NcclLog:
-    """Read an ingested NCCL log back from its DuckDB file (read-only)."""
+def read_tables(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """An ingested NCCL log's tables as rows (read-only); raises ``TraceError`` for a file that is not one."""
     try:
         con = connect(Path(path), read_only=True)
     except Exception as exc:  # a file DuckDB cannot open
@@ -72,9 +73,20 @@ def load(path: Path) -> NcclLog:
         raise TraceError("unsupported_schema", f"not an NCCL log store: {exc}") from None
     finally:
         con.close()
-    meta = {r["key"]: r["value"] for r in t["meta"]}
-    if meta.get("tool") != "nccl":
+    if {r["key"]: r["value"] for r in t["meta"]}.get("tool") != "nccl":
         raise TraceError("unsupported_schema", "this DuckDB file does not hold an NCCL log")
+    return t
+
+
+def load(path: Path) -> NcclLog:
+    """Read an ingested NCCL log back from its DuckDB file (read-only)."""
+    return build(read_tables(path))
+
+
+def build(t: dict[str, list[dict[str, Any]]], sources: tuple[Source, ...] = ()) -> NcclLog:
+    """An ``NcclLog`` from its tables' rows (one log's, or several logs' merged: ``analysis.readers.nccl.merge``,
+    whose ``sources`` say which file each line number is in)."""
+    meta = {r["key"]: r["value"] for r in t["meta"]}
     devices = {d["rank"]: d for d in t["nccl_devices"] if d["rank"] is not None}
     main_comm = _main_comm(t["nccl_ranks"])
     ranks: dict[int, Rank] = {}
@@ -158,6 +170,7 @@ def load(path: Path) -> NcclLog:
                "out_of_bounds": meta.get("tests_out_of_bounds") or None},
         counters={r["name"]: r["value"] for r in t["nccl_counters"]},
         meta=meta,
+        sources=sources,
     )
     warns = tuple(Warn(w["line"], w["kind"], w["message"], w["host"], w["pid"], w["dev"], w["label"], w["source"],
                        log.rank_of(w["host"], w["pid"], w["dev"], w["label"]))
