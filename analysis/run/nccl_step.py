@@ -245,6 +245,61 @@ def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
     return out
 
 
+def achieved_links(network_path: dict[str, Any] | None, matrix: Mapping[str, Any] | None,
+                   results: Sequence[ReportResult]) -> None:
+    """Each link's achieved bandwidth from the nsys exports' NCCL network ranges (``matrix``: the run's
+    ``network``) next to the transport the log says carried it, in ``network_path['links']`` (in place).
+
+    Premise: the exports and the log are ranks of one job, so a rank number means one process in both. It
+    holds when the exports' world size equals the log's and every export's rank is on the host the log puts
+    that rank on; otherwise nothing is joined and ``links_join`` says why."""
+    if network_path is None or not matrix or not matrix.get("links"):
+        return
+    log_ranks = {r["rank"]: r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)
+                 and _int(r.get("rank")) is not None}
+    world = max((n for r in log_ranks.values() if (n := _int(r.get("nranks"))) is not None), default=None)
+    world = world or (len(log_ranks) or None)
+    nsys = [r.info for r in results if r.tool == ToolKind.NSYS]
+    sizes = {n for i in nsys if (n := _int(i.get("world_size"))) is not None}
+    why = None
+    if len(sizes) == 1 and world is not None and sizes != {world}:
+        why = (f"the exports are ranks of a job of {sizes.pop()}, the log's job has {world} ranks: "
+               "not the same run, so their rank numbers name different processes")
+    else:
+        for i in nsys:
+            rank, host = _int(i.get("rank")), _short(i.get("host"))
+            log_host = _short((log_ranks.get(rank) or {}).get("host")) if rank is not None else ""
+            if rank is not None and host and log_host and log_host != host:
+                why = (f"{Path(str(i.get('file'))).name} is rank {rank} on {i.get('host')}, the log's rank {rank} "
+                       f"is on {(log_ranks.get(rank) or {}).get('host')}: not the same run")
+                break
+    if why is not None:
+        network_path["links_join"] = {"joined": False, "reason": why}
+        return
+    pairs = {(p["src"], p["dst"]): p for p in network_path.get("pairs") or [] if isinstance(p, Mapping)}
+    speeds: dict[tuple[str, int], int] = {}
+    for n in network_path.get("nics") or []:
+        if isinstance(n, Mapping) and _int(n.get("speed_mbps")) and _int(n.get("index")) is not None:
+            speeds[(_short(n.get("host")), n["index"])] = n["speed_mbps"]
+    out = []
+    for link in matrix["links"]:
+        pair = pairs.get((link.get("sender"), link.get("receiver")))
+        row = {k: link.get(k) for k in ("sender", "receiver", "sender_host", "receiver_host", "bytes", "transfers",
+                                          "in_flight_ns", "bandwidth_bps", "channels")}
+        if pair is None:
+            row.update(transports=None, nics=[], gdr=None, inter_node=link.get("inter_node"), nic_speed_mbps=None)
+        else:
+            host = _short((log_ranks.get(pair["src"]) or {}).get("host"))
+            nic_speeds = [speeds[(host, n)] for n in pair.get("nics") or [] if (host, n) in speeds]
+            row.update(transports=list(pair.get("transports") or []), nics=list(pair.get("nics") or []),
+                       gdr=pair.get("gdr"), inter_node=pair.get("inter_node"),
+                       nic_speed_mbps=min(nic_speeds) if nic_speeds else None)
+        out.append(row)
+    network_path["links"] = out
+    network_path["links_join"] = {"joined": True, "reason": None,
+                                  "without_log_pair": sum(1 for r in out if r["transports"] is None)}
+
+
 def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
                  network_path: Mapping[str, Any] | None) -> Verdict | None:
     """The run's verdict with the NCCL log's sentence: alone when the run has no nsys verdict, else after the
@@ -270,5 +325,5 @@ def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
     return dataclasses.replace(verdict, text=f"{text}{'' if text.endswith('.') else '.'} {lead}{where}: {said['text']}")
 
 
-__all__ = ["analyze_logs", "log_warnings", "check_net_overrides", "inter_node_traffic", "join", "rule_statuses", "run_network_path",
+__all__ = ["achieved_links", "analyze_logs", "log_warnings", "check_net_overrides", "inter_node_traffic", "join", "rule_statuses", "run_network_path",
            "split_overrides", "with_network"]

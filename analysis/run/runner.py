@@ -64,6 +64,7 @@ from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
 from analysis.run.mixed import run_warnings
 from analysis.run.nccl_step import (
+    achieved_links,
     analyze_logs,
     check_net_overrides,
     log_warnings,
@@ -394,6 +395,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     # ncu reports' verdicts (analysis.diagnosis.ncu.verdict); the run's when it has no nsys report.
     ncu_lead = ncu_verdict.attach(results)
     network_path = run_network_path(results)
+    achieved_links(network_path, matrix, results)  # each link's achieved bandwidth next to its transport
     verdict = with_network(critical_verdict(run_verdict(verdicts, names), verdicts, names, split) or ncu_lead,
                            results, network_path)
     # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the

@@ -416,7 +416,7 @@ class NcclLog:
             gdr_by_nic.setdefault((g.host, g.hca), []).append(
                 {"scope": g.scope, "gpu": g.gpu, "enabled": g.enabled, "distance": g.distance, "level": g.level,
                  "reason": g.reason, "line": g.line})
-        return {
+        out = {
             "version": self.version,
             "version_raw": self.version_raw,
             "nodes": [{"host": h, "ranks": sorted(r for r, hh in hosts.items() if hh == h),
@@ -450,3 +450,29 @@ class NcclLog:
             "counters": dict(self.counters),
             **({"sources": [asdict(s) for s in self.sources]} if self.sources else {}),
         }
+        return self._in_files(out) if self.sources else out
+
+    def _in_files(self, out: dict[str, Any]) -> dict[str, Any]:
+        """A merged log's JSON with every line number as (``file``, line in that file), as its findings say it."""
+        def place(item: dict[str, Any], key: str = "line", file_key: str = "file") -> None:
+            line = item.get(key)
+            if isinstance(line, int) and not isinstance(line, bool):
+                item[file_key], item[key] = self.where(line)
+
+        for value in out.values():
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, dict):
+                        place(item)
+                        if isinstance(item.get("gdr"), list):  # a NIC's GPUDirect lines
+                            for g in item["gdr"]:
+                                place(g)
+                        if isinstance(item.get("lines"), list):  # a pair's first lines
+                            item["files"] = [self.where(x)[0] for x in item["lines"]]
+                            item["lines"] = [self.where(x)[1] for x in item["lines"]]
+        tests = out["nccl_tests"]
+        for row in tests["rows"]:
+            place(row)
+        place(tests, "peak_line", "peak_file")
+        place(tests, "avg_line", "avg_file")
+        return out
