@@ -93,7 +93,7 @@ SPLIT = _split_logs()
 
 
 def test_the_corpus_has_multi_process_logs_to_split() -> None:
-    assert len(SPLIT) >= 10, [p.name for p in SPLIT]
+    assert len(SPLIT) == 12, [p.name for p in SPLIT]
 
 
 @pytest.mark.parametrize("log", SPLIT, ids=lambda p: p.name[:60])
