@@ -73,7 +73,8 @@ def facts(path: dict[str, Any]) -> dict[str, Any]:
         "warning_counts": path["warning_counts"],
         "algo": sorted((a["coll"], a["bytes"], a["algo"], a["proto"], a["channels"], a["calls"])
                        for a in path["algo_calls"]),
-        "tests": {k: v for k, v in path["nccl_tests"].items() if k not in ("rows", "peak_line", "avg_line")},
+        "tests": {k: v for k, v in path["nccl_tests"].items()
+                  if k not in ("rows", "peak_line", "avg_line", "peak_file", "avg_file")},
         "failures": sorted((f["kind"], f["text"]) for f in path["failures"]),
         "version": path["version"],
     }
