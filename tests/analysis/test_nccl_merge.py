@@ -228,3 +228,25 @@ def test_a_restarted_job_is_another_run(tmp_path: Path) -> None:
     job = load_job(ingested([a, b]))
     assert [x.file for x in job.left_out] == ["restart.log"]
     assert re.fullmatch(r"another job: rank [01] is \S+:9\d+ there, \S+:\d+ in the job", job.left_out[0].reason)
+
+
+def test_merged_warnings_stay_within_one_logs_caps_and_are_all_counted(tmp_path: Path) -> None:
+    """Two ranks' files of 300 distinct WARN lines each (hostile): 50 kept per kind as in one log, 600 counted; a
+    WARN line both files hold (a per-node and a per-rank file) counts once."""
+    from analysis.readers.nccl.parsed import MAX_WARNINGS_PER_KIND
+
+    paths = []
+    for rank, pid in ((0, 11), (1, 12)):
+        p = f"nodeA:{pid}:{pid} [{rank}] "
+        lines = [f"{p}NCCL INFO comm 0x1 rank {rank} nranks 2 cudaDev {rank} busId {rank}000 commId 0xfeed - Init START"]
+        lines += [f"{p}transport/net_ib.cc:{i} NCCL WARN NET/IB : Got completion with error 12, opcode 0, len {i}"
+                  for i in range(300)]
+        path = tmp_path / f"r{rank}.log"
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(path)
+    both = tmp_path / "node.log"  # the node's log: both ranks' lines again
+    both.write_text(paths[0].read_text() + paths[1].read_text())
+    job = load_job(ingested([*paths, both]))
+    assert not job.left_out
+    assert job.log.warning_counts == {"wc_error": 600}
+    assert len([w for w in job.log.warnings if w.kind == "wc_error"]) == MAX_WARNINGS_PER_KIND

@@ -102,13 +102,19 @@ def test_per_rank_logs_with_the_exports_show_one_path_and_each_links_bandwidth(c
 
     logs = ring_2node_rank_logs(tmp_path)
     other = planted_log(tmp_path / "other.log")
+    # rank 0 again, as another process on a host whose name is markup (a restart): the reason names it
+    evil = tmp_path / "evil.log"
+    evil.write_text(logs[0].read_text().replace("ault43:1701:1701", f"ault43{seed.XSS_SCRIPT}:1999:1999"))
     r0, r1 = corpus_file("nccl-ring-2node-r0-ault43.sqlite"), corpus_file("nccl-ring-2node-r1-ault44.sqlite")
-    run_id = seed.store_run(db, settings, ingested, [logs[0], r0, other, logs[1], r1], job="nccl-ranks")
+    run_id = seed.store_run(db, settings, ingested, [logs[0], r0, other, logs[1], r1, evil], job="nccl-ranks")
     summary = client.get(f"/api/v1/runs/{run_id}/summary").get_json()
     path = summary["network_path"]
     assert [f["file"] for f in path["files"]] == [logs[0].name, logs[1].name]
-    assert [x["file"] for x in path["left_out"]] == ["other.log"]
-    assert any(w["code"] == "nccl_logs_left_out" and w["reports"] == ["other.log"] for w in summary["run_warnings"])
+    assert [x["file"] for x in path["left_out"]] == ["other.log", "evil.log"]
+    assert path["left_out"][1]["reason"] == (f"another job: rank 0 is ault43{seed.XSS_SCRIPT}:1999 there, "
+                                             "ault43:1701 in the job")
+    assert any(w["code"] == "nccl_logs_left_out" and w["reports"] == ["other.log", "evil.log"]
+               for w in summary["run_warnings"])
     measured = {(k["sender"], k["receiver"]): k["bandwidth_bps"] for k in summary["network"]["links"]}
     assert {(k["sender"], k["receiver"]): (k["transports"], k["bandwidth_bps"]) for k in path["links"]} == {
         pair: (["NET/Socket/0"], bw) for pair, bw in measured.items()} and len(measured) == 2
@@ -116,7 +122,9 @@ def test_per_rank_logs_with_the_exports_show_one_path_and_each_links_bandwidth(c
     assert seed.XSS_SCRIPT not in html and seed.XSS_IMG not in html
     section = html.split('id="nccl-path"')[1]
     assert f"Merged from 2 logs of one job: <code>{logs[0].name}</code>, <code>{logs[1].name}</code>" in section
-    assert "<code>other.log</code>: another job" in section.split('id="nccl-left-out"')[1]
+    left = section.split('id="nccl-left-out"')[1].split("</div>")[0]
+    assert "<code>other.log</code>: another job" in left
+    assert "rank 0 is ault43&lt;script&gt;alert(1)&lt;/script&gt;:1999 there" in left
     links = section.split('id="nccl-links"')[1].split("</table>")[0]
     for (src, dst), bw in measured.items():
         row = links.split(f'data-link="{src}-{dst}"')[1].split("</tr>")[0]

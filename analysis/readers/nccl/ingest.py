@@ -160,6 +160,7 @@ def _rows(parsed: Parsed, parser_hosts: set[str]) -> dict[str, list[tuple]]:
         "nccl_warnings": [(w["line"], w["kind"], w["message"], w["host"], w["pid"], w["tid"], w["dev"], w["label"],
                            w["source"]) for w in parsed.warnings],
         "nccl_warning_counts": sorted(parsed.warning_counts.items()),
+        "nccl_warning_procs": [(*k, v) for k, v in parsed.warning_procs.items()],
         "nccl_failures": [(f["line"], f["label"], f["kind"], f["text"]) for f in parsed.failures],
         "nccl_algo_calls": [(a["coll"], a["bytes"], a["algo"], a["proto"], a["channels"], a["calls"], a["line"])
                             for a in parsed.algo_calls.values()],

@@ -18,8 +18,8 @@ with the reason; byte-identical files count once.
 
 Merging. Line numbers run on from file to file (``Source``: the file of each line, ``NcclLog.where``); a row
 several files print (a rank's init line in a per-node and a per-rank file, the same NIC list printed by every
-rank) is kept once, by the key the reader dedups it on within one file; counts are summed (a WARN line two
-files hold counts once).
+rank) is kept once, by the key the reader dedups it on within one file; counts are summed, but a process's WARN lines
+count once (the most any file holds of them: ``nccl_warning_procs``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from analysis.readers.nccl.model import NcclLog, Source
-from analysis.readers.nccl.parsed import MAX_FAILURE_LINES, MAX_WARNINGS_PER_KIND
+from analysis.readers.nccl.parsed import (
+    MAX_CONNECTIONS,
+    MAX_FAILURE_LINES,
+    MAX_RANKS,
+    MAX_SMALL,
+    MAX_WARNINGS_PER_KIND,
+)
 from analysis.readers.nccl.store import build, read_tables
 
 Rows = list[dict[str, Any]]
@@ -63,6 +69,9 @@ _ONCE_ACROSS_FILES = {
                         "oop_wrong", "ip_time_us", "ip_algbw", "ip_busbw", "ip_wrong"),
 }
 _CAPS = {"nccl_warnings": MAX_WARNINGS_PER_KIND, "nccl_failures": MAX_FAILURE_LINES}
+# The merged log keeps what one log may (``parsed``): the rows past a cap are counted, not kept.
+_KEYED_CAPS = {"nccl_connections": MAX_CONNECTIONS, "nccl_ranks": MAX_RANKS, "nccl_trees": MAX_RANKS,
+               "nccl_tests_rows": 100_000}
 
 
 @dataclass(frozen=True)
@@ -167,11 +176,13 @@ def merge_tables(parts: Sequence[tuple[str, Tables]]) -> tuple[Tables, tuple[Sou
     sources: list[Source] = []
     offset = 0
     duplicate_warnings: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    kept: dict[str, int] = {}   # rows kept per capped table (WARN lines: per kind)
+    first_file: dict[str, dict[tuple[Any, ...], int]] = {name: {} for name in _ONCE_ACROSS_FILES}
     for n, (label, t) in enumerate(parts):
         meta = {r["key"]: r["value"] for r in t["meta"]}
         lines = int(meta.get("lines") or 0) if str(meta.get("lines") or "").isdigit() else 0
         sources.append(Source(label, offset, lines))
-        seen_before = {name: set(index[name]) for name in _ONCE_ACROSS_FILES}
         for name, rows in t.items():
             for row in rows:
                 row = dict(row)
@@ -179,18 +190,40 @@ def merge_tables(parts: Sequence[tuple[str, Tables]]) -> tuple[Tables, tuple[Sou
                     row["line"] += offset
                 if name == "nccl_tests_rows" and isinstance(row.get("tbl"), int):
                     row["tbl"] += n * 1_000_000
-                _add(name, row, out, index, seen_before, duplicate_warnings)
+                _add(name, row, n, out, index, first_file, duplicate_warnings, dropped, kept)
         offset += lines
-    for kind, dropped in duplicate_warnings.items():
-        for row in out["nccl_warning_counts"]:
-            if row["kind"] == kind and isinstance(row["count"], int):
-                row["count"] = max(0, row["count"] - dropped)
+    if all(_procs_complete(t) for _, t in parts):  # every WARN line's process known: each process once
+        totals: dict[str, int] = {}
+        for row in out["nccl_warning_procs"]:
+            totals[row["kind"]] = totals.get(row["kind"], 0) + int(row["count"] or 0)
+        out["nccl_warning_counts"] = [{"kind": k, "count": v} for k, v in sorted(totals.items())]
+    else:  # stores written before the per-process counts: the lines two files both kept count once
+        for kind, twice in duplicate_warnings.items():
+            for wc in out["nccl_warning_counts"]:
+                if wc["kind"] == kind and isinstance(wc["count"], int):
+                    wc["count"] = max(0, wc["count"] - twice)
+    if dropped.get("nccl_connections"):
+        counter = next((r for r in out["nccl_counters"] if r["name"] == "connections_dropped"), None)
+        if counter is None:
+            out["nccl_counters"].append({"name": "connections_dropped", "value": dropped["nccl_connections"]})
+        else:
+            counter["value"] = int(counter["value"] or 0) + dropped["nccl_connections"]
     out["meta"] = _meta(parts, offset)
     return out, tuple(sources)
 
 
-def _add(name: str, row: dict[str, Any], out: Tables, index: dict[str, dict[tuple[Any, ...], dict[str, Any]]],
-         seen_before: dict[str, set[tuple[Any, ...]]], duplicate_warnings: dict[str, int]) -> None:
+def _procs_complete(t: Tables) -> bool:
+    """The file's per-process WARN counts add up to its per-kind counts (none was capped or missing)."""
+    by_kind: dict[str, int] = {}
+    for row in t.get("nccl_warning_procs") or []:
+        by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + int(row["count"] or 0)
+    return by_kind == {r["kind"]: int(r["count"] or 0) for r in t["nccl_warning_counts"] if r["count"]}
+
+
+def _add(name: str, row: dict[str, Any], file_no: int, out: Tables,
+         index: dict[str, dict[tuple[Any, ...], dict[str, Any]]], first_file: dict[str, dict[tuple[Any, ...], int]],
+         duplicate_warnings: dict[str, int],
+         dropped: dict[str, int], kept: dict[str, int]) -> None:
     if name == "meta":
         return
     if name in _KEYED:
@@ -198,6 +231,9 @@ def _add(name: str, row: dict[str, Any], out: Tables, index: dict[str, dict[tupl
         k = _key(row, cols)
         have = index[name].get(k)
         if have is None:
+            if len(out[name]) >= _KEYED_CAPS.get(name, MAX_SMALL):
+                dropped[name] = dropped.get(name, 0) + 1
+                return
             index[name][k] = row
             out[name].append(row)
             return
@@ -209,18 +245,34 @@ def _add(name: str, row: dict[str, Any], out: Tables, index: dict[str, dict[tupl
         return
     if name in _ONCE_ACROSS_FILES:
         k = _key(row, _ONCE_ACROSS_FILES[name])
-        if k in seen_before[name]:  # another file holds this line of the same process
+        if first_file[name].setdefault(k, file_no) != file_no:  # another file holds this line of the same process
             if name == "nccl_warnings":
                 duplicate_warnings[row["kind"]] = duplicate_warnings.get(row["kind"], 0) + 1
             return
-        cap = _CAPS.get(name)
-        if cap is not None and sum(1 for r in out[name] if name != "nccl_warnings" or r["kind"] == row["kind"]) >= cap:
+        cap = _CAPS.get(name, _KEYED_CAPS.get(name))
+        bucket = f"{name}:{row['kind']}" if name == "nccl_warnings" else name
+        if cap is not None and kept.get(bucket, 0) >= cap:
+            dropped[name] = dropped.get(name, 0) + 1
             return
-        index[name].setdefault(k, row)
+        kept[bucket] = kept.get(bucket, 0) + 1
         out[name].append(row)
+        return
+    if name == "nccl_warning_procs":  # a process's WARN count: the most any file holds (unknown printers add up)
+        k = _key(row, ("kind", "host", "pid", "label"))
+        have = index[name].get(k)
+        if have is None:
+            if len(out[name]) < MAX_RANKS:
+                index[name][k] = row
+                out[name].append(row)
+        elif k[1:] == (None, None, None):
+            have["count"] = int(have["count"] or 0) + int(row["count"] or 0)
+        else:
+            have["count"] = max(int(have["count"] or 0), int(row["count"] or 0))
         return
     if name == "nccl_rings":  # per channel the widest ring (as within one file)
         have = index[name].get((row["channel"],))
+        if have is None and len(out[name]) >= MAX_SMALL:
+            return
         if have is None or len(str(row["ranks"] or "").split()) > len(str(have["ranks"] or "").split()):
             if have is not None:
                 out[name].remove(have)

@@ -25,7 +25,7 @@ from analysis.readers.nccl.model import (
     Tuning,
     Warn,
 )
-from analysis.readers.nccl.schema import NCCL_TABLES
+from analysis.readers.nccl.schema import NCCL_TABLES, OPTIONAL_TABLES
 
 
 def nic_kind(net: str, link: str | None, provider: str | None = None) -> str:
@@ -53,6 +53,9 @@ def _clean(value: Any) -> Any:
 
 def _select(con: Any, table: str) -> list[dict[str, Any]]:
     cols = [c for c, _ in NCCL_TABLES[table]]
+    if table in OPTIONAL_TABLES and not con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]).fetchone()[0]:
+        return []
     rows = con.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()  # noqa: S608 - fixed names
     return [{c: _clean(v) for c, v in zip(cols, row, strict=True)} for row in rows]
 
