@@ -298,8 +298,8 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
     from analysis.model.trace import DUCKDB_MEMORY_BYTES
     from analysis.run.runner import (
         ReportResult,
-        analyze_in_run_step,
         analyze_run_facts,
+        analyze_run_step_reports,
         make_context,
         nsys_links,
         rerun_linked_rules,
@@ -314,9 +314,8 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
                 raise ValueError(f"report {r.label!r} has no saved analysis")
             results[i] = ReportResult.load(Path(r.analysis))
     links = nsys_links([r for r in results if r is not None])
-    for i, r in enumerate(reports):
-        if steps[i] is AnalysisStep.RUN:
-            results[i] = analyze_in_run_step(r.tool, Path(r.trace), r.label, ctx, None, links)
+    analyze_run_step_reports(results, [r.tool for r in reports], [Path(r.trace) for r in reports],
+                             [r.label for r in reports], ctx, [None] * len(reports), links)
     rerun_linked_rules(results, [Path(r.trace) for r in reports], [r.label for r in reports], ctx)
     # As the CLI's JSON: one finding per rule and scope across the ranks, each rank's own under reports[].
     out = analyze_run_facts(results, ctx)

@@ -13,6 +13,11 @@ def _more(items: list[Any], shown: int = SHOWN) -> str:
     return f" (and {len(items) - shown} more)" if len(items) > shown else ""
 
 
+def _at(item: dict[str, Any]) -> str:
+    """``line 12``, or ``rank3.log line 12`` in a path merged from several logs."""
+    return f"{item['file']} line {item.get('line')}" if item.get("file") else f"line {item.get('line')}"
+
+
 def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     """The section's lines; none when the run has no NCCL log. ``clip`` makes log text printable and short."""
     path = result.get("network_path")
@@ -23,6 +28,12 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     version = f"NCCL {path['version']}, " if path.get("version") else ""
     lines = [clip(f"== network path ({version}{path.get('report') or 'NCCL log'}): {len(nodes)} node(s), "
                   f"{len(ranks)} rank(s)" + (f", {path['nchannels']} channels" if path.get("nchannels") else ""), 200)]
+    files = [f for f in path.get("files") or [] if isinstance(f, dict)]
+    if len(files) > 1:
+        lines.append("   " + clip(f"merged from {len(files)} logs of one job: "
+                                  + ", ".join(str(f.get("file")) for f in files[:SHOWN]) + _more(files), 200))
+    for x in (path.get("left_out") or [])[:SHOWN]:
+        lines.append("   " + clip(f"left out: {x.get('file')}: {x.get('reason')}", 200))
     nics_by_host: dict[str, list[str]] = {}
     for n in path.get("nics") or []:
         speed = f" {n['speed_mbps'] / 1000:g} Gb/s" if n.get("speed_mbps") else ""
@@ -59,9 +70,9 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     if warnings:
         w = warnings[0]
         who = (f" rank {w['rank']}" if w.get("rank") is not None else "") + (f" on {w['host']}" if w.get("host") else "")
-        lines.append("   " + clip(f"first warning (of {len(warnings)}),{who} line {w.get('line')}: {w.get('message')}", 160))
+        lines.append("   " + clip(f"first warning (of {len(warnings)}),{who} {_at(w)}: {w.get('message')}", 160))
     for f in (path.get("failures") or [])[:3]:
-        lines.append("   " + clip(f"failure, line {f.get('line')}: {f.get('kind')}: {f.get('text')}", 160))
+        lines.append("   " + clip(f"failure, {_at(f)}: {f.get('kind')}: {f.get('text')}", 160))
     tests = path.get("nccl_tests") or {}
     if tests.get("peak_busbw") is not None:
         lines.append(f"   nccl-tests: peak bus bandwidth {tests['peak_busbw']:.2f} GB/s"
@@ -70,6 +81,17 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     for j in path.get("joined") or []:
         lines.append("   " + clip(f"joined: {j.get('report')} ({j.get('host') or '?'}) holds NCCL rank(s) "
                           f"{', '.join(map(str, j.get('nccl_ranks') or []))} (matched by {j.get('by')})", 160))
+    join = path.get("links_join")
+    if isinstance(join, dict) and not join.get("joined"):
+        lines.append("   " + clip(f"achieved bandwidth per link: not joined ({join.get('reason')})", 200))
+    for k in [k for k in path.get("links") or [] if isinstance(k, dict)][:SHOWN * 2]:
+        bw = k.get("bandwidth_bps")
+        speed = f" of a {k['nic_speed_mbps'] / 1000:g} Gb/s NIC" if k.get("nic_speed_mbps") else ""
+        carried = ", ".join(map(str, k["transports"])) if k.get("transports") else "no connection line in the log"
+        lines.append("   " + clip(f"link {k.get('sender')}->{k.get('receiver')} ({k.get('sender_host')} -> "
+                                  f"{k.get('receiver_host')}): {carried}: "
+                                  + (f"{bw * 8 / 1e9:.3g} Gb/s achieved{speed}" if bw else "no timed transfer")
+                                  + f" over {k.get('bytes') or 0:,} B", 200))
     traffic = path.get("inter_node_traffic")
     if isinstance(traffic, dict):
         rdma = "" if traffic.get("gdr") is None else f", GPUDirect RDMA {'on' if traffic['gdr'] else 'off'}"

@@ -26,40 +26,84 @@ VERDICT_KIND = "network"
 NEXT_STEP = "read the run's network path (transport, GPUDirect, NIC per GPU) and fix the first problem it names"
 
 
-def analyze_log(path: Path, label: str, spec_text: str, thresholds: Mapping[str, Any] | None = None) -> ReportResult:
-    """One ingested NCCL log: its summary (``network_path``, ``verdict`` sentence), findings and the NET
-    rules' outcomes (every NET rule runs; ``thresholds``: the run's overrides, those of NET rules apply)."""
+def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
+                 thresholds: Mapping[str, Any] | None = None) -> list[ReportResult]:
+    """A run's NCCL logs (one per rank or per node, or one for the job), in run order: the first log's job
+    merged into one network path (``analysis.readers.nccl.load_job``: ranks seen in several files once, files of
+    another job left out with the reason). The first log of the job carries the path, the findings and the
+    verdict; each other log its own counts and the file it was merged into (or why it was left out)."""
     from analysis.diagnosis import nccl as diagnose
-    from analysis.readers.nccl import load
+    from analysis.readers.nccl import load, load_job
 
-    log = load(Path(path))
+    job = load_job([(Path(p), label) for p, label in logs])
+    log = job.log
     network_path = log.to_json()
+    if len(job.files) > 1 or job.left_out:
+        network_path["files"] = [{"file": f, **({"joined_by": job.joined_by[i - 1]} if i else {})}
+                                 for i, f in enumerate(job.files)]
+        network_path["left_out"] = [{"file": x.file, "reason": x.reason} for x in job.left_out]
     own = {r.id for r in diagnose.registry()}
     found = diagnose.findings(log, {k: v for k, v in (thresholds or {}).items() if k.split(".")[0] in own} or None)
     sentence = diagnose.verdict(log, found)
     # The finding the sentence speaks for: the first serious one, in the order the NET rules rank them.
     lead = next((f for f in found if f.severity in ("critical", "warning")), None)
-    placed = [_placed(f, label) for f in found]
+    lead_label = job.files[0]
+    placed = [_placed(f, lead_label) for f in found]
+    outcomes: dict[str, dict[str, Any]] = {}
+    for f in placed:
+        o = outcomes.setdefault(f["rule_id"], {"status": "ok", "reason": None, "findings": 0})
+        o["findings"] += 1
+    left = {x.index: x for x in job.left_out}
+    out: list[ReportResult] = []
+    for i, (path, label) in enumerate(logs):
+        if i == job.members[0]:
+            info = _info(label, spec_text, network_path)
+            if sentence:
+                info["nccl_verdict"] = {"text": sentence, "rule_id": lead.rule_id if lead else None,
+                                        "next_step": lead.advice if lead else NEXT_STEP}
+            out.append(ReportResult(label, ToolKind.NCCL.value, info, placed, outcomes,
+                                    {"rank": None, "session_start_utc_ns": None}, None, spec_text))
+            continue
+        info = _info(label, spec_text, load(Path(path)).to_json(), keep_path=False)
+        if i in left:
+            info["nccl_left_out"] = left[i].reason
+        else:
+            info["nccl_merged_into"] = lead_label
+        out.append(ReportResult(label, ToolKind.NCCL.value, info, [], {},
+                                {"rank": None, "session_start_utc_ns": None}, None, spec_text))
+    return out
+
+
+def _info(label: str, spec_text: str, network_path: dict[str, Any], *, keep_path: bool = True) -> dict[str, Any]:
+    """A log's report summary: its version, host (a log of one node), counts and, for the job's first log, the
+    job's network path."""
     info: dict[str, Any] = {"file": label, "tool": ToolKind.NCCL.value}
     if network_path.get("version"):
         info["tool_version"] = str(network_path["version"])
     hosts = [n.get("host") for n in network_path.get("nodes") or [] if isinstance(n, Mapping) and n.get("host")]
     if len(hosts) == 1:  # a log of one node names the report's host (as its ingest summary did)
         info["host"] = str(hosts[0])
-    counts = {k: len(v) for k in ("nodes", "ranks", "nics", "warnings") if isinstance(v := network_path.get(k), list)}
-    info["counts"] = counts
+    info["counts"] = {k: len(v) for k in ("nodes", "ranks", "nics", "warnings")
+                      if isinstance(v := network_path.get(k), list)}
     info["window"] = {"spec": spec_text, "phase": "all", "reason": "an NCCL log has no timeline: the whole log",
                       "start_ns": None, "end_ns": None}
-    info["network_path"] = network_path
-    if sentence:
-        info["nccl_verdict"] = {"text": sentence, "rule_id": lead.rule_id if lead else None,
-                                "next_step": lead.advice if lead else NEXT_STEP}
-    outcomes: dict[str, dict[str, Any]] = {}
-    for f in placed:
-        o = outcomes.setdefault(f["rule_id"], {"status": "ok", "reason": None, "findings": 0})
-        o["findings"] += 1
-    facts: dict[str, Any] = {"rank": None, "session_start_utc_ns": None}
-    return ReportResult(label, ToolKind.NCCL.value, info, placed, outcomes, facts, None, spec_text)
+    if keep_path:
+        info["network_path"] = network_path
+    return info
+
+
+def log_warnings(results: Sequence[ReportResult]) -> list[dict[str, Any]]:
+    """The run's warning about NCCL logs left out of its network path (another job's, or a file given twice)."""
+    left = [r.info for r in results if r.tool == ToolKind.NCCL and r.info.get("nccl_left_out")]
+    if not left:
+        return []
+    into = next((r.label for r in results if r.tool == ToolKind.NCCL and "network_path" in r.info), None)
+    parts = "; ".join(f"{i['file']}: {i['nccl_left_out']}" for i in left[:10])
+    more = f" and {len(left) - 10} more" if len(left) > 10 else ""
+    return [{"code": "nccl_logs_left_out",
+             "message": f"{len(left)} NCCL log(s) left out of the run's network path (built from {into} and the "
+                        f"logs of its job): {parts}{more}. Upload another job's logs as their own run.",
+             "reports": [i["file"] for i in left], "ranks": []}]
 
 
 def split_overrides(thresholds: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -184,8 +228,9 @@ def _traffic_sentence(traffic: Mapping[str, Any]) -> str:
 
 
 def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
-    """The run's network path: its (first) NCCL log's, with the log's report label and the join with the
-    run's nsys reports; None without a log. A run with several logs keeps each in its ``reports[]``."""
+    """The run's network path: its NCCL logs' job (``analyze_logs``: one path merged from the logs of one job,
+    with ``files`` and ``left_out`` when there are several), with the first log's report label and the join
+    with the run's nsys reports; None without a log."""
     logs = [r for r in results if r.tool == ToolKind.NCCL and isinstance(r.info.get("network_path"), Mapping)]
     if not logs:
         return None
@@ -197,9 +242,62 @@ def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
         traffic = inter_node_traffic(first.info["network_path"], results)
         if traffic is not None:
             out["inter_node_traffic"] = traffic
-    if len(logs) > 1:
-        out["other_logs"] = [r.label for r in logs[1:]]
     return out
+
+
+def achieved_links(network_path: dict[str, Any] | None, matrix: Mapping[str, Any] | None,
+                   results: Sequence[ReportResult]) -> None:
+    """Each link's achieved bandwidth from the nsys exports' NCCL network ranges (``matrix``: the run's
+    ``network``) next to the transport the log says carried it, in ``network_path['links']`` (in place).
+
+    Premise: the exports and the log are ranks of one job, so a rank number means one process in both. It
+    holds when the exports' world size equals the log's and every export's rank is on the host the log puts
+    that rank on; otherwise nothing is joined and ``links_join`` says why."""
+    if network_path is None or not matrix or not matrix.get("links"):
+        return
+    log_ranks = {r["rank"]: r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)
+                 and _int(r.get("rank")) is not None}
+    world = max((n for r in log_ranks.values() if (n := _int(r.get("nranks"))) is not None), default=None)
+    world = world or (len(log_ranks) or None)
+    nsys = [r.info for r in results if r.tool == ToolKind.NSYS]
+    sizes = {n for i in nsys if (n := _int(i.get("world_size"))) is not None}
+    why = None
+    if len(sizes) == 1 and world is not None and sizes != {world}:
+        why = (f"the exports are ranks of a job of {sizes.pop()}, the log's job has {world} ranks: "
+               "not the same run, so their rank numbers name different processes")
+    else:
+        for i in nsys:
+            rank, host = _int(i.get("rank")), _short(i.get("host"))
+            log_host = _short((log_ranks.get(rank) or {}).get("host")) if rank is not None else ""
+            if rank is not None and host and log_host and log_host != host:
+                why = (f"{Path(str(i.get('file'))).name} is rank {rank} on {i.get('host')}, the log's rank {rank} "
+                       f"is on {(log_ranks.get(rank) or {}).get('host')}: not the same run")
+                break
+    if why is not None:
+        network_path["links_join"] = {"joined": False, "reason": why}
+        return
+    pairs = {(p["src"], p["dst"]): p for p in network_path.get("pairs") or [] if isinstance(p, Mapping)}
+    speeds: dict[tuple[str, int], int] = {}
+    for n in network_path.get("nics") or []:
+        if isinstance(n, Mapping) and _int(n.get("speed_mbps")) and _int(n.get("index")) is not None:
+            speeds[(_short(n.get("host")), n["index"])] = n["speed_mbps"]
+    out = []
+    for link in matrix["links"]:
+        pair = pairs.get((link.get("sender"), link.get("receiver")))
+        row = {k: link.get(k) for k in ("sender", "receiver", "sender_host", "receiver_host", "bytes", "transfers",
+                                          "in_flight_ns", "bandwidth_bps", "channels")}
+        if pair is None:
+            row.update(transports=None, nics=[], gdr=None, inter_node=link.get("inter_node"), nic_speed_mbps=None)
+        else:
+            host = _short((log_ranks.get(pair["src"]) or {}).get("host"))
+            nic_speeds = [speeds[(host, n)] for n in pair.get("nics") or [] if (host, n) in speeds]
+            row.update(transports=list(pair.get("transports") or []), nics=list(pair.get("nics") or []),
+                       gdr=pair.get("gdr"), inter_node=pair.get("inter_node"),
+                       nic_speed_mbps=min(nic_speeds) if nic_speeds else None)
+        out.append(row)
+    network_path["links"] = out
+    network_path["links_join"] = {"joined": True, "reason": None,
+                                  "without_log_pair": sum(1 for r in out if r["transports"] is None)}
 
 
 def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
@@ -227,5 +325,5 @@ def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
     return dataclasses.replace(verdict, text=f"{text}{'' if text.endswith('.') else '.'} {lead}{where}: {said['text']}")
 
 
-__all__ = ["analyze_log", "check_net_overrides", "inter_node_traffic", "join", "rule_statuses", "run_network_path",
+__all__ = ["achieved_links", "analyze_logs", "log_warnings", "check_net_overrides", "inter_node_traffic", "join", "rule_statuses", "run_network_path",
            "split_overrides", "with_network"]

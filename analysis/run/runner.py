@@ -25,7 +25,7 @@ import dataclasses
 import functools
 import logging
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,10 @@ from analysis.run import facts as run_facts
 from analysis.run.facts import ReportResult
 from analysis.run.mixed import run_warnings
 from analysis.run.nccl_step import (
-    analyze_log,
+    achieved_links,
+    analyze_logs,
     check_net_overrides,
+    log_warnings,
     run_network_path,
     split_overrides,
     with_network,
@@ -411,6 +413,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     # ncu reports' verdicts (analysis.diagnosis.ncu.verdict); the run's when it has no nsys report.
     ncu_lead = ncu_verdict.attach(results)
     network_path = run_network_path(results)
+    achieved_links(network_path, matrix, results)  # each link's achieved bandwidth next to its transport
     verdict = with_network(critical_verdict(run_verdict(verdicts, names), verdicts, names, split) or ncu_lead,
                            results, network_path)
     # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
@@ -424,7 +427,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         network=matrix,  # NCCL's network transfers: the rank x rank matrix
         collectives=split,  # multi-rank: wait for the last rank vs transfer after it
         network_path=network_path,  # the NCCL log's network path, joined with the run's nsys reports
-        run_warnings=tuple(run_warnings([r.info for r in results])) or None)  # missing ranks, reports apart
+        run_warnings=tuple(run_warnings([r.info for r in results]) + log_warnings(results)) or None)  # missing ranks, reports apart
 
 
 def _verdicts(results: list[ReportResult]) -> list[Verdict]:
@@ -516,9 +519,7 @@ def analyze_paths(paths: list[Path], labels: list[str], ctx: AnalysisContext, ro
         if step_of(tools[i]) is AnalysisStep.REPORT:
             results[i] = analyze_report(p, label, ctx, root / str(i))
     links = nsys_links([r for r in results if r is not None])
-    for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
-        if step_of(tools[i]) is AnalysisStep.RUN:
-            results[i] = analyze_in_run_step(tools[i], p, label, ctx, root / str(i), links)
+    analyze_run_step_reports(results, tools, paths, labels, ctx, [root / str(i) for i in range(len(paths))], links)
     done = [r for r in results if r is not None]
     rerun_linked_rules(done, paths, labels, ctx)
     return analyze_run_facts(done, ctx, top=top, by_rule=by_rule)
@@ -533,13 +534,21 @@ def report_tool(path: Path) -> str:
         t.close()
 
 
-def analyze_in_run_step(tool: str, path: Path, label: str, ctx: AnalysisContext, facts_dir: Path | None,
-                        links: list[dict[str, Any]]) -> ReportResult:
-    """A report of a kind the run step analyses (``AnalysisStep.RUN``): an NCCL log (its network path and
-    NET rules, ``analysis.run.nccl_step``), else an ncu report linked to the run's nsys kernels."""
-    if tool == ToolKind.NCCL:  # the NET rules have their own registry: ``--rules`` selects the others
-        return analyze_log(path, label, ctx.spec.text, ctx.thresholds)
-    return analyze_report(path, label, ctx, facts_dir, nsys_links=links)
+def analyze_run_step_reports(results: list[ReportResult | None], tools: Sequence[str], paths: Sequence[Path],
+                             labels: Sequence[str], ctx: AnalysisContext, facts_dirs: Sequence[Path | None],
+                             links: list[dict[str, Any]]) -> None:
+    """The reports of the kinds the run step analyses (``AnalysisStep.RUN``) into ``results`` (in place, by
+    index): the NCCL logs together (one job's logs are one network path, ``analysis.run.nccl_step``; the NET
+    rules have their own registry, so ``--rules`` selects the others), each ncu report linked to the run's
+    nsys kernels."""
+    logs = [i for i, tool in enumerate(tools) if tool == ToolKind.NCCL]
+    if logs:
+        for i, res in zip(logs, analyze_logs([(Path(paths[i]), labels[i]) for i in logs], ctx.spec.text,
+                                             ctx.thresholds), strict=True):
+            results[i] = res
+    for i, tool in enumerate(tools):
+        if tool != ToolKind.NCCL and step_of(tool) is AnalysisStep.RUN:
+            results[i] = analyze_report(Path(paths[i]), labels[i], ctx, facts_dirs[i], nsys_links=links)
 
 
 def nsys_links(results: list[ReportResult]) -> list[dict[str, Any]]:
@@ -590,5 +599,5 @@ def _per_step(f: Finding, infos: list[dict[str, Any]]) -> Finding:
                                          "steps_in_window": n})
 
 
-__all__ = ["AnalysisContext", "ReportResult", "analyze_in_run_step", "analyze_report", "analyze_run", "analyze_run_facts",
+__all__ = ["AnalysisContext", "ReportResult", "analyze_run_step_reports", "analyze_report", "analyze_run", "analyze_run_facts",
            "make_context"]

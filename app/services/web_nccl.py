@@ -90,6 +90,11 @@ def nccl_path_section(summaries: Mapping[int | None, Mapping[str, Any]]) -> dict
         "first_warning": warnings[0] if warnings else None, "net_notes": list(path.get("net_notes") or [])[:SHOWN],
         "nchannels": path.get("nchannels"), "rings": list(path.get("rings") or [])[:4],
         "tests": tests, "joined": list(path.get("joined") or []),
+        "links": [k for k in path.get("links") or [] if isinstance(k, Mapping)][:SHOWN * 10],
+        "links_join": path.get("links_join") if isinstance(path.get("links_join"), Mapping) else None,
+        "files": [f for f in path.get("files") or [] if isinstance(f, Mapping)][:SHOWN * 5],
+        "files_total": len(path.get("files") or []),
+        "left_out": [x for x in path.get("left_out") or [] if isinstance(x, Mapping)][:SHOWN],
         "traffic": path.get("inter_node_traffic") if isinstance(path.get("inter_node_traffic"), Mapping) else None,
         "inter_transports": sorted({c["short"] for c in inter}),
         "inter_gdr": None if not inter or all(c["gdr"] is None for c in inter) else all(c["gdr"] for c in inter

@@ -164,3 +164,60 @@ def test_net_thresholds_are_overrides_like_any_other():
     bad = goodput("analyze", str(AULT), "--quiet", "--threshold", "NET005.nope=3")
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
     assert "bad_option: rule NET005 has no threshold 'nope'" in bad.stderr
+
+
+# --- several logs of one job, and each link's achieved bandwidth next to its transport --------------------------
+
+from tests.nccl_planted import ring_2node_rank_logs  # noqa: E402
+
+R0 = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
+R1 = corpus_file("nccl-ring-2node-r1-ault44.sqlite")
+
+
+def test_analyze_per_rank_logs_with_the_exports_joins_each_links_bandwidth(tmp_path):
+    logs = ring_2node_rank_logs(tmp_path)
+    proc = goodput("analyze", *map(str, logs), str(R0), str(R1), "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    path = result["network_path"]
+    assert [f["file"] for f in path["files"]] == [str(p) for p in logs]  # the CLI labels reports by path
+    assert path["files"][1]["joined_by"] == "commId 0x5eed" and path["left_out"] == []
+    assert [(r["rank"], r["host"]) for r in path["ranks"]] == [(0, "ault43"), (1, "ault44")]
+    assert path["links_join"] == {"joined": True, "reason": None, "without_log_pair": 0}
+    measured = {(k["sender"], k["receiver"]): k for k in result["network"]["links"]}
+    assert set(measured) == {(0, 1), (1, 0)}
+    for link in path["links"]:
+        m = measured[(link["sender"], link["receiver"])]
+        assert link["transports"] == ["NET/Socket/0"] and link["inter_node"] is True
+        assert link["bandwidth_bps"] == m["bandwidth_bps"] and link["bytes"] == m["bytes"] == 8_388_608
+    # each log keeps its own summary; the first carries the job's path
+    assert result["reports"][1]["nccl_merged_into"] == str(logs[0])
+    text = goodput("analyze", *map(str, logs), str(R0), str(R1), "--quiet").stdout
+    merged = next(line for line in text.splitlines() if "merged from 2 logs of one job: " in line)
+    assert str(logs[0]) in merged  # the line is clipped to the terminal's width
+    bw = measured[(0, 1)]["bandwidth_bps"] * 8 / 1e9
+    assert f"link 0->1 (ault43.cscs.ch -> ault44.cscs.ch): NET/Socket/0: {bw:.3g} Gb/s achieved over 8,388,608 B" in text
+
+
+def test_the_ault_2x2_log_is_not_the_exports_job_so_no_link_is_joined(tmp_path):
+    """The corpus' ault log is a 4-rank job; the nccl-ring-2node exports a 2-rank one: rank 1 is another process."""
+    proc = goodput("analyze", str(AULT), str(R0), str(R1), "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    path = json.loads(proc.stdout)["network_path"]
+    assert "links" not in path
+    assert path["links_join"]["joined"] is False
+    assert path["links_join"]["reason"].startswith("the exports are ranks of a job of 2, the log's job has 4 ranks")
+
+
+def test_analyze_logs_of_two_jobs_warns_and_keeps_the_first(tmp_path):
+    logs = ring_2node_rank_logs(tmp_path)
+    proc = goodput("analyze", str(logs[0]), str(AULT), str(logs[1]), "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [f["file"] for f in result["network_path"]["files"]] == [str(logs[0]), str(logs[1])]
+    (left,) = result["network_path"]["left_out"]
+    assert left["file"] == str(AULT) and left["reason"].startswith("another job: no communicator in common")
+    warning = next(w for w in result["run_warnings"] if w["code"] == "nccl_logs_left_out")
+    assert warning["reports"] == [str(AULT)]
+    text = goodput("analyze", str(logs[0]), str(AULT), str(logs[1]), "--quiet").stdout
+    assert f"left out: {AULT}: another job: no communicator in common" in text

@@ -49,6 +49,28 @@ def test_a_log_with_the_runs_export_through_the_worker(make_service, backend):
     assert {r["id"]: r["status"] for r in summary["rules"]}["NET001"] == "ok"
 
 
+def test_per_rank_logs_and_their_exports_through_the_worker(make_service, tmp_path):
+    """The two ranks' NCCL_DEBUG_FILE logs with their nsys exports, through the API and a real worker: one path
+    for the job, each link's achieved bandwidth next to its transport, a third job's log left out and warned of."""
+    from tests.nccl_planted import ring_2node_rank_logs
+
+    svc = make_service("sqlite")
+    svc.start_web()
+    svc.start_worker()
+    logs = ring_2node_rank_logs(tmp_path)
+    r0, r1 = corpus_file("nccl-ring-2node-r0-ault43.sqlite"), corpus_file("nccl-ring-2node-r1-ault44.sqlite")
+    run = svc.wait_run(svc.upload([logs[0], r0, logs[1], r1, AULT], job="nccl-ranks")["id"])
+    assert run["status"] == "ready", svc.log_tail()
+    summary = svc.get(f"/runs/{run['id']}/summary")
+    path = summary["network_path"]
+    assert [f["file"] for f in path["files"]] == [logs[0].name, logs[1].name]
+    assert [x["file"] for x in path["left_out"]] == [AULT.name]
+    assert any(w["code"] == "nccl_logs_left_out" for w in summary["run_warnings"])
+    assert {(k["sender"], k["receiver"]): k["transports"] for k in path["links"]} == {
+        (0, 1): ["NET/Socket/0"], (1, 0): ["NET/Socket/0"]}
+    assert all(k["bandwidth_bps"] > 0 for k in path["links"])
+
+
 def test_a_log_alone_by_report_put_and_by_goodput_upload(make_service, tmp_path):
     svc = make_service()
     svc.start_web()

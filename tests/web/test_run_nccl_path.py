@@ -91,3 +91,41 @@ def test_a_logs_report_drill_downs_answer_without_a_server_error(client, db, set
     for what in ("timeline.json", "trace.json"):
         resp = client.get(f"/runs/{run_id}/reports/{report_id}/{what}")
         assert resp.status_code < 500, (what, resp.status_code)
+
+
+def test_per_rank_logs_with_the_exports_show_one_path_and_each_links_bandwidth(client, db, settings, ingested,
+                                                                               tmp_path) -> None:
+    """A run uploaded as the two ranks' NCCL_DEBUG_FILE logs and their nsys exports: one path for the job, each
+    link's achieved bandwidth next to NET/Socket; a log of another job (the ault 2x2 log, with a hostname that is
+    markup) is left out and named, escaped, on the page and in the API's run warnings."""
+    from tests.nccl_planted import ring_2node_rank_logs
+
+    logs = ring_2node_rank_logs(tmp_path)
+    other = planted_log(tmp_path / "other.log")
+    # rank 0 again, as another process on a host whose name is markup (a restart): the reason names it
+    evil = tmp_path / "evil.log"
+    evil.write_text(logs[0].read_text().replace("ault43:1701:1701", f"ault43{seed.XSS_SCRIPT}:1999:1999"))
+    r0, r1 = corpus_file("nccl-ring-2node-r0-ault43.sqlite"), corpus_file("nccl-ring-2node-r1-ault44.sqlite")
+    run_id = seed.store_run(db, settings, ingested, [logs[0], r0, other, logs[1], r1, evil], job="nccl-ranks")
+    summary = client.get(f"/api/v1/runs/{run_id}/summary").get_json()
+    path = summary["network_path"]
+    assert [f["file"] for f in path["files"]] == [logs[0].name, logs[1].name]
+    assert [x["file"] for x in path["left_out"]] == ["other.log", "evil.log"]
+    assert path["left_out"][1]["reason"] == (f"another job: rank 0 is ault43{seed.XSS_SCRIPT}:1999 there, "
+                                             "ault43:1701 in the job")
+    assert any(w["code"] == "nccl_logs_left_out" and w["reports"] == ["other.log", "evil.log"]
+               for w in summary["run_warnings"])
+    measured = {(k["sender"], k["receiver"]): k["bandwidth_bps"] for k in summary["network"]["links"]}
+    assert {(k["sender"], k["receiver"]): (k["transports"], k["bandwidth_bps"]) for k in path["links"]} == {
+        pair: (["NET/Socket/0"], bw) for pair, bw in measured.items()} and len(measured) == 2
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert seed.XSS_SCRIPT not in html and seed.XSS_IMG not in html
+    section = html.split('id="nccl-path"')[1]
+    assert f"Merged from 2 logs of one job: <code>{logs[0].name}</code>, <code>{logs[1].name}</code>" in section
+    left = section.split('id="nccl-left-out"')[1].split("</div>")[0]
+    assert "<code>other.log</code>: another job" in left
+    assert "rank 0 is ault43&lt;script&gt;alert(1)&lt;/script&gt;:1999 there" in left
+    links = section.split('id="nccl-links"')[1].split("</table>")[0]
+    for (src, dst), bw in measured.items():
+        row = links.split(f'data-link="{src}-{dst}"')[1].split("</tr>")[0]
+        assert "<strong>NET/Socket/0</strong>" in row and f"{bw * 8 / 1e9:.3g} Gb/s" in row

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 
@@ -38,7 +39,25 @@ def findings(log: NcclLog, thresholds: Mapping[str, float] | None = None) -> lis
             logger.exception("NCCL rule failed", extra={"rule_id": rule_cls.id})
     order = {rid: i for i, rid in enumerate(VERDICT_ORDER)}
     sev = {"critical": 0, "warning": 1, "info": 2}
+    if log.sources:  # several files merged: each evidence line in its own file
+        out = [_in_files(f, log) for f in out]
     return sorted(out, key=lambda f: (sev[f.severity], order.get(f.rule_id, 99)))
+
+
+def _in_files(f: Finding, log: NcclLog) -> Finding:
+    """A finding on a log merged from several files: each evidence line as (``file``, line in that file), and
+    the finding's report the file of its first line."""
+    evidence = []
+    first: str | None = None
+    for e in f.evidence:
+        line = e.detail.get("line")
+        if isinstance(line, int) and not isinstance(line, bool):
+            file, at = log.where(line)
+            if file is not None:
+                first = first or file
+                e = dataclasses.replace(e, detail={**e.detail, "file": file, "line": at})
+        evidence.append(e)
+    return dataclasses.replace(f, evidence=tuple(evidence), report=f.report or first)
 
 
 def verdict(log: NcclLog, found: list[Finding] | None = None) -> str | None:

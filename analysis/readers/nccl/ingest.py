@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import time
@@ -59,7 +60,8 @@ def parse_file(src: Path, *, progress: Progress | None = None, timeout_s: float 
         counters: dict[str, int] = {}
         deadline = time.monotonic() + timeout_s
         feed = parser.feed
-        for block in read_blocks(fh, counters):
+        digest = hashlib.blake2b(digest_size=16)
+        for block in read_blocks(fh, counters, digest):
             for line in block:
                 feed(line)
             if time.monotonic() > deadline:
@@ -67,6 +69,7 @@ def parse_file(src: Path, *, progress: Progress | None = None, timeout_s: float 
             if progress:
                 progress("nccl_log", fh.tell(), size)
     parsed = parser.r
+    parsed.digest = digest.hexdigest()  # several logs of one job: the same file uploaded twice counts once
     parsed.tests.finish()
     parsed.counters.update(counters)
     parsed.counters["bytes"] = size
@@ -124,7 +127,7 @@ def _rows(parsed: Parsed, parser_hosts: set[str]) -> dict[str, list[tuple]]:
             "tests_layout": t.layout or "", "tests_avg_busbw": "" if t.avg_busbw is None else repr(t.avg_busbw),
             "tests_avg_line": "" if t.avg_line is None else str(t.avg_line),
             "tests_out_of_bounds": t.out_of_bounds or "", "lines": str(parsed.lines),
-            "nccl_lines": str(parsed.nccl_lines)}
+            "nccl_lines": str(parsed.nccl_lines), "content_digest": parsed.digest}
     meta["hosts_seen"] = " ".join(sorted(h for h in parser_hosts if " " not in h)[:4096])
     hosts = sorted({r["host"] for r in parsed.ranks.values() if r["host"]})
     if hosts:
@@ -157,6 +160,7 @@ def _rows(parsed: Parsed, parser_hosts: set[str]) -> dict[str, list[tuple]]:
         "nccl_warnings": [(w["line"], w["kind"], w["message"], w["host"], w["pid"], w["tid"], w["dev"], w["label"],
                            w["source"]) for w in parsed.warnings],
         "nccl_warning_counts": sorted(parsed.warning_counts.items()),
+        "nccl_warning_procs": [(*k, v) for k, v in parsed.warning_procs.items()],
         "nccl_failures": [(f["line"], f["label"], f["kind"], f["text"]) for f in parsed.failures],
         "nccl_algo_calls": [(a["coll"], a["bytes"], a["algo"], a["proto"], a["channels"], a["calls"], a["line"])
                             for a in parsed.algo_calls.values()],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 MAX_LINE_BYTES = 64 * 1024  # longer lines are cut here (and counted)
 _STD_TAGS = ("<stdout>:", "<stderr>:")
@@ -62,16 +62,19 @@ class Origin:
 CHUNK_BYTES = 4 * 1024 * 1024
 
 
-def read_blocks(fh: BinaryIO, counters: dict[str, int]) -> Iterator[list[str]]:
+def read_blocks(fh: BinaryIO, counters: dict[str, int], digest: Any = None) -> Iterator[list[str]]:
     """The file's lines as text (UTF-8, bad bytes replaced), a few MiB at a time, each line cut at
     ``MAX_LINE_BYTES`` (``counters['truncated']`` counts them). Memory stays within one chunk plus one
-    line's cap however long a line is: the rest of an overlong line is skipped as it streams by."""
+    line's cap however long a line is: the rest of an overlong line is skipped as it streams by.
+    ``digest``: a ``hashlib`` object fed every byte read (the file's content digest)."""
     carry = b""
     skipping = False   # inside an overlong line whose first MAX_LINE_BYTES were kept already
     while True:
         chunk = fh.read(CHUNK_BYTES)
         if not chunk:
             break
+        if digest is not None:
+            digest.update(chunk)
         if skipping:
             nl = chunk.find(b"\n")
             if nl < 0:

@@ -170,6 +170,16 @@ class TestsRow:
 
 
 @dataclass(frozen=True)
+class Source:
+    """One file of a log merged from several (one per rank, ``NCCL_DEBUG_FILE=%h.%p``): its lines are numbered
+    ``offset + 1`` to ``offset + lines`` in the merged log."""
+
+    file: str
+    offset: int
+    lines: int
+
+
+@dataclass(frozen=True)
 class Pair:
     """Every connection between two ranks (one direction), over all channels."""
 
@@ -215,6 +225,7 @@ class NcclLog:
     tests: Mapping[str, Any]
     counters: Mapping[str, int]
     meta: Mapping[str, str]
+    sources: tuple[Source, ...] = ()   # several files merged: where each line number is (empty: one file)
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # ------------------------------------------------------------------ derived facts
@@ -382,6 +393,20 @@ class NcclLog:
             candidates = [r for r in candidates if r.cuda_dev == dev]
         return candidates[0].rank if len(candidates) == 1 else None
 
+    def where(self, line: int | None) -> tuple[str | None, int | None]:
+        """A line number of this log as (file, line in that file); the file is None for a log of one file."""
+        if line is None or not self.sources:
+            return None, line
+        for s in reversed(self.sources):
+            if line > s.offset:
+                return s.file, line - s.offset
+        return None, line
+
+    def line_ref(self, line: int | None) -> str:
+        """``line 12`` or, in a log merged from several files, ``rank3.log line 12``."""
+        file, at = self.where(line)
+        return f"line {at}" if file is None else f"{file} line {at}"
+
     # ------------------------------------------------------------------ JSON
     def to_json(self) -> dict[str, Any]:
         """The run's network path, JSON-safe (every string as found in the log: escape it where shown)."""
@@ -391,7 +416,7 @@ class NcclLog:
             gdr_by_nic.setdefault((g.host, g.hca), []).append(
                 {"scope": g.scope, "gpu": g.gpu, "enabled": g.enabled, "distance": g.distance, "level": g.level,
                  "reason": g.reason, "line": g.line})
-        return {
+        out = {
             "version": self.version,
             "version_raw": self.version_raw,
             "nodes": [{"host": h, "ranks": sorted(r for r, hh in hosts.items() if hh == h),
@@ -423,4 +448,31 @@ class NcclLog:
             "p2p_refused": [list(p) for p in self.p2p_refused],
             "nccl_tests": {**dict(self.tests), **self.busbw(), "rows": [asdict(r) for r in self.tests_rows]},
             "counters": dict(self.counters),
+            **({"sources": [asdict(s) for s in self.sources]} if self.sources else {}),
         }
+        return self._in_files(out) if self.sources else out
+
+    def _in_files(self, out: dict[str, Any]) -> dict[str, Any]:
+        """A merged log's JSON with every line number as (``file``, line in that file), as its findings say it."""
+        def place(item: dict[str, Any], key: str = "line", file_key: str = "file") -> None:
+            line = item.get(key)
+            if isinstance(line, int) and not isinstance(line, bool):
+                item[file_key], item[key] = self.where(line)
+
+        for value in out.values():
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, dict):
+                        place(item)
+                        if isinstance(item.get("gdr"), list):  # a NIC's GPUDirect lines
+                            for g in item["gdr"]:
+                                place(g)
+                        if isinstance(item.get("lines"), list):  # a pair's first lines
+                            item["files"] = [self.where(x)[0] for x in item["lines"]]
+                            item["lines"] = [self.where(x)[1] for x in item["lines"]]
+        tests = out["nccl_tests"]
+        for row in tests["rows"]:
+            place(row)
+        place(tests, "peak_line", "peak_file")
+        place(tests, "avg_line", "avg_file")
+        return out

@@ -359,6 +359,9 @@ class LogParser(NetLines, SettingLines):
         r = self.r
         kind = warn_kind(msg)
         r.warning_counts[kind] = r.warning_counts.get(kind, 0) + 1
+        proc = (kind, o.host, o.pid, o.label)  # per process: several logs of one job count each process once
+        if proc in r.warning_procs or len(r.warning_procs) < MAX_RANKS:
+            r.warning_procs[proc] = r.warning_procs.get(proc, 0) + 1
         if r.warning_counts[kind] > MAX_WARNINGS_PER_KIND:
             return
         where = None

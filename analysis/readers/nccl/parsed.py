@@ -91,6 +91,7 @@ class Parsed:
 
     lines: int = 0
     nccl_lines: int = 0
+    digest: str = ""                                              # blake2b of the file's bytes
     counters: dict[str, int] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)       # normalized version -> lines
     version_raw: str | None = None
@@ -109,6 +110,7 @@ class Parsed:
     env: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)
     warning_counts: dict[str, int] = field(default_factory=dict)
+    warning_procs: dict[tuple[str, str | None, int | None, int | None], int] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
     algo_calls: dict[tuple, dict[str, Any]] = field(default_factory=dict)
     tuning: dict[tuple, dict[str, Any]] = field(default_factory=dict)

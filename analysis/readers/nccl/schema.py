@@ -42,6 +42,10 @@ NCCL_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
                       ("pid", "BIGINT"), ("tid", "BIGINT"), ("dev", "BIGINT"), ("label", "BIGINT"),
                       ("source", "VARCHAR")),
     "nccl_warning_counts": (("kind", "VARCHAR"), ("count", "BIGINT")),
+    # WARN lines per kind and printing process (host, pid, launcher label): several logs of one job that hold the
+    # same process's lines count them once (analysis.readers.nccl.merge). Absent from stores written before it.
+    "nccl_warning_procs": (("kind", "VARCHAR"), ("host", "VARCHAR"), ("pid", "BIGINT"), ("label", "BIGINT"),
+                           ("count", "BIGINT")),
     "nccl_failures": (("line", "BIGINT"), ("label", "BIGINT"), ("kind", "VARCHAR"), ("text", "VARCHAR")),
     "nccl_algo_calls": (("coll", "VARCHAR"), ("bytes", "BIGINT"), ("algo", "VARCHAR"), ("proto", "VARCHAR"),
                         ("channels", "BIGINT"), ("calls", "BIGINT"), ("line", "BIGINT")),
@@ -60,6 +64,9 @@ NCCL_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
     "nccl_counters": (("name", "VARCHAR"), ("value", "BIGINT")),
     "meta": (("key", "VARCHAR"), ("value", "VARCHAR")),
 }
+
+
+OPTIONAL_TABLES = frozenset({"nccl_warning_procs"})
 
 
 def ddl() -> list[str]:

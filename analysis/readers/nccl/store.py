@@ -19,12 +19,13 @@ from analysis.readers.nccl.model import (
     Nic,
     Rank,
     Ring,
+    Source,
     TestsRow,
     Tree,
     Tuning,
     Warn,
 )
-from analysis.readers.nccl.schema import NCCL_TABLES
+from analysis.readers.nccl.schema import NCCL_TABLES, OPTIONAL_TABLES
 
 
 def nic_kind(net: str, link: str | None, provider: str | None = None) -> str:
@@ -52,6 +53,9 @@ def _clean(value: Any) -> Any:
 
 def _select(con: Any, table: str) -> list[dict[str, Any]]:
     cols = [c for c, _ in NCCL_TABLES[table]]
+    if table in OPTIONAL_TABLES and not con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]).fetchone()[0]:
+        return []
     rows = con.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()  # noqa: S608 - fixed names
     return [{c: _clean(v) for c, v in zip(cols, row, strict=True)} for row in rows]
 
@@ -60,8 +64,8 @@ def _ints(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in (text or "").split() if x.lstrip("-").isdigit())
 
 
-def load(path: Path) -> NcclLog:
-    """Read an ingested NCCL log back from its DuckDB file (read-only)."""
+def read_tables(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """An ingested NCCL log's tables as rows (read-only); raises ``TraceError`` for a file that is not one."""
     try:
         con = connect(Path(path), read_only=True)
     except Exception as exc:  # a file DuckDB cannot open
@@ -72,9 +76,20 @@ def load(path: Path) -> NcclLog:
         raise TraceError("unsupported_schema", f"not an NCCL log store: {exc}") from None
     finally:
         con.close()
-    meta = {r["key"]: r["value"] for r in t["meta"]}
-    if meta.get("tool") != "nccl":
+    if {r["key"]: r["value"] for r in t["meta"]}.get("tool") != "nccl":
         raise TraceError("unsupported_schema", "this DuckDB file does not hold an NCCL log")
+    return t
+
+
+def load(path: Path) -> NcclLog:
+    """Read an ingested NCCL log back from its DuckDB file (read-only)."""
+    return build(read_tables(path))
+
+
+def build(t: dict[str, list[dict[str, Any]]], sources: tuple[Source, ...] = ()) -> NcclLog:
+    """An ``NcclLog`` from its tables' rows (one log's, or several logs' merged: ``analysis.readers.nccl.merge``,
+    whose ``sources`` say which file each line number is in)."""
+    meta = {r["key"]: r["value"] for r in t["meta"]}
     devices = {d["rank"]: d for d in t["nccl_devices"] if d["rank"] is not None}
     main_comm = _main_comm(t["nccl_ranks"])
     ranks: dict[int, Rank] = {}
@@ -158,6 +173,7 @@ def load(path: Path) -> NcclLog:
                "out_of_bounds": meta.get("tests_out_of_bounds") or None},
         counters={r["name"]: r["value"] for r in t["nccl_counters"]},
         meta=meta,
+        sources=sources,
     )
     warns = tuple(Warn(w["line"], w["kind"], w["message"], w["host"], w["pid"], w["dev"], w["label"], w["source"],
                        log.rank_of(w["host"], w["pid"], w["dev"], w["label"]))

@@ -143,7 +143,7 @@ class FailureRootCause(NetRule):
         who = f"rank {root.rank}" if root.rank is not None else f"{root.host or 'an unknown host'}"
         if len(ranks) > 1:
             who = f"ranks {ranks[:limit]}"
-        message = (f"{who[0].upper()}{who[1:]} logged `{root.message[:200]}` first (line {root.line}"
+        message = (f"{who[0].upper()}{who[1:]} logged `{root.message[:200]}` first ({log.line_ref(root.line)}"
                    f"{', host ' + root.host if root.host else ''}{', NIC ' + nic if nic else ''}): {meaning}.")
         if len(same) > 1:
             message += f" {log.warning_counts.get(root.kind, len(same))} such WARN line(s) in all."
