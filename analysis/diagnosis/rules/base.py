@@ -150,6 +150,12 @@ class Rule:
     # on the evidence of each finding, which carries ``premise_holds`` and ``premise`` (what showed it). The verdict
     # takes only findings whose premise held. Empty: the rule's finding is its own evidence (no mechanism to check).
     premise: ClassVar[str] = ""
+    # The verdict an nsys rule's finding gives when it owns the most of an idle GPU's time
+    # (``analysis.diagnosis.verdict``): its kind (one of the verdict's ``KINDS``) and the next step it says.
+    # ``verdict_kind`` None: the rule leads no verdict of its own (another verdict speaks for it, or its finding is
+    # evidence only). No default: every nsys rule states both, and a registry test fails on one that does not.
+    verdict_kind: ClassVar[str | None]
+    next_step: ClassVar[str]
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""

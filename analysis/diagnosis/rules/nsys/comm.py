@@ -72,6 +72,8 @@ class ExposedCommunication(Rule):
 
     id = "COMM001"
     name = "comm.exposed-communication"
+    verdict_kind = "communication"
+    next_step = "overlap communication with compute (bucketing, separate streams)"
     category = "communication"
     requires = ("kernels",)
     thresholds = {
@@ -145,6 +147,8 @@ class Stragglers(Rule):
 
     id = "COMM002"
     name = "comm.stragglers"
+    verdict_kind = "communication"
+    next_step = "balance the ranks' work so none waits for a straggler"
     scope = "run"
     category = "communication"
     requires = ("kernels",)

@@ -50,6 +50,8 @@ class PageableMemcpy(Rule):
 
     id = "MEM001"
     name = "memory.pageable-memcpy"
+    verdict_kind = "copies"
+    next_step = "pin the host buffers (cudaHostAlloc / pin_memory) or keep the data resident on the GPU"
     category = "memory"
     requires = ("memcpy",)
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies are pageable",
@@ -101,6 +103,8 @@ class BlockingMemcpy(Rule):
 
     id = "MEM002"
     name = "memory.blocking-memcpy"
+    verdict_kind = "copies"
+    next_step = "make the copies asynchronous from pinned memory and overlap them with kernels"
     category = "memory"
     requires = ("memcpy", "cuda_api")
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies block",
@@ -164,6 +168,8 @@ class SyncMemset(Rule):
 
     id = "MEM003"
     name = "memory.sync-memset"
+    verdict_kind = "sync_bound"
+    next_step = "use cudaMemsetAsync on a stream instead of synchronous memsets"
     category = "memory"
     requires = ("memset", "cuda_api")
     thresholds = {"min_memsets": Threshold(1.0, "count", "report when at least this many memsets are synchronous",
@@ -217,6 +223,8 @@ class UnifiedMemoryMigration(Rule):
 
     id = "MEM004"
     name = "memory.unified-memory-migration"
+    verdict_kind = "uvm"
+    next_step = "prefetch managed memory to the GPU (cudaMemPrefetchAsync) or copy it explicitly"
     category = "memory"
     requires = ("memcpy",)
     thresholds = {"min_migrations": Threshold(1.0, "count", "report when at least this many migrations happen",

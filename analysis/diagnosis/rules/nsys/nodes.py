@@ -28,6 +28,9 @@ class LateNode(Rule):
 
     id = "COMM005"
     name = "comm.late-node"
+    verdict_kind = "communication"
+    next_step = ("find what the late node's ranks share before the collectives (input pipeline, CPU and memory "
+                 "pressure, other jobs, NIC placement)")
     scope = "run"
     category = "communication"
     requires = ("kernels",)

@@ -68,6 +68,8 @@ class StartupCost(_PhaseRule):
 
     id = "PHASE001"
     name = "phase.startup-cost"
+    verdict_kind = None  # the one-off start-up verdict speaks for it
+    next_step = ""
     category = "phase"
     requires = ("kernels",)
     thresholds = {"min_ms": Threshold(1.0, "ms", "report a start-up at least this long",
@@ -136,6 +138,8 @@ class WarmupCost(_PhaseRule):
 
     id = "PHASE002"
     name = "phase.warmup-cost"
+    verdict_kind = None  # warm-up lies outside the steady window the verdict judges
+    next_step = ""
     category = "phase"
     requires = ("kernels",)
     thresholds = {"min_ms": Threshold(1.0, "ms", "report a warm-up whose extra time is at least this",

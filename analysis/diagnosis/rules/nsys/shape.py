@@ -65,6 +65,8 @@ class SmallGrid(Rule):
 
     id = "KRN004"
     name = "kernel.small-grid"
+    verdict_kind = "launch_shape"
+    next_step = "launch at least as many blocks as SMs, blocks of 64+ threads"
     premise = "the kernel's duration grows as its grid shrinks"
     category = "kernel"
     requires = ("kernels",)
@@ -181,6 +183,8 @@ class DominantKernel(Rule):
 
     id = "KRN005"
     name = "kernel.dominant"
+    verdict_kind = None  # the GPU-bound verdict speaks for it (its ncu command)
+    next_step = ""
     category = "kernel"
     requires = ("kernels",)
     thresholds = {

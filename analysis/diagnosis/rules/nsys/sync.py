@@ -47,6 +47,9 @@ class BlockingSync(Rule):
 
     id = "SYNC001"
     name = "sync.blocking-host-sync"
+    verdict_kind = "sync_bound"
+    next_step = ("remove the blocking synchronizations from the loop (stream order, events, non-blocking checks) "
+                 "so the host queues work ahead")
     category = "sync"
     requires = ("kernels", "cuda_api")
     thresholds = {
