@@ -11,6 +11,7 @@ rule-specific numbers of a finding and the report-summary keys still changing sh
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,6 +241,14 @@ class NcuExtra:
     causes_on_kernel: int = field(metadata=_json(optional=True))
     role: str = field(metadata=_json(optional=True))
     explained_by: tuple[str, ...] = field(metadata=_json(optional=True))
+
+
+def extra_json(extra: Any) -> JSON:
+    """A rule's typed extra (one of ``FINDING_EXTRA``'s types, made by the rule) as the finding's ``extra``: its fields
+    in declared order (the order of the keys in the JSON), values as given."""
+    if not dataclasses.is_dataclass(extra) or isinstance(extra, type):
+        raise TypeError(f"a typed extra is a dataclass instance, not {type(extra).__name__}")
+    return {f.name: getattr(extra, f.name) for f in dataclasses.fields(extra)}
 
 
 # The shape of ``FindingResult.extra`` for the rules whose numbers are stable, by rule id (``analysis.contract``

@@ -17,6 +17,7 @@ from analysis.diagnosis.rules.nsys.gaps import opened_count, owned
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.intervals import union_of_sql
 from analysis.model.trace import Trace
+from analysis.results import MemsetExtra, PageableCopyExtra, extra_json
 
 
 def _mib(n: int) -> str:
@@ -82,8 +83,8 @@ class PageableMemcpy(Rule):
             impact_ns=int(total), impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"copies": int(n), "bytes": int(nbytes), "async_became_sync": int(n_async),
-                   "async_became_sync_ns": int(async_ns)},
+            extra=extra_json(PageableCopyExtra(copies=int(n), bytes=int(nbytes), async_became_sync=int(n_async),
+                                               async_became_sync_ns=int(async_ns))),
         )]
 
 
@@ -196,7 +197,7 @@ class SyncMemset(Rule):
             impact_ns=int(total), impact_pct=pct(int(total), report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"memsets": int(n)},
+            extra=extra_json(MemsetExtra(memsets=int(n))),
         )]
 
 

@@ -12,6 +12,7 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
 from analysis.diagnosis.rules.nsys.startup_fill import UNRECORDED, describe, startup_fill
 from analysis.loops.phases import activity_bounds, phase_info, phase_of, top_calls, warmup_count
 from analysis.model.trace import Run, Trace
+from analysis.results import WarmupExtra, extra_json
 
 # What fills a start-up, by call or range name; the first match decides the advice.
 FILLERS = (
@@ -175,5 +176,5 @@ class WarmupCost(_PhaseRule):
                     "in a CUDA graph, keep compilation and autotune caches between runs (torch.compile cache, "
                     "cuDNN/TensorRT timing caches), pre-size the caching allocator." + ONE_OFF),
             evidence=evidence, evidence_total=w, report=trace.label, rank=trace.rank, phase="warmup",
-            extra={"warmup_iterations": w, "steady_median_ns": int(med)},
+            extra=extra_json(WarmupExtra(warmup_iterations=w, steady_median_ns=int(med))),
         )]
