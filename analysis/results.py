@@ -163,6 +163,11 @@ class BlockingCopyExtra:
     bytes: int
     host_blocked_ns: int
     idle_gaps: int
+    # The idle inside copy and memset calls this rule owns (``owns_idle``), by idle-anatomy category, and the calls
+    # that hold most of it (``name``, ``ns``, ``calls``).
+    idle_ns: int
+    by_category: Mapping[str, int]
+    names: list[Mapping[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +186,16 @@ class MigrationExtra:
     migration_ns: int
     to_device: int
     to_host: int
+    bytes_to_device: int
+    bytes_to_host: int
+    # The GPU idle between migrations this rule owns (``owns_idle``), per direction (``ns``, ``gaps``); the migration
+    # time with no kernel running; migrations inside kernels, their bytes, and the kernel time they overlap.
+    idle_ns: int
+    migration_only_ns: int
+    idle_by_direction: Mapping[str, Mapping[str, int]]
+    in_kernel_migrations: int
+    in_kernel_bytes: int
+    kernel_overlap_ns: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from analysis.diagnosis.rules.nsys.gaps import opened_count, owned
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.intervals import union_of_sql
 from analysis.model.trace import Trace
-from analysis.results import MemsetExtra, PageableCopyExtra, extra_json
+from analysis.results import BlockingCopyExtra, MemsetExtra, MigrationExtra, PageableCopyExtra, extra_json
 
 
 def _mib(n: int) -> str:
@@ -151,9 +151,10 @@ class BlockingMemcpy(Rule):
             impact_ns=int(idle), impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"copies": int(n), "bytes": int(nbytes), "host_blocked_ns": int(host_ns), "idle_gaps": int(gaps),
-                   "idle_ns": int(idle), "by_category": cl.by_category if cl else {},
-                   "names": [{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else []},
+            extra=extra_json(BlockingCopyExtra(
+                copies=int(n), bytes=int(nbytes), host_blocked_ns=int(host_ns), idle_gaps=int(gaps), idle_ns=int(idle),
+                by_category=cl.by_category if cl else {},
+                names=[{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [])),
         )]
 
 
@@ -286,10 +287,10 @@ class UnifiedMemoryMigration(Rule):
             impact_ns=impact, impact_pct=pct(impact, report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"migrations": int(n), "bytes": int(nbytes), "migration_ns": int(total),
-                   "to_device": int(htod), "to_host": int(dtoh), "bytes_to_device": int(b_htod),
-                   "bytes_to_host": int(b_dtoh), "idle_ns": int(idle), "migration_only_ns": int(alone),
-                   "idle_by_direction": {k: {"ns": int(v[0]), "gaps": int(v[1])} for k, v in by_dir.items()},
-                   "in_kernel_migrations": int(in_kernel), "in_kernel_bytes": int(in_kernel_bytes),
-                   "kernel_overlap_ns": int(overlapped)},
+            extra=extra_json(MigrationExtra(
+                migrations=int(n), bytes=int(nbytes), migration_ns=int(total), to_device=int(htod), to_host=int(dtoh),
+                bytes_to_device=int(b_htod), bytes_to_host=int(b_dtoh), idle_ns=int(idle), migration_only_ns=int(alone),
+                idle_by_direction={k: {"ns": int(v[0]), "gaps": int(v[1])} for k, v in by_dir.items()},
+                in_kernel_migrations=int(in_kernel), in_kernel_bytes=int(in_kernel_bytes),
+                kernel_overlap_ns=int(overlapped))),
         )]
