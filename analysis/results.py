@@ -143,6 +143,10 @@ class SyncExtra:
     sync_call_names: Mapping[str, int]
     idle_gaps: int
     syncs_followed_by_idle: int
+    # The idle inside sync calls this rule owns (``owns_idle``) and the calls that hold most of it (``name``, ``ns``,
+    # ``calls``). The engine's ``host_functions`` may follow.
+    idle_ns: int
+    names: list[Mapping[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)

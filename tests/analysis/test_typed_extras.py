@@ -15,8 +15,9 @@ from analysis.results import FINDING_EXTRA, DominantKernelExtra, MemsetExtra, Wa
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file
 
-# The rules whose typed extra does not yet declare every key they write (issue #38): they still build a dict.
-NOT_YET = {"SYNC001", *(f"NCU{i:03d}" for i in range(1, 11))}
+# The ncu rules share NcuExtra, which also declares the keys the gain sharing (analysis.diagnosis.ncu_gains) adds
+# after the rule, and not the rule's launch_savings: the rule's own part is not yet a type (issue #38).
+NOT_YET = {f"NCU{i:03d}" for i in range(1, 11)}
 
 
 def test_extra_json_is_the_fields_in_declared_order() -> None:
