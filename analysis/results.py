@@ -4,9 +4,10 @@
 service stores): the same keys in the same order as before these types existed, so the JSON text is
 byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
 analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
-launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``;
-rule-specific numbers of a finding and the report-summary keys still changing shape stay JSON in ``extra`` /
-``details``.
+launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``. The nsys
+rules of ``FINDING_EXTRA`` build their rule-specific numbers as its typed ``*Extra`` dataclasses (``extra_json`` makes
+them a finding's ``extra``); the ncu rules' numbers and the report-summary keys still changing shape stay JSON in
+``extra`` / ``details``.
 """
 
 from __future__ import annotations
