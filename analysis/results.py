@@ -4,13 +4,15 @@
 service stores): the same keys in the same order as before these types existed, so the JSON text is
 byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
 analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
-launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``;
-rule-specific numbers of a finding and the report-summary keys still changing shape stay JSON in ``extra`` /
-``details``.
+launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``. The nsys
+rules of ``FINDING_EXTRA`` build their rule-specific numbers as its typed ``*Extra`` dataclasses (``extra_json`` makes
+them a finding's ``extra``); the ncu rules' numbers and the report-summary keys still changing shape stay JSON in
+``extra`` / ``details``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,6 +144,10 @@ class SyncExtra:
     sync_call_names: Mapping[str, int]
     idle_gaps: int
     syncs_followed_by_idle: int
+    # The idle inside sync calls this rule owns (``owns_idle``) and the calls that hold most of it (``name``, ``ns``,
+    # ``calls``). The engine's ``host_functions`` may follow.
+    idle_ns: int
+    names: list[Mapping[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +168,11 @@ class BlockingCopyExtra:
     bytes: int
     host_blocked_ns: int
     idle_gaps: int
+    # The idle inside copy and memset calls this rule owns (``owns_idle``), by idle-anatomy category, and the calls
+    # that hold most of it (``name``, ``ns``, ``calls``).
+    idle_ns: int
+    by_category: Mapping[str, int]
+    names: list[Mapping[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +191,16 @@ class MigrationExtra:
     migration_ns: int
     to_device: int
     to_host: int
+    bytes_to_device: int
+    bytes_to_host: int
+    # The GPU idle between migrations this rule owns (``owns_idle``), per direction (``ns``, ``gaps``); the migration
+    # time with no kernel running; migrations inside kernels, their bytes, and the kernel time they overlap.
+    idle_ns: int
+    migration_only_ns: int
+    idle_by_direction: Mapping[str, Mapping[str, int]]
+    in_kernel_migrations: int
+    in_kernel_bytes: int
+    kernel_overlap_ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +261,14 @@ class NcuExtra:
     causes_on_kernel: int = field(metadata=_json(optional=True))
     role: str = field(metadata=_json(optional=True))
     explained_by: tuple[str, ...] = field(metadata=_json(optional=True))
+
+
+def extra_json(extra: Any) -> JSON:
+    """A rule's typed extra (one of ``FINDING_EXTRA``'s types, made by the rule) as the finding's ``extra``: its fields
+    in declared order (the order of the keys in the JSON), values as given."""
+    if not dataclasses.is_dataclass(extra) or isinstance(extra, type):
+        raise TypeError(f"a typed extra is a dataclass instance, not {type(extra).__name__}")
+    return {f.name: getattr(extra, f.name) for f in dataclasses.fields(extra)}
 
 
 # The shape of ``FindingResult.extra`` for the rules whose numbers are stable, by rule id (``analysis.contract``

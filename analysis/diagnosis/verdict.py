@@ -20,7 +20,7 @@ the phases and the findings):
    copies (``copies``), launch shapes that leave most SMs idle (``launch_shape``, KRN004), else the
    kernels themselves (``gpu_bound_kernel``: KRN005's ncu command when one kernel dominates).
 5. Otherwise the GPU waits, and the finding that owns the most time in the window says on what
-   (``RULE_KINDS``: a table from rule id to verdict kind and next step). Idle in which nothing of the
+   (``RULE_KINDS``: each rule's own ``verdict_kind`` and ``next_step``). Idle in which nothing of the
    host's was recorded (GPU001 whose idle is mostly ``none``: no call, range, CPU sample or switch-out) is an absence of evidence,
    not a cause: when a finding that names what the host was doing owns at least ``NAMED_SHARE`` of the
    idle, the verdict leads with it and says how much idle has nothing recorded and how to see it.
@@ -30,13 +30,15 @@ Kinds (the vocabulary of ``verdict.kind``): see ``KINDS``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from analysis import fmt
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.loops.phases import activity_bounds, phase_info, top_calls
 from analysis.model.capture import FLAGS, captured
 from analysis.model.trace import Trace
@@ -68,34 +70,28 @@ SHAPE_SHARE = 0.5      # KRN004's cost at least this share of compute kernel tim
 COPY_SHARE = 0.5       # copies at least this share of busy time: copies are the story
 NAMED_SHARE = 0.2      # a recorded cause owning this share of the idle leads over idle with nothing recorded
 
-# Rule id -> (verdict kind, next step). Rules another rule's verdict speaks for are absent (KRN005 feeds
-# gpu_bound_kernel, PHASE001/PHASE002 are about other phases, HOST002 is evidence only).
-RULE_KINDS: dict[str, tuple[str, str]] = {
-    "SYNC001": ("sync_bound", "remove the blocking synchronizations from the loop (stream order, events, "
-                              "non-blocking checks) so the host queues work ahead"),
-    "MEM003": ("sync_bound", "use cudaMemsetAsync on a stream instead of synchronous memsets"),
-    "MEM002": ("copies", "make the copies asynchronous from pinned memory and overlap them with kernels"),
-    "MEM001": ("copies", "pin the host buffers (cudaHostAlloc / pin_memory) or keep the data resident on "
-                         "the GPU"),
-    "MEM005": ("copies", "keep the data resident on the GPU and move only what changes"),
-    "MEM004": ("uvm", "prefetch managed memory to the GPU (cudaMemPrefetchAsync) or copy it explicitly"),
-    "MEM006": ("allocation", "allocate once outside the loop (stream-ordered or caching allocator)"),
-    "KRN001": ("launch_bound", "capture the kernel sequence in a CUDA graph or fuse the small kernels"),
-    "KRN002": ("gpu_bound_kernel", "use tensor-core math (TF32/BF16/FP16) in the heavy kernels"),
-    "KRN003": ("gpu_bound_kernel", "profile the slow instances of the spread kernel with ncu"),
-    "KRN004": ("launch_shape", "launch at least as many blocks as SMs, blocks of 64+ threads"),
-    "GPU001": ("host_bound", "find the host work in the gaps (NVTX ranges, CPU samples) and move it off the "
-                             "GPU's critical path"),
-    "GPU002": ("host_bound", "reduce per-step host overhead between kernels (fuse, CUDA graphs, queue ahead)"),
-    "HOST001": ("host_bound", "move the blocking OS calls (I/O, locks, sleeps) off the launching thread"),
-    "HOST003": ("communication", "overlap MPI/host communication with GPU work (non-blocking calls, "
-                                 "GPU-aware MPI)"),
-    "HOST004": ("jit", "compile once and cache (warm up before measuring, persistent kernel caches)"),
-    "COMM001": ("communication", "overlap communication with compute (bucketing, separate streams)"),
-    "COMM002": ("communication", "balance the ranks' work so none waits for a straggler"),
-    "COMM003": ("communication", "check the slow links and NCCL's algorithm for the slow size class"),
-    "COMM004": ("communication", "put NCCL on its own stream so it overlaps compute"),
-}
+class _RuleKinds(Mapping[str, tuple[str, str]]):
+    """Rule id -> (verdict kind, next step), as each rule states them (``Rule.verdict_kind``, ``Rule.next_step``),
+    read from the registry on first use. Rules another verdict speaks for state no kind and are absent (KRN005
+    feeds gpu_bound_kernel, PHASE001/PHASE002 are about other phases, HOST002 is evidence only)."""
+
+    @functools.cached_property
+    def _table(self) -> dict[str, tuple[str, str]]:
+        return {r.id: (kind, r.next_step) for r in default_registry()
+                if r.tool == "nsys" and (kind := getattr(r, "verdict_kind", None))}
+
+    def __getitem__(self, rule_id: str) -> tuple[str, str]:
+        return self._table[rule_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+RULE_KINDS: Mapping[str, tuple[str, str]] = _RuleKinds()
+
 # GPU001's idle whose cause is process set-up (context, modules, communicators) is start-up, not the loop.
 SETUP_NEXT = ("exclude one-off set-up from the measurement (warm up, capture range) or create contexts and "
               "communicators once")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -46,9 +46,6 @@ from analysis.model.trace import Trace, clock_offsets
 from analysis.readers import ToolKind
 
 RESULT_FILE = "analysis.json"
-
-if TYPE_CHECKING:
-    from analysis.diagnosis.rules.nsys.comm import Participant
 
 COLLECTIVES_FILE = "collectives.parquet"
 KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
@@ -191,12 +188,6 @@ def comm_participants(results: list[ReportResult], rule_id: str | None = "COMM00
         path = str((Path(r.facts_dir) / f["collectives"]).resolve()).replace("'", "''")
         out.append((r, f"read_parquet('{path}')"))
     return out
-
-
-def participant(r: ReportResult) -> Participant:
-    from analysis.diagnosis.rules.nsys.comm import Participant
-
-    return Participant(r.label, r.facts.get("rank"), lambda: int(r.facts.get("span_ns") or 0))
 
 
 def offsets(starts: list[int | None]) -> list[int] | None:

@@ -40,8 +40,8 @@ from analysis.diagnosis.ncu import verdict as ncu_verdict
 from analysis.diagnosis.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.diagnosis.ncu.kernels import report_kernels
 from analysis.diagnosis.ncu_gains import annotate_kernels, report_saving, share_gains
-from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, Skip, evaluate
-from analysis.diagnosis.rules.nsys.run_nodes import collective_split, instances, late_node, steps_by_host
+from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, RunFacts, Skip, evaluate
+from analysis.diagnosis.rules.nsys.run_nodes import collective_split, instances, steps_by_host
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.diagnosis.step_anatomy import anatomy
 from analysis.diagnosis.summary import report_info
@@ -467,10 +467,9 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[st
 
 def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,
                     memory_bytes: int) -> list[Finding]:
+    """A rule of scope ``run`` over the compact facts of the reports it applies to (``Rule.check_facts``)."""
     if rule_cls.scope != "run":  # pragma: no cover - the caller runs only those
         raise RuntimeError(f"no run-level step for {rule_cls.id}")
-    from analysis.diagnosis.rules.nsys.comm import stragglers
-
     parts = run_facts.comm_participants(results, rule_cls.id)
     if not parts:
         return []
@@ -478,17 +477,12 @@ def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: Anal
     if offsets is None:
         raise Skip("a report lacks its session start time, so ranks cannot be aligned on one time base")
     con = connect(memory_bytes=memory_bytes)
-    windows = [run_facts.window_bounds(r) for r, _ in parts]
     try:
-        if rule_cls.id == "COMM005":
-            if len(parts) < 2:
-                return []
-            cols = instances(con, [src for _, src in parts], offsets, windows)
-            return late_node(cols, [r.facts.get("rank") for r, _ in parts], [r.info.get("host") for r, _ in parts],
-                             offsets, ctx.all_params[rule_cls.id], rule_cls.id,
-                             [int(r.facts.get("span_ns") or 0) for r, _ in parts])
-        return stragglers(con, [src for _, src in parts], [run_facts.participant(r) for r, _ in parts], offsets,
-                          ctx.all_params[rule_cls.id], rule_cls.id, windows=windows)
+        facts = RunFacts(con=con, sources=[src for _, src in parts], labels=[r.label for r, _ in parts],
+                         ranks=[r.facts.get("rank") for r, _ in parts], hosts=[r.info.get("host") for r, _ in parts],
+                         offsets=offsets, windows=[run_facts.window_bounds(r) for r, _ in parts],
+                         spans=[int(r.facts.get("span_ns") or 0) for r, _ in parts])
+        return rule_cls().check_facts(facts, ctx.all_params[rule_cls.id])
     finally:
         con.close()
 

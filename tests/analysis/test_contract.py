@@ -100,7 +100,8 @@ def test_finding_extras_are_typed_per_rule_where_stable():
     cases = {c["if"]["properties"]["rule_id"]["const"]: c["then"]["$ref"] for c in finding["allOf"]}
     assert cases["SYNC001"] == "#/$defs/SyncExtra" and cases["NCU001"] == "#/$defs/NcuExtra"
     assert set(schema["$defs"]["SyncExtra"]["required"]) == {
-        "sync_calls", "sync_calls_per_kernel", "sync_call_names", "idle_gaps", "syncs_followed_by_idle"}
+        "sync_calls", "sync_calls_per_kernel", "sync_call_names", "idle_gaps", "syncs_followed_by_idle", "idle_ns",
+        "names"}
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from analysis.duck import DUCKDB_THREADS, connect
+import duckdb
+import pytest
+
+from analysis.duck import DUCKDB_THREADS, connect, publishing
 
 ROOT = Path(__file__).resolve().parents[2]
 # The product. Tests and benchmarks open DuckDB files on their own on purpose: they read what the product
@@ -42,3 +45,35 @@ def test_connect_sets_threads_memory_and_turns_the_progress_bar_off(tmp_path):
         assert con.execute("SELECT a FROM t").fetchall() == [(1,)]
         assert _setting(con, "enable_progress_bar") is False
         assert _setting(con, "memory_limit") in ("61.0 MiB", "64.0 MB")
+
+
+def test_publishing_writes_beside_and_renames_only_a_complete_file(tmp_path):
+    out = tmp_path / "trace.duckdb"
+    with publishing(out) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS a")
+        assert not out.exists()  # written under a temporary name until the block ends
+        assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.duckdb"]
+    with duckdb.connect(str(out), read_only=True) as seen:
+        assert seen.execute("SELECT a FROM t").fetchall() == [(1,)]
+
+
+def test_publishing_leaves_the_old_file_and_nothing_else_on_error(tmp_path):
+    out = tmp_path / "trace.duckdb"
+    with publishing(out) as con:
+        con.execute("CREATE TABLE t AS SELECT 'old' AS a")
+    with pytest.raises(KeyboardInterrupt), publishing(out) as con:  # any error, a BaseException too
+        con.execute("CREATE TABLE t AS SELECT 'new' AS a")
+        raise KeyboardInterrupt
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.duckdb"]
+    with duckdb.connect(str(out), read_only=True) as seen:
+        assert seen.execute("SELECT a FROM t").fetchall() == [("old",)]
+
+
+def test_every_reader_publishes_through_the_one_helper():
+    """No reader renames its own output: the fsync + ``os.replace`` + directory fsync is ``analysis.duck.publish``."""
+    readers = sorted((ROOT / "analysis/readers").rglob("*.py"))
+    assert len(readers) > 10
+    own = [f"{p.relative_to(ROOT)}:{n}" for p in readers for n, line in enumerate(p.read_text().splitlines(), 1)
+           if re.search(r"\bos\.(replace|rename|fsync)\s*\(", line)]
+    assert own == []

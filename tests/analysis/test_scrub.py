@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -93,15 +94,15 @@ def test_a_view_where_a_scrubbed_table_belongs_is_refused(tmp_path):
 
 
 def _fake_free(monkeypatch, free: int) -> None:
-    real = nsys_ingest.os.statvfs
+    real = os.statvfs
 
     def statvfs(path):
         st = real(path)
         blocks = free // st.f_frsize
-        return nsys_ingest.os.statvfs_result((st.f_bsize, st.f_frsize, st.f_blocks, blocks, blocks, st.f_files,
+        return os.statvfs_result((st.f_bsize, st.f_frsize, st.f_blocks, blocks, blocks, st.f_files,
                                               st.f_ffree, st.f_favail, st.f_flag, st.f_namemax))
 
-    monkeypatch.setattr(nsys_ingest.os, "statvfs", statvfs)
+    monkeypatch.setattr(os, "statvfs", statvfs)  # what shutil.disk_usage reads
 
 
 def test_space_is_estimated_from_the_tables_read_so_a_small_volume_takes_small_exports(tmp_path, monkeypatch):

@@ -114,6 +114,24 @@ class RuleContext:
         return replace(self, scope="report")
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What the run-level step (``analysis.run.runner``) gives a rule of scope ``run``: a DuckDB connection on which
+    ``sources[i]`` is a relation of participant ``i``'s NCCL kernels (``pid, device, name, category, start_ns,
+    end_ns``, at least), and per participant (an nsys report with NCCL kernels in its window, in run order) its
+    label, rank, host, time-base offset (``Run.offsets``), analysis window in its own times (None: all of it) and
+    GPU-active span."""
+
+    con: Any
+    sources: list[str]
+    labels: list[str]
+    ranks: list[int | None]
+    hosts: list[str | None]
+    offsets: list[int]
+    windows: list[tuple[int, int] | None]
+    spans: list[int]
+
+
 class Rule:
     """Base class. Subclasses set the class attributes and implement ``check``.
 
@@ -150,6 +168,12 @@ class Rule:
     # on the evidence of each finding, which carries ``premise_holds`` and ``premise`` (what showed it). The verdict
     # takes only findings whose premise held. Empty: the rule's finding is its own evidence (no mechanism to check).
     premise: ClassVar[str] = ""
+    # The verdict an nsys rule's finding gives when it owns the most of an idle GPU's time
+    # (``analysis.diagnosis.verdict``): its kind (one of the verdict's ``KINDS``) and the next step it says.
+    # ``verdict_kind`` None: the rule leads no verdict of its own (another verdict speaks for it, or its finding is
+    # evidence only). No default: every nsys rule states both, and a registry test fails on one that does not.
+    verdict_kind: ClassVar[str | None]
+    next_step: ClassVar[str]
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""
@@ -160,6 +184,11 @@ class Rule:
         return out
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
+        raise NotImplementedError
+
+    def check_facts(self, facts: RunFacts, params: Mapping[str, float]) -> list[Finding]:
+        """A rule of scope ``run``: its findings over the run's compact facts, in the run-level step (once every
+        report of the run is analysed; ``params``: its thresholds). Every rule of that scope implements it."""
         raise NotImplementedError
 
     def applicable(self, run: Run) -> list[Trace]:

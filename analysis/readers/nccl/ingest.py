@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
-import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from analysis.duck import connect
+from analysis.duck import publishing
 from analysis.errors import TraceError
 from analysis.limits import Progress
 from analysis.readers.nccl.lines import normalize_version, read_blocks
@@ -181,14 +178,6 @@ def _rows(parsed: Parsed, parser_hosts: set[str]) -> dict[str, list[tuple]]:
     }
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def ingest(src: Path, out: Path, *, progress: Progress | None = None, limits: Any = None) -> None:
     """Parse the NCCL log ``src`` and write its normalized DuckDB file to ``out`` (temporary name, fsync,
     ``os.replace``); nothing is left at ``out`` on error. Raises ``TraceError`` (``empty_file``,
@@ -199,26 +188,12 @@ def ingest(src: Path, out: Path, *, progress: Progress | None = None, limits: An
                         max_bytes=max_bytes)
     tables = _rows(parsed, parsed.hosts)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        con = connect(tmp, threads=int(getattr(limits, "threads", 2)))
-        try:
-            for stmt in ddl():
-                con.execute(stmt)
-            for table, rows in tables.items():
-                if rows:
-                    _insert(con, table, rows)
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        _fsync(tmp)
-        os.replace(tmp, out)
-        _fsync(out.parent)
-    except BaseException:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
-        raise
+    with publishing(out, threads=int(getattr(limits, "threads", 2))) as con:
+        for stmt in ddl():
+            con.execute(stmt)
+        for table, rows in tables.items():
+            if rows:
+                _insert(con, table, rows)
     logger.info("ingested nccl log", extra={"lines": parsed.lines, "connections": len(parsed.connections)})
 
 

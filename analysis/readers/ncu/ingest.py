@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
 
-from analysis.duck import connect
+from analysis.duck import publishing
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.readers.ncu.reader import NcuCsv
@@ -115,37 +112,15 @@ def _write(src: Path, con: duckdb.DuckDBPyConnection, limits: Limits | None, pro
             "layout": reader.layout}
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def ingest_ncu(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Normalize an ncu CSV (or .ncu-rep) into ``out`` (DuckDB), published atomically; nothing left on error."""
     src, out = Path(src), Path(out)
-    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")
     timeout_s = float(getattr(limits, "timeout_s", 3600.0))
-    try:
-        with tempfile.TemporaryDirectory(prefix="goodput-ncu-") as work:
-            with src.open("rb") as fh:
-                magic = fh.read(len(NCU_REP_MAGIC))
-            csv_path = _convert_rep(src, Path(work), timeout_s) if magic == NCU_REP_MAGIC else src
-            con = connect(tmp, threads=int(getattr(limits, "threads", 2)))
-            try:
-                stats = _write(csv_path, con, limits, progress)
-                con.execute("CHECKPOINT")
-            finally:
-                con.close()
-        _fsync(tmp)
-        os.replace(tmp, out)
-        _fsync(out.parent)
-    except BaseException:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
-        raise
+    with tempfile.TemporaryDirectory(prefix="goodput-ncu-") as work:
+        with src.open("rb") as fh:
+            magic = fh.read(len(NCU_REP_MAGIC))
+        csv_path = _convert_rep(src, Path(work), timeout_s) if magic == NCU_REP_MAGIC else src
+        with publishing(out, threads=int(getattr(limits, "threads", 2))) as con:
+            stats = _write(csv_path, con, limits, progress)
     logger.info("ingested ncu export", extra={"kernels": stats["kernels"], "metrics": stats["metrics"]})
     return stats

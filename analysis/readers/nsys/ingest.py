@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from analysis.duck import publish
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.readers.nsys.guard import ExportInfo, measure_table_bytes, validate
@@ -61,14 +61,6 @@ def _cleanup(*paths: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
         else:
             p.unlink(missing_ok=True)
-
-
-def _fsync(path: Path, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # The normalized DuckDB file against the bytes of the tables it is copied from: 0.25 measured on a 1M-kernel
@@ -191,9 +183,7 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
             _net(tmp, limits)
         if scrubbing is not None:
             scrubbing.wait()
-        _fsync(tmp)
-        os.replace(tmp, out)
-        _fsync(out.parent, directory=True)
+        publish(tmp, out)
     except OSError as exc:
         if scrubbing is not None:
             scrubbing.join()

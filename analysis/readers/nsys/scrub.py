@@ -22,6 +22,7 @@ from pathlib import Path
 
 import apsw
 
+from analysis.duck import publish
 from analysis.errors import TraceError
 from analysis.readers.nsys.env import ALLOWED_KEYS, allowed_value
 from analysis.readers.nsys.guard import ExportInfo, harden, validate
@@ -65,7 +66,7 @@ def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float, tag: 
     """Write ``src`` (``expected`` is what ``guard.validate`` found in it) to ``dst`` without the captured
     environment.
 
-    ``dst`` appears atomically (a temporary name beside it, fsynced, renamed). Raises ``TraceError``.
+    ``dst`` appears atomically (a temporary name beside it, published by ``analysis.duck.publish``). Raises ``TraceError``.
     ``tag`` names the temporary files (``ScrubChild`` picks it, to remove them after killing the process).
     """
     src, dst = Path(src), Path(dst)
@@ -87,12 +88,7 @@ def scrub(src: Path, dst: Path, *, expected: ExportInfo, timeout_s: float, tag: 
         if after.facts != expected.facts or after.tables != expected.tables or after.meta != expected.meta:
             raise TraceError("internal", "the scrubbed copy of the export lost facts Goodput reads; "
                              "please report it with the nsys version")
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, dst)
+        publish(tmp, dst)
     except apsw.InterruptError:
         raise TraceError("timeout", "removing the captured environment from the export took longer than the "
                          "configured limit") from None

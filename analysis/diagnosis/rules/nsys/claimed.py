@@ -78,6 +78,8 @@ class AllocationChurn(_Claimed):
 
     id = "MEM006"
     name = "memory.allocation-churn"
+    verdict_kind = "allocation"
+    next_step = "allocate once outside the loop (stream-ordered or caching allocator)"
     category = "memory"
     requires = ("kernels", "cuda_api")
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the loop's idle inside allocation calls "
@@ -111,6 +113,8 @@ class HostCommunication(_Claimed):
 
     id = "HOST003"
     name = "host.mpi-communication"
+    verdict_kind = "communication"
+    next_step = "overlap MPI/host communication with GPU work (non-blocking calls, GPU-aware MPI)"
     category = "host"
     requires = ("kernels", "nvtx")
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the idle inside communication ranges adds "
@@ -146,6 +150,8 @@ class JitCompilation(_Claimed):
 
     id = "HOST004"
     name = "host.jit-compilation"
+    verdict_kind = "jit"
+    next_step = "compile once and cache (warm up before measuring, persistent kernel caches)"
     category = "host"
     requires = ("kernels",)
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the idle inside compilation adds up to at "

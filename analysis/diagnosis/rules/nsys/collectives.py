@@ -140,6 +140,8 @@ class CollectiveBandwidth(Rule):
 
     id = "COMM003"
     name = "comm.collective-bandwidth"
+    verdict_kind = "communication"
+    next_step = "check the slow links and NCCL's algorithm for the slow size class"
     scope = "cross_report"
     category = "communication"
     requires = ("kernels",)

@@ -10,7 +10,7 @@ from typing import Any
 
 from analysis.diagnosis.breakdown import breakdown
 from analysis.diagnosis.findings import Evidence, Finding
-from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Skip, Threshold
+from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, RunFacts, Skip, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.serialized import serialized_exposed
 from analysis.model.trace import Trace, inline_params
@@ -72,6 +72,8 @@ class ExposedCommunication(Rule):
 
     id = "COMM001"
     name = "comm.exposed-communication"
+    verdict_kind = "communication"
+    next_step = "overlap communication with compute (bucketing, separate streams)"
     category = "communication"
     requires = ("kernels",)
     thresholds = {
@@ -145,6 +147,8 @@ class Stragglers(Rule):
 
     id = "COMM002"
     name = "comm.stragglers"
+    verdict_kind = "communication"
+    next_step = "balance the ranks' work so none waits for a straggler"
     scope = "run"
     category = "communication"
     requires = ("kernels",)
@@ -169,6 +173,11 @@ class Stragglers(Rule):
         who = [Participant(t.label, t.rank, functools.partial(report_span_ns, t)) for t in traces]
         windows = [None if t.window is None else (int(t.window[0]), int(t.window[1])) for t in traces]
         return stragglers(run.con, sources, who, offsets, ctx.params, self.id, windows=windows)
+
+    def check_facts(self, facts: RunFacts, params: Mapping[str, float]) -> list[Finding]:
+        who = [Participant(label, rank, functools.partial(int, span))
+               for label, rank, span in zip(facts.labels, facts.ranks, facts.spans, strict=True)]
+        return stragglers(facts.con, facts.sources, who, facts.offsets, params, self.id, windows=facts.windows)
 
 
 def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: list[int],

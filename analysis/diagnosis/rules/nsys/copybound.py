@@ -130,6 +130,8 @@ class CopyBound(Rule):
 
     id = "MEM005"
     name = "memory.copy-bound"
+    verdict_kind = "copies"
+    next_step = "keep the data resident on the GPU and move only what changes"
     category = "memory"
     requires = ("memcpy",)
     thresholds = {

@@ -89,6 +89,9 @@ class IdleGaps(Rule):
 
     id = "GPU001"
     name = "gpu.idle-gaps"
+    verdict_kind = "host_bound"
+    next_step = ("find the host work in the gaps (NVTX ranges, CPU samples) and move it off the GPU's critical "
+                 "path")
     judges_pacing_idle = True
     category = "gpu"
     requires = ("kernels",)
@@ -231,6 +234,8 @@ class LowUtilization(Rule):
 
     id = "GPU002"
     name = "gpu.low-utilization"
+    verdict_kind = "host_bound"
+    next_step = "reduce per-step host overhead between kernels (fuse, CUDA graphs, queue ahead)"
     judges_pacing_idle = True
     category = "gpu"
     requires = ("kernels",)

@@ -84,6 +84,8 @@ class HostBlocked(Rule):
 
     id = "HOST001"
     name = "host.blocked-while-gpu-idle"
+    verdict_kind = "host_bound"
+    next_step = "move the blocking OS calls (I/O, locks, sleeps) off the launching thread"
     judges_pacing_idle = True
     category = "host"
     requires = ("kernels",)

@@ -83,6 +83,8 @@ class HostCpuSamples(Rule):
 
     id = "HOST002"
     name = "host.cpu-during-gpu-idle"
+    verdict_kind = None  # evidence only: the CPU samples the idle's findings name
+    next_step = ""
     category = "host"
     requires = ("kernels", "cpu_samples")
     thresholds = {

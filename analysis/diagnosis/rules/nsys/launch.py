@@ -59,6 +59,8 @@ class LaunchBound(Rule):
 
     id = "KRN001"
     name = "kernel.launch-bound"
+    verdict_kind = "launch_bound"
+    next_step = "capture the kernel sequence in a CUDA graph or fuse the small kernels"
     category = "kernel"
     requires = ("kernels",)
     thresholds = {

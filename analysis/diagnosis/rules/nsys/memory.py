@@ -17,6 +17,7 @@ from analysis.diagnosis.rules.nsys.gaps import opened_count, owned
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.intervals import union_of_sql
 from analysis.model.trace import Trace
+from analysis.results import BlockingCopyExtra, MemsetExtra, MigrationExtra, PageableCopyExtra, extra_json
 
 
 def _mib(n: int) -> str:
@@ -50,6 +51,8 @@ class PageableMemcpy(Rule):
 
     id = "MEM001"
     name = "memory.pageable-memcpy"
+    verdict_kind = "copies"
+    next_step = "pin the host buffers (cudaHostAlloc / pin_memory) or keep the data resident on the GPU"
     category = "memory"
     requires = ("memcpy",)
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies are pageable",
@@ -80,8 +83,8 @@ class PageableMemcpy(Rule):
             impact_ns=int(total), impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"copies": int(n), "bytes": int(nbytes), "async_became_sync": int(n_async),
-                   "async_became_sync_ns": int(async_ns)},
+            extra=extra_json(PageableCopyExtra(copies=int(n), bytes=int(nbytes), async_became_sync=int(n_async),
+                                               async_became_sync_ns=int(async_ns))),
         )]
 
 
@@ -101,6 +104,8 @@ class BlockingMemcpy(Rule):
 
     id = "MEM002"
     name = "memory.blocking-memcpy"
+    verdict_kind = "copies"
+    next_step = "make the copies asynchronous from pinned memory and overlap them with kernels"
     category = "memory"
     requires = ("memcpy", "cuda_api")
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies block",
@@ -146,9 +151,10 @@ class BlockingMemcpy(Rule):
             impact_ns=int(idle), impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"copies": int(n), "bytes": int(nbytes), "host_blocked_ns": int(host_ns), "idle_gaps": int(gaps),
-                   "idle_ns": int(idle), "by_category": cl.by_category if cl else {},
-                   "names": [{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else []},
+            extra=extra_json(BlockingCopyExtra(
+                copies=int(n), bytes=int(nbytes), host_blocked_ns=int(host_ns), idle_gaps=int(gaps), idle_ns=int(idle),
+                by_category=cl.by_category if cl else {},
+                names=[{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [])),
         )]
 
 
@@ -164,6 +170,8 @@ class SyncMemset(Rule):
 
     id = "MEM003"
     name = "memory.sync-memset"
+    verdict_kind = "sync_bound"
+    next_step = "use cudaMemsetAsync on a stream instead of synchronous memsets"
     category = "memory"
     requires = ("memset", "cuda_api")
     thresholds = {"min_memsets": Threshold(1.0, "count", "report when at least this many memsets are synchronous",
@@ -190,7 +198,7 @@ class SyncMemset(Rule):
             impact_ns=int(total), impact_pct=pct(int(total), report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"memsets": int(n)},
+            extra=extra_json(MemsetExtra(memsets=int(n))),
         )]
 
 
@@ -217,6 +225,8 @@ class UnifiedMemoryMigration(Rule):
 
     id = "MEM004"
     name = "memory.unified-memory-migration"
+    verdict_kind = "uvm"
+    next_step = "prefetch managed memory to the GPU (cudaMemPrefetchAsync) or copy it explicitly"
     category = "memory"
     requires = ("memcpy",)
     thresholds = {"min_migrations": Threshold(1.0, "count", "report when at least this many migrations happen",
@@ -277,10 +287,10 @@ class UnifiedMemoryMigration(Rule):
             impact_ns=impact, impact_pct=pct(impact, report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"migrations": int(n), "bytes": int(nbytes), "migration_ns": int(total),
-                   "to_device": int(htod), "to_host": int(dtoh), "bytes_to_device": int(b_htod),
-                   "bytes_to_host": int(b_dtoh), "idle_ns": int(idle), "migration_only_ns": int(alone),
-                   "idle_by_direction": {k: {"ns": int(v[0]), "gaps": int(v[1])} for k, v in by_dir.items()},
-                   "in_kernel_migrations": int(in_kernel), "in_kernel_bytes": int(in_kernel_bytes),
-                   "kernel_overlap_ns": int(overlapped)},
+            extra=extra_json(MigrationExtra(
+                migrations=int(n), bytes=int(nbytes), migration_ns=int(total), to_device=int(htod), to_host=int(dtoh),
+                bytes_to_device=int(b_htod), bytes_to_host=int(b_dtoh), idle_ns=int(idle), migration_only_ns=int(alone),
+                idle_by_direction={k: {"ns": int(v[0]), "gaps": int(v[1])} for k, v in by_dir.items()},
+                in_kernel_migrations=int(in_kernel), in_kernel_bytes=int(in_kernel_bytes),
+                kernel_overlap_ns=int(overlapped))),
         )]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from analysis.diagnosis.findings import Finding
-from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Skip, Threshold
+from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, RunFacts, Skip, Threshold
 from analysis.diagnosis.rules.nsys.comm import _has_nccl
 from analysis.diagnosis.rules.nsys.common import report_span_ns
 from analysis.diagnosis.rules.nsys.run_nodes import instances, late_node
@@ -28,6 +30,9 @@ class LateNode(Rule):
 
     id = "COMM005"
     name = "comm.late-node"
+    verdict_kind = "communication"
+    next_step = ("find what the late node's ranks share before the collectives (input pipeline, CPU and memory "
+                 "pressure, other jobs, NIC placement)")
     scope = "run"
     category = "communication"
     requires = ("kernels",)
@@ -56,3 +61,9 @@ class LateNode(Rule):
         cols = instances(run.con, [f"{run.alias(t)}.kernels" for t in traces], offsets, windows)
         return late_node(cols, [t.rank for t in traces], [t.meta.get("host") for t in traces], offsets,
                          ctx.params, self.id, [report_span_ns(t) for t in traces])
+
+    def check_facts(self, facts: RunFacts, params: Mapping[str, float]) -> list[Finding]:
+        if len(facts.sources) < 2:
+            return []
+        cols = instances(facts.con, facts.sources, facts.offsets, facts.windows)
+        return late_node(cols, facts.ranks, facts.hosts, facts.offsets, params, self.id, facts.spans)

@@ -37,6 +37,8 @@ class KernelOutliers(Rule):
 
     id = "KRN003"
     name = "kernel.duration-outliers"
+    verdict_kind = "gpu_bound_kernel"
+    next_step = "profile the slow instances of the spread kernel with ncu"
     category = "kernel"
     requires = ("kernels",)
     thresholds = {

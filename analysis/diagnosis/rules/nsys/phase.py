@@ -12,6 +12,7 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
 from analysis.diagnosis.rules.nsys.startup_fill import describe, startup_fill, unrecorded
 from analysis.loops.phases import activity_bounds, loop_warmup, phase_info, phase_of, top_calls
 from analysis.model.trace import Run, Trace
+from analysis.results import WarmupExtra, extra_json
 
 # What fills a start-up, by call or range name; the first match decides the advice.
 FILLERS = (
@@ -68,6 +69,8 @@ class StartupCost(_PhaseRule):
 
     id = "PHASE001"
     name = "phase.startup-cost"
+    verdict_kind = None  # the one-off start-up verdict speaks for it
+    next_step = ""
     category = "phase"
     requires = ("kernels",)
     thresholds = {"min_ms": Threshold(1.0, "ms", "report a start-up at least this long",
@@ -136,6 +139,8 @@ class WarmupCost(_PhaseRule):
 
     id = "PHASE002"
     name = "phase.warmup-cost"
+    verdict_kind = None  # warm-up lies outside the steady window the verdict judges
+    next_step = ""
     category = "phase"
     requires = ("kernels",)
     thresholds = {"min_ms": Threshold(1.0, "ms", "report a warm-up whose extra time is at least this",
@@ -171,5 +176,5 @@ class WarmupCost(_PhaseRule):
                     "in a CUDA graph, keep compilation and autotune caches between runs (torch.compile cache, "
                     "cuDNN/TensorRT timing caches), pre-size the caching allocator." + ONE_OFF),
             evidence=evidence, evidence_total=w, report=trace.label, rank=trace.rank, phase="warmup",
-            extra={"warmup_iterations": w, "steady_median_ns": int(med)},
+            extra=extra_json(WarmupExtra(warmup_iterations=w, steady_median_ns=int(med))),
         )]

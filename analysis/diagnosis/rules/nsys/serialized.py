@@ -82,6 +82,8 @@ class SerializedCommunication(Rule):
 
     id = "COMM004"
     name = "comm.serialized-with-compute"
+    verdict_kind = "communication"
+    next_step = "put NCCL on its own stream so it overlaps compute"
     category = "communication"
     requires = ("kernels",)
     thresholds = {"min_exposed_us": Threshold(100.0, "us", "report when the serialized NCCL time with no compute "

@@ -10,6 +10,7 @@ from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct, report_span_ns
 from analysis.model.trace import Trace
+from analysis.results import DominantKernelExtra, LaunchShapeExtra, extra_json
 
 WARP = 32  # threads per warp on every CUDA GPU so far
 
@@ -65,6 +66,8 @@ class SmallGrid(Rule):
 
     id = "KRN004"
     name = "kernel.small-grid"
+    verdict_kind = "launch_shape"
+    next_step = "launch at least as many blocks as SMs, blocks of 64+ threads"
     premise = "the kernel's duration grows as its grid shrinks"
     category = "kernel"
     requires = ("kernels",)
@@ -131,8 +134,8 @@ class SmallGrid(Rule):
                 "The grid is not what limits this kernel (its duration does not shrink as its grid grows): profile "
                 "it with ncu before widening the launch."),
             evidence=evidence, evidence_total=len(shapes), report=trace.label, rank=trace.rank,
-            extra={"small_kernel_ns": small_ns, "compute_kernel_ns": kernel_ns, "premise_holds": holds,
-                   "premise": premise},
+            extra=extra_json(LaunchShapeExtra(small_kernel_ns=small_ns, compute_kernel_ns=kernel_ns, premise_holds=holds,
+                                              premise=premise)),
         )]
 
 
@@ -181,6 +184,8 @@ class DominantKernel(Rule):
 
     id = "KRN005"
     name = "kernel.dominant"
+    verdict_kind = None  # the GPU-bound verdict speaks for it (its ncu command)
+    next_step = ""
     category = "kernel"
     requires = ("kernels",)
     thresholds = {
@@ -264,9 +269,10 @@ class DominantKernel(Rule):
             advice=(f"Profile this kernel first: {command}. Its memory and compute sections say whether it is "
                     "memory- or compute-bound; nothing else on this GPU can gain as much."),
             evidence=evidence, evidence_total=len(mine), report=trace.label, rank=trace.rank,
-            extra={"kernel": kname, "share_pct": round(share, 3), "launches": launches, "ncu_command": command,
-                   "launch_skip": skip, "instances": max(1, len(inst)), "is_family": family,
-                   "instance": top_name, "instance_share_pct": round(top_share, 3)},
+            extra=extra_json(DominantKernelExtra(
+                kernel=kname, share_pct=round(share, 3), launches=launches, ncu_command=command, launch_skip=skip,
+                instances=max(1, len(inst)), is_family=family, instance=top_name,
+                instance_share_pct=round(top_share, 3))),
         )]
 
 

@@ -23,6 +23,7 @@ from analysis.diagnosis.rules.nsys.gaps import (
 from analysis.diagnosis.rules.nsys.hostcpu import functions_in
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.trace import Trace
+from analysis.results import SyncExtra, extra_json
 
 
 class BlockingSync(Rule):
@@ -47,6 +48,9 @@ class BlockingSync(Rule):
 
     id = "SYNC001"
     name = "sync.blocking-host-sync"
+    verdict_kind = "sync_bound"
+    next_step = ("remove the blocking synchronizations from the loop (stream order, events, non-blocking checks) "
+                 "so the host queues work ahead")
     category = "sync"
     requires = ("kernels", "cuda_api")
     thresholds = {
@@ -100,10 +104,10 @@ class BlockingSync(Rule):
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={"sync_calls": n_calls, "sync_calls_per_kernel": per_kernel,
-                   "sync_call_names": {c[0]: int(c[1]) for c in calls}, "idle_gaps": int(n),
-                   "syncs_followed_by_idle": n_owning, "idle_ns": total,
-                   "names": [{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [],
+            extra={**extra_json(SyncExtra(
+                sync_calls=n_calls, sync_calls_per_kernel=per_kernel, sync_call_names={c[0]: int(c[1]) for c in calls},
+                idle_gaps=int(n), syncs_followed_by_idle=n_owning, idle_ns=total,
+                names=[{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [])),
                    **_host(trace, units)},
         )]
 

@@ -114,6 +114,8 @@ class TensorCoresIdle(Rule):
 
     id = "KRN002"
     name = "kernel.tensor-cores-idle"
+    verdict_kind = "gpu_bound_kernel"
+    next_step = "use tensor-core math (TF32/BF16/FP16) in the heavy kernels"
     reads_tools = ("ncu",)
     category = "kernel"
     requires = ("kernels",)
