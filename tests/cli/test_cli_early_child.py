@@ -4,6 +4,7 @@ of another kind), never left running and never leaving its temporary folder behi
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ def test_help_discards_the_early_child(started, capsys):
 
 
 def test_a_first_file_of_another_kind_discards_it_and_the_export_is_still_analyzed(started, capsys, monkeypatch):
-    killed: list[object] = []
+    killed: list[subprocess.Popen] = []
     original = inputs.discard
 
     def recording(children: dict) -> None:
