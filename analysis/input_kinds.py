@@ -51,6 +51,14 @@ def _trace_summary(out: Path, name: str) -> dict[str, Any]:
         trace.close()
 
 
+
+def _write_iterations(path: Path, memory_bytes: int, deadline: float) -> int:
+    """``analysis.loops.steps.write_iterations``, imported once the copy is done: the loop finder imports NumPy
+    and the model (0.2 s), which delayed the export's validation, and with it the ingest child's plan."""
+    from analysis.loops.steps import write_iterations
+
+    return write_iterations(path, memory_bytes, deadline)
+
 class NsysReader:
     """Nsight Systems: an SQLite export (``nsys export --type sqlite``), or a binary .nsys-rep converted here."""
 
@@ -81,7 +89,6 @@ class NsysReader:
 
     def ingest(self, src: Path, out: Path, *, limits: Any, progress: Progress | None, child: Any,
                keep: Path | None, iterations: bool = True) -> Path | None:
-        from analysis.loops.steps import write_iterations
         from analysis.readers.nsys.convert import export_sqlite
         from analysis.readers.nsys.ingest import ingest_nsys
 
@@ -92,12 +99,12 @@ class NsysReader:
                 if progress:
                     progress("nsys export", 0, 1)
                 export_sqlite(src, converted, timeout_s=limits.timeout_s)
-                ingest_nsys(converted, out, limits=limits, progress=progress, keep=keep, derive=write_iterations)
+                ingest_nsys(converted, out, limits=limits, progress=progress, keep=keep, derive=_write_iterations)
             finally:
                 converted.unlink(missing_ok=True)
         else:
             ingest_nsys(src, out, limits=limits, progress=progress, child=child, keep=keep,
-                        derive=write_iterations if iterations else None)
+                        derive=_write_iterations if iterations else None)
         return keep
 
     def summarize(self, out: Path, name: str) -> dict[str, Any]:

@@ -8,11 +8,20 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from goodput_cli import render
-from goodput_cli.inputs import BadInput, discard, one_line, prepare, start_first
+from goodput_cli.inputs import (
+    ONE_SHOT_MAX_BYTES,
+    BadInput,
+    discard,
+    one_line,
+    prepare,
+    start_first,
+    take_early,
+)
 from goodput_cli.progress import PLAIN_AFTER_S, Progress
 
 __all__ = ["BadInput", "add_commands"]
@@ -114,13 +123,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def run_analysis(files: list[Path], tmp: Path, progress: Progress, *, rules: list[str] | None = None,
                  thresholds: dict[str, float] | None = None, top: int | None = None,
                  outs: list[Path] | None = None, window: str | None = None,
-                 children: dict[int, Any] | None = None) -> tuple[dict, list[Path]]:
+                 children: dict[int, Any] | None = None,
+                 checks: Callable[[], dict[str, float]] | None = None) -> tuple[dict, list[Path]]:
     """Ingest (or reuse) FILEs and analyze them as one run; the result and the DuckDB files.
 
     ``outs``: the FILEs' DuckDB files when the caller prepared them already. ``children``: ingest children
-    started already (``inputs.start_first``). A KeyError (an unknown rule or threshold) goes to the caller,
-    which knows the option's text.
+    started already (``inputs.start_first``). ``checks``: the options' checks, run beside the ingest
+    (``inputs.prepare``); they return the thresholds. A KeyError (an unknown rule or threshold) goes to the
+    caller, which knows the option's text.
     """
+    if checks is not None:
+        checked: list[dict[str, float]] = []
+        outs = prepare(files, tmp, progress, children=children, once=True, checks=lambda: checked.append(checks()))
+        thresholds = checked[0]
     from analysis.api import analyze
 
     outs = outs if outs is not None else prepare(files, tmp, progress, children=children, once=True)
@@ -153,24 +168,53 @@ def _finish(progress: Progress | None) -> None:
         progress.finish()
 
 
+def _quick_ingest(files: list[Path]) -> bool:
+    """Whether the FILEs' ingest is short enough to run beside the options' checks (together at most
+    ``inputs.ONE_SHOT_MAX_BYTES``): a bad option then still fails fast, while a larger export's ingest waits
+    for the checks, so that a bad option is one line before a long copy."""
+    try:
+        return sum(f.stat().st_size for f in files) <= ONE_SHOT_MAX_BYTES
+    except OSError:
+        return False  # a missing FILE: the checks first, then the FILE's own error
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from analysis.errors import TraceError
 
     rules = [r for r in (args.rules or "").split(",") if r.strip()] or None
     progress: Progress | None = None
     try:
-        with tempfile.TemporaryDirectory(prefix="goodput-") as tmp:
+        early = take_early()  # started by goodput_cli.main before the parser (inputs.start_early)
+        with early.tmp if early is not None else tempfile.TemporaryDirectory(prefix="goodput-") as tmp:
             # The first export's ingest child starts first: its start-up (Python, DuckDB, the signed scanner)
             # overlaps the options' checks, which import the rules. It reads nothing before validation.
-            children = start_first(args.files, Path(tmp))
-            try:
-                thresholds = _check_options(args)
-            except BaseException:
-                discard(children)
-                raise
-            progress = new_progress(args)  # its clock starts with the work it reports on
-            result, _ = run_analysis(args.files, Path(tmp), progress, rules=rules, thresholds=thresholds,
-                                     top=args.top, window=args.window, children=children)
+            children = early.take(args.files) if early is not None else start_first(args.files, Path(tmp))
+            if _quick_ingest(args.files):
+                # The options' checks import every rule (as long as a small export's whole ingest): they run
+                # beside it, and what they raise is raised before any error of the ingest.
+                try:
+                    shown = progress = new_progress(args)
+                except BaseException:
+                    discard(children)
+                    raise
+                shown.hold()  # a bad option stays one line: no progress line before it
+
+                def checks() -> dict[str, float]:
+                    thresholds = _check_options(args)
+                    shown.release()
+                    return thresholds
+
+                result, _ = run_analysis(args.files, Path(tmp), progress, rules=rules, top=args.top,
+                                         window=args.window, children=children, checks=checks)
+            else:
+                try:
+                    thresholds = _check_options(args)
+                except BaseException:
+                    discard(children)
+                    raise
+                progress = new_progress(args)  # its clock starts with the work it reports on
+                result, _ = run_analysis(args.files, Path(tmp), progress, rules=rules, thresholds=thresholds,
+                                         top=args.top, window=args.window, children=children)
     except KeyError as exc:
         _finish(progress)
         raise BadInput(f"{args.rules or args.threshold}: bad_option: {exc.args[0]}") from None

@@ -64,8 +64,24 @@ class Progress:
         self.lock = threading.Lock()
         self.ticker: threading.Thread | None = None
         self.stopped = threading.Event()
+        self.held: list[str] | None = None  # plain lines kept back (``hold``)
 
     # -- the callbacks -------------------------------------------------------------------------------
+
+    def hold(self) -> None:
+        """Keep plain lines back until ``release``: work that a bad option may still cancel prints nothing in a
+        log, so that the option's error stays one line (a terminal's bar is drawn: ``finish`` clears it)."""
+        with self.lock:
+            if not self.tty:
+                self.held = []
+
+    def release(self) -> None:
+        """Write the plain lines kept back since ``hold``, and the next ones as they come."""
+        with self.lock:
+            held, self.held = self.held, None
+            if held:
+                self.stream.write("".join(held))
+                self.stream.flush()
 
     def file(self, name: str) -> None:
         """Name the file the next stages belong to."""
@@ -103,6 +119,9 @@ class Progress:
         if self.quiet:
             return
         with self.lock:
+            if self.held is not None:  # never released: the work was cancelled, its lines are not shown
+                self.held = None
+                self.shown = False
             if self.tty and self.shown:
                 self.stream.write("\r\x1b[K")
             elif self.shown and text:
@@ -140,6 +159,9 @@ class Progress:
                 min(PLAIN_GAP_S, self.after_s) if force else PLAIN_EVERY_S):
             self.shown = True
             self.last_plain = now
+            if self.held is not None:
+                self.held.append(self.line(now) + "\n")
+                return
             self.stream.write(self.line(now) + "\n")
             self.stream.flush()
 

@@ -40,6 +40,7 @@ from analysis.diagnosis.rules.nsys.collectives import (
     group_stats,
 )
 from analysis.diagnosis.rules.nsys.common import report_span_ns
+from analysis.duck import connect
 from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
@@ -142,16 +143,26 @@ def write_collectives(trace: Trace, folder: Path) -> str | None:
     return COLLECTIVES_FILE
 
 
-def comm003_across(results: list[ReportResult], con: duckdb.DuckDBPyConnection) -> None:
+def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
     """Multi-rank runs without NCCL message sizes: every rank's share of each collective group of COMM003's
     by-kernel findings, from the reports' collectives facts (each in its window, kernels clipped to it as
-    the rule's own view clips them). Fills each group's ``ranks`` in place."""
+    the rule's own view clips them). Fills each group's ``ranks`` in place. Reads them on an in-memory
+    connection with DuckDB's memory limit ``memory_bytes``, opened only when there is something to fill."""
     found = [f for r in results for f in r.findings if f["rule_id"] == "COMM003" and f.get("sizes") == "by kernel"]
     sources = [(r, Path(r.facts_dir) / r.facts["collectives"]) for r in results
                if r.tool == ToolKind.NSYS and r.facts_dir is not None and r.facts.get("collectives")
                and r.facts.get("nccl_in_window")]
     if not found or len(sources) < 2:
         return  # one report: the rule already listed its own processes and devices
+    con = connect(memory_bytes=memory_bytes)
+    try:
+        _comm003_ranks(found, sources, con)
+    finally:
+        con.close()
+
+
+def _comm003_ranks(found: list[dict[str, Any]], sources: list[tuple[ReportResult, Path]],
+                   con: duckdb.DuckDBPyConnection) -> None:
     entries: dict[tuple, list[dict[str, Any]]] = {}
     for r, path in sources:
         if "op" not in {row[0] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()}:

@@ -15,6 +15,7 @@ every ingest, so it stays small (``python -X importtime -m analysis.readers.nsys
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 from pathlib import Path
@@ -173,4 +174,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # The output is closed and the last line sent: the parent waits for this process's exit, which need not
+    # tear the interpreter and DuckDB's module down first (15-20 ms of every ingest).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

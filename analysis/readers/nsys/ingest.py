@@ -167,6 +167,8 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
         if child is not None:
             child.discard()
         raise
+    if progress:
+        progress("validate", 1, 1)  # the child gets its plan now (the CLI imports the rules from here on)
     child = child or start_child(out, limits)
     tmp = child.tmp
     leftovers = child.leftovers()
