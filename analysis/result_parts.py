@@ -238,6 +238,12 @@ class LaunchKind:
     latency_p90_ns: int
     queue_median_ns: int
     queue_p90_ns: int
+    # CUDA graphs only (None for stream launches): the GPU time of the work the graph launches ran, and the calls
+    # that capture or build and instantiate graphs (cudaStreamBeginCapture ... cudaGraphInstantiate), their count
+    # and host time: the set-up cost the replays pay back.
+    work_ns: int | None = None
+    setup_calls: int | None = None
+    setup_ns: int | None = None
 
     def to_json(self) -> JSON:
         return _plain_json(self)

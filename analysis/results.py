@@ -173,6 +173,13 @@ class BlockingCopyExtra:
     idle_ns: int
     by_category: Mapping[str, int]
     names: list[Mapping[str, Any]]
+    # The copy kinds of the calls holding most of that idle (``name``, ``copies``, ``pageable``: how many copy pageable
+    # host memory), and the rule's premise (the idle is inside copy calls): whether it held, the evidence in words,
+    # and whether pinned memory is the fix (None: no copy of those calls is recorded).
+    held_copies: list[Mapping[str, Any]]
+    premise_holds: bool
+    premise: str
+    pinned_advice: bool | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +204,14 @@ class MigrationExtra:
     # time with no kernel running; migrations inside kernels, their bytes, and the kernel time they overlap.
     idle_ns: int
     migration_only_ns: int
+    # Of ``idle_ns``: the idle while the host thread was switched out (waiting on the faults) and while it ran on the
+    # CPU (its own work between read-backs, owned but not counted); the kernel time waiting on page faults; and the
+    # rule's premise (migrations cost the GPU time), whether it held and the evidence in words.
+    idle_waited_ns: int
+    host_work_ns: int
+    fault_stall_ns: int
+    premise_holds: bool
+    premise: str
     idle_by_direction: Mapping[str, Mapping[str, int]]
     in_kernel_migrations: int
     in_kernel_bytes: int

@@ -223,6 +223,79 @@ def uvm_gaps(trace: Trace, pid: int, device: int | None) -> tuple[np.ndarray, np
     return trace.memo[key]
 
 
+# The name of the idle between two migrations to the host while the host ran (on the CPU): the host working on the
+# pages it just faulted back (MEM004 owns it, and does not count it as the migrations' cost).
+HOST_WORK_SUFFIX = ", host on CPU"
+
+
+def _complement(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The instants outside the sorted disjoint intervals ``[s, e)`` (as sorted disjoint intervals)."""
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    cs, ce = np.concatenate(([lo], e)), np.concatenate((s, [hi]))
+    keep = ce > cs
+    return cs[keep], ce[keep]
+
+
+def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted intervals covering the same instants as ``[s, e)`` (any order, may overlap)."""
+    if not len(s):
+        return _EMPTY, _EMPTY
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], e[o]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=np.bool_)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], reach[last]
+
+
+def _clip(a: tuple[np.ndarray, np.ndarray, np.ndarray], bs: np.ndarray,
+          be: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The parts of the named intervals ``a`` (sorted, disjoint) inside ``[bs, be)`` (sorted, disjoint)."""
+    i = np.searchsorted(be, a[0], side="right")  # the first b interval that ends after each a starts
+    out_s, out_e, out_h = [], [], []
+    for s, e, h, j in zip(a[0].tolist(), a[1].tolist(), a[2].tolist(), i.tolist(), strict=True):
+        while j < len(bs) and bs[j] < e:
+            lo, hi = max(s, int(bs[j])), min(e, int(be[j]))
+            if hi > lo:
+                out_s.append(lo)
+                out_e.append(hi)
+                out_h.append(h)
+            j += 1
+    return (np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64), np.array(out_h, dtype=np.uint64))
+
+
+def _host_side(trace: Trace, gaps: tuple[np.ndarray, np.ndarray, np.ndarray], pid: int,
+               tids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``gaps`` (``uvm_gaps``) with the idle before each migration to the host split by what the host did (issue
+    #39): a host that touches a device-resident managed page faults, waits while the driver migrates it (switched
+    out, off CPU) and then works on the data; the instants none of the speaking threads was switched out are that
+    work and are renamed ``<kind>, host on CPU`` (``HOST_WORK_SUFFIX``); the rest keep the migration's name."""
+    names = trace.memo[("anatomy_names", "uvm")][2]
+    to_host = {h for h, n in names.items() if n == "UVM_DtoH"}
+    back = np.isin(gaps[2], np.array(sorted(to_host), dtype=np.uint64))
+    if not back.any():
+        return gaps
+    d = trace.arrays(f"SELECT start_ns, end_ns FROM off_cpu WHERE {_threads(pid, tids)} AND end_ns > start_ns "  # noqa: S608 - integers
+                     f"AND start_ns < {int(gaps[1][back].max())} AND end_ns > {int(gaps[0][back].min())}")
+    os_, oe = _union(d["start_ns"].astype(np.int64), d["end_ns"].astype(np.int64))
+    sub = (gaps[0][back], gaps[1][back], gaps[2][back])
+    waited = _clip(sub, os_, oe)
+    worked = _clip(sub, *_complement(os_, oe))
+    renamed = {}
+    for h in to_host:
+        label = names[h] + HOST_WORK_SUFFIX
+        renamed[h] = int(trace.scalar("SELECT hash($n)::UBIGINT", {"n": label}))
+        names[renamed[h]] = label
+    wh = np.array([renamed[int(h)] for h in worked[2].tolist()], dtype=np.uint64)
+    s = np.concatenate((gaps[0][~back], waited[0], worked[0]))
+    e = np.concatenate((gaps[1][~back], waited[1], worked[1]))
+    h = np.concatenate((gaps[2][~back], waited[2], wh))
+    o = np.argsort(s, kind="stable")
+    return s[o], e[o], h[o]
+
+
 def _off_cpu_names(trace: Trace) -> dict[int, str]:
     """The names off-CPU stretches paint with (``OFF_CPU_NAME_SQL``), by hash; kept for ``resolve_names``."""
     key = ("anatomy_names", "off_cpu")
@@ -259,6 +332,8 @@ class _Host:
         # Only named speaking threads: with any thread of the process (launching thread unknown), a helper thread
         # asleep would paint nearly every instant.
         self.off_cpu = _off_cpu_names(trace) if tids and trace.has_rows("off_cpu") else None
+        if self.uvm is not None and len(self.uvm[0]) and self.off_cpu is not None and tids:
+            self.uvm = _host_side(trace, self.uvm, pid, tids)
 
     def count(self, lo: int, hi: int) -> int:
         """How many host rows ``intervals`` would fetch for ``[lo, hi)``: what the slices of time are sized by

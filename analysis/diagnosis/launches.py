@@ -6,7 +6,9 @@ or the kernel carries a non-zero ``graph_id`` (nsys 2025.5+ exports); otherwise 
 figures follow nsys' ``cuda_kern_exec`` report: per launch call its duration (``call``, the host's cost
 of one launch), and per kernel the latency from the call's start to the kernel's start (``latency``)
 and its queue time, from the call's end to the kernel's start, zero when the kernel started first
-(``queue``). Percentiles are ``quantile_disc``: the nearest rank, the value at
+(``queue``). Graph launches also give the GPU time of the work they ran (``work_ns``: whole replays where nsys traced
+graphs whole) and the calls that capture, build and instantiate graphs (``GRAPH_SETUP_RE``: count and host time),
+the set-up cost the replays pay back. Percentiles are ``quantile_disc``: the nearest rank, the value at
 0-based rank max(1, ceil(q * n)) - 1 of the sorted values.
 """
 
@@ -41,10 +43,15 @@ _BY_KIND = _JOINED + """
            quantile_disc(GREATEST(ks - ce, 0), [0.5, 0.9])
     FROM j GROUP BY kind ORDER BY kind"""
 
-# A graph launch call launches many kernels: its call figures are per call.
-_GRAPH_CALLS = _JOINED + """
-    SELECT COUNT(*), quantile_disc(call_ns, [0.5, 0.9]) FROM (
-        SELECT pid, correlation_id, ANY_VALUE(ce - cs) AS call_ns FROM j WHERE kind = 'graph' GROUP BY ALL)"""
+# A graph launch call launches many kernels: its call figures are per call; its work is the GPU time of the
+# kernels (or whole-graph replays) it ran.
+_GRAPH_CALLS = _JOINED.replace("k.start_ns AS ks,", "k.start_ns AS ks, k.end_ns - k.start_ns AS kd,") + """
+    SELECT COUNT(*), quantile_disc(call_ns, [0.5, 0.9]), SUM(work) FROM (
+        SELECT pid, correlation_id, ANY_VALUE(ce - cs) AS call_ns, SUM(kd) AS work FROM j WHERE kind = 'graph'
+        GROUP BY ALL)"""
+# The calls that capture or build a graph and instantiate it: what the replays pay back.
+GRAPH_SETUP_RE = (r"^cu(da)?(StreamBeginCapture\w*|StreamEndCapture|GraphInstantiate\w*|GraphUpload|GraphExecUpdate\w*"
+                  r"|GraphCreate|GraphClone|GraphAdd\w*Node\w*)$")
 
 
 def launch_summary(trace: Trace) -> Launches:
@@ -62,13 +69,16 @@ def launch_summary(trace: Trace) -> Launches:
     else:
         launch = api_name_in(trace, LAUNCH_RE)
         for kind, kernels, call, lat, queue in trace.sql(_BY_KIND.format(launch=launch)):
-            launches = kernels
+            launches, graph = kernels, {}
             if kind == "graph":
-                launches, call = trace.sql(_GRAPH_CALLS.format(launch=launch))[0]
+                launches, call, work = trace.sql(_GRAPH_CALLS.format(launch=launch))[0]
+                n, ns = trace.sql(f"SELECT COUNT(*), COALESCE(SUM(end_ns - start_ns), 0) FROM cuda_api "
+                                  f"WHERE {api_name_in(trace, GRAPH_SETUP_RE)}")[0]
+                graph = {"work_ns": int(work or 0), "setup_calls": int(n), "setup_ns": int(ns)}
             kinds[kind] = LaunchKind(launches=int(launches), kernels=int(kernels),
                                      call_median_ns=int(call[0]), call_p90_ns=int(call[1]),
                                      latency_median_ns=int(lat[0]), latency_p90_ns=int(lat[1]),
-                                     queue_median_ns=int(queue[0]), queue_p90_ns=int(queue[1]))
+                                     queue_median_ns=int(queue[0]), queue_p90_ns=int(queue[1]), **graph)
     out = Launches(available=reason is None, reason=reason, stream=kinds.get("stream"), graph=kinds.get("graph"))
     trace.memo["launch_summary"] = out
     return out

@@ -464,6 +464,8 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
     if top["rule_id"] == "MEM004":
         step = _uvm_step(top)
+    if top["rule_id"] == "MEM002" and top.get("pinned_advice") is False:  # no pageable copy: pinning fixes nothing
+        step = "issue the copies with cudaMemcpyAsync on a stream and synchronize once, or keep the data on the GPU"
     label = LABELS.get(kind, kind)
     title = str(top["title"])
     if title.lower().startswith(label.lower() + ":"):  # a title that already says it (KRN001's "Launch-bound: ...")

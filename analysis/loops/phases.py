@@ -14,7 +14,9 @@ NCCL communicators, MPI_Init, and the first allocations, all before its first GP
 Warm-up is a robust outlier test on the iteration times (start to next start): with ``M`` the median
 and ``MAD`` the median absolute deviation, an iteration is slow when it takes more than
 ``M + max(WARMUP_MADS x 1.4826 x MAD, WARMUP_FLOOR x M)``; warm-up ends at the first stretch of
-``SETTLE`` consecutive iterations that are not slow (looked for in the first half of the loop).
+``SETTLE`` consecutive iterations that are not slow (looked for in the first half of the loop). Iteration times
+that trend over the whole loop (a rank correlation with their order of at least ``trend.TREND_RHO`` in size, as an
+elimination whose matrix shrinks each step) have no warm-up: the steady phase says they trend.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from analysis.loops.periods import (
     sync_iterations,
     unit_period,
 )
+from analysis.loops.trend import is_trend, rank_trend, trend_words
 from analysis.model.cuda_api import SYNC_API_RE, api_name_in
 from analysis.model.trace import Trace
 from analysis.readers import ToolKind
@@ -256,9 +259,11 @@ def loop_warmup(loop: Loop) -> int:
 
 
 def warmup_count(durations: np.ndarray) -> int:
-    """How many leading iterations are warm-up (see the module docstring)."""
+    """How many leading iterations are warm-up (see the module docstring). None when the iteration times trend over
+    the whole loop (``analysis.loops.trend``): the first iterations are then slow because the work shrinks, not
+    because the loop warms up."""
     n = len(durations)
-    if n < SETTLE + 1:
+    if n < SETTLE + 1 or is_trend(rank_trend(durations)):
         return 0
     med = float(np.median(durations))
     mad = float(np.median(np.abs(durations - med)))
@@ -383,6 +388,9 @@ def phases(trace: Trace, loop: Loop) -> list[Phase]:
         f" ({loop.detail.get('range')!r})" if loop.source == "nvtx" else "")
     if len(loops) > 1:
         what += f" in {len(loops)} loops one after the other"
+    rho = rank_trend(first_loop.durations)
+    if rho is not None and is_trend(rho):
+        what += "; " + trend_words(rho, len(first_loop), "iteration times") + ": a trend, not warm-up"
     out.append(Phase("steady", steady_start, last_end, what))
     end = last_end
     # Results read back through unified-memory page faults are copied back too (``gpu_bounds`` counts them).

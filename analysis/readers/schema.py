@@ -105,7 +105,7 @@ NSYS_TABLES: dict[str, str] = {
         static_smem INTEGER,
         dynamic_smem INTEGER,
         graph_id BIGINT,
-        category VARCHAR           -- 'compute' | 'nccl'
+        category VARCHAR           -- 'compute' | 'nccl' | 'graph' (a CUDA graph replay traced whole)
     """,
     "memcpy": """
         device INTEGER,

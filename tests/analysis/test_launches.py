@@ -40,20 +40,26 @@ def raw_launches(path: Path) -> dict[str, dict[str, int] | None]:
     con = sqlite_rw(path)
     dup = "WHERE r.eventClass IS NOT 67" if "eventClass" in _cols(con, "CUPTI_ACTIVITY_KIND_RUNTIME") else ""
     calls: dict[tuple[int, int], list] = {}
+    setup = [0, 0]  # graph capture, build and instantiate calls: count, host time
     for s, e, name, pid, corr in con.execute(f"""
             SELECT r.start, r."end", s.value, (r.globalTid >> 24) & {MASK}, r.correlationId
             FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId {dup}"""):  # noqa: S608
         name = re.sub(r"_v\d+$", "", name)
         if "Launch" in name and name.startswith("cu"):  # the launch calls
             calls[(pid, corr)] = [s, e, name in ("cudaGraphLaunch", "cuGraphLaunch")]
+        if re.match(r"cu(da)?(StreamBeginCapture|StreamEndCapture|GraphInstantiate|GraphUpload|GraphExecUpdate"
+                    r"|GraphCreate$|GraphClone$|GraphAdd\w*Node)", name):
+            setup[0] += 1
+            setup[1] += e - s
     gid = "graphId" if "graphId" in _cols(con, "CUPTI_ACTIVITY_KIND_KERNEL") else "NULL"
-    kernels = con.execute(f"""SELECT (globalPid >> 24) & {MASK}, correlationId, start, {gid}
+    kernels = con.execute(f"""SELECT (globalPid >> 24) & {MASK}, correlationId, start, {gid}, "end" - start
                               FROM CUPTI_ACTIVITY_KIND_KERNEL""").fetchall()  # noqa: S608
     con.close()
     lat: dict[str, list[int]] = {"stream": [], "graph": []}
     queue: dict[str, list[int]] = {"stream": [], "graph": []}
     per_call: dict[str, dict[tuple[int, int], int]] = {"stream": {}, "graph": {}}
-    for pid, corr, ks, g in kernels:
+    work = 0
+    for pid, corr, ks, g, dur in kernels:
         if (pid, corr) not in calls:
             continue
         cs, ce, is_graph = calls[(pid, corr)]
@@ -61,6 +67,7 @@ def raw_launches(path: Path) -> dict[str, dict[str, int] | None]:
         lat[kind].append(ks - cs)
         queue[kind].append(max(0, ks - ce))
         per_call[kind][(pid, corr)] = ce - cs
+        work += dur if kind == "graph" else 0
     out: dict[str, dict[str, int] | None] = {}
     for kind in ("stream", "graph"):
         if not lat[kind]:
@@ -70,7 +77,10 @@ def raw_launches(path: Path) -> dict[str, dict[str, int] | None]:
         out[kind] = {"launches": len(ca), "kernels": len(la),
                      "call_median_ns": _disc(ca, 0.5), "call_p90_ns": _disc(ca, 0.9),
                      "latency_median_ns": _disc(la, 0.5), "latency_p90_ns": _disc(la, 0.9),
-                     "queue_median_ns": _disc(qu, 0.5), "queue_p90_ns": _disc(qu, 0.9)}
+                     "queue_median_ns": _disc(qu, 0.5), "queue_p90_ns": _disc(qu, 0.9),
+                     "work_ns": work if kind == "graph" else None,
+                     "setup_calls": setup[0] if kind == "graph" else None,
+                     "setup_ns": setup[1] if kind == "graph" else None}
     return out
 
 

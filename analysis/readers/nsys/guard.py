@@ -50,6 +50,7 @@ AUX_EFFECT = {
     "SAMPLING_CALLCHAINS": "functions of the CPU samples unknown",
     "PROCESSES": "process names unknown",
     "GPU_METRICS": "GPU metrics samples not read",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": "CUDA graph replays not read (their GPU time counts as idle)",
     "TARGET_INFO_GPU_METRICS": "GPU metrics names unknown",
     "NET_NIC_METRIC": "NIC metrics not read",
     "TARGET_INFO_NETWORK_METRICS": "NIC metric names unknown",

@@ -123,6 +123,18 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
             FROM {_src("CUPTI_ACTIVITY_KIND_KERNEL")} k {join}
             {_name("dn", c("demangledName"))} {_name("sn", c("shortName"))} {mjoin}"""))
 
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in t:
+        # A graph replay traced whole: GPU work from its start to its end, named by its graph (its kernels are not
+        # in the export, so no kernel rule names it); rows without timestamps (0, 0: not collected) are left out.
+        c, join, head = activity("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "g")
+        gid = c("graphId")
+        out.append(("kernels", f"""
+            INSERT INTO kernels
+            SELECT {head}, 'CUDA graph ' || COALESCE({gid}::VARCHAR, '?'), 'CUDA graph ' || COALESCE({gid}::VARCHAR, '?'),
+                   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {gid}, 'graph'
+            FROM {_src("CUPTI_ACTIVITY_KIND_GRAPH_TRACE")} g {join}
+            WHERE g."end" > g."start" AND g."start" > 0"""))
+
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in t:
         c, join, head = activity("CUPTI_ACTIVITY_KIND_MEMCPY", "m")
         out.append(("memcpy", f"""

@@ -43,6 +43,9 @@ SOURCE_TABLES: dict[str, SourceTable] = {t.name: t for t in (
     _t("CUPTI_ACTIVITY_KIND_MEMCPY", f"{_ACT} bytes copyKind",
        "contextId srcKind dstKind srcDeviceId dstDeviceId", core="start end"),
     _t("CUPTI_ACTIVITY_KIND_MEMSET", f"{_ACT} bytes", "contextId value memKind", core="start end"),
+    # CUDA graph replays traced as a whole (nsys profile --cuda-graph-trace=graph, the default): one row per graph
+    # launch, its kernels not recorded one by one. Read as GPU work (kernels of category 'graph').
+    _t("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", _ACT, "contextId graphId", core="start end"),
     _t("CUPTI_ACTIVITY_KIND_RUNTIME", "start end globalTid correlationId nameId", "eventClass returnValue",
        core="start end"),
     _t("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "start end globalPid syncType",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.idle_anatomy import HOST_WORK_SUFFIX
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import (
     MEMSET_RE,
@@ -12,7 +15,7 @@ from analysis.diagnosis.rules.nsys.common import (
     pct,
     report_span_ns,
 )
-from analysis.diagnosis.rules.nsys.copies import copy_calls, top_copy_rows
+from analysis.diagnosis.rules.nsys.copies import COPY_CALL_RE, copy_calls, top_copy_rows
 from analysis.diagnosis.rules.nsys.gaps import opened_count, owned
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.intervals import union_of_sql
@@ -100,6 +103,11 @@ class BlockingMemcpy(Rule):
     once staged). Impact: the GPU idle painted inside synchronous copy and memset calls by the idle anatomy
     (``owns_idle``, see ``gaps``): the GPU waiting while the host waits on the copy. The idle after the call
     returned belongs to what the host did next. Also given: the gaps that opened while such a call ran.
+
+    *Premise*: the idle it owns is inside copy calls (a memset that blocks, on managed or pinned memory, is not a
+    copy: the finding says so, advises on the memset and does not lead). Pinned memory is advised only where the
+    calls that hold most of the idle copy pageable host memory (their copies' memory kinds); otherwise the advice
+    is asynchronous copies or data kept on the GPU.
     """
 
     id = "MEM002"
@@ -115,6 +123,7 @@ class BlockingMemcpy(Rule):
                                            minimum=0.0, maximum=MAX_US)}
     summary = "Synchronous memcpy calls that block the host"
     owns_idle = ("sync_copy", "memset")
+    premise = "the idle it owns is inside copy calls (a memset that blocks is not a copy)"
     advice = (
         "Use cudaMemcpyAsync from pinned memory on a stream and synchronize once when the data is needed;"
         " keep results on the GPU instead of reading them back every step.")
@@ -133,12 +142,17 @@ class BlockingMemcpy(Rule):
             a.end_ns - a.start_ns, a.name, m.copy_kind, m.bytes""")
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes"), (7, 8), 6)
         share = pct(int(idle), report_span_ns(trace))
+        by_cat = cl.by_category if cl else {}
+        held = _held_copy_kinds(trace, cl.names if cl else [])
+        holds, pinned, premise, advice = _pinned_premise(int(by_cat.get("sync_copy", 0)), int(by_cat.get("memset", 0)),
+                                                 held, self.advice)
         return [Finding(
             rule_id=self.id,
             title=(f"{n} synchronous {'copy blocks' if n == 1 else 'copies block'} the host; GPU idle "
                    f"{fmt_ms(int(idle))} inside copy calls" if n else
                    f"GPU idle {fmt_ms(int(idle))} inside copy calls that held the host"
-                   + (f" ({'/'.join(nm for nm, _, _ in cl.names[:3])})" if cl and cl.names else "")),
+                   + (f" ({'/'.join(nm for nm, _, _ in cl.names[:3])})" if cl and cl.names else ""))
+                  + (f" ({premise})" if holds is False else ""),
             message=((f"{n} blocking memcpy call(s) ({_mib(int(nbytes))}) held the host for {fmt_ms(int(host_ns))}; "
                       f"{gaps} GPU idle gap(s) opened while one was in progress; {fmt_ms(int(idle))} of GPU idle "
                       "passed inside synchronous copy and memset calls") if n else
@@ -147,15 +161,62 @@ class BlockingMemcpy(Rule):
                       "small host-to-device copies), yet held the host: such a call returns only once the host data "
                       "is staged"))
                     + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
-                    + ".",
+                    + f". Premise ({self.premise}): "
+                    + ("holds, " if holds else "does not hold, ") + premise + ".",
             impact_ns=int(idle), impact_pct=share,
-            advice=self.advice,
+            advice=advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra=extra_json(BlockingCopyExtra(
                 copies=int(n), bytes=int(nbytes), host_blocked_ns=int(host_ns), idle_gaps=int(gaps), idle_ns=int(idle),
                 by_category=cl.by_category if cl else {},
-                names=[{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [])),
+                names=[{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [],
+                held_copies=[{"name": h[0], "copies": h[2], "pageable": h[3]} for h in held],
+                premise_holds=holds, premise=premise, pinned_advice=pinned)),
         )]
+
+
+_MEMSET_ADVICE = (
+    "A memset that holds the host is not a copy and pinning does not help it: a memset on managed or pinned memory "
+    "is synchronous with the host whatever the call; set the buffer inside a kernel that already runs, or "
+    "allocate it on the device and use cudaMemsetAsync on a stream (prefetch managed buffers before first touch).")
+_RESIDENT_ADVICE = (
+    "The copies that held the host do not use pageable memory, so pinning changes nothing: issue them with "
+    "cudaMemcpyAsync on a stream and synchronize once when the data is needed, or keep the data on the GPU.")
+
+
+def _held_copy_kinds(trace: Trace, names: list[tuple[str, int, int]]) -> list[tuple[str, int, int, int]]:
+    """Per copy call whose idle MEM002 owns (name, idle ns, calls), the copies calls of that name issued and how many
+    move pageable host memory (source or destination memory kind, joined through process and correlation id):
+    (name, idle ns, copies, pageable copies)."""
+    copies = [(n, ns) for n, ns, _ in names if re.match(COPY_CALL_RE, n)]
+    if not copies or not trace.has_rows("memcpy"):
+        return [(n, ns, 0, 0) for n, ns in copies]
+    rows = {str(r[0]): (int(r[1]), int(r[2])) for r in trace.sql("""
+        SELECT a.name, COUNT(*), COUNT(*) FILTER (WHERE m.src_kind = 'pageable' OR m.dst_kind = 'pageable')
+        FROM memcpy m JOIN cuda_api a ON a.pid = m.pid AND a.correlation_id = m.correlation_id
+        WHERE list_contains($names, a.name) GROUP BY a.name""", {"names": [n for n, _ in copies]})}
+    return [(n, ns, *rows.get(n, (0, 0))) for n, ns in copies]
+
+
+def _pinned_premise(copy_ns: int, memset_ns: int, held: list[tuple[str, int, int, int]],
+                    pinned_advice: str) -> tuple[bool, bool | None, str, str]:
+    """MEM002's premise on the evidence (the idle it owns is inside copy calls: a memset that blocks is not a copy),
+    whether pinned memory is the fix (the calls that hold most of that idle copy pageable host memory; None: the
+    export records none of their copies), the evidence in words, and the advice that fits."""
+    if memset_ns > copy_ns:
+        return False, False, (f"{fmt_ms(memset_ns)} of the idle is in memset calls against {fmt_ms(copy_ns)} in copy "
+                              "calls, and a memset that blocks (on managed or pinned memory) is not a pageable copy"
+                              ), _MEMSET_ADVICE
+    known = [h for h in held if h[2]]
+    if not known:
+        return True, None, ("the export records no copy those calls issued, so whether they move pageable host memory "
+                            "(what pinning fixes) is not shown"), pinned_advice
+    words = "; ".join(f"{n} {fmt_ms(ns)} of idle, {p} of its {k} copies pageable" for n, ns, k, p in known[:4])
+    pageable_ns = sum(ns for _, ns, _, p in known if p)
+    if 2 * pageable_ns < sum(ns for _, ns, _, _ in known):
+        return True, False, (f"the calls that hold most of the idle move no pageable host memory ({words}): pinning "
+                             "changes nothing"), _RESIDENT_ADVICE
+    return True, True, f"the calls that hold most of the idle move pageable host memory ({words})", pinned_advice
 
 
 class SyncMemset(Rule):
@@ -218,9 +279,19 @@ class UnifiedMemoryMigration(Rule):
     ``UVM_DtoD``): count, bytes and direction. The idle anatomy paints ``uvm_migration`` on the idle between
     two migrations of a device (``analysis.diagnosis.idle_anatomy.uvm_gaps``); this rule owns those instants
     (``owns_idle``, see ``idle_claims``) whatever rule owns the gap around them. Also measured: the time the
-    migrations run while no kernel runs (memory-only time, interval algebra on unions) and, as evidence of
-    fault stalls inside kernels, the migrations that overlap a kernel of their device (count, bytes, kernel
-    time overlapped). Impact: the owned idle plus the migration-only time.
+    migrations run while no kernel runs (memory-only time, interval algebra on unions) and the fault stalls
+    inside kernels: the migrations that overlap a kernel of their device (count, bytes, kernel time overlapped),
+    and each such kernel's time from its start until its last page arrived (a warp that touches a missing page
+    waits for it; the union per device). Between two migrations to the host (``UVM_DtoH``: the host touching
+    device-resident pages), the host either waits on the fault (switched out) or works on the pages it read
+    (on the CPU); with the scheduler's events the anatomy names the second ``UVM_DtoH, host on CPU``: owned (the
+    GPU idles because of it) but not the migrations' cost (unified-memory-a100: the idle after each read-back
+    migration grows with its bytes at 2.1 ns/B, the host's verification loop, while the migrations move those
+    bytes at 21 GB/s). Impact: the fault stalls plus the migration-only time plus the owned idle that is not
+    host work.
+
+    *Premise*: the migrations cost GPU time (kernels stall on faults, or the migrations and the waits on them
+    outweigh the host's work between them); otherwise the finding does not lead the verdict.
     """
 
     id = "MEM004"
@@ -233,6 +304,8 @@ class UnifiedMemoryMigration(Rule):
                                               minimum=1.0, maximum=1e9)}
     summary = "Unified-memory page migration traffic and the GPU idle between migrations"
     owns_idle = ("uvm_migration",)
+    premise = ("migrations cost the GPU time: kernels wait on page faults, or migrations run or are waited on while "
+               "the GPU idles, more than the host works between them")
     advice = (
         "Prefetch managed buffers with cudaMemPrefetchAsync: to the device before the kernels that use them, to "
         "the host (cudaCpuDeviceId) before the host reads the results; add cudaMemAdvise hints (preferred "
@@ -264,32 +337,57 @@ class UnifiedMemoryMigration(Rule):
             WHERE EXISTS (SELECT 1 FROM ({kern}) k WHERE k.pid IS NOT DISTINCT FROM m.pid
                           AND k.device IS NOT DISTINCT FROM m.device
                           AND k.start_ns < m.end_ns AND k.end_ns > m.start_ns)""")[0]  # noqa: S608 - constants
+        # Fault stalls: a kernel whose pages arrive while it runs waits on them from its start until the last one
+        # has arrived (its compute is not told apart), per unit as a union (concurrent kernels counted once).
+        stalled = f"""
+            SELECT k.pid, k.device, k.start_ns, LEAST(k.end_ns, MAX(m.end_ns)) AS end_ns
+            FROM ({kern}) k JOIN ({mig}) m ON k.pid IS NOT DISTINCT FROM m.pid AND k.device IS NOT DISTINCT FROM m.device
+              AND m.start_ns < k.end_ns AND m.end_ns > k.start_ns
+            GROUP BY k.pid, k.device, k.start_ns, k.end_ns"""  # noqa: S608 - constants
+        stall = int(trace.scalar(f"SELECT COALESCE(SUM(union_ns), 0) FROM ({union_of_sql(stalled)})") or 0)  # noqa: S608
         c = claims(trace).by_rule.get(self.id)
         idle = c.ns if c is not None else 0
         names = c.names if c is not None else []
-        by_dir = {name: (ns, k) for name, ns, k in names}
-        impact = idle + alone
+        # The idle between migrations to the host while the host ran on the CPU is its work on the pages it read
+        # back (idle_anatomy.HOST_WORK_SUFFIX): owned (the GPU idles because of it), not the migrations' cost.
+        worked = sum(ns for name, ns, _ in names if name.endswith(HOST_WORK_SUFFIX))
+        by_dir: dict[str, tuple[int, int]] = {}
+        for name, ns, k in names:
+            if not name.endswith(HOST_WORK_SUFFIX):
+                by_dir[name] = (by_dir.get(name, (0, 0))[0] + ns, by_dir.get(name, (0, 0))[1] + k)
+        waited = idle - worked
+        impact = stall + alone + waited
+        holds = stall > 0 or alone + waited >= worked
         top = trace.sql("""SELECT pid, device, stream, start_ns, end_ns, end_ns - start_ns AS dur, copy_kind, bytes
                            FROM memcpy WHERE copy_kind LIKE 'UVM%' ORDER BY dur DESC, start_ns LIMIT 20""")
         evidence = _evidence(trace, top, 5, ("bytes",), (7,), 6)
-        between = ("; " + "; ".join(f"{fmt_ms(ns)} of it before {k} {name} migrations" for name, ns, k in names)
-                   if names else "")
+        before = ("; " + "; ".join(f"{fmt_ms(ns)} of it before {name} migrations" for name, (ns, _) in by_dir.items())
+                  if by_dir else "")
+        host = (f" Between migrations to the host the host ran on the CPU {fmt_ms(worked)} (switched out "
+                f"{fmt_ms(by_dir.get('UVM_DtoH', (0, 0))[0])}): its own work on the pages it read back, not counted."
+                if worked else "")
+        premise = (f"{fmt_ms(stall)} of kernel time waiting on page faults, {fmt_ms(alone)} of migration with no "
+                   f"kernel running and {fmt_ms(waited)} of idle waiting on migrations, against {fmt_ms(worked)} of "
+                   "host work between them")
         return [Finding(
             rule_id=self.id,
-            title=(f"GPU idle {fmt_ms(idle)} between unified-memory migrations; {n} migrations "
-                   f"({_mib(int(nbytes))}), {int(in_kernel)} inside kernels"),
+            title=(f"Unified-memory migrations: {fmt_ms(impact)} of GPU time, kernels waiting on page faults "
+                   f"{fmt_ms(stall)}; {n} migrations ({_mib(int(nbytes))}), {int(in_kernel)} inside kernels"),
             message=(f"{n} page migrations ({htod} to the device, {_mib(int(b_htod))}; {dtoh} to the host, "
-                     f"{_mib(int(b_dtoh))}) moved {_mib(int(nbytes))} in {fmt_ms(int(total))}. The GPU idled "
-                     f"{fmt_ms(idle)} between migrations (the host faulting pages a batch at a time){between}. "
-                     f"{fmt_ms(alone)} of migration ran while no kernel ran; {int(in_kernel)} migrations "
-                     f"({_mib(int(in_kernel_bytes))}) overlapped kernels for {fmt_ms(overlapped)} of kernel time "
-                     f"(page-fault stalls inside the kernels)."),
+                     f"{_mib(int(b_dtoh))}) moved {_mib(int(nbytes))} in {fmt_ms(int(total))}. {int(in_kernel)} "
+                     f"migrations ({_mib(int(in_kernel_bytes))}) ran inside kernels ({fmt_ms(overlapped)} of kernel "
+                     f"time): those kernels waited on page faults {fmt_ms(stall)}, from their start until their last "
+                     f"page arrived. {fmt_ms(alone)} of migration ran while no kernel ran. The GPU idled "
+                     f"{fmt_ms(idle)} between migrations, {fmt_ms(waited)} of it waiting on them{before}.{host} "
+                     f"Cost: {fmt_ms(stall)} + {fmt_ms(alone)} + {fmt_ms(waited)} = {fmt_ms(impact)}."),
             impact_ns=impact, impact_pct=pct(impact, report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
             extra=extra_json(MigrationExtra(
                 migrations=int(n), bytes=int(nbytes), migration_ns=int(total), to_device=int(htod), to_host=int(dtoh),
                 bytes_to_device=int(b_htod), bytes_to_host=int(b_dtoh), idle_ns=int(idle), migration_only_ns=int(alone),
+                idle_waited_ns=int(waited), host_work_ns=int(worked), fault_stall_ns=int(stall),
+                premise_holds=holds, premise=premise,
                 idle_by_direction={k: {"ns": int(v[0]), "gaps": int(v[1])} for k, v in by_dir.items()},
                 in_kernel_migrations=int(in_kernel), in_kernel_bytes=int(in_kernel_bytes),
                 kernel_overlap_ns=int(overlapped))),

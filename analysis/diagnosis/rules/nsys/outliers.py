@@ -6,6 +6,7 @@ from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.tensorcores import name_list, simt_fp32_names
+from analysis.loops.trend import TREND_MIN, TREND_RHO, is_trend, trend_words
 from analysis.model.trace import Trace
 
 
@@ -29,6 +30,11 @@ class KernelOutliers(Rule):
     in unstable groups, of every instance above the median (what the kernel would save if each of
     those instances ran at its median), reported when at least ``min_excess_us``. The kernel that takes
     the largest share of compute time is named (dominance), so a spread in it weighs accordingly.
+
+    *Premise*: the durations spread around a level. A launch shape whose durations fall or rise steadily over
+    the run (Spearman's rank correlation with launch order at least ``analysis.loops.trend.TREND_RHO`` in size,
+    as the update kernel of an elimination whose matrix shrinks each step) follows its work: when such trends
+    hold most of the time above the median the finding says "trend, not spread" and does not lead.
 
     Ownership: this is kernel time, not idle time: it never competes with the idle-gap rules
     (SYNC001, MEM002, GPU001, KRN001, GPU002) or with MEM005's memory-only time. The FP32 SIMT
@@ -54,6 +60,7 @@ class KernelOutliers(Rule):
                                    minimum=0.0, maximum=MAX_US),
     }
     summary = "Same kernel, same launch shape, widely spread durations"
+    premise = "the durations spread around a level, not a trend over the run"
     advice = (
         "See what runs beside the slow instances: communication or other streams competing for SMs (fewer"
         " NCCL channels, schedule apart), clock throttling (nvidia-smi -q -d PERFORMANCE), warm-up (skip "
@@ -85,6 +92,23 @@ class KernelOutliers(Rule):
                              "p10_ns": int(by_gid[r[0]][8]), "p90_ns": int(by_gid[r[0]][10]),
                              "grid": by_gid[r[0]][4], "block": by_gid[r[0]][5], "outlier": bool(r[8])})
             for r, n in zip(top, nvtx, strict=True))
+        # A trend is not spread: durations that fall or rise steadily over the run follow the work (premise).
+        rhos = {int(gid): float(r) for gid, r in trace.sql(sql + """
+            SELECT gid, corr(rt, rd) FROM (
+                SELECT f.gid, row_number() OVER (PARTITION BY f.gid ORDER BY k.start_ns, k.row_id) AS rt,
+                       (rank() OVER (PARTITION BY f.gid ORDER BY k.dur) + COUNT(*) OVER (PARTITION BY f.gid) + 1
+                        - rank() OVER (PARTITION BY f.gid ORDER BY k.dur DESC)) / 2.0 AS rd
+                FROM k JOIN f ON k.key = f.key)
+            GROUP BY gid HAVING COUNT(*) >= $trend_min""", {**bind, "trend_min": TREND_MIN})  # noqa: S608 - constant text
+            if r is not None}
+        trending = [g for g in groups if is_trend(rhos.get(int(g[0])))]
+        trend_ns = sum(int(g[13]) for g in trending)
+        holds = 2 * trend_ns < total
+        premise = ("; ".join(f"{g[1]}: " + trend_words(rhos[int(g[0])], int(g[6])) for g in trending[:3])
+                   + (": the work changes, not spread" if not holds else f": {fmt_ms(trend_ns)} of the time above "
+                      "the median is that trend, not spread")) if trending else (
+            "no launch shape's durations trend over the run (rank correlation below "
+            f"{TREND_RHO:g} in size): they spread around a level")
         flagged = sum(int(g[14]) for g in groups)
         outliers = sum(int(g[15]) for g in groups)
         unstable = sum(1 for g in groups if g[12])
@@ -95,12 +119,14 @@ class KernelOutliers(Rule):
         share = pct(total, report_span_ns(trace))
         return [Finding(
             rule_id=self.id,
-            title=f"Kernel durations spread: {fmt_ms(total)} above the median in {len(groups)} kernel launch shape(s)",
+            title=(f"Kernel durations spread: {fmt_ms(total)} above the median in {len(groups)} kernel launch shape(s)"
+                   if holds else f"Kernel durations trend, not spread: {premise}"),
             message=(f"{len(groups)} kernel launch shape(s) ({unstable} with p90 at least {ctx.params['max_spread']:g}x "
                      f"p10) ran {flagged} instance(s) above their median, {outliers} of them at least "
                      f"{ctx.params['outlier_factor']:g}x it, {fmt_ms(total)} in all. Worst: {worst[1]} "
                      f"(n={worst[6]}, p10 {fmt_ms(worst[8])}, median {fmt_ms(worst[9])}, p90 {fmt_ms(worst[10])}, "
-                     f"max {fmt_ms(worst[11])}).{dom}"),
+                     f"max {fmt_ms(worst[11])}).{dom} Premise ({self.premise}): "
+                     + ("holds, " if holds else "does not hold, ") + premise + "."),
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=flagged, report=trace.label, rank=trace.rank,
@@ -109,7 +135,9 @@ class KernelOutliers(Rule):
                                "p90_ns": int(g[10]), "max_ns": int(g[11]), "unstable": bool(g[12]),
                                "excess_ns": int(g[13]), "flagged": int(g[14]), "outliers": int(g[15])}
                               for g in groups[:20]],
-                   "shapes_total": len(groups), "dominant_kernel": dominant},
+                   "shapes_total": len(groups), "dominant_kernel": dominant, "trend_ns": trend_ns,
+                   "trends": [{"name": g[1], "rank_correlation": round(rhos[int(g[0])], 4)} for g in trending[:20]],
+                   "premise_holds": holds, "premise": premise},
         )]
 
 

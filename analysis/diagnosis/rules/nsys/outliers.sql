@@ -9,7 +9,7 @@
 -- {exclude}: a predicate that leaves out KRN002's kernels (TRUE when there are none).
 WITH k AS (
     SELECT rowid AS row_id, hash(pid, device, name, grid_x, grid_y, grid_z, block_x, block_y, block_z) AS key,
-           end_ns - start_ns AS dur
+           end_ns - start_ns AS dur, start_ns
     FROM kernels
     WHERE category = 'compute' AND start_ns IS NOT NULL AND end_ns >= start_ns AND name IS NOT NULL
       AND {exclude}
