@@ -439,9 +439,29 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[st
     split = collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts)
     if split is not None:  # per instance and rank: whom it waited for; the rank the others wait on
         waits = collective_waits(cols, [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}"
-                                        for r, _ in parts], hosts)
+                                        for r, _ in parts], hosts, _reference_steps(parts, offsets, cols))
         split.update(waits or {})
     return split
+
+
+def _reference_steps(parts: list[tuple[ReportResult, str]], offsets: list[int], cols: dict[str, np.ndarray],
+                     ) -> tuple[int, list[tuple[int, int]]] | None:
+    """The first participant with a loop, and its iterations that lie wholly inside its window, on ``cols``'
+    clock (its times plus its offset, less the run's earliest arrival ``t0``): the steps the collectives'
+    waiting and transfer are summed over for comparisons."""
+    if not len(cols.get("t0", [])):
+        return None
+    t0 = int(cols["t0"][0])
+    for k, (r, _) in enumerate(parts):
+        it_ = r.facts.get("iterations") or {}
+        bounds = run_facts.window_bounds(r)
+        lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
+        steps = [(int(a) + offsets[k] - t0, int(b) + offsets[k] - t0)
+                 for a, b in zip(it_.get("start_ns") or [], it_.get("end_ns") or [], strict=False)
+                 if int(a) >= lo and int(b) <= hi]
+        if steps:
+            return k, sorted(steps)
+    return None
 
 
 def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,

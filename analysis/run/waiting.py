@@ -34,11 +34,36 @@ CRITICAL_SHARE = 0.10
 ONE_OFF_KINDS = ("startup", "teardown", "no_gpu_data")
 
 
-def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[str | None]) -> dict[str, Any] | None:
-    """``cols``: ``run_nodes.instances`` (with ``name``); ``names``/``hosts``: per report part. Returns
+SAMPLES = 10_000  # per-instance samples kept for comparisons (the first ones on the clock)
+
+
+def step_samples(wait: np.ndarray, transfer: np.ndarray, arrival: np.ndarray,
+                 steps: list[tuple[int, int]]) -> dict[str, list[int]]:
+    """Per step, the waiting and the transfer (summed over ranks) of the instances that arrive inside it:
+    ``wait``/``transfer`` per instance, ``arrival`` the reference rank's arrival of each instance, ``steps``
+    ``[start, end)`` on the same clock. A step with no instance counts 0, as a kernel's time per step does
+    (``analysis.views.compare_samples.kernel_per_step``)."""
+    if not steps:
+        return {"wait_ns": [], "transfer_ns": []}
+    lo = np.asarray([a for a, _ in steps], dtype=np.int64)
+    hi = np.asarray([b for _, b in steps], dtype=np.int64)
+    at = np.searchsorted(lo, arrival, side="right") - 1  # the last step starting at or before the arrival
+    inside = (at >= 0) & (arrival < hi[np.clip(at, 0, None)])
+    w = np.zeros(len(steps), dtype=np.int64)
+    x = np.zeros(len(steps), dtype=np.int64)
+    np.add.at(w, at[inside], wait[inside])
+    np.add.at(x, at[inside], transfer[inside])
+    return {"wait_ns": [int(v) for v in w], "transfer_ns": [int(v) for v in x]}
+
+
+def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[str | None],
+                     steps: tuple[int, list[tuple[int, int]]] | None = None) -> dict[str, Any] | None:
+    """``cols``: ``run_nodes.instances`` (with ``name``); ``names``/``hosts``: per report part; ``steps``: a
+    reference part and its complete steps in the window, ``[start, end)`` on ``cols``' clock. Returns
     ``items`` (per instance: its kernel, the last rank, per rank its arrival, wait, whom it waited for and
-    transfer), ``longest_waits``, ``waited_on`` (per late rank: the waiting it caused), ``critical`` and
-    ``clock``; None without two participants."""
+    transfer), ``longest_waits``, ``waited_on`` (per late rank: the waiting it caused), ``critical``,
+    ``clock`` and ``samples`` (per instance and, with ``steps``, per step: waiting and transfer summed over
+    ranks, what comparisons test); None without two participants."""
     if not len(cols.get("inst", [])):
         return None
     keys = sorted({(int(a), int(b)) for a, b in zip(cols["part"], cols["pid"], strict=True)})
@@ -74,6 +99,15 @@ def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[
              "waited_for": who[int(last[i])] if wait[i, j] > 0 else None, "transfer_ns": int(transfer[i, j])}
             for j in range(len(keys))]}
 
+    per_wait, per_transfer = wait.sum(axis=1), transfer.sum(axis=1)
+    samples: dict[str, Any] = {"per_instance": {"wait_ns": [int(v) for v in per_wait[:SAMPLES]],
+                                                "transfer_ns": [int(v) for v in per_transfer[:SAMPLES]]},
+                               "per_step": None}
+    ref_cols = [j for j, (p, _) in enumerate(keys) if steps is not None and p == steps[0]]
+    if steps is not None and ref_cols and steps[1]:
+        arrival = t[:, ref_cols].min(axis=1)
+        samples["per_step"] = {"reference": names[steps[0]], "steps": len(steps[1]),
+                               **step_samples(per_wait, per_transfer, arrival, steps[1])}
     total = int(wait.sum() + transfer.sum())
     order = np.argsort(-wait.sum(axis=1), kind="stable")[:LONGEST]
     lasts = np.bincount(last, minlength=len(keys))
@@ -90,7 +124,7 @@ def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[
                              for j in range(len(keys))],
             "items": [item(i) for i in range(min(n, ITEMS))], "items_total": n,
             "longest_waits": [item(int(i)) for i in order if wait[int(i)].sum() > 0],
-            "waited_on": waited_on, "critical": critical,
+            "waited_on": waited_on, "critical": critical, "samples": samples,
             "clock": CLOCK_SOURCE if len({h for h in host}) > 1 else "one host's clock"}
 
 
