@@ -70,19 +70,13 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
     out = []
     for host, members in sorted(by_host.items()):
         group = list(range(len(members)))  # ranks joined when their CPUs overlap (union-find)
-
-        def root(i: int) -> int:
-            while group[i] != i:
-                i = group[i]
-            return i
-
         for i in range(len(members)):
             for j in range(i + 1, len(members)):
                 if set(members[i]["cpus"]) & set(members[j]["cpus"]):
-                    group[root(j)] = root(i)
+                    group[_root(group, j)] = _root(group, i)
         joined: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for i, m in enumerate(members):
-            joined[root(i)].append(m)
+            joined[_root(group, i)].append(m)
         for ms in joined.values():
             if len(ms) < 2:
                 continue
@@ -99,3 +93,9 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
                         "per_rank": [{"name": m["name"], "cpus": m["cpus"], "on_these_cpus_ns": m["on_ns"],
                                       "on_any_cpu_ns": m["total_ns"]} for m in ms]})
     return out
+
+
+def _root(group: list[int], i: int) -> int:
+    while group[i] != i:
+        i = group[i]
+    return i
