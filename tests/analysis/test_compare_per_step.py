@@ -216,3 +216,28 @@ def _split_per_step_raw(export: Path, normalized: Path) -> tuple[np.ndarray, np.
                 w[j] += sum(last - v[i][0] for v in by.values())
                 x[j] += sum(max(v[i][1] - last, 0) for v in by.values())
     return w, x
+
+
+def test_communication_kernels_fall_back_to_instances_then_to_means() -> None:
+    """Without steps on one side the per-instance sums are tested (Mann-Whitney over instances); a split stored
+    before the samples were kept is compared by its means against the floor, and says it was not tested."""
+    from analysis.views.compare import diff_collectives
+
+    def split(waits: list[int], transfers: list[int], steps: list[int] | None) -> dict:
+        n = len(waits)
+        return {"instances": n, "per_rank": [{}, {}], "wait_ns": sum(waits), "transfer_ns": sum(transfers),
+                "samples": {"per_instance": {"wait_ns": waits, "transfer_ns": transfers},
+                            "per_step": None if steps is None else {"wait_ns": steps, "transfer_ns": steps}}}
+
+    base = split([100 + i for i in range(20)], [500] * 20, [1, 2, 3])
+    head = split([300 + i for i in range(20)], [500] * 20, None)
+    c = diff_collectives(base, head, 5.0)
+    assert c is not None and c["tested"] is True and c["basis"].startswith("per collective instance")
+    w, x = c["wait_per_instance_sample_ns"], c["transfer_per_instance_sample_ns"]
+    assert w["base"]["median"] == pytest.approx(float(np.median(base["samples"]["per_instance"]["wait_ns"])))
+    assert w["test"] == "mann_whitney" and w["changed"] is True and x["changed"] is False
+    assert c["said"] == "waiting grew, transfer unchanged" and "wait_per_step_ns" not in c
+    old = {k: v for k, v in base.items() if k != "samples"}
+    c = diff_collectives(old, head, 5.0)
+    assert c is not None and c["tested"] is False and c["basis"].startswith("mean per instance and rank")
+    assert c["wait_per_instance_ns"]["base"] == pytest.approx(sum(base["samples"]["per_instance"]["wait_ns"]) / 40, abs=0.1)
