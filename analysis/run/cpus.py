@@ -25,20 +25,24 @@ CORE = 2    # at most this many logical CPUs: the two hardware threads of one co
 
 
 def cpu_time(t: Trace, bounds: tuple[int, int] | None) -> list[dict[str, int]]:
-    """Per process and logical CPU, the time its threads ran there inside ``bounds`` (the report's window, its
-    own times; None: all): ``[{pid, cpu, on_ns}]``, from the stretches between the thread's off-CPU rows."""
+    """Per process that calls CUDA (all processes when the report has no CUDA calls) and logical CPU, the time
+    its threads ran there inside ``bounds`` (the report's window, its own times; None: all):
+    ``[{pid, cpu, on_ns}]``, from the stretches between the thread's off-CPU rows."""
     if "off_cpu" not in t.tables or not t.has_rows("off_cpu"):
         return []
     lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
-    rows = t.sql("""
+    # A rank is a process that drives a GPU: helpers in the same report (data-loader workers, the launcher)
+    # are not ranks, and sharing a CPU with them is not two ranks taking turns.
+    ranks = "WHERE pid IN (SELECT DISTINCT pid FROM cuda_api)" if t.has_rows("cuda_api") else ""
+    rows = t.sql(f"""
         WITH o AS (SELECT pid, tid, cpu, start_ns,
                           lag(end_ns) OVER (PARTITION BY pid, tid ORDER BY start_ns, end_ns) AS on_start
-                   FROM off_cpu)
+                   FROM off_cpu {ranks})
         SELECT pid, cpu, SUM(LEAST(start_ns, $hi) - GREATEST(on_start, $lo))::BIGINT AS on_ns
         FROM o WHERE on_start IS NOT NULL AND cpu IS NOT NULL AND start_ns > on_start
                  AND start_ns > $lo AND on_start < $hi
         GROUP BY pid, cpu HAVING SUM(LEAST(start_ns, $hi) - GREATEST(on_start, $lo)) > 0
-        ORDER BY pid, cpu""", {"lo": int(lo), "hi": int(hi)})
+        ORDER BY pid, cpu""", {"lo": int(lo), "hi": int(hi)})  # noqa: S608 - constant text
     return [{"pid": int(p), "cpu": int(c), "on_ns": int(n)} for p, c, n in rows]
 
 

@@ -20,10 +20,13 @@ from tests.analysis.planting import ingest_copy, sqlite_rw
 
 
 def _on_cpu(path: Path) -> dict[int, int]:
-    """Per logical CPU, the time the export's threads ran there: from each switch-in to the thread's next
-    switch-out that is followed by a switch-in (a stretch whose end is known), on that switch-out's CPU."""
+    """Per logical CPU, the time the threads of the export's CUDA processes ran there: from each switch-in to the
+    thread's next switch-out that is followed by a switch-in (a stretch whose end is known), on that
+    switch-out's CPU."""
     con = sqlite3.connect(path)
     rows = con.execute("""SELECT globalTid, start, isSchedIn, cpu FROM SCHED_EVENTS WHERE globalTid IS NOT NULL
+                          AND globalTid / 16777216 % 16777216 IN (SELECT DISTINCT globalTid / 16777216 % 16777216
+                                                                  FROM CUPTI_ACTIVITY_KIND_RUNTIME)
                           ORDER BY globalTid, start, isSchedIn DESC""").fetchall()
     con.close()
     by: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
