@@ -172,6 +172,12 @@ def text(diff: dict[str, Any]) -> str:
         lines += ["", f"== collectives ({coll['basis']}; {coll['said']})",
                   f"   waiting  {ms(w['base']):>14}  ->{ms(w['head']):>14}   {_change('ns', w)}",
                   f"   transfer {ms(x['base']):>14}  ->{ms(x['head']):>14}   {_change('ns', x)}"]
+        for unit, label in (("per_step", "per step"), ("per_instance_sample", "per instance")):
+            for key, name in (("wait", "waiting"), ("transfer", "transfer")):
+                st = coll.get(f"{key}_{unit}_ns")
+                if st and st.get("base", {}).get("median") is not None:  # the tested sample, as the kernels'
+                    lines.append(f"   {name} {label}: median {ms(st['base']['median'])} -> {ms(st['head']['median'])}"
+                                 f" (est. {st['delta_pct']:+.1f}%, {_p(st)}; {'changed' if st['changed'] else 'unchanged'})")
     lines += _findings(diff)
     if diff.get("gate"):
         lines.append("")

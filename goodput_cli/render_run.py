@@ -65,13 +65,45 @@ def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms:
     return lines
 
 
+def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
+    """Blocking MPI sends and receives between two ranks: each rank's waiting for its peer apart from the
+    transfer (``analysis.run.mpi``), or why they were not matched."""
+    if not m:
+        return []
+    lines = [f"== MPI point-to-point across ranks: {m['matched']} message(s) matched"
+             + (f" ({m['matching']})" if m.get("matching") else "")]
+    if m.get("reason"):
+        lines.append(f"   not matched: {m['reason']}")
+    for d in m.get("directions") or []:
+        if d.get("reason"):
+            lines.append(f"   {d['sender']} -> {d['receiver']} not matched: {d['reason']}")
+    for p in m.get("per_rank") or []:
+        whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
+        lines.append(f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), transfer "
+                     f"{ms(p['transfer_ns'])} of {ms(p['time_ns'])} in {p['calls']} call(s)")
+    crit = m.get("critical")
+    if crit:
+        lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}): the other rank waits "
+                     f"{ms(crit['others_wait_ns'])} for it ({crit['share_of_mpi_time_pct']:.0f}% of the MPI calls' "
+                     "time), waiting for its work, not communication")
+    lines.append("")
+    return lines
+
+
 def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[str]:
     """Multi-rank: the collectives' time split into the wait for the last rank and the transfer after it,
     per host, and the longest host-side launch delay."""
     c = result.get("collectives")
     if not c:
         return []
-    lines = [f"== collectives across ranks: {c['instances']} matched; waiting for the last rank {ms(c['wait_ns'])}, "
+    lines = mpi_lines(c.get("mpi"), ms)
+    un = c.get("point_to_point_unmatched")
+    if un:
+        lines += [f"== send/recv kernels not split ({', '.join(un['kernels'])}, {un['instances']} instance(s)): "
+                  f"{un['reason']}", ""]
+    if not c.get("per_rank"):
+        return lines
+    lines += [f"== collectives across ranks: {c['instances']} matched; waiting for the last rank {ms(c['wait_ns'])}, "
              f"transferring after it {ms(c['transfer_ns'])} (summed over ranks)"]
     for h in c["per_host"]:
         lines.append(f"   host {h['host'] or '?'} ({h['ranks']} rank(s)): wait {ms(h['wait_ns'])}, "
@@ -88,6 +120,10 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
             then = f"its kernel then queued {ms(late['gpu_queue_ns'])} on the GPU"
         lines.append(f"   longest host launch delay: rank {late['rank']} ({late['host'] or '?'}) launched collective "
                      f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; {then}")
+    for kind, k in (c.get("by_kind") or {}).items():
+        if len(c.get("by_kind") or {}) > 1 or kind == "point-to-point":
+            lines.append(f"   {kind}: {k['instances']} instance(s), waiting {ms(k['wait_ns'])} (for the "
+                         f"{'peer' if kind == 'point-to-point' else 'last rank'}), transfer {ms(k['transfer_ns'])}")
     for p in c.get("participants") or []:
         whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
         lines.append(f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), "

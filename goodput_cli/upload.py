@@ -87,11 +87,16 @@ def cmd_upload(args: argparse.Namespace) -> int:
         code = err.get("code") if isinstance(err, dict) else r.get("error_code")
         msg = err.get("message") if isinstance(err, dict) else r.get("error_message")
         print(f"goodput: {r.get('name')}: {code}: {msg}", file=sys.stderr)
-    try:  # a run whose reports do not fit together (missing ranks, another job or clock): said, not failed
-        for w in client.summary(run_id).get("run_warnings") or []:
-            print(f"goodput: WARNING ({w.get('code')}) in run {run_id}: {w.get('message')}", file=sys.stderr)
-    except UploadError as exc:
-        print(f"goodput: WARNING: could not read the warnings of run {run_id}: {exc}", file=sys.stderr)
+    # A run whose reports do not fit together (missing ranks, another job or clock, ranks sharing a CPU): said,
+    # not failed. The last poll carries them (``RunDetail.run_warnings``); an older server only in the summary.
+    warnings = final.get("run_warnings")
+    if warnings is None:
+        try:
+            warnings = client.summary(run_id).get("run_warnings")
+        except UploadError as exc:
+            print(f"goodput: WARNING: could not read the warnings of run {run_id}: {exc}", file=sys.stderr)
+    for w in warnings or []:
+        print(f"goodput: WARNING ({w.get('code')}) in run {run_id}: {w.get('message')}", file=sys.stderr)
     if failed or final.get("status") == "failed":
         if not failed:
             print(f"goodput: run {run_id} failed: {final.get('error') or 'analysis failed'}", file=sys.stderr)

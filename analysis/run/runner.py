@@ -61,8 +61,10 @@ from analysis.readers import AnalysisStep, ToolKind
 from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
+from analysis.run.cpus import cpu_time, shared_cpu_warnings
 from analysis.run.facts import ReportResult
 from analysis.run.mixed import run_warnings
+from analysis.run.mpi import run_mpi, write_mpi
 from analysis.run.nccl_step import (
     achieved_links,
     analyze_logs,
@@ -74,7 +76,7 @@ from analysis.run.nccl_step import (
 )
 from analysis.run.nccl_step import rule_statuses as nccl_rule_statuses
 from analysis.run.rollup import roll_up
-from analysis.run.waiting import collective_waits, critical_verdict, waiting_apart
+from analysis.run.waiting import collective_waits, critical_verdict, mpi_apart, pairs_only, waiting_apart
 
 logger = logging.getLogger(__name__)
 
@@ -317,6 +319,8 @@ def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[dict[str, Any]],
     # not written (its launch join aggregates every CUDA API call: 13 ms of a small report's analysis).
     facts["collectives"] = (run_facts.write_collectives(t, facts_dir)
                             if facts_dir is not None and facts["nccl_in_window"] else None)
+    facts["mpi"] = write_mpi(t, facts_dir) if facts_dir is not None else None
+    facts["cpus"] = cpu_time(t, v.window if v is not t else None)  # ranks sharing a CPU (analysis.run.cpus)
     return facts
 
 
@@ -351,8 +355,12 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     if any(r.id == "COMM003" for r in ctx.selected):
         run_facts.comm003_across(results, memory_bytes or ctx.memory_bytes)
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
-    waiting_apart([(r.label, r.facts.get("rank"), r.info.get("host"), r.findings) for r in results if r.tool == "nsys"],
+    mpi = _mpi_split(results, memory_bytes or ctx.memory_bytes)
+    if mpi is not None:  # blocking MPI point-to-point, waiting for the peer apart from transfer
+        split = {**(split or {}), "mpi": mpi}
+    waiting_apart([(r.label, r.facts.get("rank"), r.info.get("host"), r.findings) for r in results if r.tool == ToolKind.NSYS],
                   split)
+    mpi_apart([(r.label, r.facts.get("rank"), r.findings) for r in results if r.tool == ToolKind.NSYS], mpi)
     run_found: dict[str, list[dict[str, Any]]] = {}
     run_status: dict[str, tuple[str, str | None]] = {}
     for rule_cls in ctx.selected:
@@ -426,7 +434,10 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         network=matrix,  # NCCL's network transfers: the rank x rank matrix
         collectives=split,  # multi-rank: wait for the last rank vs transfer after it
         network_path=network_path,  # the NCCL log's network path, joined with the run's nsys reports
-        run_warnings=tuple(run_warnings([r.info for r in results]) + log_warnings(results)) or None)  # missing ranks, reports apart
+        # missing ranks, reports apart, logs left out, ranks of a host on one CPU
+        run_warnings=tuple(run_warnings([r.info for r in results]) + log_warnings(results) + shared_cpu_warnings(
+            [(str(r.info.get("file") or r.label), r.facts.get("rank"), r.info.get("host"), r.facts.get("cpus") or [])
+             for r in results if r.tool == ToolKind.NSYS])) or None)
 
 
 def _verdicts(results: list[ReportResult]) -> list[Verdict]:
@@ -456,12 +467,50 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[st
     finally:
         con.close()
     hosts = [r.info.get("host") for r, _ in parts]
+    cols, unpaired = pairs_only(cols)  # send/recv kernels only between a pair: the exports name no peer
     split = collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts)
-    if split is not None:  # per instance and rank: whom it waited for; the rank the others wait on
+    if unpaired is not None:
+        split = {**(split or {}), "point_to_point_unmatched": unpaired}
+    if split is not None and split.get("per_rank"):  # per instance and rank: whom it waited for; the critical rank
         waits = collective_waits(cols, [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}"
-                                        for r, _ in parts], hosts)
+                                        for r, _ in parts], hosts, _reference_steps(parts, offsets, cols))
         split.update(waits or {})
     return split
+
+
+def _mpi_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
+    """Blocking MPI sends and receives between two ranks, matched and split (``analysis.run.mpi``)."""
+    parts = [r for r in results if r.tool == ToolKind.NSYS and r.facts.get("mpi") and r.facts_dir is not None]
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r in parts]) if parts else None
+    if offsets is None:
+        return None
+    con = connect(memory_bytes=memory_bytes)
+    try:
+        return run_mpi([(r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}", r.info.get("host"),
+                         Path(r.facts_dir or ".") / r.facts["mpi"], off, run_facts.window_bounds(r))
+                        for r, off in zip(parts, offsets, strict=True)], con)
+    finally:
+        con.close()
+
+
+def _reference_steps(parts: list[tuple[ReportResult, str]], offsets: list[int], cols: dict[str, np.ndarray],
+                     ) -> tuple[int, list[tuple[int, int]]] | None:
+    """The first participant with a loop, and its iterations that lie wholly inside its window, on ``cols``'
+    clock (its times plus its offset, less the run's earliest arrival ``t0``): the steps the collectives'
+    waiting and transfer are summed over for comparisons."""
+    if not len(cols.get("t0", [])):
+        return None
+    t0 = int(cols["t0"][0])
+    for k, (r, _) in enumerate(parts):
+        it_ = r.facts.get("iterations") or {}
+        bounds = run_facts.window_bounds(r)
+        lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
+        steps = [(int(a) + offsets[k] - t0, int(b) + offsets[k] - t0)
+                 for a, b in zip(it_.get("start_ns") or [], it_.get("end_ns") or [], strict=False)
+                 if int(a) >= lo and int(b) <= hi]
+        if steps:
+            return k, sorted(steps)
+    return None
 
 
 def _run_level_rule(rule_cls: type[Rule], results: list[ReportResult], ctx: AnalysisContext,

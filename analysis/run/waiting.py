@@ -16,6 +16,7 @@ the ``critical`` rank, the run's critical path, where a speed-up shortens everyo
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import replace
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
+from analysis.model.kernel_names import short_kernel_name
 from analysis.results import Verdict
 
 ITEMS = 50  # instances listed in full (the first ones on the clock); the totals use all of them
@@ -34,11 +36,66 @@ CRITICAL_SHARE = 0.10
 ONE_OFF_KINDS = ("startup", "teardown", "no_gpu_data")
 
 
-def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[str | None]) -> dict[str, Any] | None:
-    """``cols``: ``run_nodes.instances`` (with ``name``); ``names``/``hosts``: per report part. Returns
+SAMPLES = 10_000  # per-instance samples kept for comparisons (the first ones on the clock)
+
+
+def step_samples(wait: np.ndarray, transfer: np.ndarray, arrival: np.ndarray,
+                 steps: list[tuple[int, int]]) -> dict[str, list[int]]:
+    """Per step, the waiting and the transfer (summed over ranks) of the instances that arrive inside it:
+    ``wait``/``transfer`` per instance, ``arrival`` the reference rank's arrival of each instance, ``steps``
+    ``[start, end)`` on the same clock. A step with no instance counts 0, as a kernel's time per step does
+    (``analysis.views.compare_samples.kernel_per_step``)."""
+    if not steps:
+        return {"wait_ns": [], "transfer_ns": []}
+    lo = np.asarray([a for a, _ in steps], dtype=np.int64)
+    hi = np.asarray([b for _, b in steps], dtype=np.int64)
+    at = np.searchsorted(lo, arrival, side="right") - 1  # the last step starting at or before the arrival
+    inside = (at >= 0) & (arrival < hi[np.clip(at, 0, None)])
+    w = np.zeros(len(steps), dtype=np.int64)
+    x = np.zeros(len(steps), dtype=np.int64)
+    np.add.at(w, at[inside], wait[inside])
+    np.add.at(x, at[inside], transfer[inside])
+    return {"wait_ns": [int(v) for v in w], "transfer_ns": [int(v) for v in x]}
+
+
+P2P_RE = re.compile(r"(SendRecv|Send|Recv)")
+
+
+def is_p2p(kernel: str) -> bool:
+    """An NCCL point-to-point kernel (``ncclDevKernel_SendRecv``, ``ncclKernel_Send...``): it waits for its
+    peer only, not for every rank of the run."""
+    return P2P_RE.search(str(kernel).split("(")[0]) is not None
+
+
+def pairs_only(cols: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
+    """``run_nodes.instances``' columns without the point-to-point instances when more than two processes
+    take part: the exports record no peer, so a send/recv kernel is matched to its peer only when the run has
+    one pair (the k-th on each side); with more, matching the k-th on every rank would make each wait for the
+    last rank of the run, not for its peer. Returns the columns (instances numbered again) and what was left
+    out, with why (None when nothing was)."""
+    if not len(cols.get("inst", [])):
+        return cols, None
+    n = len({(int(a), int(b)) for a, b in zip(cols["part"], cols["pid"], strict=True)})
+    p2p = np.asarray([is_p2p(str(k)) for k in cols["name"]], dtype=bool)
+    if n <= 2 or not p2p.any():
+        return cols, None
+    left = sorted({short_kernel_name(str(k)) for k in cols["name"][p2p]})
+    kept = {k: v[~p2p] for k, v in cols.items()}
+    _, kept["inst"] = np.unique(kept["inst"], return_inverse=True)
+    kept["inst"] = kept["inst"].astype(np.int64) + 1
+    return kept, {"kernels": left, "instances": len(np.unique(cols["inst"][p2p])),
+                  "reason": f"{n} processes run NCCL kernels and the exports record no peer: send/recv kernels are "
+                            "matched (waiting for the peer apart from transfer) only between two processes"}
+
+
+def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[str | None],
+                     steps: tuple[int, list[tuple[int, int]]] | None = None) -> dict[str, Any] | None:
+    """``cols``: ``run_nodes.instances`` (with ``name``); ``names``/``hosts``: per report part; ``steps``: a
+    reference part and its complete steps in the window, ``[start, end)`` on ``cols``' clock. Returns
     ``items`` (per instance: its kernel, the last rank, per rank its arrival, wait, whom it waited for and
-    transfer), ``longest_waits``, ``waited_on`` (per late rank: the waiting it caused), ``critical`` and
-    ``clock``; None without two participants."""
+    transfer), ``longest_waits``, ``waited_on`` (per late rank: the waiting it caused), ``critical``,
+    ``clock`` and ``samples`` (per instance and, with ``steps``, per step: waiting and transfer summed over
+    ranks, what comparisons test); None without two participants."""
     if not len(cols.get("inst", [])):
         return None
     keys = sorted({(int(a), int(b)) for a, b in zip(cols["part"], cols["pid"], strict=True)})
@@ -58,7 +115,9 @@ def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[
         t[i, j], e[i, j], kernel[i] = int(a), int(b), str(name)
     last = np.argmax(t, axis=1)
     t_last = t[np.arange(n), last]
-    wait = t_last[:, None] - t
+    # A rank waits at most its own kernel's time (a send can finish into its peer's buffer before the peer
+    # arrives; clocks of two hosts can disagree): waiting + transfer = its kernel's duration.
+    wait = np.minimum(t_last[:, None] - t, np.maximum(e - t, 0))
     transfer = np.maximum(e - t_last[:, None], 0)
     caused = np.zeros(len(keys), dtype=np.int64)  # waiting of the others while this one was the last
     np.add.at(caused, last, wait.sum(axis=1))
@@ -69,11 +128,24 @@ def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[
                 waited_for[j][who[int(last[i])]] += int(wait[i, j])
 
     def item(i: int) -> dict[str, Any]:
-        return {"instance": i, "kernel": kernel[i], "last": who[int(last[i])], "ranks": [
+        return {"instance": i, "kernel": kernel[i], "kind": "point-to-point" if is_p2p(kernel[i]) else "collective",
+                "last": who[int(last[i])], "ranks": [
             {"rank": who[j], "host": host[j], "arrival_ns": int(t[i, j] - t[i].min()), "wait_ns": int(wait[i, j]),
              "waited_for": who[int(last[i])] if wait[i, j] > 0 else None, "transfer_ns": int(transfer[i, j])}
             for j in range(len(keys))]}
 
+    per_wait, per_transfer = wait.sum(axis=1), transfer.sum(axis=1)
+    samples: dict[str, Any] = {"per_instance": {"wait_ns": [int(v) for v in per_wait[:SAMPLES]],
+                                                "transfer_ns": [int(v) for v in per_transfer[:SAMPLES]]},
+                               "per_step": None}
+    ref_cols = [j for j, (p, _) in enumerate(keys) if steps is not None and p == steps[0]]
+    if steps is not None and ref_cols and steps[1]:
+        arrival = t[:, ref_cols].min(axis=1)
+        samples["per_step"] = {"reference": names[steps[0]], "steps": len(steps[1]),
+                               **step_samples(per_wait, per_transfer, arrival, steps[1])}
+    p2p = np.asarray([is_p2p(k) for k in kernel], dtype=bool)
+    by_kind = {kind: {"instances": int(m.sum()), "wait_ns": int(wait[m].sum()), "transfer_ns": int(transfer[m].sum())}
+               for kind, m in (("collective", ~p2p), ("point-to-point", p2p)) if m.any()}
     total = int(wait.sum() + transfer.sum())
     order = np.argsort(-wait.sum(axis=1), kind="stable")[:LONGEST]
     lasts = np.bincount(last, minlength=len(keys))
@@ -90,7 +162,7 @@ def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[
                              for j in range(len(keys))],
             "items": [item(i) for i in range(min(n, ITEMS))], "items_total": n,
             "longest_waits": [item(int(i)) for i in order if wait[int(i)].sum() > 0],
-            "waited_on": waited_on, "critical": critical,
+            "waited_on": waited_on, "critical": critical, "samples": samples, "by_kind": by_kind,
             "clock": CLOCK_SOURCE if len({h for h in host}) > 1 else "one host's clock"}
 
 
@@ -100,19 +172,53 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     of the collectives' time (``CRITICAL_SHARE``), that rank's own verdict, prefixed with who waits for it;
     else ``verdict`` unchanged. ``names``: each nsys report's name, in the order of ``verdicts``."""
     crit = (waits or {}).get("critical")
+    mpi = ((waits or {}).get("mpi") or {}).get("critical")
     if verdict is not None and verdict.kind in ONE_OFF_KINDS:
         return verdict  # the run's bound is outside its loop: the collectives' waiting is not the story
-    if verdict is None or not crit or not crit.get("leads_verdict") or len(verdicts) < 2:
+    if verdict is None or len(verdicts) < 2:
+        return verdict
+    where = " on " + crit["host"] if crit and crit.get("host") else ""
+    if crit and crit.get("leads_verdict"):
+        lead = (f"Critical path: {crit['rank']}{where} arrives last at {crit['instances_last']} of "
+                f"{crit['instances']} collective(s); the other ranks wait {fmt_ms(crit['others_wait_ns'])} for it "
+                f"({crit['share_of_collective_time_pct']:.0f}% of the collectives' time, waiting, not transfer). "
+                "Its own bound: ")
+    elif mpi and mpi["share_of_mpi_time_pct"] >= 100 * CRITICAL_SHARE:
+        crit = mpi
+        lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi.get('host') else ''}: the other rank "
+                f"waits {fmt_ms(mpi['others_wait_ns'])} inside blocking MPI calls for it to send or receive "
+                f"({mpi['share_of_mpi_time_pct']:.0f}% of the MPI calls' time, waiting for its work, not "
+                "communication). Its own bound: ")
+    else:
         return verdict
     rank = str(crit["rank"]).split(" pid ")[0]
     if rank not in names:
         return verdict
     own = verdicts[names.index(rank)]
-    lead = (f"Critical path: {crit['rank']}{' on ' + crit['host'] if crit.get('host') else ''} arrives last at "
-            f"{crit['instances_last']} of {crit['instances']} collective(s); the other ranks wait "
-            f"{fmt_ms(crit['others_wait_ns'])} for it ({crit['share_of_collective_time_pct']:.0f}% of the "
-            f"collectives' time, waiting, not transfer). Its own bound: ")
     return replace(own, text=lead + own.text)
+
+
+def mpi_apart(reports: list[tuple[str, int | None, list[dict[str, Any]]]], mpi: dict[str, Any] | None) -> None:
+    """HOST003 (GPU idle while the host communicates) on each rank of a run whose blocking MPI calls were
+    split (``analysis.run.mpi``), changed in place: the finding says how much of the rank's MPI time in its
+    window was waiting for its peer to reach the matching call (``mpi_waiting_ns``, ``mpi_waited_for``): the
+    peer's work, not communication. Which idle instants were the waiting is not known here, so the impact
+    stays and the bound is stated (``mpi_waiting_up_to_ns``); the run's verdict follows the peer when that
+    waiting is material (``critical_verdict``)."""
+    for label, rank, findings in reports:
+        mine = [p for p in (mpi or {}).get("per_rank") or [] if rank is not None and p["rank"] == f"rank {rank}"]
+        if len(mine) != 1 or not mine[0]["wait_ns"]:
+            continue
+        p = mine[0]
+        whom = ", ".join(f"{k} {fmt_ms(v)}" for k, v in p["waited_for"].items())
+        for f in findings:
+            if f.get("rule_id") != "HOST003" or f.get("report") != label:
+                continue
+            up_to = min(int(p["wait_ns"]), int(f["impact_ns"]))
+            f["mpi_waiting_ns"], f["mpi_waiting_up_to_ns"], f["mpi_waited_for"] = int(p["wait_ns"]), up_to, p["waited_for"]
+            f["message"] += (f" Of the rank's {fmt_ms(p['time_ns'])} in blocking MPI sends and receives, "
+                             f"{fmt_ms(p['wait_ns'])} was waiting for its peer ({whom}) to reach the matching "
+                             f"call, not communication: up to {fmt_ms(up_to)} of this idle is that rank's work.")
 
 
 def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str, Any]]]],

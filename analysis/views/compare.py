@@ -330,26 +330,62 @@ def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_
     }
 
 
+def _split_samples(c: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The samples a run's collectives split keeps (``analysis.run.waiting``): per step when it has steps,
+    else per instance; each summed over ranks. None in a split stored before they were kept."""
+    raw = c.get("samples")
+    got: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    step = got.get("per_step") if isinstance(got.get("per_step"), dict) else None
+    if step and step.get("wait_ns"):
+        return "per_step", step
+    inst = got.get("per_instance") if isinstance(got.get("per_instance"), dict) else None
+    return ("per_instance", inst) if inst and inst.get("wait_ns") else None
+
+
+BASES = {"per_step": "per step (summed over the step's collectives and ranks), Mann-Whitney over steps",
+         "per_instance": "per collective instance (summed over ranks), Mann-Whitney over instances"}
+
+
 def diff_collectives(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None,
                      noise_pct: float) -> dict[str, Any] | None:
-    """Communication kernels: whether their waiting (for the last rank) or their transfer (after it) changed,
-    as means per matched instance and rank (``collectives`` of each run's analysis; not tested: the split
-    keeps totals, and the floor decides). None unless both runs have the split."""
+    """Communication kernels: whether their waiting (for the last rank) or their transfer (after it) changed.
+    Tested as the compute kernels are per step (``analysis.views.significance``: Mann-Whitney and the
+    ``noise_pct`` floor on the Hodges-Lehmann ratio): over the runs' steps when both have them, else over their
+    collective instances; the means per instance and rank shown beside. Splits stored without samples
+    fall back to those means against the floor (``tested`` false). None unless both runs have the split."""
     if not base or not head or not base.get("per_rank") or not head.get("per_rank"):
         return None
+    import numpy as np
+
+    from analysis.views.significance import compare_samples
 
     def per(c: Mapping[str, Any], key: str) -> float | None:
         n = int(c.get("instances") or 0) * len(c["per_rank"])
         return round(int(c.get(key) or 0) / n, 1) if n else None
 
+    sb, sh = _split_samples(base), _split_samples(head)
+    unit = "per_step" if sb and sh and sb[0] == sh[0] == "per_step" else "per_instance"
+    if sb and sh and unit == "per_instance":  # one side without steps: both per instance, when both have them
+        ib = (base.get("samples") or {}).get("per_instance") or {}
+        ih = (head.get("samples") or {}).get("per_instance") or {}
+        sb, sh = (("per_instance", ib), ("per_instance", ih)) if ib.get("wait_ns") and ih.get("wait_ns") else (None, None)
+    tested = bool(sb and sh)
     out: dict[str, Any] = {"instances": delta(base.get("instances"), head.get("instances")),
-                           "basis": "mean per instance and rank", "tested": False}
+                           "basis": BASES[unit] if tested else "mean per instance and rank, against the floor",
+                           "tested": tested}
     said = []
     for key, name in (("wait_ns", "waiting"), ("transfer_ns", "transfer")):
         d = delta(per(base, key), per(head, key))
-        moved = d["delta_pct"] is not None and abs(d["delta_pct"]) >= noise_pct
+        if tested and sb and sh:
+            st = compare_samples(np.asarray(sb[1][key], dtype=np.int64), np.asarray(sh[1][key], dtype=np.int64),
+                                 noise_pct)
+            out[key.replace("_ns", f"_{unit}_ns" if unit == "per_step" else "_per_instance_sample_ns")] = st
+            moved, up = bool(st["changed"]), (st["delta_pct"] or 0) > 0
+        else:
+            moved = d["delta_pct"] is not None and abs(d["delta_pct"]) >= noise_pct
+            up = bool(moved and d["delta"] > 0)
         d["changed"] = bool(moved)
         out[key.replace("_ns", "_per_instance_ns")] = d
-        said.append(f"{name} {'grew' if moved and d['delta'] > 0 else 'shrank' if moved else 'unchanged'}")
+        said.append(f"{name} {'grew' if moved and up else 'shrank' if moved else 'unchanged'}")
     out["said"] = ", ".join(said)
     return out

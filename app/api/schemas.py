@@ -197,7 +197,10 @@ SCHEMAS["RunDetail"] = {"allOf": [ref("Run"), obj(reports={"type": "array", "ite
                                                   rules={"type": "array", "items": ANY_OBJ},
                                                   rule_errors={"type": "array", "items": obj(id=STR, reason=STR)},
                                                   analysis_attempts=INT, analysis_lease_owner=nullable(STR),
-                                                  analysis_lease_expires_at=nullable(TIME))]}
+                                                  analysis_lease_expires_at=nullable(TIME),
+                                                  # what the poll says once the run is analyzed (analysis.run.mixed):
+                                                  # missing ranks, other jobs or clocks, ranks sharing a CPU; empty before
+                                                  run_warnings={"type": "array", "items": ANY_OBJ})]}
 SCHEMAS["RunList"] = page_of("Run")
 SCHEMAS["FindingList"] = page_of("Finding")
 SCHEMAS["JobList"] = page_of("Job")

@@ -196,6 +196,8 @@ class RunDetail(RunInfo):
             "analysis_attempts": self.analysis_attempts,
             "analysis_lease_owner": self.analysis_lease_owner,
             "analysis_lease_expires_at": iso(self.analysis_lease_expires_at),
+            # The upload's 202 cannot say them (ranks are known only after ingest): the poll does, once analyzed.
+            "run_warnings": list(self.run_warnings),
         }
 
 

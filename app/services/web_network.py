@@ -43,4 +43,12 @@ def collectives_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str
         return None
     return {"instances": c["instances"], "wait_ns": c["wait_ns"], "transfer_ns": c["transfer_ns"],
             "per_host": c.get("per_host") or [], "per_rank": c["per_rank"], "launch": c.get("longest_launch_delay"),
-            "critical": c.get("critical"), "participants": c.get("participants") or [], "clock": c.get("clock")}
+            "critical": c.get("critical"), "participants": c.get("participants") or [], "clock": c.get("clock"),
+            "by_kind": c.get("by_kind") or {}}
+
+
+def mpi_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, Any] | None:
+    """Blocking MPI sends and receives between two ranks, each rank's waiting for its peer apart from the
+    transfer (``collectives.mpi``, ``analysis.run.mpi``); None when the run has none."""
+    m = ((summaries.get(None) or {}).get("collectives") or {}).get("mpi")
+    return m if isinstance(m, dict) else None

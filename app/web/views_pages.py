@@ -19,7 +19,7 @@ from app.services import runs as runs_service
 from app.services.run_access import require_change
 from app.services.runs import may_delete
 from app.services.web_nccl import nccl_path_section
-from app.services.web_network import collectives_section, network_section
+from app.services.web_network import collectives_section, mpi_section, network_section
 from app.services.window_fit import check_window_fits
 from app.settings import current_settings
 from app.web import bp
@@ -69,6 +69,7 @@ def run(run_id: int):
                            iterations=web_run.iteration_sections(view.reports, view.summaries),
                            system=web_run.system_sections(view.reports, view.summaries),
                            network=network_section(view.summaries), collectives=collectives_section(view.summaries),
+                           mpi=mpi_section(view.summaries),
                            refused_window=request.args.get("window", "")[:200] or None,
                            nccl=nccl_path_section(view.summaries))
 

@@ -13,7 +13,7 @@ import pytest
 from analysis.results import Verdict
 from analysis.run.runner import analyze_run
 from analysis.run.waiting import critical_verdict
-from tests.analysis.planting import copy_export, ingest_copy, open_gap
+from tests.analysis.planting import copy_export, ingest_copy, open_gap, sqlite_rw
 from tests.conftest import corpus_file
 
 R0 = "nccl-ring-2node-r0-ault43.sqlite"
@@ -153,3 +153,77 @@ def test_a_descheduled_launch_is_host_time_not_gpu_queue(tmp_path: Path) -> None
     from goodput_cli.render import text
 
     assert "of it with the thread switched out" in text(out)
+
+
+TORCHRUN = "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"
+SENDRECV = "ncclDevKernel_SendRecv"
+
+
+def _pair_rows(path: Path) -> dict[int, list[tuple[int, int]]]:
+    """Per process (OS pid), its SendRecv kernels' (start, end) in order."""
+    con = sqlite3.connect(path)
+    rows = con.execute("""SELECT k.globalPid / 16777216 % 16777216, k.start, k."end" FROM CUPTI_ACTIVITY_KIND_KERNEL k
+                          JOIN StringIds s ON s.id = k.shortName WHERE s.value = ? ORDER BY k.start""",
+                       [SENDRECV]).fetchall()
+    con.close()
+    by: dict[int, list[tuple[int, int]]] = {}
+    for pid, a, b in rows:
+        by.setdefault(int(pid), []).append((int(a), int(b)))
+    return by
+
+
+def test_a_send_recv_pair_waits_for_its_peer_at_most_its_own_kernel(tmp_path: Path) -> None:
+    """The torchrun pair (two processes in one export): each SendRecv instance waits for the peer, named, and
+    never longer than its own kernel. Planted: pid 145's first SendRecv starts after pid 144's has ended (pid
+    144's kernel finished into its peer's buffer), so pid 144's wait is its whole kernel and its transfer 0."""
+    dst = copy_export(corpus_file(TORCHRUN), tmp_path / "late-peer.sqlite")
+    by = _pair_rows(dst)
+    assert sorted(by) == [144, 145]
+    e4, s5 = by[144][0][1], by[145][0][0]
+    shift = e4 - s5 + 1_000 if e4 > s5 else 0
+    con = sqlite_rw(dst)
+    with con:
+        con.execute("""UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + ?, "end" = "end" + ? WHERE start = ?
+                       AND globalPid / 16777216 % 16777216 = 145""", [shift, shift, s5])
+    con.close()
+    by = _pair_rows(dst)
+    assert by[145][0][0] > by[144][0][1]  # the peer arrives after this rank's kernel ended
+    out = analyze_run([ingest_copy(dst, tmp_path / "t.duckdb")], labels=["t"], window="all").to_json()
+    c = out["collectives"]
+    n = min(len(v) for v in by.values())
+    want = {pid: [0, 0] for pid in by}
+    for i in range(n):
+        last = max(v[i][0] for v in by.values())
+        for pid, v in by.items():
+            s, e = v[i]
+            w = min(last - s, e - s)
+            want[pid][0] += w
+            want[pid][1] += max(e - last, 0)
+            assert w + max(e - last, 0) == e - s  # waiting + transfer = the kernel
+    got = {p["pid"]: p for p in c["per_rank"]}
+    assert {pid: [got[pid]["wait_ns"], got[pid]["transfer_ns"]] for pid in by} == want
+    first = c["items"][0]
+    assert first["kind"] == "point-to-point"
+    r144 = next(r for r in first["ranks"] if r["rank"].endswith("pid 144"))
+    assert r144["wait_ns"] == by[144][0][1] - by[144][0][0] and r144["transfer_ns"] == 0
+    assert r144["waited_for"].endswith("pid 145")
+    assert c["by_kind"] == {"point-to-point": {"instances": n, "wait_ns": sum(w for w, _ in want.values()),
+                                               "transfer_ns": sum(x for _, x in want.values())}}
+
+
+def test_send_recv_kernels_among_more_than_two_processes_are_not_split(tmp_path: Path) -> None:
+    """Two copies of the torchrun export as one run: four processes run SendRecv kernels and no export names a
+    kernel's peer, so they are not matched as if each waited for the last of four; the run says why."""
+    from tests.analysis.planting import ingested
+
+    a = ingested(corpus_file(TORCHRUN))
+    out = analyze_run([a, ingest_copy(corpus_file(TORCHRUN), tmp_path / "b.duckdb")], labels=["a", "b"],
+                      window="all").to_json()
+    c = out["collectives"]
+    n = min(len(v) for v in _pair_rows(corpus_file(TORCHRUN)).values())
+    assert "per_rank" not in c and c["point_to_point_unmatched"]["kernels"] == [SENDRECV]
+    assert c["point_to_point_unmatched"]["instances"] == n
+    assert c["point_to_point_unmatched"]["reason"].startswith("4 processes run NCCL kernels")
+    from goodput_cli.render import text
+
+    assert f"== send/recv kernels not split ({SENDRECV}, {n} instance(s)): 4 processes" in text(out)

@@ -121,7 +121,27 @@ def test_two_ncu_reports_compare_no_kernel_time() -> None:
     assert out["kernel_time_ns"] == {"base": None, "head": None, "delta": None, "delta_pct": None}
 
 
-EARLY = 100_000  # ns: pid 144's SendRecv kernels start this much earlier in the planted head (it waits longer)
+LATER = 500_000  # ns: in the planted head, each SendRecv instance's last rank arrives this much later (start
+# and end), and the other rank's kernel ends as much later: it waits LATER longer, every transfer is the same
+
+
+def _later(dst: Path) -> Path:
+    copy_export(BASE, dst)
+    con = sqlite_rw(dst)
+    with con:
+        rows = con.execute("""SELECT k.rowid, k.globalPid, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                              ON s.id = k.shortName WHERE s.value = ? ORDER BY k.start""", [NAME]).fetchall()
+        by: dict[int, list[tuple[int, int]]] = {}
+        for rowid, pid, start in rows:
+            by.setdefault(pid, []).append((rowid, start))
+        assert len(by) == 2 and len({len(v) for v in by.values()}) == 1
+        for pair in zip(*by.values(), strict=True):
+            (late, _), (early, _) = sorted(pair, key=lambda r: -r[1])
+            con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + ?, "end" = "end" + ? WHERE rowid = ?',
+                        [LATER, LATER, late])
+            con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + ? WHERE rowid = ?', [LATER, early])
+    con.close()
+    return dst
 
 
 def _split_raw(export: Path) -> tuple[float, float, int]:
@@ -146,12 +166,7 @@ def _split_raw(export: Path) -> tuple[float, float, int]:
 
 
 def test_communication_kernels_say_whether_waiting_or_transfer_changed(tmp_path: Path) -> None:
-    head = copy_export(BASE, tmp_path / "early.sqlite")
-    con = sqlite_rw(head)
-    with con:
-        con.execute("""UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start - ? WHERE globalPid / 16777216 % 16777216 = 144
-                       AND shortName IN (SELECT id FROM StringIds WHERE value = ?)""", [EARLY, NAME])
-    con.close()
+    head = _later(tmp_path / "later.sqlite")
     proc = goodput("diff", str(BASE), str(head), "--window", "all", "--format", "json", "--quiet")
     assert proc.returncode == 0, proc.stderr
     c = json.loads(proc.stdout)["collectives"]
@@ -162,3 +177,67 @@ def test_communication_kernels_say_whether_waiting_or_transfer_changed(tmp_path:
     assert c["transfer_per_instance_ns"]["base"] == pytest.approx(xb, abs=0.1)
     assert c["transfer_per_instance_ns"]["head"] == pytest.approx(xh, abs=0.1)
     assert c["wait_per_instance_ns"]["changed"] is True and c["said"].startswith("waiting grew")
+    # Tested as the compute kernels are, per step (Mann-Whitney over the steps): the samples are each step's
+    # waiting and transfer summed over its instances and ranks, from the raw rows and the steps found
+    assert c["tested"] is True and c["basis"].startswith("per step")
+    for side, export in (("base", BASE), ("head", head)):
+        raw_w, raw_x = _split_per_step_raw(export, ingested(export))
+        assert c["wait_per_step_ns"][side]["median"] == pytest.approx(float(np.median(raw_w)))
+        assert c["transfer_per_step_ns"][side]["median"] == pytest.approx(float(np.median(raw_x)))
+        assert c["wait_per_step_ns"][side]["n"] == len(raw_w)
+    w = c["wait_per_step_ns"]
+    assert w["test"] == "mann_whitney" and w["p_value"] < 0.01 and w["changed"] is True and w["delta_pct"] > 0
+    x = c["transfer_per_step_ns"]  # the same transfers: not changed, whatever the means do
+    assert x["changed"] is False and c["said"] == "waiting grew, transfer unchanged"
+    text = goodput("diff", str(BASE), str(head), "--window", "all", "--quiet")
+    assert "waiting per step: median " in text.stdout and f"p={w['p_value']:.3g}; changed)" in text.stdout
+
+
+def _split_per_step_raw(export: Path, normalized: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (the analysis' iterations), the waiting and transfer summed over the SendRecv instances that the
+    first rank to arrive starts inside it, and over both ranks; from the export's kernel rows."""
+    t = Trace(normalized, "x")
+    try:
+        bounds = t.sql("SELECT start_ns, end_ns FROM iterations ORDER BY idx")
+    finally:
+        t.close()
+    con = sqlite3.connect(export)
+    rows = con.execute("""SELECT k.globalPid, k.start, k."end" FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                          ON s.id = k.shortName WHERE s.value = ? ORDER BY k.start""", [NAME]).fetchall()
+    con.close()
+    by: dict[int, list[tuple[int, int]]] = {}
+    for pid, a, b in rows:
+        by.setdefault(pid, []).append((a, b))
+    w, x = np.zeros(len(bounds), dtype=np.int64), np.zeros(len(bounds), dtype=np.int64)
+    for i in range(min(len(v) for v in by.values())):
+        first, last = min(v[i][0] for v in by.values()), max(v[i][0] for v in by.values())
+        for j, (lo, hi) in enumerate(bounds):
+            if lo <= first < hi:
+                w[j] += sum(last - v[i][0] for v in by.values())
+                x[j] += sum(max(v[i][1] - last, 0) for v in by.values())
+    return w, x
+
+
+def test_communication_kernels_fall_back_to_instances_then_to_means() -> None:
+    """Without steps on one side the per-instance sums are tested (Mann-Whitney over instances); a split stored
+    before the samples were kept is compared by its means against the floor, and says it was not tested."""
+    from analysis.views.compare import diff_collectives
+
+    def split(waits: list[int], transfers: list[int], steps: list[int] | None) -> dict:
+        n = len(waits)
+        return {"instances": n, "per_rank": [{}, {}], "wait_ns": sum(waits), "transfer_ns": sum(transfers),
+                "samples": {"per_instance": {"wait_ns": waits, "transfer_ns": transfers},
+                            "per_step": None if steps is None else {"wait_ns": steps, "transfer_ns": steps}}}
+
+    base = split([100 + i for i in range(20)], [500] * 20, [1, 2, 3])
+    head = split([300 + i for i in range(20)], [500] * 20, None)
+    c = diff_collectives(base, head, 5.0)
+    assert c is not None and c["tested"] is True and c["basis"].startswith("per collective instance")
+    w, x = c["wait_per_instance_sample_ns"], c["transfer_per_instance_sample_ns"]
+    assert w["base"]["median"] == pytest.approx(float(np.median(base["samples"]["per_instance"]["wait_ns"])))
+    assert w["test"] == "mann_whitney" and w["changed"] is True and x["changed"] is False
+    assert c["said"] == "waiting grew, transfer unchanged" and "wait_per_step_ns" not in c
+    old = {k: v for k, v in base.items() if k != "samples"}
+    c = diff_collectives(old, head, 5.0)
+    assert c is not None and c["tested"] is False and c["basis"].startswith("mean per instance and rank")
+    assert c["wait_per_instance_ns"]["base"] == pytest.approx(sum(base["samples"]["per_instance"]["wait_ns"]) / 40, abs=0.1)

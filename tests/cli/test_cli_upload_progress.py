@@ -50,6 +50,15 @@ def test_upload_progress_then_server_progress_and_diff_by_run_id(make_service):
     # Two unrelated exports as one run: said at the end (issue #41), the upload itself succeeds
     assert any(ln.startswith(f"goodput: WARNING (clock_apart) in run {run_a}: ") for ln in lines), lines
     assert any(ln.startswith(f"goodput: WARNING (jobs_differ) in run {run_a}: ") for ln in lines), lines
+    # ... and by the poll the 202's Location names (its ranks are known only after ingest, so the 202 cannot):
+    # the same warnings as the summary, read by `upload --wait` from its last poll
+    headers = {"Authorization": f"Bearer {svc.token}"}
+    polled = requests.get(f"{svc.base}/api/v1/runs/{run_a}", headers=headers, timeout=30).json()
+    summary = requests.get(f"{svc.base}/api/v1/runs/{run_a}/summary", headers=headers, timeout=30).json()
+    assert {w["code"] for w in polled["run_warnings"]} >= {"clock_apart", "jobs_differ"}
+    assert polled["run_warnings"] == summary["run_warnings"]
+    for w in polled["run_warnings"]:
+        assert f"goodput: WARNING ({w['code']}) in run {run_a}: {w['message']}" in lines
 
     quiet = goodput("upload", str(B), "--server", svc.base, "--job", "cli", "--wait", "--quiet", token=svc.token)
     assert quiet.returncode == 0 and quiet.stderr == ""

@@ -80,3 +80,27 @@ def test_the_run_page_says_what_does_not_belong(client, db, settings, ingested) 
     assert "saxpy-mpi-rank0-perlmutter" in unescape(box.split('data-code="clock_apart"')[1])
     clean = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="clean")
     assert 'id="run-warnings"' not in client.get(f"/runs/{clean}").get_data(as_text=True)
+
+
+def test_the_run_page_splits_mpi_waits_and_names_ranks_sharing_cpus(client, db, settings, ingested, tmp_path) -> None:
+    """The planted two-rank MPI run (``tests.analysis.test_mpi_waits``): the MPI card shows each rank's waiting
+    for its peer as the analysis computes it; and the four-rank run whose nodes each hold two ranks on the same
+    CPUs (``tests.analysis.test_shared_cpu``) says so in the warnings box."""
+    from analysis.api import analyze
+    from tests.analysis.many_ranks import build_rank
+    from tests.analysis.test_mpi_waits import R0, _rank1
+
+    r0, r1 = corpus_file(R0), _rank1(tmp_path / "saxpy-rank1.sqlite")
+    run_id = seed.store_run(db, settings, ingested, [r0, r1], job="mpi")
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    table = html.split('id="mpi-by-rank"')[1].split("</table>")[0]
+    shown = {rank: int(ns) for rank, ns in re.findall(
+        r'<tr><td>(rank \d)</td>.*?data-ns="\d+">.*?</td><td class="num" data-ns="(\d+)"', table, re.S)}
+    result = analyze([ingested.get(p)[0] for p in (r0, r1)], labels=["a", "b"]).to_json()
+    assert shown == {p["rank"]: p["wait_ns"] for p in result["collectives"]["mpi"]["per_rank"]}
+    assert "rank 0" in html.split('id="mpi-critical">')[1].split("</strong>")[0]
+    ranks = [build_rank(tmp_path / f"rank{k}.sqlite", k, 4, collectives=2) for k in range(4)]
+    shared = seed.store_run(db, settings, ingested, ranks, job="shared")
+    box = client.get(f"/runs/{shared}").get_data(as_text=True).split('id="run-warnings"')[1].split("</div>")[0]
+    assert re.findall(r'data-code="([a-z_]+)"', box).count("shared_cpu") == 2
+    assert "2 ranks of host ault43.cscs.ch run on the same logical CPUs" in unescape(box)

@@ -147,7 +147,7 @@ def collective_split(cols: dict[str, np.ndarray], ranks: list[int | None],
     if len(t) == 0 or len(keys) < 2:
         return None
     last = t.max(axis=1, keepdims=True)
-    wait = (last - t).sum(axis=0)
+    wait = np.minimum(last - t, np.maximum(e - t, 0)).sum(axis=0)  # at most its own kernel's time
     transfer = np.maximum(e - last, 0).sum(axis=0)
     per_rank = [{"rank": ranks[p], "host": hosts[p], "pid": pid, "wait_ns": int(w), "transfer_ns": int(x),
                  "wait_pct": round(pct(int(w), int(w + x)) or 0.0, 3)}

@@ -1,0 +1,105 @@
+"""Ranks of one node that run on the same CPU: each rank's time on CPU per logical CPU, from the scheduler's
+events, and the run warning when two ranks of a host spend most of their CPU time on the same logical CPU.
+
+A thread's stretch on CPU runs from a switch-in to its next switch-out, on the CPU it was switched out of
+(the ``off_cpu`` table's rows are the stretches between: each row's ``cpu`` is where the thread ran before
+it, and the previous row's end is when it came back).
+
+A rank (a process) is confined to the few logical CPUs that hold ``MOST`` of its threads' time on CPU when
+they are at most ``CORE`` of them (the hardware threads of one core, as far as a scheduler number can tell:
+the exports do not record the topology); a rank spread wider is not confined and never flagged. Two ranks of
+one host confined to overlapping CPUs cannot both run there at once: each waits while the other runs.
+Logical CPUs are the scheduler's numbers on that host: CPU 0 of two hosts are different CPUs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from analysis import fmt
+from analysis.model.trace import Trace
+
+MOST = 0.9  # the share of a rank's time on CPU that its confining CPUs hold
+CORE = 2    # at most this many logical CPUs: the two hardware threads of one core (SMT-2)
+
+
+def cpu_time(t: Trace, bounds: tuple[int, int] | None) -> list[dict[str, int]]:
+    """Per process that calls CUDA (all processes when the report has no CUDA calls) and logical CPU, the time
+    its threads ran there inside ``bounds`` (the report's window, its own times; None: all):
+    ``[{pid, cpu, on_ns}]``, from the stretches between the thread's off-CPU rows."""
+    if "off_cpu" not in t.tables or not t.has_rows("off_cpu"):
+        return []
+    lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
+    # A rank is a process that drives a GPU: helpers in the same report (data-loader workers, the launcher)
+    # are not ranks, and sharing a CPU with them is not two ranks taking turns.
+    ranks = "WHERE pid IN (SELECT DISTINCT pid FROM cuda_api)" if t.has_rows("cuda_api") else ""
+    rows = t.sql(f"""
+        WITH o AS (SELECT pid, tid, cpu, start_ns,
+                          lag(end_ns) OVER (PARTITION BY pid, tid ORDER BY start_ns, end_ns) AS on_start
+                   FROM off_cpu {ranks})
+        SELECT pid, cpu, SUM(LEAST(start_ns, $hi) - GREATEST(on_start, $lo))::BIGINT AS on_ns
+        FROM o WHERE on_start IS NOT NULL AND cpu IS NOT NULL AND start_ns > on_start
+                 AND start_ns > $lo AND on_start < $hi
+        GROUP BY pid, cpu HAVING SUM(LEAST(start_ns, $hi) - GREATEST(on_start, $lo)) > 0
+        ORDER BY pid, cpu""", {"lo": int(lo), "hi": int(hi)})  # noqa: S608 - constant text
+    return [{"pid": int(p), "cpu": int(c), "on_ns": int(n)} for p, c, n in rows]
+
+
+def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[dict[str, int]]]],
+                        ) -> list[dict[str, Any]]:
+    """``reports``: each nsys report's file, rank, host and ``cpu_time``. One ``shared_cpu`` warning per group of
+    two or more ranks (processes) of one host confined to overlapping logical CPUs (see the module), with each
+    rank's time on those CPUs and on any."""
+    by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for file, rank, host, cpus in reports:
+        if host is None:
+            continue
+        per_pid: dict[int, dict[int, int]] = defaultdict(dict)
+        for row in cpus:
+            per_pid[row["pid"]][row["cpu"]] = row["on_ns"]
+        for pid, on in per_pid.items():
+            total = sum(on.values())
+            top = sorted(on, key=lambda c: (-on[c], c))
+            held, mine = 0, []
+            for c in top:
+                mine.append(c)
+                held += on[c]
+                if held >= MOST * total:
+                    break
+            name = (f"rank {rank}" if rank is not None else file) + (f" pid {pid}" if len(per_pid) > 1 else "")
+            if total > 0 and len(mine) <= CORE:
+                by_host[host].append({"name": name, "file": file, "rank": rank, "cpus": sorted(mine), "on_ns": held,
+                                      "total_ns": total})
+    out = []
+    for host, members in sorted(by_host.items()):
+        group = list(range(len(members)))  # ranks joined when their CPUs overlap (union-find)
+        for i in range(len(members)):
+            for j in range(i + 1, len(members)):
+                if set(members[i]["cpus"]) & set(members[j]["cpus"]):
+                    group[_root(group, j)] = _root(group, i)
+        joined: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for i, m in enumerate(members):
+            joined[_root(group, i)].append(m)
+        for ms in joined.values():
+            if len(ms) < 2:
+                continue
+            cpus = sorted({c for m in ms for c in m["cpus"]})
+            where = f"logical CPU{'s' if len(cpus) > 1 else ''} {', '.join(map(str, cpus))}"
+            each = "; ".join(f"{m['name']} {fmt.duration(m['on_ns'])} of its {fmt.duration(m['total_ns'])} on CPU "
+                             f"there ({100.0 * m['on_ns'] / m['total_ns']:.0f}%)" for m in ms)
+            out.append({"code": "shared_cpu", "host": host, "cpus": cpus,
+                        "message": f"{len(ms)} ranks of host {host} run on the same {where} ({each}): they take "
+                                   "turns there, each waiting while the other runs. Give each rank its own cores "
+                                   "(the launcher's binding: srun --cpu-bind, mpirun --map-by/--bind-to, numactl).",
+                        "reports": sorted({m["file"] for m in ms}),
+                        "ranks": sorted({m["rank"] for m in ms if m["rank"] is not None}),
+                        "per_rank": [{"name": m["name"], "cpus": m["cpus"], "on_these_cpus_ns": m["on_ns"],
+                                      "on_any_cpu_ns": m["total_ns"]} for m in ms]})
+    return out
+
+
+def _root(group: list[int], i: int) -> int:
+    while group[i] != i:
+        i = group[i]
+    return i
