@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 # The comparison's plain-data helpers (stdlib only until a DuckDB file is read).
 from analysis import fmt
 from analysis.contract import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
-from analysis.contract import json_schema as result_schema
-from analysis.contract import schema_text as result_schema_text
+from analysis.contract import json_schema, schema_text
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.readers import AnalysisStep, Probe, ToolKind
@@ -209,6 +208,21 @@ def window_check(spec: str | None, reports: list[tuple[Path, str]]) -> None:
             check_fits(parsed, trace)
         finally:
             trace.close()
+
+
+def result_schema() -> dict[str, Any]:
+    """The JSON Schema of an analysis result (``analysis.contract``), each rule's findings typed by its
+    ``extra_type``."""
+    from analysis.diagnosis.rules.registry import default_registry
+
+    return json_schema(default_registry().finding_extras())
+
+
+def result_schema_text() -> str:
+    """``result_schema()`` as committed in ``analysis/result.schema.json``."""
+    from analysis.diagnosis.rules.registry import default_registry
+
+    return schema_text(default_registry().finding_extras())
 
 
 def threshold_keys() -> list[str]:

@@ -81,13 +81,13 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _finding_extras(defs: dict[str, Any]) -> None:
+def _finding_extras(defs: dict[str, Any], extras: Mapping[str, type]) -> None:
     """A finding's ``extra`` beside its fixed keys: the engine's keys typed on every finding, and the shape of
-    each rule of ``results.FINDING_EXTRA`` where the finding is that rule's (other keys stay open)."""
+    each rule of ``extras`` where the finding is that rule's (other keys stay open)."""
     finding = defs["FindingResult"]
     finding["properties"].update(_object_schema(results.EngineExtra, defs)["properties"])
     cases = []
-    for rule_id, cls in sorted(results.FINDING_EXTRA.items()):
+    for rule_id, cls in sorted(extras.items()):
         if cls.__name__ not in defs:
             defs[cls.__name__] = {**_object_schema(cls, defs), "additionalProperties": True}
         cases.append({"if": {"properties": {"rule_id": {"const": rule_id}}, "required": ["rule_id"]},
@@ -95,16 +95,18 @@ def _finding_extras(defs: dict[str, Any]) -> None:
     finding["allOf"] = cases
 
 
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of ``AnalysisResult.to_json()``."""
+def json_schema(extras: Mapping[str, type]) -> dict[str, Any]:
+    """The JSON Schema of ``AnalysisResult.to_json()``; ``extras``: rule id -> the typed shape of its findings'
+    ``extra`` (each rule's ``extra_type``, as the rule registry lists them: ``analysis.api.result_schema`` passes
+    them, since this module imports no pipeline layer)."""
     defs: dict[str, Any] = {}
     root = _object_schema(_ROOT, defs)
-    _finding_extras(defs)
+    _finding_extras(defs, extras)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": f"https://goodput.dev/schemas/analysis-result-v{SCHEMA_VERSION}.json",
             "title": "Goodput analysis result", **root, "$defs": dict(sorted(defs.items()))}
 
 
-def schema_text() -> str:
+def schema_text(extras: Mapping[str, type]) -> str:
     """The schema as committed: sorted keys, two-space indent, a final newline."""
-    return json.dumps(json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json.dumps(json_schema(extras), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -5,9 +5,9 @@ service stores): the same keys in the same order as before these types existed, 
 byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
 analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
 launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``. The nsys
-rules of ``FINDING_EXTRA`` build their rule-specific numbers as its typed ``*Extra`` dataclasses (``extra_json`` makes
-them a finding's ``extra``); the ncu rules' numbers and the report-summary keys still changing shape stay JSON in
-``extra`` / ``details``.
+rules that declare an ``extra_type`` (a rule trait) build their rule-specific numbers as its typed ``*Extra``
+dataclass (``extra_json`` makes them a finding's ``extra``); the ncu rules' numbers and the report-summary keys still
+changing shape stay JSON in ``extra`` / ``details``.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class FindingResult:
 
     ``extra``: the rule-specific numbers (e.g. ``causes``, ``speedup_pct``, ``host_paced``), after the
     fixed keys in the JSON; typed in the schema for the engine's keys (``EngineExtra``) and for the rules
-    of ``FINDING_EXTRA``, open for the others."""
+    that declare an ``extra_type``, open for the others."""
 
     rule_id: str
     severity: str
@@ -133,6 +133,10 @@ class EngineExtra:
     ranks_with_finding: int = field(metadata=_json(optional=True))
     owns_idle: bool = field(metadata=_json(optional=True))
     host_functions: tuple[Mapping[str, Any], ...] = field(metadata=_json(optional=True))
+    # The roll-up of a rule whose cost is one aligned wall time across ranks (``analysis.run.rollup``): the sum over
+    # ranks beside it, and what ``impact_ns`` measures.
+    impact_summed_ns: int = field(metadata=_json(optional=True))
+    impact_basis: str = field(metadata=_json(optional=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +273,8 @@ class NcuExtra:
     kernel_grid: tuple[int, ...] | int | None
     kernel_block: tuple[int, ...] | int | None
     kernel_time_ns: int | None
+    # Each launch's saving bounded by its speed of light, ``[kernel_id, ns]``.
+    launch_savings: list[list[int | None]]
     time_base_ns: int | None
     raw_impact_ns: int = field(metadata=_json(optional=True))
     kernel_saving_ns: int = field(metadata=_json(optional=True))
@@ -279,20 +285,12 @@ class NcuExtra:
 
 
 def extra_json(extra: Any) -> JSON:
-    """A rule's typed extra (one of ``FINDING_EXTRA``'s types, made by the rule) as the finding's ``extra``: its fields
+    """A rule's typed extra (its ``Rule.extra_type``, made by the rule) as the finding's ``extra``: its fields
     in declared order (the order of the keys in the JSON), values as given."""
     if not dataclasses.is_dataclass(extra) or isinstance(extra, type):
         raise TypeError(f"a typed extra is a dataclass instance, not {type(extra).__name__}")
     return {f.name: getattr(extra, f.name) for f in dataclasses.fields(extra)}
 
-
-# The shape of ``FindingResult.extra`` for the rules whose numbers are stable, by rule id (``analysis.contract``
-# writes each into the schema). The other rules' ``extra`` is an open object: its keys still change shape.
-FINDING_EXTRA: dict[str, type] = {
-    "SYNC001": SyncExtra, "MEM001": PageableCopyExtra, "MEM002": BlockingCopyExtra, "MEM003": MemsetExtra,
-    "MEM004": MigrationExtra, "PHASE002": WarmupExtra, "KRN004": LaunchShapeExtra, "KRN005": DominantKernelExtra,
-    **{f"NCU{i:03d}": NcuExtra for i in range(1, 11)},
-}
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,7 @@ import duckdb
 import jsonschema_rs
 import pytest
 
-from analysis import contract
-from analysis.api import AnalysisResult, analyze
+from analysis.api import AnalysisResult, analyze, result_schema
 from analysis.result_parts import (
     DominantKernel,
     IdleAnatomy,
@@ -27,7 +26,7 @@ from analysis.result_parts import (
 from tests.analysis.planting import ingested
 from tests.conftest import NCU_FILES, corpus_file
 
-VALIDATOR = jsonschema_rs.Draft202012Validator(contract.json_schema())
+VALIDATOR = jsonschema_rs.Draft202012Validator(result_schema())
 
 
 def assert_round_trip(result: dict) -> None:
@@ -163,7 +162,7 @@ def test_mutated_typed_parts_fail_the_schema(storage_report, what, mutate):
 
 
 def test_the_schema_types_the_parts():
-    schema = contract.json_schema()
+    schema = result_schema()
     props = schema["$defs"]["ReportSummary"]["properties"]
     assert {"launches", "nvtx", "phases", "top_kernels", "dominant_kernel", "system_metrics"} <= set(props)
     assert "iterations" in props

@@ -6,15 +6,15 @@ from __future__ import annotations
 import jsonschema_rs
 import pytest
 
-from analysis import contract, fmt
-from analysis.api import analyze
+from analysis import fmt
+from analysis.api import analyze, result_schema
 from analysis.model.trace import Trace
 from tests.analysis.planting import ingested, raw_gaps
 from tests.analysis.test_result_parts import assert_round_trip
 from tests.conftest import NSYS_FILES, corpus_file
 
 IDS = [p.name.split("__")[-1] for p in NSYS_FILES]
-RESULT_SCHEMA = jsonschema_rs.Draft202012Validator(contract.json_schema())
+RESULT_SCHEMA = jsonschema_rs.Draft202012Validator(result_schema())
 
 # NVIDIA's pairing, written here independently of analysis.model.intervals, on the normalized tables: the gaps
 # as (pid, device, start_ns, end_ns) in ``gaps``.

@@ -174,6 +174,11 @@ class Rule:
     # evidence only). No default: every nsys rule states both, and a registry test fails on one that does not.
     verdict_kind: ClassVar[str | None]
     next_step: ClassVar[str]
+    # The typed shape of the rule's finding ``extra`` (a dataclass of ``analysis.results`` the rule builds, made JSON by
+    # ``extra_json``); the result schema types the rule's findings by it (``Registry.finding_extras``). None: the
+    # rule's extra is an open object still (its keys change shape). A registry test fails when a rule's findings carry
+    # a key its type lacks.
+    extra_type: ClassVar[type | None] = None
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""
@@ -254,6 +259,10 @@ class Registry:
 
     def ids(self) -> list[str]:
         return list(self._rules)
+
+    def finding_extras(self) -> dict[str, type]:
+        """Rule id -> the typed shape of its findings' ``extra`` (``Rule.extra_type``), for the rules that declare one."""
+        return {r.id: r.extra_type for r in self._rules.values() if r.extra_type is not None}
 
     def select(self, patterns: Iterable[str] | None) -> list[type[Rule]]:
         """Rules whose id or name matches one of the patterns (exact id, id prefix like 'GPU', or name)."""

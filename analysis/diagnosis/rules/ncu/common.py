@@ -21,6 +21,7 @@ from analysis.diagnosis.ncu.limiter import library, library_advice
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
 from analysis.model.ncu_metrics import Launch, load_launches
 from analysis.model.trace import Trace
+from analysis.results import NcuExtra
 
 
 @dataclass
@@ -46,6 +47,7 @@ class NcuRule(Rule):
 
     tool = "ncu"
     requires = ("ncu_kernels",)
+    extra_type = NcuExtra
     collect: ClassVar[str] = ""                     # ncu flags that collect the metrics, e.g. "--section Occupancy"
     ncu_rules: ClassVar[tuple[str, ...]] = ()       # ncu rule ids whose results stand in when metrics are missing
     label: ClassVar[str] = ""                       # short title of a finding taken from ncu's own rule result

@@ -53,6 +53,7 @@ class PageableMemcpy(Rule):
     """
 
     id = "MEM001"
+    extra_type = PageableCopyExtra
     name = "memory.pageable-memcpy"
     verdict_kind = "copies"
     next_step = "pin the host buffers (cudaHostAlloc / pin_memory) or keep the data resident on the GPU"
@@ -111,6 +112,7 @@ class BlockingMemcpy(Rule):
     """
 
     id = "MEM002"
+    extra_type = BlockingCopyExtra
     name = "memory.blocking-memcpy"
     verdict_kind = "copies"
     next_step = "make the copies asynchronous from pinned memory and overlap them with kernels"
@@ -230,6 +232,7 @@ class SyncMemset(Rule):
     """
 
     id = "MEM003"
+    extra_type = MemsetExtra
     name = "memory.sync-memset"
     verdict_kind = "sync_bound"
     next_step = "use cudaMemsetAsync on a stream instead of synchronous memsets"
@@ -295,6 +298,7 @@ class UnifiedMemoryMigration(Rule):
     """
 
     id = "MEM004"
+    extra_type = MigrationExtra
     name = "memory.unified-memory-migration"
     verdict_kind = "uvm"
     next_step = "prefetch managed memory to the GPU (cudaMemPrefetchAsync) or copy it explicitly"

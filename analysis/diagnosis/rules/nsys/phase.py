@@ -138,6 +138,7 @@ class WarmupCost(_PhaseRule):
     """
 
     id = "PHASE002"
+    extra_type = WarmupExtra
     name = "phase.warmup-cost"
     verdict_kind = None  # warm-up lies outside the steady window the verdict judges
     next_step = ""

@@ -65,6 +65,7 @@ class SmallGrid(Rule):
     """
 
     id = "KRN004"
+    extra_type = LaunchShapeExtra
     name = "kernel.small-grid"
     verdict_kind = "launch_shape"
     next_step = "launch at least as many blocks as SMs, blocks of 64+ threads"
@@ -183,6 +184,7 @@ class DominantKernel(Rule):
     """
 
     id = "KRN005"
+    extra_type = DominantKernelExtra
     name = "kernel.dominant"
     verdict_kind = None  # the GPU-bound verdict speaks for it (its ncu command)
     next_step = ""

@@ -47,6 +47,7 @@ class BlockingSync(Rule):
     """
 
     id = "SYNC001"
+    extra_type = SyncExtra
     name = "sync.blocking-host-sync"
     verdict_kind = "sync_bound"
     next_step = ("remove the blocking synchronizations from the loop (stream order, events, non-blocking checks) "
