@@ -70,3 +70,59 @@ def test_an_import_up_the_pipeline_breaks_the_layers_contract(tmp_path) -> None:
     assert "analysis follows its pipeline" in text and "BROKEN" in text
     assert "analysis.readers.nsys.normalize -> analysis.diagnosis.verdict" in text
     assert "analysis.loops.window -> analysis.run.rollup" in text
+
+
+def import_cycles(imports: dict[str, set[str]]) -> list[set[str]]:
+    """The import circles of a graph (module -> the modules it imports): its strongly connected components of
+    more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(imports.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in sorted(imports):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_import_cycles_finds_a_circle_through_a_package() -> None:
+    """A module importing its own package (which imports the module back) is a circle, as the rules' idle claims
+    once were: ``acyclic_siblings`` compares siblings only and does not see it."""
+    graph = {"p": {"p.a", "p.b"}, "p.a": {"p.c"}, "p.b": set(), "p.c": {"p"}}
+    assert import_cycles(graph) == [{"p", "p.a", "p.c"}]
+    graph["p.c"] = {"p.b"}
+    assert import_cycles(graph) == []
+
+
+def test_no_module_of_the_library_imports_in_a_circle() -> None:
+    """The library's whole import graph, imports inside functions included (grimp reads every import statement),
+    has no circle: not between siblings, nor through a parent package."""
+    import grimp
+
+    g = grimp.build_graph("analysis")
+    graph = {m: set(g.find_modules_directly_imported_by(m)) & g.modules for m in g.modules}
+    assert g.direct_import_exists(importer="analysis.diagnosis.ncu.sol", imported="analysis.diagnosis.ncu.memory")
+    assert import_cycles(graph) == []

@@ -19,12 +19,14 @@ saves. A loop as idle whose host is busy elsewhere (data loading, Python) is sta
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from analysis import fmt
+from analysis.diagnosis.rules.base import Rule
+from analysis.diagnosis.rules.nsys.causes import coverage, launchers
 from analysis.diagnosis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned
 from analysis.loops.phases import Loop
@@ -41,11 +43,13 @@ SLOWEST = 5
 LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch)"
 
 
-def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]], cols: dict[str, np.ndarray],
+def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]],
+            claimers: Sequence[type[Rule]], cols: dict[str, np.ndarray],
             unit: tuple[int | None, int | None] | None) -> dict[str, Any] | None:
     """Per-iteration records and the step anatomy of the iterations that lie inside the (windowed)
-    trace. ``cols``: every iteration's exact record (``analysis.loops.steps``), measured on ``unit``."""
-    units = [u for u in owned(trace, all_params) if len(u.unit)]
+    trace. ``cols``: every iteration's exact record (``analysis.loops.steps``), measured on ``unit``; ``claimers``:
+    the rules that own idle by category (``Registry.idle_claimers``), as the gap owners take them."""
+    units = [u for u in owned(trace, all_params, claimers) if len(u.unit)]
     u = next((x for x in units if (x.unit.pid, x.unit.device) == unit), None)
     if u is None or not len(loop):
         return None
@@ -157,8 +161,6 @@ def host_waits(trace: Trace, u, starts: np.ndarray) -> float:
     launching threads spend waiting: in OS runtime calls, or in blocking sync calls; and, when the report
     recorded no OS runtime calls for the process (nothing could show a wait), in nothing recorded at all
     (no CUDA call but syncs). The one place the pacing reads what the host did in an idle gap."""
-    from analysis.diagnosis.rules.nsys.causes import coverage, launchers
-
     pid = u.unit.pid
     tids = launchers(trace).get(int(pid)) if pid is not None else None
     gs, ge = u.gap_start, u.gap_end
@@ -189,8 +191,6 @@ def _host_calls_share(trace: Trace, pid: int, tids: list[int], starts: np.ndarra
     """Share of the loop's span its launching threads spend in CUDA calls other than syncs: a loop whose
     host launches for much of each iteration (a launch-bound loop of tiny kernels) is not waiting for
     input, whatever its unrecorded time."""
-    from analysis.diagnosis.rules.nsys.causes import coverage
-
     lo, hi = np.array([int(starts[0])]), np.array([int(starts[-1]) + 1])
     if hi[0] <= lo[0]:
         return 0.0

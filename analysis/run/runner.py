@@ -128,7 +128,8 @@ def _time_stats(d: np.ndarray) -> dict[str, float | int]:
             "min_ns": int(d.min()), "max_ns": int(d.max()), "mean_ns": float(d.mean())}
 
 
-def _anatomy(t: Trace, v: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:
+def _anatomy(t: Trace, v: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]],
+             claimers: Sequence[type[Rule]]) -> dict[str, Any] | None:
     """The window's step anatomy of ``loop`` (the one the window holds) from every iteration's exact record:
     those the ingest wrote into the file (the main loop's), else computed on the window's GPU operations, exact
     for the iterations that lie inside it, which are the only ones the anatomy uses."""
@@ -142,7 +143,7 @@ def _anatomy(t: Trace, v: Trace, loop: Loop, all_params: Mapping[str, Mapping[st
     else:
         unit = records_of.record_unit(t, loop)
         cols = records_of.compute(unit_ops(v), loop, unit)
-    return anatomy(v, loop, all_params, cols, unit)
+    return anatomy(v, loop, all_params, claimers, cols, unit)
 
 
 def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None,
@@ -183,7 +184,7 @@ def _report_rules(run: Run, ctx: AnalysisContext, only: tuple[str, ...] | None =
     """Every selected rule on a one-report run (rules of scope ``run`` only say whether they apply);
     ``only``: just these rule ids."""
     chosen = [r for r in ctx.selected if only is None or r.id in only]
-    base = RuleContext(run, all_params=ctx.all_params, window=ctx.spec)
+    base = RuleContext(run, all_params=ctx.all_params, window=ctx.spec, claimers=ctx.registry.idle_claimers())
     findings, results = evaluate(run, chosen, base, ctx.all_params, defer_run_scope=True)
     return findings, {r.rule_id: {"status": r.status, "reason": r.reason, "findings": r.findings} for r in results}
 
@@ -209,7 +210,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             if info_p is not None:
                 info["breakdown"] = bd.breakdown(v)
                 judged = _judged_loop(spec, info_p)
-                ana = _anatomy(t, v, judged[0], ctx.all_params)
+                ana = _anatomy(t, v, judged[0], ctx.all_params, ctx.registry.idle_claimers())
                 records = list(ana["records"]) if ana is not None else []
                 info["iterations"] = _loop_summary(t, info_p, ana, judged)
                 nvtx = nvtx_projection(v, limit=10)

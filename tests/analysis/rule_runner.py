@@ -17,6 +17,7 @@ from dataclasses import replace
 from analysis.diagnosis.findings import Finding
 from analysis.diagnosis.ncu_gains import share_gains
 from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, RuleResult, evaluate
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.loops.window import WindowSpec
 from analysis.model.trace import Run
 
@@ -33,6 +34,8 @@ def run_rules(
     chosen = selected if selected is not None else list(registry)
     for r in chosen:
         all_params.setdefault(r.id, registry.resolve_params(r, overrides))
-    findings, results = evaluate(run, chosen, RuleContext(run, all_params=all_params, window=window), all_params)
+    # The rules that own idle by category are the whole default registry's, as in the runner, whatever is chosen.
+    base = RuleContext(run, all_params=all_params, window=window, claimers=default_registry().idle_claimers())
+    findings, results = evaluate(run, chosen, base, all_params)
     # The findings on one ncu kernel share its time (causes before symptoms), as in the runner.
     return share_gains(findings), [replace(r, status="skipped") if r.status == "missing" else r for r in results]

@@ -11,6 +11,7 @@ from analysis.diagnosis.idle_anatomy import speakers
 from analysis.diagnosis.rules.nsys.causes import _painted_cover, coverage, owned_gap_causes
 from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned
 from analysis.diagnosis.rules.nsys.idle_claims import LONG_GAP_NS, claims
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.model.activity import unit_gaps
 from analysis.model.trace import Trace
 from tests.analysis.planting import ingested
@@ -18,6 +19,7 @@ from tests.analysis.test_rules_corpus import IDS
 from tests.conftest import NSYS_FILES
 
 GPU001 = OWNER_CODES["GPU001"]
+CLAIMERS = default_registry().idle_claimers()
 
 
 @pytest.mark.parametrize("src", NSYS_FILES, ids=IDS)
@@ -25,7 +27,7 @@ def test_painted_cover_equals_the_calls_union(src) -> None:
     trace = Trace(ingested(src), src.name)
     try:
         sp = speakers(trace)
-        cl = claims(trace)
+        cl = claims(trace, CLAIMERS)
         checked = 0
         for ug, cov in zip(unit_gaps(trace), cl.cover, strict=True):
             pid, dev = ug.unit.pid, ug.unit.device
@@ -39,12 +41,12 @@ def test_painted_cover_equals_the_calls_union(src) -> None:
             assert cov[:, 0].tolist() == coverage(trace, "cuda_api", pid, tids, gs, ge).tolist()
             assert cov[:, 1].tolist() == coverage(trace, "osrt", pid, tids, gs, ge).tolist()
             checked += len(gs)
-        units = owned(trace, None)
-        painted = owned_gap_causes(trace, units, GPU001, LONG_GAP_NS)
-        fetched = owned_gap_causes(trace, units, GPU001)
+        units = owned(trace, None, CLAIMERS)
+        painted = owned_gap_causes(trace, units, GPU001, CLAIMERS, LONG_GAP_NS)
+        fetched = owned_gap_causes(trace, units, GPU001, CLAIMERS)
         assert [(p.pid, p.cause.tolist()) for p in painted] == [(p.pid, p.cause.tolist()) for p in fetched]
         if checked:  # the painting is what GPU001 read
-            assert _painted_cover(trace, units, GPU001, LONG_GAP_NS) is not None
+            assert _painted_cover(trace, units, GPU001, CLAIMERS, LONG_GAP_NS) is not None
     finally:
         trace.close()
 

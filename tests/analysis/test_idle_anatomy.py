@@ -19,6 +19,8 @@ from analysis.diagnosis.idle_anatomy import (
     window_idle,
 )
 from analysis.diagnosis.idle_classes import CATEGORIES, CODE, NONE, WORDS, cuda_class, os_class
+from analysis.diagnosis.rules.nsys.idle_claims import claims
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.loops.phases import phase_info
 from analysis.model.activity import pairing, unit_ops
 from analysis.model.trace import Trace
@@ -303,14 +305,12 @@ def test_categories_cover_a_cuda_call_exactly(tmp_path):
 def test_the_gap_rules_painting_gives_the_same_anatomy(src):
     """After the gap rules painted the idle (cut at every iteration), the report's anatomy is read from that
     painting: it equals the anatomy painted on its own."""
-    from analysis.diagnosis.rules.nsys.idle_claims import claims
-
     path = ingested(src)
     alone, shared = Trace(path, src.name), Trace(path, src.name)
     try:
         phases = [(p.name, p.start_ns) for p in phase_info(alone).phases]
         want = _json(idle_anatomy(alone, phases))
-        claims(shared)
+        claims(shared, default_registry().idle_claimers())
         assert "idle_painted" in shared.memo
         got = _json(idle_anatomy(shared, phases))
     finally:

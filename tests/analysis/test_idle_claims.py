@@ -7,7 +7,7 @@ import pytest
 
 from analysis.api import analyze
 from analysis.diagnosis.rules.nsys import NSYS_RULES
-from analysis.diagnosis.rules.nsys.idle_claims import claimers
+from analysis.diagnosis.rules.registry import default_registry
 from tests.analysis.planting import copy_export, ingest_copy, ingested
 from tests.analysis.rule_cases_idle import DELTA, host004_fires, mem006_fires
 from tests.analysis.test_idle_owners import EXPECTED_OWNERS
@@ -23,7 +23,7 @@ def _impacts(path) -> tuple[dict[str, int], dict]:
 
 
 def test_the_trait_is_on_the_rule_classes():
-    owners = {r.id: r.owns_idle for r in claimers()}
+    owners = {r.id: r.owns_idle for r in default_registry().idle_claimers()}
     assert owners == EXPECTED_OWNERS
     assert {r.id: r.idle_phases for r in NSYS_RULES if r.owns_idle}["MEM006"] == ("warmup", "steady")
 

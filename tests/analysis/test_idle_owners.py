@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from analysis.diagnosis.rules.nsys.gaps import owned
-from analysis.diagnosis.rules.nsys.idle_claims import claimers, claims
+from analysis.diagnosis.rules.nsys.idle_claims import claims
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.model.trace import Trace
 from tests.analysis.planting import ingested
 from tests.analysis.test_rules_corpus import ALL_GAPS, IDS, PAIRING_CTE
@@ -22,7 +23,7 @@ EXPECTED_OWNERS = {"SYNC001": ("sync",), "MEM002": ("sync_copy", "memset"), "MEM
 
 
 def test_each_category_has_at_most_one_owner() -> None:
-    owners = {r.id: r.owns_idle for r in claimers()}
+    owners = {r.id: r.owns_idle for r in default_registry().idle_claimers()}
     assert owners == EXPECTED_OWNERS
     cats = [c for cs in owners.values() for c in cs]
     assert len(cats) == len(set(cats))
@@ -38,8 +39,8 @@ def test_owners_split_each_devices_idle_exactly(src) -> None:
         for k, v in ALL_GAPS.items():
             rule, name = k.split(".")
             params.setdefault(rule, {})[name] = v
-        units = owned(trace, params)
-        claimed = claims(trace)
+        units = owned(trace, params, default_registry().idle_claimers())
+        claimed = claims(trace, default_registry().idle_claimers())
         got: dict[tuple[int | None, int | None], int] = {}
         for u in units:
             if u.unit.pid is None or u.unit.device is None or not len(u.gap_start):

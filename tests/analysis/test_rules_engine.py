@@ -76,7 +76,7 @@ def test_gap_helpers_return_named_records(tmp_path):
     ks += [kernel(2900 * US + i * 20 * US, 2900 * US + i * 20 * US + 5 * US) for i in range(30)]
     path = normalized(tmp_path / "r.duckdb", kernels=ks)
     with Run.open([path]) as run:
-        units = owned(run.traces[0], {})
+        units = owned(run.traces[0], {}, default_registry().idle_claimers())
         (pid, device), = {(u.unit.pid, u.unit.device) for u in units}
         assert isinstance(units[0].gap_start, np.ndarray) and len(units[0].gap_start) == 2 * 29 + 2
         assert owned_total(units, "GPU001") == (2000 * US, 1) and owned_total(units, "KRN001").gaps == 58
@@ -240,7 +240,7 @@ def test_one_engine_loop_defers_run_scoped_rules_and_reports_missing_input(tmp_p
     registry = Registry([IdleGaps, _Probe, _RunScoped])
     params = {r.id: registry.resolve_params(r, None) for r in registry}
     with Run.open([path]) as run:
-        base = RuleContext(run, all_params=params)
+        base = RuleContext(run, all_params=params, claimers=default_registry().idle_claimers())
         _Probe.seen = []
         _, deferred = evaluate(run, list(registry), base, params, defer_run_scope=True)
         assert {r.rule_id: r.status for r in deferred} == {"GPU001": "ok", "PROBE001": "ok", "PROBE002": "run_level"}

@@ -85,7 +85,8 @@ def test_a_late_node_is_named_with_its_lateness(late_run) -> None:
     assert "host's system clock" in f["message"]
     # the facts path equals the rule on the attached traces
     with Run.open(late_run, _labels(late_run)) as run:
-        (old,) = LateNode().check(RuleContext(run, params=default_registry().resolve_params(LateNode, None)))
+        (old,) = LateNode().check(RuleContext(run, params=default_registry().resolve_params(LateNode, None),
+                                                 claimers=default_registry().idle_claimers()))
     assert (old.impact_ns, old.title) == (f["impact_ns"], f["title"])
     assert f["impact_pct"] == pytest.approx(old.impact_pct, abs=1e-3) and f["impact_pct"] > 0
     assert f["severity"] == old.severity != "info"  # above the clocks' uncertainty: ranked like COMM002

@@ -77,7 +77,7 @@ def test_comm002_from_facts_equals_comm002_on_the_attached_traces(ranks) -> None
     facts_path = analyze_run(ranks, labels=_labels(ranks), rules=["COMM002"], window="all").to_json()["findings"]
     params = default_registry().resolve_params(Stragglers, None)
     with Run.open(ranks, _labels(ranks)) as run:
-        attached = [f.to_dict() for f in Stragglers().check(RuleContext(run, params=params))]
+        attached = [f.to_dict() for f in Stragglers().check(RuleContext(run, params=params, claimers=default_registry().idle_claimers()))]
     for f in facts_path:
         f.pop("phase")
     for f in attached:
@@ -97,7 +97,8 @@ def test_the_nccl_pair_gives_the_same_comm_findings_both_ways() -> None:
     assert sorted(own) == ["COMM001", "COMM001", "COMM003", "COMM003"]
     (c2,) = [f for f in comm if f["rule_id"] == "COMM002"]
     with Run.open(paths, labels) as run:
-        (old,) = Stragglers().check(RuleContext(run, params=default_registry().resolve_params(Stragglers, None)))
+        (old,) = Stragglers().check(RuleContext(run, params=default_registry().resolve_params(Stragglers, None),
+                                                       claimers=default_registry().idle_claimers()))
     assert (c2["impact_ns"], c2["rank"], c2["title"]) == (old.impact_ns, old.rank, old.title)
     assert c2["rank"] == 1 and c2["matched_collectives"] == 1
 

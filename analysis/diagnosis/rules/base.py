@@ -103,6 +103,10 @@ class RuleContext:
     run: Run
     params: Mapping[str, float] = field(default_factory=dict)
     all_params: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # The registered rules that own idle by category (``Registry.idle_claimers``): every rule reading the idle
+    # claims or the gap owners (``idle_claims.claims``, ``gaps.owned``) passes them on. Whoever builds the context
+    # states them (the engine: the whole registry's, whatever rules are selected).
+    claimers: tuple[type[Rule], ...] = field(kw_only=True)
     window: WindowSpec | None = None
     scope: Literal["report", "run"] = "run"
 
@@ -259,6 +263,10 @@ class Registry:
 
     def ids(self) -> list[str]:
         return list(self._rules)
+
+    def idle_claimers(self) -> tuple[type[Rule], ...]:
+        """The rules that own idle by category (``Rule.owns_idle``), in registry order: ``RuleContext.claimers``."""
+        return tuple(r for r in self._rules.values() if r.owns_idle)
 
     def finding_extras(self) -> dict[str, type]:
         """Rule id -> the typed shape of its findings' ``extra`` (``Rule.extra_type``), for the rules that declare one."""

@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from analysis.diagnosis.rules.base import Rule
+from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.trace import Trace
 
 CAUSE_CODES = ("no_activity", "os_runtime", "cuda_api", "setup")
@@ -196,7 +198,8 @@ def cause_names(trace: Trace, gaps: Sequence[tuple[int | None, int, int, str]],
     return out
 
 
-def owned_gap_causes(trace: Trace, units: list, code: int, long_ns: int | None = None) -> list[CausedGaps]:
+def owned_gap_causes(trace: Trace, units: list, code: int, claimers: Sequence[type[Rule]],
+                     long_ns: int | None = None) -> list[CausedGaps]:
     """The gaps of owner ``code`` (GPU001's) with their causes, per process; each device's gaps judged by the
     threads that launched its work (``analysis.diagnosis.idle_anatomy.speakers``).
 
@@ -212,7 +215,7 @@ def owned_gap_causes(trace: Trace, units: list, code: int, long_ns: int | None =
     if key in trace.memo:
         return trace.memo[key]
     sp = speakers(trace)
-    painted = _painted_cover(trace, units, code, long_ns)
+    painted = _painted_cover(trace, units, code, claimers, long_ns)
     per_pid: dict[int | None, list[DeviceGaps]] = {}
     kept: dict[int | None, list[np.ndarray]] = {}
     causes: dict[int | None, list[np.ndarray]] = {}
@@ -243,14 +246,13 @@ def owned_gap_causes(trace: Trace, units: list, code: int, long_ns: int | None =
     return out
 
 
-def _painted_cover(trace: Trace, units: list, code: int, long_ns: int | None) -> list[np.ndarray | None] | None:
+def _painted_cover(trace: Trace, units: list, code: int, claimers: Sequence[type[Rule]],
+                   long_ns: int | None) -> list[np.ndarray | None] | None:
     """Per unit, the claims painting's CUDA and OS cover of the owner's gaps (its long gaps), or None when
     there is no such painting (no rule claims idle) or it does not match the owner's gaps one for one."""
     if long_ns is None:
         return None
-    from analysis.diagnosis.rules.nsys.idle_claims import claims
-
-    cl = claims(trace, long_ns)
+    cl = claims(trace, claimers, long_ns)
     if len(cl.cover) != len(units):
         return None
     out: list[np.ndarray | None] = []

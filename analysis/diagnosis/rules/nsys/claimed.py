@@ -36,7 +36,7 @@ class _Claimed(Rule):
     (``text``: title, message and its own extra fields; the advice is the rule's ``advice``) from the claim, the idle and the cadence."""
 
     def claim(self, trace: Trace, ctx: RuleContext) -> Claim | None:
-        c = claims(trace).by_rule.get(self.id)
+        c = claims(trace, ctx.claimers).by_rule.get(self.id)
         if c is None or c.ns <= 0 or c.ns < ctx.params["min_idle_us"] * 1000:
             return None
         return c

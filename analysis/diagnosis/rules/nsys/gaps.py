@@ -40,8 +40,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from analysis.diagnosis.rules.base import Rule
 from analysis.diagnosis.rules.nsys.common import SYNC_API_RE, api_name_in
 from analysis.diagnosis.rules.nsys.copies import copy_calls
+from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.diagnosis.sweep import call_at, classify, distinct_sorted, reach, region_sum, short_runs
 from analysis.model.activity import CHUNK, Runs, UnitOps, top_order, unit_gaps, unit_ops
 from analysis.model.intervals import NCCL
@@ -264,7 +266,8 @@ def _distinct(x: np.ndarray) -> np.ndarray:
     return out if out is not None else np.unique(x)
 
 
-def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) -> list[OwnedUnit]:
+def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None,
+          claimers: Sequence[type[Rule]]) -> list[OwnedUnit]:
     """Every unit's gaps, each with the one rule that structurally owns it (module docstring).
 
     One compiled pass per unit gives each gap its structural owner (a walk through the sorted runs of short
@@ -272,12 +275,10 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None) ->
     trace per set of ownership thresholds.
     """
     p = ownership_params(all_params)
-    key = ("owned", p["min_gap_ns"], p["short_ns"], p["min_run"])
+    key = ("owned", p["min_gap_ns"], p["short_ns"], p["min_run"], tuple(r.id for r in claimers))
     if key in trace.memo:
         return trace.memo[key]
-    from analysis.diagnosis.rules.nsys.idle_claims import claims
-
-    taken_all = claims(trace).taken
+    taken_all = claims(trace, claimers).taken
     runs = _runs(trace, int(p["short_ns"]), int(p["min_run"]))
     syncs = _sync_calls(trace, {u.pid for u in unit_ops(trace) if u.pid is not None})
     cc = copy_calls(trace)

@@ -106,14 +106,14 @@ class IdleGaps(Rule):
         " host work (data loading, Python) with NVTX ranges and move it off the critical path.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        units = owned(trace, ctx.all_params)
+        units = owned(trace, ctx.all_params, ctx.claimers)
         long_ns = int(ownership_params(ctx.all_params)["min_gap_ns"])
         tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
         whole = 0  # the gaps' full length (what GPU001 keeps of them is less where other rules claimed idle)
         cands: list[tuple[Gap, str]] = []  # the longest gaps of each device, with their causes
         mine_gaps: list[tuple[int | None, np.ndarray, np.ndarray]] = []  # GPU001's own gaps, for host_functions
-        for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id], long_ns):
+        for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id], ctx.claimers, long_ns):
             gs, ge, codes = pg.gap_start, pg.gap_end, pg.cause
             mine_gaps.append((pg.pid, gs, ge))
             whole += int((ge - gs)[pg.kept > 0].sum())
@@ -138,9 +138,9 @@ class IdleGaps(Rule):
         n_gaps = sum(v[0] for v in by_cause.values())
         # What the host was doing in the idle GPU001 keeps (the anatomy's categories no rule claims), exactly;
         # the gaps of processes the export does not name have nothing recorded.
-        by_cat = dict(claims(trace, int(ctx.params["min_gap_us"] * 1000)).long_by_category)
+        by_cat = dict(claims(trace, ctx.claimers, int(ctx.params["min_gap_us"] * 1000)).long_by_category)
         unknown = sum(int(pg.kept[pg.kept > 0].sum())
-                      for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id], long_ns) if pg.pid is None)
+                      for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id], ctx.claimers, long_ns) if pg.pid is None)
         if unknown:
             by_cat["none"] = by_cat.get("none", 0) + unknown
         by_cat = dict(sorted(by_cat.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -256,7 +256,7 @@ class LowUtilization(Rule):
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         # Adjacent low windows merge into regions; the gaps no other rule owns that start in one are GPU002's.
-        regions = low_regions(owned(trace, ctx.all_params), ownership_params(ctx.all_params))
+        regions = low_regions(owned(trace, ctx.all_params, ctx.claimers), ownership_params(ctx.all_params))
         total = sum(r.owned_ns for r in regions)
         if not regions or total <= 0:
             return []

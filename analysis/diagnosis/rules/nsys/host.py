@@ -111,7 +111,7 @@ class HostBlocked(Rule):
         return super().missing(run)
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        c = claims(trace).by_rule.get(self.id)
+        c = claims(trace, ctx.claimers).by_rule.get(self.id)
         if c is None or c.ns <= 0 or c.ns < ctx.params["min_idle_us"] * 1000:
             return []
         total = c.ns
@@ -125,8 +125,8 @@ class HostBlocked(Rule):
         file_share = pct(by_class.get("file_io", 0), named)
         # Where: the longest gaps OS calls mostly cover (GPU001's gaps whose cause is an OS call).
         gaps, cands = [], []
-        for pg in owned_gap_causes(trace, owned(trace, ctx.all_params), OWNER_CODES["GPU001"],
-                                   int(ownership_params(ctx.all_params)["min_gap_ns"])):
+        for pg in owned_gap_causes(trace, owned(trace, ctx.all_params, ctx.claimers), OWNER_CODES["GPU001"],
+                                   ctx.claimers, int(ownership_params(ctx.all_params)["min_gap_ns"])):
             m = pg.cause == OS_CAUSE
             if pg.pid is None or not m.any():
                 continue

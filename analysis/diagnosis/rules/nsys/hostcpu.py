@@ -109,7 +109,7 @@ class HostCpuSamples(Rule):
         return super().missing(run)
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        att = attribute(trace, ctx.all_params, ctx.params["min_gap_us"])
+        att = attribute(trace, ctx.all_params, ctx.claimers, ctx.params["min_gap_us"])
         if att is None:
             return []
         by_fn, by_owner, gaps, total, n_in = (att["by_fn"], att["by_owner"], att["gaps"], att["total"],
@@ -144,27 +144,28 @@ class HostCpuSamples(Rule):
 
 
 def attribute(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None,
-              min_gap_us: float) -> dict | None:
+              claimers: Sequence[type[Rule]], min_gap_us: float) -> dict | None:
     """The CPU samples of the launching threads placed in the idle gaps (see HOST002's docstring): per function
     ``[samples, idle ns]`` (``by_fn``), the idle per owning gap rule, the gaps with samples ``(len, start, pid,
     device, samples, top function)``, and totals. None without samples. Cached on the trace per thresholds."""
-    key = ("host002", float(min_gap_us), repr(sorted((k, sorted(v.items())) for k, v in (all_params or {}).items())))
+    key = ("host002", float(min_gap_us), repr(sorted((k, sorted(v.items())) for k, v in (all_params or {}).items())),
+           tuple(r.id for r in claimers))
     if key in trace.memo:
         return trace.memo[key]
     samples = _samples(trace)
     out = None
     if samples:
-        out = _attribute(trace, all_params, samples, int(min_gap_us * 1000))
+        out = _attribute(trace, all_params, claimers, samples, int(min_gap_us * 1000))
     trace.memo[key] = out
     return out
 
 
-def _attribute(trace: Trace, all_params, samples: dict, min_gap: int) -> dict:
+def _attribute(trace: Trace, all_params, claimers: Sequence[type[Rule]], samples: dict, min_gap: int) -> dict:
     by_fn: dict[str, list[float]] = {}       # function -> [samples, idle ns]
     by_owner: dict[str, int] = {}
     gaps: list[tuple[int, int, int, int | None, int, str]] = []  # (len, start, pid, device, k, top fn)
     total = n_in = 0
-    for u in owned(trace, all_params):
+    for u in owned(trace, all_params, claimers):
         pid = u.unit.pid
         if pid is None or pid not in samples:
             continue

@@ -17,29 +17,21 @@ the phase starts and at every iteration start, so a claim also knows in how many
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analysis.diagnosis.idle_anatomy import NCAT, paint, resolve_names, speakers
 from analysis.diagnosis.idle_classes import CATEGORIES, CODE
+from analysis.diagnosis.rules.base import Rule
+from analysis.loops.phases import phase_info
 from analysis.model.activity import unit_gaps
 from analysis.model.trace import Trace
-
-if TYPE_CHECKING:
-    from analysis.diagnosis.rules.base import Rule
 
 LOOP_PHASES = ("warmup", "steady")
 TOP = 8
 LONG_GAP_NS = 1_000_000  # GPU001.min_gap_us's default: the gaps GPU001 owns (see gaps.OWNERSHIP_PARAMS)
-
-
-def claimers() -> list[type[Rule]]:
-    """The registered nsys rule classes that own idle by category (imported here: the rules import this)."""
-    from analysis.diagnosis.rules.nsys import NSYS_RULES
-
-    return [r for r in NSYS_RULES if getattr(r, "owns_idle", ())]
 
 
 @dataclass
@@ -74,8 +66,6 @@ class Claims:
 def _phase_cuts(trace: Trace) -> tuple[np.ndarray, list[str], np.ndarray, int]:
     """Cut points (phase and iteration starts), each bin's phase, each bin's iteration (-1 outside the
     loop) and the number of iterations inside the trace's window."""
-    from analysis.loops.phases import phase_info
-
     info = trace.memo.get("phase_info") or phase_info(trace)
     starts = [p.start_ns for p in info.phases]
     names = [p.name for p in info.phases]
@@ -96,13 +86,15 @@ def _phase_cuts(trace: Trace) -> tuple[np.ndarray, list[str], np.ndarray, int]:
     return cuts, bin_phase, bin_iter, inside
 
 
-def claims(trace: Trace, long_ns: int = LONG_GAP_NS) -> Claims:
+def claims(trace: Trace, claimers: Sequence[type[Rule]], long_ns: int = LONG_GAP_NS) -> Claims:
     """Every claiming rule's idle on this trace, per gap the time claimed, and what is left unclaimed in gaps
-    of at least ``long_ns`` by category (cached on the trace; another ``long_ns`` paints again)."""
-    key = "idle_claims" if long_ns == LONG_GAP_NS else ("idle_claims", long_ns)
+    of at least ``long_ns`` by category (cached on the trace; another ``long_ns`` paints again). ``claimers``: the
+    registered rules that own idle by category (``Registry.idle_claimers``, which the engine passes down in
+    ``RuleContext.claimers``: the rules call this, so it never imports their list)."""
+    rules = list(claimers)
+    key = ("idle_claims", long_ns, tuple(r.id for r in rules))
     if key in trace.memo:
         return trace.memo[key]
-    rules = claimers()
     cuts, bin_phase, bin_iter, n_iter = _phase_cuts(trace)
     bins = max(1, len(cuts))
     take = np.zeros((bins, NCAT), dtype=bool)

@@ -79,7 +79,7 @@ class LaunchBound(Rule):
         " or give each kernel more work (larger batches, fewer and bigger launches).")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        units = owned(trace, ctx.all_params)
+        units = owned(trace, ctx.all_params, ctx.claimers)
         rows = krn_idle_runs(units)
         total = int(rows.idle_ns.sum())
         if not len(rows) or total < ctx.params["min_idle_us"] * 1000:

@@ -133,13 +133,13 @@ class BlockingMemcpy(Rule):
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         cs = copy_calls(trace).blocking
         n, host_ns, nbytes = cs.count, cs.call_ns, cs.bytes
-        cl = claims(trace).by_rule.get(self.id)
+        cl = claims(trace, ctx.claimers).by_rule.get(self.id)
         idle = cl.ns if cl is not None else 0
         # The idle inside copy calls is this rule's even where NVIDIA's exclusions leave no blocking copy
         # (async calls on pageable memory, small host-to-device copies).
         if (n == 0 or n < ctx.params["min_copies"]) and (idle <= 0 or idle < ctx.params["min_idle_us"] * 1000):
             return []
-        gaps = opened_count(owned(trace, ctx.all_params), self.id)
+        gaps = opened_count(owned(trace, ctx.all_params, ctx.claimers), self.id)
         top = top_copy_rows(trace, cs.top_rows, """a.pid, m.device, m.stream, a.start_ns, a.end_ns,
             a.end_ns - a.start_ns, a.name, m.copy_kind, m.bytes""")
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes"), (7, 8), 6)
@@ -349,7 +349,7 @@ class UnifiedMemoryMigration(Rule):
               AND m.start_ns < k.end_ns AND m.end_ns > k.start_ns
             GROUP BY k.pid, k.device, k.start_ns, k.end_ns"""  # noqa: S608 - constants
         stall = int(trace.scalar(f"SELECT COALESCE(SUM(union_ns), 0) FROM ({union_of_sql(stalled)})") or 0)  # noqa: S608
-        c = claims(trace).by_rule.get(self.id)
+        c = claims(trace, ctx.claimers).by_rule.get(self.id)
         idle = c.ns if c is not None else 0
         names = c.names if c is not None else []
         # The idle between migrations to the host while the host ran on the CPU is its work on the pages it read

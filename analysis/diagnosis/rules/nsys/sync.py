@@ -65,11 +65,11 @@ class BlockingSync(Rule):
         "and synchronize once per step; use async copies to pinned memory.")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
-        cl = claims(trace).by_rule.get(self.id)
+        cl = claims(trace, ctx.claimers).by_rule.get(self.id)
         total = cl.ns if cl is not None else 0
         if total <= 0 or total < ctx.params["min_idle_us"] * 1000:
             return []
-        units = owned(trace, ctx.all_params)
+        units = owned(trace, ctx.all_params, ctx.claimers)
         n = opened_count(units, self.id)
         n_owning = owned_sync_calls(units)
         calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
