@@ -38,6 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 from analysis import fmt
+from analysis.diagnosis.rules.base import Rule
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.loops.phases import activity_bounds, phase_info, top_calls
 from analysis.model.capture import FLAGS, captured
@@ -287,15 +288,15 @@ def _verdict(kind: str, text: str, impact_ns: int | None, next_step: str, findin
 
 
 def finding_kind(finding: Mapping[str, Any]) -> str | None:
-    """The verdict kind a finding stands for (None: it speaks for no verdict of its own)."""
-    if finding["rule_id"] == "GPU001" and finding.get("main_cause") == "setup":
-        return "startup"
-    if finding["rule_id"] == "KRN005":
-        return "gpu_bound_kernel"
-    if finding["rule_id"] in ("PHASE001", "PHASE002"):
-        return "startup"
-    hit = RULE_KINDS.get(finding["rule_id"])
-    return hit[0] if hit else None
+    """The verdict kind a finding stands for (None: it speaks for no verdict of its own): its rule's
+    ``Rule.finding_kind``; None for a rule the registry does not hold."""
+    rule = _rules().get(finding["rule_id"])
+    return rule.finding_kind(finding) if rule is not None else None
+
+
+@functools.cache
+def _rules() -> dict[str, type[Rule]]:
+    return {r.id: r for r in default_registry()}
 
 
 def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:

@@ -63,3 +63,25 @@ def test_a_leading_finding_takes_its_rules_next_step() -> None:
     captured = {**FACTS, "captured": {"--sample=cpu": True, "--trace=osrt": True}}
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU002", 10), finding("HOST001", 60)], captured)
     assert (v.kind, v.rule_id, v.next_step, v.impact_ns) == (rule.verdict_kind, "HOST001", rule.next_step, 60 * MS)
+
+
+def test_the_kind_a_finding_stands_for_is_its_rule_s_trait() -> None:
+    """``finding_kind`` asks the finding's rule (``Rule.finding_kind``: ``stands_for``, else ``verdict_kind``); it
+    names no rule id itself."""
+    import inspect
+    import re
+
+    class Speaks(Rule):
+        id, name, verdict_kind, next_step, stands_for = "GPU097", "gpu.speaks", None, "", "startup"
+
+    class Leads(Rule):
+        id, name, verdict_kind, next_step = "GPU096", "gpu.leads", "host_bound", "do it"
+
+    class Ncu(Rule):
+        id, name, tool = "NCU097", "ncu.plain", "ncu"
+
+    assert (Speaks.finding_kind({}), Leads.finding_kind({}), Ncu.finding_kind({})) == ("startup", "host_bound", None)
+    assert finding_kind({"rule_id": "GPU001", "main_cause": "setup"}) == "startup"  # GPU001's own override
+    assert finding_kind({"rule_id": "GPU001", "main_cause": "no_activity"}) == "host_bound"
+    assert finding_kind({"rule_id": "NCU001"}) is None and finding_kind({"rule_id": "NET001"}) is None
+    assert not re.search(r"[A-Z]{3,5}\d{3}", inspect.getsource(finding_kind))

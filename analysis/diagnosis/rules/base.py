@@ -178,11 +178,23 @@ class Rule:
     # evidence only). No default: every nsys rule states both, and a registry test fails on one that does not.
     verdict_kind: ClassVar[str | None]
     next_step: ClassVar[str]
+    # The verdict kind a finding of a rule that leads no verdict of its own stands for (``finding_kind``): the verdict
+    # that speaks for it (KRN005: ``gpu_bound_kernel``; the phase rules: ``startup``). None: its ``verdict_kind``.
+    stands_for: ClassVar[str | None] = None
     # The typed shape of the rule's finding ``extra`` (a dataclass of ``analysis.results`` the rule builds, made JSON by
     # ``extra_json``); the result schema types the rule's findings by it (``Registry.finding_extras``). None: the
     # rule's extra is an open object still (its keys change shape). A registry test fails when a rule's findings carry
     # a key its type lacks.
     extra_type: ClassVar[type | None] = None
+
+    @classmethod
+    def finding_kind(cls, finding: Mapping[str, Any]) -> str | None:
+        """The verdict kind ``finding`` (one of this rule's, as JSON) stands for (``analysis.diagnosis.verdict``):
+        ``stands_for``, else an nsys rule's ``verdict_kind``; None: it speaks for no verdict. A rule whose kind depends
+        on the finding overrides this (GPU001: idle inside set-up calls is start-up)."""
+        if cls.stands_for is not None:
+            return cls.stands_for
+        return getattr(cls, "verdict_kind", None) if cls.tool == "nsys" else None
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         """Return the findings for a whole run. Default: ``check_report`` on each report of the tool."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from analysis import fmt
@@ -104,6 +107,11 @@ class IdleGaps(Rule):
     advice = (
         "Depends on the dominant cause: overlap host I/O with GPU work, allocate memory once, or find the"
         " host work (data loading, Python) with NVTX ranges and move it off the critical path.")
+
+    @classmethod
+    def finding_kind(cls, finding: Mapping[str, Any]) -> str | None:
+        """Idle whose main cause is set-up (context, module, memory and communicator set-up calls) is start-up."""
+        return "startup" if finding.get("main_cause") == "setup" else super().finding_kind(finding)
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = owned(trace, ctx.all_params, ctx.claimers)

@@ -38,6 +38,8 @@ class _PhaseRule(Rule):
     """A rule about the phases around the analysis window: it needs GPU work in the whole report, not
     in the window (a start-up window may hold no kernel at all)."""
 
+    stands_for = "startup"  # the one-off start-up verdict speaks for the phases around the window
+
     def applicable(self, run: Run) -> list[Trace]:
         return [t for t in run.of_tool(self.tool) if phase_info(t).base.has_rows("kernels")]
 

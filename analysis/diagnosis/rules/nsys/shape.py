@@ -187,6 +187,7 @@ class DominantKernel(Rule):
     extra_type = DominantKernelExtra
     name = "kernel.dominant"
     verdict_kind = None  # the GPU-bound verdict speaks for it (its ncu command)
+    stands_for = "gpu_bound_kernel"
     next_step = ""
     category = "kernel"
     requires = ("kernels",)
