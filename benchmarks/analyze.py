@@ -88,7 +88,8 @@ def _rules_on(run: Run, ctx: AnalysisContext, rules: list[type[Rule]]) -> tuple[
     and window from ``make_context`` (every rule run in place: these reports have no run-level step)."""
     from analysis.diagnosis.rules.base import RuleContext, evaluate
 
-    return evaluate(run, rules, RuleContext(run, all_params=ctx.all_params, window=ctx.spec), ctx.all_params)
+    base = RuleContext(run, all_params=ctx.all_params, window=ctx.spec, claimers=ctx.registry.idle_claimers())
+    return evaluate(run, rules, base, ctx.all_params)
 
 
 def step_analyze(src: Path, out: Path) -> dict:
@@ -182,10 +183,10 @@ def step_analyze_steady_noanatomy(src: Path, out: Path) -> dict:
     top calls) and the report's anatomy is not computed. The baseline the anatomy's cost is measured against
     in the same run (``--steps analyze_steady,analyze_steady_noanatomy``)."""
     import analysis.diagnosis.idle_anatomy as anatomy
-    import analysis.diagnosis.rules.nsys.idle_claims as idle_claims
     import analysis.diagnosis.rules.nsys.phase as phase
+    from analysis.diagnosis.rules.base import Registry
 
-    idle_claims.claimers = lambda: []
+    Registry.idle_claimers = lambda self: ()  # type: ignore[method-assign]  # the engine passes no claimers down
     phase.startup_fill = lambda *a, **k: None
     anatomy.idle_anatomy = lambda *a, **k: []
     return step_analyze_steady(src, out)

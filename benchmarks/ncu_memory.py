@@ -65,7 +65,8 @@ def rules_on(run: Run, rules: list[type[Rule]]) -> list[RuleResult]:
     """The rules on ``run`` as the runner runs an ncu report's (``analysis.run.runner``): the engine loop with
     the default thresholds, then the findings on one kernel sharing its time."""
     ctx = make_context()
-    found, results = evaluate(run, rules, RuleContext(run, all_params=ctx.all_params, window=ctx.spec), ctx.all_params)
+    base = RuleContext(run, all_params=ctx.all_params, window=ctx.spec, claimers=ctx.registry.idle_claimers())
+    found, results = evaluate(run, rules, base, ctx.all_params)
     share_gains(found)
     return results
 
