@@ -31,6 +31,20 @@ def _clip(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+_LOOP_SOURCES = {"nvtx": "NVTX ranges", "kernel_pattern": "the repeating GPU work", "host_sync": "host synchronisations"}
+
+
+def _judged_loop_line(lp: dict[str, Any], it: dict[str, Any]) -> str:
+    """The "iterations:" line of loop ``lp`` (``iterations.loops``), the window's, with the main loop named beside."""
+    sig = ", ".join(_clip(k, 30) for k in (lp.get("signature") or [])[:3])
+    main = next((x for x in it.get("loops") or [] if x.get("main")), None)
+    beside = f"; the main loop is loop {main['index']} ({main.get('count')} iterations)" if main else ""
+    return (f"   iterations: loop {lp['index']} of {len(it.get('loops') or [])}, {lp.get('count')} from "
+            f"{_LOOP_SOURCES.get(str(lp.get('source')), str(lp.get('source')))}{f' ({sig}...)' if sig else ''}, median "
+            f"{ms(lp.get('median_ns'))} per step (p10 {ms(lp.get('p10_ns'))}, p90 {ms(lp.get('p90_ns'))}, "
+            f"p99 {ms(lp.get('p99_ns'))}){beside}")
+
+
 def _loop_lines(rep: dict[str, Any]) -> list[str]:
     """Window, phases, iterations and the per-step anatomy of one nsys report."""
     lines: list[str] = []
@@ -42,7 +56,13 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
     if phases:
         lines.append("   phases: " + ", ".join(f"{p['name']} {ms(p['end_ns'] - p['start_ns'])}" for p in phases))
     it = rep.get("iterations") or {}
-    if it.get("source") == "nvtx":
+    ana = it.get("anatomy") or {}
+    # Under loop:N the anatomy is loop N's (``anatomy.loop``), its step times beside it; else the main loop's.
+    judged = next((lp for lp in it.get("loops") or [] if ana.get("loop") is not None and lp.get("index") == ana["loop"]),
+                  None)
+    if judged is not None and not judged.get("main"):  # the window is another loop than the main one: describe it
+        lines.append(_judged_loop_line(judged, it))
+    elif it.get("source") == "nvtx":
         spread = it.get("spread_pct", it.get("cv_pct"))
         share = f", {it['gpu_share_pct']:.0f}% of GPU work" if it.get("gpu_share_pct") is not None else ""
         # No spread when the steps have no GPU time (a host-only report): the wall times say more.
@@ -59,16 +79,12 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
                      f"(p10 {ms(it['p10_ns'])}, p90 {ms(it['p90_ns'])}, p99 {ms(it['p99_ns'])})")
     elif rep.get("tool") == ToolKind.NSYS and it.get("reason"):
         lines.append(f"   iterations: {_clip(it['reason'], 200)}")
-    ana = it.get("anatomy") or {}
     if ana.get("kind") == "host_paced":
         lat = ana.get("latency") or {}
         lines.append(f"   host-paced loop: {ana.get('per_second')} iterations/s, GPU duty cycle "
                      f"{ana['gpu_duty_cycle_pct']:.1f}%; per iteration: launch {ms(lat.get('launch_ns'))}, queue "
                      f"delay {ms(lat.get('queue_delay_ns'))}, GPU {ms(lat.get('gpu_exec_ns'))}, copies "
                      f"{ms(lat.get('copies_ns'))}, sync {ms(lat.get('sync_ns'))}")
-    # Under loop:N the anatomy is loop N's (``anatomy.loop``), its step times beside it; else the main loop's.
-    judged = next((lp for lp in it.get("loops") or [] if ana.get("loop") is not None and lp.get("index") == ana["loop"]),
-                  None)
     if ana and ana.get("kind") != "host_paced":
         steps = "steady steps" if judged is None else f"loop {judged['index']} steps"
         lines.append(f"   {steps}: {ana['steady_count']}, median {ms(ana['iteration_median_ns'])} per step, "
