@@ -66,7 +66,7 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
         spread = it.get("spread_pct", it.get("cv_pct"))
         share = f", {it['gpu_share_pct']:.0f}% of GPU work" if it.get("gpu_share_pct") is not None else ""
         # No spread when the steps have no GPU time (a host-only report): the wall times say more.
-        spread_text = f"p90-p10 spread {spread:.1f}% of median" if spread is not None else "no GPU time"
+        spread_text = f"p90-p10 spread {fmt.pct(spread)} of median" if spread is not None else "no GPU time"
         lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}'{share}, GPU median "
                      f"{ms(it['median_ns'])} (min {ms(it['min_ns'])}, max {ms(it['max_ns'])}, {spread_text})")
         if spread is None and it.get("wall_median_ns") is not None:
@@ -82,13 +82,13 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
     if ana.get("kind") == "host_paced":
         lat = ana.get("latency") or {}
         lines.append(f"   host-paced loop: {ana.get('per_second')} iterations/s, GPU duty cycle "
-                     f"{ana['gpu_duty_cycle_pct']:.1f}%; per iteration: launch {ms(lat.get('launch_ns'))}, queue "
+                     f"{fmt.pct(ana['gpu_duty_cycle_pct'])}; per iteration: launch {ms(lat.get('launch_ns'))}, queue "
                      f"delay {ms(lat.get('queue_delay_ns'))}, GPU {ms(lat.get('gpu_exec_ns'))}, copies "
                      f"{ms(lat.get('copies_ns'))}, sync {ms(lat.get('sync_ns'))}")
     if ana and ana.get("kind") != "host_paced":
         steps = "steady steps" if judged is None else f"loop {judged['index']} steps"
         lines.append(f"   {steps}: {ana['steady_count']}, median {ms(ana['iteration_median_ns'])} per step, "
-                     f"jitter (p90-p10) {ana.get('jitter_pct') or 0:.1f}%, GPU busy {ana['gpu_duty_cycle_pct']:.1f}%")
+                     f"jitter (p90-p10) {fmt.pct(ana.get('jitter_pct') or 0)}, GPU busy {fmt.pct(ana['gpu_duty_cycle_pct'])}")
     dist = (ana.get("iteration_time") if judged is not None else None) or it.get("iteration_time") or {}
     if ana and dist:
         lines.append(f"   step time: p10 {ms(dist.get('p10_ns'))}, median {ms(dist.get('median_ns'))}, p90 "
@@ -134,20 +134,20 @@ def text(result: dict[str, Any]) -> str:
             devs = bd.get("devices") or []
             over = f" over {len(devs)} device spans" if len(devs) > 1 else ""
             lines.append(
-                f"   goodput {bd.get('goodput_pct', 0):.1f}%{over} ({ms(bd['span_ns'])}) | compute {ms(bd['compute_ns'])}"
+                f"   goodput {fmt.pct(bd.get('goodput_pct', 0))}{over} ({ms(bd['span_ns'])}) | compute {ms(bd['compute_ns'])}"
                 f" (comm overlapped {ms(bd['comm_overlapped_ns'])}), exposed comm {ms(bd['comm_exposed_ns'])}, "
                 f"memory-only {ms(bd['memory_only_ns'])}, idle {ms(bd['idle_ns'])}")
             if len(devs) > 1:
                 for d in devs:
                     lines.append(
-                        f"     pid {d['pid']} device {d['device']}: goodput {d['goodput_pct']:.1f}% of "
+                        f"     pid {d['pid']} device {d['device']}: goodput {fmt.pct(d['goodput_pct'])} of "
                         f"{ms(d['span_ns'])}, exposed comm {ms(d['comm_exposed_ns'])}, idle {ms(d['idle_ns'])}")
         lines.extend(idle_lines(rep, _clip))
         lines.extend(_loop_lines(rep))
         kernels = rep.get("top_kernels") or []
         dominant = rep.get("dominant_kernel")
         if dominant:
-            lines.append(f"   one kernel dominates: {dominant['share_pct']:.1f}% of kernel time in "
+            lines.append(f"   one kernel dominates: {fmt.pct(dominant['share_pct'])} of kernel time in "
                          f"{_clip(dominant['name'], 70)} (x{dominant['count']:,})")
         if kernels:
             lines.append("   top kernels by total time:")
@@ -173,7 +173,7 @@ def text(result: dict[str, Any]) -> str:
     if findings:
         lines.append(f"== findings, costliest first ({len(findings)})")
         for i, f in enumerate(findings, 1):
-            pct = f" ({f['impact_pct']:.1f}%)" if f.get("impact_pct") is not None else ""
+            pct = f" ({fmt.pct(f['impact_pct'])})" if f.get("impact_pct") is not None else ""
             phase = f" [{f['phase']}]" if f.get("phase") else ""
             impact = ms(f["impact_ns"]) if f.get("kernel_time_ns", 0) is not None else "unknown"  # ncu: no duration
             if f.get("impact_per_step_ns") is not None and f.get("steps_in_window"):
