@@ -99,6 +99,15 @@ def number(x: float | int | None) -> str:
     return sig3(v)
 
 
+def p_value(p: float | int | None) -> str:
+    """A test's p-value: three significant digits ("0.786", "0.0123"), and "< 0.001" below that, where
+    the digits say nothing more and would read as a run of zeros."""
+    if not _finite(p):
+        return MISSING
+    v = float(p)  # type: ignore[arg-type]
+    return "< 0.001" if v < 0.001 else sig3(v)
+
+
 def count(n: float | int | None) -> str:
     """A count with thousands separators: "12,288"."""
     if not _finite(n):

@@ -31,6 +31,20 @@ def _clip(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+_LOOP_SOURCES = {"nvtx": "NVTX ranges", "kernel_pattern": "the repeating GPU work", "host_sync": "host synchronisations"}
+
+
+def _judged_loop_line(lp: dict[str, Any], it: dict[str, Any]) -> str:
+    """The "iterations:" line of loop ``lp`` (``iterations.loops``), the window's, with the main loop named beside."""
+    sig = ", ".join(_clip(k, 30) for k in (lp.get("signature") or [])[:3])
+    main = next((x for x in it.get("loops") or [] if x.get("main")), None)
+    beside = f"; the main loop is loop {main['index']} ({main.get('count')} iterations)" if main else ""
+    return (f"   iterations: loop {lp['index']} of {len(it.get('loops') or [])}, {lp.get('count')} from "
+            f"{_LOOP_SOURCES.get(str(lp.get('source')), str(lp.get('source')))}{f' ({sig}...)' if sig else ''}, median "
+            f"{ms(lp.get('median_ns'))} per step (p10 {ms(lp.get('p10_ns'))}, p90 {ms(lp.get('p90_ns'))}, "
+            f"p99 {ms(lp.get('p99_ns'))}){beside}")
+
+
 def _loop_lines(rep: dict[str, Any]) -> list[str]:
     """Window, phases, iterations and the per-step anatomy of one nsys report."""
     lines: list[str] = []
@@ -42,11 +56,17 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
     if phases:
         lines.append("   phases: " + ", ".join(f"{p['name']} {ms(p['end_ns'] - p['start_ns'])}" for p in phases))
     it = rep.get("iterations") or {}
-    if it.get("source") == "nvtx":
+    ana = it.get("anatomy") or {}
+    # Under loop:N the anatomy is loop N's (``anatomy.loop``), its step times beside it; else the main loop's.
+    judged = next((lp for lp in it.get("loops") or [] if ana.get("loop") is not None and lp.get("index") == ana["loop"]),
+                  None)
+    if judged is not None and not judged.get("main"):  # the window is another loop than the main one: describe it
+        lines.append(_judged_loop_line(judged, it))
+    elif it.get("source") == "nvtx":
         spread = it.get("spread_pct", it.get("cv_pct"))
         share = f", {it['gpu_share_pct']:.0f}% of GPU work" if it.get("gpu_share_pct") is not None else ""
         # No spread when the steps have no GPU time (a host-only report): the wall times say more.
-        spread_text = f"p90-p10 spread {spread:.1f}% of median" if spread is not None else "no GPU time"
+        spread_text = f"p90-p10 spread {fmt.pct(spread)} of median" if spread is not None else "no GPU time"
         lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}'{share}, GPU median "
                      f"{ms(it['median_ns'])} (min {ms(it['min_ns'])}, max {ms(it['max_ns'])}, {spread_text})")
         if spread is None and it.get("wall_median_ns") is not None:
@@ -59,20 +79,16 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
                      f"(p10 {ms(it['p10_ns'])}, p90 {ms(it['p90_ns'])}, p99 {ms(it['p99_ns'])})")
     elif rep.get("tool") == ToolKind.NSYS and it.get("reason"):
         lines.append(f"   iterations: {_clip(it['reason'], 200)}")
-    ana = it.get("anatomy") or {}
     if ana.get("kind") == "host_paced":
         lat = ana.get("latency") or {}
         lines.append(f"   host-paced loop: {ana.get('per_second')} iterations/s, GPU duty cycle "
-                     f"{ana['gpu_duty_cycle_pct']:.1f}%; per iteration: launch {ms(lat.get('launch_ns'))}, queue "
+                     f"{fmt.pct(ana['gpu_duty_cycle_pct'])}; per iteration: launch {ms(lat.get('launch_ns'))}, queue "
                      f"delay {ms(lat.get('queue_delay_ns'))}, GPU {ms(lat.get('gpu_exec_ns'))}, copies "
                      f"{ms(lat.get('copies_ns'))}, sync {ms(lat.get('sync_ns'))}")
-    # Under loop:N the anatomy is loop N's (``anatomy.loop``), its step times beside it; else the main loop's.
-    judged = next((lp for lp in it.get("loops") or [] if ana.get("loop") is not None and lp.get("index") == ana["loop"]),
-                  None)
     if ana and ana.get("kind") != "host_paced":
         steps = "steady steps" if judged is None else f"loop {judged['index']} steps"
         lines.append(f"   {steps}: {ana['steady_count']}, median {ms(ana['iteration_median_ns'])} per step, "
-                     f"jitter (p90-p10) {ana.get('jitter_pct') or 0:.1f}%, GPU busy {ana['gpu_duty_cycle_pct']:.1f}%")
+                     f"jitter (p90-p10) {fmt.pct(ana.get('jitter_pct') or 0)}, GPU busy {fmt.pct(ana['gpu_duty_cycle_pct'])}")
     dist = (ana.get("iteration_time") if judged is not None else None) or it.get("iteration_time") or {}
     if ana and dist:
         lines.append(f"   step time: p10 {ms(dist.get('p10_ns'))}, median {ms(dist.get('median_ns'))}, p90 "
@@ -118,20 +134,20 @@ def text(result: dict[str, Any]) -> str:
             devs = bd.get("devices") or []
             over = f" over {len(devs)} device spans" if len(devs) > 1 else ""
             lines.append(
-                f"   goodput {bd.get('goodput_pct', 0):.1f}%{over} ({ms(bd['span_ns'])}) | compute {ms(bd['compute_ns'])}"
+                f"   goodput {fmt.pct(bd.get('goodput_pct', 0))}{over} ({ms(bd['span_ns'])}) | compute {ms(bd['compute_ns'])}"
                 f" (comm overlapped {ms(bd['comm_overlapped_ns'])}), exposed comm {ms(bd['comm_exposed_ns'])}, "
                 f"memory-only {ms(bd['memory_only_ns'])}, idle {ms(bd['idle_ns'])}")
             if len(devs) > 1:
                 for d in devs:
                     lines.append(
-                        f"     pid {d['pid']} device {d['device']}: goodput {d['goodput_pct']:.1f}% of "
+                        f"     pid {d['pid']} device {d['device']}: goodput {fmt.pct(d['goodput_pct'])} of "
                         f"{ms(d['span_ns'])}, exposed comm {ms(d['comm_exposed_ns'])}, idle {ms(d['idle_ns'])}")
         lines.extend(idle_lines(rep, _clip))
         lines.extend(_loop_lines(rep))
         kernels = rep.get("top_kernels") or []
         dominant = rep.get("dominant_kernel")
         if dominant:
-            lines.append(f"   one kernel dominates: {dominant['share_pct']:.1f}% of kernel time in "
+            lines.append(f"   one kernel dominates: {fmt.pct(dominant['share_pct'])} of kernel time in "
                          f"{_clip(dominant['name'], 70)} (x{dominant['count']:,})")
         if kernels:
             lines.append("   top kernels by total time:")
@@ -157,7 +173,7 @@ def text(result: dict[str, Any]) -> str:
     if findings:
         lines.append(f"== findings, costliest first ({len(findings)})")
         for i, f in enumerate(findings, 1):
-            pct = f" ({f['impact_pct']:.1f}%)" if f.get("impact_pct") is not None else ""
+            pct = f" ({fmt.pct(f['impact_pct'])})" if f.get("impact_pct") is not None else ""
             phase = f" [{f['phase']}]" if f.get("phase") else ""
             impact = ms(f["impact_ns"]) if f.get("kernel_time_ns", 0) is not None else "unknown"  # ncu: no duration
             if f.get("impact_per_step_ns") is not None and f.get("steps_in_window"):

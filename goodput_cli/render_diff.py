@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis import fmt
 from goodput_cli.render import _clip, _printable, ms
 
 # The headline numbers (``kpis``), in the order every view shows them.
@@ -18,6 +19,11 @@ STEP_ROWS = (("step time", "step_time_ns"), ("compute", "compute_ns"), ("exposed
              ("memory-only", "memory_only_ns"), ("idle", "idle_ns"))
 KERNELS_SHOWN = 20
 FINDINGS_SHOWN = 10
+
+
+def _pct(x: Any) -> str:
+    """A relative change, signed, through the one formatter: "+12.3 %", "-4.0 %"."""
+    return fmt.signed(fmt.pct(x), x)
 
 
 def _value(key: str, v: Any) -> str:
@@ -35,9 +41,9 @@ def _change(key: str, d: dict[str, Any]) -> str:
         return "-"
     if key == "goodput_pct":
         return f"{d['delta']:+.2f} pt"
-    pct = f" ({d['delta_pct']:+.1f}%)" if d.get("delta_pct") is not None else ""
+    pct = f" ({_pct(d['delta_pct'])})" if d.get("delta_pct") is not None else ""
     if d.get("estimator") and d.get("delta_pct") is not None:  # one change per row: the tested estimate
-        pct = f" (est. {d['delta_pct']:+.1f}%, {_p(d)})"
+        pct = f" (est. {_pct(d['delta_pct'])}, {_p(d)})"
     if key in ("count", "steps"):
         return f"{int(d['delta']):+,}{pct}"
     return f"{'+' if d['delta'] >= 0 else '-'}{ms(abs(d['delta']))}{pct}"
@@ -75,7 +81,7 @@ def _tested(rows: tuple[tuple[str, str], ...], stats: dict[str, Any], indent: st
         s = stats.get(key)
         if not s:
             continue
-        pct = f"{s['delta_pct']:+.1f}%" if s.get("delta_pct") is not None else "-"
+        pct = _pct(s['delta_pct']) if s.get("delta_pct") is not None else "-"
         out.append(f"{indent}{title:<14}{ms(s['base']['median']):>16}  ->{ms(s['head']['median']):>16}   {pct:>8}  "
                    f"{_p(s):<12} {_verdict(s)}")
     return out
@@ -92,11 +98,11 @@ def _kernel_line(k: dict[str, Any]) -> str:
     if k["status"] in ("new", "gone"):
         head = f"{k['status']:>8}  {ms(k['head_total_ns'] if k['status'] == 'new' else k['base_total_ns']):>13} total"
     else:
-        head = (f"{s['delta_pct']:+7.1f}% per launch (median {ms(s['base']['median'])} -> {ms(s['head']['median'])})  "
+        head = (f"{_pct(s['delta_pct']):>8} per launch (median {ms(s['base']['median'])} -> {ms(s['head']['median'])})  "
                 f"{_p(s)}")
     ps = k.get("per_step_ns")
     if ps and k["status"] not in ("new", "gone") and ps.get("delta_pct") is not None:
-        head += (f"; {ps['delta_pct']:+.1f}% per step (median {ms(ps['base']['median'])} -> "
+        head += (f"; {_pct(ps['delta_pct'])} per step (median {ms(ps['base']['median'])} -> "
                  f"{ms(ps['head']['median'])}) {_p(ps)}")
         if k.get("changed_by"):
             head += f" [changed {' and '.join(b.replace('_', ' ') for b in k['changed_by'])}]"
@@ -177,7 +183,7 @@ def text(diff: dict[str, Any]) -> str:
                 st = coll.get(f"{key}_{unit}_ns")
                 if st and st.get("base", {}).get("median") is not None:  # the tested sample, as the kernels'
                     lines.append(f"   {name} {label}: median {ms(st['base']['median'])} -> {ms(st['head']['median'])}"
-                                 f" (est. {st['delta_pct']:+.1f}%, {_p(st)}; {'changed' if st['changed'] else 'unchanged'})")
+                                 f" (est. {_pct(st['delta_pct'])}, {_p(st)}; {'changed' if st['changed'] else 'unchanged'})")
     lines += _findings(diff)
     if diff.get("gate"):
         lines.append("")

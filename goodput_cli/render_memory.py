@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis import fmt
 from analysis.readers import ToolKind
 
 SHOWN = 10  # kernels printed per report, most nsys (else profiled) time first
@@ -46,7 +47,7 @@ def headline_lines(rep: dict[str, Any], run_verdict: dict[str, Any] | None = Non
             + (f" ({unknown:,} of unknown duration)" if unknown else ""))
     saving = rep.get("estimated_saving")
     if saving:
-        share = f" ({saving['pct']:.1f}% of the {'nsys' if saving['drawn_from'] == 'nsys' else 'profiled'} time)" \
+        share = f" ({fmt.pct(saving['pct'])} of the {'nsys' if saving['drawn_from'] == 'nsys' else 'profiled'} time)" \
             if saving.get("pct") is not None else ""
         line += f"; estimated saving {_us(saving['ns'])}{share}"
     return [*lines, line]
@@ -90,7 +91,7 @@ def memory_lines(rep: dict[str, Any], clip) -> list[str]:
         if r and r.get("achieved_flops") is not None:
             where = ""
             if r.get("pct_of_roof") is not None:
-                where = f", {r['pct_of_roof']:.1f}% of the {r['roof'] if r['roof'] == 'compute' else r['roof'].upper()} roof ({_si(r['attainable_flops'], 'FLOP/s')})"
+                where = f", {fmt.pct(r['pct_of_roof'])} of the {r['roof'] if r['roof'] == 'compute' else r['roof'].upper()} roof ({_si(r['attainable_flops'], 'FLOP/s')})"
             ai = f"{r['intensity_dram']:.2f} FLOP/DRAM B" if r.get("intensity_dram") is not None else "-"
             lines.append(f"       roofline: {_si(r['achieved_flops'], 'FLOP/s')} {r.get('precision') or ''} at {ai}{where}")
             if r.get("compute_roof_unknown") is not None:

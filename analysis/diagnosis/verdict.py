@@ -432,7 +432,7 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     if ana.get("kind") == "host_paced":
         duty = float(ana.get("gpu_duty_cycle_pct") or 0.0)
         return _verdict("host_paced", f"Input-paced at {float(ana.get('per_second') or 0):.3g} iterations/s: the GPU "
-                        f"is busy {duty:.1f}% of each iteration.", idle,
+                        f"is busy {fmt.pct(duty)} of each iteration.", idle,
                         "nothing to fix on the GPU unless the input can arrive faster; to see headroom, profile "
                         "the work per iteration (GPU time and launch latency)", None)
     if busy_pct >= GPU_BOUND_PCT:
@@ -443,13 +443,13 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"
               and not (pause and f["rule_id"] == "HOST001")]
     if pause and not ranked:
-        return _verdict("host_paced", f"Pausing by design: the GPU is idle {_ms(idle)}, busy {busy_pct:.1f}% of the "
+        return _verdict("host_paced", f"Pausing by design: the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the "
                         f"window, while the program's only CUDA thread sleeps{pause}.", None,
                         "nothing to fix in the GPU work: remove the sleeps if they are not meant, or profile the work "
                         "without them", None)
     if not ranked:
         see = _collect(facts, "see where the host is")
-        return _verdict("host_bound", f"Host-bound: the GPU is busy {busy_pct:.1f}% of the window and idle "
+        return _verdict("host_bound", f"Host-bound: the GPU is busy {fmt.pct(busy_pct)} of the window and idle "
                         f"{_ms(idle)}; no finding explains the idle.", idle,
                         see or "annotate the host's work between the GPU operations with NVTX ranges: the CPU "
                                "samples and OS calls recorded do not say what it is", None)
@@ -479,7 +479,7 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     title += (f" ({_ms(int(top['impact_ns']))})" if parts else "") + "".join(f"; also {p['title']}" for p in parts) + (_data_path_text(path) if path else "")
     costs = f"costs {_ms(cost)}" + (f": {_ms(in_window)} in the window and {_ms(int(path['ns']))} of start-up"
                                     if path else " together" if parts else "")
-    text = f"{label}: {title} ({costs}; the GPU is idle {_ms(idle)}, busy {busy_pct:.1f}% of the window)"
+    text = f"{label}: {title} ({costs}; the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the window)"
     sampled = top.get("host_functions") or []
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
@@ -590,7 +590,7 @@ def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], 
     inside = ", ".join(f"{PER_CALL[r][0]} {_ms(ns)}" for r, ns in parts)
     text = (f"{label}: the host's per-launch round trip leaves the GPU idle {_ms(short)} in "
             f"{int(krn.get('short_gaps') or 0):,} short gaps around {int(krn.get('short_kernels') or 0):,} short "
-            f"kernels (the findings in it: {inside}; the GPU is idle {_ms(idle)}, busy {busy_pct:.1f}% of the "
+            f"kernels (the findings in it: {inside}; the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the "
             "window).")
     big = [r for r, ns in parts if r != "KRN001" and ns >= PART_SHARE * cost]
     steps = [PER_CALL[r][1] for r in big]
@@ -632,7 +632,7 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
         top = max((by_rule[r] for r in ("MEM001", "MEM005", "MEM002") if r in by_rule),
                   key=lambda f: int(f["impact_ns"]), default=None)
         return _verdict("copies", f"Copy-bound: copies alone fill {_ms(copies)} of the GPU's {_ms(busy)} busy time "
-                        f"({100.0 * copies / busy:.1f}%), kernels {_ms(compute)}.", copies,
+                        f"({fmt.pct(100.0 * copies / busy)}), kernels {_ms(compute)}.", copies,
                         RULE_KINDS[top["rule_id"] if top else "MEM005"][1], top)
     shape = by_rule.get("KRN004")
     if shape is not None and int(shape["impact_ns"]) >= SHAPE_SHARE * int(shape.get("compute_kernel_ns") or compute):
@@ -640,7 +640,7 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
         d = ev.get("detail") or {}
         text = (f"Launch shape: {ev.get('name')} runs {d.get('blocks', 0):,} block(s) of "
                 f"{d.get('threads_per_block', 0):,} thread(s) on {d.get('sm_count')} SMs, so at most "
-                f"{d.get('used_pct', 0):.2g}% of the GPU works while the timeline shows it {busy_pct:.1f}% busy: "
+                f"{d.get('used_pct', 0):.2g}% of the GPU works while the timeline shows it {fmt.pct(busy_pct)} busy: "
                 f"{_ms(int(shape['impact_ns']))} of {_ms(int(shape.get('compute_kernel_ns') or compute))} kernel time "
                 "is unused GPU.")
         return _verdict("launch_shape", text, int(shape["impact_ns"]), RULE_KINDS["KRN004"][1], shape)
@@ -648,19 +648,19 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
     if dom is not None:
         if dom.get("is_family"):  # many instances of one template, none dominant alone: say so, profile the costliest
             cost, where = _per_device(dom)
-            text = (f"One template family is {float(dom.get('share_pct') or 0):.1f}% of GPU time: {dom.get('kernel')}, "
-                    f"{dom.get('instances')} instances, the costliest {float(dom.get('instance_share_pct') or 0):.1f}% "
-                    f"({where}, GPU busy {busy_pct:.1f}% of the window).")
+            text = (f"One template family is {fmt.pct(float(dom.get('share_pct') or 0))} of GPU time: {dom.get('kernel')}, "
+                    f"{dom.get('instances')} instances, the costliest {fmt.pct(float(dom.get('instance_share_pct') or 0))} "
+                    f"({where}, GPU busy {fmt.pct(busy_pct)} of the window).")
             return _verdict("gpu_bound_kernel", text, cost,
                             f"profile the costliest instance with ncu, then the next ones: {dom.get('ncu_command')}",
                             dom)
         cost, where = _per_device(dom)
-        text = (f"One kernel is {float(dom.get('share_pct') or 0):.1f}% of GPU time: {dom.get('kernel')} "
-                f"({where}, GPU busy {busy_pct:.1f}% of the window).")
+        text = (f"One kernel is {fmt.pct(float(dom.get('share_pct') or 0))} of GPU time: {dom.get('kernel')} "
+                f"({where}, GPU busy {fmt.pct(busy_pct)} of the window).")
         return _verdict("gpu_bound_kernel", text, cost, f"profile it with ncu: {dom.get('ncu_command')}", dom)
     tops = info.get("top_kernels") or []
-    names = ", ".join(f"{k['name']} {float(k.get('share_pct') or 0):.1f}%" for k in tops[:3])
-    return _verdict("gpu_bound_kernel", f"GPU-bound: busy {busy_pct:.1f}% of the window; the kernels are the "
+    names = ", ".join(f"{k['name']} {fmt.pct(float(k.get('share_pct') or 0))}" for k in tops[:3])
+    return _verdict("gpu_bound_kernel", f"GPU-bound: busy {fmt.pct(busy_pct)} of the window; the kernels are the "
                     f"lever (largest over the report: {names}).", compute,
                     "profile the largest kernels with ncu (--set full), starting with the first", None)
 

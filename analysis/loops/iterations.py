@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from analysis import fmt
 from analysis.model.nvtx_projection import projected_table
 from analysis.model.trace import Trace
 
@@ -111,7 +112,7 @@ def _no_step(trace: Trace, total_gpu: int, cands: list[tuple]) -> str:
                 "annotate the training step with NVTX")
     best = max(cands, key=lambda c: c[3])
     return (f"no repeating NVTX range holds {MIN_GPU_SHARE:.0%} of the GPU work (the most: {_clip(best[1])!r} with "
-            f"{100.0 * best[3] / total_gpu:.1f}%){ignored}; annotate the training step with NVTX")
+            f"{fmt.pct(100.0 * best[3] / total_gpu)}){ignored}; annotate the training step with NVTX")
 
 
 def iterations(trace: Trace, max_items: int = 500) -> dict[str, Any]:

@@ -88,6 +88,11 @@ def fmt_change_ns(ns: Any) -> str:
     return fmt.signed(fmt.duration(ns), ns)
 
 
+def fmt_p(p: Any) -> str:
+    """A p-value: "0.786", "< 0.001"."""
+    return fmt.p_value(p)
+
+
 def fmt_rate(bytes_per_s: Any) -> str:
     """A bandwidth: "196 GB/s"."""
     return fmt.rate(bytes_per_s)
@@ -120,7 +125,7 @@ def rule_doc(text: Any) -> Markup:
 def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes,
                                  fmt_number=fmt_number, fmt_detail=fmt_detail,
-                                 fmt_change_pct=fmt_change_pct, fmt_change_ns=fmt_change_ns, fmt_rate=fmt_rate,
+                                 fmt_change_pct=fmt_change_pct, fmt_change_ns=fmt_change_ns, fmt_p=fmt_p, fmt_rate=fmt_rate,
                                  fmt_si=fmt_si, plain_number=plain_number,
                                  numbers_formatted=numbers_formatted, short_kernel=short_kernel_name,
                                  rule_doc=rule_doc)

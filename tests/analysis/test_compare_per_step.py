@@ -84,7 +84,7 @@ def test_a_per_step_regression_is_caught_when_launches_look_the_same(doubled: Pa
     st = diff["kpis"]["step_time_median_ns"]
     assert st["estimator"] == "hodges_lehmann_ratio" and st["delta_pct"] == diff["steps"]["step_time_ns"]["delta_pct"]
     text = goodput("diff", str(BASE), str(doubled), "--quiet").stdout
-    assert "+100.0% per step" in text and "[changed per step]" in text
+    assert "+100.0 % per step" in text and "[changed per step]" in text
 
 
 def _launches_inside(con: sqlite3.Connection, normalized: Path) -> int:

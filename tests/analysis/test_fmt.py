@@ -34,6 +34,15 @@ def test_percentages_and_counts():
     assert fmt.count(12288) == "12,288" and fmt.count(float("inf")) == "–"
 
 
+@pytest.mark.parametrize(("p", "text"), [
+    (0.786, "0.786"), (0.0123, "0.0123"), (0.001, "0.00100"), (0.000852, "< 0.001"), (0.0, "< 0.001"), (1.0, "1.00"),
+    (None, "–"),
+])
+def test_p_values(p, text):
+    """A p-value keeps three significant digits down to 0.001 and says "< 0.001" below: never "0.000852"."""
+    assert fmt.p_value(p) == text
+
+
 @given(st.floats(min_value=-1e18, max_value=1e18, allow_nan=False))
 def test_three_significant_digits_at_most_and_no_exponent(ns):
     text = fmt.duration(ns)

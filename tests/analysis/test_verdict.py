@@ -60,7 +60,7 @@ def test_teardown_after_the_last_gpu_operation() -> None:
 def test_host_paced_loop() -> None:
     ana = {"kind": "host_paced", "per_second": 25.0, "gpu_duty_cycle_pct": 4.0}
     v = report_verdict(info(span_ms=1000, busy_ms=40, anatomy=ana), [finding("GPU001", 900)], FACTS)
-    assert v.kind == "host_paced" and "25 iterations/s" in v.text and "busy 4.0%" in v.text
+    assert v.kind == "host_paced" and "25 iterations/s" in v.text and "busy 4.0 %" in v.text
 
 
 def test_busy_gpu_with_one_kernel_says_profile_it_not_the_largest_idle_finding() -> None:
@@ -69,7 +69,7 @@ def test_busy_gpu_with_one_kernel_says_profile_it_not_the_largest_idle_finding()
                                                                     ncu_command=cmd)]
     v = report_verdict(info(span_ms=100, busy_ms=92), found, FACTS)
     assert (v.kind, v.rule_id, v.impact_ns) == ("gpu_bound_kernel", "KRN005", 90 * MS)
-    assert v.next_step == f"profile it with ncu: {cmd}" and "97.0% of GPU time: Fan2" in v.text
+    assert v.next_step == f"profile it with ncu: {cmd}" and "97.0 % of GPU time: Fan2" in v.text
 
 
 def test_busy_gpu_with_a_single_block_grid_is_a_launch_shape_verdict_before_the_dominant_kernel() -> None:
@@ -91,7 +91,7 @@ def test_busy_gpu_full_of_copies_is_copy_bound() -> None:
 
 def test_busy_gpu_without_a_dominant_kernel_names_the_top_kernels() -> None:
     v = report_verdict(info(span_ms=100, busy_ms=95), [finding("SYNC001", 5)], FACTS)
-    assert v.kind == "gpu_bound_kernel" and v.rule_id is None and "k<int> 40.0%" in v.text
+    assert v.kind == "gpu_bound_kernel" and v.rule_id is None and "k<int> 40.0 %" in v.text
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_KINDS))

@@ -173,7 +173,7 @@ def test_analyze_text_says_per_step_on_a_loop_window():
     n = gpu["steps_in_window"]
     assert n == result["reports"][0]["iterations"]["anatomy"]["steady_count"] > 1
     assert gpu["impact_per_step_ns"] == round(gpu["impact_ns"] / n)
-    per_step = f"{fmt.duration(gpu['impact_per_step_ns'])} per step ({gpu['impact_pct']:.1f}%)"
+    per_step = f"{fmt.duration(gpu['impact_per_step_ns'])} per step ({fmt.pct(gpu['impact_pct'])})"
     assert f"GPU001 {per_step} [steady, {n} steps: {fmt.duration(gpu['impact_ns'])}]" in text
     dist = result["reports"][0]["iterations"]["iteration_time"]
     assert f"step time: p10 {fmt.duration(dist['p10_ns'])}, median {fmt.duration(dist['median_ns'])}" in text

@@ -107,7 +107,7 @@ def test_kernel_scaled_by_1_4_is_the_only_one_reported_and_significant(tmp_path_
     assert row["base_total_ns"] == sum(raw_b) and row["head_total_ns"] == sum(raw_h)
     # The same numbers in the text a person reads.
     text = goodput("diff", str(TORCH), str(dst), "--quiet").stdout
-    assert "ncclDevKernel_SendRecv" in text and "+40.0%" in text
+    assert "ncclDevKernel_SendRecv" in text and "+40.0 %" in text
 
 
 def test_kernel_scaled_by_1_02_is_not_reported(tmp_path_factory):

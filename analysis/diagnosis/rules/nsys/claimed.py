@@ -6,6 +6,7 @@ owns the gap around them, and names the calls or ranges behind them with their s
 
 from __future__ import annotations
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct, report_span_ns
@@ -129,7 +130,7 @@ class HostCommunication(_Claimed):
     def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, dict]:
         return (
             f"GPU idle {fmt_ms(c.ns)} while the host communicates ({_names(c)})",
-            f"Of {fmt_ms(idle)} GPU idle, {fmt_ms(c.ns)} ({pct(c.ns, idle) or 0:.1f}%) passed inside host "
+            f"Of {fmt_ms(idle)} GPU idle, {fmt_ms(c.ns)} ({fmt.pct(pct(c.ns, idle) or 0)}) passed inside host "
             f"communication: " + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5])
             + (f"; {cadence}" if cadence else "") + ".",
             {"window_idle_ns": idle})

@@ -275,11 +275,11 @@ class CollectiveBandwidth(Rule):
         return Finding(
             rule_id=self.id,
             title=(f"Slow collectives: {label} {worst['size_class']} at {fmt.rate(worst['bus_gbps'] * 1e9)} bus bandwidth "
-                   f"({worst['efficiency_pct']:.1f}% of {fmt.rate(worst['peak_gbps'] * 1e9)})"),
+                   f"({fmt.pct(worst['efficiency_pct'])} of {fmt.rate(worst['peak_gbps'] * 1e9)})"),
             message=(f"{sum(g['count'] for g in bad)} collective(s) of at least {params['min_bytes'] / 2**20:g} MiB in "
                      f"{len(bad)} size class(es) ran below {params['min_efficiency_pct']:g}% of the link's peak "
                      f"(n = {info['n']} ranks, from {info['n_source']}); at that share they would take "
-                     f"{fmt_ms(impact)} less" + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")
+                     f"{fmt_ms(impact)} less" + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")
                      + f" Peak: {worst['peak_source']}."),
             impact_ns=impact, impact_pct=share,
             advice=self.advice,
@@ -327,7 +327,7 @@ class CollectiveBandwidth(Rule):
             title=(f"Collectives by kernel ({'network sizes only' if net else 'no message sizes, so no bandwidth'}): "
                    f"{label}, {top['count']} kernel(s), "
                    f"{fmt_ms(top['time_ns'])}"
-                   + (f" ({top['share_pct']:.1f}% of {fmt_ms(total)} of NCCL kernel time)" if len(groups) > 1 else "")
+                   + (f" ({fmt.pct(top['share_pct'])} of {fmt_ms(total)} of NCCL kernel time)" if len(groups) > 1 else "")
                    + (f"; network sends {net['text']}" if net else "")),
             message=(f"{count} NCCL kernel(s) in {len(groups)} group(s) of collective, algorithm and protocol, each "
                      f"with its time on every rank and GPU; the slowest instances are the evidence. NCCL kernel "
@@ -363,7 +363,7 @@ def network_sends(trace: Trace) -> dict | None:
     text = (f"{fmt.size(sum(p['bytes'] for p in sends))} in {fmt.count(sum(p['transfers'] for p in sends))} send(s) to rank(s) "
             f"{', '.join(str(p['receiver_rank']) for p in sends)}"
             + (f" at {fmt.rate(bps)} achieved" if bps is not None else "")
-            + (f" ({eff:.1f}% of {fmt.rate(peak * 1e9)})" if eff is not None and peak else ""))
+            + (f" ({fmt.pct(eff)} of {fmt.rate(peak * 1e9)})" if eff is not None and peak else ""))
     return {"text": text, "bytes_sent": sum(p["bytes"] for p in sends), "completed_bytes": nbytes,
             "in_flight_ns": flight, "bandwidth_bps": bps, "peak_gbps": peak, "peak_source": source,
             "efficiency_pct": eff, "peers": [{k: p[k] for k in ("receiver_rank", "transfers", "bytes", "bandwidth_bps",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis import fmt
 from analysis.diagnosis.breakdown import breakdown
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, RunFacts, Skip, Threshold
@@ -114,8 +115,8 @@ class ExposedCommunication(Rule):
             rule_id=self.id,
             title=f"Exposed communication {fmt_ms(exposed)} on {len(units)} device(s)",
             message=(f"NCCL kernels ran {fmt_ms(comm)}; {fmt_ms(exposed)} of it with no compute beside it"
-                     + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
-                     + f", {overlap:.1f}% overlapped."
+                     + (f" ({fmt.pct(share)} of the GPU-active span)" if share is not None else "")
+                     + f", {fmt.pct(overlap)} overlapped."
                      + ("" if has_compute else " No compute kernel ran on these devices: there is nothing to overlap "
                         "it with, and part of it may be waiting for other ranks rather than moving data.")),
             impact_ns=exposed, impact_pct=share,

@@ -228,7 +228,7 @@ class CopyBound(Rule):
         return [Finding(
             rule_id=self.id,
             title=(f"Copy-bound: {fmt_ms(memory_only)} with only copies running on {len(devices)} device(s) "
-                   f"({100.0 * memory_only / span:.1f}% of their span), mostly {main}"),
+                   f"({fmt.pct(100.0 * memory_only / span)} of their span), mostly {main}"),
             message=(f"On {len(devices)} device(s) copies and memsets ran with no kernel beside them for "
                      f"{fmt_ms(memory_only)} of {fmt_ms(span)}.{note} By direction: {parts}."),
             impact_ns=int(impact), impact_pct=share, advice=_advice(main, used[main]),

@@ -175,7 +175,7 @@ class IdleGaps(Rule):
                      f"{fmt_ms(whole)}; longest {fmt_ms(top[0].ns)}; "
                      + (f"{fmt_ms(total)} of it stays this rule's (the rest is the idle of rules that name what the "
                         "host did in it)" if whole > total else "all of it this rule's")
-                     + (f", {share:.1f}% of the GPU-active span" if share is not None else "")
+                     + (f", {fmt.pct(share)} of the GPU-active span" if share is not None else "")
                      + f". Causes of the idle this rule keeps: {causes}. The host was: "
                      + ", ".join(f"{CATEGORY_WORDS.get(c, c)} {fmt_ms(v)}" for c, v in list(by_cat.items())[:4])
                      + "." + _unrecorded(trace, main, host)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import CAUSE_CODES, launchers, owned_gap_causes
@@ -147,7 +148,7 @@ class HostBlocked(Rule):
             title=(f"GPU idle {fmt_ms(total)} while its launching thread blocked in the OS, mostly "
                    f"{c.names[0][0] if c.names else 'OS calls'}"),  # an off-CPU name reads "off CPU ..."
             message=(f"{fmt_ms(total)} of GPU idle"
-                     + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
+                     + (f" ({fmt.pct(share)} of the GPU-active span)" if share is not None else "")
                      + " passed while the launching threads sat in OS runtime calls"
                      + (" or were switched out" if "off_cpu" in c.by_category else "") + f": {names}"
                      + (f"; file I/O is {file_share:.0f}% of it." if file_share else ".")),

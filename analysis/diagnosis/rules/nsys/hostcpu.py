@@ -8,6 +8,7 @@ from itertools import groupby
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import launchers
@@ -132,7 +133,7 @@ class HostCpuSamples(Rule):
             title=(f"Host CPU during GPU idle: the launching thread's top function is {main} "
                    f"({100 * main_n / n_in:.0f}% of {n_in} CPU samples)"),
             message=(f"{n_in} CPU sample(s) of the launching threads fell in {len(gaps)} idle gap(s) "
-                     f"({fmt_ms(total)}" + (f", {share:.1f}% of the GPU-active span" if share is not None else "")
+                     f"({fmt_ms(total)}" + (f", {fmt.pct(share)} of the GPU-active span" if share is not None else "")
                      + f"): {listed}. This idle belongs to the gap rules; HOST002 says where the host was."),
             impact_ns=total, impact_pct=share, severity="info",
             advice=_without_osrt_ask(trace, next((a for k, _, a in KINDS if k == kind), GENERIC)), evidence=evidence,

@@ -105,7 +105,7 @@ class LaunchBound(Rule):
             title=f"Launch-bound: {kernels} short kernels in {len(rows)} run(s), GPU idle {fmt_ms(total)}",
             message=(f"{len(rows)} run(s) of kernels under {ctx.params['short_kernel_us']:g} us ({kernels} kernels, "
                      f"{fmt_ms(busy)} of kernel time) left the GPU idle {fmt_ms(total)} between launches"
-                     + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")),
+                     + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,
             advice=advice, evidence=evidence, evidence_total=len(rows), report=trace.label, rank=trace.rank,
             extra={"runs": len(rows), "short_kernels": kernels, "short_kernel_ns": busy,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
@@ -114,7 +115,7 @@ class KernelOutliers(Rule):
         unstable = sum(1 for g in groups if g[12])
         dominant = _dominant(trace)
         worst = groups[0]
-        dom = (f" The largest kernel, {dominant['name']}, takes {dominant['share_pct']:.1f}% of compute kernel time."
+        dom = (f" The largest kernel, {dominant['name']}, takes {fmt.pct(dominant['share_pct'])} of compute kernel time."
                if dominant else "")
         share = pct(total, report_span_ns(trace))
         return [Finding(

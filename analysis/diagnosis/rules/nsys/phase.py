@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
@@ -112,7 +113,7 @@ class StartupCost(_PhaseRule):
         return [Finding(
             rule_id=self.id, title=f"Start-up takes {fmt_ms(length)} before {until}",
             message=(f"From the first recorded activity until {until}: {fmt_ms(length)}"
-                     + (f" ({share:.1f}% of the profiled time)" if share is not None else "")
+                     + (f" ({fmt.pct(share)} of the profiled time)" if share is not None else "")
                      + f"; largest calls: {fill}; GPU kernels ran {fmt_ms(busy)} of it." + what),
             impact_ns=length, impact_pct=share, severity=_cap(share), advice=advice + ONE_OFF,
             evidence=tuple(Evidence(start_ns=lo, end_ns=hi, rank=trace.rank, name=n, value_ns=t) for n, t in calls)

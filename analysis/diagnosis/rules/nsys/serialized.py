@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
@@ -115,7 +116,7 @@ class SerializedCommunication(Rule):
             title=f"{n} NCCL kernel(s) share a stream with compute: {fmt_ms(total)} cannot overlap",
             message=(f"On {len(units)} device(s), {n} NCCL kernel(s) ({fmt_ms(nccl)}) ran on a stream that also runs "
                      f"compute kernels; {fmt_ms(total)} of it ran with no compute beside it"
-                     + (f" ({share:.1f}% of the GPU-active span)." if share is not None else ".")),
+                     + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=n, report=trace.label, rank=trace.rank,

@@ -6,6 +6,7 @@ import re
 import shlex
 from typing import Any
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct, report_span_ns
@@ -125,10 +126,10 @@ class SmallGrid(Rule):
             title=(f"Launch shape cannot fill the GPU: {top[3]} runs {top[4]:,} block(s) of {top[5]:,} thread(s) "
                    f"on {top[6]} SMs" + ("" if holds else f" ({premise})")),
             message=(f"{len(shapes)} kernel shape(s) with fewer blocks than SMs or blocks under a warp ran "
-                     f"{fmt_ms(small_ns)} ({pct(small_ns, kernel_ns) or 0:.1f}% of compute kernel time); the SM "
+                     f"{fmt_ms(small_ns)} ({fmt.pct(pct(small_ns, kernel_ns) or 0)} of compute kernel time); the SM "
                      f"lanes they left unused cost {fmt_ms(total)} (time x unused share, assuming the work would "
                      f"spread over the whole GPU). Largest: {top[3]}, {top[7]:,} launch(es), {fmt_ms(top[8])}, at "
-                     f"most {100.0 * top[11]:.1f}% of the GPU used. Premise ({self.premise}): "
+                     f"most {fmt.pct(100.0 * top[11])} of the GPU used. Premise ({self.premise}): "
                      + ("holds, " if holds else "does not hold, ") + premise + "."),
             impact_ns=total, impact_pct=share,
             advice=self.advice if holds else (
@@ -252,16 +253,16 @@ class DominantKernel(Rule):
         why_skip = ("its launches before the analysis window (start-up, warm-up) are skipped" if before else
                     "the first launch pays lazy module loading and cold caches" if skip else "its only launch")
         if family:
-            title = (f"One template family is {share:.1f}% of GPU time: {kname} ({len(inst)} instances, "
-                     f"the costliest {top_share:.1f}%)")
+            title = (f"One template family is {fmt.pct(share)} of GPU time: {kname} ({len(inst)} instances, "
+                     f"the costliest {fmt.pct(top_share)})")
             message = (f"{kname} is {len(inst)} different kernels (template instances), together {fmt_ms(ns)} in "
-                       f"{launches:,} launch(es), {share:.1f}% of the kernel time of the device(s) they run on; no "
+                       f"{launches:,} launch(es), {fmt.pct(share)} of the kernel time of the device(s) they run on; no "
                        f"single instance dominates (the costliest, {top_name}, is {fmt_ms(top_ns)}, "
-                       f"{top_share:.1f}%). Profile the costliest instance with Nsight Compute: {command}  "
+                       f"{fmt.pct(top_share)}). Profile the costliest instance with Nsight Compute: {command}  "
                        f"(--launch-skip {skip}: {why_skip}), then the next ones: each instance is its own code.")
         else:
-            title = f"One kernel is {share:.1f}% of GPU time: {kname}"  # kname: the instance when there are several
-            message = (f"{kname} runs {fmt_ms(ns)} in {launches:,} launch(es), {share:.1f}% of the kernel time of "
+            title = f"One kernel is {fmt.pct(share)} of GPU time: {kname}"  # kname: the instance when there are several
+            message = (f"{kname} runs {fmt_ms(ns)} in {launches:,} launch(es), {fmt.pct(share)} of the kernel time of "
                        f"the device(s) it runs on. Profile it with Nsight Compute: {command}  (--launch-skip {skip}: "
                        f"{why_skip}).")
         return [Finding(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import (
@@ -97,7 +98,7 @@ class BlockingSync(Rule):
                    + (f" ({'/'.join(nm for nm, _, _ in cl.names[:3])})" if cl and cl.names else "")),
             message=((f"{n} idle gap(s) followed {n_owning} blocking synchronize call(s); " if n else "")
                      + f"{fmt_ms(total)} of GPU idle passed inside sync calls"
-                     + (f" ({share:.1f}% of the GPU-active span)" if share is not None else "")
+                     + (f" ({fmt.pct(share)} of the GPU-active span)" if share is not None else "")
                      + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
                      + ("" if n else "; no idle gap opened while one was in progress (each was called with the GPU "
                                      "already idle)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
@@ -196,7 +197,7 @@ class TensorCoresIdle(Rule):
             rule_id=self.id,
             title=f"Tensor cores idle: {n_kernels} FP32 GEMM/convolution kernel(s) on CUDA cores, {fmt_ms(total)}",
             message=(f"{n_kernels} GEMM/convolution kernel(s) ran in FP32 on the CUDA cores for {fmt_ms(total)}, "
-                     f"{share:.1f}% of compute kernel time; largest: "
+                     f"{fmt.pct(share)} of compute kernel time; largest: "
                      + ", ".join(f"{n} x{v[0]} ({fmt_ms(v[1])})"
                                  for n, v in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:3]) + "."),
             impact_ns=total, impact_pct=pct(total, report_span_ns(trace)), advice=advice,
