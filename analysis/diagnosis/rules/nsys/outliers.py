@@ -8,7 +8,10 @@ from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.tensorcores import name_list, simt_fp32_names
 from analysis.loops.trend import TREND_MIN, TREND_RHO, is_trend, trend_words
-from analysis.model.trace import Trace
+from analysis.model.trace import Trace, inline_params
+
+# The temporary table of the flagged launch shapes (outliers.sql), for the duration of one report's check.
+_SHAPES = "_gp_krn003_shapes"
 
 
 class KernelOutliers(Rule):
@@ -72,11 +75,20 @@ class KernelOutliers(Rule):
                 "spread": ctx.params["max_spread"], "factor": ctx.params["outlier_factor"]}
         simt = simt_fp32_names(trace)
         sql = load_sql("outliers.sql").replace("{exclude}", f"name NOT IN ({name_list(simt)})" if simt else "TRUE")
+        # The shapes first, on their own (outliers.sql: the later joins then build on them, not on the kernels).
+        make = f"CREATE OR REPLACE TEMP TABLE {_SHAPES} AS " + sql.replace("{shapes}", "shapes")
+        trace.con.execute(*inline_params(make + " SELECT * FROM shapes", bind))  # noqa: S608 - constant text
+        try:
+            return self._findings(trace, ctx, sql.replace("{shapes}", _SHAPES), bind)
+        finally:
+            trace.con.execute(f"DROP TABLE IF EXISTS {_SHAPES}")
+
+    def _findings(self, trace: Trace, ctx: RuleContext, sql: str, bind: dict) -> list[Finding]:
         groups = trace.sql(sql + """
             SELECT f.gid, f.name, f.pid, f.device, [f.grid_x, f.grid_y, f.grid_z], [f.block_x, f.block_y, f.block_z],
                    f.n, f.total, f.p10, f.p50, f.p90, f.mx, f.unstable,
                    COALESCE(SUM(x.excess), 0), COUNT(x.row_id), COUNT(x.row_id) FILTER (WHERE x.outlier)
-            FROM f LEFT JOIN flagged x ON x.gid = f.gid GROUP BY ALL ORDER BY 14 DESC, f.gid""", bind)  # noqa: S608 - constant text
+            FROM _gp_krn003_shapes f LEFT JOIN flagged x ON x.gid = f.gid GROUP BY ALL ORDER BY 14 DESC, f.gid""", bind)  # noqa: S608 - constant text
         total = sum(int(g[13]) for g in groups)
         if not groups or total < ctx.params["min_excess_us"] * 1000:
             return []
@@ -99,7 +111,7 @@ class KernelOutliers(Rule):
                 SELECT f.gid, row_number() OVER (PARTITION BY f.gid ORDER BY k.start_ns, k.row_id) AS rt,
                        (rank() OVER (PARTITION BY f.gid ORDER BY k.dur) + COUNT(*) OVER (PARTITION BY f.gid) + 1
                         - rank() OVER (PARTITION BY f.gid ORDER BY k.dur DESC)) / 2.0 AS rd
-                FROM k JOIN f ON k.key = f.key)
+                FROM k JOIN _gp_krn003_shapes f ON k.key = f.key)
             GROUP BY gid HAVING COUNT(*) >= $trend_min""", {**bind, "trend_min": TREND_MIN})  # noqa: S608 - constant text
             if r is not None}
         trending = [g for g in groups if is_trend(rhos.get(int(g[0])))]
