@@ -321,6 +321,109 @@ def _uvm_units(trace: Trace) -> set[tuple[int, int | None]]:
     return trace.memo["anatomy_uvm_units"]
 
 
+def innermost(s: np.ndarray, e: np.ndarray, c: np.ndarray, h: np.ndarray, tid: np.ndarray,
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """NVTX ranges (start, end, category, name hash, thread) cut so that each instant of a thread and category is
+    named by the innermost range covering it, the one started last (issue #39, class 6: power-iteration's 44 'IO N'
+    ranges inside its one 'Loop' range own the idle, not 'Loop'): per range the pieces outside the ranges opened
+    inside it, each with the range's start as its group (one range, one call: ``paint_intervals``). The ranges as
+    they are, and no groups, when no two of one thread and category overlap."""
+    if len(s) < 2:
+        return s, e, c, h, None
+    if not bool((e > s).all()):  # an empty range names no instant
+        k = e > s
+        s, e, c, h, tid = s[k], e[k], c[k], h[k], tid[k]
+    tid = tid.astype(np.int64)
+    o = np.lexsort((-e.astype(np.int64), s, c, tid))  # per thread and category, by start (outer first on a tie)
+    ss, ee, cc, tt = s[o].astype(np.int64), e[o].astype(np.int64), c[o], tid[o]
+    same = (tt[1:] == tt[:-1]) & (cc[1:] == cc[:-1])
+    # The running furthest end runs across keys too: it can only see an overlap that is not there (the cut is then
+    # the ranges themselves, in pieces that count once), never miss one.
+    reach = np.maximum.accumulate(ee)
+    if not bool((same & (ss[1:] < reach[:-1])).any()):
+        return s, e, c, h, None
+    hh = h[o]
+    starts = np.flatnonzero(np.concatenate(([True], ~same)))
+    pieces = [_nested_pieces(ss[k0:k1], ee[k0:k1]) for k0, k1 in zip(starts.tolist(), [*starts[1:].tolist(), len(ss)],
+                                                                      strict=True)]
+    if all(x is not None for x in pieces):
+        ps, pe, pi = (np.concatenate([x[j] + (k0 if j == 2 else 0) for x, k0 in zip(pieces, starts.tolist(), strict=True)
+                                      if x is not None]) for j in range(3))
+        return ps, pe, cc[pi], hh[pi], ss[pi]
+    return _stacked_pieces(ss, ee, cc, hh, same)
+
+
+def _nested_pieces(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """For ranges sorted by start (outer first on a tie) that nest properly: the pieces (start, end, range) in which
+    each range is the innermost one open, in time order. None when two ranges cross (neither holds the other)."""
+    n = len(s)
+    # Events in time order: an end before a start at the same instant, an inner range's end before its parent's.
+    t_ = np.concatenate((s, e))
+    is_start = np.concatenate((np.ones(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)))
+    who = np.concatenate((np.arange(n), np.arange(n)))
+    order = np.lexsort((np.where(is_start, who, -who), is_start, t_))
+    t_, is_start, who = t_[order], is_start[order], who[order]
+    depth_after = np.cumsum(np.where(is_start, 1, -1))
+    depth = np.empty(n, dtype=np.int64)
+    depth[who[is_start]] = depth_after[is_start]
+    parent = np.full(n, -1, dtype=np.int64)
+    for d in range(2, int(depth.max()) + 1 if n else 0):
+        kids, up = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+        at = np.searchsorted(up, kids) - 1
+        if len(kids) and (at < 0).any():
+            return None
+        parent[kids] = up[at]
+    has = parent >= 0
+    if bool((e[has] > e[parent[has]]).any()) or bool((depth < 1).any()):
+        return None
+    top = np.where(is_start, who, parent[who])  # the innermost range open after each event
+    keep = (top[:-1] >= 0) & (t_[1:] > t_[:-1])
+    return t_[:-1][keep], t_[1:][keep], top[:-1][keep]
+
+
+def _stacked_pieces(ss: np.ndarray, ee: np.ndarray, cc: np.ndarray, hh: np.ndarray, same: np.ndarray,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``innermost`` for ranges that cross (sorted by key and start): a walk with a stack, the latest started range
+    still open naming each instant."""
+    out_s: list[int] = []
+    out_e: list[int] = []
+    out_i: list[int] = []
+    sl, el = ss.tolist(), ee.tolist()
+    stack: list[int] = []
+    cur = 0
+
+    def close_until(t_: int) -> None:  # emit the innermost open range's pieces up to ``t_``, closing ranges on the way
+        nonlocal cur
+        while stack:
+            top = stack[-1]
+            if el[top] <= cur:  # ended while a later range was innermost
+                stack.pop()
+                continue
+            end = min(el[top], t_)
+            if end > cur:
+                out_s.append(cur)
+                out_e.append(end)
+                out_i.append(top)
+                cur = end
+            if el[top] <= t_:
+                stack.pop()
+                continue
+            break
+        cur = max(cur, t_)
+
+    for i in range(len(sl)):
+        if i and not same[i - 1]:  # a new thread or category: close everything open
+            close_until(max(el[j] for j in stack) if stack else cur)
+            stack.clear()
+        if not stack:
+            cur = sl[i]
+        close_until(sl[i])
+        stack.append(i)
+    close_until(max(el[j] for j in stack) if stack else cur)
+    idx = np.array(out_i, dtype=np.int64)
+    return (np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64), cc[idx], hh[idx], ss[idx])
+
+
 class _Host:
     """Fetches the covering intervals of one process's speaking threads, slice by slice of time (and the
     device's migration bursts, ``uvm_gaps``, when the device is given)."""
@@ -364,7 +467,8 @@ class _Host:
         else 0; ``group``: for a migration burst piece the gap it belongs to (its end), else -1. Each source appends its (start, end, code, slots, source) to ``parts``, only intervals that
         overlap ``[a, b)`` (the SQL sources by their filter)."""
         parts = []
-        uvm_group = None  # (position in parts, the gap each migration burst piece belongs to)
+        # Per part with pieces of one thing (a range, a gap between migrations): the thing each piece belongs to.
+        groups: dict[int, np.ndarray] = {}
         span = f"AND start_ns < {b} AND end_ns > {a} AND end_ns > start_ns"
         for table, names, default, source in (("cuda_api", self.api, CODE["cuda_other"], 1),
                                               ("osrt", self.osrt, CODE["os_other"], 2)):
@@ -382,15 +486,18 @@ class _Host:
                       OR regexp_matches(COALESCE(text, ''), '{NVTX_COMM_TEXT_RE}') THEN {CODE['mpi']}
                     WHEN regexp_matches(COALESCE(text, ''), '{NVTX_JIT_RE}') THEN {CODE['jit_module']}
                     ELSE {CODE['user_range']} END)::UTINYINT AS c
-                FROM {self.trace.stored("nvtx", a, b)} WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608
-            parts.append((d["start_ns"], d["end_ns"], d["c"], slots(d["c"], d["h"]), 0))
+                , tid FROM {self.trace.stored("nvtx", a, b)} WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608
+            ns_, ne_, nc_, nh_, ng_ = innermost(d["start_ns"], d["end_ns"], d["c"], d["h"], d["tid"])
+            if ng_ is not None:
+                groups[len(parts)] = ng_
+            parts.append((ns_, ne_, nc_, slots(nc_, nh_), 0))
         if self.uvm is not None and len(self.uvm[0]):
             us, ue, uh = self.uvm
             inside = (us < b) & (ue > a) & (ue > us)
             uc = np.full(int(inside.sum()), CODE["uvm_migration"], dtype=np.uint8)
             parts.append((us[inside], ue[inside], uc, slots(uc, uh[inside]), 0))
             assert self.uvm_group is not None  # set with self.uvm
-            uvm_group = (len(parts) - 1, self.uvm_group[inside])
+            groups[len(parts) - 1] = self.uvm_group[inside]
         if self.half:
             m = self.max_half
             d = self.trace.arrays(f"""
@@ -410,8 +517,8 @@ class _Host:
             oc = np.full(len(d["h"]), CODE["off_cpu"], dtype=np.uint8)
             parts.append((d["start_ns"], d["end_ns"], oc, slots(oc, d["h"]), 0))
         # Per interval: the gap a migration burst piece belongs to (pieces of one gap count as one), else -1.
-        group = np.concatenate([uvm_group[1] if uvm_group is not None and k == uvm_group[0]
-                                else np.full(len(p[0]), -1, dtype=np.int64) for k, p in enumerate(parts)]
+        group = np.concatenate([groups[k] if k in groups else np.full(len(p[0]), -1, dtype=np.int64)
+                                for k, p in enumerate(parts)]
                                + [_EMPTY]).astype(np.int64)
         parts = [p for p in parts if len(p[0])]
         if not parts:
@@ -551,8 +658,9 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
     # A call running across a slice's end is fetched again (clipped) by the next slice: it counts once, in the
     # slice where it first painted idle. Per part, the calls that painted and ran on past the slice, as
     # (unclipped start, category, name), are looked up among the next slice's calls that started before it.
-    carried: list[set[tuple[int, int, int]]] = [set() for _ in parts]
-    seen: list[set[tuple[int, int, int]]] = [set() for _ in parts]  # the burst gaps counted, per part
+    # Shared by the parts (a call painting both the gaps and ``extra`` is one call, as their sum ``plus`` says).
+    carried: set[tuple[int, int, int]] = set()
+    seen: set[tuple[int, int, int]] = set()  # the (group, category, name) counted: ranges and migration gaps
     for t0, t1 in zip(edges[:-1], edges[1:], strict=True):
         here = [(int(np.searchsorted(pz, t0, side="right")), int(np.searchsorted(pa, t1, side="left")), pa, pz, o, k)
                 for k, (pa, pz, o) in enumerate(parts)]
@@ -566,14 +674,14 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
         def ident(i: int) -> tuple[int, int, int]:
             return started.get(i, int(s[i])), int(c[i]), int(sl.name[sl.slot[i]])  # noqa: B023 - used at once
         after = e >= t1
-        for i0, i1, pa, pz, o, k in here:
+        counted = np.zeros(len(s), dtype=np.bool_)
+        counted[before] = [ident(i) in carried for i in before.tolist()]
+        for i0, i1, pa, pz, o, _k in here:
             ps, pe = np.maximum(pa[i0:i1], t0), np.minimum(pz[i0:i1], t1)
             keep = pe > ps
-            counted = np.zeros(len(s), dtype=np.bool_)
-            counted[before] = [ident(i) in carried[k] for i in before.tolist()]
             paint_intervals(ps[keep], pe[keep], s, e, c, None, cuts, o, np.arange(i0, i1)[keep], counted, sl, src,
-                            group if bool((group >= 0).any()) else None, seen[k])
-            carried[k] = {ident(i) for i in np.flatnonzero(counted & after).tolist()}
+                            group if bool((group >= 0).any()) else None, seen)
+        carried = {ident(i) for i in np.flatnonzero(counted & after).tolist()}
     return out
 
 
