@@ -251,10 +251,11 @@ def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _clip(a: tuple[np.ndarray, np.ndarray, np.ndarray], bs: np.ndarray,
-          be: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The parts of the named intervals ``a`` (sorted, disjoint) inside ``[bs, be)`` (sorted, disjoint)."""
+          be: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """The parts of the named intervals ``a`` (sorted, disjoint) inside ``[bs, be)`` (sorted, disjoint), and
+    per part the end of the interval of ``a`` it comes from."""
     i = np.searchsorted(be, a[0], side="right")  # the first b interval that ends after each a starts
-    out_s, out_e, out_h = [], [], []
+    out_s, out_e, out_h, out_g = [], [], [], []
     for s, e, h, j in zip(a[0].tolist(), a[1].tolist(), a[2].tolist(), i.tolist(), strict=True):
         while j < len(bs) and bs[j] < e:
             lo, hi = max(s, int(bs[j])), min(e, int(be[j]))
@@ -262,27 +263,31 @@ def _clip(a: tuple[np.ndarray, np.ndarray, np.ndarray], bs: np.ndarray,
                 out_s.append(lo)
                 out_e.append(hi)
                 out_h.append(h)
+                out_g.append(e)
             j += 1
-    return (np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64), np.array(out_h, dtype=np.uint64))
+    out = (np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64), np.array(out_h, dtype=np.uint64))
+    return out, np.array(out_g, dtype=np.int64)
 
 
 def _host_side(trace: Trace, gaps: tuple[np.ndarray, np.ndarray, np.ndarray], pid: int,
-               tids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               tids: list[int]) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """``gaps`` (``uvm_gaps``) with the idle before each migration to the host split by what the host did (issue
     #39): a host that touches a device-resident managed page faults, waits while the driver migrates it (switched
     out, off CPU) and then works on the data; the instants none of the speaking threads was switched out are that
-    work and are renamed ``<kind>, host on CPU`` (``HOST_WORK_SUFFIX``); the rest keep the migration's name."""
+    work and are renamed ``<kind>, host on CPU`` (``HOST_WORK_SUFFIX``); the rest keep the migration's name.
+    Also returned: per piece, the end of the gap it comes from (its migration's start), so that a gap split into
+    pieces counts as one migration, not one per piece (issue #39, class 7)."""
     names = trace.memo[("anatomy_names", "uvm")][2]
     to_host = {h for h, n in names.items() if n == "UVM_DtoH"}
     back = np.isin(gaps[2], np.array(sorted(to_host), dtype=np.uint64))
     if not back.any():
-        return gaps
+        return gaps, gaps[1].copy()
     d = trace.arrays(f"SELECT start_ns, end_ns FROM off_cpu WHERE {_threads(pid, tids)} AND end_ns > start_ns "  # noqa: S608 - integers
                      f"AND start_ns < {int(gaps[1][back].max())} AND end_ns > {int(gaps[0][back].min())}")
     os_, oe = _union(d["start_ns"].astype(np.int64), d["end_ns"].astype(np.int64))
     sub = (gaps[0][back], gaps[1][back], gaps[2][back])
-    waited = _clip(sub, os_, oe)
-    worked = _clip(sub, *_complement(os_, oe))
+    waited, wg = _clip(sub, os_, oe)
+    worked, kg = _clip(sub, *_complement(os_, oe))
     renamed = {}
     for h in to_host:
         label = names[h] + HOST_WORK_SUFFIX
@@ -292,8 +297,9 @@ def _host_side(trace: Trace, gaps: tuple[np.ndarray, np.ndarray, np.ndarray], pi
     s = np.concatenate((gaps[0][~back], waited[0], worked[0]))
     e = np.concatenate((gaps[1][~back], waited[1], worked[1]))
     h = np.concatenate((gaps[2][~back], waited[2], wh))
+    g = np.concatenate((gaps[1][~back], wg, kg))
     o = np.argsort(s, kind="stable")
-    return s[o], e[o], h[o]
+    return (s[o], e[o], h[o]), g[o]
 
 
 def _off_cpu_names(trace: Trace) -> dict[int, str]:
@@ -315,6 +321,109 @@ def _uvm_units(trace: Trace) -> set[tuple[int, int | None]]:
     return trace.memo["anatomy_uvm_units"]
 
 
+def innermost(s: np.ndarray, e: np.ndarray, c: np.ndarray, h: np.ndarray, tid: np.ndarray,
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """NVTX ranges (start, end, category, name hash, thread) cut so that each instant of a thread and category is
+    named by the innermost range covering it, the one started last (issue #39, class 6: power-iteration's 44 'IO N'
+    ranges inside its one 'Loop' range own the idle, not 'Loop'): per range the pieces outside the ranges opened
+    inside it, each with the range's start as its group (one range, one call: ``paint_intervals``). The ranges as
+    they are, and no groups, when no two of one thread and category overlap."""
+    if len(s) < 2:
+        return s, e, c, h, None
+    if not bool((e > s).all()):  # an empty range names no instant
+        k = e > s
+        s, e, c, h, tid = s[k], e[k], c[k], h[k], tid[k]
+    tid = tid.astype(np.int64)
+    o = np.lexsort((-e.astype(np.int64), s, c, tid))  # per thread and category, by start (outer first on a tie)
+    ss, ee, cc, tt = s[o].astype(np.int64), e[o].astype(np.int64), c[o], tid[o]
+    same = (tt[1:] == tt[:-1]) & (cc[1:] == cc[:-1])
+    # The running furthest end runs across keys too: it can only see an overlap that is not there (the cut is then
+    # the ranges themselves, in pieces that count once), never miss one.
+    reach = np.maximum.accumulate(ee)
+    if not bool((same & (ss[1:] < reach[:-1])).any()):
+        return s, e, c, h, None
+    hh = h[o]
+    starts = np.flatnonzero(np.concatenate(([True], ~same)))
+    pieces = [_nested_pieces(ss[k0:k1], ee[k0:k1]) for k0, k1 in zip(starts.tolist(), [*starts[1:].tolist(), len(ss)],
+                                                                      strict=True)]
+    if all(x is not None for x in pieces):
+        ps, pe, pi = (np.concatenate([x[j] + (k0 if j == 2 else 0) for x, k0 in zip(pieces, starts.tolist(), strict=True)
+                                      if x is not None]) for j in range(3))
+        return ps, pe, cc[pi], hh[pi], ss[pi]
+    return _stacked_pieces(ss, ee, cc, hh, same)
+
+
+def _nested_pieces(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """For ranges sorted by start (outer first on a tie) that nest properly: the pieces (start, end, range) in which
+    each range is the innermost one open, in time order. None when two ranges cross (neither holds the other)."""
+    n = len(s)
+    # Events in time order: an end before a start at the same instant, an inner range's end before its parent's.
+    t_ = np.concatenate((s, e))
+    is_start = np.concatenate((np.ones(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)))
+    who = np.concatenate((np.arange(n), np.arange(n)))
+    order = np.lexsort((np.where(is_start, who, -who), is_start, t_))
+    t_, is_start, who = t_[order], is_start[order], who[order]
+    depth_after = np.cumsum(np.where(is_start, 1, -1))
+    depth = np.empty(n, dtype=np.int64)
+    depth[who[is_start]] = depth_after[is_start]
+    parent = np.full(n, -1, dtype=np.int64)
+    for d in range(2, int(depth.max()) + 1 if n else 0):
+        kids, up = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+        at = np.searchsorted(up, kids) - 1
+        if len(kids) and (at < 0).any():
+            return None
+        parent[kids] = up[at]
+    has = parent >= 0
+    if bool((e[has] > e[parent[has]]).any()) or bool((depth < 1).any()):
+        return None
+    top = np.where(is_start, who, parent[who])  # the innermost range open after each event
+    keep = (top[:-1] >= 0) & (t_[1:] > t_[:-1])
+    return t_[:-1][keep], t_[1:][keep], top[:-1][keep]
+
+
+def _stacked_pieces(ss: np.ndarray, ee: np.ndarray, cc: np.ndarray, hh: np.ndarray, same: np.ndarray,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``innermost`` for ranges that cross (sorted by key and start): a walk with a stack, the latest started range
+    still open naming each instant."""
+    out_s: list[int] = []
+    out_e: list[int] = []
+    out_i: list[int] = []
+    sl, el = ss.tolist(), ee.tolist()
+    stack: list[int] = []
+    cur = 0
+
+    def close_until(t_: int) -> None:  # emit the innermost open range's pieces up to ``t_``, closing ranges on the way
+        nonlocal cur
+        while stack:
+            top = stack[-1]
+            if el[top] <= cur:  # ended while a later range was innermost
+                stack.pop()
+                continue
+            end = min(el[top], t_)
+            if end > cur:
+                out_s.append(cur)
+                out_e.append(end)
+                out_i.append(top)
+                cur = end
+            if el[top] <= t_:
+                stack.pop()
+                continue
+            break
+        cur = max(cur, t_)
+
+    for i in range(len(sl)):
+        if i and not same[i - 1]:  # a new thread or category: close everything open
+            close_until(max(el[j] for j in stack) if stack else cur)
+            stack.clear()
+        if not stack:
+            cur = sl[i]
+        close_until(sl[i])
+        stack.append(i)
+    close_until(max(el[j] for j in stack) if stack else cur)
+    idx = np.array(out_i, dtype=np.int64)
+    return (np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64), cc[idx], hh[idx], ss[idx])
+
+
 class _Host:
     """Fetches the covering intervals of one process's speaking threads, slice by slice of time (and the
     device's migration bursts, ``uvm_gaps``, when the device is given)."""
@@ -323,6 +432,8 @@ class _Host:
                  uvm: bool = False):
         self.trace, self.pid, self.tids = trace, pid, tids
         self.uvm = uvm_gaps(trace, pid, device) if uvm else None
+        # Per migration burst piece: the end of the gap it is part of (its migration's start): what counts it.
+        self.uvm_group = None if self.uvm is None else self.uvm[1]
         self.where = _threads(pid, tids)
         self.api = _name_codes(trace, "cuda_api", cuda_class) if trace.has_rows("cuda_api") else None
         self.osrt = _name_codes(trace, "osrt", os_class) if trace.has_rows("osrt") else None
@@ -333,7 +444,7 @@ class _Host:
         # asleep would paint nearly every instant.
         self.off_cpu = _off_cpu_names(trace) if tids and trace.has_rows("off_cpu") else None
         if self.uvm is not None and len(self.uvm[0]) and self.off_cpu is not None and tids:
-            self.uvm = _host_side(trace, self.uvm, pid, tids)
+            self.uvm, self.uvm_group = _host_side(trace, self.uvm, pid, tids)
 
     def count(self, lo: int, hi: int) -> int:
         """How many host rows ``intervals`` would fetch for ``[lo, hi)``: what the slices of time are sized by
@@ -349,13 +460,15 @@ class _Host:
         return n
 
     def intervals(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Slots, np.ndarray, np.ndarray,
-                                                  np.ndarray]:
-        """(start, end, category code, slots, before, before_start, source) of every covering interval
+                                                  np.ndarray, np.ndarray]:
+        """(start, end, category code, slots, before, before_start, source, group) of every covering interval
         overlapping ``[a, b)``, clipped to it (none empty); ``before``: the positions of those that started
         before ``a``, and their unclipped starts; ``source``: 1 for a CUDA API call, 2 for an OS runtime call,
-        else 0. Each source appends its (start, end, code, slots, source) to ``parts``, only intervals that
+        else 0; ``group``: for a migration burst piece the gap it belongs to (its end), else -1. Each source appends its (start, end, code, slots, source) to ``parts``, only intervals that
         overlap ``[a, b)`` (the SQL sources by their filter)."""
         parts = []
+        # Per part with pieces of one thing (a range, a gap between migrations): the thing each piece belongs to.
+        groups: dict[int, np.ndarray] = {}
         span = f"AND start_ns < {b} AND end_ns > {a} AND end_ns > start_ns"
         for table, names, default, source in (("cuda_api", self.api, CODE["cuda_other"], 1),
                                               ("osrt", self.osrt, CODE["os_other"], 2)):
@@ -373,13 +486,18 @@ class _Host:
                       OR regexp_matches(COALESCE(text, ''), '{NVTX_COMM_TEXT_RE}') THEN {CODE['mpi']}
                     WHEN regexp_matches(COALESCE(text, ''), '{NVTX_JIT_RE}') THEN {CODE['jit_module']}
                     ELSE {CODE['user_range']} END)::UTINYINT AS c
-                FROM {self.trace.stored("nvtx", a, b)} WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608
-            parts.append((d["start_ns"], d["end_ns"], d["c"], slots(d["c"], d["h"]), 0))
+                , tid FROM {self.trace.stored("nvtx", a, b)} WHERE {self.where} AND kind <> 'mark' {span}""")  # noqa: S608
+            ns_, ne_, nc_, nh_, ng_ = innermost(d["start_ns"], d["end_ns"], d["c"], d["h"], d["tid"])
+            if ng_ is not None:
+                groups[len(parts)] = ng_
+            parts.append((ns_, ne_, nc_, slots(nc_, nh_), 0))
         if self.uvm is not None and len(self.uvm[0]):
             us, ue, uh = self.uvm
             inside = (us < b) & (ue > a) & (ue > us)
             uc = np.full(int(inside.sum()), CODE["uvm_migration"], dtype=np.uint8)
             parts.append((us[inside], ue[inside], uc, slots(uc, uh[inside]), 0))
+            assert self.uvm_group is not None  # set with self.uvm
+            groups[len(parts) - 1] = self.uvm_group[inside]
         if self.half:
             m = self.max_half
             d = self.trace.arrays(f"""
@@ -398,10 +516,14 @@ class _Host:
                                   f"FROM {self.trace.stored('off_cpu', a, b)} WHERE {self.where} {span}")
             oc = np.full(len(d["h"]), CODE["off_cpu"], dtype=np.uint8)
             parts.append((d["start_ns"], d["end_ns"], oc, slots(oc, d["h"]), 0))
+        # Per interval: the gap a migration burst piece belongs to (pieces of one gap count as one), else -1.
+        group = np.concatenate([groups[k] if k in groups else np.full(len(p[0]), -1, dtype=np.int64)
+                                for k, p in enumerate(parts)]
+                               + [_EMPTY]).astype(np.int64)
         parts = [p for p in parts if len(p[0])]
         if not parts:
             u8 = np.empty(0, dtype=np.uint8)
-            return _EMPTY, _EMPTY, u8, slots(_EMPTY, _EMPTY), _EMPTY, _EMPTY, u8
+            return _EMPTY, _EMPTY, u8, slots(_EMPTY, _EMPTY), _EMPTY, _EMPTY, u8, _EMPTY
         if len(parts) == 1:  # the usual big case: one source (CUDA calls), its arrays used as they are
             s, e, c, sl, _ = parts[0]
             # Every source's arrays are made here (fetched, or selected with a mask): they are clipped in place.
@@ -414,7 +536,7 @@ class _Host:
         s0 = s[before]
         np.maximum(s, a, out=s)
         np.minimum(e, b, out=e)
-        return s, e, c, sl, before, s0, src
+        return s, e, c, sl, before, s0, src, group
 
 
 def _split_at(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -436,7 +558,8 @@ def _split_at(gs: np.ndarray, ge: np.ndarray, cuts: np.ndarray) -> tuple[np.ndar
 def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray, cat: np.ndarray,
                     name: np.ndarray | None, cuts: np.ndarray, out: Painted, piece: np.ndarray | None = None,
                     counted: np.ndarray | None = None, slot: Slots | None = None,
-                    src: np.ndarray | None = None) -> None:
+                    src: np.ndarray | None = None, group: np.ndarray | None = None,
+                    seen: set[tuple[int, int, int]] | None = None) -> None:
     """Paint the idle pieces ``[gs, ge)`` (sorted, disjoint) with the covering intervals ``(s, e, cat, name)``
     (any order, may overlap), adding into ``out`` per bin of ``cuts`` (bin i starts at ``cuts[i]``; time
     before ``cuts[0]`` goes to bin 0). ``piece``: the index of each idle piece in ``out.taken``. ``counted``
@@ -444,7 +567,9 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     painted idle with it) and paints without counting again; on return, set for every interval that painted.
     ``slot``: the intervals' (category, name) pairs when the caller has them (``name`` is then not read;
     ``slots(cat, name)`` otherwise). ``src``: the intervals' sources (1 CUDA API, 2 OS runtime, else 0), for
-    ``out.cover`` (none: nothing covers).
+    ``out.cover`` (none: nothing covers). ``group`` (per interval, -1 for none) with ``seen`` (updated): the
+    intervals of one group count as one call of their (category, name), however many paint (the pieces of one
+    gap between migrations, split by what the host did, are one migration: issue #39, class 7).
 
     An instant goes to the lowest category code covering it (``none`` if none does), named after the interval
     of that category reaching furthest of those started by then: one compiled walk over the idle parts (the
@@ -466,6 +591,7 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
     if out.cover is not None and out.cover_pieces is not None:
         cover = {"src": np.zeros(len(s), dtype=np.uint8) if src is None else src,
                  "cover_pieces": out.cover_pieces, "cover": out.cover}
+    was = counted.copy() if group is not None else None
     rec = sweep(fs, fe, cuts, part_piece, s, e, cat, sl.slot, len(sl.cat), NONE, out.take, out.long, counted,
                 out.ns, out.taken, out.long_ns, order=order, **cover)
     k = rec[:, 1]
@@ -474,6 +600,26 @@ def paint_intervals(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray
         acc = out.names.setdefault((b, c, h), [0, 0])
         acc[0] += ns
         acc[1] += calls
+    if group is not None and was is not None and seen is not None:
+        _count_groups_once(out, group, counted & ~was, s, cuts, sl, seen)
+
+
+def _count_groups_once(out: Painted, group: np.ndarray, painted: np.ndarray, s: np.ndarray, cuts: np.ndarray,
+                       sl: Slots, seen: set[tuple[int, int, int]]) -> None:
+    """Take back the calls the sweep counted for intervals (``painted`` now) of a group already counted with
+    the same (category, name): from the bin the interval starts in (a piece of a gap starts in idle)."""
+    for i in np.flatnonzero(painted & (group >= 0)).tolist():
+        c, h = int(sl.cat[sl.slot[i]]), int(sl.name[sl.slot[i]])
+        key = (int(group[i]), c, h)
+        if key not in seen:
+            seen.add(key)
+            continue
+        b = min(out.bins - 1, max(0, int(np.searchsorted(cuts, s[i], side="right")) - 1)) if len(cuts) else 0
+        acc = out.names.get((b, c, h))
+        if acc is None or acc[1] <= 0:  # started before its bin's idle: the bin it painted first in
+            acc = next((v for (bb, cc, hh), v in sorted(out.names.items()) if cc == c and hh == h and v[1] > 0), None)
+        if acc is not None:
+            acc[1] -= 1
 
 
 def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray, ge: np.ndarray,
@@ -512,7 +658,9 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
     # A call running across a slice's end is fetched again (clipped) by the next slice: it counts once, in the
     # slice where it first painted idle. Per part, the calls that painted and ran on past the slice, as
     # (unclipped start, category, name), are looked up among the next slice's calls that started before it.
-    carried: list[set[tuple[int, int, int]]] = [set() for _ in parts]
+    # Shared by the parts (a call painting both the gaps and ``extra`` is one call, as their sum ``plus`` says).
+    carried: set[tuple[int, int, int]] = set()
+    seen: set[tuple[int, int, int]] = set()  # the (group, category, name) counted: ranges and migration gaps
     for t0, t1 in zip(edges[:-1], edges[1:], strict=True):
         here = [(int(np.searchsorted(pz, t0, side="right")), int(np.searchsorted(pa, t1, side="left")), pa, pz, o, k)
                 for k, (pa, pz, o) in enumerate(parts)]
@@ -520,19 +668,20 @@ def paint(trace: Trace, pid: int | None, tids: list[int] | None, gs: np.ndarray,
         if not here or t1 <= t0:
             continue
         # ``before``: running when the slice starts (few), with their unclipped starts.
-        s, e, c, sl, before, s0, src = host.intervals(t0, t1)
+        s, e, c, sl, before, s0, src, group = host.intervals(t0, t1)
         started = dict(zip(before.tolist(), s0.tolist(), strict=True))
 
         def ident(i: int) -> tuple[int, int, int]:
             return started.get(i, int(s[i])), int(c[i]), int(sl.name[sl.slot[i]])  # noqa: B023 - used at once
         after = e >= t1
-        for i0, i1, pa, pz, o, k in here:
+        counted = np.zeros(len(s), dtype=np.bool_)
+        counted[before] = [ident(i) in carried for i in before.tolist()]
+        for i0, i1, pa, pz, o, _k in here:
             ps, pe = np.maximum(pa[i0:i1], t0), np.minimum(pz[i0:i1], t1)
             keep = pe > ps
-            counted = np.zeros(len(s), dtype=np.bool_)
-            counted[before] = [ident(i) in carried[k] for i in before.tolist()]
-            paint_intervals(ps[keep], pe[keep], s, e, c, None, cuts, o, np.arange(i0, i1)[keep], counted, sl, src)
-            carried[k] = {ident(i) for i in np.flatnonzero(counted & after).tolist()}
+            paint_intervals(ps[keep], pe[keep], s, e, c, None, cuts, o, np.arange(i0, i1)[keep], counted, sl, src,
+                            group if bool((group >= 0).any()) else None, seen)
+        carried = {ident(i) for i in np.flatnonzero(counted & after).tolist()}
     return out
 
 

@@ -151,7 +151,73 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
         out["teardown_covered_ns"] = covered_ns(trace, out["g1_ns"], bounds[1], [n for n, _ in out["teardown_calls"]])
         out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
         out["data_path"] = data_path(trace, c0, out["g0_ns"])
+    out["ptx_jit"] = ptx_jit(trace)
     return out
+
+
+# A CPU sample whose innermost frame lies in the PTX JIT compiler (the driver's libnvidia-ptxjitcompiler, the
+# nvPTXCompiler library, the __cuda_ptx* entry points): the driver compiling PTX for a GPU the binary has no SASS for.
+PTX_JIT_RE = r"(?i)(ptxjitcompiler|nvptxcompiler|__cuda_ptx)"
+# The calls a PTX JIT runs inside: a launch (lazy module loading compiles at the first launch of a kernel) or a
+# module or library load.
+PTX_CALLS_RE = r"^(cu(da)?Launch\w*|cu(Module|Library)Load\w*)$"
+
+
+def ptx_jit(trace: Trace) -> dict[str, Any] | None:
+    """The launch and module-load calls during which the calling thread was sampled in the PTX JIT compiler
+    (``PTX_JIT_RE``, the sample's innermost frame or its module): per call (name, start, duration, samples in the
+    compiler, samples in all), their time together, and the architecture of the GPU(s) (``devices``' compute
+    capability, ``89`` for 8.9) to build for. None without such a sample."""
+    if not (trace.has_rows("cpu_samples") and trace.has_rows("cuda_api")):
+        return None
+    rows = trace.sql("""
+        WITH s AS (SELECT pid, tid, start_ns FROM cpu_samples
+                   WHERE (function ILIKE '%ptx%' OR module ILIKE '%ptx%')
+                     AND regexp_matches(COALESCE(function, '') || ' ' || COALESCE(module, ''), $re))
+        SELECT a.name, a.start_ns, a.end_ns - a.start_ns AS dur, COUNT(*) AS n,
+               (SELECT COUNT(*) FROM cpu_samples x WHERE x.pid = a.pid AND x.tid = a.tid
+                  AND x.start_ns >= a.start_ns AND x.start_ns < a.end_ns) AS total
+        FROM cuda_api a JOIN s ON s.pid = a.pid AND s.tid = a.tid AND s.start_ns >= a.start_ns AND s.start_ns < a.end_ns
+        WHERE regexp_matches(a.name, $calls)
+        GROUP BY a.pid, a.tid, a.name, a.start_ns, a.end_ns ORDER BY a.start_ns""",
+                     {"re": PTX_JIT_RE, "calls": PTX_CALLS_RE})
+    if not rows:
+        return None
+    archs = sorted({f"{int(a)}{int(b)}" for a, b in trace.sql(
+        "SELECT DISTINCT cc_major, cc_minor FROM devices WHERE cc_major IS NOT NULL AND cc_minor IS NOT NULL")})
+    return {"calls": [[str(n), int(s), int(d), int(k), int(total)] for n, s, d, k, total in rows],
+            "ns": sum(int(r[2]) for r in rows), "archs": archs}
+
+
+def ptx_step(jit: Mapping[str, Any]) -> str:
+    """The next step for a PTX JIT: build the kernels for the GPU's architecture, so the driver has SASS to load."""
+    archs = list(jit.get("archs") or []) or ["XX"]
+    flags = " ".join(f"-gencode arch=compute_{a},code=sm_{a}" for a in archs)
+    return f"build for the GPU's architecture ({flags}) so the driver does not JIT-compile PTX"
+
+
+def _ptx_text(jit: Mapping[str, Any]) -> str:
+    """``; the first cudaLaunchKernel JIT-compiles PTX: 37.2 ms (12 of 15 CPU samples in the PTX compiler)``."""
+    calls = jit["calls"]
+    first = calls[0]
+    more = f" and {len(calls) - 1} more call(s), {_ms(int(jit['ns']))} in all" if len(calls) > 1 else ""
+    return (f"; {'the first ' if len(calls) == 1 else ''}{first[0]} JIT-compiles PTX: {_ms(first[2])} ({first[3]} of "
+            f"its {first[4]} CPU samples in the PTX compiler){more}")
+
+
+def _with_ptx(v: Verdict, facts: Mapping[str, Any]) -> Verdict:
+    """A verdict about one-off set-up or compilation whose set-up includes a PTX JIT (``ptx_jit``) names it and
+    asks for a build for the GPU's architecture (issue #39, class 5): first when the JIT is at least half of the
+    verdict's cost (or the cost is unknown), else right after the verdict's own fix."""
+    jit = facts.get("ptx_jit")
+    if not jit or v.kind not in ("startup", "jit"):
+        return v
+    step = ptx_step(jit)
+    text = v.text[:-1] + _ptx_text(jit) + "." if v.text.endswith(".") else v.text + _ptx_text(jit)
+    if v.impact_ns is None or 2 * int(jit["ns"]) >= int(v.impact_ns):
+        return replace(v, text=text, next_step=step + (f"; then {v.next_step}" if v.next_step else ""))
+    first, _, rest = v.next_step.partition("; then ")  # the verdict's own fix, then the build, then the rest
+    return replace(v, text=text, next_step="; then ".join(x for x in (first, step, rest) if x))
 
 
 def failed_run(trace: Trace, g1: int | None) -> dict[str, Any] | None:
@@ -406,6 +472,11 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
                    ) -> Verdict:
     """The verdict of one nsys report from its ``reports[]`` object, its findings (dicts) and
     ``verdict_facts``. See the module docstring for the order of the questions."""
+    return _with_ptx(_judge(info, findings, facts), facts)
+
+
+def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts: Mapping[str, Any]) -> Verdict:
+    """``report_verdict`` before a PTX JIT is named (``_with_ptx``)."""
     counts = info.get("counts") or {}
     if facts.get("failure"):
         return _failed(facts["failure"])

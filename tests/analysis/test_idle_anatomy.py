@@ -350,3 +350,25 @@ def test_cpu_samples_size_the_slices(tmp_path, monkeypatch):
     assert whole == sliced
     ns = {c["category"]: c["ns"] for e in whole for c in e["categories"]}
     assert sum(ns.values()) == 39 * 60 and ns["host_cpu"] > 0
+
+
+@pytest.mark.parametrize("cross", [False, True], ids=["nested", "crossing"])
+def test_innermost_range_names_each_instant(cross) -> None:
+    """Issue #39, class 6: NVTX ranges of one thread and category cut so that the innermost range open (the one
+    started last) names each instant, each piece carrying its range's start; an empty range names nothing, and
+    another thread's or category's ranges are cut apart. ``cross``: the inner range outlives its parent."""
+    from analysis.diagnosis.idle_anatomy import innermost
+
+    s = np.array([0, 10, 20, 30, 5, 0], dtype=np.int64)
+    e = np.array([100, 40, 30, 30, 50, 60], dtype=np.int64)
+    if cross:
+        e[2] = 45  # [20, 45) crosses its parent [10, 40)
+    c = np.array([12, 12, 12, 12, 12, 5], dtype=np.uint8)
+    tid = np.array([1, 1, 1, 1, 2, 1])
+    h = np.arange(6, dtype=np.uint64)
+    ps, pe, pc, ph, pg = innermost(s, e, c, h, tid)
+    got = sorted(zip(ps.tolist(), pe.tolist(), pc.tolist(), ph.tolist(), pg.tolist(), strict=True))
+    want = [(0, 60, 5, 5, 0), (5, 50, 12, 4, 5), (0, 10, 12, 0, 0), (10, 20, 12, 1, 10)]
+    want += ([(20, 45, 12, 2, 20), (45, 100, 12, 0, 0)] if cross else
+             [(20, 30, 12, 2, 20), (30, 40, 12, 1, 10), (40, 100, 12, 0, 0)])
+    assert got == sorted(want)

@@ -15,9 +15,9 @@ from contextlib import closing
 import numpy as np
 import pytest
 
-from analysis.diagnosis.idle_anatomy import paint, speakers, window_idle
+from analysis.diagnosis.idle_anatomy import paint, resolve_names, speakers, window_idle
 from analysis.diagnosis.idle_classes import CATEGORIES
-from analysis.model.activity import unit_ops
+from analysis.model.activity import pairing, unit_ops
 from analysis.model.trace import Trace
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_dir
@@ -206,3 +206,34 @@ def test_nvfuser_compile_ranges_are_jit():
     assert ours["jit_module"] + ours["user_range"] + ours["off_cpu"] + ours["none"] == pytest.approx(
         v["by_category_ms"]["nvtx"] + v["by_category_ms"]["cuda_api:module/func"] + v["by_category_ms"]["off_cpu"]
         + v["by_category_ms"]["no_recorded_activity"], abs=0.01 * v["idle_ms"])
+
+
+def test_power_iteration_idle_is_named_by_the_innermost_range():
+    """Issue #39, class 6: power-iteration's one NVTX range 'Loop' spans the whole run; its 44 'IO N' ranges (the
+    host writing text, nested in 'Step N to N' inside 'Loop') hold the idle. An idle instant is named by the
+    innermost range covering it on the thread: per 'IO N' range, exactly its idle outside the thread's CUDA and OS
+    calls and outside the ranges nested in it (plain SQL and Python), one call each; 'Loop' names almost nothing."""
+    name = "brycelelbach__nsightful__cupy-power-iteration.sqlite"
+    t = Trace(ingested(corpus_dir() / "nsys" / name), name)
+    try:
+        u = next(u for u in unit_ops(t) if u.pid == 9946 and u.device == 0)
+        gs, ge = pairing(u.start, u.end)
+        p = paint(t, 9946, speakers(t)[(9946, 0)], gs, ge)
+        names = resolve_names(t, {h for (_, _, h) in p.names})
+        ranges = t.sql("SELECT text, start_ns, end_ns FROM nvtx WHERE tid = 9946 AND kind <> 'mark' ORDER BY start_ns")
+        calls = _union(t.sql("SELECT start_ns, end_ns FROM cuda_api WHERE tid = 9946 UNION ALL "
+                             "SELECT start_ns, end_ns FROM osrt WHERE tid = 9946"))
+    finally:
+        t.close()
+    ur = CATEGORIES.index("user_range")
+    got = {names[h]: v for (_, c, h), v in p.names.items() if c == ur}
+    idle = _union(zip(gs.tolist(), ge.tolist(), strict=True))
+    io = [r for r in ranges if r[0].startswith("IO ")]
+    assert len(io) == 44 and len({r[0] for r in io}) == 44
+    for text, s, e in io:
+        nested = [(a, b) for x, a, b in ranges if s <= a and b <= e and (a, b) != (s, e)]
+        mine = _inter(idle, [[s, e]])
+        outside = _ns(mine) - _ns(_inter(mine, _union(calls + nested)))
+        assert got[text] == [outside, 1], text
+    io_ns = sum(got[r[0]][0] for r in io)
+    assert io_ns >= 0.95 * int(p.ns[0, ur]) and got.get("Loop", [0, 0])[0] < 0.01 * io_ns

@@ -160,3 +160,56 @@ def test_host001_owns_the_idle_off_cpu(tmp_path):
     assert "--trace=osrt" not in a["advice"] and "no traced OS call holds it" in a["advice"], a["advice"]
     assert {k: v for k, v in a["by_category"].items() if k != "off_cpu"} == \
         {k: v for k, v in b["by_category"].items() if k != "off_cpu"}
+
+
+def test_read_back_idle_counts_migrations_not_pieces():
+    """Issue #39, class 7: the idle before each migration to the host is split by what the host did (off CPU:
+    waited on the migration; on CPU: worked on the pages), often into several pieces per gap. ``xN`` counts
+    migrations: on unified-memory-a100 the read-back idle's names count the gaps before a UVM_DtoH migration that
+    hold on-CPU (resp. off-CPU) idle, by a direct SQL count over the ingested tables, not the pieces (the CLI
+    said x3,070 for 1,536 migrations)."""
+    from tests.analysis.planting import ingested
+    from tests.conftest import corpus_dir
+
+    name = "SpaceManV3__cp3__unified-memory-a100.sqlite"
+    path = ingested(corpus_dir() / "nsys" / name)
+    got = _anatomy(path)
+    (key,) = [k for k, v in got.items() if "uvm_migration" in v]
+    calls = {n: k for n, _, k in got[key]["uvm_migration"][1]}
+    pid, dev = key
+    ops = " UNION ALL ".join(
+        f"SELECT start_ns, end_ns, {kind} AS kind FROM {t} WHERE pid = {pid} AND device = {dev}"  # noqa: S608
+        for t, kind in (("memcpy", "copy_kind"), ("kernels", "'kernel'")))
+    gaps = f"""SELECT * FROM (SELECT MAX(end_ns) OVER (ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING
+                   AND 1 PRECEDING) AS gs, start_ns AS ge, kind, LAG(kind) OVER (ORDER BY start_ns, end_ns) AS prev
+               FROM ({ops})) WHERE kind = 'UVM_DtoH' AND prev LIKE 'UVM%' AND ge > gs"""  # noqa: S608
+    # The thread that launched the device's work (the one whose off-CPU time the anatomy reads).
+    off = (f"SELECT start_ns, end_ns FROM off_cpu WHERE pid = {pid} AND end_ns > start_ns AND tid IN "  # noqa: S608
+           f"(SELECT DISTINCT tid FROM kernels WHERE pid = {pid} AND device = {dev})")
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        n_gaps = con.execute(f"SELECT count(*) FROM ({gaps})").fetchone()[0]  # noqa: S608 - constants
+        # Gaps the thread spent partly off CPU, and gaps it was not off CPU for all of (off-CPU stretches of one
+        # thread do not overlap).
+        waited, worked = con.execute(f"""
+            SELECT count(*) FILTER (WHERE off_ns > 0), count(*) FILTER (WHERE off_ns < ge - gs) FROM (
+                SELECT g.gs, g.ge, COALESCE(SUM(CASE WHEN o.start_ns IS NOT NULL  -- LEAST/GREATEST skip NULLs
+                    THEN LEAST(o.end_ns, g.ge) - GREATEST(o.start_ns, g.gs) END), 0) AS off_ns
+                FROM ({gaps}) g LEFT JOIN ({off}) o ON o.start_ns < g.ge AND o.end_ns > g.gs GROUP BY g.gs, g.ge)
+            """).fetchone()  # noqa: S608 - constants
+        n_dtoh = con.execute("SELECT count(*) FROM memcpy WHERE copy_kind = 'UVM_DtoH'").fetchone()[0]
+    finally:
+        con.close()
+    assert calls["UVM_DtoH, host on CPU"] == worked
+    assert calls["UVM_DtoH"] == waited
+    # MEM004's claim, painted by the gap rules (its ``idle_by_direction`` gaps), counts the same.
+    from analysis.diagnosis.rules.nsys.idle_claims import claims
+
+    tr = Trace(path, name)
+    try:
+        owned = {n: k for n, _, k in claims(tr).by_rule["MEM004"].names}
+    finally:
+        tr.close()
+    assert owned == {"UVM_DtoH, host on CPU": worked, "UVM_DtoH": waited}
+    assert worked <= n_gaps <= n_dtoh and waited <= n_gaps
+    assert 0 < waited < worked == n_gaps  # both kinds of idle, in different numbers of gaps

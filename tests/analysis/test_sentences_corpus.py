@@ -7,7 +7,9 @@ back and checked against itself and the report's numbers:
 - "... add up to T ...; longest L": the longest of a set is never above its total;
 - a share is never above 100 % (nothing printed explains such a share);
 - the verdict's "costs X" is its ``impact_ns``; a verdict about the GPU work costs at most its window;
-- each device's idle is never above its window (``breakdown``: idle + busy parts = span).
+- each device's idle is never above its window (``breakdown``: idle + busy parts = span);
+- an idle anatomy's "name ... xN" counts calls, ranges, samples, migrations or off-CPU stretches, never pieces of
+  them: N is at most the export's rows of that name (SQL), whatever cut them (gaps, phases, ranges inside it).
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ import re
 
 import pytest
 
+from analysis.diagnosis.idle_anatomy import HOST_WORK_SUFFIX
+from analysis.diagnosis.idle_classes import OFF_CPU_NAME_SQL
+from analysis.model.trace import Trace
+from tests.analysis.planting import ingested
 from tests.analysis.test_verdict_substance import _result
 from tests.conftest import NSYS_FILES
 
@@ -43,6 +49,41 @@ def contradictions(text: str) -> list[str]:
     return out
 
 
+# Per anatomy category, the rows a name of it can come from (SQL over the ingested tables, one process).
+_ROWS = {"cuda": "SELECT name n FROM cuda_api WHERE pid = $pid", "os": "SELECT name n FROM osrt WHERE pid = $pid",
+         "nvtx": "SELECT text n FROM nvtx WHERE pid = $pid AND kind <> 'mark'",
+         "host_cpu": "SELECT COALESCE(function, module, '?') n FROM cpu_samples WHERE pid = $pid",
+         "uvm_migration": "SELECT copy_kind n FROM memcpy WHERE pid = $pid AND copy_kind LIKE 'UVM%'",
+         "off_cpu": f"SELECT {OFF_CPU_NAME_SQL} n FROM off_cpu WHERE pid = $pid"}  # noqa: S608 - a constant
+_SOURCES = {"allocation": ("cuda",), "sync": ("cuda",), "sync_copy": ("cuda",), "memset": ("cuda",),
+            "launch": ("cuda",), "cuda_other": ("cuda",), "jit_module": ("cuda", "nvtx"), "nccl_setup": ("nvtx",),
+            "mpi": ("nvtx",), "user_range": ("nvtx",), "os_io": ("os",), "os_wait": ("os",), "os_other": ("os",),
+            "host_cpu": ("host_cpu",), "uvm_migration": ("uvm_migration",), "off_cpu": ("off_cpu",)}
+
+
+def over_counted(path, result: dict) -> list[str]:
+    """The anatomy names whose count is above the export's rows of that name (``_ROWS``; a migration gap's
+    host work, ``UVM_DtoH, host on CPU``, counts the migrations of its kind)."""
+    out = []
+    t = Trace(ingested(path), path.name)
+    try:
+        for rep in result["reports"]:
+            for e in rep.get("idle_anatomy") or []:
+                for c in e["categories"]:
+                    for top in c["top"]:
+                        if c["category"] == "none" or e["pid"] is None:
+                            continue
+                        name = top["name"].removesuffix(HOST_WORK_SUFFIX)
+                        rows = sum(int(t.scalar(f"SELECT COUNT(*) FROM ({_ROWS[s]}) WHERE n = $n",  # noqa: S608
+                                                {"pid": e["pid"], "n": name}) or 0)
+                                   for s in _SOURCES[c["category"]] if t.has_rows(_ROWS[s].split(" FROM ")[1].split()[0]))
+                        if top["calls"] > rows:
+                            out.append(f"{e['phase']} {c['category']} {top['name']} x{top['calls']} > {rows} rows")
+    finally:
+        t.close()
+    return out
+
+
 def test_the_checks_catch_what_they_check() -> None:
     """The issue's own example (nvFuser, before) and two more, caught; their corrections pass."""
     assert contradictions("9 gaps add up to 157 ms (5.0% of the span); longest 351 ms.")
@@ -60,6 +101,7 @@ def test_no_sentence_contradicts_its_numbers(path) -> None:
     for f in result["findings"]:
         bad += [(f["rule_id"], c) for c in contradictions(f"{f.get('title') or ''}. {f.get('message') or ''}")]
     assert not bad, bad
+    assert not over_counted(path, result)
     if v.get("impact_ns") is not None:
         m = re.search(r"costs " + NUM, v["text"])
         if m:

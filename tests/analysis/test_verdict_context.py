@@ -247,3 +247,69 @@ def test_no_sentence_asks_for_a_capture_flag_the_export_used(path) -> None:
              for f in result["findings"]]
     wrong = [(who, flag) for who, text in said for flag, rx in ASKS.items() if used[flag] and re.search(rx, text)]
     assert not wrong, wrong
+
+
+def plant_ptx_jit(path: Path) -> tuple[str, int, int, int]:
+    """The CPU samples of the launching thread inside its first kernel launch get PTX-compiler frames as their
+    innermost frames (the driver's JIT compiler called from the launch, as lazy loading of a PTX-only binary
+    shows). Returns the launch's name, its duration and how many samples lie inside it, and the GPU's compute
+    capability (``89`` for 8.9), all by SQL on the raw export."""
+    con = sqlite_rw(path)
+    tid, start, end, name = con.execute(
+        'SELECT r.globalTid, r.start, r."end", s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r '
+        "JOIN StringIds s ON s.id = r.nameId JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId "
+        "ORDER BY r.start LIMIT 1").fetchone()
+    inside = [r[0] for r in con.execute("SELECT id FROM COMPOSITE_EVENTS WHERE globalTid = ? AND start >= ? "
+                                        'AND start < ?', [tid, start, end])]
+    cc = "".join(str(v) for v in con.execute("SELECT computeMajor, computeMinor FROM TARGET_INFO_GPU").fetchone())
+    frames = ["nvPTXCompilerCompile", "__cuda_ptx_jit_compile"]
+    with con:
+        ids = [new_string(con, f) for f in frames]
+        jit = new_string(con, "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1")
+        for sample in inside:
+            con.execute("UPDATE SAMPLING_CALLCHAINS SET stackDepth = stackDepth + 10000 WHERE id = ?", [sample])
+            con.execute("UPDATE SAMPLING_CALLCHAINS SET stackDepth = stackDepth - 10000 + ? WHERE id = ?",
+                        [len(frames), sample])
+            con.executemany("INSERT INTO SAMPLING_CALLCHAINS (id, symbol, module, stackDepth) VALUES (?, ?, ?, ?)",
+                            [(sample, sid, jit, depth) for depth, sid in enumerate(ids)])
+    con.close()
+    return str(name).split("_v")[0], int(end - start), len(inside), cc
+
+
+def test_a_first_launch_that_jit_compiles_ptx_asks_for_a_build_for_the_gpu(tmp_path) -> None:
+    """Issue #39 class 5: vecadd's first cudaLaunchKernel runs 37 ms; planted: the CPU samples inside it are in the
+    PTX JIT compiler (libnvidia-ptxjitcompiler / nvPTXCompiler frames). The start-up verdict names the JIT with its
+    duration and samples (SQL on the raw export) and asks for a build for the GPU's architecture with the export's
+    compute capability, not only for a warm-up; the export as recorded (the same samples in libcuda) does not."""
+    short = "vecadd-2026.sqlite"
+    plain = _run(copy_export(corpus_file(short), tmp_path / "p.sqlite"), tmp_path / "p.duckdb")["verdict"]
+    src = copy_export(corpus_file(short), tmp_path / "a.sqlite")
+    name, dur, n, cc = plant_ptx_jit(src)
+    assert n >= 5 and dur > 10_000_000  # a long first launch, sampled inside
+    v = _run(src, tmp_path / "a.duckdb")["verdict"]
+    step = f"build for the GPU's architecture (-gencode arch=compute_{cc},code=sm_{cc})"
+    assert step not in plain["next_step"] and "PTX" not in plain["text"], plain
+    assert v["kind"] == plain["kind"] == "startup", v
+    assert step in v["next_step"], v
+    assert f"the first {name} JIT-compiles PTX: {fmt.duration(dur)} ({n} of its {n} CPU samples in the PTX " \
+           "compiler)" in v["text"], v
+
+
+def test_a_ptx_jit_that_is_most_of_the_cost_leads_the_next_step() -> None:
+    """The PTX build leads when the JIT is at least half of the verdict's cost (the warm-up advice follows), comes
+    right after the verdict's own fix when it is less, and a verdict that is not about set-up or compilation keeps
+    its step."""
+    from analysis.diagnosis.verdict import SETUP_NEXT, _with_ptx
+    from analysis.results import Verdict
+
+    jit = {"calls": [["cudaLaunchKernel", 0, 600, 9, 10]], "ns": 600, "archs": ["90"]}
+    build = "build for the GPU's architecture (-gencode arch=compute_90,code=sm_90)"
+    lead = _with_ptx(Verdict("startup", "Start-up dominates.", 1000, SETUP_NEXT, None), {"ptx_jit": jit})
+    assert lead.next_step.startswith(build) and lead.next_step.endswith("; then " + SETUP_NEXT), lead
+    assert lead.text == ("Start-up dominates; the first cudaLaunchKernel JIT-compiles PTX: 600 ns (9 of its 10 CPU "
+                         "samples in the PTX compiler)."), lead
+    after = _with_ptx(Verdict("jit", "x.", 5000, "compile once and cache; then profile", None), {"ptx_jit": jit})
+    assert after.next_step.startswith("compile once and cache; then " + build) and after.next_step.endswith(
+        "; then profile"), after
+    other = Verdict("sync_bound", "x.", 1000, "remove the syncs", None)
+    assert _with_ptx(other, {"ptx_jit": jit}) == other
