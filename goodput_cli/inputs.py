@@ -39,7 +39,7 @@ def _is_sqlite(path: Path) -> bool:
     try:
         with path.open("rb") as fh:
             return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL or a lone surrogate in an argument that is no file name
         return False
 
 
