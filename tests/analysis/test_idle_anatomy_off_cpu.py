@@ -204,10 +204,11 @@ def test_read_back_idle_counts_migrations_not_pieces():
     assert calls["UVM_DtoH"] == waited
     # MEM004's claim, painted by the gap rules (its ``idle_by_direction`` gaps), counts the same.
     from analysis.diagnosis.rules.nsys.idle_claims import claims
+    from analysis.diagnosis.rules.registry import default_registry
 
     tr = Trace(path, name)
     try:
-        owned = {n: k for n, _, k in claims(tr).by_rule["MEM004"].names}
+        owned = {n: k for n, _, k in claims(tr, default_registry().idle_claimers()).by_rule["MEM004"].names}
     finally:
         tr.close()
     assert owned == {"UVM_DtoH, host on CPU": worked, "UVM_DtoH": waited}

@@ -13,6 +13,7 @@ import duckdb
 from analysis.api import analyze
 from analysis.diagnosis.rules.base import RuleContext, evaluate
 from analysis.diagnosis.rules.nsys.outliers import _SHAPES, KernelOutliers
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.model.trace import Run
 from analysis.run.runner import make_context
 from tests.analysis.nsys_helpers import ingested
@@ -52,7 +53,8 @@ def test_shapes_quantiles_equal_scalar_quantile_disc_on_the_raw_export() -> None
 def test_the_temporary_table_of_shapes_is_dropped_after_the_check() -> None:
     ctx = make_context(window="all")
     with Run.open([ingested(corpus_file(SHORT))]) as run:
-        found, results = evaluate(run, [KernelOutliers], RuleContext(run, all_params=ctx.all_params, window=ctx.spec),
+        found, results = evaluate(run, [KernelOutliers], RuleContext(run, all_params=ctx.all_params, window=ctx.spec,
+                                                                   claimers=default_registry().idle_claimers()),
                                   ctx.all_params)
         assert results[0].status == "ok" and found
         left = run.traces[0].sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = $t", {"t": _SHAPES})

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.browser.conftest import SHOTS
 from tests.conftest import corpus_file
@@ -280,10 +281,22 @@ def test_findings_of_call_totals_go_to_the_timeline_and_loop_windows_keep_their_
     page.fill("#window-form input[name=window]", "loop:0")
     page.locator("#window-form button[type=submit]").click()
     deadline = time.monotonic() + 120                 # the service's worker analyses the run again
-    while "Loop 0 of 2 (the analysis window)" not in (page.locator("#iterations").all_inner_texts() or [""])[0]:
+
+    def iterations_text() -> str:
+        try:
+            return (page.locator("#iterations").all_inner_texts() or [""])[0]
+        except PlaywrightError:  # the page reloaded itself as the run's status changed (run.js watchStatus)
+            return ""
+
+    while "Loop 0 of 2 (the analysis window)" not in iterations_text():
         assert time.monotonic() < deadline, page.locator("main").inner_text()[:2000]
         time.sleep(2)
-        page.goto(f"/runs/{run_id}")
+        try:
+            page.goto(f"/runs/{run_id}")
+        except PlaywrightError as exc:  # the same: its own reload interrupted ours, and the page is loading
+            if "interrupted by another navigation" not in str(exc):
+                raise
+            page.wait_for_load_state()
     assert page.locator("#iterations tr.window-loop[data-loop='0']").count() == 1
     assert page.locator("details.finding .per-step").count() > 0
     assert not signed_in.errors and not signed_in.dialogs
