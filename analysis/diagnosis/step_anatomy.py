@@ -104,9 +104,24 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         "per_second": round(1e9 / med, 3) if med else None,   # iterations (steps, frames, requests) per second
     }
     if out["kind"] == "host_paced":
+        out["input_wait_ns"] = input_wait(trace, u, int(starts[0]), int(ends[-1]))
         out["latency"] = _latency(trace, u.unit.pid, starts, busy, copy_ns)
         out.update(paced_facts(trace, u.unit.pid, u.unit.device, starts, ends, med, float(np.median(busy))))
     return out
+
+
+def input_wait(trace: Trace, u, lo: int, hi: int) -> int | None:
+    """What an input-paced loop costs: the GPU idle in ``[lo, hi)`` during which the process's launching threads
+    wait in OS calls (reads, polls, sleeps: the input not there yet). None when the report recorded no OS
+    runtime call for the process (nothing shows the wait; the idle is then the bound)."""
+    pid = u.unit.pid
+    tids = launchers(trace).get(int(pid)) if pid is not None else None
+    if pid is None or not tids or not trace.has_rows("osrt") or trace.scalar(
+            f"SELECT 1 FROM osrt WHERE pid = {int(pid)} LIMIT 1") is None:  # noqa: S608 - an integer
+        return None
+    gs, ge = np.maximum(u.gap_start, lo), np.minimum(u.gap_end, hi)
+    ok = ge > gs
+    return int(coverage(trace, "osrt", int(pid), tids, gs[ok], ge[ok]).sum()) if ok.any() else 0
 
 
 def _regular(length: np.ndarray) -> bool:

@@ -502,8 +502,15 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
     ana = (info.get("iterations") or {}).get("anatomy") or {}
     if ana.get("kind") == "host_paced":
         duty = float(ana.get("gpu_duty_cycle_pct") or 0.0)
+        # Its cost is the idle while the host waits for its input (OS calls on the launching threads), when the
+        # report shows that wait; else all idle is the bound and the sentence says nothing recorded shows it.
+        waited = ana.get("input_wait_ns")
+        why = (f" The host waits for its input {_ms(int(waited))} of the {_ms(idle)} GPU idle (in OS calls on the "
+               "launching threads)." if waited is not None else
+               f" The GPU is idle {_ms(idle)}; no OS runtime call is recorded to show the wait for input.")
         return _verdict("host_paced", f"Input-paced at {float(ana.get('per_second') or 0):.3g} iterations/s: the GPU "
-                        f"is busy {fmt.pct(duty)} of each iteration.", idle,
+                        f"is busy {fmt.pct(duty)} of each iteration.{why}",
+                        int(waited) if waited is not None else idle,
                         "nothing to fix on the GPU unless the input can arrive faster; to see headroom, profile "
                         "the work per iteration (GPU time and launch latency)", None)
     if busy_pct >= GPU_BOUND_PCT:

@@ -16,7 +16,7 @@ from analysis.errors import TraceError
 from analysis.loops.phases import find_loop
 from analysis.loops.signatures import level_cuts, repeats_one, segments
 from analysis.model.trace import Trace
-from tests.analysis.planting import copy_export, ingest_copy, sqlite_rw
+from tests.analysis.planting import clone_row, copy_export, ingest_copy, sqlite_rw
 from tests.analysis.test_phases import BASE, MS, K, _analyzed, _plant_loop
 from tests.conftest import corpus_file
 
@@ -75,6 +75,39 @@ def test_host_paced_loop_without_os_runtime_tracing(tmp_path):
     assert ana["integrated_gpu"] is False  # the export's GPU is a discrete one
     idle = [f for f in result["findings"] if f["rule_id"] in ("GPU001", "GPU002", "HOST001")]
     assert idle and all(f["severity"] == "info" for f in idle)
+
+
+def test_an_input_paced_loop_costs_the_time_the_host_waits_for_its_input(tmp_path):
+    # Issue #39 class 6: 25 frames per second; between frames the launching thread waits 30 ms in an OS call (the
+    # input not there yet) and does other host work the rest of the gap. The verdict costs the wait, not all idle.
+    period, wait = 40 * MS, 30 * MS
+    src = copy_export(corpus_file(BASE), tmp_path / "paced.sqlite")
+    facts = _plant_loop(src, [period] * 25)
+    con = sqlite_rw(src)
+    with con:
+        launcher, osrt = con.execute("""SELECT r.globalTid, (SELECT rowid FROM OSRT_API LIMIT 1)
+            FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId
+            LIMIT 1""").fetchone()
+        con.execute("DELETE FROM OSRT_API WHERE rowid != ?", [osrt])
+        for t in facts["starts"][1:]:
+            clone_row(con, "OSRT_API", osrt, start=t - wait, end=t, globalTid=launcher)
+        con.execute("DELETE FROM OSRT_API WHERE rowid = ?", [osrt])
+        con.execute("DELETE FROM COMPOSITE_EVENTS")
+    con.close()
+    from analysis.api import analyze
+
+    result = analyze([ingest_copy(src, tmp_path / "paced.duckdb")], labels=["paced"]).to_json()
+    rep = result["reports"][0]
+    ana = rep["iterations"]["anatomy"]
+    assert ana["kind"] == "host_paced"
+    # The waits inside the window: every gap between two frames the window holds, 30 ms each.
+    lo, hi = rep["window"]["start_ns"], rep["window"]["end_ns"]
+    expected = sum(min(t, hi) - max(t - wait, lo) for t in facts["starts"][1:] if min(t, hi) > max(t - wait, lo))
+    assert ana["input_wait_ns"] == expected > 0
+    verdict = rep["verdict"]
+    assert verdict["kind"] == "host_paced" and verdict["impact_ns"] == expected
+    idle = rep["breakdown"]["idle_ns"]
+    assert idle > expected and "waits for its input" in verdict["text"]
 
 
 def test_one_shot_distinct_launches_are_not_a_loop():
