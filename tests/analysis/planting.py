@@ -248,3 +248,14 @@ def ingest_copy(src: Path, out: Path) -> Path:
         return out
     shutil.copyfile(ingested(src), out)
     return out
+
+
+def corpus_rows(short: str, sql: str) -> list[tuple]:
+    """``sql`` on the corpus export ``short``, opened read-only: the direct query a test checks a number against."""
+    from tests.conftest import corpus_file
+
+    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()

@@ -11,7 +11,6 @@ count once per step), and the first iteration starts with the step's first opera
 from __future__ import annotations
 
 import random
-import sqlite3
 import statistics
 from pathlib import Path
 
@@ -29,17 +28,10 @@ from tests.analysis.planting import (
     ingested,
     sqlite_rw,
 )
+from tests.analysis.planting import corpus_rows as _raw
 from tests.conftest import corpus_file
 
 MS = 1_000_000
-
-
-def _raw(short: str, sql: str) -> list[tuple]:
-    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def _kernels_named(short: str, like: str, column: str = "shortName") -> list[tuple[int, int]]:

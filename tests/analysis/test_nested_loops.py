@@ -11,7 +11,6 @@ raw export.
 from __future__ import annotations
 
 import random
-import sqlite3
 from pathlib import Path
 
 from analysis.api import analyze
@@ -26,6 +25,7 @@ from tests.analysis.planting import (
     ingested,
     sqlite_rw,
 )
+from tests.analysis.planting import corpus_rows as _raw
 from tests.conftest import corpus_file
 
 BASE = "cloverleaf-devsync.sqlite"
@@ -89,14 +89,6 @@ def test_planted_nested_loop_counts_the_outer_iterations(tmp_path) -> None:
     result = analyze([out], labels=["nested"]).to_json()
     assert result["reports"][0]["iterations"]["count"] == len(trips)
     assert result["reports"][0]["iterations"]["program"] == "loop"
-
-
-def _raw(short: str, sql: str) -> list[tuple]:
-    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def test_devsync_heavy_is_165_outer_iterations_around_2173_inner_ones() -> None:

@@ -11,6 +11,7 @@ from analysis.api import analyze
 from analysis.diagnosis.rules.nsys.links import device_peaks
 from tests.analysis import test_rules_planted as planted
 from tests.analysis.planting import copy_export, ingested
+from tests.analysis.planting import corpus_rows as _raw
 from tests.analysis.rule_cases_system import PLANT_BYTES, PLANT_NS, SYSTEM_CASES
 from tests.conftest import corpus_file
 
@@ -18,14 +19,6 @@ from tests.conftest import corpus_file
 @pytest.mark.parametrize("case", SYSTEM_CASES, ids=[c.id for c in SYSTEM_CASES])
 def test_system_case(case, tmp_path) -> None:
     planted.test_planted_case(case, tmp_path)
-
-
-def _raw(short: str, sql: str) -> list[tuple]:
-    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def test_mem005_directions_match_raw_sql() -> None:

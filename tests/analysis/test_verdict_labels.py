@@ -10,13 +10,13 @@ calls wrong to say first; a verdict about the report as a whole (start-up, teard
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 
 import pytest
 
 from analysis.api import analyze
 from analysis.diagnosis.verdict import KINDS, finding_kind
+from tests.analysis.planting import corpus_rows as _raw
 from tests.analysis.planting import ingested
 from tests.conftest import NSYS_FILES, corpus_dir, corpus_file
 
@@ -120,14 +120,6 @@ def test_verdict_agrees_with_the_label(row: Label) -> None:
     # The verdict's finding stands for the same kind (PHASE001 speaks for start-up), never for a wrong one.
     assert finding_kind(top) == verdict["kind"], (top["rule_id"], verdict)
     assert finding_kind(top) not in row.wrong
-
-
-def _raw(short: str, sql: str) -> list[tuple]:
-    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def test_vecadd_start_up_is_the_pinned_allocation() -> None:

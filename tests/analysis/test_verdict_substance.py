@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from analysis.api import analyze
+from tests.analysis.planting import corpus_rows as _raw
 from tests.analysis.planting import ingested
 from tests.analysis.test_verdict_labels import TABLE
 from tests.conftest import NSYS_FILES, corpus_dir, corpus_file
@@ -119,14 +120,6 @@ def _labels() -> dict[str, dict]:
 @cache
 def _result(short: str) -> dict[str, Any]:
     return analyze([ingested(corpus_file(short))]).to_json()
-
-
-def _raw(short: str, sql: str) -> list[tuple]:
-    con = sqlite3.connect(f"file:{corpus_file(short)}?mode=ro", uri=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def _has_rows(short: str, table: str) -> bool:
