@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from analysis import fmt
+
 PER_RANK_SHOWN = 8
 
 
@@ -66,25 +68,37 @@ def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms:
 
 
 def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
-    """Blocking MPI sends and receives between two ranks: each rank's waiting for its peer apart from the
-    transfer (``analysis.run.mpi``), or why they were not matched."""
+    """MPI calls across ranks: each rank's waiting for another rank apart from the transfer, per collective
+    who arrived last, and the calls left out with why (``analysis.run.mpi``)."""
     if not m:
         return []
-    lines = [f"== MPI point-to-point across ranks: {m['matched']} message(s) matched"
-             + (f" ({m['matching']})" if m.get("matching") else "")]
+    lines = [f"== MPI across ranks: {m['matched']} message(s) and {m.get('instances') or 0} collective instance(s) "
+             "matched" + (f" ({m['matching']})" if m.get("matching") else "")]
     if m.get("reason"):
-        lines.append(f"   not matched: {m['reason']}")
+        lines.append(f"   point-to-point not matched: {m['reason']}")
     for d in m.get("directions") or []:
         if d.get("reason"):
             lines.append(f"   {d['sender']} -> {d['receiver']} not matched: {d['reason']}")
+    for c in m.get("collectives") or []:
+        if c.get("reason"):
+            lines.append(f"   {c['call']} not matched: {c['reason']}")
+        else:
+            last = ", ".join(f"{k} x{v}" for k, v in (c.get("last_arrivals") or {}).items())
+            lines.append(f"   {c['call']}: {c['instances']} instance(s) across {', '.join(c['ranks'])}; last to arrive: "
+                         f"{last}")
     for p in m.get("per_rank") or []:
         whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
         lines.append(f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), transfer "
                      f"{ms(p['transfer_ns'])} of {ms(p['time_ns'])} in {p['calls']} call(s)")
+    for w in (m.get("longest_waits") or [])[:3]:
+        lines.append(f"   longest wait: {w['rank']} in {w['call']} #{w['occurrence']} waited {ms(w['wait_ns'])} for "
+                     f"{w['waited_for']}, transfer {ms(w['transfer_ns'])}")
+    for x in m.get("left_out") or []:
+        lines.append(f"   left out: {x['rank']} {x['call']} x{x['calls']}: {x['reason']}")
     crit = m.get("critical")
     if crit:
-        lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}): the other rank waits "
-                     f"{ms(crit['others_wait_ns'])} for it ({crit['share_of_mpi_time_pct']:.0f}% of the MPI calls' "
+        lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}): the other ranks wait "
+                     f"{ms(crit['others_wait_ns'])} for it ({fmt.pct(crit['share_of_mpi_time_pct'])} of the MPI calls' "
                      "time), waiting for its work, not communication")
     lines.append("")
     return lines

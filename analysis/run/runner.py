@@ -64,7 +64,7 @@ from analysis.run import facts as run_facts
 from analysis.run.cpus import cpu_time, shared_cpu_warnings
 from analysis.run.facts import ReportResult
 from analysis.run.mixed import run_warnings
-from analysis.run.mpi import run_mpi, write_mpi
+from analysis.run.mpi import MPI_IDLE_FILE, read_mpi_idle, run_mpi, write_mpi
 from analysis.run.nccl_step import (
     achieved_links,
     analyze_logs,
@@ -320,7 +320,7 @@ def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[dict[str, Any]],
     # not written (its launch join aggregates every CUDA API call: 13 ms of a small report's analysis).
     facts["collectives"] = (run_facts.write_collectives(t, facts_dir)
                             if facts_dir is not None and facts["nccl_in_window"] else None)
-    facts["mpi"] = write_mpi(t, facts_dir) if facts_dir is not None else None
+    facts["mpi"] = write_mpi(t, facts_dir, v) if facts_dir is not None else None
     facts["cpus"] = cpu_time(t, v.window if v is not t else None)  # ranks sharing a CPU (analysis.run.cpus)
     return facts
 
@@ -356,12 +356,13 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     if any(r.id == "COMM003" for r in ctx.selected):
         run_facts.comm003_across(results, memory_bytes or ctx.memory_bytes)
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
-    mpi = _mpi_split(results, memory_bytes or ctx.memory_bytes)
-    if mpi is not None:  # blocking MPI point-to-point, waiting for the peer apart from transfer
+    mpi, mpi_waiting = _mpi_split(results, memory_bytes or ctx.memory_bytes)
+    if mpi is not None:  # MPI calls across ranks, waiting for another rank apart from transfer
         split = {**(split or {}), "mpi": mpi}
     waiting_apart([(r.label, r.facts.get("rank"), r.info.get("host"), r.findings) for r in results if r.tool == ToolKind.NSYS],
                   split)
-    mpi_apart([(r.label, r.facts.get("rank"), r.findings) for r in results if r.tool == ToolKind.NSYS], mpi)
+    mpi_apart([(r.label, _name(r), r.findings, _mpi_idle(r)) for r in results if r.tool == ToolKind.NSYS], mpi,
+              mpi_waiting)
     run_found: dict[str, list[dict[str, Any]]] = {}
     run_status: dict[str, tuple[str, str | None]] = {}
     for rule_cls in ctx.selected:
@@ -479,17 +480,27 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[st
     return split
 
 
-def _mpi_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
-    """Blocking MPI sends and receives between two ranks, matched and split (``analysis.run.mpi``)."""
+def _name(r: ReportResult) -> str:
+    return r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}"
+
+
+def _mpi_idle(r: ReportResult) -> np.ndarray | None:
+    """The report's GPU idle inside its MPI calls (``analysis.run.mpi.mpi_idle``), None when not written."""
+    path = Path(r.facts_dir) / MPI_IDLE_FILE if r.facts.get("mpi") and r.facts_dir is not None else None
+    return read_mpi_idle(path) if path is not None and path.exists() else None
+
+
+def _mpi_split(results: list[ReportResult], memory_bytes: int,
+               ) -> tuple[dict[str, Any] | None, dict[str, tuple[int, np.ndarray, np.ndarray]]]:
+    """MPI calls across ranks, matched and split (``analysis.run.mpi``), and each participant's waiting."""
     parts = [r for r in results if r.tool == ToolKind.NSYS and r.facts.get("mpi") and r.facts_dir is not None]
     offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r in parts]) if parts else None
     if offsets is None:
-        return None
+        return None, {}
     con = connect(memory_bytes=memory_bytes)
     try:
-        return run_mpi([(r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}", r.info.get("host"),
-                         Path(r.facts_dir or ".") / r.facts["mpi"], off, run_facts.window_bounds(r))
-                        for r, off in zip(parts, offsets, strict=True)], con)
+        return run_mpi([(_name(r), r.info.get("host"), Path(r.facts_dir or ".") / r.facts["mpi"], off,
+                         run_facts.window_bounds(r)) for r, off in zip(parts, offsets, strict=True)], con)
     finally:
         con.close()
 

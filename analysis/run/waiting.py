@@ -27,6 +27,8 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
 from analysis.model.kernel_names import short_kernel_name
 from analysis.results import Verdict
+from analysis.run.mpi import intersect as mpi_intersect
+from analysis.run.mpi import union as mpi_union
 
 ITEMS = 50  # instances listed in full (the first ones on the clock); the totals use all of them
 LONGEST = 10  # and the instances with the most waiting
@@ -186,7 +188,7 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     elif mpi and mpi["share_of_mpi_time_pct"] >= 100 * CRITICAL_SHARE:
         crit = mpi
         lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi.get('host') else ''}: the other rank "
-                f"waits {fmt_ms(mpi['others_wait_ns'])} inside blocking MPI calls for it to send or receive "
+                f"waits {fmt_ms(mpi['others_wait_ns'])} inside MPI calls for it to reach the matching call "
                 f"({mpi['share_of_mpi_time_pct']:.0f}% of the MPI calls' time, waiting for its work, not "
                 "communication). Its own bound: ")
     else:
@@ -198,27 +200,50 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     return replace(own, text=lead + own.text)
 
 
-def mpi_apart(reports: list[tuple[str, int | None, list[dict[str, Any]]]], mpi: dict[str, Any] | None) -> None:
-    """HOST003 (GPU idle while the host communicates) on each rank of a run whose blocking MPI calls were
-    split (``analysis.run.mpi``), changed in place: the finding says how much of the rank's MPI time in its
-    window was waiting for its peer to reach the matching call (``mpi_waiting_ns``, ``mpi_waited_for``): the
-    peer's work, not communication. Which idle instants were the waiting is not known here, so the impact
-    stays and the bound is stated (``mpi_waiting_up_to_ns``); the run's verdict follows the peer when that
-    waiting is material (``critical_verdict``)."""
-    for label, rank, findings in reports:
-        mine = [p for p in (mpi or {}).get("per_rank") or [] if rank is not None and p["rank"] == f"rank {rank}"]
-        if len(mine) != 1 or not mine[0]["wait_ns"]:
+def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | None]], mpi: dict[str, Any] | None,
+              waiting: dict[str, tuple[int, np.ndarray, np.ndarray]]) -> None:
+    """HOST003 (GPU idle while the host communicates) on each rank of a run whose MPI calls were split
+    (``analysis.run.mpi``), changed in place. ``reports``: each nsys report's label, name (``rank R``), placed
+    findings and GPU idle inside its MPI calls (``mpi_idle``: pid, start, end on its own clock); ``waiting``: per
+    participant (``rank R`` or ``rank R pid P``) its pid and its calls' waiting for other ranks as intervals on
+    its own clock. The GPU idle that passed inside that waiting is the other rank's work, not this rank's
+    communication cost: HOST003's impact is reduced by it (``mpi_waiting_idle_ns``; the impact before it is
+    ``impact_with_waiting_ns``) and the text says so, with the rank's waiting in its MPI calls
+    (``mpi_waiting_ns``) and whom it waited for (``mpi_waited_for``)."""
+    per = {p["rank"]: p for p in (mpi or {}).get("per_rank") or []}
+    for label, name, findings, idle in reports:
+        mine = [w for w in per if w == name or w.startswith(name + " pid ")]
+        wait = sum(int(per[w]["wait_ns"]) for w in mine)
+        if not mine or not wait:
             continue
-        p = mine[0]
-        whom = ", ".join(f"{k} {fmt_ms(v)}" for k, v in p["waited_for"].items())
+        whom: dict[str, int] = {}
+        for w in mine:
+            for k, v in per[w]["waited_for"].items():
+                whom[k] = whom.get(k, 0) + int(v)
+        cut = 0
+        for w in mine:
+            if idle is None or w not in waiting:
+                continue
+            pid, ws, we = waiting[w]
+            rows = idle[idle[:, 0] == pid] if len(idle) else idle
+            pieces = mpi_union(ws, we)
+            cut += sum(int((e - s).sum()) for s, e in [mpi_intersect((rows[:, 1], rows[:, 2]), pieces)])
+        time_ns = sum(int(per[w]["time_ns"]) for w in mine)
+        said = ", ".join(f"{k} {fmt_ms(v)}" for k, v in sorted(whom.items(), key=lambda kv: -kv[1]))
         for f in findings:
             if f.get("rule_id") != "HOST003" or f.get("report") != label:
                 continue
-            up_to = min(int(p["wait_ns"]), int(f["impact_ns"]))
-            f["mpi_waiting_ns"], f["mpi_waiting_up_to_ns"], f["mpi_waited_for"] = int(p["wait_ns"]), up_to, p["waited_for"]
-            f["message"] += (f" Of the rank's {fmt_ms(p['time_ns'])} in blocking MPI sends and receives, "
-                             f"{fmt_ms(p['wait_ns'])} was waiting for its peer ({whom}) to reach the matching "
-                             f"call, not communication: up to {fmt_ms(up_to)} of this idle is that rank's work.")
+            before = int(f["impact_ns"])
+            c = min(cut, before)
+            f["impact_ns"] = before - c
+            if f.get("impact_pct") is not None and before:
+                f["impact_pct"] = round(float(f["impact_pct"]) * (before - c) / before, 3)
+            f["mpi_waiting_ns"], f["mpi_waited_for"] = wait, dict(sorted(whom.items(), key=lambda kv: -kv[1]))
+            f["mpi_waiting_idle_ns"], f["impact_with_waiting_ns"] = c, before
+            f["message"] += (f" Of the rank's {fmt_ms(time_ns)} in MPI calls matched across ranks, {fmt_ms(wait)} was "
+                             f"waiting for another rank ({said}) to reach the matching call, not communication: the "
+                             f"{fmt_ms(c)} of GPU idle inside that waiting is that rank's work and is left out of this "
+                             f"impact ({fmt_ms(before)} with it, {fmt_ms(before - c)} without).")
 
 
 def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str, Any]]]],
