@@ -6,10 +6,15 @@ A thread's stretch on CPU runs from a switch-in to its next switch-out, on the C
 it, and the previous row's end is when it came back).
 
 A rank (a process) is confined to the few logical CPUs that hold ``MOST`` of its threads' time on CPU when
-they are at most ``CORE`` of them (the hardware threads of one core, as far as a scheduler number can tell:
-the exports do not record the topology); a rank spread wider is not confined and never flagged. Two ranks of
-one host confined to overlapping CPUs cannot both run there at once: each waits while the other runs.
-Logical CPUs are the scheduler's numbers on that host: CPU 0 of two hosts are different CPUs.
+they are at most ``FEW`` of them (bound there by its launcher or an affinity mask); a rank spread wider is not
+confined and never flagged (two ranks roaming over many CPUs meet on some without taking turns). Two ranks of
+one host confined to the same logical CPU ids cannot both run there at once: each waits while the other runs.
+That holds whatever the CPU layout: the warning speaks of logical CPU ids (the scheduler's numbers on that
+host: CPU 0 of two hosts are different CPUs) and assumes nothing about cores or hardware threads.
+
+The layout the export records (``TARGET_INFO_SYSTEM_ENV`` ``CpuInfo``: each logical CPU's socket, and so the
+host's count of logical CPUs; read at ingest as ``cpu_logical``/``cpu_sockets``) is quoted where present; no
+corpus export records which logical CPUs share a core, so nothing here says they do.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from analysis import fmt
 from analysis.model.trace import Trace
 
 MOST = 0.9  # the share of a rank's time on CPU that its confining CPUs hold
-CORE = 2    # at most this many logical CPUs: the two hardware threads of one core (SMT-2)
+FEW = 2     # at most this many logical CPUs: a rank bound to one or two (a chosen bound, not a core's threads)
 
 
 def cpu_time(t: Trace, bounds: tuple[int, int] | None) -> list[dict[str, int]]:
@@ -46,15 +51,44 @@ def cpu_time(t: Trace, bounds: tuple[int, int] | None) -> list[dict[str, int]]:
     return [{"pid": int(p), "cpu": int(c), "on_ns": int(n)} for p, c, n in rows]
 
 
-def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[dict[str, int]]]],
+def cpu_layout(meta: dict[str, str]) -> dict[str, Any] | None:
+    """The report's recorded CPU layout (``analysis.readers.nsys.guard.cpu_layout``): ``{"logical": n,
+    "socket": {cpu: socket}}``, None when the export records none."""
+    try:
+        n = int(meta["cpu_logical"])
+        socket: dict[int, int] = {}
+        for part in meta["cpu_sockets"].split(","):
+            span, sock = part.split(":")
+            a, b = span.split("-")
+            socket.update(dict.fromkeys(range(int(a), int(b) + 1), int(sock)))
+    except (KeyError, ValueError):
+        return None
+    return {"logical": n, "socket": socket}
+
+
+def _where(cpus: list[int], layout: dict[str, Any] | None) -> str:
+    """The CPUs named as the scheduler numbers them, with what the export records of the layout."""
+    ids = f"logical CPU{'s' if len(cpus) > 1 else ''} {', '.join(map(str, cpus))}"
+    if layout is None:
+        return f"{ids} (the scheduler's numbers; the export records no CPU layout)"
+    socks = sorted({layout["socket"][c] for c in cpus if c in layout["socket"]})
+    on = (f"socket {socks[0]}" if len(socks) == 1 else f"sockets {', '.join(map(str, socks))}") if socks else "no socket recorded"
+    return (f"{ids} ({on}; the host has {layout['logical']} logical CPUs as the export records them, which does not "
+            "say which share a core)")
+
+
+def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[dict[str, int]], dict[str, str]]],
                         ) -> list[dict[str, Any]]:
-    """``reports``: each nsys report's file, rank, host and ``cpu_time``. One ``shared_cpu`` warning per group of
-    two or more ranks (processes) of one host confined to overlapping logical CPUs (see the module), with each
-    rank's time on those CPUs and on any."""
+    """``reports``: each nsys report's file, rank, host, ``cpu_time`` and recorded CPU layout (its meta's
+    ``cpu_logical`` and ``cpu_sockets``, see ``cpu_layout``). One
+    ``shared_cpu`` warning per group of two or more ranks (processes) of one host confined to overlapping logical
+    CPUs (see the module), with each rank's time on those CPUs and on any."""
     by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for file, rank, host, cpus in reports:
+    layouts: dict[str, dict[str, Any] | None] = {}
+    for file, rank, host, cpus, layout in reports:
         if host is None:
             continue
+        layouts[host] = layouts.get(host) or cpu_layout(layout)
         per_pid: dict[int, dict[int, int]] = defaultdict(dict)
         for row in cpus:
             per_pid[row["pid"]][row["cpu"]] = row["on_ns"]
@@ -68,7 +102,7 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
                 if held >= MOST * total:
                     break
             name = (f"rank {rank}" if rank is not None else file) + (f" pid {pid}" if len(per_pid) > 1 else "")
-            if total > 0 and len(mine) <= CORE:
+            if total > 0 and len(mine) <= FEW:
                 by_host[host].append({"name": name, "file": file, "rank": rank, "cpus": sorted(mine), "on_ns": held,
                                       "total_ns": total})
     out = []
@@ -85,13 +119,17 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
             if len(ms) < 2:
                 continue
             cpus = sorted({c for m in ms for c in m["cpus"]})
-            where = f"logical CPU{'s' if len(cpus) > 1 else ''} {', '.join(map(str, cpus))}"
+            where = _where(cpus, layouts.get(host))
             each = "; ".join(f"{m['name']} {fmt.duration(m['on_ns'])} of its {fmt.duration(m['total_ns'])} on CPU "
-                             f"there ({100.0 * m['on_ns'] / m['total_ns']:.0f}%)" for m in ms)
+                             f"there ({fmt.pct(100.0 * m['on_ns'] / m['total_ns'])})" for m in ms)
             out.append({"code": "shared_cpu", "host": host, "cpus": cpus,
-                        "message": f"{len(ms)} ranks of host {host} run on the same {where} ({each}): they take "
-                                   "turns there, each waiting while the other runs. Give each rank its own cores "
-                                   "(the launcher's binding: srun --cpu-bind, mpirun --map-by/--bind-to, numactl).",
+                        "message": f"{len(ms)} ranks of host {host} run on the same {where}: {each}. A logical "
+                                   "CPU runs one thread at a time: they take turns there, each waiting while the other "
+                                   "runs. Give each rank its own CPUs (the launcher's binding: srun --cpu-bind, mpirun "
+                                   "--map-by/--bind-to, numactl).",
+                        "cpu_layout": None if layouts.get(host) is None else {
+                            "logical_cpus": layouts[host]["logical"],  # type: ignore[index]
+                            "sockets": {str(c): layouts[host]["socket"].get(c) for c in cpus}},  # type: ignore[index]
                         "reports": sorted({m["file"] for m in ms}),
                         "ranks": sorted({m["rank"] for m in ms if m["rank"] is not None}),
                         "per_rank": [{"name": m["name"], "cpus": m["cpus"], "on_these_cpus_ns": m["on_ns"],

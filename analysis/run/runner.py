@@ -322,6 +322,8 @@ def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[dict[str, Any]],
                             if facts_dir is not None and facts["nccl_in_window"] else None)
     facts["mpi"] = write_mpi(t, facts_dir, v) if facts_dir is not None else None
     facts["cpus"] = cpu_time(t, v.window if v is not t else None)  # ranks sharing a CPU (analysis.run.cpus)
+    meta = t.meta
+    facts["cpu_layout"] = {k: meta[k] for k in ("cpu_logical", "cpu_sockets") if k in meta}
     return facts
 
 
@@ -438,7 +440,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         network_path=network_path,  # the NCCL log's network path, joined with the run's nsys reports
         # missing ranks, reports apart, logs left out, ranks of a host on one CPU
         run_warnings=tuple(run_warnings([r.info for r in results]) + log_warnings(results) + shared_cpu_warnings(
-            [(str(r.info.get("file") or r.label), r.facts.get("rank"), r.info.get("host"), r.facts.get("cpus") or [])
+            [(str(r.info.get("file") or r.label), r.facts.get("rank"), r.info.get("host"), r.facts.get("cpus") or [],
+              r.facts.get("cpu_layout") or {})
              for r in results if r.tool == ToolKind.NSYS])) or None)
 
 

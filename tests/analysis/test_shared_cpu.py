@@ -7,13 +7,14 @@ events to other CPUs. Expected numbers from the planted exports' ``SCHED_EVENTS`
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from analysis.run.cpus import CORE, MOST
+from analysis.run.cpus import FEW, MOST
 from analysis.run.runner import analyze_run
 from tests.analysis.many_ranks import build_rank
 from tests.analysis.planting import ingest_copy, sqlite_rw
@@ -71,10 +72,21 @@ def test_two_ranks_of_a_node_on_the_same_cpus_are_flagged(ranks: list[Path], tmp
         assert w["ranks"] == list(pair)
         want = {f"rank {k}": _confined(_on_cpu(ranks[k])) for k in pair}
         for k in pair:
-            assert len(want[f"rank {k}"][0]) <= CORE
+            assert len(want[f"rank {k}"][0]) <= FEW
         assert w["cpus"] == sorted({c for cpus, _, _ in want.values() for c in cpus})
         assert {r["name"]: (r["cpus"], r["on_these_cpus_ns"], r["on_any_cpu_ns"]) for r in w["per_rank"]} == want
         assert w["message"].startswith(f"2 ranks of host {host} run on the same logical CPUs ")
+        # the layout the export records (CpuInfo: each logical CPU's socket), quoted; no core is assumed
+        con = sqlite3.connect(ranks[pair[0]])
+        (info,) = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CpuInfo'").fetchone()
+        con.close()
+        sockets = {i["cpuid"]: i["socket"] for i in json.loads(info)["items"]}
+        assert w["cpu_layout"] == {"logical_cpus": len(sockets), "sockets": {str(c): sockets[c] for c in w["cpus"]}}
+        socks = sorted({sockets[c] for c in w["cpus"]})
+        on = f"socket {socks[0]}" if len(socks) == 1 else f"sockets {', '.join(map(str, socks))}"
+        assert (f"logical CPUs {', '.join(map(str, w['cpus']))} ({on}; the host has {len(sockets)} logical CPUs as the "
+                "export records them, which does not say which share a core)") in w["message"]
+        assert "hardware thread" not in w["message"] and "core)" in w["message"]
     from goodput_cli.render import text
 
     assert "WARNING (shared_cpu): 2 ranks of host ault43.cscs.ch run on the same logical CPUs" in text(out)
@@ -91,3 +103,16 @@ def test_ranks_of_a_node_on_other_cpus_are_not_flagged(ranks: list[Path], tmp_pa
     out = analyze_run([ingest_copy(p, tmp_path / f"{p.stem}.duckdb") for p in paths], labels=[p.name for p in paths],
                       window="all").to_json()
     assert [w["host"] for w in out.get("run_warnings") or [] if w["code"] == "shared_cpu"] == ["ault44.cscs.ch"]
+
+
+def test_without_a_recorded_layout_the_warning_speaks_of_logical_cpu_ids_only() -> None:
+    from analysis.readers.nsys.guard import cpu_layout as read_layout
+    from analysis.run.cpus import shared_cpu_warnings
+
+    assert read_layout(None) == {} and read_layout("not json") == {} and read_layout('{"items": [{"cpuid": 0}]}') == {}
+    assert read_layout('{"items": [{"cpuid": 1, "socket": 0}, {"cpuid": 0, "socket": 0}, {"cpuid": 2, "socket": 1}]}') \
+        == {"cpu_logical": "3", "cpu_sockets": "0-1:0,2-2:1"}
+    rows = [{"pid": 1, "cpu": 3, "on_ns": 9_000_000}, {"pid": 1, "cpu": 4, "on_ns": 100_000}]
+    (w,) = shared_cpu_warnings([("a", 0, "h", rows, {}), ("b", 1, "h", rows, {})])
+    assert w["cpus"] == [3] and w["cpu_layout"] is None
+    assert "same logical CPU 3 (the scheduler's numbers; the export records no CPU layout)" in w["message"]

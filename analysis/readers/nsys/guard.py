@@ -9,6 +9,8 @@ column lists. The bulk copy (``analysis.readers.nsys.child``) may then read the 
 
 from __future__ import annotations
 
+import json
+
 import os
 import time
 import urllib.parse
@@ -79,6 +81,7 @@ class ExportInfo:
     time_offset_ns: int = 0              # subtract from every event time to get session-relative ns
     facts: dict[str, str | None] = field(default_factory=dict)   # rank, world_size, host ... (allow-listed)
     capture: dict[str, str] = field(default_factory=dict)         # the capture settings it records (CAPTURE_SETTINGS)
+    cpu_layout: dict[str, str] = field(default_factory=dict)      # cpu_logical, cpu_sockets (``cpu_layout``)
     # Parts of the export that could not be read and what the report lacks for it ({table, columns, effect}).
     degraded: list[dict] = field(default_factory=list)
     decoders: dict[str, dict[int, str]] = field(default_factory=dict)
@@ -278,20 +281,48 @@ def _read_meta(con: apsw.Connection, tables: set[str]) -> dict[str, str]:
     return out
 
 
+MAX_CPU_INFO_BYTES = 1 << 20  # a real CpuInfo is ~60 bytes per logical CPU
+
+
+def cpu_layout(cpu_info: str | None) -> dict[str, str]:
+    """The host's CPU layout as nsys records it (``TARGET_INFO_SYSTEM_ENV`` ``CpuInfo``: per logical CPU its
+    ``cpuid`` and ``socket``; nothing says which logical CPUs share a core): ``cpu_logical`` (how many) and
+    ``cpu_sockets`` (runs ``first-last:socket``, comma-separated); empty when absent or malformed."""
+    if not cpu_info or len(cpu_info) > MAX_CPU_INFO_BYTES:
+        return {}
+    try:
+        items = json.loads(cpu_info).get("items")
+        pairs = sorted({(int(i["cpuid"]), int(i["socket"])) for i in items})
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {}
+    if not pairs or len({c for c, _ in pairs}) != len(pairs) or any(c < 0 or s < 0 for c, s in pairs):
+        return {}
+    runs: list[list[int]] = []
+    for c, sock in pairs:
+        if runs and runs[-1][1] == c - 1 and runs[-1][2] == sock:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c, sock])
+    return {"cpu_logical": str(len(pairs)), "cpu_sockets": ",".join(f"{a}-{b}:{k}" for a, b, k in runs)}
+
+
 def _read_small(con: apsw.Connection, info: ExportInfo) -> None:
     t = info.tables
     if "TARGET_INFO_SESSION_START_TIME" in t:
         row = con.execute('SELECT "utcEpochNs" FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1').fetchone()
         if row and isinstance(row[0], int) and row[0] > 0:
             info.session_start_utc_ns = row[0]
-    env = host = None
+    env = host = cpu_info = None
     if "TARGET_INFO_SYSTEM_ENV" in t:
         for name, value in con.execute('SELECT "name", "value" FROM "TARGET_INFO_SYSTEM_ENV" '
-                                       "WHERE name IN ('DeviceEnvironment', 'Hostname') ORDER BY rowid"):
+                                       "WHERE name IN ('DeviceEnvironment', 'Hostname', 'CpuInfo') ORDER BY rowid"):
             if name == "DeviceEnvironment" and env is None and isinstance(value, str):
                 env = value
             elif name == "Hostname" and host is None and isinstance(value, str):
                 host = value
+            elif name == "CpuInfo" and cpu_info is None and isinstance(value, str):
+                cpu_info = value
+    info.cpu_layout = cpu_layout(cpu_info)
     info.facts = job_facts(env, host, _captured_processes(con, t), _env_blocks(con, t))
     info.capture = _capture_settings(con, t)
     enum_rows: dict[str, list[tuple[int, str]]] = {}

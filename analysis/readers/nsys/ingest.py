@@ -51,6 +51,7 @@ def meta_rows(info: ExportInfo) -> dict[str, str]:
         "degraded": json.dumps(info.degraded) if info.degraded else None,
         **info.facts,
         **info.capture,
+        **info.cpu_layout,
     }
     return {k: str(v) for k, v in rows.items() if v is not None}
 
