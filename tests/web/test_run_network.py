@@ -99,6 +99,19 @@ def test_the_run_page_splits_mpi_waits_and_names_ranks_sharing_cpus(client, db, 
     result = analyze([ingested.get(p)[0] for p in (r0, r1)], labels=["a", "b"]).to_json()
     assert shown == {p["rank"]: p["wait_ns"] for p in result["collectives"]["mpi"]["per_rank"]}
     assert "rank 0" in html.split('id="mpi-critical">')[1].split("</strong>")[0]
+    # three ranks with an Allreduce: the collectives table names the last to arrive; point-to-point is left out
+    from tests.analysis.test_mpi_waits import _three_ranks
+
+    three = _three_ranks(tmp_path)
+    html3 = client.get(f"/runs/{seed.store_run(db, settings, ingested, three, job='mpi3')}").get_data(as_text=True)
+    res3 = analyze([ingested.get(p)[0] for p in three], labels=["a", "b", "c"]).to_json()["collectives"]["mpi"]
+    coll = html3.split('id="mpi-collectives"')[1].split("</table>")[0]
+    last = ", ".join(f"{k} ×{v}" for k, v in res3["collectives"][0]["last_arrivals"].items())
+    assert "<td>MPI_Allreduce</td>" in coll and last in unescape(coll)
+    left = unescape(html3.split('id="mpi-left-out"')[1].split("</p>")[0])
+    for x in res3["left_out"]:  # the calls in each rank's window, as the analysis counts them
+        assert f"{x['rank']} {x['call']} ×{x['calls']}: {x['reason']}" in left
+    assert any(x["call"] == "MPI_Recv" and "3 ranks make MPI point-to-point calls" in x["reason"] for x in res3["left_out"])
     ranks = [build_rank(tmp_path / f"rank{k}.sqlite", k, 4, collectives=2) for k in range(4)]
     shared = seed.store_run(db, settings, ingested, ranks, job="shared")
     box = client.get(f"/runs/{shared}").get_data(as_text=True).split('id="run-warnings"')[1].split("</div>")[0]
