@@ -68,16 +68,23 @@ def test_the_number_scanner_catches_what_the_issue_lists() -> None:
     assert number_problems(good) == []
 
 
-def _run_ids(store) -> dict[str, int]:
+def _run_ids(store, folder: Path) -> dict[str, int]:
+    from tests.analysis.test_compare_per_step import BASE, _later
+
     first = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="first-hour", git_sha="aaaa111")
     second = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="first-hour", git_sha="bbbb222")
     ncu = store([corpus_file(NCU)], job="first-hour-ncu")
-    return {"nccl": second, "first": first, "ncu": ncu}
+    # A before/after pair with communication kernels split into waiting and transfer: the corpus torchrun pair
+    # and its planted variant whose SendRecv peers arrive later (tests.analysis.test_compare_per_step).
+    before = store([BASE], job="first-hour-comm", git_sha="cccc333")
+    after = store([_later(folder / "torchrun-later.sqlite")], job="first-hour-comm", git_sha="dddd444")
+    return {"nccl": second, "first": first, "ncu": ncu, "comm_before": before, "comm_after": after}
 
 
 def _pages(ids: dict[str, int]) -> dict[str, str]:
     return {"runs": "/", "run": f"/runs/{ids['nccl']}", "ncu": f"/runs/{ids['ncu']}",
             "compare": f"/compare?a={ids['first']}&b={ids['nccl']}", "job": "/jobs/first-hour",
+            "compare-comm": f"/compare?a={ids['comm_before']}&b={ids['comm_after']}",
             "rules": "/rules", "upload": "/upload", "tokens": "/tokens", "api": "/api/docs"}
 
 
@@ -91,8 +98,8 @@ def _settle(page, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(store) -> dict[str, int]:
-    return _run_ids(store)
+def runs(store, tmp_path_factory) -> dict[str, int]:
+    return _run_ids(store, tmp_path_factory.mktemp("first-hour"))
 
 
 def test_no_page_scrolls_sideways_and_numbers_read_well(signed_in, runs) -> None:
@@ -123,6 +130,25 @@ def test_no_page_scrolls_sideways_and_numbers_read_well(signed_in, runs) -> None
     _report("numbers-and-widths", {"wide": {f"{n}@{w}": v for (n, w), v in wide.items()}, "numbers": problems})
     assert not wide, wide
     assert not problems, problems
+    assert not signed_in.errors and not signed_in.dialogs
+
+
+def test_the_before_after_pair_shows_communication_waiting_apart_from_transfer(signed_in, runs) -> None:
+    """The compare page of a pair with communication kernels: their waiting and transfer, each with its
+    medians, estimate and p; the planted change (the peers arrive later) reads as waiting grown, transfer the
+    same."""
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(_pages(runs)["compare-comm"])
+    table = page.locator("#collectives-diff")
+    table.wait_for(state="visible")
+    rows = table.locator("tbody tr")
+    assert rows.count() == 2
+    assert [rows.nth(i).locator("td").first.inner_text().strip() for i in range(2)] == ["waiting", "transfer"]
+    assert [rows.nth(i).get_attribute("data-changed") for i in range(2)] == ["yes", "no"]
+    said = page.locator("#collectives-said").inner_text()
+    assert said.startswith("waiting grew, transfer unchanged.")
+    assert number_problems(table.inner_text()) == []
     assert not signed_in.errors and not signed_in.dialogs
 
 

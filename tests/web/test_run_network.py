@@ -56,6 +56,16 @@ def test_the_run_page_splits_the_collectives_by_host(client, db, settings, inges
                                                        r"<td class=\"num\" data-ns=\"(\d+)\"", table)}
     result = analyze([ingested.get(corpus_file(n))[0] for n in (NCCL_R0, NCCL_R1)], labels=[NCCL_R0, NCCL_R1]).to_json()
     assert shown == {h["host"]: h["wait_ns"] for h in result["collectives"]["per_host"]}
+    # whom each rank waited for, as the JSON's participants say (the waiting named, on the run page)
+    from analysis.api import fmt
+
+    whom = html.split('id="collectives-waited-for"')[1].split("</table>")[0]
+    cells = {rank: unescape(who) for rank, who in re.findall(
+        r"<tr><td>(rank \d)</td><td>[^<]*</td>\s*<td class=\"num\" data-ns=\"\d+\">[^<]*</td>\s*<td>(.*?)</td>", whom, re.S)}
+    parts = result["collectives"]["participants"]
+    assert cells == {p["rank"]: ", ".join(f"{k} {fmt.duration(v)}" for k, v in p["waited_for"].items()) or "–"
+                     for p in parts}
+    assert any(p["waited_for"] for p in parts)
     assert "launch-delay" in html and "ault44" in html.split('id="launch-delay">')[1].split("</strong>")[0]
 
 
