@@ -118,18 +118,18 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
         for ms in joined.values():
             if len(ms) < 2:
                 continue
-            cpus = sorted({c for m in ms for c in m["cpus"]})
-            where = _where(cpus, layouts.get(host))
+            held_cpus = sorted({c for m in ms for c in m["cpus"]})
+            where = _where(held_cpus, layouts.get(host))
             each = "; ".join(f"{m['name']} {fmt.duration(m['on_ns'])} of its {fmt.duration(m['total_ns'])} on CPU "
                              f"there ({fmt.pct(100.0 * m['on_ns'] / m['total_ns'])})" for m in ms)
-            out.append({"code": "shared_cpu", "host": host, "cpus": cpus,
+            out.append({"code": "shared_cpu", "host": host, "cpus": held_cpus,
                         "message": f"{len(ms)} ranks of host {host} run on the same {where}: {each}. A logical "
                                    "CPU runs one thread at a time: they take turns there, each waiting while the other "
                                    "runs. Give each rank its own CPUs (the launcher's binding: srun --cpu-bind, mpirun "
                                    "--map-by/--bind-to, numactl).",
                         "cpu_layout": None if layouts.get(host) is None else {
                             "logical_cpus": layouts[host]["logical"],  # type: ignore[index]
-                            "sockets": {str(c): layouts[host]["socket"].get(c) for c in cpus}},  # type: ignore[index]
+                            "sockets": {str(c): layouts[host]["socket"].get(c) for c in held_cpus}},  # type: ignore[index]
                         "reports": sorted({m["file"] for m in ms}),
                         "ranks": sorted({m["rank"] for m in ms if m["rank"] is not None}),
                         "per_rank": [{"name": m["name"], "cpus": m["cpus"], "on_these_cpus_ns": m["on_ns"],

@@ -150,7 +150,9 @@ def mpi_idle(v: Trace, folder: Path) -> None:
     inside an MPI range of the threads that launch the device's work, less their CUDA calls: the instants the
     idle anatomy paints ``mpi`` (a CUDA call is the only category before it that a thread inside a blocking MPI
     call can be in), i.e. HOST003's. Per device, so a process on two devices counts both (as HOST003 does)."""
-    from analysis.diagnosis.idle_anatomy import speakers  # the anatomy's own notion of who speaks for a device
+    from analysis.diagnosis.idle_anatomy import (
+        speakers,  # the anatomy's own notion of who speaks for a device
+    )
     from analysis.model.activity import unit_gaps
 
     rows: list[tuple[int, int, int]] = []
@@ -239,7 +241,7 @@ def _collectives(ranks: list[_Rank]) -> list[dict[str, Any]]:
         last = arr.argmax(axis=0)
         entry["instances"] = int(arr.shape[1])
         entry["last_arrivals"] = {ranks[members[j]].who: int((last == j).sum()) for j in sorted(set(last.tolist()))}
-        for j, k in enumerate(members):
+        for k in members:
             for n, i in enumerate(idx[k].tolist()):
                 _split_call(ranks[k], i, [(int(arr[m, n]), members[m]) for m in range(len(members))], 2)
     return out
@@ -274,14 +276,14 @@ def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str 
     if len(members) != 2:
         if not members:
             return [], 0, None
-        why = (f"{len(members)} ranks make MPI point-to-point calls and the exports record no peer (nsys' MPI "
+        apart = (f"{len(members)} ranks make MPI point-to-point calls and the exports record no peer (nsys' MPI "
                "trace here is NVTX ranges named after the call): a send's receiver cannot be told"
                if len(members) > 2 else
                f"only {ranks[members[0]].who} makes point-to-point calls in the capture: its peers' are not recorded")
         for k in members:
             for i in ranks[k].idx(P2P).tolist():
-                ranks[k].why[i] = why
-        return [], 0, why
+                ranks[k].why[i] = apart
+        return [], 0, apart
     reqs = {k: _requests(ranks[k]) for k in members}
     for k in members:
         for i in reqs[k][2]:
@@ -294,7 +296,7 @@ def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str 
         ra, rb = ranks[a], ranks[b]
         sends, recvs = ra.idx(SEND_POSTS), rb.idx(RECV_POSTS)
         done_a, done_b = reqs[a][0], reqs[b][0]
-        why = None
+        why: str | None = None
         if len(sends) != len(recvs):
             why = f"{len(sends)} send(s) against {len(recvs)} receive(s) over the capture"
         elif any(int(i) not in done_a for i in sends) or any(int(i) not in done_b for i in recvs):
@@ -325,13 +327,13 @@ def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str 
         by_completer: dict[int, list[int]] = defaultdict(list)
         for post, c in done.items():
             by_completer[c].append(post)
-        for c, posts in by_completer.items():
-            bad = next((r.why[p] for p in posts if p not in ok_posts[k]), None)
-            if bad is not None:
-                r.why.setdefault(c, bad)
+        for c, completed in by_completer.items():
+            blocked = next((r.why[p] for p in completed if p not in ok_posts[k]), None)
+            if blocked is not None:
+                r.why.setdefault(c, blocked)
                 continue
             _split_call(r, c, needs[k][c], 1)
-            for p in posts:  # a non-blocking post only posts: its own time is transfer
+            for p in completed:  # a non-blocking post only posts: its own time is transfer
                 if p != c:
                     r.kind[p] = 1
     return dirs, matched, None
@@ -349,8 +351,11 @@ def mpi_waits(calls: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndar
     ranks = [_Rank(c[0], c[1], c[2], c[3], int(c[4][0]), c[5]) for c in calls]
     colls = _collectives(ranks)
     dirs, matched, reason = _point_to_point(ranks)
-    per, waits, left, intervals = [], [], [], {}
-    for k, r in enumerate(ranks):
+    per: list[dict[str, Any]] = []
+    waits: list[dict[str, Any]] = []
+    left: list[dict[str, Any]] = []
+    intervals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for r in ranks:
         split = (r.kind > 0) & r.keep
         whom: dict[str, int] = defaultdict(int)
         for p in np.unique(r.by[split & (r.by >= 0)]).tolist():
@@ -376,7 +381,7 @@ def mpi_waits(calls: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndar
                    "occurrence": int(nth[i]), "start_ns": int(own[i]), "duration_ns": int(dur[i]),
                    "wait_ns": int(r.wait[i]), "waited_for": ranks[int(r.by[i])].who,
                    "transfer_ns": int(dur[i] - r.wait[i])} for i in w.tolist()]
-        out_of = defaultdict(int)
+        out_of: dict[tuple[str, str], int] = defaultdict(int)
         for i, why in r.why.items():
             if r.keep[i] and r.kind[i] == 0:
                 out_of[(str(r.names[i]), why)] += 1

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
 from analysis.model.kernel_names import short_kernel_name
@@ -187,9 +188,10 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
                 "Its own bound: ")
     elif mpi and mpi["share_of_mpi_time_pct"] >= 100 * CRITICAL_SHARE:
         crit = mpi
-        lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi.get('host') else ''}: the other rank "
-                f"waits {fmt_ms(mpi['others_wait_ns'])} inside MPI calls for it to reach the matching call "
-                f"({mpi['share_of_mpi_time_pct']:.0f}% of the MPI calls' time, waiting for its work, not "
+        others = "the other rank waits" if len((waits or {})["mpi"].get("per_rank") or []) <= 2 else "the other ranks wait"
+        lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi.get('host') else ''}: {others} "
+                f"{fmt_ms(mpi['others_wait_ns'])} inside MPI calls for it to reach the matching call "
+                f"({fmt.pct(mpi['share_of_mpi_time_pct'])} of the MPI calls' time, waiting for its work, not "
                 "communication). Its own bound: ")
     else:
         return verdict

@@ -264,6 +264,11 @@ def test_collectives_on_three_ranks_wait_for_the_last_arrival_and_point_to_point
         assert got[rank]["waited_for"] == w["whom"]
     assert m["critical"]["rank"] == "rank 2"
     assert m["critical"]["others_wait_ns"] == sum(w["whom"].get("rank 2", 0) for w in want.values())  # type: ignore[union-attr]
+    # the run's verdict is told from the rank the others wait for, not "communication-bound"
+    share = 100 * m["critical"]["others_wait_ns"] / sum(p["time_ns"] for p in m["per_rank"])
+    assert m["critical"]["share_of_mpi_time_pct"] == pytest.approx(share, abs=1e-3) and share >= 10
+    assert out["verdict"]["text"].startswith("Critical path: rank 2 on nid001608: the other ranks wait ")
+    assert out["verdict"]["kind"] != "communication"
     item = m["collective_items"][0]
     assert item["call"] == "MPI_Allreduce" and item["last_rank"] == "rank 2"
     # point-to-point among three ranks: no peer recorded, left out with why, never matched

@@ -10,7 +10,6 @@ column lists. The bulk copy (``analysis.readers.nsys.child``) may then read the 
 from __future__ import annotations
 
 import json
-
 import os
 import time
 import urllib.parse
