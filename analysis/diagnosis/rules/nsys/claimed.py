@@ -109,7 +109,9 @@ class HostCommunication(_Claimed):
 
     *How it is detected*: idle instants during which the launching threads were inside a communication NVTX
     range (the MPI, NCCL, UCX or NVSHMEM domain, or a range named after such a call, as nsys' ``--trace=mpi``
-    records them) and no CUDA call. Impact: that idle time; the ranges behind it by name.
+    records them) and no CUDA call. Impact: that idle time; the ranges behind it by name. In a run whose MPI
+    calls are matched across ranks, the idle inside this rank's waiting for another rank to reach the matching
+    call is that rank's work, not communication: it is left out of the impact, and the text says how much.
     """
 
     id = "HOST003"
