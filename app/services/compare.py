@@ -112,11 +112,11 @@ def kpi_deltas(a: RunView, b: RunView) -> list[KpiDelta]:
 def _per_rank(view: RunView) -> dict[str, tuple[str, dict[str, Any]]]:
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     for i, report in enumerate(r for r in view.reports if r.kind == ToolKind.NSYS):
-        bd = breakdown_of(view.summaries.get(report.id))
+        bd = breakdown_of(view.results.summary(report.id))
         if bd is None:
             continue
         key = f"rank {report.rank}" if report.rank is not None else f"report {i + 1}"
-        out[key] = (report_label(report), bd)
+        out[key] = (report_label(report), bd.to_json())
     return out
 
 

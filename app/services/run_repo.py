@@ -9,7 +9,6 @@ read the same numbers from the same row. ``app.services.runs`` serializes pages 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,11 +16,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import RuleStatus, run_step_time
+from analysis.api import RuleStatus, Verdict, run_step_time
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
 from app.services.reports import iso, report_to_dict
 from app.services.run_query import RunFilter, fetch_live, tag_filter
+from app.services.summaries import Headline, to_run_entity
 
 
 def goodput_pct(compute_ns: int | None, span_ns: int | None) -> float | None:
@@ -47,31 +47,6 @@ def get_job(session: Session, name: str) -> Job:
     if job is None:
         raise ApiError("JOB_NOT_FOUND", f"Job {name!r} does not exist.", {"job": name})
     return job
-
-
-@dataclass(frozen=True)
-class Headline:
-    """A run's (or a report's) headline numbers from its summary row; every field None before an analysis."""
-
-    span_ns: int | None = None
-    compute_ns: int | None = None
-    comm_exposed_ns: int | None = None
-    memory_only_ns: int | None = None
-    idle_ns: int | None = None
-    goodput_pct: float | None = None
-    finding_count: int | None = None
-    top_impact_ns: int | None = None
-
-    @classmethod
-    def of(cls, row: RunSummary | None) -> Headline:
-        if row is None:
-            return cls()
-        return cls(row.span_ns, row.compute_ns, row.comm_exposed_ns, row.memory_only_ns, row.idle_ns,
-                   row.goodput_pct, row.finding_count, row.top_impact_ns)
-
-    def to_api(self) -> dict[str, Any]:
-        """The API's headline fields (``HEADLINE`` in app/api/schemas.py), in its order."""
-        return dataclasses.asdict(self)
 
 
 def headline(session: Session, run_id: int) -> Headline:
@@ -176,7 +151,7 @@ class RunDetail(RunInfo):
     submitter_token_id: int | None
     missing: list[MissingReport] = field(default_factory=list)
     missing_ranks: list[int] = field(default_factory=list)
-    verdict: dict[str, Any] | None = None     # what bounds the run and what to do first (analysis.diagnosis.verdict)
+    verdict: Verdict | None = None            # what bounds the run and what to do first (analysis.diagnosis.verdict)
     # What is missing or does not belong among its reports (analysis.run.mixed): missing ranks, other jobs, clocks.
     run_warnings: list[dict[str, Any]] = field(default_factory=list)
 
@@ -214,17 +189,15 @@ def run_detail(session: Session, run_id: int, *, run: Run | None = None, reports
     if reports is None:
         reports = list(session.scalars(sa.select(Report).where(Report.run_id == run.id)
                                        .order_by(Report.rank, Report.id)))
-    data = (row.data if row is not None else None) or {}
-    missing = [MissingReport(str(m.get("report") or ""), m.get("rank"), m.get("error_code"))
-               for m in data.get("missing") or [] if isinstance(m, dict)]
+    stored = to_run_entity(row)
     return RunDetail(
-        **RunInfo.fields_of(run, job), headline=Headline.of(row), reports=[ReportView.of(r) for r in reports],
+        **RunInfo.fields_of(run, job), headline=stored.headline, reports=[ReportView.of(r) for r in reports],
         rules=[_rule_status(r) for r in run.rule_statuses or []], analysis_attempts=run.analysis_attempts,
         analysis_lease_owner=run.analysis_lease_owner, analysis_lease_expires_at=run.analysis_lease_expires_at,
-        submitter_user_id=run.submitter_user_id, submitter_token_id=run.submitter_token_id, missing=missing,
-        missing_ranks=[int(r) for r in data.get("missing_ranks") or []],
-        verdict=data.get("verdict") if isinstance(data.get("verdict"), dict) else None,
-        run_warnings=[w for w in data.get("run_warnings") or [] if isinstance(w, dict)])
+        submitter_user_id=run.submitter_user_id, submitter_token_id=run.submitter_token_id,
+        missing=[MissingReport(str(m.get("report") or ""), m.get("rank"), m.get("error_code")) for m in stored.missing],
+        missing_ranks=list(stored.missing_ranks), verdict=stored.verdict,
+        run_warnings=[dict(w) for w in stored.run_warnings])
 
 
 @dataclass

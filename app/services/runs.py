@@ -12,11 +12,12 @@ from sqlalchemy.orm import Session
 from analysis.api import window_parse
 from analysis.errors import TraceError
 from app.errors import ApiError
-from app.models import AnalysisStatus, Finding, Report, ReportStatus, Run, RunStatus, RunSummary, utcnow
+from app.models import AnalysisStatus, Finding, Report, ReportStatus, Run, RunStatus, utcnow
 from app.services import run_repo
 from app.services.reports import iso
 from app.services.run_query import RunFilter
 from app.services.run_repo import get_run
+from app.services.summaries import run_results
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -64,11 +65,11 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
 
 
 def run_summary(session: Session, run_id: int) -> dict[str, Any]:
-    """The run's breakdown and headline numbers, per report and in total, with rule statuses."""
+    """The run's breakdown and headline numbers, per report and in total, with rule statuses: the API's
+    ``Summary``, serialized from the read store's entities (``app.services.summaries``)."""
     run = get_run(session, run_id)
-    rows = list(session.scalars(sa.select(RunSummary).where(RunSummary.run_id == run.id)
-                                .order_by(RunSummary.report_id.is_not(None), RunSummary.report_id)))
-    total = next((r for r in rows if r.report_id is None), None)
+    results = run_results(session, run.id)
+    stored = results.run
     severities = dict(session.execute(
         sa.select(Finding.severity, sa.func.count()).where(Finding.run_id == run.id).group_by(Finding.severity)
     ).all())
@@ -77,24 +78,19 @@ def run_summary(session: Session, run_id: int) -> dict[str, Any]:
         "status": run.status,
         "analysis_status": run.analysis_status,
         "analyzed_at": iso(run.analyzed_at),
-        "totals": None if total is None else summary_numbers(total),
-        "reports": [{"report_id": r.report_id, **summary_numbers(r), "data": r.data or {}}
-                    for r in rows if r.report_id is not None],
+        "totals": stored.headline.to_api() if results.analyzed else None,
+        "reports": [r.to_api() for r in results.reports.values()],
         "severity_counts": {s: int(severities.get(s, 0)) for s in ("critical", "warning", "info")},
         "rules": run.rule_statuses or [],
         # Issue #16: reports the analysis went without (failed ingest or analysis), by rank.
-        "missing_reports": [] if total is None else list((total.data or {}).get("missing") or []),
-        "missing_ranks": [] if total is None else list((total.data or {}).get("missing_ranks") or []),
-        "verdict": None if total is None else (total.data or {}).get("verdict"),
-        "network": None if total is None else (total.data or {}).get("network"),
-        "collectives": None if total is None else (total.data or {}).get("collectives"),
-        "network_path": None if total is None else (total.data or {}).get("network_path"),
-        "run_warnings": [] if total is None else list((total.data or {}).get("run_warnings") or []),
+        "missing_reports": [dict(m) for m in stored.missing],
+        "missing_ranks": list(stored.missing_ranks),
+        "verdict": None if stored.verdict is None else stored.verdict.to_json(),
+        "network": None if stored.network is None else dict(stored.network),
+        "collectives": None if stored.collectives is None else dict(stored.collectives),
+        "network_path": None if stored.network_path is None else dict(stored.network_path),
+        "run_warnings": [dict(w) for w in stored.run_warnings],
     }
-
-
-def summary_numbers(row: RunSummary) -> dict[str, Any]:
-    return run_repo.Headline.of(row).to_api()
 
 
 def may_delete(run: Run, *, user_id: int | None, token_id: int | None, is_admin: bool) -> bool:

@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 
 from app.models import Finding, Job
 from app.services import run_repo
-from app.services.run_repo import Headline, get_job
+from app.services.run_repo import get_job
+from app.services.summaries import Headline
 
 TREND_RUNS = 100        # most recent runs drawn
 MEDIAN_WINDOW = 5       # a run is judged against the median of the runs just before it

@@ -82,7 +82,8 @@ def _groups(view: Any) -> list[dict[str, Any]]:
     for report in view.reports:
         if report.kind != ToolKind.NCU:
             continue
-        for k in (view.summaries.get(report.id) or {}).get("kernels") or []:
+        # The stored JSON, not the typed ``NcuKernel``: the stored kernels carry ``launches`` and ``profiled_ns``.
+        for k in view.results.data(report.id).get("kernels") or []:
             key = (report.id, k.get("name"), tuple(k.get("grid") or ()), tuple(k.get("block") or ()))
             g = out.setdefault(key, {"report": report.name, "report_id": report.id, "config": key[1:],
                                      "name": k.get("name") or "",

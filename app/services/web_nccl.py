@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from app.services.summaries import StoredRun
+
 MAX_MATRIX_RANKS = 64  # the rank x rank view is drawn up to this many ranks; beyond, node x node only
 RAILS = 8  # rail colours; NIC indexes beyond wrap around
 SHOWN = 20  # warnings, settings and rows of lists shown before "and N more"
@@ -42,9 +44,9 @@ def _cell(pair: Mapping[str, Any] | None) -> dict[str, Any] | None:
             "channels": len(pair.get("channels") or []), "shared": bool(pair.get("shared"))}
 
 
-def nccl_path_section(summaries: Mapping[int | None, Mapping[str, Any]]) -> dict[str, Any] | None:
+def nccl_path_section(run: StoredRun) -> dict[str, Any] | None:
     """The section's data from the run's summary; None when the run has no NCCL log."""
-    path = (summaries.get(None) or {}).get("network_path")
+    path = run.network_path
     if not isinstance(path, Mapping):
         return None
     host_of: dict[int, str | None] = {}

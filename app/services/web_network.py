@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.api import link_status
+from app.services.summaries import StoredRun
 
 
-def network_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, Any] | None:
+def network_section(run: StoredRun) -> dict[str, Any] | None:
     """Rows of the heat-map (sender x receiver), the slowest link and the intra/inter-node split; None
     when no report of the run records NCCL's network ranges."""
-    net = (summaries.get(None) or {}).get("network")
+    net = run.network
     if not net or not net.get("links"):
         return None
     links = {(link["sender"], link["receiver"]): link for link in net["links"]}
@@ -35,10 +36,10 @@ def network_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, An
             "without_ranges": net.get("without_ranges") or [], "senders_across_nodes": net.get("senders_across_nodes") or []}
 
 
-def collectives_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, Any] | None:
+def collectives_section(run: StoredRun) -> dict[str, Any] | None:
     """The collectives' time split (wait for the last rank vs transfer after it) per host and per rank, and
     the longest host-side launch delay; None for a run of one rank or without matched collectives."""
-    c = (summaries.get(None) or {}).get("collectives")
+    c = run.collectives
     if not c or not c.get("per_rank"):
         return None
     return {"instances": c["instances"], "wait_ns": c["wait_ns"], "transfer_ns": c["transfer_ns"],
@@ -47,8 +48,8 @@ def collectives_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str
             "by_kind": c.get("by_kind") or {}}
 
 
-def mpi_section(summaries: dict[int | None, dict[str, Any]]) -> dict[str, Any] | None:
+def mpi_section(run: StoredRun) -> dict[str, Any] | None:
     """Blocking MPI sends and receives between two ranks, each rank's waiting for its peer apart from the
     transfer (``collectives.mpi``, ``analysis.run.mpi``); None when the run has none."""
-    m = ((summaries.get(None) or {}).get("collectives") or {}).get("mpi")
+    m = (run.collectives or {}).get("mpi")
     return m if isinstance(m, dict) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,12 +10,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import ToolKind
+from analysis.api import Breakdown, DeviceBreakdown, IdleAnatomy, ReportSummary, ToolKind
 from app.errors import ApiError
 from app.models import Finding, Report, RunSummary
-from app.services.run_repo import Headline, RunDetail, get_run, run_detail
+from app.services.run_repo import RunDetail, get_run, run_detail
 from app.services.storage import data_path
-from app.services.summaries import report_summary
+from app.services.summaries import Headline, RunResults, results_of, to_report_entity
 from app.services.web_findings import report_label
 from app.settings import Settings
 
@@ -22,13 +23,19 @@ from app.settings import Settings
 @dataclass
 class RunView:
     """The run page: the run's ``RunDetail`` (what the API returns for it too) and what the page draws
-    beside it from the metadata DB. ``reports``: the report rows, for the page's sections."""
+    beside it from the metadata DB. ``reports``: the report rows, for the page's sections; ``results``: the
+    run's stored analysis as entities (``app.services.summaries``, the read store)."""
 
     run: RunDetail
     reports: list[Report]
-    summaries: dict[int | None, dict[str, Any]]
+    results: RunResults
     findings: list[Finding]
     breakdown_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def summaries(self) -> dict[int, ReportSummary]:
+        """Each analyzed report's typed summary, by report id."""
+        return {rid: s.summary for rid, s in self.results.reports.items() if s.summary is not None}
 
     @property
     def job(self) -> str:
@@ -40,96 +47,93 @@ class RunView:
         return self.run.headline
 
 
-def breakdown_of(data: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The ``analysis.diagnosis.breakdown`` dict inside a stored report summary (nested or flattened), or None."""
-    if not data:
-        return None
-    bd = data.get("breakdown")
-    if isinstance(bd, dict) and "span_ns" in bd:
-        return bd
-    return data if "span_ns" in data and "compute_ns" in data else None
+def breakdown_of(summary: ReportSummary | None) -> Breakdown | None:
+    """A report's time breakdown (``analysis.diagnosis.breakdown``) from its typed summary, or None."""
+    return None if summary is None else summary.breakdown
 
 
-def chart_segments(bd: dict[str, Any]) -> dict[str, int]:
+def chart_segments(bd: Breakdown | DeviceBreakdown) -> dict[str, int]:
     """The five disjoint parts the stacked chart draws; they add up to the span.
 
     ``compute_ns`` of the breakdown includes communication that overlaps compute, so it is split here.
     """
-    overlapped = int(bd.get("comm_overlapped_ns") or 0)
     return {
-        "compute_ns": int(bd.get("compute_ns") or 0) - overlapped,
-        "overlapped_comm_ns": overlapped,
-        "exposed_comm_ns": int(bd.get("comm_exposed_ns") or 0),
-        "memory_ns": int(bd.get("memory_only_ns") or 0),
-        "idle_ns": int(bd.get("idle_ns") or 0),
+        "compute_ns": bd.compute_ns - bd.comm_overlapped_ns,
+        "overlapped_comm_ns": bd.comm_overlapped_ns,
+        "exposed_comm_ns": bd.comm_exposed_ns,
+        "memory_ns": bd.memory_only_ns,
+        "idle_ns": bd.idle_ns,
     }
 
 
-def breakdown_rows(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> list[dict[str, Any]]:
+def breakdown_rows(reports: list[Report], results: RunResults) -> list[dict[str, Any]]:
     """One chart row per (report, device): label, span and segments, from the stored summaries only."""
     rows: list[dict[str, Any]] = []
     many = len(reports) > 1
     for report in reports:
-        bd = breakdown_of(summaries.get(report.id))
+        bd = breakdown_of(results.summary(report.id))
         if bd is None:
             continue
-        devices = bd.get("devices") or []
+        devices = bd.devices
         for dev in devices:
-            rank = dev.get("rank", report.rank)
+            rank = dev.rank
             parts = []
             if rank is not None:
                 parts.append(f"rank {rank}")
             elif many:
                 parts.append(report.name[:40])
-            parts.append(f"GPU {dev.get('device')}")
-            if len({d.get('pid') for d in devices}) > 1:
-                parts.append(f"pid {dev.get('pid')}")
-            rows.append({"label": " · ".join(parts), "total_ns": int(dev.get("span_ns") or 0),
+            parts.append(f"GPU {dev.device}")
+            if len({d.pid for d in devices}) > 1:
+                parts.append(f"pid {dev.pid}")
+            rows.append({"label": " · ".join(parts), "total_ns": dev.span_ns,
                          "segments": chart_segments(dev), "report_id": report.id})
-        if not devices and bd.get("span_ns"):
-            rows.append({"label": report.name[:40], "total_ns": int(bd["span_ns"]), "segments": chart_segments(bd),
+        if not devices and bd.span_ns:
+            rows.append({"label": report.name[:40], "total_ns": bd.span_ns, "segments": chart_segments(bd),
                          "report_id": report.id})
     return rows
 
 
-def iteration_sections(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> list[dict[str, Any]]:
+def iteration_sections(reports: list[Report], results: RunResults) -> list[dict[str, Any]]:
     """Per nsys report whose analysis found a loop with a step anatomy: the step-time distribution and the
     slowest steps with the rule that owns their extra time (from the stored summaries only)."""
     out = []
     for report in reports:
-        it = (summaries.get(report.id) or {}).get("iterations") or {}
-        ana = it.get("anatomy") or {}
-        if not ana:
+        summary = results.summary(report.id)
+        it = None if summary is None else summary.iterations
+        ana = None if it is None else it.anatomy
+        if it is None or ana is None:
             continue
-        dist = it.get("iteration_time") or {}
-        loops = it.get("loops") or []
+        dist: Mapping[str, Any] = {} if it.iteration_time is None else it.iteration_time.to_json()
+        loops = it.loops
         # Under ``loop:N`` the anatomy is loop N's: its count, source and step times, not the main loop's.
-        judged = next((lp for lp in loops if ana.get("loop") is not None and lp.get("index") == ana.get("loop")), None)
+        index = ana.details.get("loop")
+        judged = next((lp for lp in loops if index is not None and lp.index == index), None)
         if judged is not None:
-            dist = ana.get("iteration_time") or dist
+            dist = ana.details.get("iteration_time") or dist
+        shown = judged or it
         out.append({
             "report_id": report.id, "name": report.name, "rank": report.rank,
-            "source": (judged or it).get("source"), "count": (judged or it).get("count"),
-            "range": it.get("range") if judged is None or judged.get("main") else None,
-            "loop": None if judged is None else {"index": judged.get("index"), "of": len(loops)},
+            "source": shown.source, "count": shown.count,
+            "range": it.range if judged is None or judged.main else None,
+            "loop": None if judged is None else {"index": judged.index, "of": len(loops)},
             "dist": [(label, dist.get(key)) for label, key in (("min", "min_ns"), ("p10", "p10_ns"),
                                                               ("median", "median_ns"), ("p90", "p90_ns"),
                                                               ("p99", "p99_ns"), ("max", "max_ns"))],
-            "steps": ana.get("steady_count"), "median_ns": ana.get("iteration_median_ns"),
-            "jitter_pct": ana.get("jitter_pct"), "duty_pct": ana.get("gpu_duty_cycle_pct"), "kind": ana.get("kind"),
-            "per_second": ana.get("per_second"), "slowest": ana.get("slowest_steps") or [],
+            "steps": ana.steady_count, "median_ns": ana.iteration_median_ns,
+            "jitter_pct": ana.jitter_pct, "duty_pct": ana.gpu_duty_cycle_pct, "kind": ana.kind,
+            "per_second": ana.per_second, "slowest": list(ana.slowest_steps),
             # Several loops one after the other: each one's step times (one loop: the table above says it all).
-            "loops": loops if len(loops) > 1 else [],
+            "loops": list(loops) if len(loops) > 1 else [],
         })
     return out
 
 
-def system_sections(reports: list[Report], summaries: dict[int | None, dict[str, Any]]) -> list[dict[str, Any]]:
+def system_sections(reports: list[Report], results: RunResults) -> list[dict[str, Any]]:
     """Per report whose export carries system metrics: its storage I/O (OS runtime file calls), NIC counters
     and GPU metrics samples, as the analysis summarised them (``analysis.diagnosis.system_metrics``)."""
     out = []
     for report in reports:
-        summary = report_summary(summaries.get(report.id))
+        summary = results.summary(report.id)
         metrics = None if summary is None else summary.system_metrics
         if metrics is None or not (metrics.storage or metrics.nic or metrics.gpu):
             continue
@@ -138,17 +142,29 @@ def system_sections(reports: list[Report], summaries: dict[int | None, dict[str,
     return out
 
 
+def idle_sections(reports: list[Report], results: RunResults) -> list[tuple[Report, IdleAnatomy]]:
+    """Per nsys report, each (device, phase) of its idle anatomy with idle time, in the stored order: what the
+    run page's "While the GPU idled" bars draw."""
+    out = []
+    for report in reports:
+        summary = results.summary(report.id) if report.kind == ToolKind.NSYS else None
+        for entry in (summary.idle_anatomy or ()) if summary is not None else ():
+            if entry.idle_ns:
+                out.append((report, entry))
+    return out
+
+
 def run_view(session: Session, run_id: int) -> RunView:
     """Everything the run page shows that lives in the metadata DB (no trace file is opened)."""
     run = get_run(session, run_id)
     reports = list(session.scalars(sa.select(Report).where(Report.run_id == run_id).order_by(Report.rank, Report.id)))
     rows = list(session.scalars(sa.select(RunSummary).where(RunSummary.run_id == run_id)))
-    summaries = {s.report_id: s.data or {} for s in rows}
+    results = results_of(rows)
     findings = list(session.scalars(
         sa.select(Finding).where(Finding.run_id == run_id)
         .order_by(Finding.position, Finding.id)))  # the analysis' ranking
-    return RunView(run_detail(session, run_id, run=run, reports=reports, summaries=rows), reports, summaries,
-                   findings, breakdown_rows(reports, summaries))
+    return RunView(run_detail(session, run_id, run=run, reports=reports, summaries=rows), reports, results,
+                   findings, breakdown_rows(reports, results))
 
 
 @dataclass(frozen=True)
@@ -166,7 +182,7 @@ def ncu_kpis(view: RunView) -> NcuKpis | None:
         return None
     counts: list[dict[str, Any]] = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})}
                                     for r in view.reports]
-    infos = [{**(r.info or {}), **(view.summaries.get(r.id) or {})} for r in view.reports]
+    infos = [{**(r.info or {}), **view.results.data(r.id)} for r in view.reports]
     times: list[Any] = [i.get("gpu_time_ns") for i in infos if i.get("gpu_time_ns") is not None]
     # The bounded sum of each report's findings (one kernel's findings share its time), never the raw sum.
     savings: list[Any] = [(i.get("estimated_saving") or {}).get("ns") for i in infos]
@@ -192,11 +208,12 @@ def ready_report(session: Session, settings: Settings, run_id: int, report_id: i
 
 def report_window(session: Session, run_id: int, report_id: int) -> tuple[int, int] | None:
     """The analysis window a report's findings were judged on, in its own times (None: the whole report)."""
-    data = session.scalar(sa.select(RunSummary.data).where(RunSummary.run_id == run_id,
-                                                           RunSummary.report_id == report_id)) or {}
-    w = data.get("window") or {}
-    lo, hi = w.get("start_ns"), w.get("end_ns")
-    return (int(lo), int(hi)) if isinstance(lo, int) and isinstance(hi, int) else None
+    row = session.scalar(sa.select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.report_id == report_id))
+    summary = None if row is None else to_report_entity(row).summary
+    w = None if summary is None else summary.window
+    if w is None:
+        return None
+    return (w.start_ns, w.end_ns) if w.start_ns is not None and w.end_ns is not None else None
 
 
 def clock_offsets(reports: list[Report]) -> dict[int, int]:
@@ -281,7 +298,7 @@ def rank_findings(view: RunView) -> list[dict[str, Any]]:
     by_label = {r.name: r.id for r in view.reports}
     own: list[dict[str, Any]] = []
     for report in view.reports:
-        for f in (view.summaries.get(report.id) or {}).get("findings") or []:
+        for f in view.results.data(report.id).get("findings") or []:
             if isinstance(f, dict):
                 own.append({**f, "report_id": by_label.get(f.get("report") or "", report.id)})
     run_level = [f for f in stored if "ranks_with_finding" not in f]

@@ -23,6 +23,7 @@ from app.services.web_network import collectives_section, mpi_section, network_s
 from app.services.window_fit import check_window_fits
 from app.settings import current_settings
 from app.web import bp
+from app.web.palette import IDLE_PALETTE
 from app.web.security import login_required
 
 
@@ -66,12 +67,13 @@ def run(run_id: int):
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
                            minor_ns=web_findings.MINOR_NS, ncu_kpis=web_run.ncu_kpis(view),
                            retryable=_retryable(view),
-                           iterations=web_run.iteration_sections(view.reports, view.summaries),
-                           system=web_run.system_sections(view.reports, view.summaries),
-                           network=network_section(view.summaries), collectives=collectives_section(view.summaries),
-                           mpi=mpi_section(view.summaries),
+                           iterations=web_run.iteration_sections(view.reports, view.results),
+                           system=web_run.system_sections(view.reports, view.results),
+                           idle=web_run.idle_sections(view.reports, view.results), idle_palette=IDLE_PALETTE,
+                           network=network_section(view.results.run), collectives=collectives_section(view.results.run),
+                           mpi=mpi_section(view.results.run),
                            refused_window=request.args.get("window", "")[:200] or None,
-                           nccl=nccl_path_section(view.summaries))
+                           nccl=nccl_path_section(view.results.run))
 
 
 def _retryable(view) -> bool:
