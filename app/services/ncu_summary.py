@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# What ``compact_report`` adds to each kept kernel (``analysis.api.ReportSummary``'s ``NcuKernel``), as JSON Schema:
+# the API document declares the stored summary with them (``app.api.schemas``).
+STORED_KERNEL_KEYS = {"launches": {"type": "integer"}, "profiled_ns": {"type": "number"}}
 MAX_STORED = 200  # kernel configurations kept per report, most nsys (else profiled) time first
 
 
