@@ -20,8 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from app.db import changed
-from app.models import Report, Run, utcnow
+from app.models import AnalysisStatus, Report, ReportStatus, Run, utcnow
 from app.services.jsoncols import jsonable
 from app.services.leases import (
     INGEST,
@@ -91,9 +90,9 @@ def claim_report(session: Session, report_id: int, owner: str, lease_seconds: in
     claim = Claim(report_id)
     outcome = INGEST.claim(
         session, sa.and_(Report.id == report_id, of_live_run()), owner, lease_seconds, max_attempts, now=now,
-        crash={Report.status: "failed", Report.error_code: "worker_crashed",
-               Report.error_message: _crash_message(max_attempts), Report.updated_at: now},
-        take={Report.status: "ingesting", Report.error_code: None, Report.error_message: None,
+        crash={Report.status: ReportStatus.FAILED, Report.error_code: "worker_crashed",
+               Report.error_message: INGEST.crash_message(max_attempts), Report.updated_at: now},
+        take={Report.status: ReportStatus.INGESTING, Report.error_code: None, Report.error_message: None,
               Report.progress: {"stage": "starting", "done": 0, "total": 0}, Report.updated_at: now})
     if outcome is Outcome.CRASHED:
         claim.analyze_run_id = after_terminal(session, report_id)
@@ -106,11 +105,6 @@ def claim_report(session: Session, report_id: int, owner: str, lease_seconds: in
         refresh_run_status(session, row.run_id)
     session.commit()
     return claim
-
-
-def _crash_message(max_attempts: int) -> str:
-    return (f"the worker died {max_attempts} times while ingesting this file (killed, out of memory, or "
-            "over its time limit); try a smaller export or raise GOODPUT_INGEST_MEMORY_BYTES")
 
 
 def renew_report_lease(session: Session, report_id: int, owner: str, lease_seconds: int) -> bool:
@@ -127,7 +121,7 @@ def set_progress(session: Session, report_id: int, owner: str, stage: str, done:
     """Record ingest progress (stage or table, done, total) on the report while the lease is held."""
     session.execute(
         sa.update(Report)
-        .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
+        .where(Report.id == report_id, Report.lease_owner == owner, Report.status == ReportStatus.INGESTING)
         .values(progress={"stage": str(stage), "done": int(done), "total": int(total)}, updated_at=utcnow())
     )
     session.commit()
@@ -135,7 +129,7 @@ def set_progress(session: Session, report_id: int, owner: str, stage: str, done:
 
 def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path, tool: str,
                   info: dict[str, Any], data_dir: Path, upload_path: str | None = None,
-                  then: str = "ready") -> int | None:
+                  then: ReportStatus = ReportStatus.READY) -> int | None:
     """Publish an ingest: the report becomes ``then``; returns the run id when the run is now complete.
 
     ``then``: ``ready``, or ``analyzing`` when the report's own analysis follows (the worker
@@ -147,24 +141,21 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
     rel = str(Path(trace_file).resolve().relative_to(Path(data_dir).resolve()))
     rank = info.get("rank") if isinstance(info.get("rank"), int) and not isinstance(info.get("rank"), bool) else None
     host = str(info["host"])[:200] if info.get("host") else None
-    n = changed(session,
-        sa.update(Report)
-        .where(Report.id == report_id, Report.lease_owner == owner, Report.status == "ingesting")
+    n = INGEST.finish(session, Report.id == report_id, owner, {
         # Rank and host come from the export (its allow-listed environment) unless the upload gave them.
-        .values(rank=sa.func.coalesce(Report.rank, rank), host=sa.func.coalesce(Report.host, host),
-                status=then, kind=tool, trace_path=rel, info=jsonable(info), counts=jsonable(counts),
-                tool_version=_str_or_none(info.get("tool_version")), lease_owner=None, lease_expires_at=None,
-                progress={"stage": "done", "done": 1, "total": 1}, updated_at=utcnow(),
-                **({"upload_path": upload_path} if upload_path else {}),
-                # A new trace: its own analysis (if any) is of the old one.
-                **({"analysis_path": None, "analysis_window": None, "analysis_attempts": 0}
-                   if then == "analyzing" else {}))
-    )
+        Report.rank: sa.func.coalesce(Report.rank, rank), Report.host: sa.func.coalesce(Report.host, host),
+        Report.status: then, Report.kind: tool, Report.trace_path: rel, Report.info: jsonable(info),
+        Report.counts: jsonable(counts), Report.tool_version: _str_or_none(info.get("tool_version")),
+        Report.progress: {"stage": "done", "done": 1, "total": 1}, Report.updated_at: utcnow(),
+        **({Report.upload_path: upload_path} if upload_path else {}),
+        # A new trace: its own analysis (if any) is of the old one.
+        **({Report.analysis_path: None, Report.analysis_window: None, Report.analysis_attempts: 0}
+           if then == ReportStatus.ANALYZING else {})})
     if not n:
         session.rollback()
         logger.warning("lease lost before publish; result dropped", extra={"report_id": report_id})
         return None
-    if then == "analyzing":  # not terminal: the report's analysis task completes the run, if anyone
+    if then == ReportStatus.ANALYZING:  # not terminal: the report's analysis task completes the run, if anyone
         refresh_run_status(session, session.execute(sa.select(Report.run_id).where(Report.id == report_id)).scalar_one())
         session.commit()
         return None
@@ -184,11 +175,8 @@ def fail_report(session: Session, report_id: int, code: str, message: str, *, ow
         cond.append(Report.lease_owner == owner)
     if task_id is not None:
         cond.append(same_task(Report.lease_owner, f"/{task_id}"))
-    n = changed(session,
-        sa.update(Report).where(*cond)
-        .values(status="failed", error_code=code, error_message=message, lease_owner=None,
-                lease_expires_at=None, updated_at=utcnow())
-    )
+    n = INGEST.release(session, sa.and_(*cond), {Report.status: ReportStatus.FAILED, Report.error_code: code,
+                                                 Report.error_message: message, Report.updated_at: utcnow()})
     run_id = after_terminal(session, report_id) if n else None
     session.commit()
     return run_id
@@ -202,9 +190,9 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
                        ~sa.exists().where(Report.run_id == Run.id, Report.status.not_in(TERMINAL)))
     outcome = RUN_ANALYSIS.claim(
         session, complete, owner, lease_seconds, max_attempts, now=now,
-        crash={Run.analysis_status: "failed", Run.error: f"the analysis crashed its worker {max_attempts} times",
+        crash={Run.analysis_status: AnalysisStatus.FAILED, Run.error: RUN_ANALYSIS.crash_message(max_attempts),
                Run.updated_at: now},
-        take={Run.analysis_status: "analyzing", Run.updated_at: now})
+        take={Run.analysis_status: AnalysisStatus.ANALYZING, Run.updated_at: now})
     if outcome is Outcome.CRASHED:
         refresh_run_status(session, run_id)
         session.commit()
@@ -215,7 +203,7 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
     rows = session.execute(
         sa.select(Report.id, Report.name, Report.trace_path, Report.kind, Report.analysis_path,
                   Report.analysis_window)
-        .where(Report.run_id == run_id, Report.status == "ready", Report.trace_path.is_not(None))
+        .where(Report.run_id == run_id, Report.status == ReportStatus.READY, Report.trace_path.is_not(None))
         .order_by(Report.rank.is_(None), Report.rank, Report.id)
     ).all()
     window, tags = session.execute(sa.select(Run.analysis_window, Run.tags).where(Run.id == run_id)).one()
@@ -237,11 +225,8 @@ def claim_run_analysis(session: Session, run_id: int, owner: str, lease_seconds:
 
 def fail_run_analysis(session: Session, run_id: int, owner: str, message: str) -> bool:
     """Mark a held analysis failed with a message a person can act on."""
-    n = changed(session,
-        sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner)
-        .values(analysis_status="failed", error=message, analysis_lease_owner=None,
-                analysis_lease_expires_at=None, updated_at=utcnow())
-    )
+    n = RUN_ANALYSIS.release(session, sa.and_(Run.id == run_id, Run.analysis_lease_owner == owner), {
+        Run.analysis_status: AnalysisStatus.FAILED, Run.error: message, Run.updated_at: utcnow()})
     if n:
         refresh_run_status(session, run_id)
     session.commit()
@@ -259,15 +244,13 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
     now = now or utcnow()
     stale = now - timedelta(seconds=lease_seconds)
     out = Requeue()
-    out.runs += fail_used_up(session, INGEST, max_attempts, _crash_message(max_attempts), now)
+    out.runs += fail_used_up(session, INGEST, max_attempts, now)
     requeue_reports = sa.and_(of_live_run(), sa.or_(sa.and_(INGEST.expired(now), Report.attempts < max_attempts),
-                                                    sa.and_(Report.status == "queued", Report.updated_at < stale)))
+                                                    sa.and_(Report.status == ReportStatus.QUEUED, Report.updated_at < stale)))
     ids = list(session.execute(sa.select(Report.id).where(requeue_reports).order_by(Report.id)).scalars())
     if ids:
-        session.execute(
-            sa.update(Report).where(Report.id.in_(ids), requeue_reports)
-            .values(status="queued", lease_owner=None, lease_expires_at=None, updated_at=now)
-        )
+        INGEST.release(session, sa.and_(Report.id.in_(ids), requeue_reports),
+                       {Report.status: ReportStatus.QUEUED, Report.updated_at: now})
         out.reports.extend(ids)
     out.analyses, completed = reconcile_analyses(session, now=now, lease_seconds=lease_seconds,
                                                  max_attempts=max_attempts)
@@ -276,14 +259,14 @@ def reconcile(session: Session, *, lease_seconds: int, max_attempts: int = 3,
     has_reports = sa.exists().where(Report.run_id == Run.id)
     run_stale = sa.and_(live(), complete, has_reports, sa.or_(
         RUN_ANALYSIS.expired(now),
-        sa.and_(sa.or_(Run.analysis_status == "queued", Run.analysis_status.is_(None)), Run.updated_at < stale),
+        sa.and_(sa.or_(Run.analysis_status == AnalysisStatus.QUEUED, Run.analysis_status.is_(None)),
+                Run.updated_at < stale),
     ))
     run_ids = list(session.execute(sa.select(Run.id).where(run_stale).order_by(Run.id)).scalars())
     if run_ids:
         # An expired analysis keeps its attempt count; the claim fails it once the count is used up.
-        session.execute(sa.update(Run).where(Run.id.in_(run_ids), run_stale)
-                        .values(analysis_status="queued", analysis_lease_owner=None,
-                                analysis_lease_expires_at=None, updated_at=now))
+        RUN_ANALYSIS.release(session, sa.and_(Run.id.in_(run_ids), run_stale),
+                             {Run.analysis_status: AnalysisStatus.QUEUED, Run.updated_at: now})
         out.runs.extend(r for r in run_ids if r not in out.runs)
     session.commit()
     return out

@@ -19,11 +19,11 @@ import sqlalchemy as sa
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.db import changed
-from app.models import Report, Run, utcnow
+from app.models import AnalysisStatus, Report, ReportStatus, Run, utcnow
+from app.models.status import derive_status
 from app.services.run_query import live
-from app.services.runs import derive_status
 
-TERMINAL = ("ready", "failed")
+TERMINAL = (ReportStatus.READY, ReportStatus.FAILED)
 
 
 class Outcome(Enum):
@@ -45,7 +45,8 @@ def same_task(owner_column: Any, owner: str) -> sa.ColumnElement[bool]:
 @dataclass(frozen=True)
 class Lease:
     """Where one kind of job keeps its lease. ``held``: the row state of a job a worker holds; ``waiting``:
-    the state of one no worker has taken yet (claimable without a lease to break)."""
+    the state of one no worker has taken yet (claimable without a lease to break); ``crash_text``: why a job
+    whose attempts crashed workers failed (``{n}``: the attempts), the one crash message of its kind."""
 
     table: type[Report] | type[Run]
     held: sa.ColumnElement[bool]
@@ -53,6 +54,7 @@ class Lease:
     owner: InstrumentedAttribute[str | None]
     expires: InstrumentedAttribute[datetime | None]
     attempts: InstrumentedAttribute[int]
+    crash_text: str
 
     def claimable(self, owner: str, now: datetime) -> sa.ColumnElement[bool]:
         """Waiting, or held under a lease that expired (or never got an expiry), or held by this task."""
@@ -66,6 +68,25 @@ class Lease:
     def released(self) -> dict[Any, Any]:
         """The values that free the lease."""
         return {self.owner: None, self.expires: None}
+
+    def crash_message(self, max_attempts: int) -> str:
+        """Why a job of this kind failed after ``max_attempts`` claims by workers that died."""
+        return self.crash_text.format(n=max_attempts)
+
+    def release(self, session: Session, where: sa.ColumnElement[bool], values: Mapping[Any, Any]) -> int:
+        """Free the lease of the rows ``where`` names (held or not) while setting ``values``; the rows changed.
+        No commit."""
+        return changed(session, sa.update(self.table).where(where).values({**values, **self.released()}))
+
+    def finish(self, session: Session, row: sa.ColumnElement[bool], owner: str, values: Mapping[Any, Any]) -> bool:
+        """End a job ``owner`` holds (publish it, fail it, or send it back) with ``values``, freeing its lease;
+        False when the lease was lost. No commit."""
+        return bool(self.release(session, sa.and_(row, self.owner == owner, self.held), values))
+
+    def clear(self, row: Report | Run) -> None:
+        """Free the lease of a loaded row (the caller's transaction writes it)."""
+        setattr(row, self.owner.key, None)
+        setattr(row, self.expires.key, None)
 
     def claim(self, session: Session, row: sa.ColumnElement[bool], owner: str, lease_seconds: int,
               max_attempts: int, *, take: Mapping[Any, Any], crash: Mapping[Any, Any],
@@ -93,26 +114,29 @@ class Lease:
         return bool(n)
 
 
-INGEST = Lease(Report, Report.status == "ingesting", Report.status == "queued", Report.lease_owner,
-               Report.lease_expires_at, Report.attempts)
+INGEST = Lease(Report, Report.status == ReportStatus.INGESTING, Report.status == ReportStatus.QUEUED,
+               Report.lease_owner, Report.lease_expires_at, Report.attempts,
+               "the worker died {n} times while ingesting this file (killed, out of memory, or over its time "
+               "limit); try a smaller export or raise GOODPUT_INGEST_MEMORY_BYTES")
 # A report's analysis is queued by the ingest that publishes it: ``analyzing`` with no lease yet.
-REPORT_ANALYSIS = Lease(Report, Report.status == "analyzing", sa.false(), Report.lease_owner,
-                        Report.lease_expires_at, Report.analysis_attempts)
-RUN_ANALYSIS = Lease(Run, Run.analysis_status == "analyzing", Run.analysis_status == "queued",
-                     Run.analysis_lease_owner, Run.analysis_lease_expires_at, Run.analysis_attempts)
+REPORT_ANALYSIS = Lease(Report, Report.status == ReportStatus.ANALYZING, sa.false(), Report.lease_owner,
+                        Report.lease_expires_at, Report.analysis_attempts,
+                        "the worker died {n} times while analyzing this report (killed, out of memory, or over its "
+                        "time limit); raise GOODPUT_ANALYSIS_MEMORY_BYTES or retry the run")
+RUN_ANALYSIS = Lease(Run, Run.analysis_status == AnalysisStatus.ANALYZING, Run.analysis_status == AnalysisStatus.QUEUED,
+                     Run.analysis_lease_owner, Run.analysis_lease_expires_at, Run.analysis_attempts,
+                     "the analysis crashed its worker {n} times")
 
 
-def fail_used_up(session: Session, lease: Lease, max_attempts: int, message: str, now: datetime) -> list[int]:
+def fail_used_up(session: Session, lease: Lease, max_attempts: int, now: datetime) -> list[int]:
     """Fail (``worker_crashed``) the reports whose ``lease`` expired with their attempts used up, each by a
     conditional UPDATE; returns the runs that completed. No commit."""
     expired = lease.expired(now)
     runs: list[int] = []
     for rid in session.execute(sa.select(Report.id).where(expired, lease.attempts >= max_attempts)).scalars():
-        n = changed(session,
-            sa.update(Report).where(Report.id == rid, expired)
-            .values({Report.status: "failed", Report.error_code: "worker_crashed", Report.error_message: message,
-                     Report.updated_at: now, **lease.released()})
-        )
+        n = lease.release(session, sa.and_(Report.id == rid, expired), {
+            Report.status: ReportStatus.FAILED, Report.error_code: "worker_crashed",
+            Report.error_message: lease.crash_message(max_attempts), Report.updated_at: now})
         if n and (run_id := after_terminal(session, rid)) is not None:
             runs.append(run_id)
     return runs
@@ -153,15 +177,12 @@ def after_terminal(session: Session, report_id: int) -> int | None:
         refresh_run_status(session, run_id)
         return None
     ready = session.execute(
-        sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run_id, Report.status == "ready")
+        sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run_id, Report.status == ReportStatus.READY)
     ).scalar_one()
-    state = {"analysis_status": "queued", "error": None} if ready else {
-        "analysis_status": "failed", "error": _none_ready(session, run_id)}
-    session.execute(
-        sa.update(Run).where(Run.id == run_id, live())
-        .values(**state, analysis_attempts=0, analysis_lease_owner=None,
-                analysis_lease_expires_at=None, updated_at=utcnow())
-    )
+    state = {Run.analysis_status: AnalysisStatus.QUEUED, Run.error: None} if ready else {
+        Run.analysis_status: AnalysisStatus.FAILED, Run.error: _none_ready(session, run_id)}
+    RUN_ANALYSIS.release(session, sa.and_(Run.id == run_id, live()),
+                         {**state, Run.analysis_attempts: 0, Run.updated_at: utcnow()})
     refresh_run_status(session, run_id)
     return run_id if ready else None
 

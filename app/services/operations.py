@@ -12,9 +12,9 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from app.db import changed
 from app.errors import ApiError
-from app.models import AnalysisStatus, Report, Run, utcnow
+from app.models import AnalysisStatus, Report, ReportStatus, Run, utcnow
+from app.services.leases import INGEST, RUN_ANALYSIS
 from app.services.run_query import live
 from app.services.run_repo import get_run
 from app.services.runs import refresh_status
@@ -35,8 +35,8 @@ RECENT_S = 300.0
 def _needs(rel: str) -> sa.ColumnElement[bool]:
     """Reports that still need the stored file ``rel``: pending, ready, or failed for a transient reason."""
     return sa.and_(Report.upload_path == rel, sa.or_(
-        Report.status.in_(("queued", "ingesting", "analyzing", "ready")),
-        sa.and_(Report.status == "failed", Report.error_code.in_(TRANSIENT))))
+        Report.status.in_((ReportStatus.QUEUED, ReportStatus.INGESTING, ReportStatus.ANALYZING, ReportStatus.READY)),
+        sa.and_(Report.status == ReportStatus.FAILED, Report.error_code.in_(TRANSIENT))))
 
 
 def source_of(settings: Settings, upload_path: str, sha256: str) -> Path | None:
@@ -74,7 +74,7 @@ class Requeued:
 def reopen_run(run: Run) -> None:
     """A run that gets a report to ingest again forgets a failed analysis (it is analyzed again once its
     reports are done); otherwise it would still read failed while its reports are queued."""
-    if run.analysis_status == "failed":
+    if run.analysis_status == AnalysisStatus.FAILED:
         run.analysis_status, run.error, run.analysis_attempts = None, None, 0
 
 
@@ -84,11 +84,10 @@ def _requeue(session: Session, settings: Settings, rows: list[Report], out: Requ
         if source_of(settings, report.upload_path, report.sha256) is None:
             out.missing.append(report.id)
             continue
-        n = changed(session,
-            sa.update(Report).where(Report.id == report.id, Report.status.in_(("ready", "failed")))
-            .values(status="queued", attempts=0, error_code=None, error_message=None, lease_owner=None,
-                    lease_expires_at=None, progress={}, updated_at=now)
-        )
+        n = INGEST.release(
+            session, sa.and_(Report.id == report.id, Report.status.in_((ReportStatus.READY, ReportStatus.FAILED))),
+            {Report.status: ReportStatus.QUEUED, Report.attempts: 0, Report.error_code: None,
+             Report.error_message: None, Report.progress: {}, Report.updated_at: now})
         if n:
             out.reports.append(report.id)
 
@@ -101,15 +100,15 @@ def retry_run(session: Session, settings: Settings, run_id: int) -> Requeued:
 
     run = get_run(session, run_id, for_update=True)
     rows = list(session.scalars(sa.select(Report).where(
-        Report.run_id == run.id, Report.status == "failed", Report.error_code.in_(TRANSIENT)).order_by(Report.id)))
+        Report.run_id == run.id, Report.status == ReportStatus.FAILED, Report.error_code.in_(TRANSIENT)).order_by(Report.id)))
     out = Requeued()
     _requeue(session, settings, rows, out)
     if out.reports:
         reopen_run(run)
-    if not rows and run.analysis_status == "failed" and session.scalar(
-            sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run.id, Report.status == "ready")):
+    if not rows and run.analysis_status == AnalysisStatus.FAILED and session.scalar(
+            sa.select(sa.func.count()).select_from(Report).where(Report.run_id == run.id, Report.status == ReportStatus.READY)):
         run.analysis_status, run.analysis_attempts, run.error = AnalysisStatus.QUEUED, 0, None
-        run.analysis_lease_owner = run.analysis_lease_expires_at = None
+        RUN_ANALYSIS.clear(run)
         out.analyze_run = run.id
     if not out.reports and out.analyze_run is None:
         session.rollback()
@@ -133,7 +132,7 @@ def reingest_all(session: Session, settings: Settings, run_ids: list[int] | None
     from app import queue
 
     query = (sa.select(Report).join(Run, Run.id == Report.run_id)
-             .where(live(), Report.status.in_(("ready", "failed"))).order_by(Report.id))
+             .where(live(), Report.status.in_((ReportStatus.READY, ReportStatus.FAILED))).order_by(Report.id))
     if run_ids:
         query = query.where(Run.id.in_(run_ids))
     out = Requeued()
@@ -164,12 +163,12 @@ def sweep_leftovers(session: Session, settings: Settings, *, uploads: bool = Tru
     # attempt count: its temporary files are that attempt's.
     suspects = session.execute(sa.select(Report.id, Report.sha256).where(
         Report.updated_at >= now - timedelta(days=1),
-        sa.or_(Report.status.in_(("queued", "failed")), sa.and_(Report.status == "ready", Report.attempts > 1),
-               sa.and_(Report.status == "ingesting", Report.lease_expires_at < now)))).all()
+        sa.or_(Report.status.in_((ReportStatus.QUEUED, ReportStatus.FAILED)), sa.and_(Report.status == ReportStatus.READY, Report.attempts > 1),
+               sa.and_(Report.status == ReportStatus.INGESTING, Report.lease_expires_at < now)))).all()
     # The kept copy is written beside the uploads, named by the upload's bytes: a live ingest of another
     # report of the same bytes may be writing one, so those bytes' temporaries are left to its own clean-up.
     live = set(session.scalars(sa.select(Report.sha256).where(
-        Report.status == "ingesting", Report.lease_expires_at >= now)))
+        Report.status == ReportStatus.INGESTING, Report.lease_expires_at >= now)))
     session.rollback()
     removed = sum(storage.remove_attempt_leftovers(rid, older_than, None if sha in live else sha)
                   for rid, sha in suspects)
@@ -197,8 +196,8 @@ def upload_sweep_due(settings: Settings, every_s: float = 3600.0) -> bool:
 def _remove_unneeded_uploads(session: Session, settings: Settings) -> int:
     storage = storage_for(settings)
     needed = set(session.scalars(sa.select(Report.upload_path).where(
-        sa.or_(Report.status.in_(("queued", "ingesting", "analyzing", "ready")),
-               sa.and_(Report.status == "failed", Report.error_code.in_(TRANSIENT))))))
+        sa.or_(Report.status.in_((ReportStatus.QUEUED, ReportStatus.INGESTING, ReportStatus.ANALYZING, ReportStatus.READY)),
+               sa.and_(Report.status == ReportStatus.FAILED, Report.error_code.in_(TRANSIENT))))))
     known = set(session.scalars(sa.select(Report.upload_path)))
     session.rollback()
     cutoff = time.time() - ORPHAN_AGE_S
@@ -222,7 +221,7 @@ def expire_uploads(session: Session, settings: Settings, now: datetime | None = 
     cutoff = (now or utcnow()) - timedelta(days=days)
     young = sa.select(Report.upload_path).where(Report.created_at >= cutoff)
     paths = set(session.scalars(sa.select(Report.upload_path).where(
-        Report.created_at < cutoff, Report.status.in_(("ready", "failed")), Report.upload_path.not_in(young))))
+        Report.created_at < cutoff, Report.status.in_((ReportStatus.READY, ReportStatus.FAILED)), Report.upload_path.not_in(young))))
     session.rollback()
     storage = storage_for(settings)
     removed = 0

@@ -23,9 +23,15 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from analysis.api import ToolKind
-from app.db import changed
-from app.models import Report, Run, utcnow
-from app.services.leases import REPORT_ANALYSIS, Outcome, after_terminal, fail_used_up, refresh_run_status
+from app.models import AnalysisStatus, Report, ReportStatus, Run, utcnow
+from app.services.leases import (
+    REPORT_ANALYSIS,
+    RUN_ANALYSIS,
+    Outcome,
+    after_terminal,
+    fail_used_up,
+    refresh_run_status,
+)
 from app.services.run_query import of_live_run
 from app.services.runs import run_thresholds
 
@@ -51,11 +57,6 @@ class ReportAnalysisClaim:
         return self.trace_path is not None
 
 
-def crash_message(max_attempts: int) -> str:
-    return (f"the worker died {max_attempts} times while analyzing this report (killed, out of memory, or over "
-            "its time limit); raise GOODPUT_ANALYSIS_MEMORY_BYTES or retry the run")
-
-
 def report_label(session: Session, report_id: int) -> str:
     """The report's name in findings: its file name, with ``#id`` when the run has that name twice (as
     ``pipeline.claim_run_analysis`` labels them)."""
@@ -73,8 +74,8 @@ def claim_report_analysis(session: Session, report_id: int, owner: str, lease_se
     claim = ReportAnalysisClaim(report_id)
     outcome = REPORT_ANALYSIS.claim(
         session, sa.and_(Report.id == report_id, of_live_run()), owner, lease_seconds, max_attempts, now=now,
-        crash={Report.status: "failed", Report.error_code: "worker_crashed",
-               Report.error_message: crash_message(max_attempts), Report.updated_at: now},
+        crash={Report.status: ReportStatus.FAILED, Report.error_code: "worker_crashed",
+               Report.error_message: REPORT_ANALYSIS.crash_message(max_attempts), Report.updated_at: now},
         take={Report.progress: {"stage": "analyzing", "done": 0, "total": 1}, Report.updated_at: now})
     if outcome is Outcome.CRASHED:
         claim.analyze_run_id = after_terminal(session, report_id)
@@ -104,12 +105,9 @@ def finish_report_analysis(session: Session, report_id: int, owner: str, analysi
                            window: str) -> int | None:
     """Publish a report's analysis: the report is ``ready``; returns the run id when that completed the run."""
     now = utcnow()
-    n = changed(session,
-        sa.update(Report).where(Report.id == report_id, Report.lease_owner == owner, Report.status == "analyzing")
-        .values(status="ready", analysis_path=analysis_path, analysis_window=window, analyzed_at=now,
-                lease_owner=None, lease_expires_at=None, progress={"stage": "done", "done": 1, "total": 1},
-                updated_at=now)
-    )
+    n = REPORT_ANALYSIS.finish(session, Report.id == report_id, owner, {
+        Report.status: ReportStatus.READY, Report.analysis_path: analysis_path, Report.analysis_window: window,
+        Report.analyzed_at: now, Report.progress: {"stage": "done", "done": 1, "total": 1}, Report.updated_at: now})
     if not n:
         session.rollback()
         logger.warning("lease lost before the report's analysis was published; result dropped",
@@ -132,12 +130,12 @@ def stale_reports(session: Session, run_id: int, window: str) -> list[int]:
     window (or before the per-report step), and those whose analysis failed (for another window, perhaps: a window
     one rank lacks)."""
     other = sa.or_(Report.analysis_path.is_(None), Report.analysis_window.is_(None), Report.analysis_window != window)
-    failed = sa.and_(Report.status == "failed", Report.error_code == "analysis_failed",
+    failed = sa.and_(Report.status == ReportStatus.FAILED, Report.error_code == "analysis_failed",
                      sa.or_(Report.analysis_window.is_(None), Report.analysis_window != window))
     return list(session.scalars(
         sa.select(Report.id).where(
             Report.run_id == run_id, Report.kind == ToolKind.NSYS.value, Report.trace_path.is_not(None),
-            sa.or_(sa.and_(Report.status == "ready", other), failed))
+            sa.or_(sa.and_(Report.status == ReportStatus.READY, other), failed))
         .order_by(Report.id)))
 
 
@@ -146,21 +144,18 @@ def send_back(session: Session, run_id: int, owner: str, report_ids: list[int]) 
     they go back to ``analyzing`` and the run's claim is released (queued: the last of them re-queues it).
     Returns the reports to enqueue. Commits."""
     now = utcnow()
-    held = changed(session,
-        sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner, Run.analysis_status == "analyzing")
-        .values(analysis_status="queued", analysis_lease_owner=None, analysis_lease_expires_at=None,
-                analysis_attempts=Run.analysis_attempts - 1, updated_at=now)
-    )
+    held = RUN_ANALYSIS.finish(session, Run.id == run_id, owner, {
+        Run.analysis_status: AnalysisStatus.QUEUED, Run.analysis_attempts: Run.analysis_attempts - 1,
+        Run.updated_at: now})
     if not held:
         session.rollback()
         return []
     sent = []
     for rid in report_ids:
-        n = changed(session,
-            sa.update(Report).where(Report.id == rid, Report.status.in_(("ready", "failed")))
-            .values(status="analyzing", analysis_attempts=0, lease_owner=None, lease_expires_at=None,
-                    error_code=None, error_message=None, updated_at=now)
-        )
+        n = REPORT_ANALYSIS.release(
+            session, sa.and_(Report.id == rid, Report.status.in_((ReportStatus.READY, ReportStatus.FAILED))),
+            {Report.status: ReportStatus.ANALYZING, Report.analysis_attempts: 0, Report.error_code: None,
+             Report.error_message: None, Report.updated_at: now})
         if n:
             sent.append(rid)
     refresh_run_status(session, run_id)
@@ -173,13 +168,12 @@ def reconcile_analyses(session: Session, *, now: datetime, lease_seconds: int, m
     period (a lost message). Those whose attempts are used up are failed. Returns (report ids to
     enqueue, run ids completed by a failure). No commit: ``pipeline.reconcile``'s transaction."""
     stale = now - timedelta(seconds=lease_seconds)
-    runs = fail_used_up(session, REPORT_ANALYSIS, max_attempts, crash_message(max_attempts), now)
+    runs = fail_used_up(session, REPORT_ANALYSIS, max_attempts, now)
     again = sa.or_(sa.and_(REPORT_ANALYSIS.expired(now), Report.analysis_attempts < max_attempts),
-                   sa.and_(Report.status == "analyzing", Report.lease_owner.is_(None), Report.updated_at < stale))
+                   sa.and_(Report.status == ReportStatus.ANALYZING, Report.lease_owner.is_(None), Report.updated_at < stale))
     ids = list(session.execute(sa.select(Report.id).where(again).order_by(Report.id)).scalars())
     if ids:
-        session.execute(sa.update(Report).where(Report.id.in_(ids), again)
-                        .values(lease_owner=None, lease_expires_at=None, updated_at=now))
+        REPORT_ANALYSIS.release(session, sa.and_(Report.id.in_(ids), again), {Report.updated_at: now})
     return ids, runs
 
 
@@ -187,7 +181,7 @@ def missing_reports(session: Session, run_id: int) -> list[dict[str, object]]:
     """The run's reports that failed (ingest or analysis): what a run analyzed without them lacks."""
     rows = session.execute(
         sa.select(Report.id, Report.name, Report.rank, Report.error_code, Report.error_message)
-        .where(Report.run_id == run_id, Report.status == "failed").order_by(Report.rank.is_(None), Report.rank,
+        .where(Report.run_id == run_id, Report.status == ReportStatus.FAILED).order_by(Report.rank.is_(None), Report.rank,
                                                                            Report.id)).all()
     return [{"report_id": r.id, "report": r.name, "rank": r.rank, "error_code": r.error_code,
              "error_message": r.error_message} for r in rows]

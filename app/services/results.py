@@ -9,11 +9,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from analysis.api import AnalysisResult, FindingResult, breakdown_value
-from app.db import changed
-from app.models import Finding, Run, RunSummary, utcnow
+from app.models import AnalysisStatus, Finding, Run, RunSummary, utcnow
 from app.services.jobstate import AnalysisInputs
 from app.services.jsoncols import jsonable
-from app.services.leases import refresh_run_status
+from app.services.leases import RUN_ANALYSIS, refresh_run_status
 from app.services.ncu_summary import compact_report
 from app.services.run_repo import goodput_pct
 
@@ -22,12 +21,9 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
                         result: AnalysisResult) -> bool:
     """Replace the run's findings and summaries with ``result`` in one transaction; False if the lease was lost."""
     now = utcnow()
-    n = changed(session,
-        sa.update(Run).where(Run.id == run_id, Run.analysis_lease_owner == owner,
-                             Run.analysis_status == "analyzing")
-        .values(analysis_status="ready", analyzed_at=now, error=None, analysis_lease_owner=None,
-                analysis_lease_expires_at=None, rule_statuses=jsonable([r.to_json() for r in result.rules]), updated_at=now)
-    )
+    n = RUN_ANALYSIS.finish(session, Run.id == run_id, owner, {
+        Run.analysis_status: AnalysisStatus.READY, Run.analyzed_at: now, Run.error: None,
+        Run.rule_statuses: jsonable([r.to_json() for r in result.rules]), Run.updated_at: now})
     if not n:
         session.rollback()
         return False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -12,8 +11,10 @@ from sqlalchemy.orm import Session
 from analysis.api import window_parse
 from analysis.errors import TraceError
 from app.errors import ApiError
-from app.models import AnalysisStatus, Finding, Report, ReportStatus, Run, RunStatus, utcnow
+from app.models import AnalysisStatus, Finding, Report, Run, RunStatus, utcnow
+from app.models.status import derive_status
 from app.services import run_repo
+from app.services.leases import RUN_ANALYSIS
 from app.services.reports import iso
 from app.services.run_query import RunFilter
 from app.services.run_repo import get_run
@@ -22,24 +23,8 @@ from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-ACTIVE_REPORT = (ReportStatus.QUEUED, ReportStatus.INGESTING, ReportStatus.ANALYZING)
 # The API's sort keys (app.services.run_repo orders by them); a leading '-' sorts descending.
 SORTS = ("created_at", "-created_at", "id", "-id", "status", "-status")
-
-
-def derive_status(run: Any, report_statuses: Sequence[str]) -> RunStatus:
-    """queued (nothing started), processing, ready (analysis done), failed, or deleted. ``run``: a Run or
-    a row with its ``deleted_at`` and ``analysis_status``."""
-    if run.deleted_at is not None:
-        return RunStatus.DELETED
-    if run.analysis_status == AnalysisStatus.FAILED or (
-            report_statuses and all(s == ReportStatus.FAILED for s in report_statuses)):
-        return RunStatus.FAILED
-    if not report_statuses or all(s == ReportStatus.QUEUED for s in report_statuses):
-        return RunStatus.QUEUED if run.analysis_status is None else RunStatus.PROCESSING
-    if any(s in ACTIVE_REPORT for s in report_statuses) or run.analysis_status != AnalysisStatus.READY:
-        return RunStatus.PROCESSING
-    return RunStatus.READY
 
 
 def refresh_status(session: Session, run: Run) -> RunStatus:
@@ -147,13 +132,13 @@ def reanalyze(session: Session, settings: Settings, run_id: int, window: str | N
 
     text = parse_window(window) or "steady"
     run = get_run(session, run_id, for_update=True)
-    if run.analysis_status == "analyzing":
+    if run.analysis_status == AnalysisStatus.ANALYZING:
         raise ApiError("CONFLICT", f"Run {run_id} is being analyzed; ask again when it is done.", {"run_id": run_id})
     run.analysis_window = text
-    enqueue = run.analysis_status in ("ready", "failed")
+    enqueue = run.analysis_status in (AnalysisStatus.READY, AnalysisStatus.FAILED)
     if enqueue:
         run.analysis_status, run.analysis_attempts, run.error = AnalysisStatus.QUEUED, 0, None
-        run.analysis_lease_owner, run.analysis_lease_expires_at = None, None
+        RUN_ANALYSIS.clear(run)
     refresh_status(session, run)
     session.commit()
     if enqueue:

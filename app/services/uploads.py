@@ -19,6 +19,7 @@ from analysis.api import check_thresholds, detect_kind
 from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus, utcnow
+from app.services.leases import INGEST
 from app.services.operations import reopen_run
 from app.services.run_repo import get_run
 from app.services.runs import THRESHOLDS_TAG, parse_window, refresh_status
@@ -207,12 +208,13 @@ def _add_report(session: Session, storage: Storage, run: Run, incoming: Incoming
                 placed: list[str]) -> tuple[Report, bool]:
     existing = session.scalar(sa.select(Report).where(Report.run_id == run.id,
                                                       Report.sha256 == incoming.staged.sha256))
-    if existing is not None and existing.status == "failed":
+    if existing is not None and existing.status == ReportStatus.FAILED:
         # The same bytes sent again after a failure: a new attempt with the stored file renewed, not the
         # old failure returned (the file may have been removed, and Goodput may be newer).
         existing.upload_path = _store(storage, incoming.staged, placed)
         existing.kind, existing.status, existing.attempts = kind, ReportStatus.QUEUED, 0
-        existing.error_code = existing.error_message = existing.lease_owner = existing.lease_expires_at = None
+        existing.error_code = existing.error_message = None
+        INGEST.clear(existing)
         existing.progress = {}
         reopen_run(run)
         session.flush()

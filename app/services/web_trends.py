@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from analysis import api
 from analysis.api import ToolKind, short_kernel_name
-from app.models import Report, RunSummary
+from app.models import Report, ReportStatus, RunSummary
 from app.services.storage import data_path
 from app.services.summaries import report_summary
 from app.services.web_jobs import JobTrends
@@ -110,7 +110,7 @@ def ncu_trends(session: Session, settings: Settings, trends: JobTrends, href: An
     per_run: dict[int, dict[str, dict[str, list[float]]]] = {}
     for run_id, rel in session.execute(
             sa.select(Report.run_id, Report.trace_path).where(
-                Report.run_id.in_(ids), Report.kind == ToolKind.NCU.value, Report.status == "ready",
+                Report.run_id.in_(ids), Report.kind == ToolKind.NCU.value, Report.status == ReportStatus.READY,
                 Report.trace_path.is_not(None)).order_by(Report.id)):
         path = data_path(settings, rel or "")
         if not rel or not path.is_file():

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from analysis.api import ToolKind, TraceError, window_check
 from app.errors import ApiError
-from app.models import Report
+from app.models import Report, ReportStatus
 from app.services.storage import data_path
 from app.settings import Settings
 
@@ -18,7 +18,7 @@ def check_window_fits(session: Session, settings: Settings, run_id: int, window:
     """Raise ApiError VALIDATION_ERROR (fields.window) when ``window`` cannot apply to the run's ingested nsys
     reports: ready ones, and those whose analysis failed (for another window, perhaps: their trace is there).
     Reports still ingesting are checked by their analysis."""
-    ingested = sa.or_(Report.status == "ready", sa.and_(Report.status == "failed",
+    ingested = sa.or_(Report.status == ReportStatus.READY, sa.and_(Report.status == ReportStatus.FAILED,
                                                         Report.error_code == "analysis_failed"))
     rows = session.execute(sa.select(Report.trace_path, Report.name).where(
         Report.run_id == run_id, Report.kind == ToolKind.NSYS.value, ingested, Report.trace_path.is_not(None))).all()

@@ -11,7 +11,7 @@ from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
 from app.ids import ascii_int
-from app.models import RUN_STATUSES
+from app.models import RUN_STATUSES, AnalysisStatus, ReportStatus, RunStatus
 from app.services import compare as compare_service
 from app.services import operations, web_findings, web_jobs, web_run, web_runs, web_trends
 from app.services import rules as rules_service
@@ -45,7 +45,7 @@ def runs():
     args = {k: v for k, v in request.args.items() if k != "page"}
     return render_template(
         # deleted runs are never listed: no status option that can only find nothing
-        "runs.html", page=page, filters=filters, args=args, statuses=[s for s in RUN_STATUSES if s != "deleted"],
+        "runs.html", page=page, filters=filters, args=args, statuses=[s for s in RUN_STATUSES if s != RunStatus.DELETED],
         jobs=web_runs.job_names(db, limit=200), submitters=web_runs.submitters(db),
     )
 
@@ -81,8 +81,8 @@ def _retryable(view) -> bool:
     if p is None or not may_delete(view.run, user_id=p.user_id, token_id=p.token_id,
                                     is_admin=p.is_admin):
         return False  # changing a run is for its submitter and admins
-    return any(r.status == "failed" and r.error_code in operations.TRANSIENT for r in view.reports) or (
-        view.run.analysis_status == "failed" and any(r.status == "ready" for r in view.reports))
+    return any(r.status == ReportStatus.FAILED and r.error_code in operations.TRANSIENT for r in view.reports) or (
+        view.run.analysis_status == AnalysisStatus.FAILED and any(r.status == ReportStatus.READY for r in view.reports))
 
 
 @bp.route("/runs/<id:run_id>/retry", methods=["POST"])
