@@ -18,10 +18,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from analysis import api
-from app.models import Report, RunSummary
+from app.models import Report
 from app.services.run_repo import get_run
 from app.services.storage import data_path
-from app.services.summaries import report_summary
+from app.services.summaries import run_results
 from app.settings import Settings
 
 _CACHE_SIZE = 256
@@ -123,22 +123,19 @@ def run_phases(session: Session, run_id: int, groups: list[dict[str, Any]]) -> l
     analysis window its rules used, from the last analysis, moved onto the timeline's run clock with the
     report's offset. Empty before the first analysis."""
     offs = {g["report_id"]: int(g.get("offset_ns") or 0) for g in groups}
-    rows = session.execute(sa.select(RunSummary.report_id, RunSummary.data).where(
-        RunSummary.run_id == run_id, RunSummary.report_id.is_not(None))).all()
+    results = run_results(session, run_id)
     out = []
-    for report_id, data in sorted(rows, key=lambda r: r[0]):
-        if report_id not in offs or not isinstance(data, dict):
+    for report_id, stored in results.reports.items():
+        summary = stored.summary
+        if report_id not in offs or summary is None:
             continue
         off = offs[report_id]
-        summary = report_summary(data)
-        typed = () if summary is None or summary.phases is None else summary.phases
-        phases = [p for p in (_on_clock(x.to_json(), off) for x in typed) if p]
-        window = data.get("window") if isinstance(data.get("window"), dict) else None
+        phases = [p for p in (_on_clock(x.to_json(), off) for x in summary.phases or ()) if p]
+        window = None if summary.window is None else summary.window.to_json()
         if window is not None:   # no bounds: the whole report (what the rules then read)
             window = _on_clock(window, off) or {**window, "start_ns": None, "end_ns": None}
-        raw = data.get("iterations")
-        iterations: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        loops = [lp for lp in (_on_clock(x, off) for x in iterations.get("loops") or [] if isinstance(x, dict)) if lp]
+        loops_found = () if summary.iterations is None else summary.iterations.loops
+        loops = [lp for lp in (_on_clock(x.to_json(), off) for x in loops_found) if lp]
         out.append({"report_id": report_id,
                     "phases": [{k: p.get(k) for k in ("name", "start_ns", "end_ns", "reason")} for p in phases],
                     # the loops the analysis found (several one after another, or the one), marked on the timeline
