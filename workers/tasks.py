@@ -24,7 +24,7 @@ from app.queue import (
     enqueue_analyze_report,
     enqueue_ingest,
 )
-from app.services import operations, pipeline
+from app.services.jobs import operations, pipeline
 from app.services.storage import storage_for
 from app.settings import Settings
 from workers.failures import UNEXPECTED, Step, analysis_failure, classify
@@ -138,7 +138,7 @@ def run_analyze_report(task: Task, report_id: int) -> str:
     """Body of ``analyze.report``: one report's own analysis and cross-rank facts, written
     beside its trace; the report becomes ready, and the run's last one queues the run-level step."""
     from analysis.api import analyze_report_into
-    from app.services import report_analysis as ra
+    from app.services.jobs import report_analysis as ra
 
     settings = _settings(task)
     owner = worker_id(task)
@@ -179,7 +179,7 @@ def _drop_old_analyses(report_dir, keep: str) -> None:
     """Folders of earlier (or killed) analysis attempts of the report, once another is published."""
     import shutil
 
-    from app.services.report_analysis import ANALYSIS_DIR
+    from app.services.jobs.report_analysis import ANALYSIS_DIR
 
     for d in report_dir.glob(f"{ANALYSIS_DIR}-*"):
         if d.name != keep and d.is_dir():
@@ -203,7 +203,7 @@ def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs, missing: lis
 def run_analyze(task: Task, run_id: int) -> str:
     """Body of ``analyze.run``: the run-level step over the reports' own analyses, which
     replaces the run's findings; reports not yet analyzed for the run's window are sent to it first."""
-    from app.services import report_analysis as ra
+    from app.services.jobs import report_analysis as ra
 
     settings = _settings(task)
     owner = worker_id(task)

@@ -12,8 +12,8 @@ from typing import Any
 
 from analysis.api import result_schema, threshold_keys, threshold_ranges
 from app.models import ANALYSIS_STATUSES, REPORT_KINDS, REPORT_STATUSES, RUN_SOURCES, RUN_STATUSES, RunStatus
-from app.services.ncu_summary import STORED_KERNEL_KEYS
-from app.services.uploads import CLUSTER_PATTERN, JOB_PATTERN, MAX_THRESHOLDS, SHA_PATTERN, TAG_PATTERN
+from app.services.jobs.ncu_summary import STORED_KERNEL_KEYS
+from app.services.runs.uploads import CLUSTER_PATTERN, JOB_PATTERN, MAX_THRESHOLDS, SHA_PATTERN, TAG_PATTERN
 
 S = dict[str, Any]
 
@@ -53,7 +53,7 @@ RESULT_FIELDS: dict[str, S] = _as_components(_RESULT["properties"])
 
 def _stored_summary() -> dict[str, S]:
     """A report summary as the metadata DB keeps it: ``ReportSummary`` whose ncu kernels carry what
-    ``app.services.ncu_summary.compact_report`` adds (``STORED_KERNEL_KEYS``)."""
+    ``app.services.jobs.ncu_summary.compact_report`` adds (``STORED_KERNEL_KEYS``)."""
     kernel = copy.deepcopy(RESULT_DEFS["NcuKernel"])
     kernel["properties"] |= STORED_KERNEL_KEYS
     summary = copy.deepcopy(RESULT_DEFS["ReportSummary"])
@@ -205,7 +205,7 @@ SCHEMAS: dict[str, S] = {
                     default=NUM, unit=STR, help=STR, type={"type": "string", "enum": ["integer", "number"]},
                     minimum=NUM, maximum=NUM, special={"type": "array", "items": NUM}, range=STR)}),
     "Deleted": obj(id=INT, status={"type": "string", "enum": [RunStatus.DELETED.value]}),
-    # The server's own validation patterns (app.services.uploads), so the two cannot disagree.
+    # The server's own validation patterns (app.services.runs.uploads), so the two cannot disagree.
     "RunMetadata": obj(
         [], job={"type": "string", "pattern": JOB_PATTERN},
         tags={"type": "array", "items": {"type": "string", "pattern": TAG_PATTERN}, "maxItems": 50},

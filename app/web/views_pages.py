@@ -12,15 +12,16 @@ from app.db import get_session
 from app.errors import ApiError
 from app.ids import ascii_int
 from app.models import RUN_STATUSES, AnalysisStatus, ReportStatus, RunStatus
-from app.services import compare as compare_service
-from app.services import operations, web_findings, web_jobs, web_run, web_runs, web_trends
-from app.services import rules as rules_service
-from app.services import runs as runs_service
-from app.services.run_access import require_change
-from app.services.runs import may_delete
-from app.services.web_nccl import nccl_path_section
-from app.services.web_network import collectives_section, mpi_section, network_section
-from app.services.window_fit import check_window_fits
+from app.services.jobs import operations
+from app.services.jobs import runs as runs_service
+from app.services.jobs.runs import may_delete
+from app.services.pages import compare as compare_service
+from app.services.pages import web_findings, web_jobs, web_run, web_runs, web_trends
+from app.services.pages.web_nccl import nccl_path_section
+from app.services.pages.web_network import collectives_section, mpi_section, network_section
+from app.services.reads import rules as rules_service
+from app.services.runs.run_access import require_change
+from app.services.runs.window_fit import check_window_fits
 from app.settings import current_settings
 from app.web import bp
 from app.web.palette import IDLE_PALETTE

@@ -1,4 +1,4 @@
-"""Job state has one way in: leases are freed by the lease helper only (``app.services.leases``: ``Lease.release``,
+"""Job state has one way in: leases are freed by the lease helper only (``app.services.jobs.leases``: ``Lease.release``,
 ``finish``, ``clear``), statuses are written and compared as their enums, and each kind of job has one crash
 message (``Lease.crash_message``)."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.services.leases import INGEST, REPORT_ANALYSIS, RUN_ANALYSIS
+from app.services.jobs.leases import INGEST, REPORT_ANALYSIS, RUN_ANALYSIS
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for d in ("app", "workers") for p in (ROOT / d).rglob("*.py")]
-HELPER = ROOT / "app" / "services" / "leases.py"
+HELPER = ROOT / "app" / "services" / "jobs" / "leases.py"
 STATUS = "queued|ingesting|analyzing|ready|failed|processing|deleted"
 # A status column or attribute compared with, set to or filtered by a quoted status value.
 LITERAL = re.compile(r"\b(?:status|analysis_status)\b[\"']?\s*(?:==|!=|=|:|\.in_\(\(|in \()\s*[\"'](?:" + STATUS + r")[\"']")

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from analysis.api import ReportSummary, analyze
-from app.services.summaries import report_summary
+from app.services.reads.summaries import report_summary
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file
 
@@ -47,7 +47,7 @@ def test_the_read_store_makes_rows_entities(stored):
     """Report rows become typed summaries beside their JSON as stored; the run row's verdict becomes a Verdict."""
     from analysis.api import Verdict
     from app.models import RunSummary
-    from app.services.summaries import results_of
+    from app.services.reads.summaries import results_of
 
     verdict = {"kind": "host_bound", "text": "t", "impact_ns": 5, "next_step": "n", "rule_id": "GPU001"}
     rows = [RunSummary(run_id=1, report_id=None, data={"reports": [stored], "verdict": verdict,

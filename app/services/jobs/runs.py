@@ -13,17 +13,17 @@ from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import AnalysisStatus, Finding, Report, Run, RunStatus, utcnow
 from app.models.status import derive_status
-from app.services import run_repo
-from app.services.leases import RUN_ANALYSIS
-from app.services.reports import iso
-from app.services.run_query import RunFilter
-from app.services.run_repo import get_run
-from app.services.summaries import run_results
+from app.services.jobs.leases import RUN_ANALYSIS
+from app.services.reads import run_repo
+from app.services.reads.reports import iso
+from app.services.reads.run_query import RunFilter
+from app.services.reads.run_repo import get_run
+from app.services.reads.summaries import run_results
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-# The API's sort keys (app.services.run_repo orders by them); a leading '-' sorts descending.
+# The API's sort keys (app.services.reads.run_repo orders by them); a leading '-' sorts descending.
 SORTS = ("created_at", "-created_at", "id", "-id", "status", "-status")
 
 
@@ -51,7 +51,7 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
 
 def run_summary(session: Session, run_id: int) -> dict[str, Any]:
     """The run's breakdown and headline numbers, per report and in total, with rule statuses: the API's
-    ``Summary``, serialized from the read store's entities (``app.services.summaries``)."""
+    ``Summary``, serialized from the read store's entities (``app.services.reads.summaries``)."""
     run = get_run(session, run_id)
     results = run_results(session, run.id)
     stored = results.run
@@ -148,7 +148,7 @@ def reanalyze(session: Session, settings: Settings, run_id: int, window: str | N
 
 
 # Threshold overrides of a run live in this tag (``GPU001.min_gap_us=200 GPU003.min_ratio=0.5``, canonical, set
-# by ``app.services.uploads``): kept with the run without a schema change, shown with its tags, and read by
+# by ``app.services.runs.uploads``): kept with the run without a schema change, shown with its tags, and read by
 # every analysis of the run.
 THRESHOLDS_TAG = "goodput.thresholds"
 

@@ -2,9 +2,9 @@
 returns, and the one goodput formula.
 
 A runs list row carries the run's headline numbers from its per-run summary (``RunSummary`` with no report:
-the sums of its reports' breakdowns, written once by ``app.services.results``), so the API and the pages
-read the same numbers from the same row. ``app.services.runs`` serializes pages for the API;
-``app.services.web_runs`` parses the page's form and renders them.
+the sums of its reports' breakdowns, written once by ``app.services.jobs.results``), so the API and the pages
+read the same numbers from the same row. ``app.services.jobs.runs`` serializes pages for the API;
+``app.services.pages.web_runs`` parses the page's form and renders them.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 from analysis.api import RuleStatus, Verdict, run_step_time
 from app.errors import ApiError
 from app.models import Finding, Job, Report, Run, RunSummary
-from app.services.reports import iso, report_to_dict
-from app.services.run_query import RunFilter, fetch_live, tag_filter
-from app.services.summaries import Headline, to_run_entity
+from app.services.reads.reports import iso, report_to_dict
+from app.services.reads.run_query import RunFilter, fetch_live, tag_filter
+from app.services.reads.summaries import Headline, to_run_entity
 
 
 def goodput_pct(compute_ns: int | None, span_ns: int | None) -> float | None:

@@ -14,10 +14,10 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError
 from app.models import AnalysisStatus, Report, ReportStatus, Run, utcnow
-from app.services.leases import INGEST, RUN_ANALYSIS
-from app.services.run_query import live
-from app.services.run_repo import get_run
-from app.services.runs import refresh_status
+from app.services.jobs.leases import INGEST, RUN_ANALYSIS
+from app.services.jobs.runs import refresh_status
+from app.services.reads.run_query import live
+from app.services.reads.run_repo import get_run
 from app.services.storage import KEPT_SUFFIX, STAGING_IDLE_S, storage_for
 from app.settings import Settings
 

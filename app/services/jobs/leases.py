@@ -3,7 +3,7 @@ renew, fail when the attempts are used up, and what reconcile finds expired.
 
 A job is a row (a report or a run) with an owner, an expiry and an attempt counter. Every state change is
 one conditional ``UPDATE ... WHERE <the state we expect>`` whose row count says whether we won (see
-``app.services.jobstate`` for why that is atomic on both databases). What differs per kind is only which
+``app.services.jobs.jobstate`` for why that is atomic on both databases). What differs per kind is only which
 columns hold the lease and which row state means "held" or "waiting": one ``Lease`` each below.
 """
 
@@ -21,7 +21,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from app.db import changed
 from app.models import AnalysisStatus, Report, ReportStatus, Run, utcnow
 from app.models.status import derive_status
-from app.services.run_query import live
+from app.services.reads.run_query import live
 
 TERMINAL = (ReportStatus.READY, ReportStatus.FAILED)
 

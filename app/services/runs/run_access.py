@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.errors import ApiError
-from app.services.runs import get_run, may_delete
+from app.services.jobs.runs import get_run, may_delete
 
 
 def require_change(session: Session, run_id: int, principal, action: str) -> None:

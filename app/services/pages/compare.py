@@ -14,11 +14,11 @@ from sqlalchemy.orm import Session
 
 from analysis.api import DEFAULT_NOISE_PCT, RunFacts, ToolKind, compare_facts, run_facts
 from app.models import Finding, Report, ReportStatus, Run, RunSummary
-from app.services.findings import finding_to_dict
-from app.services.run_query import live
-from app.services.runs import get_run
-from app.services.web_findings import report_label
-from app.services.web_run import RunView, breakdown_of, run_view
+from app.services.jobs.runs import get_run
+from app.services.pages.web_findings import report_label
+from app.services.pages.web_run import RunView, breakdown_of, run_view
+from app.services.reads.findings import finding_to_dict
+from app.services.reads.run_query import live
 
 __all__ = ["DEFAULT_NOISE_PCT", "Comparison", "baseline_choices", "compare_runs", "previous_run", "run_facts_of"]
 

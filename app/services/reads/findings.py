@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 
 from app.ids import valid_id
 from app.models import Finding, Run
-from app.services.run_query import live
-from app.services.run_repo import get_run
+from app.services.reads.run_query import live
+from app.services.reads.run_repo import get_run
 
 BREAKDOWN_KEYS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "goodput_pct")
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.models import User
-from app.services import sessions
+from app.services.accounts import sessions
 
 USERNAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,100}$")
 # Checked against when the user does not exist, so the response time does not reveal which names exist.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.api import link_status
-from app.services.summaries import StoredRun
+from app.services.reads.summaries import StoredRun
 
 
 def network_section(run: StoredRun) -> dict[str, Any] | None:

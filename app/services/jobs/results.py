@@ -10,11 +10,11 @@ from sqlalchemy.orm import Session
 
 from analysis.api import AnalysisResult, FindingResult, breakdown_value
 from app.models import AnalysisStatus, Finding, Run, RunSummary, utcnow
-from app.services.jobstate import AnalysisInputs
-from app.services.jsoncols import jsonable
-from app.services.leases import RUN_ANALYSIS, refresh_run_status
-from app.services.ncu_summary import compact_report
-from app.services.run_repo import goodput_pct
+from app.services.jobs.jobstate import AnalysisInputs
+from app.services.jobs.jsoncols import jsonable
+from app.services.jobs.leases import RUN_ANALYSIS, refresh_run_status
+from app.services.jobs.ncu_summary import compact_report
+from app.services.reads.run_repo import goodput_pct
 
 
 def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: AnalysisInputs,

@@ -10,10 +10,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.models import Job, Run
-from app.services import run_repo
-from app.services.paging import MAX_PAGE
-from app.services.run_query import RunFilter, tag_filter
-from app.services.run_repo import RunPage
+from app.services.reads import run_repo
+from app.services.reads.paging import MAX_PAGE
+from app.services.reads.run_query import RunFilter, tag_filter
+from app.services.reads.run_repo import RunPage
 
 PAGE_SIZES = (25, 50, 100)
 SORTS = ("created", "job", "status", "submitter")
@@ -64,7 +64,7 @@ class RunFilters:
 
 
     def run_filter(self) -> RunFilter:
-        """The shared filter (app.services.run_query) this form's fields mean: an empty field is no
+        """The shared filter (app.services.reads.run_query) this form's fields mean: an empty field is no
         condition, the dates are whole UTC days (``to`` included), a bare tag key asks for the key."""
         return RunFilter(
             job_contains=self.job or None, tags=tag_filter(self.tag),
@@ -78,7 +78,7 @@ class RunFilters:
 
 def list_runs(session: Session, filters: RunFilters) -> RunPage:
     """One page of runs (deleted ones excluded) with their headline numbers, filtered as the API filters
-    (``RunFilter``) and sorted, from the one run query (``app.services.run_repo``)."""
+    (``RunFilter``) and sorted, from the one run query (``app.services.reads.run_repo``)."""
     return run_repo.list_runs(session, filters.run_filter(), sort=_SORT_KEYS.get(filters.sort, filters.sort),
                               desc=filters.desc, page=filters.page, page_size=filters.page_size, counts=True)
 

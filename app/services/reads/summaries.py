@@ -71,7 +71,7 @@ class StoredReport:
 @dataclass(frozen=True)
 class StoredRun:
     """The run-level summary row: the sums over the reports, and what the analysis says of the run as a whole
-    (``analysis.api.AnalysisResult``'s run-wide fields, as ``app.services.results`` stored them)."""
+    (``analysis.api.AnalysisResult``'s run-wide fields, as ``app.services.jobs.results`` stored them)."""
 
     headline: Headline
     verdict: Verdict | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.services.summaries import StoredRun
+from app.services.reads.summaries import StoredRun
 
 MAX_MATRIX_RANKS = 64  # the rank x rank view is drawn up to this many ranks; beyond, node x node only
 RAILS = 8  # rail colours; NIC indexes beyond wrap around

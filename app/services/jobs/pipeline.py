@@ -4,7 +4,7 @@ heartbeats, progress, failures, reconcile), result persistence (``results``), pu
 
 from __future__ import annotations
 
-from app.services.jobstate import (
+from app.services.jobs.jobstate import (
     TERMINAL,
     AnalysisInputs,
     Claim,
@@ -19,8 +19,8 @@ from app.services.jobstate import (
     renew_run_lease,
     set_progress,
 )
-from app.services.purge import collect_garbage, delete_run_rows, remove_report_files
-from app.services.results import FINDING_KEYS, SUMMARY_NS, finish_run_analysis
+from app.services.jobs.purge import collect_garbage, delete_run_rows, remove_report_files
+from app.services.jobs.results import FINDING_KEYS, SUMMARY_NS, finish_run_analysis
 from app.services.storage import data_path, trace_path_for
 
 __all__ = [

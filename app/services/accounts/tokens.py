@@ -1,6 +1,6 @@
 """API tokens: created once (only the SHA-256 hash is stored), owned by a person (or by no one: a service token
 only admins manage), listed and revoked by their owner or an admin, and looked up by value (a read: the last
-use is recorded in the background by app.services.token_usage)."""
+use is recorded in the background by app.services.accounts.token_usage)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def lookup_token(session: Session, secret: str) -> TokenOwner | None:
 
 
 def token_to_dict(row: ApiToken, owner: str | None = None) -> dict:
-    from app.services.reports import iso
+    from app.services.reads.reports import iso
 
     return {"id": row.id, "name": row.name, "scope": row.scope, "prefix": row.prefix, "owner": owner,
             "created_at": iso(row.created_at), "last_used_at": iso(row.last_used_at),

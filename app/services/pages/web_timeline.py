@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 
 from analysis import api
 from app.models import Report
-from app.services.run_repo import get_run
+from app.services.reads.run_repo import get_run
+from app.services.reads.summaries import run_results
 from app.services.storage import data_path
-from app.services.summaries import run_results
 from app.settings import Settings
 
 _CACHE_SIZE = 256

@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session
 from analysis.api import Breakdown, DeviceBreakdown, IdleAnatomy, ReportSummary, ToolKind
 from app.errors import ApiError
 from app.models import Finding, Report, RunSummary
-from app.services.run_repo import RunDetail, get_run, run_detail
+from app.services.pages.web_findings import report_label
+from app.services.reads.run_repo import RunDetail, get_run, run_detail
+from app.services.reads.summaries import Headline, RunResults, results_of, to_report_entity
 from app.services.storage import data_path
-from app.services.summaries import Headline, RunResults, results_of, to_report_entity
-from app.services.web_findings import report_label
 from app.settings import Settings
 
 
@@ -24,7 +24,7 @@ from app.settings import Settings
 class RunView:
     """The run page: the run's ``RunDetail`` (what the API returns for it too) and what the page draws
     beside it from the metadata DB. ``reports``: the report rows, for the page's sections; ``results``: the
-    run's stored analysis as entities (``app.services.summaries``, the read store)."""
+    run's stored analysis as entities (``app.services.reads.summaries``, the read store)."""
 
     run: RunDetail
     reports: list[Report]

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.ids import valid_id
 from app.models import RUN_STATUSES, Job, Report, Run
 
-# The keys an upload accepts (app.services.uploads.TAG_KEY_RE); a filter on any other key matches no run.
+# The keys an upload accepts (app.services.runs.uploads.TAG_KEY_RE); a filter on any other key matches no run.
 _TAG_KEY = re.compile(r"^[A-Za-z0-9_.:/-]{1,100}$")
 
 

@@ -1,6 +1,6 @@
 """Job state of ingests and analyses in the metadata DB: claims with leases, heartbeats, progress, failures,
 and reconcile of expired leases and lost messages. The lease itself (claim, renew, fail when used up) is
-``app.services.leases``, shared by the three kinds of job.
+``app.services.jobs.leases``, shared by the three kinds of job.
 
 Celery only carries ids; the rows here are the truth. Every state change is one conditional
 ``UPDATE ... WHERE <the state we expect>`` whose row count says whether we won, which is atomic on
@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.models import AnalysisStatus, Report, ReportStatus, Run, utcnow
-from app.services.jsoncols import jsonable
-from app.services.leases import (
+from app.services.jobs.jsoncols import jsonable
+from app.services.jobs.leases import (
     INGEST,
     RUN_ANALYSIS,
     TERMINAL,
@@ -32,9 +32,9 @@ from app.services.leases import (
     refresh_run_status,
     same_task,
 )
-from app.services.report_analysis import reconcile_analyses
-from app.services.run_query import live, of_live_run
-from app.services.runs import run_thresholds
+from app.services.jobs.report_analysis import reconcile_analyses
+from app.services.jobs.runs import run_thresholds
+from app.services.reads.run_query import live, of_live_run
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path
     """Publish an ingest: the report becomes ``then``; returns the run id when the run is now complete.
 
     ``then``: ``ready``, or ``analyzing`` when the report's own analysis follows (the worker
-    queues it; ``app.services.report_analysis``). ``upload_path``: the stored export the report keeps
+    queues it; ``app.services.jobs.report_analysis``). ``upload_path``: the stored export the report keeps
     from now on (the scrubbed copy), when it changed.
     """
     info = dict(info or {})

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from analysis.api import ToolKind
 from app.models import AnalysisStatus, Report, ReportStatus, Run, utcnow
-from app.services.leases import (
+from app.services.jobs.leases import (
     REPORT_ANALYSIS,
     RUN_ANALYSIS,
     Outcome,
@@ -32,8 +32,8 @@ from app.services.leases import (
     fail_used_up,
     refresh_run_status,
 )
-from app.services.run_query import of_live_run
-from app.services.runs import run_thresholds
+from app.services.jobs.runs import run_thresholds
+from app.services.reads.run_query import of_live_run
 
 logger = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.models import Job, Run
-from app.services import run_repo
-from app.services.reports import iso
-from app.services.run_query import live
-from app.services.run_repo import get_job
+from app.services.reads import run_repo
+from app.services.reads.reports import iso
+from app.services.reads.run_query import live
+from app.services.reads.run_repo import get_job
 
 
 def list_jobs(session: Session, *, page: int = 1, page_size: int = 50) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session
 from analysis import api
 from analysis.api import ToolKind, short_kernel_name
 from app.models import Report, ReportStatus, RunSummary
+from app.services.pages.web_jobs import JobTrends
+from app.services.reads.summaries import report_summary
 from app.services.storage import data_path
-from app.services.summaries import report_summary
-from app.services.web_jobs import JobTrends
 from app.settings import Settings
 
 TOP_KERNELS = 10

@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from app.models import Finding, Job
-from app.services import run_repo
-from app.services.run_repo import get_job
-from app.services.summaries import Headline
+from app.services.reads import run_repo
+from app.services.reads.run_repo import get_job
+from app.services.reads.summaries import Headline
 
 TREND_RUNS = 100        # most recent runs drawn
 MEDIAN_WINDOW = 5       # a run is judged against the median of the runs just before it

@@ -19,10 +19,10 @@ from analysis.api import check_thresholds, detect_kind
 from analysis.errors import TraceError
 from app.errors import ApiError
 from app.models import RUN_SOURCES, Job, Report, ReportStatus, Run, RunStatus, utcnow
-from app.services.leases import INGEST
-from app.services.operations import reopen_run
-from app.services.run_repo import get_run
-from app.services.runs import THRESHOLDS_TAG, parse_window, refresh_status
+from app.services.jobs.leases import INGEST
+from app.services.jobs.operations import reopen_run
+from app.services.jobs.runs import THRESHOLDS_TAG, parse_window, refresh_status
+from app.services.reads.run_repo import get_run
 from app.services.storage import Staged, Storage, storage_for
 from app.settings import Settings
 from app.text import NO_CONTROL, has_control
