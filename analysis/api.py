@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 from analysis import fmt
 from analysis.contract import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
 from analysis.contract import json_schema, schema_text
+from analysis.diagnosis.idle_classes import CATEGORIES as IDLE_CATEGORIES
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.readers import AnalysisStep, Probe, ToolKind
 from analysis.readers.nsys.ingest import start_child
+from analysis.result_parts import IdleAnatomy
 from analysis.results import (
     AnalysisResult,
     Breakdown,
@@ -34,6 +36,7 @@ from analysis.results import (
     ReportSummary,
     ReportWindow,
     RuleStatus,
+    Verdict,
 )
 from analysis.views.compare import DEFAULT_NOISE_PCT, RunFacts
 
@@ -52,7 +55,7 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown"
            "report_step", "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window",
            "link_status", "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "threshold_ranges",
            "timeline_window", "window_check", "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema",
-           "result_schema_text"]
+           "result_schema_text", "IDLE_CATEGORIES", "IdleAnatomy", "Verdict"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

@@ -57,7 +57,7 @@ def create_app(settings: Settings | None = None, *, check_db: bool = True) -> Fl
     app.extensions["goodput.settings"] = settings
     app.extensions["goodput.engine"] = engine
     app.extensions["goodput.sessionmaker"] = db.make_sessionmaker(engine)
-    from app.services.token_usage import LastUseRecorder
+    from app.services.accounts.token_usage import LastUseRecorder
 
     app.extensions["goodput.token_usage"] = LastUseRecorder(app.extensions["goodput.sessionmaker"])
     app.teardown_appcontext(db.close_request_session)

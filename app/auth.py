@@ -15,7 +15,7 @@ from flask import current_app, g, request, session
 from app.db import get_session
 from app.errors import ApiError
 from app.models import SCOPES, User, utcnow
-from app.services import sessions, tokens
+from app.services.accounts import sessions, tokens
 
 F = TypeVar("F", bound=Callable[..., Any])
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -156,7 +156,7 @@ def get_session() -> Session:
                 and session.get_bind().dialect.name == "postgresql"):
             # Reads need no transaction: autocommit saves the BEGIN and ROLLBACK round trips, a third
             # of the database work of a list request. (Reads never write: a token's last use is recorded
-            # in the background, app.services.token_usage.)
+            # in the background, app.services.accounts.token_usage.)
             session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
     return session
 

@@ -154,7 +154,7 @@ def main() -> int:
     data_dir = Path(os.environ.get("TMPDIR", "/tmp")) / name
     try:
         from app.db import make_engine, make_sessionmaker, upgrade
-        from app.services.tokens import create_token
+        from app.services.accounts.tokens import create_token
 
         upgrade(url)
         t = time.perf_counter()

@@ -43,8 +43,9 @@ from analysis.views import run_overview  # noqa: E402
 from app import create_app  # noqa: E402
 from app.db import upgrade  # noqa: E402
 from app.models import Job, Report, Run  # noqa: E402
-from app.services import pipeline, web_timeline  # noqa: E402
-from app.services.users import create_user  # noqa: E402
+from app.services.accounts.users import create_user  # noqa: E402
+from app.services.jobs import pipeline  # noqa: E402
+from app.services.pages import web_timeline  # noqa: E402
 from app.settings import Settings  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "RESULTS-run-timeline.md"

@@ -41,8 +41,8 @@ from analysis.api import analyze, ingest  # noqa: E402
 from app import create_app  # noqa: E402
 from app.db import upgrade  # noqa: E402
 from app.models import Job, Report, Run, RunSummary  # noqa: E402
-from app.services import pipeline, results  # noqa: E402
-from app.services.users import create_user  # noqa: E402
+from app.services.accounts.users import create_user  # noqa: E402
+from app.services.jobs import pipeline, results  # noqa: E402
 from app.settings import Settings  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "nsys"

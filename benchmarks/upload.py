@@ -131,7 +131,7 @@ def main() -> int:
                "GOODPUT_BROKER_URL": "redis://127.0.0.1:6379/14", "GOODPUT_DATABASE_URL": ""}
         os.environ.update(env)
         from app.db import engine_for, make_sessionmaker, upgrade
-        from app.services.tokens import create_token
+        from app.services.accounts.tokens import create_token
         from app.settings import Settings
 
         settings = Settings.from_env()

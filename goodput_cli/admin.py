@@ -95,8 +95,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_token_create(args: argparse.Namespace) -> int:
-    from app.services.tokens import TokenError, create_token
-    from app.services.users import UserError, find_user
+    from app.services.accounts.tokens import TokenError, create_token
+    from app.services.accounts.users import UserError, find_user
 
     with _session() as session:
         try:
@@ -110,8 +110,8 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 
 
 def cmd_token_list(args: argparse.Namespace) -> int:
-    from app.services.reports import iso
-    from app.services.tokens import list_tokens
+    from app.services.accounts.tokens import list_tokens
+    from app.services.reads.reports import iso
 
     with _session() as session:
         rows = list_tokens(session)
@@ -124,7 +124,7 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> int:
-    from app.services.tokens import TokenError, revoke_token
+    from app.services.accounts.tokens import TokenError, revoke_token
 
     with _session() as session:
         try:
@@ -145,7 +145,7 @@ def _read_password(args: argparse.Namespace) -> str:
 
 
 def cmd_user_password(args: argparse.Namespace) -> int:
-    from app.services.users import UserError, find_user, set_password
+    from app.services.accounts.users import UserError, find_user, set_password
 
     password = _read_password(args)
     with _session() as session:
@@ -158,7 +158,7 @@ def cmd_user_password(args: argparse.Namespace) -> int:
 
 
 def cmd_user_set_active(args: argparse.Namespace) -> int:
-    from app.services.users import UserError, find_user, set_active
+    from app.services.accounts.users import UserError, find_user, set_active
 
     with _session() as session:
         try:
@@ -171,7 +171,7 @@ def cmd_user_set_active(args: argparse.Namespace) -> int:
 
 
 def cmd_user_create(args: argparse.Namespace) -> int:
-    from app.services.users import UserError, create_user
+    from app.services.accounts.users import UserError, create_user
 
     password = _read_password(args)
     with _session() as session:

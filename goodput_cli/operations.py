@@ -39,7 +39,7 @@ def _settings():
 
 def cmd_retry(args: argparse.Namespace) -> int:
     from app.errors import ApiError
-    from app.services.operations import retry_run
+    from app.services.jobs.operations import retry_run
 
     settings = _settings()
     with _session() as session:
@@ -60,8 +60,8 @@ def cmd_retry(args: argparse.Namespace) -> int:
 def cmd_reanalyze(args: argparse.Namespace) -> int:
     from app.errors import ApiError
     from app.ids import valid_id
-    from app.services.runs import reanalyze
-    from app.services.window_fit import check_window_fits
+    from app.services.jobs.runs import reanalyze
+    from app.services.runs.window_fit import check_window_fits
 
     if not valid_id(args.run):
         raise UsageError(f"reanalyze: run {args.run} does not exist")
@@ -77,7 +77,7 @@ def cmd_reanalyze(args: argparse.Namespace) -> int:
 
 
 def cmd_reingest(args: argparse.Namespace) -> int:
-    from app.services.operations import reingest_all
+    from app.services.jobs.operations import reingest_all
 
     settings = _settings()
     with _session() as session:

@@ -88,7 +88,7 @@ def ensure_admin_token(settings) -> str | None:
 
     from app.db import engine_for, make_sessionmaker, session_scope
     from app.models import ApiToken
-    from app.services.tokens import create_token
+    from app.services.accounts.tokens import create_token
 
     engine = engine_for(settings)
     try:

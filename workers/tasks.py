@@ -13,6 +13,7 @@ from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from analysis.errors import TraceError
+from app.models import AnalysisStatus, ReportStatus
 from app.queue import (
     ANALYZE_REPORT_TASK,
     ANALYZE_TASK,
@@ -23,7 +24,7 @@ from app.queue import (
     enqueue_analyze_report,
     enqueue_ingest,
 )
-from app.services import operations, pipeline
+from app.services.jobs import operations, pipeline
 from app.services.storage import storage_for
 from app.settings import Settings
 from workers.failures import UNEXPECTED, Step, analysis_failure, classify
@@ -111,7 +112,7 @@ def run_ingest(task: Task, report_id: int) -> str:
             # in the run-level step.
             run_id = pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info,
                                             settings.data_dir, upload_path=kept,
-                                            then="analyzing" if own_step else "ready")
+                                            then=ReportStatus.ANALYZING if own_step else ReportStatus.READY)
         # The original upload goes once no report needs it: replaced by the scrubbed copy, or refused for good.
         operations.release_upload(session, settings, claim.upload_path)
     if run_id is not None:
@@ -119,7 +120,7 @@ def run_ingest(task: Task, report_id: int) -> str:
     if failure is None and own_step:
         # If the publish above lost its lease, the claim of this message finds nothing to do.
         enqueue_analyze_report(settings, report_id)
-    return failure[0] if failure else "ready"
+    return failure[0] if failure else ReportStatus.READY
 
 
 def _prepare_overview(path, report_id: int) -> None:
@@ -137,7 +138,7 @@ def run_analyze_report(task: Task, report_id: int) -> str:
     """Body of ``analyze.report``: one report's own analysis and cross-rank facts, written
     beside its trace; the report becomes ready, and the run's last one queues the run-level step."""
     from analysis.api import analyze_report_into
-    from app.services import report_analysis as ra
+    from app.services.jobs import report_analysis as ra
 
     settings = _settings(task)
     owner = worker_id(task)
@@ -171,14 +172,14 @@ def run_analyze_report(task: Task, report_id: int) -> str:
         _drop_old_analyses(storage.report_dir(report_id), keep=folder.name)
     if run_id is not None:
         enqueue_analyze(settings, run_id)
-    return failure[0] if failure else "ready"
+    return failure[0] if failure else ReportStatus.READY
 
 
 def _drop_old_analyses(report_dir, keep: str) -> None:
     """Folders of earlier (or killed) analysis attempts of the report, once another is published."""
     import shutil
 
-    from app.services.report_analysis import ANALYSIS_DIR
+    from app.services.jobs.report_analysis import ANALYSIS_DIR
 
     for d in report_dir.glob(f"{ANALYSIS_DIR}-*"):
         if d.name != keep and d.is_dir():
@@ -202,7 +203,7 @@ def _run_level(settings: Settings, inputs: pipeline.AnalysisInputs, missing: lis
 def run_analyze(task: Task, run_id: int) -> str:
     """Body of ``analyze.run``: the run-level step over the reports' own analyses, which
     replaces the run's findings; reports not yet analyzed for the run's window are sent to it first."""
-    from app.services import report_analysis as ra
+    from app.services.jobs import report_analysis as ra
 
     settings = _settings(task)
     owner = worker_id(task)
@@ -222,7 +223,7 @@ def run_analyze(task: Task, run_id: int) -> str:
     if not inputs.paths:
         with session_scope(settings) as session:
             pipeline.fail_run_analysis(session, run_id, owner, "no report of this run could be ingested")
-        return "failed"
+        return AnalysisStatus.FAILED
     try:
         # Under a heartbeat like ingest: a long analysis keeps its lease, only a dead worker loses it.
         with Heartbeat(settings, lambda s: pipeline.renew_run_lease(s, run_id, owner, settings.lease_seconds)):
@@ -232,10 +233,10 @@ def run_analyze(task: Task, run_id: int) -> str:
         _code, message = analysis_failure(exc, Step("analysis", LIGHT_TIME_LIMIT_S))
         with session_scope(settings) as session:
             pipeline.fail_run_analysis(session, run_id, owner, message)
-        return "failed"
+        return AnalysisStatus.FAILED
     with session_scope(settings) as session:
         pipeline.finish_run_analysis(session, run_id, owner, inputs, result)
-    return "ready"
+    return AnalysisStatus.READY
 
 
 def _log_failure(exc: BaseException, what: str, extra: dict[str, int]) -> None:

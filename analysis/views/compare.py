@@ -85,7 +85,7 @@ def report_breakdown(report: Mapping[str, Any]) -> dict[str, Any]:
 def run_totals(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The run's KPIs: the ranks' times summed (span too: GPU time across ranks), goodput from the sums.
 
-    The same arithmetic as the service's per-run summary row (``app.services.pipeline``).
+    The same arithmetic as the service's per-run summary row (``app.services.jobs.pipeline``).
     """
     out: dict[str, Any] = {}
     for key in SUM_KEYS:

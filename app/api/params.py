@@ -12,9 +12,9 @@ from flask import request
 from app.errors import ApiError
 from app.ids import MAX_ID, ascii_float, ascii_int
 from app.models import RUN_STATUSES
-from app.services.paging import DEFAULT_PAGE_SIZE, MAX_PAGE, MAX_PAGE_SIZE
-from app.services.runs import SORTS
-from app.services.uploads import TAG_PATTERN
+from app.services.jobs.runs import SORTS
+from app.services.reads.paging import DEFAULT_PAGE_SIZE, MAX_PAGE, MAX_PAGE_SIZE
+from app.services.runs.uploads import TAG_PATTERN
 from app.text import NO_CONTROL
 
 SEVERITIES = ("critical", "warning", "info")

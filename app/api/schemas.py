@@ -1,13 +1,19 @@
-"""JSON Schemas of /api/v1 bodies: the single source the OpenAPI document is generated from."""
+"""JSON Schemas of /api/v1 bodies: the single source the OpenAPI document is generated from.
+
+The analysis' own types are not written here: their components are the result schema's ``$defs``
+(``analysis.api.result_schema()``, committed as ``analysis/result.schema.json``), so a field added to
+``ReportSummary``, ``Verdict`` ... reaches the API document when ``python -m app.openapi`` regenerates it."""
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
-from analysis.api import threshold_keys, threshold_ranges
-from app.models import ANALYSIS_STATUSES, REPORT_KINDS, REPORT_STATUSES, RUN_SOURCES, RUN_STATUSES
-from app.services.uploads import CLUSTER_PATTERN, JOB_PATTERN, MAX_THRESHOLDS, SHA_PATTERN, TAG_PATTERN
+from analysis.api import result_schema, threshold_keys, threshold_ranges
+from app.models import ANALYSIS_STATUSES, REPORT_KINDS, REPORT_STATUSES, RUN_SOURCES, RUN_STATUSES, RunStatus
+from app.services.jobs.ncu_summary import STORED_KERNEL_KEYS
+from app.services.runs.uploads import CLUSTER_PATTERN, JOB_PATTERN, MAX_THRESHOLDS, SHA_PATTERN, TAG_PATTERN
 
 S = dict[str, Any]
 
@@ -26,6 +32,34 @@ def ref(name: str) -> S:
 
 def page_of(item: str) -> S:
     return obj(items={"type": "array", "items": ref(item)}, page=INT, page_size=INT, total=INT)
+
+
+def _as_components(node: Any) -> Any:
+    """A result-schema fragment with its ``#/$defs/X`` references pointing at ``#/components/schemas/X``."""
+    if isinstance(node, dict):
+        return {k: (v.replace("#/$defs/", "#/components/schemas/") if k == "$ref" and isinstance(v, str)
+                    else _as_components(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_as_components(v) for v in node]
+    return node
+
+
+_RESULT = result_schema()
+# The analysis' types (ReportSummary, Verdict, RuleStatus, Evidence ...), as the result schema declares them.
+RESULT_DEFS: dict[str, S] = _as_components(_RESULT["$defs"])
+# The run-wide fields of an analysis result (verdict, network, collectives ...), as the result schema declares them.
+RESULT_FIELDS: dict[str, S] = _as_components(_RESULT["properties"])
+
+
+def _stored_summary() -> dict[str, S]:
+    """A report summary as the metadata DB keeps it: ``ReportSummary`` whose ncu kernels carry what
+    ``app.services.jobs.ncu_summary.compact_report`` adds (``STORED_KERNEL_KEYS``)."""
+    kernel = copy.deepcopy(RESULT_DEFS["NcuKernel"])
+    kernel["properties"] |= STORED_KERNEL_KEYS
+    summary = copy.deepcopy(RESULT_DEFS["ReportSummary"])
+    summary["properties"]["kernels"] = {"anyOf": [{"type": "array", "items": ref("StoredNcuKernel")},
+                                                  {"type": "null"}]}
+    return {"StoredNcuKernel": kernel, "StoredReportSummary": summary}
 
 
 INT: S = {"type": "integer"}
@@ -115,31 +149,26 @@ SCHEMAS: dict[str, S] = {
     "Finding": obj(
         id=INT, run_id=INT, report_id=NS, position=INT, rule_id=STR,
         severity={"type": "string", "enum": ["critical", "warning", "info"]}, title=STR, message=STR,
-        impact_ns=INT, impact_pct=nullable(NUM), advice=STR, evidence={"type": "array", "items": ANY_OBJ},
+        impact_ns=INT, impact_pct=nullable(NUM), advice=STR, evidence={"type": "array", "items": ref("Evidence")},
         evidence_total=INT, report=nullable(STR), rank=NS, extra=ANY_OBJ,
     ),
     "Summary": obj(
         run_id=INT, status=STR, analysis_status=nullable(STR), analyzed_at=nullable(TIME),
         totals=nullable(obj(**HEADLINE)),
-        reports={"type": "array", "items": obj(report_id=INT, data=ANY_OBJ, **HEADLINE)},
+        reports={"type": "array", "items": obj(report_id=INT, data=ref("StoredReportSummary"), **HEADLINE)},
         severity_counts=obj(critical=INT, warning=INT, info=INT),
-        rules={"type": "array", "items": ANY_OBJ},
+        rules={"type": "array", "items": ref("RuleStatus")},
         # Issue #16: a run analyzed without some reports (they failed) names them, and the ranks missing.
         missing_reports={"type": "array", "items": obj(report_id=INT, report=STR, rank=NS,
                                                         error_code=nullable(STR), error_message=nullable(STR))},
         missing_ranks={"type": "array", "items": INT},
-        # What bounds the run and what to do first (analysis.diagnosis.verdict); null before analysis or without nsys reports.
-        verdict=nullable(obj(kind=STR, text=STR, impact_ns=NS, next_step=STR, rule_id=nullable(STR))),
-        # Multi-rank runs, as the CLI's JSON: NCCL's rank x rank network matrix (links with bytes, count,
-        # bandwidth; the slowest link) and the collectives' wait vs transfer split; null when absent.
-        network=nullable(ANY_OBJ), collectives=nullable(ANY_OBJ),
-        # Issue #44: the run's NCCL debug log, as the CLI's JSON: nodes, ranks, NICs, each rank pair's transport,
-        # rings and trees, settings, warnings, nccl-tests tables, and ``joined`` (which NCCL ranks each nsys
-        # report holds); null when the run has no log.
-        network_path=nullable(ANY_OBJ),
+        # The run-wide fields of the analysis result, null before analysis or when the run has none: what
+        # bounds the run and what to do first (verdict), NCCL's network matrix, the collectives' wait vs transfer,
+        # the NCCL debug log's path (issue #44).
+        **{key: RESULT_FIELDS[key] for key in ("verdict", "network", "collectives", "network_path")},
         # What is missing or does not belong among the run's reports (analysis.run.mixed): code, message,
         # reports, ranks; empty when they fit together.
-        run_warnings={"type": "array", "items": ANY_OBJ},
+        run_warnings={"type": "array", "items": RESULT_FIELDS["run_warnings"]["anyOf"][0]["items"]},
     ),
     "Job": obj(id=INT, name=STR, created_at=TIME, run_count=INT, last_run_at=nullable(TIME)),
     "JobHistory": obj(job=STR, items={"type": "array", "items": obj(
@@ -175,8 +204,8 @@ SCHEMAS: dict[str, S] = {
                 thresholds={"type": "object", "additionalProperties": obj(
                     default=NUM, unit=STR, help=STR, type={"type": "string", "enum": ["integer", "number"]},
                     minimum=NUM, maximum=NUM, special={"type": "array", "items": NUM}, range=STR)}),
-    "Deleted": obj(id=INT, status={"type": "string", "enum": ["deleted"]}),
-    # The server's own validation patterns (app.services.uploads), so the two cannot disagree.
+    "Deleted": obj(id=INT, status={"type": "string", "enum": [RunStatus.DELETED.value]}),
+    # The server's own validation patterns (app.services.runs.uploads), so the two cannot disagree.
     "RunMetadata": obj(
         [], job={"type": "string", "pattern": JOB_PATTERN},
         tags={"type": "array", "items": {"type": "string", "pattern": TAG_PATTERN}, "maxItems": 50},
@@ -194,7 +223,7 @@ SCHEMAS: dict[str, S] = {
     "Reanalysis": obj(["window"], window=WINDOW_SCHEMA),
 }
 SCHEMAS["RunDetail"] = {"allOf": [ref("Run"), obj(reports={"type": "array", "items": ref("Report")},
-                                                  rules={"type": "array", "items": ANY_OBJ},
+                                                  rules={"type": "array", "items": ref("RuleStatus")},
                                                   rule_errors={"type": "array", "items": obj(id=STR, reason=STR)},
                                                   analysis_attempts=INT, analysis_lease_owner=nullable(STR),
                                                   analysis_lease_expires_at=nullable(TIME),
@@ -207,3 +236,7 @@ SCHEMAS["JobList"] = page_of("Job")
 SCHEMAS["RuleList"] = obj(items={"type": "array", "items": ref("Rule")})
 SCHEMAS["TokenList"] = obj(items={"type": "array", "items": ref("Token")})
 SCHEMAS["OpenAPI"] = ANY_OBJ
+for _name, _schema in {**RESULT_DEFS, **_stored_summary()}.items():
+    if _name in SCHEMAS:  # an analysis type named like an API body would silently replace it
+        raise RuntimeError(f"the result schema's {_name} clashes with the API's own schema of that name")
+    SCHEMAS[_name] = _schema

@@ -11,18 +11,19 @@ from app.auth import current_principal, require_principal
 from app.db import get_session
 from app.errors import ApiError
 from app.models import RunStatus
-from app.services import compare as compare_service
-from app.services import findings as findings_service
-from app.services import health as health_service
-from app.services import jobs as jobs_service
-from app.services import operations, run_access, uploads
-from app.services import rules as rules_service
-from app.services import runs as runs_service
-from app.services import tokens as tokens_service
-from app.services.reports import report_to_dict
-from app.services.run_query import RunFilter
+from app.services.accounts import tokens as tokens_service
+from app.services.jobs import operations
+from app.services.jobs import runs as runs_service
+from app.services.pages import compare as compare_service
+from app.services.reads import findings as findings_service
+from app.services.reads import health as health_service
+from app.services.reads import jobs as jobs_service
+from app.services.reads import rules as rules_service
+from app.services.reads.reports import report_to_dict
+from app.services.reads.run_query import RunFilter
+from app.services.runs import run_access, uploads
+from app.services.runs.window_fit import check_window_fits
 from app.services.storage import CHUNK, UploadSink, storage_for
-from app.services.window_fit import check_window_fits
 from app.settings import current_settings
 
 

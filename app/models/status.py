@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.types import TypeDecorator
 
 
 class RunStatus(StrEnum):
-    """A run's overall status, derived from its reports and analysis (app.services.runs.derive_status)."""
+    """A run's overall status, derived from its reports and analysis (``derive_status``)."""
 
     QUEUED = "queued"
     PROCESSING = "processing"
@@ -35,6 +37,22 @@ class ReportStatus(StrEnum):
     ANALYZING = "analyzing"
     READY = "ready"
     FAILED = "failed"
+
+
+ACTIVE_REPORT = (ReportStatus.QUEUED, ReportStatus.INGESTING, ReportStatus.ANALYZING)
+def derive_status(run: Any, report_statuses: Sequence[str]) -> RunStatus:
+    """queued (nothing started), processing, ready (analysis done), failed, or deleted. ``run``: a Run or
+    a row with its ``deleted_at`` and ``analysis_status``."""
+    if run.deleted_at is not None:
+        return RunStatus.DELETED
+    if run.analysis_status == AnalysisStatus.FAILED or (
+            report_statuses and all(s == ReportStatus.FAILED for s in report_statuses)):
+        return RunStatus.FAILED
+    if not report_statuses or all(s == ReportStatus.QUEUED for s in report_statuses):
+        return RunStatus.QUEUED if run.analysis_status is None else RunStatus.PROCESSING
+    if any(s in ACTIVE_REPORT for s in report_statuses) or run.analysis_status != AnalysisStatus.READY:
+        return RunStatus.PROCESSING
+    return RunStatus.READY
 
 
 class StatusText(TypeDecorator):

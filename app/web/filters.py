@@ -10,7 +10,7 @@ from flask import Flask
 from markupsafe import Markup, escape
 
 from analysis.api import fmt, short_kernel_name
-from app.services.web_memory import memory_pairs, memory_view
+from app.services.pages.web_memory import memory_pairs, memory_view
 
 
 def fmt_ns(ns: Any) -> str:

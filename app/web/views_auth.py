@@ -9,9 +9,9 @@ from app.auth import current_principal, login_user, logout_user, require_princip
 from app.db import get_session
 from app.ids import ascii_int
 from app.models import SCOPES
-from app.services import sign_in
-from app.services import tokens as token_service
-from app.services.users import authenticate_password
+from app.services.accounts import sign_in
+from app.services.accounts import tokens as token_service
+from app.services.accounts.users import authenticate_password
 from app.settings import current_settings
 from app.web import bp
 from app.web.security import check_form_csrf, login_required, safe_next

@@ -14,7 +14,7 @@ from app.db import get_session
 from app.errors import ApiError
 from app.ids import ascii_float, ascii_int
 from app.models import Report
-from app.services import web_export, web_run, web_runs
+from app.services.pages import web_export, web_run, web_runs
 from app.settings import current_settings
 from app.web import bp
 from app.web.security import login_required

@@ -11,18 +11,20 @@ from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
 from app.ids import ascii_int
-from app.models import RUN_STATUSES
-from app.services import compare as compare_service
-from app.services import operations, web_findings, web_jobs, web_run, web_runs, web_trends
-from app.services import rules as rules_service
-from app.services import runs as runs_service
-from app.services.run_access import require_change
-from app.services.runs import may_delete
-from app.services.web_nccl import nccl_path_section
-from app.services.web_network import collectives_section, mpi_section, network_section
-from app.services.window_fit import check_window_fits
+from app.models import RUN_STATUSES, AnalysisStatus, ReportStatus, RunStatus
+from app.services.jobs import operations
+from app.services.jobs import runs as runs_service
+from app.services.jobs.runs import may_delete
+from app.services.pages import compare as compare_service
+from app.services.pages import web_findings, web_jobs, web_run, web_runs, web_trends
+from app.services.pages.web_nccl import nccl_path_section
+from app.services.pages.web_network import collectives_section, mpi_section, network_section
+from app.services.reads import rules as rules_service
+from app.services.runs.run_access import require_change
+from app.services.runs.window_fit import check_window_fits
 from app.settings import current_settings
 from app.web import bp
+from app.web.palette import IDLE_PALETTE
 from app.web.security import login_required
 
 
@@ -44,7 +46,7 @@ def runs():
     args = {k: v for k, v in request.args.items() if k != "page"}
     return render_template(
         # deleted runs are never listed: no status option that can only find nothing
-        "runs.html", page=page, filters=filters, args=args, statuses=[s for s in RUN_STATUSES if s != "deleted"],
+        "runs.html", page=page, filters=filters, args=args, statuses=[s for s in RUN_STATUSES if s != RunStatus.DELETED],
         jobs=web_runs.job_names(db, limit=200), submitters=web_runs.submitters(db),
     )
 
@@ -66,12 +68,13 @@ def run(run_id: int):
                            rule_rows=rows, matrix=web_findings.impact_matrix(rows, view.reports),
                            minor_ns=web_findings.MINOR_NS, ncu_kpis=web_run.ncu_kpis(view),
                            retryable=_retryable(view),
-                           iterations=web_run.iteration_sections(view.reports, view.summaries),
-                           system=web_run.system_sections(view.reports, view.summaries),
-                           network=network_section(view.summaries), collectives=collectives_section(view.summaries),
-                           mpi=mpi_section(view.summaries),
+                           iterations=web_run.iteration_sections(view.reports, view.results),
+                           system=web_run.system_sections(view.reports, view.results),
+                           idle=web_run.idle_sections(view.reports, view.results), idle_palette=IDLE_PALETTE,
+                           network=network_section(view.results.run), collectives=collectives_section(view.results.run),
+                           mpi=mpi_section(view.results.run),
                            refused_window=request.args.get("window", "")[:200] or None,
-                           nccl=nccl_path_section(view.summaries))
+                           nccl=nccl_path_section(view.results.run))
 
 
 def _retryable(view) -> bool:
@@ -79,8 +82,8 @@ def _retryable(view) -> bool:
     if p is None or not may_delete(view.run, user_id=p.user_id, token_id=p.token_id,
                                     is_admin=p.is_admin):
         return False  # changing a run is for its submitter and admins
-    return any(r.status == "failed" and r.error_code in operations.TRANSIENT for r in view.reports) or (
-        view.run.analysis_status == "failed" and any(r.status == "ready" for r in view.reports))
+    return any(r.status == ReportStatus.FAILED and r.error_code in operations.TRANSIENT for r in view.reports) or (
+        view.run.analysis_status == AnalysisStatus.FAILED and any(r.status == ReportStatus.READY for r in view.reports))
 
 
 @bp.route("/runs/<id:run_id>/retry", methods=["POST"])

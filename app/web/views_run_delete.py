@@ -8,7 +8,7 @@ from flask import flash, redirect, render_template, url_for
 from app.auth import current_principal, require_principal
 from app.db import get_session
 from app.errors import ApiError
-from app.services import runs as runs_service
+from app.services.jobs import runs as runs_service
 from app.settings import current_settings
 from app.web import bp
 from app.web.security import login_required

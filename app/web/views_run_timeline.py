@@ -7,7 +7,7 @@ from flask import jsonify
 from analysis import api
 from app.db import get_session
 from app.errors import ApiError
-from app.services import web_timeline
+from app.services.pages import web_timeline
 from app.settings import current_settings
 from app.web import bp
 from app.web.security import login_required

@@ -11,7 +11,7 @@ import redis
 import sqlalchemy as sa
 
 from app import create_app
-from app.services import tokens
+from app.services.accounts import tokens
 from app.settings import Settings
 from tests.conftest import redis_db
 from tests.dbs import BACKENDS, MigratedDB, per_backend
@@ -97,7 +97,7 @@ def process_run(settings, session, run_id: int) -> dict:
     ingest each queued report, then analyze the run. Returns ``analysis.api.analyze``'s result as JSON."""
     from analysis.api import analyze, ingest
     from app.models import Report
-    from app.services import pipeline
+    from app.services.jobs import pipeline
 
     owner = "tests-app"
     ids = session.scalars(sa.select(Report.id).where(Report.run_id == run_id, Report.status == "queued")

@@ -101,7 +101,7 @@ def test_the_rule_catalogue_gives_each_thresholds_type_and_range(client, auth):
 def test_an_override_recorded_before_ranges_existed_is_left_out_not_fatal(caplog):
     """A run stored with a value now out of range (``MEM005.host_link_gbps=5e-324`` made Infinity) is analysed
     with the threshold's default, the others kept; the analysis does not fail on it every time."""
-    from app.services.runs import THRESHOLDS_TAG, run_thresholds
+    from app.services.jobs.runs import THRESHOLDS_TAG, run_thresholds
 
     tags = {THRESHOLDS_TAG: "MEM005.host_link_gbps=5e-324 GPU001.min_gap_us=200 GPU001.min_gap_us2=1 GPU999.x=1"}
     assert run_thresholds(tags) == {"GPU001.min_gap_us": 200.0}

@@ -66,7 +66,7 @@ def test_bad_windows_are_rejected(client, auth, session, settings):
 
 def test_a_window_longer_than_its_column_is_refused_before_anything_is_stored():
     from app.errors import ApiError
-    from app.services.runs import MAX_WINDOW_CHARS, parse_window
+    from app.services.jobs.runs import MAX_WINDOW_CHARS, parse_window
 
     assert parse_window("nvtx:" + "x" * (MAX_WINDOW_CHARS - 5)) is not None
     try:

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from app.auth import login_user
 from app.models import ApiToken
-from app.services import sessions, tokens, users
+from app.services.accounts import sessions, tokens, users
 from tests.conftest import corpus_file
 
 NSYS = corpus_file("vecadd-2026.sqlite")

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from app.db import head_revision
 from app.models import ApiToken, User
-from app.services import tokens, users
+from app.services.accounts import tokens, users
 from goodput_cli.main import main
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.services.ncu_summary import MAX_STORED, compact_report
+from app.services.jobs.ncu_summary import MAX_STORED, compact_report
 
 
 def k(name: str, grid: int, dur: float, nsys: int | None = None) -> dict:

@@ -142,3 +142,20 @@ def test_run_metadata_requires_no_field(client, auth):
     meta = build_document()["components"]["schemas"]["RunMetadata"]
     assert meta["required"] == []
     assert client.post("/api/v1/runs", headers=auth["write"], json={}).status_code == 202
+
+
+def test_the_analysis_types_are_the_result_schemas_defs():
+    """The analysis' types in the document are generated from the committed result schema's ``$defs``, not
+    written by hand: a field added to ``ReportSummary`` (or ``Verdict`` ...) is in the API's summary."""
+    committed = json.loads((COMMITTED.parent.parent / "analysis" / "result.schema.json").read_text())
+    components = build_document()["components"]["schemas"]
+    for name, schema in committed["$defs"].items():
+        text = json.dumps(schema, sort_keys=True).replace("#/$defs/", "#/components/schemas/")
+        assert json.dumps(components[name], sort_keys=True) == text, name
+    summary = components["Summary"]["properties"]
+    assert summary["reports"]["items"]["properties"]["data"] == {"$ref": "#/components/schemas/StoredReportSummary"}
+    stored = components["StoredReportSummary"]["properties"]
+    assert set(stored) == set(committed["$defs"]["ReportSummary"]["properties"])
+    assert summary["verdict"]["anyOf"][0] == {"$ref": "#/components/schemas/Verdict"}
+    kernel = components["StoredNcuKernel"]["properties"]
+    assert set(kernel) == set(committed["$defs"]["NcuKernel"]["properties"]) | {"launches", "profiled_ns"}

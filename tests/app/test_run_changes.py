@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from app.models import Job, Report, Run
-from app.services import tokens
-from app.services.users import create_user
+from app.services.accounts import tokens
+from app.services.accounts.users import create_user
 
 
 def _bearer(session, name: str, scope: str = "write", user_id: int | None = None) -> dict:

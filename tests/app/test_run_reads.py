@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from werkzeug.datastructures import MultiDict
 
 from app.models import Job, Run
-from app.services import web_runs
+from app.services.pages import web_runs
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 SEED = (  # name, job, tags, token scope (the submitter is the token's name)
@@ -73,7 +73,7 @@ def test_the_api_and_the_ui_read_the_same_headline_numbers_from_one_row(client, 
     """Both lists read a run's headline from its per-run summary (the sums over its reports), and goodput is
     the one formula: compute over span, in percent to three decimals."""
     from app.models import RunSummary
-    from app.services.run_repo import goodput_pct
+    from app.services.reads.run_repo import goodput_pct
 
     spans = {"a": (3_000_000_007, 2_000_000_003, 55_000), "b": (1_000, 999, 0), "c": None}
     ids = {}
@@ -105,6 +105,6 @@ def test_the_live_run_condition_and_the_goodput_formula_are_written_once():
     root = Path(__file__).resolve().parents[2] / "app"
     sources = {p.relative_to(root.parent).as_posix(): p.read_text() for p in root.rglob("*.py")}
     live = [p for p, text in sources.items() if re.search(r"deleted_at\s*\.\s*is_\(\s*None\s*\)", text)]
-    assert live == ["app/services/run_query.py"]
+    assert live == ["app/services/reads/run_query.py"]
     formula = [p for p, text in sources.items() if re.search(r"100(\.0)?\s*\*\s*[\w.\[\]\"']*compute", text)]
-    assert formula == ["app/services/run_repo.py"]
+    assert formula == ["app/services/reads/run_repo.py"]

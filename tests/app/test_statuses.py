@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import StatementError
 
 from app.models import RUN_STATUSES, AnalysisStatus, Report, ReportStatus, Run, RunStatus
-from app.services import runs
+from app.services.jobs import runs
 
 
 def test_the_enums_keep_the_published_values():

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from analysis.api import ReportSummary, analyze
-from app.services.summaries import report_summary
+from app.services.reads.summaries import report_summary
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file
 
@@ -41,3 +41,26 @@ def test_an_older_part_stays_json_and_writes_back_unchanged(stored):
 @pytest.mark.parametrize("data", [None, {}, {"reports": []}, {"file": 3, "tool": "nsys"}, []])
 def test_rows_without_a_report_summary_read_as_none(data):
     assert report_summary(data) is None
+
+
+def test_the_read_store_makes_rows_entities(stored):
+    """Report rows become typed summaries beside their JSON as stored; the run row's verdict becomes a Verdict."""
+    from analysis.api import Verdict
+    from app.models import RunSummary
+    from app.services.reads.summaries import results_of
+
+    verdict = {"kind": "host_bound", "text": "t", "impact_ns": 5, "next_step": "n", "rule_id": "GPU001"}
+    rows = [RunSummary(run_id=1, report_id=None, data={"reports": [stored], "verdict": verdict,
+                                                       "missing_ranks": [3], "network": None}, span_ns=10),
+            RunSummary(run_id=1, report_id=7, data=stored, span_ns=10, idle_ns=4)]
+    results = results_of(rows)
+    assert results.analyzed and list(results.reports) == [7]
+    report = results.reports[7]
+    assert report.summary is not None and report.summary.to_json() == stored and report.data is stored
+    assert report.to_api()["data"] == stored and report.to_api()["idle_ns"] == 4
+    assert results.run.verdict == Verdict.from_json(verdict) and results.run.missing_ranks == (3,)
+    assert results.run.network is None and results.run.headline.span_ns == 10
+    assert results.summary(None) is None and results.data(8) == {}
+    # A verdict stored with other keys reads as none rather than failing the page.
+    odd = results_of([RunSummary(run_id=1, report_id=None, data={"verdict": {"kind": "x"}})])
+    assert odd.run.verdict is None and odd.analyzed

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from app.services.compare import compare_runs
+from app.services.pages.compare import compare_runs
 from tests.app.conftest import process_run
 from tests.cli.variants import add_gap, goodput, kernel_totals_raw, launch_durations_raw, slow_kernel
 from tests.conftest import corpus_file
@@ -161,7 +161,7 @@ def _fingerprints(findings):
 
 
 def _signed_in(app, session):
-    from app.services.users import create_user
+    from app.services.accounts.users import create_user
     from tests.web.conftest import PASSWORD, csrf_of
 
     create_user(session, "cmp-reader", PASSWORD)

@@ -153,7 +153,7 @@ class Service:
 
     def _make_token(self) -> str:
         from app.db import engine_for, make_sessionmaker, session_scope
-        from app.services.tokens import create_token
+        from app.services.accounts.tokens import create_token
 
         engine = engine_for(self.settings)
         try:

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from app import create_app
 from app.db import upgrade
-from app.services import tokens
+from app.services.accounts import tokens
 from app.settings import Settings
 from tests.conftest import corpus_file, redis_db
 from tests.e2e.services import free_port

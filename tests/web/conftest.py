@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from app import create_app
-from app.services.users import create_user
+from app.services.accounts.users import create_user
 from app.settings import Settings
 from tests.dbs import MigratedDB, per_backend
 from tests.web import seed

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from analysis.api import IngestResult, analyze, ingest
 from app.models import Job, Report, Run, User
-from app.services import pipeline
+from app.services.jobs import pipeline
 from app.settings import Settings
 
 XSS_SCRIPT = "<script>alert(1)</script>"

@@ -12,7 +12,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from analysis.api import fmt
-from app.services.compare import compare_runs
+from app.services.pages.compare import compare_runs
 from tests.analysis.test_compare_per_step import BASE, _later
 from tests.browser.test_first_hour import number_problems
 from tests.web import seed

@@ -13,9 +13,10 @@ import numpy as np
 import sqlalchemy as sa
 
 from app.models import Report
-from app.services import pipeline, web_trends
-from app.services.compare import compare_runs
-from app.services.web_jobs import job_trends
+from app.services.jobs import pipeline
+from app.services.pages import web_trends
+from app.services.pages.compare import compare_runs
+from app.services.pages.web_jobs import job_trends
 from tests.conftest import corpus_file
 from tests.web import seed
 

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from analysis import fmt
 from app.models import Report, RunSummary
-from app.services.web_findings import short_file_name
+from app.services.pages.web_findings import short_file_name
 from tests.conftest import NCU_FILES, corpus_file
 from tests.web import seed
 from tests.web.conftest import csrf_of
@@ -136,7 +136,7 @@ def test_the_job_filter_finds_part_of_a_name_and_deleted_is_no_option(client, db
 
 
 def test_a_token_upload_names_the_token_not_a_person(client, db) -> None:
-    from app.services.tokens import create_token
+    from app.services.accounts.tokens import create_token
 
     secret = create_token(db, "nightly scheduler", "write").token
     db.commit()
@@ -215,7 +215,7 @@ def test_findings_whose_evidence_is_totals_per_call_show_those_calls_on_the_time
 
 def test_a_finding_with_no_time_range_says_why() -> None:
     from app.models import Report
-    from app.services.web_run import timeline_hints
+    from app.services.pages.web_run import timeline_hints
 
     reports = [Report(id=1, kind="nsys", trace_path="r/1.duckdb"), Report(id=2, kind="ncu", trace_path="r/2.duckdb"),
                Report(id=3, kind="nccl", trace_path="r/3.duckdb")]

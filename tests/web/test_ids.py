@@ -9,7 +9,7 @@ import pytest
 from werkzeug.routing import IntegerConverter
 
 from app.ids import MAX_ID, IdConverter
-from app.services import tokens
+from app.services.accounts import tokens
 from tests.dbs import BACKENDS
 from tests.web.conftest import page_csrf
 

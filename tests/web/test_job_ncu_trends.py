@@ -11,7 +11,7 @@ import duckdb
 import sqlalchemy as sa
 
 from app.models import Report
-from app.services import pipeline
+from app.services.jobs import pipeline
 from tests.conftest import corpus_file
 from tests.web import seed
 

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from analysis.api import analyze, fmt
 from app.models import Report, RunSummary
-from app.services import pipeline
+from app.services.jobs import pipeline
 from tests.analysis.ncu_builders import long_csv, write
 from tests.conftest import corpus_file
 from tests.web import seed
@@ -62,7 +62,7 @@ def test_kernel_names_are_escaped_in_the_charts(client, db, settings, ingested, 
 
 @pytest.mark.parametrize("pct", [None, 0.0, 50.0, 100.0, 250.0])
 def test_share_colour_is_a_hex_fill(pct) -> None:
-    from app.services.web_memory import share_color
+    from app.services.pages.web_memory import share_color
 
     assert re.fullmatch(r"#[0-9a-f]{6}", share_color(pct))
 

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.models import Finding, Report, Run, RunSummary
-from app.services import pipeline
+from app.services.jobs import pipeline
 from tests.analysis.timeline_wire import box_records
 from tests.conftest import corpus_file
 from tests.web import seed
@@ -78,7 +78,7 @@ def test_tokens_create_list_revoke(client, db) -> None:
     html = client.post("/tokens", data={"action": "create", "name": "x", "scope": "admin",
                                         "csrf_token": token}).get_data(as_text=True)
     assert "only administrators" in html
-    from app.services.tokens import create_token
+    from app.services.accounts.tokens import create_token
 
     admin_token = create_token(db, "admin-made", "admin")
     html = client.post("/tokens", data={"action": "revoke", "token_id": str(admin_token.id),
@@ -252,7 +252,7 @@ def test_compare_and_job_pages(client, db, settings, ingested) -> None:
     html = client.get(f"/compare?a={ids[0]}&b={ids[3]}").get_data(as_text=True)
     assert html.count("data-breakdown=") == 2 and 'id="kernel-diff"' in html
     assert client.get(f"/compare?a={ids[0]}&b=999999").status_code == 404
-    from app.services.web_jobs import job_trends
+    from app.services.pages.web_jobs import job_trends
 
     trends = job_trends(db, "trend")
     assert [p.run_id for p in trends.points] == ids

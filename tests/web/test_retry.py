@@ -55,7 +55,7 @@ def test_no_retry_button_for_a_file_that_is_not_an_export(client, db, settings, 
 
 
 def test_no_retry_button_for_someone_elses_run(app, client, db, settings, user) -> None:
-    from app.services.users import create_user
+    from app.services.accounts.users import create_user
     from tests.web.conftest import PASSWORD
 
     other = create_user(db, "carol", PASSWORD)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from app.models import Job, Run
-from app.services.users import create_user
+from app.services.accounts.users import create_user
 from tests.web.conftest import PASSWORD, csrf_of
 
 

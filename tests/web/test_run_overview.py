@@ -7,7 +7,8 @@ import sqlalchemy as sa
 
 from analysis.views import run_overview
 from app.models import Report
-from app.services import pipeline, web_timeline
+from app.services.jobs import pipeline
+from app.services.pages import web_timeline
 from tests.analysis.timeline_wire import box_records
 from tests.conftest import corpus_file
 from tests.web import seed

@@ -12,7 +12,7 @@ import duckdb
 import sqlalchemy as sa
 
 from app.models import Finding, Report, Run, RunSummary
-from app.services import pipeline
+from app.services.jobs import pipeline
 from tests.analysis.timeline_wire import box_records
 from tests.conftest import corpus_file
 from tests.web import seed
@@ -231,7 +231,7 @@ def test_compare_defaults_to_the_previous_run_and_shows_deltas(client, db, setti
 def test_job_trends_tag_filter_and_metric_picker(client, db, settings, ingested) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from app.services.web_jobs import job_trends
+    from app.services.pages.web_jobs import job_trends
 
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
     ids = [seed.store_run(db, settings, ingested, [corpus_file(src)], job="trendy", git_sha=f"abcdef{i}123",

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from analysis.diagnosis.system_metrics import STORAGE_KINDS
 from app.models import Report
-from app.services import pipeline
+from app.services.jobs import pipeline
 from tests.conftest import corpus_file
 from tests.web import seed
 

@@ -12,9 +12,10 @@ import pytest
 import sqlalchemy as sa
 
 from app.models import Report, Run, RunSummary, utcnow
-from app.services import run_repo, tokens
-from app.services.compare import compare_runs
-from app.services.web_jobs import job_trends
+from app.services.accounts import tokens
+from app.services.pages.compare import compare_runs
+from app.services.pages.web_jobs import job_trends
+from app.services.reads import run_repo
 from app.web.filters import fmt_ns, fmt_pct
 from tests.conftest import corpus_file
 from tests.dbs import BACKENDS

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.models import Report, Run, utcnow
-from app.services.leases import INGEST, REPORT_ANALYSIS, RUN_ANALYSIS, Lease, Outcome
+from app.services.jobs.leases import INGEST, REPORT_ANALYSIS, RUN_ANALYSIS, Lease, Outcome
 from tests.workers.conftest import make_run
 
 MAX = 3
@@ -92,8 +92,8 @@ def test_a_claim_does_not_take_a_job_in_another_state(session, settings, kind):
 def test_a_job_of_a_deleted_run_is_not_claimed_nor_sent_again(session, settings):
     """Issue #45 item 3: an ingest message delivered again after its run was deleted (before the purge removed
     the rows) claimed the report and ran again; reconcile also kept sending it."""
-    from app.services import pipeline
-    from app.services.report_analysis import claim_report_analysis
+    from app.services.jobs import pipeline
+    from app.services.jobs.report_analysis import claim_report_analysis
 
     run_id, [ingest, analysis] = make_run(session, settings, [("a.sqlite", b"x"), ("b.sqlite", b"y")])
     session.execute(sa.update(Report).where(Report.id == analysis).values(status="analyzing"))

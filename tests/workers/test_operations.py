@@ -26,7 +26,7 @@ from app.queue import (
     LIGHT_QUEUE,
     RECONCILE_TASK,
 )
-from app.services import operations, pipeline
+from app.services.jobs import operations, pipeline
 from app.services.storage import LocalStorage as Storage
 from goodput_cli.main import main
 from tests.conftest import ROOT, corpus_file

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from analysis.api import AnalysisResult, Breakdown, Evidence, FindingResult, ReportSummary, RuleStatus
 from app.models import Finding, Report, Run, RunSummary, utcnow
-from app.services import pipeline
+from app.services.jobs import pipeline
 from tests.workers.conftest import make_run
 
 OWNER_A = "host-a:1/task-a"

@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from app.models import Report, Run, utcnow
-from app.services import pipeline
-from app.services import report_analysis as ra
+from app.services.jobs import pipeline
+from app.services.jobs import report_analysis as ra
 from tests.workers.conftest import make_run
 from workers.runtime import session_scope
 

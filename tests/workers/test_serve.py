@@ -19,7 +19,7 @@ def test_admin_token_is_created_once(tmp_path):
 
     from app.db import engine_for
     from app.models import ApiToken
-    from app.services.tokens import hash_token
+    from app.services.accounts.tokens import hash_token
     from app.settings import Settings
 
     url = DatabaseFactory("sqlite", tmp_path).new()

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from app import create_app
-from app.services import tokens, users
+from app.services.accounts import tokens, users
 from app.settings import Settings
 from tests.conftest import redis_db
 from tests.dbs import BACKENDS, MigratedDB, per_backend

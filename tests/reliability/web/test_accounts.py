@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.models import ApiToken, Run, SignInFailure, UserSession
-from app.services import tokens, users
+from app.services.accounts import tokens, users
 from goodput_cli.main import main
 from tests.conftest import corpus_file
 from tests.reliability.web.helpers import csrf_of, sign_in

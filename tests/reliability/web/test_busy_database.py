@@ -121,7 +121,7 @@ def test_sign_in_under_a_held_lock_is_a_503_page_not_a_500(app, rdb, people):
 
 
 def test_last_use_is_written_by_the_background_recorder(app, db, people):
-    from app.services.token_usage import FLUSH_INTERVAL_S
+    from app.services.accounts.token_usage import FLUSH_INTERVAL_S
 
     token_id = people["bob"]["token"].id
     assert app.test_client().get("/api/v1/runs", headers=people["bob"]["h"]).status_code == 200

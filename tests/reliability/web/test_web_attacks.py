@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.models import Report, Run
-from app.services import pipeline
+from app.services.jobs import pipeline
 from tests.conftest import corpus_file
 from tests.reliability.web.helpers import csrf_of, row_counts, sign_in, stored_files
 

@@ -1,0 +1,165 @@
+"""Comparing two runs of the service: the one comparison behind the API and the compare page. It gathers
+each run's facts from the metadata DB and the reports' DuckDB files, leaves the comparison itself to
+``analysis.views.compare`` (which `goodput diff` uses too), and adds the page's reading aids: headline deltas
+(goodput in points), per-rank deltas, warnings when the runs are not alike, and the baseline choices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from analysis.api import DEFAULT_NOISE_PCT, RunFacts, ToolKind, compare_facts, run_facts
+from app.models import Finding, Report, ReportStatus, Run, RunSummary
+from app.services.jobs.runs import get_run
+from app.services.pages.web_findings import report_label
+from app.services.pages.web_run import RunView, breakdown_of, run_view
+from app.services.reads.findings import finding_to_dict
+from app.services.reads.run_query import live
+
+__all__ = ["DEFAULT_NOISE_PCT", "Comparison", "baseline_choices", "compare_runs", "previous_run", "run_facts_of"]
+
+BASELINE_CHOICES = 30
+
+KPIS = (  # (breakdown key, label, unit: "ns" durations | "pts" percentage points)
+    ("span_ns", "GPU time (active span, all GPUs)", "ns"),
+    ("goodput_pct", "goodput (compute share)", "pts"),
+    ("comm_exposed_ns", "exposed communication", "ns"),
+    ("idle_ns", "GPU idle", "ns"),
+)
+
+
+@dataclass(frozen=True)
+class KpiDelta:
+    """One headline number of both runs and its difference (compared − baseline)."""
+
+    key: str
+    label: str
+    unit: str                    # "ns" | "pts" (goodput: the difference in points, no relative change)
+    base: Any
+    head: Any
+
+    @property
+    def delta(self) -> Any:
+        return None if self.base is None or self.head is None else self.head - self.base
+
+    @property
+    def delta_pct(self) -> float | None:
+        d = self.delta
+        return None if d is None or self.unit == "pts" or not self.base else 100.0 * d / self.base
+
+
+@dataclass(frozen=True)
+class RankDelta:
+    rank: str                    # "rank N", else "report N" (reports matched by position)
+    label: str
+    kpis: list[KpiDelta]
+
+
+@dataclass
+class Comparison:
+    """Two runs compared: ``diff`` is ``analysis.views.compare``'s difference head − base (the API's body); the
+    rest is what the compare page draws beside it, from the same two runs."""
+
+    diff: dict[str, Any]
+    base: RunView | None = None          # None: asked for the difference only (the API)
+    head: RunView | None = None
+    kpis: list[KpiDelta] = field(default_factory=list)
+    ranks: list[RankDelta] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_api(self) -> dict[str, Any]:
+        """The API's ``Comparison`` (app/openapi.json)."""
+        return self.diff
+
+
+def run_facts_of(session: Session, data_dir: Path, run_id: int) -> RunFacts:
+    """One run as ``analysis.views.compare`` sees it: each ready report's analysis dict (its stored summary)
+    with its DuckDB file, and the findings (API dicts, ranking order)."""
+    run = get_run(session, run_id)
+    rows = session.execute(
+        sa.select(RunSummary.data, Report.trace_path).join(Report, Report.id == RunSummary.report_id)
+        .where(RunSummary.run_id == run.id, Report.status == ReportStatus.READY).order_by(Report.id)).all()
+    reports = [data for data, _ in rows if isinstance(data, dict)]
+    paths = [Path(data_dir) / path if path else None for data, path in rows if isinstance(data, dict)]
+    findings = session.scalars(sa.select(Finding).where(Finding.run_id == run.id).order_by(Finding.id))
+    total = session.scalar(sa.select(RunSummary.data).where(RunSummary.run_id == run.id, RunSummary.report_id.is_(None)))
+    split = (total or {}).get("collectives") if isinstance(total, dict) else None
+    return run_facts(run.id, reports, [finding_to_dict(f) for f in findings], paths,
+                     collectives=split if isinstance(split, dict) else None)
+
+
+def compare_runs(session: Session, data_dir: Path, base_id: int, head_id: int, *,
+                 noise_pct: float = DEFAULT_NOISE_PCT, with_views: bool = True) -> Comparison:
+    """The difference head − base (see ``analysis.views.compare.compare``) with, ``with_views``, both runs' views and
+    the page's reading aids; ApiError RUN_NOT_FOUND when either run is not there."""
+    base, head = run_facts_of(session, data_dir, base_id), run_facts_of(session, data_dir, head_id)
+    diff = compare_facts(base, head, noise_pct=noise_pct)
+    if not with_views:
+        return Comparison(diff)
+    a, b = run_view(session, base_id), run_view(session, head_id)
+    return Comparison(diff, a, b, kpi_deltas(a, b), rank_deltas(a, b), warnings(a, b))
+
+
+def kpi_deltas(a: RunView, b: RunView) -> list[KpiDelta]:
+    """Headline numbers of both runs and their difference (compared − baseline); goodput in points."""
+    return [KpiDelta(key, label, unit, getattr(a.totals, key), getattr(b.totals, key)) for key, label, unit in KPIS]
+
+
+def _per_rank(view: RunView) -> dict[str, tuple[str, dict[str, Any]]]:
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for i, report in enumerate(r for r in view.reports if r.kind == ToolKind.NSYS):
+        bd = breakdown_of(view.results.summary(report.id))
+        if bd is None:
+            continue
+        key = f"rank {report.rank}" if report.rank is not None else f"report {i + 1}"
+        out[key] = (report_label(report), bd.to_json())
+    return out
+
+
+def rank_deltas(a: RunView, b: RunView) -> list[RankDelta]:
+    """Per rank (matched by rank number, else by report order), each KPI of both runs and the difference."""
+    ra, rb = _per_rank(a), _per_rank(b)
+    rows = []
+    for key in sorted(set(ra) | set(rb), key=lambda k: (k.split()[0], int(k.split()[1]))):
+        (la, x), (lb, y) = ra.get(key, ("", {})), rb.get(key, ("", {}))
+        rows.append(RankDelta(key, lb or la or key,
+                              [KpiDelta(k, label, unit, x.get(k), y.get(k)) for k, label, unit in KPIS]))
+    return rows
+
+
+def warnings(a: RunView, b: RunView) -> list[str]:
+    """Why the comparison may mislead: other job, other tools, other number of ranks."""
+    out = []
+    if a.job != b.job:
+        out.append(f"The runs belong to different jobs ({a.job} and {b.job}).")
+    ka, kb = sorted({r.kind for r in a.reports}), sorted({r.kind for r in b.reports})
+    if ka != kb:
+        out.append(f"The runs were profiled with different tools ({' + '.join(ka) or 'none'} and "
+                   f"{' + '.join(kb) or 'none'}).")
+    na, nb = sum(r.kind == ToolKind.NSYS for r in a.reports), sum(r.kind == ToolKind.NSYS for r in b.reports)
+    if na != nb:
+        out.append(f"The runs have different numbers of nsys reports ({na} and {nb}): totals add up different ranks.")
+    return out
+
+
+def previous_run(session: Session, run: Run) -> int | None:
+    """The run of the same job created just before ``run`` (the default baseline)."""
+    return session.scalar(
+        sa.select(Run.id).where(Run.job_id == run.job_id, live(), Run.id != run.id,
+                                sa.or_(Run.created_at < run.created_at,
+                                       sa.and_(Run.created_at == run.created_at, Run.id < run.id)))
+        .order_by(Run.created_at.desc(), Run.id.desc()).limit(1))
+
+
+def baseline_choices(session: Session, run: Run) -> list[dict[str, Any]]:
+    """Other runs of the same job, newest first, for the baseline drop-down."""
+    rows = session.execute(
+        sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == run.job_id, live(),
+                                                             Run.id != run.id)
+        .order_by(Run.created_at.desc(), Run.id.desc()).limit(BASELINE_CHOICES)).all()
+    return [{"id": r.id, "label": f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M}" + (f" · {r.git_sha[:10]}" if r.git_sha else "")}
+            for r in rows]
