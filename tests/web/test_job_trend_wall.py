@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from analysis.run.runner import analyze_run
-from app.services.web_jobs import job_trends
+from app.services.pages.web_jobs import job_trends
 from tests.analysis.planting import ingested as ingested_copy
 from tests.conftest import corpus_file
 from tests.web import seed
