@@ -33,7 +33,8 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
     another job left out with the reason). The first log of the job carries the path, the findings and the
     verdict; each other log its own counts and the file it was merged into (or why it was left out)."""
     from analysis.diagnosis import nccl as diagnose
-    from analysis.readers.nccl import load, load_job
+    from analysis.readers.nccl import load_job
+    from analysis.readers.nccl.merge import summary
 
     job = load_job([(Path(p), label) for p, label in logs])
     log = job.log
@@ -55,16 +56,16 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
         o["findings"] += 1
     left = {x.index: x for x in job.left_out}
     out: list[ReportResult] = []
-    for i, (path, label) in enumerate(logs):
+    for i, (_path, label) in enumerate(logs):
         if i == job.members[0]:
-            info = _info(label, spec_text, network_path)
+            info = _info(label, spec_text, summary(log), network_path)
             if sentence:
                 info["nccl_verdict"] = {"text": sentence, "rule_id": lead.rule_id if lead else None,
                                         "next_step": lead.advice if lead else NEXT_STEP}
             out.append(ReportResult(label, ToolKind.NCCL.value, info, placed, outcomes,
                                     {"rank": None, "session_start_utc_ns": None}, None, spec_text))
             continue
-        info = _info(label, spec_text, load(Path(path)).to_json(), keep_path=False)
+        info = _info(label, spec_text, job.summaries[i])
         if i in left:
             info["nccl_left_out"] = left[i].reason
         else:
@@ -74,20 +75,21 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
     return out
 
 
-def _info(label: str, spec_text: str, network_path: dict[str, Any], *, keep_path: bool = True) -> dict[str, Any]:
-    """A log's report summary: its version, host (a log of one node), counts and, for the job's first log, the
-    job's network path."""
+def _info(label: str, spec_text: str, own: Mapping[str, Any],
+          network_path: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A log's report summary: its version, host (a log of one node), counts (``own``: the log's own
+    ``merge.summary``, or the merged job's for its first log) and, for the job's first log, the job's network
+    path."""
     info: dict[str, Any] = {"file": label, "tool": ToolKind.NCCL.value}
-    if network_path.get("version"):
-        info["tool_version"] = str(network_path["version"])
-    hosts = [n.get("host") for n in network_path.get("nodes") or [] if isinstance(n, Mapping) and n.get("host")]
+    if own.get("version"):
+        info["tool_version"] = str(own["version"])
+    hosts = [h for h in own.get("hosts") or [] if h]
     if len(hosts) == 1:  # a log of one node names the report's host (as its ingest summary did)
         info["host"] = str(hosts[0])
-    info["counts"] = {k: len(v) for k in ("nodes", "ranks", "nics", "warnings")
-                      if isinstance(v := network_path.get(k), list)}
+    info["counts"] = dict(own.get("counts") or {})
     info["window"] = {"spec": spec_text, "phase": "all", "reason": "an NCCL log has no timeline: the whole log",
                       "start_ns": None, "end_ns": None}
-    if keep_path:
+    if network_path is not None:
         info["network_path"] = network_path
     return info
 

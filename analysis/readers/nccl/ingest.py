@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from pathlib import Path
@@ -13,7 +14,8 @@ from analysis.errors import TraceError
 from analysis.limits import Progress
 from analysis.readers.nccl.lines import normalize_version, read_blocks
 from analysis.readers.nccl.parse import LogParser, Parsed
-from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION, ddl
+from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION, NCCL_TABLES, ROWS_COPY_MAX_ROWS, ROWS_COPY_TABLE, ddl
+from analysis.readers.nccl.store import select_rows
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +196,12 @@ def ingest(src: Path, out: Path, *, progress: Progress | None = None, limits: An
         for table, rows in tables.items():
             if rows:
                 _insert(con, table, rows)
+        if sum(len(rows) for rows in tables.values()) <= ROWS_COPY_MAX_ROWS:
+            # The rows as stored (read back, so the copy holds exactly what the tables hold), for fast merging.
+            copy = {name: [[row[c] for c, _ in NCCL_TABLES[name]] for row in select_rows(con, name)]
+                    for name in NCCL_TABLES}
+            con.execute(f"CREATE TABLE {ROWS_COPY_TABLE} (rows VARCHAR)")
+            _insert(con, ROWS_COPY_TABLE, [(json.dumps(copy, separators=(",", ":"), allow_nan=False),)])
     logger.info("ingested nccl log", extra={"lines": parsed.lines, "connections": len(parsed.connections)})
 
 
