@@ -97,7 +97,7 @@ def per_rank_files(out: Path, nranks: int) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for n in range(nodes):
-        def mapped(r: int) -> int:
+        def mapped(r: int, n: int = n) -> int:
             return 8 * n + r - 8 if r >= 8 else 8 * ((n + 1) % nodes) + r
         for local in range(8):
             rank, pid = 8 * n + local, 10_000 + 8 * n + local

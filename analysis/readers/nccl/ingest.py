@@ -14,7 +14,13 @@ from analysis.errors import TraceError
 from analysis.limits import Progress
 from analysis.readers.nccl.lines import normalize_version, read_blocks
 from analysis.readers.nccl.parse import LogParser, Parsed
-from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION, NCCL_TABLES, ROWS_COPY_MAX_ROWS, ROWS_COPY_TABLE, ddl
+from analysis.readers.nccl.schema import (
+    NCCL_SCHEMA_VERSION,
+    NCCL_TABLES,
+    ROWS_COPY_MAX_ROWS,
+    ROWS_COPY_TABLE,
+    ddl,
+)
 from analysis.readers.nccl.store import select_rows
 
 logger = logging.getLogger(__name__)
