@@ -73,7 +73,7 @@ OPTIONAL_TABLES = frozenset({"nccl_warning_procs"})
 # querying every table of every file (``store.read_many``). The tables stay the data; this is a copy of them, and
 # a store without it (a large log, or a store written before it) is read table by table.
 ROWS_COPY_TABLE = "nccl_rows_copy"
-ROWS_COPY_MAX_ROWS = 20_000   # a per-rank log has a few hundred rows; a large log is read table by table
+ROWS_COPY_MAX_ROWS = 5_000   # a per-rank log has a few hundred rows; a larger log is read table by table
 
 
 def ddl() -> list[str]:
