@@ -133,3 +133,24 @@ def test_per_rank_logs_with_the_exports_show_one_path_and_each_links_bandwidth(c
     for (src, dst), bw in measured.items():
         row = links.split(f'data-link="{src}-{dst}"')[1].split("</tr>")[0]
         assert "<strong>NET/Socket/0</strong>" in row and f"{bw * 8 / 1e9:.3g} Gb/s" in row
+
+
+def test_an_export_of_another_run_is_named_not_joined(client, db, settings, ingested, tmp_path) -> None:
+    """The corpus' ault log as found beside the nccl-ring-2node rank 0 export: the export's process (direct SQL
+    on it) is no rank of the log, so the page says it is not joined, and why, instead of claiming rank 0."""
+    from tests.nccl_planted import RING_EXPORTS, export_pids
+
+    [pid] = export_pids(RING_EXPORTS[0])
+    log = tmp_path / "job.log"
+    log.write_text(AULT.read_text())
+    export = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
+    run_id = seed.store_run(db, settings, ingested, [log, export], job="nccl-apart")
+    path = client.get(f"/api/v1/runs/{run_id}/summary").get_json()["network_path"]
+    assert "joined" not in path
+    assert path["not_joined"] == [{"report": export.name, "reason": f"its processes ({pid} on ault43.cscs.ch) are "
+                                                                    "no rank of the log: another run"}]
+    section = client.get(f"/runs/{run_id}").get_data(as_text=True).split('id="nccl-path"')[1]
+    assert 'id="nccl-joined"' not in section
+    apart = unescape(re.search(r'id="nccl-not-joined">(.*?)</p>', section, re.S).group(1))
+    assert re.sub(r"<[^>]+>", "", apart) == (f"Not joined with this log: {export.name}: its processes ({pid} on "
+                                             "ault43.cscs.ch) are no rank of the log: another run.")
