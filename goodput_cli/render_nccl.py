@@ -81,9 +81,14 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     for j in path.get("joined") or []:
         lines.append("   " + clip(f"joined: {j.get('report')} ({j.get('host') or '?'}) holds NCCL rank(s) "
                           f"{', '.join(map(str, j.get('nccl_ranks') or []))} (matched by {j.get('by')})", 160))
+    for x in path.get("not_joined") or []:
+        lines.append("   " + clip(f"not joined: {x.get('report')}: {x.get('reason')}", 200))
     join = path.get("links_join")
     if isinstance(join, dict) and not join.get("joined"):
         lines.append("   " + clip(f"achieved bandwidth per link: not joined ({join.get('reason')})", 200))
+    elif isinstance(join, dict) and join.get("by"):
+        lines.append("   " + clip(f"achieved bandwidth per link: the exports' ranks checked against the log's by "
+                                  f"{join['by']}" + (f" ({join['by_reason']})" if join.get("by_reason") else ""), 200))
     for k in [k for k in path.get("links") or [] if isinstance(k, dict)][:SHOWN * 2]:
         bw = k.get("bandwidth_bps")
         speed = f" of a {k['nic_speed_mbps'] / 1000:g} Gb/s NIC" if k.get("nic_speed_mbps") else ""

@@ -33,7 +33,8 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
     another job left out with the reason). The first log of the job carries the path, the findings and the
     verdict; each other log its own counts and the file it was merged into (or why it was left out)."""
     from analysis.diagnosis import nccl as diagnose
-    from analysis.readers.nccl import load, load_job
+    from analysis.readers.nccl import load_job
+    from analysis.readers.nccl.merge import summary
 
     job = load_job([(Path(p), label) for p, label in logs])
     log = job.log
@@ -55,16 +56,16 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
         o["findings"] += 1
     left = {x.index: x for x in job.left_out}
     out: list[ReportResult] = []
-    for i, (path, label) in enumerate(logs):
+    for i, (_path, label) in enumerate(logs):
         if i == job.members[0]:
-            info = _info(label, spec_text, network_path)
+            info = _info(label, spec_text, summary(log), network_path)
             if sentence:
                 info["nccl_verdict"] = {"text": sentence, "rule_id": lead.rule_id if lead else None,
                                         "next_step": lead.advice if lead else NEXT_STEP}
             out.append(ReportResult(label, ToolKind.NCCL.value, info, placed, outcomes,
                                     {"rank": None, "session_start_utc_ns": None}, None, spec_text))
             continue
-        info = _info(label, spec_text, load(Path(path)).to_json(), keep_path=False)
+        info = _info(label, spec_text, job.summaries[i])
         if i in left:
             info["nccl_left_out"] = left[i].reason
         else:
@@ -74,20 +75,21 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
     return out
 
 
-def _info(label: str, spec_text: str, network_path: dict[str, Any], *, keep_path: bool = True) -> dict[str, Any]:
-    """A log's report summary: its version, host (a log of one node), counts and, for the job's first log, the
-    job's network path."""
+def _info(label: str, spec_text: str, own: Mapping[str, Any],
+          network_path: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A log's report summary: its version, host (a log of one node), counts (``own``: the log's own
+    ``merge.summary``, or the merged job's for its first log) and, for the job's first log, the job's network
+    path."""
     info: dict[str, Any] = {"file": label, "tool": ToolKind.NCCL.value}
-    if network_path.get("version"):
-        info["tool_version"] = str(network_path["version"])
-    hosts = [n.get("host") for n in network_path.get("nodes") or [] if isinstance(n, Mapping) and n.get("host")]
+    if own.get("version"):
+        info["tool_version"] = str(own["version"])
+    hosts = [h for h in own.get("hosts") or [] if h]
     if len(hosts) == 1:  # a log of one node names the report's host (as its ingest summary did)
         info["host"] = str(hosts[0])
-    info["counts"] = {k: len(v) for k in ("nodes", "ranks", "nics", "warnings")
-                      if isinstance(v := network_path.get(k), list)}
+    info["counts"] = dict(own.get("counts") or {})
     info["window"] = {"spec": spec_text, "phase": "all", "reason": "an NCCL log has no timeline: the whole log",
                       "start_ns": None, "end_ns": None}
-    if keep_path:
+    if network_path is not None:
         info["network_path"] = network_path
     return info
 
@@ -152,28 +154,45 @@ def _int(value: Any) -> int | None:
 
 def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each nsys report of the run (``reports``: their summaries) with the log's ranks it holds: matched by
-    host and pid, else by host and rank, else by rank alone (a log without hosts). Hosts compare without
-    their domain, case-insensitively."""
+    host and pid where the report names its processes and the log its ranks' (a report whose processes are
+    no rank of the log is of another run: not joined, ``not_joined`` says why), else by host and rank, else
+    by rank alone (a log without hosts), else by host. Hosts compare without their domain,
+    case-insensitively."""
+    return [j for j in join_all(network_path, reports) if j.get("nccl_ranks")]
+
+
+def join_all(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``join``'s matches, and each nsys report it could not match with ``nccl_ranks`` empty and the reason."""
     ranks = [r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)]
+    procs = _log_processes({n: r for r in ranks if (n := _int(r.get("rank"))) is not None})
     out = []
     for rep in reports:
         if rep.get("tool") != ToolKind.NSYS:
             continue
         host, rank, pids = _short(rep.get("host")), _int(rep.get("rank")), _report_pids(rep)
-        by = "host+pid"
-        hits = [r for r in ranks if host and _short(r.get("host")) == host and _int(r.get("pid")) in pids]
-        if not hits and rank is not None:
-            by = "host+rank"
-            hits = [r for r in ranks if host and _short(r.get("host")) == host and _int(r.get("rank")) == rank]
-        if not hits and rank is not None and not any(r.get("host") for r in ranks):
+        entry = {"report": rep.get("file"), "host": rep.get("host"), "rank": rank}
+        if host and pids and procs:
+            hits = sorted({procs[(host, p)] for p in pids if (host, p) in procs})
+            if hits:
+                out.append({**entry, "by": "host+pid", "nccl_ranks": hits})
+            else:
+                out.append({**entry, "by": None, "nccl_ranks": [],
+                            "reason": f"its processes ({', '.join(map(str, sorted(pids)[:4]))} on {rep.get('host')}) "
+                                      "are no rank of the log: another run"})
+            continue
+        by = "host+rank"
+        hits_rows: list[Mapping[str, Any]] = []
+        if rank is not None:
+            hits_rows = [r for r in ranks if host and _short(r.get("host")) == host and _int(r.get("rank")) == rank]
+        if not hits_rows and rank is not None and not any(r.get("host") for r in ranks):
             by = "rank"
-            hits = [r for r in ranks if _int(r.get("rank")) == rank]
-        if not hits and host:
+            hits_rows = [r for r in ranks if _int(r.get("rank")) == rank]
+        if not hits_rows and host:
             by = "host"
-            hits = [r for r in ranks if _short(r.get("host")) == host]
-        if hits:
-            out.append({"report": rep.get("file"), "host": rep.get("host"), "rank": rank, "by": by,
-                        "nccl_ranks": sorted({n for r in hits if (n := _int(r.get("rank"))) is not None})})
+            hits_rows = [r for r in ranks if _short(r.get("host")) == host]
+        if hits_rows:
+            out.append({**entry, "by": by,
+                        "nccl_ranks": sorted({n for r in hits_rows if (n := _int(r.get("rank"))) is not None})})
     return out
 
 
@@ -236,7 +255,10 @@ def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
         return None
     first = logs[0]
     out = {"report": first.label, **first.info["network_path"]}
-    joined = join(first.info["network_path"], [r.info for r in results])
+    matched = join_all(first.info["network_path"], [r.info for r in results])
+    joined = [j for j in matched if j["nccl_ranks"]]
+    if len(joined) < len(matched):
+        out["not_joined"] = [{"report": j["report"], "reason": j["reason"]} for j in matched if not j["nccl_ranks"]]
     if joined:
         out["joined"] = joined
         traffic = inter_node_traffic(first.info["network_path"], results)
@@ -250,9 +272,13 @@ def achieved_links(network_path: dict[str, Any] | None, matrix: Mapping[str, Any
     """Each link's achieved bandwidth from the nsys exports' NCCL network ranges (``matrix``: the run's
     ``network``) next to the transport the log says carried it, in ``network_path['links']`` (in place).
 
-    Premise: the exports and the log are ranks of one job, so a rank number means one process in both. It
-    holds when the exports' world size equals the log's and every export's rank is on the host the log puts
-    that rank on; otherwise nothing is joined and ``links_join`` says why."""
+    Premise: the exports and the log are ranks of one job, so a rank number means one process in both (the
+    exports' network ranges name NCCL's ranks; each export's rank places them on hosts). Checked first by host
+    and process id where both sides have them (NCCL's lines carry ``host:pid``, the exports record their
+    processes): each export's process must be the log's rank of the same number. Where either side has no
+    pid, by host and rank (each export's rank on the host the log puts that rank on), and ``links_join.by_reason``
+    says why. Both need the exports' world size to equal the log's. Otherwise nothing is joined and
+    ``links_join.reason`` says why."""
     if network_path is None or not matrix or not matrix.get("links"):
         return
     log_ranks = {r["rank"]: r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)
@@ -261,20 +287,15 @@ def achieved_links(network_path: dict[str, Any] | None, matrix: Mapping[str, Any
     world = world or (len(log_ranks) or None)
     nsys = [r.info for r in results if r.tool == ToolKind.NSYS]
     sizes = {n for i in nsys if (n := _int(i.get("world_size"))) is not None}
+    by, by_reason = _link_basis(log_ranks, nsys)
     why = None
     if len(sizes) == 1 and world is not None and sizes != {world}:
         why = (f"the exports are ranks of a job of {sizes.pop()}, the log's job has {world} ranks: "
                "not the same run, so their rank numbers name different processes")
     else:
-        for i in nsys:
-            rank, host = _int(i.get("rank")), _short(i.get("host"))
-            log_host = _short((log_ranks.get(rank) or {}).get("host")) if rank is not None else ""
-            if rank is not None and host and log_host and log_host != host:
-                why = (f"{Path(str(i.get('file'))).name} is rank {rank} on {i.get('host')}, the log's rank {rank} "
-                       f"is on {(log_ranks.get(rank) or {}).get('host')}: not the same run")
-                break
+        why = _rank_mismatch(log_ranks, nsys, by)
     if why is not None:
-        network_path["links_join"] = {"joined": False, "reason": why}
+        network_path["links_join"] = {"joined": False, "reason": why, "by": by, "by_reason": by_reason}
         return
     pairs = {(p["src"], p["dst"]): p for p in network_path.get("pairs") or [] if isinstance(p, Mapping)}
     speeds: dict[tuple[str, int], int] = {}
@@ -297,7 +318,59 @@ def achieved_links(network_path: dict[str, Any] | None, matrix: Mapping[str, Any
         out.append(row)
     network_path["links"] = out
     network_path["links_join"] = {"joined": True, "reason": None,
-                                  "without_log_pair": sum(1 for r in out if r["transports"] is None)}
+                                  "without_log_pair": sum(1 for r in out if r["transports"] is None),
+                                  "by": by, "by_reason": by_reason}
+
+
+def _log_processes(log_ranks: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, int], int]:
+    """(short host, pid) -> the log's rank of that process."""
+    out: dict[tuple[str, int], int] = {}
+    for rank, r in log_ranks.items():
+        host, pid = _short(r.get("host")), _int(r.get("pid"))
+        if host and pid is not None:
+            out.setdefault((host, pid), rank)
+    return out
+
+
+def _link_basis(log_ranks: Mapping[int, Mapping[str, Any]], nsys: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
+    """How the exports' ranks are checked against the log's: ``host+pid`` where every export with a rank names
+    its host and processes and the log names its ranks' processes, else ``host+rank`` and why."""
+    ranked = [i for i in nsys if _int(i.get("rank")) is not None]
+    if not _log_processes(log_ranks):
+        return "host+rank", "the log names no host and process id for its ranks"
+    lacking = [i for i in ranked if not _short(i.get("host")) or not _report_pids(i)]
+    if lacking or not ranked:
+        name = Path(str(lacking[0].get("file"))).name if lacking else "no export"
+        return "host+rank", f"{name} records no host or process id"
+    return "host+pid", None
+
+
+def _rank_mismatch(log_ranks: Mapping[int, Mapping[str, Any]], nsys: Sequence[Mapping[str, Any]],
+                   by: str) -> str | None:
+    """Why an export's rank is not the log's rank of that number (None: every one is)."""
+    procs = _log_processes(log_ranks)
+    for i in nsys:
+        rank, host = _int(i.get("rank")), _short(i.get("host"))
+        if rank is None:
+            continue
+        name = Path(str(i.get("file"))).name
+        if by == "host+pid":
+            pids = sorted(_report_pids(i))
+            found = sorted({procs[(host, p)] for p in pids if (host, p) in procs})
+            if not found:
+                theirs = sorted(pid for (h, pid) in procs if h == host)[:4]
+                return (f"{name} is process {', '.join(map(str, pids[:4]))} on {i.get('host')}, which is no rank of "
+                        f"the log (its processes on that host: {', '.join(map(str, theirs)) or 'none'}): not the "
+                        "same run (a restarted job has new process ids)")
+            if rank not in found:
+                return (f"{name} is rank {rank}, but its process ({i.get('host')}:{pids[0]}) is the log's rank "
+                        f"{', '.join(map(str, found))}: the exports and the log number their ranks differently")
+            continue
+        log_host = _short((log_ranks.get(rank) or {}).get("host"))
+        if host and log_host and log_host != host:
+            return (f"{name} is rank {rank} on {i.get('host')}, the log's rank {rank} is on "
+                    f"{(log_ranks.get(rank) or {}).get('host')}: not the same run")
+    return None
 
 
 def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
@@ -325,5 +398,5 @@ def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
     return dataclasses.replace(verdict, text=f"{text}{'' if text.endswith('.') else '.'} {lead}{where}: {said['text']}")
 
 
-__all__ = ["achieved_links", "analyze_logs", "log_warnings", "check_net_overrides", "inter_node_traffic", "join", "rule_statuses", "run_network_path",
+__all__ = ["achieved_links", "analyze_logs", "log_warnings", "check_net_overrides", "inter_node_traffic", "join", "join_all", "rule_statuses", "run_network_path",
            "split_overrides", "with_network"]

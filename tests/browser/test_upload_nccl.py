@@ -13,10 +13,14 @@ LOG = corpus_dir() / "nccl" / "ZhiyiHu1999__DistributedSysLab_FS24__ault-2x2-shm
 EXPORT = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
 
 
-def test_a_log_uploaded_with_its_export_shows_the_network_path(signed_in) -> None:
+def test_a_log_uploaded_with_its_export_shows_the_network_path(signed_in, tmp_path) -> None:
+    from tests.nccl_planted import ault_log_of_ring_rank0
+
+    log = tmp_path / LOG.name  # the ault log with its rank 0 the export's process (planted)
+    log.write_text(ault_log_of_ring_rank0())
     page = signed_in.page
     page.goto("/upload")
-    page.set_input_files("#files", [str(LOG), str(EXPORT)])
+    page.set_input_files("#files", [str(log), str(EXPORT)])
     rows = page.locator("#file-list tbody tr")
     types = {rows.nth(i).locator("td").nth(0).inner_text(): rows.nth(i).locator("td").nth(1).inner_text()
              for i in range(rows.count())}

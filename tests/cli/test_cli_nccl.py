@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT, corpus_dir, corpus_file
+from tests.nccl_planted import RING_EXPORTS, export_pids, ring_2node_rank_logs
 
 NCCL = corpus_dir() / "nccl"
 AULT = NCCL / "ZhiyiHu1999__DistributedSysLab_FS24__ault-2x2-shm-socket-tree-simple-2.17.log"
@@ -62,15 +63,34 @@ def test_analyze_a_log_alone_text_and_json():
     assert re.search(r"^ +\d+\. \[critical\] NET001 ", out, re.M)
 
 
-def test_a_log_with_the_ranks_export_joins_them_and_the_verdict_says_so():
+def test_a_log_of_another_run_beside_an_export_is_not_joined_to_it():
+    """The corpus' ault 2x2 log and the nccl-ring-2node rank 0 export share a host name and a rank number, but
+    the export's process (direct SQL on it) is no process of the log: another run, so nothing is joined."""
     export = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
+    [pid] = export_pids(RING_EXPORTS[0])
+    assert f"ault43:{pid}:" not in AULT.read_text()
     alone = json.loads(goodput("analyze", str(export), "--format", "json", "--quiet").stdout)
-    proc = goodput("analyze", str(AULT), str(export), "--format", "json", "--quiet")
+    result = json.loads(goodput("analyze", str(AULT), str(export), "--format", "json", "--quiet").stdout)
+    path = result["network_path"]
+    assert "joined" not in path and "inter_node_traffic" not in path
+    assert path["not_joined"] == [{"report": str(export), "reason": f"its processes ({pid} on ault43.cscs.ch) are "
+                                                                    "no rank of the log: another run"}]
+    assert "holds NCCL rank" not in result["verdict"]["text"]
+    assert result["reports"][1] == alone["reports"][0]
+    text = goodput("analyze", str(AULT), str(export), "--quiet").stdout
+    assert f"not joined: {export}: its processes ({pid} on ault43.cscs.ch) are no rank of the log" in text
+
+
+def test_a_log_with_the_ranks_export_joins_them_and_the_verdict_says_so(tmp_path):
+    export = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
+    logs = ring_2node_rank_logs(tmp_path)  # the job's per-rank logs, with the processes its exports recorded
+    alone = json.loads(goodput("analyze", str(export), "--format", "json", "--quiet").stdout)
+    proc = goodput("analyze", *map(str, logs), str(export), "--format", "json", "--quiet")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    # ault43.cscs.ch (the export's host) is the log's ault43, and the export's rank 0 is its rank 0.
+    # ault43.cscs.ch (the export's host) is the log's ault43, and the export's process is the log's rank 0.
     assert result["network_path"]["joined"] == [{"report": str(export), "host": "ault43.cscs.ch", "rank": 0,
-                                                 "by": "host+rank", "nccl_ranks": [0]}]
+                                                 "by": "host+pid", "nccl_ranks": [0]}]
     # What crosses the nodes, joined: the export's NCCL kernels are AllReduce (read from its SQLite), and
     # the log's inter-node pairs run over sockets.
     con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
@@ -87,7 +107,7 @@ def test_a_log_with_the_ranks_export_joins_them_and_the_verdict_says_so():
     own = [(f["rule_id"], f["impact_ns"]) for f in result["findings"] if not f["rule_id"].startswith("NET")]
     assert own == [(f["rule_id"], f["impact_ns"]) for f in alone["findings"]]
     assert any(f["rule_id"] == "NET001" for f in result["findings"])
-    assert result["reports"][1] == alone["reports"][0]
+    assert result["reports"][2] == alone["reports"][0]
 
 
 def test_ingest_then_analyze_the_duckdb_file(tmp_path):
@@ -168,7 +188,6 @@ def test_net_thresholds_are_overrides_like_any_other():
 
 # --- several logs of one job, and each link's achieved bandwidth next to its transport --------------------------
 
-from tests.nccl_planted import ring_2node_rank_logs  # noqa: E402
 
 R0 = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
 R1 = corpus_file("nccl-ring-2node-r1-ault44.sqlite")
@@ -183,7 +202,11 @@ def test_analyze_per_rank_logs_with_the_exports_joins_each_links_bandwidth(tmp_p
     assert [f["file"] for f in path["files"]] == [str(p) for p in logs]  # the CLI labels reports by path
     assert path["files"][1]["joined_by"] == "commId 0x5eed" and path["left_out"] == []
     assert [(r["rank"], r["host"]) for r in path["ranks"]] == [(0, "ault43"), (1, "ault44")]
-    assert path["links_join"] == {"joined": True, "reason": None, "without_log_pair": 0}
+    # joined by host and process id: each log's process is the one its export recorded (direct SQL on the export)
+    assert [r["pid"] for r in path["ranks"]] == [export_pids(RING_EXPORTS[0])[0], export_pids(RING_EXPORTS[1])[0]]
+    assert path["links_join"] == {"joined": True, "reason": None, "without_log_pair": 0, "by": "host+pid",
+                                  "by_reason": None}
+    assert [(j["nccl_ranks"], j["by"]) for j in path["joined"]] == [([0], "host+pid"), ([1], "host+pid")]
     measured = {(k["sender"], k["receiver"]): k for k in result["network"]["links"]}
     assert set(measured) == {(0, 1), (1, 0)}
     for link in path["links"]:
@@ -195,8 +218,25 @@ def test_analyze_per_rank_logs_with_the_exports_joins_each_links_bandwidth(tmp_p
     text = goodput("analyze", *map(str, logs), str(R0), str(R1), "--quiet").stdout
     merged = next(line for line in text.splitlines() if "merged from 2 logs of one job: " in line)
     assert str(logs[0]) in merged  # the line is clipped to the terminal's width
+    assert "achieved bandwidth per link: the exports' ranks checked against the log's by host+pid" in text
     bw = measured[(0, 1)]["bandwidth_bps"] * 8 / 1e9
     assert f"link 0->1 (ault43.cscs.ch -> ault44.cscs.ch): NET/Socket/0: {bw:.3g} Gb/s achieved over 8,388,608 B" in text
+
+
+def test_logs_of_a_restarted_job_are_not_joined_to_the_exports_by_rank_alone(tmp_path):
+    """The same hosts and ranks, but other processes (a restarted job, planted: each pid + 1): host and rank
+    agree, host and process id do not, so no link is joined and the reason names the process."""
+    [p0], [p1] = (export_pids(name) for name in RING_EXPORTS)
+    logs = ring_2node_rank_logs(tmp_path, pids=(p0 + 1, p1 + 1))
+    proc = goodput("analyze", *map(str, logs), str(R0), str(R1), "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    path = json.loads(proc.stdout)["network_path"]
+    assert "links" not in path and path["links_join"]["joined"] is False and path["links_join"]["by"] == "host+pid"
+    assert path["links_join"]["reason"] == (
+        f"{R0.name} is process {p0} on ault43.cscs.ch, which is no rank of the log (its processes on that host: "
+        f"{p0 + 1}): not the same run (a restarted job has new process ids)")
+    text = goodput("analyze", *map(str, logs), str(R0), str(R1), "--quiet").stdout
+    assert f"achieved bandwidth per link: not joined ({R0.name} is process {p0} on ault43.cscs.ch" in text
 
 
 def test_the_ault_2x2_log_is_not_the_exports_job_so_no_link_is_joined(tmp_path):

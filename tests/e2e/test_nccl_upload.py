@@ -20,12 +20,16 @@ FAILED = corpus_dir() / "nccl" / "sparticlesteve__nersc-pytorch-testing__perlmut
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_a_log_with_the_runs_export_through_the_worker(make_service, backend):
+def test_a_log_with_the_runs_export_through_the_worker(make_service, backend, tmp_path):
+    from tests.nccl_planted import ault_log_of_ring_rank0
+
     svc = make_service(backend)
     svc.start_web()
     svc.start_worker()
     export = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
-    created = svc.upload([AULT, export], job="nccl-e2e")
+    log = tmp_path / AULT.name  # the ault log with its rank 0 the export's process (planted)
+    log.write_text(ault_log_of_ring_rank0())
+    created = svc.upload([log, export], job="nccl-e2e")
     assert [r["status"] for r in created["reports"]] == ["queued", "queued"]
     run = svc.wait_run(created["id"])
     assert run["status"] == "ready", svc.log_tail()
@@ -38,7 +42,7 @@ def test_a_log_with_the_runs_export_through_the_worker(make_service, backend):
     assert summary["analysis_status"] == "ready"
     path = summary["network_path"]
     assert path["report"] == AULT.name and [n["host"] for n in path["nodes"]] == ["ault43", "ault44"]
-    assert path["joined"] == [{"report": export.name, "host": "ault43.cscs.ch", "rank": 0, "by": "host+rank",
+    assert path["joined"] == [{"report": export.name, "host": "ault43.cscs.ch", "rank": 0, "by": "host+pid",
                                "nccl_ranks": [0]}]
     assert "NCCL log" in summary["verdict"]["text"] and "holds NCCL rank 0" in summary["verdict"]["text"]
     findings = svc.get(f"/runs/{run['id']}/findings?page_size=200")["items"]

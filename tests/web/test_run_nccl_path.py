@@ -9,6 +9,7 @@ from html import unescape
 from pathlib import Path
 
 from tests.conftest import corpus_dir, corpus_file
+from tests.nccl_planted import ault_log_of_ring_rank0
 from tests.web import seed
 
 AULT = corpus_dir() / "nccl" / "ZhiyiHu1999__DistributedSysLab_FS24__ault-2x2-shm-socket-tree-simple-2.17.log"
@@ -17,10 +18,11 @@ CHANNEL = re.compile(r"Channel \d+(?:/\d+)? : (\d+)\[\w+\] -> (\d+)\[\w+\] (?:\[
 
 
 def planted_log(out: Path) -> Path:
-    """The corpus log with a hostname that is markup, and one WARN line that is markup too."""
+    """The corpus log with a hostname that is markup, and one WARN line that is markup too; its rank 0 is the
+    process the nccl-ring-2node rank 0 export recorded (``ault_log_of_ring_rank0``), so that export joins it."""
     text = AULT.read_text().replace("ault44", HOST)
     text += f"ault43:609484:609484 [0] NCCL WARN {seed.XSS_IMG} NET/Socket : peer closed\n"
-    out.write_text(text)
+    out.write_text(ault_log_of_ring_rank0(text))
     return out
 
 
@@ -58,7 +60,7 @@ def test_the_run_page_shows_the_path_and_escapes_the_log(client, db, settings, i
     assert "<th>ault43</th>" in nodes and "<th>ault44&lt;script&gt;alert(1)&lt;/script&gt;</th>" in nodes
     assert "NET/Socket" in nodes and "SHM" in nodes
     assert unescape(re.search(r'id="nccl-inter">(.*?)</strong>', section).group(1)) == "NET/Socket"
-    # The export (ault43, rank 0) is joined to the log's rank 0; the verdict carries the log's sentence.
+    # The export (ault43, rank 0, its process) is joined to the log's rank 0; the verdict carries the log's sentence.
     joined = unescape(re.search(r'id="nccl-joined">(.*?)</p>', section, re.S).group(1))
     assert export.name in joined and "rank 0" in joined
     assert "Across nodes, AllReduce runs over NET/Socket." in " ".join(re.sub(r"<[^>]+>", "", joined).split())
@@ -98,13 +100,14 @@ def test_per_rank_logs_with_the_exports_show_one_path_and_each_links_bandwidth(c
     """A run uploaded as the two ranks' NCCL_DEBUG_FILE logs and their nsys exports: one path for the job, each
     link's achieved bandwidth next to NET/Socket; a log of another job (the ault 2x2 log, with a hostname that is
     markup) is left out and named, escaped, on the page and in the API's run warnings."""
-    from tests.nccl_planted import ring_2node_rank_logs
+    from tests.nccl_planted import RING_EXPORTS, export_pids, ring_2node_rank_logs
 
     logs = ring_2node_rank_logs(tmp_path)
+    [pid0] = export_pids(RING_EXPORTS[0])
     other = planted_log(tmp_path / "other.log")
     # rank 0 again, as another process on a host whose name is markup (a restart): the reason names it
     evil = tmp_path / "evil.log"
-    evil.write_text(logs[0].read_text().replace("ault43:1701:1701", f"ault43{seed.XSS_SCRIPT}:1999:1999"))
+    evil.write_text(logs[0].read_text().replace(f"ault43:{pid0}:{pid0}", f"ault43{seed.XSS_SCRIPT}:1999:1999"))
     r0, r1 = corpus_file("nccl-ring-2node-r0-ault43.sqlite"), corpus_file("nccl-ring-2node-r1-ault44.sqlite")
     run_id = seed.store_run(db, settings, ingested, [logs[0], r0, other, logs[1], r1, evil], job="nccl-ranks")
     summary = client.get(f"/api/v1/runs/{run_id}/summary").get_json()
@@ -112,7 +115,7 @@ def test_per_rank_logs_with_the_exports_show_one_path_and_each_links_bandwidth(c
     assert [f["file"] for f in path["files"]] == [logs[0].name, logs[1].name]
     assert [x["file"] for x in path["left_out"]] == ["other.log", "evil.log"]
     assert path["left_out"][1]["reason"] == (f"another job: rank 0 is ault43{seed.XSS_SCRIPT}:1999 there, "
-                                             "ault43:1701 in the job")
+                                             f"ault43:{pid0} in the job")
     assert any(w["code"] == "nccl_logs_left_out" and w["reports"] == ["other.log", "evil.log"]
                for w in summary["run_warnings"])
     measured = {(k["sender"], k["receiver"]): k["bandwidth_bps"] for k in summary["network"]["links"]}
@@ -126,6 +129,28 @@ def test_per_rank_logs_with_the_exports_show_one_path_and_each_links_bandwidth(c
     assert "<code>other.log</code>: another job" in left
     assert "rank 0 is ault43&lt;script&gt;alert(1)&lt;/script&gt;:1999 there" in left
     links = section.split('id="nccl-links"')[1].split("</table>")[0]
+    assert "the exports' ranks checked against the log's by host and process id</caption>" in links
     for (src, dst), bw in measured.items():
         row = links.split(f'data-link="{src}-{dst}"')[1].split("</tr>")[0]
         assert "<strong>NET/Socket/0</strong>" in row and f"{bw * 8 / 1e9:.3g} Gb/s" in row
+
+
+def test_an_export_of_another_run_is_named_not_joined(client, db, settings, ingested, tmp_path) -> None:
+    """The corpus' ault log as found beside the nccl-ring-2node rank 0 export: the export's process (direct SQL
+    on it) is no rank of the log, so the page says it is not joined, and why, instead of claiming rank 0."""
+    from tests.nccl_planted import RING_EXPORTS, export_pids
+
+    [pid] = export_pids(RING_EXPORTS[0])
+    log = tmp_path / "job.log"
+    log.write_text(AULT.read_text())
+    export = corpus_file("nccl-ring-2node-r0-ault43.sqlite")
+    run_id = seed.store_run(db, settings, ingested, [log, export], job="nccl-apart")
+    path = client.get(f"/api/v1/runs/{run_id}/summary").get_json()["network_path"]
+    assert "joined" not in path
+    assert path["not_joined"] == [{"report": export.name, "reason": f"its processes ({pid} on ault43.cscs.ch) are "
+                                                                    "no rank of the log: another run"}]
+    section = client.get(f"/runs/{run_id}").get_data(as_text=True).split('id="nccl-path"')[1]
+    assert 'id="nccl-joined"' not in section
+    apart = unescape(re.search(r'id="nccl-not-joined">(.*?)</p>', section, re.S).group(1))
+    assert re.sub(r"<[^>]+>", "", apart) == (f"Not joined with this log: {export.name}: its processes ({pid} on "
+                                             "ault43.cscs.ch) are no rank of the log: another run.")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,13 @@ from analysis.errors import TraceError
 from analysis.limits import Progress
 from analysis.readers.nccl.lines import normalize_version, read_blocks
 from analysis.readers.nccl.parse import LogParser, Parsed
-from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION, ddl
+from analysis.readers.nccl.schema import (
+    NCCL_SCHEMA_VERSION,
+    NCCL_TABLES,
+    ROWS_COPY_MAX_ROWS,
+    ROWS_COPY_TABLE,
+    ddl,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +186,29 @@ def _rows(parsed: Parsed, parser_hosts: set[str]) -> dict[str, list[tuple]]:
     }
 
 
+def _rows_copy(tables: dict[str, list[tuple]]) -> str | None:
+    """The rows as the tables will hold them, in one JSON value (``schema.ROWS_COPY_TABLE``), when every value
+    already has its column's type, so that storing it changes nothing: a string in a VARCHAR column, an int in a
+    BIGINT one, a bool in a BOOLEAN one, a number in a DOUBLE one (a non-finite one is read back as None, as
+    ``store`` reads the table). None (no copy; the store is read table by table) for any other value."""
+    copy: dict[str, list[list[Any]]] = {}
+    for name, cols in NCCL_TABLES.items():
+        out = copy[name] = []
+        for row in tables.get(name, ()):
+            cells: list[Any] = []
+            for value, (_col, kind) in zip(row, cols, strict=True):
+                if value is None:
+                    cells.append(None)
+                elif kind == "DOUBLE" and type(value) in (int, float):
+                    cells.append(float(value) if math.isfinite(value) else None)
+                elif type(value) is {"VARCHAR": str, "BIGINT": int, "BOOLEAN": bool}.get(kind):
+                    cells.append(value)
+                else:
+                    return None
+            out.append(cells)
+    return json.dumps(copy, separators=(",", ":"), allow_nan=False)
+
+
 def ingest(src: Path, out: Path, *, progress: Progress | None = None, limits: Any = None) -> None:
     """Parse the NCCL log ``src`` and write its normalized DuckDB file to ``out`` (temporary name, fsync,
     ``os.replace``); nothing is left at ``out`` on error. Raises ``TraceError`` (``empty_file``,
@@ -194,6 +225,10 @@ def ingest(src: Path, out: Path, *, progress: Progress | None = None, limits: An
         for table, rows in tables.items():
             if rows:
                 _insert(con, table, rows)
+        copy = _rows_copy(tables) if sum(len(rows) for rows in tables.values()) <= ROWS_COPY_MAX_ROWS else None
+        if copy is not None:
+            con.execute(f"CREATE TABLE {ROWS_COPY_TABLE} (rows VARCHAR)")
+            _insert(con, ROWS_COPY_TABLE, [(copy,)])
     logger.info("ingested nccl log", extra={"lines": parsed.lines, "connections": len(parsed.connections)})
 
 

@@ -37,7 +37,7 @@ from analysis.readers.nccl.parsed import (
     MAX_SMALL,
     MAX_WARNINGS_PER_KIND,
 )
-from analysis.readers.nccl.store import build, read_tables
+from analysis.readers.nccl.store import build, read_many
 
 Rows = list[dict[str, Any]]
 Tables = dict[str, Rows]
@@ -91,6 +91,16 @@ class Job:
     members: tuple[int, ...]   # the files' indexes in the files given
     left_out: tuple[LeftOut, ...]
     joined_by: tuple[str, ...]  # per file after the first: what ties it to the job ("commId 0x..", "nothing")
+    summaries: tuple[dict[str, Any], ...] = ()  # per file given, its own log's ``summary`` (read once, here)
+
+
+def summary(log: NcclLog) -> dict[str, Any]:
+    """What a report of one log says of it without its network path: NCCL version, hosts, and the counts of
+    nodes, ranks, NICs and stored WARN lines (the lengths of those lists in ``log.to_json()``)."""
+    nodes = log.nodes()
+    return {"version": log.version, "hosts": nodes,
+            "counts": {"nodes": len(nodes), "ranks": len(log.ranks), "nics": len(log.nics),
+                       "warnings": len(log.warnings)}}
 
 
 @dataclass
@@ -326,8 +336,9 @@ def _meta(parts: Sequence[tuple[str, Tables]], lines: int) -> Rows:
 
 
 def load_job(files: Sequence[tuple[Path, str]]) -> Job:
-    """The ingested logs ``files`` (DuckDB path, label), in order: the first file's job merged into one log.
-    Raises ``TraceError`` as ``load`` does for a file that is not an ingested NCCL log."""
+    """The ingested logs ``files`` (DuckDB path, label), in order: the first file's job merged into one log, and
+    each file's own ``summary``. Each store is read once (``store.read_many``). Raises ``TraceError`` as
+    ``load`` does for a file that is not an ingested NCCL log."""
     if not files:
         raise ValueError("no NCCL log")
     parts: list[tuple[str, Tables]] = []
@@ -336,8 +347,10 @@ def load_job(files: Sequence[tuple[Path, str]]) -> Job:
     digests: dict[str, str] = {}
     job: _Identity | None = None
     members: list[int] = []
-    for i, (path, label) in enumerate(files):
-        t = read_tables(Path(path))
+    summaries: list[dict[str, Any]] = []
+    for i, ((_path, label), t) in enumerate(zip(files, read_many(Path(p) for p, _ in files), strict=True)):
+        own = build(t)
+        summaries.append(summary(own))
         digest = _content_digest(t)
         if digest is not None and digest in digests:
             left.append(LeftOut(i, label, f"the same content as {digests[digest]}"))
@@ -345,6 +358,7 @@ def load_job(files: Sequence[tuple[Path, str]]) -> Job:
         ident = _identity(t)
         if job is None:
             job = ident
+            first = own
         else:
             why = _conflict(job, ident)
             if why is not None:
@@ -357,9 +371,10 @@ def load_job(files: Sequence[tuple[Path, str]]) -> Job:
         parts.append((label, t))
         members.append(i)
     if len(parts) == 1:
-        return Job(build(parts[0][1]), (parts[0][0],), tuple(members), tuple(left), ())
+        return Job(first, (parts[0][0],), tuple(members), tuple(left), (), tuple(summaries))
     tables, sources = merge_tables(parts)
-    return Job(build(tables, sources), tuple(label for label, _ in parts), tuple(members), tuple(left), tuple(ties))
+    return Job(build(tables, sources), tuple(label for label, _ in parts), tuple(members), tuple(left),
+               tuple(ties), tuple(summaries))
 
 
 def _content_digest(t: Tables) -> str | None:
@@ -367,4 +382,4 @@ def _content_digest(t: Tables) -> str | None:
     return {r["key"]: r["value"] for r in t["meta"]}.get("content_digest") or None
 
 
-__all__ = ["Job", "LeftOut", "load_job", "merge_tables"]
+__all__ = ["Job", "LeftOut", "load_job", "merge_tables", "summary"]

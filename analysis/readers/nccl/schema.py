@@ -68,6 +68,13 @@ NCCL_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
 
 OPTIONAL_TABLES = frozenset({"nccl_warning_procs"})
 
+# A small log's rows of every table above, as read back after the ingest wrote them, in one JSON value (one row,
+# one column ``rows``): a job of a thousand per-rank logs is merged by reading one value per file instead of
+# querying every table of every file (``store.read_many``). The tables stay the data; this is a copy of them, and
+# a store without it (a large log, or a store written before it) is read table by table.
+ROWS_COPY_TABLE = "nccl_rows_copy"
+ROWS_COPY_MAX_ROWS = 5_000   # a per-rank log has a few hundred rows; a larger log is read table by table
+
 
 def ddl() -> list[str]:
     return [f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in cols)})" for name, cols in NCCL_TABLES.items()]

@@ -92,6 +92,7 @@ def nccl_path_section(run: StoredRun) -> dict[str, Any] | None:
         "first_warning": warnings[0] if warnings else None, "net_notes": list(path.get("net_notes") or [])[:SHOWN],
         "nchannels": path.get("nchannels"), "rings": list(path.get("rings") or [])[:4],
         "tests": tests, "joined": list(path.get("joined") or []),
+        "not_joined": [x for x in path.get("not_joined") or [] if isinstance(x, Mapping)][:SHOWN],
         "links": [k for k in path.get("links") or [] if isinstance(k, Mapping)][:SHOWN * 10],
         "links_join": path.get("links_join") if isinstance(path.get("links_join"), Mapping) else None,
         "files": [f for f in path.get("files") or [] if isinstance(f, Mapping)][:SHOWN * 5],
