@@ -20,7 +20,8 @@ the phases and the findings):
    copies (``copies``), launch shapes that leave most SMs idle (``launch_shape``, KRN004), else the
    kernels themselves (``gpu_bound_kernel``: KRN005's ncu command when one kernel dominates).
 5. Otherwise the GPU waits, and the finding that owns the most time in the window says on what
-   (``RULE_KINDS``: each rule's own ``verdict_kind`` and ``next_step``). Idle in which nothing of the
+   (each rule's own ``verdict_kind`` and ``next_step``, ``Rule.verdict_step``; what else the verdict reads of a
+   finding is its rule's trait too, ``Rule.host_work``, ``round_trip``, ``busy_role`` ...). Idle in which nothing of the
    host's was recorded (GPU001 whose idle is mostly ``none``: no call, range, CPU sample or switch-out) is an absence of evidence,
    not a cause: when a finding that names what the host was doing owns at least ``NAMED_SHARE`` of the
    idle, the verdict leads with it and says how much idle has nothing recorded and how to see it.
@@ -33,7 +34,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -70,28 +71,6 @@ ONE_OFF_RATIO = 10.0   # ... and at least this many times the analysed window: t
 SHAPE_SHARE = 0.5      # KRN004's cost at least this share of compute kernel time: the shape is the story
 COPY_SHARE = 0.5       # copies at least this share of busy time: copies are the story
 NAMED_SHARE = 0.2      # a recorded cause owning this share of the idle leads over idle with nothing recorded
-
-class _RuleKinds(Mapping[str, tuple[str, str]]):
-    """Rule id -> (verdict kind, next step), as each rule states them (``Rule.verdict_kind``, ``Rule.next_step``),
-    read from the registry on first use. Rules another verdict speaks for state no kind and are absent (KRN005
-    feeds gpu_bound_kernel, PHASE001/PHASE002 are about other phases, HOST002 is evidence only)."""
-
-    @functools.cached_property
-    def _table(self) -> dict[str, tuple[str, str]]:
-        return {r.id: (kind, r.next_step) for r in default_registry()
-                if r.tool == "nsys" and (kind := getattr(r, "verdict_kind", None))}
-
-    def __getitem__(self, rule_id: str) -> tuple[str, str]:
-        return self._table[rule_id]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table)
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-
-RULE_KINDS: Mapping[str, tuple[str, str]] = _RuleKinds()
 
 # GPU001's idle whose cause is process set-up (context, modules, communicators) is start-up, not the loop.
 SETUP_NEXT = ("exclude one-off set-up from the measurement (warm up, capture range) or create contexts and "
@@ -365,6 +344,12 @@ def _rules() -> dict[str, type[Rule]]:
     return {r.id: r for r in default_registry()}
 
 
+def _rule(finding: Mapping[str, Any]) -> type[Rule]:
+    """The rule of ``finding``, whose traits the verdict reads (``Rule`` itself, all traits at their defaults, for a
+    rule the registry does not hold)."""
+    return _rules().get(finding["rule_id"], Rule)
+
+
 def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
     counts = info.get("counts") or {}
     have = [f"{counts[k]:,} {k.replace('_', ' ')} rows" for k in ("cuda_api", "nvtx") if counts.get(k)]
@@ -487,9 +472,10 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
         return _no_gpu(info, facts)
     one_off = _one_off(info, facts)
     if one_off is not None:
-        # PHASE001 (start-up before the first iteration), when it ran, is the finding this verdict speaks for.
-        phase001 = next((f for f in findings if f["rule_id"] == "PHASE001"), None)
-        return replace(one_off, rule_id=phase001["rule_id"]) if one_off.kind == "startup" and phase001 else one_off
+        # The finding of the rule whose one-off phase this is (``Rule.one_off_phase``: start-up before the first
+        # iteration), when it ran, is the finding this verdict speaks for.
+        phase_finding = next((f for f in findings if _rule(f).one_off_phase == one_off.kind), None)
+        return replace(one_off, rule_id=phase_finding["rule_id"]) if phase_finding else one_off
     bd = info.get("breakdown") or {}
     span, idle = int(bd.get("span_ns") or 0), int(bd.get("idle_ns") or 0)
     busy = span - idle
@@ -516,10 +502,11 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
     if busy_pct >= GPU_BOUND_PCT:
         return _gpu_bound(bd, busy, busy_pct, by_rule, info)
     # The GPU waits: the finding that owns the most time says on what. A one-shot program whose only CUDA thread
-    # sleeps for most of HOST001's idle pauses by design: context, not host work to move.
-    pause = _pause(by_rule.get("HOST001"), facts, info)
-    ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"
-              and not (pause and f["rule_id"] == "HOST001")]
+    # sleeps for most of the idle of a finding that may be a pause (HOST001's OS calls) pauses by design: context,
+    # not host work to move.
+    pause = _pause(next((f for f in by_rule.values() if _rule(f).may_be_pause), None), facts, info)
+    ranked = [f for f in by_rule.values() if finding_kind(f) is not None and _rule(f).leads_idle
+              and not (pause and _rule(f).may_be_pause)]
     if pause and not ranked:
         return _verdict("host_paced", f"Pausing by design: the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the "
                         f"window, while the program's only CUDA thread sleeps{pause}.", None,
@@ -532,7 +519,7 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
                         see or "annotate the host's work between the GPU operations with NVTX ranges: the CPU "
                                "samples and OS calls recorded do not say what it is", None)
     top = max(ranked, key=lambda f: int(f["impact_ns"]))
-    unrecorded = top if _unrecorded(top) else None
+    unrecorded = top if _rule(top).idle_unrecorded(top) else None
     if unrecorded is not None:
         named = [f for f in ranked if f is not top and int(f["impact_ns"]) >= NAMED_SHARE * idle]
         top = max(named, key=lambda f: int(f["impact_ns"])) if named else top
@@ -540,11 +527,7 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
     per_call = _per_call(top, by_rule, idle, busy_pct)
     if per_call is not None:
         return per_call
-    step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
-    if top["rule_id"] == "MEM004":
-        step = _uvm_step(top)
-    if top["rule_id"] == "MEM002" and top.get("pinned_advice") is False:  # no pageable copy: pinning fixes nothing
-        step = "issue the copies with cudaMemcpyAsync on a stream and synchronize once, or keep the data on the GPU"
+    step = SETUP_NEXT if kind == "startup" else _rule(top).verdict_step(top)
     label = LABELS.get(kind, kind)
     title = str(top["title"])
     if title.lower().startswith(label.lower() + ":"):  # a title that already says it (KRN001's "Launch-bound: ...")
@@ -562,11 +545,11 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
             f"{h.get('function')} {float(h.get('share_pct') or 0):.0f}%" for h in sampled[:3])
-        if top["rule_id"] == "GPU001":  # the samples name the work: move it, do not ask to find it
+        if _rule(top).unnamed_host_work:  # the samples name the work: move it, do not ask to find it
             step = (f"move the sampled host work ({', '.join(str(h.get('function')) for h in sampled[:2])}) off "
                     "the launching thread or overlap it with GPU work (a worker thread, asynchronous copies "
                     "into pinned buffers), so the GPU is not idle while it runs")
-    elif top["rule_id"] == "GPU001" and "--sample=cpu" in missing_flags(facts) and unrecorded is not top:
+    elif _rule(top).unnamed_host_work and "--sample=cpu" in missing_flags(facts) and unrecorded is not top:
         step = ("find the host work in the gaps (collect --sample=cpu, or NVTX ranges around it) and move it off "
                 "the GPU's critical path")
     elif unrecorded is top:
@@ -581,8 +564,7 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
         see = _collect(facts, "see it")
         text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded"
                  + (f" ({see})" if see else " (not in the CPU samples or OS calls either)"))
-    step += "".join(f"; then {RULE_KINDS[p['rule_id']][1]}" for p in parts
-                    if RULE_KINDS[p["rule_id"]][1] not in step)
+    step += "".join(f"; then {_rule(p).next_step}" for p in parts if _rule(p).next_step not in step)
     if pause:
         text += f"; the program's only CUDA thread also sleeps{pause} (a deliberate pause, not counted)"
     if path:
@@ -594,35 +576,32 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
 SLEEPS = ("sleep", "usleep", "nanosleep", "clock_nanosleep")  # a deliberate pause (sched_yield is a busy back-off)
 
 
-def _pause(host001: Mapping[str, Any] | None, facts: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+def _pause(blocked: Mapping[str, Any] | None, facts: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     """`` X of the GPU's idle (nanosleep Y)`` when a one-shot program's only CUDA thread sleeps (``SLEEPS``) for at
-    least half of HOST001's idle: a program that pauses on purpose, with no other thread of its own to wait for;
-    empty otherwise (a loop's or a multi-threaded program's sleep is a wait to remove)."""
-    if (host001 is None or int(facts.get("cuda_threads") or 0) != 1
+    least half of ``blocked``'s idle (a finding that may be a pause, ``Rule.may_be_pause``: HOST001's OS calls by
+    name): a program that pauses on purpose, with no other thread of its own to wait for; empty otherwise (a loop's
+    or a multi-threaded program's sleep is a wait to remove)."""
+    if (blocked is None or int(facts.get("cuda_threads") or 0) != 1
             or (info.get("iterations") or {}).get("program") != "one_shot"):
         return ""
-    calls = {str(n): int(ns) for n, ns in (host001.get("by_call") or {}).items()}
+    calls = {str(n): int(ns) for n, ns in (blocked.get("by_call") or {}).items()}
     slept = {n: ns for n, ns in calls.items() if n.lstrip("_").removesuffix("64") in SLEEPS}
     total = sum(slept.values())
-    if not total or 2 * total < int(host001["impact_ns"]):
+    if not total or 2 * total < int(blocked["impact_ns"]):
         return ""
     return f" {_ms(total)} of the GPU's idle (" + ", ".join(f"{n} {_ms(ns)}" for n, ns in slept.items()) + ")"
 
 
-# The findings whose idle is the launching thread busy with its own serial work (computing, blocked in OS calls,
-# communicating over MPI on the host): a host-bound verdict counts each that owns at least ``PART_SHARE`` of the
-# idle as a part of one cost (their idle is owned exclusively, so the parts add up), names it and its next step.
-HOST_PARTS = ("GPU001", "HOST001", "HOST003")
-
-
 def _host_parts(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], unrecorded: Any,
                 idle: int) -> list[Mapping[str, Any]]:
-    """The other host-work findings that a host-bound verdict led by ``top`` counts with it (largest first); a
-    GPU001 whose idle is mostly unrecorded is not known host work and is never one."""
-    if top["rule_id"] not in HOST_PARTS:
+    """The other host-work findings (``Rule.host_work``: the launching thread busy with its own serial work,
+    computing, blocked in OS calls, communicating over MPI on the host) that a host-bound verdict led by ``top``
+    counts with it, each owning at least ``PART_SHARE`` of the idle (their idle is owned exclusively, so the parts
+    add up), largest first; a finding whose idle is mostly unrecorded is not known host work and is never one."""
+    if not _rule(top).host_work:
         return []
-    found = [by_rule[r] for r in HOST_PARTS if r in by_rule and by_rule[r] is not top and by_rule[r] is not unrecorded
-             and int(by_rule[r]["impact_ns"]) >= PART_SHARE * idle > 0]
+    found = [f for f in by_rule.values() if _rule(f).host_work and f is not top and f is not unrecorded
+             and int(f["impact_ns"]) >= PART_SHARE * idle > 0]
     return sorted(found, key=lambda f: -int(f["impact_ns"]))
 
 
@@ -636,70 +615,36 @@ def _data_path_text(path: Mapping[str, Any]) -> str:
             + (f"; OS calls {calls}" if calls else "") + ")")
 
 
-# The rules that own idle inside the host's per-launch round trip (the calls of each iteration of a loop of small
-# kernels), the part of the round trip each names, and the next step that removes that part.
-PER_CALL: dict[str, tuple[str, str]] = {
-    "KRN001": ("between launches", ""),
-    "SYNC001": ("in synchronizations", "drop the per-kernel synchronizations (stream order suffices; a flag on the "
-                                       "device instead of a host check)"),
-    "MEM003": ("in synchronous memsets", "make the memsets asynchronous on the stream"),
-    "MEM002": ("in synchronous copies", "move the per-iteration copies out of the loop or make them asynchronous"),
-    "MEM006": ("in allocation calls", "allocate once outside the loop and reuse the buffers (hoist the "
-                                      "cudaMalloc/cuMemAlloc; a data region in OpenACC/OpenMP)"),
-}
 PART_SHARE = 0.1  # a part of the round trip at least this share of its idle is worth its own step
 
 
 def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], idle: int, busy_pct: float,
               ) -> Verdict | None:
-    """A loop of small kernels whose idle is the host's per-launch round trip (KRN001 with the gaps shorter than
-    GPU001's long gap: ``short_gap_idle_ns``). Its cost is all that short-gap idle (launches, syncs, copies,
-    allocations and the host code between them: the round trip is one cost), its parts are the findings that own
-    idle in it, and the next step removes the largest parts first: allocations hoisted, copies moved, syncs
-    dropped; a CUDA graph only when no part it cannot capture (allocation, synchronous copy, host sync) is
-    large, since a graph removes launches, not the host's reads and waits."""
-    krn = by_rule.get("KRN001")
-    if top["rule_id"] not in PER_CALL or krn is None or krn.get("short_gap_idle_ns") is None:
+    """A loop of small kernels whose idle is the host's per-launch round trip (the finding of the rule that measures
+    it, ``RoundTrip.whole``: KRN001 with the gaps shorter than GPU001's long gap, ``short_gap_idle_ns``). Its cost is
+    all that short-gap idle (launches, syncs, copies, allocations and the host code between them: the round trip is
+    one cost), its parts are the findings that own idle in it (``Rule.round_trip``), and the next step removes the
+    largest parts first: allocations hoisted, copies moved, syncs dropped; a CUDA graph only when no part it cannot
+    capture (allocation, synchronous copy, host sync) is large, since a graph removes launches, not the host's reads
+    and waits."""
+    trips = [(f, trip) for f in by_rule.values() if (trip := _rule(f).round_trip) is not None]
+    krn = next((f for f, trip in trips if trip.whole), None)
+    if _rule(top).round_trip is None or krn is None or krn.get("short_gap_idle_ns") is None:
         return None
     short = int(krn["short_gap_idle_ns"])
-    parts = sorted(((r, int(by_rule[r]["impact_ns"])) for r in PER_CALL if r in by_rule), key=lambda p: -p[1])
+    parts = sorted(((trip, int(f["impact_ns"])) for f, trip in trips), key=lambda p: -p[1])
     cost = max(short, int(top["impact_ns"]))
     label = LABELS.get(finding_kind(top) or "launch_bound", "Launch-bound")
-    inside = ", ".join(f"{PER_CALL[r][0]} {_ms(ns)}" for r, ns in parts)
+    inside = ", ".join(f"{trip.part} {_ms(ns)}" for trip, ns in parts)
     text = (f"{label}: the host's per-launch round trip leaves the GPU idle {_ms(short)} in "
             f"{int(krn.get('short_gaps') or 0):,} short gaps around {int(krn.get('short_kernels') or 0):,} short "
             f"kernels (the findings in it: {inside}; the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the "
             "window).")
-    big = [r for r, ns in parts if r != "KRN001" and ns >= PART_SHARE * cost]
-    steps = [PER_CALL[r][1] for r in big]
+    big = [trip for trip, ns in parts if not trip.whole and ns >= PART_SHARE * cost]
+    steps = [trip.step for trip in big]
     steps.append("fuse the small kernels or give each launch more work" if big else
                  "capture the kernel sequence in a CUDA graph or fuse the small kernels")
     return _verdict(finding_kind(top) or "launch_bound", text, cost, "; then ".join(steps), top)
-
-
-def _uvm_step(finding: Mapping[str, Any]) -> str:
-    """MEM004's next step follows the direction of the faults that own its cost: idle between migrations to the
-    host is the host faulting device-resident pages back (prefetch them to the CPU before it reads them, or keep
-    the work on the device); migrations inside kernels are the GPU faulting (prefetch to the GPU)."""
-    by_dir = finding.get("idle_by_direction") or {}
-    to_host = int((by_dir.get("UVM_DtoH") or {}).get("ns") or 0)
-    on_gpu = int(finding.get("kernel_overlap_ns") or 0) + int((by_dir.get("UVM_HtoD") or {}).get("ns") or 0)
-    if to_host > on_gpu:
-        return ("prefetch the managed buffers to the host (cudaMemPrefetchAsync to cudaCpuDeviceId) before the host "
-                "reads them, or keep that work on the GPU so the pages stay there")
-    return RULE_KINDS["MEM004"][1]
-
-
-def _unrecorded(finding: Mapping[str, Any]) -> bool:
-    """Whether a finding's idle is mostly idle with nothing of the host's recorded (no call, range, CPU sample or
-    switch-out): GPU001 whose idle is at least half ``none`` by its anatomy categories (``by_category``), or,
-    without them, whose main cause is ``no_activity`` and that names no sampled function."""
-    if finding["rule_id"] != "GPU001":
-        return False
-    cats = finding.get("by_category")
-    if cats:
-        return 2 * int(cats.get("none", 0)) >= sum(int(v) for v in cats.values())
-    return finding.get("main_cause") == "no_activity" and not finding.get("host_functions")
 
 
 def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mapping[str, Mapping[str, Any]],
@@ -707,12 +652,15 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
     copies = int(bd.get("memory_only_ns") or 0)
     compute = int(bd.get("compute_ns") or 0) + int(bd.get("comm_exposed_ns") or 0)
     if copies >= COPY_SHARE * busy:
-        top = max((by_rule[r] for r in ("MEM001", "MEM005", "MEM002") if r in by_rule),
+        # The copy finding that costs most speaks for it; with none, the step of the rule that measures the copies'
+        # share of the GPU's time (``busy_role``).
+        top = max((f for f in by_rule.values() if _rule(f).busy_role in ("copies", "copy_bound")),
                   key=lambda f: int(f["impact_ns"]), default=None)
+        step = (_rule(top).next_step if top else
+                next(r.next_step for r in _rules().values() if r.busy_role == "copy_bound"))
         return _verdict("copies", f"Copy-bound: copies alone fill {_ms(copies)} of the GPU's {_ms(busy)} busy time "
-                        f"({fmt.pct(100.0 * copies / busy)}), kernels {_ms(compute)}.", copies,
-                        RULE_KINDS[top["rule_id"] if top else "MEM005"][1], top)
-    shape = by_rule.get("KRN004")
+                        f"({fmt.pct(100.0 * copies / busy)}), kernels {_ms(compute)}.", copies, step, top)
+    shape = _busy(by_rule, "launch_shape")
     if shape is not None and int(shape["impact_ns"]) >= SHAPE_SHARE * int(shape.get("compute_kernel_ns") or compute):
         ev = (shape.get("evidence") or [{}])[0]
         d = ev.get("detail") or {}
@@ -721,8 +669,8 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
                 f"{d.get('used_pct', 0):.2g}% of the GPU works while the timeline shows it {fmt.pct(busy_pct)} busy: "
                 f"{_ms(int(shape['impact_ns']))} of {_ms(int(shape.get('compute_kernel_ns') or compute))} kernel time "
                 "is unused GPU.")
-        return _verdict("launch_shape", text, int(shape["impact_ns"]), RULE_KINDS["KRN004"][1], shape)
-    dom = by_rule.get("KRN005")
+        return _verdict("launch_shape", text, int(shape["impact_ns"]), _rule(shape).next_step, shape)
+    dom = _busy(by_rule, "dominant_kernel")
     if dom is not None:
         if dom.get("is_family"):  # many instances of one template, none dominant alone: say so, profile the costliest
             cost, where = _per_device(dom)
@@ -741,6 +689,11 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
     return _verdict("gpu_bound_kernel", f"GPU-bound: busy {fmt.pct(busy_pct)} of the window; the kernels are the "
                     f"lever (largest over the report: {names}).", compute,
                     "profile the largest kernels with ncu (--set full), starting with the first", None)
+
+
+def _busy(by_rule: Mapping[str, Mapping[str, Any]], role: str) -> Mapping[str, Any] | None:
+    """The finding that plays ``role`` in a busy GPU's verdict (``Rule.busy_role``), if one ran."""
+    return next((f for f in by_rule.values() if _rule(f).busy_role == role), None)
 
 
 def _per_device(finding: Mapping[str, Any]) -> tuple[int, str]:

@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from analysis.diagnosis import breakdown as bd
+from analysis.diagnosis import ncu_verdict
 from analysis.diagnosis.findings import Finding, rank_finding_dicts
 from analysis.diagnosis.idle_anatomy import idle_anatomy
 from analysis.diagnosis.launches import launch_summary
-from analysis.diagnosis.ncu import verdict as ncu_verdict
 from analysis.diagnosis.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.diagnosis.ncu.kernels import report_kernels
 from analysis.diagnosis.ncu_gains import annotate_kernels, report_saving, share_gains
@@ -418,7 +418,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
                          if r.tool == ToolKind.NSYS])
     aligned = run_facts.aligned_windows(results, spec.kind)
-    # ncu reports' verdicts (analysis.diagnosis.ncu.verdict); the run's when it has no nsys report.
+    # ncu reports' verdicts (analysis.diagnosis.ncu_verdict); the run's when it has no nsys report.
     ncu_lead = ncu_verdict.attach(results)
     network_path = run_network_path(results)
     achieved_links(network_path, matrix, results)  # each link's achieved bandwidth next to its transport

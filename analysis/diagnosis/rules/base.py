@@ -7,7 +7,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from analysis.diagnosis.findings import Finding, unrepresentable
 from analysis.loops.window import WindowSpec
@@ -136,6 +136,15 @@ class RunFacts:
     spans: list[int]
 
 
+class RoundTrip(NamedTuple):
+    """A rule's part of the host's per-launch round trip (``Rule.round_trip``): what the verdict calls it, the step
+    that removes it, and whether the rule measures the whole round trip (its finding carries ``short_gap_idle_ns``)."""
+
+    part: str
+    step: str
+    whole: bool = False
+
+
 class Rule:
     """Base class. Subclasses set the class attributes and implement ``check``.
 
@@ -186,6 +195,41 @@ class Rule:
     # rule's extra is an open object still (its keys change shape). A registry test fails when a rule's findings carry
     # a key its type lacks.
     extra_type: ClassVar[type | None] = None
+    # What else the verdict reads of an nsys rule's finding (``analysis.diagnosis.verdict``), beyond its kind and next
+    # step; each default says "nothing particular", and the verdict names no rule id (a test reads its source).
+    # ``one_off_phase``: the one-off verdict (``startup``) that names this rule's finding as the one it speaks for
+    # (PHASE001). ``may_be_pause``: the finding's idle may be a one-shot program's deliberate sleep (``verdict._pause``,
+    # HOST001's OS calls). ``leads_idle``: False when the finding speaks only for a busy GPU, never for an idle one
+    # (KRN005). ``host_work``: its idle is the launching thread busy with its own serial work, counted as one part of a
+    # host-bound verdict's cost. ``unnamed_host_work``: that work is named by no call, only by CPU samples (GPU001's
+    # gaps): the verdict's step moves the sampled work, or asks for the samples. ``round_trip``: the part of the host's
+    # per-launch round trip the rule owns idle in, with the step that removes it (``RoundTrip.whole``: the rule
+    # measures the round trip itself, KRN001). ``busy_role``: what the finding says when the GPU is busy:
+    # ``copy_bound`` (the copies fill the GPU's time; its step is the copy-bound verdict's when no copy finding ran),
+    # ``copies`` (a copy finding that may lead it), ``launch_shape``, ``dominant_kernel``.
+    one_off_phase: ClassVar[str | None] = None
+    # A rule whose cost is one phase's wall time on each rank (PHASE001: ``startup``), not time on the rank's GPU: the
+    # run's roll-up costs it as the union of that phase across the ranks (``analysis.run.rollup.wall_union``).
+    wall_phase: ClassVar[str | None] = None
+    may_be_pause: ClassVar[bool] = False
+    leads_idle: ClassVar[bool] = True
+    host_work: ClassVar[bool] = False
+    unnamed_host_work: ClassVar[bool] = False
+    round_trip: ClassVar[RoundTrip | None] = None
+    busy_role: ClassVar[Literal["copy_bound", "copies", "launch_shape", "dominant_kernel"] | None] = None
+
+    @classmethod
+    def verdict_step(cls, finding: Mapping[str, Any]) -> str:
+        """The next step the verdict says when ``finding`` (one of this rule's, as JSON) leads it: ``next_step``; a rule
+        whose step depends on what its finding found overrides it (MEM004: the faults' direction; MEM002: no pageable
+        copy, so pinning fixes nothing)."""
+        return getattr(cls, "next_step", "")
+
+    @classmethod
+    def idle_unrecorded(cls, finding: Mapping[str, Any]) -> bool:
+        """Whether ``finding``'s idle is mostly idle in which nothing of the host's was recorded (no call, range, CPU
+        sample or switch-out): an absence of evidence, not a cause (GPU001 overrides it)."""
+        return False
 
     @classmethod
     def finding_kind(cls, finding: Mapping[str, Any]) -> str | None:

@@ -18,6 +18,10 @@ class NetRule(Rule):
 
     category: ClassVar[str] = "network"
     tool: ClassVar[str] = "nccl"
+    # Where the rule's findings come in the log's verdict order among findings of one severity (lower first: a
+    # failure, then what slows every byte). No default: every NET rule states it (a registry test fails on one that
+    # does not).
+    verdict_order: ClassVar[int]
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         raise Skip("NCCL logs are checked by analysis.diagnosis.nccl.findings(log)")

@@ -62,6 +62,11 @@ class NcuRule(Rule):
     # The kinds of finding (``bound_kind`` in its first evidence's detail) that are causes although the rule is a
     # symptom, with their cause order: NCU005's small grid is a launch too small for the GPU.
     cause_kinds: ClassVar[dict[str, int]] = {}
+    # What the ncu verdict (``analysis.diagnosis.ncu_verdict``) reads of the rule when its finding is the first on
+    # the costliest kernel: the next step its cause names, better than the limiter's (""; the limiter's step), and
+    # whether its fix removes work (fewer bytes or wavefronts moved), so the gain is bounded by the work left.
+    cause_step: ClassVar[str] = ""
+    removes_work: ClassVar[bool] = False
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         raise NotImplementedError

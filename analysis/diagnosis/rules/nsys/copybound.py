@@ -132,6 +132,7 @@ class CopyBound(Rule):
     name = "memory.copy-bound"
     verdict_kind = "copies"
     next_step = "keep the data resident on the GPU and move only what changes"
+    busy_role = "copy_bound"
     category = "memory"
     requires = ("memcpy",)
     thresholds = {
