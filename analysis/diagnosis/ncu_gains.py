@@ -29,6 +29,7 @@ from typing import Any, Literal
 from analysis.diagnosis.findings import Finding, severity_for
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
+from analysis.results import NcuExtra, extra_json
 
 
 @functools.cache
@@ -108,23 +109,22 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
         if severity == "critical":
             severity = "warning" if critical_seen else severity
             critical_seen = True
-        extra: dict[str, Any] = {
-            **f.extra, "raw_impact_ns": int(f.impact_ns), "kernel_saving_ns": int(round(saving)),
-            "cause_order": position, "causes_on_kernel": len(gains),
-            "role": role(f)[0],
-        }
         message = f.message
         symptom = not _is_cause(f)
+        explained_by = None
         if symptom and causes and f.impact_ns > 0:
-            extra["explained_by"] = causes
+            explained_by = causes
             message += (f". A symptom of what is found on this kernel ({', '.join(causes)}): fixing that removes it, "
                         "so it adds nothing to the kernel's estimated saving")
         elif symptom and carrier is not None and gain == 0 and f.impact_ns > 0:
-            extra["explained_by"] = [carrier]
+            explained_by = [carrier]
             message += (f". The same cost as {carrier} on this kernel, seen another way: it adds nothing to the "
                         "kernel's estimated saving")
+        extra = dataclasses.replace(NcuExtra(**f.extra), raw_impact_ns=int(f.impact_ns),
+                                    kernel_saving_ns=int(round(saving)), cause_order=position,
+                                    causes_on_kernel=len(gains), role=role(f)[0], explained_by=explained_by)
         out.append((i, dataclasses.replace(f, impact_ns=int(round(gain)), impact_pct=pct, severity=severity,
-                                           message=message, extra=extra)))
+                                           message=message, extra=extra_json(extra))))
     return out
 
 
