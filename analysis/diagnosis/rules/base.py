@@ -7,7 +7,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple, TypedDict
 
 from analysis.diagnosis.findings import Finding, unrepresentable
 from analysis.loops.window import WindowSpec
@@ -27,6 +27,42 @@ class ThresholdError(KeyError, ValueError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class ThresholdInfo(TypedDict):
+    """A threshold as published (``Threshold.describe``: the Rules page, ``GET /api/v1/rules``, the CLI)."""
+
+    default: float
+    unit: str
+    help: str
+    type: str
+    minimum: float | None
+    maximum: float | None
+    special: list[float]
+    range: str
+
+
+class RuleInfo(TypedDict):
+    """A rule as published (``Rule.describe``): its id, name, category, tool, summary, documentation, the tables it
+    needs and its thresholds."""
+
+    id: str
+    name: str
+    category: str
+    tool: str
+    summary: str
+    doc: str
+    requires: list[str]
+    thresholds: dict[str, ThresholdInfo]
+
+
+class RuleOutcome(TypedDict):
+    """How one rule went, as JSON (``RuleResult.to_dict``)."""
+
+    id: str
+    status: str
+    reason: str | None
+    findings: int
 
 
 @dataclass(frozen=True)
@@ -79,7 +115,7 @@ class Threshold:
             raise ValueError(f"must be {self.range_text()}")
         return number
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ThresholdInfo:
         return {"default": self.default, "unit": self.unit, "help": self.help, "type": self.kind,
                 "minimum": self.minimum, "maximum": self.maximum, "special": list(self.special),
                 "range": self.range_text()}
@@ -276,7 +312,7 @@ class Rule:
         return f"{text}\n\n*Advice*: {cls.advice}" if cls.advice else text
 
     @classmethod
-    def describe(cls) -> dict[str, Any]:
+    def describe(cls) -> RuleInfo:
         return {
             "id": cls.id,
             "name": cls.name,
@@ -392,7 +428,7 @@ class RuleResult:
     reason: str | None = None
     findings: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RuleOutcome:
         return {"id": self.rule_id, "status": self.status, "reason": self.reason, "findings": self.findings}
 
 
