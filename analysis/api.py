@@ -36,18 +36,19 @@ from analysis.results import (
     RuleStatus,
 )
 from analysis.views.compare import DEFAULT_NOISE_PCT, RunFacts
-from analysis.views.payloads import Group, KernelInstances, NamedCalls, RunWindow, Window
+from analysis.views.payloads import Group, KernelInstances, NamedCalls, RunWindow, Selection, Window
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from analysis.diagnosis.rules.base import RuleInfo, ThresholdInfo
     from analysis.loops.window import WindowSpec
+    from analysis.model.tables import RankMatrix, ReportTables
     from analysis.model.trace import Trace
     from analysis.readers.nsys.spawn import IngestChild
     from analysis.views.run_timeline import Part
 
-__all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Group", "KernelInstances", "NamedCalls", "RunWindow", "Window", "Breakdown", "DeviceBreakdown", "Evidence",
+__all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Group", "KernelInstances", "NamedCalls", "RunWindow", "Selection", "Window", "Breakdown", "DeviceBreakdown", "Evidence",
            "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
            "AnalysisStep", "ToolKind", "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
            "compare_facts", "run_facts", "run_step_time", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances", "named_calls",
@@ -487,7 +488,7 @@ def table_limit() -> int:
     return TABLE_LIMIT
 
 
-def report_tables(trace: Trace, kind: str) -> dict[str, list[dict[str, Any]]]:
+def report_tables(trace: Trace, kind: str) -> ReportTables:
     """The report's kernel table and (nsys) NVTX table: ``{"kernels": [...], "nvtx": [...]}``."""
     from analysis.model import tables
 
@@ -498,7 +499,7 @@ def report_tables(trace: Trace, kind: str) -> dict[str, list[dict[str, Any]]]:
     return {"kernels": tables.kernel_table(trace), "nvtx": tables.nvtx_table(trace)}
 
 
-def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> dict[str, Any]:
+def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> RankMatrix:
     """Kernel x rank total time for the ``top`` kernels of (rank label, nsys report) pairs."""
     from analysis.model.tables import kernel_rank_matrix as matrix
 
@@ -527,7 +528,8 @@ def lanes_described(part: Part, trace_path: Path) -> tuple[list[Group], tuple[in
     if kept is None:
         try:
             described = write_lanes(part.trace, lanes_path(Path(trace_path)))
-            kept = described["facts"], (tuple(described["extent"]) if described["extent"] else None)
+            ext = described["extent"]
+            kept = described["facts"], ((ext[0], ext[1]) if ext else None)
         except OSError:
             kept = None
     return (catalogue(part, kept[0]), kept[1]) if kept is not None else (catalogue(part), extent(part.trace))
@@ -595,7 +597,7 @@ def run_timeline_window(parts: list[Part], start_ns: int | None = None, end_ns: 
 
 
 def run_timeline_select(parts: list[Part], report_id: int, pid: int | None, device: int | None,
-                        stream: int | None, t_ns: int, tol_ns: int = 0) -> dict[str, Any]:
+                        stream: int | None, t_ns: int, tol_ns: int = 0) -> Selection:
     """The kernel at run-clock time ``t_ns`` in a GPU lane, with its launch and (NCCL) its collective."""
     from analysis.views.run_select import select
 

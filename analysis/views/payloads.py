@@ -121,3 +121,71 @@ class NamedCalls(TypedDict):
 
     count: int
     longest: list[NamedCall]
+
+
+class CollectiveInstance(TypedDict):
+    """One process's instance of a selected NCCL kernel, on the run clock, with its arrival after the first."""
+
+    report_id: int
+    pid: int | None
+    rank: int | None
+    device: int | None
+    stream: int | None
+    lane_id: str
+    start_ns: int
+    end_ns: int
+    arrival_ns: NotRequired[int]
+
+
+class LastArrival(TypedDict):
+    report_id: int
+    pid: int | None
+    rank: int | None
+
+
+class Collective(TypedDict):
+    """The same NCCL kernel instance (name, occurrence) in every process that ran it (``run_select.collective``)."""
+
+    name: str
+    occurrence: int
+    aligned: bool
+    instances: list[CollectiveInstance]
+    skew_ns: int
+    last: LastArrival | None
+
+
+class SelectedKernel(TypedDict):
+    report_id: int
+    pid: int | None
+    device: int | None
+    stream: int | None
+    name: str
+    category: str | None
+    start_ns: int
+    end_ns: int
+    correlation_id: int | None
+    lane_id: str
+
+
+class SelectedLaunch(TypedDict):
+    start_ns: int
+    end_ns: int
+    name: str | None
+    tid: int | None
+    lane_id: str
+
+
+class Selection(TypedDict):
+    """What a click on the run timeline selects (``run_select.select``): the kernel, its launch and (NCCL) its
+    collective; only ``kernel`` (None) when nothing is there."""
+
+    kernel: SelectedKernel | None
+    launch: NotRequired[SelectedLaunch | None]
+    collective: NotRequired[Collective | None]
+
+
+class LaneFile(TypedDict):
+    """The lane facts and extent kept beside a report (``run_overview.write_lanes``)."""
+
+    facts: dict[str, list[list[Any]]]
+    extent: list[int] | None
