@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from analysis.result_parts import (
     DominantKernel,
@@ -73,6 +73,29 @@ class Evidence:
 
 _FINDING_KEYS = ("rule_id", "severity", "title", "message", "impact_ns", "impact_pct", "advice", "report", "rank",
                  "evidence", "evidence_total", "phase")
+
+
+class SharedCpuRank(TypedDict):
+    """One rank of a ``shared_cpu`` warning: the CPUs it ran on most, its time there and on any CPU."""
+
+    name: str
+    cpus: list[int]
+    on_these_cpus_ns: int
+    on_any_cpu_ns: int
+
+
+class RunWarning(TypedDict):
+    """Something about a run's inputs that makes its cross-rank numbers doubtful (``AnalysisResult.run_warnings``):
+    a ``code``, what it means, the reports and ranks it names; a ``shared_cpu`` warning adds its host, the CPUs and
+    each rank's time on them."""
+
+    code: str
+    message: str
+    reports: list[str]
+    ranks: list[int]
+    host: NotRequired[str]
+    cpus: NotRequired[list[int]]
+    per_rank: NotRequired[list[SharedCpuRank]]
 
 
 @dataclass(frozen=True, slots=True)

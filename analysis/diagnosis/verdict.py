@@ -36,7 +36,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from analysis import fmt
 from analysis.diagnosis.rules.base import Rule
@@ -97,7 +97,59 @@ def _collect(facts: Mapping[str, Any], what: str) -> str:
     return f"collect {' '.join(flags)} to {what}" if flags else ""
 
 
-def verdict_facts(trace: Trace) -> dict[str, Any]:
+class PtxJit(TypedDict):
+    """The launch and module-load calls that JIT-compiled PTX (``ptx_jit``): ``[name, start_ns, ns, samples in the
+    compiler, samples]`` each, their time together, the GPUs' architectures to build for."""
+
+    calls: list[list[Any]]
+    ns: int
+    archs: list[str]
+
+
+class EndedInStartup(TypedDict):
+    """A capture that ended during start-up (``ended_in_startup``): the stretch, the calls filling it, the copies and
+    memsets in it."""
+
+    ns: int
+    calls: list[tuple[str, int]]
+    gpu_ops: int
+
+
+class DataPath(TypedDict):
+    """Start-up that fills the managed memory the kernels read (``data_path``)."""
+
+    ns: int
+    managed_allocs: int
+    managed_alloc_ns: int
+    migrations_in: int
+    bytes_in: int
+    os_calls: list[tuple[str, int]]
+
+
+class VerdictFacts(TypedDict):
+    """What the verdict needs of the whole report (``verdict_facts``; saved with the report's facts as JSON, so the
+    verdict reads it back as a mapping). The keys from ``cuda_threads`` on are there only where they apply."""
+
+    t0_ns: int | None
+    t1_ns: int | None
+    g0_ns: int | None
+    g1_ns: int | None
+    captured: dict[str, bool]
+    ended_in_startup: EndedInStartup | None
+    failure: dict[str, Any] | None
+    cuda_threads: NotRequired[int]
+    c0_ns: NotRequired[int]
+    s1_ns: NotRequired[int]
+    startup_calls: NotRequired[list[tuple[str, int]]]
+    startup_covered_ns: NotRequired[int]
+    teardown_calls: NotRequired[list[tuple[str, int]]]
+    teardown_covered_ns: NotRequired[int]
+    pre_cuda_calls: NotRequired[list[tuple[str, int]]]
+    data_path: NotRequired[DataPath | None]
+    ptx_jit: NotRequired[PtxJit | None]  # always there, set last (the key order of the saved facts)
+
+
+def verdict_facts(trace: Trace) -> VerdictFacts:
     """What the verdict needs from the whole (unwindowed) report: the first and last recorded activity
     (``t0_ns``/``t1_ns``), the first activity of the CUDA program (``c0_ns``: its first CUDA call, GPU operation
     or NVTX range; host work before it is outside the GPU program), the first and last GPU operation
@@ -109,27 +161,28 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
     parts = [f'SELECT MIN(start_ns) s, MAX(end_ns) e FROM "{t}"' for t in ("kernels", "memcpy", "memset")  # noqa: S608
              if trace.has_rows(t)]
     g = trace.sql("SELECT MIN(s), MAX(e) FROM (" + " UNION ALL ".join(parts) + ")")[0] if parts else (None, None)  # noqa: S608
-    out: dict[str, Any] = {"t0_ns": bounds[0] if bounds else None, "t1_ns": bounds[1] if bounds else None,
-                           "g0_ns": None if g[0] is None else int(g[0]), "g1_ns": None if g[1] is None else int(g[1])}
+    g1 = None if g[1] is None else int(g[1])
     # The capture flags the export used (its settings, else its rows: ``analysis.model.capture``); a flag already
     # on is never the next step.
-    out["captured"] = captured(trace)
-    out["ended_in_startup"] = ended_in_startup(trace, bounds[1]) if bounds else None
-    out["failure"] = failed_run(trace, out["g1_ns"])
+    out: VerdictFacts = {"t0_ns": bounds[0] if bounds else None, "t1_ns": bounds[1] if bounds else None,
+                         "g0_ns": None if g[0] is None else int(g[0]), "g1_ns": g1, "captured": captured(trace),
+                         "ended_in_startup": ended_in_startup(trace, bounds[1]) if bounds else None,
+                         "failure": failed_run(trace, g1)}
     # The threads that call CUDA, in a one-shot program (the only one whose sleep can be a pause: ``_pause``): a
     # sleep on the only one has no other thread of the program to wait for.
     if trace.has_rows("cuda_api") and bounds and not len(phase_info(trace).loop):
         out["cuda_threads"] = int(trace.scalar("SELECT COUNT(*) FROM (SELECT DISTINCT pid, tid FROM cuda_api)") or 0)
-    if bounds and out["g0_ns"] is not None:
-        c0 = _cuda_start(trace, out["g0_ns"])
-        s1 = _setup_end(trace, out["g0_ns"])
+    g0 = out["g0_ns"]
+    if bounds and g0 is not None and g1 is not None:  # a first GPU operation implies a last
+        c0 = _cuda_start(trace, g0)
+        s1 = _setup_end(trace, g0)
         out["c0_ns"], out["s1_ns"] = c0, s1
-        out["startup_calls"] = top_calls(trace, c0, s1)
-        out["startup_covered_ns"] = covered_ns(trace, c0, s1, [n for n, _ in out["startup_calls"]])
-        out["teardown_calls"] = top_calls(trace, out["g1_ns"], bounds[1])
-        out["teardown_covered_ns"] = covered_ns(trace, out["g1_ns"], bounds[1], [n for n, _ in out["teardown_calls"]])
+        out["startup_calls"] = start = top_calls(trace, c0, s1)
+        out["startup_covered_ns"] = covered_ns(trace, c0, s1, [n for n, _ in start])
+        out["teardown_calls"] = end = top_calls(trace, g1, bounds[1])
+        out["teardown_covered_ns"] = covered_ns(trace, g1, bounds[1], [n for n, _ in end])
         out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
-        out["data_path"] = data_path(trace, c0, out["g0_ns"])
+        out["data_path"] = data_path(trace, c0, g0)
     out["ptx_jit"] = ptx_jit(trace)
     return out
 
@@ -142,7 +195,7 @@ PTX_JIT_RE = r"(?i)(ptxjitcompiler|nvptxcompiler|__cuda_ptx)"
 PTX_CALLS_RE = r"^(cu(da)?Launch\w*|cu(Module|Library)Load\w*)$"
 
 
-def ptx_jit(trace: Trace) -> dict[str, Any] | None:
+def ptx_jit(trace: Trace) -> PtxJit | None:
     """The launch and module-load calls during which the calling thread was sampled in the PTX JIT compiler
     (``PTX_JIT_RE``, the sample's innermost frame or its module): per call (name, start, duration, samples in the
     compiler, samples in all), their time together, and the architecture of the GPU(s) (``devices``' compute
@@ -219,7 +272,7 @@ TEARDOWN_RE = (r"^(cuda(Free\w*|DeviceReset|HostUnregister)|cu(CtxDestroy|Device
                r"|ModuleUnload|LibraryUnload|MemFree|MemRelease)\w*|nccl(CommDestroy|CommFinalize|CommAbort)|P?MPI_Finalize)$")
 
 
-def ended_in_startup(trace: Trace, t1: int) -> dict[str, Any] | None:
+def ended_in_startup(trace: Trace, t1: int) -> EndedInStartup | None:
     """Whether the capture ended during the CUDA program's start-up: CUDA calls were recorded, but no kernel and no
     kernel launch (a launch without its kernel is lost GPU tracing, not an early end), and the last call recorded is
     not one of the program's end (``TEARDOWN_RE``: frees, destroys, finalize). Then: the stretch from the first CUDA
@@ -242,7 +295,7 @@ def ended_in_startup(trace: Trace, t1: int) -> dict[str, Any] | None:
 MANAGED_ALLOCS = ("cudaMallocManaged", "cuMemAllocManaged")
 
 
-def data_path(trace: Trace, c0: int, g0: int) -> dict[str, Any] | None:
+def data_path(trace: Trace, c0: int, g0: int) -> DataPath | None:
     """The start-up before the first GPU operation (``[c0, g0)``) when it feeds the GPU's data path: managed memory
     is allocated in it and, once the kernels run, its pages migrate in from the host (``UVM_HtoD``), which they do
     only for pages the host touched first. The host's work there (reading and converting the input into managed

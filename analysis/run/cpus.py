@@ -19,6 +19,7 @@ from typing import Any
 
 from analysis import fmt
 from analysis.model.trace import Trace
+from analysis.results import RunWarning
 
 MOST = 0.9  # the share of a rank's time on CPU that its confining CPUs hold
 CORE = 2    # at most this many logical CPUs: the two hardware threads of one core (SMT-2)
@@ -47,7 +48,7 @@ def cpu_time(t: Trace, bounds: tuple[int, int] | None) -> list[dict[str, int]]:
 
 
 def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[dict[str, int]]]],
-                        ) -> list[dict[str, Any]]:
+                        ) -> list[RunWarning]:
     """``reports``: each nsys report's file, rank, host and ``cpu_time``. One ``shared_cpu`` warning per group of
     two or more ranks (processes) of one host confined to overlapping logical CPUs (see the module), with each
     rank's time on those CPUs and on any."""
@@ -71,7 +72,7 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
             if total > 0 and len(mine) <= CORE:
                 by_host[host].append({"name": name, "file": file, "rank": rank, "cpus": sorted(mine), "on_ns": held,
                                       "total_ns": total})
-    out = []
+    out: list[RunWarning] = []
     for host, members in sorted(by_host.items()):
         group = list(range(len(members)))  # ranks joined when their CPUs overlap (union-find)
         for i in range(len(members)):
@@ -84,11 +85,11 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
         for ms in joined.values():
             if len(ms) < 2:
                 continue
-            cpus = sorted({c for m in ms for c in m["cpus"]})
-            where = f"logical CPU{'s' if len(cpus) > 1 else ''} {', '.join(map(str, cpus))}"
+            shared = sorted({c for m in ms for c in m["cpus"]})
+            where = f"logical CPU{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))}"
             each = "; ".join(f"{m['name']} {fmt.duration(m['on_ns'])} of its {fmt.duration(m['total_ns'])} on CPU "
                              f"there ({100.0 * m['on_ns'] / m['total_ns']:.0f}%)" for m in ms)
-            out.append({"code": "shared_cpu", "host": host, "cpus": cpus,
+            out.append({"code": "shared_cpu", "host": host, "cpus": shared,
                         "message": f"{len(ms)} ranks of host {host} run on the same {where} ({each}): they take "
                                    "turns there, each waiting while the other runs. Give each rank its own cores "
                                    "(the launcher's binding: srun --cpu-bind, mpirun --map-by/--bind-to, numactl).",

@@ -18,7 +18,7 @@ from typing import Any
 
 from analysis.diagnosis.findings import Finding
 from analysis.readers import ToolKind
-from analysis.results import RuleStatus, Verdict
+from analysis.results import RuleStatus, RunWarning, Verdict
 from analysis.run.facts import ReportResult
 
 # The verdict kind of a run whose story is the NCCL log's (analysis.diagnosis.verdict.KINDS).
@@ -92,7 +92,7 @@ def _info(label: str, spec_text: str, network_path: dict[str, Any], *, keep_path
     return info
 
 
-def log_warnings(results: Sequence[ReportResult]) -> list[dict[str, Any]]:
+def log_warnings(results: Sequence[ReportResult]) -> list[RunWarning]:
     """The run's warning about NCCL logs left out of its network path (another job's, or a file given twice)."""
     left = [r.info for r in results if r.tool == ToolKind.NCCL and r.info.get("nccl_left_out")]
     if not left:
