@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import math
 from collections import defaultdict
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from analysis.diagnosis.findings import Finding, severity_for
 from analysis.diagnosis.rules.ncu.common import NcuRule
@@ -128,7 +128,15 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
     return out
 
 
-def report_saving(findings: list[Finding], report: str | None) -> dict[str, Any]:
+class ReportSaving(TypedDict):
+    """An ncu report's headline estimated saving (``report_saving``): ns, its share, and the time it is drawn from."""
+
+    ns: int
+    pct: float | None
+    drawn_from: str
+
+
+def report_saving(findings: list[Finding], report: str | None) -> ReportSaving:
     """The headline estimated saving of an ncu report after ``share_gains``: the bounded sum of its gains in ns,
     its share of the time it is drawn from (the profiled time, or the linked nsys reports' span; None when
     kernels of both kinds mix) and which time that is."""

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
-from analysis.readers.nccl.model import NcclLog, Pair
+from analysis.readers.nccl.model import Connection, NcclLog, Pair
 
 RDMA_KINDS = ("IB", "RoCE", "EFA", "CXI")
 RDMA_NETS = ("IB", "IBext", "AWS Libfabric", "OFI")
@@ -68,7 +68,7 @@ def pair_text(pairs: Iterable[Pair], limit: int = 6) -> str:
     return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def first_connection(log: NcclLog, pair: Pair) -> Any:
+def first_connection(log: NcclLog, pair: Pair) -> Connection | None:
     for c in log.connections:
         if c.src == pair.src and c.dst == pair.dst:
             return c
