@@ -126,6 +126,16 @@ class DataPath(TypedDict):
     os_calls: list[tuple[str, int]]
 
 
+class Failure(TypedDict):
+    """How the run failed (``failed_run``, from ``meta['failure']``): when, which thread, the frames of its last CPU
+    samples."""
+
+    ns: int
+    pid: int | None
+    tid: int | None
+    frames: str | None
+
+
 class VerdictFacts(TypedDict):
     """What the verdict needs of the whole report (``verdict_facts``; saved with the report's facts as JSON, so the
     verdict reads it back as a mapping). The keys from ``cuda_threads`` on are there only where they apply."""
@@ -136,7 +146,7 @@ class VerdictFacts(TypedDict):
     g1_ns: int | None
     captured: dict[str, bool]
     ended_in_startup: EndedInStartup | None
-    failure: dict[str, Any] | None
+    failure: Failure | None
     cuda_threads: NotRequired[int]
     c0_ns: NotRequired[int]
     s1_ns: NotRequired[int]
@@ -252,7 +262,7 @@ def _with_ptx(v: Verdict, facts: Mapping[str, Any]) -> Verdict:
     return replace(v, text=text, next_step="; then ".join(x for x in (first, step, rest) if x))
 
 
-def failed_run(trace: Trace, g1: int | None) -> dict[str, Any] | None:
+def failed_run(trace: Trace, g1: int | None) -> Failure | None:
     """The run failed when one of its threads' last CPU samples shows an uncaught exception or an abort
     (``meta['failure']``, found at ingest: ``analysis.readers.nsys.normalize.FAILED``) and no GPU work follows it
     (after its last GPU operation, or in a run without any). None otherwise."""

@@ -31,6 +31,7 @@ from typing import Any, NotRequired, TypedDict
 import duckdb
 import numpy as np
 
+from analysis.diagnosis.rules.base import split_in_run
 from analysis.diagnosis.rules.nsys.collectives import (
     ALGO_SQL,
     GROUP_STATS_SQL,
@@ -41,6 +42,7 @@ from analysis.diagnosis.rules.nsys.collectives import (
 )
 from analysis.diagnosis.rules.nsys.common import report_span_ns
 from analysis.diagnosis.rules.nsys.run_nodes import HostSteps
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.duck import connect
 from analysis.loops import window as win
 from analysis.loops.phases import Loop
@@ -149,7 +151,8 @@ def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
     by-kernel findings, from the reports' collectives facts (each in its window, kernels clipped to it as
     the rule's own view clips them). Fills each group's ``ranks`` in place. Reads them on an in-memory
     connection with DuckDB's memory limit ``memory_bytes``, opened only when there is something to fill."""
-    found = [f for r in results for f in r.findings if f["rule_id"] == "COMM003" and f.get("sizes") == "by kernel"]
+    ids = split_in_run(default_registry(), "ranks")
+    found = [f for r in results for f in r.findings if f["rule_id"] in ids and f.get("sizes") == "by kernel"]
     sources = [(r, Path(r.facts_dir) / r.facts["collectives"]) for r in results
                if r.tool == ToolKind.NSYS and r.facts_dir is not None and r.facts.get("collectives")
                and r.facts.get("nccl_in_window")]
@@ -185,8 +188,7 @@ def _comm003_ranks(found: list[dict[str, Any]], sources: list[tuple[ReportResult
                 g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
 
 
-def comm_participants(results: list[ReportResult], rule_id: str | None = "COMM002",
-                      ) -> list[tuple[ReportResult, str]]:
+def comm_participants(results: list[ReportResult], rule_id: str | None) -> list[tuple[ReportResult, str]]:
     """The reports a cross-rank rule (COMM002, COMM005) compares, in run order, with a DuckDB relation of
     each one's collectives: nsys reports to which the rule applies (any, with ``rule_id`` None) whose
     window has NCCL kernels."""

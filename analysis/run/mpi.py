@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -68,8 +68,23 @@ def _direction(sends: np.ndarray, recvs: np.ndarray) -> str | None:
     return None
 
 
+class MpiSplit(TypedDict):
+    """Blocking MPI point-to-point calls split into waiting for the peer and transfer (``mpi_waits``): messages
+    matched and per rank; with two ranks the directions, the rank the others waited for most, the longest waits,
+    the clock and how messages are matched; with more, only why nothing is matched (``reason``)."""
+
+    matched: int
+    per_rank: list[dict[str, Any]]
+    reason: NotRequired[str]
+    directions: NotRequired[list[dict[str, Any]]]
+    critical: NotRequired[dict[str, Any] | None]
+    longest_waits: NotRequired[list[dict[str, Any]]]
+    clock: NotRequired[str]
+    matching: NotRequired[str]
+
+
 def mpi_waits(calls: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndarray, tuple[int, int] | None]],
-              ) -> dict[str, Any] | None:
+              ) -> MpiSplit | None:
     """``calls``: per MPI rank (participant), its name, host, call names, ``[start, end]`` rows on the run's
     aligned clock, the offset that turns them back into its own times (``own = aligned - offset``), as an
     array of one value, and its analysis window in its own times (None: all). Returns the split (see the
@@ -129,7 +144,7 @@ def mpi_waits(calls: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndar
                         "order; the export records no peer or tag)"}
 
 
-def run_mpi(parts: list[tuple[str, str | None, Path, int, tuple[int, int] | None]], con: Any) -> dict[str, Any] | None:
+def run_mpi(parts: list[tuple[str, str | None, Path, int, tuple[int, int] | None]], con: Any) -> MpiSplit | None:
     """``parts``: per nsys report with MPI calls, its name (``rank R`` or its label), host, ``mpi.parquet``,
     clock offset (``analysis.run.facts.offsets``) and window; a report holding several processes with MPI
     calls gives one participant per process (``name pid P``). The split of ``mpi_waits``."""

@@ -64,7 +64,7 @@ from analysis.run import facts as run_facts
 from analysis.run.cpus import cpu_time, shared_cpu_warnings
 from analysis.run.facts import ReportResult
 from analysis.run.mixed import run_warnings
-from analysis.run.mpi import run_mpi, write_mpi
+from analysis.run.mpi import MpiSplit, run_mpi, write_mpi
 from analysis.run.nccl_step import (
     achieved_links,
     analyze_logs,
@@ -353,7 +353,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     ``findings`` holds one entry per rule and scope across the ranks (``analysis.run.rollup``) and each
     report's own findings are its ``reports[].findings``."""
     spec = ctx.spec
-    if any(r.id == "COMM003" for r in ctx.selected):
+    if any(r.run_split == "ranks" for r in ctx.selected):
         run_facts.comm003_across(results, memory_bytes or ctx.memory_bytes)
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
     mpi = _mpi_split(results, memory_bytes or ctx.memory_bytes)
@@ -479,7 +479,7 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[st
     return split
 
 
-def _mpi_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
+def _mpi_split(results: list[ReportResult], memory_bytes: int) -> MpiSplit | None:
     """Blocking MPI sends and receives between two ranks, matched and split (``analysis.run.mpi``)."""
     parts = [r for r in results if r.tool == ToolKind.NSYS and r.facts.get("mpi") and r.facts_dir is not None]
     offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r in parts]) if parts else None

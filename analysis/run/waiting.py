@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from analysis.diagnosis.rules.base import split_in_run
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.model.kernel_names import short_kernel_name
 from analysis.results import Verdict
 
@@ -198,13 +201,14 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     return replace(own, text=lead + own.text)
 
 
-def mpi_apart(reports: list[tuple[str, int | None, list[dict[str, Any]]]], mpi: dict[str, Any] | None) -> None:
+def mpi_apart(reports: list[tuple[str, int | None, list[dict[str, Any]]]], mpi: Mapping[str, Any] | None) -> None:
     """HOST003 (GPU idle while the host communicates) on each rank of a run whose blocking MPI calls were
     split (``analysis.run.mpi``), changed in place: the finding says how much of the rank's MPI time in its
     window was waiting for its peer to reach the matching call (``mpi_waiting_ns``, ``mpi_waited_for``): the
     peer's work, not communication. Which idle instants were the waiting is not known here, so the impact
     stays and the bound is stated (``mpi_waiting_up_to_ns``); the run's verdict follows the peer when that
-    waiting is material (``critical_verdict``)."""
+    waiting is material (``critical_verdict``). The rules so completed say so (``Rule.run_split``)."""
+    ids = split_in_run(default_registry(), "mpi_waiting")
     for label, rank, findings in reports:
         mine = [p for p in (mpi or {}).get("per_rank") or [] if rank is not None and p["rank"] == f"rank {rank}"]
         if len(mine) != 1 or not mine[0]["wait_ns"]:
@@ -212,7 +216,7 @@ def mpi_apart(reports: list[tuple[str, int | None, list[dict[str, Any]]]], mpi: 
         p = mine[0]
         whom = ", ".join(f"{k} {fmt_ms(v)}" for k, v in p["waited_for"].items())
         for f in findings:
-            if f.get("rule_id") != "HOST003" or f.get("report") != label:
+            if f.get("rule_id") not in ids or f.get("report") != label:
                 continue
             up_to = min(int(p["wait_ns"]), int(f["impact_ns"]))
             f["mpi_waiting_ns"], f["mpi_waiting_up_to_ns"], f["mpi_waited_for"] = int(p["wait_ns"]), up_to, p["waited_for"]
@@ -231,13 +235,14 @@ def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str
     waiting, which is COMM002's (the late rank's) to claim. With compute beside them the waiting may be
     partly hidden: the finding only says how much of its time was waiting at most."""
     rows = (split or {}).get("per_rank") or []
+    ids = split_in_run(default_registry(), "collective_waiting")
     for label, rank, host, findings in reports:
         mine = [r for r in rows if r.get("rank") == rank and r.get("host") == host]
         if len(mine) != 1 or rank is None:
             continue  # unmatched or ambiguous: leave the finding as it is
         wait = int(mine[0]["wait_ns"])
         for f in findings:
-            if f.get("rule_id") != "COMM001" or f.get("report") != label or wait <= 0:
+            if f.get("rule_id") not in ids or f.get("report") != label or wait <= 0:
                 continue
             whom = ", ".join((next((p["waited_for"] for p in (split or {}).get("participants") or []
                                     if p.get("rank") == f"rank {rank}"), {}) or {}).keys())

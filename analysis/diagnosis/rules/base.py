@@ -247,6 +247,11 @@ class Rule:
     # A rule whose cost is one phase's wall time on each rank (PHASE001: ``startup``), not time on the rank's GPU: the
     # run's roll-up costs it as the union of that phase across the ranks (``analysis.run.rollup.wall_union``).
     wall_phase: ClassVar[str | None] = None
+    # What the run-level step adds to the rule's findings from the run's other reports (``analysis.run``): ``ranks``,
+    # every rank's share of its collective groups (COMM003, ``facts.comm003_across``); ``mpi_waiting``, how much of its
+    # idle was waiting for an MPI peer (HOST003, ``waiting.mpi_apart``); ``collective_waiting``, its exposed time less
+    # the waiting for the last rank (COMM001, ``waiting.waiting_apart``).
+    run_split: ClassVar[Literal["ranks", "mpi_waiting", "collective_waiting"] | None] = None
     may_be_pause: ClassVar[bool] = False
     leads_idle: ClassVar[bool] = True
     host_work: ClassVar[bool] = False
@@ -325,6 +330,11 @@ class Rule:
                 k: t.describe() for k, t in cls.thresholds.items()
             },
         }
+
+
+def split_in_run(rules: Iterable[type[Rule]], split: str) -> set[str]:
+    """The ids of ``rules`` whose findings the run-level step completes with ``split`` (``Rule.run_split``)."""
+    return {r.id for r in rules if r.run_split == split}
 
 
 class Registry:

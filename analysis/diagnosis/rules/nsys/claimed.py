@@ -118,6 +118,7 @@ class HostCommunication(_Claimed):
     name = "host.mpi-communication"
     verdict_kind = "communication"
     next_step = "overlap MPI/host communication with GPU work (non-blocking calls, GPU-aware MPI)"
+    run_split = "mpi_waiting"
     host_work = True
     category = "host"
     requires = ("kernels", "nvtx")

@@ -164,6 +164,7 @@ class CollectiveBandwidth(Rule):
     name = "comm.collective-bandwidth"
     verdict_kind = "communication"
     next_step = "check the slow links and NCCL's algorithm for the slow size class"
+    run_split = "ranks"  # every rank's share of its groups, from the other reports (multi-rank runs)
     scope = "cross_report"
     category = "communication"
     requires = ("kernels",)

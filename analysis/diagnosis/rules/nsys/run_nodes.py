@@ -75,7 +75,7 @@ def _matrix(cols: dict[str, np.ndarray]) -> tuple[list[tuple[int, int]], np.ndar
 
 
 def late_node(cols: dict[str, np.ndarray], ranks: list[int | None], hosts: list[str | None],
-              offsets: list[int], params: Mapping[str, float], rule_id: str = "COMM005",
+              offsets: list[int], params: Mapping[str, float], rule_id: str,
               spans: list[int] | None = None) -> list[Finding]:
     """COMM005 over ``instances``' columns; ``ranks``/``hosts``/``offsets``/``spans`` (GPU-active span, the
     share's denominator as COMM002's): per participant report."""
