@@ -108,12 +108,13 @@ def rule_ids_named(path: str) -> list[str]:
 
 
 @pytest.mark.parametrize("path", ["analysis/diagnosis/verdict.py", "analysis/diagnosis/ncu_verdict.py",
-                                  "analysis/diagnosis/nccl/__init__.py", "analysis/run/rollup.py"])
+                                  "analysis/diagnosis/nccl/__init__.py", "analysis/run/rollup.py",
+                                  "analysis/run/runner.py", "analysis/run/facts.py", "analysis/run/waiting.py"])
 def test_the_verdicts_name_no_rule_id(path: str) -> None:
     """What a verdict does with a finding beyond its kind (a pause, host work, the per-launch round trip, the roles
     on a busy GPU, the step that depends on the finding; an ncu cause's step and whether its fix removes work; a
-    NET finding's place in the log's order; a rule costed as a phase's wall time) is the rule's trait, so the code
-    names no rule."""
+    NET finding's place in the log's order; a rule costed as a phase's wall time; what the run-level step adds to a
+    rule's findings) is the rule's trait, so the code names no rule."""
     assert rule_ids_named(path) == []
 
 
@@ -167,3 +168,13 @@ def test_a_rule_s_own_step_reaches_the_verdict() -> None:
     assert mem002.verdict_step({"pinned_advice": True}) == mem002.next_step
     v = report_verdict(info(span_ms=100, busy_ms=20), [{**finding("MEM004", 60), **to_host}], FACTS)
     assert (v.rule_id, v.next_step) == ("MEM004", mem004.verdict_step(to_host))
+
+
+def test_what_the_run_step_adds_is_the_rule_s_trait() -> None:
+    """The run-level step completes COMM003's groups with every rank, HOST003's idle with its MPI waiting and COMM001's
+    exposed time with its collective waiting, each found by the rule's ``run_split``, none by id."""
+    from analysis.diagnosis.rules.base import split_in_run
+
+    rules = list(default_registry())
+    assert {s: split_in_run(rules, s) for s in ("ranks", "mpi_waiting", "collective_waiting")} == {
+        "ranks": {"COMM003"}, "mpi_waiting": {"HOST003"}, "collective_waiting": {"COMM001"}}
