@@ -14,7 +14,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from analysis.diagnosis.findings import Finding
 from analysis.readers import ToolKind
@@ -150,12 +150,30 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+class Joined(TypedDict):
+    """An nsys report of the run with the NCCL log's ranks it holds (``join``), and what matched them."""
+
+    report: str | None
+    host: str | None
+    rank: int | None
+    by: str
+    nccl_ranks: list[int]
+
+
+class InterNodeTraffic(TypedDict):
+    """What crosses nodes (``inter_node_traffic``): the collectives, the transports, GPUDirect RDMA."""
+
+    collectives: list[str]
+    transports: list[str]
+    gdr: bool | None
+
+
+def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[Joined]:
     """Each nsys report of the run (``reports``: their summaries) with the log's ranks it holds: matched by
     host and pid, else by host and rank, else by rank alone (a log without hosts). Hosts compare without
     their domain, case-insensitively."""
     ranks = [r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)]
-    out = []
+    out: list[Joined] = []
     for rep in reports:
         if rep.get("tool") != ToolKind.NSYS:
             continue
@@ -200,7 +218,7 @@ def _family(transport: str) -> str:
     return "/".join(parts[:2]) if parts[0] in ("NET", "P2P") and len(parts) > 1 else parts[0]
 
 
-def inter_node_traffic(network_path: Mapping[str, Any], results: Sequence[ReportResult]) -> dict[str, Any] | None:
+def inter_node_traffic(network_path: Mapping[str, Any], results: Sequence[ReportResult]) -> InterNodeTraffic | None:
     """What crosses nodes, joined: the collectives the run's nsys reports ran (from their NCCL kernels' names)
     and the transports the log shows between ranks of different nodes, with GPUDirect RDMA where it applies.
     None when the log shows no inter-node pair or no nsys report ran an NCCL kernel."""

@@ -26,7 +26,6 @@ from tests.analysis.planting import ingested
 from tests.conftest import corpus_file
 
 
-
 def test_extra_json_is_the_fields_in_declared_order() -> None:
     assert list(extra_json(WarmupExtra(steady_median_ns=7, warmup_iterations=3))) == ["warmup_iterations",
                                                                                        "steady_median_ns"]
