@@ -39,14 +39,19 @@ from analysis.results import (
     Verdict,
 )
 from analysis.views.compare import DEFAULT_NOISE_PCT, RunFacts
+from analysis.views.payloads import Group, KernelInstances, NamedCalls, RunWindow, Selection, Window
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from analysis.diagnosis.rules.base import RuleInfo, ThresholdInfo
+    from analysis.loops.window import WindowSpec
+    from analysis.model.tables import RankMatrix, ReportTables
     from analysis.model.trace import Trace
+    from analysis.readers.nsys.spawn import IngestChild
     from analysis.views.run_timeline import Part
 
-__all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Breakdown", "DeviceBreakdown", "Evidence",
+__all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Group", "KernelInstances", "NamedCalls", "RunWindow", "Selection", "Window", "Breakdown", "DeviceBreakdown", "Evidence",
            "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
            "AnalysisStep", "ToolKind", "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
            "compare_facts", "run_facts", "run_step_time", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances", "named_calls",
@@ -116,7 +121,7 @@ class IngestResult:
     kept: Path | None = None  # the export without its captured environment, when ``keep`` was asked for
 
 
-def start_ingest_child(out: Path, limits: Limits | None = None) -> Any:
+def start_ingest_child(out: Path, limits: Limits | None = None) -> IngestChild:
     """Start the isolated bulk-copy process for ``out`` ahead of ``ingest(..., child=)``, so its start-up
     overlaps the caller's own work; it sees no export before that export passed validation."""
     return start_child(Path(out), limits or Limits())
@@ -191,7 +196,7 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
     return IngestResult(kind, out, reader.summarize(out, src.name), kept)
 
 
-def window_parse(spec: str | None) -> Any:
+def window_parse(spec: str | None) -> WindowSpec:
     """Check a window spec (``analysis.loops.window``) before any work: raises ``TraceError('bad_window')``."""
     from analysis.loops.window import parse
 
@@ -235,7 +240,7 @@ def threshold_keys() -> list[str]:
     return [f"{r.id}.{name}" for r in default_registry() for name in r.thresholds]
 
 
-def threshold_ranges() -> dict[str, dict[str, Any]]:
+def threshold_ranges() -> dict[str, ThresholdInfo]:
     """Every threshold's override key with its declaration: default, unit, help, type (``integer`` or
     ``number``), minimum, maximum and special values (outside the range, with a meaning of their own)."""
     from analysis.diagnosis.rules.registry import default_registry
@@ -397,12 +402,12 @@ def _published_rules() -> list[Any]:
     return [*default_registry(), *net_registry()]
 
 
-def rule_catalogue() -> list[dict[str, Any]]:
+def rule_catalogue() -> list[RuleInfo]:
     """Every published rule's description (id, docs, thresholds): nsys and ncu in registry order, then NET."""
     return [rule.describe() for rule in _published_rules()]
 
 
-def describe_rule(rule_id: str) -> dict[str, Any] | None:
+def describe_rule(rule_id: str) -> RuleInfo | None:
     """One rule's published description, or None for an id no rule has (e.g. a rule since removed)."""
     return next((rule.describe() for rule in _published_rules() if rule.id == rule_id), None)
 
@@ -443,14 +448,14 @@ def open_report(path: Path, label: str) -> Trace:
 
 
 def timeline_window(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
-                    buckets: int = 1000) -> dict[str, Any]:
+                    buckets: int = 1000) -> Window:
     """The report's lanes between ``start_ns`` and ``end_ns``, downsampled to ``buckets`` columns."""
     from analysis.views.timeline import window
 
     return window(trace, start_ns, end_ns, buckets)
 
 
-def kernel_instances(trace: Trace, name: str, limit: int = 5) -> dict[str, Any]:
+def kernel_instances(trace: Trace, name: str, limit: int = 5) -> KernelInstances:
     """Where the kernel ``name`` ran in the report: its count and first instances."""
     from analysis.views.timeline import kernel_instances as instances
 
@@ -458,7 +463,7 @@ def kernel_instances(trace: Trace, name: str, limit: int = 5) -> dict[str, Any]:
 
 
 def named_calls(trace: Trace, names: Sequence[str], window: tuple[int, int] | None = None,
-                limit: int = 20) -> dict[str, Any]:
+                limit: int = 20) -> NamedCalls:
     """Where the calls a finding names held the GPU idle in the report's analysis ``window`` (its evidence when
     that is totals per name): the calls with the most idle inside (``analysis.views.named_calls``)."""
     from analysis.views.named_calls import named_calls as calls
@@ -486,7 +491,7 @@ def table_limit() -> int:
     return TABLE_LIMIT
 
 
-def report_tables(trace: Trace, kind: str) -> dict[str, list[dict[str, Any]]]:
+def report_tables(trace: Trace, kind: str) -> ReportTables:
     """The report's kernel table and (nsys) NVTX table: ``{"kernels": [...], "nvtx": [...]}``."""
     from analysis.model import tables
 
@@ -497,7 +502,7 @@ def report_tables(trace: Trace, kind: str) -> dict[str, list[dict[str, Any]]]:
     return {"kernels": tables.kernel_table(trace), "nvtx": tables.nvtx_table(trace)}
 
 
-def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> dict[str, Any]:
+def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> RankMatrix:
     """Kernel x rank total time for the ``top`` kernels of (rank label, nsys report) pairs."""
     from analysis.model.tables import kernel_rank_matrix as matrix
 
@@ -514,7 +519,7 @@ def run_part(trace: Trace, report_id: int, rank: int | None = None, host: str | 
     return Part(trace, report_id, rank, host)
 
 
-def lanes_described(part: Part, trace_path: Path) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+def lanes_described(part: Part, trace_path: Path) -> tuple[list[Group], tuple[int, int] | None]:
     """The report's lane catalogue and extent: from the lanes file the ingest wrote beside the report, else
     read from the report once and that file written (a report ingested before the file existed; a
     read-only data directory reads the report each time)."""
@@ -526,7 +531,8 @@ def lanes_described(part: Part, trace_path: Path) -> tuple[list[dict[str, Any]],
     if kept is None:
         try:
             described = write_lanes(part.trace, lanes_path(Path(trace_path)))
-            kept = described["facts"], (tuple(described["extent"]) if described["extent"] else None)
+            ext = described["extent"]
+            kept = described["facts"], ((ext[0], ext[1]) if ext else None)
         except OSError:
             kept = None
     return (catalogue(part, kept[0]), kept[1]) if kept is not None else (catalogue(part), extent(part.trace))
@@ -585,8 +591,8 @@ def prepare_overview(trace_path: Path) -> Path | None:
 
 
 def run_timeline_window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = None,
-                        buckets: int = 1000, *, catalogues: list[list[dict[str, Any]]] | None = None,
-                        extents: list[tuple[int, int] | None] | None = None) -> dict[str, Any]:
+                        buckets: int = 1000, *, catalogues: list[list[Group]] | None = None,
+                        extents: list[tuple[int, int] | None] | None = None) -> RunWindow:
     """The run's groups and lanes between ``start_ns`` and ``end_ns`` of the run clock, downsampled."""
     from analysis.views.run_timeline import window
 
@@ -594,7 +600,7 @@ def run_timeline_window(parts: list[Part], start_ns: int | None = None, end_ns: 
 
 
 def run_timeline_select(parts: list[Part], report_id: int, pid: int | None, device: int | None,
-                        stream: int | None, t_ns: int, tol_ns: int = 0) -> dict[str, Any]:
+                        stream: int | None, t_ns: int, tol_ns: int = 0) -> Selection:
     """The kernel at run-clock time ``t_ns`` in a GPU lane, with its launch and (NCCL) its collective."""
     from analysis.views.run_select import select
 

@@ -83,15 +83,23 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 
 def _finding_extras(defs: dict[str, Any], extras: Mapping[str, type]) -> None:
     """A finding's ``extra`` beside its fixed keys: the engine's keys typed on every finding, and the shape of
-    each rule of ``extras`` where the finding is that rule's (other keys stay open)."""
+    each rule of ``extras`` where the finding is that rule's. A typed extra is closed (``additionalProperties``
+    false): such a finding holds its fixed keys, the engine's and its type's, nothing else; the findings of a rule
+    that declares no type stay open."""
     finding = defs["FindingResult"]
     finding["properties"].update(_object_schema(results.EngineExtra, defs)["properties"])
+    # The fixed and engine keys, typed (and checked) by FindingResult itself.
+    beside = {"^(" + "|".join(sorted(finding["properties"])) + ")$": True}
     cases = []
     for rule_id, cls in sorted(extras.items()):
-        if cls.__name__ not in defs:
-            defs[cls.__name__] = {**_object_schema(cls, defs), "additionalProperties": True}
+        name = cls.__name__
+        if name not in defs:
+            defs[name] = _object_schema(cls, defs)
+        own = defs[name]
         cases.append({"if": {"properties": {"rule_id": {"const": rule_id}}, "required": ["rule_id"]},
-                      "then": {"$ref": f"#/$defs/{cls.__name__}"}})
+                      "then": {"properties": {k: {"$ref": f"#/$defs/{name}/properties/{k}"} for k in own["properties"]},
+                               "patternProperties": beside, "required": own["required"],
+                               "additionalProperties": False}})
     finding["allOf"] = cases
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 # Every code a person may see, with what it means. The service maps these to HTTP statuses.
 ERROR_CODES: dict[str, str] = {
     "empty_file": "the file is empty",
@@ -24,10 +26,18 @@ ERROR_CODES: dict[str, str] = {
 }
 
 
+class ErrorInfo(TypedDict):
+    """A ``TraceError`` as JSON: the API's error body and a failed job's record."""
+
+    code: str
+    message: str
+    details: dict[str, Any]
+
+
 class TraceError(Exception):
     """A problem with an input trace, with a stable machine code and a message a person can act on."""
 
-    def __init__(self, code: str, message: str, details: dict | None = None) -> None:
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         if code not in ERROR_CODES:
             raise ValueError(f"unknown trace error code {code!r}")
         super().__init__(message)
@@ -38,5 +48,5 @@ class TraceError(Exception):
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> ErrorInfo:
         return {"code": self.code, "message": self.message, "details": self.details}

@@ -6,8 +6,9 @@ byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == 
 analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
 launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``. The nsys
 rules that declare an ``extra_type`` (a rule trait) build their rule-specific numbers as its typed ``*Extra``
-dataclass (``extra_json`` makes them a finding's ``extra``); the ncu rules' numbers and the report-summary keys still
-changing shape stay JSON in ``extra`` / ``details``.
+dataclass (``extra_json`` makes them a finding's ``extra``; the schema closes them: no other key), the ncu rules
+``NcuExtra``; the other rules' numbers and the report-summary keys still changing shape stay JSON in ``extra`` /
+``details``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from analysis.result_parts import (
     DominantKernel,
@@ -72,6 +73,30 @@ class Evidence:
 
 _FINDING_KEYS = ("rule_id", "severity", "title", "message", "impact_ns", "impact_pct", "advice", "report", "rank",
                  "evidence", "evidence_total", "phase")
+
+
+class SharedCpuRank(TypedDict):
+    """One rank of a ``shared_cpu`` warning: the CPUs it ran on most, its time there and on any CPU."""
+
+    name: str
+    cpus: list[int]
+    on_these_cpus_ns: int
+    on_any_cpu_ns: int
+
+
+class RunWarning(TypedDict):
+    """Something about a run's inputs that makes its cross-rank numbers doubtful (``AnalysisResult.run_warnings``):
+    a ``code``, what it means, the reports and ranks it names; a ``shared_cpu`` warning adds its host, the CPUs and
+    each rank's time on them."""
+
+    code: str
+    message: str
+    reports: list[str]
+    ranks: list[int]
+    host: NotRequired[str]
+    cpus: NotRequired[list[int]]
+    per_rank: NotRequired[list[SharedCpuRank]]
+    cpu_layout: NotRequired[dict[str, Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,26 +295,31 @@ class NcuExtra:
     kernel: str
     linked_to_nsys: bool
     nsys_match: str | None
-    kernel_grid: tuple[int, ...] | int | None
-    kernel_block: tuple[int, ...] | int | None
+    kernel_grid: list[int] | int | None
+    kernel_block: list[int] | int | None
     kernel_time_ns: int | None
     # Each launch's saving bounded by its speed of light, ``[kernel_id, ns]``.
     launch_savings: list[list[int | None]]
     time_base_ns: int | None
-    raw_impact_ns: int = field(metadata=_json(optional=True))
-    kernel_saving_ns: int = field(metadata=_json(optional=True))
-    cause_order: int = field(metadata=_json(optional=True))
-    causes_on_kernel: int = field(metadata=_json(optional=True))
-    role: str = field(metadata=_json(optional=True))
-    explained_by: tuple[str, ...] = field(metadata=_json(optional=True))
+    # Set by the gain sharing after the rule (``ncu_gains.share_gains``: the rule leaves them None, and None is left
+    # out of the JSON): the rule's own estimate, the kernel's shared saving, the finding's place among the kernel's
+    # findings and how many share it, its role, and the causes a symptom is explained by.
+    raw_impact_ns: int | None = field(default=None, metadata=_json(optional=True))
+    kernel_saving_ns: int | None = field(default=None, metadata=_json(optional=True))
+    cause_order: int | None = field(default=None, metadata=_json(optional=True))
+    causes_on_kernel: int | None = field(default=None, metadata=_json(optional=True))
+    role: str | None = field(default=None, metadata=_json(optional=True))
+    explained_by: list[str] | None = field(default=None, metadata=_json(optional=True))
 
 
 def extra_json(extra: Any) -> JSON:
     """A rule's typed extra (its ``Rule.extra_type``, made by the rule) as the finding's ``extra``: its fields
-    in declared order (the order of the keys in the JSON), values as given."""
+    in declared order (the order of the keys in the JSON), values as given; an optional field (``_json(optional=True)``)
+    left out while it is None."""
     if not dataclasses.is_dataclass(extra) or isinstance(extra, type):
         raise TypeError(f"a typed extra is a dataclass instance, not {type(extra).__name__}")
-    return {f.name: getattr(extra, f.name) for f in dataclasses.fields(extra)}
+    return {f.name: value for f in dataclasses.fields(extra)
+            if (value := getattr(extra, f.name)) is not None or not f.metadata.get("json", {}).get("optional")}
 
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 import numpy as np
 
@@ -720,15 +720,38 @@ def resolve_names(trace: Trace, hashes: set[int]) -> dict[int, str]:
     return found
 
 
+class IdleTop(TypedDict):
+    name: int  # the name's hash, resolved once for the whole report (``resolve_names``)
+    ns: int
+    calls: int
+
+
+class IdleEntryCategory(TypedDict):
+    category: str
+    ns: int
+    top: list[IdleTop]
+
+
+class IdleEntry(TypedDict):
+    """One device's painted idle in one bin, before its names are resolved (``IdleAnatomy``'s fields)."""
+
+    pid: int | None
+    device: int | None
+    phase: str
+    idle_ns: int
+    threads: list[int] | None
+    categories: list[IdleEntryCategory]
+
+
 def entries(trace: Trace, painted: Painted, pid: int | None, device: int | None, tids: list[int] | None,
-            bin_names: Sequence[str]) -> list[dict]:
+            bin_names: Sequence[str]) -> list[IdleEntry]:
     """The JSON entries of one device's painted idle, one per bin with idle: categories by time, top names."""
-    out = []
+    out: list[IdleEntry] = []
     for b in range(painted.bins):
         idle = int(painted.ns[b].sum())
         if not idle:
             continue
-        cats = []
+        cats: list[IdleEntryCategory] = []
         for c in np.argsort(-painted.ns[b], kind="stable"):
             ns = int(painted.ns[b, c])
             if not ns:
@@ -765,7 +788,7 @@ def idle_anatomy(trace: Trace, phases: Sequence[tuple[str, int]] = ()) -> list[I
     bin_names = [n for n, _ in phases] or ["whole"]
     sp = speakers(trace)
     shared = trace.memo.get("idle_painted")  # the gap rules' painting of these same gaps, when made
-    out: list[dict] = []
+    out: list[IdleEntry] = []
     for u in unit_ops(trace):
         if not len(u):
             continue

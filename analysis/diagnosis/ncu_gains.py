@@ -24,11 +24,12 @@ import dataclasses
 import functools
 import math
 from collections import defaultdict
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from analysis.diagnosis.findings import Finding, severity_for
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
+from analysis.results import NcuExtra, extra_json
 
 
 @functools.cache
@@ -108,27 +109,34 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
         if severity == "critical":
             severity = "warning" if critical_seen else severity
             critical_seen = True
-        extra: dict[str, Any] = {
-            **f.extra, "raw_impact_ns": int(f.impact_ns), "kernel_saving_ns": int(round(saving)),
-            "cause_order": position, "causes_on_kernel": len(gains),
-            "role": role(f)[0],
-        }
         message = f.message
         symptom = not _is_cause(f)
+        explained_by = None
         if symptom and causes and f.impact_ns > 0:
-            extra["explained_by"] = causes
+            explained_by = causes
             message += (f". A symptom of what is found on this kernel ({', '.join(causes)}): fixing that removes it, "
                         "so it adds nothing to the kernel's estimated saving")
         elif symptom and carrier is not None and gain == 0 and f.impact_ns > 0:
-            extra["explained_by"] = [carrier]
+            explained_by = [carrier]
             message += (f". The same cost as {carrier} on this kernel, seen another way: it adds nothing to the "
                         "kernel's estimated saving")
+        extra = dataclasses.replace(NcuExtra(**f.extra), raw_impact_ns=int(f.impact_ns),
+                                    kernel_saving_ns=int(round(saving)), cause_order=position,
+                                    causes_on_kernel=len(gains), role=role(f)[0], explained_by=explained_by)
         out.append((i, dataclasses.replace(f, impact_ns=int(round(gain)), impact_pct=pct, severity=severity,
-                                           message=message, extra=extra)))
+                                           message=message, extra=extra_json(extra))))
     return out
 
 
-def report_saving(findings: list[Finding], report: str | None) -> dict[str, Any]:
+class ReportSaving(TypedDict):
+    """An ncu report's headline estimated saving (``report_saving``): ns, its share, and the time it is drawn from."""
+
+    ns: int
+    pct: float | None
+    drawn_from: str
+
+
+def report_saving(findings: list[Finding], report: str | None) -> ReportSaving:
     """The headline estimated saving of an ncu report after ``share_gains``: the bounded sum of its gains in ns,
     its share of the time it is drawn from (the profiled time, or the linked nsys reports' span; None when
     kernels of both kinds mix) and which time that is."""

@@ -9,7 +9,7 @@ query on the export itself.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from analysis.diagnosis.system_metrics import system_metrics
 from analysis.model.trace import Trace
@@ -131,13 +131,22 @@ def _dominant(top: list[tuple], kernel_ns: int) -> DominantKernel | None:
     return DominantKernel(name=name, count=int(count), total_ns=int(total), share_pct=round(share, 3))
 
 
-def degraded(meta: dict[str, str]) -> list[dict[str, Any]]:
+class Degraded(TypedDict):
+    """A part of the export ingest could not read: its table, the columns, and what that costs the analysis."""
+
+    table: str | None
+    columns: list[str]
+    effect: str
+
+
+def degraded(meta: dict[str, str]) -> list[Degraded]:
     """The parts of the export ingest could not read, each ``{table, columns, effect}`` (empty: none)."""
     try:
         items = json.loads(meta.get("degraded") or "[]")
     except ValueError:
         return [{"table": None, "columns": [], "effect": "unreadable degradation record"}]
-    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    # The records as ingest wrote them (``analysis.readers.nsys``: table, columns, effect).
+    return cast("list[Degraded]", [i for i in items if isinstance(i, dict)] if isinstance(items, list) else [])
 
 
 def report_info(trace: Trace) -> dict[str, Any]:

@@ -10,7 +10,7 @@ when the profile did not collect them: ``nsys profile --gpu-metrics-devices=all`
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TypedDict
 
 from analysis.model.trace import Trace
 from analysis.result_parts import GpuMetric, Nic, NicCounter, StorageIO, SystemMetrics
@@ -103,7 +103,29 @@ def system_metrics(trace: Trace) -> SystemMetrics | None:
     return SystemMetrics(gpu=tuple(gpu), nic=tuple(nic), nics=tuple(nics), storage=tuple(storage))
 
 
-def link_during_copies(trace: Trace, copy_kinds: list[str]) -> list[dict[str, Any]]:
+class LinkDuringCopies(TypedDict):
+    """A link metric (PCIe, NVLink, C2C) of one source sampled while copies ran, beside its mean over the capture."""
+
+    source: str
+    metric: str
+    samples: int
+    mean_during_copies: float
+    max_during_copies: float
+    mean_whole_capture: float
+
+
+class SampledDuring(TypedDict):
+    """A GPU metric of one source sampled inside some intervals, beside its mean over the capture."""
+
+    source: str
+    metric: str
+    samples: int
+    mean_during: float
+    max_during: float
+    mean_whole_capture: float
+
+
+def link_during_copies(trace: Trace, copy_kinds: list[str]) -> list[LinkDuringCopies]:
     """Link metrics (PCIe, NVLink, C2C) sampled while a copy of one of ``copy_kinds`` ran, per source and
     metric: samples, mean and max, next to the mean over the whole capture. Empty without such samples.
 
@@ -125,7 +147,7 @@ def link_during_copies(trace: Trace, copy_kinds: list[str]) -> list[dict[str, An
              "max_during_copies": float(r[4]), "mean_whole_capture": round(float(r[5]), 6)} for r in rows]
 
 
-def sampled_during(trace: Trace, metric_re: str, intervals: list[tuple[int, int]]) -> list[dict[str, Any]]:
+def sampled_during(trace: Trace, metric_re: str, intervals: list[tuple[int, int]]) -> list[SampledDuring]:
     """GPU metrics whose name matches ``metric_re`` sampled inside any of ``intervals`` ``[start, end]``, per
     source and metric: samples, mean and max, next to the mean over the whole capture. Empty without such
     samples (the intervals are a bounded evidence set, one SQL join)."""

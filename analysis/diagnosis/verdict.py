@@ -20,7 +20,8 @@ the phases and the findings):
    copies (``copies``), launch shapes that leave most SMs idle (``launch_shape``, KRN004), else the
    kernels themselves (``gpu_bound_kernel``: KRN005's ncu command when one kernel dominates).
 5. Otherwise the GPU waits, and the finding that owns the most time in the window says on what
-   (``RULE_KINDS``: each rule's own ``verdict_kind`` and ``next_step``). Idle in which nothing of the
+   (each rule's own ``verdict_kind`` and ``next_step``, ``Rule.verdict_step``; what else the verdict reads of a
+   finding is its rule's trait too, ``Rule.host_work``, ``round_trip``, ``busy_role`` ...). Idle in which nothing of the
    host's was recorded (GPU001 whose idle is mostly ``none``: no call, range, CPU sample or switch-out) is an absence of evidence,
    not a cause: when a finding that names what the host was doing owns at least ``NAMED_SHARE`` of the
    idle, the verdict leads with it and says how much idle has nothing recorded and how to see it.
@@ -33,9 +34,9 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from analysis import fmt
 from analysis.diagnosis.rules.base import Rule
@@ -71,28 +72,6 @@ SHAPE_SHARE = 0.5      # KRN004's cost at least this share of compute kernel tim
 COPY_SHARE = 0.5       # copies at least this share of busy time: copies are the story
 NAMED_SHARE = 0.2      # a recorded cause owning this share of the idle leads over idle with nothing recorded
 
-class _RuleKinds(Mapping[str, tuple[str, str]]):
-    """Rule id -> (verdict kind, next step), as each rule states them (``Rule.verdict_kind``, ``Rule.next_step``),
-    read from the registry on first use. Rules another verdict speaks for state no kind and are absent (KRN005
-    feeds gpu_bound_kernel, PHASE001/PHASE002 are about other phases, HOST002 is evidence only)."""
-
-    @functools.cached_property
-    def _table(self) -> dict[str, tuple[str, str]]:
-        return {r.id: (kind, r.next_step) for r in default_registry()
-                if r.tool == "nsys" and (kind := getattr(r, "verdict_kind", None))}
-
-    def __getitem__(self, rule_id: str) -> tuple[str, str]:
-        return self._table[rule_id]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table)
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-
-RULE_KINDS: Mapping[str, tuple[str, str]] = _RuleKinds()
-
 # GPU001's idle whose cause is process set-up (context, modules, communicators) is start-up, not the loop.
 SETUP_NEXT = ("exclude one-off set-up from the measurement (warm up, capture range) or create contexts and "
               "communicators once")
@@ -118,7 +97,69 @@ def _collect(facts: Mapping[str, Any], what: str) -> str:
     return f"collect {' '.join(flags)} to {what}" if flags else ""
 
 
-def verdict_facts(trace: Trace) -> dict[str, Any]:
+class PtxJit(TypedDict):
+    """The launch and module-load calls that JIT-compiled PTX (``ptx_jit``): ``[name, start_ns, ns, samples in the
+    compiler, samples]`` each, their time together, the GPUs' architectures to build for."""
+
+    calls: list[list[Any]]
+    ns: int
+    archs: list[str]
+
+
+class EndedInStartup(TypedDict):
+    """A capture that ended during start-up (``ended_in_startup``): the stretch, the calls filling it, the copies and
+    memsets in it."""
+
+    ns: int
+    calls: list[tuple[str, int]]
+    gpu_ops: int
+
+
+class DataPath(TypedDict):
+    """Start-up that fills the managed memory the kernels read (``data_path``)."""
+
+    ns: int
+    managed_allocs: int
+    managed_alloc_ns: int
+    migrations_in: int
+    bytes_in: int
+    os_calls: list[tuple[str, int]]
+
+
+class Failure(TypedDict):
+    """How the run failed (``failed_run``, from ``meta['failure']``): when, which thread, the frames of its last CPU
+    samples."""
+
+    ns: int
+    pid: int | None
+    tid: int | None
+    frames: str | None
+
+
+class VerdictFacts(TypedDict):
+    """What the verdict needs of the whole report (``verdict_facts``; saved with the report's facts as JSON, so the
+    verdict reads it back as a mapping). The keys from ``cuda_threads`` on are there only where they apply."""
+
+    t0_ns: int | None
+    t1_ns: int | None
+    g0_ns: int | None
+    g1_ns: int | None
+    captured: dict[str, bool]
+    ended_in_startup: EndedInStartup | None
+    failure: Failure | None
+    cuda_threads: NotRequired[int]
+    c0_ns: NotRequired[int]
+    s1_ns: NotRequired[int]
+    startup_calls: NotRequired[list[tuple[str, int]]]
+    startup_covered_ns: NotRequired[int]
+    teardown_calls: NotRequired[list[tuple[str, int]]]
+    teardown_covered_ns: NotRequired[int]
+    pre_cuda_calls: NotRequired[list[tuple[str, int]]]
+    data_path: NotRequired[DataPath | None]
+    ptx_jit: NotRequired[PtxJit | None]  # always there, set last (the key order of the saved facts)
+
+
+def verdict_facts(trace: Trace) -> VerdictFacts:
     """What the verdict needs from the whole (unwindowed) report: the first and last recorded activity
     (``t0_ns``/``t1_ns``), the first activity of the CUDA program (``c0_ns``: its first CUDA call, GPU operation
     or NVTX range; host work before it is outside the GPU program), the first and last GPU operation
@@ -130,27 +171,28 @@ def verdict_facts(trace: Trace) -> dict[str, Any]:
     parts = [f'SELECT MIN(start_ns) s, MAX(end_ns) e FROM "{t}"' for t in ("kernels", "memcpy", "memset")  # noqa: S608
              if trace.has_rows(t)]
     g = trace.sql("SELECT MIN(s), MAX(e) FROM (" + " UNION ALL ".join(parts) + ")")[0] if parts else (None, None)  # noqa: S608
-    out: dict[str, Any] = {"t0_ns": bounds[0] if bounds else None, "t1_ns": bounds[1] if bounds else None,
-                           "g0_ns": None if g[0] is None else int(g[0]), "g1_ns": None if g[1] is None else int(g[1])}
+    g1 = None if g[1] is None else int(g[1])
     # The capture flags the export used (its settings, else its rows: ``analysis.model.capture``); a flag already
     # on is never the next step.
-    out["captured"] = captured(trace)
-    out["ended_in_startup"] = ended_in_startup(trace, bounds[1]) if bounds else None
-    out["failure"] = failed_run(trace, out["g1_ns"])
+    out: VerdictFacts = {"t0_ns": bounds[0] if bounds else None, "t1_ns": bounds[1] if bounds else None,
+                         "g0_ns": None if g[0] is None else int(g[0]), "g1_ns": g1, "captured": captured(trace),
+                         "ended_in_startup": ended_in_startup(trace, bounds[1]) if bounds else None,
+                         "failure": failed_run(trace, g1)}
     # The threads that call CUDA, in a one-shot program (the only one whose sleep can be a pause: ``_pause``): a
     # sleep on the only one has no other thread of the program to wait for.
     if trace.has_rows("cuda_api") and bounds and not len(phase_info(trace).loop):
         out["cuda_threads"] = int(trace.scalar("SELECT COUNT(*) FROM (SELECT DISTINCT pid, tid FROM cuda_api)") or 0)
-    if bounds and out["g0_ns"] is not None:
-        c0 = _cuda_start(trace, out["g0_ns"])
-        s1 = _setup_end(trace, out["g0_ns"])
+    g0 = out["g0_ns"]
+    if bounds and g0 is not None and g1 is not None:  # a first GPU operation implies a last
+        c0 = _cuda_start(trace, g0)
+        s1 = _setup_end(trace, g0)
         out["c0_ns"], out["s1_ns"] = c0, s1
-        out["startup_calls"] = top_calls(trace, c0, s1)
-        out["startup_covered_ns"] = covered_ns(trace, c0, s1, [n for n, _ in out["startup_calls"]])
-        out["teardown_calls"] = top_calls(trace, out["g1_ns"], bounds[1])
-        out["teardown_covered_ns"] = covered_ns(trace, out["g1_ns"], bounds[1], [n for n, _ in out["teardown_calls"]])
+        out["startup_calls"] = start = top_calls(trace, c0, s1)
+        out["startup_covered_ns"] = covered_ns(trace, c0, s1, [n for n, _ in start])
+        out["teardown_calls"] = end = top_calls(trace, g1, bounds[1])
+        out["teardown_covered_ns"] = covered_ns(trace, g1, bounds[1], [n for n, _ in end])
         out["pre_cuda_calls"] = _os_calls(trace, bounds[0], c0) if c0 > bounds[0] else []
-        out["data_path"] = data_path(trace, c0, out["g0_ns"])
+        out["data_path"] = data_path(trace, c0, g0)
     out["ptx_jit"] = ptx_jit(trace)
     return out
 
@@ -163,7 +205,7 @@ PTX_JIT_RE = r"(?i)(ptxjitcompiler|nvptxcompiler|__cuda_ptx)"
 PTX_CALLS_RE = r"^(cu(da)?Launch\w*|cu(Module|Library)Load\w*)$"
 
 
-def ptx_jit(trace: Trace) -> dict[str, Any] | None:
+def ptx_jit(trace: Trace) -> PtxJit | None:
     """The launch and module-load calls during which the calling thread was sampled in the PTX JIT compiler
     (``PTX_JIT_RE``, the sample's innermost frame or its module): per call (name, start, duration, samples in the
     compiler, samples in all), their time together, and the architecture of the GPU(s) (``devices``' compute
@@ -220,7 +262,7 @@ def _with_ptx(v: Verdict, facts: Mapping[str, Any]) -> Verdict:
     return replace(v, text=text, next_step="; then ".join(x for x in (first, step, rest) if x))
 
 
-def failed_run(trace: Trace, g1: int | None) -> dict[str, Any] | None:
+def failed_run(trace: Trace, g1: int | None) -> Failure | None:
     """The run failed when one of its threads' last CPU samples shows an uncaught exception or an abort
     (``meta['failure']``, found at ingest: ``analysis.readers.nsys.normalize.FAILED``) and no GPU work follows it
     (after its last GPU operation, or in a run without any). None otherwise."""
@@ -240,7 +282,7 @@ TEARDOWN_RE = (r"^(cuda(Free\w*|DeviceReset|HostUnregister)|cu(CtxDestroy|Device
                r"|ModuleUnload|LibraryUnload|MemFree|MemRelease)\w*|nccl(CommDestroy|CommFinalize|CommAbort)|P?MPI_Finalize)$")
 
 
-def ended_in_startup(trace: Trace, t1: int) -> dict[str, Any] | None:
+def ended_in_startup(trace: Trace, t1: int) -> EndedInStartup | None:
     """Whether the capture ended during the CUDA program's start-up: CUDA calls were recorded, but no kernel and no
     kernel launch (a launch without its kernel is lost GPU tracing, not an early end), and the last call recorded is
     not one of the program's end (``TEARDOWN_RE``: frees, destroys, finalize). Then: the stretch from the first CUDA
@@ -263,7 +305,7 @@ def ended_in_startup(trace: Trace, t1: int) -> dict[str, Any] | None:
 MANAGED_ALLOCS = ("cudaMallocManaged", "cuMemAllocManaged")
 
 
-def data_path(trace: Trace, c0: int, g0: int) -> dict[str, Any] | None:
+def data_path(trace: Trace, c0: int, g0: int) -> DataPath | None:
     """The start-up before the first GPU operation (``[c0, g0)``) when it feeds the GPU's data path: managed memory
     is allocated in it and, once the kernels run, its pages migrate in from the host (``UVM_HtoD``), which they do
     only for pages the host touched first. The host's work there (reading and converting the input into managed
@@ -363,6 +405,12 @@ def finding_kind(finding: Mapping[str, Any]) -> str | None:
 @functools.cache
 def _rules() -> dict[str, type[Rule]]:
     return {r.id: r for r in default_registry()}
+
+
+def _rule(finding: Mapping[str, Any]) -> type[Rule]:
+    """The rule of ``finding``, whose traits the verdict reads (``Rule`` itself, all traits at their defaults, for a
+    rule the registry does not hold)."""
+    return _rules().get(finding["rule_id"], Rule)
 
 
 def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
@@ -487,9 +535,10 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
         return _no_gpu(info, facts)
     one_off = _one_off(info, facts)
     if one_off is not None:
-        # PHASE001 (start-up before the first iteration), when it ran, is the finding this verdict speaks for.
-        phase001 = next((f for f in findings if f["rule_id"] == "PHASE001"), None)
-        return replace(one_off, rule_id=phase001["rule_id"]) if one_off.kind == "startup" and phase001 else one_off
+        # The finding of the rule whose one-off phase this is (``Rule.one_off_phase``: start-up before the first
+        # iteration), when it ran, is the finding this verdict speaks for.
+        phase_finding = next((f for f in findings if _rule(f).one_off_phase == one_off.kind), None)
+        return replace(one_off, rule_id=phase_finding["rule_id"]) if phase_finding else one_off
     bd = info.get("breakdown") or {}
     span, idle = int(bd.get("span_ns") or 0), int(bd.get("idle_ns") or 0)
     busy = span - idle
@@ -516,10 +565,11 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
     if busy_pct >= GPU_BOUND_PCT:
         return _gpu_bound(bd, busy, busy_pct, by_rule, info)
     # The GPU waits: the finding that owns the most time says on what. A one-shot program whose only CUDA thread
-    # sleeps for most of HOST001's idle pauses by design: context, not host work to move.
-    pause = _pause(by_rule.get("HOST001"), facts, info)
-    ranked = [f for f in by_rule.values() if finding_kind(f) is not None and f["rule_id"] != "KRN005"
-              and not (pause and f["rule_id"] == "HOST001")]
+    # sleeps for most of the idle of a finding that may be a pause (HOST001's OS calls) pauses by design: context,
+    # not host work to move.
+    pause = _pause(next((f for f in by_rule.values() if _rule(f).may_be_pause), None), facts, info)
+    ranked = [f for f in by_rule.values() if finding_kind(f) is not None and _rule(f).leads_idle
+              and not (pause and _rule(f).may_be_pause)]
     if pause and not ranked:
         return _verdict("host_paced", f"Pausing by design: the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the "
                         f"window, while the program's only CUDA thread sleeps{pause}.", None,
@@ -532,7 +582,7 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
                         see or "annotate the host's work between the GPU operations with NVTX ranges: the CPU "
                                "samples and OS calls recorded do not say what it is", None)
     top = max(ranked, key=lambda f: int(f["impact_ns"]))
-    unrecorded = top if _unrecorded(top) else None
+    unrecorded = top if _rule(top).idle_unrecorded(top) else None
     if unrecorded is not None:
         named = [f for f in ranked if f is not top and int(f["impact_ns"]) >= NAMED_SHARE * idle]
         top = max(named, key=lambda f: int(f["impact_ns"])) if named else top
@@ -540,11 +590,7 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
     per_call = _per_call(top, by_rule, idle, busy_pct)
     if per_call is not None:
         return per_call
-    step = SETUP_NEXT if kind == "startup" else RULE_KINDS.get(top["rule_id"], ("", ""))[1]
-    if top["rule_id"] == "MEM004":
-        step = _uvm_step(top)
-    if top["rule_id"] == "MEM002" and top.get("pinned_advice") is False:  # no pageable copy: pinning fixes nothing
-        step = "issue the copies with cudaMemcpyAsync on a stream and synchronize once, or keep the data on the GPU"
+    step = SETUP_NEXT if kind == "startup" else _rule(top).verdict_step(top)
     label = LABELS.get(kind, kind)
     title = str(top["title"])
     if title.lower().startswith(label.lower() + ":"):  # a title that already says it (KRN001's "Launch-bound: ...")
@@ -562,11 +608,11 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
             f"{h.get('function')} {float(h.get('share_pct') or 0):.0f}%" for h in sampled[:3])
-        if top["rule_id"] == "GPU001":  # the samples name the work: move it, do not ask to find it
+        if _rule(top).unnamed_host_work:  # the samples name the work: move it, do not ask to find it
             step = (f"move the sampled host work ({', '.join(str(h.get('function')) for h in sampled[:2])}) off "
                     "the launching thread or overlap it with GPU work (a worker thread, asynchronous copies "
                     "into pinned buffers), so the GPU is not idle while it runs")
-    elif top["rule_id"] == "GPU001" and "--sample=cpu" in missing_flags(facts) and unrecorded is not top:
+    elif _rule(top).unnamed_host_work and "--sample=cpu" in missing_flags(facts) and unrecorded is not top:
         step = ("find the host work in the gaps (collect --sample=cpu, or NVTX ranges around it) and move it off "
                 "the GPU's critical path")
     elif unrecorded is top:
@@ -581,8 +627,7 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
         see = _collect(facts, "see it")
         text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded"
                  + (f" ({see})" if see else " (not in the CPU samples or OS calls either)"))
-    step += "".join(f"; then {RULE_KINDS[p['rule_id']][1]}" for p in parts
-                    if RULE_KINDS[p["rule_id"]][1] not in step)
+    step += "".join(f"; then {_rule(p).next_step}" for p in parts if _rule(p).next_step not in step)
     if pause:
         text += f"; the program's only CUDA thread also sleeps{pause} (a deliberate pause, not counted)"
     if path:
@@ -594,35 +639,32 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
 SLEEPS = ("sleep", "usleep", "nanosleep", "clock_nanosleep")  # a deliberate pause (sched_yield is a busy back-off)
 
 
-def _pause(host001: Mapping[str, Any] | None, facts: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+def _pause(blocked: Mapping[str, Any] | None, facts: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     """`` X of the GPU's idle (nanosleep Y)`` when a one-shot program's only CUDA thread sleeps (``SLEEPS``) for at
-    least half of HOST001's idle: a program that pauses on purpose, with no other thread of its own to wait for;
-    empty otherwise (a loop's or a multi-threaded program's sleep is a wait to remove)."""
-    if (host001 is None or int(facts.get("cuda_threads") or 0) != 1
+    least half of ``blocked``'s idle (a finding that may be a pause, ``Rule.may_be_pause``: HOST001's OS calls by
+    name): a program that pauses on purpose, with no other thread of its own to wait for; empty otherwise (a loop's
+    or a multi-threaded program's sleep is a wait to remove)."""
+    if (blocked is None or int(facts.get("cuda_threads") or 0) != 1
             or (info.get("iterations") or {}).get("program") != "one_shot"):
         return ""
-    calls = {str(n): int(ns) for n, ns in (host001.get("by_call") or {}).items()}
+    calls = {str(n): int(ns) for n, ns in (blocked.get("by_call") or {}).items()}
     slept = {n: ns for n, ns in calls.items() if n.lstrip("_").removesuffix("64") in SLEEPS}
     total = sum(slept.values())
-    if not total or 2 * total < int(host001["impact_ns"]):
+    if not total or 2 * total < int(blocked["impact_ns"]):
         return ""
     return f" {_ms(total)} of the GPU's idle (" + ", ".join(f"{n} {_ms(ns)}" for n, ns in slept.items()) + ")"
 
 
-# The findings whose idle is the launching thread busy with its own serial work (computing, blocked in OS calls,
-# communicating over MPI on the host): a host-bound verdict counts each that owns at least ``PART_SHARE`` of the
-# idle as a part of one cost (their idle is owned exclusively, so the parts add up), names it and its next step.
-HOST_PARTS = ("GPU001", "HOST001", "HOST003")
-
-
 def _host_parts(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], unrecorded: Any,
                 idle: int) -> list[Mapping[str, Any]]:
-    """The other host-work findings that a host-bound verdict led by ``top`` counts with it (largest first); a
-    GPU001 whose idle is mostly unrecorded is not known host work and is never one."""
-    if top["rule_id"] not in HOST_PARTS:
+    """The other host-work findings (``Rule.host_work``: the launching thread busy with its own serial work,
+    computing, blocked in OS calls, communicating over MPI on the host) that a host-bound verdict led by ``top``
+    counts with it, each owning at least ``PART_SHARE`` of the idle (their idle is owned exclusively, so the parts
+    add up), largest first; a finding whose idle is mostly unrecorded is not known host work and is never one."""
+    if not _rule(top).host_work:
         return []
-    found = [by_rule[r] for r in HOST_PARTS if r in by_rule and by_rule[r] is not top and by_rule[r] is not unrecorded
-             and int(by_rule[r]["impact_ns"]) >= PART_SHARE * idle > 0]
+    found = [f for f in by_rule.values() if _rule(f).host_work and f is not top and f is not unrecorded
+             and int(f["impact_ns"]) >= PART_SHARE * idle > 0]
     return sorted(found, key=lambda f: -int(f["impact_ns"]))
 
 
@@ -636,70 +678,36 @@ def _data_path_text(path: Mapping[str, Any]) -> str:
             + (f"; OS calls {calls}" if calls else "") + ")")
 
 
-# The rules that own idle inside the host's per-launch round trip (the calls of each iteration of a loop of small
-# kernels), the part of the round trip each names, and the next step that removes that part.
-PER_CALL: dict[str, tuple[str, str]] = {
-    "KRN001": ("between launches", ""),
-    "SYNC001": ("in synchronizations", "drop the per-kernel synchronizations (stream order suffices; a flag on the "
-                                       "device instead of a host check)"),
-    "MEM003": ("in synchronous memsets", "make the memsets asynchronous on the stream"),
-    "MEM002": ("in synchronous copies", "move the per-iteration copies out of the loop or make them asynchronous"),
-    "MEM006": ("in allocation calls", "allocate once outside the loop and reuse the buffers (hoist the "
-                                      "cudaMalloc/cuMemAlloc; a data region in OpenACC/OpenMP)"),
-}
 PART_SHARE = 0.1  # a part of the round trip at least this share of its idle is worth its own step
 
 
 def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], idle: int, busy_pct: float,
               ) -> Verdict | None:
-    """A loop of small kernels whose idle is the host's per-launch round trip (KRN001 with the gaps shorter than
-    GPU001's long gap: ``short_gap_idle_ns``). Its cost is all that short-gap idle (launches, syncs, copies,
-    allocations and the host code between them: the round trip is one cost), its parts are the findings that own
-    idle in it, and the next step removes the largest parts first: allocations hoisted, copies moved, syncs
-    dropped; a CUDA graph only when no part it cannot capture (allocation, synchronous copy, host sync) is
-    large, since a graph removes launches, not the host's reads and waits."""
-    krn = by_rule.get("KRN001")
-    if top["rule_id"] not in PER_CALL or krn is None or krn.get("short_gap_idle_ns") is None:
+    """A loop of small kernels whose idle is the host's per-launch round trip (the finding of the rule that measures
+    it, ``RoundTrip.whole``: KRN001 with the gaps shorter than GPU001's long gap, ``short_gap_idle_ns``). Its cost is
+    all that short-gap idle (launches, syncs, copies, allocations and the host code between them: the round trip is
+    one cost), its parts are the findings that own idle in it (``Rule.round_trip``), and the next step removes the
+    largest parts first: allocations hoisted, copies moved, syncs dropped; a CUDA graph only when no part it cannot
+    capture (allocation, synchronous copy, host sync) is large, since a graph removes launches, not the host's reads
+    and waits."""
+    trips = [(f, trip) for f in by_rule.values() if (trip := _rule(f).round_trip) is not None]
+    krn = next((f for f, trip in trips if trip.whole), None)
+    if _rule(top).round_trip is None or krn is None or krn.get("short_gap_idle_ns") is None:
         return None
     short = int(krn["short_gap_idle_ns"])
-    parts = sorted(((r, int(by_rule[r]["impact_ns"])) for r in PER_CALL if r in by_rule), key=lambda p: -p[1])
+    parts = sorted(((trip, int(f["impact_ns"])) for f, trip in trips), key=lambda p: -p[1])
     cost = max(short, int(top["impact_ns"]))
     label = LABELS.get(finding_kind(top) or "launch_bound", "Launch-bound")
-    inside = ", ".join(f"{PER_CALL[r][0]} {_ms(ns)}" for r, ns in parts)
+    inside = ", ".join(f"{trip.part} {_ms(ns)}" for trip, ns in parts)
     text = (f"{label}: the host's per-launch round trip leaves the GPU idle {_ms(short)} in "
             f"{int(krn.get('short_gaps') or 0):,} short gaps around {int(krn.get('short_kernels') or 0):,} short "
             f"kernels (the findings in it: {inside}; the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the "
             "window).")
-    big = [r for r, ns in parts if r != "KRN001" and ns >= PART_SHARE * cost]
-    steps = [PER_CALL[r][1] for r in big]
+    big = [trip for trip, ns in parts if not trip.whole and ns >= PART_SHARE * cost]
+    steps = [trip.step for trip in big]
     steps.append("fuse the small kernels or give each launch more work" if big else
                  "capture the kernel sequence in a CUDA graph or fuse the small kernels")
     return _verdict(finding_kind(top) or "launch_bound", text, cost, "; then ".join(steps), top)
-
-
-def _uvm_step(finding: Mapping[str, Any]) -> str:
-    """MEM004's next step follows the direction of the faults that own its cost: idle between migrations to the
-    host is the host faulting device-resident pages back (prefetch them to the CPU before it reads them, or keep
-    the work on the device); migrations inside kernels are the GPU faulting (prefetch to the GPU)."""
-    by_dir = finding.get("idle_by_direction") or {}
-    to_host = int((by_dir.get("UVM_DtoH") or {}).get("ns") or 0)
-    on_gpu = int(finding.get("kernel_overlap_ns") or 0) + int((by_dir.get("UVM_HtoD") or {}).get("ns") or 0)
-    if to_host > on_gpu:
-        return ("prefetch the managed buffers to the host (cudaMemPrefetchAsync to cudaCpuDeviceId) before the host "
-                "reads them, or keep that work on the GPU so the pages stay there")
-    return RULE_KINDS["MEM004"][1]
-
-
-def _unrecorded(finding: Mapping[str, Any]) -> bool:
-    """Whether a finding's idle is mostly idle with nothing of the host's recorded (no call, range, CPU sample or
-    switch-out): GPU001 whose idle is at least half ``none`` by its anatomy categories (``by_category``), or,
-    without them, whose main cause is ``no_activity`` and that names no sampled function."""
-    if finding["rule_id"] != "GPU001":
-        return False
-    cats = finding.get("by_category")
-    if cats:
-        return 2 * int(cats.get("none", 0)) >= sum(int(v) for v in cats.values())
-    return finding.get("main_cause") == "no_activity" and not finding.get("host_functions")
 
 
 def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mapping[str, Mapping[str, Any]],
@@ -707,12 +715,15 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
     copies = int(bd.get("memory_only_ns") or 0)
     compute = int(bd.get("compute_ns") or 0) + int(bd.get("comm_exposed_ns") or 0)
     if copies >= COPY_SHARE * busy:
-        top = max((by_rule[r] for r in ("MEM001", "MEM005", "MEM002") if r in by_rule),
+        # The copy finding that costs most speaks for it; with none, the step of the rule that measures the copies'
+        # share of the GPU's time (``busy_role``).
+        top = max((f for f in by_rule.values() if _rule(f).busy_role in ("copies", "copy_bound")),
                   key=lambda f: int(f["impact_ns"]), default=None)
+        step = (_rule(top).next_step if top else
+                next(r.next_step for r in _rules().values() if r.busy_role == "copy_bound"))
         return _verdict("copies", f"Copy-bound: copies alone fill {_ms(copies)} of the GPU's {_ms(busy)} busy time "
-                        f"({fmt.pct(100.0 * copies / busy)}), kernels {_ms(compute)}.", copies,
-                        RULE_KINDS[top["rule_id"] if top else "MEM005"][1], top)
-    shape = by_rule.get("KRN004")
+                        f"({fmt.pct(100.0 * copies / busy)}), kernels {_ms(compute)}.", copies, step, top)
+    shape = _busy(by_rule, "launch_shape")
     if shape is not None and int(shape["impact_ns"]) >= SHAPE_SHARE * int(shape.get("compute_kernel_ns") or compute):
         ev = (shape.get("evidence") or [{}])[0]
         d = ev.get("detail") or {}
@@ -721,8 +732,8 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
                 f"{d.get('used_pct', 0):.2g}% of the GPU works while the timeline shows it {fmt.pct(busy_pct)} busy: "
                 f"{_ms(int(shape['impact_ns']))} of {_ms(int(shape.get('compute_kernel_ns') or compute))} kernel time "
                 "is unused GPU.")
-        return _verdict("launch_shape", text, int(shape["impact_ns"]), RULE_KINDS["KRN004"][1], shape)
-    dom = by_rule.get("KRN005")
+        return _verdict("launch_shape", text, int(shape["impact_ns"]), _rule(shape).next_step, shape)
+    dom = _busy(by_rule, "dominant_kernel")
     if dom is not None:
         if dom.get("is_family"):  # many instances of one template, none dominant alone: say so, profile the costliest
             cost, where = _per_device(dom)
@@ -741,6 +752,11 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
     return _verdict("gpu_bound_kernel", f"GPU-bound: busy {fmt.pct(busy_pct)} of the window; the kernels are the "
                     f"lever (largest over the report: {names}).", compute,
                     "profile the largest kernels with ncu (--set full), starting with the first", None)
+
+
+def _busy(by_rule: Mapping[str, Mapping[str, Any]], role: str) -> Mapping[str, Any] | None:
+    """The finding that plays ``role`` in a busy GPU's verdict (``Rule.busy_role``), if one ran."""
+    return next((f for f in by_rule.values() if _rule(f).busy_role == role), None)
 
 
 def _per_device(finding: Mapping[str, Any]) -> tuple[int, str]:

@@ -22,7 +22,7 @@ elimination whose matrix shrinks each step) have no warm-up: the steady phase sa
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -68,9 +68,6 @@ class Phase:
     start_ns: int
     end_ns: int
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

@@ -26,7 +26,7 @@ either rank's report records network ranges and ``not recorded`` when neither do
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from analysis.model.trace import Trace
 from analysis.readers.nsys.net import source
@@ -97,7 +97,20 @@ def bandwidth(nbytes: int, ns: int) -> float | None:
     return round(nbytes * 1e9 / ns, 1) if ns > 0 else None
 
 
-def report_network(t: Trace, bounds: tuple[int, int] | None) -> dict[str, Any]:
+class ReportNetwork(TypedDict):
+    """A report's ``network`` object (``report_network``): whether it records NCCL's network ranges (and why not),
+    its transfers per peer pair, per channel and per direction, and the bytes sent and received (with ranges)."""
+
+    has_ranges: bool
+    reason: str | None
+    peers: list[dict[str, Any]]
+    channels: list[dict[str, Any]]
+    directions: dict[str, dict[str, Any]]
+    bytes_sent: NotRequired[int]
+    bytes_received: NotRequired[int]
+
+
+def report_network(t: Trace, bounds: tuple[int, int] | None) -> ReportNetwork:
     """The report's ``network`` object: its transfers per peer pair and per channel (see the module)."""
     lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
     src = source(t.tables)

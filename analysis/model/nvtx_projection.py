@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from analysis.model.trace import Trace
 
@@ -78,7 +78,24 @@ def projected_table(trace: Trace) -> str:
     return temp_table(trace, "_gp_nvtx_proj", PROJECTED_SQL)
 
 
-def nvtx_projection(trace: Trace, limit: int | None = 50) -> dict[str, Any]:
+class ProjectedRange(TypedDict):
+    domain: str | None
+    text: str | None
+    count: int
+    cpu_total_ns: int
+    gpu_ops: int
+    gpu_projected_ns: int
+    gpu_op_ns: int
+
+
+class NvtxProjection(TypedDict):
+    """NVTX ranges by name with their host time and projected GPU time (``nvtx_projection``)."""
+
+    has_nvtx: bool
+    ranges: list[ProjectedRange]
+
+
+def nvtx_projection(trace: Trace, limit: int | None = 50) -> NvtxProjection:
     """Per NVTX range name (domain + text): host time and the projected GPU time.
 
     Returns ``{has_nvtx, ranges: [{domain, text, count, cpu_total_ns, gpu_ops, gpu_projected_ns,

@@ -5,7 +5,7 @@ Plain rows for the browser, from one opened report (``analysis.model.trace.Trace
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from analysis.model.kernel_names import VOLATILE_NVTX_SQL, short_kernel_name
 from analysis.model.trace import Trace
@@ -13,7 +13,56 @@ from analysis.model.trace import Trace
 TABLE_LIMIT = 500   # rows of the kernel / NVTX tables sent to the browser (largest total time first)
 
 
-def kernel_table(trace: Trace) -> list[dict[str, Any]]:
+class KernelRow(TypedDict):
+    """One kernel name of a report: launches, total, mean, min and max time (None: an ncu launch without a
+    duration), streams (None for ncu), share of all kernel time, and (ncu) the best estimated speedup."""
+
+    name: str
+    short: str
+    category: str | None
+    count: int
+    total_ns: int | None
+    mean_ns: int | None
+    min_ns: int | None
+    max_ns: int | None
+    streams: int | None
+    pct: float | None
+    speedup_pct: NotRequired[float | None]
+
+
+class NvtxRow(TypedDict):
+    """One NVTX range text and domain: count and durations."""
+
+    text: str
+    domain: str | None
+    count: int
+    total_ns: int
+    mean_ns: int
+    min_ns: int
+    max_ns: int
+
+
+class ReportTables(TypedDict):
+    """A report's kernel table and NVTX table (``analysis.api.report_tables``)."""
+
+    kernels: list[KernelRow]
+    nvtx: list[NvtxRow]
+
+
+class MatrixKernel(TypedDict):
+    name: str
+    short: str
+    total_ns: list[int | None]
+
+
+class RankMatrix(TypedDict):
+    """Kernel x rank total time (``kernel_rank_matrix``): the rank labels, and per kernel its total on each."""
+
+    ranks: list[str]
+    kernels: list[MatrixKernel]
+
+
+def kernel_table(trace: Trace) -> list[KernelRow]:
     """Per kernel name of an nsys report: launches, total/mean/min/max time and share of all kernel time."""
     if not trace.has_rows("kernels"):
         return []
@@ -29,7 +78,7 @@ def kernel_table(trace: Trace) -> list[dict[str, Any]]:
             for n, c, k, t, mn, mx, s, all_t in rows]
 
 
-def nvtx_table(trace: Trace) -> list[dict[str, Any]]:
+def nvtx_table(trace: Trace) -> list[NvtxRow]:
     """Per NVTX range text (volatile counters such as ``op_id = N`` folded) and domain: count and durations."""
     if not trace.has_rows("nvtx"):
         return []
@@ -43,7 +92,7 @@ def nvtx_table(trace: Trace) -> list[dict[str, Any]]:
              "min_ns": int(mn), "max_ns": int(mx)} for t, d, k, tt, mn, mx in rows]
 
 
-def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> dict[str, Any]:
+def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> RankMatrix:
     """Kernel x rank total time for the ``top`` kernels (by their largest total on any rank).
 
     ``traces`` are (rank label, nsys Trace) pairs; a straggler kernel shows as one rank's outlying cell.
@@ -58,7 +107,7 @@ def kernel_rank_matrix(traces: list[tuple[str, Trace]], top: int = 15) -> dict[s
             "kernels": [{"name": n, "short": short_kernel_name(n), "total_ns": [p.get(n) for p in per]} for n in names]}
 
 
-def ncu_kernel_table(trace: Trace) -> list[dict[str, Any]]:
+def ncu_kernel_table(trace: Trace) -> list[KernelRow]:
     """Per kernel name of an ncu report: profiled launches, their durations as the headline and the rules see
     them (the exported column, else gpu__time_duration, else cycles / clock), share and best estimated speedup."""
     from analysis.model.ncu_metrics import load_launches
@@ -76,7 +125,7 @@ def ncu_kernel_table(trace: Trace) -> list[dict[str, Any]]:
                 best = float(sp)
         by_name[launch.name] = (count + 1, durations, best)
     all_t = sum(sum(d) for _, d, _ in by_name.values())
-    out: list[dict[str, Any]] = []
+    out: list[KernelRow] = []
     totals: dict[str, float | None] = {}
     for n, (k, durations, sp) in by_name.items():
         totals[n] = sum(durations) if durations else None

@@ -24,6 +24,7 @@ from typing import Any
 
 from analysis import fmt
 from analysis.model.trace import Trace
+from analysis.results import RunWarning
 
 MOST = 0.9  # the share of a rank's time on CPU that its confining CPUs hold
 FEW = 2     # at most this many logical CPUs: a rank bound to one or two (a chosen bound, not a core's threads)
@@ -78,7 +79,7 @@ def _where(cpus: list[int], layout: dict[str, Any] | None) -> str:
 
 
 def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[dict[str, int]], dict[str, str]]],
-                        ) -> list[dict[str, Any]]:
+                        ) -> list[RunWarning]:
     """``reports``: each nsys report's file, rank, host, ``cpu_time`` and recorded CPU layout (its meta's
     ``cpu_logical`` and ``cpu_sockets``, see ``cpu_layout``). One
     ``shared_cpu`` warning per group of two or more ranks (processes) of one host confined to overlapping logical
@@ -105,7 +106,7 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
             if total > 0 and len(mine) <= FEW:
                 by_host[host].append({"name": name, "file": file, "rank": rank, "cpus": sorted(mine), "on_ns": held,
                                       "total_ns": total})
-    out = []
+    out: list[RunWarning] = []
     for host, members in sorted(by_host.items()):
         group = list(range(len(members)))  # ranks joined when their CPUs overlap (union-find)
         for i in range(len(members)):

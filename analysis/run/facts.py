@@ -26,11 +26,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import duckdb
 import numpy as np
 
+from analysis.diagnosis.rules.base import split_in_run
 from analysis.diagnosis.rules.nsys.collectives import (
     ALGO_SQL,
     GROUP_STATS_SQL,
@@ -40,6 +41,8 @@ from analysis.diagnosis.rules.nsys.collectives import (
     group_stats,
 )
 from analysis.diagnosis.rules.nsys.common import report_span_ns
+from analysis.diagnosis.rules.nsys.run_nodes import HostSteps
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.duck import connect
 from analysis.loops import window as win
 from analysis.loops.phases import Loop
@@ -148,7 +151,8 @@ def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
     by-kernel findings, from the reports' collectives facts (each in its window, kernels clipped to it as
     the rule's own view clips them). Fills each group's ``ranks`` in place. Reads them on an in-memory
     connection with DuckDB's memory limit ``memory_bytes``, opened only when there is something to fill."""
-    found = [f for r in results for f in r.findings if f["rule_id"] == "COMM003" and f.get("sizes") == "by kernel"]
+    ids = split_in_run(default_registry(), "ranks")
+    found = [f for r in results for f in r.findings if f["rule_id"] in ids and f.get("sizes") == "by kernel"]
     sources = [(r, Path(r.facts_dir) / r.facts["collectives"]) for r in results
                if r.tool == ToolKind.NSYS and r.facts_dir is not None and r.facts.get("collectives")
                and r.facts.get("nccl_in_window")]
@@ -184,8 +188,7 @@ def _comm003_ranks(found: list[dict[str, Any]], sources: list[tuple[ReportResult
                 g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
 
 
-def comm_participants(results: list[ReportResult], rule_id: str | None = "COMM002",
-                      ) -> list[tuple[ReportResult, str]]:
+def comm_participants(results: list[ReportResult], rule_id: str | None) -> list[tuple[ReportResult, str]]:
     """The reports a cross-rank rule (COMM002, COMM005) compares, in run order, with a DuckDB relation of
     each one's collectives: nsys reports to which the rule applies (any, with ``rule_id`` None) whose
     window has NCCL kernels."""
@@ -223,7 +226,36 @@ def _pairing(ends: list[np.ndarray]) -> list[int]:
     return out
 
 
-def last_per_step(results: list[ReportResult], items: int) -> dict[str, Any] | None:
+class StepItem(TypedDict):
+    index: int
+    last: str
+    spread_ns: int
+
+
+class LastPerStep(TypedDict):
+    """Which rank finished each step last (``last_per_step``): steps, how often each rank was last, the median
+    spread, the first steps, each report's first iteration of step 0 when not paired by index, and (popped by
+    ``mark_last`` before the result is written) per report its steps' last ranks and spreads."""
+
+    count: int
+    last: dict[str, int]
+    spread_median_ns: float
+    items: list[StepItem]
+    first_iteration: NotRequired[dict[str, int]]
+    last_by_host: NotRequired[list[HostSteps]]  # added by the runner
+    _by_report: NotRequired[dict[str, tuple[int, list[str], Any]]]
+
+
+class AlignedWindow(TypedDict):
+    """One report's part of the stretch every rank is steady in (``aligned_windows``), in its own times."""
+
+    report: str
+    rank: int | None
+    start_ns: int
+    end_ns: int
+
+
+def last_per_step(results: list[ReportResult], items: int) -> LastPerStep | None:
     """Multi-rank runs: per iteration, which report (rank) finished it last on the absolute clock, and
     by how much after the first. Iterations pair by index when every rank's loop has the same count,
     else as ``_pairing`` aligns them; a step exists where every rank has an iteration."""
@@ -247,7 +279,7 @@ def last_per_step(results: list[ReportResult], items: int) -> dict[str, Any] | N
     if len(set(names)) < len(names):  # ranks missing or repeated in the metadata: the reports' labels
         names = [r.label for r, _ in loops]
     counts = np.bincount(last, minlength=len(loops))
-    out: dict[str, Any] = {
+    out: LastPerStep = {
         "count": int(ends.shape[1]), "last": {names[k]: int(c) for k, c in enumerate(counts)},
         "spread_median_ns": float(np.median(spread)),
         "items": [{"index": j, "last": names[int(last[j])], "spread_ns": int(spread[j])}
@@ -260,7 +292,7 @@ def last_per_step(results: list[ReportResult], items: int) -> dict[str, Any] | N
     return out
 
 
-def mark_last(infos: list[dict[str, Any]], steps: dict[str, Any]) -> None:
+def mark_last(infos: list[dict[str, Any]], steps: LastPerStep) -> None:
     """Each report's per-iteration records gain ``last`` (the rank that finished that step last on the
     absolute clock) and ``spread_ns`` (how long after the first it did), where the step exists."""
     by_report = steps.pop("_by_report")
@@ -284,7 +316,7 @@ def window_bounds(r: ReportResult) -> tuple[int, int] | None:
     return int(w["start_ns"]), int(w["end_ns"])
 
 
-def aligned_windows(results: list[ReportResult], spec_kind: str) -> list[dict[str, Any]] | None:
+def aligned_windows(results: list[ReportResult], spec_kind: str) -> list[AlignedWindow] | None:
     """Several nsys reports analyzed on their steady windows: the stretch all of them are steady in, the
     intersection of their windows on the absolute clock, in each report's own times (None when the
     reports do not all have a steady window and a session start, or the windows do not overlap).

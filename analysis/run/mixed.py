@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from analysis import fmt
+from analysis.results import RunWarning
 
 APART_NS = 60 * 1_000_000_000  # a report this far from every other one did not run with them
 
@@ -32,12 +33,12 @@ def _who(info: dict[str, Any]) -> str:
     return f"{info['file']}" + (f" (rank {info['rank']})" if info.get("rank") is not None else "")
 
 
-def run_warnings(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_warnings(infos: list[dict[str, Any]]) -> list[RunWarning]:
     """The warnings of a run from its nsys reports' summaries (``reports[]``); empty for one report."""
     nsys = [i for i in infos if i.get("tool") == "nsys"]
     if len(nsys) < 2:
         return []
-    out: list[dict[str, Any]] = []
+    out: list[RunWarning] = []
     jobs = defaultdict(list)
     for i in nsys:
         if i.get("job_id") is not None:

@@ -339,6 +339,7 @@ def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str 
     return dirs, matched, None
 
 
+
 def mpi_waits(calls: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndarray, tuple[int, int] | None]],
               ) -> tuple[dict[str, Any] | None, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """``calls``: per MPI rank (participant), its name, host, call names, ``[start, end]`` rows on the run's

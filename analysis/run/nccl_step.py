@@ -14,11 +14,11 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from analysis.diagnosis.findings import Finding
 from analysis.readers import ToolKind
-from analysis.results import RuleStatus, Verdict
+from analysis.results import RuleStatus, RunWarning, Verdict
 from analysis.run.facts import ReportResult
 
 # The verdict kind of a run whose story is the NCCL log's (analysis.diagnosis.verdict.KINDS).
@@ -94,7 +94,7 @@ def _info(label: str, spec_text: str, own: Mapping[str, Any],
     return info
 
 
-def log_warnings(results: Sequence[ReportResult]) -> list[dict[str, Any]]:
+def log_warnings(results: Sequence[ReportResult]) -> list[RunWarning]:
     """The run's warning about NCCL logs left out of its network path (another job's, or a file given twice)."""
     left = [r.info for r in results if r.tool == ToolKind.NCCL and r.info.get("nccl_left_out")]
     if not left:
@@ -152,7 +152,26 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+class Joined(TypedDict):
+    """An nsys report of the run with the NCCL log's ranks it holds (``join``), and what matched them."""
+
+    report: str | None
+    host: str | None
+    rank: int | None
+    by: str | None
+    nccl_ranks: list[int]
+    reason: NotRequired[str]
+
+
+class InterNodeTraffic(TypedDict):
+    """What crosses nodes (``inter_node_traffic``): the collectives, the transports, GPUDirect RDMA."""
+
+    collectives: list[str]
+    transports: list[str]
+    gdr: bool | None
+
+
+def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[Joined]:
     """Each nsys report of the run (``reports``: their summaries) with the log's ranks it holds: matched by
     host and pid where the report names its processes and the log its ranks' (a report whose processes are
     no rank of the log is of another run: not joined, ``not_joined`` says why), else by host and rank, else
@@ -161,24 +180,24 @@ def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) 
     return [j for j in join_all(network_path, reports) if j.get("nccl_ranks")]
 
 
-def join_all(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def join_all(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[Joined]:
     """``join``'s matches, and each nsys report it could not match with ``nccl_ranks`` empty and the reason."""
     ranks = [r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)]
     procs = _log_processes({n: r for r in ranks if (n := _int(r.get("rank"))) is not None})
-    out = []
+    out: list[Joined] = []
     for rep in reports:
         if rep.get("tool") != ToolKind.NSYS:
             continue
         host, rank, pids = _short(rep.get("host")), _int(rep.get("rank")), _report_pids(rep)
-        entry = {"report": rep.get("file"), "host": rep.get("host"), "rank": rank}
+        file, shown = rep.get("file"), rep.get("host")
         if host and pids and procs:
             hits = sorted({procs[(host, p)] for p in pids if (host, p) in procs})
             if hits:
-                out.append({**entry, "by": "host+pid", "nccl_ranks": hits})
+                out.append(Joined(report=file, host=shown, rank=rank, by="host+pid", nccl_ranks=hits))
             else:
-                out.append({**entry, "by": None, "nccl_ranks": [],
-                            "reason": f"its processes ({', '.join(map(str, sorted(pids)[:4]))} on {rep.get('host')}) "
-                                      "are no rank of the log: another run"})
+                out.append(Joined(report=file, host=shown, rank=rank, by=None, nccl_ranks=[],
+                                  reason=f"its processes ({', '.join(map(str, sorted(pids)[:4]))} on {shown}) "
+                                         "are no rank of the log: another run"))
             continue
         by = "host+rank"
         hits_rows: list[Mapping[str, Any]] = []
@@ -191,8 +210,8 @@ def join_all(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any
             by = "host"
             hits_rows = [r for r in ranks if _short(r.get("host")) == host]
         if hits_rows:
-            out.append({**entry, "by": by,
-                        "nccl_ranks": sorted({n for r in hits_rows if (n := _int(r.get("rank"))) is not None})})
+            out.append(Joined(report=file, host=shown, rank=rank, by=by,
+                              nccl_ranks=sorted({n for r in hits_rows if (n := _int(r.get("rank"))) is not None})))
     return out
 
 
@@ -219,7 +238,7 @@ def _family(transport: str) -> str:
     return "/".join(parts[:2]) if parts[0] in ("NET", "P2P") and len(parts) > 1 else parts[0]
 
 
-def inter_node_traffic(network_path: Mapping[str, Any], results: Sequence[ReportResult]) -> dict[str, Any] | None:
+def inter_node_traffic(network_path: Mapping[str, Any], results: Sequence[ReportResult]) -> InterNodeTraffic | None:
     """What crosses nodes, joined: the collectives the run's nsys reports ran (from their NCCL kernels' names)
     and the transports the log shows between ranks of different nodes, with GPUDirect RDMA where it applies.
     None when the log shows no inter-node pair or no nsys report ran an NCCL kernel."""

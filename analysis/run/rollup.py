@@ -9,7 +9,7 @@ its title the rank, or the host, that stands out. Its message, advice and eviden
 costliest rank's finding (the place to look first); its severity is the worst of them. Each report's own
 findings stay in ``reports[].findings``. Run-level findings (no report: COMM002, COMM005) pass as they are.
 
-A rule whose cost is a stretch of wall time (start-up: ``WALL_PHASES``) costs the run that stretch once,
+A rule whose cost is a stretch of wall time (start-up: ``Rule.wall_phase``) costs the run that stretch once,
 however many ranks sat through it together: its entry's ``impact_ns`` is the union of the ranks' phases on
 the aligned clock (each report's session start), ``impact_basis`` ``wall_time_aligned``, and the sum over
 ranks stays beside as ``impact_summed_ns``. Every other rule's cost is time on each rank's GPU, summed over
@@ -23,19 +23,19 @@ from typing import Any
 
 from analysis.diagnosis.findings import SEVERITIES
 from analysis.diagnosis.rules.nsys.common import fmt_ms
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.readers import ToolKind
 
 # A host (of several ranks) stands out when its ranks carry at least this share of the rule's cost while
 # holding fewer of the run's ranks than that share (the same problem on every rank names no host).
 HOST_SHARE = 0.75
-# Rules whose cost is one phase's wall time on each rank (the phase named), not time on the rank's GPU.
-WALL_PHASES = {"PHASE001": "startup"}
 
 
 def wall_union(rule_id: str, members: list[dict[str, Any]], by_label: dict[str, dict[str, Any]]) -> int | None:
     """The union, on the aligned clock, of the phase of ``rule_id`` on each rank with a finding (None: a rank
     lacks its session start or phase, or its finding is not that phase's length)."""
-    phase = WALL_PHASES.get(rule_id)
+    rule = {r.id: r for r in default_registry()}.get(rule_id)
+    phase = rule.wall_phase if rule is not None else None
     if phase is None:
         return None
     spans = []

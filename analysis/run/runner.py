@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 
 from analysis.diagnosis import breakdown as bd
+from analysis.diagnosis import ncu_verdict
 from analysis.diagnosis.findings import Finding, rank_finding_dicts
 from analysis.diagnosis.idle_anatomy import idle_anatomy
 from analysis.diagnosis.launches import launch_summary
-from analysis.diagnosis.ncu import verdict as ncu_verdict
-from analysis.diagnosis.ncu.impact import kernels_from_json, kernels_to_json, nsys_kernels
+from analysis.diagnosis.ncu.impact import NsysKernelsJson, kernels_from_json, kernels_to_json, nsys_kernels
 from analysis.diagnosis.ncu.kernels import report_kernels
 from analysis.diagnosis.ncu_gains import annotate_kernels, report_saving, share_gains
 from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, RunFacts, Skip, evaluate
@@ -190,7 +190,7 @@ def _report_rules(run: Run, ctx: AnalysisContext, only: tuple[str, ...] | None =
 
 
 def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path | None = None, *,
-                   nsys_links: list[dict[str, Any]] | None = None) -> ReportResult:
+                   nsys_links: Sequence[Mapping[str, Any]] | None = None) -> ReportResult:
     """Step 1 on one report. ``facts_dir``: where the facts table goes (None: no table is written, and
     the cross-rank rules will not see this report's collectives). ``nsys_links``: for an ncu report,
     the run's nsys reports' ``facts['nsys_kernels']`` (its kernels' nsys time comes from them)."""
@@ -355,7 +355,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     ``findings`` holds one entry per rule and scope across the ranks (``analysis.run.rollup``) and each
     report's own findings are its ``reports[].findings``."""
     spec = ctx.spec
-    if any(r.id == "COMM003" for r in ctx.selected):
+    if any(r.run_split == "ranks" for r in ctx.selected):
         run_facts.comm003_across(results, memory_bytes or ctx.memory_bytes)
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
     mpi, mpi_waiting = _mpi_split(results, memory_bytes or ctx.memory_bytes)
@@ -421,7 +421,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     matrix = run_matrix([(r.facts.get("rank"), r.info.get("host"), r.info.get("network")) for r in results
                          if r.tool == ToolKind.NSYS])
     aligned = run_facts.aligned_windows(results, spec.kind)
-    # ncu reports' verdicts (analysis.diagnosis.ncu.verdict); the run's when it has no nsys report.
+    # ncu reports' verdicts (analysis.diagnosis.ncu_verdict); the run's when it has no nsys report.
     ncu_lead = ncu_verdict.attach(results)
     network_path = run_network_path(results)
     achieved_links(network_path, matrix, results)  # each link's achieved bandwidth next to its transport
@@ -608,7 +608,7 @@ def tool_of(t: Trace) -> str:
 
 def analyze_run_step_reports(results: list[ReportResult | None], tools: Sequence[str], paths: Sequence[Path],
                              labels: Sequence[str], ctx: AnalysisContext, facts_dirs: Sequence[Path | None],
-                             links: list[dict[str, Any]]) -> None:
+                             links: Sequence[Mapping[str, Any]]) -> None:
     """The reports of the kinds the run step analyses (``AnalysisStep.RUN``) into ``results`` (in place, by
     index): the NCCL logs together (one job's logs are one network path, ``analysis.run.nccl_step``; the NET
     rules have their own registry, so ``--rules`` selects the others), each ncu report linked to the run's
@@ -623,8 +623,9 @@ def analyze_run_step_reports(results: list[ReportResult | None], tools: Sequence
             results[i] = analyze_report(Path(paths[i]), labels[i], ctx, facts_dirs[i], nsys_links=links)
 
 
-def nsys_links(results: list[ReportResult]) -> list[dict[str, Any]]:
-    """The nsys reports' kernel groups, in run order: what an ncu report of the same run links to."""
+def nsys_links(results: list[ReportResult]) -> list[NsysKernelsJson]:
+    """The nsys reports' kernel groups, in run order: what an ncu report of the same run links to (as saved with
+    each report's facts: ``kernels_to_json``)."""
     return [r.facts["nsys_kernels"] for r in results if r.tool == ToolKind.NSYS and r.facts.get("nsys_kernels")]
 
 

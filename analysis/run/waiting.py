@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from analysis import fmt
+from analysis.diagnosis.rules.base import split_in_run
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.model.kernel_names import short_kernel_name
 from analysis.results import Verdict
 from analysis.run.mpi import intersect as mpi_intersect
@@ -212,6 +214,7 @@ def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | N
     communication cost: HOST003's impact is reduced by it (``mpi_waiting_idle_ns``; the impact before it is
     ``impact_with_waiting_ns``) and the text says so, with the rank's waiting in its MPI calls
     (``mpi_waiting_ns``) and whom it waited for (``mpi_waited_for``)."""
+    ids = split_in_run(default_registry(), "mpi_waiting")
     per = {p["rank"]: p for p in (mpi or {}).get("per_rank") or []}
     for label, name, findings, idle in reports:
         mine = [w for w in per if w == name or w.startswith(name + " pid ")]
@@ -233,7 +236,7 @@ def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | N
         time_ns = sum(int(per[w]["time_ns"]) for w in mine)
         said = ", ".join(f"{k} {fmt_ms(v)}" for k, v in sorted(whom.items(), key=lambda kv: -kv[1]))
         for f in findings:
-            if f.get("rule_id") != "HOST003" or f.get("report") != label:
+            if f.get("rule_id") not in ids or f.get("report") != label:
                 continue
             before = int(f["impact_ns"])
             c = min(cut, before)
@@ -258,13 +261,14 @@ def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str
     waiting, which is COMM002's (the late rank's) to claim. With compute beside them the waiting may be
     partly hidden: the finding only says how much of its time was waiting at most."""
     rows = (split or {}).get("per_rank") or []
+    ids = split_in_run(default_registry(), "collective_waiting")
     for label, rank, host, findings in reports:
         mine = [r for r in rows if r.get("rank") == rank and r.get("host") == host]
         if len(mine) != 1 or rank is None:
             continue  # unmatched or ambiguous: leave the finding as it is
         wait = int(mine[0]["wait_ns"])
         for f in findings:
-            if f.get("rule_id") != "COMM001" or f.get("report") != label or wait <= 0:
+            if f.get("rule_id") not in ids or f.get("report") != label or wait <= 0:
                 continue
             whom = ", ".join((next((p["waited_for"] for p in (split or {}).get("participants") or []
                                     if p.get("rank") == f"rank {rank}"), {}) or {}).keys())

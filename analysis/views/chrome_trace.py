@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 from analysis.model.trace import Trace
 
@@ -32,6 +32,27 @@ _SOURCES = (
     ("cuda_api", "coalesce(pid, 0)", "coalesce(tid, 0)", "name", "'cuda_api'",
      "{'correlation_id': correlation_id}"),
 )
+
+
+class TraceEvent(TypedDict):
+    """One complete ("X") event: process and thread, start and duration in microseconds, name, category, arguments."""
+
+    ph: str
+    pid: int
+    tid: int
+    ts: float
+    dur: float
+    name: str
+    cat: str
+    args: dict[str, Any]
+
+
+class ChromeTrace(TypedDict):
+    """The whole document (``to_dict``): metadata and complete events, and what was written (``otherData``)."""
+
+    displayTimeUnit: str
+    traceEvents: list[dict[str, Any]]
+    otherData: dict[str, Any]
 
 
 def _metadata(trace: Trace) -> list[dict[str, Any]]:
@@ -61,7 +82,7 @@ def _metadata(trace: Trace) -> list[dict[str, Any]]:
 
 
 def events(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
-           max_events: int = DEFAULT_MAX_EVENTS) -> Iterator[dict[str, Any]]:
+           max_events: int = DEFAULT_MAX_EVENTS) -> Iterator[TraceEvent]:
     """Complete ("X") events of the report overlapping the window, at most ``max_events`` in all."""
     left = max_events
     for table, pid, tid, name, cat, args in _SOURCES:
@@ -94,8 +115,7 @@ def stream_json(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
     first = True
     count = 0
     batch: list[str] = []
-    for event in _metadata(trace):
-        batch.append(json.dumps(event))
+    batch.extend(json.dumps(meta) for meta in _metadata(trace))
     for event in events(trace, start_ns, end_ns, max_events):
         count += 1
         batch.append(json.dumps(event))
@@ -113,6 +133,6 @@ def stream_json(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
 
 
 def to_dict(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
-            max_events: int = DEFAULT_MAX_EVENTS) -> dict[str, Any]:
+            max_events: int = DEFAULT_MAX_EVENTS) -> ChromeTrace:
     """The whole document as a dict (small reports and tests)."""
     return json.loads("".join(stream_json(trace, start_ns, end_ns, max_events)))

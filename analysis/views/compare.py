@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from analysis.readers import ToolKind
 
@@ -32,6 +32,34 @@ SUM_KEYS = BREAKDOWN_KEYS[:-1]
 DEFAULT_NOISE_PCT = 5.0
 # The step statistics compared per rank (from ``analysis.loops.iterations``; GPU time per step).
 STEP_KEYS = ("count", "median_ns", "p10_ns", "p90_ns", "min_ns", "max_ns")
+
+
+class Delta(TypedDict):
+    """One number of both runs and its change (``delta``); a per-step KPI row adds the tested estimate
+    (``_estimated``), kernel time per step where it comes from (``_inside_steps``), a collective row whether it
+    changed."""
+
+    base: Any
+    head: Any
+    delta: Any
+    delta_pct: float | None
+    median_delta_pct: NotRequired[float | None]
+    estimator: NotRequired[str]
+    p_value: NotRequired[float | None]
+    changed: NotRequired[bool | None]
+    source: NotRequired[str]
+
+
+class RankDiff(TypedDict):
+    """One rank (or report, paired by position) of both runs (``diff_ranks``)."""
+
+    rank: Any
+    report: Any
+    base_file: str | None
+    head_file: str | None
+    breakdown: dict[str, Delta]
+    steps: dict[str, Delta] | None
+    per_step: dict[str, Any] | None
 
 
 @dataclass
@@ -77,17 +105,17 @@ def breakdown_value(data: Mapping[str, Any], key: str) -> int | float | None:
     return None
 
 
-def report_breakdown(report: Mapping[str, Any]) -> dict[str, Any]:
+def report_breakdown(report: Mapping[str, Any]) -> dict[str, int | float | None]:
     """One report's breakdown KPIs (``None`` where the analysis had none)."""
     return {k: breakdown_value(report, k) for k in BREAKDOWN_KEYS}
 
 
-def run_totals(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def run_totals(reports: Sequence[Mapping[str, Any]]) -> dict[str, int | float | None]:
     """The run's KPIs: the ranks' times summed (span too: GPU time across ranks), goodput from the sums.
 
     The same arithmetic as the service's per-run summary row (``app.services.jobs.pipeline``).
     """
-    out: dict[str, Any] = {}
+    out: dict[str, int | float | None] = {}
     for key in SUM_KEYS:
         values = [int(v) for v in (breakdown_value(r, key) for r in reports) if v is not None]
         out[key] = sum(values) if values else None
@@ -96,7 +124,7 @@ def run_totals(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def delta(base: Any, head: Any) -> dict[str, Any]:
+def delta(base: Any, head: Any) -> Delta:
     d = None if base is None or head is None else head - base
     pct = None if d is None or not base else round(100.0 * d / base, 3)
     return {"base": base, "head": head, "delta": d, "delta_pct": pct}
@@ -166,14 +194,14 @@ def _sample_at(facts: RunFacts, i: int) -> ReportSamples | None:
     return facts.samples[i] if i < len(facts.samples) else None
 
 
-def diff_ranks(base: RunFacts, head: RunFacts, noise_pct: float) -> list[dict[str, Any]]:
+def diff_ranks(base: RunFacts, head: RunFacts, noise_pct: float) -> list[RankDiff]:
     """Per rank: breakdown deltas, and step deltas when both have steps (``steps``: the loop's statistics;
     ``per_step``: the records tested). Reports pair by rank when every report of both runs has its own
     rank, else by position (one report each: those two)."""
     by_rank = _has_ranks(base.reports) and _has_ranks(head.reports)
     bmap = {k: i for i, k in enumerate(_keys(base.reports, by_rank))}
     hmap = {k: i for i, k in enumerate(_keys(head.reports, by_rank))}
-    out = []
+    out: list[RankDiff] = []
     for key in sorted(set(bmap) | set(hmap), key=lambda k: k[1]):
         bi, hi = bmap.get(key), hmap.get(key)
         b = base.reports[bi] if bi is not None else None
@@ -231,7 +259,7 @@ def _median(stat: dict[str, Any] | None, side: str, key: str = "median") -> Any:
 
 def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: dict[str, Any] | None,
          kernels: tuple[dict[str, np.ndarray], dict[str, np.ndarray]],
-         per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None) -> dict[str, Any]:
+         per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None) -> dict[str, Delta]:
     """The headline numbers every view shows: total kernel time (in the windows compared), steps compared,
     step time (median, p90), goodput, and exposed communication, idle and memory-only, as totals and (with
     steps) as medians per step. Kernel time per step is what lies inside the steps (never a window's total,
@@ -240,7 +268,7 @@ def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: dict[str, Any] | N
     kb, kh = (sum(int(v.sum()) for v in side.values()) for side in kernels)
     # No launch on either side (two ncu reports: no timeline): no kernel time to compare, never "0 -> 0".
     timed = bool(kernels[0]) or bool(kernels[1])
-    out: dict[str, Any] = {
+    out: dict[str, Delta] = {
         "kernel_time_ns": delta(kb, kh) if timed else delta(None, None),
         "steps": steps["count"] if steps else delta(None, None),
         "step_time_median_ns": delta(_median(steps and steps["step_time_ns"], "base"),
@@ -261,7 +289,7 @@ def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: dict[str, Any] | N
     return out
 
 
-def _estimated(row: dict[str, Any], stat: Mapping[str, Any]) -> None:
+def _estimated(row: Delta, stat: Mapping[str, Any]) -> None:
     """A per-step KPI row takes the tested estimate as its one change in percent; the medians' ratio is kept
     apart (``median_delta_pct``), so a row never shows two changes side by side."""
     row["median_delta_pct"] = row["delta_pct"]
@@ -270,7 +298,7 @@ def _estimated(row: dict[str, Any], stat: Mapping[str, Any]) -> None:
     row["p_value"], row["changed"] = stat.get("p_value"), stat.get("changed")
 
 
-def _inside_steps(per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None) -> dict[str, Any]:
+def _inside_steps(per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None) -> Delta:
     """Kernel time per step: the mean over the (report, step) samples of what lies inside the steps."""
     if not per_step or not per_step[0] or not per_step[1]:
         return delta(None, None)

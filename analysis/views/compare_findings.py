@@ -17,7 +17,7 @@ rule's own fields) gives it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 
 def _int(v: Any) -> int | None:
@@ -75,7 +75,18 @@ def devices_of(f: Mapping[str, Any]) -> list[list[int | None]] | None:
     return [list(p) for p in sorted(pairs, key=str)] + [list(x) for x in extra]
 
 
-def scope(f: Mapping[str, Any]) -> dict[str, Any]:
+class Scope(TypedDict):
+    """What a finding is about (``scope``), None where it does not say."""
+
+    rule_id: str | None
+    rank: int | None
+    device: int | None
+    phase: str | None
+    kernel: str | None
+    devices: list[list[int | None]] | None
+
+
+def scope(f: Mapping[str, Any]) -> Scope:
     """What a finding is about: rule, rank, device, phase, kernel and the devices it judged (None where it
     does not say)."""
     return {"rule_id": f.get("rule_id"), "rank": f.get("rank"), "device": device_of(f),
@@ -83,7 +94,7 @@ def scope(f: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _key(level: int, f: Mapping[str, Any]) -> tuple:
-    s = scope(f)
+    s: Mapping[str, Any] = scope(f)
     parts = (("rule_id", "rank", "device", "phase", "kernel", "devices"), ("rule_id", "rank", "device", "kernel", "devices"),
              ("rule_id", "rank", "kernel", "devices"))[level]
     return tuple(str(s[p]) if p == "devices" else s[p] for p in parts)
@@ -124,7 +135,7 @@ def match_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> di
                 pairs.append((level, f, g))
         left_b = [(i, f) for i, f in left_b if i not in taken_b]
         left_h = [(j, g) for j, g in left_h if j not in taken_h]
-    matched = []
+    matched: list[dict[str, Any]] = []
     for level, f, g in pairs:
         sb, sh = f.get("severity"), g.get("severity")
         matched.append({

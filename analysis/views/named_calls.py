@@ -17,7 +17,6 @@ no other activity covers its calls (HOST003 and MEM006 on saxpy-mpi, tested), an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from analysis.diagnosis.idle_anatomy import speakers
 from analysis.diagnosis.idle_classes import OFF_CPU_NAME_SQL
 from analysis.model.activity import unit_gaps
 from analysis.model.trace import Trace
+from analysis.views.payloads import NamedCalls
 
 # (table, the expression that names a row as the idle anatomy names it, extra condition)
 _SOURCES: tuple[tuple[str, str, str], ...] = (
@@ -51,7 +51,7 @@ def _idle_inside(gs: np.ndarray, ge: np.ndarray, lo: np.ndarray, hi: np.ndarray)
     return before(hi) - before(lo)
 
 
-def named_calls(trace: Trace, names: Sequence[str], limit: int = 20) -> dict[str, Any]:
+def named_calls(trace: Trace, names: Sequence[str], limit: int = 20) -> NamedCalls:
     """The calls named ``names`` of the (windowed) ``trace``'s launching threads inside which a device they
     launch on was idle: ``count`` (such calls), ``longest`` (the ``limit`` with the most idle inside, then the
     earliest: ``{name, start_ns, end_ns, idle_ns, pid, tid, device}``, clipped to the window)."""
@@ -59,7 +59,7 @@ def named_calls(trace: Trace, names: Sequence[str], limit: int = 20) -> dict[str
     parts = [f"SELECT {expr} AS name, start_ns, end_ns, pid, tid FROM {table} "  # noqa: S608 - constants
              f"WHERE {cond} AND end_ns > start_ns AND pid IS NOT NULL"
              for table, expr, cond in _SOURCES if trace.has_rows(table)]
-    empty: dict[str, Any] = {"count": 0, "longest": []}
+    empty: NamedCalls = {"count": 0, "longest": []}
     if not wanted or not parts:
         return empty
     calls = trace.sql(f"""SELECT name, start_ns, end_ns, pid, tid FROM ({" UNION ALL ".join(parts)})

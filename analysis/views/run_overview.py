@@ -14,9 +14,9 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from analysis.model.trace import Trace
+from analysis.views.payloads import LaneFile
 from analysis.views.timeline import MAX_NVTX_DEPTH, extent
 
 # Fine bins over the report's extent, per level (coarse first). The finest level answers windows down to about
@@ -77,10 +77,10 @@ def lane_facts(t: Trace) -> dict[str, list[list]]:
             "threads": [list(r) for r in threads]}
 
 
-def write_lanes(trace: Trace, out: Path) -> dict[str, Any]:
+def write_lanes(trace: Trace, out: Path) -> LaneFile:
     """Read the report's lane facts and extent once and publish them at ``out`` (temporary name, rename)."""
     ext = extent(trace)
-    described = {"facts": lane_facts(trace), "extent": None if ext is None else [int(ext[0]), int(ext[1])]}
+    described: LaneFile = {"facts": lane_facts(trace), "extent": None if ext is None else [int(ext[0]), int(ext[1])]}
     tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(described))
     os.replace(tmp, out)

@@ -7,8 +7,7 @@ each participating process (the communicator's issue order), on the run clock (`
 
 from __future__ import annotations
 
-from typing import Any
-
+from analysis.views.payloads import Collective, CollectiveInstance, Selection
 from analysis.views.run_timeline import Part, offsets
 
 
@@ -34,13 +33,13 @@ def _launch(part: Part, pid: int | None, correlation_id: int | None) -> tuple | 
         {"c": correlation_id, "pid": pid}).fetchone()
 
 
-def collective(parts: list[Part], part_index: int, pid: int | None, name: str, start_local: int) -> dict[str, Any]:
+def collective(parts: list[Part], part_index: int, pid: int | None, name: str, start_local: int) -> Collective:
     """The same NCCL kernel instance (name, occurrence) in every process of the run that ran that name."""
     offs, aligned = offsets(parts)
     k = parts[part_index].trace.scalar(
         "SELECT count(*) FROM kernels WHERE pid IS NOT DISTINCT FROM $pid AND name = $n AND start_ns < $s",
         {"pid": pid, "n": name, "s": int(start_local)})
-    instances = []
+    instances: list[CollectiveInstance] = []
     for i, part in enumerate(parts):
         if not part.trace.has_rows("kernels"):
             continue
@@ -66,7 +65,7 @@ def collective(parts: list[Part], part_index: int, pid: int | None, name: str, s
 
 
 def select(parts: list[Part], report_id: int, pid: int | None, device: int | None, stream: int | None,
-           t_ns: int, tol_ns: int = 0) -> dict[str, Any]:
+           t_ns: int, tol_ns: int = 0) -> Selection:
     """The kernel at run-clock time ``t_ns`` in a GPU lane, with its launch and (NCCL) its collective."""
     offs, _ = offsets(parts)
     index = next((i for i, p in enumerate(parts) if p.report_id == report_id), None)
@@ -79,7 +78,7 @@ def select(parts: list[Part], report_id: int, pid: int | None, device: int | Non
     if row is None:
         return {"kernel": None}
     s, e, name, cat, corr, kpid, _tid, dev, st = row
-    out: dict[str, Any] = {"kernel": {
+    out: Selection = {"kernel": {
         "report_id": report_id, "pid": kpid, "device": dev, "stream": st, "name": name or "", "category": cat,
         "start_ns": int(s) + off, "end_ns": int(e) + off, "correlation_id": corr,
         "lane_id": f"{report_id}:{kpid}:gpu:{dev}:{st}"}}

@@ -16,10 +16,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from analysis.model.trace import Trace
 from analysis.views import run_overview
+from analysis.views.payloads import Group, LaneInfo, RunWindow, WindowGroup
 from analysis.views.run_overview import GPU_TABLES, lane_facts
 from analysis.views.timeline import (
     COUNT,
@@ -108,7 +108,7 @@ def group_label(rank: int | None, host: str | None, pid: int | None, devices: li
     return " · ".join(p for p in parts if p) or "report"
 
 
-def catalogue(part: Part, facts: dict[str, list[list]] | None = None) -> list[dict[str, Any]]:
+def catalogue(part: Part, facts: dict[str, list[list]] | None = None) -> list[Group]:
     """The report's groups and lanes over the whole report (independent of any window); ``facts``: its
     ``lane_facts`` when kept (else read from the report)."""
     facts = facts if facts is not None else lane_facts(part.trace)
@@ -117,12 +117,12 @@ def catalogue(part: Part, facts: dict[str, list[list]] | None = None) -> list[di
     nvtx = [tuple(r) for r in facts["nvtx"]]
     thread_names = {(p, tid): n for p, tid, n in facts["threads"] if n}
     pids = sorted({r[0] for r in gpu + api + nvtx}, key=lambda p: (p is None, p or 0))
-    groups = []
+    groups: list[Group] = []
     for pid in pids:
         streams = sorted({(d, s) for p, d, s in gpu if p == pid}, key=lambda x: (x[0] is None, x[0] or 0,
                                                                                  x[1] is None, x[1] or 0))
         devices = sorted({d for d, _ in streams if d is not None})
-        lanes = [{"id": f"{part.report_id}:{pid}:gpu:{d}:{s}", "kind": "gpu", "device": d, "stream": s,
+        lanes: list[LaneInfo] = [{"id": f"{part.report_id}:{pid}:gpu:{d}:{s}", "kind": "gpu", "device": d, "stream": s,
                   "label": f"GPU {'?' if d is None else d} · stream {'?' if s is None else s}"} for d, s in streams]
         for p, tid in sorted((r for r in api if r[0] == pid), key=lambda r: r[1] or 0):
             name = thread_names.get((p, tid))
@@ -176,8 +176,8 @@ def _boxes(part: Part, params: dict[str, int], launchers: list[tuple]) -> dict[s
 
 
 def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = None, buckets: int = 1000,
-           catalogues: list[list[dict[str, Any]]] | None = None,
-           extents: list[tuple[int, int] | None] | None = None) -> dict[str, Any]:
+           catalogues: list[list[Group]] | None = None,
+           extents: list[tuple[int, int] | None] | None = None) -> RunWindow:
     """The run's groups and lanes between ``start_ns`` and ``end_ns`` of the run clock, downsampled.
 
     Each lane's ``boxes`` are ``{"fields": [...], "rows": [...]}`` as in ``analysis.views.timeline.window``
@@ -190,8 +190,10 @@ def window(parts: list[Part], start_ns: int | None = None, end_ns: int | None = 
     extents = extents if extents is not None else [extent(p.trace) for p in parts]
     spans = [(e[0] + o, e[1] + o) for e, o in zip(extents, offs, strict=True) if e is not None]
     buckets = max(MIN_BUCKETS, min(MAX_BUCKETS, int(buckets)))
-    groups = [dict(g, offset_ns=o, lanes=[dict(lane, boxes=box_table([], lane["kind"])) for lane in g["lanes"]])
-              for cat, o in zip(catalogues, offs, strict=True) for g in cat]
+    # Each group's keys in the catalogue's order, then its offset (the JSON's key order).
+    groups: list[WindowGroup] = [
+        {**g, "offset_ns": o, "lanes": [{**lane, "boxes": box_table([], lane["kind"])} for lane in g["lanes"]]}
+        for cat, o in zip(catalogues, offs, strict=True) for g in cat]
     groups.sort(key=lambda g: (g["rank"] is None, g["rank"] or 0, g["host"] or "", g["report_id"], g["pid"] or 0))
     if not spans:
         return {"extent": None, "start_ns": 0, "end_ns": 0, "buckets": buckets, "aligned": aligned,

@@ -18,7 +18,7 @@ outcome to reach ``ALPHA`` (2 against 2, say): the floor alone decides, and the 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -74,7 +74,30 @@ def smallest_p(n1: int, n2: int) -> float:
     return float(math.erfc(z / math.sqrt(2.0)))
 
 
-def describe(values: np.ndarray) -> dict[str, Any]:
+class Sample(TypedDict):
+    """A sample described: its size, median, p10 and p90 (None for an empty one)."""
+
+    n: int
+    median: float | None
+    p10: float | None
+    p90: float | None
+
+
+class SampleComparison(TypedDict):
+    """Two samples compared (``compare_samples``)."""
+
+    base: Sample
+    head: Sample
+    delta: float | None
+    delta_pct: float | None
+    p_value: float | None
+    test: str | None
+    significant: bool | None
+    changed: bool
+    note: str | None
+
+
+def describe(values: np.ndarray) -> Sample:
     """n, median, p10 and p90 of a sample (None for an empty one)."""
     v = np.asarray(values, dtype=np.float64)
     if not len(v):
@@ -83,28 +106,29 @@ def describe(values: np.ndarray) -> dict[str, Any]:
     return {"n": int(len(v)), "median": float(p50), "p10": float(p10), "p90": float(p90)}
 
 
-def compare_samples(base: np.ndarray, head: np.ndarray, floor_pct: float, alpha: float = ALPHA) -> dict[str, Any]:
+def compare_samples(base: np.ndarray, head: np.ndarray, floor_pct: float, alpha: float = ALPHA) -> SampleComparison:
     """The two samples described, the change of the median (``delta``, ns), the effect in percent
     (``delta_pct``: ``ratio_estimate``), the test's p-value, and whether the metric ``changed``
     (significant and at least ``floor_pct``)."""
     b, h = describe(base), describe(head)
-    out: dict[str, Any] = {"base": b, "head": h, "delta": None, "delta_pct": None, "p_value": None,
+    out: SampleComparison = {"base": b, "head": h, "delta": None, "delta_pct": None, "p_value": None,
                            "test": None, "significant": None, "changed": False, "note": None}
     if b["median"] is None or h["median"] is None:
         out["note"] = "no samples on one side"
         return out
     out["delta"] = h["median"] - b["median"]
-    out["delta_pct"] = round(100.0 * (ratio_estimate(base, head) - 1.0), 3)
-    above = abs(out["delta_pct"]) >= floor_pct and out["delta_pct"] != 0
+    out["delta_pct"] = delta_pct = round(100.0 * (ratio_estimate(base, head) - 1.0), 3)
+    above = abs(delta_pct) >= floor_pct and delta_pct != 0
     if b["n"] < MIN_SAMPLES or h["n"] < MIN_SAMPLES:
-        out.update(test="floor_only", changed=bool(above),
-                   note=f"{min(b['n'], h['n'])} sample(s) on one side: no test, the {floor_pct:g} % floor decides")
+        out["test"], out["changed"] = "floor_only", bool(above)
+        out["note"] = f"{min(b['n'], h['n'])} sample(s) on one side: no test, the {floor_pct:g} % floor decides"
         return out
     if smallest_p(b["n"], h["n"]) >= alpha:
-        out.update(test="floor_only", changed=bool(above),
-                   note=f"{b['n']} and {h['n']} samples: too few for the test to reach p < {alpha:g}, "
-                        f"the {floor_pct:g} % floor decides")
+        out["test"], out["changed"] = "floor_only", bool(above)
+        out["note"] = (f"{b['n']} and {h['n']} samples: too few for the test to reach p < {alpha:g}, "
+                       f"the {floor_pct:g} % floor decides")
         return out
     p = mann_whitney_p(np.asarray(base), np.asarray(head))
-    out.update(test="mann_whitney", p_value=float(f"{p:.3g}"), significant=p < alpha, changed=bool(p < alpha and above))
+    out["test"], out["p_value"], out["significant"] = "mann_whitney", float(f"{p:.3g}"), p < alpha
+    out["changed"] = bool(p < alpha and above)
     return out

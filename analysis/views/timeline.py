@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.model.trace import Trace
+from analysis.views.payloads import BoxTable, KernelInstances, Lane, Window
 
 MIN_BUCKETS, MAX_BUCKETS = 16, 4000
 
@@ -38,7 +39,7 @@ _GPU_ACTIVITY = """
 """
 
 
-def box_table(rows: list[list], kind: str) -> dict[str, Any]:
+def box_table(rows: list[list[Any]], kind: str) -> BoxTable:
     """A lane's boxes in the wire layout (see ``BOX_FIELDS``); ``kind`` is the lane's."""
     return {"fields": list(NVTX_BOX_FIELDS if kind == "nvtx" else BOX_FIELDS), "rows": rows}
 
@@ -65,7 +66,7 @@ def _bucket_expr() -> str:
     return "least(((greatest(start_ns, $w0) - $w0)::HUGEINT * $n // $span)::BIGINT, $n - 1)"
 
 
-def _gpu_lanes(trace: Trace, params: dict[str, int]) -> list[dict[str, Any]]:
+def _gpu_lanes(trace: Trace, params: dict[str, int]) -> list[Lane]:
     if not any(trace.has_rows(t) for t in ("kernels", "memcpy", "memset")):
         return []
     rows = trace.sql(
@@ -79,7 +80,7 @@ def _gpu_lanes(trace: Trace, params: dict[str, int]) -> list[dict[str, Any]]:
         """,  # noqa: S608 - only fixed SQL fragments are interpolated
         params,
     )
-    lanes: dict[tuple, dict[str, Any]] = {}
+    lanes: dict[tuple, Lane] = {}
     for device, stream, cat, _b, start, end, count, busy, name in rows:
         key = (device, stream)
         lane = lanes.get(key)
@@ -88,13 +89,13 @@ def _gpu_lanes(trace: Trace, params: dict[str, int]) -> list[dict[str, Any]]:
             st = "?" if stream is None else stream
             lane = lanes[key] = {
                 "id": f"gpu:{dev}:{st}", "kind": "gpu", "device": device, "stream": stream,
-                "label": f"GPU {dev} · stream {st}", "boxes": [],
+                "label": f"GPU {dev} · stream {st}", "boxes": box_table([], "gpu"),
             }
-        lane["boxes"].append([int(start), int(end), int(count), int(busy), cat, (name or "")[:NAME_CHARS]])
+        lane["boxes"]["rows"].append([int(start), int(end), int(count), int(busy), cat, (name or "")[:NAME_CHARS]])
     return list(lanes.values())
 
 
-def _nvtx_lanes(trace: Trace, params: dict[str, int]) -> list[dict[str, Any]]:
+def _nvtx_lanes(trace: Trace, params: dict[str, int]) -> list[Lane]:
     if not trace.has_rows("nvtx"):
         return []
     rows = trace.sql(
@@ -112,7 +113,7 @@ def _nvtx_lanes(trace: Trace, params: dict[str, int]) -> list[dict[str, Any]]:
     names = {}
     if trace.has_rows("threads"):
         names = {(p, t): n for p, t, n in trace.sql("SELECT pid, tid, name FROM threads")}
-    lanes: dict[tuple, dict[str, Any]] = {}
+    lanes: dict[tuple, Lane] = {}
     for pid, tid, depth, _b, start, end, count, busy, text in rows:
         key = (pid, tid)
         lane = lanes.get(key)
@@ -121,16 +122,16 @@ def _nvtx_lanes(trace: Trace, params: dict[str, int]) -> list[dict[str, Any]]:
             label = f"NVTX · pid {pid} tid {tid}" + (f" ({thread})" if thread else "")
             lane = lanes[key] = {
                 "id": f"nvtx:{pid}:{tid}", "kind": "nvtx", "pid": pid, "tid": tid, "label": label,
-                "depth": 0, "boxes": [],
+                "depth": 0, "boxes": box_table([], "nvtx"),
             }
-        lane["depth"] = max(lane["depth"], int(depth) + 1)
-        lane["boxes"].append([int(start), int(end), int(count), int(busy), "nvtx", (text or "")[:NAME_CHARS],
+        lane["depth"] = max(lane.get("depth", 0), int(depth) + 1)
+        lane["boxes"]["rows"].append([int(start), int(end), int(count), int(busy), "nvtx", (text or "")[:NAME_CHARS],
                               int(depth)])
     return list(lanes.values())
 
 
 def window(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
-           buckets: int = 1000) -> dict[str, Any]:
+           buckets: int = 1000) -> Window:
     """The report's lanes between ``start_ns`` and ``end_ns`` (default: the whole report), downsampled.
 
     Each lane's ``boxes`` are ``{"fields": [...], "rows": [...]}`` (``box_table``) with the fields
@@ -148,9 +149,7 @@ def window(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
         w1 = w0 + 1
     params = {"w0": w0, "w1": w1, "n": buckets, "span": w1 - w0}
     lanes = _gpu_lanes(trace, params) + _nvtx_lanes(trace, params)
-    activities = sum(box[COUNT] for lane in lanes for box in lane["boxes"])
-    for lane in lanes:
-        lane["boxes"] = box_table(lane["boxes"], lane["kind"])
+    activities = sum(box[COUNT] for lane in lanes for box in lane["boxes"]["rows"])
     return {
         "extent": [ext[0], ext[1]],
         "start_ns": w0,
@@ -162,7 +161,7 @@ def window(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
     }
 
 
-def kernel_instances(trace: Trace, name: str, limit: int = 5) -> dict[str, Any]:
+def kernel_instances(trace: Trace, name: str, limit: int = 5) -> KernelInstances:
     """Where a kernel (by demangled, short or mangled name) ran in this report: count, total and first runs.
 
     Used to take an Nsight Compute finding about a kernel to that kernel's time on the nsys timeline.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from analysis.api import result_schema, threshold_keys, threshold_ranges
@@ -95,7 +96,7 @@ WINDOW_SCHEMA = {"type": "string", "pattern": "^(steady|all|startup|nvtx:[^\\s\\
 THRESHOLD_KEYS = threshold_keys()
 
 
-def _threshold_value(declared: dict[str, Any]) -> S:
+def _threshold_value(declared: Mapping[str, Any]) -> S:
     """A threshold's value as the server takes it: its type and range, or one of its special values."""
     ranged = {"type": declared["type"], "minimum": declared["minimum"], "maximum": declared["maximum"]}
     return {"anyOf": [ranged, {"enum": declared["special"]}]} if declared["special"] else ranged
@@ -104,7 +105,7 @@ def _threshold_value(declared: dict[str, Any]) -> S:
 THRESHOLD_VALUES = {k: _threshold_value(d) for k, d in threshold_ranges().items()}
 
 
-def _number_pattern(declared: dict[str, Any]) -> str:
+def _number_pattern(declared: Mapping[str, Any]) -> str:
     """Decimal text the server takes for a threshold: a subset of its range a pattern can say (below the
     largest power of ten within the maximum, the maximum itself when it is one; at least 1 when the minimum
     is above 0), whole numbers for integer thresholds, and its special values."""

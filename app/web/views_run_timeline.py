@@ -21,8 +21,7 @@ def run_timeline_json(run_id: int):
     with web_timeline.run_parts(session, current_settings(), run_id) as (parts, cats, exts):
         body = api.run_timeline_window(parts, _int_arg("start_ns"), _int_arg("end_ns"),
                                        _int_arg("buckets", 1000) or 1000, catalogues=cats, extents=exts)
-    body["phases"] = web_timeline.run_phases(session, run_id, body["groups"])
-    return jsonify(body)
+    return jsonify({**body, "phases": web_timeline.run_phases(session, run_id, body["groups"])})
 
 
 @bp.route("/runs/<id:run_id>/timeline/select.json")

@@ -13,6 +13,7 @@ import pytest
 
 from analysis import contract
 from analysis.api import analyze, result_schema, result_schema_text
+from analysis.diagnosis.rules.registry import default_registry
 from tests.analysis.planting import ingested
 from tests.conftest import NCU_FILES, ROOT, corpus_file
 
@@ -92,8 +93,12 @@ def test_finding_extras_are_typed_per_rule_where_stable():
     schema = result_schema()
     finding = schema["$defs"]["FindingResult"]
     assert finding["properties"]["impact_per_step_ns"] == {"type": "integer"}  # the engine's keys, on every finding
-    cases = {c["if"]["properties"]["rule_id"]["const"]: c["then"]["$ref"] for c in finding["allOf"]}
-    assert cases["SYNC001"] == "#/$defs/SyncExtra" and cases["NCU001"] == "#/$defs/NcuExtra"
+    cases = {c["if"]["properties"]["rule_id"]["const"]: c["then"] for c in finding["allOf"]}
+    assert cases["SYNC001"]["properties"]["sync_calls"] == {"$ref": "#/$defs/SyncExtra/properties/sync_calls"}
+    assert cases["NCU001"]["properties"]["speedup_pct"] == {"$ref": "#/$defs/NcuExtra/properties/speedup_pct"}
+    # A typed extra is closed: beside the fixed and engine keys, only its type's.
+    assert all(c["additionalProperties"] is False for c in cases.values())
+    assert schema["$defs"]["SyncExtra"]["additionalProperties"] is False
     assert set(schema["$defs"]["SyncExtra"]["required"]) == {
         "sync_calls", "sync_calls_per_kernel", "sync_call_names", "idle_gaps", "syncs_followed_by_idle", "idle_ns",
         "names"}
@@ -114,6 +119,8 @@ EXTRA_MUTATIONS = [
     ("KRN005 without its ncu command", lambda d: _rule(d, "KRN005").pop("ncu_command")),
     ("KRN005's share as text", lambda d: _rule(d, "KRN005").__setitem__("share_pct", "90%")),
     ("an impact per step as a float", lambda d: _with(d, "impact_per_step_ns").__setitem__("impact_per_step_ns", 1.5)),
+    ("MEM001 with a key its type lacks", lambda d: _rule(d, "MEM001").__setitem__("copies_total", 3)),
+    ("KRN005 with a key its type lacks", lambda d: _rule(d, "KRN005").__setitem__("surprise", None)),
 ]
 
 
@@ -131,3 +138,15 @@ def test_mutated_ncu_finding_extras_fail():
     ncu = next(f for f in doc["findings"] if f["rule_id"].startswith("NCU"))
     ncu["speedup_pct"] = "12"
     assert not valid(doc)
+    ncu["speedup_pct"] = 12.0
+    assert valid(doc)
+    ncu["speedup"] = 12.0  # a key NcuExtra does not declare
+    assert not valid(doc)
+
+
+def test_a_rule_without_a_type_stays_open(typed_extras_result):
+    """Only typed extras are closed: a finding of a rule that declares no ``extra_type`` may carry any key."""
+    doc = copy.deepcopy(typed_extras_result)
+    untyped = next(f for f in doc["findings"] if f["rule_id"] not in default_registry().finding_extras())
+    untyped["anything"] = 1
+    assert valid(doc)

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from analysis.api import analyze
-from analysis.diagnosis.verdict import KINDS, RULE_KINDS, finding_kind, report_verdict, run_verdict
+from analysis.diagnosis.rules.registry import default_registry
+from analysis.diagnosis.verdict import KINDS, finding_kind, report_verdict, run_verdict
 from analysis.results import Verdict
 from goodput_cli.render import text
 from tests.analysis.planting import ingested
@@ -16,6 +17,8 @@ from tests.conftest import corpus_file
 
 MS = 1_000_000
 FACTS = {"t0_ns": 0, "t1_ns": 1000 * MS, "g0_ns": 100 * MS, "g1_ns": 1000 * MS}
+# Each nsys rule that leads a verdict of its own: its kind and next step (the rules' traits).
+RULE_KINDS = {r.id: (r.verdict_kind, r.next_step) for r in default_registry() if r.tool == "nsys" and r.verdict_kind}
 
 
 def info(*, busy_ms: float = 50, span_ms: float = 100, copies_ms: float = 0, phase: str = "steady",

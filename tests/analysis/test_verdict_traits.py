@@ -3,10 +3,14 @@ a table beside the rules: a rule that states neither fails here (COMM005 was onc
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from analysis.diagnosis.rules.base import Rule, RuleContext
 from analysis.diagnosis.rules.registry import default_registry
-from analysis.diagnosis.verdict import KINDS, RULE_KINDS, finding_kind, report_verdict
-from tests.analysis.test_verdict import FACTS, MS, finding, info
+from analysis.diagnosis.verdict import KINDS, finding_kind, report_verdict
+from tests.analysis.test_verdict import FACTS, MS, RULE_KINDS, finding, info
 
 
 def verdict_trait_problems(rules: list[type[Rule]]) -> list[str]:
@@ -33,9 +37,8 @@ def test_every_registered_nsys_rule_states_its_verdict_traits() -> None:
     assert silent == {"KRN005", "PHASE001", "PHASE002", "HOST002"}
     assert {r: finding_kind({"rule_id": r}) for r in sorted(silent)} == {
         "HOST002": None, "KRN005": "gpu_bound_kernel", "PHASE001": "startup", "PHASE002": "startup"}
-    # The verdict reads the traits: every other rule is in RULE_KINDS with its own kind and step, COMM005 too.
-    assert dict(RULE_KINDS) == {r.id: (r.verdict_kind, r.next_step) for r in nsys if r.verdict_kind is not None}
-    assert RULE_KINDS["COMM005"][0] == "communication"
+    # Every other rule leads a verdict of its own, COMM005 too.
+    assert RULE_KINDS["COMM005"][0] == "communication" and len(RULE_KINDS) == len(nsys) - len(silent)
 
 
 def test_the_trait_check_fails_on_a_rule_without_them() -> None:
@@ -85,3 +88,93 @@ def test_the_kind_a_finding_stands_for_is_its_rule_s_trait() -> None:
     assert finding_kind({"rule_id": "GPU001", "main_cause": "no_activity"}) == "host_bound"
     assert finding_kind({"rule_id": "NCU001"}) is None and finding_kind({"rule_id": "NET001"}) is None
     assert not re.search(r"[A-Z]{3,5}\d{3}", inspect.getsource(finding_kind))
+
+
+RULE_ID = r"^(GPU|SYNC|MEM|KRN|COMM|HOST|PHASE|NCU|NET)\d{3}$"
+
+
+def rule_ids_named(path: str) -> list[str]:
+    """The rule ids a module's code names as string constants (docstrings and comments aside): a table or a test
+    keyed by rule id outside the rule classes."""
+    import ast
+    import re
+
+    tree = ast.parse((Path(__file__).resolve().parents[2] / path).read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return sorted(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and id(n) not in docs and re.match(RULE_ID, n.value))
+
+
+@pytest.mark.parametrize("path", ["analysis/diagnosis/verdict.py", "analysis/diagnosis/ncu_verdict.py",
+                                  "analysis/diagnosis/nccl/__init__.py", "analysis/run/rollup.py",
+                                  "analysis/run/runner.py", "analysis/run/facts.py", "analysis/run/waiting.py"])
+def test_the_verdicts_name_no_rule_id(path: str) -> None:
+    """What a verdict does with a finding beyond its kind (a pause, host work, the per-launch round trip, the roles
+    on a busy GPU, the step that depends on the finding; an ncu cause's step and whether its fix removes work; a
+    NET finding's place in the log's order; a rule costed as a phase's wall time; what the run-level step adds to a
+    rule's findings) is the rule's trait, so the code names no rule."""
+    assert rule_ids_named(path) == []
+
+
+def test_every_net_rule_states_its_place_in_the_log_verdict() -> None:
+    from analysis.diagnosis.nccl import registry
+
+    orders = [getattr(r, "verdict_order", None) for r in registry()]
+    assert all(isinstance(o, int) for o in orders) and len(set(orders)) == len(orders) == 7
+
+
+def verdict_role_problems(rules: list[type[Rule]]) -> list[str]:
+    """The verdict's other traits, checked as the verdict needs them: one rule of each role it looks up (the round
+    trip's whole, the copy-bound time, the launch shape, the dominant kernel), every round-trip part and host-work
+    rule a rule that leads a verdict, a one-off phase one of the verdict's kinds."""
+    problems = []
+    for role in ("copy_bound", "launch_shape", "dominant_kernel"):
+        if len([r for r in rules if r.busy_role == role]) != 1:
+            problems.append(f"not one rule plays {role}")
+    if len([r for r in rules if r.round_trip is not None and r.round_trip.whole]) != 1:
+        problems.append("not one rule measures the round trip")
+    for r in rules:
+        if (r.round_trip is not None or r.host_work) and r.verdict_kind is None:
+            problems.append(f"{r.id}: a round-trip part or host work leads no verdict")
+        if r.one_off_phase is not None and r.one_off_phase not in KINDS:
+            problems.append(f"{r.id}: one_off_phase {r.one_off_phase!r} is none of the verdict's KINDS")
+    return problems
+
+
+def test_the_verdict_roles_are_stated_once_each() -> None:
+    nsys = [r for r in default_registry() if r.tool == "nsys"]
+    assert verdict_role_problems(nsys) == []
+    assert {r.id for r in nsys if r.host_work} == {"GPU001", "HOST001", "HOST003"}
+    assert {r.id: r.round_trip.part for r in nsys if r.round_trip} == {
+        "KRN001": "between launches", "SYNC001": "in synchronizations", "MEM003": "in synchronous memsets",
+        "MEM002": "in synchronous copies", "MEM006": "in allocation calls"}
+    # A registry without the round trip's rule, or with a second copy-bound rule, fails.
+    without = [r for r in nsys if r.id != "KRN001"]
+    twice = [*nsys, type("Copies2", (nsys[[r.busy_role for r in nsys].index("copy_bound")],), {"id": "MEM098"})]
+    assert verdict_role_problems(without) == ["not one rule measures the round trip"]
+    assert verdict_role_problems(twice) == ["not one rule plays copy_bound"]
+
+
+def test_a_rule_s_own_step_reaches_the_verdict() -> None:
+    """MEM004's step follows its faults' direction and MEM002's drops pinning without a pageable copy: the rules'
+    own ``verdict_step``, which the verdict takes for its leading finding."""
+    mem004, mem002 = default_registry().get("MEM004"), default_registry().get("MEM002")
+    to_host = {"rule_id": "MEM004", "idle_by_direction": {"UVM_DtoH": {"ns": 5}}, "kernel_overlap_ns": 1}
+    assert "cudaCpuDeviceId" in mem004.verdict_step(to_host)
+    assert mem004.verdict_step({"rule_id": "MEM004"}) == mem004.next_step
+    assert mem002.verdict_step({"pinned_advice": False}) != mem002.next_step
+    assert mem002.verdict_step({"pinned_advice": True}) == mem002.next_step
+    v = report_verdict(info(span_ms=100, busy_ms=20), [{**finding("MEM004", 60), **to_host}], FACTS)
+    assert (v.rule_id, v.next_step) == ("MEM004", mem004.verdict_step(to_host))
+
+
+def test_what_the_run_step_adds_is_the_rule_s_trait() -> None:
+    """The run-level step completes COMM003's groups with every rank, HOST003's idle with its MPI waiting and COMM001's
+    exposed time with its collective waiting, each found by the rule's ``run_split``, none by id."""
+    from analysis.diagnosis.rules.base import split_in_run
+
+    rules = list(default_registry())
+    assert {s: split_in_run(rules, s) for s in ("ranks", "mpi_waiting", "collective_waiting")} == {
+        "ranks": {"COMM003"}, "mpi_waiting": {"HOST003"}, "collective_waiting": {"COMM001"}}

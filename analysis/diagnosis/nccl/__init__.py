@@ -9,13 +9,10 @@ from collections.abc import Mapping
 from analysis.diagnosis.findings import Finding
 from analysis.diagnosis.rules.base import Registry
 from analysis.diagnosis.rules.nccl import NET_RULES
+from analysis.diagnosis.rules.nccl.common import NetRule
 from analysis.readers.nccl.model import NcclLog
 
 logger = logging.getLogger(__name__)
-
-# Which finding names the largest problem, most severe first (a failure, then what slows every byte).
-VERDICT_ORDER = ("NET006", "NET001", "NET002", "NET004", "NET003", "NET007", "NET005")
-
 
 def registry() -> Registry:
     return Registry(NET_RULES)
@@ -37,7 +34,8 @@ def findings(log: NcclLog, thresholds: Mapping[str, float] | None = None) -> lis
             out.extend(rule_cls().check_log(log, params))
         except Exception:  # a broken rule must not take the others down
             logger.exception("NCCL rule failed", extra={"rule_id": rule_cls.id})
-    order = {rid: i for i, rid in enumerate(VERDICT_ORDER)}
+    # Which finding names the largest problem: by severity, then each rule's own ``verdict_order``.
+    order = {r.id: r.verdict_order for r in reg if issubclass(r, NetRule)}
     sev = {"critical": 0, "warning": 1, "info": 2}
     if log.sources:  # several files merged: each evidence line in its own file
         out = [_in_files(f, log) for f in out]
@@ -81,4 +79,4 @@ def first_sentence(text: str) -> str:
     return text.rstrip(".") + "."
 
 
-__all__ = ["VERDICT_ORDER", "findings", "first_sentence", "registry", "verdict"]
+__all__ = ["findings", "first_sentence", "registry", "verdict"]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from analysis.model.ncu_metrics import Launch
 from analysis.readers import ToolKind
@@ -68,12 +69,20 @@ def nsys_kernels(trace: Any) -> NsysKernels | None:
     return NsysKernels(trace.label, nsys_span_ns(trace), rows) if rows else None
 
 
-def kernels_to_json(k: NsysKernels) -> dict[str, Any]:
+class NsysKernelsJson(TypedDict):
+    """``NsysKernels`` as saved with a report's facts (``kernels_to_json``): rows as lists."""
+
+    label: str
+    span_ns: int | None
+    rows: list[list[Any]]
+
+
+def kernels_to_json(k: NsysKernels) -> NsysKernelsJson:
     return {"label": k.label, "span_ns": k.span_ns, "rows": [[a, b, list(g), list(bl), int(n), None if t is None
                                                               else int(t), *rest] for a, b, g, bl, n, t, *rest in k.rows]}
 
 
-def kernels_from_json(d: dict[str, Any]) -> NsysKernels:
+def kernels_from_json(d: Mapping[str, Any]) -> NsysKernels:
     """The inverse of ``kernels_to_json`` (grid and block back to tuples, as ``Launch`` has them)."""
     # Facts stored before the device was kept have six columns: device unknown.
     return NsysKernels(d["label"], d["span_ns"], [(a, b, tuple(g), tuple(bl), n, t, *(rest or [None]))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from analysis import fmt
 from analysis.diagnosis.ncu import sol
@@ -95,7 +95,28 @@ def tensor_family(cc: str | None) -> str | None:
     return None
 
 
-def tensor_cores(launch: Launch, cc: str | None) -> dict[str, Any]:
+class TensorCores(TypedDict):
+    """Whether the GPU has tensor cores (their instruction ``family``) and whether the launch used them."""
+
+    family: str | None
+    used: bool | None
+    instructions: float | None
+    pipe_pct: float | None
+    legacy_path: str | None
+
+
+class Limiter(TypedDict):
+    """A launch's limiter (``limiter``): kind, name, why, then its evidence metrics, tensor cores and library."""
+
+    kind: str
+    name: str
+    reason: str
+    evidence: NotRequired[dict[str, Any]]
+    tensor_cores: NotRequired[TensorCores]
+    library: NotRequired[str | None]
+
+
+def tensor_cores(launch: Launch, cc: str | None) -> TensorCores:
     """Whether the GPU has tensor cores and whether this launch used them (``used`` None: not measured)."""
     counts = [v for v in (launch.raw.get(n) for n in TENSOR_COUNTS) if v is not None]
     inst = max(counts) if counts else None
@@ -106,7 +127,7 @@ def tensor_cores(launch: Launch, cc: str | None) -> dict[str, Any]:
         used = inst > 0
     if tensor_pct is not None:
         used = bool(used) or tensor_pct >= 0.5
-    out = {"family": tensor_family(cc), "used": used, "instructions": inst, "pipe_pct": tensor_pct, "legacy_path": None}
+    out: TensorCores = {"family": tensor_family(cc), "used": used, "instructions": inst, "pipe_pct": tensor_pct, "legacy_path": None}
     # Hopper and Blackwell run mma.sync (HMMA) only at a fraction of wgmma/tcgen05's rate: the older path in use
     # with none of the native one counted is the wrong instruction family for the GPU.
     native = {"9": ("tensor_op_gmma",), "10": ("tensor_op_tcgen05", "tc")}.get((cc or "").split(".")[0])
@@ -120,7 +141,7 @@ def tensor_cores(launch: Launch, cc: str | None) -> dict[str, Any]:
     return out
 
 
-def _numbers(launch: Launch, story: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
+def _numbers(launch: Launch, story: Mapping[str, Any], bound: sol.SpeedOfLight) -> dict[str, Any]:
     b = story.get("bound") or {}
     n = b.get("numbers") or {}
     l2 = next((lv for lv in story.get("levels") or [] if lv["name"] == "l2"), None)
@@ -132,7 +153,7 @@ def _numbers(launch: Launch, story: dict[str, Any], bound: dict[str, Any]) -> di
             "shared_pct": launch.get(sol.SHARED_PCT)}
 
 
-def limiter(launch: Launch) -> dict[str, Any]:
+def limiter(launch: Launch) -> Limiter:
     """The launch's limiter (``kind``, ``name``, ``reason``) with its evidence metrics (see the module docstring)."""
     cached = launch.memo.get("limiter")
     if cached is not None:
@@ -155,14 +176,14 @@ def limiter(launch: Launch) -> dict[str, Any]:
     return out
 
 
-def _decide(launch: Launch, bound: dict[str, Any], ev: dict[str, Any], tc: dict[str, Any]) -> dict[str, Any]:
-    top = bound.get("binding") or {}
-    top_pct = top.get("pct_of_peak")
+def _decide(launch: Launch, bound: sol.SpeedOfLight, ev: dict[str, Any], tc: TensorCores) -> Limiter:
+    top = bound["binding"]
+    top_pct = top["pct_of_peak"] if top else None
     waves, dur = ev["waves_per_sm"], launch.duration_ns
     if waves is not None and waves < 1:
         return {"kind": "launch", "name": "sub-wave grid",
                 "reason": f"the grid fills {fmt.number(waves)} of a wave of the SMs: most SMs idle, more warps per SM cannot help"}
-    busiest = max((t.get("pct_of_peak") or 0.0 for t in bound.get("terms") or []), default=None)
+    busiest = max((t["pct_of_peak"] or 0.0 for t in bound["terms"]), default=None)
     if dur is not None and dur < TINY_NS and (busiest is None or busiest < IDLE_PCT):
         what = "no unit measured" if busiest is None else f"no unit above {fmt.pct(busiest)} of peak"
         return {"kind": "launch", "name": "tiny launch",
@@ -192,7 +213,7 @@ def _decide(launch: Launch, bound: dict[str, Any], ev: dict[str, Any], tc: dict[
                 "" if stall is not None else "; no warp-stall metrics to tell memory latency from other limits")}
 
 
-def _saturated(top: dict[str, Any], ev: dict[str, Any], tc: dict[str, Any]) -> dict[str, Any]:
+def _saturated(top: sol.Binding, ev: dict[str, Any], tc: TensorCores) -> Limiter:
     kind, name, pct = top["kind"], top["name"], top["pct_of_peak"]
     if kind == "memory":
         label = {"memory": "memory (ncu's busiest unit)", "shared": "shared memory"}.get(name, sol.level_label(name))

@@ -22,7 +22,7 @@ term can be formed; the launch's savings are then bounded by its duration alone.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from analysis import fmt
 from analysis.model.ncu_metrics import MEM_PCT, SM_PCT, Launch, Metric
@@ -52,7 +52,37 @@ def _share(seconds: float, dur: float | None) -> float | None:
     return 100.0 * seconds / dur_s if dur_s > 0 else None
 
 
-def _term(kind: str, name: str, seconds: float, basis: str, pct: float | None = None) -> dict[str, Any]:
+class Term(TypedDict):
+    """One speed-of-light term: its kind (memory, compute, pipe, issue), name, time in ns, how it was computed, and
+    the share of peak it stands for."""
+
+    kind: str
+    name: str
+    ns: float
+    basis: str
+    pct_of_peak: float | None
+
+
+class Binding(TypedDict):
+    kind: str
+    name: str
+    basis: str
+    pct_of_peak: float | None
+
+
+class SpeedOfLight(TypedDict):
+    """A launch's speed of light (``bound``)."""
+
+    bound_ns: float | None
+    binding: Binding | None
+    terms: list[Term]
+    duration_ns: float | None
+    max_saving_ns: float | None
+    realistic_saving_ns: float | None
+    realistic_share: float
+
+
+def _term(kind: str, name: str, seconds: float, basis: str, pct: float | None = None) -> Term:
     return {"kind": kind, "name": name, "ns": seconds * 1e9, "basis": basis, "pct_of_peak": pct}
 
 
@@ -76,14 +106,14 @@ def pipe_shares(launch: Launch) -> dict[str, tuple[float, str]]:
 
 
 def terms(launch: Launch, memory: Mapping[str, Any], hw: Any, scale: Mapping[str, float] | None = None,
-          ) -> list[dict[str, Any]]:
+          ) -> list[Term]:
     """Every speed-of-light term the launch's metrics allow (see the module docstring), in ns.
 
     ``memory``: the launch's memory story; ``hw``: its ``Hardware``; ``scale``: per memory level (and
     ``memory``/``shared``) the share of the work that remains after a fix (1 = all of it)."""
     scale = scale or {}
     dur = launch.duration_ns
-    out: list[dict[str, Any]] = []
+    out: list[Term] = []
     for lv in memory.get("levels") or []:
         key, factor = lv["name"], scale.get(lv["name"], 1.0)
         if lv.get("bytes") is not None and lv.get("peak_bps") and lv["peak_bps"] > 0:
@@ -122,7 +152,7 @@ def terms(launch: Launch, memory: Mapping[str, Any], hw: Any, scale: Mapping[str
     return out
 
 
-def _issue(launch: Launch, hw: Any, dur: float | None) -> list[dict[str, Any]]:
+def _issue(launch: Launch, hw: Any, dur: float | None) -> list[Term]:
     issued = launch.get(INST_ISSUED)
     if issued is not None and hw is not None and hw.sm_count and hw.sm_hz and issued >= 0:
         rate = hw.sm_count * SCHEDULERS_PER_SM * hw.sm_hz
@@ -140,11 +170,11 @@ def _issue(launch: Launch, hw: Any, dur: float | None) -> list[dict[str, Any]]:
     return []
 
 
-def bound(launch: Launch, scale: Mapping[str, float] | None = None) -> dict[str, Any]:
+def bound(launch: Launch, scale: Mapping[str, float] | None = None) -> SpeedOfLight:
     """The launch's speed of light: ``bound_ns`` (None: unknown), the binding term, every term, and
     ``max_saving_ns`` = duration - bound (the most any fix can save; the duration when the bound is unknown)."""
     key = None if scale is None else tuple(sorted(scale.items()))
-    cache = launch.memo.setdefault("sol", {})
+    cache: dict[tuple | None, SpeedOfLight] = launch.memo.setdefault("sol", {})
     if key in cache:
         return cache[key]
     from analysis.diagnosis.ncu.memory import story  # memory imports the rules' metric helpers at import
@@ -157,9 +187,10 @@ def bound(launch: Launch, scale: Mapping[str, float] | None = None) -> dict[str,
     bound_ns = top["ns"] if top else None
     if bound_ns is not None and dur:
         bound_ns = min(bound_ns, dur)  # a counter over its peak (replay noise) never makes a negative saving
-    out = {
+    out: SpeedOfLight = {
         "bound_ns": bound_ns,
-        "binding": None if top is None else {k: top[k] for k in ("kind", "name", "basis", "pct_of_peak")},
+        "binding": None if top is None else {"kind": top["kind"], "name": top["name"], "basis": top["basis"],
+                                             "pct_of_peak": top["pct_of_peak"]},
         "terms": sorted(found, key=lambda t: -t["ns"]),
         "duration_ns": dur,
         "max_saving_ns": None if dur is None else dur - (bound_ns or 0.0),

@@ -7,7 +7,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple, TypedDict
 
 from analysis.diagnosis.findings import Finding, unrepresentable
 from analysis.loops.window import WindowSpec
@@ -27,6 +27,42 @@ class ThresholdError(KeyError, ValueError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class ThresholdInfo(TypedDict):
+    """A threshold as published (``Threshold.describe``: the Rules page, ``GET /api/v1/rules``, the CLI)."""
+
+    default: float
+    unit: str
+    help: str
+    type: str
+    minimum: float | None
+    maximum: float | None
+    special: list[float]
+    range: str
+
+
+class RuleInfo(TypedDict):
+    """A rule as published (``Rule.describe``): its id, name, category, tool, summary, documentation, the tables it
+    needs and its thresholds."""
+
+    id: str
+    name: str
+    category: str
+    tool: str
+    summary: str
+    doc: str
+    requires: list[str]
+    thresholds: dict[str, ThresholdInfo]
+
+
+class RuleOutcome(TypedDict):
+    """How one rule went, as JSON (``RuleResult.to_dict``)."""
+
+    id: str
+    status: str
+    reason: str | None
+    findings: int
 
 
 @dataclass(frozen=True)
@@ -79,7 +115,7 @@ class Threshold:
             raise ValueError(f"must be {self.range_text()}")
         return number
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ThresholdInfo:
         return {"default": self.default, "unit": self.unit, "help": self.help, "type": self.kind,
                 "minimum": self.minimum, "maximum": self.maximum, "special": list(self.special),
                 "range": self.range_text()}
@@ -136,6 +172,15 @@ class RunFacts:
     spans: list[int]
 
 
+class RoundTrip(NamedTuple):
+    """A rule's part of the host's per-launch round trip (``Rule.round_trip``): what the verdict calls it, the step
+    that removes it, and whether the rule measures the whole round trip (its finding carries ``short_gap_idle_ns``)."""
+
+    part: str
+    step: str
+    whole: bool = False
+
+
 class Rule:
     """Base class. Subclasses set the class attributes and implement ``check``.
 
@@ -186,6 +231,46 @@ class Rule:
     # rule's extra is an open object still (its keys change shape). A registry test fails when a rule's findings carry
     # a key its type lacks.
     extra_type: ClassVar[type | None] = None
+    # What else the verdict reads of an nsys rule's finding (``analysis.diagnosis.verdict``), beyond its kind and next
+    # step; each default says "nothing particular", and the verdict names no rule id (a test reads its source).
+    # ``one_off_phase``: the one-off verdict (``startup``) that names this rule's finding as the one it speaks for
+    # (PHASE001). ``may_be_pause``: the finding's idle may be a one-shot program's deliberate sleep (``verdict._pause``,
+    # HOST001's OS calls). ``leads_idle``: False when the finding speaks only for a busy GPU, never for an idle one
+    # (KRN005). ``host_work``: its idle is the launching thread busy with its own serial work, counted as one part of a
+    # host-bound verdict's cost. ``unnamed_host_work``: that work is named by no call, only by CPU samples (GPU001's
+    # gaps): the verdict's step moves the sampled work, or asks for the samples. ``round_trip``: the part of the host's
+    # per-launch round trip the rule owns idle in, with the step that removes it (``RoundTrip.whole``: the rule
+    # measures the round trip itself, KRN001). ``busy_role``: what the finding says when the GPU is busy:
+    # ``copy_bound`` (the copies fill the GPU's time; its step is the copy-bound verdict's when no copy finding ran),
+    # ``copies`` (a copy finding that may lead it), ``launch_shape``, ``dominant_kernel``.
+    one_off_phase: ClassVar[str | None] = None
+    # A rule whose cost is one phase's wall time on each rank (PHASE001: ``startup``), not time on the rank's GPU: the
+    # run's roll-up costs it as the union of that phase across the ranks (``analysis.run.rollup.wall_union``).
+    wall_phase: ClassVar[str | None] = None
+    # What the run-level step adds to the rule's findings from the run's other reports (``analysis.run``): ``ranks``,
+    # every rank's share of its collective groups (COMM003, ``facts.comm003_across``); ``mpi_waiting``, how much of its
+    # idle was waiting for an MPI peer (HOST003, ``waiting.mpi_apart``); ``collective_waiting``, its exposed time less
+    # the waiting for the last rank (COMM001, ``waiting.waiting_apart``).
+    run_split: ClassVar[Literal["ranks", "mpi_waiting", "collective_waiting"] | None] = None
+    may_be_pause: ClassVar[bool] = False
+    leads_idle: ClassVar[bool] = True
+    host_work: ClassVar[bool] = False
+    unnamed_host_work: ClassVar[bool] = False
+    round_trip: ClassVar[RoundTrip | None] = None
+    busy_role: ClassVar[Literal["copy_bound", "copies", "launch_shape", "dominant_kernel"] | None] = None
+
+    @classmethod
+    def verdict_step(cls, finding: Mapping[str, Any]) -> str:
+        """The next step the verdict says when ``finding`` (one of this rule's, as JSON) leads it: ``next_step``; a rule
+        whose step depends on what its finding found overrides it (MEM004: the faults' direction; MEM002: no pageable
+        copy, so pinning fixes nothing)."""
+        return getattr(cls, "next_step", "")
+
+    @classmethod
+    def idle_unrecorded(cls, finding: Mapping[str, Any]) -> bool:
+        """Whether ``finding``'s idle is mostly idle in which nothing of the host's was recorded (no call, range, CPU
+        sample or switch-out): an absence of evidence, not a cause (GPU001 overrides it)."""
+        return False
 
     @classmethod
     def finding_kind(cls, finding: Mapping[str, Any]) -> str | None:
@@ -232,7 +317,7 @@ class Rule:
         return f"{text}\n\n*Advice*: {cls.advice}" if cls.advice else text
 
     @classmethod
-    def describe(cls) -> dict[str, Any]:
+    def describe(cls) -> RuleInfo:
         return {
             "id": cls.id,
             "name": cls.name,
@@ -245,6 +330,11 @@ class Rule:
                 k: t.describe() for k, t in cls.thresholds.items()
             },
         }
+
+
+def split_in_run(rules: Iterable[type[Rule]], split: str) -> set[str]:
+    """The ids of ``rules`` whose findings the run-level step completes with ``split`` (``Rule.run_split``)."""
+    return {r.id for r in rules if r.run_split == split}
 
 
 class Registry:
@@ -348,7 +438,7 @@ class RuleResult:
     reason: str | None = None
     findings: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RuleOutcome:
         return {"id": self.rule_id, "status": self.status, "reason": self.reason, "findings": self.findings}
 
 

@@ -5,7 +5,27 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
+
+
+class NodeLink(TypedDict):
+    """An ordered pair of hosts (the same twice: inside a node) with its rank pairs, transports and GPUDirect."""
+
+    src_host: str
+    dst_host: str
+    rank_pairs: int
+    transports: list[str]
+    gdr: bool | None
+
+
+class BusBandwidth(TypedDict):
+    """nccl-tests' peak and average bus bandwidth (GB/s) and where the peak was (``NcclLog.busbw``)."""
+
+    peak_busbw: float | None
+    peak_busbw_in_place: float | None
+    peak_size: int | None
+    peak_line: int | None
+    avg_busbw: float | None
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -353,7 +373,7 @@ class NcclLog:
                 out.setdefault(host, {}).setdefault(me, set()).add(c.nic)
         return {h: {r: sorted(n) for r, n in sorted(ranks.items())} for h, ranks in sorted(out.items())}
 
-    def node_links(self) -> list[dict[str, Any]]:
+    def node_links(self) -> list[NodeLink]:
         """Per ordered pair of hosts (the same host twice: inside a node): rank pairs, transports, channels."""
         hosts = self.rank_hosts()
         acc: dict[tuple[str, str], dict[str, Any]] = {}
@@ -367,8 +387,9 @@ class NcclLog:
             row["transports"].update(p.transports)
             if p.gdr is not None:
                 row["gdr"].add(p.gdr)
-        return [{**r, "transports": sorted(r["transports"]),
-                 "gdr": (all(r["gdr"]) if r["gdr"] else None)} for _, r in sorted(acc.items())]
+        return [{"src_host": r["src_host"], "dst_host": r["dst_host"], "rank_pairs": r["rank_pairs"],
+                 "transports": sorted(r["transports"]), "gdr": (all(r["gdr"]) if r["gdr"] else None)}
+                for _, r in sorted(acc.items())]
 
     def env_value(self, name: str) -> str | None:
         for e in self.env:
@@ -384,15 +405,15 @@ class NcclLog:
         seen = [r.channel for r in self.rings] + [c.channel for c in self.connections]
         return max(seen) + 1 if seen else None
 
-    def busbw(self) -> dict[str, Any]:
+    def busbw(self) -> BusBandwidth:
         """nccl-tests' peak and average bus bandwidth (GB/s) and where the peak was."""
         oop = [(r.oop_busbw, r) for r in self.tests_rows if r.oop_busbw is not None]
         ip = [(r.ip_busbw, r) for r in self.tests_rows if r.ip_busbw is not None]
-        out: dict[str, Any] = {"peak_busbw": None, "peak_busbw_in_place": None, "peak_size": None,
-                               "peak_line": None, "avg_busbw": self.tests.get("avg_busbw")}
+        out: BusBandwidth = {"peak_busbw": None, "peak_busbw_in_place": None, "peak_size": None,
+                             "peak_line": None, "avg_busbw": self.tests.get("avg_busbw")}
         if oop:
             best = max(oop, key=lambda t: t[0])
-            out.update(peak_busbw=best[0], peak_size=best[1].size, peak_line=best[1].line)
+            out["peak_busbw"], out["peak_size"], out["peak_line"] = best[0], best[1].size, best[1].line
         if ip:
             out["peak_busbw_in_place"] = max(v for v, _ in ip)
         return out

@@ -4,7 +4,7 @@ line handlers share (transport strings, WARN kinds)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from analysis.readers.nccl.lines import int_or_none
 from analysis.readers.nccl.tables import TestsTable
@@ -58,12 +58,26 @@ def warn_kind(message: str) -> str:
     return "other"
 
 
-def parse_transport(text: str) -> dict[str, Any]:
+class Transport(TypedDict):
+    """A connection's transport text in parts (``parse_transport``)."""
+
+    transport: str
+    kind: str
+    net: str | None
+    nic: int | None
+    proxy_rank: int | None
+    gdr: bool
+    shared: bool
+    mode: str | None
+    read: bool
+
+
+def parse_transport(text: str) -> Transport:
     """``NET/IB/2(0)/GDRDMA``, ``NET/AWS Libfabric/0/GDRDMA/Shared``, ``P2P/CUMEM/read``, ``SHM/direct/direct``
     into its parts: kind, net name, NIC index, PXN proxy rank, GDR, shared, P2P mode, read."""
     parts = text.strip().split("/")
     kind = parts[0].strip().upper() if parts else ""
-    out: dict[str, Any] = {"transport": text.strip()[:MAX_CONN_TEXT], "kind": kind, "net": None, "nic": None,
+    out: Transport = {"transport": text.strip()[:MAX_CONN_TEXT], "kind": kind, "net": None, "nic": None,
                            "proxy_rank": None, "gdr": False, "shared": False, "mode": None, "read": False}
     rest = [p.strip() for p in parts[1:]]
     flags = {p.lower() for p in rest}

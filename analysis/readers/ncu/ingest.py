@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import duckdb
 import pandas as pd
@@ -68,7 +68,16 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> No
         con.execute(f"INSERT INTO {table} SELECT * FROM frame")  # noqa: S608 - fixed table names
 
 
-def _write(src: Path, con: duckdb.DuckDBPyConnection, limits: Limits | None, progress: Progress | None) -> dict[str, Any]:
+class NcuIngestStats(TypedDict):
+    """What an ncu ingest wrote (``ingest_ncu``): kernels, metric values, ncu rule results, the CSV's layout."""
+
+    kernels: int
+    metrics: int
+    rule_results: int
+    layout: str
+
+
+def _write(src: Path, con: duckdb.DuckDBPyConnection, limits: Limits | None, progress: Progress | None) -> NcuIngestStats:
     for stmt in ddl(NCU_TABLES):
         con.execute(stmt)
     total = src.stat().st_size
@@ -112,7 +121,7 @@ def _write(src: Path, con: duckdb.DuckDBPyConnection, limits: Limits | None, pro
             "layout": reader.layout}
 
 
-def ingest_ncu(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None) -> dict[str, Any]:
+def ingest_ncu(src: Path, out: Path, *, limits: Limits | None = None, progress: Progress | None = None) -> NcuIngestStats:
     """Normalize an ncu CSV (or .ncu-rep) into ``out`` (DuckDB), published atomically; nothing left on error."""
     src, out = Path(src), Path(out)
     timeout_s = float(getattr(limits, "timeout_s", 3600.0))

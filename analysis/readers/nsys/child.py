@@ -19,6 +19,10 @@ import os
 import resource
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # DuckDB is imported once the child has started (start-up time)
+    import duckdb
 
 
 def extension_path(duckdb_version: str) -> Path:
@@ -42,7 +46,7 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def open_output(setup: dict):
+def open_output(setup: dict) -> duckdb.DuckDBPyConnection:
     """The temporary DuckDB file with our limits and the scanner loaded; the export is not touched yet."""
     import duckdb
 

@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import NotRequired, TypedDict, cast
 
 import analysis
 from analysis.errors import TraceError
@@ -26,9 +27,21 @@ from analysis.limits import Progress
 
 logger = logging.getLogger(__name__)
 
-def child_error(msg: dict | None, returncode: int | None, stderr: str) -> TraceError:
+class ChildDone(TypedDict):
+    """The child's last protocol line (``child._say``): whether it succeeded; on success the rows it copied per table
+    and the network rows (None when it did not derive them); on failure the kind of error and its text."""
+
+    ok: bool
+    counts: NotRequired[dict[str, int]]
+    net: NotRequired[int | None]
+    kind: NotRequired[str]
+    error: NotRequired[str]
+
+
+def child_error(msg: ChildDone | None, returncode: int | None, stderr: str) -> TraceError:
     """The typed error for a failed child, from its last protocol line, exit status and stderr."""
-    text = (msg or {}).get("error") or stderr.strip().splitlines()[-1:] or [""]
+    kind = msg.get("kind") if msg else None
+    text = (msg.get("error") if msg else None) or stderr.strip().splitlines()[-1:] or [""]
     text = " ".join((text if isinstance(text, str) else text[0]).split())
     low = text.lower()
     if "no space left" in low or "disk full" in low:
@@ -36,12 +49,12 @@ def child_error(msg: dict | None, returncode: int | None, stderr: str) -> TraceE
     # Under RLIMIT_AS an exhausted child fails to map memory, throws bad_alloc or aborts (SIGABRT) when a
     # thread or buffer cannot be allocated; the kernel's OOM killer sends SIGKILL.
     starved = returncode in (-signal.SIGABRT, -signal.SIGKILL) and msg is None
-    if starved or (msg or {}).get("kind") == "memory" or any(word in low for word in (
+    if starved or kind == "memory" or any(word in low for word in (
             "out of memory", "memory_limit", "could not allocate", "bad_alloc", "cannot allocate",
             "failed to map segment")):
         return TraceError("too_large", "reading the export needed more memory than the configured limit; "
                           "export a shorter time range or raise the memory limit")
-    if (msg or {}).get("kind") in ("ParserException", "BinderException", "CatalogException"):
+    if kind in ("ParserException", "BinderException", "CatalogException"):
         # Our SQL is wrong for this export: Goodput's fault, not the file's.
         return TraceError("internal", f"Goodput's nsys reader failed on this export ({text[:300]}); "
                           "please report it with the nsys version")
@@ -113,10 +126,10 @@ class IngestChild:
             else:
                 p.unlink(missing_ok=True)
 
-    def run(self, plan: dict, deadline: float, progress: Progress | None) -> dict:
+    def run(self, plan: dict, deadline: float, progress: Progress | None) -> ChildDone:
         """Send the plan, relay progress until the child's last line; TraceError on failure or deadline."""
         proc = self.proc
-        last: dict | None = None
+        last: ChildDone | None = None
         stderr = ""
         try:
             assert proc.stdin and proc.stdout and proc.stderr
@@ -144,7 +157,7 @@ class IngestChild:
                 if not isinstance(msg, dict) or msg.get("ready"):
                     continue
                 if "ok" in msg:
-                    last = msg
+                    last = cast("ChildDone", msg)  # the child's last line (``child._say``)
                 elif progress is not None:
                     progress(msg["stage"], msg["done"], msg["total"])
             proc.wait(timeout=max(1.0, deadline - time.monotonic()))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from app.services.storage import data_path
 from app.settings import Settings
 
 _CACHE_SIZE = 256
-_cache: OrderedDict[str, tuple[list[dict[str, Any]], tuple[int, int] | None]] = OrderedDict()
+_cache: OrderedDict[str, tuple[list[api.Group], tuple[int, int] | None]] = OrderedDict()
 _cache_lock = threading.Lock()
 _OPEN_SIZE = 8    # open connections kept per serving thread (a six-rank run fits)
 _local = threading.local()   # per thread, so no thread ever closes or uses another thread's connection
@@ -48,7 +49,7 @@ def _trace(path: str, label: str) -> api.Trace:
     return trace
 
 
-def _described(part: api.Part, path: str) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+def _described(part: api.Part, path: str) -> tuple[list[api.Group], tuple[int, int] | None]:
     """The report's lane catalogue and extent: from this process's cache (keyed by path and mtime), else from
     the lanes file the ingest wrote beside the report, else read from the report once and that file written
     (a report ingested before the file existed)."""
@@ -118,7 +119,7 @@ def _on_clock(item: dict[str, Any], off: int) -> dict[str, Any] | None:
     return {**item, "start_ns": s + off, "end_ns": e + off}
 
 
-def run_phases(session: Session, run_id: int, groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_phases(session: Session, run_id: int, groups: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per nsys report of the run, its analysis phases (startup, warmup, steady, teardown or whole) and the
     analysis window its rules used, from the last analysis, moved onto the timeline's run clock with the
     report's offset. Empty before the first analysis."""

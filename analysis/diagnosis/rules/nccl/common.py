@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
-from analysis.readers.nccl.model import NcclLog, Pair
+from analysis.readers.nccl.model import Connection, NcclLog, Pair
 
 RDMA_KINDS = ("IB", "RoCE", "EFA", "CXI")
 RDMA_NETS = ("IB", "IBext", "AWS Libfabric", "OFI")
@@ -18,6 +18,10 @@ class NetRule(Rule):
 
     category: ClassVar[str] = "network"
     tool: ClassVar[str] = "nccl"
+    # Where the rule's findings come in the log's verdict order among findings of one severity (lower first: a
+    # failure, then what slows every byte). No default: every NET rule states it (a registry test fails on one that
+    # does not).
+    verdict_order: ClassVar[int]
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         raise Skip("NCCL logs are checked by analysis.diagnosis.nccl.findings(log)")
@@ -64,7 +68,7 @@ def pair_text(pairs: Iterable[Pair], limit: int = 6) -> str:
     return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def first_connection(log: NcclLog, pair: Pair) -> Any:
+def first_connection(log: NcclLog, pair: Pair) -> Connection | None:
     for c in log.connections:
         if c.src == pair.src and c.dst == pair.dst:
             return c

@@ -82,6 +82,7 @@ class ForcedSettings(NetRule):
     """
 
     id = "NET005"
+    verdict_order = 6
     name = "network.forced-settings"
     summary = "Algorithm, protocol, channels, buffers or topology forced by env or plugin"
     advice = "Keep only the settings you still need; rerun without the others and compare busbw."
@@ -113,6 +114,7 @@ class FailureRootCause(NetRule):
     """
 
     id = "NET006"
+    verdict_order = 0
     name = "network.failure-root-cause"
     summary = "The first NCCL WARN on the failing rank and what it means"
     advice = ("Fix the root cause named (NIC/driver set-up, GPU memory registration, OOB interface, the link) "
@@ -196,6 +198,7 @@ class MeasuredBandwidth(NetRule):
     """
 
     id = "NET007"
+    verdict_order = 5
     name = "network.measured-bandwidth"
     summary = "nccl-tests peak busbw far below the link it crossed"
     advice = ("Compare with the NIC/NVLink speed: fix the transport findings first, and test sizes up to the "

@@ -34,6 +34,7 @@ class RailMisuse(NetRule):
     """
 
     id = "NET003"
+    verdict_order = 4
     name = "network.rails"
     summary = "GPUs share a NIC, traffic crosses rails without PXN, or a GPU is off its closest NIC"
     advice = ("Map one GPU to its own closest NIC (NCCL_IB_HCA lists which), keep NCCL_CROSS_NIC at its default "
@@ -140,6 +141,7 @@ class IntraNodePath(NetRule):
     """
 
     id = "NET004"
+    verdict_order = 3
     name = "network.intra-node-path"
     summary = "Intra-node pairs on SHM/PCIe where NVLink exists, P2P disabled, or too few channels"
     advice = ("Unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL, check `nvidia-smi topo -m` for NVLink, and drop a "

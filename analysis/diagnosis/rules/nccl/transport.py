@@ -34,6 +34,7 @@ class SocketBetweenNodes(NetRule):
     """
 
     id = "NET001"
+    verdict_order = 1
     name = "network.socket-between-nodes"
     summary = "Inter-node traffic runs over TCP sockets instead of RDMA"
     advice = ("Give the job the RDMA devices (in containers: /dev/infiniband and the verbs libraries, or the "
@@ -96,6 +97,7 @@ class GdrOff(NetRule):
     """
 
     id = "NET002"
+    verdict_order = 2
     name = "network.gdr-off"
     summary = "Inter-node RDMA pairs run without GPUDirect RDMA"
     advice = ("Load nvidia-peermem (or use a driver/kernel with dma-buf), keep each GPU on a NIC behind the same "

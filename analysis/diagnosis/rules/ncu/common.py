@@ -21,7 +21,7 @@ from analysis.diagnosis.ncu.limiter import library, library_advice
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
 from analysis.model.ncu_metrics import Launch, load_launches
 from analysis.model.trace import Trace
-from analysis.results import NcuExtra
+from analysis.results import NcuExtra, extra_json
 
 
 @dataclass
@@ -62,6 +62,11 @@ class NcuRule(Rule):
     # The kinds of finding (``bound_kind`` in its first evidence's detail) that are causes although the rule is a
     # symptom, with their cause order: NCU005's small grid is a launch too small for the GPU.
     cause_kinds: ClassVar[dict[str, int]] = {}
+    # What the ncu verdict (``analysis.diagnosis.ncu_verdict``) reads of the rule when its finding is the first on
+    # the costliest kernel: the next step its cause names, better than the limiter's (""; the limiter's step), and
+    # whether its fix removes work (fewer bytes or wavefronts moved), so the gain is bounded by the work left.
+    cause_step: ClassVar[str] = ""
+    removes_work: ClassVar[bool] = False
 
     def evaluate(self, launch: Launch, params: Mapping[str, float]) -> list[Hit] | None:
         raise NotImplementedError
@@ -162,19 +167,20 @@ class NcuRule(Rule):
             rule_id=self.id, title=f"{lead.title}: {lead_launch.short_name or lead_launch.name}", message=message,
             impact_ns=impact_ns, impact_pct=impact_pct, advice=self._advice(lead_launch, lead), evidence=(evidence,),
             evidence_total=len(by_launch), report=trace.label, rank=trace.rank,
-            extra={"speedup_pct": round(speedup * 100, 3), "speedup_type": lead.speedup_type,
-                   "kernel": lead_launch.name, "linked_to_nsys": link is not None,
-                   "nsys_match": link.match if link is not None else None,
-                   # The kernel this finding shares with the rule's others (analysis.diagnosis.ncu_gains).
-                   "kernel_grid": list(group[0].grid) if group[0].grid else group[0].grid_size,
-                   "kernel_block": list(group[0].block) if group[0].block else group[0].block_size,
-                   "kernel_time_ns": _ns(kernel_ns),
-                   # Each launch's saving bounded by its speed of light, [kernel_id, ns] (profiled time), so a
-                   # group's saving is never shown under one launch (analysis.diagnosis.ncu_gains.annotate_kernels).
-                   "launch_savings": [[launch.kernel_id, _ns((launch.duration_ns or 0.0) * f)] for launch, f in pairs
-                                      if f > 0],
-                   # What impact_pct is a share of: the linked nsys reports' span, or all profiled time.
-                   "time_base_ns": link.span_ns if link is not None else _ns(profiled_ns)},
+            extra=extra_json(NcuExtra(
+                speedup_pct=round(speedup * 100, 3), speedup_type=lead.speedup_type,
+                kernel=lead_launch.name, linked_to_nsys=link is not None,
+                nsys_match=link.match if link is not None else None,
+                # The kernel this finding shares with the rule's others (analysis.diagnosis.ncu_gains).
+                kernel_grid=list(group[0].grid) if group[0].grid else group[0].grid_size,
+                kernel_block=list(group[0].block) if group[0].block else group[0].block_size,
+                kernel_time_ns=_ns(kernel_ns),
+                # Each launch's saving bounded by its speed of light, [kernel_id, ns] (profiled time), so a
+                # group's saving is never shown under one launch (analysis.diagnosis.ncu_gains.annotate_kernels).
+                launch_savings=[[launch.kernel_id, _ns((launch.duration_ns or 0.0) * f)] for launch, f in pairs
+                                if f > 0],
+                # What impact_pct is a share of: the linked nsys reports' span, or all profiled time.
+                time_base_ns=link.span_ns if link is not None else _ns(profiled_ns))),
         )
 
 

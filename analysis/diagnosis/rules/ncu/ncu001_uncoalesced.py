@@ -50,6 +50,9 @@ class UncoalescedGlobalAccess(NcuRule):
     category = "memory"
     gain_role = "cause"
     cause_order = 10  # wasted sectors: fixed in the code that accesses memory
+    cause_step = ("coalesce the global accesses: consecutive threads of a warp touch consecutive elements "
+                  "(grid-stride or interleaved indexing; transpose through shared memory)")
+    removes_work = True
     summary = "Global loads/stores move more 32-byte sectors than the data needs"
     advice = (
         "Coalesce: consecutive threads on consecutive addresses; structure-of-arrays; stage strided "

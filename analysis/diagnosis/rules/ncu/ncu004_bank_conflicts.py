@@ -47,6 +47,8 @@ class SharedBankConflicts(NcuRule):
     category = "memory"
     gain_role = "cause"
     cause_order = 20  # bank conflicts: fixed in the code that accesses shared memory
+    cause_step = "remove the shared-memory bank conflicts (pad the shared array, swizzle the index)"
+    removes_work = True
     summary = "Shared-memory accesses serialized by bank conflicts"
     advice = "Pad shared arrays (e.g. ``[32][33]``), swizzle indices, or change the access stride."
     label = "Shared-memory bank conflicts"

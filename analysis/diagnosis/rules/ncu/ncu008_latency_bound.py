@@ -42,6 +42,7 @@ class LatencyBoundMemory(NcuRule):
     category = "memory"
     gain_role = "cause"
     cause_order = 70  # too few bytes in flight
+    cause_step = "keep more bytes in flight: more independent loads per thread, vectorized accesses, prefetching"
     summary = "Warps wait on memory while no level is near its bandwidth: too few bytes in flight"
     advice = (
         "More independent loads per thread, wider loads, larger tiles, ``cp.async``/TMA pipelines, higher"

@@ -37,6 +37,8 @@ class PoorCacheReuse(NcuRule):
     category = "memory"
     gain_role = "cause"
     cause_order = 50  # bytes fetched again and again
+    cause_step = ("reuse data while it is in cache: tile or block the loops so each byte from DRAM is used several "
+                  "times")
     summary = "L2 hit rate low although the kernel's DRAM data fits in L2"
     advice = (
         "Reorder or tile for locality, persistence controls, kernel fusion, no evict-first hints on "

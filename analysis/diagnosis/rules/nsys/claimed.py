@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
-from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
+from analysis.diagnosis.rules.base import MAX_US, RoundTrip, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.idle_claims import Claim, claims
 from analysis.model.activity import unit_gaps
@@ -81,6 +81,8 @@ class AllocationChurn(_Claimed):
     name = "memory.allocation-churn"
     verdict_kind = "allocation"
     next_step = "allocate once outside the loop (stream-ordered or caching allocator)"
+    round_trip = RoundTrip("in allocation calls", "allocate once outside the loop and reuse the buffers (hoist the "
+                                                  "cudaMalloc/cuMemAlloc; a data region in OpenACC/OpenMP)")
     category = "memory"
     requires = ("kernels", "cuda_api")
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the loop's idle inside allocation calls "
@@ -118,6 +120,8 @@ class HostCommunication(_Claimed):
     name = "host.mpi-communication"
     verdict_kind = "communication"
     next_step = "overlap MPI/host communication with GPU work (non-blocking calls, GPU-aware MPI)"
+    run_split = "mpi_waiting"
+    host_work = True
     category = "host"
     requires = ("kernels", "nvtx")
     thresholds = {"min_idle_us": Threshold(1000.0, "us", "report when the idle inside communication ranges adds "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
@@ -49,7 +50,28 @@ GROUP_STATS_SQL = """
 RANKS_LISTED = 16
 
 
-def bounded_ranks(entries: list[dict], own: str, key: str) -> dict:
+class RankList(TypedDict):
+    """A collective group's per-rank entries as listed (``bounded_ranks``) and how many there are in all."""
+
+    ranks: list[dict[str, Any]]
+    ranks_total: int
+
+
+class NetworkSends(TypedDict):
+    """This rank's sends over the network in the window (``network_sends``), against its GPU's inter-node peak."""
+
+    text: str
+    bytes_sent: int
+    completed_bytes: int
+    in_flight_ns: int
+    bandwidth_bps: float | None
+    peak_gbps: float | None
+    peak_source: str
+    efficiency_pct: float | None
+    peers: list[dict[str, Any]]
+
+
+def bounded_ranks(entries: list[dict[str, Any]], own: str, key: str) -> RankList:
     """``{"ranks": [...], "ranks_total": n}``: ``entries`` (dicts with ``report`` and ``key``) sorted by ``key``
     descending, all of them when few, else the report ``own``'s and the highest and lowest of the rest up to
     ``RANKS_LISTED``; ``ranks_total`` counts every entry."""
@@ -142,6 +164,7 @@ class CollectiveBandwidth(Rule):
     name = "comm.collective-bandwidth"
     verdict_kind = "communication"
     next_step = "check the slow links and NCCL's algorithm for the slow size class"
+    run_split = "ranks"  # every rank's share of its groups, from the other reports (multi-rank runs)
     scope = "cross_report"
     category = "communication"
     requires = ("kernels",)
@@ -344,7 +367,7 @@ class CollectiveBandwidth(Rule):
         )
 
 
-def network_sends(trace: Trace) -> dict | None:
+def network_sends(trace: Trace) -> NetworkSends | None:
     """This rank's sends over the network in the window (NCCL's ``ncclNet*`` ranges, ``analysis.model.network``)
     with their achieved bandwidth against the typical inter-node peak of its GPU; None when the report
     records none. The bandwidth is the bytes over the time at least one send was in flight."""

@@ -75,6 +75,7 @@ class ExposedCommunication(Rule):
     name = "comm.exposed-communication"
     verdict_kind = "communication"
     next_step = "overlap communication with compute (bucketing, separate streams)"
+    run_split = "collective_waiting"
     category = "communication"
     requires = ("kernels",)
     thresholds = {
@@ -182,7 +183,7 @@ class Stragglers(Rule):
 
 
 def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: list[int],
-               params: Mapping[str, float], rule_id: str = "COMM002", *,
+               params: Mapping[str, float], rule_id: str, *,
                windows: list[tuple[int, int] | None] | None = None) -> list[Finding]:
     """COMM002 on a DuckDB connection where ``sources[i]`` is a relation of participant ``i``'s NCCL
     kernels (``pid, device, name, start_ns, end_ns``, at least; other kernels are filtered out when a

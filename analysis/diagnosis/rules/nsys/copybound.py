@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -44,6 +44,23 @@ ADVICE = {
 }
 
 
+class CopyDirection(TypedDict):
+    """One copy direction of MEM005's finding (``DirStats.to_dict``): copies, bytes, time, achieved and peak
+    bandwidth, the small copies, whether latency or bandwidth bounds it, and the copies other rules own."""
+
+    count: int
+    bytes: int
+    time_ns: int
+    gbps: float | None
+    peak_gbps: float | None
+    peak_source: str
+    pct_of_peak: float | None
+    small_copies: int
+    small_time_ns: int
+    bound: str
+    owned_by_mem001_or_mem004: int
+
+
 @dataclass
 class DirStats:
     count: int = 0
@@ -69,7 +86,7 @@ class DirStats:
     def bound(self) -> str:
         return "latency" if 2 * self.small_time_ns >= self.time_ns else "bandwidth"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> CopyDirection:
         bw = self.gbps()
         return {"count": self.count, "bytes": self.bytes, "time_ns": self.time_ns,
                 "gbps": None if bw is None else round(bw, 3), "peak_gbps": self.peak_gbps,
@@ -132,6 +149,7 @@ class CopyBound(Rule):
     name = "memory.copy-bound"
     verdict_kind = "copies"
     next_step = "keep the data resident on the GPU and move only what changes"
+    busy_role = "copy_bound"
     category = "memory"
     requires = ("memcpy",)
     thresholds = {

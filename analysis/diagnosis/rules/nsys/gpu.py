@@ -95,6 +95,8 @@ class IdleGaps(Rule):
     verdict_kind = "host_bound"
     next_step = ("find the host work in the gaps (NVTX ranges, CPU samples) and move it off the GPU's critical "
                  "path")
+    host_work = True
+    unnamed_host_work = True
     judges_pacing_idle = True
     category = "gpu"
     requires = ("kernels",)
@@ -112,6 +114,15 @@ class IdleGaps(Rule):
     def finding_kind(cls, finding: Mapping[str, Any]) -> str | None:
         """Idle whose main cause is set-up (context, module, memory and communicator set-up calls) is start-up."""
         return "startup" if finding.get("main_cause") == "setup" else super().finding_kind(finding)
+
+    @classmethod
+    def idle_unrecorded(cls, finding: Mapping[str, Any]) -> bool:
+        """At least half of the idle is ``none`` by its anatomy categories (``by_category``), or, without them, the
+        main cause is ``no_activity`` and no sampled function is named."""
+        cats = finding.get("by_category")
+        if cats:
+            return 2 * int(cats.get("none", 0)) >= sum(int(v) for v in cats.values())
+        return finding.get("main_cause") == "no_activity" and not finding.get("host_functions")
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = owned(trace, ctx.all_params, ctx.claimers)

@@ -87,6 +87,8 @@ class HostBlocked(Rule):
     name = "host.blocked-while-gpu-idle"
     verdict_kind = "host_bound"
     next_step = "move the blocking OS calls (I/O, locks, sleeps) off the launching thread"
+    host_work = True
+    may_be_pause = True  # a one-shot program's only CUDA thread may sleep on purpose
     judges_pacing_idle = True
     category = "host"
     requires = ("kernels",)

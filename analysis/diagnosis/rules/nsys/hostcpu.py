@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from itertools import groupby
+from typing import TypedDict
 
 import numpy as np
 
@@ -144,8 +145,28 @@ class HostCpuSamples(Rule):
         )]
 
 
+class Attribution(TypedDict):
+    """The launching threads' CPU samples in the idle gaps (``attribute``): per function ``[samples, idle ns]``, the
+    idle per owning gap rule, the gaps with samples ``(len, start, pid, device, samples, top function)``, totals."""
+
+    by_fn: dict[str, list[float]]
+    by_owner: dict[str, int]
+    gaps: list[tuple[int, int, int, int | None, int, str]]
+    total: int
+    samples: int
+
+
+class SampledFunction(TypedDict):
+    """A leaf function the launching threads were sampled in during a rule's gaps (``functions_in``)."""
+
+    function: str
+    samples: int
+    share_pct: float
+    kind: str | None
+
+
 def attribute(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None,
-              claimers: Sequence[type[Rule]], min_gap_us: float) -> dict | None:
+              claimers: Sequence[type[Rule]], min_gap_us: float) -> Attribution | None:
     """The CPU samples of the launching threads placed in the idle gaps (see HOST002's docstring): per function
     ``[samples, idle ns]`` (``by_fn``), the idle per owning gap rule, the gaps with samples ``(len, start, pid,
     device, samples, top function)``, and totals. None without samples. Cached on the trace per thresholds."""
@@ -161,7 +182,7 @@ def attribute(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None
     return out
 
 
-def _attribute(trace: Trace, all_params, claimers: Sequence[type[Rule]], samples: dict, min_gap: int) -> dict:
+def _attribute(trace: Trace, all_params, claimers: Sequence[type[Rule]], samples: dict, min_gap: int) -> Attribution:
     by_fn: dict[str, list[float]] = {}       # function -> [samples, idle ns]
     by_owner: dict[str, int] = {}
     gaps: list[tuple[int, int, int, int | None, int, str]] = []  # (len, start, pid, device, k, top fn)
@@ -201,7 +222,7 @@ def _attribute(trace: Trace, all_params, claimers: Sequence[type[Rule]], samples
 
 
 def functions_in(trace: Trace, gaps: Sequence[tuple[int | None, np.ndarray, np.ndarray]],
-                 top: int = 5) -> list[dict] | None:
+                 top: int = 5) -> list[SampledFunction] | None:
     """Evidence for a gap rule's finding: the leaf functions of the launching threads' CPU samples taken
     inside the rule's own idle gaps ``(pid, starts, ends)``, most sampled first (a sample inside gaps of two
     devices of its process counts once); None when the report has no CPU samples or none fell there."""

@@ -7,7 +7,7 @@ import numpy as np
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.launches import launch_summary
-from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
+from analysis.diagnosis.rules.base import MAX_US, RoundTrip, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.gaps import (
     OWNERSHIP_PARAMS,
@@ -61,6 +61,7 @@ class LaunchBound(Rule):
     name = "kernel.launch-bound"
     verdict_kind = "launch_bound"
     next_step = "capture the kernel sequence in a CUDA graph or fuse the small kernels"
+    round_trip = RoundTrip("between launches", "", whole=True)
     category = "kernel"
     requires = ("kernels",)
     thresholds = {

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.idle_anatomy import HOST_WORK_SUFFIX
-from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
+from analysis.diagnosis.rules.base import MAX_US, RoundTrip, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import (
     MEMSET_RE,
     fmt_ms,
@@ -57,6 +59,7 @@ class PageableMemcpy(Rule):
     name = "memory.pageable-memcpy"
     verdict_kind = "copies"
     next_step = "pin the host buffers (cudaHostAlloc / pin_memory) or keep the data resident on the GPU"
+    busy_role = "copies"
     category = "memory"
     requires = ("memcpy",)
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies are pageable",
@@ -116,6 +119,9 @@ class BlockingMemcpy(Rule):
     name = "memory.blocking-memcpy"
     verdict_kind = "copies"
     next_step = "make the copies asynchronous from pinned memory and overlap them with kernels"
+    round_trip = RoundTrip("in synchronous copies", "move the per-iteration copies out of the loop or make them "
+                                                    "asynchronous")
+    busy_role = "copies"
     category = "memory"
     requires = ("memcpy", "cuda_api")
     thresholds = {"min_copies": Threshold(1.0, "count", "report when at least this many copies block",
@@ -129,6 +135,14 @@ class BlockingMemcpy(Rule):
     advice = (
         "Use cudaMemcpyAsync from pinned memory on a stream and synchronize once when the data is needed;"
         " keep results on the GPU instead of reading them back every step.")
+
+    @classmethod
+    def verdict_step(cls, finding: Mapping[str, Any]) -> str:
+        """No pageable copy holds the idle (``pinned_advice`` false): pinning fixes nothing, so the step is
+        asynchronous copies or data kept on the GPU."""
+        if finding.get("pinned_advice") is False:
+            return "issue the copies with cudaMemcpyAsync on a stream and synchronize once, or keep the data on the GPU"
+        return cls.next_step
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         cs = copy_calls(trace).blocking
@@ -236,6 +250,7 @@ class SyncMemset(Rule):
     name = "memory.sync-memset"
     verdict_kind = "sync_bound"
     next_step = "use cudaMemsetAsync on a stream instead of synchronous memsets"
+    round_trip = RoundTrip("in synchronous memsets", "make the memsets asynchronous on the stream")
     category = "memory"
     requires = ("memset", "cuda_api")
     thresholds = {"min_memsets": Threshold(1.0, "count", "report when at least this many memsets are synchronous",
@@ -314,6 +329,19 @@ class UnifiedMemoryMigration(Rule):
         "Prefetch managed buffers with cudaMemPrefetchAsync: to the device before the kernels that use them, to "
         "the host (cudaCpuDeviceId) before the host reads the results; add cudaMemAdvise hints (preferred "
         "location, read-mostly), or allocate on the device and copy explicitly with cudaMemcpyAsync.")
+
+    @classmethod
+    def verdict_step(cls, finding: Mapping[str, Any]) -> str:
+        """The step follows the direction of the faults that own the cost: idle between migrations to the host is
+        the host faulting device-resident pages back (prefetch them to the CPU before it reads them, or keep the work
+        on the device); migrations inside kernels are the GPU faulting (prefetch to the GPU: ``next_step``)."""
+        by_dir = finding.get("idle_by_direction") or {}
+        to_host = int((by_dir.get("UVM_DtoH") or {}).get("ns") or 0)
+        on_gpu = int(finding.get("kernel_overlap_ns") or 0) + int((by_dir.get("UVM_HtoD") or {}).get("ns") or 0)
+        if to_host > on_gpu:
+            return ("prefetch the managed buffers to the host (cudaMemPrefetchAsync to cudaCpuDeviceId) before the "
+                    "host reads them, or keep that work on the GPU so the pages stay there")
+        return cls.next_step
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         n, nbytes, total, htod, dtoh, b_htod, b_dtoh = trace.sql(f"""

@@ -73,6 +73,8 @@ class StartupCost(_PhaseRule):
     id = "PHASE001"
     name = "phase.startup-cost"
     verdict_kind = None  # the one-off start-up verdict speaks for it
+    one_off_phase = "startup"
+    wall_phase = "startup"
     next_step = ""
     category = "phase"
     requires = ("kernels",)

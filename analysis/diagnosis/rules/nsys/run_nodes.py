@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -75,7 +75,7 @@ def _matrix(cols: dict[str, np.ndarray]) -> tuple[list[tuple[int, int]], np.ndar
 
 
 def late_node(cols: dict[str, np.ndarray], ranks: list[int | None], hosts: list[str | None],
-              offsets: list[int], params: Mapping[str, float], rule_id: str = "COMM005",
+              offsets: list[int], params: Mapping[str, float], rule_id: str,
               spans: list[int] | None = None) -> list[Finding]:
     """COMM005 over ``instances``' columns; ``ranks``/``hosts``/``offsets``/``spans`` (GPU-active span, the
     share's denominator as COMM002's): per participant report."""
@@ -186,7 +186,15 @@ def collective_split(cols: dict[str, np.ndarray], ranks: list[int | None],
             "per_rank": per_rank, "per_host": [{"host": k, **v} for k, v in sorted(by_host.items(), key=lambda kv: str(kv[0]))]}
 
 
-def steps_by_host(steps: dict[str, Any], ranks_hosts: list[tuple[int | None, str, str | None]]) -> list[dict[str, Any]]:
+class HostSteps(TypedDict):
+    """One host's share of the steps its ranks finished last (``steps_by_host``)."""
+
+    host: str | None
+    ranks: int
+    steps_last: int
+
+
+def steps_by_host(steps: Mapping[str, Any], ranks_hosts: list[tuple[int | None, str, str | None]]) -> list[HostSteps]:
     """The per-step "finished last" counts (``run_facts.last_per_step``) summed by host; ``ranks_hosts``:
     each nsys report's (rank, label, host). A host whose ranks finish last most often is the node that holds
     the steps back."""
@@ -194,7 +202,7 @@ def steps_by_host(steps: dict[str, Any], ranks_hosts: list[tuple[int | None, str
     for rank, label, host in ranks_hosts:
         host_of[f"rank {rank}" if rank is not None else label] = host
         host_of[label] = host
-    out: dict[Any, dict[str, Any]] = {}
+    out: dict[Any, HostSteps] = {}
     for name, n in steps.get("last", {}).items():
         h = host_of.get(name)
         row = out.setdefault(h, {"host": h, "ranks": 0, "steps_last": 0})

@@ -70,6 +70,7 @@ class SmallGrid(Rule):
     name = "kernel.small-grid"
     verdict_kind = "launch_shape"
     next_step = "launch at least as many blocks as SMs, blocks of 64+ threads"
+    busy_role = "launch_shape"
     premise = "the kernel's duration grows as its grid shrinks"
     category = "kernel"
     requires = ("kernels",)
@@ -189,6 +190,8 @@ class DominantKernel(Rule):
     name = "kernel.dominant"
     verdict_kind = None  # the GPU-bound verdict speaks for it (its ncu command)
     stands_for = "gpu_bound_kernel"
+    busy_role = "dominant_kernel"
+    leads_idle = False  # a busy GPU's verdict: never the cause of an idle one
     next_step = ""
     category = "kernel"
     requires = ("kernels",)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ class StartupFill:
     (when long enough to include the context's creation) and the advice for the largest category."""
 
     idle_ns: int
-    categories: list[dict]
+    categories: list[dict[str, Any]]  # ``IdleEntryCategory`` with each top name resolved to its text
     first_call: tuple[str, int] | None
     advice: str
 
@@ -80,18 +81,17 @@ def startup_fill(base: Trace, unit: tuple[int | None, int | None] | None, lo: in
 
     hashes = {t["name"] for c in entry["categories"] for t in c["top"]}
     names = resolve_names(base, hashes) if hashes else {}
-    for c in entry["categories"]:
-        for t in c["top"]:
-            t["name"] = names.get(t["name"], "?")
+    categories: list[dict[str, Any]] = [{**c, "top": [{**t, "name": names.get(t["name"], "?")} for t in c["top"]]}
+                  for c in entry["categories"]]
     where = f"pid = {int(pid)}" + (f" AND tid IN ({', '.join(str(int(t)) for t in tids)})" if tids else "")
     row = base.sql(f"""SELECT name, end_ns - start_ns FROM cuda_api WHERE {where} AND start_ns >= {int(lo)}
                        AND start_ns < {int(hi)} ORDER BY start_ns LIMIT 1""") if base.has_rows("cuda_api") else []  # noqa: S608
     first = (str(row[0][0]), int(row[0][1])) if row and int(row[0][1]) >= CONTEXT_MIN_NS else None
-    top = entry["categories"][0]["category"] if entry["categories"] else "none"
+    top = str(categories[0]["category"]) if categories else "none"
     advice = ADVICE.get(top) or unrecorded(base)
     if top == "user_range" and "--sample=cpu" not in missing(base):  # sampled, and nothing of it in the ranges
         advice = "Its time is inside the NVTX ranges above: look at what they do."
-    return StartupFill(entry["idle_ns"], entry["categories"], first, advice)
+    return StartupFill(entry["idle_ns"], categories, first, advice)
 
 
 def _unit_ops_in(base: Trace, unit: tuple[int | None, int | None] | None, lo: int, hi: int

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
-from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
+from analysis.diagnosis.rules.base import MAX_US, RoundTrip, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import (
     SYNC_API_RE,
     api_name_in,
@@ -51,6 +51,8 @@ class BlockingSync(Rule):
     extra_type = SyncExtra
     name = "sync.blocking-host-sync"
     verdict_kind = "sync_bound"
+    round_trip = RoundTrip("in synchronizations", "drop the per-kernel synchronizations (stream order suffices; a "
+                                                  "flag on the device instead of a host check)")
     next_step = ("remove the blocking synchronizations from the loop (stream order, events, non-blocking checks) "
                  "so the host queues work ahead")
     category = "sync"

@@ -13,12 +13,15 @@ and what to collect or look at next.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from analysis import fmt
 from analysis.diagnosis.ncu import sol
+from analysis.diagnosis.rules.ncu.common import NcuRule
+from analysis.diagnosis.rules.registry import default_registry
 from analysis.results import Verdict
 
 # The vocabulary of an ncu verdict's ``kind`` (an nsys verdict's kinds are analysis.diagnosis.verdict.KINDS).
@@ -47,14 +50,6 @@ NEXT_STEP = {
     "unknown": "collect the missing sections: `ncu --section SpeedOfLight --section MemoryWorkloadAnalysis "
                "--section LaunchStats --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis`",
 }
-# A cause found on the kernel names the next step better than its limiter does.
-CAUSE_STEP = {
-    "NCU001": "coalesce the global accesses: consecutive threads of a warp touch consecutive elements (grid-stride "
-              "or interleaved indexing; transpose through shared memory)",
-    "NCU004": "remove the shared-memory bank conflicts (pad the shared array, swizzle the index)",
-    "NCU009": "reuse data while it is in cache: tile or block the loops so each byte from DRAM is used several times",
-    "NCU008": "keep more bytes in flight: more independent loads per thread, vectorized accesses, prefetching",
-}
 LIBRARY_STEP = ("change the call, not the kernel: a larger or batched problem per call, dimensions that are multiples "
                 "of 8/16, a tensor-core precision (TF32/BF16/FP16), the layout the library prefers, or a newer {lib} "
                 "version or algorithm")
@@ -82,12 +77,23 @@ def _groups(kernels: Sequence[Mapping[str, Any]]) -> dict[tuple, list[Mapping[st
     return out
 
 
+@functools.cache
+def _ncu_rules() -> dict[str, type[NcuRule]]:
+    return {r.id: r for r in default_registry() if issubclass(r, NcuRule)}
+
+
+def _rule(finding: Mapping[str, Any]) -> type[NcuRule]:
+    """The ncu rule of ``finding``, whose traits the verdict reads (``NcuRule``, its traits at their defaults, for a
+    rule the registry does not hold)."""
+    return _ncu_rules().get(str(finding.get("rule_id", "")), NcuRule)
+
+
 def _findings_on(findings: Sequence[Mapping[str, Any]], report: str, key: tuple) -> list[Mapping[str, Any]]:
     mine = []
     for f in findings:
         nested = f.get("extra")
         extra: Mapping[str, Any] = nested if isinstance(nested, Mapping) else f
-        if f.get("report") != report or not str(f.get("rule_id", "")).startswith("NCU"):
+        if f.get("report") != report or str(f.get("rule_id", "")) not in _ncu_rules():
             continue
         grid, block = extra.get("kernel_grid"), extra.get("kernel_block")
         if extra.get("kernel") != key[0]:
@@ -132,8 +138,9 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     lib = lim.get("library")
     step = LIBRARY_STEP.format(lib=lib) if lib and kind in ("memory", "compute", "latency", "occupancy") \
         else NEXT_STEP[kind]
-    if mine and not lib and mine[0]["rule_id"] in CAUSE_STEP and (mine[0].get("impact_ns") or 0) > 0:
-        step = CAUSE_STEP[mine[0]["rule_id"]]
+    # A cause found on the kernel names the next step better than its limiter does (``NcuRule.cause_step``).
+    if mine and not lib and _rule(mine[0]).cause_step and (mine[0].get("impact_ns") or 0) > 0:
+        step = _rule(mine[0]).cause_step
     if lib and kind == "launch":
         step = f"{NEXT_STEP['launch']} ({lib} kernel: batch at the call, e.g. a batched or grouped {lib} call)"
     return Verdict(f"ncu_{kind}", text + ".", int(saving) if mine else None, step,
@@ -201,13 +208,11 @@ def _shared_note(lim: Mapping[str, Any]) -> str:
             f"wavefronts{busy}")
 
 
-WORK_REMOVING = ("NCU001", "NCU004")  # fixes that move fewer bytes or wavefronts: bounded by the work left
-
-
 def _after_fix(first: Mapping[str, Any], lead: Mapping[str, Any], cost: float) -> str:
     """For a fix that removes work: the realistic gain on the work left, as a share of the lead launch applied to
-    the kernel's time (its assumption: the fixed kernel reaches ``REALISTIC_SHARE`` of the binding unit's peak)."""
-    if first.get("rule_id") not in WORK_REMOVING:
+    the kernel's time (its assumption: the fixed kernel reaches ``REALISTIC_SHARE`` of the binding unit's peak).
+    Fixes that remove work are the rule's trait (``NcuRule.removes_work``: fewer bytes or wavefronts moved)."""
+    if not _rule(first).removes_work:
         return ""
     detail = ((first.get("evidence") or [{}])[0]).get("detail") or {}
     after, dur = detail.get("sol_bound_ns"), lead.get("duration_ns")
