@@ -6,7 +6,6 @@ each run's facts from the metadata DB and the reports' DuckDB files, leaves the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +18,8 @@ from app.services.pages.web_findings import report_label
 from app.services.pages.web_run import RunView, breakdown_of, run_view
 from app.services.reads.findings import finding_to_dict
 from app.services.reads.run_query import live
+from app.services.storage import data_path
+from app.settings import Settings
 
 __all__ = ["DEFAULT_NOISE_PCT", "Comparison", "baseline_choices", "compare_runs", "previous_run", "run_facts_of"]
 
@@ -76,15 +77,15 @@ class Comparison:
         return self.diff
 
 
-def run_facts_of(session: Session, data_dir: Path, run_id: int) -> RunFacts:
+def run_facts_of(session: Session, settings: Settings, run_id: int) -> RunFacts:
     """One run as ``analysis.views.compare`` sees it: each ready report's analysis dict (its stored summary)
-    with its DuckDB file, and the findings (API dicts, ranking order)."""
+    with its DuckDB file (through ``Storage.resolve``), and the findings (API dicts, ranking order)."""
     run = get_run(session, run_id)
     rows = session.execute(
         sa.select(RunSummary.data, Report.trace_path).join(Report, Report.id == RunSummary.report_id)
         .where(RunSummary.run_id == run.id, Report.status == ReportStatus.READY).order_by(Report.id)).all()
     reports = [data for data, _ in rows if isinstance(data, dict)]
-    paths = [Path(data_dir) / path if path else None for data, path in rows if isinstance(data, dict)]
+    paths = [data_path(settings, path) if path else None for data, path in rows if isinstance(data, dict)]
     findings = session.scalars(sa.select(Finding).where(Finding.run_id == run.id).order_by(Finding.id))
     total = session.scalar(sa.select(RunSummary.data).where(RunSummary.run_id == run.id, RunSummary.report_id.is_(None)))
     split = (total or {}).get("collectives") if isinstance(total, dict) else None
@@ -92,11 +93,11 @@ def run_facts_of(session: Session, data_dir: Path, run_id: int) -> RunFacts:
                      collectives=split if isinstance(split, dict) else None)
 
 
-def compare_runs(session: Session, data_dir: Path, base_id: int, head_id: int, *,
+def compare_runs(session: Session, settings: Settings, base_id: int, head_id: int, *,
                  noise_pct: float = DEFAULT_NOISE_PCT, with_views: bool = True) -> Comparison:
     """The difference head − base (see ``analysis.views.compare.compare``) with, ``with_views``, both runs' views and
     the page's reading aids; ApiError RUN_NOT_FOUND when either run is not there."""
-    base, head = run_facts_of(session, data_dir, base_id), run_facts_of(session, data_dir, head_id)
+    base, head = run_facts_of(session, settings, base_id), run_facts_of(session, settings, head_id)
     diff = compare_facts(base, head, noise_pct=noise_pct)
     if not with_views:
         return Comparison(diff)
