@@ -156,11 +156,19 @@ def previous_run(session: Session, run: Run) -> int | None:
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(1))
 
 
-def baseline_choices(session: Session, run: Run) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class BaselineChoice:
+    """A run the compare page offers as the baseline: its id and how the drop-down names it."""
+
+    id: int
+    label: str
+
+
+def baseline_choices(session: Session, run: Run) -> list[BaselineChoice]:
     """Other runs of the same job, newest first, for the baseline drop-down."""
     rows = session.execute(
         sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == run.job_id, live(),
                                                              Run.id != run.id)
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(BASELINE_CHOICES)).all()
-    return [{"id": r.id, "label": f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M}" + (f" · {r.git_sha[:10]}" if r.git_sha else "")}
+    return [BaselineChoice(r.id, f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M}" + (f" · {r.git_sha[:10]}" if r.git_sha else ""))
             for r in rows]
