@@ -67,6 +67,13 @@ def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms:
     return lines
 
 
+def _rank_waiting(p: dict[str, Any], ms: Callable[[Any], str]) -> str:
+    """One rank's line of a waiting/transfer split (an MPI ``per_rank`` entry or a collectives ``participants``
+    one, ``analysis.run.mpi`` and ``analysis.run.waiting``): its waiting, for whom, and its transfer."""
+    whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
+    return f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), transfer {ms(p['transfer_ns'])}"
+
+
 def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
     """MPI calls across ranks: each rank's waiting for another rank apart from the transfer, per collective
     who arrived last, and the calls left out with why (``analysis.run.mpi``)."""
@@ -87,9 +94,7 @@ def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
             lines.append(f"   {c['call']}: {c['instances']} instance(s) across {', '.join(c['ranks'])}; last to arrive: "
                          f"{last}")
     for p in m.get("per_rank") or []:
-        whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
-        lines.append(f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), transfer "
-                     f"{ms(p['transfer_ns'])} of {ms(p['time_ns'])} in {p['calls']} call(s)")
+        lines.append(f"{_rank_waiting(p, ms)} of {ms(p['time_ns'])} in {p['calls']} call(s)")
     for w in (m.get("longest_waits") or [])[:3]:
         lines.append(f"   longest wait: {w['rank']} in {w['call']} #{w['occurrence']} waited {ms(w['wait_ns'])} for "
                      f"{w['waited_for']}, transfer {ms(w['transfer_ns'])}")
@@ -139,9 +144,7 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
             lines.append(f"   {kind}: {k['instances']} instance(s), waiting {ms(k['wait_ns'])} (for the "
                          f"{'peer' if kind == 'point-to-point' else 'last rank'}), transfer {ms(k['transfer_ns'])}")
     for p in c.get("participants") or []:
-        whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
-        lines.append(f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), "
-                     f"transfer {ms(p['transfer_ns'])}")
+        lines.append(_rank_waiting(p, ms))
     crit = c.get("critical")
     if crit:
         lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}) arrives last at "

@@ -214,7 +214,7 @@ def job_history(name: str, **query):
 
 
 def compare(base: int, head: int, noise_pct: float):
-    return jsonify(compare_service.compare_runs(get_session(), current_settings().data_dir, base, head,
+    return jsonify(compare_service.compare_runs(get_session(), current_settings(), base, head,
                                                 noise_pct=noise_pct, with_views=False).to_api())
 
 

@@ -142,7 +142,7 @@ def compare():
             return render_template("compare_pick.html", a="", b=b,
                                    note="This is the first run of its job: choose a baseline run.")
         a = previous
-    c = _page_or_404(compare_service.compare_runs, db, current_settings().data_dir, a, b)
+    c = _page_or_404(compare_service.compare_runs, db, current_settings(), a, b)
     return render_template("compare.html", c=c.diff, a=c.base, b=c.head, kpis=c.kpis, ranks=c.ranks,
                            warnings=c.warnings, choices=compare_service.baseline_choices(db, head))
 

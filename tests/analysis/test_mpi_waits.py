@@ -162,7 +162,13 @@ def test_a_receive_waiting_for_the_senders_host_work_is_waiting_not_communicatio
 
     report = text(out)
     assert "== MPI across ranks: 15 message(s) and 0 collective instance(s) matched" in report
-    assert "rank 1 (nid001608): waiting " in report
+    # Each rank's line, its numbers the raw export's (``_expected``), in the terminal's durations.
+    from analysis.fmt import duration as d
+
+    for rank, other in (("rank 0", "rank 1"), ("rank 1", "rank 0")):
+        w = want[rank]
+        assert (f"   {rank} (nid001608): waiting {d(w['wait_ns'])} (for {other} {d(w['wait_ns'])}), transfer "
+                f"{d(w['transfer_ns'])} of {d(w['time_ns'])} in {w['calls']} call(s)") in report.splitlines()
 
 
 def test_messages_that_do_not_pair_in_order_are_not_matched(pair: tuple[Path, Path], tmp_path: Path) -> None:

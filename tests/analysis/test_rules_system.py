@@ -21,6 +21,17 @@ def test_system_case(case, tmp_path) -> None:
     planted.test_planted_case(case, tmp_path)
 
 
+def _case(plant):
+    """The system case whose planting is ``plant``."""
+    return next(c for c in SYSTEM_CASES if c.plant is plant)
+
+
+def _only(result: dict, rule_id: str) -> dict:
+    """The one finding of ``rule_id`` in an analysis' JSON (the test fails on none or several)."""
+    (f,) = [x for x in result["findings"] if x["rule_id"] == rule_id]
+    return f
+
+
 def test_mem005_directions_match_raw_sql() -> None:
     """Bytes, counts, copy time and bandwidth per direction equal direct SQL on the raw export; the peak
     is the typical PCIe Gen4 x16 of a compute capability 8.9 GPU, since the export has no link record."""
@@ -46,9 +57,8 @@ def test_mem005_directions_match_raw_sql() -> None:
 def test_mem005_planted_copy_is_evidence(tmp_path) -> None:
     from tests.analysis.rule_cases_system import mem005_fires
 
-    case = next(c for c in SYSTEM_CASES if c.plant is mem005_fires)
-    _, result = planted._run(case, tmp_path)
-    (f,) = [x for x in result["findings"] if x["rule_id"] == "MEM005"]
+    _, result = planted._run(_case(mem005_fires), tmp_path)
+    f = _only(result, "MEM005")
     top = f["evidence"][0]
     assert top["name"] == "HtoD" and top["value_ns"] == PLANT_NS and top["detail"]["bytes"] == PLANT_BYTES
     assert f["directions"]["HtoD"]["bytes"] >= PLANT_BYTES
@@ -81,9 +91,8 @@ def test_link_peaks(name, cc, expected) -> None:
 def test_krn003_names_the_planted_instances(tmp_path) -> None:
     from tests.analysis.rule_cases_system import krn003_fires
 
-    case = next(c for c in SYSTEM_CASES if c.plant is krn003_fires)
-    _, result = planted._run(case, tmp_path)
-    (f,) = [x for x in result["findings"] if x["rule_id"] == "KRN003"]
+    _, result = planted._run(_case(krn003_fires), tmp_path)
+    f = _only(result, "KRN003")
     (shape,) = f["shapes"]
     # The loop alternates two kernels (500 each); every tenth launch is always the same one.
     assert shape["outliers"] == 5 and shape["count"] == 500 and not shape["unstable"]
@@ -104,9 +113,8 @@ def test_host001_takes_the_idle_inside_os_calls_from_gpu001(tmp_path) -> None:
     from tests.analysis.rule_cases import DELTA
     from tests.analysis.rule_cases_system import host001_fires
 
-    case = next(c for c in SYSTEM_CASES if c.plant is host001_fires)
-    expected, result = planted._run(case, tmp_path)
-    (f,) = [x for x in result["findings"] if x["rule_id"] == "HOST001"]
+    expected, result = planted._run(_case(host001_fires), tmp_path)
+    f = _only(result, "HOST001")
     # The read covers the planted 50 ms of the gap and the CUDA calls the gap held before; HOST001 owns the idle
     # inside OS calls outside CUDA calls, here and in the export's other gaps (a few reads, tens of microseconds).
     assert f["impact_ns"] == expected and sum(f["by_category"].values()) == expected
@@ -118,7 +126,7 @@ def test_host001_takes_the_idle_inside_os_calls_from_gpu001(tmp_path) -> None:
     assert e["name"] == "read" and e["detail"]["class"] == "file_io" and e["value_ns"] > DELTA
     assert "read data ahead" in f["advice"]
     # GPU001 keeps only the rest of that gap (the instants inside the CUDA calls it held), as an OS-runtime gap.
-    (gpu,) = [x for x in result["findings"] if x["rule_id"] == "GPU001"]
+    gpu = _only(result, "GPU001")
     assert all(ev["detail"]["cause"] == "os_runtime" for ev in gpu["evidence"] if ev["start_ns"] == e["start_ns"])
     assert gpu["causes"]["os_runtime"]["total_ns"] < e["value_ns"] - DELTA
 
@@ -132,11 +140,11 @@ def test_host001_skipped_without_osrt() -> None:
 def test_host001_real_writes_on_the_launching_thread() -> None:
     """The stdpar mini-app writes its output with pwrite64 from the thread that launches its kernels."""
     result = analyze([ingested(corpus_file("stdpar-um-gpu.sqlite"))], rules=["GPU", "HOST001"], window="all").to_json()
-    (f,) = [x for x in result["findings"] if x["rule_id"] == "HOST001"]
+    f = _only(result, "HOST001")
     assert max(f["by_call"], key=f["by_call"].get) == "pwrite64" and f["main_class"] == "file_io"
     assert "file writes" in f["advice"]
     # GPU001 keeps of the gaps the writes mostly cover only what is outside them (CUDA calls, nothing recorded).
-    (g,) = [x for x in result["findings"] if x["rule_id"] == "GPU001"]
+    g = _only(result, "GPU001")
     assert g["causes"]["os_runtime"]["total_ns"] < f["impact_ns"] / 10
 
 
@@ -154,8 +162,7 @@ def test_krn002_kernels_are_not_krn003s(tmp_path) -> None:
     """A kernel KRN002 flags is left out of KRN003's shapes (one owner per kernel)."""
     from tests.analysis.rule_cases_system import krn002_fires
 
-    case = next(c for c in SYSTEM_CASES if c.plant is krn002_fires)
-    _, result = planted._run(case, tmp_path)
+    _, result = planted._run(_case(krn002_fires), tmp_path)
     shapes = [s["name"] for f in result["findings"] if f["rule_id"] == "KRN003" for s in f["shapes"]]
     assert "ampere_sgemm_128x64_nn" not in shapes
 
@@ -165,7 +172,7 @@ def test_comm004_owns_what_comm001_would_count(tmp_path) -> None:
     from tests.analysis.rule_cases_system import comm004_fires, comm004_own_stream
 
     for plant, owner in ((comm004_fires, "COMM004"), (comm004_own_stream, "COMM001")):
-        case = next(c for c in SYSTEM_CASES if c.plant is plant)
+        case = _case(plant)
         case = type(case)(case.rule, case.corpus, case.plant, thresholds={"COMM001.min_exposed_pct": 0})
         (tmp_path / owner).mkdir()
         _, result = planted._run(case, tmp_path / owner)
@@ -188,7 +195,7 @@ def test_system_rules_on_sparse_rows(tmp_path) -> None:
                       osrt=[{"pid": 1, "tid": 1, "start_ns": 0, "end_ns": ms, "name": "read"}])
     result = analyze([path], rules=["MEM005", "KRN002", "KRN003", "HOST001", "COMM004"], window="all").to_json()
     assert [r for r in result["rules"] if r["status"] == "error"] == []
-    (f,) = [x for x in result["findings"] if x["rule_id"] == "MEM005"]
+    f = _only(result, "MEM005")
     assert f["directions"]["HtoD"]["bytes"] == 0 and f["directions"]["HtoD"]["gbps"] == 0.0
     assert f["devices"][0]["memory_only_ns"] == 10 * ms
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +84,35 @@ def test_resolve_and_key_of_are_the_one_way_between_keys_and_paths(tmp_path):
     assert storage.key_of(storage.resolve("uploads/ab/abc.sqlite")) == "uploads/ab/abc.sqlite"
     with pytest.raises(ValueError):
         storage.key_of(tmp_path / "elsewhere" / "x")
+
+
+# A stored key joined onto the data folder by hand (``data_dir / key``, ``Path(data_dir, key)``,
+# ``os.path.join(data_dir, key)``, ``root / report.trace_path``) rather than through ``Storage.resolve``. A quoted
+# name after ``data_dir /`` is the app's own file there (the secret key, the SQLite metadata DB), not a stored key.
+HAND_JOIN = re.compile(r"""(?<![`\w])data_dir\)?\s*/\s*(?!["'\s])|data_dir\)?\.joinpath\(|(?:os\.path\.join|Path)\([^)]*data_dir\s*,"""
+                       r"""|/\s*(?:\w+\.)+(?:trace|upload|analysis)_path\b(?!\s*\()""")
+ROOT = Path(__file__).resolve().parents[2]
+STORAGE = ROOT / "app" / "services" / "storage"
+
+
+def _hand_joins() -> list[str]:
+    return [f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+            for d in ("app", "workers") for p in sorted((ROOT / d).rglob("*.py")) if STORAGE not in p.parents
+            for n, line in enumerate(p.read_text().splitlines(), 1)
+            if not line.lstrip().startswith("#") and HAND_JOIN.search(line)]
+
+
+def test_no_code_outside_storage_builds_a_path_into_the_data_folder():
+    """``Storage.resolve`` is the one way from a stored key to a path (docs/security.md, docs/architecture.md)."""
+    assert _hand_joins() == []
+
+
+def test_the_path_guard_finds_what_it_forbids():
+    for line in ("paths = [Path(data_dir) / path if path else None for data, path in rows]",
+                 "p = settings.data_dir / rel", "Path(settings.data_dir, report.trace_path)",
+                 "os.path.join(data_dir, key)", "root / report.upload_path", "settings.data_dir.joinpath(key)"):
+        assert HAND_JOIN.search(line), line
+    for line in ('Path(settings.data_dir) / "secret_key"', "data_path(settings, report.trace_path)",
+                 "storage.trace_path(7)", "storage.resolve(report.analysis_path)",
+                 "multipart parts spool to ``data_dir/staging``"):
+        assert not HAND_JOIN.search(line), line

@@ -60,7 +60,50 @@ def test_the_read_store_makes_rows_entities(stored):
     assert report.to_api()["data"] == stored and report.to_api()["idle_ns"] == 4
     assert results.run.verdict == Verdict.from_json(verdict) and results.run.missing_ranks == (3,)
     assert results.run.network is None and results.run.headline.span_ns == 10
-    assert results.summary(None) is None and results.data(8) == {}
+    assert results.summary(None) is None and results.summary(8) is None
     # A verdict stored with other keys reads as none rather than failing the page.
     odd = results_of([RunSummary(run_id=1, report_id=None, data={"verdict": {"kind": "x"}})])
     assert odd.run.verdict is None and odd.analyzed
+
+
+@pytest.fixture(scope="module")
+def ncu_stored() -> dict:
+    """An ncu report's summary as the metadata DB keeps it: its kernels compacted per configuration."""
+    from app.services.jobs.ncu_summary import compact_report
+
+    result = analyze([ingested(corpus_file("pytorch-sgemm-small.csv"))]).to_json()
+    return compact_report(json.loads(json.dumps(result["reports"][0])))
+
+
+def test_an_ncu_row_reads_its_kernels_and_headline_typed(ncu_stored):
+    """Each stored kernel configuration becomes the typed ``NcuKernel`` of its longest launch with the launch
+    count and profiled time the metadata DB adds; the headline is the stored numbers."""
+    from app.models import RunSummary
+    from app.services.reads.summaries import to_report_entity
+
+    entity = to_report_entity(RunSummary(run_id=1, report_id=5, data=ncu_stored))
+    stored = ncu_stored["kernels"]
+    assert stored and len(entity.kernels) == len(stored)
+    for typed, raw in zip(entity.kernels, stored, strict=True):
+        assert {**typed.kernel.to_json(), "launches": typed.launches, "profiled_ns": typed.profiled_ns} == raw
+    assert sum(k.launches or 0 for k in entity.kernels) == ncu_stored["kernels_total"]
+    assert entity.ncu is not None and entity.ncu.gpu_time_ns == ncu_stored["gpu_time_ns"]
+    assert entity.ncu.estimated_saving_ns == ncu_stored["estimated_saving"]["ns"]
+    # Kernels that no longer read as ``NcuKernel`` are left out, as a missing key would be.
+    old = {**ncu_stored, "kernels": [{k: v for k, v in raw.items() if k != "causes"} for raw in stored]}
+    assert to_report_entity(RunSummary(run_id=1, report_id=5, data=old)).kernels == ()
+
+
+def test_a_ranks_own_findings_read_typed():
+    """A multi-rank run keeps each report's own findings in its summary: they read as ``FindingResult``s that
+    write back the JSON as stored; one stored with other keys is left out."""
+    from app.models import RunSummary
+    from app.services.reads.summaries import to_report_entity
+
+    result = analyze([ingested(corpus_file(f"nccl-ring-2node-r{i}-ault4{3 + i}.sqlite")) for i in (0, 1)]).to_json()
+    data = json.loads(json.dumps(result["reports"][0]))
+    assert data["findings"]
+    entity = to_report_entity(RunSummary(run_id=1, report_id=3, data=data))
+    assert [f.to_json() for f in entity.findings] == data["findings"]
+    odd = {**data, "findings": [{"rule_id": "X"}, *data["findings"]]}
+    assert len(to_report_entity(RunSummary(run_id=1, report_id=3, data=odd)).findings) == len(data["findings"])

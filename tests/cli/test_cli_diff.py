@@ -179,7 +179,7 @@ def test_numbers_equal_the_services_compare(app, client, auth, session, settings
         head = _upload(client, auth["write"], head_file, "cmp")
         process_run(settings, session, base)
         process_run(settings, session, head)
-        service = compare_runs(session, settings.data_dir, base, head).to_api()
+        service = compare_runs(session, settings, base, head).to_api()
         _, cli = diff_json(str(base_file), str(head_file))
         for key in ("breakdown", "step_time_ns", "noise", "kernels", "kernel_table", "kpis", "steps", "basis",
                     "windows", "notes"):

@@ -23,7 +23,7 @@ def test_the_compare_page_shows_waiting_and_transfer(client, db, settings, inges
     head_export = _later(tmp_path / "later.sqlite")
     base = seed.store_run(db, settings, ingested, [BASE], job="coll", created_at=t0)
     head = seed.store_run(db, settings, ingested, [head_export], job="coll", created_at=t0 + timedelta(days=1))
-    coll = compare_runs(db, settings.data_dir, base, head).to_api()["collectives"]
+    coll = compare_runs(db, settings, base, head).to_api()["collectives"]
     assert coll and coll["tested"] is True
     text = client.get(f"/compare?a={base}&b={head}").get_data(as_text=True)
     assert 'id="collectives-diff"' in text
@@ -58,5 +58,5 @@ def test_the_section_is_absent_without_a_split(client, db, settings, ingested) -
     cupy = corpus_file("cupy-power-iteration.sqlite")
     base = seed.store_run(db, settings, ingested, [cupy], job="nocoll")
     head = seed.store_run(db, settings, ingested, [cupy], job="nocoll")
-    assert compare_runs(db, settings.data_dir, base, head).to_api()["collectives"] is None
+    assert compare_runs(db, settings, base, head).to_api()["collectives"] is None
     assert 'id="collectives-diff"' not in client.get(f"/compare?a={base}&b={head}").get_data(as_text=True)

@@ -39,7 +39,7 @@ def test_compare_page_and_trends_show_the_comparisons_numbers(client, db, settin
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
     base = seed.store_run(db, settings, ingested, [corpus_file(TORCH)], job="kpis", created_at=t0)
     head = seed.store_run(db, settings, ingested, [corpus_file(CUPY)], job="kpis", created_at=t0 + timedelta(days=1))
-    diff = compare_runs(db, settings.data_dir, base, head).to_api()
+    diff = compare_runs(db, settings, base, head).to_api()
     page = client.get(f"/compare?base={base}&head={head}")
     assert page.status_code == 200
     text = page.get_data(as_text=True)

@@ -81,7 +81,7 @@ def test_job_history_and_the_job_page_read_one_query(client, db, settings, inges
                              .where(RunSummary.run_id.in_(ids), RunSummary.report_id.is_(None))).all())
     assert [p["goodput_pct"] for p in api] == [p.goodput_pct for p in trends.points] == [stored[i] for i in ids]
     # The step time of the trends is the comparison's (the run page's) step time.
-    diff = compare_runs(db, settings.data_dir, ids[0], ids[1]).to_api()
+    diff = compare_runs(db, settings, ids[0], ids[1]).to_api()
     assert trends.per_iteration
     assert [p.gpu_time_per_iter_ns for p in trends.points[:2]] == [diff["step_time_ns"]["base"],
                                                                    diff["step_time_ns"]["head"]]
@@ -94,7 +94,7 @@ def test_the_api_and_the_compare_page_show_one_comparison(client, db, settings, 
     base = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="cmp",
                           created_at=T0)
     head = seed.store_run(db, settings, ingested, [corpus_file(NCCL_R0)], job="cmp", created_at=T0 + timedelta(days=1))
-    c = compare_runs(db, settings.data_dir, base, head)
+    c = compare_runs(db, settings, base, head)
     api = client.get(f"/api/v1/compare?base={base}&head={head}", headers=_reader(db)).get_json()
     assert api == c.to_api()
     page = client.get(f"/compare?a={base}&b={head}").get_data(as_text=True)

@@ -6,19 +6,21 @@ each run's facts from the metadata DB and the reports' DuckDB files, leaves the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import DEFAULT_NOISE_PCT, RunFacts, ToolKind, compare_facts, run_facts
-from app.models import Finding, Report, ReportStatus, Run, RunSummary
+from analysis.api import DEFAULT_NOISE_PCT, Breakdown, RunFacts, ToolKind, compare_facts, run_facts
+from app.models import Finding, Report, ReportStatus, Run
 from app.services.jobs.runs import get_run
 from app.services.pages.web_findings import report_label
 from app.services.pages.web_run import RunView, breakdown_of, run_view
 from app.services.reads.findings import finding_to_dict
 from app.services.reads.run_query import live
+from app.services.reads.summaries import run_results
+from app.services.storage import data_path
+from app.settings import Settings
 
 __all__ = ["DEFAULT_NOISE_PCT", "Comparison", "baseline_choices", "compare_runs", "previous_run", "run_facts_of"]
 
@@ -39,11 +41,11 @@ class KpiDelta:
     key: str
     label: str
     unit: str                    # "ns" | "pts" (goodput: the difference in points, no relative change)
-    base: Any
-    head: Any
+    base: int | float | None
+    head: int | float | None
 
     @property
-    def delta(self) -> Any:
+    def delta(self) -> int | float | None:
         return None if self.base is None or self.head is None else self.head - self.base
 
     @property
@@ -76,27 +78,26 @@ class Comparison:
         return self.diff
 
 
-def run_facts_of(session: Session, data_dir: Path, run_id: int) -> RunFacts:
+def run_facts_of(session: Session, settings: Settings, run_id: int) -> RunFacts:
     """One run as ``analysis.views.compare`` sees it: each ready report's analysis dict (its stored summary)
-    with its DuckDB file, and the findings (API dicts, ranking order)."""
+    with its DuckDB file (through ``Storage.resolve``), and the findings (API dicts, ranking order)."""
     run = get_run(session, run_id)
-    rows = session.execute(
-        sa.select(RunSummary.data, Report.trace_path).join(Report, Report.id == RunSummary.report_id)
-        .where(RunSummary.run_id == run.id, Report.status == ReportStatus.READY).order_by(Report.id)).all()
-    reports = [data for data, _ in rows if isinstance(data, dict)]
-    paths = [Path(data_dir) / path if path else None for data, path in rows if isinstance(data, dict)]
+    results = run_results(session, run.id)
+    ready = session.execute(sa.select(Report.id, Report.trace_path)
+                            .where(Report.run_id == run.id, Report.status == ReportStatus.READY).order_by(Report.id))
+    stored = [(results.reports[rid], path) for rid, path in ready if rid in results.reports and results.reports[rid].data]
     findings = session.scalars(sa.select(Finding).where(Finding.run_id == run.id).order_by(Finding.id))
-    total = session.scalar(sa.select(RunSummary.data).where(RunSummary.run_id == run.id, RunSummary.report_id.is_(None)))
-    split = (total or {}).get("collectives") if isinstance(total, dict) else None
-    return run_facts(run.id, reports, [finding_to_dict(f) for f in findings], paths,
-                     collectives=split if isinstance(split, dict) else None)
+    split = results.run.collectives
+    return run_facts(run.id, [dict(s.data) for s, _ in stored], [finding_to_dict(f) for f in findings],
+                     [data_path(settings, path) if path else None for _, path in stored],
+                     collectives=None if split is None else dict(split))
 
 
-def compare_runs(session: Session, data_dir: Path, base_id: int, head_id: int, *,
+def compare_runs(session: Session, settings: Settings, base_id: int, head_id: int, *,
                  noise_pct: float = DEFAULT_NOISE_PCT, with_views: bool = True) -> Comparison:
     """The difference head − base (see ``analysis.views.compare.compare``) with, ``with_views``, both runs' views and
     the page's reading aids; ApiError RUN_NOT_FOUND when either run is not there."""
-    base, head = run_facts_of(session, data_dir, base_id), run_facts_of(session, data_dir, head_id)
+    base, head = run_facts_of(session, settings, base_id), run_facts_of(session, settings, head_id)
     diff = compare_facts(base, head, noise_pct=noise_pct)
     if not with_views:
         return Comparison(diff)
@@ -109,14 +110,14 @@ def kpi_deltas(a: RunView, b: RunView) -> list[KpiDelta]:
     return [KpiDelta(key, label, unit, getattr(a.totals, key), getattr(b.totals, key)) for key, label, unit in KPIS]
 
 
-def _per_rank(view: RunView) -> dict[str, tuple[str, dict[str, Any]]]:
-    out: dict[str, tuple[str, dict[str, Any]]] = {}
+def _per_rank(view: RunView) -> dict[str, tuple[str, Breakdown]]:
+    out: dict[str, tuple[str, Breakdown]] = {}
     for i, report in enumerate(r for r in view.reports if r.kind == ToolKind.NSYS):
         bd = breakdown_of(view.results.summary(report.id))
         if bd is None:
             continue
         key = f"rank {report.rank}" if report.rank is not None else f"report {i + 1}"
-        out[key] = (report_label(report), bd.to_json())
+        out[key] = (report_label(report), bd)
     return out
 
 
@@ -125,9 +126,9 @@ def rank_deltas(a: RunView, b: RunView) -> list[RankDelta]:
     ra, rb = _per_rank(a), _per_rank(b)
     rows = []
     for key in sorted(set(ra) | set(rb), key=lambda k: (k.split()[0], int(k.split()[1]))):
-        (la, x), (lb, y) = ra.get(key, ("", {})), rb.get(key, ("", {}))
-        rows.append(RankDelta(key, lb or la or key,
-                              [KpiDelta(k, label, unit, x.get(k), y.get(k)) for k, label, unit in KPIS]))
+        (la, x), (lb, y) = ra.get(key, ("", None)), rb.get(key, ("", None))
+        rows.append(RankDelta(key, lb or la or key, [KpiDelta(k, label, unit, getattr(x, k, None), getattr(y, k, None))
+                                                     for k, label, unit in KPIS]))
     return rows
 
 
@@ -155,11 +156,19 @@ def previous_run(session: Session, run: Run) -> int | None:
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(1))
 
 
-def baseline_choices(session: Session, run: Run) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class BaselineChoice:
+    """A run the compare page offers as the baseline: its id and how the drop-down names it."""
+
+    id: int
+    label: str
+
+
+def baseline_choices(session: Session, run: Run) -> list[BaselineChoice]:
     """Other runs of the same job, newest first, for the baseline drop-down."""
     rows = session.execute(
         sa.select(Run.id, Run.created_at, Run.git_sha).where(Run.job_id == run.job_id, live(),
                                                              Run.id != run.id)
         .order_by(Run.created_at.desc(), Run.id.desc()).limit(BASELINE_CHOICES)).all()
-    return [{"id": r.id, "label": f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M}" + (f" · {r.git_sha[:10]}" if r.git_sha else "")}
+    return [BaselineChoice(r.id, f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M}" + (f" · {r.git_sha[:10]}" if r.git_sha else ""))
             for r in rows]

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from analysis.api import ToolKind, fmt
+from analysis.api import KernelCause, NcuKernel, ToolKind, fmt
+from app.services.pages.web_run import RunView
 
 CHARTS = 20          # kernels charted per run page (most nsys time, else profiled time, first)
 BOX_W, BOX_H = 120, 64
@@ -40,7 +43,7 @@ def si(value: float | None, unit: str) -> str:
     return fmt.si(value, unit)
 
 
-def memory_chart(memory: dict[str, Any]) -> dict[str, Any]:
+def memory_chart(memory: Mapping[str, Any]) -> dict[str, Any]:
     """Boxes and links of one kernel's memory chart."""
     by = {lv["name"]: lv for lv in memory.get("levels") or []}
     boxes = [{"key": "kernel", "x": LAYOUT["kernel"][0], "y": LAYOUT["kernel"][1], "fill": "#e3ecfa",
@@ -76,45 +79,91 @@ def memory_chart(memory: dict[str, Any]) -> dict[str, Any]:
     return {"boxes": boxes, "links": links, "width": 688, "height": height, "box_w": BOX_W, "box_h": BOX_H}
 
 
-def _groups(view: Any) -> list[dict[str, Any]]:
-    """Profiled launches grouped per kernel configuration and report; the longest launch stands for the group."""
-    out: dict[tuple, dict[str, Any]] = {}
+@dataclass
+class KernelGroup:
+    """The profiled launches of one kernel configuration (name, grid, block) in one report; its longest launch
+    (``kernel``) stands for the group, and its memory story is the group's chart."""
+
+    report: str
+    report_id: int
+    config: tuple[str, tuple[int, ...], tuple[int, ...]]
+    kernel: NcuKernel
+    nsys_ns: int | None                 # the kernel's time in the run's nsys reports (None: not linked)
+    launches: int = 0
+    profiled_ns: float | None = 0.0     # None: no launch's duration is known
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name or ""
+
+    @property
+    def short_name(self) -> str:
+        return self.kernel.short_name or ""
+
+    @property
+    def weight_ns(self) -> float | None:
+        return self.nsys_ns if self.nsys_ns is not None else self.profiled_ns
+
+    @property
+    def saving_ns(self) -> int | None:
+        return self.kernel.estimated_saving_ns
+
+    @property
+    def causes(self) -> tuple[KernelCause, ...]:
+        return self.kernel.causes
+
+    @property
+    def memory(self) -> Mapping[str, Any]:
+        return self.kernel.memory
+
+    @property
+    def duration_ns(self) -> float | None:
+        return self.kernel.duration_ns
+
+    @property
+    def achieved_flops(self) -> float | None:
+        return (self.memory.get("roofline") or {}).get("achieved_flops")
+
+    @property
+    def chart(self) -> dict[str, Any]:
+        return memory_chart(self.memory)
+
+
+def _groups(view: RunView) -> list[KernelGroup]:
+    """Profiled launches grouped per kernel configuration and report; the longest launch stands for the group.
+    From the read store's ``StoredKernel``s: the stored kernels carry the configuration's ``launches`` and
+    ``profiled_ns`` beside the typed ``NcuKernel``."""
+    out: dict[tuple[int, str, tuple[int, ...], tuple[int, ...]], KernelGroup] = {}
     for report in view.reports:
-        if report.kind != ToolKind.NCU:
-            continue
-        # The stored JSON, not the typed ``NcuKernel``: the stored kernels carry ``launches`` and ``profiled_ns``.
-        for k in view.results.data(report.id).get("kernels") or []:
-            key = (report.id, k.get("name"), tuple(k.get("grid") or ()), tuple(k.get("block") or ()))
-            g = out.setdefault(key, {"report": report.name, "report_id": report.id, "config": key[1:],
-                                     "name": k.get("name") or "",
-                                     "short_name": k.get("short_name") or "", "launches": 0, "profiled_ns": 0.0,
-                                     "nsys_ns": k.get("nsys_total_ns"), "kernel": k})
+        entity = view.results.reports.get(report.id) if report.kind == ToolKind.NCU else None
+        for stored in () if entity is None else entity.kernels:
+            k = stored.kernel
+            key = (report.id, k.name, k.grid or (), k.block or ())
+            g = out.setdefault(key, KernelGroup(report.name, report.id, key[1:], k, k.nsys_total_ns))
             # Stored summaries keep one launch per configuration with its count and time (ncu_summary).
-            g["launches"] += k.get("launches") or 1
-            g["profiled_ns"] += k.get("profiled_ns", k.get("duration_ns")) or 0.0
-            if (k.get("duration_ns") or 0) > (g["kernel"].get("duration_ns") or 0):
-                g["kernel"] = k
+            g.launches += stored.launches or 1
+            g.profiled_ns = (g.profiled_ns or 0.0) + ((k.duration_ns if stored.profiled_ns is None
+                                                       else stored.profiled_ns) or 0.0)
+            if (k.duration_ns or 0) > (g.kernel.duration_ns or 0):
+                g.kernel = k
     groups = list(out.values())
     for g in groups:
-        if g["kernel"].get("duration_ns") is None:  # the longest launch has none: no launch's time is known
-            g["profiled_ns"] = None
-        g["weight_ns"] = g["nsys_ns"] if g["nsys_ns"] is not None else g["profiled_ns"]
-        g["saving_ns"] = g["kernel"].get("estimated_saving_ns")
-        g["causes"] = g["kernel"].get("causes") or []
+        if g.kernel.duration_ns is None:  # the longest launch has none: no launch's time is known
+            g.profiled_ns = None
     # Kernels by what their findings could save, then by time.
-    return sorted(groups, key=lambda g: (-(g["saving_ns"] or 0), -(g["weight_ns"] or 0)))
+    return sorted(groups, key=lambda g: (-(g.saving_ns or 0), -(g.weight_ns or 0)))
 
 
-def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
+def roofline_plot(groups: list[KernelGroup]) -> dict[str, Any] | None:
     """Log-log roofline of the run's kernels: x = FLOP per DRAM byte, y = FLOP/s, dot area ~ time."""
     points, bandwidths = [], []
     peaks: dict[str, float] = {}  # per precision: the highest compute peak of any kernel's device
     for g in groups:
-        r = g["kernel"]["memory"].get("roofline") or {}
+        r = g.memory.get("roofline") or {}
         ai, fl = r.get("intensity_dram"), r.get("achieved_flops")
         for prec, peak in (r.get("peaks") or {}).items():
             peaks[prec] = max(peaks.get(prec, 0.0), peak["value"])
-        for lv in g["kernel"]["memory"].get("levels") or []:
+        for lv in g.memory.get("levels") or []:
             if lv["name"] == "dram" and lv.get("peak_bps"):
                 bandwidths.append(lv["peak_bps"])
         if ai and fl and ai > 0 and fl > 0:
@@ -123,8 +172,8 @@ def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     # The roof each kernel was judged against (a memory level's bandwidth x its intensity there, or a compute
     # peak): drawn over its dot even when the device's peaks are unknown and no roof line can be drawn.
-    attained = {id(g): ((g["kernel"]["memory"].get("roofline") or {}).get("attainable_flops"),
-                        (g["kernel"]["memory"].get("roofline") or {}).get("roof")) for _, _, g in points}
+    attained = {id(g): ((g.memory.get("roofline") or {}).get("attainable_flops"),
+                        (g.memory.get("roofline") or {}).get("roof")) for _, _, g in points}
     bw = sorted(bandwidths)[len(bandwidths) // 2] if bandwidths else None
     xs = [p[0] for p in points]
     ys = [p[1] for p in points] + list(peaks.values()) + [a for a, _ in attained.values() if a and a > 0]
@@ -140,10 +189,10 @@ def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     def py(y: float) -> float:
         return PAD_T + h * (1 - (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)))
 
-    heaviest = max((g["weight_ns"] or 0) for _, _, g in points) or 1.0
-    dots = [{"cx": px(ai), "cy": py(fl), "r": 4 + 14 * math.sqrt((g["weight_ns"] or 0) / heaviest),
-             "name": g["name"], "short_name": g["short_name"] or g["name"],
-             "text": f"{si(fl, 'FLOP/s')} at {fmt.sig3(ai)} FLOP/B · {fmt.duration(g['weight_ns'] or 0)}"}
+    heaviest = max((g.weight_ns or 0) for _, _, g in points) or 1.0
+    dots = [{"cx": px(ai), "cy": py(fl), "r": 4 + 14 * math.sqrt((g.weight_ns or 0) / heaviest),
+             "name": g.name, "short_name": g.short_name or g.name,
+             "text": f"{si(fl, 'FLOP/s')} at {fmt.sig3(ai)} FLOP/B · {fmt.duration(g.weight_ns or 0)}"}
             for ai, fl, g in points]
     marks = []
     for ai, fl, g in points:
@@ -169,38 +218,44 @@ def roofline_plot(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
             "left": PAD_L, "bottom": PLOT_H - PAD_B, "right": PLOT_W - PAD_R, "top": PAD_T}
 
 
-def memory_view(view: Any) -> dict[str, Any] | None:
-    """Charts of the run's costliest profiled kernels and the roofline of all, or None without ncu kernels."""
+def memory_view(view: RunView) -> dict[str, Any] | None:
+    """Charts of the run's costliest profiled kernels (each group draws its ``chart``) and the roofline of all, or
+    None without ncu kernels."""
     groups = _groups(view)
     if not groups:
         return None
-    charts = []
-    for g in groups[:CHARTS]:
-        memory = g["kernel"]["memory"]
-        charts.append({**g, "memory": memory, "chart": memory_chart(memory)})
-    return {"charts": charts, "more": max(0, len(groups) - CHARTS), "roofline": roofline_plot(groups)}
+    return {"charts": groups[:CHARTS], "more": max(0, len(groups) - CHARTS), "roofline": roofline_plot(groups)}
 
 
-def memory_pairs(base: Any, head: Any, limit: int = 10) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class KernelPair:
+    """The same kernel configuration in two runs: its costliest group in each."""
+
+    before: KernelGroup
+    after: KernelGroup
+
+    @property
+    def name(self) -> str:
+        return self.after.name
+
+    @property
+    def short_name(self) -> str:
+        return self.after.short_name or self.after.name
+
+
+def memory_pairs(base: RunView, head: RunView, limit: int = 10) -> list[KernelPair]:
     """The same kernel (name, grid, block) in two runs: its chart before and after, costliest (after) first."""
-    before: dict[tuple, dict[str, Any]] = {}
+    before: dict[tuple, KernelGroup] = {}
     for g in _groups(base):
-        before.setdefault(g["config"], g)  # groups are sorted by time: the first of a config is its costliest
+        before.setdefault(g.config, g)  # groups are sorted by time: the first of a config is its costliest
     pairs = []
     seen: set[tuple] = set()
     for g in _groups(head):
-        old = before.get(g["config"])
-        if old is None or g["config"] in seen:
+        old = before.get(g.config)
+        if old is None or g.config in seen:
             continue
-        seen.add(g["config"])
-        sides = []
-        for side in (old, g):
-            memory = side["kernel"]["memory"]
-            roof = memory.get("roofline") or {}
-            sides.append({**side, "memory": memory, "chart": memory_chart(memory),
-                          "duration_ns": side["kernel"].get("duration_ns"), "achieved_flops": roof.get("achieved_flops")})
-        pairs.append({"name": g["name"], "short_name": g["short_name"] or g["name"], "before": sides[0],
-                      "after": sides[1]})
+        seen.add(g.config)
+        pairs.append(KernelPair(old, g))
         if len(pairs) >= limit:
             break
     return pairs

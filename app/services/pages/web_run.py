@@ -15,7 +15,7 @@ from app.errors import ApiError
 from app.models import Finding, Report, RunSummary
 from app.services.pages.web_findings import report_label
 from app.services.reads.run_repo import RunDetail, get_run, run_detail
-from app.services.reads.summaries import Headline, RunResults, results_of, to_report_entity
+from app.services.reads.summaries import Headline, NcuHeadline, RunResults, results_of, to_report_entity
 from app.services.storage import data_path
 from app.settings import Settings
 
@@ -176,20 +176,33 @@ class NcuKpis:
     saving_ns: int
 
 
+def _kernel_count(report: Report) -> int:
+    """The kernels an ncu report profiled (its counts columns, over those of its ingest)."""
+    counts = {**((report.info or {}).get("counts") or {}), **(report.counts or {})}
+    return int(counts.get("kernels") or counts.get("ncu_kernels") or 0)
+
+
+def _ncu_headline(view: RunView, report: Report) -> NcuHeadline:
+    """A report's ncu headline from the read store; before the run's analysis stored it, the profiled time its
+    ingest found (the same summary's number)."""
+    stored = view.results.reports.get(report.id)
+    if stored is not None:
+        return stored.ncu or NcuHeadline()
+    time_ns = (report.info or {}).get("gpu_time_ns")
+    return NcuHeadline(gpu_time_ns=time_ns if isinstance(time_ns, int) else None)
+
+
 def ncu_kpis(view: RunView) -> NcuKpis | None:
     """The headline of a run whose reports are all Nsight Compute ones (None for any other run)."""
     if any(r.kind == ToolKind.NSYS for r in view.reports) or not any(r.kind == ToolKind.NCU for r in view.reports):
         return None
-    counts: list[dict[str, Any]] = [{**((r.info or {}).get("counts") or {}), **(r.counts or {})}
-                                    for r in view.reports]
-    infos = [{**(r.info or {}), **view.results.data(r.id)} for r in view.reports]
-    times: list[Any] = [i.get("gpu_time_ns") for i in infos if i.get("gpu_time_ns") is not None]
+    heads = [_ncu_headline(view, r) for r in view.reports]
+    times = [h.gpu_time_ns for h in heads if h.gpu_time_ns is not None]
     # The bounded sum of each report's findings (one kernel's findings share its time), never the raw sum.
-    savings: list[Any] = [(i.get("estimated_saving") or {}).get("ns") for i in infos]
-    return NcuKpis(kernels=sum(int(c.get("kernels") or c.get("ncu_kernels") or 0) for c in counts),
-                   gpu_time_ns=sum(int(t) for t in times) if times else None,
-                   saving_ns=sum(int(v) for v in savings if v is not None) if any(v is not None for v in savings)
-                   else sum(f.impact_ns for f in view.findings if f.rule_id.startswith("NCU")))
+    savings = [h.estimated_saving_ns for h in heads if h.estimated_saving_ns is not None]
+    return NcuKpis(kernels=sum(_kernel_count(r) for r in view.reports),
+                   gpu_time_ns=sum(times) if times else None,
+                   saving_ns=sum(savings) if savings else sum(f.impact_ns for f in view.findings if f.rule_id.startswith("NCU")))
 
 
 def ready_report(session: Session, settings: Settings, run_id: int, report_id: int) -> tuple[Report, Path]:
@@ -291,15 +304,15 @@ def finding_dict(f: Finding) -> dict[str, Any]:
 def rank_findings(view: RunView) -> list[dict[str, Any]]:
     """The findings the page groups by rule and rank: a multi-rank run stores one finding per rule and scope
     across the ranks (``per_rank``, ``ranks_with_finding``), so each rank's own come from its report's
-    summary (``findings``), with the run-level ones; a run of one report, as stored."""
+    summary (the read store's ``StoredReport.findings``), with the run-level ones; a run of one report, as stored."""
     stored = [finding_dict(f) for f in view.findings]
     if not any("ranks_with_finding" in f for f in stored):
         return stored
     by_label = {r.name: r.id for r in view.reports}
     own: list[dict[str, Any]] = []
     for report in view.reports:
-        for f in view.results.data(report.id).get("findings") or []:
-            if isinstance(f, dict):
-                own.append({**f, "report_id": by_label.get(f.get("report") or "", report.id)})
+        entity = view.results.reports.get(report.id)
+        for f in () if entity is None else entity.findings:
+            own.append({**f.to_json(), "report_id": by_label.get(f.report or "", report.id)})
     run_level = [f for f in stored if "ranks_with_finding" not in f]
     return sorted([*own, *run_level], key=lambda f: -int(f.get("impact_ns") or 0))

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import ReportSummary, Verdict
+from analysis.api import FindingResult, NcuKernel, ReportSummary, ToolKind, Verdict
 from app.models import RunSummary
 
 logger = logging.getLogger(__name__)
@@ -54,14 +54,40 @@ def report_summary(data: Any) -> ReportSummary | None:
 
 
 @dataclass(frozen=True)
+class StoredKernel:
+    """One kernel configuration of an ncu report as the metadata DB keeps it (``app.services.jobs.ncu_summary``):
+    its longest launch, typed, with the configuration's profiled launches and their summed time (None: the
+    summary was stored before these were kept; then the launch counts once and its own duration is the time)."""
+
+    kernel: NcuKernel
+    launches: int | None = None
+    profiled_ns: float | None = None
+
+
+@dataclass(frozen=True)
+class NcuHeadline:
+    """What an ncu report's stored summary says of the whole report: its profiled kernel time (None: no launch's
+    duration is known) and what its findings could save, bounded per kernel (None: not stored)."""
+
+    gpu_time_ns: int | None = None
+    estimated_saving_ns: int | None = None
+
+
+@dataclass(frozen=True)
 class StoredReport:
     """One report's summary row: its headline columns, its summary typed, and the JSON as stored (what the API
-    serves: an ncu report's ``kernels`` carry the launch count and profiled time ``ncu_summary`` adds)."""
+    serves: an ncu report's ``kernels`` carry the launch count and profiled time ``ncu_summary`` adds).
+
+    ``findings``: a multi-rank run's report keeps its own findings in its summary (the run's findings are one per
+    rule and scope across the ranks); ``kernels`` and ``ncu``: an ncu report's stored kernels and headline."""
 
     report_id: int
     headline: Headline
     summary: ReportSummary | None
     data: Mapping[str, Any]
+    findings: tuple[FindingResult, ...] = ()
+    kernels: tuple[StoredKernel, ...] = ()
+    ncu: NcuHeadline | None = None
 
     def to_api(self) -> dict[str, Any]:
         """One item of the API's ``Summary.reports``."""
@@ -97,10 +123,47 @@ def _mapping(value: Any) -> Mapping[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _findings(value: Any) -> tuple[FindingResult, ...]:
+    out = []
+    for f in value if isinstance(value, list) else ():
+        try:
+            out.append(FindingResult.from_json(f))
+        except (TypeError, KeyError):  # stored by a version whose findings had other keys: left out
+            logger.warning("stored finding does not read as a FindingResult: %s", sorted(f) if isinstance(f, dict) else f)
+    return tuple(out)
+
+
+def _number(value: Any) -> int | float | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _kernels(summary: ReportSummary | None, data: Mapping[str, Any]) -> tuple[StoredKernel, ...]:
+    """The stored kernels typed (``summary.kernels``) beside the launch counts and times the metadata DB adds to
+    each; none when they do not read as ``NcuKernel`` (the summary keeps them in ``details``)."""
+    typed = () if summary is None else summary.kernels or ()
+    stored = data.get("kernels")
+    out = []
+    for kernel, raw in zip(typed, stored if isinstance(stored, list) else [], strict=False):
+        launches = _number(raw.get("launches"))
+        out.append(StoredKernel(kernel, None if launches is None else int(launches), _number(raw.get("profiled_ns"))))
+    return tuple(out)
+
+
+def _ncu(data: Mapping[str, Any]) -> NcuHeadline | None:
+    if data.get("tool") != ToolKind.NCU:
+        return None
+    saving = data.get("estimated_saving")
+    ns = _number(saving.get("ns")) if isinstance(saving, dict) else None
+    time_ns = _number(data.get("gpu_time_ns"))
+    return NcuHeadline(None if time_ns is None else int(time_ns), None if ns is None else int(ns))
+
+
 def to_report_entity(row: RunSummary) -> StoredReport:
     """A report's summary row as its entity."""
     data = row.data if isinstance(row.data, dict) else {}
-    return StoredReport(int(row.report_id or 0), Headline.of(row), report_summary(data), data)
+    summary = report_summary(data)
+    return StoredReport(int(row.report_id or 0), Headline.of(row), summary, data, _findings(data.get("findings")),
+                        _kernels(summary, data), _ncu(data))
 
 
 def to_run_entity(row: RunSummary | None) -> StoredRun:
@@ -128,11 +191,6 @@ class RunResults:
         """The typed summary of one report (None: not analyzed, or not a report summary)."""
         stored = self.reports.get(report_id) if report_id is not None else None
         return None if stored is None else stored.summary
-
-    def data(self, report_id: int | None) -> Mapping[str, Any]:
-        """One report's summary JSON as stored (empty when there is none): for the keys still untyped."""
-        stored = self.reports.get(report_id) if report_id is not None else None
-        return {} if stored is None else stored.data
 
 
 def results_of(rows: list[RunSummary]) -> RunResults:
