@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from analysis import fmt
+
 PER_RANK_SHOWN = 8
 
 
@@ -26,7 +28,7 @@ def warning_lines(result: dict[str, Any]) -> list[str]:
 
 
 def _rate(bps: float | None) -> str:
-    return "n/a" if bps is None else f"{bps / 1e9:.2f} GB/s"
+    return "n/a" if bps is None else fmt.rate(bps)
 
 
 def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms: Callable[[Any], str]) -> list[str]:
@@ -40,11 +42,11 @@ def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms:
     for r in net["links"]:
         where = {True: "inter-node", False: "intra-node", None: "hosts unknown"}[r["inter_node"]]
         lines.append(f"   rank {r['sender']} -> rank {r['receiver']} ({where}): {human_bytes(r['bytes'])} in "
-                     f"{r['transfers']:,} sends on {r['channels']} channel(s), {_rate(r['bandwidth_bps'])} over "
+                     f"{fmt.count(r['transfers'])} sends on {r['channels']} channel(s), {_rate(r['bandwidth_bps'])} over "
                      f"{ms(r['in_flight_ns'])} in flight")
         if r.get("retries"):
             who = f" for rank {r['waiting_for']} to post its receives" if r.get("waiting_for") is not None else ""
-            lines.append(f"     posted after {r['attempts']:,} attempts ({r['retries']:,} retries): waited "
+            lines.append(f"     posted after {fmt.count(r['attempts'])} attempts ({fmt.count(r['retries'])} retries): waited "
                          f"{ms(r.get('waiting_ns'))}{who} (waiting, not transfer: left out of the bandwidth)")
     s = net.get("slowest")
     if s:
@@ -84,7 +86,7 @@ def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
     crit = m.get("critical")
     if crit:
         lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}): the other rank waits "
-                     f"{ms(crit['others_wait_ns'])} for it ({crit['share_of_mpi_time_pct']:.0f}% of the MPI calls' "
+                     f"{ms(crit['others_wait_ns'])} for it ({fmt.share(crit['share_of_mpi_time_pct'])} of the MPI calls' "
                      "time), waiting for its work, not communication")
     lines.append("")
     return lines
@@ -132,7 +134,7 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
     if crit:
         lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}) arrives last at "
                      f"{crit['instances_last']} of {crit['instances']} collective(s); the others wait "
-                     f"{ms(crit['others_wait_ns'])} for it ({crit['share_of_collective_time_pct']:.0f}% of the "
+                     f"{ms(crit['others_wait_ns'])} for it ({fmt.share(crit['share_of_collective_time_pct'])} of the "
                      f"collectives' time)")
     lines.append("")
     return lines

@@ -383,7 +383,7 @@ def phases(trace: Trace, loop: Loop) -> list[Phase]:
         med = float(np.median(first_loop.durations[w:]))
         out.append(Phase("warmup", first, steady_start,
                          f"{w} leading iteration(s) above the steady median {_fmt(int(med))} "
-                         f"(median + {WARMUP_MADS:g} MAD, at least +{WARMUP_FLOOR:.0%})"))
+                         f"(median + {fmt.exact(WARMUP_MADS)} MAD, at least +{fmt.exact(100 * WARMUP_FLOOR)}%)"))
     what = f"{sum(len(x) for x in loops) - w} iteration(s) from {loop.source}" + (
         f" ({loop.detail.get('range')!r})" if loop.source == "nvtx" else "")
     if len(loops) > 1:

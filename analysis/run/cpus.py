@@ -87,7 +87,7 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
             cpus = sorted({c for m in ms for c in m["cpus"]})
             where = f"logical CPU{'s' if len(cpus) > 1 else ''} {', '.join(map(str, cpus))}"
             each = "; ".join(f"{m['name']} {fmt.duration(m['on_ns'])} of its {fmt.duration(m['total_ns'])} on CPU "
-                             f"there ({100.0 * m['on_ns'] / m['total_ns']:.0f}%)" for m in ms)
+                             f"there ({fmt.share(100.0 * m['on_ns'] / m['total_ns'])})" for m in ms)
             out.append({"code": "shared_cpu", "host": host, "cpus": cpus,
                         "message": f"{len(ms)} ranks of host {host} run on the same {where} ({each}): they take "
                                    "turns there, each waiting while the other runs. Give each rank its own cores "

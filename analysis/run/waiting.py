@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
 from analysis.model.kernel_names import short_kernel_name
@@ -181,13 +182,13 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     if crit and crit.get("leads_verdict"):
         lead = (f"Critical path: {crit['rank']}{where} arrives last at {crit['instances_last']} of "
                 f"{crit['instances']} collective(s); the other ranks wait {fmt_ms(crit['others_wait_ns'])} for it "
-                f"({crit['share_of_collective_time_pct']:.0f}% of the collectives' time, waiting, not transfer). "
+                f"({fmt.share(crit['share_of_collective_time_pct'])} of the collectives' time, waiting, not transfer). "
                 "Its own bound: ")
     elif mpi and mpi["share_of_mpi_time_pct"] >= 100 * CRITICAL_SHARE:
         crit = mpi
         lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi.get('host') else ''}: the other rank "
                 f"waits {fmt_ms(mpi['others_wait_ns'])} inside blocking MPI calls for it to send or receive "
-                f"({mpi['share_of_mpi_time_pct']:.0f}% of the MPI calls' time, waiting for its work, not "
+                f"({fmt.share(mpi['share_of_mpi_time_pct'])} of the MPI calls' time, waiting for its work, not "
                 "communication). Its own bound: ")
     else:
         return verdict

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from analysis import fmt
 from tests.conftest import ROOT, corpus_dir, corpus_file
 
 NCCL = corpus_dir() / "nccl"
@@ -195,8 +196,8 @@ def test_analyze_per_rank_logs_with_the_exports_joins_each_links_bandwidth(tmp_p
     text = goodput("analyze", *map(str, logs), str(R0), str(R1), "--quiet").stdout
     merged = next(line for line in text.splitlines() if "merged from 2 logs of one job: " in line)
     assert str(logs[0]) in merged  # the line is clipped to the terminal's width
-    bw = measured[(0, 1)]["bandwidth_bps"] * 8 / 1e9
-    assert f"link 0->1 (ault43.cscs.ch -> ault44.cscs.ch): NET/Socket/0: {bw:.3g} Gb/s achieved over 8,388,608 B" in text
+    bw = fmt.si(measured[(0, 1)]["bandwidth_bps"] * 8, "b/s")
+    assert f"link 0->1 (ault43.cscs.ch -> ault44.cscs.ch): NET/Socket/0: {bw} achieved over 8.39 MB" in text
 
 
 def test_the_ault_2x2_log_is_not_the_exports_job_so_no_link_is_joined(tmp_path):

@@ -8,6 +8,7 @@ import re
 from html import unescape
 from pathlib import Path
 
+from analysis import fmt
 from tests.conftest import corpus_dir, corpus_file
 from tests.web import seed
 
@@ -128,4 +129,4 @@ def test_per_rank_logs_with_the_exports_show_one_path_and_each_links_bandwidth(c
     links = section.split('id="nccl-links"')[1].split("</table>")[0]
     for (src, dst), bw in measured.items():
         row = links.split(f'data-link="{src}-{dst}"')[1].split("</tr>")[0]
-        assert "<strong>NET/Socket/0</strong>" in row and f"{bw * 8 / 1e9:.3g} Gb/s" in row
+        assert "<strong>NET/Socket/0</strong>" in row and fmt.si(bw * 8, "b/s") in row

@@ -253,7 +253,7 @@ def _dir_peak(code: int, peak: Peaks) -> tuple[float | None, str]:
 def _describe(name: str, s: DirStats) -> str:
     bw = s.gbps()
     rate = fmt.rate(bw * 1e9) if bw is not None else "n/a"
-    vs = f" of a {fmt.rate(s.peak_gbps * 1e9)} peak ({100 * bw / s.peak_gbps:.0f}%)" if bw and s.peak_gbps else ""
+    vs = f" of a {fmt.rate(s.peak_gbps * 1e9)} peak ({fmt.share(100 * bw / s.peak_gbps)})" if bw and s.peak_gbps else ""
     return (f"{name} {fmt.count(s.count)} x, {fmt.size(s.bytes)} in {fmt_ms(s.time_ns)} at {rate}{vs}, "
             f"{s.bound()}-bound ({fmt.count(s.small)} under the small-copy size)")
 

@@ -151,7 +151,7 @@ class HostBlocked(Rule):
                      + (f" ({fmt.pct(share)} of the GPU-active span)" if share is not None else "")
                      + " passed while the launching threads sat in OS runtime calls"
                      + (" or were switched out" if "off_cpu" in c.by_category else "") + f": {names}"
-                     + (f"; file I/O is {file_share:.0f}% of it." if file_share else ".")),
+                     + (f"; file I/O is {fmt.share(file_share)} of it." if file_share else ".")),
             impact_ns=total, impact_pct=share, advice=_advice(trace, _advice_key(main, by_call)), evidence=evidence,
             evidence_total=len(top) if top else len(c.names), report=trace.label, rank=trace.rank,
             extra={"idle_ns": total, "by_category": c.by_category,

@@ -103,7 +103,7 @@ class LaunchBound(Rule):
         return [Finding(
             rule_id=self.id,
             title=f"Launch-bound: {kernels} short kernels in {len(rows)} run(s), GPU idle {fmt_ms(total)}",
-            message=(f"{len(rows)} run(s) of kernels under {ctx.params['short_kernel_us']:g} us ({kernels} kernels, "
+            message=(f"{len(rows)} run(s) of kernels under {fmt.exact(ctx.params['short_kernel_us'])} us ({kernels} kernels, "
                      f"{fmt_ms(busy)} of kernel time) left the GPU idle {fmt_ms(total)} between launches"
                      + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,

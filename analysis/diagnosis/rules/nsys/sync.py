@@ -90,7 +90,7 @@ class BlockingSync(Rule):
                              for nm, ns, k in cl.names)
         share = pct(total, report_span_ns(trace))
         listed = ", ".join(f"{c[0]} x{c[1]}" for c in calls[:4])
-        freq = f"; {per_kernel:.2f} sync call(s) per kernel" if per_kernel is not None else ""
+        freq = f"; {fmt.number(per_kernel)} sync call(s) per kernel" if per_kernel is not None else ""
         return [Finding(
             rule_id=self.id,
             title=(f"GPU idle {fmt_ms(total)} inside blocking syncs, after {n_owning} of {n_calls} sync calls"
