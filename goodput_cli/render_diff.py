@@ -72,7 +72,10 @@ def _verdict(stat: dict[str, Any]) -> str:
 
 
 def _p(stat: dict[str, Any]) -> str:
-    return f"p={fmt.p_value(stat['p_value'])}" if stat.get("p_value") is not None else "no test"
+    if stat.get("p_value") is None:
+        return "no test"
+    p = fmt.p_value(stat["p_value"])
+    return f"p {p}" if p.startswith("<") else f"p={p}"
 
 
 def _tested(rows: tuple[tuple[str, str], ...], stats: dict[str, Any], indent: str) -> list[str]:

@@ -28,8 +28,8 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     nodes = [n for n in path.get("nodes") or [] if isinstance(n, dict)]
     ranks = path.get("ranks") or []
     version = f"NCCL {path['version']}, " if path.get("version") else ""
-    lines = [clip(f"== network path ({version}{path.get('report') or 'NCCL log'}): {len(nodes)} node(s), "
-                  f"{len(ranks)} rank(s)" + (f", {path['nchannels']} channels" if path.get("nchannels") else ""), 200)]
+    lines = [clip(f"== network path ({version}{path.get('report') or 'NCCL log'}): {fmt.count(len(nodes))} node(s), "
+                  f"{fmt.count(len(ranks))} rank(s)" + (f", {path['nchannels']} channels" if path.get("nchannels") else ""), 200)]
     files = [f for f in path.get("files") or [] if isinstance(f, dict)]
     if len(files) > 1:
         lines.append("   " + clip(f"merged from {len(files)} logs of one job: "

@@ -37,12 +37,12 @@ def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms:
     net = result.get("network")
     if not net:
         return []
-    lines = [f"== network (NCCL's ncclNet* ranges): {len(net['links'])} link(s), inter-node "
+    lines = [f"== network (NCCL's ncclNet* ranges): {fmt.count(len(net['links']))} link(s), inter-node "
              f"{human_bytes(net['inter_node_bytes'])}, intra-node {human_bytes(net['intra_node_bytes'])}"]
     for r in net["links"]:
         where = {True: "inter-node", False: "intra-node", None: "hosts unknown"}[r["inter_node"]]
         lines.append(f"   rank {r['sender']} -> rank {r['receiver']} ({where}): {human_bytes(r['bytes'])} in "
-                     f"{fmt.count(r['transfers'])} sends on {r['channels']} channel(s), {_rate(r['bandwidth_bps'])} over "
+                     f"{fmt.count(r['transfers'])} sends on {fmt.count(r['channels'])} channel(s), {_rate(r['bandwidth_bps'])} over "
                      f"{ms(r['in_flight_ns'])} in flight")
         if r.get("retries"):
             who = f" for rank {r['waiting_for']} to post its receives" if r.get("waiting_for") is not None else ""
@@ -72,7 +72,7 @@ def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
     transfer (``analysis.run.mpi``), or why they were not matched."""
     if not m:
         return []
-    lines = [f"== MPI point-to-point across ranks: {m['matched']} message(s) matched"
+    lines = [f"== MPI point-to-point across ranks: {fmt.count(m['matched'])} message(s) matched"
              + (f" ({m['matching']})" if m.get("matching") else "")]
     if m.get("reason"):
         lines.append(f"   not matched: {m['reason']}")
@@ -82,7 +82,7 @@ def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
     for p in m.get("per_rank") or []:
         whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
         lines.append(f"   {p['rank']} ({p.get('host') or '?'}): waiting {ms(p['wait_ns'])} (for {whom}), transfer "
-                     f"{ms(p['transfer_ns'])} of {ms(p['time_ns'])} in {p['calls']} call(s)")
+                     f"{ms(p['transfer_ns'])} of {ms(p['time_ns'])} in {fmt.count(p['calls'])} call(s)")
     crit = m.get("critical")
     if crit:
         lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}): the other rank waits "
@@ -101,14 +101,14 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
     lines = mpi_lines(c.get("mpi"), ms)
     un = c.get("point_to_point_unmatched")
     if un:
-        lines += [f"== send/recv kernels not split ({', '.join(un['kernels'])}, {un['instances']} instance(s)): "
+        lines += [f"== send/recv kernels not split ({', '.join(un['kernels'])}, {fmt.count(un['instances'])} instance(s)): "
                   f"{un['reason']}", ""]
     if not c.get("per_rank"):
         return lines
     lines += [f"== collectives across ranks: {c['instances']} matched; waiting for the last rank {ms(c['wait_ns'])}, "
              f"transferring after it {ms(c['transfer_ns'])} (summed over ranks)"]
     for h in c["per_host"]:
-        lines.append(f"   host {h['host'] or '?'} ({h['ranks']} rank(s)): wait {ms(h['wait_ns'])}, "
+        lines.append(f"   host {h['host'] or '?'} ({fmt.count(h['ranks'])} rank(s)): wait {ms(h['wait_ns'])}, "
                      f"transfer {ms(h['transfer_ns'])}")
     late = c.get("longest_launch_delay")
     if late and late["delay_ns"] > 0:
@@ -124,7 +124,7 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
                      f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; {then}")
     for kind, k in (c.get("by_kind") or {}).items():
         if len(c.get("by_kind") or {}) > 1 or kind == "point-to-point":
-            lines.append(f"   {kind}: {k['instances']} instance(s), waiting {ms(k['wait_ns'])} (for the "
+            lines.append(f"   {kind}: {fmt.count(k['instances'])} instance(s), waiting {ms(k['wait_ns'])} (for the "
                          f"{'peer' if kind == 'point-to-point' else 'last rank'}), transfer {ms(k['transfer_ns'])}")
     for p in c.get("participants") or []:
         whom = ", ".join(f"{k} {ms(v)}" for k, v in (p.get("waited_for") or {}).items()) or "nobody"
@@ -133,7 +133,7 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
     crit = c.get("critical")
     if crit:
         lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}) arrives last at "
-                     f"{crit['instances_last']} of {crit['instances']} collective(s); the others wait "
+                     f"{crit['instances_last']} of {fmt.count(crit['instances'])} collective(s); the others wait "
                      f"{ms(crit['others_wait_ns'])} for it ({fmt.share(crit['share_of_collective_time_pct'])} of the "
                      f"collectives' time)")
     lines.append("")

@@ -200,7 +200,7 @@ def _ptx_text(jit: Mapping[str, Any]) -> str:
     """``; the first cudaLaunchKernel JIT-compiles PTX: 37.2 ms (12 of 15 CPU samples in the PTX compiler)``."""
     calls = jit["calls"]
     first = calls[0]
-    more = f" and {len(calls) - 1} more call(s), {_ms(int(jit['ns']))} in all" if len(calls) > 1 else ""
+    more = f" and {fmt.count(len(calls) - 1)} more call(s), {_ms(int(jit['ns']))} in all" if len(calls) > 1 else ""
     return (f"; {'the first ' if len(calls) == 1 else ''}{first[0]} JIT-compiles PTX: {_ms(first[2])} ({first[3]} of "
             f"its {first[4]} CPU samples in the PTX compiler){more}")
 
@@ -630,7 +630,7 @@ def _data_path_text(path: Mapping[str, Any]) -> str:
     """The start-up that feeds the GPU's data path (``data_path``), as a clause of the host-bound sentence."""
     calls = ", ".join(f"{n} {_ms(v)}" for n, v in path.get("os_calls") or [])
     return (f"; before the first GPU operation the host spends {_ms(int(path['ns']))} setting up CUDA and filling the "
-            f"managed memory the kernels read ({int(path['managed_allocs'])} managed allocation(s) "
+            f"managed memory the kernels read ({fmt.count(int(path['managed_allocs']))} managed allocation(s) "
             f"{_ms(int(path['managed_alloc_ns']))}; {fmt.size(int(path['bytes_in']))} migrate in from the host in "
             f"{fmt.count(int(path['migrations_in']))} migrations once the kernels run"
             + (f"; OS calls {calls}" if calls else "") + ")")

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
 from analysis.model.trace import Trace
 
@@ -60,7 +61,7 @@ def write_mpi(trace: Trace, folder: Path) -> str | None:
 def _direction(sends: np.ndarray, recvs: np.ndarray) -> str | None:
     """Why the k-th send cannot be matched with the k-th receive (rows: start, end on the aligned clock)."""
     if len(sends) != len(recvs):
-        return f"{len(sends)} send(s) against {len(recvs)} receive(s) over the capture"
+        return f"{fmt.count(len(sends))} send(s) against {fmt.count(len(recvs))} receive(s) over the capture"
     bad = np.flatnonzero(recvs[:, 1] < sends[:, 0])
     if len(bad):
         return (f"receive #{int(bad[0]) + 1} ends before send #{int(bad[0]) + 1} begins ({len(bad)} such): the "

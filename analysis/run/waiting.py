@@ -181,7 +181,7 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     where = " on " + crit["host"] if crit and crit.get("host") else ""
     if crit and crit.get("leads_verdict"):
         lead = (f"Critical path: {crit['rank']}{where} arrives last at {crit['instances_last']} of "
-                f"{crit['instances']} collective(s); the other ranks wait {fmt_ms(crit['others_wait_ns'])} for it "
+                f"{fmt.count(crit['instances'])} collective(s); the other ranks wait {fmt_ms(crit['others_wait_ns'])} for it "
                 f"({fmt.share(crit['share_of_collective_time_pct'])} of the collectives' time, waiting, not transfer). "
                 "Its own bound: ")
     elif mpi and mpi["share_of_mpi_time_pct"] >= 100 * CRITICAL_SHARE:

@@ -100,7 +100,7 @@ def compare_samples(base: np.ndarray, head: np.ndarray, floor_pct: float, alpha:
     above = abs(out["delta_pct"]) >= floor_pct and out["delta_pct"] != 0
     if b["n"] < MIN_SAMPLES or h["n"] < MIN_SAMPLES:
         out.update(test="floor_only", changed=bool(above),
-                   note=f"{min(b['n'], h['n'])} sample(s) on one side: no test, the {fmt.exact(floor_pct)} % floor decides")
+                   note=f"{fmt.count(min(b['n'], h['n']))} sample(s) on one side: no test, the {fmt.exact(floor_pct)} % floor decides")
         return out
     if smallest_p(b["n"], h["n"]) >= alpha:
         out.update(test="floor_only", changed=bool(above),

@@ -95,7 +95,7 @@ class ForcedSettings(NetRule):
         evidence = [env_line(e) for e in forced]
         listing = ", ".join(f"{e.name}={e.value if e.value is not None else '?'}"
                             + (" (net plugin)" if e.set_by != "environment" else "") for e in forced)
-        return [self.finding("Settings forced by the user", f"{len(forced)} NCCL setting(s) were set for this job: "
+        return [self.finding("Settings forced by the user", f"{fmt.count(len(forced))} NCCL setting(s) were set for this job: "
                              f"{listing}.", evidence, severity="info", total=len(forced),
                              settings={e.name: e.value for e in forced})]
 

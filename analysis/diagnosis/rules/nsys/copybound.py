@@ -227,9 +227,9 @@ class CopyBound(Rule):
                 "(counted under MEM001/MEM004)." if owned_elsewhere else "")
         return [Finding(
             rule_id=self.id,
-            title=(f"Copy-bound: {fmt_ms(memory_only)} with only copies running on {len(devices)} device(s) "
+            title=(f"Copy-bound: {fmt_ms(memory_only)} with only copies running on {fmt.count(len(devices))} device(s) "
                    f"({fmt.pct(100.0 * memory_only / span)} of their span), mostly {main}"),
-            message=(f"On {len(devices)} device(s) copies and memsets ran with no kernel beside them for "
+            message=(f"On {fmt.count(len(devices))} device(s) copies and memsets ran with no kernel beside them for "
                      f"{fmt_ms(memory_only)} of {fmt_ms(span)}.{note} By direction: {parts}."),
             impact_ns=int(impact), impact_pct=share, advice=_advice(main, used[main]),
             evidence=evidence, evidence_total=sum(v.count - v.elsewhere for v in used.values()),

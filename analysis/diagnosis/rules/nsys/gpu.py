@@ -170,8 +170,8 @@ class IdleGaps(Rule):
         host = _host(trace, mine_gaps)
         return [Finding(
             rule_id=self.id,
-            title=f"GPU idle in {n_gaps} gap(s) of at least {fmt.exact(ctx.params['min_gap_us'] / 1000)} ms",
-            message=(f"{n_gaps} idle gap(s) of at least {fmt.exact(ctx.params['min_gap_us'] / 1000)} ms add up to "
+            title=f"GPU idle in {fmt.count(n_gaps)} gap(s) of at least {fmt.exact(ctx.params['min_gap_us'] / 1000)} ms",
+            message=(f"{fmt.count(n_gaps)} idle gap(s) of at least {fmt.exact(ctx.params['min_gap_us'] / 1000)} ms add up to "
                      f"{fmt_ms(whole)}; longest {fmt_ms(top[0].ns)}; "
                      + (f"{fmt_ms(total)} of it stays this rule's (the rest is the idle of rules that name what the "
                         "host did in it)" if whole > total else "all of it this rule's")
@@ -283,9 +283,9 @@ class LowUtilization(Rule):
         holds, premise = _pacing_premise(launched, migrations)
         return [Finding(
             rule_id=self.id,
-            title=f"GPU busy under {fmt.exact(ctx.params['max_busy_pct'])}% for {fmt_ms(low_ns)} in {len(regions)} region(s)"
+            title=f"GPU busy under {fmt.exact(ctx.params['max_busy_pct'])}% for {fmt_ms(low_ns)} in {fmt.count(len(regions))} region(s)"
                   + ("" if holds else f" ({premise})"),
-            message=(f"{len(regions)} region(s) totalling {fmt_ms(low_ns)} ran the GPU under "
+            message=(f"{fmt.count(len(regions))} region(s) totalling {fmt_ms(low_ns)} ran the GPU under "
                      f"{fmt.exact(ctx.params['max_busy_pct'])}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
                      "in short gaps no other finding explains, is counted here. "
                      f"Premise ({self.premise}): {'holds' if holds else 'does not hold'}, {premise}."),

@@ -141,7 +141,7 @@ class HostBlocked(Rule):
         evidence = _evidence(trace, top, launchers(trace)) if top else tuple(
             Evidence(name=name, value_ns=ns, rank=trace.rank, detail={"calls": calls, "class": os_class(name)})
             for name, ns, calls in c.names)
-        names = ", ".join(f"{n} {fmt_ms(v)} (x{k})" for n, v, k in c.names[:5])
+        names = ", ".join(f"{n} {fmt_ms(v)} (x{fmt.count(k)})" for n, v, k in c.names[:5])
         share = pct(total, report_span_ns(trace))
         return [Finding(
             rule_id=self.id,

@@ -132,7 +132,7 @@ class HostCpuSamples(Rule):
             rule_id=self.id,
             title=(f"Host CPU during GPU idle: the launching thread's top function is {main} "
                    f"({fmt.share(100 * main_n / n_in)} of {fmt.count(n_in)} CPU samples)"),
-            message=(f"{n_in} CPU sample(s) of the launching threads fell in {len(gaps)} idle gap(s) "
+            message=(f"{fmt.count(n_in)} CPU sample(s) of the launching threads fell in {fmt.count(len(gaps))} idle gap(s) "
                      f"({fmt_ms(total)}" + (f", {fmt.pct(share)} of the GPU-active span" if share is not None else "")
                      + f"): {listed}. This idle belongs to the gap rules; HOST002 says where the host was."),
             impact_ns=total, impact_pct=share, severity="info",

@@ -135,7 +135,7 @@ class KernelOutliers(Rule):
             title=(f"Kernel durations spread: {fmt_ms(total)} above the median in {len(groups)} kernel launch shape(s)"
                    if holds else f"Kernel durations trend, not spread: {premise}"),
             message=(f"{len(groups)} kernel launch shape(s) ({unstable} with p90 at least {fmt.exact(ctx.params['max_spread'])}x "
-                     f"p10) ran {flagged} instance(s) above their median, {outliers} of them at least "
+                     f"p10) ran {fmt.count(flagged)} instance(s) above their median, {outliers} of them at least "
                      f"{fmt.exact(ctx.params['outlier_factor'])}x it, {fmt_ms(total)} in all. Worst: {worst[1]} "
                      f"(n={worst[6]}, p10 {fmt_ms(worst[8])}, median {fmt_ms(worst[9])}, p90 {fmt_ms(worst[10])}, "
                      f"max {fmt_ms(worst[11])}).{dom} Premise ({self.premise}): "

@@ -125,7 +125,7 @@ class SmallGrid(Rule):
             rule_id=self.id,
             title=(f"Launch shape cannot fill the GPU: {top[3]} runs {fmt.count(top[4])} block(s) of {fmt.count(top[5])} thread(s) "
                    f"on {top[6]} SMs" + ("" if holds else f" ({premise})")),
-            message=(f"{len(shapes)} kernel shape(s) with fewer blocks than SMs or blocks under a warp ran "
+            message=(f"{fmt.count(len(shapes))} kernel shape(s) with fewer blocks than SMs or blocks under a warp ran "
                      f"{fmt_ms(small_ns)} ({fmt.pct(pct(small_ns, kernel_ns) or 0)} of compute kernel time); the SM "
                      f"lanes they left unused cost {fmt_ms(total)} (time x unused share, assuming the work would "
                      f"spread over the whole GPU). Largest: {top[3]}, {fmt.count(top[7])} launch(es), {fmt_ms(top[8])}, at "
