@@ -72,6 +72,70 @@ def pct(x: float | int | None) -> str:
     return f"{v:,.0f} %" if abs(v) >= 999.95 else f"{v:.1f} %"
 
 
+def share(x: float | int | None) -> str:
+    """A share given as a number of percent, with the precision the value needs: whole from 10 % on
+    ("45 %", "1,234 %"), two significant digits below ("4.2 %", "0.52 %", "0.039 %"), "< 0.01 %" for a share
+    above zero that would read as a run of zeros; never "100 %" or "0 %" for a share that is not exactly that
+    ("99.6 %")."""
+    if not _finite(x):
+        return MISSING
+    v = float(x)  # type: ignore[arg-type]
+    a = abs(v)
+    if a == 0:
+        return "0 %"
+    if a < 0.00995:
+        return f"{'> -' if v < 0 else '< '}0.01 %"
+    decimals = 0 if a >= 9.95 else 1 if a >= 0.995 else 2 if a >= 0.0995 else 3
+    text = f"{v:,.{decimals}f}"
+    while decimals < 2 and abs(float(text.replace(",", ""))) == 100 and a != 100:
+        decimals += 1                                   # 99.96 is not all of it
+        text = f"{v:,.{decimals}f}"
+    if abs(float(text.replace(",", ""))) == 100 and a != 100:   # 99.9996: "> 99.99 %"; 100.0004: "> 100 %"
+        bound = "99.99" if a < 100 else "100"
+        return f"> {bound} %" if v > 0 else f"< -{bound} %"
+    return f"{text} %"
+
+
+def exact(x: float | int | None) -> str:
+    """A number quoted as it was given, not rounded to three digits: a threshold as set ("under 5%",
+    "at least 0.5 ms"), a setting, a figure as a log prints it: whole numbers in full with thousands
+    separators ("1,048,576"), others with up to six significant digits like ``:g``; never an exponent
+    ("0.0000001", not "1e-07")."""
+    if not _finite(x):
+        return MISSING
+    v = float(x)  # type: ignore[arg-type]
+    if v.is_integer() and abs(v) < 1e18:
+        return f"{int(v):,}"
+    text = f"{v:,g}"
+    if "e" not in text:
+        return text
+    from decimal import Decimal  # only for the rare exponent: the CLI imports this module at start-up
+
+    return format(Decimal(text).normalize(), "f")
+
+
+def points(x: float | int | None) -> str:
+    """A change of a percentage, in percentage points, with one decimal, "+" when it rose: "+1.2 points",
+    "-0.4 points"."""
+    if not _finite(x):
+        return MISSING
+    v = float(x)  # type: ignore[arg-type]
+    return f"{signed(f'{v:.1f}', v)} points"
+
+
+def elapsed(seconds: float | int | None) -> str:
+    """Time on a clock (elapsed, left): "4.21 s" under a minute, then "2 min 05 s", "1 h 02 min"."""
+    if not _finite(seconds):
+        return MISSING
+    s = float(seconds)  # type: ignore[arg-type]
+    if s < 59.5:
+        return duration(s * 1e9)
+    whole = int(round(s))
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
 def signed(text: str, x: float | int | None) -> str:
     """``text`` (a formatted ``x``) with "+" in front when ``x`` is positive: a change, "+18.1 ms"."""
     return f"+{text}" if _finite(x) and float(x) > 0 else text  # type: ignore[arg-type]

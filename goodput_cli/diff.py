@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from analysis import fmt
 from goodput_cli import gate
 from goodput_cli.inputs import BadInput, prepare
 from goodput_cli.offline import add_progress_options, new_progress, run_analysis
@@ -37,7 +38,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--noise-pct", type=float, default=DEFAULT_NOISE_PCT, metavar="PCT",
                    help="the floor on the effect size: a significant change of a median (per step, per launch) "
-                        f"smaller than this percentage is not a change (default {DEFAULT_NOISE_PCT:g})")
+                        f"smaller than this percentage is not a change (default {fmt.exact(DEFAULT_NOISE_PCT)})")
     p.add_argument("--fail-on", default=None, metavar="CHECKS",
                    help="exit 1 when B regressed this far, e.g. goodput:-2pt,step_time:+5%%,new_findings:+1,"
                         "kernel:ncclDevKernel_SendRecv:+10%% (step_time and kernel: only significant changes fail)")
@@ -66,7 +67,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         except gate.GateError as exc:
             raise BadInput(str(exc)) from None
     if not 0 <= args.noise_pct <= 100:
-        raise BadInput(f"--noise-pct {args.noise_pct:g}: expected 0 to 100")
+        raise BadInput(f"--noise-pct {fmt.exact(args.noise_pct)}: expected 0 to 100")
     base, head = _sides(args)
     diff = _remote(args, base, head) if args.server else _offline(args, base, head)
     results = gate.evaluate(checks, diff) if checks else []

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from analysis import fmt
+
 TIME_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 # metric -> (where its delta lives in the comparison, units it accepts)
 METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -49,7 +51,7 @@ class Check:
     @property
     def text(self) -> str:
         who = f"{self.metric}:{self.kernel}" if self.kernel else self.metric
-        return f"{who}:{'+' if self.sign > 0 else '-'}{self.amount:g}{self.unit}"
+        return f"{who}:{'+' if self.sign > 0 else '-'}{fmt.exact(self.amount)}{self.unit}"
 
 
 def parse(spec: str) -> list[Check]:

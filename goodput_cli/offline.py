@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from analysis import fmt
 from goodput_cli import render
 from goodput_cli.inputs import (
     ONE_SHOT_MAX_BYTES,
@@ -37,7 +38,7 @@ class ThresholdsHelp(argparse.HelpFormatter):
         lines = ["", "thresholds (--threshold RULE.name=VALUE; default, then what it must be):"]
         for rule in default_registry():
             for name, t in rule.thresholds.items():
-                lines.append(f"  {rule.id}.{name:<22} {t.default:g} {t.unit:<5} {t.range_text()}")
+                lines.append(f"  {rule.id}.{name:<22} {fmt.exact(t.default)} {t.unit:<5} {t.range_text()}")
         return super().format_help() + "\n".join(lines) + "\n"
 
 
@@ -68,12 +69,12 @@ def add_progress_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--progress-after", type=float, default=PLAIN_AFTER_S, metavar="S",
                    help=f"when stderr is not a terminal, print progress lines once the work has lasted S "
-                        f"seconds (default {PLAIN_AFTER_S:g})")
+                        f"seconds (default {fmt.exact(PLAIN_AFTER_S)})")
 
 
 def new_progress(args: argparse.Namespace) -> Progress:
     if not (math.isfinite(args.progress_after) and args.progress_after >= 0):
-        raise BadInput(f"--progress-after {args.progress_after:g}: expected a number of seconds, 0 or more")
+        raise BadInput(f"--progress-after {fmt.exact(args.progress_after)}: expected a number of seconds, 0 or more")
     return Progress(quiet=args.quiet, after_s=args.progress_after)
 
 

@@ -16,6 +16,8 @@ import threading
 import time
 from typing import TextIO
 
+from analysis import fmt
+
 BAR = 24
 TICK_S = 0.5
 PLAIN_AFTER_S = 2.0   # plain lines only for work that lasts longer than this
@@ -28,14 +30,11 @@ ETA_MIN_SHARE = 0.05
 
 
 def _count(n: float) -> str:
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return f"{int(n)}"
+    return fmt.si(n, "").rstrip() if n >= 999.5 else fmt.count(n)
 
 
 def _secs(s: float) -> str:
-    return f"{s:.1f}s" if s < 60 else f"{int(s // 60)}m{int(s % 60):02d}s"
+    return fmt.elapsed(s)
 
 
 def _clean(text: str) -> str:
@@ -139,7 +138,7 @@ class Progress:
             if self.tty:
                 fill = int(round(frac * BAR))
                 parts.append("[" + "#" * fill + "-" * (BAR - fill) + "]")
-            parts.append(f"{frac * 100:3.0f}% {_count(min(self.done, self.total))}/{_count(self.total)} {self.unit}")
+            parts.append(f"{fmt.share(frac * 100)} {_count(min(self.done, self.total))}/{_count(self.total)} {self.unit}")
             parts.append(f"elapsed {_secs(elapsed)}")
             if (self.count_t0 is not None and self.done - self.count_t0[1] >= ETA_MIN_SHARE * self.total
                     and frac < 1.0):

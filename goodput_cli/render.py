@@ -64,7 +64,7 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
         lines.append(_judged_loop_line(judged, it))
     elif it.get("source") == "nvtx":
         spread = it.get("spread_pct", it.get("cv_pct"))
-        share = f", {it['gpu_share_pct']:.0f}% of GPU work" if it.get("gpu_share_pct") is not None else ""
+        share = f", {fmt.share(it['gpu_share_pct'])} of GPU work" if it.get("gpu_share_pct") is not None else ""
         # No spread when the steps have no GPU time (a host-only report): the wall times say more.
         spread_text = f"p90-p10 spread {fmt.pct(spread)} of median" if spread is not None else "no GPU time"
         lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}'{share}, GPU median "
@@ -124,7 +124,7 @@ def text(result: dict[str, Any]) -> str:
             cols = ", ".join(map(str, part.get("columns") or []))
             lines.append(_printable(f"   degraded: {part.get('table')} lacks {cols}: {part.get('effect')}"))
         counts = rep.get("counts", {})
-        lines.append("   " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+        lines.append("   " + ", ".join(f"{k} {fmt.count(v)}" for k, v in counts.items()))
         lines.extend(_printable(line) for line in headline_lines(rep, verdict))  # kernel names: untrusted
         if rep.get("tool") == ToolKind.NSYS:
             lines.append(f"   span {ms(rep.get('span_ns'))}, GPU kernel time {ms(rep.get('gpu_time_ns'))}, "
@@ -148,7 +148,7 @@ def text(result: dict[str, Any]) -> str:
         dominant = rep.get("dominant_kernel")
         if dominant:
             lines.append(f"   one kernel dominates: {fmt.pct(dominant['share_pct'])} of kernel time in "
-                         f"{_clip(dominant['name'], 70)} (x{dominant['count']:,})")
+                         f"{_clip(dominant['name'], 70)} (x{fmt.count(dominant['count'])})")
         if kernels:
             lines.append("   top kernels by total time:")
             for k in kernels:

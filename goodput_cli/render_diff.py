@@ -30,9 +30,9 @@ def _value(key: str, v: Any) -> str:
     if v is None:
         return "-"
     if key == "goodput_pct":
-        return f"{v:.2f}%"
+        return fmt.pct(v)
     if key in ("count", "steps"):
-        return f"{int(v):,}"
+        return fmt.count(v)
     return ms(v)
 
 
@@ -40,12 +40,12 @@ def _change(key: str, d: dict[str, Any]) -> str:
     if d.get("delta") is None:
         return "-"
     if key == "goodput_pct":
-        return f"{d['delta']:+.2f} pt"
+        return fmt.points(d["delta"])
     pct = f" ({_pct(d['delta_pct'])})" if d.get("delta_pct") is not None else ""
     if d.get("estimator") and d.get("delta_pct") is not None:  # one change per row: the tested estimate
         pct = f" (est. {_pct(d['delta_pct'])}, {_p(d)})"
     if key in ("count", "steps"):
-        return f"{int(d['delta']):+,}{pct}"
+        return f"{fmt.signed(fmt.count(d['delta']), d['delta'])}{pct}"
     return f"{'+' if d['delta'] >= 0 else '-'}{ms(abs(d['delta']))}{pct}"
 
 
@@ -72,7 +72,10 @@ def _verdict(stat: dict[str, Any]) -> str:
 
 
 def _p(stat: dict[str, Any]) -> str:
-    return f"p={stat['p_value']:.3g}" if stat.get("p_value") is not None else "no test"
+    if stat.get("p_value") is None:
+        return "no test"
+    p = fmt.p_value(stat["p_value"])
+    return f"p {p}" if p.startswith("<") else f"p={p}"
 
 
 def _tested(rows: tuple[tuple[str, str], ...], stats: dict[str, Any], indent: str) -> list[str]:
@@ -107,7 +110,8 @@ def _kernel_line(k: dict[str, Any]) -> str:
         if k.get("changed_by"):
             head += f" [changed {' and '.join(b.replace('_', ' ') for b in k['changed_by'])}]"
     lps = k.get("launches_per_step")
-    launches = (f"x{lps['base']:g} -> x{lps['head']:g}/step" if lps else f"x{k['base_count']:,} -> x{k['head_count']:,}")
+    launches = (f"x{fmt.number(lps['base'])} -> x{fmt.number(lps['head'])}/step" if lps
+                else f"x{fmt.count(k['base_count'])} -> x{fmt.count(k['head_count'])}")
     return f"   {head}  {launches}  {_clip(k.get('label') or k['name'], 70)}"
 
 
@@ -167,7 +171,7 @@ def text(diff: dict[str, Any]) -> str:
     lines.append("")
     judged = " or per step" if "per_step" in (noise.get("tests") or []) else ""
     lines.append(f"== kernels that changed per launch{judged} ({len(kernels)}; {noise.get('kernels_below_noise', 0)} of "
-                 f"{noise.get('kernels_compared', 0)} not: not significant, within {noise.get('pct', 0):g}%, or under "
+                 f"{noise.get('kernels_compared', 0)} not: not significant, within {fmt.exact(noise.get('pct', 0))}%, or under "
                  f"{ms(noise.get('abs_ns'))} per {noise.get('per', 'run')})")
     lines += [_kernel_line(k) for k in kernels[:KERNELS_SHOWN]]
     if len(kernels) > KERNELS_SHOWN:
@@ -190,7 +194,7 @@ def text(diff: dict[str, Any]) -> str:
         lines.append("== --fail-on")
         width = max(24, *(len(g["check"]) for g in diff["gate"]))
         for g in diff["gate"]:
-            seen = "n/a" if g["observed"] is None else f"{g['observed']:+.3f}{g['unit']}"
+            seen = "n/a" if g["observed"] is None else f"{fmt.signed(fmt.number(g['observed']), g['observed'])}{g['unit']}"
             why = f"  ({g['note']})" if g.get("note") else ""
             lines.append(f"   {g['status'].upper():<13} {g['check']:<{width}} observed {seen}{why}")
     return "\n".join(lines) + "\n"

@@ -11,12 +11,7 @@ SHOWN = 10  # kernels printed per report, most nsys (else profiled) time first
 
 
 def _si(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:,.1f} {prefix}{unit}"
-    return f"{value:,.0f} {unit}"
+    return "-" if value is None else fmt.si(value, unit)
 
 
 def _level(lv: dict[str, Any]) -> str:
@@ -24,14 +19,14 @@ def _level(lv: dict[str, Any]) -> str:
     if lv.get("throughput_bps") is not None:
         parts.append(_si(lv["throughput_bps"], "B/s"))
     if lv.get("pct_of_peak") is not None:
-        parts.append(f"{lv['pct_of_peak']:.0f}% of peak")
+        parts.append(f"{fmt.share(lv['pct_of_peak'])} of peak")
     if lv.get("hit_rate_pct") is not None:
-        parts.append(f"hit {lv['hit_rate_pct']:.0f}%")
+        parts.append(f"hit {fmt.share(lv['hit_rate_pct'])}")
     return " ".join(parts)
 
 
 def _us(ns: float | None) -> str:
-    return "unknown" if ns is None else f"{ns / 1e3:,.1f} us"
+    return "unknown" if ns is None else fmt.duration(ns)
 
 
 def headline_lines(rep: dict[str, Any], run_verdict: dict[str, Any] | None = None) -> list[str]:
@@ -43,8 +38,8 @@ def headline_lines(rep: dict[str, Any], run_verdict: dict[str, Any] | None = Non
     lines = [f"   ncu verdict: {own['text']} Next: {own['next_step']}."] if own and own != run_verdict else []
     unknown = rep.get("durations_unknown") or 0
     total = rep.get("gpu_time_ns")
-    line = (f"   profiled kernel time {_us(total)} over {rep.get('kernels_profiled', 0):,} kernels profiled"
-            + (f" ({unknown:,} of unknown duration)" if unknown else ""))
+    line = (f"   profiled kernel time {_us(total)} over {fmt.count(rep.get('kernels_profiled', 0))} kernels profiled"
+            + (f" ({fmt.count(unknown)} of unknown duration)" if unknown else ""))
     saving = rep.get("estimated_saving")
     if saving:
         share = f" ({fmt.pct(saving['pct'])} of the {'nsys' if saving['drawn_from'] == 'nsys' else 'profiled'} time)" \
@@ -66,7 +61,7 @@ def memory_lines(rep: dict[str, Any], clip) -> list[str]:
         m = k["memory"]
         time = _us(k.get("duration_ns"))
         if k.get("nsys_total_ns") is not None:
-            time += f", {k['nsys_total_ns'] / 1e6:,.3f} ms in nsys"
+            time += f", {fmt.duration(k['nsys_total_ns'])} in nsys"
         lines.append(f"     #{k['kernel_id']} {clip(k.get('short_name') or k['name'], 50)} ({time})")
         if k.get("causes"):
             lines.append(f"       could save {_us(k.get('estimated_saving_ns'))}: " + "; ".join(
@@ -77,8 +72,8 @@ def memory_lines(rep: dict[str, Any], clip) -> list[str]:
         spr = m["sectors_per_request"]
         for op, what in (("ld", "loads"), ("st", "stores")):
             if spr.get(op) is not None:
-                ideal = f" (ideal {spr[op + '_ideal']:.1f})" if spr.get(op + "_ideal") is not None else ""
-                lines.append(f"       global {what}: {spr[op]:.1f} sectors/request{ideal}")
+                ideal = f" (ideal {fmt.number(spr[op + '_ideal'])})" if spr.get(op + "_ideal") is not None else ""
+                lines.append(f"       global {what}: {fmt.number(spr[op])} sectors/request{ideal}")
         lim, sl = m.get("limiter"), m.get("sol")
         if lim:
             lines.append(f"       limiter: {lim['kind']} ({clip(lim['name'], 30)}): {clip(lim['reason'], 110)}")
@@ -92,7 +87,7 @@ def memory_lines(rep: dict[str, Any], clip) -> list[str]:
             where = ""
             if r.get("pct_of_roof") is not None:
                 where = f", {fmt.pct(r['pct_of_roof'])} of the {r['roof'] if r['roof'] == 'compute' else r['roof'].upper()} roof ({_si(r['attainable_flops'], 'FLOP/s')})"
-            ai = f"{r['intensity_dram']:.2f} FLOP/DRAM B" if r.get("intensity_dram") is not None else "-"
+            ai = f"{fmt.number(r['intensity_dram'])} FLOP/DRAM B" if r.get("intensity_dram") is not None else "-"
             lines.append(f"       roofline: {_si(r['achieved_flops'], 'FLOP/s')} {r.get('precision') or ''} at {ai}{where}")
             if r.get("compute_roof_unknown") is not None:
                 lines.append(f"       compute roof unknown: {clip(r['compute_roof_unknown'] or 'no peak', 80)}")

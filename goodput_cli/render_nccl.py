@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from analysis import fmt
+
 SHOWN = 6  # items of each list printed before "and N more"
 
 
@@ -26,8 +28,8 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     nodes = [n for n in path.get("nodes") or [] if isinstance(n, dict)]
     ranks = path.get("ranks") or []
     version = f"NCCL {path['version']}, " if path.get("version") else ""
-    lines = [clip(f"== network path ({version}{path.get('report') or 'NCCL log'}): {len(nodes)} node(s), "
-                  f"{len(ranks)} rank(s)" + (f", {path['nchannels']} channels" if path.get("nchannels") else ""), 200)]
+    lines = [clip(f"== network path ({version}{path.get('report') or 'NCCL log'}): {fmt.count(len(nodes))} node(s), "
+                  f"{fmt.count(len(ranks))} rank(s)" + (f", {path['nchannels']} channels" if path.get("nchannels") else ""), 200)]
     files = [f for f in path.get("files") or [] if isinstance(f, dict)]
     if len(files) > 1:
         lines.append("   " + clip(f"merged from {len(files)} logs of one job: "
@@ -36,7 +38,7 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
         lines.append("   " + clip(f"left out: {x.get('file')}: {x.get('reason')}", 200))
     nics_by_host: dict[str, list[str]] = {}
     for n in path.get("nics") or []:
-        speed = f" {n['speed_mbps'] / 1000:g} Gb/s" if n.get("speed_mbps") else ""
+        speed = f" {fmt.si(n['speed_mbps'] * 1e6, 'b/s')}" if n.get("speed_mbps") else ""
         nics_by_host.setdefault(str(n.get("host") or "?"), []).append(f"[{n.get('index')}]{n.get('name')} {n.get('kind')}{speed}")
     for n in nodes[:SHOWN]:
         nic = nics_by_host.get(str(n.get("host")), [])
@@ -75,9 +77,9 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
         lines.append("   " + clip(f"failure, {_at(f)}: {f.get('kind')}: {f.get('text')}", 160))
     tests = path.get("nccl_tests") or {}
     if tests.get("peak_busbw") is not None:
-        lines.append(f"   nccl-tests: peak bus bandwidth {tests['peak_busbw']:.2f} GB/s"
-                     + (f" at {tests['peak_size']:,} B" if tests.get("peak_size") else "")
-                     + (f", average {tests['avg_busbw']:.2f} GB/s" if tests.get("avg_busbw") is not None else ""))
+        lines.append(f"   nccl-tests: peak bus bandwidth {fmt.rate(tests['peak_busbw'] * 1e9)}"
+                     + (f" at {fmt.size(tests['peak_size'])}" if tests.get("peak_size") else "")
+                     + (f", average {fmt.rate(tests['avg_busbw'] * 1e9)}" if tests.get("avg_busbw") is not None else ""))
     for j in path.get("joined") or []:
         lines.append("   " + clip(f"joined: {j.get('report')} ({j.get('host') or '?'}) holds NCCL rank(s) "
                           f"{', '.join(map(str, j.get('nccl_ranks') or []))} (matched by {j.get('by')})", 160))
@@ -91,12 +93,12 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
                                   f"{join['by']}" + (f" ({join['by_reason']})" if join.get("by_reason") else ""), 200))
     for k in [k for k in path.get("links") or [] if isinstance(k, dict)][:SHOWN * 2]:
         bw = k.get("bandwidth_bps")
-        speed = f" of a {k['nic_speed_mbps'] / 1000:g} Gb/s NIC" if k.get("nic_speed_mbps") else ""
+        speed = f" of a {fmt.si(k['nic_speed_mbps'] * 1e6, 'b/s')} NIC" if k.get("nic_speed_mbps") else ""
         carried = ", ".join(map(str, k["transports"])) if k.get("transports") else "no connection line in the log"
         lines.append("   " + clip(f"link {k.get('sender')}->{k.get('receiver')} ({k.get('sender_host')} -> "
                                   f"{k.get('receiver_host')}): {carried}: "
-                                  + (f"{bw * 8 / 1e9:.3g} Gb/s achieved{speed}" if bw else "no timed transfer")
-                                  + f" over {k.get('bytes') or 0:,} B", 200))
+                                  + (f"{fmt.si(bw * 8, 'b/s')} achieved{speed}" if bw else "no timed transfer")
+                                  + f" over {fmt.size(k.get('bytes') or 0)}", 200))
     traffic = path.get("inter_node_traffic")
     if isinstance(traffic, dict):
         rdma = "" if traffic.get("gdr") is None else f", GPUDirect RDMA {'on' if traffic['gdr'] else 'off'}"

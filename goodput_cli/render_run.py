@@ -28,7 +28,7 @@ def warning_lines(result: dict[str, Any]) -> list[str]:
 
 
 def _rate(bps: float | None) -> str:
-    return "n/a" if bps is None else f"{bps / 1e9:.2f} GB/s"
+    return "n/a" if bps is None else fmt.rate(bps)
 
 
 def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms: Callable[[Any], str]) -> list[str]:
@@ -37,16 +37,16 @@ def network_lines(result: dict[str, Any], human_bytes: Callable[[Any], str], ms:
     net = result.get("network")
     if not net:
         return []
-    lines = [f"== network (NCCL's ncclNet* ranges): {len(net['links'])} link(s), inter-node "
+    lines = [f"== network (NCCL's ncclNet* ranges): {fmt.count(len(net['links']))} link(s), inter-node "
              f"{human_bytes(net['inter_node_bytes'])}, intra-node {human_bytes(net['intra_node_bytes'])}"]
     for r in net["links"]:
         where = {True: "inter-node", False: "intra-node", None: "hosts unknown"}[r["inter_node"]]
         lines.append(f"   rank {r['sender']} -> rank {r['receiver']} ({where}): {human_bytes(r['bytes'])} in "
-                     f"{r['transfers']:,} sends on {r['channels']} channel(s), {_rate(r['bandwidth_bps'])} over "
+                     f"{fmt.count(r['transfers'])} sends on {fmt.count(r['channels'])} channel(s), {_rate(r['bandwidth_bps'])} over "
                      f"{ms(r['in_flight_ns'])} in flight")
         if r.get("retries"):
             who = f" for rank {r['waiting_for']} to post its receives" if r.get("waiting_for") is not None else ""
-            lines.append(f"     posted after {r['attempts']:,} attempts ({r['retries']:,} retries): waited "
+            lines.append(f"     posted after {fmt.count(r['attempts'])} attempts ({fmt.count(r['retries'])} retries): waited "
                          f"{ms(r.get('waiting_ns'))}{who} (waiting, not transfer: left out of the bandwidth)")
     s = net.get("slowest")
     if s:
@@ -79,7 +79,7 @@ def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
     who arrived last, and the calls left out with why (``analysis.run.mpi``)."""
     if not m:
         return []
-    lines = [f"== MPI across ranks: {m['matched']} message(s) and {m.get('instances') or 0} collective instance(s) "
+    lines = [f"== MPI across ranks: {fmt.count(m['matched'])} message(s) and {fmt.count(m.get('instances') or 0)} collective instance(s) "
              "matched" + (f" ({m['matching']})" if m.get("matching") else "")]
     if m.get("reason"):
         lines.append(f"   point-to-point not matched: {m['reason']}")
@@ -91,19 +91,19 @@ def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
             lines.append(f"   {c['call']} not matched: {c['reason']}")
         else:
             last = ", ".join(f"{k} x{v}" for k, v in (c.get("last_arrivals") or {}).items())
-            lines.append(f"   {c['call']}: {c['instances']} instance(s) across {', '.join(c['ranks'])}; last to arrive: "
+            lines.append(f"   {c['call']}: {fmt.count(c['instances'])} instance(s) across {', '.join(c['ranks'])}; last to arrive: "
                          f"{last}")
     for p in m.get("per_rank") or []:
-        lines.append(f"{_rank_waiting(p, ms)} of {ms(p['time_ns'])} in {p['calls']} call(s)")
+        lines.append(f"{_rank_waiting(p, ms)} of {ms(p['time_ns'])} in {fmt.count(p['calls'])} call(s)")
     for w in (m.get("longest_waits") or [])[:3]:
         lines.append(f"   longest wait: {w['rank']} in {w['call']} #{w['occurrence']} waited {ms(w['wait_ns'])} for "
                      f"{w['waited_for']}, transfer {ms(w['transfer_ns'])}")
     for x in m.get("left_out") or []:
-        lines.append(f"   left out: {x['rank']} {x['call']} x{x['calls']}: {x['reason']}")
+        lines.append(f"   left out: {x['rank']} {x['call']} x{fmt.count(x['calls'])}: {x['reason']}")
     crit = m.get("critical")
     if crit:
         lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}): the other ranks wait "
-                     f"{ms(crit['others_wait_ns'])} for it ({fmt.pct(crit['share_of_mpi_time_pct'])} of the MPI calls' "
+                     f"{ms(crit['others_wait_ns'])} for it ({fmt.share(crit['share_of_mpi_time_pct'])} of the MPI calls' "
                      "time), waiting for its work, not communication")
     lines.append("")
     return lines
@@ -118,14 +118,14 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
     lines = mpi_lines(c.get("mpi"), ms)
     un = c.get("point_to_point_unmatched")
     if un:
-        lines += [f"== send/recv kernels not split ({', '.join(un['kernels'])}, {un['instances']} instance(s)): "
+        lines += [f"== send/recv kernels not split ({', '.join(un['kernels'])}, {fmt.count(un['instances'])} instance(s)): "
                   f"{un['reason']}", ""]
     if not c.get("per_rank"):
         return lines
     lines += [f"== collectives across ranks: {c['instances']} matched; waiting for the last rank {ms(c['wait_ns'])}, "
              f"transferring after it {ms(c['transfer_ns'])} (summed over ranks)"]
     for h in c["per_host"]:
-        lines.append(f"   host {h['host'] or '?'} ({h['ranks']} rank(s)): wait {ms(h['wait_ns'])}, "
+        lines.append(f"   host {h['host'] or '?'} ({fmt.count(h['ranks'])} rank(s)): wait {ms(h['wait_ns'])}, "
                      f"transfer {ms(h['transfer_ns'])}")
     late = c.get("longest_launch_delay")
     if late and late["delay_ns"] > 0:
@@ -141,15 +141,15 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
                      f"#{late['instance']} {ms(late['delay_ns'])} after the first rank's host; {then}")
     for kind, k in (c.get("by_kind") or {}).items():
         if len(c.get("by_kind") or {}) > 1 or kind == "point-to-point":
-            lines.append(f"   {kind}: {k['instances']} instance(s), waiting {ms(k['wait_ns'])} (for the "
+            lines.append(f"   {kind}: {fmt.count(k['instances'])} instance(s), waiting {ms(k['wait_ns'])} (for the "
                          f"{'peer' if kind == 'point-to-point' else 'last rank'}), transfer {ms(k['transfer_ns'])}")
     for p in c.get("participants") or []:
         lines.append(_rank_waiting(p, ms))
     crit = c.get("critical")
     if crit:
         lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}) arrives last at "
-                     f"{crit['instances_last']} of {crit['instances']} collective(s); the others wait "
-                     f"{ms(crit['others_wait_ns'])} for it ({crit['share_of_collective_time_pct']:.0f}% of the "
+                     f"{crit['instances_last']} of {fmt.count(crit['instances'])} collective(s); the others wait "
+                     f"{ms(crit['others_wait_ns'])} for it ({fmt.share(crit['share_of_collective_time_pct'])} of the "
                      f"collectives' time)")
     lines.append("")
     return lines

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+from analysis import fmt
 from goodput_cli import upload
 from goodput_cli.errors import UsageError
 
@@ -190,7 +191,7 @@ def supervise(children: list[tuple[str, list[str]]], *, url: str = "", backoff_s
                     _signal_group(proc, signal.SIGKILL)  # its orphans (a killed worker's pool processes)
                     code = proc.returncode
                     how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-                    _say(f"{name} (pid {proc.pid}) {how} after {ran:.0f} s; restarting it in {delay[name]:g} s")
+                    _say(f"{name} (pid {proc.pid}) {how} after {fmt.elapsed(ran)}; restarting it in {fmt.exact(delay[name])} s")
                     procs[name], due[name] = None, now + delay[name]
                     delay[name] = min(backoff_max_s, delay[name] * 2)
                 if procs[name] is None and now >= due[name]:
@@ -218,7 +219,7 @@ def _stop_all(procs: list[tuple[str, subprocess.Popen]]) -> None:
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            print(f"goodput: {_name} did not stop in {STOP_GRACE_S:.0f} s; killing it", file=sys.stderr)
+            print(f"goodput: {_name} did not stop in {fmt.exact(STOP_GRACE_S)} s; killing it", file=sys.stderr)
             _signal_group(proc, signal.SIGKILL)
             proc.wait()
         _signal_group(proc, signal.SIGKILL)  # leftovers of its group (e.g. an orphaned pool process)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from analysis import fmt
 from goodput_cli.errors import UsageError
 
 RETRY_STATUSES = (502, 503, 504)
@@ -66,7 +67,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise UsageError(f"--retries {args.retries}: expected 0 or more")
     if not (math.isfinite(args.timeout) and args.timeout > 0):
-        raise UsageError(f"--timeout {args.timeout:g}: expected a number of seconds above 0")
+        raise UsageError(f"--timeout {fmt.exact(args.timeout)}: expected a number of seconds above 0")
     backoff = tuple(min(2**i, 60) for i in range(args.retries))
     client = Client(args.server, token, quiet=args.quiet, backoff=backoff)
     try:
@@ -198,17 +199,17 @@ def _file_chunks(path: Path, size: int):
         while sent < size:
             chunk = fh.read(min(CHUNK, size - sent))
             if not chunk:
-                raise UploadError(f"{path}: the file was truncated while it was being sent ({size:,} bytes when "
-                                  f"the upload started, {sent:,} now); upload it once it is complete", 2)
+                raise UploadError(f"{path}: the file was truncated while it was being sent ({fmt.count(size)} bytes when "
+                                  f"the upload started, {fmt.count(sent)} now); upload it once it is complete", 2)
             sent += len(chunk)
             yield chunk
         if fh.read(1):
-            raise UploadError(f"{path}: the file grew while it was being sent (from {size:,} bytes); upload it "
+            raise UploadError(f"{path}: the file grew while it was being sent (from {fmt.count(size)} bytes); upload it "
                               "once it is complete", 2)
 
 
 def _mb(n: float) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    return fmt.size(n)
 
 
 class UploadProgress:
@@ -235,8 +236,8 @@ class UploadProgress:
         elapsed = max(1e-6, time.monotonic() - self.t0)
         pct = 100.0 * self.done / self.size if self.size else 100.0
         name = "".join(c if c.isprintable() else "?" for c in self.name)
-        return (f"goodput: {name}: sent {_mb(self.done)} of {_mb(self.size)} ({pct:.0f}%) "
-                f"at {self.done / elapsed / 1e6:,.1f} MB/s")
+        return (f"goodput: {name}: sent {_mb(self.done)} of {_mb(self.size)} ({fmt.share(pct)}) "
+                f"at {fmt.rate(self.done / elapsed)}")
 
     def start_file(self, name: str, size: int) -> None:
         self.name, self.size, self.done, self.t0 = name, size, 0, time.monotonic()
@@ -256,7 +257,7 @@ class UploadProgress:
 
     def end_file(self) -> None:
         if not self.quiet:
-            self._write(self._line() + f" in {time.monotonic() - self.t0:.1f} s", final=True)
+            self._write(self._line() + f" in {fmt.elapsed(time.monotonic() - self.t0)}", final=True)
 
     def server(self, run: dict[str, Any]) -> None:
         """The run as the server reports it: each report's status and ingest progress, the analysis."""
@@ -373,5 +374,5 @@ class Client:
             if run.get("status") in ("ready", "failed"):
                 return run
             if time.monotonic() > deadline:
-                raise UploadError(f"run {run_id} still {run.get('status')} after {timeout_s:.0f} s", 1)
+                raise UploadError(f"run {run_id} still {run.get('status')} after {fmt.elapsed(timeout_s)}", 1)
             time.sleep(poll_s)

@@ -25,6 +25,7 @@ from functools import partial
 from gunicorn.http.errors import NoMoreData, ParseException
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from analysis import fmt
 from app.errors import BadBody, BodyTimeout
 
 # A head (request line and headers) must arrive whole within this many seconds of the connection or of the
@@ -95,7 +96,7 @@ class _TimedSocket(socket.socket):
         self._got += n
         elapsed = time.monotonic() - self._since
         if elapsed > RATE_GRACE_S and self._got < MIN_BODY_RATE * elapsed:
-            raise self._stalled(TimeoutError(f"the body arrives at {self._got / elapsed:.0f} B/s"))
+            raise self._stalled(TimeoutError(f"the body arrives at {fmt.rate(self._got / elapsed)}"))
 
     def _stalled(self, exc: TimeoutError) -> BodyTimeout:
         if self.request is not None:
@@ -439,6 +440,6 @@ class HeadFirstWorker(ThreadWorker):
         for conn in [c for c, (_, deadline) in self._heads.items() if deadline <= now or not self.alive]:
             if conn in self._wants and self.alive:  # a head, then a body that stalled: say why
                 self._refuse(conn, _json_response(408, "Request Timeout", "REQUEST_TIMEOUT",
-                                                  f"The request body did not arrive within {BODY_TIMEOUT_S:g} s."))
+                                                  f"The request body did not arrive within {fmt.exact(BODY_TIMEOUT_S)} s."))
             else:
                 self._drop(conn)

@@ -242,7 +242,7 @@ def _ptx_text(jit: Mapping[str, Any]) -> str:
     """``; the first cudaLaunchKernel JIT-compiles PTX: 37.2 ms (12 of 15 CPU samples in the PTX compiler)``."""
     calls = jit["calls"]
     first = calls[0]
-    more = f" and {len(calls) - 1} more call(s), {_ms(int(jit['ns']))} in all" if len(calls) > 1 else ""
+    more = f" and {fmt.count(len(calls) - 1)} more call(s), {_ms(int(jit['ns']))} in all" if len(calls) > 1 else ""
     return (f"; {'the first ' if len(calls) == 1 else ''}{first[0]} JIT-compiles PTX: {_ms(first[2])} ({first[3]} of "
             f"its {first[4]} CPU samples in the PTX compiler){more}")
 
@@ -415,7 +415,7 @@ def _rule(finding: Mapping[str, Any]) -> type[Rule]:
 
 def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
     counts = info.get("counts") or {}
-    have = [f"{counts[k]:,} {k.replace('_', ' ')} rows" for k in ("cuda_api", "nvtx") if counts.get(k)]
+    have = [f"{fmt.count(counts[k])} {k.replace('_', ' ')} rows" for k in ("cuda_api", "nvtx") if counts.get(k)]
     it = info.get("iterations") or {}
     loop = (f"; NVTX shows {it['count']} iterations of '{it.get('range')}'" if it.get("source") == "nvtx" and
             it.get("count") else "")
@@ -443,7 +443,7 @@ def _ended_in_startup(ended: Mapping[str, Any]) -> Verdict:
     ops = int(ended.get("gpu_ops") or 0)
     text = (f"The capture ended during start-up: its {_ms(int(ended['ns']))} from the first CUDA call hold set-up "
             f"only ({calls or 'no call with a duration'}"
-            + (f"; {ops:,} copies or memsets" if ops else "; no GPU operation")
+            + (f"; {fmt.count(ops)} copies or memsets" if ops else "; no GPU operation")
             + "); no kernel was launched and nothing of the program's end (frees, destroys, finalize) was recorded, "
               "so the GPU work is not in this capture.")
     return _verdict("startup", text, None,
@@ -501,7 +501,7 @@ def _fill(calls: Sequence[tuple[str, int]] | None, covered: int | None, ns: int)
     if covered is None or ns <= 0:
         return f" (mostly {fill})"
     share = min(100.0, 100.0 * int(covered) / ns)
-    return (f" ({'mostly ' if share >= 50 else ''}{fill}: together {share:.0f}% of it"
+    return (f" ({'mostly ' if share >= 50 else ''}{fill}: together {fmt.share(share)} of it"
             + ("" if share >= 50 else "; the rest has no CUDA call or set-up range") + ")")
 
 
@@ -557,7 +557,7 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
         why = (f" The host waits for its input {_ms(int(waited))} of the {_ms(idle)} GPU idle (in OS calls on the "
                "launching threads)." if waited is not None else
                f" The GPU is idle {_ms(idle)}; no OS runtime call is recorded to show the wait for input.")
-        return _verdict("host_paced", f"Input-paced at {float(ana.get('per_second') or 0):.3g} iterations/s: the GPU "
+        return _verdict("host_paced", f"Input-paced at {fmt.number(float(ana.get('per_second') or 0))} iterations/s: the GPU "
                         f"is busy {fmt.pct(duty)} of each iteration.{why}",
                         int(waited) if waited is not None else idle,
                         "nothing to fix on the GPU unless the input can arrive faster; to see headroom, profile "
@@ -607,7 +607,7 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
     sampled = top.get("host_functions") or []
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
-            f"{h.get('function')} {float(h.get('share_pct') or 0):.0f}%" for h in sampled[:3])
+            f"{h.get('function')} {fmt.share(float(h.get('share_pct') or 0))}" for h in sampled[:3])
         if _rule(top).unnamed_host_work:  # the samples name the work: move it, do not ask to find it
             step = (f"move the sampled host work ({', '.join(str(h.get('function')) for h in sampled[:2])}) off "
                     "the launching thread or overlap it with GPU work (a worker thread, asynchronous copies "
@@ -672,9 +672,9 @@ def _data_path_text(path: Mapping[str, Any]) -> str:
     """The start-up that feeds the GPU's data path (``data_path``), as a clause of the host-bound sentence."""
     calls = ", ".join(f"{n} {_ms(v)}" for n, v in path.get("os_calls") or [])
     return (f"; before the first GPU operation the host spends {_ms(int(path['ns']))} setting up CUDA and filling the "
-            f"managed memory the kernels read ({int(path['managed_allocs'])} managed allocation(s) "
+            f"managed memory the kernels read ({fmt.count(int(path['managed_allocs']))} managed allocation(s) "
             f"{_ms(int(path['managed_alloc_ns']))}; {fmt.size(int(path['bytes_in']))} migrate in from the host in "
-            f"{int(path['migrations_in']):,} migrations once the kernels run"
+            f"{fmt.count(int(path['migrations_in']))} migrations once the kernels run"
             + (f"; OS calls {calls}" if calls else "") + ")")
 
 
@@ -700,7 +700,7 @@ def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], 
     label = LABELS.get(finding_kind(top) or "launch_bound", "Launch-bound")
     inside = ", ".join(f"{trip.part} {_ms(ns)}" for trip, ns in parts)
     text = (f"{label}: the host's per-launch round trip leaves the GPU idle {_ms(short)} in "
-            f"{int(krn.get('short_gaps') or 0):,} short gaps around {int(krn.get('short_kernels') or 0):,} short "
+            f"{fmt.count(int(krn.get('short_gaps') or 0))} short gaps around {fmt.count(int(krn.get('short_kernels') or 0))} short "
             f"kernels (the findings in it: {inside}; the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the "
             "window).")
     big = [trip for trip, ns in parts if not trip.whole and ns >= PART_SHARE * cost]
@@ -727,9 +727,9 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
     if shape is not None and int(shape["impact_ns"]) >= SHAPE_SHARE * int(shape.get("compute_kernel_ns") or compute):
         ev = (shape.get("evidence") or [{}])[0]
         d = ev.get("detail") or {}
-        text = (f"Launch shape: {ev.get('name')} runs {d.get('blocks', 0):,} block(s) of "
-                f"{d.get('threads_per_block', 0):,} thread(s) on {d.get('sm_count')} SMs, so at most "
-                f"{d.get('used_pct', 0):.2g}% of the GPU works while the timeline shows it {fmt.pct(busy_pct)} busy: "
+        text = (f"Launch shape: {ev.get('name')} runs {fmt.count(d.get('blocks', 0))} block(s) of "
+                f"{fmt.count(d.get('threads_per_block', 0))} thread(s) on {d.get('sm_count')} SMs, so at most "
+                f"{fmt.share(d.get('used_pct', 0))} of the GPU works while the timeline shows it {fmt.pct(busy_pct)} busy: "
                 f"{_ms(int(shape['impact_ns']))} of {_ms(int(shape.get('compute_kernel_ns') or compute))} kernel time "
                 "is unused GPU.")
         return _verdict("launch_shape", text, int(shape["impact_ns"]), _rule(shape).next_step, shape)

@@ -111,7 +111,7 @@ def _no_step(trace: Trace, total_gpu: int, cands: list[tuple]) -> str:
         return (f"no NVTX range repeats {MIN_ITERATIONS}+ times at the outermost level{ignored}; "
                 "annotate the training step with NVTX")
     best = max(cands, key=lambda c: c[3])
-    return (f"no repeating NVTX range holds {MIN_GPU_SHARE:.0%} of the GPU work (the most: {_clip(best[1])!r} with "
+    return (f"no repeating NVTX range holds {fmt.exact(100 * MIN_GPU_SHARE)}% of the GPU work (the most: {_clip(best[1])!r} with "
             f"{fmt.pct(100.0 * best[3] / total_gpu)}){ignored}; annotate the training step with NVTX")
 
 

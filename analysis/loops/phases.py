@@ -379,9 +379,9 @@ def phases(trace: Trace, loop: Loop) -> list[Phase]:
     if w:
         med = float(np.median(first_loop.durations[w:]))
         out.append(Phase("warmup", first, steady_start,
-                         f"{w} leading iteration(s) above the steady median {_fmt(int(med))} "
-                         f"(median + {WARMUP_MADS:g} MAD, at least +{WARMUP_FLOOR:.0%})"))
-    what = f"{sum(len(x) for x in loops) - w} iteration(s) from {loop.source}" + (
+                         f"{fmt.count(w)} leading iteration(s) above the steady median {_fmt(int(med))} "
+                         f"(median + {fmt.exact(WARMUP_MADS)} MAD, at least +{fmt.exact(100 * WARMUP_FLOOR)}%)"))
+    what = f"{fmt.count(sum(len(x) for x in loops) - w)} iteration(s) from {loop.source}" + (
         f" ({loop.detail.get('range')!r})" if loop.source == "nvtx" else "")
     if len(loops) > 1:
         what += f" in {len(loops)} loops one after the other"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis import fmt
+
 TREND_RHO = 0.8  # |Spearman rank correlation| of duration against order at or above which the durations trend
 TREND_MIN = 20   # fewest values to judge a trend (a handful of values correlates by chance)
 
@@ -42,5 +44,5 @@ def is_trend(rho: float | None) -> bool:
 
 def trend_words(rho: float, n: int, what: str = "durations") -> str:
     """'durations fall steadily over the run (rank correlation -0.99 over 4,095)'."""
-    return (f"{what} {'fall' if rho < 0 else 'rise'} steadily over the run (rank correlation {rho:+.2f} over "
-            f"{n:,})")
+    return (f"{what} {'fall' if rho < 0 else 'rise'} steadily over the run (rank correlation {fmt.signed(fmt.number(rho), rho)} over "
+            f"{fmt.count(n)})")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from analysis import fmt
 from analysis.errors import TraceError
 from analysis.loops.phases import (
     Loop,
@@ -171,7 +172,7 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
         loops = info.loop.all
         assert spec.a is not None  # parse sets it for a loop window
         lo, hi = loops[spec.a].span
-        return "steady", (lo, hi), f"loop {spec.a} of {len(loops)}: {len(loops[spec.a])} iteration(s), as asked"
+        return "steady", (lo, hi), f"loop {spec.a} of {len(loops)}: {fmt.count(len(loops[spec.a]))} iteration(s), as asked"
     if spec.kind == "iterations":
         loop = info.loop
         _loop_fits(spec, trace.label, loop)

@@ -122,7 +122,7 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
             held_cpus = sorted({c for m in ms for c in m["cpus"]})
             where = _where(held_cpus, layouts.get(host))
             each = "; ".join(f"{m['name']} {fmt.duration(m['on_ns'])} of its {fmt.duration(m['total_ns'])} on CPU "
-                             f"there ({fmt.pct(100.0 * m['on_ns'] / m['total_ns'])})" for m in ms)
+                             f"there ({fmt.share(100.0 * m['on_ns'] / m['total_ns'])})" for m in ms)
             out.append({"code": "shared_cpu", "host": host, "cpus": held_cpus,
                         "message": f"{len(ms)} ranks of host {host} run on the same {where}: {each}. A logical "
                                    "CPU runs one thread at a time: they take turns there, each waiting while the other "

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
 from analysis.model.trace import Trace
 
@@ -298,7 +299,7 @@ def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str 
         done_a, done_b = reqs[a][0], reqs[b][0]
         why: str | None = None
         if len(sends) != len(recvs):
-            why = f"{len(sends)} send(s) against {len(recvs)} receive(s) over the capture"
+            why = f"{fmt.count(len(sends))} send(s) against {fmt.count(len(recvs))} receive(s) over the capture"
         elif any(int(i) not in done_a for i in sends) or any(int(i) not in done_b for i in recvs):
             n = sum(int(i) not in done_a for i in sends) + sum(int(i) not in done_b for i in recvs)
             why = f"{n} non-blocking request(s) with no MPI_Wait/MPI_Waitall after them in the capture"

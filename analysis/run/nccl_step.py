@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
+from analysis import fmt
 from analysis.diagnosis.findings import Finding
 from analysis.readers import ToolKind
 from analysis.results import RuleStatus, RunWarning, Verdict
@@ -103,7 +104,7 @@ def log_warnings(results: Sequence[ReportResult]) -> list[RunWarning]:
     parts = "; ".join(f"{i['file']}: {i['nccl_left_out']}" for i in left[:10])
     more = f" and {len(left) - 10} more" if len(left) > 10 else ""
     return [{"code": "nccl_logs_left_out",
-             "message": f"{len(left)} NCCL log(s) left out of the run's network path (built from {into} and the "
+             "message": f"{fmt.count(len(left))} NCCL log(s) left out of the run's network path (built from {into} and the "
                         f"logs of its job): {parts}{more}. Upload another job's logs as their own run.",
              "reports": [i["file"] for i in left], "ranks": []}]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from analysis import fmt
 from analysis.diagnosis.findings import SEVERITIES
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.registry import default_registry
@@ -123,7 +124,7 @@ def _standout(rows: list[dict[str, Any]], total: int, hosts_in_run: set[Any],
         many = ranks_per_host.get(host, 0) > 1  # a host of one rank is that rank: named as a rank below
         if host is not None and many and share >= HOST_SHARE and ranks_per_host[host] / max(1, n_ranks) < share:
             on = sum(1 for r in rows if r["host"] == host)
-            return f" (host {host}: {on} of its {ranks_per_host[host]} ranks, {share:.0%} of the cost)"
+            return f" (host {host}: {on} of its {ranks_per_host[host]} ranks, {fmt.share(100 * share)} of the cost)"
     top = rows[0]
     who = _who(top["rank"], top["report"]) + (f" on {top['host']}" if top["host"] else "")
     if len(rows) == 1:

@@ -185,15 +185,15 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     where = " on " + crit["host"] if crit and crit.get("host") else ""
     if crit and crit.get("leads_verdict"):
         lead = (f"Critical path: {crit['rank']}{where} arrives last at {crit['instances_last']} of "
-                f"{crit['instances']} collective(s); the other ranks wait {fmt_ms(crit['others_wait_ns'])} for it "
-                f"({crit['share_of_collective_time_pct']:.0f}% of the collectives' time, waiting, not transfer). "
+                f"{fmt.count(crit['instances'])} collective(s); the other ranks wait {fmt_ms(crit['others_wait_ns'])} for it "
+                f"({fmt.share(crit['share_of_collective_time_pct'])} of the collectives' time, waiting, not transfer). "
                 "Its own bound: ")
     elif mpi and mpi["share_of_mpi_time_pct"] >= 100 * CRITICAL_SHARE:
         crit = mpi
         others = "the other rank waits" if len((waits or {})["mpi"].get("per_rank") or []) <= 2 else "the other ranks wait"
         lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi.get('host') else ''}: {others} "
                 f"{fmt_ms(mpi['others_wait_ns'])} inside MPI calls for it to reach the matching call "
-                f"({fmt.pct(mpi['share_of_mpi_time_pct'])} of the MPI calls' time, waiting for its work, not "
+                f"({fmt.share(mpi['share_of_mpi_time_pct'])} of the MPI calls' time, waiting for its work, not "
                 "communication). Its own bound: ")
     else:
         return verdict

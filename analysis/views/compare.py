@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+from analysis import fmt
 from analysis.readers import ToolKind
 
 if TYPE_CHECKING:  # NumPy and the samples' reader load when a comparison runs, not with ``analysis.api``
@@ -245,8 +246,8 @@ def notes(base: RunFacts, head: RunFacts, steps: dict[str, Any] | None) -> list[
         out.append("No loop found in both runs: kernels are compared per launch, the rest by totals.")
     wb, wh = _window_ns(base.reports), _window_ns(head.reports)
     if len(wb) == len(wh) and wb != wh and None not in wb + wh:
-        out.append(f"The runs' analysis windows differ in length ({sum(x or 0 for x in wb) / 1e6:.3f} ms and "
-                   f"{sum(x or 0 for x in wh) / 1e6:.3f} ms).")
+        out.append(f"The runs' analysis windows differ in length ({fmt.duration(sum(x or 0 for x in wb))} and "
+                   f"{fmt.duration(sum(x or 0 for x in wh))}).")
     for side, facts in (("base", base), ("head", head)):
         if any(s is None for s in facts.samples) or len(facts.samples) < len(facts.reports):
             out.append(f"Some report files of the {side} run could not be read: its kernels and steps are partial.")

@@ -22,6 +22,8 @@ from typing import TypedDict
 
 import numpy as np
 
+from analysis import fmt
+
 ALPHA = 0.01          # strict: a comparison tests every kernel, so false alarms add up over many tests
 MIN_SAMPLES = 2
 # Above this many values a side enters the pairwise estimate by as many evenly spaced quantiles (90,000
@@ -121,12 +123,13 @@ def compare_samples(base: np.ndarray, head: np.ndarray, floor_pct: float, alpha:
     above = abs(delta_pct) >= floor_pct and delta_pct != 0
     if b["n"] < MIN_SAMPLES or h["n"] < MIN_SAMPLES:
         out["test"], out["changed"] = "floor_only", bool(above)
-        out["note"] = f"{min(b['n'], h['n'])} sample(s) on one side: no test, the {floor_pct:g} % floor decides"
+        out["note"] = (f"{fmt.count(min(b['n'], h['n']))} sample(s) on one side: no test, the {fmt.exact(floor_pct)} % "
+                       "floor decides")
         return out
     if smallest_p(b["n"], h["n"]) >= alpha:
         out["test"], out["changed"] = "floor_only", bool(above)
-        out["note"] = (f"{b['n']} and {h['n']} samples: too few for the test to reach p < {alpha:g}, "
-                       f"the {floor_pct:g} % floor decides")
+        out["note"] = (f"{b['n']} and {h['n']} samples: too few for the test to reach p < {fmt.exact(alpha)}, "
+                       f"the {fmt.exact(floor_pct)} % floor decides")
         return out
     p = mann_whitney_p(np.asarray(base), np.asarray(head))
     out["test"], out["p_value"], out["significant"] = "mann_whitney", float(f"{p:.3g}"), p < alpha

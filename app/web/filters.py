@@ -34,13 +34,13 @@ def plain_number(x: Any) -> str:
     return str(x)
 
 
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
+_NUMBER = re.compile(r"(?<![\w.,])-?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
 
 
 def numbers_formatted(text: Any) -> str:
     """``text`` (e.g. a threshold's range, "a whole number from 1 to 1e+06") with each number through
     ``fmt.number``: "a whole number from 1 to 1,000,000"."""
-    return _NUMBER.sub(lambda m: fmt.number(float(m.group())), str(text))
+    return _NUMBER.sub(lambda m: fmt.number(float(m.group().replace(",", ""))), str(text))
 
 
 def fmt_value(key: str, value: Any) -> str:
@@ -103,6 +103,16 @@ def fmt_si(x: Any, unit: str) -> str:
     return fmt.si(x, unit)
 
 
+def fmt_share(x: Any) -> str:
+    """A share in percent with the precision it needs: "45 %", "4.2 %", "< 0.1 %"."""
+    return fmt.share(x)
+
+
+def fmt_points(x: Any) -> str:
+    """A change of a percentage in points: "+1.2 points"."""
+    return fmt.points(x)
+
+
 def fmt_time(t: datetime | None) -> str:
     return "–" if t is None else t.strftime("%Y-%m-%d %H:%M UTC")
 
@@ -126,7 +136,7 @@ def register(app: Flask) -> None:
     app.jinja_env.filters.update(fmt_ns=fmt_ns, fmt_pct=fmt_pct, fmt_time=fmt_time, fmt_bytes=fmt_bytes,
                                  fmt_number=fmt_number, fmt_detail=fmt_detail,
                                  fmt_change_pct=fmt_change_pct, fmt_change_ns=fmt_change_ns, fmt_p=fmt_p, fmt_rate=fmt_rate,
-                                 fmt_si=fmt_si, plain_number=plain_number,
+                                 fmt_si=fmt_si, fmt_share=fmt_share, fmt_points=fmt_points, plain_number=plain_number,
                                  numbers_formatted=numbers_formatted, short_kernel=short_kernel_name,
                                  rule_doc=rule_doc)
     app.jinja_env.globals["ncu_memory_view"] = memory_view  # the run page's ncu memory charts

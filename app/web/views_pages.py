@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from analysis.api import ToolKind, describe_rule, rule_catalogue
+from analysis.api import ToolKind, describe_rule, fmt, rule_catalogue
 from app.auth import current_principal
 from app.db import get_session
 from app.errors import ApiError
@@ -98,7 +98,7 @@ def retry_run(run_id: int):
             abort(404, description=exc.message)
         flash(exc.message, "error")
     else:
-        flash(f"Retrying {len(out.reports)} report(s)" + (" and the analysis." if out.analyze_run else "."))
+        flash(f"Retrying {fmt.count(len(out.reports))} report(s)" + (" and the analysis." if out.analyze_run else "."))
     return redirect(url_for("web.run", run_id=run_id))
 
 

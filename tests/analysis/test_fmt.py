@@ -50,3 +50,35 @@ def test_three_significant_digits_at_most_and_no_exponent(ns):
     assert unit in ("s", "ms", "µs", "ns") and "e" not in number
     digits = number.replace(",", "").replace("-", "").replace(".", "").lstrip("0")
     assert len(digits) <= 3 or "." not in number  # whole numbers of a large unit keep every digit
+
+
+@pytest.mark.parametrize(("x", "text"), [
+    (45.3, "45 %"), (9.96, "10 %"), (3.125, "3.1 %"), (0.523, "0.52 %"), (0.039, "0.039 %"), (0.005, "< 0.01 %"), (0, "0 %"),
+    (100, "100 %"), (99.6, "99.6 %"), (99.96, "99.96 %"), (99.9996, "> 99.99 %"), (10972.1, "10,972 %"),
+    (-12.3, "-12 %"), (None, "–"), (math.nan, "–"),
+])
+def test_shares_have_the_precision_the_value_needs(x, text):
+    """Whole percentages where they say enough; never "0 %" of something or "100 %" of not quite all."""
+    assert fmt.share(x) == text
+
+
+@given(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False))
+def test_a_share_never_reads_as_zero_or_all_when_it_is_not(x):
+    number = fmt.share(x).removesuffix(" %").lstrip("<> ")
+    assert "e" not in number and len(number.replace(",", "").replace("-", "").replace(".", "").lstrip("0")) <= 7
+    if number.replace("-", "") in ("0", "100"):
+        assert abs(x) == float(number.replace("-", ""))
+
+
+@pytest.mark.parametrize(("x", "text"), [
+    (5, "5"), (0.5, "0.5"), (12.5, "12.5"), (1000.0, "1,000"), (1e11, "100,000,000,000"), (1e-7, "0.0000001"),
+    (98.39999999999999, "98.4"), (None, "–"),
+])
+def test_exact_quotes_a_threshold_as_set(x, text):
+    assert fmt.exact(x) == text
+
+
+def test_points_and_elapsed():
+    assert fmt.points(1.26) == "+1.3 points" and fmt.points(-0.44) == "-0.4 points" and fmt.points(0) == "0.0 points"
+    assert fmt.elapsed(4.214) == "4.21 s" and fmt.elapsed(0.3) == "300 ms" and fmt.elapsed(125) == "2 min 05 s"
+    assert fmt.elapsed(3725) == "1 h 02 min" and fmt.elapsed(None) == "–"

@@ -289,7 +289,7 @@ def test_net007_real_busbw_below_any_rdma_port(tmp_path_factory):
 def test_net007_planted_nvlink_twice_as_fast(tmp_path):
     log, _src = planted(tmp_path, NVL_BRIDGE, replace=(("NVL[240.0]", "NVL[480.0]"),))
     [f] = by_rule(log, "NET007")
-    assert f.extra["nccl"]["link_gbs"] == 480.0 and "45%" in f.message
+    assert f.extra["nccl"]["link_gbs"] == 480.0 and "45 %" in f.message
 
 
 @pytest.mark.parametrize("name", [NVL_BRIDGE, GDR_ON, P5])

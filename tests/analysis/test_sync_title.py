@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from analysis.api import analyze
+from analysis.api import analyze, fmt
 from tests.analysis.planting import ingested, raw_api_names, raw_gaps
 from tests.conftest import corpus_file
 
@@ -40,8 +40,8 @@ def test_sync001_title_counts_calls_not_gaps():
     (f,) = [f for f in analyze([ingested(src)], rules=["SYNC001"], window="all").to_json()["findings"]]
     assert f["idle_gaps"] == len(owned) and f["sync_calls"] == len(calls)
     assert f["syncs_followed_by_idle"] == len(followed)
-    assert f"after {len(followed)} of {len(calls)} sync calls" in f["title"]
-    assert f"{len(owned)} idle gap(s) followed {len(followed)} blocking synchronize call(s)" in f["message"]
+    assert f"after {fmt.count(len(followed))} of {fmt.count(len(calls))} sync calls" in f["title"]
+    assert f"{fmt.count(len(owned))} idle gap(s) followed {fmt.count(len(followed))} blocking synchronize call(s)" in f["message"]
 
 
 def test_sync001_without_a_gap_opening_in_a_sync_says_so():

@@ -80,7 +80,7 @@ def test_busy_gpu_with_a_single_block_grid_is_a_launch_shape_verdict_before_the_
         {"name": "nussinov_gpu", "detail": {"blocks": 1, "threads_per_block": 512, "sm_count": 28, "used_pct": 3.571}}])
     v = report_verdict(info(span_ms=100, busy_ms=99), [finding("KRN005", 99, kernel="nussinov_gpu"), shape], FACTS)
     assert (v.kind, v.rule_id) == ("launch_shape", "KRN004")
-    assert "1 block(s) of 512 thread(s) on 28 SMs" in v.text and "3.6% of the GPU" in v.text
+    assert "1 block(s) of 512 thread(s) on 28 SMs" in v.text and "3.6 % of the GPU" in v.text
     # A small shape cost (under half the kernel time) leaves the kernel verdict.
     small = {**shape, "impact_ns": 10 * MS}
     assert report_verdict(info(span_ms=100, busy_ms=99), [finding("KRN005", 99, kernel="k"), small], FACTS).kind \
@@ -121,7 +121,7 @@ def test_host_bound_names_the_sampled_functions_or_the_capture_flags() -> None:
     sampled = [{"function": "__printf_fp_l", "share_pct": 30.4}, {"function": "_IO_vfprintf", "share_pct": 13.7}]
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity",
                                                                host_functions=sampled)], FACTS)
-    assert v.kind == "host_bound" and v.text.endswith("sampled in __printf_fp_l 30%, _IO_vfprintf 14%.")
+    assert v.kind == "host_bound" and v.text.endswith("sampled in __printf_fp_l 30 %, _IO_vfprintf 14 %.")
     assert v.next_step.startswith("move the sampled host work (__printf_fp_l, _IO_vfprintf) off the launching thread")
     v = report_verdict(info(span_ms=100, busy_ms=20), [finding("GPU001", 70, main_cause="no_activity")], FACTS)
     assert v.next_step.endswith("collect --sample=cpu --trace=osrt to see it")

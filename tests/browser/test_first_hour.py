@@ -13,13 +13,15 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 
 from tests.browser.conftest import SHOTS
-from tests.conftest import corpus_file
+from tests.conftest import corpus_dir, corpus_file
 
 pytestmark = pytest.mark.browser
 
 AXE = Path(__file__).parent / "assets" / "axe.min.js"
 NCCL_R0, NCCL_R1 = "nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"
 NCU = "numba-copy-blocked-full.csv"
+NSYS = "saxpy-mpi-rank0-perlmutter.sqlite"
+NCCL_LOG = "ZhiyiHu1999__DistributedSysLab_FS24__ault-2x2-shm-socket-tree-simple-2.17.log"
 WIDTHS = (390, 1280)
 # The innermost elements that end right of the window (what to fix when a page scrolls sideways).
 WIDEST = """() => {
@@ -53,18 +55,23 @@ def number_problems(text: str, precise: bool = False) -> list[str]:
             out.append(m.group(0))                      # "18.149 ms", "3,303.2 MB"; "12.3 %" is fine
         elif not frac and "," not in whole and len(whole) > 4:
             out.append(m.group(0))                      # "12288 B": thousands unseparated
-    for m in re.finditer(r"(?<![\w.,#/:-])(\d{4,})\s(copies|calls|launches|kernels|gaps|ranges|events)\b", text):
-        out.append(m.group(0))
+    for m in re.finditer(r"(?<![\w.,#/:-])(\d{4,})\s(?:[a-z]+\s)?(copies|calls?|launch(?:es)?|kernels?|gaps?|ranges?|events?|"
+                         r"iterations?|instances?|samples?|collectives?)(?:\((?:s|es)\))?(?!\w)", text):
+        out.append(m.group(0))                          # "1230 copies", "1867 idle gap(s)"
+    for m in re.finditer(r"(?<=[\s(])x\d{4,}\b", text):
+        out.append(m.group(0))                          # "cuStreamSynchronize x1933"
     return out
 
 
 def test_the_number_scanner_catches_what_the_issue_lists() -> None:
-    bad = ("0.000000546 s", "0.000811 ms", "0.0115 ms", "0.0269 s", "30.387 ms", "+18.149 ms", "3,303.2 MB",
-           "1,147.2 MB/s", "1230 copies", "0.000", "1,234.5 GFLOP/s", "0.0195 TFLOP/s")
+    bad = ("0.000000546 s", "0.000393 s", "0.000811 ms", "0.0115 ms", "0.0269 s", "30.387 ms", "+18.149 ms",
+           "3,303.2 MB", "3,303.2 MiB", "1,147.2 MB/s", "1230 copies", "0.000", "1,234.5 GFLOP/s", "0.0195 TFLOP/s",
+           "+10972.1 %", "12288 B", "1867 idle gap(s)", "5497 sync calls", "cuStreamSynchronize x1933",
+           "4095 iteration(s)")
     for text in bad:
         assert number_problems(f"took {text} here"), text
     good = ("26.8 s, 4.21 ms, 546 ns, 12.3 %, 100.0 %, 1,230 copies, 12,288 kernels, 1.23 GB, +18.1 ms, 2026-12-06 03:14, "
-            "290 GFLOP/s, 1.41 GHz")
+            "290 GFLOP/s, 1.41 GHz, 1,867 idle gap(s), cuStreamSynchronize x1,933, sgemm_128x1024, +10,972 %, 45 %, 0.52 %, 0.039 %, < 0.01 %, +1.3 points")
     assert number_problems(good) == []
 
 
@@ -74,25 +81,33 @@ def _run_ids(store, folder: Path) -> dict[str, int]:
     first = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="first-hour", git_sha="aaaa111")
     second = store([corpus_file(NCCL_R0), corpus_file(NCCL_R1)], job="first-hour", git_sha="bbbb222")
     ncu = store([corpus_file(NCU)], job="first-hour-ncu")
+    nsys = store([corpus_file(NSYS)], job="first-hour-nsys")
+    log = store([corpus_dir() / "nccl" / NCCL_LOG, corpus_file(NCCL_R0)], job="first-hour-nccl-log")
     # A before/after pair with communication kernels split into waiting and transfer: the corpus torchrun pair
     # and its planted variant whose SendRecv peers arrive later (tests.analysis.test_compare_per_step).
     before = store([BASE], job="first-hour-comm", git_sha="cccc333")
     after = store([_later(folder / "torchrun-later.sqlite")], job="first-hour-comm", git_sha="dddd444")
-    return {"nccl": second, "first": first, "ncu": ncu, "comm_before": before, "comm_after": after}
+    return {"nccl": second, "first": first, "ncu": ncu, "nsys": nsys, "nccl_log": log, "comm_before": before,
+            "comm_after": after}
 
 
 def _pages(ids: dict[str, int]) -> dict[str, str]:
-    return {"runs": "/", "run": f"/runs/{ids['nccl']}", "ncu": f"/runs/{ids['ncu']}",
+    # run: two ranks of one NCCL job (multi-rank); nsys: one export; ncu: one Nsight Compute CSV; nccl_log: an
+    # NCCL debug log with an export of its job (the network path).
+    return {"runs": "/", "run": f"/runs/{ids['nccl']}", "ncu": f"/runs/{ids['ncu']}", "nsys": f"/runs/{ids['nsys']}",
+            "nccl_log": f"/runs/{ids['nccl_log']}",
             "compare": f"/compare?a={ids['first']}&b={ids['nccl']}", "job": "/jobs/first-hour",
             "compare-comm": f"/compare?a={ids['comm_before']}&b={ids['comm_after']}",
             "rules": "/rules", "upload": "/upload", "tokens": "/tokens", "api": "/api/docs"}
 
 
 def _settle(page, name: str) -> None:
-    if name in ("run", "ncu"):
+    if name in ("run", "ncu", "nsys", "nccl_log"):
         page.wait_for_selector("#kernel-table[data-loaded='1']", state="attached")
-    if name == "run":
+    if name in ("run", "nsys", "nccl_log"):
         page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
+    if name == "nccl_log":
+        page.wait_for_selector("#nccl-path")
     if name == "api":
         page.wait_for_selector("#api-reference .opblock", state="attached")
 
@@ -246,6 +261,12 @@ def test_bars_trends_and_filters_read_as_they_should(signed_in, runs) -> None:
     page.goto("/jobs/first-hour")
     labels = page.locator("#trend-goodput svg text.xdate").all_text_contents()
     assert labels and all(re.fullmatch(r"\d\d:\d\d", t) for t in labels), labels
+    # each chart spans its card (no half-empty card)
+    fill = page.evaluate("""() => ['trend-goodput', 'trend-gpu-time', 'trend-comm'].map(id => {
+        const card = document.getElementById(id), svg = card.querySelector('svg');
+        const inner = card.clientWidth - parseFloat(getComputedStyle(card).paddingLeft) - parseFloat(getComputedStyle(card).paddingRight);
+        return svg ? svg.getBoundingClientRect().width / inner : 0; })""")
+    assert all(f > 0.9 for f in fill), fill
     # the job filter finds a part of the name, whatever its case
     page.goto("/?job=FIRST-HOUR")
     jobs = page.locator("tbody tr[data-run-id] td:nth-child(2) a").all_inner_texts()
@@ -326,3 +347,133 @@ def test_findings_of_call_totals_go_to_the_timeline_and_loop_windows_keep_their_
     assert page.locator("#iterations tr.window-loop[data-loop='0']").count() == 1
     assert page.locator("details.finding .per-step").count() > 0
     assert not signed_in.errors and not signed_in.dialogs
+
+
+def test_the_api_reference_is_linked_and_renders_offline(signed_in, service) -> None:
+    """Point 4: "API reference" in the navigation; Swagger UI renders the OpenAPI document from the service alone
+    (every request the page makes goes to the service: it works on a cluster without internet), with the worked
+    examples for upload, wait and compare."""
+    page = signed_in.page
+    page.goto("/")
+    link = page.locator("nav[aria-label=Main] a", has_text="API reference")
+    assert link.get_attribute("href") == "/api/docs"
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    link.click()
+    page.wait_for_selector("#api-reference .opblock", state="attached")
+    assert page.locator("#api-reference .opblock").count() >= 10
+    foreign = [u for u in requests if not u.startswith(service.url) and not u.startswith(("data:", "blob:"))]
+    assert requests and not foreign, foreign
+    headings = page.locator("main h3").all_inner_texts()
+    assert {"Upload a run", "Wait for the analysis", "Compare two runs"} <= set(headings), headings
+    assert not signed_in.errors
+
+
+def test_the_ncu_page_fills_its_kernel_table_and_draws_labelled_roofs(signed_in, runs, store) -> None:
+    """Point 5: no dash in the kernel table's times; the roofline has roofs with labels; no nsys-only section."""
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"/runs/{runs['ncu']}")
+    page.wait_for_selector("#kernel-table[data-loaded='1']", state="attached")
+    heads = page.locator("#kernel-table thead th").all_inner_texts()
+    rows = page.locator("#kernel-table tbody tr")
+    assert rows.count() >= 1
+    for i in range(rows.count()):
+        cells = dict(zip(heads, rows.nth(i).locator("td").all_inner_texts(), strict=False))
+        for col in ("total", "mean", "min", "max"):
+            assert re.fullmatch(r"[\d.,]+ (s|ms|µs|ns)", cells[col]), (col, cells)
+        pct = next(v for k, v in cells.items() if k.startswith("%"))
+        assert re.fullmatch(r"[\d.,]+ %", pct), cells
+    main = page.locator("main").inner_text()
+    assert page.locator("#window-form").count() == 0 and "No GPU activity" not in main
+    # numba's copy does no arithmetic (no roofline); conv2d's kernels are each drawn against their roof, labelled
+    page.goto(f"/runs/{store([corpus_file('conv2d-result-rules.csv')], job='first-hour-roofs')}")
+    roofs = page.locator("#roofline line.roof")
+    labels = [t for t in page.locator("#roofline text.roof-label").all_text_contents() if t.strip()]
+    assert roofs.count() >= 1 and labels, labels
+    assert any(re.fullmatch(r"(DRAM|L2|L1|COMPUTE|compute) roof [\d.,]+ [kMGTP]?FLOP/s", t) for t in labels), labels
+    assert page.locator("#roofline circle[data-roofline-dot]").count() >= 1
+    assert not signed_in.errors
+
+
+def test_the_run_page_labels_ranks_keeps_a_refused_window_and_fits_a_phone(signed_in, runs, store) -> None:
+    """Points 2 and 7: the idle-anatomy rows say rank and host, not a long file name; no finding leaves a dangling
+    "rank 1 ·"; a refused window stays in the field with the reason; the header wraps so Sign out stays on screen."""
+    page = signed_in.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    # two exports as ranks 0 and 1, both with idle the host explains (the NCCL pair has none)
+    ranked = store([corpus_file(NSYS), corpus_file("cupy-power-iteration.sqlite")], job="first-hour-ranks")
+    page.goto(f"/runs/{ranked}")
+    heads = [t.split(":")[0] for t in page.locator("#idle-anatomy .idle-row > div.muted:not(.idle-legend)").all_inner_texts()]
+    assert {h.split(" · ")[0] for h in heads} == {"rank 0", "rank 1"}, heads
+    assert all(re.fullmatch(r"rank \d+( · [\w.-]+)? · device \d+ · \w+", h) for h in heads), heads
+    # point 3: what axe does not ask for: the bars and the timeline canvas are named images, a skip link leads to main
+    assert page.locator("#idle-anatomy svg.idle-bar:not([role=img]), #idle-anatomy svg.idle-bar:not([aria-label])").count() == 0
+    assert page.locator("#timeline canvas[role=img][aria-label]").count() == 1
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.textContent.trim()") == "Skip to content"
+    page.evaluate("() => document.querySelectorAll('main details').forEach(d => { d.open = true; })")
+    dangling = re.findall(r"rank \d+ ·\s*(?:\n|$)", page.locator("main").inner_text())
+    assert not dangling, dangling
+    page.goto(f"/runs/{runs['nccl']}")
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
+    page.evaluate("() => document.querySelectorAll('main details').forEach(d => { d.open = true; })")
+    dangling = re.findall(r"rank \d+ ·\s*(?:\n|$)", page.locator("main").inner_text())
+    assert not dangling, dangling
+    page.fill("#window-form input[name=window]", "iterations:0-999999")
+    page.locator("#window-form button[type=submit]").click()
+    page.wait_for_load_state()
+    field = page.locator("#window-form input[name=window]")
+    assert field.input_value() == "iterations:0-999999" and field.get_attribute("aria-invalid") == "true"
+    assert "iterations:0-999999 asks for iterations" in page.locator("main").inner_text()   # the reason, shown
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/runs/{runs['nccl']}")
+    box = page.locator("header button", has_text="Sign out").bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+    assert not signed_in.dialogs
+
+
+def test_upload_help_names_every_input_and_a_failed_window_says_so(signed_in) -> None:
+    """Point 6: the help names .nsys-rep and loop:N; a run whose analysis fails on a window that does not fit says
+    that (bad_window and the valid range), with the elapsed time, not "no report could be ingested"."""
+    page = signed_in.page
+    page.goto("/upload")
+    help_text = page.locator("main").inner_text()
+    assert ".nsys-rep" in help_text and "loop:N" in help_text
+    page.fill("#job", "first-hour-bad-window")
+    page.fill("#window", "loop:7")
+    page.set_input_files("#files", [str(corpus_file("vecadd-2026.sqlite"))])
+    page.click("#upload-button")
+    page.wait_for_selector("#upload-status[data-run-status=failed]", timeout=180_000)
+    phase = page.locator("#upload-phase").inner_text()
+    assert re.fullmatch(r"Run #\d+: failed after \d+ s", phase), phase
+    error = page.locator("#upload-error").inner_text()
+    assert "bad_window" in error and "no report could be ingested" not in error, error
+    run_id = re.search(r"#(\d+)", phase).group(1)
+    page.goto(f"/runs/{run_id}")
+    main = page.locator("main").inner_text()
+    assert "bad_window" in main and "no report could be ingested" not in main
+    assert not signed_in.dialogs
+
+
+def test_a_token_upload_names_the_token(signed_in, service) -> None:
+    """Point 8: a run uploaded with an API token says which token, not "admin (created by goodput serve)"."""
+    import requests as http
+
+    page = signed_in.page
+    page.goto("/tokens")
+    page.fill("input[name=name]", "first-hour-ci")
+    page.select_option("select[name=scope]", "write")
+    page.click("text=Create token")
+    token = page.locator("#new-token-value").inner_text()
+    src = corpus_file("vecadd-2026.sqlite")
+    with src.open("rb") as fh:
+        resp = http.post(f"{service.url}/api/v1/runs", headers={"Authorization": f"Bearer {token}"},
+                         data={"job": "first-hour-token"}, files={"files": (src.name, fh)}, timeout=60)
+    assert resp.status_code == 202, resp.text
+    page.goto(f"/runs/{resp.json()['id']}")
+    header = page.locator("main").inner_text()
+    # a person's token: the person (a service token's upload names the token: tests/web/test_first_hour_pages.py)
+    assert "submitted by alice via api" in header and "created by goodput serve" not in header, header[:300]
+    page.goto("/?job=first-hour-token")
+    assert page.locator("tbody tr[data-run-id] td:nth-child(4)").all_inner_texts() == ["alice"]

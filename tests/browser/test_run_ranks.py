@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from analysis import fmt
 from tests.conftest import corpus_file
 
 pytestmark = pytest.mark.browser
@@ -380,9 +381,9 @@ def test_network_heat_map_shades_by_bytes_and_marks_the_slowest_link(signed_in, 
     for c in drawn:
         link = links[(c["sender"], c["receiver"])]
         assert c["bytes"] == link["bytes"]
-        # the hover title: exact bytes, sends and bandwidth as the API's JSON has them
-        assert f"{link['bytes']:,} B in {link['transfers']} transfers" in c["title"], c["title"]
-        assert f"{link['bandwidth_bps']:,.0f} B/s" in c["title"], c["title"]
+        # the hover title: the bytes (exact too), sends and bandwidth of the API's JSON, through fmt
+        assert (f"{fmt.size(link['bytes'])} ({fmt.count(link['bytes'])} B) in {fmt.count(link['transfers'])} transfers, "
+                f"{fmt.rate(link['bandwidth_bps'])}") in c["title"], c["title"]
     # the slowest link (lowest achieved bandwidth) is the one marked, and only it
     slowest = net["slowest"]
     assert min(links.values(), key=lambda x: x["bandwidth_bps"])["sender"] == slowest["sender"]

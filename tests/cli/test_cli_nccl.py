@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from analysis import fmt
 from tests.conftest import ROOT, corpus_dir, corpus_file
 from tests.nccl_planted import RING_EXPORTS, export_pids, ring_2node_rank_logs
 
@@ -219,8 +220,8 @@ def test_analyze_per_rank_logs_with_the_exports_joins_each_links_bandwidth(tmp_p
     merged = next(line for line in text.splitlines() if "merged from 2 logs of one job: " in line)
     assert str(logs[0]) in merged  # the line is clipped to the terminal's width
     assert "achieved bandwidth per link: the exports' ranks checked against the log's by host+pid" in text
-    bw = measured[(0, 1)]["bandwidth_bps"] * 8 / 1e9
-    assert f"link 0->1 (ault43.cscs.ch -> ault44.cscs.ch): NET/Socket/0: {bw:.3g} Gb/s achieved over 8,388,608 B" in text
+    bw = fmt.si(measured[(0, 1)]["bandwidth_bps"] * 8, "b/s")
+    assert f"link 0->1 (ault43.cscs.ch -> ault44.cscs.ch): NET/Socket/0: {bw} achieved over 8.39 MB" in text
 
 
 def test_logs_of_a_restarted_job_are_not_joined_to_the_exports_by_rank_alone(tmp_path):

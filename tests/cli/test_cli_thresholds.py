@@ -10,14 +10,14 @@ from tests.cli.test_cli_ingest_analyze import goodput
 from tests.conftest import corpus_file
 
 BAD = {
-    "GPU001.min_gap_us=1e308": "GPU001.min_gap_us must be a number from 0 to 1e+11 us",
-    "GPU002.window_min_us=-1e308": "GPU002.window_min_us must be a number from 1 to 1e+11 us",
-    "KRN001.short_kernel_us=inf": "KRN001.short_kernel_us must be a number from 0 to 1e+11 us",
-    "KRN003.min_instances=1e308": "KRN003.min_instances must be a whole number from 1 to 1e+09",
-    "COMM002.min_skew_us=nan": "COMM002.min_skew_us must be a number from 0 to 1e+11 us",
+    "GPU001.min_gap_us=1e308": "GPU001.min_gap_us must be a number from 0 to 100,000,000,000 us",
+    "GPU002.window_min_us=-1e308": "GPU002.window_min_us must be a number from 1 to 100,000,000,000 us",
+    "KRN001.short_kernel_us=inf": "KRN001.short_kernel_us must be a number from 0 to 100,000,000,000 us",
+    "KRN003.min_instances=1e308": "KRN003.min_instances must be a whole number from 1 to 1,000,000,000",
+    "COMM002.min_skew_us=nan": "COMM002.min_skew_us must be a number from 0 to 100,000,000,000 us",
     "MEM005.min_share_pct=-5e-324": "MEM005.min_share_pct must be a number from 0 to 100 %",
-    "MEM005.host_link_gbps=5e-324": "MEM005.host_link_gbps must be a number from 0.001 to 100000 GB/s (or 0)",
-    "GPU001.min_gap_us=" + "9" * 10_000: "GPU001.min_gap_us must be a number from 0 to 1e+11 us",
+    "MEM005.host_link_gbps=5e-324": "MEM005.host_link_gbps must be a number from 0.001 to 100,000 GB/s (or 0)",
+    "GPU001.min_gap_us=" + "9" * 10_000: "GPU001.min_gap_us must be a number from 0 to 100,000,000,000 us",
     "GPU001.min_gap_us=\udcff": "GPU001.min_gap_us must be a number",
 }
 

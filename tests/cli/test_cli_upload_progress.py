@@ -12,6 +12,7 @@ import sys
 import pytest
 import requests
 
+from analysis import fmt
 from tests.conftest import ROOT, corpus_file
 from tests.e2e.services import free_port
 
@@ -37,9 +38,9 @@ def test_upload_progress_then_server_progress_and_diff_by_run_id(make_service):
     assert up.returncode == 0, up.stderr + svc.log_tail()
     lines = up.stderr.splitlines()
     for src in (A, B):  # one line per file: its bytes, its size, the speed
-        size_mb = f"{src.stat().st_size / 1e6:,.1f} MB"
-        sent = [ln for ln in lines if ln.startswith(f"goodput: {src.name}: sent {size_mb} of {size_mb} (100%) at ")]
-        assert len(sent) == 1 and re.search(r"at [\d,.]+ MB/s in [\d.]+ s$", sent[0]), lines
+        size = fmt.size(src.stat().st_size)
+        sent = [ln for ln in lines if ln.startswith(f"goodput: {src.name}: sent {size} of {size} (100 %) at ")]
+        assert len(sent) == 1 and re.search(r"at [\d,.]+ [kMG]?B/s in [\d.]+ m?s$", sent[0]), lines
     # Then the server's view, as it changes: report states and the analysis, ending ready.
     server = [ln for ln in lines if re.match(r"goodput: run \d+: ", ln)]
     assert server and f"{A.name} ready" in server[-1] and server[-1].endswith("analysis ready"), lines

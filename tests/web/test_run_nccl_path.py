@@ -8,6 +8,7 @@ import re
 from html import unescape
 from pathlib import Path
 
+from analysis import fmt
 from tests.conftest import corpus_dir, corpus_file
 from tests.nccl_planted import ault_log_of_ring_rank0
 from tests.web import seed
@@ -132,7 +133,7 @@ def test_per_rank_logs_with_the_exports_show_one_path_and_each_links_bandwidth(c
     assert "the exports' ranks checked against the log's by host and process id</caption>" in links
     for (src, dst), bw in measured.items():
         row = links.split(f'data-link="{src}-{dst}"')[1].split("</tr>")[0]
-        assert "<strong>NET/Socket/0</strong>" in row and f"{bw * 8 / 1e9:.3g} Gb/s" in row
+        assert "<strong>NET/Socket/0</strong>" in row and fmt.si(bw * 8, "b/s") in row
 
 
 def test_an_export_of_another_run_is_named_not_joined(client, db, settings, ingested, tmp_path) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, NamedTuple, TypedDict
 
+from analysis import fmt
 from analysis.diagnosis.findings import Finding, unrepresentable
 from analysis.loops.window import WindowSpec
 from analysis.model.trace import Run, Trace
@@ -92,12 +93,12 @@ class Threshold:
         return "integer" if self.is_integer else "number"
 
     def range_text(self) -> str:
-        """``a whole number from 1 to 1e+06``, with the special values when there are any."""
-        lo = "-inf" if self.minimum is None else f"{self.minimum:g}"
-        hi = "inf" if self.maximum is None else f"{self.maximum:g}"
+        """``a whole number from 1 to 1000000``, with the special values when there are any."""
+        lo = "-inf" if self.minimum is None else fmt.exact(self.minimum)
+        hi = "inf" if self.maximum is None else fmt.exact(self.maximum)
         unit = "" if self.unit in ("count", "ratio") else f" {self.unit}"
         text = f"{'a whole number' if self.is_integer else 'a number'} from {lo} to {hi}{unit}"
-        return text + "".join(f" (or {v:g})" for v in self.special)
+        return text + "".join(f" (or {fmt.exact(v)})" for v in self.special)
 
     def coerce(self, value: Any) -> float:
         """``value`` (a number or its text) as this threshold takes it; ValueError saying what it must be."""

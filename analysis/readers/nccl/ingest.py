@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from analysis import fmt
 from analysis.duck import publishing
 from analysis.errors import TraceError
 from analysis.limits import Progress
@@ -70,7 +71,7 @@ def parse_file(src: Path, *, progress: Progress | None = None, timeout_s: float 
             for line in block:
                 feed(line)
             if time.monotonic() > deadline:
-                raise TraceError("timeout", f"reading the log took longer than {timeout_s:g} s")
+                raise TraceError("timeout", f"reading the log took longer than {fmt.exact(timeout_s)} s")
             if progress:
                 progress("nccl_log", fh.tell(), size)
     parsed = parser.r

@@ -13,6 +13,7 @@ from typing import TypedDict
 import duckdb
 import pandas as pd
 
+from analysis import fmt
 from analysis.duck import publishing
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
@@ -44,7 +45,7 @@ def _convert_rep(src: Path, workdir: Path, timeout_s: float) -> Path:
             proc = subprocess.run([ncu, "--import", str(src), "--csv", "--page", "raw"], stdout=fh,
                                   stderr=subprocess.PIPE, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
-        raise TraceError("timeout", f"`ncu --import` took longer than {timeout_s:.0f} s") from None
+        raise TraceError("timeout", f"`ncu --import` took longer than {fmt.exact(timeout_s)} s") from None
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", errors="replace").strip()[-300:]
         raise TraceError("corrupt", f"`ncu --import` could not read the report (exit {proc.returncode}): {err}")
@@ -96,14 +97,14 @@ def _write(src: Path, con: duckdb.DuckDBPyConnection, limits: Limits | None, pro
                 counts[kind] += len(batch)
                 batch.clear()
                 if time.monotonic() > deadline:
-                    raise TraceError("timeout", f"reading the CSV took longer than {timeout_s:g} s")
+                    raise TraceError("timeout", f"reading the CSV took longer than {fmt.exact(timeout_s)} s")
                 if progress:
                     progress("ncu_metrics", fh.tell(), total)
         for kind, batch in batches.items():
             _insert(con, tables[kind], batch)
             counts[kind] += len(batch)
     if time.monotonic() > deadline:
-        raise TraceError("timeout", f"reading the CSV took longer than {timeout_s:g} s")
+        raise TraceError("timeout", f"reading the CSV took longer than {fmt.exact(timeout_s)} s")
     kernels = [(k.kernel_id, k.name, k.short_name, k.pid, k.process_name, k.host, k.device, k.cc, k.context,
                 k.stream, *(k.grid or (None, None, None)), *(k.block or (None, None, None)), k.registers,
                 k.shared_mem_bytes, k.duration_ns, k.device_name, k.block_size, k.grid_size)

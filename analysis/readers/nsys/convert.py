@@ -6,6 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from analysis import fmt
 from analysis.errors import TraceError
 
 REP_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -32,7 +33,7 @@ def export_sqlite(src: Path, dst: Path, *, timeout_s: float) -> None:
         proc = subprocess.run(cmd, capture_output=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         dst.unlink(missing_ok=True)
-        raise TraceError("timeout", f"`nsys export` ran longer than {timeout_s:.0f} s") from None
+        raise TraceError("timeout", f"`nsys export` ran longer than {fmt.exact(timeout_s)} s") from None
     if proc.returncode != 0 or not dst.is_file() or dst.stat().st_size == 0:
         dst.unlink(missing_ok=True)
         why = " ".join(proc.stderr.decode("utf-8", "replace").split())[:300] or f"exit status {proc.returncode}"

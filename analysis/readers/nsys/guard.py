@@ -18,6 +18,7 @@ from pathlib import Path
 
 import apsw
 
+from analysis import fmt
 from analysis.errors import TraceError
 from analysis.readers.nsys import enums
 from analysis.readers.nsys.env import ALLOWED_KEYS, job_facts, parse_capture
@@ -120,7 +121,7 @@ def _check_header(path: Path, size: int, max_bytes: int) -> None:
     if size == 0:
         raise TraceError("empty_file", "the file is empty (0 bytes); export the report again")
     if size > max_bytes:
-        raise TraceError("too_large", f"the file is {size:,} bytes; the limit is {max_bytes:,} bytes. "
+        raise TraceError("too_large", f"the file is {fmt.count(size)} bytes; the limit is {fmt.count(max_bytes)} bytes. "
                          "Export a shorter time range (nsys export --times) or raise the limit")
     with path.open("rb") as fh:
         head = fh.read(100)
@@ -146,7 +147,7 @@ def validate(path: Path, *, max_bytes: int, timeout_s: float) -> ExportInfo:
     except TraceError:
         raise
     except apsw.InterruptError:
-        raise TraceError("timeout", f"validating the file took longer than {timeout_s:g} s; "
+        raise TraceError("timeout", f"validating the file took longer than {fmt.exact(timeout_s)} s; "
                          "export a shorter time range or raise the limit") from None
     except apsw.NotADBError:
         raise TraceError("not_sqlite", "the file has an SQLite header but is not a readable database") from None

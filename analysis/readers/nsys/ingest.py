@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from analysis import fmt
 from analysis.duck import publish
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
@@ -88,7 +89,7 @@ def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
         return  # the tables read are part of the file: no need to measure them
     need = space_needed(info, keep)
     if free < need:
-        raise TraceError("no_space", f"only {free:,} bytes free in the data directory; about {need:,} are needed "
+        raise TraceError("no_space", f"only {fmt.count(free)} bytes free in the data directory; about {fmt.count(need)} are needed "
                          "for this export. Free disk space and retry the report", {"free": free, "needed": need})
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from analysis.api import fmt
 from app.models import Finding, Job
 from app.services.reads import run_repo
 from app.services.reads.run_repo import get_job
@@ -76,13 +77,13 @@ def _regressions(p: JobPoint, prev: list[JobPoint]) -> list[tuple[str, str]]:
 
     m = median("goodput_pct")
     if m is not None and p.goodput_pct is not None and p.goodput_pct < m - GOODPUT_DROP_PTS:
-        out.append(("goodput", f"goodput {p.goodput_pct:.1f} % vs median {m:.1f} %"))
+        out.append(("goodput", f"goodput {fmt.pct(p.goodput_pct)} vs median {fmt.pct(m)}"))
     for attr, series, label in (("gpu_time_per_iter_ns", "time", "step time"),
                                 ("exposed_comm_ns", "comm", "exposed comm")):
         m = median(attr)
         v = getattr(p, attr)
         if m and v is not None and v > m * (1 + RISE_PCT / 100.0):
-            out.append((series, f"{label} +{100.0 * (v - m) / m:.0f} % vs median"))
+            out.append((series, f"{label} {fmt.signed(fmt.share(100.0 * (v - m) / m), v - m)} vs median"))
     return out
 
 

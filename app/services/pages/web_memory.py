@@ -212,7 +212,7 @@ def roofline_plot(groups: list[KernelGroup]) -> dict[str, Any] | None:
         if xb > xa:
             roofs.append({"x1": px(xa), "y1": py(xa * bw), "x2": px(xb), "y2": py(xb * bw),
                           "label": f"DRAM {si(bw, 'B/s')}"})
-    ticks_x = [{"x": px(10.0 ** e), "label": f"{10.0 ** e:g}"} for e in range(round(math.log10(x0)), round(math.log10(x1)) + 1)]
+    ticks_x = [{"x": px(10.0 ** e), "label": fmt.exact(10.0 ** e)} for e in range(round(math.log10(x0)), round(math.log10(x1)) + 1)]
     ticks_y = [{"y": py(10.0 ** e), "label": re.sub(r"\.0+(?= |$)", "", si(10.0 ** e, "")).strip()} for e in range(round(math.log10(y0)), round(math.log10(y1)) + 1)]
     return {"dots": dots, "roofs": roofs, "marks": marks, "compute_unknown": not peaks, "ticks_x": ticks_x, "ticks_y": ticks_y, "width": PLOT_W, "height": PLOT_H,
             "left": PAD_L, "bottom": PLOT_H - PAD_B, "right": PLOT_W - PAD_R, "top": PAD_T}

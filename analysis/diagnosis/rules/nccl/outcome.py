@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.nccl.common import (
@@ -95,7 +96,7 @@ class ForcedSettings(NetRule):
         evidence = [env_line(e) for e in forced]
         listing = ", ".join(f"{e.name}={e.value if e.value is not None else '?'}"
                             + (" (net plugin)" if e.set_by != "environment" else "") for e in forced)
-        return [self.finding("Settings forced by the user", f"{len(forced)} NCCL setting(s) were set for this job: "
+        return [self.finding("Settings forced by the user", f"{fmt.count(len(forced))} NCCL setting(s) were set for this job: "
                              f"{listing}.", evidence, severity="info", total=len(forced),
                              settings={e.name: e.value for e in forced})]
 
@@ -226,18 +227,18 @@ class MeasuredBandwidth(NetRule):
                     link, what = min(floors), f"the slowest {'/'.join(sorted(kinds))} port in service"
         elif intra_pairs(log) and log.topo_links.get("NVL", {}).get("max_bw"):
             link = float(log.topo_links["NVL"]["max_bw"])
-            what, printed = f"the NVLink bandwidth in the topology (NVL[{link:g}])", True
+            what, printed = f"the NVLink bandwidth in the topology (NVL[{fmt.exact(link)}])", True
         if link is None:
             return []
         limit = link * (params["min_link_share_pct"] / 100.0 if printed else 1.0)
         if peak >= limit:
             return []
-        evidence = [line_evidence(bw["peak_line"], f"peak busbw {peak:g} GB/s (nccl-tests row of {bw['peak_size']} B)",
+        evidence = [line_evidence(bw["peak_line"], f"peak busbw {fmt.exact(peak)} GB/s (nccl-tests row of {bw['peak_size']} B)",
                                   name="nccl-tests", derived=True)]
         if log.tests.get("avg_line"):
             evidence.append(line_evidence(log.tests["avg_line"], f"Avg bus bandwidth : {log.tests['avg_busbw']}",
                                           derived=True))
-        message = (f"nccl-tests peaked at {peak:g} GB/s busbw, {100 * peak / link:.0f}% of {what}, about "
-                   f"{link:g} GB/s.")
+        message = (f"nccl-tests peaked at {fmt.exact(peak)} GB/s busbw, {fmt.share(100 * peak / link)} of {what}, about "
+                   f"{fmt.exact(link)} GB/s.")
         return [self.finding("Bandwidth far below the link", message, evidence, severity="warning",
                              peak_busbw=peak, link_gbs=link, link_printed=printed)]

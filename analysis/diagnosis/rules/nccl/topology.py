@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.nccl.common import (
@@ -81,7 +82,7 @@ class RailMisuse(NetRule):
                 if idle_count <= 0:
                     continue
                 name = next((f"{n.name} ({n.kind})" for n in listed if n.index == nic), f"NIC {nic}")
-                problems.append(f"on {host}, ranks {sorted(ranks)} share {name} while {idle_count} RDMA NIC(s) "
+                problems.append(f"on {host}, ranks {sorted(ranks)} share {name} while {fmt.count(idle_count)} RDMA NIC(s) "
                                 f"carry nothing" + (f" ({', '.join(n.name for n in idle[:6])})" if idle else ""))
                 evidence.append(line_evidence(lines[(host, nic)], texts.get(lines[(host, nic)]),
                                               rank=min(ranks), name=name, host=host))
@@ -89,7 +90,7 @@ class RailMisuse(NetRule):
         cross = [(k, v) for k, v in sides.items() if "send" in v and "recv" in v and v["send"] != v["recv"]]
         if cross:
             (ch, _conn, src, dst), v = cross[0]
-            problems.append(f"{len(cross)} connection(s) leave on one NIC index and arrive on another without PXN "
+            problems.append(f"{fmt.count(len(cross))} connection(s) leave on one NIC index and arrive on another without PXN "
                             f"(e.g. channel {ch} {src}->{dst}: NIC {v['send']} -> NIC {v['recv']})")
             for c in log.connections:
                 if c.channel == ch and c.src == src and c.dst == dst and c.kind == "NET":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Threshold
 from analysis.diagnosis.rules.nccl.common import (
@@ -132,7 +133,7 @@ class GdrOff(NetRule):
                 evidence.append(line_evidence(c.line, c.text, rank=p.src, name=c.transport))
         reason = "; ".join(dict.fromkeys(reasons)) if reasons else "the log prints no reason (no GDR line)"
         bw = log.busbw()
-        cost = (f" nccl-tests measured a peak busbw of {bw['peak_busbw']:g} GB/s over this path."
+        cost = (f" nccl-tests measured a peak busbw of {fmt.exact(bw['peak_busbw'])} GB/s over this path."
                 if bw.get("peak_busbw") is not None else "")
         message = (f"{len(pairs)} inter-node pair(s) ({pair_text(pairs)}) move data without GPUDirect RDMA, staged "
                    f"through host memory: {reason}.{cost}")

@@ -137,7 +137,7 @@ class HostCommunication(_Claimed):
         return (
             f"GPU idle {fmt_ms(c.ns)} while the host communicates ({_names(c)})",
             f"Of {fmt_ms(idle)} GPU idle, {fmt_ms(c.ns)} ({fmt.pct(pct(c.ns, idle) or 0)}) passed inside host "
-            f"communication: " + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5])
+            f"communication: " + "; ".join(f"{n} {fmt_ms(ns)} (x{fmt.count(k)})" for n, ns, k in c.names[:5])
             + (f"; {cadence}" if cadence else "") + ".",
             {"window_idle_ns": idle})
 
@@ -179,5 +179,5 @@ class JitCompilation(_Claimed):
         return (
             f"GPU idle {fmt_ms(c.ns)} while the host compiles or loads code ({_names(c, 2)})",
             f"{fmt_ms(c.ns)} of GPU idle inside compilation or module loading, {when}: "
-            + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5]) + ".",
+            + "; ".join(f"{n} {fmt_ms(ns)} (x{fmt.count(k)})" for n, ns, k in c.names[:5]) + ".",
             {"every_step": every})

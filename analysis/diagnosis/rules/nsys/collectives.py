@@ -299,8 +299,8 @@ class CollectiveBandwidth(Rule):
             rule_id=self.id,
             title=(f"Slow collectives: {label} {worst['size_class']} at {fmt.rate(worst['bus_gbps'] * 1e9)} bus bandwidth "
                    f"({fmt.pct(worst['efficiency_pct'])} of {fmt.rate(worst['peak_gbps'] * 1e9)})"),
-            message=(f"{sum(g['count'] for g in bad)} collective(s) of at least {params['min_bytes'] / 2**20:g} MiB in "
-                     f"{len(bad)} size class(es) ran below {params['min_efficiency_pct']:g}% of the link's peak "
+            message=(f"{fmt.count(sum(g['count'] for g in bad))} collective(s) of at least {fmt.exact(params['min_bytes'] / 2**20)} MiB in "
+                     f"{len(bad)} size class(es) ran below {fmt.exact(params['min_efficiency_pct'])}% of the link's peak "
                      f"(n = {info['n']} ranks, from {info['n_source']}); at that share they would take "
                      f"{fmt_ms(impact)} less" + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")
                      + f" Peak: {worst['peak_source']}."),
@@ -348,11 +348,11 @@ class CollectiveBandwidth(Rule):
         return Finding(
             rule_id=self.id,
             title=(f"Collectives by kernel ({'network sizes only' if net else 'no message sizes, so no bandwidth'}): "
-                   f"{label}, {top['count']} kernel(s), "
+                   f"{label}, {fmt.count(top['count'])} kernel(s), "
                    f"{fmt_ms(top['time_ns'])}"
                    + (f" ({fmt.pct(top['share_pct'])} of {fmt_ms(total)} of NCCL kernel time)" if len(groups) > 1 else "")
                    + (f"; network sends {net['text']}" if net else "")),
-            message=(f"{count} NCCL kernel(s) in {len(groups)} group(s) of collective, algorithm and protocol, each "
+            message=(f"{fmt.count(count)} NCCL kernel(s) in {fmt.count(len(groups))} group(s) of collective, algorithm and protocol, each "
                      f"with its time on every rank and GPU; the slowest instances are the evidence. NCCL kernel "
                      f"time includes waiting for the other ranks (COMM002) and may be hidden behind compute "
                      f"(COMM001). Without message sizes the bandwidth cannot be compared with the link, so this "

@@ -114,7 +114,7 @@ class ExposedCommunication(Rule):
         has_compute = any(int(u.get("compute_ns") or 0) > 0 for u in units)
         return [Finding(
             rule_id=self.id,
-            title=f"Exposed communication {fmt_ms(exposed)} on {len(units)} device(s)",
+            title=f"Exposed communication {fmt_ms(exposed)} on {fmt.count(len(units))} device(s)",
             message=(f"NCCL kernels ran {fmt_ms(comm)}; {fmt_ms(exposed)} of it with no compute beside it"
                      + (f" ({fmt.pct(share)} of the GPU-active span)" if share is not None else "")
                      + f", {fmt.pct(overlap)} overlapped."
@@ -231,7 +231,7 @@ def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: li
         rule_id=rule_id,
         title=f"Straggler: {label} arrives last at {rows[0][2]} of {n_inst[1]} skewed collectives",
         message=(f"Across {len(rows)} participants and {n_inst[0]} matched collectives, {label} arrived last "
-                 f"{rows[0][2]} time(s) with a skew of at least {params['min_skew_us']:g} us, delaying them by "
+                 f"{fmt.count(rows[0][2])} time(s) with a skew of at least {fmt.exact(params['min_skew_us'])} us, delaying them by "
                  f"{fmt_ms(impact)} in all; the others waited {fmt_ms(int(rows[0][5]))} (summed over ranks)."),
         impact_ns=impact, impact_pct=pct(impact, p.span_ns()),
         advice=Stragglers.advice,

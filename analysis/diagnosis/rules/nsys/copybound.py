@@ -245,9 +245,9 @@ class CopyBound(Rule):
                 "(counted under MEM001/MEM004)." if owned_elsewhere else "")
         return [Finding(
             rule_id=self.id,
-            title=(f"Copy-bound: {fmt_ms(memory_only)} with only copies running on {len(devices)} device(s) "
+            title=(f"Copy-bound: {fmt_ms(memory_only)} with only copies running on {fmt.count(len(devices))} device(s) "
                    f"({fmt.pct(100.0 * memory_only / span)} of their span), mostly {main}"),
-            message=(f"On {len(devices)} device(s) copies and memsets ran with no kernel beside them for "
+            message=(f"On {fmt.count(len(devices))} device(s) copies and memsets ran with no kernel beside them for "
                      f"{fmt_ms(memory_only)} of {fmt_ms(span)}.{note} By direction: {parts}."),
             impact_ns=int(impact), impact_pct=share, advice=_advice(main, used[main]),
             evidence=evidence, evidence_total=sum(v.count - v.elsewhere for v in used.values()),
@@ -271,7 +271,7 @@ def _dir_peak(code: int, peak: Peaks) -> tuple[float | None, str]:
 def _describe(name: str, s: DirStats) -> str:
     bw = s.gbps()
     rate = fmt.rate(bw * 1e9) if bw is not None else "n/a"
-    vs = f" of a {fmt.rate(s.peak_gbps * 1e9)} peak ({100 * bw / s.peak_gbps:.0f}%)" if bw and s.peak_gbps else ""
+    vs = f" of a {fmt.rate(s.peak_gbps * 1e9)} peak ({fmt.share(100 * bw / s.peak_gbps)})" if bw and s.peak_gbps else ""
     return (f"{name} {fmt.count(s.count)} x, {fmt.size(s.bytes)} in {fmt_ms(s.time_ns)} at {rate}{vs}, "
             f"{s.bound()}-bound ({fmt.count(s.small)} under the small-copy size)")
 

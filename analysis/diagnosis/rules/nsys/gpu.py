@@ -181,8 +181,8 @@ class IdleGaps(Rule):
         host = _host(trace, mine_gaps)
         return [Finding(
             rule_id=self.id,
-            title=f"GPU idle in {n_gaps} gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms",
-            message=(f"{n_gaps} idle gap(s) of at least {ctx.params['min_gap_us'] / 1000:g} ms add up to "
+            title=f"GPU idle in {fmt.count(n_gaps)} gap(s) of at least {fmt.exact(ctx.params['min_gap_us'] / 1000)} ms",
+            message=(f"{fmt.count(n_gaps)} idle gap(s) of at least {fmt.exact(ctx.params['min_gap_us'] / 1000)} ms add up to "
                      f"{fmt_ms(whole)}; longest {fmt_ms(top[0].ns)}; "
                      + (f"{fmt_ms(total)} of it stays this rule's (the rest is the idle of rules that name what the "
                         "host did in it)" if whole > total else "all of it this rule's")
@@ -221,7 +221,7 @@ def _unrecorded(trace: Trace, main: str, host: dict) -> str:
     if main != "no_activity":
         return ""
     if host.get("host_functions"):
-        fns = ", ".join(f"{f['function']} ({f['share_pct']:.0f}%)" for f in host["host_functions"][:3])
+        fns = ", ".join(f"{f['function']} ({fmt.share(f['share_pct'])})" for f in host["host_functions"][:3])
         return f" The launching threads were sampled in: {fns}."
     missing = capture_missing(trace)  # a flag already on is never asked for (analysis.model.capture)
     return (f" Nothing recorded shows what the host did: profile with {' and '.join(missing)} to see it."
@@ -294,10 +294,10 @@ class LowUtilization(Rule):
         holds, premise = _pacing_premise(launched, migrations)
         return [Finding(
             rule_id=self.id,
-            title=f"GPU busy under {ctx.params['max_busy_pct']:g}% for {fmt_ms(low_ns)} in {len(regions)} region(s)"
+            title=f"GPU busy under {fmt.exact(ctx.params['max_busy_pct'])}% for {fmt_ms(low_ns)} in {fmt.count(len(regions))} region(s)"
                   + ("" if holds else f" ({premise})"),
-            message=(f"{len(regions)} region(s) totalling {fmt_ms(low_ns)} ran the GPU under "
-                     f"{ctx.params['max_busy_pct']:g}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
+            message=(f"{fmt.count(len(regions))} region(s) totalling {fmt_ms(low_ns)} ran the GPU under "
+                     f"{fmt.exact(ctx.params['max_busy_pct'])}% busy ({fmt_ms(idle_ns)} idle); {fmt_ms(total)} of that idle, "
                      "in short gaps no other finding explains, is counted here. "
                      f"Premise ({self.premise}): {'holds' if holds else 'does not hold'}, {premise}."),
             impact_ns=total, impact_pct=share,

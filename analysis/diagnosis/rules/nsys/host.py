@@ -143,7 +143,7 @@ class HostBlocked(Rule):
         evidence = _evidence(trace, top, launchers(trace)) if top else tuple(
             Evidence(name=name, value_ns=ns, rank=trace.rank, detail={"calls": calls, "class": os_class(name)})
             for name, ns, calls in c.names)
-        names = ", ".join(f"{n} {fmt_ms(v)} (x{k})" for n, v, k in c.names[:5])
+        names = ", ".join(f"{n} {fmt_ms(v)} (x{fmt.count(k)})" for n, v, k in c.names[:5])
         share = pct(total, report_span_ns(trace))
         return [Finding(
             rule_id=self.id,
@@ -153,7 +153,7 @@ class HostBlocked(Rule):
                      + (f" ({fmt.pct(share)} of the GPU-active span)" if share is not None else "")
                      + " passed while the launching threads sat in OS runtime calls"
                      + (" or were switched out" if "off_cpu" in c.by_category else "") + f": {names}"
-                     + (f"; file I/O is {file_share:.0f}% of it." if file_share else ".")),
+                     + (f"; file I/O is {fmt.share(file_share)} of it." if file_share else ".")),
             impact_ns=total, impact_pct=share, advice=_advice(trace, _advice_key(main, by_call)), evidence=evidence,
             evidence_total=len(top) if top else len(c.names), report=trace.label, rank=trace.rank,
             extra={"idle_ns": total, "by_category": c.by_category,

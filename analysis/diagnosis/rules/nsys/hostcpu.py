@@ -128,12 +128,12 @@ class HostCpuSamples(Rule):
                      detail={"samples": k})
             for (n, s, p, d, k, f), v in zip(top, nvtx, strict=True))
         share = pct(total, report_span_ns(trace))
-        listed = ", ".join(f"{n} {100 * v[0] / n_in:.0f}%" for n, v in funcs[:5])
+        listed = ", ".join(f"{n} {fmt.share(100 * v[0] / n_in)}" for n, v in funcs[:5])
         return [Finding(
             rule_id=self.id,
             title=(f"Host CPU during GPU idle: the launching thread's top function is {main} "
-                   f"({100 * main_n / n_in:.0f}% of {n_in} CPU samples)"),
-            message=(f"{n_in} CPU sample(s) of the launching threads fell in {len(gaps)} idle gap(s) "
+                   f"({fmt.share(100 * main_n / n_in)} of {fmt.count(n_in)} CPU samples)"),
+            message=(f"{fmt.count(n_in)} CPU sample(s) of the launching threads fell in {fmt.count(len(gaps))} idle gap(s) "
                      f"({fmt_ms(total)}" + (f", {fmt.pct(share)} of the GPU-active span" if share is not None else "")
                      + f"): {listed}. This idle belongs to the gap rules; HOST002 says where the host was."),
             impact_ns=total, impact_pct=share, severity="info",

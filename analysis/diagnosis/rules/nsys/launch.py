@@ -103,8 +103,8 @@ class LaunchBound(Rule):
                        f"runs as CUDA graphs would save up to {fmt_ms(saving)} of the idle.")
         return [Finding(
             rule_id=self.id,
-            title=f"Launch-bound: {kernels} short kernels in {len(rows)} run(s), GPU idle {fmt_ms(total)}",
-            message=(f"{len(rows)} run(s) of kernels under {ctx.params['short_kernel_us']:g} us ({kernels} kernels, "
+            title=f"Launch-bound: {fmt.count(kernels)} short kernels in {fmt.count(len(rows))} run(s), GPU idle {fmt_ms(total)}",
+            message=(f"{fmt.count(len(rows))} run(s) of kernels under {fmt.exact(ctx.params['short_kernel_us'])} us ({fmt.count(kernels)} kernels, "
                      f"{fmt_ms(busy)} of kernel time) left the GPU idle {fmt_ms(total)} between launches"
                      + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from analysis import fmt
+
 GB = 1e9  # bandwidths are in GB/s (10^9 bytes per second), as NVIDIA states link and memory peaks
 
 PCIE_X16_GBPS = {3: 15.75, 4: 31.5, 5: 63.0}
@@ -79,7 +81,7 @@ def collective_peak(name: str | None, cc_major: int | None, cc_minor: int | None
         if gbps is None:
             return None, f"unknown: no typical InfiniBand figure for compute capability {cc_major}.x"
         return gbps, (f"typical InfiniBand per GPU for compute capability {cc_major}.x "
-                      f"({gbps * 8:g} Gb/s), since the ranks are on several nodes")
+                      f"({fmt.exact(gbps * 8)} Gb/s), since the ranks are on several nodes")
     nvlink = NVLINK_GBPS.get((cc_major, cc_minor or 0))
     if nvlink and "pcie" not in (name or "").lower():
         return nvlink, f"typical NVLink of an SXM GPU of compute capability {cc_major}.{cc_minor or 0}, per direction"

@@ -85,7 +85,7 @@ class PageableMemcpy(Rule):
         return [Finding(
             rule_id=self.id,
             title=f"{fmt.count(n)} copies use pageable host memory ({_mib(int(nbytes))}, {fmt_ms(int(total))})",
-            message=(f"{n} memcpy operation(s) moved {_mib(int(nbytes))} through pageable host memory in "
+            message=(f"{fmt.count(n)} memcpy operation(s) moved {_mib(int(nbytes))} through pageable host memory in "
                      f"{fmt_ms(int(total))} of GPU time.{asyncs}"),
             impact_ns=int(total), impact_pct=share,
             advice=self.advice,
@@ -176,7 +176,7 @@ class BlockingMemcpy(Rule):
                       "calls that are not blocking copies by NVIDIA's rule (asynchronous calls on pageable memory, "
                       "small host-to-device copies), yet held the host: such a call returns only once the host data "
                       "is staged"))
-                    + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
+                    + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{fmt.count(k)})" for nm, ns, k in cl.names[:4]) if cl else "")
                     + f". Premise ({self.premise}): "
                     + ("holds, " if holds else "does not hold, ") + premise + ".",
             impact_ns=int(idle), impact_pct=share,
@@ -272,8 +272,8 @@ class SyncMemset(Rule):
         evidence = _evidence(trace, top, 5, ("mem_kind", "bytes"), (7, 8), 6)
         return [Finding(
             rule_id=self.id,
-            title=f"{n} synchronous memset(s) on pinned/managed memory",
-            message=f"{n} synchronous memset(s) on pinned or managed memory took {fmt_ms(int(total))} of GPU time.",
+            title=f"{fmt.count(n)} synchronous memset(s) on pinned/managed memory",
+            message=f"{fmt.count(n)} synchronous memset(s) on pinned or managed memory took {fmt_ms(int(total))} of GPU time.",
             impact_ns=int(total), impact_pct=pct(int(total), report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,

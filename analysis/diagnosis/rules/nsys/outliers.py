@@ -121,7 +121,7 @@ class KernelOutliers(Rule):
                    + (": the work changes, not spread" if not holds else f": {fmt_ms(trend_ns)} of the time above "
                       "the median is that trend, not spread")) if trending else (
             "no launch shape's durations trend over the run (rank correlation below "
-            f"{TREND_RHO:g} in size): they spread around a level")
+            f"{fmt.exact(TREND_RHO)} in size): they spread around a level")
         flagged = sum(int(g[14]) for g in groups)
         outliers = sum(int(g[15]) for g in groups)
         unstable = sum(1 for g in groups if g[12])
@@ -134,9 +134,9 @@ class KernelOutliers(Rule):
             rule_id=self.id,
             title=(f"Kernel durations spread: {fmt_ms(total)} above the median in {len(groups)} kernel launch shape(s)"
                    if holds else f"Kernel durations trend, not spread: {premise}"),
-            message=(f"{len(groups)} kernel launch shape(s) ({unstable} with p90 at least {ctx.params['max_spread']:g}x "
-                     f"p10) ran {flagged} instance(s) above their median, {outliers} of them at least "
-                     f"{ctx.params['outlier_factor']:g}x it, {fmt_ms(total)} in all. Worst: {worst[1]} "
+            message=(f"{len(groups)} kernel launch shape(s) ({unstable} with p90 at least {fmt.exact(ctx.params['max_spread'])}x "
+                     f"p10) ran {fmt.count(flagged)} instance(s) above their median, {outliers} of them at least "
+                     f"{fmt.exact(ctx.params['outlier_factor'])}x it, {fmt_ms(total)} in all. Worst: {worst[1]} "
                      f"(n={worst[6]}, p10 {fmt_ms(worst[8])}, median {fmt_ms(worst[9])}, p90 {fmt_ms(worst[10])}, "
                      f"max {fmt_ms(worst[11])}).{dom} Premise ({self.premise}): "
                      + ("holds, " if holds else "does not hold, ") + premise + "."),

@@ -174,8 +174,8 @@ class WarmupCost(_PhaseRule):
                                   value_ns=int(extra_each[i]), detail={"iteration": i, "iteration_ns": int(d[i])})
                          for i in range(min(w, 20)))
         return [Finding(
-            rule_id=self.id, title=f"Warm-up: {w} slow iteration(s) cost {fmt_ms(extra)} over the steady pace",
-            message=(f"The first {w} iteration(s) took {fmt_ms(int(d[:w].sum()))} against a steady median of "
+            rule_id=self.id, title=f"Warm-up: {fmt.count(w)} slow iteration(s) cost {fmt_ms(extra)} over the steady pace",
+            message=(f"The first {fmt.count(w)} iteration(s) took {fmt_ms(int(d[:w].sum()))} against a steady median of "
                      f"{fmt_ms(med)} per step: {fmt_ms(extra)} extra."),
             impact_ns=extra, impact_pct=share, severity=_cap(share),
             advice=("Warm-up comes from JIT compilation, autotuning and allocator growth: capture the step once "

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
 
@@ -120,7 +121,7 @@ def late_node(cols: dict[str, np.ndarray], ranks: list[int | None], hosts: list[
             title=(f"Late node: the {int(mine.sum())} ranks of host {h} arrive {fmt_ms(lo)}-{fmt_ms(hi)} after "
                    f"{after}"),
             message=(f"In {int(late.sum())} of {len(t)} matched collectives every rank of host {h} arrived at least "
-                     f"{params['min_skew_us']:g} us after the last rank of {last_of}; the whole node's lateness summed to {fmt_ms(impact)} "
+                     f"{fmt.exact(params['min_skew_us'])} us after the last rank of {last_of}; the whole node's lateness summed to {fmt_ms(impact)} "
                      f"(median {fmt_ms(median_gap)} per collective), every other rank waiting that long." + clock),
             impact_ns=impact, impact_pct=pct(impact, max((spans[keys[j][0]] for j in np.flatnonzero(mine)),
                                                           default=0)) if spans else None,

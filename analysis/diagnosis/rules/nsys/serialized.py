@@ -113,8 +113,8 @@ class SerializedCommunication(Rule):
         share = pct(total, report_span_ns(trace))
         return [Finding(
             rule_id=self.id,
-            title=f"{n} NCCL kernel(s) share a stream with compute: {fmt_ms(total)} cannot overlap",
-            message=(f"On {len(units)} device(s), {n} NCCL kernel(s) ({fmt_ms(nccl)}) ran on a stream that also runs "
+            title=f"{fmt.count(n)} NCCL kernel(s) share a stream with compute: {fmt_ms(total)} cannot overlap",
+            message=(f"On {fmt.count(len(units))} device(s), {fmt.count(n)} NCCL kernel(s) ({fmt_ms(nccl)}) ran on a stream that also runs "
                      f"compute kernels; {fmt_ms(total)} of it ran with no compute beside it"
                      + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,

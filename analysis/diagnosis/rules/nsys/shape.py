@@ -124,12 +124,12 @@ class SmallGrid(Rule):
         holds, premise = grid_premise(compute, top[1], top[2], top[3])
         return [Finding(
             rule_id=self.id,
-            title=(f"Launch shape cannot fill the GPU: {top[3]} runs {top[4]:,} block(s) of {top[5]:,} thread(s) "
+            title=(f"Launch shape cannot fill the GPU: {top[3]} runs {fmt.count(top[4])} block(s) of {fmt.count(top[5])} thread(s) "
                    f"on {top[6]} SMs" + ("" if holds else f" ({premise})")),
-            message=(f"{len(shapes)} kernel shape(s) with fewer blocks than SMs or blocks under a warp ran "
+            message=(f"{fmt.count(len(shapes))} kernel shape(s) with fewer blocks than SMs or blocks under a warp ran "
                      f"{fmt_ms(small_ns)} ({fmt.pct(pct(small_ns, kernel_ns) or 0)} of compute kernel time); the SM "
                      f"lanes they left unused cost {fmt_ms(total)} (time x unused share, assuming the work would "
-                     f"spread over the whole GPU). Largest: {top[3]}, {top[7]:,} launch(es), {fmt_ms(top[8])}, at "
+                     f"spread over the whole GPU). Largest: {top[3]}, {fmt.count(top[7])} launch(es), {fmt_ms(top[8])}, at "
                      f"most {fmt.pct(100.0 * top[11])} of the GPU used. Premise ({self.premise}): "
                      + ("holds, " if holds else "does not hold, ") + premise + "."),
             impact_ns=total, impact_pct=share,
@@ -161,11 +161,11 @@ def grid_premise(compute: list[tuple], pid: Any, device: Any, kname: str) -> tup
     lo, hi = min(per), max(per)
     t_lo, t_hi = per[lo][0] / per[lo][1], per[hi][0] / per[hi][1]
     if t_hi < FLAT * t_lo:
-        return True, (f"grid {lo:,}-{hi:,} blocks, {fmt_ms(int(t_lo))} per launch at {lo:,} and "
-                      f"{fmt_ms(int(t_hi))} at {hi:,}: the grid limits it")
+        return True, (f"grid {fmt.count(lo)}-{fmt.count(hi)} blocks, {fmt_ms(int(t_lo))} per launch at {fmt.count(lo)} and "
+                      f"{fmt_ms(int(t_hi))} at {fmt.count(hi)}: the grid limits it")
     what = "duration flat" if t_hi <= t_lo / FLAT else "duration does not shrink as the grid grows"
-    return False, (f"grid {lo:,}-{hi:,} blocks, {what} ({fmt_ms(int(t_lo))} per launch at {lo:,}, "
-                   f"{fmt_ms(int(t_hi))} at {hi:,}): not grid-bound")
+    return False, (f"grid {fmt.count(lo)}-{fmt.count(hi)} blocks, {what} ({fmt_ms(int(t_lo))} per launch at {fmt.count(lo)}, "
+                   f"{fmt_ms(int(t_hi))} at {fmt.count(hi)}): not grid-bound")
 
 
 class DominantKernel(Rule):
@@ -259,13 +259,13 @@ class DominantKernel(Rule):
             title = (f"One template family is {fmt.pct(share)} of GPU time: {kname} ({len(inst)} instances, "
                      f"the costliest {fmt.pct(top_share)})")
             message = (f"{kname} is {len(inst)} different kernels (template instances), together {fmt_ms(ns)} in "
-                       f"{launches:,} launch(es), {fmt.pct(share)} of the kernel time of the device(s) they run on; no "
+                       f"{fmt.count(launches)} launch(es), {fmt.pct(share)} of the kernel time of the device(s) they run on; no "
                        f"single instance dominates (the costliest, {top_name}, is {fmt_ms(top_ns)}, "
                        f"{fmt.pct(top_share)}). Profile the costliest instance with Nsight Compute: {command}  "
                        f"(--launch-skip {skip}: {why_skip}), then the next ones: each instance is its own code.")
         else:
             title = f"One kernel is {fmt.pct(share)} of GPU time: {kname}"  # kname: the instance when there are several
-            message = (f"{kname} runs {fmt_ms(ns)} in {launches:,} launch(es), {fmt.pct(share)} of the kernel time of "
+            message = (f"{kname} runs {fmt_ms(ns)} in {fmt.count(launches)} launch(es), {fmt.pct(share)} of the kernel time of "
                        f"the device(s) it runs on. Profile it with Nsight Compute: {command}  (--launch-skip {skip}: "
                        f"{why_skip}).")
         return [Finding(

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis import fmt
 from analysis.diagnosis.idle_anatomy import entries, paint, speakers, window_idle
 from analysis.diagnosis.idle_classes import WORDS
 from analysis.model.capture import FLAGS, missing
@@ -119,11 +120,11 @@ def _unit_ops_in(base: Trace, unit: tuple[int | None, int | None] | None, lo: in
     return pid, device, d["start_ns"][order].astype(np.int64), d["end_ns"][order].astype(np.int64)
 
 
-def describe(fill: StartupFill, fmt) -> str:
+def describe(fill: StartupFill, duration) -> str:
     """'in allocation calls 143 ms (cudaMalloc x2); sampled on CPU 76 ms (main x40) ...' for the largest
     categories, in the anatomy's words (``idle_classes.WORDS``)."""
     parts = []
     for c in fill.categories[:4]:
-        names = ", ".join(f"{t['name']} x{t['calls']}" for t in c["top"][:3])
-        parts.append(f"{WORDS.get(c['category'], c['category'])} {fmt(c['ns'])}" + (f" ({names})" if names else ""))
+        names = ", ".join(f"{t['name']} x{fmt.count(t['calls'])}" for t in c["top"][:3])
+        parts.append(f"{WORDS.get(c['category'], c['category'])} {duration(c['ns'])}" + (f" ({names})" if names else ""))
     return "; ".join(parts)

@@ -91,20 +91,20 @@ class BlockingSync(Rule):
             evidence = tuple(Evidence(name=nm, value_ns=ns, rank=trace.rank, detail={"calls": k})
                              for nm, ns, k in cl.names)
         share = pct(total, report_span_ns(trace))
-        listed = ", ".join(f"{c[0]} x{c[1]}" for c in calls[:4])
-        freq = f"; {per_kernel:.2f} sync call(s) per kernel" if per_kernel is not None else ""
+        listed = ", ".join(f"{c[0]} x{fmt.count(c[1])}" for c in calls[:4])
+        freq = f"; {fmt.number(per_kernel)} sync call(s) per kernel" if per_kernel is not None else ""
         return [Finding(
             rule_id=self.id,
-            title=(f"GPU idle {fmt_ms(total)} inside blocking syncs, after {n_owning} of {n_calls} sync calls"
+            title=(f"GPU idle {fmt_ms(total)} inside blocking syncs, after {fmt.count(n_owning)} of {fmt.count(n_calls)} sync calls"
                    if n_owning else f"GPU idle {fmt_ms(total)} inside sync calls"
                    + (f" ({'/'.join(nm for nm, _, _ in cl.names[:3])})" if cl and cl.names else "")),
-            message=((f"{n} idle gap(s) followed {n_owning} blocking synchronize call(s); " if n else "")
+            message=((f"{fmt.count(n)} idle gap(s) followed {n_owning} blocking synchronize call(s); " if n else "")
                      + f"{fmt_ms(total)} of GPU idle passed inside sync calls"
                      + (f" ({fmt.pct(share)} of the GPU-active span)" if share is not None else "")
-                     + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{k})" for nm, ns, k in cl.names[:4]) if cl else "")
+                     + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{fmt.count(k)})" for nm, ns, k in cl.names[:4]) if cl else "")
                      + ("" if n else "; no idle gap opened while one was in progress (each was called with the GPU "
                                      "already idle)")
-                     + f". {n_calls} sync call(s): {listed}{freq}."),
+                     + f". {fmt.count(n_calls)} sync call(s): {listed}{freq}."),
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,

@@ -198,7 +198,7 @@ class TensorCoresIdle(Rule):
             title=f"Tensor cores idle: {n_kernels} FP32 GEMM/convolution kernel(s) on CUDA cores, {fmt_ms(total)}",
             message=(f"{n_kernels} GEMM/convolution kernel(s) ran in FP32 on the CUDA cores for {fmt_ms(total)}, "
                      f"{fmt.pct(share)} of compute kernel time; largest: "
-                     + ", ".join(f"{n} x{v[0]} ({fmt_ms(v[1])})"
+                     + ", ".join(f"{n} x{fmt.count(v[0])} ({fmt_ms(v[1])})"
                                  for n, v in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:3]) + "."),
             impact_ns=total, impact_pct=pct(total, report_span_ns(trace)), advice=advice,
             evidence=evidence, evidence_total=n_kernels, report=trace.label, rank=trace.rank,

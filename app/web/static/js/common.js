@@ -48,8 +48,34 @@ GP.fmtCount = function (n) {
   return n === null || n === undefined || n === "" || isNaN(n) ? "–" : groupFormat.format(Number(n));
 };
 
+// Percentages as fmt.pct: one decimal, from 1,000 % on whole numbers with separators ("10,972 %").
 GP.fmtPct = function (x) {
-  return x === null || x === undefined || isNaN(x) ? "–" : Number(x).toFixed(1) + " %";
+  if (x === null || x === undefined || x === "" || isNaN(x)) return "–";
+  const v = Number(x);
+  return (Math.abs(v) >= 999.95 ? groupFormat.format(v) : v.toFixed(1)) + " %";
+};
+
+// Shares as fmt.share: whole from 10 % on, two significant digits below, "< 0.01 %" above zero.
+GP.fmtShare = function (x) {
+  if (x === null || x === undefined || x === "" || isNaN(x)) return "–";
+  const v = Number(x), a = Math.abs(v);
+  if (a === 0) return "0 %";
+  if (a < 0.00995) return (v < 0 ? "> -" : "< ") + "0.01 %";
+  let decimals = a >= 9.95 ? 0 : a >= 0.995 ? 1 : a >= 0.0995 ? 2 : 3;
+  while (decimals < 2 && Math.abs(Number(v.toFixed(decimals))) === 100 && a !== 100) decimals += 1;
+  if (Math.abs(Number(v.toFixed(decimals))) === 100 && a !== 100) return (v > 0 ? "> " : "< -") + (a < 100 ? "99.99" : "100") + " %";
+  return (decimals === 0 ? groupFormat.format(Math.round(v)) : v.toFixed(decimals)) + " %";
+};
+
+// Sizes as fmt.size: decimal units, three significant digits ("512 B", "1.23 MB").
+GP.fmtBytes = function (n) {
+  if (n === null || n === undefined || n === "" || isNaN(n)) return "–";
+  let v = Number(n);
+  for (const unit of ["B", "kB", "MB", "GB", "TB", "PB"]) {
+    if (Math.abs(v) < 999.5 || unit === "PB") return unit === "B" ? Math.round(v) + " B" : GP.sig3(v) + " " + unit;
+    v /= 1000;
+  }
+  return "–";
 };
 
 GP.csrf = function () {

@@ -7,12 +7,7 @@
   let files = [];
 
   // Sizes in B/kB/MB/GB with three significant digits, like the server's fmt_bytes filter.
-  function fmtBytes(n) {
-    const units = ["B", "kB", "MB", "GB", "TB"];
-    let i = 0;
-    while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
-    return (i === 0 ? String(Math.round(n)) : n.toPrecision(3)) + " " + units[i];
-  }
+  const fmtBytes = GP.fmtBytes;
 
   function fmtSeconds(s) {
     if (!isFinite(s)) return "–";
@@ -98,7 +93,7 @@
       const p = r.progress || {};
       const working = r.status === "ingesting" || r.status === "analyzing";
       const prog = !working ? (r.status === "ready" ? "done" : "") :
-        p.total ? `${p.stage || ""} ${Math.round((100 * (p.done || 0)) / p.total)} %` : (p.stage || "");
+        p.total ? `${p.stage || ""} ${GP.fmtShare((100 * (p.done || 0)) / p.total)}` : (p.stage || "");
       const badge = GP.el("span", { class: "badge " + r.status }, r.status);
       const st = GP.el("td");
       st.appendChild(badge);
