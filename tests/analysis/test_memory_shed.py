@@ -79,10 +79,11 @@ def test_host_functions_of_marked_gaps_equal_those_of_the_copied_gaps() -> None:
                  [rng.random(len(u.gap_start)) < 0.3 for u in units],
                  [np.zeros(len(u.gap_start), dtype=bool) for u in units]]
         for marked in marks:
-            copied = functions_in(trace, [(u.unit.pid, u.gap_start[m], u.gap_end[m]) for u, m in zip(units, marked)])
-            got = functions_in_marked(trace, [(u.unit.pid, u.gap_start, u.gap_end, m) for u, m in zip(units, marked)])
+            pairs = list(zip(units, marked, strict=True))
+            copied = functions_in(trace, [(u.unit.pid, u.gap_start[m], u.gap_end[m]) for u, m in pairs])
+            got = functions_in_marked(trace, [(u.unit.pid, u.gap_start, u.gap_end, m) for u, m in pairs])
             assert got == copied
-        assert functions_in_marked(trace, [(u.unit.pid, u.gap_start, u.gap_end, m)
-                                           for u, m in zip(units, marks[0])])  # samples do fall in the gaps
+            if marked is marks[0]:
+                assert got  # samples do fall in the gaps
     finally:
         trace.close()
