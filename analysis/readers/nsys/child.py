@@ -77,20 +77,25 @@ def scanner_verified(ext: Path) -> dict | None:
 def _record_verified(ext: Path, identity: dict) -> None:
     """Record ``identity`` (taken before a checked load of ``ext`` that succeeded) when the file is unchanged;
     best effort: a cache that cannot be written only costs the next child the check."""
+    from analysis.duck import publish
+
+    stamp = stamp_path()
+    tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}.tmp")
     try:
         if _identity(ext) != identity:
             return
-        stamp = stamp_path()
         stamp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
             os.write(fd, json.dumps(identity).encode())
         finally:
             os.close(fd)
-        os.replace(tmp, stamp)
+        publish(tmp, stamp)  # whole or not at all, as every file a reader writes
     except OSError:
-        pass
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def load_scanner(con, ext: Path, verified: dict | None) -> None:
