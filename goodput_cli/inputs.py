@@ -45,7 +45,8 @@ def _is_sqlite(path: Path) -> bool:
 
 # What the analysis will import anyway. (Not pandas: DuckDB's Python module imports it when a query binds
 # parameters, so analysis.model.trace writes scalar parameters into the SQL as typed literals instead.)
-PRELOAD = ("analysis.run.runner",)
+# ``numpy.ma``: ``np.unique`` imports it on its first call (NumPy 2.4, 0.02 s), in the middle of the analysis.
+PRELOAD = ("analysis.run.runner", "numpy.ma")
 
 
 class Preload(threading.Thread):
@@ -100,7 +101,7 @@ def start_first(files: list[Path], tmp: Path) -> dict[int, Any]:
     if not files or not files[0].is_file() or not _is_sqlite(files[0]):
         return {}
     from analysis.limits import Limits
-    from analysis.readers.nsys.ingest import start_child  # the library's facade imports far more
+    from analysis.readers.nsys.spawn import start_child  # no DuckDB: the library's facade imports far more
 
     return {0: start_child(_out(0, tmp), Limits())}
 
@@ -152,7 +153,7 @@ def start_early(argv: list[str]) -> None:
     tmp = tempfile.TemporaryDirectory(prefix="goodput-")
     try:
         from analysis.limits import Limits
-        from analysis.readers.nsys.ingest import start_child
+        from analysis.readers.nsys.spawn import start_child
 
         _early = Early({0: start_child(_out(0, Path(tmp.name)), Limits())}, tmp)
     except BaseException:

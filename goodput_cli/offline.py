@@ -230,8 +230,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     assert progress is not None
     progress.finish(f"analyzed {len(args.files)} report{'s' if len(args.files) > 1 else ''}")
     if args.format == "json":
-        json.dump(result, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)  # never Infinity: not JSON
-        sys.stdout.write(os.linesep)
+        # One write: ``json.dump`` writes each of its thousands of pieces (a system call each when stdout is
+        # unbuffered, as under PYTHONUNBUFFERED). Never Infinity: not JSON.
+        sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + os.linesep)
     else:
         sys.stdout.write(render.text(result))
     return 0

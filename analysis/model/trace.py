@@ -18,10 +18,18 @@ from analysis.duck import connect, memory_limit
 # threads and memory like the ingest (``analysis.api.Limits``); queries beyond the memory limit spill
 # to ``<file>.tmp`` beside the DuckDB file. The arrays the rules keep in NumPy come on top (see
 # benchmarks/analyze.py for the peak on a 10M-kernel export). The service sets the memory limit from
-# GOODPUT_ANALYSIS_MEMORY_BYTES through ``analysis.api.analyze``.
-DUCKDB_MEMORY_BYTES = 1024**3
+# GOODPUT_ANALYSIS_MEMORY_BYTES through ``analysis.api.analyze``. 512 MiB: at 10M kernels the launches' join and
+# quantiles filled 1 GiB (1.6 GiB resident with the arrays kept) and a scan keeps what it read cached up to the
+# limit; at 512 MiB the whole analysis peaks at 1.3 GiB, every number the same (docs/speed.md).
+DUCKDB_MEMORY_BYTES = 512 * 2**20
 # ``Trace.arrays`` hands DuckDB's freed result buffers back to the OS after a result at least this big.
 RELEASE_BYTES = 64 << 20
+# DuckDB keeps every block of the file it has read cached up to its memory limit: 400 MiB of a 10M-kernel
+# report's 565 MB file, under the NumPy arrays the passes keep beside it (another 700 MiB there). Between
+# two rules (``shed_cache``) the blocks are dropped when the file is at least this big: what the next rule
+# reads it reads again (from the OS's page cache), and the peak is one rule's, not every rule's.
+SHED_FILE_BYTES = 256 << 20
+SHED_KEEP_BYTES = 16 << 20  # of cached blocks, what a shedding may leave
 
 # Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
 # facts about the whole report and stay as they are.
@@ -165,8 +173,13 @@ class Trace:
         # so that the NumPy work that follows does not stack on top of them. Small results (the slices of
         # time the passes fetch one after another) keep theirs: the next slice reuses them instead of
         # faulting fresh pages in (a third of a slice loop's CPU at 10M kernels).
+        # On a big file the cached blocks go too (``shed_cache``): the NumPy work on a big result is what
+        # raises the peak, and the blocks the query read wait beside it for a next query that may not come.
         if sum(v.nbytes for v in out.values()) >= RELEASE_BYTES:
-            self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
+            if self._big_file:
+                self.shed_cache()
+            else:
+                self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
         return out
 
     def scalar(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
@@ -206,6 +219,28 @@ class Trace:
     def session_start_utc_ns(self) -> int | None:
         value = self.meta.get("session_start_utc_ns")
         return None if value in (None, "") else int(value)
+
+    def shed_cache(self) -> None:
+        """Drop DuckDB's cached blocks of the file (``SHED_FILE_BYTES``; a small file keeps them) and the
+        allocator's freed buffers: a lower memory limit makes DuckDB evict what is not in use, then the limit
+        is set back. Nothing read changes: only where the next query finds its blocks."""
+        if self._con is None or not self._big_file:
+            return
+        kept = self._con.execute("SELECT COALESCE(SUM(memory_usage_bytes), 0) FROM duckdb_memory() "
+                                 "WHERE tag <> 'BASE_TABLE'").fetchall()[0][0]
+        try:
+            self._con.execute(f"SET memory_limit = '{memory_limit(int(kept) + SHED_KEEP_BYTES)}'")
+        except duckdb.Error:  # something else holds memory it cannot let go: keep the cache
+            pass
+        finally:
+            self._con.execute(f"SET memory_limit = '{self._memory_limit}'")
+
+    @cached_property
+    def _big_file(self) -> bool:
+        try:
+            return self.path.stat().st_size >= SHED_FILE_BYTES
+        except OSError:
+            return False
 
     def close(self) -> None:
         self.memo.clear()

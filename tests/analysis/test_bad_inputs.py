@@ -152,9 +152,9 @@ def test_validation_over_the_time_limit(tmp_path):
 
 def test_child_over_its_memory_cap_is_too_large(tmp_path, monkeypatch):
     # A budget far below what DuckDB needs: the child dies, the parent reports it cleanly.
-    from analysis.readers.nsys import ingest as nsys_ingest
+    from analysis.readers.nsys import spawn
 
-    monkeypatch.setattr(nsys_ingest, "ADDRESS_SLACK_BYTES", 0)
+    monkeypatch.setattr(spawn, "ADDRESS_SLACK_BYTES", 0)
     err = _expect(_copy(tmp_path), tmp_path, "too_large", Limits(memory_bytes=64 * 2**20))
     assert "memory" in err.message
 

@@ -3,8 +3,9 @@
 Started by ``analysis.readers.nsys.spawn`` as ``python -m analysis.readers.nsys.child``, possibly before the export is
 validated (its start-up then overlaps the parent's work). It reads two JSON lines on stdin. The first
 (the setup: output file, limits) makes it cap its own address space (RLIMIT_AS) before DuckDB is
-imported, open the temporary DuckDB file and load DuckDB's signed sqlite_scanner (by path, signature
-checks on); none of that touches the export. The second (the plan, sent only once the export passed
+imported, open the temporary DuckDB file and load DuckDB's signed sqlite_scanner (by path; its signature
+checked by DuckDB, or by an earlier load of the same file: ``scanner_verified``); none of that touches the
+export. The second (the plan, sent only once the export passed
 validation) makes it attach the export read-only, run the plan's statements and report each step as one
 JSON line on stdout. End of input before the plan: it exits without reading anything.
 
@@ -37,6 +38,90 @@ def extension_path(duckdb_version: str) -> Path:
     return base / "extensions" / f"v{duckdb_version}" / "sqlite_scanner.duckdb_extension"
 
 
+# DuckDB checks the scanner's signature at every LOAD: a SHA-256 of its 34 MB and an RSA verification, 0.1 s of
+# CPU, the largest part of the ingest child's start-up and so of every small `goodput analyze`. The check is
+# done once: after a load with the check on, the file's identity (device, inode, size, modification and
+# change times, which no write, rename or chmod leaves as they were) is recorded in a stamp file of this
+# user; a later child that finds the same identity, before and after its load, loads that binary with the
+# check off. Anything else (no stamp, another file, a stamp not owned by this user or writable by others,
+# an unreadable stamp) loads with the check on, which refuses a binary DuckDB did not sign.
+STAMP_NAME = "sqlite_scanner.verified.json"
+
+
+def stamp_path() -> Path:
+    """Where the scanner's verification is recorded: ``$XDG_CACHE_HOME/goodput`` (default ``~/.cache``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "goodput" / STAMP_NAME
+
+
+def _identity(path: Path) -> dict:
+    st = os.stat(path)
+    return {"path": str(path), "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
+
+
+def scanner_verified(ext: Path) -> dict | None:
+    """The identity of ``ext`` when a checked load recorded that same identity, else None."""
+    try:
+        stamp = stamp_path()
+        fd = os.open(stamp, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != os.getuid() or st.st_mode & 0o022 or st.st_size > 4096:
+                return None
+            recorded = json.loads(os.read(fd, 4096))
+        finally:
+            os.close(fd)
+        now = _identity(ext)
+    except (OSError, ValueError):
+        return None
+    return now if recorded == now else None
+
+
+def _record_verified(ext: Path, identity: dict) -> None:
+    """Record ``identity`` (taken before a checked load of ``ext`` that succeeded) when the file is unchanged;
+    best effort: a cache that cannot be written only costs the next child the check."""
+    from analysis.duck import publish
+
+    stamp = stamp_path()
+    tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}.tmp")
+    try:
+        if _identity(ext) != identity:
+            return
+        stamp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, json.dumps(identity).encode())
+        finally:
+            os.close(fd)
+        publish(tmp, stamp)  # whole or not at all, as every file a reader writes
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def load_scanner(con, ext: Path, verified: dict | None) -> None:
+    """LOAD the scanner ``ext`` on ``con`` (opened with unsigned loads allowed only when ``verified``)."""
+    if verified is None:
+        try:
+            before = _identity(ext)
+        except OSError:
+            before = None
+        con.execute("LOAD " + _quote(str(ext)))  # signature checked by DuckDB
+        if before is not None:
+            _record_verified(ext, before)
+        return
+    con.execute("LOAD " + _quote(str(ext)))
+    try:
+        after = _identity(ext)
+    except OSError:
+        after = None
+    if after != verified:  # replaced while it loaded: this process stops, the next one checks it
+        raise RuntimeError("the sqlite_scanner binary changed while it was loaded")
+
+
 def _say(**msg: object) -> None:
     sys.stdout.write(json.dumps(msg) + "\n")
     sys.stdout.flush()
@@ -52,6 +137,8 @@ def open_output(setup: dict) -> duckdb.DuckDBPyConnection:
 
     from analysis.duck import connect
 
+    ext = extension_path(duckdb.__version__)
+    verified = scanner_verified(ext)
     con = connect(setup["tmp"], threads=int(setup["threads"]), **{
         "memory_limit": f"{int(setup['duckdb_memory_bytes']) // 2**20}MB",
         "preserve_insertion_order": False,
@@ -64,8 +151,10 @@ def open_output(setup: dict) -> duckdb.DuckDBPyConnection:
         # Hand freed memory back to the OS between statements, so peak RSS tracks the live working set.
         "allocator_flush_threshold": "64MB",
         "allocator_bulk_deallocation_flush_threshold": "128MB",
+        # Only for the scanner binary whose signature an earlier load checked (``scanner_verified``).
+        **({"allow_unsigned_extensions": True} if verified is not None else {}),
     })  # analysis.duck turns the progress bar off: stdout carries our JSON protocol, nothing else
-    con.execute("LOAD " + _quote(str(extension_path(duckdb.__version__))))
+    load_scanner(con, ext, verified)
     from analysis.readers.schema import NSYS_TABLES, ddl
 
     # The empty tables now: the export is not needed for them, and this overlaps the parent's validation.

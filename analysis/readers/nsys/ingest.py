@@ -21,18 +21,9 @@ from analysis.limits import Limits, Progress
 from analysis.readers.nsys.guard import ExportInfo, measure_table_bytes, validate
 from analysis.readers.nsys.normalize import statements, varchar_statements
 from analysis.readers.nsys.scrub import ScrubChild
-from analysis.readers.nsys.spawn import IngestChild
+from analysis.readers.nsys.spawn import DUCKDB_SHARE_OF_CAP, IngestChild, start_child
 from analysis.readers.schema import SCHEMA_VERSION
 
-# ``Limits.memory_bytes`` is the child's memory budget. DuckDB's buffer pool gets this share of it; the
-# rest covers allocator slack, strings in flight, code and stacks (10M-kernel benchmark: 1.6 GiB
-# resident with a 1.2 GiB pool). A smaller pool made the (pid, correlationId) hash joins over 23M API
-# calls spill to disk: the synchronization copy took 28 s instead of 15 s.
-DUCKDB_SHARE_OF_CAP = 0.6
-# RLIMIT_AS counts address space reserved but never touched (allocator extents, thread stacks): the same
-# run peaked at 2.7 GiB virtual for 1.4 GiB resident. The cap is budget + this slack, a backstop
-# against a runaway child rather than the budget itself.
-ADDRESS_SLACK_BYTES = 2 * 1024**3
 logger = logging.getLogger(__name__)
 _SRC_TABLE = re.compile(r'src\."(\w+)"')
 
@@ -91,13 +82,6 @@ def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
     if free < need:
         raise TraceError("no_space", f"only {fmt.count(free)} bytes free in the data directory; about {fmt.count(need)} are needed "
                          "for this export. Free disk space and retry the report", {"free": free, "needed": need})
-
-
-def start_child(out: Path, limits: Limits) -> IngestChild:
-    """Start the bulk-copy child for ``out`` now, before validation; pass it to ``ingest_nsys(child=)``."""
-    return IngestChild(Path(out), threads=limits.threads,
-                       address_space_bytes=limits.memory_bytes + ADDRESS_SLACK_BYTES,
-                       duckdb_memory_bytes=int(limits.memory_bytes * DUCKDB_SHARE_OF_CAP))
 
 
 def _weights(info: ExportInfo, steps: list[tuple[str, str]]) -> list[int]:

@@ -278,10 +278,12 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None,
     key = ("owned", p["min_gap_ns"], p["short_ns"], p["min_run"], tuple(r.id for r in claimers))
     if key in trace.memo:
         return trace.memo[key]
+    # The copies first: their join's result is the largest transient here, and it stays under the peak
+    # while the gaps, the claims and the sync calls are not loaded yet (10M kernels: 1,557 -> 1,347 MiB).
+    cc = copy_calls(trace)
     taken_all = claims(trace, claimers).taken
     runs = _runs(trace, int(p["short_ns"]), int(p["min_run"]))
     syncs = _sync_calls(trace, {u.pid for u in unit_ops(trace) if u.pid is not None})
-    cc = copy_calls(trace)
     copies = _Calls.grouped(cc.blocking_pid, cc.blocking_start, cc.blocking_end)
     out = []
     for ug, r, taken in zip(unit_gaps(trace), runs, taken_all, strict=True):

@@ -246,11 +246,39 @@ def functions_in(trace: Trace, gaps: Sequence[tuple[int | None, np.ndarray, np.n
         inside = (at >= 0) & (t < ge[np.maximum(at, 0)])
         for name, n in zip(*np.unique(fn[inside], return_counts=True), strict=True):
             counts[str(name)] = counts.get(str(name), 0) + int(n)
+    return _ranked(counts, top)
+
+
+def functions_in_marked(trace: Trace, gaps: Sequence[tuple[int | None, np.ndarray, np.ndarray, np.ndarray]],
+                        top: int = 5) -> list[SampledFunction] | None:
+    """``functions_in`` for the gaps each ``(pid, starts, ends, marked)`` marks (a boolean per gap) of one device,
+    whose gaps are disjoint and in time order (a device's gaps): the samples are looked up among all of them
+    and kept when their gap is marked, so the marked gaps are never copied out (10M gaps: 160 MB)."""
+    if not trace.has_rows("cpu_samples"):
+        return None
+    samples = _samples(trace)
+    counts: dict[str, int] = {}
+    by_pid: dict[int, np.ndarray] = {}
+    for pid, gs, ge, marked in gaps:
+        if pid is None or pid not in samples or not len(gs):
+            continue
+        t = samples[pid][0]
+        at = np.searchsorted(gs, t, side="right") - 1
+        a = np.maximum(at, 0)
+        inside = (at >= 0) & (t < ge[a]) & marked[a]
+        by_pid[int(pid)] = inside | by_pid[int(pid)] if int(pid) in by_pid else inside
+    for pid, inside in by_pid.items():  # a sample inside gaps of two devices of its process counts once
+        for name, n in zip(*np.unique(samples[pid][1][inside], return_counts=True), strict=True):
+            counts[str(name)] = counts.get(str(name), 0) + int(n)
+    return _ranked(counts, top)
+
+
+def _ranked(counts: dict[str, int], top: int) -> list[SampledFunction] | None:
     total = sum(counts.values())
     if not total:
         return None
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
-    return [{"function": f, "samples": n, "share_pct": round(100.0 * n / total, 3), "kind": kind_of(f)}
+    return [SampledFunction(function=f, samples=n, share_pct=round(100.0 * n / total, 3), kind=kind_of(f))
             for f, n in ranked]
 
 

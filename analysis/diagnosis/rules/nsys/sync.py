@@ -21,7 +21,7 @@ from analysis.diagnosis.rules.nsys.gaps import (
     owned_top,
     sync_names,
 )
-from analysis.diagnosis.rules.nsys.hostcpu import functions_in
+from analysis.diagnosis.rules.nsys.hostcpu import functions_in_marked
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.trace import Trace
 from analysis.results import SyncExtra, extra_json
@@ -120,6 +120,5 @@ def _host(trace: Trace, units: list) -> dict:
     """``host_functions``: where the launching threads' CPU was in the gaps that opened inside a sync (HOST002's
     samples), if sampled."""
     code = OPENED_IN["SYNC001"]
-    found = functions_in(trace, [(u.unit.pid, u.gap_start[u.opened_in == code], u.gap_end[u.opened_in == code])
-                                 for u in units])
+    found = functions_in_marked(trace, [(u.unit.pid, u.gap_start, u.gap_end, u.opened_in == code) for u in units])
     return {"host_functions": found} if found else {}
