@@ -27,6 +27,7 @@ from analysis.diagnosis.system_metrics import SM_METRIC_RE, sampled_during
 from analysis.model.activity import top_order
 from analysis.model.capture import missing as capture_missing
 from analysis.model.trace import Trace
+from analysis.results import IdleGapsExtra, LowUtilizationExtra, extra_json
 
 CAUSES = {
     "os_runtime": "the launching thread sat mostly in OS runtime calls (the idle inside them is HOST001's; this is "
@@ -91,6 +92,7 @@ class IdleGaps(Rule):
     """
 
     id = "GPU001"
+    extra_type = IdleGapsExtra
     name = "gpu.idle-gaps"
     verdict_kind = "host_bound"
     next_step = ("find the host work in the gaps (NVTX ranges, CPU samples) and move it off the GPU's critical "
@@ -192,8 +194,9 @@ class IdleGaps(Rule):
                      + "." + _unrecorded(trace, main, host)),
             impact_ns=total, impact_pct=share, advice=_advice(trace, _advice_key(main, by_cat)), evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
-            extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
-                   "main_cause": main, "by_category": by_cat, **host},
+            extra={**extra_json(IdleGapsExtra(
+                causes={c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()}, main_cause=main,
+                by_category=by_cat)), **host},
         )]
 
 
@@ -252,6 +255,7 @@ class LowUtilization(Rule):
     """
 
     id = "GPU002"
+    extra_type = LowUtilizationExtra
     name = "gpu.low-utilization"
     verdict_kind = "host_bound"
     next_step = "reduce per-step host overhead between kernels (fuse, CUDA graphs, queue ahead)"
@@ -303,11 +307,11 @@ class LowUtilization(Rule):
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=len(regions), report=trace.label, rank=trace.rank,
-            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns, "premise_holds": holds, "premise": premise,
-                   "host_launched_ops": launched, "uvm_migrations": migrations,
-                   # SM activity the GPU metrics sampled in the low regions shown, when they were collected.
-                   **({"measured_sm": sm} if (sm := sampled_during(trace, SM_METRIC_RE,
-                                                                   [(r.start_ns, r.end_ns) for r in top])) else {})},
+            extra=extra_json(LowUtilizationExtra(
+                low_span_ns=low_ns, low_idle_ns=idle_ns, premise_holds=holds, premise=premise,
+                host_launched_ops=launched, uvm_migrations=migrations,
+                # SM activity the GPU metrics sampled in the low regions shown, when they were collected.
+                measured_sm=list(sampled_during(trace, SM_METRIC_RE, [(r.start_ns, r.end_ns) for r in top])) or None)),
         )]
 
 

@@ -17,6 +17,7 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_sp
 from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned
 from analysis.model.capture import missing as capture_missing
 from analysis.model.trace import Run, Trace
+from analysis.results import HostSamplesExtra, extra_json
 
 SKIP = ("no CPU samples in the report: collect them with nsys profile --sample=cpu "
         "(and --python-sampling=true for Python frames)")
@@ -84,6 +85,7 @@ class HostCpuSamples(Rule):
     """
 
     id = "HOST002"
+    extra_type = HostSamplesExtra
     name = "host.cpu-during-gpu-idle"
     verdict_kind = None  # evidence only: the CPU samples the idle's findings name
     next_step = ""
@@ -139,9 +141,9 @@ class HostCpuSamples(Rule):
             impact_ns=total, impact_pct=share, severity="info",
             advice=_without_osrt_ask(trace, next((a for k, _, a in KINDS if k == kind), GENERIC)), evidence=evidence,
             evidence_total=len(gaps), report=trace.label, rank=trace.rank,
-            extra={"owns_idle": False, "samples_in_idle": n_in, "by_owner": by_owner, "main_kind": kind,
-                   "functions": [{"function": n, "samples": int(v[0]), "idle_ns": round(v[1])}
-                                 for n, v in funcs[:20]]},
+            extra=extra_json(HostSamplesExtra(
+                owns_idle=False, samples_in_idle=n_in, by_owner=by_owner, main_kind=kind,
+                functions=[{"function": n, "samples": int(v[0]), "idle_ns": round(v[1])} for n, v in funcs[:20]])),
         )]
 
 

@@ -18,6 +18,7 @@ from analysis.diagnosis.rules.nsys.gaps import (
     owned,
 )
 from analysis.model.trace import Trace
+from analysis.results import LaunchBoundExtra, extra_json
 
 
 def _first_names(trace: Trace, runs: list[KernelRun]) -> list[str | None]:
@@ -58,6 +59,7 @@ class LaunchBound(Rule):
     """
 
     id = "KRN001"
+    extra_type = LaunchBoundExtra
     name = "kernel.launch-bound"
     verdict_kind = "launch_bound"
     next_step = "capture the kernel sequence in a CUDA graph or fuse the small kernels"
@@ -109,10 +111,11 @@ class LaunchBound(Rule):
                      + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,
             advice=advice, evidence=evidence, evidence_total=len(rows), report=trace.label, rank=trace.rank,
-            extra={"runs": len(rows), "short_kernels": kernels, "short_kernel_ns": busy,
-                   "per_launch_overhead_ns": overhead, "graph_saving_ns": saving,
-                   **short_gap_idle(units, int(ctx.all_params.get("GPU001", {}).get("min_gap_us", OWNERSHIP_PARAMS[
-                       ("GPU001", "min_gap_us")]) * 1000))},
+            extra=extra_json(LaunchBoundExtra(
+                runs=len(rows), short_kernels=kernels, short_kernel_ns=busy, per_launch_overhead_ns=overhead,
+                graph_saving_ns=saving,
+                **short_gap_idle(units, int(ctx.all_params.get("GPU001", {}).get("min_gap_us", OWNERSHIP_PARAMS[
+                    ("GPU001", "min_gap_us")]) * 1000)))),
         )]
 
 
