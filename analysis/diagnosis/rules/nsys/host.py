@@ -9,7 +9,7 @@ from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import CAUSE_CODES, launchers, owned_gap_causes
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned, ownership_params
+from analysis.diagnosis.rules.nsys.gaps import gap_rule, owned, owner_code, ownership_params
 from analysis.diagnosis.rules.nsys.hostcpu import functions_in
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.activity import top_order
@@ -130,8 +130,8 @@ class HostBlocked(Rule):
         file_share = pct(by_class.get("file_io", 0), named)
         # Where: the longest gaps OS calls mostly cover (GPU001's gaps whose cause is an OS call).
         gaps, cands = [], []
-        for pg in owned_gap_causes(trace, owned(trace, ctx.all_params, ctx.claimers), OWNER_CODES["GPU001"],
-                                   ctx.claimers, int(ownership_params(ctx.all_params)["min_gap_ns"])):
+        for pg in owned_gap_causes(trace, owned(trace, ctx.all_params, ctx.claimers), owner_code(gap_rule(ctx.claimers, "long_gap")),
+                                   ctx.claimers, int(ownership_params(ctx.all_params, ctx.claimers)["min_gap_ns"])):
             m = pg.cause == OS_CAUSE
             if pg.pid is None or not m.any():
                 continue
