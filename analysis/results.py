@@ -4,11 +4,11 @@
 service stores): the same keys in the same order as before these types existed, so the JSON text is
 byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
 analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
-launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``. The nsys
-rules that declare an ``extra_type`` (a rule trait) build their rule-specific numbers as its typed ``*Extra``
-dataclass (``extra_json`` makes them a finding's ``extra``; the schema closes them: no other key), the ncu rules
-``NcuExtra``; the other rules' numbers and the report-summary keys still changing shape stay JSON in ``extra`` /
-``details``.
+launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``. Every
+rule declares an ``extra_type`` (a rule trait) and builds its rule-specific numbers as that typed ``*Extra`` dataclass
+(``extra_json`` makes them a finding's ``extra``; the schema closes them: no other key than the type's and the
+engine's, ``EngineExtra``); the ncu rules share ``NcuExtra``, the NET rules ``NetExtra``. Nested parts of an extra
+(rows, per-name maps) and the report-summary keys still changing shape stay JSON (``details``).
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ class FindingResult:
     """One ranked finding as it leaves the analysis (``impact_pct`` rounded to 3 places, as in the JSON).
 
     ``extra``: the rule-specific numbers (e.g. ``causes``, ``speedup_pct``, ``host_paced``), after the
-    fixed keys in the JSON; typed in the schema for the engine's keys (``EngineExtra``) and for the rules
-    that declare an ``extra_type``, open for the others."""
+    fixed keys in the JSON; typed in the schema by the engine's keys (``EngineExtra``) and the finding's rule's
+    ``extra_type`` (every rule declares one)."""
 
     rule_id: str
     severity: str
@@ -147,7 +147,14 @@ class FindingResult:
 class EngineExtra:
     """Keys the engine adds to any rule's finding, each only where it applies (the schema types them on every
     finding): its cost per step on a loop window, its loops, the host-paced mark, the roll-up across ranks,
-    whether it owns its idle, where the host CPU was."""
+    whether it owns its idle, where the host CPU was.
+
+    Never constructed, by design: it describes keys, not a value. No finding holds them all; each is added on its
+    own, by a different step, to a finding already made (the runner's per-step cost and host-paced mark, the loops
+    of ``analysis.loops.loop_report``, the roll-up of ``analysis.run.rollup``; ``host_functions`` by the rules that
+    sampled the CPU, beside their own type; ``owns_idle`` by HOST002's type), so there is no point where one
+    instance could be built. It types those keys for the schema (``analysis.contract``) on every finding, and
+    ``tests/analysis/test_typed_extras.py`` checks that its fields are exactly the keys those steps write."""
 
     impact_per_step_ns: int = field(metadata=_json(optional=True))
     steps_in_window: int = field(metadata=_json(optional=True))

@@ -187,3 +187,33 @@ def test_the_registry_lists_each_rule_s_declared_type() -> None:
     assert extras["SYNC001"] is SyncExtra and extras["KRN005"] is DominantKernelExtra
     assert {extras[f"NET00{i}"] for i in range(1, 8)} == {NetExtra}
     assert all(dataclasses.is_dataclass(cls) for cls in extras.values())
+
+
+def _keys_written(module: str, name: str) -> set[str]:
+    """String keys a module writes into ``name`` (``name["key"] = ...``), gives it in a dict literal
+    (``name = {...}``), or passes in a dict literal as ``name=`` (``dataclasses.replace(f, extra={...})``)."""
+    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
+    dicts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
+             and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    dicts += [k.value for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords
+              if k.arg == name and isinstance(k.value, ast.Dict)]
+    keys = {k.value for d in dicts for k in d.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    keys |= {t.slice.value for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
+             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+             and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str)}
+    return keys
+
+
+def test_engine_extra_is_the_keys_the_engine_writes() -> None:
+    """``EngineExtra`` is never constructed (its docstring says why); its fields are exactly the keys the steps after
+    the rules write into findings, with the two a rule writes beside or in its own type: a key added there without
+    the type, or a field no step writes any more, fails here."""
+    fixed = {f.name for f in dataclasses.fields(results.FindingResult)}
+    engine = ((_keys_written("analysis.run.runner", "extra") | _keys_written("analysis.run.rollup", "entry")
+               | _keys_written("analysis.loops.loop_report", "f")) - fixed)
+    assert {"host_paced", "impact_per_step_ns", "steps_in_window", "loops", "per_rank", "ranks_with_finding"} <= engine
+    by_rules = {"host_functions", "owns_idle"}
+    assert all(any('"host_functions"' in src for src in _sources(default_registry().get(r)))
+               for r in ("SYNC001", "GPU001", "HOST001"))
+    assert "owns_idle" in {f.name for f in dataclasses.fields(finding_extras()["HOST002"])}
+    assert {f.name for f in dataclasses.fields(EngineExtra)} == engine | by_rules
