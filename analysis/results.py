@@ -472,7 +472,7 @@ class CollectiveExtra:
     multi-rank run), their total, and this rank's network sends when NCCL's network ranges record them."""
 
     sizes: str | None = field(default=None, metadata=_json(optional=True))
-    groups: list[dict[str, Any]] = field(default_factory=list)
+    groups: list[Mapping[str, Any]] = field(default_factory=list)
     ranks_n: int | None = field(default=None, metadata=_json(optional=True))
     ranks_source: str | None = field(default=None, metadata=_json(optional=True))
     inter_node: bool | None = field(default=None, metadata=_json(optional=True))
@@ -510,7 +510,7 @@ class CopyBoundExtra:
     memory_only_ns: int
     main_direction: str
     directions: Mapping[str, Mapping[str, Any]]
-    devices: list[dict[str, Any]]
+    devices: list[Mapping[str, Any]]
     measured_link: list[Mapping[str, Any]] | None = field(default=None, metadata=_json(optional=True))
 
 

@@ -6,7 +6,7 @@ owns the gap around them, and names the calls or ranges behind them with their s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
@@ -35,17 +35,20 @@ def _cadence(c: Claim) -> str:
     return f"in {c.iterations_with} of {c.iterations} iterations"
 
 
-def claimed(c: Claim) -> dict[str, Any]:
-    """The fields every claiming rule's extra starts with (``ClaimedIdle``): the claimed idle, by category, the calls
-    holding most of it, and the loop iterations with it."""
-    return {"idle_ns": c.ns, "by_category": c.by_category,
-            "names": [{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
-            "iterations_with": c.iterations_with, "iterations": c.iterations}
+E = TypeVar("E", bound=ClaimedIdle)
+
+
+def claimed(extra: type[E], c: Claim, **own: Any) -> E:
+    """A claiming rule's typed extra: the fields every one starts with (``ClaimedIdle``: the claimed idle, by
+    category, the calls holding most of it, and the loop iterations with it), then the rule's ``own``."""
+    return extra(idle_ns=c.ns, by_category=c.by_category,
+                 names=[{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
+                 iterations_with=c.iterations_with, iterations=c.iterations, **own)
 
 
 class _Claimed(Rule):
     """Shared: one finding from the rule's claim when it reaches ``min_idle_us``; a rule writes its text
-    (``text``: title, message and its typed extra, built on ``claimed(c)``; the advice is the rule's ``advice``) from the
+    (``text``: title, message and its typed extra, built by ``claimed``; the advice is the rule's ``advice``) from the
     claim, the idle and the cadence."""
 
     def claim(self, trace: Trace, ctx: RuleContext) -> Claim | None:
@@ -111,7 +114,7 @@ class AllocationChurn(_Claimed):
             f"{fmt_ms(c.ns)} of GPU idle inside {_names(c)} in the loop" + (f", {cadence}" if cadence else ""),
             f"{fmt_ms(idle)} idle in the loop: {fmt_ms(c.ns)} inside {_names(c, 4)}" + (f", {cadence}" if cadence else "")
             + ". " + "; ".join(f"{n} {fmt_ms(ns)} ({k} calls)" for n, ns, k in c.names[:5]) + ".",
-            AllocationExtra(**claimed(c), window_idle_ns=idle))
+            claimed(AllocationExtra, c, window_idle_ns=idle))
 
 
 class HostCommunication(_Claimed):
@@ -151,7 +154,7 @@ class HostCommunication(_Claimed):
             f"Of {fmt_ms(idle)} GPU idle, {fmt_ms(c.ns)} ({fmt.pct(pct(c.ns, idle) or 0)}) passed inside host "
             f"communication: " + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5])
             + (f"; {cadence}" if cadence else "") + ".",
-            HostCommExtra(**claimed(c), window_idle_ns=idle))
+            claimed(HostCommExtra, c, window_idle_ns=idle))
 
 
 class JitCompilation(_Claimed):
@@ -193,4 +196,4 @@ class JitCompilation(_Claimed):
             f"GPU idle {fmt_ms(c.ns)} while the host compiles or loads code ({_names(c, 2)})",
             f"{fmt_ms(c.ns)} of GPU idle inside compilation or module loading, {when}: "
             + "; ".join(f"{n} {fmt_ms(ns)} (x{k})" for n, ns, k in c.names[:5]) + ".",
-            JitExtra(**claimed(c), every_step=every))
+            claimed(JitExtra, c, every_step=every))

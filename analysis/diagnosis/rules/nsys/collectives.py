@@ -295,7 +295,7 @@ class CollectiveBandwidth(Rule):
         worst = min(bad, key=lambda g: g["bus_gbps"] / g["peak_gbps"])
         share = pct(impact, report_span_ns(trace))
         label = " ".join(x for x in (worst["op"], worst["algorithm"], worst["protocol"]) if x)
-        public: list[dict[str, Any]] = [{k: v for k, v in g.items() if k not in ("key", "bus_bytes")}
+        public = [{k: v for k, v in g.items() if k not in ("key", "bus_bytes")}
                   | bounded_ranks(across.get(g["key"], []), trace.label, "bus_gbps") for g in groups]
         return Finding(
             rule_id=self.id,
@@ -309,7 +309,7 @@ class CollectiveBandwidth(Rule):
             impact_ns=impact, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=sum(g["count"] for g in bad), report=trace.label, rank=trace.rank,
-            extra=extra_json(CollectiveExtra(groups=public, ranks_n=info["n"], ranks_source=info["n_source"],
+            extra=extra_json(CollectiveExtra(groups=list(public), ranks_n=info["n"], ranks_source=info["n_source"],
                                              inter_node=info["inter_node"], kernels_without_size=info["unsized"])),
         )
 
@@ -365,7 +365,7 @@ class CollectiveBandwidth(Rule):
             advice="To measure bus bandwidth against the link peak, " + HOW_TO_COLLECT + ".",
             evidence=evidence, evidence_total=count, report=trace.label, rank=trace.rank,
             extra=extra_json(CollectiveExtra(
-                sizes="by kernel", groups=groups, nccl_time_ns=total,
+                sizes="by kernel", groups=list(groups), nccl_time_ns=total,
                 network={k: v for k, v in net.items() if k != "text"} if net else None)),
         )
 

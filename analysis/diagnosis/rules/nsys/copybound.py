@@ -240,7 +240,7 @@ class CopyBound(Rule):
         # Measured link throughput while the main direction's copies ran, when GPU metrics were sampled.
         measured = link_during_copies(trace, MEASURED_KINDS.get(main, []))
         extra = CopyBoundExtra(memory_only_ns=int(memory_only), main_direction=main,
-                               directions={k: v.to_dict() for k, v in used.items()}, devices=devices,
+                               directions={k: v.to_dict() for k, v in used.items()}, devices=list(devices),
                                measured_link=list(measured) or None)
         note = (f" {fmt_ms(owned_elsewhere)} of it ran while a pageable copy or a unified-memory migration did "
                 "(counted under MEM001/MEM004)." if owned_elsewhere else "")
