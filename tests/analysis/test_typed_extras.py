@@ -102,8 +102,20 @@ def test_every_rule_constructs_its_typed_extra() -> None:
     gain sharing rebuilds it with its keys: ``ncu_gains.share_gains``; the NET rules ``NetExtra`` in
     ``NetRule.finding``; COMM005 in ``run_nodes.late_node``)."""
     dicts = sorted(r.id for r in all_rules()
-                   if r.extra_type is None or not any(f"{r.extra_type.__name__}(" in src for src in _sources(r)))
+                   if r.extra_type is None or not any(r.extra_type.__name__ in built(src) for src in _sources(r)))
     assert dicts == []
+
+
+def built(source: str) -> set[str]:
+    """The names code calls (``SyncExtra(...)``) or hands a builder as its first argument (``claimed(JitExtra, c)``)."""
+    calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)]
+    return ({n.func.id for n in calls if isinstance(n.func, ast.Name)}
+            | {n.args[0].id for n in calls if n.args and isinstance(n.args[0], ast.Name)})
+
+
+def test_a_type_declared_but_not_built_is_seen() -> None:
+    assert {"SyncExtra", "JitExtra"} <= built("x = extra_json(SyncExtra(a=1))\ny = claimed(JitExtra, c)\n")
+    assert "SyncExtra" not in built("extra_type = SyncExtra\nextra = {'sync_calls': 1}\n")
 
 
 def test_a_rule_s_extra_on_a_real_export_is_its_type() -> None:
