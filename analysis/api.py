@@ -221,16 +221,16 @@ def window_check(spec: str | None, reports: list[tuple[Path, str]]) -> None:
 def result_schema() -> dict[str, Any]:
     """The JSON Schema of an analysis result (``analysis.contract``), each rule's findings typed by its
     ``extra_type``."""
-    from analysis.diagnosis.rules.registry import default_registry
+    from analysis.diagnosis.rules.registry import finding_extras
 
-    return json_schema(default_registry().finding_extras())
+    return json_schema(finding_extras())
 
 
 def result_schema_text() -> str:
     """``result_schema()`` as committed in ``analysis/result.schema.json``."""
-    from analysis.diagnosis.rules.registry import default_registry
+    from analysis.diagnosis.rules.registry import finding_extras
 
-    return schema_text(default_registry().finding_extras())
+    return schema_text(finding_extras())
 
 
 def threshold_keys() -> list[str]:

@@ -4,11 +4,11 @@
 service stores): the same keys in the same order as before these types existed, so the JSON text is
 byte-identical. ``from_json`` reads that form back (``from_json(x).to_json() == x`` for every result the
 analysis writes). The stable parts of a report summary (top and dominant kernel, system metrics, NVTX,
-launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``. The nsys
-rules that declare an ``extra_type`` (a rule trait) build their rule-specific numbers as its typed ``*Extra``
-dataclass (``extra_json`` makes them a finding's ``extra``; the schema closes them: no other key), the ncu rules
-``NcuExtra``; the other rules' numbers and the report-summary keys still changing shape stay JSON in ``extra`` /
-``details``.
+launches, phases, loop and iterations, idle anatomy, ncu kernels) are typed in ``analysis.result_parts``. Every
+rule declares an ``extra_type`` (a rule trait) and builds its rule-specific numbers as that typed ``*Extra`` dataclass
+(``extra_json`` makes them a finding's ``extra``; the schema closes them: no other key than the type's and the
+engine's, ``EngineExtra``); the ncu rules share ``NcuExtra``, the NET rules ``NetExtra``. Nested parts of an extra
+(rows, per-name maps) and the report-summary keys still changing shape stay JSON (``details``).
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ class FindingResult:
     """One ranked finding as it leaves the analysis (``impact_pct`` rounded to 3 places, as in the JSON).
 
     ``extra``: the rule-specific numbers (e.g. ``causes``, ``speedup_pct``, ``host_paced``), after the
-    fixed keys in the JSON; typed in the schema for the engine's keys (``EngineExtra``) and for the rules
-    that declare an ``extra_type``, open for the others."""
+    fixed keys in the JSON; typed in the schema by the engine's keys (``EngineExtra``) and the finding's rule's
+    ``extra_type`` (every rule declares one)."""
 
     rule_id: str
     severity: str
@@ -147,7 +147,14 @@ class FindingResult:
 class EngineExtra:
     """Keys the engine adds to any rule's finding, each only where it applies (the schema types them on every
     finding): its cost per step on a loop window, its loops, the host-paced mark, the roll-up across ranks,
-    whether it owns its idle, where the host CPU was."""
+    whether it owns its idle, where the host CPU was.
+
+    Never constructed, by design: it describes keys, not a value. No finding holds them all; each is added on its
+    own, by a different step, to a finding already made (the runner's per-step cost and host-paced mark, the loops
+    of ``analysis.loops.loop_report``, the roll-up of ``analysis.run.rollup``; ``host_functions`` by the rules that
+    sampled the CPU, beside their own type; ``owns_idle`` by HOST002's type), so there is no point where one
+    instance could be built. It types those keys for the schema (``analysis.contract``) on every finding, and
+    ``tests/analysis/test_typed_extras.py`` checks that its fields are exactly the keys those steps write."""
 
     impact_per_step_ns: int = field(metadata=_json(optional=True))
     steps_in_window: int = field(metadata=_json(optional=True))
@@ -282,6 +289,238 @@ class DominantKernelExtra:
     is_family: bool = False
     instance: str | None = None
     instance_share_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IdleGapsExtra:
+    """GPU001: the idle it keeps by cause (``count``, ``total_ns``), the main cause, and by what the host was doing
+    (idle-anatomy category). The engine's ``host_functions`` may follow."""
+
+    causes: Mapping[str, Mapping[str, int]]
+    main_cause: str
+    by_category: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class LowUtilizationExtra:
+    """GPU002: the low-utilization regions' span and idle, the rule's premise (the host launched little into them), the
+    operations the host launched there and the unified-memory migrations; the SM activity sampled in the regions
+    shown, when GPU metrics were collected."""
+
+    low_span_ns: int
+    low_idle_ns: int
+    premise_holds: bool
+    premise: str
+    host_launched_ops: int
+    uvm_migrations: int
+    measured_sm: list[Mapping[str, Any]] | None = field(default=None, metadata=_json(optional=True))
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchBoundExtra:
+    """KRN001: the runs of short kernels, their kernels and kernel time, the per-launch overhead and what CUDA graphs
+    would save (None: no launch call to measure); the idle in the window's gaps shorter than GPU001's long gap (the per-launch round trip)."""
+
+    runs: int
+    short_kernels: int
+    short_kernel_ns: int
+    per_launch_overhead_ns: int | None
+    graph_saving_ns: int | None
+    short_gap_idle_ns: int
+    short_gaps: int
+
+
+@dataclass(frozen=True, slots=True)
+class TensorCoreExtra:
+    """KRN002: the kernels without tensor cores and their share of compute time; what ncu measured of them (per kernel
+    name, when an ncu report of the run profiles them); their time by name (``count``, ``total_ns``, top 20)."""
+
+    kernels: int
+    compute_share_pct: float
+    ncu: Mapping[str, Mapping[str, Any]] | None = field(default=None, metadata=_json(optional=True))
+    by_name: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DurationOutlierExtra:
+    """KRN003: the kernel shapes (name, process, device, grid, block) and their duration spread (top 20) of
+    ``shapes_total``, the largest kernel (None: no compute kernel), the time of the trending shapes and their rank
+    correlation with time, and the rule's premise."""
+
+    shapes: list[Mapping[str, Any]]
+    shapes_total: int
+    dominant_kernel: Mapping[str, Any] | None
+    trend_ns: int
+    trends: list[Mapping[str, Any]]
+    premise_holds: bool
+    premise: str
+
+
+@dataclass(frozen=True, slots=True)
+class OsBlockedExtra:
+    """HOST001: the idle inside OS runtime calls it owns, by idle-anatomy category, the calls holding most of it
+    (``name``, ``ns``, ``calls``), by call and by class of call, the calls' own time, the share of file I/O (None:
+    none), the main class, the idle gaps and the loop iterations with such idle. The engine's ``host_functions`` may
+    follow."""
+
+    idle_ns: int
+    by_category: Mapping[str, int]
+    names: list[Mapping[str, Any]]
+    by_call: Mapping[str, int]
+    by_class: Mapping[str, int]
+    os_call_ns: int
+    file_io_pct: float | None
+    main_class: str
+    idle_gaps: int
+    iterations_with: int
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostSamplesExtra:
+    """HOST002 (evidence only, ``owns_idle`` False): the launching threads' CPU samples in idle gaps, the idle per
+    owning gap rule, the main kind of work (None: no kind stands out) and the sampled functions (top 20)."""
+
+    owns_idle: bool
+    samples_in_idle: int
+    by_owner: Mapping[str, int]
+    main_kind: str | None
+    functions: list[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedIdle:
+    """The idle a rule claims by what the host was doing (``analysis.diagnosis.rules.nsys.claimed``): its time, by
+    idle-anatomy category, the calls holding most of it (``name``, ``ns``, ``calls``), and the loop iterations with
+    it. Each claiming rule's type adds its own fields."""
+
+    idle_ns: int
+    by_category: Mapping[str, int]
+    names: list[Mapping[str, Any]]
+    iterations_with: int
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostCommExtra(ClaimedIdle):
+    """HOST003: the claimed idle inside host communication and the window's idle. In a multi-rank run the run-level
+    step (``analysis.run.waiting.mpi_apart``) adds the time waiting for an MPI peer, whom it waited for, the idle that
+    waiting took off the impact and the impact before it."""
+
+    window_idle_ns: int = 0
+    mpi_waiting_ns: int | None = field(default=None, metadata=_json(optional=True))
+    mpi_waited_for: Mapping[str, int] | None = field(default=None, metadata=_json(optional=True))
+    mpi_waiting_idle_ns: int | None = field(default=None, metadata=_json(optional=True))
+    impact_with_waiting_ns: int | None = field(default=None, metadata=_json(optional=True))
+
+
+@dataclass(frozen=True, slots=True)
+class JitExtra(ClaimedIdle):
+    """HOST004: the claimed idle inside compilation and module loading, and whether it recurs every loop step."""
+
+    every_step: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationExtra(ClaimedIdle):
+    """MEM006: the claimed idle inside allocation calls in the loop, and the loop window's idle."""
+
+    window_idle_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StartupExtra:
+    """PHASE001: the start-up's length and GPU busy time, the host calls filling it (``name``, ``ns``), and its idle
+    by category with the first call (when the idle anatomy covers it)."""
+
+    startup_ns: int
+    gpu_busy_ns: int
+    fillers: list[Mapping[str, Any]]
+    idle_anatomy: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
+
+
+@dataclass(frozen=True, slots=True)
+class CommOverlapExtra:
+    """COMM001: the NCCL time, the part no compute overlapped, the overlapped share and whether any compute ran. In a
+    multi-rank run the run-level step (``analysis.run.waiting.waiting_apart``) adds the waiting for the last rank
+    taken off the impact and the exposed time before it (no compute), or the waiting the NCCL time may hold."""
+
+    comm_ns: int
+    comm_exposed_ns: int
+    overlap_pct: float
+    has_compute: bool
+    waiting_ns: int | None = field(default=None, metadata=_json(optional=True))
+    exposed_with_waiting_ns: int | None = field(default=None, metadata=_json(optional=True))
+    waiting_up_to_ns: int | None = field(default=None, metadata=_json(optional=True))
+
+
+@dataclass(frozen=True, slots=True)
+class StragglerExtra:
+    """COMM002: per participant, how often it arrived last, its skew then and its wait; the matched collectives and the
+    wait the straggler imposed on the others (summed over ranks)."""
+
+    participants: Mapping[str, Mapping[str, int]]
+    matched_collectives: int
+    wait_imposed_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveExtra:
+    """COMM003. With message sizes: the slow size classes (``groups``), the communicator's size and where it was read,
+    whether the traffic crosses nodes, the NCCL kernels without a size. Without (``sizes`` is ``by kernel``): the
+    NCCL kernel time per collective, algorithm and protocol (``groups``, completed with every rank's share in a
+    multi-rank run), their total, and this rank's network sends when NCCL's network ranges record them."""
+
+    sizes: str | None = field(default=None, metadata=_json(optional=True))
+    groups: list[Mapping[str, Any]] = field(default_factory=list)
+    ranks_n: int | None = field(default=None, metadata=_json(optional=True))
+    ranks_source: str | None = field(default=None, metadata=_json(optional=True))
+    inter_node: bool | None = field(default=None, metadata=_json(optional=True))
+    kernels_without_size: int | None = field(default=None, metadata=_json(optional=True))
+    nccl_time_ns: int | None = field(default=None, metadata=_json(optional=True))
+    network: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
+
+
+@dataclass(frozen=True, slots=True)
+class SerializedCommExtra:
+    """COMM004: per (process, device), the NCCL time with no compute beside it, the NCCL time, kernels and streams."""
+
+    devices: list[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class LateNodeExtra:
+    """COMM005: the late host, the collectives it was late in of those matched, its lateness (``min``, ``max``,
+    ``median_gap``), each of its ranks' cost, and the clocks compared (source, uncertainty, whether the skew is below
+    it)."""
+
+    host: str
+    late_in: int
+    matched_collectives: int
+    lateness_ns: Mapping[str, int]
+    per_rank: list[Mapping[str, Any]]
+    clock: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CopyBoundExtra:
+    """MEM005: the time only copies ran, the main copy direction, each direction's copies and time, per device; the
+    link throughput sampled while the main direction's copies ran, when GPU metrics were collected."""
+
+    memory_only_ns: int
+    main_direction: str
+    directions: Mapping[str, Mapping[str, Any]]
+    devices: list[Mapping[str, Any]]
+    measured_link: list[Mapping[str, Any]] | None = field(default=None, metadata=_json(optional=True))
+
+
+@dataclass(frozen=True, slots=True)
+class NetExtra:
+    """Every NET rule (``analysis.diagnosis.rules.nccl.common.NetRule.finding``): what the rule read in the NCCL log,
+    under ``nccl`` (its keys are the rule's own: pairs, NICs, settings, failure lines ...); absent when the rule
+    records nothing beyond its evidence."""
+
+    nccl: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,7 +186,8 @@ def step_analyze_steady_noanatomy(src: Path, out: Path) -> dict:
     import analysis.diagnosis.rules.nsys.phase as phase
     from analysis.diagnosis.rules.base import Registry
 
-    Registry.idle_claimers = lambda self: ()  # type: ignore[method-assign]  # the engine passes no claimers down
+    # The engine passes down no rule that claims idle by category, only the gap table's owners (they claim nothing).
+    Registry.idle_claimers = lambda self: tuple(r for r in self if r.gap_role is not None)  # type: ignore[method-assign]
     phase.startup_fill = lambda *a, **k: None
     anatomy.idle_anatomy = lambda *a, **k: []
     return step_analyze_steady(src, out)

@@ -28,7 +28,7 @@ from analysis import fmt
 from analysis.diagnosis.rules.base import Rule
 from analysis.diagnosis.rules.nsys.causes import coverage, launchers
 from analysis.diagnosis.rules.nsys.common import SYNC_API_RE, api_name_in
-from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned
+from analysis.diagnosis.rules.nsys.gaps import owned, owner_code, owner_rules
 from analysis.loops.phases import Loop
 from analysis.loops.steps import records
 from analysis.model.intervals import MEMORY
@@ -48,7 +48,7 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
             unit: tuple[int | None, int | None] | None) -> dict[str, Any] | None:
     """Per-iteration records and the step anatomy of the iterations that lie inside the (windowed)
     trace. ``cols``: every iteration's exact record (``analysis.loops.steps``), measured on ``unit``; ``claimers``:
-    the rules that own idle by category (``Registry.idle_claimers``), as the gap owners take them."""
+    the rules that own idle, by category or in the gap table (``Registry.idle_claimers``), as the gap owners take them."""
     units = [u for u in owned(trace, all_params, claimers) if len(u.unit)]
     u = next((x for x in units if (x.unit.pid, x.unit.device) == unit), None)
     if u is None or not len(loop):
@@ -69,8 +69,8 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
 
     gs, ge = u.gap_start, u.gap_end
     # Which rule owns an iteration's idle: the owned gaps (GPU001's pairing) that start in it.
-    by_owner = {rid: per_iter(gs[u.owner == code], (ge - gs)[u.owner == code])
-                for rid, code in OWNER_CODES.items()}
+    by_owner = {r.id: per_iter(gs[u.owner == code], (ge - gs)[u.owner == code])
+                for r in owner_rules(claimers) for code in [owner_code(r)]}
     copies = u.unit.cat == MEMORY
     copy_ns = per_iter(u.unit.start[copies], (u.unit.end - u.unit.start)[copies])
     med = float(np.median(length))

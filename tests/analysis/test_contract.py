@@ -13,7 +13,7 @@ import pytest
 
 from analysis import contract
 from analysis.api import analyze, result_schema, result_schema_text
-from analysis.diagnosis.rules.registry import default_registry
+from analysis.diagnosis.rules.registry import finding_extras
 from tests.analysis.planting import ingested
 from tests.conftest import NCU_FILES, ROOT, corpus_file
 
@@ -144,9 +144,21 @@ def test_mutated_ncu_finding_extras_fail():
     assert not valid(doc)
 
 
-def test_a_rule_without_a_type_stays_open(typed_extras_result):
-    """Only typed extras are closed: a finding of a rule that declares no ``extra_type`` may carry any key."""
+def test_every_rule_s_findings_are_closed(typed_extras_result):
+    """Every rule declares a type (``tests/analysis/test_typed_extras.py``), so every finding of a listed rule is
+    closed: a GPU001 finding (open before it had ``IdleGapsExtra``) with one key more fails, and a NET finding's
+    ``nccl`` must be an object."""
+    schema = result_schema()
+    cases = {c["if"]["properties"]["rule_id"]["const"] for c in schema["$defs"]["FindingResult"]["allOf"]}
+    assert cases == set(finding_extras()) and {"GPU001", "COMM002", "NET001"} <= cases
     doc = copy.deepcopy(typed_extras_result)
-    untyped = next(f for f in doc["findings"] if f["rule_id"] not in default_registry().finding_extras())
-    untyped["anything"] = 1
+    _rule(doc, "GPU001")["anything"] = 1
+    assert not valid(doc)
+    net = {**_rule(doc, "GPU001"), "rule_id": "NET001", "nccl": {"pairs": 2}}
+    for key in [k for k in net if k not in schema["$defs"]["FindingResult"]["properties"]]:
+        net.pop(key)
+    doc = copy.deepcopy(typed_extras_result)
+    doc["findings"].append(net)
     assert valid(doc)
+    net["nccl"] = "2 pairs"
+    assert not valid(doc)

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.diagnosis.idle_anatomy import speakers
 from analysis.diagnosis.rules.nsys.causes import _painted_cover, coverage, owned_gap_causes
-from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned
+from analysis.diagnosis.rules.nsys.gaps import owned, owner_code
 from analysis.diagnosis.rules.nsys.idle_claims import LONG_GAP_NS, claims
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.model.activity import unit_gaps
@@ -18,7 +18,7 @@ from tests.analysis.planting import ingested
 from tests.analysis.test_rules_corpus import IDS
 from tests.conftest import NSYS_FILES
 
-GPU001 = OWNER_CODES["GPU001"]
+GPU001 = owner_code(default_registry().get("GPU001"))
 CLAIMERS = default_registry().idle_claimers()
 
 

@@ -23,7 +23,7 @@ EXPECTED_OWNERS = {"SYNC001": ("sync",), "MEM002": ("sync_copy", "memset"), "MEM
 
 
 def test_each_category_has_at_most_one_owner() -> None:
-    owners = {r.id: r.owns_idle for r in default_registry().idle_claimers()}
+    owners = {r.id: r.owns_idle for r in default_registry().idle_claimers() if r.owns_idle}
     assert owners == EXPECTED_OWNERS
     cats = [c for cs in owners.values() for c in cs]
     assert len(cats) == len(set(cats))
@@ -60,10 +60,11 @@ def test_owners_split_each_devices_idle_exactly(src) -> None:
 
 def test_gpu001_default_gap_is_the_claims_long_gap() -> None:
     """GPU001's gaps by default are the claims' long gaps, so its by-category split reuses the one painting."""
-    from analysis.diagnosis.rules.nsys.gaps import OWNERSHIP_PARAMS
+    from analysis.diagnosis.rules.nsys.gaps import gap_rule
     from analysis.diagnosis.rules.nsys.idle_claims import LONG_GAP_NS
 
-    assert OWNERSHIP_PARAMS[("GPU001", "min_gap_us")] * 1000 == LONG_GAP_NS
+    long_gap = gap_rule(default_registry().idle_claimers(), "long_gap")
+    assert long_gap.id == "GPU001" and long_gap.thresholds["min_gap_us"].default * 1000 == LONG_GAP_NS
 
 
 CLAIMED = {c for cs in EXPECTED_OWNERS.values() for c in cs} - {"allocation"}  # MEM006 claims only in loops

@@ -13,7 +13,6 @@ from analysis.api import analyze
 from analysis.diagnosis.rules.base import Registry, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys import NSYS_RULES
 from analysis.diagnosis.rules.nsys.gaps import (
-    OWNER_CODES,
     Gap,
     KernelRun,
     LowRegion,
@@ -23,6 +22,7 @@ from analysis.diagnosis.rules.nsys.gaps import (
     low_regions,
     owned,
     owned_top,
+    owner_code,
     ownership_params,
 )
 from analysis.diagnosis.rules.nsys.gpu import IdleGaps
@@ -64,7 +64,7 @@ def test_launch_bound_run_owns_the_small_gaps_between_short_kernels(tmp_path):
 
 def owned_total(units: list[OwnedUnit], rule_id: str) -> OwnedTotal:
     """Total length and count of the gaps a rule owns, summed over the units."""
-    code = OWNER_CODES[rule_id]
+    code = owner_code(default_registry().get(rule_id))
     return OwnedTotal(sum(u.totals[code].ns for u in units), sum(u.totals[code].gaps for u in units))
 
 
@@ -80,14 +80,14 @@ def test_gap_helpers_return_named_records(tmp_path):
         (pid, device), = {(u.unit.pid, u.unit.device) for u in units}
         assert isinstance(units[0].gap_start, np.ndarray) and len(units[0].gap_start) == 2 * 29 + 2
         assert owned_total(units, "GPU001") == (2000 * US, 1) and owned_total(units, "KRN001").gaps == 58
-        assert owned_top(units, "GPU001") == [Gap(pid, device, 900 * US, 2900 * US, 2000 * US)]
+        assert owned_top(units, default_registry().get("GPU001")) == [Gap(pid, device, 900 * US, 2900 * US, 2000 * US)]
         found = krn_idle_runs(units)
         runs = found.top(len(found))
         assert runs == [KernelRun(pid, device, 0, 29 * 20 * US + 5 * US, 30, 30 * 5 * US, 29 * 15 * US),
                         KernelRun(pid, device, 2900 * US, 2900 * US + 29 * 20 * US + 5 * US, 30, 30 * 5 * US,
                                   29 * 15 * US)]
         assert runs[0].idle_ns == runs[0][6]  # still a tuple for code that unpacks it
-        regions = low_regions(units, ownership_params({}))
+        regions = low_regions(units, ownership_params({}, default_registry().idle_claimers()))
         assert all(isinstance(r, LowRegion) and r.owned_ns <= r.idle_ns for r in regions)
 
 

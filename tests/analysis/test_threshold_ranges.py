@@ -13,7 +13,6 @@ import pytest
 from analysis.api import analyze, check_thresholds
 from analysis.diagnosis.findings import unrepresentable
 from analysis.diagnosis.rules.base import Threshold, ThresholdError
-from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES
 from analysis.diagnosis.rules.registry import default_registry
 from tests.analysis.planting import ingested
 from tests.conftest import corpus_file
@@ -21,7 +20,7 @@ from tests.conftest import corpus_file
 ALL = [(rule, name, t) for rule in default_registry() for name, t in rule.thresholds.items()]
 IDS = [f"{rule.id}.{name}" for rule, name, _ in ALL]
 # Rules that share idle time read each other's thresholds: an edge of one is run with all of them.
-OWNERS = sorted({*OWNER_CODES, "GPU002"})
+OWNERS = sorted(r.id for r in default_registry() if r.gap_role is not None)  # the gap table's owners
 EXPORTS = {"nsys": ["nccl-ring-2node-r0-ault43.sqlite"],
            "ncu": ["pytorch-sgemm-small.csv"]}
 

@@ -1,29 +1,36 @@
 """Rules build their finding's ``extra`` from the typed ``*Extra`` dataclasses of ``analysis.results`` (``extra_json``),
 not from dict literals: the JSON keeps the keys in the type's order, and a rule whose type exists but that still
-writes a dict is seen here. A rule declares its type (``Rule.extra_type``); its findings carry no key the type (or the
-engine's ``EngineExtra``) lacks."""
+writes a dict is seen here. Every rule declares its type (``Rule.extra_type``; none is exempt, the NET rules' too); its
+findings carry no key the type (or the engine's ``EngineExtra``) lacks; every ``*Extra`` type is some rule's or the
+engine's."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib
 import inspect
+import sys
 
 import pytest
 
+from analysis import results
 from analysis.api import analyze
-from analysis.diagnosis.rules.base import Registry
-from analysis.diagnosis.rules.registry import default_registry
+from analysis.diagnosis import nccl
+from analysis.diagnosis.rules.base import Rule
+from analysis.diagnosis.rules.registry import default_registry, finding_extras
+from analysis.readers.nccl import ingest, load
 from analysis.results import (
     DominantKernelExtra,
     EngineExtra,
-    FindingResult,
     MemsetExtra,
+    NetExtra,
     SyncExtra,
     WarmupExtra,
     extra_json,
 )
 from tests.analysis.planting import ingested
-from tests.conftest import corpus_file
+from tests.conftest import corpus_dir, corpus_file
 
 
 def test_extra_json_is_the_fields_in_declared_order() -> None:
@@ -36,14 +43,79 @@ def test_extra_json_is_the_fields_in_declared_order() -> None:
         extra_json(MemsetExtra)
 
 
-def test_every_rule_with_a_typed_extra_constructs_it() -> None:
-    """In its own class or a base it shares (the ncu rules build ``NcuExtra`` in ``NcuRule``, and the gain sharing
-    rebuilds it with its keys: ``ncu_gains.share_gains``)."""
-    rules = {r.id: r for r in default_registry()}
-    dicts = sorted(rid for rid, cls in default_registry().finding_extras().items()
-                   if not any(f"{cls.__name__}(" in inspect.getsource(base) for base in rules[rid].__mro__
-                              if base.__module__.startswith("analysis.")))
+def all_rules() -> list[type[Rule]]:
+    """Every rule whose findings a result holds: the registry's (nsys, ncu) and the NET rules (an NCCL log's)."""
+    return [*default_registry(), *nccl.registry()]
+
+
+def extra_type_problems(rules: list[type[Rule]]) -> list[str]:
+    """A rule that declares no ``extra_type``, or one that is not a typed extra of ``analysis.results``."""
+    problems = []
+    for r in rules:
+        cls = r.extra_type
+        if cls is None:
+            problems.append(f"{r.id} declares no extra_type")
+        elif not (dataclasses.is_dataclass(cls) and cls.__module__ == results.__name__ and cls.__name__.endswith("Extra")):
+            problems.append(f"{r.id}: extra_type {cls!r} is no *Extra dataclass of analysis.results")
+    return problems
+
+
+def test_every_rule_declares_an_extra_type() -> None:
+    """No rule is exempt: 25 nsys, 10 ncu, 7 NET rules, each with its typed extra."""
+    rules = all_rules()
+    assert len(rules) == 42 and extra_type_problems(rules) == []
+    assert set(finding_extras()) == {r.id for r in rules}
+
+
+def test_the_extra_type_check_fails_on_a_rule_without_one() -> None:
+    class Open(Rule):
+        id, name = "GPU098", "gpu.open"
+
+    class Untyped(Rule):
+        id, name, extra_type = "GPU099", "gpu.untyped", dict
+
+    assert extra_type_problems([Open, Untyped]) == [
+        "GPU098 declares no extra_type", "GPU099: extra_type <class 'dict'> is no *Extra dataclass of analysis.results"]
+
+
+def test_every_extra_type_is_a_rule_s_or_the_engine_s() -> None:
+    """No ``*Extra`` type of ``analysis.results`` is unused: each is a rule's ``extra_type`` or ``EngineExtra`` (the
+    keys the engine adds, typed on every finding by the schema)."""
+    declared = {cls.__name__ for cls in finding_extras().values()} | {EngineExtra.__name__}
+    defined = {name for name, obj in vars(results).items()
+               if name.endswith("Extra") and isinstance(obj, type) and obj.__module__ == results.__name__}
+    assert defined == declared
+
+
+def _sources(rule: type[Rule]) -> list[str]:
+    """The source of the modules of a rule and its bases, and of the analysis modules the rule's module imports from
+    (COMM005's findings are built by ``run_nodes.late_node``)."""
+    modules = [sys.modules[base.__module__] for base in rule.__mro__ if base.__module__.startswith("analysis.")]
+    tree = ast.parse(inspect.getsource(modules[0]))
+    modules += [importlib.import_module(n.module) for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("analysis.diagnosis.")]
+    return [inspect.getsource(m) for m in modules]
+
+
+def test_every_rule_constructs_its_typed_extra() -> None:
+    """In its own class, a base it shares or a module it calls (the ncu rules build ``NcuExtra`` in ``NcuRule``, and the
+    gain sharing rebuilds it with its keys: ``ncu_gains.share_gains``; the NET rules ``NetExtra`` in
+    ``NetRule.finding``; COMM005 in ``run_nodes.late_node``)."""
+    dicts = sorted(r.id for r in all_rules()
+                   if r.extra_type is None or not any(r.extra_type.__name__ in built(src) for src in _sources(r)))
     assert dicts == []
+
+
+def built(source: str) -> set[str]:
+    """The names code calls (``SyncExtra(...)``) or hands a builder as its first argument (``claimed(JitExtra, c)``)."""
+    calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)]
+    return ({n.func.id for n in calls if isinstance(n.func, ast.Name)}
+            | {n.args[0].id for n in calls if n.args and isinstance(n.args[0], ast.Name)})
+
+
+def test_a_type_declared_but_not_built_is_seen() -> None:
+    assert {"SyncExtra", "JitExtra"} <= built("x = extra_json(SyncExtra(a=1))\ny = claimed(JitExtra, c)\n")
+    assert "SyncExtra" not in built("extra_type = SyncExtra\nextra = {'sync_calls': 1}\n")
 
 
 def test_a_rule_s_extra_on_a_real_export_is_its_type() -> None:
@@ -58,32 +130,58 @@ def test_a_rule_s_extra_on_a_real_export_is_its_type() -> None:
                                                                                         for k in fields}
 
 
-# Exports whose findings cover the nsys rules with a typed extra that the corpus shows (MEM003 fires on none) and
-# six of the ncu rules, which share one type (``NcuRule.extra_type``).
-EXPORTS = ["devsync-heavy-report13.sqlite", "openacc-v100.sqlite", "numba-copy-blocked-full.csv",
-           "conv2d-result-rules.csv"]
-COVERED = {"KRN004", "KRN005", "MEM001", "MEM002", "MEM004", "PHASE002", "SYNC001", "NCU001", "NCU002", "NCU005",
-           "NCU006", "NCU007", "NCU010"}
+# Inputs whose findings cover every rule the corpus shows (KRN002, MEM003 and COMM005 fire on none): nsys exports, a
+# two-rank run (COMM001 with the run-level step's waiting), ncu reports, and every NCCL log (the NET rules).
+EXPORTS = ["torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite", "clue-um-t4.sqlite", "saxpy-mpi-rank0-perlmutter.sqlite",
+           "vecadd-2026.sqlite", "cupy-a100.sqlite", "numba-copy-blocked-full.csv", "conv2d-result-rules.csv"]
+TWO_RANKS = ["nccl-ring-2node-r0-ault43.sqlite", "nccl-ring-2node-r1-ault44.sqlite"]
+COVERED = {"COMM001", "COMM002", "COMM003", "COMM004", "GPU001", "GPU002", "HOST001", "HOST002", "HOST003", "HOST004",
+           "KRN001", "KRN003", "KRN004", "KRN005", "MEM001", "MEM002", "MEM004", "MEM005", "MEM006", "PHASE001",
+           "PHASE002", "SYNC001", "NCU001", "NCU002", "NCU005", "NCU006", "NCU007", "NCU010", *(f"NET00{i}" for i in
+                                                                                               range(1, 8))}
 
 
-def undeclared(findings: list[FindingResult], registry: Registry) -> set[tuple[str, str]]:
+def undeclared(findings: list, extras: dict[str, type]) -> set[tuple[str, str]]:
     """(rule id, key) for each key of a finding's extra that neither its rule's ``extra_type`` nor ``EngineExtra``
-    declares (rules without a type are open)."""
-    types = registry.finding_extras()
+    declares (a rule without a type: every key)."""
     engine = {f.name for f in dataclasses.fields(EngineExtra)}
-    return {(f.rule_id, key) for f in findings if f.rule_id in types
-            for key in f.extra if key not in engine and key not in {x.name for x in dataclasses.fields(types[f.rule_id])}}
+    return {(f.rule_id, key) for f in findings for key in f.extra
+            if key not in engine and (f.rule_id not in extras
+                                      or key not in {x.name for x in dataclasses.fields(extras[f.rule_id])})}
 
 
 @pytest.fixture(scope="module")
-def typed_findings() -> list[FindingResult]:
-    return [f for name in EXPORTS for f in analyze([ingested(corpus_file(name))]).findings]
+def typed_findings(tmp_path_factory) -> list:
+    found = [f for name in EXPORTS for f in analyze([ingested(corpus_file(name))]).findings]
+    found += analyze([ingested(corpus_file(name)) for name in TWO_RANKS]).findings
+    for i, log in enumerate(sorted((corpus_dir() / "nccl").glob("*.log"))):
+        db = tmp_path_factory.mktemp("nccl") / f"{i}.duckdb"
+        ingest(log, db)
+        found += nccl.findings(load(db))
+    return found
 
 
 def test_a_rule_s_findings_carry_only_the_keys_its_type_declares(typed_findings) -> None:
-    registry = default_registry()
-    assert COVERED <= {f.rule_id for f in typed_findings} & set(registry.finding_extras())
-    assert undeclared(typed_findings, registry) == set()
+    assert {f.rule_id for f in typed_findings} == COVERED
+    assert undeclared(typed_findings, finding_extras()) == set()
+
+
+def test_the_keys_the_run_step_adds_are_declared() -> None:
+    """The keys ``analysis.run.waiting`` writes into the findings of the rules it splits (``Rule.run_split``: HOST003's
+    MPI waiting, COMM001's collective waiting; no corpus run shows them) are fixed keys or the rule's type's fields."""
+    from analysis.run import waiting
+
+    targets = [t for n in ast.walk(ast.parse(inspect.getsource(waiting))) if isinstance(n, ast.Assign)
+               for t in n.targets]
+    keys = {e.slice.value for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])
+            if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) and isinstance(e.value, ast.Name)
+            and e.value.id == "f"}
+    assert {"mpi_waiting_ns", "mpi_waited_for", "waiting_ns", "exposed_with_waiting_ns", "waiting_up_to_ns"} <= keys
+    declared = {"impact_ns", "impact_pct", "message"}
+    for rule in all_rules():
+        if rule.run_split in ("mpi_waiting", "collective_waiting"):
+            declared |= {x.name for x in dataclasses.fields(rule.extra_type)}
+    assert keys - declared == set()
 
 
 def test_a_key_the_type_lacks_is_seen(typed_findings) -> None:
@@ -91,11 +189,43 @@ def test_a_key_the_type_lacks_is_seen(typed_findings) -> None:
     sync = next(f for f in typed_findings if f.rule_id == "SYNC001")
     assert "sync_calls" in {x.name for x in dataclasses.fields(SyncExtra)}
     planted = dataclasses.replace(sync, extra={**sync.extra, "sync_calls_total": 1})
-    assert undeclared([planted], default_registry()) == {("SYNC001", "sync_calls_total")}
+    assert undeclared([planted], finding_extras()) == {("SYNC001", "sync_calls_total")}
+    # A rule the table does not type has every key undeclared.
+    assert ("SYNC001", "sync_calls") in undeclared([sync], {})
 
 
 def test_the_registry_lists_each_rule_s_declared_type() -> None:
-    extras = default_registry().finding_extras()
+    extras = finding_extras()
     assert extras["SYNC001"] is SyncExtra and extras["KRN005"] is DominantKernelExtra
+    assert {extras[f"NET00{i}"] for i in range(1, 8)} == {NetExtra}
     assert all(dataclasses.is_dataclass(cls) for cls in extras.values())
-    assert not {"GPU001", "COMM002"} & set(extras)  # rules whose extra is still open declare none
+
+
+def _keys_written(module: str, name: str) -> set[str]:
+    """String keys a module writes into ``name`` (``name["key"] = ...``), gives it in a dict literal
+    (``name = {...}``), or passes in a dict literal as ``name=`` (``dataclasses.replace(f, extra={...})``)."""
+    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
+    dicts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
+             and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    dicts += [k.value for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords
+              if k.arg == name and isinstance(k.value, ast.Dict)]
+    keys = {k.value for d in dicts for k in d.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    keys |= {t.slice.value for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
+             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+             and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str)}
+    return keys
+
+
+def test_engine_extra_is_the_keys_the_engine_writes() -> None:
+    """``EngineExtra`` is never constructed (its docstring says why); its fields are exactly the keys the steps after
+    the rules write into findings, with the two a rule writes beside or in its own type: a key added there without
+    the type, or a field no step writes any more, fails here."""
+    fixed = {f.name for f in dataclasses.fields(results.FindingResult)}
+    engine = ((_keys_written("analysis.run.runner", "extra") | _keys_written("analysis.run.rollup", "entry")
+               | _keys_written("analysis.loops.loop_report", "f")) - fixed)
+    assert {"host_paced", "impact_per_step_ns", "steps_in_window", "loops", "per_rank", "ranks_with_finding"} <= engine
+    by_rules = {"host_functions", "owns_idle"}
+    assert all(any('"host_functions"' in src for src in _sources(default_registry().get(r)))
+               for r in ("SYNC001", "GPU001", "HOST001"))
+    assert "owns_idle" in {f.name for f in dataclasses.fields(finding_extras()["HOST002"])}
+    assert {f.name for f in dataclasses.fields(EngineExtra)} == engine | by_rules

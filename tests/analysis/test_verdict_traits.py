@@ -93,18 +93,59 @@ def test_the_kind_a_finding_stands_for_is_its_rule_s_trait() -> None:
 RULE_ID = r"^(GPU|SYNC|MEM|KRN|COMM|HOST|PHASE|NCU|NET)\d{3}$"
 
 
-def rule_ids_named(path: str) -> list[str]:
-    """The rule ids a module's code names as string constants (docstrings and comments aside): a table or a test
-    keyed by rule id outside the rule classes."""
+def rule_ids_in(source: str) -> list[str]:
+    """The rule ids code names as string constants (docstrings and comments aside, and a rule class's own
+    ``id = "..."``): a table or a test keyed by rule id outside the rule classes."""
     import ast
     import re
 
-    tree = ast.parse((Path(__file__).resolve().parents[2] / path).read_text())
+    tree = ast.parse(source)
     docs = {id(n.body[0].value) for n in ast.walk(tree)
             if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef) and n.body
             and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    own = {id(a.value) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for a in c.body
+           if isinstance(a, ast.Assign) and [getattr(t, "id", None) for t in a.targets] == ["id"]}
     return sorted(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                  and id(n) not in docs and re.match(RULE_ID, n.value))
+                  and id(n) not in docs and id(n) not in own and re.match(RULE_ID, n.value))
+
+
+def rule_ids_named(path: str) -> list[str]:
+    """``rule_ids_in`` a module of the checkout."""
+    return rule_ids_in((ROOT / path).read_text())
+
+
+ROOT = Path(__file__).resolve().parents[2]
+ANALYSIS_MODULES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "analysis").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", ANALYSIS_MODULES)
+def test_no_rule_id_keyed_table_outside_the_rule_classes(path: str) -> None:
+    """Facts about rules live on the rules: no module of the analysis names a rule id outside a rule class's own
+    ``id`` (the gap table's owners and the calls a gap opened in are ``Rule.gap_role`` and ``Rule.opened_in``; the
+    ownership thresholds' defaults are the rules' own)."""
+    assert rule_ids_named(path) == []
+
+
+def test_a_rule_id_keyed_table_is_seen() -> None:
+    """The check above fails on the tables ``gaps.py`` once held, and not on a rule class's own id."""
+    table = 'OWNER_CODES = {"GPU001": 3, "KRN001": 4}\nclass IdleGaps(Rule):\n    id = "GPU001"\n'
+    assert rule_ids_in(table) == ["GPU001", "KRN001"]
+    assert rule_ids_in('def f(p):\n    return p.get("GPU001", {}).get("min_gap_us")\n') == ["GPU001"]
+
+
+def test_the_gap_table_s_parts_are_stated_once_each() -> None:
+    """One rule plays each part of the gap table and each ``opened_in``, and the engine hands the owners to every rule
+    (``Registry.idle_claimers``) with the claiming rules."""
+    rules = list(default_registry())
+    assert {r.id: r.gap_role for r in rules if r.gap_role} == {
+        "GPU001": "long_gap", "KRN001": "short_runs", "GPU002": "low_utilization"}
+    assert {r.id: r.opened_in for r in rules if r.opened_in} == {"SYNC001": "sync", "MEM002": "blocking_copy"}
+    claimers = default_registry().idle_claimers()
+    assert {"GPU001", "KRN001", "GPU002"} <= {r.id for r in claimers}
+    from analysis.diagnosis.rules.nsys.gaps import gap_rule
+
+    with pytest.raises(LookupError):
+        gap_rule([r for r in claimers if r.gap_role != "long_gap"], "long_gap")
 
 
 @pytest.mark.parametrize("path", ["analysis/diagnosis/verdict.py", "analysis/diagnosis/ncu_verdict.py",

@@ -140,8 +140,8 @@ class RuleContext:
     run: Run
     params: Mapping[str, float] = field(default_factory=dict)
     all_params: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    # The registered rules that own idle by category (``Registry.idle_claimers``): every rule reading the idle
-    # claims or the gap owners (``idle_claims.claims``, ``gaps.owned``) passes them on. Whoever builds the context
+    # The registered rules that own idle, by category or by their part in the gap table (``Registry.idle_claimers``):
+    # every rule reading the idle claims or the gap owners (``idle_claims.claims``, ``gaps.owned``) passes them on. Whoever builds the context
     # states them (the engine: the whole registry's, whatever rules are selected).
     claimers: tuple[type[Rule], ...] = field(kw_only=True)
     window: WindowSpec | None = None
@@ -214,6 +214,14 @@ class Rule:
     # ``analysis.diagnosis.rules.nsys.idle_claims``; a rule that sets none owns idle by the gap table's precedence.
     owns_idle: ClassVar[tuple[str, ...]] = ()
     idle_phases: ClassVar[tuple[str, ...] | None] = None
+    # The rule's part in the gap table (``analysis.diagnosis.rules.nsys.gaps``), which gives what no ``owns_idle`` claims to
+    # one structural owner: ``long_gap`` owns the gaps of at least its ``min_gap_us`` (GPU001), ``short_runs`` the gaps
+    # inside runs of its ``min_run_kernels`` kernels under ``short_kernel_us`` (KRN001), ``low_utilization`` what is
+    # left in windows busy under its ``max_busy_pct`` (GPU002: ``window_min_us``, ``max_windows``). Those thresholds
+    # decide ownership for every rule. ``opened_in``: the calls in progress as a gap opened that describe the rule's
+    # pattern, not ownership (``sync``: SYNC001; ``blocking_copy``: MEM002).
+    gap_role: ClassVar[Literal["long_gap", "short_runs", "low_utilization"] | None] = None
+    opened_in: ClassVar[Literal["sync", "blocking_copy"] | None] = None
     # The premise of a rule that can lead the verdict (docs/rules.md): what must hold for its mechanism, checked
     # on the evidence of each finding, which carries ``premise_holds`` and ``premise`` (what showed it). The verdict
     # takes only findings whose premise held. Empty: the rule's finding is its own evidence (no mechanism to check).
@@ -228,9 +236,9 @@ class Rule:
     # that speaks for it (KRN005: ``gpu_bound_kernel``; the phase rules: ``startup``). None: its ``verdict_kind``.
     stands_for: ClassVar[str | None] = None
     # The typed shape of the rule's finding ``extra`` (a dataclass of ``analysis.results`` the rule builds, made JSON by
-    # ``extra_json``); the result schema types the rule's findings by it (``Registry.finding_extras``). None: the
-    # rule's extra is an open object still (its keys change shape). A registry test fails when a rule's findings carry
-    # a key its type lacks.
+    # ``extra_json``); the result schema types the rule's findings by it (``Registry.finding_extras``). Every rule
+    # declares one (the default None only stands for a class that is no registered rule): a registry test fails on a
+    # rule without it, and when a rule's findings carry a key its type lacks.
     extra_type: ClassVar[type | None] = None
     # What else the verdict reads of an nsys rule's finding (``analysis.diagnosis.verdict``), beyond its kind and next
     # step; each default says "nothing particular", and the verdict names no rule id (a test reads its source).
@@ -368,8 +376,9 @@ class Registry:
         return list(self._rules)
 
     def idle_claimers(self) -> tuple[type[Rule], ...]:
-        """The rules that own idle by category (``Rule.owns_idle``), in registry order: ``RuleContext.claimers``."""
-        return tuple(r for r in self._rules.values() if r.owns_idle)
+        """The rules that own idle, in registry order: by category (``Rule.owns_idle``) or by their part in the gap
+        table (``Rule.gap_role``): ``RuleContext.claimers``."""
+        return tuple(r for r in self._rules.values() if r.owns_idle or r.gap_role is not None)
 
     def finding_extras(self) -> dict[str, type]:
         """Rule id -> the typed shape of its findings' ``extra`` (``Rule.extra_type``), for the rules that declare one."""

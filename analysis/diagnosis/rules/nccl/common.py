@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
 from analysis.readers.nccl.model import Connection, NcclLog, Pair
+from analysis.results import NetExtra, extra_json
 
 RDMA_KINDS = ("IB", "RoCE", "EFA", "CXI")
 RDMA_NETS = ("IB", "IBext", "AWS Libfabric", "OFI")
@@ -18,6 +19,8 @@ class NetRule(Rule):
 
     category: ClassVar[str] = "network"
     tool: ClassVar[str] = "nccl"
+    # Every NET rule's findings hold what it read in the log under one key (``finding``).
+    extra_type: ClassVar[type | None] = NetExtra
     # Where the rule's findings come in the log's verdict order among findings of one severity (lower first: a
     # failure, then what slows every byte). No default: every NET rule states it (a registry test fails on one that
     # does not).
@@ -35,7 +38,7 @@ class NetRule(Rule):
         ev = tuple(evidence)
         return Finding(rule_id=self.id, title=title, message=message, impact_ns=0, impact_pct=None,
                        advice=advice or self.advice, evidence=ev, evidence_total=total or len(ev), rank=rank,
-                       severity=severity, extra={"nccl": extra} if extra else {}, phase="all")
+                       severity=severity, extra=extra_json(NetExtra(nccl=extra or None)), phase="all")
 
 
 def line_evidence(line: int | None, text: str | None, *, rank: int | None = None, name: str | None = None,

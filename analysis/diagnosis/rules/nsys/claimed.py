@@ -6,6 +6,8 @@ owns the gap around them, and names the calls or ranges behind them with their s
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, RoundTrip, Rule, RuleContext, Threshold
@@ -13,6 +15,7 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.idle_claims import Claim, claims
 from analysis.model.activity import unit_gaps
 from analysis.model.trace import Trace
+from analysis.results import AllocationExtra, ClaimedIdle, HostCommExtra, JitExtra, extra_json
 
 
 def _idle_ns(trace: Trace) -> int:
@@ -32,9 +35,21 @@ def _cadence(c: Claim) -> str:
     return f"in {c.iterations_with} of {c.iterations} iterations"
 
 
+E = TypeVar("E", bound=ClaimedIdle)
+
+
+def claimed(extra: type[E], c: Claim, **own: Any) -> E:
+    """A claiming rule's typed extra: the fields every one starts with (``ClaimedIdle``: the claimed idle, by
+    category, the calls holding most of it, and the loop iterations with it), then the rule's ``own``."""
+    return extra(idle_ns=c.ns, by_category=c.by_category,
+                 names=[{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
+                 iterations_with=c.iterations_with, iterations=c.iterations, **own)
+
+
 class _Claimed(Rule):
     """Shared: one finding from the rule's claim when it reaches ``min_idle_us``; a rule writes its text
-    (``text``: title, message and its own extra fields; the advice is the rule's ``advice``) from the claim, the idle and the cadence."""
+    (``text``: title, message and its typed extra, built by ``claimed``; the advice is the rule's ``advice``) from the
+    claim, the idle and the cadence."""
 
     def claim(self, trace: Trace, ctx: RuleContext) -> Claim | None:
         c = claims(trace, ctx.claimers).by_rule.get(self.id)
@@ -46,7 +61,7 @@ class _Claimed(Rule):
         return tuple(Evidence(name=name, value_ns=ns, rank=trace.rank, detail={"calls": calls})
                      for name, ns, calls in c.names)
 
-    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, dict]:
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, ClaimedIdle]:
         raise NotImplementedError
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -58,9 +73,7 @@ class _Claimed(Rule):
         return [Finding(rule_id=self.id, title=title, message=message, impact_ns=c.ns,
                         impact_pct=pct(c.ns, report_span_ns(trace)), advice=self.advice, evidence=self.evidence(trace, c),
                         evidence_total=len(c.names), report=trace.label, rank=trace.rank,
-                        extra={"idle_ns": c.ns, "by_category": c.by_category,
-                               "names": [{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
-                               "iterations_with": c.iterations_with, "iterations": c.iterations, **extra})]
+                        extra=extra_json(extra))]
 
 
 class AllocationChurn(_Claimed):
@@ -78,6 +91,7 @@ class AllocationChurn(_Claimed):
     """
 
     id = "MEM006"
+    extra_type = AllocationExtra
     name = "memory.allocation-churn"
     verdict_kind = "allocation"
     next_step = "allocate once outside the loop (stream-ordered or caching allocator)"
@@ -95,12 +109,12 @@ class AllocationChurn(_Claimed):
     owns_idle = ("allocation",)
     idle_phases = ("warmup", "steady")
 
-    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, dict]:
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, AllocationExtra]:
         return (
             f"{fmt_ms(c.ns)} of GPU idle inside {_names(c)} in the loop" + (f", {cadence}" if cadence else ""),
             f"{fmt_ms(idle)} idle in the loop: {fmt_ms(c.ns)} inside {_names(c, 4)}" + (f", {cadence}" if cadence else "")
             + ". " + "; ".join(f"{n} {fmt_ms(ns)} ({k} calls)" for n, ns, k in c.names[:5]) + ".",
-            {"window_idle_ns": idle})
+            claimed(AllocationExtra, c, window_idle_ns=idle))
 
 
 class HostCommunication(_Claimed):
@@ -117,6 +131,7 @@ class HostCommunication(_Claimed):
     """
 
     id = "HOST003"
+    extra_type = HostCommExtra
     name = "host.mpi-communication"
     verdict_kind = "communication"
     next_step = "overlap MPI/host communication with GPU work (non-blocking calls, GPU-aware MPI)"
@@ -133,13 +148,13 @@ class HostCommunication(_Claimed):
         "the exchange to a communication thread; if most of it is waiting, balance the work across ranks.")
     owns_idle = ("mpi",)
 
-    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, dict]:
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, HostCommExtra]:
         return (
             f"GPU idle {fmt_ms(c.ns)} while the host communicates ({_names(c)})",
             f"Of {fmt_ms(idle)} GPU idle, {fmt_ms(c.ns)} ({fmt.pct(pct(c.ns, idle) or 0)}) passed inside host "
             f"communication: " + "; ".join(f"{n} {fmt_ms(ns)} (x{fmt.count(k)})" for n, ns, k in c.names[:5])
             + (f"; {cadence}" if cadence else "") + ".",
-            {"window_idle_ns": idle})
+            claimed(HostCommExtra, c, window_idle_ns=idle))
 
 
 class JitCompilation(_Claimed):
@@ -156,6 +171,7 @@ class JitCompilation(_Claimed):
     """
 
     id = "HOST004"
+    extra_type = JitExtra
     name = "host.jit-compilation"
     verdict_kind = "jit"
     next_step = "compile once and cache (warm up before measuring, persistent kernel caches)"
@@ -172,7 +188,7 @@ class JitCompilation(_Claimed):
         " dynamic.")
     owns_idle = ("jit_module",)
 
-    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, dict]:
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, JitExtra]:
         every = c.iterations > 1 and 2 * c.iterations_with >= c.iterations
         when = (f"in {c.iterations_with} of {c.iterations} iterations: recompiled every step" if every else
                 f"in {c.iterations_with} of {c.iterations} iterations" if c.iterations else "outside any loop")
@@ -180,4 +196,4 @@ class JitCompilation(_Claimed):
             f"GPU idle {fmt_ms(c.ns)} while the host compiles or loads code ({_names(c, 2)})",
             f"{fmt_ms(c.ns)} of GPU idle inside compilation or module loading, {when}: "
             + "; ".join(f"{n} {fmt_ms(ns)} (x{fmt.count(k)})" for n, ns, k in c.names[:5]) + ".",
-            {"every_step": every})
+            claimed(JitExtra, c, every_step=every))

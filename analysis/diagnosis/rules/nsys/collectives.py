@@ -11,6 +11,7 @@ from analysis.diagnosis.rules.base import Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.links import collective_peak
 from analysis.model.trace import Trace
+from analysis.results import CollectiveExtra, extra_json
 
 # NCCL's bus-bandwidth factors (nccl-tests, doc/PERFORMANCE.md): busBw = algBw * factor(n).
 BUS_FACTOR_SQL = """CASE op WHEN 'AllReduce' THEN 2.0 * (n - 1) / n
@@ -161,6 +162,7 @@ class CollectiveBandwidth(Rule):
     """
 
     id = "COMM003"
+    extra_type = CollectiveExtra
     name = "comm.collective-bandwidth"
     verdict_kind = "communication"
     next_step = "check the slow links and NCCL's algorithm for the slow size class"
@@ -307,8 +309,8 @@ class CollectiveBandwidth(Rule):
             impact_ns=impact, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=sum(g["count"] for g in bad), report=trace.label, rank=trace.rank,
-            extra={"groups": public, "ranks_n": info["n"], "ranks_source": info["n_source"],
-                   "inter_node": info["inter_node"], "kernels_without_size": info["unsized"]},
+            extra=extra_json(CollectiveExtra(groups=list(public), ranks_n=info["n"], ranks_source=info["n_source"],
+                                             inter_node=info["inter_node"], kernels_without_size=info["unsized"])),
         )
 
     def _by_kernel(self, trace: Trace) -> Finding | None:
@@ -362,8 +364,9 @@ class CollectiveBandwidth(Rule):
             impact_ns=0, impact_pct=None, severity="info",
             advice="To measure bus bandwidth against the link peak, " + HOW_TO_COLLECT + ".",
             evidence=evidence, evidence_total=count, report=trace.label, rank=trace.rank,
-            extra={"sizes": "by kernel", "groups": groups, "nccl_time_ns": total,
-                   **({"network": {k: v for k, v in net.items() if k != "text"}} if net else {})},
+            extra=extra_json(CollectiveExtra(
+                sizes="by kernel", groups=list(groups), nccl_time_ns=total,
+                network={k: v for k, v in net.items() if k != "text"} if net else None)),
         )
 
 

@@ -15,6 +15,7 @@ from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, RunFacts, S
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.serialized import serialized_exposed
 from analysis.model.trace import Trace, inline_params
+from analysis.results import CommOverlapExtra, StragglerExtra, extra_json
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class ExposedCommunication(Rule):
     """
 
     id = "COMM001"
+    extra_type = CommOverlapExtra
     name = "comm.exposed-communication"
     verdict_kind = "communication"
     next_step = "overlap communication with compute (bucketing, separate streams)"
@@ -123,8 +125,8 @@ class ExposedCommunication(Rule):
             impact_ns=exposed, impact_pct=share,
             advice=self.advice if has_compute else NO_COMPUTE_ADVICE,
             evidence=evidence, evidence_total=len(units), report=trace.label, rank=trace.rank,
-            extra={"comm_ns": comm, "comm_exposed_ns": exposed, "overlap_pct": round(overlap, 3),
-                   "has_compute": has_compute},
+            extra=extra_json(CommOverlapExtra(comm_ns=comm, comm_exposed_ns=exposed, overlap_pct=round(overlap, 3),
+                                              has_compute=has_compute)),
         )]
 
 
@@ -148,6 +150,7 @@ class Stragglers(Rule):
     """
 
     id = "COMM002"
+    extra_type = StragglerExtra
     name = "comm.stragglers"
     verdict_kind = "communication"
     next_step = "balance the ranks' work so none waits for a straggler"
@@ -236,6 +239,6 @@ def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: li
         impact_ns=impact, impact_pct=pct(impact, p.span_ns()),
         advice=Stragglers.advice,
         evidence=evidence, evidence_total=int(rows[0][2]), report=None, rank=p.rank,
-        extra={"participants": per, "matched_collectives": int(n_inst[0]),
-               "wait_imposed_ns": int(rows[0][5])},
+        extra=extra_json(StragglerExtra(participants=per, matched_collectives=int(n_inst[0]),
+                                        wait_imposed_ns=int(rows[0][5]))),
     )]

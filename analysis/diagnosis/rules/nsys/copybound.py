@@ -16,6 +16,7 @@ from analysis.diagnosis.system_metrics import link_during_copies
 from analysis.model.activity import UnitOps, top_order, union_ns, unit_ops
 from analysis.model.intervals import MEMORY
 from analysis.model.trace import Run, Trace
+from analysis.results import CopyBoundExtra, extra_json
 
 # Direction codes of copybound.sql.
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "peer", "memset", "other", "UVM")
@@ -146,6 +147,7 @@ class CopyBound(Rule):
     """
 
     id = "MEM005"
+    extra_type = CopyBoundExtra
     name = "memory.copy-bound"
     verdict_kind = "copies"
     next_step = "keep the data resident on the GPU and move only what changes"
@@ -235,12 +237,11 @@ class CopyBound(Rule):
         share = pct(impact, report_span_ns(trace))
         parts = "; ".join(_describe(k, v) for k, v in sorted(used.items(), key=lambda kv: -kv[1].time_ns))
         owned_elsewhere = memory_only - impact
-        extra = {"memory_only_ns": int(memory_only), "main_direction": main,
-                 "directions": {k: v.to_dict() for k, v in used.items()}, "devices": devices}
         # Measured link throughput while the main direction's copies ran, when GPU metrics were sampled.
         measured = link_during_copies(trace, MEASURED_KINDS.get(main, []))
-        if measured:
-            extra["measured_link"] = measured
+        extra = CopyBoundExtra(memory_only_ns=int(memory_only), main_direction=main,
+                               directions={k: v.to_dict() for k, v in used.items()}, devices=list(devices),
+                               measured_link=list(measured) or None)
         note = (f" {fmt_ms(owned_elsewhere)} of it ran while a pageable copy or a unified-memory migration did "
                 "(counted under MEM001/MEM004)." if owned_elsewhere else "")
         return [Finding(
@@ -252,7 +253,7 @@ class CopyBound(Rule):
             impact_ns=int(impact), impact_pct=share, advice=_advice(main, used[main]),
             evidence=evidence, evidence_total=sum(v.count - v.elsewhere for v in used.values()),
             report=trace.label, rank=trace.rank,
-            extra=extra,
+            extra=extra_json(extra),
         )]
 
 

@@ -22,10 +22,15 @@ or nothing recorded) stays with the gap's structural owner, first that applies:
 3. ``GPU002`` - the gap starts inside a low-utilization window (GPU002 decides this last, from the
    gaps left unowned, so ownership does not depend on its thresholds).
 
+Each is the rule's own trait (``Rule.gap_role``: ``long_gap``, ``short_runs``, ``low_utilization``), with the
+thresholds that decide ownership and their defaults; this module finds the rule that plays a part among the
+rules it is given (``RuleContext.claimers``), and names none.
+
 Gaps matching none stay unowned (small idle nobody can attribute): the gap's owner keeps the gap less what
 the claims took (``OwnedUnit.kept``), so every idle nanosecond has at most one owner and the owners' sum
 never exceeds the idle. Which gaps opened while a sync or a blocking copy was in progress is still recorded
-(``OwnedUnit.opened_in``), as SYNC001's and MEM002's description of the pattern, not as ownership.
+(``OwnedUnit.opened_in``, ``Rule.opened_in``), as SYNC001's and MEM002's description of the pattern, not as
+ownership.
 Ownership is computed once per open trace and set of ownership thresholds, on NumPy arrays (``owned``: the
 structural owners and the calls in progress in compiled passes, ``analysis.diagnosis.sweep``);
 GPU001's gaps get their causes from ``analysis.diagnosis.rules.nsys.causes``.
@@ -51,20 +56,30 @@ from analysis.model.trace import Trace
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
-# The thresholds that decide ownership, with their defaults (rule id, threshold name).
-OWNERSHIP_PARAMS: dict[tuple[str, str], float] = {
-    ("GPU001", "min_gap_us"): 1000.0,
-    ("KRN001", "short_kernel_us"): 10.0,
-    ("KRN001", "min_run_kernels"): 20.0,
-    ("GPU002", "window_min_us"): 1000.0,
-    ("GPU002", "max_windows"): 1000.0,
-    ("GPU002", "max_busy_pct"): 50.0,
-}
+# Owner codes of ``OwnedUnit.owner`` by the owner's part in the gap table (``Rule.gap_role``; 0: unowned; the
+# ``low_utilization`` rule decides last, from the unowned gaps).
+OWNER_CODES = {"long_gap": 3, "short_runs": 4}
+# Codes of ``OwnedUnit.opened_in`` by ``Rule.opened_in``: what the host was inside as the device went idle (0: neither).
+OPENED_CODES = {"sync": 1, "blocking_copy": 2}
 
-# Owner codes of ``OwnedUnit.owner`` (0: unowned).
-OWNER_CODES = {"GPU001": 3, "KRN001": 4}
-# Codes of ``OwnedUnit.opened_in``: what the host was inside as the device went idle (0: neither).
-OPENED_IN = {"SYNC001": 1, "MEM002": 2}
+
+def gap_rule(rules: Sequence[type[Rule]], role: str) -> type[Rule]:
+    """The rule of ``rules`` (``RuleContext.claimers``: the registry's rules that own idle) that plays ``role`` in the
+    gap table (``Rule.gap_role``)."""
+    for r in rules:
+        if r.gap_role == role:
+            return r
+    raise LookupError(f"no rule plays {role!r} in the gap table among {', '.join(r.id for r in rules) or 'none'}")
+
+
+def owner_code(rule: type[Rule]) -> int:
+    """The code of ``OwnedUnit.owner`` for the gaps ``rule`` owns structurally (a ``long_gap`` or ``short_runs`` rule)."""
+    return OWNER_CODES[str(rule.gap_role)]
+
+
+def owner_rules(rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    """The structural owners among ``rules``, in owner-code order."""
+    return sorted((r for r in rules if r.gap_role in OWNER_CODES), key=owner_code)
 
 
 # Records of the few rows a rule reports (the longest gaps, the runs and regions with the most idle). The
@@ -112,18 +127,21 @@ class OwnedTotal(NamedTuple):
     gaps: int
 
 
-def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
-    """The ownership thresholds in ns/counts, from every rule's resolved thresholds (defaults if absent)."""
-    def get(rule: str, name: str) -> float:
-        return float((all_params or {}).get(rule, {}).get(name, OWNERSHIP_PARAMS[(rule, name)]))
+def ownership_params(all_params: Mapping[str, Mapping[str, float]] | None,
+                     rules: Sequence[type[Rule]]) -> dict[str, float]:
+    """The ownership thresholds in ns/counts, from every rule's resolved thresholds: those of the rules of ``rules``
+    that play a part in the gap table (``Rule.gap_role``), their defaults where ``all_params`` lacks them."""
+    def get(role: str, name: str) -> float:
+        rule = gap_rule(rules, role)
+        return float((all_params or {}).get(rule.id, {}).get(name, rule.thresholds[name].default))
 
     return {
-        "min_gap_ns": int(get("GPU001", "min_gap_us") * 1000),
-        "short_ns": int(get("KRN001", "short_kernel_us") * 1000),
-        "min_run": int(get("KRN001", "min_run_kernels")),
-        "win_min_ns": max(1, int(get("GPU002", "window_min_us") * 1000)),
-        "max_windows": max(1, int(get("GPU002", "max_windows"))),
-        "max_busy_pct": get("GPU002", "max_busy_pct"),
+        "min_gap_ns": int(get("long_gap", "min_gap_us") * 1000),
+        "short_ns": int(get("short_runs", "short_kernel_us") * 1000),
+        "min_run": int(get("short_runs", "min_run_kernels")),
+        "win_min_ns": max(1, int(get("low_utilization", "window_min_us") * 1000)),
+        "max_windows": max(1, int(get("low_utilization", "max_windows"))),
+        "max_busy_pct": get("low_utilization", "max_busy_pct"),
     }
 
 
@@ -232,7 +250,7 @@ class OwnedUnit:
     runs: Runs
     totals: dict[int, OwnedTotal]  # owner code -> its gaps' total and count
     sync_calls: np.ndarray  # the sync calls (positions among the process's) in progress as a gap opened
-    opened_in: np.ndarray  # per gap, ``OPENED_IN``: a sync (first) or a blocking copy in progress as it opened
+    opened_in: np.ndarray  # per gap, ``OPENED_CODES``: a sync (first) or a blocking copy in progress as it opened
     # Per gap, the time rules that own idle by what the host did (``idle_claims``) take out of it: the gap's
     # owner keeps ``gap_end - gap_start - taken``.
     taken: np.ndarray = field(default_factory=lambda: _EMPTY)
@@ -247,14 +265,14 @@ class OwnedUnit:
 
 
 def _opened_in(gs: np.ndarray, pid: int | None, syncs: _Calls, copies: _Calls) -> tuple[np.ndarray, np.ndarray]:
-    """Per gap, ``OPENED_IN``: a sync call in progress as the device went idle, else a blocking copy, else 0;
+    """Per gap, ``OPENED_CODES``: a sync call in progress as the device went idle, else a blocking copy, else 0;
     and the sync calls (positions among the process's) the gaps opened in, one per such gap."""
     out = np.zeros(len(gs), dtype=np.uint8)
     sync_at = syncs.call_at(pid, gs)
     by_sync = sync_at >= 0
-    out[by_sync] = OPENED_IN["SYNC001"]
+    out[by_sync] = OPENED_CODES["sync"]
     left = np.flatnonzero(~by_sync)
-    out[left[copies.running_at(pid, gs[left])]] = OPENED_IN["MEM002"]
+    out[left[copies.running_at(pid, gs[left])]] = OPENED_CODES["blocking_copy"]
     return out, sync_at[by_sync]
 
 
@@ -274,7 +292,7 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None,
     kernels beside the gaps), another the sync or blocking copy in progress as it opened; cached on the
     trace per set of ownership thresholds.
     """
-    p = ownership_params(all_params)
+    p = ownership_params(all_params, claimers)
     key = ("owned", p["min_gap_ns"], p["short_ns"], p["min_run"], tuple(r.id for r in claimers))
     if key in trace.memo:
         return trace.memo[key]
@@ -289,7 +307,7 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None,
     for ug, r, taken in zip(unit_gaps(trace), runs, taken_all, strict=True):
         gs, ge, pid = ug.gap_start, ug.gap_end, ug.unit.pid
         c = classify(gs, ge, taken if len(taken) else None, int(p["min_gap_ns"]), r.run_start, r.run_end,
-                     r.run_id, OWNER_CODES["GPU001"], OWNER_CODES["KRN001"])
+                     r.run_id, OWNER_CODES["long_gap"], OWNER_CODES["short_runs"])
         # A gap whose idle was all claimed is no longer its owner's: the totals count the gaps keeping some.
         totals = {code: OwnedTotal(int(c.tot_ns[code]), int(c.tot_n[code])) for code in OWNER_CODES.values()}
         opened = np.zeros(len(gs), dtype=np.uint8)
@@ -304,9 +322,10 @@ def owned(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None,
     return out
 
 
-def opened_count(units: list[OwnedUnit], rule_id: str) -> int:
-    """How many gaps opened while a sync (``SYNC001``) or a blocking copy (``MEM002``) was in progress."""
-    code = OPENED_IN[rule_id]
+def opened_count(units: list[OwnedUnit], rule: type[Rule]) -> int:
+    """How many gaps opened while the calls of ``rule``'s ``opened_in`` were in progress (a sync: SYNC001; a blocking
+    copy: MEM002)."""
+    code = OPENED_CODES[str(rule.opened_in)]
     return sum(int(np.count_nonzero(u.opened_in == code)) for u in units)
 
 
@@ -318,11 +337,11 @@ def owned_sync_calls(units: list[OwnedUnit]) -> int:
     return sum(len(_distinct(np.concatenate(parts))) for parts in by_pid.values())
 
 
-def owned_top(units: list[OwnedUnit], rule_id: str, n: int = 20) -> list[Gap]:
-    """The ``n`` longest gaps a rule owns (for SYNC001 and MEM002: that opened inside their calls), longest
-    first, earliest first among equals."""
-    opened = rule_id in OPENED_IN
-    code, cands = OPENED_IN[rule_id] if opened else OWNER_CODES[rule_id], []
+def owned_top(units: list[OwnedUnit], rule: type[Rule], n: int = 20) -> list[Gap]:
+    """The ``n`` longest gaps a rule owns (for a rule with ``opened_in``, SYNC001 and MEM002: that opened inside their
+    calls), longest first, earliest first among equals."""
+    opened = rule.opened_in is not None
+    code, cands = OPENED_CODES[str(rule.opened_in)] if opened else owner_code(rule), []
     for u in units:
         of = u.opened_in if opened else u.owner
         for a in range(0, len(of), CHUNK):  # the n longest of each chunk are candidates

@@ -14,11 +14,10 @@ from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import CAUSE_CODES, cause_names, launchers, owned_gap_causes
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.gaps import (
-    OWNER_CODES,
-    OWNERSHIP_PARAMS,
     Gap,
     low_regions,
     owned,
+    owner_code,
     ownership_params,
 )
 from analysis.diagnosis.rules.nsys.hostcpu import functions_in
@@ -27,6 +26,7 @@ from analysis.diagnosis.system_metrics import SM_METRIC_RE, sampled_during
 from analysis.model.activity import top_order
 from analysis.model.capture import missing as capture_missing
 from analysis.model.trace import Trace
+from analysis.results import IdleGapsExtra, LowUtilizationExtra, extra_json
 
 CAUSES = {
     "os_runtime": "the launching thread sat mostly in OS runtime calls (the idle inside them is HOST001's; this is "
@@ -91,6 +91,8 @@ class IdleGaps(Rule):
     """
 
     id = "GPU001"
+    extra_type = IdleGapsExtra
+    gap_role = "long_gap"
     name = "gpu.idle-gaps"
     verdict_kind = "host_bound"
     next_step = ("find the host work in the gaps (NVTX ranges, CPU samples) and move it off the GPU's critical "
@@ -101,7 +103,7 @@ class IdleGaps(Rule):
     category = "gpu"
     requires = ("kernels",)
     thresholds = {
-        "min_gap_us": Threshold(OWNERSHIP_PARAMS[("GPU001", "min_gap_us")], "us",
+        "min_gap_us": Threshold(1000.0, "us",
                                 "smallest idle gap reported (nsys' expert system uses 500 ms)",
                                 minimum=0.0, maximum=MAX_US),
     }
@@ -126,13 +128,13 @@ class IdleGaps(Rule):
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = owned(trace, ctx.all_params, ctx.claimers)
-        long_ns = int(ownership_params(ctx.all_params)["min_gap_ns"])
+        long_ns = int(ownership_params(ctx.all_params, ctx.claimers)["min_gap_ns"])
         tids = launchers(trace)
         by_cause: dict[str, list[int]] = {}
         whole = 0  # the gaps' full length (what GPU001 keeps of them is less where other rules claimed idle)
         cands: list[tuple[Gap, str]] = []  # the longest gaps of each device, with their causes
         mine_gaps: list[tuple[int | None, np.ndarray, np.ndarray]] = []  # GPU001's own gaps, for host_functions
-        for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id], ctx.claimers, long_ns):
+        for pg in owned_gap_causes(trace, units, owner_code(type(self)), ctx.claimers, long_ns):
             gs, ge, codes = pg.gap_start, pg.gap_end, pg.cause
             mine_gaps.append((pg.pid, gs, ge))
             whole += int((ge - gs)[pg.kept > 0].sum())
@@ -159,7 +161,7 @@ class IdleGaps(Rule):
         # the gaps of processes the export does not name have nothing recorded.
         by_cat = dict(claims(trace, ctx.claimers, int(ctx.params["min_gap_us"] * 1000)).long_by_category)
         unknown = sum(int(pg.kept[pg.kept > 0].sum())
-                      for pg in owned_gap_causes(trace, units, OWNER_CODES[self.id], ctx.claimers, long_ns) if pg.pid is None)
+                      for pg in owned_gap_causes(trace, units, owner_code(type(self)), ctx.claimers, long_ns) if pg.pid is None)
         if unknown:
             by_cat["none"] = by_cat.get("none", 0) + unknown
         by_cat = dict(sorted(by_cat.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -192,8 +194,9 @@ class IdleGaps(Rule):
                      + "." + _unrecorded(trace, main, host)),
             impact_ns=total, impact_pct=share, advice=_advice(trace, _advice_key(main, by_cat)), evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
-            extra={"causes": {c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()},
-                   "main_cause": main, "by_category": by_cat, **host},
+            extra={**extra_json(IdleGapsExtra(
+                causes={c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()}, main_cause=main,
+                by_category=by_cat)), **host},
         )]
 
 
@@ -252,6 +255,8 @@ class LowUtilization(Rule):
     """
 
     id = "GPU002"
+    extra_type = LowUtilizationExtra
+    gap_role = "low_utilization"
     name = "gpu.low-utilization"
     verdict_kind = "host_bound"
     next_step = "reduce per-step host overhead between kernels (fuse, CUDA graphs, queue ahead)"
@@ -259,12 +264,12 @@ class LowUtilization(Rule):
     category = "gpu"
     requires = ("kernels",)
     thresholds = {
-        "max_busy_pct": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_busy_pct")], "%",
+        "max_busy_pct": Threshold(50.0, "%",
                                   "a window busier than this is not reported", minimum=0.0, maximum=100.0),
-        "window_min_us": Threshold(OWNERSHIP_PARAMS[("GPU002", "window_min_us")], "us",
+        "window_min_us": Threshold(1000.0, "us",
                                    "shortest window; longer when the span is long",
                                    minimum=1.0, maximum=MAX_US),
-        "max_windows": Threshold(OWNERSHIP_PARAMS[("GPU002", "max_windows")], "count",
+        "max_windows": Threshold(1000.0, "count",
                                  "at most this many windows per device span", minimum=1.0, maximum=1e6),
     }
     summary = "Windows where a GPU is busy less than half the time"
@@ -275,7 +280,7 @@ class LowUtilization(Rule):
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         # Adjacent low windows merge into regions; the gaps no other rule owns that start in one are GPU002's.
-        regions = low_regions(owned(trace, ctx.all_params, ctx.claimers), ownership_params(ctx.all_params))
+        regions = low_regions(owned(trace, ctx.all_params, ctx.claimers), ownership_params(ctx.all_params, ctx.claimers))
         total = sum(r.owned_ns for r in regions)
         if not regions or total <= 0:
             return []
@@ -303,11 +308,11 @@ class LowUtilization(Rule):
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=len(regions), report=trace.label, rank=trace.rank,
-            extra={"low_span_ns": low_ns, "low_idle_ns": idle_ns, "premise_holds": holds, "premise": premise,
-                   "host_launched_ops": launched, "uvm_migrations": migrations,
-                   # SM activity the GPU metrics sampled in the low regions shown, when they were collected.
-                   **({"measured_sm": sm} if (sm := sampled_during(trace, SM_METRIC_RE,
-                                                                   [(r.start_ns, r.end_ns) for r in top])) else {})},
+            extra=extra_json(LowUtilizationExtra(
+                low_span_ns=low_ns, low_idle_ns=idle_ns, premise_holds=holds, premise=premise,
+                host_launched_ops=launched, uvm_migrations=migrations,
+                # SM activity the GPU metrics sampled in the low regions shown, when they were collected.
+                measured_sm=list(sampled_during(trace, SM_METRIC_RE, [(r.start_ns, r.end_ns) for r in top])) or None)),
         )]
 
 

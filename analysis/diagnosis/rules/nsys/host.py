@@ -9,13 +9,14 @@ from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import CAUSE_CODES, launchers, owned_gap_causes
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned, ownership_params
+from analysis.diagnosis.rules.nsys.gaps import gap_rule, owned, owner_code, ownership_params
 from analysis.diagnosis.rules.nsys.hostcpu import functions_in
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.activity import top_order
 from analysis.model.capture import missing as capture_missing
 from analysis.model.osrt import WRITES, base_name, os_class
 from analysis.model.trace import Run, Trace
+from analysis.results import OsBlockedExtra, extra_json
 
 OS_CAUSE = CAUSE_CODES.index("os_runtime")
 
@@ -84,6 +85,7 @@ class HostBlocked(Rule):
     """
 
     id = "HOST001"
+    extra_type = OsBlockedExtra
     name = "host.blocked-while-gpu-idle"
     verdict_kind = "host_bound"
     next_step = "move the blocking OS calls (I/O, locks, sleeps) off the launching thread"
@@ -128,8 +130,8 @@ class HostBlocked(Rule):
         file_share = pct(by_class.get("file_io", 0), named)
         # Where: the longest gaps OS calls mostly cover (GPU001's gaps whose cause is an OS call).
         gaps, cands = [], []
-        for pg in owned_gap_causes(trace, owned(trace, ctx.all_params, ctx.claimers), OWNER_CODES["GPU001"],
-                                   ctx.claimers, int(ownership_params(ctx.all_params)["min_gap_ns"])):
+        for pg in owned_gap_causes(trace, owned(trace, ctx.all_params, ctx.claimers), owner_code(gap_rule(ctx.claimers, "long_gap")),
+                                   ctx.claimers, int(ownership_params(ctx.all_params, ctx.claimers)["min_gap_ns"])):
             m = pg.cause == OS_CAUSE
             if pg.pid is None or not m.any():
                 continue
@@ -156,12 +158,13 @@ class HostBlocked(Rule):
                      + (f"; file I/O is {fmt.share(file_share)} of it." if file_share else ".")),
             impact_ns=total, impact_pct=share, advice=_advice(trace, _advice_key(main, by_call)), evidence=evidence,
             evidence_total=len(top) if top else len(c.names), report=trace.label, rank=trace.rank,
-            extra={"idle_ns": total, "by_category": c.by_category,
-                   "names": [{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
-                   "by_call": by_call, "by_class": by_class, "os_call_ns": named,
-                   "file_io_pct": None if file_share is None else round(file_share, 3),
-                   "main_class": main, "idle_gaps": sum(len(g[1]) for g in gaps),
-                   "iterations_with": c.iterations_with, "iterations": c.iterations,
+            extra={**extra_json(OsBlockedExtra(
+                idle_ns=total, by_category=c.by_category,
+                names=[{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
+                by_call=by_call, by_class=by_class, os_call_ns=named,
+                file_io_pct=None if file_share is None else round(file_share, 3),
+                main_class=main, idle_gaps=sum(len(g[1]) for g in gaps),
+                iterations_with=c.iterations_with, iterations=c.iterations)),
                    # Where the CPU was when it was not blocked: HOST002's samples in those gaps.
                    **({"host_functions": fns} if gaps and (fns := functions_in(trace, gaps)) else {})},
         )]

@@ -14,13 +14,13 @@ from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import launchers
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
-from analysis.diagnosis.rules.nsys.gaps import OWNER_CODES, owned
+from analysis.diagnosis.rules.nsys.gaps import owned, owner_code, owner_rules
 from analysis.model.capture import missing as capture_missing
 from analysis.model.trace import Run, Trace
+from analysis.results import HostSamplesExtra, extra_json
 
 SKIP = ("no CPU samples in the report: collect them with nsys profile --sample=cpu "
         "(and --python-sampling=true for Python frames)")
-_OWNER_NAMES = {0: "none", **{code: rule for rule, code in OWNER_CODES.items()}}
 
 # What the most-sampled leaf function says about the host, checked in order (the first match advises).
 KINDS: tuple[tuple[str, str, str], ...] = (
@@ -84,6 +84,7 @@ class HostCpuSamples(Rule):
     """
 
     id = "HOST002"
+    extra_type = HostSamplesExtra
     name = "host.cpu-during-gpu-idle"
     verdict_kind = None  # evidence only: the CPU samples the idle's findings name
     next_step = ""
@@ -139,9 +140,9 @@ class HostCpuSamples(Rule):
             impact_ns=total, impact_pct=share, severity="info",
             advice=_without_osrt_ask(trace, next((a for k, _, a in KINDS if k == kind), GENERIC)), evidence=evidence,
             evidence_total=len(gaps), report=trace.label, rank=trace.rank,
-            extra={"owns_idle": False, "samples_in_idle": n_in, "by_owner": by_owner, "main_kind": kind,
-                   "functions": [{"function": n, "samples": int(v[0]), "idle_ns": round(v[1])}
-                                 for n, v in funcs[:20]]},
+            extra=extra_json(HostSamplesExtra(
+                owns_idle=False, samples_in_idle=n_in, by_owner=by_owner, main_kind=kind,
+                functions=[{"function": n, "samples": int(v[0]), "idle_ns": round(v[1])} for n, v in funcs[:20]])),
         )]
 
 
@@ -187,6 +188,7 @@ def _attribute(trace: Trace, all_params, claimers: Sequence[type[Rule]], samples
     by_owner: dict[str, int] = {}
     gaps: list[tuple[int, int, int, int | None, int, str]] = []  # (len, start, pid, device, k, top fn)
     total = n_in = 0
+    owner_names = {0: "none", **{owner_code(r): r.id for r in owner_rules(claimers)}}
     for u in owned(trace, all_params, claimers):
         pid = u.unit.pid
         if pid is None or pid not in samples:
@@ -207,7 +209,7 @@ def _attribute(trace: Trace, all_params, claimers: Sequence[type[Rule]], samples
             g = int(gi[a])
             length, k = int(ge[g] - gs[g]), int(b - a)
             in_gap = names[a:b]
-            owner = _OWNER_NAMES.get(int(u.owner[long_[g]]), "none")
+            owner = owner_names.get(int(u.owner[long_[g]]), "none")
             for name in in_gap:
                 acc = by_fn.setdefault(name, [0, 0.0])
                 acc[0] += 1

@@ -31,7 +31,7 @@ from analysis.model.trace import Trace
 
 LOOP_PHASES = ("warmup", "steady")
 TOP = 8
-LONG_GAP_NS = 1_000_000  # GPU001.min_gap_us's default: the gaps GPU001 owns (see gaps.OWNERSHIP_PARAMS)
+LONG_GAP_NS = 1_000_000  # the long_gap rule's min_gap_us default (GPU001's, ``Rule.gap_role``; a test checks they agree)
 
 
 @dataclass
@@ -91,7 +91,7 @@ def claims(trace: Trace, claimers: Sequence[type[Rule]], long_ns: int = LONG_GAP
     of at least ``long_ns`` by category (cached on the trace; another ``long_ns`` paints again). ``claimers``: the
     registered rules that own idle by category (``Registry.idle_claimers``, which the engine passes down in
     ``RuleContext.claimers``: the rules call this, so it never imports their list)."""
-    rules = list(claimers)
+    rules = [r for r in claimers if r.owns_idle]  # the gap table's owners claim nothing by category
     key = ("idle_claims", long_ns, tuple(r.id for r in rules))
     if key in trace.memo:
         return trace.memo[key]

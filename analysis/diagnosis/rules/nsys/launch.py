@@ -10,14 +10,15 @@ from analysis.diagnosis.launches import launch_summary
 from analysis.diagnosis.rules.base import MAX_US, RoundTrip, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.gaps import (
-    OWNERSHIP_PARAMS,
     KernelRun,
     KernelRuns,
     OwnedUnit,
     krn_idle_runs,
     owned,
+    ownership_params,
 )
 from analysis.model.trace import Trace
+from analysis.results import LaunchBoundExtra, extra_json
 
 
 def _first_names(trace: Trace, runs: list[KernelRun]) -> list[str | None]:
@@ -58,6 +59,8 @@ class LaunchBound(Rule):
     """
 
     id = "KRN001"
+    extra_type = LaunchBoundExtra
+    gap_role = "short_runs"
     name = "kernel.launch-bound"
     verdict_kind = "launch_bound"
     next_step = "capture the kernel sequence in a CUDA graph or fuse the small kernels"
@@ -65,9 +68,9 @@ class LaunchBound(Rule):
     category = "kernel"
     requires = ("kernels",)
     thresholds = {
-        "short_kernel_us": Threshold(OWNERSHIP_PARAMS[("KRN001", "short_kernel_us")], "us",
+        "short_kernel_us": Threshold(10.0, "us",
                                      "a kernel shorter than this is short", minimum=0.0, maximum=MAX_US),
-        "min_run_kernels": Threshold(OWNERSHIP_PARAMS[("KRN001", "min_run_kernels")], "count",
+        "min_run_kernels": Threshold(20.0, "count",
                                      "fewest consecutive short kernels that make a run",
                                      minimum=1.0, maximum=1e9),
         "min_idle_us": Threshold(100.0, "us", "report when the idle inside runs adds up to at least this",
@@ -109,10 +112,10 @@ class LaunchBound(Rule):
                      + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,
             advice=advice, evidence=evidence, evidence_total=len(rows), report=trace.label, rank=trace.rank,
-            extra={"runs": len(rows), "short_kernels": kernels, "short_kernel_ns": busy,
-                   "per_launch_overhead_ns": overhead, "graph_saving_ns": saving,
-                   **short_gap_idle(units, int(ctx.all_params.get("GPU001", {}).get("min_gap_us", OWNERSHIP_PARAMS[
-                       ("GPU001", "min_gap_us")]) * 1000))},
+            extra=extra_json(LaunchBoundExtra(
+                runs=len(rows), short_kernels=kernels, short_kernel_ns=busy, per_launch_overhead_ns=overhead,
+                graph_saving_ns=saving,
+                **short_gap_idle(units, int(ownership_params(ctx.all_params, ctx.claimers)["min_gap_ns"])))),
         )]
 
 

@@ -116,6 +116,7 @@ class BlockingMemcpy(Rule):
 
     id = "MEM002"
     extra_type = BlockingCopyExtra
+    opened_in = "blocking_copy"
     name = "memory.blocking-memcpy"
     verdict_kind = "copies"
     next_step = "make the copies asynchronous from pinned memory and overlap them with kernels"
@@ -153,7 +154,7 @@ class BlockingMemcpy(Rule):
         # (async calls on pageable memory, small host-to-device copies).
         if (n == 0 or n < ctx.params["min_copies"]) and (idle <= 0 or idle < ctx.params["min_idle_us"] * 1000):
             return []
-        gaps = opened_count(owned(trace, ctx.all_params, ctx.claimers), self.id)
+        gaps = opened_count(owned(trace, ctx.all_params, ctx.claimers), type(self))
         top = top_copy_rows(trace, cs.top_rows, """a.pid, m.device, m.stream, a.start_ns, a.end_ns,
             a.end_ns - a.start_ns, a.name, m.copy_kind, m.bytes""")
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes"), (7, 8), 6)

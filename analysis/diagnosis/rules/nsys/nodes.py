@@ -9,6 +9,7 @@ from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, RunFacts, S
 from analysis.diagnosis.rules.nsys.comm import _has_nccl
 from analysis.diagnosis.rules.nsys.common import report_span_ns
 from analysis.diagnosis.rules.nsys.run_nodes import instances, late_node
+from analysis.results import LateNodeExtra
 
 
 class LateNode(Rule):
@@ -29,6 +30,7 @@ class LateNode(Rule):
     """
 
     id = "COMM005"
+    extra_type = LateNodeExtra
     name = "comm.late-node"
     verdict_kind = "communication"
     next_step = ("find what the late node's ranks share before the collectives (input pipeline, CPU and memory "

@@ -13,7 +13,7 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
 from analysis.diagnosis.rules.nsys.startup_fill import describe, startup_fill, unrecorded
 from analysis.loops.phases import activity_bounds, loop_warmup, phase_info, phase_of, top_calls
 from analysis.model.trace import Run, Trace
-from analysis.results import WarmupExtra, extra_json
+from analysis.results import StartupExtra, WarmupExtra, extra_json
 
 # What fills a start-up, by call or range name; the first match decides the advice.
 FILLERS = (
@@ -71,6 +71,7 @@ class StartupCost(_PhaseRule):
     """
 
     id = "PHASE001"
+    extra_type = StartupExtra
     name = "phase.startup-cost"
     verdict_kind = None  # the one-off start-up verdict speaks for it
     one_off_phase = "startup"
@@ -121,11 +122,12 @@ class StartupCost(_PhaseRule):
             evidence=tuple(Evidence(start_ns=lo, end_ns=hi, rank=trace.rank, name=n, value_ns=t) for n, t in calls)
             or (Evidence(start_ns=lo, end_ns=hi, rank=trace.rank, value_ns=length),),
             report=trace.label, rank=trace.rank, phase="startup",
-            extra={"startup_ns": length, "gpu_busy_ns": busy, "fillers": [{"name": n, "ns": t} for n, t in calls],
-                   **({"idle_anatomy": {"idle_ns": anatomy.idle_ns, "categories": anatomy.categories,
-                                        "first_call": None if anatomy.first_call is None else
-                                        {"name": anatomy.first_call[0], "ns": anatomy.first_call[1]}}}
-                      if anatomy is not None else {})},
+            extra=extra_json(StartupExtra(
+                startup_ns=length, gpu_busy_ns=busy, fillers=[{"name": n, "ns": t} for n, t in calls],
+                idle_anatomy=None if anatomy is None else {
+                    "idle_ns": anatomy.idle_ns, "categories": anatomy.categories,
+                    "first_call": None if anatomy.first_call is None else
+                    {"name": anatomy.first_call[0], "ns": anatomy.first_call[1]}})),
         )]
 
 

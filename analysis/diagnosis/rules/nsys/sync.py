@@ -14,7 +14,7 @@ from analysis.diagnosis.rules.nsys.common import (
     report_span_ns,
 )
 from analysis.diagnosis.rules.nsys.gaps import (
-    OPENED_IN,
+    OPENED_CODES,
     opened_count,
     owned,
     owned_sync_calls,
@@ -49,6 +49,7 @@ class BlockingSync(Rule):
 
     id = "SYNC001"
     extra_type = SyncExtra
+    opened_in = "sync"
     name = "sync.blocking-host-sync"
     verdict_kind = "sync_bound"
     round_trip = RoundTrip("in synchronizations", "drop the per-kernel synchronizations (stream order suffices; a "
@@ -73,14 +74,14 @@ class BlockingSync(Rule):
         if total <= 0 or total < ctx.params["min_idle_us"] * 1000:
             return []
         units = owned(trace, ctx.all_params, ctx.claimers)
-        n = opened_count(units, self.id)
+        n = opened_count(units, type(self))
         n_owning = owned_sync_calls(units)
         calls = trace.sql(f"""SELECT name, COUNT(*), SUM(end_ns - start_ns) FROM cuda_api
                               WHERE {api_name_in(trace, SYNC_API_RE)} GROUP BY name ORDER BY 2 DESC""")  # noqa: S608 - escaped names
         n_calls = sum(int(c[1]) for c in calls)
         n_kernels = int(trace.scalar("SELECT COUNT(*) FROM kernels") or 0)
         per_kernel = n_calls / n_kernels if n_kernels else None
-        top = owned_top(units, self.id)
+        top = owned_top(units, type(self))
         nvtx = nvtx_at(trace, [(g.pid, g.start_ns) for g in top])
         names = sync_names(trace, [(g.pid, g.start_ns) for g in top])
         evidence = tuple(
@@ -119,6 +120,6 @@ class BlockingSync(Rule):
 def _host(trace: Trace, units: list) -> dict:
     """``host_functions``: where the launching threads' CPU was in the gaps that opened inside a sync (HOST002's
     samples), if sampled."""
-    code = OPENED_IN["SYNC001"]
+    code = OPENED_CODES[str(BlockingSync.opened_in)]
     found = functions_in_marked(trace, [(u.unit.pid, u.gap_start, u.gap_end, u.opened_in == code) for u in units])
     return {"host_functions": found} if found else {}
