@@ -24,11 +24,12 @@ import dataclasses
 import functools
 import math
 from collections import defaultdict
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 from analysis.diagnosis.findings import Finding, severity_for
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
+from analysis.report_types import ReportSaving
 from analysis.results import NcuExtra, extra_json
 
 
@@ -126,14 +127,6 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
         out.append((i, dataclasses.replace(f, impact_ns=int(round(gain)), impact_pct=pct, severity=severity,
                                            message=message, extra=extra_json(extra))))
     return out
-
-
-class ReportSaving(TypedDict):
-    """An ncu report's headline estimated saving (``report_saving``): ns, its share, and the time it is drawn from."""
-
-    ns: int
-    pct: float | None
-    drawn_from: str
 
 
 def report_saving(findings: list[Finding], report: str | None) -> ReportSaving:

@@ -26,10 +26,11 @@ either rank's report records network ranges and ``not recorded`` when neither do
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from analysis.model.trace import Trace
 from analysis.readers.nsys.net import source
+from analysis.report_types import ReportNetwork
 
 NO_RANGES = ("no NCCL network ranges (ncclNetIsend/ncclNetIrecv NVTX events with their Data_Size arguments): "
              "this report does not record its network transfers (none crossed the network in it, or NCCL's "
@@ -97,19 +98,6 @@ def bandwidth(nbytes: int, ns: int) -> float | None:
     return round(nbytes * 1e9 / ns, 1) if ns > 0 else None
 
 
-class ReportNetwork(TypedDict):
-    """A report's ``network`` object (``report_network``): whether it records NCCL's network ranges (and why not),
-    its transfers per peer pair, per channel and per direction, and the bytes sent and received (with ranges)."""
-
-    has_ranges: bool
-    reason: str | None
-    peers: list[dict[str, Any]]
-    channels: list[dict[str, Any]]
-    directions: dict[str, dict[str, Any]]
-    bytes_sent: NotRequired[int]
-    bytes_received: NotRequired[int]
-
-
 def report_network(t: Trace, bounds: tuple[int, int] | None) -> ReportNetwork:
     """The report's ``network`` object: its transfers per peer pair and per channel (see the module)."""
     lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
@@ -133,7 +121,7 @@ LINK_KEYS = ("transfers", "bytes", "attempts", "retries", "waiting_ns", "complet
              "median_post_to_done_ns", "bandwidth_bps", "channels")
 
 
-def run_matrix(results: list[tuple[int | None, str | None, dict[str, Any] | None]]) -> dict[str, Any] | None:
+def run_matrix(results: list[tuple[int | None, str | None, ReportNetwork | None]]) -> dict[str, Any] | None:
     """The run's communication matrix from each report's (rank, host, network object); None when no
     report records network ranges. One link per (sender, receiver) rank pair: the sender's report's
     count of it, else the receiver's."""
@@ -158,8 +146,8 @@ def run_matrix(results: list[tuple[int | None, str | None, dict[str, Any] | None
     rows = sorted(links.values(), key=lambda r: (r["sender"], r["receiver"]))
     timed = [r for r in rows if r["bandwidth_bps"] is not None]
     slowest = min(timed, key=lambda r: (r["bandwidth_bps"], r["sender"], r["receiver"])) if timed else None
-    recorded = sorted(k for k, _, net in results if k is not None and (net or {}).get("has_ranges"))
-    without = sorted(k for k, _, net in results if k is not None and not (net or {}).get("has_ranges"))
+    recorded = sorted(k for k, _, net in results if k is not None and net is not None and net.get("has_ranges"))
+    without = sorted(k for k, _, net in results if k is not None and not (net is not None and net.get("has_ranges")))
     ranks = sorted({k for r in rows for k in (r["sender"], r["receiver"])} | set(hosts))
     waited: dict[int, dict[str, Any]] = {}
     for r in rows:

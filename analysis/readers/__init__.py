@@ -12,7 +12,10 @@ import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from analysis.report_types import ReportInfo
 
 
 class ToolKind(enum.StrEnum):
@@ -74,7 +77,7 @@ class Reader(Protocol):
         does not need (the nsys loop's stored iterations). Returns the kept (scrubbed) copy, if any."""
         ...
 
-    def summarize(self, out: Path, name: str) -> dict[str, Any]: ...
+    def summarize(self, out: Path, name: str) -> ReportInfo: ...
 
     def check_meta(self, meta: dict[str, Any]) -> None: ...
 

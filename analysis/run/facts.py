@@ -48,6 +48,7 @@ from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
 from analysis.readers import ToolKind
+from analysis.report_types import ReportInfo, StepRecordJson
 
 RESULT_FILE = "analysis.json"
 
@@ -63,7 +64,7 @@ class ReportResult:
 
     label: str
     tool: str
-    info: dict[str, Any]
+    info: ReportInfo
     findings: list[dict[str, Any]]
     # rule id -> {"status": ok | skipped | error | missing | run_level, "reason": ..., "findings": n}
     rules: dict[str, dict[str, Any]]
@@ -94,7 +95,7 @@ class ReportResult:
         return cls.from_json(json.loads((folder / RESULT_FILE).read_text()), folder)
 
 
-def iteration_facts(loop: Loop | None, records: list[dict[str, Any]]) -> dict[str, list[int | None]]:
+def iteration_facts(loop: Loop | None, records: list[StepRecordJson]) -> dict[str, list[int | None]]:
     """Every iteration's start and end (the whole loop), and GPU busy time where the window has it."""
     if loop is None or not len(loop):
         return {"start_ns": [], "end_ns": [], "busy_ns": []}
@@ -292,7 +293,7 @@ def last_per_step(results: list[ReportResult], items: int) -> LastPerStep | None
     return out
 
 
-def mark_last(infos: list[dict[str, Any]], steps: LastPerStep) -> None:
+def mark_last(infos: list[ReportInfo], steps: LastPerStep) -> None:
     """Each report's per-iteration records gain ``last`` (the rank that finished that step last on the
     absolute clock) and ``spread_ns`` (how long after the first it did), where the step exists."""
     by_report = steps.pop("_by_report")
@@ -310,8 +311,8 @@ def mark_last(infos: list[dict[str, Any]], steps: LastPerStep) -> None:
 
 def window_bounds(r: ReportResult) -> tuple[int, int] | None:
     """The report's analysis window in its own times (None: the whole report)."""
-    w = r.info.get("window") or {}
-    if w.get("start_ns") is None or w.get("end_ns") is None:
+    w = r.info.get("window")
+    if w is None or w["start_ns"] is None or w["end_ns"] is None:
         return None
     return int(w["start_ns"]), int(w["end_ns"])
 
@@ -326,14 +327,17 @@ def aligned_windows(results: list[ReportResult], spec_kind: str) -> list[Aligned
     results = [r for r in results if r.tool != ToolKind.NCCL]  # a log has no timeline to align
     if spec_kind != "steady" or len(results) < 2 or any(r.tool != ToolKind.NSYS for r in results):
         return None
-    bounds = [(r.info.get("window") or {}) for r in results]
-    if any(b.get("start_ns") is None or b.get("end_ns") is None for b in bounds):
-        return None
+    bounds: list[tuple[int, int]] = []
+    for r in results:
+        w = r.info.get("window")
+        if w is None or w["start_ns"] is None or w["end_ns"] is None:
+            return None
+        bounds.append((w["start_ns"], w["end_ns"]))
     off = clock_offsets([r.facts.get("session_start_utc_ns") for r in results])
     if off is None:
         return None
-    lo = max(int(b["start_ns"]) + o for b, o in zip(bounds, off, strict=True))
-    hi = min(int(b["end_ns"]) + o for b, o in zip(bounds, off, strict=True))
+    lo = max(int(b[0]) + o for b, o in zip(bounds, off, strict=True))
+    hi = min(int(b[1]) + o for b, o in zip(bounds, off, strict=True))
     if lo >= hi:
         return None
     return [{"report": r.label, "rank": r.facts.get("rank"), "start_ns": lo - o, "end_ns": hi - o}

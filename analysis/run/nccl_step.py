@@ -18,6 +18,7 @@ from typing import Any, NotRequired, TypedDict
 
 from analysis.diagnosis.findings import Finding
 from analysis.readers import ToolKind
+from analysis.report_types import ReportInfo
 from analysis.results import RuleStatus, RunWarning, Verdict
 from analysis.run.facts import ReportResult
 
@@ -76,11 +77,11 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
 
 
 def _info(label: str, spec_text: str, own: Mapping[str, Any],
-          network_path: dict[str, Any] | None = None) -> dict[str, Any]:
+          network_path: dict[str, Any] | None = None) -> ReportInfo:
     """A log's report summary: its version, host (a log of one node), counts (``own``: the log's own
     ``merge.summary``, or the merged job's for its first log) and, for the job's first log, the job's network
     path."""
-    info: dict[str, Any] = {"file": label, "tool": ToolKind.NCCL.value}
+    info: ReportInfo = {"file": label, "tool": ToolKind.NCCL.value}
     if own.get("version"):
         info["tool_version"] = str(own["version"])
     hosts = [h for h in own.get("hosts") or [] if h]
