@@ -39,7 +39,7 @@ from analysis.results import (
     RuleStatus,
     Verdict,
 )
-from analysis.views.compare import DEFAULT_NOISE_PCT, RunFacts
+from analysis.views.compare import DEFAULT_NOISE_PCT, RunComparison, RunFacts
 from analysis.views.payloads import Group, KernelInstances, NamedCalls, RunWindow, Selection, Window
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from analysis.views.run_timeline import Part
 
 __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Group", "KernelInstances", "NamedCalls", "RunWindow", "Selection", "Window", "Breakdown", "DeviceBreakdown", "Evidence",
-           "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
+           "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunComparison", "RunFacts",
            "AnalysisStep", "ToolKind", "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
            "compare_facts", "run_facts", "run_step_time", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances", "named_calls",
            "NCU_TREND_KPIS", "kernel_rank_matrix", "lanes_described", "ncu_kernel_kpis", "open_report",
@@ -377,7 +377,7 @@ def run_step_time(reports: Sequence[Mapping[str, Any]]) -> float | None:
     return step_time(reports)
 
 
-def compare_facts(base: Any, head: Any, *, noise_pct: float | None = None) -> dict[str, Any]:
+def compare_facts(base: RunFacts, head: RunFacts, *, noise_pct: float | None = None) -> RunComparison:
     """Two runs' difference head − base from their ``RunFacts`` (see ``analysis.views.compare``)."""
     from analysis.views.compare import compare
 
