@@ -1,6 +1,6 @@
 """The working forms of a report's JSON object (``reports[]``) as the analysis builds it, as TypedDicts: the headline
 facts a reader's ``summarize`` returns (``analysis.diagnosis.summary``), and what step 1 adds to them (breakdown,
-iterations and step anatomy, network, window ...). Typed where they are built and read, free at run time (plain
+iterations and step anatomy, network, window ...); and the run's collective split (``CollectiveSplit``). Typed where they are built and read, free at run time (plain
 dicts); ``analysis.results.ReportSummary`` is the same object read back as dataclasses.
 
 Standard library only, beside the contract: every layer (readers to views) imports it.
@@ -338,3 +338,164 @@ class ReportInfo(TypedDict, total=False):
     nccl_verdict: NcclSentence
     nccl_merged_into: str
     nccl_left_out: str
+
+
+# -- the run's collective split (analysis.run.runner: analysis.diagnosis.rules.nsys.run_nodes, analysis.run.waiting) --
+
+
+class RankSplit(TypedDict):
+    """One rank's collectives split (``run_nodes.collective_split``): its waiting for the last rank and its transfer
+    after it, summed over the matched instances; with launches recorded, its host's launch delay and GPU queue."""
+
+    rank: int | None
+    host: str | None
+    pid: int | None
+    wait_ns: int
+    transfer_ns: int
+    wait_pct: float
+    launch_delay_ns: NotRequired[int]
+    gpu_queue_ns: NotRequired[int]
+
+
+class HostSplit(TypedDict):
+    """One host's ranks' collectives split, summed."""
+
+    host: str | None
+    ranks: int
+    wait_ns: int
+    transfer_ns: int
+
+
+class LaunchDelay(TypedDict):
+    """The instance and rank whose host launched a collective the longest after the first rank's host did."""
+
+    instance: int
+    rank: int | None
+    host: str | None
+    delay_ns: int
+    gpu_queue_ns: int
+    in_launch_call_ns: NotRequired[int]
+    queued_after_call_ns: NotRequired[int]
+    descheduled_in_call_ns: NotRequired[int]
+
+
+class UnmatchedPairs(TypedDict):
+    """The point-to-point kernels left out of the split (``analysis.run.waiting.pairs_only``), and why."""
+
+    kernels: list[str]
+    instances: int
+    reason: str
+
+
+class RankWait(TypedDict):
+    """One rank in one collective instance: its arrival, its waiting, whom it waited for and its transfer."""
+
+    rank: str
+    host: str | None
+    arrival_ns: int
+    wait_ns: int
+    waited_for: str | None
+    transfer_ns: int
+
+
+class WaitItem(TypedDict):
+    """One collective instance (``analysis.run.waiting.collective_waits``): its kernel, kind, last rank and ranks."""
+
+    instance: int
+    kernel: str
+    kind: str
+    last: str
+    ranks: list[RankWait]
+
+
+class Participant(TypedDict):
+    """One participant's waiting and transfer over every instance, and whom it waited for (ns by rank)."""
+
+    rank: str
+    host: str | None
+    wait_ns: int
+    transfer_ns: int
+    waited_for: dict[str, int]
+
+
+class WaitedOn(TypedDict):
+    """A rank the others waited for: their waiting while it was last, and how often it was."""
+
+    rank: str
+    host: str | None
+    others_wait_ns: int
+    instances_last: int
+
+
+class CriticalRank(WaitedOn):
+    """The rank the others waited for the most, its share of the collectives' time and whether it leads the verdict."""
+
+    share_of_collective_time_pct: float
+    instances: int
+    leads_verdict: bool
+
+
+class SampleSums(TypedDict):
+    """Waiting and transfer summed over ranks, per instance or per step (what comparisons test)."""
+
+    wait_ns: list[int]
+    transfer_ns: list[int]
+
+
+class StepSums(SampleSums):
+    """Per step of the reference participant's loop (``reference``), over its ``steps`` steps."""
+
+    reference: str
+    steps: int
+
+
+class WaitSamples(TypedDict):
+    per_instance: SampleSums
+    per_step: StepSums | None
+
+
+class KindSplit(TypedDict):
+    """The collectives (or the point-to-point kernels) apart: instances, waiting and transfer."""
+
+    instances: int
+    wait_ns: int
+    transfer_ns: int
+
+
+class CollectiveWaits(TypedDict):
+    """Per instance and rank, whom each rank waited for (``analysis.run.waiting.collective_waits``)."""
+
+    participants: list[Participant]
+    items: list[WaitItem]
+    items_total: int
+    longest_waits: list[WaitItem]
+    waited_on: list[WaitedOn]
+    critical: CriticalRank | None
+    samples: WaitSamples
+    by_kind: dict[str, KindSplit]
+    clock: str
+
+
+class CollectiveSplit(TypedDict, total=False):
+    """The run's ``collectives``: each matched collective's waiting for the last rank and transfer after it, in total,
+    per rank and per host (``run_nodes.collective_split``); the point-to-point kernels left out; whom each rank
+    waited for (the keys of ``CollectiveWaits``, where ranks were split); and the MPI calls' split
+    (``analysis.run.mpi``, still loose)."""
+
+    instances: int
+    wait_ns: int
+    transfer_ns: int
+    longest_launch_delay: LaunchDelay | None
+    per_rank: list[RankSplit]
+    per_host: list[HostSplit]
+    point_to_point_unmatched: UnmatchedPairs
+    participants: list[Participant]
+    items: list[WaitItem]
+    items_total: int
+    longest_waits: list[WaitItem]
+    waited_on: list[WaitedOn]
+    critical: CriticalRank | None
+    samples: WaitSamples
+    by_kind: dict[str, KindSplit]
+    clock: str
+    mpi: dict[str, Any]

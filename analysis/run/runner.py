@@ -59,6 +59,7 @@ from analysis.model.nvtx_projection import nvtx_projection
 from analysis.model.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 from analysis.readers import AnalysisStep, ToolKind
 from analysis.report_types import (
+    CollectiveSplit,
     IterationsJson,
     IterationTimeJson,
     NvtxIterations,
@@ -385,7 +386,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
     mpi, mpi_waiting = _mpi_split(results, memory_bytes or ctx.memory_bytes)
     if mpi is not None:  # MPI calls across ranks, waiting for another rank apart from transfer
-        split = {**(split or {}), "mpi": mpi}
+        split = CollectiveSplit() if split is None else split
+        split["mpi"] = mpi
     waiting_apart([(r.label, r.facts.get("rank"), r.info.get("host"), r.findings) for r in results if r.tool == ToolKind.NSYS],
                   split)
     mpi_apart([(r.label, _name(r), r.findings, _mpi_idle(r)) for r in results if r.tool == ToolKind.NSYS], mpi,
@@ -481,7 +483,7 @@ def _verdicts(results: list[ReportResult]) -> list[Verdict]:
     return out
 
 
-def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
+def _collective_split(results: list[ReportResult], memory_bytes: int) -> CollectiveSplit | None:
     """Each matched collective's wait for the last rank and transfer after it (``analysis.diagnosis.rules.nsys.run_nodes``)."""
     parts = run_facts.comm_participants(results, None)
     # one report may hold several ranks (processes): its own clock, the split still applies
@@ -498,9 +500,11 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[st
         con.close()
     hosts = [r.info.get("host") for r, _ in parts]
     cols, unpaired = pairs_only(cols)  # send/recv kernels only between a pair: the exports name no peer
-    split = collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts)
+    # The rule module builds the split's totals, per rank and per host (the keys of ``CollectiveSplit`` it returns).
+    split = cast("CollectiveSplit | None", collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts))
     if unpaired is not None:
-        split = {**(split or {}), "point_to_point_unmatched": unpaired}
+        split = CollectiveSplit() if split is None else split
+        split["point_to_point_unmatched"] = unpaired
     if split is not None and split.get("per_rank"):  # per instance and rank: whom it waited for; the critical rank
         waits = collective_waits(cols, [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}"
                                         for r, _ in parts], hosts, _reference_steps(parts, offsets, cols))
