@@ -56,6 +56,19 @@ COLLECTIVES_FILE = "collectives.parquet"
 KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
 
 
+class ReportResultJson(TypedDict):
+    """A report's step-1 outcome as saved (``analysis.json``): its label, tool, window spec, summary, placed findings,
+    each rule's outcome and the facts for step 2."""
+
+    label: str
+    tool: str
+    window: str
+    info: ReportInfo
+    findings: list[dict[str, Any]]
+    rules: dict[str, dict[str, Any]]
+    facts: dict[str, Any]
+
+
 @dataclass
 class ReportResult:
     """Step 1's outcome for one report: its ``reports[]`` object, its placed findings (dicts, in rule
@@ -72,7 +85,7 @@ class ReportResult:
     facts_dir: Path | None = None
     window: str = win.DEFAULT
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReportResultJson:
         return {"label": self.label, "tool": self.tool, "window": self.window, "info": self.info,
                 "findings": self.findings, "rules": self.rules, "facts": self.facts}
 
