@@ -286,6 +286,34 @@ class NcclSentence(TypedDict):
     next_step: str
 
 
+class KernelCauseJson(TypedDict):
+    """A finding on a profiled launch, in the order the findings share its time (``ncu_gains.annotate_kernels``)."""
+
+    rule_id: str
+    title: str
+    impact_ns: int
+    role: str | None
+    severity: str
+
+
+class ProfiledLaunch(TypedDict):
+    """One profiled launch of an ncu report (``analysis.diagnosis.ncu.kernels.report_kernels``): its kernel, launch
+    shape and duration, the linked nsys time, its memory story (with its speed of light and limiter; the story is
+    still loose JSON, read by the ncu rules); after the rules, its estimated saving and the findings on it."""
+
+    kernel_id: int
+    name: str
+    short_name: str
+    grid: list[int] | None
+    block: list[int] | None
+    duration_ns: float | None
+    nsys_total_ns: int | None
+    nsys_launches: int | None
+    memory: dict[str, Any]
+    estimated_saving_ns: NotRequired[int | None]
+    causes: NotRequired[list[KernelCauseJson]]
+
+
 class ReportInfo(TypedDict, total=False):
     """A report's JSON object as the analysis builds it: the headline facts (every tool: ``file``, ``tool``; nsys and
     ncu: the ``tool_version`` ... ``top_kernels``; ncu only: ``schema_version``, ``layout``, ``kernels_profiled``,
@@ -324,7 +352,7 @@ class ReportInfo(TypedDict, total=False):
     launches: JSON
     network: ReportNetwork
     phases: list[JSON]
-    kernels: list[dict[str, Any]]  # ncu: each kernel's memory story (analysis.diagnosis.ncu.kernels), still loose
+    kernels: list[ProfiledLaunch]
     window: WindowJson
     estimated_saving: ReportSaving
     idle_anatomy: list[JSON]

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from analysis.diagnosis.findings import Finding, severity_for
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
-from analysis.report_types import ReportSaving
+from analysis.report_types import ProfiledLaunch, ReportSaving
 from analysis.results import NcuExtra, extra_json
 
 
@@ -142,7 +142,7 @@ def report_saving(findings: list[Finding], report: str | None) -> ReportSaving:
             "drawn_from": "mixed" if len(linked) > 1 else "nsys" if linked == {True} else "profiled"}
 
 
-def annotate_kernels(kernels: list[dict[str, Any]], findings: list[Finding], report: str | None) -> None:
+def annotate_kernels(kernels: list[ProfiledLaunch], findings: list[Finding], report: str | None) -> None:
     """Each ``reports[].kernels`` entry gets its ``estimated_saving_ns`` (None without findings) and its
     ``causes``: the findings on that kernel in the order they share its time (what the page and CLI list)."""
     groups: dict[tuple, list[Finding]] = defaultdict(list)
