@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ def _text_head(probe: Probe) -> bytes | None:
     return None
 
 
-def _check_schema(meta: dict[str, Any]) -> None:
+def _check_schema(meta: Mapping[str, str]) -> None:
     from analysis.readers.schema import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 
     if meta.get("schema_version") not in {str(v) for v in READABLE_SCHEMA_VERSIONS}:
@@ -111,7 +111,7 @@ class NsysReader:
     def summarize(self, out: Path, name: str) -> ReportInfo:
         return _trace_summary(out, name)
 
-    def check_meta(self, meta: dict[str, Any]) -> None:
+    def check_meta(self, meta: Mapping[str, str]) -> None:
         _check_schema(meta)
 
 
@@ -153,7 +153,7 @@ class NcuReader:
     def summarize(self, out: Path, name: str) -> ReportInfo:
         return _trace_summary(out, name)
 
-    def check_meta(self, meta: dict[str, Any]) -> None:
+    def check_meta(self, meta: Mapping[str, str]) -> None:
         _check_schema(meta)
 
 
@@ -196,7 +196,7 @@ class NcclReader:
             info["host"] = str(hosts[0])
         return info
 
-    def check_meta(self, meta: dict[str, Any]) -> None:
+    def check_meta(self, meta: Mapping[str, str]) -> None:
         from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION
 
         if meta.get("schema_version") != str(NCCL_SCHEMA_VERSION):

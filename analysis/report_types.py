@@ -314,6 +314,15 @@ class ProfiledLaunch(TypedDict):
     causes: NotRequired[list[KernelCauseJson]]
 
 
+class RuleOutcome(TypedDict):
+    """How one rule went on one report in step 1 (``ReportResult.rules``): ``ok``, ``skipped``, ``error``,
+    ``run_level`` (judged by the run step) or ``missing``, the reason, and its findings there."""
+
+    status: str
+    reason: str | None
+    findings: int
+
+
 class ReportInfo(TypedDict, total=False):
     """A report's JSON object as the analysis builds it: the headline facts (every tool: ``file``, ``tool``; nsys and
     ncu: the ``tool_version`` ... ``top_kernels``; ncu only: ``schema_version``, ``layout``, ``kernels_profiled``,

@@ -9,7 +9,7 @@ This module is standard library only (the CLI imports it before anything heavy).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -79,7 +79,7 @@ class Reader(Protocol):
 
     def summarize(self, out: Path, name: str) -> ReportInfo: ...
 
-    def check_meta(self, meta: dict[str, Any]) -> None: ...
+    def check_meta(self, meta: Mapping[str, str]) -> None: ...
 
 
 class DuplicateReader(ValueError):

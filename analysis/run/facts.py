@@ -48,7 +48,7 @@ from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
 from analysis.readers import ToolKind
-from analysis.report_types import ReportInfo, StepRecordJson
+from analysis.report_types import ReportInfo, RuleOutcome, StepRecordJson
 
 RESULT_FILE = "analysis.json"
 
@@ -65,7 +65,7 @@ class ReportResultJson(TypedDict):
     window: str
     info: ReportInfo
     findings: list[dict[str, Any]]
-    rules: dict[str, dict[str, Any]]
+    rules: dict[str, RuleOutcome]
     facts: dict[str, Any]
 
 
@@ -79,8 +79,7 @@ class ReportResult:
     tool: str
     info: ReportInfo
     findings: list[dict[str, Any]]
-    # rule id -> {"status": ok | skipped | error | missing | run_level, "reason": ..., "findings": n}
-    rules: dict[str, dict[str, Any]]
+    rules: dict[str, RuleOutcome]  # rule id -> its outcome on this report
     facts: dict[str, Any]
     facts_dir: Path | None = None
     window: str = win.DEFAULT
@@ -202,6 +201,12 @@ def _comm003_ranks(found: list[dict[str, Any]], sources: list[tuple[ReportResult
                 g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
 
 
+def _status(r: ReportResult, rule_id: str) -> str | None:
+    """The rule's status on the report (None: the report has no outcome for it)."""
+    o = r.rules.get(rule_id)
+    return o["status"] if o else None
+
+
 def comm_participants(results: list[ReportResult], rule_id: str | None) -> list[tuple[ReportResult, str]]:
     """The reports a cross-rank rule (COMM002, COMM005) compares, in run order, with a DuckDB relation of
     each one's collectives: nsys reports to which the rule applies (any, with ``rule_id`` None) whose
@@ -209,7 +214,7 @@ def comm_participants(results: list[ReportResult], rule_id: str | None) -> list[
     out = []
     for r in results:
         f = r.facts
-        if r.tool != ToolKind.NSYS or (rule_id is not None and (r.rules.get(rule_id) or {}).get("status") != "run_level"):
+        if r.tool != ToolKind.NSYS or (rule_id is not None and _status(r, rule_id) != "run_level"):
             continue
         if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
             continue

@@ -64,6 +64,7 @@ from analysis.report_types import (
     IterationTimeJson,
     NvtxIterations,
     ReportInfo,
+    RuleOutcome,
     StepAnatomyJson,
     StepRecordJson,
 )
@@ -189,7 +190,7 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: StepAnatomyJson | None,
 
 
 def _report_rules(run: Run, ctx: AnalysisContext, only: tuple[str, ...] | None = None,
-                  ) -> tuple[list[Finding], dict[str, dict[str, Any]]]:
+                  ) -> tuple[list[Finding], dict[str, RuleOutcome]]:
     """Every selected rule on a one-report run (rules of scope ``run`` only say whether they apply);
     ``only``: just these rule ids."""
     chosen = [r for r in ctx.selected if only is None or r.id in only]
@@ -320,7 +321,8 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
         placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text), [r.info]).to_dict()
                   for f in own]
         r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
-        r.rules.update({rid: {**o, "findings": sum(1 for f in own if f.rule_id == rid) if o["status"] == "ok" else 0}
+        r.rules.update({rid: {"status": o["status"], "reason": o["reason"],
+                              "findings": sum(1 for f in own if f.rule_id == rid) if o["status"] == "ok" else 0}
                         for rid, o in outcomes.items()})
 
 
@@ -398,7 +400,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         if rule_cls.scope != "run":
             continue
         status, reason = _merge_outcomes(rule_cls, results)
-        if not any((r.rules.get(rule_cls.id) or {}).get("status") == "run_level" for r in results):
+        if not any((o := r.rules.get(rule_cls.id)) and o["status"] == "run_level" for r in results):
             run_status[rule_cls.id] = (status, reason)
             continue
         try:
