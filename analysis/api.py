@@ -13,7 +13,7 @@ imports no DuckDB.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.readers import AnalysisStep, Probe, ToolKind
 from analysis.readers.nsys.ingest import start_child
+from analysis.report_types import ReportInfo
 from analysis.result_parts import IdleAnatomy, KernelCause, NcuKernel
 from analysis.results import (
     AnalysisResult,
@@ -38,7 +39,7 @@ from analysis.results import (
     RuleStatus,
     Verdict,
 )
-from analysis.views.compare import DEFAULT_NOISE_PCT, RunFacts
+from analysis.views.compare import DEFAULT_NOISE_PCT, RunComparison, RunFacts
 from analysis.views.payloads import Group, KernelInstances, NamedCalls, RunWindow, Selection, Window
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from analysis.views.run_timeline import Part
 
 __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Group", "KernelInstances", "NamedCalls", "RunWindow", "Selection", "Window", "Breakdown", "DeviceBreakdown", "Evidence",
-           "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunFacts",
+           "FindingResult", "Limits", "Progress", "ReportSummary", "ReportWindow", "RuleStatus", "RunComparison", "RunFacts",
            "AnalysisStep", "ToolKind", "TraceError", "analyze", "breakdown_value", "build_overview", "check_thresholds", "chrome_trace_json",
            "compare_facts", "run_facts", "run_step_time", "describe_rule", "detect_kind", "group_label", "ingest", "kernel_instances", "named_calls",
            "NCU_TREND_KPIS", "kernel_rank_matrix", "lanes_described", "ncu_kernel_kpis", "open_report",
@@ -117,7 +118,7 @@ class IngestResult:
 
     tool: str
     out: Path
-    info: dict[str, Any] = field(default_factory=dict)
+    info: ReportInfo | None = None  # None: ingest was told not to read them back (``summarize=False``)
     kept: Path | None = None  # the export without its captured environment, when ``keep`` was asked for
 
 
@@ -169,7 +170,7 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
     job's captured environment, for re-ingest later; ncu reports carry none and are not copied.
 
     ``child``: from ``start_ingest_child(out, limits)``; ``summarize=False`` skips reading the headline
-    facts back (``info`` is then empty), for callers that analyze the file next anyway.
+    facts back (``info`` is then None), for callers that analyze the file next anyway.
     ``iterations=False``: the loop's iterations are not written into the file (``analysis.loops.steps``), for a
     file analyzed once: the analysis finds the same loop and records itself, as for a file that predates them.
     Raises ``TraceError``; on any error nothing is left at ``out``.
@@ -192,7 +193,7 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
         child = None
     kept = reader.ingest(src, out, limits=limits, progress=progress, child=child, keep=keep, iterations=iterations)
     if not summarize:
-        return IngestResult(kind, out, {}, kept)
+        return IngestResult(kind, out, None, kept)
     return IngestResult(kind, out, reader.summarize(out, src.name), kept)
 
 
@@ -376,7 +377,7 @@ def run_step_time(reports: Sequence[Mapping[str, Any]]) -> float | None:
     return step_time(reports)
 
 
-def compare_facts(base: Any, head: Any, *, noise_pct: float | None = None) -> dict[str, Any]:
+def compare_facts(base: RunFacts, head: RunFacts, *, noise_pct: float | None = None) -> RunComparison:
     """Two runs' difference head − base from their ``RunFacts`` (see ``analysis.views.compare``)."""
     from analysis.views.compare import compare
 

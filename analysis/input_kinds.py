@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from analysis.errors import TraceError
 from analysis.readers import AnalysisStep, Probe, Reader, ReaderRegistry, ToolKind
+from analysis.report_types import ReportInfo
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NCU_REP_MAGIC = b"NVR\x00"
@@ -32,7 +33,7 @@ def _text_head(probe: Probe) -> bytes | None:
     return None
 
 
-def _check_schema(meta: dict[str, Any]) -> None:
+def _check_schema(meta: Mapping[str, str]) -> None:
     from analysis.readers.schema import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 
     if meta.get("schema_version") not in {str(v) for v in READABLE_SCHEMA_VERSIONS}:
@@ -40,7 +41,7 @@ def _check_schema(meta: dict[str, Any]) -> None:
                          f"this Goodput reads {SCHEMA_VERSION}: ingest the export again")
 
 
-def _trace_summary(out: Path, name: str) -> dict[str, Any]:
+def _trace_summary(out: Path, name: str) -> ReportInfo:
     from analysis.diagnosis.summary import report_info
     from analysis.model.trace import Trace
 
@@ -107,10 +108,10 @@ class NsysReader:
                         derive=_write_iterations if iterations else None)
         return keep
 
-    def summarize(self, out: Path, name: str) -> dict[str, Any]:
+    def summarize(self, out: Path, name: str) -> ReportInfo:
         return _trace_summary(out, name)
 
-    def check_meta(self, meta: dict[str, Any]) -> None:
+    def check_meta(self, meta: Mapping[str, str]) -> None:
         _check_schema(meta)
 
 
@@ -149,10 +150,10 @@ class NcuReader:
         ingest_ncu(src, out, limits=limits, progress=progress)
         return None  # an ncu report carries no captured environment: nothing to scrub and keep
 
-    def summarize(self, out: Path, name: str) -> dict[str, Any]:
+    def summarize(self, out: Path, name: str) -> ReportInfo:
         return _trace_summary(out, name)
 
-    def check_meta(self, meta: dict[str, Any]) -> None:
+    def check_meta(self, meta: Mapping[str, str]) -> None:
         _check_schema(meta)
 
 
@@ -182,12 +183,12 @@ class NcclReader:
         ingest_nccl(src, out, progress=progress, limits=limits)
         return None  # the log is kept as uploaded: NCCL prints no environment beyond its own NCCL_* settings
 
-    def summarize(self, out: Path, name: str) -> dict[str, Any]:
+    def summarize(self, out: Path, name: str) -> ReportInfo:
         from analysis.readers.nccl import load
 
         path = load(out).to_json()
         counts = {k: len(v) for k in ("nodes", "ranks", "nics", "warnings") if isinstance(v := path.get(k), list)}
-        info: dict[str, Any] = {"file": name, "tool": ToolKind.NCCL.value, "counts": counts}
+        info: ReportInfo = {"file": name, "tool": ToolKind.NCCL.value, "counts": counts}
         if path.get("version"):
             info["tool_version"] = str(path["version"])
         hosts = [n.get("host") for n in path.get("nodes") or [] if n.get("host")]
@@ -195,7 +196,7 @@ class NcclReader:
             info["host"] = str(hosts[0])
         return info
 
-    def check_meta(self, meta: dict[str, Any]) -> None:
+    def check_meta(self, meta: Mapping[str, str]) -> None:
         from analysis.readers.nccl.schema import NCCL_SCHEMA_VERSION
 
         if meta.get("schema_version") != str(NCCL_SCHEMA_VERSION):

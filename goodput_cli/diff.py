@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from analysis import fmt
 from goodput_cli import gate
@@ -107,7 +107,7 @@ def _offline(args: argparse.Namespace, base: list[str], head: list[str]) -> dict
         progress.finish()
         raise
     progress.finish("compared")
-    return diff
+    return cast("dict[str, Any]", diff)  # JSON from here on, as the server's answer: the gate adds its results
 
 
 def _remote(args: argparse.Namespace, base: list[str], head: list[str]) -> dict[str, Any]:

@@ -116,7 +116,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         progress.finish()
         raise BadInput(f"{args.out}: not_writable: {exc.strerror or exc}") from None
     progress.finish(f"ingested {args.file.name}")
-    counts = result.info.get("counts", {})
+    counts = result.info.get("counts", {}) if result.info else {}
     print(f"{args.out}: {result.tool} report, " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 

@@ -9,9 +9,9 @@ import numpy as np
 from analysis.model.activity import UnitOps, union_ns, unit_ops
 from analysis.model.intervals import COMPUTE, NCCL
 from analysis.model.trace import Trace
+from analysis.report_types import BreakdownJson, DeviceBreakdownJson
 
 PARTS = ("compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
-KEYS = ("compute_ns", "comm_overlapped_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "span_ns")
 
 
 def _unit_unions(u: UnitOps) -> tuple[int, int, int, int]:
@@ -34,7 +34,7 @@ def _pct(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 3) if whole else 0.0
 
 
-def breakdown(trace: Trace) -> dict[str, Any]:
+def breakdown(trace: Trace) -> BreakdownJson:
     """Partition of the GPU-active span of every (process, device) of one report, and their sum.
 
     A device's span runs from its first GPU operation's start to its last one's end. Each instant of
@@ -53,21 +53,20 @@ def breakdown(trace: Trace) -> dict[str, Any]:
     idle is never counted twice and never exceeds its span.
     """
     rank = trace.rank
-    units: list[dict[str, Any]] = []
+    units: list[DeviceBreakdownJson] = []
     for u in shared_devices(trace, [u for u in unit_ops(trace) if len(u)]):
         s0, s1 = int(u.start[0]), int(u.end.max())
         span = s1 - s0
         a, c, n, cn = _unit_unions(u)
-        unit: dict[str, Any] = {"pid": u.pid, "device": u.device, "start_ns": s0, "end_ns": s1,
-                "compute_ns": c, "comm_overlapped_ns": n - (cn - c), "comm_exposed_ns": cn - c,
-                "memory_only_ns": a - cn, "idle_ns": span - a, "span_ns": span, "rank": rank}
-        unit["goodput_pct"] = _pct(unit["compute_ns"], unit["span_ns"])
-        units.append(unit)
-    total = {k: sum(u[k] for u in units) for k in KEYS}
-    total["goodput_pct"] = _pct(total["compute_ns"], total["span_ns"])
-    total["rank"] = rank
-    total["devices"] = units
-    return total
+        units.append({"pid": u.pid, "device": u.device, "start_ns": s0, "end_ns": s1,
+                      "compute_ns": c, "comm_overlapped_ns": n - (cn - c), "comm_exposed_ns": cn - c,
+                      "memory_only_ns": a - cn, "idle_ns": span - a, "span_ns": span, "rank": rank,
+                      "goodput_pct": _pct(c, span)})
+    compute, span_ns = sum(u["compute_ns"] for u in units), sum(u["span_ns"] for u in units)
+    return {"compute_ns": compute, "comm_overlapped_ns": sum(u["comm_overlapped_ns"] for u in units),
+            "comm_exposed_ns": sum(u["comm_exposed_ns"] for u in units),
+            "memory_only_ns": sum(u["memory_only_ns"] for u in units), "idle_ns": sum(u["idle_ns"] for u in units),
+            "span_ns": span_ns, "goodput_pct": _pct(compute, span_ns), "rank": rank, "devices": units}
 
 
 def physical_keys(trace: Trace) -> dict[tuple[Any, Any], str]:
@@ -106,7 +105,3 @@ def shared_devices(trace: Trace, units: list[UnitOps]) -> list[UnitOps]:
         out.append(UnitOps(pid, g[0].device, start[order], end[order], cat[order]))
     return sorted(out, key=lambda u: (u.pid is None, u.pid or 0, u.device is None, u.device or 0))
 
-
-def compact(bd: dict[str, Any]) -> dict[str, Any]:
-    """The breakdown without the per-device list (what a report line in the CLI JSON carries first)."""
-    return {k: v for k, v in bd.items() if k != "devices"}

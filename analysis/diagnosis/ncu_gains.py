@@ -24,11 +24,12 @@ import dataclasses
 import functools
 import math
 from collections import defaultdict
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 from analysis.diagnosis.findings import Finding, severity_for
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
+from analysis.report_types import ProfiledLaunch, ReportSaving
 from analysis.results import NcuExtra, extra_json
 
 
@@ -128,14 +129,6 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
     return out
 
 
-class ReportSaving(TypedDict):
-    """An ncu report's headline estimated saving (``report_saving``): ns, its share, and the time it is drawn from."""
-
-    ns: int
-    pct: float | None
-    drawn_from: str
-
-
 def report_saving(findings: list[Finding], report: str | None) -> ReportSaving:
     """The headline estimated saving of an ncu report after ``share_gains``: the bounded sum of its gains in ns,
     its share of the time it is drawn from (the profiled time, or the linked nsys reports' span; None when
@@ -149,7 +142,7 @@ def report_saving(findings: list[Finding], report: str | None) -> ReportSaving:
             "drawn_from": "mixed" if len(linked) > 1 else "nsys" if linked == {True} else "profiled"}
 
 
-def annotate_kernels(kernels: list[dict[str, Any]], findings: list[Finding], report: str | None) -> None:
+def annotate_kernels(kernels: list[ProfiledLaunch], findings: list[Finding], report: str | None) -> None:
     """Each ``reports[].kernels`` entry gets its ``estimated_saving_ns`` (None without findings) and its
     ``causes``: the findings on that kernel in the order they share its time (what the page and CLI list)."""
     groups: dict[tuple, list[Finding]] = defaultdict(list)

@@ -7,18 +7,19 @@ from collections import defaultdict
 from typing import Any
 
 from analysis.model.ncu_metrics import load_launches
+from analysis.report_types import Device, ProfiledKernel, ReportInfo
 
 TOP_KERNELS = 10
 
 
-def ncu_report_info(trace: Any) -> dict[str, Any]:
+def ncu_report_info(trace: Any) -> ReportInfo:
     """``file``, ``tool``, ``tool_version``, host, pids, devices, ``counts`` and profiled GPU time of a report."""
     meta = trace.meta
     kernels, metrics = trace.scalar("SELECT count(*) FROM ncu_kernels"), trace.scalar("SELECT count(*) FROM ncu_metrics")
     rules = trace.scalar("SELECT count(*) FROM ncu_rule_results")
     pids = [r[0] for r in trace.sql("SELECT DISTINCT pid FROM ncu_kernels WHERE pid IS NOT NULL ORDER BY pid")]
     devices = [
-        {"id": r[0], "name": r[1]}
+        Device(id=r[0], name=r[1])
         for r in trace.sql(
             "SELECT device, max(device_name) FROM ncu_kernels WHERE device IS NOT NULL OR device_name IS NOT NULL "
             "GROUP BY device ORDER BY device NULLS LAST"
@@ -56,6 +57,6 @@ def ncu_report_info(trace: Any) -> dict[str, Any]:
         "durations_unknown": sum(1 for launch in launches if launch.duration_ns is None),
         "span_ns": None,
         # Same shape as the nsys report's list, over profiled launches (ncu serializes them: no span).
-        "top_kernels": [{"name": n, "count": c, "total_ns": int(round(t)), "median_ns": int(round(m))}
+        "top_kernels": [ProfiledKernel(name=n, count=c, total_ns=int(round(t)), median_ns=int(round(m)))
                         for n, c, t, m in top],
     }

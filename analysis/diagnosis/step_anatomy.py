@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from analysis.loops.phases import Loop
 from analysis.loops.steps import records
 from analysis.model.intervals import MEMORY
 from analysis.model.trace import Trace
+from analysis.report_types import PacedFacts, SlowStepJson, StepAnatomyJson, StepLatency
 
 HOST_PACED_BUSY = 0.5
 HOST_WAIT = 0.5
@@ -45,7 +46,7 @@ LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch)"
 
 def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]],
             claimers: Sequence[type[Rule]], cols: dict[str, np.ndarray],
-            unit: tuple[int | None, int | None] | None) -> dict[str, Any] | None:
+            unit: tuple[int | None, int | None] | None) -> StepAnatomyJson | None:
     """Per-iteration records and the step anatomy of the iterations that lie inside the (windowed)
     trace. ``cols``: every iteration's exact record (``analysis.loops.steps``), measured on ``unit``; ``claimers``:
     the rules that own idle, by category or in the gap table (``Registry.idle_claimers``), as the gap owners take them."""
@@ -75,7 +76,7 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
     copy_ns = per_iter(u.unit.start[copies], (u.unit.end - u.unit.start)[copies])
     med = float(np.median(length))
     recs = records(cols, keep)
-    slow = []
+    slow: list[SlowStepJson] = []
     for i in np.argsort(-length, kind="stable")[:SLOWEST]:
         extra = int(length[i] - med)
         if extra <= 0:
@@ -91,10 +92,10 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         cause = (f"idle owned by {rid} (+{fmt.duration(excess[rid])} over its median per step)" if owner
                  else f"{what} (busy +{fmt.duration(busy_excess)} over the median"
                  + (f", copies alone +{fmt.duration(copies_excess)})" if what == "longer copies" else ")"))
-        slow.append({**recs[i], "extra_ns": extra, "owner": owner, "cause": cause})
+        slow.append(cast("SlowStepJson", {**recs[i], "extra_ns": extra, "owner": owner, "cause": cause}))
     share = busy / np.maximum(length, 1)
     duty = float(np.median(share))
-    out: dict[str, Any] = {
+    out: StepAnatomyJson = {
         "steady_count": n, "iteration_median_ns": med,
         "jitter_pct": round(100.0 * float(np.percentile(length, 90) - np.percentile(length, 10)) / med, 3) if med else None,
         "gpu_duty_cycle_pct": round(100.0 * duty, 3),
@@ -131,12 +132,12 @@ def _regular(length: np.ndarray) -> bool:
 
 
 def paced_facts(trace: Trace, pid: int | None, device: int | None, starts: np.ndarray, ends: np.ndarray,
-                period: float, gpu: float) -> dict[str, Any]:
+                period: float, gpu: float) -> PacedFacts:
     """What a host-paced loop could do: ``headroom_per_second`` (items per second the GPU work alone would
     allow), ``headroom_x`` (that over the achieved rate) and, on an integrated GPU (Jetson/Tegra class, whose
     memory the CPU shares), ``integrated_gpu`` and the median pinned host-to-device copy time per item that
     zero-copy (mapped) memory would save."""
-    out: dict[str, Any] = {"headroom_per_second": round(1e9 / gpu, 3) if gpu > 0 else None,
+    out: PacedFacts = {"headroom_per_second": round(1e9 / gpu, 3) if gpu > 0 else None,
                            "headroom_x": round(period / gpu, 3) if gpu > 0 else None,
                            "integrated_gpu": integrated(trace, device)}
     if out["integrated_gpu"]:
@@ -212,10 +213,10 @@ def _host_calls_share(trace: Trace, pid: int, tids: list[int], starts: np.ndarra
     return float(coverage(trace, "cuda_api", pid, tids, lo, hi, extra)[0]) / float(hi[0] - lo[0])
 
 
-def _latency(trace: Trace, pid: int | None, starts: np.ndarray, busy: np.ndarray, copies: np.ndarray) -> dict[str, Any]:
+def _latency(trace: Trace, pid: int | None, starts: np.ndarray, busy: np.ndarray, copies: np.ndarray) -> StepLatency:
     """Median per iteration of host launch time, queue delay (launch call end to the iteration's first
     GPU operation), GPU execution, copies and sync/readback (blocking sync calls)."""
-    out = {"gpu_exec_ns": int(np.median(busy)), "copies_ns": int(np.median(copies)),
+    out: StepLatency = {"gpu_exec_ns": int(np.median(busy)), "copies_ns": int(np.median(copies)),
            "launch_ns": None, "queue_delay_ns": None, "sync_ns": None}
     if pid is None or not trace.has_rows("cuda_api"):
         return out

@@ -9,11 +9,12 @@ query on the export itself.
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict, cast
+from typing import cast
 
 from analysis.diagnosis.system_metrics import system_metrics
 from analysis.model.trace import Trace
 from analysis.readers import ToolKind
+from analysis.report_types import CopyKind, Degraded, Device, ReportInfo
 from analysis.result_parts import DominantKernel, TopKernel
 
 COUNTED = ("kernels", "memcpy", "memset", "cuda_api", "nvtx")
@@ -43,7 +44,7 @@ def _pids(trace: Trace) -> list[int]:
     return [r[0] for r in trace.sql(sql)]
 
 
-def _devices(trace: Trace) -> list[dict[str, Any]]:
+def _devices(trace: Trace) -> list[Device]:
     """Devices actually used by GPU activity (CUDA ordinal + GPU name), else every GPU the export lists."""
     listed = "devices" in trace.tables
     parts = [f'SELECT DISTINCT pid, device FROM "{t}"' for t in _present(trace, GPU_ACTIVITY)]
@@ -76,7 +77,7 @@ def _span(trace: Trace) -> int:
     return int(value or 0)
 
 
-def nsys_report_info(trace: Trace) -> dict[str, Any]:
+def nsys_report_info(trace: Trace) -> ReportInfo:
     """The JSON report object of one nsys report."""
     meta = trace.meta
     counts = {t: (trace.scalar(f'SELECT count(*) FROM "{t}"') if t in trace.tables else 0)
@@ -91,7 +92,7 @@ def nsys_report_info(trace: Trace) -> dict[str, Any]:
     copies = trace.sql("""
         SELECT copy_kind, count(*), COALESCE(sum(bytes), 0), sum(end_ns - start_ns)
         FROM memcpy GROUP BY 1 ORDER BY 3 DESC, 1""") if has_m else []
-    info = {
+    info: ReportInfo = {
         "file": trace.label,
         "tool": "nsys",
         "tool_version": meta.get("tool_version"),
@@ -111,7 +112,7 @@ def nsys_report_info(trace: Trace) -> dict[str, Any]:
                                   share_pct=round(100.0 * int(t) / gpu_time, 3) if gpu_time else None).to_json()
                         for n, c, t, m in top],
         "dominant_kernel": None if (dom := _dominant(top, int(gpu_time))) is None else dom.to_json(),
-        "memcpy_by_kind": [{"kind": k, "count": c, "bytes": int(b), "total_ns": int(t)} for k, c, b, t in copies],
+        "memcpy_by_kind": [CopyKind(kind=k, count=c, bytes=int(b), total_ns=int(t)) for k, c, b, t in copies],
         "degraded": degraded(meta),
     }
     metrics = system_metrics(trace)
@@ -131,14 +132,6 @@ def _dominant(top: list[tuple], kernel_ns: int) -> DominantKernel | None:
     return DominantKernel(name=name, count=int(count), total_ns=int(total), share_pct=round(share, 3))
 
 
-class Degraded(TypedDict):
-    """A part of the export ingest could not read: its table, the columns, and what that costs the analysis."""
-
-    table: str | None
-    columns: list[str]
-    effect: str
-
-
 def degraded(meta: dict[str, str]) -> list[Degraded]:
     """The parts of the export ingest could not read, each ``{table, columns, effect}`` (empty: none)."""
     try:
@@ -149,7 +142,7 @@ def degraded(meta: dict[str, str]) -> list[Degraded]:
     return cast("list[Degraded]", [i for i in items if isinstance(i, dict)] if isinstance(items, list) else [])
 
 
-def report_info(trace: Trace) -> dict[str, Any]:
+def report_info(trace: Trace) -> ReportInfo:
     """The JSON report object of one ingested report, whichever tool wrote it."""
     if trace.tool == ToolKind.NCU:
         from analysis.diagnosis.ncu_summary import ncu_report_info  # lazy: the ncu reader is optional here

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import cast
 
 from analysis import fmt
 from analysis.model.nvtx_projection import projected_table
 from analysis.model.trace import Trace
+from analysis.report_types import NvtxIterations, NvtxStep, NvtxStepStats
 
 MIN_ITERATIONS = 3
 # A step range must hold at least this share of the report's GPU work: a repeating range holding
@@ -86,7 +87,7 @@ def _choose(cands: list[tuple], total_gpu: int) -> tuple | None:
     return max(near, key=lambda c: (bool(STEP_NAME.search(c[1])), c[4], c[2], c[1]))
 
 
-def _item(i: int, r: tuple) -> dict[str, Any]:
+def _item(i: int, r: tuple) -> NvtxStep:
     return {"index": i, "pid": r[0], "tid": r[1], "start_ns": int(r[2]), "end_ns": int(r[3]), "cpu_ns": int(r[4]),
             "wall_ns": int(r[4]), "gpu_start_ns": None if r[5] is None else int(r[5]),
             "gpu_end_ns": None if r[6] is None else int(r[6]), "gpu_ns": int(r[7]), "gpu_op_ns": int(r[8]),
@@ -115,7 +116,7 @@ def _no_step(trace: Trace, total_gpu: int, cands: list[tuple]) -> str:
             f"{fmt.pct(100.0 * best[3] / total_gpu)}){ignored}; annotate the training step with NVTX")
 
 
-def iterations(trace: Trace, max_items: int = 500) -> dict[str, Any]:
+def iterations(trace: Trace, max_items: int = 500) -> NvtxIterations:
     """Per-iteration times from the repeating NVTX range that is the step.
 
     A range name is the NVTX domain plus the text with digit runs read as ``#`` (``Step 10 to 20`` and
@@ -137,7 +138,7 @@ def iterations(trace: Trace, max_items: int = 500) -> dict[str, Any]:
     holds the 5 iterations with the most GPU time (then wall time). Without NVTX or a step, ``range`` is
     None and ``reason`` says why.
     """
-    empty: dict[str, Any] = {"has_nvtx": trace.has_rows("nvtx"), "range": None, "domain": None, "count": 0,
+    empty: NvtxIterations = {"has_nvtx": trace.has_rows("nvtx"), "range": None, "domain": None, "count": 0,
                              "items": [], "slowest": []}
     if not empty["has_nvtx"]:
         return {**empty, "reason": "the report has no NVTX ranges; annotate the training step with NVTX"}
@@ -181,6 +182,6 @@ def iterations(trace: Trace, max_items: int = 500) -> dict[str, Any]:
     }
 
 
-def compact(it: dict[str, Any]) -> dict[str, Any]:
+def compact(it: NvtxIterations) -> NvtxStepStats:
     """The iteration summary without the per-iteration list (for the CLI JSON); ``slowest`` stays (bounded)."""
-    return {k: v for k, v in it.items() if k != "items"}
+    return cast("NvtxStepStats", {k: v for k, v in it.items() if k != "items"})

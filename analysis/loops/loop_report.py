@@ -8,6 +8,7 @@ import numpy as np
 
 from analysis.loops.phases import Loop, Phase
 from analysis.readers import ToolKind
+from analysis.report_types import ReportInfo
 from analysis.result_parts import LoopSpan
 
 
@@ -32,7 +33,7 @@ def loop_list(loop: Loop) -> list[LoopSpan]:
     return out
 
 
-def mark_loops(findings: list[dict[str, Any]], info: dict[str, Any]) -> None:
+def mark_loops(findings: list[dict[str, Any]], info: ReportInfo) -> None:
     """On a report with several loops, each finding says which loops its evidence lies in (``loops``: their
     indexes in ``iterations.loops``; empty when it lies outside every loop)."""
     loops = (info.get("iterations") or {}).get("loops") or []

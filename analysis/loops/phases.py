@@ -42,6 +42,7 @@ from analysis.loops.trend import is_trend, rank_trend, trend_words
 from analysis.model.cuda_api import SYNC_API_RE, api_name_in
 from analysis.model.trace import Trace
 from analysis.readers import ToolKind
+from analysis.report_types import NvtxIterations
 
 # The table the ingest writes the loop's iterations into (analysis.loops.steps writes it; the loop is read here).
 ITERATIONS_TABLE = "iterations"
@@ -81,7 +82,7 @@ class Loop:
     unit: tuple[int | None, int | None] | None = None
     detail: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
-    nvtx: dict[str, Any] = field(default_factory=dict, repr=False)  # analysis.loops.iterations' result, all items
+    nvtx: NvtxIterations = field(default_factory=lambda: NvtxIterations(), repr=False)  # analysis.loops.iterations' result
     # On the main loop (the one with the most GPU time): every loop of the report in time order, itself
     # included, when the report has several.
     loops: list[Loop] = field(default_factory=list, repr=False)
@@ -201,7 +202,7 @@ def find_loop(trace: Trace) -> Loop:
     if trace.tool != ToolKind.NSYS:
         return Loop(None, empty, empty, reason="not an nsys report")
     nv = nvtx_iterations.iterations(trace, max_items=10**9)
-    if nv.get("range"):
+    if rng := nv.get("range"):
         items = nv["items"]
         # On the GPU's timeline (the host runs ahead of it): a step starts with its first GPU operation.
         starts = np.array([i["gpu_start_ns"] if i["gpu_start_ns"] is not None else i["start_ns"] for i in items],
@@ -211,8 +212,8 @@ def find_loop(trace: Trace) -> Loop:
         if _nvtx_repeats(trace, starts[order]):
             gpu = [i["gpu_ns"] for i in items]
             nv["p99_ns"] = float(np.percentile(gpu, 99)) if gpu else None  # of the steps' projected GPU time
-            return Loop("nvtx", starts[order], ends[order], signature=[nv["range"]],
-                        detail={"range": nv["range"], "domain": nv.get("domain")}, nvtx=nv)
+            return Loop("nvtx", starts[order], ends[order], signature=[rng],
+                        detail={"range": rng, "domain": nv.get("domain")}, nvtx=nv)
         nv = {"has_nvtx": True, "range": None, "domain": None, "count": 0, "items": [], "slowest": [],
               "reason": f"the NVTX range {nv['range']!r} repeats, but around different GPU work each time "
                         "(no repeated signature): not a loop"}
@@ -424,7 +425,7 @@ def stored_loop(trace: Trace) -> Loop | None:
     unit = facts.get("unit")
     main = Loop(facts["source"], d["start_ns"].astype(np.int64), d["own_end_ns"].astype(np.int64),
                 signature=list(facts.get("signature") or []), unit=None if unit is None else tuple(unit),
-                detail=facts.get("detail") or {}, reason=facts.get("reason"), nvtx=facts.get("nvtx") or {},
+                detail=facts.get("detail") or {}, reason=facts.get("reason"), nvtx=facts.get("nvtx") or NvtxIterations(),
                 gpu_ns=int(facts.get("gpu_ns") or 0))
     main.loops = [main if x.get("main") else Loop(
         x["source"], np.array(x["starts"], dtype=np.int64), np.array(x["ends"], dtype=np.int64),

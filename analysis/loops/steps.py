@@ -30,6 +30,7 @@ from analysis.model.activity import UnitOps
 from analysis.model.intervals import COMPUTE, GPU_OPS_SQL, NCCL
 from analysis.model.trace import Trace
 from analysis.readers.schema import DERIVED_TABLES, ddl
+from analysis.report_types import StepRecordJson
 
 TABLE = ITERATIONS_TABLE
 PARTS = ("gpu_busy_ns", "compute_ns", "comm_exposed_ns", "comm_overlapped_ns", "memory_only_ns", "idle_ns")
@@ -137,16 +138,15 @@ def stored(trace: Trace, loop: Loop) -> dict[str, np.ndarray] | None:
     return cols
 
 
-def records(cols: dict[str, np.ndarray], keep: np.ndarray | None = None) -> list[dict[str, Any]]:
+def records(cols: dict[str, np.ndarray], keep: np.ndarray | None = None) -> list[StepRecordJson]:
     """Records as dicts (``keep``: the positions to turn into dicts, default all)."""
     idx = range(len(cols["idx"])) if keep is None else keep
-    out = []
-    for i in idx:
-        r: dict[str, Any] = {"index": int(cols["idx"][i]), "phase": str(cols["phase"][i])}
-        for k in ("start_ns", "end_ns", "ns", *PARTS):
-            r[k] = int(cols[k][i])
-        out.append(r)
-    return out
+    c = cols
+    return [{"index": int(c["idx"][i]), "phase": str(c["phase"][i]), "start_ns": int(c["start_ns"][i]),
+             "end_ns": int(c["end_ns"][i]), "ns": int(c["ns"][i]), "gpu_busy_ns": int(c["gpu_busy_ns"][i]),
+             "compute_ns": int(c["compute_ns"][i]), "comm_exposed_ns": int(c["comm_exposed_ns"][i]),
+             "comm_overlapped_ns": int(c["comm_overlapped_ns"][i]), "memory_only_ns": int(c["memory_only_ns"][i]),
+             "idle_ns": int(c["idle_ns"][i])} for i in idx]
 
 
 def _plain(o: Any) -> Any:

@@ -26,10 +26,11 @@ either rank's report records network ranges and ``not recorded`` when neither do
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict, cast
 
 from analysis.model.trace import Trace
 from analysis.readers.nsys.net import source
+from analysis.report_types import ReportNetwork
 
 NO_RANGES = ("no NCCL network ranges (ncclNetIsend/ncclNetIrecv NVTX events with their Data_Size arguments): "
              "this report does not record its network transfers (none crossed the network in it, or NCCL's "
@@ -97,19 +98,6 @@ def bandwidth(nbytes: int, ns: int) -> float | None:
     return round(nbytes * 1e9 / ns, 1) if ns > 0 else None
 
 
-class ReportNetwork(TypedDict):
-    """A report's ``network`` object (``report_network``): whether it records NCCL's network ranges (and why not),
-    its transfers per peer pair, per channel and per direction, and the bytes sent and received (with ranges)."""
-
-    has_ranges: bool
-    reason: str | None
-    peers: list[dict[str, Any]]
-    channels: list[dict[str, Any]]
-    directions: dict[str, dict[str, Any]]
-    bytes_sent: NotRequired[int]
-    bytes_received: NotRequired[int]
-
-
 def report_network(t: Trace, bounds: tuple[int, int] | None) -> ReportNetwork:
     """The report's ``network`` object: its transfers per peer pair and per channel (see the module)."""
     lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
@@ -133,7 +121,98 @@ LINK_KEYS = ("transfers", "bytes", "attempts", "retries", "waiting_ns", "complet
              "median_post_to_done_ns", "bandwidth_bps", "channels")
 
 
-def run_matrix(results: list[tuple[int | None, str | None, dict[str, Any] | None]]) -> dict[str, Any] | None:
+class Link(TypedDict):
+    """One (sender, receiver) rank pair of the run's matrix: the hosts, whether it crosses nodes, whose report counted
+    it (``seen_by``), its ``LINK_KEYS`` counts and whom the sender waited for."""
+
+    sender: int
+    receiver: int
+    sender_host: str | None
+    receiver_host: str | None
+    inter_node: bool | None
+    seen_by: str
+    transfers: int
+    bytes: int
+    attempts: int
+    retries: int
+    waiting_ns: int
+    completed_bytes: int
+    in_flight_ns: int
+    median_post_to_done_ns: int | None
+    bandwidth_bps: float | None
+    channels: int
+    waiting_for: int | None
+
+
+class WaitedFor(TypedDict):
+    """A receiving rank its senders waited for (their retries), and who they are."""
+
+    rank: int
+    host: str | None
+    waiting_ns: int
+    by: list[int]
+
+
+class Node(TypedDict):
+    """One host of the matrix: its ranks (those whose report records ranges) and its bytes within and across nodes."""
+
+    host: str | None
+    ranks: list[int]
+    ranks_recorded: list[int]
+    intra_bytes: int
+    sent_inter_bytes: int
+    received_inter_bytes: int
+
+
+class NodeLink(TypedDict):
+    """An ordered host pair with links: their count, transfers, bytes, waiting and the slowest link's bandwidth."""
+
+    sender_host: str | None
+    receiver_host: str | None
+    inter_node: bool | None
+    links: int
+    transfers: int
+    bytes: int
+    waiting_ns: int
+    min_bandwidth_bps: float | None
+
+
+class ByNode(TypedDict):
+    nodes: list[Node]
+    node_links: list[NodeLink]
+
+
+class SlowestLink(TypedDict):
+    sender: int
+    receiver: int
+    sender_host: str | None
+    receiver_host: str | None
+    bytes: int
+    in_flight_ns: int
+    bandwidth_bps: float | None
+    waiting_ns: int
+
+
+class NetworkMatrix(TypedDict):
+    """The run's ``network``: NCCL's network transfers as a rank x rank matrix (``run_matrix``)."""
+
+    ranks: list[int]
+    hosts: dict[str, str | None]
+    links: list[Link]
+    inter_node_bytes: int
+    intra_node_bytes: int
+    unknown_node_bytes: int
+    attempts: int
+    transfers: int
+    senders_across_nodes: list[int]
+    without_ranges: list[int]
+    waited_for: list[WaitedFor]
+    nodes: list[Node]
+    node_links: list[NodeLink]
+    slowest: SlowestLink | None
+
+
+def run_matrix(results: list[tuple[int | None, str | None, ReportNetwork | None]]) -> NetworkMatrix | None:
     """The run's communication matrix from each report's (rank, host, network object); None when no
     report records network ranges. One link per (sender, receiver) rank pair: the sender's report's
     count of it, else the receiver's."""
@@ -141,7 +220,7 @@ def run_matrix(results: list[tuple[int | None, str | None, dict[str, Any] | None
     with_ranges = [net for _, _, net in results if net and net.get("has_ranges")]
     if not with_ranges:
         return None
-    links: dict[tuple[int, int], dict[str, Any]] = {}
+    links: dict[tuple[int, int], Link] = {}
     for side in ("send", "recv"):
         for net in with_ranges:
             for p in net["peers"]:
@@ -149,25 +228,27 @@ def run_matrix(results: list[tuple[int | None, str | None, dict[str, Any] | None
                 if p["direction"] != side or key in links:
                     continue
                 hs, hr = hosts.get(key[0]), hosts.get(key[1])
-                links[key] = {"sender": key[0], "receiver": key[1], "sender_host": hs, "receiver_host": hr,
-                              "inter_node": None if hs is None or hr is None else hs != hr, "seen_by": side,
-                              **{k: p.get(k, 0) for k in LINK_KEYS},
-                              # a sender that retried waited for its receiver to post; a receiver's retries
-                              # wait on its own side (buffers), so they name no peer
-                              "waiting_for": key[1] if side == "send" and p.get("waiting_ns") else None}
+                links[key] = cast("Link", {  # its counts: the ``LINK_KEYS`` of the report's peer row
+                    "sender": key[0], "receiver": key[1], "sender_host": hs, "receiver_host": hr,
+                    "inter_node": None if hs is None or hr is None else hs != hr, "seen_by": side,
+                    **{k: p.get(k, 0) for k in LINK_KEYS},
+                    # a sender that retried waited for its receiver to post; a receiver's retries
+                    # wait on its own side (buffers), so they name no peer
+                    "waiting_for": key[1] if side == "send" and p.get("waiting_ns") else None})
     rows = sorted(links.values(), key=lambda r: (r["sender"], r["receiver"]))
     timed = [r for r in rows if r["bandwidth_bps"] is not None]
     slowest = min(timed, key=lambda r: (r["bandwidth_bps"], r["sender"], r["receiver"])) if timed else None
-    recorded = sorted(k for k, _, net in results if k is not None and (net or {}).get("has_ranges"))
-    without = sorted(k for k, _, net in results if k is not None and not (net or {}).get("has_ranges"))
+    recorded = sorted(k for k, _, net in results if k is not None and net is not None and net.get("has_ranges"))
+    without = sorted(k for k, _, net in results if k is not None and not (net is not None and net.get("has_ranges")))
     ranks = sorted({k for r in rows for k in (r["sender"], r["receiver"])} | set(hosts))
-    waited: dict[int, dict[str, Any]] = {}
+    waited: dict[int, WaitedFor] = {}
     for r in rows:
         if r["waiting_for"] is not None:
             w = waited.setdefault(r["waiting_for"], {"rank": r["waiting_for"], "host": hosts.get(r["waiting_for"]),
                                                      "waiting_ns": 0, "by": []})
             w["waiting_ns"] += r["waiting_ns"]
             w["by"].append(r["sender"])
+    by_node = _by_node(rows, hosts, set(recorded))
     return {"ranks": ranks, "hosts": {str(k): v for k, v in sorted(hosts.items())}, "links": rows,
             "inter_node_bytes": sum(r["bytes"] for r in rows if r["inter_node"] is True),
             "intra_node_bytes": sum(r["bytes"] for r in rows if r["inter_node"] is False),
@@ -176,10 +257,12 @@ def run_matrix(results: list[tuple[int | None, str | None, dict[str, Any] | None
             "senders_across_nodes": sorted({r["sender"] for r in rows if r["inter_node"]}),
             "without_ranges": without,
             "waited_for": sorted(waited.values(), key=lambda w: (-w["waiting_ns"], w["rank"])),
-            **_by_node(rows, hosts, set(recorded)),
-            "slowest": None if slowest is None else {k: slowest[k] for k in (
-                "sender", "receiver", "sender_host", "receiver_host", "bytes", "in_flight_ns", "bandwidth_bps",
-                "waiting_ns")}}
+            "nodes": by_node["nodes"], "node_links": by_node["node_links"],
+            "slowest": None if slowest is None else {
+                "sender": slowest["sender"], "receiver": slowest["receiver"], "sender_host": slowest["sender_host"],
+                "receiver_host": slowest["receiver_host"], "bytes": slowest["bytes"],
+                "in_flight_ns": slowest["in_flight_ns"], "bandwidth_bps": slowest["bandwidth_bps"],
+                "waiting_ns": slowest["waiting_ns"]}}
 
 
 def link_status(sender: int, receiver: int, links: set[tuple[int, int]], recorded: set[int]) -> str:
@@ -189,16 +272,16 @@ def link_status(sender: int, receiver: int, links: set[tuple[int, int]], recorde
     return "no traffic" if sender in recorded or receiver in recorded else "not recorded"
 
 
-def _by_node(rows: list[dict[str, Any]], hosts: dict[int, str | None], recorded: set[int]) -> dict[str, Any]:
+def _by_node(rows: list[Link], hosts: dict[int, str | None], recorded: set[int]) -> ByNode:
     """``nodes`` (per host: its ranks, bytes sent and received within it and to/from other nodes) and
     ``node_links`` (per ordered host pair with a link: bytes, transfers, links, the slowest link's bandwidth)."""
     ranks_of: dict[str | None, list[int]] = defaultdict(list)
     for rank, host in sorted(hosts.items()):
         ranks_of[host].append(rank)
-    nodes = {h: {"host": h, "ranks": rs, "ranks_recorded": [r for r in rs if r in recorded],
+    nodes: dict[str | None, Node] = {h: {"host": h, "ranks": rs, "ranks_recorded": [r for r in rs if r in recorded],
                  "intra_bytes": 0, "sent_inter_bytes": 0, "received_inter_bytes": 0}
              for h, rs in ranks_of.items()}
-    pairs: dict[tuple[Any, Any], dict[str, Any]] = {}
+    pairs: dict[tuple[str | None, str | None], NodeLink] = {}
     for r in rows:
         hs, hr = r["sender_host"], r["receiver_host"]
         for h in (hs, hr):

@@ -9,10 +9,13 @@ This module is standard library only (the CLI imports it before anything heavy).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from analysis.report_types import ReportInfo
 
 
 class ToolKind(enum.StrEnum):
@@ -74,9 +77,9 @@ class Reader(Protocol):
         does not need (the nsys loop's stored iterations). Returns the kept (scrubbed) copy, if any."""
         ...
 
-    def summarize(self, out: Path, name: str) -> dict[str, Any]: ...
+    def summarize(self, out: Path, name: str) -> ReportInfo: ...
 
-    def check_meta(self, meta: dict[str, Any]) -> None: ...
+    def check_meta(self, meta: Mapping[str, str]) -> None: ...
 
 
 class DuplicateReader(ValueError):

@@ -20,7 +20,7 @@ corpus export records which logical CPUs share a core, so nothing here says they
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, TypedDict
 
 from analysis import fmt
 from analysis.model.trace import Trace
@@ -52,7 +52,14 @@ def cpu_time(t: Trace, bounds: tuple[int, int] | None) -> list[dict[str, int]]:
     return [{"pid": int(p), "cpu": int(c), "on_ns": int(n)} for p, c, n in rows]
 
 
-def cpu_layout(meta: dict[str, str]) -> dict[str, Any] | None:
+class CpuLayout(TypedDict):
+    """A host's recorded CPU layout: its logical CPUs and each one's socket."""
+
+    logical: int
+    socket: dict[int, int]
+
+
+def cpu_layout(meta: dict[str, str]) -> CpuLayout | None:
     """The report's recorded CPU layout (``analysis.readers.nsys.guard.cpu_layout``): ``{"logical": n,
     "socket": {cpu: socket}}``, None when the export records none."""
     try:
@@ -67,7 +74,7 @@ def cpu_layout(meta: dict[str, str]) -> dict[str, Any] | None:
     return {"logical": n, "socket": socket}
 
 
-def _where(cpus: list[int], layout: dict[str, Any] | None) -> str:
+def _where(cpus: list[int], layout: CpuLayout | None) -> str:
     """The CPUs named as the scheduler numbers them, with what the export records of the layout."""
     ids = f"logical CPU{'s' if len(cpus) > 1 else ''} {', '.join(map(str, cpus))}"
     if layout is None:
@@ -85,7 +92,7 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
     ``shared_cpu`` warning per group of two or more ranks (processes) of one host confined to overlapping logical
     CPUs (see the module), with each rank's time on those CPUs and on any."""
     by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    layouts: dict[str, dict[str, Any] | None] = {}
+    layouts: dict[str, CpuLayout | None] = {}
     for file, rank, host, cpus, layout in reports:
         if host is None:
             continue

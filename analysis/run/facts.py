@@ -48,11 +48,25 @@ from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
 from analysis.readers import ToolKind
+from analysis.report_types import ReportInfo, RuleOutcome, StepRecordJson
 
 RESULT_FILE = "analysis.json"
 
 COLLECTIVES_FILE = "collectives.parquet"
 KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
+
+
+class ReportResultJson(TypedDict):
+    """A report's step-1 outcome as saved (``analysis.json``): its label, tool, window spec, summary, placed findings,
+    each rule's outcome and the facts for step 2."""
+
+    label: str
+    tool: str
+    window: str
+    info: ReportInfo
+    findings: list[dict[str, Any]]
+    rules: dict[str, RuleOutcome]
+    facts: dict[str, Any]
 
 
 @dataclass
@@ -63,15 +77,14 @@ class ReportResult:
 
     label: str
     tool: str
-    info: dict[str, Any]
+    info: ReportInfo
     findings: list[dict[str, Any]]
-    # rule id -> {"status": ok | skipped | error | missing | run_level, "reason": ..., "findings": n}
-    rules: dict[str, dict[str, Any]]
+    rules: dict[str, RuleOutcome]  # rule id -> its outcome on this report
     facts: dict[str, Any]
     facts_dir: Path | None = None
     window: str = win.DEFAULT
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReportResultJson:
         return {"label": self.label, "tool": self.tool, "window": self.window, "info": self.info,
                 "findings": self.findings, "rules": self.rules, "facts": self.facts}
 
@@ -94,7 +107,7 @@ class ReportResult:
         return cls.from_json(json.loads((folder / RESULT_FILE).read_text()), folder)
 
 
-def iteration_facts(loop: Loop | None, records: list[dict[str, Any]]) -> dict[str, list[int | None]]:
+def iteration_facts(loop: Loop | None, records: list[StepRecordJson]) -> dict[str, list[int | None]]:
     """Every iteration's start and end (the whole loop), and GPU busy time where the window has it."""
     if loop is None or not len(loop):
         return {"start_ns": [], "end_ns": [], "busy_ns": []}
@@ -188,6 +201,12 @@ def _comm003_ranks(found: list[dict[str, Any]], sources: list[tuple[ReportResult
                 g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
 
 
+def _status(r: ReportResult, rule_id: str) -> str | None:
+    """The rule's status on the report (None: the report has no outcome for it)."""
+    o = r.rules.get(rule_id)
+    return o["status"] if o else None
+
+
 def comm_participants(results: list[ReportResult], rule_id: str | None) -> list[tuple[ReportResult, str]]:
     """The reports a cross-rank rule (COMM002, COMM005) compares, in run order, with a DuckDB relation of
     each one's collectives: nsys reports to which the rule applies (any, with ``rule_id`` None) whose
@@ -195,7 +214,7 @@ def comm_participants(results: list[ReportResult], rule_id: str | None) -> list[
     out = []
     for r in results:
         f = r.facts
-        if r.tool != ToolKind.NSYS or (rule_id is not None and (r.rules.get(rule_id) or {}).get("status") != "run_level"):
+        if r.tool != ToolKind.NSYS or (rule_id is not None and _status(r, rule_id) != "run_level"):
             continue
         if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
             continue
@@ -292,7 +311,7 @@ def last_per_step(results: list[ReportResult], items: int) -> LastPerStep | None
     return out
 
 
-def mark_last(infos: list[dict[str, Any]], steps: LastPerStep) -> None:
+def mark_last(infos: list[ReportInfo], steps: LastPerStep) -> None:
     """Each report's per-iteration records gain ``last`` (the rank that finished that step last on the
     absolute clock) and ``spread_ns`` (how long after the first it did), where the step exists."""
     by_report = steps.pop("_by_report")
@@ -310,8 +329,8 @@ def mark_last(infos: list[dict[str, Any]], steps: LastPerStep) -> None:
 
 def window_bounds(r: ReportResult) -> tuple[int, int] | None:
     """The report's analysis window in its own times (None: the whole report)."""
-    w = r.info.get("window") or {}
-    if w.get("start_ns") is None or w.get("end_ns") is None:
+    w = r.info.get("window")
+    if w is None or w["start_ns"] is None or w["end_ns"] is None:
         return None
     return int(w["start_ns"]), int(w["end_ns"])
 
@@ -326,14 +345,17 @@ def aligned_windows(results: list[ReportResult], spec_kind: str) -> list[Aligned
     results = [r for r in results if r.tool != ToolKind.NCCL]  # a log has no timeline to align
     if spec_kind != "steady" or len(results) < 2 or any(r.tool != ToolKind.NSYS for r in results):
         return None
-    bounds = [(r.info.get("window") or {}) for r in results]
-    if any(b.get("start_ns") is None or b.get("end_ns") is None for b in bounds):
-        return None
+    bounds: list[tuple[int, int]] = []
+    for r in results:
+        w = r.info.get("window")
+        if w is None or w["start_ns"] is None or w["end_ns"] is None:
+            return None
+        bounds.append((w["start_ns"], w["end_ns"]))
     off = clock_offsets([r.facts.get("session_start_utc_ns") for r in results])
     if off is None:
         return None
-    lo = max(int(b["start_ns"]) + o for b, o in zip(bounds, off, strict=True))
-    hi = min(int(b["end_ns"]) + o for b, o in zip(bounds, off, strict=True))
+    lo = max(int(b[0]) + o for b, o in zip(bounds, off, strict=True))
+    hi = min(int(b[1]) + o for b, o in zip(bounds, off, strict=True))
     if lo >= hi:
         return None
     return [{"report": r.label, "rank": r.facts.get("rank"), "start_ns": lo - o, "end_ns": hi - o}

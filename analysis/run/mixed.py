@@ -11,15 +11,15 @@ slowest rank) that pair it with the others compare things that did not happen to
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from analysis import fmt
+from analysis.report_types import ReportInfo
 from analysis.results import RunWarning
 
 APART_NS = 60 * 1_000_000_000  # a report this far from every other one did not run with them
 
 
-def _extent(info: dict[str, Any]) -> tuple[int, int] | None:
+def _extent(info: ReportInfo) -> tuple[int, int] | None:
     start = info.get("session_start_utc_ns")
     phases = info.get("phases") or []
     if not isinstance(start, int) or not phases:
@@ -29,11 +29,11 @@ def _extent(info: dict[str, Any]) -> tuple[int, int] | None:
     return start + lo, start + hi
 
 
-def _who(info: dict[str, Any]) -> str:
+def _who(info: ReportInfo) -> str:
     return f"{info['file']}" + (f" (rank {info['rank']})" if info.get("rank") is not None else "")
 
 
-def run_warnings(infos: list[dict[str, Any]]) -> list[RunWarning]:
+def run_warnings(infos: list[ReportInfo]) -> list[RunWarning]:
     """The warnings of a run from its nsys reports' summaries (``reports[]``); empty for one report."""
     nsys = [i for i in infos if i.get("tool") == "nsys"]
     if len(nsys) < 2:
@@ -47,11 +47,11 @@ def run_warnings(infos: list[dict[str, Any]]) -> list[RunWarning]:
         parts = "; ".join(f"job {j}: {', '.join(_who(i) for i in members)}" for j, members in sorted(jobs.items()))
         out.append({"code": "jobs_differ", "message": f"The reports come from {len(jobs)} different jobs ({parts}): "
                     "their ranks did not run together.", "reports": [i["file"] for i in nsys], "ranks": []})
-    sizes = {int(i["world_size"]) for i in nsys if isinstance(i.get("world_size"), int)}
+    sizes = {int(s) for i in nsys if isinstance(s := i.get("world_size"), int)}
     ranks: dict[int, list[str]] = defaultdict(list)
     for i in nsys:
-        if isinstance(i.get("rank"), int):
-            ranks[int(i["rank"])].append(i["file"])
+        if isinstance(rank := i.get("rank"), int):
+            ranks[int(rank)].append(i["file"])
     twice = {r: files for r, files in ranks.items() if len(files) > 1}
     for r, files in sorted(twice.items()):
         out.append({"code": "duplicate_rank", "message": f"Rank {r} is claimed by {len(files)} reports "
@@ -82,7 +82,7 @@ def run_warnings(infos: list[dict[str, Any]]) -> list[RunWarning]:
             out.append({"code": "clock_apart", "message": f"{_who(i)} lies {fmt.duration(gap)} apart from every other "
                         "report on the aligned clock: another clock domain or another capture. Cross-rank numbers "
                         "(skew, waiting, the slowest rank, the timeline) that pair it with the others do not describe "
-                        "one execution.", "reports": [i["file"]], "ranks": [i["rank"]] if i.get("rank") is not None else []})
+                        "one execution.", "reports": [i["file"]], "ranks": [rk] if (rk := i.get("rank")) is not None else []})
     return out
 
 

@@ -19,6 +19,7 @@ from typing import Any, NotRequired, TypedDict
 from analysis import fmt
 from analysis.diagnosis.findings import Finding
 from analysis.readers import ToolKind
+from analysis.report_types import ReportInfo, RuleOutcome
 from analysis.results import RuleStatus, RunWarning, Verdict
 from analysis.run.facts import ReportResult
 
@@ -51,7 +52,7 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
     lead = next((f for f in found if f.severity in ("critical", "warning")), None)
     lead_label = job.files[0]
     placed = [_placed(f, lead_label) for f in found]
-    outcomes: dict[str, dict[str, Any]] = {}
+    outcomes: dict[str, RuleOutcome] = {}
     for f in placed:
         o = outcomes.setdefault(f["rule_id"], {"status": "ok", "reason": None, "findings": 0})
         o["findings"] += 1
@@ -77,11 +78,11 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
 
 
 def _info(label: str, spec_text: str, own: Mapping[str, Any],
-          network_path: dict[str, Any] | None = None) -> dict[str, Any]:
+          network_path: dict[str, Any] | None = None) -> ReportInfo:
     """A log's report summary: its version, host (a log of one node), counts (``own``: the log's own
     ``merge.summary``, or the merged job's for its first log) and, for the job's first log, the job's network
     path."""
-    info: dict[str, Any] = {"file": label, "tool": ToolKind.NCCL.value}
+    info: ReportInfo = {"file": label, "tool": ToolKind.NCCL.value}
     if own.get("version"):
         info["tool_version"] = str(own["version"])
     hosts = [h for h in own.get("hosts") or [] if h]
@@ -136,7 +137,7 @@ def rule_statuses(results: Sequence[ReportResult]) -> list[RuleStatus]:
         return []
     from analysis.diagnosis import nccl as diagnose
 
-    return [RuleStatus(rule.id, "ok", None, sum(int((r.rules.get(rule.id) or {}).get("findings") or 0) for r in logs))
+    return [RuleStatus(rule.id, "ok", None, sum(int(o["findings"] or 0) for r in logs if (o := r.rules.get(rule.id))))
             for rule in diagnose.registry()]
 
 

@@ -26,13 +26,14 @@ from analysis.diagnosis.findings import SEVERITIES
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.readers import ToolKind
+from analysis.report_types import ReportInfo
 
 # A host (of several ranks) stands out when its ranks carry at least this share of the rule's cost while
 # holding fewer of the run's ranks than that share (the same problem on every rank names no host).
 HOST_SHARE = 0.75
 
 
-def wall_union(rule_id: str, members: list[dict[str, Any]], by_label: dict[str, dict[str, Any]]) -> int | None:
+def wall_union(rule_id: str, members: list[dict[str, Any]], by_label: dict[str, ReportInfo]) -> int | None:
     """The union, on the aligned clock, of the phase of ``rule_id`` on each rank with a finding (None: a rank
     lacks its session start or phase, or its finding is not that phase's length)."""
     rule = {r.id: r for r in default_registry()}.get(rule_id)
@@ -41,9 +42,9 @@ def wall_union(rule_id: str, members: list[dict[str, Any]], by_label: dict[str, 
         return None
     spans = []
     for f in members:
-        info = by_label.get(f["report"]) or {}
-        start = info.get("session_start_utc_ns")
-        ph = next((p for p in info.get("phases") or [] if p.get("name") == phase), None)
+        info = by_label.get(f["report"])
+        start = info.get("session_start_utc_ns") if info else None
+        ph = next((p for p in (info.get("phases") or [] if info else []) if p.get("name") == phase), None)
         if not isinstance(start, int) or ph is None or int(ph["end_ns"]) - int(ph["start_ns"]) != int(f["impact_ns"]):
             return None
         spans.append((start + int(ph["start_ns"]), start + int(ph["end_ns"])))
@@ -60,7 +61,7 @@ def _who(rank: int | None, label: str) -> str:
     return f"rank {rank}" if rank is not None else label
 
 
-def roll_up(findings: list[dict[str, Any]], infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def roll_up(findings: list[dict[str, Any]], infos: list[ReportInfo]) -> list[dict[str, Any]]:
     """``findings`` (placed, per report or run-level) as one entry per rule and scope (see the module);
     ``infos``: the run's ``reports[]`` (rank and host of each report's label). Unranked: the caller ranks."""
     by_label = {i["file"]: i for i in infos}
@@ -79,8 +80,9 @@ def roll_up(findings: list[dict[str, Any]], infos: list[dict[str, Any]]) -> list
     for (_, _), members in groups.items():
         per: dict[str, dict[str, Any]] = {}
         for f in members:
-            info = by_label.get(f["report"], {})
-            row = per.setdefault(f["report"], {"rank": info.get("rank"), "host": info.get("host"),
+            info = by_label.get(f["report"])
+            row = per.setdefault(f["report"], {"rank": info.get("rank") if info else None,
+                                               "host": info.get("host") if info else None,
                                                "report": f["report"], "impact_ns": 0, "findings": 0})
             row["impact_ns"] += int(f["impact_ns"])
             row["findings"] += 1

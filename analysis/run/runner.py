@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -58,6 +58,16 @@ from analysis.model.network import report_network, run_matrix
 from analysis.model.nvtx_projection import nvtx_projection
 from analysis.model.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 from analysis.readers import AnalysisStep, ToolKind
+from analysis.report_types import (
+    CollectiveSplit,
+    IterationsJson,
+    IterationTimeJson,
+    NvtxIterations,
+    ReportInfo,
+    RuleOutcome,
+    StepAnatomyJson,
+    StepRecordJson,
+)
 from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
@@ -121,7 +131,7 @@ def _judged_loop(spec: win.WindowSpec, info: PhaseInfo) -> tuple[Loop, int | Non
     return info.loop, None
 
 
-def _time_stats(d: np.ndarray) -> dict[str, float | int]:
+def _time_stats(d: np.ndarray) -> IterationTimeJson:
     """Iteration-time percentiles, extremes and mean of a loop's ``durations`` (non-empty)."""
     q = {f"p{p}": float(np.percentile(d, p)) for p in (10, 50, 90, 99)}
     return {"median_ns": q["p50"], "p10_ns": q["p10"], "p90_ns": q["p90"], "p99_ns": q["p99"],
@@ -129,7 +139,7 @@ def _time_stats(d: np.ndarray) -> dict[str, float | int]:
 
 
 def _anatomy(t: Trace, v: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]],
-             claimers: Sequence[type[Rule]]) -> dict[str, Any] | None:
+             claimers: Sequence[type[Rule]]) -> StepAnatomyJson | None:
     """The window's step anatomy of ``loop`` (the one the window holds) from every iteration's exact record:
     those the ingest wrote into the file (the main loop's), else computed on the window's GPU operations, exact
     for the iterations that lie inside it, which are the only ones the anatomy uses."""
@@ -146,15 +156,15 @@ def _anatomy(t: Trace, v: Trace, loop: Loop, all_params: Mapping[str, Mapping[st
     return anatomy(v, loop, all_params, claimers, cols, unit)
 
 
-def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None,
-                  judged: tuple[Loop, int | None] | None = None) -> dict[str, Any]:
+def _loop_summary(trace: Trace, info: PhaseInfo, ana: StepAnatomyJson | None,
+                  judged: tuple[Loop, int | None] | None = None) -> IterationsJson:
     """The report's ``iterations`` object: NVTX's step summary when the step is an NVTX range (its
     keys as before), plus the loop's source, counts, iteration-time percentiles and step anatomy.
     ``judged``: the loop the window holds and its index under ``loop:N``; the anatomy is that loop's and
     says so (``anatomy.loop``: the index in ``loops``; ``anatomy.iteration_time``: its percentiles)."""
     loop = info.loop
-    nv = loop.nvtx or (it.iterations(trace) if loop.source is None else {})
-    out: dict[str, Any] = it.compact(nv) if loop.source in ("nvtx", None) else {
+    nv = loop.nvtx or (it.iterations(trace) if loop.source is None else NvtxIterations())
+    out: IterationsJson = cast("IterationsJson", it.compact(nv)) if loop.source in ("nvtx", None) else {
         "has_nvtx": trace.has_rows("nvtx"), "range": None, "domain": None}
     if loop.source == "nvtx":
         # NVTX steps keep their projected GPU time as the headline, as before; p99 of it beside.
@@ -166,7 +176,7 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None,
         stats = _time_stats(d)
         out["iteration_time"] = stats
         if loop.source != "nvtx":
-            out.update(stats)
+            out.update(cast("IterationsJson", stats))
         out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
                          "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
     out["loops"] = [lp.to_json() for lp in loop_list(loop)]
@@ -175,12 +185,12 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: dict[str, Any] | None,
         records = ana.pop("records")
         out["anatomy"] = {**ana, "records": records[:ITEMS], "records_total": len(records)}
         if judged is not None and judged[1] is not None:
-            out["anatomy"].update(loop=judged[1], iteration_time=_time_stats(judged[0].durations))
+            out["anatomy"].update({"loop": judged[1], "iteration_time": _time_stats(judged[0].durations)})
     return out
 
 
 def _report_rules(run: Run, ctx: AnalysisContext, only: tuple[str, ...] | None = None,
-                  ) -> tuple[list[Finding], dict[str, dict[str, Any]]]:
+                  ) -> tuple[list[Finding], dict[str, RuleOutcome]]:
     """Every selected rule on a one-report run (rules of scope ``run`` only say whether they apply);
     ``only``: just these rule ids."""
     chosen = [r for r in ctx.selected if only is None or r.id in only]
@@ -206,7 +216,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
         wrun = Run([v], ctx.memory_bytes, nsys_kernels=linked)
         try:
             info = report_info(t)
-            records: list[dict[str, Any]] = []
+            records: list[StepRecordJson] = []
             if info_p is not None:
                 info["breakdown"] = bd.breakdown(v)
                 judged = _judged_loop(spec, info_p)
@@ -234,11 +244,28 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
         finally:
             if v is not t:
                 v.close()
-    paced = ((info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"
+    paced = _host_paced(info)
     placed = [_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
               for f in found]
     mark_loops(placed, info)
     return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
+
+
+def _anatomy_of(info: ReportInfo) -> StepAnatomyJson | None:
+    """The report's step anatomy, if its loop has one."""
+    return info["iterations"].get("anatomy") if "iterations" in info else None
+
+
+def _phase_of(info: ReportInfo) -> str | None:
+    """The phase the report's window is (None: no window)."""
+    w = info.get("window")
+    return w["phase"] if w else None
+
+
+def _host_paced(info: ReportInfo) -> bool:
+    """Whether the report's loop is host-paced (the GPU waits for the host by design: its idle is no defect)."""
+    ana = _anatomy_of(info)
+    return ana is not None and ana["kind"] == "host_paced"
 
 
 def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: list[str], ctx: AnalysisContext) -> None:
@@ -262,8 +289,8 @@ def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: l
             finally:
                 if v is not t:
                     v.close()
-        phase = (r.info.get("window") or {}).get("phase")
-        paced = ((r.info.get("iterations") or {}).get("anatomy") or {}).get("kind") == "host_paced"
+        phase = _phase_of(r.info)
+        paced = _host_paced(r.info)
         placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, {r.label} if paced else set(),
                                     ctx.spec.text), [r.info]).to_dict() for f in found]
         r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
@@ -289,16 +316,17 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
                 if v is not t:
                     v.close()
     for r, _ in nsys:
-        phase = (r.info.get("window") or {}).get("phase")
+        phase = _phase_of(r.info)
         own = [f for f in found if f.report == r.label]
         placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text), [r.info]).to_dict()
                   for f in own]
         r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
-        r.rules.update({rid: {**o, "findings": sum(1 for f in own if f.rule_id == rid) if o["status"] == "ok" else 0}
+        r.rules.update({rid: {"status": o["status"], "reason": o["reason"],
+                              "findings": sum(1 for f in own if f.rule_id == rid) if o["status"] == "ok" else 0}
                         for rid, o in outcomes.items()})
 
 
-def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[dict[str, Any]],
+def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[StepRecordJson],
            facts_dir: Path | None) -> dict[str, Any]:
     """The report's compact facts (``analysis.run.facts``): JSON scalars and the iterations of ``loop`` (the
     one the window holds, whose records ``records`` are), and the collectives table written into ``facts_dir``."""
@@ -360,7 +388,8 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     split = _collective_split(results, memory_bytes or ctx.memory_bytes)
     mpi, mpi_waiting = _mpi_split(results, memory_bytes or ctx.memory_bytes)
     if mpi is not None:  # MPI calls across ranks, waiting for another rank apart from transfer
-        split = {**(split or {}), "mpi": mpi}
+        split = CollectiveSplit() if split is None else split
+        split["mpi"] = mpi
     waiting_apart([(r.label, r.facts.get("rank"), r.info.get("host"), r.findings) for r in results if r.tool == ToolKind.NSYS],
                   split)
     mpi_apart([(r.label, _name(r), r.findings, _mpi_idle(r)) for r in results if r.tool == ToolKind.NSYS], mpi,
@@ -371,7 +400,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
         if rule_cls.scope != "run":
             continue
         status, reason = _merge_outcomes(rule_cls, results)
-        if not any((r.rules.get(rule_cls.id) or {}).get("status") == "run_level" for r in results):
+        if not any((o := r.rules.get(rule_cls.id)) and o["status"] == "run_level" for r in results):
             run_status[rule_cls.id] = (status, reason)
             continue
         try:
@@ -456,7 +485,7 @@ def _verdicts(results: list[ReportResult]) -> list[Verdict]:
     return out
 
 
-def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[str, Any] | None:
+def _collective_split(results: list[ReportResult], memory_bytes: int) -> CollectiveSplit | None:
     """Each matched collective's wait for the last rank and transfer after it (``analysis.diagnosis.rules.nsys.run_nodes``)."""
     parts = run_facts.comm_participants(results, None)
     # one report may hold several ranks (processes): its own clock, the split still applies
@@ -473,9 +502,11 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> dict[st
         con.close()
     hosts = [r.info.get("host") for r, _ in parts]
     cols, unpaired = pairs_only(cols)  # send/recv kernels only between a pair: the exports name no peer
-    split = collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts)
+    # The rule module builds the split's totals, per rank and per host (the keys of ``CollectiveSplit`` it returns).
+    split = cast("CollectiveSplit | None", collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts))
     if unpaired is not None:
-        split = {**(split or {}), "point_to_point_unmatched": unpaired}
+        split = CollectiveSplit() if split is None else split
+        split["point_to_point_unmatched"] = unpaired
     if split is not None and split.get("per_rank"):  # per instance and rank: whom it waited for; the critical rank
         waits = collective_waits(cols, [r.label if r.facts.get("rank") is None else f"rank {r.facts['rank']}"
                                         for r, _ in parts], hosts, _reference_steps(parts, offsets, cols))
@@ -647,7 +678,7 @@ def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: s
     return f
 
 
-def _per_step(f: Finding, infos: list[dict[str, Any]]) -> Finding:
+def _per_step(f: Finding, infos: Sequence[ReportInfo]) -> Finding:
     """A finding judged on a window that is a stretch of the loop (the steady state, or iterations A to B)
     gains its impact per step: the impact over the number of iterations wholly inside the window
     (``impact_per_step_ns``, ``steps_in_window``). Report-level findings use their report's iterations;
@@ -655,7 +686,7 @@ def _per_step(f: Finding, infos: list[dict[str, Any]]) -> Finding:
     ranks went through). Findings about another phase (start-up, warm-up) stay totals."""
     counts = {}
     for info in infos:
-        ana = (info.get("iterations") or {}).get("anatomy")
+        ana = _anatomy_of(info)
         if ana and ana.get("steady_count") and info["window"]["phase"] in LOOP_WINDOWS:
             counts[info["file"]] = (int(ana["steady_count"]), info["window"]["phase"])
     hit: tuple[int, str | None] | None

@@ -29,6 +29,17 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.model.kernel_names import short_kernel_name
+from analysis.report_types import (
+    CollectiveSplit,
+    CollectiveWaits,
+    CriticalRank,
+    KindSplit,
+    SampleSums,
+    UnmatchedPairs,
+    WaitedOn,
+    WaitItem,
+    WaitSamples,
+)
 from analysis.results import Verdict
 from analysis.run.mpi import intersect as mpi_intersect
 from analysis.run.mpi import union as mpi_union
@@ -45,7 +56,7 @@ SAMPLES = 10_000  # per-instance samples kept for comparisons (the first ones on
 
 
 def step_samples(wait: np.ndarray, transfer: np.ndarray, arrival: np.ndarray,
-                 steps: list[tuple[int, int]]) -> dict[str, list[int]]:
+                 steps: list[tuple[int, int]]) -> SampleSums:
     """Per step, the waiting and the transfer (summed over ranks) of the instances that arrive inside it:
     ``wait``/``transfer`` per instance, ``arrival`` the reference rank's arrival of each instance, ``steps``
     ``[start, end)`` on the same clock. A step with no instance counts 0, as a kernel's time per step does
@@ -72,7 +83,7 @@ def is_p2p(kernel: str) -> bool:
     return P2P_RE.search(str(kernel).split("(")[0]) is not None
 
 
-def pairs_only(cols: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
+def pairs_only(cols: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], UnmatchedPairs | None]:
     """``run_nodes.instances``' columns without the point-to-point instances when more than two processes
     take part: the exports record no peer, so a send/recv kernel is matched to its peer only when the run has
     one pair (the k-th on each side); with more, matching the k-th on every rank would make each wait for the
@@ -94,7 +105,7 @@ def pairs_only(cols: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict
 
 
 def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[str | None],
-                     steps: tuple[int, list[tuple[int, int]]] | None = None) -> dict[str, Any] | None:
+                     steps: tuple[int, list[tuple[int, int]]] | None = None) -> CollectiveWaits | None:
     """``cols``: ``run_nodes.instances`` (with ``name``); ``names``/``hosts``: per report part; ``steps``: a
     reference part and its complete steps in the window, ``[start, end)`` on ``cols``' clock. Returns
     ``items`` (per instance: its kernel, the last rank, per rank its arrival, wait, whom it waited for and
@@ -132,7 +143,7 @@ def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[
             if wait[i, j] > 0:
                 waited_for[j][who[int(last[i])]] += int(wait[i, j])
 
-    def item(i: int) -> dict[str, Any]:
+    def item(i: int) -> WaitItem:
         return {"instance": i, "kernel": kernel[i], "kind": "point-to-point" if is_p2p(kernel[i]) else "collective",
                 "last": who[int(last[i])], "ranks": [
             {"rank": who[j], "host": host[j], "arrival_ns": int(t[i, j] - t[i].min()), "wait_ns": int(wait[i, j]),
@@ -140,24 +151,25 @@ def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[
             for j in range(len(keys))]}
 
     per_wait, per_transfer = wait.sum(axis=1), transfer.sum(axis=1)
-    samples: dict[str, Any] = {"per_instance": {"wait_ns": [int(v) for v in per_wait[:SAMPLES]],
-                                                "transfer_ns": [int(v) for v in per_transfer[:SAMPLES]]},
-                               "per_step": None}
+    samples: WaitSamples = {"per_instance": {"wait_ns": [int(v) for v in per_wait[:SAMPLES]],
+                                             "transfer_ns": [int(v) for v in per_transfer[:SAMPLES]]},
+                            "per_step": None}
     ref_cols = [j for j, (p, _) in enumerate(keys) if steps is not None and p == steps[0]]
     if steps is not None and ref_cols and steps[1]:
         arrival = t[:, ref_cols].min(axis=1)
-        samples["per_step"] = {"reference": names[steps[0]], "steps": len(steps[1]),
-                               **step_samples(per_wait, per_transfer, arrival, steps[1])}
+        sums = step_samples(per_wait, per_transfer, arrival, steps[1])
+        samples["per_step"] = {"reference": names[steps[0]], "steps": len(steps[1]), "wait_ns": sums["wait_ns"],
+                               "transfer_ns": sums["transfer_ns"]}
     p2p = np.asarray([is_p2p(k) for k in kernel], dtype=bool)
-    by_kind = {kind: {"instances": int(m.sum()), "wait_ns": int(wait[m].sum()), "transfer_ns": int(transfer[m].sum())}
+    by_kind: dict[str, KindSplit] = {kind: {"instances": int(m.sum()), "wait_ns": int(wait[m].sum()), "transfer_ns": int(transfer[m].sum())}
                for kind, m in (("collective", ~p2p), ("point-to-point", p2p)) if m.any()}
     total = int(wait.sum() + transfer.sum())
     order = np.argsort(-wait.sum(axis=1), kind="stable")[:LONGEST]
     lasts = np.bincount(last, minlength=len(keys))
-    waited_on = [{"rank": who[j], "host": host[j], "others_wait_ns": int(caused[j]), "instances_last": int(lasts[j])}
+    waited_on: list[WaitedOn] = [{"rank": who[j], "host": host[j], "others_wait_ns": int(caused[j]), "instances_last": int(lasts[j])}
                  for j in np.argsort(-caused, kind="stable") if caused[j] > 0]
     crit = waited_on[0] if waited_on else None
-    critical = None
+    critical: CriticalRank | None = None
     if crit is not None and total > 0:
         critical = {**crit, "share_of_collective_time_pct": round(100.0 * crit["others_wait_ns"] / total, 3),
                     "instances": n, "leads_verdict": crit["others_wait_ns"] >= CRITICAL_SHARE * total}
@@ -172,17 +184,18 @@ def collective_waits(cols: dict[str, np.ndarray], names: list[str], hosts: list[
 
 
 def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: list[str],
-                     waits: dict[str, Any] | None) -> Verdict | None:
+                     waits: CollectiveSplit | None) -> Verdict | None:
     """The run's verdict told from the critical path: when the others wait on one rank for a material share
     of the collectives' time (``CRITICAL_SHARE``), that rank's own verdict, prefixed with who waits for it;
     else ``verdict`` unchanged. ``names``: each nsys report's name, in the order of ``verdicts``."""
-    crit = (waits or {}).get("critical")
-    mpi = ((waits or {}).get("mpi") or {}).get("critical")
+    crit = waits.get("critical") if waits else None
+    mpi_split = waits.get("mpi") if waits else None
+    mpi = (mpi_split or {}).get("critical")
     if verdict is not None and verdict.kind in ONE_OFF_KINDS:
         return verdict  # the run's bound is outside its loop: the collectives' waiting is not the story
     if verdict is None or len(verdicts) < 2:
         return verdict
-    where = " on " + crit["host"] if crit and crit.get("host") else ""
+    where = f" on {crit['host']}" if crit and crit.get("host") else ""
     if crit and crit.get("leads_verdict"):
         lead = (f"Critical path: {crit['rank']}{where} arrives last at {crit['instances_last']} of "
                 f"{fmt.count(crit['instances'])} collective(s); the other ranks wait {fmt_ms(crit['others_wait_ns'])} for it "
@@ -190,7 +203,7 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
                 "Its own bound: ")
     elif mpi and mpi["share_of_mpi_time_pct"] >= 100 * CRITICAL_SHARE:
         crit = mpi
-        others = "the other rank waits" if len((waits or {})["mpi"].get("per_rank") or []) <= 2 else "the other ranks wait"
+        others = "the other rank waits" if len((mpi_split or {}).get("per_rank") or []) <= 2 else "the other ranks wait"
         lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi.get('host') else ''}: {others} "
                 f"{fmt_ms(mpi['others_wait_ns'])} inside MPI calls for it to reach the matching call "
                 f"({fmt.share(mpi['share_of_mpi_time_pct'])} of the MPI calls' time, waiting for its work, not "
@@ -252,7 +265,7 @@ def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | N
 
 
 def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str, Any]]]],
-                  split: dict[str, Any] | None) -> None:
+                  split: CollectiveSplit | None) -> None:
     """COMM001 (exposed communication) on each rank of a multi-rank run, told apart from the waiting the
     collectives split measured on that rank (``reports``: each nsys report's label, rank, host and placed
     findings, changed in place). Where no compute ran beside the NCCL kernels (``has_compute`` false) every
@@ -260,7 +273,7 @@ def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str
     last rank's) lies wholly inside the exposed time: the finding's impact is the exposed time less that
     waiting, which is COMM002's (the late rank's) to claim. With compute beside them the waiting may be
     partly hidden: the finding only says how much of its time was waiting at most."""
-    rows = (split or {}).get("per_rank") or []
+    rows = (split.get("per_rank") or []) if split else []
     ids = split_in_run(default_registry(), "collective_waiting")
     for label, rank, host, findings in reports:
         mine = [r for r in rows if r.get("rank") == rank and r.get("host") == host]
@@ -270,7 +283,7 @@ def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str
         for f in findings:
             if f.get("rule_id") not in ids or f.get("report") != label or wait <= 0:
                 continue
-            whom = ", ".join((next((p["waited_for"] for p in (split or {}).get("participants") or []
+            whom = ", ".join((next((p["waited_for"] for p in ((split.get("participants") or []) if split else [])
                                     if p.get("rank") == f"rank {rank}"), {}) or {}).keys())
             exposed = int(f["impact_ns"])
             if f.get("has_compute") is False:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from analysis import fmt
 from analysis.readers import ToolKind
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # NumPy and the samples' reader load when a comparison runs, 
     import numpy as np
 
     from analysis.views.compare_samples import ReportSamples
+    from analysis.views.significance import SampleComparison
 
 BREAKDOWN_KEYS = ("span_ns", "compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns", "goodput_pct")
 SUM_KEYS = BREAKDOWN_KEYS[:-1]
@@ -51,6 +52,43 @@ class Delta(TypedDict):
     source: NotRequired[str]
 
 
+class Sources(TypedDict):
+    """Where each run's step records came from (``ReportSamples.steps_source``)."""
+
+    base: str | None
+    head: str | None
+
+
+class StepDiff(TypedDict):
+    """Two reports' (or runs' pace setters') steps compared (``diff_steps``): their counts, where their records came
+    from, and each per-step metric of ``analysis.views.compare_samples.STEP_METRICS`` tested."""
+
+    count: Delta
+    source: Sources
+    step_time_ns: SampleComparison
+    compute_ns: SampleComparison
+    comm_exposed_ns: SampleComparison
+    memory_only_ns: SampleComparison
+    idle_ns: SampleComparison
+
+
+class CollectivesDiff(TypedDict):
+    """The runs' communication kernels compared (``diff_collectives``): instances, how they were tested, the waiting
+    (for the last rank) and the transfer (after it) per instance and rank, each with whether it ``changed``, and
+    where tested, the samples' comparison (per step, else per instance); ``said``: the outcome in words."""
+
+    instances: Delta
+    basis: str
+    tested: bool
+    wait_per_step_ns: NotRequired[SampleComparison]
+    wait_per_instance_sample_ns: NotRequired[SampleComparison]
+    wait_per_instance_ns: Delta
+    transfer_per_step_ns: NotRequired[SampleComparison]
+    transfer_per_instance_sample_ns: NotRequired[SampleComparison]
+    transfer_per_instance_ns: Delta
+    said: str
+
+
 class RankDiff(TypedDict):
     """One rank (or report, paired by position) of both runs (``diff_ranks``)."""
 
@@ -60,7 +98,38 @@ class RankDiff(TypedDict):
     head_file: str | None
     breakdown: dict[str, Delta]
     steps: dict[str, Delta] | None
-    per_step: dict[str, Any] | None
+    per_step: StepDiff | None
+
+
+class SideWindows(TypedDict):
+    """Each run's reports' judged windows as [start_ns, end_ns] (None: the whole report)."""
+
+    base: list[list[int] | None]
+    head: list[list[int] | None]
+
+
+class RunComparison(TypedDict):
+    """Two runs compared, head − base (``compare``): what every view of a comparison shows (the service's page and
+    API, ``goodput diff`` and its gate). ``kernels``, ``kernel_table`` and ``noise``: ``analysis.views.compare_kernels``;
+    the findings' match: ``analysis.views.compare_findings``."""
+
+    base: Any
+    head: Any
+    basis: Literal["per_step", "per_launch_and_totals"]
+    notes: list[str]
+    windows: SideWindows
+    kpis: dict[str, Delta]
+    breakdown: dict[str, Delta]
+    step_time_ns: Delta
+    steps: StepDiff | None
+    noise: dict[str, Any]
+    kernels: list[dict[str, Any]]
+    kernel_table: list[dict[str, Any]]
+    matched_findings: list[dict[str, Any]]
+    new_findings: list[dict[str, Any]]
+    resolved_findings: list[dict[str, Any]]
+    ranks: list[RankDiff]
+    collectives: CollectivesDiff | None
 
 
 @dataclass
@@ -179,16 +248,21 @@ def _pace_setter(samples: Sequence[ReportSamples | None]) -> ReportSamples | Non
     return best
 
 
-def diff_steps(b: ReportSamples | None, h: ReportSamples | None, noise_pct: float) -> dict[str, Any] | None:
+def diff_steps(b: ReportSamples | None, h: ReportSamples | None, noise_pct: float) -> StepDiff | None:
     """Per-step metrics of two reports (or runs' pace setters) tested; None when either has no steps."""
-    from analysis.views.compare_samples import STEP_METRICS
     from analysis.views.significance import compare_samples
 
     if b is None or h is None or not b.step_count or not h.step_count:
         return None
-    return {"count": delta(b.step_count, h.step_count),
-            "source": {"base": b.steps_source, "head": h.steps_source},
-            **{k: compare_samples(b.steps[k], h.steps[k], noise_pct) for k in STEP_METRICS}}
+
+    def tested(metric: str) -> SampleComparison:
+        return compare_samples(b.steps[metric], h.steps[metric], noise_pct)
+
+    # The metrics of ``STEP_METRICS``, in its order.
+    return {"count": delta(b.step_count, h.step_count), "source": {"base": b.steps_source, "head": h.steps_source},
+            "step_time_ns": tested("step_time_ns"), "compute_ns": tested("compute_ns"),
+            "comm_exposed_ns": tested("comm_exposed_ns"), "memory_only_ns": tested("memory_only_ns"),
+            "idle_ns": tested("idle_ns")}
 
 
 def _sample_at(facts: RunFacts, i: int) -> ReportSamples | None:
@@ -235,7 +309,7 @@ def _window_ns(reports: Sequence[Mapping[str, Any]]) -> list[int | None]:
     return [None if (w := report_window(r)) is None else w[1] - w[0] for r in reports]
 
 
-def notes(base: RunFacts, head: RunFacts, steps: dict[str, Any] | None) -> list[str]:
+def notes(base: RunFacts, head: RunFacts, steps: StepDiff | None) -> list[str]:
     """Why totals would mislead, and what the comparison did instead."""
     out = []
     if steps is not None and steps["count"]["delta"]:
@@ -254,11 +328,12 @@ def notes(base: RunFacts, head: RunFacts, steps: dict[str, Any] | None) -> list[
     return out
 
 
-def _median(stat: dict[str, Any] | None, side: str, key: str = "median") -> Any:
+def _median(stat: SampleComparison | None, side: Literal["base", "head"],
+            key: Literal["median", "p90"] = "median") -> float | None:
     return None if stat is None else stat[side][key]
 
 
-def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: dict[str, Any] | None,
+def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: StepDiff | None,
          kernels: tuple[dict[str, np.ndarray], dict[str, np.ndarray]],
          per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None) -> dict[str, Delta]:
     """The headline numbers every view shows: total kernel time (in the windows compared), steps compared,
@@ -269,24 +344,24 @@ def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: dict[str, Any] | N
     kb, kh = (sum(int(v.sum()) for v in side.values()) for side in kernels)
     # No launch on either side (two ncu reports: no timeline): no kernel time to compare, never "0 -> 0".
     timed = bool(kernels[0]) or bool(kernels[1])
+    step_time = steps["step_time_ns"] if steps else None
     out: dict[str, Delta] = {
         "kernel_time_ns": delta(kb, kh) if timed else delta(None, None),
         "steps": steps["count"] if steps else delta(None, None),
-        "step_time_median_ns": delta(_median(steps and steps["step_time_ns"], "base"),
-                                     _median(steps and steps["step_time_ns"], "head")),
-        "step_time_p90_ns": delta(_median(steps and steps["step_time_ns"], "base", "p90"),
-                                  _median(steps and steps["step_time_ns"], "head", "p90")),
+        "step_time_median_ns": delta(_median(step_time, "base"), _median(step_time, "head")),
+        "step_time_p90_ns": delta(_median(step_time, "base", "p90"), _median(step_time, "head", "p90")),
         "goodput_pct": delta(bt.get("goodput_pct"), ht.get("goodput_pct")),
     }
     out["kernel_time_per_step_ns"] = _inside_steps(per_step)
-    if steps is not None:
-        _estimated(out["step_time_median_ns"], steps["step_time_ns"])
-    for key in ("comm_exposed_ns", "idle_ns", "memory_only_ns"):
+    if step_time is not None:
+        _estimated(out["step_time_median_ns"], step_time)
+    for key, stat in (("comm_exposed_ns", steps["comm_exposed_ns"] if steps else None),
+                      ("idle_ns", steps["idle_ns"] if steps else None),
+                      ("memory_only_ns", steps["memory_only_ns"] if steps else None)):
         out[key] = delta(bt.get(key), ht.get(key))
-        out[key.replace("_ns", "_per_step_ns")] = delta(_median(steps and steps[key], "base"),
-                                                        _median(steps and steps[key], "head"))
-        if steps is not None:
-            _estimated(out[key.replace("_ns", "_per_step_ns")], steps[key])
+        out[key.replace("_ns", "_per_step_ns")] = delta(_median(stat, "base"), _median(stat, "head"))
+        if stat is not None:
+            _estimated(out[key.replace("_ns", "_per_step_ns")], stat)
     return out
 
 
@@ -309,7 +384,7 @@ def _inside_steps(per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] 
     return {**delta(round(float(b.mean()), 1), round(float(h.mean()), 1)), "source": "inside_steps"}
 
 
-def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_PCT) -> dict[str, Any]:
+def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_PCT) -> RunComparison:
     """The difference head − base. Kernel rows that did not change are counted, not listed (the
     per-launch table shows the kernels with the most time either way)."""
     from analysis.views.compare_findings import match_findings
@@ -376,7 +451,7 @@ BASES = {"per_step": "per step (summed over the step's collectives and ranks), M
 
 
 def diff_collectives(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None,
-                     noise_pct: float) -> dict[str, Any] | None:
+                     noise_pct: float) -> CollectivesDiff | None:
     """Communication kernels: whether their waiting (for the last rank) or their transfer (after it) changed.
     Tested as the compute kernels are per step (``analysis.views.significance``: Mann-Whitney and the
     ``noise_pct`` floor on the Hodges-Lehmann ratio): over the runs' steps when both have them, else over their
@@ -399,7 +474,7 @@ def diff_collectives(base: Mapping[str, Any] | None, head: Mapping[str, Any] | N
         ih = (head.get("samples") or {}).get("per_instance") or {}
         sb, sh = (("per_instance", ib), ("per_instance", ih)) if ib.get("wait_ns") and ih.get("wait_ns") else (None, None)
     tested = bool(sb and sh)
-    out: dict[str, Any] = {"instances": delta(base.get("instances"), head.get("instances")),
+    out: dict[str, object] = {"instances": delta(base.get("instances"), head.get("instances")),
                            "basis": BASES[unit] if tested else "mean per instance and rank, against the floor",
                            "tested": tested}
     said = []
@@ -417,4 +492,4 @@ def diff_collectives(base: Mapping[str, Any] | None, head: Mapping[str, Any] | N
         out[key.replace("_ns", "_per_instance_ns")] = d
         said.append(f"{name} {'grew' if moved and up else 'shrank' if moved else 'unchanged'}")
     out["said"] = ", ".join(said)
-    return out
+    return cast("CollectivesDiff", out)  # its sample keys are named after the unit tested

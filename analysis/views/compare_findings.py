@@ -24,7 +24,11 @@ def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def field_of(f: Mapping[str, Any], key: str) -> Any:
+def _str(v: object) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def field_of(f: Mapping[str, Any], key: str) -> object:
     """A finding's field, top level (the analysis' dicts) or under ``extra`` (the service's)."""
     if key in f:
         return f[key]
@@ -90,7 +94,7 @@ def scope(f: Mapping[str, Any]) -> Scope:
     """What a finding is about: rule, rank, device, phase, kernel and the devices it judged (None where it
     does not say)."""
     return {"rule_id": f.get("rule_id"), "rank": f.get("rank"), "device": device_of(f),
-            "phase": field_of(f, "phase"), "kernel": kernel_of(f), "devices": devices_of(f)}
+            "phase": _str(field_of(f, "phase")), "kernel": kernel_of(f), "devices": devices_of(f)}
 
 
 def _key(level: int, f: Mapping[str, Any]) -> tuple:

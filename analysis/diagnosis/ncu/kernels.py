@@ -10,13 +10,14 @@ from analysis.diagnosis.ncu.impact import Linker
 from analysis.diagnosis.ncu.limiter import limiter
 from analysis.diagnosis.ncu.memory import story
 from analysis.model.ncu_metrics import load_launches
+from analysis.report_types import ProfiledLaunch
 
 
-def report_kernels(trace: Any, run: Any = None) -> list[dict[str, Any]]:
+def report_kernels(trace: Any, run: Any = None) -> list[ProfiledLaunch]:
     """Every profiled launch of ``trace`` (kernel id order) with ``memory``; ``nsys_total_ns`` when the run links it."""
     linker = Linker(run) if run is not None else None
     links: dict[tuple, Any] = {}
-    out = []
+    out: list[ProfiledLaunch] = []
     for launch in load_launches(trace):
         link = None
         if linker is not None and linker.reports:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 from analysis import fmt
 from analysis.diagnosis.ncu import hardware as hwt
@@ -160,10 +160,109 @@ def _bytes(launch: Launch, spec: mm.LevelSpec, duration_s: float | None) -> tupl
     return total, rate
 
 
-def levels(launch: Launch, hw: hwt.Hardware) -> list[dict[str, Any]]:
+class Level(TypedDict):
+    """One memory level of a launch (``levels``): bytes, throughput, share of peak, the peak and its source, hit rate and
+    the parts (by direction or kind) its bytes are made of."""
+
+    name: str
+    label: str
+    bytes: float | None
+    throughput_bps: float | None
+    pct_of_peak: float | None
+    peak_bps: float | None
+    peak_source: str | None
+    hit_rate_pct: float | None
+    parts: dict[str, float]
+
+
+class SectorsPerRequest(TypedDict):
+    """Global loads (``ld``) and stores (``st``): L1TEX sectors per request and the ideal for the access width."""
+
+    ld: float | None
+    ld_ideal: float | None
+    ld_ideal_source: str | None
+    ld_ideal_assumption: str | None
+    ld_bytes_per_sector: float | None
+    st: float | None
+    st_ideal: float | None
+    st_ideal_source: str | None
+    st_ideal_assumption: str | None
+    st_bytes_per_sector: float | None
+
+
+class LoadWait(TypedDict, total=False):
+    """The observed wait per global load (``_load_wait``), against the typical latency where known."""
+
+    load_wait_cycles: float
+    load_wait_vs_typical: float
+    load_wait_verdict: str
+
+
+class LittlesLaw(LoadWait, total=False):
+    """Bytes in flight needed vs sustained at the serving level, and per warp (``_littles_law``)."""
+
+    serving_level: str | None
+    latency_ns_typical: float | None
+    latency_cycles_typical: float | None
+    bytes_in_flight_needed: float
+    bytes_in_flight: float
+    resident_warps: float
+    bytes_per_warp_request: float
+    requests_in_flight_per_warp: float
+    requests_in_flight_per_warp_needed: float
+
+
+class BoundNumbers(LittlesLaw, total=False):
+    """The numbers that decide a launch's bound."""
+
+    busiest_level: str | None
+    busiest_level_pct: float | None
+    compute_pct: float | None
+    cycles_per_issue: float | None
+    memory_latency_stall_share: float | None
+    memory_queue_stall_share: float | None
+    issue_active: float | None
+    memory_pct: float | None
+    bandwidth_threshold_pct: float
+
+
+class Bound(TypedDict):
+    """What bounds a launch (``bound``): latency, bandwidth, compute or unknown, at which level, and why."""
+
+    kind: Literal["latency", "bandwidth", "compute", "unknown"]
+    level: str | None
+    numbers: BoundNumbers
+    reason: str
+
+
+class Roofline(TypedDict):
+    """A launch on the roofline (``roofline``): FLOPs per precision, achieved FLOP/s, the peaks, the intensity per DRAM
+    and L2 byte, and where FLOPs were counted, the roof it sits under and the share of it reached."""
+
+    flops: dict[str, float]
+    flops_total: float
+    achieved_flops: float | None
+    peaks: dict[str, dict[str, object]]
+    intensity_dram: float | None
+    intensity_l2: float | None
+    precision: NotRequired[str | None]
+    roof: NotRequired[str | None]
+    attainable_flops: NotRequired[float | None]
+    pct_of_roof: NotRequired[float | None]
+    compute_roof_unknown: NotRequired[str]
+    compute_peak_known: NotRequired[bool]
+
+
+class _Busiest(NamedTuple):
+    name: str
+    label: str
+    pct_of_peak: float
+
+
+def levels(launch: Launch, hw: hwt.Hardware) -> list[Level]:
     """One entry per level with any metric: bytes, throughput, share of peak, peak and its source, hit rate."""
     duration_s = launch.duration_ns / 1e9 if launch.duration_ns else None
-    out = []
+    out: list[Level] = []
     for spec in mm.LEVELS:
         if not _has_level(launch, spec):
             continue
@@ -198,28 +297,32 @@ def _level_peak(launch: Launch, spec: mm.LevelSpec, hw: hwt.Hardware, rate: floa
     return hw.bandwidth.get(spec.key)
 
 
-def sectors_per_request(launch: Launch) -> dict[str, Any]:
+def sectors_per_request(launch: Launch) -> SectorsPerRequest:
     """Global loads and stores: L1TEX sectors per request, and the ideal for the access width.
 
     Ideal = sectors per request x useful bytes per sector / 32: a warp whose 32 threads read 4-byte words
     needs 4 sectors; one thread per sector (a 128-byte stride) uses 32, 8x the ideal. Without ncu's bytes
     per sector the ideal comes from ``access_width.ideal_per_request``, as NCU001's does (``*_ideal_source``).
     """
-    out: dict[str, Any] = {}
-    for op in ("ld", "st"):
-        spr = _get(launch, mm.SECTORS_PER_REQUEST[op])
-        sectors, requests = _get(launch, mm.SECTORS[op]), _get(launch, mm.REQUESTS[op])
-        if spr is None and sectors is not None and requests:
-            spr = sectors / requests
-        bps = _get(launch, mm.BYTES_PER_SECTOR[op])
-        out[op] = spr
-        # The same width inference as NCU001, so the page's ideal is the rule's.
-        width = ideal_per_request(launch, op, spr, bps) if spr is not None else None
-        out[f"{op}_ideal"] = width.ideal_sectors_per_request if width else None
-        out[f"{op}_ideal_source"] = width.source if width else None
-        out[f"{op}_ideal_assumption"] = (width.assumption or None) if width else None
-        out[f"{op}_bytes_per_sector"] = bps
-    return out
+    ld, ld_ideal, ld_source, ld_assumption, ld_bps = _sectors(launch, "ld")
+    st, st_ideal, st_source, st_assumption, st_bps = _sectors(launch, "st")
+    return {"ld": ld, "ld_ideal": ld_ideal, "ld_ideal_source": ld_source, "ld_ideal_assumption": ld_assumption,
+            "ld_bytes_per_sector": ld_bps, "st": st, "st_ideal": st_ideal, "st_ideal_source": st_source,
+            "st_ideal_assumption": st_assumption, "st_bytes_per_sector": st_bps}
+
+
+def _sectors(launch: Launch, op: str) -> tuple[float | None, float | None, str | None, str | None, float | None]:
+    """One operation's sectors per request, its ideal, the ideal's source and assumption, and bytes per sector."""
+    spr = _get(launch, mm.SECTORS_PER_REQUEST[op])
+    sectors, requests = _get(launch, mm.SECTORS[op]), _get(launch, mm.REQUESTS[op])
+    if spr is None and sectors is not None and requests:
+        spr = sectors / requests
+    bps = _get(launch, mm.BYTES_PER_SECTOR[op])
+    # The same width inference as NCU001, so the page's ideal is the rule's.
+    width = ideal_per_request(launch, op, spr, bps) if spr is not None else None
+    if width is None:
+        return spr, None, None, None, bps
+    return spr, width.ideal_sectors_per_request, width.source, width.assumption or None, bps
 
 
 def _stall_share(launch: Launch, reasons: tuple[str, ...], cpi: float | None) -> float | None:
@@ -230,38 +333,38 @@ def _stall_share(launch: Launch, reasons: tuple[str, ...], cpi: float | None) ->
     return sum(known) / cpi
 
 
-def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dict[str, Any],
-          params: Mapping[str, float] = DEFAULTS) -> dict[str, Any]:
+def bound(launch: Launch, hw: hwt.Hardware, lvls: list[Level], spr: SectorsPerRequest,
+          params: Mapping[str, float] = DEFAULTS) -> Bound:
     """Latency, bandwidth, compute or unknown, with the numbers that decide it (see the module docstring)."""
-    mem = {lv["name"]: lv for lv in lvls if lv["pct_of_peak"] is not None}
-    busiest = max(mem.values(), key=lambda lv: lv["pct_of_peak"]) if mem else None
+    mem = {lv["name"]: _Busiest(lv["name"], lv["label"], pct) for lv in lvls if (pct := lv["pct_of_peak"]) is not None}
+    busiest = max(mem.values(), key=lambda lv: lv.pct_of_peak) if mem else None
     overall = _get(launch, MEM_PCT)
     if busiest is None and overall is not None:
         # Only ncu's speed-of-light "Memory Throughput" (the busiest memory unit, unnamed): it still decides.
-        busiest = {"name": "memory", "label": "Memory (ncu's busiest unit)", "pct_of_peak": overall}
+        busiest = _Busiest("memory", "Memory (ncu's busiest unit)", overall)
     sm = _get(launch, SM_PCT)
     cpi = _get(launch, CYCLES_PER_ISSUE)
     latency_share = _stall_share(launch, mm.MEMORY_LATENCY_STALLS, cpi)
     queue_share = _stall_share(launch, mm.MEMORY_QUEUE_STALLS, cpi)
-    numbers: dict[str, Any] = {
-        "busiest_level": busiest["name"] if busiest else None,
-        "busiest_level_pct": busiest["pct_of_peak"] if busiest else None,
+    numbers: BoundNumbers = {
+        "busiest_level": busiest.name if busiest else None,
+        "busiest_level_pct": busiest.pct_of_peak if busiest else None,
         "compute_pct": sm, "cycles_per_issue": cpi, "memory_latency_stall_share": latency_share,
         "memory_queue_stall_share": queue_share, "issue_active": _get(launch, ISSUE_ACTIVE),
         "memory_pct": overall, "bandwidth_threshold_pct": params["bandwidth_pct"],
     }
     numbers.update(_littles_law(launch, hw, lvls, spr))
     limit = params["bandwidth_pct"]
-    if busiest and busiest["pct_of_peak"] >= limit and (sm is None or busiest["pct_of_peak"] >= sm):
-        return {"kind": "bandwidth", "level": busiest["name"], "numbers": numbers,
-                "reason": f"{busiest['label']} at {fmt.pct(busiest['pct_of_peak'])} of its peak (>= {fmt.pct(limit)})"}
+    if busiest and busiest.pct_of_peak >= limit and (sm is None or busiest.pct_of_peak >= sm):
+        return {"kind": "bandwidth", "level": busiest.name, "numbers": numbers,
+                "reason": f"{busiest.label} at {fmt.pct(busiest.pct_of_peak)} of its peak (>= {fmt.pct(limit)})"}
     if sm is not None and sm >= limit:
         return {"kind": "compute", "level": None, "numbers": numbers,
                 "reason": f"SM throughput {fmt.pct(sm)} of peak (>= {fmt.pct(limit)})"}
     if busiest and latency_share is not None and latency_share >= params["min_stall_share"]:
         need, have = numbers.get("bytes_in_flight_needed"), numbers.get("bytes_in_flight")
         why = (f"warps wait on memory results {fmt.pct(100 * latency_share)} of the cycles between instructions while "
-               f"{busiest['label']} runs at {fmt.pct(busiest['pct_of_peak'])} of peak")
+               f"{busiest.label} runs at {fmt.pct(busiest.pct_of_peak)} of peak")
         if need and have is not None:
             why += f"; {fmt.size(have)} in flight where Little's law needs {fmt.size(need)}"
         if numbers.get("load_wait_verdict"):
@@ -281,24 +384,24 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dic
     return {"kind": "unknown", "level": None, "numbers": numbers, "reason": reason}
 
 
-def _littles_law(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], spr: dict[str, Any]) -> dict[str, Any]:
+def _littles_law(launch: Launch, hw: hwt.Hardware, lvls: list[Level], spr: SectorsPerRequest) -> LittlesLaw:
     """Bytes in flight needed (latency x peak bandwidth) vs sustained (latency x achieved bandwidth) and per warp."""
     by = {lv["name"]: lv for lv in lvls}
-    l2 = by.get("l2") or {}
+    l2 = by.get("l2")
     # Loads are served from DRAM unless most L2 lookups hit; a measured low L2 hit rate names DRAM even where
     # the export has no DRAM metrics (L2 is never the serving level at a near-0% hit rate).
-    hit = l2.get("hit_rate_pct")
+    hit = l2["hit_rate_pct"] if l2 else None
     level = "l2" if (hit is not None and hit >= 50.0) or (hit is None and "dram" not in by) else "dram"
     lv = by.get(level)
     latency_ns = hw.latency_ns(level)
-    out: dict[str, Any] = {"serving_level": level if lv or (level == "dram" and hit is not None) else None,
+    out: LittlesLaw = {"serving_level": level if lv or (level == "dram" and hit is not None) else None,
                            "latency_ns_typical": latency_ns,
                            "latency_cycles_typical": hw.latency_cycles.get(level)}
     out.update(_load_wait(launch, hw.latency_cycles.get(level)))
-    if not lv or latency_ns is None or lv.get("peak_bps") is None or lv.get("throughput_bps") is None:
+    if not lv or latency_ns is None or (peak := lv["peak_bps"]) is None or (rate := lv["throughput_bps"]) is None:
         return out
-    needed = lv["peak_bps"] * latency_ns * 1e-9
-    have = lv["throughput_bps"] * latency_ns * 1e-9
+    needed = peak * latency_ns * 1e-9
+    have = rate * latency_ns * 1e-9
     out.update({"bytes_in_flight_needed": needed, "bytes_in_flight": have})
     warps_per_sm = _get(launch, mm.WARPS_PER_SM)
     if warps_per_sm and hw.sm_count:
@@ -310,7 +413,7 @@ def _littles_law(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]], s
     return out
 
 
-def _load_wait(launch: Launch, typical: float | None) -> dict[str, Any]:
+def _load_wait(launch: Launch, typical: float | None) -> LoadWait:
     """Observed wait per global load: long-scoreboard warp-cycles / global load instructions, against the typical.
 
     Long-scoreboard stall warp-cycles = the stall ratio per issue-active cycle x issued instructions (one per
@@ -324,7 +427,7 @@ def _load_wait(launch: Launch, typical: float | None) -> dict[str, Any]:
     if ratio is None or not issued or not loads:
         return {}
     wait = ratio * issued / loads
-    out: dict[str, Any] = {"load_wait_cycles": wait}
+    out: LoadWait = {"load_wait_cycles": wait}
     if typical:
         rel = wait / typical
         out["load_wait_vs_typical"] = rel
@@ -334,7 +437,7 @@ def _load_wait(launch: Launch, typical: float | None) -> dict[str, Any]:
     return out
 
 
-def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]]) -> dict[str, Any] | None:
+def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[Level]) -> Roofline | None:
     """FLOPs per precision, intensity per DRAM and L2 byte, achieved FLOP/s, the roof it sits under and the distance."""
     flops: dict[str, float] = {}
     raw = launch.raw
@@ -352,12 +455,10 @@ def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]]) -> di
     total = sum(flops.values())
     duration_s = launch.duration_ns / 1e9 if launch.duration_ns else None
     by = {lv["name"]: lv for lv in lvls}
-    out: dict[str, Any] = {"flops": flops, "flops_total": total,
-                           "achieved_flops": total / duration_s if duration_s else None,
-                           "peaks": {p: pk.to_dict() for p, pk in hw.flops.items()}}
-    for key in ("dram", "l2"):
-        b = (by.get(key) or {}).get("bytes")
-        out[f"intensity_{key}"] = total / b if b else None
+    b_dram, b_l2 = ((lv["bytes"] if (lv := by.get(key)) else None) for key in ("dram", "l2"))
+    out: Roofline = {"flops": flops, "flops_total": total, "achieved_flops": total / duration_s if duration_s else None,
+                     "peaks": {p: pk.to_dict() for p, pk in hw.flops.items()},
+                     "intensity_dram": total / b_dram if b_dram else None, "intensity_l2": total / b_l2 if b_l2 else None}
     if total <= 0:
         out.update({"precision": None, "roof": None, "attainable_flops": None, "pct_of_roof": None})
         return out
@@ -366,10 +467,10 @@ def roofline(launch: Launch, hw: hwt.Hardware, lvls: list[dict[str, Any]]) -> di
     roofs: list[tuple[float, str]] = []
     if precision in hw.flops:
         roofs.append((hw.flops[precision].value, "compute"))
-    for key in ("dram", "l2"):
-        peak = (by.get(key) or {}).get("peak_bps")
-        if out[f"intensity_{key}"] is not None and peak:
-            roofs.append((out[f"intensity_{key}"] * peak, key))
+    for key, intensity in (("dram", out["intensity_dram"]), ("l2", out["intensity_l2"])):
+        peak = lv["peak_bps"] if (lv := by.get(key)) else None
+        if intensity is not None and peak:
+            roofs.append((intensity * peak, key))
     if not roofs:
         out.update({"roof": None, "attainable_flops": None, "pct_of_roof": None})
         return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from analysis.readers.nccl.model import NcclLog, Source
 from analysis.readers.nccl.parsed import (
@@ -91,10 +91,18 @@ class Job:
     members: tuple[int, ...]   # the files' indexes in the files given
     left_out: tuple[LeftOut, ...]
     joined_by: tuple[str, ...]  # per file after the first: what ties it to the job ("commId 0x..", "nothing")
-    summaries: tuple[dict[str, Any], ...] = ()  # per file given, its own log's ``summary`` (read once, here)
+    summaries: tuple[LogSummary, ...] = ()  # per file given, its own log's ``summary`` (read once, here)
 
 
-def summary(log: NcclLog) -> dict[str, Any]:
+class LogSummary(TypedDict):
+    """One log's ``summary``: its NCCL version, hosts, and counts of nodes, ranks, NICs and WARN lines."""
+
+    version: str | None
+    hosts: list[str]
+    counts: dict[str, int]
+
+
+def summary(log: NcclLog) -> LogSummary:
     """What a report of one log says of it without its network path: NCCL version, hosts, and the counts of
     nodes, ranks, NICs and stored WARN lines (the lengths of those lists in ``log.to_json()``)."""
     nodes = log.nodes()
@@ -347,7 +355,7 @@ def load_job(files: Sequence[tuple[Path, str]]) -> Job:
     digests: dict[str, str] = {}
     job: _Identity | None = None
     members: list[int] = []
-    summaries: list[dict[str, Any]] = []
+    summaries: list[LogSummary] = []
     for i, ((_path, label), t) in enumerate(zip(files, read_many(Path(p) for p, _ in files), strict=True)):
         own = build(t)
         summaries.append(summary(own))

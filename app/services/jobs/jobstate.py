@@ -12,6 +12,7 @@ worker that died, or a broker that lost its queue therefore never yields two res
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -128,7 +129,7 @@ def set_progress(session: Session, report_id: int, owner: str, stage: str, done:
 
 
 def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path, tool: str,
-                  info: dict[str, Any], data_dir: Path, upload_path: str | None = None,
+                  info: Mapping[str, Any] | None, data_dir: Path, upload_path: str | None = None,
                   then: ReportStatus = ReportStatus.READY) -> int | None:
     """Publish an ingest: the report becomes ``then``; returns the run id when the run is now complete.
 

@@ -6,12 +6,19 @@ each run's facts from the metadata DB and the reports' DuckDB files, leaves the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import DEFAULT_NOISE_PCT, Breakdown, RunFacts, ToolKind, compare_facts, run_facts
+from analysis.api import (
+    DEFAULT_NOISE_PCT,
+    Breakdown,
+    RunComparison,
+    RunFacts,
+    ToolKind,
+    compare_facts,
+    run_facts,
+)
 from app.models import Finding, Report, ReportStatus, Run
 from app.services.jobs.runs import get_run
 from app.services.pages.web_findings import report_label
@@ -66,14 +73,14 @@ class Comparison:
     """Two runs compared: ``diff`` is ``analysis.views.compare``'s difference head − base (the API's body); the
     rest is what the compare page draws beside it, from the same two runs."""
 
-    diff: dict[str, Any]
+    diff: RunComparison
     base: RunView | None = None          # None: asked for the difference only (the API)
     head: RunView | None = None
     kpis: list[KpiDelta] = field(default_factory=list)
     ranks: list[RankDelta] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> RunComparison:
         """The API's ``Comparison`` (app/openapi.json)."""
         return self.diff
 

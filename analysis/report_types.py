@@ -1,0 +1,538 @@
+"""The working forms of a report's JSON object (``reports[]``) as the analysis builds it, as TypedDicts: the headline
+facts a reader's ``summarize`` returns (``analysis.diagnosis.summary``), and what step 1 adds to them (breakdown,
+iterations and step anatomy, network, window ...); and the run's collective split (``CollectiveSplit``). Typed where they are built and read, free at run time (plain
+dicts); ``analysis.results.ReportSummary`` is the same object read back as dataclasses.
+
+Standard library only, beside the contract: every layer (readers to views) imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, Required, TypedDict
+
+from analysis.result_parts import JSON
+
+# -- headline facts (analysis.diagnosis.summary, analysis.diagnosis.ncu_summary, the NCCL reader) -------------------
+
+
+class Device(TypedDict):
+    """A GPU a report used: its CUDA ordinal and name."""
+
+    id: int | None
+    name: str | None
+
+
+class CopyKind(TypedDict):
+    """An nsys report's copies of one kind (``memcpy_by_kind``): how many, their bytes and time."""
+
+    kind: str | None
+    count: int
+    bytes: int
+    total_ns: int
+
+
+class Degraded(TypedDict):
+    """A part of the export ingest could not read: its table, the columns, and what that costs the analysis."""
+
+    table: str | None
+    columns: list[str]
+    effect: str
+
+
+class ProfiledKernel(TypedDict):
+    """An ncu report's top kernel over its profiled launches (no share: ncu serializes them)."""
+
+    name: str
+    count: int
+    total_ns: int
+    median_ns: int
+
+
+# -- what step 1 adds (analysis.run.runner.analyze_report) ------------------------------------------------------
+
+
+class DeviceBreakdownJson(TypedDict):
+    """The partition of one (process, device)'s GPU-active span (``analysis.diagnosis.breakdown``)."""
+
+    pid: int | None
+    device: int | None
+    start_ns: int
+    end_ns: int
+    compute_ns: int
+    comm_overlapped_ns: int
+    comm_exposed_ns: int
+    memory_only_ns: int
+    idle_ns: int
+    span_ns: int
+    rank: int | None
+    goodput_pct: float
+
+
+class BreakdownJson(TypedDict):
+    """Where a report's GPU time goes (``analysis.diagnosis.breakdown``): the sum over its devices, and each device's
+    partition."""
+
+    compute_ns: int
+    comm_overlapped_ns: int
+    comm_exposed_ns: int
+    memory_only_ns: int
+    idle_ns: int
+    span_ns: int
+    goodput_pct: float
+    rank: int | None
+    devices: list[DeviceBreakdownJson]
+
+
+class NvtxStep(TypedDict):
+    """One instance of the NVTX range that is the step (``analysis.loops.iterations``)."""
+
+    index: int
+    pid: int | None
+    tid: int | None
+    start_ns: int
+    end_ns: int
+    cpu_ns: int
+    wall_ns: int
+    gpu_start_ns: int | None
+    gpu_end_ns: int | None
+    gpu_ns: int
+    gpu_op_ns: int
+    gpu_ops: int
+
+
+class NvtxStepStats(TypedDict, total=False):
+    """The NVTX step summary without its instances (``analysis.loops.iterations.compact``): the range, the
+    statistics of its instances and the slowest ones; without a step only ``has_nvtx``, ``range`` (None),
+    ``domain``, ``count``, ``slowest`` and the ``reason``. ``p99_ns``: added by the loop finder."""
+
+    has_nvtx: bool
+    range: str | None
+    range_example: str | None
+    domain: str | None
+    count: int
+    gpu_share_pct: float | None
+    slowest: list[NvtxStep]
+    mean_ns: float
+    median_ns: float
+    min_ns: int
+    max_ns: int
+    p10_ns: float
+    p90_ns: float
+    p99_ns: float | None
+    stdev_ns: float
+    cv_pct: float
+    spread_pct: float | None
+    wall_median_ns: float
+    wall_min_ns: int
+    wall_max_ns: int
+    wall_spread_pct: float | None
+    note: str | None
+    reason: str | None
+
+
+class NvtxIterations(NvtxStepStats, total=False):
+    """The NVTX step summary (``analysis.loops.iterations.iterations``) with every instance in time order (a loop
+    that is no NVTX one holds an empty one)."""
+
+    items: list[NvtxStep]
+
+
+class StepRecordJson(TypedDict):
+    """One iteration's exact record (``analysis.loops.steps.records``); ``last`` and ``spread_ns``: which rank
+    finished it last in a multi-rank run (``analysis.run.facts``)."""
+
+    index: int
+    phase: str
+    start_ns: int
+    end_ns: int
+    ns: int
+    gpu_busy_ns: int
+    compute_ns: int
+    comm_exposed_ns: int
+    comm_overlapped_ns: int
+    memory_only_ns: int
+    idle_ns: int
+    last: NotRequired[str]
+    spread_ns: NotRequired[int]
+
+
+class SlowStepJson(StepRecordJson):
+    """One of the slowest steps: its record, its time over the median, the rule owning it and the cause."""
+
+    extra_ns: int
+    owner: str | None
+    cause: str
+
+
+class StepLatency(TypedDict):
+    """A host-paced loop's median per iteration of launch, queue delay, GPU execution, copies and sync."""
+
+    gpu_exec_ns: int
+    copies_ns: int
+    launch_ns: int | None
+    queue_delay_ns: int | None
+    sync_ns: int | None
+
+
+class PacedFacts(TypedDict):
+    """What a host-paced loop could do (``analysis.diagnosis.step_anatomy.paced_facts``)."""
+
+    headroom_per_second: float | None
+    headroom_x: float | None
+    integrated_gpu: bool
+    zero_copy_ns: NotRequired[int]
+    advice: NotRequired[str]
+
+
+class IterationTimeJson(TypedDict):
+    """A loop's iteration-time percentiles, extremes and mean."""
+
+    median_ns: float
+    p10_ns: float
+    p90_ns: float
+    p99_ns: float
+    min_ns: int
+    max_ns: int
+    mean_ns: float
+
+
+class StepAnatomyJson(TypedDict):
+    """The step anatomy of the window's iterations (``analysis.diagnosis.step_anatomy.anatomy``); a host-paced loop
+    adds its input wait, latency and what it could do. In the report, ``records`` is cut to its first ones
+    (``records_total``: all), and under ``loop:N`` the loop's index and iteration time follow."""
+
+    steady_count: int
+    iteration_median_ns: float
+    jitter_pct: float | None
+    gpu_duty_cycle_pct: float
+    kind: Literal["throughput", "host_paced"]
+    slowest_steps: list[SlowStepJson]
+    records: NotRequired[list[StepRecordJson]]  # always built; the report moves them after the other keys
+    per_second: float | None
+    input_wait_ns: NotRequired[int | None]
+    latency: NotRequired[StepLatency]
+    headroom_per_second: NotRequired[float | None]
+    headroom_x: NotRequired[float | None]
+    integrated_gpu: NotRequired[bool]
+    zero_copy_ns: NotRequired[int]
+    advice: NotRequired[str]
+    records_total: NotRequired[int]
+    loop: NotRequired[int]
+    iteration_time: NotRequired[IterationTimeJson]
+
+
+class IterationItemJson(TypedDict):
+    """One of the loop's first iterations: index, start, end and length."""
+
+    index: int
+    start_ns: int
+    end_ns: int
+    ns: int
+
+
+class IterationsJson(NvtxStepStats, total=False):
+    """A report's ``iterations`` object (``analysis.run.runner``): the NVTX step summary (without its items) when the
+    step is an NVTX range, the loop's source, count, signature, percentiles, first iterations, every loop, the
+    program's shape and the step anatomy (``analysis.result_parts.Iterations`` read back)."""
+
+    source: str | None
+    signature: list[str]
+    items: list[IterationItemJson]
+    detail: dict[str, Any]
+    iteration_time: IterationTimeJson
+    loops: list[JSON]
+    program: str
+    anatomy: StepAnatomyJson
+
+
+class WindowJson(TypedDict):
+    """The part of a report the rules looked at (``analysis.results.ReportWindow``)."""
+
+    spec: str
+    phase: str
+    reason: str | None
+    start_ns: int | None
+    end_ns: int | None
+
+
+class ReportNetwork(TypedDict):
+    """A report's ``network`` object (``analysis.model.network.report_network``): whether it records NCCL's network
+    ranges (and why not), its transfers per peer pair, per channel and per direction, and the bytes sent and
+    received (with ranges)."""
+
+    has_ranges: bool
+    reason: str | None
+    peers: list[dict[str, Any]]
+    channels: list[dict[str, Any]]
+    directions: dict[str, dict[str, Any]]
+    bytes_sent: NotRequired[int]
+    bytes_received: NotRequired[int]
+
+
+class ReportSaving(TypedDict):
+    """An ncu report's headline estimated saving (``analysis.diagnosis.ncu_gains.report_saving``): ns, its share, and
+    the time it is drawn from."""
+
+    ns: int
+    pct: float | None
+    drawn_from: str
+
+
+class NcclSentence(TypedDict):
+    """An NCCL log's sentence for the run's verdict: the text, the NET rule it speaks for and the next step."""
+
+    text: str
+    rule_id: str | None
+    next_step: str
+
+
+class KernelCauseJson(TypedDict):
+    """A finding on a profiled launch, in the order the findings share its time (``ncu_gains.annotate_kernels``)."""
+
+    rule_id: str
+    title: str
+    impact_ns: int
+    role: str | None
+    severity: str
+
+
+class ProfiledLaunch(TypedDict):
+    """One profiled launch of an ncu report (``analysis.diagnosis.ncu.kernels.report_kernels``): its kernel, launch
+    shape and duration, the linked nsys time, its memory story (with its speed of light and limiter; the story is
+    still loose JSON, read by the ncu rules); after the rules, its estimated saving and the findings on it."""
+
+    kernel_id: int
+    name: str
+    short_name: str
+    grid: list[int] | None
+    block: list[int] | None
+    duration_ns: float | None
+    nsys_total_ns: int | None
+    nsys_launches: int | None
+    memory: dict[str, Any]
+    estimated_saving_ns: NotRequired[int | None]
+    causes: NotRequired[list[KernelCauseJson]]
+
+
+class RuleOutcome(TypedDict):
+    """How one rule went on one report in step 1 (``ReportResult.rules``): ``ok``, ``skipped``, ``error``,
+    ``run_level`` (judged by the run step) or ``missing``, the reason, and its findings there."""
+
+    status: str
+    reason: str | None
+    findings: int
+
+
+class ReportInfo(TypedDict, total=False):
+    """A report's JSON object as the analysis builds it: the headline facts (every tool: ``file``, ``tool``; nsys and
+    ncu: the ``tool_version`` ... ``top_kernels``; ncu only: ``schema_version``, ``layout``, ``kernels_profiled``,
+    ``durations_unknown``; nsys only: ``memcpy_*``, ``dominant_kernel``, ``degraded``, ``system_metrics``), then what
+    step 1 adds (nsys: ``breakdown``, ``iterations``, ``nvtx``, ``launches``, ``network``, ``phases``,
+    ``idle_anatomy``; ncu: ``kernels``, ``estimated_saving``; both: ``window``). Typed parts of
+    ``analysis.result_parts`` are held in their JSON form (``JSON``)."""
+
+    file: Required[str]
+    tool: Required[str]
+    tool_version: str | None
+    schema_version: int | None
+    layout: str | None
+    host: str | None
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    job_id: str | None
+    session_start_utc_ns: int | None
+    pids: list[int]
+    devices: list[Device]
+    counts: dict[str, int]
+    gpu_time_ns: int | None
+    memcpy_bytes: int
+    kernels_profiled: int
+    durations_unknown: int
+    span_ns: int | None
+    top_kernels: list[JSON] | list[ProfiledKernel]
+    dominant_kernel: JSON | None
+    memcpy_by_kind: list[CopyKind]
+    degraded: list[Degraded]
+    system_metrics: JSON
+    breakdown: BreakdownJson
+    iterations: IterationsJson
+    nvtx: JSON
+    launches: JSON
+    network: ReportNetwork
+    phases: list[JSON]
+    kernels: list[ProfiledLaunch]
+    window: WindowJson
+    estimated_saving: ReportSaving
+    idle_anatomy: list[JSON]
+    # The run step adds: multi-rank runs, the report's own findings ranked (``analysis.run.rollup``); nsys, its
+    # verdict (``analysis.results.Verdict`` as JSON); an NCCL log, the job's network path (its first log: the NCCL
+    # log's JSON, ``analysis.readers.nccl``), the log's sentence for the verdict, or the log it was merged into or
+    # why it was left out.
+    findings: list[dict[str, Any]]
+    verdict: JSON
+    network_path: dict[str, Any]
+    nccl_verdict: NcclSentence
+    nccl_merged_into: str
+    nccl_left_out: str
+
+
+# -- the run's collective split (analysis.run.runner: analysis.diagnosis.rules.nsys.run_nodes, analysis.run.waiting) --
+
+
+class RankSplit(TypedDict):
+    """One rank's collectives split (``run_nodes.collective_split``): its waiting for the last rank and its transfer
+    after it, summed over the matched instances; with launches recorded, its host's launch delay and GPU queue."""
+
+    rank: int | None
+    host: str | None
+    pid: int | None
+    wait_ns: int
+    transfer_ns: int
+    wait_pct: float
+    launch_delay_ns: NotRequired[int]
+    gpu_queue_ns: NotRequired[int]
+
+
+class HostSplit(TypedDict):
+    """One host's ranks' collectives split, summed."""
+
+    host: str | None
+    ranks: int
+    wait_ns: int
+    transfer_ns: int
+
+
+class LaunchDelay(TypedDict):
+    """The instance and rank whose host launched a collective the longest after the first rank's host did."""
+
+    instance: int
+    rank: int | None
+    host: str | None
+    delay_ns: int
+    gpu_queue_ns: int
+    in_launch_call_ns: NotRequired[int]
+    queued_after_call_ns: NotRequired[int]
+    descheduled_in_call_ns: NotRequired[int]
+
+
+class UnmatchedPairs(TypedDict):
+    """The point-to-point kernels left out of the split (``analysis.run.waiting.pairs_only``), and why."""
+
+    kernels: list[str]
+    instances: int
+    reason: str
+
+
+class RankWait(TypedDict):
+    """One rank in one collective instance: its arrival, its waiting, whom it waited for and its transfer."""
+
+    rank: str
+    host: str | None
+    arrival_ns: int
+    wait_ns: int
+    waited_for: str | None
+    transfer_ns: int
+
+
+class WaitItem(TypedDict):
+    """One collective instance (``analysis.run.waiting.collective_waits``): its kernel, kind, last rank and ranks."""
+
+    instance: int
+    kernel: str
+    kind: str
+    last: str
+    ranks: list[RankWait]
+
+
+class Participant(TypedDict):
+    """One participant's waiting and transfer over every instance, and whom it waited for (ns by rank)."""
+
+    rank: str
+    host: str | None
+    wait_ns: int
+    transfer_ns: int
+    waited_for: dict[str, int]
+
+
+class WaitedOn(TypedDict):
+    """A rank the others waited for: their waiting while it was last, and how often it was."""
+
+    rank: str
+    host: str | None
+    others_wait_ns: int
+    instances_last: int
+
+
+class CriticalRank(WaitedOn):
+    """The rank the others waited for the most, its share of the collectives' time and whether it leads the verdict."""
+
+    share_of_collective_time_pct: float
+    instances: int
+    leads_verdict: bool
+
+
+class SampleSums(TypedDict):
+    """Waiting and transfer summed over ranks, per instance or per step (what comparisons test)."""
+
+    wait_ns: list[int]
+    transfer_ns: list[int]
+
+
+class StepSums(SampleSums):
+    """Per step of the reference participant's loop (``reference``), over its ``steps`` steps."""
+
+    reference: str
+    steps: int
+
+
+class WaitSamples(TypedDict):
+    per_instance: SampleSums
+    per_step: StepSums | None
+
+
+class KindSplit(TypedDict):
+    """The collectives (or the point-to-point kernels) apart: instances, waiting and transfer."""
+
+    instances: int
+    wait_ns: int
+    transfer_ns: int
+
+
+class CollectiveWaits(TypedDict):
+    """Per instance and rank, whom each rank waited for (``analysis.run.waiting.collective_waits``)."""
+
+    participants: list[Participant]
+    items: list[WaitItem]
+    items_total: int
+    longest_waits: list[WaitItem]
+    waited_on: list[WaitedOn]
+    critical: CriticalRank | None
+    samples: WaitSamples
+    by_kind: dict[str, KindSplit]
+    clock: str
+
+
+class CollectiveSplit(TypedDict, total=False):
+    """The run's ``collectives``: each matched collective's waiting for the last rank and transfer after it, in total,
+    per rank and per host (``run_nodes.collective_split``); the point-to-point kernels left out; whom each rank
+    waited for (the keys of ``CollectiveWaits``, where ranks were split); and the MPI calls' split
+    (``analysis.run.mpi``, still loose)."""
+
+    instances: int
+    wait_ns: int
+    transfer_ns: int
+    longest_launch_delay: LaunchDelay | None
+    per_rank: list[RankSplit]
+    per_host: list[HostSplit]
+    point_to_point_unmatched: UnmatchedPairs
+    participants: list[Participant]
+    items: list[WaitItem]
+    items_total: int
+    longest_waits: list[WaitItem]
+    waited_on: list[WaitedOn]
+    critical: CriticalRank | None
+    samples: WaitSamples
+    by_kind: dict[str, KindSplit]
+    clock: str
+    mpi: dict[str, Any]
