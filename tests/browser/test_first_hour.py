@@ -396,9 +396,24 @@ def test_the_ncu_page_fills_its_kernel_table_and_draws_labelled_roofs(signed_in,
     assert not signed_in.errors
 
 
+def _timeline_label_column(page) -> tuple[int, int]:
+    """The timeline's label column and its canvas, in CSS px, once it has drawn; every phase band and loop it drew
+    starts right of the column (the plot is what is left)."""
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.labelWidth) > 0")
+    label, width, right = page.evaluate("""() => { const c = document.querySelector('#timeline canvas');
+        return [Number(document.getElementById('timeline').dataset.labelWidth), c.clientWidth,
+                c.getBoundingClientRect().right]; }""")
+    drawn = [json.loads(page.locator("#timeline").get_attribute(a) or "[]") for a in ("data-phases", "data-loops")]
+    assert all(b["x0"] >= label for bands in drawn for b in bands), (label, drawn)
+    assert right <= page.viewport_size["width"], (right, page.viewport_size)
+    return label, width
+
+
 def test_the_run_page_labels_ranks_keeps_a_refused_window_and_fits_a_phone(signed_in, runs, store) -> None:
     """Points 2 and 7: the idle-anatomy rows say rank and host, not a long file name; no finding leaves a dangling
-    "rank 1 ·"; a refused window stays in the field with the reason; the header wraps so Sign out stays on screen."""
+    "rank 1 ·"; a refused window stays in the field with the reason; the header wraps so Sign out stays on screen;
+    the timeline's label column takes at most 30 % of its width at 1280 px and at 390 px (it took 60 % on a phone)."""
     page = signed_in.page
     page.set_viewport_size({"width": 1280, "height": 900})
     # two exports as ranks 0 and 1, both with idle the host explains (the NCCL pair has none)
@@ -416,7 +431,8 @@ def test_the_run_page_labels_ranks_keeps_a_refused_window_and_fits_a_phone(signe
     dangling = re.findall(r"rank \d+ ·\s*(?:\n|$)", page.locator("main").inner_text())
     assert not dangling, dangling
     page.goto(f"/runs/{runs['nccl']}")
-    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
+    label, width = _timeline_label_column(page)
+    assert label <= 0.3 * width + 1, (label, width)
     page.evaluate("() => document.querySelectorAll('main details').forEach(d => { d.open = true; })")
     dangling = re.findall(r"rank \d+ ·\s*(?:\n|$)", page.locator("main").inner_text())
     assert not dangling, dangling
@@ -430,6 +446,8 @@ def test_the_run_page_labels_ranks_keeps_a_refused_window_and_fits_a_phone(signe
     page.goto(f"/runs/{runs['nccl']}")
     box = page.locator("header button", has_text="Sign out").bounding_box()
     assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+    label, width = _timeline_label_column(page)
+    assert label <= 0.3 * width + 1, (label, width)
     assert not signed_in.dialogs
 
 

@@ -225,7 +225,7 @@
       this.root.setAttribute("data-lanes", String(nLanes));
       this.root.setAttribute("data-groups", String(data.groups.length));
       this.status.textContent = nLanes
-        ? `${GP.fmtNs(data.end_ns - data.start_ns)} shown · ${data.activities} activities in ${data.boxes} boxes` +
+        ? `${GP.fmtNs(data.end_ns - data.start_ns)} shown · ${GP.fmtCount(data.activities)} activities in ${GP.fmtCount(data.boxes)} boxes` +
           (data.aligned ? "" : " · reports NOT aligned (a session start time is missing)")
         : "no GPU activity or NVTX ranges in this run";
       const link = this.root.querySelector(".tl-perfetto");
@@ -317,6 +317,7 @@
     const dpr = window.devicePixelRatio || 1;
     const W = this.canvas.clientWidth, H = L.height;
     LABEL_W = Math.min(230, Math.max(96, Math.round(W * 0.3)));
+    this.root.setAttribute("data-label-width", String(LABEL_W));   // the label column, for the layout test
     this.canvas.style.height = H + "px";
     this.canvas.width = W * dpr;
     this.canvas.height = H * dpr;
