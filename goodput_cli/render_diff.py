@@ -131,7 +131,7 @@ def _findings(diff: dict[str, Any]) -> list[str]:
                      f"{_value('ns', m['impact_ns']['head'])} ({_change('ns', m['impact_ns'])}{step})  "
                      f"{_clip(m.get('title') or '', 70)}")
     if len(moved) > FINDINGS_SHOWN:
-        lines.append(f"   ... {len(moved) - FINDINGS_SHOWN} more (--format json lists them)")
+        lines.append(f"   ... {fmt.count(len(moved) - FINDINGS_SHOWN)} more (--format json lists them)")
     for title, key in (("new findings in B (nothing in A matches)", "new_findings"),
                        ("findings resolved in B (nothing in B matches)", "resolved_findings")):
         found = diff.get(key) or []
