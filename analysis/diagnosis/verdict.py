@@ -738,7 +738,7 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
         if dom.get("is_family"):  # many instances of one template, none dominant alone: say so, profile the costliest
             cost, where = _per_device(dom)
             text = (f"One template family is {fmt.pct(float(dom.get('share_pct') or 0))} of GPU time: {dom.get('kernel')}, "
-                    f"{dom.get('instances')} instances, the costliest {fmt.pct(float(dom.get('instance_share_pct') or 0))} "
+                    f"{fmt.count(dom.get('instances'))} instances, the costliest {fmt.pct(float(dom.get('instance_share_pct') or 0))} "
                     f"({where}, GPU busy {fmt.pct(busy_pct)} of the window).")
             return _verdict("gpu_bound_kernel", text, cost,
                             f"profile the costliest instance with ncu, then the next ones: {dom.get('ncu_command')}",
