@@ -55,9 +55,13 @@ def number_problems(text: str, precise: bool = False) -> list[str]:
             out.append(m.group(0))                      # "18.149 ms", "3,303.2 MB"; "12.3 %" is fine
         elif not frac and "," not in whole and len(whole) > 4:
             out.append(m.group(0))                      # "12288 B": thousands unseparated
-    for m in re.finditer(r"(?<![\w.,#/:-])(\d{4,})\s(?:[a-z]+\s)?(copies|calls?|launch(?:es)?|kernels?|gaps?|ranges?|events?|"
-                         r"iterations?|instances?|samples?|collectives?)(?:\((?:s|es)\))?(?!\w)", text):
-        out.append(m.group(0))                          # "1230 copies", "1867 idle gap(s)"
+    for m in re.finditer(r"(?<![\w.,#/:-])(\d{4,})\s(?:[a-z]+\s){0,2}(copies|calls?|launch(?:es)?|kernels?|gaps?|ranges?|events?|"
+                         r"iterations?|instances?|samples?|collectives?|ranks?|hosts?|nodes?|pairs?|participants|"
+                         r"reports?|steps?|rules?|findings?|threads?|blocks?|SMs|migrations?|processes|channels?|"
+                         r"logs?|launch shapes?|in all|shown|more|found)(?:\((?:s|es)\))?(?!\w)", text):
+        out.append(m.group(0))                          # "1230 copies", "1867 idle gap(s)", "(5865 in all)"
+    for m in re.finditer(r"(?<![\w.,#/:-])(\d{4,}) of (\d[\d,]*)(?![\w.,])|(?<![\w.,#/:-])(\d[\d,]*) of (\d{4,})(?![\w.,])", text):
+        out.append(m.group(0))                          # "1230 of 4096", "12 of 4096"
     for m in re.finditer(r"(?<=[\s(])x\d{4,}\b", text):
         out.append(m.group(0))                          # "cuStreamSynchronize x1933"
     return out
@@ -67,11 +71,13 @@ def test_the_number_scanner_catches_what_the_issue_lists() -> None:
     bad = ("0.000000546 s", "0.000393 s", "0.000811 ms", "0.0115 ms", "0.0269 s", "30.387 ms", "+18.149 ms",
            "3,303.2 MB", "3,303.2 MiB", "1,147.2 MB/s", "1230 copies", "0.000", "1,234.5 GFLOP/s", "0.0195 TFLOP/s",
            "+10972.1 %", "12288 B", "1867 idle gap(s)", "5497 sync calls", "cuStreamSynchronize x1933",
-           "4095 iteration(s)")
+           "4095 iteration(s)", "5464 blocking synchronize call(s)", "21302 migrations", "(5865 in all)",
+           "the 1024 ranks of host a", "1230 of 4,096 iterations", "12 of 4096 collectives", "Blocks of 1024 threads")
     for text in bad:
         assert number_problems(f"took {text} here"), text
     good = ("26.8 s, 4.21 ms, 546 ns, 12.3 %, 100.0 %, 1,230 copies, 12,288 kernels, 1.23 GB, +18.1 ms, 2026-12-06 03:14, "
-            "290 GFLOP/s, 1.41 GHz, 1,867 idle gap(s), cuStreamSynchronize x1,933, sgemm_128x1024, +10,972 %, 45 %, 0.52 %, 0.039 %, < 0.01 %, +1.3 points")
+            "290 GFLOP/s, 1.41 GHz, 1,867 idle gap(s), cuStreamSynchronize x1,933, sgemm_128x1024, +10,972 %, 45 %, 0.52 %, 0.039 %, < 0.01 %, +1.3 points, "
+            "1,230 of 4,096 iterations, 21,302 migrations, (5,865 in all), run 1024 of job 7, rank 1024")
     assert number_problems(good) == []
 
 
