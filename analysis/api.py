@@ -181,7 +181,7 @@ def ingest(src: Path, out: Path, *, limits: Limits | None = None, progress: Prog
     src, out = Path(src), Path(out)
     try:
         if src.stat().st_size > limits.max_bytes:
-            raise TraceError("too_large", f"the file is {src.stat().st_size} bytes; the limit is {limits.max_bytes}")
+            raise TraceError("too_large", f"the file is {fmt.count(src.stat().st_size)} bytes; the limit is {fmt.count(limits.max_bytes)}")
         kind = detect_kind(src)
     except BaseException:
         if child is not None:

@@ -55,7 +55,7 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
             raise BadInput("diff: give either A B, or both --base FILE... and --head FILE...")
         return list(args.base), list(args.head)
     if len(args.runs) != 2:
-        raise BadInput(f"diff: expected two runs A B, got {len(args.runs)}")
+        raise BadInput(f"diff: expected two runs A B, got {fmt.count(len(args.runs))}")
     return [args.runs[0]], [args.runs[1]]
 
 

@@ -117,7 +117,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         raise BadInput(f"{args.out}: not_writable: {exc.strerror or exc}") from None
     progress.finish(f"ingested {args.file.name}")
     counts = result.info.get("counts", {}) if result.info else {}
-    print(f"{args.out}: {result.tool} report, " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print(f"{args.out}: {result.tool} report, " + ", ".join(f"{k} {fmt.count(v)}" for k, v in counts.items()))
     return 0
 
 
@@ -141,7 +141,7 @@ def run_analysis(files: list[Path], tmp: Path, progress: Progress, *, rules: lis
 
     outs = outs if outs is not None else prepare(files, tmp, progress, children=children, once=True)
     progress.file("")
-    progress.step(f"analyzing {len(files)} report{'s' if len(files) > 1 else ''}")
+    progress.step(f"analyzing {fmt.count(len(files))} report{'s' if len(files) > 1 else ''}")
     result = analyze(outs, labels=[str(f) for f in files], rules=rules, thresholds=thresholds, top=top,
                      window=window).to_json()
     for report, src in zip(result["reports"], files, strict=True):
@@ -228,7 +228,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         _finish(progress)
         raise
     assert progress is not None
-    progress.finish(f"analyzed {len(args.files)} report{'s' if len(args.files) > 1 else ''}")
+    progress.finish(f"analyzed {fmt.count(len(args.files))} report{'s' if len(args.files) > 1 else ''}")
     if args.format == "json":
         # One write: ``json.dump`` writes each of its thousands of pieces (a system call each when stdout is
         # unbuffered, as under PYTHONUNBUFFERED). Never Infinity: not JSON.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from analysis import fmt
 from goodput_cli.admin import _session
 from goodput_cli.errors import UsageError
 
@@ -82,8 +83,8 @@ def cmd_reingest(args: argparse.Namespace) -> int:
     settings = _settings()
     with _session() as session:
         out = reingest_all(session, settings, args.run or None)
-    print(f"{len(out.reports)} report(s) queued for ingest again; the workers take them in order")
+    print(f"{fmt.count(len(out.reports))} report(s) queued for ingest again; the workers take them in order")
     if out.missing:
-        print(f"{len(out.missing)} report(s) skipped: their stored export is gone (GOODPUT_KEEP_UPLOADS_DAYS "
+        print(f"{fmt.count(len(out.missing))} report(s) skipped: their stored export is gone (GOODPUT_KEEP_UPLOADS_DAYS "
               f"or deleted): {', '.join(map(str, out.missing[:20]))}", file=sys.stderr)
     return 0

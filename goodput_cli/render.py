@@ -38,8 +38,8 @@ def _judged_loop_line(lp: dict[str, Any], it: dict[str, Any]) -> str:
     """The "iterations:" line of loop ``lp`` (``iterations.loops``), the window's, with the main loop named beside."""
     sig = ", ".join(_clip(k, 30) for k in (lp.get("signature") or [])[:3])
     main = next((x for x in it.get("loops") or [] if x.get("main")), None)
-    beside = f"; the main loop is loop {main['index']} ({main.get('count')} iterations)" if main else ""
-    return (f"   iterations: loop {lp['index']} of {len(it.get('loops') or [])}, {lp.get('count')} from "
+    beside = f"; the main loop is loop {main['index']} ({fmt.count(main.get('count'))} iterations)" if main else ""
+    return (f"   iterations: loop {lp['index']} of {fmt.count(len(it.get('loops') or []))}, {fmt.count(lp.get('count'))} from "
             f"{_LOOP_SOURCES.get(str(lp.get('source')), str(lp.get('source')))}{f' ({sig}...)' if sig else ''}, median "
             f"{ms(lp.get('median_ns'))} per step (p10 {ms(lp.get('p10_ns'))}, p90 {ms(lp.get('p90_ns'))}, "
             f"p99 {ms(lp.get('p99_ns'))}){beside}")
@@ -67,33 +67,33 @@ def _loop_lines(rep: dict[str, Any]) -> list[str]:
         share = f", {fmt.share(it['gpu_share_pct'])} of GPU work" if it.get("gpu_share_pct") is not None else ""
         # No spread when the steps have no GPU time (a host-only report): the wall times say more.
         spread_text = f"p90-p10 spread {fmt.pct(spread)} of median" if spread is not None else "no GPU time"
-        lines.append(f"   iterations: {it['count']} x NVTX '{_clip(it['range'], 40)}'{share}, GPU median "
+        lines.append(f"   iterations: {fmt.count(it['count'])} x NVTX '{_clip(it['range'], 40)}'{share}, GPU median "
                      f"{ms(it['median_ns'])} (min {ms(it['min_ns'])}, max {ms(it['max_ns'])}, {spread_text})")
         if spread is None and it.get("wall_median_ns") is not None:
             lines.append(f"     wall median {ms(it['wall_median_ns'])} (min {ms(it.get('wall_min_ns'))}, "
                          f"max {ms(it.get('wall_max_ns'))})")
     elif it.get("source"):
         sig = ", ".join(_clip(k, 30) for k in (it.get("signature") or [])[:3])
-        lines.append(f"   iterations: {it['count']} from the repeating GPU work ({it['detail'].get('period_ops')} "
+        lines.append(f"   iterations: {fmt.count(it['count'])} from the repeating GPU work ({fmt.count(it['detail'].get('period_ops'))} "
                      f"operations each: {sig}...), median {ms(it['median_ns'])} per step "
                      f"(p10 {ms(it['p10_ns'])}, p90 {ms(it['p90_ns'])}, p99 {ms(it['p99_ns'])})")
     elif rep.get("tool") == ToolKind.NSYS and it.get("reason"):
         lines.append(f"   iterations: {_clip(it['reason'], 200)}")
     if ana.get("kind") == "host_paced":
         lat = ana.get("latency") or {}
-        lines.append(f"   host-paced loop: {ana.get('per_second')} iterations/s, GPU duty cycle "
+        lines.append(f"   host-paced loop: {fmt.number(ana.get('per_second'))} iterations/s, GPU duty cycle "
                      f"{fmt.pct(ana['gpu_duty_cycle_pct'])}; per iteration: launch {ms(lat.get('launch_ns'))}, queue "
                      f"delay {ms(lat.get('queue_delay_ns'))}, GPU {ms(lat.get('gpu_exec_ns'))}, copies "
                      f"{ms(lat.get('copies_ns'))}, sync {ms(lat.get('sync_ns'))}")
     if ana and ana.get("kind") != "host_paced":
         steps = "steady steps" if judged is None else f"loop {judged['index']} steps"
-        lines.append(f"   {steps}: {ana['steady_count']}, median {ms(ana['iteration_median_ns'])} per step, "
+        lines.append(f"   {steps}: {fmt.count(ana['steady_count'])}, median {ms(ana['iteration_median_ns'])} per step, "
                      f"jitter (p90-p10) {fmt.pct(ana.get('jitter_pct') or 0)}, GPU busy {fmt.pct(ana['gpu_duty_cycle_pct'])}")
     dist = (ana.get("iteration_time") if judged is not None else None) or it.get("iteration_time") or {}
     if ana and dist:
         lines.append(f"   step time: p10 {ms(dist.get('p10_ns'))}, median {ms(dist.get('median_ns'))}, p90 "
                      f"{ms(dist.get('p90_ns'))}, p99 {ms(dist.get('p99_ns'))}, max {ms(dist.get('max_ns'))} "
-                     f"({(judged or it).get('count')} iterations{'' if judged is None else ' of loop ' + str(judged['index'])})")
+                     f"({fmt.count((judged or it).get('count'))} iterations{'' if judged is None else ' of loop ' + str(judged['index'])})")
     for step in (ana.get("slowest_steps") or [])[:3]:
         last = f"; rank finishing it last: {_printable(str(step['last']))}" if step.get("last") else ""
         lines.append(f"     slow step {step['index']}: {ms(step['ns'])} (+{ms(step['extra_ns'])} over the median)"
@@ -132,7 +132,7 @@ def text(result: dict[str, Any]) -> str:
         bd = rep.get("breakdown")
         if bd and bd.get("span_ns"):
             devs = bd.get("devices") or []
-            over = f" over {len(devs)} device spans" if len(devs) > 1 else ""
+            over = f" over {fmt.count(len(devs))} device spans" if len(devs) > 1 else ""
             lines.append(
                 f"   goodput {fmt.pct(bd.get('goodput_pct', 0))}{over} ({ms(bd['span_ns'])}) | compute {ms(bd['compute_ns'])}"
                 f" (comm overlapped {ms(bd['comm_overlapped_ns'])}), exposed comm {ms(bd['comm_exposed_ns'])}, "
@@ -163,15 +163,15 @@ def text(result: dict[str, Any]) -> str:
         lines.append("")
     steps = result.get("steps")
     if steps:
-        last = ", ".join(f"{_printable(str(k))} {v}" for k, v in steps["last"].items())
-        lines.append(f"== ranks per step: {steps['count']} steps; finished last: {last}; median spread "
+        last = ", ".join(f"{_printable(str(k))} {fmt.count(v)}" for k, v in steps["last"].items())
+        lines.append(f"== ranks per step: {fmt.count(steps['count'])} steps; finished last: {last}; median spread "
                      f"{ms(steps['spread_median_ns'])} per step")
         lines.append("")
     lines.extend(_printable(x) for x in [*collectives_lines(result, ms), *network_lines(result, human_bytes, ms)])
     lines.extend(path_lines(result, _clip))  # the NCCL log's network path
     findings = result.get("findings", [])
     if findings:
-        lines.append(f"== findings, costliest first ({len(findings)})")
+        lines.append(f"== findings, costliest first ({fmt.count(len(findings))})")
         for i, f in enumerate(findings, 1):
             pct = f" ({fmt.pct(f['impact_pct'])})" if f.get("impact_pct") is not None else ""
             phase = f" [{f['phase']}]" if f.get("phase") else ""
@@ -179,7 +179,7 @@ def text(result: dict[str, Any]) -> str:
             if f.get("impact_per_step_ns") is not None and f.get("steps_in_window"):
                 # The window is a stretch of the loop: the cost of each step is the natural unit.
                 impact = f"{ms(f['impact_per_step_ns'])} per step"
-                phase = f" [{f.get('phase') or 'window'}, {f['steps_in_window']} steps: {ms(f['impact_ns'])}]"
+                phase = f" [{f.get('phase') or 'window'}, {fmt.count(f['steps_in_window'])} steps: {ms(f['impact_ns'])}]"
             lines.append(f"{i:>3}. [{f['severity']}] {f['rule_id']} {impact}{pct}{phase}  {_clip(f['title'], 80)}")
             lines.append(f"     {_clip(f['message'], 110)}")
             lines.extend(_printable(x) for x in per_rank_line(f, ms))
@@ -195,7 +195,7 @@ def text(result: dict[str, Any]) -> str:
                     where.append(_clip(e["name"], 50))
                 if e.get("nvtx"):
                     where.append(f"in NVTX '{_clip(e['nvtx'], 30)}'")
-                lines.append(f"     e.g. {', '.join(where)}  ({f.get('evidence_total', 0)} in all)")
+                lines.append(f"     e.g. {', '.join(where)}  ({fmt.count(f.get('evidence_total', 0))} in all)")
             lines.append(f"     → {_clip(f['advice'], 110)}")
     elif result.get("rules"):
         lines.append("== no findings")

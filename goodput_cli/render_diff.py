@@ -119,8 +119,8 @@ def _findings(diff: dict[str, Any]) -> list[str]:
     lines = []
     matched = diff.get("matched_findings") or []
     moved = [m for m in matched if m["impact_ns"].get("delta") or m["severity"]["changed"]]
-    lines += ["", f"== findings in both runs, matched by rule and scope ({len(matched)}; "
-                  f"{len(matched) - len(moved)} with the same impact and severity)"]
+    lines += ["", f"== findings in both runs, matched by rule and scope ({fmt.count(len(matched))}; "
+                  f"{fmt.count(len(matched) - len(moved))} with the same impact and severity)"]
     for m in moved[:FINDINGS_SHOWN]:
         rank = f" rank {m['rank']}" if m.get("rank") is not None else ""
         sev = m["severity"]
@@ -131,11 +131,11 @@ def _findings(diff: dict[str, Any]) -> list[str]:
                      f"{_value('ns', m['impact_ns']['head'])} ({_change('ns', m['impact_ns'])}{step})  "
                      f"{_clip(m.get('title') or '', 70)}")
     if len(moved) > FINDINGS_SHOWN:
-        lines.append(f"   ... {len(moved) - FINDINGS_SHOWN} more (--format json lists them)")
+        lines.append(f"   ... {fmt.count(len(moved) - FINDINGS_SHOWN)} more (--format json lists them)")
     for title, key in (("new findings in B (nothing in A matches)", "new_findings"),
                        ("findings resolved in B (nothing in B matches)", "resolved_findings")):
         found = diff.get(key) or []
-        lines += ["", f"== {title} ({len(found)})"]
+        lines += ["", f"== {title} ({fmt.count(len(found))})"]
         for f in found[:FINDINGS_SHOWN]:
             rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
             lines.append(f"   [{f.get('severity')}] {f.get('rule_id')}{rank} {ms(f.get('impact_ns'))}  "
@@ -143,10 +143,10 @@ def _findings(diff: dict[str, Any]) -> list[str]:
             other = f.get("other_scope")
             if other:  # the same rule in the other run, on another kernel or set of GPUs: not comparable
                 where = f"kernel {_clip(str(other.get('kernel')), 40)}" if other.get("kernel") != f.get("kernel") \
-                    else f"{len([d for d in other.get('devices') or [] if d[0] != -1])} GPU(s)"
+                    else f"{fmt.count(len([d for d in other.get('devices') or [] if d[0] != -1]))} GPU(s)"
                 lines.append(f"     (the other run has {f.get('rule_id')} on another scope: {where}; not compared)")
         if len(found) > FINDINGS_SHOWN:
-            lines.append(f"   ... {len(found) - FINDINGS_SHOWN} more (--format json lists them)")
+            lines.append(f"   ... {fmt.count(len(found) - FINDINGS_SHOWN)} more (--format json lists them)")
     return lines
 
 
@@ -170,12 +170,12 @@ def text(diff: dict[str, Any]) -> str:
     kernels = diff.get("kernels") or []
     lines.append("")
     judged = " or per step" if "per_step" in (noise.get("tests") or []) else ""
-    lines.append(f"== kernels that changed per launch{judged} ({len(kernels)}; {noise.get('kernels_below_noise', 0)} of "
-                 f"{noise.get('kernels_compared', 0)} not: not significant, within {fmt.exact(noise.get('pct', 0))}%, or under "
+    lines.append(f"== kernels that changed per launch{judged} ({fmt.count(len(kernels))}; "
+                 f"{fmt.count(noise.get('kernels_below_noise', 0))} of {fmt.count(noise.get('kernels_compared', 0))} not: not significant, within {fmt.exact(noise.get('pct', 0))}%, or under "
                  f"{ms(noise.get('abs_ns'))} per {noise.get('per', 'run')})")
     lines += [_kernel_line(k) for k in kernels[:KERNELS_SHOWN]]
     if len(kernels) > KERNELS_SHOWN:
-        lines.append(f"   ... {len(kernels) - KERNELS_SHOWN} more (--format json lists them)")
+        lines.append(f"   ... {fmt.count(len(kernels) - KERNELS_SHOWN)} more (--format json lists them)")
     coll = diff.get("collectives")
     if coll:  # communication kernels: waiting for the last rank apart from the transfer after it
         w, x = coll["wait_per_instance_ns"], coll["transfer_per_instance_ns"]

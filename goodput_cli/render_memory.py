@@ -56,7 +56,7 @@ def memory_lines(rep: dict[str, Any], clip) -> list[str]:
     # Kernels by what they could save, then by time (nsys, else profiled).
     order = sorted(kernels, key=lambda k: (-(k.get("estimated_saving_ns") or 0),
                                            -(k.get("nsys_total_ns") or k.get("duration_ns") or 0)))
-    lines = [f"   memory story ({len(kernels)} profiled kernels" + (f", {SHOWN} shown)" if len(kernels) > SHOWN else ")")]
+    lines = [f"   memory story ({fmt.count(len(kernels))} profiled kernels" + (f", {SHOWN} shown)" if len(kernels) > SHOWN else ")")]
     for k in order[:SHOWN]:
         m = k["memory"]
         time = _us(k.get("duration_ns"))

@@ -12,7 +12,7 @@ SHOWN = 6  # items of each list printed before "and N more"
 
 
 def _more(items: list[Any], shown: int = SHOWN) -> str:
-    return f" (and {len(items) - shown} more)" if len(items) > shown else ""
+    return f" (and {fmt.count(len(items) - shown)} more)" if len(items) > shown else ""
 
 
 def _at(item: dict[str, Any]) -> str:
@@ -29,10 +29,10 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     ranks = path.get("ranks") or []
     version = f"NCCL {path['version']}, " if path.get("version") else ""
     lines = [clip(f"== network path ({version}{path.get('report') or 'NCCL log'}): {fmt.count(len(nodes))} node(s), "
-                  f"{fmt.count(len(ranks))} rank(s)" + (f", {path['nchannels']} channels" if path.get("nchannels") else ""), 200)]
+                  f"{fmt.count(len(ranks))} rank(s)" + (f", {fmt.count(path['nchannels'])} channels" if path.get("nchannels") else ""), 200)]
     files = [f for f in path.get("files") or [] if isinstance(f, dict)]
     if len(files) > 1:
-        lines.append("   " + clip(f"merged from {len(files)} logs of one job: "
+        lines.append("   " + clip(f"merged from {fmt.count(len(files))} logs of one job: "
                                   + ", ".join(str(f.get("file")) for f in files[:SHOWN]) + _more(files), 200))
     for x in (path.get("left_out") or [])[:SHOWN]:
         lines.append("   " + clip(f"left out: {x.get('file')}: {x.get('reason')}", 200))
@@ -45,7 +45,7 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
         lines.append("   " + clip(f"node {n.get('host')}: ranks {', '.join(map(str, n.get('ranks') or []))}"
                           + (f"; NICs {' '.join(nic[:4])}{_more(nic, 4)}" if nic else ""), 160))
     if len(nodes) > SHOWN:
-        lines.append(f"   (and {len(nodes) - SHOWN} more nodes)")
+        lines.append(f"   (and {fmt.count(len(nodes) - SHOWN)} more nodes)")
     for inter, name in ((False, "intra-node"), (True, "inter-node")):
         groups: dict[str, list[str]] = {}
         for p in path.get("pairs") or []:
@@ -62,7 +62,7 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     gdr = [g for g in path.get("gdr") or [] if g.get("scope") == "gpu"]
     if gdr:
         off = [g for g in gdr if not g.get("enabled")]
-        lines.append("   " + clip(f"GPUDirect RDMA: {len(gdr) - len(off)} of {len(gdr)} GPU/NIC pairs enabled"
+        lines.append("   " + clip(f"GPUDirect RDMA: {fmt.count(len(gdr) - len(off))} of {fmt.count(len(gdr))} GPU/NIC pairs enabled"
                           + (f"; off: {off[0].get('reason') or 'no reason printed'}" if off else ""), 160))
     env = [e for e in path.get("env") or [] if e.get("set_by") == "environment"]
     if env:
@@ -72,7 +72,7 @@ def path_lines(result: dict[str, Any], clip: Callable[..., str]) -> list[str]:
     if warnings:
         w = warnings[0]
         who = (f" rank {w['rank']}" if w.get("rank") is not None else "") + (f" on {w['host']}" if w.get("host") else "")
-        lines.append("   " + clip(f"first warning (of {len(warnings)}),{who} {_at(w)}: {w.get('message')}", 160))
+        lines.append("   " + clip(f"first warning (of {fmt.count(len(warnings))}),{who} {_at(w)}: {w.get('message')}", 160))
     for f in (path.get("failures") or [])[:3]:
         lines.append("   " + clip(f"failure, {_at(f)}: {f.get('kind')}: {f.get('text')}", 160))
     tests = path.get("nccl_tests") or {}

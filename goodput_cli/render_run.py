@@ -18,7 +18,7 @@ def per_rank_line(f: dict[str, Any], ms: Callable[[Any], str]) -> list[str]:
     shown = ", ".join(f"{'rank ' + str(r['rank']) if r.get('rank') is not None else r.get('report')}"
                       f"{' (' + str(r['host']) + ')' if r.get('host') else ''} {ms(r['impact_ns'])}"
                       for r in rows[:PER_RANK_SHOWN])
-    more = f", and {len(rows) - PER_RANK_SHOWN} more" if len(rows) > PER_RANK_SHOWN else ""
+    more = f", and {fmt.count(len(rows) - PER_RANK_SHOWN)} more" if len(rows) > PER_RANK_SHOWN else ""
     return [f"     per rank: {shown}{more}"]
 
 
@@ -90,7 +90,7 @@ def mpi_lines(m: dict[str, Any] | None, ms: Callable[[Any], str]) -> list[str]:
         if c.get("reason"):
             lines.append(f"   {c['call']} not matched: {c['reason']}")
         else:
-            last = ", ".join(f"{k} x{v}" for k, v in (c.get("last_arrivals") or {}).items())
+            last = ", ".join(f"{k} x{fmt.count(v)}" for k, v in (c.get("last_arrivals") or {}).items())
             lines.append(f"   {c['call']}: {fmt.count(c['instances'])} instance(s) across {', '.join(c['ranks'])}; last to arrive: "
                          f"{last}")
     for p in m.get("per_rank") or []:
@@ -122,7 +122,7 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
                   f"{un['reason']}", ""]
     if not c.get("per_rank"):
         return lines
-    lines += [f"== collectives across ranks: {c['instances']} matched; waiting for the last rank {ms(c['wait_ns'])}, "
+    lines += [f"== collectives across ranks: {fmt.count(c['instances'])} matched; waiting for the last rank {ms(c['wait_ns'])}, "
              f"transferring after it {ms(c['transfer_ns'])} (summed over ranks)"]
     for h in c["per_host"]:
         lines.append(f"   host {h['host'] or '?'} ({fmt.count(h['ranks'])} rank(s)): wait {ms(h['wait_ns'])}, "
@@ -148,7 +148,7 @@ def collectives_lines(result: dict[str, Any], ms: Callable[[Any], str]) -> list[
     crit = c.get("critical")
     if crit:
         lines.append(f"   critical path: {crit['rank']} ({crit.get('host') or '?'}) arrives last at "
-                     f"{crit['instances_last']} of {fmt.count(crit['instances'])} collective(s); the others wait "
+                     f"{fmt.count(crit['instances_last'])} of {fmt.count(crit['instances'])} collective(s); the others wait "
                      f"{ms(crit['others_wait_ns'])} for it ({fmt.share(crit['share_of_collective_time_pct'])} of the "
                      f"collectives' time)")
     lines.append("")

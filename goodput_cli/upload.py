@@ -52,7 +52,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", action="store_true", help="wait for the analysis; exit 1 when a report failed")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits at most (default 3600)")
     p.add_argument("--retries", type=int, default=len(BACKOFF_S),
-                   help=f"retries of a failed request, waiting 1, 2, 4... s (default {len(BACKOFF_S)})")
+                   help=f"retries of a failed request, waiting 1, 2, 4... s (default {fmt.count(len(BACKOFF_S))})")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_upload)
 
@@ -316,7 +316,7 @@ class Client:
                 self._note(f"{last}; retrying")
                 continue
             return self._decode(method, path, resp)
-        raise UploadError(f"{last} (gave up after {len(self.backoff) + 1} tries)", 1)
+        raise UploadError(f"{last} (gave up after {fmt.count(len(self.backoff) + 1)} tries)", 1)
 
     def _note(self, text: str) -> None:
         if not self.quiet:

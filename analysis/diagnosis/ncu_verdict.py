@@ -126,7 +126,7 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     name = lead.get("short_name") or lead["name"]
     n = len(launches)
     where = f"{_us(cost)} in nsys" if linked is not None else f"{_us(cost) if cost else 'unknown duration'} profiled"
-    text = f"{name} ({n} launch{'es' if n > 1 else ''}, {where}) is {_limiter_phrase(kind, lim)}"
+    text = f"{name} ({fmt.count(n)} launch{'es' if n > 1 else ''}, {where}) is {_limiter_phrase(kind, lim)}"
     text += _mix(launches)
     if mine:
         first = mine[0]
@@ -234,4 +234,4 @@ def _mix(launches: Sequence[Mapping[str, Any]]) -> str:
     if len(kinds) < 2:
         return ""
     parts = sorted(kinds.items(), key=lambda kv: -sum(kv[1]))
-    return " (its launches by limiter: " + ", ".join(f"{kind} {len(v)} ({_us(sum(v))})" for kind, v in parts) + ")"
+    return " (its launches by limiter: " + ", ".join(f"{kind} {fmt.count(len(v))} ({_us(sum(v))})" for kind, v in parts) + ")"

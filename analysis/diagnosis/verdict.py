@@ -417,7 +417,7 @@ def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
     counts = info.get("counts") or {}
     have = [f"{fmt.count(counts[k])} {k.replace('_', ' ')} rows" for k in ("cuda_api", "nvtx") if counts.get(k)]
     it = info.get("iterations") or {}
-    loop = (f"; NVTX shows {it['count']} iterations of '{it.get('range')}'" if it.get("source") == "nvtx" and
+    loop = (f"; NVTX shows {fmt.count(it['count'])} iterations of '{it.get('range')}'" if it.get("source") == "nvtx" and
             it.get("count") else "")
     what = ("the export has " + " and ".join(have) if have else "the export has no CUDA, NVTX or GPU rows")
     missing = ("GPU activity tracing was off or lost (CUDA API calls without kernels or copies)"
@@ -728,7 +728,7 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
         ev = (shape.get("evidence") or [{}])[0]
         d = ev.get("detail") or {}
         text = (f"Launch shape: {ev.get('name')} runs {fmt.count(d.get('blocks', 0))} block(s) of "
-                f"{fmt.count(d.get('threads_per_block', 0))} thread(s) on {d.get('sm_count')} SMs, so at most "
+                f"{fmt.count(d.get('threads_per_block', 0))} thread(s) on {fmt.count(d.get('sm_count'))} SMs, so at most "
                 f"{fmt.share(d.get('used_pct', 0))} of the GPU works while the timeline shows it {fmt.pct(busy_pct)} busy: "
                 f"{_ms(int(shape['impact_ns']))} of {_ms(int(shape.get('compute_kernel_ns') or compute))} kernel time "
                 "is unused GPU.")
@@ -738,7 +738,7 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
         if dom.get("is_family"):  # many instances of one template, none dominant alone: say so, profile the costliest
             cost, where = _per_device(dom)
             text = (f"One template family is {fmt.pct(float(dom.get('share_pct') or 0))} of GPU time: {dom.get('kernel')}, "
-                    f"{dom.get('instances')} instances, the costliest {fmt.pct(float(dom.get('instance_share_pct') or 0))} "
+                    f"{fmt.count(dom.get('instances'))} instances, the costliest {fmt.pct(float(dom.get('instance_share_pct') or 0))} "
                     f"({where}, GPU busy {fmt.pct(busy_pct)} of the window).")
             return _verdict("gpu_bound_kernel", text, cost,
                             f"profile the costliest instance with ncu, then the next ones: {dom.get('ncu_command')}",
@@ -769,7 +769,7 @@ def _per_device(finding: Mapping[str, Any]) -> tuple[int, str]:
     if len(per) < 2:
         return total, _ms(total)
     most = max(per.values())
-    return most, f"{_ms(most)} on the busiest of {len(per)} GPUs, {_ms(total)} on all of them"
+    return most, f"{_ms(most)} on the busiest of {fmt.count(len(per))} GPUs, {_ms(total)} on all of them"
 
 
 def run_verdict(verdicts: list[Verdict], names: list[str]) -> Verdict | None:
@@ -785,5 +785,5 @@ def run_verdict(verdicts: list[Verdict], names: list[str]) -> Verdict | None:
     kind = max(groups, key=lambda k: (len(groups[k]), max(int(verdicts[i].impact_ns or 0) for i in groups[k])))
     idx = groups[kind]
     lead = max(idx, key=lambda i: (int(verdicts[i].impact_ns or 0), -i))
-    return replace(verdicts[lead], text=f"{len(idx)} of {len(verdicts)} reports ({names[lead]} shown): "
+    return replace(verdicts[lead], text=f"{fmt.count(len(idx))} of {fmt.count(len(verdicts))} reports ({names[lead]} shown): "
                                         f"{verdicts[lead].text}")

@@ -385,7 +385,7 @@ def phases(trace: Trace, loop: Loop) -> list[Phase]:
     what = f"{fmt.count(sum(len(x) for x in loops) - w)} iteration(s) from {loop.source}" + (
         f" ({loop.detail.get('range')!r})" if loop.source == "nvtx" else "")
     if len(loops) > 1:
-        what += f" in {len(loops)} loops one after the other"
+        what += f" in {fmt.count(len(loops))} loops one after the other"
     rho = rank_trend(first_loop.durations)
     if rho is not None and is_trend(rho):
         what += "; " + trend_words(rho, len(first_loop), "iteration times") + ": a trend, not warm-up"

@@ -106,13 +106,13 @@ def _loop_fits(spec: WindowSpec, label: str, loop: Loop) -> None:
         if spec.a is None or spec.a >= n:
             valid = "it has no loop" if n == 0 else f"valid: loop:0 to loop:{n - 1}"
             raise TraceError("bad_window", f"{label}: {spec.text} asks for a loop the report does not have "
-                             f"({n} found; {valid})")
+                             f"({fmt.count(n)} found; {valid})")
     elif spec.kind == "iterations":
         n = len(loop)
         if spec.b is None or spec.b >= n:
             valid = "it has no loop" if n == 0 else f"valid: iterations:A-B with 0 <= A <= B <= {n - 1}"
             raise TraceError("bad_window", f"{label}: {spec.text} asks for iterations the report does not "
-                             f"have ({n} found; {valid})")
+                             f"have ({fmt.count(n)} found; {valid})")
 
 
 def _time_fits(spec: WindowSpec, trace: Trace) -> None:
@@ -172,13 +172,13 @@ def resolve(spec: WindowSpec, trace: Trace, info: PhaseInfo) -> tuple[str, tuple
         loops = info.loop.all
         assert spec.a is not None  # parse sets it for a loop window
         lo, hi = loops[spec.a].span
-        return "steady", (lo, hi), f"loop {spec.a} of {len(loops)}: {fmt.count(len(loops[spec.a]))} iteration(s), as asked"
+        return "steady", (lo, hi), f"loop {spec.a} of {fmt.count(len(loops))}: {fmt.count(len(loops[spec.a]))} iteration(s), as asked"
     if spec.kind == "iterations":
         loop = info.loop
         _loop_fits(spec, trace.label, loop)
         assert spec.a is not None and spec.b is not None  # parse sets both for an iterations window
         end = int(loop.starts[spec.b + 1]) if spec.b + 1 < len(loop) else int(loop.ends[spec.b])
-        return "iterations", (int(loop.starts[spec.a]), end), f"{spec.text} of {len(loop)} ({loop.source})"
+        return "iterations", (int(loop.starts[spec.a]), end), f"{spec.text} of {fmt.count(len(loop))} ({loop.source})"
     first, last = _nvtx_bounds(trace, spec.name)
     if first is None or last is None:
         raise TraceError("bad_window", f"{trace.label}: no NVTX range named {(spec.name or '')[:80]!r}")

@@ -131,7 +131,7 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
             each = "; ".join(f"{m['name']} {fmt.duration(m['on_ns'])} of its {fmt.duration(m['total_ns'])} on CPU "
                              f"there ({fmt.share(100.0 * m['on_ns'] / m['total_ns'])})" for m in ms)
             out.append({"code": "shared_cpu", "host": host, "cpus": held_cpus,
-                        "message": f"{len(ms)} ranks of host {host} run on the same {where}: {each}. A logical "
+                        "message": f"{fmt.count(len(ms))} ranks of host {host} run on the same {where}: {each}. A logical "
                                    "CPU runs one thread at a time: they take turns there, each waiting while the other "
                                    "runs. Give each rank its own CPUs (the launcher's binding: srun --cpu-bind, mpirun "
                                    "--map-by/--bind-to, numactl).",

@@ -45,7 +45,7 @@ def run_warnings(infos: list[ReportInfo]) -> list[RunWarning]:
             jobs[str(i["job_id"])].append(i)
     if len(jobs) > 1:
         parts = "; ".join(f"job {j}: {', '.join(_who(i) for i in members)}" for j, members in sorted(jobs.items()))
-        out.append({"code": "jobs_differ", "message": f"The reports come from {len(jobs)} different jobs ({parts}): "
+        out.append({"code": "jobs_differ", "message": f"The reports come from {fmt.count(len(jobs))} different jobs ({parts}): "
                     "their ranks did not run together.", "reports": [i["file"] for i in nsys], "ranks": []})
     sizes = {int(s) for i in nsys if isinstance(s := i.get("world_size"), int)}
     ranks: dict[int, list[str]] = defaultdict(list)
@@ -54,7 +54,7 @@ def run_warnings(infos: list[ReportInfo]) -> list[RunWarning]:
             ranks[int(rank)].append(i["file"])
     twice = {r: files for r, files in ranks.items() if len(files) > 1}
     for r, files in sorted(twice.items()):
-        out.append({"code": "duplicate_rank", "message": f"Rank {r} is claimed by {len(files)} reports "
+        out.append({"code": "duplicate_rank", "message": f"Rank {r} is claimed by {fmt.count(len(files))} reports "
                     f"({', '.join(files)}): one of them belongs to another run.", "reports": files, "ranks": [r]})
     if len(sizes) > 1:
         out.append({"code": "world_sizes_differ", "message": f"The reports say different world sizes "
@@ -64,8 +64,9 @@ def run_warnings(infos: list[ReportInfo]) -> list[RunWarning]:
         (size,) = sizes
         missing = [k for k in range(size) if k not in ranks] if size <= 100_000 else []
         if missing:
-            out.append({"code": "missing_ranks", "message": f"{len(missing)} of the job's {size} ranks have no report "
-                        f"(rank(s) {_ranges(missing)}): the run's cross-rank numbers cover {len(ranks)} of {size} ranks.",
+            out.append({"code": "missing_ranks", "message": f"{fmt.count(len(missing))} of the job's {fmt.count(size)} ranks have no report "
+                        f"(rank(s) {_ranges(missing)}): the run's cross-rank numbers cover {fmt.count(len(ranks))} of "
+                        f"{fmt.count(size)} ranks.",
                         "reports": [], "ranks": missing})
     ext = [(i, _extent(i)) for i in nsys]
     if any(e is None for _, e in ext):

@@ -277,7 +277,7 @@ def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str 
     if len(members) != 2:
         if not members:
             return [], 0, None
-        apart = (f"{len(members)} ranks make MPI point-to-point calls and the exports record no peer (nsys' MPI "
+        apart = (f"{fmt.count(len(members))} ranks make MPI point-to-point calls and the exports record no peer (nsys' MPI "
                "trace here is NVTX ranges named after the call): a send's receiver cannot be told"
                if len(members) > 2 else
                f"only {ranks[members[0]].who} makes point-to-point calls in the capture: its peers' are not recorded")
@@ -302,12 +302,12 @@ def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str 
             why = f"{fmt.count(len(sends))} send(s) against {fmt.count(len(recvs))} receive(s) over the capture"
         elif any(int(i) not in done_a for i in sends) or any(int(i) not in done_b for i in recvs):
             n = sum(int(i) not in done_a for i in sends) + sum(int(i) not in done_b for i in recvs)
-            why = f"{n} non-blocking request(s) with no MPI_Wait/MPI_Waitall after them in the capture"
+            why = f"{fmt.count(n)} non-blocking request(s) with no MPI_Wait/MPI_Waitall after them in the capture"
         else:
             bad = [k for k, (s, r) in enumerate(zip(sends.tolist(), recvs.tolist(), strict=True))
                    if rb.rows[done_b[r], 1] < ra.rows[s, 0]]
             if bad:
-                why = (f"receive #{bad[0] + 1} completes before send #{bad[0] + 1} is posted ({len(bad)} such): the "
+                why = (f"receive #{bad[0] + 1} completes before send #{bad[0] + 1} is posted ({fmt.count(len(bad))} such): the "
                        "messages are not received in the order sent (tags, wildcards or calls outside the capture)")
         dirs.append({"sender": ra.who, "receiver": rb.who, "sends": int(len(sends)), "receives": int(len(recvs)),
                      "matched": 0 if why else int(len(sends)), "reason": why})

@@ -103,7 +103,7 @@ def log_warnings(results: Sequence[ReportResult]) -> list[RunWarning]:
         return []
     into = next((r.label for r in results if r.tool == ToolKind.NCCL and "network_path" in r.info), None)
     parts = "; ".join(f"{i['file']}: {i['nccl_left_out']}" for i in left[:10])
-    more = f" and {len(left) - 10} more" if len(left) > 10 else ""
+    more = f" and {fmt.count(len(left) - 10)} more" if len(left) > 10 else ""
     return [{"code": "nccl_logs_left_out",
              "message": f"{fmt.count(len(left))} NCCL log(s) left out of the run's network path (built from {into} and the "
                         f"logs of its job): {parts}{more}. Upload another job's logs as their own run.",

@@ -130,5 +130,5 @@ def _standout(rows: list[dict[str, Any]], total: int, hosts_in_run: set[Any],
     top = rows[0]
     who = _who(top["rank"], top["report"]) + (f" on {top['host']}" if top["host"] else "")
     if len(rows) == 1:
-        return f" ({who} only, of {n_ranks} ranks)"
-    return f" (on {len(rows)} of {n_ranks} ranks; most on {who}: {fmt_ms(top['impact_ns'])})"
+        return f" ({who} only, of {fmt.count(n_ranks)} ranks)"
+    return f" (on {fmt.count(len(rows))} of {fmt.count(n_ranks)} ranks; most on {who}: {fmt_ms(top['impact_ns'])})"

@@ -100,7 +100,7 @@ def pairs_only(cols: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Unma
     _, kept["inst"] = np.unique(kept["inst"], return_inverse=True)
     kept["inst"] = kept["inst"].astype(np.int64) + 1
     return kept, {"kernels": left, "instances": len(np.unique(cols["inst"][p2p])),
-                  "reason": f"{n} processes run NCCL kernels and the exports record no peer: send/recv kernels are "
+                  "reason": f"{fmt.count(n)} processes run NCCL kernels and the exports record no peer: send/recv kernels are "
                             "matched (waiting for the peer apart from transfer) only between two processes"}
 
 

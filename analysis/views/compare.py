@@ -313,8 +313,8 @@ def notes(base: RunFacts, head: RunFacts, steps: StepDiff | None) -> list[str]:
     """Why totals would mislead, and what the comparison did instead."""
     out = []
     if steps is not None and steps["count"]["delta"]:
-        out.append(f"The runs cover different numbers of steps ({steps['count']['base']} and "
-                   f"{steps['count']['head']}): steps and kernels are compared per step and per launch; "
+        out.append(f"The runs cover different numbers of steps ({fmt.count(steps['count']['base'])} and "
+                   f"{fmt.count(steps['count']['head'])}): steps and kernels are compared per step and per launch; "
                    "totals are shown beside, not judged.")
     elif steps is None:
         out.append("No loop found in both runs: kernels are compared per launch, the rest by totals.")

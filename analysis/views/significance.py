@@ -128,7 +128,7 @@ def compare_samples(base: np.ndarray, head: np.ndarray, floor_pct: float, alpha:
         return out
     if smallest_p(b["n"], h["n"]) >= alpha:
         out["test"], out["changed"] = "floor_only", bool(above)
-        out["note"] = (f"{b['n']} and {h['n']} samples: too few for the test to reach p < {fmt.exact(alpha)}, "
+        out["note"] = (f"{fmt.count(b['n'])} and {fmt.count(h['n'])} samples: too few for the test to reach p < {fmt.exact(alpha)}, "
                        f"the {fmt.exact(floor_pct)} % floor decides")
         return out
     p = mann_whitney_p(np.asarray(base), np.asarray(head))

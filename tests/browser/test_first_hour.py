@@ -55,9 +55,13 @@ def number_problems(text: str, precise: bool = False) -> list[str]:
             out.append(m.group(0))                      # "18.149 ms", "3,303.2 MB"; "12.3 %" is fine
         elif not frac and "," not in whole and len(whole) > 4:
             out.append(m.group(0))                      # "12288 B": thousands unseparated
-    for m in re.finditer(r"(?<![\w.,#/:-])(\d{4,})\s(?:[a-z]+\s)?(copies|calls?|launch(?:es)?|kernels?|gaps?|ranges?|events?|"
-                         r"iterations?|instances?|samples?|collectives?)(?:\((?:s|es)\))?(?!\w)", text):
-        out.append(m.group(0))                          # "1230 copies", "1867 idle gap(s)"
+    for m in re.finditer(r"(?<![\w.,#/:-])(\d{4,})\s(?:[a-z]+\s){0,2}(copies|calls?|launch(?:es)?|kernels?|gaps?|ranges?|events?|"
+                         r"iterations?|instances?|samples?|collectives?|ranks?|hosts?|nodes?|pairs?|participants|"
+                         r"reports?|steps?|rules?|findings?|threads?|blocks?|SMs|migrations?|processes|channels?|"
+                         r"logs?|launch shapes?|in all|shown|more|found)(?:\((?:s|es)\))?(?!\w)", text):
+        out.append(m.group(0))                          # "1230 copies", "1867 idle gap(s)", "(5865 in all)"
+    for m in re.finditer(r"(?<![\w.,#/:-])(\d{4,}) of (\d[\d,]*)(?![\w.,])|(?<![\w.,#/:-])(\d[\d,]*) of (\d{4,})(?![\w.,])", text):
+        out.append(m.group(0))                          # "1230 of 4096", "12 of 4096"
     for m in re.finditer(r"(?<=[\s(])x\d{4,}\b", text):
         out.append(m.group(0))                          # "cuStreamSynchronize x1933"
     return out
@@ -67,11 +71,13 @@ def test_the_number_scanner_catches_what_the_issue_lists() -> None:
     bad = ("0.000000546 s", "0.000393 s", "0.000811 ms", "0.0115 ms", "0.0269 s", "30.387 ms", "+18.149 ms",
            "3,303.2 MB", "3,303.2 MiB", "1,147.2 MB/s", "1230 copies", "0.000", "1,234.5 GFLOP/s", "0.0195 TFLOP/s",
            "+10972.1 %", "12288 B", "1867 idle gap(s)", "5497 sync calls", "cuStreamSynchronize x1933",
-           "4095 iteration(s)")
+           "4095 iteration(s)", "5464 blocking synchronize call(s)", "21302 migrations", "(5865 in all)",
+           "the 1024 ranks of host a", "1230 of 4,096 iterations", "12 of 4096 collectives", "Blocks of 1024 threads")
     for text in bad:
         assert number_problems(f"took {text} here"), text
     good = ("26.8 s, 4.21 ms, 546 ns, 12.3 %, 100.0 %, 1,230 copies, 12,288 kernels, 1.23 GB, +18.1 ms, 2026-12-06 03:14, "
-            "290 GFLOP/s, 1.41 GHz, 1,867 idle gap(s), cuStreamSynchronize x1,933, sgemm_128x1024, +10,972 %, 45 %, 0.52 %, 0.039 %, < 0.01 %, +1.3 points")
+            "290 GFLOP/s, 1.41 GHz, 1,867 idle gap(s), cuStreamSynchronize x1,933, sgemm_128x1024, +10,972 %, 45 %, 0.52 %, 0.039 %, < 0.01 %, +1.3 points, "
+            "1,230 of 4,096 iterations, 21,302 migrations, (5,865 in all), run 1024 of job 7, rank 1024")
     assert number_problems(good) == []
 
 
@@ -396,9 +402,24 @@ def test_the_ncu_page_fills_its_kernel_table_and_draws_labelled_roofs(signed_in,
     assert not signed_in.errors
 
 
+def _timeline_label_column(page) -> tuple[int, int]:
+    """The timeline's label column and its canvas, in CSS px, once it has drawn; every phase band and loop it drew
+    starts right of the column (the plot is what is left)."""
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
+    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.labelWidth) > 0")
+    label, width, right = page.evaluate("""() => { const c = document.querySelector('#timeline canvas');
+        return [Number(document.getElementById('timeline').dataset.labelWidth), c.clientWidth,
+                c.getBoundingClientRect().right]; }""")
+    drawn = [json.loads(page.locator("#timeline").get_attribute(a) or "[]") for a in ("data-phases", "data-loops")]
+    assert all(b["x0"] >= label for bands in drawn for b in bands), (label, drawn)
+    assert right <= page.viewport_size["width"], (right, page.viewport_size)
+    return label, width
+
+
 def test_the_run_page_labels_ranks_keeps_a_refused_window_and_fits_a_phone(signed_in, runs, store) -> None:
     """Points 2 and 7: the idle-anatomy rows say rank and host, not a long file name; no finding leaves a dangling
-    "rank 1 ·"; a refused window stays in the field with the reason; the header wraps so Sign out stays on screen."""
+    "rank 1 ·"; a refused window stays in the field with the reason; the header wraps so Sign out stays on screen;
+    the timeline's label column takes at most 30 % of its width at 1280 px and at 390 px (it took 60 % on a phone)."""
     page = signed_in.page
     page.set_viewport_size({"width": 1280, "height": 900})
     # two exports as ranks 0 and 1, both with idle the host explains (the NCCL pair has none)
@@ -416,7 +437,8 @@ def test_the_run_page_labels_ranks_keeps_a_refused_window_and_fits_a_phone(signe
     dangling = re.findall(r"rank \d+ ·\s*(?:\n|$)", page.locator("main").inner_text())
     assert not dangling, dangling
     page.goto(f"/runs/{runs['nccl']}")
-    page.wait_for_function("() => Number(document.getElementById('timeline').dataset.boxes) > 0")
+    label, width = _timeline_label_column(page)
+    assert label <= 0.3 * width + 1, (label, width)
     page.evaluate("() => document.querySelectorAll('main details').forEach(d => { d.open = true; })")
     dangling = re.findall(r"rank \d+ ·\s*(?:\n|$)", page.locator("main").inner_text())
     assert not dangling, dangling
@@ -430,6 +452,8 @@ def test_the_run_page_labels_ranks_keeps_a_refused_window_and_fits_a_phone(signe
     page.goto(f"/runs/{runs['nccl']}")
     box = page.locator("header button", has_text="Sign out").bounding_box()
     assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+    label, width = _timeline_label_column(page)
+    assert label <= 0.3 * width + 1, (label, width)
     assert not signed_in.dialogs
 
 

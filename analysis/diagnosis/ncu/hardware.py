@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from analysis import fmt
+
 # Dense FLOPs per SM per cycle by compute capability: vector FP64/FP32/FP16 (FMA = 2 FLOPs, half2 = 2 lanes)
 # and tensor cores per input precision. Source: NVIDIA whitepapers (peak TFLOPS / (SMs x boost clock)), e.g.
 # A100: 19.5 TFLOPS FP32 / (108 SMs x 1.41 GHz) = 128; H100 SXM: 989 TFLOPS FP16 tensor / (132 x 1.83 GHz) = 4096.
@@ -173,7 +175,7 @@ def infer_cc(names: list[str], sm_count: float | None) -> tuple[str | None, str]
         by_sms = {cc for _, cc, sms, _, _ in PRODUCTS if sms == int(sm_count)}
         if by_sms:
             candidates = by_sms if candidates is None else candidates & by_sms
-            basis.append(f"{int(sm_count)} SMs")
+            basis.append(f"{fmt.count(sm_count)} SMs")
     if candidates and len(candidates) == 1:
         return next(iter(candidates)), " and ".join(basis)
     if candidates:

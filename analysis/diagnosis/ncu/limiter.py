@@ -204,7 +204,7 @@ def _decide(launch: Launch, bound: sol.SpeedOfLight, ev: dict[str, Any], tc: Ten
         shares = [n for n, v in launch.raw.items() if v is not None and ".pct_of_peak_sustained" in n]
         if dur is None and shares:
             return {"kind": "unknown", "name": "duration unknown",
-                    "reason": f"the export has {len(shares)} throughput metrics (e.g. {sorted(shares)[0]}) but no "
+                    "reason": f"the export has {fmt.count(len(shares))} throughput metrics (e.g. {sorted(shares)[0]}) but no "
                               "duration (gpu__time_duration, or sm__cycles_elapsed with its clock) to weigh them with"}
         return {"kind": "unknown", "name": "no throughput metrics",
                 "reason": "the export has no throughput, byte or instruction metrics to bound the kernel with"}

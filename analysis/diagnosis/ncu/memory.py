@@ -373,7 +373,7 @@ def bound(launch: Launch, hw: hwt.Hardware, lvls: list[Level], spr: SectorsPerRe
     if busiest is None and sm is None:
         # Say a metric is missing only when it is: pipe, instruction and shared-memory shares still count.
         others = sorted(n for n, v in launch.raw.items() if v is not None and ".pct_of_peak_sustained" in n)
-        reason = (f"no memory or SM speed-of-light metrics (the export has {len(others)} other throughput "
+        reason = (f"no memory or SM speed-of-light metrics (the export has {fmt.count(len(others))} other throughput "
                   f"metrics, e.g. {others[0]}); collect `ncu {mm.COLLECT}`" if others
                   else f"no throughput metrics; collect `ncu {mm.COLLECT}`")
     elif latency_share is None:

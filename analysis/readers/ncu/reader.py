@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from analysis import fmt
 from analysis.errors import TraceError
 from analysis.readers.ncu.names import parse_dims, short_name
 from analysis.readers.ncu.units import normalize, parse_number
@@ -160,7 +161,7 @@ class NcuCsv:
                 continue
             if len(row) > len(cols):
                 if any(c.strip() for c in row[len(cols):]):
-                    raise _fail(self.line, len(cols) + 1, f"{len(row)} cells in a row under a {len(cols)}-column header")
+                    raise _fail(self.line, len(cols) + 1, f"{fmt.count(len(row))} cells in a row under a {fmt.count(len(cols))}-column header")
                 row = row[: len(cols)]
             row = row + [""] * (len(cols) - len(row))
             if self.layout == "raw" and after_header and not row[index["ID"]].strip():

@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from analysis.api import fmt
 from app.db import changed
 from app.models import AnalysisStatus, Report, ReportStatus, Run, utcnow
 from app.models.status import derive_status
@@ -158,7 +159,7 @@ def _none_ready(session: Session, run_id: int) -> str:
     else:
         head = "no report of this run could be ingested and analyzed"
     named = "; ".join(f"{name}: {code or 'failed'}" for (name, _, _), code in zip(rows[:3], codes, strict=False))
-    more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
+    more = f"; and {fmt.count(len(rows) - 3)} more" if len(rows) > 3 else ""
     return f"{head} ({named}{more}); see each report's error"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
 from analysis.readers.nccl.model import Connection, NcclLog, Pair
@@ -54,7 +55,7 @@ def rdma_nics(log: NcclLog) -> list[str]:
     """The RDMA NICs the log lists (``mlx5_0 (IB)``), or the plugin's provider and NIC count."""
     names = sorted({f"{n.name} ({n.kind})" for n in log.nics if n.kind in RDMA_KINDS and not n.virtual})
     for provider, count in log.providers().items():
-        names.append(f"{provider} ({count if count is not None else '?'} NICs)")
+        names.append(f"{provider} ({fmt.count(count) if count is not None else '?'} NICs)")
     return names
 
 
@@ -68,7 +69,7 @@ def intra_pairs(log: NcclLog) -> list[Pair]:
 
 def pair_text(pairs: Iterable[Pair], limit: int = 6) -> str:
     items = [f"{p.src}->{p.dst}" for p in pairs]
-    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+    return ", ".join(items[:limit]) + (f" and {fmt.count(len(items) - limit)} more" if len(items) > limit else "")
 
 
 def first_connection(log: NcclLog, pair: Pair) -> Connection | None:

@@ -149,7 +149,7 @@ class FailureRootCause(NetRule):
         message = (f"{who[0].upper()}{who[1:]} logged `{root.message[:200]}` first ({log.line_ref(root.line)}"
                    f"{', host ' + root.host if root.host else ''}{', NIC ' + nic if nic else ''}): {meaning}.")
         if len(same) > 1:
-            message += f" {log.warning_counts.get(root.kind, len(same))} such WARN line(s) in all."
+            message += f" {fmt.count(log.warning_counts.get(root.kind, len(same)))} such WARN line(s) in all."
         if peers:
             message += f" Ranks {peers[:limit]} then saw the consequence (their peer's connection closed)."
         if log.failures:
@@ -218,7 +218,7 @@ class MeasuredBandwidth(NetRule):
             used = sorted({n for p in inter for n in p.nics})
             speeds = [n.speed_mbps for n in log.nics if n.index in used and n.speed_mbps]
             if speeds:
-                link, what, printed = min(speeds) / 8000.0, f"the NIC speed printed ({min(speeds)} Mb/s)", True
+                link, what, printed = min(speeds) / 8000.0, f"the NIC speed printed ({fmt.exact(min(speeds))} Mb/s)", True
             else:
                 kinds = {n.kind for n in log.nics if n.index in used} or {
                     k.upper() for k in log.providers()} or {"IB" for net in log.networks if net in RDMA_NETS}
@@ -233,7 +233,7 @@ class MeasuredBandwidth(NetRule):
         limit = link * (params["min_link_share_pct"] / 100.0 if printed else 1.0)
         if peak >= limit:
             return []
-        evidence = [line_evidence(bw["peak_line"], f"peak busbw {fmt.exact(peak)} GB/s (nccl-tests row of {bw['peak_size']} B)",
+        evidence = [line_evidence(bw["peak_line"], f"peak busbw {fmt.exact(peak)} GB/s (nccl-tests row of {fmt.exact(bw['peak_size'])} B)",
                                   name="nccl-tests", derived=True)]
         if log.tests.get("avg_line"):
             evidence.append(line_evidence(log.tests["avg_line"], f"Avg bus bandwidth : {log.tests['avg_busbw']}",

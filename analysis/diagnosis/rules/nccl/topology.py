@@ -176,7 +176,7 @@ class IntraNodePath(NetRule):
                 if c is not None:
                     evidence.append(line_evidence(c.line, c.text, rank=p.src, name=c.transport))
             severity = "warning" if (p2p_off or nvlink) else "info"
-            message = (f"{len(shm)} intra-node pair(s) ({pair_text(shm)}) copy through host shared memory (SHM) "
+            message = (f"{fmt.count(len(shm))} intra-node pair(s) ({pair_text(shm)}) copy through host shared memory (SHM) "
                        f"instead of GPU peer-to-peer: {'; '.join(causes) or 'the log prints no reason'}.")
             findings.append(self.finding("Intra-node traffic through host memory (SHM)", message, evidence,
                                          severity=severity, total=len(shm), pairs=len(shm), p2p_disabled=p2p_off,
@@ -192,7 +192,7 @@ class IntraNodePath(NetRule):
             g = found[0]
             findings.append(self.finding(
                 "Intra-node P2P over PCIe where NVLink exists",
-                f"{len(p2p)} intra-node pair(s) ({pair_text(p2p)}) use P2P over a {(g.type or '').split('/')[0]} path while "
+                f"{fmt.count(len(p2p))} intra-node pair(s) ({pair_text(p2p)}) use P2P over a {(g.type or '').split('/')[0]} path while "
                 f"the topology lists NVLink (NVL[{log.topo_links['NVL'].get('max_bw')}]): a topology file or "
                 "NCCL_P2P_LEVEL kept NCCL off NVLink.",
                 [line_evidence(g.line, f"nChannels {g.nchannels}", name="graph search", type=g.type, derived=True)],
@@ -206,8 +206,8 @@ class IntraNodePath(NetRule):
             if expected and nch * 100 < params["min_channel_share_pct"] * expected:
                 findings.append(self.finding(
                     "Fewer channels than the topology gives",
-                    f"The communicator runs {nch} channels, while NCCL's graph search found {best.nchannels} per "
-                    f"ring on {best.type} links (about {expected} channels): a topology file, an env limit or a "
+                    f"The communicator runs {fmt.count(nch)} channels, while NCCL's graph search found "
+                    f"{fmt.count(best.nchannels)} per ring on {best.type} links (about {fmt.count(expected)} channels): a topology file, an env limit or a "
                     "slow declared link cuts the bandwidth.",
                     [line_evidence(best.line, f"Pattern {best.pattern}, nChannels {best.nchannels}, type {best.type}",
                                    derived=True)],

@@ -78,7 +78,7 @@ class SocketBetweenNodes(NetRule):
             cause = "and the log names no RDMA device"
             severity = "critical"
         nodes = sorted({h for h in log.rank_hosts().values()})
-        message = (f"{len(pairs)} inter-node rank pair(s) ({pair_text(pairs)}) across {len(nodes)} nodes run over "
+        message = (f"{fmt.count(len(pairs))} inter-node rank pair(s) ({pair_text(pairs)}) across {fmt.count(len(nodes))} nodes run over "
                    f"TCP sockets, {cause}.")
         return [self.finding("Inter-node traffic over sockets", message, evidence, severity=severity,
                              total=len(pairs), pairs=len(pairs), on_purpose=on_purpose, rdma_nics=nics)]
@@ -135,7 +135,7 @@ class GdrOff(NetRule):
         bw = log.busbw()
         cost = (f" nccl-tests measured a peak busbw of {fmt.exact(bw['peak_busbw'])} GB/s over this path."
                 if bw.get("peak_busbw") is not None else "")
-        message = (f"{len(pairs)} inter-node pair(s) ({pair_text(pairs)}) move data without GPUDirect RDMA, staged "
+        message = (f"{fmt.count(len(pairs))} inter-node pair(s) ({pair_text(pairs)}) move data without GPUDirect RDMA, staged "
                    f"through host memory: {reason}.{cost}")
         return [self.finding("GPUDirect RDMA off between nodes", message, evidence, severity="warning",
                              total=len(pairs), pairs=len(pairs), reasons=list(dict.fromkeys(reasons)))]

@@ -153,7 +153,7 @@ class NcuRule(Rule):
             detail.update({"nsys_total_ns": link.total_ns, "nsys_launches": link.launches, "nsys_match": link.match,
                            "nsys_reports": list(link.reports)})
         evidence = Evidence(name=lead_launch.name, value_ns=_ns(impact_ns), detail=detail)
-        scope = f"{len(by_launch)} of {len(group)} profiled launches" if len(group) > 1 else "the profiled launch"
+        scope = f"{fmt.count(len(by_launch))} of {fmt.count(len(group))} profiled launches" if len(group) > 1 else "the profiled launch"
         message = f"{lead.message} ({scope} of {lead_launch.short_name or lead_launch.name}; " \
                   f"estimated speedup {fmt.pct(speedup * 100)}" + \
                   (f", applied to {fmt.duration(link.total_ns)} of this kernel in the nsys timeline, linked by "

@@ -58,12 +58,12 @@ class LaunchConfiguration(NcuRule):
             warps = math.ceil(block / WARP)
             speedup = 100.0 * (1.0 / warps) * (1.0 - (int(block) % WARP) / WARP)
             hits.append(Hit("block_size", speedup, "Block size not a multiple of 32",
-                            f"Blocks of {int(block)} threads leave {WARP - int(block) % WARP} of the 32 lanes of their "
+                            f"Blocks of {fmt.count(block)} threads leave {WARP - int(block) % WARP} of the 32 lanes of their "
                             "last warp idle", "Use a block size that is a multiple of 32 (128-256 is a good start).",
                             {"block_size": block}, "global"))
         if grid is not None and sms and grid < sms:
             hits.append(Hit("small_grid", 100.0 * (sms - grid) / sms, "Fewer blocks than SMs",
-                            f"The grid has {int(grid)} blocks for {int(sms)} SMs; {int(sms - grid)} SMs stay idle",
+                            f"The grid has {fmt.count(grid)} blocks for {fmt.count(sms)} SMs; {fmt.count(sms - grid)} SMs stay idle",
                             "Launch at least one block per SM (two or more when blocks synchronize): smaller blocks "
                             "or a finer split of the work.", {"grid_size": grid, "sm_count": sms}, "global"))
         theo, ach = launch.get(THEORETICAL), launch.get(ACHIEVED)
@@ -72,7 +72,7 @@ class LaunchConfiguration(NcuRule):
             tail = 0.0 if partial == 0 else 1.0 / (whole + 1.0)
             if whole >= 1 and tail >= params["min_tail_share"] and ach < 0.8 * theo:
                 hits.append(Hit("tail", 100.0 * tail, "Tail effect",
-                                f"{int(whole)} full waves and a partial one: the last wave may take up to "
+                                f"{fmt.count(whole)} full waves and a partial one: the last wave may take up to "
                                 f"{fmt.pct(100 * tail)} of the run time at lower occupancy",
                                 "Size the grid to a whole number of waves, or give each block more work so waves "
                                 "are many.", {"waves_per_sm": waves, "theoretical_occupancy_pct": theo,

@@ -32,7 +32,7 @@ def _cadence(c: Claim) -> str:
         return ""
     if c.iterations_with >= c.iterations:
         return "every iteration"
-    return f"in {c.iterations_with} of {c.iterations} iterations"
+    return f"in {fmt.count(c.iterations_with)} of {fmt.count(c.iterations)} iterations"
 
 
 E = TypeVar("E", bound=ClaimedIdle)
@@ -113,7 +113,7 @@ class AllocationChurn(_Claimed):
         return (
             f"{fmt_ms(c.ns)} of GPU idle inside {_names(c)} in the loop" + (f", {cadence}" if cadence else ""),
             f"{fmt_ms(idle)} idle in the loop: {fmt_ms(c.ns)} inside {_names(c, 4)}" + (f", {cadence}" if cadence else "")
-            + ". " + "; ".join(f"{n} {fmt_ms(ns)} ({k} calls)" for n, ns, k in c.names[:5]) + ".",
+            + ". " + "; ".join(f"{n} {fmt_ms(ns)} ({fmt.count(k)} calls)" for n, ns, k in c.names[:5]) + ".",
             claimed(AllocationExtra, c, window_idle_ns=idle))
 
 
@@ -190,8 +190,8 @@ class JitCompilation(_Claimed):
 
     def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, JitExtra]:
         every = c.iterations > 1 and 2 * c.iterations_with >= c.iterations
-        when = (f"in {c.iterations_with} of {c.iterations} iterations: recompiled every step" if every else
-                f"in {c.iterations_with} of {c.iterations} iterations" if c.iterations else "outside any loop")
+        of = f"in {fmt.count(c.iterations_with)} of {fmt.count(c.iterations)} iterations"
+        when = (f"{of}: recompiled every step" if every else of if c.iterations else "outside any loop")
         return (
             f"GPU idle {fmt_ms(c.ns)} while the host compiles or loads code ({_names(c, 2)})",
             f"{fmt_ms(c.ns)} of GPU idle inside compilation or module loading, {when}: "

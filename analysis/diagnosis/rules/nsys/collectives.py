@@ -302,8 +302,8 @@ class CollectiveBandwidth(Rule):
             title=(f"Slow collectives: {label} {worst['size_class']} at {fmt.rate(worst['bus_gbps'] * 1e9)} bus bandwidth "
                    f"({fmt.pct(worst['efficiency_pct'])} of {fmt.rate(worst['peak_gbps'] * 1e9)})"),
             message=(f"{fmt.count(sum(g['count'] for g in bad))} collective(s) of at least {fmt.exact(params['min_bytes'] / 2**20)} MiB in "
-                     f"{len(bad)} size class(es) ran below {fmt.exact(params['min_efficiency_pct'])}% of the link's peak "
-                     f"(n = {info['n']} ranks, from {info['n_source']}); at that share they would take "
+                     f"{fmt.count(len(bad))} size class(es) ran below {fmt.exact(params['min_efficiency_pct'])}% of the link's peak "
+                     f"(n = {fmt.count(info['n'])} ranks, from {info['n_source']}); at that share they would take "
                      f"{fmt_ms(impact)} less" + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")
                      + f" Peak: {worst['peak_source']}."),
             impact_ns=impact, impact_pct=share,

@@ -232,8 +232,8 @@ def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: li
                                              "waited_ns": int(w[4])} for w in rows}
     return [Finding(
         rule_id=rule_id,
-        title=f"Straggler: {label} arrives last at {rows[0][2]} of {n_inst[1]} skewed collectives",
-        message=(f"Across {len(rows)} participants and {n_inst[0]} matched collectives, {label} arrived last "
+        title=f"Straggler: {label} arrives last at {fmt.count(rows[0][2])} of {fmt.count(n_inst[1])} skewed collectives",
+        message=(f"Across {fmt.count(len(rows))} participants and {fmt.count(n_inst[0])} matched collectives, {label} arrived last "
                  f"{fmt.count(rows[0][2])} time(s) with a skew of at least {fmt.exact(params['min_skew_us'])} us, delaying them by "
                  f"{fmt_ms(impact)} in all; the others waited {fmt_ms(int(rows[0][5]))} (summed over ranks)."),
         impact_ns=impact, impact_pct=pct(impact, p.span_ns()),

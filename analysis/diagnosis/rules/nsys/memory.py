@@ -80,7 +80,7 @@ class PageableMemcpy(Rule):
         evidence = _evidence(trace, top, 5, ("copy_kind", "bytes", "src_kind", "dst_kind", "async_call"),
                              (7, 8, 9, 10, 11), 6)
         share = pct(int(total), report_span_ns(trace))
-        asyncs = (f" {n_async} of them were async calls that ran synchronously ({fmt_ms(int(async_ns))})."
+        asyncs = (f" {fmt.count(n_async)} of them were async calls that ran synchronously ({fmt_ms(int(async_ns))})."
                   if n_async else "")
         return [Finding(
             rule_id=self.id,
@@ -165,13 +165,13 @@ class BlockingMemcpy(Rule):
                                                  held, self.advice)
         return [Finding(
             rule_id=self.id,
-            title=(f"{n} synchronous {'copy blocks' if n == 1 else 'copies block'} the host; GPU idle "
+            title=(f"{fmt.count(n)} synchronous {'copy blocks' if n == 1 else 'copies block'} the host; GPU idle "
                    f"{fmt_ms(int(idle))} inside copy calls" if n else
                    f"GPU idle {fmt_ms(int(idle))} inside copy calls that held the host"
                    + (f" ({'/'.join(nm for nm, _, _ in cl.names[:3])})" if cl and cl.names else ""))
                   + (f" ({premise})" if holds is False else ""),
-            message=((f"{n} blocking memcpy call(s) ({_mib(int(nbytes))}) held the host for {fmt_ms(int(host_ns))}; "
-                      f"{gaps} GPU idle gap(s) opened while one was in progress; {fmt_ms(int(idle))} of GPU idle "
+            message=((f"{fmt.count(n)} blocking memcpy call(s) ({_mib(int(nbytes))}) held the host for {fmt_ms(int(host_ns))}; "
+                      f"{fmt.count(gaps)} GPU idle gap(s) opened while one was in progress; {fmt_ms(int(idle))} of GPU idle "
                       "passed inside synchronous copy and memset calls") if n else
                      (f"{fmt_ms(int(idle))} of GPU idle passed while the launching thread was inside copy and memset "
                       "calls that are not blocking copies by NVIDIA's rule (asynchronous calls on pageable memory, "
@@ -228,7 +228,8 @@ def _pinned_premise(copy_ns: int, memset_ns: int, held: list[tuple[str, int, int
     if not known:
         return True, None, ("the export records no copy those calls issued, so whether they move pageable host memory "
                             "(what pinning fixes) is not shown"), pinned_advice
-    words = "; ".join(f"{n} {fmt_ms(ns)} of idle, {p} of its {k} copies pageable" for n, ns, k, p in known[:4])
+    words = "; ".join(f"{n} {fmt_ms(ns)} of idle, {fmt.count(p)} of its {fmt.count(k)} copies pageable"
+                      for n, ns, k, p in known[:4])
     pageable_ns = sum(ns for _, ns, _, p in known if p)
     if 2 * pageable_ns < sum(ns for _, ns, _, _ in known):
         return True, False, (f"the calls that hold most of the idle move no pageable host memory ({words}): pinning "
@@ -405,9 +406,10 @@ class UnifiedMemoryMigration(Rule):
         return [Finding(
             rule_id=self.id,
             title=(f"Unified-memory migrations: {fmt_ms(impact)} of GPU time, kernels waiting on page faults "
-                   f"{fmt_ms(stall)}; {n} migrations ({_mib(int(nbytes))}), {int(in_kernel)} inside kernels"),
-            message=(f"{n} page migrations ({htod} to the device, {_mib(int(b_htod))}; {dtoh} to the host, "
-                     f"{_mib(int(b_dtoh))}) moved {_mib(int(nbytes))} in {fmt_ms(int(total))}. {int(in_kernel)} "
+                   f"{fmt_ms(stall)}; {fmt.count(n)} migrations ({_mib(int(nbytes))}), {fmt.count(in_kernel)} inside kernels"),
+            message=(f"{fmt.count(n)} page migrations ({fmt.count(htod)} to the device, {_mib(int(b_htod))}; "
+                     f"{fmt.count(dtoh)} to the host, "
+                     f"{_mib(int(b_dtoh))}) moved {_mib(int(nbytes))} in {fmt_ms(int(total))}. {fmt.count(in_kernel)} "
                      f"migrations ({_mib(int(in_kernel_bytes))}) ran inside kernels ({fmt_ms(overlapped)} of kernel "
                      f"time): those kernels waited on page faults {fmt_ms(stall)}, from their start until their last "
                      f"page arrived. {fmt_ms(alone)} of migration ran while no kernel ran. The GPU idled "

@@ -134,12 +134,13 @@ class KernelOutliers(Rule):
         share = pct(total, report_span_ns(trace))
         return [Finding(
             rule_id=self.id,
-            title=(f"Kernel durations spread: {fmt_ms(total)} above the median in {len(groups)} kernel launch shape(s)"
+            title=(f"Kernel durations spread: {fmt_ms(total)} above the median in {fmt.count(len(groups))} kernel launch shape(s)"
                    if holds else f"Kernel durations trend, not spread: {premise}"),
-            message=(f"{len(groups)} kernel launch shape(s) ({unstable} with p90 at least {fmt.exact(ctx.params['max_spread'])}x "
-                     f"p10) ran {fmt.count(flagged)} instance(s) above their median, {outliers} of them at least "
+            message=(f"{fmt.count(len(groups))} kernel launch shape(s) ({fmt.count(unstable)} with p90 at least "
+                     f"{fmt.exact(ctx.params['max_spread'])}x p10) ran {fmt.count(flagged)} instance(s) above their median, "
+                     f"{fmt.count(outliers)} of them at least "
                      f"{fmt.exact(ctx.params['outlier_factor'])}x it, {fmt_ms(total)} in all. Worst: {worst[1]} "
-                     f"(n={worst[6]}, p10 {fmt_ms(worst[8])}, median {fmt_ms(worst[9])}, p90 {fmt_ms(worst[10])}, "
+                     f"(n={fmt.count(worst[6])}, p10 {fmt_ms(worst[8])}, median {fmt_ms(worst[9])}, p90 {fmt_ms(worst[10])}, "
                      f"max {fmt_ms(worst[11])}).{dom} Premise ({self.premise}): "
                      + ("holds, " if holds else "does not hold, ") + premise + "."),
             impact_ns=total, impact_pct=share,

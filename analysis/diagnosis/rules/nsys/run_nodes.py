@@ -104,7 +104,7 @@ def late_node(cols: dict[str, np.ndarray], ranks: list[int | None], hosts: list[
         median_gap = int(np.median(gap[late]))
         others = sorted({x for x in host_of if x != h and x is not None})
         after, last_of = ((f"host {others[0]}'s", f"host {others[0]}") if len(others) == 1
-                          else (f"the other {len(others)} hosts'", f"the other {len(others)} hosts"))
+                          else (f"the other {fmt.count(len(others))} hosts'", f"the other {fmt.count(len(others))} hosts"))
         mine_ranks = [(ranks[keys[j][0]], keys[j]) for j in np.flatnonzero(mine)]
         below = median_gap < uncertainty
         clock = (f" Ranks on different hosts are compared on their hosts' clocks ({CLOCK_SOURCE}); taking "
@@ -119,9 +119,9 @@ def late_node(cols: dict[str, np.ndarray], ranks: list[int | None], hosts: list[
                    for i in first for j in [int(np.flatnonzero(mine)[np.argmin(t[i, mine])])])
         out.append(Finding(
             rule_id=rule_id,
-            title=(f"Late node: the {int(mine.sum())} ranks of host {h} arrive {fmt_ms(lo)}-{fmt_ms(hi)} after "
+            title=(f"Late node: the {fmt.count(int(mine.sum()))} ranks of host {h} arrive {fmt_ms(lo)}-{fmt_ms(hi)} after "
                    f"{after}"),
-            message=(f"In {int(late.sum())} of {len(t)} matched collectives every rank of host {h} arrived at least "
+            message=(f"In {fmt.count(int(late.sum()))} of {fmt.count(len(t))} matched collectives every rank of host {h} arrived at least "
                      f"{fmt.exact(params['min_skew_us'])} us after the last rank of {last_of}; the whole node's lateness summed to {fmt_ms(impact)} "
                      f"(median {fmt_ms(median_gap)} per collective), every other rank waiting that long." + clock),
             impact_ns=impact, impact_pct=pct(impact, max((spans[keys[j][0]] for j in np.flatnonzero(mine)),

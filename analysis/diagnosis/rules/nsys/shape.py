@@ -125,7 +125,7 @@ class SmallGrid(Rule):
         return [Finding(
             rule_id=self.id,
             title=(f"Launch shape cannot fill the GPU: {top[3]} runs {fmt.count(top[4])} block(s) of {fmt.count(top[5])} thread(s) "
-                   f"on {top[6]} SMs" + ("" if holds else f" ({premise})")),
+                   f"on {fmt.count(top[6])} SMs" + ("" if holds else f" ({premise})")),
             message=(f"{fmt.count(len(shapes))} kernel shape(s) with fewer blocks than SMs or blocks under a warp ran "
                      f"{fmt_ms(small_ns)} ({fmt.pct(pct(small_ns, kernel_ns) or 0)} of compute kernel time); the SM "
                      f"lanes they left unused cost {fmt_ms(total)} (time x unused share, assuming the work would "
@@ -256,9 +256,9 @@ class DominantKernel(Rule):
         why_skip = ("its launches before the analysis window (start-up, warm-up) are skipped" if before else
                     "the first launch pays lazy module loading and cold caches" if skip else "its only launch")
         if family:
-            title = (f"One template family is {fmt.pct(share)} of GPU time: {kname} ({len(inst)} instances, "
+            title = (f"One template family is {fmt.pct(share)} of GPU time: {kname} ({fmt.count(len(inst))} instances, "
                      f"the costliest {fmt.pct(top_share)})")
-            message = (f"{kname} is {len(inst)} different kernels (template instances), together {fmt_ms(ns)} in "
+            message = (f"{kname} is {fmt.count(len(inst))} different kernels (template instances), together {fmt_ms(ns)} in "
                        f"{fmt.count(launches)} launch(es), {fmt.pct(share)} of the kernel time of the device(s) they run on; no "
                        f"single instance dominates (the costliest, {top_name}, is {fmt_ms(top_ns)}, "
                        f"{fmt.pct(top_share)}). Profile the costliest instance with Nsight Compute: {command}  "

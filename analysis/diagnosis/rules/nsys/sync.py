@@ -99,7 +99,7 @@ class BlockingSync(Rule):
             title=(f"GPU idle {fmt_ms(total)} inside blocking syncs, after {fmt.count(n_owning)} of {fmt.count(n_calls)} sync calls"
                    if n_owning else f"GPU idle {fmt_ms(total)} inside sync calls"
                    + (f" ({'/'.join(nm for nm, _, _ in cl.names[:3])})" if cl and cl.names else "")),
-            message=((f"{fmt.count(n)} idle gap(s) followed {n_owning} blocking synchronize call(s); " if n else "")
+            message=((f"{fmt.count(n)} idle gap(s) followed {fmt.count(n_owning)} blocking synchronize call(s); " if n else "")
                      + f"{fmt_ms(total)} of GPU idle passed inside sync calls"
                      + (f" ({fmt.pct(share)} of the GPU-active span)" if share is not None else "")
                      + (": " + "; ".join(f"{nm} {fmt_ms(ns)} (x{fmt.count(k)})" for nm, ns, k in cl.names[:4]) if cl else "")

@@ -197,8 +197,8 @@ class TensorCoresIdle(Rule):
                     "counts multiples of 8 so tensor-core kernels apply.")
         return [Finding(
             rule_id=self.id,
-            title=f"Tensor cores idle: {n_kernels} FP32 GEMM/convolution kernel(s) on CUDA cores, {fmt_ms(total)}",
-            message=(f"{n_kernels} GEMM/convolution kernel(s) ran in FP32 on the CUDA cores for {fmt_ms(total)}, "
+            title=f"Tensor cores idle: {fmt.count(n_kernels)} FP32 GEMM/convolution kernel(s) on CUDA cores, {fmt_ms(total)}",
+            message=(f"{fmt.count(n_kernels)} GEMM/convolution kernel(s) ran in FP32 on the CUDA cores for {fmt_ms(total)}, "
                      f"{fmt.pct(share)} of compute kernel time; largest: "
                      + ", ".join(f"{n} x{fmt.count(v[0])} ({fmt_ms(v[1])})"
                                  for n, v in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:3]) + "."),

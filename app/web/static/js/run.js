@@ -83,7 +83,7 @@
           const res = await GP.fetchJSON(url + "?" + new URLSearchParams({ name: d.getAttribute("data-ncu-kernel") }));
           if (!res.reports.length) { where.textContent = "this kernel is not in any nsys report of this run"; return; }
           const hit = res.reports[0];
-          where.textContent = `${hit.count} launches, ${GP.fmtNs(hit.total_ns)} in all in the nsys report`;
+          where.textContent = `${GP.fmtCount(hit.count)} launches, ${GP.fmtNs(hit.total_ns)} in all in the nsys report`;
           highlight(hit.first, hit.report_id, true);
         } catch (err) {
           where.textContent = "lookup failed: " + err.message;
@@ -110,7 +110,7 @@
         });
         row.hidden = !any;
       });
-      document.getElementById("finding-count").textContent = `${shown} finding${shown === 1 ? "" : "s"} shown`;
+      document.getElementById("finding-count").textContent = `${GP.fmtCount(shown)} finding${shown === 1 ? "" : "s"} shown`;
     };
     form.addEventListener("change", apply);
     document.querySelectorAll("#impact-matrix a.filter-rule").forEach(function (a) {
@@ -169,9 +169,9 @@
         ntab.appendChild(tr);
       }
       document.getElementById("kernel-count").textContent =
-        `${data.kernels.length} kernel name${data.kernels.length === 1 ? "" : "s"}, most time first` +
-        (data.kernels.length >= data.limit ? ` (only the ${data.limit} with the most time are listed)` : "");
-      document.getElementById("nvtx-count").textContent = `${data.nvtx.length} range name${data.nvtx.length === 1 ? "" : "s"}`;
+        `${GP.fmtCount(data.kernels.length)} kernel name${data.kernels.length === 1 ? "" : "s"}, most time first` +
+        (data.kernels.length >= data.limit ? ` (only the ${GP.fmtCount(data.limit)} with the most time are listed)` : "");
+      document.getElementById("nvtx-count").textContent = `${GP.fmtCount(data.nvtx.length)} range name${data.nvtx.length === 1 ? "" : "s"}`;
       GP.unifyUnits(document.getElementById("kernel-table"));
       GP.unifyUnits(document.getElementById("nvtx-table"));
       document.getElementById("kernel-table").setAttribute("data-loaded", "1");
@@ -220,7 +220,7 @@
           const reports = run.reports || [];
           const ready = reports.filter((r) => r.status === "ready").length;
           const secs = (Date.now() - Date.parse(run.created_at)) / 1000;
-          line.textContent = `${run.status}: ${ready} of ${reports.length} report${reports.length === 1 ? "" : "s"} ready` +
+          line.textContent = `${run.status}: ${GP.fmtCount(ready)} of ${GP.fmtCount(reports.length)} report${reports.length === 1 ? "" : "s"} ready` +
             (run.analysis_status ? `, analysis ${run.analysis_status}` : "") +
             (isFinite(secs) && secs >= 0 ? ` · ${GP.fmtNs(secs * 1e9)} since the upload` : "") +
             ". The page reloads when the run is ready.";

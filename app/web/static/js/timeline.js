@@ -225,7 +225,7 @@
       this.root.setAttribute("data-lanes", String(nLanes));
       this.root.setAttribute("data-groups", String(data.groups.length));
       this.status.textContent = nLanes
-        ? `${GP.fmtNs(data.end_ns - data.start_ns)} shown · ${data.activities} activities in ${data.boxes} boxes` +
+        ? `${GP.fmtNs(data.end_ns - data.start_ns)} shown · ${GP.fmtCount(data.activities)} activities in ${GP.fmtCount(data.boxes)} boxes` +
           (data.aligned ? "" : " · reports NOT aligned (a session start time is missing)")
         : "no GPU activity or NVTX ranges in this run";
       const link = this.root.querySelector(".tl-perfetto");
@@ -317,6 +317,7 @@
     const dpr = window.devicePixelRatio || 1;
     const W = this.canvas.clientWidth, H = L.height;
     LABEL_W = Math.min(230, Math.max(96, Math.round(W * 0.3)));
+    this.root.setAttribute("data-label-width", String(LABEL_W));   // the label column, for the layout test
     this.canvas.style.height = H + "px";
     this.canvas.width = W * dpr;
     this.canvas.height = H * dpr;
@@ -450,7 +451,7 @@
         ctx.fillRect(x0, y0 + 1, Math.max(2, x1 - x0), 2);
         ctx.fillRect(x0, y0 + 1, 1, 6);
         ctx.fillRect(Math.max(x0, x1 - 1), y0 + 1, 1, 6);
-        const label = `loop ${l.index} · ${l.count} steps`;
+        const label = `loop ${l.index} · ${GP.fmtCount(l.count)} steps`;
         ctx.font = "10px system-ui, sans-serif";
         const lw = ctx.measureText(label).width;
         if (x1 - x0 > lw + 70) ctx.fillText(label, x1 - lw - 3, y0 + 11);   // clear of the phase's name on the left
@@ -629,7 +630,7 @@
     if (sel.launch) this.info.appendChild(GP.el("p", { class: "muted" }, `launched by ${sel.launch.name} (tid ${sel.launch.tid}), ${GP.fmtNs(k.start_ns - sel.launch.start_ns)} before the kernel started`));
     const c = sel.collective;
     if (c && c.instances.length) {
-      this.info.appendChild(GP.el("p", null, `Collective instance #${c.occurrence + 1} on ${c.instances.length} process(es): arrival skew ${GP.fmtNs(c.skew_ns)}` + (c.last ? `, last to arrive: ${who(c.last.report_id, c.last.pid)}` : "")));
+      this.info.appendChild(GP.el("p", null, `Collective instance #${c.occurrence + 1} on ${GP.fmtCount(c.instances.length)} process(es): arrival skew ${GP.fmtNs(c.skew_ns)}` + (c.last ? `, last to arrive: ${who(c.last.report_id, c.last.pid)}` : "")));
       const table = GP.el("table", { class: "tl-collective" });
       const head = table.appendChild(GP.el("thead")).appendChild(GP.el("tr"));
       for (const h of ["rank", "arrives after the first", "duration"]) head.appendChild(GP.el("th", null, h));
