@@ -34,7 +34,8 @@ SHED_KEEP_BYTES = 16 << 20  # of cached blocks, what a shedding may leave
 # into row groups of 122,880 rows: a small report's tables hold one or a few, so a second thread has almost no
 # work to take and each of the ~150 queries of an analysis pays for waking and joining it. On the 24 small
 # corpus exports (up to 4.7 MB ingested) one thread took 12 % less wall time and 30 % less CPU for the
-# analysis, every output identical (docs/speed.md).
+# analysis (medians, under SCHED_FIFO), every output identical; on exports replicated to 100k and 400k kernels
+# (8 and 24 MiB files) the same wall time or 4 % less, and 17-20 % less CPU (docs/speed.md).
 ONE_THREAD_FILE_BYTES = 32 << 20
 
 # Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
