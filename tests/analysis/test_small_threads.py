@@ -1,5 +1,5 @@
-"""A small file is queried, and a small export copied, with one DuckDB thread (issue #43): the thread count
-changes where the time goes, never a number or a copied row."""
+"""A small file is queried, and a small export copied, with one DuckDB thread, and a small file's window is copied
+into temporary tables instead of views (issue #43): where the time goes changes, never a number or a copied row."""
 
 from __future__ import annotations
 
@@ -41,12 +41,35 @@ def test_a_small_file_gets_one_thread_a_large_one_the_default(monkeypatch: pytes
         large.close()
 
 
-def test_the_analysis_is_the_same_with_one_thread_or_two(monkeypatch: pytest.MonkeyPatch) -> None:
+def _window_kinds(trace: Trace) -> set[bool]:
+    """Whether the window's timed tables are temporary tables (True) or views (False)."""
+    tables = {r[0] for r in trace.sql("SELECT table_name FROM duckdb_tables() WHERE temporary")}
+    views = {r[0] for r in trace.sql("SELECT view_name FROM duckdb_views() WHERE temporary")}
+    return {t in tables for t in ("kernels", "cuda_api") if t in tables | views}
+
+
+def test_a_small_files_window_is_copied_into_tables_a_large_ones_stays_views(monkeypatch: pytest.MonkeyPatch) -> None:
     path = ingested(corpus_file(EXPORT))
-    one = analyze([path], labels=["r"]).to_json()
+    small = Trace(path, "t").windowed(0, 2**62)
+    try:
+        assert _window_kinds(small) == {True}
+    finally:
+        small.close()
     monkeypatch.setattr(trace_module, "ONE_THREAD_FILE_BYTES", 0)
-    two = analyze([path], labels=["r"]).to_json()
+    large = Trace(path, "t").windowed(0, 2**62)
+    try:
+        assert _window_kinds(large) == {False}
+    finally:
+        large.close()
+
+
+def test_the_analysis_is_the_same_with_one_thread_and_tables_or_two_and_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = ingested(corpus_file(EXPORT))
+    one = analyze([path], labels=["r"], window="steady").to_json()
+    monkeypatch.setattr(trace_module, "ONE_THREAD_FILE_BYTES", 0)
+    two = analyze([path], labels=["r"], window="steady").to_json()
     assert one["findings"]  # something to compare
+    assert one["reports"][0]["window"]["start_ns"] is not None  # a window inside the report: its tables are read
     assert one == two
 
 
