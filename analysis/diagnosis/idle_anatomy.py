@@ -747,6 +747,10 @@ def entries(trace: Trace, painted: Painted, pid: int | None, device: int | None,
             bin_names: Sequence[str]) -> list[IdleEntry]:
     """The JSON entries of one device's painted idle, one per bin with idle: categories by time, top names."""
     out: list[IdleEntry] = []
+    # The names of each (bin, category), gathered in one pass (not one pass over every name per category).
+    named: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for (bb, cc, h), v in painted.names.items():
+        named.setdefault((int(bb), int(cc)), []).append((v[0], v[1], h))
     for b in range(painted.bins):
         idle = int(painted.ns[b].sum())
         if not idle:
@@ -756,8 +760,7 @@ def entries(trace: Trace, painted: Painted, pid: int | None, device: int | None,
             ns = int(painted.ns[b, c])
             if not ns:
                 break
-            names = sorted(((v[0], v[1], h) for (bb, cc, h), v in painted.names.items() if bb == b and cc == c),
-                           key=lambda r: (-r[0], r[2]))[:TOP]
+            names = sorted(named.get((b, int(c)), ()), key=lambda r: (-r[0], r[2]))[:TOP]
             cats.append({"category": CATEGORIES[c], "ns": ns,
                          "top": [{"name": h, "ns": n, "calls": k} for n, k, h in names]})
         out.append({"pid": pid, "device": device, "phase": bin_names[b], "idle_ns": idle, "threads": tids,

@@ -23,9 +23,14 @@ def api_name_in(trace: Trace, pattern: str, column: str = "name") -> str:
     if distinct is None:
         distinct = [r[0] for r in trace.sql("SELECT DISTINCT name FROM cuda_api WHERE name IS NOT NULL")]
         trace.memo["api_names"] = distinct
-    names = [r[0] for r in trace.sql(
-        "SELECT n FROM unnest($names::VARCHAR[]) t(n) WHERE regexp_matches(n, $re) ORDER BY n",
-        {"names": distinct, "re": pattern})]
+    # Several rules ask for the same pattern on one trace: its names are remembered while the trace is open.
+    key = ("api_name_in", pattern)
+    names = trace.memo.get(key)
+    if names is None:
+        names = [r[0] for r in trace.sql(
+            "SELECT n FROM unnest($names::VARCHAR[]) t(n) WHERE regexp_matches(n, $re) ORDER BY n",
+            {"names": distinct, "re": pattern})]
+        trace.memo[key] = names
     if not names:
         return "FALSE"
     quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)

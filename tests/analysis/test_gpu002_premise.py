@@ -54,3 +54,12 @@ def test_a_loop_of_launches_holds_the_premise(tmp_path) -> None:
     launched, migrations = _direct_counts(trace, shown)
     assert migrations == 0 and launched >= 2
     assert f["premise_holds"] is True and f["host_launched_ops"] >= launched   # the evidence shows the top regions
+
+
+def test_the_counts_are_the_same_whatever_number_of_regions_a_query_holds(tmp_path, monkeypatch) -> None:
+    from analysis.diagnosis.rules.nsys import gpu
+
+    monkeypatch.setattr(gpu, "REGIONS_PER_QUERY", 1)  # a statement per region: the chunks' sums add up
+    trace, f, _ = _gpu002(corpus_file("stdpar-um-gpu.sqlite"), tmp_path)
+    assert f["evidence_total"] == len(f["evidence"]) > 1
+    assert (f["host_launched_ops"], f["uvm_migrations"]) == _direct_counts(trace, f["evidence"])

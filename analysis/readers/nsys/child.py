@@ -199,6 +199,8 @@ def run(con, plan: dict) -> None:
         for sql in varchar:
             con.execute(sql)
         con.execute("SET sqlite_all_varchar = false")
+    if plan.get("threads"):  # a small export: fewer threads than the child was started with
+        con.execute(f"SET threads = {max(1, int(plan['threads']))}")
     con.execute("SET lock_configuration = true")
     steps = plan["statements"]
     # Progress in source rows: each step's weight is the row count of the table it reads (from the

@@ -27,6 +27,14 @@ from analysis.readers.schema import SCHEMA_VERSION
 logger = logging.getLogger(__name__)
 _SRC_TABLE = re.compile(r'src\."(\w+)"')
 
+# An export smaller than this is copied with one DuckDB thread (the child was started with ``limits.threads``,
+# before the export was known). The scanner splits a table into tasks of many pages: a small export's tables are
+# one or two tasks each, and a second thread only adds its wake-ups. Measured (CPU of the child, wall of the
+# ingest, medians): the 8 largest small corpus exports (1.8-2.6 MB) 0.19 s / 0.20 s with one thread against
+# 0.23 s / 0.23 s with two; a 25 MB export (100k kernels) 0.70 / 0.78 s against 0.82 / 0.84 s; a 97 MB export
+# (400k kernels) 2.3 / 2.7 s against 2.6 / 1.9 s, where two threads win the wall time (docs/speed.md).
+ONE_THREAD_EXPORT_BYTES = 32 << 20
+
 
 def meta_rows(info: ExportInfo) -> dict[str, str]:
     """The ``meta`` table: tool facts, time base and the allow-listed job facts (never the raw env)."""
@@ -161,6 +169,8 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     plan = {"src": str(src.resolve()), "meta": meta_rows(info), "statements": steps,
             "varchar_statements": varchar_statements(info),
             "weights": _weights(info, steps), "net": True}
+    if info.size < ONE_THREAD_EXPORT_BYTES:
+        plan["threads"] = 1
     # The kept copy is written by a process of its own beside the child's copy (``scrub.ScrubChild``).
     scrubbing = ScrubChild(src, keep, expected=info, deadline=deadline) if keep is not None else None
     try:
