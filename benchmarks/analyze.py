@@ -32,6 +32,7 @@ ingested file is also analyzed with its GPU work dealt over N devices (many more
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -174,7 +175,7 @@ def step_analyze_steady(src: Path, out: Path) -> dict:
             trace.close()
     return {"wall_s": time.monotonic() - t0, "cpu_s": _cpu_s(), "peak_rss": _peak_rss(), "timings": timings,
             "impact_ns": findings, "iterations": len(info.loop), "source": info.loop.source,
-            "phases": [p.to_dict() for p in info.phases]}
+            "phases": [dataclasses.asdict(p) for p in info.phases]}
 
 
 def step_analyze_steady_noanatomy(src: Path, out: Path) -> dict:
