@@ -36,7 +36,7 @@ def test_ingest_writes_the_normalized_file(tmp_path):
     proc = goodput("ingest", str(src), "--out", str(out), "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # --quiet: no progress lines either
-    assert "kernels 1312" in proc.stdout
+    assert "kernels 1,312" in proc.stdout
     con = duckdb.connect(str(out), read_only=True)
     assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 1312
     con.close()
