@@ -63,8 +63,8 @@ class KernelInstances(TypedDict):
     first: list[KernelRun]
 
 
-class Group(TypedDict):
-    """One profiled process of one report (a rank) in the run's lane catalogue (``catalogue``), with its lanes."""
+class _Process(TypedDict):
+    """One profiled process of one report (a rank) in the run's timeline: what the catalogue and a window share."""
 
     id: str
     report_id: int
@@ -73,19 +73,17 @@ class Group(TypedDict):
     host: str | None
     devices: list[int]
     label: str
+
+
+class Group(_Process):
+    """A process in the run's lane catalogue (``catalogue``), with its lanes."""
+
     lanes: list[LaneInfo]
 
 
-class WindowGroup(TypedDict):
+class WindowGroup(_Process):
     """A group in a window of the run (``window``): its report's offset on the run clock and its lanes' boxes."""
 
-    id: str
-    report_id: int
-    pid: int | None
-    rank: int | None
-    host: str | None
-    devices: list[int]
-    label: str
     lanes: list[Lane]
     offset_ns: int
 
