@@ -47,6 +47,12 @@ def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         args = typing.get_args(tp)
         value = args[1] if len(args) == 2 else Any
         return {"type": "object", "additionalProperties": _schema_of(value, defs)}
+    if typing.is_typeddict(tp):
+        name = tp.__name__
+        if name not in defs:
+            defs[name] = {}
+            defs[name] = _typeddict_schema(tp, defs)
+        return {"$ref": f"#/$defs/{name}"}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         name = tp.__name__
         if name not in defs:
@@ -79,6 +85,14 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
                            "properties": props, "required": required}
     out["additionalProperties"] = open_object
     return out
+
+
+def _typeddict_schema(cls: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    """A TypedDict (a JSON part written as built) as a closed object: its keys, those not ``NotRequired`` required."""
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    return {"type": "object", "description": (cls.__doc__ or "").strip().split("\n\n")[0],
+            "properties": {k: _schema_of(t, defs) for k, t in hints.items()},
+            "required": [k for k in hints if k in cls.__required_keys__], "additionalProperties": False}
 
 
 def _finding_extras(defs: dict[str, Any], extras: Mapping[str, type]) -> None:

@@ -514,13 +514,86 @@ class CopyBoundExtra:
     measured_link: list[Mapping[str, Any]] | None = field(default=None, metadata=_json(optional=True))
 
 
+class NetSettingsFacts(TypedDict):
+    """NET005: the settings forced by the environment or the net plugin, name -> value (None: the plugin's)."""
+
+    settings: dict[str, str | None]
+
+
+class NetFailureFacts(TypedDict):
+    """NET001: the first WARN of the failing rank (kind, line, rank, NIC), the ranks that logged it, their peers."""
+
+    root_kind: str
+    root_line: int
+    root_rank: int | None
+    nic: str | None
+    failing_ranks: list[int]
+    peers: list[int]
+
+
+class NetBandwidthFacts(TypedDict):
+    """NET007: nccl-tests' peak busbw (GB/s), the link it is compared with, and whether the log printed that speed."""
+
+    peak_busbw: float
+    link_gbs: float
+    link_printed: bool
+
+
+class NetRailsFacts(TypedDict):
+    """NET003: each rail problem found (a NIC shared, traffic across rails, a GPU off its closest NIC)."""
+
+    problems: list[str]
+
+
+class NetSocketsFacts(TypedDict):
+    """NET002: the inter-node pairs over sockets, whether the environment asked for it, the RDMA NICs listed."""
+
+    pairs: int
+    on_purpose: bool
+    rdma_nics: list[str]
+
+
+class NetGdrFacts(TypedDict):
+    """NET004: the inter-node pairs without GPUDirect RDMA and the reasons the log gives."""
+
+    pairs: int
+    reasons: list[str]
+
+
+class NetShmFacts(TypedDict):
+    """NET006: the intra-node pairs through host memory, whether P2P was disabled, whether NVLink exists."""
+
+    pairs: int
+    p2p_disabled: bool
+    nvlink: bool
+
+
+class NetPcieFacts(TypedDict):
+    """NET006: the intra-node P2P pairs and the PCIe/CPU path the graph search settled on, where NVLink exists."""
+
+    pairs: int
+    path: str | None
+
+
+class NetChannelsFacts(TypedDict):
+    """NET006: the channels the communicator runs and about how many the graph search's rings give."""
+
+    channels: int
+    expected: int
+
+
+# What a NET rule read in the log, one closed shape per kind of finding.
+NetFacts = (NetSettingsFacts | NetFailureFacts | NetBandwidthFacts | NetRailsFacts | NetSocketsFacts | NetGdrFacts
+            | NetShmFacts | NetPcieFacts | NetChannelsFacts)
+
+
 @dataclass(frozen=True, slots=True)
 class NetExtra:
     """Every NET rule (``analysis.diagnosis.rules.nccl.common.NetRule.finding``): what the rule read in the NCCL log,
-    under ``nccl`` (its keys are the rule's own: pairs, NICs, settings, failure lines ...); absent when the rule
+    under ``nccl`` (one of the ``Net*Facts`` shapes: pairs, NICs, settings, failure lines ...); absent when the rule
     records nothing beyond its evidence."""
 
-    nccl: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
+    nccl: NetFacts | None = field(default=None, metadata=_json(optional=True))
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,18 +147,19 @@ def test_mutated_ncu_finding_extras_fail():
 def test_every_rule_s_findings_are_closed(typed_extras_result):
     """Every rule declares a type (``tests/analysis/test_typed_extras.py``), so every finding of a listed rule is
     closed: a GPU001 finding (open before it had ``IdleGapsExtra``) with one key more fails, and a NET finding's
-    ``nccl`` must be an object."""
+    ``nccl`` must be one of the ``Net*Facts`` shapes, whole and with no other key."""
     schema = result_schema()
     cases = {c["if"]["properties"]["rule_id"]["const"] for c in schema["$defs"]["FindingResult"]["allOf"]}
     assert cases == set(finding_extras()) and {"GPU001", "COMM002", "NET001"} <= cases
     doc = copy.deepcopy(typed_extras_result)
     _rule(doc, "GPU001")["anything"] = 1
     assert not valid(doc)
-    net = {**_rule(doc, "GPU001"), "rule_id": "NET001", "nccl": {"pairs": 2}}
+    net = {**_rule(doc, "GPU001"), "rule_id": "NET004", "nccl": {"pairs": 2, "reasons": ["no GDR line"]}}
     for key in [k for k in net if k not in schema["$defs"]["FindingResult"]["properties"]]:
         net.pop(key)
     doc = copy.deepcopy(typed_extras_result)
     doc["findings"].append(net)
     assert valid(doc)
-    net["nccl"] = "2 pairs"
-    assert not valid(doc)
+    for bad in ("2 pairs", {"pairs": 2}, {"pairs": 2, "reasons": [], "nics": 1}, {"pairs": "2", "reasons": []}):
+        net["nccl"] = bad  # not an object; a shape's key missing; a key no shape has; a count as text
+        assert not valid(doc)

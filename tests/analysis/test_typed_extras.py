@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import inspect
 import sys
+import typing
 
 import pytest
 
@@ -25,6 +26,7 @@ from analysis.results import (
     EngineExtra,
     MemsetExtra,
     NetExtra,
+    NetFacts,
     SyncExtra,
     WarmupExtra,
     extra_json,
@@ -229,3 +231,20 @@ def test_engine_extra_is_the_keys_the_engine_writes() -> None:
                for r in ("SYNC001", "GPU001", "HOST001"))
     assert "owns_idle" in {f.name for f in dataclasses.fields(finding_extras()["HOST002"])}
     assert {f.name for f in dataclasses.fields(EngineExtra)} == engine | by_rules
+
+
+def facts_problems(findings: list) -> set[tuple[str, tuple[str, ...]]]:
+    """(rule id, keys) for each NET finding whose ``nccl`` part is not exactly one of the ``Net*Facts`` shapes."""
+    shapes = [set(t.__required_keys__ | t.__optional_keys__) for t in typing.get_args(NetFacts)]
+    return {(f.rule_id, tuple(f.extra["nccl"])) for f in findings
+            if f.rule_id.startswith("NET") and "nccl" in f.extra and set(f.extra["nccl"]) not in shapes}
+
+
+def test_a_net_finding_s_facts_are_one_closed_shape(typed_findings) -> None:
+    """``NetExtra.nccl`` is typed: on every corpus log the NET rules' ``nccl`` parts are each one ``Net*Facts`` shape,
+    whole; five of the nine shapes show on the corpus (the planted cases of ``test_nccl_rules`` show the others)."""
+    net = [f for f in typed_findings if f.rule_id.startswith("NET") and "nccl" in f.extra]
+    assert facts_problems(net) == set()
+    assert len({frozenset(f.extra["nccl"]) for f in net}) >= 5
+    planted = dataclasses.replace(net[0], extra={**net[0].extra, "nccl": {**net[0].extra["nccl"], "more": 1}})
+    assert facts_problems([planted]) == {(planted.rule_id, (*net[0].extra["nccl"], "more"))}

@@ -16,6 +16,7 @@ from analysis.diagnosis.rules.nccl.common import (
     line_evidence,
 )
 from analysis.readers.nccl.model import NcclLog, Warn
+from analysis.results import NetBandwidthFacts, NetFailureFacts, NetSettingsFacts
 
 # Settings that change NCCL's choices (diagnostic ones, like NCCL_DEBUG or the dump files, are left out).
 FORCING = {
@@ -98,7 +99,7 @@ class ForcedSettings(NetRule):
                             + (" (net plugin)" if e.set_by != "environment" else "") for e in forced)
         return [self.finding("Settings forced by the user", f"{fmt.count(len(forced))} NCCL setting(s) were set for this job: "
                              f"{listing}.", evidence, severity="info", total=len(forced),
-                             settings={e.name: e.value for e in forced})]
+                             facts=NetSettingsFacts(settings={e.name: e.value for e in forced}))]
 
 
 class FailureRootCause(NetRule):
@@ -161,8 +162,8 @@ class FailureRootCause(NetRule):
         evidence += [line_evidence(f.line, f.text, rank=f.label, name=f.kind) for f in log.failures[:4]]
         return [self.finding(f"Failure root cause: {TITLES.get(root.kind, root.kind)}", message, evidence,
                              severity="critical", rank=root.rank, total=len(failing) + len(log.failures),
-                             root_kind=root.kind, root_line=root.line, root_rank=root.rank, nic=nic,
-                             failing_ranks=ranks, peers=peers)]
+                             facts=NetFailureFacts(root_kind=root.kind, root_line=root.line, root_rank=root.rank,
+                                                   nic=nic, failing_ranks=ranks, peers=peers))]
 
     @staticmethod
     def _nic(log: NcclLog, w: Warn) -> str | None:
@@ -241,4 +242,4 @@ class MeasuredBandwidth(NetRule):
         message = (f"nccl-tests peaked at {fmt.exact(peak)} GB/s busbw, {fmt.share(100 * peak / link)} of {what}, about "
                    f"{fmt.exact(link)} GB/s.")
         return [self.finding("Bandwidth far below the link", message, evidence, severity="warning",
-                             peak_busbw=peak, link_gbs=link, link_printed=printed)]
+                             facts=NetBandwidthFacts(peak_busbw=peak, link_gbs=link, link_printed=printed))]

@@ -18,6 +18,7 @@ from analysis.diagnosis.rules.nccl.common import (
     pair_text,
 )
 from analysis.readers.nccl.model import NcclLog
+from analysis.results import NetChannelsFacts, NetPcieFacts, NetRailsFacts, NetShmFacts
 
 
 class RailMisuse(NetRule):
@@ -117,7 +118,7 @@ class RailMisuse(NetRule):
                 evidence.extend(line_evidence(g.line, g.text, rank=rank) for g in mine[:2])
         if problems:
             findings.append(self.finding("Rails: NIC sharing or cross-rail traffic", "; ".join(problems) + ".",
-                                         evidence, severity="warning", total=len(problems), problems=problems))
+                                         evidence, severity="warning", total=len(problems), facts=NetRailsFacts(problems=problems)))
         return findings
 
 
@@ -179,8 +180,8 @@ class IntraNodePath(NetRule):
             message = (f"{fmt.count(len(shm))} intra-node pair(s) ({pair_text(shm)}) copy through host shared memory (SHM) "
                        f"instead of GPU peer-to-peer: {'; '.join(causes) or 'the log prints no reason'}.")
             findings.append(self.finding("Intra-node traffic through host memory (SHM)", message, evidence,
-                                         severity=severity, total=len(shm), pairs=len(shm), p2p_disabled=p2p_off,
-                                         nvlink=nvlink))
+                                         severity=severity, total=len(shm),
+                                         facts=NetShmFacts(pairs=len(shm), p2p_disabled=p2p_off, nvlink=nvlink)))
         elif p2p_off and pairs:
             ev = env_evidence(log, "NCCL_P2P_DISABLE") or env_evidence(log, "NCCL_P2P_LEVEL")
             findings.append(self.finding("P2P disabled by the environment", "NCCL_P2P_DISABLE/NCCL_P2P_LEVEL turn "
@@ -196,7 +197,7 @@ class IntraNodePath(NetRule):
                 f"the topology lists NVLink (NVL[{log.topo_links['NVL'].get('max_bw')}]): a topology file or "
                 "NCCL_P2P_LEVEL kept NCCL off NVLink.",
                 [line_evidence(g.line, f"nChannels {g.nchannels}", name="graph search", type=g.type, derived=True)],
-                severity="warning", pairs=len(p2p), path=g.type))
+                severity="warning", facts=NetPcieFacts(pairs=len(p2p), path=g.type)))
         # Channels far below what the graph search found.
         nch = log.nchannels()
         searched = [g for g in log.graphs if g.nchannels]
@@ -211,5 +212,5 @@ class IntraNodePath(NetRule):
                     "slow declared link cuts the bandwidth.",
                     [line_evidence(best.line, f"Pattern {best.pattern}, nChannels {best.nchannels}, type {best.type}",
                                    derived=True)],
-                    severity="warning", channels=nch, expected=expected))
+                    severity="warning", facts=NetChannelsFacts(channels=nch, expected=expected)))
         return findings

@@ -18,6 +18,7 @@ from analysis.diagnosis.rules.nccl.common import (
     rdma_nics,
 )
 from analysis.readers.nccl.model import NcclLog
+from analysis.results import NetGdrFacts, NetSocketsFacts
 
 
 class SocketBetweenNodes(NetRule):
@@ -81,7 +82,8 @@ class SocketBetweenNodes(NetRule):
         message = (f"{fmt.count(len(pairs))} inter-node rank pair(s) ({pair_text(pairs)}) across {fmt.count(len(nodes))} nodes run over "
                    f"TCP sockets, {cause}.")
         return [self.finding("Inter-node traffic over sockets", message, evidence, severity=severity,
-                             total=len(pairs), pairs=len(pairs), on_purpose=on_purpose, rdma_nics=nics)]
+                             total=len(pairs),
+                             facts=NetSocketsFacts(pairs=len(pairs), on_purpose=on_purpose, rdma_nics=nics))]
 
 
 class GdrOff(NetRule):
@@ -138,7 +140,8 @@ class GdrOff(NetRule):
         message = (f"{fmt.count(len(pairs))} inter-node pair(s) ({pair_text(pairs)}) move data without GPUDirect RDMA, staged "
                    f"through host memory: {reason}.{cost}")
         return [self.finding("GPUDirect RDMA off between nodes", message, evidence, severity="warning",
-                             total=len(pairs), pairs=len(pairs), reasons=list(dict.fromkeys(reasons)))]
+                             total=len(pairs),
+                             facts=NetGdrFacts(pairs=len(pairs), reasons=list(dict.fromkeys(reasons))))]
 
 
 def _reason(text: str) -> str:
