@@ -3,18 +3,16 @@ interface. A part of ``LogParser``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from analysis.readers.nccl.lines import Origin, int_or_none
-from analysis.readers.nccl.parsed import MAX_SMALL, Parsed, _cut
+from analysis.readers.nccl.parsed import MAX_SMALL, GdrRow, NetNoteRow, Parsed, _cut
 
 
 class NetLines:
     """The handlers of ``NET/...``, ``GPU Direct RDMA ...`` and ``Bootstrap`` lines."""
 
     r: Parsed
-    _notes: dict[tuple, dict[str, Any]]
-    _gdr_rows: dict[tuple, dict[str, Any]]
+    _notes: dict[tuple, NetNoteRow]
+    _gdr_rows: dict[tuple, GdrRow]
     _ofi_set: set[str]
 
     def _net(self, msg: str, o: Origin, lineno: int) -> None:
@@ -130,10 +128,10 @@ class NetLines:
         paren = rest.find("(")
         if paren >= 0:
             reason = rest[paren + 1:rest.find(")", paren)] if ")" in rest[paren:] else rest[paren + 1:]
-        row: dict[str, Any] = {"host": o.host, "rank_dev": o.dev, "enabled": enabled, "scope": None, "gpu": None,
-                               "hca": None, "hca_name": None, "distance": None, "level": None, "op": None,
-                               "reason": _cut(reason) if reason else None, "line": lineno,
-                               "read": None, "text": _cut(msg)}
+        row: GdrRow = {"host": o.host, "rank_dev": o.dev, "enabled": enabled, "scope": None, "gpu": None,
+                       "hca": None, "hca_name": None, "distance": None, "level": None, "op": None,
+                       "reason": _cut(reason) if reason else None, "line": lineno,
+                       "read": None, "text": _cut(msg), "repeats": 1}
         if rest.startswith("GPU "):
             row["scope"] = "gpu"
             gpu_text, _, hca_text = rest[4:].partition(" / HCA ")
@@ -167,7 +165,6 @@ class NetLines:
         if seen is not None:
             seen["repeats"] += 1
         elif len(self.r.gdr) < MAX_SMALL:
-            row["repeats"] = 1
             self._gdr_rows[key] = row
             self.r.gdr.append(row)
 

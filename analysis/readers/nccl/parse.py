@@ -7,8 +7,6 @@ the caps and time is linear in the file's size.
 
 from __future__ import annotations
 
-from typing import Any
-
 from analysis.readers.nccl.lines import (
     Origin,
     int_or_none,
@@ -27,6 +25,9 @@ from analysis.readers.nccl.parsed import (
     MAX_RANKS,
     MAX_SMALL,
     MAX_WARNINGS_PER_KIND,
+    ConnectionRow,
+    GdrRow,
+    NetNoteRow,
     Parsed,
     _cut,
     parse_transport,
@@ -49,8 +50,8 @@ class LogParser(NetLines, SettingLines):
         self._tuning_protos: list[str] = []
         self._ofi_set: set[str] = set()
         self._seen: set[int] = set()  # hashes of connection and tree lines already read
-        self._notes: dict[tuple, dict[str, Any]] = {}
-        self._gdr_rows: dict[tuple, dict[str, Any]] = {}
+        self._notes: dict[tuple, NetNoteRow] = {}
+        self._gdr_rows: dict[tuple, GdrRow] = {}
 
     # ------------------------------------------------------------------ dispatch
     def feed(self, raw: str) -> None:
@@ -235,8 +236,8 @@ class LogParser(NetLines, SettingLines):
             return  # a ring of this channel with as many members is known (several communicators: the widest)
         if known is None and len(r.rings) >= MAX_SMALL:
             return
-        members = [int_or_none(t) for t in tokens]
-        if not members or any(m is None for m in members):
+        members = [m for m in (int_or_none(t) for t in tokens) if m is not None]
+        if not members or len(members) < len(tokens):
             return
         if known is None or len(members) > len(known["ranks"]):
             r.rings[channel] = {"channel": channel, "ranks": members, "line": lineno, "size": len(members)}
@@ -266,9 +267,9 @@ class LogParser(NetLines, SettingLines):
             r.counters["connections_dropped"] = r.counters.get("connections_dropped", 0) + 1
             return
         t = parse_transport(transport)
-        row = {"channel": channel, "conn": conn, "src": src, "dst": dst, "src_tag": src_tag, "dst_tag": dst_tag,
+        row: ConnectionRow = {"channel": channel, "conn": conn, "src": src, "dst": dst, "src_tag": src_tag, "dst_tag": dst_tag,
                "direction": direction, "host": o.host, "pid": o.pid, "dev": o.dev, "label": o.label,
-               "line": lineno, **t, "text": msg[:MAX_CONN_TEXT]}
+                              "line": lineno, **t, "text": msg[:MAX_CONN_TEXT]}
         r.connections[key] = row
 
     def _trees(self, msg: str, o: Origin, lineno: int) -> None:
@@ -320,7 +321,7 @@ class LogParser(NetLines, SettingLines):
     # ------------------------------------------------------------------ ranks
     def _comm(self, msg: str, o: Origin, lineno: int) -> None:
         words = msg.split()
-        facts: dict[str, Any] = {}
+        facts: dict[str, str] = {}
         for i in range(len(words) - 1):
             w = words[i]
             if w in ("rank", "nranks", "nRanks", "cudaDev", "nvmlDev", "busId", "commId", "comm", "nNodes",
@@ -340,9 +341,13 @@ class LogParser(NetLines, SettingLines):
             row = r.ranks[key] = {"comm_id": _cut(comm_id), "rank": rank, "nranks": None, "host": o.host,
                                   "pid": o.pid, "cuda_dev": None, "nvml_dev": None, "bus_id": None,
                                   "label": o.label, "line": lineno, "complete": False}
-        for src, dst in (("nranks", "nranks"), ("nRanks", "nranks"), ("cudaDev", "cuda_dev"), ("nvmlDev", "nvml_dev")):
-            if src in facts and row[dst] is None:
-                row[dst] = int_or_none(facts[src])
+        for name in ("nranks", "nRanks"):
+            if name in facts and row["nranks"] is None:
+                row["nranks"] = int_or_none(facts[name])
+        if "cudaDev" in facts and row["cuda_dev"] is None:
+            row["cuda_dev"] = int_or_none(facts["cudaDev"])
+        if "nvmlDev" in facts and row["nvml_dev"] is None:
+            row["nvml_dev"] = int_or_none(facts["nvmlDev"])
         if "busId" in facts and row["bus_id"] is None:
             row["bus_id"] = _cut(facts["busId"])
         self._host_seen(o.host)

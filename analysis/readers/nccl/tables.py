@@ -4,7 +4,7 @@ threads' log lines may cut in two or three pieces (the pieces are joined back in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from analysis.readers.nccl.lines import float_or_none, int_or_none
 
@@ -35,6 +35,49 @@ def numeric_prefix(token: str, hosts: set[str]) -> tuple[str, str]:
     return token[:i], token[i:]
 
 
+class DeviceRow(TypedDict):
+    """A ``# Rank 0 Group 0 Pid 25 on host device 0 [0x53] NVIDIA H100`` line: the parts it has."""
+
+    rank: int | None
+    line: int
+    pid: NotRequired[int | None]
+    host: NotRequired[str | None]
+    device: NotRequired[int | None]
+    bus: NotRequired[str]
+    gpu: NotRequired[str | None]
+
+
+class ResultRow(TypedDict):
+    """A row of nccl-tests' result table (its pieces joined back): size, count, type, reduction, root, and the
+    out-of-place and in-place time (us), algorithm and bus bandwidth (GB/s) and wrong count."""
+
+    table: int
+    line: int
+    size: int | None
+    count: int | None
+    type: str
+    redop: str | None
+    root: int | None
+    oop_time_us: float | None
+    oop_algbw: float | None
+    oop_busbw: float | None
+    oop_wrong: float | None
+    ip_time_us: float | None
+    ip_algbw: float | None
+    ip_busbw: float | None
+    ip_wrong: float | None
+
+
+def _cells(toks: list[str], at: int) -> tuple[float | None, float | None, float | None, float | None]:
+    """Time, algbw, busbw and wrong count from the four cells at ``at`` (all None where the row is short)."""
+    cells = toks[at:at + 4]
+    if len(cells) < 4:
+        return None, None, None, None
+    return (float_or_none(cells[0]) if cells[0] else None, float_or_none(cells[1]) if cells[1] else None,
+            float_or_none(cells[2]) if cells[2] else None,
+            float_or_none(cells[3]) if cells[3] and cells[3] != "N/A" else None)
+
+
 @dataclass
 class TestsTable:
     """A state machine over the lines nccl-tests prints (``#`` lines and bare result rows)."""
@@ -47,8 +90,8 @@ class TestsTable:
     avg_busbw: float | None = None
     avg_line: int | None = None
     out_of_bounds: str | None = None
-    devices: list[dict[str, Any]] = field(default_factory=list)
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[DeviceRow] = field(default_factory=list)
+    rows: list[ResultRow] = field(default_factory=list)
     table: int = -1
     dropped: int = 0
     _pending: list[str] = field(default_factory=list)
@@ -78,7 +121,7 @@ class TestsTable:
             return head
         origin = parts[dev_at - 1]
         host_part, _, tail = origin.partition(":")
-        known = set(hosts or ()) | {d["host"] for d in self.devices[:256] if d.get("host")}
+        known = set(hosts or ()) | {h for d in self.devices[:256] if (h := d.get("host"))}
         cell, host = numeric_prefix(host_part, known)
         pieces = parts[:dev_at - 1] + ([cell] if cell else [])
         if pieces and self.active and all(_table_token(t) for t in pieces):
@@ -118,7 +161,7 @@ class TestsTable:
     def _device(self, text: str, lineno: int) -> None:
         # "Rank  0 Group  0 Pid     25 on test-nccl-worker-0 device  0 [0x53] NVIDIA H100 80GB HBM3"
         words = text.split()
-        row: dict[str, Any] = {"rank": int_or_none(words[1]) if len(words) > 1 else None, "line": lineno}
+        row: DeviceRow = {"rank": int_or_none(words[1]) if len(words) > 1 else None, "line": lineno}
         if "Pid" in words:
             row["pid"] = int_or_none(words[words.index("Pid") + 1]) if words.index("Pid") + 1 < len(words) else None
         on = words.index("on")
@@ -155,19 +198,13 @@ class TestsTable:
             self.dropped += 1
             return
         lead = self.lead
-        row: dict[str, Any] = {"table": self.table, "line": self._pending_line, "size": int_or_none(toks[0]),
-                               "count": int_or_none(toks[1]), "type": toks[2][:16],
-                               "redop": toks[3][:16] if lead >= 5 else None,
-                               "root": int_or_none(toks[4]) if lead >= 5 else None}
-        for prefix, at in (("oop", lead), ("ip", lead + 4)):
-            cells = toks[at:at + 4]
-            if len(cells) < 4:
-                cells = [None, None, None, None]  # type: ignore[list-item]
-            row[f"{prefix}_time_us"] = float_or_none(cells[0]) if cells[0] else None
-            row[f"{prefix}_algbw"] = float_or_none(cells[1]) if cells[1] else None
-            row[f"{prefix}_busbw"] = float_or_none(cells[2]) if cells[2] else None
-            row[f"{prefix}_wrong"] = float_or_none(cells[3]) if cells[3] and cells[3] != "N/A" else None
-        self.rows.append(row)
+        oop, ip = _cells(toks, lead), _cells(toks, lead + 4)
+        self.rows.append({"table": self.table, "line": self._pending_line, "size": int_or_none(toks[0]),
+                          "count": int_or_none(toks[1]), "type": toks[2][:16],
+                          "redop": toks[3][:16] if lead >= 5 else None,
+                          "root": int_or_none(toks[4]) if lead >= 5 else None,
+                          "oop_time_us": oop[0], "oop_algbw": oop[1], "oop_busbw": oop[2], "oop_wrong": oop[3],
+                          "ip_time_us": ip[0], "ip_algbw": ip[1], "ip_busbw": ip[2], "ip_wrong": ip[3]})
 
     def finish(self) -> None:
         self._flush()

@@ -3,10 +3,8 @@ the graph search, topology links, NVLS, channel counts. A part of ``LogParser``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from analysis.readers.nccl.lines import Origin, float_or_none, int_or_none
-from analysis.readers.nccl.parsed import ALGO_NAMES, MAX_SMALL, PROTO_NAMES, Parsed, _cut
+from analysis.readers.nccl.parsed import ALGO_NAMES, MAX_SMALL, PROTO_NAMES, GraphRow, Parsed, _cut
 
 
 class SettingLines:
@@ -112,7 +110,7 @@ class SettingLines:
 
     # ------------------------------------------------------------------ topology, NVLS, misc
     def _pattern(self, msg: str, lineno: int) -> None:
-        row: dict[str, Any] = {"line": lineno}
+        row: GraphRow = {"line": lineno}
         for part in msg.split(","):
             key, _, value = part.strip().partition(" ")
             value = value.strip()
