@@ -5,6 +5,7 @@ one, is read from its tables."""
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 
 import duckdb
@@ -12,7 +13,8 @@ import pytest
 
 from analysis.errors import TraceError
 from analysis.readers.nccl import ingest
-from analysis.readers.nccl.schema import NCCL_TABLES, ROWS_COPY_MAX_ROWS, ROWS_COPY_TABLE
+from analysis.readers.nccl.merge import merge_tables
+from analysis.readers.nccl.schema import NCCL_TABLES, ROWS_COPY_MAX_ROWS, ROWS_COPY_TABLE, Tables
 from analysis.readers.nccl.store import read_many, read_tables
 from tests.conftest import corpus_dir
 
@@ -107,3 +109,47 @@ def test_read_many_reads_each_store_once_in_order_and_names_a_bad_one(tmp_path):
     with pytest.raises(TraceError) as err:
         list(read_many([other]))
     assert err.value.code == "unsupported_schema"
+
+
+_PYTHON = {"VARCHAR": str, "BIGINT": int, "DOUBLE": float, "BOOLEAN": bool}
+
+
+def _declared(table: str) -> dict[str, tuple[type, bool]]:
+    """A table's row type in ``schema.Tables``: column -> (its Python type, whether it may be None)."""
+    row = typing.get_args(typing.get_type_hints(Tables)[table])[0]
+    out = {}
+    for col, hint in typing.get_type_hints(row).items():
+        args = [a for a in typing.get_args(hint) or (hint,) if a is not type(None)]
+        assert len(args) == 1, (table, col, hint)
+        out[col] = (args[0], type(None) in typing.get_args(hint))
+    return out
+
+
+def test_every_table_has_its_row_type_with_its_columns_and_types():
+    """``store.typed`` trusts ``schema.Tables``: each table of the DDL has a row type there, column for column in the
+    same order, each of the Python type of its DuckDB type."""
+    assert list(typing.get_type_hints(Tables)) == list(NCCL_TABLES)
+    for table, cols in NCCL_TABLES.items():
+        declared = _declared(table)
+        assert list(declared) == [c for c, _ in cols], table
+        assert {c: declared[c][0] for c, _ in cols} == {c: _PYTHON[t] for c, t in cols}, table
+
+
+def test_the_row_types_hold_on_every_corpus_log(tmp_path):
+    """Every value of every corpus log's store (and of their merge) is of its column's declared type, and None only
+    where the type allows it: a column declared not nullable that a log leaves NULL fails here."""
+    dbs = []
+    for i, path in enumerate(LOGS):
+        db = tmp_path / f"{i}.duckdb"
+        ingest(path, db)
+        dbs.append(db)
+    wrong = set()
+    for raw in [*read_many(dbs), merge_tables([(str(i), read_tables(db)) for i, db in enumerate(dbs[:4])])[0]]:
+        for table, rows in raw.items():
+            declared = _declared(table)
+            for row in rows:
+                for col, value in row.items():
+                    kind, nullable = declared[col]
+                    if value is None and not nullable or value is not None and type(value) is not kind:
+                        wrong.add((table, col, repr(value)[:20]))
+    assert wrong == set()

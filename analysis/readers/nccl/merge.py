@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from analysis.readers.nccl.model import NcclLog, Source
 from analysis.readers.nccl.parsed import (
@@ -37,10 +37,10 @@ from analysis.readers.nccl.parsed import (
     MAX_SMALL,
     MAX_WARNINGS_PER_KIND,
 )
-from analysis.readers.nccl.store import build, read_many
+from analysis.readers.nccl.schema import Cell, RawTables, StoredMeta, Tables
+from analysis.readers.nccl.store import build, read_many, typed
 
-Rows = list[dict[str, Any]]
-Tables = dict[str, Rows]
+Row = dict[str, Cell]   # a row of any table, as read: merged by the columns ``_KEYED`` and the rest name
 
 # table -> the columns a row is the same row by (as the reader dedups within one file), and the columns summed.
 _KEYED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -183,51 +183,52 @@ def _absorb(job: _Identity, new: _Identity) -> None:
         job.rank_of.setdefault(k2, v2)
 
 
-def _key(row: dict[str, Any], cols: tuple[str, ...]) -> tuple[Any, ...]:
+def _key(row: Row, cols: tuple[str, ...]) -> tuple[Cell, ...]:
     return tuple(row.get(c) for c in cols)
 
 
-def merge_tables(parts: Sequence[tuple[str, Tables]]) -> tuple[Tables, tuple[Source, ...]]:
+def merge_tables(parts: Sequence[tuple[str, RawTables]]) -> tuple[Tables, tuple[Source, ...]]:
     """Several files' tables as one log's (line numbers run on; see the module's docstring)."""
-    out: Tables = {name: [] for name in parts[0][1]}
-    index: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {name: {} for name in out}
+    out: RawTables = {name: [] for name in parts[0][1]}
+    index: dict[str, dict[tuple[Cell, ...], Row]] = {name: {} for name in out}
     sources: list[Source] = []
     offset = 0
     duplicate_warnings: dict[str, int] = {}
     dropped: dict[str, int] = {}
     kept: dict[str, int] = {}   # rows kept per capped table (WARN lines: per kind)
-    first_file: dict[str, dict[tuple[Any, ...], int]] = {name: {} for name in _ONCE_ACROSS_FILES}
+    first_file: dict[str, dict[tuple[Cell, ...], int]] = {name: {} for name in _ONCE_ACROSS_FILES}
     for n, (label, t) in enumerate(parts):
-        meta = {r["key"]: r["value"] for r in t["meta"]}
+        meta = {r["key"]: r["value"] for r in typed(t)["meta"]}
         lines = int(meta.get("lines") or 0) if str(meta.get("lines") or "").isdigit() else 0
         sources.append(Source(label, offset, lines))
         for name, rows in t.items():
             for row in rows:
                 row = dict(row)
-                if isinstance(row.get("line"), int):
-                    row["line"] += offset
-                if name == "nccl_tests_rows" and isinstance(row.get("tbl"), int):
-                    row["tbl"] += n * 1_000_000
+                if isinstance(line := row.get("line"), int):
+                    row["line"] = line + offset
+                if name == "nccl_tests_rows" and isinstance(tbl := row.get("tbl"), int):
+                    row["tbl"] = tbl + n * 1_000_000
                 _add(name, row, n, out, index, first_file, duplicate_warnings, dropped, kept)
         offset += lines
-    if all(_procs_complete(t) for _, t in parts):  # every WARN line's process known: each process once
+    merged = typed(out)
+    if all(_procs_complete(typed(t)) for _, t in parts):  # every WARN line's process known: each process once
         totals: dict[str, int] = {}
-        for row in out["nccl_warning_procs"]:
-            totals[row["kind"]] = totals.get(row["kind"], 0) + int(row["count"] or 0)
-        out["nccl_warning_counts"] = [{"kind": k, "count": v} for k, v in sorted(totals.items())]
+        for proc in merged["nccl_warning_procs"]:
+            totals[proc["kind"]] = totals.get(proc["kind"], 0) + int(proc["count"] or 0)
+        merged["nccl_warning_counts"] = [{"kind": k, "count": v} for k, v in sorted(totals.items())]
     else:  # stores written before the per-process counts: the lines two files both kept count once
         for kind, twice in duplicate_warnings.items():
-            for wc in out["nccl_warning_counts"]:
+            for wc in merged["nccl_warning_counts"]:
                 if wc["kind"] == kind and isinstance(wc["count"], int):
                     wc["count"] = max(0, wc["count"] - twice)
     if dropped.get("nccl_connections"):
-        counter = next((r for r in out["nccl_counters"] if r["name"] == "connections_dropped"), None)
+        counter = next((r for r in merged["nccl_counters"] if r["name"] == "connections_dropped"), None)
         if counter is None:
-            out["nccl_counters"].append({"name": "connections_dropped", "value": dropped["nccl_connections"]})
+            merged["nccl_counters"].append({"name": "connections_dropped", "value": dropped["nccl_connections"]})
         else:
             counter["value"] = int(counter["value"] or 0) + dropped["nccl_connections"]
-    out["meta"] = _meta(parts, offset)
-    return out, tuple(sources)
+    merged["meta"] = _meta([typed(t) for _, t in parts], offset)
+    return merged, tuple(sources)
 
 
 def _procs_complete(t: Tables) -> bool:
@@ -238,8 +239,8 @@ def _procs_complete(t: Tables) -> bool:
     return by_kind == {r["kind"]: int(r["count"] or 0) for r in t["nccl_warning_counts"] if r["count"]}
 
 
-def _add(name: str, row: dict[str, Any], file_no: int, out: Tables,
-         index: dict[str, dict[tuple[Any, ...], dict[str, Any]]], first_file: dict[str, dict[tuple[Any, ...], int]],
+def _add(name: str, row: Row, file_no: int, out: RawTables,
+         index: dict[str, dict[tuple[Cell, ...], Row]], first_file: dict[str, dict[tuple[Cell, ...], int]],
          duplicate_warnings: dict[str, int],
          dropped: dict[str, int], kept: dict[str, int]) -> None:
     if name == "meta":
@@ -256,16 +257,18 @@ def _add(name: str, row: dict[str, Any], file_no: int, out: Tables,
             out[name].append(row)
             return
         for c in summed:
-            if isinstance(row.get(c), int) and isinstance(have.get(c), int):
-                have[c] += row[c]
+            add, prior = row.get(c), have.get(c)
+            if isinstance(add, int) and isinstance(prior, int):
+                have[c] = prior + add
         if name == "nccl_env" and row.get("value") != have.get("value"):
-            have["distinct_values"] = int(have.get("distinct_values") or 1) + 1
+            have["distinct_values"] = _count(have.get("distinct_values"), 1) + 1
         return
     if name in _ONCE_ACROSS_FILES:
         k = _key(row, _ONCE_ACROSS_FILES[name])
         if first_file[name].setdefault(k, file_no) != file_no:  # another file holds this line of the same process
             if name == "nccl_warnings":
-                duplicate_warnings[row["kind"]] = duplicate_warnings.get(row["kind"], 0) + 1
+                kind = str(row["kind"])
+                duplicate_warnings[kind] = duplicate_warnings.get(kind, 0) + 1
             return
         cap = _CAPS.get(name, _KEYED_CAPS.get(name))
         bucket = f"{name}:{row['kind']}" if name == "nccl_warnings" else name
@@ -283,9 +286,9 @@ def _add(name: str, row: dict[str, Any], file_no: int, out: Tables,
                 index[name][k] = row
                 out[name].append(row)
         elif k[1:] == (None, None, None):
-            have["count"] = int(have["count"] or 0) + int(row["count"] or 0)
+            have["count"] = _count(have["count"]) + _count(row["count"])
         else:
-            have["count"] = max(int(have["count"] or 0), int(row["count"] or 0))
+            have["count"] = max(_count(have["count"]), _count(row["count"]))
         return
     if name == "nccl_rings":  # per channel the widest ring (as within one file)
         have = index[name].get((row["channel"],))
@@ -302,8 +305,8 @@ def _add(name: str, row: dict[str, Any], file_no: int, out: Tables,
         if have is None:
             index[name][(row["name"],)] = row
             out[name].append(row)
-        elif isinstance(row["value"], int) and row["value"] > (have["value"] or 0):
-            have["value"] = row["value"]
+        elif isinstance(value := row["value"], int) and value > _count(have["value"]):
+            have["value"] = value
         return
     if name == "nccl_topo_links":
         have = index[name].get((row["kind"],))
@@ -311,9 +314,10 @@ def _add(name: str, row: dict[str, Any], file_no: int, out: Tables,
             index[name][(row["kind"],)] = row
             out[name].append(row)
             return
-        have["count"] = (have["count"] or 0) + (row["count"] or 0)
-        if row["max_bw"] is not None and (have["max_bw"] is None or row["max_bw"] > have["max_bw"]):
-            have["max_bw"] = row["max_bw"]
+        have["count"] = _count(have["count"]) + _count(row["count"])
+        bw, best = row["max_bw"], have["max_bw"]
+        if isinstance(bw, int | float) and (not isinstance(best, int | float) or bw > best):
+            have["max_bw"] = bw
         have["targets"] = " ".join(sorted(set(str(have["targets"] or "").split()) | set(str(row["targets"] or "").split())))
         return
     if name == "nccl_graphs" and len(out[name]) >= 1000:
@@ -321,8 +325,13 @@ def _add(name: str, row: dict[str, Any], file_no: int, out: Tables,
     out[name].append(row)  # graphs: one per rank's search, all kept (as within one file)
 
 
-def _meta(parts: Sequence[tuple[str, Tables]], lines: int) -> Rows:
-    metas = [{r["key"]: r["value"] for r in t["meta"]} for _, t in parts]
+def _count(value: Cell, empty: int = 0) -> int:
+    """A BIGINT count as read (``empty`` where NULL or 0)."""
+    return int(value) if isinstance(value, int | float) and value else empty
+
+
+def _meta(parts: Sequence[Tables], lines: int) -> list[StoredMeta]:
+    metas = [{r["key"]: r["value"] for r in t["meta"]} for t in parts]
     meta = dict(metas[0])
     for m in metas[1:]:
         for k, v in m.items():
@@ -349,14 +358,15 @@ def load_job(files: Sequence[tuple[Path, str]]) -> Job:
     ``load`` does for a file that is not an ingested NCCL log."""
     if not files:
         raise ValueError("no NCCL log")
-    parts: list[tuple[str, Tables]] = []
+    parts: list[tuple[str, RawTables]] = []
     left: list[LeftOut] = []
     ties: list[str] = []
     digests: dict[str, str] = {}
     job: _Identity | None = None
     members: list[int] = []
     summaries: list[LogSummary] = []
-    for i, ((_path, label), t) in enumerate(zip(files, read_many(Path(p) for p, _ in files), strict=True)):
+    for i, ((_path, label), raw) in enumerate(zip(files, read_many(Path(p) for p, _ in files), strict=True)):
+        t = typed(raw)
         own = build(t)
         summaries.append(summary(own))
         digest = _content_digest(t)
@@ -376,7 +386,7 @@ def load_job(files: Sequence[tuple[Path, str]]) -> Job:
             _absorb(job, ident)
         if digest is not None:
             digests[digest] = label
-        parts.append((label, t))
+        parts.append((label, raw))
         members.append(i)
     if len(parts) == 1:
         return Job(first, (parts[0][0],), tuple(members), tuple(left), (), tuple(summaries))

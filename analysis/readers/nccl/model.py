@@ -56,7 +56,7 @@ class Rank:
 @dataclass(frozen=True)
 class Nic:
     host: str | None
-    net: str
+    net: str | None      # None: a plugin's device a connection names without its net
     index: int
     name: str
     port: int | None
@@ -228,6 +228,38 @@ class Pair:
     lines: tuple[int, ...]
 
 
+@dataclass
+class _Derived:
+    """What ``NcclLog`` derives once and keeps (its fields are immutable; these are computed on first use)."""
+
+    rank_hosts: dict[int, str] | None = None
+    pairs: list[Pair] | None = None
+    source_offsets: list[int] | None = None
+
+
+@dataclass
+class _PairAcc:
+    """One (src, dst)'s connections while ``NcclLog.pairs`` gathers them."""
+
+    transports: set[str] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
+    channels: set[int] = field(default_factory=set)
+    nics: set[int] = field(default_factory=set)
+    gdr: set[bool] = field(default_factory=set)
+    proxy: set[int] = field(default_factory=set)
+    shared: bool = False
+    lines: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _LinkAcc:
+    """One ordered host pair's rank pairs while ``NcclLog.node_links`` gathers them."""
+
+    rank_pairs: int = 0
+    transports: set[str] = field(default_factory=set)
+    gdr: set[bool] = field(default_factory=set)
+
+
 @dataclass(frozen=True)
 class NcclLog:
     """Everything read from one NCCL debug log."""
@@ -259,13 +291,13 @@ class NcclLog:
     counters: Mapping[str, int]
     meta: Mapping[str, str]
     sources: tuple[Source, ...] = ()   # several files merged: where each line number is (empty: one file)
-    _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _cache: _Derived = field(default_factory=_Derived, compare=False, repr=False)
 
     # ------------------------------------------------------------------ derived facts
     def rank_hosts(self) -> dict[int, str]:
         """rank -> host, from the init lines, nccl-tests' device list, then who printed each connection."""
-        if "rank_hosts" in self._cache:
-            return self._cache["rank_hosts"]
+        if self._cache.rank_hosts is not None:
+            return self._cache.rank_hosts
         out: dict[int, str] = {r.rank: r.host for r in self.ranks if r.host}
         for c in self.connections:
             if c.host is None:
@@ -274,7 +306,7 @@ class NcclLog:
             out.setdefault(printer, c.host)
             if c.kind != "NET" and c.direction is None:
                 out.setdefault(c.dst, c.host)
-        self._cache["rank_hosts"] = out
+        self._cache.rank_hosts = out
         return out
 
     def nodes(self) -> list[str]:
@@ -296,33 +328,33 @@ class NcclLog:
         return None
 
     def pairs(self) -> list[Pair]:
-        if "pairs" in self._cache:
-            return self._cache["pairs"]
-        acc: dict[tuple[int, int], dict[str, Any]] = {}
+        if self._cache.pairs is not None:
+            return self._cache.pairs
+        acc: dict[tuple[int, int], _PairAcc] = {}
         for c in self.connections:
-            a = acc.setdefault((c.src, c.dst), {"transports": set(), "channels": set(), "nics": set(),
-                                                "gdr": set(), "proxy": set(), "shared": False, "lines": [],
-                                                "kinds": set()})
-            a["transports"].add(c.transport)
-            a["kinds"].add(c.kind)
-            a["channels"].add(c.channel)
+            a = acc.get((c.src, c.dst))
+            if a is None:
+                a = acc[(c.src, c.dst)] = _PairAcc()
+            a.transports.add(c.transport)
+            a.kinds.add(c.kind)
+            a.channels.add(c.channel)
             if c.nic is not None:
-                a["nics"].add(c.nic)
+                a.nics.add(c.nic)
             if c.kind == "NET" and c.net != "Socket":  # GPUDirect means nothing for sockets
-                a["gdr"].add(c.gdr)
+                a.gdr.add(c.gdr)
             if c.proxy_rank is not None:
-                a["proxy"].add(c.proxy_rank)
-            a["shared"] = a["shared"] or c.shared
-            if len(a["lines"]) < 8:
-                a["lines"].append(c.line)
+                a.proxy.add(c.proxy_rank)
+            a.shared = a.shared or c.shared
+            if len(a.lines) < 8:
+                a.lines.append(c.line)
         out = []
-        for (src, dst), a in sorted(acc.items()):
-            kind = "NET" if "NET" in a["kinds"] else next(iter(sorted(a["kinds"])), None)
-            out.append(Pair(src, dst, self.is_inter_node(src, dst, kind), tuple(sorted(a["transports"])),
-                            tuple(sorted(a["channels"])), tuple(sorted(a["nics"])),
-                            (all(a["gdr"]) if a["gdr"] else None), tuple(sorted(a["proxy"])), a["shared"],
-                            tuple(a["lines"])))
-        self._cache["pairs"] = out
+        for (src, dst), a in sorted(acc.items(), key=lambda kv: kv[0]):
+            kind = "NET" if "NET" in a.kinds else next(iter(sorted(a.kinds)), None)
+            out.append(Pair(src, dst, self.is_inter_node(src, dst, kind), tuple(sorted(a.transports)),
+                            tuple(sorted(a.channels)), tuple(sorted(a.nics)),
+                            (all(a.gdr) if a.gdr else None), tuple(sorted(a.proxy)), a.shared,
+                            tuple(a.lines)))
+        self._cache.pairs = out
         return out
 
     def providers(self) -> dict[str, int | None]:
@@ -376,20 +408,20 @@ class NcclLog:
     def node_links(self) -> list[NodeLink]:
         """Per ordered pair of hosts (the same host twice: inside a node): rank pairs, transports, channels."""
         hosts = self.rank_hosts()
-        acc: dict[tuple[str, str], dict[str, Any]] = {}
+        acc: dict[tuple[str, str], _LinkAcc] = {}
         for p in self.pairs():
             a, b = hosts.get(p.src), hosts.get(p.dst)
             if a is None or b is None:
                 continue
-            row = acc.setdefault((a, b), {"src_host": a, "dst_host": b, "rank_pairs": 0, "transports": set(),
-                                          "gdr": set()})
-            row["rank_pairs"] += 1
-            row["transports"].update(p.transports)
+            row = acc.get((a, b))
+            if row is None:
+                row = acc[(a, b)] = _LinkAcc()
+            row.rank_pairs += 1
+            row.transports.update(p.transports)
             if p.gdr is not None:
-                row["gdr"].add(p.gdr)
-        return [{"src_host": r["src_host"], "dst_host": r["dst_host"], "rank_pairs": r["rank_pairs"],
-                 "transports": sorted(r["transports"]), "gdr": (all(r["gdr"]) if r["gdr"] else None)}
-                for _, r in sorted(acc.items())]
+                row.gdr.add(p.gdr)
+        return [{"src_host": a, "dst_host": b, "rank_pairs": r.rank_pairs, "transports": sorted(r.transports),
+                 "gdr": (all(r.gdr) if r.gdr else None)} for (a, b), r in sorted(acc.items(), key=lambda kv: kv[0])]
 
     def env_value(self, name: str) -> str | None:
         for e in self.env:
@@ -431,9 +463,9 @@ class NcclLog:
         """A line number of this log as (file, line in that file); the file is None for a log of one file."""
         if line is None or not self.sources:
             return None, line
-        offsets = self._cache.get("source_offsets")
+        offsets = self._cache.source_offsets
         if offsets is None:
-            offsets = self._cache["source_offsets"] = [s.offset for s in self.sources]
+            offsets = self._cache.source_offsets = [s.offset for s in self.sources]
         at = bisect.bisect_left(offsets, line) - 1  # the last file whose offset is below the line
         if at < 0:
             return None, line

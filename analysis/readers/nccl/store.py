@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 
@@ -29,12 +29,19 @@ from analysis.readers.nccl.model import (
     Tuning,
     Warn,
 )
-from analysis.readers.nccl.schema import NCCL_TABLES, OPTIONAL_TABLES, ROWS_COPY_TABLE
+from analysis.readers.nccl.schema import (
+    NCCL_TABLES,
+    OPTIONAL_TABLES,
+    ROWS_COPY_TABLE,
+    Cell,
+    RawTables,
+    StoredDevice,
+    StoredRank,
+    Tables,
+)
 
-Tables = dict[str, list[dict[str, Any]]]
 
-
-def nic_kind(net: str, link: str | None, provider: str | None = None) -> str:
+def nic_kind(net: str | None, link: str | None, provider: str | None = None) -> str:
     low = (link or "").lower()
     if net == "Socket":
         return "socket"
@@ -47,17 +54,17 @@ def nic_kind(net: str, link: str | None, provider: str | None = None) -> str:
     return link or "other"
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: Any) -> Cell:
     if value is None:
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if hasattr(value, "item"):
-        return value.item()
-    return value
+        return cast(Cell, value.item())  # a numpy scalar
+    return cast(Cell, value)
 
 
-def select_rows(con: Any, table: str) -> list[dict[str, Any]]:
+def select_rows(con: Any, table: str) -> list[dict[str, Cell]]:
     """A table's rows as dicts (no rows for an optional table the store lacks)."""
     cols = [c for c, _ in NCCL_TABLES[table]]
     if table in OPTIONAL_TABLES and not con.execute(
@@ -71,7 +78,7 @@ def _ints(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in (text or "").split() if x.lstrip("-").isdigit())
 
 
-def _rows_copy(con: Any, catalog: str = "") -> Tables | None:
+def _rows_copy(con: Any, catalog: str = "") -> RawTables | None:
     """The store's copy of its rows in one value (``schema.ROWS_COPY_TABLE``; ``catalog``: the attached store's
     name and a dot), None where it has none (a large log, a store written before the copy) or the copy is not
     of the tables' shape."""
@@ -87,7 +94,7 @@ def _rows_copy(con: Any, catalog: str = "") -> Tables | None:
         return None
     if not isinstance(copy, dict):
         return None
-    tables: Tables = {}
+    tables: RawTables = {}
     for name, cols in NCCL_TABLES.items():
         rows = copy.get(name)
         if not isinstance(rows, list) or any(not isinstance(r, list) or len(r) != len(cols) for r in rows):
@@ -97,7 +104,7 @@ def _rows_copy(con: Any, catalog: str = "") -> Tables | None:
     return tables
 
 
-def _read(con: Any, catalog: str = "") -> Tables:
+def _read(con: Any, catalog: str = "") -> RawTables:
     """The open store's tables: its rows' copy where it has one, else table by table (an attached store:
     ``catalog`` is its name and a dot, and the tables are read with it as the default catalog)."""
     try:
@@ -117,7 +124,7 @@ def _read(con: Any, catalog: str = "") -> Tables:
     return t
 
 
-def read_tables(path: Path) -> Tables:
+def read_tables(path: Path) -> RawTables:
     """An ingested NCCL log's tables as rows (read-only); raises ``TraceError`` for a file that is not one."""
     try:
         con = connect(Path(path), read_only=True)
@@ -129,7 +136,7 @@ def read_tables(path: Path) -> Tables:
         con.close()
 
 
-def read_many(paths: Iterable[Path]) -> Iterator[Tables]:
+def read_many(paths: Iterable[Path]) -> Iterator[RawTables]:
     """``read_tables`` of each path in turn, through one in-memory connection that attaches each store read-only
     (opening a connection per file costs about four times as much). Raises ``TraceError`` at the first file that
     is not an ingested NCCL log, as ``read_tables`` does."""
@@ -152,22 +159,29 @@ def read_many(paths: Iterable[Path]) -> Iterator[Tables]:
 
 def load(path: Path) -> NcclLog:
     """Read an ingested NCCL log back from its DuckDB file (read-only)."""
-    return build(read_tables(path))
+    return build(typed(read_tables(path)))
 
 
-def build(t: dict[str, list[dict[str, Any]]], sources: tuple[Source, ...] = ()) -> NcclLog:
+def typed(t: RawTables) -> Tables:
+    """A store's rows (``read_tables``, or several merged) as their tables' types: each column holds its declared
+    type (the DDL casts every value on insert; the rows' copy is written only where every value has it)."""
+    return cast(Tables, t)
+
+
+def build(t: Tables, sources: tuple[Source, ...] = ()) -> NcclLog:
     """An ``NcclLog`` from its tables' rows (one log's, or several logs' merged: ``analysis.readers.nccl.merge``,
     whose ``sources`` say which file each line number is in)."""
     meta = {r["key"]: r["value"] for r in t["meta"]}
-    devices = {d["rank"]: d for d in t["nccl_devices"] if d["rank"] is not None}
+    devices: dict[int, StoredDevice] = {d["rank"]: d for d in t["nccl_devices"] if d["rank"] is not None}
     main_comm = _main_comm(t["nccl_ranks"])
     ranks: dict[int, Rank] = {}
     for r in sorted(t["nccl_ranks"], key=lambda r: (r["comm_id"] != main_comm, r["rank"])):
         if r["comm_id"] != main_comm or r["rank"] in ranks:
             continue
-        dev = devices.get(r["rank"], {})
-        ranks[r["rank"]] = Rank(r["rank"], r["host"] or dev.get("host"), r["pid"] or dev.get("pid"), r["cuda_dev"],
-                                r["bus_id"], dev.get("gpu"), r["label"], r["nranks"], r["comm_id"])
+        dev = devices.get(r["rank"])
+        ranks[r["rank"]] = Rank(r["rank"], r["host"] or (dev["host"] if dev else None),
+                                r["pid"] or (dev["pid"] if dev else None), r["cuda_dev"], r["bus_id"],
+                                dev["gpu"] if dev else None, r["label"], r["nranks"], r["comm_id"])
     for rank, d in sorted(devices.items()):
         if rank not in ranks:
             ranks[rank] = Rank(rank, d["host"], d["pid"], d["device"], d["bus"], d["gpu"], None, None, None)
@@ -251,7 +265,7 @@ def build(t: dict[str, list[dict[str, Any]]], sources: tuple[Source, ...] = ()) 
     return log
 
 
-def _main_comm(rows: list[dict[str, Any]]) -> str | None:
+def _main_comm(rows: list[StoredRank]) -> str | None:
     """The communicator that spans the most ranks (the world one), first seen on ties."""
     best: tuple[int, bool, int, str] | None = None
     counts: dict[str, int] = {}
