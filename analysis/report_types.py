@@ -255,6 +255,46 @@ class WindowJson(TypedDict):
     end_ns: int | None
 
 
+class TransferCounts(TypedDict):
+    """A group of a report's network transfers (``analysis.model.network``): how many and their bytes, the attempts
+    (retries: those beyond one per transfer) and the time they waited, the completed ones, the time from post to
+    completion (summed, and the median), the time at least one was in flight and the achieved bandwidth."""
+
+    transfers: int
+    bytes: int
+    attempts: int
+    retries: int
+    waiting_ns: int
+    completed: int
+    completed_bytes: int
+    post_to_done_ns: int
+    in_flight_ns: int
+    median_post_to_done_ns: int | None
+    bandwidth_bps: float | None
+
+
+class DirectionTransfers(TransferCounts):
+    """A report's transfers of one direction (``send``, ``recv``), all peers at once."""
+
+    direction: str
+
+
+class ChannelTransfers(DirectionTransfers):
+    """A report's transfers of one direction, peer pair and channel."""
+
+    sender_rank: int
+    receiver_rank: int
+    channel: int
+
+
+class PeerTransfers(DirectionTransfers):
+    """A report's transfers of one direction and peer pair, and the channels they used."""
+
+    sender_rank: int
+    receiver_rank: int
+    channels: int
+
+
 class ReportNetwork(TypedDict):
     """A report's ``network`` object (``analysis.model.network.report_network``): whether it records NCCL's network
     ranges (and why not), its transfers per peer pair, per channel and per direction, and the bytes sent and
@@ -262,9 +302,9 @@ class ReportNetwork(TypedDict):
 
     has_ranges: bool
     reason: str | None
-    peers: list[dict[str, Any]]
-    channels: list[dict[str, Any]]
-    directions: dict[str, dict[str, Any]]
+    peers: list[PeerTransfers]
+    channels: list[ChannelTransfers]
+    directions: dict[str, DirectionTransfers]
     bytes_sent: NotRequired[int]
     bytes_received: NotRequired[int]
 

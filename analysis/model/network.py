@@ -26,11 +26,17 @@ either rank's report records network ranges and ``not recorded`` when neither do
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, TypedDict, cast
+from typing import TypedDict
 
 from analysis.model.trace import Trace
 from analysis.readers.nsys.net import source
-from analysis.report_types import ReportNetwork
+from analysis.report_types import (
+    ChannelTransfers,
+    DirectionTransfers,
+    PeerTransfers,
+    ReportNetwork,
+    TransferCounts,
+)
 
 NO_RANGES = ("no NCCL network ranges (ncclNetIsend/ncclNetIrecv NVTX events with their Data_Size arguments): "
              "this report does not record its network transfers (none crossed the network in it, or NCCL's "
@@ -82,15 +88,14 @@ def _grouped(src: str, keys: list[str], lo: int, hi: int) -> str:
         ORDER BY {part}"""  # noqa: S608 - column names and integers
 
 
-def _row(keys: list[str], r: tuple) -> dict[str, Any]:
-    out: dict[str, Any] = dict(zip(keys, r[:len(keys)], strict=True))
-    transfers, nbytes, completed, cbytes, p2d, flight, median, attempts, waiting = r[len(keys):]
-    out.update({"transfers": int(transfers), "bytes": int(nbytes), "attempts": int(attempts),
-                "retries": int(attempts) - int(transfers), "waiting_ns": int(waiting), "completed": int(completed),
-                "completed_bytes": int(cbytes), "post_to_done_ns": int(p2d), "in_flight_ns": int(flight),
-                "median_post_to_done_ns": None if median is None else int(median),
-                "bandwidth_bps": bandwidth(int(cbytes), int(flight))})
-    return out
+def _counts(r: tuple) -> TransferCounts:
+    """A group's counts: the columns after its key columns in ``_grouped``'s rows."""
+    transfers, nbytes, completed, cbytes, p2d, flight, median, attempts, waiting = r
+    return {"transfers": int(transfers), "bytes": int(nbytes), "attempts": int(attempts),
+            "retries": int(attempts) - int(transfers), "waiting_ns": int(waiting), "completed": int(completed),
+            "completed_bytes": int(cbytes), "post_to_done_ns": int(p2d), "in_flight_ns": int(flight),
+            "median_post_to_done_ns": None if median is None else int(median),
+            "bandwidth_bps": bandwidth(int(cbytes), int(flight))}
 
 
 def bandwidth(nbytes: int, ns: int) -> float | None:
@@ -105,25 +110,25 @@ def report_network(t: Trace, bounds: tuple[int, int] | None) -> ReportNetwork:
     if t.scalar(f"SELECT 1 FROM {src} LIMIT 1") is None:  # noqa: S608 - a table name or constant SQL
         return {"has_ranges": False, "reason": NO_RANGES, "peers": [], "channels": [], "directions": {}}
     pair = ["direction", "sender_rank", "receiver_rank"]
-    peers = [_row(pair, r) for r in t.sql(_grouped(src, pair, int(lo), int(hi)))]
-    chans = [_row([*pair, "channel"], r) for r in t.sql(_grouped(src, [*pair, "channel"], int(lo), int(hi)))]
-    for p in peers:
-        p["channels"] = sum(1 for c in chans if all(c[k] == p[k] for k in pair))
+    chans: list[ChannelTransfers] = [
+        {"direction": r[0], "sender_rank": r[1], "receiver_rank": r[2], "channel": r[3], **_counts(r[4:])}
+        for r in t.sql(_grouped(src, [*pair, "channel"], int(lo), int(hi)))]
+    peers: list[PeerTransfers] = [
+        {"direction": r[0], "sender_rank": r[1], "receiver_rank": r[2], **_counts(r[3:]),
+         "channels": sum(1 for c in chans if (c["direction"], c["sender_rank"], c["receiver_rank"]) == tuple(r[:3]))}
+        for r in t.sql(_grouped(src, pair, int(lo), int(hi)))]
     # per direction, all peers at once: the time at least one request of that direction was in flight
-    sides = {r["direction"]: r for r in (_row(["direction"], x) for x in t.sql(_grouped(src, ["direction"], int(lo), int(hi))))}
+    sides: dict[str, DirectionTransfers] = {r[0]: {"direction": r[0], **_counts(r[1:])}
+                                            for r in t.sql(_grouped(src, ["direction"], int(lo), int(hi)))}
     return {"has_ranges": True, "reason": None if peers else "no network transfer was posted in the analysis window",
             "peers": peers, "channels": chans, "directions": sides,
             "bytes_sent": sum(p["bytes"] for p in peers if p["direction"] == "send"),
             "bytes_received": sum(p["bytes"] for p in peers if p["direction"] == "recv")}
 
 
-LINK_KEYS = ("transfers", "bytes", "attempts", "retries", "waiting_ns", "completed_bytes", "in_flight_ns",
-             "median_post_to_done_ns", "bandwidth_bps", "channels")
-
-
 class Link(TypedDict):
     """One (sender, receiver) rank pair of the run's matrix: the hosts, whether it crosses nodes, whose report counted
-    it (``seen_by``), its ``LINK_KEYS`` counts and whom the sender waited for."""
+    it (``seen_by``), its peer row's counts and whom the sender waited for."""
 
     sender: int
     receiver: int
@@ -228,13 +233,18 @@ def run_matrix(results: list[tuple[int | None, str | None, ReportNetwork | None]
                 if p["direction"] != side or key in links:
                     continue
                 hs, hr = hosts.get(key[0]), hosts.get(key[1])
-                links[key] = cast("Link", {  # its counts: the ``LINK_KEYS`` of the report's peer row
+                links[key] = {  # its counts: the report's peer row's (0 where a stored row lacks one)
                     "sender": key[0], "receiver": key[1], "sender_host": hs, "receiver_host": hr,
                     "inter_node": None if hs is None or hr is None else hs != hr, "seen_by": side,
-                    **{k: p.get(k, 0) for k in LINK_KEYS},
+                    "transfers": p.get("transfers", 0), "bytes": p.get("bytes", 0),
+                    "attempts": p.get("attempts", 0), "retries": p.get("retries", 0),
+                    "waiting_ns": p.get("waiting_ns", 0), "completed_bytes": p.get("completed_bytes", 0),
+                    "in_flight_ns": p.get("in_flight_ns", 0),
+                    "median_post_to_done_ns": p.get("median_post_to_done_ns", 0),
+                    "bandwidth_bps": p.get("bandwidth_bps", 0), "channels": p.get("channels", 0),
                     # a sender that retried waited for its receiver to post; a receiver's retries
                     # wait on its own side (buffers), so they name no peer
-                    "waiting_for": key[1] if side == "send" and p.get("waiting_ns") else None})
+                    "waiting_for": key[1] if side == "send" and p.get("waiting_ns") else None}
     rows = sorted(links.values(), key=lambda r: (r["sender"], r["receiver"]))
     timed = [r for r in rows if r["bandwidth_bps"] is not None]
     slowest = min(timed, key=lambda r: (r["bandwidth_bps"], r["sender"], r["receiver"])) if timed else None

@@ -14,7 +14,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, TypeVar
 
 from analysis import fmt
 from analysis.diagnosis.findings import Finding
@@ -110,14 +110,17 @@ def log_warnings(results: Sequence[ReportResult]) -> list[RunWarning]:
              "reports": [i["file"] for i in left], "ranks": []}]
 
 
-def split_overrides(thresholds: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A job's threshold overrides (``RULE.name`` -> value) split into the default registry's and the NET
-    rules' (their own registry, ``analysis.diagnosis.nccl``), each to be checked by its registry."""
+_V = TypeVar("_V")
+
+
+def split_overrides(thresholds: Mapping[str, _V] | None) -> tuple[dict[str, _V], dict[str, _V]]:
+    """A job's threshold overrides (``RULE.name`` -> value, as given: each registry checks its own) split into the
+    default registry's and the NET rules' (their own registry, ``analysis.diagnosis.nccl``)."""
     from analysis.diagnosis import nccl as diagnose
 
     own = set(diagnose.registry().ids())
-    core: dict[str, Any] = {}
-    net: dict[str, Any] = {}
+    core: dict[str, _V] = {}
+    net: dict[str, _V] = {}
     for key, value in (thresholds or {}).items():
         (net if str(key).partition(".")[0] in own else core)[key] = value
     return core, net
