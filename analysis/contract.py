@@ -89,10 +89,15 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 
 def _typeddict_schema(cls: Any, defs: dict[str, Any]) -> dict[str, Any]:
     """A TypedDict (a JSON part written as built) as a closed object: its keys, those not ``NotRequired`` required."""
-    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]), include_extras=True)
+    # Required or not from the hints (``__required_keys__`` misses NotRequired under postponed annotations on 3.11).
+    optional = {k for k, t in hints.items() if typing.get_origin(t) is typing.NotRequired
+                or (not cls.__total__ and typing.get_origin(t) is not typing.Required)}
+    bare = {k: typing.get_args(t)[0] if typing.get_origin(t) in (typing.NotRequired, typing.Required) else t
+            for k, t in hints.items()}
     return {"type": "object", "description": (cls.__doc__ or "").strip().split("\n\n")[0],
-            "properties": {k: _schema_of(t, defs) for k, t in hints.items()},
-            "required": [k for k in hints if k in cls.__required_keys__], "additionalProperties": False}
+            "properties": {k: _schema_of(t, defs) for k, t in bare.items()},
+            "required": [k for k in hints if k not in optional], "additionalProperties": False}
 
 
 def _finding_extras(defs: dict[str, Any], extras: Mapping[str, type]) -> None:

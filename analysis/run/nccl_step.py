@@ -14,12 +14,23 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, TypeVar
+from typing import Any, TypeVar
 
 from analysis import fmt
 from analysis.diagnosis.findings import Finding
+from analysis.model.network import NetworkMatrix
 from analysis.readers import ToolKind
-from analysis.report_types import ReportInfo, RuleOutcome
+from analysis.readers.nccl.merge import LogSummary
+from analysis.report_types import (
+    InterNodeTraffic,
+    JobPath,
+    JoinedReport,
+    NetworkPath,
+    PathLink,
+    ReportInfo,
+    RuleOutcome,
+    RunNetworkPath,
+)
 from analysis.results import RuleStatus, RunWarning, Verdict
 from analysis.run.facts import ReportResult
 
@@ -40,9 +51,9 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
 
     job = load_job([(Path(p), label) for p, label in logs])
     log = job.log
-    network_path = log.to_json()
+    network_path: JobPath = {**log.to_json()}
     if len(job.files) > 1 or job.left_out:
-        network_path["files"] = [{"file": f, **({"joined_by": job.joined_by[i - 1]} if i else {})}
+        network_path["files"] = [{"file": f, "joined_by": job.joined_by[i - 1]} if i else {"file": f}
                                  for i, f in enumerate(job.files)]
         network_path["left_out"] = [{"file": x.file, "reason": x.reason} for x in job.left_out]
     own = {r.id for r in diagnose.registry()}
@@ -77,8 +88,7 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
     return out
 
 
-def _info(label: str, spec_text: str, own: Mapping[str, Any],
-          network_path: dict[str, Any] | None = None) -> ReportInfo:
+def _info(label: str, spec_text: str, own: LogSummary, network_path: JobPath | None = None) -> ReportInfo:
     """A log's report summary: its version, host (a log of one node), counts (``own``: the log's own
     ``merge.summary``, or the merged job's for its first log) and, for the job's first log, the job's network
     path."""
@@ -157,26 +167,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class Joined(TypedDict):
-    """An nsys report of the run with the NCCL log's ranks it holds (``join``), and what matched them."""
-
-    report: str | None
-    host: str | None
-    rank: int | None
-    by: str | None
-    nccl_ranks: list[int]
-    reason: NotRequired[str]
-
-
-class InterNodeTraffic(TypedDict):
-    """What crosses nodes (``inter_node_traffic``): the collectives, the transports, GPUDirect RDMA."""
-
-    collectives: list[str]
-    transports: list[str]
-    gdr: bool | None
-
-
-def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[Joined]:
+def join(network_path: NetworkPath, reports: Sequence[Mapping[str, Any]]) -> list[JoinedReport]:
     """Each nsys report of the run (``reports``: their summaries) with the log's ranks it holds: matched by
     host and pid where the report names its processes and the log its ranks' (a report whose processes are
     no rank of the log is of another run: not joined, ``not_joined`` says why), else by host and rank, else
@@ -185,11 +176,11 @@ def join(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) 
     return [j for j in join_all(network_path, reports) if j.get("nccl_ranks")]
 
 
-def join_all(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any]]) -> list[Joined]:
+def join_all(network_path: NetworkPath, reports: Sequence[Mapping[str, Any]]) -> list[JoinedReport]:
     """``join``'s matches, and each nsys report it could not match with ``nccl_ranks`` empty and the reason."""
     ranks = [r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)]
     procs = _log_processes({n: r for r in ranks if (n := _int(r.get("rank"))) is not None})
-    out: list[Joined] = []
+    out: list[JoinedReport] = []
     for rep in reports:
         if rep.get("tool") != ToolKind.NSYS:
             continue
@@ -198,9 +189,9 @@ def join_all(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any
         if host and pids and procs:
             hits = sorted({procs[(host, p)] for p in pids if (host, p) in procs})
             if hits:
-                out.append(Joined(report=file, host=shown, rank=rank, by="host+pid", nccl_ranks=hits))
+                out.append(JoinedReport(report=file, host=shown, rank=rank, by="host+pid", nccl_ranks=hits))
             else:
-                out.append(Joined(report=file, host=shown, rank=rank, by=None, nccl_ranks=[],
+                out.append(JoinedReport(report=file, host=shown, rank=rank, by=None, nccl_ranks=[],
                                   reason=f"its processes ({', '.join(map(str, sorted(pids)[:4]))} on {shown}) "
                                          "are no rank of the log: another run"))
             continue
@@ -215,7 +206,7 @@ def join_all(network_path: Mapping[str, Any], reports: Sequence[Mapping[str, Any
             by = "host"
             hits_rows = [r for r in ranks if _short(r.get("host")) == host]
         if hits_rows:
-            out.append(Joined(report=file, host=shown, rank=rank, by=by,
+            out.append(JoinedReport(report=file, host=shown, rank=rank, by=by,
                               nccl_ranks=sorted({n for r in hits_rows if (n := _int(r.get("rank"))) is not None})))
     return out
 
@@ -243,7 +234,7 @@ def _family(transport: str) -> str:
     return "/".join(parts[:2]) if parts[0] in ("NET", "P2P") and len(parts) > 1 else parts[0]
 
 
-def inter_node_traffic(network_path: Mapping[str, Any], results: Sequence[ReportResult]) -> InterNodeTraffic | None:
+def inter_node_traffic(network_path: NetworkPath, results: Sequence[ReportResult]) -> InterNodeTraffic | None:
     """What crosses nodes, joined: the collectives the run's nsys reports ran (from their NCCL kernels' names)
     and the transports the log shows between ranks of different nodes, with GPUDirect RDMA where it applies.
     None when the log shows no inter-node pair or no nsys report ran an NCCL kernel."""
@@ -263,14 +254,14 @@ def inter_node_traffic(network_path: Mapping[str, Any], results: Sequence[Report
     return {"collectives": collectives, "transports": transports, "gdr": all(gdr) if gdr else None}
 
 
-def _traffic_sentence(traffic: Mapping[str, Any]) -> str:
+def _traffic_sentence(traffic: InterNodeTraffic) -> str:
     colls = traffic["collectives"]
     what = " and ".join(colls[:3]) + (" ..." if len(colls) > 3 else "")
     gdr = "" if traffic["gdr"] is None else f", GPUDirect RDMA {'on' if traffic['gdr'] else 'off'}"
     return f"the inter-node {what} run{'s' if len(colls) == 1 else ''} over {', '.join(traffic['transports'])}{gdr}"
 
 
-def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
+def run_network_path(results: Sequence[ReportResult]) -> RunNetworkPath | None:
     """The run's network path: its NCCL logs' job (``analyze_logs``: one path merged from the logs of one job,
     with ``files`` and ``left_out`` when there are several), with the first log's report label and the join
     with the run's nsys reports; None without a log."""
@@ -278,7 +269,7 @@ def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
     if not logs:
         return None
     first = logs[0]
-    out = {"report": first.label, **first.info["network_path"]}
+    out: RunNetworkPath = {"report": first.label, **first.info["network_path"]}
     matched = join_all(first.info["network_path"], [r.info for r in results])
     joined = [j for j in matched if j["nccl_ranks"]]
     if len(joined) < len(matched):
@@ -291,7 +282,7 @@ def run_network_path(results: Sequence[ReportResult]) -> dict[str, Any] | None:
     return out
 
 
-def achieved_links(network_path: dict[str, Any] | None, matrix: Mapping[str, Any] | None,
+def achieved_links(network_path: RunNetworkPath | None, matrix: NetworkMatrix | None,
                    results: Sequence[ReportResult]) -> None:
     """Each link's achieved bandwidth from the nsys exports' NCCL network ranges (``matrix``: the run's
     ``network``) next to the transport the log says carried it, in ``network_path['links']`` (in place).
@@ -323,23 +314,27 @@ def achieved_links(network_path: dict[str, Any] | None, matrix: Mapping[str, Any
         return
     pairs = {(p["src"], p["dst"]): p for p in network_path.get("pairs") or [] if isinstance(p, Mapping)}
     speeds: dict[tuple[str, int], int] = {}
-    for n in network_path.get("nics") or []:
-        if isinstance(n, Mapping) and _int(n.get("speed_mbps")) and _int(n.get("index")) is not None:
-            speeds[(_short(n.get("host")), n["index"])] = n["speed_mbps"]
-    out = []
+    for nic in network_path.get("nics") or []:
+        if isinstance(nic, Mapping) and (speed := _int(nic.get("speed_mbps"))) and _int(nic.get("index")) is not None:
+            speeds[(_short(nic.get("host")), nic["index"])] = speed
+    out: list[PathLink] = []
     for link in matrix["links"]:
-        pair = pairs.get((link.get("sender"), link.get("receiver")))
-        row = {k: link.get(k) for k in ("sender", "receiver", "sender_host", "receiver_host", "bytes", "transfers",
-                                          "in_flight_ns", "bandwidth_bps", "channels")}
-        if pair is None:
-            row.update(transports=None, nics=[], gdr=None, inter_node=link.get("inter_node"), nic_speed_mbps=None)
-        else:
-            host = _short((log_ranks.get(pair["src"]) or {}).get("host"))
+        pair = pairs.get((link["sender"], link["receiver"]))
+        transports: list[str] | None = None
+        nics: list[int] = []
+        gdr, inter_node, nic_speed = None, link["inter_node"], None
+        if pair is not None:
+            rank = log_ranks.get(pair["src"])
+            host = _short(rank.get("host") if rank else None)
             nic_speeds = [speeds[(host, n)] for n in pair.get("nics") or [] if (host, n) in speeds]
-            row.update(transports=list(pair.get("transports") or []), nics=list(pair.get("nics") or []),
-                       gdr=pair.get("gdr"), inter_node=pair.get("inter_node"),
-                       nic_speed_mbps=min(nic_speeds) if nic_speeds else None)
-        out.append(row)
+            transports, nics = list(pair.get("transports") or []), list(pair.get("nics") or [])
+            gdr, inter_node = pair.get("gdr"), pair.get("inter_node")
+            nic_speed = min(nic_speeds) if nic_speeds else None
+        out.append({"sender": link["sender"], "receiver": link["receiver"], "sender_host": link["sender_host"],
+                    "receiver_host": link["receiver_host"], "bytes": link["bytes"], "transfers": link["transfers"],
+                    "in_flight_ns": link["in_flight_ns"], "bandwidth_bps": link["bandwidth_bps"],
+                    "channels": link["channels"], "transports": transports, "nics": nics, "gdr": gdr,
+                    "inter_node": inter_node, "nic_speed_mbps": nic_speed})
     network_path["links"] = out
     network_path["links_join"] = {"joined": True, "reason": None,
                                   "without_log_pair": sum(1 for r in out if r["transports"] is None),
@@ -398,19 +393,19 @@ def _rank_mismatch(log_ranks: Mapping[int, Mapping[str, Any]], nsys: Sequence[Ma
 
 
 def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
-                 network_path: Mapping[str, Any] | None) -> Verdict | None:
+                 network_path: RunNetworkPath | None) -> Verdict | None:
     """The run's verdict with the NCCL log's sentence: alone when the run has no nsys verdict, else after the
     trace's own sentence (the log says why its communication costs what it does, or what failed)."""
     said = next((r.info["nccl_verdict"] for r in results
                  if r.tool == ToolKind.NCCL and isinstance(r.info.get("nccl_verdict"), Mapping)), None)
     if said is None:
         return verdict
-    joined = (network_path or {}).get("joined") or []
+    joined = (network_path.get("joined") if network_path else None) or []
     where = ""
     if joined:
         parts = [f"{Path(str(j['report'])).name} holds NCCL rank{'s' if len(j['nccl_ranks']) > 1 else ''} "
                  f"{', '.join(str(n) for n in j['nccl_ranks'])}" for j in joined[:4]]
-        traffic = (network_path or {}).get("inter_node_traffic")
+        traffic = network_path.get("inter_node_traffic") if network_path else None
         if traffic:
             parts.append(_traffic_sentence(traffic))
         where = " (" + "; ".join(parts) + ")"

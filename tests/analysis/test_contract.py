@@ -7,6 +7,7 @@ import copy
 import json
 import subprocess
 import sys
+from typing import NotRequired, TypedDict
 
 import jsonschema_rs
 import pytest
@@ -163,3 +164,21 @@ def test_every_rule_s_findings_are_closed(typed_extras_result):
     for bad in ("2 pairs", {"pairs": 2}, {"pairs": 2, "reasons": [], "nics": 1}, {"pairs": "2", "reasons": []}):
         net["nccl"] = bad  # not an object; a shape's key missing; a key no shape has; a count as text
         assert not valid(doc)
+
+
+class _Shape(TypedDict):
+    """A planted part: one key required, one not."""
+
+    pairs: int
+    path: NotRequired[str | None]
+
+
+def test_a_typeddict_part_is_a_closed_object_with_its_required_keys():
+    """A TypedDict in a result type (the NET rules' ``Net*Facts``) is written as built: its schema is closed, its
+    ``NotRequired`` keys optional (this module's annotations are postponed, as the result types' are)."""
+    defs: dict = {}
+    assert contract._schema_of(_Shape, defs) == {"$ref": "#/$defs/_Shape"}
+    assert defs["_Shape"] == {"type": "object", "description": "A planted part: one key required, one not.",
+                              "properties": {"pairs": {"type": "integer"},
+                                             "path": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+                              "required": ["pairs"], "additionalProperties": False}

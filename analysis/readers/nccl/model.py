@@ -5,33 +5,69 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict, overload
 
-
-class NodeLink(TypedDict):
-    """An ordered pair of hosts (the same twice: inside a node) with its rank pairs, transports and GPUDirect."""
-
-    src_host: str
-    dst_host: str
-    rank_pairs: int
-    transports: list[str]
-    gdr: bool | None
-
-
-class BusBandwidth(TypedDict):
-    """nccl-tests' peak and average bus bandwidth (GB/s) and where the peak was (``NcclLog.busbw``)."""
-
-    peak_busbw: float | None
-    peak_busbw_in_place: float | None
-    peak_size: int | None
-    peak_line: int | None
-    avg_busbw: float | None
+from analysis.readers.nccl.schema import StoredNetNote
+from analysis.report_types import (
+    AlgoCallJson,
+    BusBandwidth,
+    ConnectionJson,
+    EnvJson,
+    FailureJson,
+    GdrJson,
+    GraphJson,
+    NetworkPath,
+    NicFields,
+    NicGdrJson,
+    PairJson,
+    PathNodeLink,
+    RankJson,
+    RingJson,
+    SourceJson,
+    TestsInfo,
+    TestsRowJson,
+    TopologyLinks,
+    TreeJson,
+    TuningJson,
+    WarnFields,
+)
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def asdict(item: Any) -> dict[str, Any]:
-    """A flat record (every field a number, string, None or a tuple of them) as a dict: what
+# A record's JSON: its fields, typed by the record's ``*Json`` (``*Fields``) type of ``analysis.report_types``.
+@overload
+def asdict(item: Rank) -> RankJson: ...
+@overload
+def asdict(item: Nic) -> NicFields: ...
+@overload
+def asdict(item: Gdr) -> GdrJson: ...
+@overload
+def asdict(item: Connection) -> ConnectionJson: ...
+@overload
+def asdict(item: Ring) -> RingJson: ...
+@overload
+def asdict(item: Tree) -> TreeJson: ...
+@overload
+def asdict(item: EnvVar) -> EnvJson: ...
+@overload
+def asdict(item: Warn) -> WarnFields: ...
+@overload
+def asdict(item: Failure) -> FailureJson: ...
+@overload
+def asdict(item: AlgoCall) -> AlgoCallJson: ...
+@overload
+def asdict(item: Tuning) -> TuningJson: ...
+@overload
+def asdict(item: Graph) -> GraphJson: ...
+@overload
+def asdict(item: TestsRow) -> TestsRowJson: ...
+@overload
+def asdict(item: Source) -> SourceJson: ...
+@overload
+def asdict(item: Pair) -> PairJson: ...
+def asdict(item: Any) -> Any:
+    """A flat record (every field a number, string, None or a tuple of them) as its JSON: what
     ``dataclasses.asdict`` gives for it, without its recursive deep copy (the fields are immutable), which cost
     seconds on a 1,024-rank job's path."""
     names = _FIELDS.get(type(item))
@@ -270,7 +306,7 @@ class NcclLog:
     nics: tuple[Nic, ...]
     networks: Mapping[str, int]
     oob: Mapping[str, str]
-    net_notes: tuple[Mapping[str, Any], ...]
+    net_notes: tuple[StoredNetNote, ...]
     gdr: tuple[Gdr, ...]
     connections: tuple[Connection, ...]
     rings: tuple[Ring, ...]
@@ -283,11 +319,11 @@ class NcclLog:
     algo_calls: tuple[AlgoCall, ...]
     tuning: tuple[Tuning, ...]
     graphs: tuple[Graph, ...]
-    topo_links: Mapping[str, Mapping[str, Any]]
+    topo_links: Mapping[str, TopologyLinks]
     p2p_refused: tuple[tuple[str | None, str, str, int], ...]
     nvls: Mapping[str, int]
     tests_rows: tuple[TestsRow, ...]
-    tests: Mapping[str, Any]
+    tests: TestsInfo
     counters: Mapping[str, int]
     meta: Mapping[str, str]
     sources: tuple[Source, ...] = ()   # several files merged: where each line number is (empty: one file)
@@ -405,7 +441,7 @@ class NcclLog:
                 out.setdefault(host, {}).setdefault(me, set()).add(c.nic)
         return {h: {r: sorted(n) for r, n in sorted(ranks.items())} for h, ranks in sorted(out.items())}
 
-    def node_links(self) -> list[NodeLink]:
+    def node_links(self) -> list[PathNodeLink]:
         """Per ordered pair of hosts (the same host twice: inside a node): rank pairs, transports, channels."""
         hosts = self.rank_hosts()
         acc: dict[tuple[str, str], _LinkAcc] = {}
@@ -459,6 +495,10 @@ class NcclLog:
             candidates = [r for r in candidates if r.cuda_dev == dev]
         return candidates[0].rank if len(candidates) == 1 else None
 
+    @overload
+    def where(self, line: int) -> tuple[str | None, int]: ...
+    @overload
+    def where(self, line: int | None) -> tuple[str | None, int | None]: ...
     def where(self, line: int | None) -> tuple[str | None, int | None]:
         """A line number of this log as (file, line in that file); the file is None for a log of one file."""
         if line is None or not self.sources:
@@ -477,15 +517,15 @@ class NcclLog:
         return f"line {at}" if file is None else f"{file} line {at}"
 
     # ------------------------------------------------------------------ JSON
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> NetworkPath:
         """The run's network path, JSON-safe (every string as found in the log: escape it where shown)."""
         hosts = self.rank_hosts()
-        gdr_by_nic: dict[tuple[str | None, int | None], list[dict[str, Any]]] = {}
+        gdr_by_nic: dict[tuple[str | None, int | None], list[NicGdrJson]] = {}
         for g in self.gdr:  # per GPU and per HCA, the line that decided GPUDirect for this NIC
             gdr_by_nic.setdefault((g.host, g.hca), []).append(
                 {"scope": g.scope, "gpu": g.gpu, "enabled": g.enabled, "distance": g.distance, "level": g.level,
                  "reason": g.reason, "line": g.line})
-        out = {
+        out: NetworkPath = {
             "version": self.version,
             "version_raw": self.version_raw,
             "nodes": [{"host": h, "ranks": sorted(r for r, hh in hosts.items() if hh == h),
@@ -493,7 +533,7 @@ class NcclLog:
             "ranks": [asdict(r) for r in self.ranks],
             "networks": dict(self.networks),
             "nics": [{**asdict(n), "gdr": gdr_by_nic.get((n.host, n.index), [])} for n in self.nics],
-            "net_notes": [dict(n) for n in self.net_notes],
+            "net_notes": [{**n} for n in self.net_notes],
             "providers": self.providers(),
             "gdr": [asdict(g) for g in self.gdr],
             "pairs": [asdict(p) for p in self.pairs()],
@@ -513,35 +553,54 @@ class NcclLog:
             "algo_calls": [asdict(a) for a in self.algo_calls],
             "tuning": [asdict(t) for t in self.tuning],
             "graphs": [asdict(g) for g in self.graphs],
-            "topology_links": {k: dict(v) for k, v in self.topo_links.items()},
+            "topology_links": {k: {**v} for k, v in self.topo_links.items()},
             "p2p_refused": [list(p) for p in self.p2p_refused],
-            "nccl_tests": {**dict(self.tests), **self.busbw(), "rows": [asdict(r) for r in self.tests_rows]},
+            "nccl_tests": {**self.tests, **self.busbw(), "rows": [asdict(r) for r in self.tests_rows]},
             "counters": dict(self.counters),
-            **({"sources": [asdict(s) for s in self.sources]} if self.sources else {}),
         }
-        return self._in_files(out) if self.sources else out
-
-    def _in_files(self, out: dict[str, Any]) -> dict[str, Any]:
-        """A merged log's JSON with every line number as (``file``, line in that file), as its findings say it."""
-        def place(item: dict[str, Any], key: str = "line", file_key: str = "file") -> None:
-            line = item.get(key)
-            if isinstance(line, int) and not isinstance(line, bool):
-                item[file_key], item[key] = self.where(line)
-
-        for value in out.values():
-            if isinstance(value, list):
-                for item in value:
-                    if isinstance(item, dict):
-                        place(item)
-                        if isinstance(item.get("gdr"), list):  # a NIC's GPUDirect lines
-                            for g in item["gdr"]:
-                                place(g)
-                        if isinstance(item.get("lines"), list):  # a pair's first lines
-                            item["files"] = [self.where(x)[0] for x in item["lines"]]
-                            item["lines"] = [self.where(x)[1] for x in item["lines"]]
-        tests = out["nccl_tests"]
-        for row in tests["rows"]:
-            place(row)
-        place(tests, "peak_line", "peak_file")
-        place(tests, "avg_line", "avg_file")
+        if self.sources:
+            out["sources"] = [asdict(s) for s in self.sources]
+            self._in_files(out)
         return out
+
+    def _in_files(self, out: NetworkPath) -> None:
+        """A merged log's JSON with every line number as (``file``, line in that file), as its findings say it (a
+        pair's first ``lines`` stay the merged log's numbers)."""
+        for n in out["nics"]:
+            self._maybe_in_file(n)
+            for g in n["gdr"]:  # a NIC's GPUDirect lines
+                self._maybe_in_file(g)
+        for g in out["gdr"]:
+            self._maybe_in_file(g)
+        for e in out["env"]:
+            self._maybe_in_file(e)
+        for items in (out["net_notes"], out["connections"], out["rings"], out["trees"], out["warnings"],
+                      out["failures"], out["algo_calls"], out["tuning"], out["graphs"], out["nccl_tests"]["rows"]):
+            for item in items:
+                self._in_file(item)
+        tests = out["nccl_tests"]
+        if tests["peak_line"] is not None:
+            tests["peak_file"], tests["peak_line"] = self.where(tests["peak_line"])
+        if tests["avg_line"] is not None:
+            tests["avg_file"], tests["avg_line"] = self.where(tests["avg_line"])
+
+    def _in_file(self, item: _Lined) -> None:
+        item["file"], item["line"] = self.where(item["line"])
+
+    def _maybe_in_file(self, item: _MaybeLined) -> None:
+        if item["line"] is not None:
+            item["file"], item["line"] = self.where(item["line"])
+
+
+class _Lined(TypedDict):
+    """A record's JSON with a line number (and, in a merged log, its file)."""
+
+    line: int
+    file: NotRequired[str | None]
+
+
+class _MaybeLined(TypedDict):
+    """A record's JSON whose line number may be unknown (a NIC or setting a net plugin names, a GPUDirect line)."""
+
+    line: int | None
+    file: NotRequired[str | None]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
-from analysis.readers.nccl.model import Connection, NcclLog, Pair
+from analysis.readers.nccl.model import Connection, EnvVar, NcclLog, Pair
 from analysis.results import NetExtra, NetFacts, extra_json
 
 RDMA_KINDS = ("IB", "RoCE", "EFA", "CXI")
@@ -43,10 +43,10 @@ class NetRule(Rule):
 
 
 def line_evidence(line: int | None, text: str | None, *, rank: int | None = None, name: str | None = None,
-                  **detail: Any) -> Evidence:
+                  **detail: str | bool | None) -> Evidence:
     """One log line as evidence: its number and its text (as found: the web layer escapes it). ``derived=True``:
     the text is a summary of the line (a table row's figure), not the line itself."""
-    d: dict[str, Any] = {"line": line, "text": text}
+    d: dict[str, str | int | bool | None] = {"line": line, "text": text}
     d.update({k: v for k, v in detail.items() if v is not None})
     return Evidence(rank=rank, name=name, detail=d)
 
@@ -91,7 +91,7 @@ def env_evidence(log: NcclLog, name: str) -> Evidence | None:
     return None
 
 
-def env_line(e: Any) -> Evidence:
+def env_line(e: EnvVar) -> Evidence:
     """An env setting as evidence: NCCL's own line when it printed one, else what the net plugin said."""
     if e.line is not None:
         return line_evidence(e.line, f"{e.name} set by environment to {e.value}", name=e.name, set_by=e.set_by)

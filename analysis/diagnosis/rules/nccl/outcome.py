@@ -226,8 +226,8 @@ class MeasuredBandwidth(NetRule):
                 floors = [RDMA_FLOOR_GBS[k] for k in kinds if k in RDMA_FLOOR_GBS]
                 if floors:
                     link, what = min(floors), f"the slowest {'/'.join(sorted(kinds))} port in service"
-        elif intra_pairs(log) and log.topo_links.get("NVL", {}).get("max_bw"):
-            link = float(log.topo_links["NVL"]["max_bw"])
+        elif intra_pairs(log) and (nvl_bw := log.topo_links["NVL"]["max_bw"] if "NVL" in log.topo_links else None):
+            link = float(nvl_bw)
             what, printed = f"the NVLink bandwidth in the topology (NVL[{fmt.exact(link)}])", True
         if link is None:
             return []
