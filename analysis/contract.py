@@ -2,7 +2,7 @@
 
 ``json_schema()`` walks the dataclasses' type hints (and the ``json`` metadata of their fields: the
 key a field is written under, whether it is left out when empty, whether its mapping is written
-flat beside the fixed keys) and returns a JSON Schema (draft 2020-12) of ``AnalysisResult.to_json()``.
+flat beside the fixed keys; a TypedDict part, written as built, is a closed object of its keys) and returns a JSON Schema (draft 2020-12) of ``AnalysisResult.to_json()``.
 ``goodput schema`` prints it; the committed copy (``analysis/result.schema.json``) is kept equal to
 it by a test, and every analysis the tests make is validated against it. ``SCHEMA_VERSION`` is written
 into every result and bumps whenever the schema changes in a way a reader must know about.
@@ -47,13 +47,7 @@ def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         args = typing.get_args(tp)
         value = args[1] if len(args) == 2 else Any
         return {"type": "object", "additionalProperties": _schema_of(value, defs)}
-    if typing.is_typeddict(tp):
-        name = tp.__name__
-        if name not in defs:
-            defs[name] = {}
-            defs[name] = _typeddict_schema(tp, defs)
-        return {"$ref": f"#/$defs/{name}"}
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if typing.is_typeddict(tp) or isinstance(tp, type) and dataclasses.is_dataclass(tp):
         name = tp.__name__
         if name not in defs:
             defs[name] = {}  # placeholder: a type may refer to itself
@@ -63,6 +57,16 @@ def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    if typing.is_typeddict(cls):  # a JSON part written as built: its keys, NotRequired ones optional; closed
+        hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]), include_extras=True)
+        # Required or not from the hints (``__required_keys__`` misses NotRequired under postponed annotations on 3.11).
+        optional = {k for k, t in hints.items() if typing.get_origin(t) is typing.NotRequired
+                    or (not getattr(cls, "__total__", True) and typing.get_origin(t) is not typing.Required)}
+        bare = {k: typing.get_args(t)[0] if typing.get_origin(t) in (typing.NotRequired, typing.Required) else t
+                for k, t in hints.items()}
+        return {"type": "object", "description": (cls.__doc__ or "").strip().split("\n\n")[0],
+                "properties": {k: _schema_of(t, defs) for k, t in bare.items()},
+                "required": [k for k in hints if k not in optional], "additionalProperties": False}
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     props: dict[str, Any] = {}
     required: list[str] = []
@@ -85,19 +89,6 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
                            "properties": props, "required": required}
     out["additionalProperties"] = open_object
     return out
-
-
-def _typeddict_schema(cls: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    """A TypedDict (a JSON part written as built) as a closed object: its keys, those not ``NotRequired`` required."""
-    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]), include_extras=True)
-    # Required or not from the hints (``__required_keys__`` misses NotRequired under postponed annotations on 3.11).
-    optional = {k for k, t in hints.items() if typing.get_origin(t) is typing.NotRequired
-                or (not cls.__total__ and typing.get_origin(t) is not typing.Required)}
-    bare = {k: typing.get_args(t)[0] if typing.get_origin(t) in (typing.NotRequired, typing.Required) else t
-            for k, t in hints.items()}
-    return {"type": "object", "description": (cls.__doc__ or "").strip().split("\n\n")[0],
-            "properties": {k: _schema_of(t, defs) for k, t in bare.items()},
-            "required": [k for k in hints if k not in optional], "additionalProperties": False}
 
 
 def _finding_extras(defs: dict[str, Any], extras: Mapping[str, type]) -> None:
