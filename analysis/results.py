@@ -521,7 +521,7 @@ class NetSettingsFacts(TypedDict):
 
 
 class NetFailureFacts(TypedDict):
-    """NET001: the first WARN of the failing rank (kind, line, rank, NIC), the ranks that logged it, their peers."""
+    """NET006: the first WARN of the failing rank (kind, line, rank, NIC), the ranks that logged it, their peers."""
 
     root_kind: str
     root_line: int
@@ -546,7 +546,7 @@ class NetRailsFacts(TypedDict):
 
 
 class NetSocketsFacts(TypedDict):
-    """NET002: the inter-node pairs over sockets, whether the environment asked for it, the RDMA NICs listed."""
+    """NET001: the inter-node pairs over sockets, whether the environment asked for it, the RDMA NICs listed."""
 
     pairs: int
     on_purpose: bool
@@ -554,14 +554,14 @@ class NetSocketsFacts(TypedDict):
 
 
 class NetGdrFacts(TypedDict):
-    """NET004: the inter-node pairs without GPUDirect RDMA and the reasons the log gives."""
+    """NET002: the inter-node pairs without GPUDirect RDMA and the reasons the log gives."""
 
     pairs: int
     reasons: list[str]
 
 
 class NetShmFacts(TypedDict):
-    """NET006: the intra-node pairs through host memory, whether P2P was disabled, whether NVLink exists."""
+    """NET004: the intra-node pairs through host memory, whether P2P was disabled, whether NVLink exists."""
 
     pairs: int
     p2p_disabled: bool
@@ -569,14 +569,14 @@ class NetShmFacts(TypedDict):
 
 
 class NetPcieFacts(TypedDict):
-    """NET006: the intra-node P2P pairs and the PCIe/CPU path the graph search settled on, where NVLink exists."""
+    """NET004: the intra-node P2P pairs and the PCIe/CPU path the graph search settled on, where NVLink exists."""
 
     pairs: int
     path: str | None
 
 
 class NetChannelsFacts(TypedDict):
-    """NET006: the channels the communicator runs and about how many the graph search's rings give."""
+    """NET004: the channels the communicator runs and about how many the graph search's rings give."""
 
     channels: int
     expected: int
