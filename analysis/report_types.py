@@ -513,11 +513,126 @@ class CollectiveWaits(TypedDict):
     clock: str
 
 
+class MpiCollective(TypedDict):
+    """One MPI collective call name across ranks (``analysis.run.mpi``): the ranks making it, the instances paired
+    (0 when they cannot be: ``reason``) and how often each rank arrived last."""
+
+    call: str
+    ranks: list[str]
+    instances: int
+    reason: str | None
+    last_arrivals: dict[str, int]
+
+
+class MpiDirection(TypedDict):
+    """One direction of the point-to-point calls between two ranks: sends, receives, those matched and why not."""
+
+    sender: str
+    receiver: str
+    sends: int
+    receives: int
+    matched: int
+    reason: str | None
+
+
+class MpiRankSplit(TypedDict):
+    """One participant's MPI calls split: all of them, then the point-to-point and the collective ones, each as
+    calls, time, waiting for another rank and transfer; and whom it waited for (ns by participant)."""
+
+    rank: str
+    host: str | None
+    calls: int
+    time_ns: int
+    wait_ns: int
+    transfer_ns: int
+    point_to_point_calls: int
+    point_to_point_time_ns: int
+    point_to_point_wait_ns: int
+    point_to_point_transfer_ns: int
+    collective_calls: int
+    collective_time_ns: int
+    collective_wait_ns: int
+    collective_transfer_ns: int
+    waited_for: dict[str, int]
+
+
+class MpiCritical(TypedDict):
+    """The participant the others waited for the most inside MPI calls, and its share of the calls' time."""
+
+    rank: str
+    host: str | None
+    others_wait_ns: int
+    share_of_mpi_time_pct: float
+
+
+class MpiLeftOut(TypedDict):
+    """MPI calls of one name on one participant left out of the split, and why."""
+
+    rank: str
+    call: str
+    calls: int
+    reason: str
+
+
+class MpiWait(TypedDict):
+    """One MPI call that waited for another rank (own clock): its name, kind, occurrence, waiting and transfer."""
+
+    rank: str
+    call: str
+    kind: str
+    occurrence: int
+    start_ns: int
+    duration_ns: int
+    wait_ns: int
+    waited_for: str
+    transfer_ns: int
+
+
+class MpiItemRank(TypedDict):
+    """One participant in one MPI collective instance: its arrival (own clock), waiting, for whom, and transfer."""
+
+    rank: str
+    start_ns: int
+    duration_ns: int
+    wait_ns: int
+    waited_for: str | None
+    transfer_ns: int
+
+
+class MpiItem(TypedDict):
+    """One MPI collective instance: the call, its occurrence, the last rank to arrive and each participant."""
+
+    call: str
+    instance: int
+    last_rank: str
+    ranks: list[MpiItemRank]
+
+
+class MpiSplit(TypedDict):
+    """The MPI calls across ranks split into waiting for another rank and transfer (``analysis.run.mpi.mpi_waits``):
+    point-to-point messages matched (and why none), collective instances, per direction and per collective name,
+    the first instances, per participant, the critical one, the calls left out, the longest waits, the clock and
+    how calls were matched."""
+
+    matched: int
+    instances: int
+    reason: str | None
+    directions: list[MpiDirection]
+    collectives: list[MpiCollective]
+    collective_items: list[MpiItem]
+    per_rank: list[MpiRankSplit]
+    critical: MpiCritical | None
+    left_out: list[MpiLeftOut]
+    longest_waits: list[MpiWait]
+    clock: str
+    matching: str
+
+
 class CollectiveSplit(TypedDict, total=False):
     """The run's ``collectives``: each matched collective's waiting for the last rank and transfer after it, in total,
     per rank and per host (``run_nodes.collective_split``); the point-to-point kernels left out; whom each rank
     waited for (the keys of ``CollectiveWaits``, where ranks were split); and the MPI calls' split
-    (``analysis.run.mpi``, still loose)."""
+    (``analysis.run.mpi``)."""
 
     instances: int
     wait_ns: int
@@ -535,4 +650,4 @@ class CollectiveSplit(TypedDict, total=False):
     samples: WaitSamples
     by_kind: dict[str, KindSplit]
     clock: str
-    mpi: dict[str, Any]
+    mpi: MpiSplit

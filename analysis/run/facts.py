@@ -26,11 +26,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, Required, TypedDict
 
 import duckdb
 import numpy as np
 
+from analysis.diagnosis.ncu.impact import NsysKernelsJson
 from analysis.diagnosis.rules.base import split_in_run
 from analysis.diagnosis.rules.nsys.collectives import (
     ALGO_SQL,
@@ -43,17 +44,48 @@ from analysis.diagnosis.rules.nsys.collectives import (
 from analysis.diagnosis.rules.nsys.common import report_span_ns
 from analysis.diagnosis.rules.nsys.run_nodes import HostSteps
 from analysis.diagnosis.rules.registry import default_registry
+from analysis.diagnosis.verdict import VerdictFacts
 from analysis.duck import connect
 from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
 from analysis.readers import ToolKind
 from analysis.report_types import ReportInfo, RuleOutcome, StepRecordJson
+from analysis.run.cpus import CpuTime
 
 RESULT_FILE = "analysis.json"
 
 COLLECTIVES_FILE = "collectives.parquet"
 KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
+
+
+class IterationFacts(TypedDict):
+    """Every iteration of the report's loop: start and end, and GPU busy time where the window has it (None)."""
+
+    start_ns: list[int]
+    end_ns: list[int]
+    busy_ns: list[int | None]
+
+
+class ReportFacts(TypedDict, total=False):
+    """A report's compact facts for step 2 (``ReportResult.facts``, saved in ``analysis.json``): its rank and
+    session start (every report); an nsys report's verdict facts, iterations, kernel groups for ncu linking,
+    whether its window has NCCL kernels (and its GPU-active span there), whether NCCL's payloads gave message
+    sizes, its collectives and MPI files (in its facts folder), its processes' time per logical CPU and the CPU
+    layout its export records (meta ``cpu_logical``, ``cpu_sockets``)."""
+
+    rank: Required[int | None]
+    session_start_utc_ns: Required[int | None]
+    verdict: VerdictFacts
+    iterations: IterationFacts
+    nsys_kernels: NsysKernelsJson | None
+    nccl_in_window: bool
+    span_ns: int | None
+    nccl_sized: bool
+    collectives: str | None
+    mpi: str | None
+    cpus: list[CpuTime]
+    cpu_layout: dict[str, str]
 
 
 class ReportResultJson(TypedDict):
@@ -66,7 +98,7 @@ class ReportResultJson(TypedDict):
     info: ReportInfo
     findings: list[dict[str, Any]]
     rules: dict[str, RuleOutcome]
-    facts: dict[str, Any]
+    facts: ReportFacts
 
 
 @dataclass
@@ -80,7 +112,7 @@ class ReportResult:
     info: ReportInfo
     findings: list[dict[str, Any]]
     rules: dict[str, RuleOutcome]  # rule id -> its outcome on this report
-    facts: dict[str, Any]
+    facts: ReportFacts
     facts_dir: Path | None = None
     window: str = win.DEFAULT
 
@@ -89,7 +121,7 @@ class ReportResult:
                 "findings": self.findings, "rules": self.rules, "facts": self.facts}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], facts_dir: Path | None) -> ReportResult:
+    def from_json(cls, data: ReportResultJson, facts_dir: Path | None) -> ReportResult:
         return cls(data["label"], data["tool"], data["info"], data["findings"], data["rules"], data["facts"],
                    facts_dir, data.get("window", win.DEFAULT))
 
@@ -107,7 +139,7 @@ class ReportResult:
         return cls.from_json(json.loads((folder / RESULT_FILE).read_text()), folder)
 
 
-def iteration_facts(loop: Loop | None, records: list[StepRecordJson]) -> dict[str, list[int | None]]:
+def iteration_facts(loop: Loop | None, records: list[StepRecordJson]) -> IterationFacts:
     """Every iteration's start and end (the whole loop), and GPU busy time where the window has it."""
     if loop is None or not len(loop):
         return {"start_ns": [], "end_ns": [], "busy_ns": []}
@@ -166,8 +198,8 @@ def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
     connection with DuckDB's memory limit ``memory_bytes``, opened only when there is something to fill."""
     ids = split_in_run(default_registry(), "ranks")
     found = [f for r in results for f in r.findings if f["rule_id"] in ids and f.get("sizes") == "by kernel"]
-    sources = [(r, Path(r.facts_dir) / r.facts["collectives"]) for r in results
-               if r.tool == ToolKind.NSYS and r.facts_dir is not None and r.facts.get("collectives")
+    sources = [(r, Path(r.facts_dir) / c) for r in results
+               if r.tool == ToolKind.NSYS and r.facts_dir is not None and (c := r.facts.get("collectives"))
                and r.facts.get("nccl_in_window")]
     if not found or len(sources) < 2:
         return  # one report: the rule already listed its own processes and devices
@@ -216,9 +248,10 @@ def comm_participants(results: list[ReportResult], rule_id: str | None) -> list[
         f = r.facts
         if r.tool != ToolKind.NSYS or (rule_id is not None and _status(r, rule_id) != "run_level"):
             continue
-        if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
+        c = f.get("collectives")
+        if not f.get("nccl_in_window") or not c or r.facts_dir is None:
             continue
-        path = str((Path(r.facts_dir) / f["collectives"]).resolve()).replace("'", "''")
+        path = str((Path(r.facts_dir) / c).resolve()).replace("'", "''")
         out.append((r, f"read_parquet('{path}')"))
     return out
 
@@ -278,13 +311,14 @@ def last_per_step(results: list[ReportResult], items: int) -> LastPerStep | None
     """Multi-rank runs: per iteration, which report (rank) finished it last on the absolute clock, and
     by how much after the first. Iterations pair by index when every rank's loop has the same count,
     else as ``_pairing`` aligns them; a step exists where every rank has an iteration."""
-    loops = [(r, np.asarray(r.facts["iterations"]["end_ns"], dtype=np.int64)) for r in results
-             if r.tool == ToolKind.NSYS and len((r.facts.get("iterations") or {}).get("end_ns") or [])]
-    if len(loops) < 2 or any(r.facts.get("session_start_utc_ns") is None for r, _ in loops):
+    loops = [(r, np.asarray(it["end_ns"], dtype=np.int64)) for r in results
+             if r.tool == ToolKind.NSYS and (it := r.facts.get("iterations")) and len(it["end_ns"])]
+    starts = [r.facts.get("session_start_utc_ns") for r, _ in loops]
+    if len(loops) < 2 or any(s is None for s in starts):
         return None
     # On the clock of the earliest session: start differences, never sums of absolute clocks (int64).
-    base = min(int(r.facts["session_start_utc_ns"]) for r, _ in loops)
-    aligned = [e + (int(r.facts["session_start_utc_ns"]) - base) for r, e in loops]
+    base = min(int(s or 0) for s in starts)
+    aligned = [e + (int(s or 0) - base) for (_, e), s in zip(loops, starts, strict=True)]
     shift = _pairing(aligned)
     first = max(shift)
     stop = min(d + len(e) for d, e in zip(shift, aligned, strict=True))

@@ -62,6 +62,7 @@ from analysis.report_types import (
     CollectiveSplit,
     IterationsJson,
     IterationTimeJson,
+    MpiSplit,
     NvtxIterations,
     ReportInfo,
     RuleOutcome,
@@ -72,7 +73,7 @@ from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.cpus import cpu_time, shared_cpu_warnings
-from analysis.run.facts import ReportResult
+from analysis.run.facts import ReportFacts, ReportResult
 from analysis.run.mixed import run_warnings
 from analysis.run.mpi import MPI_IDLE_FILE, read_mpi_idle, run_mpi, write_mpi
 from analysis.run.nccl_step import (
@@ -327,10 +328,10 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
 
 
 def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[StepRecordJson],
-           facts_dir: Path | None) -> dict[str, Any]:
+           facts_dir: Path | None) -> ReportFacts:
     """The report's compact facts (``analysis.run.facts``): JSON scalars and the iterations of ``loop`` (the
     one the window holds, whose records ``records`` are), and the collectives table written into ``facts_dir``."""
-    facts: dict[str, Any] = {"rank": t.rank, "session_start_utc_ns": t.session_start_utc_ns}
+    facts: ReportFacts = {"rank": t.rank, "session_start_utc_ns": t.session_start_utc_ns}
     if t.tool != ToolKind.NSYS:
         return facts
     facts["verdict"] = verdict_facts(t)  # the whole report's extent, for the verdict once every rule ran
@@ -525,16 +526,17 @@ def _mpi_idle(r: ReportResult) -> np.ndarray | None:
 
 
 def _mpi_split(results: list[ReportResult], memory_bytes: int,
-               ) -> tuple[dict[str, Any] | None, dict[str, tuple[int, np.ndarray, np.ndarray]]]:
+               ) -> tuple[MpiSplit | None, dict[str, tuple[int, np.ndarray, np.ndarray]]]:
     """MPI calls across ranks, matched and split (``analysis.run.mpi``), and each participant's waiting."""
-    parts = [r for r in results if r.tool == ToolKind.NSYS and r.facts.get("mpi") and r.facts_dir is not None]
-    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r in parts]) if parts else None
+    parts = [(r, Path(r.facts_dir) / m) for r in results
+             if r.tool == ToolKind.NSYS and (m := r.facts.get("mpi")) and r.facts_dir is not None]
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts]) if parts else None
     if offsets is None:
         return None, {}
     con = connect(memory_bytes=memory_bytes)
     try:
-        return run_mpi([(_name(r), r.info.get("host"), Path(r.facts_dir or ".") / r.facts["mpi"], off,
-                         run_facts.window_bounds(r)) for r, off in zip(parts, offsets, strict=True)], con)
+        return run_mpi([(_name(r), r.info.get("host"), path, off, run_facts.window_bounds(r))
+                        for (r, path), off in zip(parts, offsets, strict=True)], con)
     finally:
         con.close()
 
@@ -548,11 +550,13 @@ def _reference_steps(parts: list[tuple[ReportResult, str]], offsets: list[int], 
         return None
     t0 = int(cols["t0"][0])
     for k, (r, _) in enumerate(parts):
-        it_ = r.facts.get("iterations") or {}
+        it_ = r.facts.get("iterations")
+        if not it_:
+            continue
         bounds = run_facts.window_bounds(r)
         lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
         steps = [(int(a) + offsets[k] - t0, int(b) + offsets[k] - t0)
-                 for a, b in zip(it_.get("start_ns") or [], it_.get("end_ns") or [], strict=False)
+                 for a, b in zip(it_["start_ns"], it_["end_ns"], strict=False)
                  if int(a) >= lo and int(b) <= hi]
         if steps:
             return k, sorted(steps)
@@ -657,7 +661,7 @@ def analyze_run_step_reports(results: list[ReportResult | None], tools: Sequence
 def nsys_links(results: list[ReportResult]) -> list[NsysKernelsJson]:
     """The nsys reports' kernel groups, in run order: what an ncu report of the same run links to (as saved with
     each report's facts: ``kernels_to_json``)."""
-    return [r.facts["nsys_kernels"] for r in results if r.tool == ToolKind.NSYS and r.facts.get("nsys_kernels")]
+    return [k for r in results if r.tool == ToolKind.NSYS and (k := r.facts.get("nsys_kernels"))]
 
 
 @functools.cache

@@ -34,6 +34,7 @@ from analysis.report_types import (
     CollectiveWaits,
     CriticalRank,
     KindSplit,
+    MpiSplit,
     SampleSums,
     UnmatchedPairs,
     WaitedOn,
@@ -190,34 +191,35 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     else ``verdict`` unchanged. ``names``: each nsys report's name, in the order of ``verdicts``."""
     crit = waits.get("critical") if waits else None
     mpi_split = waits.get("mpi") if waits else None
-    mpi = (mpi_split or {}).get("critical")
+    mpi = mpi_split["critical"] if mpi_split else None
     if verdict is not None and verdict.kind in ONE_OFF_KINDS:
         return verdict  # the run's bound is outside its loop: the collectives' waiting is not the story
     if verdict is None or len(verdicts) < 2:
         return verdict
     where = f" on {crit['host']}" if crit and crit.get("host") else ""
     if crit and crit.get("leads_verdict"):
+        who = crit["rank"]
         lead = (f"Critical path: {crit['rank']}{where} arrives last at {crit['instances_last']} of "
                 f"{fmt.count(crit['instances'])} collective(s); the other ranks wait {fmt_ms(crit['others_wait_ns'])} for it "
                 f"({fmt.share(crit['share_of_collective_time_pct'])} of the collectives' time, waiting, not transfer). "
                 "Its own bound: ")
     elif mpi and mpi["share_of_mpi_time_pct"] >= 100 * CRITICAL_SHARE:
-        crit = mpi
-        others = "the other rank waits" if len((mpi_split or {}).get("per_rank") or []) <= 2 else "the other ranks wait"
-        lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi.get('host') else ''}: {others} "
+        who = mpi["rank"]
+        others = "the other rank waits" if len(mpi_split["per_rank"] if mpi_split else []) <= 2 else "the other ranks wait"
+        lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi['host'] else ''}: {others} "
                 f"{fmt_ms(mpi['others_wait_ns'])} inside MPI calls for it to reach the matching call "
                 f"({fmt.share(mpi['share_of_mpi_time_pct'])} of the MPI calls' time, waiting for its work, not "
                 "communication). Its own bound: ")
     else:
         return verdict
-    rank = str(crit["rank"]).split(" pid ")[0]
+    rank = str(who).split(" pid ")[0]
     if rank not in names:
         return verdict
     own = verdicts[names.index(rank)]
     return replace(own, text=lead + own.text)
 
 
-def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | None]], mpi: dict[str, Any] | None,
+def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | None]], mpi: MpiSplit | None,
               waiting: dict[str, tuple[int, np.ndarray, np.ndarray]]) -> None:
     """HOST003 (GPU idle while the host communicates) on each rank of a run whose MPI calls were split
     (``analysis.run.mpi``), changed in place. ``reports``: each nsys report's label, name (``rank R``), placed
@@ -228,7 +230,7 @@ def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | N
     ``impact_with_waiting_ns``) and the text says so, with the rank's waiting in its MPI calls
     (``mpi_waiting_ns``) and whom it waited for (``mpi_waited_for``)."""
     ids = split_in_run(default_registry(), "mpi_waiting")
-    per = {p["rank"]: p for p in (mpi or {}).get("per_rank") or []}
+    per = {p["rank"]: p for p in (mpi["per_rank"] if mpi else [])}
     for label, name, findings, idle in reports:
         mine = [w for w in per if w == name or w.startswith(name + " pid ")]
         wait = sum(int(per[w]["wait_ns"]) for w in mine)

@@ -107,7 +107,36 @@ def _key(level: int, f: Mapping[str, Any]) -> tuple:
 MATCHED_ON = ("rule, rank, device, phase and kernel", "rule, rank, device and kernel", "rule, rank and kernel")
 
 
-def _delta(b: Any, h: Any) -> dict[str, Any]:
+class SeverityChange(TypedDict):
+    """A matched finding's severity in each run and whether it changed."""
+
+    base: object
+    head: object
+    changed: bool
+
+
+class ImpactDelta(TypedDict):
+    """A matched finding's cost in each run (None where it has none) and its change."""
+
+    base: int | None
+    head: int | None
+    delta: int | None
+    delta_pct: float | None
+
+
+class MatchedFinding(Scope):
+    """A finding of both runs (``match_findings``): the head's scope and title, the base's title, the severity
+    and cost (total and per step) of each, and what they were matched on."""
+
+    title: object
+    base_title: object
+    severity: SeverityChange
+    impact_ns: ImpactDelta
+    impact_per_step_ns: ImpactDelta
+    matched_on: str
+
+
+def _delta(b: int | None, h: int | None) -> ImpactDelta:
     d = None if b is None or h is None else h - b
     return {"base": b, "head": h, "delta": d,
             "delta_pct": None if d is None or not b else round(100.0 * d / b, 3)}
@@ -117,7 +146,15 @@ def _by_impact(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(items, key=lambda f: -int(f.get("impact_ns") or 0))  # stable: ranking order on ties
 
 
-def match_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+class FindingMatch(TypedDict):
+    """Two runs' findings matched (``match_findings``): the pairs, and each side's findings left unpaired."""
+
+    matched: list[MatchedFinding]
+    new: list[dict[str, Any]]
+    resolved: list[dict[str, Any]]
+
+
+def match_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> FindingMatch:
     """``{"matched": [...], "new": [...], "resolved": [...]}``: matched pairs with their impact deltas (total
     and per step where both have it) and severity change, largest change first; the unmatched findings
     of each side, largest impact first."""
@@ -139,7 +176,7 @@ def match_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> di
                 pairs.append((level, f, g))
         left_b = [(i, f) for i, f in left_b if i not in taken_b]
         left_h = [(j, g) for j, g in left_h if j not in taken_h]
-    matched: list[dict[str, Any]] = []
+    matched: list[MatchedFinding] = []
     for level, f, g in pairs:
         sb, sh = f.get("severity"), g.get("severity")
         matched.append({
