@@ -377,6 +377,87 @@ class ReportInfo(TypedDict, total=False):
     nccl_left_out: str
 
 
+# -- a finding as JSON (analysis.diagnosis.findings.Finding.to_dict, app.services.reads.findings) -------------------
+
+
+class EvidenceJson(TypedDict, total=False):
+    """One place a finding shows, as JSON (``Evidence.to_dict``: only the keys that are set); ``detail``: the rule's
+    own numbers about it."""
+
+    start_ns: int
+    end_ns: int
+    device: int
+    stream: int
+    pid: int
+    rank: int
+    name: str
+    nvtx: str
+    value_ns: int
+    detail: dict[str, Any]
+
+
+class RankCost(TypedDict):
+    """One rank's part of a finding rolled up across ranks (``analysis.run.rollup``): its report, the cost and how
+    many of its findings the entry holds."""
+
+    rank: int | None
+    host: str | None
+    report: str
+    impact_ns: int
+    findings: int
+
+
+class HostCost(TypedDict):
+    """One host's part of a finding rolled up across ranks: its ranks with the finding, of its ranks, and the cost."""
+
+    host: str | None
+    ranks: int
+    of_ranks: int
+    impact_ns: int
+
+
+class FindingJson(TypedDict, total=False):
+    """A finding as JSON: as the analysis writes it (``Finding.to_dict``, its rule's own keys at the top level beside
+    these, the engine's keys where they apply), or as the service gives it (``finding_to_dict``: its ids, no
+    ``phase``, the rule's own keys under ``extra``). A rule's own keys are read by name through a mapping (they are
+    typed on the rule, ``analysis.results``)."""
+
+    rule_id: Required[str]
+    severity: Required[str]
+    title: Required[str]
+    message: Required[str]
+    impact_ns: Required[int]
+    impact_pct: Required[float | None]
+    advice: Required[str]
+    report: Required[str | None]
+    rank: Required[int | None]
+    evidence: Required[list[EvidenceJson]]
+    evidence_total: Required[int]
+    phase: str | None
+    # The engine's keys (``analysis.results.EngineExtra``) that the run step writes or reads.
+    impact_per_step_ns: int
+    per_rank: list[RankCost]
+    per_host: list[HostCost]
+    ranks_with_finding: int
+    impact_summed_ns: int
+    impact_basis: str
+    # What the run step writes on COMM001 (its exposed time less the waiting the collectives split measured) and
+    # HOST003 (less the GPU idle inside the rank's MPI waiting): ``analysis.run.waiting``.
+    waiting_ns: int
+    exposed_with_waiting_ns: int
+    waiting_up_to_ns: int
+    mpi_waiting_ns: int
+    mpi_waited_for: dict[str, int]
+    mpi_waiting_idle_ns: int
+    impact_with_waiting_ns: int
+    # The service's: the finding's ids, and the rule's own keys.
+    id: int
+    run_id: int
+    report_id: int | None
+    position: int
+    extra: dict[str, Any]
+
+
 # -- the run's collective split (analysis.run.runner: analysis.diagnosis.rules.nsys.run_nodes, analysis.run.waiting) --
 
 

@@ -24,9 +24,10 @@ the per-step slowest rank over the iterations.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, Required, TypedDict
+from typing import Any, NotRequired, Required, TypedDict, cast
 
 import duckdb
 import numpy as np
@@ -50,13 +51,29 @@ from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
 from analysis.readers import ToolKind
-from analysis.report_types import ReportInfo, RuleOutcome, StepRecordJson
+from analysis.report_types import FindingJson, ReportInfo, RuleOutcome, StepRecordJson
 from analysis.run.cpus import CpuTime
 
 RESULT_FILE = "analysis.json"
 
 COLLECTIVES_FILE = "collectives.parquet"
 KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
+
+
+def as_json(found: list[dict[str, Any]]) -> list[FindingJson]:
+    """Findings as the engine makes them (``Finding.to_dict``), typed as the JSON they are."""
+    return cast("list[FindingJson]", found)
+
+
+def as_dicts(found: list[FindingJson]) -> list[dict[str, Any]]:
+    """Findings for the engine's helpers that take them as plain dicts (``rank_finding_dicts``, ``mark_loops``)."""
+    return cast("list[dict[str, Any]]", found)
+
+
+def own_key(f: FindingJson, key: str) -> object:
+    """A key of the finding's rule's own (typed on the rule, ``analysis.results``), None when it has none."""
+    fields: Mapping[str, object] = f
+    return fields.get(key)
 
 
 class IterationFacts(TypedDict):
@@ -96,7 +113,7 @@ class ReportResultJson(TypedDict):
     tool: str
     window: str
     info: ReportInfo
-    findings: list[dict[str, Any]]
+    findings: list[FindingJson]
     rules: dict[str, RuleOutcome]
     facts: ReportFacts
 
@@ -110,7 +127,7 @@ class ReportResult:
     label: str
     tool: str
     info: ReportInfo
-    findings: list[dict[str, Any]]
+    findings: list[FindingJson]
     rules: dict[str, RuleOutcome]  # rule id -> its outcome on this report
     facts: ReportFacts
     facts_dir: Path | None = None
@@ -197,7 +214,7 @@ def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
     the rule's own view clips them). Fills each group's ``ranks`` in place. Reads them on an in-memory
     connection with DuckDB's memory limit ``memory_bytes``, opened only when there is something to fill."""
     ids = split_in_run(default_registry(), "ranks")
-    found = [f for r in results for f in r.findings if f["rule_id"] in ids and f.get("sizes") == "by kernel"]
+    found = [f for r in results for f in r.findings if f["rule_id"] in ids and own_key(f, "sizes") == "by kernel"]
     sources = [(r, Path(r.facts_dir) / c) for r in results
                if r.tool == ToolKind.NSYS and r.facts_dir is not None and (c := r.facts.get("collectives"))
                and r.facts.get("nccl_in_window")]
@@ -210,7 +227,7 @@ def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
         con.close()
 
 
-def _comm003_ranks(found: list[dict[str, Any]], sources: list[tuple[ReportResult, Path]],
+def _comm003_ranks(found: list[FindingJson], sources: list[tuple[ReportResult, Path]],
                    con: duckdb.DuckDBPyConnection) -> None:
     entries: dict[tuple, list[dict[str, Any]]] = {}
     for r, path in sources:
@@ -227,10 +244,11 @@ def _comm003_ranks(found: list[dict[str, Any]], sources: list[tuple[ReportResult
                 entries.setdefault((op or None, algo or None, proto or None), []).append(
                     {"report": r.label, "rank": r.facts.get("rank"), "pid": pid, "device": dev, **group_stats(numbers)})
     for f in found:
-        for g in f["groups"]:
+        groups = own_key(f, "groups")
+        for g in groups if isinstance(groups, list) else []:
             key = (g["op"], g["algorithm"], g["protocol"])
             if key in entries:
-                g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
+                g.update(bounded_ranks(entries[key], f["report"] or "", "time_ns"))
 
 
 def _status(r: ReportResult, rule_id: str) -> str | None:

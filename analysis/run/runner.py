@@ -60,6 +60,7 @@ from analysis.model.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 from analysis.readers import AnalysisStep, ToolKind
 from analysis.report_types import (
     CollectiveSplit,
+    FindingJson,
     IterationsJson,
     IterationTimeJson,
     MpiSplit,
@@ -73,7 +74,7 @@ from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.cpus import cpu_time, shared_cpu_warnings
-from analysis.run.facts import ReportFacts, ReportResult
+from analysis.run.facts import ReportFacts, ReportResult, as_dicts, as_json
 from analysis.run.mixed import run_warnings
 from analysis.run.mpi import MPI_IDLE_FILE, read_mpi_idle, run_mpi, write_mpi
 from analysis.run.nccl_step import (
@@ -246,9 +247,9 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             if v is not t:
                 v.close()
     paced = _host_paced(info)
-    placed = [_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
-              for f in found]
-    mark_loops(placed, info)
+    placed = as_json([_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
+                      for f in found])
+    mark_loops(as_dicts(placed), info)
     return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
 
 
@@ -292,8 +293,8 @@ def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: l
                     v.close()
         phase = _phase_of(r.info)
         paced = _host_paced(r.info)
-        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, {r.label} if paced else set(),
-                                    ctx.spec.text), [r.info]).to_dict() for f in found]
+        placed = as_json([_per_step(_placed(f, {r.label: phase or ctx.spec.text}, {r.label} if paced else set(),
+                                            ctx.spec.text), [r.info]).to_dict() for f in found])
         r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
         r.rules.update(outcomes)
 
@@ -319,8 +320,8 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
     for r, _ in nsys:
         phase = _phase_of(r.info)
         own = [f for f in found if f.report == r.label]
-        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text), [r.info]).to_dict()
-                  for f in own]
+        placed = as_json([_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text),
+                                    [r.info]).to_dict() for f in own])
         r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
         r.rules.update({rid: {"status": o["status"], "reason": o["reason"],
                               "findings": sum(1 for f in own if f.rule_id == rid) if o["status"] == "ok" else 0}
@@ -395,7 +396,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
                   split)
     mpi_apart([(r.label, _name(r), r.findings, _mpi_idle(r)) for r in results if r.tool == ToolKind.NSYS], mpi,
               mpi_waiting)
-    run_found: dict[str, list[dict[str, Any]]] = {}
+    run_found: dict[str, list[FindingJson]] = {}
     run_status: dict[str, tuple[str, str | None]] = {}
     for rule_cls in ctx.selected:
         if rule_cls.scope != "run":
@@ -415,9 +416,9 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             continue
         infos = [r.info for r in results]
         phase = run_phase(results, spec.text)
-        run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found]
+        run_found[rule_cls.id] = as_json([_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found])
         run_status[rule_cls.id] = ("ok", None)
-    findings: list[dict[str, Any]] = []
+    findings: list[FindingJson] = []
     rules: list[RuleStatus] = []
     for rule_cls in ctx.selected:
         rid = rule_cls.id
@@ -436,9 +437,9 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     rules.extend(s for s in nccl_rule_statuses(results) if s.rule_id not in listed)
     if by_rule and sum(1 for r in results if r.tool == ToolKind.NSYS) > 1:
         for r in results:
-            r.info["findings"] = rank_finding_dicts(list(r.findings))
+            r.info["findings"] = rank_finding_dicts(as_dicts(list(r.findings)))
         findings = roll_up(findings, [r.info for r in results])
-    ranked = rank_finding_dicts(findings)
+    ranked = rank_finding_dicts(as_dicts(findings))
     verdicts = _verdicts(results)
     if top is not None:
         ranked = ranked[:top]

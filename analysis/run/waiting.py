@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from analysis.report_types import (
     CollectiveSplit,
     CollectiveWaits,
     CriticalRank,
+    FindingJson,
     KindSplit,
     MpiSplit,
     SampleSums,
@@ -42,6 +42,7 @@ from analysis.report_types import (
     WaitSamples,
 )
 from analysis.results import Verdict
+from analysis.run.facts import own_key
 from analysis.run.mpi import intersect as mpi_intersect
 from analysis.run.mpi import union as mpi_union
 
@@ -219,7 +220,7 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     return replace(own, text=lead + own.text)
 
 
-def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | None]], mpi: MpiSplit | None,
+def mpi_apart(reports: list[tuple[str, str, list[FindingJson], np.ndarray | None]], mpi: MpiSplit | None,
               waiting: dict[str, tuple[int, np.ndarray, np.ndarray]]) -> None:
     """HOST003 (GPU idle while the host communicates) on each rank of a run whose MPI calls were split
     (``analysis.run.mpi``), changed in place. ``reports``: each nsys report's label, name (``rank R``), placed
@@ -256,8 +257,8 @@ def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | N
             before = int(f["impact_ns"])
             c = min(cut, before)
             f["impact_ns"] = before - c
-            if f.get("impact_pct") is not None and before:
-                f["impact_pct"] = round(float(f["impact_pct"]) * (before - c) / before, 3)
+            if (pct := f["impact_pct"]) is not None and before:
+                f["impact_pct"] = round(float(pct) * (before - c) / before, 3)
             f["mpi_waiting_ns"], f["mpi_waited_for"] = wait, dict(sorted(whom.items(), key=lambda kv: -kv[1]))
             f["mpi_waiting_idle_ns"], f["impact_with_waiting_ns"] = c, before
             f["message"] += (f" Of the rank's {fmt_ms(time_ns)} in MPI calls matched across ranks, {fmt_ms(wait)} was "
@@ -266,7 +267,7 @@ def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | N
                              f"impact ({fmt_ms(before)} with it, {fmt_ms(before - c)} without).")
 
 
-def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str, Any]]]],
+def waiting_apart(reports: list[tuple[str, int | None, str | None, list[FindingJson]]],
                   split: CollectiveSplit | None) -> None:
     """COMM001 (exposed communication) on each rank of a multi-rank run, told apart from the waiting the
     collectives split measured on that rank (``reports``: each nsys report's label, rank, host and placed
@@ -288,11 +289,11 @@ def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str
             whom = ", ".join((next((p["waited_for"] for p in ((split.get("participants") or []) if split else [])
                                     if p.get("rank") == f"rank {rank}"), {}) or {}).keys())
             exposed = int(f["impact_ns"])
-            if f.get("has_compute") is False:
+            if own_key(f, "has_compute") is False:
                 cut = min(wait, exposed)
                 f["impact_ns"] = exposed - cut
-                if f.get("impact_pct") is not None and exposed:
-                    f["impact_pct"] = round(float(f["impact_pct"]) * (exposed - cut) / exposed, 3)
+                if (pct := f["impact_pct"]) is not None and exposed:
+                    f["impact_pct"] = round(float(pct) * (exposed - cut) / exposed, 3)
                 f["waiting_ns"], f["exposed_with_waiting_ns"] = cut, exposed
                 f["message"] += (f" Of it, {fmt_ms(cut)} was waiting for {whom or 'the last rank'} to arrive, not "
                                  f"communication: counted under the late rank (COMM002), not here; "

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from analysis import fmt
 from analysis.readers import ToolKind
-from analysis.report_types import CollectiveSplit, ReportInfo, SampleSums
+from analysis.report_types import CollectiveSplit, FindingJson, ReportInfo, SampleSums
 
 if TYPE_CHECKING:  # NumPy and the samples' reader load when a comparison runs, not with ``analysis.api``
     import numpy as np
 
-    from analysis.views.compare_findings import MatchedFinding
+    from analysis.views.compare_findings import MatchedFinding, UnpairedFinding
     from analysis.views.compare_kernels import KernelDiff, NoiseFloor
     from analysis.views.compare_samples import ReportSamples
     from analysis.views.significance import SampleComparison
@@ -131,8 +131,8 @@ class RunComparison(TypedDict):
     kernels: list[KernelDiff]
     kernel_table: list[KernelDiff]
     matched_findings: list[MatchedFinding]
-    new_findings: list[dict[str, Any]]
-    resolved_findings: list[dict[str, Any]]
+    new_findings: list[UnpairedFinding]
+    resolved_findings: list[UnpairedFinding]
     ranks: list[RankDiff]
     collectives: CollectivesDiff | None
 
@@ -145,7 +145,7 @@ class RunFacts:
     id: Any
     reports: list[ReportInfo] = field(default_factory=list)
     kernels: dict[str, dict[str, int]] = field(default_factory=dict)
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[FindingJson] = field(default_factory=list)
     totals: Totals | None = None
     # Per report (aligned with ``reports``): its samples, None where its file could not be read.
     samples: list[ReportSamples | None] = field(default_factory=list)
@@ -153,7 +153,7 @@ class RunFacts:
     collectives: CollectiveSplit | None = None
 
 
-def run_facts(id: Any, reports: list[ReportInfo], findings: list[dict[str, Any]],
+def run_facts(id: Any, reports: list[ReportInfo], findings: list[FindingJson],
               paths: Sequence[Path | None], totals: Totals | None = None,
               collectives: CollectiveSplit | None = None) -> RunFacts:
     """One run's facts, each report's samples read from its DuckDB file (``paths`` aligned with

@@ -15,6 +15,7 @@ from analysis.api import (
     DEFAULT_NOISE_PCT,
     Breakdown,
     CollectiveSplit,
+    FindingJson,
     ReportInfo,
     RunComparison,
     RunFacts,
@@ -100,7 +101,7 @@ def run_facts_of(session: Session, settings: Settings, run_id: int) -> RunFacts:
     split = results.run.collectives
     # The stored summaries and split are the analysis' JSON read back: its reports[] objects and collectives.
     return run_facts(run.id, [cast("ReportInfo", dict(s.data)) for s, _ in stored],
-                     [finding_to_dict(f) for f in findings],
+                     [cast("FindingJson", finding_to_dict(f)) for f in findings],
                      [data_path(settings, path) if path else None for _, path in stored],
                      collectives=None if split is None else cast("CollectiveSplit", dict(split)))
 
