@@ -98,15 +98,16 @@ def roll_up(findings: list[FindingJson], infos: list[ReportInfo]) -> list[Findin
             h["ranks"] += 1
             h["impact_ns"] += r["impact_ns"]
         wall = wall_union(rep["rule_id"], members, by_label) if len(members) > 1 else None
-        entry: FindingJson = {**rep, "severity": SEVERITIES[worst], "impact_ns": total if wall is None else wall,
-                 "impact_summed_ns": total,
-                 "impact_basis": "gpu_time_summed_over_ranks" if wall is None else "wall_time_aligned",
-                 "impact_pct": max((p for f in members if (p := f["impact_pct"]) is not None), default=None),
-                 "report": None, "rank": rows[0]["rank"], "title": rep["title"] + _standout(rows, total, hosts_in_run,
-                                                                                            ranks_per_host),
-                 "evidence_total": sum(int(f.get("evidence_total") or 0) for f in members),
-                 "per_rank": rows, "per_host": sorted(by_host.values(), key=lambda h: (-h["impact_ns"], str(h["host"]))),
-                 "ranks_with_finding": len(rows)}
+        entry: FindingJson = {
+            **rep, "severity": SEVERITIES[worst], "impact_ns": total if wall is None else wall,
+            "impact_summed_ns": total,
+            "impact_basis": "gpu_time_summed_over_ranks" if wall is None else "wall_time_aligned",
+            "impact_pct": max((p for f in members if (p := f["impact_pct"]) is not None), default=None),
+            "report": None, "rank": rows[0]["rank"],
+            "title": rep["title"] + _standout(rows, total, hosts_in_run, ranks_per_host),
+            "evidence_total": sum(int(f.get("evidence_total") or 0) for f in members),
+            "per_rank": rows, "per_host": sorted(by_host.values(), key=lambda h: (-h["impact_ns"], str(h["host"]))),
+            "ranks_with_finding": len(rows)}
         if rep.get("impact_per_step_ns") is not None:
             entry["impact_per_step_ns"] = sum(int(f.get("impact_per_step_ns") or 0) for f in members)
         out.append(entry)

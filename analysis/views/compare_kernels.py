@@ -175,6 +175,6 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
     shown = {r["name"] for r in changed[:MAX_ROWS]}
     table = table[:TABLE_ROWS] + [r for r in table[TABLE_ROWS:] if r["name"] in shown]
     noise: NoiseFloor = {"pct": noise_pct, "abs_ns": round(floor_abs, 1), "per": "step" if per_step else "run",
-             "tests": ["per_launch", "per_step"] if by_step else ["per_launch"],
-             "kernels_below_noise": len(rows) - len(changed), "kernels_compared": len(rows)}
+                          "tests": ["per_launch", "per_step"] if by_step else ["per_launch"],
+                          "kernels_below_noise": len(rows) - len(changed), "kernels_compared": len(rows)}
     return changed[:MAX_ROWS], table, noise
