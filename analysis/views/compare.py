@@ -137,7 +137,7 @@ class RunComparison(TypedDict):
     collectives: CollectivesDiff | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunFacts:
     """One side of a comparison. ``id``: the run id or a label; ``totals``: the run's breakdown when the
     caller has it stored (else summed from ``reports`` by ``run_totals``)."""
