@@ -292,7 +292,7 @@ def diff_ranks(base: RunFacts, head: RunFacts, noise_pct: float) -> list[RankDif
         out.append({
             "rank": key[1] if key[0] == "rank" else None,
             "report": key[1] if key[0] == "report" else None,
-            "base_file": b["file"] if b else None, "head_file": h["file"] if h else None,
+            "base_file": b.get("file") if b else None, "head_file": h.get("file") if h else None,
             "breakdown": {k: delta(bb[k], hb[k]) for k in BREAKDOWN_KEYS},
             "steps": ({k: delta(bs[k], hs[k]) for k in STEP_KEYS} if bs and hs else None),
             "per_step": diff_steps(_sample_at(base, bi) if bi is not None else None,
