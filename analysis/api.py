@@ -26,7 +26,7 @@ from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.readers import AnalysisStep, Probe, ToolKind
 from analysis.readers.nsys.ingest import start_child
-from analysis.report_types import ReportInfo
+from analysis.report_types import CollectiveSplit, FindingJson, ReportInfo
 from analysis.result_parts import IdleAnatomy, KernelCause, NcuKernel
 from analysis.results import (
     AnalysisResult,
@@ -39,7 +39,7 @@ from analysis.results import (
     RuleStatus,
     Verdict,
 )
-from analysis.views.compare import DEFAULT_NOISE_PCT, RunComparison, RunFacts
+from analysis.views.compare import DEFAULT_NOISE_PCT, RunComparison, RunFacts, Totals
 from analysis.views.payloads import Group, KernelInstances, NamedCalls, RunWindow, Selection, Window
 
 if TYPE_CHECKING:
@@ -359,8 +359,8 @@ def missing_ranks(reports: list[dict[str, Any]]) -> list[int]:
     return [k for k in range(int(size)) if k not in present] if int(size) <= 100_000 else []
 
 
-def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, Any]], paths: Sequence[Path | None],
-              totals: dict[str, Any] | None = None, collectives: dict[str, Any] | None = None) -> RunFacts:
+def run_facts(id: Any, reports: list[ReportInfo], findings: list[FindingJson], paths: Sequence[Path | None],
+              totals: Totals | None = None, collectives: CollectiveSplit | None = None) -> RunFacts:
     """One side of a comparison: a run's report dicts and findings, each report's launch and step samples
     read from its DuckDB file (``paths`` aligned with ``reports``; see ``analysis.views.compare.run_facts``);
     ``collectives``: the run's waiting/transfer split (the analysis' ``collectives``), when it has one."""

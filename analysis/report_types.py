@@ -826,6 +826,87 @@ class ReportInfo(TypedDict, total=False):
     nccl_left_out: str
 
 
+# -- a finding as JSON (analysis.diagnosis.findings.Finding.to_dict, app.services.reads.findings) -------------------
+
+
+class EvidenceJson(TypedDict, total=False):
+    """One place a finding shows, as JSON (``Evidence.to_dict``: only the keys that are set); ``detail``: the rule's
+    own numbers about it."""
+
+    start_ns: int
+    end_ns: int
+    device: int
+    stream: int
+    pid: int
+    rank: int
+    name: str
+    nvtx: str
+    value_ns: int
+    detail: dict[str, Any]
+
+
+class RankCost(TypedDict):
+    """One rank's part of a finding rolled up across ranks (``analysis.run.rollup``): its report, the cost and how
+    many of its findings the entry holds."""
+
+    rank: int | None
+    host: str | None
+    report: str
+    impact_ns: int
+    findings: int
+
+
+class HostCost(TypedDict):
+    """One host's part of a finding rolled up across ranks: its ranks with the finding, of its ranks, and the cost."""
+
+    host: str | None
+    ranks: int
+    of_ranks: int
+    impact_ns: int
+
+
+class FindingJson(TypedDict, total=False):
+    """A finding as JSON: as the analysis writes it (``Finding.to_dict``, its rule's own keys at the top level beside
+    these, the engine's keys where they apply), or as the service gives it (``finding_to_dict``: its ids, no
+    ``phase``, the rule's own keys under ``extra``). A rule's own keys are read by name through a mapping (they are
+    typed on the rule, ``analysis.results``)."""
+
+    rule_id: Required[str]
+    severity: Required[str]
+    title: Required[str]
+    message: Required[str]
+    impact_ns: Required[int]
+    impact_pct: Required[float | None]
+    advice: Required[str]
+    report: Required[str | None]
+    rank: Required[int | None]
+    evidence: Required[list[EvidenceJson]]
+    evidence_total: Required[int]
+    phase: str | None
+    # The engine's keys (``analysis.results.EngineExtra``) that the run step writes or reads.
+    impact_per_step_ns: int
+    per_rank: list[RankCost]
+    per_host: list[HostCost]
+    ranks_with_finding: int
+    impact_summed_ns: int
+    impact_basis: str
+    # What the run step writes on COMM001 (its exposed time less the waiting the collectives split measured) and
+    # HOST003 (less the GPU idle inside the rank's MPI waiting): ``analysis.run.waiting``.
+    waiting_ns: int
+    exposed_with_waiting_ns: int
+    waiting_up_to_ns: int
+    mpi_waiting_ns: int
+    mpi_waited_for: dict[str, int]
+    mpi_waiting_idle_ns: int
+    impact_with_waiting_ns: int
+    # The service's: the finding's ids, and the rule's own keys.
+    id: int
+    run_id: int
+    report_id: int | None
+    position: int
+    extra: dict[str, Any]
+
+
 # -- the run's collective split (analysis.run.runner: analysis.diagnosis.rules.nsys.run_nodes, analysis.run.waiting) --
 
 
@@ -962,11 +1043,126 @@ class CollectiveWaits(TypedDict):
     clock: str
 
 
+class MpiCollective(TypedDict):
+    """One MPI collective call name across ranks (``analysis.run.mpi``): the ranks making it, the instances paired
+    (0 when they cannot be: ``reason``) and how often each rank arrived last."""
+
+    call: str
+    ranks: list[str]
+    instances: int
+    reason: str | None
+    last_arrivals: dict[str, int]
+
+
+class MpiDirection(TypedDict):
+    """One direction of the point-to-point calls between two ranks: sends, receives, those matched and why not."""
+
+    sender: str
+    receiver: str
+    sends: int
+    receives: int
+    matched: int
+    reason: str | None
+
+
+class MpiRankSplit(TypedDict):
+    """One participant's MPI calls split: all of them, then the point-to-point and the collective ones, each as
+    calls, time, waiting for another rank and transfer; and whom it waited for (ns by participant)."""
+
+    rank: str
+    host: str | None
+    calls: int
+    time_ns: int
+    wait_ns: int
+    transfer_ns: int
+    point_to_point_calls: int
+    point_to_point_time_ns: int
+    point_to_point_wait_ns: int
+    point_to_point_transfer_ns: int
+    collective_calls: int
+    collective_time_ns: int
+    collective_wait_ns: int
+    collective_transfer_ns: int
+    waited_for: dict[str, int]
+
+
+class MpiCritical(TypedDict):
+    """The participant the others waited for the most inside MPI calls, and its share of the calls' time."""
+
+    rank: str
+    host: str | None
+    others_wait_ns: int
+    share_of_mpi_time_pct: float
+
+
+class MpiLeftOut(TypedDict):
+    """MPI calls of one name on one participant left out of the split, and why."""
+
+    rank: str
+    call: str
+    calls: int
+    reason: str
+
+
+class MpiWait(TypedDict):
+    """One MPI call that waited for another rank (own clock): its name, kind, occurrence, waiting and transfer."""
+
+    rank: str
+    call: str
+    kind: str
+    occurrence: int
+    start_ns: int
+    duration_ns: int
+    wait_ns: int
+    waited_for: str
+    transfer_ns: int
+
+
+class MpiItemRank(TypedDict):
+    """One participant in one MPI collective instance: its arrival (own clock), waiting, for whom, and transfer."""
+
+    rank: str
+    start_ns: int
+    duration_ns: int
+    wait_ns: int
+    waited_for: str | None
+    transfer_ns: int
+
+
+class MpiItem(TypedDict):
+    """One MPI collective instance: the call, its occurrence, the last rank to arrive and each participant."""
+
+    call: str
+    instance: int
+    last_rank: str
+    ranks: list[MpiItemRank]
+
+
+class MpiSplit(TypedDict):
+    """The MPI calls across ranks split into waiting for another rank and transfer (``analysis.run.mpi.mpi_waits``):
+    point-to-point messages matched (and why none), collective instances, per direction and per collective name,
+    the first instances, per participant, the critical one, the calls left out, the longest waits, the clock and
+    how calls were matched."""
+
+    matched: int
+    instances: int
+    reason: str | None
+    directions: list[MpiDirection]
+    collectives: list[MpiCollective]
+    collective_items: list[MpiItem]
+    per_rank: list[MpiRankSplit]
+    critical: MpiCritical | None
+    left_out: list[MpiLeftOut]
+    longest_waits: list[MpiWait]
+    clock: str
+    matching: str
+
+
 class CollectiveSplit(TypedDict, total=False):
     """The run's ``collectives``: each matched collective's waiting for the last rank and transfer after it, in total,
     per rank and per host (``run_nodes.collective_split``); the point-to-point kernels left out; whom each rank
     waited for (the keys of ``CollectiveWaits``, where ranks were split); and the MPI calls' split
-    (``analysis.run.mpi``, still loose)."""
+    (``analysis.run.mpi``)."""
 
     instances: int
     wait_ns: int
@@ -984,4 +1180,4 @@ class CollectiveSplit(TypedDict, total=False):
     samples: WaitSamples
     by_kind: dict[str, KindSplit]
     clock: str
-    mpi: dict[str, Any]
+    mpi: MpiSplit

@@ -20,7 +20,8 @@ corpus export records which logical CPUs share a core, so nothing here says they
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, TypedDict
+from dataclasses import dataclass
+from typing import TypedDict
 
 from analysis import fmt
 from analysis.model.trace import Trace
@@ -30,7 +31,15 @@ MOST = 0.9  # the share of a rank's time on CPU that its confining CPUs hold
 FEW = 2     # at most this many logical CPUs: a rank bound to one or two (a chosen bound, not a core's threads)
 
 
-def cpu_time(t: Trace, bounds: tuple[int, int] | None) -> list[dict[str, int]]:
+class CpuTime(TypedDict):
+    """A process's time on one logical CPU (``cpu_time``)."""
+
+    pid: int
+    cpu: int
+    on_ns: int
+
+
+def cpu_time(t: Trace, bounds: tuple[int, int] | None) -> list[CpuTime]:
     """Per process that calls CUDA (all processes when the report has no CUDA calls) and logical CPU, the time
     its threads ran there inside ``bounds`` (the report's window, its own times; None: all):
     ``[{pid, cpu, on_ns}]``, from the stretches between the thread's off-CPU rows."""
@@ -85,13 +94,25 @@ def _where(cpus: list[int], layout: CpuLayout | None) -> str:
             "say which share a core)")
 
 
-def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[dict[str, int]], dict[str, str]]],
+@dataclass(frozen=True, slots=True)
+class _Confined:
+    """A rank (process) confined to few logical CPUs: its name, report, rank, those CPUs, its time on them and on any."""
+
+    name: str
+    file: str
+    rank: int | None
+    cpus: list[int]
+    on_ns: int
+    total_ns: int
+
+
+def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[CpuTime], dict[str, str]]],
                         ) -> list[RunWarning]:
     """``reports``: each nsys report's file, rank, host, ``cpu_time`` and recorded CPU layout (its meta's
     ``cpu_logical`` and ``cpu_sockets``, see ``cpu_layout``). One
     ``shared_cpu`` warning per group of two or more ranks (processes) of one host confined to overlapping logical
     CPUs (see the module), with each rank's time on those CPUs and on any."""
-    by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_host: dict[str, list[_Confined]] = defaultdict(list)
     layouts: dict[str, CpuLayout | None] = {}
     for file, rank, host, cpus, layout in reports:
         if host is None:
@@ -111,25 +132,24 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
                     break
             name = (f"rank {rank}" if rank is not None else file) + (f" pid {pid}" if len(per_pid) > 1 else "")
             if total > 0 and len(mine) <= FEW:
-                by_host[host].append({"name": name, "file": file, "rank": rank, "cpus": sorted(mine), "on_ns": held,
-                                      "total_ns": total})
+                by_host[host].append(_Confined(name, file, rank, sorted(mine), held, total))
     out: list[RunWarning] = []
     for host, members in sorted(by_host.items()):
         group = list(range(len(members)))  # ranks joined when their CPUs overlap (union-find)
         for i in range(len(members)):
             for j in range(i + 1, len(members)):
-                if set(members[i]["cpus"]) & set(members[j]["cpus"]):
+                if set(members[i].cpus) & set(members[j].cpus):
                     group[_root(group, j)] = _root(group, i)
-        joined: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        joined: dict[int, list[_Confined]] = defaultdict(list)
         for i, m in enumerate(members):
             joined[_root(group, i)].append(m)
         for ms in joined.values():
             if len(ms) < 2:
                 continue
-            held_cpus = sorted({c for m in ms for c in m["cpus"]})
+            held_cpus = sorted({c for m in ms for c in m.cpus})
             where = _where(held_cpus, layouts.get(host))
-            each = "; ".join(f"{m['name']} {fmt.duration(m['on_ns'])} of its {fmt.duration(m['total_ns'])} on CPU "
-                             f"there ({fmt.share(100.0 * m['on_ns'] / m['total_ns'])})" for m in ms)
+            each = "; ".join(f"{m.name} {fmt.duration(m.on_ns)} of its {fmt.duration(m.total_ns)} on CPU "
+                             f"there ({fmt.share(100.0 * m.on_ns / m.total_ns)})" for m in ms)
             out.append({"code": "shared_cpu", "host": host, "cpus": held_cpus,
                         "message": f"{fmt.count(len(ms))} ranks of host {host} run on the same {where}: {each}. A logical "
                                    "CPU runs one thread at a time: they take turns there, each waiting while the other "
@@ -138,10 +158,10 @@ def shared_cpu_warnings(reports: list[tuple[str, int | None, str | None, list[di
                         "cpu_layout": None if layouts.get(host) is None else {
                             "logical_cpus": layouts[host]["logical"],  # type: ignore[index]
                             "sockets": {str(c): layouts[host]["socket"].get(c) for c in held_cpus}},  # type: ignore[index]
-                        "reports": sorted({m["file"] for m in ms}),
-                        "ranks": sorted({m["rank"] for m in ms if m["rank"] is not None}),
-                        "per_rank": [{"name": m["name"], "cpus": m["cpus"], "on_these_cpus_ns": m["on_ns"],
-                                      "on_any_cpu_ns": m["total_ns"]} for m in ms]})
+                        "reports": sorted({m.file for m in ms}),
+                        "ranks": sorted({m.rank for m in ms if m.rank is not None}),
+                        "per_rank": [{"name": m.name, "cpus": m.cpus, "on_these_cpus_ns": m.on_ns,
+                                      "on_any_cpu_ns": m.total_ns} for m in ms]})
     return out
 
 

@@ -24,13 +24,15 @@ the per-step slowest rank over the iterations.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, Required, TypedDict, cast
 
 import duckdb
 import numpy as np
 
+from analysis.diagnosis.ncu.impact import NsysKernelsJson
 from analysis.diagnosis.rules.base import split_in_run
 from analysis.diagnosis.rules.nsys.collectives import (
     ALGO_SQL,
@@ -43,17 +45,64 @@ from analysis.diagnosis.rules.nsys.collectives import (
 from analysis.diagnosis.rules.nsys.common import report_span_ns
 from analysis.diagnosis.rules.nsys.run_nodes import HostSteps
 from analysis.diagnosis.rules.registry import default_registry
+from analysis.diagnosis.verdict import VerdictFacts
 from analysis.duck import connect
 from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
 from analysis.readers import ToolKind
-from analysis.report_types import ReportInfo, RuleOutcome, StepRecordJson
+from analysis.report_types import FindingJson, ReportInfo, RuleOutcome, StepRecordJson
+from analysis.run.cpus import CpuTime
 
 RESULT_FILE = "analysis.json"
 
 COLLECTIVES_FILE = "collectives.parquet"
 KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
+
+
+def as_json(found: list[dict[str, Any]]) -> list[FindingJson]:
+    """Findings as the engine makes them (``Finding.to_dict``), typed as the JSON they are."""
+    return cast("list[FindingJson]", found)
+
+
+def as_dicts(found: list[FindingJson]) -> list[dict[str, Any]]:
+    """Findings for the engine's helpers that take them as plain dicts (``rank_finding_dicts``, ``mark_loops``)."""
+    return cast("list[dict[str, Any]]", found)
+
+
+def own_key(f: FindingJson, key: str) -> object:
+    """A key of the finding's rule's own (typed on the rule, ``analysis.results``), None when it has none."""
+    fields: Mapping[str, object] = f
+    return fields.get(key)
+
+
+class IterationFacts(TypedDict):
+    """Every iteration of the report's loop: start and end, and GPU busy time where the window has it (None)."""
+
+    start_ns: list[int]
+    end_ns: list[int]
+    busy_ns: list[int | None]
+
+
+class ReportFacts(TypedDict, total=False):
+    """A report's compact facts for step 2 (``ReportResult.facts``, saved in ``analysis.json``): its rank and
+    session start (every report); an nsys report's verdict facts, iterations, kernel groups for ncu linking,
+    whether its window has NCCL kernels (and its GPU-active span there), whether NCCL's payloads gave message
+    sizes, its collectives and MPI files (in its facts folder), its processes' time per logical CPU and the CPU
+    layout its export records (meta ``cpu_logical``, ``cpu_sockets``)."""
+
+    rank: Required[int | None]
+    session_start_utc_ns: Required[int | None]
+    verdict: VerdictFacts
+    iterations: IterationFacts
+    nsys_kernels: NsysKernelsJson | None
+    nccl_in_window: bool
+    span_ns: int | None
+    nccl_sized: bool
+    collectives: str | None
+    mpi: str | None
+    cpus: list[CpuTime]
+    cpu_layout: dict[str, str]
 
 
 class ReportResultJson(TypedDict):
@@ -64,9 +113,9 @@ class ReportResultJson(TypedDict):
     tool: str
     window: str
     info: ReportInfo
-    findings: list[dict[str, Any]]
+    findings: list[FindingJson]
     rules: dict[str, RuleOutcome]
-    facts: dict[str, Any]
+    facts: ReportFacts
 
 
 @dataclass
@@ -78,9 +127,9 @@ class ReportResult:
     label: str
     tool: str
     info: ReportInfo
-    findings: list[dict[str, Any]]
+    findings: list[FindingJson]
     rules: dict[str, RuleOutcome]  # rule id -> its outcome on this report
-    facts: dict[str, Any]
+    facts: ReportFacts
     facts_dir: Path | None = None
     window: str = win.DEFAULT
 
@@ -89,7 +138,7 @@ class ReportResult:
                 "findings": self.findings, "rules": self.rules, "facts": self.facts}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], facts_dir: Path | None) -> ReportResult:
+    def from_json(cls, data: ReportResultJson, facts_dir: Path | None) -> ReportResult:
         return cls(data["label"], data["tool"], data["info"], data["findings"], data["rules"], data["facts"],
                    facts_dir, data.get("window", win.DEFAULT))
 
@@ -107,7 +156,7 @@ class ReportResult:
         return cls.from_json(json.loads((folder / RESULT_FILE).read_text()), folder)
 
 
-def iteration_facts(loop: Loop | None, records: list[StepRecordJson]) -> dict[str, list[int | None]]:
+def iteration_facts(loop: Loop | None, records: list[StepRecordJson]) -> IterationFacts:
     """Every iteration's start and end (the whole loop), and GPU busy time where the window has it."""
     if loop is None or not len(loop):
         return {"start_ns": [], "end_ns": [], "busy_ns": []}
@@ -165,9 +214,9 @@ def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
     the rule's own view clips them). Fills each group's ``ranks`` in place. Reads them on an in-memory
     connection with DuckDB's memory limit ``memory_bytes``, opened only when there is something to fill."""
     ids = split_in_run(default_registry(), "ranks")
-    found = [f for r in results for f in r.findings if f["rule_id"] in ids and f.get("sizes") == "by kernel"]
-    sources = [(r, Path(r.facts_dir) / r.facts["collectives"]) for r in results
-               if r.tool == ToolKind.NSYS and r.facts_dir is not None and r.facts.get("collectives")
+    found = [f for r in results for f in r.findings if f["rule_id"] in ids and own_key(f, "sizes") == "by kernel"]
+    sources = [(r, Path(r.facts_dir) / c) for r in results
+               if r.tool == ToolKind.NSYS and r.facts_dir is not None and (c := r.facts.get("collectives"))
                and r.facts.get("nccl_in_window")]
     if not found or len(sources) < 2:
         return  # one report: the rule already listed its own processes and devices
@@ -178,7 +227,7 @@ def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
         con.close()
 
 
-def _comm003_ranks(found: list[dict[str, Any]], sources: list[tuple[ReportResult, Path]],
+def _comm003_ranks(found: list[FindingJson], sources: list[tuple[ReportResult, Path]],
                    con: duckdb.DuckDBPyConnection) -> None:
     entries: dict[tuple, list[dict[str, Any]]] = {}
     for r, path in sources:
@@ -195,10 +244,11 @@ def _comm003_ranks(found: list[dict[str, Any]], sources: list[tuple[ReportResult
                 entries.setdefault((op or None, algo or None, proto or None), []).append(
                     {"report": r.label, "rank": r.facts.get("rank"), "pid": pid, "device": dev, **group_stats(numbers)})
     for f in found:
-        for g in f["groups"]:
+        groups = own_key(f, "groups")
+        for g in groups if isinstance(groups, list) else []:
             key = (g["op"], g["algorithm"], g["protocol"])
             if key in entries:
-                g.update(bounded_ranks(entries[key], f["report"], "time_ns"))
+                g.update(bounded_ranks(entries[key], f["report"] or "", "time_ns"))
 
 
 def _status(r: ReportResult, rule_id: str) -> str | None:
@@ -216,9 +266,10 @@ def comm_participants(results: list[ReportResult], rule_id: str | None) -> list[
         f = r.facts
         if r.tool != ToolKind.NSYS or (rule_id is not None and _status(r, rule_id) != "run_level"):
             continue
-        if not f.get("nccl_in_window") or not f.get("collectives") or r.facts_dir is None:
+        c = f.get("collectives")
+        if not f.get("nccl_in_window") or not c or r.facts_dir is None:
             continue
-        path = str((Path(r.facts_dir) / f["collectives"]).resolve()).replace("'", "''")
+        path = str((Path(r.facts_dir) / c).resolve()).replace("'", "''")
         out.append((r, f"read_parquet('{path}')"))
     return out
 
@@ -278,13 +329,14 @@ def last_per_step(results: list[ReportResult], items: int) -> LastPerStep | None
     """Multi-rank runs: per iteration, which report (rank) finished it last on the absolute clock, and
     by how much after the first. Iterations pair by index when every rank's loop has the same count,
     else as ``_pairing`` aligns them; a step exists where every rank has an iteration."""
-    loops = [(r, np.asarray(r.facts["iterations"]["end_ns"], dtype=np.int64)) for r in results
-             if r.tool == ToolKind.NSYS and len((r.facts.get("iterations") or {}).get("end_ns") or [])]
-    if len(loops) < 2 or any(r.facts.get("session_start_utc_ns") is None for r, _ in loops):
+    loops = [(r, np.asarray(it["end_ns"], dtype=np.int64)) for r in results
+             if r.tool == ToolKind.NSYS and (it := r.facts.get("iterations")) and len(it["end_ns"])]
+    starts = [r.facts.get("session_start_utc_ns") for r, _ in loops]
+    if len(loops) < 2 or any(s is None for s in starts):
         return None
     # On the clock of the earliest session: start differences, never sums of absolute clocks (int64).
-    base = min(int(r.facts["session_start_utc_ns"]) for r, _ in loops)
-    aligned = [e + (int(r.facts["session_start_utc_ns"]) - base) for r, e in loops]
+    base = min(int(s or 0) for s in starts)
+    aligned = [e + (int(s or 0) - base) for (_, e), s in zip(loops, starts, strict=True)]
     shift = _pairing(aligned)
     first = max(shift)
     stop = min(d + len(e) for d, e in zip(shift, aligned, strict=True))

@@ -43,6 +43,16 @@ import numpy as np
 from analysis import fmt
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
 from analysis.model.trace import Trace
+from analysis.report_types import (
+    MpiCollective,
+    MpiCritical,
+    MpiDirection,
+    MpiItem,
+    MpiLeftOut,
+    MpiRankSplit,
+    MpiSplit,
+    MpiWait,
+)
 
 MPI_FILE = "mpi.parquet"
 MPI_IDLE_FILE = "mpi_idle.npy"
@@ -214,7 +224,7 @@ def _split_call(r: _Rank, i: int, needs: list[tuple[int, int]], kind: int) -> No
     r.kind[i] = kind
 
 
-def _collectives(ranks: list[_Rank]) -> list[dict[str, Any]]:
+def _collectives(ranks: list[_Rank]) -> list[MpiCollective]:
     """Split each matched collective instance (module doc); one entry per collective name."""
     out = []
     for name in COLLECTIVES:
@@ -230,8 +240,8 @@ def _collectives(ranks: list[_Rank]) -> list[dict[str, Any]]:
         elif len(set(counts.values())) > 1:
             why = ("made " + ", ".join(f"{w} x{c}" for w, c in counts.items()) + ": the instances cannot be paired "
                    "in order (sub-communicators or calls outside the capture)")
-        entry: dict[str, Any] = {"call": name, "ranks": [ranks[k].who for k in members], "instances": 0,
-                                 "reason": why, "last_arrivals": {}}
+        entry: MpiCollective = {"call": name, "ranks": [ranks[k].who for k in members], "instances": 0,
+                                "reason": why, "last_arrivals": {}}
         out.append(entry)
         if why:
             for k in members:
@@ -270,7 +280,7 @@ def _requests(r: _Rank) -> tuple[dict[int, int], list[int], list[int]]:
     return done, list(open_), idle_waits
 
 
-def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str | None]:
+def _point_to_point(ranks: list[_Rank]) -> tuple[list[MpiDirection], int, str | None]:
     """Match and split the point-to-point calls between two ranks (module doc): the directions, the messages
     matched, and why nothing was matched (other than two ranks)."""
     members = [k for k, r in enumerate(ranks) if len(r.idx(POSTS))]
@@ -291,7 +301,7 @@ def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str 
             ranks[k].why[i] = "no request of this rank was open when it was called"
     needs: dict[int, dict[int, list[tuple[int, int]]]] = {k: defaultdict(list) for k in members}
     ok_posts: dict[int, set[int]] = {k: set() for k in members}
-    dirs = []
+    dirs: list[MpiDirection] = []
     matched = 0
     for a, b in ((members[0], members[1]), (members[1], members[0])):
         ra, rb = ranks[a], ranks[b]
@@ -342,7 +352,7 @@ def _point_to_point(ranks: list[_Rank]) -> tuple[list[dict[str, Any]], int, str 
 
 
 def mpi_waits(calls: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndarray, tuple[int, int] | None]],
-              ) -> tuple[dict[str, Any] | None, dict[str, tuple[np.ndarray, np.ndarray]]]:
+              ) -> tuple[MpiSplit | None, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """``calls``: per MPI rank (participant), its name, host, call names, ``[start, end]`` rows on the run's
     aligned clock, the offset that turns them back into its own times (``own = aligned - offset``), as an
     array of one value, and its analysis window in its own times (None: all). Returns the split (see the
@@ -353,9 +363,9 @@ def mpi_waits(calls: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndar
     ranks = [_Rank(c[0], c[1], c[2], c[3], int(c[4][0]), c[5]) for c in calls]
     colls = _collectives(ranks)
     dirs, matched, reason = _point_to_point(ranks)
-    per: list[dict[str, Any]] = []
-    waits: list[dict[str, Any]] = []
-    left: list[dict[str, Any]] = []
+    per: list[MpiRankSplit] = []
+    waits: list[MpiWait] = []
+    left: list[MpiLeftOut] = []
     intervals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for r in ranks:
         split = (r.kind > 0) & r.keep
@@ -363,14 +373,15 @@ def mpi_waits(calls: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndar
         for p in np.unique(r.by[split & (r.by >= 0)]).tolist():
             whom[ranks[p].who] = int(r.wait[split & (r.by == p)].sum())
         dur = r.rows[:, 1] - r.rows[:, 0] if len(r.rows) else np.zeros(0, dtype=np.int64)
-        row: dict[str, Any] = {"rank": r.who, "host": r.host}
-        for key, mask in (("", split), ("point_to_point_", split & (r.kind == 1)), ("collective_", split & (r.kind == 2))):
-            row[key + "calls"] = int(mask.sum())
-            row[key + "time_ns"] = int(dur[mask].sum())
-            row[key + "wait_ns"] = int(r.wait[mask].sum())
-            row[key + "transfer_ns"] = int((dur - r.wait)[mask].sum())
-        row["waited_for"] = dict(sorted(whom.items(), key=lambda kv: -kv[1]))
-        per.append(row)
+        # All the split calls, then the point-to-point and the collective ones: calls, time, waiting, transfer.
+        (a, at, aw, ax), (p, pt, pw, px), (c, ct, cw, cx) = (
+            (int(mask.sum()), int(dur[mask].sum()), int(r.wait[mask].sum()), int((dur - r.wait)[mask].sum()))
+            for mask in (split, split & (r.kind == 1), split & (r.kind == 2)))
+        per.append({"rank": r.who, "host": r.host, "calls": a, "time_ns": at, "wait_ns": aw, "transfer_ns": ax,
+                    "point_to_point_calls": p, "point_to_point_time_ns": pt, "point_to_point_wait_ns": pw,
+                    "point_to_point_transfer_ns": px, "collective_calls": c, "collective_time_ns": ct,
+                    "collective_wait_ns": cw, "collective_transfer_ns": cx,
+                    "waited_for": dict(sorted(whom.items(), key=lambda kv: -kv[1]))})
         w = np.flatnonzero(split & (r.wait > 0))
         own = r.rows[:, 0] - r.off if len(r.rows) else np.zeros(0, dtype=np.int64)
         intervals[r.who] = (own[w], own[w] + r.wait[w])
@@ -397,21 +408,21 @@ def mpi_waits(calls: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndar
     caused = {r.who: sum(int(o.wait[(o.kind > 0) & o.keep & (o.by == k)].sum()) for o in ranks)
               for k, r in enumerate(ranks)}
     late = max(caused, key=lambda k: caused[k]) if caused else None
-    critical = None
+    critical: MpiCritical | None = None
     if late is not None and caused[late] > 0 and total > 0:
         critical = {"rank": late, "host": next(r.host for r in ranks if r.who == late), "others_wait_ns": caused[late],
                     "share_of_mpi_time_pct": round(100.0 * caused[late] / total, 3)}
-    out = {"matched": matched, "instances": instances, "reason": reason, "directions": dirs, "collectives": colls,
-           "collective_items": _items(ranks), "per_rank": per, "critical": critical, "left_out": left,
-           "longest_waits": sorted(waits, key=lambda w: (-w["wait_ns"], w["rank"], w["start_ns"]))[:LONGEST],
-           "clock": CLOCK_SOURCE if len({r.host for r in ranks}) > 1 else "one host's clock",
-           "matching": "point-to-point: the k-th send of one rank with the k-th receive of the other, the wait in "
-                       "the call that completes it; collectives: the k-th call of a name on every rank (the export "
-                       "records no peer, tag, communicator or request)"}
+    out: MpiSplit = {"matched": matched, "instances": instances, "reason": reason, "directions": dirs, "collectives": colls,
+                     "collective_items": _items(ranks), "per_rank": per, "critical": critical, "left_out": left,
+                     "longest_waits": sorted(waits, key=lambda w: (-w["wait_ns"], w["rank"], w["start_ns"]))[:LONGEST],
+                     "clock": CLOCK_SOURCE if len({r.host for r in ranks}) > 1 else "one host's clock",
+                     "matching": "point-to-point: the k-th send of one rank with the k-th receive of the other, the wait in "
+                                 "the call that completes it; collectives: the k-th call of a name on every rank (the export "
+                                 "records no peer, tag, communicator or request)"}
     return out, intervals
 
 
-def _items(ranks: list[_Rank]) -> list[dict[str, Any]]:
+def _items(ranks: list[_Rank]) -> list[MpiItem]:
     """The first ``ITEMS`` collective instances (in arrival order): each rank's arrival (own clock), wait, whom it
     waited for and transfer, and the last rank to arrive."""
     inst: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
@@ -422,7 +433,7 @@ def _items(ranks: list[_Rank]) -> list[dict[str, Any]]:
             if r.kind[i] == 2:
                 inst[(name, seen[name])].append((k, i))
     rows = sorted(inst.items(), key=lambda kv: min(int(ranks[k].rows[i, 0]) for k, i in kv[1]))[:ITEMS]
-    out = []
+    out: list[MpiItem] = []
     for (name, n), members in rows:
         last = max(members, key=lambda m: int(ranks[m[0]].rows[m[1], 0]))
         out.append({"call": name, "instance": n, "last_rank": ranks[last[0]].who,
@@ -436,7 +447,7 @@ def _items(ranks: list[_Rank]) -> list[dict[str, Any]]:
 
 
 def run_mpi(parts: list[tuple[str, str | None, Path, int, tuple[int, int] | None]], con: Any,
-            ) -> tuple[dict[str, Any] | None, dict[str, tuple[int, np.ndarray, np.ndarray]]]:
+            ) -> tuple[MpiSplit | None, dict[str, tuple[int, np.ndarray, np.ndarray]]]:
     """``parts``: per nsys report with MPI calls, its name (``rank R`` or its label), host, ``mpi.parquet``,
     clock offset (``analysis.run.facts.offsets``) and window; a report holding several processes with MPI
     calls gives one participant per process (``name pid P``). The split of ``mpi_waits`` and, per participant,

@@ -32,7 +32,7 @@ from analysis.report_types import (
     RunNetworkPath,
 )
 from analysis.results import RuleStatus, RunWarning, Verdict
-from analysis.run.facts import ReportResult
+from analysis.run.facts import ReportResult, as_json
 
 # The verdict kind of a run whose story is the NCCL log's (analysis.diagnosis.verdict.KINDS).
 VERDICT_KIND = "network"
@@ -62,7 +62,7 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
     # The finding the sentence speaks for: the first serious one, in the order the NET rules rank them.
     lead = next((f for f in found if f.severity in ("critical", "warning")), None)
     lead_label = job.files[0]
-    placed = [_placed(f, lead_label) for f in found]
+    placed = as_json([_placed(f, lead_label) for f in found])
     outcomes: dict[str, RuleOutcome] = {}
     for f in placed:
         o = outcomes.setdefault(f["rule_id"], {"status": "ok", "reason": None, "findings": 0})

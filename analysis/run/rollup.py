@@ -19,21 +19,20 @@ ranks (``impact_basis`` ``gpu_time_summed_over_ranks``).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from analysis import fmt
 from analysis.diagnosis.findings import SEVERITIES
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.readers import ToolKind
-from analysis.report_types import ReportInfo
+from analysis.report_types import FindingJson, HostCost, RankCost, ReportInfo
 
 # A host (of several ranks) stands out when its ranks carry at least this share of the rule's cost while
 # holding fewer of the run's ranks than that share (the same problem on every rank names no host).
 HOST_SHARE = 0.75
 
 
-def wall_union(rule_id: str, members: list[dict[str, Any]], by_label: dict[str, ReportInfo]) -> int | None:
+def wall_union(rule_id: str, members: list[FindingJson], by_label: dict[str, ReportInfo]) -> int | None:
     """The union, on the aligned clock, of the phase of ``rule_id`` on each rank with a finding (None: a rank
     lacks its session start or phase, or its finding is not that phase's length)."""
     rule = {r.id: r for r in default_registry()}.get(rule_id)
@@ -42,7 +41,7 @@ def wall_union(rule_id: str, members: list[dict[str, Any]], by_label: dict[str, 
         return None
     spans = []
     for f in members:
-        info = by_label.get(f["report"])
+        info = by_label.get(f["report"] or "")
         start = info.get("session_start_utc_ns") if info else None
         ph = next((p for p in (info.get("phases") or [] if info else []) if p.get("name") == phase), None)
         if not isinstance(start, int) or ph is None or int(ph["end_ns"]) - int(ph["start_ns"]) != int(f["impact_ns"]):
@@ -61,64 +60,66 @@ def _who(rank: int | None, label: str) -> str:
     return f"rank {rank}" if rank is not None else label
 
 
-def roll_up(findings: list[dict[str, Any]], infos: list[ReportInfo]) -> list[dict[str, Any]]:
+def roll_up(findings: list[FindingJson], infos: list[ReportInfo]) -> list[FindingJson]:
     """``findings`` (placed, per report or run-level) as one entry per rule and scope (see the module);
     ``infos``: the run's ``reports[]`` (rank and host of each report's label). Unranked: the caller ranks."""
     by_label = {i["file"]: i for i in infos}
-    groups: dict[tuple[str, str | None], list[dict[str, Any]]] = defaultdict(list)
-    out: list[dict[str, Any]] = []
+    groups: dict[tuple[str, str | None], list[tuple[str, FindingJson]]] = defaultdict(list)
+    out: list[FindingJson] = []
     for f in findings:
-        if f.get("report") is None:
+        if (label := f.get("report")) is None:
             out.append(f)
         else:
-            groups[(f["rule_id"], f.get("phase"))].append(f)
+            groups[(f["rule_id"], f.get("phase"))].append((label, f))
     hosts_in_run = {i.get("host") for i in infos if i.get("tool") == ToolKind.NSYS}
-    ranks_per_host: dict[Any, int] = defaultdict(int)
+    ranks_per_host: dict[str | None, int] = defaultdict(int)
     for i in infos:
         if i.get("tool") == ToolKind.NSYS:
             ranks_per_host[i.get("host")] += 1
-    for (_, _), members in groups.items():
-        per: dict[str, dict[str, Any]] = {}
-        for f in members:
-            info = by_label.get(f["report"])
-            row = per.setdefault(f["report"], {"rank": info.get("rank") if info else None,
-                                               "host": info.get("host") if info else None,
-                                               "report": f["report"], "impact_ns": 0, "findings": 0})
+    for (_, _), placed in groups.items():
+        members = [f for _, f in placed]
+        per: dict[str, RankCost] = {}
+        for label, f in placed:
+            info = by_label.get(label)
+            row = per.setdefault(label, {"rank": info.get("rank") if info else None,
+                                         "host": info.get("host") if info else None,
+                                         "report": label, "impact_ns": 0, "findings": 0})
             row["impact_ns"] += int(f["impact_ns"])
             row["findings"] += 1
         rows = sorted(per.values(), key=lambda r: (-r["impact_ns"], r["rank"] if r["rank"] is not None else 1 << 30,
                                                    r["report"]))
-        rep = min(members, key=lambda f: (-int(f["impact_ns"]), f["report"]))
+        rep = min(members, key=lambda f: (-int(f["impact_ns"]), f["report"] or ""))
         total = sum(r["impact_ns"] for r in rows)
         worst = min(SEVERITIES.index(f["severity"]) for f in members)
-        by_host: dict[Any, dict[str, Any]] = {}
+        by_host: dict[str | None, HostCost] = {}
         for r in rows:
             h = by_host.setdefault(r["host"], {"host": r["host"], "ranks": 0, "of_ranks": ranks_per_host.get(r["host"], 0),
                                                "impact_ns": 0})
             h["ranks"] += 1
             h["impact_ns"] += r["impact_ns"]
         wall = wall_union(rep["rule_id"], members, by_label) if len(members) > 1 else None
-        entry = {**rep, "severity": SEVERITIES[worst], "impact_ns": total if wall is None else wall,
-                 "impact_summed_ns": total,
-                 "impact_basis": "gpu_time_summed_over_ranks" if wall is None else "wall_time_aligned",
-                 "impact_pct": max((f["impact_pct"] for f in members if f.get("impact_pct") is not None), default=None),
-                 "report": None, "rank": rows[0]["rank"], "title": rep["title"] + _standout(rows, total, hosts_in_run,
-                                                                                            ranks_per_host),
-                 "evidence_total": sum(int(f.get("evidence_total") or 0) for f in members),
-                 "per_rank": rows, "per_host": sorted(by_host.values(), key=lambda h: (-h["impact_ns"], str(h["host"]))),
-                 "ranks_with_finding": len(rows)}
+        entry: FindingJson = {
+            **rep, "severity": SEVERITIES[worst], "impact_ns": total if wall is None else wall,
+            "impact_summed_ns": total,
+            "impact_basis": "gpu_time_summed_over_ranks" if wall is None else "wall_time_aligned",
+            "impact_pct": max((p for f in members if (p := f["impact_pct"]) is not None), default=None),
+            "report": None, "rank": rows[0]["rank"],
+            "title": rep["title"] + _standout(rows, total, hosts_in_run, ranks_per_host),
+            "evidence_total": sum(int(f.get("evidence_total") or 0) for f in members),
+            "per_rank": rows, "per_host": sorted(by_host.values(), key=lambda h: (-h["impact_ns"], str(h["host"]))),
+            "ranks_with_finding": len(rows)}
         if rep.get("impact_per_step_ns") is not None:
             entry["impact_per_step_ns"] = sum(int(f.get("impact_per_step_ns") or 0) for f in members)
         out.append(entry)
     return out
 
 
-def _standout(rows: list[dict[str, Any]], total: int, hosts_in_run: set[Any],
-              ranks_per_host: dict[Any, int]) -> str:
+def _standout(rows: list[RankCost], total: int, hosts_in_run: set[str | None],
+              ranks_per_host: dict[str | None, int]) -> str:
     """The title's suffix: which host or rank stands out among those with the finding."""
     n_ranks = sum(ranks_per_host.values())
     if len(hosts_in_run) > 1 and total > 0:
-        by_host: dict[Any, int] = defaultdict(int)
+        by_host: dict[str | None, int] = defaultdict(int)
         for r in rows:
             by_host[r["host"]] += r["impact_ns"]
         host, cost = max(by_host.items(), key=lambda kv: (kv[1], str(kv[0])))

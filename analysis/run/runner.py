@@ -60,8 +60,10 @@ from analysis.model.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 from analysis.readers import AnalysisStep, ToolKind
 from analysis.report_types import (
     CollectiveSplit,
+    FindingJson,
     IterationsJson,
     IterationTimeJson,
+    MpiSplit,
     NvtxIterations,
     ReportInfo,
     RuleOutcome,
@@ -72,7 +74,7 @@ from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.cpus import cpu_time, shared_cpu_warnings
-from analysis.run.facts import ReportResult
+from analysis.run.facts import ReportFacts, ReportResult, as_dicts, as_json
 from analysis.run.mixed import run_warnings
 from analysis.run.mpi import MPI_IDLE_FILE, read_mpi_idle, run_mpi, write_mpi
 from analysis.run.nccl_step import (
@@ -245,9 +247,9 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             if v is not t:
                 v.close()
     paced = _host_paced(info)
-    placed = [_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
-              for f in found]
-    mark_loops(placed, info)
+    placed = as_json([_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
+                      for f in found])
+    mark_loops(as_dicts(placed), info)
     return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
 
 
@@ -291,8 +293,8 @@ def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: l
                     v.close()
         phase = _phase_of(r.info)
         paced = _host_paced(r.info)
-        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, {r.label} if paced else set(),
-                                    ctx.spec.text), [r.info]).to_dict() for f in found]
+        placed = as_json([_per_step(_placed(f, {r.label: phase or ctx.spec.text}, {r.label} if paced else set(),
+                                            ctx.spec.text), [r.info]).to_dict() for f in found])
         r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
         r.rules.update(outcomes)
 
@@ -318,8 +320,8 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
     for r, _ in nsys:
         phase = _phase_of(r.info)
         own = [f for f in found if f.report == r.label]
-        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text), [r.info]).to_dict()
-                  for f in own]
+        placed = as_json([_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text),
+                                    [r.info]).to_dict() for f in own])
         r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
         r.rules.update({rid: {"status": o["status"], "reason": o["reason"],
                               "findings": sum(1 for f in own if f.rule_id == rid) if o["status"] == "ok" else 0}
@@ -327,10 +329,10 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
 
 
 def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[StepRecordJson],
-           facts_dir: Path | None) -> dict[str, Any]:
+           facts_dir: Path | None) -> ReportFacts:
     """The report's compact facts (``analysis.run.facts``): JSON scalars and the iterations of ``loop`` (the
     one the window holds, whose records ``records`` are), and the collectives table written into ``facts_dir``."""
-    facts: dict[str, Any] = {"rank": t.rank, "session_start_utc_ns": t.session_start_utc_ns}
+    facts: ReportFacts = {"rank": t.rank, "session_start_utc_ns": t.session_start_utc_ns}
     if t.tool != ToolKind.NSYS:
         return facts
     facts["verdict"] = verdict_facts(t)  # the whole report's extent, for the verdict once every rule ran
@@ -394,7 +396,7 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
                   split)
     mpi_apart([(r.label, _name(r), r.findings, _mpi_idle(r)) for r in results if r.tool == ToolKind.NSYS], mpi,
               mpi_waiting)
-    run_found: dict[str, list[dict[str, Any]]] = {}
+    run_found: dict[str, list[FindingJson]] = {}
     run_status: dict[str, tuple[str, str | None]] = {}
     for rule_cls in ctx.selected:
         if rule_cls.scope != "run":
@@ -414,9 +416,9 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
             continue
         infos = [r.info for r in results]
         phase = run_phase(results, spec.text)
-        run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found]
+        run_found[rule_cls.id] = as_json([_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found])
         run_status[rule_cls.id] = ("ok", None)
-    findings: list[dict[str, Any]] = []
+    findings: list[FindingJson] = []
     rules: list[RuleStatus] = []
     for rule_cls in ctx.selected:
         rid = rule_cls.id
@@ -435,9 +437,9 @@ def analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, *, top:
     rules.extend(s for s in nccl_rule_statuses(results) if s.rule_id not in listed)
     if by_rule and sum(1 for r in results if r.tool == ToolKind.NSYS) > 1:
         for r in results:
-            r.info["findings"] = rank_finding_dicts(list(r.findings))
+            r.info["findings"] = rank_finding_dicts(as_dicts(list(r.findings)))
         findings = roll_up(findings, [r.info for r in results])
-    ranked = rank_finding_dicts(findings)
+    ranked = rank_finding_dicts(as_dicts(findings))
     verdicts = _verdicts(results)
     if top is not None:
         ranked = ranked[:top]
@@ -525,16 +527,17 @@ def _mpi_idle(r: ReportResult) -> np.ndarray | None:
 
 
 def _mpi_split(results: list[ReportResult], memory_bytes: int,
-               ) -> tuple[dict[str, Any] | None, dict[str, tuple[int, np.ndarray, np.ndarray]]]:
+               ) -> tuple[MpiSplit | None, dict[str, tuple[int, np.ndarray, np.ndarray]]]:
     """MPI calls across ranks, matched and split (``analysis.run.mpi``), and each participant's waiting."""
-    parts = [r for r in results if r.tool == ToolKind.NSYS and r.facts.get("mpi") and r.facts_dir is not None]
-    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r in parts]) if parts else None
+    parts = [(r, Path(r.facts_dir) / m) for r in results
+             if r.tool == ToolKind.NSYS and (m := r.facts.get("mpi")) and r.facts_dir is not None]
+    offsets = run_facts.offsets([r.facts.get("session_start_utc_ns") for r, _ in parts]) if parts else None
     if offsets is None:
         return None, {}
     con = connect(memory_bytes=memory_bytes)
     try:
-        return run_mpi([(_name(r), r.info.get("host"), Path(r.facts_dir or ".") / r.facts["mpi"], off,
-                         run_facts.window_bounds(r)) for r, off in zip(parts, offsets, strict=True)], con)
+        return run_mpi([(_name(r), r.info.get("host"), path, off, run_facts.window_bounds(r))
+                        for (r, path), off in zip(parts, offsets, strict=True)], con)
     finally:
         con.close()
 
@@ -548,11 +551,13 @@ def _reference_steps(parts: list[tuple[ReportResult, str]], offsets: list[int], 
         return None
     t0 = int(cols["t0"][0])
     for k, (r, _) in enumerate(parts):
-        it_ = r.facts.get("iterations") or {}
+        it_ = r.facts.get("iterations")
+        if not it_:
+            continue
         bounds = run_facts.window_bounds(r)
         lo, hi = bounds if bounds is not None else (-(2**62), 2**62)
         steps = [(int(a) + offsets[k] - t0, int(b) + offsets[k] - t0)
-                 for a, b in zip(it_.get("start_ns") or [], it_.get("end_ns") or [], strict=False)
+                 for a, b in zip(it_["start_ns"], it_["end_ns"], strict=False)
                  if int(a) >= lo and int(b) <= hi]
         if steps:
             return k, sorted(steps)
@@ -657,7 +662,7 @@ def analyze_run_step_reports(results: list[ReportResult | None], tools: Sequence
 def nsys_links(results: list[ReportResult]) -> list[NsysKernelsJson]:
     """The nsys reports' kernel groups, in run order: what an ncu report of the same run links to (as saved with
     each report's facts: ``kernels_to_json``)."""
-    return [r.facts["nsys_kernels"] for r in results if r.tool == ToolKind.NSYS and r.facts.get("nsys_kernels")]
+    return [k for r in results if r.tool == ToolKind.NSYS and (k := r.facts.get("nsys_kernels"))]
 
 
 @functools.cache

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -33,7 +32,9 @@ from analysis.report_types import (
     CollectiveSplit,
     CollectiveWaits,
     CriticalRank,
+    FindingJson,
     KindSplit,
+    MpiSplit,
     SampleSums,
     UnmatchedPairs,
     WaitedOn,
@@ -41,6 +42,7 @@ from analysis.report_types import (
     WaitSamples,
 )
 from analysis.results import Verdict
+from analysis.run.facts import own_key
 from analysis.run.mpi import intersect as mpi_intersect
 from analysis.run.mpi import union as mpi_union
 
@@ -190,34 +192,35 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     else ``verdict`` unchanged. ``names``: each nsys report's name, in the order of ``verdicts``."""
     crit = waits.get("critical") if waits else None
     mpi_split = waits.get("mpi") if waits else None
-    mpi = (mpi_split or {}).get("critical")
+    mpi = mpi_split["critical"] if mpi_split else None
     if verdict is not None and verdict.kind in ONE_OFF_KINDS:
         return verdict  # the run's bound is outside its loop: the collectives' waiting is not the story
     if verdict is None or len(verdicts) < 2:
         return verdict
     where = f" on {crit['host']}" if crit and crit.get("host") else ""
     if crit and crit.get("leads_verdict"):
+        who = crit["rank"]
         lead = (f"Critical path: {crit['rank']}{where} arrives last at {crit['instances_last']} of "
                 f"{fmt.count(crit['instances'])} collective(s); the other ranks wait {fmt_ms(crit['others_wait_ns'])} for it "
                 f"({fmt.share(crit['share_of_collective_time_pct'])} of the collectives' time, waiting, not transfer). "
                 "Its own bound: ")
     elif mpi and mpi["share_of_mpi_time_pct"] >= 100 * CRITICAL_SHARE:
-        crit = mpi
-        others = "the other rank waits" if len((mpi_split or {}).get("per_rank") or []) <= 2 else "the other ranks wait"
-        lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi.get('host') else ''}: {others} "
+        who = mpi["rank"]
+        others = "the other rank waits" if len(mpi_split["per_rank"] if mpi_split else []) <= 2 else "the other ranks wait"
+        lead = (f"Critical path: {mpi['rank']}{' on ' + mpi['host'] if mpi['host'] else ''}: {others} "
                 f"{fmt_ms(mpi['others_wait_ns'])} inside MPI calls for it to reach the matching call "
                 f"({fmt.share(mpi['share_of_mpi_time_pct'])} of the MPI calls' time, waiting for its work, not "
                 "communication). Its own bound: ")
     else:
         return verdict
-    rank = str(crit["rank"]).split(" pid ")[0]
+    rank = str(who).split(" pid ")[0]
     if rank not in names:
         return verdict
     own = verdicts[names.index(rank)]
     return replace(own, text=lead + own.text)
 
 
-def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | None]], mpi: dict[str, Any] | None,
+def mpi_apart(reports: list[tuple[str, str, list[FindingJson], np.ndarray | None]], mpi: MpiSplit | None,
               waiting: dict[str, tuple[int, np.ndarray, np.ndarray]]) -> None:
     """HOST003 (GPU idle while the host communicates) on each rank of a run whose MPI calls were split
     (``analysis.run.mpi``), changed in place. ``reports``: each nsys report's label, name (``rank R``), placed
@@ -228,7 +231,7 @@ def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | N
     ``impact_with_waiting_ns``) and the text says so, with the rank's waiting in its MPI calls
     (``mpi_waiting_ns``) and whom it waited for (``mpi_waited_for``)."""
     ids = split_in_run(default_registry(), "mpi_waiting")
-    per = {p["rank"]: p for p in (mpi or {}).get("per_rank") or []}
+    per = {p["rank"]: p for p in (mpi["per_rank"] if mpi else [])}
     for label, name, findings, idle in reports:
         mine = [w for w in per if w == name or w.startswith(name + " pid ")]
         wait = sum(int(per[w]["wait_ns"]) for w in mine)
@@ -254,8 +257,8 @@ def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | N
             before = int(f["impact_ns"])
             c = min(cut, before)
             f["impact_ns"] = before - c
-            if f.get("impact_pct") is not None and before:
-                f["impact_pct"] = round(float(f["impact_pct"]) * (before - c) / before, 3)
+            if (pct := f["impact_pct"]) is not None and before:
+                f["impact_pct"] = round(float(pct) * (before - c) / before, 3)
             f["mpi_waiting_ns"], f["mpi_waited_for"] = wait, dict(sorted(whom.items(), key=lambda kv: -kv[1]))
             f["mpi_waiting_idle_ns"], f["impact_with_waiting_ns"] = c, before
             f["message"] += (f" Of the rank's {fmt_ms(time_ns)} in MPI calls matched across ranks, {fmt_ms(wait)} was "
@@ -264,7 +267,7 @@ def mpi_apart(reports: list[tuple[str, str, list[dict[str, Any]], np.ndarray | N
                              f"impact ({fmt_ms(before)} with it, {fmt_ms(before - c)} without).")
 
 
-def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str, Any]]]],
+def waiting_apart(reports: list[tuple[str, int | None, str | None, list[FindingJson]]],
                   split: CollectiveSplit | None) -> None:
     """COMM001 (exposed communication) on each rank of a multi-rank run, told apart from the waiting the
     collectives split measured on that rank (``reports``: each nsys report's label, rank, host and placed
@@ -286,11 +289,11 @@ def waiting_apart(reports: list[tuple[str, int | None, str | None, list[dict[str
             whom = ", ".join((next((p["waited_for"] for p in ((split.get("participants") or []) if split else [])
                                     if p.get("rank") == f"rank {rank}"), {}) or {}).keys())
             exposed = int(f["impact_ns"])
-            if f.get("has_compute") is False:
+            if own_key(f, "has_compute") is False:
                 cut = min(wait, exposed)
                 f["impact_ns"] = exposed - cut
-                if f.get("impact_pct") is not None and exposed:
-                    f["impact_pct"] = round(float(f["impact_pct"]) * (exposed - cut) / exposed, 3)
+                if (pct := f["impact_pct"]) is not None and exposed:
+                    f["impact_pct"] = round(float(pct) * (exposed - cut) / exposed, 3)
                 f["waiting_ns"], f["exposed_with_waiting_ns"] = cut, exposed
                 f["message"] += (f" Of it, {fmt_ms(cut)} was waiting for {whom or 'the last rank'} to arrive, not "
                                  f"communication: counted under the late rank (COMM002), not here; "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from analysis.model.trace import Trace
 
@@ -34,8 +34,13 @@ _SOURCES = (
 )
 
 
+# An event argument as the export's columns give it: a grid or block's sizes, bytes, a kind, an id, an NVTX domain.
+ArgValue = str | int | float | list[int | None]
+
+
 class TraceEvent(TypedDict):
-    """One complete ("X") event: process and thread, start and duration in microseconds, name, category, arguments."""
+    """One complete ("X") event: process and thread, start and duration in microseconds, name, category, arguments
+    (the source's columns that are not NULL)."""
 
     ph: str
     pid: int
@@ -44,20 +49,45 @@ class TraceEvent(TypedDict):
     dur: float
     name: str
     cat: str
-    args: dict[str, Any]
+    args: dict[str, ArgValue]
+
+
+class NameArg(TypedDict):
+    name: str
+
+
+class MetadataEvent(TypedDict):
+    """A process_name or thread_name ("M") event: the label Perfetto shows for a process or thread."""
+
+    ph: str
+    name: str
+    pid: int
+    tid: int
+    args: NameArg
+
+
+class OtherData(TypedDict):
+    """What was written: the source, the report, the window asked for, the events and whether they were cut."""
+
+    source: str
+    report: str
+    window_start_ns: int | None
+    window_end_ns: int | None
+    events: int
+    truncated: bool
 
 
 class ChromeTrace(TypedDict):
     """The whole document (``to_dict``): metadata and complete events, and what was written (``otherData``)."""
 
     displayTimeUnit: str
-    traceEvents: list[dict[str, Any]]
-    otherData: dict[str, Any]
+    traceEvents: list[MetadataEvent | TraceEvent]
+    otherData: OtherData
 
 
-def _metadata(trace: Trace) -> list[dict[str, Any]]:
+def _metadata(trace: Trace) -> list[MetadataEvent]:
     """process_name / thread_name events so Perfetto labels GPUs, streams and threads."""
-    events: list[dict[str, Any]] = []
+    events: list[MetadataEvent] = []
     for table in ("kernels", "memcpy", "memset"):
         if not trace.has_rows(table):
             continue
@@ -125,7 +155,7 @@ def stream_json(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
             batch = []
     if batch:
         yield ("" if first else ",") + ",".join(batch)
-    other = {
+    other: OtherData = {
         "source": "goodput", "report": trace.label, "window_start_ns": start_ns, "window_end_ns": end_ns,
         "events": count, "truncated": count >= max_events,
     }

@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from analysis import fmt
 from analysis.readers import ToolKind
+from analysis.report_types import CollectiveSplit, FindingJson, ReportInfo, SampleSums
 
 if TYPE_CHECKING:  # NumPy and the samples' reader load when a comparison runs, not with ``analysis.api``
     import numpy as np
 
+    from analysis.views.compare_findings import MatchedFinding, UnpairedFinding
+    from analysis.views.compare_kernels import KernelDiff, NoiseFloor
     from analysis.views.compare_samples import ReportSamples
     from analysis.views.significance import SampleComparison
 
@@ -34,6 +37,8 @@ SUM_KEYS = BREAKDOWN_KEYS[:-1]
 DEFAULT_NOISE_PCT = 5.0
 # The step statistics compared per rank (from ``analysis.loops.iterations``; GPU time per step).
 STEP_KEYS = ("count", "median_ns", "p10_ns", "p90_ns", "min_ns", "max_ns")
+# A run's (or report's) breakdown KPIs by key (``BREAKDOWN_KEYS``; None where the analysis had none).
+Totals = dict[str, int | float | None]
 
 
 class Delta(TypedDict):
@@ -122,35 +127,35 @@ class RunComparison(TypedDict):
     breakdown: dict[str, Delta]
     step_time_ns: Delta
     steps: StepDiff | None
-    noise: dict[str, Any]
-    kernels: list[dict[str, Any]]
-    kernel_table: list[dict[str, Any]]
-    matched_findings: list[dict[str, Any]]
-    new_findings: list[dict[str, Any]]
-    resolved_findings: list[dict[str, Any]]
+    noise: NoiseFloor
+    kernels: list[KernelDiff]
+    kernel_table: list[KernelDiff]
+    matched_findings: list[MatchedFinding]
+    new_findings: list[UnpairedFinding]
+    resolved_findings: list[UnpairedFinding]
     ranks: list[RankDiff]
     collectives: CollectivesDiff | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunFacts:
     """One side of a comparison. ``id``: the run id or a label; ``totals``: the run's breakdown when the
     caller has it stored (else summed from ``reports`` by ``run_totals``)."""
 
     id: Any
-    reports: list[dict[str, Any]] = field(default_factory=list)
+    reports: list[ReportInfo] = field(default_factory=list)
     kernels: dict[str, dict[str, int]] = field(default_factory=dict)
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    totals: dict[str, Any] | None = None
+    findings: list[FindingJson] = field(default_factory=list)
+    totals: Totals | None = None
     # Per report (aligned with ``reports``): its samples, None where its file could not be read.
     samples: list[ReportSamples | None] = field(default_factory=list)
     # The run's collectives split into waiting and transfer (``analysis.run.waiting``), when it has one.
-    collectives: dict[str, Any] | None = None
+    collectives: CollectiveSplit | None = None
 
 
-def run_facts(id: Any, reports: list[dict[str, Any]], findings: list[dict[str, Any]],
-              paths: Sequence[Path | None], totals: dict[str, Any] | None = None,
-              collectives: dict[str, Any] | None = None) -> RunFacts:
+def run_facts(id: Any, reports: list[ReportInfo], findings: list[FindingJson],
+              paths: Sequence[Path | None], totals: Totals | None = None,
+              collectives: CollectiveSplit | None = None) -> RunFacts:
     """One run's facts, each report's samples read from its DuckDB file (``paths`` aligned with
     ``reports``; None or a missing file: no samples for that report)."""
     from analysis.views.compare_samples import ReportSamples, read_samples
@@ -180,12 +185,12 @@ def report_breakdown(report: Mapping[str, Any]) -> dict[str, int | float | None]
     return {k: breakdown_value(report, k) for k in BREAKDOWN_KEYS}
 
 
-def run_totals(reports: Sequence[Mapping[str, Any]]) -> dict[str, int | float | None]:
+def run_totals(reports: Sequence[Mapping[str, Any]]) -> Totals:
     """The run's KPIs: the ranks' times summed (span too: GPU time across ranks), goodput from the sums.
 
     The same arithmetic as the service's per-run summary row (``app.services.jobs.pipeline``).
     """
-    out: dict[str, int | float | None] = {}
+    out: Totals = {}
     for key in SUM_KEYS:
         values = [int(v) for v in (breakdown_value(r, key) for r in reports) if v is not None]
         out[key] = sum(values) if values else None
@@ -200,16 +205,16 @@ def delta(base: Any, head: Any) -> Delta:
     return {"base": base, "head": head, "delta": d, "delta_pct": pct}
 
 
-def _keys(reports: list[dict[str, Any]], by_rank: bool) -> list[tuple[str, Any]]:
+def _keys(reports: list[ReportInfo], by_rank: bool) -> list[tuple[str, Any]]:
     return [("rank", r.get("rank")) if by_rank else ("report", i) for i, r in enumerate(reports)]
 
 
-def _has_ranks(reports: list[dict[str, Any]]) -> bool:
+def _has_ranks(reports: list[ReportInfo]) -> bool:
     ranks = [r.get("rank") for r in reports]
     return all(isinstance(x, int) for x in ranks) and len(set(ranks)) == len(ranks)
 
 
-def _steps(report: Mapping[str, Any]) -> dict[str, Any] | None:
+def _steps(report: Mapping[str, Any]) -> dict[str, int | float | None] | None:
     raw = report.get("iterations")
     it: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     return {k: it.get(k) for k in STEP_KEYS} if it.get("count") else None
@@ -287,7 +292,7 @@ def diff_ranks(base: RunFacts, head: RunFacts, noise_pct: float) -> list[RankDif
         out.append({
             "rank": key[1] if key[0] == "rank" else None,
             "report": key[1] if key[0] == "report" else None,
-            "base_file": (b or {}).get("file"), "head_file": (h or {}).get("file"),
+            "base_file": b.get("file") if b else None, "head_file": h.get("file") if h else None,
             "breakdown": {k: delta(bb[k], hb[k]) for k in BREAKDOWN_KEYS},
             "steps": ({k: delta(bs[k], hs[k]) for k in STEP_KEYS} if bs and hs else None),
             "per_step": diff_steps(_sample_at(base, bi) if bi is not None else None,
@@ -333,7 +338,7 @@ def _median(stat: SampleComparison | None, side: Literal["base", "head"],
     return None if stat is None else stat[side][key]
 
 
-def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: StepDiff | None,
+def kpis(bt: Totals, ht: Totals, steps: StepDiff | None,
          kernels: tuple[dict[str, np.ndarray], dict[str, np.ndarray]],
          per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None) -> dict[str, Delta]:
     """The headline numbers every view shows: total kernel time (in the windows compared), steps compared,
@@ -365,13 +370,13 @@ def kpis(bt: Mapping[str, Any], ht: Mapping[str, Any], steps: StepDiff | None,
     return out
 
 
-def _estimated(row: Delta, stat: Mapping[str, Any]) -> None:
+def _estimated(row: Delta, stat: SampleComparison) -> None:
     """A per-step KPI row takes the tested estimate as its one change in percent; the medians' ratio is kept
     apart (``median_delta_pct``), so a row never shows two changes side by side."""
     row["median_delta_pct"] = row["delta_pct"]
-    row["delta_pct"] = stat.get("delta_pct")
+    row["delta_pct"] = stat["delta_pct"]
     row["estimator"] = "hodges_lehmann_ratio"
-    row["p_value"], row["changed"] = stat.get("p_value"), stat.get("changed")
+    row["p_value"], row["changed"] = stat["p_value"], stat["changed"]
 
 
 def _inside_steps(per_step: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None) -> Delta:
@@ -434,23 +439,29 @@ def compare(base: RunFacts, head: RunFacts, *, noise_pct: float = DEFAULT_NOISE_
     }
 
 
-def _split_samples(c: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+def _per_instance(c: CollectiveSplit) -> SampleSums | None:
+    """The split's waiting and transfer per collective instance (summed over ranks), None where it kept none."""
+    got = c.get("samples")
+    inst = got.get("per_instance") if isinstance(got, dict) else None
+    return inst if isinstance(inst, dict) and inst.get("wait_ns") else None
+
+
+def _split_samples(c: CollectiveSplit) -> tuple[str, SampleSums] | None:
     """The samples a run's collectives split keeps (``analysis.run.waiting``): per step when it has steps,
     else per instance; each summed over ranks. None in a split stored before they were kept."""
-    raw = c.get("samples")
-    got: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
-    step = got.get("per_step") if isinstance(got.get("per_step"), dict) else None
-    if step and step.get("wait_ns"):
+    got = c.get("samples")
+    step = got.get("per_step") if isinstance(got, dict) else None
+    if isinstance(step, dict) and step.get("wait_ns"):
         return "per_step", step
-    inst = got.get("per_instance") if isinstance(got.get("per_instance"), dict) else None
-    return ("per_instance", inst) if inst and inst.get("wait_ns") else None
+    inst = _per_instance(c)
+    return ("per_instance", inst) if inst else None
 
 
 BASES = {"per_step": "per step (summed over the step's collectives and ranks), Mann-Whitney over steps",
          "per_instance": "per collective instance (summed over ranks), Mann-Whitney over instances"}
 
 
-def diff_collectives(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None,
+def diff_collectives(base: CollectiveSplit | None, head: CollectiveSplit | None,
                      noise_pct: float) -> CollectivesDiff | None:
     """Communication kernels: whether their waiting (for the last rank) or their transfer (after it) changed.
     Tested as the compute kernels are per step (``analysis.views.significance``: Mann-Whitney and the
@@ -463,26 +474,28 @@ def diff_collectives(base: Mapping[str, Any] | None, head: Mapping[str, Any] | N
 
     from analysis.views.significance import compare_samples
 
-    def per(c: Mapping[str, Any], key: str) -> float | None:
+    def per(c: CollectiveSplit, ns: int | None) -> float | None:
         n = int(c.get("instances") or 0) * len(c["per_rank"])
-        return round(int(c.get(key) or 0) / n, 1) if n else None
+        return round(int(ns or 0) / n, 1) if n else None
 
     sb, sh = _split_samples(base), _split_samples(head)
     unit = "per_step" if sb and sh and sb[0] == sh[0] == "per_step" else "per_instance"
     if sb and sh and unit == "per_instance":  # one side without steps: both per instance, when both have them
-        ib = (base.get("samples") or {}).get("per_instance") or {}
-        ih = (head.get("samples") or {}).get("per_instance") or {}
-        sb, sh = (("per_instance", ib), ("per_instance", ih)) if ib.get("wait_ns") and ih.get("wait_ns") else (None, None)
+        ib, ih = _per_instance(base), _per_instance(head)
+        sb, sh = (("per_instance", ib), ("per_instance", ih)) if ib and ih else (None, None)
     tested = bool(sb and sh)
     out: dict[str, object] = {"instances": delta(base.get("instances"), head.get("instances")),
                            "basis": BASES[unit] if tested else "mean per instance and rank, against the floor",
                            "tested": tested}
     said = []
-    for key, name in (("wait_ns", "waiting"), ("transfer_ns", "transfer")):
-        d = delta(per(base, key), per(head, key))
-        if tested and sb and sh:
-            st = compare_samples(np.asarray(sb[1][key], dtype=np.int64), np.asarray(sh[1][key], dtype=np.int64),
-                                 noise_pct)
+    for key, name, bn, hn, bs, hs in (
+            ("wait_ns", "waiting", base.get("wait_ns"), head.get("wait_ns"),
+             sb[1]["wait_ns"] if sb else [], sh[1]["wait_ns"] if sh else []),
+            ("transfer_ns", "transfer", base.get("transfer_ns"), head.get("transfer_ns"),
+             sb[1]["transfer_ns"] if sb else [], sh[1]["transfer_ns"] if sh else [])):
+        d = delta(per(base, bn), per(head, hn))
+        if tested:
+            st = compare_samples(np.asarray(bs, dtype=np.int64), np.asarray(hs, dtype=np.int64), noise_pct)
             out[key.replace("_ns", f"_{unit}_ns" if unit == "per_step" else "_per_instance_sample_ns")] = st
             moved, up = bool(st["changed"]), (st["delta_pct"] or 0) > 0
         else:

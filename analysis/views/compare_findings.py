@@ -10,17 +10,19 @@ of devices kept). Within one key the findings pair in impact order. A finding le
 resolved); when the other run has the same rule on the same rank in another scope, it says so
 (``other_scope``: that finding's scope), so a problem that changed scope reads as such, not as a new one.
 
-A finding is a dict as the analysis (``FindingResult.to_json``) or the service (``extra`` holding the
-rule's own fields) gives it.
+A finding is JSON as the analysis (``FindingResult.to_json``) or the service (``extra`` holding the
+rule's own fields) gives it (``FindingJson``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import TypedDict
+
+from analysis.report_types import FindingJson
 
 
-def _int(v: Any) -> int | None:
+def _int(v: object) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
@@ -28,15 +30,16 @@ def _str(v: object) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def field_of(f: Mapping[str, Any], key: str) -> object:
+def field_of(f: FindingJson, key: str) -> object:
     """A finding's field, top level (the analysis' dicts) or under ``extra`` (the service's)."""
-    if key in f:
-        return f[key]
+    fields: Mapping[str, object] = f  # a rule's own keys, by name
+    if key in fields:
+        return fields[key]
     extra = f.get("extra")
     return extra.get(key) if isinstance(extra, dict) else None
 
 
-def device_of(f: Mapping[str, Any]) -> int | None:
+def device_of(f: FindingJson) -> int | None:
     """The one device a finding is about, when it names exactly one (its ``device`` or ``devices``)."""
     dev = field_of(f, "device")
     if isinstance(dev, int) and not isinstance(dev, bool):
@@ -50,7 +53,7 @@ def device_of(f: Mapping[str, Any]) -> int | None:
     return None
 
 
-def kernel_of(f: Mapping[str, Any]) -> str | None:
+def kernel_of(f: FindingJson) -> str | None:
     """The kernel a finding is about, when the rule is about one kernel (``kernel`` or ``dominant_kernel``)."""
     for key in ("kernel", "dominant_kernel"):
         k = field_of(f, key)
@@ -61,7 +64,7 @@ def kernel_of(f: Mapping[str, Any]) -> str | None:
     return None
 
 
-def devices_of(f: Mapping[str, Any]) -> list[list[int | None]] | None:
+def devices_of(f: FindingJson) -> list[list[int | None]] | None:
     """The (process, device) pairs a finding about one kernel judged, from its evidence when the evidence is
     complete (None: not about a kernel, or not every row shown). Ranks of a finding rolled up across ranks
     count as part of its scope too (``per_rank``)."""
@@ -90,15 +93,15 @@ class Scope(TypedDict):
     devices: list[list[int | None]] | None
 
 
-def scope(f: Mapping[str, Any]) -> Scope:
+def scope(f: FindingJson) -> Scope:
     """What a finding is about: rule, rank, device, phase, kernel and the devices it judged (None where it
     does not say)."""
     return {"rule_id": f.get("rule_id"), "rank": f.get("rank"), "device": device_of(f),
             "phase": _str(field_of(f, "phase")), "kernel": kernel_of(f), "devices": devices_of(f)}
 
 
-def _key(level: int, f: Mapping[str, Any]) -> tuple:
-    s: Mapping[str, Any] = scope(f)
+def _key(level: int, f: FindingJson) -> tuple:
+    s: Mapping[str, object] = scope(f)
     parts = (("rule_id", "rank", "device", "phase", "kernel", "devices"), ("rule_id", "rank", "device", "kernel", "devices"),
              ("rule_id", "rank", "kernel", "devices"))[level]
     return tuple(str(s[p]) if p == "devices" else s[p] for p in parts)
@@ -107,27 +110,71 @@ def _key(level: int, f: Mapping[str, Any]) -> tuple:
 MATCHED_ON = ("rule, rank, device, phase and kernel", "rule, rank, device and kernel", "rule, rank and kernel")
 
 
-def _delta(b: Any, h: Any) -> dict[str, Any]:
+class SeverityChange(TypedDict):
+    """A matched finding's severity in each run and whether it changed."""
+
+    base: str | None
+    head: str | None
+    changed: bool
+
+
+class ImpactDelta(TypedDict):
+    """A matched finding's cost in each run (None where it has none) and its change."""
+
+    base: int | None
+    head: int | None
+    delta: int | None
+    delta_pct: float | None
+
+
+class MatchedFinding(Scope):
+    """A finding of both runs (``match_findings``): the head's scope and title, the base's title, the severity
+    and cost (total and per step) of each, and what they were matched on."""
+
+    title: str | None
+    base_title: str | None
+    severity: SeverityChange
+    impact_ns: ImpactDelta
+    impact_per_step_ns: ImpactDelta
+    matched_on: str
+
+
+def _delta(b: int | None, h: int | None) -> ImpactDelta:
     d = None if b is None or h is None else h - b
     return {"base": b, "head": h, "delta": d,
             "delta_pct": None if d is None or not b else round(100.0 * d / b, 3)}
 
 
-def _by_impact(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+class UnpairedFinding(FindingJson, total=False):
+    """A finding of one run that none of the other's matched; ``other_scope``: the scope of the other run's unpaired
+    finding of the same rule and rank, when there is one."""
+
+    other_scope: Scope
+
+
+def _by_impact(items: list[FindingJson]) -> list[FindingJson]:
     return sorted(items, key=lambda f: -int(f.get("impact_ns") or 0))  # stable: ranking order on ties
 
 
-def match_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+class FindingMatch(TypedDict):
+    """Two runs' findings matched (``match_findings``): the pairs, and each side's findings left unpaired."""
+
+    matched: list[MatchedFinding]
+    new: list[UnpairedFinding]
+    resolved: list[UnpairedFinding]
+
+
+def match_findings(base: list[FindingJson], head: list[FindingJson]) -> FindingMatch:
     """``{"matched": [...], "new": [...], "resolved": [...]}``: matched pairs with their impact deltas (total
     and per step where both have it) and severity change, largest change first; the unmatched findings
     of each side, largest impact first."""
     left_b = list(enumerate(_by_impact(base)))
     left_h = list(enumerate(_by_impact(head)))
-    pairs: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+    pairs: list[tuple[int, FindingJson, FindingJson]] = []
     for level in range(len(MATCHED_ON)):
         taken_b: set[int] = set()
         taken_h: set[int] = set()
-        pool: dict[tuple, list[tuple[int, dict[str, Any]]]] = {}
+        pool: dict[tuple, list[tuple[int, FindingJson]]] = {}
         for i, f in left_b:
             pool.setdefault(_key(level, f), []).append((i, f))
         for j, g in left_h:
@@ -139,7 +186,7 @@ def match_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> di
                 pairs.append((level, f, g))
         left_b = [(i, f) for i, f in left_b if i not in taken_b]
         left_h = [(j, g) for j, g in left_h if j not in taken_h]
-    matched: list[dict[str, Any]] = []
+    matched: list[MatchedFinding] = []
     for level, f, g in pairs:
         sb, sh = f.get("severity"), g.get("severity")
         matched.append({
@@ -155,11 +202,11 @@ def match_findings(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> di
             "resolved": _other_scope([f for _, f in left_b], [g for _, g in left_h])}
 
 
-def _other_scope(found: list[dict[str, Any]], other: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _other_scope(found: list[FindingJson], other: list[FindingJson]) -> list[UnpairedFinding]:
     """Each unpaired finding, with ``other_scope`` (the scope of the other run's unpaired finding of the same
     rule and rank) when there is one: the same rule judged on another kernel or set of devices."""
-    out = []
+    out: list[UnpairedFinding] = []
     for f in found:
         twin = next((g for g in other if g.get("rule_id") == f.get("rule_id") and g.get("rank") == f.get("rank")), None)
-        out.append(f if twin is None else {**f, "other_scope": scope(twin)})
+        out.append({**f} if twin is None else {**f, "other_scope": scope(twin)})
     return out

@@ -14,12 +14,12 @@ time is above that floor.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Literal, TypedDict
 
 import numpy as np
 
 from analysis.model.kernel_names import short_kernel_name
-from analysis.views.significance import compare_samples
+from analysis.views.significance import SampleComparison, compare_samples
 
 ABS_FLOOR_SHARE = 0.001     # of the kernel time per step (or per run): smaller changes are not listed
 MAX_ROWS = 100              # changed kernels listed
@@ -29,6 +29,45 @@ LABEL_LIMIT = 90
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 MAX_TOKENS = 4
+
+
+class SidesPerStep(TypedDict):
+    """A kernel's launches per step in each run."""
+
+    base: float
+    head: float
+
+
+class KernelDiff(TypedDict):
+    """One kernel of two runs compared (``diff_kernels``): its name and label, whether it changed (or is new, or
+    gone), its launches and total time in each run, its launches per step (with steps), its launches' durations
+    tested, its time per step tested (with steps in both), which tests said it changed, and the time that moved
+    per step (per run without steps)."""
+
+    name: str
+    label: str
+    status: Literal["changed", "unchanged", "new", "gone"]
+    base_count: int
+    head_count: int
+    base_total_ns: int
+    head_total_ns: int
+    launches_per_step: SidesPerStep | None
+    per_launch_ns: SampleComparison
+    per_step_ns: SampleComparison | None
+    changed_by: list[str]
+    moved_ns: float
+
+
+class NoiseFloor(TypedDict):
+    """What a kernel's change must pass to be listed: the effect-size floor (``pct``), the absolute floor on the
+    time that moves, per step or per run, the tests made, and how many kernels were below it of those compared."""
+
+    pct: float
+    abs_ns: float
+    per: Literal["step", "run"]
+    tests: list[str]
+    kernels_below_noise: int
+    kernels_compared: int
 
 
 def _tokens(name: str) -> list[str]:
@@ -73,7 +112,7 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
                  base_steps: int, head_steps: int, base_per_step: dict[str, np.ndarray] | None = None,
                  head_per_step: dict[str, np.ndarray] | None = None,
                  launches_in_steps: tuple[dict[str, int], dict[str, int]] | None = None,
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+                 ) -> tuple[list[KernelDiff], list[KernelDiff], NoiseFloor]:
     """(changed kernels, the per-launch table, the noise floor). ``base``/``head``: launch durations by
     name; ``*_steps``: the steps each run's samples cover (0: none, compare per run); ``*_per_step``: each
     kernel's time in every step of the run's reports (``merge_per_step``), when both runs have steps;
@@ -93,7 +132,7 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
     names = sorted(set(base) | set(head))
     labels = distinct_labels(names)
     floor_abs = ABS_FLOOR_SHARE * max(time_b, time_h)
-    rows: list[dict[str, Any]] = []
+    rows: list[KernelDiff] = []
     for name in names:
         b, h = base.get(name, empty), head.get(name, empty)
         stats = compare_samples(b, h, noise_pct)
@@ -107,6 +146,7 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
         # What the change costs per step (per run): the share of the head's time that the change added
         # (or saved), from the estimated ratio (per step when the steps say it changed).
         by: list[str] = []
+        status: Literal["changed", "unchanged", "new", "gone"]
         if len(b) and len(h):
             lead = step_stats if step_stats is not None and step_stats["changed"] else stats
             ratio = 1.0 + (lead["delta_pct"] or 0.0) / 100.0
@@ -124,17 +164,17 @@ def diff_kernels(base: dict[str, np.ndarray], head: dict[str, np.ndarray], noise
             "per_launch_ns": stats, "per_step_ns": step_stats, "changed_by": by if status == "changed" else [],
             "moved_ns": round(moved, 1),
         })
-    def moved_of(r: dict[str, Any]) -> float:
+    def moved_of(r: KernelDiff) -> float:
         return abs(float(r["moved_ns"]))
 
-    def time_of(r: dict[str, Any]) -> float:
+    def time_of(r: KernelDiff) -> float:
         return max(int(r["base_total_ns"]) / div_b, int(r["head_total_ns"]) / div_h)
 
     changed = sorted((r for r in rows if r["status"] != "unchanged"), key=lambda r: (-moved_of(r), r["name"]))
     table = sorted(rows, key=lambda r: (-time_of(r), r["name"]))
     shown = {r["name"] for r in changed[:MAX_ROWS]}
     table = table[:TABLE_ROWS] + [r for r in table[TABLE_ROWS:] if r["name"] in shown]
-    noise = {"pct": noise_pct, "abs_ns": round(floor_abs, 1), "per": "step" if per_step else "run",
-             "tests": ["per_launch", "per_step"] if by_step else ["per_launch"],
-             "kernels_below_noise": len(rows) - len(changed), "kernels_compared": len(rows)}
+    noise: NoiseFloor = {"pct": noise_pct, "abs_ns": round(floor_abs, 1), "per": "step" if per_step else "run",
+                          "tests": ["per_launch", "per_step"] if by_step else ["per_launch"],
+                          "kernels_below_noise": len(rows) - len(changed), "kernels_compared": len(rows)}
     return changed[:MAX_ROWS], table, noise

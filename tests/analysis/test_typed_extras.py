@@ -205,10 +205,13 @@ def test_the_registry_lists_each_rule_s_declared_type() -> None:
 
 def _keys_written(module: str, name: str) -> set[str]:
     """String keys a module writes into ``name`` (``name["key"] = ...``), gives it in a dict literal
-    (``name = {...}``), or passes in a dict literal as ``name=`` (``dataclasses.replace(f, extra={...})``)."""
+    (``name = {...}``, or ``name: T = {...}``), or passes in a dict literal as ``name=``
+    (``dataclasses.replace(f, extra={...})``)."""
     tree = ast.parse(inspect.getsource(importlib.import_module(module)))
     dicts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
              and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    dicts += [n.value for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and isinstance(n.value, ast.Dict)
+              and isinstance(n.target, ast.Name) and n.target.id == name]
     dicts += [k.value for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords
               if k.arg == name and isinstance(k.value, ast.Dict)]
     keys = {k.value for d in dicts for k in d.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}

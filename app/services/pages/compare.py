@@ -6,6 +6,7 @@ each run's facts from the metadata DB and the reports' DuckDB files, leaves the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -13,6 +14,9 @@ from sqlalchemy.orm import Session
 from analysis.api import (
     DEFAULT_NOISE_PCT,
     Breakdown,
+    CollectiveSplit,
+    FindingJson,
+    ReportInfo,
     RunComparison,
     RunFacts,
     ToolKind,
@@ -95,9 +99,11 @@ def run_facts_of(session: Session, settings: Settings, run_id: int) -> RunFacts:
     stored = [(results.reports[rid], path) for rid, path in ready if rid in results.reports and results.reports[rid].data]
     findings = session.scalars(sa.select(Finding).where(Finding.run_id == run.id).order_by(Finding.id))
     split = results.run.collectives
-    return run_facts(run.id, [dict(s.data) for s, _ in stored], [finding_to_dict(f) for f in findings],
+    # The stored summaries and split are the analysis' JSON read back: its reports[] objects and collectives.
+    return run_facts(run.id, [cast("ReportInfo", dict(s.data)) for s, _ in stored],
+                     [cast("FindingJson", finding_to_dict(f)) for f in findings],
                      [data_path(settings, path) if path else None for _, path in stored],
-                     collectives=None if split is None else dict(split))
+                     collectives=None if split is None else cast("CollectiveSplit", dict(split)))
 
 
 def compare_runs(session: Session, settings: Settings, base_id: int, head_id: int, *,
