@@ -256,10 +256,11 @@ class _Gate:
             self.checks.wait_all()  # the tables the copy does not read
             if self.checked is not None and not self._stopping:
                 self.checked()
-        except TraceError as exc:
+        except Exception as exc:  # any failure here fails the ingest, raised in the caller's thread
             if self._stopping:
                 return  # the ingest failed already, or succeeded without needing this thread any more
-            self.error = exc
+            self.error = exc if isinstance(exc, TraceError) else TraceError(
+                "internal", f"checking the export failed ({type(exc).__name__}: {exc})"[:300])
             if self.proc.poll() is None:
                 self.proc.kill()  # it may be copying a table whose check passed: nothing of it will be used
 
