@@ -237,3 +237,33 @@ def test_every_table_is_checked_and_its_rows_estimated(tmp_path):
     assert checks.progress == (len(order), len(order))
     assert checks.rows["OSRT_API"] == rows > 0
     assert "OSRT_CALLCHAINS" not in checks.rows  # checked, not a table Goodput reads
+
+
+def test_tables_with_odd_names_and_a_virtual_table_are_handled(tmp_path):
+    # Every ordinary table is checked by its quoted name; a virtual table is not (its module's check would run its
+    # code), its shadow tables are.
+    src = _copy(tmp_path)
+    con = apsw.Connection(str(src))
+    con.execute('CREATE TABLE "we""ird ) x" (a)')
+    con.execute('CREATE TABLE "5" (a)')
+    con.execute("CREATE VIRTUAL TABLE ft USING fts5(body)")
+    con.execute("INSERT INTO ft VALUES ('hello')")
+    con.close()
+    hardened = guard.open_hardened(src, time.monotonic() + 30)
+    try:
+        names = guard._check_order(guard._check_schema(hardened))
+    finally:
+        hardened.close()
+    assert 'we"ird ) x' in names and "5" in names and "ft_data" in names and "ft" not in names
+    ingest(src, tmp_path / "r.duckdb", limits=Limits(timeout_s=60))
+    leaves = _leaves(src, "ft_content")
+    _damage(src, leaves[0] if leaves else _root(src, "ft_content"))
+    _expect_corrupt(src, tmp_path)
+
+
+def _root(path: Path, table: str) -> int:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT rootpage FROM sqlite_schema WHERE name = ?", (table,)).fetchone()[0]
+    finally:
+        con.close()
