@@ -9,6 +9,10 @@ export. The second (the plan, sent only once the export passed
 validation) makes it attach the export read-only, run the plan's statements and report each step as one
 JSON line on stdout. End of input before the plan: it exits without reading anything.
 
+The export's tables are still being checked when the plan comes (``guard.TableChecks``): the plan says which
+tables each statement reads (``needs``), and a statement runs only once a ``{"go": [TABLE, ...]}`` line has
+said that each of them passed its integrity check. End of input before that: it stops without reading them.
+
 Imports only the standard library before the setup line, and DuckDB after: this module is the cost of
 every ingest, so it stays small (``python -X importtime -m analysis.readers.nsys.child``).
 """
@@ -178,10 +182,34 @@ def insert_meta(con, meta: dict) -> None:
         con.execute(f"INSERT INTO meta VALUES {rows}")  # noqa: S608 - hex literals only
 
 
+class Stopped(Exception):
+    """The parent closed the input before a table the next statement reads had passed its check."""
+
+
+class Gate:
+    """The tables that have passed their integrity check, as the parent's ``go`` lines say."""
+
+    def __init__(self, plan: dict) -> None:
+        self.gated = "needs" in plan
+        self.passed: set[str] = set()
+
+    def wait(self, tables: list[str]) -> None:
+        """Return once every table of ``tables`` has passed; ``Stopped`` at end of input first."""
+        if not self.gated:
+            return
+        while not self.passed.issuperset(tables):
+            line = sys.stdin.readline()
+            if not line:
+                raise Stopped("the export's integrity check did not pass")
+            msg = json.loads(line)
+            self.passed.update(str(t) for t in msg.get("go") or ())
+
+
 def run(con, plan: dict) -> None:
     """Attach the validated export and run the plan's statements in one transaction."""
     from analysis.readers.schema import NSYS_TABLES
 
+    gate = Gate(plan)
     con.execute("BEGIN")
     insert_meta(con, plan["meta"])
     con.execute(f"ATTACH {_quote(plan['src'])} AS src (TYPE sqlite, READ_ONLY)")
@@ -196,21 +224,20 @@ def run(con, plan: dict) -> None:
     # the configuration is locked; the setting is restored before any other statement runs.
     if varchar:
         con.execute("SET sqlite_all_varchar = true")
-        for sql in varchar:
+        for sql, needs in zip(varchar, plan.get("varchar_needs") or [[]] * len(varchar), strict=True):
+            gate.wait(needs)
             con.execute(sql)
         con.execute("SET sqlite_all_varchar = false")
     if plan.get("threads"):  # a small export: fewer threads than the child was started with
         con.execute(f"SET threads = {max(1, int(plan['threads']))}")
     con.execute("SET lock_configuration = true")
     steps = plan["statements"]
-    # Progress in source rows: each step's weight is the row count of the table it reads (from the
-    # parent's validation), so `done` reaches `total` exactly when the last step ends.
-    weights = [int(w) for w in plan.get("weights") or [1] * len(steps)]
-    total, done = sum(weights), 0
-    for (label, sql), weight in zip(steps, weights, strict=True):
-        _say(stage=label, done=done, total=total)
+    needs = plan.get("needs") or [[]] * len(steps)
+    # Progress by step: the parent weighs each step by the rows of the table it reads.
+    for i, ((label, sql), need) in enumerate(zip(steps, needs, strict=True)):
+        gate.wait(need)
+        _say(stage=label, step=i)
         con.execute(sql)
-        done += weight
     con.execute("COMMIT")
     con.execute("DETACH src")
     if varchar:
@@ -218,7 +245,7 @@ def run(con, plan: dict) -> None:
     counts = {name: con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]  # noqa: S608 - schema names
               for name in NSYS_TABLES}
     net = _net(con) if plan.get("net") else None
-    _say(stage="write", done=total, total=total)
+    _say(stage="write", step=len(steps))
     con.execute("CHECKPOINT")
     _say(ok=True, counts=counts, net=net)
 
@@ -258,6 +285,9 @@ def main() -> int:
         run(con, json.loads(plan_line))
     except MemoryError:
         _say(ok=False, kind="memory", error="out of memory")
+        return 1
+    except Stopped as exc:
+        _say(ok=False, kind="stopped", error=str(exc))
         return 1
     except Exception as exc:
         _say(ok=False, kind=type(exc).__name__, error=str(exc)[:2000])

@@ -5,14 +5,21 @@ every object we will read by ``sqlite_schema.type`` (a view or trigger where a t
 refused), discovers columns with ``pragma_table_info`` and checks their declared types, and reads the
 small tables (export metadata, session start, allow-listed environment, enum tables) by explicit
 column lists. The bulk copy (``analysis.readers.nsys.child``) may then read the verified table names only.
+
+Integrity is checked one table at a time (``TableChecks``: SQLite's ``PRAGMA quick_check(TABLE)``), first
+``sqlite_schema`` (with the freelist), then every table before anything reads it: the small tables before
+validation reads them, the bulk tables in background threads while the copy runs, each one before the copy
+may read it (docs/security.md, "Integrity, table by table").
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +96,8 @@ class ExportInfo:
     # walks them, which only a disk too full for the file's own size needs.
     table_bytes: int | None = None
     rows: dict[str, int] = field(default_factory=dict)   # verified table -> max(rowid), for progress only
+    # The per-table integrity checks (``TableChecks``); every read of a table waits for its check to pass.
+    checks: TableChecks | None = field(default=None, repr=False, compare=False)
 
     @property
     def version(self) -> str:
@@ -132,32 +141,196 @@ def _check_header(path: Path, size: int, max_bytes: int) -> None:
         raise TraceError("corrupt", "the file is shorter than an SQLite header; it was cut off in transfer")
 
 
-def validate(path: Path, *, max_bytes: int, timeout_s: float) -> ExportInfo:
-    """Validate an untrusted export and read its small tables. Raises ``TraceError``."""
+def validate(path: Path, *, max_bytes: int, timeout_s: float, pipelined: bool = False) -> ExportInfo:
+    """Validate an untrusted export and read its small tables. Raises ``TraceError``.
+
+    With ``pipelined``, the tables validation does not read itself are still being checked when it returns:
+    ``info.checks`` says when each one has passed, and the caller must ``close()`` it. Otherwise every table
+    has passed its check on return."""
     path = Path(path)
     size = os.stat(path).st_size
     _check_header(path, size, max_bytes)
     deadline = time.monotonic() + timeout_s
+    checks: TableChecks | None = None
     try:
         con = open_hardened(path, deadline)
         try:
-            return _validate(con, path, size)
+            tables = _check_schema(con)
+            checks = TableChecks(path, _check_order(tables), deadline, timeout_s)
+            info = _validate(con, path, size, checks)
         finally:
             con.close()
-    except TraceError:
+        if not pipelined:
+            checks.wait_all()
+            checks.close()
+            info.checks = None  # every table has passed
+        return info
+    except BaseException as exc:
+        if checks is not None:
+            checks.close()
+        if isinstance(exc, apsw.Error):
+            raise typed_error(exc, timeout_s) from None
         raise
-    except apsw.InterruptError:
-        raise TraceError("timeout", f"validating the file took longer than {fmt.exact(timeout_s)} s; "
-                         "export a shorter time range or raise the limit") from None
-    except apsw.NotADBError:
-        raise TraceError("not_sqlite", "the file has an SQLite header but is not a readable database") from None
-    except (apsw.CorruptError, apsw.FormatError, apsw.RangeError, apsw.IOError) as exc:
-        raise TraceError("corrupt", f"SQLite cannot read the file ({type(exc).__name__}); it is damaged or "
-                         "was cut off in transfer: export or copy it again") from None
-    except apsw.Error as exc:
-        detail = " ".join(str(exc).split())[:200]
-        raise TraceError("corrupt", f"SQLite refused the file ({type(exc).__name__}: {detail}); export it again") \
-            from None
+
+
+def typed_error(exc: apsw.Error, timeout_s: float) -> TraceError:
+    """The ``TraceError`` for an SQLite error met while validating or checking an export."""
+    if isinstance(exc, apsw.InterruptError):
+        return TraceError("timeout", f"validating the file took longer than {fmt.exact(timeout_s)} s; "
+                          "export a shorter time range or raise the limit")
+    if isinstance(exc, apsw.NotADBError):
+        return TraceError("not_sqlite", "the file has an SQLite header but is not a readable database")
+    if isinstance(exc, (apsw.CorruptError, apsw.FormatError, apsw.RangeError, apsw.IOError)):
+        return TraceError("corrupt", f"SQLite cannot read the file ({type(exc).__name__}); it is damaged or "
+                          "was cut off in transfer: export or copy it again")
+    detail = " ".join(str(exc).split())[:200]
+    return TraceError("corrupt", f"SQLite refused the file ({type(exc).__name__}: {detail}); export it again")
+
+
+def check_table(con: apsw.Connection, name: str) -> None:
+    """SQLite's ``quick_check`` of one table and its indexes (``sqlite_schema``: also the freelist); TraceError
+    ``corrupt`` when it finds a problem. Its b-tree pages, overflow chains and records are checked as the whole-file
+    check does; what the per-table form leaves out is pages used by no table and pages shared by two tables, which
+    no read of this table touches (docs/security.md)."""
+    ident = '"' + name.replace('"', '""') + '"'
+    try:
+        problems = [r[0] for r in con.execute(f"PRAGMA main.quick_check({ident})")]
+    except (apsw.CorruptError, apsw.FormatError, apsw.RangeError) as exc:
+        problems = [type(exc).__name__]  # a page it could not even read
+    if problems != ["ok"]:
+        found = " ".join("; ".join(map(str, problems[:5])).split())[:300]  # one line: it ends up on stderr
+        raise TraceError("corrupt", f"SQLite's integrity check failed on table {name[:100]} ({found}); the file is "
+                         "damaged: export or copy it again")
+
+
+# The tables validation reads itself (checked before it reads them, in this order), then the bulk tables in the
+# order the copy reads them (``normalize.statements``); the other tables of SOURCE_TABLES and then every other
+# table follow. The order decides only how soon the copy may go on, never whether a table is checked.
+_VALIDATION_READS = (
+    "META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_SYSTEM_ENV",
+    "META_DATA_CAPTURE", "StringIds",
+)
+_COPY_ORDER = (
+    "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS",
+)
+
+
+def _check_schema(con: apsw.Connection) -> dict[str, str]:
+    """Check ``sqlite_schema`` (and with it the freelist) and SQLite's own tables, which SQLite reads by itself
+    when it loads a schema (``sqlite_stat1``, ``sqlite_stat4``); every table of the file: name -> kind."""
+    check_table(con, "sqlite_schema")
+    tables: dict[str, str] = {}
+    for name, sql in con.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'"):
+        if isinstance(name, str):
+            tables.setdefault(name, "virtual" if str(sql or "").upper().startswith("CREATE VIRTUAL") else "table")
+    for name, kind in tables.items():
+        if kind == "table" and name.lower().startswith("sqlite_"):
+            check_table(con, name)
+    return tables
+
+
+def _check_order(tables: dict[str, str]) -> list[str]:
+    """Every ordinary table not checked yet, in the order it is needed. Virtual tables are never read, and
+    their module's own check would run their code: their shadow tables are ordinary tables and are checked."""
+    rest = [n for n, k in tables.items() if k == "table" and not n.lower().startswith("sqlite_")]
+    first = [n for n in (*_VALIDATION_READS, *enums.enum_tables().values(), *_COPY_ORDER, *SOURCE_TABLES)
+             if n in rest]
+    return list(dict.fromkeys(first + rest))
+
+
+class TableChecks:
+    """``check_table`` for each of ``order``, in background threads, each with its own hardened connection (the
+    check releases the GIL). ``wait(name)`` returns once that table has passed and raises the first failure of any
+    table; with each check, a source table's row estimate is recorded in ``rows``."""
+
+    THREADS = 2
+
+    def __init__(self, path: Path, order: list[str], deadline: float, timeout_s: float) -> None:
+        self.order = list(order)
+        self.rows: dict[str, int] = {}
+        self._path, self._deadline, self._timeout_s = path, deadline, timeout_s
+        self._next = 0
+        self._passed: set[str] = set()
+        self._error: TraceError | None = None
+        self._cancelled = False
+        self._cond = threading.Condition()
+        self._threads = [threading.Thread(target=self._work, name=f"table-check-{i}", daemon=True)
+                         for i in range(min(self.THREADS, max(1, len(self.order))))]
+        for t in self._threads:
+            t.start()
+
+    def _work(self) -> None:
+        con = None
+        try:
+            con = open_hardened(self._path, self._deadline)
+            con.set_progress_handler(lambda: self._cancelled or time.monotonic() > self._deadline, 10_000)
+            while True:
+                with self._cond:
+                    if self._cancelled or self._error is not None or self._next >= len(self.order):
+                        return
+                    name = self.order[self._next]
+                    self._next += 1
+                check_table(con, name)
+                if name in SOURCE_TABLES:
+                    self.rows[name] = _row_estimate(con, name)
+                with self._cond:
+                    self._passed.add(name)
+                    self._cond.notify_all()
+        except TraceError as exc:
+            self._fail(exc)
+        except apsw.Error as exc:
+            self._fail(typed_error(exc, self._timeout_s))
+        except BaseException as exc:  # any failure fails the ingest, in the caller's thread
+            self._fail(TraceError("internal", f"checking the file failed ({type(exc).__name__}: {exc})"[:300]))
+        finally:
+            if con is not None:
+                con.close()
+
+    def _fail(self, exc: TraceError) -> None:
+        with self._cond:
+            if self._error is None and not self._cancelled:
+                self._error = exc
+            self._cond.notify_all()
+
+    def _wait_for(self, done: Callable[[], bool]) -> None:
+        with self._cond:
+            while True:
+                if self._error is not None:
+                    raise self._error
+                if done():
+                    return
+                if self._cancelled:
+                    raise TraceError("internal", "the integrity checks were stopped")
+                self._cond.wait(timeout=1.0)
+                if time.monotonic() > self._deadline + 5 and not done():
+                    raise typed_error(apsw.InterruptError(), self._timeout_s)
+
+    def wait(self, name: str) -> None:
+        """Return once ``name`` has passed its check; TraceError if any check failed."""
+        if name not in self.order:
+            raise ValueError(f"{name} is not among the tables checked")
+        self._wait_for(lambda: name in self._passed)
+
+    def wait_all(self) -> None:
+        self._wait_for(lambda: len(self._passed) == len(self.order))
+
+    def passed(self, name: str) -> bool:
+        with self._cond:
+            return name in self._passed
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """(tables passed, tables to check)."""
+        return len(self._passed), len(self.order)
+
+    def close(self) -> None:
+        """Stop the checks still running (their connections are interrupted) and wait for the threads."""
+        with self._cond:
+            self._cancelled = True
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join()
 
 
 def _unsafe(what: str) -> None:
@@ -165,12 +338,7 @@ def _unsafe(what: str) -> None:
                      "export: export it again from the .nsys-rep report")
 
 
-def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
-    problems = [r[0] for r in con.execute("PRAGMA quick_check(5)")]
-    if problems != ["ok"]:
-        found = " ".join("; ".join(map(str, problems)).split())[:300]  # one line: it ends up on stderr
-        raise TraceError("corrupt", f"SQLite's integrity check failed ({found}); the file is damaged: "
-                         "export or copy it again")
+def _validate(con: apsw.Connection, path: Path, size: int, checks: TableChecks) -> ExportInfo:
     kinds: dict[str, str] = {}
     for kind, name, on, sql in con.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema"):
         if not isinstance(name, str):
@@ -192,8 +360,9 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
         raise TraceError("not_nsys_export", "an SQLite database without the tables of an Nsight Systems export "
                          "(StringIds, CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS ...); export the report with "
                          "`nsys export --type sqlite`")
-    info = ExportInfo(path=path, size=size)
-    info.meta = _read_meta(con, tables)
+    info = ExportInfo(path=path, size=size, checks=checks)
+    info.rows = checks.rows  # filled as each source table passes its check (for progress only)
+    info.meta = _read_meta(con, tables, checks)
     for name, spec in SOURCE_TABLES.items():
         if name not in tables:
             continue
@@ -225,7 +394,6 @@ def _validate(con: apsw.Connection, path: Path, size: int) -> ExportInfo:
             info.degraded.append({"table": name, "columns": lost, "effect": "; ".join(
                 dict.fromkeys(REFINING_EFFECT.get(c, f"{c} unknown") for c in lost))})
         info.tables[name] = [c for c in spec.columns if c in declared and c not in wrong]
-        info.rows[name] = _row_estimate(con, name)
     _read_small(con, info)
     return info
 
@@ -236,6 +404,8 @@ def measure_table_bytes(info: ExportInfo, timeout_s: float = 600.0) -> int:
     Not part of ``validate``: SQLite's dbstat reads every page of those tables (0.23 s of CPU and, on a cold
     cache, 1.8 s at 2M kernels), and the space check needs it only when the file's size does not fit."""
     if info.table_bytes is None:
+        if info.checks is not None:
+            info.checks.wait_all()  # dbstat reads every page of those tables
         try:
             con = open_hardened(info.path, time.monotonic() + timeout_s)
             try:
@@ -258,6 +428,11 @@ def _table_bytes(con: apsw.Connection, names: list[str]) -> int:
     return int(row[0] or 0) if row else 0
 
 
+def _waiter(info: ExportInfo) -> Callable[[str], None]:
+    """``info.checks.wait``: returns once the table has passed its integrity check (no-op without checks)."""
+    return info.checks.wait if info.checks is not None else (lambda name: None)
+
+
 def _row_estimate(con: apsw.Connection, name: str) -> int:
     """max(rowid) walks one b-tree edge, not the table: the progress bar's row estimate (0 if unknown)."""
     try:
@@ -267,10 +442,11 @@ def _row_estimate(con: apsw.Connection, name: str) -> int:
     return int(row[0]) if row and isinstance(row[0], int) else 0
 
 
-def _read_meta(con: apsw.Connection, tables: set[str]) -> dict[str, str]:
+def _read_meta(con: apsw.Connection, tables: set[str], checks: TableChecks) -> dict[str, str]:
     out: dict[str, str] = {}
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         if table in tables:
+            checks.wait(table)
             cols = {r[0] for r in con.execute("SELECT name FROM pragma_table_info(?)", (table,))}
             if {"name", "value"} <= cols:
                 marks = ",".join("?" * len(_META_KEYS))
@@ -308,12 +484,15 @@ def cpu_layout(cpu_info: str | None) -> dict[str, str]:
 
 def _read_small(con: apsw.Connection, info: ExportInfo) -> None:
     t = info.tables
+    wait = _waiter(info)
     if "TARGET_INFO_SESSION_START_TIME" in t:
+        wait("TARGET_INFO_SESSION_START_TIME")
         row = con.execute('SELECT "utcEpochNs" FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1').fetchone()
         if row and isinstance(row[0], int) and row[0] > 0:
             info.session_start_utc_ns = row[0]
     env = host = cpu_info = None
     if "TARGET_INFO_SYSTEM_ENV" in t:
+        wait("TARGET_INFO_SYSTEM_ENV")
         for name, value in con.execute('SELECT "name", "value" FROM "TARGET_INFO_SYSTEM_ENV" '
                                        "WHERE name IN ('DeviceEnvironment', 'Hostname', 'CpuInfo') ORDER BY rowid"):
             if name == "DeviceEnvironment" and env is None and isinstance(value, str):
@@ -323,11 +502,16 @@ def _read_small(con: apsw.Connection, info: ExportInfo) -> None:
             elif name == "CpuInfo" and cpu_info is None and isinstance(value, str):
                 cpu_info = value
     info.cpu_layout = cpu_layout(cpu_info)
+    if "META_DATA_CAPTURE" in t:
+        wait("META_DATA_CAPTURE")
+    if "StringIds" in t:
+        wait("StringIds")
     info.facts = job_facts(env, host, _captured_processes(con, t), _env_blocks(con, t))
     info.capture = _capture_settings(con, t)
     enum_rows: dict[str, list[tuple[int, str]]] = {}
     for table in enums.enum_tables().values():
         if table in t:
+            wait(table)
             enum_rows[table] = [(i, n) for i, n in con.execute(f'SELECT "id", "name" FROM "{table}"')  # noqa: S608
                                 if isinstance(i, int) and isinstance(n, str)]
     info.decoders = enums.decoders(enum_rows)
@@ -395,6 +579,7 @@ def _first_start(con: apsw.Connection, info: ExportInfo) -> int | None:
               ("CUPTI_ACTIVITY_KIND_MEMCPY", ""), ("NVTX_EVENTS", " WHERE eventType <> 75"))
     for table, where in probes:
         if table in info.tables:
+            _waiter(info)(table)
             row = con.execute(f'SELECT "start" FROM "{table}"{where} LIMIT 1').fetchone()  # noqa: S608
             if row and isinstance(row[0], int):
                 return row[0]

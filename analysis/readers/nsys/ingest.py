@@ -26,6 +26,7 @@ from analysis.readers.schema import SCHEMA_VERSION
 
 logger = logging.getLogger(__name__)
 _SRC_TABLE = re.compile(r'src\."(\w+)"')
+_READS = re.compile(r'\bsrcv?\."(\w+)"')
 
 # An export smaller than this is copied with one DuckDB thread (the child was started with ``limits.threads``,
 # before the export was known). The scanner splits a table into tasks of many pages: a small export's tables are
@@ -92,13 +93,18 @@ def _check_space(info: ExportInfo, out_dir: Path, keep: bool) -> None:
                          "for this export. Free disk space and retry the report", {"free": free, "needed": need})
 
 
-def _weights(info: ExportInfo, steps: list[tuple[str, str]]) -> list[int]:
-    """Each step's share of the progress: the rows of the first export table its SQL reads (1 if none)."""
-    out = []
-    for _, sql in steps:
-        hit = _SRC_TABLE.search(sql)
-        out.append(max(1, info.rows.get(hit.group(1), 0)) if hit else 1)
-    return out
+def reads(sql: str) -> list[str]:
+    """The export tables a statement reads (``src."T"``, ``srcv."T"``): each must pass its check first."""
+    return list(dict.fromkeys(_READS.findall(sql)))
+
+
+def _weights(info: ExportInfo, steps: list[tuple[str, str]]) -> list[int] | None:
+    """Each step's share of the progress: the rows of the first export table its SQL reads (1 if none); None
+    while a table's row count is not known yet (it is taken right after the table's check)."""
+    firsts = [hit.group(1) if (hit := _SRC_TABLE.search(sql)) else None for _, sql in steps]
+    if info.checks is not None and any(t is not None and t not in info.rows for t in firsts):
+        return None
+    return [max(1, info.rows.get(t, 0)) if t else 1 for t in firsts]
 
 
 # Writes derived tables into the normalized file before it is published: (path, DuckDB memory bytes, deadline).
@@ -152,29 +158,46 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
         raise ValueError(f"the child was started for {child.out}, not {out}")
     if progress:
         progress("validate", 0, 1)
+    info = None
     try:
-        info = validate(src, max_bytes=limits.max_bytes, timeout_s=limits.timeout_s)
+        # Returns with the bulk tables still being checked (guard.TableChecks): the child copies each one once
+        # it has passed, and nothing is published before every table has.
+        info = validate(src, max_bytes=limits.max_bytes, timeout_s=limits.timeout_s, pipelined=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         _check_space(info, out.parent, keep is not None)
         steps = statements(info)
     except BaseException:
+        if info is not None and info.checks is not None:
+            info.checks.close()
         if child is not None:
             child.discard()
         raise
+    checks = info.checks
+    assert checks is not None
     if progress:
         progress("validate", 1, 1)  # the child gets its plan now (the CLI imports the rules from here on)
     child = child or start_child(out, limits)
     tmp = child.tmp
     leftovers = child.leftovers()
+    varchar = varchar_statements(info)
     plan = {"src": str(src.resolve()), "meta": meta_rows(info), "statements": steps,
-            "varchar_statements": varchar_statements(info),
-            "weights": _weights(info, steps), "net": True}
+            "varchar_statements": varchar, "needs": [reads(sql) for _, sql in steps],
+            "varchar_needs": [reads(sql) for sql in varchar], "net": True}
     if info.size < ONE_THREAD_EXPORT_BYTES:
         plan["threads"] = 1
-    # The kept copy is written by a process of its own beside the child's copy (``scrub.ScrubChild``).
-    scrubbing = ScrubChild(src, keep, expected=info, deadline=deadline) if keep is not None else None
+    # The kept copy is written by a process of its own beside the child's copy (``scrub.ScrubChild``), once every
+    # table of the export has passed its check (SQLite rewrites the whole file).
+    scrubs: list[ScrubChild] = []
+
+    def checked() -> None:
+        if keep is not None:
+            scrubs.append(ScrubChild(src, keep, expected=info, deadline=deadline))
+
+    scrubbing: ScrubChild | None = None
     try:
-        result = child.run(plan, deadline, progress)
+        result = child.run(plan, deadline, progress, checks=checks, weights=lambda: _weights(info, steps),
+                           checked=checked)
+        scrubbing = scrubs[0] if scrubs else None
         if derive is not None:
             _derive(derive, tmp, limits, deadline, progress)
         if result.get("net") is None:
@@ -183,6 +206,8 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
             scrubbing.wait()
         publish(tmp, out)
     except OSError as exc:
+        checks.close()
+        scrubbing = scrubbing or (scrubs[0] if scrubs else None)
         if scrubbing is not None:
             scrubbing.join()
         _cleanup(*leftovers)
@@ -190,10 +215,13 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
             raise TraceError("no_space", "the disk filled up while writing the normalized report") from None
         raise
     except BaseException:
+        checks.close()
+        scrubbing = scrubbing or (scrubs[0] if scrubs else None)
         if scrubbing is not None:
             scrubbing.join()  # its own temporary files are gone once it returns
         _cleanup(*leftovers)
         raise
+    checks.close()
     _cleanup(*leftovers[1:])
     if progress:
         progress("done", 1, 1)

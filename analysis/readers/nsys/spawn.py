@@ -16,14 +16,19 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 import analysis
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
+
+if TYPE_CHECKING:
+    from analysis.readers.nsys.guard import TableChecks
 
 logger = logging.getLogger(__name__)
 
@@ -137,18 +142,30 @@ class IngestChild:
             else:
                 p.unlink(missing_ok=True)
 
-    def run(self, plan: dict, deadline: float, progress: Progress | None) -> ChildDone:
-        """Send the plan, relay progress until the child's last line; TraceError on failure or deadline."""
+    def run(self, plan: dict, deadline: float, progress: Progress | None, *, checks: TableChecks | None = None,
+            weights: Callable[[], list[int] | None] | None = None,
+            checked: Callable[[], None] | None = None) -> ChildDone:
+        """Send the plan, relay progress until the child's last line; TraceError on failure or deadline.
+
+        ``checks``: the export's integrity checks, still running. The child runs a statement only once each table
+        in the plan's ``needs`` for it has passed: a thread here sends it a ``go`` line per table as its check
+        passes, then waits for the remaining tables' checks and calls ``checked``. A failed check kills the child
+        and is the error raised. ``weights``: each statement's share of the progress, None while unknown."""
         proc = self.proc
         last: ChildDone | None = None
         stderr = ""
+        gate = _Gate(proc, plan, checks, checked) if checks is not None else None
         try:
             assert proc.stdin and proc.stdout and proc.stderr
             try:
                 proc.stdin.write(json.dumps(plan) + "\n")
-                proc.stdin.close()
+                proc.stdin.flush()
+                if gate is None:
+                    proc.stdin.close()
             except BrokenPipeError:
                 pass  # the child died during set-up; its stderr and exit status say why
+            if gate is not None:
+                gate.start()
             sel = selectors.DefaultSelector()
             sel.register(proc.stdout, selectors.EVENT_READ)
             while True:
@@ -170,20 +187,95 @@ class IngestChild:
                 if "ok" in msg:
                     last = cast("ChildDone", msg)  # the child's last line (``child._say``)
                 elif progress is not None:
-                    progress(msg["stage"], msg["done"], msg["total"])
+                    _relay(progress, msg, len(plan["statements"]), weights, checks)
             proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             stderr = proc.stderr.read()
+            if gate is not None and gate.error is None and last is not None and last.get("ok"):
+                gate.join(deadline)  # the copy is done: the tables it did not read must pass too
         except subprocess.TimeoutExpired:
             raise TraceError("timeout", "normalizing the export took longer than the configured limit") from None
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            if gate is not None:
+                gate.stop()
+        if gate is not None and gate.error is not None:
+            raise gate.error  # a table failed its check: whatever the child did, nothing is published
         if last is None or not last.get("ok") or proc.returncode != 0:
             if stderr:
                 logger.warning("nsys ingest child failed: %s", stderr[-2000:])
             raise child_error(last, proc.returncode, stderr)
         return last
+
+
+def _relay(progress: Progress, msg: dict, steps: int, weights: Callable[[], list[int] | None] | None,
+           checks: TableChecks | None) -> None:
+    """The child's step as progress in source rows (each step weighs the rows of the table it reads); while
+    the tables' row counts are not all known (checks still running), the checks' own progress."""
+    w = weights() if weights is not None else [1] * steps
+    if w is None:
+        if checks is not None:
+            done, total = checks.progress
+            progress("check", done, total)
+        return
+    step = min(int(msg["step"]), len(w))
+    progress(msg["stage"], sum(w[:step]), sum(w))
+
+
+class _Gate:
+    """The thread that tells the child, table by table, that a table it reads has passed its integrity check."""
+
+    def __init__(self, proc: subprocess.Popen, plan: dict, checks: TableChecks,
+                 checked: Callable[[], None] | None) -> None:
+        self.proc, self.checks, self.checked = proc, checks, checked
+        needed = [t for step in (*(plan.get("varchar_needs") or ()), *plan["needs"]) for t in step]
+        self.tables = list(dict.fromkeys(needed))  # in the order the child needs them
+        self.error: TraceError | None = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._feed, name="ingest-gate", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _feed(self) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            for table in self.tables:
+                self.checks.wait(table)
+                try:
+                    stdin.write(json.dumps({"go": [table]}) + "\n")
+                    stdin.flush()
+                except (BrokenPipeError, ValueError):
+                    break  # the child is gone; its own last line says why
+            try:
+                stdin.close()
+            except OSError:
+                pass
+            self.checks.wait_all()  # the tables the copy does not read
+            if self.checked is not None and not self._stopping:
+                self.checked()
+        except Exception as exc:  # any failure here fails the ingest, raised in the caller's thread
+            if self._stopping:
+                return  # the ingest failed already, or succeeded without needing this thread any more
+            self.error = exc if isinstance(exc, TraceError) else TraceError(
+                "internal", f"checking the export failed ({type(exc).__name__}: {exc})"[:300])
+            if self.proc.poll() is None:
+                self.proc.kill()  # it may be copying a table whose check passed: nothing of it will be used
+
+    def join(self, deadline: float) -> None:
+        """Wait for the remaining checks (bounded by the ingest's deadline)."""
+        self._thread.join(timeout=max(1.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            raise TraceError("timeout", "checking the export took longer than the configured limit; "
+                             "export a shorter time range or raise the limit")
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self._thread.is_alive():
+            self.checks.close()  # interrupts the checks the thread waits on
+            self._thread.join()
 
 
 def start_child(out: Path, limits: Limits) -> IngestChild:
