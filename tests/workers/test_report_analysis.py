@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from app.models import Report, Run, utcnow
 from app.services.jobs import pipeline
 from app.services.jobs import report_analysis as ra
+from app.services.storage import storage_for
 from tests.workers.conftest import make_run
 from workers.runtime import session_scope
 
@@ -27,7 +28,7 @@ def _ingested(settings, files, job="fan") -> tuple[int, list[int]]:
             out = pipeline.trace_path_for(settings, rid)
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(b"x")
-            assert pipeline.finish_ingest(s, rid, OWNERS[0], out, "nsys", {}, settings.data_dir,
+            assert pipeline.finish_ingest(s, rid, OWNERS[0], out, "nsys", {}, storage_for(settings),
                                           then="analyzing") is None
             assert s.get(Report, rid).status == "analyzing"
     return run_id, ids
