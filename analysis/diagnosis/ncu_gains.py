@@ -24,12 +24,14 @@ import dataclasses
 import functools
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from analysis.diagnosis.findings import Finding, severity_for
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
-from analysis.report_types import ProfiledLaunch, ReportSaving
+from analysis.report_types import ReportSaving
+from analysis.result_parts import KernelCause, NcuKernel
 from analysis.results import NcuExtra, extra_json
 
 
@@ -142,26 +144,29 @@ def report_saving(findings: list[Finding], report: str | None) -> ReportSaving:
             "drawn_from": "mixed" if len(linked) > 1 else "nsys" if linked == {True} else "profiled"}
 
 
-def annotate_kernels(kernels: list[ProfiledLaunch], findings: list[Finding], report: str | None) -> None:
-    """Each ``reports[].kernels`` entry gets its ``estimated_saving_ns`` (None without findings) and its
-    ``causes``: the findings on that kernel in the order they share its time (what the page and CLI list)."""
+def annotate_kernels(kernels: Sequence[NcuKernel], findings: list[Finding], report: str | None) -> list[NcuKernel]:
+    """The ``reports[].kernels`` entries with their ``estimated_saving_ns`` (None without findings) and their
+    ``causes``: the findings on that kernel in the order they share its time (what the page and CLI list). After
+    ``share_gains``, which gives each finding on a kernel of known time its ``role``."""
     groups: dict[tuple, list[Finding]] = defaultdict(list)
     for f in findings:
         key = _kernel_key(f)
         if key is not None and f.report == report:
             groups[key[1:]].append(f)
+    out = []
     for k in kernels:
-        grid = k["grid"] if k.get("grid") else None
-        block = k["block"] if k.get("block") else None
-        mine = groups.get((k["name"], str(grid), str(block)), [])
+        grid = list(k.grid) if k.grid else None
+        block = list(k.block) if k.block else None
+        mine = groups.get((k.name, str(grid), str(block)), [])
         if not mine:  # launches exported without grid/block dims are keyed by their sizes
-            mine = next((g for key, g in groups.items() if key[0] == k["name"] and grid is None), [])
+            mine = next((g for key, g in groups.items() if key[0] == k.name and grid is None), [])
         mine = sorted(mine, key=lambda f: f.extra.get("cause_order") or 0)
-        own = [_launch_gain(f, k.get("kernel_id")) for f in mine]
+        own = [_launch_gain(f, k.kernel_id) for f in mine]
         # This launch's own saving: each finding's share of it (never the group's sum under one launch).
-        k["estimated_saving_ns"] = sum(own) if mine else None
-        k["causes"] = [{"rule_id": f.rule_id, "title": f.title, "impact_ns": g,
-                        "role": f.extra.get("role"), "severity": f.severity} for f, g in zip(mine, own, strict=True)]
+        out.append(dataclasses.replace(k, estimated_saving_ns=sum(own) if mine else None, causes=tuple(
+            KernelCause(rule_id=f.rule_id, title=f.title, impact_ns=g, role=f.extra["role"], severity=f.severity)
+            for f, g in zip(mine, own, strict=True))))
+    return out
 
 
 def _launch_gain(f: Finding, kernel_id: Any) -> int:

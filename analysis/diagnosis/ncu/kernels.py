@@ -10,14 +10,15 @@ from analysis.diagnosis.ncu.impact import Linker
 from analysis.diagnosis.ncu.limiter import limiter
 from analysis.diagnosis.ncu.memory import story
 from analysis.model.ncu_metrics import load_launches
-from analysis.report_types import ProfiledLaunch
+from analysis.result_parts import NcuKernel
 
 
-def report_kernels(trace: Any, run: Any = None) -> list[ProfiledLaunch]:
-    """Every profiled launch of ``trace`` (kernel id order) with ``memory``; ``nsys_total_ns`` when the run links it."""
+def report_kernels(trace: Any, run: Any = None) -> list[NcuKernel]:
+    """Every profiled launch of ``trace`` (kernel id order) with ``memory``; ``nsys_total_ns`` when the run links it.
+    Without its saving and causes: the rules find them (``analysis.diagnosis.ncu_gains.annotate_kernels``)."""
     linker = Linker(run) if run is not None else None
     links: dict[tuple, Any] = {}
-    out: list[ProfiledLaunch] = []
+    out: list[NcuKernel] = []
     for launch in load_launches(trace):
         link = None
         if linker is not None and linker.reports:
@@ -25,13 +26,13 @@ def report_kernels(trace: Any, run: Any = None) -> list[ProfiledLaunch]:
             if key not in links:
                 links[key] = linker.link(launch)  # one lookup per kernel configuration, not per launch
             link = links[key]
-        out.append({
-            "kernel_id": launch.kernel_id, "name": launch.name, "short_name": launch.short_name,
-            "grid": list(launch.grid) if launch.grid else None, "block": list(launch.block) if launch.block else None,
-            "duration_ns": launch.duration_ns,
-            "nsys_total_ns": link.total_ns if link else None, "nsys_launches": link.launches if link else None,
-            "memory": {**story(launch), "sol": _sol_json(launch), "limiter": _limiter_json(launch)},
-        })
+        out.append(NcuKernel(
+            kernel_id=launch.kernel_id, name=launch.name, short_name=launch.short_name,
+            grid=tuple(launch.grid) if launch.grid else None, block=tuple(launch.block) if launch.block else None,
+            duration_ns=launch.duration_ns,
+            nsys_total_ns=link.total_ns if link else None, nsys_launches=link.launches if link else None,
+            memory={**story(launch), "sol": _sol_json(launch), "limiter": _limiter_json(launch)},
+            estimated_saving_ns=None, causes=()))
     return out
 
 
