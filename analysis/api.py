@@ -345,17 +345,17 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
     if not missing:
         return out
     return replace(out, missing=tuple(missing),
-                   missing_ranks=tuple(missing_ranks([r.to_json() for r in out.reports])))
+                   missing_ranks=tuple(missing_ranks(out.reports)))
 
 
-def missing_ranks(reports: list[dict[str, Any]]) -> list[int]:
+def missing_ranks(reports: Sequence[ReportSummary]) -> list[int]:
     """Ranks of the job no analyzed report has: ``range(world_size)`` (when the analyzed reports agree on
     it) less their ranks. A report that failed at ingest never told its rank; this names it anyway."""
-    sizes = {int(r["world_size"]) for r in reports if isinstance(r.get("world_size"), int)}
+    sizes = {int(w) for r in reports if isinstance(w := r.details.get("world_size"), int)}
     if len(sizes) != 1:
         return []
     (size,) = sizes
-    present = {r.get("rank") for r in reports}
+    present = {r.rank for r in reports}
     return [k for k in range(int(size)) if k not in present] if int(size) <= 100_000 else []
 
 

@@ -101,10 +101,13 @@ def test_a_failed_rank_does_not_block_the_run_and_is_named(session, settings):
     assert ra.finish_report_analysis(session, a, OWNERS[1], "reports/x/analysis-a", "steady") == run_id
     assert [(m["report"], m["error_code"]) for m in ra.missing_reports(session, run_id)] == [
         ("rank1.sqlite", "analysis_failed")]
-    from analysis.api import missing_ranks
+    from analysis.api import ReportSummary, missing_ranks
 
-    assert missing_ranks([{"rank": 0, "world_size": 2}]) == [1]
-    assert missing_ranks([{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 4}]) == []  # disagree
+    def report(rank: int, world_size: int) -> ReportSummary:
+        return ReportSummary.from_json({"file": f"r{rank}", "tool": "nsys", "rank": rank, "world_size": world_size})
+
+    assert missing_ranks([report(0, 2)]) == [1]
+    assert missing_ranks([report(0, 2), report(1, 4)]) == []  # disagree
 
 
 def test_reconcile_resends_dead_and_lost_report_analyses_and_fails_exhausted_ones(session, settings):
