@@ -118,6 +118,34 @@ class PacedFacts(TypedDict):
     advice: NotRequired[str]
 
 
+class InnerLoop(TypedDict):
+    """A nested loop's inner loop: the name that opens it, its period in operations, iterations and runs."""
+
+    opened_by: str | None
+    period_ops: int
+    iterations: int
+    runs: int
+
+
+class LoopDetail(TypedDict, total=False):
+    """How a loop was found (``analysis.loops.phases.Loop.detail``): a kernel pattern's period, regularity and match on
+    its unit; a nested loop's outer name and inner loop; an NVTX step's range and domain; a host-synced loop's median
+    operations per iteration; and why the NVTX ranges were not the step (``nvtx_reason``)."""
+
+    period_ops: int
+    regularity: float
+    match: float
+    pid: int | None
+    device: int | None
+    nested: bool
+    outer_opened_by: str | None
+    inner: InnerLoop
+    range: str | None
+    domain: str | None
+    ops_median: int
+    nvtx_reason: str | None
+
+
 class IterationsJson(NvtxStepStats, total=False):
     """A report's ``iterations`` object (``analysis.run.runner``): the NVTX step summary (without its items) when the
     step is an NVTX range, the loop's source, count, signature, percentiles, first iterations, every loop, the
@@ -126,7 +154,7 @@ class IterationsJson(NvtxStepStats, total=False):
     source: str | None
     signature: list[str]
     items: list[JSON]
-    detail: dict[str, Any]
+    detail: LoopDetail
     iteration_time: JSON
     loops: list[JSON]
     program: str

@@ -14,7 +14,7 @@ engine's, ``EngineExtra``); the ncu rules share ``NcuExtra``, the NET rules ``Ne
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
@@ -677,7 +677,7 @@ class Verdict:
 
 # The typed keys of a report summary, each with how it is read from JSON; every other key is kept, in its
 # place, in ``details``.
-_TYPED: dict[str, Any] = {
+_TYPED: dict[str, Callable[[Any], Any]] = {
     "top_kernels": lambda v: tuple(top_kernel_from_json(k) for k in v),
     "dominant_kernel": DominantKernel.from_json,
     "system_metrics": SystemMetrics.from_json,

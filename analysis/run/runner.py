@@ -501,8 +501,8 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> Collect
         con.close()
     hosts = [r.info.get("host") for r, _ in parts]
     cols, unpaired = pairs_only(cols)  # send/recv kernels only between a pair: the exports name no peer
-    # The rule module builds the split's totals, per rank and per host (the keys of ``CollectiveSplit`` it returns).
-    split = cast("CollectiveSplit | None", collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts))
+    # The rule module builds the split's totals, per rank and per host.
+    split = collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts)
     if unpaired is not None:
         split = CollectiveSplit() if split is None else split
         split["point_to_point_unmatched"] = unpaired

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict, TypeVar, cast
 
 from analysis.diagnosis.ncu import sol
 from analysis.diagnosis.ncu.impact import Linker
-from analysis.diagnosis.ncu.limiter import limiter
+from analysis.diagnosis.ncu.limiter import LimiterNumbers, TensorCores, limiter
 from analysis.diagnosis.ncu.memory import story
 from analysis.model.ncu_metrics import load_launches
 from analysis.result_parts import NcuKernel
+
+_V = TypeVar("_V")
 
 
 def report_kernels(trace: Any, run: Any = None) -> list[NcuKernel]:
@@ -36,22 +38,62 @@ def report_kernels(trace: Any, run: Any = None) -> list[NcuKernel]:
     return out
 
 
-def _finite(v: Any) -> Any:
+def _finite(v: _V) -> _V | None:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
-def _sol_json(launch: Any) -> dict[str, Any]:
+class SolTerm(TypedDict):
+    """One of the speed of light's largest terms in the memory story (``sol.Term``, an infinity as None)."""
+
+    kind: str
+    name: str
+    ns: float | None
+    pct_of_peak: float | None
+    basis: str
+
+
+class SolPart(TypedDict):
+    """The launch's speed of light in its memory story (``sol.bound``) with its six largest terms."""
+
+    bound_ns: float | None
+    binding: sol.Binding | None
+    max_saving_ns: float | None
+    realistic_saving_ns: float | None
+    realistic_share: float
+    terms: list[SolTerm]
+
+
+class LimiterPart(TypedDict):
+    """The launch's limiter in its memory story (``limiter.limiter``): what bounds it, why, the library, its tensor
+    cores and the metrics behind it (without the binding unit, which ``sol`` gives)."""
+
+    kind: str
+    name: str
+    reason: str
+    library: str | None
+    tensor_cores: TensorCores
+    evidence: LimiterNumbers
+
+
+def _sol_json(launch: Any) -> SolPart:
     """The launch's speed of light (``analysis.diagnosis.ncu.sol``) with its six largest terms."""
     b = sol.bound(launch)
-    return {"bound_ns": _finite(b["bound_ns"]), "binding": b["binding"] and {
-                k: _finite(v) for k, v in b["binding"].items()},
+    top = b["binding"]
+    return {"bound_ns": _finite(b["bound_ns"]),
+            "binding": top and sol.Binding(kind=top["kind"], name=top["name"], basis=top["basis"],
+                                           pct_of_peak=_finite(top["pct_of_peak"])),
             "max_saving_ns": _finite(b["max_saving_ns"]), "realistic_saving_ns": _finite(b["realistic_saving_ns"]),
             "realistic_share": b["realistic_share"],
-            "terms": [{k: _finite(t[k]) for k in ("kind", "name", "ns", "pct_of_peak", "basis")} for t in b["terms"][:6]]}
+            "terms": [SolTerm(kind=t["kind"], name=t["name"], ns=_finite(t["ns"]), pct_of_peak=_finite(t["pct_of_peak"]),
+                              basis=t["basis"]) for t in b["terms"][:6]]}
 
 
-def _limiter_json(launch: Any) -> dict[str, Any]:
+def _limiter_json(launch: Any) -> LimiterPart:
     lim = limiter(launch)
-    ev = {k: _finite(v) for k, v in lim["evidence"].items() if k not in ("binding",)}
+    # The same keys as the limiter's evidence, in its order, less the binding unit: the numbers, infinities as None.
+    ev = cast("LimiterNumbers", {k: _finite(v) for k, v in lim["evidence"].items() if k != "binding"})
+    tc = lim["tensor_cores"]
     return {"kind": lim["kind"], "name": lim["name"], "reason": lim["reason"], "library": lim["library"],
-            "tensor_cores": {k: _finite(v) for k, v in lim["tensor_cores"].items()}, "evidence": ev}
+            "tensor_cores": TensorCores(family=tc["family"], used=tc["used"], instructions=_finite(tc["instructions"]),
+                                        pipe_pct=_finite(tc["pipe_pct"]), legacy_path=tc["legacy_path"]),
+            "evidence": ev}

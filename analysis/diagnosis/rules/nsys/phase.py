@@ -125,7 +125,7 @@ class StartupCost(_PhaseRule):
             extra=extra_json(StartupExtra(
                 startup_ns=length, gpu_busy_ns=busy, fillers=[{"name": n, "ns": t} for n, t in calls],
                 idle_anatomy=None if anatomy is None else {
-                    "idle_ns": anatomy.idle_ns, "categories": anatomy.categories,
+                    "idle_ns": anatomy.idle_ns, "categories": [c.to_json() for c in anatomy.categories],
                     "first_call": None if anatomy.first_call is None else
                     {"name": anatomy.first_call[0], "ns": anatomy.first_call[1]}})),
         )]
