@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 # The comparison's plain-data helpers (stdlib only until a DuckDB file is read).
 from analysis import fmt
 from analysis.contract import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
-from analysis.contract import json_schema, schema_text
+from analysis.contract import Schema, json_schema, schema_text
 from analysis.diagnosis.idle_classes import CATEGORIES as IDLE_CATEGORIES
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
@@ -219,7 +219,7 @@ def window_check(spec: str | None, reports: list[tuple[Path, str]]) -> None:
             trace.close()
 
 
-def result_schema() -> dict[str, Any]:
+def result_schema() -> Schema:
     """The JSON Schema of an analysis result (``analysis.contract``), each rule's findings typed by its
     ``extra_type``."""
     from analysis.diagnosis.rules.registry import finding_extras
