@@ -551,6 +551,15 @@ class NcuExtra:
     explained_by: list[str] | None = field(default=None, metadata=_json(optional=True))
 
 
+# What a rule's finding carries as its ``extra`` (``analysis.diagnosis.findings.Finding.extra``): its rule's
+# ``extra_type``, one of these.
+RuleExtra = (SyncExtra | PageableCopyExtra | BlockingCopyExtra | MemsetExtra | MigrationExtra | WarmupExtra
+             | LaunchShapeExtra | DominantKernelExtra | IdleGapsExtra | LowUtilizationExtra | LaunchBoundExtra
+             | TensorCoreExtra | DurationOutlierExtra | OsBlockedExtra | HostSamplesExtra | HostCommExtra | JitExtra
+             | AllocationExtra | StartupExtra | CommOverlapExtra | StragglerExtra | CollectiveExtra | SerializedCommExtra
+             | LateNodeExtra | CopyBoundExtra | NetExtra | NcuExtra)
+
+
 def extra_json(extra: Any) -> JSON:
     """A rule's typed extra (its ``Rule.extra_type``, made by the rule) as the finding's ``extra``: its fields
     in declared order (the order of the keys in the JSON), values as given; an optional field (``_json(optional=True)``)

@@ -673,7 +673,7 @@ def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: s
     if f.report in paced and f.rule_id in _pacing_rule_ids():
         f = dataclasses.replace(f, severity="info", message=f.message + " The loop is host-paced (the GPU waits "
                                 "for each frame or request by design): this idle is its pacing, not a GPU defect.",
-                                extra={**f.extra, "host_paced": True})
+                                host_paced=True)
     return f
 
 
@@ -698,8 +698,7 @@ def _per_step(f: Finding, infos: Sequence[ReportInfo]) -> Finding:
     if hit is None or hit[1] != f.phase or not f.impact_ns:
         return f
     n = hit[0]
-    return dataclasses.replace(f, extra={**f.extra, "impact_per_step_ns": int(round(f.impact_ns / n)),
-                                         "steps_in_window": n})
+    return dataclasses.replace(f, impact_per_step_ns=int(round(f.impact_ns / n)), steps_in_window=n)
 
 
 __all__ = ["AnalysisContext", "ReportResult", "analyze_run_step_reports", "analyze_report", "analyze_run", "analyze_run_facts",

@@ -16,7 +16,7 @@ from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, RunFacts, S
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.serialized import serialized_exposed
 from analysis.model.trace import Trace, inline_params
-from analysis.results import CommOverlapExtra, StragglerExtra, extra_json
+from analysis.results import CommOverlapExtra, StragglerExtra
 
 
 @dataclass(frozen=True)
@@ -126,8 +126,8 @@ class ExposedCommunication(Rule):
             impact_ns=exposed, impact_pct=share,
             advice=self.advice if has_compute else NO_COMPUTE_ADVICE,
             evidence=evidence, evidence_total=len(units), report=trace.label, rank=trace.rank,
-            extra=extra_json(CommOverlapExtra(comm_ns=comm, comm_exposed_ns=exposed, overlap_pct=round(overlap, 3),
-                                              has_compute=has_compute)),
+            extra=CommOverlapExtra(comm_ns=comm, comm_exposed_ns=exposed, overlap_pct=round(overlap, 3),
+                                              has_compute=has_compute),
         )]
 
 
@@ -240,6 +240,6 @@ def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: li
         impact_ns=impact, impact_pct=pct(impact, p.span_ns()),
         advice=Stragglers.advice,
         evidence=evidence, evidence_total=int(rows[0][2]), report=None, rank=p.rank,
-        extra=extra_json(StragglerExtra(participants=per, matched_collectives=int(n_inst[0]),
-                                        wait_imposed_ns=int(rows[0][5]))),
+        extra=StragglerExtra(participants=per, matched_collectives=int(n_inst[0]),
+                                        wait_imposed_ns=int(rows[0][5])),
     )]

@@ -16,7 +16,7 @@ from analysis.diagnosis.system_metrics import link_during_copies
 from analysis.model.activity import UnitOps, top_order, union_ns, unit_ops
 from analysis.model.intervals import MEMORY
 from analysis.model.trace import Run, Trace
-from analysis.results import CopyBoundExtra, extra_json
+from analysis.results import CopyBoundExtra
 
 # Direction codes of copybound.sql.
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "peer", "memset", "other", "UVM")
@@ -264,7 +264,7 @@ class CopyBound(Rule):
             impact_ns=int(impact), impact_pct=share, advice=_advice(main, used[main]),
             evidence=evidence, evidence_total=sum(v.count - v.elsewhere for v in used.values()),
             report=trace.label, rank=trace.rank,
-            extra=extra_json(extra),
+            extra=extra,
         )]
 
 

@@ -18,7 +18,7 @@ from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
 from analysis.report_types import CollectiveSplit, HostSplit, LaunchDelay, RankSplit
-from analysis.results import LateNodeExtra, extra_json
+from analysis.results import LateNodeExtra
 
 CLOCK_SOURCE = ("each report's session start in UTC as its host's system clock read it; hosts' clocks agree "
                 "only as well as NTP or PTP keeps them (the exports record no measure of it)")
@@ -131,11 +131,11 @@ def late_node(cols: dict[str, np.ndarray], ranks: list[int | None], hosts: list[
                     "and memory pressure, other jobs on the node, its NICs and their NUMA placement; if the "
                     "ranks on it are slow alike, the cause is shared by the node, not one GPU."),
             evidence=ev, evidence_total=int(late.sum()), report=None, rank=None,
-            extra=extra_json(LateNodeExtra(
+            extra=LateNodeExtra(
                 host=h, late_in=int(late.sum()), matched_collectives=len(t),
                 lateness_ns={"min": lo, "max": hi, "median_gap": median_gap},
                 per_rank=[{"rank": r, "host": h, "impact_ns": int(v)} for (r, _), v in zip(mine_ranks, per, strict=True)],
-                clock={"source": CLOCK_SOURCE, "uncertainty_ns": uncertainty, "below_uncertainty": below}))))
+                clock={"source": CLOCK_SOURCE, "uncertainty_ns": uncertainty, "below_uncertainty": below})))
     return out
 
 
