@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 # The comparison's plain-data helpers (stdlib only until a DuckDB file is read).
 from analysis import fmt
 from analysis.contract import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
-from analysis.contract import json_schema, schema_text
+from analysis.contract import Schema, json_schema, schema_text
 from analysis.diagnosis.idle_classes import CATEGORIES as IDLE_CATEGORIES
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
@@ -219,7 +219,7 @@ def window_check(spec: str | None, reports: list[tuple[Path, str]]) -> None:
             trace.close()
 
 
-def result_schema() -> dict[str, Any]:
+def result_schema() -> Schema:
     """The JSON Schema of an analysis result (``analysis.contract``), each rule's findings typed by its
     ``extra_type``."""
     from analysis.diagnosis.rules.registry import finding_extras
@@ -345,17 +345,17 @@ def analyze_run_step(reports: list[RunReport], *, window: str | None = None,
     if not missing:
         return out
     return replace(out, missing=tuple(missing),
-                   missing_ranks=tuple(missing_ranks([r.to_json() for r in out.reports])))
+                   missing_ranks=tuple(missing_ranks(out.reports)))
 
 
-def missing_ranks(reports: list[dict[str, Any]]) -> list[int]:
+def missing_ranks(reports: Sequence[ReportSummary]) -> list[int]:
     """Ranks of the job no analyzed report has: ``range(world_size)`` (when the analyzed reports agree on
     it) less their ranks. A report that failed at ingest never told its rank; this names it anyway."""
-    sizes = {int(r["world_size"]) for r in reports if isinstance(r.get("world_size"), int)}
+    sizes = {int(w) for r in reports if isinstance(w := r.details.get("world_size"), int)}
     if len(sizes) != 1:
         return []
     (size,) = sizes
-    present = {r.get("rank") for r in reports}
+    present = {r.rank for r in reports}
     return [k for k in range(int(size)) if k not in present] if int(size) <= 100_000 else []
 
 

@@ -17,23 +17,32 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from analysis import results
+
+# A JSON Schema (draft 2020-12) as this module writes it: the keywords it uses, each typed.
+Schema = TypedDict("Schema", {
+    "$schema": str, "$id": str, "$ref": str, "$defs": "dict[str, Schema]", "title": str, "description": str,
+    "type": str, "enum": "list[Any]", "const": str, "anyOf": "list[Schema]", "allOf": "list[Schema]",
+    "if": "Schema", "then": "Schema", "items": "Schema", "properties": "dict[str, Schema]", "required": "list[str]",
+    "additionalProperties": "bool | Schema", "patternProperties": "dict[str, bool]",
+}, total=False)
 
 SCHEMA_VERSION = results.SCHEMA_VERSION
 SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
 _ROOT = results.AnalysisResult
-_SCALARS = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
-            bool: {"type": "boolean"}, type(None): {"type": "null"}}
+_SCALARS: dict[object, Schema] = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
+                                  bool: {"type": "boolean"}, type(None): {"type": "null"}}
 
 
-def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+def _schema_of(tp: Any, defs: dict[str, Schema]) -> Schema:
     origin = typing.get_origin(tp)
     if tp is Any:
         return {}
     if tp in _SCALARS:
-        return dict(_SCALARS[tp])
+        scalar: Schema = {**_SCALARS[tp]}
+        return scalar
     if origin is typing.Literal:
         return {"enum": list(typing.get_args(tp))}
     if origin in (typing.Union, types.UnionType):
@@ -56,7 +65,7 @@ def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     raise TypeError(f"no JSON Schema for {tp!r}")
 
 
-def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+def _object_schema(cls: type, defs: dict[str, Schema]) -> Schema:
     if typing.is_typeddict(cls):  # a JSON part written as built: its keys, NotRequired ones optional; closed
         hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]), include_extras=True)
         # Required or not from the hints (``__required_keys__`` misses NotRequired under postponed annotations on 3.11).
@@ -68,7 +77,7 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
                 "properties": {k: _schema_of(t, defs) for k, t in bare.items()},
                 "required": [k for k in hints if k not in optional], "additionalProperties": False}
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
-    props: dict[str, Any] = {}
+    props: dict[str, Schema] = {}
     required: list[str] = []
     open_object = False
     for f in dataclasses.fields(cls):
@@ -85,13 +94,13 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
         props[key] = schema
         if not meta.get("optional"):
             required.append(key)
-    out: dict[str, Any] = {"type": "object", "description": (cls.__doc__ or "").strip().split("\n\n")[0],
-                           "properties": props, "required": required}
+    out: Schema = {"type": "object", "description": (cls.__doc__ or "").strip().split("\n\n")[0],
+                   "properties": props, "required": required}
     out["additionalProperties"] = open_object
     return out
 
 
-def _finding_extras(defs: dict[str, Any], extras: Mapping[str, type]) -> None:
+def _finding_extras(defs: dict[str, Schema], extras: Mapping[str, type]) -> None:
     """A finding's ``extra`` beside its fixed keys: the engine's keys typed on every finding, and the shape of
     each rule of ``extras`` where the finding is that rule's. A typed extra is closed (``additionalProperties``
     false): such a finding holds its fixed keys, the engine's and its type's, nothing else; the findings of a rule
@@ -100,7 +109,7 @@ def _finding_extras(defs: dict[str, Any], extras: Mapping[str, type]) -> None:
     finding["properties"].update(_object_schema(results.EngineExtra, defs)["properties"])
     # The fixed and engine keys, typed (and checked) by FindingResult itself.
     beside = {"^(" + "|".join(sorted(finding["properties"])) + ")$": True}
-    cases = []
+    cases: list[Schema] = []
     for rule_id, cls in sorted(extras.items()):
         name = cls.__name__
         if name not in defs:
@@ -113,11 +122,11 @@ def _finding_extras(defs: dict[str, Any], extras: Mapping[str, type]) -> None:
     finding["allOf"] = cases
 
 
-def json_schema(extras: Mapping[str, type]) -> dict[str, Any]:
+def json_schema(extras: Mapping[str, type]) -> Schema:
     """The JSON Schema of ``AnalysisResult.to_json()``; ``extras``: rule id -> the typed shape of its findings'
     ``extra`` (each rule's ``extra_type``, as the rule registry lists them: ``analysis.api.result_schema`` passes
     them, since this module imports no pipeline layer)."""
-    defs: dict[str, Any] = {}
+    defs: dict[str, Schema] = {}
     root = _object_schema(_ROOT, defs)
     _finding_extras(defs, extras)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -14,7 +14,6 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
@@ -27,12 +26,16 @@ def memory_limit(memory_bytes: int) -> str:
     return f"{max(1, int(memory_bytes) // 2**20)}MiB"
 
 
+# A DuckDB setting's value, as ``duckdb.connect(config=...)`` takes it.
+DuckSetting = str | bool | int | float | list[str]
+
+
 def connect(path: str | Path | None = None, *, read_only: bool = False, memory_bytes: int | None = None,
-            threads: int = DUCKDB_THREADS, **config: Any) -> duckdb.DuckDBPyConnection:
+            threads: int = DUCKDB_THREADS, **config: DuckSetting) -> duckdb.DuckDBPyConnection:
     """A connection to the DuckDB file ``path`` (None: in memory) with ``threads`` threads, a memory limit of
     ``memory_bytes`` (None: DuckDB's default, or ``memory_limit`` in ``config``), any other DuckDB settings
     in ``config``, and no progress bar."""
-    settings: dict[str, Any] = {"threads": max(1, int(threads))}
+    settings: dict[str, DuckSetting] = {"threads": max(1, int(threads))}
     if memory_bytes is not None:
         settings["memory_limit"] = memory_limit(memory_bytes)
     settings.update(config)

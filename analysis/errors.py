@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 # Every code a person may see, with what it means. The service maps these to HTTP statuses.
 ERROR_CODES: dict[str, str] = {
@@ -26,18 +26,22 @@ ERROR_CODES: dict[str, str] = {
 }
 
 
+# What an error's ``details`` name: a place in the input (a CSV's line and column), a table and its columns.
+ErrorDetail = int | str | list[str] | None
+
+
 class ErrorInfo(TypedDict):
     """A ``TraceError`` as JSON: the API's error body and a failed job's record."""
 
     code: str
     message: str
-    details: dict[str, Any]
+    details: dict[str, ErrorDetail]
 
 
 class TraceError(Exception):
     """A problem with an input trace, with a stable machine code and a message a person can act on."""
 
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+    def __init__(self, code: str, message: str, details: dict[str, ErrorDetail] | None = None) -> None:
         if code not in ERROR_CODES:
             raise ValueError(f"unknown trace error code {code!r}")
         super().__init__(message)

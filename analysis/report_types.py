@@ -1,15 +1,17 @@
-"""The working forms of a report's JSON object (``reports[]``) as the analysis builds it, as TypedDicts: the headline
-facts a reader's ``summarize`` returns (``analysis.diagnosis.summary``), and what step 1 adds to them (breakdown,
-iterations and step anatomy, network, window ...); and the run's collective split (``CollectiveSplit``). Typed where they are built and read, free at run time (plain
-dicts); ``analysis.results.ReportSummary`` is the same object read back as dataclasses.
+"""The JSON form of a report's object (``reports[]``) as the analysis holds it between its two steps, as
+TypedDicts: the headline facts a reader's ``summarize`` returns (``analysis.diagnosis.summary``), what step 1 adds
+to them, and the run's collective split (``CollectiveSplit``). The parts that have a result type (breakdown, window,
+NVTX ranges, step records and anatomy, iteration time and items, ncu kernels, top kernels) are built as that type
+(``analysis.results``, ``analysis.result_parts``) and enter this object as its ``to_json()``; what is typed here is
+what has no such type yet (the NVTX step statistics, a host-paced loop's latency and headroom, the network, the
+collective split). ``analysis.results.ReportSummary`` is the object read back as dataclasses.
 
 Standard library only, beside the contract: every layer (readers to views) imports it.
 """
-
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, NotRequired, Required, TypedDict
+from typing import Any, NotRequired, Required, TypedDict
 
 from analysis.result_parts import JSON
 
@@ -40,48 +42,7 @@ class Degraded(TypedDict):
     effect: str
 
 
-class ProfiledKernel(TypedDict):
-    """An ncu report's top kernel over its profiled launches (no share: ncu serializes them)."""
-
-    name: str
-    count: int
-    total_ns: int
-    median_ns: int
-
-
 # -- what step 1 adds (analysis.run.runner.analyze_report) ------------------------------------------------------
-
-
-class DeviceBreakdownJson(TypedDict):
-    """The partition of one (process, device)'s GPU-active span (``analysis.diagnosis.breakdown``)."""
-
-    pid: int | None
-    device: int | None
-    start_ns: int
-    end_ns: int
-    compute_ns: int
-    comm_overlapped_ns: int
-    comm_exposed_ns: int
-    memory_only_ns: int
-    idle_ns: int
-    span_ns: int
-    rank: int | None
-    goodput_pct: float
-
-
-class BreakdownJson(TypedDict):
-    """Where a report's GPU time goes (``analysis.diagnosis.breakdown``): the sum over its devices, and each device's
-    partition."""
-
-    compute_ns: int
-    comm_overlapped_ns: int
-    comm_exposed_ns: int
-    memory_only_ns: int
-    idle_ns: int
-    span_ns: int
-    goodput_pct: float
-    rank: int | None
-    devices: list[DeviceBreakdownJson]
 
 
 class NvtxStep(TypedDict):
@@ -138,33 +99,6 @@ class NvtxIterations(NvtxStepStats, total=False):
     items: list[NvtxStep]
 
 
-class StepRecordJson(TypedDict):
-    """One iteration's exact record (``analysis.loops.steps.records``); ``last`` and ``spread_ns``: which rank
-    finished it last in a multi-rank run (``analysis.run.facts``)."""
-
-    index: int
-    phase: str
-    start_ns: int
-    end_ns: int
-    ns: int
-    gpu_busy_ns: int
-    compute_ns: int
-    comm_exposed_ns: int
-    comm_overlapped_ns: int
-    memory_only_ns: int
-    idle_ns: int
-    last: NotRequired[str]
-    spread_ns: NotRequired[int]
-
-
-class SlowStepJson(StepRecordJson):
-    """One of the slowest steps: its record, its time over the median, the rule owning it and the cause."""
-
-    extra_ns: int
-    owner: str | None
-    cause: str
-
-
 class StepLatency(TypedDict):
     """A host-paced loop's median per iteration of launch, queue delay, GPU execution, copies and sync."""
 
@@ -185,50 +119,32 @@ class PacedFacts(TypedDict):
     advice: NotRequired[str]
 
 
-class IterationTimeJson(TypedDict):
-    """A loop's iteration-time percentiles, extremes and mean."""
+class InnerLoop(TypedDict):
+    """A nested loop's inner loop: the name that opens it, its period in operations, iterations and runs."""
 
-    median_ns: float
-    p10_ns: float
-    p90_ns: float
-    p99_ns: float
-    min_ns: int
-    max_ns: int
-    mean_ns: float
+    opened_by: str | None
+    period_ops: int
+    iterations: int
+    runs: int
 
 
-class StepAnatomyJson(TypedDict):
-    """The step anatomy of the window's iterations (``analysis.diagnosis.step_anatomy.anatomy``); a host-paced loop
-    adds its input wait, latency and what it could do. In the report, ``records`` is cut to its first ones
-    (``records_total``: all), and under ``loop:N`` the loop's index and iteration time follow."""
+class LoopDetail(TypedDict, total=False):
+    """How a loop was found (``analysis.loops.phases.Loop.detail``): a kernel pattern's period, regularity and match on
+    its unit; a nested loop's outer name and inner loop; an NVTX step's range and domain; a host-synced loop's median
+    operations per iteration; and why the NVTX ranges were not the step (``nvtx_reason``)."""
 
-    steady_count: int
-    iteration_median_ns: float
-    jitter_pct: float | None
-    gpu_duty_cycle_pct: float
-    kind: Literal["throughput", "host_paced"]
-    slowest_steps: list[SlowStepJson]
-    records: NotRequired[list[StepRecordJson]]  # always built; the report moves them after the other keys
-    per_second: float | None
-    input_wait_ns: NotRequired[int | None]
-    latency: NotRequired[StepLatency]
-    headroom_per_second: NotRequired[float | None]
-    headroom_x: NotRequired[float | None]
-    integrated_gpu: NotRequired[bool]
-    zero_copy_ns: NotRequired[int]
-    advice: NotRequired[str]
-    records_total: NotRequired[int]
-    loop: NotRequired[int]
-    iteration_time: NotRequired[IterationTimeJson]
-
-
-class IterationItemJson(TypedDict):
-    """One of the loop's first iterations: index, start, end and length."""
-
-    index: int
-    start_ns: int
-    end_ns: int
-    ns: int
+    period_ops: int
+    regularity: float
+    match: float
+    pid: int | None
+    device: int | None
+    nested: bool
+    outer_opened_by: str | None
+    inner: InnerLoop
+    range: str | None
+    domain: str | None
+    ops_median: int
+    nvtx_reason: str | None
 
 
 class IterationsJson(NvtxStepStats, total=False):
@@ -238,22 +154,12 @@ class IterationsJson(NvtxStepStats, total=False):
 
     source: str | None
     signature: list[str]
-    items: list[IterationItemJson]
-    detail: dict[str, Any]
-    iteration_time: IterationTimeJson
+    items: list[JSON]
+    detail: LoopDetail
+    iteration_time: JSON
     loops: list[JSON]
     program: str
-    anatomy: StepAnatomyJson
-
-
-class WindowJson(TypedDict):
-    """The part of a report the rules looked at (``analysis.results.ReportWindow``)."""
-
-    spec: str
-    phase: str
-    reason: str | None
-    start_ns: int | None
-    end_ns: int | None
+    anatomy: JSON
 
 
 class TransferCounts(TypedDict):
@@ -735,34 +641,6 @@ class NcclSentence(TypedDict):
     next_step: str
 
 
-class KernelCauseJson(TypedDict):
-    """A finding on a profiled launch, in the order the findings share its time (``ncu_gains.annotate_kernels``)."""
-
-    rule_id: str
-    title: str
-    impact_ns: int
-    role: str | None
-    severity: str
-
-
-class ProfiledLaunch(TypedDict):
-    """One profiled launch of an ncu report (``analysis.diagnosis.ncu.kernels.report_kernels``): its kernel, launch
-    shape and duration, the linked nsys time, its memory story (with its speed of light and limiter; the story is
-    still loose JSON, read by the ncu rules); after the rules, its estimated saving and the findings on it."""
-
-    kernel_id: int
-    name: str
-    short_name: str
-    grid: list[int] | None
-    block: list[int] | None
-    duration_ns: float | None
-    nsys_total_ns: int | None
-    nsys_launches: int | None
-    memory: dict[str, Any]
-    estimated_saving_ns: NotRequired[int | None]
-    causes: NotRequired[list[KernelCauseJson]]
-
-
 class RuleOutcome(TypedDict):
     """How one rule went on one report in step 1 (``ReportResult.rules``): ``ok``, ``skipped``, ``error``,
     ``run_level`` (judged by the run step) or ``missing``, the reason, and its findings there."""
@@ -799,19 +677,19 @@ class ReportInfo(TypedDict, total=False):
     kernels_profiled: int
     durations_unknown: int
     span_ns: int | None
-    top_kernels: list[JSON] | list[ProfiledKernel]
+    top_kernels: list[JSON]
     dominant_kernel: JSON | None
     memcpy_by_kind: list[CopyKind]
     degraded: list[Degraded]
     system_metrics: JSON
-    breakdown: BreakdownJson
+    breakdown: JSON
     iterations: IterationsJson
     nvtx: JSON
     launches: JSON
     network: ReportNetwork
     phases: list[JSON]
-    kernels: list[ProfiledLaunch]
-    window: WindowJson
+    kernels: list[JSON]
+    window: JSON
     estimated_saving: ReportSaving
     idle_anatomy: list[JSON]
     # The run step adds: multi-rank runs, the report's own findings ranked (``analysis.run.rollup``); nsys, its

@@ -588,6 +588,15 @@ class StepAnatomy:
     def to_json(self) -> JSON:
         return _keyed_json(self, self.keys, self.details)
 
+    def for_report(self, items: int, loop: int | None = None, iteration_time: IterationTime | None = None,
+                   ) -> StepAnatomy:
+        """The anatomy as a report holds it: its first ``items`` records (``records_total``: all of them), and under
+        ``loop:N`` the loop's index and iteration time last (``details``)."""
+        extra = {} if loop is None else {"loop": loop,
+                                         "iteration_time": None if iteration_time is None else iteration_time.to_json()}
+        return dataclasses.replace(self, records=self.records[:items], records_total=len(self.records),
+                                   details={**self.details, **extra}, keys=(*self.keys, *extra))
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StepAnatomy:
         return _keyed_from(cls, data, {"slowest_steps": lambda v: tuple(SlowStep.from_json(s) for s in v),

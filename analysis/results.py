@@ -14,7 +14,7 @@ engine's, ``EngineExtra``); the ncu rules share ``NcuExtra``, the NET rules ``Ne
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
@@ -624,6 +624,15 @@ class NcuExtra:
     explained_by: list[str] | None = field(default=None, metadata=_json(optional=True))
 
 
+# What a rule's finding carries as its ``extra`` (``analysis.diagnosis.findings.Finding.extra``): its rule's
+# ``extra_type``, one of these.
+RuleExtra = (SyncExtra | PageableCopyExtra | BlockingCopyExtra | MemsetExtra | MigrationExtra | WarmupExtra
+             | LaunchShapeExtra | DominantKernelExtra | IdleGapsExtra | LowUtilizationExtra | LaunchBoundExtra
+             | TensorCoreExtra | DurationOutlierExtra | OsBlockedExtra | HostSamplesExtra | HostCommExtra | JitExtra
+             | AllocationExtra | StartupExtra | CommOverlapExtra | StragglerExtra | CollectiveExtra | SerializedCommExtra
+             | LateNodeExtra | CopyBoundExtra | NetExtra | NcuExtra)
+
+
 def extra_json(extra: Any) -> JSON:
     """A rule's typed extra (its ``Rule.extra_type``, made by the rule) as the finding's ``extra``: its fields
     in declared order (the order of the keys in the JSON), values as given; an optional field (``_json(optional=True)``)
@@ -750,7 +759,7 @@ class Verdict:
 
 # The typed keys of a report summary, each with how it is read from JSON; every other key is kept, in its
 # place, in ``details``.
-_TYPED: dict[str, Any] = {
+_TYPED: dict[str, Callable[[Any], Any]] = {
     "top_kernels": lambda v: tuple(top_kernel_from_json(k) for k in v),
     "dominant_kernel": DominantKernel.from_json,
     "system_metrics": SystemMetrics.from_json,

@@ -111,7 +111,7 @@ def run_ingest(task: Task, report_id: int) -> str:
             # Reports of a kind analyzed on its own (nsys) are analyzed next; the others (ncu, NCCL logs)
             # in the run-level step.
             run_id = pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info,
-                                            settings.data_dir, upload_path=kept,
+                                            storage, upload_path=kept,
                                             then=ReportStatus.ANALYZING if own_step else ReportStatus.READY)
         # The original upload goes once no report needs it: replaced by the scrubbed copy, or refused for good.
         operations.release_upload(session, settings, claim.upload_path)

@@ -9,7 +9,7 @@ import numpy as np
 from analysis.model.activity import UnitOps, union_ns, unit_ops
 from analysis.model.intervals import COMPUTE, NCCL
 from analysis.model.trace import Trace
-from analysis.report_types import BreakdownJson, DeviceBreakdownJson
+from analysis.results import Breakdown, DeviceBreakdown
 
 PARTS = ("compute_ns", "comm_exposed_ns", "memory_only_ns", "idle_ns")
 
@@ -34,7 +34,7 @@ def _pct(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 3) if whole else 0.0
 
 
-def breakdown(trace: Trace) -> BreakdownJson:
+def breakdown(trace: Trace) -> Breakdown:
     """Partition of the GPU-active span of every (process, device) of one report, and their sum.
 
     A device's span runs from its first GPU operation's start to its last one's end. Each instant of
@@ -44,29 +44,28 @@ def breakdown(trace: Trace) -> BreakdownJson:
     (the overall span is the sum of the device spans). ``comm_overlapped_ns`` is NCCL time that runs
     under compute, a part of ``compute_ns``. ``goodput_pct`` is ``compute_ns / span_ns`` in percent.
 
-    Returns ``{compute_ns, comm_overlapped_ns, comm_exposed_ns, memory_only_ns, idle_ns, span_ns,
-    goodput_pct, rank, devices: [{pid, device, rank, start_ns, end_ns, <same keys>}]}``; all ``*_ns``
-    are ints. A report without GPU operations gets zeros and an empty ``devices`` list.
+    Returns the sums (``compute_ns, comm_overlapped_ns, comm_exposed_ns, memory_only_ns, idle_ns, span_ns,
+    goodput_pct, rank``) and each device's partition (``devices``: pid, device, start_ns, end_ns, the same
+    parts, rank); all ``*_ns`` are ints. A report without GPU operations gets zeros and an empty ``devices`` list.
 
     Processes that share one GPU (the export's device table gives their device the same UUID, or bus location)
     are one device: its operations are partitioned once on its own timeline (``pid``: the lowest of them), so its
     idle is never counted twice and never exceeds its span.
     """
     rank = trace.rank
-    units: list[DeviceBreakdownJson] = []
+    units: list[DeviceBreakdown] = []
     for u in shared_devices(trace, [u for u in unit_ops(trace) if len(u)]):
         s0, s1 = int(u.start[0]), int(u.end.max())
         span = s1 - s0
         a, c, n, cn = _unit_unions(u)
-        units.append({"pid": u.pid, "device": u.device, "start_ns": s0, "end_ns": s1,
-                      "compute_ns": c, "comm_overlapped_ns": n - (cn - c), "comm_exposed_ns": cn - c,
-                      "memory_only_ns": a - cn, "idle_ns": span - a, "span_ns": span, "rank": rank,
-                      "goodput_pct": _pct(c, span)})
-    compute, span_ns = sum(u["compute_ns"] for u in units), sum(u["span_ns"] for u in units)
-    return {"compute_ns": compute, "comm_overlapped_ns": sum(u["comm_overlapped_ns"] for u in units),
-            "comm_exposed_ns": sum(u["comm_exposed_ns"] for u in units),
-            "memory_only_ns": sum(u["memory_only_ns"] for u in units), "idle_ns": sum(u["idle_ns"] for u in units),
-            "span_ns": span_ns, "goodput_pct": _pct(compute, span_ns), "rank": rank, "devices": units}
+        units.append(DeviceBreakdown(pid=u.pid, device=u.device, start_ns=s0, end_ns=s1, compute_ns=c,
+                                     comm_overlapped_ns=n - (cn - c), comm_exposed_ns=cn - c, memory_only_ns=a - cn,
+                                     idle_ns=span - a, span_ns=span, rank=rank, goodput_pct=_pct(c, span)))
+    compute, span_ns = sum(u.compute_ns for u in units), sum(u.span_ns for u in units)
+    return Breakdown(compute_ns=compute, comm_overlapped_ns=sum(u.comm_overlapped_ns for u in units),
+                     comm_exposed_ns=sum(u.comm_exposed_ns for u in units),
+                     memory_only_ns=sum(u.memory_only_ns for u in units), idle_ns=sum(u.idle_ns for u in units),
+                     span_ns=span_ns, goodput_pct=_pct(compute, span_ns), rank=rank, devices=tuple(units))
 
 
 def physical_keys(trace: Trace) -> dict[tuple[Any, Any], str]:

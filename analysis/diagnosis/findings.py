@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
+
+from analysis.results import RuleExtra, extra_json
 
 SEVERITIES = ("critical", "warning", "info")
 # One policy for every rule and both tools, so severities compare: share of the run's time at stake.
@@ -68,9 +70,28 @@ class Evidence:
         return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
 
 
+class SampledFunction(TypedDict):
+    """A leaf function the launching threads were sampled in during a rule's gaps
+    (``analysis.diagnosis.rules.nsys.hostcpu.functions_in``)."""
+
+    function: str
+    samples: int
+    share_pct: float
+    kind: str | None
+
+
+# The keys the engine adds to a rule's finding (``analysis.results.EngineExtra``) that a ``Finding`` holds as fields,
+# in the order the JSON writes them, after the rule's own extra.
+ENGINE_FIELDS = ("host_functions", "host_paced", "impact_per_step_ns", "steps_in_window")
+
+
 @dataclass(frozen=True)
 class Finding:
-    """A problem with numbers: how much time it costs (``impact_ns``), where, and what to do."""
+    """A problem with numbers: how much time it costs (``impact_ns``), where, and what to do.
+
+    ``extra``: the rule's numbers, its ``extra_type`` as the rule built it. The engine's keys a finding holds before it
+    leaves step 1 are fields (None: not set): where the host CPU was in the rule's gaps (``host_functions``, the rules
+    that sampled it), the host-paced mark and the cost per step on a loop window (``analysis.run.runner``)."""
 
     rule_id: str
     title: str
@@ -83,9 +104,13 @@ class Finding:
     report: str | None = None          # the report (file) it belongs to; None for run-level findings
     rank: int | None = None
     severity: str = ""                 # derived from impact_pct when left empty
-    extra: dict[str, Any] = field(default_factory=dict)  # rule-specific numbers (e.g. speedup_pct)
+    extra: RuleExtra | None = None
     # Where it happens: the phase or window the rule looked at ('steady', 'startup', 'all', 'time' ...).
     phase: str | None = None
+    host_functions: list[SampledFunction] | None = None
+    host_paced: bool | None = None
+    impact_per_step_ns: int | None = None
+    steps_in_window: int | None = None
 
     def __post_init__(self) -> None:
         if not self.severity:
@@ -112,7 +137,9 @@ class Finding:
             "evidence_total": self.evidence_total,
             "phase": self.phase,
         }
-        out.update(self.extra)
+        if self.extra is not None:
+            out.update(extra_json(self.extra))
+        out.update({k: v for k in ENGINE_FIELDS if (v := getattr(self, k)) is not None})
         return out
 
 
@@ -130,4 +157,5 @@ def rank_findings(findings: list[Finding]) -> list[Finding]:
 
     Evidence-only findings (``extra['owns_idle'] is False``, e.g. HOST002: where the host was during idle
     that another rule owns) come after those that own time, so the same idle is never ranked twice."""
-    return sorted(findings, key=lambda f: _rank_key(f.extra.get("owns_idle"), f.impact_ns, f.rule_id, f.report))
+    return sorted(findings, key=lambda f: _rank_key(getattr(f.extra, "owns_idle", None), f.impact_ns, f.rule_id,
+                                                    f.report))

@@ -24,13 +24,15 @@ import dataclasses
 import functools
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from analysis.diagnosis.findings import Finding, severity_for
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
-from analysis.report_types import ProfiledLaunch, ReportSaving
-from analysis.results import NcuExtra, extra_json
+from analysis.report_types import ReportSaving
+from analysis.result_parts import KernelCause, NcuKernel
+from analysis.results import NcuExtra
 
 
 @functools.cache
@@ -55,11 +57,26 @@ def _is_cause(f: Finding) -> bool:
     return role(f)[0] == "cause"
 
 
+def _ncu(f: Finding) -> NcuExtra:
+    """The typed extra of an NCU rule's finding."""
+    if not isinstance(f.extra, NcuExtra):
+        raise TypeError(f"{f.rule_id}: an ncu finding's extra is NcuExtra, not {type(f.extra).__name__}")
+    return f.extra
+
+
+def _role(f: Finding) -> str:
+    """A shared finding's role on its kernel (``share_gains`` gives one to every finding on a kernel of known time)."""
+    role = _ncu(f).role
+    if role is None:
+        raise ValueError(f"{f.rule_id}: a finding on a kernel has no role; share_gains runs first")
+    return role
+
+
 def _kernel_key(f: Finding) -> tuple | None:
-    kernel = f.extra.get("kernel")
-    if not f.rule_id.startswith("NCU") or kernel is None or not f.extra.get("kernel_time_ns"):
+    if not f.rule_id.startswith("NCU") or not isinstance(f.extra, NcuExtra) or not f.extra.kernel_time_ns:
         return None
-    return (f.report, kernel, str(f.extra.get("kernel_grid")), str(f.extra.get("kernel_block")))
+    x = f.extra
+    return (f.report, x.kernel, str(x.kernel_grid), str(x.kernel_block))
 
 
 def share_gains(findings: list[Finding]) -> list[Finding]:
@@ -85,7 +102,7 @@ def _order(f: Finding) -> tuple:
 
 def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]:
     ranked = sorted(zip(index, group, strict=True), key=lambda item: _order(item[1]))
-    total = int(ranked[0][1].extra["kernel_time_ns"])
+    total = int(_ncu(ranked[0][1]).kernel_time_ns or 0)
     remaining = float(total)
     causes = list(dict.fromkeys(f.rule_id for _, f in ranked if _is_cause(f) and f.impact_ns > 0))
     gains: list[tuple[int, Finding, float]] = []
@@ -104,7 +121,7 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
     out: list[tuple[int, Finding]] = []
     critical_seen = False
     for position, (i, f, gain) in enumerate(gains, start=1):
-        base = f.extra.get("time_base_ns")
+        base = _ncu(f).time_base_ns
         pct = 100.0 * gain / base if base and f.impact_pct is not None else f.impact_pct
         severity = severity_for(pct)
         if severity == "critical":
@@ -121,11 +138,11 @@ def _shared(group: list[Finding], index: list[int]) -> list[tuple[int, Finding]]
             explained_by = [carrier]
             message += (f". The same cost as {carrier} on this kernel, seen another way: it adds nothing to the "
                         "kernel's estimated saving")
-        extra = dataclasses.replace(NcuExtra(**f.extra), raw_impact_ns=int(f.impact_ns),
+        extra = dataclasses.replace(_ncu(f), raw_impact_ns=int(f.impact_ns),
                                     kernel_saving_ns=int(round(saving)), cause_order=position,
                                     causes_on_kernel=len(gains), role=role(f)[0], explained_by=explained_by)
         out.append((i, dataclasses.replace(f, impact_ns=int(round(gain)), impact_pct=pct, severity=severity,
-                                           message=message, extra=extra_json(extra))))
+                                           message=message, extra=extra)))
     return out
 
 
@@ -134,7 +151,7 @@ def report_saving(findings: list[Finding], report: str | None) -> ReportSaving:
     its share of the time it is drawn from (the profiled time, or the linked nsys reports' span; None when
     kernels of both kinds mix) and which time that is."""
     mine = [f for f in findings if f.report == report and _kernel_key(f) is not None]
-    linked = {bool(f.extra.get("linked_to_nsys")) for f in mine}
+    linked = {_ncu(f).linked_to_nsys for f in mine}
     pcts = [f.impact_pct for f in mine]
     uniform = len(linked) <= 1 and all(p is not None for p in pcts)
     return {"ns": sum(int(f.impact_ns) for f in mine),
@@ -142,33 +159,37 @@ def report_saving(findings: list[Finding], report: str | None) -> ReportSaving:
             "drawn_from": "mixed" if len(linked) > 1 else "nsys" if linked == {True} else "profiled"}
 
 
-def annotate_kernels(kernels: list[ProfiledLaunch], findings: list[Finding], report: str | None) -> None:
-    """Each ``reports[].kernels`` entry gets its ``estimated_saving_ns`` (None without findings) and its
-    ``causes``: the findings on that kernel in the order they share its time (what the page and CLI list)."""
+def annotate_kernels(kernels: Sequence[NcuKernel], findings: list[Finding], report: str | None) -> list[NcuKernel]:
+    """The ``reports[].kernels`` entries with their ``estimated_saving_ns`` (None without findings) and their
+    ``causes``: the findings on that kernel in the order they share its time (what the page and CLI list). After
+    ``share_gains``, which gives each finding on a kernel of known time its ``role``."""
     groups: dict[tuple, list[Finding]] = defaultdict(list)
     for f in findings:
         key = _kernel_key(f)
         if key is not None and f.report == report:
             groups[key[1:]].append(f)
+    out = []
     for k in kernels:
-        grid = k["grid"] if k.get("grid") else None
-        block = k["block"] if k.get("block") else None
-        mine = groups.get((k["name"], str(grid), str(block)), [])
+        grid = list(k.grid) if k.grid else None
+        block = list(k.block) if k.block else None
+        mine = groups.get((k.name, str(grid), str(block)), [])
         if not mine:  # launches exported without grid/block dims are keyed by their sizes
-            mine = next((g for key, g in groups.items() if key[0] == k["name"] and grid is None), [])
-        mine = sorted(mine, key=lambda f: f.extra.get("cause_order") or 0)
-        own = [_launch_gain(f, k.get("kernel_id")) for f in mine]
+            mine = next((g for key, g in groups.items() if key[0] == k.name and grid is None), [])
+        mine = sorted(mine, key=lambda f: _ncu(f).cause_order or 0)
+        own = [_launch_gain(f, k.kernel_id) for f in mine]
         # This launch's own saving: each finding's share of it (never the group's sum under one launch).
-        k["estimated_saving_ns"] = sum(own) if mine else None
-        k["causes"] = [{"rule_id": f.rule_id, "title": f.title, "impact_ns": g,
-                        "role": f.extra.get("role"), "severity": f.severity} for f, g in zip(mine, own, strict=True)]
+        out.append(dataclasses.replace(k, estimated_saving_ns=sum(own) if mine else None, causes=tuple(
+            KernelCause(rule_id=f.rule_id, title=f.title, impact_ns=g, role=_role(f), severity=f.severity)
+            for f, g in zip(mine, own, strict=True))))
+    return out
 
 
 def _launch_gain(f: Finding, kernel_id: Any) -> int:
     """One launch's part of a finding's shared gain, in its profiled time: its SOL-bounded raw saving x the share
     of the raw estimate the finding keeps after ``share_gains`` (0 when the problem did not show on it)."""
-    raw_total = f.extra.get("raw_impact_ns") or 0
-    mine = next((ns for kid, ns in f.extra.get("launch_savings") or [] if kid == kernel_id), None)
+    x = _ncu(f)
+    raw_total = x.raw_impact_ns or 0
+    mine = next((ns for kid, ns in x.launch_savings or [] if kid == kernel_id), None)
     if not mine or raw_total <= 0:
         return 0
     return int(math.floor(mine * min(1.0, f.impact_ns / raw_total)))

@@ -7,7 +7,8 @@ from collections import defaultdict
 from typing import Any
 
 from analysis.model.ncu_metrics import load_launches
-from analysis.report_types import Device, ProfiledKernel, ReportInfo
+from analysis.report_types import Device, ReportInfo
+from analysis.result_parts import KernelTotal
 
 TOP_KERNELS = 10
 
@@ -57,6 +58,6 @@ def ncu_report_info(trace: Any) -> ReportInfo:
         "durations_unknown": sum(1 for launch in launches if launch.duration_ns is None),
         "span_ns": None,
         # Same shape as the nsys report's list, over profiled launches (ncu serializes them: no span).
-        "top_kernels": [ProfiledKernel(name=n, count=c, total_ns=int(round(t)), median_ns=int(round(m)))
+        "top_kernels": [KernelTotal(name=n, count=c, total_ns=int(round(t)), median_ns=int(round(m))).to_json()
                         for n, c, t, m in top],
     }

@@ -18,9 +18,9 @@ saves. A loop as idle whose host is busy elsewhere (data loading, Python) is sta
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from typing import cast
 
 import numpy as np
 
@@ -33,7 +33,8 @@ from analysis.loops.phases import Loop
 from analysis.loops.steps import records
 from analysis.model.intervals import MEMORY
 from analysis.model.trace import Trace
-from analysis.report_types import PacedFacts, SlowStepJson, StepAnatomyJson, StepLatency
+from analysis.report_types import PacedFacts, StepLatency
+from analysis.result_parts import SlowStep, StepAnatomy
 
 HOST_PACED_BUSY = 0.5
 HOST_WAIT = 0.5
@@ -41,15 +42,20 @@ HOST_PACED_JITTER = 0.25
 HOST_CALLS_MAX = 0.1  # without OS runtime tracing: at most this share of the loop in (non-sync) CUDA calls
 INTEGRATED_RE = r"orin|tegra|xavier|jetson|thor|gb10|integrated"
 SLOWEST = 5
+# The step anatomy's keys in the report, in order: the records (cut) after what a host-paced loop adds.
+ANATOMY_HEAD = ("steady_count", "iteration_median_ns", "jitter_pct", "gpu_duty_cycle_pct", "kind", "slowest_steps",
+                "per_second")
 LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch)"
 
 
 def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]],
             claimers: Sequence[type[Rule]], cols: dict[str, np.ndarray],
-            unit: tuple[int | None, int | None] | None) -> StepAnatomyJson | None:
+            unit: tuple[int | None, int | None] | None) -> StepAnatomy | None:
     """Per-iteration records and the step anatomy of the iterations that lie inside the (windowed)
     trace. ``cols``: every iteration's exact record (``analysis.loops.steps``), measured on ``unit``; ``claimers``:
-    the rules that own idle, by category or in the gap table (``Registry.idle_claimers``), as the gap owners take them."""
+    the rules that own idle, by category or in the gap table (``Registry.idle_claimers``), as the gap owners take them.
+    ``records``: every kept iteration's (the report cuts them, ``StepAnatomy.for_report``); a host-paced loop's input
+    wait, latency and what it could do are in ``details``, before the records in the JSON."""
     units = [u for u in owned(trace, all_params, claimers) if len(u.unit)]
     u = next((x for x in units if (x.unit.pid, x.unit.device) == unit), None)
     if u is None or not len(loop):
@@ -76,7 +82,7 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
     copy_ns = per_iter(u.unit.start[copies], (u.unit.end - u.unit.start)[copies])
     med = float(np.median(length))
     recs = records(cols, keep)
-    slow: list[SlowStepJson] = []
+    slow: list[SlowStep] = []
     for i in np.argsort(-length, kind="stable")[:SLOWEST]:
         extra = int(length[i] - med)
         if extra <= 0:
@@ -92,23 +98,22 @@ def anatomy(trace: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, floa
         cause = (f"idle owned by {rid} (+{fmt.duration(excess[rid])} over its median per step)" if owner
                  else f"{what} (busy +{fmt.duration(busy_excess)} over the median"
                  + (f", copies alone +{fmt.duration(copies_excess)})" if what == "longer copies" else ")"))
-        slow.append(cast("SlowStepJson", {**recs[i], "extra_ns": extra, "owner": owner, "cause": cause}))
+        slow.append(SlowStep(**dataclasses.asdict(recs[i]), extra_ns=extra, owner=owner, cause=cause))
     share = busy / np.maximum(length, 1)
     duty = float(np.median(share))
-    out: StepAnatomyJson = {
-        "steady_count": n, "iteration_median_ns": med,
-        "jitter_pct": round(100.0 * float(np.percentile(length, 90) - np.percentile(length, 10)) / med, 3) if med else None,
-        "gpu_duty_cycle_pct": round(100.0 * duty, 3),
-        "kind": "host_paced" if duty < HOST_PACED_BUSY and _regular(length) and host_waits(trace, u, starts) >= HOST_WAIT
-        else "throughput",
-        "slowest_steps": slow, "records": recs,
-        "per_second": round(1e9 / med, 3) if med else None,   # iterations (steps, frames, requests) per second
-    }
-    if out["kind"] == "host_paced":
-        out["input_wait_ns"] = input_wait(trace, u, int(starts[0]), int(ends[-1]))
-        out["latency"] = _latency(trace, u.unit.pid, starts, busy, copy_ns)
-        out.update(paced_facts(trace, u.unit.pid, u.unit.device, starts, ends, med, float(np.median(busy))))
-    return out
+    jitter = round(100.0 * float(np.percentile(length, 90) - np.percentile(length, 10)) / med, 3) if med else None
+    paced = duty < HOST_PACED_BUSY and _regular(length) and host_waits(trace, u, starts) >= HOST_WAIT
+    details: dict[str, object] = {}
+    if paced:
+        details["input_wait_ns"] = input_wait(trace, u, int(starts[0]), int(ends[-1]))
+        details["latency"] = _latency(trace, u.unit.pid, starts, busy, copy_ns)
+        details.update(paced_facts(trace, u.unit.pid, u.unit.device, starts, ends, med, float(np.median(busy))))
+    return StepAnatomy(
+        steady_count=n, iteration_median_ns=med, jitter_pct=jitter, gpu_duty_cycle_pct=round(100.0 * duty, 3),
+        kind="host_paced" if paced else "throughput", slowest_steps=tuple(slow),
+        per_second=round(1e9 / med, 3) if med else None,  # iterations (steps, frames, requests) per second
+        records=tuple(recs), records_total=len(recs), details=details,
+        keys=(*ANATOMY_HEAD, *details, "records", "records_total"))
 
 
 def input_wait(trace: Trace, u, lo: int, hi: int) -> int | None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,7 @@ from analysis.loops.trend import is_trend, rank_trend, trend_words
 from analysis.model.cuda_api import SYNC_API_RE, api_name_in
 from analysis.model.trace import Trace
 from analysis.readers import ToolKind
-from analysis.report_types import NvtxIterations
+from analysis.report_types import LoopDetail, NvtxIterations
 
 # The table the ingest writes the loop's iterations into (analysis.loops.steps writes it; the loop is read here).
 ITERATIONS_TABLE = "iterations"
@@ -80,7 +79,7 @@ class Loop:
     ends: np.ndarray
     signature: list[str] = field(default_factory=list)
     unit: tuple[int | None, int | None] | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: LoopDetail = field(default_factory=lambda: LoopDetail())
     reason: str | None = None
     nvtx: NvtxIterations = field(default_factory=lambda: NvtxIterations(), repr=False)  # analysis.loops.iterations' result
     # On the main loop (the one with the most GPU time): every loop of the report in time order, itself
@@ -425,12 +424,12 @@ def stored_loop(trace: Trace) -> Loop | None:
     unit = facts.get("unit")
     main = Loop(facts["source"], d["start_ns"].astype(np.int64), d["own_end_ns"].astype(np.int64),
                 signature=list(facts.get("signature") or []), unit=None if unit is None else tuple(unit),
-                detail=facts.get("detail") or {}, reason=facts.get("reason"), nvtx=facts.get("nvtx") or NvtxIterations(),
+                detail=facts.get("detail") or LoopDetail(), reason=facts.get("reason"), nvtx=facts.get("nvtx") or NvtxIterations(),
                 gpu_ns=int(facts.get("gpu_ns") or 0))
     main.loops = [main if x.get("main") else Loop(
         x["source"], np.array(x["starts"], dtype=np.int64), np.array(x["ends"], dtype=np.int64),
         signature=list(x.get("signature") or []), unit=None if x.get("unit") is None else tuple(x["unit"]),
-        detail=x.get("detail") or {}, gpu_ns=int(x.get("gpu_ns") or 0)) for x in facts.get("loops") or []]
+        detail=x.get("detail") or LoopDetail(), gpu_ns=int(x.get("gpu_ns") or 0)) for x in facts.get("loops") or []]
     return main
 
 

@@ -30,7 +30,7 @@ from analysis.model.activity import UnitOps
 from analysis.model.intervals import COMPUTE, GPU_OPS_SQL, NCCL
 from analysis.model.trace import Trace
 from analysis.readers.schema import DERIVED_TABLES, ddl
-from analysis.report_types import StepRecordJson
+from analysis.result_parts import StepRecord
 
 TABLE = ITERATIONS_TABLE
 PARTS = ("gpu_busy_ns", "compute_ns", "comm_exposed_ns", "comm_overlapped_ns", "memory_only_ns", "idle_ns")
@@ -138,15 +138,15 @@ def stored(trace: Trace, loop: Loop) -> dict[str, np.ndarray] | None:
     return cols
 
 
-def records(cols: dict[str, np.ndarray], keep: np.ndarray | None = None) -> list[StepRecordJson]:
-    """Records as dicts (``keep``: the positions to turn into dicts, default all)."""
+def records(cols: dict[str, np.ndarray], keep: np.ndarray | None = None) -> list[StepRecord]:
+    """The records of the columns (``keep``: the positions to turn into records, default all)."""
     idx = range(len(cols["idx"])) if keep is None else keep
     c = cols
-    return [{"index": int(c["idx"][i]), "phase": str(c["phase"][i]), "start_ns": int(c["start_ns"][i]),
-             "end_ns": int(c["end_ns"][i]), "ns": int(c["ns"][i]), "gpu_busy_ns": int(c["gpu_busy_ns"][i]),
-             "compute_ns": int(c["compute_ns"][i]), "comm_exposed_ns": int(c["comm_exposed_ns"][i]),
-             "comm_overlapped_ns": int(c["comm_overlapped_ns"][i]), "memory_only_ns": int(c["memory_only_ns"][i]),
-             "idle_ns": int(c["idle_ns"][i])} for i in idx]
+    return [StepRecord(index=int(c["idx"][i]), phase=str(c["phase"][i]), start_ns=int(c["start_ns"][i]),
+                       end_ns=int(c["end_ns"][i]), ns=int(c["ns"][i]), gpu_busy_ns=int(c["gpu_busy_ns"][i]),
+                       compute_ns=int(c["compute_ns"][i]), comm_exposed_ns=int(c["comm_exposed_ns"][i]),
+                       comm_overlapped_ns=int(c["comm_overlapped_ns"][i]),
+                       memory_only_ns=int(c["memory_only_ns"][i]), idle_ns=int(c["idle_ns"][i])) for i in idx]
 
 
 def _plain(o: Any) -> Any:

@@ -8,7 +8,7 @@ rule reads either.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 
 def _sec(section: str | None) -> str:
@@ -26,6 +26,17 @@ class Metric:
         return list(self.raw) + [name for _, name, _ in self.display]
 
 
+class NcuRuleResult(TypedDict):
+    """One of ncu's own rule results on a launch (its section, rule, type, message and estimated speedup)."""
+
+    section: str | None
+    rule: str | None
+    type: str | None
+    message: str | None
+    speedup_type: str | None
+    speedup_pct: float | None
+
+
 @dataclass
 class Launch:
     """One profiled kernel launch: identity, launch facts and every metric value (base units)."""
@@ -40,7 +51,7 @@ class Launch:
     duration_ns: float | None
     raw: dict[str, float | None] = field(default_factory=dict)
     display: dict[tuple[str, str], float | None] = field(default_factory=dict)
-    rules: list[dict[str, Any]] = field(default_factory=list)
+    rules: list[NcuRuleResult] = field(default_factory=list)
     cc: str | None = None                # compute capability as exported ("8.0")
     device_name: str | None = None
     device: int | None = None            # the GPU's index as ncu exported it
@@ -106,8 +117,8 @@ def _read_launches(trace: Any) -> list[Launch]:
         "SELECT kernel_id, section, rule, type, message, speedup_type, speedup_pct FROM ncu_rule_results"
     ):
         if kid in launches:
-            launches[kid].rules.append({"section": section, "rule": rule, "type": typ, "message": message,
-                                        "speedup_type": stype, "speedup_pct": speedup})
+            launches[kid].rules.append(NcuRuleResult(section=section, rule=rule, type=typ, message=message,
+                                                     speedup_type=stype, speedup_pct=speedup))
     for launch in launches.values():
         if launch.duration_ns is None:
             launch.duration_ns = launch.get(DURATION)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 from analysis.model.trace import Trace
+from analysis.result_parts import NvtxRange, NvtxSummary
 
 # A GPU operation belongs to a range when its launching API call (joined on pid + correlation id, as
 # correlation ids are unique only per process) starts inside the range on the range's thread.
@@ -78,39 +77,22 @@ def projected_table(trace: Trace) -> str:
     return temp_table(trace, "_gp_nvtx_proj", PROJECTED_SQL)
 
 
-class ProjectedRange(TypedDict):
-    domain: str | None
-    text: str | None
-    count: int
-    cpu_total_ns: int
-    gpu_ops: int
-    gpu_projected_ns: int
-    gpu_op_ns: int
-
-
-class NvtxProjection(TypedDict):
-    """NVTX ranges by name with their host time and projected GPU time (``nvtx_projection``)."""
-
-    has_nvtx: bool
-    ranges: list[ProjectedRange]
-
-
-def nvtx_projection(trace: Trace, limit: int | None = 50) -> NvtxProjection:
+def nvtx_projection(trace: Trace, limit: int | None = 50) -> NvtxSummary:
     """Per NVTX range name (domain + text): host time and the projected GPU time.
 
-    Returns ``{has_nvtx, ranges: [{domain, text, count, cpu_total_ns, gpu_ops, gpu_projected_ns,
-    gpu_op_ns}]}``, largest projected GPU time first. ``gpu_projected_ns`` sums, over the instances,
+    Returns whether the report has NVTX and its ranges (``NvtxRange``: domain, text, count, cpu_total_ns,
+    gpu_ops, gpu_projected_ns, gpu_op_ns), largest projected GPU time first. ``gpu_projected_ns`` sums, over the instances,
     the time from the first to the last GPU operation the instance launched; ``gpu_op_ns`` sums those
-    operations' own durations. ``has_nvtx`` is False (and ``ranges`` empty) when the report has no NVTX.
+    operations' own durations. ``has_nvtx`` is False (and ``top_ranges`` empty) when the report has no NVTX.
     """
     if not trace.has_rows("nvtx"):
-        return {"has_nvtx": False, "ranges": []}
+        return NvtxSummary(has_nvtx=False, top_ranges=())
     table = projected_table(trace)
     rows = trace.sql(f"""
         SELECT domain, text, COUNT(*), SUM(end_ns - start_ns), SUM(gpu_ops),
                COALESCE(SUM(gpu_end - gpu_start), 0), SUM(gpu_op_ns)
         FROM {table} GROUP BY domain, text
         ORDER BY 6 DESC, 4 DESC, text {'' if limit is None else 'LIMIT ' + str(int(limit))}""")  # noqa: S608
-    return {"has_nvtx": True, "ranges": [
-        {"domain": r[0], "text": r[1], "count": int(r[2]), "cpu_total_ns": int(r[3]), "gpu_ops": int(r[4]),
-         "gpu_projected_ns": int(r[5]), "gpu_op_ns": int(r[6])} for r in rows]}
+    return NvtxSummary(has_nvtx=True, top_ranges=tuple(
+        NvtxRange(domain=r[0], text=r[1], count=int(r[2]), cpu_total_ns=int(r[3]), gpu_ops=int(r[4]),
+                  gpu_projected_ns=int(r[5]), gpu_op_ns=int(r[6])) for r in rows))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -68,13 +69,18 @@ def _literal(value: Any) -> str | None:
     return None
 
 
-def inline_params(query: str, params: dict[str, Any] | list[Any] | None) -> tuple[str, Any]:
+# A value a query binds: a scalar, or a list of them (``unnest($s::BIGINT[])``).
+SqlValue = int | float | str | bool | None | Sequence[int] | Sequence[float] | Sequence[str]
+SqlParams = Mapping[str, SqlValue] | Sequence[SqlValue] | None
+
+
+def inline_params(query: str, params: SqlParams) -> tuple[str, SqlParams]:
     """Named scalar parameters written into the query as typed literals (strings quoted, so a value
     cannot change the statement), the rest left bound. Binding any parameter makes DuckDB's Python
     client import pandas when it is installed (0.5 s, more than a small report's whole analysis)."""
     if not params:
         return query, []
-    if not isinstance(params, dict):
+    if not isinstance(params, Mapping):
         return query, params
     literals: dict[str, str] = {}
     for k, v in params.items():
@@ -166,7 +172,7 @@ class Trace:
         _ = self.con  # installs the window's views, which records the database's name
         return f'"{self._db}".main."{table}"'
 
-    def sql(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> list[tuple]:
+    def sql(self, query: str, params: SqlParams = None) -> list[tuple]:
         """Run a query with named ``$name`` parameters and return all rows."""
         query, params = inline_params(query, params)
         return self.con.execute(query, params).fetchall()
@@ -193,7 +199,7 @@ class Trace:
                 self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
         return out
 
-    def scalar(self, query: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
+    def scalar(self, query: str, params: SqlParams = None) -> Any:
         query, params = inline_params(query, params)
         row = self.con.execute(query, params).fetchone()
         return None if row is None else row[0]

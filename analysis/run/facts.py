@@ -51,7 +51,8 @@ from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
 from analysis.readers import ToolKind
-from analysis.report_types import FindingJson, ReportInfo, RuleOutcome, StepRecordJson
+from analysis.report_types import FindingJson, ReportInfo, RuleOutcome
+from analysis.result_parts import StepRecord
 from analysis.run.cpus import CpuTime
 
 RESULT_FILE = "analysis.json"
@@ -156,13 +157,13 @@ class ReportResult:
         return cls.from_json(json.loads((folder / RESULT_FILE).read_text()), folder)
 
 
-def iteration_facts(loop: Loop | None, records: list[StepRecordJson]) -> IterationFacts:
+def iteration_facts(loop: Loop | None, records: list[StepRecord]) -> IterationFacts:
     """Every iteration's start and end (the whole loop), and GPU busy time where the window has it."""
     if loop is None or not len(loop):
         return {"start_ns": [], "end_ns": [], "busy_ns": []}
     busy: list[int | None] = [None] * len(loop)
     for r in records:
-        busy[int(r["index"])] = int(r["gpu_busy_ns"])
+        busy[r.index] = r.gpu_busy_ns
     return {"start_ns": [int(x) for x in loop.starts], "end_ns": [int(x) for x in loop.ends], "busy_ns": busy}
 
 

@@ -62,16 +62,21 @@ from analysis.report_types import (
     CollectiveSplit,
     FindingJson,
     IterationsJson,
-    IterationTimeJson,
     MpiSplit,
     NvtxIterations,
     ReportInfo,
     RuleOutcome,
-    StepAnatomyJson,
-    StepRecordJson,
 )
-from analysis.result_parts import NvtxRange, NvtxSummary, PhaseSpan
-from analysis.results import AnalysisResult, FindingResult, ReportSummary, RuleStatus, Verdict
+from analysis.result_parts import (
+    JSON,
+    IterationItem,
+    IterationTime,
+    NcuKernel,
+    PhaseSpan,
+    StepAnatomy,
+    StepRecord,
+)
+from analysis.results import AnalysisResult, FindingResult, ReportSummary, ReportWindow, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.cpus import cpu_time, shared_cpu_warnings
 from analysis.run.facts import ReportFacts, ReportResult, as_dicts, as_json
@@ -133,15 +138,15 @@ def _judged_loop(spec: win.WindowSpec, info: PhaseInfo) -> tuple[Loop, int | Non
     return info.loop, None
 
 
-def _time_stats(d: np.ndarray) -> IterationTimeJson:
+def _time_stats(d: np.ndarray) -> IterationTime:
     """Iteration-time percentiles, extremes and mean of a loop's ``durations`` (non-empty)."""
     q = {f"p{p}": float(np.percentile(d, p)) for p in (10, 50, 90, 99)}
-    return {"median_ns": q["p50"], "p10_ns": q["p10"], "p90_ns": q["p90"], "p99_ns": q["p99"],
-            "min_ns": int(d.min()), "max_ns": int(d.max()), "mean_ns": float(d.mean())}
+    return IterationTime(median_ns=q["p50"], p10_ns=q["p10"], p90_ns=q["p90"], p99_ns=q["p99"], min_ns=int(d.min()),
+                         max_ns=int(d.max()), mean_ns=float(d.mean()))
 
 
 def _anatomy(t: Trace, v: Trace, loop: Loop, all_params: Mapping[str, Mapping[str, float]],
-             claimers: Sequence[type[Rule]]) -> StepAnatomyJson | None:
+             claimers: Sequence[type[Rule]]) -> StepAnatomy | None:
     """The window's step anatomy of ``loop`` (the one the window holds) from every iteration's exact record:
     those the ingest wrote into the file (the main loop's), else computed on the window's GPU operations, exact
     for the iterations that lie inside it, which are the only ones the anatomy uses."""
@@ -158,7 +163,7 @@ def _anatomy(t: Trace, v: Trace, loop: Loop, all_params: Mapping[str, Mapping[st
     return anatomy(v, loop, all_params, claimers, cols, unit)
 
 
-def _loop_summary(trace: Trace, info: PhaseInfo, ana: StepAnatomyJson | None,
+def _loop_summary(trace: Trace, info: PhaseInfo, ana: StepAnatomy | None,
                   judged: tuple[Loop, int | None] | None = None) -> IterationsJson:
     """The report's ``iterations`` object: NVTX's step summary when the step is an NVTX range (its
     keys as before), plus the loop's source, counts, iteration-time percentiles and step anatomy.
@@ -175,19 +180,18 @@ def _loop_summary(trace: Trace, info: PhaseInfo, ana: StepAnatomyJson | None,
     out.update({"source": loop.source, "count": len(loop), "signature": loop.signature,
                 "detail": loop.detail, "reason": out.get("reason") if loop.source else loop.reason})
     if len(d):
-        stats = _time_stats(d)
+        stats = _time_stats(d).to_json()
         out["iteration_time"] = stats
         if loop.source != "nvtx":
             out.update(cast("IterationsJson", stats))
-        out["items"] = [{"index": i, "start_ns": int(loop.starts[i]), "end_ns": int(loop.ends[i]),
-                         "ns": int(d[i])} for i in range(min(len(d), ITEMS))]
+        out["items"] = [IterationItem(index=i, start_ns=int(loop.starts[i]), end_ns=int(loop.ends[i]),
+                                      ns=int(d[i])).to_json() for i in range(min(len(d), ITEMS))]
     out["loops"] = [lp.to_json() for lp in loop_list(loop)]
     out["program"] = program_shape(loop, info.phases)
     if ana is not None:
-        records = ana.pop("records")
-        out["anatomy"] = {**ana, "records": records[:ITEMS], "records_total": len(records)}
-        if judged is not None and judged[1] is not None:
-            out["anatomy"].update({"loop": judged[1], "iteration_time": _time_stats(judged[0].durations)})
+        loop_n = judged[1] if judged is not None else None
+        out["anatomy"] = ana.for_report(ITEMS, loop_n, None if judged is None or loop_n is None
+                                        else _time_stats(judged[0].durations)).to_json()
     return out
 
 
@@ -218,27 +222,28 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
         wrun = Run([v], ctx.memory_bytes, nsys_kernels=linked)
         try:
             info = report_info(t)
-            records: list[StepRecordJson] = []
+            records: list[StepRecord] = []
+            kernels: list[NcuKernel] = []
             if info_p is not None:
-                info["breakdown"] = bd.breakdown(v)
+                info["breakdown"] = bd.breakdown(v).to_json()
                 judged = _judged_loop(spec, info_p)
                 ana = _anatomy(t, v, judged[0], ctx.all_params, ctx.registry.idle_claimers())
-                records = list(ana["records"]) if ana is not None else []
+                records = list(ana.records) if ana is not None else []
                 info["iterations"] = _loop_summary(t, info_p, ana, judged)
-                nvtx = nvtx_projection(v, limit=10)
-                info["nvtx"] = NvtxSummary(nvtx["has_nvtx"], tuple(NvtxRange(**r) for r in nvtx["ranges"])).to_json()
+                info["nvtx"] = nvtx_projection(v, limit=10).to_json()
                 info["launches"] = launch_summary(v).to_json()
                 info["network"] = report_network(t, b)
                 info["phases"] = [PhaseSpan(p.name, p.start_ns, p.end_ns, p.reason).to_json() for p in info_p.phases]
             elif t.tool == ToolKind.NCU:  # the per-kernel memory story, weighted by nsys time
-                info["kernels"] = report_kernels(t, wrun)
-            info["window"] = {"spec": spec.text, "phase": phase, "reason": reason,
-                              "start_ns": None if b is None else b[0], "end_ns": None if b is None else b[1]}
+                kernels = report_kernels(t, wrun)
+                info["kernels"] = [k.to_json() for k in kernels]  # its place in the report; annotated below
+            info["window"] = ReportWindow(spec=spec.text, phase=phase, reason=reason, start_ns=None if b is None else b[0],
+                                          end_ns=None if b is None else b[1]).to_json()
             found, outcomes = _report_rules(wrun, ctx)
             if t.tool == ToolKind.NCU:  # one kernel's findings share its time; the report's sum is bounded
                 found = share_gains(found)
                 info["estimated_saving"] = report_saving(found, label)
-                annotate_kernels(info.get("kernels") or [], found, label)
+                info["kernels"] = [k.to_json() for k in annotate_kernels(kernels, found, label)]
             if info_p is not None:  # after the rules: it reuses the gap rules' painting of the idle
                 info["idle_anatomy"] = [a.to_json() for a in idle_anatomy(v, [(p.name, p.start_ns)
                                                                                for p in info_p.phases])]
@@ -253,7 +258,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
     return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
 
 
-def _anatomy_of(info: ReportInfo) -> StepAnatomyJson | None:
+def _anatomy_of(info: ReportInfo) -> JSON | None:
     """The report's step anatomy, if its loop has one."""
     return info["iterations"].get("anatomy") if "iterations" in info else None
 
@@ -328,7 +333,7 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
                         for rid, o in outcomes.items()})
 
 
-def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[StepRecordJson],
+def _facts(t: Trace, v: Trace, loop: Loop | None, records: list[StepRecord],
            facts_dir: Path | None) -> ReportFacts:
     """The report's compact facts (``analysis.run.facts``): JSON scalars and the iterations of ``loop`` (the
     one the window holds, whose records ``records`` are), and the collectives table written into ``facts_dir``."""
@@ -504,8 +509,8 @@ def _collective_split(results: list[ReportResult], memory_bytes: int) -> Collect
         con.close()
     hosts = [r.info.get("host") for r, _ in parts]
     cols, unpaired = pairs_only(cols)  # send/recv kernels only between a pair: the exports name no peer
-    # The rule module builds the split's totals, per rank and per host (the keys of ``CollectiveSplit`` it returns).
-    split = cast("CollectiveSplit | None", collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts))
+    # The rule module builds the split's totals, per rank and per host.
+    split = collective_split(cols, [r.facts.get("rank") for r, _ in parts], hosts)
     if unpaired is not None:
         split = CollectiveSplit() if split is None else split
         split["point_to_point_unmatched"] = unpaired
@@ -679,7 +684,7 @@ def _placed(f: Finding, phase_by_label: dict[str, str], paced: set[str], spec: s
     if f.report in paced and f.rule_id in _pacing_rule_ids():
         f = dataclasses.replace(f, severity="info", message=f.message + " The loop is host-paced (the GPU waits "
                                 "for each frame or request by design): this idle is its pacing, not a GPU defect.",
-                                extra={**f.extra, "host_paced": True})
+                                host_paced=True)
     return f
 
 
@@ -704,8 +709,7 @@ def _per_step(f: Finding, infos: Sequence[ReportInfo]) -> Finding:
     if hit is None or hit[1] != f.phase or not f.impact_ns:
         return f
     n = hit[0]
-    return dataclasses.replace(f, extra={**f.extra, "impact_per_step_ns": int(round(f.impact_ns / n)),
-                                         "steps_in_window": n})
+    return dataclasses.replace(f, impact_per_step_ns=int(round(f.impact_ns / n)), steps_in_window=n)
 
 
 __all__ = ["AnalysisContext", "ReportResult", "analyze_run_step_reports", "analyze_report", "analyze_run", "analyze_run_facts",

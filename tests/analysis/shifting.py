@@ -112,7 +112,7 @@ def everything(paths: list[Path], labels: list[str], rules: list[str] | None = N
             doc = chrome_trace.to_dict(t)
             out[label] = {
                 "timeline": timeline.window(t, buckets=64),
-                "nvtx": nvtx_projection(t, limit=None),
+                "nvtx": nvtx_projection(t, limit=None).to_json(),
                 "iterations": iterations(t),
                 "chrome_events": len(doc["traceEvents"]),
                 "chrome_durations": sorted(round(e["dur"], 3) for e in doc["traceEvents"] if e["ph"] == "X"),

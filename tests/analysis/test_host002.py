@@ -124,11 +124,12 @@ def test_samples_without_thread_ids_degrade_and_host002_skips(tmp_path) -> None:
 
 def test_evidence_only_findings_rank_after_the_findings_that_own_the_time():
     from analysis.diagnosis.findings import Finding, rank_findings
+    from analysis.results import HostSamplesExtra
 
-    def finding(rule, ns, **extra):
-        return Finding(rule_id=rule, title=rule, message="", impact_ns=ns, impact_pct=1.0, evidence=[],
+    def finding(rule, ns, extra=None):
+        return Finding(rule_id=rule, title=rule, message="", impact_ns=ns, impact_pct=1.0, evidence=(),
                        advice="", extra=extra)
 
-    ranked = rank_findings([finding("HOST002", 900, owns_idle=False), finding("GPU001", 500),
-                            finding("SYNC001", 400)])
+    samples = HostSamplesExtra(owns_idle=False, samples_in_idle=1, by_owner={}, main_kind=None, functions=[])
+    ranked = rank_findings([finding("HOST002", 900, samples), finding("GPU001", 500), finding("SYNC001", 400)])
     assert [f.rule_id for f in ranked] == ["GPU001", "SYNC001", "HOST002"]

@@ -197,7 +197,7 @@ def test_tiny_report_exact_numbers(tmp_path):
     finally:
         t.close()
     by_phase = {e["phase"]: e for e in out}
-    assert by_phase["startup"]["idle_ns"] + by_phase["steady"]["idle_ns"] == bd["idle_ns"] == 300 + 500
+    assert by_phase["startup"]["idle_ns"] + by_phase["steady"]["idle_ns"] == bd.idle_ns == 300 + 500
     start = {c["category"]: c["ns"] for c in by_phase["startup"]["categories"]}
     assert start == {"allocation": 80, "launch": 70, "os_io": 30, "mpi": 70, "none": 50}
     steady = {c["category"]: c["ns"] for c in by_phase["steady"]["categories"]}
@@ -263,7 +263,7 @@ def test_parts_sum_to_idle_per_device_phase_and_iteration(src):
             assert sum(c["ns"] for c in e["categories"]) == e["idle_ns"]
             assert all(c["category"] in CATEGORIES for c in e["categories"])
             by_dev[(e["pid"], e["device"])] = by_dev.get((e["pid"], e["device"]), 0) + e["idle_ns"]
-        assert by_dev == {(d["pid"], d["device"]): d["idle_ns"] for d in bd["devices"] if d["idle_ns"]}
+        assert by_dev == {(d.pid, d.device): d.idle_ns for d in bd.devices if d.idle_ns}
         # Per phase: each phase's idle is the unit's gaps clipped to the phase.
         units = {(p, d): (gs, ge) for p, d, gs, ge in unit_idle(t)}
         bounds = [s for _, s in phases] + [1 << 62]

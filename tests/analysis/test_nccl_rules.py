@@ -10,6 +10,7 @@ import pytest
 from analysis.diagnosis.nccl import findings, registry, verdict
 from analysis.diagnosis.rules.base import ThresholdError
 from analysis.readers.nccl import NcclLog, ingest, load
+from analysis.results import FindingResult
 from tests.conftest import corpus_dir
 
 NCCL_DIR = corpus_dir() / "nccl"
@@ -59,7 +60,8 @@ def real(name: str, tmp_path_factory) -> NcclLog:
 
 
 def by_rule(log: NcclLog, rule_id: str):
-    return [f for f in findings(log) if f.rule_id == rule_id]
+    """The rule's findings on the log as a result holds them (``extra``: the JSON keys)."""
+    return [FindingResult.from_json(f.to_dict()) for f in findings(log) if f.rule_id == rule_id]
 
 
 def assert_quotes_its_lines(finding, src: Path) -> None:

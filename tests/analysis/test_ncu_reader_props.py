@@ -185,4 +185,4 @@ def test_hostile_numbers_ingest_or_raise_typed_error_and_rules_never_crash(tmp_p
         findings, results = run_rules(run, Registry(NCU_RULES))
     assert all(r.status != "error" for r in results), [r.to_dict() for r in results if r.status == "error"]
     for f in findings:
-        assert 0 <= f.extra["speedup_pct"] <= 100 and f.impact_ns >= 0
+        assert 0 <= f.extra.speedup_pct <= 100 and f.impact_ns >= 0

@@ -380,7 +380,7 @@ def test_all_rules_read_a_raw_page_export(tmp_path):
     with Run.open([out]) as run:
         findings, results = run_rules(run, Registry(NCU_RULES))
     assert {r.rule_id: r.status for r in results} == {f"NCU00{i}": "ok" for i in range(1, 8)}
-    got = {(f.rule_id, f.title.split(":")[0]): f.extra["speedup_pct"] for f in findings}
+    got = {(f.rule_id, f.title.split(":")[0]): f.extra.speedup_pct for f in findings}
     assert got == {
         ("NCU001", "Uncoalesced global accesses"): pytest.approx(100 * 200 / 1200, abs=1e-3),  # no L2 cycles: local
         ("NCU002", "Warp stall 'barrier'"): pytest.approx(50.0),                    # 6/10 capped by 1 - 0.50

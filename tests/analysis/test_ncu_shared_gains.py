@@ -17,6 +17,7 @@ from analysis.diagnosis.rules.base import Rule
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.readers.ncu.ingest import ingest_ncu
+from analysis.results import NcuExtra
 from tests.analysis.ncu_builders import long_csv, write
 from tests.analysis.test_ncu_rules import SOL, raw
 from tests.conftest import corpus_file
@@ -228,7 +229,9 @@ def test_the_trait_check_fails_on_a_rule_without_a_role_or_with_a_clash():
 
 def test_a_finding_of_an_unregistered_ncu_rule_is_refused_not_made_a_symptom():
     f = Finding("NCU099", "t", "m", 10, 10.0, "a", report="r",
-                extra={"kernel": "k", "kernel_time_ns": 100, "kernel_grid": None, "kernel_block": None})
+                extra=NcuExtra(speedup_pct=10.0, speedup_type="local", kernel="k", linked_to_nsys=False, nsys_match=None,
+                               kernel_grid=None, kernel_block=None, kernel_time_ns=100, launch_savings=[],
+                               time_base_ns=None))
     with pytest.raises(KeyError, match="NCU099 is not a registered ncu rule"):
         share_gains([f])
     small = Finding("NCU005", "t", "m", 10, 10.0, "a", evidence=(Evidence(detail={"bound_kind": "small_grid"}),))

@@ -350,7 +350,7 @@ def test_comm003_in_a_window_keeps_the_communicator_size(tmp_path) -> None:
                                       overrides={"COMM003.link_peak_gbps": 25.0})
     assert [r.status for r in results] == ["ok"]
     (f,) = findings
-    assert f.extra["ranks_n"] == 2 and f.extra["groups"][0]["bytes"] == 2 * 2**20
+    assert f.extra.ranks_n == 2 and f.extra.groups[0]["bytes"] == 2 * 2**20
 
 
 def test_comm003_two_nodes_compared_across_ranks(tmp_path) -> None:

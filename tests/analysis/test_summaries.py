@@ -10,6 +10,7 @@ from analysis.api import analyze
 from analysis.loops.iterations import iterations
 from analysis.model.nvtx_projection import nvtx_projection
 from analysis.model.trace import Trace
+from analysis.result_parts import NvtxRange
 from tests.analysis.planting import api, ingested, kernel, normalized
 from tests.conftest import corpus_file
 
@@ -38,15 +39,15 @@ def test_nvtx_projection_on_a_synthetic_thread(tmp_path):
         proj = nvtx_projection(t)
     finally:
         t.close()
-    assert proj["ranges"] == [{"domain": None, "text": "step", "count": 1, "cpu_total_ns": 45, "gpu_ops": 2,
-                               "gpu_projected_ns": 350, "gpu_op_ns": 250}]
+    assert proj.top_ranges == (NvtxRange(domain=None, text="step", count=1, cpu_total_ns=45, gpu_ops=2,
+                                         gpu_projected_ns=350, gpu_op_ns=250),)
 
 
 def test_nvtx_projection_on_real_export(trace_of):
     t = trace_of("cupy-power-iteration.sqlite")
     proj = nvtx_projection(t, limit=None)
-    assert proj["has_nvtx"]
-    loop = next(r for r in proj["ranges"] if r["text"] == "Loop")
+    assert proj.has_nvtx
+    loop = next(r for r in proj.top_ranges if r.text == "Loop")
     direct = t.sql("""
         SELECT MAX(g.end_ns) - MIN(g.start_ns), COUNT(*) FROM nvtx n
         JOIN cuda_api a ON a.pid = n.pid AND a.tid = n.tid AND a.start_ns BETWEEN n.start_ns AND n.end_ns
@@ -55,7 +56,7 @@ def test_nvtx_projection_on_real_export(trace_of):
               SELECT pid, correlation_id, start_ns, end_ns FROM memset) g
           ON g.pid = a.pid AND g.correlation_id = a.correlation_id
         WHERE n.text = 'Loop'""")[0]
-    assert (loop["gpu_projected_ns"], loop["gpu_ops"]) == (direct[0], direct[1])
+    assert (loop.gpu_projected_ns, loop.gpu_ops) == (direct[0], direct[1])
 
 
 def test_iterations_without_nvtx_say_so(trace_of):

@@ -1,5 +1,5 @@
-"""Rules build their finding's ``extra`` from the typed ``*Extra`` dataclasses of ``analysis.results`` (``extra_json``),
-not from dict literals: the JSON keeps the keys in the type's order, and a rule whose type exists but that still
+"""Rules build their finding's ``extra`` as the typed ``*Extra`` dataclasses of ``analysis.results`` (``Finding.extra``,
+written into the JSON by ``extra_json``), not as dict literals: the JSON keeps the keys in the type's order, and a rule whose type exists but that still
 writes a dict is seen here. Every rule declares its type (``Rule.extra_type``; none is exempt, the NET rules' too); its
 findings carry no key the type (or the engine's ``EngineExtra``) lacks; every ``*Extra`` type is some rule's or the
 engine's."""
@@ -18,6 +18,7 @@ import pytest
 from analysis import results
 from analysis.api import analyze
 from analysis.diagnosis import nccl
+from analysis.diagnosis.findings import ENGINE_FIELDS, Finding
 from analysis.diagnosis.rules.base import Rule
 from analysis.diagnosis.rules.registry import default_registry, finding_extras
 from analysis.readers.nccl import ingest, load
@@ -159,7 +160,7 @@ def typed_findings(tmp_path_factory) -> list:
     for i, log in enumerate(sorted((corpus_dir() / "nccl").glob("*.log"))):
         db = tmp_path_factory.mktemp("nccl") / f"{i}.duckdb"
         ingest(log, db)
-        found += nccl.findings(load(db))
+        found += [results.FindingResult.from_json(f.to_dict()) for f in nccl.findings(load(db))]  # as a result
     return found
 
 
@@ -224,13 +225,18 @@ def _keys_written(module: str, name: str) -> set[str]:
 def test_engine_extra_is_the_keys_the_engine_writes() -> None:
     """``EngineExtra`` is never constructed (its docstring says why); its fields are exactly the keys the steps after
     the rules write into findings, with the two a rule writes beside or in its own type: a key added there without
-    the type, or a field no step writes any more, fails here."""
+    the type, or a field no step writes any more, fails here. In step 1 a finding holds them as its own fields
+    (``Finding.ENGINE_FIELDS``: the runner sets the host-paced mark and the cost per step, the rules that sampled
+    the CPU ``host_functions``); the run step writes the others into the findings' JSON."""
     fixed = {f.name for f in dataclasses.fields(results.FindingResult)}
-    engine = ((_keys_written("analysis.run.runner", "extra") | _keys_written("analysis.run.rollup", "entry")
+    assert set(ENGINE_FIELDS) <= {f.name for f in dataclasses.fields(Finding)}
+    runner = inspect.getsource(importlib.import_module("analysis.run.runner"))
+    set_by_runner = {k for k in ENGINE_FIELDS if f"{k}=" in runner}
+    engine = ((set_by_runner | _keys_written("analysis.run.rollup", "entry")
                | _keys_written("analysis.loops.loop_report", "f")) - fixed)
     assert {"host_paced", "impact_per_step_ns", "steps_in_window", "loops", "per_rank", "ranks_with_finding"} <= engine
     by_rules = {"host_functions", "owns_idle"}
-    assert all(any('"host_functions"' in src for src in _sources(default_registry().get(r)))
+    assert all(any("host_functions=" in src for src in _sources(default_registry().get(r)))
                for r in ("SYNC001", "GPU001", "HOST001"))
     assert "owns_idle" in {f.name for f in dataclasses.fields(finding_extras()["HOST002"])}
     assert {f.name for f in dataclasses.fields(EngineExtra)} == engine | by_rules

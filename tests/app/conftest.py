@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from app import create_app
 from app.services.accounts import tokens
+from app.services.storage import storage_for
 from app.settings import Settings
 from tests.conftest import redis_db
 from tests.dbs import BACKENDS, MigratedDB, per_backend
@@ -107,7 +108,7 @@ def process_run(settings, session, run_id: int) -> dict:
         out = pipeline.trace_path_for(settings, report_id)
         out.parent.mkdir(parents=True, exist_ok=True)
         res = ingest(settings.data_dir / claim.upload_path, out)
-        pipeline.finish_ingest(session, report_id, owner, out, res.tool, res.info, settings.data_dir)
+        pipeline.finish_ingest(session, report_id, owner, out, res.tool, res.info, storage_for(settings))
     inputs = pipeline.claim_run_analysis(session, run_id, owner, 300)
     assert inputs is not None
     result = analyze([settings.data_dir / p for p in inputs.paths], labels=inputs.labels, window=inputs.window,

@@ -87,10 +87,11 @@ def test_resolve_and_key_of_are_the_one_way_between_keys_and_paths(tmp_path):
 
 
 # A stored key joined onto the data folder by hand (``data_dir / key``, ``Path(data_dir, key)``,
-# ``os.path.join(data_dir, key)``, ``root / report.trace_path``) rather than through ``Storage.resolve``. A quoted
-# name after ``data_dir /`` is the app's own file there (the secret key, the SQLite metadata DB), not a stored key.
+# ``os.path.join(data_dir, key)``, ``root / report.trace_path``) rather than through ``Storage.resolve``, or a path
+# made a key by hand (``path.relative_to(data_dir)``) rather than through ``Storage.key_of``. A quoted name after
+# ``data_dir /`` is the app's own file there (the secret key, the SQLite metadata DB), not a stored key.
 HAND_JOIN = re.compile(r"""(?<![`\w])data_dir\)?\s*/\s*(?!["'\s])|data_dir\)?\.joinpath\(|(?:os\.path\.join|Path)\([^)]*data_dir\s*,"""
-                       r"""|/\s*(?:\w+\.)+(?:trace|upload|analysis)_path\b(?!\s*\()""")
+                       r"""|/\s*(?:\w+\.)+(?:trace|upload|analysis)_path\b(?!\s*\()|\.relative_to\([^)]*data_dir""")
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE = ROOT / "app" / "services" / "storage"
 
@@ -103,16 +104,19 @@ def _hand_joins() -> list[str]:
 
 
 def test_no_code_outside_storage_builds_a_path_into_the_data_folder():
-    """``Storage.resolve`` is the one way from a stored key to a path (docs/security.md, docs/architecture.md)."""
+    """``Storage.resolve`` is the one way from a stored key to a path and ``Storage.key_of`` the one way back
+    (docs/security.md, docs/architecture.md)."""
     assert _hand_joins() == []
 
 
 def test_the_path_guard_finds_what_it_forbids():
     for line in ("paths = [Path(data_dir) / path if path else None for data, path in rows]",
                  "p = settings.data_dir / rel", "Path(settings.data_dir, report.trace_path)",
-                 "os.path.join(data_dir, key)", "root / report.upload_path", "settings.data_dir.joinpath(key)"):
+                 "os.path.join(data_dir, key)", "root / report.upload_path", "settings.data_dir.joinpath(key)",
+                 "rel = str(Path(trace_file).resolve().relative_to(Path(data_dir).resolve()))",
+                 "key = out.relative_to(settings.data_dir)"):
         assert HAND_JOIN.search(line), line
     for line in ('Path(settings.data_dir) / "secret_key"', "data_path(settings, report.trace_path)",
-                 "storage.trace_path(7)", "storage.resolve(report.analysis_path)",
+                 "storage.trace_path(7)", "storage.resolve(report.analysis_path)", "rel = storage.key_of(trace_file)",
                  "multipart parts spool to ``data_dir/staging``"):
         assert not HAND_JOIN.search(line), line

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from analysis.api import IngestResult, analyze, ingest
 from app.models import Job, Report, Run, User
 from app.services.jobs import pipeline
+from app.services.storage import storage_for
 from app.settings import Settings
 
 XSS_SCRIPT = "<script>alert(1)</script>"
@@ -96,7 +97,7 @@ def store_run(session: Session, settings: Settings, ingested: Ingested, sources:
         out = pipeline.trace_path_for(settings, report_id)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cached, out)
-        pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info, settings.data_dir)
+        pipeline.finish_ingest(session, report_id, owner, out, result.tool, result.info, storage_for(settings))
     if analyze_run:
         finish_analysis(session, settings, run.id)
     return run.id

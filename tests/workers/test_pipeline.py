@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from analysis.api import AnalysisResult, Breakdown, Evidence, FindingResult, ReportSummary, RuleStatus
 from app.models import Finding, Report, Run, RunSummary, utcnow
 from app.services.jobs import pipeline
+from app.services.storage import storage_for
 from tests.workers.conftest import make_run
 
 OWNER_A = "host-a:1/task-a"
@@ -30,7 +31,7 @@ def _publish(session, settings, rid, owner, content=b"duckdb"):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(content)
     info = {"tool_version": "2024.5.1", "counts": {"kernels": 3}, "rank": 7, "host": "node-7"}
-    return pipeline.finish_ingest(session, rid, owner, out, "nsys", info, settings.data_dir)
+    return pipeline.finish_ingest(session, rid, owner, out, "nsys", info, storage_for(settings))
 
 
 def test_claim_is_exclusive_and_counts_attempts(session, settings):
@@ -236,7 +237,7 @@ def test_reports_finishing_together_queue_the_analysis_once(settings):
             with session_scope(settings) as s:
                 barrier.wait()
                 results.append(pipeline.finish_ingest(s, rid, OWNER_A, pipeline.trace_path_for(settings, rid),
-                                                      "nsys", {}, settings.data_dir))
+                                                      "nsys", {}, storage_for(settings)))
 
         threads = [threading.Thread(target=publish, args=(rid,)) for rid in ids]
         for t in threads:

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from app.models import Report, Run, utcnow
 from app.services.jobs import pipeline
 from app.services.jobs import report_analysis as ra
+from app.services.storage import storage_for
 from tests.workers.conftest import make_run
 from workers.runtime import session_scope
 
@@ -27,7 +28,7 @@ def _ingested(settings, files, job="fan") -> tuple[int, list[int]]:
             out = pipeline.trace_path_for(settings, rid)
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(b"x")
-            assert pipeline.finish_ingest(s, rid, OWNERS[0], out, "nsys", {}, settings.data_dir,
+            assert pipeline.finish_ingest(s, rid, OWNERS[0], out, "nsys", {}, storage_for(settings),
                                           then="analyzing") is None
             assert s.get(Report, rid).status == "analyzing"
     return run_id, ids
@@ -100,10 +101,13 @@ def test_a_failed_rank_does_not_block_the_run_and_is_named(session, settings):
     assert ra.finish_report_analysis(session, a, OWNERS[1], "reports/x/analysis-a", "steady") == run_id
     assert [(m["report"], m["error_code"]) for m in ra.missing_reports(session, run_id)] == [
         ("rank1.sqlite", "analysis_failed")]
-    from analysis.api import missing_ranks
+    from analysis.api import ReportSummary, missing_ranks
 
-    assert missing_ranks([{"rank": 0, "world_size": 2}]) == [1]
-    assert missing_ranks([{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 4}]) == []  # disagree
+    def report(rank: int, world_size: int) -> ReportSummary:
+        return ReportSummary.from_json({"file": f"r{rank}", "tool": "nsys", "rank": rank, "world_size": world_size})
+
+    assert missing_ranks([report(0, 2)]) == [1]
+    assert missing_ranks([report(0, 2), report(1, 4)]) == []  # disagree
 
 
 def test_reconcile_resends_dead_and_lost_report_analyses_and_fails_exhausted_ones(session, settings):

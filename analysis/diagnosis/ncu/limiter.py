@@ -105,13 +105,37 @@ class TensorCores(TypedDict):
     legacy_path: str | None
 
 
+class LimiterNumbers(TypedDict):
+    """The metrics a launch's limiter is decided on (``limiter``; None: not exported): its grid's waves per SM, its
+    occupancy, its warps' memory-latency stall share and cycles per issue, the L2 hit rate, the speed of light's
+    bound, the duration, and the shared memory's bank conflicts, wavefronts and throughput."""
+
+    waves_per_sm: float | None
+    theoretical_occupancy_pct: float | None
+    achieved_occupancy_pct: float | None
+    memory_latency_stall_share: float | None
+    cycles_per_issue: float | None
+    l2_hit_rate_pct: float | None
+    sol_bound_ns: float | None
+    duration_ns: float | None
+    shared_bank_conflicts: float | None
+    shared_wavefronts: float | None
+    shared_pct: float | None
+
+
+class LimiterEvidence(LimiterNumbers):
+    """The limiter's metrics and the speed of light's binding unit (in the JSON after ``l2_hit_rate_pct``)."""
+
+    binding: sol.Binding | None
+
+
 class Limiter(TypedDict):
     """A launch's limiter (``limiter``): kind, name, why, then its evidence metrics, tensor cores and library."""
 
     kind: str
     name: str
     reason: str
-    evidence: NotRequired[dict[str, Any]]
+    evidence: NotRequired[LimiterEvidence]
     tensor_cores: NotRequired[TensorCores]
     library: NotRequired[str | None]
 
@@ -141,7 +165,7 @@ def tensor_cores(launch: Launch, cc: str | None) -> TensorCores:
     return out
 
 
-def _numbers(launch: Launch, story: Mapping[str, Any], bound: sol.SpeedOfLight) -> dict[str, Any]:
+def _numbers(launch: Launch, story: Mapping[str, Any], bound: sol.SpeedOfLight) -> LimiterEvidence:
     b = story.get("bound") or {}
     n = b.get("numbers") or {}
     l2 = next((lv for lv in story.get("levels") or [] if lv["name"] == "l2"), None)
@@ -176,7 +200,7 @@ def limiter(launch: Launch) -> Limiter:
     return out
 
 
-def _decide(launch: Launch, bound: sol.SpeedOfLight, ev: dict[str, Any], tc: TensorCores) -> Limiter:
+def _decide(launch: Launch, bound: sol.SpeedOfLight, ev: LimiterEvidence, tc: TensorCores) -> Limiter:
     top = bound["binding"]
     top_pct = top["pct_of_peak"] if top else None
     waves, dur = ev["waves_per_sm"], launch.duration_ns
@@ -213,12 +237,12 @@ def _decide(launch: Launch, bound: sol.SpeedOfLight, ev: dict[str, Any], tc: Ten
                 "" if stall is not None else "; no warp-stall metrics to tell memory latency from other limits")}
 
 
-def _saturated(top: sol.Binding, ev: dict[str, Any], tc: TensorCores) -> Limiter:
+def _saturated(top: sol.Binding, ev: LimiterEvidence, tc: TensorCores) -> Limiter:
     kind, name, pct = top["kind"], top["name"], top["pct_of_peak"]
     if kind == "memory":
         label = {"memory": "memory (ncu's busiest unit)", "shared": "shared memory"}.get(name, sol.level_label(name))
         reason = f"{label} at {fmt.pct(pct)} of its peak ({top['basis']})"
-        hit = ev.get("l2_hit_rate_pct")
+        hit = ev["l2_hit_rate_pct"]
         if name == "l2" and hit is not None and hit < 50:
             reason += f"; with an L2 hit rate of {fmt.pct(hit)} the data come from DRAM, not from L2"
         return {"kind": "memory", "name": name, "reason": reason}

@@ -36,6 +36,7 @@ from app.services.jobs.leases import (
 from app.services.jobs.report_analysis import reconcile_analyses
 from app.services.jobs.runs import run_thresholds
 from app.services.reads.run_query import live, of_live_run
+from app.services.storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -129,17 +130,17 @@ def set_progress(session: Session, report_id: int, owner: str, stage: str, done:
 
 
 def finish_ingest(session: Session, report_id: int, owner: str, trace_file: Path, tool: str,
-                  info: Mapping[str, Any] | None, data_dir: Path, upload_path: str | None = None,
+                  info: Mapping[str, Any] | None, storage: Storage, upload_path: str | None = None,
                   then: ReportStatus = ReportStatus.READY) -> int | None:
     """Publish an ingest: the report becomes ``then``; returns the run id when the run is now complete.
 
     ``then``: ``ready``, or ``analyzing`` when the report's own analysis follows (the worker
     queues it; ``app.services.jobs.report_analysis``). ``upload_path``: the stored export the report keeps
-    from now on (the scrubbed copy), when it changed.
+    from now on (the scrubbed copy), when it changed. ``trace_file`` is stored under its key in ``storage``.
     """
     info = dict(info or {})
     counts = info.get("counts") if isinstance(info.get("counts"), dict) else {}
-    rel = str(Path(trace_file).resolve().relative_to(Path(data_dir).resolve()))
+    rel = storage.key_of(trace_file)
     rank = info.get("rank") if isinstance(info.get("rank"), int) and not isinstance(info.get("rank"), bool) else None
     host = str(info["host"])[:200] if info.get("host") else None
     n = INGEST.finish(session, Report.id == report_id, owner, {

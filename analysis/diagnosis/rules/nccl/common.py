@@ -9,7 +9,7 @@ from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
 from analysis.readers.nccl.model import Connection, EnvVar, NcclLog, Pair
-from analysis.results import NetExtra, NetFacts, extra_json
+from analysis.results import NetExtra, NetFacts
 
 RDMA_KINDS = ("IB", "RoCE", "EFA", "CXI")
 RDMA_NETS = ("IB", "IBext", "AWS Libfabric", "OFI")
@@ -39,7 +39,7 @@ class NetRule(Rule):
         ev = tuple(evidence)
         return Finding(rule_id=self.id, title=title, message=message, impact_ns=0, impact_pct=None,
                        advice=advice or self.advice, evidence=ev, evidence_total=total or len(ev), rank=rank,
-                       severity=severity, extra=extra_json(NetExtra(nccl=facts)), phase="all")
+                       severity=severity, extra=NetExtra(nccl=facts), phase="all")
 
 
 def line_evidence(line: int | None, text: str | None, *, rank: int | None = None, name: str | None = None,

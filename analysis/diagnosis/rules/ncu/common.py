@@ -21,7 +21,7 @@ from analysis.diagnosis.ncu.limiter import library, library_advice
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip
 from analysis.model.ncu_metrics import Launch, load_launches
 from analysis.model.trace import Trace
-from analysis.results import NcuExtra, extra_json
+from analysis.results import NcuExtra
 
 
 @dataclass
@@ -167,7 +167,7 @@ class NcuRule(Rule):
             rule_id=self.id, title=f"{lead.title}: {lead_launch.short_name or lead_launch.name}", message=message,
             impact_ns=impact_ns, impact_pct=impact_pct, advice=self._advice(lead_launch, lead), evidence=(evidence,),
             evidence_total=len(by_launch), report=trace.label, rank=trace.rank,
-            extra=extra_json(NcuExtra(
+            extra=NcuExtra(
                 speedup_pct=round(speedup * 100, 3), speedup_type=lead.speedup_type,
                 kernel=lead_launch.name, linked_to_nsys=link is not None,
                 nsys_match=link.match if link is not None else None,
@@ -180,7 +180,7 @@ class NcuRule(Rule):
                 launch_savings=[[launch.kernel_id, _ns((launch.duration_ns or 0.0) * f)] for launch, f in pairs
                                 if f > 0],
                 # What impact_pct is a share of: the linked nsys reports' span, or all profiled time.
-                time_base_ns=link.span_ns if link is not None else _ns(profiled_ns))),
+                time_base_ns=link.span_ns if link is not None else _ns(profiled_ns)),
         )
 
 

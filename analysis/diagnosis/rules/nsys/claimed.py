@@ -15,7 +15,7 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.idle_claims import Claim, claims
 from analysis.model.activity import unit_gaps
 from analysis.model.trace import Trace
-from analysis.results import AllocationExtra, ClaimedIdle, HostCommExtra, JitExtra, extra_json
+from analysis.results import AllocationExtra, ClaimedIdle, HostCommExtra, JitExtra
 
 
 def _idle_ns(trace: Trace) -> int:
@@ -61,7 +61,7 @@ class _Claimed(Rule):
         return tuple(Evidence(name=name, value_ns=ns, rank=trace.rank, detail={"calls": calls})
                      for name, ns, calls in c.names)
 
-    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, ClaimedIdle]:
+    def text(self, c: Claim, idle: int, cadence: str) -> tuple[str, str, HostCommExtra | JitExtra | AllocationExtra]:
         raise NotImplementedError
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
@@ -73,7 +73,7 @@ class _Claimed(Rule):
         return [Finding(rule_id=self.id, title=title, message=message, impact_ns=c.ns,
                         impact_pct=pct(c.ns, report_span_ns(trace)), advice=self.advice, evidence=self.evidence(trace, c),
                         evidence_total=len(c.names), report=trace.label, rank=trace.rank,
-                        extra=extra_json(extra))]
+                        extra=extra)]
 
 
 class AllocationChurn(_Claimed):

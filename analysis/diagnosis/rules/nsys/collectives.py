@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, Generic, TypedDict, TypeVar
 
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
@@ -11,7 +11,7 @@ from analysis.diagnosis.rules.base import Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.links import collective_peak
 from analysis.model.trace import Trace
-from analysis.results import CollectiveExtra, extra_json
+from analysis.results import CollectiveExtra
 
 # NCCL's bus-bandwidth factors (nccl-tests, doc/PERFORMANCE.md): busBw = algBw * factor(n).
 BUS_FACTOR_SQL = """CASE op WHEN 'AllReduce' THEN 2.0 * (n - 1) / n
@@ -51,11 +51,25 @@ GROUP_STATS_SQL = """
 RANKS_LISTED = 16
 
 
-class RankList(TypedDict):
+_Entry = TypeVar("_Entry", bound=Mapping[str, Any])
+
+
+class RankList(TypedDict, Generic[_Entry]):
     """A collective group's per-rank entries as listed (``bounded_ranks``) and how many there are in all."""
 
-    ranks: list[dict[str, Any]]
+    ranks: list[_Entry]
     ranks_total: int
+
+
+class SendPeer(TypedDict):
+    """One rank this rank sent to over the network (``network_sends``): transfers, bytes, bandwidth, time, channels."""
+
+    receiver_rank: int | None
+    transfers: int
+    bytes: int
+    bandwidth_bps: float | None
+    in_flight_ns: int
+    channels: int
 
 
 class NetworkSends(TypedDict):
@@ -69,10 +83,10 @@ class NetworkSends(TypedDict):
     peak_gbps: float | None
     peak_source: str
     efficiency_pct: float | None
-    peers: list[dict[str, Any]]
+    peers: list[SendPeer]
 
 
-def bounded_ranks(entries: list[dict[str, Any]], own: str, key: str) -> RankList:
+def bounded_ranks(entries: list[_Entry], own: str, key: str) -> RankList[_Entry]:
     """``{"ranks": [...], "ranks_total": n}``: ``entries`` (dicts with ``report`` and ``key``) sorted by ``key``
     descending, all of them when few, else the report ``own``'s and the highest and lowest of the rest up to
     ``RANKS_LISTED``; ``ranks_total`` counts every entry."""
@@ -309,8 +323,8 @@ class CollectiveBandwidth(Rule):
             impact_ns=impact, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=sum(g["count"] for g in bad), report=trace.label, rank=trace.rank,
-            extra=extra_json(CollectiveExtra(groups=list(public), ranks_n=info["n"], ranks_source=info["n_source"],
-                                             inter_node=info["inter_node"], kernels_without_size=info["unsized"])),
+            extra=CollectiveExtra(groups=list(public), ranks_n=info["n"], ranks_source=info["n_source"],
+                                             inter_node=info["inter_node"], kernels_without_size=info["unsized"]),
         )
 
     def _by_kernel(self, trace: Trace) -> Finding | None:
@@ -364,9 +378,9 @@ class CollectiveBandwidth(Rule):
             impact_ns=0, impact_pct=None, severity="info",
             advice="To measure bus bandwidth against the link peak, " + HOW_TO_COLLECT + ".",
             evidence=evidence, evidence_total=count, report=trace.label, rank=trace.rank,
-            extra=extra_json(CollectiveExtra(
+            extra=CollectiveExtra(
                 sizes="by kernel", groups=list(groups), nccl_time_ns=total,
-                network={k: v for k, v in net.items() if k != "text"} if net else None)),
+                network={k: v for k, v in net.items() if k != "text"} if net else None),
         )
 
 
@@ -392,5 +406,7 @@ def network_sends(trace: Trace) -> NetworkSends | None:
             + (f" ({fmt.pct(eff)} of {fmt.rate(peak * 1e9)})" if eff is not None and peak else ""))
     return {"text": text, "bytes_sent": sum(p["bytes"] for p in sends), "completed_bytes": nbytes,
             "in_flight_ns": flight, "bandwidth_bps": bps, "peak_gbps": peak, "peak_source": source,
-            "efficiency_pct": eff, "peers": [{k: p[k] for k in ("receiver_rank", "transfers", "bytes", "bandwidth_bps",
-                                                                "in_flight_ns", "channels")} for p in sends]}
+            "efficiency_pct": eff, "peers": [SendPeer(receiver_rank=p["receiver_rank"], transfers=p["transfers"],
+                                                      bytes=p["bytes"], bandwidth_bps=p["bandwidth_bps"],
+                                                      in_flight_ns=p["in_flight_ns"], channels=p["channels"])
+                                             for p in sends]}

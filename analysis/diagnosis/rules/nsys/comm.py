@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, RunFacts, S
 from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.serialized import serialized_exposed
 from analysis.model.trace import Trace, inline_params
-from analysis.results import CommOverlapExtra, StragglerExtra, extra_json
+from analysis.results import CommOverlapExtra, StragglerExtra
 
 
 @dataclass(frozen=True)
@@ -94,26 +95,26 @@ class ExposedCommunication(Rule):
             return []
         bd = breakdown(trace)
         serial = serialized_exposed(trace)  # COMM004 > COMM001: NCCL on a compute stream is COMM004's
-        bd = {**bd, "devices": [{**u, "comm_exposed_ns": u["comm_exposed_ns"]
-                                 - serial.get((u["pid"], u["device"]), {}).get("exposed_ns", 0)}
-                                for u in bd["devices"]]}
-        units = [u for u in bd["devices"]
-                 if u["comm_exposed_ns"] > 0 and (pct(u["comm_exposed_ns"], u["span_ns"]) or 0) >= ctx.params["min_exposed_pct"]]
+        devices = [dataclasses.replace(u, comm_exposed_ns=u.comm_exposed_ns
+                                       - serial.get((u.pid, u.device), {}).get("exposed_ns", 0))
+                   for u in bd.devices]
+        units = [u for u in devices
+                 if u.comm_exposed_ns > 0 and (pct(u.comm_exposed_ns, u.span_ns) or 0) >= ctx.params["min_exposed_pct"]]
         if not units:
             return []
-        units.sort(key=lambda u: (-u["comm_exposed_ns"], u["pid"] or 0, u["device"] or 0))
-        exposed = sum(u["comm_exposed_ns"] for u in units)
-        comm = sum(u["comm_exposed_ns"] + u["comm_overlapped_ns"] for u in units)
+        units.sort(key=lambda u: (-u.comm_exposed_ns, u.pid or 0, u.device or 0))
+        exposed = sum(u.comm_exposed_ns for u in units)
+        comm = sum(u.comm_exposed_ns + u.comm_overlapped_ns for u in units)
         evidence = tuple(
-            Evidence(start_ns=u["start_ns"], end_ns=u["end_ns"], device=u["device"], pid=u["pid"], rank=trace.rank,
-                     value_ns=u["comm_exposed_ns"],
-                     detail={"comm_ns": u["comm_exposed_ns"] + u["comm_overlapped_ns"],
-                             "comm_overlapped_ns": u["comm_overlapped_ns"], "span_ns": u["span_ns"],
-                             "exposed_pct": round(pct(u["comm_exposed_ns"], u["span_ns"]) or 0, 3)})
+            Evidence(start_ns=u.start_ns, end_ns=u.end_ns, device=u.device, pid=u.pid, rank=trace.rank,
+                     value_ns=u.comm_exposed_ns,
+                     detail={"comm_ns": u.comm_exposed_ns + u.comm_overlapped_ns,
+                             "comm_overlapped_ns": u.comm_overlapped_ns, "span_ns": u.span_ns,
+                             "exposed_pct": round(pct(u.comm_exposed_ns, u.span_ns) or 0, 3)})
             for u in units)
-        share = pct(exposed, bd["span_ns"])
+        share = pct(exposed, bd.span_ns)
         overlap = pct(comm - exposed, comm) or 0.0
-        has_compute = any(int(u.get("compute_ns") or 0) > 0 for u in units)
+        has_compute = any(u.compute_ns > 0 for u in units)
         return [Finding(
             rule_id=self.id,
             title=f"Exposed communication {fmt_ms(exposed)} on {fmt.count(len(units))} device(s)",
@@ -125,8 +126,8 @@ class ExposedCommunication(Rule):
             impact_ns=exposed, impact_pct=share,
             advice=self.advice if has_compute else NO_COMPUTE_ADVICE,
             evidence=evidence, evidence_total=len(units), report=trace.label, rank=trace.rank,
-            extra=extra_json(CommOverlapExtra(comm_ns=comm, comm_exposed_ns=exposed, overlap_pct=round(overlap, 3),
-                                              has_compute=has_compute)),
+            extra=CommOverlapExtra(comm_ns=comm, comm_exposed_ns=exposed, overlap_pct=round(overlap, 3),
+                                              has_compute=has_compute),
         )]
 
 
@@ -239,6 +240,6 @@ def stragglers(con: Any, sources: list[str], who: list[Participant], offsets: li
         impact_ns=impact, impact_pct=pct(impact, p.span_ns()),
         advice=Stragglers.advice,
         evidence=evidence, evidence_total=int(rows[0][2]), report=None, rank=p.rank,
-        extra=extra_json(StragglerExtra(participants=per, matched_collectives=int(n_inst[0]),
-                                        wait_imposed_ns=int(rows[0][5]))),
+        extra=StragglerExtra(participants=per, matched_collectives=int(n_inst[0]),
+                                        wait_imposed_ns=int(rows[0][5])),
     )]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from analysis.diagnosis.system_metrics import link_during_copies
 from analysis.model.activity import UnitOps, top_order, union_ns, unit_ops
 from analysis.model.intervals import MEMORY
 from analysis.model.trace import Run, Trace
-from analysis.results import CopyBoundExtra, extra_json
+from analysis.results import CopyBoundExtra
 
 # Direction codes of copybound.sql.
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "peer", "memset", "other", "UVM")
@@ -60,6 +60,17 @@ class CopyDirection(TypedDict):
     small_time_ns: int
     bound: str
     owned_by_mem001_or_mem004: int
+
+
+class CopyBoundDevice(TypedDict):
+    """One copy-bound device of MEM005's finding: its span, memory-only time (and share) and the part MEM005 owns."""
+
+    pid: int | None
+    device: int | None
+    span_ns: int
+    memory_only_ns: int
+    mem005_ns: int
+    memory_only_pct: float
 
 
 @dataclass
@@ -186,7 +197,7 @@ class CopyBound(Rule):
         peaks = _peaks(trace, ctx.params["host_link_gbps"])
         small_bytes = ctx.params["small_copy_kib"] * 1024
         dirs = {name: DirStats() for name in DIRECTIONS}
-        devices: list[dict[str, Any]] = []
+        devices: list[CopyBoundDevice] = []
         top_rows = []
         for i, u in enumerate(units):
             a, b = bounds[i], bounds[i + 1]
@@ -219,8 +230,8 @@ class CopyBound(Rule):
                     ds.add(dur[m], nbytes[m], small[m], elsewhere[m])
                     if ds.peak_gbps is None and peak is not None:
                         ds.peak_gbps, ds.peak_source = _dir_peak(c, peak)
-            devices.append({"pid": u.pid, "device": u.device, "span_ns": span, "memory_only_ns": memory_only,
-                            "mem005_ns": own, "memory_only_pct": round(100.0 * memory_only / span, 3)})
+            devices.append(CopyBoundDevice(pid=u.pid, device=u.device, span_ns=span, memory_only_ns=memory_only,
+                                           mem005_ns=own, memory_only_pct=round(100.0 * memory_only / span, 3)))
             cand = np.flatnonzero(~elsewhere)
             for j in cand[top_order(dur[cand], d["start_ns"][a:b][cand], 20)]:
                 top_rows.append((int(dur[j]), int(d["start_ns"][a + j]), int(d["tbl"][a + j]),
@@ -253,7 +264,7 @@ class CopyBound(Rule):
             impact_ns=int(impact), impact_pct=share, advice=_advice(main, used[main]),
             evidence=evidence, evidence_total=sum(v.count - v.elsewhere for v in used.values()),
             report=trace.label, rank=trace.rank,
-            extra=extra_json(extra),
+            extra=extra,
         )]
 
 

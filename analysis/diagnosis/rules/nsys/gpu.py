@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from analysis import fmt
-from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.findings import Evidence, Finding, SampledFunction
 from analysis.diagnosis.idle_classes import WORDS
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import CAUSE_CODES, cause_names, launchers, owned_gap_causes
@@ -26,7 +26,7 @@ from analysis.diagnosis.system_metrics import SM_METRIC_RE, sampled_during
 from analysis.model.activity import top_order
 from analysis.model.capture import missing as capture_missing
 from analysis.model.trace import Trace
-from analysis.results import IdleGapsExtra, LowUtilizationExtra, extra_json
+from analysis.results import IdleGapsExtra, LowUtilizationExtra
 
 CAUSES = {
     "os_runtime": "the launching thread sat mostly in OS runtime calls (the idle inside them is HOST001's; this is "
@@ -194,9 +194,10 @@ class IdleGaps(Rule):
                      + "." + _unrecorded(trace, main, host)),
             impact_ns=total, impact_pct=share, advice=_advice(trace, _advice_key(main, by_cat)), evidence=evidence,
             evidence_total=n_gaps, report=trace.label, rank=trace.rank,
-            extra={**extra_json(IdleGapsExtra(
+            extra=IdleGapsExtra(
                 causes={c: {"count": v[0], "total_ns": v[1]} for c, v in by_cause.items()}, main_cause=main,
-                by_category=by_cat)), **host},
+                by_category=by_cat),
+            host_functions=host,
         )]
 
 
@@ -218,23 +219,22 @@ def _advice(trace: Trace, key: str) -> str:
     return advice
 
 
-def _unrecorded(trace: Trace, main: str, host: dict) -> str:
+def _unrecorded(trace: Trace, main: str, host: list[SampledFunction] | None) -> str:
     """When nothing recorded explains most of the idle: the sampled functions, else the capture flags that
     would show what the host did."""
     if main != "no_activity":
         return ""
-    if host.get("host_functions"):
-        fns = ", ".join(f"{f['function']} ({fmt.share(f['share_pct'])})" for f in host["host_functions"][:3])
+    if host:
+        fns = ", ".join(f"{f['function']} ({fmt.share(f['share_pct'])})" for f in host[:3])
         return f" The launching threads were sampled in: {fns}."
     missing = capture_missing(trace)  # a flag already on is never asked for (analysis.model.capture)
     return (f" Nothing recorded shows what the host did: profile with {' and '.join(missing)} to see it."
             if missing else "")
 
 
-def _host(trace: Trace, gaps: list) -> dict:
+def _host(trace: Trace, gaps: list) -> list[SampledFunction] | None:
     """``host_functions``: where the launching threads' CPU was in these gaps (HOST002's samples), if sampled."""
-    found = functions_in(trace, gaps)
-    return {"host_functions": found} if found else {}
+    return functions_in(trace, gaps) or None
 
 
 class LowUtilization(Rule):
@@ -308,11 +308,11 @@ class LowUtilization(Rule):
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=len(regions), report=trace.label, rank=trace.rank,
-            extra=extra_json(LowUtilizationExtra(
+            extra=LowUtilizationExtra(
                 low_span_ns=low_ns, low_idle_ns=idle_ns, premise_holds=holds, premise=premise,
                 host_launched_ops=launched, uvm_migrations=migrations,
                 # SM activity the GPU metrics sampled in the low regions shown, when they were collected.
-                measured_sm=list(sampled_during(trace, SM_METRIC_RE, [(r.start_ns, r.end_ns) for r in top])) or None)),
+                measured_sm=list(sampled_during(trace, SM_METRIC_RE, [(r.start_ns, r.end_ns) for r in top])) or None),
         )]
 
 

@@ -16,7 +16,7 @@ from analysis.model.activity import top_order
 from analysis.model.capture import missing as capture_missing
 from analysis.model.osrt import WRITES, base_name, os_class
 from analysis.model.trace import Run, Trace
-from analysis.results import OsBlockedExtra, extra_json
+from analysis.results import OsBlockedExtra
 
 OS_CAUSE = CAUSE_CODES.index("os_runtime")
 
@@ -158,15 +158,15 @@ class HostBlocked(Rule):
                      + (f"; file I/O is {fmt.share(file_share)} of it." if file_share else ".")),
             impact_ns=total, impact_pct=share, advice=_advice(trace, _advice_key(main, by_call)), evidence=evidence,
             evidence_total=len(top) if top else len(c.names), report=trace.label, rank=trace.rank,
-            extra={**extra_json(OsBlockedExtra(
+            extra=OsBlockedExtra(
                 idle_ns=total, by_category=c.by_category,
                 names=[{"name": n, "ns": ns, "calls": k} for n, ns, k in c.names],
                 by_call=by_call, by_class=by_class, os_call_ns=named,
                 file_io_pct=None if file_share is None else round(file_share, 3),
                 main_class=main, idle_gaps=sum(len(g[1]) for g in gaps),
-                iterations_with=c.iterations_with, iterations=c.iterations)),
-                   # Where the CPU was when it was not blocked: HOST002's samples in those gaps.
-                   **({"host_functions": fns} if gaps and (fns := functions_in(trace, gaps)) else {})},
+                iterations_with=c.iterations_with, iterations=c.iterations),
+            # Where the CPU was when it was not blocked: HOST002's samples in those gaps.
+            host_functions=(functions_in(trace, gaps) or None) if gaps else None,
         )]
 
 

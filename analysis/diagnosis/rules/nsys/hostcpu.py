@@ -10,14 +10,14 @@ from typing import TypedDict
 import numpy as np
 
 from analysis import fmt
-from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.findings import Evidence, Finding, SampledFunction
 from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.causes import launchers
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.diagnosis.rules.nsys.gaps import owned, owner_code, owner_rules
 from analysis.model.capture import missing as capture_missing
 from analysis.model.trace import Run, Trace
-from analysis.results import HostSamplesExtra, extra_json
+from analysis.results import HostSamplesExtra
 
 SKIP = ("no CPU samples in the report: collect them with nsys profile --sample=cpu "
         "(and --python-sampling=true for Python frames)")
@@ -140,9 +140,9 @@ class HostCpuSamples(Rule):
             impact_ns=total, impact_pct=share, severity="info",
             advice=_without_osrt_ask(trace, next((a for k, _, a in KINDS if k == kind), GENERIC)), evidence=evidence,
             evidence_total=len(gaps), report=trace.label, rank=trace.rank,
-            extra=extra_json(HostSamplesExtra(
+            extra=HostSamplesExtra(
                 owns_idle=False, samples_in_idle=n_in, by_owner=by_owner, main_kind=kind,
-                functions=[{"function": n, "samples": int(v[0]), "idle_ns": round(v[1])} for n, v in funcs[:20]])),
+                functions=[{"function": n, "samples": int(v[0]), "idle_ns": round(v[1])} for n, v in funcs[:20]]),
         )]
 
 
@@ -155,15 +155,6 @@ class Attribution(TypedDict):
     gaps: list[tuple[int, int, int, int | None, int, str]]
     total: int
     samples: int
-
-
-class SampledFunction(TypedDict):
-    """A leaf function the launching threads were sampled in during a rule's gaps (``functions_in``)."""
-
-    function: str
-    samples: int
-    share_pct: float
-    kind: str | None
 
 
 def attribute(trace: Trace, all_params: Mapping[str, Mapping[str, float]] | None,

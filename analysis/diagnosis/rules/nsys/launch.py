@@ -18,7 +18,7 @@ from analysis.diagnosis.rules.nsys.gaps import (
     ownership_params,
 )
 from analysis.model.trace import Trace
-from analysis.results import LaunchBoundExtra, extra_json
+from analysis.results import LaunchBoundExtra
 
 
 def _first_names(trace: Trace, runs: list[KernelRun]) -> list[str | None]:
@@ -112,10 +112,10 @@ class LaunchBound(Rule):
                      + (f" ({fmt.pct(share)} of the GPU-active span)." if share is not None else ".")),
             impact_ns=total, impact_pct=share,
             advice=advice, evidence=evidence, evidence_total=len(rows), report=trace.label, rank=trace.rank,
-            extra=extra_json(LaunchBoundExtra(
+            extra=LaunchBoundExtra(
                 runs=len(rows), short_kernels=kernels, short_kernel_ns=busy, per_launch_overhead_ns=overhead,
                 graph_saving_ns=saving,
-                **short_gap_idle(units, int(ownership_params(ctx.all_params, ctx.claimers)["min_gap_ns"])))),
+                **short_gap_idle(units, int(ownership_params(ctx.all_params, ctx.claimers)["min_gap_ns"]))),
         )]
 
 

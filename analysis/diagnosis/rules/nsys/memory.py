@@ -22,7 +22,7 @@ from analysis.diagnosis.rules.nsys.gaps import opened_count, owned
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.intervals import union_of_sql
 from analysis.model.trace import Trace
-from analysis.results import BlockingCopyExtra, MemsetExtra, MigrationExtra, PageableCopyExtra, extra_json
+from analysis.results import BlockingCopyExtra, MemsetExtra, MigrationExtra, PageableCopyExtra
 
 
 def _mib(n: int) -> str:
@@ -90,8 +90,8 @@ class PageableMemcpy(Rule):
             impact_ns=int(total), impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra=extra_json(PageableCopyExtra(copies=int(n), bytes=int(nbytes), async_became_sync=int(n_async),
-                                               async_became_sync_ns=int(async_ns))),
+            extra=PageableCopyExtra(copies=int(n), bytes=int(nbytes), async_became_sync=int(n_async),
+                                               async_became_sync_ns=int(async_ns)),
         )]
 
 
@@ -183,12 +183,12 @@ class BlockingMemcpy(Rule):
             impact_ns=int(idle), impact_pct=share,
             advice=advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra=extra_json(BlockingCopyExtra(
+            extra=BlockingCopyExtra(
                 copies=int(n), bytes=int(nbytes), host_blocked_ns=int(host_ns), idle_gaps=int(gaps), idle_ns=int(idle),
                 by_category=cl.by_category if cl else {},
                 names=[{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [],
                 held_copies=[{"name": h[0], "copies": h[2], "pageable": h[3]} for h in held],
-                premise_holds=holds, premise=premise, pinned_advice=pinned)),
+                premise_holds=holds, premise=premise, pinned_advice=pinned),
         )]
 
 
@@ -279,7 +279,7 @@ class SyncMemset(Rule):
             impact_ns=int(total), impact_pct=pct(int(total), report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra=extra_json(MemsetExtra(memsets=int(n))),
+            extra=MemsetExtra(memsets=int(n)),
         )]
 
 
@@ -418,12 +418,12 @@ class UnifiedMemoryMigration(Rule):
             impact_ns=impact, impact_pct=pct(impact, report_span_ns(trace)),
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra=extra_json(MigrationExtra(
+            extra=MigrationExtra(
                 migrations=int(n), bytes=int(nbytes), migration_ns=int(total), to_device=int(htod), to_host=int(dtoh),
                 bytes_to_device=int(b_htod), bytes_to_host=int(b_dtoh), idle_ns=int(idle), migration_only_ns=int(alone),
                 idle_waited_ns=int(waited), host_work_ns=int(worked), fault_stall_ns=int(stall),
                 premise_holds=holds, premise=premise,
                 idle_by_direction={k: {"ns": int(v[0]), "gaps": int(v[1])} for k, v in by_dir.items()},
                 in_kernel_migrations=int(in_kernel), in_kernel_bytes=int(in_kernel_bytes),
-                kernel_overlap_ns=int(overlapped))),
+                kernel_overlap_ns=int(overlapped)),
         )]

@@ -9,7 +9,7 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms, load_sql, nvtx_at, pct,
 from analysis.diagnosis.rules.nsys.tensorcores import name_list, simt_fp32_names
 from analysis.loops.trend import TREND_MIN, TREND_RHO, is_trend, trend_words
 from analysis.model.trace import Trace, inline_params
-from analysis.results import DurationOutlierExtra, extra_json
+from analysis.results import DurationOutlierExtra
 
 # The temporary table of the flagged launch shapes (outliers.sql), for the duration of one report's check.
 _SHAPES = "_gp_krn003_shapes"
@@ -146,7 +146,7 @@ class KernelOutliers(Rule):
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=flagged, report=trace.label, rank=trace.rank,
-            extra=extra_json(DurationOutlierExtra(
+            extra=DurationOutlierExtra(
                 shapes=[{"name": g[1], "pid": g[2], "device": g[3], "grid": g[4], "block": g[5],
                          "count": int(g[6]), "total_ns": int(g[7]), "p10_ns": int(g[8]), "median_ns": int(g[9]),
                          "p90_ns": int(g[10]), "max_ns": int(g[11]), "unstable": bool(g[12]),
@@ -154,7 +154,7 @@ class KernelOutliers(Rule):
                         for g in groups[:20]],
                 shapes_total=len(groups), dominant_kernel=dominant, trend_ns=trend_ns,
                 trends=[{"name": g[1], "rank_correlation": round(rhos[int(g[0])], 4)} for g in trending[:20]],
-                premise_holds=holds, premise=premise)),
+                premise_holds=holds, premise=premise),
         )]
 
 

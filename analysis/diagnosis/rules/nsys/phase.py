@@ -13,7 +13,7 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
 from analysis.diagnosis.rules.nsys.startup_fill import describe, startup_fill, unrecorded
 from analysis.loops.phases import activity_bounds, loop_warmup, phase_info, phase_of, top_calls
 from analysis.model.trace import Run, Trace
-from analysis.results import StartupExtra, WarmupExtra, extra_json
+from analysis.results import StartupExtra, WarmupExtra
 
 # What fills a start-up, by call or range name; the first match decides the advice.
 FILLERS = (
@@ -122,12 +122,12 @@ class StartupCost(_PhaseRule):
             evidence=tuple(Evidence(start_ns=lo, end_ns=hi, rank=trace.rank, name=n, value_ns=t) for n, t in calls)
             or (Evidence(start_ns=lo, end_ns=hi, rank=trace.rank, value_ns=length),),
             report=trace.label, rank=trace.rank, phase="startup",
-            extra=extra_json(StartupExtra(
+            extra=StartupExtra(
                 startup_ns=length, gpu_busy_ns=busy, fillers=[{"name": n, "ns": t} for n, t in calls],
                 idle_anatomy=None if anatomy is None else {
-                    "idle_ns": anatomy.idle_ns, "categories": anatomy.categories,
+                    "idle_ns": anatomy.idle_ns, "categories": [c.to_json() for c in anatomy.categories],
                     "first_call": None if anatomy.first_call is None else
-                    {"name": anatomy.first_call[0], "ns": anatomy.first_call[1]}})),
+                    {"name": anatomy.first_call[0], "ns": anatomy.first_call[1]}}),
         )]
 
 
@@ -184,5 +184,5 @@ class WarmupCost(_PhaseRule):
                     "in a CUDA graph, keep compilation and autotune caches between runs (torch.compile cache, "
                     "cuDNN/TensorRT timing caches), pre-size the caching allocator." + ONE_OFF),
             evidence=evidence, evidence_total=w, report=trace.label, rank=trace.rank, phase="warmup",
-            extra=extra_json(WarmupExtra(warmup_iterations=w, steady_median_ns=int(med))),
+            extra=WarmupExtra(warmup_iterations=w, steady_median_ns=int(med)),
         )]

@@ -9,7 +9,6 @@ and end. Ranks on different hosts are compared on their hosts' clocks (``CLOCK_S
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
@@ -18,7 +17,8 @@ import numpy as np
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct
-from analysis.results import LateNodeExtra, extra_json
+from analysis.report_types import CollectiveSplit, HostSplit, LaunchDelay, RankSplit
+from analysis.results import LateNodeExtra
 
 CLOCK_SOURCE = ("each report's session start in UTC as its host's system clock read it; hosts' clocks agree "
                 "only as well as NTP or PTP keeps them (the exports record no measure of it)")
@@ -131,16 +131,16 @@ def late_node(cols: dict[str, np.ndarray], ranks: list[int | None], hosts: list[
                     "and memory pressure, other jobs on the node, its NICs and their NUMA placement; if the "
                     "ranks on it are slow alike, the cause is shared by the node, not one GPU."),
             evidence=ev, evidence_total=int(late.sum()), report=None, rank=None,
-            extra=extra_json(LateNodeExtra(
+            extra=LateNodeExtra(
                 host=h, late_in=int(late.sum()), matched_collectives=len(t),
                 lateness_ns={"min": lo, "max": hi, "median_gap": median_gap},
                 per_rank=[{"rank": r, "host": h, "impact_ns": int(v)} for (r, _), v in zip(mine_ranks, per, strict=True)],
-                clock={"source": CLOCK_SOURCE, "uncertainty_ns": uncertainty, "below_uncertainty": below}))))
+                clock={"source": CLOCK_SOURCE, "uncertainty_ns": uncertainty, "below_uncertainty": below})))
     return out
 
 
 def collective_split(cols: dict[str, np.ndarray], ranks: list[int | None],
-                     hosts: list[str | None]) -> dict[str, Any] | None:
+                     hosts: list[str | None]) -> CollectiveSplit | None:
     """Per rank and per host, the time its collectives spent waiting for the last rank to arrive (last
     arrival minus its own) and transferring after it (its end minus the last arrival), summed over the
     matched instances; and the run's total of each (the transfer part is what the network and the
@@ -151,10 +151,10 @@ def collective_split(cols: dict[str, np.ndarray], ranks: list[int | None],
     last = t.max(axis=1, keepdims=True)
     wait = np.minimum(last - t, np.maximum(e - t, 0)).sum(axis=0)  # at most its own kernel's time
     transfer = np.maximum(e - last, 0).sum(axis=0)
-    per_rank = [{"rank": ranks[p], "host": hosts[p], "pid": pid, "wait_ns": int(w), "transfer_ns": int(x),
-                 "wait_pct": round(pct(int(w), int(w + x)) or 0.0, 3)}
+    per_rank = [RankSplit(rank=ranks[p], host=hosts[p], pid=pid, wait_ns=int(w), transfer_ns=int(x),
+                          wait_pct=round(pct(int(w), int(w + x)) or 0.0, 3))
                 for (p, pid), w, x in zip(keys, wait, transfer, strict=True)]
-    out_launch = None
+    out_launch: LaunchDelay | None = None
     if "has_l" in cols and len(cols["has_l"]) and bool(np.all(cols["has_l"])):
         # The host side: how long after the first rank's host each rank's host launched the collective, and
         # how long its kernel then queued on the GPU before it started.
@@ -165,27 +165,27 @@ def collective_split(cols: dict[str, np.ndarray], ranks: list[int | None],
             r["launch_delay_ns"], r["gpu_queue_ns"] = int(d), int(q)
         i, j = np.unravel_index(int(np.argmax(delay)), delay.shape)
         p = keys[int(j)][0]
-        out_launch = {"instance": int(i), "rank": ranks[p], "host": hosts[p], "delay_ns": int(delay[i, j]),
-                      "gpu_queue_ns": int(queue[i, j])}
+        out_launch = LaunchDelay(instance=int(i), rank=ranks[p], host=hosts[p], delay_ns=int(delay[i, j]),
+                                 gpu_queue_ns=int(queue[i, j]))
         if "has_le" in cols and bool(np.all(cols["has_le"])):
             # From the launch call's start to the kernel's: inside the call (the host's time, some of it with
             # the thread switched out) and after it (the GPU's queue, when the kernel started after the call).
             end = _matrix({**cols, "t": cols["le"]})[1]
             in_call = np.minimum(end, t) - launch
-            out_launch.update({"in_launch_call_ns": int(in_call[i, j]),
-                               "queued_after_call_ns": int(max(int(t[i, j] - end[i, j]), 0))})
+            out_launch["in_launch_call_ns"] = int(in_call[i, j])
+            out_launch["queued_after_call_ns"] = int(max(int(t[i, j] - end[i, j]), 0))
             if "has_lo" in cols and bool(np.all(cols["has_lo"])):
                 off = _matrix({**cols, "t": cols["lo"]})[1]
                 out_launch["descheduled_in_call_ns"] = int(off[i, j])
-    by_host: dict[Any, dict[str, Any]] = defaultdict(lambda: {"ranks": 0, "wait_ns": 0, "transfer_ns": 0})
+    by_host: dict[str | None, HostSplit] = {}
     for r in per_rank:
-        h = by_host[r["host"]]
+        h = by_host.setdefault(r["host"], HostSplit(host=r["host"], ranks=0, wait_ns=0, transfer_ns=0))
         h["ranks"] += 1
         h["wait_ns"] += r["wait_ns"]
         h["transfer_ns"] += r["transfer_ns"]
     return {"instances": len(t), "wait_ns": int(wait.sum()), "transfer_ns": int(transfer.sum()),
             "longest_launch_delay": out_launch,
-            "per_rank": per_rank, "per_host": [{"host": k, **v} for k, v in sorted(by_host.items(), key=lambda kv: str(kv[0]))]}
+            "per_rank": per_rank, "per_host": [v for _, v in sorted(by_host.items(), key=lambda kv: str(kv[0]))]}
 
 
 class HostSteps(TypedDict):

@@ -11,7 +11,7 @@ from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_sp
 from analysis.model.activity import union_ns, unit_ops
 from analysis.model.intervals import COMPUTE, NCCL
 from analysis.model.trace import Trace
-from analysis.results import SerializedCommExtra, extra_json
+from analysis.results import SerializedCommExtra
 
 # Every NCCL kernel with its unit and whether a compute kernel of the same process and device ran on its
 # stream; the same rows as the breakdown's NCCL operations, in the units' (start, end) order.
@@ -122,7 +122,7 @@ class SerializedCommunication(Rule):
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=n, report=trace.label, rank=trace.rank,
-            extra=extra_json(SerializedCommExtra(devices=[
+            extra=SerializedCommExtra(devices=[
                 {"pid": k[0], "device": k[1], "exposed_ns": v["exposed_ns"], "nccl_ns": v["nccl_ns"],
-                 "kernels": v["kernels"], "streams": v["streams"]} for k, v in units.items()])),
+                 "kernels": v["kernels"], "streams": v["streams"]} for k, v in units.items()]),
         )]

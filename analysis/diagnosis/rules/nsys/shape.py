@@ -11,7 +11,7 @@ from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule, RuleContext, Skip, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, pct, report_span_ns
 from analysis.model.trace import Trace
-from analysis.results import DominantKernelExtra, LaunchShapeExtra, extra_json
+from analysis.results import DominantKernelExtra, LaunchShapeExtra
 
 WARP = 32  # threads per warp on every CUDA GPU so far
 
@@ -137,8 +137,8 @@ class SmallGrid(Rule):
                 "The grid is not what limits this kernel (its duration does not shrink as its grid grows): profile "
                 "it with ncu before widening the launch."),
             evidence=evidence, evidence_total=len(shapes), report=trace.label, rank=trace.rank,
-            extra=extra_json(LaunchShapeExtra(small_kernel_ns=small_ns, compute_kernel_ns=kernel_ns, premise_holds=holds,
-                                              premise=premise)),
+            extra=LaunchShapeExtra(small_kernel_ns=small_ns, compute_kernel_ns=kernel_ns, premise_holds=holds,
+                                              premise=premise),
         )]
 
 
@@ -276,10 +276,10 @@ class DominantKernel(Rule):
             advice=(f"Profile this kernel first: {command}. Its memory and compute sections say whether it is "
                     "memory- or compute-bound; nothing else on this GPU can gain as much."),
             evidence=evidence, evidence_total=len(mine), report=trace.label, rank=trace.rank,
-            extra=extra_json(DominantKernelExtra(
+            extra=DominantKernelExtra(
                 kernel=kname, share_pct=round(share, 3), launches=launches, ncu_command=command, launch_skip=skip,
                 instances=max(1, len(inst)), is_family=family, instance=top_name,
-                instance_share_pct=round(top_share, 3))),
+                instance_share_pct=round(top_share, 3)),
         )]
 
 

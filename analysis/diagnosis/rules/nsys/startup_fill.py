@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -13,6 +12,7 @@ from analysis.diagnosis.idle_classes import WORDS
 from analysis.model.capture import FLAGS, missing
 from analysis.model.intervals import GPU_OPS_SQL
 from analysis.model.trace import Trace
+from analysis.result_parts import IdleCategory, IdleName
 
 CONTEXT_MIN_NS = 10_000_000  # a first CUDA call this long is taken to include the CUDA context's creation
 
@@ -62,7 +62,7 @@ class StartupFill:
     (when long enough to include the context's creation) and the advice for the largest category."""
 
     idle_ns: int
-    categories: list[dict[str, Any]]  # ``IdleEntryCategory`` with each top name resolved to its text
+    categories: list[IdleCategory]  # each top name resolved to its text
     first_call: tuple[str, int] | None
     advice: str
 
@@ -82,13 +82,14 @@ def startup_fill(base: Trace, unit: tuple[int | None, int | None] | None, lo: in
 
     hashes = {t["name"] for c in entry["categories"] for t in c["top"]}
     names = resolve_names(base, hashes) if hashes else {}
-    categories: list[dict[str, Any]] = [{**c, "top": [{**t, "name": names.get(t["name"], "?")} for t in c["top"]]}
-                  for c in entry["categories"]]
+    categories = [IdleCategory(category=c["category"], ns=c["ns"], top=tuple(
+        IdleName(name=names.get(t["name"], "?"), ns=t["ns"], calls=t["calls"]) for t in c["top"]))
+        for c in entry["categories"]]
     where = f"pid = {int(pid)}" + (f" AND tid IN ({', '.join(str(int(t)) for t in tids)})" if tids else "")
     row = base.sql(f"""SELECT name, end_ns - start_ns FROM cuda_api WHERE {where} AND start_ns >= {int(lo)}
                        AND start_ns < {int(hi)} ORDER BY start_ns LIMIT 1""") if base.has_rows("cuda_api") else []  # noqa: S608
     first = (str(row[0][0]), int(row[0][1])) if row and int(row[0][1]) >= CONTEXT_MIN_NS else None
-    top = str(categories[0]["category"]) if categories else "none"
+    top = categories[0].category if categories else "none"
     advice = ADVICE.get(top) or unrecorded(base)
     if top == "user_range" and "--sample=cpu" not in missing(base):  # sampled, and nothing of it in the ranges
         advice = "Its time is inside the NVTX ranges above: look at what they do."
@@ -125,6 +126,6 @@ def describe(fill: StartupFill, duration) -> str:
     categories, in the anatomy's words (``idle_classes.WORDS``)."""
     parts = []
     for c in fill.categories[:4]:
-        names = ", ".join(f"{t['name']} x{fmt.count(t['calls'])}" for t in c["top"][:3])
-        parts.append(f"{WORDS.get(c['category'], c['category'])} {duration(c['ns'])}" + (f" ({names})" if names else ""))
+        names = ", ".join(f"{t.name} x{fmt.count(t.calls)}" for t in c.top[:3])
+        parts.append(f"{WORDS.get(c.category, c.category)} {duration(c.ns)}" + (f" ({names})" if names else ""))
     return "; ".join(parts)

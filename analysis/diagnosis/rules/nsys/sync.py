@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis import fmt
-from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.findings import Evidence, Finding, SampledFunction
 from analysis.diagnosis.rules.base import MAX_US, RoundTrip, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import (
     SYNC_API_RE,
@@ -24,7 +24,7 @@ from analysis.diagnosis.rules.nsys.gaps import (
 from analysis.diagnosis.rules.nsys.hostcpu import functions_in_marked
 from analysis.diagnosis.rules.nsys.idle_claims import claims
 from analysis.model.trace import Trace
-from analysis.results import SyncExtra, extra_json
+from analysis.results import SyncExtra
 
 
 class BlockingSync(Rule):
@@ -109,17 +109,16 @@ class BlockingSync(Rule):
             impact_ns=total, impact_pct=share,
             advice=self.advice,
             evidence=evidence, evidence_total=int(n), report=trace.label, rank=trace.rank,
-            extra={**extra_json(SyncExtra(
+            extra=SyncExtra(
                 sync_calls=n_calls, sync_calls_per_kernel=per_kernel, sync_call_names={c[0]: int(c[1]) for c in calls},
                 idle_gaps=int(n), syncs_followed_by_idle=n_owning, idle_ns=total,
-                names=[{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else [])),
-                   **_host(trace, units)},
+                names=[{"name": nm, "ns": ns, "calls": k} for nm, ns, k in cl.names] if cl else []),
+            host_functions=_host(trace, units),
         )]
 
 
-def _host(trace: Trace, units: list) -> dict:
+def _host(trace: Trace, units: list) -> list[SampledFunction] | None:
     """``host_functions``: where the launching threads' CPU was in the gaps that opened inside a sync (HOST002's
     samples), if sampled."""
     code = OPENED_CODES[str(BlockingSync.opened_in)]
-    found = functions_in_marked(trace, [(u.unit.pid, u.gap_start, u.gap_end, u.opened_in == code) for u in units])
-    return {"host_functions": found} if found else {}
+    return functions_in_marked(trace, [(u.unit.pid, u.gap_start, u.gap_end, u.opened_in == code) for u in units]) or None

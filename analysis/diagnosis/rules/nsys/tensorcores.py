@@ -11,7 +11,7 @@ from analysis.diagnosis.rules.base import MAX_US, Rule, RuleContext, Threshold
 from analysis.diagnosis.rules.nsys.common import fmt_ms, nvtx_at, pct, report_span_ns
 from analysis.model.trace import Run, Trace
 from analysis.readers import ToolKind
-from analysis.results import TensorCoreExtra, extra_json
+from analysis.results import TensorCoreExtra
 
 # FP32 GEMM/convolution kernels of NVIDIA's libraries that run on the SIMT (CUDA core) pipes:
 # cuBLAS ``<arch>_sgemm_*`` and ``gemmSN_*_kernel<float>``/``gemmk1_kernel<float>``, cuDNN
@@ -204,11 +204,11 @@ class TensorCoresIdle(Rule):
                                  for n, v in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:3]) + "."),
             impact_ns=total, impact_pct=pct(total, report_span_ns(trace)), advice=advice,
             evidence=evidence, evidence_total=n_kernels, report=trace.label, rank=trace.rank,
-            extra=extra_json(TensorCoreExtra(
+            extra=TensorCoreExtra(
                 kernels=n_kernels, compute_share_pct=round(share, 3),
                 ncu={n: {"verdict": v["verdict"], "tensor_inst": v["tensor_inst"], "fp32_inst": v["fp32_inst"],
                          "fma_pipe_pct": v["fma_pipe_pct"], "launches": v["launches"], "report": v["report"],
                          "named_fp32": n in by_naming} for n, v in sorted(measured.items())} if measured else None,
                 by_name={n: {"count": v[0], "total_ns": v[1]}
-                         for n, v in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:20]})),
+                         for n, v in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:20]}),
         )]
