@@ -37,6 +37,8 @@ SHED_KEEP_BYTES = 16 << 20  # of cached blocks, what a shedding may leave
 # analysis (medians, under SCHED_FIFO), every output identical; on exports replicated to 100k and 400k kernels
 # (8 and 24 MiB files) the same wall time or 4 % less, and 17-20 % less CPU (docs/speed.md).
 ONE_THREAD_FILE_BYTES = 32 << 20
+# DuckDB's ``asof_loop_join_threshold`` on analysis connections (its default: 64; see ``Trace.con``).
+ASOF_LOOP_JOIN_ROWS = 0
 
 # Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
 # facts about the whole report and stay as they are.
@@ -111,6 +113,11 @@ class Trace:
         if self._con is None:
             self._con = connect(self.path, read_only=True, memory_bytes=self.memory_bytes,
                                 threads=1 if self._small_file else DUCKDB_THREADS)
+            # DuckDB runs an ASOF join whose left side it estimates under 64 rows as a nested loop (each row
+            # against every right row, then the nearest kept): the NVTX projection's two ASOF joins took 90 of
+            # its 108 ms that way on a 1.3 MB export (786 ranges against 3,689 launches). The sort-merge ASOF
+            # join gives the same rows (``ASOF_LOOP_JOIN_ROWS``: never the loop; docs/speed.md).
+            self._con.execute(f"SET asof_loop_join_threshold = {ASOF_LOOP_JOIN_ROWS}")
             if self.window is not None:
                 self._install_window(self._con)
         return self._con
