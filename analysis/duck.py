@@ -48,6 +48,18 @@ def connect(path: str | Path | None = None, *, read_only: bool = False, memory_b
     return con
 
 
+def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A new connection to ``con``'s database (DuckDB's "cursor": the database's threads and memory limit, its own
+    temporary objects and session settings), with no progress bar, like ``connect``'s."""
+    cur = con.cursor()
+    try:
+        cur.execute("SET enable_progress_bar = false")
+    except BaseException:
+        cur.close()
+        raise
+    return cur
+
+
 def fsync_path(path: Path, *, directory: bool = False) -> None:
     """Flush ``path`` to disk: a file's bytes, or a directory's entries (after a rename in it)."""
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))

@@ -18,10 +18,9 @@ from analysis.loops.phases import (
     Loop,
     PhaseInfo,
     activity_bounds,
-    find_loop,
     phase_info,
     phase_of,
-    stored_loop,
+    report_loop,
 )
 from analysis.model.trace import Trace
 
@@ -137,7 +136,7 @@ def check_fits(spec: WindowSpec, trace: Trace) -> None:
     if spec.kind == "time":
         _time_fits(spec, trace)
     elif spec.kind in ("loop", "iterations"):
-        _loop_fits(spec, trace.label, stored_loop(trace) or find_loop(trace))
+        _loop_fits(spec, trace.label, report_loop(trace))
     elif spec.kind == "startup":
         resolve(spec, trace, phase_info(trace))
 

@@ -38,6 +38,8 @@ SHED_KEEP_BYTES = 16 << 20  # of cached blocks, what a shedding may leave
 # analysis (medians, under SCHED_FIFO), every output identical; on exports replicated to 100k and 400k kernels
 # (8 and 24 MiB files) the same wall time or 4 % less, and 17-20 % less CPU (docs/speed.md).
 ONE_THREAD_FILE_BYTES = 32 << 20
+# DuckDB's ``asof_loop_join_threshold`` on analysis connections (its default: 64; see ``Trace.con``).
+ASOF_LOOP_JOIN_ROWS = 0
 
 # Timed tables a window restricts (see ``Trace.window``); the others (meta, devices, threads...) are
 # facts about the whole report and stay as they are.
@@ -117,6 +119,11 @@ class Trace:
         if self._con is None:
             self._con = connect(self.path, read_only=True, memory_bytes=self.memory_bytes,
                                 threads=1 if self._small_file else DUCKDB_THREADS)
+            # DuckDB runs an ASOF join whose left side it estimates under 64 rows as a nested loop (each row
+            # against every right row, then the nearest kept): the NVTX projection's two ASOF joins took 90 of
+            # its 108 ms that way on a 1.3 MB export (786 ranges against 3,689 launches). The sort-merge ASOF
+            # join gives the same rows (``ASOF_LOOP_JOIN_ROWS``: never the loop; docs/speed.md).
+            self._con.execute(f"SET asof_loop_join_threshold = {ASOF_LOOP_JOIN_ROWS}")
             if self.window is not None:
                 self._install_window(self._con)
         return self._con
@@ -129,29 +136,37 @@ class Trace:
         A small file's (``ONE_THREAD_FILE_BYTES``) windowed rows are copied once into temporary tables of the
         same names instead: the ~150 statements of its analysis then each scan one small table, not the view's
         three branches (0.01-0.06 s of a 0.15-0.5 s analysis on the corpus); a large file's would not fit.
+        A table without rows is left as it is (the window of nothing is nothing), and a small file's copy reads no
+        longest duration first (only the view's third branch needs it, to reach the file's zone maps): on the
+        small corpus exports 4-8 of the 11 tables are empty, and each statement costs about 0.4-1 ms.
         """
         assert self.window is not None  # called only for a windowed trace
         lo, hi = (int(v) for v in self.window)
         db = con.execute("SELECT current_database()").fetchall()[0][0].replace('"', '""')
         self._db = db  # ``stored`` names the tables behind the views
-        present = {r[0] for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE NOT temporary AND schema_name = 'main'").fetchall()}
+        # ``estimated_size`` is the stored row count: 0 only for a table without rows.
+        present = dict(con.execute("SELECT table_name, estimated_size FROM duckdb_tables() "
+                                   "WHERE NOT temporary AND schema_name = 'main'").fetchall())
         for table in WINDOWED_TABLES:
-            if table not in present:
+            if not present.get(table):
                 continue
-            # Rows inside the window pass unchanged, so filters on their times still reach the file's
-            # zone maps; only the few rows crossing an edge are clipped. A row crossing the end starts at
-            # most the table's longest duration before it, which keeps that branch to a narrow time range.
-            longest = int(con.execute(f'SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM "{db}".main."{table}"')  # noqa: S608
-                          .fetchall()[0][0])
             clip = f"GREATEST(start_ns, {lo}) AS start_ns, LEAST(end_ns, {hi}) AS end_ns"
             clipped = f'SELECT * REPLACE ({clip}), rowid FROM "{db}".main."{table}" WHERE'  # noqa: S608 - integers, constants
+            # Rows inside the window pass unchanged, so filters on their times still reach the file's zone maps;
+            # only the few rows crossing an edge are clipped (the third branch: those crossing the end that start
+            # inside the window). A row crossing the end starts at most the table's longest duration before it:
+            # in a view that bound keeps the third branch to a narrow time range (the same rows).
+            after = lo
+            if not self._small_file:
+                longest = int(con.execute(f'SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM "{db}".main."{table}"')  # noqa: S608
+                              .fetchall()[0][0])
+                after = max(lo, hi - longest)
             con.execute(f"""
                 CREATE TEMP {'TABLE' if self._small_file else 'VIEW'} "{table}" AS
                 SELECT *, rowid FROM "{db}".main."{table}"
                 WHERE start_ns >= {lo} AND start_ns < {hi} AND (end_ns <= {hi} OR end_ns IS NULL)
                 UNION ALL {clipped} start_ns < {lo} AND end_ns > {lo}
-                UNION ALL {clipped} start_ns >= {max(lo, hi - longest)} AND start_ns < {hi} AND end_ns > {hi}""")  # noqa: S608
+                UNION ALL {clipped} start_ns >= {after} AND start_ns < {hi} AND end_ns > {hi}""")  # noqa: S608
 
     def windowed(self, start_ns: int, end_ns: int) -> Trace:
         """The same report seen through the window ``[start_ns, end_ns)`` (its own connection and memo)."""

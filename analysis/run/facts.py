@@ -24,7 +24,7 @@ the per-step slowest rank over the iterations.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, Required, TypedDict, cast
@@ -46,7 +46,6 @@ from analysis.diagnosis.rules.nsys.common import report_span_ns
 from analysis.diagnosis.rules.nsys.run_nodes import HostSteps
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.diagnosis.verdict import VerdictFacts
-from analysis.duck import connect
 from analysis.loops import window as win
 from analysis.loops.phases import Loop
 from analysis.model.trace import Trace, clock_offsets
@@ -209,11 +208,11 @@ def write_collectives(trace: Trace, folder: Path) -> str | None:
     return COLLECTIVES_FILE
 
 
-def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
+def comm003_across(results: list[ReportResult], open_con: Callable[[], duckdb.DuckDBPyConnection]) -> None:
     """Multi-rank runs without NCCL message sizes: every rank's share of each collective group of COMM003's
     by-kernel findings, from the reports' collectives facts (each in its window, kernels clipped to it as
     the rule's own view clips them). Fills each group's ``ranks`` in place. Reads them on an in-memory
-    connection with DuckDB's memory limit ``memory_bytes``, opened only when there is something to fill."""
+    connection (``open_con()``: the run-level step's), opened only when there is something to fill."""
     ids = split_in_run(default_registry(), "ranks")
     found = [f for r in results for f in r.findings if f["rule_id"] in ids and own_key(f, "sizes") == "by kernel"]
     sources = [(r, Path(r.facts_dir) / c) for r in results
@@ -221,7 +220,7 @@ def comm003_across(results: list[ReportResult], memory_bytes: int) -> None:
                and r.facts.get("nccl_in_window")]
     if not found or len(sources) < 2:
         return  # one report: the rule already listed its own processes and devices
-    con = connect(memory_bytes=memory_bytes)
+    con = open_con()
     try:
         _comm003_ranks(found, sources, con)
     finally:

@@ -101,3 +101,34 @@ def test_a_small_export_is_copied_with_one_thread_and_the_same_rows(monkeypatch:
     one, two = _rows(tmp_path / "one.duckdb"), _rows(tmp_path / "two.duckdb")
     assert one["kernels"]
     assert one == two
+
+
+@pytest.mark.parametrize("name", [EXPORT, "torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite", "stdpar-um-gpu.sqlite"])
+def test_a_small_files_window_tables_hold_the_views_rows(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Through a window cutting out the middle third of the report (rows cross both edges), each timed table copied
+    without the longest-duration bound holds the rows of the view that has it, in the same order; a table without
+    rows is left unshadowed (the stored one, empty)."""
+    path = ingested(corpus_file(name))
+    whole = Trace(path, "t")
+    try:
+        lo, hi = whole.sql("SELECT MIN(start_ns), MAX(end_ns) FROM cuda_api")[0]
+        empty = {t for t in trace_module.WINDOWED_TABLES if t in whole.tables and not whole.has_rows(t)}
+    finally:
+        whole.close()
+    third = (hi - lo) // 3
+
+    def rows(trace: Trace) -> dict[str, list[tuple]]:
+        try:
+            return {t: trace.sql(f'SELECT * FROM "{t}"') for t in trace_module.WINDOWED_TABLES if t in trace.tables}  # noqa: S608
+        finally:
+            trace.close()
+
+    small = Trace(path, "t").windowed(lo + third, hi - third)
+    temporary = {r[0] for r in small.sql("SELECT table_name FROM duckdb_tables() WHERE temporary")}
+    assert empty and not empty & temporary and temporary  # the empty tables are not copied, the others are
+    tables = rows(small)
+    monkeypatch.setattr(trace_module, "ONE_THREAD_FILE_BYTES", 0)
+    views = rows(Trace(path, "t").windowed(lo + third, hi - third))
+    crossing = [r for r in tables["cuda_api"] if lo + third in r or hi - third in r]
+    assert crossing  # clipped rows at an edge: the branches that cross were read
+    assert tables == views

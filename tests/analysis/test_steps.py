@@ -218,6 +218,31 @@ def test_the_loop_stored_at_ingest_is_the_one_found_now(name, tmp_path):
     assert stored.nvtx == {k: v for k, v in found.nvtx.items() if k != "items"}
 
 
+def test_a_stored_loop_without_iterations_is_not_looked_for_again(tmp_path, monkeypatch):
+    """A report without a loop (cupy-a100): the analysis takes the ingest's answer, as for one with a loop (an empty
+    ``Loop`` is falsy, which once sent the analysis to ``find_loop`` again), with the same result as a loop found now."""
+    from analysis.loops import phases
+
+    out = tmp_path / "r.duckdb"
+    ingest(corpus_file("cupy-a100.sqlite"), out)
+    with monkeypatch.context() as m:  # as a file without a stored loop: found at analysis
+        m.setattr(phases, "stored_loop", lambda trace: None)
+        found_now = analyze([out], labels=["r"]).to_json()
+    t = Trace(out, "r")
+    try:
+        stored = stored_loop(t)
+        assert stored is not None and len(stored) == 0 and stored.source is None
+        calls: list[str] = []
+        found = phases.find_loop
+        monkeypatch.setattr(phases, "find_loop", lambda trace: calls.append(trace.label) or found(trace))
+        info = phases.phase_info(t)
+        assert calls == [] and info.loop.reason == stored.reason
+    finally:
+        t.close()
+    assert analyze([out], labels=["r"]).to_json() == found_now
+    assert calls == []
+
+
 def test_impact_per_step_on_an_iterations_window(tmp_path):
     """iterations:A-B is a stretch of the loop: each finding's impact per step is over its B - A + 1 steps;
     the records shown are those iterations, as in the file."""
