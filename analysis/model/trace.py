@@ -191,10 +191,10 @@ class Trace:
         # so that the NumPy work that follows does not stack on top of them. Small results (the slices of
         # time the passes fetch one after another) keep theirs: the next slice reuses them instead of
         # faulting fresh pages in (a third of a slice loop's CPU at 10M kernels).
-        # On a big file the cached blocks go too (``shed_cache``): the NumPy work on a big result is what
-        # raises the peak, and the blocks the query read wait beside it for a next query that may not come.
+        # On a big file the cached blocks go too where the resident set needs the room (``make_room``): the
+        # NumPy work on a big result is what raises the peak, and the blocks the query read wait beside it.
         if sum(v.nbytes for v in out.values()) >= RELEASE_BYTES:
-            if self._big_file:
+            if self._short_of_room():
                 self.shed_cache()
             else:
                 self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
@@ -241,11 +241,15 @@ class Trace:
     def make_room(self) -> None:
         """Before a rule: ``shed_cache`` when the resident set leaves less than DuckDB's memory limit under
         ``SHED_PEAK_BYTES`` (or cannot be read); otherwise the cached blocks stay for the rule to reuse."""
-        if self._con is None or not self._big_file:
-            return
-        resident = resident_bytes()
-        if resident is None or resident + self.memory_bytes > SHED_PEAK_BYTES:
+        if self._con is not None and self._short_of_room():
             self.shed_cache()
+
+    def _short_of_room(self) -> bool:
+        """A big file whose process has less than DuckDB's memory limit left under ``SHED_PEAK_BYTES``."""
+        if not self._big_file:
+            return False
+        resident = resident_bytes()
+        return resident is None or resident + self.memory_bytes > SHED_PEAK_BYTES
 
     def shed_cache(self) -> None:
         """Drop DuckDB's cached blocks of the file (``SHED_FILE_BYTES``; a small file keeps them) and the

@@ -84,6 +84,24 @@ def test_room_is_made_only_where_the_next_rule_could_pass_the_peak(monkeypatch: 
         trace.close()
 
 
+def test_a_big_result_sheds_only_where_room_is_short(monkeypatch: pytest.MonkeyPatch, grown: Path) -> None:
+    monkeypatch.setattr(trace_module, "SHED_FILE_BYTES", BIG_ENOUGH)
+    monkeypatch.setattr(trace_module, "SHED_KEEP_BYTES", 0)
+    monkeypatch.setattr(trace_module, "RELEASE_BYTES", 0)  # every result counts as big
+    trace = Trace(grown, "t")
+    try:
+        monkeypatch.setattr(trace_module, "SHED_PEAK_BYTES", 1 << 50)
+        got = trace.arrays("SELECT start_ns, end_ns FROM cuda_api ORDER BY start_ns")
+        before = _cached(trace)
+        assert before > 1 << 20 and len(got["start_ns"]) > 1000
+        monkeypatch.setattr(trace_module, "SHED_PEAK_BYTES", 0)
+        again = trace.arrays("SELECT start_ns, end_ns FROM cuda_api ORDER BY start_ns")
+        assert _cached(trace) <= 1 << 20
+        assert all(np.array_equal(got[k], again[k]) for k in got)
+    finally:
+        trace.close()
+
+
 def test_a_small_file_keeps_its_cache() -> None:
     trace = Trace(ingested(corpus_file("cupy-power-iteration.sqlite")), "t")
     try:
