@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,11 +27,17 @@ DUCKDB_MEMORY_BYTES = 512 * 2**20
 # ``Trace.arrays`` hands DuckDB's freed result buffers back to the OS after a result at least this big.
 RELEASE_BYTES = 64 << 20
 # DuckDB keeps every block of the file it has read cached up to its memory limit: 400 MiB of a 10M-kernel
-# report's 565 MB file, under the NumPy arrays the passes keep beside it (another 700 MiB there). Between
-# two rules (``shed_cache``) the blocks are dropped when the file is at least this big: what the next rule
-# reads it reads again (from the OS's page cache), and the peak is one rule's, not every rule's.
+# report's 565 MB file, under the NumPy arrays the passes keep beside it (another 700 MiB there). The blocks
+# are dropped (``shed_cache``) only on a file at least this big: what the next query reads it then reads again
+# (from the OS's page cache).
 SHED_FILE_BYTES = 256 << 20
 SHED_KEEP_BYTES = 16 << 20  # of cached blocks, what a shedding may leave
+# Before a rule (``make_room``) the blocks are dropped only when the process's resident set plus DuckDB's memory
+# limit (room for what the rule's queries may take; each rule of a 10M-kernel analysis rose at most 450 MiB
+# above its start) exceeds this. Dropping them before every rule kept the peak there too, but the rules that
+# read what the previous one had read read it again (docs/speed.md).
+SHED_PEAK_BYTES = 1536 << 20
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # A file smaller than this is queried with one DuckDB thread instead of ``DUCKDB_THREADS``. DuckDB splits a scan
 # into row groups of 122,880 rows: a small report's tables hold one or a few, so a second thread has almost no
 # work to take and each of the ~150 queries of an analysis pays for waking and joining it. On the 24 small
@@ -205,10 +212,10 @@ class Trace:
         # so that the NumPy work that follows does not stack on top of them. Small results (the slices of
         # time the passes fetch one after another) keep theirs: the next slice reuses them instead of
         # faulting fresh pages in (a third of a slice loop's CPU at 10M kernels).
-        # On a big file the cached blocks go too (``shed_cache``): the NumPy work on a big result is what
-        # raises the peak, and the blocks the query read wait beside it for a next query that may not come.
+        # On a big file the cached blocks go too where the resident set needs the room (``make_room``): the
+        # NumPy work on a big result is what raises the peak, and the blocks the query read wait beside it.
         if sum(v.nbytes for v in out.values()) >= RELEASE_BYTES:
-            if self._big_file:
+            if self._short_of_room():
                 self.shed_cache()
             else:
                 self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
@@ -252,6 +259,19 @@ class Trace:
         value = self.meta.get("session_start_utc_ns")
         return None if value in (None, "") else int(value)
 
+    def make_room(self) -> None:
+        """Before a rule: ``shed_cache`` when the resident set leaves less than DuckDB's memory limit under
+        ``SHED_PEAK_BYTES`` (or cannot be read); otherwise the cached blocks stay for the rule to reuse."""
+        if self._con is not None and self._short_of_room():
+            self.shed_cache()
+
+    def _short_of_room(self) -> bool:
+        """A big file whose process has less than DuckDB's memory limit left under ``SHED_PEAK_BYTES``."""
+        if not self._big_file:
+            return False
+        resident = resident_bytes()
+        return resident is None or resident + self.memory_bytes > SHED_PEAK_BYTES
+
     def shed_cache(self) -> None:
         """Drop DuckDB's cached blocks of the file (``SHED_FILE_BYTES``; a small file keeps them) and the
         allocator's freed buffers: a lower memory limit makes DuckDB evict what is not in use, then the limit
@@ -286,6 +306,15 @@ class Trace:
         if self._con is not None:
             self._con.close()
             self._con = None
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set in bytes (Linux's ``/proc/self/statm``); None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def clock_offsets(starts: list[int | None]) -> list[int] | None:

@@ -463,8 +463,8 @@ def evaluate(run: Run, rules: Iterable[type[Rule]], base: RuleContext,
     findings: list[Finding] = []
     results: list[RuleResult] = []
     for rule_cls in rules:
-        for trace in run.traces:  # each rule's peak is its own, not on top of what earlier rules read
-            trace.shed_cache()
+        for trace in run.traces:  # what earlier rules read is dropped where this rule could pass the budget on top
+            trace.make_room()
         rule = rule_cls()
         reason = rule.missing(run)
         if reason:
