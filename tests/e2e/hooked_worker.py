@@ -81,8 +81,8 @@ def _install_copy_hold() -> None:
                 filter(None, os.environ.get("GOODPUT_TEST_HOLD_AFTER_COPY", "").split(",")))
     real = IngestChild.run
 
-    def run(self, plan, deadline, progress):
-        result = real(self, plan, deadline, progress)
+    def run(self, plan, deadline, progress, **kwargs):
+        result = real(self, plan, deadline, progress, **kwargs)
         name = Path(plan["src"]).name.split(".")[0]
         if name in hold:
             time.sleep(float(hold[name]))
