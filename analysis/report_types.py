@@ -696,7 +696,7 @@ class ReportInfo(TypedDict, total=False):
     # verdict (``analysis.results.Verdict`` as JSON); an NCCL log, the job's network path (its first log: the NCCL
     # log's JSON, ``analysis.readers.nccl``), the log's sentence for the verdict, or the log it was merged into or
     # why it was left out.
-    findings: list[dict[str, Any]]
+    findings: list[FindingJson]
     verdict: JSON
     network_path: JobPath
     nccl_verdict: NcclSentence
@@ -746,8 +746,9 @@ class HostCost(TypedDict):
 class FindingJson(TypedDict, total=False):
     """A finding as JSON: as the analysis writes it (``Finding.to_dict``, its rule's own keys at the top level beside
     these, the engine's keys where they apply), or as the service gives it (``finding_to_dict``: its ids, no
-    ``phase``, the rule's own keys under ``extra``). A rule's own keys are read by name through a mapping (they are
-    typed on the rule, ``analysis.results``)."""
+    ``phase``, the rule's own keys under ``extra``). A rule's own keys, those the run step sets included (COMM001's
+    and HOST003's waiting, ``analysis.run.waiting``), are typed on the rule (``analysis.results``), not here: the
+    analysis reads them on ``Finding.extra``."""
 
     rule_id: Required[str]
     severity: Required[str]
@@ -768,15 +769,6 @@ class FindingJson(TypedDict, total=False):
     ranks_with_finding: int
     impact_summed_ns: int
     impact_basis: str
-    # What the run step writes on COMM001 (its exposed time less the waiting the collectives split measured) and
-    # HOST003 (less the GPU idle inside the rank's MPI waiting): ``analysis.run.waiting``.
-    waiting_ns: int
-    exposed_with_waiting_ns: int
-    waiting_up_to_ns: int
-    mpi_waiting_ns: int
-    mpi_waited_for: dict[str, int]
-    mpi_waiting_idle_ns: int
-    impact_with_waiting_ns: int
     # The service's: the finding's ids, and the rule's own keys.
     id: int
     run_id: int

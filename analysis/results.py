@@ -37,11 +37,14 @@ JSON = dict[str, Any]
 SCHEMA_VERSION = 1
 
 
-def _json(*, key: str | None = None, optional: bool = False, flat: bool = False, omit: bool = False) -> Any:
+def _json(*, key: str | None = None, optional: bool = False, flat: bool = False, omit: bool = False,
+          run_step: bool = False) -> Any:
     """How a field is written in the JSON (read by ``analysis.contract`` to generate the schema): under
     another ``key``; left out when empty (``optional``); its mapping's keys beside the fixed ones
-    (``flat``); or not at all (``omit``)."""
-    meta = {k: v for k, v in (("key", key), ("optional", optional), ("flat", flat), ("omit", omit)) if v}
+    (``flat``); or not at all (``omit``). ``run_step``: an extra's field the run step sets (``analysis.run``),
+    written after the engine's keys, where the run step has always added it (``Finding.to_dict``)."""
+    meta = {k: v for k, v in (("key", key), ("optional", optional), ("flat", flat), ("omit", omit),
+                              ("run_step", run_step)) if v}
     return {"json": meta}
 
 
@@ -149,12 +152,12 @@ class EngineExtra:
     finding): its cost per step on a loop window, its loops, the host-paced mark, the roll-up across ranks,
     whether it owns its idle, where the host CPU was.
 
-    Never constructed, by design: it describes keys, not a value. No finding holds them all; each is added on its
-    own, by a different step, to a finding already made (the runner's per-step cost and host-paced mark, the loops
-    of ``analysis.loops.loop_report``, the roll-up of ``analysis.run.rollup``; ``host_functions`` by the rules that
-    sampled the CPU, beside their own type; ``owns_idle`` by HOST002's type), so there is no point where one
-    instance could be built. It types those keys for the schema (``analysis.contract``) on every finding, and
-    ``tests/analysis/test_typed_extras.py`` checks that its fields are exactly the keys those steps write."""
+    Never constructed, by design: it describes keys, not a value. No finding holds them all; each is set on its
+    own, by a different step, on a finding already made: a ``Finding`` holds them as its own fields (the runner's
+    per-step cost and host-paced mark, the loops of ``analysis.loops.loop_report.loops_holding``, the roll-up of
+    ``analysis.run.rollup``: ``findings.RollUp``; ``host_functions`` by the rules that sampled the CPU, beside their
+    own type), except ``owns_idle``, HOST002's type's. It types those keys for the schema (``analysis.contract``) on
+    every finding, and ``tests/analysis/test_typed_extras.py`` checks that its fields are exactly those."""
 
     impact_per_step_ns: int = field(metadata=_json(optional=True))
     steps_in_window: int = field(metadata=_json(optional=True))
@@ -408,10 +411,10 @@ class HostCommExtra(ClaimedIdle):
     waiting took off the impact and the impact before it."""
 
     window_idle_ns: int = 0
-    mpi_waiting_ns: int | None = field(default=None, metadata=_json(optional=True))
-    mpi_waited_for: Mapping[str, int] | None = field(default=None, metadata=_json(optional=True))
-    mpi_waiting_idle_ns: int | None = field(default=None, metadata=_json(optional=True))
-    impact_with_waiting_ns: int | None = field(default=None, metadata=_json(optional=True))
+    mpi_waiting_ns: int | None = field(default=None, metadata=_json(optional=True, run_step=True))
+    mpi_waited_for: Mapping[str, int] | None = field(default=None, metadata=_json(optional=True, run_step=True))
+    mpi_waiting_idle_ns: int | None = field(default=None, metadata=_json(optional=True, run_step=True))
+    impact_with_waiting_ns: int | None = field(default=None, metadata=_json(optional=True, run_step=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,9 +452,9 @@ class CommOverlapExtra:
     comm_exposed_ns: int
     overlap_pct: float
     has_compute: bool
-    waiting_ns: int | None = field(default=None, metadata=_json(optional=True))
-    exposed_with_waiting_ns: int | None = field(default=None, metadata=_json(optional=True))
-    waiting_up_to_ns: int | None = field(default=None, metadata=_json(optional=True))
+    waiting_ns: int | None = field(default=None, metadata=_json(optional=True, run_step=True))
+    exposed_with_waiting_ns: int | None = field(default=None, metadata=_json(optional=True, run_step=True))
+    waiting_up_to_ns: int | None = field(default=None, metadata=_json(optional=True, run_step=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -633,14 +636,15 @@ RuleExtra = (SyncExtra | PageableCopyExtra | BlockingCopyExtra | MemsetExtra | M
              | LateNodeExtra | CopyBoundExtra | NetExtra | NcuExtra)
 
 
-def extra_json(extra: Any) -> JSON:
+def extra_json(extra: Any, *, run_step: bool | None = None) -> JSON:
     """A rule's typed extra (its ``Rule.extra_type``, made by the rule) as the finding's ``extra``: its fields
     in declared order (the order of the keys in the JSON), values as given; an optional field (``_json(optional=True)``)
-    left out while it is None."""
+    left out while it is None. ``run_step``: only the fields the run step sets (True) or only the others (False)."""
     if not dataclasses.is_dataclass(extra) or isinstance(extra, type):
         raise TypeError(f"a typed extra is a dataclass instance, not {type(extra).__name__}")
     return {f.name: value for f in dataclasses.fields(extra)
-            if (value := getattr(extra, f.name)) is not None or not f.metadata.get("json", {}).get("optional")}
+            if (run_step is None or bool(f.metadata.get("json", {}).get("run_step")) == run_step)
+            and ((value := getattr(extra, f.name)) is not None or not f.metadata.get("json", {}).get("optional"))}
 
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
+from analysis.report_types import HostCost, RankCost
 from analysis.results import RuleExtra, extra_json
 
 SEVERITIES = ("critical", "warning", "info")
@@ -86,12 +89,35 @@ ENGINE_FIELDS = ("host_functions", "host_paced", "impact_per_step_ns", "steps_in
 
 
 @dataclass(frozen=True)
+class RollUp:
+    """What one finding per rule and scope across the ranks of a run adds (``analysis.run.rollup``): its cost summed
+    over ranks and what its ``impact_ns`` measures, each rank's part and each host's, and how many ranks have it."""
+
+    impact_summed_ns: int
+    impact_basis: str
+    per_rank: list[RankCost]
+    per_host: list[HostCost]
+    ranks_with_finding: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"impact_summed_ns": self.impact_summed_ns, "impact_basis": self.impact_basis,
+                "per_rank": self.per_rank, "per_host": self.per_host, "ranks_with_finding": self.ranks_with_finding}
+
+
+_BASE_KEYS = ("rule_id", "severity", "title", "message", "impact_ns", "impact_pct", "advice", "report", "rank",
+              "evidence", "evidence_total", "phase")
+_ROLLUP_KEYS = tuple(f.name for f in dataclasses.fields(RollUp))
+
+
+@dataclass(frozen=True)
 class Finding:
     """A problem with numbers: how much time it costs (``impact_ns``), where, and what to do.
 
-    ``extra``: the rule's numbers, its ``extra_type`` as the rule built it. The engine's keys a finding holds before it
-    leaves step 1 are fields (None: not set): where the host CPU was in the rule's gaps (``host_functions``, the rules
-    that sampled it), the host-paced mark and the cost per step on a loop window (``analysis.run.runner``)."""
+    ``extra``: the rule's numbers, its ``extra_type`` as the rule built it (the run step sets the fields it owns there:
+    ``_json(run_step=True)``). The engine's keys are fields (None: not set): where the host CPU was in the rule's gaps
+    (``host_functions``, the rules that sampled it), the host-paced mark and the cost per step on a loop window
+    (``analysis.run.runner``), the loops its evidence lies in (``analysis.loops.loop_report.mark_loops``) and, for
+    one finding across ranks, the roll-up (``analysis.run.rollup``)."""
 
     rule_id: str
     title: str
@@ -111,6 +137,8 @@ class Finding:
     host_paced: bool | None = None
     impact_per_step_ns: int | None = None
     steps_in_window: int | None = None
+    loops: tuple[int, ...] | None = None
+    rollup: RollUp | None = None
 
     def __post_init__(self) -> None:
         if not self.severity:
@@ -137,19 +165,39 @@ class Finding:
             "evidence_total": self.evidence_total,
             "phase": self.phase,
         }
+        # In the order the steps add them: the rule's own, the engine's of step 1, the loops, the run step's.
         if self.extra is not None:
-            out.update(extra_json(self.extra))
+            out.update(extra_json(self.extra, run_step=False))
         out.update({k: v for k in ENGINE_FIELDS if (v := getattr(self, k)) is not None})
+        if self.loops is not None:
+            out["loops"] = list(self.loops)
+        if self.extra is not None:
+            out.update(extra_json(self.extra, run_step=True))
+        if self.rollup is not None:
+            out.update(self.rollup.to_json())
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], extra_type: type | None) -> Finding:
+        """A finding from its ``to_dict`` (as step 1 saves it), its rule's own keys read as ``extra_type`` (None:
+        the finding's rule has none). A key neither the finding nor the type holds raises ``ValueError``."""
+        own = {f.name for f in dataclasses.fields(extra_type)} if extra_type is not None else set()
+        unknown = set(data) - set(_BASE_KEYS) - set(ENGINE_FIELDS) - {"loops", *_ROLLUP_KEYS} - own
+        if unknown:
+            raise ValueError(f"finding of {data.get('rule_id')} has keys its rule's extra lacks: {sorted(unknown)}")
+        extra = (extra_type(**{k: data[k] for k in own if k in data})
+                 if extra_type is not None and any(k in data for k in own) else None)
+        rollup = RollUp(**{k: data[k] for k in _ROLLUP_KEYS}) if "per_rank" in data else None
+        return cls(rule_id=data["rule_id"], title=data["title"], message=data["message"], impact_ns=data["impact_ns"],
+                   impact_pct=data["impact_pct"], advice=data["advice"],
+                   evidence=tuple(Evidence(**e) for e in data["evidence"]), evidence_total=data["evidence_total"],
+                   report=data["report"], rank=data["rank"], severity=data["severity"], extra=extra,
+                   phase=data["phase"], loops=None if data.get("loops") is None else tuple(data["loops"]),
+                   rollup=rollup, **{k: data.get(k) for k in ENGINE_FIELDS})
 
 
 def _rank_key(owns_idle: Any, impact_ns: int, rule_id: str, report: str | None) -> tuple:
     return (owns_idle is False, -int(impact_ns), rule_id, report or "")
-
-
-def rank_finding_dicts(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rank_findings`` on findings already made dicts (``Finding.to_dict``: extra keys at the top)."""
-    return sorted(findings, key=lambda f: _rank_key(f.get("owns_idle"), f["impact_ns"], f["rule_id"], f.get("report")))
 
 
 def rank_findings(findings: list[Finding]) -> list[Finding]:

@@ -19,10 +19,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from analysis import fmt
+from analysis.diagnosis.findings import Finding
 from analysis.diagnosis.ncu import sol
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
-from analysis.results import Verdict
+from analysis.results import NcuExtra, Verdict
 
 # The vocabulary of an ncu verdict's ``kind`` (an nsys verdict's kinds are analysis.diagnosis.verdict.KINDS).
 KINDS: dict[str, str] = {
@@ -82,30 +83,30 @@ def _ncu_rules() -> dict[str, type[NcuRule]]:
     return {r.id: r for r in default_registry() if issubclass(r, NcuRule)}
 
 
-def _rule(finding: Mapping[str, Any]) -> type[NcuRule]:
+def _rule(finding: Finding) -> type[NcuRule]:
     """The ncu rule of ``finding``, whose traits the verdict reads (``NcuRule``, its traits at their defaults, for a
     rule the registry does not hold)."""
-    return _ncu_rules().get(str(finding.get("rule_id", "")), NcuRule)
+    return _ncu_rules().get(finding.rule_id, NcuRule)
 
 
-def _findings_on(findings: Sequence[Mapping[str, Any]], report: str, key: tuple) -> list[Mapping[str, Any]]:
+def _findings_on(findings: Sequence[Finding], report: str, key: tuple) -> list[tuple[Finding, NcuExtra]]:
+    """The ncu findings of ``report`` on the kernel ``key`` (name, grid, block), each with its extra, causes first."""
     mine = []
     for f in findings:
-        nested = f.get("extra")
-        extra: Mapping[str, Any] = nested if isinstance(nested, Mapping) else f
-        if f.get("report") != report or str(f.get("rule_id", "")) not in _ncu_rules():
+        extra = f.extra
+        if f.report != report or f.rule_id not in _ncu_rules() or not isinstance(extra, NcuExtra):
             continue
-        grid, block = extra.get("kernel_grid"), extra.get("kernel_block")
-        if extra.get("kernel") != key[0]:
+        grid, block = extra.kernel_grid, extra.kernel_block
+        if extra.kernel != key[0]:
             continue
         # Launches exported without grid/block dims are keyed by their sizes in findings: the name decides.
         if key[1] == "None" or (str(grid if isinstance(grid, list) else None), str(block if isinstance(block, list)
                                                                                    else None)) == key[1:]:
-            mine.append(f)
-    return sorted(mine, key=lambda f: ((f.get("extra") or f).get("cause_order") or 0))
+            mine.append((f, extra))
+    return sorted(mine, key=lambda fe: fe[1].cause_order or 0)
 
 
-def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> Verdict | None:
+def report_verdict(info: Mapping[str, Any], findings: Sequence[Finding]) -> Verdict | None:
     """The verdict of one ncu report (``info``: its summary with ``kernels``), None when it profiled no kernel."""
     kernels = info.get("kernels") or []
     if not kernels:
@@ -113,8 +114,8 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     report = info.get("file")
     scored = []
     for key, launches in _groups(kernels).items():
-        mine = _findings_on(findings, str(report), key)
-        saving = sum(int(f.get("impact_ns") or 0) for f in mine)
+        mine = [f for f, _ in _findings_on(findings, str(report), key)]
+        saving = sum(int(f.impact_ns or 0) for f in mine)
         linked = next((k["nsys_total_ns"] for k in launches if k.get("nsys_total_ns") is not None), None)
         profiled = sum(k.get("duration_ns") or 0.0 for k in launches)
         scored.append((saving, linked if linked is not None else profiled, key, launches, mine, linked))
@@ -130,7 +131,7 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     text += _mix(launches)
     if mine:
         first = mine[0]
-        text += f"; first: {first['title'].split(':')[0]} ({first['rule_id']})"
+        text += f"; first: {first.title.split(':')[0]} ({first.rule_id})"
     after = _after_fix(mine[0], lead, cost) if mine else ""
     # A fix that removes work is bounded by the work it leaves, not by today's: one bound, not two.
     text += _gain(launches, saving, linked, cost, kind, same_work=not after) + after
@@ -139,12 +140,12 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     step = LIBRARY_STEP.format(lib=lib) if lib and kind in ("memory", "compute", "latency", "occupancy") \
         else NEXT_STEP[kind]
     # A cause found on the kernel names the next step better than its limiter does (``NcuRule.cause_step``).
-    if mine and not lib and _rule(mine[0]).cause_step and (mine[0].get("impact_ns") or 0) > 0:
+    if mine and not lib and _rule(mine[0]).cause_step and (mine[0].impact_ns or 0) > 0:
         step = _rule(mine[0]).cause_step
     if lib and kind == "launch":
         step = f"{NEXT_STEP['launch']} ({lib} kernel: batch at the call, e.g. a batched or grouped {lib} call)"
     return Verdict(f"ncu_{kind}", text + ".", int(saving) if mine else None, step,
-                   mine[0]["rule_id"] if mine else None)
+                   mine[0].rule_id if mine else None)
 
 
 def _limiter_phrase(kind: str, lim: Mapping[str, Any]) -> str:
@@ -208,18 +209,18 @@ def _shared_note(lim: Mapping[str, Any]) -> str:
             f"wavefronts{busy}")
 
 
-def _after_fix(first: Mapping[str, Any], lead: Mapping[str, Any], cost: float) -> str:
+def _after_fix(first: Finding, lead: Mapping[str, Any], cost: float) -> str:
     """For a fix that removes work: the realistic gain on the work left, as a share of the lead launch applied to
     the kernel's time (its assumption: the fixed kernel reaches ``REALISTIC_SHARE`` of the binding unit's peak).
     Fixes that remove work are the rule's trait (``NcuRule.removes_work``: fewer bytes or wavefronts moved)."""
     if not _rule(first).removes_work:
         return ""
-    detail = ((first.get("evidence") or [{}])[0]).get("detail") or {}
+    detail = (first.evidence[0].detail if first.evidence else None) or {}
     after, dur = detail.get("sol_bound_ns"), lead.get("duration_ns")
     if after is None or not dur or not cost:
         return ""
     share = max(0.0, 1.0 - after / sol.REALISTIC_SHARE / dur)
-    claimed = int(first.get("impact_ns") or 0)
+    claimed = int(first.impact_ns or 0)
     reach = "so its estimate is within reach" if share * cost >= claimed else \
         f"so about {_us(share * cost)} of its estimate is within reach"
     return (f"; fixed, the work left takes {_us(after * cost / dur)} at the binding unit's peak and "

@@ -39,12 +39,21 @@ from dataclasses import replace
 from typing import Any, NotRequired, TypedDict
 
 from analysis import fmt
+from analysis.diagnosis.findings import Evidence, Finding
 from analysis.diagnosis.rules.base import Rule
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.loops.phases import activity_bounds, phase_info, top_calls
 from analysis.model.capture import FLAGS, captured
 from analysis.model.trace import Trace
-from analysis.results import Verdict
+from analysis.report_types import ReportInfo
+from analysis.results import (
+    DominantKernelExtra,
+    IdleGapsExtra,
+    LaunchBoundExtra,
+    LaunchShapeExtra,
+    OsBlockedExtra,
+    Verdict,
+)
 
 KINDS: dict[str, str] = {
     "no_gpu_data": "the export has no GPU activity (kernels, copies, memsets) to judge",
@@ -84,14 +93,14 @@ LABELS = {"sync_bound": "Sync-bound", "copies": "Copy-bound", "uvm": "Unified-me
 CAPTURE_FLAGS = tuple((flag, table) for flag, table, _ in FLAGS)
 
 
-def missing_flags(facts: Mapping[str, Any]) -> list[str]:
+def missing_flags(facts: VerdictFacts) -> list[str]:
     """The capture flags that would show the host's work and that the export did not use (all of them when the
     facts do not say: a verdict built without the trace)."""
     have = facts.get("captured") or {}
     return [flag for flag, _ in CAPTURE_FLAGS if not have.get(flag)]
 
 
-def _collect(facts: Mapping[str, Any], what: str) -> str:
+def _collect(facts: VerdictFacts, what: str) -> str:
     """``collect <flags> to <what>`` for the flags not yet used; empty when the capture already had them all."""
     flags = missing_flags(facts)
     return f"collect {' '.join(flags)} to {what}" if flags else ""
@@ -231,14 +240,14 @@ def ptx_jit(trace: Trace) -> PtxJit | None:
             "ns": sum(int(r[2]) for r in rows), "archs": archs}
 
 
-def ptx_step(jit: Mapping[str, Any]) -> str:
+def ptx_step(jit: PtxJit) -> str:
     """The next step for a PTX JIT: build the kernels for the GPU's architecture, so the driver has SASS to load."""
     archs = list(jit.get("archs") or []) or ["XX"]
     flags = " ".join(f"-gencode arch=compute_{a},code=sm_{a}" for a in archs)
     return f"build for the GPU's architecture ({flags}) so the driver does not JIT-compile PTX"
 
 
-def _ptx_text(jit: Mapping[str, Any]) -> str:
+def _ptx_text(jit: PtxJit) -> str:
     """``; the first cudaLaunchKernel JIT-compiles PTX: 37.2 ms (12 of 15 CPU samples in the PTX compiler)``."""
     calls = jit["calls"]
     first = calls[0]
@@ -247,7 +256,7 @@ def _ptx_text(jit: Mapping[str, Any]) -> str:
             f"its {first[4]} CPU samples in the PTX compiler){more}")
 
 
-def _with_ptx(v: Verdict, facts: Mapping[str, Any]) -> Verdict:
+def _with_ptx(v: Verdict, facts: VerdictFacts) -> Verdict:
     """A verdict about one-off set-up or compilation whose set-up includes a PTX JIT (``ptx_jit``) names it and
     asks for a build for the GPU's architecture (issue #39, class 5): first when the JIT is at least half of the
     verdict's cost (or the cost is unknown), else right after the verdict's own fix."""
@@ -388,18 +397,24 @@ def _ms(ns: float) -> str:
     return fmt.duration(ns)
 
 
-def _verdict(kind: str, text: str, impact_ns: int | None, next_step: str, finding: Mapping[str, Any] | None,
-             ) -> Verdict:
+def _verdict(kind: str, text: str, impact_ns: int | None, next_step: str, finding: Finding | None) -> Verdict:
     """``rule_id``: the finding the verdict speaks for (None: the verdict is about the report as a whole)."""
     return Verdict(kind, text, None if impact_ns is None else int(impact_ns), next_step,
-                   None if finding is None else finding["rule_id"])
+                   None if finding is None else finding.rule_id)
 
 
-def finding_kind(finding: Mapping[str, Any]) -> str | None:
+def finding_kind(finding: Finding) -> str | None:
     """The verdict kind a finding stands for (None: it speaks for no verdict of its own): its rule's
     ``Rule.finding_kind``; None for a rule the registry does not hold."""
-    rule = _rules().get(finding["rule_id"])
+    rule = _rules().get(finding.rule_id)
     return rule.finding_kind(finding) if rule is not None else None
+
+
+def _shared_flag(finding: Finding, name: str) -> bool | None:
+    """A flag several rules' extras declare (``owns_idle``: HOST002's evidence-only findings; ``premise_holds``:
+    the rules with a premise, docs/rules.md); None where the finding's rule declares none."""
+    value = getattr(finding.extra, name, None)
+    return value if isinstance(value, bool) else None
 
 
 @functools.cache
@@ -407,13 +422,13 @@ def _rules() -> dict[str, type[Rule]]:
     return {r.id: r for r in default_registry()}
 
 
-def _rule(finding: Mapping[str, Any]) -> type[Rule]:
+def _rule(finding: Finding) -> type[Rule]:
     """The rule of ``finding``, whose traits the verdict reads (``Rule`` itself, all traits at their defaults, for a
     rule the registry does not hold)."""
-    return _rules().get(finding["rule_id"], Rule)
+    return _rules().get(finding.rule_id, Rule)
 
 
-def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
+def _no_gpu(info: ReportInfo, facts: VerdictFacts) -> Verdict:
     counts = info.get("counts") or {}
     have = [f"{fmt.count(counts[k])} {k.replace('_', ' ')} rows" for k in ("cuda_api", "nvtx") if counts.get(k)]
     it = info.get("iterations") or {}
@@ -426,7 +441,7 @@ def _no_gpu(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict:
                     "re-profile with nsys profile --trace=cuda,nvtx,osrt --sample=cpu", None)
 
 
-def _failed(found: Mapping[str, Any]) -> Verdict:
+def _failed(found: Failure) -> Verdict:
     """A run that failed (``failed_run``): say so, with the frames that show it; no tuning advice."""
     frames = str(found.get("frames") or "")
     uncaught = re.search(r"terminate|__cxa_|_Unwind_|PyErr|PyTraceBack", frames)
@@ -437,7 +452,7 @@ def _failed(found: Mapping[str, Any]) -> Verdict:
                     "then profile a run that completes: tuning a failed run measures nothing", None)
 
 
-def _ended_in_startup(ended: Mapping[str, Any]) -> Verdict:
+def _ended_in_startup(ended: EndedInStartup) -> Verdict:
     """The capture stopped before the program's GPU work (``ended_in_startup``): say so, and how to capture it."""
     calls = ", ".join(f"{n} {_ms(v)}" for n, v in ended.get("calls") or [])
     ops = int(ended.get("gpu_ops") or 0)
@@ -452,11 +467,10 @@ def _ended_in_startup(ended: Mapping[str, Any]) -> Verdict:
                     "--delay)", None)
 
 
-def _one_off(info: Mapping[str, Any], facts: Mapping[str, Any]) -> Verdict | None:
-    got = [facts.get(k) for k in ("t0_ns", "t1_ns", "g0_ns", "g1_ns")]
-    if any(v is None for v in got):
+def _one_off(info: ReportInfo, facts: VerdictFacts) -> Verdict | None:
+    t0, t1, g0, g1 = facts.get("t0_ns"), facts.get("t1_ns"), facts.get("g0_ns"), facts.get("g1_ns")
+    if t0 is None or t1 is None or g0 is None or g1 is None:
         return None
-    t0, t1, g0, g1 = (int(v) for v in got)  # type: ignore[arg-type]  # None ruled out above
     # The CUDA program starts at its first CUDA call (or GPU operation, or NVTX range): host work before it
     # (input generation, a CPU baseline, imports) is outside the GPU program, context and not start-up to shorten.
     c0 = int(facts.get("c0_ns") or t0)
@@ -505,7 +519,7 @@ def _fill(calls: Sequence[tuple[str, int]] | None, covered: int | None, ns: int)
             + ("" if share >= 50 else "; the rest has no CUDA call or set-up range") + ")")
 
 
-def _before_cuda(facts: Mapping[str, Any], t0: int, c0: int, ext: int) -> str:
+def _before_cuda(facts: VerdictFacts, t0: int, c0: int, ext: int) -> str:
     """The host's stretch before the CUDA program's first call, as context (not counted in start-up)."""
     pre = c0 - t0
     if pre < 0.05 * ext or pre <= 0:
@@ -516,18 +530,18 @@ def _before_cuda(facts: Mapping[str, Any], t0: int, c0: int, ext: int) -> str:
             "counted")
 
 
-def report_verdict(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts: Mapping[str, Any],
-                   ) -> Verdict:
-    """The verdict of one nsys report from its ``reports[]`` object, its findings (dicts) and
-    ``verdict_facts``. See the module docstring for the order of the questions."""
+def report_verdict(info: ReportInfo, findings: Sequence[Finding], facts: VerdictFacts) -> Verdict:
+    """The verdict of one nsys report from its ``reports[]`` object, its findings and ``verdict_facts``. See the
+    module docstring for the order of the questions."""
     return _with_ptx(_judge(info, findings, facts), facts)
 
 
-def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts: Mapping[str, Any]) -> Verdict:
+def _judge(info: ReportInfo, findings: Sequence[Finding], facts: VerdictFacts) -> Verdict:
     """``report_verdict`` before a PTX JIT is named (``_with_ptx``)."""
     counts = info.get("counts") or {}
-    if facts.get("failure"):
-        return _failed(facts["failure"])
+    failure = facts.get("failure")
+    if failure:
+        return _failed(failure)
     ended = facts.get("ended_in_startup")
     if ended:
         return _ended_in_startup(ended)
@@ -538,16 +552,16 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
         # The finding of the rule whose one-off phase this is (``Rule.one_off_phase``: start-up before the first
         # iteration), when it ran, is the finding this verdict speaks for.
         phase_finding = next((f for f in findings if _rule(f).one_off_phase == one_off.kind), None)
-        return replace(one_off, rule_id=phase_finding["rule_id"]) if phase_finding else one_off
+        return replace(one_off, rule_id=phase_finding.rule_id) if phase_finding else one_off
     bd = info.get("breakdown") or {}
     span, idle = int(bd.get("span_ns") or 0), int(bd.get("idle_ns") or 0)
     busy = span - idle
     busy_pct = 100.0 * busy / span if span else 0.0
     phase = (info.get("window") or {}).get("phase")
     # The premise contract (docs/rules.md): a finding whose rule's premise did not hold on the evidence never leads.
-    mine = [f for f in findings if f.get("phase") in (phase, None) and f.get("owns_idle") is not False
-            and f.get("premise_holds") is not False]
-    by_rule = {f["rule_id"]: f for f in sorted(mine, key=lambda f: -int(f["impact_ns"]))}
+    mine = [f for f in findings if f.phase in (phase, None) and _shared_flag(f, "owns_idle") is not False
+            and _shared_flag(f, "premise_holds") is not False]
+    by_rule = {f.rule_id: f for f in sorted(mine, key=lambda f: -int(f.impact_ns))}
     ana = (info.get("iterations") or {}).get("anatomy") or {}
     if ana.get("kind") == "host_paced":
         duty = float(ana.get("gpu_duty_cycle_pct") or 0.0)
@@ -581,30 +595,31 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
                         f"{_ms(idle)}; no finding explains the idle.", idle,
                         see or "annotate the host's work between the GPU operations with NVTX ranges: the CPU "
                                "samples and OS calls recorded do not say what it is", None)
-    top = max(ranked, key=lambda f: int(f["impact_ns"]))
+    top = max(ranked, key=lambda f: int(f.impact_ns))
     unrecorded = top if _rule(top).idle_unrecorded(top) else None
     if unrecorded is not None:
-        named = [f for f in ranked if f is not top and int(f["impact_ns"]) >= NAMED_SHARE * idle]
-        top = max(named, key=lambda f: int(f["impact_ns"])) if named else top
+        named = [f for f in ranked if f is not top and int(f.impact_ns) >= NAMED_SHARE * idle]
+        top = max(named, key=lambda f: int(f.impact_ns)) if named else top
     kind = finding_kind(top) or "host_bound"
     per_call = _per_call(top, by_rule, idle, busy_pct)
     if per_call is not None:
         return per_call
     step = SETUP_NEXT if kind == "startup" else _rule(top).verdict_step(top)
     label = LABELS.get(kind, kind)
-    title = str(top["title"])
+    title = top.title
     if title.lower().startswith(label.lower() + ":"):  # a title that already says it (KRN001's "Launch-bound: ...")
         title = title[len(label) + 1:].lstrip()
     parts = _host_parts(top, by_rule, unrecorded, idle) if kind == "host_bound" else []
     path = (facts.get("data_path") if kind == "host_bound"
             and (info.get("iterations") or {}).get("program") == "one_shot" else None)
-    in_window = int(top["impact_ns"]) + sum(int(p["impact_ns"]) for p in parts)
+    in_window = int(top.impact_ns) + sum(int(p.impact_ns) for p in parts)
     cost = in_window + (int(path["ns"]) if path else 0)
-    title += (f" ({_ms(int(top['impact_ns']))})" if parts else "") + "".join(f"; also {p['title']}" for p in parts) + (_data_path_text(path) if path else "")
+    title += ((f" ({_ms(int(top.impact_ns))})" if parts else "") + "".join(f"; also {p.title}" for p in parts)
+              + (_data_path_text(path) if path else ""))
     costs = f"costs {_ms(cost)}" + (f": {_ms(in_window)} in the window and {_ms(int(path['ns']))} of start-up"
                                     if path else " together" if parts else "")
     text = f"{label}: {title} ({costs}; the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the window)"
-    sampled = top.get("host_functions") or []
+    sampled = top.host_functions or []
     if sampled:  # CPU samples say where the host was during that idle (HOST002's)
         text += "; the host was sampled in " + ", ".join(
             f"{h.get('function')} {fmt.share(float(h.get('share_pct') or 0))}" for h in sampled[:3])
@@ -621,9 +636,7 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
                  "; the CPU samples and OS calls recorded show nothing of the host's work there: annotate it "
                  "with NVTX ranges")
     if unrecorded is not None and unrecorded is not top:
-        blind = int((unrecorded.get("by_category") or {}).get("none")
-                    or ((unrecorded.get("causes") or {}).get("no_activity") or {}).get("total_ns")
-                    or unrecorded["impact_ns"])
+        blind = _unrecorded_ns(unrecorded)
         see = _collect(facts, "see it")
         text += (f"; a further {_ms(blind)} of idle has nothing of the host's recorded"
                  + (f" ({see})" if see else " (not in the CPU samples or OS calls either)"))
@@ -636,10 +649,18 @@ def _judge(info: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], facts
     return _verdict(kind, text + ".", cost, step, top)
 
 
+def _unrecorded_ns(finding: Finding) -> int:
+    """The idle with nothing of the host's recorded in a finding whose idle is mostly so (``Rule.idle_unrecorded``):
+    its idle-anatomy category ``none``, else its ``no_activity`` cause (GPU001's), else its whole impact."""
+    cats: Mapping[str, int] = getattr(finding.extra, "by_category", None) or {}
+    causes = finding.extra.causes if isinstance(finding.extra, IdleGapsExtra) else {}
+    return int(cats.get("none") or (causes.get("no_activity") or {}).get("total_ns") or finding.impact_ns)
+
+
 SLEEPS = ("sleep", "usleep", "nanosleep", "clock_nanosleep")  # a deliberate pause (sched_yield is a busy back-off)
 
 
-def _pause(blocked: Mapping[str, Any] | None, facts: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+def _pause(blocked: Finding | None, facts: VerdictFacts, info: ReportInfo) -> str:
     """`` X of the GPU's idle (nanosleep Y)`` when a one-shot program's only CUDA thread sleeps (``SLEEPS``) for at
     least half of ``blocked``'s idle (a finding that may be a pause, ``Rule.may_be_pause``: HOST001's OS calls by
     name): a program that pauses on purpose, with no other thread of its own to wait for; empty otherwise (a loop's
@@ -647,16 +668,17 @@ def _pause(blocked: Mapping[str, Any] | None, facts: Mapping[str, Any], info: Ma
     if (blocked is None or int(facts.get("cuda_threads") or 0) != 1
             or (info.get("iterations") or {}).get("program") != "one_shot"):
         return ""
-    calls = {str(n): int(ns) for n, ns in (blocked.get("by_call") or {}).items()}
+    by_call = blocked.extra.by_call if isinstance(blocked.extra, OsBlockedExtra) else None
+    calls = {str(n): int(ns) for n, ns in (by_call or {}).items()}
     slept = {n: ns for n, ns in calls.items() if n.lstrip("_").removesuffix("64") in SLEEPS}
     total = sum(slept.values())
-    if not total or 2 * total < int(blocked["impact_ns"]):
+    if not total or 2 * total < int(blocked.impact_ns):
         return ""
     return f" {_ms(total)} of the GPU's idle (" + ", ".join(f"{n} {_ms(ns)}" for n, ns in slept.items()) + ")"
 
 
-def _host_parts(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], unrecorded: Any,
-                idle: int) -> list[Mapping[str, Any]]:
+def _host_parts(top: Finding, by_rule: Mapping[str, Finding], unrecorded: Finding | None,
+                idle: int) -> list[Finding]:
     """The other host-work findings (``Rule.host_work``: the launching thread busy with its own serial work,
     computing, blocked in OS calls, communicating over MPI on the host) that a host-bound verdict led by ``top``
     counts with it, each owning at least ``PART_SHARE`` of the idle (their idle is owned exclusively, so the parts
@@ -664,11 +686,11 @@ def _host_parts(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]]
     if not _rule(top).host_work:
         return []
     found = [f for f in by_rule.values() if _rule(f).host_work and f is not top and f is not unrecorded
-             and int(f["impact_ns"]) >= PART_SHARE * idle > 0]
-    return sorted(found, key=lambda f: -int(f["impact_ns"]))
+             and int(f.impact_ns) >= PART_SHARE * idle > 0]
+    return sorted(found, key=lambda f: -int(f.impact_ns))
 
 
-def _data_path_text(path: Mapping[str, Any]) -> str:
+def _data_path_text(path: DataPath) -> str:
     """The start-up that feeds the GPU's data path (``data_path``), as a clause of the host-bound sentence."""
     calls = ", ".join(f"{n} {_ms(v)}" for n, v in path.get("os_calls") or [])
     return (f"; before the first GPU operation the host spends {_ms(int(path['ns']))} setting up CUDA and filling the "
@@ -681,8 +703,7 @@ def _data_path_text(path: Mapping[str, Any]) -> str:
 PART_SHARE = 0.1  # a part of the round trip at least this share of its idle is worth its own step
 
 
-def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], idle: int, busy_pct: float,
-              ) -> Verdict | None:
+def _per_call(top: Finding, by_rule: Mapping[str, Finding], idle: int, busy_pct: float) -> Verdict | None:
     """A loop of small kernels whose idle is the host's per-launch round trip (the finding of the rule that measures
     it, ``RoundTrip.whole``: KRN001 with the gaps shorter than GPU001's long gap, ``short_gap_idle_ns``). Its cost is
     all that short-gap idle (launches, syncs, copies, allocations and the host code between them: the round trip is
@@ -691,16 +712,16 @@ def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], 
     capture (allocation, synchronous copy, host sync) is large, since a graph removes launches, not the host's reads
     and waits."""
     trips = [(f, trip) for f in by_rule.values() if (trip := _rule(f).round_trip) is not None]
-    krn = next((f for f, trip in trips if trip.whole), None)
-    if _rule(top).round_trip is None or krn is None or krn.get("short_gap_idle_ns") is None:
+    krn = next((f.extra for f, trip in trips if trip.whole), None)
+    if _rule(top).round_trip is None or not isinstance(krn, LaunchBoundExtra) or krn.short_gap_idle_ns is None:
         return None
-    short = int(krn["short_gap_idle_ns"])
-    parts = sorted(((trip, int(f["impact_ns"])) for f, trip in trips), key=lambda p: -p[1])
-    cost = max(short, int(top["impact_ns"]))
+    short = int(krn.short_gap_idle_ns)
+    parts = sorted(((trip, int(f.impact_ns)) for f, trip in trips), key=lambda p: -p[1])
+    cost = max(short, int(top.impact_ns))
     label = LABELS.get(finding_kind(top) or "launch_bound", "Launch-bound")
     inside = ", ".join(f"{trip.part} {_ms(ns)}" for trip, ns in parts)
     text = (f"{label}: the host's per-launch round trip leaves the GPU idle {_ms(short)} in "
-            f"{fmt.count(int(krn.get('short_gaps') or 0))} short gaps around {fmt.count(int(krn.get('short_kernels') or 0))} short "
+            f"{fmt.count(int(krn.short_gaps or 0))} short gaps around {fmt.count(int(krn.short_kernels or 0))} short "
             f"kernels (the findings in it: {inside}; the GPU is idle {_ms(idle)}, busy {fmt.pct(busy_pct)} of the "
             "window).")
     big = [trip for trip, ns in parts if not trip.whole and ns >= PART_SHARE * cost]
@@ -710,43 +731,42 @@ def _per_call(top: Mapping[str, Any], by_rule: Mapping[str, Mapping[str, Any]], 
     return _verdict(finding_kind(top) or "launch_bound", text, cost, "; then ".join(steps), top)
 
 
-def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mapping[str, Mapping[str, Any]],
-               info: Mapping[str, Any]) -> Verdict:
+def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mapping[str, Finding],
+               info: ReportInfo) -> Verdict:
     copies = int(bd.get("memory_only_ns") or 0)
     compute = int(bd.get("compute_ns") or 0) + int(bd.get("comm_exposed_ns") or 0)
     if copies >= COPY_SHARE * busy:
         # The copy finding that costs most speaks for it; with none, the step of the rule that measures the copies'
         # share of the GPU's time (``busy_role``).
         top = max((f for f in by_rule.values() if _rule(f).busy_role in ("copies", "copy_bound")),
-                  key=lambda f: int(f["impact_ns"]), default=None)
+                  key=lambda f: int(f.impact_ns), default=None)
         step = (_rule(top).next_step if top else
                 next(r.next_step for r in _rules().values() if r.busy_role == "copy_bound"))
         return _verdict("copies", f"Copy-bound: copies alone fill {_ms(copies)} of the GPU's {_ms(busy)} busy time "
                         f"({fmt.pct(100.0 * copies / busy)}), kernels {_ms(compute)}.", copies, step, top)
     shape = _busy(by_rule, "launch_shape")
-    if shape is not None and int(shape["impact_ns"]) >= SHAPE_SHARE * int(shape.get("compute_kernel_ns") or compute):
-        ev = (shape.get("evidence") or [{}])[0]
-        d = ev.get("detail") or {}
-        text = (f"Launch shape: {ev.get('name')} runs {fmt.count(d.get('blocks', 0))} block(s) of "
+    kernel_ns = int((shape.extra.compute_kernel_ns if shape is not None and isinstance(shape.extra, LaunchShapeExtra)
+                     else None) or compute)
+    if shape is not None and int(shape.impact_ns) >= SHAPE_SHARE * kernel_ns:
+        ev = shape.evidence[0] if shape.evidence else Evidence()
+        d = ev.detail or {}
+        text = (f"Launch shape: {ev.name} runs {fmt.count(d.get('blocks', 0))} block(s) of "
                 f"{fmt.count(d.get('threads_per_block', 0))} thread(s) on {fmt.count(d.get('sm_count'))} SMs, so at most "
                 f"{fmt.share(d.get('used_pct', 0))} of the GPU works while the timeline shows it {fmt.pct(busy_pct)} busy: "
-                f"{_ms(int(shape['impact_ns']))} of {_ms(int(shape.get('compute_kernel_ns') or compute))} kernel time "
-                "is unused GPU.")
-        return _verdict("launch_shape", text, int(shape["impact_ns"]), _rule(shape).next_step, shape)
+                f"{_ms(int(shape.impact_ns))} of {_ms(kernel_ns)} kernel time is unused GPU.")
+        return _verdict("launch_shape", text, int(shape.impact_ns), _rule(shape).next_step, shape)
     dom = _busy(by_rule, "dominant_kernel")
-    if dom is not None:
-        if dom.get("is_family"):  # many instances of one template, none dominant alone: say so, profile the costliest
-            cost, where = _per_device(dom)
-            text = (f"One template family is {fmt.pct(float(dom.get('share_pct') or 0))} of GPU time: {dom.get('kernel')}, "
-                    f"{fmt.count(dom.get('instances'))} instances, the costliest {fmt.pct(float(dom.get('instance_share_pct') or 0))} "
+    if dom is not None and isinstance(k := dom.extra, DominantKernelExtra):
+        cost, where = _per_device(dom)
+        if k.is_family:  # many instances of one template, none dominant alone: say so, profile the costliest
+            text = (f"One template family is {fmt.pct(float(k.share_pct or 0))} of GPU time: {k.kernel}, "
+                    f"{fmt.count(k.instances)} instances, the costliest {fmt.pct(float(k.instance_share_pct or 0))} "
                     f"({where}, GPU busy {fmt.pct(busy_pct)} of the window).")
             return _verdict("gpu_bound_kernel", text, cost,
-                            f"profile the costliest instance with ncu, then the next ones: {dom.get('ncu_command')}",
-                            dom)
-        cost, where = _per_device(dom)
-        text = (f"One kernel is {fmt.pct(float(dom.get('share_pct') or 0))} of GPU time: {dom.get('kernel')} "
+                            f"profile the costliest instance with ncu, then the next ones: {k.ncu_command}", dom)
+        text = (f"One kernel is {fmt.pct(float(k.share_pct or 0))} of GPU time: {k.kernel} "
                 f"({where}, GPU busy {fmt.pct(busy_pct)} of the window).")
-        return _verdict("gpu_bound_kernel", text, cost, f"profile it with ncu: {dom.get('ncu_command')}", dom)
+        return _verdict("gpu_bound_kernel", text, cost, f"profile it with ncu: {k.ncu_command}", dom)
     tops = info.get("top_kernels") or []
     names = ", ".join(f"{k['name']} {fmt.pct(float(k.get('share_pct') or 0))}" for k in tops[:3])
     return _verdict("gpu_bound_kernel", f"GPU-bound: busy {fmt.pct(busy_pct)} of the window; the kernels are the "
@@ -754,18 +774,18 @@ def _gpu_bound(bd: Mapping[str, Any], busy: int, busy_pct: float, by_rule: Mappi
                     "profile the largest kernels with ncu (--set full), starting with the first", None)
 
 
-def _busy(by_rule: Mapping[str, Mapping[str, Any]], role: str) -> Mapping[str, Any] | None:
+def _busy(by_rule: Mapping[str, Finding], role: str) -> Finding | None:
     """The finding that plays ``role`` in a busy GPU's verdict (``Rule.busy_role``), if one ran."""
     return next((f for f in by_rule.values() if _rule(f).busy_role == role), None)
 
 
-def _per_device(finding: Mapping[str, Any]) -> tuple[int, str]:
+def _per_device(finding: Finding) -> tuple[int, str]:
     """A kernel's cost where it runs on several GPUs at once: the time on the GPU where it takes most (the GPUs
     run side by side, so their sum is no one's time), said as such; on one GPU its time."""
-    per: dict[Any, int] = {}
-    for ev in finding.get("evidence") or []:
-        per[ev.get("device")] = per.get(ev.get("device"), 0) + int(ev.get("value_ns") or 0)
-    total = int(finding["impact_ns"])
+    per: dict[int | None, int] = {}
+    for ev in finding.evidence:
+        per[ev.device] = per.get(ev.device, 0) + int(ev.value_ns or 0)
+    total = int(finding.impact_ns)
     if len(per) < 2:
         return total, _ms(total)
     most = max(per.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,16 +34,13 @@ def loop_list(loop: Loop) -> list[LoopSpan]:
     return out
 
 
-def mark_loops(findings: list[dict[str, Any]], info: ReportInfo) -> None:
-    """On a report with several loops, each finding says which loops its evidence lies in (``loops``: their
-    indexes in ``iterations.loops``; empty when it lies outside every loop)."""
+def loops_holding(spans: Sequence[tuple[int, int]], info: ReportInfo) -> tuple[int, ...] | None:
+    """On a report with several loops, the loops a finding's evidence (``spans``) lies in: their indexes in
+    ``iterations.loops``, empty when it lies outside every loop (a finding's ``loops``); None with fewer loops."""
     loops = (info.get("iterations") or {}).get("loops") or []
     if len(loops) < 2:
-        return
-    for f in findings:
-        spans = [(e["start_ns"], e["end_ns"]) for e in f.get("evidence") or []
-                 if e.get("start_ns") is not None and e.get("end_ns") is not None]
-        f["loops"] = sorted({lp["index"] for lp in loops for a, b in spans if a < lp["end_ns"] and b > lp["start_ns"]})
+        return None
+    return tuple(sorted({lp["index"] for lp in loops for a, b in spans if a < lp["end_ns"] and b > lp["start_ns"]}))
 
 
 def run_phase(results: list[Any], spec: str) -> str:

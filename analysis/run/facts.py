@@ -23,8 +23,9 @@ the per-step slowest rank over the iterations.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, Required, TypedDict, cast
@@ -32,6 +33,7 @@ from typing import Any, NotRequired, Required, TypedDict, cast
 import duckdb
 import numpy as np
 
+from analysis.diagnosis.findings import Finding
 from analysis.diagnosis.ncu.impact import NsysKernelsJson
 from analysis.diagnosis.rules.base import split_in_run
 from analysis.diagnosis.rules.nsys.collectives import (
@@ -44,7 +46,7 @@ from analysis.diagnosis.rules.nsys.collectives import (
 )
 from analysis.diagnosis.rules.nsys.common import report_span_ns
 from analysis.diagnosis.rules.nsys.run_nodes import HostSteps
-from analysis.diagnosis.rules.registry import default_registry
+from analysis.diagnosis.rules.registry import default_registry, finding_extras
 from analysis.diagnosis.verdict import VerdictFacts
 from analysis.loops import window as win
 from analysis.loops.phases import Loop
@@ -52,6 +54,7 @@ from analysis.model.trace import Trace, clock_offsets
 from analysis.readers import ToolKind
 from analysis.report_types import FindingJson, ReportInfo, RuleOutcome
 from analysis.result_parts import StepRecord
+from analysis.results import CollectiveExtra
 from analysis.run.cpus import CpuTime
 
 RESULT_FILE = "analysis.json"
@@ -60,20 +63,19 @@ COLLECTIVES_FILE = "collectives.parquet"
 KIND_RE = r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)"
 
 
-def as_json(found: list[dict[str, Any]]) -> list[FindingJson]:
-    """Findings as the engine makes them (``Finding.to_dict``), typed as the JSON they are."""
-    return cast("list[FindingJson]", found)
+@functools.cache
+def _extra_types() -> dict[str, type]:
+    return finding_extras()
 
 
-def as_dicts(found: list[FindingJson]) -> list[dict[str, Any]]:
-    """Findings for the engine's helpers that take them as plain dicts (``rank_finding_dicts``, ``mark_loops``)."""
-    return cast("list[dict[str, Any]]", found)
+def finding_from_json(data: FindingJson) -> Finding:
+    """A finding as step 1 saved it (``Finding.to_dict``), its rule's own keys read as its rule's ``extra_type``."""
+    return Finding.from_dict(data, _extra_types().get(data["rule_id"]))
 
 
-def own_key(f: FindingJson, key: str) -> object:
-    """A key of the finding's rule's own (typed on the rule, ``analysis.results``), None when it has none."""
-    fields: Mapping[str, object] = f
-    return fields.get(key)
+def finding_json(f: Finding) -> FindingJson:
+    """A finding as JSON (``Finding.to_dict``), typed as such: what step 1 saves and reports list."""
+    return cast("FindingJson", f.to_dict())
 
 
 class IterationFacts(TypedDict):
@@ -120,14 +122,15 @@ class ReportResultJson(TypedDict):
 
 @dataclass
 class ReportResult:
-    """Step 1's outcome for one report: its ``reports[]`` object, its placed findings (dicts, in rule
-    order), each selected rule's outcome on it, and the facts for step 2 (``facts_dir`` holds the
-    collectives table)."""
+    """Step 1's outcome for one report: its ``reports[]`` object, its placed findings (in rule order; step 2
+    completes them: ``analysis.run.waiting``), each selected rule's outcome on it, and the facts for step 2
+    (``facts_dir`` holds the collectives table). Saved as JSON (``to_json``: the findings' ``Finding.to_dict``) and
+    read back typed (``finding_from_json``)."""
 
     label: str
     tool: str
     info: ReportInfo
-    findings: list[FindingJson]
+    findings: list[Finding]
     rules: dict[str, RuleOutcome]  # rule id -> its outcome on this report
     facts: ReportFacts
     facts_dir: Path | None = None
@@ -135,11 +138,12 @@ class ReportResult:
 
     def to_json(self) -> ReportResultJson:
         return {"label": self.label, "tool": self.tool, "window": self.window, "info": self.info,
-                "findings": self.findings, "rules": self.rules, "facts": self.facts}
+                "findings": [finding_json(f) for f in self.findings], "rules": self.rules, "facts": self.facts}
 
     @classmethod
     def from_json(cls, data: ReportResultJson, facts_dir: Path | None) -> ReportResult:
-        return cls(data["label"], data["tool"], data["info"], data["findings"], data["rules"], data["facts"],
+        return cls(data["label"], data["tool"], data["info"], [finding_from_json(f) for f in data["findings"]],
+                   data["rules"], data["facts"],
                    facts_dir, data.get("window", win.DEFAULT))
 
     def save(self, folder: Path) -> Path:
@@ -214,7 +218,8 @@ def comm003_across(results: list[ReportResult], open_con: Callable[[], duckdb.Du
     the rule's own view clips them). Fills each group's ``ranks`` in place. Reads them on an in-memory
     connection (``open_con()``: the run-level step's), opened only when there is something to fill."""
     ids = split_in_run(default_registry(), "ranks")
-    found = [f for r in results for f in r.findings if f["rule_id"] in ids and own_key(f, "sizes") == "by kernel"]
+    found = [f for r in results for f in r.findings
+             if f.rule_id in ids and isinstance(f.extra, CollectiveExtra) and f.extra.sizes == "by kernel"]
     sources = [(r, Path(r.facts_dir) / c) for r in results
                if r.tool == ToolKind.NSYS and r.facts_dir is not None and (c := r.facts.get("collectives"))
                and r.facts.get("nccl_in_window")]
@@ -227,7 +232,7 @@ def comm003_across(results: list[ReportResult], open_con: Callable[[], duckdb.Du
         con.close()
 
 
-def _comm003_ranks(found: list[FindingJson], sources: list[tuple[ReportResult, Path]],
+def _comm003_ranks(found: list[Finding], sources: list[tuple[ReportResult, Path]],
                    con: duckdb.DuckDBPyConnection) -> None:
     entries: dict[tuple, list[dict[str, Any]]] = {}
     for r, path in sources:
@@ -244,11 +249,10 @@ def _comm003_ranks(found: list[FindingJson], sources: list[tuple[ReportResult, P
                 entries.setdefault((op or None, algo or None, proto or None), []).append(
                     {"report": r.label, "rank": r.facts.get("rank"), "pid": pid, "device": dev, **group_stats(numbers)})
     for f in found:
-        groups = own_key(f, "groups")
-        for g in groups if isinstance(groups, list) else []:
+        for g in f.extra.groups if isinstance(f.extra, CollectiveExtra) else []:
             key = (g["op"], g["algorithm"], g["protocol"])
-            if key in entries:
-                g.update(bounded_ranks(entries[key], f["report"] or "", "time_ns"))
+            if key in entries:  # the group's JSON row, completed in place
+                cast("dict[str, object]", g).update(bounded_ranks(entries[key], f.report or "", "time_ns"))
 
 
 def _status(r: ReportResult, rule_id: str) -> str | None:

@@ -32,7 +32,7 @@ from analysis.report_types import (
     RunNetworkPath,
 )
 from analysis.results import RuleStatus, RunWarning, Verdict
-from analysis.run.facts import ReportResult, as_json
+from analysis.run.facts import ReportResult
 
 # The verdict kind of a run whose story is the NCCL log's (analysis.diagnosis.verdict.KINDS).
 VERDICT_KIND = "network"
@@ -62,10 +62,10 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
     # The finding the sentence speaks for: the first serious one, in the order the NET rules rank them.
     lead = next((f for f in found if f.severity in ("critical", "warning")), None)
     lead_label = job.files[0]
-    placed = as_json([_placed(f, lead_label) for f in found])
+    placed = [_placed(f, lead_label) for f in found]
     outcomes: dict[str, RuleOutcome] = {}
     for f in placed:
-        o = outcomes.setdefault(f["rule_id"], {"status": "ok", "reason": None, "findings": 0})
+        o = outcomes.setdefault(f.rule_id, {"status": "ok", "reason": None, "findings": 0})
         o["findings"] += 1
     left = {x.index: x for x in job.left_out}
     out: list[ReportResult] = []
@@ -154,9 +154,9 @@ def rule_statuses(results: Sequence[ReportResult]) -> list[RuleStatus]:
             for rule in diagnose.registry()]
 
 
-def _placed(f: Finding, label: str) -> dict[str, Any]:
+def _placed(f: Finding, label: str) -> Finding:
     """The finding as the run's other findings are: its report, and the phase 'all' (the whole log)."""
-    return dataclasses.replace(f, report=f.report or label, phase=f.phase or "all").to_dict()
+    return dataclasses.replace(f, report=f.report or label, phase=f.phase or "all")
 
 
 def _short(host: Any) -> str:

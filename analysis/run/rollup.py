@@ -19,20 +19,21 @@ ranks (``impact_basis`` ``gpu_time_summed_over_ranks``).
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from analysis import fmt
-from analysis.diagnosis.findings import SEVERITIES
+from analysis.diagnosis.findings import SEVERITIES, Finding, RollUp
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.readers import ToolKind
-from analysis.report_types import FindingJson, HostCost, RankCost, ReportInfo
+from analysis.report_types import HostCost, RankCost, ReportInfo
 
 # A host (of several ranks) stands out when its ranks carry at least this share of the rule's cost while
 # holding fewer of the run's ranks than that share (the same problem on every rank names no host).
 HOST_SHARE = 0.75
 
 
-def wall_union(rule_id: str, members: list[FindingJson], by_label: dict[str, ReportInfo]) -> int | None:
+def wall_union(rule_id: str, members: list[Finding], by_label: dict[str, ReportInfo]) -> int | None:
     """The union, on the aligned clock, of the phase of ``rule_id`` on each rank with a finding (None: a rank
     lacks its session start or phase, or its finding is not that phase's length)."""
     rule = {r.id: r for r in default_registry()}.get(rule_id)
@@ -41,10 +42,10 @@ def wall_union(rule_id: str, members: list[FindingJson], by_label: dict[str, Rep
         return None
     spans = []
     for f in members:
-        info = by_label.get(f["report"] or "")
+        info = by_label.get(f.report or "")
         start = info.get("session_start_utc_ns") if info else None
         ph = next((p for p in (info.get("phases") or [] if info else []) if p.get("name") == phase), None)
-        if not isinstance(start, int) or ph is None or int(ph["end_ns"]) - int(ph["start_ns"]) != int(f["impact_ns"]):
+        if not isinstance(start, int) or ph is None or int(ph["end_ns"]) - int(ph["start_ns"]) != int(f.impact_ns):
             return None
         spans.append((start + int(ph["start_ns"]), start + int(ph["end_ns"])))
     total, end = 0, None
@@ -60,17 +61,17 @@ def _who(rank: int | None, label: str) -> str:
     return f"rank {rank}" if rank is not None else label
 
 
-def roll_up(findings: list[FindingJson], infos: list[ReportInfo]) -> list[FindingJson]:
+def roll_up(findings: list[Finding], infos: list[ReportInfo]) -> list[Finding]:
     """``findings`` (placed, per report or run-level) as one entry per rule and scope (see the module);
     ``infos``: the run's ``reports[]`` (rank and host of each report's label). Unranked: the caller ranks."""
     by_label = {i["file"]: i for i in infos}
-    groups: dict[tuple[str, str | None], list[tuple[str, FindingJson]]] = defaultdict(list)
-    out: list[FindingJson] = []
+    groups: dict[tuple[str, str | None], list[tuple[str, Finding]]] = defaultdict(list)
+    out: list[Finding] = []
     for f in findings:
-        if (label := f.get("report")) is None:
+        if (label := f.report) is None:
             out.append(f)
         else:
-            groups[(f["rule_id"], f.get("phase"))].append((label, f))
+            groups[(f.rule_id, f.phase)].append((label, f))
     hosts_in_run = {i.get("host") for i in infos if i.get("tool") == ToolKind.NSYS}
     ranks_per_host: dict[str | None, int] = defaultdict(int)
     for i in infos:
@@ -84,33 +85,32 @@ def roll_up(findings: list[FindingJson], infos: list[ReportInfo]) -> list[Findin
             row = per.setdefault(label, {"rank": info.get("rank") if info else None,
                                          "host": info.get("host") if info else None,
                                          "report": label, "impact_ns": 0, "findings": 0})
-            row["impact_ns"] += int(f["impact_ns"])
+            row["impact_ns"] += int(f.impact_ns)
             row["findings"] += 1
         rows = sorted(per.values(), key=lambda r: (-r["impact_ns"], r["rank"] if r["rank"] is not None else 1 << 30,
                                                    r["report"]))
-        rep = min(members, key=lambda f: (-int(f["impact_ns"]), f["report"] or ""))
+        rep = min(members, key=lambda f: (-int(f.impact_ns), f.report or ""))
         total = sum(r["impact_ns"] for r in rows)
-        worst = min(SEVERITIES.index(f["severity"]) for f in members)
+        worst = min(SEVERITIES.index(f.severity) for f in members)
         by_host: dict[str | None, HostCost] = {}
         for r in rows:
             h = by_host.setdefault(r["host"], {"host": r["host"], "ranks": 0, "of_ranks": ranks_per_host.get(r["host"], 0),
                                                "impact_ns": 0})
             h["ranks"] += 1
             h["impact_ns"] += r["impact_ns"]
-        wall = wall_union(rep["rule_id"], members, by_label) if len(members) > 1 else None
-        entry: FindingJson = {
-            **rep, "severity": SEVERITIES[worst], "impact_ns": total if wall is None else wall,
-            "impact_summed_ns": total,
-            "impact_basis": "gpu_time_summed_over_ranks" if wall is None else "wall_time_aligned",
-            "impact_pct": max((p for f in members if (p := f["impact_pct"]) is not None), default=None),
-            "report": None, "rank": rows[0]["rank"],
-            "title": rep["title"] + _standout(rows, total, hosts_in_run, ranks_per_host),
-            "evidence_total": sum(int(f.get("evidence_total") or 0) for f in members),
-            "per_rank": rows, "per_host": sorted(by_host.values(), key=lambda h: (-h["impact_ns"], str(h["host"]))),
-            "ranks_with_finding": len(rows)}
-        if rep.get("impact_per_step_ns") is not None:
-            entry["impact_per_step_ns"] = sum(int(f.get("impact_per_step_ns") or 0) for f in members)
-        out.append(entry)
+        wall = wall_union(rep.rule_id, members, by_label) if len(members) > 1 else None
+        rollup = RollUp(impact_summed_ns=total,
+                        impact_basis="gpu_time_summed_over_ranks" if wall is None else "wall_time_aligned",
+                        per_rank=rows, per_host=sorted(by_host.values(), key=lambda h: (-h["impact_ns"], str(h["host"]))),
+                        ranks_with_finding=len(rows))
+        # The percentages as the JSON holds them (3 places): the largest of the members'.
+        pct = max((round(float(p), 3) for f in members if (p := f.impact_pct) is not None), default=None)
+        out.append(replace(
+            rep, severity=SEVERITIES[worst], impact_ns=total if wall is None else wall, impact_pct=pct, report=None,
+            rank=rows[0]["rank"], title=rep.title + _standout(rows, total, hosts_in_run, ranks_per_host),
+            evidence_total=sum(int(f.evidence_total or 0) for f in members), rollup=rollup,
+            impact_per_step_ns=(None if rep.impact_per_step_ns is None
+                                else sum(int(f.impact_per_step_ns or 0) for f in members))))
     return out
 
 

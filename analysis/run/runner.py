@@ -34,7 +34,7 @@ import numpy as np
 
 from analysis.diagnosis import breakdown as bd
 from analysis.diagnosis import ncu_verdict
-from analysis.diagnosis.findings import Finding, rank_finding_dicts
+from analysis.diagnosis.findings import Finding, rank_findings
 from analysis.diagnosis.idle_anatomy import idle_anatomy
 from analysis.diagnosis.launches import launch_summary
 from analysis.diagnosis.ncu.impact import NsysKernelsJson, kernels_from_json, kernels_to_json, nsys_kernels
@@ -45,13 +45,13 @@ from analysis.diagnosis.rules.nsys.run_nodes import collective_split, instances,
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.diagnosis.step_anatomy import anatomy
 from analysis.diagnosis.summary import report_info
-from analysis.diagnosis.verdict import report_verdict, run_verdict, verdict_facts
+from analysis.diagnosis.verdict import VerdictFacts, report_verdict, run_verdict, verdict_facts
 from analysis.duck import connect, cursor
 from analysis.input_kinds import step_of
 from analysis.loops import iterations as it
 from analysis.loops import steps as records_of
 from analysis.loops import window as win
-from analysis.loops.loop_report import loop_list, mark_loops, program_shape, run_phase
+from analysis.loops.loop_report import loop_list, loops_holding, program_shape, run_phase
 from analysis.loops.phases import Loop, PhaseInfo, phase_info
 from analysis.model.activity import unit_ops
 from analysis.model.network import report_network, run_matrix
@@ -60,7 +60,6 @@ from analysis.model.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 from analysis.readers import AnalysisStep, ToolKind
 from analysis.report_types import (
     CollectiveSplit,
-    FindingJson,
     IterationsJson,
     MpiSplit,
     NvtxIterations,
@@ -79,7 +78,7 @@ from analysis.result_parts import (
 from analysis.results import AnalysisResult, FindingResult, ReportSummary, ReportWindow, RuleStatus, Verdict
 from analysis.run import facts as run_facts
 from analysis.run.cpus import cpu_time, shared_cpu_warnings
-from analysis.run.facts import ReportFacts, ReportResult, as_dicts, as_json
+from analysis.run.facts import ReportFacts, ReportResult, finding_json
 from analysis.run.mixed import run_warnings
 from analysis.run.mpi import MPI_IDLE_FILE, read_mpi_idle, run_mpi, write_mpi
 from analysis.run.nccl_step import (
@@ -252,10 +251,16 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
             if v is not t:
                 v.close()
     paced = _host_paced(info)
-    placed = as_json([_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]).to_dict()
-                      for f in found])
-    mark_loops(as_dicts(placed), info)
+    placed = [_with_loops(_per_step(_placed(f, {label: phase}, {label} if paced else set(), spec.text), [info]), info)
+              for f in found]
     return ReportResult(label, t.tool, info, placed, outcomes, facts, facts_dir, spec.text)
+
+
+def _with_loops(f: Finding, info: ReportInfo) -> Finding:
+    """On a report with several loops, the finding with the loops its evidence lies in (``loops_holding``)."""
+    spans = [(e.start_ns, e.end_ns) for e in f.evidence if e.start_ns is not None and e.end_ns is not None]
+    loops = loops_holding(spans, info)
+    return f if loops is None else dataclasses.replace(f, loops=loops)
 
 
 def _anatomy_of(info: ReportInfo) -> JSON | None:
@@ -298,9 +303,9 @@ def rerun_linked_rules(results: list[ReportResult], paths: list[Path], labels: l
                     v.close()
         phase = _phase_of(r.info)
         paced = _host_paced(r.info)
-        placed = as_json([_per_step(_placed(f, {r.label: phase or ctx.spec.text}, {r.label} if paced else set(),
-                                            ctx.spec.text), [r.info]).to_dict() for f in found])
-        r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
+        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, {r.label} if paced else set(),
+                                    ctx.spec.text), [r.info]) for f in found]
+        r.findings = [f for f in r.findings if f.rule_id not in only] + placed
         r.rules.update(outcomes)
 
 
@@ -325,9 +330,9 @@ def _cross_report(results: list[ReportResult], paths: list[Path], ctx: AnalysisC
     for r, _ in nsys:
         phase = _phase_of(r.info)
         own = [f for f in found if f.report == r.label]
-        placed = as_json([_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text),
-                                    [r.info]).to_dict() for f in own])
-        r.findings = [f for f in r.findings if f["rule_id"] not in only] + placed
+        placed = [_per_step(_placed(f, {r.label: phase or ctx.spec.text}, set(), ctx.spec.text), [r.info])
+                  for f in own]
+        r.findings = [f for f in r.findings if f.rule_id not in only] + placed
         r.rules.update({rid: {"status": o["status"], "reason": o["reason"],
                               "findings": sum(1 for f in own if f.rule_id == rid) if o["status"] == "ok" else 0}
                         for rid, o in outcomes.items()})
@@ -437,7 +442,7 @@ def _analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, mem: I
                   split)
     mpi_apart([(r.label, _name(r), r.findings, _mpi_idle(r)) for r in results if r.tool == ToolKind.NSYS], mpi,
               mpi_waiting)
-    run_found: dict[str, list[FindingJson]] = {}
+    run_found: dict[str, list[Finding]] = {}
     run_status: dict[str, tuple[str, str | None]] = {}
     for rule_cls in ctx.selected:
         if rule_cls.scope != "run":
@@ -457,9 +462,9 @@ def _analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, mem: I
             continue
         infos = [r.info for r in results]
         phase = run_phase(results, spec.text)
-        run_found[rule_cls.id] = as_json([_per_step(_placed(f, {}, set(), phase), infos).to_dict() for f in found])
+        run_found[rule_cls.id] = [_per_step(_placed(f, {}, set(), phase), infos) for f in found]
         run_status[rule_cls.id] = ("ok", None)
-    findings: list[FindingJson] = []
+    findings: list[Finding] = []
     rules: list[RuleStatus] = []
     for rule_cls in ctx.selected:
         rid = rule_cls.id
@@ -468,19 +473,19 @@ def _analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, mem: I
             status, reason = run_status[rid]
         else:
             # Findings in the order a whole-run pass made them: rule by rule, report by report.
-            own = [f for r in results for f in r.findings if f["rule_id"] == rid]
+            own = [f for r in results for f in r.findings if f.rule_id == rid]
             status, reason = _merge_outcomes(rule_cls, results)
         findings.extend(own)
         rules.append(RuleStatus(rid, status, reason, len(own) if status == "ok" else 0))
     # The NCCL log's NET rules have their own registry (analysis.diagnosis.nccl): their findings and status here.
     listed = {r.id for r in ctx.registry}
-    findings.extend(f for r in results for f in r.findings if f["rule_id"] not in listed)
+    findings.extend(f for r in results for f in r.findings if f.rule_id not in listed)
     rules.extend(s for s in nccl_rule_statuses(results) if s.rule_id not in listed)
     if by_rule and sum(1 for r in results if r.tool == ToolKind.NSYS) > 1:
         for r in results:
-            r.info["findings"] = rank_finding_dicts(as_dicts(list(r.findings)))
+            r.info["findings"] = [finding_json(f) for f in rank_findings(r.findings)]
         findings = roll_up(findings, [r.info for r in results])
-    ranked = rank_finding_dicts(as_dicts(findings))
+    ranked = rank_findings(findings)
     verdicts = _verdicts(results)
     if top is not None:
         ranked = ranked[:top]
@@ -499,11 +504,12 @@ def _analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, mem: I
     achieved_links(network_path, matrix, results)  # each link's achieved bandwidth next to its transport
     verdict = with_network(critical_verdict(run_verdict(verdicts, names), verdicts, names, split) or ncu_lead,
                            results, network_path)
-    # Report summaries and findings are JSON up to here: step 1 stores them so (``ReportResult.save``) and the
-    # run-level passes (roll-up, verdicts, loop marks) complete them; they become typed once, here.
+    # Report summaries are JSON up to here: step 1 stores them so (``ReportResult.save``) and the run-level passes
+    # (roll-up, verdicts) complete them; they become typed once, here. Findings are ``Finding``s throughout (step 1
+    # saves them as JSON and step 2 reads them back as such): the result holds them as the contract reads them.
     return AnalysisResult(
         window=spec.text, reports=tuple(ReportSummary.from_json(r.info) for r in results),
-        findings=tuple(FindingResult.from_json(f) for f in ranked), rules=tuple(rules),
+        findings=tuple(FindingResult.from_json(f.to_dict()) for f in ranked), rules=tuple(rules),
         steps=steps,  # multi-rank: which rank finished each iteration last
         aligned_window=None if aligned is None else tuple(aligned),  # multi-rank: where every rank is steady
         verdict=verdict,
@@ -522,7 +528,8 @@ def _verdicts(results: list[ReportResult]) -> list[Verdict]:
     out = []
     for r in results:
         if r.tool == ToolKind.NSYS:
-            verdict = report_verdict(r.info, r.findings, r.facts.get("verdict") or {})
+            # Facts saved without the verdict's read as none of its keys known.
+            verdict = report_verdict(r.info, r.findings, r.facts.get("verdict") or cast("VerdictFacts", {}))
             r.info["verdict"] = verdict.to_json()
             out.append(verdict)
     return out

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from analysis import fmt
+from analysis.diagnosis.findings import Finding
 from analysis.diagnosis.rules.base import split_in_run
 from analysis.diagnosis.rules.nsys.common import fmt_ms
 from analysis.diagnosis.rules.nsys.run_nodes import CLOCK_SOURCE
@@ -32,7 +33,6 @@ from analysis.report_types import (
     CollectiveSplit,
     CollectiveWaits,
     CriticalRank,
-    FindingJson,
     KindSplit,
     MpiSplit,
     SampleSums,
@@ -41,8 +41,7 @@ from analysis.report_types import (
     WaitItem,
     WaitSamples,
 )
-from analysis.results import Verdict
-from analysis.run.facts import own_key
+from analysis.results import CommOverlapExtra, HostCommExtra, Verdict
 from analysis.run.mpi import intersect as mpi_intersect
 from analysis.run.mpi import union as mpi_union
 
@@ -220,7 +219,7 @@ def critical_verdict(verdict: Verdict | None, verdicts: list[Verdict], names: li
     return replace(own, text=lead + own.text)
 
 
-def mpi_apart(reports: list[tuple[str, str, list[FindingJson], np.ndarray | None]], mpi: MpiSplit | None,
+def mpi_apart(reports: list[tuple[str, str, list[Finding], np.ndarray | None]], mpi: MpiSplit | None,
               waiting: dict[str, tuple[int, np.ndarray, np.ndarray]]) -> None:
     """HOST003 (GPU idle while the host communicates) on each rank of a run whose MPI calls were split
     (``analysis.run.mpi``), changed in place. ``reports``: each nsys report's label, name (``rank R``), placed
@@ -251,23 +250,29 @@ def mpi_apart(reports: list[tuple[str, str, list[FindingJson], np.ndarray | None
             cut += sum(int((e - s).sum()) for s, e in [mpi_intersect((rows[:, 1], rows[:, 2]), pieces)])
         time_ns = sum(int(per[w]["time_ns"]) for w in mine)
         said = ", ".join(f"{k} {fmt_ms(v)}" for k, v in sorted(whom.items(), key=lambda kv: -kv[1]))
-        for f in findings:
-            if f.get("rule_id") not in ids or f.get("report") != label:
+        for i, f in enumerate(findings):
+            if f.rule_id not in ids or f.report != label or not isinstance(f.extra, HostCommExtra):
                 continue
-            before = int(f["impact_ns"])
+            before = int(f.impact_ns)
             c = min(cut, before)
-            f["impact_ns"] = before - c
-            if (pct := f["impact_pct"]) is not None and before:
-                f["impact_pct"] = round(float(pct) * (before - c) / before, 3)
-            f["mpi_waiting_ns"], f["mpi_waited_for"] = wait, dict(sorted(whom.items(), key=lambda kv: -kv[1]))
-            f["mpi_waiting_idle_ns"], f["impact_with_waiting_ns"] = c, before
-            f["message"] += (f" Of the rank's {fmt_ms(time_ns)} in MPI calls matched across ranks, {fmt_ms(wait)} was "
-                             f"waiting for another rank ({said}) to reach the matching call, not communication: the "
-                             f"{fmt_ms(c)} of GPU idle inside that waiting is that rank's work and is left out of this "
-                             f"impact ({fmt_ms(before)} with it, {fmt_ms(before - c)} without).")
+            extra = replace(f.extra, mpi_waiting_ns=wait, mpi_waited_for=dict(sorted(whom.items(), key=lambda kv: -kv[1])),
+                            mpi_waiting_idle_ns=c, impact_with_waiting_ns=before)
+            findings[i] = replace(
+                f, impact_ns=before - c, impact_pct=_scaled_pct(f.impact_pct, before - c, before), extra=extra,
+                message=f.message + (f" Of the rank's {fmt_ms(time_ns)} in MPI calls matched across ranks, {fmt_ms(wait)} "
+                                     f"was waiting for another rank ({said}) to reach the matching call, not "
+                                     f"communication: the {fmt_ms(c)} of GPU idle inside that waiting is that rank's "
+                                     f"work and is left out of this impact ({fmt_ms(before)} with it, "
+                                     f"{fmt_ms(before - c)} without)."))
 
 
-def waiting_apart(reports: list[tuple[str, int | None, str | None, list[FindingJson]]],
+def _scaled_pct(pct: float | None, now: int, before: int) -> float | None:
+    """A finding's share of the run's time (as its JSON holds it: 3 places) once its impact went from ``before`` to
+    ``now``."""
+    return round(round(float(pct), 3) * now / before, 3) if pct is not None and before else pct
+
+
+def waiting_apart(reports: list[tuple[str, int | None, str | None, list[Finding]]],
                   split: CollectiveSplit | None) -> None:
     """COMM001 (exposed communication) on each rank of a multi-rank run, told apart from the waiting the
     collectives split measured on that rank (``reports``: each nsys report's label, rank, host and placed
@@ -283,22 +288,23 @@ def waiting_apart(reports: list[tuple[str, int | None, str | None, list[FindingJ
         if len(mine) != 1 or rank is None:
             continue  # unmatched or ambiguous: leave the finding as it is
         wait = int(mine[0]["wait_ns"])
-        for f in findings:
-            if f.get("rule_id") not in ids or f.get("report") != label or wait <= 0:
+        for i, f in enumerate(findings):
+            if f.rule_id not in ids or f.report != label or wait <= 0 or not isinstance(f.extra, CommOverlapExtra):
                 continue
             whom = ", ".join((next((p["waited_for"] for p in ((split.get("participants") or []) if split else [])
                                     if p.get("rank") == f"rank {rank}"), {}) or {}).keys())
-            exposed = int(f["impact_ns"])
-            if own_key(f, "has_compute") is False:
+            exposed = int(f.impact_ns)
+            if f.extra.has_compute is False:
                 cut = min(wait, exposed)
-                f["impact_ns"] = exposed - cut
-                if (pct := f["impact_pct"]) is not None and exposed:
-                    f["impact_pct"] = round(float(pct) * (exposed - cut) / exposed, 3)
-                f["waiting_ns"], f["exposed_with_waiting_ns"] = cut, exposed
-                f["message"] += (f" Of it, {fmt_ms(cut)} was waiting for {whom or 'the last rank'} to arrive, not "
-                                 f"communication: counted under the late rank (COMM002), not here; "
-                                 f"{fmt_ms(exposed - cut)} remains.")
+                findings[i] = replace(
+                    f, impact_ns=exposed - cut, impact_pct=_scaled_pct(f.impact_pct, exposed - cut, exposed),
+                    extra=replace(f.extra, waiting_ns=cut, exposed_with_waiting_ns=exposed),
+                    message=f.message + (f" Of it, {fmt_ms(cut)} was waiting for {whom or 'the last rank'} to arrive, "
+                                         f"not communication: counted under the late rank (COMM002), not here; "
+                                         f"{fmt_ms(exposed - cut)} remains."))
             else:
-                f["waiting_up_to_ns"] = min(wait, exposed)
-                f["message"] += (f" Up to {fmt_ms(min(wait, exposed))} of the rank's NCCL time was waiting for "
-                                 f"{whom or 'the last rank'} to arrive (the collectives split), not communication.")
+                findings[i] = replace(
+                    f, extra=replace(f.extra, waiting_up_to_ns=min(wait, exposed)),
+                    message=f.message + (f" Up to {fmt_ms(min(wait, exposed))} of the rank's NCCL time was waiting "
+                                         f"for {whom or 'the last rank'} to arrive (the collectives split), not "
+                                         "communication."))

@@ -7,6 +7,7 @@ export and modify it with plain ``sqlite3`` (the nsys layout), so the real inges
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import sqlite3
@@ -17,6 +18,8 @@ from typing import Any
 import duckdb
 
 from analysis.api import ingest
+from analysis.diagnosis.findings import Evidence, Finding
+from analysis.diagnosis.rules.registry import finding_extras
 from analysis.readers.schema import NSYS_TABLES, columns, ddl
 
 
@@ -259,3 +262,22 @@ def corpus_rows(short: str, sql: str) -> list[tuple]:
         return con.execute(sql).fetchall()
     finally:
         con.close()
+
+
+def finding_of(rule_id: str, impact_ns: int, **keys: Any) -> Finding:
+    """A finding of ``rule_id`` as a test plants it (what the verdict reads): ``keys`` are the finding's own fields
+    (``phase``, ``title``, ``host_functions``, ``evidence`` as dicts ...) or its rule's extra fields. An extra field
+    not given is None, as a finding's JSON without the key reads, or its default where it has one; a key that is
+    neither raises."""
+    extra_type = finding_extras().get(rule_id)
+    own = {f.name: f for f in dataclasses.fields(extra_type)} if extra_type is not None else {}
+    base = {k: v for k, v in keys.items() if k not in own}
+    unknown = set(base) - {f.name for f in dataclasses.fields(Finding)}
+    if unknown:
+        raise TypeError(f"{rule_id}: neither the finding nor its extra has {sorted(unknown)}")
+    extra = None if extra_type is None else extra_type(**{
+        n: keys.get(n) for n, f in own.items()
+        if n in keys or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)})
+    base["evidence"] = tuple(Evidence(**e) for e in base.get("evidence", ()))
+    return Finding(**{"rule_id": rule_id, "title": f"{rule_id} title", "message": "", "impact_ns": impact_ns,
+                      "impact_pct": None, "advice": "", "extra": extra, **base})

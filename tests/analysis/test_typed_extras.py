@@ -169,22 +169,50 @@ def test_a_rule_s_findings_carry_only_the_keys_its_type_declares(typed_findings)
     assert undeclared(typed_findings, finding_extras()) == set()
 
 
-def test_the_keys_the_run_step_adds_are_declared() -> None:
-    """The keys ``analysis.run.waiting`` writes into the findings of the rules it splits (``Rule.run_split``: HOST003's
-    MPI waiting, COMM001's collective waiting; no corpus run shows them) are fixed keys or the rule's type's fields."""
-    from analysis.run import waiting
+def _comm001(**engine) -> Finding:
+    extra = results.CommOverlapExtra(comm_ns=100, comm_exposed_ns=80, overlap_pct=20.0, has_compute=False)
+    return Finding(rule_id="COMM001", title="t", message="m.", impact_ns=80, impact_pct=8.0004, advice="a",
+                   report="r0", rank=0, phase="steady", extra=extra, **engine)
 
-    targets = [t for n in ast.walk(ast.parse(inspect.getsource(waiting))) if isinstance(n, ast.Assign)
-               for t in n.targets]
-    keys = {e.slice.value for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])
-            if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) and isinstance(e.value, ast.Name)
-            and e.value.id == "f"}
-    assert {"mpi_waiting_ns", "mpi_waited_for", "waiting_ns", "exposed_with_waiting_ns", "waiting_up_to_ns"} <= keys
-    declared = {"impact_ns", "impact_pct", "message"}
-    for rule in all_rules():
-        if rule.run_split in ("mpi_waiting", "collective_waiting"):
-            declared |= {x.name for x in dataclasses.fields(rule.extra_type)}
-    assert keys - declared == set()
+
+def test_the_run_step_sets_its_keys_on_the_rule_s_extra() -> None:
+    """COMM001's collective waiting (``waiting_apart``) is set on its ``CommOverlapExtra``, a field the rule's type
+    declares (mypy checks the name): the impact loses the waiting, and the JSON writes the run step's keys after the
+    engine's, where the run step has always added them; a finding read back from its JSON (step 1 saved, step 2
+    read) writes the same JSON."""
+    from analysis.run.facts import finding_from_json, finding_json
+    from analysis.run.waiting import waiting_apart
+
+    found = [_comm001(impact_per_step_ns=8, steps_in_window=10, loops=(0,))]
+    split = {"per_rank": [{"rank": 0, "host": "h", "pid": 1, "wait_ns": 30, "transfer_ns": 5, "wait_pct": 85.0}],
+             "participants": [{"rank": "rank 0", "host": "h", "wait_ns": 30, "transfer_ns": 5,
+                               "waited_for": {"rank 1": 30}}]}
+    waiting_apart([("r0", 0, "h", found)], split)
+    (f,) = found
+    assert isinstance(f.extra, results.CommOverlapExtra)
+    assert (f.impact_ns, f.extra.waiting_ns, f.extra.exposed_with_waiting_ns) == (50, 30, 80)
+    assert f.impact_pct == round(8.0 * 50 / 80, 3) and "waiting for rank 1" in f.message
+    out = f.to_dict()
+    assert list(out)[12:] == ["comm_ns", "comm_exposed_ns", "overlap_pct", "has_compute", "impact_per_step_ns",
+                              "steps_in_window", "loops", "waiting_ns", "exposed_with_waiting_ns"]
+    back = finding_from_json(finding_json(f))
+    assert back == f and list(back.to_dict().items()) == list(out.items())
+
+
+def test_a_finding_read_back_keeps_the_roll_up_and_refuses_a_key_no_type_has() -> None:
+    """The roll-up across ranks (``RollUp``) is written last and read back whole; a key neither the finding nor its
+    rule's type holds is an error, not a key silently kept or lost."""
+    from analysis.diagnosis.findings import RollUp
+    from analysis.run.facts import finding_from_json, finding_json
+
+    rolled = _comm001(rollup=RollUp(impact_summed_ns=160, impact_basis="gpu_time_summed_over_ranks",
+                                    per_rank=[], per_host=[], ranks_with_finding=2))
+    out = finding_json(rolled)
+    assert list(out)[-5:] == ["impact_summed_ns", "impact_basis", "per_rank", "per_host", "ranks_with_finding"]
+    back = finding_from_json(out)
+    assert back.rollup == rolled.rollup and list(back.to_dict().items()) == list(out.items())
+    with pytest.raises(ValueError, match="sync_calls"):
+        finding_from_json({**out, "sync_calls": 1})
 
 
 def test_a_key_the_type_lacks_is_seen(typed_findings) -> None:
@@ -204,42 +232,20 @@ def test_the_registry_lists_each_rule_s_declared_type() -> None:
     assert all(dataclasses.is_dataclass(cls) for cls in extras.values())
 
 
-def _keys_written(module: str, name: str) -> set[str]:
-    """String keys a module writes into ``name`` (``name["key"] = ...``), gives it in a dict literal
-    (``name = {...}``, or ``name: T = {...}``), or passes in a dict literal as ``name=``
-    (``dataclasses.replace(f, extra={...})``)."""
-    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
-    dicts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
-             and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
-    dicts += [n.value for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and isinstance(n.value, ast.Dict)
-              and isinstance(n.target, ast.Name) and n.target.id == name]
-    dicts += [k.value for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords
-              if k.arg == name and isinstance(k.value, ast.Dict)]
-    keys = {k.value for d in dicts for k in d.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-    keys |= {t.slice.value for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
-             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
-             and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str)}
-    return keys
-
-
 def test_engine_extra_is_the_keys_the_engine_writes() -> None:
-    """``EngineExtra`` is never constructed (its docstring says why); its fields are exactly the keys the steps after
-    the rules write into findings, with the two a rule writes beside or in its own type: a key added there without
-    the type, or a field no step writes any more, fails here. In step 1 a finding holds them as its own fields
-    (``Finding.ENGINE_FIELDS``: the runner sets the host-paced mark and the cost per step, the rules that sampled
-    the CPU ``host_functions``); the run step writes the others into the findings' JSON."""
-    fixed = {f.name for f in dataclasses.fields(results.FindingResult)}
-    assert set(ENGINE_FIELDS) <= {f.name for f in dataclasses.fields(Finding)}
-    runner = inspect.getsource(importlib.import_module("analysis.run.runner"))
-    set_by_runner = {k for k in ENGINE_FIELDS if f"{k}=" in runner}
-    engine = ((set_by_runner | _keys_written("analysis.run.rollup", "entry")
-               | _keys_written("analysis.loops.loop_report", "f")) - fixed)
-    assert {"host_paced", "impact_per_step_ns", "steps_in_window", "loops", "per_rank", "ranks_with_finding"} <= engine
-    by_rules = {"host_functions", "owns_idle"}
+    """``EngineExtra`` is never constructed (its docstring says why); its fields are exactly the engine's keys a
+    ``Finding`` holds as its own fields (``ENGINE_FIELDS``: the runner's host-paced mark and cost per step, the
+    sampling rules' ``host_functions``; ``loops``; the roll-up's, ``RollUp``) and ``owns_idle``, which HOST002's type
+    declares: a key added to a finding without the type, or a field no finding holds any more, fails here."""
+    from analysis.diagnosis.findings import RollUp
+
+    held = {f.name for f in dataclasses.fields(Finding)}
+    rollup = {f.name for f in dataclasses.fields(RollUp)}
+    assert set(ENGINE_FIELDS) | {"loops", "rollup"} <= held
     assert all(any("host_functions=" in src for src in _sources(default_registry().get(r)))
                for r in ("SYNC001", "GPU001", "HOST001"))
     assert "owns_idle" in {f.name for f in dataclasses.fields(finding_extras()["HOST002"])}
-    assert {f.name for f in dataclasses.fields(EngineExtra)} == engine | by_rules
+    assert {f.name for f in dataclasses.fields(EngineExtra)} == {*ENGINE_FIELDS, "loops", *rollup, "owns_idle"}
 
 
 def facts_problems(findings: list) -> set[tuple[str, tuple[str, ...]]]:

@@ -3,16 +3,18 @@ and end to end: first in the CLI text and the JSON, one verdict for a multi-rank
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from analysis.api import analyze
+from analysis.diagnosis.findings import Finding
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.diagnosis.verdict import KINDS, finding_kind, report_verdict, run_verdict
 from analysis.results import Verdict
 from goodput_cli.render import text
-from tests.analysis.planting import ingested
+from tests.analysis.planting import finding_of, ingested
 from tests.conftest import corpus_file
 
 MS = 1_000_000
@@ -31,8 +33,9 @@ def info(*, busy_ms: float = 50, span_ms: float = 100, copies_ms: float = 0, pha
             "top_kernels": [{"name": "k<int>", "share_pct": 40.0}]}
 
 
-def finding(rule_id: str, impact_ms: float, phase: str = "steady", **extra) -> dict:
-    return {"rule_id": rule_id, "impact_ns": int(impact_ms * MS), "phase": phase, "title": f"{rule_id} title", **extra}
+def finding(rule_id: str, impact_ms: float, phase: str = "steady", **keys) -> Finding:
+    """A finding of ``rule_id`` costing ``impact_ms`` on ``phase``; ``keys``: its fields or its extra's."""
+    return finding_of(rule_id, int(impact_ms * MS), phase=phase, **keys)
 
 
 def test_no_gpu_activity_says_what_is_missing() -> None:
@@ -82,7 +85,7 @@ def test_busy_gpu_with_a_single_block_grid_is_a_launch_shape_verdict_before_the_
     assert (v.kind, v.rule_id) == ("launch_shape", "KRN004")
     assert "1 block(s) of 512 thread(s) on 28 SMs" in v.text and "3.6 % of the GPU" in v.text
     # A small shape cost (under half the kernel time) leaves the kernel verdict.
-    small = {**shape, "impact_ns": 10 * MS}
+    small = dataclasses.replace(shape, impact_ns=10 * MS)
     assert report_verdict(info(span_ms=100, busy_ms=99), [finding("KRN005", 99, kernel="k"), small], FACTS).kind \
         == "gpu_bound_kernel"
 

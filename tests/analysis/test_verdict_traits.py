@@ -10,6 +10,7 @@ import pytest
 from analysis.diagnosis.rules.base import Rule, RuleContext
 from analysis.diagnosis.rules.registry import default_registry
 from analysis.diagnosis.verdict import KINDS, finding_kind, report_verdict
+from tests.analysis.planting import finding_of
 from tests.analysis.test_verdict import FACTS, MS, RULE_KINDS, finding, info
 
 
@@ -35,7 +36,7 @@ def test_every_registered_nsys_rule_states_its_verdict_traits() -> None:
     # or its finding is evidence only (HOST002, the CPU samples the other findings name).
     silent = {r.id for r in nsys if r.verdict_kind is None}
     assert silent == {"KRN005", "PHASE001", "PHASE002", "HOST002"}
-    assert {r: finding_kind({"rule_id": r}) for r in sorted(silent)} == {
+    assert {r: finding_kind(finding_of(r, 0)) for r in sorted(silent)} == {
         "HOST002": None, "KRN005": "gpu_bound_kernel", "PHASE001": "startup", "PHASE002": "startup"}
     # Every other rule leads a verdict of its own, COMM005 too.
     assert RULE_KINDS["COMM005"][0] == "communication" and len(RULE_KINDS) == len(nsys) - len(silent)
@@ -83,10 +84,11 @@ def test_the_kind_a_finding_stands_for_is_its_rule_s_trait() -> None:
     class Ncu(Rule):
         id, name, tool = "NCU097", "ncu.plain", "ncu"
 
-    assert (Speaks.finding_kind({}), Leads.finding_kind({}), Ncu.finding_kind({})) == ("startup", "host_bound", None)
-    assert finding_kind({"rule_id": "GPU001", "main_cause": "setup"}) == "startup"  # GPU001's own override
-    assert finding_kind({"rule_id": "GPU001", "main_cause": "no_activity"}) == "host_bound"
-    assert finding_kind({"rule_id": "NCU001"}) is None and finding_kind({"rule_id": "NET001"}) is None
+    assert (Speaks.finding_kind(finding_of(Speaks.id, 0)), Leads.finding_kind(finding_of(Leads.id, 0)),
+            Ncu.finding_kind(finding_of(Ncu.id, 0))) == ("startup", "host_bound", None)
+    assert finding_kind(finding_of("GPU001", 0, main_cause="setup")) == "startup"  # GPU001's own override
+    assert finding_kind(finding_of("GPU001", 0, main_cause="no_activity")) == "host_bound"
+    assert finding_kind(finding_of("NCU001", 0)) is None and finding_kind(finding_of("NET001", 0)) is None
     assert not re.search(r"[A-Z]{3,5}\d{3}", inspect.getsource(finding_kind))
 
 
@@ -202,12 +204,13 @@ def test_a_rule_s_own_step_reaches_the_verdict() -> None:
     """MEM004's step follows its faults' direction and MEM002's drops pinning without a pageable copy: the rules'
     own ``verdict_step``, which the verdict takes for its leading finding."""
     mem004, mem002 = default_registry().get("MEM004"), default_registry().get("MEM002")
-    to_host = {"rule_id": "MEM004", "idle_by_direction": {"UVM_DtoH": {"ns": 5}}, "kernel_overlap_ns": 1}
+    faults = {"idle_by_direction": {"UVM_DtoH": {"ns": 5}}, "kernel_overlap_ns": 1}
+    to_host = finding_of("MEM004", 0, **faults)
     assert "cudaCpuDeviceId" in mem004.verdict_step(to_host)
-    assert mem004.verdict_step({"rule_id": "MEM004"}) == mem004.next_step
-    assert mem002.verdict_step({"pinned_advice": False}) != mem002.next_step
-    assert mem002.verdict_step({"pinned_advice": True}) == mem002.next_step
-    v = report_verdict(info(span_ms=100, busy_ms=20), [{**finding("MEM004", 60), **to_host}], FACTS)
+    assert mem004.verdict_step(finding_of("MEM004", 0)) == mem004.next_step
+    assert mem002.verdict_step(finding_of("MEM002", 0, pinned_advice=False)) != mem002.next_step
+    assert mem002.verdict_step(finding_of("MEM002", 0, pinned_advice=True)) == mem002.next_step
+    v = report_verdict(info(span_ms=100, busy_ms=20), [finding("MEM004", 60, **faults)], FACTS)
     assert (v.rule_id, v.next_step) == ("MEM004", mem004.verdict_step(to_host))
 
 

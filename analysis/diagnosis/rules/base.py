@@ -269,21 +269,21 @@ class Rule:
     busy_role: ClassVar[Literal["copy_bound", "copies", "launch_shape", "dominant_kernel"] | None] = None
 
     @classmethod
-    def verdict_step(cls, finding: Mapping[str, Any]) -> str:
-        """The next step the verdict says when ``finding`` (one of this rule's, as JSON) leads it: ``next_step``; a rule
+    def verdict_step(cls, finding: Finding) -> str:
+        """The next step the verdict says when ``finding`` (one of this rule's) leads it: ``next_step``; a rule
         whose step depends on what its finding found overrides it (MEM004: the faults' direction; MEM002: no pageable
         copy, so pinning fixes nothing)."""
         return getattr(cls, "next_step", "")
 
     @classmethod
-    def idle_unrecorded(cls, finding: Mapping[str, Any]) -> bool:
+    def idle_unrecorded(cls, finding: Finding) -> bool:
         """Whether ``finding``'s idle is mostly idle in which nothing of the host's was recorded (no call, range, CPU
         sample or switch-out): an absence of evidence, not a cause (GPU001 overrides it)."""
         return False
 
     @classmethod
-    def finding_kind(cls, finding: Mapping[str, Any]) -> str | None:
-        """The verdict kind ``finding`` (one of this rule's, as JSON) stands for (``analysis.diagnosis.verdict``):
+    def finding_kind(cls, finding: Finding) -> str | None:
+        """The verdict kind ``finding`` (one of this rule's) stands for (``analysis.diagnosis.verdict``):
         ``stands_for``, else an nsys rule's ``verdict_kind``; None: it speaks for no verdict. A rule whose kind depends
         on the finding overrides this (GPU001: idle inside set-up calls is start-up)."""
         if cls.stands_for is not None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from analysis import fmt
@@ -113,18 +110,20 @@ class IdleGaps(Rule):
         " host work (data loading, Python) with NVTX ranges and move it off the critical path.")
 
     @classmethod
-    def finding_kind(cls, finding: Mapping[str, Any]) -> str | None:
+    def finding_kind(cls, finding: Finding) -> str | None:
         """Idle whose main cause is set-up (context, module, memory and communicator set-up calls) is start-up."""
-        return "startup" if finding.get("main_cause") == "setup" else super().finding_kind(finding)
+        setup = isinstance(finding.extra, IdleGapsExtra) and finding.extra.main_cause == "setup"
+        return "startup" if setup else super().finding_kind(finding)
 
     @classmethod
-    def idle_unrecorded(cls, finding: Mapping[str, Any]) -> bool:
+    def idle_unrecorded(cls, finding: Finding) -> bool:
         """At least half of the idle is ``none`` by its anatomy categories (``by_category``), or, without them, the
         main cause is ``no_activity`` and no sampled function is named."""
-        cats = finding.get("by_category")
+        extra = finding.extra if isinstance(finding.extra, IdleGapsExtra) else None
+        cats = extra.by_category if extra is not None else None
         if cats:
             return 2 * int(cats.get("none", 0)) >= sum(int(v) for v in cats.values())
-        return finding.get("main_cause") == "no_activity" and not finding.get("host_functions")
+        return extra is not None and extra.main_cause == "no_activity" and not finding.host_functions
 
     def check_report(self, trace: Trace, ctx: RuleContext) -> list[Finding]:
         units = owned(trace, ctx.all_params, ctx.claimers)

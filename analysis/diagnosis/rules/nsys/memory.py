@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from analysis import fmt
 from analysis.diagnosis.findings import Evidence, Finding
@@ -138,10 +136,10 @@ class BlockingMemcpy(Rule):
         " keep results on the GPU instead of reading them back every step.")
 
     @classmethod
-    def verdict_step(cls, finding: Mapping[str, Any]) -> str:
+    def verdict_step(cls, finding: Finding) -> str:
         """No pageable copy holds the idle (``pinned_advice`` false): pinning fixes nothing, so the step is
         asynchronous copies or data kept on the GPU."""
-        if finding.get("pinned_advice") is False:
+        if isinstance(finding.extra, BlockingCopyExtra) and finding.extra.pinned_advice is False:
             return "issue the copies with cudaMemcpyAsync on a stream and synchronize once, or keep the data on the GPU"
         return cls.next_step
 
@@ -333,13 +331,15 @@ class UnifiedMemoryMigration(Rule):
         "location, read-mostly), or allocate on the device and copy explicitly with cudaMemcpyAsync.")
 
     @classmethod
-    def verdict_step(cls, finding: Mapping[str, Any]) -> str:
+    def verdict_step(cls, finding: Finding) -> str:
         """The step follows the direction of the faults that own the cost: idle between migrations to the host is
         the host faulting device-resident pages back (prefetch them to the CPU before it reads them, or keep the work
         on the device); migrations inside kernels are the GPU faulting (prefetch to the GPU: ``next_step``)."""
-        by_dir = finding.get("idle_by_direction") or {}
+        extra = finding.extra if isinstance(finding.extra, MigrationExtra) else None
+        by_dir = (extra.idle_by_direction if extra is not None else None) or {}
         to_host = int((by_dir.get("UVM_DtoH") or {}).get("ns") or 0)
-        on_gpu = int(finding.get("kernel_overlap_ns") or 0) + int((by_dir.get("UVM_HtoD") or {}).get("ns") or 0)
+        overlap = extra.kernel_overlap_ns if extra is not None else None
+        on_gpu = int(overlap or 0) + int((by_dir.get("UVM_HtoD") or {}).get("ns") or 0)
         if to_host > on_gpu:
             return ("prefetch the managed buffers to the host (cudaMemPrefetchAsync to cudaCpuDeviceId) before the "
                     "host reads them, or keep that work on the GPU so the pages stay there")
