@@ -1,8 +1,8 @@
 """The JSON form of a report's object (``reports[]``) as the analysis holds it between its two steps, as
 TypedDicts: the headline facts a reader's ``summarize`` returns (``analysis.diagnosis.summary``), what step 1 adds
 to them, and the run's collective split (``CollectiveSplit``). The parts that have a result type (breakdown, window,
-NVTX ranges, step records and anatomy, iteration time and items, ncu kernels, top kernels) are built as that type
-(``analysis.results``, ``analysis.result_parts``) and enter this object as its ``to_json()``; what is typed here is
+NVTX ranges, the loop's iterations with their step records and anatomy, ncu kernels, top kernels) are built as that
+type (``analysis.results``, ``analysis.result_parts``) and enter this object as its ``to_json()``; what is typed here is
 what has no such type yet (the NVTX step statistics, a host-paced loop's latency and headroom, the network, the
 collective split). ``analysis.results.ReportSummary`` is the object read back as dataclasses.
 
@@ -145,21 +145,6 @@ class LoopDetail(TypedDict, total=False):
     domain: str | None
     ops_median: int
     nvtx_reason: str | None
-
-
-class IterationsJson(NvtxStepStats, total=False):
-    """A report's ``iterations`` object (``analysis.run.runner``): the NVTX step summary (without its items) when the
-    step is an NVTX range, the loop's source, count, signature, percentiles, first iterations, every loop, the
-    program's shape and the step anatomy (``analysis.result_parts.Iterations`` read back)."""
-
-    source: str | None
-    signature: list[str]
-    items: list[JSON]
-    detail: LoopDetail
-    iteration_time: JSON
-    loops: list[JSON]
-    program: str
-    anatomy: JSON
 
 
 class TransferCounts(TypedDict):
@@ -683,7 +668,7 @@ class ReportInfo(TypedDict, total=False):
     degraded: list[Degraded]
     system_metrics: JSON
     breakdown: JSON
-    iterations: IterationsJson
+    iterations: JSON  # ``analysis.result_parts.Iterations`` as JSON
     nvtx: JSON
     launches: JSON
     network: ReportNetwork

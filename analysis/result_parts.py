@@ -505,9 +505,10 @@ class IterationItem:
 
 
 @dataclass(frozen=True, slots=True)
-class StepRecord:
-    """One iteration's exact record (``analysis.loops.steps``): its phase, span, GPU busy time and the breakdown's
-    partition of it (compute, exposed and overlapped communication, memory only, idle)."""
+class StepFigures:
+    """One iteration's figures (``analysis.loops.steps``): its phase, span, GPU busy time and the breakdown's partition
+    of it (compute, exposed and overlapped communication, memory only, idle). The fields ``StepRecord`` and
+    ``SlowStep`` share, first in their JSON."""
 
     index: int
     phase: str
@@ -520,10 +521,23 @@ class StepRecord:
     comm_overlapped_ns: int
     memory_only_ns: int
     idle_ns: int
-    # Multi-rank runs: the rank that finished this step last on the absolute clock and how long after the
-    # first it did (``analysis.run.facts.mark_last``); absent in a report analyzed alone.
-    last: str | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
-    spread_ns: int | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+
+
+def _last_field() -> Any:
+    """Multi-rank runs: the rank that finished a step last on the absolute clock, and how long after the first it did
+    (``spread_ns``; ``analysis.run.facts.mark_last``); absent in a report analyzed alone."""
+    return dataclasses.field(default=None, metadata={"json": {"optional": True}})
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord(StepFigures):
+    """One iteration's exact record (``analysis.loops.steps``): its phase, span, GPU busy time and the breakdown's
+    partition of it (compute, exposed and overlapped communication, memory only, idle).
+
+    Those are its ``StepFigures``; in a multi-rank run it also says which rank finished it last."""
+
+    last: str | None = _last_field()
+    spread_ns: int | None = _last_field()
 
     def to_json(self) -> JSON:
         return _plain_json(self)
@@ -534,28 +548,18 @@ class StepRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class SlowStep:
+class SlowStep(StepFigures):
     """One of the slowest steps (``analysis.diagnosis.step_anatomy``): its record, its time over the median step, the rule
-    that owns that extra time (None: longer GPU work) and the cause in words."""
+    that owns that extra time (None: longer GPU work) and the cause in words.
 
-    index: int
-    phase: str
-    start_ns: int
-    end_ns: int
-    ns: int
-    gpu_busy_ns: int
-    compute_ns: int
-    comm_exposed_ns: int
-    comm_overlapped_ns: int
-    memory_only_ns: int
-    idle_ns: int
+    Its record is its ``StepFigures`` (the fields it shares with ``StepRecord``) and, in a multi-rank run, which rank
+    finished it last."""
+
     extra_ns: int
     owner: str | None
     cause: str
-    # Multi-rank runs: the rank that finished this step last on the absolute clock and how long after the
-    # first it did (``analysis.run.facts.mark_last``); absent in a report analyzed alone.
-    last: str | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
-    spread_ns: int | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+    last: str | None = _last_field()
+    spread_ns: int | None = _last_field()
 
     def to_json(self) -> JSON:
         return _plain_json(self)

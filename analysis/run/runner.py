@@ -60,7 +60,6 @@ from analysis.model.trace import DUCKDB_MEMORY_BYTES, Run, Trace
 from analysis.readers import AnalysisStep, ToolKind
 from analysis.report_types import (
     CollectiveSplit,
-    IterationsJson,
     MpiSplit,
     NvtxIterations,
     ReportInfo,
@@ -69,6 +68,7 @@ from analysis.report_types import (
 from analysis.result_parts import (
     JSON,
     IterationItem,
+    Iterations,
     IterationTime,
     NcuKernel,
     PhaseSpan,
@@ -162,36 +162,51 @@ def _anatomy(t: Trace, v: Trace, loop: Loop, all_params: Mapping[str, Mapping[st
     return anatomy(v, loop, all_params, claimers, cols, unit)
 
 
+# The keys of a report's ``iterations`` that ``Iterations`` types; the NVTX step statistics, the loop's ``detail`` and
+# the headline percentiles stay in its ``details``.
+_ITERATIONS_TYPED = frozenset(f.name for f in dataclasses.fields(Iterations)) - {"details", "keys"}
+
+
 def _loop_summary(trace: Trace, info: PhaseInfo, ana: StepAnatomy | None,
-                  judged: tuple[Loop, int | None] | None = None) -> IterationsJson:
-    """The report's ``iterations`` object: NVTX's step summary when the step is an NVTX range (its
-    keys as before), plus the loop's source, counts, iteration-time percentiles and step anatomy.
-    ``judged``: the loop the window holds and its index under ``loop:N``; the anatomy is that loop's and
-    says so (``anatomy.loop``: the index in ``loops``; ``anatomy.iteration_time``: its percentiles)."""
+                  judged: tuple[Loop, int | None] | None = None) -> Iterations:
+    """The report's ``iterations``: NVTX's step summary when the step is an NVTX range (its keys as before), plus
+    the loop's source, counts, iteration-time percentiles and step anatomy, in the key order the JSON has always
+    had (``keys``). ``judged``: the loop the window holds and its index under ``loop:N``; the anatomy is that
+    loop's and says so (``anatomy.loop``: the index in ``loops``; ``anatomy.iteration_time``: its percentiles)."""
     loop = info.loop
     nv = loop.nvtx or (it.iterations(trace) if loop.source is None else NvtxIterations())
-    out: IterationsJson = cast("IterationsJson", it.compact(nv)) if loop.source in ("nvtx", None) else {
-        "has_nvtx": trace.has_rows("nvtx"), "range": None, "domain": None}
+    head: Mapping[str, Any] = (it.compact(nv) if loop.source in ("nvtx", None) else
+                               {"has_nvtx": trace.has_rows("nvtx"), "range": None, "domain": None})
+    details = {k: v for k, v in head.items() if k not in _ITERATIONS_TYPED}
+    keys = list(head)
     if loop.source == "nvtx":
         # NVTX steps keep their projected GPU time as the headline, as before; p99 of it beside.
-        out["p99_ns"] = nv.get("p99_ns")
+        details["p99_ns"] = nv.get("p99_ns")
+        keys.append("p99_ns")
+    details["detail"] = loop.detail
+    keys += ["source", "count", "signature", "detail", "reason"]
     d = loop.durations
-    out.update({"source": loop.source, "count": len(loop), "signature": loop.signature,
-                "detail": loop.detail, "reason": out.get("reason") if loop.source else loop.reason})
-    if len(d):
-        stats = _time_stats(d).to_json()
-        out["iteration_time"] = stats
-        if loop.source != "nvtx":
-            out.update(cast("IterationsJson", stats))
-        out["items"] = [IterationItem(index=i, start_ns=int(loop.starts[i]), end_ns=int(loop.ends[i]),
-                                      ns=int(d[i])).to_json() for i in range(min(len(d), ITEMS))]
-    out["loops"] = [lp.to_json() for lp in loop_list(loop)]
-    out["program"] = program_shape(loop, info.phases)
+    stats = _time_stats(d) if len(d) else None
+    if stats is not None:
+        keys.append("iteration_time")
+        if loop.source != "nvtx":  # the loop's percentiles are the headline
+            details.update(stats.to_json())
+            keys += list(stats.to_json())
+        keys.append("items")
+    anatomy = None
     if ana is not None:
         loop_n = judged[1] if judged is not None else None
-        out["anatomy"] = ana.for_report(ITEMS, loop_n, None if judged is None or loop_n is None
-                                        else _time_stats(judged[0].durations)).to_json()
-    return out
+        anatomy = ana.for_report(ITEMS, loop_n, None if judged is None or loop_n is None
+                                 else _time_stats(judged[0].durations))
+    keys += ["loops", "program", *(["anatomy"] if anatomy is not None else [])]
+    return Iterations(
+        has_nvtx=head.get("has_nvtx", False), range=head.get("range"), domain=head.get("domain"), count=len(loop),
+        source=loop.source, signature=tuple(loop.signature), reason=head.get("reason") if loop.source else loop.reason,
+        loops=tuple(loop_list(loop)), program=program_shape(loop, info.phases), iteration_time=stats,
+        items=None if stats is None else tuple(
+            IterationItem(index=i, start_ns=int(loop.starts[i]), end_ns=int(loop.ends[i]), ns=int(d[i]))
+            for i in range(min(len(d), ITEMS))),
+        anatomy=anatomy, details=details, keys=tuple(dict.fromkeys(keys)))
 
 
 def _report_rules(run: Run, ctx: AnalysisContext, only: tuple[str, ...] | None = None,
@@ -228,7 +243,7 @@ def analyze_report(path: Path, label: str, ctx: AnalysisContext, facts_dir: Path
                 judged = _judged_loop(spec, info_p)
                 ana = _anatomy(t, v, judged[0], ctx.all_params, ctx.registry.idle_claimers())
                 records = list(ana.records) if ana is not None else []
-                info["iterations"] = _loop_summary(t, info_p, ana, judged)
+                info["iterations"] = _loop_summary(t, info_p, ana, judged).to_json()
                 info["nvtx"] = nvtx_projection(v, limit=10).to_json()
                 info["launches"] = launch_summary(v).to_json()
                 info["network"] = report_network(t, b)
