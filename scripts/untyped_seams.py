@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "analysis"
-SEAMS_BUDGET = 15
-DICT_ANY_BUDGET = 40
+SEAMS_BUDGET = 7  # issue #38 asked <= 15; held at the count once the run step passed typed findings
+DICT_ANY_BUDGET = 15  # issue #38 asked <= 40; held at the count likewise
 BARE = re.compile(r"^(?:(?:list|tuple|Sequence|Iterator)\[)?(?:dict(?:\[str, Any\])?|Any)(?:, \.\.\.)?\]?(?: \| None)?$")
 
 
