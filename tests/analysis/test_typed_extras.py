@@ -197,6 +197,10 @@ def test_the_run_step_sets_its_keys_on_the_rule_s_extra() -> None:
                               "steps_in_window", "loops", "waiting_ns", "exposed_with_waiting_ns"]
     back = finding_from_json(finding_json(f))
     assert back == f and list(back.to_dict().items()) == list(out.items())
+    # With compute beside the NCCL kernels the waiting may be hidden: the impact stays, the bound is said, last.
+    hidden = [dataclasses.replace(_comm001(), extra=dataclasses.replace(_comm001().extra, has_compute=True))]
+    waiting_apart([("r0", 0, "h", hidden)], split)
+    assert hidden[0].impact_ns == 80 and list(hidden[0].to_dict().items())[-1] == ("waiting_up_to_ns", 30)
 
 
 def test_a_finding_read_back_keeps_the_roll_up_and_refuses_a_key_no_type_has() -> None:
