@@ -187,11 +187,11 @@ def test_findings_of_the_merged_job_point_into_each_rank_file(tmp_path: Path) ->
     lead = results[0]
     assert lead.info["network_path"]["files"][0] == {"file": files[0][1]}
     assert all(f.get("joined_by", "").startswith("commId 0x") for f in lead.info["network_path"]["files"][1:])
-    net001 = [f for f in lead.findings if f["rule_id"] == "NET001"]
-    assert net001 and net001[0]["severity"] == "critical"
+    net001 = [f for f in lead.findings if f.rule_id == "NET001"]
+    assert net001 and net001[0].severity == "critical"
     checked = 0
-    for ev in net001[0]["evidence"]:
-        d = ev["detail"]
+    for ev in net001[0].evidence:
+        d = ev.detail
         line = (tmp_path / d["file"]).read_text().splitlines()[d["line"] - 1]
         if not d.get("derived"):
             assert str(d["text"])[:40] in line
