@@ -1,17 +1,22 @@
-"""What the ingest child's copy does less of (issue #43) without changing a copied value: the launch table grouped in
-parts (``normalize.LAUNCH_PARTS``) and the string columns written without FSST (``child.open_output``)."""
+"""What the ingest does less of, or beside the copy (issue #43), without changing a copied value: the launch table
+grouped in parts (``normalize.LAUNCH_PARTS``), the string columns written without FSST (``child.open_output``), the
+derive step's imports done while the child copies (``ingest_nsys(prepare=)``)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from analysis.limits import Limits
 from analysis.readers.nsys import child
 from analysis.readers.nsys.guard import ExportInfo
+from analysis.readers.nsys.ingest import ingest_nsys
 from analysis.readers.nsys.normalize import CORR_MAX, LAUNCH_PARTS, statements
 from analysis.readers.schema import NSYS_TABLES, ddl
+from tests.conftest import corpus_file
 
 
 def _launch_sql() -> str:
@@ -75,3 +80,24 @@ def test_the_copy_writes_strings_without_fsst(tmp_path: Path, monkeypatch: pytes
     finally:
         con.close()
     assert methods and "FSST" not in methods
+
+
+def test_the_derive_steps_imports_run_beside_the_copy_and_a_failure_there_fails_nothing(
+    tmp_path: Path,
+) -> None:
+    src = corpus_file("cupy-power-iteration.sqlite")
+    seen: list[str] = []
+
+    def prepare() -> None:
+        seen.append(threading.current_thread().name)
+        raise ImportError("a module the derive step will meet and log itself")
+
+    def derive(path: Path, memory_bytes: int, deadline: float) -> None:
+        seen.append("derive")
+
+    counts = ingest_nsys(src, tmp_path / "out.duckdb", limits=Limits(), derive=derive, prepare=prepare)
+    assert counts["kernels"] > 0 and (tmp_path / "out.duckdb").is_file()
+    assert seen == ["ingest-prepare", "derive"]  # in its own thread, before the derive step
+    seen.clear()
+    ingest_nsys(src, tmp_path / "plain.duckdb", limits=Limits(), prepare=prepare)
+    assert seen == []  # nothing to prepare for without a derive step
