@@ -129,7 +129,7 @@ def _derive(derive: Derive, tmp: Path, limits: Limits, deadline: float, progress
 
 def _prepare(prepare: Callable[[], object]) -> None:
     """``prepare`` (the derive step's imports) in a thread of its own, while the child copies: off the ingest's
-    serial tail (NumPy and the loop finder, 0.17 s at the derive step's start). A failure is left for the derive
+    serial tail (NumPy and the loop finder: 0.12-0.4 s at the derive step's start). A failure is left for the derive
     step itself to meet and log."""
 
     def run() -> None:
