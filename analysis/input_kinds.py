@@ -60,6 +60,12 @@ def _write_iterations(path: Path, memory_bytes: int, deadline: float) -> int:
 
     return write_iterations(path, memory_bytes, deadline)
 
+
+def _import_iterations() -> None:
+    """``_write_iterations``'s imports, done while the ingest child copies (``ingest_nsys(prepare=)``)."""
+    import analysis.loops.steps  # noqa: F401 - imported for the derive step that follows the copy
+
+
 class NsysReader:
     """Nsight Systems: an SQLite export (``nsys export --type sqlite``), or a binary .nsys-rep converted here."""
 
@@ -105,7 +111,7 @@ class NsysReader:
                 converted.unlink(missing_ok=True)
         else:
             ingest_nsys(src, out, limits=limits, progress=progress, child=child, keep=keep,
-                        derive=_write_iterations if iterations else None)
+                        derive=_write_iterations if iterations else None, prepare=_import_iterations)
         return keep
 
     def summarize(self, out: Path, name: str) -> ReportInfo:

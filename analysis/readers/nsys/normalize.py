@@ -60,6 +60,19 @@ def _launch_key(pid: str, corr: str) -> str:
             f"THEN ({pid}::UBIGINT << 40) | {corr}::UBIGINT END)")
 
 
+# The launch table is grouped in this many parts, by the correlation id's low bits (all of a key's calls fall in one
+# part): every API call is its own group, and DuckDB's hash aggregate over 4.6M groups (2M kernels) took 0.58 s of
+# wall time on 2 threads, against 0.30 s for four aggregates of a quarter of the groups each (fewer cache misses).
+LAUNCH_PARTS = 4
+
+
+def _launch_part(part: int) -> str:
+    """(pid, correlationId) -> the first thread of the API calls whose correlation id is ``part`` mod LAUNCH_PARTS."""
+    return (f"SELECT {_launch_key('pid', 'correlation_id')} AS k, min(tid) AS tid FROM cuda_api "
+            f"WHERE correlation_id BETWEEN 0 AND {CORR_MAX} AND (correlation_id & {LAUNCH_PARTS - 1}) = {int(part)} "
+            "GROUP BY 1")
+
+
 def _name(alias: str, id_expr: str) -> str:
     return f"LEFT JOIN _strings {alias} ON {alias}.id = {id_expr}"
 
@@ -93,10 +106,8 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
     # The launching call of each GPU activity; correlation ids are unique per process only. (pid,
     # correlationId) is packed into one UBIGINT (24 + 40 bits): a single-column key halves the cost of
     # the hash joins below, which probe millions of GPU rows against every API call.
-    out.append(("launches", f"""
-        CREATE TEMP TABLE _launch AS
-        SELECT {_launch_key("pid", "correlation_id")} AS k, min(tid) AS tid FROM cuda_api
-        WHERE correlation_id BETWEEN 0 AND {CORR_MAX} GROUP BY 1"""))
+    out.append(("launches", "CREATE TEMP TABLE _launch AS "
+                + " UNION ALL ".join(_launch_part(i) for i in range(LAUNCH_PARTS))))
 
     def activity(table: str, alias: str) -> tuple[_Cols, str, str]:
         c = _Cols(info, table, alias)

@@ -1,0 +1,103 @@
+"""What the ingest does less of, or beside the copy (issue #43), without changing a copied value: the launch table
+grouped in parts (``normalize.LAUNCH_PARTS``), the string columns written without FSST (``child.open_output``), the
+derive step's imports done while the child copies (``ingest_nsys(prepare=)``)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analysis.limits import Limits
+from analysis.readers.nsys import child
+from analysis.readers.nsys.guard import ExportInfo
+from analysis.readers.nsys.ingest import ingest_nsys
+from analysis.readers.nsys.normalize import CORR_MAX, LAUNCH_PARTS, statements
+from analysis.readers.schema import NSYS_TABLES, ddl
+from tests.conftest import corpus_file
+
+
+def _launch_sql() -> str:
+    info = ExportInfo(
+        path=Path("x.sqlite"),
+        size=1,
+        tables={"CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "globalTid", "correlationId", "nameId"]},
+    )
+    (sql,) = [sql for label, sql in statements(info) if label == "launches"]
+    return sql
+
+
+def test_the_launch_table_grouped_in_parts_is_the_one_grouped_whole() -> None:
+    con = duckdb.connect()
+    con.execute(ddl({"cuda_api": NSYS_TABLES["cuda_api"]})[0])
+    # Every part of the correlation ids, one id launched twice from two threads (the first thread wins), the same id
+    # in another process, and ids no GPU row can match (negative, past 40 bits, NULL).
+    rows = [(pid, tid, corr) for pid in (7, 8) for corr in range(100) for tid in ((corr % 5) + 1,)]
+    rows += [(7, 9, 42), (7, 0, 43), (8, 3, 42), (7, 1, -4), (7, 1, CORR_MAX + 1), (7, 1, None)]
+    con.executemany(
+        "INSERT INTO cuda_api (pid, tid, start_ns, end_ns, correlation_id) VALUES (?, ?, 0, 1, ?)", rows
+    )
+    con.execute(_launch_sql())
+    got = sorted(con.execute("SELECT k, tid FROM _launch").fetchall())
+    want = {}
+    for pid, tid, corr in rows:
+        if corr is not None and 0 <= corr <= CORR_MAX:
+            key = (pid << 40) | corr
+            want[key] = min(tid, want.get(key, tid))
+    assert got == sorted(want.items())
+    assert dict(got)[(7 << 40) | 43] == 0 and dict(got)[(7 << 40) | 42] == 3
+    assert LAUNCH_PARTS > 1 and LAUNCH_PARTS & (LAUNCH_PARTS - 1) == 0  # the parts are the id's low bits
+
+
+def test_the_copy_writes_strings_without_fsst(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # DuckDB 1.5 takes disabled_compression_methods as a connect option and ignores it: the child sets it itself.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    con = child.open_output(
+        {
+            "tmp": str(tmp_path / "out.duckdb"),
+            "temp_directory": str(tmp_path / "spill"),
+            "threads": 1,
+            "duckdb_memory_bytes": 256 * 2**20,
+        }
+    )
+    try:
+        assert (
+            "FSST"
+            in con.execute("SELECT current_setting('disabled_compression_methods')").fetchone()[0].upper()
+        )
+        con.execute(
+            "CREATE TABLE t AS SELECT md5(i::VARCHAR) || md5((i * 7)::VARCHAR) AS u FROM range(200000) r(i)"
+        )
+        con.execute("CHECKPOINT")
+        methods = {
+            m
+            for (m,) in con.execute(
+                "SELECT DISTINCT compression FROM pragma_storage_info('t') WHERE segment_type = 'VARCHAR'"
+            ).fetchall()
+        }
+    finally:
+        con.close()
+    assert methods and "FSST" not in methods
+
+
+def test_the_derive_steps_imports_run_beside_the_copy_and_a_failure_there_fails_nothing(
+    tmp_path: Path,
+) -> None:
+    src = corpus_file("cupy-power-iteration.sqlite")
+    seen: list[str] = []
+
+    def prepare() -> None:
+        seen.append(threading.current_thread().name)
+        raise ImportError("a module the derive step will meet and log itself")
+
+    def derive(path: Path, memory_bytes: int, deadline: float) -> None:
+        seen.append("derive")
+
+    counts = ingest_nsys(src, tmp_path / "out.duckdb", limits=Limits(), derive=derive, prepare=prepare)
+    assert counts["kernels"] > 0 and (tmp_path / "out.duckdb").is_file()
+    assert seen == ["ingest-prepare", "derive"]  # in its own thread, before the derive step
+    seen.clear()
+    ingest_nsys(src, tmp_path / "plain.duckdb", limits=Limits(), prepare=prepare)
+    assert seen == []  # nothing to prepare for without a derive step
