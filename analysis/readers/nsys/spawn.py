@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
@@ -168,16 +168,7 @@ class IngestChild:
                 gate.start()
             sel = selectors.DefaultSelector()
             sel.register(proc.stdout, selectors.EVENT_READ)
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TraceError("timeout", "normalizing the export took longer than the configured limit; "
-                                     "export a shorter time range or raise the limit")
-                if not sel.select(timeout=min(left, 1.0)):
-                    continue
-                line = proc.stdout.readline()
-                if not line:
-                    break
+            for line in _lines(sel, proc.stdout.fileno(), deadline):
                 try:
                     msg = json.loads(line)
                 except ValueError:
@@ -207,6 +198,30 @@ class IngestChild:
                 logger.warning("nsys ingest child failed: %s", stderr[-2000:])
             raise child_error(last, proc.returncode, stderr)
         return last
+
+
+def _lines(sel: selectors.BaseSelector, fd: int, deadline: float) -> Iterator[str]:
+    """The child's stdout line by line, each as soon as it arrives, until the child closes it.
+
+    Read from the file descriptor, not through the text stream: the stream's buffer may hold several lines
+    after one ``select`` said the pipe was readable, and those would wait for the next line (or for the end)
+    before anyone saw them, so the progress lagged behind the copy."""
+    pending = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TraceError("timeout", "normalizing the export took longer than the configured limit; "
+                             "export a shorter time range or raise the limit")
+        if not sel.select(timeout=min(left, 1.0)):
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            if pending:
+                yield pending.decode(errors="replace")
+            return
+        *complete, pending = (pending + chunk).split(b"\n")
+        for raw in complete:
+            yield raw.decode(errors="replace") + "\n"
 
 
 def _relay(progress: Progress, msg: dict, steps: int, weights: Callable[[], list[int] | None] | None,
