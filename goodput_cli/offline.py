@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from analysis import fmt
-from goodput_cli import render
 from goodput_cli.inputs import (
     ONE_SHOT_MAX_BYTES,
     BadInput,
@@ -234,5 +233,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         # unbuffered, as under PYTHONUNBUFFERED). Never Infinity: not JSON.
         sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + os.linesep)
     else:
+        from goodput_cli import render  # the text renderers: not for --format json
+
         sys.stdout.write(render.text(result))
     return 0
