@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -207,6 +208,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 result, _ = run_analysis(args.files, Path(tmp), progress, rules=rules, top=args.top,
                                          window=args.window, children=children, checks=checks)
             else:
+                gc.enable()  # off for a small input (``goodput_cli.main``): a long analysis frees its cycles
                 try:
                     thresholds = _check_options(args)
                 except BaseException:
