@@ -20,6 +20,7 @@ from goodput_cli.inputs import (
     discard,
     one_line,
     prepare,
+    scratch_dir,
     start_first,
     take_early,
 )
@@ -186,7 +187,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     progress: Progress | None = None
     try:
         early = take_early()  # started by goodput_cli.main before the parser (inputs.start_early)
-        with early.tmp if early is not None else tempfile.TemporaryDirectory(prefix="goodput-") as tmp:
+        scratch = None if early is not None else scratch_dir([str(f) for f in args.files])
+        with early.tmp if early is not None else tempfile.TemporaryDirectory(prefix="goodput-", dir=scratch) as tmp:
             # The first export's ingest child starts first: its start-up (Python, DuckDB, the signed scanner)
             # overlaps the options' checks, which import the rules. It reads nothing before validation.
             children = early.take(args.files) if early is not None else start_first(args.files, Path(tmp))
