@@ -92,10 +92,11 @@ ONE_SHOT_MAX_BYTES = 64 * 2**20
 
 
 # A small export's DuckDB copy lives for one command: in memory (a tmpfs) its writes cost no disk I/O, and the
-# fsyncs of the ingest (the child's commits and checkpoint, the publish's rename) return at once instead of
-# waiting for the disk's journal, 10-100 ms each on a machine that writes elsewhere. Only for exports of at most
-# ``SCRATCH_MAX_BYTES`` together (their copies are a few MB: 3.7 MiB at most in the corpus), where the tmpfs has
-# room for ``SCRATCH_ROOM`` times their size beside ``SCRATCH_SPARE_BYTES``, and when TMPDIR names no folder.
+# fsyncs of the ingest (the child's commits and checkpoint, the publish's file and folder) return at once instead
+# of waiting for the disk's journal: 1-30 ms each, at times far longer, on a machine that writes elsewhere
+# (docs/speed.md, seventh round). Only for exports of at most ``SCRATCH_MAX_BYTES`` together (their copies are a
+# few MB: 3.7 MiB at most in the corpus), where the tmpfs has room for ``SCRATCH_ROOM`` times their size beside
+# ``SCRATCH_SPARE_BYTES``, and when TMPDIR names no folder.
 SCRATCH = Path("/dev/shm")
 SCRATCH_MAX_BYTES = 16 * 2**20
 SCRATCH_ROOM = 8
