@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -13,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from analysis import fmt
-from goodput_cli import render
 from goodput_cli.inputs import (
     ONE_SHOT_MAX_BYTES,
     BadInput,
     discard,
     one_line,
     prepare,
+    scratch_dir,
     start_first,
     take_early,
 )
@@ -186,7 +187,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     progress: Progress | None = None
     try:
         early = take_early()  # started by goodput_cli.main before the parser (inputs.start_early)
-        with early.tmp if early is not None else tempfile.TemporaryDirectory(prefix="goodput-") as tmp:
+        scratch = None if early is not None else scratch_dir([str(f) for f in args.files])
+        with early.tmp if early is not None else tempfile.TemporaryDirectory(prefix="goodput-", dir=scratch) as tmp:
             # The first export's ingest child starts first: its start-up (Python, DuckDB, the signed scanner)
             # overlaps the options' checks, which import the rules. It reads nothing before validation.
             children = early.take(args.files) if early is not None else start_first(args.files, Path(tmp))
@@ -208,6 +210,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 result, _ = run_analysis(args.files, Path(tmp), progress, rules=rules, top=args.top,
                                          window=args.window, children=children, checks=checks)
             else:
+                gc.enable()  # off for a small input (``goodput_cli.main``): a long analysis frees its cycles
                 try:
                     thresholds = _check_options(args)
                 except BaseException:
@@ -234,5 +237,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         # unbuffered, as under PYTHONUNBUFFERED). Never Infinity: not JSON.
         sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + os.linesep)
     else:
+        from goodput_cli import render  # the text renderers: not for --format json
+
         sys.stdout.write(render.text(result))
     return 0

@@ -19,19 +19,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from analysis import fmt
-from goodput_cli.errors import UsageError
+from goodput_cli.errors import UploadError, UsageError
 
 RETRY_STATUSES = (502, 503, 504)
 BACKOFF_S = (1, 2, 4, 8, 16)
 CHUNK = 1 << 20
-
-
-class UploadError(Exception):
-    """A failure to report in one line; ``status`` is the exit status."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:

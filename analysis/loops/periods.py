@@ -118,9 +118,12 @@ def find_period(codes: np.ndarray) -> tuple[int, int, float, float] | None:
 
 
 def _units(trace: Trace) -> list[tuple[int | None, int | None, int, int, int]]:
-    """(pid, device, ops, first start, last start) of each unit, most operations first."""
-    return trace.sql(f"""SELECT pid, device, COUNT(*), MIN(start_ns), MAX(start_ns) FROM ({OPS_SQL})
-                         GROUP BY ALL ORDER BY 3 DESC, 1, 2""")  # noqa: S608 - constants
+    """(pid, device, ops, first start, last start) of each unit, most operations first; kept in the trace's memo
+    (the period and the nested-loop finder both ask, on a read-only report)."""
+    if "units" not in trace.memo:
+        trace.memo["units"] = trace.sql(f"""SELECT pid, device, COUNT(*), MIN(start_ns), MAX(start_ns) FROM ({OPS_SQL})
+                                            GROUP BY ALL ORDER BY 3 DESC, 1, 2""")  # noqa: S608 - constants
+    return list(trace.memo["units"])
 
 
 def _cond(pid: int | None, device: int | None) -> str:

@@ -239,7 +239,14 @@ def find_loop(trace: Trace) -> Loop:
 
 
 def activity_bounds(trace: Trace) -> tuple[int, int] | None:
-    """First start and last end of any recorded activity of the report (host or GPU)."""
+    """First start and last end of any recorded activity of the report (host or GPU); kept in the trace's memo
+    (the phases, PHASE001/002 and the verdict ask for them on a read-only report)."""
+    if "activity_bounds" not in trace.memo:
+        trace.memo["activity_bounds"] = _activity_bounds(trace)
+    return trace.memo["activity_bounds"]
+
+
+def _activity_bounds(trace: Trace) -> tuple[int, int] | None:
     parts = [f'SELECT MIN(start_ns) s, MAX(COALESCE(end_ns, start_ns)) e FROM "{t}"' for t in TIMED  # noqa: S608 - constants
              if t in trace.tables]
     if not parts:

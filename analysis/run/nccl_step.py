@@ -14,13 +14,12 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from analysis import fmt
 from analysis.diagnosis.findings import Finding
 from analysis.model.network import NetworkMatrix
 from analysis.readers import ToolKind
-from analysis.readers.nccl.merge import LogSummary
 from analysis.report_types import (
     InterNodeTraffic,
     JobPath,
@@ -33,6 +32,9 @@ from analysis.report_types import (
 )
 from analysis.results import RuleStatus, RunWarning, Verdict
 from analysis.run.facts import ReportResult
+
+if TYPE_CHECKING:  # the NCCL reader is imported only for a run with a log (20 ms of every nsys analysis)
+    from analysis.readers.nccl.merge import LogSummary
 
 # The verdict kind of a run whose story is the NCCL log's (analysis.diagnosis.verdict.KINDS).
 VERDICT_KIND = "network"
@@ -126,6 +128,8 @@ _V = TypeVar("_V")
 def split_overrides(thresholds: Mapping[str, _V] | None) -> tuple[dict[str, _V], dict[str, _V]]:
     """A job's threshold overrides (``RULE.name`` -> value, as given: each registry checks its own) split into the
     default registry's and the NET rules' (their own registry, ``analysis.diagnosis.nccl``)."""
+    if not thresholds:
+        return {}, {}  # without the NET rules (and the NCCL reader they import)
     from analysis.diagnosis import nccl as diagnose
 
     own = set(diagnose.registry().ids())
@@ -138,6 +142,8 @@ def split_overrides(thresholds: Mapping[str, _V] | None) -> tuple[dict[str, _V],
 
 def check_net_overrides(net: Mapping[str, Any]) -> dict[str, float]:
     """The NET rules' overrides checked (name, type, range) as numbers; raises ``ThresholdError``."""
+    if not net:
+        return {}
     from analysis.diagnosis import nccl as diagnose
 
     return diagnose.registry().validate_overrides(net)

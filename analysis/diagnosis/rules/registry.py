@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from analysis.diagnosis.rules.base import Registry
-from analysis.diagnosis.rules.nccl import NET_RULES
 from analysis.diagnosis.rules.ncu import NCU_RULES
 from analysis.diagnosis.rules.ncu.ncu008_latency_bound import LatencyBoundMemory
 from analysis.diagnosis.rules.ncu.ncu009_cache_reuse import PoorCacheReuse
@@ -21,4 +20,6 @@ def finding_extras() -> dict[str, type]:
     """Rule id -> the typed shape of its findings' ``extra`` (``Rule.extra_type``) for every rule whose findings a
     result holds: the registry's and the NET rules' (an NCCL log's, ``analysis.diagnosis.nccl``). The result schema
     types each rule's findings by it."""
+    from analysis.diagnosis.rules.nccl import NET_RULES  # an NCCL log's rules: the NCCL reader's model, 20 ms
+
     return {**default_registry().finding_extras(), **Registry(NET_RULES).finding_extras()}
