@@ -47,7 +47,7 @@ def test_the_corpus_has_its_sixteen_logs_and_each_is_sniffed_as_nccl():
 def test_every_log_round_trips_to_json(logs):
     import json
     for name, log in logs.items():
-        text = json.dumps(log.to_json())  # JSON-safe: no NaN, no objects
+        text = json.dumps(log.path().to_json())  # JSON-safe: no NaN, no objects
         assert "NaN" not in text and "Infinity" not in text, name
         assert log.version is not None, name
 
@@ -167,7 +167,7 @@ def test_polaris_coll_and_tuning_only(logs):
     assert tuning[("AllReduce", "Tree", "Simple")] == (168.0, 110.4)
     assert tuning[("AllReduce", "NVLS", "Simple")] == (0.0, 0.0)
     assert tuning[("AllReduce", "CollNetDirect", "Simple")][1] == 0.0
-    assert log.to_json()["pairs"] == []
+    assert log.path().to_json()["pairs"] == []
 
 
 def test_snellius_h100_nvlink(logs):
@@ -258,7 +258,7 @@ def test_cori_2x8_ib_nine_nics_completion_error(logs):
     [w] = log.warnings
     assert (w.kind, w.rank, w.host, w.dev) == ("wc_error", 10, "cgpu09", 0)  # printed by the proxy thread: [0]
     assert "error 12" in w.message
-    assert log.to_json()["warnings"][0]["nic"] == "NET/IB/6 = mlx5_3 (RoCE)"  # rank 10's cross-node NIC
+    assert log.path().to_json()["warnings"][0]["nic"] == "NET/IB/6 = mlx5_3 (RoCE)"  # rank 10's cross-node NIC
     assert any("DUE TO TIME LIMIT" in f.text for f in log.failures)
 
 
@@ -312,7 +312,7 @@ def test_a100_pcie_ib_gdr_forced_on(logs):
     assert log.env_value("NCCL_NET_GDR_LEVEL") == "SYS"
     g = next(g for g in log.gdr if g.scope == "gpu")
     assert (g.gpu, g.hca, g.enabled, g.distance, g.op, g.level) == ("81000", 0, True, 6, "<=", 7)
-    nic = next(n for n in log.to_json()["nics"] if n["host"] == "n013")
+    nic = next(n for n in log.path().to_json()["nics"] if n["host"] == "n013")
     assert {(x["gpu"], x["enabled"], x["distance"], x["level"]) for x in nic["gdr"] if x["scope"] == "gpu"} == {
         ("81000", True, 6, 7)}  # GDR per GPU on this NIC, with the distance that decided it
     assert {(p.src, p.dst, p.transports, p.gdr) for p in log.pairs()} == {(0, 1, ("NET/IB/0/GDRDMA",), True),

@@ -20,7 +20,7 @@ from analysis.readers.nccl.model import (
     Gdr,
     Graph,
     NcclLog,
-    Nic,
+    NcclNic,
     Rank,
     Ring,
     Source,
@@ -198,7 +198,7 @@ def build(t: Tables, sources: tuple[Source, ...] = ()) -> NcclLog:
         if n["virtual"] and "+" in (n["name"] or ""):  # a merged device: the kind of its members
             members = {kinds_by_name.get((n["host"], m)) or "" for m in n["name"].split("+")}
             kind = members.pop() if len(members) == 1 and "" not in members else kind
-        nic_list.append(Nic(n["host"], n["net"], n["idx"], n["name"], n["port"], n["link"], kind, n["speed_mbps"],
+        nic_list.append(NcclNic(n["host"], n["net"], n["idx"], n["name"], n["port"], n["link"], kind, n["speed_mbps"],
                             bool(n["virtual"]), n["line"]))
     # A net plugin (aws-ofi-nccl) lists no NICs: the devices its connections name stand for them.
     listed = {(n.host, n.index) for n in nic_list}
@@ -208,7 +208,7 @@ def build(t: Tables, sources: tuple[Source, ...] = ()) -> NcclLog:
         if (c["host"], c["nic"]) not in listed:
             listed.add((c["host"], c["nic"]))
             provider = providers.get(c["host"], any_provider)
-            nic_list.append(Nic(c["host"], c["net"], c["nic"], f"{provider or c['net']} device {c['nic']}", None,
+            nic_list.append(NcclNic(c["host"], c["net"], c["nic"], f"{provider or c['net']} device {c['nic']}", None,
                                 None, nic_kind(c["net"], None, provider), None, False, None))
     nics = tuple(sorted(nic_list, key=lambda n: (n.host or "", n.net, n.index)))
     conns = tuple(Connection(c["channel"], c["conn"], c["src"], c["dst"], c["direction"], c["host"], c["transport"],
