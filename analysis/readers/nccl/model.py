@@ -349,7 +349,7 @@ class NcclLog:
         if not self.sources or item.line is None:
             return item
         file, line = self.where(item.line)
-        return dataclasses.replace(item, file=file, line=line)
+        return item.in_file(file, line)
 
 
 _Lined = TypeVar("_Lined", NicGdr, NcclNic, NetNote, Gdr, Connection, Ring, Tree, EnvVar, Warn, Failure, AlgoCall, Tuning,
