@@ -231,28 +231,6 @@ class PathNodeLink(TypedDict):
     gdr: bool | None
 
 
-class BusBandwidth(TypedDict):
-    """nccl-tests' peak and average bus bandwidth (GB/s) and where the peak was (``NcclLog.busbw``)."""
-
-    peak_busbw: float | None
-    peak_busbw_in_place: float | None
-    peak_size: int | None
-    peak_line: int | None
-    avg_busbw: float | None
-
-
-class TestsInfo(TypedDict):
-    """nccl-tests' own lines in a log: the test's name and version, its table's layout, the average busbw line and
-    the out-of-bounds count (``NcclLog.tests``)."""
-
-    name: str | None
-    version: str | None
-    layout: str | None
-    avg_busbw: float | None
-    avg_line: int | None
-    out_of_bounds: str | None
-
-
 class TopologyLinks(TypedDict):
     """Topology links of one kind (NVL, PCI, SYS, NET ...): how many, the fastest (GB/s), their targets."""
 

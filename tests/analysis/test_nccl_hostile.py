@@ -142,9 +142,9 @@ def test_huge_numbers_and_odd_syntax_do_not_crash(tmp_path):
     assert log.env_value("NCCL_ALGO") == "<img src=x onerror=alert(1)>"
     text = json.dumps(log.path().to_json())
     assert "NaN" not in text and "Infinity" not in text
-    row = next(r for r in log.tests_rows if r.size == 8)
+    row = next(r for r in log.tests.rows if r.size == 8)
     assert row.oop_algbw is None and row.oop_busbw is None  # not finite: no number
-    assert log.tests["avg_busbw"] is None
+    assert log.tests.avg_busbw is None
 
 
 def test_atomic_publish_leaves_nothing_on_error(tmp_path):

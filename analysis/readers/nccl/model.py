@@ -32,7 +32,7 @@ from analysis.network_path import (
     Warn,
 )
 from analysis.readers.nccl.schema import StoredNetNote
-from analysis.report_types import BusBandwidth, PathNodeLink, TestsInfo, TopologyLinks
+from analysis.report_types import PathNodeLink, TopologyLinks
 
 
 @dataclass
@@ -67,6 +67,19 @@ class _LinkAcc:
     gdr: set[bool] = field(default_factory=set)
 
 
+def nccl_tests(name: str | None, version: str | None, layout: str | None, avg_busbw: float | None,
+               avg_line: int | None, out_of_bounds: str | None, rows: tuple[TestsRow, ...]) -> NcclTests:
+    """nccl-tests' lines in a log (the test's name and version, its table's layout, the average busbw line and the
+    out-of-bounds count) with its result rows and their peak bus bandwidth (GB/s), out-of-place and in-place, and
+    where the out-of-place peak was."""
+    oop = [(r.oop_busbw, r) for r in rows if r.oop_busbw is not None]
+    ip = [r.ip_busbw for r in rows if r.ip_busbw is not None]
+    best = max(oop, key=lambda t: t[0]) if oop else None
+    return NcclTests(name, version, layout, avg_busbw, avg_line, out_of_bounds,
+                     peak_busbw=best[0] if best else None, peak_busbw_in_place=max(ip) if ip else None,
+                     peak_size=best[1].size if best else None, peak_line=best[1].line if best else None, rows=rows)
+
+
 @dataclass(frozen=True)
 class NcclLog:
     """Everything read from one NCCL debug log."""
@@ -93,8 +106,7 @@ class NcclLog:
     topo_links: Mapping[str, TopologyLinks]
     p2p_refused: tuple[tuple[str | None, str, str, int], ...]
     nvls: Mapping[str, int]
-    tests_rows: tuple[TestsRow, ...]
-    tests: TestsInfo
+    tests: NcclTests   # nccl-tests' own lines, peak bus bandwidth and result rows (``nccl_tests``)
     counters: Mapping[str, int]
     meta: Mapping[str, str]
     sources: tuple[Source, ...] = ()   # several files merged: where each line number is (empty: one file)
@@ -244,19 +256,6 @@ class NcclLog:
         seen = [r.channel for r in self.rings] + [c.channel for c in self.connections]
         return max(seen) + 1 if seen else None
 
-    def busbw(self) -> BusBandwidth:
-        """nccl-tests' peak and average bus bandwidth (GB/s) and where the peak was."""
-        oop = [(r.oop_busbw, r) for r in self.tests_rows if r.oop_busbw is not None]
-        ip = [(r.ip_busbw, r) for r in self.tests_rows if r.ip_busbw is not None]
-        out: BusBandwidth = {"peak_busbw": None, "peak_busbw_in_place": None, "peak_size": None,
-                             "peak_line": None, "avg_busbw": self.tests.get("avg_busbw")}
-        if oop:
-            best = max(oop, key=lambda t: t[0])
-            out["peak_busbw"], out["peak_size"], out["peak_line"] = best[0], best[1].size, best[1].line
-        if ip:
-            out["peak_busbw_in_place"] = max(v for v, _ in ip)
-        return out
-
     def rank_of(self, host: str | None, pid: int | None, dev: int | None, label: int | None) -> int | None:
         """The rank that printed a line: the launcher's label, else the init lines of the same host/pid/device."""
         if label is not None:
@@ -336,13 +335,14 @@ class NcclLog:
         )
 
     def _tests(self) -> NcclTests:
-        """nccl-tests' lines, peak and rows (in a merged log, the peak's and average's lines in their files)."""
-        t, bw = self.tests, self.busbw()
-        peak_file, peak_line = self.where(bw["peak_line"])
-        avg_file, avg_line = self.where(t["avg_line"])
-        return NcclTests(t["name"], t["version"], t["layout"], t["avg_busbw"], avg_line, t["out_of_bounds"],
-                         bw["peak_busbw"], bw["peak_busbw_in_place"], bw["peak_size"], peak_line,
-                         tuple(self._placed(r) for r in self.tests_rows), peak_file, avg_file)
+        """nccl-tests' lines, peak and rows; in a merged log, the rows', peak's and average's lines in their files."""
+        t = self.tests
+        if not self.sources:
+            return t
+        peak_file, peak_line = self.where(t.peak_line)
+        avg_file, avg_line = self.where(t.avg_line)
+        return dataclasses.replace(t, rows=tuple(self._placed(r) for r in t.rows), peak_line=peak_line,
+                                   peak_file=peak_file, avg_line=avg_line, avg_file=avg_file)
 
     def _placed(self, item: _Lined) -> _Lined:
         """A record of a merged log with its line in its file; a record of one file, or without a line, as it is."""

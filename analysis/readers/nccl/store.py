@@ -28,6 +28,7 @@ from analysis.readers.nccl.model import (
     Tree,
     Tuning,
     Warn,
+    nccl_tests,
 )
 from analysis.readers.nccl.schema import (
     NCCL_TABLES,
@@ -245,15 +246,15 @@ def build(t: Tables, sources: tuple[Source, ...] = ()) -> NcclLog:
                     for r in t["nccl_topo_links"]},
         p2p_refused=tuple((r["host"], r["dev_a"], r["dev_b"], r["count"]) for r in t["nccl_p2p_refused"]),
         nvls={r["name"]: r["value"] for r in t["nccl_nvls"]},
-        tests_rows=tuple(TestsRow(r["tbl"], r["line"], r["size"], r["count"], r["type"], r["redop"], r["root"],
-                                  r["oop_time_us"], r["oop_algbw"], r["oop_busbw"], r["oop_wrong"], r["ip_time_us"],
-                                  r["ip_algbw"], r["ip_busbw"], r["ip_wrong"])
-                         for r in sorted(t["nccl_tests_rows"], key=lambda r: r["line"])),
-        tests={"name": meta.get("tests_name") or None, "version": meta.get("tests_version") or None,
-               "layout": meta.get("tests_layout") or None,
-               "avg_busbw": float(meta["tests_avg_busbw"]) if meta.get("tests_avg_busbw") else None,
-               "avg_line": int(meta["tests_avg_line"]) if meta.get("tests_avg_line") else None,
-               "out_of_bounds": meta.get("tests_out_of_bounds") or None},
+        tests=nccl_tests(
+            meta.get("tests_name") or None, meta.get("tests_version") or None, meta.get("tests_layout") or None,
+            float(meta["tests_avg_busbw"]) if meta.get("tests_avg_busbw") else None,
+            int(meta["tests_avg_line"]) if meta.get("tests_avg_line") else None,
+            meta.get("tests_out_of_bounds") or None,
+            tuple(TestsRow(r["tbl"], r["line"], r["size"], r["count"], r["type"], r["redop"], r["root"],
+                           r["oop_time_us"], r["oop_algbw"], r["oop_busbw"], r["oop_wrong"], r["ip_time_us"],
+                           r["ip_algbw"], r["ip_busbw"], r["ip_wrong"])
+                  for r in sorted(t["nccl_tests_rows"], key=lambda r: r["line"]))),
         counters={r["name"]: r["value"] for r in t["nccl_counters"]},
         meta=meta,
         sources=sources,

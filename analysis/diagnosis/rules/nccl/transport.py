@@ -134,9 +134,9 @@ class GdrOff(NetRule):
             if c is not None:
                 evidence.append(line_evidence(c.line, c.text, rank=p.src, name=c.transport))
         reason = "; ".join(dict.fromkeys(reasons)) if reasons else "the log prints no reason (no GDR line)"
-        bw = log.busbw()
-        cost = (f" nccl-tests measured a peak busbw of {fmt.exact(bw['peak_busbw'])} GB/s over this path."
-                if bw.get("peak_busbw") is not None else "")
+        peak = log.tests.peak_busbw
+        cost = (f" nccl-tests measured a peak busbw of {fmt.exact(peak)} GB/s over this path."
+                if peak is not None else "")
         message = (f"{fmt.count(len(pairs))} inter-node pair(s) ({pair_text(pairs)}) move data without GPUDirect RDMA, staged "
                    f"through host memory: {reason}.{cost}")
         return [self.finding("GPUDirect RDMA off between nodes", message, evidence, severity="warning",
