@@ -129,7 +129,7 @@ def test_piz_daint_aries_sockets(logs):
     log = logs["pizdaint-4x1-aries-socket-tree-ll128-2.17.log"]
     assert log.nodes() == ["nid03092", "nid03093", "nid03094", "nid03095"]
     assert {r.bus_id for r in log.ranks} == {"2000"}
-    assert any(n.get("kind") == "no_device" and n.get("what") == "IB" for n in log.net_notes)
+    assert any(n.kind == "no_device" and n.what == "IB" for n in log.net_notes)
     assert {(n.name, n.kind) for n in log.nics} == {("ipogif0", "socket")}
     assert log.pairs() and all(p.transports == ("NET/Socket/0",) and p.inter_node for p in log.pairs())
     assert log.nchannels() == 2 and [r.ranks for r in log.rings] == [(0, 1, 2, 3)] * 2

@@ -31,7 +31,6 @@ from analysis.network_path import (
     Tuning,
     Warn,
 )
-from analysis.readers.nccl.schema import StoredNetNote
 from analysis.report_types import PathNodeLink, TopologyLinks
 
 
@@ -90,7 +89,7 @@ class NcclLog:
     nics: tuple[NcclNic, ...]
     networks: Mapping[str, int]
     oob: Mapping[str, str]
-    net_notes: tuple[StoredNetNote, ...]
+    net_notes: tuple[NetNote, ...]
     gdr: tuple[Gdr, ...]
     connections: tuple[Connection, ...]
     rings: tuple[Ring, ...]
@@ -178,7 +177,7 @@ class NcclLog:
 
     def providers(self) -> dict[str, int | None]:
         """Net plugin providers (aws-ofi-nccl: efa, cxi ...) and how many NICs each found."""
-        return {str(n["what"]): n.get("count") for n in self.net_notes if n.get("kind") == "provider"}
+        return {n.what: n.count for n in self.net_notes if n.kind == "provider"}
 
     def nic_name(self, host: str | None, index: int) -> str:
         """``NET/IB/6 = mlx5_3 (RoCE)``: a NIC index as the log names it on that host."""
@@ -307,7 +306,7 @@ class NcclLog:
             networks=dict(self.networks),
             nics=tuple(place(dataclasses.replace(n, gdr=tuple(gdr_by_nic.get((n.host, n.index), []))))
                        for n in self.nics),
-            net_notes=tuple(place(NetNote(**n)) for n in self.net_notes),
+            net_notes=tuple(place(n) for n in self.net_notes),
             providers=self.providers(),
             gdr=tuple(place(g) for g in self.gdr),
             pairs=tuple(self.pairs()),
