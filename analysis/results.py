@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
-from analysis.network_path import RunNetworkPath
+from analysis.network_path import NetworkPath, RunNetworkPath
 from analysis.result_parts import (
     DominantKernel,
     IdleAnatomy,
@@ -772,6 +772,7 @@ _TYPED: dict[str, Callable[[Any], Any]] = {
     "idle_anatomy": lambda v: tuple(IdleAnatomy.from_json(a) for a in v),
     "kernels": lambda v: tuple(NcuKernel.from_json(k) for k in v),
     "iterations": Iterations.from_json,
+    "network_path": NetworkPath.from_json,
 }
 _PLAIN = ("file", "tool", "host", "rank")
 
@@ -811,6 +812,8 @@ class ReportSummary:
     kernels: tuple[NcuKernel, ...] | None = field(default=None, metadata=_json(optional=True))
     # nsys: the loop, its iterations and step anatomy.
     iterations: Iterations | None = field(default=None, metadata=_json(optional=True))
+    # An NCCL log, the first of its job: the job's network path (the run's, joined, is ``AnalysisResult.network_path``).
+    network_path: NetworkPath | None = field(default=None, metadata=_json(optional=True))
     details: Mapping[str, Any] = field(default_factory=dict, metadata=_json(flat=True))
     keys: tuple[str, ...] = field(default=(), repr=False, compare=False, metadata=_json(omit=True))
 
