@@ -73,8 +73,12 @@ class _Record:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
+        fields = dict(data)
+        for name in _spec(cls)[0]:
+            if name in fields:
+                fields[name] = tuple(fields[name])
         make: Any = cls
-        return make(**{k: tuple(v) if type(v) is list else v for k, v in data.items()})
+        return make(**fields)
 
     def in_file(self, file: str | None, line: int) -> Self:
         """The record with its line placed in a file (the path of a log merged from several): a copy with two
