@@ -24,6 +24,7 @@ from analysis.contract import Schema, json_schema, schema_text
 from analysis.diagnosis.idle_classes import CATEGORIES as IDLE_CATEGORIES
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
+from analysis.network_path import Pair, RunNetworkPath
 from analysis.readers import AnalysisStep, Probe, ToolKind
 from analysis.readers.nsys.ingest import start_child
 from analysis.report_types import CollectiveSplit, FindingJson, ReportInfo
@@ -61,7 +62,7 @@ __all__ = ["DEFAULT_NOISE_PCT", "AnalysisResult", "Group", "KernelInstances", "N
            "report_step", "run_chrome_trace_json", "run_part", "run_timeline_select", "run_timeline_window",
            "link_status", "short_host", "short_kernel_name", "start_ingest_child", "table_limit", "threshold_keys", "threshold_ranges",
            "timeline_window", "window_check", "window_parse", "fmt", "RESULT_SCHEMA_VERSION", "result_schema",
-           "result_schema_text", "IDLE_CATEGORIES", "IdleAnatomy", "KernelCause", "NcuKernel", "Verdict"]
+           "result_schema_text", "IDLE_CATEGORIES", "IdleAnatomy", "KernelCause", "NcuKernel", "Pair", "RunNetworkPath", "Verdict"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

@@ -1,8 +1,8 @@
 """The JSON contract of an analysis, generated from the result types in ``analysis.results``.
 
 ``json_schema()`` walks the dataclasses' type hints (and the ``json`` metadata of their fields: the
-key a field is written under, whether it is left out when empty, whether its mapping is written
-flat beside the fixed keys; a TypedDict part, written as built, is a closed object of its keys) and returns a JSON Schema (draft 2020-12) of ``AnalysisResult.to_json()``.
+key a field is written under, whether it is left out when empty, whether its mapping (open) or its dataclass
+(closed: its keys join the holder's) is written flat beside the fixed keys; a TypedDict part, written as built, is a closed object of its keys) and returns a JSON Schema (draft 2020-12) of ``AnalysisResult.to_json()``.
 ``goodput schema`` prints it; the committed copy (``analysis/result.schema.json``) is kept equal to
 it by a test, and every analysis the tests make is validated against it. ``SCHEMA_VERSION`` is written
 into every result and bumps whenever the schema changes in a way a reader must know about.
@@ -32,6 +32,8 @@ Schema = TypedDict("Schema", {
 SCHEMA_VERSION = results.SCHEMA_VERSION
 SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
 _ROOT = results.AnalysisResult
+# The type each definition name stands for (a ``$defs`` name is a type's name: it must be one type's).
+_NAMED: dict[str, type] = {}
 _SCALARS: dict[object, Schema] = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
                                   bool: {"type": "boolean"}, type(None): {"type": "null"}}
 
@@ -58,6 +60,8 @@ def _schema_of(tp: Any, defs: dict[str, Schema]) -> Schema:
         return {"type": "object", "additionalProperties": _schema_of(value, defs)}
     if typing.is_typeddict(tp) or isinstance(tp, type) and dataclasses.is_dataclass(tp):
         name = tp.__name__
+        if _NAMED.setdefault(name, tp) is not tp:  # two types of one name would share one definition
+            raise TypeError(f"two result types are named {name}: {_NAMED[name]!r} and {tp!r}")
         if name not in defs:
             defs[name] = {}  # placeholder: a type may refer to itself
             defs[name] = _object_schema(tp, defs)
@@ -84,8 +88,13 @@ def _object_schema(cls: type, defs: dict[str, Schema]) -> Schema:
         meta = f.metadata.get("json", {})
         if meta.get("omit"):
             continue
-        if meta.get("flat"):
-            open_object = True  # its keys sit beside the fixed ones
+        if meta.get("flat"):  # its keys sit beside the fixed ones: a dataclass's, or any (a mapping's)
+            if dataclasses.is_dataclass(hints[f.name]):
+                inner = _object_schema(hints[f.name], defs)
+                props.update(inner["properties"])
+                required += inner["required"]
+            else:
+                open_object = True
             continue
         key = meta.get("key", f.name)
         schema = _schema_of(hints[f.name], defs)

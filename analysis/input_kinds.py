@@ -192,12 +192,13 @@ class NcclReader:
     def summarize(self, out: Path, name: str) -> ReportInfo:
         from analysis.readers.nccl import load
 
-        path = load(out).to_json()
-        counts = {k: len(v) for k in ("nodes", "ranks", "nics", "warnings") if isinstance(v := path.get(k), list)}
+        path = load(out).path()
+        counts = {"nodes": len(path.nodes), "ranks": len(path.ranks), "nics": len(path.nics),
+                  "warnings": len(path.warnings)}
         info: ReportInfo = {"file": name, "tool": ToolKind.NCCL.value, "counts": counts}
-        if path.get("version"):
-            info["tool_version"] = str(path["version"])
-        hosts = [n.get("host") for n in path.get("nodes") or [] if n.get("host")]
+        if path.version:
+            info["tool_version"] = str(path.version)
+        hosts = [n.host for n in path.nodes if n.host]
         if len(hosts) == 1:  # a log of one node names the report's host; a job's log spans several
             info["host"] = str(hosts[0])
         return info

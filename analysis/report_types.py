@@ -10,7 +10,6 @@ Standard library only, beside the contract: every layer (readers to views) impor
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, NotRequired, Required, TypedDict
 
 from analysis.result_parts import JSON
@@ -201,10 +200,10 @@ class ReportNetwork(TypedDict):
     bytes_received: NotRequired[int]
 
 
-# -- an NCCL log's network path (analysis.readers.nccl.model.NcclLog.to_json) and the run's (analysis.run.nccl_step) --
-# Written into the log's report summary and read back from it: the run step joins it with the run's nsys reports.
-# A record's JSON is its dataclass's fields in ``analysis.readers.nccl.model`` (``test_nccl_merge`` checks each type
-# against them, and the paths of the corpus logs); in a log merged from several files every line number is in its file (``file``, ``NcclLog.where``).
+# -- the parts of an NCCL log's network path (analysis.network_path) written as built -------------------------------
+# The path itself and its records are dataclasses (``analysis.network_path``); these are its parts built as JSON
+# objects: a node pair's links, nccl-tests' lines and peak, topology links, and the run step's join with the nsys
+# reports (``analysis.run.nccl_step``).
 
 
 class PathNodeLink(TypedDict):
@@ -217,326 +216,12 @@ class PathNodeLink(TypedDict):
     gdr: bool | None
 
 
-class BusBandwidth(TypedDict):
-    """nccl-tests' peak and average bus bandwidth (GB/s) and where the peak was (``NcclLog.busbw``)."""
-
-    peak_busbw: float | None
-    peak_busbw_in_place: float | None
-    peak_size: int | None
-    peak_line: int | None
-    avg_busbw: float | None
-
-
-class TestsInfo(TypedDict):
-    """nccl-tests' own lines in a log: the test's name and version, its table's layout, the average busbw line and
-    the out-of-bounds count (``NcclLog.tests``)."""
-
-    name: str | None
-    version: str | None
-    layout: str | None
-    avg_busbw: float | None
-    avg_line: int | None
-    out_of_bounds: str | None
-
-
 class TopologyLinks(TypedDict):
     """Topology links of one kind (NVL, PCI, SYS, NET ...): how many, the fastest (GB/s), their targets."""
 
     count: int
     max_bw: float | None
     targets: str
-
-
-class PathNode(TypedDict):
-    host: str
-    ranks: list[int]
-    oob: str | None
-
-
-class RankJson(TypedDict):
-    rank: int
-    host: str | None
-    pid: int | None
-    cuda_dev: int | None
-    bus_id: str | None
-    gpu: str | None
-    label: int | None
-    nranks: int | None
-    comm_id: str | None
-
-
-class NicGdrJson(TypedDict):
-    """A line that decided GPUDirect RDMA for a NIC (per GPU or per HCA)."""
-
-    scope: str
-    gpu: str | None
-    enabled: bool
-    distance: int | None
-    level: int | None
-    reason: str | None
-    line: int | None
-    file: NotRequired[str | None]
-
-
-class NicFields(TypedDict):
-    host: str | None
-    net: str | None
-    index: int
-    name: str
-    port: int | None
-    link: str | None
-    kind: str
-    speed_mbps: int | None
-    virtual: bool
-    line: int | None
-
-
-class NicJson(NicFields):
-    """A NIC and the lines that decided GPUDirect RDMA for it."""
-
-    gdr: list[NicGdrJson]
-    file: NotRequired[str | None]
-
-
-class NetNoteJson(TypedDict):
-    kind: str
-    what: str
-    host: str | None
-    count: int | None
-    repeats: int
-    text: str
-    line: int
-    file: NotRequired[str | None]
-
-
-class GdrJson(TypedDict):
-    host: str | None
-    scope: str
-    gpu: str | None
-    hca: int | None
-    hca_name: str | None
-    enabled: bool
-    distance: int | None
-    level: int | None
-    op: str | None
-    reason: str | None
-    line: int | None
-    text: str | None
-    file: NotRequired[str | None]
-
-
-class PairJson(TypedDict):
-    src: int
-    dst: int
-    inter_node: bool | None
-    transports: Sequence[str]   # tuples as built, lists as read back
-    channels: Sequence[int]
-    nics: Sequence[int]
-    gdr: bool | None
-    proxy_ranks: Sequence[int]
-    shared: bool
-    lines: Sequence[int]        # the first lines (in a merged log: its numbering)
-
-
-class ConnectionJson(TypedDict):
-    channel: int
-    conn: int | None
-    src: int
-    dst: int
-    direction: str | None
-    host: str | None
-    transport: str
-    kind: str
-    net: str | None
-    nic: int | None
-    proxy_rank: int | None
-    gdr: bool
-    shared: bool
-    mode: str | None
-    read: bool
-    line: int
-    text: str | None
-    file: NotRequired[str | None]
-
-
-class RingJson(TypedDict):
-    channel: int
-    ranks: Sequence[int]
-    line: int
-    file: NotRequired[str | None]
-
-
-class TreeJson(TypedDict):
-    channel: int
-    rank: int
-    up: int | None
-    down: Sequence[int]
-    line: int
-    file: NotRequired[str | None]
-
-
-class EnvJson(TypedDict):
-    name: str
-    value: str | None
-    set_by: str
-    count: int
-    distinct_values: int
-    line: int | None
-    file: NotRequired[str | None]
-
-
-class WarnFields(TypedDict):
-    line: int
-    kind: str
-    message: str
-    host: str | None
-    pid: int | None
-    dev: int | None
-    label: int | None
-    source: str | None
-    rank: int | None
-
-
-class WarnJson(WarnFields):
-    """A WARN line and the NIC it is about (``NcclLog.nic_of_warning``)."""
-
-    nic: str | None
-    file: NotRequired[str | None]
-
-
-class FailureJson(TypedDict):
-    line: int
-    label: int | None
-    kind: str
-    text: str
-    file: NotRequired[str | None]
-
-
-class AlgoCallJson(TypedDict):
-    coll: str | None
-    bytes: int | None
-    algo: str | None
-    proto: str | None
-    channels: int | None
-    calls: int
-    line: int
-    file: NotRequired[str | None]
-
-
-class TuningJson(TypedDict):
-    coll: str
-    algo: str | None
-    proto: str
-    latency_us: float | None
-    bw_gbs: float | None
-    line: int
-    file: NotRequired[str | None]
-
-
-class GraphJson(TypedDict):
-    pattern: int | None
-    cross_nic: int | None
-    nchannels: int | None
-    bw_intra: float | None
-    bw_inter: float | None
-    type: str | None
-    line: int
-    file: NotRequired[str | None]
-
-
-class TestsRowJson(TypedDict):
-    table: int
-    line: int
-    size: int | None
-    count: int | None
-    type: str | None
-    redop: str | None
-    root: int | None
-    oop_time_us: float | None
-    oop_algbw: float | None
-    oop_busbw: float | None
-    oop_wrong: float | None
-    ip_time_us: float | None
-    ip_algbw: float | None
-    ip_busbw: float | None
-    ip_wrong: float | None
-    file: NotRequired[str | None]
-
-
-class NcclTestsJson(TestsInfo, BusBandwidth):
-    """nccl-tests' name, version, layout, average busbw and out-of-bounds count, its peak, and its table's rows."""
-
-    rows: list[TestsRowJson]
-    peak_file: NotRequired[str | None]
-    avg_file: NotRequired[str | None]
-
-
-class SourceJson(TypedDict):
-    file: str
-    offset: int
-    lines: int
-
-
-class NetworkPath(TypedDict):
-    """An NCCL log's network path (``NcclLog.to_json``): its NCCL version, nodes and ranks, NICs and networks,
-    GPUDirect lines, per-pair transports, per node pair links, rails, connections (5,000 kept), channels, rings and
-    trees (5,000 kept), NVLS, settings, warnings and failures, algorithm choices, tuning, graph search, topology
-    links, refused P2P pairs, nccl-tests' results and the parse's counters; a merged log's files."""
-
-    version: str | None
-    version_raw: str | None
-    nodes: list[PathNode]
-    ranks: list[RankJson]
-    networks: dict[str, int]
-    nics: list[NicJson]
-    net_notes: list[NetNoteJson]
-    providers: dict[str, int | None]
-    gdr: list[GdrJson]
-    pairs: list[PairJson]
-    node_links: list[PathNodeLink]
-    rails: dict[str, dict[str, list[int]]]
-    connections: list[ConnectionJson]
-    connections_total: int
-    nchannels: int | None
-    channel_counts: dict[str, int]
-    rings: list[RingJson]
-    trees: list[TreeJson]
-    nvls: dict[str, int]
-    env: list[EnvJson]
-    warnings: list[WarnJson]
-    warning_counts: dict[str, int]
-    failures: list[FailureJson]
-    algo_calls: list[AlgoCallJson]
-    tuning: list[TuningJson]
-    graphs: list[GraphJson]
-    topology_links: dict[str, TopologyLinks]
-    p2p_refused: list[list[str | int | None]]
-    nccl_tests: NcclTestsJson
-    counters: dict[str, int]
-    sources: NotRequired[list[SourceJson]]
-
-
-
-class PathFile(TypedDict):
-    """A file of a log merged from several, and what ties it to the job's first (absent for the first)."""
-
-    file: str
-    joined_by: NotRequired[str]
-
-
-class PathLeftOut(TypedDict):
-    """A log of the run left out of its network path: another job's, or the same bytes as a file already in."""
-
-    file: str
-    reason: str
-
-
-class JobPath(NetworkPath):
-    """The network path of a run's NCCL logs (``nccl_step.analyze_logs``): the first log's job merged from its files,
-    which files it holds and which were left out (both only when there are several)."""
-
-    files: NotRequired[list[PathFile]]
-    left_out: NotRequired[list[PathLeftOut]]
 
 
 class JoinedReport(TypedDict):
@@ -594,19 +279,6 @@ class LinksJoin(TypedDict):
     without_log_pair: NotRequired[int]
     by: str
     by_reason: str | None
-
-
-class RunNetworkPath(JobPath):
-    """The run's network path (``nccl_step.run_network_path``): its NCCL logs' path with the first log's report, the
-    nsys reports it joins (and those it cannot, with why), what crosses nodes, and each link's achieved bandwidth
-    next to its transport."""
-
-    report: str
-    not_joined: NotRequired[list[NotJoined]]
-    joined: NotRequired[list[JoinedReport]]
-    inter_node_traffic: NotRequired[InterNodeTraffic]
-    links: NotRequired[list[PathLink]]
-    links_join: NotRequired[LinksJoin]
 
 
 class ReportSaving(TypedDict):
@@ -678,12 +350,12 @@ class ReportInfo(TypedDict, total=False):
     estimated_saving: ReportSaving
     idle_anatomy: list[JSON]
     # The run step adds: multi-rank runs, the report's own findings ranked (``analysis.run.rollup``); nsys, its
-    # verdict (``analysis.results.Verdict`` as JSON); an NCCL log, the job's network path (its first log: the NCCL
-    # log's JSON, ``analysis.readers.nccl``), the log's sentence for the verdict, or the log it was merged into or
+    # verdict (``analysis.results.Verdict`` as JSON); an NCCL log, the job's network path (its first log:
+    # ``analysis.network_path.NetworkPath`` as JSON), the log's sentence for the verdict, or the log it was merged into or
     # why it was left out.
     findings: list[FindingJson]
     verdict: JSON
-    network_path: JobPath
+    network_path: JSON
     nccl_verdict: NcclSentence
     nccl_merged_into: str
     nccl_left_out: str

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
+from analysis.network_path import NetworkPath, RunNetworkPath
 from analysis.result_parts import (
     DominantKernel,
     IdleAnatomy,
@@ -775,6 +776,7 @@ _TYPED: dict[str, Callable[[Any], Any]] = {
     "idle_anatomy": lambda v: tuple(IdleAnatomy.from_json(a) for a in v),
     "kernels": lambda v: tuple(NcuKernel.from_json(k) for k in v),
     "iterations": Iterations.from_json,
+    "network_path": NetworkPath.from_json,
 }
 _PLAIN = ("file", "tool", "host", "rank")
 
@@ -814,6 +816,8 @@ class ReportSummary:
     kernels: tuple[NcuKernel, ...] | None = field(default=None, metadata=_json(optional=True))
     # nsys: the loop, its iterations and step anatomy.
     iterations: Iterations | None = field(default=None, metadata=_json(optional=True))
+    # An NCCL log, the first of its job: the job's network path (the run's, joined, is ``AnalysisResult.network_path``).
+    network_path: NetworkPath | None = field(default=None, metadata=_json(optional=True))
     details: Mapping[str, Any] = field(default_factory=dict, metadata=_json(flat=True))
     keys: tuple[str, ...] = field(default=(), repr=False, compare=False, metadata=_json(omit=True))
 
@@ -876,7 +880,7 @@ class AnalysisResult:
     collectives: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
     # The run's NCCL debug log: nodes, ranks, NICs, each pair's transport, rings and trees, settings, warnings
     # (analysis.readers.nccl), and ``joined``: which ranks each nsys report holds. None without a log.
-    network_path: Mapping[str, Any] | None = field(default=None, metadata=_json(optional=True))
+    network_path: RunNetworkPath | None = field(default=None, metadata=_json(optional=True))
     # Multi-report runs: what is missing or does not belong (analysis.run.mixed): missing ranks, duplicate
     # ranks, other jobs, reports apart on the aligned clock. Absent when nothing is wrong.
     run_warnings: tuple[Mapping[str, Any], ...] | None = field(default=None, metadata=_json(optional=True))
@@ -900,7 +904,7 @@ class AnalysisResult:
         if self.collectives is not None:
             out["collectives"] = self.collectives
         if self.network_path is not None:
-            out["network_path"] = self.network_path
+            out["network_path"] = self.network_path.to_json()
         if self.run_warnings:
             out["run_warnings"] = list(self.run_warnings)
         return out
@@ -917,5 +921,6 @@ class AnalysisResult:
                    schema_version=data.get("schema_version"),
                    verdict=None if data.get("verdict") is None else Verdict.from_json(data["verdict"]),
                    network=data.get("network"), collectives=data.get("collectives"),
-                   network_path=data.get("network_path"),
+                   network_path=None if data.get("network_path") is None
+                   else RunNetworkPath.from_json(data["network_path"]),
                    run_warnings=opt("run_warnings"))

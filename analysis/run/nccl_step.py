@@ -19,17 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from analysis import fmt
 from analysis.diagnosis.findings import Finding
 from analysis.model.network import NetworkMatrix
+from analysis.network_path import NetworkPath, PathFile, PathLeftOut, Rank, RunNetworkPath
 from analysis.readers import ToolKind
-from analysis.report_types import (
-    InterNodeTraffic,
-    JobPath,
-    JoinedReport,
-    NetworkPath,
-    PathLink,
-    ReportInfo,
-    RuleOutcome,
-    RunNetworkPath,
-)
+from analysis.report_types import InterNodeTraffic, JoinedReport, NotJoined, PathLink, ReportInfo, RuleOutcome
 from analysis.results import RuleStatus, RunWarning, Verdict
 from analysis.run.facts import ReportResult
 
@@ -53,11 +45,13 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
 
     job = load_job([(Path(p), label) for p, label in logs])
     log = job.log
-    network_path: JobPath = {**log.to_json()}
+    network_path = log.path()
     if len(job.files) > 1 or job.left_out:
-        network_path["files"] = [{"file": f, "joined_by": job.joined_by[i - 1]} if i else {"file": f}
-                                 for i, f in enumerate(job.files)]
-        network_path["left_out"] = [{"file": x.file, "reason": x.reason} for x in job.left_out]
+        network_path = dataclasses.replace(
+            network_path,
+            files=tuple(PathFile(file=f, joined_by=job.joined_by[i - 1]) if i else PathFile(file=f)
+                        for i, f in enumerate(job.files)),
+            left_out=tuple(PathLeftOut(file=x.file, reason=x.reason) for x in job.left_out))
     own = {r.id for r in diagnose.registry()}
     found = diagnose.findings(log, {k: v for k, v in (thresholds or {}).items() if k.split(".")[0] in own} or None)
     sentence = diagnose.verdict(log, found)
@@ -90,10 +84,10 @@ def analyze_logs(logs: Sequence[tuple[Path, str]], spec_text: str,
     return out
 
 
-def _info(label: str, spec_text: str, own: LogSummary, network_path: JobPath | None = None) -> ReportInfo:
+def _info(label: str, spec_text: str, own: LogSummary, network_path: NetworkPath | None = None) -> ReportInfo:
     """A log's report summary: its version, host (a log of one node), counts (``own``: the log's own
     ``merge.summary``, or the merged job's for its first log) and, for the job's first log, the job's network
-    path."""
+    path (as JSON, as the summary is saved between the two steps; ``run_network_path`` reads it back)."""
     info: ReportInfo = {"file": label, "tool": ToolKind.NCCL.value}
     if own.get("version"):
         info["tool_version"] = str(own["version"])
@@ -104,7 +98,7 @@ def _info(label: str, spec_text: str, own: LogSummary, network_path: JobPath | N
     info["window"] = {"spec": spec_text, "phase": "all", "reason": "an NCCL log has no timeline: the whole log",
                       "start_ns": None, "end_ns": None}
     if network_path is not None:
-        info["network_path"] = network_path
+        info["network_path"] = network_path.to_json()
     return info
 
 
@@ -184,8 +178,8 @@ def join(network_path: NetworkPath, reports: Sequence[Mapping[str, Any]]) -> lis
 
 def join_all(network_path: NetworkPath, reports: Sequence[Mapping[str, Any]]) -> list[JoinedReport]:
     """``join``'s matches, and each nsys report it could not match with ``nccl_ranks`` empty and the reason."""
-    ranks = [r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)]
-    procs = _log_processes({n: r for r in ranks if (n := _int(r.get("rank"))) is not None})
+    ranks = network_path.ranks
+    procs = _log_processes({r.rank: r for r in ranks})
     out: list[JoinedReport] = []
     for rep in reports:
         if rep.get("tool") != ToolKind.NSYS:
@@ -202,18 +196,18 @@ def join_all(network_path: NetworkPath, reports: Sequence[Mapping[str, Any]]) ->
                                          "are no rank of the log: another run"))
             continue
         by = "host+rank"
-        hits_rows: list[Mapping[str, Any]] = []
+        hits_rows: list[Rank] = []
         if rank is not None:
-            hits_rows = [r for r in ranks if host and _short(r.get("host")) == host and _int(r.get("rank")) == rank]
-        if not hits_rows and rank is not None and not any(r.get("host") for r in ranks):
+            hits_rows = [r for r in ranks if host and _short(r.host) == host and r.rank == rank]
+        if not hits_rows and rank is not None and not any(r.host for r in ranks):
             by = "rank"
-            hits_rows = [r for r in ranks if _int(r.get("rank")) == rank]
+            hits_rows = [r for r in ranks if r.rank == rank]
         if not hits_rows and host:
             by = "host"
-            hits_rows = [r for r in ranks if _short(r.get("host")) == host]
+            hits_rows = [r for r in ranks if _short(r.host) == host]
         if hits_rows:
             out.append(JoinedReport(report=file, host=shown, rank=rank, by=by,
-                              nccl_ranks=sorted({n for r in hits_rows if (n := _int(r.get("rank"))) is not None})))
+                                    nccl_ranks=sorted({r.rank for r in hits_rows})))
     return out
 
 
@@ -244,7 +238,7 @@ def inter_node_traffic(network_path: NetworkPath, results: Sequence[ReportResult
     """What crosses nodes, joined: the collectives the run's nsys reports ran (from their NCCL kernels' names)
     and the transports the log shows between ranks of different nodes, with GPUDirect RDMA where it applies.
     None when the log shows no inter-node pair or no nsys report ran an NCCL kernel."""
-    pairs = [p for p in network_path.get("pairs") or [] if isinstance(p, Mapping) and p.get("inter_node") is True]
+    pairs = [p for p in network_path.pairs if p.inter_node is True]
     collectives: list[str] = []
     for r in results:
         if r.tool != ToolKind.NSYS:
@@ -255,8 +249,8 @@ def inter_node_traffic(network_path: NetworkPath, results: Sequence[ReportResult
                 collectives.append(m.group(1))
     if not pairs or not collectives:
         return None
-    transports = sorted({_family(str(t)) for p in pairs for t in p.get("transports") or []})
-    gdr = [p["gdr"] for p in pairs if isinstance(p.get("gdr"), bool)]
+    transports = sorted({_family(t) for p in pairs for t in p.transports})
+    gdr = [p.gdr for p in pairs if p.gdr is not None]
     return {"collectives": collectives, "transports": transports, "gdr": all(gdr) if gdr else None}
 
 
@@ -270,28 +264,25 @@ def _traffic_sentence(traffic: InterNodeTraffic) -> str:
 def run_network_path(results: Sequence[ReportResult]) -> RunNetworkPath | None:
     """The run's network path: its NCCL logs' job (``analyze_logs``: one path merged from the logs of one job,
     with ``files`` and ``left_out`` when there are several), with the first log's report label and the join
-    with the run's nsys reports; None without a log."""
+    with the run's nsys reports; None without a log. The path is read back from the log's report summary (saved
+    between the two steps as JSON)."""
     logs = [r for r in results if r.tool == ToolKind.NCCL and isinstance(r.info.get("network_path"), Mapping)]
     if not logs:
         return None
     first = logs[0]
-    out: RunNetworkPath = {"report": first.label, **first.info["network_path"]}
-    matched = join_all(first.info["network_path"], [r.info for r in results])
+    path = NetworkPath.from_json(first.info["network_path"])
+    matched = join_all(path, [r.info for r in results])
     joined = [j for j in matched if j["nccl_ranks"]]
-    if len(joined) < len(matched):
-        out["not_joined"] = [{"report": j["report"], "reason": j["reason"]} for j in matched if not j["nccl_ranks"]]
-    if joined:
-        out["joined"] = joined
-        traffic = inter_node_traffic(first.info["network_path"], results)
-        if traffic is not None:
-            out["inter_node_traffic"] = traffic
-    return out
+    not_joined = tuple(NotJoined(report=j["report"], reason=j["reason"]) for j in matched if not j["nccl_ranks"])
+    return RunNetworkPath(report=first.label, path=path, not_joined=not_joined or None, joined=tuple(joined) or None,
+                          inter_node_traffic=inter_node_traffic(path, results) if joined else None)
 
 
-def achieved_links(network_path: RunNetworkPath | None, matrix: NetworkMatrix | None,
-                   results: Sequence[ReportResult]) -> None:
-    """Each link's achieved bandwidth from the nsys exports' NCCL network ranges (``matrix``: the run's
-    ``network``) next to the transport the log says carried it, in ``network_path['links']`` (in place).
+def achieved_links(run_path: RunNetworkPath | None, matrix: NetworkMatrix | None,
+                   results: Sequence[ReportResult]) -> RunNetworkPath | None:
+    """The run's path with each link's achieved bandwidth from the nsys exports' NCCL network ranges (``matrix``:
+    the run's ``network``) next to the transport the log says carried it (``links``, and how they were joined:
+    ``links_join``); as it is without a path or links.
 
     Premise: the exports and the log are ranks of one job, so a rank number means one process in both (the
     exports' network ranges name NCCL's ranks; each export's rank places them on hosts). Checked first by host
@@ -300,11 +291,11 @@ def achieved_links(network_path: RunNetworkPath | None, matrix: NetworkMatrix | 
     pid, by host and rank (each export's rank on the host the log puts that rank on), and ``links_join.by_reason``
     says why. Both need the exports' world size to equal the log's. Otherwise nothing is joined and
     ``links_join.reason`` says why."""
-    if network_path is None or not matrix or not matrix.get("links"):
-        return
-    log_ranks = {r["rank"]: r for r in network_path.get("ranks") or [] if isinstance(r, Mapping)
-                 and _int(r.get("rank")) is not None}
-    world = max((n for r in log_ranks.values() if (n := _int(r.get("nranks"))) is not None), default=None)
+    if run_path is None or not matrix or not matrix.get("links"):
+        return run_path
+    network_path = run_path.path
+    log_ranks = {r.rank: r for r in network_path.ranks}
+    world = max((r.nranks for r in log_ranks.values() if r.nranks is not None), default=None)
     world = world or (len(log_ranks) or None)
     nsys = [r.info for r in results if r.tool == ToolKind.NSYS]
     sizes = {n for i in nsys if (n := _int(i.get("world_size"))) is not None}
@@ -316,13 +307,13 @@ def achieved_links(network_path: RunNetworkPath | None, matrix: NetworkMatrix | 
     else:
         why = _rank_mismatch(log_ranks, nsys, by)
     if why is not None:
-        network_path["links_join"] = {"joined": False, "reason": why, "by": by, "by_reason": by_reason}
-        return
-    pairs = {(p["src"], p["dst"]): p for p in network_path.get("pairs") or [] if isinstance(p, Mapping)}
+        return dataclasses.replace(run_path, links_join={"joined": False, "reason": why, "by": by,
+                                                         "by_reason": by_reason})
+    pairs = {(p.src, p.dst): p for p in network_path.pairs}
     speeds: dict[tuple[str, int], int] = {}
-    for nic in network_path.get("nics") or []:
-        if isinstance(nic, Mapping) and (speed := _int(nic.get("speed_mbps"))) and _int(nic.get("index")) is not None:
-            speeds[(_short(nic.get("host")), nic["index"])] = speed
+    for nic in network_path.nics:
+        if nic.speed_mbps:
+            speeds[(_short(nic.host), nic.index)] = nic.speed_mbps
     out: list[PathLink] = []
     for link in matrix["links"]:
         pair = pairs.get((link["sender"], link["receiver"]))
@@ -330,34 +321,33 @@ def achieved_links(network_path: RunNetworkPath | None, matrix: NetworkMatrix | 
         nics: list[int] = []
         gdr, inter_node, nic_speed = None, link["inter_node"], None
         if pair is not None:
-            rank = log_ranks.get(pair["src"])
-            host = _short(rank.get("host") if rank else None)
-            nic_speeds = [speeds[(host, n)] for n in pair.get("nics") or [] if (host, n) in speeds]
-            transports, nics = list(pair.get("transports") or []), list(pair.get("nics") or [])
-            gdr, inter_node = pair.get("gdr"), pair.get("inter_node")
+            rank = log_ranks.get(pair.src)
+            host = _short(rank.host if rank else None)
+            nic_speeds = [speeds[(host, n)] for n in pair.nics if (host, n) in speeds]
+            transports, nics = list(pair.transports), list(pair.nics)
+            gdr, inter_node = pair.gdr, pair.inter_node
             nic_speed = min(nic_speeds) if nic_speeds else None
         out.append({"sender": link["sender"], "receiver": link["receiver"], "sender_host": link["sender_host"],
                     "receiver_host": link["receiver_host"], "bytes": link["bytes"], "transfers": link["transfers"],
                     "in_flight_ns": link["in_flight_ns"], "bandwidth_bps": link["bandwidth_bps"],
                     "channels": link["channels"], "transports": transports, "nics": nics, "gdr": gdr,
                     "inter_node": inter_node, "nic_speed_mbps": nic_speed})
-    network_path["links"] = out
-    network_path["links_join"] = {"joined": True, "reason": None,
-                                  "without_log_pair": sum(1 for r in out if r["transports"] is None),
-                                  "by": by, "by_reason": by_reason}
+    return dataclasses.replace(run_path, links=tuple(out), links_join={
+        "joined": True, "reason": None, "without_log_pair": sum(1 for r in out if r["transports"] is None), "by": by,
+        "by_reason": by_reason})
 
 
-def _log_processes(log_ranks: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, int], int]:
+def _log_processes(log_ranks: Mapping[int, Rank]) -> dict[tuple[str, int], int]:
     """(short host, pid) -> the log's rank of that process."""
     out: dict[tuple[str, int], int] = {}
     for rank, r in log_ranks.items():
-        host, pid = _short(r.get("host")), _int(r.get("pid"))
+        host, pid = _short(r.host), r.pid
         if host and pid is not None:
             out.setdefault((host, pid), rank)
     return out
 
 
-def _link_basis(log_ranks: Mapping[int, Mapping[str, Any]], nsys: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
+def _link_basis(log_ranks: Mapping[int, Rank], nsys: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
     """How the exports' ranks are checked against the log's: ``host+pid`` where every export with a rank names
     its host and processes and the log names its ranks' processes, else ``host+rank`` and why."""
     ranked = [i for i in nsys if _int(i.get("rank")) is not None]
@@ -370,7 +360,7 @@ def _link_basis(log_ranks: Mapping[int, Mapping[str, Any]], nsys: Sequence[Mappi
     return "host+pid", None
 
 
-def _rank_mismatch(log_ranks: Mapping[int, Mapping[str, Any]], nsys: Sequence[Mapping[str, Any]],
+def _rank_mismatch(log_ranks: Mapping[int, Rank], nsys: Sequence[Mapping[str, Any]],
                    by: str) -> str | None:
     """Why an export's rank is not the log's rank of that number (None: every one is)."""
     procs = _log_processes(log_ranks)
@@ -391,10 +381,11 @@ def _rank_mismatch(log_ranks: Mapping[int, Mapping[str, Any]], nsys: Sequence[Ma
                 return (f"{name} is rank {rank}, but its process ({i.get('host')}:{pids[0]}) is the log's rank "
                         f"{', '.join(map(str, found))}: the exports and the log number their ranks differently")
             continue
-        log_host = _short((log_ranks.get(rank) or {}).get("host"))
+        theirs_rank = log_ranks.get(rank)
+        log_host = _short(theirs_rank.host if theirs_rank else None)
         if host and log_host and log_host != host:
             return (f"{name} is rank {rank} on {i.get('host')}, the log's rank {rank} is on "
-                    f"{(log_ranks.get(rank) or {}).get('host')}: not the same run")
+                    f"{theirs_rank.host if theirs_rank else None}: not the same run")
     return None
 
 
@@ -406,12 +397,12 @@ def with_network(verdict: Verdict | None, results: Sequence[ReportResult],
                  if r.tool == ToolKind.NCCL and isinstance(r.info.get("nccl_verdict"), Mapping)), None)
     if said is None:
         return verdict
-    joined = (network_path.get("joined") if network_path else None) or []
+    joined = (network_path.joined if network_path else None) or ()
     where = ""
     if joined:
         parts = [f"{Path(str(j['report'])).name} holds NCCL rank{'s' if len(j['nccl_ranks']) > 1 else ''} "
                  f"{', '.join(str(n) for n in j['nccl_ranks'])}" for j in joined[:4]]
-        traffic = network_path.get("inter_node_traffic") if network_path else None
+        traffic = network_path.inter_node_traffic if network_path else None
         if traffic:
             parts.append(_traffic_sentence(traffic))
         where = " (" + "; ".join(parts) + ")"

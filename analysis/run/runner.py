@@ -515,8 +515,8 @@ def _analyze_run_facts(results: list[ReportResult], ctx: AnalysisContext, mem: I
     aligned = run_facts.aligned_windows(results, spec.kind)
     # ncu reports' verdicts (analysis.diagnosis.ncu_verdict); the run's when it has no nsys report.
     ncu_lead = ncu_verdict.attach(results)
-    network_path = run_network_path(results)
-    achieved_links(network_path, matrix, results)  # each link's achieved bandwidth next to its transport
+    # The NCCL logs' network path with each link's achieved bandwidth next to its transport.
+    network_path = achieved_links(run_network_path(results), matrix, results)
     verdict = with_network(critical_verdict(run_verdict(verdicts, names), verdicts, names, split) or ncu_lead,
                            results, network_path)
     # Report summaries are JSON up to here: step 1 stores them so (``ReportResult.save``) and the run-level passes

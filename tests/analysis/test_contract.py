@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import subprocess
 import sys
@@ -182,3 +183,39 @@ def test_a_typeddict_part_is_a_closed_object_with_its_required_keys():
                               "properties": {"pairs": {"type": "integer"},
                                              "path": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
                               "required": ["pairs"], "additionalProperties": False}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inner:
+    """A planted part whose keys are written beside its holder's."""
+
+    host: str
+    count: int | None = dataclasses.field(default=None, metadata={"json": {"optional": True}})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Holder:
+    """A planted holder: its own key, then its part's flat."""
+
+    report: str
+    inner: _Inner = dataclasses.field(metadata={"json": {"flat": True}})
+
+
+def test_a_flat_dataclass_part_puts_its_keys_beside_its_holder_s():
+    """A dataclass field marked ``flat`` (the run's network path holds the log's so) adds its keys, and which of them
+    are required, to its holder's object, which stays closed."""
+    defs: dict = {}
+    assert contract._schema_of(_Holder, defs) == {"$ref": "#/$defs/_Holder"}
+    assert defs["_Holder"]["properties"] == {"report": {"type": "string"}, "host": {"type": "string"},
+                                             "count": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}
+    assert defs["_Holder"]["required"] == ["report", "host"]
+    assert defs["_Holder"]["additionalProperties"] is False
+
+
+def test_two_result_types_of_one_name_fail():
+    """A ``$defs`` entry is named by its type: a second type of the same name (the nsys ``Nic`` and the NCCL log's
+    NIC) would be read as the first, so the schema refuses it."""
+    contract._schema_of(_Inner, {})
+    other = dataclasses.make_dataclass("_Inner", [("name", str)])
+    with pytest.raises(TypeError, match="two result types are named _Inner"):
+        contract._schema_of(other, {})

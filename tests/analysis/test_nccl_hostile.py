@@ -101,7 +101,7 @@ def test_a_million_warnings_are_counted_not_kept(tmp_path):
     assert out.stat().st_size < 20 * 2**20
     # strings are data: kept as found (escaping is the web layer's job), JSON-safe
     assert log.warnings[0].message.endswith("<script>x</script>")
-    json.dumps(log.to_json())
+    json.dumps(log.path().to_json())
 
 
 def test_distinct_connections_are_capped(tmp_path):
@@ -140,11 +140,11 @@ def test_huge_numbers_and_odd_syntax_do_not_crash(tmp_path):
     ingest(src, out)
     log = load(out)
     assert log.env_value("NCCL_ALGO") == "<img src=x onerror=alert(1)>"
-    text = json.dumps(log.to_json())
+    text = json.dumps(log.path().to_json())
     assert "NaN" not in text and "Infinity" not in text
-    row = next(r for r in log.tests_rows if r.size == 8)
+    row = next(r for r in log.tests.rows if r.size == 8)
     assert row.oop_algbw is None and row.oop_busbw is None  # not finite: no number
-    assert log.tests["avg_busbw"] is None
+    assert log.tests.avg_busbw is None
 
 
 def test_atomic_publish_leaves_nothing_on_error(tmp_path):
@@ -202,7 +202,7 @@ def test_control_bytes_in_strings_survive_the_store(tmp_path):
     log = load(out)
     assert log.env_value("NCCL_ALGO") == "a\x00b\ufffd"
     assert log.warnings[0].message == "bad \x00 \x1b[31m red"
-    json.dumps(log.to_json())
+    json.dumps(log.path().to_json())
 
 
 def test_repeated_and_distinct_lines_of_every_kept_kind_stay_linear(tmp_path):
@@ -273,4 +273,4 @@ def test_numbers_past_any_column_and_unicode_digits_are_no_crash(tmp_path, caplo
     assert "rule failed" not in caplog.text  # no NET rule crashed on it either
     assert any(f.rule_id == "NET006" for f in found)
     assert any(c.channel == int(big) and c.proxy_rank == int(big) for c in log.connections)
-    json.dumps(log.to_json())
+    json.dumps(log.path().to_json())

@@ -47,7 +47,7 @@ def test_the_corpus_has_its_sixteen_logs_and_each_is_sniffed_as_nccl():
 def test_every_log_round_trips_to_json(logs):
     import json
     for name, log in logs.items():
-        text = json.dumps(log.to_json())  # JSON-safe: no NaN, no objects
+        text = json.dumps(log.path().to_json())  # JSON-safe: no NaN, no objects
         assert "NaN" not in text and "Infinity" not in text, name
         assert log.version is not None, name
 
@@ -77,10 +77,10 @@ def test_p5_efa_nvls(logs):
     assert env["NCCL_NET_FORCE_FLUSH"] == ("0", "net plugin")
     assert env["NCCL_TOPO_FILE"][0].endswith("p5.48xl-topo.xml")
     assert not log.warnings
-    bw = log.busbw()
-    assert (bw["peak_busbw"], bw["peak_busbw_in_place"], bw["peak_size"]) == (487.9, 488.14, 16 * 2**30)
-    assert bw["avg_busbw"] == pytest.approx(124.584)
-    assert len(log.tests_rows) == 32  # 8 B .. 16 GB, the rows mpirun cut with [1,0]<stdout>: tags joined
+    bw = log.tests
+    assert (bw.peak_busbw, bw.peak_busbw_in_place, bw.peak_size) == (487.9, 488.14, 16 * 2**30)
+    assert bw.avg_busbw == pytest.approx(124.584)
+    assert len(log.tests.rows) == 32  # 8 B .. 16 GB, the rows mpirun cut with [1,0]<stdout>: tags joined
 
 
 def test_a100_pcie_nvlink_bridge(logs):
@@ -101,11 +101,11 @@ def test_a100_pcie_nvlink_bridge(logs):
     calls = {(a.coll, a.bytes, a.algo, a.proto, a.channels) for a in log.algo_calls}
     assert calls == {("AllReduce", 8 * 2**20 * 2**k, "Ring", "Simple", 24) for k in range(11)}
     assert not log.warnings
-    bw = log.busbw()
+    bw = log.tests
     # LABELS.md reads the table as out-of-place only and names 216.61: it is the larger column, which the
     # header calls in-place; out-of-place peaks at 216.60 on the same 8 GB row.
-    assert (bw["peak_busbw"], bw["peak_busbw_in_place"], bw["peak_size"]) == (216.60, 216.61, 8 * 2**30)
-    assert bw["avg_busbw"] == pytest.approx(178.078)
+    assert (bw.peak_busbw, bw.peak_busbw_in_place, bw.peak_size) == (216.60, 216.61, 8 * 2**30)
+    assert bw.avg_busbw == pytest.approx(178.078)
 
 
 def test_ault_shm_and_socket_tree_simple(logs):
@@ -129,7 +129,7 @@ def test_piz_daint_aries_sockets(logs):
     log = logs["pizdaint-4x1-aries-socket-tree-ll128-2.17.log"]
     assert log.nodes() == ["nid03092", "nid03093", "nid03094", "nid03095"]
     assert {r.bus_id for r in log.ranks} == {"2000"}
-    assert any(n.get("kind") == "no_device" and n.get("what") == "IB" for n in log.net_notes)
+    assert any(n.kind == "no_device" and n.what == "IB" for n in log.net_notes)
     assert {(n.name, n.kind) for n in log.nics} == {("ipogif0", "socket")}
     assert log.pairs() and all(p.transports == ("NET/Socket/0",) and p.inter_node for p in log.pairs())
     assert log.nchannels() == 2 and [r.ranks for r in log.rings] == [(0, 1, 2, 3)] * 2
@@ -150,10 +150,10 @@ def test_nvswitch_alltoall_coll_trace(logs):
     assert all(r.ranks == (0, 1, 2) for r in log.rings)
     assert any(g.nchannels == 12 and g.type == "NVL/PIX" for g in log.graphs)
     assert [w.kind for w in log.warnings] == ["no_ibverbs"] and set(log.networks) == {"Socket"}
-    bw = log.busbw()
+    bw = log.tests
     # the label's 233.73 is the in-place column of the split rows (out-of-place peaks at 204.8)
-    assert max(bw["peak_busbw"], bw["peak_busbw_in_place"]) == 233.73
-    assert bw["avg_busbw"] == pytest.approx(60.3942)
+    assert max(bw.peak_busbw, bw.peak_busbw_in_place) == 233.73
+    assert bw.avg_busbw == pytest.approx(60.3942)
 
 
 def test_polaris_coll_and_tuning_only(logs):
@@ -167,7 +167,7 @@ def test_polaris_coll_and_tuning_only(logs):
     assert tuning[("AllReduce", "Tree", "Simple")] == (168.0, 110.4)
     assert tuning[("AllReduce", "NVLS", "Simple")] == (0.0, 0.0)
     assert tuning[("AllReduce", "CollNetDirect", "Simple")][1] == 0.0
-    assert log.to_json()["pairs"] == []
+    assert log.path().to_json()["pairs"] == []
 
 
 def test_snellius_h100_nvlink(logs):
@@ -178,9 +178,9 @@ def test_snellius_h100_nvlink(logs):
     assert log.nchannels() == 24 and len({r.ranks for r in log.rings}) > 1  # permuted rings
     assert sorted((n.name, n.kind) for n in log.nics) == [("mlx5_0", "RoCE"), ("mlx5_2", "IB"), ("mlx5_3", "IB"),
                                                           ("mlx5_4", "IB"), ("mlx5_5", "IB")]
-    bw = log.busbw()
-    assert (bw["peak_busbw"], bw["peak_busbw_in_place"], bw["peak_size"]) == (323.99, 324.76, 128 * 2**20)
-    assert bw["avg_busbw"] == pytest.approx(67.3623)
+    bw = log.tests
+    assert (bw.peak_busbw, bw.peak_busbw_in_place, bw.peak_size) == (323.99, 324.76, 128 * 2**20)
+    assert bw.avg_busbw == pytest.approx(67.3623)
     assert not log.warnings
 
 
@@ -232,7 +232,7 @@ def test_podman_ofi_registration_failure(logs):
     devices = {w.message.split("for device ")[1][0] for w in log.warnings}
     assert devices == {"1", "3", "5", "7"}
     assert any("unhandled system error" in f.text for f in log.failures)
-    assert not log.tests_rows
+    assert not log.tests.rows
 
 
 def test_cori_2x8_ib_nine_nics_completion_error(logs):
@@ -258,7 +258,7 @@ def test_cori_2x8_ib_nine_nics_completion_error(logs):
     [w] = log.warnings
     assert (w.kind, w.rank, w.host, w.dev) == ("wc_error", 10, "cgpu09", 0)  # printed by the proxy thread: [0]
     assert "error 12" in w.message
-    assert log.to_json()["warnings"][0]["nic"] == "NET/IB/6 = mlx5_3 (RoCE)"  # rank 10's cross-node NIC
+    assert log.path().to_json()["warnings"][0]["nic"] == "NET/IB/6 = mlx5_3 (RoCE)"  # rank 10's cross-node NIC
     assert any("DUE TO TIME LIMIT" in f.text for f in log.failures)
 
 
@@ -271,11 +271,11 @@ def test_v100_roce_allgather_25_layout(logs):
     assert not log.rings and not log.trees
     reasons = {(g.scope, g.reason) for g in log.gdr}
     assert ("hca", "no module") in reasons and ("gpu", "distance 4 >= 2") in reasons
-    assert log.tests["layout"] == "classic" and all(r.redop is None for r in log.tests_rows)
-    bw = log.busbw()
-    assert (bw["peak_busbw"], bw["peak_busbw_in_place"]) == (0.79, 0.95)
-    assert 256 * 2**20 <= bw["peak_size"] <= 2**30
-    assert bw["avg_busbw"] == pytest.approx(0.372466)
+    assert log.tests.layout == "classic" and all(r.redop is None for r in log.tests.rows)
+    bw = log.tests
+    assert (bw.peak_busbw, bw.peak_busbw_in_place) == (0.79, 0.95)
+    assert 256 * 2**20 <= bw.peak_size <= 2**30
+    assert bw.avg_busbw == pytest.approx(0.372466)
     assert not any(n.speed_mbps for n in log.nics)
 
 
@@ -285,8 +285,8 @@ def test_a100_pcie_p2p_ipc(logs):
     assert {(p.src, p.dst, p.transports) for p in log.pairs()} == {(0, 1, ("P2P/IPC",)), (1, 0, ("P2P/IPC",))}
     assert log.nchannels() == 4
     assert {n.name for n in log.nics} == {"mlx5_2"} and log.env_value("NCCL_NET_GDR_LEVEL") == "SYS"
-    bw = log.busbw()
-    assert bw["peak_busbw"] == 14.79 and bw["avg_busbw"] == pytest.approx(14.4075)
+    bw = log.tests
+    assert bw.peak_busbw == 14.79 and bw.avg_busbw == pytest.approx(14.4075)
     assert not log.warnings
 
 
@@ -300,8 +300,8 @@ def test_smartio_p2p_disabled_shm(logs):
     assert log.nchannels() == 4
     assert {(n.name, n.kind) for n in log.nics} == {("mlx5_0", "RoCE"), ("mlx5_2", "IB")}
     assert all(g.enabled for g in log.gdr if g.scope == "hca") and len([g for g in log.gdr if g.scope == "hca"]) == 2
-    bw = log.busbw()
-    assert bw["peak_busbw"] == 4.24 and bw["avg_busbw"] == pytest.approx(3.90833)
+    bw = log.tests
+    assert bw.peak_busbw == 4.24 and bw.avg_busbw == pytest.approx(3.90833)
 
 
 def test_a100_pcie_ib_gdr_forced_on(logs):
@@ -312,13 +312,13 @@ def test_a100_pcie_ib_gdr_forced_on(logs):
     assert log.env_value("NCCL_NET_GDR_LEVEL") == "SYS"
     g = next(g for g in log.gdr if g.scope == "gpu")
     assert (g.gpu, g.hca, g.enabled, g.distance, g.op, g.level) == ("81000", 0, True, 6, "<=", 7)
-    nic = next(n for n in log.to_json()["nics"] if n["host"] == "n013")
+    nic = next(n for n in log.path().to_json()["nics"] if n["host"] == "n013")
     assert {(x["gpu"], x["enabled"], x["distance"], x["level"]) for x in nic["gdr"] if x["scope"] == "gpu"} == {
         ("81000", True, 6, 7)}  # GDR per GPU on this NIC, with the distance that decided it
     assert {(p.src, p.dst, p.transports, p.gdr) for p in log.pairs()} == {(0, 1, ("NET/IB/0/GDRDMA",), True),
                                                                           (1, 0, ("NET/IB/0/GDRDMA",), True)}
     assert log.nchannels() == 2 and [r.ranks for r in log.rings] == [(0, 1)] * 2
-    bw = log.busbw()
-    assert bw["peak_busbw"] == 14.74 and bw["avg_busbw"] == pytest.approx(11.4804)
-    assert 2.1e9 < bw["peak_size"] < 2.2e9  # "about 2.1 GB message"
+    bw = log.tests
+    assert bw.peak_busbw == 14.74 and bw.avg_busbw == pytest.approx(11.4804)
+    assert 2.1e9 < bw.peak_size < 2.2e9  # "about 2.1 GB message"
     assert not log.warnings

@@ -8,55 +8,19 @@ equal the whole log's; what only the stdout carried is absent exactly when the s
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
 import re
 import shutil
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 import pytest
 
+from analysis import network_path
+from analysis.api import result_schema
 from analysis.errors import TraceError
 from analysis.readers.nccl import ingest, load, load_job
-from analysis.readers.nccl.model import (
-    AlgoCall,
-    Connection,
-    EnvVar,
-    Failure,
-    Gdr,
-    Graph,
-    Nic,
-    Pair,
-    Rank,
-    Ring,
-    Source,
-    Tree,
-    Tuning,
-    Warn,
-)
-from analysis.readers.nccl.model import TestsRow as NcclTestsRow
-from analysis.report_types import (
-    AlgoCallJson,
-    ConnectionJson,
-    EnvJson,
-    FailureJson,
-    GdrJson,
-    GraphJson,
-    JobPath,
-    NetworkPath,
-    NicFields,
-    PairJson,
-    RankJson,
-    RingJson,
-    SourceJson,
-    TreeJson,
-    TuningJson,
-    WarnFields,
-)
-from analysis.report_types import TestsRowJson as NcclTestsRowJson
 from analysis.run.nccl_step import analyze_logs, log_warnings
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "nccl"
@@ -141,14 +105,14 @@ def test_the_corpus_has_multi_process_logs_to_split() -> None:
 def test_per_process_files_merge_into_the_whole_logs_path(log: Path, tmp_path: Path) -> None:
     whole = tmp_path / "whole.duckdb"
     ingest(log, whole)
-    expected = facts(load(whole).to_json())
+    expected = facts(load(whole).path().to_json())
     procs, job_out = split_per_process(log, tmp_path)
     files = ingested([*procs, job_out])
     stdout_taken = any(label == "job.out" for _, label in files)
     job = load_job(files)
     assert not job.left_out
     assert len(job.files) == len(files) >= 2
-    got = facts(job.log.to_json())
+    got = facts(job.log.path().to_json())
     if not stdout_taken:  # what only the launcher's stdout said (bare version line, srun/python errors) is gone
         stdout_only = ingested_alone_facts(log, tmp_path)
         for key in ("version", "failures"):
@@ -171,7 +135,7 @@ def ingested_alone_facts(log: Path, tmp: Path) -> dict[str, Any]:
                             if PREFIX.match(line)))
     db = tmp / "prefixed-only.duckdb"
     ingest(kept, db)
-    return facts(load(db).to_json())
+    return facts(load(db).path().to_json())
 
 
 def _pick(name: str) -> Path:
@@ -218,7 +182,7 @@ def test_a_rank_seen_in_several_files_counts_once(tmp_path: Path) -> None:
     files = ingested([node, rank3, rest])
     job = load_job(files)
     assert not job.left_out and len(job.files) == 3
-    assert facts(job.log.to_json()) == facts(load(whole).to_json())
+    assert facts(job.log.path().to_json()) == facts(load(whole).path().to_json())
 
 
 def test_the_same_file_twice_counts_once(tmp_path: Path) -> None:
@@ -292,72 +256,55 @@ def test_merged_warnings_stay_within_one_logs_caps_and_are_all_counted(tmp_path:
     assert len([w for w in job.log.warnings if w.kind == "wc_error"]) == MAX_WARNINGS_PER_KIND
 
 
-# -- the network path's JSON is its types (analysis.report_types: NetworkPath, JobPath and the records' *Json) --
-RECORDS = [(Rank, RankJson), (Nic, NicFields), (Gdr, GdrJson), (Connection, ConnectionJson), (Ring, RingJson),
-           (Tree, TreeJson), (EnvVar, EnvJson), (Warn, WarnFields), (Failure, FailureJson), (AlgoCall, AlgoCallJson),
-           (Tuning, TuningJson), (Graph, GraphJson), (NcclTestsRow, NcclTestsRowJson), (Source, SourceJson), (Pair, PairJson)]
+# -- the network path is its types (analysis.network_path), its JSON their to_json, checked by the result schema --
+RECORDS = [cls for cls in vars(network_path).values() if isinstance(cls, type) and issubclass(cls, network_path._Record)
+           and cls is not network_path._Record]
+# The schema of a run's network path (generated from the types), to check a log's path JSON against.
+RUN_PATH = jsonschema_rs.Draft202012Validator({"$ref": "#/$defs/RunNetworkPath", "$defs": result_schema()["$defs"]})
 
 
-def test_each_record_s_json_type_is_its_fields() -> None:
-    """``model.asdict`` writes a record's fields; its JSON type names the same keys in the same order (and ``file``,
-    where a merged log places the line)."""
-    for cls, json_type in RECORDS:
-        keys = [k for k in typing.get_type_hints(json_type) if k not in optional_keys(json_type)]
-        assert keys == [f.name for f in dataclasses.fields(cls)], cls.__name__
+def test_each_record_s_json_is_its_fields_in_order() -> None:
+    """A record's JSON names its fields in their order (``file``, where a merged log places the line, only when
+    set), and reads back as the record."""
+    assert len(RECORDS) == 18
+    for cls in RECORDS:
+        placed_in_file = [f.name for f in dataclasses.fields(cls) if f.metadata.get("json", {}).get("optional")]
+        keys = [f.name for f in dataclasses.fields(cls) if f.name not in placed_in_file]
+        record = cls(**{f.name: _sample(f.type) for f in dataclasses.fields(cls) if f.name in keys})
+        assert list(record.to_json()) == keys, cls.__name__
+        assert cls.from_json(record.to_json()) == record, cls.__name__
+        if placed_in_file:
+            assert placed_in_file == ["file"], cls.__name__
+            placed = dataclasses.replace(record, file="rank3.log")
+            assert list(placed.to_json()) == [*keys, "file"]
+            assert cls.from_json(placed.to_json()) == placed
 
 
-def optional_keys(tp: type) -> set[str]:
-    """A TypedDict's ``NotRequired`` keys (``__optional_keys__`` misses them under postponed annotations on 3.11)."""
-    hints = typing.get_type_hints(tp, include_extras=True)
-    return {k for k, h in hints.items()
-            if typing.get_origin(h) is typing.NotRequired or (not tp.__total__ and typing.get_origin(h) is not typing.Required)}
-
-
-def shape_problems(value: object, tp: object, at: str = "") -> list[str]:
-    """Where ``value`` is not of ``tp`` (a TypedDict: its keys, required ones present, none other; lists, sequences,
-    dicts, unions and scalars, an int counting as a float)."""
-    if typing.is_typeddict(tp):
-        if not isinstance(value, dict):
-            return [f"{at}: {type(value).__name__}, not {tp.__name__}"]
-        hints = typing.get_type_hints(tp)
-        out = [f"{at}.{k}: missing" for k in hints if k not in value and k not in optional_keys(tp)]
-        out += [f"{at}.{k}: not in {tp.__name__}" for k in value if k not in hints]
-        for k, v in value.items():
-            if k in hints:
-                out += shape_problems(v, hints[k], f"{at}.{k}")
-        return out
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        tries = [shape_problems(value, a, at) for a in args]
-        return [] if any(not t for t in tries) else min(tries, key=len)
-    if origin in (list, collections.abc.Sequence):
-        if not isinstance(value, list if origin is list else (list, tuple)):
-            return [f"{at}: {type(value).__name__}, not {origin.__name__}"]
-        return [p for i, v in enumerate(value) for p in shape_problems(v, args[0], f"{at}[{i}]")]
-    if origin is dict:
-        if not isinstance(value, dict):
-            return [f"{at}: {type(value).__name__}, not dict"]
-        return [p for k, v in value.items() for p in shape_problems(k, args[0], at) + shape_problems(v, args[1], f"{at}.{k}")]
-    if tp is type(None):
-        return [] if value is None else [f"{at}: {value!r} is not None"]
-    kinds = (int, float) if tp is float else (tp,)
-    ok = isinstance(value, kinds) and not (tp in (int, float) and isinstance(value, bool))
-    return [] if ok else [f"{at}: {value!r} is not {getattr(tp, '__name__', tp)}"]
+def _sample(annotation: str) -> object:
+    """A value of a record field's type (its annotation as written): a tuple, a number, a flag or a string."""
+    if annotation.startswith("tuple["):
+        return ()
+    if annotation.startswith(("int", "float")):
+        return 1
+    return True if annotation.startswith("bool") else "x"
 
 
 def test_the_network_path_is_its_type_on_every_corpus_log_and_a_merged_job(tmp_path: Path) -> None:
-    """Every corpus log's path (``NcclLog.to_json``) is a ``NetworkPath``, and a job merged from per-process files
-    (every line placed in its file, the files listed) a ``JobPath``; a key the types lack fails here."""
-    problems = []
+    """Every corpus log's path (``NcclLog.path``) and a job merged from per-process files (every line placed in its
+    file, the files listed) is the schema's ``RunNetworkPath`` once a report is named, and reads back from its JSON
+    as the same path; a key the types lack fails the schema."""
+    paths = []
     for i, log in enumerate(LOGS):
         db = tmp_path / f"{i}.duckdb"
         ingest(log, db)
-        problems += shape_problems(load(db).to_json(), NetworkPath, log.name[:40])
+        paths.append((log.name[:40], load(db).path().to_json()))
     split = tmp_path / "split"
     split.mkdir()
     files, job_out = split_per_process(SPLIT[0], split)
     merged = analyze_logs(ingested([*files, job_out]), "all")[0].info["network_path"]
     assert merged["files"] and any("file" in c for c in merged["connections"])
-    problems += shape_problems(merged, JobPath, "merged")
-    assert problems == []
-    assert shape_problems({**merged, "nics": [{**merged["nics"][0], "speed": 1}]}, JobPath) == [".nics[0].speed: not in NicJson"]
+    for name, path in [*paths, ("merged", merged)]:
+        assert [e.message for e in RUN_PATH.iter_errors({"report": name, **path})] == [], name
+        assert network_path.NetworkPath.from_json(path).to_json() == path, name
+    bad = {"report": "merged", **merged, "nics": [{**merged["nics"][0], "speed": 1}]}
+    assert len(list(RUN_PATH.iter_errors(bad))) == 1

@@ -2,7 +2,7 @@
 
 The interface the pipeline calls: ``looks_like_nccl_log(head)``, ``ingest(src, out, progress=None)``,
 ``load(path) -> NcclLog``, ``load_job([(path, label), ..]) -> Job`` (several logs of one job, one per rank,
-as one) and ``NcclLog.to_json()`` (the run's network path).
+as one) and ``NcclLog.path()`` (the run's network path, ``analysis.network_path``).
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ class LogSummary(TypedDict):
 
 def summary(log: NcclLog) -> LogSummary:
     """What a report of one log says of it without its network path: NCCL version, hosts, and the counts of
-    nodes, ranks, NICs and stored WARN lines (the lengths of those lists in ``log.to_json()``)."""
+    nodes, ranks, NICs and stored WARN lines (the lengths of those lists in ``log.path()``)."""
     nodes = log.nodes()
     return {"version": log.version, "hosts": nodes,
             "counts": {"nodes": len(nodes), "ranks": len(log.ranks), "nics": len(log.nics),

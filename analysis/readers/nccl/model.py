@@ -1,267 +1,37 @@
-"""An ingested NCCL log as frozen data (``NcclLog``, read back by ``store.load``) and its network path as JSON."""
+"""An ingested NCCL log as frozen data (``NcclLog``, read back by ``store.load``: its records are those of
+``analysis.network_path``) and its network path (``NcclLog.path``)."""
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, NotRequired, TypedDict, overload
+from dataclasses import dataclass, field
+from typing import TypeVar, overload
 
-from analysis.readers.nccl.schema import StoredNetNote
-from analysis.report_types import (
-    AlgoCallJson,
-    BusBandwidth,
-    ConnectionJson,
-    EnvJson,
-    FailureJson,
-    GdrJson,
-    GraphJson,
+from analysis.network_path import (
+    AlgoCall,
+    Connection,
+    EnvVar,
+    Failure,
+    Gdr,
+    Graph,
+    NcclNic,
+    NcclTests,
+    NetNote,
     NetworkPath,
-    NicFields,
-    NicGdrJson,
-    PairJson,
-    PathNodeLink,
-    RankJson,
-    RingJson,
-    SourceJson,
-    TestsInfo,
-    TestsRowJson,
-    TopologyLinks,
-    TreeJson,
-    TuningJson,
-    WarnFields,
+    NicGdr,
+    Pair,
+    PathNode,
+    Rank,
+    Ring,
+    Source,
+    TestsRow,
+    Tree,
+    Tuning,
+    Warn,
 )
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-# A record's JSON: its fields, typed by the record's ``*Json`` (``*Fields``) type of ``analysis.report_types``.
-@overload
-def asdict(item: Rank) -> RankJson: ...
-@overload
-def asdict(item: Nic) -> NicFields: ...
-@overload
-def asdict(item: Gdr) -> GdrJson: ...
-@overload
-def asdict(item: Connection) -> ConnectionJson: ...
-@overload
-def asdict(item: Ring) -> RingJson: ...
-@overload
-def asdict(item: Tree) -> TreeJson: ...
-@overload
-def asdict(item: EnvVar) -> EnvJson: ...
-@overload
-def asdict(item: Warn) -> WarnFields: ...
-@overload
-def asdict(item: Failure) -> FailureJson: ...
-@overload
-def asdict(item: AlgoCall) -> AlgoCallJson: ...
-@overload
-def asdict(item: Tuning) -> TuningJson: ...
-@overload
-def asdict(item: Graph) -> GraphJson: ...
-@overload
-def asdict(item: TestsRow) -> TestsRowJson: ...
-@overload
-def asdict(item: Source) -> SourceJson: ...
-@overload
-def asdict(item: Pair) -> PairJson: ...
-def asdict(item: Any) -> Any:
-    """A flat record (every field a number, string, None or a tuple of them) as its JSON: what
-    ``dataclasses.asdict`` gives for it, without its recursive deep copy (the fields are immutable), which cost
-    seconds on a 1,024-rank job's path."""
-    names = _FIELDS.get(type(item))
-    if names is None:
-        names = _FIELDS[type(item)] = tuple(f.name for f in fields(item))
-    return {name: getattr(item, name) for name in names}
-
-
-@dataclass(frozen=True)
-class Rank:
-    rank: int
-    host: str | None
-    pid: int | None
-    cuda_dev: int | None
-    bus_id: str | None
-    gpu: str | None
-    label: int | None
-    nranks: int | None
-    comm_id: str | None
-
-
-@dataclass(frozen=True)
-class Nic:
-    host: str | None
-    net: str | None      # None: a plugin's device a connection names without its net
-    index: int
-    name: str
-    port: int | None
-    link: str | None
-    kind: str            # IB | RoCE | EFA | CXI | socket | other
-    speed_mbps: int | None
-    virtual: bool
-    line: int | None
-
-
-@dataclass(frozen=True)
-class Gdr:
-    host: str | None
-    scope: str           # 'gpu' (decides) or 'hca'
-    gpu: str | None
-    hca: int | None
-    hca_name: str | None
-    enabled: bool
-    distance: int | None
-    level: int | None
-    op: str | None
-    reason: str | None
-    line: int | None
-    text: str | None = None
-
-
-@dataclass(frozen=True)
-class Connection:
-    channel: int
-    conn: int | None
-    src: int
-    dst: int
-    direction: str | None   # 'send' | 'recv' | None (intra-node lines name no side)
-    host: str | None        # the host that printed it
-    transport: str
-    kind: str               # P2P | SHM | NET | COLLNET ...
-    net: str | None
-    nic: int | None
-    proxy_rank: int | None  # PXN: the rank whose NIC carries it
-    gdr: bool
-    shared: bool
-    mode: str | None
-    read: bool
-    line: int
-    text: str | None = None
-
-
-@dataclass(frozen=True)
-class Ring:
-    channel: int
-    ranks: tuple[int, ...]
-    line: int
-
-
-@dataclass(frozen=True)
-class Tree:
-    channel: int
-    rank: int
-    up: int | None
-    down: tuple[int, ...]
-    line: int
-
-
-@dataclass(frozen=True)
-class EnvVar:
-    name: str
-    value: str | None
-    set_by: str             # 'environment' | 'net plugin'
-    count: int
-    distinct_values: int
-    line: int | None
-
-
-@dataclass(frozen=True)
-class Warn:
-    line: int
-    kind: str
-    message: str
-    host: str | None
-    pid: int | None
-    dev: int | None
-    label: int | None
-    source: str | None
-    rank: int | None
-
-
-@dataclass(frozen=True)
-class Failure:
-    line: int
-    label: int | None
-    kind: str
-    text: str
-
-
-@dataclass(frozen=True)
-class AlgoCall:
-    coll: str | None
-    bytes: int | None
-    algo: str | None
-    proto: str | None
-    channels: int | None
-    calls: int
-    line: int
-
-
-@dataclass(frozen=True)
-class Tuning:
-    coll: str
-    algo: str | None
-    proto: str
-    latency_us: float | None
-    bw_gbs: float | None
-    line: int
-
-
-@dataclass(frozen=True)
-class Graph:
-    pattern: int | None
-    cross_nic: int | None
-    nchannels: int | None
-    bw_intra: float | None
-    bw_inter: float | None
-    type: str | None
-    line: int
-
-
-@dataclass(frozen=True)
-class TestsRow:
-    table: int
-    line: int
-    size: int | None
-    count: int | None
-    type: str | None
-    redop: str | None
-    root: int | None
-    oop_time_us: float | None
-    oop_algbw: float | None
-    oop_busbw: float | None
-    oop_wrong: float | None
-    ip_time_us: float | None
-    ip_algbw: float | None
-    ip_busbw: float | None
-    ip_wrong: float | None
-
-
-@dataclass(frozen=True)
-class Source:
-    """One file of a log merged from several (one per rank, ``NCCL_DEBUG_FILE=%h.%p``): its lines are numbered
-    ``offset + 1`` to ``offset + lines`` in the merged log."""
-
-    file: str
-    offset: int
-    lines: int
-
-
-@dataclass(frozen=True)
-class Pair:
-    """Every connection between two ranks (one direction), over all channels."""
-
-    src: int
-    dst: int
-    inter_node: bool | None
-    transports: tuple[str, ...]
-    channels: tuple[int, ...]
-    nics: tuple[int, ...]
-    gdr: bool | None        # None: not a network pair
-    proxy_ranks: tuple[int, ...]
-    shared: bool
-    lines: tuple[int, ...]
+from analysis.report_types import PathNodeLink, TopologyLinks
 
 
 @dataclass
@@ -296,6 +66,19 @@ class _LinkAcc:
     gdr: set[bool] = field(default_factory=set)
 
 
+def nccl_tests(name: str | None, version: str | None, layout: str | None, avg_busbw: float | None,
+               avg_line: int | None, out_of_bounds: str | None, rows: tuple[TestsRow, ...]) -> NcclTests:
+    """nccl-tests' lines in a log (the test's name and version, its table's layout, the average busbw line and the
+    out-of-bounds count) with its result rows and their peak bus bandwidth (GB/s), out-of-place and in-place, and
+    where the out-of-place peak was."""
+    oop = [(r.oop_busbw, r) for r in rows if r.oop_busbw is not None]
+    ip = [r.ip_busbw for r in rows if r.ip_busbw is not None]
+    best = max(oop, key=lambda t: t[0]) if oop else None
+    return NcclTests(name, version, layout, avg_busbw, avg_line, out_of_bounds,
+                     peak_busbw=best[0] if best else None, peak_busbw_in_place=max(ip) if ip else None,
+                     peak_size=best[1].size if best else None, peak_line=best[1].line if best else None, rows=rows)
+
+
 @dataclass(frozen=True)
 class NcclLog:
     """Everything read from one NCCL debug log."""
@@ -303,10 +86,10 @@ class NcclLog:
     version: str | None
     version_raw: str | None
     ranks: tuple[Rank, ...]
-    nics: tuple[Nic, ...]
+    nics: tuple[NcclNic, ...]
     networks: Mapping[str, int]
     oob: Mapping[str, str]
-    net_notes: tuple[StoredNetNote, ...]
+    net_notes: tuple[NetNote, ...]
     gdr: tuple[Gdr, ...]
     connections: tuple[Connection, ...]
     rings: tuple[Ring, ...]
@@ -322,8 +105,7 @@ class NcclLog:
     topo_links: Mapping[str, TopologyLinks]
     p2p_refused: tuple[tuple[str | None, str, str, int], ...]
     nvls: Mapping[str, int]
-    tests_rows: tuple[TestsRow, ...]
-    tests: TestsInfo
+    tests: NcclTests   # nccl-tests' own lines, peak bus bandwidth and result rows (``nccl_tests``)
     counters: Mapping[str, int]
     meta: Mapping[str, str]
     sources: tuple[Source, ...] = ()   # several files merged: where each line number is (empty: one file)
@@ -395,7 +177,7 @@ class NcclLog:
 
     def providers(self) -> dict[str, int | None]:
         """Net plugin providers (aws-ofi-nccl: efa, cxi ...) and how many NICs each found."""
-        return {str(n["what"]): n.get("count") for n in self.net_notes if n.get("kind") == "provider"}
+        return {n.what: n.count for n in self.net_notes if n.kind == "provider"}
 
     def nic_name(self, host: str | None, index: int) -> str:
         """``NET/IB/6 = mlx5_3 (RoCE)``: a NIC index as the log names it on that host."""
@@ -473,19 +255,6 @@ class NcclLog:
         seen = [r.channel for r in self.rings] + [c.channel for c in self.connections]
         return max(seen) + 1 if seen else None
 
-    def busbw(self) -> BusBandwidth:
-        """nccl-tests' peak and average bus bandwidth (GB/s) and where the peak was."""
-        oop = [(r.oop_busbw, r) for r in self.tests_rows if r.oop_busbw is not None]
-        ip = [(r.ip_busbw, r) for r in self.tests_rows if r.ip_busbw is not None]
-        out: BusBandwidth = {"peak_busbw": None, "peak_busbw_in_place": None, "peak_size": None,
-                             "peak_line": None, "avg_busbw": self.tests.get("avg_busbw")}
-        if oop:
-            best = max(oop, key=lambda t: t[0])
-            out["peak_busbw"], out["peak_size"], out["peak_line"] = best[0], best[1].size, best[1].line
-        if ip:
-            out["peak_busbw_in_place"] = max(v for v, _ in ip)
-        return out
-
     def rank_of(self, host: str | None, pid: int | None, dev: int | None, label: int | None) -> int | None:
         """The rank that printed a line: the launcher's label, else the init lines of the same host/pid/device."""
         if label is not None:
@@ -516,91 +285,71 @@ class NcclLog:
         file, at = self.where(line)
         return f"line {at}" if file is None else f"{file} line {at}"
 
-    # ------------------------------------------------------------------ JSON
-    def to_json(self) -> NetworkPath:
-        """The run's network path, JSON-safe (every string as found in the log: escape it where shown)."""
+    # ------------------------------------------------------------------ the network path
+    def path(self) -> NetworkPath:
+        """The run's network path: the log's records with what is derived from them (nodes, pairs, rails, each
+        NIC's GPUDirect lines, each warning's NIC); in a log merged from several files every line placed in its
+        file (a pair's first ``lines`` stay the merged log's numbers). Every string as found in the log: escape it
+        where shown."""
         hosts = self.rank_hosts()
-        gdr_by_nic: dict[tuple[str | None, int | None], list[NicGdrJson]] = {}
+        gdr_by_nic: dict[tuple[str | None, int | None], list[NicGdr]] = {}
         for g in self.gdr:  # per GPU and per HCA, the line that decided GPUDirect for this NIC
             gdr_by_nic.setdefault((g.host, g.hca), []).append(
-                {"scope": g.scope, "gpu": g.gpu, "enabled": g.enabled, "distance": g.distance, "level": g.level,
-                 "reason": g.reason, "line": g.line})
-        out: NetworkPath = {
-            "version": self.version,
-            "version_raw": self.version_raw,
-            "nodes": [{"host": h, "ranks": sorted(r for r, hh in hosts.items() if hh == h),
-                       "oob": self.oob.get(h)} for h in self.nodes()],
-            "ranks": [asdict(r) for r in self.ranks],
-            "networks": dict(self.networks),
-            "nics": [{**asdict(n), "gdr": gdr_by_nic.get((n.host, n.index), [])} for n in self.nics],
-            "net_notes": [{**n} for n in self.net_notes],
-            "providers": self.providers(),
-            "gdr": [asdict(g) for g in self.gdr],
-            "pairs": [asdict(p) for p in self.pairs()],
-            "node_links": self.node_links(),
-            "rails": {h: {str(r): n for r, n in ranks.items()} for h, ranks in self.rails().items()},
-            "connections": [asdict(c) for c in self.connections[:5000]],
-            "connections_total": len(self.connections),
-            "nchannels": self.nchannels(),
-            "channel_counts": dict(self.channel_counts),
-            "rings": [asdict(r) for r in self.rings],
-            "trees": [asdict(t) for t in self.trees[:5000]],
-            "nvls": dict(self.nvls),
-            "env": [asdict(e) for e in self.env],
-            "warnings": [{**asdict(w), "nic": self.nic_of_warning(w)} for w in self.warnings],
-            "warning_counts": dict(self.warning_counts),
-            "failures": [asdict(f) for f in self.failures],
-            "algo_calls": [asdict(a) for a in self.algo_calls],
-            "tuning": [asdict(t) for t in self.tuning],
-            "graphs": [asdict(g) for g in self.graphs],
-            "topology_links": {k: {**v} for k, v in self.topo_links.items()},
-            "p2p_refused": [list(p) for p in self.p2p_refused],
-            "nccl_tests": {**self.tests, **self.busbw(), "rows": [asdict(r) for r in self.tests_rows]},
-            "counters": dict(self.counters),
-        }
-        if self.sources:
-            out["sources"] = [asdict(s) for s in self.sources]
-            self._in_files(out)
-        return out
+                self._placed(NicGdr(g.scope, g.gpu, g.enabled, g.distance, g.level, g.reason, g.line)))
+        place = self._placed
+        return NetworkPath(
+            version=self.version,
+            version_raw=self.version_raw,
+            nodes=tuple(PathNode(h, tuple(sorted(r for r, hh in hosts.items() if hh == h)), self.oob.get(h))
+                        for h in self.nodes()),
+            ranks=self.ranks,
+            networks=dict(self.networks),
+            nics=tuple(place(dataclasses.replace(n, gdr=tuple(gdr_by_nic.get((n.host, n.index), []))))
+                       for n in self.nics),
+            net_notes=tuple(place(n) for n in self.net_notes),
+            providers=self.providers(),
+            gdr=tuple(place(g) for g in self.gdr),
+            pairs=tuple(self.pairs()),
+            node_links=tuple(self.node_links()),
+            rails={h: {str(r): n for r, n in ranks.items()} for h, ranks in self.rails().items()},
+            connections=tuple(place(c) for c in self.connections[:5000]),
+            connections_total=len(self.connections),
+            nchannels=self.nchannels(),
+            channel_counts=dict(self.channel_counts),
+            rings=tuple(place(r) for r in self.rings),
+            trees=tuple(place(t) for t in self.trees[:5000]),
+            nvls=dict(self.nvls),
+            env=tuple(place(e) for e in self.env),
+            warnings=tuple(place(dataclasses.replace(w, nic=self.nic_of_warning(w))) for w in self.warnings),
+            warning_counts=dict(self.warning_counts),
+            failures=tuple(place(f) for f in self.failures),
+            algo_calls=tuple(place(a) for a in self.algo_calls),
+            tuning=tuple(place(t) for t in self.tuning),
+            graphs=tuple(place(g) for g in self.graphs),
+            topology_links={k: {**v} for k, v in self.topo_links.items()},
+            p2p_refused=self.p2p_refused,
+            nccl_tests=self._tests(),
+            counters=dict(self.counters),
+            sources=self.sources or None,
+        )
 
-    def _in_files(self, out: NetworkPath) -> None:
-        """A merged log's JSON with every line number as (``file``, line in that file), as its findings say it (a
-        pair's first ``lines`` stay the merged log's numbers)."""
-        for n in out["nics"]:
-            self._maybe_in_file(n)
-            for g in n["gdr"]:  # a NIC's GPUDirect lines
-                self._maybe_in_file(g)
-        for g in out["gdr"]:
-            self._maybe_in_file(g)
-        for e in out["env"]:
-            self._maybe_in_file(e)
-        for items in (out["net_notes"], out["connections"], out["rings"], out["trees"], out["warnings"],
-                      out["failures"], out["algo_calls"], out["tuning"], out["graphs"], out["nccl_tests"]["rows"]):
-            for item in items:
-                self._in_file(item)
-        tests = out["nccl_tests"]
-        if tests["peak_line"] is not None:
-            tests["peak_file"], tests["peak_line"] = self.where(tests["peak_line"])
-        if tests["avg_line"] is not None:
-            tests["avg_file"], tests["avg_line"] = self.where(tests["avg_line"])
+    def _tests(self) -> NcclTests:
+        """nccl-tests' lines, peak and rows; in a merged log, the rows', peak's and average's lines in their files."""
+        t = self.tests
+        if not self.sources:
+            return t
+        peak_file, peak_line = self.where(t.peak_line)
+        avg_file, avg_line = self.where(t.avg_line)
+        return dataclasses.replace(t, rows=tuple(self._placed(r) for r in t.rows), peak_line=peak_line,
+                                   peak_file=peak_file, avg_line=avg_line, avg_file=avg_file)
 
-    def _in_file(self, item: _Lined) -> None:
-        item["file"], item["line"] = self.where(item["line"])
-
-    def _maybe_in_file(self, item: _MaybeLined) -> None:
-        if item["line"] is not None:
-            item["file"], item["line"] = self.where(item["line"])
+    def _placed(self, item: _Lined) -> _Lined:
+        """A record of a merged log with its line in its file; a record of one file, or without a line, as it is."""
+        if not self.sources or item.line is None:
+            return item
+        file, line = self.where(item.line)
+        return item.in_file(file, line)
 
 
-class _Lined(TypedDict):
-    """A record's JSON with a line number (and, in a merged log, its file)."""
-
-    line: int
-    file: NotRequired[str | None]
-
-
-class _MaybeLined(TypedDict):
-    """A record's JSON whose line number may be unknown (a NIC or setting a net plugin names, a GPUDirect line)."""
-
-    line: int | None
-    file: NotRequired[str | None]
+_Lined = TypeVar("_Lined", NicGdr, NcclNic, NetNote, Gdr, Connection, Ring, Tree, EnvVar, Warn, Failure, AlgoCall, Tuning,
+                 Graph, TestsRow)

@@ -20,7 +20,8 @@ from analysis.readers.nccl.model import (
     Gdr,
     Graph,
     NcclLog,
-    Nic,
+    NcclNic,
+    NetNote,
     Rank,
     Ring,
     Source,
@@ -28,6 +29,7 @@ from analysis.readers.nccl.model import (
     Tree,
     Tuning,
     Warn,
+    nccl_tests,
 )
 from analysis.readers.nccl.schema import (
     NCCL_TABLES,
@@ -198,7 +200,7 @@ def build(t: Tables, sources: tuple[Source, ...] = ()) -> NcclLog:
         if n["virtual"] and "+" in (n["name"] or ""):  # a merged device: the kind of its members
             members = {kinds_by_name.get((n["host"], m)) or "" for m in n["name"].split("+")}
             kind = members.pop() if len(members) == 1 and "" not in members else kind
-        nic_list.append(Nic(n["host"], n["net"], n["idx"], n["name"], n["port"], n["link"], kind, n["speed_mbps"],
+        nic_list.append(NcclNic(n["host"], n["net"], n["idx"], n["name"], n["port"], n["link"], kind, n["speed_mbps"],
                             bool(n["virtual"]), n["line"]))
     # A net plugin (aws-ofi-nccl) lists no NICs: the devices its connections name stand for them.
     listed = {(n.host, n.index) for n in nic_list}
@@ -208,7 +210,7 @@ def build(t: Tables, sources: tuple[Source, ...] = ()) -> NcclLog:
         if (c["host"], c["nic"]) not in listed:
             listed.add((c["host"], c["nic"]))
             provider = providers.get(c["host"], any_provider)
-            nic_list.append(Nic(c["host"], c["net"], c["nic"], f"{provider or c['net']} device {c['nic']}", None,
+            nic_list.append(NcclNic(c["host"], c["net"], c["nic"], f"{provider or c['net']} device {c['nic']}", None,
                                 None, nic_kind(c["net"], None, provider), None, False, None))
     nics = tuple(sorted(nic_list, key=lambda n: (n.host or "", n.net, n.index)))
     conns = tuple(Connection(c["channel"], c["conn"], c["src"], c["dst"], c["direction"], c["host"], c["transport"],
@@ -222,7 +224,7 @@ def build(t: Tables, sources: tuple[Source, ...] = ()) -> NcclLog:
         nics=nics,
         networks={r["name"]: r["lines"] for r in t["nccl_networks"]},
         oob={r["host"]: r["interface"] for r in t["nccl_oob"]},
-        net_notes=tuple(t["nccl_net_notes"]),
+        net_notes=tuple(NetNote(**n) for n in t["nccl_net_notes"]),
         gdr=tuple(Gdr(g["host"], g["scope"], g["gpu"], g["hca"], g["hca_name"], bool(g["enabled"]), g["distance"],
                       g["level"], g["op"], g["reason"], g["line"], g["text"]) for g in sorted(t["nccl_gdr"], key=lambda g: g["line"])),
         connections=conns,
@@ -245,15 +247,15 @@ def build(t: Tables, sources: tuple[Source, ...] = ()) -> NcclLog:
                     for r in t["nccl_topo_links"]},
         p2p_refused=tuple((r["host"], r["dev_a"], r["dev_b"], r["count"]) for r in t["nccl_p2p_refused"]),
         nvls={r["name"]: r["value"] for r in t["nccl_nvls"]},
-        tests_rows=tuple(TestsRow(r["tbl"], r["line"], r["size"], r["count"], r["type"], r["redop"], r["root"],
-                                  r["oop_time_us"], r["oop_algbw"], r["oop_busbw"], r["oop_wrong"], r["ip_time_us"],
-                                  r["ip_algbw"], r["ip_busbw"], r["ip_wrong"])
-                         for r in sorted(t["nccl_tests_rows"], key=lambda r: r["line"])),
-        tests={"name": meta.get("tests_name") or None, "version": meta.get("tests_version") or None,
-               "layout": meta.get("tests_layout") or None,
-               "avg_busbw": float(meta["tests_avg_busbw"]) if meta.get("tests_avg_busbw") else None,
-               "avg_line": int(meta["tests_avg_line"]) if meta.get("tests_avg_line") else None,
-               "out_of_bounds": meta.get("tests_out_of_bounds") or None},
+        tests=nccl_tests(
+            meta.get("tests_name") or None, meta.get("tests_version") or None, meta.get("tests_layout") or None,
+            float(meta["tests_avg_busbw"]) if meta.get("tests_avg_busbw") else None,
+            int(meta["tests_avg_line"]) if meta.get("tests_avg_line") else None,
+            meta.get("tests_out_of_bounds") or None,
+            tuple(TestsRow(r["tbl"], r["line"], r["size"], r["count"], r["type"], r["redop"], r["root"],
+                           r["oop_time_us"], r["oop_algbw"], r["oop_busbw"], r["oop_wrong"], r["ip_time_us"],
+                           r["ip_algbw"], r["ip_busbw"], r["ip_wrong"])
+                  for r in sorted(t["nccl_tests_rows"], key=lambda r: r["line"]))),
         counters={r["name"]: r["value"] for r in t["nccl_counters"]},
         meta=meta,
         sources=sources,

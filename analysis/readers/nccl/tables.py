@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
+from analysis.network_path import TestsRow
 from analysis.readers.nccl.lines import float_or_none, int_or_none
 
 MAX_ROWS = 100_000
@@ -47,27 +48,6 @@ class DeviceRow(TypedDict):
     gpu: NotRequired[str | None]
 
 
-class ResultRow(TypedDict):
-    """A row of nccl-tests' result table (its pieces joined back): size, count, type, reduction, root, and the
-    out-of-place and in-place time (us), algorithm and bus bandwidth (GB/s) and wrong count."""
-
-    table: int
-    line: int
-    size: int | None
-    count: int | None
-    type: str
-    redop: str | None
-    root: int | None
-    oop_time_us: float | None
-    oop_algbw: float | None
-    oop_busbw: float | None
-    oop_wrong: float | None
-    ip_time_us: float | None
-    ip_algbw: float | None
-    ip_busbw: float | None
-    ip_wrong: float | None
-
-
 def _cells(toks: list[str], at: int) -> tuple[float | None, float | None, float | None, float | None]:
     """Time, algbw, busbw and wrong count from the four cells at ``at`` (all None where the row is short)."""
     cells = toks[at:at + 4]
@@ -91,7 +71,7 @@ class TestsTable:
     avg_line: int | None = None
     out_of_bounds: str | None = None
     devices: list[DeviceRow] = field(default_factory=list)
-    rows: list[ResultRow] = field(default_factory=list)
+    rows: list[TestsRow] = field(default_factory=list)  # the result table's rows, as the log's records hold them
     table: int = -1
     dropped: int = 0
     _pending: list[str] = field(default_factory=list)
@@ -199,12 +179,12 @@ class TestsTable:
             return
         lead = self.lead
         oop, ip = _cells(toks, lead), _cells(toks, lead + 4)
-        self.rows.append({"table": self.table, "line": self._pending_line, "size": int_or_none(toks[0]),
-                          "count": int_or_none(toks[1]), "type": toks[2][:16],
-                          "redop": toks[3][:16] if lead >= 5 else None,
-                          "root": int_or_none(toks[4]) if lead >= 5 else None,
-                          "oop_time_us": oop[0], "oop_algbw": oop[1], "oop_busbw": oop[2], "oop_wrong": oop[3],
-                          "ip_time_us": ip[0], "ip_algbw": ip[1], "ip_busbw": ip[2], "ip_wrong": ip[3]})
+        self.rows.append(TestsRow(table=self.table, line=self._pending_line, size=int_or_none(toks[0]),
+                                  count=int_or_none(toks[1]), type=toks[2][:16],
+                                  redop=toks[3][:16] if lead >= 5 else None,
+                                  root=int_or_none(toks[4]) if lead >= 5 else None,
+                                  oop_time_us=oop[0], oop_algbw=oop[1], oop_busbw=oop[2], oop_wrong=oop[3],
+                                  ip_time_us=ip[0], ip_algbw=ip[1], ip_busbw=ip[2], ip_wrong=ip[3]))
 
     def finish(self) -> None:
         self._flush()

@@ -51,7 +51,7 @@ def finish_run_analysis(session: Session, run_id: int, owner: str, inputs: Analy
     if result.run_warnings:  # missing ranks, other jobs, reports apart on the clock (analysis.run.mixed)
         row.data = {**row.data, "run_warnings": jsonable(list(result.run_warnings))}
     for key, value in (("network", result.network), ("collectives", result.collectives),
-                       ("network_path", result.network_path)):
+                       ("network_path", None if result.network_path is None else result.network_path.to_json())):
         if value is not None:  # run-wide facts: NCCL's network matrix, collectives' wait vs transfer, the NCCL log's path
             row.data = {**row.data, key: jsonable(value)}
     session.add(row)

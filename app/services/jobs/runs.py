@@ -73,7 +73,7 @@ def run_summary(session: Session, run_id: int) -> dict[str, Any]:
         "verdict": None if stored.verdict is None else stored.verdict.to_json(),
         "network": None if stored.network is None else dict(stored.network),
         "collectives": None if stored.collectives is None else dict(stored.collectives),
-        "network_path": None if stored.network_path is None else dict(stored.network_path),
+        "network_path": None if stored.network_path is None else stored.network_path.to_json(),
         "run_warnings": [dict(w) for w in stored.run_warnings],
     }
 

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from analysis.api import FindingResult, NcuKernel, ReportSummary, ToolKind, Verdict
+from analysis.api import FindingResult, NcuKernel, ReportSummary, RunNetworkPath, ToolKind, Verdict
 from app.models import RunSummary
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class StoredRun:
     run_warnings: tuple[Mapping[str, Any], ...] = ()
     network: Mapping[str, Any] | None = None
     collectives: Mapping[str, Any] | None = None
-    network_path: Mapping[str, Any] | None = None
+    network_path: RunNetworkPath | None = None
 
 
 def _verdict(value: Any) -> Verdict | None:
@@ -116,6 +116,16 @@ def _verdict(value: Any) -> Verdict | None:
         return Verdict.from_json(value)
     except (TypeError, KeyError):  # stored by a version whose verdict had other keys: none to show
         logger.warning("stored verdict does not read as a Verdict: %s", sorted(value))
+        return None
+
+
+def _network_path(value: Any) -> RunNetworkPath | None:
+    if not isinstance(value, dict):
+        return None
+    try:
+        return RunNetworkPath.from_json(value)
+    except (TypeError, KeyError, ValueError, AttributeError):  # stored by a version whose path had other keys
+        logger.warning("stored network path does not read as a RunNetworkPath: %s", sorted(value))
         return None
 
 
@@ -175,7 +185,7 @@ def to_run_entity(row: RunSummary | None) -> StoredRun:
         missing_ranks=tuple(int(r) for r in data.get("missing_ranks") or []),
         run_warnings=tuple(w for w in data.get("run_warnings") or [] if isinstance(w, dict)),
         network=_mapping(data.get("network")), collectives=_mapping(data.get("collectives")),
-        network_path=_mapping(data.get("network_path")))
+        network_path=_network_path(data.get("network_path")))
 
 
 @dataclass(frozen=True)

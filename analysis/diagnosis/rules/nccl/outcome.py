@@ -209,8 +209,8 @@ class MeasuredBandwidth(NetRule):
                                                   "which it reports", minimum=1, maximum=100)}
 
     def check_log(self, log: NcclLog, params: Mapping[str, float]) -> list[Finding]:
-        bw = log.busbw()
-        peak = max((v for v in (bw["peak_busbw"], bw["peak_busbw_in_place"]) if v is not None), default=None)
+        bw = log.tests
+        peak = max((v for v in (bw.peak_busbw, bw.peak_busbw_in_place) if v is not None), default=None)
         if peak is None:
             return []
         inter = [p for p in inter_pairs(log) if not any(t.startswith("NET/Socket") for t in p.transports)]
@@ -234,11 +234,10 @@ class MeasuredBandwidth(NetRule):
         limit = link * (params["min_link_share_pct"] / 100.0 if printed else 1.0)
         if peak >= limit:
             return []
-        evidence = [line_evidence(bw["peak_line"], f"peak busbw {fmt.exact(peak)} GB/s (nccl-tests row of {fmt.exact(bw['peak_size'])} B)",
+        evidence = [line_evidence(bw.peak_line, f"peak busbw {fmt.exact(peak)} GB/s (nccl-tests row of {fmt.exact(bw.peak_size)} B)",
                                   name="nccl-tests", derived=True)]
-        if log.tests.get("avg_line"):
-            evidence.append(line_evidence(log.tests["avg_line"], f"Avg bus bandwidth : {log.tests['avg_busbw']}",
-                                          derived=True))
+        if bw.avg_line:
+            evidence.append(line_evidence(bw.avg_line, f"Avg bus bandwidth : {bw.avg_busbw}", derived=True))
         message = (f"nccl-tests peaked at {fmt.exact(peak)} GB/s busbw, {fmt.share(100 * peak / link)} of {what}, about "
                    f"{fmt.exact(link)} GB/s.")
         return [self.finding("Bandwidth far below the link", message, evidence, severity="warning",

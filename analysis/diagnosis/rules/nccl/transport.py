@@ -56,7 +56,7 @@ class SocketBetweenNodes(NetRule):
                 evidence.append(line_evidence(c.line, c.text, rank=p.src, name=c.transport))
         on_purpose = env_is(log, "NCCL_IB_DISABLE", "1") or env_is(log, "NCCL_NET", "socket")
         nics = rdma_nics(log)
-        no_device = [n for n in log.net_notes if n.get("kind") == "no_device"]
+        no_device = [n for n in log.net_notes if n.kind == "no_device"]
         no_verbs = [w for w in log.warnings if w.kind == "no_ibverbs"]
         if on_purpose:
             for name in ("NCCL_IB_DISABLE", "NCCL_NET"):
@@ -70,7 +70,7 @@ class SocketBetweenNodes(NetRule):
             severity = "critical"
         elif no_device or no_verbs:
             for n in no_device[:2]:
-                evidence.insert(0, line_evidence(n.get("line"), n.get("text"), name="no RDMA device"))
+                evidence.insert(0, line_evidence(n.line, n.text, name="no RDMA device"))
             for w in no_verbs[:1]:
                 evidence.insert(0, line_evidence(w.line, w.message, rank=w.rank, name="libibverbs"))
             cause = "because NCCL found no RDMA device (no IB/RoCE device or verbs library visible to the job)"
@@ -134,9 +134,9 @@ class GdrOff(NetRule):
             if c is not None:
                 evidence.append(line_evidence(c.line, c.text, rank=p.src, name=c.transport))
         reason = "; ".join(dict.fromkeys(reasons)) if reasons else "the log prints no reason (no GDR line)"
-        bw = log.busbw()
-        cost = (f" nccl-tests measured a peak busbw of {fmt.exact(bw['peak_busbw'])} GB/s over this path."
-                if bw.get("peak_busbw") is not None else "")
+        peak = log.tests.peak_busbw
+        cost = (f" nccl-tests measured a peak busbw of {fmt.exact(peak)} GB/s over this path."
+                if peak is not None else "")
         message = (f"{fmt.count(len(pairs))} inter-node pair(s) ({pair_text(pairs)}) move data without GPUDirect RDMA, staged "
                    f"through host memory: {reason}.{cost}")
         return [self.finding("GPUDirect RDMA off between nodes", message, evidence, severity="warning",
