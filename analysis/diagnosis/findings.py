@@ -116,7 +116,7 @@ class Finding:
     ``extra``: the rule's numbers, its ``extra_type`` as the rule built it (the run step sets the fields it owns there:
     ``_json(run_step=True)``). The engine's keys are fields (None: not set): where the host CPU was in the rule's gaps
     (``host_functions``, the rules that sampled it), the host-paced mark and the cost per step on a loop window
-    (``analysis.run.runner``), the loops its evidence lies in (``analysis.loops.loop_report.mark_loops``) and, for
+    (``analysis.run.runner``), the loops its evidence lies in (``analysis.loops.loop_report.loops_holding``) and, for
     one finding across ranks, the roll-up (``analysis.run.rollup``)."""
 
     rule_id: str
