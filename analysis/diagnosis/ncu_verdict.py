@@ -15,15 +15,21 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from analysis import fmt
 from analysis.diagnosis.findings import Finding
 from analysis.diagnosis.ncu import sol
 from analysis.diagnosis.rules.ncu.common import NcuRule
 from analysis.diagnosis.rules.registry import default_registry
+from analysis.report_types import ReportInfo
+from analysis.result_parts import NcuKernel
 from analysis.results import NcuExtra, Verdict
+
+if TYPE_CHECKING:
+    from analysis.diagnosis.ncu.kernels import SolPart
+    from analysis.diagnosis.ncu.limiter import Limiter
 
 # The vocabulary of an ncu verdict's ``kind`` (an nsys verdict's kinds are analysis.diagnosis.verdict.KINDS).
 KINDS: dict[str, str] = {
@@ -56,7 +62,7 @@ LIBRARY_STEP = ("change the call, not the kernel: a larger or batched problem pe
                 "version or algorithm")
 
 
-def _kind(lim: Mapping[str, Any]) -> str:
+def _kind(lim: Limiter) -> str:
     from analysis.diagnosis.ncu.limiter import tensor_unused
 
     if tensor_unused(lim):
@@ -71,11 +77,29 @@ def _us(ns: float | None) -> str:
     return fmt.duration(ns)
 
 
-def _groups(kernels: Sequence[Mapping[str, Any]]) -> dict[tuple, list[Mapping[str, Any]]]:
-    out: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
+def _shape(dims: tuple[int, ...] | None) -> str:
+    """A launch dimension as the group key spells it: its JSON list's ``str`` (``_findings_on`` compares it with the
+    finding's, and the key breaks ties between groups, so its text must not change)."""
+    return str(None if dims is None else list(dims))
+
+
+def _groups(kernels: Sequence[NcuKernel]) -> dict[tuple, list[NcuKernel]]:
+    out: dict[tuple, list[NcuKernel]] = defaultdict(list)
     for k in kernels:
-        out[(k["name"], str(k.get("grid")), str(k.get("block")))].append(k)
+        out[(k.name, _shape(k.grid), _shape(k.block))].append(k)
     return out
+
+
+def _limiter(kernel: NcuKernel) -> Limiter | None:
+    """The launch's limiter in its memory story (``analysis.diagnosis.ncu.kernels.LimiterPart``; None: not
+    computed)."""
+    return cast("Limiter | None", kernel.memory.get("limiter"))
+
+
+def _sol_bound(kernel: NcuKernel) -> float | None:
+    """The launch's speed-of-light bound in its memory story (``analysis.diagnosis.ncu.kernels.SolPart``)."""
+    part = cast("SolPart | None", kernel.memory.get("sol"))
+    return part.get("bound_ns") if part else None
 
 
 @functools.cache
@@ -106,9 +130,10 @@ def _findings_on(findings: Sequence[Finding], report: str, key: tuple) -> list[t
     return sorted(mine, key=lambda fe: fe[1].cause_order or 0)
 
 
-def report_verdict(info: Mapping[str, Any], findings: Sequence[Finding]) -> Verdict | None:
-    """The verdict of one ncu report (``info``: its summary with ``kernels``), None when it profiled no kernel."""
-    kernels = info.get("kernels") or []
+def report_verdict(info: ReportInfo, findings: Sequence[Finding]) -> Verdict | None:
+    """The verdict of one ncu report (``info``: its summary with ``kernels``, read once as ``NcuKernel``), None
+    when it profiled no kernel."""
+    kernels = [NcuKernel.from_json(k) for k in info.get("kernels") or []]
     if not kernels:
         return None
     report = info.get("file")
@@ -116,15 +141,14 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Finding]) -> Verd
     for key, launches in _groups(kernels).items():
         mine = [f for f, _ in _findings_on(findings, str(report), key)]
         saving = sum(int(f.impact_ns or 0) for f in mine)
-        linked = next((k["nsys_total_ns"] for k in launches if k.get("nsys_total_ns") is not None), None)
-        profiled = sum(k.get("duration_ns") or 0.0 for k in launches)
+        linked = next((k.nsys_total_ns for k in launches if k.nsys_total_ns is not None), None)
+        profiled = sum(k.duration_ns or 0.0 for k in launches)
         scored.append((saving, linked if linked is not None else profiled, key, launches, mine, linked))
     saving, cost, key, launches, mine, linked = max(scored, key=lambda s: (s[0], s[1], s[2]))
-    lead = max(launches, key=lambda k: (k.get("duration_ns") or 0.0, -k["kernel_id"]))
-    memory = lead.get("memory") or {}
-    lim = memory.get("limiter") or {"kind": "unknown", "name": "", "reason": "no limiter computed"}
+    lead = max(launches, key=lambda k: (k.duration_ns or 0.0, -k.kernel_id))
+    lim: Limiter = _limiter(lead) or {"kind": "unknown", "name": "", "reason": "no limiter computed"}
     kind = _kind(lim)
-    name = lead.get("short_name") or lead["name"]
+    name = lead.short_name or lead.name
     n = len(launches)
     where = f"{_us(cost)} in nsys" if linked is not None else f"{_us(cost) if cost else 'unknown duration'} profiled"
     text = f"{name} ({fmt.count(n)} launch{'es' if n > 1 else ''}, {where}) is {_limiter_phrase(kind, lim)}"
@@ -148,31 +172,32 @@ def report_verdict(info: Mapping[str, Any], findings: Sequence[Finding]) -> Verd
                    mine[0].rule_id if mine else None)
 
 
-def _limiter_phrase(kind: str, lim: Mapping[str, Any]) -> str:
+def _limiter_phrase(kind: str, lim: Limiter) -> str:
     reason = lim.get("reason") or ""
     if kind == "tensor_unused":
-        family = (lim.get("tensor_cores") or {}).get("family") or "tensor-core instructions"
+        cores = lim.get("tensor_cores")
+        family = (cores.get("family") if cores else None) or "tensor-core instructions"
         return f"doing its math on the FP32/FMA pipes with the tensor cores unused ({family} on this GPU): {reason}"
     return {"launch": "too small for the GPU", "memory": "memory-bound", "compute": "compute-bound",
             "latency": "latency-bound", "occupancy": "occupancy-limited",
             "unknown": "not classified"}[kind] + f": {reason}"
 
 
-def _gain(launches: Sequence[Mapping[str, Any]], saving: int, linked: float | None, cost: float, kind: str,
+def _gain(launches: Sequence[NcuKernel], saving: int, linked: float | None, cost: float, kind: str,
           same_work: bool = True) -> str:
     """The findings' saving, the most any fix can save and the realistic gain (profiled launches, scaled to nsys)."""
-    bounds = [(k.get("duration_ns"), (k.get("memory") or {}).get("sol") or {}) for k in launches]
-    known = [(d, s) for d, s in bounds if d and s.get("bound_ns") is not None]
+    bounds = [(k.duration_ns, _sol_bound(k)) for k in launches]
+    known = [(d, b) for d, b in bounds if d and b is not None]
     parts = []
     if saving:
         parts.append(f"its findings save up to {_us(saving)}")
     if known and len(known) == len(bounds) and same_work:
         profiled = sum(d for d, _ in known)
-        ceiling = sum(d - s["bound_ns"] for d, s in known)
-        real = sum(sol.realistic(d, s["bound_ns"]) or 0.0 for d, s in known)
+        ceiling = sum(d - b for d, b in known)
+        real = sum(sol.realistic(d, b) or 0.0 for d, b in known)
         scale = (linked / profiled) if linked is not None and profiled else 1.0
         if kind == "launch":  # the time is fixed cost, not work: peaks say how little work there is
-            parts.append(f"its work would take {_us(sum(s['bound_ns'] for _, s in known) * scale)} at the GPU's peaks, "
+            parts.append(f"its work would take {_us(sum(b for _, b in known) * scale)} at the GPU's peaks, "
                          "so the rest is launch and ramp cost that only more work per launch amortises")
             return "; " + "; ".join(parts)
         parts.append(f"at the same work the speed of light leaves at most {_us(ceiling * scale)}, and reaching "
@@ -198,9 +223,11 @@ def attach(results: Sequence[Any]) -> Verdict | None:
     return best
 
 
-def _shared_note(lim: Mapping[str, Any]) -> str:
+def _shared_note(lim: Limiter) -> str:
     """Where the export measured shared memory and it is clean: say so (conflict-free, pipe far from its peak)."""
-    ev = lim.get("evidence") or {}
+    ev = lim.get("evidence")
+    if not ev:
+        return ""
     conflicts, wavefronts, pct = ev.get("shared_bank_conflicts"), ev.get("shared_wavefronts"), ev.get("shared_pct")
     if conflicts is None or not wavefronts or conflicts > 0.1 * wavefronts:
         return ""
@@ -209,14 +236,14 @@ def _shared_note(lim: Mapping[str, Any]) -> str:
             f"wavefronts{busy}")
 
 
-def _after_fix(first: Finding, lead: Mapping[str, Any], cost: float) -> str:
+def _after_fix(first: Finding, lead: NcuKernel, cost: float) -> str:
     """For a fix that removes work: the realistic gain on the work left, as a share of the lead launch applied to
     the kernel's time (its assumption: the fixed kernel reaches ``REALISTIC_SHARE`` of the binding unit's peak).
     Fixes that remove work are the rule's trait (``NcuRule.removes_work``: fewer bytes or wavefronts moved)."""
     if not _rule(first).removes_work:
         return ""
     detail = (first.evidence[0].detail if first.evidence else None) or {}
-    after, dur = detail.get("sol_bound_ns"), lead.get("duration_ns")
+    after, dur = detail.get("sol_bound_ns"), lead.duration_ns
     if after is None or not dur or not cost:
         return ""
     share = max(0.0, 1.0 - after / sol.REALISTIC_SHARE / dur)
@@ -227,11 +254,12 @@ def _after_fix(first: Finding, lead: Mapping[str, Any], cost: float) -> str:
             f"{_us(after / sol.REALISTIC_SHARE * cost / dur)} at {fmt.pct(100 * sol.REALISTIC_SHARE)} of it, {reach}")
 
 
-def _mix(launches: Sequence[Mapping[str, Any]]) -> str:
+def _mix(launches: Sequence[NcuKernel]) -> str:
     """Launches of one kernel with different limiters (a size sweep): how many and how much time each has."""
     kinds: dict[str, list[float]] = defaultdict(list)
     for k in launches:
-        kinds[((k.get("memory") or {}).get("limiter") or {}).get("kind") or "unknown"].append(k.get("duration_ns") or 0.0)
+        lim = _limiter(k)
+        kinds[(lim.get("kind") if lim else None) or "unknown"].append(k.duration_ns or 0.0)
     if len(kinds) < 2:
         return ""
     parts = sorted(kinds.items(), key=lambda kv: -sum(kv[1]))
