@@ -13,7 +13,12 @@ Conventions every reader must honour and every rule may rely on:
 * ``device`` is the CUDA ordinal as the profiled process saw it (``KERNEL.deviceId``), never the
   nsys GPU id; ``devices`` maps it to the physical GPU.
 * ``pid``/``tid`` are OS ids (decoded from nsys' packed ``globalPid``/``globalTid``).
-* Strings are stored resolved (no string-id indirection) and exactly as the export had them.
+* Strings are stored resolved (no string-id indirection) and exactly as the export had them; the one
+  exception is the kernels' mangled name, read only to find a kernel by it (``kernels.mangled_id`` into
+  ``mangled_names``).
+* A column holding one of our own fixed words (``kernels.category``, ``cuda_api.kind``, ``sync.sync_type``, the
+  copy and memory kinds) is a DuckDB ``ENUM`` of them in byte order, so it sorts, compares and groups as the
+  same VARCHAR would (only ``hash()`` differs); files of schema version 5 and earlier store VARCHAR.
 * A table the export did not have exists and is empty.
 
 Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they were written with.
@@ -21,16 +26,18 @@ Bump ``SCHEMA_VERSION`` on any change; stored reports record the version they we
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5  # 2: cpu_samples; 3: iterations (derived at ingest, see analysis.loops.steps), nccl_calls,
+SCHEMA_VERSION = 6  # 2: cpu_samples; 3: iterations (derived at ingest, see analysis.loops.steps), nccl_calls,
 # gpu_metrics, nic_metrics, nics; 4: net_transfers (derived at ingest, see analysis.readers.nsys.net); 5: off_cpu
 # Versions this code reads: a version-2 file lacks the version-3 tables; the analysis computes the iterations
 # itself and the rules and summaries that read the others find no rows (skipped, empty summaries). A
 # version-3 file lacks net_transfers: the analysis reads the same rows from its NVTX table. A version-4 file
 # lacks off_cpu: its idle anatomy paints no ``off_cpu`` (those instants stay ``none``) until it is ingested again.
-READABLE_SCHEMA_VERSIONS = (2, 3, 4, 5)
+# 6: the vocabulary columns are ENUMs, the mangled kernel names are stored once each (``mangled_names``); a file of
+# an earlier version stores them as VARCHAR in every row, and the readers of ``mangled_name`` look for either.
+READABLE_SCHEMA_VERSIONS = (2, 3, 4, 5, 6)
 
 # Decoded vocabularies (the values the readers write into VARCHAR columns).
-KERNEL_CATEGORIES = ("compute", "nccl")
+KERNEL_CATEGORIES = ("compute", "nccl", "graph")
 COPY_KINDS = (
     "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA",
     "UVM_HtoD", "UVM_DtoH", "UVM_DtoD", "unknown",
@@ -53,6 +60,13 @@ THREAD_BLOCKS = ("non_blocked", "unknown", "sig_suspend", "stopped", "nanosleep"
                  "ready_to_run", "alert_by_thread_id", "deferred_preempt", "physical_fault", "mq_send",
                  "mq_receive", "muon_mutex", "barrier", "rwlock_read", "rwlock_write", "trace_buffer",
                  "interrupt_attach_event", "timer_delegate")
+
+
+def _enum(words: tuple[str, ...]) -> str:
+    """A DuckDB ENUM of our own words, declared in byte order: its ORDER BY, min and max are those of VARCHAR."""
+    assert all(w.replace("_", "").isalnum() for w in words)
+    return "ENUM(" + ", ".join(f"'{w}'" for w in sorted(set(words))) + ")"
+
 
 NSYS_TABLES: dict[str, str] = {
     "meta": """
@@ -87,7 +101,7 @@ NSYS_TABLES: dict[str, str] = {
         tid INTEGER,
         name VARCHAR
     """,
-    "kernels": """
+    "kernels": f"""
         device INTEGER,
         context_id BIGINT,
         stream BIGINT,
@@ -98,16 +112,22 @@ NSYS_TABLES: dict[str, str] = {
         correlation_id BIGINT,
         name VARCHAR,              -- demangled name
         short_name VARCHAR,
-        mangled_name VARCHAR,
+        mangled_id BIGINT,         -- its mangled name: mangled_names.id
         grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
         block_x INTEGER, block_y INTEGER, block_z INTEGER,
         registers INTEGER,
         static_smem INTEGER,
         dynamic_smem INTEGER,
         graph_id BIGINT,
-        category VARCHAR           -- 'compute' | 'nccl' | 'graph' (a CUDA graph replay traced whole)
+        category {_enum(KERNEL_CATEGORIES)}  -- 'graph': a CUDA graph replay traced whole
     """,
-    "memcpy": """
+    # One row per mangled kernel name the kernels use (kernels.mangled_id): 300-byte names, read only to find a kernel
+    # by its mangled name (``analysis.views.timeline.kernel_instances``), not written again in every row.
+    "mangled_names": """
+        id BIGINT,
+        name VARCHAR
+    """,
+    "memcpy": f"""
         device INTEGER,
         context_id BIGINT,
         stream BIGINT,
@@ -116,14 +136,14 @@ NSYS_TABLES: dict[str, str] = {
         start_ns BIGINT,
         end_ns BIGINT,
         correlation_id BIGINT,
-        copy_kind VARCHAR,         -- see COPY_KINDS
+        copy_kind {_enum(COPY_KINDS)},
         bytes BIGINT,
-        src_kind VARCHAR,          -- see MEMORY_KINDS
-        dst_kind VARCHAR,
+        src_kind {_enum(MEMORY_KINDS)},
+        dst_kind {_enum(MEMORY_KINDS)},
         src_device INTEGER,
         dst_device INTEGER
     """,
-    "memset": """
+    "memset": f"""
         device INTEGER,
         context_id BIGINT,
         stream BIGINT,
@@ -134,19 +154,19 @@ NSYS_TABLES: dict[str, str] = {
         correlation_id BIGINT,
         bytes BIGINT,
         value INTEGER,
-        mem_kind VARCHAR
+        mem_kind {_enum(MEMORY_KINDS)}
     """,
-    "cuda_api": """
+    "cuda_api": f"""
         pid INTEGER,
         tid INTEGER,
         start_ns BIGINT,
         end_ns BIGINT,
         name VARCHAR,              -- without the _vNNNN suffix
-        kind VARCHAR,              -- 'runtime' | 'driver' (backtrace duplicates are dropped)
+        kind {_enum(API_KINDS)},  -- backtrace duplicates are dropped
         correlation_id BIGINT,
         return_value BIGINT
     """,
-    "sync": """
+    "sync": f"""
         device INTEGER,
         context_id BIGINT,
         stream BIGINT,
@@ -155,7 +175,7 @@ NSYS_TABLES: dict[str, str] = {
         start_ns BIGINT,
         end_ns BIGINT,
         correlation_id BIGINT,
-        sync_type VARCHAR,         -- see SYNC_TYPES
+        sync_type {_enum(SYNC_TYPES)},
         event_id BIGINT
     """,
     "nvtx": """
@@ -325,11 +345,15 @@ def ddl(tables: dict[str, str]) -> list[str]:
 
 def columns(tables: dict[str, str], name: str) -> list[str]:
     """Column names of one normalized table, in order (parsed from its DDL)."""
-    out: list[str] = []
-    for raw in tables[name].splitlines():
-        line = raw.split("--", 1)[0].strip().rstrip(",")
-        for part in line.split(","):
-            words = part.split()
-            if words and words[0].upper() not in {"PRIMARY"}:
-                out.append(words[0])
-    return out
+    body = " ".join(raw.split("--", 1)[0] for raw in tables[name].splitlines())
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in body + ",":  # top-level commas only: an ENUM's words are inside its parentheses
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur.append(ch)
+    return [words[0] for part in parts if (words := part.split()) and words[0].upper() not in {"PRIMARY"}]

@@ -168,7 +168,10 @@ def kernel_instances(trace: Trace, name: str, limit: int = 5) -> KernelInstances
     """
     if not trace.has_rows("kernels"):
         return {"count": 0, "total_ns": 0, "first": []}
-    cond = "name = $n OR short_name = $n OR mangled_name = $n"
+    # Schema 6 stores each mangled name once (mangled_names); earlier files store it in every row.
+    mangled = ("mangled_id IN (SELECT id FROM mangled_names WHERE name = $n)" if "mangled_names" in trace.tables
+               else "mangled_name = $n")
+    cond = f"name = $n OR short_name = $n OR {mangled}"
     count, total = trace.sql(
         f"SELECT count(*), coalesce(sum(end_ns - start_ns), 0) FROM kernels WHERE {cond}",  # noqa: S608
         {"n": name},

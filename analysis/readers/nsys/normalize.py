@@ -121,18 +121,22 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in t:
         c, join, head = activity("CUPTI_ACTIVITY_KIND_KERNEL", "k")
-        mangled = "mn.value" if "mangledName" in c.present else "NULL"
-        mjoin = _name("mn", 'k."mangledName"') if "mangledName" in c.present else ""
         out.append(("kernels", f"""
             INSERT INTO kernels
-            SELECT {head}, {"dn.value" if "demangledName" in c.present else "sn.value"}, sn.value, {mangled},
+            SELECT {head}, {"dn.value" if "demangledName" in c.present else "sn.value"}, sn.value, {c("mangledName")},
                    {c("gridX")}, {c("gridY")}, {c("gridZ")}, {c("blockX")}, {c("blockY")}, {c("blockZ")},
                    {c("registersPerThread")}, {c("staticSharedMemory")}, {c("dynamicSharedMemory")},
                    {c("graphId")},
                    CASE WHEN starts_with(sn.value, 'nccl') OR starts_with(dn.value, 'nccl')
                         THEN 'nccl' ELSE 'compute' END
             FROM {_src("CUPTI_ACTIVITY_KIND_KERNEL")} k {join}
-            {_name("dn", c("demangledName"))} {_name("sn", c("shortName"))} {mjoin}"""))
+            {_name("dn", c("demangledName"))} {_name("sn", c("shortName"))}"""))
+        if "mangledName" in c.present:
+            # Each mangled name once, not in every row: 0.5 s of the copy's CPU at 2M kernels (docs/speed.md).
+            out.append(("kernels", """
+                INSERT INTO mangled_names
+                SELECT s.id, s.value FROM (SELECT DISTINCT mangled_id FROM kernels WHERE mangled_id IS NOT NULL) m
+                JOIN _strings s ON s.id = m.mangled_id"""))
 
     if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in t:
         # A graph replay traced whole: GPU work from its start to its end, named by its graph (its kernels are not
