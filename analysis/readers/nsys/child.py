@@ -207,11 +207,16 @@ class Gate:
 
 
 def run(con, plan: dict) -> None:
-    """Attach the validated export and run the plan's statements in one transaction."""
+    """Attach the validated export and run the plan's statements, each in a transaction of its own.
+
+    The file is published only once every statement has run (``ingest.ingest_nsys``), so one transaction for the
+    whole copy bought nothing; committing each statement lets the next one's plan see the rows of the temporary
+    tables the earlier ones built. In one transaction they were uncommitted, estimated at 0 rows, so every launch
+    join built its hash table on the launch table (one entry per API call): now a GPU table smaller than it is the
+    side hashed (docs/speed.md, seventh round)."""
     from analysis.readers.schema import NSYS_TABLES
 
     gate = Gate(plan)
-    con.execute("BEGIN")
     insert_meta(con, plan["meta"])
     con.execute(f"ATTACH {_quote(plan['src'])} AS src (TYPE sqlite, READ_ONLY)")
     varchar = plan.get("varchar_statements") or []
@@ -239,7 +244,6 @@ def run(con, plan: dict) -> None:
         gate.wait(need)
         _say(stage=label, step=i)
         con.execute(sql)
-    con.execute("COMMIT")
     con.execute("DETACH src")
     if varchar:
         con.execute("DETACH srcv")
