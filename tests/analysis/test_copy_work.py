@@ -185,3 +185,28 @@ def test_columns_reads_an_enum_column_as_one_column() -> None:
     assert cols[cols.index("correlation_id") + 1:cols.index("correlation_id") + 5] == [
         "copy_kind", "bytes", "src_kind", "dst_kind"]
     assert "'HtoD'" not in cols and all(c.isidentifier() for c in cols)
+
+
+def test_each_statement_commits_so_the_next_one_sees_the_temporary_tables_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In one transaction a temporary table built by an earlier statement is estimated at 0 rows, and DuckDB hashed
+    # the launch table for every GPU table whatever their sizes. Each statement commits now: the next one's plan sees
+    # the rows (duckdb_tables().estimated_size is the count the optimizer reads).
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    con = child.open_output({"tmp": str(tmp_path / "out.duckdb"), "temp_directory": str(tmp_path / "spill"),
+                             "threads": 1, "duckdb_memory_bytes": 256 * 2**20})
+    plan = {
+        "src": str(corpus_file("vecadd-2026.sqlite")),
+        "meta": {},
+        "statements": [
+            ["t", "CREATE TEMP TABLE _t AS SELECT range AS r FROM range(1000)"],
+            ["meta", "INSERT INTO meta SELECT 'seen', estimated_size::VARCHAR FROM duckdb_tables() "
+                     "WHERE table_name = '_t'"],
+        ],
+    }
+    try:
+        child.run(con, plan)
+        assert con.execute("SELECT value FROM meta WHERE key = 'seen'").fetchall() == [("1000",)]
+    finally:
+        con.close()
