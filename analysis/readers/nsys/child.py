@@ -213,7 +213,7 @@ def run(con, plan: dict) -> None:
     whole copy bought nothing; committing each statement lets the next one's plan see the rows of the temporary
     tables the earlier ones built. In one transaction they were uncommitted, estimated at 0 rows, so every launch
     join built its hash table on the launch table (one entry per API call): now a GPU table smaller than it is the
-    side hashed (docs/speed.md, seventh round)."""
+    side hashed (docs/speed.md, "seventh ingest round")."""
     from analysis.readers.schema import NSYS_TABLES
 
     gate = Gate(plan)
