@@ -36,7 +36,8 @@ SCHEMA_VERSION = 6  # 2: cpu_samples; 3: iterations (derived at ingest, see anal
 # an earlier version stores them as VARCHAR in every row, and the readers of ``mangled_name`` look for either.
 READABLE_SCHEMA_VERSIONS = (2, 3, 4, 5, 6)
 
-# Decoded vocabularies (the values the readers write; stored as ENUMs of them since schema 6, see `_enum`).
+# Decoded vocabularies (the values the readers write; since schema 6 the columns of the kernels, copies, memsets,
+# CUDA API calls and syncs that hold them are ENUMs, see `_enum`; the small tables keep VARCHAR).
 KERNEL_CATEGORIES = ("compute", "nccl", "graph")
 COPY_KINDS = (
     "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA",
