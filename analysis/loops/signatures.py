@@ -47,8 +47,8 @@ def signatures(at: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
     million operations per iteration) mixed with their count; an iteration without operations has
     signature 0."""
     ok = (at >= 0) & (at < n)
-    a = at[ok]
-    total = np.bincount(a, weights=codes[ok].astype(np.float64), minlength=n)[:n]
+    a, c = (at, codes) if ok.all() else (at[ok], codes[ok])  # no full-size copies when every operation counts
+    total = np.bincount(a, weights=c.astype(np.float64), minlength=n)[:n]
     cnt = np.bincount(a, minlength=n)[:n].astype(np.uint64)
     with np.errstate(over="ignore"):
         return (total.astype(np.uint64) * _MIX) ^ (cnt * np.uint64(0xBF58476D1CE4E5B9))
