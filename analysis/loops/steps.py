@@ -38,26 +38,6 @@ COLUMNS = ("idx", "phase", "pid", "device", "start_ns", "end_ns", "own_end_ns", 
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
-def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The union of intervals given in start order as disjoint sorted intervals, and the covered
-    length before each of them (``cum[j]``; ``cum[-1]`` is the whole union's length)."""
-    if not len(start):
-        return _EMPTY, _EMPTY, np.zeros(1, dtype=np.int64)
-    reach = np.maximum.accumulate(end)
-    opens = np.empty(len(start), dtype=bool)
-    opens[0] = True
-    np.greater(start[1:], reach[:-1], out=opens[1:])
-    first = np.flatnonzero(opens)
-    del opens
-    ms = start[first]
-    me = np.empty_like(ms)
-    me[:-1] = reach[first[1:] - 1]
-    me[-1] = reach[-1]
-    cum = np.zeros(len(ms) + 1, dtype=np.int64)
-    np.cumsum(me - ms, out=cum[1:])
-    return ms, me, cum
-
-
 def _covered_before(ms: np.ndarray, me: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Length of the union (disjoint ``ms``/``me``) that lies before each time ``t``."""
     j = np.searchsorted(ms, t, side="right") - 1
