@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from analysis.loops.phases import ITERATIONS_TABLE, Loop, find_loop, loop_warmup
-from analysis.model.activity import UnitOps
+from analysis.model.activity import UnitOps, reach_chunks
 from analysis.model.intervals import COMPUTE, GPU_OPS_SQL, NCCL
 from analysis.model.trace import Trace
 from analysis.readers.schema import DERIVED_TABLES, ddl
@@ -58,31 +58,23 @@ def _union_before(start: np.ndarray, end: np.ndarray, mask: np.ndarray | None, t
     With the ``p`` intervals that start at or before ``t`` (the later ones cover nothing before it), that is the
     union of those ``p``, ``U(p)``, less what of it lies after ``t``: all of ``(t, R(p)]``, ``R(p)`` their
     greatest end, since each starts at or before ``t``. ``U`` grows by ``max(0, end - max(start, R))`` per interval
-    in start order. One pass in chunks (``activity.CHUNK``), never a full-size copy: at 10M kernels the merged
+    in start order. One pass in the chunks of ``activity.reach_chunks``, never a full-size copy: at 10M kernels the merged
     intervals and masked copies this replaced were 600 MiB, most of the loop finder's peak at ingest."""
-    from analysis.model.activity import CHUNK
-
     pos = np.searchsorted(start, t, side="right")  # the intervals that start at or before each t
     order = np.argsort(pos, kind="stable")
     sp = pos[order]
     out = np.zeros(len(t), dtype=np.int64)
     reach, total = _NONE, 0  # R and U of the intervals before the chunk
     done = int(np.searchsorted(sp, 0, side="right"))  # t before every interval: nothing before it
-    for a in range(0, len(start), CHUNK):
+    for a, b, r in reach_chunks(end, len(start), mask):
         if done == len(sp):
             break
-        b = min(a + CHUNK, len(start))
-        s, e = start[a:b], end[a:b]
-        keep = None if mask is None else mask[a:b]
-        ends = e if keep is None else np.where(keep, e, _NONE)
-        r = np.maximum.accumulate(ends)
-        np.maximum(r, reach, out=r)
         before = np.empty_like(r)
         before[0], before[1:] = reach, r[:-1]
-        grow = e - np.maximum(s, before)
+        grow = end[a:b] - np.maximum(start[a:b], before)
         np.maximum(grow, 0, out=grow)
-        if keep is not None:
-            grow[~keep] = 0
+        if mask is not None:
+            grow[~mask[a:b]] = 0
         u = np.cumsum(grow)
         u += total
         upto = int(np.searchsorted(sp, b, side="right"))

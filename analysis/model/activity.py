@@ -118,7 +118,7 @@ def _lit(v: int | None) -> str:
 CHUNK = 1 << 20
 
 
-def _reach_chunks(end: np.ndarray, n: int, mask: np.ndarray | None = None):
+def reach_chunks(end: np.ndarray, n: int, mask: np.ndarray | None = None):
     """Yield ``(a, b, reach)`` over ``end[:n]`` in chunks: ``reach`` is the running maximum of ``end``
     (of the elements ``mask`` keeps, when given) up to each element of ``[a, b)``, carried across chunks."""
     carry = np.iinfo(np.int64).min
@@ -143,7 +143,7 @@ def union_ns(start: np.ndarray, end: np.ndarray, mask: np.ndarray | None = None)
     if not len(start):
         return 0
     idle, reach_end = 0, int(start[0])
-    for a, b, reach in _reach_chunks(end, len(start) - 1, mask):
+    for a, b, reach in reach_chunks(end, len(start) - 1, mask):
         gap = start[a + 1:b + 1] - reach
         if mask is not None:
             gap[~mask[a + 1:b + 1]] = 0
