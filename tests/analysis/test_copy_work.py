@@ -1,10 +1,12 @@
-"""What the ingest does less of, or beside the copy (issue #43), without changing a copied value: the launch table
-grouped in parts (``normalize.LAUNCH_PARTS``), the string columns written without FSST (``child.open_output``), the
+"""What the ingest does less of, or beside the copy (issue #43), without changing a copied value: the launch join
+without grouping, checked by a count (``normalize.Step.exact``), the launch table grouped in parts where a key
+repeats (``normalize.LAUNCH_PARTS``), the string columns written without FSST (``child.open_output``), the
 derive step's imports done while the child copies (``ingest_nsys(prepare=)``), our own words stored as ENUMs and
 the mangled kernel names stored once (schema 6)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -17,6 +19,8 @@ from analysis.readers.nsys.guard import ExportInfo
 from analysis.readers.nsys.ingest import ingest_nsys
 from analysis.readers.nsys.normalize import CORR_MAX, LAUNCH_PARTS, statements
 from analysis.readers.schema import NSYS_TABLES, ddl
+from tests.analysis.nsys_helpers import export_query
+from tests.analysis.planting import copy_export, sqlite_rw
 from tests.conftest import corpus_file
 
 
@@ -24,10 +28,12 @@ def _launch_sql() -> str:
     info = ExportInfo(
         path=Path("x.sqlite"),
         size=1,
-        tables={"CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "globalTid", "correlationId", "nameId"]},
+        tables={"CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "globalTid", "correlationId", "nameId"],
+                "CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "globalPid", "correlationId"]},
     )
-    (sql,) = [sql for label, sql in statements(info) if label == "launches"]
-    return sql
+    (step,) = [step for step in statements(info) if step.label == "kernels"]
+    assert step.exact is not None and "_launch" not in step.sql
+    return step.exact["fallback"][0]
 
 
 def test_the_launch_table_grouped_in_parts_is_the_one_grouped_whole() -> None:
@@ -50,6 +56,73 @@ def test_the_launch_table_grouped_in_parts_is_the_one_grouped_whole() -> None:
     assert got == sorted(want.items())
     assert dict(got)[(7 << 40) | 43] == 0 and dict(got)[(7 << 40) | 42] == 3
     assert LAUNCH_PARTS > 1 and LAUNCH_PARTS & (LAUNCH_PARTS - 1) == 0  # the parts are the id's low bits
+
+
+_GPU = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "sync": "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"}
+
+
+def _launching_threads(src: Path, table: str) -> list[tuple]:
+    """(pid, correlationId, start, thread) of each GPU row of ``table``, from the export itself: the thread is the
+    lowest of the API calls with the row's process and correlation id (NULL when there is none)."""
+    return sorted(export_query(src, f"""
+        SELECT (g.globalPid >> 24) & 16777215, g.correlationId, g.start,
+               (SELECT min(r.globalTid & 16777215) FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+                WHERE r.correlationId = g.correlationId AND r.eventClass IS NOT 67
+                  AND ((r.globalTid >> 24) & 16777215) = ((g.globalPid >> 24) & 16777215))
+        FROM {table} g"""), key=repr)  # noqa: S608 - constant names
+
+
+def _copied_threads(out: Path, table: str) -> list[tuple]:
+    con = duckdb.connect(str(out), read_only=True)
+    try:
+        offset = int(con.execute("SELECT value FROM meta WHERE key = 'time_offset_ns'").fetchone()[0])
+        rows = con.execute(f"SELECT pid, correlation_id, start_ns + {offset}, tid FROM {table}").fetchall()  # noqa: S608
+    finally:
+        con.close()
+    return sorted(rows, key=repr)
+
+
+@pytest.mark.parametrize("plant", [False, True])
+def test_the_launch_join_without_grouping_and_its_fallback_give_the_grouped_threads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, plant: bool
+) -> None:
+    # Every corpus export has one API call per (process, correlation id), so the copy joins each GPU row to the calls
+    # directly and checks that it wrote one row per source row. Planted: a kernel's launching call again on a later
+    # thread and another one's on an earlier thread (the lowest thread wins, as in the grouped table): the kernels'
+    # statement writes too many rows, rolls back and joins the grouped table; the other tables keep the direct join.
+    src = corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite")
+    if plant:
+        src = copy_export(src, tmp_path / "repeated.sqlite")
+        con = sqlite_rw(src)
+        calls = con.execute("""SELECT r.rowid, r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+                               JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId
+                                AND (k.globalPid >> 24) = (r.globalTid >> 24)
+                               ORDER BY k.start LIMIT 2""").fetchall()
+        for (rowid, gtid), step in zip(calls, (+1, -1), strict=True):
+            cols = [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")]
+            con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({', '.join(cols)}) "  # noqa: S608 - the export's columns
+                        f"SELECT {', '.join('?' if c == 'globalTid' else c for c in cols)} "
+                        "FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid = ?", [gtid + step, rowid])
+        con.commit()
+        con.close()
+    out = tmp_path / "out.duckdb"
+    with caplog.at_level(logging.INFO, logger="analysis.readers.nsys.ingest"):
+        ingest_nsys(src, out, limits=Limits())
+    for table, source in _GPU.items():
+        want = _launching_threads(src, source)
+        assert len(want) == export_query(src, f"SELECT count(*) FROM {source}")[0][0]  # noqa: S608
+        assert _copied_threads(out, table) == want, table
+    regrouped = [r.getMessage() for r in caplog.records if "grouped launch table" in r.getMessage()]
+    if plant:
+        assert len(regrouped) == 1 and "kernels" in regrouped[0] and "memcpy" not in regrouped[0]
+        # The planted calls are there, and one of them lowered its kernel's thread.
+        low = _launching_threads(src, "CUPTI_ACTIVITY_KIND_KERNEL")
+        base = _launching_threads(corpus_file("torchrun-2gpu-nccl-sendrecv-before-cropped.sqlite"),
+                                  "CUPTI_ACTIVITY_KIND_KERNEL")
+        assert sum(a != b for a, b in zip(low, base, strict=True)) == 1
+    else:
+        assert regrouped == []
 
 
 def test_the_copy_writes_strings_without_fsst(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -206,8 +206,9 @@ class Gate:
             self.passed.update(str(t) for t in msg.get("go") or ())
 
 
-def run(con, plan: dict) -> None:
-    """Attach the validated export and run the plan's statements, each in a transaction of its own.
+def run(con, plan: dict) -> list[str]:
+    """Attach the validated export and run the plan's statements, each in a transaction of its own; returns the
+    labels of the statements that fell back to their grouped join (``_exact``).
 
     The file is published only once every statement has run (``ingest.ingest_nsys``), so one transaction for the
     whole copy bought nothing; committing each statement lets the next one's plan see the rows of the temporary
@@ -240,10 +241,15 @@ def run(con, plan: dict) -> None:
     steps = plan["statements"]
     needs = plan.get("needs") or [[]] * len(steps)
     # Progress by step: the parent weighs each step by the rows of the table it reads.
-    for i, ((label, sql), need) in enumerate(zip(steps, needs, strict=True)):
+    regrouped = []
+    for i, (step, need) in enumerate(zip(steps, needs, strict=True)):
         gate.wait(need)
-        _say(stage=label, step=i)
-        con.execute(sql)
+        _say(stage=step[0], step=i)
+        exact = step[2] if len(step) > 2 else None
+        if exact is None:
+            con.execute(step[1])
+        elif not _exact(con, step[1], exact):
+            regrouped.append(step[0])
     con.execute("DETACH src")
     if varchar:
         con.execute("DETACH srcv")
@@ -252,7 +258,30 @@ def run(con, plan: dict) -> None:
     net = _net(con) if plan.get("net") else None
     _say(stage="write", step=len(steps))
     con.execute("CHECKPOINT")
-    _say(ok=True, counts=counts, net=net)
+    _say(ok=True, counts=counts, net=net, regrouped=regrouped)
+    return regrouped
+
+
+def _exact(con, sql: str, exact: dict) -> bool:
+    """Run ``sql`` (an INSERT) in a transaction of its own and keep it when it wrote as many rows as ``exact['count']``
+    says it read (``normalize.Step.exact``); else roll it back and run ``exact['fallback']``. False when it fell back."""
+    con.execute("BEGIN")
+    try:
+        wrote = con.execute(sql).fetchone()[0]
+        read = con.execute(exact["count"]).fetchone()[0]
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except Exception:  # the statement's own error is the one to report
+            pass
+        raise
+    if int(wrote) == int(read):
+        con.execute("COMMIT")
+        return True
+    con.execute("ROLLBACK")
+    for fallback in exact["fallback"]:
+        con.execute(fallback)
+    return False
 
 
 def _net(con) -> int | None:

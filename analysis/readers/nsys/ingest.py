@@ -20,7 +20,7 @@ from analysis.duck import publish
 from analysis.errors import TraceError
 from analysis.limits import Limits, Progress
 from analysis.readers.nsys.guard import ExportInfo, measure_table_bytes, validate
-from analysis.readers.nsys.normalize import statements, varchar_statements
+from analysis.readers.nsys.normalize import Step, statements, varchar_statements
 from analysis.readers.nsys.scrub import ScrubChild
 from analysis.readers.nsys.spawn import DUCKDB_SHARE_OF_CAP, IngestChild, start_child
 from analysis.readers.schema import SCHEMA_VERSION
@@ -99,10 +99,10 @@ def reads(sql: str) -> list[str]:
     return list(dict.fromkeys(_READS.findall(sql)))
 
 
-def _weights(info: ExportInfo, steps: list[tuple[str, str]]) -> list[int] | None:
+def _weights(info: ExportInfo, steps: list[Step]) -> list[int] | None:
     """Each step's share of the progress: the rows of the first export table its SQL reads (1 if none); None
     while a table's row count is not known yet (it is taken right after the table's check)."""
-    firsts = [hit.group(1) if (hit := _SRC_TABLE.search(sql)) else None for _, sql in steps]
+    firsts = [hit.group(1) if (hit := _SRC_TABLE.search(step.sql)) else None for step in steps]
     if info.checks is not None and any(t is not None and t not in info.rows for t in firsts):
         return None
     return [max(1, info.rows.get(t, 0)) if t else 1 for t in firsts]
@@ -198,7 +198,7 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
     leftovers = child.leftovers()
     varchar = varchar_statements(info)
     plan = {"src": str(src.resolve()), "meta": meta_rows(info), "statements": steps,
-            "varchar_statements": varchar, "needs": [reads(sql) for _, sql in steps],
+            "varchar_statements": varchar, "needs": [reads(step.sql) for step in steps],
             "varchar_needs": [reads(sql) for sql in varchar], "net": True}
     if info.size < ONE_THREAD_EXPORT_BYTES:
         plan["threads"] = 1
@@ -217,6 +217,9 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
         result = child.run(plan, deadline, progress, checks=checks, weights=lambda: _weights(info, steps),
                            checked=checked)
         scrubbing = scrubs[0] if scrubs else None
+        if result.get("regrouped"):
+            logger.info("%s: a correlation id repeats among the CUDA API calls; %s joined their launching calls "
+                        "through the grouped launch table", src.name, ", ".join(result.get("regrouped") or ()))
         if derive is not None:
             _derive(derive, tmp, limits, deadline, progress)
         if result.get("net") is None:

@@ -11,6 +11,8 @@ attached in DuckDB as ``src``; the statements run in order in the child process 
 
 from __future__ import annotations
 
+from typing import NamedTuple, TypedDict
+
 from analysis.readers.nsys.enums import case_sql
 from analysis.readers.nsys.guard import ExportInfo
 from analysis.readers.nsys.scrub import APPENDED
@@ -73,17 +75,57 @@ def _launch_part(part: int) -> str:
             "GROUP BY 1")
 
 
+# Every API call by its (pid, correlationId) key, for the launch join without grouping (``Step.exact``).
+_CALLS = f"SELECT {_launch_key('pid', 'correlation_id')} AS k, tid FROM cuda_api"  # NULL keys match nothing
+_LAUNCHES = ("CREATE TEMP TABLE IF NOT EXISTS _launch AS "
+             + " UNION ALL ".join(_launch_part(i) for i in range(LAUNCH_PARTS)))
+_JOIN = "__LAUNCH_JOIN__"  # where a GPU table's statement joins its launching calls
+
+
+class Exact(TypedDict):
+    """A statement that must write one row per source row it reads: ``count`` is that number (SQL on the attached
+    export), ``fallback`` the statements that write the same rows when it wrote more (its transaction rolled back)."""
+
+    count: str
+    fallback: list[str]
+
+
+class Step(NamedTuple):
+    """One statement of the copy: its progress label, its SQL and, for a join that must not repeat rows, its check."""
+
+    label: str
+    sql: str
+    exact: Exact | None = None
+
+
+def _launched(label: str, table: str, alias: str, sql: str, key: str, where: str = "") -> Step:
+    """A GPU table's statement (``sql`` holds ``_JOIN``) joined to its launching call directly: every API call is
+    hashed by its key, none grouped. Each call has its own correlation id (CUPTI's; every corpus export), so each
+    GPU row meets at most one call and the rows written are the rows read, which the child checks against a count
+    on the export. A key that repeats writes more: the child rolls the statement back and runs ``fallback``, the
+    join on the launch table grouped to one call per key (``_launch_part``: the first thread). Grouping every call
+    cost more than the joins (2.6-2.9 s of 30 s wall at 10M kernels, docs/speed.md), and is now paid only there."""
+    src = _src(table)  # allow-listed
+    direct = sql.replace(_JOIN, f"LEFT JOIN ({_CALLS}) l ON l.k = {key}")
+    grouped = sql.replace(_JOIN, f"LEFT JOIN _launch l ON l.k = {key}")
+    if where:  # the rows the statement reads: its own filter, in DuckDB
+        count = f"SELECT count(*) FROM {src} {alias} {where}"
+    else:  # SQLite counts a table's rows from its b-tree without reading them: 0.2 s for 10M kernels
+        count = f"SELECT * FROM sqlite_query('src', 'SELECT count(*) FROM \"{table}\"')"
+    return Step(label, direct, Exact(count=count, fallback=[_LAUNCHES, grouped]))
+
+
 def _name(alias: str, id_expr: str) -> str:
     return f"LEFT JOIN _strings {alias} ON {alias}.id = {id_expr}"
 
 
-def statements(info: ExportInfo) -> list[tuple[str, str]]:
-    """(label, SQL) pairs, in execution order; labels name the normalized table for progress reports."""
+def statements(info: ExportInfo) -> list[Step]:
+    """The copy's statements, in execution order; labels name the normalized table for progress reports."""
     t, off = info.tables, info.time_offset_ns
     dec = info.decoders
-    out: list[tuple[str, str]] = [
-        ("strings", "CREATE TEMP TABLE _strings AS SELECT id::BIGINT AS id, value::VARCHAR AS value "
-                    f"FROM {_src('StringIds')}"),
+    out: list[Step] = [
+        Step("strings", "CREATE TEMP TABLE _strings AS SELECT id::BIGINT AS id, value::VARCHAR AS value "
+                        f"FROM {_src('StringIds')}"),
     ]
 
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
@@ -94,34 +136,31 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
         kind = (f"CASE {ev} WHEN 0 THEN 'runtime' WHEN 1 THEN 'driver' "
                 "ELSE (CASE WHEN starts_with(n.name, 'cuda') THEN 'runtime' ELSE 'driver' END) END")
         # The _vNNNN suffix is stripped once per distinct string, not once per call.
-        out.append(("cuda_api names", "CREATE TEMP TABLE _api_names AS "
+        out.append(Step("cuda_api names", "CREATE TEMP TABLE _api_names AS "
                     "SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS name FROM _strings"))
-        out.append(("cuda_api", f"""
+        out.append(Step("cuda_api", f"""
             INSERT INTO cuda_api
             SELECT {_pid(c("globalTid"))}, {_tid(c("globalTid"))},
                    {_time('r."start"', off)}, {_time('r."end"', off)},
                    n.name, {kind}, {c("correlationId")}, {c("returnValue")}
             FROM {_src("CUPTI_ACTIVITY_KIND_RUNTIME")} r LEFT JOIN _api_names n ON n.id = {c("nameId")}
             {where}"""))
-    # The launching call of each GPU activity; correlation ids are unique per process only. (pid,
+    # The launching call of each GPU activity (``_launched``); correlation ids are unique per process only. (pid,
     # correlationId) is packed into one UBIGINT (24 + 40 bits): a single-column key halves the cost of
     # the hash joins below, which probe millions of GPU rows against every API call.
-    out.append(("launches", "CREATE TEMP TABLE _launch AS "
-                + " UNION ALL ".join(_launch_part(i) for i in range(LAUNCH_PARTS))))
 
     def activity(table: str, alias: str) -> tuple[_Cols, str, str]:
         c = _Cols(info, table, alias)
         pid = _pid(c("globalPid"))
-        corr = c("correlationId")
-        join = f"LEFT JOIN _launch l ON l.k = {_launch_key(pid, corr)}"
+        key = _launch_key(pid, c("correlationId"))
         start, end = _time(f'{alias}."start"', off), _time(f'{alias}."end"', off)
         head = (f'{c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid, '
-                f'{start}, {end}, {corr}')
-        return c, join, head
+                f'{start}, {end}, {c("correlationId")}')
+        return c, key, head
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in t:
-        c, join, head = activity("CUPTI_ACTIVITY_KIND_KERNEL", "k")
-        out.append(("kernels", f"""
+        c, key, head = activity("CUPTI_ACTIVITY_KIND_KERNEL", "k")
+        out.append(_launched("kernels", "CUPTI_ACTIVITY_KIND_KERNEL", "k", f"""
             INSERT INTO kernels
             SELECT {head}, {"dn.value" if "demangledName" in c.present else "sn.value"}, sn.value, {c("mangledName")},
                    {c("gridX")}, {c("gridY")}, {c("gridZ")}, {c("blockX")}, {c("blockY")}, {c("blockZ")},
@@ -129,11 +168,11 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
                    {c("graphId")},
                    CASE WHEN starts_with(sn.value, 'nccl') OR starts_with(dn.value, 'nccl')
                         THEN 'nccl' ELSE 'compute' END
-            FROM {_src("CUPTI_ACTIVITY_KIND_KERNEL")} k {join}
-            {_name("dn", c("demangledName"))} {_name("sn", c("shortName"))}"""))
+            FROM {_src("CUPTI_ACTIVITY_KIND_KERNEL")} k {_JOIN}
+            {_name("dn", c("demangledName"))} {_name("sn", c("shortName"))}""", key))
         if "mangledName" in c.present:
             # Each mangled name once, not in every row: 0.5 s of the copy's CPU at 2M kernels (docs/speed.md).
-            out.append(("kernels", """
+            out.append(Step("kernels", """
                 INSERT INTO mangled_names
                 SELECT s.id, s.value FROM (SELECT DISTINCT mangled_id FROM kernels WHERE mangled_id IS NOT NULL) m
                 JOIN _strings s ON s.id = m.mangled_id"""))
@@ -141,87 +180,87 @@ def statements(info: ExportInfo) -> list[tuple[str, str]]:
     if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in t:
         # A graph replay traced whole: GPU work from its start to its end, named by its graph (its kernels are not
         # in the export, so no kernel rule names it); rows without timestamps (0, 0: not collected) are left out.
-        c, join, head = activity("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "g")
+        c, key, head = activity("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "g")
         gid = c("graphId")
-        out.append(("kernels", f"""
+        where = 'WHERE g."end" > g."start" AND g."start" > 0'
+        out.append(_launched("kernels", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "g", f"""
             INSERT INTO kernels
             SELECT {head}, 'CUDA graph ' || COALESCE({gid}::VARCHAR, '?'), 'CUDA graph ' || COALESCE({gid}::VARCHAR, '?'),
                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {gid}, 'graph'
-            FROM {_src("CUPTI_ACTIVITY_KIND_GRAPH_TRACE")} g {join}
-            WHERE g."end" > g."start" AND g."start" > 0"""))
+            FROM {_src("CUPTI_ACTIVITY_KIND_GRAPH_TRACE")} g {_JOIN}
+            {where}""", key, where))
 
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in t:
-        c, join, head = activity("CUPTI_ACTIVITY_KIND_MEMCPY", "m")
-        out.append(("memcpy", f"""
+        c, key, head = activity("CUPTI_ACTIVITY_KIND_MEMCPY", "m")
+        out.append(_launched("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", "m", f"""
             INSERT INTO memcpy
             SELECT {head}, {case_sql(c("copyKind"), dec["copy_kind"])}, {c("bytes")},
                    {case_sql(c("srcKind"), dec["memory_kind"])}, {case_sql(c("dstKind"), dec["memory_kind"])},
                    {c("srcDeviceId")}, {c("dstDeviceId")}
-            FROM {_src("CUPTI_ACTIVITY_KIND_MEMCPY")} m {join}"""))
+            FROM {_src("CUPTI_ACTIVITY_KIND_MEMCPY")} m {_JOIN}""", key))
 
     if "CUPTI_ACTIVITY_KIND_MEMSET" in t:
-        c, join, head = activity("CUPTI_ACTIVITY_KIND_MEMSET", "s")
-        out.append(("memset", f"""
+        c, key, head = activity("CUPTI_ACTIVITY_KIND_MEMSET", "s")
+        out.append(_launched("memset", "CUPTI_ACTIVITY_KIND_MEMSET", "s", f"""
             INSERT INTO memset
             SELECT {head}, {c("bytes")}, {c("value")}, {case_sql(c("memKind"), dec["memory_kind"])}
-            FROM {_src("CUPTI_ACTIVITY_KIND_MEMSET")} s {join}"""))
+            FROM {_src("CUPTI_ACTIVITY_KIND_MEMSET")} s {_JOIN}""", key))
 
     if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" in t:
         c = _Cols(info, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "y")
         pid = _pid(c("globalPid"))
         corr = c("correlationId")
-        join = f"LEFT JOIN _launch l ON l.k = {_launch_key(pid, corr)}"
-        out.append(("sync", f"""
+        out.append(_launched("sync", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "y", f"""
             INSERT INTO sync
             SELECT {c("deviceId")}, {c("contextId")}, {c("streamId")}, {pid}, l.tid,
                    {_time('y."start"', off)}, {_time('y."end"', off)}, {corr},
                    {case_sql(c("syncType"), dec["sync_type"])}, {c("eventId")}
-            FROM {_src("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")} y {join}"""))
+            FROM {_src("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")} y {_JOIN}""", _launch_key(pid, corr)))
 
     # Temp tables hold memory until dropped; the join tables are done with here.
-    out.append(("cleanup", "DROP TABLE _launch"))
+    out.append(Step("cleanup", "DROP TABLE IF EXISTS _launch"))  # built only where a key repeats
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
-        out.append(("cleanup", "DROP TABLE _api_names"))
+        out.append(Step("cleanup", "DROP TABLE _api_names"))
 
     if "NVTX_EVENTS" in t:
         out.extend(_nvtx(info))
-        out.append(("cleanup", "DROP TABLE _nvtx"))
+        out.append(Step("cleanup", "DROP TABLE _nvtx"))
         out.extend(_nccl_calls(info))
 
     for table, target in (("OSRT_API", "osrt"), ("PROFILER_OVERHEAD", "overhead")):
         if table in t:
             c = _Cols(info, table, "o")
-            out.append((target, f"""
+            out.append(Step(target, f"""
                 INSERT INTO {target}
                 SELECT {_pid(c("globalTid"))}, {_tid(c("globalTid"))},
                        {_time('o."start"', off)}, {_time('o."end"', off)}, n.value
                 FROM {_src(table)} o {_name("n", c("nameId"))}"""))
 
     if "COMPOSITE_EVENTS" in t:
-        out.append(("cpu_samples", _cpu_samples(info)))
+        out.append(Step("cpu_samples", _cpu_samples(info)))
         if "SAMPLING_CALLCHAINS" in t:
-            out.append(("meta", _failure(info)))
+            out.append(Step("meta", _failure(info)))
     if "SCHED_EVENTS" in t:
-        out.append(("off_cpu", _off_cpu(info)))
+        out.append(Step("off_cpu", _off_cpu(info)))
     out.extend(_system_metrics(info))
 
     if "ThreadNames" in t:
-        out.append(("threads", f"""
+        out.append(Step("threads", f"""
             INSERT INTO threads
             SELECT {_pid('h."globalTid"')}, {_tid('h."globalTid"')}, n.value
             FROM {_src("ThreadNames")} h {_name("n", 'h."nameId"')}"""))
     if "PROCESSES" in t:
         # Text appended to a process name is cut as in the kept export (analysis.readers.nsys.scrub.APPENDED).
-        out.append(("processes", f'INSERT INTO processes SELECT p."pid", left(rtrim(regexp_replace(p."name", '
+        out.append(Step("processes", f'INSERT INTO processes SELECT p."pid", left(rtrim(regexp_replace(p."name", '
                                  f"'{APPENDED}', '')), 256) FROM {_src('PROCESSES')} p"))
     out.extend(_devices(info))
     return out
 
 
-def _system_metrics(info: ExportInfo) -> list[tuple[str, str]]:
+def _system_metrics(info: ExportInfo) -> list[Step]:
     """GPU metrics samples and NIC counters, with their names resolved (empty when not collected)."""
     t, off = info.tables, info.time_offset_ns
-    out: list[tuple[str, str]] = []
+    out: list[Step] = []
     if "GPU_METRICS" in t:
         g = _Cols(info, "GPU_METRICS", "g")
         if "TARGET_INFO_GPU_METRICS" in t:
@@ -235,7 +274,7 @@ def _system_metrics(info: ExportInfo) -> list[tuple[str, str]]:
         else:
             names = ""
             source, metric = "'type ' || g.\"typeId\"", "'metric ' || g.\"metricId\""
-        out.append(("gpu_metrics", f"""
+        out.append(Step("gpu_metrics", f"""
             INSERT INTO gpu_metrics
             SELECT {source}, {metric}, {_time('g."timestamp"', off)}, {g("value", "DOUBLE")}
             FROM {_src("GPU_METRICS")} g {names}"""))
@@ -247,7 +286,7 @@ def _system_metrics(info: ExportInfo) -> list[tuple[str, str]]:
             model = "d.label"
             mjoin = (f'LEFT JOIN (SELECT "id", any_value({d("label")}) AS label FROM {_src("ENUM_NET_DEVICE_ID")} d '
                      'GROUP BY ALL) d ON d."id" = ni."deviceId"')
-        out.append(("nics", f"""
+        out.append(Step("nics", f"""
             INSERT INTO nics
             SELECT ni."nicId", ni."name", {ni("stateName")}, {case_sql(ni("linkLayer"), info.decoders["link_layer"])},
                    {model}
@@ -270,7 +309,7 @@ def _system_metrics(info: ExportInfo) -> list[tuple[str, str]]:
                       f'any_value({w("unit")}) AS unit FROM {_src("TARGET_INFO_NETWORK_METRICS")} w GROUP BY ALL) w '
                       'ON w.list_id = m."metricsListId" AND w.idx = m."metricsIdx" ')
             metric, unit = f"COALESCE(w.name, {metric})", "w.unit"
-        out.append(("nic_metrics", f"""
+        out.append(Step("nic_metrics", f"""
             INSERT INTO nic_metrics
             SELECT {nic}, {m("portId")}, {metric}, {unit}, {_time('m."start"', off)}, {_time('m."end"', off)},
                    {m("value", "DOUBLE")}
@@ -352,7 +391,7 @@ def _off_cpu(info: ExportInfo) -> str:
         WHERE NOT is_in AND next_in"""
 
 
-def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
+def _nvtx(info: ExportInfo) -> list[Step]:
     c = _Cols(info, "NVTX_EVENTS", "e")
     off = info.time_offset_ns
     pid = _pid(c("globalTid"))
@@ -360,12 +399,12 @@ def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
     if "textId" in c.present:
         text = f'COALESCE({text}, tx.value)'
     tx_join = _name("tx", 'e."textId"') if "textId" in c.present else ""
-    out: list[tuple[str, str]] = []
+    out: list[Step] = []
     domain = "NULL"
     joins = ""
     if "domainId" in c.present:
         # Domain names come from the eventType 75 (NvtxDomainCreate) rows; domain ids are per process.
-        out.append(("nvtx domains", f"""
+        out.append(Step("nvtx domains", f"""
             CREATE TEMP TABLE _domains AS
             SELECT {pid} AS pid, e."domainId" AS domain_id, any_value({text}) AS name
             FROM {_src("NVTX_EVENTS")} e {tx_join}
@@ -373,7 +412,7 @@ def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
         legacy = ""
         if "DomainStrings" in info.tables:  # 2020 exports name domains in their own table
             legacy = f'UNION ALL SELECT "id", "domainName" FROM {_src("DomainStrings")}'
-        out.append(("nvtx domains", f"""
+        out.append(Step("nvtx domains", f"""
             CREATE TEMP TABLE _domain_ids AS
             SELECT domain_id, any_value(name) AS name FROM (
                 SELECT domain_id, name FROM _domains
@@ -383,7 +422,7 @@ def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
         joins = (f'LEFT JOIN _domains dp ON dp.pid = {pid} AND dp.domain_id = e."domainId" '
                  'LEFT JOIN _domain_ids di ON di.domain_id = e."domainId"')
     end = _time(c("end"), off) if "end" in c.present else "NULL"
-    out.append(("nvtx", f"""
+    out.append(Step("nvtx", f"""
         CREATE TEMP TABLE _nvtx AS
         SELECT row_number() OVER () AS rid, {pid} AS pid, {_tid(c("globalTid"))} AS tid,
                {_time('e."start"', off)} AS start_ns,
@@ -392,7 +431,7 @@ def _nvtx(info: ExportInfo) -> list[tuple[str, str]]:
                CASE e."eventType" WHEN 59 THEN 'push_pop' WHEN 60 THEN 'start_end' ELSE 'mark' END AS kind
         FROM {_src("NVTX_EVENTS")} e {tx_join} {joins}
         WHERE e."eventType" IN (34, 59, 60)"""))
-    out.append(("nvtx", NVTX_NESTING_SQL))
+    out.append(Step("nvtx", NVTX_NESTING_SQL))
     return out
 
 
@@ -466,7 +505,7 @@ def _payload_reads(info: ExportInfo) -> list[str]:
     ]
 
 
-def _nccl_calls(info: ExportInfo) -> list[tuple[str, str]]:
+def _nccl_calls(info: ExportInfo) -> list[Step]:
     """The ``nccl_calls`` rows from what ``varchar_statements`` copied: the message size of each NCCL
     call and the rank count of each communicator init, from JSON or from the bytes at the field's offset
     (per domain, used only when every schema of the domain agrees on it)."""
@@ -486,7 +525,7 @@ def _nccl_calls(info: ExportInfo) -> list[tuple[str, str]]:
                              THEN ({_le_uint('ev.hx', 'oc.off', 8)})::UBIGINT END)::VARCHAR""")
 
     return [
-        ("nccl_calls", f"""
+        Step("nccl_calls", f"""
             INSERT INTO nccl_calls
             SELECT ev.pid, ev.tid, ev.start_ns, ev.end_ns, ev.name,
                    CASE WHEN NOT starts_with(ev.name, 'ncclComm') THEN {field(NCCL_SIZE_FIELD, "os", 8, "BIGINT")} END,
@@ -496,7 +535,7 @@ def _nccl_calls(info: ExportInfo) -> list[tuple[str, str]]:
             LEFT JOIN _payload_offsets os ON os.domain_id = ev.dom AND os.field = '{NCCL_SIZE_FIELD}'
             LEFT JOIN _payload_offsets orr ON orr.domain_id = ev.dom AND orr.field = '{NCCL_RANKS_FIELD}'
             LEFT JOIN _payload_offsets oc ON oc.domain_id = ev.dom AND oc.field = '{NCCL_COMM_FIELD}'"""),
-        ("cleanup", "DROP TABLE _nccl_ev; DROP TABLE _payload_offsets"),
+        Step("cleanup", "DROP TABLE _nccl_ev; DROP TABLE _payload_offsets"),
     ]
 
 
@@ -521,7 +560,7 @@ NVTX_NESTING_SQL = """
     FROM _nvtx n LEFT JOIN (SELECT rid, nesting FROM depth WHERE step = 1) d ON d.rid = n.rid"""
 
 
-def _devices(info: ExportInfo) -> list[tuple[str, str]]:
+def _devices(info: ExportInfo) -> list[Step]:
     t = info.tables
     g = _Cols(info, "TARGET_INFO_GPU", "g")
     details = (f'{g("name")}, {g("uuid")}, {g("busLocation")}, {g("smCount")}, {g("totalMemory")}, '
@@ -533,7 +572,7 @@ def _devices(info: ExportInfo) -> list[tuple[str, str]]:
     if "TARGET_INFO_CUDA_DEVICE" in t and has_gpu:
         d = _Cols(info, "TARGET_INFO_CUDA_DEVICE", "d")
         # cudaId is the ordinal the process saw (KERNEL.deviceId); GPUs no traced process used get NULL.
-        return [("devices", f"""
+        return [Step("devices", f"""
             INSERT INTO devices
             SELECT d."cudaId", {d("pid")}, d."gpuId", {details}
             FROM {_src("TARGET_INFO_CUDA_DEVICE")} d LEFT JOIN {gpu} g ON g."id" = d."gpuId"
@@ -541,11 +580,11 @@ def _devices(info: ExportInfo) -> list[tuple[str, str]]:
             SELECT NULL, NULL, g."id", {details} FROM {gpu} g
             WHERE g."id" NOT IN (SELECT "gpuId" FROM {_src("TARGET_INFO_CUDA_DEVICE")})""")]
     if has_gpu and "cuDevice" in g.present:
-        return [("devices", f'INSERT INTO devices SELECT g."cuDevice", NULL, g."id", {details} FROM {gpu} g')]
+        return [Step("devices", f'INSERT INTO devices SELECT g."cuDevice", NULL, g."id", {details} FROM {gpu} g')]
     if "TARGET_INFO_CUDA_GPU" in t:
         # 2020 exports: per-process CUDA view. Its memory size/bandwidth columns use other units; left NULL.
         c = _Cols(info, "TARGET_INFO_CUDA_GPU", "c")
-        return [("devices", f"""
+        return [Step("devices", f"""
             INSERT INTO devices
             SELECT c."deviceId", {c("pid")}, NULL, c."name", NULL, {c("pciBusId")}, {c("numMultiprocessors")},
                    NULL, NULL, {c("l2CacheSize")}, NULL, {c("computeCapabilityMajor")},
@@ -554,5 +593,5 @@ def _devices(info: ExportInfo) -> list[tuple[str, str]]:
                    {c("maxSharedMemoryPerMultiprocessor")}
             FROM {_src("TARGET_INFO_CUDA_GPU")} c""")]
     if has_gpu:
-        return [("devices", f'INSERT INTO devices SELECT NULL, NULL, g."id", {details} FROM {gpu} g')]
+        return [Step("devices", f'INSERT INTO devices SELECT NULL, NULL, g."id", {details} FROM {gpu} g')]
     return []

@@ -44,12 +44,14 @@ ADDRESS_SLACK_BYTES = 2 * 1024**3
 
 
 class ChildDone(TypedDict):
-    """The child's last protocol line (``child._say``): whether it succeeded; on success the rows it copied per table
-    and the network rows (None when it did not derive them); on failure the kind of error and its text."""
+    """The child's last protocol line (``child._say``): whether it succeeded; on success the rows it copied per table,
+    the network rows (None when it did not derive them) and the statements whose launch join fell back to the grouped
+    launch table (a correlation id that repeats, ``normalize.Step.exact``); on failure the kind of error and its text."""
 
     ok: bool
     counts: NotRequired[dict[str, int]]
     net: NotRequired[int | None]
+    regrouped: NotRequired[list[str]]
     kind: NotRequired[str]
     error: NotRequired[str]
 
