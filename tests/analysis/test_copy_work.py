@@ -284,3 +284,19 @@ def test_each_statement_commits_so_the_next_one_sees_the_temporary_tables_rows(
         assert con.execute("SELECT value FROM meta WHERE key = 'seen'").fetchall() == [("1000",)]
     finally:
         con.close()
+
+
+def test_a_statement_checked_by_its_count_is_kept_or_rolled_back_for_its_fallback() -> None:
+    # ``child._exact``: the INSERT stays when it wrote the rows the count says it read; more rows, or a count that fails,
+    # roll it back and run the fallback; a failing INSERT raises and leaves nothing half-written behind it.
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (x INTEGER)")
+    fallback = ["INSERT INTO t VALUES (9)"]
+    assert child._exact(con, "INSERT INTO t VALUES (1), (2)", {"count": "SELECT 2", "fallback": fallback})
+    assert not child._exact(con, "INSERT INTO t VALUES (3), (4)", {"count": "SELECT 1", "fallback": fallback})
+    assert not child._exact(con, "INSERT INTO t VALUES (5)", {"count": "SELECT * FROM missing", "fallback": fallback})
+    with pytest.raises(duckdb.Error):
+        child._exact(con, "INSERT INTO t VALUES ('not a number')", {"count": "SELECT 1", "fallback": fallback})
+    assert sorted(r[0] for r in con.execute("SELECT x FROM t").fetchall()) == [1, 2, 9, 9]
+    con.execute("INSERT INTO t VALUES (6)")  # no transaction left open
+    assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 5

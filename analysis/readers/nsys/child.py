@@ -264,18 +264,22 @@ def run(con, plan: dict) -> list[str]:
 
 def _exact(con, sql: str, exact: dict) -> bool:
     """Run ``sql`` (an INSERT) in a transaction of its own and keep it when it wrote as many rows as ``exact['count']``
-    says it read (``normalize.Step.exact``); else roll it back and run ``exact['fallback']``. False when it fell back."""
+    says it read (``normalize.Step.exact``); else (or when the count fails) roll it back and run ``exact['fallback']``,
+    which needs no count. False when it fell back."""
     con.execute("BEGIN")
     try:
         wrote = con.execute(sql).fetchone()[0]
-        read = con.execute(exact["count"]).fetchone()[0]
     except BaseException:
         try:
             con.execute("ROLLBACK")
         except Exception:  # the statement's own error is the one to report
             pass
         raise
-    if int(wrote) == int(read):
+    try:
+        read = con.execute(exact["count"]).fetchone()[0]
+    except Exception:
+        read = None
+    if read is not None and int(wrote) == int(read):
         con.execute("COMMIT")
         return True
     con.execute("ROLLBACK")
