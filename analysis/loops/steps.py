@@ -38,17 +38,6 @@ COLUMNS = ("idx", "phase", "pid", "device", "start_ns", "end_ns", "own_end_ns", 
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
-def _covered_before(ms: np.ndarray, me: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Length of the union (disjoint ``ms``/``me``) that lies before each time ``t``."""
-    j = np.searchsorted(ms, t, side="right") - 1
-    k = np.maximum(j, 0)
-    if not len(ms):
-        return np.zeros(len(t), dtype=np.int64)
-    out = cum[k] + np.clip(np.minimum(t, me[k]) - ms[k], 0, None)
-    out[j < 0] = 0
-    return out
-
-
 _NONE = np.iinfo(np.int64).min
 
 

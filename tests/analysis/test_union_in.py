@@ -1,6 +1,7 @@
 """The per-iteration union lengths of the loop finder's records (``analysis.loops.steps._union_in``), computed in one
-chunked pass, against the merged intervals they replaced (issue #43: 600 MiB of the ingest's loop finder at 10M
-kernels): the same integers for any intervals, masks, windows and chunk size."""
+chunked pass (issue #43: the merged intervals they replaced were 600 MiB of the ingest's loop finder at 10M kernels),
+against merged intervals (the gap causes' own) and a count by hand: the same integers for any intervals, masks,
+windows and chunk size."""
 
 from __future__ import annotations
 
@@ -8,28 +9,18 @@ import numpy as np
 import pytest
 
 import analysis.model.activity as activity
+from analysis.diagnosis.rules.nsys import causes
 from analysis.loops import steps
 
 
-def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The computation ``_union_in`` replaced: the union of intervals given in start order as disjoint sorted
-    intervals, and the covered length before each of them (``cum[j]``)."""
-    if not len(start):
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    reach = np.maximum.accumulate(end)
-    opens = np.r_[True, start[1:] > reach[:-1]]
-    first = np.flatnonzero(opens)
-    ms = start[first]
-    me = np.r_[reach[first[1:] - 1], reach[-1]]
-    cum = np.zeros(len(ms) + 1, dtype=np.int64)
-    np.cumsum(me - ms, out=cum[1:])
-    return ms, me, cum
-
-
 def _merged_reference(start, end, mask, lo, hi):
+    """The computation ``_union_in`` replaced: the union as disjoint merged intervals and the covered length before
+    each window's ends, as the gap causes compute it (``causes._union``, ``causes._covered_before``)."""
     s, e = (start, end) if mask is None else (start[mask], end[mask])
-    ms, me, cum = _merged(s, e)
-    return steps._covered_before(ms, me, cum, hi) - steps._covered_before(ms, me, cum, lo)
+    if not len(s):
+        return np.zeros(len(lo), dtype=np.int64)
+    ps, pe, before = causes._union(s, e)
+    return causes._covered_before(ps, pe, before, hi) - causes._covered_before(ps, pe, before, lo)
 
 
 def _brute(start, end, mask, lo, hi):

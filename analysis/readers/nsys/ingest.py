@@ -217,9 +217,9 @@ def ingest_nsys(src: Path, out: Path, *, limits: Limits, progress: Progress | No
         result = child.run(plan, deadline, progress, checks=checks, weights=lambda: _weights(info, steps),
                            checked=checked)
         scrubbing = scrubs[0] if scrubs else None
-        if result.get("regrouped"):
+        if regrouped := result.get("regrouped"):
             logger.info("%s: a correlation id repeats among the CUDA API calls; %s joined their launching calls "
-                        "through the grouped launch table", src.name, ", ".join(result.get("regrouped") or ()))
+                        "through the grouped launch table", src.name, ", ".join(regrouped))
         if derive is not None:
             _derive(derive, tmp, limits, deadline, progress)
         if result.get("net") is None:
